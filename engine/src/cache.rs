@@ -1,0 +1,1 @@
+//! cache (to be written)

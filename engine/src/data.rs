@@ -1,0 +1,262 @@
+//! The public data model: cells, mutations, conditions and scan specifications.
+
+use crate::key::Timestamp;
+use std::ops::Bound;
+
+/// Row keys are at most this long (Bigtable's 64 KiB).
+pub const MAX_ROW_KEY: usize = 64 * 1024;
+/// Qualifiers are at most this long.
+pub const MAX_QUALIFIER: usize = 16 * 1024;
+/// Default limit on one cell value (configurable in [`crate::Options`]).
+pub const DEFAULT_MAX_VALUE: usize = 64 * 1024 * 1024;
+
+/// One version of one cell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cell {
+    pub row: Vec<u8>,
+    pub family: String,
+    pub qualifier: Vec<u8>,
+    pub timestamp: Timestamp,
+    pub value: Vec<u8>,
+}
+
+/// A half-open range of timestamps `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRange {
+    pub start: Timestamp,
+    pub end: Timestamp,
+}
+
+impl TimeRange {
+    /// Every timestamp.
+    pub const ALL: TimeRange = TimeRange {
+        start: 0,
+        end: u64::MAX,
+    };
+    /// Exactly one timestamp.
+    pub fn exactly(ts: Timestamp) -> TimeRange {
+        TimeRange {
+            start: ts,
+            end: ts.saturating_add(1),
+        }
+    }
+    pub fn contains(&self, ts: Timestamp) -> bool {
+        ts >= self.start && ts < self.end
+    }
+}
+
+impl Default for TimeRange {
+    fn default() -> Self {
+        TimeRange::ALL
+    }
+}
+
+/// One change to one row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mutation {
+    /// Writes a version; `timestamp: None` lets the server assign the current time in µs.
+    SetCell {
+        family: String,
+        qualifier: Vec<u8>,
+        timestamp: Option<Timestamp>,
+        value: Vec<u8>,
+    },
+    /// Deletes the versions of one column whose timestamps lie in `range`
+    /// (one version: [`TimeRange::exactly`]; the whole column: [`TimeRange::ALL`]).
+    DeleteCells {
+        family: String,
+        qualifier: Vec<u8>,
+        range: TimeRange,
+    },
+    /// Deletes every cell of a family in this row.
+    DeleteFamily { family: String },
+    /// Deletes every cell of the row.
+    DeleteRow,
+}
+
+/// Mutations of one row, applied atomically and in order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RowMutation {
+    pub row: Vec<u8>,
+    pub mutations: Vec<Mutation>,
+}
+
+impl RowMutation {
+    pub fn new(row: impl Into<Vec<u8>>) -> Self {
+        RowMutation {
+            row: row.into(),
+            mutations: Vec::new(),
+        }
+    }
+    pub fn set(
+        mut self,
+        family: &str,
+        qualifier: impl Into<Vec<u8>>,
+        value: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.mutations.push(Mutation::SetCell {
+            family: family.to_string(),
+            qualifier: qualifier.into(),
+            timestamp: None,
+            value: value.into(),
+        });
+        self
+    }
+    pub fn set_at(
+        mut self,
+        family: &str,
+        qualifier: impl Into<Vec<u8>>,
+        ts: Timestamp,
+        value: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.mutations.push(Mutation::SetCell {
+            family: family.to_string(),
+            qualifier: qualifier.into(),
+            timestamp: Some(ts),
+            value: value.into(),
+        });
+        self
+    }
+    pub fn delete_cells(
+        mut self,
+        family: &str,
+        qualifier: impl Into<Vec<u8>>,
+        range: TimeRange,
+    ) -> Self {
+        self.mutations.push(Mutation::DeleteCells {
+            family: family.to_string(),
+            qualifier: qualifier.into(),
+            range,
+        });
+        self
+    }
+    pub fn delete_family(mut self, family: &str) -> Self {
+        self.mutations.push(Mutation::DeleteFamily {
+            family: family.to_string(),
+        });
+        self
+    }
+    pub fn delete_row(mut self) -> Self {
+        self.mutations.push(Mutation::DeleteRow);
+        self
+    }
+}
+
+/// Write options.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteOptions {
+    /// fsync the commit log before returning (survives power loss); otherwise
+    /// the record is written to the OS before returning (survives kill -9).
+    pub sync: bool,
+}
+
+/// What a check-and-mutate compares against: the newest visible version of one column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Condition {
+    pub family: String,
+    pub qualifier: Vec<u8>,
+    pub predicate: Predicate,
+}
+
+/// A test of a cell's newest value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Predicate {
+    /// The column has a visible version.
+    Exists,
+    /// The newest value equals these bytes.
+    Equals(Vec<u8>),
+}
+
+/// Which rows a scan covers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowRange {
+    pub start: Bound<Vec<u8>>,
+    pub end: Bound<Vec<u8>>,
+}
+
+impl RowRange {
+    pub fn all() -> Self {
+        RowRange {
+            start: Bound::Unbounded,
+            end: Bound::Unbounded,
+        }
+    }
+    /// Rows whose key starts with `prefix`.
+    pub fn prefix(prefix: &[u8]) -> Self {
+        // The first key after every key with this prefix: strip trailing 0xFF and increment.
+        let mut end = prefix.to_vec();
+        while end.last() == Some(&0xFF) {
+            end.pop();
+        }
+        let end = match end.last_mut() {
+            Some(b) => {
+                *b += 1;
+                Bound::Excluded(end)
+            }
+            None => Bound::Unbounded,
+        };
+        RowRange {
+            start: Bound::Included(prefix.to_vec()),
+            end,
+        }
+    }
+    /// `[start, end)`.
+    pub fn between(start: &[u8], end: &[u8]) -> Self {
+        RowRange {
+            start: Bound::Included(start.to_vec()),
+            end: Bound::Excluded(end.to_vec()),
+        }
+    }
+    pub fn contains(&self, row: &[u8]) -> bool {
+        let after_start = match &self.start {
+            Bound::Included(s) => row >= s.as_slice(),
+            Bound::Excluded(s) => row > s.as_slice(),
+            Bound::Unbounded => true,
+        };
+        let before_end = match &self.end {
+            Bound::Included(e) => row <= e.as_slice(),
+            Bound::Excluded(e) => row < e.as_slice(),
+            Bound::Unbounded => true,
+        };
+        after_start && before_end
+    }
+}
+
+impl Default for RowRange {
+    fn default() -> Self {
+        RowRange::all()
+    }
+}
+
+/// A read of many rows (and, with a single-row range, of one row).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanSpec {
+    pub rows: RowRange,
+    /// Only these families; `None` means all.
+    pub families: Option<Vec<String>>,
+    /// A regex matched against the whole of `family:qualifier` (bytes), e.g.
+    /// `anchor:.*\.cnn\.com` for the paper's `anchor:*.cnn.com`.
+    pub column_regex: Option<String>,
+    /// Only versions whose timestamp lies in this range.
+    pub time_range: TimeRange,
+    /// At most this many newest versions per column; `None` means all retained.
+    pub max_versions: Option<u32>,
+    /// Stop after this many rows.
+    pub row_limit: Option<u64>,
+    /// Stop after this many cells.
+    pub cell_limit: Option<u64>,
+    /// Read as of this sequence snapshot (`None`: now). Set by the engine for consistent scans.
+    pub snapshot: Option<u64>,
+}
+
+impl ScanSpec {
+    pub fn row(row: &[u8]) -> ScanSpec {
+        ScanSpec {
+            rows: RowRange {
+                start: Bound::Included(row.to_vec()),
+                end: Bound::Included(row.to_vec()),
+            },
+            ..Default::default()
+        }
+    }
+}

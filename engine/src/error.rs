@@ -1,0 +1,54 @@
+//! Typed errors of the engine. Every malformed input maps to a variant that
+//! says what was wrong; nothing is applied when one is returned.
+
+/// Errors returned by the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("table not found: {0}")]
+    TableNotFound(String),
+    #[error("table already exists: {0}")]
+    TableExists(String),
+    #[error("unknown column family {family:?} in table {table}")]
+    UnknownFamily { table: String, family: String },
+    #[error("column family {0:?} still holds data")]
+    FamilyNotEmpty(String),
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    #[error("row key is {0} bytes; the limit is 65536")]
+    RowKeyTooLong(usize),
+    #[error("value is {size} bytes; the limit is {limit}")]
+    ValueTooLarge { size: usize, limit: usize },
+    #[error("invalid column regex {pattern:?}: {reason}")]
+    BadRegex { pattern: String, reason: String },
+    #[error("invalid schema, line {line}: {reason}")]
+    BadSchema { line: usize, reason: String },
+    #[error("invalid garbage-collection rule: {0}")]
+    BadGcRule(String),
+    #[error("batch entry {index}: {source}")]
+    BadBatchEntry {
+        index: usize,
+        #[source]
+        source: Box<Error>,
+    },
+    #[error("cell is not a 64-bit big-endian counter ({0} bytes)")]
+    NotACounter(usize),
+    #[error("counter overflow")]
+    CounterOverflow,
+    #[error("corruption: {0}")]
+    Corruption(String),
+    #[error("engine is shutting down")]
+    ShuttingDown,
+    #[error(transparent)]
+    Fs(#[from] gfs::Error),
+}
+
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    pub fn corruption(what: impl Into<String>) -> Self {
+        Error::Corruption(what.into())
+    }
+    pub fn invalid(what: impl Into<String>) -> Self {
+        Error::InvalidArgument(what.into())
+    }
+}

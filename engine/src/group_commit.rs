@@ -1,0 +1,1 @@
+//! group_commit (to be written)

@@ -1,0 +1,327 @@
+//! Internal keys: how a cell's coordinates are laid out as bytes.
+//!
+//! Every entry in a memtable, commit log replay or SSTable is a key/value pair
+//! whose key is
+//!
+//! ```text
+//! esc(row) esc(family) esc(qualifier) BE64(!timestamp) BE64(!seq) kind
+//! ```
+//!
+//! where `esc` writes a byte string so that byte order of the encodings equals
+//! lexicographic order of the strings, and concatenations stay ordered
+//! component by component: each 0x00 becomes 0x00 0xFF and the string ends with
+//! 0x00 0x01. Timestamps and sequence numbers are stored inverted so that newer
+//! versions and newer writes sort first. So every layer — skiplist, SSTable
+//! block search, block index, merge — orders keys with a plain `memcmp`.
+//!
+//! Tombstones sort before the cells they cover: a row tombstone has an empty
+//! family (real families are non-empty), family and column tombstones have
+//! timestamp [`TOMBSTONE_TS`], which user timestamps never reach. A tombstone
+//! hides only entries with a *lower* sequence number, so a write made after a
+//! delete is visible whatever its timestamp (Cloud Bigtable's semantics, not
+//! HBase's).
+
+use std::cmp::Ordering;
+
+/// Microseconds since the Unix epoch.
+pub type Timestamp = u64;
+/// Sequence number of one mutation op; assigned by the tablet server in commit order.
+pub type SeqNo = u64;
+
+/// The largest timestamp a user may write (Cloud Bigtable's i64 range).
+pub const MAX_TIMESTAMP: Timestamp = i64::MAX as u64;
+/// The timestamp slot used by family and column tombstones (sorts before every cell).
+pub const TOMBSTONE_TS: Timestamp = u64::MAX;
+/// The largest sequence number; seeking with it lands before every entry of a column/time.
+pub const MAX_SEQ: SeqNo = u64::MAX;
+
+/// What an entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Kind {
+    /// A cell value.
+    Put = 1,
+    /// Hides every cell of the row with a lower sequence number.
+    DeleteRow = 2,
+    /// Hides every cell of the family in this row with a lower sequence number.
+    DeleteFamily = 3,
+    /// Hides cells of one column whose timestamp lies in the range held in the
+    /// value (two BE64: start inclusive, end exclusive), with a lower sequence number.
+    DeleteColumn = 4,
+}
+
+impl Kind {
+    pub fn from_u8(b: u8) -> Option<Kind> {
+        match b {
+            1 => Some(Kind::Put),
+            2 => Some(Kind::DeleteRow),
+            3 => Some(Kind::DeleteFamily),
+            4 => Some(Kind::DeleteColumn),
+            _ => None,
+        }
+    }
+    pub fn is_tombstone(self) -> bool {
+        self != Kind::Put
+    }
+}
+
+/// Appends the order-preserving escaped form of `s` to `out`.
+pub fn escape_into(s: &[u8], out: &mut Vec<u8>) {
+    out.reserve(s.len() + 2);
+    for &b in s {
+        if b == 0 {
+            out.extend_from_slice(&[0x00, 0xFF]);
+        } else {
+            out.push(b);
+        }
+    }
+    out.extend_from_slice(&[0x00, 0x01]);
+}
+
+/// Decodes one escaped component from the front of `buf`; returns it and the rest.
+fn unescape(buf: &[u8]) -> Option<(Vec<u8>, &[u8])> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    loop {
+        let b = *buf.get(i)?;
+        if b != 0 {
+            out.push(b);
+            i += 1;
+            continue;
+        }
+        match *buf.get(i + 1)? {
+            0xFF => {
+                out.push(0);
+                i += 2;
+            }
+            0x01 => return Some((out, &buf[i + 2..])),
+            _ => return None,
+        }
+    }
+}
+
+/// Length of the escaped component at the front of `buf` (terminator included).
+fn escaped_len(buf: &[u8]) -> Option<usize> {
+    let mut i = 0;
+    loop {
+        let pos = i + buf.get(i..)?.iter().position(|&b| b == 0)?;
+        match *buf.get(pos + 1)? {
+            0xFF => i = pos + 2,
+            0x01 => return Some(pos + 2),
+            _ => return None,
+        }
+    }
+}
+
+/// The encoded prefix shared by every key of a row: `esc(row)`.
+pub fn row_prefix(row: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(row.len() + 2);
+    escape_into(row, &mut v);
+    v
+}
+
+/// The encoded prefix shared by every key of one column: `esc(row) esc(family) esc(qualifier)`.
+pub fn column_prefix(row: &[u8], family: &[u8], qualifier: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(row.len() + family.len() + qualifier.len() + 6);
+    escape_into(row, &mut v);
+    escape_into(family, &mut v);
+    escape_into(qualifier, &mut v);
+    v
+}
+
+/// The encoded prefix shared by every key of one family in a row.
+pub fn family_prefix(row: &[u8], family: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(row.len() + family.len() + 4);
+    escape_into(row, &mut v);
+    escape_into(family, &mut v);
+    v
+}
+
+/// Encodes a full internal key.
+pub fn encode(
+    row: &[u8],
+    family: &[u8],
+    qualifier: &[u8],
+    ts: Timestamp,
+    seq: SeqNo,
+    kind: Kind,
+) -> Vec<u8> {
+    let mut v = column_prefix(row, family, qualifier);
+    v.extend_from_slice(&(!ts).to_be_bytes());
+    v.extend_from_slice(&(!seq).to_be_bytes());
+    v.push(kind as u8);
+    v
+}
+
+/// The smallest key of a row: seek here to read the row from its start.
+pub fn row_start(row: &[u8]) -> Vec<u8> {
+    row_prefix(row)
+}
+
+/// The smallest key strictly after every key of `row` (for exclusive bounds and skipping).
+pub fn row_end(row: &[u8]) -> Vec<u8> {
+    // esc(row) ends in 00 01; every key of the row continues with 00 01 <more>,
+    // so replacing the final 01 by 02 gives a key above them all and below the
+    // next row (whose escaped form differs before that point or is longer).
+    let mut v = row_prefix(row);
+    if let Some(last) = v.last_mut() {
+        *last = 0x02;
+    }
+    v
+}
+
+/// The smallest key strictly after every key of one column.
+pub fn column_end(row: &[u8], family: &[u8], qualifier: &[u8]) -> Vec<u8> {
+    let mut v = column_prefix(row, family, qualifier);
+    if let Some(last) = v.last_mut() {
+        *last = 0x02;
+    }
+    v
+}
+
+/// A decoded view of an internal key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedKey {
+    pub row: Vec<u8>,
+    pub family: Vec<u8>,
+    pub qualifier: Vec<u8>,
+    pub timestamp: Timestamp,
+    pub seq: SeqNo,
+    pub kind: Kind,
+}
+
+impl ParsedKey {
+    pub fn encode(&self) -> Vec<u8> {
+        encode(
+            &self.row,
+            &self.family,
+            &self.qualifier,
+            self.timestamp,
+            self.seq,
+            self.kind,
+        )
+    }
+}
+
+/// Decodes an internal key; `None` if the bytes are not a well-formed key.
+pub fn decode(key: &[u8]) -> Option<ParsedKey> {
+    let (row, rest) = unescape(key)?;
+    let (family, rest) = unescape(rest)?;
+    let (qualifier, rest) = unescape(rest)?;
+    if rest.len() != 17 {
+        return None;
+    }
+    let ts = !u64::from_be_bytes(rest[0..8].try_into().ok()?);
+    let seq = !u64::from_be_bytes(rest[8..16].try_into().ok()?);
+    let kind = Kind::from_u8(rest[16])?;
+    Some(ParsedKey {
+        row,
+        family,
+        qualifier,
+        timestamp: ts,
+        seq,
+        kind,
+    })
+}
+
+/// Borrowed split of an internal key into its encoded parts, without copying.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyParts<'a> {
+    /// `esc(row)`: equal rows have equal `row_enc`.
+    pub row_enc: &'a [u8],
+    /// `esc(row) esc(family) esc(qualifier)`: equal columns have equal `column_enc`.
+    pub column_enc: &'a [u8],
+    pub timestamp: Timestamp,
+    pub seq: SeqNo,
+    pub kind: Kind,
+}
+
+/// Splits an internal key without decoding its strings.
+pub fn split(key: &[u8]) -> Option<KeyParts<'_>> {
+    let r = escaped_len(key)?;
+    let f = r + escaped_len(&key[r..])?;
+    let q = f + escaped_len(&key[f..])?;
+    let rest = &key[q..];
+    if rest.len() != 17 {
+        return None;
+    }
+    Some(KeyParts {
+        row_enc: &key[..r],
+        column_enc: &key[..q],
+        timestamp: !u64::from_be_bytes(rest[0..8].try_into().ok()?),
+        seq: !u64::from_be_bytes(rest[8..16].try_into().ok()?),
+        kind: Kind::from_u8(rest[16])?,
+    })
+}
+
+/// Decodes an escaped row prefix (as returned in [`KeyParts::row_enc`]).
+pub fn decode_row(row_enc: &[u8]) -> Option<Vec<u8>> {
+    unescape(row_enc).map(|(r, _)| r)
+}
+
+/// Internal keys compare as bytes; this is here to name the intent.
+pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
+    a.cmp(b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roundtrip() {
+        let k = encode(b"r\0w", b"fam", b"q\0", 42, 7, Kind::Put);
+        let p = decode(&k).unwrap();
+        assert_eq!(p.row, b"r\0w");
+        assert_eq!(p.family, b"fam");
+        assert_eq!(p.qualifier, b"q\0");
+        assert_eq!(p.timestamp, 42);
+        assert_eq!(p.seq, 7);
+        assert_eq!(p.kind, Kind::Put);
+        let s = split(&k).unwrap();
+        assert_eq!(decode_row(s.row_enc).unwrap(), b"r\0w");
+        assert_eq!(s.seq, 7);
+    }
+
+    #[test]
+    fn order_matches_model() {
+        let rows: Vec<&[u8]> = vec![b"", b"\0", b"\0\0", b"\0a", b"a", b"a\0", b"ab", b"b", b"\xff"];
+        for a in &rows {
+            for b in &rows {
+                let ka = encode(a, b"f", b"q", 1, 1, Kind::Put);
+                let kb = encode(b, b"f", b"q", 1, 1, Kind::Put);
+                assert_eq!(ka.cmp(&kb), a.cmp(b), "{a:?} vs {b:?}");
+                assert!(row_end(a) > ka);
+                if a < b {
+                    assert!(row_end(a) <= row_start(b), "{a:?} {b:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn newer_first_and_tombstones_first() {
+        let old = encode(b"r", b"f", b"q", 1, 1, Kind::Put);
+        let new = encode(b"r", b"f", b"q", 2, 1, Kind::Put);
+        assert!(new < old);
+        let later_write = encode(b"r", b"f", b"q", 1, 2, Kind::Put);
+        assert!(later_write < old);
+        let col_tomb = encode(b"r", b"f", b"q", TOMBSTONE_TS, 0, Kind::DeleteColumn);
+        assert!(col_tomb < new);
+        let fam_tomb = encode(b"r", b"f", b"", TOMBSTONE_TS, 0, Kind::DeleteFamily);
+        assert!(fam_tomb < col_tomb);
+        let row_tomb = encode(b"r", b"", b"", TOMBSTONE_TS, 0, Kind::DeleteRow);
+        assert!(row_tomb < fam_tomb);
+        assert!(row_tomb >= row_start(b"r"));
+    }
+
+    #[test]
+    fn malformed_keys_rejected() {
+        assert!(decode(b"").is_none());
+        assert!(decode(b"abc").is_none());
+        let mut k = encode(b"r", b"f", b"q", 1, 1, Kind::Put);
+        k.push(0);
+        assert!(decode(&k).is_none());
+        assert!(split(&k).is_none());
+    }
+}

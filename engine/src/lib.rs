@@ -1,0 +1,25 @@
+//! Bigtable (OSDI 2006) as a Rust library: the data model, the tablet server's
+//! storage (memtable, commit log with group commit, SSTables, compactions,
+//! locality groups, caches, Bloom filters), tablets and splits, and the client
+//! API. Files live in a [`gfs::FileStore`].
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+pub mod data;
+pub mod error;
+pub mod iterator;
+pub mod key;
+pub mod schema;
+
+pub mod cache;
+pub mod compaction;
+pub mod group_commit;
+pub mod log;
+pub mod manifest;
+pub mod memtable;
+pub mod merge;
+pub mod mutation;
+pub mod read;
+pub mod sstable;
+
+pub use data::*;
+pub use error::{Error, Result};

@@ -1,0 +1,1 @@
+//! commit log (to be written)

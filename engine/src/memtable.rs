@@ -1,0 +1,1 @@
+//! memtable (to be written)

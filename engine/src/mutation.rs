@@ -1,0 +1,1 @@
+//! mutation (to be written)

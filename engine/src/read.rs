@@ -1,0 +1,1 @@
+//! read (to be written)

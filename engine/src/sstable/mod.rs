@@ -1,0 +1,1 @@
+//! sstable (to be written)

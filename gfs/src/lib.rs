@@ -1,0 +1,76 @@
+//! The file layer under every commit log and SSTable.
+//!
+//! Everything above this crate sees files only through [`FileStore`]: names are
+//! slash-separated strings in a flat namespace (never local paths), files are
+//! append-only while being written and immutable once sealed, and reads are at
+//! an offset. That is the shape GFS gives Bigtable, and it is what HDFS or an
+//! S3-compatible object store could implement later.
+//!
+//! [`LocalStore`] keeps each file as a file under one data directory and does
+//! all its I/O through io_uring.
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+mod error;
+mod local;
+mod uring;
+
+pub use error::{Error, Result};
+pub use local::LocalStore;
+
+use std::sync::Arc;
+
+/// A store of named, append-only files.
+pub trait FileStore: Send + Sync + 'static {
+    /// Creates a new empty file for appending; fails with [`Error::AlreadyExists`]
+    /// if the name is taken.
+    fn create(&self, name: &str) -> Result<Box<dyn WritableFile>>;
+    /// Reopens an existing file to append more to it (used for logs).
+    fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>>;
+    /// Opens a file for reading at offsets.
+    fn open(&self, name: &str) -> Result<Arc<dyn ReadableFile>>;
+    /// Deletes a file. Open readers may keep reading it.
+    fn delete(&self, name: &str) -> Result<()>;
+    /// Atomically renames `from` to `to`, replacing `to` if it exists.
+    fn rename(&self, from: &str, to: &str) -> Result<()>;
+    /// Whether a file of that name exists.
+    fn exists(&self, name: &str) -> Result<bool>;
+    /// Size of a file in bytes.
+    fn size(&self, name: &str) -> Result<u64>;
+    /// Names of all files whose name starts with `prefix`, sorted.
+    fn list(&self, prefix: &str) -> Result<Vec<String>>;
+    /// Human-readable health lines for status files (one line per component).
+    fn status(&self) -> Vec<String> {
+        Vec::new()
+    }
+}
+
+/// A file being written. Appends are buffered by the implementation only up to
+/// the call: when `append` returns the bytes have been handed to the OS (they
+/// survive a crash of this process); when `sync` returns they are on stable
+/// storage (they survive a crash of the machine).
+pub trait WritableFile: Send {
+    /// Appends `data` at the end; returns the offset at which it was written.
+    fn append(&mut self, data: &[u8]) -> Result<u64>;
+    /// Appends several buffers as one write (one submission).
+    fn append_vectored(&mut self, bufs: &[&[u8]]) -> Result<u64>;
+    /// Appends `bufs` and makes them durable in the same submission (write + linked fsync).
+    fn append_sync(&mut self, bufs: &[&[u8]]) -> Result<u64>;
+    /// Makes everything appended so far durable.
+    fn sync(&mut self) -> Result<()>;
+    /// Current length of the file.
+    fn len(&self) -> u64;
+    /// Whether nothing has been written.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A file open for reading at offsets; shareable between threads.
+pub trait ReadableFile: Send + Sync {
+    /// Reads exactly `len` bytes at `offset`; a short file is an error.
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// Reads several ranges in one submission; results in request order.
+    fn read_many(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>>;
+    /// Length of the file when it was opened (or now, for files still growing).
+    fn len(&self) -> Result<u64>;
+}

@@ -1,0 +1,3 @@
+//! LocalStore (to be written).
+/// A FileStore over one local directory.
+pub struct LocalStore;
