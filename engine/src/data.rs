@@ -260,3 +260,23 @@ impl ScanSpec {
         }
     }
 }
+
+/// Per-block compression of a locality group's SSTables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Compression {
+    None,
+    #[default]
+    Lz4,
+}
+
+/// What a locality group's Bloom filters answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum BloomKind {
+    /// No filter.
+    None,
+    /// "Might this row be here?"
+    Row,
+    /// "Might this row be here?" and "might this row/column be here?"
+    #[default]
+    RowColumn,
+}

@@ -12,10 +12,12 @@
 
 mod error;
 mod local;
+mod mem;
 mod uring;
 
 pub use error::{Error, Result};
 pub use local::LocalStore;
+pub use mem::MemStore;
 
 use std::sync::Arc;
 
