@@ -20,6 +20,10 @@ pub mod merge;
 pub mod mutation;
 pub mod read;
 pub mod sstable;
+pub mod db;
+pub mod txn;
 
 pub use data::*;
+pub use db::{Bigtable, Options, Scanner, TabletInfo};
+pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
 pub use error::{Error, Result};

@@ -1,1 +1,3 @@
-//! schema (to be written)
+//! schema (being written on branch `logic`; this placeholder only names the type)
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TableSchema {}
