@@ -11,6 +11,7 @@ pub mod key;
 pub mod schema;
 
 pub mod cache;
+pub mod coding;
 pub mod compaction;
 pub mod group_commit;
 pub mod log;
