@@ -735,7 +735,7 @@ impl Fs {
             if specials {
                 for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
                     let off = i as u64 + 3;
-                    if off <= offset {
+                    if off <= offset || self.pending.is_hidden(table, name) {
                         continue;
                     }
                     let node = if i == 0 {

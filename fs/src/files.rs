@@ -237,7 +237,7 @@ impl Fs {
     /// FUSE `create`: a new cell (or exact version) file, committed on close.
     pub fn create(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         parent: u64,
         name: &[u8],
         flags: i32,
@@ -302,8 +302,21 @@ impl Fs {
                     ts,
                 }
             }
-            Node::Table(_) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
-                return Err(Errno::EEXIST)
+            Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
+                let name = String::from_utf8_lossy(name).into_owned();
+                if excl && !self.pending.is_hidden(t, &name) {
+                    return Err(Errno::EEXIST);
+                }
+                self.pending.unhide(t, &name);
+                let node = if name == SCHEMA {
+                    Node::Schema(t.clone())
+                } else {
+                    Node::Mutate(t.clone())
+                };
+                let attr = self.node_attr(&node)?;
+                self.register(&node)?;
+                let opened = self.open(caller, node.ino(), flags | libc::O_TRUNC)?;
+                return Ok((self.entry(attr), opened));
             }
             n if !n.is_dir() => return Err(Errno::ENOTDIR),
             _ => return Err(self.refuse(&what, Errno::EPERM, "only cells and versions are files")),
@@ -873,8 +886,15 @@ impl Fs {
             return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
         }
         match &*p {
-            // So that `rm -r table` can empty a table: these files cannot go, but need not.
-            Node::Table(_) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => Ok(()),
+            // The file hides until created again (see Pending::hide).
+            Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
+                if self.pending.hide(t, &String::from_utf8_lossy(name)) {
+                    self.invalidate_entry(&p, name.to_vec());
+                    Ok(())
+                } else {
+                    Err(Errno::ENOENT)
+                }
+            }
             Node::Family { .. } if name == VERSIONS.as_bytes() => Err(Errno::EISDIR),
             Node::Family {
                 table, row, family, ..
@@ -1086,7 +1106,7 @@ impl Fs {
     /// cells; times are accepted and ignored.
     pub fn setattr(
         &self,
-        caller: &Caller,
+        _caller: &Caller,
         ino: u64,
         fh: Option<u64>,
         set: SetAttr,
@@ -1127,24 +1147,22 @@ impl Fs {
                         .map_err(|e| self.fail(&what, &e))?;
                     self.invalidate_table(table);
                 }
+                Node::Root | Node::StatusDir => {
+                    return Err(self.refuse(
+                        &what,
+                        Errno::EPERM,
+                        "the root and status directories have fixed permissions",
+                    ))
+                }
                 n => {
-                    // Rows, cells and the rest have no permissions of their own:
-                    // setting what they already show is fine (tar, cp -p), anything else is not.
-                    let cur = match fh.and_then(|fh| self.handle_attr(fh, n)) {
-                        Some(a) => a,
-                        None => self.node_attr(n)?,
-                    };
-                    let same = set.mode.is_none_or(|m| m & 0o7777 == u32::from(cur.perm))
-                        && set.uid.is_none_or(|u| u == cur.uid)
-                        && set.gid.is_none_or(|g| g == cur.gid);
-                    if !same {
-                        let _ = caller;
-                        return Err(self.refuse(
-                            &what,
-                            Errno::EPERM,
-                            "permissions belong to tables and column families",
-                        ));
+                    // Rows, cells and the rest have no permissions of their own
+                    // (they show their table's or family's). Like vfat's `quiet`
+                    // option, chmod/chown on them succeed and change nothing, so
+                    // that tar, cp -p and rsync -a can copy trees in.
+                    if fh.is_none() {
+                        self.node_attr(n)?;
                     }
+                    log::debug!("{what}: ignored (permissions belong to tables and families)");
                 }
             }
         }

@@ -27,8 +27,8 @@ pub mod schema_file;
 mod status;
 pub mod store;
 
-#[cfg(test)]
-mod mock;
+#[cfg(any(test, feature = "mock"))]
+pub mod mock;
 #[cfg(test)]
 mod tests;
 
@@ -37,3 +37,5 @@ pub use crate::fuse::{FuseFs, MAX_WRITE};
 pub use crate::perms::Caller;
 pub use crate::status::Statfs;
 pub use crate::store::{RowStream, Store};
+/// The FUSE crate this is built on (for the binaries that mount it).
+pub use fuser;

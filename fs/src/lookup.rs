@@ -54,6 +54,11 @@ impl Fs {
             Node::Table(t) => {
                 let t = t.clone();
                 match n {
+                    _ if (n == SCHEMA.as_bytes() || n == MUTATE.as_bytes())
+                        && self.pending.is_hidden(&t, &String::from_utf8_lossy(n)) =>
+                    {
+                        Err(Errno::ENOENT)
+                    }
                     _ if n == SCHEMA.as_bytes() => Ok(Node::Schema(t)),
                     _ if n == MUTATE.as_bytes() => Ok(Node::Mutate(t)),
                     _ if n == SCAN.as_bytes() => Ok(Node::ScanDir(t)),

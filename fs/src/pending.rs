@@ -23,6 +23,8 @@ struct Inner {
     columns: HashSet<Col>,
     /// Cells created and not yet committed, with the number of open handles.
     cells: HashMap<Col, usize>,
+    /// `.schema`/`.mutate` files removed with unlink (see [`Pending::hide`]).
+    hidden: HashSet<(String, String)>,
 }
 
 /// See the module comment.
@@ -202,6 +204,31 @@ impl Pending {
         g.families.remove(&fam(t, r, f));
     }
 
+    /// `rm table/.schema`: the file disappears until it is created again
+    /// (the schema itself is unchanged). This lets `rm -r` empty a table and
+    /// tar replace the file (unlink, then create with O_EXCL). Whether it was visible.
+    pub fn hide(&self, t: &str, name: &str) -> bool {
+        self.inner
+            .lock()
+            .hidden
+            .insert((t.to_string(), name.to_string()))
+    }
+
+    /// The file was created again.
+    pub fn unhide(&self, t: &str, name: &str) {
+        self.inner
+            .lock()
+            .hidden
+            .remove(&(t.to_string(), name.to_string()));
+    }
+
+    pub fn is_hidden(&self, t: &str, name: &str) -> bool {
+        self.inner
+            .lock()
+            .hidden
+            .contains(&(t.to_string(), name.to_string()))
+    }
+
     /// Forgets everything of a table (it was deleted).
     pub fn drop_table(&self, t: &str) {
         let mut g = self.inner.lock();
@@ -209,6 +236,7 @@ impl Pending {
         g.families.retain(|(ft, _, _)| ft != t);
         g.columns.retain(|(ct, ..)| ct != t);
         g.cells.retain(|(ct, ..), _| ct != t);
+        g.hidden.retain(|(ht, _)| ht != t);
     }
 
     /// Number of placeholders (for `.bigtable/stats`).
@@ -262,6 +290,19 @@ mod tests {
         assert!(p.has_cell("t", b"r", "f", b"q"));
         p.drop_cell("t", b"r", "f", b"q");
         assert!(!p.has_cell("t", b"r", "f", b"q"));
+    }
+
+    #[test]
+    fn special_files_hide_until_created() {
+        let p = Pending::default();
+        assert!(p.hide("t", ".schema"));
+        assert!(!p.hide("t", ".schema"));
+        assert!(p.is_hidden("t", ".schema") && !p.is_hidden("t", ".mutate"));
+        p.unhide("t", ".schema");
+        assert!(!p.is_hidden("t", ".schema"));
+        p.hide("t", ".mutate");
+        p.drop_table("t");
+        assert!(!p.is_hidden("t", ".mutate"));
     }
 
     #[test]

@@ -327,7 +327,11 @@ fn rm_of_cells_families_and_rows_like_rm_r() {
     assert_eq!(t.ls("/t").unwrap(), vec![".schema", ".mutate", "s"]);
     // A table with rows cannot be removed; once emptied it can.
     assert_eq!(t.fs.rmdir(&t.root, ROOT_INO, b"t"), Err(Errno::ENOTEMPTY));
+    // The special files can be removed (they hide until created again), as rm -r does.
     t.unlink("/t/.schema").unwrap();
+    t.unlink("/t/.mutate").unwrap();
+    assert_eq!(t.unlink("/t/.mutate"), Err(Errno::ENOENT));
+    assert_eq!(t.ls("/t").unwrap(), vec!["s"]);
     t.unlink("/t/s/f/a").unwrap();
     t.rmdir("/t/s/f").unwrap();
     t.rmdir("/t/s").unwrap();
@@ -623,33 +627,21 @@ fn family_permissions_apply_to_batches_and_scans() {
         .unwrap();
     assert_eq!(a.perm, 0o750);
     assert_eq!(t.store.schema("t").unwrap().families["f"].mode, 0o750);
-    // chmod of a cell to something else is refused; to what it is, accepted.
+    // chmod of a cell succeeds and changes nothing (cells show their family's bits).
     let cell = t.ino("/t/r/f/secret").unwrap();
-    assert_eq!(
+    let chmod = |ino, mode| {
         t.fs.setattr(
             &t.root,
-            cell,
+            ino,
             None,
             SetAttr {
-                mode: Some(0o600),
+                mode: Some(mode),
                 ..Default::default()
-            }
+            },
         )
-        .err(),
-        Some(Errno::EPERM)
-    );
-    assert!(t
-        .fs
-        .setattr(
-            &t.root,
-            cell,
-            None,
-            SetAttr {
-                mode: Some(0o640),
-                ..Default::default()
-            }
-        )
-        .is_ok());
+    };
+    assert_eq!(chmod(cell, 0o600).unwrap().0.perm, 0o640);
+    assert_eq!(chmod(ROOT_INO, 0o700).err(), Some(Errno::EPERM));
     use crate::store::Store;
 }
 
@@ -661,6 +653,27 @@ fn dropping_a_family_with_data_is_refused() {
     t.put("/t/.schema", b"g\n", TRUNC).unwrap();
     use crate::store::Store;
     assert_eq!(t.store.schema("t").unwrap().families.len(), 1);
+}
+
+#[test]
+fn tar_replaces_special_files_by_unlink_and_exclusive_create() {
+    let t = T::new();
+    t.mutate("set r f:q 1\n").unwrap();
+    let table = t.ino("/t").unwrap();
+    let excl = WR | libc::O_CREAT | libc::O_EXCL;
+    assert_eq!(
+        t.fs.create(&t.root, table, b".schema", excl).err(),
+        Some(Errno::EEXIST)
+    );
+    t.unlink("/t/.schema").unwrap();
+    assert_eq!(t.ino("/t/.schema"), Err(Errno::ENOENT));
+    let (_, o) = t.fs.create(&t.root, table, b".schema", excl).unwrap();
+    t.fs.write(o.fh, 0, b"f\nk\n").unwrap();
+    t.fs.flush(o.fh).unwrap();
+    t.fs.release(o.fh).unwrap();
+    assert_eq!(t.store.schema("t").unwrap().families.len(), 2);
+    assert!(t.ino("/t/.schema").is_ok());
+    use crate::store::Store;
 }
 
 #[test]
