@@ -1,13 +1,24 @@
 //! Mounts the filesystem over the in-memory store (no engine, nothing kept):
-//! `cargo run -p fs --features mock --example memmount -- MOUNTPOINT`.
-//! Unmount with `umount MOUNTPOINT`.
+//! `cargo run -p fs --features mock --example memmount -- MOUNTPOINT`, or
+//! with bigtable-mountd's arguments (`DATA_DIR MOUNTPOINT -f -o ...`; the
+//! data directory and options are ignored). Unmount with `umount MOUNTPOINT`.
 
 use fs::fuser::{Config, MountOption, Session, SessionACL};
 use fs::{Fs, FsOptions, FuseFs};
 use std::sync::Arc;
 
 fn main() {
-    let Some(mnt) = std::env::args().nth(1) else {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
+    let positional: Vec<String> = std::env::args()
+        .skip(1)
+        .scan(false, |skip, a| {
+            let keep = !*skip && !a.starts_with('-');
+            *skip = a == "-o";
+            Some((keep, a))
+        })
+        .filter_map(|(keep, a)| keep.then_some(a))
+        .collect();
+    let Some(mnt) = positional.last().cloned() else {
         eprintln!("usage: memmount MOUNTPOINT");
         std::process::exit(2);
     };

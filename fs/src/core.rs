@@ -375,14 +375,45 @@ impl Fs {
         }
     }
 
-    pub(crate) fn attr_ttl(&self) -> Duration {
-        self.opts.attr_timeout
+    /// Whether the kernel must not cache a node at all: versions, time-travel
+    /// views, scans and status files change without the kernel's inodes
+    /// being written, and are rarely used, so they are looked up afresh.
+    fn volatile(node: &Node) -> bool {
+        matches!(
+            node,
+            Node::StatusDir
+                | Node::Status(_)
+                | Node::ScanDir(_)
+                | Node::Scan { .. }
+                | Node::AtDir(_)
+                | Node::VersionsDir { .. }
+                | Node::VersionsColumn { .. }
+                | Node::Version { .. }
+        ) || node.view().is_some_and(|v| !v.is_now())
     }
 
-    pub(crate) fn entry(&self, attr: FileAttr) -> Entry {
+    /// How long the kernel may cache a node's attributes.
+    pub(crate) fn attr_ttl(&self, node: &Node) -> Duration {
+        if Self::volatile(node) {
+            Duration::ZERO
+        } else {
+            self.opts.attr_timeout
+        }
+    }
+
+    /// How long the kernel may cache a name (and the attributes that come with it).
+    pub(crate) fn entry_ttl(&self, node: &Node) -> Duration {
+        if Self::volatile(node) {
+            Duration::ZERO
+        } else {
+            self.opts.entry_timeout
+        }
+    }
+
+    pub(crate) fn entry(&self, node: &Node, attr: FileAttr) -> Entry {
         Entry {
             attr,
-            ttl: self.opts.entry_timeout,
+            ttl: self.entry_ttl(node),
         }
     }
 
@@ -678,10 +709,13 @@ impl Fs {
         }
     }
 
-    /// Every cached inode of a table (schema or permission change).
-    pub(crate) fn invalidate_table(&self, table: &str) {
-        for (ino, _) in self.inodes.in_table(table) {
-            self.inval.send(Inval::Inode(ino));
+    /// The cached inodes of a table whose attributes a schema or permission
+    /// change may alter: with `family`, only that family's; without, all.
+    pub(crate) fn invalidate_table(&self, table: &str, family: Option<&str>) {
+        for (ino, node) in self.inodes.in_table(table) {
+            if family.is_none() || node.family() == family {
+                self.inval.send(Inval::Inode(ino));
+            }
         }
     }
 
@@ -693,6 +727,12 @@ impl Fs {
     /// Whether the kernel holds this inode number.
     pub fn knows(&self, ino: u64) -> bool {
         self.inodes.get(ino).is_some()
+    }
+
+    /// Waits briefly until the invalidations this request queued reached the
+    /// kernel (called before replying to requests that change data).
+    pub fn settle(&self) {
+        self.inval.settle();
     }
 
     /// Forget `n` kernel references to an inode.

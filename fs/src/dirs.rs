@@ -43,6 +43,8 @@ pub struct DirOut<'a> {
     pub name: &'a [u8],
     /// Set for readdirplus.
     pub attr: Option<FileAttr>,
+    /// How long the kernel may cache the entry (readdirplus).
+    pub ttl: std::time::Duration,
 }
 
 /// The directory a node lies in, and its name there (`None` for the root).
@@ -296,7 +298,7 @@ impl Fs {
         };
         let attr = self.node_attr(&node)?;
         self.register(&node)?;
-        Ok(self.entry(attr))
+        Ok(self.entry(&node, attr))
     }
 
     /// FUSE `rmdir`.
@@ -328,7 +330,7 @@ impl Fs {
                     .delete_table(t)
                     .map_err(|e| self.fail(&what, &e))?;
                 self.pending.drop_table(t);
-                self.invalidate_table(t);
+                self.invalidate_table(t, None);
                 log::info!("deleted table {t}");
                 Ok(())
             }
@@ -649,6 +651,7 @@ impl Fs {
                     kind: FileType::Directory,
                     name,
                     attr,
+                    ttl: self.entry_ttl(n),
                 }) {
                     return Ok(());
                 }
@@ -709,6 +712,7 @@ impl Fs {
             kind: e.kind,
             name: &e.name,
             attr,
+            ttl: self.entry_ttl(&e.node),
         }) {
             return Ok(false);
         }

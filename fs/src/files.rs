@@ -227,6 +227,7 @@ impl Fs {
             wrote: false,
             created: false,
             direct,
+            failed: None,
         }));
         Opened {
             fh,
@@ -316,7 +317,7 @@ impl Fs {
                 let attr = self.node_attr(&node)?;
                 self.register(&node)?;
                 let opened = self.open(caller, node.ino(), flags | libc::O_TRUNC)?;
-                return Ok((self.entry(attr), opened));
+                return Ok((self.entry(&node, attr), opened));
             }
             n if !n.is_dir() => return Err(Errno::ENOTDIR),
             _ => return Err(self.refuse(&what, Errno::EPERM, "only cells and versions are files")),
@@ -361,7 +362,7 @@ impl Fs {
                 let attr = self.value_attr(ino, &fam, Some(&cur));
                 let trunc = flags & libc::O_TRUNC != 0;
                 let o = self.open_value(&node, Some(cur), true, trunc, flags & libc::O_APPEND != 0);
-                return Ok((self.entry(attr), o));
+                return Ok((self.entry(&node, attr), o));
             }
             None => {
                 if matches!(node, Node::Cell { .. }) {
@@ -378,6 +379,7 @@ impl Fs {
                     wrote: false,
                     created: matches!(node, Node::Cell { .. }),
                     direct: false,
+                    failed: None,
                 }));
                 Opened {
                     fh,
@@ -386,7 +388,7 @@ impl Fs {
             }
         };
         let attr = self.value_attr(ino, &fam, None);
-        Ok((self.entry(attr), opened))
+        Ok((self.entry(&node, attr), opened))
     }
 
     // ---- read / write ----
@@ -433,12 +435,19 @@ impl Fs {
                 } else {
                     offset as usize
                 };
-                let end = off.checked_add(data.len()).ok_or(Errno::EFBIG)?;
+                if let Some(e) = c.failed {
+                    return Err(e);
+                }
+                let end = off.saturating_add(data.len());
                 if end > self.opts.max_value_size {
+                    c.failed = Some(Errno::EFBIG);
                     return Err(self.refuse(
                         &format!("write {}", c.node),
                         Errno::EFBIG,
-                        &format!("a value is at most {} bytes", self.opts.max_value_size),
+                        &format!(
+                            "a value is at most {} bytes; nothing of this file will be committed",
+                            self.opts.max_value_size
+                        ),
                     ));
                 }
                 if !c.append_mode {
@@ -478,6 +487,7 @@ impl Fs {
         };
         let mut g = h.lock();
         match &mut *g {
+            Handle::Cell(c) if c.failed.is_some() => Err(c.failed.unwrap_or(Errno::EIO)),
             Handle::Cell(c) if c.dirty && c.wrote => self.commit_cell(c),
             Handle::Schema(s) if s.dirty && s.wrote => self.commit_schema(s),
             Handle::Mutate(m) => {
@@ -503,7 +513,11 @@ impl Fs {
         let mut g = h.lock();
         let r = match &mut *g {
             Handle::Cell(c) => {
-                let r = if c.dirty { self.commit_cell(c) } else { Ok(()) };
+                let r = if c.dirty && c.failed.is_none() {
+                    self.commit_cell(c)
+                } else {
+                    Ok(())
+                };
                 if c.created {
                     if let Node::Cell {
                         table,
@@ -533,6 +547,9 @@ impl Fs {
         if let Some(h) = self.handles.get(fh) {
             let mut g = h.lock();
             match &mut *g {
+                Handle::Cell(c) if c.failed.is_some() => {
+                    return Err(c.failed.unwrap_or(Errno::EIO))
+                }
                 Handle::Cell(c) if c.dirty => self.commit_cell(c)?,
                 Handle::Schema(s) if s.dirty => self.commit_schema(s)?,
                 Handle::Mutate(m) => {
@@ -660,7 +677,8 @@ impl Fs {
         s.dirty = false;
         s.wrote = false;
         s.base_len = s.data.len();
-        self.invalidate_table(&s.table);
+        self.invalidate_table(&s.table, None);
+        self.inval.settle();
         Ok(())
     }
 
@@ -1057,6 +1075,21 @@ impl Fs {
         self.store
             .apply(table, &m, self.write_options())
             .map_err(|e| self.fail(&what, &e))?;
+        let from = Node::Cell {
+            table: table.clone(),
+            view: View::Now,
+            row: row.clone(),
+            family: family.clone(),
+            qualifier: src.clone(),
+        };
+        let to = Node::Cell {
+            table: table.clone(),
+            view: View::Now,
+            row: row.clone(),
+            family: f2.clone(),
+            qualifier: dst.clone(),
+        };
+        self.inodes.rebind(&from, &to);
         self.pending.add_family(table, row, family);
         self.pending.data_written(table, row, f2);
         if family != f2 {
@@ -1123,29 +1156,37 @@ impl Fs {
         if perms {
             match &*node {
                 Node::Table(t) => {
-                    let mut s = (*self.schema(t)?).clone();
+                    let cur = self.schema(t)?;
+                    let mut s = (*cur).clone();
                     if let Some(m) = set.mode {
                         s.mode = m & 0o7777;
                     }
                     s.owner = set.uid.unwrap_or(s.owner);
                     s.group = set.gid.unwrap_or(s.group);
-                    self.store
-                        .set_schema(t, s)
-                        .map_err(|e| self.fail(&what, &e))?;
-                    self.invalidate_table(t);
+                    if s != *cur {
+                        self.store
+                            .set_schema(t, s)
+                            .map_err(|e| self.fail(&what, &e))?;
+                        self.invalidate_table(t, None);
+                    }
                 }
                 Node::Family { table, family, .. } | Node::VersionsDir { table, family, .. } => {
-                    let mut s = (*self.schema(table)?).clone();
+                    let cur = self.schema(table)?;
+                    let mut s = (*cur).clone();
                     let f = s.families.get_mut(family).ok_or(Errno::ENOENT)?;
                     if let Some(m) = set.mode {
                         f.mode = m & 0o7777;
                     }
                     f.owner = set.uid.unwrap_or(f.owner);
                     f.group = set.gid.unwrap_or(f.group);
-                    self.store
-                        .set_schema(table, s)
-                        .map_err(|e| self.fail(&what, &e))?;
-                    self.invalidate_table(table);
+                    // tar and cp -p chmod every family directory they make: only
+                    // a real change touches the schema.
+                    if s != *cur {
+                        self.store
+                            .set_schema(table, s)
+                            .map_err(|e| self.fail(&what, &e))?;
+                        self.invalidate_table(table, Some(family));
+                    }
                 }
                 Node::Root | Node::StatusDir => {
                     return Err(self.refuse(
@@ -1168,10 +1209,10 @@ impl Fs {
         }
         if let Some(fh) = fh {
             if let Some(a) = self.handle_attr(fh, &node) {
-                return Ok((a, self.attr_ttl()));
+                return Ok((a, self.attr_ttl(&node)));
             }
         }
-        Ok((self.node_attr(&node)?, self.attr_ttl()))
+        Ok((self.node_attr(&node)?, self.attr_ttl(&node)))
     }
 
     fn truncate(&self, node: &Node, fh: Option<u64>, size: u64) -> FsResult<()> {

@@ -131,7 +131,10 @@ impl Filesystem for FuseFs {
         };
         guard("setattr", || {
             match self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set) {
-                Ok((a, ttl)) => reply.attr(&ttl, &a),
+                Ok((a, ttl)) => {
+                    self.fs.settle();
+                    reply.attr(&ttl, &a)
+                }
                 Err(e) => reply.error(e),
             }
         })
@@ -160,7 +163,10 @@ impl Filesystem for FuseFs {
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guard("unlink", || {
             match self.fs.unlink(&caller(req), parent.0, name.as_bytes()) {
-                Ok(()) => reply.ok(),
+                Ok(()) => {
+                    self.fs.settle();
+                    reply.ok()
+                }
                 Err(e) => reply.error(e),
             }
         })
@@ -169,7 +175,10 @@ impl Filesystem for FuseFs {
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guard("rmdir", || {
             match self.fs.rmdir(&caller(req), parent.0, name.as_bytes()) {
-                Ok(()) => reply.ok(),
+                Ok(()) => {
+                    self.fs.settle();
+                    reply.ok()
+                }
                 Err(e) => reply.error(e),
             }
         })
@@ -194,7 +203,10 @@ impl Filesystem for FuseFs {
                 newname.as_bytes(),
                 flags.bits(),
             ) {
-                Ok(()) => reply.ok(),
+                Ok(()) => {
+                    self.fs.settle();
+                    reply.ok()
+                }
                 Err(e) => reply.error(e),
             }
         })
@@ -248,7 +260,10 @@ impl Filesystem for FuseFs {
         reply: ReplyData,
     ) {
         guard("read", || match self.fs.read(fh.0, offset, size) {
-            Ok(d) => reply.data(&d),
+            Ok(d) => {
+                self.fs.settle();
+                reply.data(&d)
+            }
             Err(e) => reply.error(e),
         })
     }
@@ -280,7 +295,10 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         guard("flush", || match self.fs.flush(fh.0) {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                self.fs.settle();
+                reply.ok()
+            }
             Err(e) => reply.error(e),
         })
     }
@@ -310,7 +328,10 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         guard("fsync", || match self.fs.fsync(fh.0) {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                self.fs.settle();
+                reply.ok()
+            }
             Err(e) => reply.error(e),
         })
     }
@@ -356,7 +377,7 @@ impl Filesystem for FuseFs {
                     INodeNo(e.ino),
                     e.offset,
                     OsStr::from_bytes(e.name),
-                    &fs.options().entry_timeout,
+                    &e.ttl,
                     a,
                     Generation(0),
                 ),

@@ -34,6 +34,9 @@ pub struct CellHandle {
     pub created: bool,
     /// The kernel-side size may be stale: the handle bypasses the page cache.
     pub direct: bool,
+    /// A write failed (EFBIG): the value is incomplete and is never
+    /// committed; close reports the error.
+    pub failed: Option<fuser::Errno>,
 }
 
 /// `.schema` open for reading or writing.
@@ -119,6 +122,15 @@ impl Handles {
 
     pub fn remove(&self, fh: u64) -> Option<Arc<Mutex<Handle>>> {
         self.map.lock().remove(&fh)
+    }
+
+    /// The open handles, for the rare searches by node.
+    pub fn all(&self) -> Vec<(u64, Arc<Mutex<Handle>>)> {
+        self.map
+            .lock()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
     }
 
     pub fn len(&self) -> usize {

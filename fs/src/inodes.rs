@@ -120,6 +120,30 @@ impl InodeTable {
         }
     }
 
+    /// After a rename the kernel keeps the moved inode under its new name:
+    /// every inode standing for `from` now stands for `to`.
+    pub fn rebind(&self, from: &Node, to: &Node) {
+        let mut g = self.inner.write();
+        let inos: Vec<u64> = match (from.table(), from.row()) {
+            (Some(t), Some(r)) => g
+                .by_row
+                .get(t)
+                .and_then(|rows| rows.get(r))
+                .cloned()
+                .unwrap_or_default(),
+            _ => g.by_ino.keys().copied().collect(),
+        };
+        for ino in inos {
+            if let Some(e) = g.by_ino.get_mut(&ino) {
+                if *e.node == *from {
+                    e.node = Arc::new(to.clone());
+                    e.reported = None;
+                }
+            }
+        }
+        // A rename stays within its row, so the row index is unchanged.
+    }
+
     /// Whether the kernel may have `node` cached.
     pub fn is_known(&self, node: &Node) -> bool {
         self.inner
@@ -219,6 +243,24 @@ mod tests {
         assert_eq!(t.in_row("t", b"a").len(), 2);
         assert_eq!(t.in_table("t").len(), 4);
         assert!(t.in_table("u").is_empty());
+    }
+
+    #[test]
+    fn rebind_moves_an_inode_to_its_new_name() {
+        let t = InodeTable::new();
+        let cell = |q: &[u8]| Node::Cell {
+            table: "t".into(),
+            view: View::Now,
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: q.to_vec(),
+        };
+        let ino = t.register(&cell(b"a")).unwrap();
+        t.rebind(&cell(b"a"), &cell(b"b"));
+        assert_eq!(*t.get(ino).unwrap(), cell(b"b"));
+        t.rebind(&cell(b"b"), &cell(b"c"));
+        assert_eq!(*t.get(ino).unwrap(), cell(b"c"));
+        assert_eq!(t.in_row("t", b"r").len(), 1);
     }
 
     #[test]

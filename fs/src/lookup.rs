@@ -181,7 +181,7 @@ impl Fs {
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
         let (node, attr) = self.resolve(&p, name)?;
         self.register(&node)?;
-        Ok(self.entry(attr))
+        Ok(self.entry(&node, attr))
     }
 
     /// Takes a kernel reference on `node`.
@@ -198,9 +198,28 @@ impl Fs {
         let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
         // An open file is described by its handle (it may be uncommitted or unlinked).
         if let Some(attr) = fh.and_then(|fh| self.handle_attr(fh, &node)) {
-            return Ok((attr, self.attr_ttl()));
+            return Ok((attr, self.attr_ttl(&node)));
         }
-        Ok((self.node_attr(&node)?, self.attr_ttl()))
+        match self.node_attr(&node) {
+            Ok(a) => Ok((a, self.attr_ttl(&node))),
+            // A file created and not committed yet exists for its opener.
+            Err(Errno::ENOENT) => match self.created_attr(&node) {
+                Some(a) => Ok((a, self.attr_ttl(&node))),
+                None => Err(Errno::ENOENT),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Attributes of a cell or version that an open handle is creating.
+    fn created_attr(&self, node: &Node) -> Option<FileAttr> {
+        if !matches!(node, Node::Cell { .. } | Node::Version { .. }) {
+            return None;
+        }
+        self.handles
+            .all()
+            .into_iter()
+            .find_map(|(fh, _)| self.handle_attr(fh, node))
     }
 }
 

@@ -35,7 +35,7 @@ impl Default for MockStore {
         MockStore {
             tables: Mutex::new(BTreeMap::new()),
             clock: AtomicU64::new(1_700_000_000_000_000),
-            max_value: 1 << 20,
+            max_value: engine::DEFAULT_MAX_VALUE,
             syncs: AtomicU64::new(0),
         }
     }
@@ -89,6 +89,14 @@ fn select(row_key: &[u8], row: &Row, spec: &ScanSpec) -> Vec<Cell> {
 }
 
 impl MockStore {
+    /// A store refusing values above `max_value` bytes.
+    pub fn with_max_value(max_value: usize) -> MockStore {
+        MockStore {
+            max_value,
+            ..Default::default()
+        }
+    }
+
     fn now(&self) -> u64 {
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

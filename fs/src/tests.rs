@@ -257,10 +257,13 @@ fn partial_writes_appends_and_truncation() {
     )
     .unwrap();
     assert_eq!(t.get("/t/r/f/q").unwrap(), b"012a\0\0");
-    // Writing past the limit.
+    // Writing past the limit fails the write and the close, and commits nothing.
     let fh = t.fs.open(&t.root, ino, WR).unwrap().fh;
+    t.fs.write(fh, 0, b"partial").unwrap();
     assert_eq!(t.fs.write(fh, 1 << 20, b"x"), Err(Errno::EFBIG));
+    assert_eq!(t.fs.flush(fh), Err(Errno::EFBIG));
     t.fs.release(fh).unwrap();
+    assert_eq!(t.get("/t/r/f/q").unwrap(), b"012a\0\0");
 }
 
 #[test]
@@ -688,4 +691,30 @@ fn rename_moves_a_cell_within_its_row() {
     assert_eq!(t.versions("/t/r/g/.versions/b").len(), 2);
     let s = t.ino("/t/s/g").unwrap();
     assert_eq!(t.fs.rename(&t.root, g, b"b", s, b"b", 0), Err(Errno::EXDEV));
+}
+
+#[test]
+fn large_values_in_large_writes() {
+    let store = Arc::new(MockStore::with_max_value(64 << 20));
+    let fs = Fs::new(store.clone(), FsOptions::default());
+    let t = T {
+        fs,
+        store,
+        root: Caller::root(),
+    };
+    t.fs.mkdir(&t.root, ROOT_INO, b"t", 0o755, 0o022).unwrap();
+    t.put("/t/.schema", b"f\n", TRUNC).unwrap();
+    t.mkdir("/t/r").unwrap();
+    t.mkdir("/t/r/f").unwrap();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let p = t.ino("/t/r/f").unwrap();
+    let (_, o) =
+        t.fs.create(&t.root, p, b"big", WR | libc::O_CREAT | libc::O_TRUNC)
+            .unwrap();
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        t.fs.write(o.fh, (i << 20) as u64, chunk).unwrap();
+    }
+    t.fs.flush(o.fh).unwrap();
+    t.fs.release(o.fh).unwrap();
+    assert_eq!(t.get("/t/r/f/big").unwrap(), data);
 }
