@@ -27,4 +27,4 @@ pub mod txn;
 pub use data::*;
 pub use db::{Bigtable, Options, Scanner, TabletInfo};
 pub use error::{Error, Result};
-pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
+pub use txn::{RowOp, RowTxn, TxnOutcome};
