@@ -537,7 +537,7 @@ impl Server {
                         .collect(),
                 });
                 out.push(TxnOutcome {
-                    applied: true,
+                    guard_held: true,
                     results: Vec::new(),
                 });
                 continue;
@@ -570,69 +570,74 @@ impl Server {
     /// mutation to commit.
     fn resolve_txn(&self, table: &TableState, t: &RowTxn) -> Result<(RowMutation, TxnOutcome)> {
         let mut m = RowMutation::new(t.row.clone());
-        if let Some(g) = &t.guard {
-            let cur = self.read_cell(table, &t.row, &g.condition.family, &g.condition.qualifier)?;
-            let holds = mutation::check(&g.condition, cur.as_ref().map(|c| c.value.as_slice()));
-            if holds != g.expect {
-                return Ok((m, TxnOutcome::default()));
+        let held = match &t.guard {
+            None => true,
+            Some(c) => {
+                let cur = self.read_cell(table, &t.row, &c.family, &c.qualifier)?;
+                mutation::check(c, cur.as_ref().map(|c| c.value.as_slice()))
             }
-        }
+        };
+        let ops = if held { &t.ops } else { &t.otherwise };
         // Values this transaction has written so far, for later ops of the same column.
         let mut overlay: HashMap<(String, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
         let mut results = Vec::new();
-        for op in &t.ops {
-            match op {
+        for op in ops {
+            let (family, qualifier, new) = match op {
                 RowOp::Mutate(mu) => {
                     match mu {
-                        Mutation::SetCell { family, qualifier, value, .. } => {
+                        Mutation::SetCell {
+                            family,
+                            qualifier,
+                            value,
+                            ..
+                        } => {
                             overlay.insert((family.clone(), qualifier.clone()), Some(value.clone()));
                         }
-                        Mutation::DeleteCells { family, qualifier, .. } => {
-                            // A partial range may leave an older version: read it after commit order.
+                        Mutation::DeleteCells {
+                            family, qualifier, ..
+                        } => {
                             overlay.remove(&(family.clone(), qualifier.clone()));
-                            if !m.mutations.is_empty() || !overlay.is_empty() {
-                                // fall through: reads below consult storage plus what is pending
-                            }
                         }
-                        Mutation::DeleteFamily { family } => {
-                            overlay.retain(|(f, _), _| f != family);
-                        }
+                        Mutation::DeleteFamily { family } => overlay.retain(|(f, _), _| f != family),
                         Mutation::DeleteRow => overlay.clear(),
                     }
                     m.mutations.push(mu.clone());
+                    continue;
                 }
-                RowOp::Increment { family, qualifier, delta } | RowOp::Append { family, qualifier, data: _, .. }
-                    if false =>
-                {
-                    let _ = (family, qualifier, delta);
-                }
-                RowOp::Increment { family, qualifier, delta } => {
+                RowOp::Increment {
+                    family,
+                    qualifier,
+                    delta,
+                } => {
                     let old = self.current_value(table, t, &m, &overlay, family, qualifier)?;
-                    let new = mutation::increment(old.as_deref(), *delta)?;
-                    overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
-                    m.mutations.push(Mutation::SetCell {
-                        family: family.clone(),
-                        qualifier: qualifier.clone(),
-                        timestamp: None,
-                        value: new.clone(),
-                    });
-                    results.push(new);
+                    (family, qualifier, mutation::increment(old.as_deref(), *delta)?)
                 }
-                RowOp::Append { family, qualifier, data } => {
+                RowOp::Append {
+                    family,
+                    qualifier,
+                    data,
+                } => {
                     let old = self.current_value(table, t, &m, &overlay, family, qualifier)?;
                     let new = mutation::append(old.as_deref(), data, self.opts.max_value_size)?;
-                    overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
-                    m.mutations.push(Mutation::SetCell {
-                        family: family.clone(),
-                        qualifier: qualifier.clone(),
-                        timestamp: None,
-                        value: new.clone(),
-                    });
-                    results.push(new);
+                    (family, qualifier, new)
                 }
-            }
+            };
+            overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
+            m.mutations.push(Mutation::SetCell {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                timestamp: None,
+                value: new.clone(),
+            });
+            results.push(new);
         }
-        Ok((m, TxnOutcome { applied: true, results }))
+        Ok((
+            m,
+            TxnOutcome {
+                guard_held: held,
+                results,
+            },
+        ))
     }
 
     /// The value a read-modify-write op starts from: what this transaction
@@ -1303,14 +1308,14 @@ fn validate_txn(table: &str, schema: &TableSchema, t: &RowTxn, max_value: usize)
     if t.row.len() > MAX_ROW_KEY {
         return Err(Error::RowKeyTooLong(t.row.len()));
     }
-    if t.ops.is_empty() {
+    if t.ops.is_empty() && t.otherwise.is_empty() {
         return Err(Error::invalid("a row transaction needs at least one operation"));
     }
-    if let Some(g) = &t.guard {
-        check_family(&g.condition.family)?;
+    if let Some(c) = &t.guard {
+        check_family(&c.family)?;
     }
     let mut plain = RowMutation::new(t.row.clone());
-    for op in &t.ops {
+    for op in t.ops.iter().chain(&t.otherwise) {
         match op {
             RowOp::Mutate(m) => plain.mutations.push(m.clone()),
             RowOp::Increment { family, qualifier, .. } | RowOp::Append { family, qualifier, .. } => {
