@@ -183,7 +183,9 @@ impl<T, R> GroupCommit<T, R> {
             }
         };
         let shared = Arc::new(err);
-        (0..n).map(|_| Err(Error::Shared(Arc::clone(&shared)))).collect()
+        (0..n)
+            .map(|_| Err(Error::Shared(Arc::clone(&shared))))
+            .collect()
     }
 
     pub fn stats(&self) -> GroupCommitStats {

@@ -206,7 +206,10 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..500u64 {
                         let seq = w * 1000 + i + 1;
-                        m.insert(k(&format!("row{:04}", i), 5, seq), seq.to_be_bytes().to_vec());
+                        m.insert(
+                            k(&format!("row{:04}", i), 5, seq),
+                            seq.to_be_bytes().to_vec(),
+                        );
                     }
                 })
             })
