@@ -66,13 +66,17 @@ pub struct TableBuilder {
     bloom: Option<BloomBuilder>,
     last_row: Vec<u8>,
     last_column: Vec<u8>,
-    /// Set after a write error: the file is in an unknown state.
+    /// Set after a write error (the file is in an unknown state), or when the
+    /// file given was not empty (block offsets must start at 0).
     failed: bool,
 }
 
 impl TableBuilder {
     pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> TableBuilder {
         let offset = file.len();
+        // A table starts at offset 0 of its own file; anything else is a
+        // caller bug, reported by the first add or finish.
+        let failed = offset != 0;
         let bloom =
             (opts.bloom != BloomKind::None).then(|| BloomBuilder::new(opts.bloom_bits_per_key));
         TableBuilder {
@@ -96,7 +100,7 @@ impl TableBuilder {
             bloom,
             last_row: Vec::new(),
             last_column: Vec::new(),
-            failed: false,
+            failed,
         }
     }
 
@@ -104,7 +108,9 @@ impl TableBuilder {
     /// every key added before.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         if self.failed {
-            return Err(Error::invalid("table builder failed earlier"));
+            return Err(Error::invalid(
+                "table builder failed earlier (write error or non-empty file)",
+            ));
         }
         if self.entries > 0 && key <= self.last_key.as_slice() {
             return Err(Error::invalid("sstable keys must be strictly ascending"));
@@ -198,7 +204,9 @@ impl TableBuilder {
     /// Writes the rest of the table and syncs the file.
     pub fn finish(mut self) -> Result<TableInfo> {
         if self.failed {
-            return Err(Error::invalid("table builder failed earlier"));
+            return Err(Error::invalid(
+                "table builder failed earlier (write error or non-empty file)",
+            ));
         }
         self.flush()?;
         if let Some(handle) = self.pending_handle.take() {

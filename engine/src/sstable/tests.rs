@@ -266,6 +266,14 @@ fn every_byte_flip_is_detected() {
         opts(256, Compression::Lz4, BloomKind::RowColumn),
     );
     let size = store.size("t").unwrap() as usize;
+    // Some blocks really are compressed, so lz4 framing is covered too.
+    let raw = build(
+        &store,
+        "raw",
+        &entries,
+        opts(256, Compression::None, BloomKind::RowColumn),
+    );
+    assert!(size < raw.file_size as usize);
     let rows: Vec<Vec<u8>> = entries
         .iter()
         .map(|(k, _)| key::decode(k).unwrap().row)
@@ -506,6 +514,11 @@ fn builder_rejects_bad_keys() {
         b.add(b"zzz not a key", b"v"),
         Err(Error::InvalidArgument(_))
     ));
+    let mut w = store.create("nonempty").unwrap();
+    w.append(b"junk").unwrap();
+    let mut nb = TableBuilder::new(w, TableOptions::default());
+    assert!(matches!(nb.add(&k0, b"v"), Err(Error::InvalidArgument(_))));
+    assert!(nb.finish().is_err());
     // The builder is still usable after rejected input.
     let k2 = key::encode(b"c", b"f", b"q", 1, 1, Kind::Put);
     b.add(&k2, b"w").unwrap();
