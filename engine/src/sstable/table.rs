@@ -82,18 +82,28 @@ impl Table {
         let footer_off = size
             .checked_sub(FOOTER_LEN as u64)
             .ok_or_else(|| corruption(file_number, 0, "file shorter than a footer"))?;
-        let footer = Footer::decode(&all[footer_off as usize..], file_number, footer_off)?;
-        let handles = meta_handles(&footer, footer_off, file_number)?;
-        // In range: meta_handles checked every end against footer_off.
-        let slice = |h: &BlockHandle| {
-            all[h.offset as usize..h.offset as usize + h.size as usize + BLOCK_TRAILER_LEN].to_vec()
+        // Handles were checked against the file size, but slice defensively.
+        let slice = |h: &BlockHandle| -> Result<Vec<u8>> {
+            let start = usize::try_from(h.offset).ok();
+            let end = h.end().and_then(|e| usize::try_from(e).ok());
+            start
+                .zip(end)
+                .and_then(|(s, e)| all.get(s..e))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| corruption(file_number, h.offset, "block beyond end of file"))
         };
-        let bufs = handles.iter().map(slice).collect();
+        let footer_buf = usize::try_from(footer_off)
+            .ok()
+            .and_then(|o| all.get(o..))
+            .ok_or_else(|| corruption(file_number, footer_off, "short read of footer"))?;
+        let footer = Footer::decode(footer_buf, file_number, footer_off)?;
+        let handles = meta_handles(&footer, footer_off, file_number)?;
+        let bufs = handles.iter().map(slice).collect::<Result<Vec<_>>>()?;
         let mut table = Table::from_meta(file, file_number, size, None, &footer, bufs)?;
         table.check_data_handles()?;
         let mut blocks = Vec::with_capacity(table.index.len());
         for e in &table.index {
-            let data = unwrap_block(slice(&e.handle), file_number, e.handle.offset)?;
+            let data = unwrap_block(slice(&e.handle)?, file_number, e.handle.offset)?;
             blocks.push(Arc::new(Block::new(data, file_number, e.handle.offset)?));
         }
         table.mem_blocks = Some(blocks);
