@@ -12,6 +12,7 @@ pub mod schema;
 
 pub mod cache;
 pub mod compaction;
+pub mod compaction_filter;
 pub mod group_commit;
 pub mod log;
 pub mod manifest;
@@ -20,6 +21,7 @@ pub mod merge;
 pub mod mutation;
 pub mod read;
 pub mod sstable;
+pub mod visibility;
 
 pub use data::*;
 pub use error::{Error, Result};
