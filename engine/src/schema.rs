@@ -1060,3 +1060,320 @@ pub fn format_family(f: &FamilySchema, resolver: &dyn NameResolver) -> String {
         id_str(f.group, resolver.group_name(f.group), |n| resolver.gid(n)),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resolver with one user and one group.
+    struct Names;
+    impl NameResolver for Names {
+        fn uid(&self, name: &str) -> Option<u32> {
+            (name == "alice").then_some(1000)
+        }
+        fn gid(&self, name: &str) -> Option<u32> {
+            (name == "staff").then_some(50)
+        }
+        fn user_name(&self, uid: u32) -> Option<String> {
+            (uid == 1000).then(|| "alice".to_string())
+        }
+        fn group_name(&self, gid: u32) -> Option<String> {
+            (gid == 50).then(|| "staff".to_string())
+        }
+    }
+
+    fn bad_line(text: &str) -> (usize, String) {
+        match parse(text, &Names) {
+            Err(Error::BadSchema { line, reason }) => (line, reason),
+            other => panic!("expected BadSchema for {text:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn gc_union_and_intersection() {
+        let day = 86_400_000_000u64;
+        let now = 10 * day;
+        let union = GcRule {
+            max_versions: Some(2),
+            max_age_micros: Some(day),
+            mode: GcMode::Union,
+        };
+        assert!(!union.collects(0, now, now));
+        assert!(!union.collects(1, now - day, now), "exactly max_age old is kept");
+        assert!(union.collects(1, now - day - 1, now), "older than max_age");
+        assert!(union.collects(2, now, now), "beyond max_versions");
+        let inter = GcRule {
+            mode: GcMode::Intersection,
+            ..union
+        };
+        assert!(!inter.collects(1, now - 5 * day, now), "old but within count");
+        assert!(!inter.collects(5, now, now), "beyond count but young");
+        assert!(inter.collects(2, now - 2 * day, now), "both");
+        let only_count = GcRule {
+            max_age_micros: None,
+            ..inter
+        };
+        assert!(!only_count.collects(100, 0, now), "a None limit never collects");
+        assert!(GcRule::default().collects(3, now, now));
+        assert!(!GcRule::default().collects(2, 0, now));
+        assert!(!GcRule::KEEP_ALL.collects(1_000_000, 0, now));
+        assert!(!union.collects(0, now + day, now), "future timestamps are young");
+        assert!(union.collects_by_age_alone(0, now));
+        assert!(!inter.collects_by_age_alone(0, now));
+    }
+
+    #[test]
+    fn parse_full_line_and_defaults() {
+        let text = "# families\n\nanchor max_versions=5 max_age=7d gc=intersection locality=lg1 \
+                    compression=none bloom=row block_size=4k in_memory=true mode=0750 \
+                    owner=alice group=staff  # trailing comment\n  contents  \n";
+        let fams = parse(text, &Names).unwrap();
+        assert_eq!(fams.len(), 2);
+        let a = &fams[0];
+        assert_eq!(a.name, "anchor");
+        assert_eq!(
+            a.gc,
+            GcRule {
+                max_versions: Some(5),
+                max_age_micros: Some(7 * 86_400_000_000),
+                mode: GcMode::Intersection
+            }
+        );
+        assert_eq!(a.locality_group, "lg1");
+        assert_eq!(a.compression, Compression::None);
+        assert_eq!(a.bloom, BloomKind::Row);
+        assert_eq!(a.block_size, 4096);
+        assert!(a.in_memory);
+        assert_eq!((a.mode, a.owner, a.group), (0o750, 1000, 50));
+        assert_eq!(fams[1], FamilySchema::new("contents"));
+    }
+
+    #[test]
+    fn parse_values() {
+        let one = |setting: &str| parse(&format!("f {setting}"), &Names).unwrap().remove(0);
+        assert_eq!(one("max_versions=none").gc.max_versions, None);
+        assert_eq!(one("max_versions=unlimited").gc.max_versions, None);
+        assert_eq!(one("max_age=90m").gc.max_age_micros, Some(90 * 60_000_000));
+        assert_eq!(one("max_age=500ms").gc.max_age_micros, Some(500_000));
+        assert_eq!(one("max_age=3us").gc.max_age_micros, Some(3));
+        assert_eq!(one("max_age=2h").gc.max_age_micros, Some(2 * 3_600_000_000));
+        assert_eq!(one("max_age=10s").gc.max_age_micros, Some(10_000_000));
+        assert_eq!(one("max_age=none").gc.max_age_micros, None);
+        assert_eq!(one("block_size=1m").block_size, 1 << 20);
+        assert_eq!(one("block_size=16M").block_size, 16 << 20);
+        assert_eq!(one("block_size=1024").block_size, 1024);
+        assert_eq!(one("mode=7777").mode, 0o7777);
+        assert_eq!(one("mode=0o640").mode, 0o640);
+        assert_eq!(one("owner=42 group=7").owner, 42);
+        assert_eq!(one("owner=42 group=7").group, 7);
+        assert_eq!(one("bloom=none").bloom, BloomKind::None);
+        assert_eq!(one("bloom=row_col").bloom, BloomKind::RowColumn);
+        assert_eq!(one("gc=union").gc.mode, GcMode::Union);
+        assert!(parse("a.b-c_D9", &Names).is_ok());
+        assert!(parse(&"x".repeat(64), &Names).is_ok());
+        assert!(parse("", &Names).unwrap().is_empty());
+    }
+
+    #[test]
+    fn every_error_names_its_line() {
+        let cases: &[(&str, &str)] = &[
+            ("bad/name", "contains"),
+            (".hidden", "starts with '.'"),
+            (&"x".repeat(65), "limit is 64"),
+            ("f max_versions=0", "at least 1"),
+            ("f max_versions=-1", "max_versions"),
+            ("f max_versions=abc", "max_versions"),
+            ("f max_age=7", "max_age"),
+            ("f max_age=7y", "max_age"),
+            ("f max_age=0d", "positive"),
+            ("f max_age=99999999999999999d", "too large"),
+            ("f gc=both", "gc"),
+            ("f locality=.x", "locality group"),
+            ("f compression=zstd", "compression"),
+            ("f bloom=col", "bloom"),
+            ("f block_size=512", "outside"),
+            ("f block_size=17m", "outside"),
+            ("f block_size=big", "block_size"),
+            ("f in_memory=yes", "in_memory"),
+            ("f mode=0800", "mode"),
+            ("f mode=17777", "mode"),
+            ("f owner=bob", "owner"),
+            ("f group=wheel", "group"),
+            ("f owner=99999999999", "owner"),
+            ("f colour=red", "unknown setting"),
+            ("f max_versions", "key=value"),
+            ("f max_versions=", "empty value"),
+            ("f gc=union gc=union", "twice"),
+        ];
+        for (bad, why) in cases {
+            let text = format!("# header\nok1\n\n{bad}\nok2 bloom=nope\n");
+            let (line, reason) = bad_line(&text);
+            assert_eq!(line, 4, "{bad}: {reason}");
+            assert!(reason.contains(why), "{bad}: {reason:?} lacks {why:?}");
+        }
+        let (line, reason) = bad_line("a\nb\n# c\na max_versions=1\n");
+        assert_eq!(line, 4);
+        assert!(reason.contains("line 1"), "{reason}");
+    }
+
+    #[test]
+    fn locality_groups_must_agree() {
+        let (line, reason) = bad_line("a locality=g compression=none\nb\nc locality=g compression=lz4\n");
+        assert_eq!(line, 3);
+        assert!(reason.contains("locality group g"), "{reason}");
+        // A family joining a group takes the group's settings it does not give.
+        let f = parse("a locality=g compression=none block_size=8k\nb locality=g\n", &Names).unwrap();
+        assert_eq!(f[1].compression, Compression::None);
+        assert_eq!(f[1].block_size, 8192);
+        let s = TableSchema::with_families(f);
+        let groups = s.locality_groups();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].families, vec!["a", "b"]);
+        assert_eq!(groups[0].compression, Compression::None);
+        let mut bad = s.clone();
+        bad.families.get_mut("b").unwrap().in_memory = true;
+        assert!(matches!(bad.validate(), Err(Error::InvalidArgument(_))));
+    }
+
+    #[test]
+    fn locality_groups_sorted() {
+        let s = TableSchema::with_families(parse("z\ny locality=a in_memory=true\nx locality=m\nw\n", &Names).unwrap());
+        let g = s.locality_groups();
+        let names: Vec<_> = g.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, vec!["a", "default", "m"]);
+        assert_eq!(g[1].families, vec!["w", "z"]);
+        assert!(g[0].in_memory);
+        assert!(!g[1].in_memory);
+    }
+
+    #[test]
+    fn format_roundtrips() {
+        let text = "anchor max_versions=5 max_age=90m gc=intersection locality=lg compression=none \
+                    bloom=row block_size=1500 in_memory=true mode=0750 owner=alice group=staff\n\
+                    b max_versions=none max_age=1500ms owner=7 group=9 mode=4755\n\
+                    c max_age=86400s block_size=2m\n";
+        let s = TableSchema::with_families(parse(text, &Names).unwrap());
+        for r in [&Names as &dyn NameResolver, &NumericNames] {
+            let out = format(&s, r);
+            let back = TableSchema::with_families(parse(&out, r).unwrap());
+            assert_eq!(back, s, "{out}");
+        }
+        let out = format(&s, &Names);
+        assert!(out.starts_with("anchor max_versions=5 max_age=90m gc=intersection locality=lg "), "{out}");
+        assert!(out.contains("owner=alice group=staff"), "{out}");
+        assert!(out.contains("max_age=1d"), "{out}");
+        assert!(out.contains("block_size=2m"), "{out}");
+        assert!(out.contains("mode=4755"), "{out}");
+        assert_eq!(out.lines().count(), 3);
+        assert!(format(&s, &NumericNames).contains("owner=1000 group=50"));
+        assert_eq!(
+            format_family(&FamilySchema::new("f"), &NumericNames),
+            "f max_versions=3 max_age=none gc=union locality=default compression=lz4 \
+             bloom=row_col block_size=64k in_memory=false mode=0755 owner=0 group=0"
+        );
+    }
+
+    #[test]
+    fn merge_appends_and_alters_only_given_settings() {
+        let base = TableSchema {
+            owner: 1000,
+            group: 50,
+            mode: 0o700,
+            ..TableSchema::with_families(parse("a max_versions=7 mode=0700\nb\n", &Names).unwrap())
+        };
+        let (s, dropped) = base.apply_text("a max_age=1h\nc\n", &Names, false).unwrap();
+        assert!(dropped.is_empty());
+        let a = s.family("a").unwrap();
+        assert_eq!(a.gc.max_versions, Some(7), "kept");
+        assert_eq!(a.gc.max_age_micros, Some(3_600_000_000), "altered");
+        assert_eq!(a.mode, 0o700, "kept");
+        assert!(s.family("b").is_some());
+        let c = s.family("c").unwrap();
+        assert_eq!((c.owner, c.group), (1000, 50), "new families belong to the table's owner");
+        assert_eq!(c.gc, GcRule::default());
+        assert_eq!((s.owner, s.group, s.mode), (1000, 50, 0o700));
+    }
+
+    #[test]
+    fn merge_replace_all_drops_and_resets() {
+        let base = TableSchema::with_families(parse("a max_versions=7\nb\nc\n", &Names).unwrap());
+        let (s, dropped) = base.apply_text("a\nd\n", &Names, true).unwrap();
+        assert_eq!(dropped, vec!["b", "c"]);
+        assert_eq!(s.families.keys().collect::<Vec<_>>(), vec!["a", "d"]);
+        assert_eq!(s.family("a").unwrap().gc.max_versions, Some(3), "a line sets every setting");
+    }
+
+    #[test]
+    fn merge_locality_rules() {
+        let base = TableSchema::with_families(
+            parse("a locality=g compression=none\nb locality=g\nsolo\n", &Names).unwrap(),
+        );
+        // A new family joining g inherits its settings.
+        let (s, _) = base.apply_text("c locality=g", &Names, false).unwrap();
+        assert_eq!(s.family("c").unwrap().compression, Compression::None);
+        // Changing one member of a shared group is refused, naming the line.
+        match base.apply_text("# x\na compression=lz4", &Names, false) {
+            Err(Error::BadSchema { line, reason }) => {
+                assert_eq!(line, 2);
+                assert!(reason.contains("family b"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
+        // A group of one can change by appending.
+        let (s, _) = base.apply_text("solo bloom=none", &Names, false).unwrap();
+        assert_eq!(s.family("solo").unwrap().bloom, BloomKind::None);
+        // Moving a family into another group takes that group's settings.
+        let (s, _) = base.apply_text("solo locality=g", &Names, false).unwrap();
+        assert_eq!(s.family("solo").unwrap().compression, Compression::None);
+        // Writing the whole file may change a whole group at once.
+        let (s, _) = base
+            .apply_text("a locality=g compression=lz4\nb locality=g compression=lz4\n", &Names, true)
+            .unwrap();
+        assert_eq!(s.locality_groups()[0].compression, Compression::Lz4);
+        // Nothing changes on error.
+        assert!(base.apply_text("a\nb bloom=bad\n", &Names, true).is_err());
+    }
+
+    #[test]
+    fn encode_decode() {
+        let mut s = TableSchema::with_families(
+            parse(
+                "a max_versions=none max_age=5s gc=intersection locality=x compression=none \
+                 bloom=row block_size=2k in_memory=true mode=0700 owner=3 group=4\nb\n",
+                &Names,
+            )
+            .unwrap(),
+        );
+        s.owner = 11;
+        s.group = 12;
+        s.mode = 0o750;
+        let enc = s.encode();
+        assert_eq!(TableSchema::decode(&enc).unwrap(), s);
+        assert_eq!(TableSchema::decode(&TableSchema::default().encode()).unwrap(), TableSchema::default());
+        for cut in 0..enc.len() {
+            assert!(TableSchema::decode(&enc[..cut]).is_err(), "prefix {cut}");
+        }
+        let mut extra = enc.clone();
+        extra.push(0);
+        assert!(TableSchema::decode(&extra).is_err());
+        // Flip every byte: must never panic; most flips must be caught.
+        for i in 0..enc.len() {
+            let mut bad = enc.clone();
+            bad[i] ^= 0xA5;
+            let _ = TableSchema::decode(&bad);
+        }
+        assert!(TableSchema::decode(b"garbage").is_err());
+    }
+
+    #[test]
+    fn api_validation() {
+        let mut f = FamilySchema::new("f");
+        f.gc.max_versions = Some(0);
+        assert!(matches!(f.validate(), Err(Error::BadGcRule(_))));
+        let mut f = FamilySchema::new("f");
+        f.block_size = 10;
+        assert!(f.validate().is_err());
+        assert!(FamilySchema::new("a/b").validate().is_err());
+        assert!(FamilySchema::new("ok").validate().is_ok());
+    }
+}
