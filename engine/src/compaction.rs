@@ -24,7 +24,10 @@ pub fn sst_name(number: u64) -> String {
 
 /// The SSTable number a file name stands for.
 pub fn sst_number(name: &str) -> Option<u64> {
-    name.strip_prefix("sst/")?.strip_suffix(".sst")?.parse().ok()
+    name.strip_prefix("sst/")?
+        .strip_suffix(".sst")?
+        .parse()
+        .ok()
 }
 
 /// Where compaction output goes and how to open it.
@@ -68,7 +71,15 @@ impl Router {
         let g = groups
             .into_iter()
             .find(|g| g.name == group)
-            .unwrap_or_else(|| LocalityGroup::named(group));
+            .unwrap_or_else(|| LocalityGroup {
+                // The group left the schema: keep its files readable with defaults.
+                name: group.to_string(),
+                compression: Default::default(),
+                bloom: Default::default(),
+                block_size: crate::schema::DEFAULT_BLOCK_SIZE,
+                in_memory: false,
+                families: Vec::new(),
+            });
         Router {
             groups: vec![g],
             by_family: HashMap::new(),
