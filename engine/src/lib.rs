@@ -20,6 +20,8 @@ pub mod memtable;
 pub mod merge;
 pub mod mutation;
 pub mod read;
+#[cfg(test)]
+mod read_model_test;
 pub mod sstable;
 pub mod visibility;
 
