@@ -303,7 +303,7 @@ fn read(
 }
 
 fn compact(v: &Entries, schema: &Arc<TableSchema>, major: bool, now: u64) -> Entries {
-    CompactionFilter::new(iter_of(v), schema.clone(), major, now)
+    CompactionFilter::new(iter_of(v), major, schema.clone(), now)
         .unwrap()
         .collect::<Result<_>>()
         .unwrap()

@@ -242,6 +242,22 @@ pub struct LocalityGroup {
     pub families: Vec<String>,
 }
 
+impl LocalityGroup {
+    /// A group with default settings and no families (e.g. for data of a
+    /// group that is no longer in the schema).
+    pub fn named(name: impl Into<String>) -> Self {
+        let d = FamilySchema::new("");
+        LocalityGroup {
+            name: name.into(),
+            compression: d.compression,
+            bloom: d.bloom,
+            block_size: d.block_size,
+            in_memory: d.in_memory,
+            families: Vec::new(),
+        }
+    }
+}
+
 /// A table's families and the table directory's permissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSchema {
@@ -1249,6 +1265,11 @@ mod tests {
         assert_eq!(f[1].compression, Compression::None);
         assert_eq!(f[1].block_size, 8192);
         let s = TableSchema::with_families(f);
+        let named = LocalityGroup::named("x");
+        assert_eq!(
+            (named.block_size, named.families.len()),
+            (DEFAULT_BLOCK_SIZE, 0)
+        );
         let groups = s.locality_groups();
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].families, vec!["a", "b"]);
