@@ -71,15 +71,7 @@ impl Router {
         let g = groups
             .into_iter()
             .find(|g| g.name == group)
-            .unwrap_or_else(|| LocalityGroup {
-                // The group left the schema: keep its files readable with defaults.
-                name: group.to_string(),
-                compression: Default::default(),
-                bloom: Default::default(),
-                block_size: crate::schema::DEFAULT_BLOCK_SIZE,
-                in_memory: false,
-                families: Vec::new(),
-            });
+            .unwrap_or_else(|| LocalityGroup::named(group));
         Router {
             groups: vec![g],
             by_family: HashMap::new(),

@@ -48,8 +48,8 @@ impl CompactionFilter {
     /// Positions `iter` at its first entry.
     pub fn new(
         mut iter: Box<dyn InternalIterator>,
-        schema: Arc<TableSchema>,
         major: bool,
+        schema: Arc<TableSchema>,
         now_micros: u64,
     ) -> Result<CompactionFilter> {
         iter.seek_to_first()?;
@@ -153,7 +153,7 @@ mod tests {
 
     fn filter(input: &Entries, schema: &Arc<TableSchema>, major: bool, now: u64) -> Entries {
         let it = Box::new(VecIterator::new(Arc::new(input.clone())));
-        CompactionFilter::new(it, schema.clone(), major, now)
+        CompactionFilter::new(it, major, schema.clone(), now)
             .unwrap()
             .collect::<Result<_>>()
             .unwrap()
@@ -304,7 +304,7 @@ mod tests {
     fn corrupt_input_is_an_error_once() {
         let input: Entries = vec![(b"nonsense".to_vec(), vec![])];
         let it = Box::new(VecIterator::new(Arc::new(input)));
-        let mut f = CompactionFilter::new(it, schema(GcRule::KEEP_ALL), true, 0).unwrap();
+        let mut f = CompactionFilter::new(it, true, schema(GcRule::KEEP_ALL), 0).unwrap();
         assert!(matches!(f.next(), Some(Err(crate::Error::Corruption(_)))));
         assert!(f.next().is_none());
     }

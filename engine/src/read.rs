@@ -15,6 +15,7 @@
 //!
 //! Entries of families no longer in the schema are skipped.
 
+pub use crate::compaction_filter::CompactionFilter;
 use crate::data::{Cell, RowRange, ScanSpec, TimeRange};
 use crate::error::{Error, Result};
 use crate::iterator::InternalIterator;

@@ -242,6 +242,22 @@ pub struct LocalityGroup {
     pub families: Vec<String>,
 }
 
+impl LocalityGroup {
+    /// A group with default settings and no families (e.g. for data of a
+    /// group that is no longer in the schema).
+    pub fn named(name: impl Into<String>) -> Self {
+        let d = FamilySchema::new("");
+        LocalityGroup {
+            name: name.into(),
+            compression: d.compression,
+            bloom: d.bloom,
+            block_size: d.block_size,
+            in_memory: d.in_memory,
+            families: Vec::new(),
+        }
+    }
+}
+
 /// A table's families and the table directory's permissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSchema {
@@ -337,10 +353,12 @@ impl TableSchema {
     /// its family with defaults for what it omits, or alters an existing
     /// family, changing only the settings the line gives; other families are
     /// kept. With `replace_all = true` (writing the whole file) the result holds
-    /// exactly the given families, each with defaults for what its line omits.
+    /// exactly the given families, each with defaults for what its line omits
+    /// (permissions included: `mode=0755`, the table's owner and group).
     /// Either way a family that joins a locality group without giving the
-    /// group's settings takes them from the group, and new families' owner
-    /// and group default to the table's. Returns the new schema and the
+    /// group's compression/bloom/block_size/in_memory takes them from the
+    /// group (a family moving into an empty group keeps its own), and new
+    /// families' owner and group default to the table's. Returns the new schema and the
     /// families it dropped (the caller refuses the change if any holds data).
     /// Errors name the offending line; on error nothing is changed.
     pub fn merge_families(
@@ -419,19 +437,30 @@ impl TableSchema {
                 Some(_) => {}
             }
         }
-        // Families that float take their group's anchored value (else the default).
+        // Families that float take their group's anchored value; in a group
+        // with none, the first floating family (in line order) keeps its own
+        // value (defaults for a new family, current settings for an altered
+        // one) and the others follow it.
         let anchored: BTreeSet<(&str, Setting)> =
             anchors.iter().map(|(_, n, s)| (n.as_str(), *s)).collect();
-        for (name, f) in result.iter_mut() {
+        for l in &lines {
+            let name = l.family.name.as_str();
+            let Some(f) = result.get_mut(name) else {
+                continue;
+            };
             for s in GROUP_SETTINGS {
-                if anchored.contains(&(name.as_str(), s)) {
+                if anchored.contains(&(name, s)) {
                     continue;
                 }
-                let v = match group_values.get(&(f.locality_group.clone(), s)) {
-                    Some((v, _)) => *v,
-                    None => FamilySchema::new("").group_setting(s),
-                };
-                f.set_group_setting(v);
+                match group_values.get(&(f.locality_group.clone(), s)) {
+                    Some((v, _)) => f.set_group_setting(*v),
+                    None => {
+                        group_values.insert(
+                            (f.locality_group.clone(), s),
+                            (f.group_setting(s), name.to_string()),
+                        );
+                    }
+                }
             }
         }
         let out = TableSchema {
@@ -953,7 +982,7 @@ fn parse_duration(v: &str) -> std::result::Result<u64, String> {
 
 fn duration_str(micros: u64) -> String {
     for (unit, mult) in DURATION_UNITS {
-        if micros % mult == 0 {
+        if micros.is_multiple_of(mult) {
             return format!("{}{unit}", micros / mult);
         }
     }
@@ -977,9 +1006,9 @@ fn parse_size(v: &str) -> std::result::Result<usize, String> {
 }
 
 fn size_str(n: usize) -> String {
-    if n % (1024 * 1024) == 0 {
+    if n.is_multiple_of(1024 * 1024) {
         format!("{}m", n / (1024 * 1024))
-    } else if n % 1024 == 0 {
+    } else if n.is_multiple_of(1024) {
         format!("{}k", n / 1024)
     } else {
         n.to_string()
@@ -1236,6 +1265,11 @@ mod tests {
         assert_eq!(f[1].compression, Compression::None);
         assert_eq!(f[1].block_size, 8192);
         let s = TableSchema::with_families(f);
+        let named = LocalityGroup::named("x");
+        assert_eq!(
+            (named.block_size, named.families.len()),
+            (DEFAULT_BLOCK_SIZE, 0)
+        );
         let groups = s.locality_groups();
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].families, vec!["a", "b"]);
@@ -1353,6 +1387,18 @@ mod tests {
         // Moving a family into another group takes that group's settings.
         let (s, _) = base.apply_text("solo locality=g", &Names, false).unwrap();
         assert_eq!(s.family("solo").unwrap().compression, Compression::None);
+        // Moving families into an empty group keeps the first one's settings.
+        let (s, _) = base
+            .apply_text(
+                "a locality=new\nb locality=new\nsolo locality=new",
+                &Names,
+                false,
+            )
+            .unwrap();
+        s.validate().unwrap();
+        let g = &s.locality_groups()[0];
+        assert_eq!((g.name.as_str(), g.families.len()), ("new", 3));
+        assert_eq!(g.compression, Compression::None);
         // Writing the whole file may change a whole group at once.
         let (s, _) = base
             .apply_text(
@@ -1398,6 +1444,60 @@ mod tests {
             let _ = TableSchema::decode(&bad);
         }
         assert!(TableSchema::decode(b"garbage").is_err());
+    }
+
+    #[test]
+    fn random_schemas_roundtrip() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..300 {
+            let mut group_settings: HashMap<String, (Compression, BloomKind, usize, bool)> =
+                HashMap::new();
+            let mut fams = Vec::new();
+            for i in 0..rng.gen_range(0..6) {
+                let mut f = FamilySchema::new(format!("f{i}.x-{}", rng.gen_range(0..100)));
+                f.gc = GcRule {
+                    max_versions: [None, Some(1), Some(u32::MAX)][rng.gen_range(0..3)],
+                    max_age_micros: [
+                        None,
+                        Some(1),
+                        Some(1500),
+                        Some(86_400_000_000 * 3),
+                        Some(u64::MAX),
+                    ][rng.gen_range(0..5)],
+                    mode: [GcMode::Union, GcMode::Intersection][rng.gen_range(0..2)],
+                };
+                f.locality_group = ["default", "g1", "g.2"][rng.gen_range(0..3)].to_string();
+                let gs = *group_settings
+                    .entry(f.locality_group.clone())
+                    .or_insert_with(|| {
+                        (
+                            [Compression::None, Compression::Lz4][rng.gen_range(0..2)],
+                            [BloomKind::None, BloomKind::Row, BloomKind::RowColumn]
+                                [rng.gen_range(0..3)],
+                            rng.gen_range(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE),
+                            rng.gen_bool(0.5),
+                        )
+                    });
+                (f.compression, f.bloom, f.block_size, f.in_memory) = gs;
+                f.mode = rng.gen_range(0..=0o7777);
+                f.owner = [0, 1000, u32::MAX][rng.gen_range(0..3)];
+                f.group = [0, 50, 7][rng.gen_range(0..3)];
+                fams.push(f);
+            }
+            let s = TableSchema::with_families(fams);
+            s.validate().unwrap();
+            let text = format(&s, &Names);
+            assert_eq!(
+                TableSchema::with_families(parse(&text, &Names).unwrap()),
+                s,
+                "{text}"
+            );
+            assert_eq!(TableSchema::decode(&s.encode()).unwrap(), s);
+            let (same, dropped) = s.apply_text(&text, &Names, true).unwrap();
+            assert_eq!(same, s);
+            assert!(dropped.is_empty());
+        }
     }
 
     #[test]

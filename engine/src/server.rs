@@ -996,7 +996,7 @@ impl Server {
         let (lo, hi) = t.key_bounds();
         let clipped = ClipIterator::new(m.iter(), lo, hi);
         let mut filter =
-            CompactionFilter::new(Box::new(clipped), schema.clone(), false, now_micros())?;
+            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
         let new_number = || self.new_output_number();
         let outputs = write_outputs(
             &self.output_ctx(&new_number),
@@ -1146,7 +1146,7 @@ impl Server {
         let (lo, hi) = t.key_bounds();
         let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
         let mut filter =
-            CompactionFilter::new(Box::new(clipped), schema.clone(), false, now_micros())?;
+            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
         let new_number = || self.new_output_number();
         let outputs = write_outputs(
             &self.output_ctx(&new_number),
@@ -1187,7 +1187,7 @@ impl Server {
         let (lo, hi) = t.key_bounds();
         let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
         let mut filter =
-            CompactionFilter::new(Box::new(clipped), schema.clone(), true, now_micros())?;
+            CompactionFilter::new(Box::new(clipped), true, schema.clone(), now_micros())?;
         let new_number = || self.new_output_number();
         let outputs = write_outputs(
             &self.output_ctx(&new_number),
