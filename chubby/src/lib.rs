@@ -9,6 +9,26 @@
 //!
 //! [`LockService`] is the interface; [`LocalCell`] implements it on a local
 //! directory with a write-ahead log and snapshots.
+//!
+//! ```
+//! use chubby::{CellOptions, Credentials, LocalCell, LockMode, LockService, NodeSpec};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let cell = LocalCell::open(dir.path(), CellOptions::default()).unwrap();
+//! let root = Credentials::root();
+//! cell.create(&root, "/bigtable", &NodeSpec::dir(0o755)).unwrap();
+//! cell.create(&root, "/bigtable/master", &NodeSpec::file(0o644)).unwrap();
+//! let owner = 42; // e.g. the FUSE lock owner of an open file description
+//! let grant = cell
+//!     .try_lock(&root, owner, "/bigtable/master".into(), LockMode::Exclusive)
+//!     .unwrap();
+//! cell.set_contents(&root, "/bigtable/master".into(), b"host:7000").unwrap();
+//! // Hand the sequencer to servers; they ask the cell whether it is current.
+//! let seq: chubby::Sequencer = grant.sequencer.to_string().parse().unwrap();
+//! assert!(cell.check_sequencer(&seq));
+//! cell.unlock(owner, "/bigtable/master".into()).unwrap();
+//! assert!(!cell.check_sequencer(&seq));
+//! ```
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod acl;

@@ -81,6 +81,11 @@ fn time(ns: u64) -> SystemTime {
 pub struct Namespace {
     nodes: HashMap<NodeId, Node>,
     next_id: NodeId,
+    /// Highest lock generation ever handed out in the cell. Generations are
+    /// drawn from this one counter (by node creation and writer-mode grants)
+    /// so that a node deleted and recreated under the same path never repeats
+    /// a generation: a stale sequencer stays stale.
+    lock_gen_max: u64,
 }
 
 impl Namespace {
@@ -98,14 +103,16 @@ impl Namespace {
             },
         );
         ns.next_id = ROOT_ID + 1;
+        ns.lock_gen_max = ns.nodes.get(&ROOT_ID).map_or(0, |n| n.meta.lock_gen);
         ns
     }
 
     /// Rebuilds a namespace from snapshot images (parents before children).
-    pub fn from_nodes(nodes: Vec<Node>, next_id: NodeId) -> Result<Namespace> {
+    pub fn from_nodes(nodes: Vec<Node>, next_id: NodeId, lock_gen_max: u64) -> Result<Namespace> {
         let mut ns = Namespace {
             nodes: HashMap::with_capacity(nodes.len()),
             next_id,
+            lock_gen_max,
         };
         for mut node in nodes {
             if node.id != ROOT_ID {
@@ -127,6 +134,7 @@ impl Namespace {
                 c.clear();
             }
             ns.next_id = ns.next_id.max(node.id + 1);
+            ns.lock_gen_max = ns.lock_gen_max.max(node.meta.lock_gen);
             if ns.nodes.insert(node.id, node).is_some() {
                 return Err(Error::corruption("duplicate node id"));
             }
@@ -143,6 +151,11 @@ impl Namespace {
 
     pub fn next_id(&self) -> NodeId {
         self.next_id
+    }
+
+    /// The next lock generation to hand out is this plus one.
+    pub fn lock_gen_max(&self) -> u64 {
+        self.lock_gen_max
     }
 
     pub fn get(&self, id: NodeId) -> Option<&Node> {
@@ -318,6 +331,7 @@ impl Namespace {
                 mode,
                 ephemeral,
                 lock_delay_ms,
+                lock_gen,
                 time_ns,
             } => {
                 path::check_name(name)?;
@@ -343,8 +357,9 @@ impl Namespace {
                     lock_delay_ms: *lock_delay_ms,
                     ephemeral: *ephemeral,
                     content_gen: 0,
-                    lock_gen: 0,
+                    lock_gen: *lock_gen,
                 };
+                self.lock_gen_max = self.lock_gen_max.max(*lock_gen);
                 self.nodes.insert(
                     *id,
                     Node {
@@ -440,6 +455,7 @@ impl Namespace {
             Record::LockGeneration { id, generation } => {
                 let m = &mut self.node_mut(*id)?.meta;
                 m.lock_gen = m.lock_gen.max(*generation);
+                self.lock_gen_max = self.lock_gen_max.max(*generation);
             }
         }
         Ok(())
@@ -475,6 +491,7 @@ mod tests {
             mode: 0o755,
             ephemeral: false,
             lock_delay_ms: 0,
+            lock_gen: id * 10,
             time_ns: 7,
         }
     }
@@ -519,10 +536,11 @@ mod tests {
         ns.apply(&create(2, ROOT_ID, "a", NodeKind::Dir)).unwrap();
         ns.apply(&create(3, 2, "f", NodeKind::File)).unwrap();
         let images: Vec<Node> = ns.preorder().into_iter().cloned().collect();
-        let copy = Namespace::from_nodes(images, ns.next_id()).unwrap();
+        let copy = Namespace::from_nodes(images, ns.next_id(), ns.lock_gen_max()).unwrap();
         assert_eq!(copy.path_of(3), "/a/f");
         assert_eq!(copy.stat(2).unwrap(), ns.stat(2).unwrap());
         assert_eq!(copy.next_id(), 4);
+        assert_eq!(copy.lock_gen_max(), 30);
     }
 
     #[test]

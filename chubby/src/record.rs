@@ -17,6 +17,8 @@ pub enum Record {
         mode: u32,
         ephemeral: bool,
         lock_delay_ms: u64,
+        /// A fresh generation, so a recreated node never repeats an old one.
+        lock_gen: u64,
         time_ns: u64,
     },
     SetContents {
@@ -83,6 +85,7 @@ impl Record {
                 mode,
                 ephemeral,
                 lock_delay_ms,
+                lock_gen,
                 time_ns,
             } => {
                 w.u8(1);
@@ -95,6 +98,7 @@ impl Record {
                 w.u32(*mode);
                 w.bool(*ephemeral);
                 w.u64(*lock_delay_ms);
+                w.u64(*lock_gen);
                 w.u64(*time_ns);
             }
             Record::SetContents {
@@ -180,6 +184,7 @@ impl Record {
                 mode: r.u32()?,
                 ephemeral: r.bool()?,
                 lock_delay_ms: r.u64()?,
+                lock_gen: r.u64()?,
                 time_ns: r.u64()?,
             },
             2 => Record::SetContents {
@@ -242,6 +247,7 @@ mod tests {
                 mode: 0o1755,
                 ephemeral: true,
                 lock_delay_ms: 5000,
+                lock_gen: 12,
                 time_ns: 42,
             },
             Record::SetContents {

@@ -116,7 +116,9 @@ pub trait LockService: Send + Sync {
     /// `deadline`, and with `Interrupted` as soon as `cancelled()` is true
     /// (polled at least every 50 ms, and once more just before granting, so a
     /// waiter that was cancelled is never granted). An upgrade that must wait
-    /// first drops the shared lock, as flock(2) does.
+    /// first drops the shared lock, as flock(2) does. `cancelled` runs with
+    /// the service's lock held for that last look: it must be quick and must
+    /// not call back into the service.
     fn lock_wait(
         &self,
         creds: &Credentials,

@@ -2,7 +2,7 @@
 //! temporary name and renamed into place so a crash leaves the old or the new.
 //!
 //! File: `[magic: 8][payload len: u64][seahash(payload): u64][payload]`;
-//! payload: `seq, next_id, count, node images in preorder`.
+//! payload: `seq, next_id, lock_gen_max, count, node images in preorder`.
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -73,6 +73,7 @@ pub fn write(path: &Path, ns: &Namespace, seq: u64) -> Result<()> {
     let mut w = Writer::default();
     w.u64(seq);
     w.u64(ns.next_id());
+    w.u64(ns.lock_gen_max());
     w.u64(nodes.len() as u64);
     for n in nodes {
         encode_node(&mut w, n);
@@ -116,6 +117,7 @@ pub fn read(path: &Path) -> Result<Option<(u64, Namespace)>> {
     let mut r = Reader::new(payload);
     let seq = r.u64()?;
     let next_id = r.u64()?;
+    let lock_gen_max = r.u64()?;
     let count = r.u64()?;
     let mut nodes = Vec::new();
     for _ in 0..count {
@@ -124,7 +126,10 @@ pub fn read(path: &Path) -> Result<Option<(u64, Namespace)>> {
     if !r.is_empty() {
         return Err(bad("trailing bytes"));
     }
-    Ok(Some((seq, Namespace::from_nodes(nodes, next_id)?)))
+    Ok(Some((
+        seq,
+        Namespace::from_nodes(nodes, next_id, lock_gen_max)?,
+    )))
 }
 
 #[cfg(test)]
@@ -155,6 +160,7 @@ mod tests {
             mode: 0o640,
             ephemeral: false,
             lock_delay_ms: 300,
+            lock_gen: 4,
             time_ns: 5,
         })
         .unwrap();
@@ -179,6 +185,7 @@ mod tests {
         assert_eq!(seq, 42);
         assert_eq!(back.get(2), ns.get(2));
         assert_eq!(back.path_of(2), "/f");
+        assert_eq!(back.lock_gen_max(), 4);
         let mut bytes = fs::read(&path).unwrap();
         let n = bytes.len();
         bytes[n - 2] ^= 0xff;

@@ -137,18 +137,13 @@ impl Store {
         let mut w = Writer::default();
         w.u64(self.seq + 1);
         rec.encode(&mut w);
-        match self.wal.append(&w.buf) {
-            Ok(()) => {
-                self.seq += 1;
-                Ok(())
-            }
-            Err(e) => {
-                // After a failed fsync the page cache may not match the disk
-                // (fsyncgate): nothing more can be promised.
-                self.poisoned = Some(e.to_string());
-                Err(e)
-            }
+        let res = self.wal.append(&w.buf);
+        if let Some(why) = self.wal.broken() {
+            self.poisoned = Some(why.to_string());
         }
+        res?;
+        self.seq += 1;
+        Ok(())
     }
 
     /// Marks the store unwritable (an applied record did not fit the tree).
@@ -232,6 +227,7 @@ mod tests {
             mode: 0o644,
             ephemeral: false,
             lock_delay_ms: 0,
+            lock_gen: id,
             time_ns: 3,
         }
     }

@@ -54,6 +54,8 @@ pub struct Wal {
     path: PathBuf,
     file: File,
     len: u64,
+    /// Why the log can no longer be trusted, if it can't.
+    broken: Option<String>,
 }
 
 fn open_append(path: &Path) -> Result<File> {
@@ -96,6 +98,7 @@ impl Wal {
             path: path.to_path_buf(),
             file,
             len: valid as u64,
+            broken: None,
         };
         Ok((wal, payloads))
     }
@@ -113,6 +116,7 @@ impl Wal {
             path: path.to_path_buf(),
             file: open_append(path)?,
             len: 0,
+            broken: None,
         })
     }
 
@@ -120,10 +124,23 @@ impl Wal {
         self.len
     }
 
-    /// Appends one record and makes it durable. On failure the file is cut
-    /// back to its previous length so no partial frame precedes later ones;
-    /// if even that fails the caller must stop writing (see `Store`).
+    /// Set once a failure left the log in a state later appends cannot build on.
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    /// Appends one record and makes it durable. A failed write is cut back
+    /// to the previous length so no partial frame precedes later ones (the
+    /// log stays usable, e.g. after ENOSPC). A failed fsync, or a failed cut,
+    /// marks the log broken: after fsync fails the kernel may have dropped
+    /// dirty pages, so nothing more can be promised (fsyncgate).
     pub fn append(&mut self, payload: &[u8]) -> Result<()> {
+        if let Some(why) = &self.broken {
+            return Err(Error::io(
+                self.path.display().to_string(),
+                std::io::Error::other(format!("log unusable after earlier failure: {why}")),
+            ));
+        }
         if payload.len() > MAX_PAYLOAD {
             return Err(Error::invalid(format!(
                 "log record of {} bytes exceeds {MAX_PAYLOAD}",
@@ -131,26 +148,19 @@ impl Wal {
             )));
         }
         let framed = frame(payload);
-        let res = self
-            .file
-            .write_all(&framed)
-            .and_then(|()| self.file.sync_data());
-        match res {
-            Ok(()) => {
-                self.len += framed.len() as u64;
-                Ok(())
+        let ctx = self.path.display().to_string();
+        if let Err(e) = self.file.write_all(&framed) {
+            if let Err(e2) = self.file.set_len(self.len) {
+                self.broken = Some(format!("cutting back a partial record failed: {e2}"));
             }
-            Err(e) => {
-                let ctx = self.path.display().to_string();
-                if let Err(e2) = self.file.set_len(self.len) {
-                    return Err(Error::io(
-                        format!("{ctx} (and cutting back the partial record failed: {e2})"),
-                        e,
-                    ));
-                }
-                Err(Error::io(ctx, e))
-            }
+            return Err(Error::io(ctx, e));
         }
+        if let Err(e) = self.file.sync_data() {
+            self.broken = Some(format!("fsync failed: {e}"));
+            return Err(Error::io(ctx, e));
+        }
+        self.len += framed.len() as u64;
+        Ok(())
     }
 }
 

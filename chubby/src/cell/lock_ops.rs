@@ -60,7 +60,7 @@ impl State {
         handle: Option<HandleId>,
     ) -> Result<LockGrant> {
         if mode == LockMode::Exclusive {
-            let generation = self.ns.node(node)?.meta.lock_gen + 1;
+            let generation = self.ns.lock_gen_max() + 1;
             self.commit(Record::LockGeneration {
                 id: node,
                 generation,

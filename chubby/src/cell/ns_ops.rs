@@ -70,6 +70,7 @@ impl State {
             mode,
             ephemeral: spec.ephemeral,
             lock_delay_ms,
+            lock_gen: self.ns.lock_gen_max() + 1,
             time_ns: now_ns(),
         })?;
         self.emit(parent, Event::ChildAdded(name.to_string()));

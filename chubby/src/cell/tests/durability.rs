@@ -82,7 +82,7 @@ fn state_survives_reopen() {
     assert_eq!(dump(&*cell), before);
     assert!(before
         .iter()
-        .any(|l| l.starts_with("/tmp/m File 644 7:8 cgen=6 lgen=1 delay=2s")));
+        .any(|l| l.starts_with("/tmp/m File 644 7:8 cgen=6 lgen=3 delay=2s")));
 }
 
 #[test]
