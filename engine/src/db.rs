@@ -275,6 +275,25 @@ impl Bigtable {
         }
         s.read_cell(&t, row, family, qualifier)
     }
+    /// The newest `max_versions` visible versions of one column, newest first (all if None).
+    pub fn read_column(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        let s = self.live()?;
+        let t = s.table(table)?;
+        if !t.schema().families.contains_key(family) {
+            return Err(Error::UnknownFamily {
+                table: table.to_string(),
+                family: family.to_string(),
+            });
+        }
+        s.read_column(&t, row, family, qualifier, max_versions)
+    }
     /// A consistent streaming scan (a snapshot taken now).
     pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Scanner> {
         let s = self.live()?;

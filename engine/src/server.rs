@@ -789,6 +789,11 @@ impl Server {
                 iters.push(Box::new(f.table.iter()));
             }
         }
+        if column.is_some() {
+            // One column: the reader seeks straight to it in each source.
+            sources.extend(iters);
+            return Ok(sources);
+        }
         let mut merged = MergingIterator::new(iters);
         let end = key::row_end(row);
         merged.seek(&key::row_start(row))?;
@@ -806,42 +811,58 @@ impl Server {
     }
 
     pub fn read_row(&self, table: &TableState, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        self.read_row_inner(table, row, spec, None)
-    }
-
-    fn read_row_inner(
-        &self,
-        table: &TableState,
-        row: &[u8],
-        spec: &ScanSpec,
-        column: Option<(&str, &[u8])>,
-    ) -> Result<Vec<Cell>> {
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        if row.len() > MAX_ROW_KEY {
-            return Err(Error::RowKeyTooLong(row.len()));
-        }
+        check_row(row)?;
         let snapshot = spec.snapshot.unwrap_or_else(|| self.last_seq());
         let t = table.tablet_for(row)?;
         let v = t.version();
         let schema = table.schema();
-        let sources = self.row_sources(&t, &v, &schema, row, spec.families.as_deref(), column)?;
+        let sources = self.row_sources(&t, &v, &schema, row, spec.families.as_deref(), None)?;
         let mut s = spec.clone();
         s.rows = RowRange {
             start: Bound::Included(row.to_vec()),
             end: Bound::Included(row.to_vec()),
         };
-        let mut reader = CellReader::new(
+        let reader = CellReader::new(
             Box::new(MergingIterator::new(sources)),
             &s,
             schema,
             snapshot,
             now_micros(),
         )?;
-        let mut cells = Vec::new();
-        while let Some(c) = reader.next_cell()? {
-            cells.push(c);
-        }
-        Ok(cells)
+        reader.collect()
+    }
+
+    /// The newest `max_versions` visible versions of one column (all if None).
+    pub fn read_column(
+        &self,
+        table: &TableState,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        check_row(row)?;
+        let snapshot = self.last_seq();
+        let t = table.tablet_for(row)?;
+        let v = t.version();
+        let schema = table.schema();
+        let fams = [family.to_string()];
+        let sources =
+            self.row_sources(&t, &v, &schema, row, Some(&fams), Some((family, qualifier)))?;
+        let reader = CellReader::column(
+            Box::new(MergingIterator::new(sources)),
+            schema,
+            row,
+            family,
+            qualifier,
+            TimeRange::ALL,
+            max_versions,
+            snapshot,
+            now_micros(),
+        )?;
+        reader.collect()
     }
 
     pub fn read_cell(
@@ -851,16 +872,12 @@ impl Server {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Cell>> {
-        let spec = ScanSpec {
-            families: Some(vec![family.to_string()]),
-            max_versions: Some(1),
-            ..ScanSpec::default()
-        };
-        let cells = self.read_row_inner(table, row, &spec, Some((family, qualifier)))?;
-        Ok(cells.into_iter().find(|c| c.qualifier == qualifier))
+        Ok(self
+            .read_column(table, row, family, qualifier, Some(1))?
+            .pop())
     }
 
-    pub fn scan(self: &Self, table: &Arc<TableState>, mut spec: ScanSpec) -> Result<Scanner> {
+    pub fn scan(&self, table: &Arc<TableState>, mut spec: ScanSpec) -> Result<Scanner> {
         self.counters.scans.fetch_add(1, Ordering::Relaxed);
         let snapshot = spec.snapshot.unwrap_or_else(|| self.last_seq());
         spec.snapshot = Some(snapshot);
@@ -1076,10 +1093,16 @@ impl Server {
 
     /// Deletes SSTables no tablet references any more (mark and sweep over the manifest).
     fn sweep_files(&self) -> Result<()> {
+        // Order matters. A file in the listing was created after its number
+        // went in flight; it leaves the in-flight set only after the manifest
+        // made it live. So list, then snapshot in-flight, then live: every
+        // file in use shows up in one of the two snapshots.
+        let names = self.store.list("sst/")?;
+        let in_flight = self.in_flight.lock().clone();
         let live = self.manifest.lock().state().live_files();
-        for name in self.store.list("sst/")? {
+        for name in names {
             match sst_number(&name) {
-                Some(n) if live.contains(&n) || self.is_in_flight(n) => {}
+                Some(n) if live.contains(&n) || in_flight.contains(&n) => {}
                 _ => {
                     if let Err(e) = self.store.delete(&name) {
                         log::warn!("could not delete unused {name}: {e}");
@@ -1088,10 +1111,6 @@ impl Server {
             }
         }
         Ok(())
-    }
-
-    fn is_in_flight(&self, n: u64) -> bool {
-        self.in_flight.lock().contains(&n)
     }
 
     /// Allocates an output file number that sweeps leave alone until released.
@@ -1441,6 +1460,13 @@ fn clone_version(v: &TabletVersion) -> TabletVersion {
         imm: v.imm.clone(),
         files: v.files.clone(),
     }
+}
+
+fn check_row(row: &[u8]) -> Result<()> {
+    if row.len() > MAX_ROW_KEY {
+        return Err(Error::RowKeyTooLong(row.len()));
+    }
+    Ok(())
 }
 
 /// Table names: what a directory name may be, minus the reserved leading dot.
