@@ -546,7 +546,7 @@ mod tests {
             largest: b"z".to_vec(),
             max_seq: 9,
             families: vec!["cf".into()],
-            row_tombstones: n % 2 == 0,
+            row_tombstones: n.is_multiple_of(2),
         }
     }
 

@@ -212,7 +212,7 @@ impl Server {
                     max_seq = max_seq.max(f.max_seq);
                     files.push(open_sst(&store, &block_cache, f.clone(), in_memory)?);
                 }
-                files.sort_by(|a, b| b.meta.max_seq.cmp(&a.meta.max_seq));
+                files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
                 min_flushed = min_flushed.min(te.flushed_seq);
                 tablets.push(Arc::new(Tablet::new(
                     te.id,
@@ -1081,7 +1081,7 @@ impl Server {
                 .cloned()
                 .chain(outputs)
                 .collect();
-            files.sort_by(|a, b| b.meta.max_seq.cmp(&a.meta.max_seq));
+            files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
             make(cur, files)
         });
         t.flushed_seq.fetch_max(flushed_seq, Ordering::AcqRel);

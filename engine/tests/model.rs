@@ -48,16 +48,19 @@ fn options() -> Options {
     }
 }
 
+/// (row, family, qualifier)
+type Col = (Vec<u8>, String, Vec<u8>);
+
 /// What the model keeps: every write and delete with its order.
 #[derive(Default)]
 struct Model {
     seq: u64,
     /// (row, family, qualifier) -> versions (ts, seq, value)
-    puts: BTreeMap<(Vec<u8>, String, Vec<u8>), Vec<(u64, u64, Vec<u8>)>>,
+    puts: BTreeMap<Col, Vec<(u64, u64, Vec<u8>)>>,
     /// row tombstones: row -> seqs
     row_del: BTreeMap<Vec<u8>, Vec<u64>>,
     fam_del: BTreeMap<(Vec<u8>, String), Vec<u64>>,
-    col_del: BTreeMap<(Vec<u8>, String, Vec<u8>), Vec<(u64, u64, u64)>>, // (start, end, seq)
+    col_del: BTreeMap<Col, Vec<(u64, u64, u64)>>, // (start, end, seq)
 }
 
 impl Model {
