@@ -753,7 +753,6 @@ impl Server {
     /// entries, served from the scan cache when possible.
     fn row_sources(
         &self,
-        t: &Tablet,
         v: &TabletVersion,
         schema: &TableSchema,
         row: &[u8],
@@ -765,8 +764,12 @@ impl Server {
         for m in v.imm.iter().rev() {
             sources.push(Box::new(m.iter()));
         }
-        let fam_hash = families.map_or(0, |f| seahash::hash(f.join("\0").as_bytes()));
-        let cache_id = v.files_version.wrapping_mul(31) ^ fam_hash ^ t.id;
+        // files_version is unique to this tablet's SSTable set, so entries
+        // cached for an older set are never found again (they age out).
+        let cache_id = match families {
+            None => v.files_version,
+            Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
+        };
         if column.is_none() {
             if let Some(hit) = self.scan_cache.get(cache_id, row) {
                 sources.push(Box::new(VecIterator::new(hit)));
@@ -817,7 +820,7 @@ impl Server {
         let t = table.tablet_for(row)?;
         let v = t.version();
         let schema = table.schema();
-        let sources = self.row_sources(&t, &v, &schema, row, spec.families.as_deref(), None)?;
+        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref(), None)?;
         let mut s = spec.clone();
         s.rows = RowRange {
             start: Bound::Included(row.to_vec()),
@@ -849,8 +852,7 @@ impl Server {
         let v = t.version();
         let schema = table.schema();
         let fams = [family.to_string()];
-        let sources =
-            self.row_sources(&t, &v, &schema, row, Some(&fams), Some((family, qualifier)))?;
+        let sources = self.row_sources(&v, &schema, row, Some(&fams), Some((family, qualifier)))?;
         let reader = CellReader::column(
             Box::new(MergingIterator::new(sources)),
             schema,
@@ -889,14 +891,10 @@ impl Server {
             snapshot,
             0,
         )?;
-        let next_row = match &spec.rows.start {
-            Bound::Included(r) | Bound::Excluded(r) => r.clone(),
-            Bound::Unbounded => Vec::new(),
-        };
         Ok(Scanner {
             table: table.clone(),
+            resume: Some(spec.rows.start.clone()),
             spec,
-            next_start: Some(next_row),
             reader: None,
             rows: 0,
             cells: 0,
@@ -1539,7 +1537,7 @@ pub struct Scanner {
     table: Arc<TableState>,
     spec: ScanSpec,
     /// Where the next tablet's part starts (None: done).
-    next_start: Option<Vec<u8>>,
+    resume: Option<Bound<Vec<u8>>>,
     reader: Option<CellReader>,
     rows: u64,
     cells: u64,
@@ -1550,10 +1548,13 @@ pub struct Scanner {
 
 impl Scanner {
     fn open_next_tablet(&mut self) -> Result<bool> {
-        let Some(start) = self.next_start.take() else {
+        let Some(resume) = self.resume.take() else {
             return Ok(false);
         };
-        let t = self.table.tablet_for(&start)?;
+        let t = match &resume {
+            Bound::Included(k) | Bound::Excluded(k) => self.table.tablet_for(k)?,
+            Bound::Unbounded => self.table.tablet_for(b"")?,
+        };
         let v = t.version();
         let schema = self.table.schema();
         let files = select_files(&v.files, self.spec.families.as_deref(), &schema);
@@ -1568,19 +1569,8 @@ impl Scanner {
         let mut spec = self.spec.clone();
         spec.row_limit = None;
         spec.cell_limit = None;
-        // Intersect the scan's range with the tablet's.
-        if t.start.as_slice() > start.as_slice() || !self.spec.rows.contains(&start) {
-            // keep the scan's own start bound
-        } else {
-            spec.rows.start =
-                if start.is_empty() && matches!(self.spec.rows.start, Bound::Unbounded) {
-                    Bound::Unbounded
-                } else if matches!(&self.spec.rows.start, Bound::Excluded(s) if *s == start) {
-                    Bound::Excluded(start.clone())
-                } else {
-                    Bound::Included(start.clone())
-                };
-        }
+        spec.rows.start = resume;
+        // This tablet's part ends at its end row or the scan's end, whichever is first.
         if let Some(end) = &t.end {
             let tablet_end_first = match &self.spec.rows.end {
                 Bound::Unbounded => true,
@@ -1589,7 +1579,7 @@ impl Scanner {
             };
             if tablet_end_first {
                 spec.rows.end = Bound::Excluded(end.clone());
-                self.next_start = Some(end.clone());
+                self.resume = Some(Bound::Included(end.clone()));
             }
         }
         self.reader = Some(CellReader::new(
@@ -1614,7 +1604,7 @@ impl Scanner {
                 if let Some(c) = r.next_cell()? {
                     if self.last_row.as_deref() != Some(c.row.as_slice()) {
                         if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
-                            self.next_start = None;
+                            self.resume = None;
                             self.reader = None;
                             return Ok(None);
                         }
