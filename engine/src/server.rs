@@ -186,6 +186,9 @@ pub struct Server {
     stall_cv: Condvar,
     pub(crate) shutdown: AtomicBool,
     counters: Counters,
+    /// The engine's session with the lock service (master lock, servers
+    /// directory, schemas), when it runs with one.
+    coord: Option<crate::coordination::Coordinator>,
     /// SSTables being written by running compactions: not yet in the manifest,
     /// and not garbage.
     in_flight: Mutex<std::collections::HashSet<u64>>,
@@ -193,7 +196,15 @@ pub struct Server {
 
 impl Server {
     /// Opens the store: loads the manifest, opens SSTables, replays the commit log.
-    pub fn open(store: Arc<dyn FileStore>, opts: Options) -> Result<Arc<Server>> {
+    pub fn open(
+        store: Arc<dyn FileStore>,
+        lock: Option<Arc<dyn chubby::LockService>>,
+        opts: Options,
+    ) -> Result<Arc<Server>> {
+        // Become the master first: a second process on the same cell stops here.
+        let coord = lock
+            .map(|l| crate::coordination::Coordinator::start(l, "tablet-server-0"))
+            .transpose()?;
         let manifest = Manifest::open(store.clone())?;
         let block_cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let scan_cache = ScanCache::new(opts.scan_cache_bytes);
@@ -202,7 +213,19 @@ impl Server {
         let mut max_seq = manifest.state().last_seq;
         let mut min_flushed = u64::MAX;
         for entry in manifest.state().tables.values() {
-            let schema = Arc::new(TableSchema::decode(&entry.schema)?);
+            let mut schema = Arc::new(TableSchema::decode(&entry.schema)?);
+            if let Some(c) = &coord {
+                // The lock service is the authority on schemas and ACLs.
+                match c.load_schema(&entry.name)? {
+                    Some(s) => {
+                        if s != *schema {
+                            log::info!("table {}: schema taken from the lock service", entry.name);
+                        }
+                        schema = Arc::new(s);
+                    }
+                    None => c.store_schema(&entry.name, &schema)?,
+                }
+            }
             let groups = schema.locality_groups();
             let mut tablets = Vec::new();
             for te in entry.tablets.values() {
@@ -314,6 +337,7 @@ impl Server {
             shutdown: AtomicBool::new(false),
             counters: Counters::default(),
             in_flight: Mutex::new(Default::default()),
+            coord,
             opts,
         });
         // Recovered memtables past the threshold are frozen for writing out.
@@ -395,6 +419,9 @@ impl Server {
             ],
             self.last_seq(),
         )?;
+        if let Some(c) = &self.coord {
+            c.store_schema(name, &schema)?;
+        }
         let tablet = Arc::new(Tablet::new(
             tablet_id,
             id,
@@ -432,6 +459,9 @@ impl Server {
             .lock()
             .log(vec![Edit::DropTable { id: table.id }], self.last_seq())?;
         self.tables.write().remove(name);
+        if let Some(c) = &self.coord {
+            c.drop_table(name)?;
+        }
         self.sweep_files()?;
         Ok(())
     }
@@ -452,6 +482,9 @@ impl Server {
                     return Err(Error::FamilyNotEmpty(fam.clone()));
                 }
             }
+        }
+        if let Some(c) = &self.coord {
+            c.store_schema(name, &schema)?;
         }
         self.manifest.lock().log(
             vec![Edit::SetSchema {
@@ -1436,6 +1469,9 @@ impl Server {
                 v.files.len(),
                 t.sstable_bytes(&v)
             ));
+        }
+        if let Some(c) = &self.coord {
+            lines.extend(c.status());
         }
         lines.extend(self.store.status());
         lines
