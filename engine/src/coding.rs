@@ -43,7 +43,10 @@ impl<'a> Decoder<'a> {
     pub fn varint(&mut self) -> Result<u64> {
         let mut v: u64 = 0;
         for i in 0..10 {
-            let b = *self.buf.get(i).ok_or_else(|| self.err("truncated varint"))?;
+            let b = *self
+                .buf
+                .get(i)
+                .ok_or_else(|| self.err("truncated varint"))?;
             v |= u64::from(b & 0x7F) << (7 * i);
             if b & 0x80 == 0 {
                 self.buf = &self.buf[i + 1..];
@@ -54,7 +57,10 @@ impl<'a> Decoder<'a> {
     }
 
     pub fn u8(&mut self) -> Result<u8> {
-        let (&b, rest) = self.buf.split_first().ok_or_else(|| self.err("truncated"))?;
+        let (&b, rest) = self
+            .buf
+            .split_first()
+            .ok_or_else(|| self.err("truncated"))?;
         self.buf = rest;
         Ok(b)
     }

@@ -302,7 +302,9 @@ mod tests {
 
     #[test]
     fn order_matches_model() {
-        let rows: Vec<&[u8]> = vec![b"", b"\0", b"\0\0", b"\0a", b"a", b"a\0", b"ab", b"b", b"\xff"];
+        let rows: Vec<&[u8]> = vec![
+            b"", b"\0", b"\0\0", b"\0a", b"a", b"a\0", b"ab", b"b", b"\xff",
+        ];
         for a in &rows {
             for b in &rows {
                 let ka = encode(a, b"f", b"q", 1, 1, Kind::Put);

@@ -13,6 +13,9 @@ pub mod schema;
 pub mod cache;
 pub mod coding;
 pub mod compaction;
+pub mod compaction_filter;
+pub mod coordination;
+pub mod db;
 pub mod group_commit;
 pub mod log;
 pub mod manifest;
@@ -20,11 +23,15 @@ pub mod memtable;
 pub mod merge;
 pub mod mutation;
 pub mod read;
+#[cfg(test)]
+mod read_model_test;
+pub mod server;
 pub mod sstable;
-pub mod db;
+pub mod tablet;
 pub mod txn;
+pub mod visibility;
 
 pub use data::*;
 pub use db::{Bigtable, Options, Scanner, TabletInfo};
-pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
 pub use error::{Error, Result};
+pub use txn::{RowOp, RowTxn, TxnOutcome};

@@ -4,6 +4,7 @@
 
 use crate::cache::{BlockCache, ScanCache};
 use crate::compaction::{open_sst, sst_name, sst_number, write_outputs, OutputCtx, Router};
+use crate::compaction_filter::CompactionFilter;
 use crate::data::*;
 use crate::db::{Options, TabletInfo};
 use crate::group_commit::GroupCommit;
@@ -14,7 +15,7 @@ use crate::manifest::{Edit, Manifest, TabletEntry};
 use crate::memtable::Memtable;
 use crate::merge::MergingIterator;
 use crate::mutation;
-use crate::read::{CellReader, CompactionFilter};
+use crate::read::CellReader;
 use crate::schema::TableSchema;
 use crate::tablet::{next_files_version, select_files, ClipIterator, Sst, Tablet, TabletVersion};
 use crate::txn::{RowOp, RowTxn, TxnOutcome};
@@ -82,6 +83,77 @@ struct Pending {
 /// What one caller hands to group commit.
 struct WriteGroup {
     rows: Vec<Pending>,
+    bytes: usize,
+}
+
+/// What the group-commit leader needs: the log and the sequence counters.
+struct CommitCore {
+    log: CommitLog,
+    /// Next sequence number to assign (touched only by the commit leader).
+    next_seq: AtomicU64,
+    /// Every entry up to here is in its memtable: reads use it as their snapshot.
+    visible_seq: AtomicU64,
+    memtable_bytes: usize,
+    wake_tx: Sender<()>,
+}
+
+impl CommitCore {
+    /// Run by the group-commit leader for one batch: assign sequence numbers,
+    /// write the log once, fill the memtables, publish.
+    fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<()>> {
+        let n = groups.len();
+        let mut seq = self.next_seq.load(Ordering::Acquire);
+        let mut tablets = Vec::new();
+        let mut records = Vec::new();
+        for g in groups {
+            for mut p in g.rows {
+                for (k, _) in p.record.entries.iter_mut() {
+                    key::rebase_seq(k, seq)
+                        .ok_or_else(|| Error::corruption("malformed key in a write"))?;
+                }
+                seq += p.ops;
+                tablets.push(p.tablet);
+                records.push(p.record);
+            }
+        }
+        self.log.append(&records, sync)?;
+        let mut touched: Vec<&Arc<Tablet>> = Vec::new();
+        for (tablet, rec) in tablets.iter().zip(records) {
+            let mem = tablet.version().mem.clone();
+            for (k, v) in rec.entries {
+                mem.insert(k, v);
+            }
+            if !touched.iter().any(|t| Arc::ptr_eq(t, tablet)) {
+                touched.push(tablet);
+            }
+        }
+        self.next_seq.store(seq, Ordering::Release);
+        self.visible_seq.store(seq - 1, Ordering::Release);
+        for t in touched {
+            if t.version().mem.approximate_bytes() >= self.memtable_bytes {
+                freeze(t, &self.wake_tx);
+            }
+        }
+        Ok(vec![(); n])
+    }
+}
+
+/// Freezes the tablet's memtable so a minor compaction writes it out.
+fn freeze(t: &Tablet, wake: &Sender<()>) {
+    t.update(|cur| {
+        if cur.mem.is_empty() {
+            return clone_version(cur);
+        }
+        let mut imm = cur.imm.clone();
+        imm.push(cur.mem.clone());
+        TabletVersion {
+            files_version: cur.files_version,
+            mem: Arc::new(Memtable::new()),
+            imm,
+            files: cur.files.clone(),
+        }
+    });
+    let _ = wake.try_send(());
 }
 
 #[derive(Default)]
@@ -102,12 +174,8 @@ pub struct Server {
     opts: Options,
     manifest: Mutex<Manifest>,
     tables: RwLock<BTreeMap<String, Arc<TableState>>>,
-    log: CommitLog,
+    core: Arc<CommitCore>,
     commit: GroupCommit<WriteGroup>,
-    /// Next sequence number to assign (touched only by the commit leader).
-    next_seq: AtomicU64,
-    /// Every entry up to here is in its memtable: reads use it as their snapshot.
-    visible_seq: AtomicU64,
     last_ts: AtomicU64,
     row_locks: Vec<Mutex<()>>,
     block_cache: Arc<BlockCache>,
@@ -118,11 +186,25 @@ pub struct Server {
     stall_cv: Condvar,
     pub(crate) shutdown: AtomicBool,
     counters: Counters,
+    /// The engine's session with the lock service (master lock, servers
+    /// directory, schemas), when it runs with one.
+    coord: Option<crate::coordination::Coordinator>,
+    /// SSTables being written by running compactions: not yet in the manifest,
+    /// and not garbage.
+    in_flight: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl Server {
     /// Opens the store: loads the manifest, opens SSTables, replays the commit log.
-    pub fn open(store: Arc<dyn FileStore>, opts: Options) -> Result<Arc<Server>> {
+    pub fn open(
+        store: Arc<dyn FileStore>,
+        lock: Option<Arc<dyn chubby::LockService>>,
+        opts: Options,
+    ) -> Result<Arc<Server>> {
+        // Become the master first: a second process on the same cell stops here.
+        let coord = lock
+            .map(|l| crate::coordination::Coordinator::start(l, "tablet-server-0"))
+            .transpose()?;
         let manifest = Manifest::open(store.clone())?;
         let block_cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let scan_cache = ScanCache::new(opts.scan_cache_bytes);
@@ -131,7 +213,19 @@ impl Server {
         let mut max_seq = manifest.state().last_seq;
         let mut min_flushed = u64::MAX;
         for entry in manifest.state().tables.values() {
-            let schema = Arc::new(TableSchema::decode(&entry.schema)?);
+            let mut schema = Arc::new(TableSchema::decode(&entry.schema)?);
+            if let Some(c) = &coord {
+                // The lock service is the authority on schemas and ACLs.
+                match c.load_schema(&entry.name)? {
+                    Some(s) => {
+                        if s != *schema {
+                            log::info!("table {}: schema taken from the lock service", entry.name);
+                        }
+                        schema = Arc::new(s);
+                    }
+                    None => c.store_schema(&entry.name, &schema)?,
+                }
+            }
             let groups = schema.locality_groups();
             let mut tablets = Vec::new();
             for te in entry.tablets.values() {
@@ -141,7 +235,7 @@ impl Server {
                     max_seq = max_seq.max(f.max_seq);
                     files.push(open_sst(&store, &block_cache, f.clone(), in_memory)?);
                 }
-                files.sort_by(|a, b| b.meta.max_seq.cmp(&a.meta.max_seq));
+                files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
                 min_flushed = min_flushed.min(te.flushed_seq);
                 tablets.push(Arc::new(Tablet::new(
                     te.id,
@@ -173,13 +267,16 @@ impl Server {
             store.clone(),
             "log",
             CommitLogOptions {
-                file_bytes: opts.log_file_bytes,
+                roll_size: opts.log_file_bytes,
                 slow_threshold: opts.slow_log_threshold,
-                ..CommitLogOptions::default()
             },
         )?;
         // Replay: each tablet takes the entries above its redo point.
-        let replay_from = if min_flushed == u64::MAX { 0 } else { min_flushed };
+        let replay_from = if min_flushed == u64::MAX {
+            0
+        } else {
+            min_flushed
+        };
         let report = log.replay(replay_from, |rec: LogRecord| {
             let Some(table) = rec.table.parse::<u64>().ok().and_then(|id| by_id.get(&id)) else {
                 return Ok(()); // a dropped table
@@ -204,19 +301,31 @@ impl Server {
             }
             Ok(())
         })?;
-        if report.bytes_dropped > 0 {
+        if report.bytes_dropped > 0 || report.corrupt_regions > 0 {
             log::warn!("commit log recovery: {report:?}");
         }
+        max_seq = max_seq.max(report.max_seq);
 
-        let (wake_tx, wake_rx) = crossbeam_channel::unbounded();
+        let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
+        let core = Arc::new(CommitCore {
+            log,
+            next_seq: AtomicU64::new(max_seq + 1),
+            visible_seq: AtomicU64::new(max_seq),
+            memtable_bytes: opts.memtable_bytes,
+            wake_tx: wake_tx.clone(),
+        });
+        let leader = core.clone();
+        let commit = GroupCommit::new(
+            8 << 20,
+            |g: &WriteGroup| g.bytes,
+            Box::new(move |groups, sync| leader.lead(groups, sync)),
+        );
         let server = Arc::new(Server {
             store,
             manifest: Mutex::new(manifest),
             tables: RwLock::new(tables),
-            log,
-            commit: GroupCommit::new(),
-            next_seq: AtomicU64::new(max_seq + 1),
-            visible_seq: AtomicU64::new(max_seq),
+            core,
+            commit,
             last_ts: AtomicU64::new(0),
             row_locks: (0..ROW_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             block_cache,
@@ -227,6 +336,8 @@ impl Server {
             stall_cv: Condvar::new(),
             shutdown: AtomicBool::new(false),
             counters: Counters::default(),
+            in_flight: Mutex::new(Default::default()),
+            coord,
             opts,
         });
         // Recovered memtables past the threshold are frozen for writing out.
@@ -268,7 +379,7 @@ impl Server {
     }
 
     fn last_seq(&self) -> u64 {
-        self.visible_seq.load(Ordering::Acquire)
+        self.core.visible_seq.load(Ordering::Acquire)
     }
 
     fn wake(&self) {
@@ -308,6 +419,9 @@ impl Server {
             ],
             self.last_seq(),
         )?;
+        if let Some(c) = &self.coord {
+            c.store_schema(name, &schema)?;
+        }
         let tablet = Arc::new(Tablet::new(
             tablet_id,
             id,
@@ -341,8 +455,13 @@ impl Server {
             let _claim = t.claim();
             t.retired.store(true, Ordering::Release);
         }
-        self.manifest.lock().log(vec![Edit::DropTable { id: table.id }], self.last_seq())?;
+        self.manifest
+            .lock()
+            .log(vec![Edit::DropTable { id: table.id }], self.last_seq())?;
         self.tables.write().remove(name);
+        if let Some(c) = &self.coord {
+            c.drop_table(name)?;
+        }
         self.sweep_files()?;
         Ok(())
     }
@@ -363,6 +482,9 @@ impl Server {
                     return Err(Error::FamilyNotEmpty(fam.clone()));
                 }
             }
+        }
+        if let Some(c) = &self.coord {
+            c.store_schema(name, &schema)?;
         }
         self.manifest.lock().log(
             vec![Edit::SetSchema {
@@ -394,7 +516,11 @@ impl Server {
     }
 
     /// Locks the stripes of all `rows`, in index order so lockers never deadlock.
-    fn lock_rows<'a>(&'a self, table: &TableState, rows: impl Iterator<Item = &'a [u8]>) -> Vec<MutexGuard<'a, ()>> {
+    fn lock_rows<'a, 'r>(
+        &'a self,
+        table: &TableState,
+        rows: impl Iterator<Item = &'r [u8]>,
+    ) -> Vec<MutexGuard<'a, ()>> {
         let mut idx: Vec<usize> = rows.map(|r| self.stripe(table, r)).collect();
         idx.sort_unstable();
         idx.dedup();
@@ -419,17 +545,24 @@ impl Server {
             });
         }
         self.wait_for_room(&rows);
-        self.commit
-            .submit(WriteGroup { rows }, sync, &|groups: &mut Vec<WriteGroup>, any_sync| {
-                self.lead_commit(groups, any_sync)
-            })?;
-        self.counters.writes.fetch_add(ms.len() as u64, Ordering::Relaxed);
+        let bytes = rows
+            .iter()
+            .flat_map(|p| p.record.entries.iter())
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        self.commit.submit(WriteGroup { rows, bytes }, sync)?;
+        self.counters
+            .writes
+            .fetch_add(ms.len() as u64, Ordering::Relaxed);
         Ok(())
     }
 
     /// Back-pressure: wait while a target tablet has too many frozen memtables.
     fn wait_for_room(&self, rows: &[Pending]) {
-        let full = |rows: &[Pending]| rows.iter().any(|p| p.tablet.version().imm.len() >= MAX_IMMUTABLE);
+        let full = |rows: &[Pending]| {
+            rows.iter()
+                .any(|p| p.tablet.version().imm.len() >= MAX_IMMUTABLE)
+        };
         if !full(rows) {
             return;
         }
@@ -441,63 +574,16 @@ impl Server {
         }
     }
 
-    /// Run by the group-commit leader for one batch: assign sequence numbers,
-    /// write the log once, fill the memtables, publish.
-    fn lead_commit(&self, groups: &mut Vec<WriteGroup>, sync: bool) -> Result<()> {
-        let mut seq = self.next_seq.load(Ordering::Acquire);
-        let mut tablets = Vec::new();
-        let mut records = Vec::new();
-        for g in groups.drain(..) {
-            for mut p in g.rows {
-                for (k, _) in p.record.entries.iter_mut() {
-                    key::rebase_seq(k, seq)
-                        .ok_or_else(|| Error::corruption("malformed key in a write"))?;
-                }
-                seq += p.ops;
-                tablets.push(p.tablet);
-                records.push(p.record);
-            }
-        }
-        self.log.append(&records, sync)?;
-        let mut touched: Vec<&Arc<Tablet>> = Vec::new();
-        for (tablet, rec) in tablets.iter().zip(records) {
-            let mem = tablet.version().mem.clone();
-            for (k, v) in rec.entries {
-                mem.insert(k, v);
-            }
-            if !touched.iter().any(|t| Arc::ptr_eq(t, tablet)) {
-                touched.push(tablet);
-            }
-        }
-        self.next_seq.store(seq, Ordering::Release);
-        self.visible_seq.store(seq - 1, Ordering::Release);
-        for t in touched {
-            if t.version().mem.approximate_bytes() >= self.opts.memtable_bytes {
-                self.freeze(t);
-            }
-        }
-        Ok(())
-    }
-
-    /// Freezes the tablet's memtable so a minor compaction writes it out.
     fn freeze(&self, t: &Tablet) {
-        t.update(|cur| {
-            if cur.mem.is_empty() {
-                return clone_version(cur);
-            }
-            let mut imm = cur.imm.clone();
-            imm.push(cur.mem.clone());
-            TabletVersion {
-                files_version: cur.files_version,
-                mem: Arc::new(Memtable::new()),
-                imm,
-                files: cur.files.clone(),
-            }
-        });
-        self.wake();
+        freeze(t, &self.wake_tx);
     }
 
-    pub fn apply_batch(&self, table_name: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
+    pub fn apply_batch(
+        &self,
+        table_name: &str,
+        ms: &[RowMutation],
+        opts: WriteOptions,
+    ) -> Result<()> {
         let table = self.table(table_name)?;
         let schema = table.schema();
         mutation::validate_batch(&schema, ms, self.opts.max_value_size)?;
@@ -510,12 +596,21 @@ impl Server {
         self.commit_rows(&table, &refs, opts.sync)
     }
 
-    pub fn apply_txns(&self, table_name: &str, txns: &[RowTxn], opts: WriteOptions) -> Result<Vec<TxnOutcome>> {
+    pub fn apply_txns(
+        &self,
+        table_name: &str,
+        txns: &[RowTxn],
+        opts: WriteOptions,
+    ) -> Result<Vec<TxnOutcome>> {
         let table = self.table(table_name)?;
         let schema = table.schema();
         for (i, t) in txns.iter().enumerate() {
-            validate_txn(&table.name, &schema, t, self.opts.max_value_size)
-                .map_err(|e| Error::BadBatchEntry { index: i, source: Box::new(e) })?;
+            validate_txn(&table.name, &schema, t, self.opts.max_value_size).map_err(|e| {
+                Error::BadBatchEntry {
+                    index: i,
+                    source: Box::new(e),
+                }
+            })?;
         }
         let _gate = table.gate.read();
         let mut out = Vec::with_capacity(txns.len());
@@ -537,7 +632,7 @@ impl Server {
                         .collect(),
                 });
                 out.push(TxnOutcome {
-                    applied: true,
+                    guard_held: true,
                     results: Vec::new(),
                 });
                 continue;
@@ -554,7 +649,12 @@ impl Server {
         Ok(out)
     }
 
-    fn flush_plain(&self, table: &TableState, plain: &mut Vec<RowMutation>, sync: bool) -> Result<()> {
+    fn flush_plain(
+        &self,
+        table: &TableState,
+        plain: &mut Vec<RowMutation>,
+        sync: bool,
+    ) -> Result<()> {
         if plain.is_empty() {
             return Ok(());
         }
@@ -570,69 +670,81 @@ impl Server {
     /// mutation to commit.
     fn resolve_txn(&self, table: &TableState, t: &RowTxn) -> Result<(RowMutation, TxnOutcome)> {
         let mut m = RowMutation::new(t.row.clone());
-        if let Some(g) = &t.guard {
-            let cur = self.read_cell(table, &t.row, &g.condition.family, &g.condition.qualifier)?;
-            let holds = mutation::check(&g.condition, cur.as_ref().map(|c| c.value.as_slice()));
-            if holds != g.expect {
-                return Ok((m, TxnOutcome::default()));
+        let held = match &t.guard {
+            None => true,
+            Some(c) => {
+                let cur = self.read_cell(table, &t.row, &c.family, &c.qualifier)?;
+                mutation::check(c, cur.as_ref().map(|c| c.value.as_slice()))
             }
-        }
+        };
+        let ops = if held { &t.ops } else { &t.otherwise };
         // Values this transaction has written so far, for later ops of the same column.
         let mut overlay: HashMap<(String, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
         let mut results = Vec::new();
-        for op in &t.ops {
-            match op {
+        for op in ops {
+            let (family, qualifier, new) = match op {
                 RowOp::Mutate(mu) => {
                     match mu {
-                        Mutation::SetCell { family, qualifier, value, .. } => {
-                            overlay.insert((family.clone(), qualifier.clone()), Some(value.clone()));
+                        Mutation::SetCell {
+                            family,
+                            qualifier,
+                            value,
+                            ..
+                        } => {
+                            overlay
+                                .insert((family.clone(), qualifier.clone()), Some(value.clone()));
                         }
-                        Mutation::DeleteCells { family, qualifier, .. } => {
-                            // A partial range may leave an older version: read it after commit order.
+                        Mutation::DeleteCells {
+                            family, qualifier, ..
+                        } => {
                             overlay.remove(&(family.clone(), qualifier.clone()));
-                            if !m.mutations.is_empty() || !overlay.is_empty() {
-                                // fall through: reads below consult storage plus what is pending
-                            }
                         }
                         Mutation::DeleteFamily { family } => {
-                            overlay.retain(|(f, _), _| f != family);
+                            overlay.retain(|(f, _), _| f != family)
                         }
                         Mutation::DeleteRow => overlay.clear(),
                     }
                     m.mutations.push(mu.clone());
+                    continue;
                 }
-                RowOp::Increment { family, qualifier, delta } | RowOp::Append { family, qualifier, data: _, .. }
-                    if false =>
-                {
-                    let _ = (family, qualifier, delta);
-                }
-                RowOp::Increment { family, qualifier, delta } => {
+                RowOp::Increment {
+                    family,
+                    qualifier,
+                    delta,
+                } => {
                     let old = self.current_value(table, t, &m, &overlay, family, qualifier)?;
-                    let new = mutation::increment(old.as_deref(), *delta)?;
-                    overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
-                    m.mutations.push(Mutation::SetCell {
-                        family: family.clone(),
-                        qualifier: qualifier.clone(),
-                        timestamp: None,
-                        value: new.clone(),
-                    });
-                    results.push(new);
+                    (
+                        family,
+                        qualifier,
+                        mutation::increment(old.as_deref(), *delta)?,
+                    )
                 }
-                RowOp::Append { family, qualifier, data } => {
+                RowOp::Append {
+                    family,
+                    qualifier,
+                    data,
+                } => {
                     let old = self.current_value(table, t, &m, &overlay, family, qualifier)?;
                     let new = mutation::append(old.as_deref(), data, self.opts.max_value_size)?;
-                    overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
-                    m.mutations.push(Mutation::SetCell {
-                        family: family.clone(),
-                        qualifier: qualifier.clone(),
-                        timestamp: None,
-                        value: new.clone(),
-                    });
-                    results.push(new);
+                    (family, qualifier, new)
                 }
-            }
+            };
+            overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
+            m.mutations.push(Mutation::SetCell {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                timestamp: None,
+                value: new.clone(),
+            });
+            results.push(new);
         }
-        Ok((m, TxnOutcome { applied: true, results }))
+        Ok((
+            m,
+            TxnOutcome {
+                guard_held: held,
+                results,
+            },
+        ))
     }
 
     /// The value a read-modify-write op starts from: what this transaction
@@ -653,15 +765,19 @@ impl Server {
         let deleted = pending.mutations.iter().any(|m| match m {
             Mutation::DeleteRow => true,
             Mutation::DeleteFamily { family: f } => f == family,
-            Mutation::DeleteCells { family: f, qualifier: q, range } => {
-                f == family && q == qualifier && *range == TimeRange::ALL
-            }
+            Mutation::DeleteCells {
+                family: f,
+                qualifier: q,
+                range,
+            } => f == family && q == qualifier && *range == TimeRange::ALL,
             Mutation::SetCell { .. } => false,
         });
         if deleted {
             return Ok(None);
         }
-        Ok(self.read_cell(table, &t.row, family, qualifier)?.map(|c| c.value))
+        Ok(self
+            .read_cell(table, &t.row, family, qualifier)?
+            .map(|c| c.value))
     }
 
     // ---------------------------------------------------------------- reads
@@ -670,7 +786,6 @@ impl Server {
     /// entries, served from the scan cache when possible.
     fn row_sources(
         &self,
-        t: &Tablet,
         v: &TabletVersion,
         schema: &TableSchema,
         row: &[u8],
@@ -682,8 +797,12 @@ impl Server {
         for m in v.imm.iter().rev() {
             sources.push(Box::new(m.iter()));
         }
-        let fam_hash = families.map_or(0, |f| seahash::hash(f.join("\0").as_bytes()));
-        let cache_id = v.files_version.wrapping_mul(31) ^ fam_hash ^ t.id;
+        // files_version is unique to this tablet's SSTable set, so entries
+        // cached for an older set are never found again (they age out).
+        let cache_id = match families {
+            None => v.files_version,
+            Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
+        };
         if column.is_none() {
             if let Some(hit) = self.scan_cache.get(cache_id, row) {
                 sources.push(Box::new(VecIterator::new(hit)));
@@ -706,6 +825,11 @@ impl Server {
                 iters.push(Box::new(f.table.iter()));
             }
         }
+        if column.is_some() {
+            // One column: the reader seeks straight to it in each source.
+            sources.extend(iters);
+            return Ok(sources);
+        }
         let mut merged = MergingIterator::new(iters);
         let end = key::row_end(row);
         merged.seek(&key::row_start(row))?;
@@ -716,62 +840,79 @@ impl Server {
         }
         let entries = Arc::new(entries);
         if column.is_none() {
-            self.scan_cache.insert(cache_id, row.to_vec(), entries.clone());
+            self.scan_cache.insert(cache_id, row, entries.clone());
         }
         sources.push(Box::new(VecIterator::new(entries)));
         Ok(sources)
     }
 
     pub fn read_row(&self, table: &TableState, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        self.read_row_inner(table, row, spec, None)
-    }
-
-    fn read_row_inner(
-        &self,
-        table: &TableState,
-        row: &[u8],
-        spec: &ScanSpec,
-        column: Option<(&str, &[u8])>,
-    ) -> Result<Vec<Cell>> {
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        if row.len() > MAX_ROW_KEY {
-            return Err(Error::RowKeyTooLong(row.len()));
-        }
+        check_row(row)?;
         let snapshot = spec.snapshot.unwrap_or_else(|| self.last_seq());
         let t = table.tablet_for(row)?;
         let v = t.version();
         let schema = table.schema();
-        let sources = self.row_sources(&t, &v, &schema, row, spec.families.as_deref(), column)?;
+        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref(), None)?;
         let mut s = spec.clone();
         s.rows = RowRange {
             start: Bound::Included(row.to_vec()),
             end: Bound::Included(row.to_vec()),
         };
-        let mut reader = CellReader::new(
+        let reader = CellReader::new(
             Box::new(MergingIterator::new(sources)),
             &s,
             schema,
             snapshot,
             now_micros(),
         )?;
-        let mut cells = Vec::new();
-        while let Some(c) = reader.next_cell()? {
-            cells.push(c);
-        }
-        Ok(cells)
+        reader.collect()
     }
 
-    pub fn read_cell(&self, table: &TableState, row: &[u8], family: &str, qualifier: &[u8]) -> Result<Option<Cell>> {
-        let spec = ScanSpec {
-            families: Some(vec![family.to_string()]),
-            max_versions: Some(1),
-            ..ScanSpec::default()
-        };
-        let cells = self.read_row_inner(table, row, &spec, Some((family, qualifier)))?;
-        Ok(cells.into_iter().find(|c| c.qualifier == qualifier))
+    /// The newest `max_versions` visible versions of one column (all if None).
+    pub fn read_column(
+        &self,
+        table: &TableState,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        check_row(row)?;
+        let snapshot = self.last_seq();
+        let t = table.tablet_for(row)?;
+        let v = t.version();
+        let schema = table.schema();
+        let fams = [family.to_string()];
+        let sources = self.row_sources(&v, &schema, row, Some(&fams), Some((family, qualifier)))?;
+        let reader = CellReader::column(
+            Box::new(MergingIterator::new(sources)),
+            schema,
+            row,
+            family,
+            qualifier,
+            TimeRange::ALL,
+            max_versions,
+            snapshot,
+            now_micros(),
+        )?;
+        reader.collect()
     }
 
-    pub fn scan(self: &Self, table: &Arc<TableState>, mut spec: ScanSpec) -> Result<Scanner> {
+    pub fn read_cell(
+        &self,
+        table: &TableState,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Cell>> {
+        Ok(self
+            .read_column(table, row, family, qualifier, Some(1))?
+            .pop())
+    }
+
+    pub fn scan(&self, table: &Arc<TableState>, mut spec: ScanSpec) -> Result<Scanner> {
         self.counters.scans.fetch_add(1, Ordering::Relaxed);
         let snapshot = spec.snapshot.unwrap_or_else(|| self.last_seq());
         spec.snapshot = Some(snapshot);
@@ -783,14 +924,10 @@ impl Server {
             snapshot,
             0,
         )?;
-        let next_row = match &spec.rows.start {
-            Bound::Included(r) | Bound::Excluded(r) => r.clone(),
-            Bound::Unbounded => Vec::new(),
-        };
         Ok(Scanner {
             table: table.clone(),
+            resume: Some(spec.rows.start.clone()),
             spec,
-            next_start: Some(next_row),
             reader: None,
             rows: 0,
             cells: 0,
@@ -869,8 +1006,14 @@ impl Server {
         // 4. Major compactions: children holding a parent's files, and periodic ones.
         for (table, t) in &all {
             let v = t.version();
-            let groups = v.files.iter().map(|f| f.meta.group.as_str()).collect::<std::collections::HashSet<_>>().len();
-            let due = t.last_major.lock().elapsed() > self.opts.major_interval && v.files.len() > groups;
+            let groups = v
+                .files
+                .iter()
+                .map(|f| f.meta.group.as_str())
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            let due =
+                t.last_major.lock().elapsed() > self.opts.major_interval && v.files.len() > groups;
             if t.has_foreign_files(&v) || due {
                 if let Some(_c) = t.try_claim() {
                     self.major_compact(table, t)?;
@@ -899,17 +1042,28 @@ impl Server {
         };
         let schema = table.schema();
         let (lo, hi) = t.key_bounds();
-        let mut clipped = ClipIterator::new(m.iter(), lo, hi);
-        clipped.seek_to_first()?;
-        let mut filter = CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
-        let new_number = || self.manifest.lock().next_id();
-        let outputs = write_outputs(&self.output_ctx(&new_number), &Router::by_schema(&schema), || filter.next_entry())?;
+        let clipped = ClipIterator::new(m.iter(), lo, hi);
+        let mut filter =
+            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
+        let new_number = || self.new_output_number();
+        let outputs = write_outputs(
+            &self.output_ctx(&new_number),
+            &Router::by_schema(&schema),
+            || filter.next_entry(),
+        )?;
         let flushed = m.max_seq().max(t.flushed_seq.load(Ordering::Acquire));
-        self.install(table, t, &[], outputs, flushed, |cur, files| TabletVersion {
-            files_version: next_files_version(),
-            mem: cur.mem.clone(),
-            imm: cur.imm.iter().filter(|x| !Arc::ptr_eq(x, &m)).cloned().collect(),
-            files,
+        self.install(table, t, &[], outputs, flushed, |cur, files| {
+            TabletVersion {
+                files_version: next_files_version(),
+                mem: cur.mem.clone(),
+                imm: cur
+                    .imm
+                    .iter()
+                    .filter(|x| !Arc::ptr_eq(x, &m))
+                    .cloned()
+                    .collect(),
+                files,
+            }
         })?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         {
@@ -931,13 +1085,14 @@ impl Server {
     ) -> Result<()> {
         if t.retired.load(Ordering::Acquire) {
             // Dropped while we worked: the output is garbage.
+            self.release_outputs(&outputs);
             for o in &outputs {
                 let _ = self.store.delete(&sst_name(o.meta.number));
             }
             return Ok(());
         }
         let removed: Vec<u64> = inputs.iter().map(|f| f.meta.number).collect();
-        self.manifest.lock().log(
+        let logged = self.manifest.lock().log(
             vec![Edit::Files {
                 table: table.id,
                 tablet: t.id,
@@ -946,7 +1101,9 @@ impl Server {
                 flushed_seq,
             }],
             self.last_seq(),
-        )?;
+        );
+        self.release_outputs(&outputs);
+        logged?;
         t.update(|cur| {
             let mut files: Vec<Arc<Sst>> = cur
                 .files
@@ -955,7 +1112,7 @@ impl Server {
                 .cloned()
                 .chain(outputs)
                 .collect();
-            files.sort_by(|a, b| b.meta.max_seq.cmp(&a.meta.max_seq));
+            files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
             make(cur, files)
         });
         t.flushed_seq.fetch_max(flushed_seq, Ordering::AcqRel);
@@ -967,16 +1124,16 @@ impl Server {
 
     /// Deletes SSTables no tablet references any more (mark and sweep over the manifest).
     fn sweep_files(&self) -> Result<()> {
+        // Order matters. A file in the listing was created after its number
+        // went in flight; it leaves the in-flight set only after the manifest
+        // made it live. So list, then snapshot in-flight, then live: every
+        // file in use shows up in one of the two snapshots.
+        let names = self.store.list("sst/")?;
+        let in_flight = self.in_flight.lock().clone();
         let live = self.manifest.lock().state().live_files();
-        for name in self.store.list("sst/")? {
+        for name in names {
             match sst_number(&name) {
-                Some(n) if live.contains(&n) => {}
-                // Files being written by a running compaction are newer than
-                // anything the manifest has handed out... they are allocated
-                // from the same counter, so only delete numbers below it
-                // that are not live.
-                Some(n) if n >= self.manifest.lock().state().next_id => {}
-                Some(n) if self.is_in_flight(n) => {}
+                Some(n) if live.contains(&n) || in_flight.contains(&n) => {}
                 _ => {
                     if let Err(e) = self.store.delete(&name) {
                         log::warn!("could not delete unused {name}: {e}");
@@ -987,8 +1144,18 @@ impl Server {
         Ok(())
     }
 
-    fn is_in_flight(&self, _n: u64) -> bool {
-        false
+    /// Allocates an output file number that sweeps leave alone until released.
+    fn new_output_number(&self) -> u64 {
+        let n = self.manifest.lock().next_id();
+        self.in_flight.lock().insert(n);
+        n
+    }
+
+    fn release_outputs(&self, outputs: &[Arc<Sst>]) {
+        let mut f = self.in_flight.lock();
+        for o in outputs {
+            f.remove(&o.meta.number);
+        }
     }
 
     fn delete_obsolete_logs(&self) -> Result<()> {
@@ -1002,33 +1169,53 @@ impl Server {
                 min_live = min_live.min(t.flushed_seq.load(Ordering::Acquire));
             }
         }
-        self.log.delete_obsolete(min_live)
+        self.core.log.delete_obsolete(min_live)?;
+        Ok(())
     }
 
     /// Merging compaction of the newest files of one locality group.
     fn merge_group(&self, table: &TableState, t: &Tablet, group: &str) -> Result<()> {
         let v = t.version();
         let take = self.opts.merge_trigger / 2 + 1;
-        let in_group: Vec<Arc<Sst>> = v.files.iter().filter(|f| f.meta.group == group).cloned().collect();
+        let in_group: Vec<Arc<Sst>> = v
+            .files
+            .iter()
+            .filter(|f| f.meta.group == group)
+            .cloned()
+            .collect();
         if in_group.len() <= take || in_group.len() == v.files.len() {
             // Merging every file is a major compaction: do that instead.
             return self.major_compact(table, t);
         }
         let inputs: Vec<Arc<Sst>> = in_group.into_iter().take(take).collect();
         let schema = table.schema();
-        let iters: Vec<Box<dyn InternalIterator>> = inputs.iter().map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>).collect();
+        let iters: Vec<Box<dyn InternalIterator>> = inputs
+            .iter()
+            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
+            .collect();
         let (lo, hi) = t.key_bounds();
-        let mut clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
-        clipped.seek_to_first()?;
-        let mut filter = CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
-        let new_number = || self.manifest.lock().next_id();
-        let outputs = write_outputs(&self.output_ctx(&new_number), &Router::fixed(&schema, group), || filter.next_entry())?;
-        self.install(table, t, &inputs, outputs, t.flushed_seq.load(Ordering::Acquire), |cur, files| TabletVersion {
-            files_version: next_files_version(),
-            mem: cur.mem.clone(),
-            imm: cur.imm.clone(),
-            files,
-        })?;
+        let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
+        let mut filter =
+            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
+        let new_number = || self.new_output_number();
+        let outputs = write_outputs(
+            &self.output_ctx(&new_number),
+            &Router::fixed(&schema, group),
+            || filter.next_entry(),
+        )?;
+        self.install(
+            table,
+            t,
+            &inputs,
+            outputs,
+            t.flushed_seq.load(Ordering::Acquire),
+            |cur, files| TabletVersion {
+                files_version: next_files_version(),
+                mem: cur.mem.clone(),
+                imm: cur.imm.clone(),
+                files,
+            },
+        )?;
         self.counters.merges.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -1043,19 +1230,33 @@ impl Server {
         }
         let inputs = v.files.clone();
         let schema = table.schema();
-        let iters: Vec<Box<dyn InternalIterator>> = inputs.iter().map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>).collect();
+        let iters: Vec<Box<dyn InternalIterator>> = inputs
+            .iter()
+            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
+            .collect();
         let (lo, hi) = t.key_bounds();
-        let mut clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
-        clipped.seek_to_first()?;
-        let mut filter = CompactionFilter::new(Box::new(clipped), true, schema.clone(), now_micros())?;
-        let new_number = || self.manifest.lock().next_id();
-        let outputs = write_outputs(&self.output_ctx(&new_number), &Router::by_schema(&schema), || filter.next_entry())?;
-        self.install(table, t, &inputs, outputs, t.flushed_seq.load(Ordering::Acquire), |cur, files| TabletVersion {
-            files_version: next_files_version(),
-            mem: cur.mem.clone(),
-            imm: cur.imm.clone(),
-            files,
-        })?;
+        let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
+        let mut filter =
+            CompactionFilter::new(Box::new(clipped), true, schema.clone(), now_micros())?;
+        let new_number = || self.new_output_number();
+        let outputs = write_outputs(
+            &self.output_ctx(&new_number),
+            &Router::by_schema(&schema),
+            || filter.next_entry(),
+        )?;
+        self.install(
+            table,
+            t,
+            &inputs,
+            outputs,
+            t.flushed_seq.load(Ordering::Acquire),
+            |cur, files| TabletVersion {
+                files_version: next_files_version(),
+                mem: cur.mem.clone(),
+                imm: cur.imm.clone(),
+                files,
+            },
+        )?;
         self.counters.majors.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -1110,9 +1311,18 @@ impl Server {
         };
         self.manifest.lock().log(
             vec![
-                Edit::RemoveTablet { table: table.id, id: t.id },
-                Edit::AddTablet { table: table.id, tablet: entry(&a) },
-                Edit::AddTablet { table: table.id, tablet: entry(&b) },
+                Edit::RemoveTablet {
+                    table: table.id,
+                    id: t.id,
+                },
+                Edit::AddTablet {
+                    table: table.id,
+                    tablet: entry(&a),
+                },
+                Edit::AddTablet {
+                    table: table.id,
+                    tablet: entry(&b),
+                },
             ],
             self.last_seq(),
         )?;
@@ -1132,7 +1342,7 @@ impl Server {
     // ---------------------------------------------------------------- admin
 
     pub fn sync(&self) -> Result<()> {
-        self.log.sync()
+        self.core.log.append(&[], true)
     }
 
     /// Freezes and writes out every memtable of `table` (all tables if None).
@@ -1164,7 +1374,12 @@ impl Server {
             if major {
                 self.major_compact(&ts, &t)?;
             } else {
-                let groups: Vec<String> = t.version().files.iter().map(|f| f.meta.group.clone()).collect();
+                let groups: Vec<String> = t
+                    .version()
+                    .files
+                    .iter()
+                    .map(|f| f.meta.group.clone())
+                    .collect();
                 if let Some(g) = groups.first() {
                     self.merge_group(&ts, &t, g)?;
                 }
@@ -1204,7 +1419,9 @@ impl Server {
                     table: ts.name.clone(),
                     start: t.start.clone(),
                     end: t.end.clone(),
-                    memtable_bytes: (v.mem.approximate_bytes() + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>()) as u64,
+                    memtable_bytes: (v.mem.approximate_bytes()
+                        + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>())
+                        as u64,
                     sstable_bytes: t.sstable_bytes(&v),
                     sstables: v.files.len(),
                 }
@@ -1244,12 +1461,17 @@ impl Server {
                 t.id,
                 ts.name,
                 String::from_utf8_lossy(&t.start),
-                t.end.as_ref().map(|e| String::from_utf8_lossy(e).into_owned()),
+                t.end
+                    .as_ref()
+                    .map(|e| String::from_utf8_lossy(e).into_owned()),
                 v.mem.approximate_bytes(),
                 v.imm.len(),
                 v.files.len(),
                 t.sstable_bytes(&v)
             ));
+        }
+        if let Some(c) = &self.coord {
+            lines.extend(c.status());
         }
         lines.extend(self.store.status());
         lines
@@ -1274,12 +1496,21 @@ fn clone_version(v: &TabletVersion) -> TabletVersion {
     }
 }
 
+fn check_row(row: &[u8]) -> Result<()> {
+    if row.len() > MAX_ROW_KEY {
+        return Err(Error::RowKeyTooLong(row.len()));
+    }
+    Ok(())
+}
+
 /// Table names: what a directory name may be, minus the reserved leading dot.
 pub fn validate_table_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
     if ok {
         Ok(())
     } else {
@@ -1303,20 +1534,30 @@ fn validate_txn(table: &str, schema: &TableSchema, t: &RowTxn, max_value: usize)
     if t.row.len() > MAX_ROW_KEY {
         return Err(Error::RowKeyTooLong(t.row.len()));
     }
-    if t.ops.is_empty() {
-        return Err(Error::invalid("a row transaction needs at least one operation"));
+    if t.ops.is_empty() && t.otherwise.is_empty() {
+        return Err(Error::invalid(
+            "a row transaction needs at least one operation",
+        ));
     }
-    if let Some(g) = &t.guard {
-        check_family(&g.condition.family)?;
+    if let Some(c) = &t.guard {
+        check_family(&c.family)?;
     }
     let mut plain = RowMutation::new(t.row.clone());
-    for op in &t.ops {
+    for op in t.ops.iter().chain(&t.otherwise) {
         match op {
             RowOp::Mutate(m) => plain.mutations.push(m.clone()),
-            RowOp::Increment { family, qualifier, .. } | RowOp::Append { family, qualifier, .. } => {
+            RowOp::Increment {
+                family, qualifier, ..
+            }
+            | RowOp::Append {
+                family, qualifier, ..
+            } => {
                 check_family(family)?;
                 if qualifier.len() > MAX_QUALIFIER {
-                    return Err(Error::invalid(format!("qualifier is {} bytes; the limit is {MAX_QUALIFIER}", qualifier.len())));
+                    return Err(Error::invalid(format!(
+                        "qualifier is {} bytes; the limit is {MAX_QUALIFIER}",
+                        qualifier.len()
+                    )));
                 }
             }
         }
@@ -1332,7 +1573,7 @@ pub struct Scanner {
     table: Arc<TableState>,
     spec: ScanSpec,
     /// Where the next tablet's part starts (None: done).
-    next_start: Option<Vec<u8>>,
+    resume: Option<Bound<Vec<u8>>>,
     reader: Option<CellReader>,
     rows: u64,
     cells: u64,
@@ -1343,10 +1584,13 @@ pub struct Scanner {
 
 impl Scanner {
     fn open_next_tablet(&mut self) -> Result<bool> {
-        let Some(start) = self.next_start.take() else {
+        let Some(resume) = self.resume.take() else {
             return Ok(false);
         };
-        let t = self.table.tablet_for(&start)?;
+        let t = match &resume {
+            Bound::Included(k) | Bound::Excluded(k) => self.table.tablet_for(k)?,
+            Bound::Unbounded => self.table.tablet_for(b"")?,
+        };
         let v = t.version();
         let schema = self.table.schema();
         let files = select_files(&v.files, self.spec.families.as_deref(), &schema);
@@ -1361,18 +1605,8 @@ impl Scanner {
         let mut spec = self.spec.clone();
         spec.row_limit = None;
         spec.cell_limit = None;
-        // Intersect the scan's range with the tablet's.
-        if t.start.as_slice() > start.as_slice() || !self.spec.rows.contains(&start) {
-            // keep the scan's own start bound
-        } else {
-            spec.rows.start = if start.is_empty() && matches!(self.spec.rows.start, Bound::Unbounded) {
-                Bound::Unbounded
-            } else if matches!(&self.spec.rows.start, Bound::Excluded(s) if *s == start) {
-                Bound::Excluded(start.clone())
-            } else {
-                Bound::Included(start.clone())
-            };
-        }
+        spec.rows.start = resume;
+        // This tablet's part ends at its end row or the scan's end, whichever is first.
         if let Some(end) = &t.end {
             let tablet_end_first = match &self.spec.rows.end {
                 Bound::Unbounded => true,
@@ -1381,7 +1615,7 @@ impl Scanner {
             };
             if tablet_end_first {
                 spec.rows.end = Bound::Excluded(end.clone());
-                self.next_start = Some(end.clone());
+                self.resume = Some(Bound::Included(end.clone()));
             }
         }
         self.reader = Some(CellReader::new(
@@ -1406,7 +1640,7 @@ impl Scanner {
                 if let Some(c) = r.next_cell()? {
                     if self.last_row.as_deref() != Some(c.row.as_slice()) {
                         if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
-                            self.next_start = None;
+                            self.resume = None;
                             self.reader = None;
                             return Ok(None);
                         }
