@@ -21,7 +21,9 @@ pub fn errno(e: &engine::Error) -> Errno {
         E::CounterOverflow => Errno::ERANGE,
         E::Corruption(_) => Errno::EIO,
         E::ShuttingDown => Errno::from_i32(libc::ESHUTDOWN),
+        E::Lock(_) => Errno::EIO,
         E::Fs(fe) => fs_errno(fe),
+        E::Shared(inner) => errno(inner),
         // Variants added to the engine later are I/O errors until mapped here.
         #[allow(unreachable_patterns)]
         _ => Errno::EIO,
@@ -77,5 +79,7 @@ mod tests {
             source: std::io::Error::from_raw_os_error(libc::ENOSPC),
         });
         assert_eq!(errno(&full), Errno::from_i32(libc::ENOSPC));
+        let shared = E::Shared(std::sync::Arc::new(E::ValueTooLarge { size: 2, limit: 1 }));
+        assert_eq!(errno(&shared), Errno::EFBIG);
     }
 }

@@ -228,6 +228,7 @@ impl Fs {
             created: false,
             direct,
             failed: None,
+            created_as: None,
         }));
         Opened {
             fh,
@@ -378,6 +379,7 @@ impl Fs {
                     dirty: true,
                     wrote: false,
                     created: matches!(node, Node::Cell { .. }),
+                    created_as: Some(((*p).clone(), name.to_vec())),
                     direct: false,
                     failed: None,
                 }));
@@ -487,7 +489,10 @@ impl Fs {
         };
         let mut g = h.lock();
         match &mut *g {
-            Handle::Cell(c) if c.failed.is_some() => Err(c.failed.unwrap_or(Errno::EIO)),
+            Handle::Cell(c) if c.failed.is_some() => {
+                self.abandon_created(c);
+                Err(c.failed.unwrap_or(Errno::EIO))
+            }
             Handle::Cell(c) if c.dirty && c.wrote => self.commit_cell(c),
             Handle::Schema(s) if s.dirty && s.wrote => self.commit_schema(s),
             Handle::Mutate(m) => {
@@ -519,16 +524,8 @@ impl Fs {
                     Ok(())
                 };
                 if c.created {
-                    if let Node::Cell {
-                        table,
-                        row,
-                        family,
-                        qualifier,
-                        ..
-                    } = &c.node
-                    {
-                        self.pending.drop_cell(table, row, family, qualifier);
-                    }
+                    // Never committed (failed, or the commit failed).
+                    self.abandon_created(c);
                 }
                 r
             }
@@ -567,6 +564,27 @@ impl Fs {
         self.store.sync().map_err(|e| self.fail(&"fsync", &e))
     }
 
+    /// A file this handle created will never be committed: it must vanish
+    /// from listings and from the kernel's cache of names.
+    fn abandon_created(&self, c: &mut CellHandle) {
+        if let Some((parent, name)) = c.created_as.take() {
+            if c.created {
+                if let Node::Cell {
+                    table,
+                    row,
+                    family,
+                    qualifier,
+                    ..
+                } = &c.node
+                {
+                    self.pending.drop_cell(table, row, family, qualifier);
+                }
+                c.created = false;
+            }
+            self.invalidate_entry(&parent, name);
+        }
+    }
+
     /// Commits a cell handle's value as one new version (or an atomic append).
     fn commit_cell(&self, c: &mut CellHandle) -> FsResult<()> {
         let what = format!("commit {}", c.node);
@@ -590,15 +608,14 @@ impl Fs {
         };
         let opts = self.write_options();
         if c.append_only && !c.created && c.data.len() > c.base_len {
-            let txn = RowTxn {
-                row: row.clone(),
-                guard: None,
-                ops: vec![RowOp::Append {
+            let txn = RowTxn::new(
+                row.clone(),
+                vec![RowOp::Append {
                     family: family.clone(),
                     qualifier: qualifier.clone(),
                     data: c.data[c.base_len..].to_vec(),
                 }],
-            };
+            );
             let out = self
                 .store
                 .apply_txns(table, &[txn], opts)
@@ -629,6 +646,7 @@ impl Fs {
         Stats::add(&self.stats.commits, 1);
         c.dirty = false;
         c.wrote = false;
+        c.created_as = None;
         if c.created {
             c.created = false;
             self.pending.drop_cell(table, row, family, qualifier);

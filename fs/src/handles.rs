@@ -32,6 +32,9 @@ pub struct CellHandle {
     pub wrote: bool,
     /// Created by this handle and not committed yet (visible as pending).
     pub created: bool,
+    /// The directory and name this handle created the file under (the
+    /// kernel's entry to drop if the file is never committed).
+    pub created_as: Option<(Node, Vec<u8>)>,
     /// The kernel-side size may be stale: the handle bypasses the page cache.
     pub direct: bool,
     /// A write failed (EFBIG): the value is incomplete and is never

@@ -301,11 +301,10 @@ impl Store for MockStore {
         Ok(())
     }
     fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
-        let txn = RowTxn {
-            row: m.row.clone(),
-            guard: None,
-            ops: m.mutations.iter().cloned().map(RowOp::Mutate).collect(),
-        };
+        let txn = RowTxn::new(
+            m.row.clone(),
+            m.mutations.iter().cloned().map(RowOp::Mutate).collect(),
+        );
         self.apply_txns(table, &[txn], opts).map(|_| ())
     }
     fn apply_txns(
@@ -320,6 +319,7 @@ impl Store for MockStore {
             .ok_or_else(|| Error::TableNotFound(table.into()))?;
         for (index, txn) in txns.iter().enumerate() {
             self.validate(t, table, &txn.row, &txn.ops)
+                .and_then(|_| self.validate(t, table, &txn.row, &txn.otherwise))
                 .map_err(|e| Error::BadBatchEntry {
                     index,
                     source: Box::new(e),
@@ -327,27 +327,20 @@ impl Store for MockStore {
         }
         let mut out = Vec::new();
         for txn in txns {
-            if let Some(g) = &txn.guard {
-                let cur = Self::newest(
-                    t.rows.get(&txn.row),
-                    &g.condition.family,
-                    &g.condition.qualifier,
-                );
-                let holds = match &g.condition.predicate {
-                    Predicate::Exists => cur.is_some(),
-                    Predicate::Equals(v) => cur.as_ref() == Some(v),
-                };
-                if holds != g.expect {
-                    out.push(TxnOutcome {
-                        applied: false,
-                        results: vec![],
-                    });
-                    continue;
+            let held = match &txn.guard {
+                None => true,
+                Some(c) => {
+                    let cur = Self::newest(t.rows.get(&txn.row), &c.family, &c.qualifier);
+                    match &c.predicate {
+                        Predicate::Exists => cur.is_some(),
+                        Predicate::Equals(v) => cur.as_ref() == Some(v),
+                    }
                 }
-            }
-            let results = self.run(t, &txn.row, &txn.ops)?;
+            };
+            let ops = if held { &txn.ops } else { &txn.otherwise };
+            let results = self.run(t, &txn.row, ops)?;
             out.push(TxnOutcome {
-                applied: true,
+                guard_held: held,
                 results,
             });
         }

@@ -19,12 +19,13 @@
 //!
 //! Timestamps are decimal microseconds. All lines of one row form one
 //! transaction, applied atomically in line order; a guard line makes every
-//! mutation of its row in the batch conditional (at most one guard per row).
-//! Rows are applied in the order they first appear.
+//! mutation of its row in the batch conditional (at most one guard per row):
+//! with `if` they run when the column exists (and equals the value), with
+//! `ifnot` when it does not. Rows are applied in the order they first appear.
 
 use crate::names::{decode_field, encode_field};
 use engine::key::MAX_TIMESTAMP;
-use engine::{Condition, Guard, Mutation, Predicate, RowOp, RowTxn, TimeRange, TxnOutcome};
+use engine::{Condition, Mutation, Predicate, RowOp, RowTxn, TimeRange, TxnOutcome};
 use std::collections::HashMap;
 
 /// One parsed line.
@@ -349,28 +350,57 @@ impl BatchParser {
 pub struct Txn {
     pub first_line: usize,
     pub txn: RowTxn,
+    /// The row's mutations run when the guard holds (`if`, or no guard) or
+    /// when it does not (`ifnot`: they are the transaction's `otherwise`).
+    pub when_held: bool,
+}
+
+impl Txn {
+    /// The mutations that run when this transaction applies.
+    pub fn ops(&self) -> &[RowOp] {
+        if self.when_held {
+            &self.txn.ops
+        } else {
+            &self.txn.otherwise
+        }
+    }
+
+    fn ops_mut(&mut self) -> &mut Vec<RowOp> {
+        if self.when_held {
+            &mut self.txn.ops
+        } else {
+            &mut self.txn.otherwise
+        }
+    }
+
+    /// Whether the mutations ran, given the engine's outcome.
+    pub fn applied(&self, o: &TxnOutcome) -> bool {
+        o.guard_held == self.when_held
+    }
 }
 
 /// Groups lines into one transaction per row (see the module comment).
 pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
-    let mut out: Vec<Txn> = Vec::new();
+    struct Row {
+        first_line: usize,
+        row: Vec<u8>,
+        guard: Option<(usize, Condition, bool)>,
+        ops: Vec<RowOp>,
+    }
+    let mut rows: Vec<Row> = Vec::new();
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
-    let mut guard_line: HashMap<usize, usize> = HashMap::new();
     for Line { line, op } in lines {
-        let row = op.row().to_vec();
-        let i = *index.entry(row.clone()).or_insert_with(|| {
-            out.push(Txn {
+        let i = *index.entry(op.row().to_vec()).or_insert_with(|| {
+            rows.push(Row {
                 first_line: line,
-                txn: RowTxn {
-                    row,
-                    guard: None,
-                    ops: Vec::new(),
-                },
+                row: op.row().to_vec(),
+                guard: None,
+                ops: Vec::new(),
             });
-            out.len() - 1
+            rows.len() - 1
         });
-        let t = &mut out[i].txn;
-        match op {
+        let r = &mut rows[i];
+        let row_op = match op {
             Op::Guard {
                 family,
                 qualifier,
@@ -378,23 +408,23 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
                 expect,
                 ..
             } => {
-                if let Some(prev) = guard_line.insert(i, line) {
+                if let Some((prev, _, _)) = &r.guard {
                     return Err(BatchError {
                         line,
                         reason: format!("the row already has a condition (line {prev})"),
                     });
                 }
-                t.guard = Some(Guard {
-                    condition: Condition {
-                        family,
-                        qualifier,
-                        predicate: match value {
-                            Some(v) => Predicate::Equals(v),
-                            None => Predicate::Exists,
-                        },
-                    },
-                    expect,
-                });
+                let predicate = match value {
+                    Some(v) => Predicate::Equals(v),
+                    None => Predicate::Exists,
+                };
+                let condition = Condition {
+                    family,
+                    qualifier,
+                    predicate,
+                };
+                r.guard = Some((line, condition, expect));
+                continue;
             }
             Op::Set {
                 family,
@@ -402,55 +432,71 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
                 value,
                 ts,
                 ..
-            } => t.ops.push(RowOp::Mutate(Mutation::SetCell {
+            } => RowOp::Mutate(Mutation::SetCell {
                 family,
                 qualifier,
                 timestamp: ts,
                 value,
-            })),
+            }),
             Op::Delete {
                 family,
                 qualifier,
                 ts,
                 ..
-            } => t.ops.push(RowOp::Mutate(Mutation::DeleteCells {
+            } => RowOp::Mutate(Mutation::DeleteCells {
                 family,
                 qualifier,
                 range: ts.map(TimeRange::exactly).unwrap_or(TimeRange::ALL),
-            })),
-            Op::DeleteFamily { family, .. } => {
-                t.ops.push(RowOp::Mutate(Mutation::DeleteFamily { family }))
-            }
-            Op::DeleteRow { .. } => t.ops.push(RowOp::Mutate(Mutation::DeleteRow)),
+            }),
+            Op::DeleteFamily { family, .. } => RowOp::Mutate(Mutation::DeleteFamily { family }),
+            Op::DeleteRow { .. } => RowOp::Mutate(Mutation::DeleteRow),
             Op::Increment {
                 family,
                 qualifier,
                 delta,
                 ..
-            } => t.ops.push(RowOp::Increment {
+            } => RowOp::Increment {
                 family,
                 qualifier,
                 delta,
-            }),
+            },
             Op::Append {
                 family,
                 qualifier,
                 value,
                 ..
-            } => t.ops.push(RowOp::Append {
+            } => RowOp::Append {
                 family,
                 qualifier,
                 data: value,
-            }),
-        }
+            },
+        };
+        r.ops.push(row_op);
     }
-    for (i, t) in out.iter().enumerate() {
-        if t.txn.ops.is_empty() {
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        if r.ops.is_empty() {
             return Err(BatchError {
-                line: guard_line.get(&i).copied().unwrap_or(t.first_line),
+                line: r.guard.as_ref().map_or(r.first_line, |g| g.0),
                 reason: "the condition guards no mutation".into(),
             });
         }
+        let (guard, when_held) = match r.guard {
+            Some((_, c, expect)) => (Some(c), expect),
+            None => (None, true),
+        };
+        let mut t = Txn {
+            first_line: r.first_line,
+            txn: RowTxn {
+                row: r.row,
+                guard,
+                ops: Vec::new(),
+                otherwise: Vec::new(),
+            },
+            when_held,
+        };
+        *t.ops_mut() = r.ops;
+        out.push(t);
     }
     Ok(out)
 }
@@ -462,10 +508,14 @@ pub fn format_results(txns: &[Txn], outcomes: &[TxnOutcome]) -> Vec<u8> {
     let mut out = Vec::new();
     for (t, o) in txns.iter().zip(outcomes) {
         let row = encode_field(&t.txn.row);
-        out.extend_from_slice(if o.applied { b"applied " } else { b"skipped " });
+        out.extend_from_slice(if t.applied(o) {
+            b"applied "
+        } else {
+            b"skipped "
+        });
         out.extend_from_slice(&row);
         out.push(b'\n');
-        let rmw = t.txn.ops.iter().filter_map(|op| match op {
+        let rmw = t.ops().iter().filter_map(|op| match op {
             RowOp::Increment {
                 family, qualifier, ..
             } => Some((family, qualifier, true)),
@@ -625,9 +675,9 @@ mod tests {
         assert_eq!(txns.len(), 2);
         assert_eq!(txns[0].txn.row, b"a");
         assert_eq!(txns[0].txn.ops.len(), 2);
+        assert!(txns[0].when_held);
         let g = txns[0].txn.guard.as_ref().unwrap();
-        assert!(g.expect);
-        assert_eq!(g.condition.predicate, Predicate::Equals(b"yes".to_vec()));
+        assert_eq!(g.predicate, Predicate::Equals(b"yes".to_vec()));
         assert_eq!(txns[1].first_line, 2);
         assert!(txns[1].txn.guard.is_none());
     }
@@ -650,11 +700,11 @@ mod tests {
         let txns = group(p.finish().unwrap()).unwrap();
         let outcomes = vec![
             TxnOutcome {
-                applied: true,
+                guard_held: true,
                 results: vec![7i64.to_be_bytes().to_vec(), b"ab x".to_vec()],
             },
             TxnOutcome {
-                applied: false,
+                guard_held: false,
                 results: vec![],
             },
         ];
