@@ -115,7 +115,12 @@ impl<'a> Chain<'a> {
 
     /// Adds a write of `bufs` at `offset`, split into requests the kernel
     /// takes whole (at most [`MAX_IOV`] buffers and [`MAX_RW`] bytes each).
-    pub(crate) fn write(&mut self, file: &'a File, mut offset: u64, bufs: &[&'a [u8]]) -> &mut Self {
+    pub(crate) fn write(
+        &mut self,
+        file: &'a File,
+        mut offset: u64,
+        bufs: &[&'a [u8]],
+    ) -> &mut Self {
         let mut cur: Vec<&'a [u8]> = Vec::new();
         let mut bytes = 0usize;
         for b in bufs {
@@ -331,16 +336,33 @@ mod tests {
             let mut ca = Chain::new();
             ca.write(&a, 0, &[b"hello", b"", b" world"]).sync(&a, true);
             let mut cb = Chain::new();
-            cb.write(&b, 4, &[b"xyz"]).write(&b, 0, &[b"abcd"]).sync(&b, false);
+            cb.write(&b, 4, &[b"xyz"])
+                .write(&b, 0, &[b"abcd"])
+                .sync(&b, false);
             let res = io.run_chains(&[ca, cb]);
             assert!(res.iter().all(|r| r.is_ok()), "{res:?}");
             let got = io.read_multi(&[
-                ReadReq { file: &a, offset: 6, len: 5 },
-                ReadReq { file: &b, offset: 0, len: 7 },
-                ReadReq { file: &b, offset: 5, len: 10 },
+                ReadReq {
+                    file: &a,
+                    offset: 6,
+                    len: 5,
+                },
+                ReadReq {
+                    file: &b,
+                    offset: 0,
+                    len: 7,
+                },
+                ReadReq {
+                    file: &b,
+                    offset: 5,
+                    len: 10,
+                },
             ]);
             let got: Vec<Vec<u8>> = got.into_iter().map(|r| r.unwrap()).collect();
-            assert_eq!(got, vec![b"world".to_vec(), b"abcdxyz".to_vec(), b"yz".to_vec()]);
+            assert_eq!(
+                got,
+                vec![b"world".to_vec(), b"abcdxyz".to_vec(), b"yz".to_vec()]
+            );
         }
     }
 
@@ -356,7 +378,10 @@ mod tests {
         let mut good = Chain::new();
         good.write(&ok, 0, &[b"fine"]).sync(&ok, true);
         let res = io.run_chains(&[bad, good]);
-        assert_eq!(res[0].as_ref().unwrap_err().raw_os_error(), Some(libc::EBADF));
+        assert_eq!(
+            res[0].as_ref().unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
         assert!(res[1].is_ok());
         assert_eq!(io.read(&ok, &[(0, 4)]).unwrap()[0], b"fine");
         if io.mode() == IoMode::Uring {

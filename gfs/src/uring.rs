@@ -218,7 +218,13 @@ impl Ring {
         let mut bufs: Vec<Vec<u8>> = reqs
             .iter()
             .zip(&errs)
-            .map(|(r, e)| if e.is_some() { Vec::new() } else { vec![0u8; r.len] })
+            .map(|(r, e)| {
+                if e.is_some() {
+                    Vec::new()
+                } else {
+                    vec![0u8; r.len]
+                }
+            })
             .collect();
         let mut filled = vec![0usize; n];
         let mut eof = vec![false; n];
@@ -238,10 +244,14 @@ impl Ring {
                     .map(|(j, &i)| {
                         let rest = &mut bufs[i][filled[i]..];
                         let len = rest.len().min(MAX_RW) as u32;
-                        opcode::Read::new(types::Fd(reqs[i].file.as_raw_fd()), rest.as_mut_ptr(), len)
-                            .offset(reqs[i].offset + filled[i] as u64)
-                            .build()
-                            .user_data(j as u64)
+                        opcode::Read::new(
+                            types::Fd(reqs[i].file.as_raw_fd()),
+                            rest.as_mut_ptr(),
+                            len,
+                        )
+                        .offset(reqs[i].offset + filled[i] as u64)
+                        .build()
+                        .user_data(j as u64)
                     })
                     .collect();
                 let res = match self.run(&sqes, ctr) {
@@ -252,7 +262,9 @@ impl Ring {
                         }
                         let kind = e.err.kind();
                         let msg = e.err.to_string();
-                        return (0..n).map(|_| Err(io::Error::new(kind, msg.clone()))).collect();
+                        return (0..n)
+                            .map(|_| Err(io::Error::new(kind, msg.clone())))
+                            .collect();
                     }
                 };
                 for (&i, &r) in chunk.iter().zip(&res) {
@@ -296,7 +308,11 @@ impl Ring {
     /// is how one replicated append reaches all replicas, each with its own
     /// linked fdatasync, in a single `io_uring_enter`. Short writes are
     /// resumed; a failed fsync is never retried.
-    pub(crate) fn run_chains(&mut self, chains: &[Chain<'_>], ctr: &Counters) -> Vec<io::Result<()>> {
+    pub(crate) fn run_chains(
+        &mut self,
+        chains: &[Chain<'_>],
+        ctr: &Counters,
+    ) -> Vec<io::Result<()>> {
         struct State {
             pos: usize,
             done: usize,

@@ -109,7 +109,7 @@ impl Superblock {
             version: u64_at(16),
             chunk_size: u64_at(24),
         };
-        if sb.chunk_size == 0 || sb.chunk_size % BLOCK != 0 {
+        if sb.chunk_size == 0 || !sb.chunk_size.is_multiple_of(BLOCK) {
             return Err(format!("bad chunk size {}", sb.chunk_size));
         }
         Ok(sb)
@@ -183,6 +183,28 @@ pub(crate) struct AppendSums {
     /// Bytes of the partial last block after the append (empty if it ends
     /// on a block boundary).
     pub(crate) tail: Vec<u8>,
+}
+
+/// The entries of an [`AppendSums`] as written: the first block's entry
+/// alone (it goes last) and the rest as one run.
+pub(crate) struct EncodedSums {
+    pub(crate) first_block: u64,
+    pub(crate) first: Vec<u8>,
+    pub(crate) rest: Vec<u8>,
+}
+
+impl AppendSums {
+    pub(crate) fn encoded(&self) -> EncodedSums {
+        EncodedSums {
+            first_block: self.first_block,
+            first: self
+                .entries
+                .first()
+                .map(|e| e.encode().to_vec())
+                .unwrap_or_default(),
+            rest: encode_entries(self.entries.get(1..).unwrap_or(&[])),
+        }
+    }
 }
 
 /// Computes the new checksums of an append, given `tail`: the bytes already
@@ -276,7 +298,9 @@ mod tests {
 
     #[test]
     fn append_sums_match_whole_block_hashes() {
-        let data: Vec<u8> = (0..(3 * BLOCK as usize + 100)).map(|i| (i % 251) as u8).collect();
+        let data: Vec<u8> = (0..(3 * BLOCK as usize + 100))
+            .map(|i| (i % 251) as u8)
+            .collect();
         // Appended in uneven pieces, the sums must equal hashing whole blocks.
         let mut len = 0u64;
         let mut tail = Vec::new();

@@ -217,7 +217,11 @@ impl Reader {
                 view = self.refresh()?;
                 fresh = true;
                 let same = view.chunks.len() >= handles.len()
-                    && view.chunks.iter().zip(&handles).all(|(c, h)| c.handle == *h);
+                    && view
+                        .chunks
+                        .iter()
+                        .zip(&handles)
+                        .all(|(c, h)| c.handle == *h);
                 if !same {
                     return Err(Error::Corruption {
                         name: self.name.clone(),
@@ -266,7 +270,10 @@ impl Reader {
                 &self.name,
                 std::io::Error::other(format!("every replica failed; last: {f}")),
             ),
-            None => Error::io(&self.name, std::io::Error::other("no live replica of a chunk")),
+            None => Error::io(
+                &self.name,
+                std::io::Error::other("no live replica of a chunk"),
+            ),
         })
     }
 }
@@ -316,7 +323,9 @@ impl Inner {
                 .iter()
                 .filter_map(|&s| self.servers[s].replica(*h).map(|r| (s, r)))
                 .collect();
-            let len = c.sealed_len.unwrap_or_else(|| c.ctl.len.load(Ordering::Acquire));
+            let len = c
+                .sealed_len
+                .unwrap_or_else(|| c.ctl.len.load(Ordering::Acquire));
             chunks.push(ChunkView {
                 handle: *h,
                 start,

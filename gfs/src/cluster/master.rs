@@ -174,9 +174,7 @@ impl MasterState {
                     if let Some(prev) = f.chunks.last().and_then(|h| self.chunks.get_mut(h)) {
                         prev.sealed_len = Some(*len);
                         prev.ctl.sealed.store(true, Ordering::Release);
-                        prev.ctl
-                            .len
-                            .store(*len, Ordering::Release);
+                        prev.ctl.len.store(*len, Ordering::Release);
                     }
                 }
                 if let Some(f) = self.files.get_mut(file) {
@@ -281,7 +279,10 @@ impl MasterState {
             let mut handles = Vec::new();
             for (i, c) in f.chunks.into_iter().enumerate() {
                 if st.chunks.contains_key(&c.handle) || c.handle >= st.next_handle {
-                    return Err(format!("chunk {:016x} duplicated or out of range", c.handle));
+                    return Err(format!(
+                        "chunk {:016x} duplicated or out of range",
+                        c.handle
+                    ));
                 }
                 if c.sealed_len.is_none() && i != last {
                     return Err(format!("chunk {:016x} is open but not last", c.handle));
@@ -573,7 +574,9 @@ mod tests {
         handle
     }
 
-    fn summary(m: &Master) -> Vec<(String, Vec<(u64, u64, Option<u64>)>)> {
+    type Summary = Vec<(String, Vec<(u64, u64, Option<u64>)>)>;
+
+    fn summary(m: &Master) -> Summary {
         let st = m.state.lock();
         st.names
             .iter()
@@ -601,8 +604,15 @@ mod tests {
             add_chunk(&m, b, None);
             assert!(m.checkpoint(true).unwrap());
             let mut st = m.state.lock();
-            m.commit(&mut st, Op::SetVersion { handle: h, version: 5 }, true)
-                .unwrap();
+            m.commit(
+                &mut st,
+                Op::SetVersion {
+                    handle: h,
+                    version: 5,
+                },
+                true,
+            )
+            .unwrap();
             m.commit(
                 &mut st,
                 Op::Rename {

@@ -110,7 +110,9 @@ impl ClusterOptions {
             .collect();
         found.sort();
         let dirs = if found.is_empty() {
-            (0..3).map(|i| dir.join(format!("chunkserver-{i}"))).collect()
+            (0..3)
+                .map(|i| dir.join(format!("chunkserver-{i}")))
+                .collect()
         } else {
             found.into_iter().map(|(_, p)| p).collect()
         };
@@ -182,6 +184,8 @@ pub(crate) struct Inner {
     pub(crate) counters: Counters,
     /// Replicas found bad by readers or writers, for the repair thread to drop.
     pub(crate) bad_reports: Mutex<Vec<(u64, usize)>>,
+    /// One re-replication pass at a time (two could copy the same chunk).
+    pub(crate) repair_lock: Mutex<()>,
     pub(crate) repair_signal: Signal,
     pub(crate) heartbeat_signal: Signal,
     pub(crate) stop: AtomicBool,
@@ -209,7 +213,7 @@ impl Cluster {
         if opts.chunkserver_dirs.is_empty() {
             return Err(bad("no chunkserver directories"));
         }
-        if opts.chunk_size == 0 || opts.chunk_size % chunk::BLOCK != 0 {
+        if opts.chunk_size == 0 || !opts.chunk_size.is_multiple_of(chunk::BLOCK) {
             return Err(bad("chunk_size must be a positive multiple of 64 KiB"));
         }
         if opts.chunk_size > u64::from(u32::MAX) {
@@ -217,7 +221,9 @@ impl Cluster {
         }
         let replication = opts.replication();
         if replication == 0 || replication > opts.chunkserver_dirs.len() {
-            return Err(bad("replication must be between 1 and the number of chunkservers"));
+            return Err(bad(
+                "replication must be between 1 and the number of chunkservers",
+            ));
         }
         let io = Io::new(opts.io_mode);
         let master = Master::open(&opts.master_dir, io.mode(), opts.checkpoint_bytes)?;
@@ -235,6 +241,7 @@ impl Cluster {
             servers,
             counters: Counters::default(),
             bad_reports: Mutex::new(Vec::new()),
+            repair_lock: Mutex::new(()),
             repair_signal: Signal::default(),
             heartbeat_signal: Signal::default(),
             stop: AtomicBool::new(false),
@@ -243,7 +250,10 @@ impl Cluster {
         inner.start_servers()?;
         let mut threads = Vec::new();
         for (name, f) in [
-            ("gfs-heartbeat", maintenance::heartbeat_loop as fn(Arc<Inner>)),
+            (
+                "gfs-heartbeat",
+                maintenance::heartbeat_loop as fn(Arc<Inner>),
+            ),
             ("gfs-repair", repair::repair_loop as fn(Arc<Inner>)),
         ] {
             let i = inner.clone();
@@ -299,6 +309,13 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(5));
         }
+    }
+
+    /// Drops the replicas reported bad and re-replicates under-replicated
+    /// chunks now, on this thread (the background thread does the same
+    /// every heartbeat and whenever something is reported).
+    pub fn repair_now(&self) {
+        self.inner.repair_pass();
     }
 
     /// Verifies every replica on every chunkserver now (GFS scrubs idle
@@ -401,7 +418,12 @@ impl FileStore for Cluster {
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>> {
         validate(name)?;
         let (id, len) = self.inner.lookup(name)?;
-        Ok(Box::new(client::Writer::new(self.inner.clone(), id, name, len)))
+        Ok(Box::new(client::Writer::new(
+            self.inner.clone(),
+            id,
+            name,
+            len,
+        )))
     }
 
     fn open(&self, name: &str) -> Result<Arc<dyn ReadableFile>> {

@@ -27,8 +27,7 @@ pub(crate) fn repair_loop(inner: Arc<Inner>) {
         if inner.stopping() {
             break;
         }
-        inner.process_bad_reports();
-        inner.repair_round();
+        inner.repair_pass();
     }
 }
 
@@ -128,8 +127,16 @@ impl Inner {
         (v, lost)
     }
 
+    /// Drops the replicas reported bad, then copies under-replicated chunks.
+    /// One pass at a time (two could copy the same chunk twice).
+    pub(crate) fn repair_pass(&self) {
+        let _one = self.repair_lock.lock();
+        self.process_bad_reports();
+        self.repair_round();
+    }
+
     /// One pass over the under-replicated chunks.
-    pub(crate) fn repair_round(&self) {
+    fn repair_round(&self) {
         let (todo, _) = self.endangered();
         self.counters
             .repair_queue
@@ -303,14 +310,9 @@ impl Inner {
                 None => return Err(Error::io(&name, io::Error::other("read returned nothing"))),
             };
             let sums = chunk::append_sums(*copied, tail, &[&data]);
-            let first = sums
-                .entries
-                .first()
-                .map(|e| e.encode().to_vec())
-                .unwrap_or_default();
-            let rest = chunk::encode_entries(sums.entries.get(1..).unwrap_or(&[]));
+            let enc = sums.encoded();
             let mut chain = Chain::new();
-            tmp.append_chain(&mut chain, *copied, &[&data], sums.first_block, &first, &rest, false);
+            tmp.append_chain(&mut chain, *copied, &[&data], &enc, false);
             if let Some(Err(e)) = self.io.run_chains(&[chain]).pop() {
                 self.note_write_error(dest, &e);
                 return Err(Error::io(&name, e));

@@ -6,7 +6,7 @@
 //! against the stored hash and the stored entry against the in-memory one,
 //! so a flipped byte in either is caught by the first read that touches it.
 
-use super::chunk::{self, AppendSums, Entry, Layout, Superblock, BLOCK, SUPER_LEN};
+use super::chunk::{self, AppendSums, EncodedSums, Entry, Layout, Superblock, BLOCK, SUPER_LEN};
 use super::server::Gate;
 use crate::io::{Chain, Io, ReadReq};
 use parking_lot::{Mutex, RwLock};
@@ -129,6 +129,12 @@ impl Replica {
     /// The writes that make a new replica's header durable (see [`Self::create`]).
     pub(crate) fn init_chain<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {
         chain.write(&self.file, 0, &[header]).sync(&self.file, true);
+    }
+
+    /// The header write alone, for a copy that is synced before it is
+    /// installed anyway.
+    pub(crate) fn init_chain_unsynced<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {
+        chain.write(&self.file, 0, &[header]);
     }
 
     /// Loads an existing replica file: checks the superblock, reads the table,
@@ -263,23 +269,23 @@ impl Replica {
     /// Adds the writes of appending `bufs` at `len` to `chain`: the data, then
     /// the entries of the blocks after the first, then the first block's entry
     /// (which is what makes the append part of the replica), then an
-    /// fdatasync if `sync`. `sums_rest`/`sums_first` are the encoded entries.
+    /// fdatasync if `sync`.
     pub(crate) fn append_chain<'a>(
         &'a self,
         chain: &mut Chain<'a>,
         len: u64,
         bufs: &[&'a [u8]],
-        first_block: u64,
-        sums_first: &'a [u8],
-        sums_rest: &'a [u8],
+        sums: &'a EncodedSums,
         sync: bool,
     ) {
         chain.write(&self.file, self.layout.data_off + len, bufs);
-        if !sums_rest.is_empty() {
-            chain.write(&self.file, self.layout.entry_off(first_block + 1), &[sums_rest]);
+        if !sums.rest.is_empty() {
+            let off = self.layout.entry_off(sums.first_block + 1);
+            chain.write(&self.file, off, &[&sums.rest]);
         }
-        if !sums_first.is_empty() {
-            chain.write(&self.file, self.layout.entry_off(first_block), &[sums_first]);
+        if !sums.first.is_empty() {
+            let off = self.layout.entry_off(sums.first_block);
+            chain.write(&self.file, off, &[&sums.first]);
         }
         if sync {
             chain.sync(&self.file, true);
@@ -387,7 +393,9 @@ impl Replica {
             let k = p.first + i as u64;
             let on_disk = sums.get(i * 16..i * 16 + 16).unwrap_or(&[]);
             if on_disk != want.encode() {
-                return Err(ReadFail::Corrupt(format!("checksum entry of block {k} damaged")));
+                return Err(ReadFail::Corrupt(format!(
+                    "checksum entry of block {k} damaged"
+                )));
             }
             let start = i * BLOCK as usize;
             let end = (start + BLOCK as usize).min(data.len());
@@ -412,7 +420,13 @@ impl Replica {
         let mut res = io.read_multi(&reqs).into_iter();
         let (d, s) = (res.next(), res.next());
         let missing = || Err(io::Error::other("missing read result"));
-        self.verify(&p, offset, len, d.unwrap_or_else(missing), s.unwrap_or_else(missing))
+        self.verify(
+            &p,
+            offset,
+            len,
+            d.unwrap_or_else(missing),
+            s.unwrap_or_else(missing),
+        )
     }
 
     /// Verifies the whole replica (header, table, padding, data) against what
@@ -509,8 +523,10 @@ pub(crate) struct ReadPiece<'a> {
 /// cover it and their stored checksums. A piece that fails its check is read
 /// once more under the replica's write lock before it is called corrupt.
 pub(crate) fn read_verified(io: &Io, pieces: &[ReadPiece<'_>]) -> Vec<Result<Vec<u8>, ReadFail>> {
-    let plans: Vec<Result<Plan, ReadFail>> =
-        pieces.iter().map(|p| p.replica.plan(p.offset, p.len)).collect();
+    let plans: Vec<Result<Plan, ReadFail>> = pieces
+        .iter()
+        .map(|p| p.replica.plan(p.offset, p.len))
+        .collect();
     let mut reqs = Vec::new();
     for (p, plan) in pieces.iter().zip(&plans) {
         if let Ok(plan) = plan {
@@ -567,20 +583,25 @@ mod tests {
     fn append(io: &Io, r: &Replica, tail: &mut Vec<u8>, data: &[u8]) {
         let len = r.len();
         let sums = chunk::append_sums(len, tail, &[data]);
-        let first = sums.entries.first().map(|e| e.encode()).unwrap_or([0; 16]);
-        let first: &[u8] = if sums.entries.is_empty() { &[] } else { &first };
-        let rest = chunk::encode_entries(sums.entries.get(1..).unwrap_or(&[]));
+        let enc = sums.encoded();
         let mut c = Chain::new();
-        r.append_chain(&mut c, len, &[data], sums.first_block, first, &rest, true);
+        r.append_chain(&mut c, len, &[data], &enc, true);
         assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
         r.commit_append(len + data.len() as u64, &sums);
         *tail = sums.tail;
     }
 
     fn read(io: &Io, r: &Replica, off: u64, len: usize) -> Result<Vec<u8>, ReadFail> {
-        read_verified(io, &[ReadPiece { replica: r, offset: off, len }])
-            .pop()
-            .unwrap()
+        read_verified(
+            io,
+            &[ReadPiece {
+                replica: r,
+                offset: off,
+                len,
+            }],
+        )
+        .pop()
+        .unwrap()
     }
 
     #[test]
@@ -594,14 +615,19 @@ mod tests {
     fn append_read_reload_and_detect_flips() {
         let dir = tempfile::tempdir().unwrap();
         let (r, io) = new_replica(dir.path(), 4 * BLOCK);
-        let data: Vec<u8> = (0..(2 * BLOCK as usize + 500)).map(|i| (i * 31 % 256) as u8).collect();
+        let data: Vec<u8> = (0..(2 * BLOCK as usize + 500))
+            .map(|i| (i * 31 % 256) as u8)
+            .collect();
         let mut tail = Vec::new();
         for piece in data.chunks(40_000) {
             append(&io, &r, &mut tail, piece);
         }
         assert_eq!(r.len(), data.len() as u64);
         assert_eq!(read(&io, &r, 100, 70_000).unwrap(), data[100..70_100]);
-        assert!(matches!(read(&io, &r, 0, data.len() + 1), Err(ReadFail::Short { .. })));
+        assert!(matches!(
+            read(&io, &r, 0, data.len() + 1),
+            Err(ReadFail::Short { .. })
+        ));
         r.scrub(&io).unwrap();
 
         // Reload: same length, table and contents.
@@ -613,13 +639,20 @@ mod tests {
         l.replica.scrub(&io).unwrap();
 
         // Flip a data byte: the read that covers it and the scrub both notice.
-        let file = OpenOptions::new().write(true).read(true).open(&r.path).unwrap();
+        let file = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .open(&r.path)
+            .unwrap();
         use std::os::unix::fs::FileExt;
         let at = r.layout.data_off + BLOCK + 7;
         let mut b = [0u8];
         file.read_exact_at(&mut b, at).unwrap();
         file.write_all_at(&[b[0] ^ 1], at).unwrap();
-        assert!(matches!(read(&io, &r, BLOCK, 10), Err(ReadFail::Corrupt(_))));
+        assert!(matches!(
+            read(&io, &r, BLOCK, 10),
+            Err(ReadFail::Corrupt(_))
+        ));
         assert!(read(&io, &r, 0, 100).is_ok(), "other blocks still verify");
         assert!(r.scrub(&io).is_err());
         file.write_all_at(&b, at).unwrap();
@@ -649,17 +682,23 @@ mod tests {
         let file = OpenOptions::new().write(true).open(&r.path).unwrap();
         // An append torn before its first entry landed: data and a later
         // entry are there, but the length does not include them.
-        file.write_all_at(&[9u8; 1000], r.layout.data_off + BLOCK + 10).unwrap();
-        file.write_all_at(&Entry::of(&[3u8; 5]).encode(), r.layout.entry_off(2)).unwrap();
+        file.write_all_at(&[9u8; 1000], r.layout.data_off + BLOCK + 10)
+            .unwrap();
+        file.write_all_at(&Entry::of(&[3u8; 5]).encode(), r.layout.entry_off(2))
+            .unwrap();
         let l = Replica::load(Arc::new(Gate::new(0)), &io, &r.path, 5).unwrap();
         assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK + 10, 0));
         l.replica.scrub(&io).unwrap();
         // Now damage the last block: the reload walks back to the full block.
-        file.write_all_at(&[7u8], r.layout.data_off + BLOCK + 3).unwrap();
+        file.write_all_at(&[7u8], r.layout.data_off + BLOCK + 3)
+            .unwrap();
         let l = Replica::load(Arc::new(Gate::new(0)), &io, &r.path, 5).unwrap();
         assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK, 10));
         l.replica.scrub(&io).unwrap();
-        assert_eq!(std::fs::metadata(&r.path).unwrap().len(), r.layout.data_off + BLOCK);
+        assert_eq!(
+            std::fs::metadata(&r.path).unwrap().len(),
+            r.layout.data_off + BLOCK
+        );
         // A superblock naming another chunk is refused.
         assert!(Replica::load(Arc::new(Gate::new(0)), &io, &r.path, 6).is_err());
     }

@@ -362,7 +362,13 @@ impl ChunkServer {
         if tmp {
             name.push_str(".tmp");
         }
-        Replica::create(self.gate.clone(), self.chunks_dir().join(name), handle, version, layout)
+        Replica::create(
+            self.gate.clone(),
+            self.chunks_dir().join(name),
+            handle,
+            version,
+            layout,
+        )
     }
 
     /// Registers a new replica written under its final name.
@@ -498,12 +504,23 @@ mod tests {
             r.init_chain(&mut c, &header);
             assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
         }
-        fs::write(dir.path().join(CHUNKS).join("0000000000000009.chunk"), b"junk").unwrap();
+        fs::write(
+            dir.path().join(CHUNKS).join("0000000000000009.chunk"),
+            b"junk",
+        )
+        .unwrap();
         let scan = s.start(&io).unwrap();
         assert_eq!(scan.reports.len(), 1);
-        assert_eq!((scan.reports[0].replica.handle, scan.reports[0].version), (1, 4));
+        assert_eq!(
+            (scan.reports[0].replica.handle, scan.reports[0].version),
+            (1, 4)
+        );
         assert_eq!(scan.unreadable.len(), 1);
-        assert!(!dir.path().join(CHUNKS).join("0000000000000002.chunk.tmp").exists());
+        assert!(!dir
+            .path()
+            .join(CHUNKS)
+            .join("0000000000000002.chunk.tmp")
+            .exists());
         s.delete(1);
         assert!(s.replica(1).is_none());
         assert_eq!(s.start(&io).unwrap().reports.len(), 0);

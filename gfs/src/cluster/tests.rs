@@ -79,13 +79,22 @@ fn roundtrip_across_chunks() {
         r.read_at(data.len() as u64 - 1, 2),
         Err(Error::ShortRead { .. })
     ));
-    assert!(matches!(r.read_at(u64::MAX, 2), Err(Error::ShortRead { .. })));
+    assert!(matches!(
+        r.read_at(u64::MAX, 2),
+        Err(Error::ShortRead { .. })
+    ));
     // The namespace.
-    assert!(matches!(c.create("log/000001.log"), Err(Error::AlreadyExists(_))));
+    assert!(matches!(
+        c.create("log/000001.log"),
+        Err(Error::AlreadyExists(_))
+    ));
     assert!(matches!(c.create("../x"), Err(Error::InvalidName(..))));
     c.create("log/000002.log").unwrap();
     c.create("sst/1.sst").unwrap().append(b"abc").unwrap();
-    assert_eq!(c.list("log/").unwrap(), vec!["log/000001.log", "log/000002.log"]);
+    assert_eq!(
+        c.list("log/").unwrap(),
+        vec!["log/000001.log", "log/000002.log"]
+    );
     c.rename("sst/1.sst", "log/000002.log").unwrap();
     assert_eq!(read_all(&c, "log/000002.log"), b"abc");
     assert!(!c.exists("sst/1.sst").unwrap());
@@ -105,7 +114,10 @@ fn roundtrip_across_chunks() {
     let h = c.health();
     assert_eq!((h.under_replicated, h.lost, h.state()), (0, 0, "ok"));
     let lines = c.status();
-    assert!(lines[0].starts_with("gfs: state=ok chunkservers=3/3 replication=3"), "{lines:?}");
+    assert!(
+        lines[0].starts_with("gfs: state=ok chunkservers=3/3 replication=3"),
+        "{lines:?}"
+    );
     assert_eq!(lines.len(), 2 + 3 + 2);
 }
 
@@ -158,7 +170,13 @@ fn restart_recovers_from_checkpoint_and_log_with_a_torn_tail() {
     let mut logs: Vec<_> = std::fs::read_dir(&master)
         .unwrap()
         .map(|e| e.unwrap().path())
-        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("oplog-"))
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("oplog-")
+        })
         .collect();
     logs.sort();
     let last = logs.pop().unwrap();
@@ -173,7 +191,11 @@ fn restart_recovers_from_checkpoint_and_log_with_a_torn_tail() {
     assert_eq!(read_all(&c, "a"), a);
     assert_eq!(read_all(&c, "b"), b);
     assert!(!c.exists("gone").unwrap());
-    assert!(c.status()[1].contains("torn_tail_bytes="), "{:?}", c.status());
+    assert!(
+        c.status()[1].contains("torn_tail_bytes="),
+        "{:?}",
+        c.status()
+    );
     assert_ne!(c.inner.master.recovery.torn_bytes, 0);
     // Appends continue where the file ended.
     let mut w = c.open_append("b").unwrap();
@@ -210,17 +232,19 @@ fn handle_of(path: &Path) -> u64 {
 fn thousand_byte_flips_are_detected_served_around_and_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path(), 3);
-    // Repairs are driven by the test (scrub, then wait), not by timers.
+    // Repairs are driven by the test (scrub, then repair), not by timers;
+    // small chunks make many chunks, so each round flips many replicas.
     o.heartbeat = Duration::from_secs(3600);
+    o.chunk_size = 64 << 10;
     let c = Cluster::open(o).unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     // A log-like file (many small synced records) and a data file.
-    let log = bytes(6, 2 * CHUNK as usize + 3000);
+    let log = bytes(6, 5 * CHUNK as usize / 2 + 3000);
     let mut w = c.create("log/000007.log").unwrap();
     for piece in log.chunks(700) {
         w.append_sync(&[piece]).unwrap();
     }
-    let sst = bytes(7, 2 * CHUNK as usize - 5000);
+    let sst = bytes(7, 5 * CHUNK as usize / 2 - 5000);
     let mut w = c.create("sst/000008.sst").unwrap();
     for piece in sst.chunks(30_000) {
         w.append(piece).unwrap();
@@ -255,7 +279,10 @@ fn thousand_byte_flips_are_detected_served_around_and_repaired() {
             for _ in 0..4 {
                 let len = rng.gen_range(1..60_000);
                 let off = rng.gen_range(0..want.len() - len);
-                assert_eq!(r.read_at(off as u64, len).unwrap()[..], want[off..off + len]);
+                assert_eq!(
+                    r.read_at(off as u64, len).unwrap()[..],
+                    want[off..off + len]
+                );
             }
             assert_eq!(&read_all(&c, name), want);
         }
@@ -266,7 +293,9 @@ fn thousand_byte_flips_are_detected_served_around_and_repaired() {
             flips,
             "round of {round} flips"
         );
-        assert!(c.wait_for_repair(Duration::from_secs(10)), "{:?}", c.health());
+        c.repair_now();
+        let h = c.health();
+        assert_eq!((h.under_replicated, h.pending_reports), (0, 0), "{h:?}");
     }
     let h = c.health();
     assert_eq!(h.corruptions_detected, 1000);
@@ -299,7 +328,7 @@ fn removing_a_chunkserver_directory_under_write_load() {
                 let mut i = 0u64;
                 while !stop.load(Ordering::Relaxed) || i < 200 {
                     let r = rec(w, i);
-                    let off = if i % 4 == 0 {
+                    let off = if i.is_multiple_of(4) {
                         f.append_sync(&[&r]).unwrap()
                     } else {
                         f.append(&r).unwrap()
@@ -319,7 +348,9 @@ fn removing_a_chunkserver_directory_under_write_load() {
                 let mut reads = 0;
                 while !stop.load(Ordering::Relaxed) {
                     for w in 0..3 {
-                        let Ok(r) = c.open(&format!("log/{w}")) else { continue };
+                        let Ok(r) = c.open(&format!("log/{w}")) else {
+                            continue;
+                        };
                         let len = r.len().unwrap();
                         if len > 0 {
                             let n = len.min(5000) as usize;
@@ -358,9 +389,17 @@ fn removing_a_chunkserver_directory_under_write_load() {
         }
         assert_eq!(data.len() as u64, expect);
     }
-    assert!(c.wait_for_repair(Duration::from_secs(20)), "{:?}", c.health());
+    assert!(
+        c.wait_for_repair(Duration::from_secs(20)),
+        "{:?}",
+        c.health()
+    );
     let h = c.health();
-    assert!(h.servers[1].state.starts_with("failed"), "{:?}", h.servers[1]);
+    assert!(
+        h.servers[1].state.starts_with("failed"),
+        "{:?}",
+        h.servers[1]
+    );
     assert_eq!((h.under_replicated, h.lost), (0, 0));
     assert!(h.repaired > 0);
     // Every chunk has three replicas, none on the removed directory.
@@ -370,7 +409,11 @@ fn removing_a_chunkserver_directory_under_write_load() {
         *count.entry(handle_of(&p)).or_default() += 1;
     }
     assert!(count.values().all(|&n| n == 3), "{count:?}");
-    assert!(c.status()[0].contains("chunkservers=3/4"), "{:?}", c.status());
+    assert!(
+        c.status()[0].contains("chunkservers=3/4"),
+        "{:?}",
+        c.status()
+    );
 }
 
 #[test]
@@ -391,7 +434,10 @@ fn a_stale_replica_is_never_served() {
     w.append_sync(&[&second]).unwrap();
     let want = [first.clone(), second.clone()].concat();
     assert_eq!(read_all(&c, "f"), want);
-    let stale = c.inner.servers[2].dir.join("chunks").join(replica::file_name(0));
+    let stale = c.inner.servers[2]
+        .dir
+        .join("chunks")
+        .join(replica::file_name(0));
     assert!(stale.exists());
     c.set_offline(2, false);
     let deadline = Instant::now() + Duration::from_secs(5);
@@ -488,7 +534,11 @@ fn disk_full_and_io_errors_on_one_server_are_survived_and_reported() {
     // Faults cleared: the servers return and replication is restored.
     c.inject_fault(holders[0], None);
     c.inject_fault(holders[1], None);
-    assert!(c.wait_for_repair(Duration::from_secs(10)), "{:?}", c.health());
+    assert!(
+        c.wait_for_repair(Duration::from_secs(10)),
+        "{:?}",
+        c.health()
+    );
     assert_eq!(read_all(&c, "f"), want);
     assert_eq!(c.health().state(), "ok");
 }
@@ -518,7 +568,12 @@ fn deleted_files_are_collected_lazily_and_open_readers_keep_reading() {
         .unwrap();
     let mut chain = crate::io::Chain::new();
     r.init_chain(&mut chain, &header);
-    assert!(c.inner.io.run_chains(&[chain]).into_iter().all(|r| r.is_ok()));
+    assert!(c
+        .inner
+        .io
+        .run_chains(&[chain])
+        .into_iter()
+        .all(|r| r.is_ok()));
     let orphan = r.path.clone();
     drop(r);
     drop(c);

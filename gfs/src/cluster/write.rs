@@ -68,7 +68,10 @@ impl Inner {
         while left > 0 {
             rounds += 1;
             if rounds > 10_000 {
-                return Err(unavailable(name, "append keeps losing races for the last chunk"));
+                return Err(unavailable(
+                    name,
+                    "append keeps losing races for the last chunk",
+                ));
             }
             let (ctl, start) = self.last_chunk(id, name)?;
             let mut m = ctl.m.lock();
@@ -88,7 +91,11 @@ impl Inner {
             };
             let (piece, remainder) = split(&rest, n as usize);
             let earlier: Vec<u64> = if sync {
-                unsynced.iter().copied().filter(|&h| h != ctl.handle).collect()
+                unsynced
+                    .iter()
+                    .copied()
+                    .filter(|&h| h != ctl.handle)
+                    .collect()
             } else {
                 Vec::new()
             };
@@ -158,13 +165,7 @@ impl Inner {
     }
 
     pub(crate) fn master_durable(&self, id: u64) -> Result<()> {
-        let lsn = self
-            .master
-            .state
-            .lock()
-            .files
-            .get(&id)
-            .map_or(0, |f| f.lsn);
+        let lsn = self.master.state.lock().files.get(&id).map_or(0, |f| f.lsn);
         self.master.sync_to(lsn)
     }
 
@@ -246,8 +247,14 @@ impl Inner {
             .iter()
             .map(|(_, r, header, dir)| {
                 let mut c = Chain::new();
-                r.init_chain(&mut c, header);
-                c.sync(dir, false);
+                if tmp {
+                    // A copy is synced and its directory entry made durable
+                    // when it is installed; until then a crash just drops it.
+                    r.init_chain_unsynced(&mut c, header);
+                } else {
+                    r.init_chain(&mut c, header);
+                    c.sync(dir, false);
+                }
                 c
             })
             .collect();
@@ -302,7 +309,10 @@ impl Inner {
         }
         let made = self.create_replicas(handle, 1, &servers, false);
         if made.is_empty() {
-            return Err(unavailable(name, "creating a chunk failed on every chunkserver"));
+            return Err(unavailable(
+                name,
+                "creating a chunk failed on every chunkserver",
+            ));
         }
         let discard = |made: &[Placed]| {
             for (s, r) in made {
@@ -545,17 +555,15 @@ impl Inner {
             }
         }
         if reps.is_empty() {
-            return Err(unavailable(name, format!("chunk {handle:016x} has no live replica")));
+            return Err(unavailable(
+                name,
+                format!("chunk {handle:016x} has no live replica"),
+            ));
         }
         let tail = m.tail.as_deref().unwrap_or(&[]);
         let n: u64 = piece.iter().map(|b| b.len() as u64).sum();
         let sums = chunk::append_sums(len, tail, piece);
-        let first_enc: Vec<u8> = sums
-            .entries
-            .first()
-            .map(|e| e.encode().to_vec())
-            .unwrap_or_default();
-        let rest_enc = chunk::encode_entries(sums.entries.get(1..).unwrap_or(&[]));
+        let enc = sums.encoded();
         let earlier_sets: Vec<(u64, Vec<Placed>)> = earlier
             .iter()
             .map(|&h| (h, self.write_set(h).map(|w| w.0).unwrap_or_default()))
@@ -568,7 +576,10 @@ impl Inner {
         for p in &reps {
             let r = &p.1;
             if r.len() != len {
-                failed.push((p.0, io::Error::other("replica length differs from the chunk's")));
+                failed.push((
+                    p.0,
+                    io::Error::other("replica length differs from the chunk's"),
+                ));
                 continue;
             }
             if let Err(e) = r.gate.check_write() {
@@ -576,7 +587,7 @@ impl Inner {
                 continue;
             }
             let mut c = Chain::new();
-            r.append_chain(&mut c, len, piece, sums.first_block, &first_enc, &rest_enc, sync);
+            r.append_chain(&mut c, len, piece, &enc, sync);
             chains.push(c);
             written.push(p);
         }
@@ -616,7 +627,10 @@ impl Inner {
             }
             if !any {
                 drop(guards);
-                return Err(unavailable(name, format!("no replica of chunk {h:016x} synced")));
+                return Err(unavailable(
+                    name,
+                    format!("no replica of chunk {h:016x} synced"),
+                ));
             }
         }
         drop(guards);
@@ -690,7 +704,10 @@ impl Inner {
                 server.set_health(Health::Full("disk full (ENOSPC)".into()));
             }
         } else {
-            log::warn!("gfs: chunkserver {s} ({}): write error: {e}", server.dir.display());
+            log::warn!(
+                "gfs: chunkserver {s} ({}): write error: {e}",
+                server.dir.display()
+            );
             self.heartbeat_signal.notify();
         }
     }
