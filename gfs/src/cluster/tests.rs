@@ -42,7 +42,7 @@ fn roundtrip_across_chunks() {
     let mut rng = rand::rngs::StdRng::seed_from_u64(2);
     let mut pos = 0;
     while pos < data.len() {
-        // Mostly small records, some larger than a quarter chunk (split).
+        // Mostly small records, some larger than a chunk (split).
         let n = if rng.gen_bool(0.05) {
             rng.gen_range(40_000..150_000)
         } else {

@@ -6,7 +6,12 @@
 //! rest of the chunk stays unused) and goes to a new chunk. Unlike GFS the
 //! unused space is not part of the file: each sealed chunk's length is in the
 //! master's log, so file offsets run on without gaps and readers never see
-//! padding. Records larger than a quarter chunk are split across chunks.
+//! padding.
+//!
+//! Since a sealed replica's file holds only its data, closing a chunk early
+//! costs no disk space, only chunk address space: so any append up to a
+//! whole chunk is atomic (GFS limits record appends to a quarter chunk
+//! because its padding is real). Only an append larger than a chunk is split.
 //!
 //! One append writes every replica in a single io_uring submission: per
 //! replica a linked chain of data write, checksum writes and (for a synced
@@ -60,7 +65,6 @@ impl Inner {
             return Ok(len);
         }
         let chunk_size = self.opts.chunk_size;
-        let max_record = chunk_size / 4;
         let mut rest: Vec<&[u8]> = bufs.iter().copied().filter(|b| !b.is_empty()).collect();
         let mut left = total;
         let mut first = None;
@@ -82,7 +86,7 @@ impl Inner {
             let room = chunk_size - len;
             let n = if left <= room {
                 left
-            } else if left <= max_record || room == 0 {
+            } else if left <= chunk_size || room == 0 {
                 // Does not fit: close this chunk and continue in a new one.
                 self.extend_file(id, name, Some((&ctl, len)))?;
                 continue;
