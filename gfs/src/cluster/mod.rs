@@ -20,6 +20,7 @@ mod checkpoint;
 mod chunk;
 mod client;
 mod coding;
+mod fds;
 mod lease;
 mod maintenance;
 mod master;
@@ -226,12 +227,13 @@ impl Cluster {
             ));
         }
         let io = Io::new(opts.io_mode);
+        let fds = fds::FdCache::new(fds::default_capacity());
         let master = Master::open(&opts.master_dir, io.mode(), opts.checkpoint_bytes)?;
         let servers: Vec<ChunkServer> = opts
             .chunkserver_dirs
             .iter()
             .enumerate()
-            .map(|(i, d)| ChunkServer::new(i, d.clone(), opts.min_free_bytes))
+            .map(|(i, d)| ChunkServer::new(i, d.clone(), opts.min_free_bytes, fds.clone()))
             .collect();
         let inner = Arc::new(Inner {
             layout: chunk::Layout::new(opts.chunk_size),

@@ -227,13 +227,16 @@ impl Inner {
                 None => return Ok(false),
             }
         };
-        let mut chain = Chain::new();
         let sb = tmp.superblock(version);
-        if tmp.version() != version {
-            tmp.version_chain(&mut chain, &sb);
-        }
-        tmp.sync_chain(&mut chain);
-        if let Some(Err(e)) = self.io.run_chains(&[chain]).pop() {
+        let res = tmp.open(false).and_then(|o| {
+            let mut chain = Chain::new();
+            if tmp.version() != version {
+                o.version_chain(&mut chain, &sb);
+            }
+            o.sync_chain(&mut chain);
+            self.io.run_chains(&[chain]).pop().unwrap_or(Ok(()))
+        });
+        if let Err(e) = res {
             self.note_write_error(dest, &e);
             return Err(Error::io(&name, e));
         }
@@ -311,9 +314,12 @@ impl Inner {
             };
             let sums = chunk::append_sums(*copied, tail, &[&data]);
             let enc = sums.encoded();
-            let mut chain = Chain::new();
-            tmp.append_chain(&mut chain, *copied, &[&data], &enc, false);
-            if let Some(Err(e)) = self.io.run_chains(&[chain]).pop() {
+            let res = tmp.open(false).and_then(|o| {
+                let mut chain = Chain::new();
+                o.append_chain(&mut chain, *copied, &[&data], &enc, false);
+                self.io.run_chains(&[chain]).pop().unwrap_or(Ok(()))
+            });
+            if let Err(e) = res {
                 self.note_write_error(dest, &e);
                 return Err(Error::io(&name, e));
             }

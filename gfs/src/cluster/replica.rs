@@ -51,7 +51,8 @@ pub(crate) struct Replica {
     pub(crate) handle: u64,
     pub(crate) gate: Arc<Gate>,
     pub(crate) path: PathBuf,
-    file: File,
+    /// Key of this replica's file in the server's open-file cache.
+    fd: u64,
     layout: Layout,
     state: RwLock<State>,
     /// Held while this replica's file is being written, so a reader whose
@@ -59,6 +60,25 @@ pub(crate) struct Replica {
     io_lock: Mutex<()>,
     /// Found corrupt, failed a write, or retired by the master: never served.
     bad: AtomicBool,
+    /// False for a new replica until its first sync, which also fsyncs the
+    /// directory so the file's entry is durable: creating a chunk costs no
+    /// fsync until someone asks for durability.
+    dir_synced: AtomicBool,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.gate.fds.forget(self.fd);
+    }
+}
+
+/// A replica with its file open, for building I/O chains. Holding it keeps
+/// the file open even if the cache evicts it.
+pub(crate) struct Open<'r> {
+    pub(crate) replica: &'r Replica,
+    file: Arc<File>,
+    /// The directory, when the replica's entry in it is not yet durable.
+    dir: Option<File>,
 }
 
 /// The file name of a replica of chunk `handle`.
@@ -84,9 +104,9 @@ pub(crate) struct Loaded {
 }
 
 impl Replica {
-    /// Opens a new replica file at `path` (which must not exist) and adds
-    /// the writes that initialise it to `chain`; the caller runs the chain
-    /// and only then uses the replica.
+    /// Creates a new replica file at `path` (which must not exist); returns
+    /// it with the header to write (see [`Open::init_chain`]). The caller
+    /// runs that write and only then uses the replica.
     pub(crate) fn create(
         gate: Arc<Gate>,
         path: PathBuf,
@@ -100,6 +120,8 @@ impl Replica {
             .write(true)
             .create_new(true)
             .open(&path)?;
+        let fd = gate.fds.new_id();
+        gate.fds.insert(fd, file);
         let mut header = vec![0u8; layout.data_off as usize];
         header[..SUPER_LEN as usize].copy_from_slice(
             &Superblock {
@@ -113,7 +135,7 @@ impl Replica {
             handle,
             gate,
             path,
-            file,
+            fd,
             layout,
             state: RwLock::new(State {
                 version,
@@ -122,19 +144,9 @@ impl Replica {
             }),
             io_lock: Mutex::new(()),
             bad: AtomicBool::new(false),
+            dir_synced: AtomicBool::new(false),
         };
         Ok((Arc::new(r), header))
-    }
-
-    /// The writes that make a new replica's header durable (see [`Self::create`]).
-    pub(crate) fn init_chain<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {
-        chain.write(&self.file, 0, &[header]).sync(&self.file, true);
-    }
-
-    /// The header write alone, for a copy that is synced before it is
-    /// installed anyway.
-    pub(crate) fn init_chain_unsynced<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {
-        chain.write(&self.file, 0, &[header]);
     }
 
     /// Loads an existing replica file: checks the superblock, reads the table,
@@ -210,11 +222,13 @@ impl Replica {
             file.set_len(layout.data_off + len)
                 .map_err(|e| format!("truncate: {e}"))?;
         }
+        let fd = gate.fds.new_id();
+        gate.fds.insert(fd, file);
         let r = Replica {
             handle,
             gate,
             path: path.to_path_buf(),
-            file,
+            fd,
             layout,
             state: RwLock::new(State {
                 version: sb.version,
@@ -223,11 +237,41 @@ impl Replica {
             }),
             io_lock: Mutex::new(()),
             bad: AtomicBool::new(false),
+            dir_synced: AtomicBool::new(true),
         };
         Ok(Loaded {
             replica: Arc::new(r),
             dropped_tail: claimed - len,
         })
+    }
+
+    /// The replica's file, opened (or reopened after eviction) as needed.
+    pub(crate) fn file(&self) -> io::Result<Arc<File>> {
+        self.gate.fds.get(self.fd, &self.path)
+    }
+
+    /// Opens the replica for writing chains; `for_sync` if a chain will
+    /// sync it (a new replica's directory is then synced with it).
+    pub(crate) fn open(&self, for_sync: bool) -> io::Result<Open<'_>> {
+        let file = self.file()?;
+        let dir = if !for_sync || self.dir_synced.load(Ordering::Acquire) {
+            None
+        } else {
+            match self.path.parent() {
+                Some(p) => Some(File::open(p)?),
+                None => None,
+            }
+        };
+        Ok(Open {
+            replica: self,
+            file,
+            dir,
+        })
+    }
+
+    /// Closes the replica's file now (it is being deleted).
+    pub(crate) fn close(&self) {
+        self.gate.fds.forget(self.fd);
     }
 
     pub(crate) fn version(&self) -> u64 {
@@ -256,40 +300,9 @@ impl Replica {
         chunk::encode_entries(&st.table[from..to])
     }
 
-    /// A write of table bytes (from [`Self::table_bytes`]) at block `first`.
-    pub(crate) fn table_chain<'a>(&'a self, chain: &mut Chain<'a>, first: u64, bytes: &'a [u8]) {
-        chain.write(&self.file, self.layout.entry_off(first), &[bytes]);
-    }
-
     /// Takes the write lock of this replica (held across an append's I/O).
     pub(crate) fn lock_io(&self) -> parking_lot::MutexGuard<'_, ()> {
         self.io_lock.lock()
-    }
-
-    /// Adds the writes of appending `bufs` at `len` to `chain`: the data, then
-    /// the entries of the blocks after the first, then the first block's entry
-    /// (which is what makes the append part of the replica), then an
-    /// fdatasync if `sync`.
-    pub(crate) fn append_chain<'a>(
-        &'a self,
-        chain: &mut Chain<'a>,
-        len: u64,
-        bufs: &[&'a [u8]],
-        sums: &'a EncodedSums,
-        sync: bool,
-    ) {
-        chain.write(&self.file, self.layout.data_off + len, bufs);
-        if !sums.rest.is_empty() {
-            let off = self.layout.entry_off(sums.first_block + 1);
-            chain.write(&self.file, off, &[&sums.rest]);
-        }
-        if !sums.first.is_empty() {
-            let off = self.layout.entry_off(sums.first_block);
-            chain.write(&self.file, off, &[&sums.first]);
-        }
-        if sync {
-            chain.sync(&self.file, true);
-        }
     }
 
     /// Records a completed append in memory.
@@ -303,14 +316,9 @@ impl Replica {
         st.len = new_len;
     }
 
-    /// An fdatasync of the replica file.
-    pub(crate) fn sync_chain<'a>(&'a self, chain: &mut Chain<'a>) {
-        chain.sync(&self.file, true);
-    }
-
-    /// The writes of a new version: the superblock, then an fdatasync.
-    pub(crate) fn version_chain<'a>(&'a self, chain: &mut Chain<'a>, sb: &'a [u8]) {
-        chain.write(&self.file, 0, &[sb]).sync(&self.file, true);
+    /// A sync chain of this replica succeeded.
+    pub(crate) fn synced(&self) {
+        self.dir_synced.store(true, Ordering::Release);
     }
 
     /// The superblock bytes for `version`.
@@ -358,14 +366,14 @@ impl Replica {
         })
     }
 
-    fn requests<'a>(&'a self, p: &Plan, out: &mut Vec<ReadReq<'a>>) {
+    fn requests<'a>(&self, file: &'a File, p: &Plan, out: &mut Vec<ReadReq<'a>>) {
         out.push(ReadReq {
-            file: &self.file,
+            file,
             offset: self.layout.data_off + p.first * BLOCK,
             len: p.data_len,
         });
         out.push(ReadReq {
-            file: &self.file,
+            file,
             offset: self.layout.entry_off(p.first),
             len: p.entries.len() * chunk::ENTRY_LEN as usize,
         });
@@ -415,8 +423,9 @@ impl Replica {
         if len == 0 {
             return Ok(Vec::new());
         }
+        let file = self.file().map_err(ReadFail::Io)?;
         let mut reqs = Vec::with_capacity(2);
-        self.requests(&p, &mut reqs);
+        self.requests(&file, &p, &mut reqs);
         let mut res = io.read_multi(&reqs).into_iter();
         let (d, s) = (res.next(), res.next());
         let missing = || Err(io::Error::other("missing read result"));
@@ -449,8 +458,10 @@ impl Replica {
             (st.version, st.len, st.table.clone())
         };
         let header_len = self.layout.data_off as usize;
+        let file = self.file().map_err(|e| format!("open: {e}"))?;
+        let file = &*file;
         let mut reqs = vec![ReadReq {
-            file: &self.file,
+            file,
             offset: 0,
             len: header_len,
         }];
@@ -459,7 +470,7 @@ impl Replica {
         while off < len {
             let n = PIECE.min(len - off);
             reqs.push(ReadReq {
-                file: &self.file,
+                file,
                 offset: self.layout.data_off + off,
                 len: n as usize,
             });
@@ -505,6 +516,60 @@ impl Replica {
     }
 }
 
+impl Open<'_> {
+    /// The write of a new replica's header (see [`Replica::create`]); it is
+    /// made durable by the replica's first sync.
+    pub(crate) fn init_chain<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {
+        chain.write(&self.file, 0, &[header]);
+    }
+
+    /// Adds the writes of appending `bufs` at `len` to `chain`: the data, then
+    /// the entries of the blocks after the first, then the first block's entry
+    /// (which is what makes the append part of the replica), then an
+    /// fdatasync if `sync`.
+    pub(crate) fn append_chain<'a>(
+        &'a self,
+        chain: &mut Chain<'a>,
+        len: u64,
+        bufs: &[&'a [u8]],
+        sums: &'a EncodedSums,
+        sync: bool,
+    ) {
+        chain.write(&self.file, self.replica.layout.data_off + len, bufs);
+        if !sums.rest.is_empty() {
+            let off = self.replica.layout.entry_off(sums.first_block + 1);
+            chain.write(&self.file, off, &[&sums.rest]);
+        }
+        if !sums.first.is_empty() {
+            let off = self.replica.layout.entry_off(sums.first_block);
+            chain.write(&self.file, off, &[&sums.first]);
+        }
+        if sync {
+            self.sync_chain(chain);
+        }
+    }
+
+    /// An fdatasync of the replica file (and of its directory, the first
+    /// time, if opened `for_sync`); call [`Replica::synced`] once the chain
+    /// has succeeded.
+    pub(crate) fn sync_chain<'a>(&'a self, chain: &mut Chain<'a>) {
+        chain.sync(&self.file, true);
+        if let Some(d) = &self.dir {
+            chain.sync(d, false);
+        }
+    }
+
+    /// The writes of a new version: the superblock, then an fdatasync.
+    pub(crate) fn version_chain<'a>(&'a self, chain: &mut Chain<'a>, sb: &'a [u8]) {
+        chain.write(&self.file, 0, &[sb]).sync(&self.file, true);
+    }
+
+    /// A write of table bytes (from [`Replica::table_bytes`]) at block `first`.
+    pub(crate) fn table_chain<'a>(&'a self, chain: &mut Chain<'a>, first: u64, bytes: &'a [u8]) {
+        chain.write(&self.file, self.replica.layout.entry_off(first), &[bytes]);
+    }
+}
+
 struct Plan {
     first: u64,
     data_len: usize,
@@ -523,15 +588,19 @@ pub(crate) struct ReadPiece<'a> {
 /// cover it and their stored checksums. A piece that fails its check is read
 /// once more under the replica's write lock before it is called corrupt.
 pub(crate) fn read_verified(io: &Io, pieces: &[ReadPiece<'_>]) -> Vec<Result<Vec<u8>, ReadFail>> {
-    let plans: Vec<Result<Plan, ReadFail>> = pieces
+    let plans: Vec<Result<(Plan, Arc<File>), ReadFail>> = pieces
         .iter()
-        .map(|p| p.replica.plan(p.offset, p.len))
+        .map(|p| {
+            let plan = p.replica.plan(p.offset, p.len)?;
+            let file = p.replica.file().map_err(ReadFail::Io)?;
+            Ok((plan, file))
+        })
         .collect();
     let mut reqs = Vec::new();
     for (p, plan) in pieces.iter().zip(&plans) {
-        if let Ok(plan) = plan {
+        if let Ok((plan, file)) = plan {
             if p.len > 0 {
-                p.replica.requests(plan, &mut reqs);
+                p.replica.requests(file, plan, &mut reqs);
             }
         }
     }
@@ -541,7 +610,7 @@ pub(crate) fn read_verified(io: &Io, pieces: &[ReadPiece<'_>]) -> Vec<Result<Vec
         .iter()
         .zip(plans)
         .map(|(p, plan)| {
-            let plan = plan?;
+            let (plan, _file) = plan?;
             if p.len == 0 {
                 return Ok(Vec::new());
             }
@@ -567,16 +636,19 @@ pub(crate) fn read_verified(io: &Io, pieces: &[ReadPiece<'_>]) -> Vec<Result<Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::fds::FdCache;
     use crate::io::IoMode;
 
     fn new_replica(dir: &Path, chunk_size: u64) -> (Arc<Replica>, Io) {
         let io = Io::new(IoMode::Uring);
-        let gate = Arc::new(Gate::new(0));
+        let gate = Arc::new(Gate::new(0, FdCache::new(16)));
         let (r, header) =
             Replica::create(gate, dir.join(file_name(5)), 5, 1, Layout::new(chunk_size)).unwrap();
+        let o = r.open(false).unwrap();
         let mut c = Chain::new();
-        r.init_chain(&mut c, &header);
+        o.init_chain(&mut c, &header);
         assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        drop(o);
         (r, io)
     }
 
@@ -584,8 +656,9 @@ mod tests {
         let len = r.len();
         let sums = chunk::append_sums(len, tail, &[data]);
         let enc = sums.encoded();
+        let o = r.open(true).unwrap();
         let mut c = Chain::new();
-        r.append_chain(&mut c, len, &[data], &enc, true);
+        o.append_chain(&mut c, len, &[data], &enc, true);
         assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
         r.commit_append(len + data.len() as u64, &sums);
         *tail = sums.tail;
@@ -631,7 +704,7 @@ mod tests {
         r.scrub(&io).unwrap();
 
         // Reload: same length, table and contents.
-        let gate = Arc::new(Gate::new(0));
+        let gate = Arc::new(Gate::new(0, FdCache::new(16)));
         let l = Replica::load(gate, &io, &r.path, 5).unwrap();
         assert_eq!(l.dropped_tail, 0);
         assert_eq!(l.replica.len(), data.len() as u64);
@@ -686,13 +759,13 @@ mod tests {
             .unwrap();
         file.write_all_at(&Entry::of(&[3u8; 5]).encode(), r.layout.entry_off(2))
             .unwrap();
-        let l = Replica::load(Arc::new(Gate::new(0)), &io, &r.path, 5).unwrap();
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
         assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK + 10, 0));
         l.replica.scrub(&io).unwrap();
         // Now damage the last block: the reload walks back to the full block.
         file.write_all_at(&[7u8], r.layout.data_off + BLOCK + 3)
             .unwrap();
-        let l = Replica::load(Arc::new(Gate::new(0)), &io, &r.path, 5).unwrap();
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
         assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK, 10));
         l.replica.scrub(&io).unwrap();
         assert_eq!(
@@ -700,6 +773,6 @@ mod tests {
             r.layout.data_off + BLOCK
         );
         // A superblock naming another chunk is refused.
-        assert!(Replica::load(Arc::new(Gate::new(0)), &io, &r.path, 6).is_err());
+        assert!(Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 6).is_err());
     }
 }

@@ -7,6 +7,7 @@
 //! unreadable, or an injected fault, makes the server fail, and everything it
 //! held is re-replicated elsewhere.
 
+use super::fds::FdCache;
 use super::replica::{self, Replica};
 use crate::io::Io;
 use parking_lot::{Mutex, RwLock};
@@ -67,6 +68,8 @@ impl ServerStats {
 /// is up, and any injected fault. Shared by the server and its replicas.
 pub(crate) struct Gate {
     pub(crate) server: usize,
+    /// Open replica files (shared by every server of a cluster).
+    pub(crate) fds: Arc<FdCache>,
     offline: AtomicBool,
     fault: AtomicU8,
     pub(crate) stats: ServerStats,
@@ -77,9 +80,10 @@ const FAULT_FULL: u8 = 1;
 const FAULT_EIO: u8 = 2;
 
 impl Gate {
-    pub(crate) fn new(server: usize) -> Gate {
+    pub(crate) fn new(server: usize, fds: Arc<FdCache>) -> Gate {
         Gate {
             server,
+            fds,
             offline: AtomicBool::new(false),
             fault: AtomicU8::new(NO_FAULT),
             stats: ServerStats::default(),
@@ -168,11 +172,11 @@ pub(crate) struct ChunkServer {
 }
 
 impl ChunkServer {
-    pub(crate) fn new(id: usize, dir: PathBuf, min_free: u64) -> ChunkServer {
+    pub(crate) fn new(id: usize, dir: PathBuf, min_free: u64, fds: Arc<FdCache>) -> ChunkServer {
         ChunkServer {
             id,
             dir,
-            gate: Arc::new(Gate::new(id)),
+            gate: Arc::new(Gate::new(id, fds)),
             health: Mutex::new(Health::Failed("not started".into())),
             replicas: RwLock::new(HashMap::new()),
             incarnation: Mutex::new(None),
@@ -182,11 +186,6 @@ impl ChunkServer {
 
     fn chunks_dir(&self) -> PathBuf {
         self.dir.join(CHUNKS)
-    }
-
-    /// The directory holding the replica files, opened for an fsync.
-    pub(crate) fn open_dir(&self) -> io::Result<fs::File> {
-        fs::File::open(self.chunks_dir())
     }
 
     pub(crate) fn health(&self) -> Health {
@@ -401,6 +400,7 @@ impl ChunkServer {
         let path = match &removed {
             Some(r) => {
                 r.mark_bad();
+                r.close();
                 r.path.clone()
             }
             None => self.chunks_dir().join(replica::file_name(handle)),
@@ -415,6 +415,7 @@ impl ChunkServer {
     /// Removes a file left by an abandoned copy.
     pub(crate) fn discard(&self, r: &Replica) {
         r.mark_bad();
+        r.close();
         let _ = fs::remove_file(&r.path);
     }
 
@@ -468,7 +469,7 @@ mod tests {
     fn start_probe_and_notice_a_vanished_directory() {
         let dir = tempfile::tempdir().unwrap();
         let io = Io::new(IoMode::Uring);
-        let s = ChunkServer::new(0, dir.path().join("cs"), 0);
+        let s = ChunkServer::new(0, dir.path().join("cs"), 0, FdCache::new(16));
         assert!(!s.serving());
         let scan = s.start(&io).unwrap();
         assert!(scan.reports.is_empty());
@@ -495,13 +496,14 @@ mod tests {
     fn scan_loads_replicas_and_removes_interrupted_copies() {
         let dir = tempfile::tempdir().unwrap();
         let io = Io::new(IoMode::Uring);
-        let s = ChunkServer::new(3, dir.path().to_path_buf(), 0);
+        let s = ChunkServer::new(3, dir.path().to_path_buf(), 0, FdCache::new(16));
         s.start(&io).unwrap();
         let layout = super::super::chunk::Layout::new(128 << 10);
         for (h, tmp) in [(1u64, false), (2, true)] {
             let (r, header) = s.new_replica(h, 4, layout, tmp).unwrap();
+            let o = r.open(false).unwrap();
             let mut c = crate::io::Chain::new();
-            r.init_chain(&mut c, &header);
+            o.init_chain(&mut c, &header);
             assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
         }
         fs::write(

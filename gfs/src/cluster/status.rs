@@ -199,8 +199,9 @@ impl Inner {
             h.write_failovers
         ));
         out.push(format!(
-            "gfs io: mode={} uring_batches={} uring_ops={} syscall_ops={}",
+            "gfs io: mode={} open_replica_files={} uring_batches={} uring_ops={} syscall_ops={}",
             self.io.mode(),
+            self.servers.first().map_or(0, |s| s.gate.fds.open_count()),
             io.uring_batches,
             io.uring_ops,
             io.syscall_ops

@@ -566,14 +566,16 @@ fn deleted_files_are_collected_lazily_and_open_readers_keep_reading() {
     let (r, header) = c.inner.servers[0]
         .new_replica(999, 1, c.inner.layout, false)
         .unwrap();
+    let o = r.open(false).unwrap();
     let mut chain = crate::io::Chain::new();
-    r.init_chain(&mut chain, &header);
+    o.init_chain(&mut chain, &header);
     assert!(c
         .inner
         .io
         .run_chains(&[chain])
         .into_iter()
         .all(|r| r.is_ok()));
+    drop(o);
     let orphan = r.path.clone();
     drop(r);
     drop(c);

@@ -27,7 +27,7 @@ use super::chunk::{self, BLOCK};
 use super::lease::Lease;
 use super::master::ChunkCtl;
 use super::oplog::Op;
-use super::replica::{read_verified, ReadPiece, Replica};
+use super::replica::{read_verified, Open, ReadPiece, Replica};
 use super::server::Health;
 use super::{bump, Inner};
 use crate::io::Chain;
@@ -137,21 +137,34 @@ impl Inner {
     /// fdatasync of every replica of the given chunks, one submission; a
     /// chunk all of whose replicas fail is an error.
     fn sync_chunks(&self, name: &str, targets: &[(u64, Vec<Placed>)]) -> Result<()> {
-        let mut chains = Vec::new();
-        for (_, reps) in targets {
-            for (_, r) in reps {
+        let opens = open_all(
+            targets
+                .iter()
+                .flat_map(|(_, reps)| reps.iter().map(|p| &*p.1)),
+            true,
+        );
+        let chains: Vec<Chain<'_>> = opens
+            .iter()
+            .map(|o| {
                 let mut c = Chain::new();
-                r.sync_chain(&mut c);
-                chains.push(c);
-            }
-        }
-        let mut res = self.io.run_chains(&chains).into_iter();
+                if let Ok(o) = o {
+                    o.sync_chain(&mut c);
+                }
+                c
+            })
+            .collect();
+        let res = self.io.run_chains(&chains);
+        drop(chains);
+        let mut res = merge(&opens, res).into_iter();
         for (h, reps) in targets {
             let mut any = false;
             let mut last_err = None;
-            for (s, _) in reps {
+            for (s, r) in reps {
                 match res.next() {
-                    Some(Ok(())) => any = true,
+                    Some(Ok(())) => {
+                        r.synced();
+                        any = true;
+                    }
                     Some(Err(e)) => {
                         self.note_write_error(*s, &e);
                         self.report_bad(*h, *s, &format!("sync failed: {e}"), false);
@@ -224,8 +237,9 @@ impl Inner {
         c.into_iter().take(n).map(|(.., id)| id).collect()
     }
 
-    /// Creates empty replicas of chunk `handle` on `servers` (durably, in one
-    /// submission); returns the ones that worked.
+    /// Creates empty replicas of chunk `handle` on `servers` (headers
+    /// written in one submission; made durable by their first sync);
+    /// returns the ones that worked.
     pub(crate) fn create_replicas(
         &self,
         handle: u64,
@@ -235,35 +249,27 @@ impl Inner {
     ) -> Vec<Placed> {
         let mut made = Vec::new();
         for &s in servers {
-            let server = &self.servers[s];
-            match server.new_replica(handle, version, self.layout, tmp) {
-                Ok((r, header)) => match server.open_dir() {
-                    Ok(dir) => made.push((s, r, header, dir)),
-                    Err(e) => {
-                        self.note_write_error(s, &e);
-                        server.discard(&r);
-                    }
-                },
+            match self.servers[s].new_replica(handle, version, self.layout, tmp) {
+                Ok((r, header)) => made.push((s, r, header)),
                 Err(e) => self.note_write_error(s, &e),
             }
         }
-        let chains: Vec<Chain<'_>> = made
+        let opens = open_all(made.iter().map(|m| &*m.1), false);
+        let chains: Vec<Chain<'_>> = opens
             .iter()
-            .map(|(_, r, header, dir)| {
+            .zip(&made)
+            .map(|(o, (_, _, header))| {
                 let mut c = Chain::new();
-                if tmp {
-                    // A copy is synced and its directory entry made durable
-                    // when it is installed; until then a crash just drops it.
-                    r.init_chain_unsynced(&mut c, header);
-                } else {
-                    r.init_chain(&mut c, header);
-                    c.sync(dir, false);
+                if let Ok(o) = o {
+                    o.init_chain(&mut c, header);
                 }
                 c
             })
             .collect();
         let res = self.io.run_chains(&chains);
         drop(chains);
+        let res = merge(&opens, res);
+        drop(opens);
         let mut ok = Vec::new();
         for ((s, r, ..), res) in made.into_iter().zip(res) {
             match res {
@@ -404,17 +410,22 @@ impl Inner {
         // Scrubs compare the superblock with the in-memory version: keep them
         // out until both agree again.
         let guards: Vec<_> = replicas.iter().map(|(_, r)| r.lock_io()).collect();
-        let chains: Vec<Chain<'_>> = replicas
+        let opens = open_all(replicas.iter().map(|p| &*p.1), false);
+        let chains: Vec<Chain<'_>> = opens
             .iter()
             .zip(&sbs)
-            .map(|((_, r), sb)| {
+            .map(|(o, sb)| {
                 let mut c = Chain::new();
-                r.version_chain(&mut c, sb);
+                if let Ok(o) = o {
+                    o.version_chain(&mut c, sb);
+                }
                 c
             })
             .collect();
         let res = self.io.run_chains(&chains);
         drop(chains);
+        let res = merge(&opens, res);
+        drop(opens);
         let mut ok = Vec::new();
         let mut failed = Vec::new();
         for ((s, r), res) in replicas.iter().zip(res) {
@@ -574,7 +585,6 @@ impl Inner {
             .collect();
 
         let guards: Vec<_> = reps.iter().map(|(_, r)| r.lock_io()).collect();
-        let mut chains = Vec::new();
         let mut written: Vec<&Placed> = Vec::new();
         let mut failed: Vec<(usize, io::Error)> = Vec::new();
         for p in &reps {
@@ -590,20 +600,33 @@ impl Inner {
                 failed.push((p.0, e));
                 continue;
             }
-            let mut c = Chain::new();
-            r.append_chain(&mut c, len, piece, &enc, sync);
-            chains.push(c);
             written.push(p);
         }
-        for (_, set) in &earlier_sets {
-            for (_, r) in set {
+        let earlier_reps = earlier_sets
+            .iter()
+            .flat_map(|(_, set)| set.iter().map(|p| &*p.1));
+        let opens: Vec<io::Result<Open<'_>>> = written
+            .iter()
+            .map(|p| p.1.open(sync))
+            .chain(earlier_reps.map(|r| r.open(true)))
+            .collect();
+        let chains: Vec<Chain<'_>> = opens
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
                 let mut c = Chain::new();
-                r.sync_chain(&mut c);
-                chains.push(c);
-            }
-        }
+                match o {
+                    Ok(o) if i < written.len() => o.append_chain(&mut c, len, piece, &enc, sync),
+                    Ok(o) => o.sync_chain(&mut c),
+                    Err(_) => {}
+                }
+                c
+            })
+            .collect();
         let results = self.io.run_chains(&chains);
         drop(chains);
+        let results = merge(&opens, results);
+        drop(opens);
         let mut results = results.into_iter();
         let mut ok = 0;
         for (s, r) in written {
@@ -611,6 +634,9 @@ impl Inner {
                 Some(Ok(())) => {
                     r.commit_append(len + n, &sums);
                     r.gate.stats.write(n);
+                    if sync {
+                        r.synced();
+                    }
                     ok += 1;
                 }
                 Some(Err(e)) => failed.push((*s, e)),
@@ -619,9 +645,12 @@ impl Inner {
         }
         for (h, set) in &earlier_sets {
             let mut any = set.is_empty();
-            for (s, _) in set {
+            for (s, r) in set {
                 match results.next() {
-                    Some(Ok(())) => any = true,
+                    Some(Ok(())) => {
+                        r.synced();
+                        any = true;
+                    }
                     Some(Err(e)) => {
                         self.note_write_error(*s, &e);
                         self.report_bad(*h, *s, &format!("sync failed: {e}"), false);
@@ -681,16 +710,21 @@ impl Inner {
             .iter()
             .map(|(_, r)| r.table_bytes(sums.first_block, count))
             .collect();
-        let chains: Vec<Chain<'_>> = reps
+        let opens = open_all(reps.iter().map(|p| &*p.1), false);
+        let chains: Vec<Chain<'_>> = opens
             .iter()
             .zip(&bytes)
-            .map(|((_, r), b)| {
+            .map(|(o, b)| {
                 let mut c = Chain::new();
-                r.table_chain(&mut c, sums.first_block, b);
+                if let Ok(o) = o {
+                    o.table_chain(&mut c, sums.first_block, b);
+                }
                 c
             })
             .collect();
-        for ((s, _), res) in reps.iter().zip(self.io.run_chains(&chains)) {
+        let res = self.io.run_chains(&chains);
+        drop(chains);
+        for ((s, _), res) in reps.iter().zip(merge(&opens, res)) {
             if let Err(e) = res {
                 log::warn!("gfs: chunkserver {s}: restoring checksums after a failed append: {e}");
             }
@@ -715,6 +749,27 @@ impl Inner {
             self.heartbeat_signal.notify();
         }
     }
+}
+
+/// Opens every replica for a batch of chains.
+fn open_all<'r>(
+    reps: impl IntoIterator<Item = &'r Replica>,
+    for_sync: bool,
+) -> Vec<io::Result<Open<'r>>> {
+    reps.into_iter().map(|r| r.open(for_sync)).collect()
+}
+
+/// The outcome of each chain, where a replica that could not be opened
+/// (its chain was empty) fails with that error.
+fn merge(opens: &[io::Result<Open<'_>>], res: Vec<io::Result<()>>) -> Vec<io::Result<()>> {
+    opens
+        .iter()
+        .zip(res)
+        .map(|(o, r)| match o {
+            Ok(_) => r,
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        })
+        .collect()
 }
 
 /// Splits `bufs` after `n` bytes.
