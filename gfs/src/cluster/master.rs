@@ -80,6 +80,9 @@ pub(crate) struct MasterState {
     pub(crate) chunks: HashMap<u64, ChunkMeta>,
     pub(crate) next_file: u64,
     pub(crate) next_handle: u64,
+    /// Handles below this are reserved in the log; `next_handle` must stay
+    /// below it (see [`Op::ReserveHandles`]).
+    pub(crate) reserved: u64,
     /// Handles whose replicas are being created but not yet logged: not
     /// orphans, whatever a chunkserver scan says.
     pub(crate) allocating: HashSet<u64>,
@@ -143,6 +146,7 @@ impl MasterState {
                 Some(f) if f.name.is_none() => {}
                 _ => return Err(format!("purge: file {file} is not in the trash")),
             },
+            Op::ReserveHandles { .. } => {}
         }
         Ok(())
     }
@@ -224,6 +228,7 @@ impl MasterState {
                     }
                 }
             }
+            Op::ReserveHandles { upto } => self.reserved = self.reserved.max(*upto),
         }
         Ok(())
     }
@@ -257,10 +262,11 @@ impl MasterState {
             })
             .collect();
         files.sort_by_key(|f| f.id);
+        // Whatever was reserved may be in use: start past it after a restart.
         Image {
             seq,
             next_file: self.next_file,
-            next_handle: self.next_handle,
+            next_handle: self.next_handle.max(self.reserved),
             files,
         }
     }
@@ -269,6 +275,7 @@ impl MasterState {
         let mut st = MasterState {
             next_file: img.next_file,
             next_handle: img.next_handle,
+            reserved: img.next_handle,
             ..MasterState::default()
         };
         for f in img.files {
@@ -430,6 +437,9 @@ impl Master {
             }
             recovery.replayed += parsed.ops.len() as u64;
         }
+        // Handles reserved before the crash may be on disk as orphans.
+        state.next_handle = state.next_handle.max(state.reserved);
+        state.reserved = state.next_handle;
         let seq = logs.last().copied().unwrap_or(base).max(base) + 1;
         let master = Master {
             log: Mutex::new(OpLog::create(&store, seq, lsn).or_else(|_| {
@@ -633,6 +643,20 @@ mod tests {
         let st = m.state.lock();
         assert_eq!(st.file_len(st.names["a"]), 100);
         assert_eq!(st.next_handle, 3);
+        drop(st);
+        // Reserved handles are never handed out again after a restart.
+        {
+            let mut st = m.state.lock();
+            m.commit(&mut st, Op::ReserveHandles { upto: 50 }, true)
+                .unwrap();
+        }
+        drop(m);
+        let m = open(dir.path());
+        assert_eq!(m.state.lock().next_handle, 50);
+        m.checkpoint(true).unwrap();
+        drop(m);
+        let st = open(dir.path()).state.into_inner();
+        assert_eq!(st.next_handle, 50);
         // Only the current generation and the one before it are kept.
         let files = LocalStore::open(dir.path()).unwrap().list("").unwrap();
         assert!(files.len() <= 4, "{files:?}");

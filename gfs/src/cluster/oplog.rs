@@ -30,6 +30,10 @@ pub(crate) enum Op {
     Delete { name: String, at: u64 },
     /// A trashed file and its chunks are forgotten.
     Purge { file: u64 },
+    /// Chunk handles below `upto` may be in use (by replicas created before
+    /// their chunk was logged): never hand them out again, even after a
+    /// crash, so an orphan replica can never pass for a new chunk.
+    ReserveHandles { upto: u64 },
 }
 
 const CREATE: u8 = 1;
@@ -38,6 +42,7 @@ const SET_VERSION: u8 = 3;
 const RENAME: u8 = 4;
 const DELETE: u8 = 5;
 const PURGE: u8 = 6;
+const RESERVE_HANDLES: u8 = 7;
 const HEADER: usize = 12;
 
 impl Op {
@@ -69,6 +74,9 @@ impl Op {
             }
             Op::Purge { file } => {
                 e.u8(PURGE).u64(*file);
+            }
+            Op::ReserveHandles { upto } => {
+                e.u8(RESERVE_HANDLES).u64(*upto);
             }
         }
         e.buf
@@ -104,6 +112,7 @@ impl Op {
                 at: d.u64()?,
             },
             PURGE => Op::Purge { file: d.u64()? },
+            RESERVE_HANDLES => Op::ReserveHandles { upto: d.u64()? },
             t => return Err(format!("unknown op {t}")),
         };
         d.done()?;
@@ -293,6 +302,7 @@ mod tests {
                 at: 78,
             },
             Op::Purge { file: 1 },
+            Op::ReserveHandles { upto: 4096 },
         ]
     }
 

@@ -37,6 +37,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
+/// Chunk handles reserved per log record (see [`Op::ReserveHandles`]).
+const HANDLE_RESERVATION: u64 = 1024;
+
 /// A replica with the server that holds it.
 pub(crate) type Placed = (usize, Arc<Replica>);
 
@@ -290,6 +293,11 @@ impl Inner {
     fn extend_file(&self, id: u64, name: &str, prev: Option<(&Arc<ChunkCtl>, u64)>) -> Result<()> {
         let handle = {
             let mut st = self.master.state.lock();
+            if st.next_handle >= st.reserved {
+                let upto = st.next_handle + HANDLE_RESERVATION;
+                self.master
+                    .commit(&mut st, Op::ReserveHandles { upto }, true)?;
+            }
             let h = st.next_handle;
             st.next_handle += 1;
             st.allocating.insert(h);
