@@ -65,14 +65,17 @@ impl Inner {
 
     fn reconcile(&self, scans: Vec<(usize, Scan)>) -> Result<()> {
         let mut st = self.master.state.lock();
-        let mut by_handle: HashMap<u64, Vec<(usize, u64, u64)>> = HashMap::new();
+        // Per handle: (server, version, length, chunk size) of each replica.
+        let mut by_handle: HashMap<u64, Vec<(usize, u64, u64, u64)>> = HashMap::new();
         let mut unreadable = Vec::new();
         for (s, scan) in scans {
             for r in scan.reports {
-                by_handle
-                    .entry(r.replica.handle)
-                    .or_default()
-                    .push((s, r.version, r.len));
+                by_handle.entry(r.replica.handle).or_default().push((
+                    s,
+                    r.version,
+                    r.len,
+                    r.replica.chunk_size(),
+                ));
             }
             unreadable.extend(scan.unreadable.into_iter().map(|(h, _)| (s, h)));
         }
@@ -102,7 +105,7 @@ impl Inner {
             };
             let (current, stale): (Vec<_>, Vec<_>) =
                 reps.into_iter().partition(|r| r.1 == c.version);
-            for (s, v, _) in &stale {
+            for (s, v, ..) in &stale {
                 log::warn!(
                     "gfs: chunk {h:016x}: chunkserver {s} holds stale version {v} (current {}); deleting it",
                     c.version
@@ -122,7 +125,7 @@ impl Inner {
                     );
                 }
             } else {
-                for (s, _, len) in &short {
+                for (s, _, len, _) in &short {
                     log::warn!(
                         "gfs: chunk {h:016x}: chunkserver {s} holds {len} of {want} bytes; deleting it"
                     );
@@ -130,6 +133,9 @@ impl Inner {
                 }
             }
             c.locations = good.iter().map(|r| r.0).collect();
+            if let Some(cap) = good.iter().map(|r| r.3).min() {
+                c.ctl.capacity.store(cap, Ordering::Release);
+            }
             if c.sealed_len.is_none() {
                 c.ctl.len.store(want, Ordering::Release);
             }

@@ -27,6 +27,9 @@ pub(crate) struct ChunkCtl {
     /// No more appends: the file continues in a later chunk. Set by the
     /// master's log (while the appender holds `m`), read under `m`.
     pub(crate) sealed: AtomicBool,
+    /// The chunk size its replicas were made with (the configured size may
+    /// have changed since); unknown (`u64::MAX`) until a replica is seen.
+    pub(crate) capacity: AtomicU64,
 }
 
 /// The mutable state of a chunk, under its lock.
@@ -48,6 +51,7 @@ impl ChunkCtl {
             }),
             len: AtomicU64::new(len),
             sealed: AtomicBool::new(sealed),
+            capacity: AtomicU64::new(u64::MAX),
         })
     }
 }

@@ -190,7 +190,9 @@ impl Inner {
         if self.servers[dest].replica(h).is_some() {
             self.forget_replica(h, dest);
         }
-        let mut made = self.create_replicas(h, version, &[dest], true);
+        // The copy keeps the chunk size the chunk was made with.
+        let layout = super::chunk::Layout::new(sources[0].1.chunk_size());
+        let mut made = self.create_replicas(h, version, &[dest], layout, true);
         let Some((_, tmp)) = made.pop() else {
             return Ok(false);
         };

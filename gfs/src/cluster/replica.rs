@@ -278,6 +278,11 @@ impl Replica {
         self.state.read().version
     }
 
+    /// The chunk size this replica was made with: its capacity.
+    pub(crate) fn chunk_size(&self) -> u64 {
+        self.layout.chunk_size
+    }
+
     pub(crate) fn len(&self) -> u64 {
         self.state.read().len
     }

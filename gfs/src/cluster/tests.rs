@@ -612,3 +612,72 @@ fn for_data_dir_finds_chunkservers() {
     assert_eq!(o.chunkserver_dirs.len(), 4);
     assert_eq!(o.chunkserver_dirs[3], dir.path().join("chunkserver-10"));
 }
+
+#[test]
+fn when_every_server_is_full_appends_fail_with_enospc_and_reads_go_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Cluster::open(opts(dir.path(), 2)).unwrap();
+    let data = bytes(13, 70_000);
+    let mut w = c.create("f").unwrap();
+    w.append_sync(&[&data]).unwrap();
+    for s in 0..2 {
+        c.inject_fault(s, Some(Fault::DiskFull));
+    }
+    for n in [10, CHUNK as usize] {
+        match w.append_sync(&[&vec![1u8; n]]) {
+            Err(Error::Io { source, .. }) => {
+                assert_eq!(source.raw_os_error(), Some(libc::ENOSPC), "{source}")
+            }
+            other => panic!("expected ENOSPC, got {other:?}"),
+        }
+    }
+    assert!(matches!(
+        c.create("g").unwrap().append(b"x"),
+        Err(Error::Io { .. })
+    ));
+    assert_eq!(read_all(&c, "f"), data);
+    for s in 0..2 {
+        c.inject_fault(s, None);
+    }
+    c.heartbeat();
+    assert_eq!(w.append_sync(&[b"more"]).unwrap(), data.len() as u64);
+    assert_eq!(c.scrub(), 0, "failed appends left no damage behind");
+    assert_eq!(read_all(&c, "f").len(), data.len() + 4);
+}
+
+#[test]
+fn the_chunk_size_may_change_between_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = Vec::new();
+    for (round, size) in [(0u64, CHUNK), (1, 64 << 10), (2, 4 * CHUNK)]
+        .into_iter()
+        .enumerate()
+    {
+        let mut o = opts(dir.path(), 4);
+        o.chunk_size = size.1;
+        o.replication = 3;
+        let c = Cluster::open(o).unwrap();
+        let mut w = if round == 0 {
+            c.create("f").unwrap()
+        } else {
+            c.open_append("f").unwrap()
+        };
+        for i in 0..20u64 {
+            let b = bytes(size.0 * 100 + i, 9000);
+            w.append(&b).unwrap();
+            want.extend_from_slice(&b);
+        }
+        w.sync().unwrap();
+        assert_eq!(read_all(&c, "f"), want);
+        // Copies keep each chunk's own size.
+        c.set_offline(round, true);
+        c.heartbeat();
+        assert!(
+            c.wait_for_repair(Duration::from_secs(10)),
+            "{:?}",
+            c.health()
+        );
+        assert_eq!(c.scrub(), 0);
+        assert_eq!(read_all(&c, "f"), want);
+    }
+}

@@ -86,7 +86,8 @@ impl Inner {
                 continue;
             }
             let len = ctl.len.load(Ordering::Acquire);
-            let room = chunk_size - len;
+            let cap = chunk_size.min(ctl.capacity.load(Ordering::Acquire));
+            let room = cap.saturating_sub(len);
             let n = if left <= room {
                 left
             } else if left <= chunk_size || room == 0 {
@@ -248,11 +249,12 @@ impl Inner {
         handle: u64,
         version: u64,
         servers: &[usize],
+        layout: chunk::Layout,
         tmp: bool,
     ) -> Vec<Placed> {
         let mut made = Vec::new();
         for &s in servers {
-            match self.servers[s].new_replica(handle, version, self.layout, tmp) {
+            match self.servers[s].new_replica(handle, version, layout, tmp) {
                 Ok((r, header)) => made.push((s, r, header)),
                 Err(e) => self.note_write_error(s, &e),
             }
@@ -317,15 +319,10 @@ impl Inner {
     ) -> Result<()> {
         let servers = self.place(self.replication, &[], handle);
         if servers.is_empty() {
-            return Err(Error::io(
-                name,
-                io::Error::new(
-                    io::ErrorKind::StorageFull,
-                    "no chunkserver can take a new chunk (all full or down)",
-                ),
-            ));
+            // No chunkserver can take a new chunk: all full or down.
+            return Err(Error::io(name, io::Error::from_raw_os_error(libc::ENOSPC)));
         }
-        let made = self.create_replicas(handle, 1, &servers, false);
+        let made = self.create_replicas(handle, 1, &servers, self.layout, false);
         if made.is_empty() {
             return Err(unavailable(
                 name,
@@ -366,6 +363,9 @@ impl Inner {
         let lease = Lease::new(made[0].0, Instant::now(), self.opts.lease);
         if let Some(c) = st.chunks.get_mut(&handle) {
             c.locations = made.iter().map(|(s, _)| *s).collect();
+            c.ctl
+                .capacity
+                .store(self.opts.chunk_size, Ordering::Release);
             let mut m = c.ctl.m.lock();
             m.tail = Some(Vec::new());
             m.lease = Some(lease);
@@ -597,6 +597,13 @@ impl Inner {
         let mut failed: Vec<(usize, io::Error)> = Vec::new();
         for p in &reps {
             let r = &p.1;
+            if len + n > r.chunk_size() {
+                failed.push((
+                    p.0,
+                    io::Error::other("append beyond the replica's capacity"),
+                ));
+                continue;
+            }
             if r.len() != len {
                 failed.push((
                     p.0,
