@@ -253,6 +253,9 @@ impl Replica {
     /// Opens the replica for writing chains; `for_sync` if a chain will
     /// sync it (a new replica's directory is then synced with it).
     pub(crate) fn open(&self, for_sync: bool) -> io::Result<Open<'_>> {
+        // A server that is down takes nothing (a full one may still sync
+        // and rewrite headers: only appends and new files need space).
+        self.gate.check_read()?;
         let file = self.file()?;
         let dir = if !for_sync || self.dir_synced.load(Ordering::Acquire) {
             None

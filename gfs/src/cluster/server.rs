@@ -344,6 +344,7 @@ impl ChunkServer {
         map.into_values()
             .inspect(|r| {
                 r.mark_bad();
+                r.close();
             })
             .collect()
     }
