@@ -1,0 +1,3 @@
+#[path = "../bench/mod.rs"]
+mod bench;
+fn main() {}
