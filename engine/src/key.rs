@@ -229,6 +229,8 @@ pub fn decode(key: &[u8]) -> Option<ParsedKey> {
 pub struct KeyParts<'a> {
     /// `esc(row)`: equal rows have equal `row_enc`.
     pub row_enc: &'a [u8],
+    /// `esc(family)`: the family component alone (`esc("")` for row tombstones).
+    pub family_enc: &'a [u8],
     /// `esc(row) esc(family) esc(qualifier)`: equal columns have equal `column_enc`.
     pub column_enc: &'a [u8],
     pub timestamp: Timestamp,
@@ -247,6 +249,7 @@ pub fn split(key: &[u8]) -> Option<KeyParts<'_>> {
     }
     Some(KeyParts {
         row_enc: &key[..r],
+        family_enc: &key[r..f],
         column_enc: &key[..q],
         timestamp: !u64::from_be_bytes(rest[0..8].try_into().ok()?),
         seq: !u64::from_be_bytes(rest[8..16].try_into().ok()?),
@@ -257,6 +260,19 @@ pub fn split(key: &[u8]) -> Option<KeyParts<'_>> {
 /// Decodes an escaped row prefix (as returned in [`KeyParts::row_enc`]).
 pub fn decode_row(row_enc: &[u8]) -> Option<Vec<u8>> {
     unescape(row_enc).map(|(r, _)| r)
+}
+
+/// Adds `base` to the sequence number stored in an encoded key, in place.
+///
+/// Writers encode their entries before they know where the commit order will
+/// put them (sequence numbers 0, 1, … per op); the group-commit leader shifts
+/// them to their final numbers without re-encoding.
+pub fn rebase_seq(key: &mut [u8], base: SeqNo) -> Option<SeqNo> {
+    let n = key.len();
+    let slot: &mut [u8] = key.get_mut(n.checked_sub(9)?..n - 1)?;
+    let seq = (!u64::from_be_bytes((&*slot).try_into().ok()?)).checked_add(base)?;
+    slot.copy_from_slice(&(!seq).to_be_bytes());
+    Some(seq)
 }
 
 /// Internal keys compare as bytes; this is here to name the intent.
@@ -281,11 +297,14 @@ mod tests {
         let s = split(&k).unwrap();
         assert_eq!(decode_row(s.row_enc).unwrap(), b"r\0w");
         assert_eq!(s.seq, 7);
+        assert_eq!(s.family_enc, row_prefix(b"fam").as_slice());
     }
 
     #[test]
     fn order_matches_model() {
-        let rows: Vec<&[u8]> = vec![b"", b"\0", b"\0\0", b"\0a", b"a", b"a\0", b"ab", b"b", b"\xff"];
+        let rows: Vec<&[u8]> = vec![
+            b"", b"\0", b"\0\0", b"\0a", b"a", b"a\0", b"ab", b"b", b"\xff",
+        ];
         for a in &rows {
             for b in &rows {
                 let ka = encode(a, b"f", b"q", 1, 1, Kind::Put);
@@ -313,6 +332,15 @@ mod tests {
         let row_tomb = encode(b"r", b"", b"", TOMBSTONE_TS, 0, Kind::DeleteRow);
         assert!(row_tomb < fam_tomb);
         assert!(row_tomb >= row_start(b"r"));
+    }
+
+    #[test]
+    fn rebase() {
+        let mut k = encode(b"r", b"f", b"q", 5, 3, Kind::Put);
+        assert_eq!(rebase_seq(&mut k, 100), Some(103));
+        let p = decode(&k).unwrap();
+        assert_eq!((p.timestamp, p.seq, p.kind), (5, 103, Kind::Put));
+        assert_eq!(rebase_seq(&mut [1, 2], 1), None);
     }
 
     #[test]

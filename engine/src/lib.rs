@@ -11,19 +11,20 @@ pub mod key;
 pub mod schema;
 
 pub mod cache;
-pub mod compaction;
+pub mod coding;
+// pub mod compaction; (lands with the tablet server)
 pub mod group_commit;
 pub mod log;
-pub mod manifest;
+// pub mod manifest; (lands with the tablet server)
+pub mod db;
 pub mod memtable;
 pub mod merge;
 pub mod mutation;
 pub mod read;
 pub mod sstable;
-pub mod db;
 pub mod txn;
 
 pub use data::*;
 pub use db::{Bigtable, Options, Scanner, TabletInfo};
-pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
 pub use error::{Error, Result};
+pub use txn::{RowOp, RowTxn, TxnOutcome};

@@ -22,29 +22,37 @@ pub enum RowOp {
     },
 }
 
-/// A guard on a row transaction: the ops run only if the newest value of the
-/// column satisfies the predicate (`expect == true`) or does not (`false`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Guard {
-    pub condition: Condition,
-    pub expect: bool,
-}
-
-/// Operations on one row applied atomically: under the row lock, the guard is
-/// evaluated, read-modify-write ops read the row as it is, and everything is
-/// committed as one log record.
+/// Operations on one row applied atomically: under the row lock, the guard
+/// (if any) is evaluated, read-modify-write ops read the row as it is, and
+/// everything is committed as one log record. This is check-and-mutate in
+/// general form: `ops` run when the guard holds (or there is none),
+/// `otherwise` when it does not.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RowTxn {
     pub row: Vec<u8>,
-    pub guard: Option<Guard>,
+    pub guard: Option<Condition>,
     pub ops: Vec<RowOp>,
+    pub otherwise: Vec<RowOp>,
+}
+
+impl RowTxn {
+    /// An unguarded transaction.
+    pub fn new(row: impl Into<Vec<u8>>, ops: Vec<RowOp>) -> RowTxn {
+        RowTxn {
+            row: row.into(),
+            guard: None,
+            ops,
+            otherwise: Vec::new(),
+        }
+    }
 }
 
 /// What a row transaction did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TxnOutcome {
-    /// False when a guard stopped the ops.
-    pub applied: bool,
+    /// Whether the guard held (true when there was none): `ops` ran if true,
+    /// `otherwise` if false.
+    pub guard_held: bool,
     /// New values written by Increment/Append ops, in op order.
     pub results: Vec<Vec<u8>>,
 }

@@ -9,7 +9,9 @@ pub enum Error {
     AlreadyExists(String),
     #[error("invalid file name {0:?}: {1}")]
     InvalidName(String, &'static str),
-    #[error("short read of {name} at offset {offset}: wanted {wanted} bytes, file has {available}")]
+    #[error(
+        "short read of {name} at offset {offset}: wanted {wanted} bytes, file has {available}"
+    )]
     ShortRead {
         name: String,
         offset: u64,

@@ -11,11 +11,15 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod error;
+mod io;
 mod local;
 mod mem;
+mod name;
+mod sysio;
 mod uring;
 
 pub use error::{Error, Result};
+pub use io::{IoMode, IoStats, ParseIoModeError};
 pub use local::LocalStore;
 pub use mem::MemStore;
 
@@ -75,4 +79,8 @@ pub trait ReadableFile: Send + Sync {
     fn read_many(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>>;
     /// Length of the file when it was opened (or now, for files still growing).
     fn len(&self) -> Result<u64>;
+    /// Whether the file holds no bytes (by [`ReadableFile::len`]).
+    fn is_empty(&self) -> Result<bool> {
+        Ok(self.len()? == 0)
+    }
 }

@@ -1,0 +1,262 @@
+//! A tablet: a row range of one table with its memtables and SSTables.
+//!
+//! The mutable part is one `Arc<TabletVersion>` swapped under a short lock:
+//! a reader clones the Arc and then reads memtables and SSTables without any
+//! lock, so compactions and splits never block reads and a reader always sees
+//! one consistent set of sources.
+
+use crate::iterator::InternalIterator;
+use crate::key;
+use crate::manifest::SstMeta;
+use crate::memtable::Memtable;
+use crate::schema::TableSchema;
+use crate::sstable::Table;
+use crate::Result;
+use parking_lot::RwLock;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// An open SSTable with what the manifest knows of it.
+pub struct Sst {
+    pub meta: SstMeta,
+    pub table: Arc<Table>,
+}
+
+/// The sources of a tablet at one moment.
+pub struct TabletVersion {
+    /// Identifies this set of SSTables (changes on every flush and compaction;
+    /// the scan cache keys on it so stale entries are never served).
+    pub files_version: u64,
+    /// The memtable taking writes.
+    pub mem: Arc<Memtable>,
+    /// Frozen memtables waiting to be written out, oldest first.
+    pub imm: Vec<Arc<Memtable>>,
+    /// SSTables, newest (highest max_seq) first.
+    pub files: Vec<Arc<Sst>>,
+}
+
+static FILES_VERSION: AtomicU64 = AtomicU64::new(1);
+
+pub fn next_files_version() -> u64 {
+    FILES_VERSION.fetch_add(1, Ordering::Relaxed)
+}
+
+/// One tablet.
+pub struct Tablet {
+    pub id: u64,
+    pub table_id: u64,
+    /// First row (inclusive).
+    pub start: Vec<u8>,
+    /// End row (exclusive); `None` = end of table.
+    pub end: Option<Vec<u8>>,
+    version: RwLock<Arc<TabletVersion>>,
+    /// Every entry of this tablet up to this sequence number is in its SSTables.
+    pub flushed_seq: AtomicU64,
+    /// Claimed by whoever runs a flush, compaction or split of this tablet.
+    busy: AtomicBool,
+    /// Set once the tablet has been split or dropped: writes must re-route.
+    pub retired: AtomicBool,
+    pub last_major: parking_lot::Mutex<Instant>,
+}
+
+impl Tablet {
+    pub fn new(
+        id: u64,
+        table_id: u64,
+        start: Vec<u8>,
+        end: Option<Vec<u8>>,
+        flushed_seq: u64,
+        version: TabletVersion,
+    ) -> Tablet {
+        Tablet {
+            id,
+            table_id,
+            start,
+            end,
+            version: RwLock::new(Arc::new(version)),
+            flushed_seq: AtomicU64::new(flushed_seq),
+            busy: AtomicBool::new(false),
+            retired: AtomicBool::new(false),
+            last_major: parking_lot::Mutex::new(Instant::now()),
+        }
+    }
+
+    pub fn version(&self) -> Arc<TabletVersion> {
+        self.version.read().clone()
+    }
+
+    /// Replaces the version with `f(current)`; returns the new one.
+    pub fn update(&self, f: impl FnOnce(&TabletVersion) -> TabletVersion) -> Arc<TabletVersion> {
+        let mut v = self.version.write();
+        let next = Arc::new(f(&v));
+        *v = next.clone();
+        next
+    }
+
+    pub fn contains(&self, row: &[u8]) -> bool {
+        row >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| row < e)
+    }
+
+    /// Tries to claim the tablet for background work.
+    pub fn try_claim(&self) -> Option<Claim<'_>> {
+        self.busy
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .ok()
+            .map(|_| Claim(self))
+    }
+
+    /// Claims the tablet, waiting for the current holder.
+    pub fn claim(&self) -> Claim<'_> {
+        loop {
+            if let Some(c) = self.try_claim() {
+                return c;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+    }
+
+    /// The encoded key range `[lo, hi)` of this tablet.
+    pub fn key_bounds(&self) -> (Vec<u8>, Option<Vec<u8>>) {
+        (
+            key::row_start(&self.start),
+            self.end.as_deref().map(key::row_start),
+        )
+    }
+
+    /// Whether any of the tablet's files holds keys outside its range (shared
+    /// with a sibling after a split, until compacted).
+    pub fn has_foreign_files(&self, v: &TabletVersion) -> bool {
+        let (lo, hi) = self.key_bounds();
+        v.files.iter().any(|f| {
+            f.meta.smallest < lo || hi.as_ref().is_some_and(|h| f.meta.largest >= *h)
+        })
+    }
+
+    /// Approximate bytes of SSTable data inside this tablet's range.
+    pub fn sstable_bytes(&self, v: &TabletVersion) -> u64 {
+        let (lo, hi) = self.key_bounds();
+        v.files
+            .iter()
+            .map(|f| {
+                let a = f.table.approximate_offset_of(&lo);
+                let b = match &hi {
+                    Some(h) => f.table.approximate_offset_of(h),
+                    None => f.meta.size,
+                };
+                b.saturating_sub(a)
+            })
+            .sum()
+    }
+
+    /// Whether there is data not yet in SSTables.
+    pub fn has_unflushed(&self, v: &TabletVersion) -> bool {
+        !v.mem.is_empty() || !v.imm.is_empty()
+    }
+}
+
+/// Exclusive right to run background work on a tablet; released on drop.
+pub struct Claim<'a>(&'a Tablet);
+
+impl Drop for Claim<'_> {
+    fn drop(&mut self) {
+        self.0.busy.store(false, Ordering::Release);
+    }
+}
+
+/// Which SSTables a read of `families` must consult.
+///
+/// A file is needed if it holds one of the families, or if it holds row
+/// tombstones and belongs to a locality group that serves one of them (row
+/// tombstones are written to every group, so each group's files carry the
+/// deletes that cover them).
+pub fn select_files<'a>(
+    files: &'a [Arc<Sst>],
+    families: Option<&[String]>,
+    schema: &TableSchema,
+) -> Vec<&'a Arc<Sst>> {
+    let Some(fams) = families else {
+        return files.iter().collect();
+    };
+    let mut groups: HashSet<&str> = fams
+        .iter()
+        .filter_map(|f| schema.families.get(f).map(|s| s.locality_group.as_str()))
+        .collect();
+    for f in files {
+        if f.meta.families.iter().any(|x| fams.contains(x)) {
+            groups.insert(f.meta.group.as_str());
+        }
+    }
+    files
+        .iter()
+        .filter(|f| {
+            f.meta.families.iter().any(|x| fams.contains(x))
+                || (f.meta.row_tombstones && groups.contains(f.meta.group.as_str()))
+        })
+        .collect()
+}
+
+/// An iterator limited to the encoded key range `[lo, hi)`.
+pub struct ClipIterator<I> {
+    inner: I,
+    lo: Vec<u8>,
+    hi: Option<Vec<u8>>,
+}
+
+impl<I: InternalIterator> ClipIterator<I> {
+    pub fn new(inner: I, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Self {
+        ClipIterator { inner, lo, hi }
+    }
+}
+
+impl<I: InternalIterator> InternalIterator for ClipIterator<I> {
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.inner.seek(&self.lo)
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        if target < self.lo.as_slice() {
+            self.inner.seek(&self.lo)
+        } else {
+            self.inner.seek(target)
+        }
+    }
+    fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+    fn valid(&self) -> bool {
+        self.inner.valid() && self.hi.as_deref().is_none_or(|h| self.inner.key() < h)
+    }
+    fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+    fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::iterator::VecIterator;
+
+    #[test]
+    fn clip_limits_to_rows() {
+        let mut entries: Vec<(Vec<u8>, Vec<u8>)> = [b"a", b"b", b"c", b"d"]
+            .iter()
+            .map(|r| (key::encode(*r, b"f", b"q", 1, 1, key::Kind::Put), vec![]))
+            .collect();
+        entries.sort();
+        let it = VecIterator::new(Arc::new(entries));
+        let mut c = ClipIterator::new(it, key::row_start(b"b"), Some(key::row_start(b"d")));
+        c.seek_to_first().unwrap();
+        let mut rows = vec![];
+        while c.valid() {
+            rows.push(key::decode(c.key()).unwrap().row);
+            c.next().unwrap();
+        }
+        assert_eq!(rows, vec![b"b".to_vec(), b"c".to_vec()]);
+        c.seek(&key::row_start(b"a")).unwrap();
+        assert_eq!(key::decode(c.key()).unwrap().row, b"b");
+    }
+}

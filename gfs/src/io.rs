@@ -1,0 +1,217 @@
+//! How [`crate::LocalStore`] moves bytes: io_uring or plain syscalls.
+//!
+//! [`Io`] is the one place that picks the path for each operation, so the
+//! store's code is the same in both modes and a benchmark can switch between
+//! them with [`IoMode`]. It also counts what actually ran ([`IoStats`]), which
+//! is how tests and status files prove io_uring was used.
+
+use crate::{sysio, uring};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+/// Which kernel interface carries file data.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum IoMode {
+    /// Batched submissions through a per-thread io_uring (the default).
+    #[default]
+    Uring,
+    /// One `pread`/`pwritev`/`fdatasync` system call per operation.
+    Syscall,
+}
+
+impl fmt::Display for IoMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IoMode::Uring => "io_uring",
+            IoMode::Syscall => "syscall",
+        })
+    }
+}
+
+/// The text given to [`IoMode::from_str`] names no mode.
+#[derive(Debug, thiserror::Error)]
+#[error("unknown I/O mode {0:?} (expected io_uring or syscall)")]
+pub struct ParseIoModeError(pub String);
+
+impl FromStr for IoMode {
+    type Err = ParseIoModeError;
+    fn from_str(s: &str) -> std::result::Result<Self, Self::Err> {
+        match s {
+            "io_uring" | "uring" => Ok(IoMode::Uring),
+            "syscall" | "sync" => Ok(IoMode::Syscall),
+            _ => Err(ParseIoModeError(s.to_string())),
+        }
+    }
+}
+
+/// What a store has done so far, by path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// io_uring submissions (each one `io_uring_enter` batch of requests).
+    pub uring_batches: u64,
+    /// Requests (SQEs) carried by those batches.
+    pub uring_ops: u64,
+    /// Operations done with plain system calls (Syscall mode or fallback).
+    pub syscall_ops: u64,
+}
+
+/// Live counters behind [`IoStats`].
+#[derive(Default)]
+pub(crate) struct Counters {
+    uring_batches: AtomicU64,
+    uring_ops: AtomicU64,
+    syscall_ops: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn uring_batch(&self, ops: usize) {
+        self.uring_batches.fetch_add(1, Ordering::Relaxed);
+        self.uring_ops.fetch_add(ops as u64, Ordering::Relaxed);
+    }
+    fn syscall(&self) {
+        self.syscall_ops.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn snapshot(&self) -> IoStats {
+        IoStats {
+            uring_batches: self.uring_batches.load(Ordering::Relaxed),
+            uring_ops: self.uring_ops.load(Ordering::Relaxed),
+            syscall_ops: self.syscall_ops.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Warn once per process when a thread cannot get a ring; repeating it per
+/// operation would flood the log while the fallback keeps working.
+static RING_WARNED: AtomicBool = AtomicBool::new(false);
+
+/// Performs positional reads, writes and syncs in the chosen mode.
+pub(crate) struct Io {
+    mode: IoMode,
+    counters: Counters,
+}
+
+impl Io {
+    /// Uses `mode`, but if io_uring is asked for and this thread cannot set up
+    /// a ring (kernel too old, disabled by sysctl or seccomp), warns and uses
+    /// syscalls instead.
+    pub(crate) fn new(mode: IoMode) -> Io {
+        match mode {
+            IoMode::Uring => Io::from_probe(uring::probe()),
+            IoMode::Syscall => Io::with_mode(IoMode::Syscall),
+        }
+    }
+
+    fn from_probe(probe: io::Result<()>) -> Io {
+        match probe {
+            Ok(()) => Io::with_mode(IoMode::Uring),
+            Err(e) => {
+                log::warn!("io_uring unavailable ({e}); falling back to plain system calls");
+                Io::with_mode(IoMode::Syscall)
+            }
+        }
+    }
+
+    fn with_mode(mode: IoMode) -> Io {
+        Io {
+            mode,
+            counters: Counters::default(),
+        }
+    }
+
+    pub(crate) fn mode(&self) -> IoMode {
+        self.mode
+    }
+
+    pub(crate) fn stats(&self) -> IoStats {
+        self.counters.snapshot()
+    }
+
+    /// Reads each `(offset, len)` range; a returned buffer is shorter than
+    /// asked only where the file ended first.
+    pub(crate) fn read(&self, file: &File, ranges: &[(u64, usize)]) -> io::Result<Vec<Vec<u8>>> {
+        if self.mode == IoMode::Uring {
+            match uring::with_ring(|r| r.read(file, ranges, &self.counters)) {
+                Ok(res) => return res,
+                Err(e) => self.warn_no_ring(&e),
+            }
+        }
+        ranges
+            .iter()
+            .map(|&(offset, len)| {
+                self.counters.syscall();
+                sysio::read(file, offset, len)
+            })
+            .collect()
+    }
+
+    /// Writes `bufs` back to back at `offset`, all of them; with `sync` the
+    /// data is also made durable before this returns.
+    pub(crate) fn write(
+        &self,
+        file: &File,
+        offset: u64,
+        bufs: &[&[u8]],
+        sync: bool,
+    ) -> io::Result<()> {
+        if self.mode == IoMode::Uring {
+            match uring::with_ring(|r| r.write(file, offset, bufs, sync, &self.counters)) {
+                Ok(res) => return res,
+                Err(e) => self.warn_no_ring(&e),
+            }
+        }
+        self.counters.syscall();
+        sysio::write(file, offset, bufs)?;
+        if sync {
+            self.counters.syscall();
+            sysio::sync(file, true)?;
+        }
+        Ok(())
+    }
+
+    /// fdatasync (`data_only`) or fsync; the latter also works on directories.
+    pub(crate) fn sync(&self, file: &File, data_only: bool) -> io::Result<()> {
+        if self.mode == IoMode::Uring {
+            match uring::with_ring(|r| r.sync(file, data_only, &self.counters)) {
+                Ok(res) => return res,
+                Err(e) => self.warn_no_ring(&e),
+            }
+        }
+        self.counters.syscall();
+        sysio::sync(file, data_only)
+    }
+
+    fn warn_no_ring(&self, e: &io::Error) {
+        if !RING_WARNED.swap(true, Ordering::Relaxed) {
+            log::warn!("no io_uring on this thread ({e}); using plain system calls here");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failed_probe_falls_back_to_syscalls() {
+        let io = Io::from_probe(Err(io::Error::from_raw_os_error(libc::EPERM)));
+        assert_eq!(io.mode(), IoMode::Syscall);
+        let f = tempfile::tempfile().unwrap();
+        io.write(&f, 0, &[b"abc"], true).unwrap();
+        assert_eq!(io.read(&f, &[(1, 2)]).unwrap(), vec![b"bc".to_vec()]);
+        let s = io.stats();
+        assert_eq!(s.uring_ops, 0);
+        assert_eq!(s.syscall_ops, 3);
+    }
+
+    #[test]
+    fn mode_parses_and_prints() {
+        for m in [IoMode::Uring, IoMode::Syscall] {
+            assert_eq!(m.to_string().parse::<IoMode>().unwrap(), m);
+        }
+        assert!("aio".parse::<IoMode>().is_err());
+        assert_eq!(IoMode::default(), IoMode::Uring);
+    }
+}
