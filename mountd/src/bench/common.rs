@@ -158,7 +158,10 @@ impl TempDir {
                 }
             }
         }
-        bail!("could not create a fresh directory under {}", base.display())
+        bail!(
+            "could not create a fresh directory under {}",
+            base.display()
+        )
     }
     pub fn path(&self) -> &Path {
         &self.path
@@ -219,7 +222,6 @@ pub fn round3(x: f64) -> f64 {
 
 /// Per-thread state handed to each operation.
 pub struct Ctx {
-    pub thread: usize,
     pub rng: FastRng,
     value: Vec<u8>,
 }
@@ -227,7 +229,6 @@ pub struct Ctx {
 impl Ctx {
     fn new(thread: usize, seed: u64) -> Ctx {
         Ctx {
-            thread,
             rng: FastRng::new(seed ^ ((thread as u64 + 1) << 32)),
             value: vec![0; VALUE_BYTES],
         }
@@ -441,9 +442,14 @@ pub fn json_ratio(ours: Option<f64>, theirs: Option<f64>) -> serde_json::Value {
 
 /// Human-readable bytes (`64MiB`).
 pub fn fmt_bytes(b: u64) -> String {
-    const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
+    const UNITS: [(&str, u64); 4] = [
+        ("TiB", 1 << 40),
+        ("GiB", 1 << 30),
+        ("MiB", 1 << 20),
+        ("KiB", 1 << 10),
+    ];
     for (name, size) in UNITS {
-        if b >= size && b % size == 0 {
+        if b >= size && b & (size - 1) == 0 {
             return format!("{}{name}", b / size);
         }
     }

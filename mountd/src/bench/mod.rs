@@ -2,6 +2,9 @@
 //! mount, and on the file layer, each beside its peers.
 
 pub mod common;
+pub mod engine_bench;
+pub mod fs_bench;
+pub mod gfs_bench;
 #[cfg(feature = "peers")]
 pub mod peers;
 pub mod workloads;

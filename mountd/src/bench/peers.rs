@@ -5,10 +5,30 @@
 //! write; fjall's default per-insert journal flush); with `--sync`, each write
 //! is fsynced (RocksDB `sync=true`, fjall `persist(SyncData)` after each insert).
 
-use super::workloads::{count_until, kv_suite, KvResults, KvStore, Plan};
+use super::common::scan_should_stop;
+use super::workloads::{kv_suite, KvResults, KvStore, Plan};
 use anyhow::{Context, Result};
 use std::path::Path;
 use std::time::Instant;
+
+/// Counts entries from an iterator of results until it ends or the deadline passes.
+pub fn count_until<T, E>(
+    iter: impl Iterator<Item = std::result::Result<T, E>>,
+    deadline: Instant,
+) -> Result<u64>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let mut n = 0u64;
+    for item in iter {
+        item?;
+        n += 1;
+        if n & 255 == 0 && scan_should_stop(deadline) {
+            break;
+        }
+    }
+    Ok(n)
+}
 
 /// One RocksDB instance with default options (its 64 MiB memtable, LZ4/Snappy
 /// off: the crate is built without compression features).

@@ -2,9 +2,7 @@
 //! trait so that the engine, RocksDB and fjall run exactly the same code: the
 //! same keys in the same order, the same values, threads, caps and sync setting.
 
-use super::common::{
-    row_key, run_ops, run_ranges, scan_should_stop, share, Measured, VALUE_BYTES,
-};
+use super::common::{row_key, run_ops, run_ranges, share, Measured, VALUE_BYTES};
 use anyhow::{bail, Result};
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -208,25 +206,6 @@ pub fn scan_all(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Me
     Ok(m)
 }
 
-/// Counts entries from an iterator of results until it ends or the deadline passes.
-pub fn count_until<T, E>(
-    iter: impl Iterator<Item = std::result::Result<T, E>>,
-    deadline: Instant,
-) -> Result<u64>
-where
-    E: std::error::Error + Send + Sync + 'static,
-{
-    let mut n = 0u64;
-    for item in iter {
-        item?;
-        n += 1;
-        if n % 256 == 0 && scan_should_stop(deadline) {
-            break;
-        }
-    }
-    Ok(n)
-}
-
 /// The five key/value workloads, in the paper's order of phases: both fills,
 /// a flush, then the reads and the scan of the sequentially filled store.
 pub fn kv_suite(seq: &dyn KvStore, rand: &dyn KvStore, plan: Plan) -> Result<KvResults> {
@@ -247,6 +226,47 @@ pub fn kv_suite(seq: &dyn KvStore, rand: &dyn KvStore, plan: Plan) -> Result<KvR
         rand_read,
         scan,
         flush_secs,
+    })
+}
+
+/// All six Figure 6 workloads: the key/value five on `seq` and `rand`, then a
+/// sequential fill (reported apart), a flush and random reads of `mem`, whose
+/// data sits in an in-memory locality group.
+#[derive(Debug, Clone)]
+pub struct Fig6Results {
+    pub kv: KvResults,
+    pub mem_fill: Measured,
+    pub mem_read: Measured,
+}
+
+impl Fig6Results {
+    pub fn get(&self, w: Fig6) -> &Measured {
+        match w {
+            Fig6::RandReadMem => &self.mem_read,
+            Fig6::SeqWrite => &self.kv.seq_write,
+            Fig6::RandWrite => &self.kv.rand_write,
+            Fig6::SeqRead => &self.kv.seq_read,
+            Fig6::RandRead => &self.kv.rand_read,
+            Fig6::Scan => &self.kv.scan,
+        }
+    }
+}
+
+pub fn fig6_suite(
+    seq: &dyn KvStore,
+    rand: &dyn KvStore,
+    mem: &dyn KvStore,
+    plan: Plan,
+) -> Result<Fig6Results> {
+    let kv = kv_suite(seq, rand, plan)?;
+    let mem_fill = fill_seq(mem, plan)?;
+    mem.flush()?;
+    let written = Written::from_fill(plan.n, &mem_fill);
+    let mem_read = read_random(mem, &written, plan)?;
+    Ok(Fig6Results {
+        kv,
+        mem_fill,
+        mem_read,
     })
 }
 
@@ -300,10 +320,22 @@ mod tests {
     }
 
     #[test]
+    fn fig6_suite_fills_and_reads_the_mem_store() {
+        let stores: Vec<MapStore> = (0..3)
+            .map(|_| MapStore(Mutex::new(BTreeMap::new())))
+            .collect();
+        let r = fig6_suite(&stores[0], &stores[1], &stores[2], plan(300)).unwrap();
+        assert_eq!(r.mem_fill.ops, 300);
+        assert_eq!(r.get(Fig6::RandReadMem).ops, 300);
+        assert_eq!(r.get(Fig6::Scan).ops, 300);
+        assert_eq!(stores[2].0.lock().unwrap().len(), 300);
+    }
+
+    #[test]
     fn missing_key_is_an_error() {
         let empty = MapStore(Mutex::new(BTreeMap::new()));
         let w = Written {
-            ranges: vec![0..10],
+            ranges: std::iter::once(0..10).collect(),
         };
         let err = read_seq(&empty, &w, plan(10)).unwrap_err();
         assert!(format!("{err:#}").contains("not found"), "{err:#}");
