@@ -3,7 +3,12 @@
 use crate::data::*;
 use crate::schema::TableSchema;
 use crate::txn::{RowTxn, TxnOutcome};
-use crate::Result;
+use crate::server::Server;
+pub use crate::server::Scanner;
+use crate::txn::RowOp;
+use crate::{Error, Result};
+use parking_lot::Mutex;
+use std::thread::JoinHandle;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,71 +71,97 @@ pub struct TabletInfo {
     pub sstables: usize,
 }
 
-/// A handle on the engine; cheap to clone, shareable between threads.
+/// A handle on the engine; cheap to clone, shareable between threads. The
+/// last handle dropped stops the background threads (data stays recoverable
+/// from the commit log; call [`Bigtable::flush`] first for a fast restart).
 #[derive(Clone)]
 pub struct Bigtable {
-    inner: Arc<()>,
+    inner: Arc<Handle>,
 }
 
-/// Streams cells of a scan in order.
-pub struct Scanner {
-    _p: (),
+struct Handle {
+    server: Arc<Server>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
 }
 
-impl Scanner {
-    /// The next row with every selected cell of it.
-    pub fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>> {
-        unimplemented!()
-    }
-}
-
-impl Iterator for Scanner {
-    type Item = Result<Cell>;
-    fn next(&mut self) -> Option<Self::Item> {
-        unimplemented!()
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.server.stop();
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
     }
 }
 
 impl Bigtable {
     /// Opens (recovering from the commit log) or creates the store in `files`.
     pub fn open(files: Arc<dyn gfs::FileStore>, opts: Options) -> Result<Bigtable> {
-        let _ = (files, opts);
-        unimplemented!()
+        let n = opts.background_threads.max(1);
+        let server = Server::open(files, opts)?;
+        let mut threads = Vec::new();
+        for i in 0..n {
+            let s = server.clone();
+            let t = std::thread::Builder::new()
+                .name(format!("bt-compact-{i}"))
+                .spawn(move || s.background_loop())
+                .map_err(|e| Error::invalid(format!("cannot start a background thread: {e}")))?;
+            threads.push(t);
+        }
+        Ok(Bigtable {
+            inner: Arc::new(Handle {
+                server,
+                threads: Mutex::new(threads),
+            }),
+        })
     }
-    /// Flushes nothing but stops background work; memtables are recovered from the log on reopen.
+
+    fn s(&self) -> &Server {
+        &self.inner.server
+    }
+
+    /// Stops background work and syncs the log; memtables are recovered from
+    /// the log on reopen. Further calls on any clone fail with ShuttingDown.
     pub fn close(&self) -> Result<()> {
-        unimplemented!()
+        let r = self.s().sync();
+        self.s().stop();
+        for t in self.inner.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        r
     }
+
+    fn live(&self) -> Result<&Server> {
+        let s = self.s();
+        if s.shutdown.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(Error::ShuttingDown);
+        }
+        Ok(s)
+    }
+
     pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
-        let _ = (name, schema);
-        unimplemented!()
+        self.live()?.create_table(name, schema)
     }
     /// Deletes a table and all its data.
     pub fn delete_table(&self, name: &str) -> Result<()> {
-        let _ = name;
-        unimplemented!()
+        self.live()?.delete_table(name)
     }
     pub fn list_tables(&self) -> Vec<String> {
-        unimplemented!()
+        self.s().list_tables()
     }
     pub fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
-        let _ = table;
-        unimplemented!()
+        Ok(self.live()?.table(table)?.schema())
     }
     /// Replaces a table's schema; a dropped family must hold no data (Error::FamilyNotEmpty).
     pub fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
-        let _ = (table, schema);
-        unimplemented!()
+        self.live()?.set_schema(table, schema)
     }
     /// Applies one row's mutations atomically.
     pub fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
-        let _ = (table, m, opts);
-        unimplemented!()
+        self.live()?.apply_batch(table, std::slice::from_ref(m), opts)
     }
     /// Validates every mutation first (nothing applied on error); then applies each row's atomically.
     pub fn apply_batch(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
-        let _ = (table, ms, opts);
-        unimplemented!()
+        self.live()?.apply_batch(table, ms, opts)
     }
     /// Validates every transaction first; then runs each atomically on its row.
     pub fn apply_txns(
@@ -139,8 +170,17 @@ impl Bigtable {
         txns: &[RowTxn],
         opts: WriteOptions,
     ) -> Result<Vec<TxnOutcome>> {
-        let _ = (table, txns, opts);
-        unimplemented!()
+        self.live()?.apply_txns(table, txns, opts)
+    }
+    fn one_txn(&self, table: &str, txn: RowTxn, opts: WriteOptions) -> Result<TxnOutcome> {
+        let mut out = self
+            .live()?
+            .apply_txns(table, std::slice::from_ref(&txn), opts)
+            .map_err(|e| match e {
+                Error::BadBatchEntry { source, .. } => *source,
+                e => e,
+            })?;
+        out.pop().ok_or_else(|| Error::corruption("transaction produced no outcome"))
     }
     /// Adds `delta` to a big-endian i64 counter; returns the new value.
     pub fn increment(
@@ -152,8 +192,18 @@ impl Bigtable {
         delta: i64,
         opts: WriteOptions,
     ) -> Result<i64> {
-        let _ = (table, row, family, qualifier, delta, opts);
-        unimplemented!()
+        let txn = RowTxn::new(
+            row,
+            vec![RowOp::Increment {
+                family: family.to_string(),
+                qualifier: qualifier.to_vec(),
+                delta,
+            }],
+        );
+        let out = self.one_txn(table, txn, opts)?;
+        let v = out.results.first().ok_or_else(|| Error::corruption("increment produced no value"))?;
+        let bytes: [u8; 8] = v.as_slice().try_into().map_err(|_| Error::NotACounter(v.len()))?;
+        Ok(i64::from_be_bytes(bytes))
     }
     /// Appends to a cell's newest value; returns the new value.
     pub fn append(
@@ -165,8 +215,16 @@ impl Bigtable {
         data: &[u8],
         opts: WriteOptions,
     ) -> Result<Vec<u8>> {
-        let _ = (table, row, family, qualifier, data, opts);
-        unimplemented!()
+        let txn = RowTxn::new(
+            row,
+            vec![RowOp::Append {
+                family: family.to_string(),
+                qualifier: qualifier.to_vec(),
+                data: data.to_vec(),
+            }],
+        );
+        let mut out = self.one_txn(table, txn, opts)?;
+        out.results.pop().ok_or_else(|| Error::corruption("append produced no value"))
     }
     /// Applies `on_match` if the condition holds, else `on_no_match`; returns whether it held.
     pub fn check_and_mutate(
@@ -178,13 +236,18 @@ impl Bigtable {
         on_no_match: Vec<Mutation>,
         opts: WriteOptions,
     ) -> Result<bool> {
-        let _ = (table, row, cond, on_match, on_no_match, opts);
-        unimplemented!()
+        let txn = RowTxn {
+            row: row.to_vec(),
+            guard: Some(cond.clone()),
+            ops: on_match.into_iter().map(RowOp::Mutate).collect(),
+            otherwise: on_no_match.into_iter().map(RowOp::Mutate).collect(),
+        };
+        Ok(self.one_txn(table, txn, opts)?.guard_held)
     }
     /// The visible cells of one row selected by `spec` (its row range is ignored).
     pub fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        let _ = (table, row, spec);
-        unimplemented!()
+        let s = self.live()?;
+        s.read_row(&s.table(table)?, row, spec)
     }
     /// The newest visible version of one cell.
     pub fn read_cell(
@@ -194,38 +257,42 @@ impl Bigtable {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Cell>> {
-        let _ = (table, row, family, qualifier);
-        unimplemented!()
+        let s = self.live()?;
+        let t = s.table(table)?;
+        if !t.schema().families.contains_key(family) {
+            return Err(Error::UnknownFamily {
+                table: table.to_string(),
+                family: family.to_string(),
+            });
+        }
+        s.read_cell(&t, row, family, qualifier)
     }
     /// A consistent streaming scan (a snapshot taken now).
     pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Scanner> {
-        let _ = (table, spec);
-        unimplemented!()
+        let s = self.live()?;
+        s.scan(&s.table(table)?, spec)
     }
     /// fsyncs the commit log: everything applied so far survives power loss.
     pub fn sync(&self) -> Result<()> {
-        unimplemented!()
+        self.live()?.sync()
     }
     /// Writes every memtable out (minor compaction) and waits.
     pub fn flush(&self) -> Result<()> {
-        unimplemented!()
+        self.live()?.flush(None)
     }
     /// Compacts every tablet of a table (major: all SSTables into one per group) and waits.
     pub fn compact(&self, table: &str, major: bool) -> Result<()> {
-        let _ = (table, major);
-        unimplemented!()
+        self.live()?.compact(table, major)
     }
     /// Splits tablets past the split threshold now (it also happens in the background).
     pub fn split_now(&self, table: &str) -> Result<()> {
-        let _ = table;
-        unimplemented!()
+        self.live()?.split_now(table)
     }
     pub fn tablets(&self, table: &str) -> Result<Vec<TabletInfo>> {
-        let _ = table;
-        unimplemented!()
+        self.live()?.tablets(table)
     }
     /// Human-readable status lines (for `.bigtable/`).
     pub fn status(&self) -> Vec<String> {
-        unimplemented!()
+        self.s().status()
     }
 }

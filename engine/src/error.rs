@@ -40,6 +40,10 @@ pub enum Error {
     ShuttingDown,
     #[error(transparent)]
     Fs(#[from] gfs::Error),
+    /// One failure delivered to several callers (e.g. every item of a failed
+    /// group commit); [`Error::root`] gives the underlying error.
+    #[error(transparent)]
+    Shared(std::sync::Arc<Error>),
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
@@ -50,5 +54,13 @@ impl Error {
     }
     pub fn invalid(what: impl Into<String>) -> Self {
         Error::InvalidArgument(what.into())
+    }
+    /// The error itself, or the one a [`Error::Shared`] wraps (for matching
+    /// on the cause, e.g. to pick an errno).
+    pub fn root(&self) -> &Error {
+        match self {
+            Error::Shared(inner) => inner.root(),
+            other => other,
+        }
     }
 }

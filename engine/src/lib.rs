@@ -12,17 +12,21 @@ pub mod schema;
 
 pub mod cache;
 pub mod coding;
-// pub mod compaction; (lands with the tablet server)
+pub mod compaction;
+pub mod compaction_filter;
+pub mod db;
 pub mod group_commit;
 pub mod log;
-// pub mod manifest; (lands with the tablet server)
-pub mod db;
+pub mod manifest;
 pub mod memtable;
 pub mod merge;
 pub mod mutation;
 pub mod read;
+pub mod server;
 pub mod sstable;
+pub mod tablet;
 pub mod txn;
+pub mod visibility;
 
 pub use data::*;
 pub use db::{Bigtable, Options, Scanner, TabletInfo};

@@ -415,8 +415,8 @@ impl Manifest {
                 .next()
                 .and_then(|n| n.parse().ok())
                 .ok_or_else(|| Error::corruption(format!("manifest/CURRENT names {name:?}")))?;
-            let mut reader = LogReader::new(store.open(&name)?);
-            while let Some(payload) = reader.next_record()? {
+            let mut reader = LogReader::new(store.open(&name)?, name.as_str())?;
+            while let Some(payload) = reader.read_record()? {
                 for e in decode_record(&payload)? {
                     state.apply(&e)?;
                 }
@@ -455,7 +455,7 @@ impl Manifest {
         if store.exists(&name)? {
             store.delete(&name)?;
         }
-        let mut writer = LogWriter::new(store.create(&name)?);
+        let mut writer = LogWriter::new(store.create(&name)?, name.as_str());
         writer.add_records(&[encode_record(&state.snapshot())], true)?;
         let tmp = "manifest/CURRENT.tmp";
         if store.exists(tmp)? {

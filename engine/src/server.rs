@@ -82,419 +82,23 @@ struct Pending {
 /// What one caller hands to group commit.
 struct WriteGroup {
     rows: Vec<Pending>,
+    bytes: usize,
 }
 
-#[derive(Default)]
-struct Counters {
-    writes: AtomicU64,
-    reads: AtomicU64,
-    scans: AtomicU64,
-    flushes: AtomicU64,
-    merges: AtomicU64,
-    majors: AtomicU64,
-    splits: AtomicU64,
-    stalls: AtomicU64,
-}
-
-/// The tablet server (one per process in this scope).
-pub struct Server {
-    store: Arc<dyn FileStore>,
-    opts: Options,
-    manifest: Mutex<Manifest>,
-    tables: RwLock<BTreeMap<String, Arc<TableState>>>,
+/// What the group-commit leader needs: the log and the sequence counters.
+struct CommitCore {
     log: CommitLog,
-    commit: GroupCommit<WriteGroup>,
     /// Next sequence number to assign (touched only by the commit leader).
     next_seq: AtomicU64,
     /// Every entry up to here is in its memtable: reads use it as their snapshot.
     visible_seq: AtomicU64,
-    last_ts: AtomicU64,
-    row_locks: Vec<Mutex<()>>,
-    block_cache: Arc<BlockCache>,
-    scan_cache: ScanCache,
+    memtable_bytes: usize,
     wake_tx: Sender<()>,
-    wake_rx: Receiver<()>,
-    stall_lock: Mutex<()>,
-    stall_cv: Condvar,
-    pub(crate) shutdown: AtomicBool,
-    counters: Counters,
 }
 
-impl Server {
-    /// Opens the store: loads the manifest, opens SSTables, replays the commit log.
-    pub fn open(store: Arc<dyn FileStore>, opts: Options) -> Result<Arc<Server>> {
-        let manifest = Manifest::open(store.clone())?;
-        let block_cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
-        let scan_cache = ScanCache::new(opts.scan_cache_bytes);
-        let mut tables = BTreeMap::new();
-        let mut by_id: HashMap<u64, Arc<TableState>> = HashMap::new();
-        let mut max_seq = manifest.state().last_seq;
-        let mut min_flushed = u64::MAX;
-        for entry in manifest.state().tables.values() {
-            let schema = Arc::new(TableSchema::decode(&entry.schema)?);
-            let groups = schema.locality_groups();
-            let mut tablets = Vec::new();
-            for te in entry.tablets.values() {
-                let mut files = Vec::new();
-                for f in &te.files {
-                    let in_memory = groups.iter().any(|g| g.name == f.group && g.in_memory);
-                    max_seq = max_seq.max(f.max_seq);
-                    files.push(open_sst(&store, &block_cache, f.clone(), in_memory)?);
-                }
-                files.sort_by(|a, b| b.meta.max_seq.cmp(&a.meta.max_seq));
-                min_flushed = min_flushed.min(te.flushed_seq);
-                tablets.push(Arc::new(Tablet::new(
-                    te.id,
-                    entry.id,
-                    te.start.clone(),
-                    te.end.clone(),
-                    te.flushed_seq,
-                    TabletVersion {
-                        files_version: next_files_version(),
-                        mem: Arc::new(Memtable::new()),
-                        imm: Vec::new(),
-                        files,
-                    },
-                )));
-            }
-            tablets.sort_by(|a, b| a.start.cmp(&b.start));
-            let t = Arc::new(TableState {
-                id: entry.id,
-                name: entry.name.clone(),
-                schema: RwLock::new(schema),
-                tablets: RwLock::new(tablets),
-                gate: RwLock::new(()),
-            });
-            by_id.insert(entry.id, t.clone());
-            tables.insert(entry.name.clone(), t);
-        }
-
-        let log = CommitLog::open(
-            store.clone(),
-            "log",
-            CommitLogOptions {
-                file_bytes: opts.log_file_bytes,
-                slow_threshold: opts.slow_log_threshold,
-                ..CommitLogOptions::default()
-            },
-        )?;
-        // Replay: each tablet takes the entries above its redo point.
-        let replay_from = if min_flushed == u64::MAX { 0 } else { min_flushed };
-        let report = log.replay(replay_from, |rec: LogRecord| {
-            let Some(table) = rec.table.parse::<u64>().ok().and_then(|id| by_id.get(&id)) else {
-                return Ok(()); // a dropped table
-            };
-            let Some((first, _)) = rec.entries.first() else {
-                return Ok(());
-            };
-            let row = key::decode(first)
-                .ok_or_else(|| Error::corruption("commit log entry holds a malformed key"))?
-                .row;
-            let tablet = table.tablet_for(&row)?;
-            let flushed = tablet.flushed_seq.load(Ordering::Relaxed);
-            let v = tablet.version();
-            for (k, val) in rec.entries {
-                let seq = key::split(&k)
-                    .ok_or_else(|| Error::corruption("commit log entry holds a malformed key"))?
-                    .seq;
-                max_seq = max_seq.max(seq);
-                if seq > flushed {
-                    v.mem.insert(k, val);
-                }
-            }
-            Ok(())
-        })?;
-        if report.bytes_dropped > 0 {
-            log::warn!("commit log recovery: {report:?}");
-        }
-
-        let (wake_tx, wake_rx) = crossbeam_channel::unbounded();
-        let server = Arc::new(Server {
-            store,
-            manifest: Mutex::new(manifest),
-            tables: RwLock::new(tables),
-            log,
-            commit: GroupCommit::new(),
-            next_seq: AtomicU64::new(max_seq + 1),
-            visible_seq: AtomicU64::new(max_seq),
-            last_ts: AtomicU64::new(0),
-            row_locks: (0..ROW_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
-            block_cache,
-            scan_cache,
-            wake_tx,
-            wake_rx,
-            stall_lock: Mutex::new(()),
-            stall_cv: Condvar::new(),
-            shutdown: AtomicBool::new(false),
-            counters: Counters::default(),
-            opts,
-        });
-        // Recovered memtables past the threshold are frozen for writing out.
-        for t in server.all_tablets() {
-            if t.version().mem.approximate_bytes() >= server.opts.memtable_bytes {
-                server.freeze(&t);
-            }
-        }
-        server.sweep_files()?;
-        Ok(server)
-    }
-
-    pub fn options(&self) -> &Options {
-        &self.opts
-    }
-
-    fn all_tablets(&self) -> Vec<Arc<Tablet>> {
-        self.tables
-            .read()
-            .values()
-            .flat_map(|t| t.tablets())
-            .collect()
-    }
-
-    pub fn table(&self, name: &str) -> Result<Arc<TableState>> {
-        self.tables
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::TableNotFound(name.to_string()))
-    }
-
-    fn table_by_id(&self, id: u64) -> Option<Arc<TableState>> {
-        self.tables.read().values().find(|t| t.id == id).cloned()
-    }
-
-    pub fn list_tables(&self) -> Vec<String> {
-        self.tables.read().keys().cloned().collect()
-    }
-
-    fn last_seq(&self) -> u64 {
-        self.visible_seq.load(Ordering::Acquire)
-    }
-
-    fn wake(&self) {
-        let _ = self.wake_tx.try_send(());
-    }
-
-    // ---------------------------------------------------------------- tables
-
-    pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
-        validate_table_name(name)?;
-        schema.validate()?;
-        let mut tables = self.tables.write();
-        if tables.contains_key(name) {
-            return Err(Error::TableExists(name.to_string()));
-        }
-        let mut m = self.manifest.lock();
-        let id = m.next_id();
-        let tablet_id = m.next_id();
-        let entry = TabletEntry {
-            id: tablet_id,
-            start: Vec::new(),
-            end: None,
-            flushed_seq: self.last_seq(),
-            files: Vec::new(),
-        };
-        m.log(
-            vec![
-                Edit::CreateTable {
-                    id,
-                    name: name.to_string(),
-                    schema: schema.encode(),
-                },
-                Edit::AddTablet {
-                    table: id,
-                    tablet: entry,
-                },
-            ],
-            self.last_seq(),
-        )?;
-        let tablet = Arc::new(Tablet::new(
-            tablet_id,
-            id,
-            Vec::new(),
-            None,
-            self.last_seq(),
-            TabletVersion {
-                files_version: next_files_version(),
-                mem: Arc::new(Memtable::new()),
-                imm: Vec::new(),
-                files: Vec::new(),
-            },
-        ));
-        tables.insert(
-            name.to_string(),
-            Arc::new(TableState {
-                id,
-                name: name.to_string(),
-                schema: RwLock::new(Arc::new(schema)),
-                tablets: RwLock::new(vec![tablet]),
-                gate: RwLock::new(()),
-            }),
-        );
-        Ok(())
-    }
-
-    pub fn delete_table(&self, name: &str) -> Result<()> {
-        let table = self.table(name)?;
-        let _gate = table.gate.write();
-        for t in table.tablets() {
-            let _claim = t.claim();
-            t.retired.store(true, Ordering::Release);
-        }
-        self.manifest.lock().log(vec![Edit::DropTable { id: table.id }], self.last_seq())?;
-        self.tables.write().remove(name);
-        self.sweep_files()?;
-        Ok(())
-    }
-
-    pub fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()> {
-        schema.validate()?;
-        let table = self.table(name)?;
-        let _gate = table.gate.write();
-        let old = table.schema();
-        for fam in old.families.keys() {
-            if !schema.families.contains_key(fam) {
-                let spec = ScanSpec {
-                    families: Some(vec![fam.clone()]),
-                    cell_limit: Some(1),
-                    ..ScanSpec::default()
-                };
-                if self.scan(&table, spec)?.next().transpose()?.is_some() {
-                    return Err(Error::FamilyNotEmpty(fam.clone()));
-                }
-            }
-        }
-        self.manifest.lock().log(
-            vec![Edit::SetSchema {
-                id: table.id,
-                schema: schema.encode(),
-            }],
-            self.last_seq(),
-        )?;
-        *table.schema.write() = Arc::new(schema);
-        Ok(())
-    }
-
-    // ---------------------------------------------------------------- writes
-
-    fn next_timestamp(&self) -> u64 {
-        let now = now_micros();
-        let prev = self
-            .last_ts
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
-                Some(now.max(last + 1))
-            })
-            .unwrap_or(0);
-        now.max(prev + 1)
-    }
-
-    fn stripe(&self, table: &TableState, row: &[u8]) -> usize {
-        let h = seahash::hash(row) ^ table.id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h % ROW_LOCK_STRIPES as u64) as usize
-    }
-
-    /// Locks the stripes of all `rows`, in index order so lockers never deadlock.
-    fn lock_rows<'a>(&'a self, table: &TableState, rows: impl Iterator<Item = &'a [u8]>) -> Vec<MutexGuard<'a, ()>> {
-        let mut idx: Vec<usize> = rows.map(|r| self.stripe(table, r)).collect();
-        idx.sort_unstable();
-        idx.dedup();
-        idx.into_iter().map(|i| self.row_locks[i].lock()).collect()
-    }
-
-    /// Commits validated row mutations. The caller holds the table's gate
-    /// (shared) and the rows' locks.
-    fn commit_rows(&self, table: &TableState, ms: &[&RowMutation], sync: bool) -> Result<()> {
-        let mut rows = Vec::with_capacity(ms.len());
-        for m in ms {
-            let tablet = table.tablet_for(&m.row)?;
-            let ts = self.next_timestamp();
-            let entries = mutation::to_entries(m, 0, ts);
-            rows.push(Pending {
-                tablet,
-                record: LogRecord {
-                    table: table.id.to_string(),
-                    entries,
-                },
-                ops: m.mutations.len() as u64,
-            });
-        }
-        self.wait_for_room(&rows);
-        self.commit
-            .submit(WriteGroup { rows }, sync, &|groups: &mut Vec<WriteGroup>, any_sync| {
-                self.lead_commit(groups, any_sync)
-            })?;
-        self.counters.writes.fetch_add(ms.len() as u64, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Back-pressure: wait while a target tablet has too many frozen memtables.
-    fn wait_for_room(&self, rows: &[Pending]) {
-        let full = |rows: &[Pending]| rows.iter().any(|p| p.tablet.version().imm.len() >= MAX_IMMUTABLE);
-        if !full(rows) {
-            return;
-        }
-        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
-        self.wake();
-        let mut g = self.stall_lock.lock();
-        while full(rows) && !self.shutdown.load(Ordering::Acquire) {
-            self.stall_cv.wait_for(&mut g, Duration::from_millis(50));
-        }
-    }
-
-    /// Run by the group-commit leader for one batch: assign sequence numbers,
-    /// write the log once, fill the memtables, publish.
-    fn lead_commit(&self, groups: &mut Vec<WriteGroup>, sync: bool) -> Result<()> {
-        let mut seq = self.next_seq.load(Ordering::Acquire);
-        let mut tablets = Vec::new();
-        let mut records = Vec::new();
-        for g in groups.drain(..) {
-            for mut p in g.rows {
-                for (k, _) in p.record.entries.iter_mut() {
-                    key::rebase_seq(k, seq)
-                        .ok_or_else(|| Error::corruption("malformed key in a write"))?;
-                }
-                seq += p.ops;
-                tablets.push(p.tablet);
-                records.push(p.record);
-            }
-        }
-        self.log.append(&records, sync)?;
-        let mut touched: Vec<&Arc<Tablet>> = Vec::new();
-        for (tablet, rec) in tablets.iter().zip(records) {
-            let mem = tablet.version().mem.clone();
-            for (k, v) in rec.entries {
-                mem.insert(k, v);
-            }
-            if !touched.iter().any(|t| Arc::ptr_eq(t, tablet)) {
-                touched.push(tablet);
-            }
-        }
-        self.next_seq.store(seq, Ordering::Release);
-        self.visible_seq.store(seq - 1, Ordering::Release);
-        for t in touched {
-            if t.version().mem.approximate_bytes() >= self.opts.memtable_bytes {
-                self.freeze(t);
-            }
-        }
-        Ok(())
-    }
-
-    /// Freezes the tablet's memtable so a minor compaction writes it out.
+impl CommitCore {
     fn freeze(&self, t: &Tablet) {
-        t.update(|cur| {
-            if cur.mem.is_empty() {
-                return clone_version(cur);
-            }
-            let mut imm = cur.imm.clone();
-            imm.push(cur.mem.clone());
-            TabletVersion {
-                files_version: cur.files_version,
-                mem: Arc::new(Memtable::new()),
-                imm,
-                files: cur.files.clone(),
-            }
-        });
-        self.wake();
+        freeze(t, &self.wake_tx);
     }
 
     pub fn apply_batch(&self, table_name: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
@@ -537,7 +141,7 @@ impl Server {
                         .collect(),
                 });
                 out.push(TxnOutcome {
-                    applied: true,
+                    guard_held: true,
                     results: Vec::new(),
                 });
                 continue;
@@ -570,69 +174,74 @@ impl Server {
     /// mutation to commit.
     fn resolve_txn(&self, table: &TableState, t: &RowTxn) -> Result<(RowMutation, TxnOutcome)> {
         let mut m = RowMutation::new(t.row.clone());
-        if let Some(g) = &t.guard {
-            let cur = self.read_cell(table, &t.row, &g.condition.family, &g.condition.qualifier)?;
-            let holds = mutation::check(&g.condition, cur.as_ref().map(|c| c.value.as_slice()));
-            if holds != g.expect {
-                return Ok((m, TxnOutcome::default()));
+        let held = match &t.guard {
+            None => true,
+            Some(c) => {
+                let cur = self.read_cell(table, &t.row, &c.family, &c.qualifier)?;
+                mutation::check(c, cur.as_ref().map(|c| c.value.as_slice()))
             }
-        }
+        };
+        let ops = if held { &t.ops } else { &t.otherwise };
         // Values this transaction has written so far, for later ops of the same column.
         let mut overlay: HashMap<(String, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
         let mut results = Vec::new();
-        for op in &t.ops {
-            match op {
+        for op in ops {
+            let (family, qualifier, new) = match op {
                 RowOp::Mutate(mu) => {
                     match mu {
-                        Mutation::SetCell { family, qualifier, value, .. } => {
+                        Mutation::SetCell {
+                            family,
+                            qualifier,
+                            value,
+                            ..
+                        } => {
                             overlay.insert((family.clone(), qualifier.clone()), Some(value.clone()));
                         }
-                        Mutation::DeleteCells { family, qualifier, .. } => {
-                            // A partial range may leave an older version: read it after commit order.
+                        Mutation::DeleteCells {
+                            family, qualifier, ..
+                        } => {
                             overlay.remove(&(family.clone(), qualifier.clone()));
-                            if !m.mutations.is_empty() || !overlay.is_empty() {
-                                // fall through: reads below consult storage plus what is pending
-                            }
                         }
-                        Mutation::DeleteFamily { family } => {
-                            overlay.retain(|(f, _), _| f != family);
-                        }
+                        Mutation::DeleteFamily { family } => overlay.retain(|(f, _), _| f != family),
                         Mutation::DeleteRow => overlay.clear(),
                     }
                     m.mutations.push(mu.clone());
+                    continue;
                 }
-                RowOp::Increment { family, qualifier, delta } | RowOp::Append { family, qualifier, data: _, .. }
-                    if false =>
-                {
-                    let _ = (family, qualifier, delta);
-                }
-                RowOp::Increment { family, qualifier, delta } => {
+                RowOp::Increment {
+                    family,
+                    qualifier,
+                    delta,
+                } => {
                     let old = self.current_value(table, t, &m, &overlay, family, qualifier)?;
-                    let new = mutation::increment(old.as_deref(), *delta)?;
-                    overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
-                    m.mutations.push(Mutation::SetCell {
-                        family: family.clone(),
-                        qualifier: qualifier.clone(),
-                        timestamp: None,
-                        value: new.clone(),
-                    });
-                    results.push(new);
+                    (family, qualifier, mutation::increment(old.as_deref(), *delta)?)
                 }
-                RowOp::Append { family, qualifier, data } => {
+                RowOp::Append {
+                    family,
+                    qualifier,
+                    data,
+                } => {
                     let old = self.current_value(table, t, &m, &overlay, family, qualifier)?;
                     let new = mutation::append(old.as_deref(), data, self.opts.max_value_size)?;
-                    overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
-                    m.mutations.push(Mutation::SetCell {
-                        family: family.clone(),
-                        qualifier: qualifier.clone(),
-                        timestamp: None,
-                        value: new.clone(),
-                    });
-                    results.push(new);
+                    (family, qualifier, new)
                 }
-            }
+            };
+            overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
+            m.mutations.push(Mutation::SetCell {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                timestamp: None,
+                value: new.clone(),
+            });
+            results.push(new);
         }
-        Ok((m, TxnOutcome { applied: true, results }))
+        Ok((
+            m,
+            TxnOutcome {
+                guard_held: held,
+                results,
+            },
+        ))
     }
 
     /// The value a read-modify-write op starts from: what this transaction
@@ -1002,7 +611,8 @@ impl Server {
                 min_live = min_live.min(t.flushed_seq.load(Ordering::Acquire));
             }
         }
-        self.log.delete_obsolete(min_live)
+        self.core.log.delete_obsolete(min_live)?;
+        Ok(())
     }
 
     /// Merging compaction of the newest files of one locality group.
@@ -1132,7 +742,7 @@ impl Server {
     // ---------------------------------------------------------------- admin
 
     pub fn sync(&self) -> Result<()> {
-        self.log.sync()
+        self.core.log.append(&[], true)
     }
 
     /// Freezes and writes out every memtable of `table` (all tables if None).
@@ -1303,14 +913,14 @@ fn validate_txn(table: &str, schema: &TableSchema, t: &RowTxn, max_value: usize)
     if t.row.len() > MAX_ROW_KEY {
         return Err(Error::RowKeyTooLong(t.row.len()));
     }
-    if t.ops.is_empty() {
+    if t.ops.is_empty() && t.otherwise.is_empty() {
         return Err(Error::invalid("a row transaction needs at least one operation"));
     }
-    if let Some(g) = &t.guard {
-        check_family(&g.condition.family)?;
+    if let Some(c) = &t.guard {
+        check_family(&c.family)?;
     }
     let mut plain = RowMutation::new(t.row.clone());
-    for op in &t.ops {
+    for op in t.ops.iter().chain(&t.otherwise) {
         match op {
             RowOp::Mutate(m) => plain.mutations.push(m.clone()),
             RowOp::Increment { family, qualifier, .. } | RowOp::Append { family, qualifier, .. } => {

@@ -1,1 +1,74 @@
-//! sstable (to be written)
+//! SSTables (paper sections 4 and 6): immutable sorted files of internal
+//! key/value pairs, in blocks of 64 KiB (configurable) with lz4 compression
+//! per block, a block index at the end loaded at open (one block read per
+//! lookup), a Bloom filter per table, and a checksum on every block.
+//!
+//! The byte layout is documented in engine/FORMAT.md, section "SSTable".
+//!
+//! - [`TableBuilder`] writes a table from ascending keys.
+//! - [`Table`] opens one (from the file with a [`BlockCache`], or wholly in
+//!   memory) and hands out [`TableIterator`]s.
+
+mod block;
+mod block_builder;
+mod bloom;
+mod builder;
+mod format;
+mod table;
+
+pub use block::{Block, BlockIter};
+pub use builder::{TableBuilder, MAX_ENTRY_LEN};
+pub use table::{Table, TableIterator};
+
+use crate::cache::BlockCache;
+use crate::data::{BloomKind, Compression};
+
+/// Entries between restart points in data blocks: a seek scans at most this many.
+pub const DATA_RESTART_INTERVAL: usize = 16;
+
+/// How a table is written (per locality group).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableOptions {
+    /// Target size of an uncompressed data block; default 64 KiB.
+    pub block_size: usize,
+    pub compression: Compression,
+    pub bloom: BloomKind,
+    /// Bloom filter bits per distinct row (and column); default 10 (~1% false positives).
+    pub bloom_bits_per_key: usize,
+}
+
+impl Default for TableOptions {
+    fn default() -> Self {
+        TableOptions {
+            block_size: 64 * 1024,
+            compression: Compression::default(),
+            bloom: BloomKind::default(),
+            bloom_bits_per_key: 10,
+        }
+    }
+}
+
+/// What [`TableBuilder::finish`] reports about the table it wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TableInfo {
+    pub file_size: u64,
+    pub entries: u64,
+    /// Smallest and largest internal keys (empty when there are no entries).
+    pub smallest: Vec<u8>,
+    pub largest: Vec<u8>,
+    /// The largest sequence number of any entry (0 when empty).
+    pub max_seq: u64,
+}
+
+/// Convenience: opens a table with an optional shared block cache.
+pub fn open_table(
+    store: &dyn gfs::FileStore,
+    name: &str,
+    file_number: u64,
+    cache: Option<std::sync::Arc<BlockCache>>,
+) -> crate::Result<std::sync::Arc<Table>> {
+    Table::open(store.open(name)?, file_number, cache)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,291 @@
+//! What a compaction writes: the entries of a merged input stream that can
+//! still matter to a reader.
+//!
+//! Always dropped: cells hidden by a tombstone in the same stream, cells
+//! overwritten by a higher-sequence cell at the same column and timestamp,
+//! tombstones made redundant by a newer tombstone of the same or wider scope
+//! in the stream (the newer one is kept and hides everything they hide), and
+//! cells that a *union* GC rule collects by age alone (such a cell and every
+//! older version of its column are collected by every read from now on,
+//! whatever versions other inputs hold).
+//!
+//! A *major* compaction (its inputs are every SSTable and the memtable of the
+//! tablet) additionally drops every tombstone (nothing older is left for them
+//! to hide), every version the family's GC rule collects at `now_micros`,
+//! and the entries of families no longer in the schema. A minor or merging
+//! compaction keeps tombstones and does not apply count limits, because
+//! entries in inputs it does not see may still need them.
+//!
+//! Reads through the output equal reads through the input at the newest
+//! snapshot. Reads at older snapshots are not preserved: the engine keeps
+//! the input files alive for readers that started before the compaction.
+
+use crate::error::Result;
+use crate::iterator::InternalIterator;
+use crate::key::Kind;
+use crate::schema::{GcRule, TableSchema};
+use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
+use std::sync::Arc;
+
+/// Filters a merged stream of internal entries into a compaction's output,
+/// yielding `(key, value)` pairs in key order.
+pub struct CompactionFilter {
+    iter: Box<dyn InternalIterator>,
+    schema: Arc<TableSchema>,
+    major: bool,
+    now: u64,
+    tracker: Tracker,
+    /// The current family's GC rule; `None` if it is not in the schema.
+    gc: Option<GcRule>,
+    /// Set once a version of the current column is GC-collected in a major
+    /// compaction: every older version is collected too.
+    column_collected: bool,
+    /// Set after an error, so the `Iterator` impl stops instead of repeating it.
+    failed: bool,
+}
+
+impl CompactionFilter {
+    /// Positions `iter` at its first entry.
+    pub fn new(
+        mut iter: Box<dyn InternalIterator>,
+        schema: Arc<TableSchema>,
+        major: bool,
+        now_micros: u64,
+    ) -> Result<CompactionFilter> {
+        iter.seek_to_first()?;
+        Ok(CompactionFilter {
+            iter,
+            schema,
+            major,
+            now: now_micros,
+            tracker: Tracker::new(),
+            gc: None,
+            column_collected: false,
+            failed: false,
+        })
+    }
+
+    /// The next entry to write, or `None` when the input is exhausted.
+    pub fn next_entry(&mut self) -> Result<Option<(Vec<u8>, Vec<u8>)>> {
+        loop {
+            if !self.iter.valid() {
+                return Ok(None);
+            }
+            let k = EntryKey::parse(self.iter.key())?;
+            let change = self.tracker.position(&k);
+            if !k.is_row_level() {
+                if change >= Change::Family {
+                    self.gc = std::str::from_utf8(&k.family()?)
+                        .ok()
+                        .and_then(|n| self.schema.family(n))
+                        .map(|f| f.gc);
+                    if self.major && self.gc.is_none() {
+                        let end = prefix_end(k.family_prefix);
+                        self.iter.seek(&end)?;
+                        continue;
+                    }
+                }
+                if change >= Change::Column {
+                    self.column_collected = false;
+                }
+            }
+            let keep = match self.tracker.classify(&k, self.iter.value())? {
+                Verdict::Tombstone => !self.major,
+                Verdict::RedundantTombstone | Verdict::Hidden => false,
+                Verdict::Visible { index } => {
+                    debug_assert_eq!(k.kind, Kind::Put);
+                    match self.gc {
+                        None => true,
+                        Some(gc) if self.major => {
+                            self.column_collected = self.column_collected
+                                || gc.collects(index, k.timestamp, self.now);
+                            !self.column_collected
+                        }
+                        Some(gc) => !gc.collects_by_age_alone(k.timestamp, self.now),
+                    }
+                }
+            };
+            if keep {
+                let out = (self.iter.key().to_vec(), self.iter.value().to_vec());
+                self.iter.next()?;
+                return Ok(Some(out));
+            }
+            self.iter.next()?;
+        }
+    }
+}
+
+impl Iterator for CompactionFilter {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let r = self.next_entry();
+        self.failed = r.is_err();
+        r.transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{RowMutation, ScanSpec, TimeRange};
+    use crate::iterator::VecIterator;
+    use crate::key::{self, TOMBSTONE_TS};
+    use crate::mutation::to_entries;
+    use crate::read::CellReader;
+    use crate::schema::{FamilySchema, GcMode};
+
+    type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+    fn entries(ms: &[RowMutation]) -> Entries {
+        let mut seq = 1;
+        let mut v = Vec::new();
+        for m in ms {
+            let e = to_entries(m, seq, 1_000);
+            seq += e.len() as u64;
+            v.extend(e);
+        }
+        v.sort();
+        v
+    }
+
+    fn filter(input: &Entries, schema: &Arc<TableSchema>, major: bool, now: u64) -> Entries {
+        let it = Box::new(VecIterator::new(Arc::new(input.clone())));
+        CompactionFilter::new(it, schema.clone(), major, now)
+            .unwrap()
+            .collect::<Result<_>>()
+            .unwrap()
+    }
+
+    fn kinds(v: &Entries) -> Vec<(Vec<u8>, u64, Kind)> {
+        v.iter()
+            .map(|(k, _)| {
+                let p = key::decode(k).unwrap();
+                (p.qualifier, p.timestamp, p.kind)
+            })
+            .collect()
+    }
+
+    fn schema(gc: GcRule) -> Arc<TableSchema> {
+        let mut f = FamilySchema::new("f");
+        f.gc = gc;
+        Arc::new(TableSchema::with_families([f]))
+    }
+
+    #[test]
+    fn minor_keeps_live_tombstones_drops_what_they_hide() {
+        let input = entries(&[
+            RowMutation::new("r").set_at("f", "q", 1, "a").set_at("f", "q", 2, "b"),
+            RowMutation::new("r").delete_cells("f", "q", TimeRange::exactly(1)),
+            RowMutation::new("r").delete_cells("f", "q", TimeRange::exactly(1)),
+            RowMutation::new("r").set_at("f", "q", 2, "c"),
+        ]);
+        let out = filter(&input, &schema(GcRule::KEEP_ALL), false, 0);
+        assert_eq!(
+            kinds(&out),
+            vec![
+                (b"q".to_vec(), TOMBSTONE_TS, Kind::DeleteColumn),
+                (b"q".to_vec(), 2, Kind::Put),
+            ]
+        );
+        assert_eq!(out[1].1, b"c");
+        // Major: the tombstone goes too.
+        let out = filter(&input, &schema(GcRule::KEEP_ALL), true, 0);
+        assert_eq!(kinds(&out), vec![(b"q".to_vec(), 2, Kind::Put)]);
+    }
+
+    #[test]
+    fn redundant_tombstones_are_dropped() {
+        let input = entries(&[
+            RowMutation::new("r").delete_cells("f", "q", TimeRange::ALL),
+            RowMutation::new("r").delete_family("f"),
+            RowMutation::new("r").delete_row(),
+            RowMutation::new("r").delete_family("f"),
+        ]);
+        let out = filter(&input, &schema(GcRule::KEEP_ALL), false, 0);
+        assert_eq!(
+            kinds(&out),
+            vec![
+                (Vec::new(), TOMBSTONE_TS, Kind::DeleteRow),
+                (Vec::new(), TOMBSTONE_TS, Kind::DeleteFamily),
+            ]
+        );
+    }
+
+    #[test]
+    fn gc_count_rules_only_in_major() {
+        let mut ms = Vec::new();
+        for ts in 1..=5 {
+            ms.push(RowMutation::new("r").set_at("f", "q", ts, "v"));
+        }
+        let input = entries(&ms);
+        let two = schema(GcRule {
+            max_versions: Some(2),
+            max_age_micros: None,
+            mode: GcMode::Union,
+        });
+        assert_eq!(filter(&input, &two, false, 0).len(), 5);
+        let out = filter(&input, &two, true, 0);
+        assert_eq!(kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(), vec![5, 4]);
+        // Union age rules are applied by minor compactions too; intersection ones are not.
+        let age = GcRule {
+            max_versions: Some(10),
+            max_age_micros: Some(2),
+            mode: GcMode::Union,
+        };
+        let out = filter(&input, &schema(age), false, 6);
+        assert_eq!(kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(), vec![5, 4]);
+        let inter = GcRule {
+            max_versions: Some(1),
+            mode: GcMode::Intersection,
+            ..age
+        };
+        assert_eq!(filter(&input, &schema(inter), false, 6).len(), 5);
+        let out = filter(&input, &schema(inter), true, 6);
+        assert_eq!(kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(), vec![5, 4]);
+    }
+
+    #[test]
+    fn unknown_families_dropped_only_in_major() {
+        let mut input = entries(&[RowMutation::new("r").set_at("f", "q", 1, "v")]);
+        input.push((key::encode(b"r", b"old", b"q", 1, 9, Kind::Put), vec![]));
+        input.push((key::encode(b"r", b"old", b"", TOMBSTONE_TS, 10, Kind::DeleteFamily), vec![]));
+        input.sort();
+        let s = schema(GcRule::KEEP_ALL);
+        assert_eq!(filter(&input, &s, false, 0).len(), 2, "tombstone kept, hidden cell dropped");
+        assert_eq!(filter(&input, &s, true, 0).len(), 1);
+    }
+
+    #[test]
+    fn output_reads_like_input() {
+        let input = entries(&[
+            RowMutation::new("a").set_at("f", "q", 1, "1").set_at("f", "p", 1, "2"),
+            RowMutation::new("a").delete_cells("f", "p", TimeRange::ALL),
+            RowMutation::new("b").set_at("f", "q", 1, "3").delete_row(),
+            RowMutation::new("c").set_at("f", "q", 1, "4"),
+        ]);
+        let s = schema(GcRule::default());
+        let read = |v: &Entries| -> Vec<_> {
+            let it = Box::new(VecIterator::new(Arc::new(v.clone())));
+            CellReader::new(it, &ScanSpec::default(), s.clone(), u64::MAX, 0)
+                .unwrap()
+                .collect::<Result<Vec<_>>>()
+                .unwrap()
+        };
+        let want = read(&input);
+        assert_eq!(want.len(), 2);
+        assert_eq!(read(&filter(&input, &s, true, 0)), want);
+        assert_eq!(read(&filter(&input, &s, false, 0)), want);
+    }
+
+    #[test]
+    fn corrupt_input_is_an_error_once() {
+        let input: Entries = vec![(b"nonsense".to_vec(), vec![])];
+        let it = Box::new(VecIterator::new(Arc::new(input)));
+        let mut f = CompactionFilter::new(it, schema(GcRule::KEEP_ALL), true, 0).unwrap();
+        assert!(matches!(f.next(), Some(Err(crate::Error::Corruption(_)))));
+        assert!(f.next().is_none());
+    }
+}

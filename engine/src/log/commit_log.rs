@@ -1,0 +1,948 @@
+//! The commit log of one tablet server: numbered files in a directory.
+//!
+//! Two *lanes* (the paper's two log-writing threads, section 6) each own a
+//! thread and a current file; one lane is active. An append is handed to the
+//! active lane; if it has not completed within `slow_threshold` (a GFS latency
+//! spike) or it fails, the same records are handed to the other lane, which
+//! becomes the active one, and the append returns as soon as either lane has
+//! written them. A record may thus end up in both files: replay merges the
+//! files by sequence number and elides the copies.
+//!
+//! Files are never appended to after a restart (a file from a crashed run may
+//! end in a torn write); `open` starts fresh files. A lane rolls to a new file
+//! when its file exceeds `roll_size`, or after a failed write.
+//!
+//! Deletion: every file's highest sequence number is tracked, raised *before*
+//! a write is issued, so it covers whatever may be on disk. Files from
+//! earlier runs are scanned (or learnt during replay) before they can be
+//! deleted. A lane's current file is never deleted; a file stops being current
+//! only once its last write has completed.
+
+use super::record::LogRecord;
+use super::replay::{replay_files, scan_max_seq, ReplayReport};
+use super::writer::LogWriter;
+use super::{list_logs, log_file_name};
+use crate::key::SeqNo;
+use crate::{Error, Result};
+use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
+use gfs::FileStore;
+use parking_lot::Mutex;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// Settings of a [`CommitLog`].
+#[derive(Debug, Clone)]
+pub struct CommitLogOptions {
+    /// A lane starts a new file once its current one is at least this big.
+    pub roll_size: u64,
+    /// An append slower than this moves logging to the other lane.
+    pub slow_threshold: Duration,
+}
+
+impl Default for CommitLogOptions {
+    fn default() -> Self {
+        CommitLogOptions {
+            roll_size: 64 * 1024 * 1024,
+            slow_threshold: Duration::from_millis(200),
+        }
+    }
+}
+
+/// Counters for status files and benchmarks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitLogStats {
+    /// Calls to `append` that succeeded.
+    pub appends: u64,
+    /// Records appended.
+    pub records: u64,
+    /// Payload bytes appended.
+    pub bytes: u64,
+    /// Appends that asked for a sync.
+    pub syncs: u64,
+    /// Times logging moved to the other lane (slow or failed write).
+    pub switches: u64,
+    /// New files started by rolling.
+    pub rolls: u64,
+    /// The lane now receiving appends (0 or 1).
+    pub active_lane: usize,
+    /// Log files known (live and old).
+    pub files: usize,
+}
+
+struct FileInfo {
+    /// Highest sequence number that may be in the file; `None` for a file of
+    /// an earlier run not scanned yet.
+    max_seq: Option<SeqNo>,
+    /// The lane whose current file this is.
+    lane: Option<usize>,
+}
+
+struct Shared {
+    store: Arc<dyn FileStore>,
+    dir: String,
+    opts: CommitLogOptions,
+    files: Mutex<Files>,
+    rolls: AtomicU64,
+}
+
+struct Files {
+    map: BTreeMap<u64, FileInfo>,
+    next_number: u64,
+}
+
+struct Job {
+    payloads: Arc<Vec<Vec<u8>>>,
+    max_seq: SeqNo,
+    sync: bool,
+    done: Sender<Result<()>>,
+}
+
+struct Lane {
+    tx: Option<Sender<Job>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// The commit log of one tablet server.
+pub struct CommitLog {
+    shared: Arc<Shared>,
+    lanes: [Lane; 2],
+    active: AtomicUsize,
+    /// Appends are issued one at a time so each file stays in sequence order.
+    append_lock: Mutex<()>,
+    appends: AtomicU64,
+    records: AtomicU64,
+    bytes: AtomicU64,
+    syncs: AtomicU64,
+    switches: AtomicU64,
+}
+
+impl Shared {
+    fn name(&self, number: u64) -> String {
+        log_file_name(&self.dir, number)
+    }
+
+    /// Creates the next numbered file.
+    fn create_file(&self) -> Result<(u64, LogWriter)> {
+        let number = {
+            let mut f = self.files.lock();
+            let n = f.next_number;
+            f.next_number += 1;
+            n
+        };
+        let name = self.name(number);
+        let file = self.store.create(&name)?;
+        Ok((number, LogWriter::new(file, name)))
+    }
+
+    /// Makes `number` the current file of `lane`, retiring `old`.
+    fn install(&self, lane: usize, number: u64, old: Option<u64>) {
+        let mut f = self.files.lock();
+        f.map.insert(
+            number,
+            FileInfo {
+                max_seq: Some(0),
+                lane: Some(lane),
+            },
+        );
+        if let Some(info) = old.and_then(|o| f.map.get_mut(&o)) {
+            info.lane = None;
+        }
+    }
+
+    fn note_seq(&self, number: u64, seq: SeqNo) {
+        if let Some(info) = self.files.lock().map.get_mut(&number) {
+            info.max_seq = Some(info.max_seq.unwrap_or(0).max(seq));
+        }
+    }
+
+    /// Starts a new file for `lane`. The old one is synced first (best
+    /// effort: only unsynced appends are at stake) so that a machine crash
+    /// cannot keep later files while losing the end of an earlier one.
+    fn roll(&self, lane: usize, cur: &mut Option<(u64, LogWriter)>) -> Result<()> {
+        if let Some((_, w)) = cur.as_mut() {
+            if !w.failed() {
+                if let Err(e) = w.sync() {
+                    log::warn!("{}: sync before roll failed: {e}", w.name());
+                }
+            }
+        }
+        let (number, w) = self.create_file()?;
+        let old = cur.replace((number, w)).map(|(n, _)| n);
+        self.install(lane, number, old);
+        self.rolls.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn write(&self, lane: usize, cur: &mut Option<(u64, LogWriter)>, job: &Job) -> Result<()> {
+        if cur.as_ref().is_none_or(|(_, w)| w.failed()) {
+            self.roll(lane, cur)?;
+        }
+        let (number, w) = cur
+            .as_mut()
+            .ok_or_else(|| Error::corruption("commit log lane has no file"))?;
+        // Before the write: deletion must account for bytes that may land.
+        self.note_seq(*number, job.max_seq);
+        w.add_records(&job.payloads, job.sync)
+    }
+}
+
+/// The thread of one lane: writes jobs in order to its current file.
+fn lane_main(shared: Arc<Shared>, lane: usize, first: (u64, LogWriter), rx: Receiver<Job>) {
+    let mut cur = Some(first);
+    for job in rx.iter() {
+        let res = shared.write(lane, &mut cur, &job);
+        // The caller may have stopped waiting (the other lane answered first).
+        let _ = job.done.send(res);
+        let roll_now = cur
+            .as_ref()
+            .is_some_and(|(_, w)| w.failed() || w.len() >= shared.opts.roll_size);
+        if roll_now {
+            // Off the critical path: the next append finds a fresh file.
+            if let Err(e) = shared.roll(lane, &mut cur) {
+                log::warn!("commit log {}: lane {lane} cannot roll: {e}", shared.dir);
+            }
+        }
+    }
+    if let Some((_, w)) = cur.as_mut() {
+        if !w.failed() {
+            if let Err(e) = w.sync() {
+                log::warn!("{}: sync at close failed: {e}", w.name());
+            }
+        }
+    }
+}
+
+impl CommitLog {
+    /// Opens the log in `dir`: existing files are kept for replay, and two
+    /// new files (one per lane) receive appends.
+    pub fn open(store: Arc<dyn FileStore>, dir: &str, opts: CommitLogOptions) -> Result<Self> {
+        let dir = dir.trim_end_matches('/').to_string();
+        let existing = list_logs(&*store, &dir)?;
+        let next_number = existing.last().map_or(1, |(n, _)| n + 1);
+        let map = existing
+            .into_iter()
+            .map(|(n, _)| {
+                (
+                    n,
+                    FileInfo {
+                        max_seq: None,
+                        lane: None,
+                    },
+                )
+            })
+            .collect();
+        let shared = Arc::new(Shared {
+            store,
+            dir,
+            opts,
+            files: Mutex::new(Files { map, next_number }),
+            rolls: AtomicU64::new(0),
+        });
+        let mut lanes = Vec::with_capacity(2);
+        for lane in 0..2 {
+            let (number, w) = shared.create_file()?;
+            shared.install(lane, number, None);
+            let (tx, rx) = unbounded();
+            let s = Arc::clone(&shared);
+            let thread = std::thread::Builder::new()
+                .name(format!("commit-log-{lane}"))
+                .spawn(move || lane_main(s, lane, (number, w), rx))
+                .map_err(|e| gfs::Error::Io {
+                    name: shared.dir.clone(),
+                    source: e,
+                })?;
+            lanes.push(Lane {
+                tx: Some(tx),
+                thread: Some(thread),
+            });
+        }
+        let lanes: [Lane; 2] = lanes
+            .try_into()
+            .map_err(|_| Error::corruption("commit log: lane setup"))?;
+        Ok(CommitLog {
+            shared,
+            lanes,
+            active: AtomicUsize::new(0),
+            append_lock: Mutex::new(()),
+            appends: AtomicU64::new(0),
+            records: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            switches: AtomicU64::new(0),
+        })
+    }
+
+    /// Appends `records` in one write (and, with `sync`, one fsync in the same
+    /// submission). Every record must have entries with well-formed internal
+    /// keys. When this returns Ok the records are in the log of at least one
+    /// lane.
+    pub fn append(&self, records: &[LogRecord], sync: bool) -> Result<()> {
+        if records.is_empty() && !sync {
+            return Ok(());
+        }
+        let mut max_seq = 0;
+        let mut payloads = Vec::with_capacity(records.len());
+        for r in records {
+            let (_, hi) = r.seq_range().ok_or_else(|| {
+                Error::invalid(format!(
+                    "log record for table {:?} has no entries or a malformed key",
+                    r.table
+                ))
+            })?;
+            max_seq = max_seq.max(hi);
+            payloads.push(r.encode());
+        }
+        let bytes: usize = payloads.iter().map(Vec::len).sum();
+        let payloads = Arc::new(payloads);
+
+        let _serial = self.append_lock.lock();
+        let first = self.active.load(Ordering::Acquire);
+        let rx1 = self.send(first, &payloads, max_seq, sync);
+        let first_err = match rx1.recv_timeout(self.shared.opts.slow_threshold) {
+            Ok(Ok(())) => {
+                self.count(records.len(), bytes, sync);
+                return Ok(());
+            }
+            Ok(Err(e)) => {
+                log::warn!("commit log {}: lane {first} failed: {e}", self.shared.dir);
+                Some(e)
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                log::warn!(
+                    "commit log {}: lane {first} slower than {:?}; switching lanes",
+                    self.shared.dir,
+                    self.shared.opts.slow_threshold
+                );
+                None
+            }
+            Err(RecvTimeoutError::Disconnected) => Some(Error::ShuttingDown),
+        };
+
+        let second = 1 - first;
+        self.active.store(second, Ordering::Release);
+        self.switches.fetch_add(1, Ordering::Relaxed);
+        let rx2 = self.send(second, &payloads, max_seq, sync);
+        let res = match first_err {
+            Some(e1) => rx2.recv().unwrap_or(Err(e1)),
+            None => first_success(&rx1, &rx2),
+        };
+        if res.is_ok() {
+            self.count(records.len(), bytes, sync);
+        }
+        res
+    }
+
+    fn count(&self, records: usize, bytes: usize, sync: bool) {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.records.fetch_add(records as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if sync {
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Hands a job to a lane; the receiver yields its result.
+    fn send(
+        &self,
+        lane: usize,
+        payloads: &Arc<Vec<Vec<u8>>>,
+        max_seq: SeqNo,
+        sync: bool,
+    ) -> Receiver<Result<()>> {
+        let (done, rx) = bounded(1);
+        let job = Job {
+            payloads: Arc::clone(payloads),
+            max_seq,
+            sync,
+            done,
+        };
+        if let Some(tx) = &self.lanes[lane].tx {
+            // On failure the job (and its `done`) is dropped: the receiver
+            // then reports a disconnect.
+            let _ = tx.send(job);
+        }
+        rx
+    }
+
+    /// Reads every log file in the directory and calls `f`, in sequence
+    /// order and once per record, with each record that has an entry with
+    /// `seq > min_seq`. Meant for startup, before the first append.
+    pub fn replay(
+        &self,
+        min_seq: SeqNo,
+        f: impl FnMut(LogRecord) -> Result<()>,
+    ) -> Result<ReplayReport> {
+        let files: Vec<(u64, String)> = {
+            let f = self.shared.files.lock();
+            f.map.keys().map(|&n| (n, self.shared.name(n))).collect()
+        };
+        let (report, maxima) = replay_files(&*self.shared.store, &files, min_seq, f)?;
+        let mut f = self.shared.files.lock();
+        for (n, max) in maxima {
+            if let Some(info) = f.map.get_mut(&n) {
+                info.max_seq = Some(info.max_seq.unwrap_or(0).max(max));
+            }
+        }
+        Ok(report)
+    }
+
+    /// Deletes the log files all of whose entries have `seq <= min_live_seq`
+    /// (the caller guarantees those are safe in SSTables). The lanes' current
+    /// files are kept. Returns the names deleted.
+    pub fn delete_obsolete(&self, min_live_seq: SeqNo) -> Result<Vec<String>> {
+        let candidates: Vec<(u64, Option<SeqNo>)> = {
+            let f = self.shared.files.lock();
+            f.map
+                .iter()
+                .filter(|(_, i)| i.lane.is_none())
+                .map(|(&n, i)| (n, i.max_seq))
+                .collect()
+        };
+        let mut deleted = Vec::new();
+        for (number, known) in candidates {
+            let name = self.shared.name(number);
+            let max = match known {
+                Some(m) => m,
+                None => match scan_max_seq(&*self.shared.store, &name) {
+                    Ok(m) => {
+                        if let Some(i) = self.shared.files.lock().map.get_mut(&number) {
+                            i.max_seq = Some(m);
+                        }
+                        m
+                    }
+                    Err(e) => {
+                        log::warn!("{name}: cannot scan, keeping it: {e}");
+                        continue;
+                    }
+                },
+            };
+            if max > min_live_seq {
+                continue;
+            }
+            match self.shared.store.delete(&name) {
+                Ok(()) | Err(gfs::Error::NotFound(_)) => {}
+                Err(e) => return Err(e.into()),
+            }
+            self.shared.files.lock().map.remove(&number);
+            deleted.push(name);
+        }
+        Ok(deleted)
+    }
+
+    /// Names of the two lanes' current files, lane 0 first.
+    pub fn current_files(&self) -> [String; 2] {
+        let f = self.shared.files.lock();
+        let mut out = [String::new(), String::new()];
+        for (&n, info) in &f.map {
+            if let Some(l) = info.lane {
+                out[l] = self.shared.name(n);
+            }
+        }
+        out
+    }
+
+    /// Names of every log file known, oldest first.
+    pub fn files(&self) -> Vec<String> {
+        let f = self.shared.files.lock();
+        f.map.keys().map(|&n| self.shared.name(n)).collect()
+    }
+
+    pub fn dir(&self) -> &str {
+        &self.shared.dir
+    }
+
+    pub fn stats(&self) -> CommitLogStats {
+        CommitLogStats {
+            appends: self.appends.load(Ordering::Relaxed),
+            records: self.records.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            syncs: self.syncs.load(Ordering::Relaxed),
+            switches: self.switches.load(Ordering::Relaxed),
+            rolls: self.shared.rolls.load(Ordering::Relaxed),
+            active_lane: self.active.load(Ordering::Relaxed),
+            files: self.shared.files.lock().map.len(),
+        }
+    }
+}
+
+/// Waits for the first of two lanes to succeed; if both fail, the second
+/// lane's error (the first one's was a timeout, not a failure, until then).
+fn first_success(a: &Receiver<Result<()>>, b: &Receiver<Result<()>>) -> Result<()> {
+    let mut a_open = true;
+    let mut b_open = true;
+    let mut last_err = None;
+    while a_open || b_open {
+        let mut sel = crossbeam_channel::Select::new();
+        let ia = a_open.then(|| sel.recv(a));
+        let ib = b_open.then(|| sel.recv(b));
+        let op = sel.select();
+        let idx = op.index();
+        let (r, from_a) = if Some(idx) == ia {
+            (op.recv(a), true)
+        } else if Some(idx) == ib {
+            (op.recv(b), false)
+        } else {
+            return Err(Error::corruption("commit log: unexpected select result"));
+        };
+        match r {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => last_err = Some(e),
+            Err(_) => {}
+        }
+        if from_a {
+            a_open = false;
+        } else {
+            b_open = false;
+        }
+    }
+    Err(last_err.unwrap_or(Error::ShuttingDown))
+}
+
+impl Drop for CommitLog {
+    fn drop(&mut self) {
+        // Closing the channels ends the lane threads once their queued jobs
+        // are written; each syncs its file on the way out.
+        for lane in &mut self.lanes {
+            lane.tx = None;
+        }
+        for lane in &mut self.lanes {
+            if let Some(t) = lane.thread.take() {
+                let _ = t.join();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::{self, Kind};
+    use crate::log::replay_dir;
+    use gfs::{MemStore, ReadableFile, WritableFile};
+    use parking_lot::Condvar;
+    use std::collections::HashSet;
+
+    fn rec(row: &str, seqs: &[u64]) -> LogRecord {
+        LogRecord {
+            table: "t".into(),
+            entries: seqs
+                .iter()
+                .map(|&s| {
+                    (
+                        key::encode(row.as_bytes(), b"f", b"q", 1, s, Kind::Put),
+                        format!("v{s}").into_bytes(),
+                    )
+                })
+                .collect(),
+        }
+    }
+
+    fn opts(roll_size: u64) -> CommitLogOptions {
+        CommitLogOptions {
+            roll_size,
+            // Large: tests not about switching must not switch on a busy machine.
+            slow_threshold: Duration::from_secs(30),
+        }
+    }
+
+    fn replay_all(log: &CommitLog, min_seq: u64) -> (Vec<LogRecord>, ReplayReport) {
+        let mut out = Vec::new();
+        let rep = log
+            .replay(min_seq, |r| {
+                out.push(r);
+                Ok(())
+            })
+            .unwrap();
+        (out, rep)
+    }
+
+    fn seqs_of(recs: &[LogRecord]) -> Vec<u64> {
+        recs.iter().map(|r| r.seq_range().unwrap().1).collect()
+    }
+
+    #[test]
+    fn append_reopen_replay_with_min_seq() {
+        let store = Arc::new(MemStore::new());
+        {
+            let log = CommitLog::open(store.clone(), "srv1/log", opts(1 << 20)).unwrap();
+            let (none, rep) = replay_all(&log, 0);
+            assert!(none.is_empty());
+            assert_eq!(rep.files, 2);
+            for s in 1..=10u64 {
+                log.append(&[rec(&format!("r{s}"), &[s])], s % 2 == 0)
+                    .unwrap();
+            }
+            log.append(&[rec("multi", &[11, 12]), rec("x", &[13])], true)
+                .unwrap();
+            assert!(log.append(&[], false).is_ok());
+            let st = log.stats();
+            assert_eq!((st.appends, st.records, st.syncs), (11, 12, 6));
+        }
+        let log = CommitLog::open(store.clone(), "srv1/log/", opts(1 << 20)).unwrap();
+        assert_eq!(log.files().len(), 4);
+        let (all, rep) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), (1..=10).chain([12, 13]).collect::<Vec<_>>());
+        assert_eq!(all[10], rec("multi", &[11, 12]));
+        assert_eq!((rep.records, rep.applied, rep.skipped), (12, 12, 0));
+        assert_eq!(rep.max_seq, 13);
+        assert_eq!(rep.bytes_dropped, 0);
+        // A record with any entry above min_seq is replayed whole.
+        let (some, rep) = replay_all(&log, 11);
+        assert_eq!(some, vec![rec("multi", &[11, 12]), rec("x", &[13])]);
+        assert_eq!(rep.skipped, 10);
+    }
+
+    #[test]
+    fn rejects_records_without_sequence_numbers() {
+        let store = Arc::new(MemStore::new());
+        let log = CommitLog::open(store, "d", opts(1 << 20)).unwrap();
+        let empty = LogRecord {
+            table: "t".into(),
+            entries: vec![],
+        };
+        assert!(matches!(
+            log.append(&[empty], false),
+            Err(Error::InvalidArgument(_))
+        ));
+        let bad = LogRecord {
+            table: "t".into(),
+            entries: vec![(b"junk".to_vec(), vec![])],
+        };
+        assert!(matches!(
+            log.append(&[bad], true),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn rolls_and_replays_across_files() {
+        let store = Arc::new(MemStore::new());
+        {
+            let log = CommitLog::open(store.clone(), "d", opts(4096)).unwrap();
+            for s in 1..=300u64 {
+                log.append(&[rec(&format!("row{s:05}"), &[s])], false)
+                    .unwrap();
+            }
+            assert!(log.stats().rolls >= 3, "{:?}", log.stats());
+        }
+        let log = CommitLog::open(store.clone(), "d", opts(4096)).unwrap();
+        assert!(log.files().len() >= 6);
+        let (all, rep) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), (1..=300).collect::<Vec<_>>());
+        assert_eq!(rep.duplicates, 0);
+        let (tail, _) = replay_all(&log, 250);
+        assert_eq!(seqs_of(&tail), (251..=300).collect::<Vec<_>>());
+    }
+
+    /// Deleting obsolete files never loses a record above the watermark,
+    /// whether file maxima are tracked live or found by scanning after a restart.
+    #[test]
+    fn delete_obsolete_keeps_live_entries() {
+        let store = Arc::new(MemStore::new());
+        let log = CommitLog::open(store.clone(), "d", opts(2048)).unwrap();
+        for s in 1..=200u64 {
+            // Every tenth record spans two sequence numbers, low and high.
+            let r = if s % 10 == 0 {
+                rec("span", &[s * 10, s * 10 + 9])
+            } else {
+                rec(&format!("r{s}"), &[s * 10])
+            };
+            log.append(&[r], false).unwrap();
+        }
+        let maxima: BTreeMap<String, u64> = log
+            .files()
+            .into_iter()
+            .map(|n| (n.clone(), scan_max_seq(&*store, &n).unwrap()))
+            .collect();
+        let deleted = log.delete_obsolete(1005).unwrap();
+        assert!(!deleted.is_empty());
+        assert_eq!(log.files().len(), maxima.len() - deleted.len());
+        for name in &deleted {
+            assert!(!store.exists(name).unwrap());
+            assert!(maxima[name] <= 1005, "{name} held seq {}", maxima[name]);
+        }
+        for name in log.files() {
+            assert!(maxima[&name] > 1005 || log.current_files().contains(&name));
+        }
+        let current = log.current_files();
+        assert!(current.iter().all(|c| store.exists(c).unwrap()));
+        let (live, _) = replay_all(&log, 1005);
+        let want: Vec<u64> = (100..=200u64)
+            .map(|s| if s % 10 == 0 { s * 10 + 9 } else { s * 10 })
+            .collect();
+        assert_eq!(seqs_of(&live), want);
+        drop(log);
+
+        // After a restart the maxima are unknown and found by scanning.
+        let log = CommitLog::open(store.clone(), "d", opts(2048)).unwrap();
+        log.delete_obsolete(1500).unwrap();
+        let (live, _) = replay_all(&log, 1500);
+        let want: Vec<u64> = want.into_iter().filter(|&s| s > 1500).collect();
+        assert_eq!(seqs_of(&live), want);
+        // Everything is obsolete: only the current (empty) files remain.
+        log.delete_obsolete(u64::MAX).unwrap();
+        assert_eq!(log.files().len(), 2);
+        let (none, _) = replay_all(&log, 0);
+        assert!(none.is_empty());
+    }
+
+    #[test]
+    fn torn_tail_of_a_crashed_run_is_tolerated_and_never_appended_to() {
+        let store = Arc::new(MemStore::new());
+        let first;
+        {
+            let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
+            first = log.current_files()[0].clone();
+            for s in 1..=5u64 {
+                log.append(&[rec("r", &[s])], false).unwrap();
+            }
+        }
+        let len = store.size(&first).unwrap() as usize;
+        store.truncate(&first, len - 3).unwrap();
+        let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
+        let (all, rep) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), vec![1, 2, 3, 4]);
+        assert_eq!(rep.torn_tails, 1);
+        assert_eq!(rep.corrupt_regions, 0);
+        log.append(&[rec("r", &[6])], true).unwrap();
+        assert_eq!(store.size(&first).unwrap() as usize, len - 3);
+        assert!(!log.current_files().contains(&first));
+    }
+
+    #[test]
+    fn corrupt_record_in_the_middle_is_reported_and_later_ones_replayed() {
+        let store = Arc::new(MemStore::new());
+        let name;
+        {
+            let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
+            name = log.current_files()[0].clone();
+            log.append(&[rec("a", &[1])], false).unwrap();
+            // Fill past the first block so later records survive the damage.
+            let big = LogRecord {
+                table: "t".into(),
+                entries: vec![(
+                    key::encode(b"b", b"f", b"q", 1, 2, Kind::Put),
+                    vec![9; 40_000],
+                )],
+            };
+            log.append(&[big], false).unwrap();
+            log.append(&[rec("c", &[3])], false).unwrap();
+        }
+        store.corrupt(&name, 100).unwrap();
+        let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
+        let (all, rep) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), vec![1, 3]);
+        assert_eq!(rep.corrupt_regions, 1);
+        assert!(rep.bytes_dropped > 30_000);
+    }
+
+    #[test]
+    fn replay_dir_merges_and_elides_duplicates() {
+        let store = MemStore::new();
+        let mut a = LogWriter::new(store.create("x/000001.log").unwrap(), "a");
+        let mut b = LogWriter::new(store.create("x/000002.log").unwrap(), "b");
+        let enc = |s: &[u64]| rec("r", s).encode();
+        a.add_records(&[enc(&[1]), enc(&[2]), enc(&[5])], false)
+            .unwrap();
+        b.add_records(&[enc(&[2]), enc(&[3]), enc(&[4]), enc(&[6])], false)
+            .unwrap();
+        store.create("x/notes.txt").unwrap();
+        let mut seen = Vec::new();
+        let rep = replay_dir(&store, "x", 0, |r| {
+            seen.push(r.seq_range().unwrap().0);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(seen, vec![1, 2, 3, 4, 5, 6]);
+        assert_eq!((rep.files, rep.records, rep.duplicates), (2, 7, 1));
+        // An error from the callback stops the replay.
+        let err = replay_dir(&store, "x", 0, |_| Err(Error::ShuttingDown));
+        assert!(matches!(err, Err(Error::ShuttingDown)));
+    }
+
+    /// A store whose files can be made to block (a latency spike) or fail.
+    #[derive(Clone, Default)]
+    struct FlakyStore {
+        inner: MemStore,
+        ctl: Arc<Ctl>,
+    }
+
+    #[derive(Default)]
+    struct Ctl {
+        gated: Mutex<HashSet<String>>,
+        opened: Condvar,
+        failing: Mutex<HashSet<String>>,
+        blocked: AtomicUsize,
+    }
+
+    impl Ctl {
+        fn before_write(&self, name: &str) -> gfs::Result<()> {
+            let mut g = self.gated.lock();
+            if g.contains(name) {
+                self.blocked.fetch_add(1, Ordering::SeqCst);
+                while g.contains(name) {
+                    self.opened.wait(&mut g);
+                }
+            }
+            if self.failing.lock().contains(name) {
+                return Err(gfs::Error::Io {
+                    name: name.into(),
+                    source: std::io::Error::other("injected failure"),
+                });
+            }
+            Ok(())
+        }
+        fn open_gate(&self, name: &str) {
+            self.gated.lock().remove(name);
+            self.opened.notify_all();
+        }
+    }
+
+    struct FlakyFile {
+        name: String,
+        inner: Box<dyn WritableFile>,
+        ctl: Arc<Ctl>,
+    }
+
+    impl WritableFile for FlakyFile {
+        fn append(&mut self, data: &[u8]) -> gfs::Result<u64> {
+            self.ctl.before_write(&self.name)?;
+            self.inner.append(data)
+        }
+        fn append_vectored(&mut self, bufs: &[&[u8]]) -> gfs::Result<u64> {
+            self.ctl.before_write(&self.name)?;
+            self.inner.append_vectored(bufs)
+        }
+        fn append_sync(&mut self, bufs: &[&[u8]]) -> gfs::Result<u64> {
+            self.ctl.before_write(&self.name)?;
+            self.inner.append_sync(bufs)
+        }
+        fn sync(&mut self) -> gfs::Result<()> {
+            self.ctl.before_write(&self.name)?;
+            self.inner.sync()
+        }
+        fn len(&self) -> u64 {
+            self.inner.len()
+        }
+    }
+
+    impl FileStore for FlakyStore {
+        fn create(&self, name: &str) -> gfs::Result<Box<dyn WritableFile>> {
+            Ok(Box::new(FlakyFile {
+                name: name.into(),
+                inner: self.inner.create(name)?,
+                ctl: self.ctl.clone(),
+            }))
+        }
+        fn open_append(&self, name: &str) -> gfs::Result<Box<dyn WritableFile>> {
+            self.inner.open_append(name)
+        }
+        fn open(&self, name: &str) -> gfs::Result<Arc<dyn ReadableFile>> {
+            self.inner.open(name)
+        }
+        fn delete(&self, name: &str) -> gfs::Result<()> {
+            self.inner.delete(name)
+        }
+        fn rename(&self, from: &str, to: &str) -> gfs::Result<()> {
+            self.inner.rename(from, to)
+        }
+        fn exists(&self, name: &str) -> gfs::Result<bool> {
+            self.inner.exists(name)
+        }
+        fn size(&self, name: &str) -> gfs::Result<u64> {
+            self.inner.size(name)
+        }
+        fn list(&self, prefix: &str) -> gfs::Result<Vec<String>> {
+            self.inner.list(prefix)
+        }
+    }
+
+    fn wait_until(cond: impl Fn() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !cond() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "condition not reached"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    #[test]
+    fn commit_log_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<CommitLog>();
+    }
+
+    fn read_file(store: &MemStore, name: &str) -> Vec<u64> {
+        let mut r = super::super::LogReader::new(store.open(name).unwrap(), name).unwrap();
+        let mut out = Vec::new();
+        while let Some(p) = r.read_record().unwrap() {
+            out.push(LogRecord::decode(&p).unwrap().seq_range().unwrap().0);
+        }
+        out
+    }
+
+    #[test]
+    fn slow_lane_switches_to_the_other_and_replay_elides_duplicates() {
+        let store = FlakyStore::default();
+        let log = CommitLog::open(
+            Arc::new(store.clone()),
+            "d",
+            CommitLogOptions {
+                roll_size: 1 << 20,
+                slow_threshold: Duration::from_millis(200),
+            },
+        )
+        .unwrap();
+        let [a, b] = log.current_files();
+        log.append(&[rec("r", &[1])], true).unwrap();
+        // Lane 0's file stalls: the append must complete through lane 1
+        // while lane 0 is still blocked.
+        store.ctl.gated.lock().insert(a.clone());
+        log.append(&[rec("r", &[2])], true).unwrap();
+        // Returned while lane 0's write is still held at the gate.
+        assert!(store.ctl.gated.lock().contains(&a));
+        wait_until(|| store.ctl.blocked.load(Ordering::SeqCst) == 1);
+        let st = log.stats();
+        assert_eq!((st.switches, st.active_lane), (1, 1));
+        // Later appends go to lane 1 directly.
+        log.append(&[rec("r", &[3])], false).unwrap();
+        assert_eq!(log.stats().switches, 1);
+        assert_eq!(read_file(&store.inner, &b), vec![2, 3]);
+        // The stalled write completes late: record 2 is in both files.
+        store.ctl.open_gate(&a);
+        drop(log);
+        assert_eq!(read_file(&store.inner, &a), vec![1, 2]);
+
+        let log = CommitLog::open(Arc::new(store.clone()), "d", opts(1 << 20)).unwrap();
+        let (all, rep) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), vec![1, 2, 3]);
+        assert_eq!(rep.duplicates, 1);
+    }
+
+    #[test]
+    fn failed_lane_retries_on_the_other_and_rolls() {
+        let store = FlakyStore::default();
+        let log = CommitLog::open(Arc::new(store.clone()), "d", opts(1 << 20)).unwrap();
+        let [a, b] = log.current_files();
+        store.ctl.failing.lock().insert(a.clone());
+        log.append(&[rec("r", &[1])], true).unwrap();
+        assert_eq!(log.stats().switches, 1);
+        assert_eq!(read_file(&store.inner, &b), vec![1]);
+        // Both lanes failing: the error reaches the caller.
+        store.ctl.failing.lock().insert(b.clone());
+        // Lane 0 rolls away from its failed file; fail its new file too.
+        wait_until(|| log.current_files()[0] != a);
+        let new_a = log.current_files()[0].clone();
+        store.ctl.failing.lock().insert(new_a);
+        assert!(log.append(&[rec("r", &[2])], true).is_err());
+        store.ctl.failing.lock().clear();
+        log.append(&[rec("r", &[3])], true).unwrap();
+        let (all, _) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), vec![1, 3]);
+    }
+}

@@ -1,0 +1,357 @@
+//! Reads one decompressed block (see block_builder.rs for the layout).
+//!
+//! The block's checksum has been verified before it gets here, but every
+//! offset and length is still bounds-checked: a bug or an undetected
+//! corruption must become `Error::Corruption`, never a panic or a wrong slice.
+
+use super::format::{corruption, get_varint_usize, read_u32_le};
+use crate::iterator::InternalIterator;
+use crate::{Error, Result};
+use std::sync::Arc;
+
+/// A decompressed, immutable block shared by iterators and the block cache.
+pub struct Block {
+    data: Vec<u8>,
+    /// Where the restart array starts; entries live in `[0, restarts_off)`.
+    restarts_off: usize,
+    num_restarts: usize,
+    file_number: u64,
+    offset: u64,
+}
+
+impl std::fmt::Debug for Block {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Block")
+            .field("file_number", &self.file_number)
+            .field("offset", &self.offset)
+            .field("len", &self.data.len())
+            .field("num_restarts", &self.num_restarts)
+            .finish()
+    }
+}
+
+impl Block {
+    /// Checks the restart array of `data`, the block at `offset` of table
+    /// `file_number` (both used only in error messages).
+    pub fn new(data: Vec<u8>, file_number: u64, offset: u64) -> Result<Block> {
+        let err = |what: &str| corruption(file_number, offset, what);
+        let len = data.len();
+        let n = len
+            .checked_sub(4)
+            .and_then(|at| read_u32_le(&data, at))
+            .ok_or_else(|| err("block too short for its restart count"))? as usize;
+        let restarts_off = n
+            .checked_mul(4)
+            .and_then(|b| len.checked_sub(4)?.checked_sub(b))
+            .ok_or_else(|| err("restart count exceeds block size"))?;
+        if n == 0 {
+            return Err(err("block has no restart points"));
+        }
+        let block = Block {
+            data,
+            restarts_off,
+            num_restarts: n,
+            file_number,
+            offset,
+        };
+        // Restart offsets must ascend inside the entry area; checking once here
+        // lets the binary search trust them.
+        let mut prev = None;
+        for i in 0..n {
+            let r = block.restart(i).ok_or_else(|| err("bad restart array"))?;
+            if r > restarts_off || (r == restarts_off && restarts_off != 0) {
+                return Err(err("restart point out of range"));
+            }
+            if prev.is_some_and(|p| r <= p) {
+                return Err(err("restart points not ascending"));
+            }
+            prev = Some(r);
+        }
+        Ok(block)
+    }
+
+    /// Bytes held (for cache weighing).
+    pub fn size(&self) -> usize {
+        self.data.len()
+    }
+
+    pub fn file_number(&self) -> u64 {
+        self.file_number
+    }
+
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+
+    fn restart(&self, i: usize) -> Option<usize> {
+        read_u32_le(&self.data, self.restarts_off + i * 4).map(|r| r as usize)
+    }
+
+    fn corrupt(&self, what: &str) -> Error {
+        corruption(self.file_number, self.offset, what)
+    }
+
+    /// Decodes the entry header at `pos`: (shared, non_shared, value_len, key
+    /// delta start). Guarantees the delta and value lie inside the entry area.
+    fn entry_at(&self, pos: usize) -> Result<(usize, usize, usize, usize)> {
+        let area = &self.data[..self.restarts_off];
+        let parse = || -> Option<(usize, usize, usize, usize)> {
+            let mut p = pos;
+            let (shared, n) = get_varint_usize(area.get(p..)?)?;
+            p += n;
+            let (non_shared, n) = get_varint_usize(area.get(p..)?)?;
+            p += n;
+            let (value_len, n) = get_varint_usize(area.get(p..)?)?;
+            p += n;
+            let end = p.checked_add(non_shared)?.checked_add(value_len)?;
+            (end <= area.len()).then_some((shared, non_shared, value_len, p))
+        };
+        parse().ok_or_else(|| self.corrupt("bad block entry"))
+    }
+
+    pub fn iter(self: Arc<Self>) -> BlockIter {
+        BlockIter::new(self)
+    }
+}
+
+/// A cursor over one block. Its key lives in a buffer reused across entries
+/// (and across blocks, via [`BlockIter::reset`]), so stepping does not allocate.
+pub struct BlockIter {
+    block: Arc<Block>,
+    /// Offset of the next entry to decode.
+    next_off: usize,
+    key: Vec<u8>,
+    value_off: usize,
+    value_len: usize,
+    valid: bool,
+}
+
+impl BlockIter {
+    pub fn new(block: Arc<Block>) -> BlockIter {
+        BlockIter {
+            block,
+            next_off: 0,
+            key: Vec::new(),
+            value_off: 0,
+            value_len: 0,
+            valid: false,
+        }
+    }
+
+    /// Points the iterator at another block (unpositioned), keeping buffers.
+    pub fn reset(&mut self, block: Arc<Block>) {
+        self.block = block;
+        self.next_off = 0;
+        self.valid = false;
+    }
+
+    /// Drops the position (the iterator becomes invalid), keeping the block.
+    pub fn clear(&mut self) {
+        self.valid = false;
+        self.next_off = self.block.restarts_off;
+    }
+
+    pub fn block(&self) -> &Arc<Block> {
+        &self.block
+    }
+
+    /// The full key stored at restart `i` (restart entries share nothing).
+    fn restart_key(&self, i: usize) -> Result<&[u8]> {
+        let b = &self.block;
+        let pos = b.restart(i).ok_or_else(|| b.corrupt("bad restart array"))?;
+        let (shared, non_shared, _, p) = b.entry_at(pos)?;
+        if shared != 0 {
+            return Err(b.corrupt("restart entry shares a prefix"));
+        }
+        Ok(&b.data[p..p + non_shared])
+    }
+
+    fn seek_to_restart(&mut self, i: usize) {
+        self.key.clear();
+        self.valid = false;
+        self.next_off = self.block.restart(i).unwrap_or(self.block.restarts_off);
+    }
+
+    fn parse_next(&mut self) -> Result<()> {
+        let pos = self.next_off;
+        if pos >= self.block.restarts_off {
+            self.valid = false;
+            return Ok(());
+        }
+        let parsed = self.block.entry_at(pos);
+        let (shared, non_shared, value_len, p) = match parsed {
+            Ok(e) => e,
+            Err(e) => {
+                self.valid = false;
+                return Err(e);
+            }
+        };
+        if shared > self.key.len() {
+            self.valid = false;
+            return Err(self
+                .block
+                .corrupt("entry shares more than the previous key"));
+        }
+        self.key.truncate(shared);
+        self.key
+            .extend_from_slice(&self.block.data[p..p + non_shared]);
+        self.value_off = p + non_shared;
+        self.value_len = value_len;
+        self.next_off = self.value_off + value_len;
+        self.valid = true;
+        Ok(())
+    }
+}
+
+impl InternalIterator for BlockIter {
+    fn valid(&self) -> bool {
+        self.valid
+    }
+
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    fn value(&self) -> &[u8] {
+        // In range: entry_at checked value_off + value_len <= restarts_off.
+        self.block
+            .data
+            .get(self.value_off..self.value_off + self.value_len)
+            .unwrap_or(&[])
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.seek_to_restart(0);
+        self.parse_next()
+    }
+
+    /// Positions at the first entry with key >= `target` (invalid if none).
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.valid = false;
+        // Binary search for the last restart whose key is < target.
+        let (mut left, mut right) = (0usize, self.block.num_restarts - 1);
+        while left < right {
+            let mid = left + (right - left).div_ceil(2);
+            if self.restart_key(mid)? < target {
+                left = mid;
+            } else {
+                right = mid - 1;
+            }
+        }
+        self.seek_to_restart(left);
+        loop {
+            self.parse_next()?;
+            if !self.valid || self.key.as_slice() >= target {
+                return Ok(());
+            }
+        }
+    }
+
+    fn next(&mut self) -> Result<()> {
+        self.parse_next()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::block_builder::BlockBuilder;
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn build(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(interval);
+        for (k, v) in entries {
+            b.add(k, v);
+        }
+        Arc::new(Block::new(b.finish().to_vec(), 7, 0).unwrap())
+    }
+
+    fn sorted_entries(rng: &mut rand::rngs::StdRng, n: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+        let mut keys: Vec<Vec<u8>> = (0..n)
+            .map(|_| {
+                let len = rng.gen_range(0..12);
+                (0..len).map(|_| rng.gen_range(b'a'..b'e')).collect()
+            })
+            .collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .map(|k| {
+                let v = k.repeat(2);
+                (k, v)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn scan_and_seek_match_model() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+        for interval in [1, 2, 16] {
+            let entries = sorted_entries(&mut rng, 300);
+            let block = build(&entries, interval);
+            let mut it = block.clone().iter();
+            it.seek_to_first().unwrap();
+            for (k, v) in &entries {
+                assert!(it.valid());
+                assert_eq!(it.key(), k.as_slice());
+                assert_eq!(it.value(), v.as_slice());
+                it.next().unwrap();
+            }
+            assert!(!it.valid());
+            for _ in 0..500 {
+                let len = rng.gen_range(0..12);
+                let t: Vec<u8> = (0..len).map(|_| rng.gen_range(b'a'..b'f')).collect();
+                it.seek(&t).unwrap();
+                match entries.iter().find(|(k, _)| k.as_slice() >= t.as_slice()) {
+                    Some((k, _)) => assert_eq!(it.key(), k.as_slice()),
+                    None => assert!(!it.valid()),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn empty_block() {
+        let block = build(&[], 16);
+        let mut it = block.iter();
+        it.seek_to_first().unwrap();
+        assert!(!it.valid());
+        it.seek(b"x").unwrap();
+        assert!(!it.valid());
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(10);
+        let good = build(&sorted_entries(&mut rng, 40), 4);
+        for round in 0..3000 {
+            let data: Vec<u8> = if round % 2 == 0 {
+                let len = rng.gen_range(0..64);
+                (0..len).map(|_| rng.gen()).collect()
+            } else {
+                // Mutate a real block: more likely to get past the restart checks.
+                let mut d = good.data.clone();
+                for _ in 0..rng.gen_range(1..4) {
+                    let i = rng.gen_range(0..d.len());
+                    d[i] = rng.gen();
+                }
+                d
+            };
+            let Ok(block) = Block::new(data, 1, 0) else {
+                continue;
+            };
+            let mut it = Arc::new(block).iter();
+            let mut steps = 0;
+            if it.seek_to_first().is_ok() {
+                while it.valid() && steps < 1000 {
+                    let _ = (it.key().len(), it.value().len());
+                    if it.next().is_err() {
+                        break;
+                    }
+                    steps += 1;
+                }
+            }
+            let _ = it.seek(b"cc");
+        }
+    }
+}

@@ -1,0 +1,482 @@
+//! An open SSTable: footer, properties, filter and index held in memory, data
+//! blocks read on demand through the block cache (or, for in-memory locality
+//! groups, all held decompressed).
+
+use super::block::{Block, BlockIter};
+use super::bloom::BloomFilter;
+use super::format::{
+    corruption, unwrap_block, BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
+};
+use crate::cache::BlockCache;
+use crate::data::BloomKind;
+use crate::iterator::InternalIterator;
+use crate::{key, Result};
+use gfs::ReadableFile;
+use std::sync::Arc;
+
+/// One index entry: every key of the block is <= `separator`, and every key
+/// of the next block is > it.
+struct IndexEntry {
+    separator: Box<[u8]>,
+    handle: BlockHandle,
+}
+
+/// An immutable, open SSTable. Shared by iterators through `Arc`.
+pub struct Table {
+    file: Arc<dyn ReadableFile>,
+    file_number: u64,
+    size: u64,
+    cache: Option<Arc<BlockCache>>,
+    index: Vec<IndexEntry>,
+    filter: Option<BloomFilter>,
+    props: Properties,
+    /// All data blocks, decompressed, for tables opened in memory.
+    mem_blocks: Option<Vec<Arc<Block>>>,
+}
+
+impl std::fmt::Debug for Table {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("file_number", &self.file_number)
+            .field("size", &self.size)
+            .field("entries", &self.props.entries)
+            .field("blocks", &self.index.len())
+            .field("in_memory", &self.mem_blocks.is_some())
+            .finish()
+    }
+}
+
+impl Table {
+    /// Opens a table, reading and verifying its footer, properties, filter and
+    /// index. `file_number` names it in the block cache and in errors.
+    pub fn open(
+        file: Arc<dyn ReadableFile>,
+        file_number: u64,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Arc<Table>> {
+        let size = file.len()?;
+        let footer_off = size
+            .checked_sub(FOOTER_LEN as u64)
+            .ok_or_else(|| corruption(file_number, 0, "file shorter than a footer"))?;
+        let footer_buf = file.read_at(footer_off, FOOTER_LEN)?;
+        let footer = Footer::decode(&footer_buf, file_number, footer_off)?;
+        let handles = meta_handles(&footer, footer_off, file_number)?;
+        let ranges: Vec<(u64, usize)> = handles
+            .iter()
+            .map(|h| (h.offset, h.size as usize + BLOCK_TRAILER_LEN))
+            .collect();
+        let bufs = file.read_many(&ranges)?;
+        let table = Table::from_meta(file, file_number, size, cache, &footer, bufs)?;
+        table.check_data_handles()?;
+        Ok(Arc::new(table))
+    }
+
+    /// Opens a table by reading the whole file once and keeping every data
+    /// block decompressed in memory (in-memory locality groups). Every block's
+    /// checksum is verified here, so later reads cannot fail.
+    pub fn open_in_memory(file: Arc<dyn ReadableFile>, file_number: u64) -> Result<Arc<Table>> {
+        let size = file.len()?;
+        let all_len = usize::try_from(size)
+            .map_err(|_| corruption(file_number, 0, "file too large for memory"))?;
+        let all = file.read_at(0, all_len)?;
+        let footer_off = size
+            .checked_sub(FOOTER_LEN as u64)
+            .ok_or_else(|| corruption(file_number, 0, "file shorter than a footer"))?;
+        // Handles were checked against the file size, but slice defensively.
+        let slice = |h: &BlockHandle| -> Result<Vec<u8>> {
+            let start = usize::try_from(h.offset).ok();
+            let end = h.end().and_then(|e| usize::try_from(e).ok());
+            start
+                .zip(end)
+                .and_then(|(s, e)| all.get(s..e))
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| corruption(file_number, h.offset, "block beyond end of file"))
+        };
+        let footer_buf = usize::try_from(footer_off)
+            .ok()
+            .and_then(|o| all.get(o..))
+            .ok_or_else(|| corruption(file_number, footer_off, "short read of footer"))?;
+        let footer = Footer::decode(footer_buf, file_number, footer_off)?;
+        let handles = meta_handles(&footer, footer_off, file_number)?;
+        let bufs = handles.iter().map(slice).collect::<Result<Vec<_>>>()?;
+        let mut table = Table::from_meta(file, file_number, size, None, &footer, bufs)?;
+        table.check_data_handles()?;
+        let mut blocks = Vec::with_capacity(table.index.len());
+        for e in &table.index {
+            let data = unwrap_block(slice(&e.handle)?, file_number, e.handle.offset)?;
+            blocks.push(Arc::new(Block::new(data, file_number, e.handle.offset)?));
+        }
+        table.mem_blocks = Some(blocks);
+        Ok(Arc::new(table))
+    }
+
+    /// Decodes the index, properties and filter from their raw blocks (in
+    /// the order [`meta_handles`] returns them).
+    fn from_meta(
+        file: Arc<dyn ReadableFile>,
+        file_number: u64,
+        size: u64,
+        cache: Option<Arc<BlockCache>>,
+        footer: &Footer,
+        bufs: Vec<Vec<u8>>,
+    ) -> Result<Table> {
+        let mut bufs = bufs.into_iter();
+        let mut next = |h: &BlockHandle| -> Result<Vec<u8>> {
+            let buf = bufs
+                .next()
+                .ok_or_else(|| corruption(file_number, h.offset, "missing metadata block"))?;
+            unwrap_block(buf, file_number, h.offset)
+        };
+        let index_raw = next(&footer.index)?;
+        let props_raw = next(&footer.properties)?;
+        let props = Properties::decode(&props_raw).ok_or_else(|| {
+            corruption(
+                file_number,
+                footer.properties.offset,
+                "bad properties block",
+            )
+        })?;
+        let filter =
+            if footer.filter.size > 0 {
+                let raw = next(&footer.filter)?;
+                Some(BloomFilter::decode(raw).ok_or_else(|| {
+                    corruption(file_number, footer.filter.offset, "bad filter block")
+                })?)
+            } else {
+                None
+            };
+        let index_block = Arc::new(Block::new(index_raw, file_number, footer.index.offset)?);
+        let mut index = Vec::new();
+        let mut it = index_block.iter();
+        it.seek_to_first()?;
+        while it.valid() {
+            let handle = BlockHandle::decode_varint(it.value()).ok_or_else(|| {
+                corruption(
+                    file_number,
+                    footer.index.offset,
+                    "bad block handle in index",
+                )
+            })?;
+            index.push(IndexEntry {
+                separator: it.key().into(),
+                handle,
+            });
+            it.next()?;
+        }
+        Ok(Table {
+            file,
+            file_number,
+            size,
+            cache,
+            index,
+            filter,
+            props,
+            mem_blocks: None,
+        })
+    }
+
+    /// Checks the index against the properties: data blocks must tile
+    /// `[0, data_end)` in order, so no read can leave the data area.
+    fn check_data_handles(&self) -> Result<()> {
+        let err = |what: &str| corruption(self.file_number, 0, what);
+        if self.index.len() as u64 != self.props.data_blocks {
+            return Err(err("index and properties disagree on the block count"));
+        }
+        let mut expect = 0u64;
+        for (i, e) in self.index.iter().enumerate() {
+            if i > 0 && e.separator <= self.index[i - 1].separator {
+                return Err(err("index separators not ascending"));
+            }
+            if e.handle.offset != expect {
+                return Err(err("data blocks do not tile the file"));
+            }
+            expect = e
+                .handle
+                .end()
+                .ok_or_else(|| err("block handle overflows"))?;
+        }
+        if expect != self.props.data_end || self.props.data_end > self.size {
+            return Err(err("data area does not match the properties"));
+        }
+        if self.props.entries > 0
+            && (self.props.smallest > self.props.largest || self.index.is_empty())
+        {
+            return Err(err("bad key range in properties"));
+        }
+        Ok(())
+    }
+
+    pub fn file_number(&self) -> u64 {
+        self.file_number
+    }
+
+    /// Size of the file in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Number of entries.
+    pub fn entries(&self) -> u64 {
+        self.props.entries
+    }
+
+    /// The smallest key (empty for an empty table).
+    pub fn smallest(&self) -> &[u8] {
+        &self.props.smallest
+    }
+
+    /// The largest key (empty for an empty table).
+    pub fn largest(&self) -> &[u8] {
+        &self.props.largest
+    }
+
+    /// The largest sequence number of any entry.
+    pub fn max_seq(&self) -> u64 {
+        self.props.max_seq
+    }
+
+    pub fn num_blocks(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_in_memory(&self) -> bool {
+        self.mem_blocks.is_some()
+    }
+
+    /// What the table's filter answers.
+    pub fn bloom_kind(&self) -> BloomKind {
+        if self.filter.is_some() {
+            self.props.bloom
+        } else {
+            BloomKind::None
+        }
+    }
+
+    /// Memory held besides cached blocks: index, filter, in-memory blocks.
+    pub fn memory_usage(&self) -> usize {
+        let index: usize = self.index.iter().map(|e| e.separator.len() + 40).sum();
+        let blocks: usize = self
+            .mem_blocks
+            .as_ref()
+            .map_or(0, |b| b.iter().map(|b| b.size()).sum());
+        index + self.filter.as_ref().map_or(0, |f| f.size()) + blocks
+    }
+
+    /// Whether `row` (raw user bytes) might have entries here; never a false "no".
+    pub fn may_contain_row(&self, row: &[u8]) -> bool {
+        self.may_contain_row_enc(&key::row_prefix(row))
+    }
+
+    /// As [`Table::may_contain_row`], given the encoded row (`key::split(k).row_enc`).
+    pub fn may_contain_row_enc(&self, row_enc: &[u8]) -> bool {
+        self.filter.as_ref().is_none_or(|f| f.may_contain(row_enc))
+    }
+
+    /// Whether the column might have entries here; with a row-only filter this
+    /// is the row answer.
+    pub fn may_contain_column(&self, row: &[u8], family: &[u8], qualifier: &[u8]) -> bool {
+        let Some(f) = &self.filter else {
+            return true;
+        };
+        if self.props.bloom != BloomKind::RowColumn {
+            return self.may_contain_row(row);
+        }
+        let col = key::column_prefix(row, family, qualifier);
+        // The column prefix starts with the row's encoding (each 0 byte
+        // escaped to two, plus a two-byte terminator); asking about both
+        // lowers the false-positive rate at no risk of a false "no".
+        let row_len = row.len() + row.iter().filter(|&&b| b == 0).count() + 2;
+        f.may_contain(&col) && col.get(..row_len).is_none_or(|r| f.may_contain(r))
+    }
+
+    /// Approximate file offset where `key` would be: the start of the block
+    /// that would hold it, or the end of the data for keys past the last.
+    pub fn approximate_offset_of(&self, key: &[u8]) -> u64 {
+        let i = self.index.partition_point(|e| &*e.separator < key);
+        self.index
+            .get(i)
+            .map_or(self.props.data_end, |e| e.handle.offset)
+    }
+
+    /// A key near the middle of the data, strictly greater than the smallest
+    /// (`None` with fewer than two entries): where to split.
+    pub fn mid_key(&self) -> Option<Vec<u8>> {
+        (!self.props.mid_key.is_empty()).then(|| self.props.mid_key.clone())
+    }
+
+    /// A two-level iterator over the table.
+    pub fn iter(self: &Arc<Self>) -> TableIterator {
+        TableIterator {
+            table: Arc::clone(self),
+            block_idx: usize::MAX,
+            data: None,
+        }
+    }
+
+    /// Data block `i` (in index order), from memory, the cache or the file.
+    fn block(&self, i: usize) -> Result<Arc<Block>> {
+        let Some(entry) = self.index.get(i) else {
+            return Err(corruption(self.file_number, 0, "block index out of range"));
+        };
+        if let Some(blocks) = &self.mem_blocks {
+            return blocks.get(i).cloned().ok_or_else(|| {
+                corruption(
+                    self.file_number,
+                    entry.handle.offset,
+                    "in-memory block missing",
+                )
+            });
+        }
+        let h = entry.handle;
+        if let Some(cache) = &self.cache {
+            if let Some(b) = cache.get(self.file_number, h.offset) {
+                return Ok(b);
+            }
+        }
+        // check_data_handles bounded the size by the file size.
+        let raw = self
+            .file
+            .read_at(h.offset, h.size as usize + BLOCK_TRAILER_LEN)?;
+        let data = unwrap_block(raw, self.file_number, h.offset)?;
+        let block = Arc::new(Block::new(data, self.file_number, h.offset)?);
+        if let Some(cache) = &self.cache {
+            cache.insert(self.file_number, h.offset, block.clone());
+        }
+        Ok(block)
+    }
+}
+
+/// The handles of the index, properties and (if any) filter blocks, checked
+/// to lie before the footer.
+fn meta_handles(footer: &Footer, footer_off: u64, file_number: u64) -> Result<Vec<BlockHandle>> {
+    let mut hs = vec![footer.index, footer.properties];
+    if footer.filter.size > 0 {
+        hs.push(footer.filter);
+    }
+    for h in &hs {
+        if h.end().is_none_or(|end| end > footer_off)
+            || h.size > super::format::MAX_BLOCK_LEN as u64
+        {
+            return Err(corruption(
+                file_number,
+                h.offset,
+                "metadata block handle out of range",
+            ));
+        }
+    }
+    Ok(hs)
+}
+
+/// Iterates a table: the in-memory index picks the block, a [`BlockIter`]
+/// walks it. Owns an `Arc<Table>`, so it is `'static` and `Send`.
+pub struct TableIterator {
+    table: Arc<Table>,
+    /// Index of the block `data` walks (`usize::MAX` when none).
+    block_idx: usize,
+    data: Option<BlockIter>,
+}
+
+impl TableIterator {
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    fn invalidate(&mut self) {
+        // Keep the block iterator (and its key buffer) but drop its position.
+        if let Some(d) = &mut self.data {
+            d.clear();
+        }
+    }
+
+    /// Makes `data` walk block `i`, reusing the current block if it is the same.
+    fn load_block(&mut self, i: usize) -> Result<&mut BlockIter> {
+        let same = self.block_idx == i && self.data.is_some();
+        if !same {
+            let block = match self.table.block(i) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.block_idx = usize::MAX;
+                    self.invalidate();
+                    return Err(e);
+                }
+            };
+            match &mut self.data {
+                Some(d) => d.reset(block),
+                None => self.data = Some(BlockIter::new(block)),
+            }
+            self.block_idx = i;
+        }
+        match &mut self.data {
+            Some(d) => Ok(d),
+            None => Err(corruption(self.table.file_number, 0, "no block loaded")),
+        }
+    }
+
+    /// Moves forward over blocks until positioned at an entry or past the end.
+    fn skip_exhausted_blocks(&mut self) -> Result<()> {
+        while self.data.as_ref().is_some_and(|d| !d.valid()) {
+            let next = self.block_idx.wrapping_add(1);
+            if next >= self.table.index.len() {
+                return Ok(());
+            }
+            self.load_block(next)?.seek_to_first()?;
+        }
+        Ok(())
+    }
+
+    fn with_reset_on_error(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
+            self.invalidate();
+        }
+        r
+    }
+}
+
+impl InternalIterator for TableIterator {
+    fn seek_to_first(&mut self) -> Result<()> {
+        if self.table.index.is_empty() {
+            self.invalidate();
+            return Ok(());
+        }
+        let r = self
+            .load_block(0)
+            .and_then(|d| d.seek_to_first())
+            .and_then(|_| self.skip_exhausted_blocks());
+        self.with_reset_on_error(r)
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let i = self.table.index.partition_point(|e| &*e.separator < target);
+        if i >= self.table.index.len() {
+            self.invalidate();
+            return Ok(());
+        }
+        let r = self
+            .load_block(i)
+            .and_then(|d| d.seek(target))
+            .and_then(|_| self.skip_exhausted_blocks());
+        self.with_reset_on_error(r)
+    }
+
+    fn next(&mut self) -> Result<()> {
+        let stepped = match &mut self.data {
+            Some(d) if d.valid() => d.next(),
+            // Not positioned: nothing to step (and no block to skip to).
+            _ => return Ok(()),
+        };
+        let r = stepped.and_then(|_| self.skip_exhausted_blocks());
+        self.with_reset_on_error(r)
+    }
+
+    fn valid(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.value())
+    }
+}

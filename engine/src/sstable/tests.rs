@@ -1,0 +1,575 @@
+//! Whole-table tests: builder/reader roundtrips, seeks, filters, caching and
+//! corruption handling, all on gfs::MemStore.
+
+use super::*;
+use crate::iterator::InternalIterator;
+use crate::key::{self, Kind};
+use crate::Error;
+use gfs::{FileStore, MemStore, ReadableFile};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn opts(block_size: usize, compression: Compression, bloom: BloomKind) -> TableOptions {
+    TableOptions {
+        block_size,
+        compression,
+        bloom,
+        bloom_bits_per_key: 10,
+    }
+}
+
+fn build(store: &MemStore, name: &str, entries: &Entries, o: TableOptions) -> TableInfo {
+    let mut b = TableBuilder::new(store.create(name).unwrap(), o);
+    for (k, v) in entries {
+        b.add(k, v).unwrap();
+    }
+    b.finish().unwrap()
+}
+
+/// Sorted, unique entries over a few rows/columns with random versions.
+fn random_entries(rng: &mut StdRng, n: usize, row_len: usize) -> Entries {
+    let mut v: Entries = (0..n)
+        .map(|_| {
+            let mut row: Vec<u8> = (0..row_len).map(|_| rng.gen_range(0..4u8)).collect();
+            row.push(rng.gen_range(b'a'..=b'z'));
+            let fam = [b"anchor".as_slice(), b"contents"][rng.gen_range(0..2)];
+            let q: Vec<u8> = (0..rng.gen_range(0..4)).map(|_| rng.gen()).collect();
+            let k = key::encode(
+                &row,
+                fam,
+                &q,
+                rng.gen_range(0..1000),
+                rng.gen_range(1..1 << 40),
+                Kind::Put,
+            );
+            let val: Vec<u8> = (0..rng.gen_range(0..100)).map(|i| (i % 7) as u8).collect();
+            (k, val)
+        })
+        .collect();
+    v.sort();
+    v.dedup_by(|a, b| a.0 == b.0);
+    v
+}
+
+fn scan(t: &Arc<Table>) -> Result<Entries, Error> {
+    let mut it = t.iter();
+    it.seek_to_first()?;
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next()?;
+    }
+    Ok(out)
+}
+
+fn check_seeks(t: &Arc<Table>, entries: &Entries) {
+    let mut it = t.iter();
+    for (i, (k, v)) in entries.iter().enumerate() {
+        it.seek(k).unwrap();
+        assert!(it.valid());
+        assert_eq!(it.key(), k.as_slice());
+        assert_eq!(it.value(), v.as_slice());
+        // Just after k (k + 0x00 is the next possible key): lands on the next entry.
+        let mut after = k.clone();
+        after.push(0);
+        it.seek(&after).unwrap();
+        match entries.get(i + 1) {
+            Some((nk, _)) => assert_eq!(it.key(), nk.as_slice()),
+            None => assert!(!it.valid()),
+        }
+    }
+    it.seek(b"").unwrap();
+    assert_eq!(it.valid(), !entries.is_empty());
+    it.seek(&[0xFF; 4]).unwrap();
+    assert!(!it.valid());
+}
+
+#[test]
+fn roundtrip_random_keys_block_sizes_and_compression() {
+    let mut rng = StdRng::seed_from_u64(1);
+    let entries = random_entries(&mut rng, 2000, 3);
+    let max_seq = entries
+        .iter()
+        .map(|(k, _)| key::split(k).unwrap().seq)
+        .max()
+        .unwrap();
+    let store = MemStore::new();
+    for (n, block_size) in [64usize, 512, 4096, 65536].into_iter().enumerate() {
+        for compression in [Compression::None, Compression::Lz4] {
+            let name = format!("t{n}-{compression:?}");
+            let info = build(
+                &store,
+                &name,
+                &entries,
+                opts(block_size, compression, BloomKind::RowColumn),
+            );
+            assert_eq!(info.entries, entries.len() as u64);
+            assert_eq!(info.smallest, entries[0].0);
+            assert_eq!(info.largest, entries.last().unwrap().0);
+            assert_eq!(info.max_seq, max_seq);
+            assert_eq!(info.file_size, store.size(&name).unwrap());
+
+            let cache = Arc::new(crate::cache::BlockCache::new(1 << 20));
+            let t = open_table(&store, &name, 7, Some(cache)).unwrap();
+            assert_eq!(t.entries(), entries.len() as u64);
+            assert_eq!(t.smallest(), entries[0].0.as_slice());
+            assert_eq!(t.largest(), entries.last().unwrap().0.as_slice());
+            assert_eq!(t.max_seq(), max_seq);
+            assert_eq!(scan(&t).unwrap(), entries);
+            check_seeks(&t, &entries);
+
+            let m = Table::open_in_memory(store.open(&name).unwrap(), 8).unwrap();
+            assert!(m.is_in_memory());
+            assert_eq!(scan(&m).unwrap(), entries);
+            check_seeks(&m, &entries);
+        }
+    }
+}
+
+#[test]
+fn compression_shrinks_compressible_data() {
+    let mut rng = StdRng::seed_from_u64(2);
+    let entries = random_entries(&mut rng, 1000, 2);
+    let store = MemStore::new();
+    let raw = build(
+        &store,
+        "raw",
+        &entries,
+        opts(4096, Compression::None, BloomKind::None),
+    );
+    let lz = build(
+        &store,
+        "lz",
+        &entries,
+        opts(4096, Compression::Lz4, BloomKind::None),
+    );
+    assert!(
+        lz.file_size < raw.file_size * 3 / 4,
+        "{} vs {}",
+        lz.file_size,
+        raw.file_size
+    );
+    let t = open_table(&store, "lz", 1, None).unwrap();
+    assert_eq!(scan(&t).unwrap(), entries);
+}
+
+#[test]
+fn rows_with_64k_keys() {
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut entries: Entries = (0..24)
+        .map(|i| {
+            let mut row: Vec<u8> = (0..crate::data::MAX_ROW_KEY - 1)
+                .map(|_| rng.gen_range(0..3u8))
+                .collect();
+            row.push(i);
+            let k = key::encode(&row, b"f", b"q", 5, 9, Kind::Put);
+            (k, vec![i; 300])
+        })
+        .collect();
+    entries.sort();
+    let store = MemStore::new();
+    for compression in [Compression::None, Compression::Lz4] {
+        let name = format!("big-{compression:?}");
+        build(
+            &store,
+            &name,
+            &entries,
+            opts(4096, compression, BloomKind::RowColumn),
+        );
+        let t = open_table(&store, &name, 1, None).unwrap();
+        assert_eq!(t.num_blocks(), entries.len(), "one huge key per block");
+        assert_eq!(scan(&t).unwrap(), entries);
+        check_seeks(&t, &entries);
+        for (k, _) in &entries {
+            let row = key::decode(k).unwrap().row;
+            assert!(t.may_contain_row(&row));
+            assert!(t.may_contain_column(&row, b"f", b"q"));
+        }
+    }
+}
+
+#[test]
+fn bloom_filters_no_false_negatives_low_false_positives() {
+    let store = MemStore::new();
+    let n = 5000u32;
+    let entries: Entries = (0..n)
+        .flat_map(|i| {
+            let row = format!("row{i:08}");
+            [b"a".as_slice(), b"b"].map(|q| {
+                (
+                    key::encode(row.as_bytes(), b"fam", q, 1, 1, Kind::Put),
+                    b"v".to_vec(),
+                )
+            })
+        })
+        .collect();
+    build(
+        &store,
+        "rc",
+        &entries,
+        opts(4096, Compression::Lz4, BloomKind::RowColumn),
+    );
+    build(
+        &store,
+        "r",
+        &entries,
+        opts(4096, Compression::Lz4, BloomKind::Row),
+    );
+    build(
+        &store,
+        "none",
+        &entries,
+        opts(4096, Compression::Lz4, BloomKind::None),
+    );
+    let rc = open_table(&store, "rc", 1, None).unwrap();
+    let r = open_table(&store, "r", 2, None).unwrap();
+    let none = open_table(&store, "none", 3, None).unwrap();
+    assert_eq!(rc.bloom_kind(), BloomKind::RowColumn);
+    assert_eq!(r.bloom_kind(), BloomKind::Row);
+    assert_eq!(none.bloom_kind(), BloomKind::None);
+
+    for i in 0..n {
+        let row = format!("row{i:08}");
+        for t in [&rc, &r, &none] {
+            assert!(t.may_contain_row(row.as_bytes()));
+            assert!(t.may_contain_column(row.as_bytes(), b"fam", b"a"));
+            assert!(t.may_contain_column(row.as_bytes(), b"fam", b"b"));
+        }
+        // Present row, absent column: a row-only filter cannot tell.
+        assert!(r.may_contain_column(row.as_bytes(), b"fam", b"zz"));
+    }
+    let fp = |f: &dyn Fn(u32) -> bool| (0..n).filter(|&i| f(i)).count() as f64 / n as f64;
+    let row_fp = fp(&|i| rc.may_contain_row(format!("absent{i}").as_bytes()));
+    let col_fp = fp(&|i| rc.may_contain_column(format!("row{i:08}").as_bytes(), b"fam", b"zz"));
+    let row_only_fp = fp(&|i| r.may_contain_row(format!("absent{i}").as_bytes()));
+    assert!(row_fp < 0.02, "row fp {row_fp}");
+    assert!(col_fp < 0.02, "column fp {col_fp}");
+    assert!(row_only_fp < 0.02, "row-only fp {row_only_fp}");
+    assert!(none.may_contain_row(b"absent"));
+}
+
+/// Every single-byte flip is either harmless to every answer or reported as
+/// Corruption, at open or on read — never a different successful answer.
+#[test]
+fn every_byte_flip_is_detected() {
+    let mut rng = StdRng::seed_from_u64(4);
+    let entries = random_entries(&mut rng, 40, 1);
+    let store = MemStore::new();
+    build(
+        &store,
+        "t",
+        &entries,
+        opts(256, Compression::Lz4, BloomKind::RowColumn),
+    );
+    let size = store.size("t").unwrap() as usize;
+    // Some blocks really are compressed, so lz4 framing is covered too.
+    let raw = build(
+        &store,
+        "raw",
+        &entries,
+        opts(256, Compression::None, BloomKind::RowColumn),
+    );
+    assert!(size < raw.file_size as usize);
+    let rows: Vec<Vec<u8>> = entries
+        .iter()
+        .map(|(k, _)| key::decode(k).unwrap().row)
+        .collect();
+
+    let check = |t: Result<Arc<Table>, Error>, offset: usize| -> usize {
+        let t = match t {
+            Err(Error::Corruption(_)) => return 1,
+            Err(e) => panic!("flip at {offset}: non-corruption error at open: {e}"),
+            Ok(t) => t,
+        };
+        let mut detected = 0;
+        match scan(&t) {
+            Ok(got) => assert_eq!(got, entries, "flip at {offset} changed a scan"),
+            Err(Error::Corruption(_)) => detected = 1,
+            Err(e) => panic!("flip at {offset}: {e}"),
+        }
+        let mut it = t.iter();
+        for (k, v) in &entries {
+            match it.seek(k) {
+                Ok(()) => {
+                    assert_eq!(it.key(), k.as_slice(), "flip at {offset}");
+                    assert_eq!(it.value(), v.as_slice(), "flip at {offset}");
+                }
+                Err(Error::Corruption(_)) => detected = 1,
+                Err(e) => panic!("flip at {offset}: {e}"),
+            }
+        }
+        for row in &rows {
+            assert!(t.may_contain_row(row), "flip at {offset}: false negative");
+        }
+        detected
+    };
+    for offset in 0..size {
+        store.corrupt("t", offset).unwrap();
+        let found = check(Table::open(store.open("t").unwrap(), 1, None), offset)
+            + check(Table::open_in_memory(store.open("t").unwrap(), 1), offset);
+        assert_eq!(found, 2, "flip at {offset} of {size} went unnoticed");
+        store.corrupt("t", offset).unwrap(); // XOR again: restore
+    }
+    let t = open_table(&store, "t", 1, None).unwrap();
+    assert_eq!(scan(&t).unwrap(), entries);
+}
+
+#[test]
+fn truncated_and_random_files_are_corruption_not_panics() {
+    let mut rng = StdRng::seed_from_u64(5);
+    let entries = random_entries(&mut rng, 30, 1);
+    let store = MemStore::new();
+    build(
+        &store,
+        "t",
+        &entries,
+        opts(200, Compression::Lz4, BloomKind::Row),
+    );
+    let size = store.size("t").unwrap() as usize;
+    let good = store.open("t").unwrap().read_at(0, size).unwrap();
+    for len in 0..size {
+        let name = format!("trunc{len}");
+        store.create(&name).unwrap().append(&good[..len]).unwrap();
+        let r = Table::open(store.open(&name).unwrap(), 1, None);
+        assert!(matches!(r, Err(Error::Corruption(_))), "len {len}: {r:?}");
+        store.delete(&name).unwrap();
+    }
+    for i in 0..500 {
+        let name = format!("rand{i}");
+        let len = rng.gen_range(0..400);
+        let mut data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+        if i % 2 == 0 && len >= 68 {
+            // A genuine footer tail keeps the reader going past the magic check.
+            data[len - 68..].copy_from_slice(&good[size - 68..]);
+        }
+        store.create(&name).unwrap().append(&data).unwrap();
+        for t in [
+            Table::open(store.open(&name).unwrap(), 1, None),
+            Table::open_in_memory(store.open(&name).unwrap(), 1),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let _ = scan(&t);
+        }
+    }
+}
+
+/// Counts reads, to check that a lookup costs one block read.
+struct CountingFile {
+    inner: Arc<dyn ReadableFile>,
+    reads: Arc<AtomicUsize>,
+}
+
+impl ReadableFile for CountingFile {
+    fn read_at(&self, offset: u64, len: usize) -> gfs::Result<Vec<u8>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_at(offset, len)
+    }
+    fn read_many(&self, ranges: &[(u64, usize)]) -> gfs::Result<Vec<Vec<u8>>> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.read_many(ranges)
+    }
+    fn len(&self) -> gfs::Result<u64> {
+        self.inner.len()
+    }
+}
+
+#[test]
+fn point_lookup_reads_one_block_and_cache_counts_hits() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let entries = random_entries(&mut rng, 3000, 2);
+    let store = MemStore::new();
+    build(
+        &store,
+        "t",
+        &entries,
+        opts(1024, Compression::Lz4, BloomKind::RowColumn),
+    );
+    let reads = Arc::new(AtomicUsize::new(0));
+    let file = Arc::new(CountingFile {
+        inner: store.open("t").unwrap(),
+        reads: reads.clone(),
+    });
+    let cache = Arc::new(crate::cache::BlockCache::new(8 << 20));
+    let t = Table::open(file, 3, Some(cache.clone())).unwrap();
+    assert!(t.num_blocks() > 50);
+    assert_eq!(
+        reads.load(Ordering::SeqCst),
+        2,
+        "footer, then the metadata in one batch"
+    );
+
+    let probe = &entries[entries.len() / 3].0;
+    let mut it = t.iter();
+    it.seek(probe).unwrap();
+    assert_eq!(it.key(), probe.as_slice());
+    assert_eq!(reads.load(Ordering::SeqCst), 3, "one data block read");
+    assert_eq!((cache.stats().hits, cache.stats().misses), (0, 1));
+
+    // A second iterator finds the block in the cache.
+    let mut it2 = t.iter();
+    it2.seek(probe).unwrap();
+    assert_eq!(reads.load(Ordering::SeqCst), 3);
+    assert_eq!((cache.stats().hits, cache.stats().misses), (1, 1));
+    assert!(cache.stats().bytes > 0);
+
+    // Seeking again within the block the iterator holds costs nothing.
+    it2.seek(probe).unwrap();
+    assert_eq!((cache.stats().hits, cache.stats().misses), (1, 1));
+
+    // A full scan misses once per remaining block, then hits everywhere.
+    assert_eq!(scan(&t).unwrap().len(), entries.len());
+    let s = cache.stats();
+    assert_eq!(s.misses, t.num_blocks() as u64);
+    assert_eq!(scan(&t).unwrap().len(), entries.len());
+    assert_eq!(cache.stats().misses, s.misses);
+    assert_eq!(cache.stats().hits, s.hits + t.num_blocks() as u64);
+}
+
+#[test]
+fn offsets_and_mid_key() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let entries = random_entries(&mut rng, 3000, 2);
+    let store = MemStore::new();
+    let info = build(
+        &store,
+        "t",
+        &entries,
+        opts(1024, Compression::None, BloomKind::None),
+    );
+    let t = open_table(&store, "t", 1, None).unwrap();
+    let mut prev = 0;
+    for (k, _) in &entries {
+        let off = t.approximate_offset_of(k);
+        assert!(off >= prev && off < info.file_size);
+        prev = off;
+    }
+    assert_eq!(t.approximate_offset_of(&entries[0].0), 0);
+    assert!(t.approximate_offset_of(&[0xFF; 8]) > prev);
+
+    let mid = t.mid_key().unwrap();
+    let pos = entries
+        .iter()
+        .position(|(k, _)| *k == mid)
+        .expect("mid key is a real key");
+    assert!(
+        pos > entries.len() / 3 && pos < entries.len() * 2 / 3,
+        "{pos}"
+    );
+
+    // One block: the middle entry. One entry: none.
+    let small: Entries = entries[..5].to_vec();
+    build(
+        &store,
+        "small",
+        &small,
+        opts(1 << 20, Compression::Lz4, BloomKind::None),
+    );
+    let s = open_table(&store, "small", 2, None).unwrap();
+    assert_eq!(s.num_blocks(), 1);
+    assert_eq!(s.mid_key().unwrap(), small[2].0);
+    build(
+        &store,
+        "one",
+        &entries[..1].to_vec(),
+        TableOptions::default(),
+    );
+    assert_eq!(open_table(&store, "one", 3, None).unwrap().mid_key(), None);
+}
+
+#[test]
+fn empty_table() {
+    let store = MemStore::new();
+    let info = build(&store, "e", &Vec::new(), TableOptions::default());
+    assert_eq!(info.entries, 0);
+    for t in [
+        open_table(&store, "e", 1, None).unwrap(),
+        Table::open_in_memory(store.open("e").unwrap(), 1).unwrap(),
+    ] {
+        assert_eq!(scan(&t).unwrap(), Vec::new());
+        let mut it = t.iter();
+        it.seek(b"a").unwrap();
+        assert!(!it.valid());
+        assert_eq!(t.mid_key(), None);
+        assert!(t.smallest().is_empty());
+        assert!(!t.may_contain_row(b"x"));
+    }
+}
+
+#[test]
+fn builder_rejects_bad_keys() {
+    let store = MemStore::new();
+    let mut b = TableBuilder::new(store.create("t").unwrap(), TableOptions::default());
+    let k1 = key::encode(b"b", b"f", b"q", 1, 1, Kind::Put);
+    let k0 = key::encode(b"a", b"f", b"q", 1, 1, Kind::Put);
+    b.add(&k1, b"v").unwrap();
+    assert!(matches!(b.add(&k1, b"v"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(b.add(&k0, b"v"), Err(Error::InvalidArgument(_))));
+    assert!(matches!(
+        b.add(b"zzz not a key", b"v"),
+        Err(Error::InvalidArgument(_))
+    ));
+    let mut w = store.create("nonempty").unwrap();
+    w.append(b"junk").unwrap();
+    let mut nb = TableBuilder::new(w, TableOptions::default());
+    assert!(matches!(nb.add(&k0, b"v"), Err(Error::InvalidArgument(_))));
+    assert!(nb.finish().is_err());
+    // The builder is still usable after rejected input.
+    let k2 = key::encode(b"c", b"f", b"q", 1, 1, Kind::Put);
+    b.add(&k2, b"w").unwrap();
+    assert_eq!(b.entries(), 2);
+    let info = b.finish().unwrap();
+    assert_eq!(info.entries, 2);
+}
+
+#[test]
+fn estimated_size_tracks_output() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let entries = random_entries(&mut rng, 2000, 2);
+    let store = MemStore::new();
+    let mut b = TableBuilder::new(
+        store.create("t").unwrap(),
+        opts(2048, Compression::None, BloomKind::None),
+    );
+    let mut last = 0;
+    for (k, v) in &entries {
+        b.add(k, v).unwrap();
+        let est = b.estimated_size();
+        assert!(est >= last);
+        last = est;
+    }
+    let info = b.finish().unwrap();
+    assert!(
+        last <= info.file_size && info.file_size < last + last / 4 + 1024,
+        "{last} {}",
+        info.file_size
+    );
+}
+
+#[test]
+fn table_iterator_is_static_and_send() {
+    fn assert_send_static<T: Send + 'static>(_: &T) {}
+    let store = MemStore::new();
+    let entries = random_entries(&mut StdRng::seed_from_u64(9), 50, 1);
+    build(&store, "t", &entries, TableOptions::default());
+    let t = open_table(&store, "t", 1, None).unwrap();
+    let it = t.iter();
+    assert_send_static(&it);
+    drop(t); // the iterator keeps the table alive
+    let mut it = it;
+    let handle = std::thread::spawn(move || {
+        it.seek_to_first().unwrap();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next().unwrap();
+        }
+        n
+    });
+    assert_eq!(handle.join().unwrap(), entries.len());
+}

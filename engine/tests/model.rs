@@ -1,0 +1,480 @@
+//! Randomized model test: thousands of random mutations, reads, scans,
+//! compactions, splits and reopenings, checked against a brute-force model of
+//! Bigtable's data model (versions, deletes by sequence, GC rules).
+#![allow(clippy::unwrap_used)]
+
+use engine::schema::{FamilySchema, GcMode, GcRule, TableSchema};
+use engine::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
+
+const DAY: u64 = 86_400_000_000;
+
+fn schema() -> TableSchema {
+    let mut a = FamilySchema::new("a"); // keep 3 versions
+    a.gc = GcRule {
+        max_versions: Some(3),
+        max_age_micros: None,
+        mode: GcMode::Union,
+    };
+    let mut b = FamilySchema::new("b"); // keep all, in-memory group
+    b.gc = GcRule::KEEP_ALL;
+    b.locality_group = "mem".into();
+    b.in_memory = true;
+    let mut c = FamilySchema::new("c"); // drop versions that are both old and not newest
+    c.gc = GcRule {
+        max_versions: Some(1),
+        max_age_micros: Some(DAY),
+        mode: GcMode::Intersection,
+    };
+    c.locality_group = "cold".into();
+    TableSchema::with_families([a, b, c])
+}
+
+fn options() -> Options {
+    Options {
+        memtable_bytes: 8 << 10,
+        split_bytes: 48 << 10,
+        sstable_target_bytes: 8 << 10,
+        merge_trigger: 3,
+        block_cache_bytes: 64 << 10,
+        scan_cache_bytes: 16 << 10,
+        log_file_bytes: 64 << 10,
+        background_threads: 1,
+        ..Options::default()
+    }
+}
+
+/// What the model keeps: every write and delete with its order.
+#[derive(Default)]
+struct Model {
+    seq: u64,
+    /// (row, family, qualifier) -> versions (ts, seq, value)
+    puts: BTreeMap<(Vec<u8>, String, Vec<u8>), Vec<(u64, u64, Vec<u8>)>>,
+    /// row tombstones: row -> seqs
+    row_del: BTreeMap<Vec<u8>, Vec<u64>>,
+    fam_del: BTreeMap<(Vec<u8>, String), Vec<u64>>,
+    col_del: BTreeMap<(Vec<u8>, String, Vec<u8>), Vec<(u64, u64, u64)>>, // (start, end, seq)
+}
+
+impl Model {
+    fn apply(&mut self, m: &RowMutation, server_ts: u64) {
+        for mu in &m.mutations {
+            self.seq += 1;
+            let s = self.seq;
+            match mu {
+                Mutation::SetCell {
+                    family,
+                    qualifier,
+                    timestamp,
+                    value,
+                } => self
+                    .puts
+                    .entry((m.row.clone(), family.clone(), qualifier.clone()))
+                    .or_default()
+                    .push((timestamp.unwrap_or(server_ts), s, value.clone())),
+                Mutation::DeleteCells {
+                    family,
+                    qualifier,
+                    range,
+                } => self
+                    .col_del
+                    .entry((m.row.clone(), family.clone(), qualifier.clone()))
+                    .or_default()
+                    .push((range.start, range.end, s)),
+                Mutation::DeleteFamily { family } => self
+                    .fam_del
+                    .entry((m.row.clone(), family.clone()))
+                    .or_default()
+                    .push(s),
+                Mutation::DeleteRow => self.row_del.entry(m.row.clone()).or_default().push(s),
+            }
+        }
+    }
+
+    /// Visible versions of one column, newest first, after deletes and GC.
+    fn column(&self, row: &[u8], fam: &str, q: &[u8], schema: &TableSchema, now: u64) -> Vec<(u64, Vec<u8>)> {
+        let Some(puts) = self.puts.get(&(row.to_vec(), fam.to_string(), q.to_vec())) else {
+            return vec![];
+        };
+        let hidden = |ts: u64, seq: u64| {
+            self.row_del.get(row).is_some_and(|v| v.iter().any(|&d| d > seq))
+                || self
+                    .fam_del
+                    .get(&(row.to_vec(), fam.to_string()))
+                    .is_some_and(|v| v.iter().any(|&d| d > seq))
+                || self
+                    .col_del
+                    .get(&(row.to_vec(), fam.to_string(), q.to_vec()))
+                    .is_some_and(|v| v.iter().any(|&(a, b, d)| d > seq && ts >= a && ts < b))
+        };
+        let mut by_ts: BTreeMap<u64, (u64, Vec<u8>)> = BTreeMap::new();
+        for (ts, seq, v) in puts {
+            if hidden(*ts, *seq) {
+                continue;
+            }
+            let e = by_ts.entry(*ts).or_insert((0, vec![]));
+            if *seq >= e.0 {
+                *e = (*seq, v.clone());
+            }
+        }
+        let gc = schema.families[fam].gc;
+        by_ts
+            .into_iter()
+            .rev()
+            .enumerate()
+            .filter(|(i, (ts, _))| !gc.collects(*i, *ts, now))
+            .map(|(_, (ts, (_, v)))| (ts, v))
+            .collect()
+    }
+
+    fn scan(&self, spec: &ScanSpec, schema: &TableSchema, now: u64) -> Vec<Cell> {
+        let re = spec
+            .column_regex
+            .as_ref()
+            .map(|r| regex::bytes::Regex::new(&format!("^(?s-u:{r})$")).unwrap());
+        let mut out = Vec::new();
+        let mut rows = 0;
+        let mut last_row: Option<Vec<u8>> = None;
+        for (row, fam, q) in self.puts.keys() {
+            if !spec.rows.contains(row) {
+                continue;
+            }
+            if spec.families.as_ref().is_some_and(|f| !f.contains(fam)) {
+                continue;
+            }
+            if let Some(re) = &re {
+                let mut col = fam.as_bytes().to_vec();
+                col.push(b':');
+                col.extend_from_slice(q);
+                if !re.is_match(&col) {
+                    continue;
+                }
+            }
+            let versions: Vec<_> = self
+                .column(row, fam, q, schema, now)
+                .into_iter()
+                .filter(|(ts, _)| spec.time_range.contains(*ts))
+                .take(spec.max_versions.map_or(usize::MAX, |n| n as usize))
+                .collect();
+            for (ts, v) in versions {
+                if last_row.as_ref() != Some(row) {
+                    if spec.row_limit.is_some_and(|l| rows >= l) {
+                        return out;
+                    }
+                    rows += 1;
+                    last_row = Some(row.clone());
+                }
+                if spec.cell_limit.is_some_and(|l| out.len() as u64 >= l) {
+                    return out;
+                }
+                out.push(Cell {
+                    row: row.clone(),
+                    family: fam.clone(),
+                    qualifier: q.clone(),
+                    timestamp: ts,
+                    value: v,
+                });
+            }
+        }
+        out
+    }
+}
+
+fn rand_row(rng: &mut StdRng) -> Vec<u8> {
+    match rng.gen_range(0..10) {
+        0 => vec![],
+        1 => vec![0, rng.gen()],
+        2 => vec![0xFF; rng.gen_range(1..4)],
+        _ => format!("row{:03}", rng.gen_range(0..60)).into_bytes(),
+    }
+}
+
+fn rand_qual(rng: &mut StdRng) -> Vec<u8> {
+    match rng.gen_range(0..8) {
+        0 => vec![],
+        1 => vec![0, 1, 0xFF],
+        _ => format!("q{}", rng.gen_range(0..5)).into_bytes(),
+    }
+}
+
+fn rand_value(rng: &mut StdRng) -> Vec<u8> {
+    let n = if rng.gen_bool(0.05) { rng.gen_range(1000..3000) } else { rng.gen_range(0..40) };
+    (0..n).map(|_| rng.gen()).collect()
+}
+
+/// Explicit timestamps far in the past (older than a day) or a little in it.
+fn rand_ts(rng: &mut StdRng, now: u64) -> u64 {
+    if rng.gen_bool(0.5) {
+        rng.gen_range(1..20) * 1000
+    } else {
+        now - DAY / 2 - rng.gen_range(0..20) * 1000
+    }
+}
+
+fn rand_mutation(rng: &mut StdRng, now: u64) -> RowMutation {
+    let mut m = RowMutation::new(rand_row(rng));
+    for _ in 0..rng.gen_range(1..4) {
+        let fam = ["a", "b", "c"][rng.gen_range(0..3)].to_string();
+        let q = rand_qual(rng);
+        let mu = match rng.gen_range(0..20) {
+            0..=11 => Mutation::SetCell {
+                family: fam,
+                qualifier: q,
+                timestamp: if rng.gen_bool(0.5) { Some(rand_ts(rng, now)) } else { None },
+                value: rand_value(rng),
+            },
+            // Partial deletes only where no count rule can make collected
+            // versions reappear (see the README on GC).
+            12..=14 => Mutation::DeleteCells {
+                range: if fam == "b" {
+                    let a = rand_ts(rng, now);
+                    TimeRange {
+                        start: a,
+                        end: a + rng.gen_range(1..50_000),
+                    }
+                } else {
+                    TimeRange::ALL
+                },
+                family: fam,
+                qualifier: q,
+            },
+            15..=16 => Mutation::DeleteFamily { family: fam },
+            _ => Mutation::DeleteRow,
+        };
+        m.mutations.push(mu);
+    }
+    m
+}
+
+fn rand_spec(rng: &mut StdRng, now: u64) -> ScanSpec {
+    let mut spec = ScanSpec::default();
+    match rng.gen_range(0..4) {
+        0 => {}
+        1 => spec.rows = RowRange::prefix(b"row0"),
+        2 => {
+            let mut a = rand_row(rng);
+            let mut b = rand_row(rng);
+            if a > b {
+                std::mem::swap(&mut a, &mut b);
+            }
+            spec.rows = RowRange {
+                start: Bound::Included(a),
+                end: if rng.gen_bool(0.5) { Bound::Excluded(b) } else { Bound::Included(b) },
+            };
+        }
+        _ => spec.rows.start = Bound::Excluded(rand_row(rng)),
+    }
+    if rng.gen_bool(0.3) {
+        spec.families = Some(vec![["a", "b", "c"][rng.gen_range(0..3)].to_string()]);
+    }
+    if rng.gen_bool(0.2) {
+        spec.column_regex = Some(r"[ab]:q[0-2]".to_string());
+    }
+    if rng.gen_bool(0.2) {
+        spec.time_range = TimeRange {
+            start: now - DAY,
+            end: u64::MAX,
+        };
+    }
+    if rng.gen_bool(0.3) {
+        spec.max_versions = Some(rng.gen_range(1..3));
+    }
+    if rng.gen_bool(0.2) {
+        spec.row_limit = Some(rng.gen_range(1..10));
+    }
+    if rng.gen_bool(0.1) {
+        spec.cell_limit = Some(rng.gen_range(1..30));
+    }
+    spec
+}
+
+/// The timestamp the server gave the newest version written to a column.
+fn learn_server_ts(bt: &Bigtable, row: &[u8], fam: &str, q: &[u8]) -> u64 {
+    let spec = ScanSpec {
+        families: Some(vec![fam.to_string()]),
+        ..ScanSpec::default()
+    };
+    bt.read_row("t", row, &spec)
+        .unwrap()
+        .into_iter()
+        .filter(|c| c.qualifier == q)
+        .map(|c| c.timestamp)
+        .max()
+        .unwrap_or(0)
+}
+
+fn run(seed: u64, steps: usize) {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let mut bt = Bigtable::open(store.clone(), options()).unwrap();
+    let schema = schema();
+    bt.create_table("t", schema.clone()).unwrap();
+    let mut model = Model::default();
+    let now = engine::server::now_micros();
+    let mut checks = 0;
+    for step in 0..steps {
+        match rng.gen_range(0..100) {
+            0..=54 => {
+                let m = rand_mutation(&mut rng, now);
+                bt.apply("t", &m, WriteOptions::default()).unwrap();
+                // Server timestamps: learn each from the engine (it is newer
+                // than every explicit one, so it is the column's newest).
+                let server_ts = m
+                    .mutations
+                    .iter()
+                    .find_map(|mu| match mu {
+                        Mutation::SetCell {
+                            family,
+                            qualifier,
+                            timestamp: None,
+                            ..
+                        } => Some(learn_server_ts(&bt, &m.row, family, qualifier)),
+                        _ => None,
+                    })
+                    .unwrap_or(0);
+                model.apply(&m, server_ts);
+            }
+            55..=59 => {
+                let row = rand_row(&mut rng);
+                let q = rand_qual(&mut rng);
+                let delta = rng.gen_range(-5..10i64);
+                let cur = model.column(&row, "b", &q, &schema, now).first().map(|(_, v)| v.clone());
+                let res = bt.increment("t", &row, "b", &q, delta, WriteOptions::default());
+                match cur.as_deref().map(<[u8]>::len) {
+                    None | Some(8) => {
+                        let got = res.unwrap();
+                        let old = cur.map_or(0, |v| i64::from_be_bytes(v.try_into().unwrap()));
+                        assert_eq!(got, old + delta, "seed {seed} step {step}: increment");
+                        let ts = learn_server_ts(&bt, &row, "b", &q);
+                        model.apply(
+                            &RowMutation::new(row).set_at("b", q, ts, got.to_be_bytes().to_vec()),
+                            ts,
+                        );
+                    }
+                    Some(_) => assert!(matches!(res, Err(Error::NotACounter(_))), "seed {seed} step {step}"),
+                }
+            }
+            60..=62 => {
+                let row = rand_row(&mut rng);
+                let q = rand_qual(&mut rng);
+                let expected = rand_value(&mut rng);
+                let newval = rand_value(&mut rng);
+                let cur = model.column(&row, "a", &q, &schema, now).first().map(|(_, v)| v.clone());
+                let cond = Condition {
+                    family: "a".into(),
+                    qualifier: q.clone(),
+                    predicate: if rng.gen_bool(0.5) || cur.is_none() {
+                        Predicate::Exists
+                    } else {
+                        Predicate::Equals(if rng.gen_bool(0.5) { cur.clone().unwrap() } else { expected })
+                    },
+                };
+                let holds = match &cond.predicate {
+                    Predicate::Exists => cur.is_some(),
+                    Predicate::Equals(v) => cur.as_ref() == Some(v),
+                };
+                let on_match = vec![Mutation::SetCell {
+                    family: "a".into(),
+                    qualifier: q.clone(),
+                    timestamp: Some(now - 1000),
+                    value: newval.clone(),
+                }];
+                let on_no_match = vec![Mutation::DeleteCells {
+                    family: "a".into(),
+                    qualifier: q.clone(),
+                    range: TimeRange::ALL,
+                }];
+                let got = bt
+                    .check_and_mutate("t", &row, &cond, on_match.clone(), on_no_match.clone(), WriteOptions::default())
+                    .unwrap();
+                assert_eq!(got, holds, "seed {seed} step {step}: check_and_mutate");
+                let mutations = if holds { on_match } else { on_no_match };
+                model.apply(&RowMutation { row, mutations }, 0);
+            }
+            63..=79 => {
+                let spec = rand_spec(&mut rng, now);
+                let got: Vec<Cell> = bt.scan("t", spec.clone()).unwrap().map(|c| c.unwrap()).collect();
+                let want = model.scan(&spec, &schema, now);
+                assert_eq!(got, want, "seed {seed} step {step}: scan {spec:?}");
+                checks += 1;
+            }
+            80..=89 => {
+                let row = rand_row(&mut rng);
+                let got = bt.read_row("t", &row, &ScanSpec::default()).unwrap();
+                let want = model.scan(&ScanSpec::row(&row), &schema, now);
+                assert_eq!(got, want, "seed {seed} step {step}: read_row");
+                let q = rand_qual(&mut rng);
+                let cell = bt.read_cell("t", &row, "a", &q).unwrap().map(|c| c.value);
+                let want = model.column(&row, "a", &q, &schema, now).first().map(|(_, v)| v.clone());
+                assert_eq!(cell, want, "seed {seed} step {step}: read_cell");
+                checks += 1;
+            }
+            90..=92 => bt.flush().unwrap(),
+            93..=94 => bt.compact("t", rng.gen_bool(0.5)).unwrap(),
+            95..=96 => bt.split_now("t").unwrap(),
+            _ => {
+                // Reopen: everything applied must come back from SSTables + log.
+                if rng.gen_bool(0.5) {
+                    bt.flush().unwrap();
+                }
+                bt.close().unwrap();
+                drop(bt);
+                bt = Bigtable::open(store.clone(), options()).unwrap();
+            }
+        }
+    }
+    // Final full comparison after a major compaction.
+    bt.compact("t", true).unwrap();
+    let got: Vec<Cell> = bt.scan("t", ScanSpec::default()).unwrap().map(|c| c.unwrap()).collect();
+    assert_eq!(got, model.scan(&ScanSpec::default(), &schema, now), "seed {seed}: final");
+    assert!(checks > steps / 10);
+    let tablets = bt.tablets("t").unwrap();
+    assert!(!tablets.is_empty());
+}
+
+#[test]
+fn model_seed_1() {
+    run(1, 3000);
+}
+
+#[test]
+fn model_seed_2() {
+    run(2, 3000);
+}
+
+#[test]
+fn model_many_seeds_short() {
+    for seed in 10..16 {
+        run(seed, 600);
+    }
+}
+
+#[test]
+fn splits_happen_and_rows_stay_in_order() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store.clone(), options()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    let batch: Vec<RowMutation> = (0..2000u32)
+        .map(|i| RowMutation::new(format!("k{i:05}")).set("a", "v", vec![b'x'; 200]))
+        .collect();
+    bt.apply_batch("t", &batch, WriteOptions::default()).unwrap();
+    bt.flush().unwrap();
+    bt.compact("t", true).unwrap();
+    bt.split_now("t").unwrap();
+    let tablets = bt.tablets("t").unwrap();
+    assert!(tablets.len() > 1, "expected splits, got {tablets:?}");
+    drop(bt);
+    let bt = Bigtable::open(store, options()).unwrap();
+    let mut scanner = bt.scan("t", ScanSpec::default()).unwrap();
+    let mut n = 0;
+    while let Some((row, cells)) = scanner.next_row().unwrap() {
+        assert_eq!(row, format!("k{n:05}").into_bytes());
+        assert_eq!(cells.len(), 1);
+        n += 1;
+    }
+    assert_eq!(n, 2000);
+}
