@@ -8,7 +8,7 @@ use super::common::{
 };
 use super::workloads::{fig6_suite, Fig6, Fig6Results, KvResults, KvStore, Plan};
 use anyhow::{Context, Result};
-use engine::schema::TableSchema;
+use engine::schema::{FamilySchema, TableSchema};
 use engine::{Bigtable, RowMutation, RowRange, ScanSpec, WriteOptions};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -21,9 +21,12 @@ const QUALIFIER: &[u8] = b"0";
 /// with default settings, or, for the in-memory workload, `cf` alone in a
 /// locality group marked in-memory.
 pub fn bench_schema(in_memory: bool) -> TableSchema {
-    // TEMPORARY until engine::schema lands on main (see /tmp/engine_bench.final.rs).
-    let _ = in_memory;
-    TableSchema::default()
+    let mut family = FamilySchema::new(FAMILY);
+    if in_memory {
+        family.locality_group = "mem".to_string();
+        family.in_memory = true;
+    }
+    TableSchema::with_families([family])
 }
 
 /// One engine table used as a key/value store (row = key, one cell `cf:0`).
@@ -268,4 +271,19 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     });
     println!("{line}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_marks_only_the_mem_family_in_memory() {
+        let plain = bench_schema(false);
+        let mem = bench_schema(true);
+        assert!(!plain.family(FAMILY).unwrap().in_memory);
+        let f = mem.family(FAMILY).unwrap();
+        assert!(f.in_memory);
+        assert_eq!(f.locality_group, "mem");
+    }
 }
