@@ -286,4 +286,28 @@ mod tests {
         assert!(f.in_memory);
         assert_eq!(f.locality_group, "mem");
     }
+
+    #[test]
+    fn engine_runs_all_six_workloads_on_disk() {
+        let dir = TempDir::new_in(&std::env::temp_dir(), "engine-bench-test").unwrap();
+        let args = EngineArgs {
+            work_base: dir.path().to_path_buf(),
+            plan: Plan {
+                n: 300,
+                threads: 2,
+                time_cap: std::time::Duration::from_secs(20),
+            },
+            sync: false,
+            peers: false,
+            io_mode: gfs::IoMode::Uring,
+            block_cache: None,
+            // Small, so that the writes reach SSTables before the reads.
+            memtable: Some(64 << 10),
+        };
+        let (r, _status) = run_engine(&dir.path().join("engine"), &args).unwrap();
+        for w in Fig6::ALL {
+            assert_eq!(r.get(w).ops, 300, "{w:?}");
+            assert!(!r.get(w).capped, "{w:?}");
+        }
+    }
 }
