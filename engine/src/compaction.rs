@@ -24,7 +24,10 @@ pub fn sst_name(number: u64) -> String {
 
 /// The SSTable number a file name stands for.
 pub fn sst_number(name: &str) -> Option<u64> {
-    name.strip_prefix("sst/")?.strip_suffix(".sst")?.parse().ok()
+    name.strip_prefix("sst/")?
+        .strip_suffix(".sst")?
+        .parse()
+        .ok()
 }
 
 /// Where compaction output goes and how to open it.

@@ -48,8 +48,8 @@ impl CompactionFilter {
     /// Positions `iter` at its first entry.
     pub fn new(
         mut iter: Box<dyn InternalIterator>,
-        schema: Arc<TableSchema>,
         major: bool,
+        schema: Arc<TableSchema>,
         now_micros: u64,
     ) -> Result<CompactionFilter> {
         iter.seek_to_first()?;
@@ -97,8 +97,8 @@ impl CompactionFilter {
                     match self.gc {
                         None => true,
                         Some(gc) if self.major => {
-                            self.column_collected = self.column_collected
-                                || gc.collects(index, k.timestamp, self.now);
+                            self.column_collected =
+                                self.column_collected || gc.collects(index, k.timestamp, self.now);
                             !self.column_collected
                         }
                         Some(gc) => !gc.collects_by_age_alone(k.timestamp, self.now),
@@ -153,7 +153,7 @@ mod tests {
 
     fn filter(input: &Entries, schema: &Arc<TableSchema>, major: bool, now: u64) -> Entries {
         let it = Box::new(VecIterator::new(Arc::new(input.clone())));
-        CompactionFilter::new(it, schema.clone(), major, now)
+        CompactionFilter::new(it, major, schema.clone(), now)
             .unwrap()
             .collect::<Result<_>>()
             .unwrap()
@@ -177,7 +177,9 @@ mod tests {
     #[test]
     fn minor_keeps_live_tombstones_drops_what_they_hide() {
         let input = entries(&[
-            RowMutation::new("r").set_at("f", "q", 1, "a").set_at("f", "q", 2, "b"),
+            RowMutation::new("r")
+                .set_at("f", "q", 1, "a")
+                .set_at("f", "q", 2, "b"),
             RowMutation::new("r").delete_cells("f", "q", TimeRange::exactly(1)),
             RowMutation::new("r").delete_cells("f", "q", TimeRange::exactly(1)),
             RowMutation::new("r").set_at("f", "q", 2, "c"),
@@ -228,7 +230,10 @@ mod tests {
         });
         assert_eq!(filter(&input, &two, false, 0).len(), 5);
         let out = filter(&input, &two, true, 0);
-        assert_eq!(kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(), vec![5, 4]);
+        assert_eq!(
+            kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(),
+            vec![5, 4]
+        );
         // Union age rules are applied by minor compactions too; intersection ones are not.
         let age = GcRule {
             max_versions: Some(10),
@@ -236,7 +241,10 @@ mod tests {
             mode: GcMode::Union,
         };
         let out = filter(&input, &schema(age), false, 6);
-        assert_eq!(kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(), vec![5, 4]);
+        assert_eq!(
+            kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(),
+            vec![5, 4]
+        );
         let inter = GcRule {
             max_versions: Some(1),
             mode: GcMode::Intersection,
@@ -244,24 +252,36 @@ mod tests {
         };
         assert_eq!(filter(&input, &schema(inter), false, 6).len(), 5);
         let out = filter(&input, &schema(inter), true, 6);
-        assert_eq!(kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(), vec![5, 4]);
+        assert_eq!(
+            kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(),
+            vec![5, 4]
+        );
     }
 
     #[test]
     fn unknown_families_dropped_only_in_major() {
         let mut input = entries(&[RowMutation::new("r").set_at("f", "q", 1, "v")]);
         input.push((key::encode(b"r", b"old", b"q", 1, 9, Kind::Put), vec![]));
-        input.push((key::encode(b"r", b"old", b"", TOMBSTONE_TS, 10, Kind::DeleteFamily), vec![]));
+        input.push((
+            key::encode(b"r", b"old", b"", TOMBSTONE_TS, 10, Kind::DeleteFamily),
+            vec![],
+        ));
         input.sort();
         let s = schema(GcRule::KEEP_ALL);
-        assert_eq!(filter(&input, &s, false, 0).len(), 2, "tombstone kept, hidden cell dropped");
+        assert_eq!(
+            filter(&input, &s, false, 0).len(),
+            2,
+            "tombstone kept, hidden cell dropped"
+        );
         assert_eq!(filter(&input, &s, true, 0).len(), 1);
     }
 
     #[test]
     fn output_reads_like_input() {
         let input = entries(&[
-            RowMutation::new("a").set_at("f", "q", 1, "1").set_at("f", "p", 1, "2"),
+            RowMutation::new("a")
+                .set_at("f", "q", 1, "1")
+                .set_at("f", "p", 1, "2"),
             RowMutation::new("a").delete_cells("f", "p", TimeRange::ALL),
             RowMutation::new("b").set_at("f", "q", 1, "3").delete_row(),
             RowMutation::new("c").set_at("f", "q", 1, "4"),
@@ -284,7 +304,7 @@ mod tests {
     fn corrupt_input_is_an_error_once() {
         let input: Entries = vec![(b"nonsense".to_vec(), vec![])];
         let it = Box::new(VecIterator::new(Arc::new(input)));
-        let mut f = CompactionFilter::new(it, schema(GcRule::KEEP_ALL), true, 0).unwrap();
+        let mut f = CompactionFilter::new(it, true, schema(GcRule::KEEP_ALL), 0).unwrap();
         assert!(matches!(f.next(), Some(Err(crate::Error::Corruption(_)))));
         assert!(f.next().is_none());
     }

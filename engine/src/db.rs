@@ -2,14 +2,14 @@
 
 use crate::data::*;
 use crate::schema::TableSchema;
-use crate::txn::{RowTxn, TxnOutcome};
-use crate::server::Server;
 pub use crate::server::Scanner;
+use crate::server::Server;
 use crate::txn::RowOp;
+use crate::txn::{RowTxn, TxnOutcome};
 use crate::{Error, Result};
 use parking_lot::Mutex;
-use std::thread::JoinHandle;
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 /// Tuning of the engine. Defaults suit production; tests shrink the sizes.
@@ -157,7 +157,9 @@ impl Bigtable {
     }
     /// Applies one row's mutations atomically.
     pub fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
-        self.live()?.apply_batch(table, std::slice::from_ref(m), opts)
+        self.live()?
+            .apply_batch(table, std::slice::from_ref(m), opts)
+            .map_err(unwrap_batch_error)
     }
     /// Validates every mutation first (nothing applied on error); then applies each row's atomically.
     pub fn apply_batch(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
@@ -176,11 +178,9 @@ impl Bigtable {
         let mut out = self
             .live()?
             .apply_txns(table, std::slice::from_ref(&txn), opts)
-            .map_err(|e| match e {
-                Error::BadBatchEntry { source, .. } => *source,
-                e => e,
-            })?;
-        out.pop().ok_or_else(|| Error::corruption("transaction produced no outcome"))
+            .map_err(unwrap_batch_error)?;
+        out.pop()
+            .ok_or_else(|| Error::corruption("transaction produced no outcome"))
     }
     /// Adds `delta` to a big-endian i64 counter; returns the new value.
     pub fn increment(
@@ -201,8 +201,14 @@ impl Bigtable {
             }],
         );
         let out = self.one_txn(table, txn, opts)?;
-        let v = out.results.first().ok_or_else(|| Error::corruption("increment produced no value"))?;
-        let bytes: [u8; 8] = v.as_slice().try_into().map_err(|_| Error::NotACounter(v.len()))?;
+        let v = out
+            .results
+            .first()
+            .ok_or_else(|| Error::corruption("increment produced no value"))?;
+        let bytes: [u8; 8] = v
+            .as_slice()
+            .try_into()
+            .map_err(|_| Error::NotACounter(v.len()))?;
         Ok(i64::from_be_bytes(bytes))
     }
     /// Appends to a cell's newest value; returns the new value.
@@ -224,7 +230,9 @@ impl Bigtable {
             }],
         );
         let mut out = self.one_txn(table, txn, opts)?;
-        out.results.pop().ok_or_else(|| Error::corruption("append produced no value"))
+        out.results
+            .pop()
+            .ok_or_else(|| Error::corruption("append produced no value"))
     }
     /// Applies `on_match` if the condition holds, else `on_no_match`; returns whether it held.
     pub fn check_and_mutate(
@@ -247,7 +255,7 @@ impl Bigtable {
     /// The visible cells of one row selected by `spec` (its row range is ignored).
     pub fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
         let s = self.live()?;
-        s.read_row(&s.table(table)?, row, spec)
+        s.read_row(&*s.table(table)?, row, spec)
     }
     /// The newest visible version of one cell.
     pub fn read_cell(
@@ -266,6 +274,25 @@ impl Bigtable {
             });
         }
         s.read_cell(&t, row, family, qualifier)
+    }
+    /// The newest `max_versions` visible versions of one column, newest first (all if None).
+    pub fn read_column(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        let s = self.live()?;
+        let t = s.table(table)?;
+        if !t.schema().families.contains_key(family) {
+            return Err(Error::UnknownFamily {
+                table: table.to_string(),
+                family: family.to_string(),
+            });
+        }
+        s.read_column(&t, row, family, qualifier, max_versions)
     }
     /// A consistent streaming scan (a snapshot taken now).
     pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Scanner> {
@@ -294,5 +321,13 @@ impl Bigtable {
     /// Human-readable status lines (for `.bigtable/`).
     pub fn status(&self) -> Vec<String> {
         self.s().status()
+    }
+}
+
+/// A one-entry batch reports its error as itself, not as "batch entry 0".
+fn unwrap_batch_error(e: Error) -> Error {
+    match e {
+        Error::BadBatchEntry { source, .. } => *source,
+        e => e,
     }
 }

@@ -22,6 +22,8 @@ pub mod memtable;
 pub mod merge;
 pub mod mutation;
 pub mod read;
+#[cfg(test)]
+mod read_model_test;
 pub mod server;
 pub mod sstable;
 pub mod tablet;

@@ -57,11 +57,26 @@ pub struct TableEntry {
 /// A change to the version set.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Edit {
-    CreateTable { id: u64, name: String, schema: Vec<u8> },
-    SetSchema { id: u64, schema: Vec<u8> },
-    DropTable { id: u64 },
-    AddTablet { table: u64, tablet: TabletEntry },
-    RemoveTablet { table: u64, id: u64 },
+    CreateTable {
+        id: u64,
+        name: String,
+        schema: Vec<u8>,
+    },
+    SetSchema {
+        id: u64,
+        schema: Vec<u8>,
+    },
+    DropTable {
+        id: u64,
+    },
+    AddTablet {
+        table: u64,
+        tablet: TabletEntry,
+    },
+    RemoveTablet {
+        table: u64,
+        id: u64,
+    },
     /// Adds and removes files of a tablet and moves its redo point.
     Files {
         table: u64,
@@ -71,7 +86,10 @@ pub enum Edit {
         flushed_seq: u64,
     },
     /// Counters that must never go backwards.
-    Counters { next_id: u64, last_seq: u64 },
+    Counters {
+        next_id: u64,
+        last_seq: u64,
+    },
 }
 
 /// The state the edits build.
@@ -85,7 +103,8 @@ pub struct VersionState {
 
 impl VersionState {
     fn apply(&mut self, e: &Edit) -> Result<()> {
-        let missing = |what: &str, id: u64| Error::corruption(format!("manifest: {what} {id} unknown"));
+        let missing =
+            |what: &str, id: u64| Error::corruption(format!("manifest: {what} {id} unknown"));
         match e {
             Edit::CreateTable { id, name, schema } => {
                 self.tables.insert(
@@ -100,7 +119,10 @@ impl VersionState {
                 self.next_id = self.next_id.max(id + 1);
             }
             Edit::SetSchema { id, schema } => {
-                self.tables.get_mut(id).ok_or_else(|| missing("table", *id))?.schema = schema.clone();
+                self.tables
+                    .get_mut(id)
+                    .ok_or_else(|| missing("table", *id))?
+                    .schema = schema.clone();
             }
             Edit::DropTable { id } => {
                 self.tables.remove(id);
@@ -363,7 +385,11 @@ fn decode_edit(d: &mut Decoder<'_>) -> Result<Edit> {
             next_id: d.varint()?,
             last_seq: d.varint()?,
         },
-        t => return Err(Error::corruption(format!("manifest: unknown edit type {t}"))),
+        t => {
+            return Err(Error::corruption(format!(
+                "manifest: unknown edit type {t}"
+            )))
+        }
     })
 }
 
@@ -520,7 +546,7 @@ mod tests {
             largest: b"z".to_vec(),
             max_seq: 9,
             families: vec!["cf".into()],
-            row_tombstones: n % 2 == 0,
+            row_tombstones: n.is_multiple_of(2),
         }
     }
 

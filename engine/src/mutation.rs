@@ -264,7 +264,10 @@ mod tests {
             Err(Error::InvalidArgument(_))
         ));
         let empty = RowMutation::new("r");
-        assert!(matches!(validate(&s, &empty, 10), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            validate(&s, &empty, 10),
+            Err(Error::InvalidArgument(_))
+        ));
         for m in [
             RowMutation::new("r").set("nope", "q", "v"),
             RowMutation::new("r").delete_cells("nope", "q", TimeRange::ALL),
@@ -278,15 +281,27 @@ mod tests {
         let big = RowMutation::new("r").set("f", "q", vec![0u8; 11]);
         assert!(matches!(
             validate(&s, &big, 10),
-            Err(Error::ValueTooLarge { size: 11, limit: 10 })
+            Err(Error::ValueTooLarge {
+                size: 11,
+                limit: 10
+            })
         ));
         validate(&s, &RowMutation::new("r").set("f", "q", vec![0u8; 10]), 10).unwrap();
         let q = RowMutation::new("r").set("f", vec![b'q'; MAX_QUALIFIER + 1], "v");
-        assert!(matches!(validate(&s, &q, 10), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            validate(&s, &q, 10),
+            Err(Error::InvalidArgument(_))
+        ));
         let ts = RowMutation::new("r").set_at("f", "q", MAX_TIMESTAMP + 1, "v");
-        assert!(matches!(validate(&s, &ts, 10), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            validate(&s, &ts, 10),
+            Err(Error::InvalidArgument(_))
+        ));
         let range = RowMutation::new("r").delete_cells("f", "q", TimeRange { start: 5, end: 5 });
-        assert!(matches!(validate(&s, &range, 10), Err(Error::InvalidArgument(_))));
+        assert!(matches!(
+            validate(&s, &range, 10),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 
     #[test]

@@ -15,6 +15,7 @@
 //!
 //! Entries of families no longer in the schema are skipped.
 
+pub use crate::compaction_filter::CompactionFilter;
 use crate::data::{Cell, RowRange, ScanSpec, TimeRange};
 use crate::error::{Error, Result};
 use crate::iterator::InternalIterator;
@@ -129,10 +130,7 @@ impl CellReader {
             snapshot: snapshot_seq,
             now: now_micros,
             end_key,
-            families: spec
-                .families
-                .as_ref()
-                .map(|f| f.iter().cloned().collect()),
+            families: spec.families.as_ref().map(|f| f.iter().cloned().collect()),
             regex,
             time_range: spec.time_range,
             max_versions: spec.max_versions,
@@ -331,9 +329,7 @@ impl CellReader {
             // older than the time range: either ends the column.
             let column_over = gc.collects(index, ts, self.now)
                 || ts < self.time_range.start
-                || self
-                    .max_versions
-                    .is_some_and(|n| self.column.emitted >= n);
+                || self.max_versions.is_some_and(|n| self.column.emitted >= n);
             if column_over {
                 let end = prefix_end(k.column_enc);
                 self.skip_to(&end)?;
@@ -492,7 +488,13 @@ mod tests {
         schema_with(GcRule::KEEP_ALL)
     }
 
-    fn read(log: &Log, spec: &ScanSpec, schema: Arc<TableSchema>, snap: SeqNo, now: u64) -> Vec<Cell> {
+    fn read(
+        log: &Log,
+        spec: &ScanSpec,
+        schema: Arc<TableSchema>,
+        snap: SeqNo,
+        now: u64,
+    ) -> Vec<Cell> {
         CellReader::new(log.iter(), spec, schema, snap, now)
             .unwrap()
             .collect::<Result<Vec<_>>>()
@@ -526,8 +528,16 @@ mod tests {
     fn order_is_row_family_qualifier_newest_first() {
         let mut log = Log::new();
         log.apply(RowMutation::new("r2").set_at("b", "x", 1, "v1"))
-            .apply(RowMutation::new("r1").set_at("b", "q", 5, "v2").set_at("a", "z", 1, "v3"))
-            .apply(RowMutation::new("r1").set_at("a", "z", 9, "v4").set_at("a", "", 2, "v5"))
+            .apply(
+                RowMutation::new("r1")
+                    .set_at("b", "q", 5, "v2")
+                    .set_at("a", "z", 1, "v3"),
+            )
+            .apply(
+                RowMutation::new("r1")
+                    .set_at("a", "z", 9, "v4")
+                    .set_at("a", "", 2, "v5"),
+            )
             .apply(RowMutation::new("r1").set("a", "z", "v6"));
         assert_eq!(
             all(&log),
@@ -545,22 +555,44 @@ mod tests {
     #[test]
     fn row_tombstone_hides_only_lower_sequences() {
         let mut log = Log::new();
-        log.apply(RowMutation::new("r").set_at("a", "q", 5, "old").set_at("b", "q", 1, "old"))
-            .apply(RowMutation::new("r").delete_row().set_at("a", "q", 3, "after"))
-            .apply(RowMutation::new("s").set_at("a", "q", 1, "other row"));
-        assert_eq!(all(&log), vec![c("r", "a:q", 3, "after"), c("s", "a:q", 1, "other row")]);
+        log.apply(
+            RowMutation::new("r")
+                .set_at("a", "q", 5, "old")
+                .set_at("b", "q", 1, "old"),
+        )
+        .apply(
+            RowMutation::new("r")
+                .delete_row()
+                .set_at("a", "q", 3, "after"),
+        )
+        .apply(RowMutation::new("s").set_at("a", "q", 1, "other row"));
+        assert_eq!(
+            all(&log),
+            vec![c("r", "a:q", 3, "after"), c("s", "a:q", 1, "other row")]
+        );
         // At a snapshot before the delete everything is back.
         let before = read(&log, &ScanSpec::default(), keep_all(), 2, 0);
-        assert_eq!(brief(&before), vec![c("r", "a:q", 5, "old"), c("r", "b:q", 1, "old")]);
+        assert_eq!(
+            brief(&before),
+            vec![c("r", "a:q", 5, "old"), c("r", "b:q", 1, "old")]
+        );
     }
 
     #[test]
     fn family_tombstone_hides_its_family() {
         let mut log = Log::new();
-        log.apply(RowMutation::new("r").set_at("a", "", 5, "x").set_at("a", "q", 5, "y").set_at("b", "q", 5, "z"))
-            .apply(RowMutation::new("r").delete_family("a"))
-            .apply(RowMutation::new("r").set_at("a", "q", 1, "new"));
-        assert_eq!(all(&log), vec![c("r", "a:q", 1, "new"), c("r", "b:q", 5, "z")]);
+        log.apply(
+            RowMutation::new("r")
+                .set_at("a", "", 5, "x")
+                .set_at("a", "q", 5, "y")
+                .set_at("b", "q", 5, "z"),
+        )
+        .apply(RowMutation::new("r").delete_family("a"))
+        .apply(RowMutation::new("r").set_at("a", "q", 1, "new"));
+        assert_eq!(
+            all(&log),
+            vec![c("r", "a:q", 1, "new"), c("r", "b:q", 5, "z")]
+        );
     }
 
     #[test]
@@ -577,7 +609,12 @@ mod tests {
         .apply(RowMutation::new("r").set_at("a", "q", 2, "re"));
         assert_eq!(
             all(&log),
-            vec![c("r", "a:p", 2, "p"), c("r", "a:q", 3, "3"), c("r", "a:q", 2, "re"), c("r", "a:q", 1, "1")]
+            vec![
+                c("r", "a:p", 2, "p"),
+                c("r", "a:q", 3, "3"),
+                c("r", "a:q", 2, "re"),
+                c("r", "a:q", 1, "1")
+            ]
         );
         log.apply(RowMutation::new("r").delete_cells("a", "q", TimeRange::ALL));
         assert_eq!(all(&log), vec![c("r", "a:p", 2, "p")]);
@@ -587,10 +624,18 @@ mod tests {
     fn delete_then_set_in_one_mutation_keeps_the_set() {
         let mut log = Log::new();
         log.apply(RowMutation::new("r").set_at("a", "q", 1, "old"))
-            .apply(RowMutation::new("r").delete_row().set_at("a", "q", 1, "new"));
+            .apply(
+                RowMutation::new("r")
+                    .delete_row()
+                    .set_at("a", "q", 1, "new"),
+            );
         assert_eq!(all(&log), vec![c("r", "a:q", 1, "new")]);
         let mut log = Log::new();
-        log.apply(RowMutation::new("r").set_at("a", "q", 1, "x").delete_cells("a", "q", TimeRange::ALL));
+        log.apply(RowMutation::new("r").set_at("a", "q", 1, "x").delete_cells(
+            "a",
+            "q",
+            TimeRange::ALL,
+        ));
         assert!(all(&log).is_empty());
     }
 
@@ -622,11 +667,17 @@ mod tests {
             mode: GcMode::Union,
         });
         let got = read(&log, &ScanSpec::default(), versions.clone(), u64::MAX, 0);
-        assert_eq!(brief(&got), vec![c("r", "a:q", 500, "v5"), c("r", "a:q", 400, "v4")]);
+        assert_eq!(
+            brief(&got),
+            vec![c("r", "a:q", 500, "v5"), c("r", "a:q", 400, "v4")]
+        );
         // Index counts visible versions only: deleting the newest brings back v3.
         log.apply(RowMutation::new("r").delete_cells("a", "q", TimeRange::exactly(500)));
         let got = read(&log, &ScanSpec::default(), versions, u64::MAX, 0);
-        assert_eq!(brief(&got), vec![c("r", "a:q", 400, "v4"), c("r", "a:q", 300, "v3")]);
+        assert_eq!(
+            brief(&got),
+            vec![c("r", "a:q", 400, "v4"), c("r", "a:q", 300, "v3")]
+        );
         // Age: now=450, max age 200 → ts >= 250 survive.
         let age = GcRule {
             max_versions: None,
@@ -634,7 +685,10 @@ mod tests {
             mode: GcMode::Union,
         };
         let got = read(&log, &ScanSpec::default(), schema_with(age), u64::MAX, 450);
-        assert_eq!(brief(&got), vec![c("r", "a:q", 400, "v4"), c("r", "a:q", 300, "v3")]);
+        assert_eq!(
+            brief(&got),
+            vec![c("r", "a:q", 400, "v4"), c("r", "a:q", 300, "v3")]
+        );
         // Union vs intersection with both limits: max 1 version, age 150 at now=450.
         let both = GcRule {
             max_versions: Some(1),
@@ -647,9 +701,18 @@ mod tests {
             mode: GcMode::Intersection,
             ..both
         };
-        let got = read(&log, &ScanSpec::default(), schema_with(inter), u64::MAX, 450);
+        let got = read(
+            &log,
+            &ScanSpec::default(),
+            schema_with(inter),
+            u64::MAX,
+            450,
+        );
         // v4 (index 0) kept by count; v3 (age 150, not older) kept by age; v2, v1 collected.
-        assert_eq!(brief(&got), vec![c("r", "a:q", 400, "v4"), c("r", "a:q", 300, "v3")]);
+        assert_eq!(
+            brief(&got),
+            vec![c("r", "a:q", 400, "v4"), c("r", "a:q", 300, "v3")]
+        );
     }
 
     #[test]
@@ -680,19 +743,37 @@ mod tests {
             s.column_regex = Some(r".*:.*\.cnn\.com".into());
             s.max_versions = Some(1);
         });
-        assert_eq!(re, vec![c("s1", "a:x.cnn.com", 3, "3"), c("s1", "b:x.cnn.com", 1, "5")]);
+        assert_eq!(
+            re,
+            vec![
+                c("s1", "a:x.cnn.com", 3, "3"),
+                c("s1", "b:x.cnn.com", 1, "5")
+            ]
+        );
         let tr = spec(&|s| {
             s.rows = RowRange::prefix(b"r1");
             s.time_range = TimeRange { start: 1, end: 3 };
             s.max_versions = Some(1);
             s.families = Some(vec!["a".into()]);
         });
-        assert_eq!(tr, vec![c("r1", "a:x.cnn.com", 2, "2"), c("r1", "a:y.bbc.co.uk", 1, "4")]);
+        assert_eq!(
+            tr,
+            vec![
+                c("r1", "a:x.cnn.com", 2, "2"),
+                c("r1", "a:y.bbc.co.uk", 1, "4")
+            ]
+        );
         let rows = spec(&|s| {
             s.row_limit = Some(2);
             s.families = Some(vec!["b".into()]);
         });
-        assert_eq!(rows, vec![c("r1", "b:x.cnn.com", 1, "5"), c("r2", "b:x.cnn.com", 1, "5")]);
+        assert_eq!(
+            rows,
+            vec![
+                c("r1", "b:x.cnn.com", 1, "5"),
+                c("r2", "b:x.cnn.com", 1, "5")
+            ]
+        );
         let cells = spec(&|s| s.cell_limit = Some(2));
         assert_eq!(cells.len(), 2);
         assert!(spec(&|s| s.cell_limit = Some(0)).is_empty());
@@ -708,7 +789,10 @@ mod tests {
             };
             s.families = Some(vec!["b".into()]);
         });
-        assert_eq!(excl.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), vec!["r2", "r3"]);
+        assert_eq!(
+            excl.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(),
+            vec!["r2", "r3"]
+        );
         assert!(spec(&|s| s.families = Some(vec!["zz".into()])).is_empty());
     }
 
@@ -746,9 +830,19 @@ mod tests {
     #[test]
     fn unknown_families_are_skipped() {
         let mut log = Log::new();
-        log.apply(RowMutation::new("r").set_at("a", "q", 1, "a").set_at("b", "q", 1, "b"));
-        log.entries.push((key::encode(b"r", b"gone", b"q", 1, 99, Kind::Put), b"x".to_vec()));
-        log.entries.push((key::encode(b"r", b"\xff", b"q", 1, 98, Kind::Put), b"x".to_vec()));
+        log.apply(
+            RowMutation::new("r")
+                .set_at("a", "q", 1, "a")
+                .set_at("b", "q", 1, "b"),
+        );
+        log.entries.push((
+            key::encode(b"r", b"gone", b"q", 1, 99, Kind::Put),
+            b"x".to_vec(),
+        ));
+        log.entries.push((
+            key::encode(b"r", b"\xff", b"q", 1, 98, Kind::Put),
+            b"x".to_vec(),
+        ));
         let only_a = Arc::new(TableSchema::with_families([FamilySchema::new("a")]));
         let got = read(&log, &ScanSpec::default(), only_a, u64::MAX, 0);
         assert_eq!(brief(&got), vec![c("r", "a:q", 1, "a")]);
@@ -759,38 +853,50 @@ mod tests {
         let mut log = Log::new();
         log.apply(RowMutation::new("r").set_at("a", "q", 1, "a"));
         log.entries.push((b"r\x00\x01garbage".to_vec(), vec![]));
-        let mut r = CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
+        let mut r =
+            CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
         assert!(r.next_cell().unwrap().is_some());
         assert!(matches!(r.next_cell(), Err(Error::Corruption(_))));
         assert!(r.next().is_none(), "iteration stops after an error");
         let mut log = Log::new();
-        log.entries.push((key::encode(b"r", b"a", b"q", TOMBSTONE_TS, 1, Kind::Put), vec![]));
-        let mut r = CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
+        log.entries.push((
+            key::encode(b"r", b"a", b"q", TOMBSTONE_TS, 1, Kind::Put),
+            vec![],
+        ));
+        let mut r =
+            CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
         assert!(matches!(r.next_cell(), Err(Error::Corruption(_))));
     }
 
     #[test]
     fn rows_and_row_keys() {
         let mut log = Log::new();
-        log.apply(RowMutation::new("r1").set_at("a", "q", 1, "1").set_at("b", "q", 1, "2"))
-            .apply(RowMutation::new("r2").set_at("a", "q", 1, "3"))
-            .apply(RowMutation::new("r3").set_at("a", "q", 1, "4"))
-            .apply(RowMutation::new("r3").delete_row())
-            .apply(RowMutation::new("r4").set_at("b", "q", 1, "5"));
-        let mut r = CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
+        log.apply(
+            RowMutation::new("r1")
+                .set_at("a", "q", 1, "1")
+                .set_at("b", "q", 1, "2"),
+        )
+        .apply(RowMutation::new("r2").set_at("a", "q", 1, "3"))
+        .apply(RowMutation::new("r3").set_at("a", "q", 1, "4"))
+        .apply(RowMutation::new("r3").delete_row())
+        .apply(RowMutation::new("r4").set_at("b", "q", 1, "5"));
+        let mut r =
+            CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
         let (row, cells) = r.next_row().unwrap().unwrap();
         assert_eq!((row.as_slice(), cells.len()), (&b"r1"[..], 2));
         assert_eq!(r.next_row().unwrap().unwrap().0, b"r2");
         assert_eq!(r.next_row().unwrap().unwrap().0, b"r4");
         assert!(r.next_row().unwrap().is_none());
-        let mut r = CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
+        let mut r =
+            CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
         let mut keys = Vec::new();
         while let Some(k) = r.next_row_key().unwrap() {
             keys.push(k);
         }
         assert_eq!(keys, vec![b"r1".to_vec(), b"r2".to_vec(), b"r4".to_vec()]);
         // Mixing: a cell, then the rest of the rows by key.
-        let mut r = CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
+        let mut r =
+            CellReader::new(log.iter(), &ScanSpec::default(), keep_all(), u64::MAX, 0).unwrap();
         assert_eq!(r.next_cell().unwrap().unwrap().value, b"1");
         assert_eq!(r.next_row_key().unwrap().unwrap(), b"r1");
         assert_eq!(r.next_row_key().unwrap().unwrap(), b"r2");
@@ -811,19 +917,45 @@ mod tests {
         .apply(RowMutation::new("r0").set_at("a", "q", 1, "r0"))
         .apply(RowMutation::new("r\0").set_at("a", "q", 1, "r\\0"));
         let col = |log: &Log, fam: &str, q: &[u8], mv: Option<u32>, snap: SeqNo| {
-            let r = CellReader::column(log.iter(), keep_all(), b"r", fam, q, TimeRange::ALL, mv, snap, 0)
-                .unwrap();
+            let r = CellReader::column(
+                log.iter(),
+                keep_all(),
+                b"r",
+                fam,
+                q,
+                TimeRange::ALL,
+                mv,
+                snap,
+                0,
+            )
+            .unwrap();
             brief(&r.collect::<Result<Vec<_>>>().unwrap())
         };
-        assert_eq!(col(&log, "a", b"q", None, u64::MAX), vec![c("r", "a:q", 2, "q2"), c("r", "a:q", 1, "q1")]);
-        assert_eq!(col(&log, "a", b"q", Some(1), u64::MAX), vec![c("r", "a:q", 2, "q2")]);
-        assert_eq!(col(&log, "a", b"", None, u64::MAX), vec![c("r", "a:", 1, "empty")]);
-        assert_eq!(col(&log, "b", b"q", None, u64::MAX), vec![c("r", "b:q", 1, "bq")]);
+        assert_eq!(
+            col(&log, "a", b"q", None, u64::MAX),
+            vec![c("r", "a:q", 2, "q2"), c("r", "a:q", 1, "q1")]
+        );
+        assert_eq!(
+            col(&log, "a", b"q", Some(1), u64::MAX),
+            vec![c("r", "a:q", 2, "q2")]
+        );
+        assert_eq!(
+            col(&log, "a", b"", None, u64::MAX),
+            vec![c("r", "a:", 1, "empty")]
+        );
+        assert_eq!(
+            col(&log, "b", b"q", None, u64::MAX),
+            vec![c("r", "b:q", 1, "bq")]
+        );
         assert!(col(&log, "a", b"z", None, u64::MAX).is_empty());
         assert!(col(&log, "zz", b"q", None, u64::MAX).is_empty());
         log.apply(RowMutation::new("r").delete_family("a"));
         assert!(col(&log, "a", b"q", None, u64::MAX).is_empty());
-        assert_eq!(col(&log, "a", b"q", Some(1), 6).len(), 1, "snapshot before the delete");
+        assert_eq!(
+            col(&log, "a", b"q", Some(1), 6).len(),
+            1,
+            "snapshot before the delete"
+        );
         log.apply(RowMutation::new("r").delete_row());
         assert!(col(&log, "b", b"q", None, u64::MAX).is_empty());
     }
@@ -841,7 +973,8 @@ mod tests {
             self.inner.seek(t)
         }
         fn next(&mut self) -> Result<()> {
-            self.nexts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.nexts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             self.inner.next()
         }
         fn valid(&self) -> bool {
@@ -883,6 +1016,9 @@ mod tests {
             .collect::<Result<_>>()
             .unwrap();
         assert_eq!(got.len(), 2);
-        assert!(nexts.load(std::sync::atomic::Ordering::Relaxed) < 50, "{nexts:?}");
+        assert!(
+            nexts.load(std::sync::atomic::Ordering::Relaxed) < 50,
+            "{nexts:?}"
+        );
     }
 }

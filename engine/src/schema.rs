@@ -81,10 +81,10 @@ impl GcRule {
     /// suffix: once one is collected, every older one is too. Readers and
     /// compactions rely on that to skip the rest of a column.
     pub fn collects(&self, index_newest_first: usize, timestamp: u64, now_micros: u64) -> bool {
-        let by_count = self
-            .max_versions
-            .map(|n| index_newest_first >= n as usize);
-        let by_age = self.max_age_micros.map(|_| self.too_old(timestamp, now_micros));
+        let by_count = self.max_versions.map(|n| index_newest_first >= n as usize);
+        let by_age = self
+            .max_age_micros
+            .map(|_| self.too_old(timestamp, now_micros));
         match self.mode {
             GcMode::Union => by_count == Some(true) || by_age == Some(true),
             GcMode::Intersection => by_count == Some(true) && by_age == Some(true),
@@ -242,6 +242,22 @@ pub struct LocalityGroup {
     pub families: Vec<String>,
 }
 
+impl LocalityGroup {
+    /// A group with default settings and no families (e.g. for data of a
+    /// group that is no longer in the schema).
+    pub fn named(name: impl Into<String>) -> Self {
+        let d = FamilySchema::new("");
+        LocalityGroup {
+            name: name.into(),
+            compression: d.compression,
+            bloom: d.bloom,
+            block_size: d.block_size,
+            in_memory: d.in_memory,
+            families: Vec::new(),
+        }
+    }
+}
+
 /// A table's families and the table directory's permissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSchema {
@@ -337,10 +353,12 @@ impl TableSchema {
     /// its family with defaults for what it omits, or alters an existing
     /// family, changing only the settings the line gives; other families are
     /// kept. With `replace_all = true` (writing the whole file) the result holds
-    /// exactly the given families, each with defaults for what its line omits.
+    /// exactly the given families, each with defaults for what its line omits
+    /// (permissions included: `mode=0755`, the table's owner and group).
     /// Either way a family that joins a locality group without giving the
-    /// group's settings takes them from the group, and new families' owner
-    /// and group default to the table's. Returns the new schema and the
+    /// group's compression/bloom/block_size/in_memory takes them from the
+    /// group (a family moving into an empty group keeps its own), and new
+    /// families' owner and group default to the table's. Returns the new schema and the
     /// families it dropped (the caller refuses the change if any holds data).
     /// Errors name the offending line; on error nothing is changed.
     pub fn merge_families(
@@ -419,21 +437,30 @@ impl TableSchema {
                 Some(_) => {}
             }
         }
-        // Families that float take their group's anchored value (else the default).
-        let anchored: BTreeSet<(&str, Setting)> = anchors
-            .iter()
-            .map(|(_, n, s)| (n.as_str(), *s))
-            .collect();
-        for (name, f) in result.iter_mut() {
+        // Families that float take their group's anchored value; in a group
+        // with none, the first floating family (in line order) keeps its own
+        // value (defaults for a new family, current settings for an altered
+        // one) and the others follow it.
+        let anchored: BTreeSet<(&str, Setting)> =
+            anchors.iter().map(|(_, n, s)| (n.as_str(), *s)).collect();
+        for l in &lines {
+            let name = l.family.name.as_str();
+            let Some(f) = result.get_mut(name) else {
+                continue;
+            };
             for s in GROUP_SETTINGS {
-                if anchored.contains(&(name.as_str(), s)) {
+                if anchored.contains(&(name, s)) {
                     continue;
                 }
-                let v = match group_values.get(&(f.locality_group.clone(), s)) {
-                    Some((v, _)) => *v,
-                    None => FamilySchema::new("").group_setting(s),
-                };
-                f.set_group_setting(v);
+                match group_values.get(&(f.locality_group.clone(), s)) {
+                    Some((v, _)) => f.set_group_setting(*v),
+                    None => {
+                        group_values.insert(
+                            (f.locality_group.clone(), s),
+                            (f.group_setting(s), name.to_string()),
+                        );
+                    }
+                }
             }
         }
         let out = TableSchema {
@@ -799,10 +826,7 @@ pub fn parse(text: &str, resolver: &dyn NameResolver) -> Result<Vec<FamilySchema
     let lines = parse_lines(text, resolver)?;
     let order: Vec<String> = lines.iter().map(|l| l.family.name.clone()).collect();
     let (mut s, _) = TableSchema::default().merge_families(lines, true)?;
-    Ok(order
-        .iter()
-        .filter_map(|n| s.families.remove(n))
-        .collect())
+    Ok(order.iter().filter_map(|n| s.families.remove(n)).collect())
 }
 
 fn parse_line(
@@ -958,7 +982,7 @@ fn parse_duration(v: &str) -> std::result::Result<u64, String> {
 
 fn duration_str(micros: u64) -> String {
     for (unit, mult) in DURATION_UNITS {
-        if micros % mult == 0 {
+        if micros.is_multiple_of(mult) {
             return format!("{}{unit}", micros / mult);
         }
     }
@@ -982,9 +1006,9 @@ fn parse_size(v: &str) -> std::result::Result<usize, String> {
 }
 
 fn size_str(n: usize) -> String {
-    if n % (1024 * 1024) == 0 {
+    if n.is_multiple_of(1024 * 1024) {
         format!("{}m", n / (1024 * 1024))
-    } else if n % 1024 == 0 {
+    } else if n.is_multiple_of(1024) {
         format!("{}k", n / 1024)
     } else {
         n.to_string()
@@ -1034,14 +1058,12 @@ pub fn format(schema: &TableSchema, resolver: &dyn NameResolver) -> String {
 
 /// One family's line (without newline).
 pub fn format_family(f: &FamilySchema, resolver: &dyn NameResolver) -> String {
-    let versions = f
-        .gc
-        .max_versions
-        .map_or_else(|| "none".to_string(), |n| n.to_string());
-    let age = f
-        .gc
-        .max_age_micros
-        .map_or_else(|| "none".to_string(), duration_str);
+    let versions =
+        f.gc.max_versions
+            .map_or_else(|| "none".to_string(), |n| n.to_string());
+    let age =
+        f.gc.max_age_micros
+            .map_or_else(|| "none".to_string(), duration_str);
     let gc = match f.gc.mode {
         GcMode::Union => "union",
         GcMode::Intersection => "intersection",
@@ -1099,25 +1121,37 @@ mod tests {
             mode: GcMode::Union,
         };
         assert!(!union.collects(0, now, now));
-        assert!(!union.collects(1, now - day, now), "exactly max_age old is kept");
+        assert!(
+            !union.collects(1, now - day, now),
+            "exactly max_age old is kept"
+        );
         assert!(union.collects(1, now - day - 1, now), "older than max_age");
         assert!(union.collects(2, now, now), "beyond max_versions");
         let inter = GcRule {
             mode: GcMode::Intersection,
             ..union
         };
-        assert!(!inter.collects(1, now - 5 * day, now), "old but within count");
+        assert!(
+            !inter.collects(1, now - 5 * day, now),
+            "old but within count"
+        );
         assert!(!inter.collects(5, now, now), "beyond count but young");
         assert!(inter.collects(2, now - 2 * day, now), "both");
         let only_count = GcRule {
             max_age_micros: None,
             ..inter
         };
-        assert!(!only_count.collects(100, 0, now), "a None limit never collects");
+        assert!(
+            !only_count.collects(100, 0, now),
+            "a None limit never collects"
+        );
         assert!(GcRule::default().collects(3, now, now));
         assert!(!GcRule::default().collects(2, 0, now));
         assert!(!GcRule::KEEP_ALL.collects(1_000_000, 0, now));
-        assert!(!union.collects(0, now + day, now), "future timestamps are young");
+        assert!(
+            !union.collects(0, now + day, now),
+            "future timestamps are young"
+        );
         assert!(union.collects_by_age_alone(0, now));
         assert!(!inter.collects_by_age_alone(0, now));
     }
@@ -1218,14 +1252,24 @@ mod tests {
 
     #[test]
     fn locality_groups_must_agree() {
-        let (line, reason) = bad_line("a locality=g compression=none\nb\nc locality=g compression=lz4\n");
+        let (line, reason) =
+            bad_line("a locality=g compression=none\nb\nc locality=g compression=lz4\n");
         assert_eq!(line, 3);
         assert!(reason.contains("locality group g"), "{reason}");
         // A family joining a group takes the group's settings it does not give.
-        let f = parse("a locality=g compression=none block_size=8k\nb locality=g\n", &Names).unwrap();
+        let f = parse(
+            "a locality=g compression=none block_size=8k\nb locality=g\n",
+            &Names,
+        )
+        .unwrap();
         assert_eq!(f[1].compression, Compression::None);
         assert_eq!(f[1].block_size, 8192);
         let s = TableSchema::with_families(f);
+        let named = LocalityGroup::named("x");
+        assert_eq!(
+            (named.block_size, named.families.len()),
+            (DEFAULT_BLOCK_SIZE, 0)
+        );
         let groups = s.locality_groups();
         assert_eq!(groups.len(), 1);
         assert_eq!(groups[0].families, vec!["a", "b"]);
@@ -1237,7 +1281,9 @@ mod tests {
 
     #[test]
     fn locality_groups_sorted() {
-        let s = TableSchema::with_families(parse("z\ny locality=a in_memory=true\nx locality=m\nw\n", &Names).unwrap());
+        let s = TableSchema::with_families(
+            parse("z\ny locality=a in_memory=true\nx locality=m\nw\n", &Names).unwrap(),
+        );
         let g = s.locality_groups();
         let names: Vec<_> = g.iter().map(|g| g.name.as_str()).collect();
         assert_eq!(names, vec!["a", "default", "m"]);
@@ -1248,7 +1294,8 @@ mod tests {
 
     #[test]
     fn format_roundtrips() {
-        let text = "anchor max_versions=5 max_age=90m gc=intersection locality=lg compression=none \
+        let text =
+            "anchor max_versions=5 max_age=90m gc=intersection locality=lg compression=none \
                     bloom=row block_size=1500 in_memory=true mode=0750 owner=alice group=staff\n\
                     b max_versions=none max_age=1500ms owner=7 group=9 mode=4755\n\
                     c max_age=86400s block_size=2m\n";
@@ -1259,7 +1306,10 @@ mod tests {
             assert_eq!(back, s, "{out}");
         }
         let out = format(&s, &Names);
-        assert!(out.starts_with("anchor max_versions=5 max_age=90m gc=intersection locality=lg "), "{out}");
+        assert!(
+            out.starts_with("anchor max_versions=5 max_age=90m gc=intersection locality=lg "),
+            "{out}"
+        );
         assert!(out.contains("owner=alice group=staff"), "{out}");
         assert!(out.contains("max_age=1d"), "{out}");
         assert!(out.contains("block_size=2m"), "{out}");
@@ -1289,7 +1339,11 @@ mod tests {
         assert_eq!(a.mode, 0o700, "kept");
         assert!(s.family("b").is_some());
         let c = s.family("c").unwrap();
-        assert_eq!((c.owner, c.group), (1000, 50), "new families belong to the table's owner");
+        assert_eq!(
+            (c.owner, c.group),
+            (1000, 50),
+            "new families belong to the table's owner"
+        );
         assert_eq!(c.gc, GcRule::default());
         assert_eq!((s.owner, s.group, s.mode), (1000, 50, 0o700));
     }
@@ -1300,13 +1354,21 @@ mod tests {
         let (s, dropped) = base.apply_text("a\nd\n", &Names, true).unwrap();
         assert_eq!(dropped, vec!["b", "c"]);
         assert_eq!(s.families.keys().collect::<Vec<_>>(), vec!["a", "d"]);
-        assert_eq!(s.family("a").unwrap().gc.max_versions, Some(3), "a line sets every setting");
+        assert_eq!(
+            s.family("a").unwrap().gc.max_versions,
+            Some(3),
+            "a line sets every setting"
+        );
     }
 
     #[test]
     fn merge_locality_rules() {
         let base = TableSchema::with_families(
-            parse("a locality=g compression=none\nb locality=g\nsolo\n", &Names).unwrap(),
+            parse(
+                "a locality=g compression=none\nb locality=g\nsolo\n",
+                &Names,
+            )
+            .unwrap(),
         );
         // A new family joining g inherits its settings.
         let (s, _) = base.apply_text("c locality=g", &Names, false).unwrap();
@@ -1325,9 +1387,25 @@ mod tests {
         // Moving a family into another group takes that group's settings.
         let (s, _) = base.apply_text("solo locality=g", &Names, false).unwrap();
         assert_eq!(s.family("solo").unwrap().compression, Compression::None);
+        // Moving families into an empty group keeps the first one's settings.
+        let (s, _) = base
+            .apply_text(
+                "a locality=new\nb locality=new\nsolo locality=new",
+                &Names,
+                false,
+            )
+            .unwrap();
+        s.validate().unwrap();
+        let g = &s.locality_groups()[0];
+        assert_eq!((g.name.as_str(), g.families.len()), ("new", 3));
+        assert_eq!(g.compression, Compression::None);
         // Writing the whole file may change a whole group at once.
         let (s, _) = base
-            .apply_text("a locality=g compression=lz4\nb locality=g compression=lz4\n", &Names, true)
+            .apply_text(
+                "a locality=g compression=lz4\nb locality=g compression=lz4\n",
+                &Names,
+                true,
+            )
             .unwrap();
         assert_eq!(s.locality_groups()[0].compression, Compression::Lz4);
         // Nothing changes on error.
@@ -1349,7 +1427,10 @@ mod tests {
         s.mode = 0o750;
         let enc = s.encode();
         assert_eq!(TableSchema::decode(&enc).unwrap(), s);
-        assert_eq!(TableSchema::decode(&TableSchema::default().encode()).unwrap(), TableSchema::default());
+        assert_eq!(
+            TableSchema::decode(&TableSchema::default().encode()).unwrap(),
+            TableSchema::default()
+        );
         for cut in 0..enc.len() {
             assert!(TableSchema::decode(&enc[..cut]).is_err(), "prefix {cut}");
         }
@@ -1363,6 +1444,60 @@ mod tests {
             let _ = TableSchema::decode(&bad);
         }
         assert!(TableSchema::decode(b"garbage").is_err());
+    }
+
+    #[test]
+    fn random_schemas_roundtrip() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..300 {
+            let mut group_settings: HashMap<String, (Compression, BloomKind, usize, bool)> =
+                HashMap::new();
+            let mut fams = Vec::new();
+            for i in 0..rng.gen_range(0..6) {
+                let mut f = FamilySchema::new(format!("f{i}.x-{}", rng.gen_range(0..100)));
+                f.gc = GcRule {
+                    max_versions: [None, Some(1), Some(u32::MAX)][rng.gen_range(0..3)],
+                    max_age_micros: [
+                        None,
+                        Some(1),
+                        Some(1500),
+                        Some(86_400_000_000 * 3),
+                        Some(u64::MAX),
+                    ][rng.gen_range(0..5)],
+                    mode: [GcMode::Union, GcMode::Intersection][rng.gen_range(0..2)],
+                };
+                f.locality_group = ["default", "g1", "g.2"][rng.gen_range(0..3)].to_string();
+                let gs = *group_settings
+                    .entry(f.locality_group.clone())
+                    .or_insert_with(|| {
+                        (
+                            [Compression::None, Compression::Lz4][rng.gen_range(0..2)],
+                            [BloomKind::None, BloomKind::Row, BloomKind::RowColumn]
+                                [rng.gen_range(0..3)],
+                            rng.gen_range(MIN_BLOCK_SIZE..=MAX_BLOCK_SIZE),
+                            rng.gen_bool(0.5),
+                        )
+                    });
+                (f.compression, f.bloom, f.block_size, f.in_memory) = gs;
+                f.mode = rng.gen_range(0..=0o7777);
+                f.owner = [0, 1000, u32::MAX][rng.gen_range(0..3)];
+                f.group = [0, 50, 7][rng.gen_range(0..3)];
+                fams.push(f);
+            }
+            let s = TableSchema::with_families(fams);
+            s.validate().unwrap();
+            let text = format(&s, &Names);
+            assert_eq!(
+                TableSchema::with_families(parse(&text, &Names).unwrap()),
+                s,
+                "{text}"
+            );
+            assert_eq!(TableSchema::decode(&s.encode()).unwrap(), s);
+            let (same, dropped) = s.apply_text(&text, &Names, true).unwrap();
+            assert_eq!(same, s);
+            assert!(dropped.is_empty());
+        }
     }
 
     #[test]

@@ -4,6 +4,7 @@
 
 use crate::cache::{BlockCache, ScanCache};
 use crate::compaction::{open_sst, sst_name, sst_number, write_outputs, OutputCtx, Router};
+use crate::compaction_filter::CompactionFilter;
 use crate::data::*;
 use crate::db::{Options, TabletInfo};
 use crate::group_commit::GroupCommit;
@@ -14,7 +15,7 @@ use crate::manifest::{Edit, Manifest, TabletEntry};
 use crate::memtable::Memtable;
 use crate::merge::MergingIterator;
 use crate::mutation;
-use crate::read::{CellReader, CompactionFilter};
+use crate::read::CellReader;
 use crate::schema::TableSchema;
 use crate::tablet::{next_files_version, select_files, ClipIterator, Sst, Tablet, TabletVersion};
 use crate::txn::{RowOp, RowTxn, TxnOutcome};
@@ -97,11 +98,459 @@ struct CommitCore {
 }
 
 impl CommitCore {
+    /// Run by the group-commit leader for one batch: assign sequence numbers,
+    /// write the log once, fill the memtables, publish.
+    fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<()>> {
+        let n = groups.len();
+        let mut seq = self.next_seq.load(Ordering::Acquire);
+        let mut tablets = Vec::new();
+        let mut records = Vec::new();
+        for g in groups {
+            for mut p in g.rows {
+                for (k, _) in p.record.entries.iter_mut() {
+                    key::rebase_seq(k, seq)
+                        .ok_or_else(|| Error::corruption("malformed key in a write"))?;
+                }
+                seq += p.ops;
+                tablets.push(p.tablet);
+                records.push(p.record);
+            }
+        }
+        self.log.append(&records, sync)?;
+        let mut touched: Vec<&Arc<Tablet>> = Vec::new();
+        for (tablet, rec) in tablets.iter().zip(records) {
+            let mem = tablet.version().mem.clone();
+            for (k, v) in rec.entries {
+                mem.insert(k, v);
+            }
+            if !touched.iter().any(|t| Arc::ptr_eq(t, tablet)) {
+                touched.push(tablet);
+            }
+        }
+        self.next_seq.store(seq, Ordering::Release);
+        self.visible_seq.store(seq - 1, Ordering::Release);
+        for t in touched {
+            if t.version().mem.approximate_bytes() >= self.memtable_bytes {
+                freeze(t, &self.wake_tx);
+            }
+        }
+        Ok(vec![(); n])
+    }
+}
+
+/// Freezes the tablet's memtable so a minor compaction writes it out.
+fn freeze(t: &Tablet, wake: &Sender<()>) {
+    t.update(|cur| {
+        if cur.mem.is_empty() {
+            return clone_version(cur);
+        }
+        let mut imm = cur.imm.clone();
+        imm.push(cur.mem.clone());
+        TabletVersion {
+            files_version: cur.files_version,
+            mem: Arc::new(Memtable::new()),
+            imm,
+            files: cur.files.clone(),
+        }
+    });
+    let _ = wake.try_send(());
+}
+
+#[derive(Default)]
+struct Counters {
+    writes: AtomicU64,
+    reads: AtomicU64,
+    scans: AtomicU64,
+    flushes: AtomicU64,
+    merges: AtomicU64,
+    majors: AtomicU64,
+    splits: AtomicU64,
+    stalls: AtomicU64,
+}
+
+/// The tablet server (one per process in this scope).
+pub struct Server {
+    store: Arc<dyn FileStore>,
+    opts: Options,
+    manifest: Mutex<Manifest>,
+    tables: RwLock<BTreeMap<String, Arc<TableState>>>,
+    core: Arc<CommitCore>,
+    commit: GroupCommit<WriteGroup>,
+    last_ts: AtomicU64,
+    row_locks: Vec<Mutex<()>>,
+    block_cache: Arc<BlockCache>,
+    scan_cache: ScanCache,
+    wake_tx: Sender<()>,
+    wake_rx: Receiver<()>,
+    stall_lock: Mutex<()>,
+    stall_cv: Condvar,
+    pub(crate) shutdown: AtomicBool,
+    counters: Counters,
+    /// SSTables being written by running compactions: not yet in the manifest,
+    /// and not garbage.
+    in_flight: Mutex<std::collections::HashSet<u64>>,
+}
+
+impl Server {
+    /// Opens the store: loads the manifest, opens SSTables, replays the commit log.
+    pub fn open(store: Arc<dyn FileStore>, opts: Options) -> Result<Arc<Server>> {
+        let manifest = Manifest::open(store.clone())?;
+        let block_cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
+        let scan_cache = ScanCache::new(opts.scan_cache_bytes);
+        let mut tables = BTreeMap::new();
+        let mut by_id: HashMap<u64, Arc<TableState>> = HashMap::new();
+        let mut max_seq = manifest.state().last_seq;
+        let mut min_flushed = u64::MAX;
+        for entry in manifest.state().tables.values() {
+            let schema = Arc::new(TableSchema::decode(&entry.schema)?);
+            let groups = schema.locality_groups();
+            let mut tablets = Vec::new();
+            for te in entry.tablets.values() {
+                let mut files = Vec::new();
+                for f in &te.files {
+                    let in_memory = groups.iter().any(|g| g.name == f.group && g.in_memory);
+                    max_seq = max_seq.max(f.max_seq);
+                    files.push(open_sst(&store, &block_cache, f.clone(), in_memory)?);
+                }
+                files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
+                min_flushed = min_flushed.min(te.flushed_seq);
+                tablets.push(Arc::new(Tablet::new(
+                    te.id,
+                    entry.id,
+                    te.start.clone(),
+                    te.end.clone(),
+                    te.flushed_seq,
+                    TabletVersion {
+                        files_version: next_files_version(),
+                        mem: Arc::new(Memtable::new()),
+                        imm: Vec::new(),
+                        files,
+                    },
+                )));
+            }
+            tablets.sort_by(|a, b| a.start.cmp(&b.start));
+            let t = Arc::new(TableState {
+                id: entry.id,
+                name: entry.name.clone(),
+                schema: RwLock::new(schema),
+                tablets: RwLock::new(tablets),
+                gate: RwLock::new(()),
+            });
+            by_id.insert(entry.id, t.clone());
+            tables.insert(entry.name.clone(), t);
+        }
+
+        let log = CommitLog::open(
+            store.clone(),
+            "log",
+            CommitLogOptions {
+                roll_size: opts.log_file_bytes,
+                slow_threshold: opts.slow_log_threshold,
+            },
+        )?;
+        // Replay: each tablet takes the entries above its redo point.
+        let replay_from = if min_flushed == u64::MAX {
+            0
+        } else {
+            min_flushed
+        };
+        let report = log.replay(replay_from, |rec: LogRecord| {
+            let Some(table) = rec.table.parse::<u64>().ok().and_then(|id| by_id.get(&id)) else {
+                return Ok(()); // a dropped table
+            };
+            let Some((first, _)) = rec.entries.first() else {
+                return Ok(());
+            };
+            let row = key::decode(first)
+                .ok_or_else(|| Error::corruption("commit log entry holds a malformed key"))?
+                .row;
+            let tablet = table.tablet_for(&row)?;
+            let flushed = tablet.flushed_seq.load(Ordering::Relaxed);
+            let v = tablet.version();
+            for (k, val) in rec.entries {
+                let seq = key::split(&k)
+                    .ok_or_else(|| Error::corruption("commit log entry holds a malformed key"))?
+                    .seq;
+                max_seq = max_seq.max(seq);
+                if seq > flushed {
+                    v.mem.insert(k, val);
+                }
+            }
+            Ok(())
+        })?;
+        if report.bytes_dropped > 0 || report.corrupt_regions > 0 {
+            log::warn!("commit log recovery: {report:?}");
+        }
+        max_seq = max_seq.max(report.max_seq);
+
+        let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
+        let core = Arc::new(CommitCore {
+            log,
+            next_seq: AtomicU64::new(max_seq + 1),
+            visible_seq: AtomicU64::new(max_seq),
+            memtable_bytes: opts.memtable_bytes,
+            wake_tx: wake_tx.clone(),
+        });
+        let leader = core.clone();
+        let commit = GroupCommit::new(
+            8 << 20,
+            |g: &WriteGroup| g.bytes,
+            Box::new(move |groups, sync| leader.lead(groups, sync)),
+        );
+        let server = Arc::new(Server {
+            store,
+            manifest: Mutex::new(manifest),
+            tables: RwLock::new(tables),
+            core,
+            commit,
+            last_ts: AtomicU64::new(0),
+            row_locks: (0..ROW_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
+            block_cache,
+            scan_cache,
+            wake_tx,
+            wake_rx,
+            stall_lock: Mutex::new(()),
+            stall_cv: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            counters: Counters::default(),
+            in_flight: Mutex::new(Default::default()),
+            opts,
+        });
+        // Recovered memtables past the threshold are frozen for writing out.
+        for t in server.all_tablets() {
+            if t.version().mem.approximate_bytes() >= server.opts.memtable_bytes {
+                server.freeze(&t);
+            }
+        }
+        server.sweep_files()?;
+        Ok(server)
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    fn all_tablets(&self) -> Vec<Arc<Tablet>> {
+        self.tables
+            .read()
+            .values()
+            .flat_map(|t| t.tablets())
+            .collect()
+    }
+
+    pub fn table(&self, name: &str) -> Result<Arc<TableState>> {
+        self.tables
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::TableNotFound(name.to_string()))
+    }
+
+    fn table_by_id(&self, id: u64) -> Option<Arc<TableState>> {
+        self.tables.read().values().find(|t| t.id == id).cloned()
+    }
+
+    pub fn list_tables(&self) -> Vec<String> {
+        self.tables.read().keys().cloned().collect()
+    }
+
+    fn last_seq(&self) -> u64 {
+        self.core.visible_seq.load(Ordering::Acquire)
+    }
+
+    fn wake(&self) {
+        let _ = self.wake_tx.try_send(());
+    }
+
+    // ---------------------------------------------------------------- tables
+
+    pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
+        validate_table_name(name)?;
+        schema.validate()?;
+        let mut tables = self.tables.write();
+        if tables.contains_key(name) {
+            return Err(Error::TableExists(name.to_string()));
+        }
+        let mut m = self.manifest.lock();
+        let id = m.next_id();
+        let tablet_id = m.next_id();
+        let entry = TabletEntry {
+            id: tablet_id,
+            start: Vec::new(),
+            end: None,
+            flushed_seq: self.last_seq(),
+            files: Vec::new(),
+        };
+        m.log(
+            vec![
+                Edit::CreateTable {
+                    id,
+                    name: name.to_string(),
+                    schema: schema.encode(),
+                },
+                Edit::AddTablet {
+                    table: id,
+                    tablet: entry,
+                },
+            ],
+            self.last_seq(),
+        )?;
+        let tablet = Arc::new(Tablet::new(
+            tablet_id,
+            id,
+            Vec::new(),
+            None,
+            self.last_seq(),
+            TabletVersion {
+                files_version: next_files_version(),
+                mem: Arc::new(Memtable::new()),
+                imm: Vec::new(),
+                files: Vec::new(),
+            },
+        ));
+        tables.insert(
+            name.to_string(),
+            Arc::new(TableState {
+                id,
+                name: name.to_string(),
+                schema: RwLock::new(Arc::new(schema)),
+                tablets: RwLock::new(vec![tablet]),
+                gate: RwLock::new(()),
+            }),
+        );
+        Ok(())
+    }
+
+    pub fn delete_table(&self, name: &str) -> Result<()> {
+        let table = self.table(name)?;
+        let _gate = table.gate.write();
+        for t in table.tablets() {
+            let _claim = t.claim();
+            t.retired.store(true, Ordering::Release);
+        }
+        self.manifest
+            .lock()
+            .log(vec![Edit::DropTable { id: table.id }], self.last_seq())?;
+        self.tables.write().remove(name);
+        self.sweep_files()?;
+        Ok(())
+    }
+
+    pub fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()> {
+        schema.validate()?;
+        let table = self.table(name)?;
+        let _gate = table.gate.write();
+        let old = table.schema();
+        for fam in old.families.keys() {
+            if !schema.families.contains_key(fam) {
+                let spec = ScanSpec {
+                    families: Some(vec![fam.clone()]),
+                    cell_limit: Some(1),
+                    ..ScanSpec::default()
+                };
+                if self.scan(&table, spec)?.next().transpose()?.is_some() {
+                    return Err(Error::FamilyNotEmpty(fam.clone()));
+                }
+            }
+        }
+        self.manifest.lock().log(
+            vec![Edit::SetSchema {
+                id: table.id,
+                schema: schema.encode(),
+            }],
+            self.last_seq(),
+        )?;
+        *table.schema.write() = Arc::new(schema);
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- writes
+
+    fn next_timestamp(&self) -> u64 {
+        let now = now_micros();
+        let prev = self
+            .last_ts
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                Some(now.max(last + 1))
+            })
+            .unwrap_or(0);
+        now.max(prev + 1)
+    }
+
+    fn stripe(&self, table: &TableState, row: &[u8]) -> usize {
+        let h = seahash::hash(row) ^ table.id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (h % ROW_LOCK_STRIPES as u64) as usize
+    }
+
+    /// Locks the stripes of all `rows`, in index order so lockers never deadlock.
+    fn lock_rows<'a, 'r>(
+        &'a self,
+        table: &TableState,
+        rows: impl Iterator<Item = &'r [u8]>,
+    ) -> Vec<MutexGuard<'a, ()>> {
+        let mut idx: Vec<usize> = rows.map(|r| self.stripe(table, r)).collect();
+        idx.sort_unstable();
+        idx.dedup();
+        idx.into_iter().map(|i| self.row_locks[i].lock()).collect()
+    }
+
+    /// Commits validated row mutations. The caller holds the table's gate
+    /// (shared) and the rows' locks.
+    fn commit_rows(&self, table: &TableState, ms: &[&RowMutation], sync: bool) -> Result<()> {
+        let mut rows = Vec::with_capacity(ms.len());
+        for m in ms {
+            let tablet = table.tablet_for(&m.row)?;
+            let ts = self.next_timestamp();
+            let entries = mutation::to_entries(m, 0, ts);
+            rows.push(Pending {
+                tablet,
+                record: LogRecord {
+                    table: table.id.to_string(),
+                    entries,
+                },
+                ops: m.mutations.len() as u64,
+            });
+        }
+        self.wait_for_room(&rows);
+        let bytes = rows
+            .iter()
+            .flat_map(|p| p.record.entries.iter())
+            .map(|(k, v)| k.len() + v.len())
+            .sum();
+        self.commit.submit(WriteGroup { rows, bytes }, sync)?;
+        self.counters
+            .writes
+            .fetch_add(ms.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Back-pressure: wait while a target tablet has too many frozen memtables.
+    fn wait_for_room(&self, rows: &[Pending]) {
+        let full = |rows: &[Pending]| {
+            rows.iter()
+                .any(|p| p.tablet.version().imm.len() >= MAX_IMMUTABLE)
+        };
+        if !full(rows) {
+            return;
+        }
+        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
+        self.wake();
+        let mut g = self.stall_lock.lock();
+        while full(rows) && !self.shutdown.load(Ordering::Acquire) {
+            self.stall_cv.wait_for(&mut g, Duration::from_millis(50));
+        }
+    }
+
     fn freeze(&self, t: &Tablet) {
         freeze(t, &self.wake_tx);
     }
 
-    pub fn apply_batch(&self, table_name: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
+    pub fn apply_batch(
+        &self,
+        table_name: &str,
+        ms: &[RowMutation],
+        opts: WriteOptions,
+    ) -> Result<()> {
         let table = self.table(table_name)?;
         let schema = table.schema();
         mutation::validate_batch(&schema, ms, self.opts.max_value_size)?;
@@ -114,12 +563,21 @@ impl CommitCore {
         self.commit_rows(&table, &refs, opts.sync)
     }
 
-    pub fn apply_txns(&self, table_name: &str, txns: &[RowTxn], opts: WriteOptions) -> Result<Vec<TxnOutcome>> {
+    pub fn apply_txns(
+        &self,
+        table_name: &str,
+        txns: &[RowTxn],
+        opts: WriteOptions,
+    ) -> Result<Vec<TxnOutcome>> {
         let table = self.table(table_name)?;
         let schema = table.schema();
         for (i, t) in txns.iter().enumerate() {
-            validate_txn(&table.name, &schema, t, self.opts.max_value_size)
-                .map_err(|e| Error::BadBatchEntry { index: i, source: Box::new(e) })?;
+            validate_txn(&table.name, &schema, t, self.opts.max_value_size).map_err(|e| {
+                Error::BadBatchEntry {
+                    index: i,
+                    source: Box::new(e),
+                }
+            })?;
         }
         let _gate = table.gate.read();
         let mut out = Vec::with_capacity(txns.len());
@@ -158,7 +616,12 @@ impl CommitCore {
         Ok(out)
     }
 
-    fn flush_plain(&self, table: &TableState, plain: &mut Vec<RowMutation>, sync: bool) -> Result<()> {
+    fn flush_plain(
+        &self,
+        table: &TableState,
+        plain: &mut Vec<RowMutation>,
+        sync: bool,
+    ) -> Result<()> {
         if plain.is_empty() {
             return Ok(());
         }
@@ -195,14 +658,17 @@ impl CommitCore {
                             value,
                             ..
                         } => {
-                            overlay.insert((family.clone(), qualifier.clone()), Some(value.clone()));
+                            overlay
+                                .insert((family.clone(), qualifier.clone()), Some(value.clone()));
                         }
                         Mutation::DeleteCells {
                             family, qualifier, ..
                         } => {
                             overlay.remove(&(family.clone(), qualifier.clone()));
                         }
-                        Mutation::DeleteFamily { family } => overlay.retain(|(f, _), _| f != family),
+                        Mutation::DeleteFamily { family } => {
+                            overlay.retain(|(f, _), _| f != family)
+                        }
                         Mutation::DeleteRow => overlay.clear(),
                     }
                     m.mutations.push(mu.clone());
@@ -214,7 +680,11 @@ impl CommitCore {
                     delta,
                 } => {
                     let old = self.current_value(table, t, &m, &overlay, family, qualifier)?;
-                    (family, qualifier, mutation::increment(old.as_deref(), *delta)?)
+                    (
+                        family,
+                        qualifier,
+                        mutation::increment(old.as_deref(), *delta)?,
+                    )
                 }
                 RowOp::Append {
                     family,
@@ -262,15 +732,19 @@ impl CommitCore {
         let deleted = pending.mutations.iter().any(|m| match m {
             Mutation::DeleteRow => true,
             Mutation::DeleteFamily { family: f } => f == family,
-            Mutation::DeleteCells { family: f, qualifier: q, range } => {
-                f == family && q == qualifier && *range == TimeRange::ALL
-            }
+            Mutation::DeleteCells {
+                family: f,
+                qualifier: q,
+                range,
+            } => f == family && q == qualifier && *range == TimeRange::ALL,
             Mutation::SetCell { .. } => false,
         });
         if deleted {
             return Ok(None);
         }
-        Ok(self.read_cell(table, &t.row, family, qualifier)?.map(|c| c.value))
+        Ok(self
+            .read_cell(table, &t.row, family, qualifier)?
+            .map(|c| c.value))
     }
 
     // ---------------------------------------------------------------- reads
@@ -315,6 +789,11 @@ impl CommitCore {
                 iters.push(Box::new(f.table.iter()));
             }
         }
+        if column.is_some() {
+            // One column: the reader seeks straight to it in each source.
+            sources.extend(iters);
+            return Ok(sources);
+        }
         let mut merged = MergingIterator::new(iters);
         let end = key::row_end(row);
         merged.seek(&key::row_start(row))?;
@@ -325,62 +804,80 @@ impl CommitCore {
         }
         let entries = Arc::new(entries);
         if column.is_none() {
-            self.scan_cache.insert(cache_id, row.to_vec(), entries.clone());
+            self.scan_cache.insert(cache_id, row, entries.clone());
         }
         sources.push(Box::new(VecIterator::new(entries)));
         Ok(sources)
     }
 
     pub fn read_row(&self, table: &TableState, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        self.read_row_inner(table, row, spec, None)
-    }
-
-    fn read_row_inner(
-        &self,
-        table: &TableState,
-        row: &[u8],
-        spec: &ScanSpec,
-        column: Option<(&str, &[u8])>,
-    ) -> Result<Vec<Cell>> {
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        if row.len() > MAX_ROW_KEY {
-            return Err(Error::RowKeyTooLong(row.len()));
-        }
+        check_row(row)?;
         let snapshot = spec.snapshot.unwrap_or_else(|| self.last_seq());
         let t = table.tablet_for(row)?;
         let v = t.version();
         let schema = table.schema();
-        let sources = self.row_sources(&t, &v, &schema, row, spec.families.as_deref(), column)?;
+        let sources = self.row_sources(&t, &v, &schema, row, spec.families.as_deref(), None)?;
         let mut s = spec.clone();
         s.rows = RowRange {
             start: Bound::Included(row.to_vec()),
             end: Bound::Included(row.to_vec()),
         };
-        let mut reader = CellReader::new(
+        let reader = CellReader::new(
             Box::new(MergingIterator::new(sources)),
             &s,
             schema,
             snapshot,
             now_micros(),
         )?;
-        let mut cells = Vec::new();
-        while let Some(c) = reader.next_cell()? {
-            cells.push(c);
-        }
-        Ok(cells)
+        reader.collect()
     }
 
-    pub fn read_cell(&self, table: &TableState, row: &[u8], family: &str, qualifier: &[u8]) -> Result<Option<Cell>> {
-        let spec = ScanSpec {
-            families: Some(vec![family.to_string()]),
-            max_versions: Some(1),
-            ..ScanSpec::default()
-        };
-        let cells = self.read_row_inner(table, row, &spec, Some((family, qualifier)))?;
-        Ok(cells.into_iter().find(|c| c.qualifier == qualifier))
+    /// The newest `max_versions` visible versions of one column (all if None).
+    pub fn read_column(
+        &self,
+        table: &TableState,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        check_row(row)?;
+        let snapshot = self.last_seq();
+        let t = table.tablet_for(row)?;
+        let v = t.version();
+        let schema = table.schema();
+        let fams = [family.to_string()];
+        let sources =
+            self.row_sources(&t, &v, &schema, row, Some(&fams), Some((family, qualifier)))?;
+        let reader = CellReader::column(
+            Box::new(MergingIterator::new(sources)),
+            schema,
+            row,
+            family,
+            qualifier,
+            TimeRange::ALL,
+            max_versions,
+            snapshot,
+            now_micros(),
+        )?;
+        reader.collect()
     }
 
-    pub fn scan(self: &Self, table: &Arc<TableState>, mut spec: ScanSpec) -> Result<Scanner> {
+    pub fn read_cell(
+        &self,
+        table: &TableState,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Cell>> {
+        Ok(self
+            .read_column(table, row, family, qualifier, Some(1))?
+            .pop())
+    }
+
+    pub fn scan(&self, table: &Arc<TableState>, mut spec: ScanSpec) -> Result<Scanner> {
         self.counters.scans.fetch_add(1, Ordering::Relaxed);
         let snapshot = spec.snapshot.unwrap_or_else(|| self.last_seq());
         spec.snapshot = Some(snapshot);
@@ -478,8 +975,14 @@ impl CommitCore {
         // 4. Major compactions: children holding a parent's files, and periodic ones.
         for (table, t) in &all {
             let v = t.version();
-            let groups = v.files.iter().map(|f| f.meta.group.as_str()).collect::<std::collections::HashSet<_>>().len();
-            let due = t.last_major.lock().elapsed() > self.opts.major_interval && v.files.len() > groups;
+            let groups = v
+                .files
+                .iter()
+                .map(|f| f.meta.group.as_str())
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            let due =
+                t.last_major.lock().elapsed() > self.opts.major_interval && v.files.len() > groups;
             if t.has_foreign_files(&v) || due {
                 if let Some(_c) = t.try_claim() {
                     self.major_compact(table, t)?;
@@ -508,17 +1011,28 @@ impl CommitCore {
         };
         let schema = table.schema();
         let (lo, hi) = t.key_bounds();
-        let mut clipped = ClipIterator::new(m.iter(), lo, hi);
-        clipped.seek_to_first()?;
-        let mut filter = CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
-        let new_number = || self.manifest.lock().next_id();
-        let outputs = write_outputs(&self.output_ctx(&new_number), &Router::by_schema(&schema), || filter.next_entry())?;
+        let clipped = ClipIterator::new(m.iter(), lo, hi);
+        let mut filter =
+            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
+        let new_number = || self.new_output_number();
+        let outputs = write_outputs(
+            &self.output_ctx(&new_number),
+            &Router::by_schema(&schema),
+            || filter.next_entry(),
+        )?;
         let flushed = m.max_seq().max(t.flushed_seq.load(Ordering::Acquire));
-        self.install(table, t, &[], outputs, flushed, |cur, files| TabletVersion {
-            files_version: next_files_version(),
-            mem: cur.mem.clone(),
-            imm: cur.imm.iter().filter(|x| !Arc::ptr_eq(x, &m)).cloned().collect(),
-            files,
+        self.install(table, t, &[], outputs, flushed, |cur, files| {
+            TabletVersion {
+                files_version: next_files_version(),
+                mem: cur.mem.clone(),
+                imm: cur
+                    .imm
+                    .iter()
+                    .filter(|x| !Arc::ptr_eq(x, &m))
+                    .cloned()
+                    .collect(),
+                files,
+            }
         })?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
         {
@@ -540,13 +1054,14 @@ impl CommitCore {
     ) -> Result<()> {
         if t.retired.load(Ordering::Acquire) {
             // Dropped while we worked: the output is garbage.
+            self.release_outputs(&outputs);
             for o in &outputs {
                 let _ = self.store.delete(&sst_name(o.meta.number));
             }
             return Ok(());
         }
         let removed: Vec<u64> = inputs.iter().map(|f| f.meta.number).collect();
-        self.manifest.lock().log(
+        let logged = self.manifest.lock().log(
             vec![Edit::Files {
                 table: table.id,
                 tablet: t.id,
@@ -555,7 +1070,9 @@ impl CommitCore {
                 flushed_seq,
             }],
             self.last_seq(),
-        )?;
+        );
+        self.release_outputs(&outputs);
+        logged?;
         t.update(|cur| {
             let mut files: Vec<Arc<Sst>> = cur
                 .files
@@ -564,7 +1081,7 @@ impl CommitCore {
                 .cloned()
                 .chain(outputs)
                 .collect();
-            files.sort_by(|a, b| b.meta.max_seq.cmp(&a.meta.max_seq));
+            files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
             make(cur, files)
         });
         t.flushed_seq.fetch_max(flushed_seq, Ordering::AcqRel);
@@ -576,16 +1093,16 @@ impl CommitCore {
 
     /// Deletes SSTables no tablet references any more (mark and sweep over the manifest).
     fn sweep_files(&self) -> Result<()> {
+        // Order matters. A file in the listing was created after its number
+        // went in flight; it leaves the in-flight set only after the manifest
+        // made it live. So list, then snapshot in-flight, then live: every
+        // file in use shows up in one of the two snapshots.
+        let names = self.store.list("sst/")?;
+        let in_flight = self.in_flight.lock().clone();
         let live = self.manifest.lock().state().live_files();
-        for name in self.store.list("sst/")? {
+        for name in names {
             match sst_number(&name) {
-                Some(n) if live.contains(&n) => {}
-                // Files being written by a running compaction are newer than
-                // anything the manifest has handed out... they are allocated
-                // from the same counter, so only delete numbers below it
-                // that are not live.
-                Some(n) if n >= self.manifest.lock().state().next_id => {}
-                Some(n) if self.is_in_flight(n) => {}
+                Some(n) if live.contains(&n) || in_flight.contains(&n) => {}
                 _ => {
                     if let Err(e) = self.store.delete(&name) {
                         log::warn!("could not delete unused {name}: {e}");
@@ -596,8 +1113,18 @@ impl CommitCore {
         Ok(())
     }
 
-    fn is_in_flight(&self, _n: u64) -> bool {
-        false
+    /// Allocates an output file number that sweeps leave alone until released.
+    fn new_output_number(&self) -> u64 {
+        let n = self.manifest.lock().next_id();
+        self.in_flight.lock().insert(n);
+        n
+    }
+
+    fn release_outputs(&self, outputs: &[Arc<Sst>]) {
+        let mut f = self.in_flight.lock();
+        for o in outputs {
+            f.remove(&o.meta.number);
+        }
     }
 
     fn delete_obsolete_logs(&self) -> Result<()> {
@@ -619,26 +1146,45 @@ impl CommitCore {
     fn merge_group(&self, table: &TableState, t: &Tablet, group: &str) -> Result<()> {
         let v = t.version();
         let take = self.opts.merge_trigger / 2 + 1;
-        let in_group: Vec<Arc<Sst>> = v.files.iter().filter(|f| f.meta.group == group).cloned().collect();
+        let in_group: Vec<Arc<Sst>> = v
+            .files
+            .iter()
+            .filter(|f| f.meta.group == group)
+            .cloned()
+            .collect();
         if in_group.len() <= take || in_group.len() == v.files.len() {
             // Merging every file is a major compaction: do that instead.
             return self.major_compact(table, t);
         }
         let inputs: Vec<Arc<Sst>> = in_group.into_iter().take(take).collect();
         let schema = table.schema();
-        let iters: Vec<Box<dyn InternalIterator>> = inputs.iter().map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>).collect();
+        let iters: Vec<Box<dyn InternalIterator>> = inputs
+            .iter()
+            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
+            .collect();
         let (lo, hi) = t.key_bounds();
-        let mut clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
-        clipped.seek_to_first()?;
-        let mut filter = CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
-        let new_number = || self.manifest.lock().next_id();
-        let outputs = write_outputs(&self.output_ctx(&new_number), &Router::fixed(&schema, group), || filter.next_entry())?;
-        self.install(table, t, &inputs, outputs, t.flushed_seq.load(Ordering::Acquire), |cur, files| TabletVersion {
-            files_version: next_files_version(),
-            mem: cur.mem.clone(),
-            imm: cur.imm.clone(),
-            files,
-        })?;
+        let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
+        let mut filter =
+            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
+        let new_number = || self.new_output_number();
+        let outputs = write_outputs(
+            &self.output_ctx(&new_number),
+            &Router::fixed(&schema, group),
+            || filter.next_entry(),
+        )?;
+        self.install(
+            table,
+            t,
+            &inputs,
+            outputs,
+            t.flushed_seq.load(Ordering::Acquire),
+            |cur, files| TabletVersion {
+                files_version: next_files_version(),
+                mem: cur.mem.clone(),
+                imm: cur.imm.clone(),
+                files,
+            },
+        )?;
         self.counters.merges.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -653,19 +1199,33 @@ impl CommitCore {
         }
         let inputs = v.files.clone();
         let schema = table.schema();
-        let iters: Vec<Box<dyn InternalIterator>> = inputs.iter().map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>).collect();
+        let iters: Vec<Box<dyn InternalIterator>> = inputs
+            .iter()
+            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
+            .collect();
         let (lo, hi) = t.key_bounds();
-        let mut clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
-        clipped.seek_to_first()?;
-        let mut filter = CompactionFilter::new(Box::new(clipped), true, schema.clone(), now_micros())?;
-        let new_number = || self.manifest.lock().next_id();
-        let outputs = write_outputs(&self.output_ctx(&new_number), &Router::by_schema(&schema), || filter.next_entry())?;
-        self.install(table, t, &inputs, outputs, t.flushed_seq.load(Ordering::Acquire), |cur, files| TabletVersion {
-            files_version: next_files_version(),
-            mem: cur.mem.clone(),
-            imm: cur.imm.clone(),
-            files,
-        })?;
+        let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
+        let mut filter =
+            CompactionFilter::new(Box::new(clipped), true, schema.clone(), now_micros())?;
+        let new_number = || self.new_output_number();
+        let outputs = write_outputs(
+            &self.output_ctx(&new_number),
+            &Router::by_schema(&schema),
+            || filter.next_entry(),
+        )?;
+        self.install(
+            table,
+            t,
+            &inputs,
+            outputs,
+            t.flushed_seq.load(Ordering::Acquire),
+            |cur, files| TabletVersion {
+                files_version: next_files_version(),
+                mem: cur.mem.clone(),
+                imm: cur.imm.clone(),
+                files,
+            },
+        )?;
         self.counters.majors.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -720,9 +1280,18 @@ impl CommitCore {
         };
         self.manifest.lock().log(
             vec![
-                Edit::RemoveTablet { table: table.id, id: t.id },
-                Edit::AddTablet { table: table.id, tablet: entry(&a) },
-                Edit::AddTablet { table: table.id, tablet: entry(&b) },
+                Edit::RemoveTablet {
+                    table: table.id,
+                    id: t.id,
+                },
+                Edit::AddTablet {
+                    table: table.id,
+                    tablet: entry(&a),
+                },
+                Edit::AddTablet {
+                    table: table.id,
+                    tablet: entry(&b),
+                },
             ],
             self.last_seq(),
         )?;
@@ -774,7 +1343,12 @@ impl CommitCore {
             if major {
                 self.major_compact(&ts, &t)?;
             } else {
-                let groups: Vec<String> = t.version().files.iter().map(|f| f.meta.group.clone()).collect();
+                let groups: Vec<String> = t
+                    .version()
+                    .files
+                    .iter()
+                    .map(|f| f.meta.group.clone())
+                    .collect();
                 if let Some(g) = groups.first() {
                     self.merge_group(&ts, &t, g)?;
                 }
@@ -814,7 +1388,9 @@ impl CommitCore {
                     table: ts.name.clone(),
                     start: t.start.clone(),
                     end: t.end.clone(),
-                    memtable_bytes: (v.mem.approximate_bytes() + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>()) as u64,
+                    memtable_bytes: (v.mem.approximate_bytes()
+                        + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>())
+                        as u64,
                     sstable_bytes: t.sstable_bytes(&v),
                     sstables: v.files.len(),
                 }
@@ -854,7 +1430,9 @@ impl CommitCore {
                 t.id,
                 ts.name,
                 String::from_utf8_lossy(&t.start),
-                t.end.as_ref().map(|e| String::from_utf8_lossy(e).into_owned()),
+                t.end
+                    .as_ref()
+                    .map(|e| String::from_utf8_lossy(e).into_owned()),
                 v.mem.approximate_bytes(),
                 v.imm.len(),
                 v.files.len(),
@@ -884,12 +1462,21 @@ fn clone_version(v: &TabletVersion) -> TabletVersion {
     }
 }
 
+fn check_row(row: &[u8]) -> Result<()> {
+    if row.len() > MAX_ROW_KEY {
+        return Err(Error::RowKeyTooLong(row.len()));
+    }
+    Ok(())
+}
+
 /// Table names: what a directory name may be, minus the reserved leading dot.
 pub fn validate_table_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
     if ok {
         Ok(())
     } else {
@@ -914,7 +1501,9 @@ fn validate_txn(table: &str, schema: &TableSchema, t: &RowTxn, max_value: usize)
         return Err(Error::RowKeyTooLong(t.row.len()));
     }
     if t.ops.is_empty() && t.otherwise.is_empty() {
-        return Err(Error::invalid("a row transaction needs at least one operation"));
+        return Err(Error::invalid(
+            "a row transaction needs at least one operation",
+        ));
     }
     if let Some(c) = &t.guard {
         check_family(&c.family)?;
@@ -923,10 +1512,18 @@ fn validate_txn(table: &str, schema: &TableSchema, t: &RowTxn, max_value: usize)
     for op in t.ops.iter().chain(&t.otherwise) {
         match op {
             RowOp::Mutate(m) => plain.mutations.push(m.clone()),
-            RowOp::Increment { family, qualifier, .. } | RowOp::Append { family, qualifier, .. } => {
+            RowOp::Increment {
+                family, qualifier, ..
+            }
+            | RowOp::Append {
+                family, qualifier, ..
+            } => {
                 check_family(family)?;
                 if qualifier.len() > MAX_QUALIFIER {
-                    return Err(Error::invalid(format!("qualifier is {} bytes; the limit is {MAX_QUALIFIER}", qualifier.len())));
+                    return Err(Error::invalid(format!(
+                        "qualifier is {} bytes; the limit is {MAX_QUALIFIER}",
+                        qualifier.len()
+                    )));
                 }
             }
         }
@@ -975,13 +1572,14 @@ impl Scanner {
         if t.start.as_slice() > start.as_slice() || !self.spec.rows.contains(&start) {
             // keep the scan's own start bound
         } else {
-            spec.rows.start = if start.is_empty() && matches!(self.spec.rows.start, Bound::Unbounded) {
-                Bound::Unbounded
-            } else if matches!(&self.spec.rows.start, Bound::Excluded(s) if *s == start) {
-                Bound::Excluded(start.clone())
-            } else {
-                Bound::Included(start.clone())
-            };
+            spec.rows.start =
+                if start.is_empty() && matches!(self.spec.rows.start, Bound::Unbounded) {
+                    Bound::Unbounded
+                } else if matches!(&self.spec.rows.start, Bound::Excluded(s) if *s == start) {
+                    Bound::Excluded(start.clone())
+                } else {
+                    Bound::Included(start.clone())
+                };
         }
         if let Some(end) = &t.end {
             let tablet_end_first = match &self.spec.rows.end {

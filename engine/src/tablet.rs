@@ -129,9 +129,9 @@ impl Tablet {
     /// with a sibling after a split, until compacted).
     pub fn has_foreign_files(&self, v: &TabletVersion) -> bool {
         let (lo, hi) = self.key_bounds();
-        v.files.iter().any(|f| {
-            f.meta.smallest < lo || hi.as_ref().is_some_and(|h| f.meta.largest >= *h)
-        })
+        v.files
+            .iter()
+            .any(|f| f.meta.smallest < lo || hi.as_ref().is_some_and(|h| f.meta.largest >= *h))
     }
 
     /// Approximate bytes of SSTable data inside this tablet's range.

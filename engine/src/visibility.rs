@@ -313,9 +313,15 @@ mod tests {
         assert_eq!(see(&mut t, &fam, b"").1, Verdict::RedundantTombstone);
         let col = encode(b"r", b"f", b"q", TOMBSTONE_TS, 20, Kind::DeleteColumn);
         let range = crate::mutation::encode_range(5, 7);
-        assert_eq!(see(&mut t, &col, &range), (Change::Column, Verdict::Tombstone));
+        assert_eq!(
+            see(&mut t, &col, &range),
+            (Change::Column, Verdict::Tombstone)
+        );
         let newer = encode(b"r", b"f", b"q", 9, 11, Kind::Put);
-        assert_eq!(see(&mut t, &newer, b""), (Change::Same, Verdict::Visible { index: 0 }));
+        assert_eq!(
+            see(&mut t, &newer, b""),
+            (Change::Same, Verdict::Visible { index: 0 })
+        );
         let older = encode(b"r", b"f", b"q", 8, 9, Kind::Put);
         assert_eq!(see(&mut t, &older, b"").1, Verdict::Hidden);
         let in_range = encode(b"r", b"f", b"q", 6, 15, Kind::Put);
@@ -323,9 +329,15 @@ mod tests {
         let overwritten_twin = encode(b"r", b"f", b"q", 6, 14, Kind::Put);
         assert_eq!(see(&mut t, &overwritten_twin, b"").1, Verdict::Hidden);
         let below_range = encode(b"r", b"f", b"q", 4, 12, Kind::Put);
-        assert_eq!(see(&mut t, &below_range, b"").1, Verdict::Visible { index: 1 });
+        assert_eq!(
+            see(&mut t, &below_range, b"").1,
+            Verdict::Visible { index: 1 }
+        );
         let next_row = encode(b"s", b"f", b"q", 4, 1, Kind::Put);
-        assert_eq!(see(&mut t, &next_row, b""), (Change::Row, Verdict::Visible { index: 0 }));
+        assert_eq!(
+            see(&mut t, &next_row, b""),
+            (Change::Row, Verdict::Visible { index: 0 })
+        );
     }
 
     #[test]
@@ -342,12 +354,27 @@ mod tests {
     fn malformed_shapes_are_corruption() {
         let cases = [
             (encode(b"r", b"", b"", TOMBSTONE_TS, 1, Kind::Put), vec![]),
-            (encode(b"r", b"", b"q", TOMBSTONE_TS, 1, Kind::DeleteRow), vec![]),
-            (encode(b"r", b"f", b"", TOMBSTONE_TS, 1, Kind::DeleteRow), vec![]),
-            (encode(b"r", b"f", b"q", TOMBSTONE_TS, 1, Kind::DeleteFamily), vec![]),
+            (
+                encode(b"r", b"", b"q", TOMBSTONE_TS, 1, Kind::DeleteRow),
+                vec![],
+            ),
+            (
+                encode(b"r", b"f", b"", TOMBSTONE_TS, 1, Kind::DeleteRow),
+                vec![],
+            ),
+            (
+                encode(b"r", b"f", b"q", TOMBSTONE_TS, 1, Kind::DeleteFamily),
+                vec![],
+            ),
             (encode(b"r", b"f", b"", 5, 1, Kind::DeleteFamily), vec![]),
-            (encode(b"r", b"f", b"q", 5, 1, Kind::DeleteColumn), vec![0; 16]),
-            (encode(b"r", b"f", b"q", TOMBSTONE_TS, 1, Kind::DeleteColumn), vec![0; 3]),
+            (
+                encode(b"r", b"f", b"q", 5, 1, Kind::DeleteColumn),
+                vec![0; 16],
+            ),
+            (
+                encode(b"r", b"f", b"q", TOMBSTONE_TS, 1, Kind::DeleteColumn),
+                vec![0; 3],
+            ),
             (encode(b"r", b"f", b"q", TOMBSTONE_TS, 1, Kind::Put), vec![]),
         ];
         for (key, value) in cases {

@@ -53,8 +53,10 @@ fn crash_child() {
         let m = RowMutation::new(row.clone()).set("f", format!("{id}"), value.clone());
         if i % 3 == 0 {
             // A batch of two rows, atomic per row.
-            let m2 = RowMutation::new(format!("{row}-b")).set("f", format!("{id}"), format!("{id}"));
-            bt.apply_batch("t", &[m, m2], WriteOptions { sync }).unwrap();
+            let m2 =
+                RowMutation::new(format!("{row}-b")).set("f", format!("{id}"), format!("{id}"));
+            bt.apply_batch("t", &[m, m2], WriteOptions { sync })
+                .unwrap();
             writeln!(out, "{row}\t{id}\t{value}\t{id}").unwrap();
         } else {
             bt.apply("t", &m, WriteOptions { sync }).unwrap();
@@ -76,7 +78,13 @@ fn acknowledged_writes_survive_kill_9() {
     let rounds = 20;
     for round in 0..rounds {
         let mut child = Command::new(&exe)
-            .args(["crash_child", "--exact", "--nocapture", "--test-threads=1", "-q"])
+            .args([
+                "crash_child",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+                "-q",
+            ])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -118,7 +126,9 @@ fn acknowledged_writes_survive_kill_9() {
         // Reopen in this process and check everything acknowledged so far.
         let bt = open(dir.path());
         for (row, q, value, batch) in &acked {
-            let got = bt.read_cell("t", row.as_bytes(), "f", q.as_bytes()).unwrap();
+            let got = bt
+                .read_cell("t", row.as_bytes(), "f", q.as_bytes())
+                .unwrap();
             assert_eq!(
                 got.map(|c| c.value),
                 Some(value.clone().into_bytes()),
@@ -137,5 +147,9 @@ fn acknowledged_writes_survive_kill_9() {
         }
         bt.close().unwrap();
     }
-    assert!(acked.len() > rounds, "the child acknowledged too little: {}", acked.len());
+    assert!(
+        acked.len() > rounds,
+        "the child acknowledged too little: {}",
+        acked.len()
+    );
 }

@@ -48,16 +48,19 @@ fn options() -> Options {
     }
 }
 
+/// (row, family, qualifier)
+type Col = (Vec<u8>, String, Vec<u8>);
+
 /// What the model keeps: every write and delete with its order.
 #[derive(Default)]
 struct Model {
     seq: u64,
     /// (row, family, qualifier) -> versions (ts, seq, value)
-    puts: BTreeMap<(Vec<u8>, String, Vec<u8>), Vec<(u64, u64, Vec<u8>)>>,
+    puts: BTreeMap<Col, Vec<(u64, u64, Vec<u8>)>>,
     /// row tombstones: row -> seqs
     row_del: BTreeMap<Vec<u8>, Vec<u64>>,
     fam_del: BTreeMap<(Vec<u8>, String), Vec<u64>>,
-    col_del: BTreeMap<(Vec<u8>, String, Vec<u8>), Vec<(u64, u64, u64)>>, // (start, end, seq)
+    col_del: BTreeMap<Col, Vec<(u64, u64, u64)>>, // (start, end, seq)
 }
 
 impl Model {
@@ -96,12 +99,21 @@ impl Model {
     }
 
     /// Visible versions of one column, newest first, after deletes and GC.
-    fn column(&self, row: &[u8], fam: &str, q: &[u8], schema: &TableSchema, now: u64) -> Vec<(u64, Vec<u8>)> {
+    fn column(
+        &self,
+        row: &[u8],
+        fam: &str,
+        q: &[u8],
+        schema: &TableSchema,
+        now: u64,
+    ) -> Vec<(u64, Vec<u8>)> {
         let Some(puts) = self.puts.get(&(row.to_vec(), fam.to_string(), q.to_vec())) else {
             return vec![];
         };
         let hidden = |ts: u64, seq: u64| {
-            self.row_del.get(row).is_some_and(|v| v.iter().any(|&d| d > seq))
+            self.row_del
+                .get(row)
+                .is_some_and(|v| v.iter().any(|&d| d > seq))
                 || self
                     .fam_del
                     .get(&(row.to_vec(), fam.to_string()))
@@ -186,7 +198,7 @@ impl Model {
 
 fn rand_row(rng: &mut StdRng) -> Vec<u8> {
     match rng.gen_range(0..10) {
-        0 => vec![],
+        0 => vec![0],
         1 => vec![0, rng.gen()],
         2 => vec![0xFF; rng.gen_range(1..4)],
         _ => format!("row{:03}", rng.gen_range(0..60)).into_bytes(),
@@ -202,7 +214,11 @@ fn rand_qual(rng: &mut StdRng) -> Vec<u8> {
 }
 
 fn rand_value(rng: &mut StdRng) -> Vec<u8> {
-    let n = if rng.gen_bool(0.05) { rng.gen_range(1000..3000) } else { rng.gen_range(0..40) };
+    let n = if rng.gen_bool(0.05) {
+        rng.gen_range(1000..3000)
+    } else {
+        rng.gen_range(0..40)
+    };
     (0..n).map(|_| rng.gen()).collect()
 }
 
@@ -224,7 +240,11 @@ fn rand_mutation(rng: &mut StdRng, now: u64) -> RowMutation {
             0..=11 => Mutation::SetCell {
                 family: fam,
                 qualifier: q,
-                timestamp: if rng.gen_bool(0.5) { Some(rand_ts(rng, now)) } else { None },
+                timestamp: if rng.gen_bool(0.5) {
+                    Some(rand_ts(rng, now))
+                } else {
+                    None
+                },
                 value: rand_value(rng),
             },
             // Partial deletes only where no count rule can make collected
@@ -263,7 +283,11 @@ fn rand_spec(rng: &mut StdRng, now: u64) -> ScanSpec {
             }
             spec.rows = RowRange {
                 start: Bound::Included(a),
-                end: if rng.gen_bool(0.5) { Bound::Excluded(b) } else { Bound::Included(b) },
+                end: if rng.gen_bool(0.5) {
+                    Bound::Excluded(b)
+                } else {
+                    Bound::Included(b)
+                },
             };
         }
         _ => spec.rows.start = Bound::Excluded(rand_row(rng)),
@@ -307,6 +331,36 @@ fn learn_server_ts(bt: &Bigtable, row: &[u8], fam: &str, q: &[u8]) -> u64 {
         .unwrap_or(0)
 }
 
+/// Compares cell lists, reporting the first difference without the values' bulk.
+fn same(got: &[Cell], want: &[Cell], what: &str) {
+    let short = |c: &Cell| {
+        format!(
+            "{:?} {}:{:?} @{} ({} bytes)",
+            String::from_utf8_lossy(&c.row),
+            c.family,
+            String::from_utf8_lossy(&c.qualifier),
+            c.timestamp,
+            c.value.len()
+        )
+    };
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            g == w,
+            "{what}: cell {i}: got {} want {}",
+            short(g),
+            short(w)
+        );
+    }
+    assert!(
+        got.len() == want.len(),
+        "{what}: got {} cells, want {}; next: {:?} / {:?}",
+        got.len(),
+        want.len(),
+        got.get(want.len()).map(short),
+        want.get(got.len()).map(short)
+    );
+}
+
 fn run(seed: u64, steps: usize) {
     let mut rng = StdRng::seed_from_u64(seed);
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
@@ -326,7 +380,7 @@ fn run(seed: u64, steps: usize) {
                 let server_ts = m
                     .mutations
                     .iter()
-                    .find_map(|mu| match mu {
+                    .filter_map(|mu| match mu {
                         Mutation::SetCell {
                             family,
                             qualifier,
@@ -335,6 +389,7 @@ fn run(seed: u64, steps: usize) {
                         } => Some(learn_server_ts(&bt, &m.row, family, qualifier)),
                         _ => None,
                     })
+                    .max()
                     .unwrap_or(0);
                 model.apply(&m, server_ts);
             }
@@ -342,7 +397,10 @@ fn run(seed: u64, steps: usize) {
                 let row = rand_row(&mut rng);
                 let q = rand_qual(&mut rng);
                 let delta = rng.gen_range(-5..10i64);
-                let cur = model.column(&row, "b", &q, &schema, now).first().map(|(_, v)| v.clone());
+                let cur = model
+                    .column(&row, "b", &q, &schema, now)
+                    .first()
+                    .map(|(_, v)| v.clone());
                 let res = bt.increment("t", &row, "b", &q, delta, WriteOptions::default());
                 match cur.as_deref().map(<[u8]>::len) {
                     None | Some(8) => {
@@ -355,7 +413,10 @@ fn run(seed: u64, steps: usize) {
                             ts,
                         );
                     }
-                    Some(_) => assert!(matches!(res, Err(Error::NotACounter(_))), "seed {seed} step {step}"),
+                    Some(_) => assert!(
+                        matches!(res, Err(Error::NotACounter(_))),
+                        "seed {seed} step {step}"
+                    ),
                 }
             }
             60..=62 => {
@@ -363,14 +424,21 @@ fn run(seed: u64, steps: usize) {
                 let q = rand_qual(&mut rng);
                 let expected = rand_value(&mut rng);
                 let newval = rand_value(&mut rng);
-                let cur = model.column(&row, "a", &q, &schema, now).first().map(|(_, v)| v.clone());
+                let cur = model
+                    .column(&row, "a", &q, &schema, now)
+                    .first()
+                    .map(|(_, v)| v.clone());
                 let cond = Condition {
                     family: "a".into(),
                     qualifier: q.clone(),
                     predicate: if rng.gen_bool(0.5) || cur.is_none() {
                         Predicate::Exists
                     } else {
-                        Predicate::Equals(if rng.gen_bool(0.5) { cur.clone().unwrap() } else { expected })
+                        Predicate::Equals(if rng.gen_bool(0.5) {
+                            cur.clone().unwrap()
+                        } else {
+                            expected
+                        })
                     },
                 };
                 let holds = match &cond.predicate {
@@ -389,7 +457,14 @@ fn run(seed: u64, steps: usize) {
                     range: TimeRange::ALL,
                 }];
                 let got = bt
-                    .check_and_mutate("t", &row, &cond, on_match.clone(), on_no_match.clone(), WriteOptions::default())
+                    .check_and_mutate(
+                        "t",
+                        &row,
+                        &cond,
+                        on_match.clone(),
+                        on_no_match.clone(),
+                        WriteOptions::default(),
+                    )
                     .unwrap();
                 assert_eq!(got, holds, "seed {seed} step {step}: check_and_mutate");
                 let mutations = if holds { on_match } else { on_no_match };
@@ -397,19 +472,30 @@ fn run(seed: u64, steps: usize) {
             }
             63..=79 => {
                 let spec = rand_spec(&mut rng, now);
-                let got: Vec<Cell> = bt.scan("t", spec.clone()).unwrap().map(|c| c.unwrap()).collect();
+                let got: Vec<Cell> = bt
+                    .scan("t", spec.clone())
+                    .unwrap()
+                    .map(|c| c.unwrap())
+                    .collect();
                 let want = model.scan(&spec, &schema, now);
-                assert_eq!(got, want, "seed {seed} step {step}: scan {spec:?}");
+                same(
+                    &got,
+                    &want,
+                    &format!("seed {seed} step {step}: scan {spec:?}"),
+                );
                 checks += 1;
             }
             80..=89 => {
                 let row = rand_row(&mut rng);
                 let got = bt.read_row("t", &row, &ScanSpec::default()).unwrap();
                 let want = model.scan(&ScanSpec::row(&row), &schema, now);
-                assert_eq!(got, want, "seed {seed} step {step}: read_row");
+                same(&got, &want, &format!("seed {seed} step {step}: read_row"));
                 let q = rand_qual(&mut rng);
                 let cell = bt.read_cell("t", &row, "a", &q).unwrap().map(|c| c.value);
-                let want = model.column(&row, "a", &q, &schema, now).first().map(|(_, v)| v.clone());
+                let want = model
+                    .column(&row, "a", &q, &schema, now)
+                    .first()
+                    .map(|(_, v)| v.clone());
                 assert_eq!(cell, want, "seed {seed} step {step}: read_cell");
                 checks += 1;
             }
@@ -429,8 +515,16 @@ fn run(seed: u64, steps: usize) {
     }
     // Final full comparison after a major compaction.
     bt.compact("t", true).unwrap();
-    let got: Vec<Cell> = bt.scan("t", ScanSpec::default()).unwrap().map(|c| c.unwrap()).collect();
-    assert_eq!(got, model.scan(&ScanSpec::default(), &schema, now), "seed {seed}: final");
+    let got: Vec<Cell> = bt
+        .scan("t", ScanSpec::default())
+        .unwrap()
+        .map(|c| c.unwrap())
+        .collect();
+    same(
+        &got,
+        &model.scan(&ScanSpec::default(), &schema, now),
+        &format!("seed {seed}: final"),
+    );
     assert!(checks > steps / 10);
     let tablets = bt.tablets("t").unwrap();
     assert!(!tablets.is_empty());
@@ -458,10 +552,15 @@ fn splits_happen_and_rows_stay_in_order() {
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let bt = Bigtable::open(store.clone(), options()).unwrap();
     bt.create_table("t", schema()).unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
     let batch: Vec<RowMutation> = (0..2000u32)
-        .map(|i| RowMutation::new(format!("k{i:05}")).set("a", "v", vec![b'x'; 200]))
+        .map(|i| {
+            let v: Vec<u8> = (0..200).map(|_| rng.gen()).collect();
+            RowMutation::new(format!("k{i:05}")).set("a", "v", v)
+        })
         .collect();
-    bt.apply_batch("t", &batch, WriteOptions::default()).unwrap();
+    bt.apply_batch("t", &batch, WriteOptions::default())
+        .unwrap();
     bt.flush().unwrap();
     bt.compact("t", true).unwrap();
     bt.split_now("t").unwrap();

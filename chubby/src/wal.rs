@@ -1,0 +1,218 @@
+//! The write-ahead log: checksummed, length-prefixed records appended to one
+//! file and fsync'd before an operation is acknowledged. A torn tail (a crash
+//! in the middle of an append) is cut off on recovery.
+//!
+//! Frame: `[len: u32 LE][seahash(payload): u64 LE][payload]`.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+use crate::types::MAX_CONTENTS;
+
+const HEADER: usize = 12;
+/// No record is larger than the biggest contents plus small fixed fields; a
+/// length above this is garbage from a torn write.
+pub const MAX_PAYLOAD: usize = MAX_CONTENTS + 64 * 1024;
+
+pub fn frame(payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(HEADER + payload.len());
+    out.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+    out.extend_from_slice(&seahash::hash(payload).to_le_bytes());
+    out.extend_from_slice(payload);
+    out
+}
+
+/// Splits a log into the payloads of its valid prefix; returns them and the
+/// length of that prefix. Scanning stops at the first frame that is short,
+/// oversized or fails its checksum.
+pub fn scan(bytes: &[u8]) -> (Vec<&[u8]>, usize) {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while bytes.len() - pos >= HEADER {
+        let mut len4 = [0u8; 4];
+        len4.copy_from_slice(&bytes[pos..pos + 4]);
+        let mut sum8 = [0u8; 8];
+        sum8.copy_from_slice(&bytes[pos + 4..pos + HEADER]);
+        let len = u32::from_le_bytes(len4) as usize;
+        let start = pos + HEADER;
+        if len == 0 || len > MAX_PAYLOAD || bytes.len() - start < len {
+            break;
+        }
+        let payload = &bytes[start..start + len];
+        if seahash::hash(payload) != u64::from_le_bytes(sum8) {
+            break;
+        }
+        out.push(payload);
+        pos = start + len;
+    }
+    (out, pos)
+}
+
+pub struct Wal {
+    path: PathBuf,
+    file: File,
+    len: u64,
+    /// Why the log can no longer be trusted, if it can't.
+    broken: Option<String>,
+}
+
+fn open_append(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .open(path)
+        .map_err(|e| Error::io(path.display().to_string(), e))
+}
+
+/// Makes a rename or creation in `dir` durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir.display().to_string(), e))
+}
+
+impl Wal {
+    /// Opens (creating if missing) the log, returning it with the payloads
+    /// of its valid records. A torn tail is truncated away.
+    pub fn open(path: &Path) -> Result<(Wal, Vec<Vec<u8>>)> {
+        let ctx = |e| Error::io(path.display().to_string(), e);
+        let mut file = open_append(path)?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(ctx)?;
+        let (payloads, valid) = scan(&bytes);
+        let payloads: Vec<Vec<u8>> = payloads.into_iter().map(<[u8]>::to_vec).collect();
+        if valid < bytes.len() {
+            log::warn!(
+                "chubby: {}: dropping {} bytes of torn log tail after {} records",
+                path.display(),
+                bytes.len() - valid,
+                payloads.len()
+            );
+            file.set_len(valid as u64).map_err(ctx)?;
+            file.sync_all().map_err(ctx)?;
+        }
+        let wal = Wal {
+            path: path.to_path_buf(),
+            file,
+            len: valid as u64,
+            broken: None,
+        };
+        Ok((wal, payloads))
+    }
+
+    /// Atomically replaces the log at `path` with an empty one.
+    pub fn create_empty(path: &Path) -> Result<Wal> {
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let tmp = path.with_extension("tmp");
+        let ctx = |e| Error::io(tmp.display().to_string(), e);
+        let f = File::create(&tmp).map_err(ctx)?;
+        f.sync_all().map_err(ctx)?;
+        fs::rename(&tmp, path).map_err(|e| Error::io(path.display().to_string(), e))?;
+        sync_dir(dir)?;
+        Ok(Wal {
+            path: path.to_path_buf(),
+            file: open_append(path)?,
+            len: 0,
+            broken: None,
+        })
+    }
+
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    /// Set once a failure left the log in a state later appends cannot build on.
+    pub fn broken(&self) -> Option<&str> {
+        self.broken.as_deref()
+    }
+
+    /// Appends one record and makes it durable. A failed write is cut back
+    /// to the previous length so no partial frame precedes later ones (the
+    /// log stays usable, e.g. after ENOSPC). A failed fsync, or a failed cut,
+    /// marks the log broken: after fsync fails the kernel may have dropped
+    /// dirty pages, so nothing more can be promised (fsyncgate).
+    pub fn append(&mut self, payload: &[u8]) -> Result<()> {
+        if let Some(why) = &self.broken {
+            return Err(Error::io(
+                self.path.display().to_string(),
+                std::io::Error::other(format!("log unusable after earlier failure: {why}")),
+            ));
+        }
+        if payload.len() > MAX_PAYLOAD {
+            return Err(Error::invalid(format!(
+                "log record of {} bytes exceeds {MAX_PAYLOAD}",
+                payload.len()
+            )));
+        }
+        let framed = frame(payload);
+        let ctx = self.path.display().to_string();
+        if let Err(e) = self.file.write_all(&framed) {
+            if let Err(e2) = self.file.set_len(self.len) {
+                self.broken = Some(format!("cutting back a partial record failed: {e2}"));
+            }
+            return Err(Error::io(ctx, e));
+        }
+        if let Err(e) = self.file.sync_data() {
+            self.broken = Some(format!("fsync failed: {e}"));
+            return Err(Error::io(ctx, e));
+        }
+        self.len += framed.len() as u64;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_stops_at_torn_or_corrupt_frame() {
+        let mut log = frame(b"one");
+        log.extend(frame(b"two"));
+        let full = log.len();
+        log.extend(frame(b"three"));
+        let (p, valid) = scan(&log);
+        assert_eq!(p, vec![&b"one"[..], b"two", b"three"]);
+        assert_eq!(valid, log.len());
+        // Every proper cut keeps exactly the whole frames before it.
+        for cut in full..log.len() {
+            let (p, valid) = scan(&log[..cut]);
+            assert_eq!(p.len(), 2, "cut at {cut}");
+            assert_eq!(valid, full);
+        }
+        let mut flipped = log.clone();
+        let last = flipped.len() - 1;
+        flipped[last] ^= 1;
+        assert_eq!(scan(&flipped).0.len(), 2);
+        // A zero-filled tail (as a crashed filesystem may leave) is not a record.
+        let mut zeros = log.clone();
+        zeros.extend([0u8; 64]);
+        assert_eq!(scan(&zeros).1, log.len());
+    }
+
+    #[test]
+    fn open_truncates_tail_and_appends_after_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let (mut wal, recs) = Wal::open(&path).unwrap();
+        assert!(recs.is_empty());
+        wal.append(b"a").unwrap();
+        wal.append(b"bb").unwrap();
+        let good = wal.len();
+        drop(wal);
+        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
+        f.write_all(&frame(b"ccc")[..7]).unwrap();
+        drop(f);
+        let (mut wal, recs) = Wal::open(&path).unwrap();
+        assert_eq!(recs, vec![b"a".to_vec(), b"bb".to_vec()]);
+        assert_eq!(wal.len(), good);
+        wal.append(b"d").unwrap();
+        drop(wal);
+        let (_, recs) = Wal::open(&path).unwrap();
+        assert_eq!(recs.len(), 3);
+        assert_eq!(recs[2], b"d");
+    }
+}
