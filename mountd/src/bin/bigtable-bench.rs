@@ -4,7 +4,7 @@
 //! on the file layer, each beside peers measured in the same run.
 //!
 //! ```text
-//! bigtable-bench [engine] [--size 64MiB] [--threads 4] [--sync] [--no-peers]
+//! bigtable-bench [engine] [--size 256MiB] [--threads 4] [--sync] [--no-peers]
 //! bigtable-bench fs MOUNTPOINT [--size 16MiB] [--no-peers]
 //! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
 //! ```
@@ -45,14 +45,14 @@ struct Common {
     #[arg(long, global = true, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: u16,
     /// Data written per workload (values of 1000 bytes): e.g. 64MiB, 1GiB.
-    /// Default: 64MiB for engine and gfs, 16MiB for fs.
+    /// Default: 256MiB for engine, 64MiB for gfs, 16MiB for fs.
     #[arg(long, global = true, value_parser = parse_size)]
     size: Option<u64>,
     /// fsync every write (engine: WriteOptions::sync; peers likewise; fs: fsync before close).
     #[arg(long, global = true)]
     sync: bool,
     /// Longest any one workload may run, in seconds.
-    #[arg(long, global = true, value_parser = parse_secs, default_value = "10")]
+    #[arg(long, global = true, value_parser = parse_secs, default_value = "20")]
     time_cap: Duration,
     /// Where temporary data goes (default /var/tmp): put it on the disk you mean to measure.
     #[arg(long, global = true)]
@@ -148,7 +148,7 @@ fn main() -> Result<()> {
 fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
     bench::engine_bench::run(&bench::engine_bench::EngineArgs {
         work_base,
-        plan: plan(c, 64 << 20),
+        plan: plan(c, 256 << 20),
         sync: c.sync,
         peers: !c.no_peers,
         io_mode: o.io,
@@ -171,8 +171,8 @@ mod tests {
         assert!(cli.command.is_none());
         assert_eq!(cli.common.threads, 4);
         assert!(!cli.common.sync);
-        assert_eq!(plan(&cli.common, 64 << 20).n, (64 << 20) / 1000);
-        assert_eq!(cli.common.time_cap, Duration::from_secs(10));
+        assert_eq!(plan(&cli.common, 256 << 20).n, (256 << 20) / 1000);
+        assert_eq!(cli.common.time_cap, Duration::from_secs(20));
     }
 
     #[test]
