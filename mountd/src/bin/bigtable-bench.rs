@@ -19,11 +19,12 @@ mod bench;
 
 use anyhow::Result;
 use bench::common::{
-    default_base_dir, install_signal_handlers, parse_secs, parse_size, VALUE_BYTES,
+    default_base_dir, install_signal_handlers, interrupted, parse_secs, parse_size, VALUE_BYTES,
 };
 use bench::workloads::Plan;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 #[derive(Parser, Debug)]
@@ -116,10 +117,21 @@ fn plan(common: &Common, default_size: u64) -> Plan {
     }
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
     install_signal_handlers();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bigtable-bench: {e:#}");
+            // 128 + SIGINT, as a shell reports a run stopped with Ctrl-C.
+            ExitCode::from(if interrupted() { 130 } else { 1 })
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
     let c = &cli.common;
     let work_base = c.dir.clone().unwrap_or_else(default_base_dir);
     match cli.command {
