@@ -129,9 +129,10 @@ struct Peers {
 #[cfg(feature = "peers")]
 fn run_peers(dir: &Path, args: &EngineArgs) -> Peers {
     eprintln!("running RocksDB ...");
-    let rocksdb = Some(super::peers::run_rocksdb(dir, args.sync, args.plan));
+    let cache = options(args).block_cache_bytes;
+    let rocksdb = Some(super::peers::run_rocksdb(dir, args.sync, cache, args.plan));
     eprintln!("running fjall ...");
-    let fjall = Some(super::peers::run_fjall(dir, args.sync, args.plan));
+    let fjall = Some(super::peers::run_fjall(dir, args.sync, cache, args.plan));
     Peers {
         rocksdb,
         fjall,
@@ -168,12 +169,13 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     let work = TempDir::new_in(&args.work_base, "bigtable-bench")?;
     let plan = args.plan;
     eprintln!(
-        "bigtable-bench engine: {} rows of {VALUE_BYTES} B ({}), {} threads, sync={}, io={}, time cap {:.0}s per workload, data in {}",
+        "bigtable-bench engine: {} rows of {VALUE_BYTES} B ({}), {} threads, sync={}, io={}, block cache {} (peers too), time cap {:.0}s per workload, data in {}",
         plan.n,
         fmt_bytes(plan.n * VALUE_BYTES as u64),
         plan.threads,
         if args.sync { "on" } else { "off" },
         args.io_mode,
+        fmt_bytes(options(args).block_cache_bytes),
         plan.time_cap.as_secs_f64(),
         work.path().display()
     );
@@ -263,6 +265,7 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         "threads": plan.threads,
         "sync": args.sync,
         "io_mode": args.io_mode.to_string(),
+        "block_cache_bytes": options(args).block_cache_bytes,
         "time_cap_secs": plan.time_cap.as_secs_f64(),
         "workloads": workloads,
         "mem_fill": ours.mem_fill.json(),

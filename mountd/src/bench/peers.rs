@@ -4,6 +4,8 @@
 //! unsynced, each write reaches the OS before `put` returns (RocksDB's WAL
 //! write; fjall's default per-insert journal flush); with `--sync`, each write
 //! is fsynced (RocksDB `sync=true`, fjall `persist(SyncData)` after each insert).
+//! Each gets a block cache of the engine's size (shared by its two stores),
+//! so that random reads compare read paths rather than cache sizes.
 
 use super::common::scan_should_stop;
 use super::workloads::{kv_suite, KvResults, KvStore, Plan};
@@ -30,17 +32,20 @@ where
     Ok(n)
 }
 
-/// One RocksDB instance with default options (its 64 MiB memtable, LZ4/Snappy
-/// off: the crate is built without compression features).
+/// One RocksDB instance with default options (its 64 MiB memtable; no block
+/// compression, as the crate is built without compression features) but the given block cache.
 pub struct Rocks {
     db: rocksdb::DB,
     write: rocksdb::WriteOptions,
 }
 
 impl Rocks {
-    pub fn open(dir: &Path, sync: bool) -> Result<Rocks> {
+    pub fn open(dir: &Path, sync: bool, cache: &rocksdb::Cache) -> Result<Rocks> {
         let mut opts = rocksdb::Options::default();
         opts.create_if_missing(true);
+        let mut table = rocksdb::BlockBasedOptions::default();
+        table.set_block_cache(cache);
+        opts.set_block_based_table_factory(&table);
         // Background flush and compaction threads: the machine's cores, as the engine's.
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         opts.increase_parallelism(cores as i32);
@@ -113,11 +118,12 @@ impl KvStore for Fjall {
 }
 
 /// Runs the suite on RocksDB in `dir/rocksdb-{seq,rand}`; removes them after.
-pub fn run_rocksdb(dir: &Path, sync: bool, plan: Plan) -> Result<KvResults> {
+pub fn run_rocksdb(dir: &Path, sync: bool, cache_bytes: u64, plan: Plan) -> Result<KvResults> {
     let (seq_dir, rand_dir) = (dir.join("rocksdb-seq"), dir.join("rocksdb-rand"));
     let result = (|| {
-        let seq = Rocks::open(&seq_dir, sync)?;
-        let rand = Rocks::open(&rand_dir, sync)?;
+        let cache = rocksdb::Cache::new_lru_cache(cache_bytes as usize)?;
+        let seq = Rocks::open(&seq_dir, sync, &cache)?;
+        let rand = Rocks::open(&rand_dir, sync, &cache)?;
         kv_suite(&seq, &rand, plan)
     })();
     let _ = std::fs::remove_dir_all(&seq_dir);
@@ -126,10 +132,11 @@ pub fn run_rocksdb(dir: &Path, sync: bool, plan: Plan) -> Result<KvResults> {
 }
 
 /// Runs the suite on fjall in `dir/fjall` (partitions `seq` and `rand`); removes it after.
-pub fn run_fjall(dir: &Path, sync: bool, plan: Plan) -> Result<KvResults> {
+pub fn run_fjall(dir: &Path, sync: bool, cache_bytes: u64, plan: Plan) -> Result<KvResults> {
     let path = dir.join("fjall");
     let result = (|| {
         let keyspace = fjall::Config::new(&path)
+            .cache_size(cache_bytes)
             .open()
             .with_context(|| format!("opening fjall in {}", path.display()))?;
         let seq = Fjall::open(&keyspace, "seq", sync)?;
@@ -157,7 +164,7 @@ mod tests {
     #[test]
     fn rocksdb_runs_the_suite() {
         let dir = TempDir::new_in(&std::env::temp_dir(), "peer-rocks").unwrap();
-        let r = run_rocksdb(dir.path(), false, plan()).unwrap();
+        let r = run_rocksdb(dir.path(), false, 8 << 20, plan()).unwrap();
         assert_eq!(r.seq_read.ops, 2000);
         assert_eq!(r.scan.ops, 2000);
         assert!(!dir.path().join("rocksdb-seq").exists());
@@ -166,7 +173,7 @@ mod tests {
     #[test]
     fn fjall_runs_the_suite() {
         let dir = TempDir::new_in(&std::env::temp_dir(), "peer-fjall").unwrap();
-        let r = run_fjall(dir.path(), false, plan()).unwrap();
+        let r = run_fjall(dir.path(), false, 8 << 20, plan()).unwrap();
         assert_eq!(r.rand_read.ops, 2000);
         assert_eq!(r.scan.ops, 2000);
         assert!(!dir.path().join("fjall").exists());

@@ -78,7 +78,7 @@ struct EngineOpts {
     /// File I/O path of the engine's store: io_uring or syscall.
     #[arg(long, default_value = "io_uring")]
     io: gfs::IoMode,
-    /// Engine block cache size (default: the engine's).
+    /// Block cache size of the engine and of each peer (default: the engine's default).
     #[arg(long, value_parser = parse_size)]
     block_cache: Option<u64>,
     /// Engine memtable size (default: the engine's).
