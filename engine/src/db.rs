@@ -96,8 +96,18 @@ impl Drop for Handle {
 impl Bigtable {
     /// Opens (recovering from the commit log) or creates the store in `files`.
     pub fn open(files: Arc<dyn gfs::FileStore>, opts: Options) -> Result<Bigtable> {
+        Self::open_with_lock_service(files, None, opts)
+    }
+
+    /// Opens the store and coordinates through `lock` (master lock, servers
+    /// directory, root tablet location; schemas and ACLs live there).
+    pub fn open_with_lock_service(
+        files: Arc<dyn gfs::FileStore>,
+        lock: Option<Arc<dyn chubby::LockService>>,
+        opts: Options,
+    ) -> Result<Bigtable> {
         let n = opts.background_threads.max(1);
-        let server = Server::open(files, opts)?;
+        let server = Server::open(files, lock, opts)?;
         let mut threads = Vec::new();
         for i in 0..n {
             let s = server.clone();

@@ -36,6 +36,8 @@ pub enum Error {
     CounterOverflow,
     #[error("corruption: {0}")]
     Corruption(String),
+    #[error("lock service: {0}")]
+    Lock(String),
     #[error("engine is shutting down")]
     ShuttingDown,
     #[error(transparent)]

@@ -14,6 +14,7 @@ pub mod cache;
 pub mod coding;
 pub mod compaction;
 pub mod compaction_filter;
+pub mod coordination;
 pub mod db;
 pub mod group_commit;
 pub mod log;

@@ -186,6 +186,9 @@ pub struct Server {
     stall_cv: Condvar,
     pub(crate) shutdown: AtomicBool,
     counters: Counters,
+    /// The engine's session with the lock service (master lock, servers
+    /// directory, schemas), when it runs with one.
+    coord: Option<crate::coordination::Coordinator>,
     /// SSTables being written by running compactions: not yet in the manifest,
     /// and not garbage.
     in_flight: Mutex<std::collections::HashSet<u64>>,
@@ -193,7 +196,15 @@ pub struct Server {
 
 impl Server {
     /// Opens the store: loads the manifest, opens SSTables, replays the commit log.
-    pub fn open(store: Arc<dyn FileStore>, opts: Options) -> Result<Arc<Server>> {
+    pub fn open(
+        store: Arc<dyn FileStore>,
+        lock: Option<Arc<dyn chubby::LockService>>,
+        opts: Options,
+    ) -> Result<Arc<Server>> {
+        // Become the master first: a second process on the same cell stops here.
+        let coord = lock
+            .map(|l| crate::coordination::Coordinator::start(l, "tablet-server-0"))
+            .transpose()?;
         let manifest = Manifest::open(store.clone())?;
         let block_cache = Arc::new(BlockCache::new(opts.block_cache_bytes));
         let scan_cache = ScanCache::new(opts.scan_cache_bytes);
@@ -202,7 +213,19 @@ impl Server {
         let mut max_seq = manifest.state().last_seq;
         let mut min_flushed = u64::MAX;
         for entry in manifest.state().tables.values() {
-            let schema = Arc::new(TableSchema::decode(&entry.schema)?);
+            let mut schema = Arc::new(TableSchema::decode(&entry.schema)?);
+            if let Some(c) = &coord {
+                // The lock service is the authority on schemas and ACLs.
+                match c.load_schema(&entry.name)? {
+                    Some(s) => {
+                        if s != *schema {
+                            log::info!("table {}: schema taken from the lock service", entry.name);
+                        }
+                        schema = Arc::new(s);
+                    }
+                    None => c.store_schema(&entry.name, &schema)?,
+                }
+            }
             let groups = schema.locality_groups();
             let mut tablets = Vec::new();
             for te in entry.tablets.values() {
@@ -314,6 +337,7 @@ impl Server {
             shutdown: AtomicBool::new(false),
             counters: Counters::default(),
             in_flight: Mutex::new(Default::default()),
+            coord,
             opts,
         });
         // Recovered memtables past the threshold are frozen for writing out.
@@ -395,6 +419,9 @@ impl Server {
             ],
             self.last_seq(),
         )?;
+        if let Some(c) = &self.coord {
+            c.store_schema(name, &schema)?;
+        }
         let tablet = Arc::new(Tablet::new(
             tablet_id,
             id,
@@ -432,6 +459,9 @@ impl Server {
             .lock()
             .log(vec![Edit::DropTable { id: table.id }], self.last_seq())?;
         self.tables.write().remove(name);
+        if let Some(c) = &self.coord {
+            c.drop_table(name)?;
+        }
         self.sweep_files()?;
         Ok(())
     }
@@ -452,6 +482,9 @@ impl Server {
                     return Err(Error::FamilyNotEmpty(fam.clone()));
                 }
             }
+        }
+        if let Some(c) = &self.coord {
+            c.store_schema(name, &schema)?;
         }
         self.manifest.lock().log(
             vec![Edit::SetSchema {
@@ -753,7 +786,6 @@ impl Server {
     /// entries, served from the scan cache when possible.
     fn row_sources(
         &self,
-        t: &Tablet,
         v: &TabletVersion,
         schema: &TableSchema,
         row: &[u8],
@@ -765,8 +797,12 @@ impl Server {
         for m in v.imm.iter().rev() {
             sources.push(Box::new(m.iter()));
         }
-        let fam_hash = families.map_or(0, |f| seahash::hash(f.join("\0").as_bytes()));
-        let cache_id = v.files_version.wrapping_mul(31) ^ fam_hash ^ t.id;
+        // files_version is unique to this tablet's SSTable set, so entries
+        // cached for an older set are never found again (they age out).
+        let cache_id = match families {
+            None => v.files_version,
+            Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
+        };
         if column.is_none() {
             if let Some(hit) = self.scan_cache.get(cache_id, row) {
                 sources.push(Box::new(VecIterator::new(hit)));
@@ -817,7 +853,7 @@ impl Server {
         let t = table.tablet_for(row)?;
         let v = t.version();
         let schema = table.schema();
-        let sources = self.row_sources(&t, &v, &schema, row, spec.families.as_deref(), None)?;
+        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref(), None)?;
         let mut s = spec.clone();
         s.rows = RowRange {
             start: Bound::Included(row.to_vec()),
@@ -849,8 +885,7 @@ impl Server {
         let v = t.version();
         let schema = table.schema();
         let fams = [family.to_string()];
-        let sources =
-            self.row_sources(&t, &v, &schema, row, Some(&fams), Some((family, qualifier)))?;
+        let sources = self.row_sources(&v, &schema, row, Some(&fams), Some((family, qualifier)))?;
         let reader = CellReader::column(
             Box::new(MergingIterator::new(sources)),
             schema,
@@ -889,14 +924,10 @@ impl Server {
             snapshot,
             0,
         )?;
-        let next_row = match &spec.rows.start {
-            Bound::Included(r) | Bound::Excluded(r) => r.clone(),
-            Bound::Unbounded => Vec::new(),
-        };
         Ok(Scanner {
             table: table.clone(),
+            resume: Some(spec.rows.start.clone()),
             spec,
-            next_start: Some(next_row),
             reader: None,
             rows: 0,
             cells: 0,
@@ -1439,6 +1470,9 @@ impl Server {
                 t.sstable_bytes(&v)
             ));
         }
+        if let Some(c) = &self.coord {
+            lines.extend(c.status());
+        }
         lines.extend(self.store.status());
         lines
     }
@@ -1539,7 +1573,7 @@ pub struct Scanner {
     table: Arc<TableState>,
     spec: ScanSpec,
     /// Where the next tablet's part starts (None: done).
-    next_start: Option<Vec<u8>>,
+    resume: Option<Bound<Vec<u8>>>,
     reader: Option<CellReader>,
     rows: u64,
     cells: u64,
@@ -1550,10 +1584,13 @@ pub struct Scanner {
 
 impl Scanner {
     fn open_next_tablet(&mut self) -> Result<bool> {
-        let Some(start) = self.next_start.take() else {
+        let Some(resume) = self.resume.take() else {
             return Ok(false);
         };
-        let t = self.table.tablet_for(&start)?;
+        let t = match &resume {
+            Bound::Included(k) | Bound::Excluded(k) => self.table.tablet_for(k)?,
+            Bound::Unbounded => self.table.tablet_for(b"")?,
+        };
         let v = t.version();
         let schema = self.table.schema();
         let files = select_files(&v.files, self.spec.families.as_deref(), &schema);
@@ -1568,19 +1605,8 @@ impl Scanner {
         let mut spec = self.spec.clone();
         spec.row_limit = None;
         spec.cell_limit = None;
-        // Intersect the scan's range with the tablet's.
-        if t.start.as_slice() > start.as_slice() || !self.spec.rows.contains(&start) {
-            // keep the scan's own start bound
-        } else {
-            spec.rows.start =
-                if start.is_empty() && matches!(self.spec.rows.start, Bound::Unbounded) {
-                    Bound::Unbounded
-                } else if matches!(&self.spec.rows.start, Bound::Excluded(s) if *s == start) {
-                    Bound::Excluded(start.clone())
-                } else {
-                    Bound::Included(start.clone())
-                };
-        }
+        spec.rows.start = resume;
+        // This tablet's part ends at its end row or the scan's end, whichever is first.
         if let Some(end) = &t.end {
             let tablet_end_first = match &self.spec.rows.end {
                 Bound::Unbounded => true,
@@ -1589,7 +1615,7 @@ impl Scanner {
             };
             if tablet_end_first {
                 spec.rows.end = Bound::Excluded(end.clone());
-                self.next_start = Some(end.clone());
+                self.resume = Some(Bound::Included(end.clone()));
             }
         }
         self.reader = Some(CellReader::new(
@@ -1614,7 +1640,7 @@ impl Scanner {
                 if let Some(c) = r.next_cell()? {
                     if self.last_row.as_deref() != Some(c.row.as_slice()) {
                         if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
-                            self.next_start = None;
+                            self.resume = None;
                             self.reader = None;
                             return Ok(None);
                         }
