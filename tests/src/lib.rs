@@ -1,1 +1,373 @@
-//! End-to-end test support: see tests/*.rs.
+//! End-to-end test support: a real mount of `bigtable-mountd` on a temporary
+//! directory, driven with real programs.
+//!
+//! The binaries are taken from the target directory the tests were built in
+//! (`target/<profile>/bigtable-mountd`, next to `deps/`), so build them first:
+//! `cargo build -p mountd --bins` (CI does). `BIGTABLE_BIN_DIR` overrides the
+//! directory and `BIGTABLE_MOUNTD` the daemon itself.
+//!
+//! [`Mount`] unmounts and kills/reaps its daemon when dropped, also when the
+//! test panics.
+#![allow(clippy::unwrap_used)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+/// The directory holding the built binaries.
+pub fn bin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("BIGTABLE_BIN_DIR") {
+        return PathBuf::from(d);
+    }
+    // target/<profile>/deps/<test binary>
+    let exe = std::env::current_exe().unwrap();
+    let deps = exe.parent().unwrap();
+    deps.parent().unwrap().to_path_buf()
+}
+
+/// A built binary; fails the test clearly if it is missing.
+pub fn bin(name: &str) -> PathBuf {
+    if name == "bigtable-mountd" {
+        if let Some(p) = std::env::var_os("BIGTABLE_MOUNTD") {
+            return PathBuf::from(p);
+        }
+    }
+    let p = bin_dir().join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: build the binaries first with `cargo build -p mountd --bins`",
+        p.display()
+    );
+    p
+}
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The filesystem type mounted at `path`, from /proc/self/mountinfo.
+pub fn mount_type(path: &Path) -> Option<String> {
+    let want = path.to_str()?;
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    info.lines().rev().find_map(|l| {
+        let f: Vec<&str> = l.split(' ').collect();
+        let sep = f.iter().position(|x| *x == "-")?;
+        (f.get(4) == Some(&want)).then(|| f.get(sep + 1).map(|s| s.to_string()))?
+    })
+}
+
+/// Unmounts `path` (lazily if busy); true if nothing is mounted there after.
+pub fn unmount(path: &Path) -> bool {
+    use nix::mount::{umount2, MntFlags};
+    if mount_type(path).is_none() {
+        return true;
+    }
+    if umount2(path, MntFlags::empty()).is_err() {
+        let _ = umount2(path, MntFlags::MNT_DETACH);
+    }
+    mount_type(path).is_none()
+}
+
+/// Resident memory of a process in KiB.
+pub fn rss_kib(pid: u32) -> u64 {
+    fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A mounted store in its own temporary directory.
+pub struct Mount {
+    _dir: tempfile::TempDir,
+    pub data: PathBuf,
+    pub mnt: PathBuf,
+    pub log: PathBuf,
+    options: Vec<String>,
+    child: Option<Child>,
+}
+
+impl Mount {
+    /// Mounts a fresh store with small engine sizes.
+    pub fn new() -> Mount {
+        Mount::with_options(&[])
+    }
+
+    /// Mounts with extra `-o` options.
+    pub fn with_options(extra: &[&str]) -> Mount {
+        let dir = tempfile::Builder::new()
+            .prefix("bt-e2e-")
+            .tempdir()
+            .unwrap();
+        // Other users (EACCES tests) must reach the mountpoint.
+        fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        let data = dir.path().join("data");
+        let mnt = dir.path().join("mnt");
+        fs::create_dir(&mnt).unwrap();
+        let log = dir.path().join("mountd.log");
+        let mut options: Vec<String> = [
+            "allow_other",
+            "memtable=4m",
+            "cache=8m",
+            "scan_cache=2m",
+            "log=info",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        options.extend(extra.iter().map(|s| s.to_string()));
+        let mut m = Mount {
+            _dir: dir,
+            data,
+            mnt,
+            log,
+            options,
+            child: None,
+        };
+        m.start();
+        m
+    }
+
+    /// Starts the daemon in the foreground and waits until the mount is live.
+    pub fn start(&mut self) {
+        assert!(self.child.is_none(), "already running");
+        let log = fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let mut child = Command::new(bin("bigtable-mountd"))
+            .arg(&self.data)
+            .arg(&self.mnt)
+            .arg("-f")
+            .arg("-o")
+            .arg(self.options.join(","))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let mnt = self.mnt.clone();
+        let mut exited = None;
+        let up = wait_until(Duration::from_secs(60), || {
+            if let Ok(Some(st)) = child.try_wait() {
+                exited = Some(st);
+                return true;
+            }
+            mount_type(&mnt).is_some_and(|t| t.starts_with("fuse")) && fs::metadata(&mnt).is_ok()
+        });
+        if let Some(st) = exited {
+            panic!(
+                "bigtable-mountd exited ({st}) before mounting; log:\n{}",
+                self.log_text()
+            );
+        }
+        if !up {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the mount did not come up within 60 s; log:\n{}",
+                self.log_text()
+            );
+        }
+        self.child = Some(child);
+    }
+
+    /// Unmounts and waits for the daemon to exit by itself (a clean stop).
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        assert!(unmount(&self.mnt), "cannot unmount {}", self.mnt.display());
+        let mut status = None;
+        let clean = wait_until(Duration::from_secs(30), || {
+            status = child.try_wait().unwrap();
+            status.is_some()
+        });
+        if !clean {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "bigtable-mountd did not exit after umount; log:\n{}",
+                self.log_text()
+            );
+        }
+        let st = status.unwrap();
+        assert!(
+            st.success(),
+            "bigtable-mountd exited with {st}; log:\n{}",
+            self.log_text()
+        );
+    }
+
+    /// Kills the daemon with SIGKILL and cleans up the dead mount.
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        unmount(&self.mnt);
+    }
+
+    /// Stops cleanly and mounts the same data again.
+    pub fn remount(&mut self) {
+        self.stop();
+        self.start();
+    }
+
+    /// The daemon's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(|c| c.id()).unwrap_or(0)
+    }
+
+    /// A path inside the mount.
+    pub fn path(&self, rel: &str) -> PathBuf {
+        self.mnt.join(rel.trim_start_matches('/'))
+    }
+
+    pub fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Runs `sh -c script` in the mount directory.
+    pub fn sh(&self, script: &str) -> Output {
+        Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(&self.mnt)
+            .output()
+            .unwrap()
+    }
+
+    /// Runs a script that must succeed; returns its stdout.
+    pub fn ok(&self, script: &str) -> String {
+        let o = self.sh(script);
+        assert!(
+            o.status.success(),
+            "`{script}` failed ({}):\nstdout: {}\nstderr: {}\nlog tail:\n{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            tail(&self.log_text(), 20)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    /// Runs a script that must fail; returns its stderr.
+    pub fn fails(&self, script: &str) -> String {
+        let o = self.sh(script);
+        assert!(
+            !o.status.success(),
+            "`{script}` succeeded but should have failed:\nstdout: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    }
+
+    /// Runs a script as user nobody (65534), without supplementary groups.
+    pub fn sh_as_nobody(&self, script: &str) -> Output {
+        Command::new("setpriv")
+            .args([
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "sh",
+                "-c",
+                script,
+            ])
+            .current_dir(&self.mnt)
+            .output()
+            .unwrap()
+    }
+
+    /// Creates a table with the given `.schema` text.
+    pub fn table(&self, name: &str, schema: &str) {
+        fs::create_dir(self.path(name)).unwrap();
+        fs::write(self.path(&format!("{name}/.schema")), schema).unwrap();
+    }
+
+    /// Writes a `.mutate` batch to a table.
+    pub fn mutate(&self, table: &str, batch: &[u8]) {
+        fs::write(self.path(&format!("{table}/.mutate")), batch).unwrap();
+    }
+}
+
+impl Default for Mount {
+    fn default() -> Self {
+        Mount::new()
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            unmount(&self.mnt);
+            let done = wait_until(Duration::from_secs(10), || {
+                matches!(child.try_wait(), Ok(Some(_)))
+            });
+            if !done {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+        unmount(&self.mnt);
+    }
+}
+
+/// The last `n` lines of a text.
+pub fn tail(s: &str, n: usize) -> String {
+    let lines: Vec<&str> = s.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The errno of an I/O error (0 if none).
+pub fn errno_of(e: &std::io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+/// Encodes bytes as a `.mutate` field (`%XX` for %, whitespace, control bytes, DEL).
+pub fn field(bytes: &[u8]) -> Vec<u8> {
+    if bytes.is_empty() {
+        return b"%".to_vec();
+    }
+    let mut out = Vec::new();
+    for &b in bytes {
+        if b == b'%' || b == b' ' || b < 0x20 || b == 0x7F {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        } else {
+            out.push(b);
+        }
+    }
+    out
+}
+
+/// The filename a key is listed under (`%`, `/`, NUL and a leading `.` escaped).
+pub fn key_name(key: &[u8]) -> Vec<u8> {
+    if key.is_empty() {
+        return b"%".to_vec();
+    }
+    let mut out = Vec::new();
+    for (i, &b) in key.iter().enumerate() {
+        if b == b'%' || b == b'/' || b == 0 || (i == 0 && b == b'.') {
+            out.extend_from_slice(format!("%{b:02X}").as_bytes());
+        } else {
+            out.push(b);
+        }
+    }
+    out
+}

@@ -1,0 +1,841 @@
+//! Directories: mkdir, rmdir and listings.
+//!
+//! Small directories (a row's families, a family's cells, versions) are read
+//! once per open and listed from that snapshot. A table's rows are streamed:
+//! each `readdir` scans the store from the key after the last row listed,
+//! which the handle remembers per offset for the last two batches only —
+//! memory does not grow with the table, and rows inserted meanwhile neither
+//! repeat nor hide rows.
+
+use crate::core::{Fs, FsResult, Stats};
+use crate::handles::{DirHandle, Handle};
+use crate::lookup::table_name;
+use crate::names::{display_name, parse_strict, version_name, KeyName};
+use crate::node::{Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS};
+use crate::perms::{Caller, W};
+use engine::schema::TableSchema;
+use engine::{RowRange, ScanSpec};
+use fuser::{Errno, FileAttr, FileType};
+use std::collections::BTreeSet;
+use std::ops::Bound;
+
+/// Offsets below this are `.`, `..` and the fixed entries of a table.
+const ROW_BASE: u64 = 16;
+/// Rows fetched per `readdir` of a table (a reply holds about a page of names).
+const ROW_BATCH: u64 = 128;
+
+/// One entry of a directory snapshot.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub name: Vec<u8>,
+    pub node: Node,
+    pub kind: FileType,
+    /// Attributes when already known from the listing's read.
+    pub attr: Option<FileAttr>,
+}
+
+/// What `readdir` hands to the FUSE reply.
+#[derive(Debug, Clone)]
+pub struct DirOut<'a> {
+    pub ino: u64,
+    pub offset: u64,
+    pub kind: FileType,
+    pub name: &'a [u8],
+    /// Set for readdirplus.
+    pub attr: Option<FileAttr>,
+    /// How long the kernel may cache the entry (readdirplus).
+    pub ttl: std::time::Duration,
+}
+
+/// The directory a node lies in, and its name there (`None` for the root).
+pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
+    let s = |x: &str| x.as_bytes().to_vec();
+    Some(match node {
+        Node::Root => return None,
+        Node::StatusDir => (Node::Root, s(STATUS_DIR)),
+        Node::Status(f) => (Node::StatusDir, s(f.name())),
+        Node::Table(t) => (Node::Root, s(t)),
+        Node::Schema(t) => (Node::Table(t.clone()), s(SCHEMA)),
+        Node::Mutate(t) => (Node::Table(t.clone()), s(MUTATE)),
+        Node::ScanDir(t) => (Node::Table(t.clone()), s(SCAN)),
+        Node::Scan { table, query } => (Node::ScanDir(table.clone()), query.clone()),
+        Node::AtDir(t) => (Node::Table(t.clone()), s(AT)),
+        Node::AtRoot { table, ts } => (Node::AtDir(table.clone()), ts.to_string().into_bytes()),
+        Node::Row { table, view, row } => (
+            match view {
+                View::Now => Node::Table(table.clone()),
+                View::At(ts) => Node::AtRoot {
+                    table: table.clone(),
+                    ts: *ts,
+                },
+            },
+            display_name(row),
+        ),
+        Node::Family {
+            table,
+            view,
+            row,
+            family,
+        } => (
+            Node::Row {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+            },
+            s(family),
+        ),
+        Node::Cell {
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+        } => (
+            Node::Family {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            display_name(qualifier),
+        ),
+        Node::VersionsDir {
+            table,
+            view,
+            row,
+            family,
+        } => (
+            Node::Family {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            s(VERSIONS),
+        ),
+        Node::VersionsColumn {
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+        } => (
+            Node::VersionsDir {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            display_name(qualifier),
+        ),
+        Node::Version {
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+            ts,
+        } => (
+            Node::VersionsColumn {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+            },
+            version_name(*ts).into_bytes(),
+        ),
+    })
+}
+
+fn dir(name: Vec<u8>, node: Node) -> Listed {
+    Listed {
+        name,
+        node,
+        kind: FileType::Directory,
+        attr: None,
+    }
+}
+
+impl Fs {
+    /// FUSE `mkdir`.
+    pub fn mkdir(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> FsResult<crate::core::Entry> {
+        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let what = format!("mkdir {p}/{}", String::from_utf8_lossy(name));
+        if p.read_only() {
+            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+        }
+        let node = match &*p {
+            Node::Root => {
+                if name == STATUS_DIR.as_bytes() {
+                    return Err(self.refuse(&what, Errno::EEXIST, "reserved name"));
+                }
+                let t = table_name(name).ok_or_else(|| {
+                    self.refuse(
+                        &what,
+                        Errno::EINVAL,
+                        "a table name is UTF-8 and does not start with '.'",
+                    )
+                })?;
+                let schema = TableSchema {
+                    owner: caller.uid,
+                    group: caller.gid,
+                    mode: mode & !umask & 0o7777,
+                    ..Default::default()
+                };
+                self.store
+                    .create_table(t, schema)
+                    .map_err(|e| self.fail(&what, &e))?;
+                log::info!("created table {t}");
+                Node::Table(t.to_string())
+            }
+            Node::Table(t) => {
+                if [SCHEMA, MUTATE, SCAN, AT]
+                    .iter()
+                    .any(|r| r.as_bytes() == name)
+                {
+                    return Err(self.refuse(&what, Errno::EEXIST, "reserved name"));
+                }
+                let key = match parse_strict(name) {
+                    Some(KeyName::Key(k)) => k,
+                    Some(h @ KeyName::Hashed { .. }) => {
+                        return Err(match self.resolve_row(t, View::Now, &h)? {
+                            Some(_) => self.refuse(&what, Errno::EEXIST, "row exists"),
+                            None => self.refuse(
+                                &what,
+                                Errno::EINVAL,
+                                "a hashed name can only name an existing row",
+                            ),
+                        })
+                    }
+                    None => {
+                        return Err(self.refuse(
+                            &what,
+                            Errno::EINVAL,
+                            "not a canonical row name (escape %, / and a leading . as %XX)",
+                        ))
+                    }
+                };
+                self.schema(t)?;
+                if self.row_exists(t, View::Now, &key)? {
+                    return Err(self.refuse(&what, Errno::EEXIST, "row exists"));
+                }
+                self.pending.add_row(t, &key);
+                Node::Row {
+                    table: t.clone(),
+                    view: View::Now,
+                    row: key,
+                }
+            }
+            Node::Row { table, row, .. } => {
+                let f = std::str::from_utf8(name).map_err(|_| Errno::ENOENT)?;
+                let fam = self
+                    .family_schema(table, f)
+                    .map_err(|e| self.refuse(&what, e, "no such column family in the schema"))?;
+                if !caller.may(fam.owner, fam.group, fam.mode, W) {
+                    return Err(self.refuse(&what, Errno::EACCES, "family not writable"));
+                }
+                if self.family_exists(table, View::Now, row, f)? {
+                    return Err(self.refuse(&what, Errno::EEXIST, "family exists in this row"));
+                }
+                self.pending.add_family(table, row, f);
+                Node::Family {
+                    table: table.clone(),
+                    view: View::Now,
+                    row: row.clone(),
+                    family: f.to_string(),
+                }
+            }
+            Node::Family { .. } if name == VERSIONS.as_bytes() => {
+                return Err(self.refuse(&what, Errno::EEXIST, "reserved name"))
+            }
+            Node::Family { .. } | Node::VersionsColumn { .. } => {
+                return Err(self.refuse(&what, Errno::EPERM, "cells are files, not directories"))
+            }
+            Node::VersionsDir {
+                table, row, family, ..
+            } => {
+                let q = match parse_strict(name) {
+                    Some(KeyName::Key(k)) => k,
+                    Some(h) => self
+                        .resolve_qualifier(table, View::Now, row, family, &h)?
+                        .ok_or_else(|| {
+                            self.refuse(
+                                &what,
+                                Errno::EINVAL,
+                                "a hashed name can only name an existing column",
+                            )
+                        })?,
+                    None => {
+                        return Err(self.refuse(
+                            &what,
+                            Errno::EINVAL,
+                            "not a canonical qualifier name",
+                        ))
+                    }
+                };
+                if self.column_exists(table, View::Now, row, family, &q)? {
+                    return Err(self.refuse(&what, Errno::EEXIST, "column exists"));
+                }
+                self.pending.add_column(table, row, family, &q);
+                Node::VersionsColumn {
+                    table: table.clone(),
+                    view: View::Now,
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: q,
+                }
+            }
+            n if !n.is_dir() => return Err(Errno::ENOTDIR),
+            _ => return Err(self.refuse(&what, Errno::EPERM, "cannot make a directory here")),
+        };
+        let attr = self.node_attr(&node)?;
+        self.register(&node)?;
+        Ok(self.entry(&node, attr))
+    }
+
+    /// FUSE `rmdir`.
+    pub fn rmdir(&self, _caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
+        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let what = format!("rmdir {p}/{}", String::from_utf8_lossy(name));
+        if p.read_only() {
+            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+        }
+        match &*p {
+            Node::Root => {
+                if name == STATUS_DIR.as_bytes() {
+                    return Err(self.refuse(&what, Errno::EBUSY, "the status directory"));
+                }
+                let t = table_name(name).ok_or(Errno::ENOENT)?;
+                self.schema(t)?;
+                let spec = ScanSpec {
+                    row_limit: Some(1),
+                    max_versions: Some(1),
+                    ..Default::default()
+                };
+                let mut rows = self.store.scan(t, spec).map_err(|e| self.fail(&what, &e))?;
+                if rows.next_row().map_err(|e| self.fail(&what, &e))?.is_some()
+                    || !self.pending.rows_after(t, None, 1).is_empty()
+                {
+                    return Err(self.refuse(&what, Errno::ENOTEMPTY, "the table has rows"));
+                }
+                self.store
+                    .delete_table(t)
+                    .map_err(|e| self.fail(&what, &e))?;
+                self.pending.drop_table(t);
+                self.invalidate_table(t, None);
+                log::info!("deleted table {t}");
+                Ok(())
+            }
+            Node::Table(t) => {
+                if name == SCAN.as_bytes() || name == AT.as_bytes() {
+                    return Err(self.refuse(&what, Errno::EBUSY, "a virtual directory"));
+                }
+                if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() {
+                    return Err(Errno::ENOTDIR);
+                }
+                let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
+                let row = match &kn {
+                    KeyName::Key(k) => k.clone(),
+                    KeyName::Hashed { .. } => {
+                        self.resolve_row(t, View::Now, &kn)?.ok_or(Errno::ENOENT)?
+                    }
+                };
+                let spec = ScanSpec {
+                    cell_limit: Some(1),
+                    max_versions: Some(1),
+                    ..Default::default()
+                };
+                if !self.read_row(t, &row, &spec)?.is_empty() {
+                    return Err(self.refuse(&what, Errno::ENOTEMPTY, "the row has cells"));
+                }
+                if self.pending.remove_row(t, &row) {
+                    Ok(())
+                } else {
+                    Err(Errno::ENOENT)
+                }
+            }
+            Node::Row { table, row, .. } => {
+                let f = std::str::from_utf8(name).map_err(|_| Errno::ENOENT)?;
+                self.family_schema(table, f)?;
+                let spec = ScanSpec {
+                    families: Some(vec![f.to_string()]),
+                    cell_limit: Some(1),
+                    max_versions: Some(1),
+                    ..Default::default()
+                };
+                if !self.read_row(table, row, &spec)?.is_empty() {
+                    return Err(self.refuse(
+                        &what,
+                        Errno::ENOTEMPTY,
+                        "the family has cells in this row",
+                    ));
+                }
+                if self.pending.remove_family(table, row, f) {
+                    // The row directory stays until it is removed itself.
+                    self.pending.add_row(table, row);
+                    Ok(())
+                } else {
+                    Err(Errno::ENOENT)
+                }
+            }
+            Node::Family { .. } if name == VERSIONS.as_bytes() => {
+                Err(self.refuse(&what, Errno::EBUSY, "a virtual directory"))
+            }
+            Node::Family { .. } | Node::VersionsColumn { .. } => Err(Errno::ENOTDIR),
+            Node::VersionsDir {
+                table, row, family, ..
+            } => {
+                let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
+                let q = self
+                    .resolve_qualifier(table, View::Now, row, family, &kn)?
+                    .ok_or(Errno::ENOENT)?;
+                let spec = Self::column_spec(View::Now, family, &q, Some(1));
+                if self
+                    .read_row(table, row, &spec)?
+                    .iter()
+                    .any(|c| c.qualifier == q)
+                {
+                    return Err(self.refuse(&what, Errno::ENOTEMPTY, "the column has versions"));
+                }
+                if self.pending.remove_column(table, row, family, &q) {
+                    self.pending.add_row(table, row);
+                    self.pending.add_family(table, row, family);
+                    Ok(())
+                } else {
+                    Err(Errno::ENOENT)
+                }
+            }
+            _ => Err(Errno::ENOTDIR),
+        }
+    }
+
+    /// FUSE `opendir`.
+    pub fn opendir(&self, ino: u64) -> FsResult<u64> {
+        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        if !node.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(self.handles.insert(Handle::Dir(DirHandle {
+            node: (*node).clone(),
+            snapshot: None,
+            cursors: Default::default(),
+            next_offset: ROW_BASE,
+            prev_batch: ROW_BASE,
+        })))
+    }
+
+    /// FUSE `releasedir`.
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.remove(fh);
+    }
+
+    /// The entries of a small directory (everything but a table's rows).
+    fn list_small(&self, node: &Node) -> FsResult<Vec<Listed>> {
+        let mut out = Vec::new();
+        match node {
+            Node::Root => {
+                out.push(dir(STATUS_DIR.into(), Node::StatusDir));
+                let mut tables = self.store.list_tables();
+                tables.sort();
+                out.extend(
+                    tables
+                        .into_iter()
+                        .map(|t| dir(t.clone().into_bytes(), Node::Table(t))),
+                );
+            }
+            Node::StatusDir => {
+                for f in StatusFile::ALL {
+                    out.push(Listed {
+                        name: f.name().into(),
+                        node: Node::Status(f),
+                        kind: FileType::RegularFile,
+                        attr: None,
+                    });
+                }
+            }
+            Node::ScanDir(_) | Node::AtDir(_) => {}
+            Node::Row { table, view, row } => {
+                let schema = self.schema(table)?;
+                let mut fams = self.row_families(table, *view, row)?;
+                if view.is_now() {
+                    fams.extend(self.pending.families_of(table, row));
+                }
+                for f in fams.into_iter().filter(|f| schema.families.contains_key(f)) {
+                    let node = Node::Family {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: f.clone(),
+                    };
+                    let fs = &schema.families[&f];
+                    let attr = self.dir_attr(node.ino(), fs.mode, fs.owner, fs.group);
+                    out.push(Listed {
+                        name: f.into_bytes(),
+                        node,
+                        kind: FileType::Directory,
+                        attr: Some(attr),
+                    });
+                }
+            }
+            Node::Family {
+                table,
+                view,
+                row,
+                family,
+            } => {
+                let fam = self.family_schema(table, family)?;
+                let mut cells = self.family_cells(table, *view, row, family)?;
+                let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
+                let mut created = Vec::new();
+                if view.is_now() {
+                    created = self.pending.cells_of(table, row, family);
+                    created.retain(|q| !have.contains(q));
+                }
+                let mut entries: Vec<(Vec<u8>, Option<engine::Cell>)> = cells
+                    .drain(..)
+                    .map(|c| (c.qualifier.clone(), Some(c)))
+                    .collect();
+                entries.extend(created.into_iter().map(|q| (q, None)));
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                for (q, cell) in entries {
+                    let node = Node::Cell {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: family.clone(),
+                        qualifier: q.clone(),
+                    };
+                    let attr = self.value_attr(node.ino(), &fam, cell.as_ref());
+                    out.push(Listed {
+                        name: display_name(&q),
+                        node,
+                        kind: FileType::RegularFile,
+                        attr: Some(attr),
+                    });
+                }
+            }
+            Node::VersionsDir {
+                table,
+                view,
+                row,
+                family,
+            } => {
+                let fam = self.family_schema(table, family)?;
+                let mut cols = self.family_columns(table, *view, row, family)?;
+                if view.is_now() {
+                    cols.extend(self.pending.columns_of(table, row, family));
+                }
+                for q in cols {
+                    let node = Node::VersionsColumn {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: family.clone(),
+                        qualifier: q.clone(),
+                    };
+                    let attr = self.dir_attr(node.ino(), fam.mode, fam.owner, fam.group);
+                    out.push(Listed {
+                        name: display_name(&q),
+                        node,
+                        kind: FileType::Directory,
+                        attr: Some(attr),
+                    });
+                }
+            }
+            Node::VersionsColumn {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => {
+                let fam = self.family_schema(table, family)?;
+                let mut versions = self.versions(table, *view, row, family, qualifier)?;
+                versions.reverse(); // oldest first, as ls sorts them
+                for c in versions {
+                    let node = Node::Version {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: family.clone(),
+                        qualifier: qualifier.clone(),
+                        ts: c.timestamp,
+                    };
+                    let attr = self.value_attr(node.ino(), &fam, Some(&c));
+                    out.push(Listed {
+                        name: version_name(c.timestamp).into_bytes(),
+                        node,
+                        kind: FileType::RegularFile,
+                        attr: Some(attr),
+                    });
+                }
+            }
+            _ => return Err(Errno::ENOTDIR),
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` rows after `after`, from the store and (live view) the
+    /// pending directories, merged in key order.
+    fn row_batch(
+        &self,
+        table: &str,
+        view: View,
+        after: Option<&[u8]>,
+        limit: u64,
+    ) -> FsResult<Vec<Vec<u8>>> {
+        let spec = ScanSpec {
+            rows: RowRange {
+                start: after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_vec())),
+                end: Bound::Unbounded,
+            },
+            time_range: crate::core::view_range(view),
+            max_versions: Some(1),
+            row_limit: Some(limit),
+            ..Default::default()
+        };
+        let what = format!("listing of {table}");
+        let mut stream = self
+            .store
+            .scan(table, spec)
+            .map_err(|e| self.fail(&what, &e))?;
+        let mut rows = BTreeSet::new();
+        while let Some((row, _)) = stream.next_row().map_err(|e| self.fail(&what, &e))? {
+            rows.insert(row);
+        }
+        if view.is_now() {
+            rows.extend(self.pending.rows_after(table, after, limit as usize));
+        }
+        Ok(rows.into_iter().take(limit as usize).collect())
+    }
+
+    /// FUSE `readdir`/`readdirplus`. `add` returns true when the reply is full
+    /// (the entry was not taken).
+    pub fn readdir(
+        &self,
+        fh: u64,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        Stats::add(&self.stats.readdirs, 1);
+        let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
+        let mut g = h.lock();
+        let Handle::Dir(d) = &mut *g else {
+            return Err(Errno::EBADF);
+        };
+        let node = d.node.clone();
+        // "." and "..".
+        let parent = parent_and_name(&node).map_or(Node::Root, |(p, _)| p);
+        for (off, name, n) in [(1u64, &b"."[..], &node), (2, &b".."[..], &parent)] {
+            if offset < off {
+                let attr = if plus {
+                    Some(
+                        self.node_attr(n)
+                            .unwrap_or_else(|_| self.dir_attr(n.ino(), 0o755, 0, 0)),
+                    )
+                } else {
+                    None
+                };
+                if add(&DirOut {
+                    ino: n.ino(),
+                    offset: off,
+                    kind: FileType::Directory,
+                    name,
+                    attr,
+                    ttl: self.entry_ttl(n),
+                }) {
+                    return Ok(());
+                }
+            }
+        }
+        match &node {
+            Node::Table(t) => {
+                let t = t.clone();
+                self.readdir_rows(d, &t, View::Now, true, offset, plus, add)
+            }
+            Node::AtRoot { table, ts } => {
+                let t = table.clone();
+                self.readdir_rows(d, &t, View::At(*ts), false, offset, plus, add)
+            }
+            _ => {
+                if offset <= 2 || d.snapshot.is_none() {
+                    d.snapshot = Some(self.list_small(&node)?);
+                }
+                let entries = d.snapshot.as_deref().unwrap_or_default();
+                for (i, e) in entries.iter().enumerate() {
+                    let off = i as u64 + 3;
+                    if off <= offset {
+                        continue;
+                    }
+                    if !self.emit(e, off, plus, add)? {
+                        return Ok(());
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends one entry; false when the reply is full.
+    fn emit(
+        &self,
+        e: &Listed,
+        off: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<bool> {
+        let attr = if plus {
+            match e.attr {
+                Some(a) => Some(a),
+                None => match self.node_attr(&e.node) {
+                    Ok(a) => Some(a),
+                    // Gone since it was listed: skip it.
+                    Err(Errno::ENOENT) => return Ok(true),
+                    Err(err) => return Err(err),
+                },
+            }
+        } else {
+            None
+        };
+        if add(&DirOut {
+            ino: e.node.ino(),
+            offset: off,
+            kind: e.kind,
+            name: &e.name,
+            attr,
+            ttl: self.entry_ttl(&e.node),
+        }) {
+            return Ok(false);
+        }
+        if plus {
+            // readdirplus entries count as lookups.
+            self.register(&e.node)?;
+        }
+        Ok(true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn readdir_rows(
+        &self,
+        d: &mut DirHandle,
+        table: &str,
+        view: View,
+        specials: bool,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        let mut after: Option<Vec<u8>> = None;
+        if offset < ROW_BASE {
+            if specials {
+                for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
+                    let off = i as u64 + 3;
+                    if off <= offset || self.pending.is_hidden(table, name) {
+                        continue;
+                    }
+                    let node = if i == 0 {
+                        Node::Schema(table.into())
+                    } else {
+                        Node::Mutate(table.into())
+                    };
+                    let e = Listed {
+                        name: name.as_bytes().to_vec(),
+                        node,
+                        kind: FileType::RegularFile,
+                        attr: None,
+                    };
+                    if !self.emit(&e, off, plus, add)? {
+                        return Ok(());
+                    }
+                }
+            }
+        } else {
+            match d.cursors.get(&offset) {
+                Some(k) => after = Some(k.clone()),
+                None => {
+                    log::info!("readdir of {table}: offset {offset} is no longer known");
+                    return Err(Errno::EINVAL);
+                }
+            }
+        }
+        // Keep the cursors of this call and the previous one only.
+        let first = d.next_offset;
+        let keep_from = d.prev_batch;
+        d.cursors = d.cursors.split_off(&keep_from);
+        d.prev_batch = first;
+        let schema = if plus {
+            Some(self.schema(table)?)
+        } else {
+            None
+        };
+        loop {
+            let rows = self.row_batch(table, view, after.as_deref(), ROW_BATCH)?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            for row in rows {
+                let off = d.next_offset;
+                d.next_offset += 1;
+                d.cursors.insert(off, row.clone());
+                let name = display_name(&row);
+                let node = Node::Row {
+                    table: table.to_string(),
+                    view,
+                    row: row.clone(),
+                };
+                let attr = schema
+                    .as_ref()
+                    .map(|s| self.dir_attr(node.ino(), s.mode, s.owner, s.group));
+                let e = Listed {
+                    name,
+                    node,
+                    kind: FileType::Directory,
+                    attr,
+                };
+                if !self.emit(&e, off, plus, add)? {
+                    return Ok(());
+                }
+                after = Some(row);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parents_and_names() {
+        let cell = Node::Cell {
+            table: "t".into(),
+            view: View::At(5),
+            row: b"r/x".to_vec(),
+            family: "f".into(),
+            qualifier: b".q".to_vec(),
+        };
+        let (p, n) = parent_and_name(&cell).unwrap();
+        assert_eq!(n, b"%2Eq");
+        let (pp, pn) = parent_and_name(&p).unwrap();
+        assert_eq!(pn, b"f");
+        let (ppp, ppn) = parent_and_name(&pp).unwrap();
+        assert_eq!(ppn, b"r%2Fx");
+        assert_eq!(
+            ppp,
+            Node::AtRoot {
+                table: "t".into(),
+                ts: 5
+            }
+        );
+        assert!(parent_and_name(&Node::Root).is_none());
+    }
+}

@@ -1,0 +1,85 @@
+//! The one place where engine errors become errno values.
+
+use fuser::Errno;
+
+/// The errno a failed engine call is reported with.
+pub fn errno(e: &engine::Error) -> Errno {
+    use engine::Error as E;
+    match e {
+        E::TableNotFound(_) => Errno::ENOENT,
+        E::TableExists(_) => Errno::EEXIST,
+        E::UnknownFamily { .. } => Errno::ENOENT,
+        E::FamilyNotEmpty(_) => Errno::ENOTEMPTY,
+        E::InvalidArgument(_) => Errno::EINVAL,
+        E::RowKeyTooLong(_) => Errno::ENAMETOOLONG,
+        E::ValueTooLarge { .. } => Errno::EFBIG,
+        E::BadRegex { .. } => Errno::EINVAL,
+        E::BadSchema { .. } => Errno::EINVAL,
+        E::BadGcRule(_) => Errno::EINVAL,
+        E::BadBatchEntry { source, .. } => errno(source),
+        E::NotACounter(_) => Errno::EINVAL,
+        E::CounterOverflow => Errno::ERANGE,
+        E::Corruption(_) => Errno::EIO,
+        E::ShuttingDown => Errno::from_i32(libc::ESHUTDOWN),
+        E::Lock(_) => Errno::EIO,
+        E::Fs(fe) => fs_errno(fe),
+        E::Shared(inner) => errno(inner),
+        // Variants added to the engine later are I/O errors until mapped here.
+        #[allow(unreachable_patterns)]
+        _ => Errno::EIO,
+    }
+}
+
+fn fs_errno(e: &gfs::Error) -> Errno {
+    match e {
+        // Out of space, quota, read-only data directory: say so precisely.
+        gfs::Error::Io { source, .. } => match source.raw_os_error() {
+            Some(code @ (libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::EACCES)) => {
+                Errno::from_i32(code)
+            }
+            _ => Errno::EIO,
+        },
+        _ => Errno::EIO,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn precise_errnos() {
+        use engine::Error as E;
+        assert_eq!(errno(&E::TableNotFound("t".into())), Errno::ENOENT);
+        assert_eq!(
+            errno(&E::UnknownFamily {
+                table: "t".into(),
+                family: "f".into()
+            }),
+            Errno::ENOENT
+        );
+        assert_eq!(errno(&E::FamilyNotEmpty("f".into())), Errno::ENOTEMPTY);
+        assert_eq!(errno(&E::ValueTooLarge { size: 2, limit: 1 }), Errno::EFBIG);
+        assert_eq!(errno(&E::RowKeyTooLong(70000)), Errno::ENAMETOOLONG);
+        assert_eq!(
+            errno(&E::BadSchema {
+                line: 1,
+                reason: "x".into()
+            }),
+            Errno::EINVAL
+        );
+        let nested = E::BadBatchEntry {
+            index: 3,
+            source: Box::new(E::ValueTooLarge { size: 2, limit: 1 }),
+        };
+        assert_eq!(errno(&nested), Errno::EFBIG);
+        assert_eq!(errno(&E::Corruption("x".into())), Errno::EIO);
+        let full = E::Fs(gfs::Error::Io {
+            name: "x".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOSPC),
+        });
+        assert_eq!(errno(&full), Errno::from_i32(libc::ENOSPC));
+        let shared = E::Shared(std::sync::Arc::new(E::ValueTooLarge { size: 2, limit: 1 }));
+        assert_eq!(errno(&shared), Errno::EFBIG);
+    }
+}

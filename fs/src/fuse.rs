@@ -1,0 +1,472 @@
+//! The `fuser::Filesystem` adapter: decodes requests, calls [`Fs`], replies.
+//!
+//! Every request runs under `catch_unwind`: a bug in one request fails that
+//! request with EIO (the unsent reply does so when dropped) and is logged; the
+//! daemon and its other requests go on.
+
+use crate::core::Fs;
+use crate::files::SetAttr;
+use crate::perms::Caller;
+use fuser::{
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+/// Largest write the kernel sends in one request.
+pub const MAX_WRITE: u32 = 1 << 20;
+
+/// A mounted [`Fs`].
+pub struct FuseFs {
+    fs: Arc<Fs>,
+}
+
+impl FuseFs {
+    pub fn new(fs: Arc<Fs>) -> FuseFs {
+        FuseFs { fs }
+    }
+}
+
+fn caller(req: &Request) -> Caller {
+    Caller::new(req.uid(), req.gid(), req.pid())
+}
+
+/// Runs one request; a panic is logged (its reply, dropped, answers EIO).
+fn guard(op: &str, f: impl FnOnce()) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("?");
+        log::error!("{op}: internal error (answered EIO): {msg}");
+    }
+}
+
+fn fopen(direct: bool) -> FopenFlags {
+    if direct {
+        FopenFlags::FOPEN_DIRECT_IO
+    } else {
+        FopenFlags::empty()
+    }
+}
+
+impl Filesystem for FuseFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        for cap in [
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_ATOMIC_O_TRUNC,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_BIG_WRITES,
+            InitFlags::FUSE_MAX_PAGES,
+        ] {
+            if config.add_capabilities(cap).is_err() {
+                log::info!("kernel lacks {cap:?}");
+            }
+        }
+        if let Err(n) = config.set_max_write(MAX_WRITE) {
+            let _ = config.set_max_write(n);
+        }
+        let _ = config.set_max_background(64);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        log::info!("filesystem unmounted");
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        guard("lookup", || {
+            match self.fs.lookup(parent.0, name.as_bytes()) {
+                Ok(e) => reply.entry(&e.ttl, &e.attr, Generation(0)),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.fs.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        guard("getattr", || {
+            match self.fs.getattr(ino.0, fh.map(|f| f.0)) {
+                Ok((a, ttl)) => reply.attr(&ttl, &a),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            times: atime.is_some() || mtime.is_some(),
+        };
+        guard("setattr", || {
+            match self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set) {
+                Ok((a, ttl)) => {
+                    self.fs.settle();
+                    reply.attr(&ttl, &a)
+                }
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        guard("mkdir", || {
+            match self
+                .fs
+                .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask)
+            {
+                Ok(e) => reply.entry(&e.ttl, &e.attr, Generation(0)),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        guard("unlink", || {
+            match self.fs.unlink(&caller(req), parent.0, name.as_bytes()) {
+                Ok(()) => {
+                    self.fs.settle();
+                    reply.ok()
+                }
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        guard("rmdir", || {
+            match self.fs.rmdir(&caller(req), parent.0, name.as_bytes()) {
+                Ok(()) => {
+                    self.fs.settle();
+                    reply.ok()
+                }
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        guard("rename", || {
+            match self.fs.rename(
+                &caller(req),
+                parent.0,
+                name.as_bytes(),
+                newparent.0,
+                newname.as_bytes(),
+                flags.bits(),
+            ) {
+                Ok(()) => {
+                    self.fs.settle();
+                    reply.ok()
+                }
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        guard("open", || {
+            match self.fs.open(&caller(req), ino.0, flags.0) {
+                Ok(o) => reply.opened(FileHandle(o.fh), fopen(o.direct_io)),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        _mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        guard("create", || {
+            match self
+                .fs
+                .create(&caller(req), parent.0, name.as_bytes(), flags)
+            {
+                Ok((e, o)) => reply.created(
+                    &e.ttl,
+                    &e.attr,
+                    Generation(0),
+                    FileHandle(o.fh),
+                    fopen(o.direct_io),
+                ),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        guard("read", || match self.fs.read(fh.0, offset, size) {
+            Ok(d) => {
+                self.fs.settle();
+                reply.data(&d)
+            }
+            Err(e) => reply.error(e),
+        })
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        guard("write", || match self.fs.write(fh.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(e),
+        })
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        guard("flush", || match self.fs.flush(fh.0) {
+            Ok(()) => {
+                self.fs.settle();
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        })
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        guard("release", || match self.fs.release(fh.0) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        })
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        guard("fsync", || match self.fs.fsync(fh.0) {
+            Ok(()) => {
+                self.fs.settle();
+                reply.ok()
+            }
+            Err(e) => reply.error(e),
+        })
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        guard("opendir", || match self.fs.opendir(ino.0) {
+            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(e),
+        })
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        guard("readdir", || {
+            let r = self.fs.readdir(fh.0, offset, false, &mut |e| {
+                reply.add(INodeNo(e.ino), e.offset, e.kind, OsStr::from_bytes(e.name))
+            });
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        guard("readdirplus", || {
+            let fs = &self.fs;
+            let r = fs.readdir(fh.0, offset, true, &mut |e| match &e.attr {
+                Some(a) => reply.add(
+                    INodeNo(e.ino),
+                    e.offset,
+                    OsStr::from_bytes(e.name),
+                    &e.ttl,
+                    a,
+                    Generation(0),
+                ),
+                None => false,
+            });
+            match r {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.fs.releasedir(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        guard("fsyncdir", || match self.fs.sync() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        })
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(
+            s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+        );
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::from_i32(libc::ENOTSUP));
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        guard("getxattr", || {
+            match self.fs.getxattr(ino.0, name.as_bytes()) {
+                Ok(v) if size == 0 => reply.size(v.len() as u32),
+                Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+                Ok(v) => reply.data(&v),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        guard("listxattr", || match self.fs.listxattr(ino.0) {
+            Ok(v) if size == 0 => reply.size(v.len() as u32),
+            Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+            Ok(v) => reply.data(&v),
+            Err(e) => reply.error(e),
+        })
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::from_i32(libc::ENOTSUP));
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // Permissions are checked by the kernel (default_permissions); this
+        // only says whether the inode is still known.
+        if self.fs.knows(ino.0) {
+            reply.ok()
+        } else {
+            reply.error(Errno::ENOENT)
+        }
+    }
+}

@@ -1,0 +1,163 @@
+//! Open files and directories.
+
+use crate::mutate::BatchParser;
+use crate::node::Node;
+use crate::perms::Caller;
+use crate::query::Query;
+use crate::store::RowStream;
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// A cell or version file open for reading or writing: the whole value is
+/// held here and committed as one new version.
+pub struct CellHandle {
+    pub node: Node,
+    pub writable: bool,
+    /// Opened with O_APPEND: writes go to the end whatever the offset, and if
+    /// nothing else changed the commit is an atomic append in the store.
+    pub append_mode: bool,
+    /// The value as this handle sees it.
+    pub data: Vec<u8>,
+    /// Length of `data` when the appended part began (for append commits).
+    pub base_len: usize,
+    /// Every change since open is an append at the end.
+    pub append_only: bool,
+    /// `data` differs from what is committed.
+    pub dirty: bool,
+    /// A write or truncate happened since the last commit. `close` commits
+    /// only then: a shell's `> file` opens with O_TRUNC and closes a duplicate
+    /// descriptor before writing, which must not commit an empty version.
+    pub wrote: bool,
+    /// Created by this handle and not committed yet (visible as pending).
+    pub created: bool,
+    /// The directory and name this handle created the file under (the
+    /// kernel's entry to drop if the file is never committed).
+    pub created_as: Option<(Node, Vec<u8>)>,
+    /// The kernel-side size may be stale: the handle bypasses the page cache.
+    pub direct: bool,
+    /// A write failed (EFBIG): the value is incomplete and is never
+    /// committed; close reports the error.
+    pub failed: Option<fuser::Errno>,
+}
+
+/// `.schema` open for reading or writing.
+pub struct SchemaHandle {
+    pub table: String,
+    pub caller: Caller,
+    pub append_mode: bool,
+    pub data: Vec<u8>,
+    pub base_len: usize,
+    pub dirty: bool,
+    pub wrote: bool,
+}
+
+/// `.mutate` open: the batch being written, and what reading returns.
+pub struct MutateHandle {
+    pub table: String,
+    pub caller: Caller,
+    pub parser: BatchParser,
+    /// The first error of the batch (errno and message); later writes and the
+    /// close fail with it.
+    pub failed: Option<(fuser::Errno, String)>,
+    /// Result lines of committed batches, read back sequentially.
+    pub results: Vec<u8>,
+    pub read_pos: usize,
+}
+
+/// `.scan/<query>` open: a streaming window over the formatted output.
+pub struct ScanHandle {
+    pub table: String,
+    pub query: Query,
+    /// Families the caller may read (None: all).
+    pub readable: Option<Vec<String>>,
+    pub stream: Option<Box<dyn RowStream>>,
+    /// Output bytes from file offset `start` on.
+    pub buf: Vec<u8>,
+    pub start: u64,
+    pub done: bool,
+}
+
+/// A directory being listed.
+pub struct DirHandle {
+    pub node: Node,
+    /// Entries of small directories, listed once (offset = index + 1).
+    pub snapshot: Option<Vec<crate::dirs::Listed>>,
+    /// Streaming listings (rows of a table): offset → the row key listed
+    /// there, for the last two batches only, so that memory does not grow
+    /// with the table and a listing resumes after the right key even if rows
+    /// are inserted meanwhile.
+    pub cursors: BTreeMap<u64, Vec<u8>>,
+    pub next_offset: u64,
+    /// First offset of the previous batch (older cursors are dropped).
+    pub prev_batch: u64,
+}
+
+/// Any open handle.
+pub enum Handle {
+    Cell(CellHandle),
+    Schema(SchemaHandle),
+    Mutate(MutateHandle),
+    Scan(ScanHandle),
+    /// Fixed contents (status files).
+    Content(Vec<u8>),
+    Dir(DirHandle),
+}
+
+/// The table of open handles.
+#[derive(Default)]
+pub struct Handles {
+    map: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
+    next: AtomicU64,
+}
+
+impl Handles {
+    pub fn insert(&self, h: Handle) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        self.map.lock().insert(fh, Arc::new(Mutex::new(h)));
+        fh
+    }
+
+    pub fn get(&self, fh: u64) -> Option<Arc<Mutex<Handle>>> {
+        self.map.lock().get(&fh).cloned()
+    }
+
+    pub fn remove(&self, fh: u64) -> Option<Arc<Mutex<Handle>>> {
+        self.map.lock().remove(&fh)
+    }
+
+    /// The open handles, for the rare searches by node.
+    pub fn all(&self) -> Vec<(u64, Arc<Mutex<Handle>>)> {
+        self.map
+            .lock()
+            .iter()
+            .map(|(k, v)| (*k, v.clone()))
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handles_are_distinct_and_removable() {
+        let h = Handles::default();
+        let a = h.insert(Handle::Content(b"a".to_vec()));
+        let b = h.insert(Handle::Content(b"b".to_vec()));
+        assert_ne!(a, b);
+        assert!(h.get(a).is_some());
+        assert!(h.remove(a).is_some());
+        assert!(h.get(a).is_none());
+        assert_eq!(h.len(), 1);
+    }
+}

@@ -1,0 +1,274 @@
+//! The inodes the kernel currently knows, with their lookup counts.
+//!
+//! The kernel holds an inode from a `lookup` (or a `readdirplus` entry, or a
+//! `create`/`mkdir`) until it sends `forget`; while it does, requests name the
+//! inode only by number, so we keep number → [`Node`]. Nothing else is kept:
+//! memory follows the kernel's cache, not the size of the tables.
+
+use crate::node::{Node, ROOT_INO};
+use parking_lot::RwLock;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+struct Entry {
+    node: Arc<Node>,
+    nlookup: u64,
+    /// The (size, mtime in µs) last reported to the kernel for a file; an open
+    /// that finds the data changed bypasses the page cache.
+    reported: Option<(u64, u64)>,
+}
+
+#[derive(Default)]
+struct Inner {
+    by_ino: HashMap<u64, Entry>,
+    /// Inodes lying in a row, by table and row: what a row-wide change must invalidate.
+    by_row: HashMap<String, HashMap<Vec<u8>, Vec<u64>>>,
+}
+
+/// Two different nodes hashed to one inode number.
+#[derive(Debug)]
+pub struct Collision;
+
+/// See the module comment.
+pub struct InodeTable {
+    inner: RwLock<Inner>,
+}
+
+impl Default for InodeTable {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl InodeTable {
+    pub fn new() -> Self {
+        let mut inner = Inner::default();
+        inner.by_ino.insert(
+            ROOT_INO,
+            Entry {
+                node: Arc::new(Node::Root),
+                nlookup: 1,
+                reported: None,
+            },
+        );
+        InodeTable {
+            inner: RwLock::new(inner),
+        }
+    }
+
+    pub fn get(&self, ino: u64) -> Option<Arc<Node>> {
+        self.inner.read().by_ino.get(&ino).map(|e| e.node.clone())
+    }
+
+    /// Records one more kernel reference to `node`; returns its number.
+    pub fn register(&self, node: &Node) -> Result<u64, Collision> {
+        let ino = node.ino();
+        let mut g = self.inner.write();
+        if let Some(e) = g.by_ino.get_mut(&ino) {
+            if *e.node != *node {
+                return Err(Collision);
+            }
+            e.nlookup += 1;
+            return Ok(ino);
+        }
+        g.by_ino.insert(
+            ino,
+            Entry {
+                node: Arc::new(node.clone()),
+                nlookup: 1,
+                reported: None,
+            },
+        );
+        if let (Some(t), Some(r)) = (node.table(), node.row()) {
+            g.by_row
+                .entry(t.to_string())
+                .or_default()
+                .entry(r.to_vec())
+                .or_default()
+                .push(ino);
+        }
+        Ok(ino)
+    }
+
+    /// The kernel dropped `n` references.
+    pub fn forget(&self, ino: u64, n: u64) {
+        if ino == ROOT_INO {
+            return;
+        }
+        let mut g = self.inner.write();
+        let Some(e) = g.by_ino.get_mut(&ino) else {
+            return;
+        };
+        e.nlookup = e.nlookup.saturating_sub(n);
+        if e.nlookup > 0 {
+            return;
+        }
+        let node = e.node.clone();
+        g.by_ino.remove(&ino);
+        if let (Some(t), Some(r)) = (node.table(), node.row()) {
+            if let Some(rows) = g.by_row.get_mut(t) {
+                if let Some(v) = rows.get_mut(r) {
+                    v.retain(|&i| i != ino);
+                    if v.is_empty() {
+                        rows.remove(r);
+                    }
+                }
+                if rows.is_empty() {
+                    g.by_row.remove(t);
+                }
+            }
+        }
+    }
+
+    /// After a rename the kernel keeps the moved inode under its new name:
+    /// every inode standing for `from` now stands for `to`.
+    pub fn rebind(&self, from: &Node, to: &Node) {
+        let mut g = self.inner.write();
+        let inos: Vec<u64> = match (from.table(), from.row()) {
+            (Some(t), Some(r)) => g
+                .by_row
+                .get(t)
+                .and_then(|rows| rows.get(r))
+                .cloned()
+                .unwrap_or_default(),
+            _ => g.by_ino.keys().copied().collect(),
+        };
+        for ino in inos {
+            if let Some(e) = g.by_ino.get_mut(&ino) {
+                if *e.node == *from {
+                    e.node = Arc::new(to.clone());
+                    e.reported = None;
+                }
+            }
+        }
+        // A rename stays within its row, so the row index is unchanged.
+    }
+
+    /// Whether the kernel may have `node` cached.
+    pub fn is_known(&self, node: &Node) -> bool {
+        self.inner
+            .read()
+            .by_ino
+            .get(&node.ino())
+            .is_some_and(|e| *e.node == *node)
+    }
+
+    /// The known inodes lying in one row.
+    pub fn in_row(&self, table: &str, row: &[u8]) -> Vec<(u64, Arc<Node>)> {
+        let g = self.inner.read();
+        let Some(inos) = g.by_row.get(table).and_then(|rows| rows.get(row)) else {
+            return Vec::new();
+        };
+        inos.iter()
+            .filter_map(|i| g.by_ino.get(i).map(|e| (*i, e.node.clone())))
+            .collect()
+    }
+
+    /// The known inodes of one table (rare operations: schema and permission changes).
+    pub fn in_table(&self, table: &str) -> Vec<(u64, Arc<Node>)> {
+        let g = self.inner.read();
+        g.by_ino
+            .iter()
+            .filter(|(_, e)| e.node.table() == Some(table))
+            .map(|(i, e)| (*i, e.node.clone()))
+            .collect()
+    }
+
+    pub fn set_reported(&self, ino: u64, size: u64, mtime: u64) {
+        if let Some(e) = self.inner.write().by_ino.get_mut(&ino) {
+            e.reported = Some((size, mtime));
+        }
+    }
+
+    pub fn reported(&self, ino: u64) -> Option<(u64, u64)> {
+        self.inner.read().by_ino.get(&ino).and_then(|e| e.reported)
+    }
+
+    /// Number of known inodes (for `.bigtable/stats`).
+    pub fn len(&self) -> usize {
+        self.inner.read().by_ino.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::node::View;
+
+    fn row(r: &[u8]) -> Node {
+        Node::Row {
+            table: "t".into(),
+            view: View::Now,
+            row: r.to_vec(),
+        }
+    }
+
+    #[test]
+    fn lookups_and_forgets_balance() {
+        let t = InodeTable::new();
+        let n = row(b"a");
+        let ino = t.register(&n).unwrap();
+        assert_eq!(t.register(&n).unwrap(), ino);
+        assert_eq!(*t.get(ino).unwrap(), n);
+        assert_eq!(t.in_row("t", b"a").len(), 1);
+        t.forget(ino, 1);
+        assert!(t.is_known(&n));
+        t.forget(ino, 1);
+        assert!(t.get(ino).is_none());
+        assert!(!t.is_known(&n));
+        assert!(t.in_row("t", b"a").is_empty());
+        // The root is never forgotten.
+        t.forget(ROOT_INO, 100);
+        assert_eq!(*t.get(ROOT_INO).unwrap(), Node::Root);
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn row_and_table_indexes() {
+        let t = InodeTable::new();
+        t.register(&row(b"a")).unwrap();
+        t.register(&Node::Family {
+            table: "t".into(),
+            view: View::Now,
+            row: b"a".to_vec(),
+            family: "f".into(),
+        })
+        .unwrap();
+        t.register(&row(b"b")).unwrap();
+        t.register(&Node::Table("t".into())).unwrap();
+        assert_eq!(t.in_row("t", b"a").len(), 2);
+        assert_eq!(t.in_table("t").len(), 4);
+        assert!(t.in_table("u").is_empty());
+    }
+
+    #[test]
+    fn rebind_moves_an_inode_to_its_new_name() {
+        let t = InodeTable::new();
+        let cell = |q: &[u8]| Node::Cell {
+            table: "t".into(),
+            view: View::Now,
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: q.to_vec(),
+        };
+        let ino = t.register(&cell(b"a")).unwrap();
+        t.rebind(&cell(b"a"), &cell(b"b"));
+        assert_eq!(*t.get(ino).unwrap(), cell(b"b"));
+        t.rebind(&cell(b"b"), &cell(b"c"));
+        assert_eq!(*t.get(ino).unwrap(), cell(b"c"));
+        assert_eq!(t.in_row("t", b"r").len(), 1);
+    }
+
+    #[test]
+    fn reported_attributes_are_kept_per_inode() {
+        let t = InodeTable::new();
+        let ino = t.register(&row(b"x")).unwrap();
+        assert_eq!(t.reported(ino), None);
+        t.set_reported(ino, 10, 20);
+        assert_eq!(t.reported(ino), Some((10, 20)));
+    }
+}

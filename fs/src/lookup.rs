@@ -1,0 +1,245 @@
+//! Names to nodes: `lookup` and the resolution every name-taking operation uses.
+
+use crate::core::{Entry, Fs, FsResult, Stats};
+use crate::names::{parse_lenient, parse_strict, parse_version_name, KeyName};
+use crate::node::{Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS};
+use fuser::{Errno, FileAttr};
+
+/// A table name as a directory name: UTF-8, not hidden, no NUL.
+pub fn table_name(name: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(name).ok()?;
+    (!s.is_empty() && !s.starts_with('.')).then_some(s)
+}
+
+fn family_name(name: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(name).ok()?;
+    (!s.starts_with('.')).then_some(s)
+}
+
+/// Parses `.at/<ts>`: decimal microseconds (zero padding allowed only in the
+/// 16-digit form that `.versions` uses, so each time has one name).
+pub fn parse_at_name(name: &[u8]) -> Option<u64> {
+    let s = std::str::from_utf8(name).ok()?;
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let ts: u64 = s.parse().ok()?;
+    (ts.to_string() == s || format!("{ts:016}") == s).then_some(ts)
+}
+
+impl Fs {
+    /// The node `name` stands for under `parent`, with fresh attributes.
+    /// ENOENT if there is nothing by that name.
+    pub(crate) fn resolve(&self, parent: &Node, name: &[u8]) -> FsResult<(Node, FileAttr)> {
+        let node = self.child_node(parent, name)?;
+        let attr = self.node_attr(&node)?;
+        Ok((node, attr))
+    }
+
+    /// The node a name would be (existence of data aside, except where the
+    /// name must be resolved against data: hashed names).
+    pub(crate) fn child_node(&self, parent: &Node, name: &[u8]) -> FsResult<Node> {
+        let n = name;
+        match parent {
+            Node::Root => {
+                if n == STATUS_DIR.as_bytes() {
+                    return Ok(Node::StatusDir);
+                }
+                let t = table_name(n).ok_or(Errno::ENOENT)?;
+                Ok(Node::Table(t.to_string()))
+            }
+            Node::StatusDir => StatusFile::from_name(n)
+                .map(Node::Status)
+                .ok_or(Errno::ENOENT),
+            Node::Table(t) => {
+                let t = t.clone();
+                match n {
+                    _ if (n == SCHEMA.as_bytes() || n == MUTATE.as_bytes())
+                        && self.pending.is_hidden(&t, &String::from_utf8_lossy(n)) =>
+                    {
+                        Err(Errno::ENOENT)
+                    }
+                    _ if n == SCHEMA.as_bytes() => Ok(Node::Schema(t)),
+                    _ if n == MUTATE.as_bytes() => Ok(Node::Mutate(t)),
+                    _ if n == SCAN.as_bytes() => Ok(Node::ScanDir(t)),
+                    _ if n == AT.as_bytes() => Ok(Node::AtDir(t)),
+                    _ => self.row_node(&t, View::Now, n),
+                }
+            }
+            Node::ScanDir(t) => {
+                crate::query::parse(n).map_err(|why| {
+                    self.refuse(
+                        &format!("{parent}/{}", String::from_utf8_lossy(n)),
+                        Errno::EINVAL,
+                        &why,
+                    )
+                })?;
+                Ok(Node::Scan {
+                    table: t.clone(),
+                    query: n.to_vec(),
+                })
+            }
+            Node::AtDir(t) => {
+                let ts = parse_at_name(n).ok_or(Errno::ENOENT)?;
+                Ok(Node::AtRoot {
+                    table: t.clone(),
+                    ts,
+                })
+            }
+            Node::AtRoot { table, ts } => self.row_node(table, View::At(*ts), n),
+            Node::Row { table, view, row } => {
+                let f = family_name(n).ok_or(Errno::ENOENT)?;
+                Ok(Node::Family {
+                    table: table.clone(),
+                    view: *view,
+                    row: row.clone(),
+                    family: f.to_string(),
+                })
+            }
+            Node::Family {
+                table,
+                view,
+                row,
+                family,
+            } => {
+                if n == VERSIONS.as_bytes() {
+                    return Ok(Node::VersionsDir {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: family.clone(),
+                    });
+                }
+                let kn = parse_lenient(n).ok_or(Errno::ENOENT)?;
+                let q = self
+                    .resolve_qualifier(table, *view, row, family, &kn)?
+                    .ok_or(Errno::ENOENT)?;
+                Ok(Node::Cell {
+                    table: table.clone(),
+                    view: *view,
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: q,
+                })
+            }
+            Node::VersionsDir {
+                table,
+                view,
+                row,
+                family,
+            } => {
+                let kn = parse_strict(n).ok_or(Errno::ENOENT)?;
+                let q = self
+                    .resolve_qualifier(table, *view, row, family, &kn)?
+                    .ok_or(Errno::ENOENT)?;
+                Ok(Node::VersionsColumn {
+                    table: table.clone(),
+                    view: *view,
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: q,
+                })
+            }
+            Node::VersionsColumn {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => {
+                let ts = parse_version_name(n).ok_or(Errno::ENOENT)?;
+                Ok(Node::Version {
+                    table: table.clone(),
+                    view: *view,
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: qualifier.clone(),
+                    ts,
+                })
+            }
+            _ => Err(Errno::ENOTDIR),
+        }
+    }
+
+    /// A row directory's node: strict names only (a directory has one name).
+    fn row_node(&self, table: &str, view: View, name: &[u8]) -> FsResult<Node> {
+        let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
+        let row = match &kn {
+            KeyName::Key(k) => k.clone(),
+            KeyName::Hashed { .. } => self.resolve_row(table, view, &kn)?.ok_or(Errno::ENOENT)?,
+        };
+        Ok(Node::Row {
+            table: table.to_string(),
+            view,
+            row,
+        })
+    }
+
+    /// FUSE `lookup`: resolves and takes a kernel reference.
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
+        Stats::add(&self.stats.lookups, 1);
+        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let (node, attr) = self.resolve(&p, name)?;
+        self.register(&node)?;
+        Ok(self.entry(&node, attr))
+    }
+
+    /// Takes a kernel reference on `node`.
+    pub(crate) fn register(&self, node: &Node) -> FsResult<u64> {
+        self.inodes.register(node).map_err(|_| {
+            log::error!("inode number collision for {node}");
+            Errno::EIO
+        })
+    }
+
+    /// FUSE `getattr`.
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<(FileAttr, std::time::Duration)> {
+        Stats::add(&self.stats.getattrs, 1);
+        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        // An open file is described by its handle (it may be uncommitted or unlinked).
+        if let Some(attr) = fh.and_then(|fh| self.handle_attr(fh, &node)) {
+            return Ok((attr, self.attr_ttl(&node)));
+        }
+        match self.node_attr(&node) {
+            Ok(a) => Ok((a, self.attr_ttl(&node))),
+            // A file created and not committed yet exists for its opener.
+            Err(Errno::ENOENT) => match self.created_attr(&node) {
+                Some(a) => Ok((a, self.attr_ttl(&node))),
+                None => Err(Errno::ENOENT),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Attributes of a cell or version that an open handle is creating.
+    fn created_attr(&self, node: &Node) -> Option<FileAttr> {
+        if !matches!(node, Node::Cell { .. } | Node::Version { .. }) {
+            return None;
+        }
+        self.handles
+            .all()
+            .into_iter()
+            .find_map(|(fh, _)| self.handle_attr(fh, node))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn at_names() {
+        assert_eq!(parse_at_name(b"42"), Some(42));
+        assert_eq!(parse_at_name(b"0000000000000042"), Some(42));
+        assert_eq!(parse_at_name(b"042"), None);
+        assert_eq!(parse_at_name(b"x"), None);
+        assert_eq!(parse_at_name(b""), None);
+    }
+
+    #[test]
+    fn table_names() {
+        assert_eq!(table_name(b"webtable"), Some("webtable"));
+        assert_eq!(table_name(b".x"), None);
+        assert_eq!(table_name(b"\xff"), None);
+    }
+}

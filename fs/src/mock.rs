@@ -1,0 +1,451 @@
+//! An in-memory [`Store`] with Bigtable's semantics, for testing the
+//! filesystem without the engine or a mount.
+
+use crate::store::{RowStream, Store};
+use engine::schema::TableSchema;
+use engine::{
+    Cell, Error, Mutation, Predicate, Result, RowMutation, RowOp, RowTxn, ScanSpec, TabletInfo,
+    TxnOutcome, WriteOptions,
+};
+use parking_lot::Mutex;
+use std::cmp::Reverse;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+type Versions = BTreeMap<Reverse<u64>, Vec<u8>>;
+type Row = BTreeMap<(String, Vec<u8>), Versions>;
+
+struct Table {
+    schema: Arc<TableSchema>,
+    rows: BTreeMap<Vec<u8>, Row>,
+}
+
+/// See the module comment.
+pub struct MockStore {
+    tables: Mutex<BTreeMap<String, Table>>,
+    clock: AtomicU64,
+    pub max_value: usize,
+    pub syncs: AtomicU64,
+}
+
+impl Default for MockStore {
+    fn default() -> Self {
+        MockStore {
+            tables: Mutex::new(BTreeMap::new()),
+            clock: AtomicU64::new(1_700_000_000_000_000),
+            max_value: engine::DEFAULT_MAX_VALUE,
+            syncs: AtomicU64::new(0),
+        }
+    }
+}
+
+fn matches(spec: &ScanSpec, family: &str, qualifier: &[u8]) -> bool {
+    if let Some(fs) = &spec.families {
+        if !fs.iter().any(|f| f == family) {
+            return false;
+        }
+    }
+    if let Some(re) = &spec.column_regex {
+        let Ok(re) = crate::query::compile_column_regex(re) else {
+            return false;
+        };
+        let mut col = family.as_bytes().to_vec();
+        col.push(b':');
+        col.extend_from_slice(qualifier);
+        if !re.is_match(&col) {
+            return false;
+        }
+    }
+    true
+}
+
+fn select(row_key: &[u8], row: &Row, spec: &ScanSpec) -> Vec<Cell> {
+    let mut out = Vec::new();
+    for ((family, qualifier), versions) in row {
+        if !matches(spec, family, qualifier) {
+            continue;
+        }
+        let mut n = 0u32;
+        for (Reverse(ts), value) in versions {
+            if !spec.time_range.contains(*ts) {
+                continue;
+            }
+            if spec.max_versions.is_some_and(|m| n >= m) {
+                break;
+            }
+            n += 1;
+            out.push(Cell {
+                row: row_key.to_vec(),
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                timestamp: *ts,
+                value: value.clone(),
+            });
+        }
+    }
+    out
+}
+
+impl MockStore {
+    /// A store refusing values above `max_value` bytes.
+    pub fn with_max_value(max_value: usize) -> MockStore {
+        MockStore {
+            max_value,
+            ..Default::default()
+        }
+    }
+
+    fn now(&self) -> u64 {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        let mut cur = self.clock.load(Ordering::SeqCst);
+        loop {
+            let next = wall.max(cur + 1);
+            match self
+                .clock
+                .compare_exchange(cur, next, Ordering::SeqCst, Ordering::SeqCst)
+            {
+                Ok(_) => return next,
+                Err(c) => cur = c,
+            }
+        }
+    }
+
+    fn check_family(t: &Table, table: &str, family: &str) -> Result<()> {
+        if t.schema.families.contains_key(family) {
+            Ok(())
+        } else {
+            Err(Error::UnknownFamily {
+                table: table.into(),
+                family: family.into(),
+            })
+        }
+    }
+
+    fn validate(&self, t: &Table, table: &str, row: &[u8], ops: &[RowOp]) -> Result<()> {
+        if row.is_empty() {
+            return Err(Error::invalid("empty row key"));
+        }
+        if row.len() > engine::MAX_ROW_KEY {
+            return Err(Error::RowKeyTooLong(row.len()));
+        }
+        for op in ops {
+            match op {
+                RowOp::Mutate(Mutation::SetCell { family, value, .. }) => {
+                    Self::check_family(t, table, family)?;
+                    if value.len() > self.max_value {
+                        return Err(Error::ValueTooLarge {
+                            size: value.len(),
+                            limit: self.max_value,
+                        });
+                    }
+                }
+                RowOp::Mutate(Mutation::DeleteCells { family, .. })
+                | RowOp::Mutate(Mutation::DeleteFamily { family })
+                | RowOp::Increment { family, .. }
+                | RowOp::Append { family, .. } => Self::check_family(t, table, family)?,
+                RowOp::Mutate(Mutation::DeleteRow) => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn newest(row: Option<&Row>, family: &str, qualifier: &[u8]) -> Option<Vec<u8>> {
+        row?.get(&(family.to_string(), qualifier.to_vec()))?
+            .values()
+            .next()
+            .cloned()
+    }
+
+    fn run(&self, t: &mut Table, row_key: &[u8], ops: &[RowOp]) -> Result<Vec<Vec<u8>>> {
+        let mut results = Vec::new();
+        let mut row = t.rows.remove(row_key).unwrap_or_default();
+        for op in ops {
+            match op {
+                RowOp::Mutate(Mutation::SetCell {
+                    family,
+                    qualifier,
+                    timestamp,
+                    value,
+                }) => {
+                    let ts = timestamp.unwrap_or_else(|| self.now());
+                    row.entry((family.clone(), qualifier.clone()))
+                        .or_default()
+                        .insert(Reverse(ts), value.clone());
+                }
+                RowOp::Mutate(Mutation::DeleteCells {
+                    family,
+                    qualifier,
+                    range,
+                }) => {
+                    if let Some(v) = row.get_mut(&(family.clone(), qualifier.clone())) {
+                        v.retain(|Reverse(ts), _| !range.contains(*ts));
+                    }
+                }
+                RowOp::Mutate(Mutation::DeleteFamily { family }) => {
+                    row.retain(|(f, _), _| f != family)
+                }
+                RowOp::Mutate(Mutation::DeleteRow) => row.clear(),
+                RowOp::Increment {
+                    family,
+                    qualifier,
+                    delta,
+                } => {
+                    let old = match Self::newest(Some(&row), family, qualifier) {
+                        None => 0,
+                        Some(v) => i64::from_be_bytes(
+                            <[u8; 8]>::try_from(v.as_slice())
+                                .map_err(|_| Error::NotACounter(v.len()))?,
+                        ),
+                    };
+                    let new = old.checked_add(*delta).ok_or(Error::CounterOverflow)?;
+                    let bytes = new.to_be_bytes().to_vec();
+                    row.entry((family.clone(), qualifier.clone()))
+                        .or_default()
+                        .insert(Reverse(self.now()), bytes.clone());
+                    results.push(bytes);
+                }
+                RowOp::Append {
+                    family,
+                    qualifier,
+                    data,
+                } => {
+                    let mut v = Self::newest(Some(&row), family, qualifier).unwrap_or_default();
+                    v.extend_from_slice(data);
+                    if v.len() > self.max_value {
+                        return Err(Error::ValueTooLarge {
+                            size: v.len(),
+                            limit: self.max_value,
+                        });
+                    }
+                    row.entry((family.clone(), qualifier.clone()))
+                        .or_default()
+                        .insert(Reverse(self.now()), v.clone());
+                    results.push(v);
+                }
+            }
+        }
+        row.retain(|_, v| !v.is_empty());
+        if !row.is_empty() {
+            t.rows.insert(row_key.to_vec(), row);
+        }
+        Ok(results)
+    }
+
+    /// Rows of a table (for assertions).
+    pub fn row_count(&self, table: &str) -> usize {
+        self.tables.lock().get(table).map_or(0, |t| t.rows.len())
+    }
+}
+
+struct VecStream(std::vec::IntoIter<(Vec<u8>, Vec<Cell>)>);
+
+impl RowStream for VecStream {
+    fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>> {
+        Ok(self.0.next())
+    }
+}
+
+impl Store for MockStore {
+    fn list_tables(&self) -> Vec<String> {
+        self.tables.lock().keys().cloned().collect()
+    }
+    fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
+        if name.is_empty() || name.contains('/') || name.starts_with('.') {
+            return Err(Error::invalid(format!("bad table name {name:?}")));
+        }
+        let mut g = self.tables.lock();
+        if g.contains_key(name) {
+            return Err(Error::TableExists(name.into()));
+        }
+        g.insert(
+            name.into(),
+            Table {
+                schema: Arc::new(schema),
+                rows: BTreeMap::new(),
+            },
+        );
+        Ok(())
+    }
+    fn delete_table(&self, name: &str) -> Result<()> {
+        self.tables
+            .lock()
+            .remove(name)
+            .map(|_| ())
+            .ok_or_else(|| Error::TableNotFound(name.into()))
+    }
+    fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
+        self.tables
+            .lock()
+            .get(table)
+            .map(|t| t.schema.clone())
+            .ok_or_else(|| Error::TableNotFound(table.into()))
+    }
+    fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
+        let mut g = self.tables.lock();
+        let t = g
+            .get_mut(table)
+            .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        for f in t.schema.families.keys() {
+            if !schema.families.contains_key(f)
+                && t.rows.values().any(|r| r.keys().any(|(rf, _)| rf == f))
+            {
+                return Err(Error::FamilyNotEmpty(f.clone()));
+            }
+        }
+        t.schema = Arc::new(schema);
+        Ok(())
+    }
+    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
+        let txn = RowTxn::new(
+            m.row.clone(),
+            m.mutations.iter().cloned().map(RowOp::Mutate).collect(),
+        );
+        self.apply_txns(table, &[txn], opts).map(|_| ())
+    }
+    fn apply_txns(
+        &self,
+        table: &str,
+        txns: &[RowTxn],
+        opts: WriteOptions,
+    ) -> Result<Vec<TxnOutcome>> {
+        let mut g = self.tables.lock();
+        let t = g
+            .get_mut(table)
+            .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        for (index, txn) in txns.iter().enumerate() {
+            self.validate(t, table, &txn.row, &txn.ops)
+                .and_then(|_| self.validate(t, table, &txn.row, &txn.otherwise))
+                .map_err(|e| Error::BadBatchEntry {
+                    index,
+                    source: Box::new(e),
+                })?;
+        }
+        let mut out = Vec::new();
+        for txn in txns {
+            let held = match &txn.guard {
+                None => true,
+                Some(c) => {
+                    let cur = Self::newest(t.rows.get(&txn.row), &c.family, &c.qualifier);
+                    match &c.predicate {
+                        Predicate::Exists => cur.is_some(),
+                        Predicate::Equals(v) => cur.as_ref() == Some(v),
+                    }
+                }
+            };
+            let ops = if held { &txn.ops } else { &txn.otherwise };
+            let results = self.run(t, &txn.row, ops)?;
+            out.push(TxnOutcome {
+                guard_held: held,
+                results,
+            });
+        }
+        if opts.sync {
+            self.syncs.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(out)
+    }
+    fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
+        let g = self.tables.lock();
+        let t = g
+            .get(table)
+            .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        let mut cells = t
+            .rows
+            .get(row)
+            .map(|r| select(row, r, spec))
+            .unwrap_or_default();
+        if let Some(n) = spec.cell_limit {
+            cells.truncate(n as usize);
+        }
+        Ok(cells)
+    }
+    fn read_cell(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Cell>> {
+        let g = self.tables.lock();
+        let t = g
+            .get(table)
+            .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        Ok(t.rows.get(row).and_then(|r| {
+            let (Reverse(ts), v) = r
+                .get(&(family.to_string(), qualifier.to_vec()))?
+                .iter()
+                .next()?;
+            Some(Cell {
+                row: row.to_vec(),
+                family: family.into(),
+                qualifier: qualifier.to_vec(),
+                timestamp: *ts,
+                value: v.clone(),
+            })
+        }))
+    }
+    fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>> {
+        let g = self.tables.lock();
+        let t = g
+            .get(table)
+            .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        let range = (
+            match &spec.rows.start {
+                Bound::Included(s) => Bound::Included(s.clone()),
+                Bound::Excluded(s) => Bound::Excluded(s.clone()),
+                Bound::Unbounded => Bound::Unbounded,
+            },
+            match &spec.rows.end {
+                Bound::Included(s) => Bound::Included(s.clone()),
+                Bound::Excluded(s) => Bound::Excluded(s.clone()),
+                Bound::Unbounded => Bound::Unbounded,
+            },
+        );
+        if matches!((&range.0, &range.1), (Bound::Included(a) | Bound::Excluded(a), Bound::Included(b) | Bound::Excluded(b)) if a > b)
+        {
+            return Ok(Box::new(VecStream(Vec::new().into_iter())));
+        }
+        let mut rows = Vec::new();
+        let mut cells_left = spec.cell_limit.unwrap_or(u64::MAX);
+        for (k, r) in t.rows.range::<Vec<u8>, _>(range) {
+            if spec.row_limit.is_some_and(|n| rows.len() as u64 >= n) || cells_left == 0 {
+                break;
+            }
+            let mut cells = select(k, r, &spec);
+            if cells.is_empty() {
+                continue;
+            }
+            cells.truncate(cells_left.min(usize::MAX as u64) as usize);
+            cells_left -= cells.len() as u64;
+            rows.push((k.clone(), cells));
+        }
+        Ok(Box::new(VecStream(rows.into_iter())))
+    }
+    fn sync(&self) -> Result<()> {
+        self.syncs.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+    fn tablets(&self, table: &str) -> Result<Vec<TabletInfo>> {
+        self.schema(table)?;
+        Ok(vec![TabletInfo {
+            id: 1,
+            table: table.into(),
+            start: Vec::new(),
+            end: None,
+            memtable_bytes: 0,
+            sstable_bytes: 0,
+            sstables: 0,
+        }])
+    }
+    fn status(&self) -> Vec<String> {
+        vec!["mock store".into()]
+    }
+    fn close(&self) -> Result<()> {
+        Ok(())
+    }
+}

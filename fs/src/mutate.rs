@@ -1,0 +1,717 @@
+//! The `.mutate` batch format.
+//!
+//! One mutation a line; blank lines and lines whose first non-blank byte is
+//! `#` are ignored; a trailing `\r` is dropped. Fields are separated by spaces
+//! or tabs, and each field is `%XX`-escaped: write a space as `%20`, a tab as
+//! `%09`, a newline as `%0A`, `%` as `%25`; a lone `%` is the empty string.
+//! A column is `<family>:<qualifier>` (the family ends at the first `:`).
+//!
+//! ```text
+//! set          <row> <column> <value> [<timestamp>]   write a version (server time by default)
+//! delete       <row> <column> [<timestamp>]           delete one version, or every version
+//! deletefamily <row> <family>                         delete the family's cells in the row
+//! deleterow    <row>                                  delete the row
+//! increment    <row> <column> <delta>                 add to a 64-bit big-endian counter
+//! append       <row> <column> <value>                 append bytes to the newest value
+//! if           <row> <column> [<value>]               guard: the column exists (and equals value)
+//! ifnot        <row> <column> [<value>]               guard: it does not
+//! ```
+//!
+//! Timestamps are decimal microseconds. All lines of one row form one
+//! transaction, applied atomically in line order; a guard line makes every
+//! mutation of its row in the batch conditional (at most one guard per row):
+//! with `if` they run when the column exists (and equals the value), with
+//! `ifnot` when it does not. Rows are applied in the order they first appear.
+
+use crate::names::{decode_field, encode_field};
+use engine::key::MAX_TIMESTAMP;
+use engine::{Condition, Mutation, Predicate, RowOp, RowTxn, TimeRange, TxnOutcome};
+use std::collections::HashMap;
+
+/// One parsed line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    Set {
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        value: Vec<u8>,
+        ts: Option<u64>,
+    },
+    Delete {
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        ts: Option<u64>,
+    },
+    DeleteFamily {
+        row: Vec<u8>,
+        family: String,
+    },
+    DeleteRow {
+        row: Vec<u8>,
+    },
+    Increment {
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        delta: i64,
+    },
+    Append {
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        value: Vec<u8>,
+    },
+    Guard {
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        value: Option<Vec<u8>>,
+        expect: bool,
+    },
+}
+
+impl Op {
+    pub fn row(&self) -> &[u8] {
+        match self {
+            Op::Set { row, .. }
+            | Op::Delete { row, .. }
+            | Op::DeleteFamily { row, .. }
+            | Op::DeleteRow { row }
+            | Op::Increment { row, .. }
+            | Op::Append { row, .. }
+            | Op::Guard { row, .. } => row,
+        }
+    }
+
+    /// The family the line touches (`None`: every family of the row).
+    pub fn family(&self) -> Option<&str> {
+        match self {
+            Op::DeleteRow { .. } => None,
+            Op::Set { family, .. }
+            | Op::Delete { family, .. }
+            | Op::DeleteFamily { family, .. }
+            | Op::Increment { family, .. }
+            | Op::Append { family, .. }
+            | Op::Guard { family, .. } => Some(family),
+        }
+    }
+
+    /// Whether the line reads data (guards, read-modify-write).
+    pub fn reads(&self) -> bool {
+        matches!(
+            self,
+            Op::Increment { .. } | Op::Append { .. } | Op::Guard { .. }
+        )
+    }
+
+    /// Whether the line writes data.
+    pub fn writes(&self) -> bool {
+        !matches!(self, Op::Guard { .. })
+    }
+}
+
+/// A parsed line with its 1-based number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Line {
+    pub line: usize,
+    pub op: Op,
+}
+
+/// A syntax or consistency error, naming the line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchError {
+    pub line: usize,
+    pub reason: String,
+}
+
+impl std::fmt::Display for BatchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}: {}", self.line, self.reason)
+    }
+}
+
+fn field(s: &[u8], what: &str) -> Result<Vec<u8>, String> {
+    decode_field(s)
+        .ok_or_else(|| format!("{what}: bad %XX escape in {:?}", String::from_utf8_lossy(s)))
+}
+
+fn column(s: &[u8]) -> Result<(String, Vec<u8>), String> {
+    let c = field(s, "column")?;
+    let colon = c.iter().position(|&b| b == b':').ok_or_else(|| {
+        format!(
+            "column {:?} is not family:qualifier",
+            String::from_utf8_lossy(&c)
+        )
+    })?;
+    let family = std::str::from_utf8(&c[..colon])
+        .map_err(|_| "family name is not UTF-8".to_string())?
+        .to_string();
+    if family.is_empty() {
+        return Err("empty family name".into());
+    }
+    Ok((family, c[colon + 1..].to_vec()))
+}
+
+fn family_field(s: &[u8]) -> Result<String, String> {
+    let f = field(s, "family")?;
+    String::from_utf8(f).map_err(|_| "family name is not UTF-8".to_string())
+}
+
+fn timestamp(s: &[u8]) -> Result<u64, String> {
+    let t = std::str::from_utf8(s)
+        .ok()
+        .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|t| t.parse::<u64>().ok())
+        .ok_or_else(|| format!("bad timestamp {:?}", String::from_utf8_lossy(s)))?;
+    if t > MAX_TIMESTAMP {
+        return Err(format!(
+            "timestamp {t} is above the largest ({MAX_TIMESTAMP})"
+        ));
+    }
+    Ok(t)
+}
+
+/// Parses one line (without its newline); `Ok(None)` for blank and comment lines.
+pub fn parse_line(text: &[u8]) -> Result<Option<Op>, String> {
+    let text = text.strip_suffix(b"\r").unwrap_or(text);
+    let fields: Vec<&[u8]> = text
+        .split(|&b| b == b' ' || b == b'\t')
+        .filter(|f| !f.is_empty())
+        .collect();
+    let Some((&verb, args)) = fields.split_first() else {
+        return Ok(None);
+    };
+    if verb.first() == Some(&b'#') {
+        return Ok(None);
+    }
+    let verb = String::from_utf8_lossy(verb).into_owned();
+    let arity = |min: usize, max: usize, usage: &str| -> Result<(), String> {
+        if args.len() < min || args.len() > max {
+            Err(format!("usage: {usage}"))
+        } else {
+            Ok(())
+        }
+    };
+    let op = match verb.as_str() {
+        "set" => {
+            arity(3, 4, "set <row> <family>:<qualifier> <value> [<timestamp>]")?;
+            let (family, qualifier) = column(args[1])?;
+            Op::Set {
+                row: field(args[0], "row")?,
+                family,
+                qualifier,
+                value: field(args[2], "value")?,
+                ts: args.get(3).map(|t| timestamp(t)).transpose()?,
+            }
+        }
+        "delete" => {
+            arity(2, 3, "delete <row> <family>:<qualifier> [<timestamp>]")?;
+            let (family, qualifier) = column(args[1])?;
+            Op::Delete {
+                row: field(args[0], "row")?,
+                family,
+                qualifier,
+                ts: args.get(2).map(|t| timestamp(t)).transpose()?,
+            }
+        }
+        "deletefamily" => {
+            arity(2, 2, "deletefamily <row> <family>")?;
+            Op::DeleteFamily {
+                row: field(args[0], "row")?,
+                family: family_field(args[1])?,
+            }
+        }
+        "deleterow" => {
+            arity(1, 1, "deleterow <row>")?;
+            Op::DeleteRow {
+                row: field(args[0], "row")?,
+            }
+        }
+        "increment" => {
+            arity(3, 3, "increment <row> <family>:<qualifier> <delta>")?;
+            let (family, qualifier) = column(args[1])?;
+            let d = String::from_utf8_lossy(args[2]);
+            let delta = d
+                .strip_prefix('+')
+                .unwrap_or(&d)
+                .parse::<i64>()
+                .map_err(|_| format!("bad delta {d:?} (a signed 64-bit decimal)"))?;
+            Op::Increment {
+                row: field(args[0], "row")?,
+                family,
+                qualifier,
+                delta,
+            }
+        }
+        "append" => {
+            arity(3, 3, "append <row> <family>:<qualifier> <value>")?;
+            let (family, qualifier) = column(args[1])?;
+            Op::Append {
+                row: field(args[0], "row")?,
+                family,
+                qualifier,
+                value: field(args[2], "value")?,
+            }
+        }
+        "if" | "ifnot" => {
+            arity(2, 3, &format!("{verb} <row> <family>:<qualifier> [<value>]"))?;
+            let (family, qualifier) = column(args[1])?;
+            Op::Guard {
+                row: field(args[0], "row")?,
+                family,
+                qualifier,
+                value: args.get(2).map(|v| field(v, "value")).transpose()?,
+                expect: verb == "if",
+            }
+        }
+        other => {
+            return Err(format!(
+                "unknown mutation {other:?} (set, delete, deletefamily, deleterow, increment, append, if, ifnot)"
+            ))
+        }
+    };
+    Ok(Some(op))
+}
+
+/// Parses a batch as it is written: complete lines are parsed at once, so a
+/// bad line fails the `write` that completes it.
+#[derive(Debug, Default)]
+pub struct BatchParser {
+    partial: Vec<u8>,
+    line_no: usize,
+    lines: Vec<Line>,
+    bytes: usize,
+}
+
+impl BatchParser {
+    /// Feeds written bytes; returns the lines completed by them.
+    pub fn feed(&mut self, data: &[u8]) -> Result<&[Line], BatchError> {
+        let before = self.lines.len();
+        self.bytes += data.len();
+        let mut rest = data;
+        while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
+            let (head, tail) = rest.split_at(nl);
+            rest = &tail[1..];
+            if self.partial.is_empty() {
+                self.push_line(head)?;
+            } else {
+                let mut full = std::mem::take(&mut self.partial);
+                full.extend_from_slice(head);
+                self.push_line(&full)?;
+            }
+        }
+        self.partial.extend_from_slice(rest);
+        Ok(&self.lines[before..])
+    }
+
+    fn push_line(&mut self, text: &[u8]) -> Result<(), BatchError> {
+        self.line_no += 1;
+        let line = self.line_no;
+        match parse_line(text) {
+            Ok(Some(op)) => {
+                self.lines.push(Line { line, op });
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(reason) => Err(BatchError { line, reason }),
+        }
+    }
+
+    /// Ends the batch (a last line without newline counts); returns every line.
+    pub fn finish(&mut self) -> Result<Vec<Line>, BatchError> {
+        if !self.partial.is_empty() {
+            let last = std::mem::take(&mut self.partial);
+            self.push_line(&last)?;
+        }
+        self.bytes = 0;
+        self.line_no = 0;
+        Ok(std::mem::take(&mut self.lines))
+    }
+
+    /// The lines parsed so far and not yet finished.
+    pub fn pending(&self) -> &[Line] {
+        &self.lines
+    }
+
+    /// Bytes written since the batch began.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.lines.is_empty() && self.partial.iter().all(|b| b.is_ascii_whitespace())
+    }
+}
+
+/// One row's transaction and the line that began it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Txn {
+    pub first_line: usize,
+    pub txn: RowTxn,
+    /// The row's mutations run when the guard holds (`if`, or no guard) or
+    /// when it does not (`ifnot`: they are the transaction's `otherwise`).
+    pub when_held: bool,
+}
+
+impl Txn {
+    /// The mutations that run when this transaction applies.
+    pub fn ops(&self) -> &[RowOp] {
+        if self.when_held {
+            &self.txn.ops
+        } else {
+            &self.txn.otherwise
+        }
+    }
+
+    fn ops_mut(&mut self) -> &mut Vec<RowOp> {
+        if self.when_held {
+            &mut self.txn.ops
+        } else {
+            &mut self.txn.otherwise
+        }
+    }
+
+    /// Whether the mutations ran, given the engine's outcome.
+    pub fn applied(&self, o: &TxnOutcome) -> bool {
+        o.guard_held == self.when_held
+    }
+}
+
+/// Groups lines into one transaction per row (see the module comment).
+pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
+    struct Row {
+        first_line: usize,
+        row: Vec<u8>,
+        guard: Option<(usize, Condition, bool)>,
+        ops: Vec<RowOp>,
+    }
+    let mut rows: Vec<Row> = Vec::new();
+    let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
+    for Line { line, op } in lines {
+        let i = *index.entry(op.row().to_vec()).or_insert_with(|| {
+            rows.push(Row {
+                first_line: line,
+                row: op.row().to_vec(),
+                guard: None,
+                ops: Vec::new(),
+            });
+            rows.len() - 1
+        });
+        let r = &mut rows[i];
+        let row_op = match op {
+            Op::Guard {
+                family,
+                qualifier,
+                value,
+                expect,
+                ..
+            } => {
+                if let Some((prev, _, _)) = &r.guard {
+                    return Err(BatchError {
+                        line,
+                        reason: format!("the row already has a condition (line {prev})"),
+                    });
+                }
+                let predicate = match value {
+                    Some(v) => Predicate::Equals(v),
+                    None => Predicate::Exists,
+                };
+                let condition = Condition {
+                    family,
+                    qualifier,
+                    predicate,
+                };
+                r.guard = Some((line, condition, expect));
+                continue;
+            }
+            Op::Set {
+                family,
+                qualifier,
+                value,
+                ts,
+                ..
+            } => RowOp::Mutate(Mutation::SetCell {
+                family,
+                qualifier,
+                timestamp: ts,
+                value,
+            }),
+            Op::Delete {
+                family,
+                qualifier,
+                ts,
+                ..
+            } => RowOp::Mutate(Mutation::DeleteCells {
+                family,
+                qualifier,
+                range: ts.map(TimeRange::exactly).unwrap_or(TimeRange::ALL),
+            }),
+            Op::DeleteFamily { family, .. } => RowOp::Mutate(Mutation::DeleteFamily { family }),
+            Op::DeleteRow { .. } => RowOp::Mutate(Mutation::DeleteRow),
+            Op::Increment {
+                family,
+                qualifier,
+                delta,
+                ..
+            } => RowOp::Increment {
+                family,
+                qualifier,
+                delta,
+            },
+            Op::Append {
+                family,
+                qualifier,
+                value,
+                ..
+            } => RowOp::Append {
+                family,
+                qualifier,
+                data: value,
+            },
+        };
+        r.ops.push(row_op);
+    }
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        if r.ops.is_empty() {
+            return Err(BatchError {
+                line: r.guard.as_ref().map_or(r.first_line, |g| g.0),
+                reason: "the condition guards no mutation".into(),
+            });
+        }
+        let (guard, when_held) = match r.guard {
+            Some((_, c, expect)) => (Some(c), expect),
+            None => (None, true),
+        };
+        let mut t = Txn {
+            first_line: r.first_line,
+            txn: RowTxn {
+                row: r.row,
+                guard,
+                ops: Vec::new(),
+                otherwise: Vec::new(),
+            },
+            when_held,
+        };
+        *t.ops_mut() = r.ops;
+        out.push(t);
+    }
+    Ok(out)
+}
+
+/// The text read back from a `.mutate` handle after its batch ran: per row
+/// `applied <row>` or `skipped <row>` (its guard failed), then one
+/// `value <row> <column> <new value>` per increment (decimal) or append (escaped).
+pub fn format_results(txns: &[Txn], outcomes: &[TxnOutcome]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (t, o) in txns.iter().zip(outcomes) {
+        let row = encode_field(&t.txn.row);
+        out.extend_from_slice(if t.applied(o) {
+            b"applied "
+        } else {
+            b"skipped "
+        });
+        out.extend_from_slice(&row);
+        out.push(b'\n');
+        let rmw = t.ops().iter().filter_map(|op| match op {
+            RowOp::Increment {
+                family, qualifier, ..
+            } => Some((family, qualifier, true)),
+            RowOp::Append {
+                family, qualifier, ..
+            } => Some((family, qualifier, false)),
+            RowOp::Mutate(_) => None,
+        });
+        for ((family, qualifier, is_counter), value) in rmw.zip(&o.results) {
+            out.extend_from_slice(b"value ");
+            out.extend_from_slice(&row);
+            out.push(b' ');
+            let mut col = family.as_bytes().to_vec();
+            col.push(b':');
+            col.extend_from_slice(qualifier);
+            out.extend_from_slice(&encode_field(&col));
+            out.push(b' ');
+            match (is_counter, <[u8; 8]>::try_from(value.as_slice())) {
+                (true, Ok(be)) => {
+                    out.extend_from_slice(i64::from_be_bytes(be).to_string().as_bytes())
+                }
+                _ => out.extend_from_slice(&encode_field(value)),
+            }
+            out.push(b'\n');
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(s: &str) -> Op {
+        parse_line(s.as_bytes()).unwrap().unwrap()
+    }
+
+    #[test]
+    fn parses_every_kind() {
+        assert_eq!(
+            one("set com.cnn.www anchor:cnnsi.com CNN"),
+            Op::Set {
+                row: b"com.cnn.www".to_vec(),
+                family: "anchor".into(),
+                qualifier: b"cnnsi.com".to_vec(),
+                value: b"CNN".to_vec(),
+                ts: None
+            }
+        );
+        assert_eq!(
+            one("set r f:q%20x a%20b%0A 17"),
+            Op::Set {
+                row: b"r".to_vec(),
+                family: "f".into(),
+                qualifier: b"q x".to_vec(),
+                value: b"a b\n".to_vec(),
+                ts: Some(17)
+            }
+        );
+        assert_eq!(
+            one("delete r f:a:b"),
+            Op::Delete {
+                row: b"r".to_vec(),
+                family: "f".into(),
+                qualifier: b"a:b".to_vec(),
+                ts: None
+            }
+        );
+        assert_eq!(
+            one("delete\tr\tf:\t5"),
+            Op::Delete {
+                row: b"r".to_vec(),
+                family: "f".into(),
+                qualifier: vec![],
+                ts: Some(5)
+            }
+        );
+        assert_eq!(
+            one("deletefamily r f"),
+            Op::DeleteFamily {
+                row: b"r".to_vec(),
+                family: "f".into()
+            }
+        );
+        assert_eq!(one("deleterow %00"), Op::DeleteRow { row: vec![0] });
+        assert_eq!(
+            one("increment r f:n -3"),
+            Op::Increment {
+                row: b"r".to_vec(),
+                family: "f".into(),
+                qualifier: b"n".to_vec(),
+                delta: -3
+            }
+        );
+        assert_eq!(
+            one("append r f:l %"),
+            Op::Append {
+                row: b"r".to_vec(),
+                family: "f".into(),
+                qualifier: b"l".to_vec(),
+                value: vec![]
+            }
+        );
+        assert_eq!(
+            one("ifnot r f:lock"),
+            Op::Guard {
+                row: b"r".to_vec(),
+                family: "f".into(),
+                qualifier: b"lock".to_vec(),
+                value: None,
+                expect: false
+            }
+        );
+        assert_eq!(parse_line(b"   # comment").unwrap(), None);
+        assert_eq!(parse_line(b"  \r").unwrap(), None);
+    }
+
+    #[test]
+    fn rejects_bad_lines_with_a_reason() {
+        for bad in [
+            "frob r f:q v",
+            "set r f:q",
+            "set r fq v",
+            "set r :q v",
+            "set r f:q v 12x",
+            "set r f:q v 99999999999999999999",
+            "set r f:q v 1 2",
+            "increment r f:q 1.5",
+            "set r%zz f:q v",
+            "deleterow",
+        ] {
+            assert!(parse_line(bad.as_bytes()).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn parser_reports_line_numbers_across_writes() {
+        let mut p = BatchParser::default();
+        assert_eq!(p.feed(b"set r f:q v\n# c\nset r f").unwrap().len(), 1);
+        assert_eq!(p.feed(b":q2 w\n").unwrap().len(), 1);
+        let e = p.feed(b"bogus\n").unwrap_err();
+        assert_eq!(e.line, 4);
+        let mut p = BatchParser::default();
+        p.feed(b"set a f:q 1\nset b f:q 2").unwrap();
+        let lines = p.finish().unwrap();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1].line, 2);
+        assert!(p.is_empty());
+    }
+
+    #[test]
+    fn groups_one_transaction_per_row_with_its_guard() {
+        let mut p = BatchParser::default();
+        p.feed(b"set a f:x 1\nset b f:x 2\nif a f:lock yes\nincrement a f:n 1\n")
+            .unwrap();
+        let txns = group(p.finish().unwrap()).unwrap();
+        assert_eq!(txns.len(), 2);
+        assert_eq!(txns[0].txn.row, b"a");
+        assert_eq!(txns[0].txn.ops.len(), 2);
+        assert!(txns[0].when_held);
+        let g = txns[0].txn.guard.as_ref().unwrap();
+        assert_eq!(g.predicate, Predicate::Equals(b"yes".to_vec()));
+        assert_eq!(txns[1].first_line, 2);
+        assert!(txns[1].txn.guard.is_none());
+    }
+
+    #[test]
+    fn group_rejects_two_guards_and_idle_guards() {
+        let mut p = BatchParser::default();
+        p.feed(b"if a f:x\nifnot a f:y\nset a f:z 1\n").unwrap();
+        assert_eq!(group(p.finish().unwrap()).unwrap_err().line, 2);
+        let mut p = BatchParser::default();
+        p.feed(b"set b f:z 1\nif a f:x\n").unwrap();
+        assert_eq!(group(p.finish().unwrap()).unwrap_err().line, 2);
+    }
+
+    #[test]
+    fn results_name_rows_and_values() {
+        let mut p = BatchParser::default();
+        p.feed(b"increment a f:n 5\nappend a f:s x\nset b f:q 1\n")
+            .unwrap();
+        let txns = group(p.finish().unwrap()).unwrap();
+        let outcomes = vec![
+            TxnOutcome {
+                guard_held: true,
+                results: vec![7i64.to_be_bytes().to_vec(), b"ab x".to_vec()],
+            },
+            TxnOutcome {
+                guard_held: false,
+                results: vec![],
+            },
+        ];
+        let text = String::from_utf8(format_results(&txns, &outcomes)).unwrap();
+        assert_eq!(
+            text,
+            "applied a\nvalue a f:n 7\nvalue a f:s ab%20x\nskipped b\n"
+        );
+    }
+}

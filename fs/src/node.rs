@@ -1,0 +1,550 @@
+//! What an inode stands for, and inode numbers derived from it.
+//!
+//! Every inode is a path-like value ([`Node`]). Its number is a hash of that
+//! value, so the same table, row or cell always gets the same inode number —
+//! `readdir` can report the number `lookup` will later return without keeping
+//! anything, and the daemon can invalidate the kernel's cache for a cell it
+//! changed without having been asked about it.
+
+use std::fmt;
+
+/// The root directory's inode number (fixed by FUSE).
+pub const ROOT_INO: u64 = 1;
+
+/// Which data a row/family/cell node shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum View {
+    /// The live table (writable).
+    Now,
+    /// `.at/<ts>/`: the newest version at or before `ts` (read-only).
+    At(u64),
+}
+
+impl View {
+    pub fn is_now(self) -> bool {
+        self == View::Now
+    }
+    /// The newest timestamp this view shows.
+    pub fn max_ts(self) -> Option<u64> {
+        match self {
+            View::Now => None,
+            View::At(t) => Some(t),
+        }
+    }
+}
+
+/// The files of `.bigtable/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatusFile {
+    /// Engine status lines.
+    Status,
+    /// One line per table: name, families, tablets.
+    Tables,
+    /// One line per tablet of every table.
+    Tablets,
+    /// Counters of filesystem operations.
+    Stats,
+    /// The options this mount runs with.
+    Mount,
+}
+
+impl StatusFile {
+    pub const ALL: [StatusFile; 5] = [
+        StatusFile::Status,
+        StatusFile::Tables,
+        StatusFile::Tablets,
+        StatusFile::Stats,
+        StatusFile::Mount,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            StatusFile::Status => "status",
+            StatusFile::Tables => "tables",
+            StatusFile::Tablets => "tablets",
+            StatusFile::Stats => "stats",
+            StatusFile::Mount => "mount",
+        }
+    }
+    pub fn from_name(name: &[u8]) -> Option<StatusFile> {
+        StatusFile::ALL
+            .into_iter()
+            .find(|f| f.name().as_bytes() == name)
+    }
+}
+
+/// Reserved names inside a table directory.
+pub const SCHEMA: &str = ".schema";
+pub const MUTATE: &str = ".mutate";
+pub const SCAN: &str = ".scan";
+pub const AT: &str = ".at";
+/// Reserved name inside a family directory.
+pub const VERSIONS: &str = ".versions";
+/// Reserved name in the root.
+pub const STATUS_DIR: &str = ".bigtable";
+
+/// One inode of the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Node {
+    Root,
+    /// `/.bigtable/`
+    StatusDir,
+    /// `/.bigtable/<file>`
+    Status(StatusFile),
+    /// `/<table>/`
+    Table(String),
+    /// `/<table>/.schema`
+    Schema(String),
+    /// `/<table>/.mutate`
+    Mutate(String),
+    /// `/<table>/.scan/`
+    ScanDir(String),
+    /// `/<table>/.scan/<query>` (the query is the raw filename)
+    Scan {
+        table: String,
+        query: Vec<u8>,
+    },
+    /// `/<table>/.at/`
+    AtDir(String),
+    /// `/<table>/.at/<ts>/`: the rows of the table as of `ts`.
+    AtRoot {
+        table: String,
+        ts: u64,
+    },
+    /// A row directory.
+    Row {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+    },
+    /// A column family directory inside a row.
+    Family {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+    },
+    /// A cell: the newest version of one column.
+    Cell {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+    },
+    /// `<family>/.versions/`
+    VersionsDir {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+    },
+    /// `<family>/.versions/<qualifier>/`
+    VersionsColumn {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+    },
+    /// `<family>/.versions/<qualifier>/<ts>`: one version.
+    Version {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        ts: u64,
+    },
+}
+
+impl Node {
+    pub fn is_dir(&self) -> bool {
+        !matches!(
+            self,
+            Node::Status(_)
+                | Node::Schema(_)
+                | Node::Mutate(_)
+                | Node::Scan { .. }
+                | Node::Cell { .. }
+                | Node::Version { .. }
+        )
+    }
+
+    /// The table this node belongs to.
+    pub fn table(&self) -> Option<&str> {
+        match self {
+            Node::Root | Node::StatusDir | Node::Status(_) => None,
+            Node::Table(t)
+            | Node::Schema(t)
+            | Node::Mutate(t)
+            | Node::ScanDir(t)
+            | Node::AtDir(t) => Some(t),
+            Node::Scan { table, .. }
+            | Node::AtRoot { table, .. }
+            | Node::Row { table, .. }
+            | Node::Family { table, .. }
+            | Node::Cell { table, .. }
+            | Node::VersionsDir { table, .. }
+            | Node::VersionsColumn { table, .. }
+            | Node::Version { table, .. } => Some(table),
+        }
+    }
+
+    /// The row this node lies in.
+    pub fn row(&self) -> Option<&[u8]> {
+        match self {
+            Node::Row { row, .. }
+            | Node::Family { row, .. }
+            | Node::Cell { row, .. }
+            | Node::VersionsDir { row, .. }
+            | Node::VersionsColumn { row, .. }
+            | Node::Version { row, .. } => Some(row),
+            _ => None,
+        }
+    }
+
+    /// The family this node lies in.
+    pub fn family(&self) -> Option<&str> {
+        match self {
+            Node::Family { family, .. }
+            | Node::Cell { family, .. }
+            | Node::VersionsDir { family, .. }
+            | Node::VersionsColumn { family, .. }
+            | Node::Version { family, .. } => Some(family),
+            _ => None,
+        }
+    }
+
+    /// The view of row-level nodes (`None` for the rest).
+    pub fn view(&self) -> Option<View> {
+        match self {
+            Node::AtRoot { ts, .. } => Some(View::At(*ts)),
+            Node::Row { view, .. }
+            | Node::Family { view, .. }
+            | Node::Cell { view, .. }
+            | Node::VersionsDir { view, .. }
+            | Node::VersionsColumn { view, .. }
+            | Node::Version { view, .. } => Some(*view),
+            _ => None,
+        }
+    }
+
+    /// Whether writes to this node must fail with EROFS (time-travel views,
+    /// status files and scan results).
+    pub fn read_only(&self) -> bool {
+        match self {
+            Node::StatusDir
+            | Node::Status(_)
+            | Node::ScanDir(_)
+            | Node::Scan { .. }
+            | Node::AtDir(_)
+            | Node::AtRoot { .. } => true,
+            n => n.view().is_some_and(|v| !v.is_now()),
+        }
+    }
+
+    /// The inode number of this node: a hash of its value, never 0 or 1
+    /// (1 is the root).
+    pub fn ino(&self) -> u64 {
+        if *self == Node::Root {
+            return ROOT_INO;
+        }
+        let mut buf = Vec::with_capacity(64);
+        self.encode(&mut buf);
+        match seahash::hash(&buf) {
+            0 | ROOT_INO => 2,
+            h => h,
+        }
+    }
+
+    /// A self-delimiting encoding (the input of [`Node::ino`]).
+    fn encode(&self, out: &mut Vec<u8>) {
+        fn put(out: &mut Vec<u8>, b: &[u8]) {
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        fn view(out: &mut Vec<u8>, v: View) {
+            match v {
+                View::Now => out.push(0),
+                View::At(t) => {
+                    out.push(1);
+                    out.extend_from_slice(&t.to_le_bytes());
+                }
+            }
+        }
+        match self {
+            Node::Root => out.push(0),
+            Node::StatusDir => out.push(1),
+            Node::Status(f) => {
+                out.push(2);
+                put(out, f.name().as_bytes());
+            }
+            Node::Table(t) => {
+                out.push(3);
+                put(out, t.as_bytes());
+            }
+            Node::Schema(t) => {
+                out.push(4);
+                put(out, t.as_bytes());
+            }
+            Node::Mutate(t) => {
+                out.push(5);
+                put(out, t.as_bytes());
+            }
+            Node::ScanDir(t) => {
+                out.push(6);
+                put(out, t.as_bytes());
+            }
+            Node::Scan { table, query } => {
+                out.push(7);
+                put(out, table.as_bytes());
+                put(out, query);
+            }
+            Node::AtDir(t) => {
+                out.push(8);
+                put(out, t.as_bytes());
+            }
+            Node::AtRoot { table, ts } => {
+                out.push(9);
+                put(out, table.as_bytes());
+                out.extend_from_slice(&ts.to_le_bytes());
+            }
+            Node::Row {
+                table,
+                view: v,
+                row,
+            } => {
+                out.push(10);
+                put(out, table.as_bytes());
+                view(out, *v);
+                put(out, row);
+            }
+            Node::Family {
+                table,
+                view: v,
+                row,
+                family,
+            } => {
+                out.push(11);
+                put(out, table.as_bytes());
+                view(out, *v);
+                put(out, row);
+                put(out, family.as_bytes());
+            }
+            Node::Cell {
+                table,
+                view: v,
+                row,
+                family,
+                qualifier,
+            } => {
+                out.push(12);
+                put(out, table.as_bytes());
+                view(out, *v);
+                put(out, row);
+                put(out, family.as_bytes());
+                put(out, qualifier);
+            }
+            Node::VersionsDir {
+                table,
+                view: v,
+                row,
+                family,
+            } => {
+                out.push(13);
+                put(out, table.as_bytes());
+                view(out, *v);
+                put(out, row);
+                put(out, family.as_bytes());
+            }
+            Node::VersionsColumn {
+                table,
+                view: v,
+                row,
+                family,
+                qualifier,
+            } => {
+                out.push(14);
+                put(out, table.as_bytes());
+                view(out, *v);
+                put(out, row);
+                put(out, family.as_bytes());
+                put(out, qualifier);
+            }
+            Node::Version {
+                table,
+                view: v,
+                row,
+                family,
+                qualifier,
+                ts,
+            } => {
+                out.push(15);
+                put(out, table.as_bytes());
+                view(out, *v);
+                put(out, row);
+                put(out, family.as_bytes());
+                put(out, qualifier);
+                out.extend_from_slice(&ts.to_le_bytes());
+            }
+        }
+    }
+}
+
+impl fmt::Display for Node {
+    /// A readable path for log lines.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let esc = |b: &[u8]| String::from_utf8_lossy(&crate::names::display_name(b)).into_owned();
+        let view = |v: &View| match v {
+            View::Now => String::new(),
+            View::At(t) => format!("{AT}/{t}/"),
+        };
+        match self {
+            Node::Root => write!(f, "/"),
+            Node::StatusDir => write!(f, "/{STATUS_DIR}"),
+            Node::Status(s) => write!(f, "/{STATUS_DIR}/{}", s.name()),
+            Node::Table(t) => write!(f, "/{t}"),
+            Node::Schema(t) => write!(f, "/{t}/{SCHEMA}"),
+            Node::Mutate(t) => write!(f, "/{t}/{MUTATE}"),
+            Node::ScanDir(t) => write!(f, "/{t}/{SCAN}"),
+            Node::Scan { table, query } => {
+                write!(f, "/{table}/{SCAN}/{}", String::from_utf8_lossy(query))
+            }
+            Node::AtDir(t) => write!(f, "/{t}/{AT}"),
+            Node::AtRoot { table, ts } => write!(f, "/{table}/{AT}/{ts}"),
+            Node::Row {
+                table,
+                view: v,
+                row,
+            } => write!(f, "/{table}/{}{}", view(v), esc(row)),
+            Node::Family {
+                table,
+                view: v,
+                row,
+                family,
+            } => {
+                write!(f, "/{table}/{}{}/{family}", view(v), esc(row))
+            }
+            Node::Cell {
+                table,
+                view: v,
+                row,
+                family,
+                qualifier,
+            } => write!(
+                f,
+                "/{table}/{}{}/{family}/{}",
+                view(v),
+                esc(row),
+                esc(qualifier)
+            ),
+            Node::VersionsDir {
+                table,
+                view: v,
+                row,
+                family,
+            } => {
+                write!(f, "/{table}/{}{}/{family}/{VERSIONS}", view(v), esc(row))
+            }
+            Node::VersionsColumn {
+                table,
+                view: v,
+                row,
+                family,
+                qualifier,
+            } => write!(
+                f,
+                "/{table}/{}{}/{family}/{VERSIONS}/{}",
+                view(v),
+                esc(row),
+                esc(qualifier)
+            ),
+            Node::Version {
+                table,
+                view: v,
+                row,
+                family,
+                qualifier,
+                ts,
+            } => write!(
+                f,
+                "/{table}/{}{}/{family}/{VERSIONS}/{}/{}",
+                view(v),
+                esc(row),
+                esc(qualifier),
+                crate::names::version_name(*ts)
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cell(q: &[u8]) -> Node {
+        Node::Cell {
+            table: "t".into(),
+            view: View::Now,
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: q.to_vec(),
+        }
+    }
+
+    #[test]
+    fn inode_numbers_are_stable_and_distinct() {
+        assert_eq!(Node::Root.ino(), ROOT_INO);
+        assert_eq!(cell(b"a").ino(), cell(b"a").ino());
+        assert_ne!(cell(b"a").ino(), cell(b"b").ino());
+        // Length prefixes keep ("ab","c") and ("a","bc") apart.
+        let a = Node::Family {
+            table: "t".into(),
+            view: View::Now,
+            row: b"ab".to_vec(),
+            family: "c".into(),
+        };
+        let b = Node::Family {
+            table: "t".into(),
+            view: View::Now,
+            row: b"a".to_vec(),
+            family: "bc".into(),
+        };
+        assert_ne!(a.ino(), b.ino());
+        let at = Node::Row {
+            table: "t".into(),
+            view: View::At(5),
+            row: b"r".to_vec(),
+        };
+        let now = Node::Row {
+            table: "t".into(),
+            view: View::Now,
+            row: b"r".to_vec(),
+        };
+        assert_ne!(at.ino(), now.ino());
+        assert!(cell(b"x").ino() > ROOT_INO);
+    }
+
+    #[test]
+    fn views_are_read_only() {
+        assert!(!cell(b"a").read_only());
+        let at = Node::Cell {
+            table: "t".into(),
+            view: View::At(1),
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: b"q".to_vec(),
+        };
+        assert!(at.read_only());
+        assert!(Node::Status(StatusFile::Stats).read_only());
+        assert!(!Node::Mutate("t".into()).read_only());
+    }
+
+    #[test]
+    fn display_escapes_keys() {
+        assert_eq!(cell(b"a/b").to_string(), "/t/r/f/a%2Fb");
+        assert!(!cell(b"a").is_dir());
+        assert!(Node::Table("t".into()).is_dir());
+        assert_eq!(StatusFile::from_name(b"stats"), Some(StatusFile::Stats));
+    }
+}

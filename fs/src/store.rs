@@ -1,0 +1,105 @@
+//! What the filesystem needs from Bigtable, as a trait: the engine's client
+//! implements it, and the tests implement it in memory (as mountpoint-s3 tests
+//! its filesystem against a mock client), so every operation of the
+//! filesystem can be tested without a mount.
+
+use engine::schema::TableSchema;
+use engine::{Cell, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions};
+use std::sync::Arc;
+
+/// A stream of rows from a scan.
+pub trait RowStream: Send {
+    /// The next row with its selected cells, in row order.
+    fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>>;
+}
+
+/// The client operations the filesystem uses.
+pub trait Store: Send + Sync + 'static {
+    fn list_tables(&self) -> Vec<String>;
+    fn create_table(&self, name: &str, schema: TableSchema) -> Result<()>;
+    fn delete_table(&self, name: &str) -> Result<()>;
+    fn schema(&self, table: &str) -> Result<Arc<TableSchema>>;
+    fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()>;
+    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()>;
+    fn apply_txns(
+        &self,
+        table: &str,
+        txns: &[RowTxn],
+        opts: WriteOptions,
+    ) -> Result<Vec<TxnOutcome>>;
+    fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>>;
+    fn read_cell(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Cell>>;
+    fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>>;
+    fn sync(&self) -> Result<()>;
+    fn tablets(&self, table: &str) -> Result<Vec<TabletInfo>>;
+    fn status(&self) -> Vec<String>;
+    fn close(&self) -> Result<()>;
+}
+
+impl RowStream for engine::Scanner {
+    fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>> {
+        engine::Scanner::next_row(self)
+    }
+}
+
+impl Store for engine::Bigtable {
+    fn list_tables(&self) -> Vec<String> {
+        engine::Bigtable::list_tables(self)
+    }
+    fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
+        engine::Bigtable::create_table(self, name, schema)
+    }
+    fn delete_table(&self, name: &str) -> Result<()> {
+        engine::Bigtable::delete_table(self, name)
+    }
+    fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
+        engine::Bigtable::schema(self, table)
+    }
+    fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
+        engine::Bigtable::set_schema(self, table, schema)
+    }
+    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
+        engine::Bigtable::apply(self, table, m, opts)
+    }
+    fn apply_txns(
+        &self,
+        table: &str,
+        txns: &[RowTxn],
+        opts: WriteOptions,
+    ) -> Result<Vec<TxnOutcome>> {
+        engine::Bigtable::apply_txns(self, table, txns, opts)
+    }
+    fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
+        engine::Bigtable::read_row(self, table, row, spec)
+    }
+    fn read_cell(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Cell>> {
+        engine::Bigtable::read_cell(self, table, row, family, qualifier)
+    }
+    fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>> {
+        Ok(Box::new(engine::Bigtable::scan(self, table, spec)?))
+    }
+    fn sync(&self) -> Result<()> {
+        engine::Bigtable::sync(self)
+    }
+    fn tablets(&self, table: &str) -> Result<Vec<TabletInfo>> {
+        engine::Bigtable::tablets(self, table)
+    }
+    fn status(&self) -> Vec<String> {
+        engine::Bigtable::status(self)
+    }
+    fn close(&self) -> Result<()> {
+        engine::Bigtable::close(self)
+    }
+}

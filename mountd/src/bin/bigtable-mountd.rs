@@ -1,0 +1,165 @@
+//! bigtable-mountd: mounts a Bigtable data directory as a filesystem.
+//!
+//! `bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o opts]` daemonizes and
+//! returns once the mount is live (`-f` stays in the foreground). `umount`,
+//! SIGTERM, SIGINT and SIGHUP stop it cleanly. Options: see `mountopts`.
+
+use engine::Bigtable;
+use fs::{Fs, FsOptions, FuseFs};
+use mountd::daemon::{daemonize, default_log_file, init_logging, write_pid_file, Ready};
+use mountd::fusemount;
+use mountd::mountopts::{parse_daemon_args, MountConfig};
+use nix::sys::signal::{SigSet, Signal};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const USAGE: &str = "usage: bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o option[,option...]]
+
+  -f            stay in the foreground (log to stderr)
+  -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S,
+                log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
+                memtable=SIZE, split=SIZE, cache=SIZE, scan_cache=SIZE,
+                max_value=SIZE, compaction_threads=N (see README)";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return;
+    }
+    let cfg = match parse_daemon_args(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("bigtable-mountd: {e}\n{USAGE}");
+            std::process::exit(2);
+        }
+    };
+    if !cfg.mountpoint.is_dir() {
+        eprintln!(
+            "bigtable-mountd: mountpoint {} is not a directory",
+            cfg.mountpoint.display()
+        );
+        std::process::exit(1);
+    }
+    let mut ready = if cfg.foreground {
+        Ready::none()
+    } else {
+        let log = cfg.log_file.clone().unwrap_or_else(default_log_file);
+        match daemonize(&log) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("bigtable-mountd: {e}");
+                std::process::exit(1);
+            }
+        }
+    };
+    init_logging(cfg.log_level);
+    // Block the stop signals in every thread; one thread waits for them.
+    let mut stop = SigSet::empty();
+    for s in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+        stop.add(s);
+    }
+    if let Err(e) = stop.thread_block() {
+        log::warn!("cannot block signals: {e}");
+    }
+    match run(&cfg, &mut ready, stop) {
+        Ok(()) => log::info!("stopped"),
+        Err(e) => {
+            log::error!("{e}");
+            ready.fail(&e);
+            if cfg.foreground {
+                eprintln!("bigtable-mountd: {e}");
+            }
+            std::process::exit(1);
+        }
+    }
+}
+
+fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String> {
+    if let Some(p) = &cfg.pid_file {
+        write_pid_file(p)?;
+    }
+    // DATA_DIR holds the engine's files (through gfs::LocalStore) and, in
+    // DATA_DIR/chubby, the lock service cell the engine coordinates through.
+    let files = gfs::LocalStore::open(&cfg.data_dir)
+        .map_err(|e| format!("data directory {}: {e}", cfg.data_dir.display()))?;
+    let cell_dir = cfg.data_dir.join("chubby");
+    std::fs::create_dir_all(&cell_dir).map_err(|e| format!("{}: {e}", cell_dir.display()))?;
+    let cell = chubby::LocalCell::open(&cell_dir, chubby::CellOptions::default())
+        .map_err(|e| format!("lock service in {}: {e}", cell_dir.display()))?;
+    let opts = cfg.engine_options();
+    let max_value = opts.max_value_size;
+    let bt = Bigtable::open_with_lock_service(Arc::new(files), Some(cell), opts)
+        .map_err(|e| format!("opening the store: {e}"))?;
+    let fs_opts = FsOptions {
+        attr_timeout: cfg.attr_timeout,
+        entry_timeout: cfg.entry_timeout,
+        sync_writes: cfg.sync,
+        max_value_size: max_value,
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+        statfs_path: Some(cfg.data_dir.clone()),
+        description: cfg.given.join(","),
+    };
+    let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts));
+    let session = match fusemount::mount(FuseFs::new(fs.clone()), cfg) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = bt.close();
+            return Err(format!("mounting {}: {e}", cfg.mountpoint.display()));
+        }
+    };
+    fs.start_notifier(session.notifier());
+    let ended = Arc::new(AtomicBool::new(false));
+    {
+        let cfg = cfg.clone();
+        let bt = bt.clone();
+        let ended = ended.clone();
+        std::thread::Builder::new()
+            .name("bt-signals".into())
+            .spawn(move || on_stop_signal(stop, &cfg, &bt, &ended))
+            .map_err(|e| format!("signal thread: {e}"))?;
+    }
+    log::info!(
+        "mounted {} on {} ({} FUSE threads)",
+        cfg.data_dir.display(),
+        cfg.mountpoint.display(),
+        cfg.thread_count()
+    );
+    ready.ready();
+    if let Err(e) = session.run() {
+        log::error!("FUSE session ended with an error: {e}");
+    }
+    ended.store(true, Ordering::SeqCst);
+    log::info!("unmounted {}; closing the store", cfg.mountpoint.display());
+    bt.close().map_err(|e| format!("closing the store: {e}"))
+}
+
+/// Waits for SIGTERM/SIGINT/SIGHUP, unmounts, and if the session does not end
+/// (files still open on a lazily detached mount) closes the store and exits.
+fn on_stop_signal(stop: SigSet, cfg: &MountConfig, bt: &Bigtable, ended: &AtomicBool) {
+    let sig = match stop.wait() {
+        Ok(s) => s,
+        Err(e) => {
+            log::warn!("waiting for signals: {e}");
+            return;
+        }
+    };
+    log::info!("{sig:?}: unmounting {}", cfg.mountpoint.display());
+    if let Err(e) = fusemount::unmount(cfg) {
+        log::warn!("unmount: {e}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if ended.load(Ordering::SeqCst) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log::warn!("the mount is still in use; closing the store and exiting");
+    if let Err(e) = bt.close() {
+        log::error!("closing the store: {e}");
+    }
+    std::process::exit(0);
+}

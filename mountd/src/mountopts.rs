@@ -1,0 +1,415 @@
+//! Command lines and `-o` options of `bigtable-mountd` and `mount.bigtable`.
+//!
+//! ```text
+//! bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o opt[,opt...]]...
+//! mount.bigtable  DATA_DIR MOUNTPOINT [-sfnv] [-N ns] [-t type] [-o opt[,opt...]]
+//! ```
+//!
+//! Options (DATA_DIR settings, FUSE settings, and the generic mount options
+//! that mount(8) and /etc/fstab pass, which are accepted and ignored where
+//! they do not apply):
+//!
+//! | option | meaning |
+//! |---|---|
+//! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
+//! | `threads=N` | FUSE worker threads (default: 2 × CPUs, at least 4) |
+//! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes in seconds (default 1) |
+//! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
+//! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
+//! | `pidfile=PATH` | write the daemon's pid there |
+//! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
+//! | `compaction_threads=N` | background compaction threads |
+//! | `sync` | fsync the commit log on every close, not only on fsync |
+//! | `ro` | read-only mount |
+//! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
+//! | `rw`, `defaults`, `auto`, `noauto`, `_netdev`, `nofail`, `user`, `users`, `nouser`, `owner`, `group`, `exec`, `suid`, `dev`, `async`, `atime`, `relatime`, `strictatime`, `nodiratime`, `x-*`, `comment=*` | accepted and ignored |
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Everything a mount is configured with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MountConfig {
+    pub data_dir: PathBuf,
+    pub mountpoint: PathBuf,
+    pub foreground: bool,
+    pub allow_other: bool,
+    pub threads: Option<usize>,
+    pub attr_timeout: Duration,
+    pub entry_timeout: Duration,
+    pub log_level: log::LevelFilter,
+    pub log_file: Option<PathBuf>,
+    pub pid_file: Option<PathBuf>,
+    pub memtable_bytes: Option<usize>,
+    pub split_bytes: Option<u64>,
+    pub block_cache_bytes: Option<u64>,
+    pub scan_cache_bytes: Option<u64>,
+    pub max_value_size: Option<usize>,
+    pub compaction_threads: Option<usize>,
+    pub sync: bool,
+    pub read_only: bool,
+    pub nosuid: bool,
+    pub nodev: bool,
+    pub noexec: bool,
+    pub noatime: bool,
+    /// The options as given (for `.bigtable/mount`).
+    pub given: Vec<String>,
+}
+
+impl MountConfig {
+    pub fn new(data_dir: PathBuf, mountpoint: PathBuf) -> MountConfig {
+        MountConfig {
+            data_dir,
+            mountpoint,
+            foreground: false,
+            allow_other: false,
+            threads: None,
+            attr_timeout: Duration::from_secs(1),
+            entry_timeout: Duration::from_secs(1),
+            log_level: log::LevelFilter::Info,
+            log_file: None,
+            pid_file: None,
+            memtable_bytes: None,
+            split_bytes: None,
+            block_cache_bytes: None,
+            scan_cache_bytes: None,
+            max_value_size: None,
+            compaction_threads: None,
+            sync: false,
+            read_only: false,
+            nosuid: true,
+            nodev: true,
+            noexec: false,
+            noatime: false,
+            given: Vec::new(),
+        }
+    }
+
+    /// FUSE worker threads to run.
+    pub fn thread_count(&self) -> usize {
+        self.threads.unwrap_or_else(|| {
+            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
+            (cpus * 2).max(4)
+        })
+    }
+
+    /// Applies one `-o` option.
+    pub fn apply(&mut self, opt: &str) -> Result<(), String> {
+        let (key, value) = match opt.split_once('=') {
+            Some((k, v)) => (k, Some(v)),
+            None => (opt, None),
+        };
+        fn need<'a>(key: &str, v: Option<&'a str>) -> Result<&'a str, String> {
+            v.ok_or_else(|| format!("option {key} needs a value ({key}=...)"))
+        }
+        match key {
+            "allow_other" => self.allow_other = true,
+            "threads" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| format!("threads={}: not a number", value.unwrap_or("")))?;
+                if n == 0 || n > 1024 {
+                    return Err("threads must be 1..1024".into());
+                }
+                self.threads = Some(n);
+            }
+            "attr_timeout" => self.attr_timeout = parse_seconds(need(key, value)?)?,
+            "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
+            "log" => {
+                self.log_level = need(key, value)?.parse().map_err(|_| {
+                    format!(
+                        "log={}: use error, warn, info, debug, trace or off",
+                        value.unwrap_or("")
+                    )
+                })?
+            }
+            "logfile" => self.log_file = Some(PathBuf::from(need(key, value)?)),
+            "pidfile" => self.pid_file = Some(PathBuf::from(need(key, value)?)),
+            "memtable" => self.memtable_bytes = Some(parse_size(need(key, value)?)? as usize),
+            "split" => self.split_bytes = Some(parse_size(need(key, value)?)?),
+            "cache" => self.block_cache_bytes = Some(parse_size(need(key, value)?)?),
+            "scan_cache" => self.scan_cache_bytes = Some(parse_size(need(key, value)?)?),
+            "max_value" => self.max_value_size = Some(parse_size(need(key, value)?)? as usize),
+            "compaction_threads" => {
+                self.compaction_threads = Some(
+                    need(key, value)?
+                        .parse()
+                        .map_err(|_| "compaction_threads: not a number".to_string())?,
+                )
+            }
+            "sync" => self.sync = true,
+            "ro" => self.read_only = true,
+            "rw" => self.read_only = false,
+            "nosuid" => self.nosuid = true,
+            "suid" => self.nosuid = false,
+            "nodev" => self.nodev = true,
+            "dev" => self.nodev = false,
+            "noexec" => self.noexec = true,
+            "exec" => self.noexec = false,
+            "noatime" => self.noatime = true,
+            k if is_ignored(k) => {}
+            _ => return Err(format!("unknown option {opt:?}")),
+        }
+        self.given.push(opt.to_string());
+        Ok(())
+    }
+
+    /// Applies a comma-separated `-o` list.
+    pub fn apply_list(&mut self, list: &str) -> Result<(), String> {
+        for opt in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+            self.apply(opt)?;
+        }
+        Ok(())
+    }
+
+    /// The engine's options with this mount's sizes.
+    pub fn engine_options(&self) -> engine::Options {
+        let mut o = engine::Options::default();
+        if let Some(v) = self.memtable_bytes {
+            o.memtable_bytes = v;
+        }
+        if let Some(v) = self.split_bytes {
+            o.split_bytes = v;
+        }
+        if let Some(v) = self.block_cache_bytes {
+            o.block_cache_bytes = v;
+        }
+        if let Some(v) = self.scan_cache_bytes {
+            o.scan_cache_bytes = v;
+        }
+        if let Some(v) = self.max_value_size {
+            o.max_value_size = v;
+        }
+        if let Some(v) = self.compaction_threads {
+            o.background_threads = v.max(1);
+        }
+        o
+    }
+}
+
+/// Generic mount(8)/fstab options that mean nothing here.
+fn is_ignored(key: &str) -> bool {
+    matches!(
+        key,
+        "defaults"
+            | "auto"
+            | "noauto"
+            | "_netdev"
+            | "nofail"
+            | "user"
+            | "users"
+            | "nouser"
+            | "owner"
+            | "group"
+            | "async"
+            | "atime"
+            | "relatime"
+            | "norelatime"
+            | "strictatime"
+            | "nodiratime"
+            | "diratime"
+            | "lazytime"
+            | "nolazytime"
+            | "silent"
+            | "loud"
+            | "comment"
+            | "fsname"
+            | "subtype"
+            | "default_permissions"
+    ) || key.starts_with("x-")
+}
+
+/// `64k`, `16M`, `2g`, or plain bytes.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => {
+            let m: u64 = match c.to_ascii_lowercase() {
+                'k' => 1 << 10,
+                'm' => 1 << 20,
+                'g' => 1 << 30,
+                't' => 1 << 40,
+                _ => return Err(format!("size {s:?}: unknown unit {c:?}")),
+            };
+            (&s[..i], m)
+        }
+        _ => (s, 1),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("size {s:?} is not a number with an optional k/m/g/t unit"))
+}
+
+/// Seconds, possibly fractional.
+pub fn parse_seconds(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.0..=86400.0).contains(&v) {
+        return Err(format!("{s} seconds is out of range"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+/// Parses `bigtable-mountd`'s command line (without the program name).
+pub fn parse_daemon_args(args: &[String]) -> Result<MountConfig, String> {
+    let mut positional = Vec::new();
+    let mut opts = Vec::new();
+    let mut foreground = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = &args[i];
+        match a.as_str() {
+            "-f" | "--foreground" => foreground = true,
+            "-o" => {
+                i += 1;
+                opts.push(args.get(i).ok_or("-o needs options")?.clone());
+            }
+            s if s.starts_with("-o") && s.len() > 2 => opts.push(s[2..].to_string()),
+            s if s.starts_with('-') && s.len() > 1 => return Err(format!("unknown flag {s}")),
+            _ => positional.push(a.clone()),
+        }
+        i += 1;
+    }
+    let [data, mnt] = <[String; 2]>::try_from(positional)
+        .map_err(|_| "expected DATA_DIR MOUNTPOINT".to_string())?;
+    let mut cfg = MountConfig::new(PathBuf::from(data), PathBuf::from(mnt));
+    cfg.foreground = foreground;
+    for o in &opts {
+        cfg.apply_list(o)?;
+    }
+    Ok(cfg)
+}
+
+/// What `mount.bigtable` was asked to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HelperCall {
+    pub data_dir: String,
+    pub mountpoint: String,
+    /// Options to pass on (mount(8)'s generic ones removed).
+    pub options: Vec<String>,
+    /// `-f`: pretend (mount(8)'s "fake" mode): do nothing.
+    pub fake: bool,
+}
+
+/// Parses a mount(8) helper command line: `spec dir [-sfnv] [-N ns] [-t type] [-o opts]`.
+pub fn parse_helper_args(args: &[String]) -> Result<HelperCall, String> {
+    let mut positional = Vec::new();
+    let mut options = Vec::new();
+    let mut fake = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_str();
+        match a {
+            "-o" => {
+                i += 1;
+                let list = args.get(i).ok_or("-o needs options")?;
+                options.extend(
+                    list.split(',')
+                        .map(str::trim)
+                        .filter(|o| !o.is_empty())
+                        .map(str::to_string),
+                );
+            }
+            "-t" | "-N" => i += 1,
+            s if s.starts_with("-o") && s.len() > 2 => options.extend(
+                s[2..]
+                    .split(',')
+                    .filter(|o| !o.is_empty())
+                    .map(str::to_string),
+            ),
+            s if s.starts_with('-') && s.len() > 1 && !s.starts_with("--") => {
+                for c in s[1..].chars() {
+                    match c {
+                        'f' => fake = true,
+                        's' | 'n' | 'v' | 'r' | 'w' => {}
+                        _ => return Err(format!("unknown flag -{c}")),
+                    }
+                }
+            }
+            _ => positional.push(a.to_string()),
+        }
+        i += 1;
+    }
+    let [data_dir, mountpoint] = <[String; 2]>::try_from(positional)
+        .map_err(|_| "usage: mount.bigtable DATA_DIR MOUNTPOINT [-o options]".to_string())?;
+    // Check everything now, so that a typo fails mount(8) rather than the daemon.
+    let mut probe = MountConfig::new(PathBuf::from(&data_dir), PathBuf::from(&mountpoint));
+    let mut kept = Vec::new();
+    for o in options {
+        probe.apply(&o)?;
+        let key = o.split('=').next().unwrap_or("");
+        if !is_ignored(key) && key != "rw" {
+            kept.push(o);
+        }
+    }
+    Ok(HelperCall {
+        data_dir,
+        mountpoint,
+        options: kept,
+        fake,
+    })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn s(v: &[&str]) -> Vec<String> {
+        v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn sizes_and_seconds() {
+        assert_eq!(parse_size("64k").unwrap(), 65536);
+        assert_eq!(parse_size("16M").unwrap(), 16 << 20);
+        assert_eq!(parse_size("123").unwrap(), 123);
+        assert!(parse_size("12x").is_err());
+        assert!(parse_size("k").is_err());
+        assert_eq!(parse_seconds("0.5").unwrap(), Duration::from_millis(500));
+        assert!(parse_seconds("-1").is_err());
+    }
+
+    #[test]
+    fn daemon_command_line() {
+        let c = parse_daemon_args(&s(&[
+            "/d",
+            "/m",
+            "-f",
+            "-o",
+            "allow_other,threads=3",
+            "-oattr_timeout=2,sync,memtable=1m",
+        ]))
+        .unwrap();
+        assert!(c.foreground && c.allow_other && c.sync);
+        assert_eq!(c.threads, Some(3));
+        assert_eq!(c.attr_timeout, Duration::from_secs(2));
+        assert_eq!(c.memtable_bytes, Some(1 << 20));
+        assert_eq!(c.engine_options().memtable_bytes, 1 << 20);
+        assert!(parse_daemon_args(&s(&["/d"])).is_err());
+        assert!(parse_daemon_args(&s(&["/d", "/m", "-o", "bogus"])).is_err());
+        assert!(parse_daemon_args(&s(&["/d", "/m", "-x"])).is_err());
+        assert!(parse_daemon_args(&s(&["/d", "/m", "-o", "threads=0"])).is_err());
+    }
+
+    #[test]
+    fn helper_drops_generic_options_and_flags() {
+        let h = parse_helper_args(&s(&[
+            "/var/lib/bt",
+            "/mnt/bt",
+            "-v",
+            "-n",
+            "-o",
+            "rw,noauto,_netdev,nofail,user,x-systemd.automount,allow_other,log=debug",
+        ]))
+        .unwrap();
+        assert_eq!(h.options, s(&["allow_other", "log=debug"]));
+        assert!(!h.fake);
+        assert!(parse_helper_args(&s(&["/a", "/b", "-f"])).unwrap().fake);
+        assert!(parse_helper_args(&s(&["/a", "/b", "-o", "frob"])).is_err());
+        let t = parse_helper_args(&s(&["/a", "/b", "-t", "bigtable", "-sv"])).unwrap();
+        assert_eq!(t.mountpoint, "/b");
+    }
+}
