@@ -1134,11 +1134,11 @@ impl Server {
         for name in names {
             match sst_number(&name) {
                 Some(n) if live.contains(&n) || in_flight.contains(&n) => {}
-                _ => {
-                    if let Err(e) = self.store.delete(&name) {
-                        log::warn!("could not delete unused {name}: {e}");
-                    }
-                }
+                _ => match self.store.delete(&name) {
+                    // Another sweep got there first.
+                    Ok(()) | Err(gfs::Error::NotFound(_)) => {}
+                    Err(e) => log::warn!("could not delete unused {name}: {e}"),
+                },
             }
         }
         Ok(())
