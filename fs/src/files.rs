@@ -20,11 +20,16 @@ type Touched = (Vec<u8>, Option<String>, Option<Vec<u8>>);
 const MAX_SCHEMA_TEXT: usize = 1 << 20;
 
 /// What `open`/`create` tell the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Opened {
     pub fh: u64,
     /// Bypass the page cache (generated files, or cached attributes are stale).
     pub direct_io: bool,
+    /// Keep the page cache: the kernel's attributes show this very version,
+    /// so pages it cached from it are still good (no READ at all).
+    pub keep_cache: bool,
+    /// Nothing to do at close (read-only): the kernel need not send FLUSH.
+    pub noflush: bool,
 }
 
 /// The attribute changes of a `setattr`.
@@ -62,6 +67,25 @@ impl Fs {
 
     /// FUSE `open`.
     pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
+        let mut o = self.open_handle(caller, ino, flags)?;
+        if !acc_writable(flags) {
+            o.noflush = true;
+            // Cells (and only they) get an invalidation whenever the daemon
+            // changes them behind the kernel, so their pages can be trusted.
+            let node = self.inodes.get(ino);
+            let live_cell = matches!(
+                node.as_deref(),
+                Some(Node::Cell {
+                    view: View::Now,
+                    ..
+                })
+            );
+            o.keep_cache = live_cell && !o.direct_io;
+        }
+        Ok(o)
+    }
+
+    fn open_handle(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
         let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
         let writable = acc_writable(flags);
         let what = format!("open {node}");
@@ -119,6 +143,7 @@ impl Fs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    ..Default::default()
                 })
             }
             Node::Mutate(t) => {
@@ -134,6 +159,7 @@ impl Fs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    ..Default::default()
                 })
             }
             Node::Scan { table, query } => {
@@ -183,6 +209,7 @@ impl Fs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    ..Default::default()
                 })
             }
             Node::Status(f) => {
@@ -192,6 +219,7 @@ impl Fs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    ..Default::default()
                 })
             }
             n if n.is_dir() => Err(Errno::EISDIR),
@@ -233,6 +261,7 @@ impl Fs {
         Opened {
             fh,
             direct_io: direct,
+            ..Default::default()
         }
     }
 
@@ -386,6 +415,7 @@ impl Fs {
                 Opened {
                     fh,
                     direct_io: false,
+                    ..Default::default()
                 }
             }
         };
@@ -652,7 +682,19 @@ impl Fs {
             self.pending.drop_cell(table, row, family, qualifier);
         }
         self.pending.data_written(table, row, family);
-        self.invalidate(&c.node);
+        if c.append_only || ts.is_some() {
+            // What the store holds may differ from what the kernel cached
+            // (concurrent appends merged; a version behind the newest).
+            self.invalidate(&c.node);
+        } else if let Ok(Some(cur)) = self.store.read_cell(table, row, family, qualifier) {
+            // The kernel's pages and size came from this handle's writes and
+            // are exactly the committed value: keep them, and remember the
+            // version so that the next open may use them.
+            if cur.value.len() == c.data.len() {
+                self.inodes
+                    .set_reported(c.node.ino(), cur.value.len() as u64, cur.timestamp);
+            }
+        }
         if ts.is_some() {
             // The newest value may have changed too.
             self.invalidate(&Node::Cell {

@@ -22,6 +22,7 @@ pub mod notify;
 pub mod output;
 pub mod pending;
 pub mod perms;
+mod pool;
 pub mod query;
 pub mod schema_file;
 mod status;

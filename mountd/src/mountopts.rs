@@ -12,7 +12,7 @@
 //! | option | meaning |
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
-//! | `threads=N` | FUSE worker threads (default: 2 × CPUs, at least 4) |
+//! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes in seconds (default 1) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
@@ -88,8 +88,9 @@ impl MountConfig {
     /// FUSE worker threads to run.
     pub fn thread_count(&self) -> usize {
         self.threads.unwrap_or_else(|| {
-            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-            (cpus * 2).max(4)
+            // Requests that wait (commits) go to a worker pool, so a few
+            // readers suffice; more only add thread hand-offs per request.
+            std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)
         })
     }
 
