@@ -799,6 +799,23 @@ impl Fs {
                 ),
             ));
         }
+        if let Op::Set { qualifier, .. }
+        | Op::Delete { qualifier, .. }
+        | Op::Increment { qualifier, .. }
+        | Op::Append { qualifier, .. }
+        | Op::Guard { qualifier, .. } = op
+        {
+            if qualifier.len() > engine::MAX_QUALIFIER {
+                return Err((
+                    Errno::ENAMETOOLONG,
+                    format!(
+                        "qualifier is {} bytes; the limit is {}",
+                        qualifier.len(),
+                        engine::MAX_QUALIFIER
+                    ),
+                ));
+            }
+        }
         if let Op::Set { value, .. } | Op::Append { value, .. } = op {
             if value.len() > self.opts.max_value_size {
                 return Err((
