@@ -90,7 +90,9 @@ impl MountConfig {
         self.threads.unwrap_or_else(|| {
             // Requests that wait (commits) go to a worker pool, so a few
             // readers suffice; more only add thread hand-offs per request.
-            std::thread::available_parallelism().map_or(2, |n| n.get()).max(2)
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .max(2)
         })
     }
 
