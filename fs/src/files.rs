@@ -244,7 +244,7 @@ impl Fs {
         let truncated = trunc && writable;
         let data = if truncated { Vec::new() } else { value };
         let dirty = truncated && (ts != 0 || !data.is_empty());
-        let fh = self.handles.insert(Handle::Cell(CellHandle {
+        let handle = Handle::Cell(CellHandle {
             node: node.clone(),
             writable,
             append_mode: append && writable,
@@ -257,7 +257,12 @@ impl Fs {
             direct,
             failed: None,
             created_as: None,
-        }));
+        });
+        let fh = if writable {
+            self.handles.insert_writer(handle, ino)
+        } else {
+            self.handles.insert(handle)
+        };
         Opened {
             fh,
             direct_io: direct,
@@ -398,20 +403,23 @@ impl Fs {
                 if matches!(node, Node::Cell { .. }) {
                     self.pending.add_cell(&table, &row, &family, &qualifier);
                 }
-                let fh = self.handles.insert(Handle::Cell(CellHandle {
-                    node: node.clone(),
-                    writable: true,
-                    append_mode: flags & libc::O_APPEND != 0,
-                    base_len: 0,
-                    append_only: false,
-                    data: Vec::new(),
-                    dirty: true,
-                    wrote: false,
-                    created: matches!(node, Node::Cell { .. }),
-                    created_as: Some(((*p).clone(), name.to_vec())),
-                    direct: false,
-                    failed: None,
-                }));
+                let fh = self.handles.insert_writer(
+                    Handle::Cell(CellHandle {
+                        node: node.clone(),
+                        writable: true,
+                        append_mode: flags & libc::O_APPEND != 0,
+                        base_len: 0,
+                        append_only: false,
+                        data: Vec::new(),
+                        dirty: true,
+                        wrote: false,
+                        created: matches!(node, Node::Cell { .. }),
+                        created_as: Some(((*p).clone(), name.to_vec())),
+                        direct: false,
+                        failed: None,
+                    }),
+                    ino,
+                );
                 Opened {
                     fh,
                     direct_io: false,
@@ -507,6 +515,25 @@ impl Fs {
             Handle::Dir(_) => return Err(Errno::EISDIR),
         }
         u32::try_from(data.len()).map_err(|_| Errno::EINVAL)
+    }
+
+    /// FUSE `copy_file_range` (cp, mv across rows): a read from one handle
+    /// and a write to the other, without the data crossing to the caller.
+    pub fn copy_file_range(
+        &self,
+        fh_in: u64,
+        off_in: u64,
+        fh_out: u64,
+        off_out: u64,
+        len: u64,
+    ) -> FsResult<u32> {
+        let len =
+            u32::try_from(len.min(crate::fuse::MAX_WRITE as u64)).unwrap_or(crate::fuse::MAX_WRITE);
+        let data = self.read(fh_in, off_in, len)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.write(fh_out, off_out, &data)
     }
 
     // ---- close / fsync ----
@@ -1187,11 +1214,14 @@ impl Fs {
     /// Attributes of an open file as its handle sees it.
     pub(crate) fn handle_attr(&self, fh: u64, node: &Node) -> Option<FileAttr> {
         let h = self.handles.get(fh)?;
-        let g = h.lock();
-        let Handle::Cell(c) = &*g else { return None };
-        if c.node != *node {
-            return None;
-        }
+        let (len, dirty) = {
+            let g = h.lock();
+            let Handle::Cell(c) = &*g else { return None };
+            if c.node != *node {
+                return None;
+            }
+            (c.data.len() as u64, c.dirty)
+        };
         let fam = self.family_schema(node.table()?, node.family()?).ok()?;
         let mut a = self.make_attr(
             node.ino(),
@@ -1199,17 +1229,31 @@ impl Fs {
             fam.mode & 0o666,
             fam.owner,
             fam.group,
-            c.data.len() as u64,
+            len,
             std::time::SystemTime::now(),
         );
-        if let Ok(cur) = self.node_attr(node) {
-            if !c.dirty {
+        if !dirty {
+            if let Ok(cur) = self.node_attr(node) {
                 a.mtime = cur.mtime;
                 a.ctime = cur.ctime;
                 a.atime = cur.atime;
             }
         }
         Some(a)
+    }
+
+    /// The size of a file as an open writer of it sees it (the kernel's
+    /// view while it is written), if one has uncommitted changes.
+    pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
+        self.handles
+            .writers_of(node.ino())
+            .into_iter()
+            .find_map(|h| match &*h.lock() {
+                Handle::Cell(c) if c.node == *node && (c.dirty || c.created) => {
+                    Some(c.data.len() as u64)
+                }
+                _ => None,
+            })
     }
 
     /// FUSE `setattr`: chmod/chown of tables and families, truncation of

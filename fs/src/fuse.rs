@@ -29,13 +29,18 @@ pub struct FuseFs {
 }
 
 /// Workers for commits (see `pool.rs`): enough for many concurrent closes.
-const COMMIT_WORKERS: usize = 32;
+pub const COMMIT_WORKERS: usize = 32;
 
 impl FuseFs {
     pub fn new(fs: Arc<Fs>) -> FuseFs {
+        FuseFs::with_commit_workers(fs, COMMIT_WORKERS)
+    }
+
+    /// With `n` commit workers; 0 commits on the FUSE thread that got the request.
+    pub fn with_commit_workers(fs: Arc<Fs>, n: usize) -> FuseFs {
         FuseFs {
             fs,
-            commits: crate::pool::Pool::new(COMMIT_WORKERS),
+            commits: crate::pool::Pool::new(n),
         }
     }
 }
@@ -437,6 +442,30 @@ impl Filesystem for FuseFs {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
             })
+        })
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        guard("copy_file_range", || {
+            match self
+                .fs
+                .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
+            {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            }
         })
     }
 

@@ -17,11 +17,11 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Starts `n` workers (at least one).
+    /// Starts `n` workers; with none, jobs run on the caller's thread.
     pub fn new(n: usize) -> Pool {
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         let mut started = 0;
-        for i in 0..n.max(1) {
+        for i in 0..n {
             let rx: Receiver<Job> = rx.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("bt-commit-{i}"))
@@ -59,6 +59,16 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::sync::Arc;
+
+    #[test]
+    fn without_workers_jobs_run_inline() {
+        let pool = Pool::new(0);
+        let here = std::thread::current().id();
+        let ran = Arc::new(std::sync::Mutex::new(None));
+        let r = ran.clone();
+        pool.run(move || *r.lock().unwrap() = Some(std::thread::current().id()));
+        assert_eq!(*ran.lock().unwrap(), Some(here));
+    }
 
     #[test]
     fn runs_every_job() {

@@ -19,6 +19,7 @@
 //! | `pidfile=PATH` | write the daemon's pid there |
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
 //! | `compaction_threads=N` | background compaction threads |
+//! | `commit_workers=N` | threads that run commits at close/fsync (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
@@ -35,6 +36,7 @@ pub struct MountConfig {
     pub foreground: bool,
     pub allow_other: bool,
     pub threads: Option<usize>,
+    pub commit_workers: Option<usize>,
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
     pub log_level: log::LevelFilter,
@@ -64,6 +66,7 @@ impl MountConfig {
             foreground: false,
             allow_other: false,
             threads: None,
+            commit_workers: None,
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
             log_level: log::LevelFilter::Info,
@@ -115,6 +118,15 @@ impl MountConfig {
                     return Err("threads must be 1..1024".into());
                 }
                 self.threads = Some(n);
+            }
+            "commit_workers" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| "commit_workers: not a number".to_string())?;
+                if n > 1024 {
+                    return Err("commit_workers must be 0..1024".into());
+                }
+                self.commit_workers = Some(n);
             }
             "attr_timeout" => self.attr_timeout = parse_seconds(need(key, value)?)?,
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,

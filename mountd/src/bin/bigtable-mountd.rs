@@ -123,7 +123,10 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         description: cfg.given.join(","),
     };
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts));
-    let session = match fusemount::mount(FuseFs::new(fs.clone()), cfg) {
+    let session = match fusemount::mount(
+        FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS)),
+        cfg,
+    ) {
         Ok(s) => s,
         Err(e) => {
             let _ = bt.close();
