@@ -105,13 +105,17 @@ pub enum Handle {
     Dir(DirHandle),
 }
 
+/// Writable handles: inode → handles, and handle → inode.
+#[derive(Default)]
+struct Writers(HashMap<u64, Vec<u64>>, HashMap<u64, u64>);
+
 /// The table of open handles.
 #[derive(Default)]
 pub struct Handles {
     map: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
     /// Writable cell handles by the inode number of their node, and back:
     /// while a file is being written, its size is the writer's.
-    writers: Mutex<(HashMap<u64, Vec<u64>>, HashMap<u64, u64>)>,
+    writers: Mutex<Writers>,
     next: AtomicU64,
 }
 
