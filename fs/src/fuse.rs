@@ -25,11 +25,23 @@ pub const MAX_WRITE: u32 = 1 << 20;
 /// A mounted [`Fs`].
 pub struct FuseFs {
     fs: Arc<Fs>,
+    commits: crate::pool::Pool,
 }
+
+/// Workers for commits (see `pool.rs`): enough for many concurrent closes.
+pub const COMMIT_WORKERS: usize = 32;
 
 impl FuseFs {
     pub fn new(fs: Arc<Fs>) -> FuseFs {
-        FuseFs { fs }
+        FuseFs::with_commit_workers(fs, COMMIT_WORKERS)
+    }
+
+    /// With `n` commit workers; 0 commits on the FUSE thread that got the request.
+    pub fn with_commit_workers(fs: Arc<Fs>, n: usize) -> FuseFs {
+        FuseFs {
+            fs,
+            commits: crate::pool::Pool::new(n),
+        }
     }
 }
 
@@ -49,12 +61,18 @@ fn guard(op: &str, f: impl FnOnce()) {
     }
 }
 
-fn fopen(direct: bool) -> FopenFlags {
-    if direct {
-        FopenFlags::FOPEN_DIRECT_IO
-    } else {
-        FopenFlags::empty()
+fn fopen(o: &crate::files::Opened) -> FopenFlags {
+    let mut f = FopenFlags::empty();
+    if o.direct_io {
+        f |= FopenFlags::FOPEN_DIRECT_IO;
     }
+    if o.keep_cache {
+        f |= FopenFlags::FOPEN_KEEP_CACHE;
+    }
+    if o.noflush {
+        f |= FopenFlags::FOPEN_NOFLUSH;
+    }
+    f
 }
 
 impl Filesystem for FuseFs {
@@ -66,6 +84,9 @@ impl Filesystem for FuseFs {
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_BIG_WRITES,
             InitFlags::FUSE_MAX_PAGES,
+            // We keep no setuid bits or capabilities: spare the kernel the
+            // security.capability lookup it makes before every write.
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
         ] {
             if config.add_capabilities(cap).is_err() {
                 log::info!("kernel lacks {cap:?}");
@@ -215,7 +236,7 @@ impl Filesystem for FuseFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         guard("open", || {
             match self.fs.open(&caller(req), ino.0, flags.0) {
-                Ok(o) => reply.opened(FileHandle(o.fh), fopen(o.direct_io)),
+                Ok(o) => reply.opened(FileHandle(o.fh), fopen(&o)),
                 Err(e) => reply.error(e),
             }
         })
@@ -236,13 +257,9 @@ impl Filesystem for FuseFs {
                 .fs
                 .create(&caller(req), parent.0, name.as_bytes(), flags)
             {
-                Ok((e, o)) => reply.created(
-                    &e.ttl,
-                    &e.attr,
-                    Generation(0),
-                    FileHandle(o.fh),
-                    fopen(o.direct_io),
-                ),
+                Ok((e, o)) => {
+                    reply.created(&e.ttl, &e.attr, Generation(0), FileHandle(o.fh), fopen(&o))
+                }
                 Err(e) => reply.error(e),
             }
         })
@@ -294,12 +311,15 @@ impl Filesystem for FuseFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        guard("flush", || match self.fs.flush(fh.0) {
-            Ok(()) => {
-                self.fs.settle();
-                reply.ok()
-            }
-            Err(e) => reply.error(e),
+        let fs = self.fs.clone();
+        self.commits.run(move || {
+            guard("flush", || match fs.flush(fh.0) {
+                Ok(()) => {
+                    fs.settle();
+                    reply.ok()
+                }
+                Err(e) => reply.error(e),
+            })
         })
     }
 
@@ -313,9 +333,12 @@ impl Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        guard("release", || match self.fs.release(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+        let fs = self.fs.clone();
+        self.commits.run(move || {
+            guard("release", || match fs.release(fh.0) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            })
         })
     }
 
@@ -327,12 +350,15 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        guard("fsync", || match self.fs.fsync(fh.0) {
-            Ok(()) => {
-                self.fs.settle();
-                reply.ok()
-            }
-            Err(e) => reply.error(e),
+        let fs = self.fs.clone();
+        self.commits.run(move || {
+            guard("fsync", || match fs.fsync(fh.0) {
+                Ok(()) => {
+                    fs.settle();
+                    reply.ok()
+                }
+                Err(e) => reply.error(e),
+            })
         })
     }
 
@@ -410,9 +436,36 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        guard("fsyncdir", || match self.fs.sync() {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+        let fs = self.fs.clone();
+        self.commits.run(move || {
+            guard("fsyncdir", || match fs.sync() {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            })
+        })
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        guard("copy_file_range", || {
+            match self
+                .fs
+                .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
+            {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            }
         })
     }
 

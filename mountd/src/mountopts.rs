@@ -12,13 +12,14 @@
 //! | option | meaning |
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
-//! | `threads=N` | FUSE worker threads (default: 2 × CPUs, at least 4) |
+//! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes in seconds (default 1) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
 //! | `compaction_threads=N` | background compaction threads |
+//! | `commit_workers=N` | threads that run commits at close/fsync (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
@@ -35,6 +36,7 @@ pub struct MountConfig {
     pub foreground: bool,
     pub allow_other: bool,
     pub threads: Option<usize>,
+    pub commit_workers: Option<usize>,
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
     pub log_level: log::LevelFilter,
@@ -64,6 +66,7 @@ impl MountConfig {
             foreground: false,
             allow_other: false,
             threads: None,
+            commit_workers: None,
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
             log_level: log::LevelFilter::Info,
@@ -88,8 +91,11 @@ impl MountConfig {
     /// FUSE worker threads to run.
     pub fn thread_count(&self) -> usize {
         self.threads.unwrap_or_else(|| {
-            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-            (cpus * 2).max(4)
+            // Requests that wait (commits) go to a worker pool, so a few
+            // readers suffice; more only add thread hand-offs per request.
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .max(2)
         })
     }
 
@@ -112,6 +118,15 @@ impl MountConfig {
                     return Err("threads must be 1..1024".into());
                 }
                 self.threads = Some(n);
+            }
+            "commit_workers" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| "commit_workers: not a number".to_string())?;
+                if n > 1024 {
+                    return Err("commit_workers must be 0..1024".into());
+                }
+                self.commit_workers = Some(n);
             }
             "attr_timeout" => self.attr_timeout = parse_seconds(need(key, value)?)?,
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
