@@ -54,6 +54,15 @@ pub struct MountConfig {
     pub nodev: bool,
     pub noexec: bool,
     pub noatime: bool,
+    /// Where the engine's files live: the replicated chunk cluster (default)
+    /// or one plain directory (`store=local`).
+    pub local_store: bool,
+    /// Chunkserver directories (`chunkservers=/disk1/cs:/disk2/cs`); default
+    /// DATA_DIR/chunkserver-0..2.
+    pub chunkservers: Vec<PathBuf>,
+    /// Replicas per chunk (0: one per chunkserver, at most 3).
+    pub replication: usize,
+    pub chunk_size: Option<u64>,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -84,6 +93,10 @@ impl MountConfig {
             nodev: true,
             noexec: false,
             noatime: false,
+            local_store: false,
+            chunkservers: Vec::new(),
+            replication: 0,
+            chunk_size: None,
             given: Vec::new(),
         }
     }
@@ -153,6 +166,33 @@ impl MountConfig {
                 )
             }
             "sync" => self.sync = true,
+            "store" => {
+                self.local_store = match need(key, value)? {
+                    "cluster" => false,
+                    "local" => true,
+                    v => return Err(format!("store={v}: use cluster or local")),
+                }
+            }
+            "chunkservers" => {
+                self.chunkservers = need(key, value)?
+                    .split(':')
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+                    .collect();
+                if self.chunkservers.is_empty() {
+                    return Err("chunkservers= needs at least one directory".into());
+                }
+            }
+            "replication" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| "replication: not a number".to_string())?;
+                if !(1..=16).contains(&n) {
+                    return Err("replication must be 1..16".into());
+                }
+                self.replication = n;
+            }
+            "chunk_size" => self.chunk_size = Some(parse_size(need(key, value)?)?),
             "ro" => self.read_only = true,
             "rw" => self.read_only = false,
             "nosuid" => self.nosuid = true,
@@ -175,6 +215,29 @@ impl MountConfig {
             self.apply(opt)?;
         }
         Ok(())
+    }
+
+    /// Opens the file layer the engine runs on.
+    pub fn file_store(&self) -> Result<std::sync::Arc<dyn gfs::FileStore>, String> {
+        let dir = &self.data_dir;
+        if self.local_store {
+            let files = gfs::LocalStore::open(dir.join("files"))
+                .map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+            return Ok(std::sync::Arc::new(files));
+        }
+        let mut o = gfs::ClusterOptions::for_data_dir(dir);
+        if !self.chunkservers.is_empty() {
+            o.chunkserver_dirs = self.chunkservers.clone();
+        }
+        o.replication = self.replication;
+        if let Some(c) = self.chunk_size {
+            o.chunk_size = c;
+        }
+        // Keep taking writes on small disks; the cluster reports ENOSPC itself.
+        o.min_free_bytes = 32 << 20;
+        let cluster = gfs::Cluster::open(o)
+            .map_err(|e| format!("chunk cluster in {}: {e}", dir.display()))?;
+        Ok(cluster)
     }
 
     /// The engine's options with this mount's sizes.

@@ -100,17 +100,17 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     if let Some(p) = &cfg.pid_file {
         write_pid_file(p)?;
     }
-    // DATA_DIR holds the engine's files (through gfs::LocalStore) and, in
+    // DATA_DIR holds the engine's files (the chunk cluster's master and
+    // chunkservers, or with store=local one plain directory) and, in
     // DATA_DIR/chubby, the lock service cell the engine coordinates through.
-    let files = gfs::LocalStore::open(&cfg.data_dir)
-        .map_err(|e| format!("data directory {}: {e}", cfg.data_dir.display()))?;
+    let files = cfg.file_store()?;
     let cell_dir = cfg.data_dir.join("chubby");
     std::fs::create_dir_all(&cell_dir).map_err(|e| format!("{}: {e}", cell_dir.display()))?;
     let cell = chubby::LocalCell::open(&cell_dir, chubby::CellOptions::default())
         .map_err(|e| format!("lock service in {}: {e}", cell_dir.display()))?;
     let opts = cfg.engine_options();
     let max_value = opts.max_value_size;
-    let bt = Bigtable::open_with_lock_service(Arc::new(files), Some(cell), opts)
+    let bt = Bigtable::open_with_lock_service(files, Some(cell), opts)
         .map_err(|e| format!("opening the store: {e}"))?;
     let fs_opts = FsOptions {
         attr_timeout: cfg.attr_timeout,
