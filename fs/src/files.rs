@@ -70,17 +70,6 @@ impl Fs {
         let mut o = self.open_handle(caller, ino, flags)?;
         if !acc_writable(flags) {
             o.noflush = true;
-            // Cells (and only they) get an invalidation whenever the daemon
-            // changes them behind the kernel, so their pages can be trusted.
-            let node = self.inodes.get(ino);
-            let live_cell = matches!(
-                node.as_deref(),
-                Some(Node::Cell {
-                    view: View::Now,
-                    ..
-                })
-            );
-            o.keep_cache = live_cell && !o.direct_io;
         }
         Ok(o)
     }
@@ -238,9 +227,10 @@ impl Fs {
     ) -> Opened {
         let ino = node.ino();
         let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value, c.timestamp));
-        // If the kernel's cached size or time is not this value's, its page
-        // cache and size are stale: read around them for this open.
-        let direct = self.inodes.reported(ino) != Some((value.len() as u64, ts));
+        // Cells bypass the page cache: a writer's unclosed bytes (and an
+        // O_TRUNC open) would otherwise land in pages that concurrent readers
+        // share, and readers must only ever see committed values.
+        let direct = true;
         let truncated = trunc && writable;
         let data = if truncated { Vec::new() } else { value };
         let dirty = truncated && (ts != 0 || !data.is_empty());
@@ -415,14 +405,14 @@ impl Fs {
                         wrote: false,
                         created: matches!(node, Node::Cell { .. }),
                         created_as: Some(((*p).clone(), name.to_vec())),
-                        direct: false,
+                        direct: true,
                         failed: None,
                     }),
                     ino,
                 );
                 Opened {
                     fh,
-                    direct_io: false,
+                    direct_io: true,
                     ..Default::default()
                 }
             }
