@@ -40,7 +40,9 @@ impl TaskStatus {
     /// would be delivered to it if the request returned, or it is dying.
     pub fn should_abandon(&self) -> bool {
         let pending = self.sig_pnd | self.shd_pnd;
-        matches!(self.state, 'Z' | 'X') || pending & SIGKILL_BIT != 0 || pending & !self.sig_blk != 0
+        matches!(self.state, 'Z' | 'X')
+            || pending & SIGKILL_BIT != 0
+            || pending & !self.sig_blk != 0
     }
 }
 
@@ -295,7 +297,10 @@ mod tests {
     fn a_signal_pending_on_a_child_is_seen() {
         // A child that blocks nothing and is stopped: a SIGUSR1 sent to it
         // stays pending until it continues.
-        let mut child = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
         let pid = child.id();
         // SAFETY: plain kill(2) of our own child.
         unsafe { libc::kill(pid as i32, libc::SIGSTOP) };

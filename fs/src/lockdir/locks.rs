@@ -104,13 +104,14 @@ impl Fs {
                     res => return done(res),
                 }
                 let locks = self.local_locks.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("lock-wait".into())
-                    .spawn(move || {
-                        done(locks.lock_wait(r.ino, r.owner, mode, r.pid, &|| {
-                            interrupt::should_abandon(tid)
-                        }))
-                    });
+                let spawned =
+                    std::thread::Builder::new()
+                        .name("lock-wait".into())
+                        .spawn(move || {
+                            done(locks.lock_wait(r.ino, r.owner, mode, r.pid, &|| {
+                                interrupt::should_abandon(tid)
+                            }))
+                        });
                 if let Err(e) = spawned {
                     log::error!("cannot start a lock waiter: {e}");
                 }
@@ -133,7 +134,10 @@ impl Fs {
                     fh: r.fh,
                     pid: r.pid,
                 };
-                match ld.svc.try_lock(&creds, r.owner, Target::Handle(handle), mode) {
+                match ld
+                    .svc
+                    .try_lock(&creds, r.owner, Target::Handle(handle), mode)
+                {
                     Ok(_) => {
                         ld.owners.lock().insert(r.owner, info);
                         return done(Ok(()));
@@ -269,8 +273,7 @@ impl Fs {
                     && refs.iter().filter(|r| r.alive()).any(|r| {
                         interrupt::fds_on(r.pid, ino).iter().any(|&theirs| {
                             my_fds.iter().any(|&ours| {
-                                interrupt::same_description(me, ours, r.pid, theirs)
-                                    == Some(true)
+                                interrupt::same_description(me, ours, r.pid, theirs) == Some(true)
                             })
                         })
                     })

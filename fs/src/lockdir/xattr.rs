@@ -74,7 +74,11 @@ impl Fs {
         };
         let text = match name {
             SEQUENCER => self
-                .caller_sequencer(caller, &path, Node::Lock(LockNode::Entry(path.clone())).ino())?
+                .caller_sequencer(
+                    caller,
+                    &path,
+                    Node::Lock(LockNode::Entry(path.clone())).ino(),
+                )?
                 .ok_or(Errno::NO_XATTR)?
                 .to_string(),
             LOCK => {
