@@ -90,6 +90,11 @@ pub struct Fs {
     pub(crate) inval: Invalidator,
     pub(crate) stats: Stats,
     pub(crate) started: SystemTime,
+    // ---- lockdir hook ----
+    /// `.chubby/`, when a lock service is attached.
+    pub(crate) lockdir: Option<crate::lockdir::LockDir>,
+    /// flock/fcntl locks on files outside `.chubby/`.
+    pub(crate) local_locks: Arc<crate::lockdir::local::LocalLocks>,
 }
 
 /// A name the kernel may cache: the attributes and how long.
@@ -126,11 +131,16 @@ impl Fs {
             inval: Invalidator::default(),
             stats: Stats::default(),
             started: SystemTime::now(),
+            lockdir: None,
+            local_locks: Arc::default(),
         }
     }
 
     /// Starts cache invalidation through a mounted session's notifier.
     pub fn start_notifier(&self, notifier: fuser::Notifier) {
+        if let Some(ld) = &self.lockdir {
+            ld.start_notifier(notifier.clone());
+        }
         self.inval.start(notifier);
     }
 
@@ -262,6 +272,7 @@ impl Fs {
     pub fn node_attr(&self, node: &Node) -> FsResult<FileAttr> {
         let ino = node.ino();
         match node {
+            Node::Lock(l) => self.lock_attr(l),
             Node::Root => Ok(self.dir_attr(ino, 0o755, self.opts.uid, self.opts.gid)),
             Node::StatusDir => Ok(self.dir_attr(ino, 0o555, self.opts.uid, self.opts.gid)),
             Node::Status(f) => {
@@ -414,6 +425,7 @@ impl Fs {
                 | Node::VersionsDir { .. }
                 | Node::VersionsColumn { .. }
                 | Node::Version { .. }
+                | Node::Lock(crate::lockdir::LockNode::Status)
         ) || node.view().is_some_and(|v| !v.is_now())
     }
 

@@ -52,6 +52,7 @@ pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
     let s = |x: &str| x.as_bytes().to_vec();
     Some(match node {
         Node::Root => return None,
+        Node::Lock(l) => l.parent_and_name(),
         Node::StatusDir => (Node::Root, s(STATUS_DIR)),
         Node::Status(f) => (Node::StatusDir, s(f.name())),
         Node::Table(t) => (Node::Root, s(t)),
@@ -443,6 +444,13 @@ impl Fs {
         match node {
             Node::Root => {
                 out.push(dir(STATUS_DIR.into(), Node::StatusDir));
+                // lockdir hook
+                if self.lockdir.is_some() {
+                    out.push(dir(
+                        crate::lockdir::DIR_NAME.into(),
+                        Node::Lock(crate::lockdir::LockNode::root()),
+                    ));
+                }
                 let mut tables = self.store.list_tables();
                 tables.sort();
                 out.extend(

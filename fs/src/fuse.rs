@@ -6,12 +6,14 @@
 
 use crate::core::Fs;
 use crate::files::SetAttr;
+use crate::lockdir::{is_lock_fh, LockOpened};
 use crate::perms::Caller;
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
-    ReplyXattr, Request, TimeOrNow, WriteFlags,
+    InitFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyLock, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
+    TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -61,6 +63,15 @@ fn guard(op: &str, f: impl FnOnce()) {
     }
 }
 
+/// lockdir hook: the open flags of a `.chubby/` file.
+fn lock_fopen(o: &LockOpened) -> FopenFlags {
+    let mut f = FopenFlags::FOPEN_DIRECT_IO;
+    if o.nonseekable {
+        f |= FopenFlags::FOPEN_NONSEEKABLE;
+    }
+    f
+}
+
 fn fopen(o: &crate::files::Opened) -> FopenFlags {
     let mut f = FopenFlags::empty();
     if o.direct_io {
@@ -87,6 +98,9 @@ impl Filesystem for FuseFs {
             // We keep no setuid bits or capabilities: spare the kernel the
             // security.capability lookup it makes before every write.
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
+            // lockdir hook: flock(2) and fcntl locks come to the daemon.
+            InitFlags::FUSE_POSIX_LOCKS,
+            InitFlags::FUSE_FLOCK_LOCKS,
         ] {
             if config.add_capabilities(cap).is_err() {
                 log::info!("kernel lacks {cap:?}");
@@ -118,6 +132,13 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         guard("getattr", || {
+            // lockdir hook: an open `.chubby/` file with unwritten contents.
+            if let Some(a) = fh
+                .filter(|f| is_lock_fh(f.0))
+                .and_then(|f| self.fs.lock_handle_attr(f.0))
+            {
+                return reply.attr(&self.fs.options().attr_timeout, &a);
+            }
             match self.fs.getattr(ino.0, fh.map(|f| f.0)) {
                 Ok((a, ttl)) => reply.attr(&ttl, &a),
                 Err(e) => reply.error(e),
@@ -151,7 +172,13 @@ impl Filesystem for FuseFs {
             times: atime.is_some() || mtime.is_some(),
         };
         guard("setattr", || {
-            match self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set) {
+            let r = if self.fs.lock_node(ino.0).is_some() {
+                self.fs
+                    .lock_setattr(&caller(req), ino.0, fh.map(|f| f.0), set)
+            } else {
+                self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set)
+            };
+            match r {
                 Ok((a, ttl)) => {
                     self.fs.settle();
                     reply.attr(&ttl, &a)
@@ -171,10 +198,14 @@ impl Filesystem for FuseFs {
         reply: ReplyEntry,
     ) {
         guard("mkdir", || {
-            match self
-                .fs
-                .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask)
-            {
+            let r = if self.fs.lock_node(parent.0).is_some() {
+                self.fs
+                    .lock_mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask)
+            } else {
+                self.fs
+                    .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask)
+            };
+            match r {
                 Ok(e) => reply.entry(&e.ttl, &e.attr, Generation(0)),
                 Err(e) => reply.error(e),
             }
@@ -183,7 +214,12 @@ impl Filesystem for FuseFs {
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guard("unlink", || {
-            match self.fs.unlink(&caller(req), parent.0, name.as_bytes()) {
+            let r = if self.fs.lock_node(parent.0).is_some() {
+                self.fs.lock_unlink(&caller(req), parent.0, name.as_bytes())
+            } else {
+                self.fs.unlink(&caller(req), parent.0, name.as_bytes())
+            };
+            match r {
                 Ok(()) => {
                     self.fs.settle();
                     reply.ok()
@@ -195,7 +231,12 @@ impl Filesystem for FuseFs {
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guard("rmdir", || {
-            match self.fs.rmdir(&caller(req), parent.0, name.as_bytes()) {
+            let r = if self.fs.lock_node(parent.0).is_some() {
+                self.fs.lock_rmdir(&caller(req), parent.0, name.as_bytes())
+            } else {
+                self.fs.rmdir(&caller(req), parent.0, name.as_bytes())
+            };
+            match r {
                 Ok(()) => {
                     self.fs.settle();
                     reply.ok()
@@ -216,6 +257,19 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         guard("rename", || {
+            if self.fs.lock_node(parent.0).is_some() || self.fs.lock_node(newparent.0).is_some() {
+                return match self.fs.lock_rename(
+                    &caller(req),
+                    parent.0,
+                    name.as_bytes(),
+                    newparent.0,
+                    newname.as_bytes(),
+                    flags.bits(),
+                ) {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                };
+            }
             match self.fs.rename(
                 &caller(req),
                 parent.0,
@@ -235,6 +289,12 @@ impl Filesystem for FuseFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         guard("open", || {
+            if self.fs.lock_node(ino.0).is_some() {
+                return match self.fs.lock_open(&caller(req), ino.0, flags.0) {
+                    Ok(o) => reply.opened(FileHandle(o.fh), lock_fopen(&o)),
+                    Err(e) => reply.error(e),
+                };
+            }
             match self.fs.open(&caller(req), ino.0, flags.0) {
                 Ok(o) => reply.opened(FileHandle(o.fh), fopen(&o)),
                 Err(e) => reply.error(e),
@@ -247,12 +307,32 @@ impl Filesystem for FuseFs {
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
-        _mode: u32,
-        _umask: u32,
+        mode: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
         guard("create", || {
+            if self.fs.lock_node(parent.0).is_some() {
+                let r = self.fs.lock_create(
+                    &caller(req),
+                    parent.0,
+                    name.as_bytes(),
+                    mode,
+                    umask,
+                    flags,
+                );
+                return match r {
+                    Ok((e, o)) => reply.created(
+                        &e.ttl,
+                        &e.attr,
+                        Generation(0),
+                        FileHandle(o.fh),
+                        lock_fopen(&o),
+                    ),
+                    Err(e) => reply.error(e),
+                };
+            }
             match self
                 .fs
                 .create(&caller(req), parent.0, name.as_bytes(), flags)
@@ -267,15 +347,32 @@ impl Filesystem for FuseFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        if is_lock_fh(fh.0) {
+            // May answer later, from a thread waiting for an event.
+            let nonblock = flags.0 & libc::O_NONBLOCK != 0;
+            return guard("read", || {
+                self.fs.lock_read(
+                    &caller(req),
+                    fh.0,
+                    offset,
+                    size,
+                    nonblock,
+                    Box::new(move |r| match r {
+                        Ok(d) => reply.data(&d),
+                        Err(e) => reply.error(e),
+                    }),
+                )
+            });
+        }
         guard("read", || match self.fs.read(fh.0, offset, size) {
             Ok(d) => {
                 self.fs.settle();
@@ -297,6 +394,12 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        if is_lock_fh(fh.0) {
+            return guard("write", || match self.fs.lock_write(fh.0, offset, data) {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            });
+        }
         guard("write", || match self.fs.write(fh.0, offset, data) {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(e),
@@ -305,12 +408,22 @@ impl Filesystem for FuseFs {
 
     fn flush(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
+        req: &Request,
+        ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        if is_lock_fh(fh.0) {
+            return guard("flush", || {
+                match self.fs.lock_flush(&caller(req), fh.0, lock_owner.0) {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+            });
+        }
+        // A close releases the closing process's fcntl locks.
+        self.fs.locks_flush(ino.0, lock_owner.0);
         let fs = self.fs.clone();
         self.commits.run(move || {
             guard("flush", || match fs.flush(fh.0) {
@@ -326,13 +439,23 @@ impl Filesystem for FuseFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if is_lock_fh(fh.0) {
+            return guard("release", || {
+                match self.fs.lock_release(fh.0, lock_owner.map(|o| o.0)) {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+            });
+        }
+        // The last close of a description releases its flock.
+        self.fs.locks_release(ino.0, lock_owner.map(|o| o.0));
         let fs = self.fs.clone();
         self.commits.run(move || {
             guard("release", || match fs.release(fh.0) {
@@ -350,6 +473,12 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        if is_lock_fh(fh.0) {
+            return guard("fsync", || match self.fs.lock_fsync(fh.0) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            });
+        }
         let fs = self.fs.clone();
         self.commits.run(move || {
             guard("fsync", || match fs.fsync(fh.0) {
@@ -362,7 +491,15 @@ impl Filesystem for FuseFs {
         })
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        if self.fs.lock_node(ino.0).is_some() {
+            return guard("opendir", || {
+                match self.fs.lock_opendir(&caller(req), ino.0) {
+                    Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+                    Err(e) => reply.error(e),
+                }
+            });
+        }
         guard("opendir", || match self.fs.opendir(ino.0) {
             Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
             Err(e) => reply.error(e),
@@ -378,9 +515,14 @@ impl Filesystem for FuseFs {
         mut reply: ReplyDirectory,
     ) {
         guard("readdir", || {
-            let r = self.fs.readdir(fh.0, offset, false, &mut |e| {
+            let mut add = |e: &crate::dirs::DirOut<'_>| {
                 reply.add(INodeNo(e.ino), e.offset, e.kind, OsStr::from_bytes(e.name))
-            });
+            };
+            let r = if is_lock_fh(fh.0) {
+                self.fs.lock_readdir(fh.0, offset, false, &mut add)
+            } else {
+                self.fs.readdir(fh.0, offset, false, &mut add)
+            };
             match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
@@ -398,7 +540,7 @@ impl Filesystem for FuseFs {
     ) {
         guard("readdirplus", || {
             let fs = &self.fs;
-            let r = fs.readdir(fh.0, offset, true, &mut |e| match &e.attr {
+            let mut add = |e: &crate::dirs::DirOut<'_>| match &e.attr {
                 Some(a) => reply.add(
                     INodeNo(e.ino),
                     e.offset,
@@ -408,7 +550,12 @@ impl Filesystem for FuseFs {
                     Generation(0),
                 ),
                 None => false,
-            });
+            };
+            let r = if is_lock_fh(fh.0) {
+                fs.lock_readdir(fh.0, offset, true, &mut add)
+            } else {
+                fs.readdir(fh.0, offset, true, &mut add)
+            };
             match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
@@ -424,7 +571,11 @@ impl Filesystem for FuseFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.fs.releasedir(fh.0);
+        if is_lock_fh(fh.0) {
+            self.fs.lock_releasedir(fh.0);
+        } else {
+            self.fs.releasedir(fh.0);
+        }
         reply.ok();
     }
 
@@ -478,20 +629,36 @@ impl Filesystem for FuseFs {
 
     fn setxattr(
         &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
         _flags: i32,
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        if self.fs.lock_node(ino.0).is_some() {
+            return guard("setxattr", || {
+                match self
+                    .fs
+                    .lock_setxattr(&caller(req), ino.0, name.as_bytes(), value)
+                {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+            });
+        }
         reply.error(Errno::from_i32(libc::ENOTSUP));
     }
 
-    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         guard("getxattr", || {
-            match self.fs.getxattr(ino.0, name.as_bytes()) {
+            let r = if self.fs.lock_node(ino.0).is_some() {
+                self.fs.lock_getxattr(&caller(req), ino.0, name.as_bytes())
+            } else {
+                self.fs.getxattr(ino.0, name.as_bytes())
+            };
+            match r {
                 Ok(v) if size == 0 => reply.size(v.len() as u32),
                 Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
                 Ok(v) => reply.data(&v),
@@ -501,7 +668,12 @@ impl Filesystem for FuseFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        guard("listxattr", || match self.fs.listxattr(ino.0) {
+        let r = if self.fs.lock_node(ino.0).is_some() {
+            self.fs.lock_listxattr(ino.0)
+        } else {
+            self.fs.listxattr(ino.0)
+        };
+        guard("listxattr", || match r {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
             Ok(v) => reply.data(&v),
@@ -509,8 +681,115 @@ impl Filesystem for FuseFs {
         })
     }
 
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        if self.fs.lock_node(ino.0).is_some() {
+            return guard("removexattr", || {
+                match self
+                    .fs
+                    .lock_removexattr(&caller(req), ino.0, name.as_bytes())
+                {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }
+            });
+        }
         reply.error(Errno::from_i32(libc::ENOTSUP));
+    }
+
+    // ---- lockdir hook: locks and poll ----
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        guard("getlk", || {
+            let r = crate::lockdir::LockRequest {
+                ino: ino.0,
+                fh: fh.0,
+                owner: lock_owner.0,
+                start,
+                end,
+                typ,
+                pid,
+                sleep: false,
+            };
+            match self.fs.getlk(r) {
+                Ok(l) => reply.locked(l.start, l.end, l.typ, l.pid),
+                Err(e) => reply.error(e),
+            }
+        })
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        guard("setlk", || {
+            let r = crate::lockdir::LockRequest {
+                ino: ino.0,
+                fh: fh.0,
+                owner: lock_owner.0,
+                start,
+                end,
+                typ,
+                pid,
+                sleep,
+            };
+            // A lock that must wait answers later, from a thread of its own.
+            self.fs.setlk(
+                &caller(req),
+                r,
+                Box::new(move |res| match res {
+                    Ok(()) => reply.ok(),
+                    Err(e) => reply.error(e),
+                }),
+            )
+        })
+    }
+
+    fn poll(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        ph: PollNotifier,
+        _events: PollEvents,
+        flags: PollFlags,
+        reply: ReplyPoll,
+    ) {
+        guard("poll", || {
+            let waker: Option<crate::lockdir::events::PollWaker> =
+                if flags.contains(PollFlags::FUSE_POLL_SCHEDULE_NOTIFY) {
+                    Some(Box::new(move || {
+                        if let Err(e) = ph.notify() {
+                            log::debug!("poll notification: {e}");
+                        }
+                    }))
+                } else {
+                    None
+                };
+            match self.fs.lock_poll(fh.0, waker) {
+                Ok(ev) => reply.poll(PollEvents::from_bits_retain(ev)),
+                Err(e) => reply.error(e),
+            }
+        })
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {

@@ -144,6 +144,20 @@ impl InodeTable {
         // A rename stays within its row, so the row index is unchanged.
     }
 
+    // ---- lockdir hook ----
+    /// Rebinds every known inode for which `f` names a new node (a renamed
+    /// `.chubby/` directory moves everything below it). Not for row nodes:
+    /// the row index is left as it is.
+    pub fn rebind_with(&self, f: impl Fn(&Node) -> Option<Node>) {
+        let mut g = self.inner.write();
+        for e in g.by_ino.values_mut() {
+            if let Some(to) = f(&e.node) {
+                e.node = Arc::new(to);
+                e.reported = None;
+            }
+        }
+    }
+
     /// Whether the kernel may have `node` cached.
     pub fn is_known(&self, node: &Node) -> bool {
         self.inner

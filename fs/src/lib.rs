@@ -14,6 +14,7 @@ pub mod files;
 mod fuse;
 pub mod handles;
 pub mod inodes;
+pub mod lockdir;
 pub mod lookup;
 pub mod mutate;
 pub mod names;

@@ -45,6 +45,10 @@ impl Fs {
                 if n == STATUS_DIR.as_bytes() {
                     return Ok(Node::StatusDir);
                 }
+                // lockdir hook
+                if n == crate::lockdir::DIR_NAME.as_bytes() && self.lockdir.is_some() {
+                    return Ok(Node::Lock(crate::lockdir::LockNode::root()));
+                }
                 let t = table_name(n).ok_or(Errno::ENOENT)?;
                 Ok(Node::Table(t.to_string()))
             }
@@ -157,6 +161,7 @@ impl Fs {
                     ts,
                 })
             }
+            Node::Lock(l) => Ok(Node::Lock(self.lock_child(l, n)?)),
             _ => Err(Errno::ENOTDIR),
         }
     }

@@ -155,13 +155,20 @@ pub enum Node {
         qualifier: Vec<u8>,
         ts: u64,
     },
+    // ---- lockdir hook: `.chubby/`, the lock service's namespace ----
+    /// An inode under `.chubby/` (see `crate::lockdir`).
+    Lock(crate::lockdir::LockNode),
 }
 
 impl Node {
+    /// Whether this is a directory. For a lock-service entry the kind lives
+    /// in the service; every operation on one is routed to `crate::lockdir`,
+    /// which looks it up, so this only matters for the virtual files.
     pub fn is_dir(&self) -> bool {
         !matches!(
             self,
-            Node::Status(_)
+            Node::Lock(crate::lockdir::LockNode::Events(_) | crate::lockdir::LockNode::Status)
+                | Node::Status(_)
                 | Node::Schema(_)
                 | Node::Mutate(_)
                 | Node::Scan { .. }
@@ -173,7 +180,7 @@ impl Node {
     /// The table this node belongs to.
     pub fn table(&self) -> Option<&str> {
         match self {
-            Node::Root | Node::StatusDir | Node::Status(_) => None,
+            Node::Root | Node::StatusDir | Node::Status(_) | Node::Lock(_) => None,
             Node::Table(t)
             | Node::Schema(t)
             | Node::Mutate(t)
@@ -387,6 +394,10 @@ impl Node {
                 put(out, qualifier);
                 out.extend_from_slice(&ts.to_le_bytes());
             }
+            Node::Lock(l) => {
+                out.push(16);
+                l.encode(out);
+            }
         }
     }
 }
@@ -400,6 +411,7 @@ impl fmt::Display for Node {
             View::At(t) => format!("{AT}/{t}/"),
         };
         match self {
+            Node::Lock(l) => write!(f, "{l}"),
             Node::Root => write!(f, "/"),
             Node::StatusDir => write!(f, "/{STATUS_DIR}"),
             Node::Status(s) => write!(f, "/{STATUS_DIR}/{}", s.name()),

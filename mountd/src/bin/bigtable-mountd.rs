@@ -106,11 +106,17 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     let files = cfg.file_store()?;
     let cell_dir = cfg.data_dir.join("chubby");
     std::fs::create_dir_all(&cell_dir).map_err(|e| format!("{}: {e}", cell_dir.display()))?;
-    let cell = chubby::LocalCell::open(&cell_dir, chubby::CellOptions::default())
+    // A new cell's root is world-writable and sticky, like /tmp: every user
+    // of the mount may make locks there and remove only their own.
+    let cell_opts = chubby::CellOptions {
+        root_mode: 0o1777,
+        ..chubby::CellOptions::default()
+    };
+    let cell = chubby::LocalCell::open(&cell_dir, cell_opts)
         .map_err(|e| format!("lock service in {}: {e}", cell_dir.display()))?;
     let opts = cfg.engine_options();
     let max_value = opts.max_value_size;
-    let bt = Bigtable::open_with_lock_service(files, Some(cell), opts)
+    let bt = Bigtable::open_with_lock_service(files, Some(cell.clone()), opts)
         .map_err(|e| format!("opening the store: {e}"))?;
     let fs_opts = FsOptions {
         attr_timeout: cfg.attr_timeout,
@@ -122,7 +128,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         statfs_path: Some(cfg.data_dir.clone()),
         description: cfg.given.join(","),
     };
-    let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts));
+    // The same cell is `.chubby/` in the mount.
+    let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));
     let session = match fusemount::mount(
         FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS)),
         cfg,
