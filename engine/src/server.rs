@@ -1201,34 +1201,8 @@ impl Server {
             return self.major_compact(table, t);
         }
         let inputs: Vec<Arc<Sst>> = in_group.into_iter().take(take).collect();
-        let schema = table.schema();
-        let iters: Vec<Box<dyn InternalIterator>> = inputs
-            .iter()
-            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
-            .collect();
-        let (lo, hi) = t.key_bounds();
-        let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
-        let mut filter =
-            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
-        let new_number = || self.new_output_number();
-        let outputs = write_outputs(
-            &self.output_ctx(&new_number),
-            &Router::fixed(&schema, group),
-            || filter.next_entry(),
-        )?;
-        self.install(
-            table,
-            t,
-            &inputs,
-            outputs,
-            t.flushed_seq.load(Ordering::Acquire),
-            |cur, files| TabletVersion {
-                files_version: next_files_version(),
-                mem: cur.mem.clone(),
-                imm: cur.imm.clone(),
-                files,
-            },
-        )?;
+        let router = Router::fixed(&table.schema(), group);
+        self.rewrite_files(table, t, &inputs, false, &router)?;
         self.counters.merges.fetch_add(1, Ordering::Relaxed);
         Ok(())
     }
@@ -1241,8 +1215,23 @@ impl Server {
         if v.files.is_empty() {
             return Ok(());
         }
-        let inputs = v.files.clone();
-        let schema = table.schema();
+        let router = Router::by_schema(&table.schema());
+        self.rewrite_files(table, t, &v.files, true, &router)?;
+        self.counters.majors.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Merges `inputs` (clipped to the tablet's range, filtered as a major or
+    /// a merging compaction) into new SSTables routed by `router`, and
+    /// installs them in their place.
+    fn rewrite_files(
+        &self,
+        table: &TableState,
+        t: &Tablet,
+        inputs: &[Arc<Sst>],
+        major: bool,
+        router: &Router,
+    ) -> Result<()> {
         let iters: Vec<Box<dyn InternalIterator>> = inputs
             .iter()
             .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
@@ -1250,17 +1239,15 @@ impl Server {
         let (lo, hi) = t.key_bounds();
         let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
         let mut filter =
-            CompactionFilter::new(Box::new(clipped), true, schema.clone(), now_micros())?;
+            CompactionFilter::new(Box::new(clipped), major, table.schema(), now_micros())?;
         let new_number = || self.new_output_number();
-        let outputs = write_outputs(
-            &self.output_ctx(&new_number),
-            &Router::by_schema(&schema),
-            || filter.next_entry(),
-        )?;
+        let outputs = write_outputs(&self.output_ctx(&new_number), router, || {
+            filter.next_entry()
+        })?;
         self.install(
             table,
             t,
-            &inputs,
+            inputs,
             outputs,
             t.flushed_seq.load(Ordering::Acquire),
             |cur, files| TabletVersion {
@@ -1269,9 +1256,7 @@ impl Server {
                 imm: cur.imm.clone(),
                 files,
             },
-        )?;
-        self.counters.majors.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        )
     }
 
     /// Splits a tablet at the middle of its largest SSTable. The caller holds
