@@ -160,10 +160,16 @@ pub fn row_start(row: &[u8]) -> Vec<u8> {
 
 /// The smallest key strictly after every key of `row` (for exclusive bounds and skipping).
 pub fn row_end(row: &[u8]) -> Vec<u8> {
-    // esc(row) ends in 00 01; every key of the row continues with 00 01 <more>,
-    // so replacing the final 01 by 02 gives a key above them all and below the
-    // next row (whose escaped form differs before that point or is longer).
-    let mut v = row_prefix(row);
+    prefix_end(&row_prefix(row))
+}
+
+/// The smallest key after every key that starts with the escaped prefix
+/// `enc` (which ends in the terminator `00 01`). Every such key continues with
+/// `00 01 <more>`, so replacing the final 01 by 02 gives a key above them all
+/// and below the next prefix (whose escaped form differs before that point or
+/// is longer).
+pub fn prefix_end(enc: &[u8]) -> Vec<u8> {
+    let mut v = enc.to_vec();
     if let Some(last) = v.last_mut() {
         *last = 0x02;
     }
@@ -172,11 +178,7 @@ pub fn row_end(row: &[u8]) -> Vec<u8> {
 
 /// The smallest key strictly after every key of one column.
 pub fn column_end(row: &[u8], family: &[u8], qualifier: &[u8]) -> Vec<u8> {
-    let mut v = column_prefix(row, family, qualifier);
-    if let Some(last) = v.last_mut() {
-        *last = 0x02;
-    }
-    v
+    prefix_end(&column_prefix(row, family, qualifier))
 }
 
 /// A decoded view of an internal key.

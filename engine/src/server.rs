@@ -30,6 +30,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const ROW_LOCK_STRIPES: usize = 1024;
+/// Rows up to this size (of SSTable entries) are kept whole in the scan cache.
+const SCAN_CACHE_ROW_BYTES: usize = 64 << 10;
 /// Writers wait while a tablet has this many memtables waiting to be written out.
 const MAX_IMMUTABLE: usize = 4;
 
@@ -830,18 +832,29 @@ impl Server {
             sources.extend(iters);
             return Ok(sources);
         }
+        // Small rows are read once into the scan cache; a wide row is read
+        // straight from its SSTables (copying it whole would cost more than
+        // the cache saves).
         let mut merged = MergingIterator::new(iters);
         let end = key::row_end(row);
         merged.seek(&key::row_start(row))?;
         let mut entries = Vec::new();
+        let mut bytes = 0;
         while merged.valid() && merged.key() < end.as_slice() {
+            if bytes > SCAN_CACHE_ROW_BYTES {
+                for f in select_files(&v.files, families, schema) {
+                    if f.table.may_contain_row(row) {
+                        sources.push(Box::new(f.table.iter()));
+                    }
+                }
+                return Ok(sources);
+            }
+            bytes += merged.key().len() + merged.value().len();
             entries.push((merged.key().to_vec(), merged.value().to_vec()));
             merged.next()?;
         }
         let entries = Arc::new(entries);
-        if column.is_none() {
-            self.scan_cache.insert(cache_id, row, entries.clone());
-        }
+        self.scan_cache.insert(cache_id, row, entries.clone());
         sources.push(Box::new(VecIterator::new(entries)));
         Ok(sources)
     }
@@ -1134,11 +1147,11 @@ impl Server {
         for name in names {
             match sst_number(&name) {
                 Some(n) if live.contains(&n) || in_flight.contains(&n) => {}
-                _ => {
-                    if let Err(e) = self.store.delete(&name) {
-                        log::warn!("could not delete unused {name}: {e}");
-                    }
-                }
+                _ => match self.store.delete(&name) {
+                    // Another sweep got there first.
+                    Ok(()) | Err(gfs::Error::NotFound(_)) => {}
+                    Err(e) => log::warn!("could not delete unused {name}: {e}"),
+                },
             }
         }
         Ok(())

@@ -36,7 +36,7 @@ impl<'a> EntryKey<'a> {
     pub fn parse(key: &'a [u8]) -> Result<EntryKey<'a>> {
         let bad = || Error::corruption(format!("malformed internal key {:02x?}", trunc(key)));
         let p = key::split(key).ok_or_else(bad)?;
-        let fam_len = escaped_len(&p.column_enc[p.row_enc.len()..]).ok_or_else(bad)?;
+        let fam_len = p.family_enc.len();
         Ok(EntryKey {
             row_enc: p.row_enc,
             family_prefix: &p.column_enc[..p.row_enc.len() + fam_len],
@@ -83,28 +83,7 @@ fn trunc(key: &[u8]) -> &[u8] {
     &key[..key.len().min(64)]
 }
 
-/// Length of the escaped component at the front of `buf` (terminator included).
-fn escaped_len(buf: &[u8]) -> Option<usize> {
-    let mut i = 0;
-    loop {
-        let pos = i + buf.get(i..)?.iter().position(|&b| b == 0)?;
-        match *buf.get(pos + 1)? {
-            0xFF => i = pos + 2,
-            0x01 => return Some(pos + 2),
-            _ => return None,
-        }
-    }
-}
-
-/// The smallest key after every key starting with the escaped prefix `enc`
-/// (which ends in the terminator `00 01`): the same trick as [`key::row_end`].
-pub fn prefix_end(enc: &[u8]) -> Vec<u8> {
-    let mut v = enc.to_vec();
-    if let Some(last) = v.last_mut() {
-        *last = 0x02;
-    }
-    v
-}
+pub use crate::key::prefix_end;
 
 /// How an entry's position relates to the previous entry's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

@@ -249,6 +249,25 @@ impl Fs {
         )
     }
 
+    /// While an open handle holds uncommitted changes to a file, the file's
+    /// size is that handle's (it is what the kernel has seen written): a
+    /// committed size here would shrink the kernel's view under the writer.
+    fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
+        if !node.view().is_some_and(|v| v.is_now()) {
+            return None;
+        }
+        let size = self.writer_size(node)?;
+        Some(self.make_attr(
+            node.ino(),
+            FileType::RegularFile,
+            fam.mode & 0o666,
+            fam.owner,
+            fam.group,
+            size,
+            SystemTime::now(),
+        ))
+    }
+
     /// Fresh attributes of any node; ENOENT if it no longer exists.
     pub fn node_attr(&self, node: &Node) -> FsResult<FileAttr> {
         let ino = node.ino();
@@ -359,6 +378,9 @@ impl Fs {
                 qualifier,
             } => {
                 let f = self.family_schema(table, family)?;
+                if let Some(a) = self.writer_attr(node, &f) {
+                    return Ok(a);
+                }
                 match self.newest(table, *view, row, family, qualifier)? {
                     Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
                     None if view.is_now()
@@ -378,6 +400,9 @@ impl Fs {
                 ts,
             } => {
                 let f = self.family_schema(table, family)?;
+                if let Some(a) = self.writer_attr(node, &f) {
+                    return Ok(a);
+                }
                 match self.version(table, *view, row, family, qualifier, *ts)? {
                     Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
                     None => Err(Errno::ENOENT),

@@ -20,11 +20,16 @@ type Touched = (Vec<u8>, Option<String>, Option<Vec<u8>>);
 const MAX_SCHEMA_TEXT: usize = 1 << 20;
 
 /// What `open`/`create` tell the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Opened {
     pub fh: u64,
     /// Bypass the page cache (generated files, or cached attributes are stale).
     pub direct_io: bool,
+    /// Keep the page cache: the kernel's attributes show this very version,
+    /// so pages it cached from it are still good (no READ at all).
+    pub keep_cache: bool,
+    /// Nothing to do at close (read-only): the kernel need not send FLUSH.
+    pub noflush: bool,
 }
 
 /// The attribute changes of a `setattr`.
@@ -62,6 +67,14 @@ impl Fs {
 
     /// FUSE `open`.
     pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
+        let mut o = self.open_handle(caller, ino, flags)?;
+        if !acc_writable(flags) {
+            o.noflush = true;
+        }
+        Ok(o)
+    }
+
+    fn open_handle(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
         let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
         let writable = acc_writable(flags);
         let what = format!("open {node}");
@@ -119,6 +132,7 @@ impl Fs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    ..Default::default()
                 })
             }
             Node::Mutate(t) => {
@@ -134,6 +148,7 @@ impl Fs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    ..Default::default()
                 })
             }
             Node::Scan { table, query } => {
@@ -183,6 +198,7 @@ impl Fs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    ..Default::default()
                 })
             }
             Node::Status(f) => {
@@ -192,6 +208,7 @@ impl Fs {
                 Ok(Opened {
                     fh,
                     direct_io: true,
+                    ..Default::default()
                 })
             }
             n if n.is_dir() => Err(Errno::EISDIR),
@@ -210,13 +227,14 @@ impl Fs {
     ) -> Opened {
         let ino = node.ino();
         let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value, c.timestamp));
-        // If the kernel's cached size or time is not this value's, its page
-        // cache and size are stale: read around them for this open.
-        let direct = self.inodes.reported(ino) != Some((value.len() as u64, ts));
+        // Cells bypass the page cache: a writer's unclosed bytes (and an
+        // O_TRUNC open) would otherwise land in pages that concurrent readers
+        // share, and readers must only ever see committed values.
+        let direct = true;
         let truncated = trunc && writable;
         let data = if truncated { Vec::new() } else { value };
         let dirty = truncated && (ts != 0 || !data.is_empty());
-        let fh = self.handles.insert(Handle::Cell(CellHandle {
+        let handle = Handle::Cell(CellHandle {
             node: node.clone(),
             writable,
             append_mode: append && writable,
@@ -229,10 +247,16 @@ impl Fs {
             direct,
             failed: None,
             created_as: None,
-        }));
+        });
+        let fh = if writable {
+            self.handles.insert_writer(handle, ino)
+        } else {
+            self.handles.insert(handle)
+        };
         Opened {
             fh,
             direct_io: direct,
+            ..Default::default()
         }
     }
 
@@ -369,23 +393,27 @@ impl Fs {
                 if matches!(node, Node::Cell { .. }) {
                     self.pending.add_cell(&table, &row, &family, &qualifier);
                 }
-                let fh = self.handles.insert(Handle::Cell(CellHandle {
-                    node: node.clone(),
-                    writable: true,
-                    append_mode: flags & libc::O_APPEND != 0,
-                    base_len: 0,
-                    append_only: false,
-                    data: Vec::new(),
-                    dirty: true,
-                    wrote: false,
-                    created: matches!(node, Node::Cell { .. }),
-                    created_as: Some(((*p).clone(), name.to_vec())),
-                    direct: false,
-                    failed: None,
-                }));
+                let fh = self.handles.insert_writer(
+                    Handle::Cell(CellHandle {
+                        node: node.clone(),
+                        writable: true,
+                        append_mode: flags & libc::O_APPEND != 0,
+                        base_len: 0,
+                        append_only: false,
+                        data: Vec::new(),
+                        dirty: true,
+                        wrote: false,
+                        created: matches!(node, Node::Cell { .. }),
+                        created_as: Some(((*p).clone(), name.to_vec())),
+                        direct: true,
+                        failed: None,
+                    }),
+                    ino,
+                );
                 Opened {
                     fh,
-                    direct_io: false,
+                    direct_io: true,
+                    ..Default::default()
                 }
             }
         };
@@ -477,6 +505,25 @@ impl Fs {
             Handle::Dir(_) => return Err(Errno::EISDIR),
         }
         u32::try_from(data.len()).map_err(|_| Errno::EINVAL)
+    }
+
+    /// FUSE `copy_file_range` (cp, mv across rows): a read from one handle
+    /// and a write to the other, without the data crossing to the caller.
+    pub fn copy_file_range(
+        &self,
+        fh_in: u64,
+        off_in: u64,
+        fh_out: u64,
+        off_out: u64,
+        len: u64,
+    ) -> FsResult<u32> {
+        let len =
+            u32::try_from(len.min(crate::fuse::MAX_WRITE as u64)).unwrap_or(crate::fuse::MAX_WRITE);
+        let data = self.read(fh_in, off_in, len)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.write(fh_out, off_out, &data)
     }
 
     // ---- close / fsync ----
@@ -652,7 +699,19 @@ impl Fs {
             self.pending.drop_cell(table, row, family, qualifier);
         }
         self.pending.data_written(table, row, family);
-        self.invalidate(&c.node);
+        if c.append_only || ts.is_some() {
+            // What the store holds may differ from what the kernel cached
+            // (concurrent appends merged; a version behind the newest).
+            self.invalidate(&c.node);
+        } else if let Ok(Some(cur)) = self.store.read_cell(table, row, family, qualifier) {
+            // The kernel's pages and size came from this handle's writes and
+            // are exactly the committed value: keep them, and remember the
+            // version so that the next open may use them.
+            if cur.value.len() == c.data.len() {
+                self.inodes
+                    .set_reported(c.node.ino(), cur.value.len() as u64, cur.timestamp);
+            }
+        }
         if ts.is_some() {
             // The newest value may have changed too.
             self.invalidate(&Node::Cell {
@@ -756,6 +815,23 @@ impl Fs {
                     engine::MAX_ROW_KEY
                 ),
             ));
+        }
+        if let Op::Set { qualifier, .. }
+        | Op::Delete { qualifier, .. }
+        | Op::Increment { qualifier, .. }
+        | Op::Append { qualifier, .. }
+        | Op::Guard { qualifier, .. } = op
+        {
+            if qualifier.len() > engine::MAX_QUALIFIER {
+                return Err((
+                    Errno::ENAMETOOLONG,
+                    format!(
+                        "qualifier is {} bytes; the limit is {}",
+                        qualifier.len(),
+                        engine::MAX_QUALIFIER
+                    ),
+                ));
+            }
         }
         if let Op::Set { value, .. } | Op::Append { value, .. } = op {
             if value.len() > self.opts.max_value_size {
@@ -1128,11 +1204,14 @@ impl Fs {
     /// Attributes of an open file as its handle sees it.
     pub(crate) fn handle_attr(&self, fh: u64, node: &Node) -> Option<FileAttr> {
         let h = self.handles.get(fh)?;
-        let g = h.lock();
-        let Handle::Cell(c) = &*g else { return None };
-        if c.node != *node {
-            return None;
-        }
+        let (len, dirty) = {
+            let g = h.lock();
+            let Handle::Cell(c) = &*g else { return None };
+            if c.node != *node {
+                return None;
+            }
+            (c.data.len() as u64, c.dirty)
+        };
         let fam = self.family_schema(node.table()?, node.family()?).ok()?;
         let mut a = self.make_attr(
             node.ino(),
@@ -1140,17 +1219,31 @@ impl Fs {
             fam.mode & 0o666,
             fam.owner,
             fam.group,
-            c.data.len() as u64,
+            len,
             std::time::SystemTime::now(),
         );
-        if let Ok(cur) = self.node_attr(node) {
-            if !c.dirty {
+        if !dirty {
+            if let Ok(cur) = self.node_attr(node) {
                 a.mtime = cur.mtime;
                 a.ctime = cur.ctime;
                 a.atime = cur.atime;
             }
         }
         Some(a)
+    }
+
+    /// The size of a file as an open writer of it sees it (the kernel's
+    /// view while it is written), if one has uncommitted changes.
+    pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
+        self.handles
+            .writers_of(node.ino())
+            .into_iter()
+            .find_map(|h| match &*h.lock() {
+                Handle::Cell(c) if c.node == *node && (c.dirty || c.created) => {
+                    Some(c.data.len() as u64)
+                }
+                _ => None,
+            })
     }
 
     /// FUSE `setattr`: chmod/chown of tables and families, truncation of

@@ -27,11 +27,23 @@ pub const MAX_WRITE: u32 = 1 << 20;
 /// A mounted [`Fs`].
 pub struct FuseFs {
     fs: Arc<Fs>,
+    commits: crate::pool::Pool,
 }
+
+/// Workers for commits (see `pool.rs`): enough for many concurrent closes.
+pub const COMMIT_WORKERS: usize = 32;
 
 impl FuseFs {
     pub fn new(fs: Arc<Fs>) -> FuseFs {
-        FuseFs { fs }
+        FuseFs::with_commit_workers(fs, COMMIT_WORKERS)
+    }
+
+    /// With `n` commit workers; 0 commits on the FUSE thread that got the request.
+    pub fn with_commit_workers(fs: Arc<Fs>, n: usize) -> FuseFs {
+        FuseFs {
+            fs,
+            commits: crate::pool::Pool::new(n),
+        }
     }
 }
 
@@ -60,12 +72,18 @@ fn lock_fopen(o: &LockOpened) -> FopenFlags {
     f
 }
 
-fn fopen(direct: bool) -> FopenFlags {
-    if direct {
-        FopenFlags::FOPEN_DIRECT_IO
-    } else {
-        FopenFlags::empty()
+fn fopen(o: &crate::files::Opened) -> FopenFlags {
+    let mut f = FopenFlags::empty();
+    if o.direct_io {
+        f |= FopenFlags::FOPEN_DIRECT_IO;
     }
+    if o.keep_cache {
+        f |= FopenFlags::FOPEN_KEEP_CACHE;
+    }
+    if o.noflush {
+        f |= FopenFlags::FOPEN_NOFLUSH;
+    }
+    f
 }
 
 impl Filesystem for FuseFs {
@@ -77,6 +95,9 @@ impl Filesystem for FuseFs {
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_BIG_WRITES,
             InitFlags::FUSE_MAX_PAGES,
+            // We keep no setuid bits or capabilities: spare the kernel the
+            // security.capability lookup it makes before every write.
+            InitFlags::FUSE_HANDLE_KILLPRIV_V2,
             // lockdir hook: flock(2) and fcntl locks come to the daemon.
             InitFlags::FUSE_POSIX_LOCKS,
             InitFlags::FUSE_FLOCK_LOCKS,
@@ -275,7 +296,7 @@ impl Filesystem for FuseFs {
                 };
             }
             match self.fs.open(&caller(req), ino.0, flags.0) {
-                Ok(o) => reply.opened(FileHandle(o.fh), fopen(o.direct_io)),
+                Ok(o) => reply.opened(FileHandle(o.fh), fopen(&o)),
                 Err(e) => reply.error(e),
             }
         })
@@ -316,13 +337,9 @@ impl Filesystem for FuseFs {
                 .fs
                 .create(&caller(req), parent.0, name.as_bytes(), flags)
             {
-                Ok((e, o)) => reply.created(
-                    &e.ttl,
-                    &e.attr,
-                    Generation(0),
-                    FileHandle(o.fh),
-                    fopen(o.direct_io),
-                ),
+                Ok((e, o)) => {
+                    reply.created(&e.ttl, &e.attr, Generation(0), FileHandle(o.fh), fopen(&o))
+                }
                 Err(e) => reply.error(e),
             }
         })
@@ -407,12 +424,15 @@ impl Filesystem for FuseFs {
         }
         // A close releases the closing process's fcntl locks.
         self.fs.locks_flush(ino.0, lock_owner.0);
-        guard("flush", || match self.fs.flush(fh.0) {
-            Ok(()) => {
-                self.fs.settle();
-                reply.ok()
-            }
-            Err(e) => reply.error(e),
+        let fs = self.fs.clone();
+        self.commits.run(move || {
+            guard("flush", || match fs.flush(fh.0) {
+                Ok(()) => {
+                    fs.settle();
+                    reply.ok()
+                }
+                Err(e) => reply.error(e),
+            })
         })
     }
 
@@ -436,9 +456,12 @@ impl Filesystem for FuseFs {
         }
         // The last close of a description releases its flock.
         self.fs.locks_release(ino.0, lock_owner.map(|o| o.0));
-        guard("release", || match self.fs.release(fh.0) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+        let fs = self.fs.clone();
+        self.commits.run(move || {
+            guard("release", || match fs.release(fh.0) {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            })
         })
     }
 
@@ -456,12 +479,15 @@ impl Filesystem for FuseFs {
                 Err(e) => reply.error(e),
             });
         }
-        guard("fsync", || match self.fs.fsync(fh.0) {
-            Ok(()) => {
-                self.fs.settle();
-                reply.ok()
-            }
-            Err(e) => reply.error(e),
+        let fs = self.fs.clone();
+        self.commits.run(move || {
+            guard("fsync", || match fs.fsync(fh.0) {
+                Ok(()) => {
+                    fs.settle();
+                    reply.ok()
+                }
+                Err(e) => reply.error(e),
+            })
         })
     }
 
@@ -561,9 +587,36 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        guard("fsyncdir", || match self.fs.sync() {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
+        let fs = self.fs.clone();
+        self.commits.run(move || {
+            guard("fsyncdir", || match fs.sync() {
+                Ok(()) => reply.ok(),
+                Err(e) => reply.error(e),
+            })
+        })
+    }
+
+    fn copy_file_range(
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: fuser::CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        guard("copy_file_range", || {
+            match self
+                .fs
+                .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
+            {
+                Ok(n) => reply.written(n),
+                Err(e) => reply.error(e),
+            }
         })
     }
 

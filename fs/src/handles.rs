@@ -105,10 +105,17 @@ pub enum Handle {
     Dir(DirHandle),
 }
 
+/// Writable handles: inode → handles, and handle → inode.
+#[derive(Default)]
+struct Writers(HashMap<u64, Vec<u64>>, HashMap<u64, u64>);
+
 /// The table of open handles.
 #[derive(Default)]
 pub struct Handles {
     map: Mutex<HashMap<u64, Arc<Mutex<Handle>>>>,
+    /// Writable cell handles by the inode number of their node, and back:
+    /// while a file is being written, its size is the writer's.
+    writers: Mutex<Writers>,
     next: AtomicU64,
 }
 
@@ -119,11 +126,37 @@ impl Handles {
         fh
     }
 
+    /// Inserts a writable cell handle on the node with inode number `ino`.
+    pub fn insert_writer(&self, h: Handle, ino: u64) -> u64 {
+        let fh = self.insert(h);
+        let mut w = self.writers.lock();
+        w.0.entry(ino).or_default().push(fh);
+        w.1.insert(fh, ino);
+        fh
+    }
+
+    /// The writable handles open on the node with inode number `ino`.
+    pub fn writers_of(&self, ino: u64) -> Vec<Arc<Mutex<Handle>>> {
+        let fhs = self.writers.lock().0.get(&ino).cloned().unwrap_or_default();
+        let map = self.map.lock();
+        fhs.iter().filter_map(|fh| map.get(fh).cloned()).collect()
+    }
+
     pub fn get(&self, fh: u64) -> Option<Arc<Mutex<Handle>>> {
         self.map.lock().get(&fh).cloned()
     }
 
     pub fn remove(&self, fh: u64) -> Option<Arc<Mutex<Handle>>> {
+        let mut w = self.writers.lock();
+        if let Some(ino) = w.1.remove(&fh) {
+            if let Some(v) = w.0.get_mut(&ino) {
+                v.retain(|&f| f != fh);
+                if v.is_empty() {
+                    w.0.remove(&ino);
+                }
+            }
+        }
+        drop(w);
         self.map.lock().remove(&fh)
     }
 
@@ -148,6 +181,17 @@ impl Handles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn writers_are_indexed_by_inode() {
+        let h = Handles::default();
+        let a = h.insert_writer(Handle::Content(b"a".to_vec()), 7);
+        let _b = h.insert_writer(Handle::Content(b"b".to_vec()), 7);
+        assert_eq!(h.writers_of(7).len(), 2);
+        h.remove(a);
+        assert_eq!(h.writers_of(7).len(), 1);
+        assert!(h.writers_of(8).is_empty());
+    }
 
     #[test]
     fn handles_are_distinct_and_removable() {

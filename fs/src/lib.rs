@@ -23,6 +23,7 @@ pub mod notify;
 pub mod output;
 pub mod pending;
 pub mod perms;
+mod pool;
 pub mod query;
 pub mod schema_file;
 mod status;
@@ -34,7 +35,7 @@ pub mod mock;
 mod tests;
 
 pub use crate::core::{Entry, Fs, FsOptions, FsResult};
-pub use crate::fuse::{FuseFs, MAX_WRITE};
+pub use crate::fuse::{FuseFs, COMMIT_WORKERS, MAX_WRITE};
 pub use crate::perms::Caller;
 pub use crate::status::Statfs;
 pub use crate::store::{RowStream, Store};

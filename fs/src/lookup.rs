@@ -205,26 +205,7 @@ impl Fs {
         if let Some(attr) = fh.and_then(|fh| self.handle_attr(fh, &node)) {
             return Ok((attr, self.attr_ttl(&node)));
         }
-        match self.node_attr(&node) {
-            Ok(a) => Ok((a, self.attr_ttl(&node))),
-            // A file created and not committed yet exists for its opener.
-            Err(Errno::ENOENT) => match self.created_attr(&node) {
-                Some(a) => Ok((a, self.attr_ttl(&node))),
-                None => Err(Errno::ENOENT),
-            },
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Attributes of a cell or version that an open handle is creating.
-    fn created_attr(&self, node: &Node) -> Option<FileAttr> {
-        if !matches!(node, Node::Cell { .. } | Node::Version { .. }) {
-            return None;
-        }
-        self.handles
-            .all()
-            .into_iter()
-            .find_map(|(fh, _)| self.handle_attr(fh, node))
+        Ok((self.node_attr(&node)?, self.attr_ttl(&node)))
     }
 }
 

@@ -79,32 +79,8 @@ fn min_end(a: Bound<Vec<u8>>, b: Bound<Vec<u8>>) -> Bound<Vec<u8>> {
     }
 }
 
-/// Compiles a column regex the way the engine does: bytes, Unicode off, `.`
-/// matching any byte, anchored at both ends.
-pub fn compile_column_regex(pattern: &str) -> Result<regex::bytes::Regex, regex::Error> {
-    let build = |p: &str| {
-        regex::bytes::RegexBuilder::new(p)
-            .unicode(false)
-            .dot_matches_new_line(true)
-            .build()
-    };
-    build(pattern)?;
-    build(&format!(r"\A(?:{pattern})\z"))
-}
-
-/// A regex matching exactly one column.
-pub fn exact_column_regex(family: &str, qualifier: &[u8]) -> String {
-    let mut p = regex::escape(family);
-    p.push(':');
-    for &b in qualifier {
-        if b.is_ascii_alphanumeric() {
-            p.push(b as char);
-        } else {
-            p.push_str(&format!(r"\x{b:02x}"));
-        }
-    }
-    p
-}
+// The column regex rules are the engine's, defined in one place.
+pub use engine::read::{compile_column_regex, exact_column_regex};
 
 /// Parses a query filename.
 pub fn parse(name: &[u8]) -> Result<Query, String> {

@@ -718,3 +718,31 @@ fn large_values_in_large_writes() {
     t.fs.release(o.fh).unwrap();
     assert_eq!(t.get("/t/r/f/big").unwrap(), data);
 }
+
+#[test]
+fn a_file_being_written_shows_the_writers_size() {
+    // mv across rows: create, copy_file_range, fchmod (no handle), close.
+    let t = T::new();
+    t.mutate("set a f:x hello\n").unwrap();
+    t.mkdir("/t/b").unwrap();
+    t.mkdir("/t/b/f").unwrap();
+    let src = t.ino("/t/a/f/x").unwrap();
+    let fin = t.fs.open(&t.root, src, libc::O_RDONLY).unwrap().fh;
+    let dir = t.ino("/t/b/f").unwrap();
+    let (e, o) =
+        t.fs.create(&t.root, dir, b"x", WR | libc::O_CREAT | libc::O_EXCL)
+            .unwrap();
+    assert_eq!(t.fs.copy_file_range(fin, 0, o.fh, 0, 1 << 30).unwrap(), 5);
+    let ino = e.attr.ino.0;
+    let chmod = SetAttr {
+        mode: Some(0o644),
+        ..Default::default()
+    };
+    assert_eq!(t.fs.setattr(&t.root, ino, None, chmod).unwrap().0.size, 5);
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
+    t.fs.flush(o.fh).unwrap();
+    t.fs.release(o.fh).unwrap();
+    t.fs.release(fin).unwrap();
+    assert_eq!(t.get("/t/b/f/x").unwrap(), b"hello");
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
+}

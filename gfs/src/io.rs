@@ -83,6 +83,87 @@ impl Counters {
     }
 }
 
+/// One read of a batch: `len` bytes at `offset` of `file`.
+pub(crate) struct ReadReq<'a> {
+    pub(crate) file: &'a File,
+    pub(crate) offset: u64,
+    pub(crate) len: usize,
+}
+
+/// One request of a [`Chain`].
+pub(crate) enum Step<'a> {
+    /// Writes `bufs` back to back at `offset`.
+    Write {
+        file: &'a File,
+        offset: u64,
+        bufs: Vec<&'a [u8]>,
+    },
+    /// fdatasync (`data_only`) or fsync.
+    Sync { file: &'a File, data_only: bool },
+}
+
+/// Requests that run in order, each only if the one before it succeeded.
+#[derive(Default)]
+pub(crate) struct Chain<'a> {
+    pub(crate) steps: Vec<Step<'a>>,
+}
+
+impl<'a> Chain<'a> {
+    pub(crate) fn new() -> Self {
+        Chain { steps: Vec::new() }
+    }
+
+    /// Adds a write of `bufs` at `offset`, split into requests the kernel
+    /// takes whole (at most [`MAX_IOV`] buffers and [`MAX_RW`] bytes each).
+    pub(crate) fn write(
+        &mut self,
+        file: &'a File,
+        mut offset: u64,
+        bufs: &[&'a [u8]],
+    ) -> &mut Self {
+        let mut cur: Vec<&'a [u8]> = Vec::new();
+        let mut bytes = 0usize;
+        for b in bufs {
+            let mut rest: &'a [u8] = b;
+            while !rest.is_empty() {
+                if cur.len() == MAX_IOV || bytes == MAX_RW {
+                    let n = bytes as u64;
+                    self.steps.push(Step::Write {
+                        file,
+                        offset,
+                        bufs: std::mem::take(&mut cur),
+                    });
+                    offset += n;
+                    bytes = 0;
+                }
+                let take = rest.len().min(MAX_RW - bytes);
+                cur.push(&rest[..take]);
+                bytes += take;
+                rest = &rest[take..];
+            }
+        }
+        if !cur.is_empty() {
+            self.steps.push(Step::Write {
+                file,
+                offset,
+                bufs: cur,
+            });
+        }
+        self
+    }
+
+    /// Adds an fdatasync (`data_only`) or fsync of `file`.
+    pub(crate) fn sync(&mut self, file: &'a File, data_only: bool) -> &mut Self {
+        self.steps.push(Step::Sync { file, data_only });
+        self
+    }
+}
+
+/// Most buffers in one write request (UIO_MAXIOV).
+const MAX_IOV: usize = 1024;
+/// Most bytes in one write request (the kernel caps a transfer near 2 GiB).
+const MAX_RW: usize = 1 << 30;
+
 /// Warn once per process when a thread cannot get a ring; repeating it per
 /// operation would flood the log while the fallback keeps working.
 static RING_WARNED: AtomicBool = AtomicBool::new(false);
@@ -171,6 +252,47 @@ impl Io {
         Ok(())
     }
 
+    /// Reads every request (files may differ) in one batch where possible;
+    /// each gets its own result. A buffer is short only at end of file.
+    pub(crate) fn read_multi(&self, reqs: &[ReadReq<'_>]) -> Vec<io::Result<Vec<u8>>> {
+        if self.mode == IoMode::Uring {
+            match uring::with_ring(|r| r.read_multi(reqs, &self.counters)) {
+                Ok(res) => return res,
+                Err(e) => self.warn_no_ring(&e),
+            }
+        }
+        reqs.iter()
+            .map(|r| {
+                self.counters.syscall();
+                sysio::read(r.file, r.offset, r.len)
+            })
+            .collect()
+    }
+
+    /// Runs independent chains of writes and syncs, all in one submission
+    /// where possible; each chain gets its own result.
+    pub(crate) fn run_chains(&self, chains: &[Chain<'_>]) -> Vec<io::Result<()>> {
+        if self.mode == IoMode::Uring {
+            match uring::with_ring(|r| r.run_chains(chains, &self.counters)) {
+                Ok(res) => return res,
+                Err(e) => self.warn_no_ring(&e),
+            }
+        }
+        chains
+            .iter()
+            .map(|chain| {
+                for step in &chain.steps {
+                    self.counters.syscall();
+                    match step {
+                        Step::Write { file, offset, bufs } => sysio::write(file, *offset, bufs)?,
+                        Step::Sync { file, data_only } => sysio::sync(file, *data_only)?,
+                    }
+                }
+                Ok(())
+            })
+            .collect()
+    }
+
     /// fdatasync (`data_only`) or fsync; the latter also works on directories.
     pub(crate) fn sync(&self, file: &File, data_only: bool) -> io::Result<()> {
         if self.mode == IoMode::Uring {
@@ -204,6 +326,81 @@ mod tests {
         let s = io.stats();
         assert_eq!(s.uring_ops, 0);
         assert_eq!(s.syscall_ops, 3);
+    }
+
+    #[test]
+    fn chains_and_multi_reads_in_both_modes() {
+        for mode in [IoMode::Uring, IoMode::Syscall] {
+            let io = Io::new(mode);
+            let (a, b) = (tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap());
+            let mut ca = Chain::new();
+            ca.write(&a, 0, &[b"hello", b"", b" world"]).sync(&a, true);
+            let mut cb = Chain::new();
+            cb.write(&b, 4, &[b"xyz"])
+                .write(&b, 0, &[b"abcd"])
+                .sync(&b, false);
+            let res = io.run_chains(&[ca, cb]);
+            assert!(res.iter().all(|r| r.is_ok()), "{res:?}");
+            let got = io.read_multi(&[
+                ReadReq {
+                    file: &a,
+                    offset: 6,
+                    len: 5,
+                },
+                ReadReq {
+                    file: &b,
+                    offset: 0,
+                    len: 7,
+                },
+                ReadReq {
+                    file: &b,
+                    offset: 5,
+                    len: 10,
+                },
+            ]);
+            let got: Vec<Vec<u8>> = got.into_iter().map(|r| r.unwrap()).collect();
+            assert_eq!(
+                got,
+                vec![b"world".to_vec(), b"abcdxyz".to_vec(), b"yz".to_vec()]
+            );
+        }
+    }
+
+    #[test]
+    fn a_failing_chain_does_not_fail_the_others() {
+        let io = Io::new(IoMode::Uring);
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("ro"), b"x").unwrap();
+        let ro = File::open(dir.path().join("ro")).unwrap();
+        let ok = tempfile::tempfile().unwrap();
+        let mut bad = Chain::new();
+        bad.write(&ro, 0, &[b"y"]).sync(&ro, true);
+        let mut good = Chain::new();
+        good.write(&ok, 0, &[b"fine"]).sync(&ok, true);
+        let res = io.run_chains(&[bad, good]);
+        assert_eq!(
+            res[0].as_ref().unwrap_err().raw_os_error(),
+            Some(libc::EBADF)
+        );
+        assert!(res[1].is_ok());
+        assert_eq!(io.read(&ok, &[(0, 4)]).unwrap()[0], b"fine");
+        if io.mode() == IoMode::Uring {
+            // Both chains went out in one submission.
+            assert_eq!(io.stats().uring_batches, 2);
+        }
+    }
+
+    #[test]
+    fn chain_write_splits_many_buffers() {
+        let f = tempfile::tempfile().unwrap();
+        let data: Vec<[u8; 1]> = (0..3000u32).map(|i| [(i % 256) as u8]).collect();
+        let bufs: Vec<&[u8]> = data.iter().map(|b| &b[..]).collect();
+        let mut c = Chain::new();
+        c.write(&f, 0, &bufs);
+        assert_eq!(c.steps.len(), 3);
+        let io = Io::new(IoMode::Uring);
+        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        assert_eq!(io.read(&f, &[(0, 3000)]).unwrap()[0], data.concat());
     }
 
     #[test]

@@ -7,9 +7,13 @@
 //! S3-compatible object store could implement later.
 //!
 //! [`LocalStore`] keeps each file as a file under one data directory and does
-//! all its I/O through io_uring.
+//! all its I/O through io_uring. [`Cluster`] is the GFS-like layer: a master
+//! and one chunkserver per data directory, files split into replicated,
+//! checksummed chunks; it is what the engine and the mount run on.
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+pub mod bench;
+mod cluster;
 mod error;
 mod io;
 mod local;
@@ -18,6 +22,9 @@ mod name;
 mod sysio;
 mod uring;
 
+pub use cluster::{
+    Cluster, ClusterHealth, ClusterOptions, Fault, ServerHealth, DEFAULT_CHUNK_SIZE,
+};
 pub use error::{Error, Result};
 pub use io::{IoMode, IoStats, ParseIoModeError};
 pub use local::LocalStore;

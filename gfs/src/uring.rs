@@ -16,7 +16,7 @@
 //! before it returns: buffers are borrowed, not handed over, which keeps the
 //! API synchronous and the memory safety argument local.
 
-use crate::io::Counters;
+use crate::io::{Chain, Counters, ReadReq, Step};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::cell::RefCell;
 use std::fs::File;
@@ -191,20 +191,47 @@ impl Ring {
         ranges: &[(u64, usize)],
         ctr: &Counters,
     ) -> io::Result<Vec<Vec<u8>>> {
-        for &(offset, len) in ranges {
-            if offset.checked_add(len as u64).is_none() {
-                return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        let reqs: Vec<ReadReq<'_>> = ranges
+            .iter()
+            .map(|&(offset, len)| ReadReq { file, offset, len })
+            .collect();
+        self.read_multi(&reqs, ctr).into_iter().collect()
+    }
+
+    /// Reads every request (each may name a different file) in as few
+    /// submissions as the ring size allows. Each request gets its own result,
+    /// so one failing file does not fail the others; a buffer comes back
+    /// shorter than asked only at end of file.
+    pub(crate) fn read_multi(
+        &mut self,
+        reqs: &[ReadReq<'_>],
+        ctr: &Counters,
+    ) -> Vec<io::Result<Vec<u8>>> {
+        let n = reqs.len();
+        let mut errs: Vec<Option<io::Error>> = (0..n).map(|_| None).collect();
+        for (i, r) in reqs.iter().enumerate() {
+            if r.offset.checked_add(r.len as u64).is_none() {
+                errs[i] = Some(io::Error::from_raw_os_error(libc::EINVAL));
             }
         }
-        let fd = types::Fd(file.as_raw_fd());
         let cap = self.cap;
-        let mut bufs: Vec<Vec<u8>> = ranges.iter().map(|&(_, len)| vec![0u8; len]).collect();
-        let mut filled = vec![0usize; ranges.len()];
-        let mut eof = vec![false; ranges.len()];
+        let mut bufs: Vec<Vec<u8>> = reqs
+            .iter()
+            .zip(&errs)
+            .map(|(r, e)| {
+                if e.is_some() {
+                    Vec::new()
+                } else {
+                    vec![0u8; r.len]
+                }
+            })
+            .collect();
+        let mut filled = vec![0usize; n];
+        let mut eof = vec![false; n];
         let mut again = 0;
         loop {
-            let pending: Vec<usize> = (0..ranges.len())
-                .filter(|&i| !eof[i] && filled[i] < bufs[i].len())
+            let pending: Vec<usize> = (0..n)
+                .filter(|&i| errs[i].is_none() && !eof[i] && filled[i] < bufs[i].len())
                 .collect();
             if pending.is_empty() {
                 break;
@@ -217,10 +244,14 @@ impl Ring {
                     .map(|(j, &i)| {
                         let rest = &mut bufs[i][filled[i]..];
                         let len = rest.len().min(MAX_RW) as u32;
-                        opcode::Read::new(fd, rest.as_mut_ptr(), len)
-                            .offset(ranges[i].0 + filled[i] as u64)
-                            .build()
-                            .user_data(j as u64)
+                        opcode::Read::new(
+                            types::Fd(reqs[i].file.as_raw_fd()),
+                            rest.as_mut_ptr(),
+                            len,
+                        )
+                        .offset(reqs[i].offset + filled[i] as u64)
+                        .build()
+                        .user_data(j as u64)
                     })
                     .collect();
                 let res = match self.run(&sqes, ctr) {
@@ -229,7 +260,11 @@ impl Ring {
                         if e.in_flight {
                             std::mem::forget(bufs);
                         }
-                        return Err(e.err);
+                        let kind = e.err.kind();
+                        let msg = e.err.to_string();
+                        return (0..n)
+                            .map(|_| Err(io::Error::new(kind, msg.clone())))
+                            .collect();
                     }
                 };
                 for (&i, &r) in chunk.iter().zip(&res) {
@@ -240,16 +275,169 @@ impl Ring {
                         eof[i] = true;
                         progress = true;
                     } else if !retryable(r) {
-                        return Err(io::Error::from_raw_os_error(-r));
+                        errs[i] = Some(io::Error::from_raw_os_error(-r));
+                        progress = true;
                     }
                 }
             }
-            no_progress_guard(progress, &mut again)?;
+            if let Err(e) = no_progress_guard(progress, &mut again) {
+                for i in pending {
+                    if errs[i].is_none() {
+                        errs[i] = Some(io::Error::new(e.kind(), e.to_string()));
+                    }
+                }
+                break;
+            }
         }
-        for (buf, n) in bufs.iter_mut().zip(filled) {
-            buf.truncate(n);
+        bufs.into_iter()
+            .zip(filled)
+            .zip(errs)
+            .map(|((mut buf, n), err)| match err {
+                Some(e) => Err(e),
+                None => {
+                    buf.truncate(n);
+                    Ok(buf)
+                }
+            })
+            .collect()
+    }
+
+    /// Runs independent chains of writes and syncs together: every chain's
+    /// requests are linked (in order; a failure cancels the rest of that
+    /// chain only) and as many chains as fit go out in one submission. This
+    /// is how one replicated append reaches all replicas, each with its own
+    /// linked fdatasync, in a single `io_uring_enter`. Short writes are
+    /// resumed; a failed fsync is never retried.
+    pub(crate) fn run_chains(
+        &mut self,
+        chains: &[Chain<'_>],
+        ctr: &Counters,
+    ) -> Vec<io::Result<()>> {
+        struct State {
+            pos: usize,
+            done: usize,
+            err: Option<io::Error>,
         }
-        Ok(bufs)
+        let mut st: Vec<State> = chains
+            .iter()
+            .map(|_| State {
+                pos: 0,
+                done: 0,
+                err: None,
+            })
+            .collect();
+        let cap = self.cap;
+        let mut again = 0;
+        loop {
+            let mut sqes: Vec<squeue::Entry> = Vec::new();
+            let mut iovs: Vec<Vec<libc::iovec>> = Vec::new();
+            // (chain, step, bytes expected) per entry.
+            let mut map: Vec<(usize, usize, usize)> = Vec::new();
+            for (c, chain) in chains.iter().enumerate() {
+                let s = &st[c];
+                if s.err.is_some() || s.pos >= chain.steps.len() || sqes.len() >= cap {
+                    continue;
+                }
+                let first = sqes.len();
+                for (k, step) in chain.steps.iter().enumerate().skip(s.pos) {
+                    if sqes.len() >= cap {
+                        break;
+                    }
+                    let skip = if k == s.pos { s.done } else { 0 };
+                    let (entry, want) = match step {
+                        Step::Write { file, offset, bufs } => {
+                            let iov = iovecs_after(bufs, skip);
+                            let want: usize = iov.iter().map(|v| v.iov_len).sum();
+                            let e = opcode::Writev::new(
+                                types::Fd(file.as_raw_fd()),
+                                iov.as_ptr(),
+                                iov.len() as u32,
+                            )
+                            .offset(offset + skip as u64)
+                            .build();
+                            iovs.push(iov);
+                            (e, want)
+                        }
+                        Step::Sync { file, data_only } => {
+                            let flags = if *data_only {
+                                types::FsyncFlags::DATASYNC
+                            } else {
+                                types::FsyncFlags::empty()
+                            };
+                            let e = opcode::Fsync::new(types::Fd(file.as_raw_fd()))
+                                .flags(flags)
+                                .build();
+                            (e, 0)
+                        }
+                    };
+                    sqes.push(entry.user_data(sqes.len() as u64));
+                    map.push((c, k, want));
+                }
+                // Link within this chain only: the last entry of a chain must
+                // not link to the next chain's first.
+                let last = sqes.len() - 1;
+                for e in &mut sqes[first..last] {
+                    *e = e.clone().flags(squeue::Flags::IO_LINK);
+                }
+            }
+            if sqes.is_empty() {
+                break;
+            }
+            let res = match self.run(&sqes, ctr) {
+                Ok(res) => res,
+                Err(e) => {
+                    if e.in_flight {
+                        std::mem::forget(iovs);
+                    }
+                    for s in st.iter_mut().filter(|s| s.err.is_none()) {
+                        s.err = Some(io::Error::new(e.err.kind(), e.err.to_string()));
+                    }
+                    break;
+                }
+            };
+            let mut progress = false;
+            // A chain stops being processed at its first incomplete result:
+            // everything after it in the chain was cancelled and is resubmitted.
+            let mut stopped = vec![false; chains.len()];
+            for (&(c, k, want), &r) in map.iter().zip(&res) {
+                if stopped[c] {
+                    continue;
+                }
+                let s = &mut st[c];
+                debug_assert_eq!(s.pos, k);
+                let is_sync = matches!(chains[c].steps[k], Step::Sync { .. });
+                if r < 0 {
+                    stopped[c] = true;
+                    if !retryable(r) {
+                        // A failed fsync is final too: the dirty pages may be gone.
+                        s.err = Some(io::Error::from_raw_os_error(-r));
+                        progress = true;
+                    }
+                    continue;
+                }
+                progress = true;
+                let n = r as usize;
+                if !is_sync && n < want {
+                    s.done += n;
+                    stopped[c] = true;
+                    continue;
+                }
+                s.pos += 1;
+                s.done = 0;
+            }
+            if let Err(e) = no_progress_guard(progress, &mut again) {
+                for s in st.iter_mut().filter(|s| s.err.is_none()) {
+                    s.err = Some(io::Error::new(e.kind(), e.to_string()));
+                }
+                break;
+            }
+        }
+        st.into_iter()
+            .map(|s| match s.err {
+                Some(e) => Err(e),
+                None => Ok(()),
+            })
+            .collect()
     }
 
     /// Writes all of `bufs` back to back at `offset`. With `sync`, an
@@ -416,6 +604,24 @@ fn no_progress_guard(progress: bool, again: &mut u32) -> io::Result<()> {
     }
     std::thread::yield_now();
     Ok(())
+}
+
+/// The iovecs of `bufs` with the first `skip` bytes left out.
+fn iovecs_after(bufs: &[&[u8]], mut skip: usize) -> Vec<libc::iovec> {
+    let mut out = Vec::with_capacity(bufs.len());
+    for b in bufs {
+        if skip >= b.len() {
+            skip -= b.len();
+            continue;
+        }
+        let rest = &b[skip..];
+        skip = 0;
+        out.push(libc::iovec {
+            iov_base: rest.as_ptr() as *mut libc::c_void,
+            iov_len: rest.len(),
+        });
+    }
+    out
 }
 
 /// Drops `n` written bytes from the front of `rest[*start..]`.

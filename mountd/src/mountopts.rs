@@ -12,13 +12,14 @@
 //! | option | meaning |
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
-//! | `threads=N` | FUSE worker threads (default: 2 × CPUs, at least 4) |
+//! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes in seconds (default 1) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
 //! | `compaction_threads=N` | background compaction threads |
+//! | `commit_workers=N` | threads that run commits at close/fsync (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
@@ -35,6 +36,7 @@ pub struct MountConfig {
     pub foreground: bool,
     pub allow_other: bool,
     pub threads: Option<usize>,
+    pub commit_workers: Option<usize>,
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
     pub log_level: log::LevelFilter,
@@ -52,6 +54,15 @@ pub struct MountConfig {
     pub nodev: bool,
     pub noexec: bool,
     pub noatime: bool,
+    /// Where the engine's files live: the replicated chunk cluster (default)
+    /// or one plain directory (`store=local`).
+    pub local_store: bool,
+    /// Chunkserver directories (`chunkservers=/disk1/cs:/disk2/cs`); default
+    /// DATA_DIR/chunkserver-0..2.
+    pub chunkservers: Vec<PathBuf>,
+    /// Replicas per chunk (0: one per chunkserver, at most 3).
+    pub replication: usize,
+    pub chunk_size: Option<u64>,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -64,6 +75,7 @@ impl MountConfig {
             foreground: false,
             allow_other: false,
             threads: None,
+            commit_workers: None,
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
             log_level: log::LevelFilter::Info,
@@ -81,6 +93,10 @@ impl MountConfig {
             nodev: true,
             noexec: false,
             noatime: false,
+            local_store: false,
+            chunkservers: Vec::new(),
+            replication: 0,
+            chunk_size: None,
             given: Vec::new(),
         }
     }
@@ -88,8 +104,11 @@ impl MountConfig {
     /// FUSE worker threads to run.
     pub fn thread_count(&self) -> usize {
         self.threads.unwrap_or_else(|| {
-            let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
-            (cpus * 2).max(4)
+            // Requests that wait (commits) go to a worker pool, so a few
+            // readers suffice; more only add thread hand-offs per request.
+            std::thread::available_parallelism()
+                .map_or(2, |n| n.get())
+                .max(2)
         })
     }
 
@@ -112,6 +131,15 @@ impl MountConfig {
                     return Err("threads must be 1..1024".into());
                 }
                 self.threads = Some(n);
+            }
+            "commit_workers" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| "commit_workers: not a number".to_string())?;
+                if n > 1024 {
+                    return Err("commit_workers must be 0..1024".into());
+                }
+                self.commit_workers = Some(n);
             }
             "attr_timeout" => self.attr_timeout = parse_seconds(need(key, value)?)?,
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
@@ -138,6 +166,33 @@ impl MountConfig {
                 )
             }
             "sync" => self.sync = true,
+            "store" => {
+                self.local_store = match need(key, value)? {
+                    "cluster" => false,
+                    "local" => true,
+                    v => return Err(format!("store={v}: use cluster or local")),
+                }
+            }
+            "chunkservers" => {
+                self.chunkservers = need(key, value)?
+                    .split(':')
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+                    .collect();
+                if self.chunkservers.is_empty() {
+                    return Err("chunkservers= needs at least one directory".into());
+                }
+            }
+            "replication" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| "replication: not a number".to_string())?;
+                if !(1..=16).contains(&n) {
+                    return Err("replication must be 1..16".into());
+                }
+                self.replication = n;
+            }
+            "chunk_size" => self.chunk_size = Some(parse_size(need(key, value)?)?),
             "ro" => self.read_only = true,
             "rw" => self.read_only = false,
             "nosuid" => self.nosuid = true,
@@ -160,6 +215,29 @@ impl MountConfig {
             self.apply(opt)?;
         }
         Ok(())
+    }
+
+    /// Opens the file layer the engine runs on.
+    pub fn file_store(&self) -> Result<std::sync::Arc<dyn gfs::FileStore>, String> {
+        let dir = &self.data_dir;
+        if self.local_store {
+            let files = gfs::LocalStore::open(dir.join("files"))
+                .map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+            return Ok(std::sync::Arc::new(files));
+        }
+        let mut o = gfs::ClusterOptions::for_data_dir(dir);
+        if !self.chunkservers.is_empty() {
+            o.chunkserver_dirs = self.chunkservers.clone();
+        }
+        o.replication = self.replication;
+        if let Some(c) = self.chunk_size {
+            o.chunk_size = c;
+        }
+        // Keep taking writes on small disks; the cluster reports ENOSPC itself.
+        o.min_free_bytes = 32 << 20;
+        let cluster = gfs::Cluster::open(o)
+            .map_err(|e| format!("chunk cluster in {}: {e}", dir.display()))?;
+        Ok(cluster)
     }
 
     /// The engine's options with this mount's sizes.

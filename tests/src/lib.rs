@@ -68,14 +68,25 @@ pub fn mount_type(path: &Path) -> Option<String> {
     })
 }
 
-/// Unmounts `path` (lazily if busy); true if nothing is mounted there after.
+/// Unmounts `path` (lazily if busy; through fusermount3 when not root);
+/// true if nothing is mounted there after.
 pub fn unmount(path: &Path) -> bool {
     use nix::mount::{umount2, MntFlags};
     if mount_type(path).is_none() {
         return true;
     }
-    if umount2(path, MntFlags::empty()).is_err() {
-        let _ = umount2(path, MntFlags::MNT_DETACH);
+    if umount2(path, MntFlags::empty()).is_err() && umount2(path, MntFlags::MNT_DETACH).is_err() {
+        // Not root: the FUSE helper unmounts what the user mounted.
+        for tool in ["fusermount3", "fusermount"] {
+            let done = Command::new(tool)
+                .args(["-u", "-z"])
+                .arg(path)
+                .status()
+                .is_ok_and(|s| s.success());
+            if done {
+                break;
+            }
+        }
     }
     mount_type(path).is_none()
 }

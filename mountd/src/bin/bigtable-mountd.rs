@@ -28,18 +28,15 @@ fn main() {
         println!("{USAGE}");
         return;
     }
-    let cfg = match parse_daemon_args(&args) {
+    let mut cfg = match parse_daemon_args(&args) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("bigtable-mountd: {e}\n{USAGE}");
             std::process::exit(2);
         }
     };
-    if !cfg.mountpoint.is_dir() {
-        eprintln!(
-            "bigtable-mountd: mountpoint {} is not a directory",
-            cfg.mountpoint.display()
-        );
+    if let Err(e) = absolute_paths(&mut cfg) {
+        eprintln!("bigtable-mountd: {e}");
         std::process::exit(1);
     }
     let mut ready = if cfg.foreground {
@@ -76,14 +73,37 @@ fn main() {
     }
 }
 
+/// Makes every path absolute: the daemon changes to `/` when it detaches.
+fn absolute_paths(cfg: &mut MountConfig) -> Result<(), String> {
+    if !cfg.mountpoint.is_dir() {
+        return Err(format!(
+            "mountpoint {} is not a directory",
+            cfg.mountpoint.display()
+        ));
+    }
+    std::fs::create_dir_all(&cfg.data_dir)
+        .map_err(|e| format!("data directory {}: {e}", cfg.data_dir.display()))?;
+    let canon =
+        |p: &std::path::Path| std::fs::canonicalize(p).map_err(|e| format!("{}: {e}", p.display()));
+    cfg.mountpoint = canon(&cfg.mountpoint)?;
+    cfg.data_dir = canon(&cfg.data_dir)?;
+    let cwd = std::env::current_dir().map_err(|e| format!("current directory: {e}"))?;
+    for p in [&mut cfg.log_file, &mut cfg.pid_file].into_iter().flatten() {
+        if p.is_relative() {
+            *p = cwd.join(&*p);
+        }
+    }
+    Ok(())
+}
+
 fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String> {
     if let Some(p) = &cfg.pid_file {
         write_pid_file(p)?;
     }
-    // DATA_DIR holds the engine's files (through gfs::LocalStore) and, in
+    // DATA_DIR holds the engine's files (the chunk cluster's master and
+    // chunkservers, or with store=local one plain directory) and, in
     // DATA_DIR/chubby, the lock service cell the engine coordinates through.
-    let files = gfs::LocalStore::open(&cfg.data_dir)
-        .map_err(|e| format!("data directory {}: {e}", cfg.data_dir.display()))?;
+    let files = cfg.file_store()?;
     let cell_dir = cfg.data_dir.join("chubby");
     std::fs::create_dir_all(&cell_dir).map_err(|e| format!("{}: {e}", cell_dir.display()))?;
     // A new cell's root is world-writable and sticky, like /tmp: every user
@@ -96,7 +116,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         .map_err(|e| format!("lock service in {}: {e}", cell_dir.display()))?;
     let opts = cfg.engine_options();
     let max_value = opts.max_value_size;
-    let bt = Bigtable::open_with_lock_service(Arc::new(files), Some(cell.clone()), opts)
+    let bt = Bigtable::open_with_lock_service(files, Some(cell.clone()), opts)
         .map_err(|e| format!("opening the store: {e}"))?;
     let fs_opts = FsOptions {
         attr_timeout: cfg.attr_timeout,
@@ -110,7 +130,10 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     };
     // The same cell is `.chubby/` in the mount.
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));
-    let session = match fusemount::mount(FuseFs::new(fs.clone()), cfg) {
+    let session = match fusemount::mount(
+        FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS)),
+        cfg,
+    ) {
         Ok(s) => s,
         Err(e) => {
             let _ = bt.close();

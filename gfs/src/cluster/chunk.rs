@@ -1,0 +1,327 @@
+//! The on-disk format of one chunk replica.
+//!
+//! A replica is one file:
+//!
+//! ```text
+//! [superblock: 64 B][checksum table: 16 B per 64 KiB block][zeros to 4 KiB][data]
+//! ```
+//!
+//! The superblock names the chunk (handle), its version and the chunk size,
+//! and carries its own seahash. Each table entry holds the length of data the
+//! block holds and the seahash of those bytes; entries of blocks past the end
+//! are all zeros. Keeping data and checksums in one file lets one fdatasync
+//! make both durable. Every byte of the file is covered by some check (the
+//! superblock hash, the table compared with its in-memory copy, the zero
+//! padding, the data hashes), so any flipped byte is noticed by a scrub.
+//!
+//! An append writes the data first, then the entries of every block it
+//! touched except the first, and the first block's entry last. The length of
+//! a replica is read off the table (it ends at the first entry that is not a
+//! full block), so until that last 16-byte write lands the append is not part
+//! of the replica: a process killed mid-append leaves the old length, never
+//! half a record.
+
+/// Bytes covered by one checksum.
+pub(crate) const BLOCK: u64 = 64 << 10;
+pub(crate) const SUPER_LEN: u64 = 64;
+pub(crate) const ENTRY_LEN: u64 = 16;
+/// Data starts on a page boundary so block reads are page aligned.
+const ALIGN: u64 = 4096;
+const MAGIC: &[u8; 8] = b"GFSCHNK1";
+const FORMAT: u32 = 1;
+
+/// Where things are in a replica file of a given chunk size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Layout {
+    pub(crate) chunk_size: u64,
+    pub(crate) blocks: u64,
+    /// Offset of chunk byte 0 in the file (also the header length).
+    pub(crate) data_off: u64,
+}
+
+impl Layout {
+    pub(crate) fn new(chunk_size: u64) -> Layout {
+        let blocks = chunk_size.div_ceil(BLOCK);
+        let data_off = (SUPER_LEN + blocks * ENTRY_LEN).div_ceil(ALIGN) * ALIGN;
+        Layout {
+            chunk_size,
+            blocks,
+            data_off,
+        }
+    }
+
+    /// File offset of block `k`'s table entry.
+    pub(crate) fn entry_off(&self, k: u64) -> u64 {
+        SUPER_LEN + k * ENTRY_LEN
+    }
+
+    /// Bytes of the table region (entries only, without padding).
+    pub(crate) fn table_len(&self) -> u64 {
+        self.blocks * ENTRY_LEN
+    }
+}
+
+/// Identity and version of a replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Superblock {
+    pub(crate) handle: u64,
+    pub(crate) version: u64,
+    pub(crate) chunk_size: u64,
+}
+
+impl Superblock {
+    pub(crate) fn encode(&self) -> [u8; SUPER_LEN as usize] {
+        let mut b = [0u8; SUPER_LEN as usize];
+        b[0..8].copy_from_slice(MAGIC);
+        b[8..16].copy_from_slice(&self.handle.to_le_bytes());
+        b[16..24].copy_from_slice(&self.version.to_le_bytes());
+        b[24..32].copy_from_slice(&self.chunk_size.to_le_bytes());
+        b[32..36].copy_from_slice(&(BLOCK as u32).to_le_bytes());
+        b[36..40].copy_from_slice(&FORMAT.to_le_bytes());
+        // 40..56 reserved, zero.
+        let h = seahash::hash(&b[..56]);
+        b[56..64].copy_from_slice(&h.to_le_bytes());
+        b
+    }
+
+    pub(crate) fn decode(b: &[u8]) -> Result<Superblock, String> {
+        if b.len() < SUPER_LEN as usize {
+            return Err(format!("superblock is {} bytes", b.len()));
+        }
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        if seahash::hash(&b[..56]) != u64_at(56) {
+            return Err("superblock checksum mismatch".into());
+        }
+        if &b[0..8] != MAGIC {
+            return Err("bad magic".into());
+        }
+        let block = u32::from_le_bytes([b[32], b[33], b[34], b[35]]);
+        let format = u32::from_le_bytes([b[36], b[37], b[38], b[39]]);
+        if u64::from(block) != BLOCK || format != FORMAT {
+            return Err(format!("unsupported format {format} / block {block}"));
+        }
+        let sb = Superblock {
+            handle: u64_at(8),
+            version: u64_at(16),
+            chunk_size: u64_at(24),
+        };
+        if sb.chunk_size == 0 || !sb.chunk_size.is_multiple_of(BLOCK) {
+            return Err(format!("bad chunk size {}", sb.chunk_size));
+        }
+        Ok(sb)
+    }
+}
+
+/// Checksum of one block: how many bytes it holds and their seahash.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Entry {
+    pub(crate) len: u32,
+    pub(crate) hash: u64,
+}
+
+impl Entry {
+    pub(crate) fn of(data: &[u8]) -> Entry {
+        Entry {
+            len: data.len() as u32,
+            hash: seahash::hash(data),
+        }
+    }
+
+    /// Unused entries are all zeros on disk.
+    pub(crate) fn encode(&self) -> [u8; ENTRY_LEN as usize] {
+        let mut b = [0u8; ENTRY_LEN as usize];
+        if self.len > 0 {
+            b[0..4].copy_from_slice(&self.len.to_le_bytes());
+            b[8..16].copy_from_slice(&self.hash.to_le_bytes());
+        }
+        b
+    }
+
+    /// Decodes an entry; `None` if its reserved bytes are not zero or it
+    /// claims more than a block (it cannot be a real entry).
+    pub(crate) fn decode(b: &[u8]) -> Option<Entry> {
+        if b.len() < ENTRY_LEN as usize || b[4..8] != [0; 4] {
+            return None;
+        }
+        let len = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        let mut h = [0u8; 8];
+        h.copy_from_slice(&b[8..16]);
+        let hash = u64::from_le_bytes(h);
+        if u64::from(len) > BLOCK || (len == 0 && hash != 0) {
+            return None;
+        }
+        Some(Entry { len, hash })
+    }
+}
+
+/// Encodes a run of entries as they lie in the table.
+pub(crate) fn encode_entries(entries: &[Entry]) -> Vec<u8> {
+    entries.iter().flat_map(|e| e.encode()).collect()
+}
+
+/// The replica length a table claims: full blocks up to the first entry that
+/// is not full. Whatever follows that entry is not part of the replica.
+pub(crate) fn length_from_table(table: &[Entry]) -> u64 {
+    for (k, e) in table.iter().enumerate() {
+        if u64::from(e.len) != BLOCK {
+            return k as u64 * BLOCK + u64::from(e.len);
+        }
+    }
+    table.len() as u64 * BLOCK
+}
+
+/// What an append of `bufs` at chunk length `len` does to the table.
+pub(crate) struct AppendSums {
+    /// First block touched (the one holding offset `len`).
+    pub(crate) first_block: u64,
+    /// New entries of blocks `first_block..`.
+    pub(crate) entries: Vec<Entry>,
+    /// Bytes of the partial last block after the append (empty if it ends
+    /// on a block boundary).
+    pub(crate) tail: Vec<u8>,
+}
+
+/// The entries of an [`AppendSums`] as written: the first block's entry
+/// alone (it goes last) and the rest as one run.
+pub(crate) struct EncodedSums {
+    pub(crate) first_block: u64,
+    pub(crate) first: Vec<u8>,
+    pub(crate) rest: Vec<u8>,
+}
+
+impl AppendSums {
+    pub(crate) fn encoded(&self) -> EncodedSums {
+        EncodedSums {
+            first_block: self.first_block,
+            first: self
+                .entries
+                .first()
+                .map(|e| e.encode().to_vec())
+                .unwrap_or_default(),
+            rest: encode_entries(self.entries.get(1..).unwrap_or(&[])),
+        }
+    }
+}
+
+/// Computes the new checksums of an append, given `tail`: the bytes already
+/// in the partial block at `len` (exactly `len % BLOCK` of them).
+pub(crate) fn append_sums(len: u64, tail: &[u8], bufs: &[&[u8]]) -> AppendSums {
+    debug_assert_eq!(tail.len() as u64, len % BLOCK);
+    let mut entries = Vec::new();
+    let touched = bufs.iter().any(|b| !b.is_empty());
+    let mut cur = Vec::with_capacity(BLOCK as usize);
+    cur.extend_from_slice(tail);
+    for b in bufs {
+        let mut rest: &[u8] = b;
+        while !rest.is_empty() {
+            let take = rest.len().min(BLOCK as usize - cur.len());
+            cur.extend_from_slice(&rest[..take]);
+            rest = &rest[take..];
+            if cur.len() as u64 == BLOCK {
+                entries.push(Entry::of(&cur));
+                cur.clear();
+            }
+        }
+    }
+    if touched && !cur.is_empty() {
+        entries.push(Entry::of(&cur));
+    }
+    AppendSums {
+        first_block: len / BLOCK,
+        entries,
+        tail: cur,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_page_aligned() {
+        let l = Layout::new(64 << 20);
+        assert_eq!(l.blocks, 1024);
+        assert_eq!(l.data_off, 20480);
+        assert_eq!(l.entry_off(3), 64 + 48);
+        let small = Layout::new(128 << 10);
+        assert_eq!((small.blocks, small.data_off), (2, 4096));
+    }
+
+    #[test]
+    fn superblock_roundtrip_and_every_flip_detected() {
+        let sb = Superblock {
+            handle: 0xdead_beef,
+            version: 7,
+            chunk_size: 1 << 20,
+        };
+        let b = sb.encode();
+        assert_eq!(Superblock::decode(&b).unwrap(), sb);
+        for i in 0..b.len() {
+            let mut c = b;
+            c[i] ^= 0x10;
+            assert!(Superblock::decode(&c).is_err(), "flip at {i} undetected");
+        }
+        assert!(Superblock::decode(&b[..10]).is_err());
+    }
+
+    #[test]
+    fn entries_roundtrip_and_reject_garbage() {
+        let e = Entry::of(b"hello");
+        assert_eq!(Entry::decode(&e.encode()), Some(e));
+        assert_eq!(Entry::decode(&[0; 16]), Some(Entry::default()));
+        let mut bad = e.encode();
+        bad[5] = 1;
+        assert_eq!(Entry::decode(&bad), None);
+        let mut huge = e.encode();
+        huge[0..4].copy_from_slice(&(BLOCK as u32 + 1).to_le_bytes());
+        assert_eq!(Entry::decode(&huge), None);
+    }
+
+    #[test]
+    fn length_stops_at_first_partial_block() {
+        let full = Entry {
+            len: BLOCK as u32,
+            hash: 1,
+        };
+        let part = Entry { len: 10, hash: 2 };
+        assert_eq!(length_from_table(&[]), 0);
+        assert_eq!(length_from_table(&[full, full]), 2 * BLOCK);
+        assert_eq!(length_from_table(&[full, part, full]), BLOCK + 10);
+        // A later entry written before the first one of an append: ignored.
+        assert_eq!(length_from_table(&[part, full]), 10);
+        assert_eq!(length_from_table(&[Entry::default(), full]), 0);
+    }
+
+    #[test]
+    fn append_sums_match_whole_block_hashes() {
+        let data: Vec<u8> = (0..(3 * BLOCK as usize + 100))
+            .map(|i| (i % 251) as u8)
+            .collect();
+        // Appended in uneven pieces, the sums must equal hashing whole blocks.
+        let mut len = 0u64;
+        let mut tail = Vec::new();
+        let mut table = vec![Entry::default(); 4];
+        for piece in [7usize, 70_000, 1, 100_000, 0, 26_700] {
+            let bufs: Vec<&[u8]> = vec![&data[len as usize..len as usize + piece]];
+            let s = append_sums(len, &tail, &bufs);
+            for (i, e) in s.entries.iter().enumerate() {
+                table[s.first_block as usize + i] = *e;
+            }
+            len += piece as u64;
+            tail = s.tail;
+            assert_eq!(tail.len() as u64, len % BLOCK);
+        }
+        assert_eq!(len, data.len() as u64);
+        for (k, e) in table.iter().enumerate() {
+            let end = ((k + 1) * BLOCK as usize).min(data.len());
+            assert_eq!(*e, Entry::of(&data[k * BLOCK as usize..end]), "block {k}");
+        }
+        assert_eq!(length_from_table(&table), len);
+        // An empty append changes nothing.
+        assert!(append_sums(len, &tail, &[]).entries.is_empty());
+    }
+}

@@ -1,0 +1,339 @@
+//! The client side of [`super::Cluster`]: [`WritableFile`] and
+//! [`ReadableFile`] over chunks.
+//!
+//! A reader caches the file's chunk list with each chunk's replicas, spreads
+//! reads over the replicas, and on a failed check (corruption, I/O error,
+//! stale or short replica) reports the replica and takes the bytes from
+//! another one; the caller never sees the failure unless every replica fails.
+
+use super::master::ChunkCtl;
+use super::replica::{read_verified, ReadFail, ReadPiece};
+use super::write::Placed;
+use super::{bump, Inner};
+use crate::{Error, ReadableFile, Result, WritableFile};
+use parking_lot::RwLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Appends to one file.
+pub(crate) struct Writer {
+    inner: Arc<Inner>,
+    id: u64,
+    name: String,
+    len: u64,
+    /// Chunks appended to without a sync since the last one.
+    unsynced: Vec<u64>,
+}
+
+impl Writer {
+    pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str, len: u64) -> Writer {
+        inner.open_handle(id);
+        Writer {
+            inner,
+            id,
+            name: name.to_string(),
+            len,
+            unsynced: Vec::new(),
+        }
+    }
+
+    fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
+        let off = self
+            .inner
+            .append(self.id, &self.name, bufs, sync, &mut self.unsynced)?;
+        let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        self.len = self.len.max(off + n);
+        Ok(off)
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.inner.close_handle(self.id);
+    }
+}
+
+impl WritableFile for Writer {
+    fn append(&mut self, data: &[u8]) -> Result<u64> {
+        self.write(&[data], false)
+    }
+    fn append_vectored(&mut self, bufs: &[&[u8]]) -> Result<u64> {
+        self.write(bufs, false)
+    }
+    fn append_sync(&mut self, bufs: &[&[u8]]) -> Result<u64> {
+        self.write(bufs, true)
+    }
+    fn sync(&mut self) -> Result<()> {
+        self.inner
+            .sync_file(self.id, &self.name, &mut self.unsynced)
+    }
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// One chunk as a reader sees it.
+struct ChunkView {
+    handle: u64,
+    start: u64,
+    ctl: Arc<ChunkCtl>,
+    replicas: Vec<Placed>,
+}
+
+impl ChunkView {
+    /// Readable bytes: the committed length (final once sealed).
+    fn len(&self) -> u64 {
+        self.ctl.len.load(Ordering::Acquire)
+    }
+}
+
+struct View {
+    chunks: Vec<ChunkView>,
+}
+
+impl View {
+    fn len(&self) -> u64 {
+        self.chunks.last().map_or(0, |c| c.start + c.len())
+    }
+}
+
+/// Reads one file at offsets.
+pub(crate) struct Reader {
+    inner: Arc<Inner>,
+    id: u64,
+    name: String,
+    view: RwLock<Arc<View>>,
+    /// Rotates the replica tried first, spreading reads.
+    next: AtomicUsize,
+}
+
+impl Reader {
+    pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str) -> Reader {
+        inner.open_handle(id);
+        let view = inner.view(id).unwrap_or(View { chunks: Vec::new() });
+        Reader {
+            inner,
+            id,
+            name: name.to_string(),
+            view: RwLock::new(Arc::new(view)),
+            next: AtomicUsize::new(0),
+        }
+    }
+
+    fn refresh(&self) -> Result<Arc<View>> {
+        let v = Arc::new(
+            self.inner
+                .view(self.id)
+                .ok_or_else(|| Error::NotFound(self.name.clone()))?,
+        );
+        *self.view.write() = v.clone();
+        Ok(v)
+    }
+
+    fn short(&self, offset: u64, wanted: usize, available: u64) -> Error {
+        Error::ShortRead {
+            name: self.name.clone(),
+            offset,
+            wanted,
+            available,
+        }
+    }
+
+    fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
+        let mut view = self.view.read().clone();
+        let mut refreshed = false;
+        for &(off, len) in ranges {
+            let end = off.checked_add(len as u64);
+            if end.is_none_or(|e| e > view.len()) && !refreshed {
+                view = self.refresh()?;
+                refreshed = true;
+            }
+            match end {
+                Some(e) if e <= view.len() => {}
+                _ => return Err(self.short(off, len, view.len())),
+            }
+        }
+        // Split every range into per-chunk pieces.
+        struct Piece {
+            range: usize,
+            chunk: usize,
+            off: u64,
+            len: usize,
+            dst: usize,
+            tried: Vec<usize>,
+        }
+        let mut pieces = Vec::new();
+        for (i, &(off, len)) in ranges.iter().enumerate() {
+            let end = off + len as u64;
+            let mut pos = off;
+            let first = view.chunks.partition_point(|c| c.start + c.len() <= off);
+            for (ci, c) in view.chunks.iter().enumerate().skip(first) {
+                if pos >= end {
+                    break;
+                }
+                let c_end = c.start + c.len();
+                if c_end <= pos {
+                    continue;
+                }
+                let n = (c_end.min(end) - pos) as usize;
+                pieces.push(Piece {
+                    range: i,
+                    chunk: ci,
+                    off: pos - c.start,
+                    len: n,
+                    dst: (pos - off) as usize,
+                    tried: Vec::new(),
+                });
+                pos += n as u64;
+            }
+        }
+        let mut out: Vec<Vec<u8>> = ranges.iter().map(|&(_, l)| vec![0u8; l]).collect();
+        let mut pending: Vec<usize> = (0..pieces.len()).collect();
+        let spin = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut last_fail: Option<ReadFail> = None;
+        let mut fresh = false;
+        while !pending.is_empty() {
+            // A replica for each piece: not tried yet, not known bad.
+            let mut chosen: Vec<(usize, Placed)> = Vec::new();
+            let mut stuck = false;
+            for &p in &pending {
+                let piece = &pieces[p];
+                let reps = &view.chunks[piece.chunk].replicas;
+                let n = reps.len();
+                let pick = (0..n)
+                    .map(|k| &reps[(spin + piece.chunk + k) % n])
+                    .find(|(s, r)| !piece.tried.contains(s) && !r.is_bad());
+                match pick {
+                    Some(pl) => chosen.push((p, pl.clone())),
+                    None => stuck = true,
+                }
+            }
+            if stuck {
+                if fresh {
+                    break;
+                }
+                // Replicas may have been replaced: look again once.
+                let handles: Vec<u64> = view.chunks.iter().map(|c| c.handle).collect();
+                view = self.refresh()?;
+                fresh = true;
+                let same = view.chunks.len() >= handles.len()
+                    && view
+                        .chunks
+                        .iter()
+                        .zip(&handles)
+                        .all(|(c, h)| c.handle == *h);
+                if !same {
+                    return Err(Error::Corruption {
+                        name: self.name.clone(),
+                        detail: "chunk list changed under a read".into(),
+                    });
+                }
+                continue;
+            }
+            let batch: Vec<ReadPiece<'_>> = chosen
+                .iter()
+                .map(|(p, (_, r))| ReadPiece {
+                    replica: r,
+                    offset: pieces[*p].off,
+                    len: pieces[*p].len,
+                })
+                .collect();
+            let results = read_verified(&self.inner.io, &batch);
+            let mut again = Vec::new();
+            for ((p, (s, _)), res) in chosen.iter().zip(results) {
+                let piece = &mut pieces[*p];
+                match res {
+                    Ok(bytes) => {
+                        out[piece.range][piece.dst..piece.dst + piece.len].copy_from_slice(&bytes);
+                    }
+                    Err(f) => {
+                        let handle = view.chunks[piece.chunk].handle;
+                        self.inner.report_read_failure(handle, *s, &f);
+                        bump(&self.inner.counters.read_retries);
+                        piece.tried.push(*s);
+                        last_fail = Some(f);
+                        again.push(*p);
+                    }
+                }
+            }
+            pending = again;
+        }
+        if pending.is_empty() {
+            return Ok(out);
+        }
+        Err(match last_fail {
+            Some(ReadFail::Corrupt(d)) => Error::Corruption {
+                name: self.name.clone(),
+                detail: format!("every replica failed; last: {d}"),
+            },
+            Some(f) => Error::io(
+                &self.name,
+                std::io::Error::other(format!("every replica failed; last: {f}")),
+            ),
+            None => Error::io(
+                &self.name,
+                std::io::Error::other("no live replica of a chunk"),
+            ),
+        })
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        self.inner.close_handle(self.id);
+    }
+}
+
+impl ReadableFile for Reader {
+    fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        let mut v = self.read_ranges(&[(offset, len)])?;
+        v.pop().ok_or_else(|| self.short(offset, len, 0))
+    }
+    fn read_many(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
+        self.read_ranges(ranges)
+    }
+    fn len(&self) -> Result<u64> {
+        self.inner.file_len(self.id, &self.name)
+    }
+}
+
+impl Inner {
+    pub(crate) fn open_handle(&self, id: u64) {
+        if let Some(f) = self.master.state.lock().files.get_mut(&id) {
+            f.open += 1;
+        }
+    }
+
+    pub(crate) fn close_handle(&self, id: u64) {
+        if let Some(f) = self.master.state.lock().files.get_mut(&id) {
+            f.open = f.open.saturating_sub(1);
+        }
+    }
+
+    /// The chunks of file `id` (live or in the trash) with their replicas.
+    fn view(&self, id: u64) -> Option<View> {
+        let st = self.master.state.lock();
+        let f = st.files.get(&id)?;
+        let mut start = 0;
+        let mut chunks = Vec::with_capacity(f.chunks.len());
+        for h in &f.chunks {
+            let c = st.chunks.get(h)?;
+            let replicas = c
+                .locations
+                .iter()
+                .filter_map(|&s| self.servers[s].replica(*h).map(|r| (s, r)))
+                .collect();
+            let len = c
+                .sealed_len
+                .unwrap_or_else(|| c.ctl.len.load(Ordering::Acquire));
+            chunks.push(ChunkView {
+                handle: *h,
+                start,
+                ctl: c.ctl.clone(),
+                replicas,
+            });
+            start += len;
+        }
+        Some(View { chunks })
+    }
+}

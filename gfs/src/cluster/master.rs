@@ -1,0 +1,760 @@
+//! The master: the file namespace and each file's chunks, with their versions.
+//!
+//! Every change is first appended to the operation log and then applied in
+//! memory; a checkpoint of the whole state is written when the log grows past
+//! a threshold (and at every start), so a restart loads the newest checkpoint
+//! and replays only the logs after it. Where each chunk's replicas are is NOT
+//! persisted: the chunkservers report what they hold, and that is the truth
+//! (a replica on a dead disk cannot be trusted by a list anyway).
+
+use super::checkpoint::{self, ChunkImage, FileImage, Image};
+use super::lease::Lease;
+use super::oplog::{self, Op, OpLog};
+use crate::{Error, FileStore, IoMode, LocalStore, Result};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Where appends to a chunk are ordered: held by the primary for the time of
+/// one mutation, and by the master to change the chunk's version or replicas.
+pub(crate) struct ChunkCtl {
+    pub(crate) handle: u64,
+    pub(crate) m: Mutex<ChunkMut>,
+    /// Bytes acknowledged on every current replica: what readers may read.
+    pub(crate) len: AtomicU64,
+    /// No more appends: the file continues in a later chunk. Set by the
+    /// master's log (while the appender holds `m`), read under `m`.
+    pub(crate) sealed: AtomicBool,
+    /// The chunk size its replicas were made with (the configured size may
+    /// have changed since); unknown (`u64::MAX`) until a replica is seen.
+    pub(crate) capacity: AtomicU64,
+}
+
+/// The mutable state of a chunk, under its lock.
+pub(crate) struct ChunkMut {
+    /// Bytes of the partial last checksum block (for the next append's
+    /// checksum); `None` until first needed after a restart.
+    pub(crate) tail: Option<Vec<u8>>,
+    /// The primary's lease, if one is held.
+    pub(crate) lease: Option<Lease>,
+}
+
+impl ChunkCtl {
+    fn new(handle: u64, len: u64, sealed: bool) -> Arc<ChunkCtl> {
+        Arc::new(ChunkCtl {
+            handle,
+            m: Mutex::new(ChunkMut {
+                tail: None,
+                lease: None,
+            }),
+            len: AtomicU64::new(len),
+            sealed: AtomicBool::new(sealed),
+            capacity: AtomicU64::new(u64::MAX),
+        })
+    }
+}
+
+pub(crate) struct ChunkMeta {
+    pub(crate) file: u64,
+    pub(crate) version: u64,
+    pub(crate) sealed_len: Option<u64>,
+    pub(crate) ctl: Arc<ChunkCtl>,
+    /// Servers holding a current, good replica (learned, not persisted).
+    pub(crate) locations: Vec<usize>,
+}
+
+pub(crate) struct FileMeta {
+    /// `None` once deleted (in the trash, waiting for garbage collection).
+    pub(crate) name: Option<String>,
+    pub(crate) deleted_at: u64,
+    pub(crate) chunks: Vec<u64>,
+    /// Open readers and writers: a trashed file is not reclaimed under them.
+    pub(crate) open: usize,
+    /// Last log record that created or extended the file: a sync of the
+    /// file's data makes the log durable up to here first.
+    pub(crate) lsn: u64,
+}
+
+#[derive(Default)]
+pub(crate) struct MasterState {
+    pub(crate) names: BTreeMap<String, u64>,
+    pub(crate) files: HashMap<u64, FileMeta>,
+    pub(crate) chunks: HashMap<u64, ChunkMeta>,
+    pub(crate) next_file: u64,
+    pub(crate) next_handle: u64,
+    /// Handles below this are reserved in the log; `next_handle` must stay
+    /// below it (see [`Op::ReserveHandles`]).
+    pub(crate) reserved: u64,
+    /// Handles whose replicas are being created but not yet logged: not
+    /// orphans, whatever a chunkserver scan says.
+    pub(crate) allocating: HashSet<u64>,
+}
+
+impl MasterState {
+    /// Checks that `op` applies to this state; [`Self::apply`] changes
+    /// nothing unless this passes.
+    fn validate(&self, op: &Op) -> std::result::Result<(), String> {
+        match op {
+            Op::Create { id, name } => {
+                if self.names.contains_key(name) {
+                    return Err(format!("create: {name:?} exists"));
+                }
+                if self.files.contains_key(id) {
+                    return Err(format!("create: file id {id} in use"));
+                }
+            }
+            Op::AddChunk {
+                file,
+                handle,
+                prev_len,
+            } => {
+                let f = self
+                    .files
+                    .get(file)
+                    .ok_or_else(|| format!("add chunk: no file {file}"))?;
+                if self.chunks.contains_key(handle) {
+                    return Err(format!("add chunk: handle {handle:016x} in use"));
+                }
+                match (f.chunks.last(), prev_len) {
+                    (None, None) => {}
+                    (Some(h), Some(_)) => {
+                        if self.chunks.get(h).is_none_or(|c| c.sealed_len.is_some()) {
+                            return Err(format!("add chunk: last chunk {h:016x} not open"));
+                        }
+                    }
+                    _ => return Err("add chunk: previous length mismatch".into()),
+                }
+            }
+            Op::SetVersion { handle, version } => {
+                let c = self
+                    .chunks
+                    .get(handle)
+                    .ok_or_else(|| format!("set version: no chunk {handle:016x}"))?;
+                if *version < c.version {
+                    return Err(format!("set version: {version} < {}", c.version));
+                }
+            }
+            Op::Rename { from, .. } => {
+                if !self.names.contains_key(from) {
+                    return Err(format!("rename: no file {from:?}"));
+                }
+            }
+            Op::Delete { name, .. } => {
+                if !self.names.contains_key(name) {
+                    return Err(format!("delete: no file {name:?}"));
+                }
+            }
+            Op::Purge { file } => match self.files.get(file) {
+                Some(f) if f.name.is_none() => {}
+                _ => return Err(format!("purge: file {file} is not in the trash")),
+            },
+            Op::ReserveHandles { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Applies a logged change (record `lsn`).
+    pub(crate) fn apply(&mut self, op: &Op, lsn: u64) -> std::result::Result<(), String> {
+        self.validate(op)?;
+        match op {
+            Op::Create { id, name } => {
+                self.names.insert(name.clone(), *id);
+                self.files.insert(
+                    *id,
+                    FileMeta {
+                        name: Some(name.clone()),
+                        deleted_at: 0,
+                        chunks: Vec::new(),
+                        open: 0,
+                        lsn,
+                    },
+                );
+                self.next_file = self.next_file.max(id + 1);
+            }
+            Op::AddChunk {
+                file,
+                handle,
+                prev_len,
+            } => {
+                if let (Some(len), Some(f)) = (prev_len, self.files.get(file)) {
+                    if let Some(prev) = f.chunks.last().and_then(|h| self.chunks.get_mut(h)) {
+                        prev.sealed_len = Some(*len);
+                        prev.ctl.sealed.store(true, Ordering::Release);
+                        prev.ctl.len.store(*len, Ordering::Release);
+                    }
+                }
+                if let Some(f) = self.files.get_mut(file) {
+                    f.chunks.push(*handle);
+                    f.lsn = lsn;
+                }
+                self.chunks.insert(
+                    *handle,
+                    ChunkMeta {
+                        file: *file,
+                        version: 1,
+                        sealed_len: None,
+                        ctl: ChunkCtl::new(*handle, 0, false),
+                        locations: Vec::new(),
+                    },
+                );
+                self.next_handle = self.next_handle.max(handle + 1);
+            }
+            Op::SetVersion { handle, version } => {
+                if let Some(c) = self.chunks.get_mut(handle) {
+                    c.version = *version;
+                }
+            }
+            Op::Rename { from, to, at } => {
+                if from != to {
+                    if let Some(old) = self.names.remove(to) {
+                        self.trash(old, *at);
+                    }
+                    if let Some(id) = self.names.remove(from) {
+                        self.names.insert(to.clone(), id);
+                        if let Some(f) = self.files.get_mut(&id) {
+                            f.name = Some(to.clone());
+                            f.lsn = lsn;
+                        }
+                    }
+                }
+            }
+            Op::Delete { name, at } => {
+                if let Some(id) = self.names.remove(name) {
+                    self.trash(id, *at);
+                }
+            }
+            Op::Purge { file } => {
+                if let Some(f) = self.files.remove(file) {
+                    for h in f.chunks {
+                        self.chunks.remove(&h);
+                    }
+                }
+            }
+            Op::ReserveHandles { upto } => self.reserved = self.reserved.max(*upto),
+        }
+        Ok(())
+    }
+
+    fn trash(&mut self, id: u64, at: u64) {
+        if let Some(f) = self.files.get_mut(&id) {
+            f.name = None;
+            f.deleted_at = at;
+        }
+    }
+
+    fn image(&self, seq: u64) -> Image {
+        let mut files: Vec<FileImage> = self
+            .files
+            .iter()
+            .map(|(&id, f)| FileImage {
+                id,
+                name: f.name.clone(),
+                deleted_at: f.deleted_at,
+                chunks: f
+                    .chunks
+                    .iter()
+                    .filter_map(|h| {
+                        self.chunks.get(h).map(|c| ChunkImage {
+                            handle: *h,
+                            version: c.version,
+                            sealed_len: c.sealed_len,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        files.sort_by_key(|f| f.id);
+        // Whatever was reserved may be in use: start past it after a restart.
+        Image {
+            seq,
+            next_file: self.next_file,
+            next_handle: self.next_handle.max(self.reserved),
+            files,
+        }
+    }
+
+    fn from_image(img: Image) -> std::result::Result<MasterState, String> {
+        let mut st = MasterState {
+            next_file: img.next_file,
+            next_handle: img.next_handle,
+            reserved: img.next_handle,
+            ..MasterState::default()
+        };
+        for f in img.files {
+            if st.files.contains_key(&f.id) || f.id >= st.next_file {
+                return Err(format!("file id {} duplicated or out of range", f.id));
+            }
+            let last = f.chunks.len().saturating_sub(1);
+            let mut handles = Vec::new();
+            for (i, c) in f.chunks.into_iter().enumerate() {
+                if st.chunks.contains_key(&c.handle) || c.handle >= st.next_handle {
+                    return Err(format!(
+                        "chunk {:016x} duplicated or out of range",
+                        c.handle
+                    ));
+                }
+                if c.sealed_len.is_none() && i != last {
+                    return Err(format!("chunk {:016x} is open but not last", c.handle));
+                }
+                let sealed = c.sealed_len.is_some();
+                st.chunks.insert(
+                    c.handle,
+                    ChunkMeta {
+                        file: f.id,
+                        version: c.version,
+                        sealed_len: c.sealed_len,
+                        ctl: ChunkCtl::new(c.handle, c.sealed_len.unwrap_or(0), sealed),
+                        locations: Vec::new(),
+                    },
+                );
+                handles.push(c.handle);
+            }
+            if let Some(name) = &f.name {
+                if st.names.insert(name.clone(), f.id).is_some() {
+                    return Err(format!("name {name:?} used twice"));
+                }
+            }
+            st.files.insert(
+                f.id,
+                FileMeta {
+                    name: f.name,
+                    deleted_at: f.deleted_at,
+                    chunks: handles,
+                    open: 0,
+                    lsn: 0,
+                },
+            );
+        }
+        Ok(st)
+    }
+
+    /// Length of a file: its sealed chunks plus the committed length of the last.
+    pub(crate) fn file_len(&self, id: u64) -> u64 {
+        let Some(f) = self.files.get(&id) else {
+            return 0;
+        };
+        f.chunks
+            .iter()
+            .filter_map(|h| self.chunks.get(h))
+            .map(|c| {
+                c.sealed_len
+                    .unwrap_or_else(|| c.ctl.len.load(Ordering::Acquire))
+            })
+            .sum()
+    }
+}
+
+/// What a start of the master found in its directory.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Recovery {
+    pub(crate) checkpoint: u64,
+    pub(crate) replayed: u64,
+    pub(crate) torn_bytes: u64,
+}
+
+pub(crate) struct Master {
+    store: LocalStore,
+    pub(crate) state: Mutex<MasterState>,
+    log: Mutex<OpLog>,
+    checkpoint_bytes: u64,
+    pub(crate) recovery: Recovery,
+}
+
+fn corrupt(detail: impl Into<String>) -> Error {
+    Error::Corruption {
+        name: "gfs master".into(),
+        detail: detail.into(),
+    }
+}
+
+fn read_all(store: &LocalStore, name: &str) -> Result<Vec<u8>> {
+    let f = store.open(name)?;
+    let len = f.len()?;
+    let len = usize::try_from(len).map_err(|_| corrupt(format!("{name} too large")))?;
+    f.read_at(0, len)
+}
+
+impl Master {
+    /// Loads the newest readable checkpoint in `dir`, replays the logs after
+    /// it, then writes a fresh checkpoint and starts a new log.
+    pub(crate) fn open(dir: &Path, mode: IoMode, checkpoint_bytes: u64) -> Result<Master> {
+        let store = LocalStore::open_with(dir, mode)?;
+        let names = store.list("")?;
+        for n in names.iter().filter(|n| n.ends_with(".tmp")) {
+            store.delete(n)?;
+        }
+        let mut ckpts: Vec<u64> = names
+            .iter()
+            .filter_map(|n| checkpoint::parse_name(n))
+            .collect();
+        ckpts.sort_unstable_by(|a, b| b.cmp(a));
+        let mut logs: Vec<u64> = names
+            .iter()
+            .filter_map(|n| oplog::parse_log_name(n))
+            .collect();
+        logs.sort_unstable();
+
+        let mut recovery = Recovery::default();
+        let mut state = MasterState::default();
+        let mut base = 0;
+        let mut loaded = ckpts.is_empty();
+        for &seq in &ckpts {
+            let img = read_all(&store, &checkpoint::name(seq))
+                .and_then(|b| checkpoint::decode(&b).map_err(corrupt));
+            match img.and_then(|img| MasterState::from_image(img).map_err(corrupt)) {
+                Ok(st) => {
+                    state = st;
+                    base = seq;
+                    loaded = true;
+                    break;
+                }
+                Err(e) => log::error!("gfs master: checkpoint {seq} unusable: {e}"),
+            }
+        }
+        if !loaded {
+            return Err(corrupt("no readable checkpoint"));
+        }
+        recovery.checkpoint = base;
+        let logs: Vec<u64> = logs.into_iter().filter(|&s| s >= base).collect();
+        let mut lsn = 0;
+        for (i, &seq) in logs.iter().enumerate() {
+            let name = oplog::log_name(seq);
+            let parsed = oplog::parse(&read_all(&store, &name)?)
+                .map_err(|e| corrupt(format!("{name}: {e}")))?;
+            if let Some(torn) = parsed.torn {
+                if i + 1 != logs.len() {
+                    return Err(corrupt(format!("{name}: damaged record before later logs")));
+                }
+                log::warn!(
+                    "gfs master: {name}: dropped a torn tail of {torn} bytes after byte {}",
+                    parsed.good_len
+                );
+                recovery.torn_bytes = torn;
+            }
+            for op in &parsed.ops {
+                lsn += 1;
+                state
+                    .apply(op, lsn)
+                    .map_err(|e| corrupt(format!("{name}: replay: {e}")))?;
+            }
+            recovery.replayed += parsed.ops.len() as u64;
+        }
+        // Handles reserved before the crash may be on disk as orphans.
+        state.next_handle = state.next_handle.max(state.reserved);
+        state.reserved = state.next_handle;
+        let seq = logs.last().copied().unwrap_or(base).max(base) + 1;
+        let master = Master {
+            log: Mutex::new(OpLog::create(&store, seq, lsn).or_else(|_| {
+                // A log of that number exists only if a previous start died
+                // between its checkpoint and its first record: reuse the number.
+                store.delete(&oplog::log_name(seq))?;
+                OpLog::create(&store, seq, lsn)
+            })?),
+            store,
+            state: Mutex::new(state),
+            checkpoint_bytes,
+            recovery,
+        };
+        {
+            let st = master.state.lock();
+            master.write_checkpoint(&st.image(seq))?;
+        }
+        master.prune(base)?;
+        Ok(master)
+    }
+
+    fn write_checkpoint(&self, img: &Image) -> Result<()> {
+        let name = checkpoint::name(img.seq);
+        let tmp = format!("{name}.tmp");
+        if self.store.exists(&tmp)? {
+            self.store.delete(&tmp)?;
+        }
+        let mut w = self.store.create(&tmp)?;
+        w.append_sync(&[&checkpoint::encode(img)])?;
+        self.store.rename(&tmp, &name)
+    }
+
+    /// Deletes checkpoints and logs older than generation `keep`.
+    fn prune(&self, keep: u64) -> Result<()> {
+        for n in self.store.list("")? {
+            let seq = checkpoint::parse_name(&n).or_else(|| oplog::parse_log_name(&n));
+            if seq.is_some_and(|s| s < keep) {
+                self.store.delete(&n)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Logs `op` and applies it to `st` (which the caller has locked). With
+    /// `sync` the record is durable when this returns; otherwise it has only
+    /// reached the OS (a crash of the process keeps it).
+    pub(crate) fn commit(&self, st: &mut MasterState, op: Op, sync: bool) -> Result<u64> {
+        st.validate(&op).map_err(corrupt)?;
+        let mut log = self.log.lock();
+        if log.failed {
+            // The last append may have left a partial record: continue in a
+            // new log, after a checkpoint that holds everything so far.
+            self.rotate(st, &mut log)?;
+        }
+        let lsn = log.append(&op, sync)?;
+        if let Err(e) = st.apply(&op, lsn) {
+            log::error!("gfs master: applying a validated op failed: {e}");
+        }
+        Ok(lsn)
+    }
+
+    /// Makes the log durable up to record `lsn`.
+    pub(crate) fn sync_to(&self, lsn: u64) -> Result<()> {
+        self.log.lock().sync_to(lsn)
+    }
+
+    fn rotate(&self, st: &MasterState, log: &mut OpLog) -> Result<()> {
+        let prev = log.seq;
+        let seq = prev + 1;
+        self.write_checkpoint(&st.image(seq))?;
+        log.switch(seq)?;
+        self.prune(prev)
+    }
+
+    /// Writes a checkpoint and starts a new log if the log has grown past
+    /// the threshold (or always, with `force`).
+    pub(crate) fn checkpoint(&self, force: bool) -> Result<bool> {
+        let st = self.state.lock();
+        let mut log = self.log.lock();
+        if !force && log.bytes() < self.checkpoint_bytes && !log.failed {
+            return Ok(false);
+        }
+        self.rotate(&st, &mut log)?;
+        Ok(true)
+    }
+
+    /// (log sequence number, bytes in the current log, its generation).
+    pub(crate) fn log_position(&self) -> (u64, u64, u64) {
+        let log = self.log.lock();
+        (log.lsn(), log.bytes(), log.seq)
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        self.store.dir()
+    }
+}
+
+/// Microseconds since the epoch, for trash times.
+pub(crate) fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open(dir: &Path) -> Master {
+        Master::open(dir, IoMode::Uring, 1 << 20).unwrap()
+    }
+
+    fn create(m: &Master, name: &str) -> u64 {
+        let mut st = m.state.lock();
+        let id = st.next_file;
+        m.commit(
+            &mut st,
+            Op::Create {
+                id,
+                name: name.into(),
+            },
+            false,
+        )
+        .unwrap();
+        id
+    }
+
+    fn add_chunk(m: &Master, file: u64, prev_len: Option<u64>) -> u64 {
+        let mut st = m.state.lock();
+        let handle = st.next_handle;
+        m.commit(
+            &mut st,
+            Op::AddChunk {
+                file,
+                handle,
+                prev_len,
+            },
+            false,
+        )
+        .unwrap();
+        handle
+    }
+
+    type Summary = Vec<(String, Vec<(u64, u64, Option<u64>)>)>;
+
+    fn summary(m: &Master) -> Summary {
+        let st = m.state.lock();
+        st.names
+            .iter()
+            .map(|(n, id)| {
+                let chunks = st.files[id]
+                    .chunks
+                    .iter()
+                    .map(|h| (*h, st.chunks[h].version, st.chunks[h].sealed_len))
+                    .collect();
+                (n.clone(), chunks)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn state_survives_restart_via_checkpoint_and_log() {
+        let dir = tempfile::tempdir().unwrap();
+        let before;
+        {
+            let m = open(dir.path());
+            let a = create(&m, "a");
+            let b = create(&m, "b");
+            let h = add_chunk(&m, a, None);
+            add_chunk(&m, a, Some(100));
+            add_chunk(&m, b, None);
+            assert!(m.checkpoint(true).unwrap());
+            let mut st = m.state.lock();
+            m.commit(
+                &mut st,
+                Op::SetVersion {
+                    handle: h,
+                    version: 5,
+                },
+                true,
+            )
+            .unwrap();
+            m.commit(
+                &mut st,
+                Op::Rename {
+                    from: "b".into(),
+                    to: "c".into(),
+                    at: 1,
+                },
+                true,
+            )
+            .unwrap();
+            drop(st);
+            create(&m, "d");
+            before = summary(&m);
+        }
+        let m = open(dir.path());
+        assert_eq!(summary(&m), before);
+        assert_eq!(m.recovery.replayed, 3);
+        let st = m.state.lock();
+        assert_eq!(st.file_len(st.names["a"]), 100);
+        assert_eq!(st.next_handle, 3);
+        drop(st);
+        // Reserved handles are never handed out again after a restart.
+        {
+            let mut st = m.state.lock();
+            m.commit(&mut st, Op::ReserveHandles { upto: 50 }, true)
+                .unwrap();
+        }
+        drop(m);
+        let m = open(dir.path());
+        assert_eq!(m.state.lock().next_handle, 50);
+        m.checkpoint(true).unwrap();
+        drop(m);
+        let st = open(dir.path()).state.into_inner();
+        assert_eq!(st.next_handle, 50);
+        // Only the current generation and the one before it are kept.
+        let files = LocalStore::open(dir.path()).unwrap().list("").unwrap();
+        assert!(files.len() <= 4, "{files:?}");
+    }
+
+    #[test]
+    fn torn_log_tail_is_tolerated() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let m = open(dir.path());
+            create(&m, "kept");
+            create(&m, "torn");
+        }
+        let store = LocalStore::open(dir.path()).unwrap();
+        let log = store.list("oplog-").unwrap().pop().unwrap();
+        let data = read_all(&store, &log).unwrap();
+        // Cut the last record anywhere inside it.
+        let path = dir.path().join(&log);
+        std::fs::write(&path, &data[..data.len() - 3]).unwrap();
+        let m = open(dir.path());
+        assert_eq!(m.recovery.torn_bytes, data.len() as u64 / 2 - 3);
+        assert_eq!(summary(&m).len(), 1);
+        assert!(m.state.lock().names.contains_key("kept"));
+        drop(m);
+        // The fresh checkpoint made the tear history: reopening is clean.
+        let m = open(dir.path());
+        assert_eq!(m.recovery.torn_bytes, 0);
+        assert_eq!(summary(&m).len(), 1);
+    }
+
+    #[test]
+    fn damage_before_the_tail_refuses_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let m = open(dir.path());
+            create(&m, "a");
+            create(&m, "b");
+        }
+        let log = LocalStore::open(dir.path())
+            .unwrap()
+            .list("oplog-")
+            .unwrap()
+            .pop()
+            .unwrap();
+        let path = dir.path().join(log);
+        let mut data = std::fs::read(&path).unwrap();
+        data[14] ^= 0xff;
+        std::fs::write(&path, &data).unwrap();
+        assert!(matches!(
+            Master::open(dir.path(), IoMode::Uring, 1 << 20),
+            Err(Error::Corruption { .. })
+        ));
+    }
+
+    #[test]
+    fn invalid_ops_are_refused_before_logging() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = open(dir.path());
+        let a = create(&m, "a");
+        let (lsn, ..) = m.log_position();
+        let mut st = m.state.lock();
+        for op in [
+            Op::Create {
+                id: 99,
+                name: "a".into(),
+            },
+            Op::AddChunk {
+                file: a,
+                handle: 0,
+                prev_len: Some(5),
+            },
+            Op::Delete {
+                name: "zz".into(),
+                at: 0,
+            },
+            Op::Purge { file: a },
+        ] {
+            assert!(m.commit(&mut st, op, false).is_err());
+        }
+        drop(st);
+        assert_eq!(m.log_position().0, lsn);
+        let mut st = m.state.lock();
+        m.commit(
+            &mut st,
+            Op::Delete {
+                name: "a".into(),
+                at: 5,
+            },
+            true,
+        )
+        .unwrap();
+        assert!(st.names.is_empty());
+        assert_eq!(st.files[&a].deleted_at, 5);
+        m.commit(&mut st, Op::Purge { file: a }, false).unwrap();
+        assert!(st.files.is_empty());
+    }
+}

@@ -1,0 +1,356 @@
+//! Keeping every chunk at its replication factor.
+//!
+//! Readers, writers and the scrubber report bad replicas here; the repair
+//! thread drops them (with a new version if the chunk can still change) and
+//! copies under-replicated chunks to other chunkservers, the chunks with the
+//! fewest live replicas first, while reads and writes go on. A copy is
+//! written under a temporary name, read from a verified source replica, and
+//! catches up with appends under the chunk's lock before it is installed;
+//! a copy interrupted by a crash is deleted when its server starts.
+
+use super::chunk;
+use super::replica::{read_verified, ReadFail, ReadPiece, Replica};
+use super::write::Placed;
+use super::{bump, Inner};
+use crate::io::Chain;
+use crate::{Error, Result};
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Bytes copied per read while re-replicating.
+const COPY_PIECE: u64 = 16 * chunk::BLOCK;
+
+pub(crate) fn repair_loop(inner: Arc<Inner>) {
+    while !inner.stopping() {
+        inner.repair_signal.wait(inner.opts.heartbeat);
+        if inner.stopping() {
+            break;
+        }
+        inner.repair_pass();
+    }
+}
+
+impl Inner {
+    /// A replica failed: never serve it again, and have the repair thread
+    /// drop it and copy the chunk elsewhere.
+    pub(crate) fn report_bad(&self, handle: u64, server: usize, why: &str, corrupt: bool) {
+        let newly = self.servers[server]
+            .replica(handle)
+            .is_some_and(|r| r.mark_bad());
+        if newly {
+            if corrupt {
+                bump(&self.counters.corruptions);
+            }
+            log::warn!(
+                "gfs: chunk {handle:016x} on chunkserver {server} ({}): {why}; re-replicating",
+                self.servers[server].dir.display()
+            );
+        }
+        self.bad_reports.lock().push((handle, server));
+        self.repair_signal.notify();
+    }
+
+    /// Reports what a failed read says about a replica.
+    pub(crate) fn report_read_failure(&self, handle: u64, server: usize, f: &ReadFail) {
+        match f {
+            ReadFail::Corrupt(d) => self.report_bad(handle, server, d, true),
+            ReadFail::Io(e) => {
+                self.servers[server].gate.stats.read_error();
+                self.report_bad(handle, server, &format!("read error: {e}"), false);
+                self.heartbeat_signal.notify();
+            }
+            ReadFail::Short { have } => {
+                self.report_bad(handle, server, &format!("holds only {have} bytes"), false)
+            }
+            // Down server or already known bad: the heartbeat or an earlier
+            // report deals with it.
+            ReadFail::Unavailable(_) => {}
+        }
+    }
+
+    /// Drops every reported replica from its chunk.
+    pub(crate) fn process_bad_reports(&self) {
+        let reports = std::mem::take(&mut *self.bad_reports.lock());
+        for (handle, server) in reports {
+            let ctl = {
+                let st = self.master.state.lock();
+                match st.chunks.get(&handle) {
+                    Some(c) => c.ctl.clone(),
+                    None => continue,
+                }
+            };
+            let _m = ctl.m.lock();
+            let listed = self
+                .master
+                .state
+                .lock()
+                .chunks
+                .get(&handle)
+                .is_some_and(|c| c.locations.contains(&server));
+            if listed {
+                if let Err(e) = self.drop_replicas_locked(&ctl, &[server]) {
+                    log::warn!("gfs: dropping a bad replica of chunk {handle:016x}: {e}");
+                }
+            } else {
+                self.forget_replica(handle, server);
+            }
+        }
+    }
+
+    /// The chunks of live files with fewer usable replicas than the
+    /// replication factor (and at least one), most endangered first; and the
+    /// number with none at all.
+    pub(crate) fn endangered(&self) -> (Vec<(usize, u64)>, usize) {
+        let st = self.master.state.lock();
+        let mut v = Vec::new();
+        let mut lost = 0;
+        for (h, c) in &st.chunks {
+            if st.files.get(&c.file).is_none_or(|f| f.name.is_none()) {
+                continue;
+            }
+            let live = c
+                .locations
+                .iter()
+                .filter(|&&s| {
+                    let server = &self.servers[s];
+                    server.serving() && server.replica(*h).is_some_and(|r| !r.is_bad())
+                })
+                .count();
+            if live == 0 {
+                lost += 1;
+            } else if live < self.replication {
+                v.push((live, *h));
+            }
+        }
+        v.sort_unstable();
+        (v, lost)
+    }
+
+    /// Drops the replicas reported bad, then copies under-replicated chunks.
+    /// One pass at a time (two could copy the same chunk twice).
+    pub(crate) fn repair_pass(&self) {
+        let _one = self.repair_lock.lock();
+        self.process_bad_reports();
+        self.repair_round();
+    }
+
+    /// One pass over the under-replicated chunks.
+    fn repair_round(&self) {
+        let (todo, _) = self.endangered();
+        self.counters
+            .repair_queue
+            .store(todo.len() as u64, Ordering::Relaxed);
+        for (_, h) in todo {
+            if self.stopping() {
+                break;
+            }
+            if !self.bad_reports.lock().is_empty() {
+                self.process_bad_reports();
+            }
+            self.counters.repair_active.store(h + 1, Ordering::Relaxed);
+            match self.repair_chunk(h) {
+                Ok(true) => bump(&self.counters.repaired),
+                Ok(false) => {}
+                Err(e) => {
+                    bump(&self.counters.repair_failures);
+                    log::warn!("gfs: re-replicating chunk {h:016x}: {e}");
+                }
+            }
+            self.counters.repair_queue.fetch_sub(1, Ordering::Relaxed);
+        }
+        self.counters.repair_active.store(0, Ordering::Relaxed);
+        self.counters.repair_queue.store(0, Ordering::Relaxed);
+    }
+
+    /// Copies chunk `h` to one more chunkserver. Ok(false): nothing to do,
+    /// or no source or destination available now.
+    fn repair_chunk(&self, h: u64) -> Result<bool> {
+        let (ctl, version, locations) = {
+            let st = self.master.state.lock();
+            let Some(c) = st.chunks.get(&h) else {
+                return Ok(false);
+            };
+            (c.ctl.clone(), c.version, c.locations.clone())
+        };
+        let (sources, missing) = self.write_set(h)?;
+        if !missing.is_empty() {
+            let _m = ctl.m.lock();
+            self.drop_replicas_locked(&ctl, &missing)?;
+            return Ok(false);
+        }
+        if sources.is_empty() || sources.len() >= self.replication {
+            return Ok(false);
+        }
+        // A server holding a replica that is not current cannot take the copy
+        // until that replica is gone.
+        let Some(&dest) = self.place(1, &locations, h).first() else {
+            return Ok(false);
+        };
+        if self.servers[dest].replica(h).is_some() {
+            self.forget_replica(h, dest);
+        }
+        // The copy keeps the chunk size the chunk was made with.
+        let layout = super::chunk::Layout::new(sources[0].1.chunk_size());
+        let mut made = self.create_replicas(h, version, &[dest], layout, true);
+        let Some((_, tmp)) = made.pop() else {
+            return Ok(false);
+        };
+        match self.fill_copy(&ctl, &tmp, dest, &sources) {
+            Ok(true) => Ok(true),
+            other => {
+                self.servers[dest].discard(&tmp);
+                other
+            }
+        }
+    }
+
+    /// Copies the chunk into `tmp` and installs it on `dest`.
+    fn fill_copy(
+        &self,
+        ctl: &super::master::ChunkCtl,
+        tmp: &Arc<Replica>,
+        dest: usize,
+        sources: &[Placed],
+    ) -> Result<bool> {
+        let h = ctl.handle;
+        let name = format!("chunk {h:016x}");
+        let mut copied = 0u64;
+        let mut tail = Vec::new();
+        let mut src = 0usize;
+        // Most of the copy runs while appends go on; the rest under the lock.
+        self.copy_range(h, tmp, dest, sources, &mut src, &mut copied, &mut tail, ctl)?;
+        let _m = ctl.m.lock();
+        self.copy_range(h, tmp, dest, sources, &mut src, &mut copied, &mut tail, ctl)?;
+        let version = {
+            let st = self.master.state.lock();
+            match st.chunks.get(&h) {
+                Some(c) => c.version,
+                None => return Ok(false),
+            }
+        };
+        let sb = tmp.superblock(version);
+        let res = tmp.open(false).and_then(|o| {
+            let mut chain = Chain::new();
+            if tmp.version() != version {
+                o.version_chain(&mut chain, &sb);
+            }
+            o.sync_chain(&mut chain);
+            self.io.run_chains(&[chain]).pop().unwrap_or(Ok(()))
+        });
+        if let Err(e) = res {
+            self.note_write_error(dest, &e);
+            return Err(Error::io(&name, e));
+        }
+        let installed = self.servers[dest].install(&self.io, tmp).map_err(|e| {
+            self.note_write_error(dest, &e);
+            Error::io(&name, e)
+        })?;
+        if installed.len() != copied || installed.version() != version {
+            self.servers[dest].delete(h);
+            return Err(Error::Corruption {
+                name,
+                detail: "installed copy does not match".into(),
+            });
+        }
+        let mut st = self.master.state.lock();
+        match st.chunks.get_mut(&h) {
+            Some(c) if !c.locations.contains(&dest) => c.locations.push(dest),
+            Some(_) => {}
+            None => {
+                drop(st);
+                self.servers[dest].delete(h);
+                return Ok(false);
+            }
+        }
+        self.counters
+            .repair_bytes
+            .fetch_add(copied, Ordering::Relaxed);
+        log::info!(
+            "gfs: chunk {h:016x}: copied {copied} bytes to chunkserver {dest} ({})",
+            self.servers[dest].dir.display()
+        );
+        Ok(true)
+    }
+
+    /// Copies from a source replica into `tmp` up to the chunk's committed
+    /// length, switching source when one fails its checks.
+    #[allow(clippy::too_many_arguments)]
+    fn copy_range(
+        &self,
+        h: u64,
+        tmp: &Replica,
+        dest: usize,
+        sources: &[Placed],
+        src: &mut usize,
+        copied: &mut u64,
+        tail: &mut Vec<u8>,
+        ctl: &super::master::ChunkCtl,
+    ) -> Result<()> {
+        let name = format!("chunk {h:016x}");
+        loop {
+            let target = ctl.len.load(Ordering::Acquire);
+            if *copied >= target {
+                return Ok(());
+            }
+            if self.stopping() {
+                return Err(Error::io(&name, io::Error::other("shutting down")));
+            }
+            let n = COPY_PIECE.min(target - *copied);
+            let Some((s, r)) = sources.get(*src) else {
+                return Err(Error::io(&name, io::Error::other("no good source replica")));
+            };
+            let piece = ReadPiece {
+                replica: r,
+                offset: *copied,
+                len: n as usize,
+            };
+            let data = match read_verified(&self.io, &[piece]).pop() {
+                Some(Ok(d)) => d,
+                Some(Err(f)) => {
+                    self.report_read_failure(h, *s, &f);
+                    *src += 1;
+                    continue;
+                }
+                None => return Err(Error::io(&name, io::Error::other("read returned nothing"))),
+            };
+            let sums = chunk::append_sums(*copied, tail, &[&data]);
+            let enc = sums.encoded();
+            let res = tmp.open(false).and_then(|o| {
+                let mut chain = Chain::new();
+                o.append_chain(&mut chain, *copied, &[&data], &enc, false);
+                self.io.run_chains(&[chain]).pop().unwrap_or(Ok(()))
+            });
+            if let Err(e) = res {
+                self.note_write_error(dest, &e);
+                return Err(Error::io(&name, e));
+            }
+            tmp.commit_append(*copied + n, &sums);
+            tmp.gate.stats.write(n);
+            *tail = sums.tail;
+            *copied += n;
+        }
+    }
+
+    /// Verifies every replica now; returns how many failed (each reported).
+    pub(crate) fn scrub(&self) -> usize {
+        let mut bad = 0;
+        for s in &self.servers {
+            if !s.serving() || s.gate.check_read().is_err() {
+                continue;
+            }
+            for h in s.handles() {
+                let Some(r) = s.replica(h) else { continue };
+                if r.is_bad() {
+                    continue;
+                }
+                if let Err(why) = r.scrub(&self.io) {
+                    bad += 1;
+                    s.gate.stats.corrupt();
+                    self.report_bad(h, s.id, &format!("scrub: {why}"), true);
+                }
+            }
+        }
+        bad
+    }
+}

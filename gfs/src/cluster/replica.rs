@@ -1,0 +1,786 @@
+//! One chunk replica on one chunkserver: its file, its in-memory checksum
+//! table, verified reads, and the I/O requests of appends and version changes.
+//!
+//! The checksum table is kept in memory (as GFS keeps checksums in memory)
+//! and also read back from disk with every read: the data is verified
+//! against the stored hash and the stored entry against the in-memory one,
+//! so a flipped byte in either is caught by the first read that touches it.
+
+use super::chunk::{self, AppendSums, EncodedSums, Entry, Layout, Superblock, BLOCK, SUPER_LEN};
+use super::server::Gate;
+use crate::io::{Chain, Io, ReadReq};
+use parking_lot::{Mutex, RwLock};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// Why a replica could not serve a read.
+#[derive(Debug)]
+pub(crate) enum ReadFail {
+    /// The bytes on disk do not match their checksums.
+    Corrupt(String),
+    /// The kernel failed the read.
+    Io(io::Error),
+    /// The replica holds fewer bytes than asked for.
+    Short { have: u64 },
+    /// The replica is known bad, stale, or its server is down.
+    Unavailable(String),
+}
+
+impl std::fmt::Display for ReadFail {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReadFail::Corrupt(d) => write!(f, "corrupt: {d}"),
+            ReadFail::Io(e) => write!(f, "I/O error: {e}"),
+            ReadFail::Short { have } => write!(f, "replica holds only {have} bytes"),
+            ReadFail::Unavailable(d) => write!(f, "unavailable: {d}"),
+        }
+    }
+}
+
+struct State {
+    version: u64,
+    len: u64,
+    table: Vec<Entry>,
+}
+
+/// A replica file and what is known about it.
+pub(crate) struct Replica {
+    pub(crate) handle: u64,
+    pub(crate) gate: Arc<Gate>,
+    pub(crate) path: PathBuf,
+    /// Key of this replica's file in the server's open-file cache.
+    fd: u64,
+    layout: Layout,
+    state: RwLock<State>,
+    /// Held while this replica's file is being written, so a reader whose
+    /// check failed can tell a concurrent append from real corruption.
+    io_lock: Mutex<()>,
+    /// Found corrupt, failed a write, or retired by the master: never served.
+    bad: AtomicBool,
+    /// False for a new replica until its first sync, which also fsyncs the
+    /// directory so the file's entry is durable: creating a chunk costs no
+    /// fsync until someone asks for durability.
+    dir_synced: AtomicBool,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.gate.fds.forget(self.fd);
+    }
+}
+
+/// A replica with its file open, for building I/O chains. Holding it keeps
+/// the file open even if the cache evicts it.
+pub(crate) struct Open<'r> {
+    pub(crate) replica: &'r Replica,
+    file: Arc<File>,
+    /// The directory, when the replica's entry in it is not yet durable.
+    dir: Option<File>,
+}
+
+/// The file name of a replica of chunk `handle`.
+pub(crate) fn file_name(handle: u64) -> String {
+    format!("{handle:016x}.chunk")
+}
+
+/// Parses a replica file name back into its handle.
+pub(crate) fn parse_name(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(".chunk")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// What loading a replica file found.
+pub(crate) struct Loaded {
+    pub(crate) replica: Arc<Replica>,
+    /// Bytes dropped from the end because the last blocks did not verify
+    /// (a torn tail after a machine crash, or corruption there).
+    pub(crate) dropped_tail: u64,
+}
+
+impl Replica {
+    /// Creates a new replica file at `path` (which must not exist); returns
+    /// it with the header to write (see [`Open::init_chain`]). The caller
+    /// runs that write and only then uses the replica.
+    pub(crate) fn create(
+        gate: Arc<Gate>,
+        path: PathBuf,
+        handle: u64,
+        version: u64,
+        layout: Layout,
+    ) -> io::Result<(Arc<Replica>, Vec<u8>)> {
+        gate.check_write()?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        let fd = gate.fds.new_id();
+        gate.fds.insert(fd, file);
+        let mut header = vec![0u8; layout.data_off as usize];
+        header[..SUPER_LEN as usize].copy_from_slice(
+            &Superblock {
+                handle,
+                version,
+                chunk_size: layout.chunk_size,
+            }
+            .encode(),
+        );
+        let r = Replica {
+            handle,
+            gate,
+            path,
+            fd,
+            layout,
+            state: RwLock::new(State {
+                version,
+                len: 0,
+                table: vec![Entry::default(); layout.blocks as usize],
+            }),
+            io_lock: Mutex::new(()),
+            bad: AtomicBool::new(false),
+            dir_synced: AtomicBool::new(false),
+        };
+        Ok((Arc::new(r), header))
+    }
+
+    /// Loads an existing replica file: checks the superblock, reads the table,
+    /// and verifies the last block, dropping trailing blocks that fail (what a
+    /// torn tail looks like). Cleans the table and file past the verified
+    /// length so appends can continue there.
+    pub(crate) fn load(
+        gate: Arc<Gate>,
+        io: &Io,
+        path: &Path,
+        handle: u64,
+    ) -> Result<Loaded, String> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| format!("open: {e}"))?;
+        let file_len = file.metadata().map_err(|e| format!("stat: {e}"))?.len();
+        let one = |off: u64, len: usize| -> Result<Vec<u8>, String> {
+            let mut r = io.read_multi(&[ReadReq {
+                file: &file,
+                offset: off,
+                len,
+            }]);
+            match r.pop() {
+                Some(Ok(b)) => Ok(b),
+                Some(Err(e)) => Err(format!("read at {off}: {e}")),
+                None => Err("read returned nothing".into()),
+            }
+        };
+        let sb = Superblock::decode(&one(0, SUPER_LEN as usize)?)?;
+        if sb.handle != handle {
+            return Err(format!("superblock names chunk {:016x}", sb.handle));
+        }
+        let layout = Layout::new(sb.chunk_size);
+        let raw = one(SUPER_LEN, layout.table_len() as usize)?;
+        let mut table: Vec<Entry> = raw
+            .chunks(chunk::ENTRY_LEN as usize)
+            .map(|e| Entry::decode(e).unwrap_or(Entry { len: 0, hash: 1 }))
+            .collect();
+        table.resize(layout.blocks as usize, Entry::default());
+        let claimed = chunk::length_from_table(&table).min(layout.chunk_size);
+        let mut len = claimed;
+        while len > 0 {
+            let k = (len - 1) / BLOCK;
+            let start = k * BLOCK;
+            let blen = (len - start) as usize;
+            let data = one(layout.data_off + start, blen)?;
+            if data.len() == blen && Entry::of(&data) == table[k as usize] {
+                break;
+            }
+            len = start;
+        }
+        // Entries past the verified length are garbage (or a torn tail).
+        let used = len.div_ceil(BLOCK) as usize;
+        for e in &mut table[used..] {
+            *e = Entry::default();
+        }
+        let want_raw = chunk::encode_entries(&table);
+        let mut chain = Chain::new();
+        let mut dirty = false;
+        if want_raw != raw {
+            chain.write(&file, SUPER_LEN, &[&want_raw]);
+            dirty = true;
+        }
+        if dirty {
+            chain.sync(&file, true);
+            if let Some(Err(e)) = io.run_chains(&[chain]).pop() {
+                return Err(format!("cleaning table: {e}"));
+            }
+        }
+        if file_len > layout.data_off + len {
+            file.set_len(layout.data_off + len)
+                .map_err(|e| format!("truncate: {e}"))?;
+        }
+        let fd = gate.fds.new_id();
+        gate.fds.insert(fd, file);
+        let r = Replica {
+            handle,
+            gate,
+            path: path.to_path_buf(),
+            fd,
+            layout,
+            state: RwLock::new(State {
+                version: sb.version,
+                len,
+                table,
+            }),
+            io_lock: Mutex::new(()),
+            bad: AtomicBool::new(false),
+            dir_synced: AtomicBool::new(true),
+        };
+        Ok(Loaded {
+            replica: Arc::new(r),
+            dropped_tail: claimed - len,
+        })
+    }
+
+    /// The replica's file, opened (or reopened after eviction) as needed.
+    pub(crate) fn file(&self) -> io::Result<Arc<File>> {
+        self.gate.fds.get(self.fd, &self.path)
+    }
+
+    /// Opens the replica for writing chains; `for_sync` if a chain will
+    /// sync it (a new replica's directory is then synced with it).
+    pub(crate) fn open(&self, for_sync: bool) -> io::Result<Open<'_>> {
+        // A server that is down takes nothing (a full one may still sync
+        // and rewrite headers: only appends and new files need space).
+        self.gate.check_read()?;
+        let file = self.file()?;
+        let dir = if !for_sync || self.dir_synced.load(Ordering::Acquire) {
+            None
+        } else {
+            match self.path.parent() {
+                Some(p) => Some(File::open(p)?),
+                None => None,
+            }
+        };
+        Ok(Open {
+            replica: self,
+            file,
+            dir,
+        })
+    }
+
+    /// Closes the replica's file now (it is being deleted).
+    pub(crate) fn close(&self) {
+        self.gate.fds.forget(self.fd);
+    }
+
+    pub(crate) fn version(&self) -> u64 {
+        self.state.read().version
+    }
+
+    /// The chunk size this replica was made with: its capacity.
+    pub(crate) fn chunk_size(&self) -> u64 {
+        self.layout.chunk_size
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.state.read().len
+    }
+
+    pub(crate) fn is_bad(&self) -> bool {
+        self.bad.load(Ordering::Acquire)
+    }
+
+    /// Never serve this replica again; returns whether it was news.
+    pub(crate) fn mark_bad(&self) -> bool {
+        !self.bad.swap(true, Ordering::AcqRel)
+    }
+
+    /// The in-memory checksum entries of `count` blocks from `first`, as
+    /// they should lie on disk.
+    pub(crate) fn table_bytes(&self, first: u64, count: u64) -> Vec<u8> {
+        let st = self.state.read();
+        let from = (first as usize).min(st.table.len());
+        let to = (first + count).min(st.table.len() as u64) as usize;
+        chunk::encode_entries(&st.table[from..to])
+    }
+
+    /// Takes the write lock of this replica (held across an append's I/O).
+    pub(crate) fn lock_io(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.io_lock.lock()
+    }
+
+    /// Records a completed append in memory.
+    pub(crate) fn commit_append(&self, new_len: u64, sums: &AppendSums) {
+        let mut st = self.state.write();
+        for (i, e) in sums.entries.iter().enumerate() {
+            if let Some(slot) = st.table.get_mut(sums.first_block as usize + i) {
+                *slot = *e;
+            }
+        }
+        st.len = new_len;
+    }
+
+    /// A sync chain of this replica succeeded.
+    pub(crate) fn synced(&self) {
+        self.dir_synced.store(true, Ordering::Release);
+    }
+
+    /// The superblock bytes for `version`.
+    pub(crate) fn superblock(&self, version: u64) -> [u8; SUPER_LEN as usize] {
+        Superblock {
+            handle: self.handle,
+            version,
+            chunk_size: self.layout.chunk_size,
+        }
+        .encode()
+    }
+
+    pub(crate) fn set_version(&self, version: u64) {
+        self.state.write().version = version;
+    }
+
+    /// Snapshot of what a read of `[offset, offset+len)` needs, or why it
+    /// cannot be served.
+    fn plan(&self, offset: u64, len: usize) -> Result<Plan, ReadFail> {
+        if self.is_bad() {
+            return Err(ReadFail::Unavailable("replica is marked bad".into()));
+        }
+        self.gate.check_read().map_err(ReadFail::Io)?;
+        let st = self.state.read();
+        let end = offset
+            .checked_add(len as u64)
+            .ok_or(ReadFail::Short { have: st.len })?;
+        if end > st.len {
+            return Err(ReadFail::Short { have: st.len });
+        }
+        if len == 0 {
+            return Ok(Plan {
+                first: 0,
+                data_len: 0,
+                entries: Vec::new(),
+            });
+        }
+        let k0 = offset / BLOCK;
+        let k1 = (end - 1) / BLOCK;
+        let data_end = ((k1 + 1) * BLOCK).min(st.len);
+        Ok(Plan {
+            first: k0,
+            data_len: (data_end - k0 * BLOCK) as usize,
+            entries: st.table[k0 as usize..=k1 as usize].to_vec(),
+        })
+    }
+
+    fn requests<'a>(&self, file: &'a File, p: &Plan, out: &mut Vec<ReadReq<'a>>) {
+        out.push(ReadReq {
+            file,
+            offset: self.layout.data_off + p.first * BLOCK,
+            len: p.data_len,
+        });
+        out.push(ReadReq {
+            file,
+            offset: self.layout.entry_off(p.first),
+            len: p.entries.len() * chunk::ENTRY_LEN as usize,
+        });
+    }
+
+    /// Checks the blocks read for a plan; returns the requested bytes.
+    fn verify(
+        &self,
+        p: &Plan,
+        offset: u64,
+        len: usize,
+        data: io::Result<Vec<u8>>,
+        sums: io::Result<Vec<u8>>,
+    ) -> Result<Vec<u8>, ReadFail> {
+        let data = data.map_err(ReadFail::Io)?;
+        let sums = sums.map_err(ReadFail::Io)?;
+        if data.len() != p.data_len {
+            return Err(ReadFail::Corrupt(format!(
+                "file holds {} of {} data bytes",
+                data.len(),
+                p.data_len
+            )));
+        }
+        for (i, want) in p.entries.iter().enumerate() {
+            let k = p.first + i as u64;
+            let on_disk = sums.get(i * 16..i * 16 + 16).unwrap_or(&[]);
+            if on_disk != want.encode() {
+                return Err(ReadFail::Corrupt(format!(
+                    "checksum entry of block {k} damaged"
+                )));
+            }
+            let start = i * BLOCK as usize;
+            let end = (start + BLOCK as usize).min(data.len());
+            if Entry::of(&data[start.min(end)..end]) != *want {
+                return Err(ReadFail::Corrupt(format!("block {k} fails its checksum")));
+            }
+        }
+        let from = (offset - p.first * BLOCK) as usize;
+        Ok(data[from..from + len].to_vec())
+    }
+
+    /// Re-reads one range while holding the write lock, so no append can be
+    /// changing the last block or its entry under the check.
+    fn read_locked(&self, io: &Io, offset: u64, len: usize) -> Result<Vec<u8>, ReadFail> {
+        let _g = self.io_lock.lock();
+        let p = self.plan(offset, len)?;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let file = self.file().map_err(ReadFail::Io)?;
+        let mut reqs = Vec::with_capacity(2);
+        self.requests(&file, &p, &mut reqs);
+        let mut res = io.read_multi(&reqs).into_iter();
+        let (d, s) = (res.next(), res.next());
+        let missing = || Err(io::Error::other("missing read result"));
+        self.verify(
+            &p,
+            offset,
+            len,
+            d.unwrap_or_else(missing),
+            s.unwrap_or_else(missing),
+        )
+    }
+
+    /// Verifies the whole replica (header, table, padding, data) against what
+    /// is known in memory; returns a description of the first problem.
+    pub(crate) fn scrub(&self, io: &Io) -> Result<(), String> {
+        match self.scrub_once(io) {
+            Ok(()) => Ok(()),
+            // Perhaps an append raced with us: check again with it excluded.
+            Err(_) => {
+                let _g = self.io_lock.lock();
+                self.scrub_once(io)
+            }
+        }
+    }
+
+    fn scrub_once(&self, io: &Io) -> Result<(), String> {
+        self.gate.check_read().map_err(|e| e.to_string())?;
+        let (version, len, table) = {
+            let st = self.state.read();
+            (st.version, st.len, st.table.clone())
+        };
+        let header_len = self.layout.data_off as usize;
+        let file = self.file().map_err(|e| format!("open: {e}"))?;
+        let file = &*file;
+        let mut reqs = vec![ReadReq {
+            file,
+            offset: 0,
+            len: header_len,
+        }];
+        const PIECE: u64 = 16 * BLOCK;
+        let mut off = 0;
+        while off < len {
+            let n = PIECE.min(len - off);
+            reqs.push(ReadReq {
+                file,
+                offset: self.layout.data_off + off,
+                len: n as usize,
+            });
+            off += n;
+        }
+        let mut res = io.read_multi(&reqs).into_iter();
+        let header = res
+            .next()
+            .ok_or("no header read")?
+            .map_err(|e| format!("reading header: {e}"))?;
+        if header.len() != header_len {
+            return Err("header cut short".into());
+        }
+        let sb = Superblock::decode(&header)?;
+        if sb.handle != self.handle || sb.version != version {
+            return Err(format!(
+                "superblock says chunk {:016x} v{}, expected v{version}",
+                sb.handle, sb.version
+            ));
+        }
+        let t_end = (SUPER_LEN + self.layout.table_len()) as usize;
+        if header[SUPER_LEN as usize..t_end] != chunk::encode_entries(&table)[..] {
+            return Err("checksum table damaged".into());
+        }
+        if header[t_end..].iter().any(|&b| b != 0) {
+            return Err("header padding damaged".into());
+        }
+        let mut k = 0usize;
+        for piece in res {
+            let piece = piece.map_err(|e| format!("reading data: {e}"))?;
+            for block in piece.chunks(BLOCK as usize) {
+                let want = table.get(k).copied().unwrap_or_default();
+                if Entry::of(block) != want {
+                    return Err(format!("block {k} fails its checksum"));
+                }
+                k += 1;
+            }
+        }
+        if (k as u64) < len.div_ceil(BLOCK) {
+            return Err("data cut short".into());
+        }
+        Ok(())
+    }
+}
+
+impl Open<'_> {
+    /// The write of a new replica's header (see [`Replica::create`]); it is
+    /// made durable by the replica's first sync.
+    pub(crate) fn init_chain<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {
+        chain.write(&self.file, 0, &[header]);
+    }
+
+    /// Adds the writes of appending `bufs` at `len` to `chain`: the data, then
+    /// the entries of the blocks after the first, then the first block's entry
+    /// (which is what makes the append part of the replica), then an
+    /// fdatasync if `sync`.
+    pub(crate) fn append_chain<'a>(
+        &'a self,
+        chain: &mut Chain<'a>,
+        len: u64,
+        bufs: &[&'a [u8]],
+        sums: &'a EncodedSums,
+        sync: bool,
+    ) {
+        chain.write(&self.file, self.replica.layout.data_off + len, bufs);
+        if !sums.rest.is_empty() {
+            let off = self.replica.layout.entry_off(sums.first_block + 1);
+            chain.write(&self.file, off, &[&sums.rest]);
+        }
+        if !sums.first.is_empty() {
+            let off = self.replica.layout.entry_off(sums.first_block);
+            chain.write(&self.file, off, &[&sums.first]);
+        }
+        if sync {
+            self.sync_chain(chain);
+        }
+    }
+
+    /// An fdatasync of the replica file (and of its directory, the first
+    /// time, if opened `for_sync`); call [`Replica::synced`] once the chain
+    /// has succeeded.
+    pub(crate) fn sync_chain<'a>(&'a self, chain: &mut Chain<'a>) {
+        chain.sync(&self.file, true);
+        if let Some(d) = &self.dir {
+            chain.sync(d, false);
+        }
+    }
+
+    /// The writes of a new version: the superblock, then an fdatasync.
+    pub(crate) fn version_chain<'a>(&'a self, chain: &mut Chain<'a>, sb: &'a [u8]) {
+        chain.write(&self.file, 0, &[sb]).sync(&self.file, true);
+    }
+
+    /// A write of table bytes (from [`Replica::table_bytes`]) at block `first`.
+    pub(crate) fn table_chain<'a>(&'a self, chain: &mut Chain<'a>, first: u64, bytes: &'a [u8]) {
+        chain.write(&self.file, self.replica.layout.entry_off(first), &[bytes]);
+    }
+}
+
+struct Plan {
+    first: u64,
+    data_len: usize,
+    entries: Vec<Entry>,
+}
+
+/// One range of a batched read: `len` bytes at `offset` within the chunk.
+pub(crate) struct ReadPiece<'a> {
+    pub(crate) replica: &'a Replica,
+    pub(crate) offset: u64,
+    pub(crate) len: usize,
+}
+
+/// Reads and verifies every piece (possibly on many replicas and servers)
+/// in one batch of io_uring submissions: for each piece, the blocks that
+/// cover it and their stored checksums. A piece that fails its check is read
+/// once more under the replica's write lock before it is called corrupt.
+pub(crate) fn read_verified(io: &Io, pieces: &[ReadPiece<'_>]) -> Vec<Result<Vec<u8>, ReadFail>> {
+    let plans: Vec<Result<(Plan, Arc<File>), ReadFail>> = pieces
+        .iter()
+        .map(|p| {
+            let plan = p.replica.plan(p.offset, p.len)?;
+            let file = p.replica.file().map_err(ReadFail::Io)?;
+            Ok((plan, file))
+        })
+        .collect();
+    let mut reqs = Vec::new();
+    for (p, plan) in pieces.iter().zip(&plans) {
+        if let Ok((plan, file)) = plan {
+            if p.len > 0 {
+                p.replica.requests(file, plan, &mut reqs);
+            }
+        }
+    }
+    let mut res = io.read_multi(&reqs).into_iter();
+    let missing = || Err(io::Error::other("missing read result"));
+    pieces
+        .iter()
+        .zip(plans)
+        .map(|(p, plan)| {
+            let (plan, _file) = plan?;
+            if p.len == 0 {
+                return Ok(Vec::new());
+            }
+            let d = res.next().unwrap_or_else(missing);
+            let s = res.next().unwrap_or_else(missing);
+            let r = p.replica;
+            let out = match r.verify(&plan, p.offset, p.len, d, s) {
+                Err(ReadFail::Corrupt(_)) => r.read_locked(io, p.offset, p.len),
+                other => other,
+            };
+            let stats = &r.gate.stats;
+            match &out {
+                Ok(b) => stats.read(b.len()),
+                Err(ReadFail::Corrupt(_)) => stats.corrupt(),
+                Err(ReadFail::Io(_)) => stats.read_error(),
+                Err(_) => {}
+            }
+            out
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::fds::FdCache;
+    use crate::io::IoMode;
+
+    fn new_replica(dir: &Path, chunk_size: u64) -> (Arc<Replica>, Io) {
+        let io = Io::new(IoMode::Uring);
+        let gate = Arc::new(Gate::new(0, FdCache::new(16)));
+        let (r, header) =
+            Replica::create(gate, dir.join(file_name(5)), 5, 1, Layout::new(chunk_size)).unwrap();
+        let o = r.open(false).unwrap();
+        let mut c = Chain::new();
+        o.init_chain(&mut c, &header);
+        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        drop(o);
+        (r, io)
+    }
+
+    fn append(io: &Io, r: &Replica, tail: &mut Vec<u8>, data: &[u8]) {
+        let len = r.len();
+        let sums = chunk::append_sums(len, tail, &[data]);
+        let enc = sums.encoded();
+        let o = r.open(true).unwrap();
+        let mut c = Chain::new();
+        o.append_chain(&mut c, len, &[data], &enc, true);
+        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        r.commit_append(len + data.len() as u64, &sums);
+        *tail = sums.tail;
+    }
+
+    fn read(io: &Io, r: &Replica, off: u64, len: usize) -> Result<Vec<u8>, ReadFail> {
+        read_verified(
+            io,
+            &[ReadPiece {
+                replica: r,
+                offset: off,
+                len,
+            }],
+        )
+        .pop()
+        .unwrap()
+    }
+
+    #[test]
+    fn names_roundtrip() {
+        assert_eq!(parse_name(&file_name(0xabc)), Some(0xabc));
+        assert_eq!(parse_name("0000000000000abc.tmp"), None);
+        assert_eq!(parse_name("abc.chunk"), None);
+    }
+
+    #[test]
+    fn append_read_reload_and_detect_flips() {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+        let data: Vec<u8> = (0..(2 * BLOCK as usize + 500))
+            .map(|i| (i * 31 % 256) as u8)
+            .collect();
+        let mut tail = Vec::new();
+        for piece in data.chunks(40_000) {
+            append(&io, &r, &mut tail, piece);
+        }
+        assert_eq!(r.len(), data.len() as u64);
+        assert_eq!(read(&io, &r, 100, 70_000).unwrap(), data[100..70_100]);
+        assert!(matches!(
+            read(&io, &r, 0, data.len() + 1),
+            Err(ReadFail::Short { .. })
+        ));
+        r.scrub(&io).unwrap();
+
+        // Reload: same length, table and contents.
+        let gate = Arc::new(Gate::new(0, FdCache::new(16)));
+        let l = Replica::load(gate, &io, &r.path, 5).unwrap();
+        assert_eq!(l.dropped_tail, 0);
+        assert_eq!(l.replica.len(), data.len() as u64);
+        assert_eq!(l.replica.version(), 1);
+        l.replica.scrub(&io).unwrap();
+
+        // Flip a data byte: the read that covers it and the scrub both notice.
+        let file = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .open(&r.path)
+            .unwrap();
+        use std::os::unix::fs::FileExt;
+        let at = r.layout.data_off + BLOCK + 7;
+        let mut b = [0u8];
+        file.read_exact_at(&mut b, at).unwrap();
+        file.write_all_at(&[b[0] ^ 1], at).unwrap();
+        assert!(matches!(
+            read(&io, &r, BLOCK, 10),
+            Err(ReadFail::Corrupt(_))
+        ));
+        assert!(read(&io, &r, 0, 100).is_ok(), "other blocks still verify");
+        assert!(r.scrub(&io).is_err());
+        file.write_all_at(&b, at).unwrap();
+        // Flip a table entry byte.
+        let at = r.layout.entry_off(0) + 9;
+        file.read_exact_at(&mut b, at).unwrap();
+        file.write_all_at(&[b[0] ^ 0x80], at).unwrap();
+        assert!(matches!(read(&io, &r, 0, 1), Err(ReadFail::Corrupt(_))));
+        file.write_all_at(&b, at).unwrap();
+        // Flip padding and an unused entry: only the scrub can notice.
+        for at in [r.layout.data_off - 1, r.layout.entry_off(3) + 2] {
+            file.read_exact_at(&mut b, at).unwrap();
+            file.write_all_at(&[b[0] ^ 4], at).unwrap();
+            assert!(r.scrub(&io).is_err(), "flip at {at}");
+            file.write_all_at(&b, at).unwrap();
+        }
+        r.scrub(&io).unwrap();
+    }
+
+    #[test]
+    fn load_drops_unverifiable_tail_and_ignores_uncommitted_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+        let mut tail = Vec::new();
+        append(&io, &r, &mut tail, &vec![1u8; BLOCK as usize + 10]);
+        use std::os::unix::fs::FileExt;
+        let file = OpenOptions::new().write(true).open(&r.path).unwrap();
+        // An append torn before its first entry landed: data and a later
+        // entry are there, but the length does not include them.
+        file.write_all_at(&[9u8; 1000], r.layout.data_off + BLOCK + 10)
+            .unwrap();
+        file.write_all_at(&Entry::of(&[3u8; 5]).encode(), r.layout.entry_off(2))
+            .unwrap();
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+        assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK + 10, 0));
+        l.replica.scrub(&io).unwrap();
+        // Now damage the last block: the reload walks back to the full block.
+        file.write_all_at(&[7u8], r.layout.data_off + BLOCK + 3)
+            .unwrap();
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+        assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK, 10));
+        l.replica.scrub(&io).unwrap();
+        assert_eq!(
+            std::fs::metadata(&r.path).unwrap().len(),
+            r.layout.data_off + BLOCK
+        );
+        // A superblock naming another chunk is refused.
+        assert!(Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 6).is_err());
+    }
+}

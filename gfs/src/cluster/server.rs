@@ -1,0 +1,531 @@
+//! A chunkserver: one data directory holding chunk replicas.
+//!
+//! The chunkserver knows its replicas (loaded by scanning its directory) but
+//! not which file they belong to; the master learns where chunks are from the
+//! reports made at startup and whenever a server comes back. Its health is
+//! probed by the master's heartbeat: a directory that disappears or turns
+//! unreadable, or an injected fault, makes the server fail, and everything it
+//! held is re-replicated elsewhere.
+
+use super::fds::FdCache;
+use super::replica::{self, Replica};
+use crate::io::Io;
+use parking_lot::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::fs;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::Arc;
+
+/// The marker file that makes a directory a chunkserver's.
+const MARKER: &str = "CHUNKSERVER";
+const CHUNKS: &str = "chunks";
+
+/// A fault injected into one chunkserver, to rehearse failures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Every write fails with ENOSPC; reads still work.
+    DiskFull,
+    /// Every read and write fails with EIO.
+    IoError,
+}
+
+/// What a chunkserver has done, for status lines.
+#[derive(Default)]
+pub(crate) struct ServerStats {
+    pub(crate) reads: AtomicU64,
+    pub(crate) read_bytes: AtomicU64,
+    pub(crate) writes: AtomicU64,
+    pub(crate) write_bytes: AtomicU64,
+    pub(crate) read_errors: AtomicU64,
+    pub(crate) write_errors: AtomicU64,
+    pub(crate) corrupt: AtomicU64,
+}
+
+impl ServerStats {
+    pub(crate) fn read(&self, bytes: usize) {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.read_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+    pub(crate) fn write(&self, bytes: u64) {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        self.write_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+    pub(crate) fn read_error(&self) {
+        self.read_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn write_error(&self) {
+        self.write_errors.fetch_add(1, Ordering::Relaxed);
+    }
+    pub(crate) fn corrupt(&self) {
+        self.corrupt.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// What every replica of a server consults before I/O: whether the server
+/// is up, and any injected fault. Shared by the server and its replicas.
+pub(crate) struct Gate {
+    pub(crate) server: usize,
+    /// Open replica files (shared by every server of a cluster).
+    pub(crate) fds: Arc<FdCache>,
+    offline: AtomicBool,
+    fault: AtomicU8,
+    pub(crate) stats: ServerStats,
+}
+
+const NO_FAULT: u8 = 0;
+const FAULT_FULL: u8 = 1;
+const FAULT_EIO: u8 = 2;
+
+impl Gate {
+    pub(crate) fn new(server: usize, fds: Arc<FdCache>) -> Gate {
+        Gate {
+            server,
+            fds,
+            offline: AtomicBool::new(false),
+            fault: AtomicU8::new(NO_FAULT),
+            stats: ServerStats::default(),
+        }
+    }
+
+    pub(crate) fn fault(&self) -> Option<Fault> {
+        match self.fault.load(Ordering::Acquire) {
+            FAULT_FULL => Some(Fault::DiskFull),
+            FAULT_EIO => Some(Fault::IoError),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn check_read(&self) -> io::Result<()> {
+        if self.is_offline() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("chunkserver {} is offline", self.server),
+            ));
+        }
+        if self.fault() == Some(Fault::IoError) {
+            return Err(io::Error::from_raw_os_error(libc::EIO));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn check_write(&self) -> io::Result<()> {
+        self.check_read()?;
+        if self.fault() == Some(Fault::DiskFull) {
+            return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+        }
+        Ok(())
+    }
+}
+
+/// A chunkserver's state as the master sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Health {
+    /// Serving reads and writes, and takes new replicas.
+    Healthy,
+    /// Out of space: still serves reads, takes no new replicas.
+    Full(String),
+    /// Down: its replicas are not used and are being copied elsewhere.
+    Failed(String),
+}
+
+/// What a heartbeat probe found.
+pub(crate) enum Probe {
+    Ok,
+    Full(String),
+    Down(String),
+}
+
+/// One replica a server holds, as reported to the master.
+pub(crate) struct Report {
+    pub(crate) replica: Arc<Replica>,
+    pub(crate) version: u64,
+    pub(crate) len: u64,
+}
+
+/// What a scan of the directory found.
+pub(crate) struct Scan {
+    pub(crate) reports: Vec<Report>,
+    /// Replica files that could not be loaded: (handle, why).
+    pub(crate) unreadable: Vec<(u64, String)>,
+    /// Bytes dropped from replica tails that did not verify.
+    pub(crate) dropped_tail: u64,
+}
+
+pub(crate) struct ChunkServer {
+    pub(crate) id: usize,
+    pub(crate) dir: PathBuf,
+    pub(crate) gate: Arc<Gate>,
+    health: Mutex<Health>,
+    replicas: RwLock<HashMap<u64, Arc<Replica>>>,
+    /// Identity written in the marker file; a directory with another (or no)
+    /// marker is a different disk.
+    incarnation: Mutex<Option<String>>,
+    /// Free bytes below which the server counts as full.
+    min_free: u64,
+}
+
+impl ChunkServer {
+    pub(crate) fn new(id: usize, dir: PathBuf, min_free: u64, fds: Arc<FdCache>) -> ChunkServer {
+        ChunkServer {
+            id,
+            dir,
+            gate: Arc::new(Gate::new(id, fds)),
+            health: Mutex::new(Health::Failed("not started".into())),
+            replicas: RwLock::new(HashMap::new()),
+            incarnation: Mutex::new(None),
+            min_free,
+        }
+    }
+
+    fn chunks_dir(&self) -> PathBuf {
+        self.dir.join(CHUNKS)
+    }
+
+    pub(crate) fn health(&self) -> Health {
+        self.health.lock().clone()
+    }
+
+    pub(crate) fn set_health(&self, h: Health) {
+        *self.health.lock() = h;
+    }
+
+    /// Whether new replicas may be placed here.
+    pub(crate) fn placeable(&self) -> bool {
+        matches!(*self.health.lock(), Health::Healthy)
+    }
+
+    /// Whether the replicas here may serve.
+    pub(crate) fn serving(&self) -> bool {
+        !matches!(*self.health.lock(), Health::Failed(_))
+    }
+
+    pub(crate) fn set_offline(&self, offline: bool) {
+        self.gate.offline.store(offline, Ordering::Release);
+    }
+
+    pub(crate) fn inject(&self, fault: Option<Fault>) {
+        let v = match fault {
+            None => NO_FAULT,
+            Some(Fault::DiskFull) => FAULT_FULL,
+            Some(Fault::IoError) => FAULT_EIO,
+        };
+        self.gate.fault.store(v, Ordering::Release);
+    }
+
+    /// Brings the server up on its directory (creating it and its marker if
+    /// missing: a new or replaced disk), drops leftovers of interrupted
+    /// copies, and loads every replica. The server's replica map is replaced.
+    pub(crate) fn start(&self, io: &Io) -> Result<Scan, String> {
+        self.gate.check_read().map_err(|e| e.to_string())?;
+        let chunks = self.chunks_dir();
+        fs::create_dir_all(&chunks).map_err(|e| format!("{}: {e}", chunks.display()))?;
+        let marker = self.dir.join(MARKER);
+        let id = match fs::read_to_string(&marker) {
+            Ok(s) => s.trim().to_string(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                let id = format!("gfs-chunkserver {:016x}", rand_id());
+                write_synced(&marker, &id).map_err(|e| format!("{}: {e}", marker.display()))?;
+                id
+            }
+            Err(e) => return Err(format!("{}: {e}", marker.display())),
+        };
+        let mut scan = Scan {
+            reports: Vec::new(),
+            unreadable: Vec::new(),
+            dropped_tail: 0,
+        };
+        let mut map = HashMap::new();
+        let entries = fs::read_dir(&chunks).map_err(|e| format!("{}: {e}", chunks.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| format!("{}: {e}", chunks.display()))?;
+            let name = entry.file_name();
+            let name = String::from_utf8_lossy(name.as_bytes()).to_string();
+            let path = entry.path();
+            if name.ends_with(".tmp") {
+                // An interrupted re-replication: never installed, never used.
+                let _ = fs::remove_file(&path);
+                continue;
+            }
+            let Some(handle) = replica::parse_name(&name) else {
+                continue;
+            };
+            match Replica::load(self.gate.clone(), io, &path, handle) {
+                Ok(l) => {
+                    scan.dropped_tail += l.dropped_tail;
+                    if l.dropped_tail > 0 {
+                        log::warn!(
+                            "chunkserver {}: chunk {handle:016x}: dropped {} unverifiable tail bytes",
+                            self.id,
+                            l.dropped_tail
+                        );
+                    }
+                    let r = l.replica;
+                    scan.reports.push(Report {
+                        version: r.version(),
+                        len: r.len(),
+                        replica: r.clone(),
+                    });
+                    map.insert(handle, r);
+                }
+                Err(why) => {
+                    log::warn!("chunkserver {}: chunk {handle:016x}: {why}", self.id);
+                    scan.unreadable.push((handle, why));
+                }
+            }
+        }
+        *self.replicas.write() = map;
+        *self.incarnation.lock() = Some(id);
+        *self.health.lock() = Health::Healthy;
+        Ok(scan)
+    }
+
+    /// Checks that the directory is still this server's and usable.
+    pub(crate) fn probe(&self) -> Probe {
+        if self.gate.is_offline() {
+            return Probe::Down("offline".into());
+        }
+        match self.gate.fault() {
+            Some(Fault::IoError) => return Probe::Down("I/O error (injected)".into()),
+            Some(Fault::DiskFull) => return Probe::Full("disk full (injected)".into()),
+            None => {}
+        }
+        let marker = self.dir.join(MARKER);
+        match fs::read_to_string(&marker) {
+            Ok(s) if Some(s.trim()) == self.incarnation.lock().as_deref() => {}
+            Ok(_) => return Probe::Down("directory was replaced".into()),
+            Err(e) => return Probe::Down(format!("{}: {e}", marker.display())),
+        }
+        match fs::metadata(self.chunks_dir()) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Probe::Down("chunks directory is not a directory".into()),
+            Err(e) => return Probe::Down(format!("{}: {e}", self.chunks_dir().display())),
+        }
+        match free_bytes(&self.dir) {
+            Ok(free) if free < self.min_free => Probe::Full(format!("{free} bytes free")),
+            Ok(_) => Probe::Ok,
+            Err(e) => Probe::Down(format!("statvfs: {e}")),
+        }
+    }
+
+    /// Whether the directory exists again after a failure (and could be
+    /// restarted with [`Self::start`]).
+    pub(crate) fn dir_present(&self) -> bool {
+        !self.gate.is_offline()
+            && self.gate.fault() != Some(Fault::IoError)
+            && fs::metadata(&self.dir).map(|m| m.is_dir()).unwrap_or(false)
+    }
+
+    pub(crate) fn replica(&self, handle: u64) -> Option<Arc<Replica>> {
+        self.replicas.read().get(&handle).cloned()
+    }
+
+    pub(crate) fn handles(&self) -> Vec<u64> {
+        self.replicas.read().keys().copied().collect()
+    }
+
+    pub(crate) fn replica_count(&self) -> usize {
+        self.replicas.read().len()
+    }
+
+    pub(crate) fn bytes(&self) -> u64 {
+        self.replicas.read().values().map(|r| r.len()).sum()
+    }
+
+    /// Forgets every replica (the server failed); the files stay.
+    pub(crate) fn forget_all(&self) -> Vec<Arc<Replica>> {
+        let map = std::mem::take(&mut *self.replicas.write());
+        map.into_values()
+            .inspect(|r| {
+                r.mark_bad();
+                r.close();
+            })
+            .collect()
+    }
+
+    /// A new, empty replica (under a temporary name when `tmp`, for copies
+    /// that are installed only once complete); the caller writes its header.
+    pub(crate) fn new_replica(
+        &self,
+        handle: u64,
+        version: u64,
+        layout: super::chunk::Layout,
+        tmp: bool,
+    ) -> io::Result<(Arc<Replica>, Vec<u8>)> {
+        let mut name = replica::file_name(handle);
+        if tmp {
+            name.push_str(".tmp");
+        }
+        Replica::create(
+            self.gate.clone(),
+            self.chunks_dir().join(name),
+            handle,
+            version,
+            layout,
+        )
+    }
+
+    /// Registers a new replica written under its final name.
+    pub(crate) fn add(&self, r: Arc<Replica>) {
+        self.replicas.write().insert(r.handle, r);
+    }
+
+    /// Moves a completed copy to its final name (durably) and registers it.
+    pub(crate) fn install(&self, io: &Io, r: &Replica) -> io::Result<Arc<Replica>> {
+        let final_path = self.chunks_dir().join(replica::file_name(r.handle));
+        fs::rename(&r.path, &final_path)?;
+        self.sync_dir(io)?;
+        // Reload under the final name so the replica's path is right.
+        let loaded = Replica::load(self.gate.clone(), io, &final_path, r.handle)
+            .map_err(io::Error::other)?;
+        let r = loaded.replica;
+        self.replicas.write().insert(r.handle, r.clone());
+        Ok(r)
+    }
+
+    /// Makes the creation or removal of replica files durable.
+    pub(crate) fn sync_dir(&self, io: &Io) -> io::Result<()> {
+        let d = fs::File::open(self.chunks_dir())?;
+        io.sync(&d, false)
+    }
+
+    /// Deletes a replica (stale, corrupt, orphaned or of a deleted file).
+    pub(crate) fn delete(&self, handle: u64) {
+        let removed = self.replicas.write().remove(&handle);
+        let path = match &removed {
+            Some(r) => {
+                r.mark_bad();
+                r.close();
+                r.path.clone()
+            }
+            None => self.chunks_dir().join(replica::file_name(handle)),
+        };
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => log::warn!("chunkserver {}: deleting {}: {e}", self.id, path.display()),
+        }
+    }
+
+    /// Removes a file left by an abandoned copy.
+    pub(crate) fn discard(&self, r: &Replica) {
+        r.mark_bad();
+        r.close();
+        let _ = fs::remove_file(&r.path);
+    }
+
+    /// Free bytes on the server's file system.
+    pub(crate) fn free(&self) -> Option<u64> {
+        free_bytes(&self.dir).ok()
+    }
+}
+
+fn free_bytes(dir: &Path) -> io::Result<u64> {
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a properly sized,
+    // writable statvfs the call fills in; both outlive the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+fn write_synced(path: &Path, text: &str) -> io::Result<()> {
+    use std::io::Write;
+    let mut f = fs::File::create(path)?;
+    f.write_all(text.as_bytes())?;
+    f.write_all(b"\n")?;
+    f.sync_all()?;
+    if let Some(parent) = path.parent() {
+        fs::File::open(parent)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// A random identifier, from the clock and the process.
+fn rand_id() -> u64 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    seahash::hash(&[t.to_le_bytes(), u64::from(std::process::id()).to_le_bytes()].concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::IoMode;
+
+    #[test]
+    fn start_probe_and_notice_a_vanished_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Io::new(IoMode::Uring);
+        let s = ChunkServer::new(0, dir.path().join("cs"), 0, FdCache::new(16));
+        assert!(!s.serving());
+        let scan = s.start(&io).unwrap();
+        assert!(scan.reports.is_empty());
+        assert!(s.placeable());
+        assert!(matches!(s.probe(), Probe::Ok));
+        s.inject(Some(Fault::DiskFull));
+        assert!(matches!(s.probe(), Probe::Full(_)));
+        s.inject(Some(Fault::IoError));
+        assert!(matches!(s.probe(), Probe::Down(_)));
+        s.inject(None);
+        s.set_offline(true);
+        assert!(matches!(s.probe(), Probe::Down(_)));
+        assert!(s.start(&io).is_err());
+        s.set_offline(false);
+        fs::remove_dir_all(dir.path().join("cs")).unwrap();
+        assert!(matches!(s.probe(), Probe::Down(_)));
+        assert!(!s.dir_present());
+        // Recreated (a replaced disk): a new identity.
+        s.start(&io).unwrap();
+        assert!(matches!(s.probe(), Probe::Ok));
+    }
+
+    #[test]
+    fn scan_loads_replicas_and_removes_interrupted_copies() {
+        let dir = tempfile::tempdir().unwrap();
+        let io = Io::new(IoMode::Uring);
+        let s = ChunkServer::new(3, dir.path().to_path_buf(), 0, FdCache::new(16));
+        s.start(&io).unwrap();
+        let layout = super::super::chunk::Layout::new(128 << 10);
+        for (h, tmp) in [(1u64, false), (2, true)] {
+            let (r, header) = s.new_replica(h, 4, layout, tmp).unwrap();
+            let o = r.open(false).unwrap();
+            let mut c = crate::io::Chain::new();
+            o.init_chain(&mut c, &header);
+            assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        }
+        fs::write(
+            dir.path().join(CHUNKS).join("0000000000000009.chunk"),
+            b"junk",
+        )
+        .unwrap();
+        let scan = s.start(&io).unwrap();
+        assert_eq!(scan.reports.len(), 1);
+        assert_eq!(
+            (scan.reports[0].replica.handle, scan.reports[0].version),
+            (1, 4)
+        );
+        assert_eq!(scan.unreadable.len(), 1);
+        assert!(!dir
+            .path()
+            .join(CHUNKS)
+            .join("0000000000000002.chunk.tmp")
+            .exists());
+        s.delete(1);
+        assert!(s.replica(1).is_none());
+        assert_eq!(s.start(&io).unwrap().reports.len(), 0);
+    }
+}

@@ -1,0 +1,211 @@
+//! Health of the cluster, as numbers ([`ClusterHealth`]) and as the status
+//! lines shown in the mount's `.bigtable/` directory.
+
+use super::server::Health;
+use super::Inner;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+
+/// One chunkserver's state.
+#[derive(Clone, Debug)]
+pub struct ServerHealth {
+    pub id: usize,
+    pub dir: PathBuf,
+    /// "healthy", "full: why" or "failed: why".
+    pub state: String,
+    pub replicas: usize,
+    pub bytes: u64,
+    pub free_bytes: Option<u64>,
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub writes: u64,
+    pub write_bytes: u64,
+    pub read_errors: u64,
+    pub write_errors: u64,
+    /// Corrupt replicas found on this server (by reads or scrubs).
+    pub corrupt: u64,
+}
+
+/// The cluster's state.
+#[derive(Clone, Debug)]
+pub struct ClusterHealth {
+    pub servers: Vec<ServerHealth>,
+    pub replication: usize,
+    pub files: usize,
+    pub chunks: usize,
+    /// Chunks with fewer live replicas than the replication factor.
+    pub under_replicated: usize,
+    /// Chunks with no live replica at all.
+    pub lost: usize,
+    /// Chunks waiting for re-replication in the current pass.
+    pub repair_queue: u64,
+    /// The chunk being copied now.
+    pub repairing: Option<u64>,
+    /// Replicas reported bad and not yet dropped.
+    pub pending_reports: usize,
+    pub repaired: u64,
+    pub repair_bytes: u64,
+    pub repair_failures: u64,
+    pub corruptions_detected: u64,
+    pub stale_replicas_deleted: u64,
+    pub orphans_deleted: u64,
+    pub replicas_dropped: u64,
+    pub files_purged: u64,
+    pub version_bumps: u64,
+    pub read_retries: u64,
+    pub write_failovers: u64,
+}
+
+impl ClusterHealth {
+    /// "ok", "degraded" (a server down or full, or chunks under-replicated)
+    /// or "critical" (some chunk has no live replica).
+    pub fn state(&self) -> &'static str {
+        if self.lost > 0 {
+            "critical"
+        } else if self.under_replicated > 0
+            || self.pending_reports > 0
+            || self.servers.iter().any(|s| s.state != "healthy")
+        {
+            "degraded"
+        } else {
+            "ok"
+        }
+    }
+}
+
+impl Inner {
+    pub(crate) fn health(&self) -> ClusterHealth {
+        let (todo, lost) = self.endangered();
+        let (files, chunks) = {
+            let st = self.master.state.lock();
+            (st.names.len(), st.chunks.len())
+        };
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let servers = self
+            .servers
+            .iter()
+            .map(|s| {
+                let st = &s.gate.stats;
+                ServerHealth {
+                    id: s.id,
+                    dir: s.dir.clone(),
+                    state: match s.health() {
+                        _ if s.gate.is_offline() => "failed: offline".to_string(),
+                        Health::Healthy => "healthy".to_string(),
+                        Health::Full(w) => format!("full: {w}"),
+                        Health::Failed(w) => format!("failed: {w}"),
+                    },
+                    replicas: s.replica_count(),
+                    bytes: s.bytes(),
+                    free_bytes: s.free(),
+                    reads: get(&st.reads),
+                    read_bytes: get(&st.read_bytes),
+                    writes: get(&st.writes),
+                    write_bytes: get(&st.write_bytes),
+                    read_errors: get(&st.read_errors),
+                    write_errors: get(&st.write_errors),
+                    corrupt: get(&st.corrupt),
+                }
+            })
+            .collect();
+        let active = get(&c.repair_active);
+        ClusterHealth {
+            servers,
+            replication: self.replication,
+            files,
+            chunks,
+            under_replicated: todo.len(),
+            lost,
+            repair_queue: get(&c.repair_queue),
+            repairing: active.checked_sub(1),
+            pending_reports: self.bad_reports.lock().len(),
+            repaired: get(&c.repaired),
+            repair_bytes: get(&c.repair_bytes),
+            repair_failures: get(&c.repair_failures),
+            corruptions_detected: get(&c.corruptions),
+            stale_replicas_deleted: get(&c.stale_deleted),
+            orphans_deleted: get(&c.orphans_deleted),
+            replicas_dropped: get(&c.replicas_dropped),
+            files_purged: get(&c.files_purged),
+            version_bumps: get(&c.version_bumps),
+            read_retries: get(&c.read_retries),
+            write_failovers: get(&c.write_failovers),
+        }
+    }
+
+    pub(crate) fn status_lines(&self) -> Vec<String> {
+        let h = self.health();
+        let up = h.servers.iter().filter(|s| s.state == "healthy").count();
+        let (lsn, log_bytes, generation) = self.master.log_position();
+        let rec = &self.master.recovery;
+        let mut out = vec![
+            format!(
+                "gfs: state={} chunkservers={up}/{} replication={} chunk_size={} files={} chunks={} under_replicated={} lost={} io={}",
+                h.state(),
+                h.servers.len(),
+                h.replication,
+                self.opts.chunk_size,
+                h.files,
+                h.chunks,
+                h.under_replicated,
+                h.lost,
+                self.io.mode()
+            ),
+            format!(
+                "gfs master: dir={} generation={generation} log_records={lsn} log_bytes={log_bytes} recovered_from_checkpoint={} replayed_records={} torn_tail_bytes={}",
+                self.master.dir().display(),
+                rec.checkpoint,
+                rec.replayed,
+                rec.torn_bytes
+            ),
+        ];
+        for s in &h.servers {
+            let free = s
+                .free_bytes
+                .map_or_else(|| "?".to_string(), |f| f.to_string());
+            out.push(format!(
+                "gfs chunkserver {}: dir={} state={} replicas={} bytes={} free={free} reads={} read_bytes={} writes={} write_bytes={} read_errors={} write_errors={} corrupt={}",
+                s.id,
+                s.dir.display(),
+                s.state.replace(' ', "_"),
+                s.replicas,
+                s.bytes,
+                s.reads,
+                s.read_bytes,
+                s.writes,
+                s.write_bytes,
+                s.read_errors,
+                s.write_errors,
+                s.corrupt
+            ));
+        }
+        let io = self.io.stats();
+        out.push(format!(
+            "gfs repair: queue={} copying={} pending_reports={} repaired={} copied_bytes={} failures={} corruptions_detected={} stale_deleted={} orphans_deleted={} dropped={} purged_files={} version_bumps={} read_retries={} write_failovers={}",
+            h.repair_queue,
+            h.repairing.map_or_else(|| "-".to_string(), |c| format!("{c:016x}")),
+            h.pending_reports,
+            h.repaired,
+            h.repair_bytes,
+            h.repair_failures,
+            h.corruptions_detected,
+            h.stale_replicas_deleted,
+            h.orphans_deleted,
+            h.replicas_dropped,
+            h.files_purged,
+            h.version_bumps,
+            h.read_retries,
+            h.write_failovers
+        ));
+        out.push(format!(
+            "gfs io: mode={} open_replica_files={} uring_batches={} uring_ops={} syscall_ops={}",
+            self.io.mode(),
+            self.servers.first().map_or(0, |s| s.gate.fds.open_count()),
+            io.uring_batches,
+            io.uring_ops,
+            io.syscall_ops
+        ));
+        out
+    }
+}

@@ -1,0 +1,563 @@
+//! `bigtable-bench fs MOUNTPOINT`: the Figure 6 workloads through a mounted
+//! filesystem with plain syscalls, one cell per file at `table/<row>/cf/0`,
+//! beside the same workload on a FUSE passthrough (bindfs over tmpfs) and on
+//! tmpfs itself.
+//!
+//! A write is open(O_CREAT|O_TRUNC)/write/close (fsync first with `--sync`),
+//! making the row and family directories when the open finds them missing; a
+//! read is open/read/close; the scan lists the table and reads every cell.
+//! Close errors are checked, since closing is when the mount commits a cell.
+
+use super::common::{
+    check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, Measured, Table, TempDir,
+    VALUE_BYTES,
+};
+use super::workloads::{fig6_suite, Fig6, Fig6Results, KvStore, Plan};
+use anyhow::{bail, Context, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::{ErrorKind, Write};
+use std::os::fd::IntoRawFd;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+const FAMILY: &str = "cf";
+const QUALIFIER: &str = "0";
+
+/// One table directory used as a key/value store.
+pub struct FsTable {
+    dir: PathBuf,
+    sync: bool,
+}
+
+fn create_dir_if_missing(path: &Path) -> Result<()> {
+    match fs::create_dir(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e).with_context(|| format!("mkdir {}", path.display())),
+    }
+}
+
+fn open_for_write(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+}
+
+/// close(2) with its error reported: on the mount, closing commits the cell.
+fn close_checked(file: File, path: &Path) -> Result<()> {
+    nix::unistd::close(file.into_raw_fd()).with_context(|| format!("close {}", path.display()))
+}
+
+impl FsTable {
+    /// Makes `root/name` with a `.schema` of `schema_text` (on a plain
+    /// filesystem that is just a file, so every target has the same layout).
+    pub fn create(root: &Path, name: &str, schema_text: &str, sync: bool) -> Result<FsTable> {
+        let dir = root.join(name);
+        fs::create_dir(&dir).with_context(|| format!("mkdir {}", dir.display()))?;
+        let schema = dir.join(".schema");
+        fs::write(&schema, schema_text).with_context(|| format!("writing {}", schema.display()))?;
+        Ok(FsTable { dir, sync })
+    }
+
+    fn cell_path(&self, key: &str) -> PathBuf {
+        self.dir.join(key).join(FAMILY).join(QUALIFIER)
+    }
+
+    /// Removes every row, then the table (its dot-files are virtual on the mount).
+    pub fn remove(&self) -> Result<()> {
+        for entry in
+            fs::read_dir(&self.dir).with_context(|| format!("listing {}", self.dir.display()))?
+        {
+            let entry = entry?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                // A real file on tmpfs; refused or virtual on the mount.
+                let _ = fs::remove_file(&path);
+            } else {
+                fs::remove_dir_all(&path).with_context(|| format!("rm -r {}", path.display()))?;
+            }
+        }
+        fs::remove_dir(&self.dir).with_context(|| format!("rmdir {}", self.dir.display()))
+    }
+}
+
+impl KvStore for FsTable {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let key = std::str::from_utf8(key).context("row key is not UTF-8")?;
+        let path = self.cell_path(key);
+        let mut file = match open_for_write(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == ErrorKind::NotFound => {
+                let row = self.dir.join(key);
+                create_dir_if_missing(&row)?;
+                create_dir_if_missing(&row.join(FAMILY))?;
+                open_for_write(&path).with_context(|| format!("create {}", path.display()))?
+            }
+            Err(e) => return Err(e).with_context(|| format!("create {}", path.display())),
+        };
+        file.write_all(value)
+            .with_context(|| format!("write {}", path.display()))?;
+        if self.sync {
+            file.sync_all()
+                .with_context(|| format!("fsync {}", path.display()))?;
+        }
+        close_checked(file, &path)
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        let key = std::str::from_utf8(key).context("row key is not UTF-8")?;
+        let path = self.cell_path(key);
+        match fs::read(&path) {
+            Ok(v) => Ok(Some(v.len())),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e).with_context(|| format!("read {}", path.display())),
+        }
+    }
+
+    fn scan(&self, start: &[u8], end: &[u8], deadline: Instant) -> Result<u64> {
+        let mut rows = Vec::new();
+        for entry in
+            fs::read_dir(&self.dir).with_context(|| format!("listing {}", self.dir.display()))?
+        {
+            let name = entry?.file_name();
+            let bytes = name.as_encoded_bytes();
+            if !bytes.starts_with(b".") && bytes >= start && bytes < end {
+                rows.push(name);
+            }
+        }
+        rows.sort();
+        let mut cells = 0u64;
+        for row in rows {
+            let family = self.dir.join(&row).join(FAMILY);
+            for entry in
+                fs::read_dir(&family).with_context(|| format!("listing {}", family.display()))?
+            {
+                let path = entry?.path();
+                let value = fs::read(&path).with_context(|| format!("read {}", path.display()))?;
+                if value.len() != VALUE_BYTES {
+                    bail!(
+                        "{}: {} bytes, wrote {VALUE_BYTES}",
+                        path.display(),
+                        value.len()
+                    );
+                }
+                cells += 1;
+            }
+            if super::common::scan_should_stop(deadline) {
+                break;
+            }
+        }
+        Ok(cells)
+    }
+
+    fn flush(&self) -> Result<()> {
+        // Nothing to ask of a filesystem: its daemon compacts on its own.
+        Ok(())
+    }
+}
+
+/// Runs all six workloads in three fresh tables under `root`; removes them after, even on error.
+pub fn run_target(root: &Path, sync: bool, plan: Plan) -> Result<Fig6Results> {
+    let tag = format!("bench-{}", std::process::id());
+    let mut tables = Vec::new();
+    let result = (|| {
+        for (suffix, schema) in [
+            ("seq", "cf\n"),
+            ("rand", "cf\n"),
+            ("mem", "cf in_memory=true\n"),
+        ] {
+            tables.push(FsTable::create(
+                root,
+                &format!("{tag}-{suffix}"),
+                schema,
+                sync,
+            )?);
+        }
+        fig6_suite(&tables[0], &tables[1], &tables[2], plan)
+    })();
+    for t in &tables {
+        if let Err(e) = t.remove() {
+            eprintln!("warning: cleaning up {}: {e:#}", t.dir.display());
+        }
+    }
+    result
+}
+
+/// The type of the filesystem holding `path`, from /proc/self/mounts.
+pub fn fs_type_of(path: &Path) -> Option<String> {
+    let path = fs::canonicalize(path).ok()?;
+    let mounts = fs::read_to_string("/proc/self/mounts").ok()?;
+    let mut best: Option<(usize, String)> = None;
+    for line in mounts.lines() {
+        let mut fields = line.split(' ');
+        let (_, Some(point), Some(kind)) = (fields.next(), fields.next(), fields.next()) else {
+            continue;
+        };
+        let point = PathBuf::from(unescape_mount(point));
+        if path.starts_with(&point) {
+            let depth = point.components().count();
+            if best.as_ref().is_none_or(|(d, _)| depth >= *d) {
+                best = Some((depth, kind.to_string()));
+            }
+        }
+    }
+    best.map(|(_, kind)| kind)
+}
+
+/// /proc/mounts writes space, tab, newline and backslash as `\ooo` octal.
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\' && i + 4 <= b.len() {
+            let oct = std::str::from_utf8(&b[i + 1..i + 4]).unwrap_or("");
+            if let Ok(v) = u8::from_str_radix(oct, 8) {
+                out.push(v);
+                i += 4;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn is_mounted(path: &Path) -> bool {
+    let Ok(path) = fs::canonicalize(path) else {
+        return false;
+    };
+    fs::read_to_string("/proc/self/mounts")
+        .map(|m| {
+            m.lines()
+                .filter_map(|l| l.split(' ').nth(1))
+                .any(|p| Path::new(&unescape_mount(p)) == path)
+        })
+        .unwrap_or(false)
+}
+
+fn run_quiet(cmd: &mut Command) -> Result<()> {
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {:?}", cmd.get_program()))?;
+    if !out.status.success() {
+        bail!(
+            "{:?} failed ({}): {}",
+            cmd,
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// A mount made by this run; unmounted on drop (lazily if it is still busy).
+pub struct Mounted {
+    path: PathBuf,
+}
+
+impl Mounted {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let p = &self.path;
+        let tries: [&[&str]; 3] = [&["umount"], &["fusermount3", "-u"], &["umount", "-l"]];
+        for t in tries {
+            if !is_mounted(p) {
+                return;
+            }
+            let _ = Command::new(t[0]).args(&t[1..]).arg(p).output();
+        }
+        if is_mounted(p) {
+            eprintln!("warning: could not unmount {}", p.display());
+        }
+    }
+}
+
+/// Mounts a tmpfs of `bytes` at `path` (needs root).
+pub fn mount_tmpfs(path: &Path, bytes: u64) -> Result<Mounted> {
+    run_quiet(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o"])
+            .arg(format!("size={bytes},mode=0755"))
+            .arg("tmpfs")
+            .arg(path),
+    )?;
+    Ok(Mounted {
+        path: path.to_path_buf(),
+    })
+}
+
+/// Whether bindfs is on the PATH.
+pub fn have_bindfs() -> bool {
+    Command::new("bindfs")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// Mounts a multithreaded bindfs of `source` at `target` (our mount is
+/// multithreaded too; bindfs alone would serve one request at a time).
+pub fn mount_bindfs(source: &Path, target: &Path) -> Result<Mounted> {
+    run_quiet(
+        Command::new("bindfs")
+            .args(["--multithreaded", "--no-allow-other"])
+            .arg(source)
+            .arg(target),
+    )?;
+    let mounted = Mounted {
+        path: target.to_path_buf(),
+    };
+    if !is_mounted(target) {
+        bail!("bindfs returned but {} is not mounted", target.display());
+    }
+    Ok(mounted)
+}
+
+/// What `fs` was asked to do.
+pub struct FsArgs {
+    pub mountpoint: PathBuf,
+    pub plan: Plan,
+    pub sync: bool,
+    /// Where the tmpfs and bindfs mount points are made.
+    pub work_base: PathBuf,
+    pub peers: bool,
+}
+
+struct PeerRun {
+    passthrough: Option<Result<Fig6Results>>,
+    tmpfs: Option<Result<Fig6Results>>,
+    note: Vec<String>,
+}
+
+fn run_peers(args: &FsArgs) -> Result<PeerRun> {
+    let mut note = Vec::new();
+    let work = TempDir::new_in(&args.work_base, "bigtable-bench-fs")?;
+    let tmpfs_dir = work.path().join("tmpfs");
+    fs::create_dir(&tmpfs_dir)?;
+    // Three tables of n cells plus directories, with room to spare.
+    let bytes = 4 * args.plan.n * 4096 + (256 << 20);
+    let (_tmpfs_mount, _shm_dir, tmpfs_root): (Option<Mounted>, Option<TempDir>, PathBuf) =
+        match mount_tmpfs(&tmpfs_dir, bytes) {
+            Ok(m) => (Some(m), None, tmpfs_dir.clone()),
+            Err(e) => {
+                // Not root: /dev/shm is a tmpfs every Linux user can write.
+                let shm = TempDir::new_in(Path::new("/dev/shm"), "bigtable-bench-fs")
+                    .with_context(|| format!("no tmpfs: mount failed ({e:#}) and /dev/shm too"))?;
+                note.push(format!("tmpfs: mount refused ({e:#}); used /dev/shm"));
+                let root = shm.path().to_path_buf();
+                (None, Some(shm), root)
+            }
+        };
+    let direct = tmpfs_root.join("direct");
+    let backing = tmpfs_root.join("backing");
+    fs::create_dir(&direct)?;
+    fs::create_dir(&backing)?;
+
+    let passthrough = if have_bindfs() {
+        let target = work.path().join("bindfs");
+        fs::create_dir(&target)?;
+        match mount_bindfs(&backing, &target) {
+            Ok(mounted) => {
+                eprintln!("running on bindfs --multithreaded over tmpfs ...");
+                let r = run_target(mounted.path(), args.sync, args.plan);
+                drop(mounted);
+                Some(r)
+            }
+            Err(e) => {
+                note.push(format!("bindfs: mount failed, skipped: {e:#}"));
+                None
+            }
+        }
+    } else {
+        note.push("bindfs: not installed (apt-get install bindfs), passthrough skipped".into());
+        None
+    };
+    check_interrupted()?;
+    eprintln!("running on tmpfs ...");
+    let tmpfs = Some(run_target(&direct, args.sync, args.plan));
+    Ok(PeerRun {
+        passthrough,
+        tmpfs,
+        note,
+    })
+}
+
+fn rate_of(r: &Option<Result<Fig6Results>>, w: Fig6) -> Option<f64> {
+    match r {
+        Some(Ok(r)) => Some(r.get(w).rate()),
+        _ => None,
+    }
+}
+
+fn json_of(r: &Option<Result<Fig6Results>>) -> serde_json::Value {
+    match r {
+        Some(Ok(r)) => {
+            let mut obj = serde_json::Map::new();
+            for w in Fig6::ALL {
+                obj.insert(w.key().into(), r.get(w).json());
+            }
+            serde_json::Value::Object(obj)
+        }
+        Some(Err(e)) => serde_json::json!({ "error": format!("{e:#}") }),
+        None => serde_json::Value::Null,
+    }
+}
+
+pub fn run(args: &FsArgs) -> Result<()> {
+    if !args.mountpoint.is_dir() {
+        bail!("{} is not a directory", args.mountpoint.display());
+    }
+    let kind = fs_type_of(&args.mountpoint).unwrap_or_else(|| "unknown".into());
+    let plan = args.plan;
+    eprintln!(
+        "bigtable-bench fs: {} ({kind}), {} cells of {VALUE_BYTES} B per table ({}), {} threads, sync={}, time cap {:.0}s per workload",
+        args.mountpoint.display(),
+        plan.n,
+        fmt_bytes(plan.n * VALUE_BYTES as u64),
+        plan.threads,
+        if args.sync { "on" } else { "off" },
+        plan.time_cap.as_secs_f64()
+    );
+    if !kind.starts_with("fuse") {
+        eprintln!(
+            "note: {} is not a FUSE mount ({kind}); measuring it anyway",
+            args.mountpoint.display()
+        );
+    }
+    eprintln!("running on {} ...", args.mountpoint.display());
+    let ours = run_target(&args.mountpoint, args.sync, plan)?;
+    let peers = if args.peers {
+        run_peers(args)?
+    } else {
+        PeerRun {
+            passthrough: None,
+            tmpfs: None,
+            note: vec!["peers: skipped (--no-peers)".into()],
+        }
+    };
+    for r in [&peers.passthrough, &peers.tmpfs].into_iter().flatten() {
+        if let Err(e) = r {
+            eprintln!("warning: a peer failed: {e:#}");
+        }
+    }
+
+    let mut table = Table::new(&[
+        "workload (files/s)",
+        "ours",
+        "bindfs",
+        "tmpfs",
+        "ours/bindfs",
+        "paper",
+        "ours/paper",
+    ]);
+    let mut workloads = serde_json::Map::new();
+    for w in Fig6::ALL {
+        let m: &Measured = ours.get(w);
+        let (pt, tf) = (rate_of(&peers.passthrough, w), rate_of(&peers.tmpfs, w));
+        let fmt_opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
+        table.row(vec![
+            w.label().into(),
+            fmt_rate(m),
+            fmt_opt(pt),
+            fmt_opt(tf),
+            fmt_ratio(Some(m.rate()), pt),
+            format!("{:.0}", w.paper()),
+            fmt_ratio(Some(m.rate()), Some(w.paper())),
+        ]);
+        let mut j = m.json();
+        if let serde_json::Value::Object(o) = &mut j {
+            o.insert("paper".into(), serde_json::json!(w.paper()));
+            o.insert(
+                "vs_paper".into(),
+                json_ratio(Some(m.rate()), Some(w.paper())),
+            );
+            o.insert("vs_passthrough".into(), json_ratio(Some(m.rate()), pt));
+            o.insert("vs_tmpfs".into(), json_ratio(Some(m.rate()), tf));
+        }
+        workloads.insert(w.key().into(), j);
+    }
+    println!("{}", table.render());
+    println!("(* = stopped at the time cap; rates are cells (files) per second)");
+    for n in &peers.note {
+        println!("{n}");
+    }
+    let line = serde_json::json!({
+        "bench": "fs",
+        "mountpoint": args.mountpoint.display().to_string(),
+        "fs_type": kind,
+        "threads": plan.threads,
+        "cells_per_table": plan.n,
+        "value_bytes": VALUE_BYTES,
+        "sync": args.sync,
+        "time_cap_secs": plan.time_cap.as_secs_f64(),
+        "workloads": workloads,
+        "mem_fill": ours.mem_fill.json(),
+        "passthrough": json_of(&peers.passthrough),
+        "tmpfs": json_of(&peers.tmpfs),
+    });
+    println!("{line}");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn fs_table_layout_and_cleanup() {
+        let dir = TempDir::new_in(&std::env::temp_dir(), "fs-bench-test").unwrap();
+        let t = FsTable::create(dir.path(), "t", "cf\n", false).unwrap();
+        let value = vec![7u8; VALUE_BYTES];
+        t.put(b"0000000000000001", &value).unwrap();
+        t.put(b"0000000000000001", &value).unwrap(); // overwrite: dirs exist
+        t.put(b"0000000000000002", &value).unwrap();
+        let cell = dir.path().join("t/0000000000000001/cf/0");
+        assert_eq!(fs::read(&cell).unwrap(), value);
+        assert_eq!(
+            fs::read_to_string(dir.path().join("t/.schema")).unwrap(),
+            "cf\n"
+        );
+        assert_eq!(t.get(b"0000000000000002").unwrap(), Some(VALUE_BYTES));
+        assert_eq!(t.get(b"0000000000000003").unwrap(), None);
+        let far = Instant::now() + Duration::from_secs(5);
+        assert_eq!(t.scan(b"0", b"1", far).unwrap(), 2);
+        assert_eq!(t.scan(b"0000000000000002", b"1", far).unwrap(), 1);
+        t.remove().unwrap();
+        assert!(!dir.path().join("t").exists());
+    }
+
+    #[test]
+    fn target_runs_all_six_workloads() {
+        let dir = TempDir::new_in(&std::env::temp_dir(), "fs-bench-test").unwrap();
+        let plan = Plan {
+            n: 200,
+            threads: 2,
+            time_cap: Duration::from_secs(20),
+        };
+        let r = run_target(dir.path(), false, plan).unwrap();
+        for w in Fig6::ALL {
+            assert_eq!(r.get(w).ops, 200, "{w:?}");
+        }
+        // Tables removed afterwards.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn mount_table_lookup() {
+        assert_eq!(unescape_mount(r"/mnt/a\040b"), "/mnt/a b");
+        assert_eq!(unescape_mount("/plain"), "/plain");
+        // The root filesystem always has a type.
+        assert!(fs_type_of(Path::new("/")).is_some());
+    }
+}

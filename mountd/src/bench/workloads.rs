@@ -1,0 +1,367 @@
+//! The paper's Figure 6 workloads, written once against a small key/value
+//! trait so that the engine, RocksDB and fjall run exactly the same code: the
+//! same keys in the same order, the same values, threads, caps and sync setting.
+
+use super::common::{row_key, run_ops, run_ranges, share, Measured, VALUE_BYTES};
+use anyhow::{bail, Result};
+use std::ops::Range;
+use std::time::{Duration, Instant};
+
+/// The six workloads of Figure 6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fig6 {
+    SeqWrite,
+    RandWrite,
+    SeqRead,
+    RandRead,
+    RandReadMem,
+    Scan,
+}
+
+impl Fig6 {
+    pub const ALL: [Fig6; 6] = [
+        Fig6::SeqWrite,
+        Fig6::RandWrite,
+        Fig6::SeqRead,
+        Fig6::RandRead,
+        Fig6::RandReadMem,
+        Fig6::Scan,
+    ];
+    pub fn label(self) -> &'static str {
+        match self {
+            Fig6::SeqWrite => "sequential write",
+            Fig6::RandWrite => "random write",
+            Fig6::SeqRead => "sequential read",
+            Fig6::RandRead => "random read",
+            Fig6::RandReadMem => "random read (mem)",
+            Fig6::Scan => "scan",
+        }
+    }
+    /// The key in the JSON line.
+    pub fn key(self) -> &'static str {
+        match self {
+            Fig6::SeqWrite => "seq_write",
+            Fig6::RandWrite => "rand_write",
+            Fig6::SeqRead => "seq_read",
+            Fig6::RandRead => "rand_read",
+            Fig6::RandReadMem => "rand_read_mem",
+            Fig6::Scan => "scan",
+        }
+    }
+    /// Figure 6, one tablet server: 1000-byte values read or written per second.
+    pub fn paper(self) -> f64 {
+        match self {
+            Fig6::RandRead => 1212.0,
+            Fig6::RandReadMem => 10811.0,
+            Fig6::RandWrite => 8850.0,
+            Fig6::SeqRead => 4425.0,
+            Fig6::SeqWrite => 8547.0,
+            Fig6::Scan => 15385.0,
+        }
+    }
+}
+
+/// What the workloads need of a store.
+pub trait KvStore: Sync {
+    /// Writes one value (synced if the store was opened with sync).
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// The length of the value under `key`, or `None` if absent.
+    fn get(&self, key: &[u8]) -> Result<Option<usize>>;
+    /// Counts the entries with keys in `[start, end)`, giving up at `deadline`.
+    fn scan(&self, start: &[u8], end: &[u8], deadline: Instant) -> Result<u64>;
+    /// Moves written data out of memory into the store's sorted files, so that
+    /// reads measure the read path rather than a memtable.
+    fn flush(&self) -> Result<()>;
+}
+
+/// The keys a capped sequential fill actually wrote: each thread a prefix of its share.
+#[derive(Debug, Clone)]
+pub struct Written {
+    ranges: Vec<Range<u64>>,
+}
+
+impl Written {
+    /// From a fill of `n` keys over `m.per_thread.len()` threads.
+    pub fn from_fill(n: u64, m: &Measured) -> Written {
+        let threads = m.per_thread.len();
+        let ranges = m
+            .per_thread
+            .iter()
+            .enumerate()
+            .map(|(t, &done)| {
+                let s = share(n, threads, t);
+                s.start..(s.start + done).min(s.end)
+            })
+            .collect();
+        Written { ranges }
+    }
+    pub fn total(&self) -> u64 {
+        self.ranges.iter().map(|r| r.end - r.start).sum()
+    }
+    /// The `k`-th written key index in key order (`k < total()`).
+    pub fn nth(&self, mut k: u64) -> u64 {
+        for r in &self.ranges {
+            let len = r.end - r.start;
+            if k < len {
+                return r.start + k;
+            }
+            k -= len;
+        }
+        self.ranges.last().map(|r| r.end).unwrap_or(0)
+    }
+}
+
+/// Results of the five key/value workloads on one store.
+#[derive(Debug, Clone)]
+pub struct KvResults {
+    pub seq_write: Measured,
+    pub rand_write: Measured,
+    pub seq_read: Measured,
+    pub rand_read: Measured,
+    pub scan: Measured,
+    /// Time the flush between the writes and the reads took (not in any rate).
+    pub flush_secs: f64,
+}
+
+impl KvResults {
+    pub fn get(&self, w: Fig6) -> Option<&Measured> {
+        match w {
+            Fig6::SeqWrite => Some(&self.seq_write),
+            Fig6::RandWrite => Some(&self.rand_write),
+            Fig6::SeqRead => Some(&self.seq_read),
+            Fig6::RandRead => Some(&self.rand_read),
+            Fig6::Scan => Some(&self.scan),
+            Fig6::RandReadMem => None,
+        }
+    }
+}
+
+/// Parameters shared by every store's run.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    /// Keys in the key space (= data size / value size).
+    pub n: u64,
+    pub threads: usize,
+    pub time_cap: Duration,
+}
+
+/// Writes `n` keys in order (each thread its own contiguous range, as the paper's clients).
+pub fn fill_seq(store: &dyn KvStore, plan: Plan) -> Result<Measured> {
+    run_ops(plan.threads, plan.n, plan.time_cap, |ctx, i| {
+        let key = row_key(i);
+        store.put(key.as_bytes(), ctx.value())
+    })
+}
+
+/// Writes `n` values under uniformly random keys of the key space.
+pub fn fill_random(store: &dyn KvStore, plan: Plan) -> Result<Measured> {
+    run_ops(plan.threads, plan.n, plan.time_cap, |ctx, _| {
+        let key = row_key(ctx.rng.below(plan.n));
+        store.put(key.as_bytes(), ctx.value())
+    })
+}
+
+fn check_found(key: &str, len: Option<usize>) -> Result<()> {
+    match len {
+        Some(VALUE_BYTES) => Ok(()),
+        Some(other) => bail!("key {key}: value of {other} bytes, wrote {VALUE_BYTES}"),
+        None => bail!("key {key} was written but is not found"),
+    }
+}
+
+/// Reads every written key in key order (each thread its own range).
+pub fn read_seq(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Measured> {
+    run_ops(plan.threads, written.total(), plan.time_cap, |_, k| {
+        let key = row_key(written.nth(k));
+        check_found(&key, store.get(key.as_bytes())?)
+    })
+}
+
+/// Reads as many keys as were written, each chosen uniformly among them.
+pub fn read_random(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Measured> {
+    let total = written.total();
+    run_ops(plan.threads, total, plan.time_cap, |ctx, _| {
+        let key = row_key(written.nth(ctx.rng.below(total)));
+        check_found(&key, store.get(key.as_bytes())?)
+    })
+}
+
+/// One pass over every written key with the store's scanner, split into one
+/// key range per thread. Counts entries; fewer than written (uncapped) is an error.
+pub fn scan_all(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Measured> {
+    let total = written.total();
+    let m = run_ranges(plan.threads, total, plan.time_cap, |_, r, deadline| {
+        if r.is_empty() {
+            return Ok(0);
+        }
+        let start = row_key(written.nth(r.start));
+        let end = row_key(written.nth(r.end - 1) + 1);
+        store.scan(start.as_bytes(), end.as_bytes(), deadline)
+    })?;
+    // A scan that stopped short of the deadline must have seen every key once.
+    let timed_out = m.secs >= plan.time_cap.as_secs_f64();
+    if m.ops > total || (m.ops < total && !timed_out) {
+        bail!("scan returned {} entries, {} were written", m.ops, total);
+    }
+    Ok(m)
+}
+
+/// The five key/value workloads, in the paper's order of phases: both fills,
+/// a flush, then the reads and the scan of the sequentially filled store.
+pub fn kv_suite(seq: &dyn KvStore, rand: &dyn KvStore, plan: Plan) -> Result<KvResults> {
+    let seq_write = fill_seq(seq, plan)?;
+    let rand_write = fill_random(rand, plan)?;
+    let t = Instant::now();
+    seq.flush()?;
+    rand.flush()?;
+    let flush_secs = t.elapsed().as_secs_f64();
+    let written = Written::from_fill(plan.n, &seq_write);
+    let seq_read = read_seq(seq, &written, plan)?;
+    let rand_read = read_random(seq, &written, plan)?;
+    let scan = scan_all(seq, &written, plan)?;
+    Ok(KvResults {
+        seq_write,
+        rand_write,
+        seq_read,
+        rand_read,
+        scan,
+        flush_secs,
+    })
+}
+
+/// All six Figure 6 workloads: the key/value five on `seq` and `rand`, then a
+/// sequential fill (reported apart), a flush and random reads of `mem`, whose
+/// data sits in an in-memory locality group.
+#[derive(Debug, Clone)]
+pub struct Fig6Results {
+    pub kv: KvResults,
+    pub mem_fill: Measured,
+    pub mem_read: Measured,
+}
+
+impl Fig6Results {
+    pub fn get(&self, w: Fig6) -> &Measured {
+        match w {
+            Fig6::RandReadMem => &self.mem_read,
+            Fig6::SeqWrite => &self.kv.seq_write,
+            Fig6::RandWrite => &self.kv.rand_write,
+            Fig6::SeqRead => &self.kv.seq_read,
+            Fig6::RandRead => &self.kv.rand_read,
+            Fig6::Scan => &self.kv.scan,
+        }
+    }
+}
+
+pub fn fig6_suite(
+    seq: &dyn KvStore,
+    rand: &dyn KvStore,
+    mem: &dyn KvStore,
+    plan: Plan,
+) -> Result<Fig6Results> {
+    let kv = kv_suite(seq, rand, plan)?;
+    let mem_fill = fill_seq(mem, plan)?;
+    mem.flush()?;
+    let written = Written::from_fill(plan.n, &mem_fill);
+    let mem_read = read_random(mem, &written, plan)?;
+    Ok(Fig6Results {
+        kv,
+        mem_fill,
+        mem_read,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    /// The trait's contract on a BTreeMap: the suite must run clean on it.
+    struct MapStore(Mutex<BTreeMap<Vec<u8>, usize>>);
+
+    impl KvStore for MapStore {
+        fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+            self.0.lock().unwrap().insert(key.to_vec(), value.len());
+            Ok(())
+        }
+        fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+            Ok(self.0.lock().unwrap().get(key).copied())
+        }
+        fn scan(&self, start: &[u8], end: &[u8], _: Instant) -> Result<u64> {
+            let map = self.0.lock().unwrap();
+            Ok(map.range(start.to_vec()..end.to_vec()).count() as u64)
+        }
+        fn flush(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    fn plan(n: u64) -> Plan {
+        Plan {
+            n,
+            threads: 3,
+            time_cap: Duration::from_secs(20),
+        }
+    }
+
+    #[test]
+    fn suite_runs_every_workload_to_completion() {
+        let seq = MapStore(Mutex::new(BTreeMap::new()));
+        let rand = MapStore(Mutex::new(BTreeMap::new()));
+        let r = kv_suite(&seq, &rand, plan(500)).unwrap();
+        assert_eq!(r.seq_write.ops, 500);
+        assert_eq!(r.rand_write.ops, 500);
+        assert_eq!(r.seq_read.ops, 500);
+        assert_eq!(r.rand_read.ops, 500);
+        assert_eq!(r.scan.ops, 500);
+        assert_eq!(seq.0.lock().unwrap().len(), 500);
+        // Random keys collide, so fewer distinct keys than writes.
+        assert!(rand.0.lock().unwrap().len() < 500);
+    }
+
+    #[test]
+    fn fig6_suite_fills_and_reads_the_mem_store() {
+        let stores: Vec<MapStore> = (0..3)
+            .map(|_| MapStore(Mutex::new(BTreeMap::new())))
+            .collect();
+        let r = fig6_suite(&stores[0], &stores[1], &stores[2], plan(300)).unwrap();
+        assert_eq!(r.mem_fill.ops, 300);
+        assert_eq!(r.get(Fig6::RandReadMem).ops, 300);
+        assert_eq!(r.get(Fig6::Scan).ops, 300);
+        assert_eq!(stores[2].0.lock().unwrap().len(), 300);
+    }
+
+    #[test]
+    fn missing_key_is_an_error() {
+        let empty = MapStore(Mutex::new(BTreeMap::new()));
+        let w = Written {
+            ranges: std::iter::once(0..10).collect(),
+        };
+        let err = read_seq(&empty, &w, plan(10)).unwrap_err();
+        assert!(format!("{err:#}").contains("not found"), "{err:#}");
+    }
+
+    #[test]
+    fn written_maps_capped_shares() {
+        let m = Measured {
+            ops: 5,
+            per_thread: vec![2, 0, 3],
+            secs: 1.0,
+            capped: true,
+        };
+        let w = Written::from_fill(30, &m);
+        assert_eq!(w.total(), 5);
+        let keys: Vec<u64> = (0..5).map(|k| w.nth(k)).collect();
+        assert_eq!(keys, vec![0, 1, 20, 21, 22]);
+    }
+
+    #[test]
+    fn paper_figures_match_labels() {
+        assert_eq!(Fig6::RandRead.paper(), 1212.0);
+        assert_eq!(Fig6::RandReadMem.paper(), 10811.0);
+        assert_eq!(Fig6::RandWrite.paper(), 8850.0);
+        assert_eq!(Fig6::SeqRead.paper(), 4425.0);
+        assert_eq!(Fig6::SeqWrite.paper(), 8547.0);
+        assert_eq!(Fig6::Scan.paper(), 15385.0);
+    }
+}

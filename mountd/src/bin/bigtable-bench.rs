@@ -1,0 +1,234 @@
+//! bigtable-bench: the Bigtable paper's Figure 6 workloads (sequential and
+//! random writes and reads of 1000-byte values, random reads from an
+//! in-memory locality group, and a scan) on the engine, through a mount, and
+//! on the file layer, each beside peers measured in the same run.
+//!
+//! ```text
+//! bigtable-bench [engine] [--size 256MiB] [--threads 4] [--sync] [--no-peers]
+//! bigtable-bench fs MOUNTPOINT [--size 16MiB] [--no-peers]
+//! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
+//! ```
+//! Every workload stops at its op count or its time cap (`--time-cap`), and
+//! every run removes its temp dirs and unmounts what it mounted, also on
+//! error or Ctrl-C. Each prints a table, then one JSON line.
+
+#![cfg_attr(test, allow(clippy::unwrap_used))]
+
+#[path = "../bench/mod.rs"]
+mod bench;
+
+use anyhow::Result;
+use bench::common::{
+    default_base_dir, install_signal_handlers, interrupted, parse_secs, parse_size, VALUE_BYTES,
+};
+use bench::workloads::Plan;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "bigtable-bench",
+    version,
+    about = "The Bigtable paper's Figure 6 workloads on the engine (default), a mount (fs) or the file layer (gfs)"
+)]
+struct Cli {
+    #[command(flatten)]
+    common: Common,
+    #[command(subcommand)]
+    command: Option<Cmd>,
+}
+
+#[derive(Args, Debug)]
+struct Common {
+    /// Client threads.
+    #[arg(long, global = true, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+    /// Data written per workload (values of 1000 bytes): e.g. 64MiB, 1GiB.
+    /// Default: 256MiB for engine, 64MiB for gfs, 16MiB for fs.
+    #[arg(long, global = true, value_parser = parse_size)]
+    size: Option<u64>,
+    /// fsync every write (engine: WriteOptions::sync; peers likewise; fs: fsync before close).
+    #[arg(long, global = true)]
+    sync: bool,
+    /// Longest any one workload may run, in seconds.
+    #[arg(long, global = true, value_parser = parse_secs, default_value = "20")]
+    time_cap: Duration,
+    /// Where temporary data goes (default /var/tmp): put it on the disk you mean to measure.
+    #[arg(long, global = true)]
+    dir: Option<PathBuf>,
+    /// Skip the peers (RocksDB and fjall; bindfs and tmpfs).
+    #[arg(long, global = true)]
+    no_peers: bool,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Figure 6 on the engine API (the default), beside RocksDB and fjall with --features peers.
+    Engine(EngineOpts),
+    /// Figure 6 through a mounted filesystem, beside bindfs over tmpfs and tmpfs.
+    Fs(FsOpts),
+    /// The file layer: group-committed appends and random block reads, io_uring vs syscalls vs fio.
+    Gfs(GfsOpts),
+}
+
+#[derive(Args, Debug, Default)]
+struct EngineOpts {
+    /// File I/O path of the engine's store: io_uring or syscall.
+    #[arg(long, default_value = "io_uring")]
+    io: gfs::IoMode,
+    /// Block cache size of the engine and of each peer (default: the engine's default).
+    #[arg(long, value_parser = parse_size)]
+    block_cache: Option<u64>,
+    /// Engine memtable size (default: the engine's).
+    #[arg(long, value_parser = parse_size)]
+    memtable: Option<u64>,
+}
+
+#[derive(Args, Debug)]
+struct FsOpts {
+    /// A mounted bigtable filesystem (any directory works, for comparison).
+    mountpoint: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct GfsOpts {
+    /// Appending threads (each waits for its record's fdatasync).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    writers: u16,
+    /// Block size of the random reads.
+    #[arg(long, default_value = "64KiB", value_parser = parse_size)]
+    block: u64,
+    /// Random reads per mode.
+    #[arg(long, default_value_t = 100_000)]
+    reads: u64,
+    /// Do not run fio even if it is installed.
+    #[arg(long)]
+    no_fio: bool,
+}
+
+fn plan(common: &Common, default_size: u64) -> Plan {
+    let size = common.size.unwrap_or(default_size);
+    Plan {
+        n: (size / VALUE_BYTES as u64).max(1),
+        threads: common.threads as usize,
+        time_cap: common.time_cap,
+    }
+}
+
+fn main() -> ExitCode {
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
+    let cli = Cli::parse();
+    install_signal_handlers();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("bigtable-bench: {e:#}");
+            // 128 + SIGINT, as a shell reports a run stopped with Ctrl-C.
+            ExitCode::from(if interrupted() { 130 } else { 1 })
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    let c = &cli.common;
+    let work_base = c.dir.clone().unwrap_or_else(default_base_dir);
+    match cli.command {
+        None => run_engine(c, work_base, EngineOpts::default()),
+        Some(Cmd::Engine(o)) => run_engine(c, work_base, o),
+        Some(Cmd::Fs(o)) => bench::fs_bench::run(&bench::fs_bench::FsArgs {
+            mountpoint: o.mountpoint,
+            plan: plan(c, 16 << 20),
+            sync: c.sync,
+            work_base,
+            peers: !c.no_peers,
+        }),
+        Some(Cmd::Gfs(o)) => bench::gfs_bench::run(&bench::gfs_bench::GfsArgs {
+            work_base,
+            size: c.size.unwrap_or(64 << 20),
+            writers: o.writers as usize,
+            readers: c.threads as usize,
+            block: o.block.clamp(512, 64 << 20) as usize,
+            reads: o.reads.max(1),
+            time_cap: c.time_cap,
+            fio: !o.no_fio && !c.no_peers,
+        }),
+    }
+}
+
+fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
+    bench::engine_bench::run(&bench::engine_bench::EngineArgs {
+        work_base,
+        plan: plan(c, 256 << 20),
+        sync: c.sync,
+        peers: !c.no_peers,
+        io_mode: o.io,
+        block_cache: o.block_cache,
+        memtable: o.memtable,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("bigtable-bench").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn no_subcommand_means_engine_with_defaults() {
+        let cli = parse(&[]);
+        assert!(cli.command.is_none());
+        assert_eq!(cli.common.threads, 4);
+        assert!(!cli.common.sync);
+        assert_eq!(plan(&cli.common, 256 << 20).n, (256 << 20) / 1000);
+        assert_eq!(cli.common.time_cap, Duration::from_secs(20));
+    }
+
+    #[test]
+    fn global_flags_work_before_and_after_the_subcommand() {
+        let cli = parse(&[
+            "--size",
+            "1GiB",
+            "engine",
+            "--threads",
+            "8",
+            "--sync",
+            "--io",
+            "syscall",
+        ]);
+        assert_eq!(cli.common.size, Some(1 << 30));
+        assert_eq!(cli.common.threads, 8);
+        assert!(cli.common.sync);
+        match cli.command {
+            Some(Cmd::Engine(o)) => assert_eq!(o.io, gfs::IoMode::Syscall),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn fs_takes_a_mountpoint() {
+        let cli = parse(&["fs", "/mnt/bt", "--no-peers", "--time-cap", "5"]);
+        match cli.command {
+            Some(Cmd::Fs(o)) => assert_eq!(o.mountpoint, PathBuf::from("/mnt/bt")),
+            other => panic!("{other:?}"),
+        }
+        assert!(cli.common.no_peers);
+        assert!(Cli::try_parse_from(["bigtable-bench", "fs"]).is_err());
+    }
+
+    #[test]
+    fn gfs_defaults_and_bad_values() {
+        match parse(&["gfs"]).command {
+            Some(Cmd::Gfs(o)) => {
+                assert_eq!(o.writers, 16);
+                assert_eq!(o.block, 64 << 10);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["bigtable-bench", "--threads", "0"]).is_err());
+        assert!(Cli::try_parse_from(["bigtable-bench", "--size", "lots"]).is_err());
+    }
+}
