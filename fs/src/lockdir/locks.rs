@@ -92,7 +92,15 @@ impl Fs {
             Ok(m) => m,
             Err(e) => return done(Err(e)),
         };
+        // The FUSE header names the calling thread; `r.pid` its process.
         let tid = caller.pid;
+        log::trace!(
+            "setlk fh {} owner {:x} type {} thread {tid} process {}",
+            r.fh,
+            r.owner,
+            r.typ,
+            r.pid
+        );
         match via {
             Via::Local => {
                 let Some(mode) = mode else {
