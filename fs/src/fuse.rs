@@ -455,7 +455,7 @@ impl Filesystem for FuseFs {
             });
         }
         // The last close of a description releases its flock.
-        self.fs.locks_release(ino.0, lock_owner.map(|o| o.0));
+        self.fs.locks_release(ino.0, fh.0, lock_owner.map(|o| o.0));
         let fs = self.fs.clone();
         self.commits.run(move || {
             guard("release", || match fs.release(fh.0) {

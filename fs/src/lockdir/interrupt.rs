@@ -7,17 +7,19 @@
 //! pending (`flock -w`'s alarm, `timeout`'s SIGTERM, a `kill -9`), is a
 //! zombie or is gone must stop waiting, and is answered EINTR.
 //!
-//! The same files tell a FLUSH sent by `close` in a process being killed
-//! (PF_EXITING and PF_SIGNALED in its flags) from an orderly close: the first
-//! releases its locks with lock-delay, the second at once.
+//! The same file tells a FLUSH sent by the `close` of a process being killed
+//! (a fatal signal is pending: SIGKILL, or one with no handler whose default
+//! action ends the process) from an orderly close: the first releases its
+//! locks with lock-delay, the second at once.
+//!
+//! Only /proc/<pid>/status and fdinfo are read, never /proc/<pid>/stat: the
+//! kernel takes the target's exec_update_lock to show `stat`, and a process
+//! in execve holds it while it closes its close-on-exec descriptors — which
+//! sends us the FLUSH we would be answering. Reading `stat` there deadlocks.
 
 use std::fs;
 use std::io;
 
-/// The kernel's task flag "getting shut down" (include/linux/sched.h).
-const PF_EXITING: u64 = 0x0000_0004;
-/// The kernel's task flag "killed by a signal".
-const PF_SIGNALED: u64 = 0x0000_0400;
 /// Bit of SIGKILL in the /proc signal masks (signal n is bit n-1).
 const SIGKILL_BIT: u64 = 1 << (libc::SIGKILL - 1);
 
@@ -33,6 +35,10 @@ pub struct TaskStatus {
     pub shd_pnd: u64,
     /// Signals this thread blocks.
     pub sig_blk: u64,
+    /// Signals the process ignores.
+    pub sig_ign: u64,
+    /// Signals the process has handlers for.
+    pub sig_cgt: u64,
 }
 
 impl TaskStatus {
@@ -44,7 +50,41 @@ impl TaskStatus {
             || pending & SIGKILL_BIT != 0
             || pending & !self.sig_blk != 0
     }
+
+    /// Whether a signal that will end the process is pending: SIGKILL, or an
+    /// unblocked one with neither handler nor SIG_IGN whose default action
+    /// terminates. (Its fatal delivery leaves it pending in the process's
+    /// shared set while the process exits and closes its files.)
+    pub fn dying_by_signal(&self) -> bool {
+        let pending = self.sig_pnd | self.shd_pnd;
+        if pending & SIGKILL_BIT != 0 {
+            return true;
+        }
+        pending & !self.sig_blk & !self.sig_cgt & !self.sig_ign & !NOT_FATAL != 0
+    }
 }
+
+/// Signals whose default action does not end a process: SIGCHLD, SIGCONT,
+/// SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU, SIGURG, SIGWINCH.
+const NOT_FATAL: u64 = {
+    let sigs = [
+        libc::SIGCHLD,
+        libc::SIGCONT,
+        libc::SIGSTOP,
+        libc::SIGTSTP,
+        libc::SIGTTIN,
+        libc::SIGTTOU,
+        libc::SIGURG,
+        libc::SIGWINCH,
+    ];
+    let mut m = 0u64;
+    let mut i = 0;
+    while i < sigs.len() {
+        m |= 1 << (sigs[i] - 1);
+        i += 1;
+    }
+    m
+};
 
 /// Parses the text of /proc/<tid>/status.
 pub fn parse_status(text: &str) -> Option<TaskStatus> {
@@ -54,6 +94,8 @@ pub fn parse_status(text: &str) -> Option<TaskStatus> {
         sig_pnd: 0,
         shd_pnd: 0,
         sig_blk: 0,
+        sig_ign: 0,
+        sig_cgt: 0,
     };
     let mut seen = 0;
     for line in text.lines() {
@@ -68,11 +110,13 @@ pub fn parse_status(text: &str) -> Option<TaskStatus> {
             "SigPnd" => st.sig_pnd = hex()?,
             "ShdPnd" => st.shd_pnd = hex()?,
             "SigBlk" => st.sig_blk = hex()?,
+            "SigIgn" => st.sig_ign = hex()?,
+            "SigCgt" => st.sig_cgt = hex()?,
             _ => continue,
         }
         seen += 1;
     }
-    (seen == 5).then_some(st)
+    (seen == 7).then_some(st)
 }
 
 /// The status of thread `tid` (any thread id: /proc/<tid> resolves threads
@@ -106,62 +150,30 @@ pub fn should_abandon(tid: u32) -> bool {
     }
 }
 
-/// The fields of /proc/<pid>/stat we use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TaskStat {
-    pub state: char,
-    pub flags: u64,
-    /// Clock ticks after boot: with the pid, names a process for good.
-    pub start_time: u64,
-}
-
-/// Parses /proc/<pid>/stat; the command name may hold spaces and parentheses,
-/// so fields are counted after the last ')'.
-pub fn parse_stat(text: &str) -> Option<TaskStat> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // f[0] is field 3 (state), f[6] field 9 (flags), f[19] field 22 (starttime).
-    Some(TaskStat {
-        state: f.first()?.chars().next()?,
-        flags: f.get(6)?.parse().ok()?,
-        start_time: f.get(19)?.parse().ok()?,
-    })
-}
-
-pub fn task_stat(tid: u32) -> Option<TaskStat> {
-    parse_stat(&fs::read_to_string(format!("/proc/{tid}/stat")).ok()?)
-}
-
-/// Whether thread `tid` is exiting because a signal killed it (`kill -9`, a
-/// crash, an unhandled SIGTERM): the close it makes is a holder dying.
+/// Whether thread `tid`, which is closing a file, is being killed by a
+/// signal (`kill -9`, the OOM killer, an unhandled SIGTERM): its close is a
+/// holder dying. A crash (a fault in one thread) is not always seen as such.
 pub fn being_killed(tid: u32) -> bool {
-    tid != 0
-        && task_stat(tid).is_some_and(|s| s.flags & PF_EXITING != 0 && s.flags & PF_SIGNALED != 0)
+    tid != 0 && matches!(task_status(tid), Ok(Some(st)) if st.dying_by_signal())
 }
 
-/// A process, named so that a recycled pid is not mistaken for it.
+/// A process known to use an open file description. A recycled pid does no
+/// harm: descriptions are compared with kcmp(2), which only matches a
+/// process that really has the description.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProcRef {
     pub pid: u32,
-    pub start_time: u64,
 }
 
 impl ProcRef {
-    /// The process `pid` as it is now (None if gone or pid 0).
+    /// The process `pid` (None for pid 0).
     pub fn of(pid: u32) -> Option<ProcRef> {
-        if pid == 0 {
-            return None;
-        }
-        let st = task_stat(pid)?;
-        Some(ProcRef {
-            pid,
-            start_time: st.start_time,
-        })
+        (pid != 0).then_some(ProcRef { pid })
     }
 
-    /// Whether this very process still runs (not a zombie, not recycled).
+    /// Whether a process by that pid runs (not a zombie).
     pub fn alive(&self) -> bool {
-        task_stat(self.pid).is_some_and(|s| s.start_time == self.start_time && s.state != 'Z')
+        matches!(task_status(self.pid), Ok(Some(st)) if !matches!(st.state, 'Z' | 'X'))
     }
 }
 
@@ -228,7 +240,7 @@ mod tests {
 
     const STATUS: &str = "Name:\tflock\nUmask:\t0022\nState:\tD (disk sleep)\nTgid:\t4242\n\
         Pid:\t4243\nSigQ:\t1/1000\nSigPnd:\t0000000000000000\nShdPnd:\t0000000000002000\n\
-        SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000002000\n";
+        SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\nSigCgt:\t0000000000000000\n";
 
     #[test]
     fn pending_unblocked_signal_abandons() {
@@ -264,33 +276,31 @@ mod tests {
     }
 
     #[test]
-    fn stat_fields_after_a_tricky_name() {
-        let text = "77 (a) b (c) S 1 77 77 0 -1 4194880 1 0 0 0 0 0 0 0 20 0 1 0 12345 1000 10";
-        let st = parse_stat(text).unwrap();
-        assert_eq!(st.state, 'S');
-        assert_eq!(st.flags, 4194880);
-        assert_eq!(st.start_time, 12345);
-        assert!(parse_stat("1 (x) R 1").is_none());
-    }
-
-    #[test]
-    fn this_process_is_alive_and_waiting_is_fine() {
-        let me = std::process::id();
-        let st = task_status(me).unwrap().unwrap();
-        assert_eq!(st.tgid, me);
-        assert!(!should_abandon(me), "a test thread has no signal pending");
-        assert!(!being_killed(me));
-        let r = ProcRef::of(me).unwrap();
-        assert!(r.alive());
-        let recycled = ProcRef {
-            start_time: r.start_time + 1,
-            ..r
+    fn fatal_signals_tell_a_dying_closer() {
+        let st = parse_status(STATUS).unwrap();
+        // SIGALRM with no handler: the process dies of it.
+        assert!(st.dying_by_signal());
+        // With a handler it lives on.
+        let caught = TaskStatus {
+            sig_cgt: 0x2000,
+            ..st
         };
-        assert!(!recycled.alive());
-        assert_eq!(tgid_of(me), Some(me));
-        // A pid that cannot exist (above pid_max) is gone.
-        assert!(should_abandon(u32::MAX - 1));
-        assert!(!should_abandon(0));
+        assert!(!caught.dying_by_signal());
+        assert!(caught.should_abandon(), "but a waiter still returns EINTR");
+        // SIGCHLD and SIGTSTP do not kill; SIGKILL always does.
+        let chld = TaskStatus {
+            shd_pnd: 1 << (libc::SIGCHLD - 1) | 1 << (libc::SIGTSTP - 1),
+            ..st
+        };
+        assert!(!chld.dying_by_signal());
+        let kill = TaskStatus {
+            shd_pnd: SIGKILL_BIT,
+            sig_blk: u64::MAX,
+            ..st
+        };
+        assert!(kill.dying_by_signal());
+        let none = TaskStatus { shd_pnd: 0, ..st };
+        assert!(!none.dying_by_signal());
     }
 
     #[test]
@@ -313,10 +323,11 @@ mod tests {
         // SAFETY: as above.
         unsafe { libc::kill(pid as i32, libc::SIGUSR1) };
         assert!(should_abandon(pid), "SIGUSR1 pending on a stopped child");
+        assert!(being_killed(pid), "SIGUSR1 has no handler in sleep");
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(should_abandon(pid), "a reaped child is gone");
-        assert!(ProcRef::of(pid).is_none());
+        assert!(!ProcRef::of(pid).unwrap().alive());
     }
 
     #[test]

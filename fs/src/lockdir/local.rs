@@ -21,6 +21,9 @@ pub struct Held {
     pub mode: LockMode,
     /// The process that took it (for F_GETLK).
     pub pid: u32,
+    /// The file handle it was taken through: a read-only open of a cell is
+    /// not flushed at close, so its RELEASE ends fcntl locks taken through it.
+    pub fh: u64,
 }
 
 /// Locks by inode number, then by lock owner.
@@ -39,7 +42,8 @@ fn compatible(holders: &HashMap<u64, Held>, owner: u64, mode: LockMode) -> bool 
 
 impl LocalLocks {
     /// Takes the lock if no other owner holds it incompatibly (EAGAIN otherwise).
-    pub fn try_lock(&self, ino: u64, owner: u64, mode: LockMode, pid: u32) -> Result<(), Errno> {
+    pub fn try_lock(&self, ino: u64, owner: u64, held: Held) -> Result<(), Errno> {
+        let mode = held.mode;
         let mut g = self.locks.lock();
         let holders = g.entry(ino).or_default();
         if !compatible(holders, owner, mode) {
@@ -48,7 +52,7 @@ impl LocalLocks {
             }
             return Err(Errno::EAGAIN);
         }
-        holders.insert(owner, Held { mode, pid });
+        holders.insert(owner, held);
         Ok(())
     }
 
@@ -58,10 +62,10 @@ impl LocalLocks {
         &self,
         ino: u64,
         owner: u64,
-        mode: LockMode,
-        pid: u32,
+        held: Held,
         cancelled: &dyn Fn() -> bool,
     ) -> Result<(), Errno> {
+        let mode = held.mode;
         let mut g = self.locks.lock();
         let mut dropped = false;
         loop {
@@ -70,7 +74,7 @@ impl LocalLocks {
                 if cancelled() {
                     return Err(Errno::EINTR);
                 }
-                holders.insert(owner, Held { mode, pid });
+                holders.insert(owner, held);
                 return Ok(());
             }
             if !dropped && holders.remove(&owner).is_some() {
@@ -100,6 +104,23 @@ impl LocalLocks {
         had
     }
 
+    /// Releases every lock taken through file handle `fh` on `ino`.
+    pub fn unlock_fh(&self, ino: u64, fh: u64) {
+        let mut g = self.locks.lock();
+        let Some(holders) = g.get_mut(&ino) else {
+            return;
+        };
+        let before = holders.len();
+        holders.retain(|_, h| h.fh != fh);
+        let released = holders.len() != before;
+        if holders.is_empty() {
+            g.remove(&ino);
+        }
+        if released {
+            self.cond.notify_all();
+        }
+    }
+
     /// A holder other than `owner` that a request for `mode` would wait for.
     pub fn conflict(&self, ino: u64, owner: u64, mode: LockMode) -> Option<Held> {
         let g = self.locks.lock();
@@ -117,13 +138,21 @@ mod tests {
     use super::*;
     use std::sync::Arc;
 
+    fn by(mode: LockMode, pid: u32) -> Held {
+        Held {
+            mode,
+            pid,
+            fh: u64::from(pid),
+        }
+    }
+
     #[test]
     fn shared_and_exclusive() {
         let l = LocalLocks::default();
-        l.try_lock(1, 10, LockMode::Shared, 100).unwrap();
-        l.try_lock(1, 11, LockMode::Shared, 101).unwrap();
+        l.try_lock(1, 10, by(LockMode::Shared, 100)).unwrap();
+        l.try_lock(1, 11, by(LockMode::Shared, 101)).unwrap();
         assert_eq!(
-            l.try_lock(1, 12, LockMode::Exclusive, 102),
+            l.try_lock(1, 12, by(LockMode::Exclusive, 102)),
             Err(Errno::EAGAIN)
         );
         assert_eq!(
@@ -132,29 +161,32 @@ mod tests {
         );
         assert!(l.conflict(1, 12, LockMode::Shared).is_none());
         // Another inode is independent.
-        l.try_lock(2, 12, LockMode::Exclusive, 102).unwrap();
+        l.try_lock(2, 12, by(LockMode::Exclusive, 102)).unwrap();
         assert!(l.unlock(1, 10));
         assert!(!l.unlock(1, 10));
         // Sole holder upgrades at once.
         assert!(l.unlock(1, 11));
-        l.try_lock(1, 13, LockMode::Shared, 103).unwrap();
-        l.try_lock(1, 13, LockMode::Exclusive, 103).unwrap();
+        l.try_lock(1, 13, by(LockMode::Shared, 103)).unwrap();
+        l.try_lock(1, 13, by(LockMode::Exclusive, 103)).unwrap();
         assert_eq!(l.conflict(1, 14, LockMode::Shared).unwrap().pid, 103);
+        // Closing the handle a lock was taken through ends it.
+        l.unlock_fh(1, 103);
+        assert!(l.conflict(1, 14, LockMode::Exclusive).is_none());
     }
 
     #[test]
     fn waiter_is_granted_after_unlock_or_cancelled() {
         let l = Arc::new(LocalLocks::default());
-        l.try_lock(1, 10, LockMode::Exclusive, 1).unwrap();
+        l.try_lock(1, 10, by(LockMode::Exclusive, 1)).unwrap();
         let l2 = l.clone();
-        let t = std::thread::spawn(move || l2.lock_wait(1, 11, LockMode::Shared, 2, &|| false));
+        let t = std::thread::spawn(move || l2.lock_wait(1, 11, by(LockMode::Shared, 2), &|| false));
         std::thread::sleep(Duration::from_millis(30));
         assert!(l.unlock(1, 10));
         assert_eq!(t.join().unwrap(), Ok(()));
         // A cancelled waiter gives up and never holds the lock.
-        l.try_lock(1, 12, LockMode::Exclusive, 3).unwrap_err();
+        l.try_lock(1, 12, by(LockMode::Exclusive, 3)).unwrap_err();
         let start = std::time::Instant::now();
-        let r = l.lock_wait(1, 12, LockMode::Exclusive, 3, &|| {
+        let r = l.lock_wait(1, 12, by(LockMode::Exclusive, 3), &|| {
             start.elapsed() > Duration::from_millis(60)
         });
         assert_eq!(r, Err(Errno::EINTR));

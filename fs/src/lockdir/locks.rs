@@ -92,14 +92,27 @@ impl Fs {
             Ok(m) => m,
             Err(e) => return done(Err(e)),
         };
+        // The FUSE header names the calling thread; `r.pid` its process.
         let tid = caller.pid;
+        log::trace!(
+            "setlk fh {} owner {:x} type {} thread {tid} process {}",
+            r.fh,
+            r.owner,
+            r.typ,
+            r.pid
+        );
         match via {
             Via::Local => {
                 let Some(mode) = mode else {
                     self.local_locks.unlock(r.ino, r.owner);
                     return done(Ok(()));
                 };
-                match self.local_locks.try_lock(r.ino, r.owner, mode, r.pid) {
+                let held = super::local::Held {
+                    mode,
+                    pid: r.pid,
+                    fh: r.fh,
+                };
+                match self.local_locks.try_lock(r.ino, r.owner, held) {
                     Err(Errno::EAGAIN) if r.sleep => {}
                     res => return done(res),
                 }
@@ -108,7 +121,7 @@ impl Fs {
                     std::thread::Builder::new()
                         .name("lock-wait".into())
                         .spawn(move || {
-                            done(locks.lock_wait(r.ino, r.owner, mode, r.pid, &|| {
+                            done(locks.lock_wait(r.ino, r.owner, held, &|| {
                                 interrupt::should_abandon(tid)
                             }))
                         });
@@ -235,11 +248,13 @@ impl Fs {
         self.local_locks.unlock(ino, lock_owner);
     }
 
-    /// RELEASE of a file outside `.chubby/`: the description's flock goes.
-    pub fn locks_release(&self, ino: u64, flock_owner: Option<u64>) {
+    /// RELEASE of a file outside `.chubby/`: the description's flock goes,
+    /// and fcntl locks taken through it (a read-only open is not flushed).
+    pub fn locks_release(&self, ino: u64, fh: u64, flock_owner: Option<u64>) {
         if let Some(o) = flock_owner {
             self.local_locks.unlock(ino, o);
         }
+        self.local_locks.unlock_fh(ino, fh);
     }
 
     /// The sequencer of the lock on cell node `path` (inode `ino`) that the

@@ -629,7 +629,7 @@ fn locks_outside_chubby_use_the_local_table() {
     };
     let rx = t.setlk(&t.me, wait);
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-    t.fs.locks_release(777, Some(1));
+    t.fs.locks_release(777, 5, Some(1));
     assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(()));
     t.fs.locks_flush(777, 2);
     assert_eq!(t.fs.getlk(r).unwrap().typ, libc::F_UNLCK);
