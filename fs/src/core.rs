@@ -524,8 +524,12 @@ impl Fs {
         family: &str,
         qualifier: &[u8],
     ) -> FsResult<bool> {
-        if view.is_now() && self.pending.has_column(table, row, family, qualifier) {
-            return Ok(true);
+        if view.is_now() {
+            // A live cell exists iff it has a newest version: the engine's
+            // column read seeks straight to it (Bloom-filtered), where a
+            // regex scan of the row would read the whole row.
+            return Ok(self.pending.has_column(table, row, family, qualifier)
+                || self.newest(table, view, row, family, qualifier)?.is_some());
         }
         let spec = ScanSpec {
             cell_limit: Some(1),
