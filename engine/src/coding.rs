@@ -1,4 +1,4 @@
-//! Varint and length-prefixed encodings shared by the manifest and other
+//! Varint and length-prefixed encodings shared by METADATA and other
 //! metadata records. Decoding never panics: running out of bytes or an
 //! overlong varint is a corruption error.
 

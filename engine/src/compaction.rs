@@ -8,7 +8,7 @@
 
 use crate::cache::BlockCache;
 use crate::key;
-use crate::manifest::SstMeta;
+use crate::metadata::SstMeta;
 use crate::schema::{LocalityGroup, TableSchema};
 use crate::sstable::{Table, TableBuilder, TableOptions};
 use crate::tablet::Sst;
@@ -187,7 +187,7 @@ fn finish(ctx: &OutputCtx<'_>, group: &LocalityGroup, o: Output) -> Result<Arc<S
     open_sst(ctx.store, ctx.cache, meta, group.in_memory)
 }
 
-/// Opens an SSTable the manifest lists.
+/// Opens an SSTable a tablet lists.
 pub fn open_sst(
     store: &Arc<dyn FileStore>,
     cache: &Arc<BlockCache>,

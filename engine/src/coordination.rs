@@ -3,16 +3,16 @@
 //! location, and each table's schema and access control.
 //!
 //! ```text
-//! /bigtable/master              writer-locked by the running master; who it is
+//! /bigtable/master              writer-locked by the active master; its name
 //! /bigtable/servers/<name>      one ephemeral file per tablet server, writer-locked by it
-//! /bigtable/root-tablet         the server holding the root of the tablet map
+//! /bigtable/root-tablet         the tablet server serving the root tablet
 //! /bigtable/tables/<t>/schema   the table's families, in the .schema text format
 //! /bigtable/tables/<t>/acl      the table directory's owner, group and mode
 //! ```
 //!
-//! The lock service is the authority for schemas and ACLs: at startup its
-//! copy wins over the one cached in the manifest, and a schema change is
-//! written there first.
+//! A tablet server serves only while it holds its file's lock; the master
+//! declares a server dead when it can take that lock itself. Schemas are
+//! also in METADATA; when both exist, the lock service's copy wins.
 
 use crate::schema::{self, NumericNames, TableSchema};
 use crate::{Error, Result};
@@ -21,126 +21,232 @@ use chubby::{
     SessionId,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 const ROOT: &str = "/bigtable";
-
-/// The engine's session with the lock service.
-pub struct Coordinator {
-    lock: Arc<dyn LockService>,
-    creds: Credentials,
-    session: SessionId,
-    owner: OwnerKey,
-    server_handle: HandleId,
-    master: Sequencer,
-    server_name: String,
-}
+pub const SERVERS_DIR: &str = "/bigtable/servers";
+const MASTER_FILE: &str = "/bigtable/master";
+const ROOT_TABLET_FILE: &str = "/bigtable/root-tablet";
 
 fn lock_err(what: &str, e: chubby::Error) -> Error {
     Error::Lock(format!("{what}: {e}"))
 }
 
-impl Coordinator {
-    /// Becomes the master and registers tablet server `server_name`. Fails if
-    /// another master holds the lock (a second daemon on the same cell).
-    pub fn start(lock: Arc<dyn LockService>, server_name: &str) -> Result<Coordinator> {
-        let creds = Credentials::root();
-        for dir in [ROOT, "/bigtable/servers", "/bigtable/tables"] {
-            ensure_dir(&*lock, &creds, dir)?;
-        }
-        let session = lock.open_session(&format!("bigtable pid {}", std::process::id()));
-        // An owner key no FUSE lock owner will use: the high bit set, the pid,
-        // and a count of coordinators started in this process.
-        static STARTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let owner = (1u64 << 63) | (u64::from(std::process::id()) << 24) | (n & 0xFF_FFFF);
-        let master_path = format!("{ROOT}/master");
-        if let Err(e) = lock.create(&creds, &master_path, &NodeSpec::file(0o644)) {
-            if !matches!(e, chubby::Error::Exists(_)) {
-                return Err(lock_err("create /bigtable/master", e));
-            }
-        }
-        let (master_handle, _) = lock
-            .open_handle(
-                session,
-                &creds,
-                &master_path,
-                &OpenOptions {
-                    read: true,
-                    write: true,
-                    ..OpenOptions::default()
-                },
-            )
-            .map_err(|e| lock_err("open /bigtable/master", e))?;
-        let grant = lock
-            .try_lock(&creds, owner, master_handle.into(), LockMode::Exclusive)
-            .map_err(|e| match e {
-                chubby::Error::WouldBlock => {
-                    Error::Lock("another master holds /bigtable/master".into())
-                }
-                e => lock_err("lock /bigtable/master", e),
-            })?;
-        let me = format!("{server_name} pid={}\n", std::process::id());
-        lock.set_contents(&creds, master_handle.into(), me.as_bytes())
-            .map_err(|e| lock_err("write /bigtable/master", e))?;
+/// An owner key no FUSE lock owner uses: the high bit set, the pid, and a
+/// count of owners made in this process.
+fn new_owner() -> OwnerKey {
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    (1u64 << 63) | (u64::from(std::process::id()) << 24) | (n & 0xFF_FFFF)
+}
 
-        // The tablet server's file: ephemeral, locked for as long as it lives.
-        let server_path = format!("{ROOT}/servers/{server_name}");
+/// Creates the engine's directories in the lock service.
+pub fn ensure_layout(lock: &dyn LockService) -> Result<()> {
+    let creds = Credentials::root();
+    for dir in [ROOT, SERVERS_DIR, "/bigtable/tables"] {
+        ensure_dir(lock, &creds, dir)?;
+    }
+    let file = |path: &str| match lock.create(&creds, path, &NodeSpec::file(0o644)) {
+        Ok(_) | Err(chubby::Error::Exists(_)) => Ok(()),
+        Err(e) => Err(lock_err(&format!("create {path}"), e)),
+    };
+    file(MASTER_FILE)?;
+    file(ROOT_TABLET_FILE)
+}
+
+/// A session with one lock held through one handle: a tablet server's
+/// registration or a master's mastership.
+pub struct Lease {
+    lock: Arc<dyn LockService>,
+    session: SessionId,
+    owner: OwnerKey,
+    handle: HandleId,
+    pub sequencer: Sequencer,
+    path: String,
+}
+
+impl Lease {
+    /// Registers tablet server `name`: creates its ephemeral file in the
+    /// servers directory and takes its lock.
+    pub fn register_server(
+        lock: Arc<dyn LockService>,
+        name: &str,
+        lock_delay: Duration,
+    ) -> Result<Lease> {
+        let path = format!("{SERVERS_DIR}/{name}");
         let spec = NodeSpec {
             ephemeral: true,
             ..NodeSpec::file(0o644)
         };
-        let (server_handle, _) = lock
-            .open_handle(
-                session,
-                &creds,
-                &server_path,
-                &OpenOptions {
-                    read: true,
-                    write: true,
-                    create: Some(spec),
-                    exclusive: false,
-                },
-            )
-            .map_err(|e| lock_err("register tablet server", e))?;
-        lock.try_lock(&creds, owner, server_handle.into(), LockMode::Exclusive)
-            .map_err(|e| lock_err("lock tablet server file", e))?;
-        lock.set_contents(&creds, server_handle.into(), me.as_bytes())
-            .map_err(|e| lock_err("write tablet server file", e))?;
-
-        let root_tablet = format!("{ROOT}/root-tablet");
-        if let Err(e) = lock.create(&creds, &root_tablet, &NodeSpec::file(0o644)) {
-            if !matches!(e, chubby::Error::Exists(_)) {
-                return Err(lock_err("create /bigtable/root-tablet", e));
-            }
-        }
-        lock.set_contents(
-            &creds,
-            root_tablet.as_str().into(),
-            format!("{server_name}\n").as_bytes(),
-        )
-        .map_err(|e| lock_err("write /bigtable/root-tablet", e))?;
-
-        Ok(Coordinator {
+        let lease = Self::take(
             lock,
-            creds,
+            &path,
+            Some(spec),
+            format!("{name} pid={}\n", std::process::id()),
+        )?
+        .ok_or_else(|| Error::Lock(format!("{path} is locked by another server")))?;
+        let creds = Credentials::root();
+        lease
+            .lock
+            .set_lock_delay(&creds, path.as_str().into(), lock_delay)
+            .map_err(|e| lock_err("set a server's lock-delay", e))?;
+        Ok(lease)
+    }
+
+    /// Tries to become the master; `None` while another master holds the lock.
+    pub fn try_master(lock: Arc<dyn LockService>, name: &str) -> Result<Option<Lease>> {
+        Self::take(
+            lock,
+            MASTER_FILE,
+            None,
+            format!("{name} pid={}\n", std::process::id()),
+        )
+    }
+
+    fn take(
+        lock: Arc<dyn LockService>,
+        path: &str,
+        create: Option<NodeSpec>,
+        contents: String,
+    ) -> Result<Option<Lease>> {
+        let creds = Credentials::root();
+        let session = lock.open_session(&format!("bigtable {path}"));
+        let opened = lock.open_handle(
+            session,
+            &creds,
+            path,
+            &OpenOptions {
+                read: true,
+                write: true,
+                create,
+                exclusive: false,
+            },
+        );
+        let handle = match opened {
+            Ok((h, _)) => h,
+            Err(e) => {
+                let _ = lock.close_session(session);
+                return Err(lock_err(&format!("open {path}"), e));
+            }
+        };
+        let owner = new_owner();
+        let grant = match lock.try_lock(&creds, owner, handle.into(), LockMode::Exclusive) {
+            Ok(g) => g,
+            Err(chubby::Error::WouldBlock) => {
+                let _ = lock.close_session(session);
+                return Ok(None);
+            }
+            Err(e) => {
+                let _ = lock.close_session(session);
+                return Err(lock_err(&format!("lock {path}"), e));
+            }
+        };
+        lock.set_contents(&creds, handle.into(), contents.as_bytes())
+            .map_err(|e| lock_err(&format!("write {path}"), e))?;
+        Ok(Some(Lease {
+            lock,
             session,
             owner,
-            server_handle,
-            master: grant.sequencer,
-            server_name: server_name.to_string(),
-        })
+            handle,
+            sequencer: grant.sequencer,
+            path: path.to_string(),
+        }))
     }
 
-    /// The master lock's sequencer (for fencing, and shown in status).
-    pub fn master_sequencer(&self) -> &Sequencer {
-        &self.master
+    /// Whether the lock is still held (false once the session expired, the
+    /// file was deleted or someone else took the lock).
+    pub fn held(&self) -> bool {
+        self.lock.check_sequencer(&self.sequencer)
     }
 
-    /// Whether this process still holds the master lock.
-    pub fn is_master(&self) -> bool {
-        self.lock.check_sequencer(&self.master)
+    /// Ends the session as a crash would: the lock enters its lock-delay.
+    pub fn expire(&self) {
+        self.lock.release_owner_dead(self.owner);
+        let _ = self.lock.close_session(self.session);
     }
 
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        // Orderly stop: no lock-delay; an ephemeral file vanishes with its handle.
+        let _ = self.lock.unlock(self.owner, self.path.as_str().into());
+        let _ = self.lock.close_handle(self.handle);
+        let _ = self.lock.close_session(self.session);
+    }
+}
+
+/// Names of the files in the servers directory.
+pub fn list_servers(lock: &dyn LockService) -> Result<Vec<String>> {
+    let entries = lock
+        .list(&Credentials::root(), SERVERS_DIR)
+        .map_err(|e| lock_err("list servers", e))?;
+    Ok(entries.into_iter().map(|e| e.name).collect())
+}
+
+/// The master's check of a server (paper §5.2): if it can take the server's
+/// lock, the server is dead; the master then deletes its file so the server
+/// can never serve again. Returns whether the server is dead.
+pub fn reap_server(lock: &dyn LockService, name: &str) -> Result<bool> {
+    let creds = Credentials::root();
+    let path = format!("{SERVERS_DIR}/{name}");
+    let owner = new_owner();
+    match lock.try_lock(&creds, owner, path.as_str().into(), LockMode::Exclusive) {
+        Ok(_) => {
+            let _ = lock.unlock(owner, path.as_str().into());
+            match lock.unlink(&creds, &path) {
+                Ok(()) | Err(chubby::Error::NotFound(_)) => Ok(true),
+                Err(e) => Err(lock_err("delete a dead server's file", e)),
+            }
+        }
+        Err(chubby::Error::NotFound(_)) => Ok(true),
+        Err(chubby::Error::WouldBlock) => Ok(false),
+        Err(e) => Err(lock_err(&format!("check {path}"), e)),
+    }
+}
+
+/// The server named in `/bigtable/root-tablet` ("" if none).
+pub fn root_location(lock: &dyn LockService) -> Result<String> {
+    match lock.read(&Credentials::root(), ROOT_TABLET_FILE.into()) {
+        Ok((b, _)) => Ok(String::from_utf8_lossy(&b).trim().to_string()),
+        Err(chubby::Error::NotFound(_)) => Ok(String::new()),
+        Err(e) => Err(lock_err("read /bigtable/root-tablet", e)),
+    }
+}
+
+/// Records the root tablet's server; only the holder of `master` may.
+pub fn set_root_location(lock: &dyn LockService, master: &Sequencer, server: &str) -> Result<()> {
+    if !lock.check_sequencer(master) {
+        return Err(Error::Lock("no longer the master".into()));
+    }
+    lock.set_contents(
+        &Credentials::root(),
+        ROOT_TABLET_FILE.into(),
+        format!("{server}\n").as_bytes(),
+    )
+    .map_err(|e| lock_err("write /bigtable/root-tablet", e))?;
+    Ok(())
+}
+
+/// The active master's name as its file says ("" if none).
+pub fn master_name(lock: &dyn LockService) -> String {
+    match lock.read(&Credentials::root(), MASTER_FILE.into()) {
+        Ok((b, _)) => String::from_utf8_lossy(&b)
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Schemas and ACLs in the lock service.
+pub struct Schemas<'a>(pub &'a dyn LockService);
+
+impl Schemas<'_> {
     fn table_dir(table: &str) -> String {
         format!("{ROOT}/tables/{table}")
     }
@@ -148,10 +254,10 @@ impl Coordinator {
     /// The schema stored for `table`, if any.
     pub fn load_schema(&self, table: &str) -> Result<Option<TableSchema>> {
         let dir = Self::table_dir(table);
-        let text = match self
-            .lock
-            .read(&self.creds, format!("{dir}/schema").as_str().into())
-        {
+        let text = match self.0.read(
+            &Credentials::root(),
+            format!("{dir}/schema").as_str().into(),
+        ) {
             Ok((t, _)) => t,
             Err(chubby::Error::NotFound(_)) => return Ok(None),
             Err(e) => return Err(lock_err("read schema", e)),
@@ -161,8 +267,8 @@ impl Coordinator {
         let families = schema::parse(&text, &NumericNames)?;
         let mut s = TableSchema::with_families(families);
         if let Ok((acl, _)) = self
-            .lock
-            .read(&self.creds, format!("{dir}/acl").as_str().into())
+            .0
+            .read(&Credentials::root(), format!("{dir}/acl").as_str().into())
         {
             parse_acl(&String::from_utf8_lossy(&acl), &mut s)?;
         }
@@ -172,18 +278,21 @@ impl Coordinator {
     /// Stores `table`'s schema and ACL (each file replaced atomically).
     pub fn store_schema(&self, table: &str, s: &TableSchema) -> Result<()> {
         let dir = Self::table_dir(table);
-        ensure_dir(&*self.lock, &self.creds, &dir)?;
+        ensure_dir(self.0, &Credentials::root(), &dir)?;
         let text = schema::format(s, &NumericNames);
         let acl = format!("owner={} group={} mode={:04o}\n", s.owner, s.group, s.mode);
         for (name, body) in [("schema", text), ("acl", acl)] {
             let path = format!("{dir}/{name}");
-            if let Err(e) = self.lock.create(&self.creds, &path, &NodeSpec::file(0o644)) {
+            if let Err(e) = self
+                .0
+                .create(&Credentials::root(), &path, &NodeSpec::file(0o644))
+            {
                 if !matches!(e, chubby::Error::Exists(_)) {
                     return Err(lock_err("store schema", e));
                 }
             }
-            self.lock
-                .set_contents(&self.creds, path.as_str().into(), body.as_bytes())
+            self.0
+                .set_contents(&Credentials::root(), path.as_str().into(), body.as_bytes())
                 .map_err(|e| lock_err("store schema", e))?;
         }
         Ok(())
@@ -193,34 +302,18 @@ impl Coordinator {
     pub fn drop_table(&self, table: &str) -> Result<()> {
         let dir = Self::table_dir(table);
         for name in ["schema", "acl"] {
-            match self.lock.unlink(&self.creds, &format!("{dir}/{name}")) {
+            match self
+                .0
+                .unlink(&Credentials::root(), &format!("{dir}/{name}"))
+            {
                 Ok(()) | Err(chubby::Error::NotFound(_)) => {}
                 Err(e) => return Err(lock_err("drop table", e)),
             }
         }
-        match self.lock.rmdir(&self.creds, &dir) {
+        match self.0.rmdir(&Credentials::root(), &dir) {
             Ok(()) | Err(chubby::Error::NotFound(_)) => Ok(()),
             Err(e) => Err(lock_err("drop table", e)),
         }
-    }
-
-    pub fn status(&self) -> Vec<String> {
-        vec![
-            format!("master {} sequencer {}", self.server_name, self.master),
-            format!("master_lock_held {}", self.is_master()),
-        ]
-    }
-}
-
-impl Drop for Coordinator {
-    fn drop(&mut self) {
-        // Orderly stop: release the locks without lock-delay; the ephemeral
-        // server file vanishes with its handle.
-        let _ = self
-            .lock
-            .unlock(self.owner, format!("{ROOT}/master").as_str().into());
-        let _ = self.lock.close_handle(self.server_handle);
-        let _ = self.lock.close_session(self.session);
     }
 }
 
@@ -257,28 +350,48 @@ mod tests {
     }
 
     #[test]
-    fn one_master_at_a_time_and_schemas_roundtrip() {
+    fn one_master_at_a_time_and_dead_servers_are_reaped() {
         let (_d, lock) = cell();
-        let c = Coordinator::start(lock.clone(), "ts-0").unwrap();
-        assert!(c.is_master());
-        assert!(matches!(
-            Coordinator::start(lock.clone(), "ts-1"),
-            Err(Error::Lock(_))
-        ));
+        ensure_layout(&*lock).unwrap();
+        let m = Lease::try_master(lock.clone(), "m0").unwrap().unwrap();
+        assert!(m.held());
+        assert!(Lease::try_master(lock.clone(), "m1").unwrap().is_none());
+        assert_eq!(master_name(&*lock), "m0");
+        let s = Lease::register_server(lock.clone(), "ts-0", Duration::from_millis(1)).unwrap();
+        assert_eq!(list_servers(&*lock).unwrap(), vec!["ts-0".to_string()]);
+        assert!(
+            !reap_server(&*lock, "ts-0").unwrap(),
+            "a live server is not reaped"
+        );
+        s.expire();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !reap_server(&*lock, "ts-0").unwrap() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "lock-delay never ended"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(!s.held());
+        assert!(list_servers(&*lock).unwrap().is_empty());
+        set_root_location(&*lock, &m.sequencer, "ts-1").unwrap();
+        assert_eq!(root_location(&*lock).unwrap(), "ts-1");
+        drop(m);
+        let m1 = Lease::try_master(lock.clone(), "m1").unwrap().unwrap();
+        assert!(m1.held());
+    }
+
+    #[test]
+    fn schemas_roundtrip() {
+        let (_d, lock) = cell();
+        ensure_layout(&*lock).unwrap();
+        let c = Schemas(&*lock);
         let mut s = TableSchema::with_families([FamilySchema::new("anchor")]);
         s.owner = 1000;
         s.mode = 0o750;
         c.store_schema("web", &s).unwrap();
         assert_eq!(c.load_schema("web").unwrap(), Some(s));
-        let root = Credentials::root();
-        let servers = lock.list(&root, "/bigtable/servers").unwrap();
-        assert_eq!(servers.len(), 1);
         c.drop_table("web").unwrap();
         assert_eq!(c.load_schema("web").unwrap(), None);
-        drop(c);
-        // The server file is ephemeral and the master lock was released.
-        assert!(lock.list(&root, "/bigtable/servers").unwrap().is_empty());
-        let again = Coordinator::start(lock, "ts-0").unwrap();
-        assert!(again.is_master());
     }
 }

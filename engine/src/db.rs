@@ -1,179 +1,148 @@
 //! The client API: a handle on the Bigtable running in this process.
 
+use crate::catalog::TableEntry;
+use crate::client::Client;
+pub use crate::client::Scanner;
+use crate::cluster::Cluster;
 use crate::data::*;
+use crate::env::Env;
+use crate::iterator::VecIterator;
+use crate::master::Master;
+use crate::mutation::{self, validate_txn};
+pub use crate::options::{Options, TabletInfo};
+use crate::read::CellReader;
 use crate::schema::TableSchema;
-pub use crate::server::Scanner;
-use crate::server::Server;
+use crate::tablet_server::TabletServer;
 use crate::txn::RowOp;
 use crate::txn::{RowTxn, TxnOutcome};
 use crate::{Error, Result};
-use parking_lot::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
-/// Tuning of the engine. Defaults suit production; tests shrink the sizes.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// Largest cell value accepted (EFBIG above it in the mount).
-    pub max_value_size: usize,
-    /// A tablet's memtable is frozen and written out (minor compaction) past this size.
-    pub memtable_bytes: usize,
-    /// A tablet splits when its SSTables pass this size.
-    pub split_bytes: u64,
-    /// Block cache capacity.
-    pub block_cache_bytes: u64,
-    /// Scan cache capacity.
-    pub scan_cache_bytes: u64,
-    /// The commit log rolls to a new file past this size.
-    pub log_file_bytes: u64,
-    /// A log append slower than this switches to the other log writer.
-    pub slow_log_threshold: Duration,
-    /// Compaction output files are cut at about this size.
-    pub sstable_target_bytes: u64,
-    /// A locality group with more SSTables than this gets a merging compaction.
-    pub merge_trigger: usize,
-    /// Every this often, tablets with more than one SSTable per group get a major compaction.
-    pub major_interval: Duration,
-    /// Background compaction threads.
-    pub background_threads: usize,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            max_value_size: DEFAULT_MAX_VALUE,
-            memtable_bytes: 64 << 20,
-            split_bytes: 128 << 20,
-            block_cache_bytes: 256 << 20,
-            scan_cache_bytes: 32 << 20,
-            log_file_bytes: 64 << 20,
-            slow_log_threshold: Duration::from_millis(200),
-            sstable_target_bytes: 32 << 20,
-            merge_trigger: 6,
-            major_interval: Duration::from_secs(3600),
-            background_threads: 2,
-        }
-    }
-}
-
-/// Where one tablet is and how big.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TabletInfo {
-    pub id: u64,
-    pub table: String,
-    /// First row (inclusive).
-    pub start: Vec<u8>,
-    /// End row (exclusive); `None` = end of table.
-    pub end: Option<Vec<u8>>,
-    pub memtable_bytes: u64,
-    pub sstable_bytes: u64,
-    pub sstables: usize,
-}
-
-/// A handle on the engine; cheap to clone, shareable between threads. The
-/// last handle dropped stops the background threads (data stays recoverable
-/// from the commit log; call [`Bigtable::flush`] first for a fast restart).
+/// A handle on the Bigtable this process runs; cheap to clone, shareable
+/// between threads. The last handle dropped stops the cluster (data stays
+/// recoverable from the commit logs; call [`Bigtable::flush`] first for a
+/// fast restart).
 #[derive(Clone)]
 pub struct Bigtable {
     inner: Arc<Handle>,
 }
 
 struct Handle {
-    server: Arc<Server>,
-    threads: Mutex<Vec<JoinHandle<()>>>,
+    cluster: Arc<Cluster>,
+    closed: AtomicBool,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        self.server.stop();
-        for t in self.threads.lock().drain(..) {
-            let _ = t.join();
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            let _ = self.cluster.stop();
         }
     }
 }
 
 impl Bigtable {
-    /// Opens (recovering from the commit log) or creates the store in `files`.
+    /// Opens (recovering from the commit logs) or creates the store in
+    /// `files`, with a private lock-service cell.
     pub fn open(files: Arc<dyn gfs::FileStore>, opts: Options) -> Result<Bigtable> {
         Self::open_with_lock_service(files, None, opts)
     }
 
-    /// Opens the store and coordinates through `lock` (master lock, servers
-    /// directory, root tablet location; schemas and ACLs live there).
+    /// Opens the store and coordinates through `lock` (master election,
+    /// servers directory, root tablet location, schemas and ACLs): starts
+    /// the tablet servers and masters and returns once every tablet is
+    /// served.
     pub fn open_with_lock_service(
         files: Arc<dyn gfs::FileStore>,
         lock: Option<Arc<dyn chubby::LockService>>,
         opts: Options,
     ) -> Result<Bigtable> {
-        let n = opts.background_threads.max(1);
-        let server = Server::open(files, lock, opts)?;
-        let mut threads = Vec::new();
-        for i in 0..n {
-            let s = server.clone();
-            let t = std::thread::Builder::new()
-                .name(format!("bt-compact-{i}"))
-                .spawn(move || s.background_loop())
-                .map_err(|e| Error::invalid(format!("cannot start a background thread: {e}")))?;
-            threads.push(t);
-        }
         Ok(Bigtable {
             inner: Arc::new(Handle {
-                server,
-                threads: Mutex::new(threads),
+                cluster: Cluster::start(files, lock, opts)?,
+                closed: AtomicBool::new(false),
             }),
         })
     }
 
-    fn s(&self) -> &Server {
-        &self.inner.server
-    }
-
-    /// Stops background work and syncs the log; memtables are recovered from
-    /// the log on reopen. Further calls on any clone fail with ShuttingDown.
+    /// Stops the cluster and syncs the logs; memtables are recovered from
+    /// the logs on reopen. Further calls on any clone fail with ShuttingDown.
     pub fn close(&self) -> Result<()> {
-        let r = self.s().sync();
-        self.s().stop();
-        for t in self.inner.threads.lock().drain(..) {
-            let _ = t.join();
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
         }
-        r
+        self.inner.cluster.stop()
     }
 
-    fn live(&self) -> Result<&Server> {
-        let s = self.s();
-        if s.shutdown.load(std::sync::atomic::Ordering::Acquire) {
+    /// The cluster behind this handle (servers, masters, METADATA).
+    pub fn cluster(&self) -> &Arc<Cluster> {
+        &self.inner.cluster
+    }
+
+    fn client(&self) -> Result<&Arc<Client>> {
+        if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::ShuttingDown);
         }
-        Ok(s)
+        Ok(&self.inner.cluster.client)
+    }
+
+    fn env(&self) -> &Arc<Env> {
+        &self.inner.cluster.env
+    }
+
+    fn table(&self, name: &str) -> Result<Arc<TableEntry>> {
+        self.client()?;
+        self.env().catalog.get(name)
+    }
+
+    /// Runs `f` on the active master, waiting for one during a failover.
+    fn master<T>(&self, f: impl Fn(&Master) -> Result<T>) -> Result<T> {
+        let client = self.client()?;
+        client.retry("master", || match self.env().active_master() {
+            Some(m) => f(&m),
+            None => Err(Error::Unavailable("no active master".into())),
+        })
+    }
+
+    /// Live tablet servers.
+    fn servers(&self) -> Vec<Arc<TabletServer>> {
+        self.env()
+            .servers()
+            .into_iter()
+            .filter(|s| s.is_serving())
+            .collect()
     }
 
     pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
-        self.live()?.create_table(name, schema)
+        self.master(|m| m.create_table(name, schema.clone()))
     }
     /// Deletes a table and all its data.
     pub fn delete_table(&self, name: &str) -> Result<()> {
-        self.live()?.delete_table(name)
+        self.master(|m| m.delete_table(name))
     }
     pub fn list_tables(&self) -> Vec<String> {
-        self.s().list_tables()
+        self.env().catalog.names()
     }
     pub fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
-        Ok(self.live()?.table(table)?.schema())
+        Ok(self.table(table)?.schema())
     }
     /// Replaces a table's schema; a dropped family must hold no data (Error::FamilyNotEmpty).
     pub fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
-        self.live()?.set_schema(table, schema)
+        self.master(|m| m.set_schema(table, schema.clone()))
     }
     /// Applies one row's mutations atomically.
     pub fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
-        self.live()?
-            .apply_batch(table, std::slice::from_ref(m), opts)
+        self.apply_batch(table, std::slice::from_ref(m), opts)
             .map_err(unwrap_batch_error)
     }
     /// Validates every mutation first (nothing applied on error); then applies each row's atomically.
     pub fn apply_batch(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
-        self.live()?.apply_batch(table, ms, opts)
+        let t = self.table(table)?;
+        mutation::validate_batch(&t.schema(), ms, self.env().opts.max_value_size)?;
+        if ms.is_empty() {
+            return Ok(());
+        }
+        self.client()?.apply(t.id, ms, opts.sync)
     }
     /// Validates every transaction first; then runs each atomically on its row.
     pub fn apply_txns(
@@ -182,11 +151,23 @@ impl Bigtable {
         txns: &[RowTxn],
         opts: WriteOptions,
     ) -> Result<Vec<TxnOutcome>> {
-        self.live()?.apply_txns(table, txns, opts)
+        let t = self.table(table)?;
+        let schema = t.schema();
+        for (i, x) in txns.iter().enumerate() {
+            validate_txn(&t.name, &schema, x, self.env().opts.max_value_size).map_err(|e| {
+                Error::BadBatchEntry {
+                    index: i,
+                    source: Box::new(e),
+                }
+            })?;
+        }
+        if txns.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.client()?.apply_txns(t.id, txns, opts.sync)
     }
     fn one_txn(&self, table: &str, txn: RowTxn, opts: WriteOptions) -> Result<TxnOutcome> {
         let mut out = self
-            .live()?
             .apply_txns(table, std::slice::from_ref(&txn), opts)
             .map_err(unwrap_batch_error)?;
         out.pop()
@@ -264,8 +245,11 @@ impl Bigtable {
     }
     /// The visible cells of one row selected by `spec` (its row range is ignored).
     pub fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        let s = self.live()?;
-        s.read_row(&*s.table(table)?, row, spec)
+        let t = self.table(table)?;
+        if let Some(r) = &spec.column_regex {
+            crate::read::compile_column_regex(r)?;
+        }
+        self.client()?.read_row(t.id, row, spec)
     }
     /// The newest visible version of one cell.
     pub fn read_cell(
@@ -275,15 +259,9 @@ impl Bigtable {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Cell>> {
-        let s = self.live()?;
-        let t = s.table(table)?;
-        if !t.schema().families.contains_key(family) {
-            return Err(Error::UnknownFamily {
-                table: table.to_string(),
-                family: family.to_string(),
-            });
-        }
-        s.read_cell(&t, row, family, qualifier)
+        Ok(self
+            .read_column(table, row, family, qualifier, Some(1))?
+            .pop())
     }
     /// The newest `max_versions` visible versions of one column, newest first (all if None).
     pub fn read_column(
@@ -294,43 +272,127 @@ impl Bigtable {
         qualifier: &[u8],
         max_versions: Option<u32>,
     ) -> Result<Vec<Cell>> {
-        let s = self.live()?;
-        let t = s.table(table)?;
+        let t = self.table(table)?;
         if !t.schema().families.contains_key(family) {
             return Err(Error::UnknownFamily {
                 table: table.to_string(),
                 family: family.to_string(),
             });
         }
-        s.read_column(&t, row, family, qualifier, max_versions)
+        if row.len() > MAX_ROW_KEY {
+            return Err(Error::RowKeyTooLong(row.len()));
+        }
+        self.client()?
+            .read_column(t.id, row, family, qualifier, max_versions)
     }
-    /// A consistent streaming scan (a snapshot taken now).
+    /// A streaming scan in row order; each tablet's part is a consistent
+    /// snapshot taken when the scan reaches it.
     pub fn scan(&self, table: &str, spec: ScanSpec) -> Result<Scanner> {
-        let s = self.live()?;
-        s.scan(&s.table(table)?, spec)
+        let t = self.table(table)?;
+        // Validate the spec (regex) once up front.
+        CellReader::new(
+            Box::new(VecIterator::new(Arc::new(Vec::new()))),
+            &spec,
+            t.schema(),
+            0,
+            0,
+        )?;
+        Ok(Scanner::new(self.client()?.clone(), t.id, spec))
     }
-    /// fsyncs the commit log: everything applied so far survives power loss.
+    /// fsyncs every tablet server's commit log: everything applied so far
+    /// survives power loss.
     pub fn sync(&self) -> Result<()> {
-        self.live()?.sync()
+        self.client()?;
+        for s in self.servers() {
+            s.sync()?;
+        }
+        Ok(())
     }
     /// Writes every memtable out (minor compaction) and waits.
     pub fn flush(&self) -> Result<()> {
-        self.live()?.flush(None)
+        self.client()?;
+        for s in self.servers() {
+            s.flush(None)?;
+        }
+        Ok(())
     }
     /// Compacts every tablet of a table (major: all SSTables into one per group) and waits.
     pub fn compact(&self, table: &str, major: bool) -> Result<()> {
-        self.live()?.compact(table, major)
+        let t = self.table(table)?;
+        for s in self.servers() {
+            s.compact(t.id, major)?;
+        }
+        Ok(())
     }
     /// Splits tablets past the split threshold now (it also happens in the background).
     pub fn split_now(&self, table: &str) -> Result<()> {
-        self.live()?.split_now(table)
+        let t = self.table(table)?;
+        for s in self.servers() {
+            s.split_now(t.id)?;
+        }
+        Ok(())
     }
+    /// The served tablets of a table, in row order.
     pub fn tablets(&self, table: &str) -> Result<Vec<TabletInfo>> {
-        self.live()?.tablets(table)
+        let t = self.table(table)?;
+        let mut out: Vec<TabletInfo> = self
+            .servers()
+            .iter()
+            .flat_map(|s| s.tablet_infos())
+            .filter(|i| i.table == t.name)
+            .collect();
+        out.sort_by(|a, b| a.start.cmp(&b.start));
+        Ok(out)
     }
-    /// Human-readable status lines (for `.bigtable/`).
+    /// Status lines (`key=value` words) for `.bigtable/status`.
     pub fn status(&self) -> Vec<String> {
-        self.s().status()
+        let env = self.env();
+        let mut lines = vec![
+            format!(
+                "tables={} tablet_servers={} master={}",
+                env.catalog.names().len(),
+                self.servers().len(),
+                crate::coordination::master_name(&*env.lock)
+            ),
+            self.inner.cluster.client.status_line(),
+            crate::status::kv(&env.block_cache.stats(), "block_cache_"),
+            crate::status::kv(&env.scan_cache.stats(), "scan_cache_"),
+        ];
+        for s in self.servers() {
+            lines.push(s.commit_line());
+        }
+        lines.extend(env.store.status());
+        lines
+    }
+    /// One line per tablet server (`.bigtable/servers`).
+    pub fn servers_report(&self) -> Vec<String> {
+        self.env()
+            .servers()
+            .iter()
+            .map(|s| s.report().line())
+            .collect()
+    }
+    /// The masters (`.bigtable/master`).
+    pub fn master_report(&self) -> Vec<String> {
+        self.env()
+            .masters()
+            .iter()
+            .flat_map(|m| m.report())
+            .collect()
+    }
+    /// Runs an operator command: `kill <server>`, `move <table> <row> <server>`.
+    pub fn control(&self, command: &str) -> Result<()> {
+        let words: Vec<&str> = command.split_whitespace().collect();
+        match words.as_slice() {
+            ["kill", server] => self.inner.cluster.kill_server(server),
+            ["kill-master"] => self.inner.cluster.kill_master().map(|_| ()),
+            ["move", table, row, server] => {
+                self.master(|m| m.move_tablet(table, row.as_bytes(), server))
+            }
+            _ => Err(Error::invalid(format!(
+                "unknown command {command:?}: use `kill <server>`, `kill-master` or `move <table> <row> <server>`"
+            ))),
+        }
     }
 }
 

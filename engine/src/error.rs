@@ -40,6 +40,13 @@ pub enum Error {
     Lock(String),
     #[error("engine is shutting down")]
     ShuttingDown,
+    /// The tablet server does not serve that tablet (any more): it moved,
+    /// split, or the server lost its lock. Clients look the tablet up again.
+    #[error("tablet server {server} does not serve tablet {tablet}")]
+    NotServing { server: String, tablet: u64 },
+    /// No tablet server could serve the request before the retry deadline.
+    #[error("unavailable: {0}")]
+    Unavailable(String),
     #[error(transparent)]
     Fs(#[from] gfs::Error),
     /// One failure delivered to several callers (e.g. every item of a failed

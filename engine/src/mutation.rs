@@ -5,6 +5,7 @@ use crate::data::{Condition, Mutation, Predicate, RowMutation, MAX_QUALIFIER, MA
 use crate::error::{Error, Result};
 use crate::key::{self, Kind, SeqNo, Timestamp, MAX_TIMESTAMP, TOMBSTONE_TS};
 use crate::schema::TableSchema;
+use crate::txn::{RowOp, RowTxn};
 
 /// Checks one row mutation against the schema and limits; nothing is applied
 /// if this fails. Row keys must be 1..=64 KiB (Cloud Bigtable rejects empty
@@ -225,6 +226,55 @@ pub fn check(cond: &Condition, newest: Option<&[u8]>) -> bool {
         Predicate::Exists => newest.is_some(),
         Predicate::Equals(v) => newest == Some(v.as_slice()),
     }
+}
+
+/// Checks a row transaction against the schema before anything runs.
+pub fn validate_txn(table: &str, schema: &TableSchema, t: &RowTxn, max_value: usize) -> Result<()> {
+    let check_family = |f: &str| {
+        if schema.families.contains_key(f) {
+            Ok(())
+        } else {
+            Err(Error::UnknownFamily {
+                table: table.to_string(),
+                family: f.to_string(),
+            })
+        }
+    };
+    if t.row.len() > MAX_ROW_KEY {
+        return Err(Error::RowKeyTooLong(t.row.len()));
+    }
+    if t.ops.is_empty() && t.otherwise.is_empty() {
+        return Err(Error::invalid(
+            "a row transaction needs at least one operation",
+        ));
+    }
+    if let Some(c) = &t.guard {
+        check_family(&c.family)?;
+    }
+    let mut plain = RowMutation::new(t.row.clone());
+    for op in t.ops.iter().chain(&t.otherwise) {
+        match op {
+            RowOp::Mutate(m) => plain.mutations.push(m.clone()),
+            RowOp::Increment {
+                family, qualifier, ..
+            }
+            | RowOp::Append {
+                family, qualifier, ..
+            } => {
+                check_family(family)?;
+                if qualifier.len() > MAX_QUALIFIER {
+                    return Err(Error::invalid(format!(
+                        "qualifier is {} bytes; the limit is {MAX_QUALIFIER}",
+                        qualifier.len()
+                    )));
+                }
+            }
+        }
+    }
+    if !plain.mutations.is_empty() {
+        validate(schema, &plain, max_value)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

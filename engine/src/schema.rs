@@ -1,5 +1,5 @@
 //! Table schemas: column families, their garbage-collection rules, locality
-//! groups and permissions; the `.schema` text format; the manifest encoding.
+//! groups and permissions; the `.schema` text format; the binary encoding METADATA stores.
 //!
 //! The text format is one family a line (DESIGN section 2):
 //!
@@ -490,7 +490,7 @@ impl TableSchema {
         self.merge_families(parse_lines(text, resolver)?, replace_all)
     }
 
-    /// Binary encoding for the engine's manifest.
+    /// Binary encoding, as METADATA stores it.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.families.len() * 64);
         out.extend_from_slice(ENCODING_MAGIC);

@@ -7,8 +7,8 @@
 
 use crate::iterator::InternalIterator;
 use crate::key;
-use crate::manifest::SstMeta;
 use crate::memtable::Memtable;
+use crate::metadata::SstMeta;
 use crate::schema::TableSchema;
 use crate::sstable::Table;
 use crate::Result;
@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// An open SSTable with what the manifest knows of it.
+/// An open SSTable with what METADATA knows of it.
 pub struct Sst {
     pub meta: SstMeta,
     pub table: Arc<Table>,

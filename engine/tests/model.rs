@@ -368,7 +368,7 @@ fn run(seed: u64, steps: usize) {
     let schema = schema();
     bt.create_table("t", schema.clone()).unwrap();
     let mut model = Model::default();
-    let now = engine::server::now_micros();
+    let now = engine::now_micros();
     let mut checks = 0;
     for step in 0..steps {
         match rng.gen_range(0..100) {

@@ -440,6 +440,7 @@ impl Store for MockStore {
             memtable_bytes: 0,
             sstable_bytes: 0,
             sstables: 0,
+            server: "mock".into(),
         }])
     }
     fn status(&self) -> Vec<String> {

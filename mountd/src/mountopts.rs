@@ -18,7 +18,8 @@
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
-//! | `compaction_threads=N` | background compaction threads |
+//! | `compaction_threads=N` | background compaction threads per tablet server |
+//! | `tablet_servers=N` | tablet servers the daemon runs (default 3) |
 //! | `commit_workers=N` | threads that run commits at close/fsync (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `ro` | read-only mount |
@@ -48,6 +49,7 @@ pub struct MountConfig {
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
     pub compaction_threads: Option<usize>,
+    pub tablet_servers: Option<usize>,
     pub sync: bool,
     pub read_only: bool,
     pub nosuid: bool,
@@ -87,6 +89,7 @@ impl MountConfig {
             scan_cache_bytes: None,
             max_value_size: None,
             compaction_threads: None,
+            tablet_servers: None,
             sync: false,
             read_only: false,
             nosuid: true,
@@ -164,6 +167,15 @@ impl MountConfig {
                         .parse()
                         .map_err(|_| "compaction_threads: not a number".to_string())?,
                 )
+            }
+            "tablet_servers" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| "tablet_servers: not a number".to_string())?;
+                if !(1..=64).contains(&n) {
+                    return Err("tablet_servers: use 1 to 64".to_string());
+                }
+                self.tablet_servers = Some(n);
             }
             "sync" => self.sync = true,
             "store" => {
@@ -260,6 +272,9 @@ impl MountConfig {
         }
         if let Some(v) = self.compaction_threads {
             o.background_threads = v.max(1);
+        }
+        if let Some(v) = self.tablet_servers {
+            o.tablet_servers = v;
         }
         o
     }

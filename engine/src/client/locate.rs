@@ -1,0 +1,210 @@
+//! Tablet location (paper §5.1): the client's cache of METADATA rows and
+//! the three-level lookup behind it.
+//!
+//! A lookup for row `r` of table `t` first looks in the cache for the entry
+//! with the smallest METADATA key at or after `lookup_key(t, r)`. On a miss
+//! it locates the METADATA tablet holding that key (the same way, one level
+//! up; the root tablet's server is in the lock service) and reads several
+//! METADATA rows from there at once, caching them all (prefetch). A server
+//! that answers "not serving" makes the caller drop the entry and look again.
+
+use super::Client;
+use crate::coordination::root_location;
+use crate::data::{RowRange, ScanSpec};
+use crate::metadata::{
+    lookup_key, parse_tablet_row_key, root_end, tablet_row_key, TabletMeta, FAMILY_LOCATION,
+    FAMILY_TABLET, METADATA_ID, Q_INFO, Q_SERVER,
+};
+use crate::{Error, Result};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+
+/// METADATA rows read per lookup miss.
+const PREFETCH_ROWS: u64 = 8;
+
+/// Where a tablet is served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub tablet: u64,
+    pub table: u64,
+    pub start: Vec<u8>,
+    pub end: Option<Vec<u8>>,
+    /// The serving tablet server ("" while unassigned).
+    pub server: String,
+}
+
+impl Location {
+    pub fn contains(&self, row: &[u8]) -> bool {
+        row >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| row < e)
+    }
+
+    fn cache_key(&self) -> Vec<u8> {
+        tablet_row_key(self.table, self.end.as_deref())
+    }
+}
+
+/// A METADATA row as the client and the master read it.
+#[derive(Debug, Clone)]
+pub struct MetaRow {
+    pub key: Vec<u8>,
+    pub meta: TabletMeta,
+    pub server: String,
+}
+
+/// Decodes the cells of one METADATA row.
+pub fn parse_meta_row(key: &[u8], cells: &[crate::Cell]) -> Result<Option<MetaRow>> {
+    if parse_tablet_row_key(key).is_none() {
+        return Ok(None); // a table definition
+    }
+    let mut meta = None;
+    let mut server = String::new();
+    for c in cells {
+        if c.family == FAMILY_TABLET && c.qualifier == Q_INFO {
+            meta = Some(TabletMeta::decode(&c.value)?);
+        } else if c.family == FAMILY_LOCATION && c.qualifier == Q_SERVER {
+            server = String::from_utf8_lossy(&c.value).into_owned();
+        }
+    }
+    Ok(meta.map(|meta| MetaRow {
+        key: key.to_vec(),
+        meta,
+        server,
+    }))
+}
+
+impl Client {
+    /// Where row `row` of table `table` is served.
+    pub fn locate(&self, table: u64, row: &[u8]) -> Result<Location> {
+        if table == METADATA_ID && row < root_end().as_slice() {
+            return self.root_location();
+        }
+        let k = lookup_key(table, row);
+        if let Some(loc) = self.cached(table, row, &k) {
+            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(loc);
+        }
+        self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+        // The row sought may be past the end of the METADATA tablet holding
+        // `k` (its key is the next tablet's first): then read on in the next.
+        let mut meta = self.locate(METADATA_ID, &k)?;
+        let rows = loop {
+            let rows = match self.read_meta_rows(&meta, &k, PREFETCH_ROWS) {
+                Ok(r) => r,
+                Err(e) => {
+                    if super::is_not_serving(&e) {
+                        self.invalidate(&meta);
+                    }
+                    return Err(e);
+                }
+            };
+            match &meta.end {
+                Some(end) if rows.is_empty() => meta = self.locate(METADATA_ID, end)?,
+                _ => break rows,
+            }
+        };
+        {
+            let mut cache = self.cache.write();
+            for r in &rows {
+                let loc = Location {
+                    tablet: r.meta.id,
+                    table: r.meta.table,
+                    start: r.meta.start.clone(),
+                    end: r.meta.end.clone(),
+                    server: r.server.clone(),
+                };
+                cache.insert(loc.cache_key(), loc);
+            }
+        }
+        match rows.first() {
+            Some(r) if r.meta.table == table && r.meta.start.as_slice() <= row => Ok(Location {
+                tablet: r.meta.id,
+                table,
+                start: r.meta.start.clone(),
+                end: r.meta.end.clone(),
+                server: r.server.clone(),
+            }),
+            Some(r) if r.meta.table == table => Err(Error::Unavailable(format!(
+                "METADATA of table {table} has no tablet holding a row yet (tablet {} starts later)",
+                r.meta.id
+            ))),
+            _ => Err(Error::TableNotFound(format!("table id {table}"))),
+        }
+    }
+
+    fn cached(&self, table: u64, row: &[u8], k: &[u8]) -> Option<Location> {
+        let cache = self.cache.read();
+        let (_, loc) = cache.range(k.to_vec()..).next()?;
+        (loc.table == table && loc.contains(row)).then(|| loc.clone())
+    }
+
+    fn root_location(&self) -> Result<Location> {
+        let cached = self.root.read().clone();
+        let server = match cached {
+            Some(s) => s,
+            None => {
+                let s = root_location(&*self.env.lock)?;
+                if s.is_empty() {
+                    return Err(Error::Unavailable("the root tablet is not assigned".into()));
+                }
+                *self.root.write() = Some(s.clone());
+                s
+            }
+        };
+        Ok(Location {
+            tablet: 0,
+            table: METADATA_ID,
+            start: Vec::new(),
+            end: Some(root_end()),
+            server,
+        })
+    }
+
+    /// Forgets a location that turned out to be stale.
+    pub fn invalidate(&self, loc: &Location) {
+        if loc.table == METADATA_ID && loc.start.is_empty() {
+            *self.root.write() = None;
+            return;
+        }
+        let mut cache = self.cache.write();
+        if cache
+            .get(&loc.cache_key())
+            .is_some_and(|l| l.tablet == loc.tablet)
+        {
+            cache.remove(&loc.cache_key());
+        }
+    }
+
+    /// Forgets every cached location (after a table is dropped).
+    pub fn forget_table(&self, table: u64) {
+        self.cache.write().retain(|_, l| l.table != table);
+    }
+
+    /// Up to `limit` METADATA rows from `from` on, read from the METADATA
+    /// tablet at `meta`.
+    pub(crate) fn read_meta_rows(
+        &self,
+        meta: &Location,
+        from: &[u8],
+        limit: u64,
+    ) -> Result<Vec<MetaRow>> {
+        self.counters.metadata_reads.fetch_add(1, Ordering::Relaxed);
+        let server = self.server(meta)?;
+        let spec = ScanSpec {
+            rows: RowRange {
+                start: Bound::Included(from.to_vec()),
+                end: Bound::Unbounded,
+            },
+            families: Some(vec![FAMILY_TABLET.into(), FAMILY_LOCATION.into()]),
+            row_limit: Some(limit),
+            ..ScanSpec::default()
+        };
+        let (mut reader, _) = server.scan_part(meta.tablet, &spec)?;
+        let mut out = Vec::new();
+        while let Some((row, cells)) = reader.next_row()? {
+            if let Some(r) = parse_meta_row(&row, &cells)? {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,250 @@
+//! The client library: the only way the mount (and the master, and tablet
+//! servers writing METADATA) reach tablets. It finds them through METADATA
+//! with a location cache (`locate.rs`), retries a request whose tablet moved,
+//! split or is being recovered, and streams scans across tablets
+//! (`scanner.rs`).
+
+mod locate;
+mod scanner;
+
+pub use locate::{parse_meta_row, Location, MetaRow};
+pub use scanner::Scanner;
+
+use crate::data::*;
+use crate::env::Env;
+use crate::metadata::METADATA_ID;
+use crate::tablet_server::TabletServer;
+use crate::txn::{RowTxn, TxnOutcome};
+use crate::{Error, Result};
+use chubby::Sequencer;
+use parking_lot::RwLock;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The client's counters.
+#[derive(Default)]
+pub struct ClientCounters {
+    pub cache_hits: AtomicU64,
+    pub cache_misses: AtomicU64,
+    /// Reads of METADATA (or root) tablets made by lookups.
+    pub metadata_reads: AtomicU64,
+    /// Requests sent again after a stale location or an unavailable tablet.
+    pub retries: AtomicU64,
+}
+
+/// A client of the cluster.
+pub struct Client {
+    pub(crate) env: Arc<Env>,
+    /// METADATA rows by key (table id, end row).
+    cache: RwLock<BTreeMap<Vec<u8>, Location>>,
+    /// The root tablet's server.
+    root: RwLock<Option<String>>,
+    pub counters: ClientCounters,
+}
+
+/// Whether `e` means "look the tablet up again and retry".
+pub(crate) fn is_not_serving(e: &Error) -> bool {
+    matches!(e.root(), Error::NotServing { .. })
+}
+
+fn retryable(e: &Error) -> bool {
+    matches!(e.root(), Error::NotServing { .. } | Error::Unavailable(_))
+}
+
+impl Client {
+    pub fn new(env: Arc<Env>) -> Client {
+        Client {
+            env,
+            cache: RwLock::new(BTreeMap::new()),
+            root: RwLock::new(None),
+            counters: ClientCounters::default(),
+        }
+    }
+
+    pub fn env(&self) -> &Arc<Env> {
+        &self.env
+    }
+
+    /// The live server at `loc`.
+    fn server(&self, loc: &Location) -> Result<Arc<TabletServer>> {
+        self.env
+            .server(&loc.server)
+            .ok_or_else(|| Error::NotServing {
+                server: loc.server.clone(),
+                tablet: loc.tablet,
+            })
+    }
+
+    /// Runs `f` until it succeeds or fails for good; while tablets move or
+    /// recover it waits (with backoff) up to the retry deadline.
+    pub(crate) fn retry<T>(&self, what: &str, mut f: impl FnMut() -> Result<T>) -> Result<T> {
+        let deadline = Instant::now() + self.env.opts.retry_deadline;
+        let mut backoff = Duration::from_millis(1);
+        loop {
+            match f() {
+                Err(e) if retryable(&e) => {
+                    if self.env.stopping.load(Ordering::Acquire) {
+                        return Err(Error::ShuttingDown);
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(Error::Unavailable(format!("{what}: {e}")));
+                    }
+                    self.counters.retries.fetch_add(1, Ordering::Relaxed);
+                    std::thread::sleep(backoff);
+                    backoff = (backoff * 2).min(Duration::from_millis(100));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Runs `op` on the server of the tablet holding `row`, looking it up
+    /// again while the answer is "not serving".
+    pub(crate) fn with_tablet<T>(
+        &self,
+        table: u64,
+        row: &[u8],
+        mut op: impl FnMut(&TabletServer, &Location) -> Result<T>,
+    ) -> Result<T> {
+        self.retry("tablet lookup", || {
+            let loc = self.locate(table, row)?;
+            let r = self.server(&loc).and_then(|s| op(&s, &loc));
+            if let Err(e) = &r {
+                if is_not_serving(e) {
+                    self.invalidate(&loc);
+                }
+            }
+            r
+        })
+    }
+
+    /// Groups the indices of `rows` by the tablet holding each.
+    fn group<'a>(
+        &self,
+        table: u64,
+        rows: impl Iterator<Item = (usize, &'a [u8])>,
+    ) -> Result<Vec<(Location, Vec<usize>)>> {
+        let mut groups: Vec<(Location, Vec<usize>)> = Vec::new();
+        for (i, row) in rows {
+            match groups.iter_mut().find(|(l, _)| l.contains(row)) {
+                Some((_, v)) => v.push(i),
+                None => groups.push((self.locate(table, row)?, vec![i])),
+            }
+        }
+        Ok(groups)
+    }
+
+    /// Applies validated row mutations of `table`; each row atomically.
+    pub fn apply(&self, table: u64, ms: &[RowMutation], sync: bool) -> Result<()> {
+        let mut pending: Vec<usize> = (0..ms.len()).collect();
+        self.retry("write", || {
+            let groups = self.group(table, pending.iter().map(|&i| (i, ms[i].row.as_slice())))?;
+            let mut failed = Vec::new();
+            let mut last = None;
+            for (loc, idx) in groups {
+                let part: Vec<RowMutation> = idx.iter().map(|&i| ms[i].clone()).collect();
+                match self
+                    .server(&loc)
+                    .and_then(|s| s.apply(loc.tablet, &part, sync, None))
+                {
+                    Ok(()) => {}
+                    Err(e) if is_not_serving(&e) => {
+                        self.invalidate(&loc);
+                        failed.extend(idx);
+                        last = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            pending = failed;
+            match last {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        })
+    }
+
+    /// Runs validated row transactions of `table`; outcomes in input order.
+    pub fn apply_txns(&self, table: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
+        let mut out: Vec<Option<TxnOutcome>> = vec![None; txns.len()];
+        let mut pending: Vec<usize> = (0..txns.len()).collect();
+        self.retry("transaction", || {
+            let groups = self.group(table, pending.iter().map(|&i| (i, txns[i].row.as_slice())))?;
+            let mut failed = Vec::new();
+            let mut last = None;
+            for (loc, idx) in groups {
+                let part: Vec<RowTxn> = idx.iter().map(|&i| txns[i].clone()).collect();
+                match self
+                    .server(&loc)
+                    .and_then(|s| s.apply_txns(loc.tablet, &part, sync))
+                {
+                    Ok(res) => {
+                        for (i, r) in idx.into_iter().zip(res) {
+                            out[i] = Some(r);
+                        }
+                    }
+                    Err(e) if is_not_serving(&e) => {
+                        self.invalidate(&loc);
+                        failed.extend(idx);
+                        last = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            pending = failed;
+            match last {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        })?;
+        out.into_iter()
+            .map(|o| o.ok_or_else(|| Error::corruption("a transaction produced no outcome")))
+            .collect()
+    }
+
+    pub fn read_row(&self, table: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
+        self.with_tablet(table, row, |s, l| s.read_row(l.tablet, row, spec))
+    }
+
+    pub fn read_column(
+        &self,
+        table: u64,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        self.with_tablet(table, row, |s, l| {
+            s.read_column(l.tablet, row, family, qualifier, max_versions)
+        })
+    }
+
+    /// Writes one METADATA row (synced), fenced by `fence` when given.
+    pub fn write_metadata(
+        &self,
+        key: &[u8],
+        mutations: Vec<Mutation>,
+        fence: Option<&Sequencer>,
+    ) -> Result<()> {
+        let m = [RowMutation {
+            row: key.to_vec(),
+            mutations,
+        }];
+        self.with_tablet(METADATA_ID, key, |s, l| s.apply(l.tablet, &m, true, fence))
+    }
+
+    /// Figures for status: `key=value` words.
+    pub fn status_line(&self) -> String {
+        let c = &self.counters;
+        format!(
+            "location_cache_hits={} location_cache_misses={} metadata_reads={} retries={} cached_locations={}",
+            c.cache_hits.load(Ordering::Relaxed),
+            c.cache_misses.load(Ordering::Relaxed),
+            c.metadata_reads.load(Ordering::Relaxed),
+            c.retries.load(Ordering::Relaxed),
+            self.cache.read().len()
+        )
+    }
+}

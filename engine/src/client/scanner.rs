@@ -1,0 +1,120 @@
+//! A streaming scan across a table's tablets, in row order. Each tablet's
+//! part is read from a snapshot its server takes when the part starts.
+
+use super::Client;
+use crate::data::*;
+use crate::read::CellReader;
+use crate::Result;
+use std::ops::Bound;
+use std::sync::Arc;
+
+pub struct Scanner {
+    client: Arc<Client>,
+    table: u64,
+    spec: ScanSpec,
+    /// Where the next tablet's part starts (None: done).
+    resume: Option<Bound<Vec<u8>>>,
+    reader: Option<CellReader>,
+    rows: u64,
+    cells: u64,
+    last_row: Option<Vec<u8>>,
+    /// A cell read ahead by next_row.
+    pending: Option<Cell>,
+}
+
+impl Scanner {
+    pub(crate) fn new(client: Arc<Client>, table: u64, spec: ScanSpec) -> Scanner {
+        Scanner {
+            client,
+            table,
+            resume: Some(spec.rows.start.clone()),
+            spec,
+            reader: None,
+            rows: 0,
+            cells: 0,
+            last_row: None,
+            pending: None,
+        }
+    }
+
+    fn open_next_tablet(&mut self) -> Result<bool> {
+        let Some(resume) = self.resume.take() else {
+            return Ok(false);
+        };
+        let row = match &resume {
+            Bound::Included(k) | Bound::Excluded(k) => k.clone(),
+            Bound::Unbounded => Vec::new(),
+        };
+        let mut part = self.spec.clone();
+        part.row_limit = None;
+        part.cell_limit = None;
+        part.rows.start = resume;
+        let (reader, end) = self
+            .client
+            .with_tablet(self.table, &row, |s, l| s.scan_part(l.tablet, &part))?;
+        // Go on at the tablet's end unless the scan ends first.
+        self.resume = end
+            .filter(|e| match &self.spec.rows.end {
+                Bound::Unbounded => true,
+                Bound::Included(x) => e.as_slice() <= x.as_slice(),
+                Bound::Excluded(x) => e.as_slice() < x.as_slice(),
+            })
+            .map(Bound::Included);
+        self.reader = Some(reader);
+        Ok(true)
+    }
+
+    fn next_cell(&mut self) -> Result<Option<Cell>> {
+        if let Some(c) = self.pending.take() {
+            return Ok(Some(c));
+        }
+        loop {
+            if self.spec.cell_limit.is_some_and(|l| self.cells >= l) {
+                return Ok(None);
+            }
+            if let Some(r) = &mut self.reader {
+                if let Some(c) = r.next_cell()? {
+                    if self.last_row.as_deref() != Some(c.row.as_slice()) {
+                        if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
+                            self.resume = None;
+                            self.reader = None;
+                            return Ok(None);
+                        }
+                        self.rows += 1;
+                        self.last_row = Some(c.row.clone());
+                    }
+                    self.cells += 1;
+                    return Ok(Some(c));
+                }
+                self.reader = None;
+            }
+            if !self.open_next_tablet()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    /// The next row with every selected cell of it.
+    pub fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>> {
+        let Some(first) = self.next_cell()? else {
+            return Ok(None);
+        };
+        let row = first.row.clone();
+        let mut cells = vec![first];
+        while let Some(c) = self.next_cell()? {
+            if c.row != row {
+                self.pending = Some(c);
+                break;
+            }
+            cells.push(c);
+        }
+        Ok(Some((row, cells)))
+    }
+}
+
+impl Iterator for Scanner {
+    type Item = Result<Cell>;
+    fn next(&mut self) -> Option<Result<Cell>> {
+        self.next_cell().transpose()
+    }
+}

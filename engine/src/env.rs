@@ -1,0 +1,198 @@
+//! What the parts of one daemon share: the file store, the lock service, the
+//! catalog of tables, the caches, file numbers, the clock that stamps cells,
+//! and the registry through which masters, tablet servers and clients reach
+//! each other (threads and channels stand in for RPC inside one process).
+
+use crate::cache::{BlockCache, ScanCache};
+use crate::catalog::Catalog;
+use crate::compaction::sst_number;
+use crate::master::Master;
+use crate::metadata::RootStore;
+use crate::options::Options;
+use crate::tablet_server::TabletServer;
+use crate::{Error, Result};
+use chubby::LockService;
+use gfs::FileStore;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Microseconds since the Unix epoch.
+pub fn now_micros() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+/// Numbers for SSTables and tablet ids, never reused within a process and
+/// above every number found in the store or in METADATA.
+#[derive(Default)]
+pub struct Numbers {
+    next: AtomicU64,
+    /// SSTables being written: not yet in METADATA, and not garbage.
+    in_flight: Mutex<HashSet<u64>>,
+}
+
+impl Numbers {
+    pub fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, Ordering::AcqRel)
+    }
+
+    /// Makes later numbers larger than `seen`.
+    pub fn bump(&self, seen: u64) {
+        self.next.fetch_max(seen + 1, Ordering::AcqRel);
+    }
+
+    /// A number for an output file that sweeps leave alone until released.
+    pub fn new_output(&self) -> u64 {
+        let n = self.next_id();
+        self.in_flight.lock().insert(n);
+        n
+    }
+
+    pub fn release(&self, numbers: impl IntoIterator<Item = u64>) {
+        let mut f = self.in_flight.lock();
+        for n in numbers {
+            f.remove(&n);
+        }
+    }
+
+    pub fn in_flight(&self) -> HashSet<u64> {
+        self.in_flight.lock().clone()
+    }
+}
+
+/// Test switches for failures that are hard to cause from outside.
+#[derive(Default)]
+pub struct Hooks {
+    /// Tablet servers commit splits but never tell the master.
+    pub drop_split_notifications: AtomicBool,
+    /// A splitting tablet server dies after recording the left half.
+    pub split_stops_after_left: AtomicBool,
+}
+
+/// The shared context of one daemon's cluster.
+pub struct Env {
+    pub store: Arc<dyn FileStore>,
+    pub opts: Options,
+    pub lock: Arc<dyn LockService>,
+    pub catalog: Catalog,
+    pub block_cache: Arc<BlockCache>,
+    pub scan_cache: ScanCache,
+    pub numbers: Numbers,
+    pub root: RootStore,
+    pub hooks: Hooks,
+    /// Set when the daemon stops: requests give up instead of retrying.
+    pub stopping: AtomicBool,
+    last_ts: AtomicU64,
+    servers: RwLock<BTreeMap<String, Arc<TabletServer>>>,
+    masters: RwLock<Vec<Arc<Master>>>,
+    /// The private lock-service cell of a cluster opened without one.
+    _cell_dir: Option<tempfile::TempDir>,
+}
+
+impl Env {
+    pub fn new(
+        store: Arc<dyn FileStore>,
+        lock: Option<Arc<dyn LockService>>,
+        opts: Options,
+    ) -> Result<Arc<Env>> {
+        let (lock, cell_dir) = match lock {
+            Some(l) => (l, None),
+            None => {
+                let dir = tempfile::tempdir().map_err(|e| {
+                    Error::Lock(format!("cannot make a private lock-service cell: {e}"))
+                })?;
+                let cell = chubby::LocalCell::open(dir.path(), chubby::CellOptions::default())
+                    .map_err(|e| Error::Lock(format!("private lock-service cell: {e}")))?;
+                (cell as Arc<dyn LockService>, Some(dir))
+            }
+        };
+        let numbers = Numbers::default();
+        for name in store.list("sst/")? {
+            if let Some(n) = sst_number(&name) {
+                numbers.bump(n);
+            }
+        }
+        numbers.bump(0);
+        Ok(Arc::new(Env {
+            block_cache: Arc::new(BlockCache::new(opts.block_cache_bytes)),
+            scan_cache: ScanCache::new(opts.scan_cache_bytes),
+            root: RootStore::new(store.clone()),
+            store,
+            opts,
+            lock,
+            catalog: Catalog::default(),
+            numbers,
+            hooks: Hooks::default(),
+            stopping: AtomicBool::new(false),
+            last_ts: AtomicU64::new(0),
+            servers: RwLock::new(BTreeMap::new()),
+            masters: RwLock::new(Vec::new()),
+            _cell_dir: cell_dir,
+        }))
+    }
+
+    /// A timestamp above every one handed out before in this process, so a
+    /// row's newest write is its newest version whichever server took it.
+    pub fn next_timestamp(&self) -> u64 {
+        let now = now_micros();
+        let prev = self
+            .last_ts
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |last| {
+                Some(now.max(last + 1))
+            })
+            .unwrap_or(0);
+        now.max(prev + 1)
+    }
+
+    // ------------------------------------------------------------ registry
+
+    pub fn add_server(&self, s: Arc<TabletServer>) {
+        self.servers.write().insert(s.name.clone(), s);
+    }
+
+    pub fn remove_server(&self, name: &str) -> Option<Arc<TabletServer>> {
+        self.servers.write().remove(name)
+    }
+
+    /// A live tablet server by name.
+    pub fn server(&self, name: &str) -> Option<Arc<TabletServer>> {
+        self.servers
+            .read()
+            .get(name)
+            .filter(|s| s.is_serving())
+            .cloned()
+    }
+
+    /// Every registered tablet server, live or not, in name order.
+    pub fn servers(&self) -> Vec<Arc<TabletServer>> {
+        self.servers.read().values().cloned().collect()
+    }
+
+    pub fn add_master(&self, m: Arc<Master>) {
+        self.masters.write().push(m);
+    }
+
+    pub fn retain_masters(&self, keep: impl Fn(&Master) -> bool) {
+        self.masters.write().retain(|m| keep(m));
+    }
+
+    pub fn masters(&self) -> Vec<Arc<Master>> {
+        self.masters.read().clone()
+    }
+
+    /// The master that holds the master lock, if one does.
+    pub fn active_master(&self) -> Option<Arc<Master>> {
+        self.masters.read().iter().find(|m| m.is_active()).cloned()
+    }
+
+    /// Drops every reference the registry holds (at shutdown).
+    pub fn clear(&self) {
+        self.servers.write().clear();
+        self.masters.write().clear();
+    }
+}

@@ -1,0 +1,247 @@
+//! What the master does on request or on its own: creating, altering and
+//! dropping tables, moving tablets (by hand or to balance load, paper §5.4)
+//! and merging small neighbouring tablets.
+
+use super::balance::{next_merge, next_move, ServerLoad, TabletLoad};
+use super::Master;
+use crate::catalog::validate_table_name;
+use crate::client::Scanner;
+use crate::coordination::Schemas;
+use crate::data::ScanSpec;
+use crate::metadata::{table_def_key, tablet_row_key, TableDef, TabletMeta, METADATA_ID};
+use crate::schema::TableSchema;
+use crate::tablet_server::TabletServer;
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl Master {
+    pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
+        validate_table_name(name)?;
+        schema.validate()?;
+        let _admin = self.admin.lock();
+        if self.env.catalog.get(name).is_ok() {
+            return Err(Error::TableExists(name.to_string()));
+        }
+        let def = TableDef {
+            id: self.env.catalog.next_id(),
+            name: name.to_string(),
+            schema,
+        };
+        self.env.numbers.bump(def.id);
+        Schemas(&*self.env.lock).store_schema(name, &def.schema)?;
+        self.write_def(&def)?;
+        self.env.catalog.put(&def);
+        let meta = self.first_tablet(def.id);
+        self.write_tablet_row(&meta, "")?;
+        self.assign(meta, &self.live())?;
+        Ok(())
+    }
+
+    pub fn delete_table(&self, name: &str) -> Result<()> {
+        let _admin = self.admin.lock();
+        let t = self.env.catalog.get(name)?;
+        for s in self.env.servers() {
+            for served in s.served_tablets() {
+                if served.table.id == t.id {
+                    s.drop_tablet(served.tablet.id);
+                }
+            }
+        }
+        for r in self.table_rows(t.id)? {
+            self.delete_row(&r.key)?;
+        }
+        self.delete_row(&table_def_key(name))?;
+        Schemas(&*self.env.lock).drop_table(name)?;
+        self.env.catalog.remove(name);
+        self.client.forget_table(t.id);
+        self.note(format!("dropped table {name}"));
+        self.collect()
+    }
+
+    /// Replaces a table's schema; a dropped family must hold no data.
+    pub fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()> {
+        schema.validate()?;
+        let _admin = self.admin.lock();
+        let t = self.env.catalog.get(name)?;
+        let old = t.schema();
+        for fam in old.families.keys() {
+            if !schema.families.contains_key(fam) {
+                let spec = ScanSpec {
+                    families: Some(vec![fam.clone()]),
+                    cell_limit: Some(1),
+                    ..ScanSpec::default()
+                };
+                if Scanner::new(self.client.clone(), t.id, spec)
+                    .next()
+                    .transpose()?
+                    .is_some()
+                {
+                    return Err(Error::FamilyNotEmpty(fam.clone()));
+                }
+            }
+        }
+        Schemas(&*self.env.lock).store_schema(name, &schema)?;
+        let def = TableDef {
+            id: t.id,
+            name: name.to_string(),
+            schema,
+        };
+        self.write_def(&def)?;
+        self.env.catalog.put(&def);
+        Ok(())
+    }
+
+    /// Moves the tablet holding `row` of `table` to server `to`.
+    pub fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()> {
+        let _admin = self.admin.lock();
+        let t = self.env.catalog.get(table)?;
+        let loc = self.client.locate(t.id, row)?;
+        if self.env.server(to).is_none() {
+            return Err(Error::invalid(format!("no live tablet server {to}")));
+        }
+        self.move_one(loc.tablet, &loc.server, to)
+    }
+
+    /// Unloads a tablet from `from` (a minor compaction first, so the move is
+    /// fast) and loads it on `to`.
+    fn move_one(&self, id: u64, from: &str, to: &str) -> Result<()> {
+        if from == to {
+            return Ok(());
+        }
+        let src = self
+            .env
+            .server(from)
+            .ok_or_else(|| Error::invalid(format!("no live tablet server {from}")))?;
+        let dst = self
+            .env
+            .server(to)
+            .ok_or_else(|| Error::invalid(format!("no live tablet server {to}")))?;
+        let meta = src.unload(id)?;
+        if let Err(e) = dst.load(meta.clone()) {
+            // Put it back rather than leave it unserved.
+            log::warn!("{}: moving tablet {id} to {to} failed: {e}", self.name);
+            src.load(meta)?;
+            return Err(e);
+        }
+        self.counters.moves.fetch_add(1, Ordering::Relaxed);
+        self.note(format!("moved tablet {id} from {from} to {to}"));
+        Ok(())
+    }
+
+    /// The live servers and their tablets, for balancing.
+    fn loads(&self) -> Vec<(Arc<TabletServer>, ServerLoad)> {
+        let mut st = self.state.lock();
+        let mut out = Vec::new();
+        for name in st.live.clone() {
+            let Some(s) = self.env.server(&name) else {
+                continue;
+            };
+            let tablets = s
+                .served_tablets()
+                .iter()
+                .map(|x| {
+                    let t = &x.tablet;
+                    let v = t.version();
+                    let now = x.requests.load(Ordering::Relaxed);
+                    let before = st.last_requests.insert(t.id, now).unwrap_or(0);
+                    TabletLoad {
+                        id: t.id,
+                        table: t.table_id,
+                        start: t.start.clone(),
+                        end: t.end.clone(),
+                        bytes: t.sstable_bytes(&v) + v.mem.approximate_bytes() as u64,
+                        requests: now.saturating_sub(before),
+                        movable: !(t.table_id == METADATA_ID && t.start.is_empty()),
+                        clean: !t.has_foreign_files(&v),
+                    }
+                })
+                .collect();
+            out.push((
+                s,
+                ServerLoad {
+                    name: name.clone(),
+                    tablets,
+                },
+            ));
+        }
+        out
+    }
+
+    /// One balancing round: at most one move.
+    pub(super) fn balance(&self) -> Result<()> {
+        let loads: Vec<ServerLoad> = self.loads().into_iter().map(|(_, l)| l).collect();
+        if let Some((id, from, to)) = next_move(&loads) {
+            self.move_one(id, &from, &to)?;
+        }
+        Ok(())
+    }
+
+    /// Merges one pair of small neighbouring tablets, if there is one.
+    pub(super) fn merge_small(&self) -> Result<()> {
+        let limit = self.env.opts.merge_bytes;
+        if limit == 0 {
+            return Ok(());
+        }
+        let mut by_table: BTreeMap<u64, Vec<(TabletLoad, String)>> = BTreeMap::new();
+        for (s, l) in self.loads() {
+            for t in l.tablets {
+                if t.table != METADATA_ID {
+                    by_table
+                        .entry(t.table)
+                        .or_default()
+                        .push((t, s.name.clone()));
+                }
+            }
+        }
+        for (_, mut ts) in by_table {
+            ts.sort_by(|a, b| a.0.start.cmp(&b.0.start));
+            let loads: Vec<TabletLoad> = ts.iter().map(|(t, _)| t.clone()).collect();
+            if let Some(i) = next_merge(&loads, limit) {
+                let (a, sa) = &ts[i];
+                let (b, sb) = &ts[i + 1];
+                return self.merge(a.id, sa, b.id, sb);
+            }
+        }
+        Ok(())
+    }
+
+    /// Merges adjacent tablets `a` (left) and `b`: both are unloaded, the
+    /// right one's row widened to cover both, then the left row deleted (a
+    /// crash between leaves overlapping rows, read back as "not merged").
+    fn merge(&self, a: u64, sa: &str, b: u64, sb: &str) -> Result<()> {
+        let (Some(src_a), Some(src_b)) = (self.env.server(sa), self.env.server(sb)) else {
+            return Ok(());
+        };
+        let ma = src_a.unload(a)?;
+        let mb = match src_b.unload(b) {
+            Ok(m) => m,
+            Err(e) => {
+                src_a.load(ma)?;
+                return Err(e);
+            }
+        };
+        let mut files = ma.files.clone();
+        for f in &mb.files {
+            if !files.iter().any(|x| x.number == f.number) {
+                files.push(f.clone());
+            }
+        }
+        let merged = TabletMeta {
+            id: self.env.numbers.next_id(),
+            table: ma.table,
+            start: ma.start.clone(),
+            end: mb.end.clone(),
+            files,
+            redo: None,
+        };
+        self.write_tablet_row(&merged, "")?;
+        self.delete_row(&tablet_row_key(ma.table, ma.end.as_deref()))?;
+        self.client.forget_table(ma.table);
+        self.counters.merges.fetch_add(1, Ordering::Relaxed);
+        self.note(format!("merged tablets {a} and {b} into {}", merged.id));
+        self.assign(merged, &self.live())?;
+        Ok(())
+    }
+}

@@ -1,0 +1,75 @@
+//! Garbage collection (paper §5.3): mark every SSTable and commit log that
+//! METADATA (or the root tablet's descriptor) still refers to, then sweep
+//! the rest. Files being written are protected by the in-flight set, read
+//! before METADATA so that a file recorded in between is seen in one of the
+//! two.
+
+use super::Master;
+use crate::client::{parse_meta_row, Scanner};
+use crate::compaction::sst_number;
+use crate::data::ScanSpec;
+use crate::metadata::{FAMILY_LOCATION, FAMILY_TABLET, METADATA_ID};
+use crate::recovery;
+use crate::tablet_server::log_dir;
+use crate::Result;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+
+impl Master {
+    pub(super) fn collect(&self) -> Result<()> {
+        let store = &self.env.store;
+        let names = store.list("sst/")?;
+        let in_flight = self.env.numbers.in_flight();
+        let mut live: HashSet<u64> = HashSet::new();
+        let mut logs: HashSet<String> = HashSet::new();
+        let root = self.env.root.load()?;
+        live.extend(root.files.iter().map(|f| f.number));
+        logs.extend(root.redo.iter().map(|r| r.log.clone()));
+        let spec = ScanSpec {
+            families: Some(vec![FAMILY_TABLET.into(), FAMILY_LOCATION.into()]),
+            ..ScanSpec::default()
+        };
+        let mut scan = Scanner::new(self.client.clone(), METADATA_ID, spec);
+        while let Some((row, cells)) = scan.next_row()? {
+            if let Some(r) = parse_meta_row(&row, &cells)? {
+                live.extend(r.meta.files.iter().map(|f| f.number));
+                logs.extend(r.meta.redo.iter().map(|r| r.log.clone()));
+            }
+        }
+        // Files open in any server (a load in progress) stay too.
+        for s in self.env.servers() {
+            logs.insert(log_dir(&s.name));
+            for t in s.served_tablets() {
+                live.extend(t.tablet.version().files.iter().map(|f| f.meta.number));
+            }
+        }
+        for name in names {
+            match sst_number(&name) {
+                Some(n) if live.contains(&n) || in_flight.contains(&n) => {}
+                _ => match store.delete(&name) {
+                    Ok(()) | Err(gfs::Error::NotFound(_)) => {
+                        self.counters
+                            .files_collected
+                            .fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) => log::warn!("could not delete unused {name}: {e}"),
+                },
+            }
+        }
+        let mut dirs: HashSet<String> = HashSet::new();
+        for name in store.list("logs/")? {
+            let mut parts = name.splitn(3, '/');
+            if let (Some(_), Some(server), Some(_)) = (parts.next(), parts.next(), parts.next()) {
+                dirs.insert(log_dir(server));
+            }
+        }
+        for dir in dirs {
+            if !logs.contains(&dir) {
+                recovery::remove(&**store, &dir)?;
+                self.counters.logs_collected.fetch_add(1, Ordering::Relaxed);
+                self.note(format!("collected the log {dir}"));
+            }
+        }
+        Ok(())
+    }
+}

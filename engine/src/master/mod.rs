@@ -1,0 +1,319 @@
+//! The master (paper §5.2–§5.4): one at a time, elected through the lock
+//! service; a standby takes over when the active one dies.
+//!
+//! The active master checks every tablet server's lock; when it can take a
+//! server's lock the server is dead: it deletes the server's file, fences
+//! it, has its commit log sorted (`recovery.rs`) and assigns its tablets to
+//! the others. It keeps every tablet in METADATA assigned (root first, then
+//! METADATA tablets, then user tablets), balances load, merges small
+//! neighbouring tablets, creates and drops tables, and collects SSTables and
+//! logs nothing refers to any more (mark and sweep over METADATA).
+
+mod admin;
+mod assign;
+pub mod balance;
+mod gc;
+
+use crate::client::Client;
+use crate::coordination::{list_servers, reap_server, Lease};
+use crate::env::Env;
+use crate::{Error, Result};
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// Events kept for status.
+const RECENT: usize = 32;
+
+#[derive(Default)]
+struct State {
+    /// Servers seen alive at the last check.
+    live: BTreeSet<String>,
+    /// Servers declared dead, most recent last.
+    dead: VecDeque<String>,
+    /// Recent assignments, moves, splits, merges and deaths.
+    recent: VecDeque<String>,
+    /// Tablets waiting for a server.
+    pending: usize,
+    need_reconcile: bool,
+    last_reconcile: Option<Instant>,
+    last_balance: Option<Instant>,
+    last_gc: Option<Instant>,
+    /// Requests per tablet at the last balancing round.
+    last_requests: HashMap<u64, u64>,
+    /// The last error of a round, for status and startup failures.
+    last_error: Option<String>,
+}
+
+#[derive(Default)]
+pub struct MasterCounters {
+    pub takeovers: AtomicU64,
+    pub servers_reaped: AtomicU64,
+    pub assignments: AtomicU64,
+    pub moves: AtomicU64,
+    pub merges: AtomicU64,
+    pub splits_reported: AtomicU64,
+    pub logs_sorted: AtomicU64,
+    pub files_collected: AtomicU64,
+    pub logs_collected: AtomicU64,
+}
+
+pub struct Master {
+    pub name: String,
+    env: Arc<Env>,
+    client: Arc<Client>,
+    lease: Mutex<Option<Lease>>,
+    active: AtomicBool,
+    /// Set once an active master has assigned every tablet it found.
+    ready: AtomicBool,
+    stop: AtomicBool,
+    state: Mutex<State>,
+    /// Serializes table operations, reconciliation, moves and collection.
+    admin: Mutex<()>,
+    wake_tx: Sender<()>,
+    wake_rx: Receiver<()>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    pub counters: MasterCounters,
+}
+
+impl Master {
+    /// Starts a master; it becomes active when it can take the master lock.
+    pub fn start(env: Arc<Env>, client: Arc<Client>, name: &str) -> Result<Arc<Master>> {
+        let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
+        let m = Arc::new(Master {
+            name: name.to_string(),
+            env,
+            client,
+            lease: Mutex::new(None),
+            active: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            state: Mutex::new(State::default()),
+            admin: Mutex::new(()),
+            wake_tx,
+            wake_rx,
+            thread: Mutex::new(None),
+            counters: MasterCounters::default(),
+        });
+        let me = m.clone();
+        let t = std::thread::Builder::new()
+            .name(name.to_string())
+            .spawn(move || me.run())
+            .map_err(|e| Error::invalid(format!("cannot start a thread: {e}")))?;
+        *m.thread.lock() = Some(t);
+        Ok(m)
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// Whether this master is active and has assigned every tablet.
+    pub fn is_ready(&self) -> bool {
+        self.is_active() && self.ready.load(Ordering::Acquire)
+    }
+
+    pub fn wake(&self) {
+        let _ = self.wake_tx.try_send(());
+    }
+
+    fn note(&self, event: String) {
+        log::info!("{}: {event}", self.name);
+        let mut s = self.state.lock();
+        s.recent
+            .push_back(format!("{} {event}", crate::env::now_micros()));
+        while s.recent.len() > RECENT {
+            s.recent.pop_front();
+        }
+    }
+
+    /// The master's sequencer while it is active (fences its METADATA writes).
+    fn sequencer(&self) -> Result<chubby::Sequencer> {
+        self.lease
+            .lock()
+            .as_ref()
+            .filter(|l| l.held())
+            .map(|l| l.sequencer.clone())
+            .ok_or_else(|| Error::Unavailable(format!("{} is not the active master", self.name)))
+    }
+
+    fn run(self: Arc<Self>) {
+        let mut last_error: Option<Instant> = None;
+        while !self.stop.load(Ordering::Acquire) {
+            if let Err(e) = self.step() {
+                self.state.lock().last_error = Some(e.to_string());
+                if last_error.is_none_or(|t| t.elapsed() > Duration::from_secs(2)) {
+                    log::warn!("{}: {e}", self.name);
+                }
+                last_error = Some(Instant::now());
+            }
+            let _ = self.wake_rx.recv_timeout(self.env.opts.master_interval);
+        }
+        self.active.store(false, Ordering::Release);
+        *self.lease.lock() = None;
+    }
+
+    fn step(&self) -> Result<()> {
+        if !self.is_active() {
+            let Some(lease) = Lease::try_master(self.env.lock.clone(), &self.name)? else {
+                return Ok(());
+            };
+            *self.lease.lock() = Some(lease);
+            self.active.store(true, Ordering::Release);
+            self.counters.takeovers.fetch_add(1, Ordering::Relaxed);
+            self.state.lock().need_reconcile = true;
+            self.note("became the active master".into());
+        }
+        if !self.lease.lock().as_ref().is_some_and(|l| l.held()) {
+            self.active.store(false, Ordering::Release);
+            self.ready.store(false, Ordering::Release);
+            *self.lease.lock() = None;
+            self.note("lost the master lock; standing by".into());
+            return Ok(());
+        }
+        let _admin = self.admin.lock();
+        self.check_servers()?;
+        let (reconcile, balance, gc) = {
+            let s = self.state.lock();
+            let due = |t: Option<Instant>, every: Duration| t.is_none_or(|t| t.elapsed() >= every);
+            (
+                s.need_reconcile || due(s.last_reconcile, Duration::from_secs(2)),
+                due(s.last_balance, Duration::from_secs(1)),
+                due(s.last_gc, Duration::from_secs(3)),
+            )
+        };
+        if reconcile {
+            self.reconcile()?;
+            let mut s = self.state.lock();
+            s.need_reconcile = false;
+            s.last_reconcile = Some(Instant::now());
+        }
+        if balance && self.ready.load(Ordering::Acquire) {
+            self.state.lock().last_balance = Some(Instant::now());
+            self.balance()?;
+            self.merge_small()?;
+        }
+        if gc && self.ready.load(Ordering::Acquire) {
+            self.state.lock().last_gc = Some(Instant::now());
+            self.collect()?;
+        }
+        Ok(())
+    }
+
+    /// The paper's server check: a server whose lock the master can take is
+    /// dead. Its file is deleted, it is fenced, and its tablets reassigned.
+    fn check_servers(&self) -> Result<()> {
+        let mut names: BTreeSet<String> = list_servers(&*self.env.lock)?.into_iter().collect();
+        names.extend(self.state.lock().live.iter().cloned());
+        let mut live = BTreeSet::new();
+        for name in names {
+            if reap_server(&*self.env.lock, &name)? {
+                if let Some(s) = self.env.remove_server(&name) {
+                    s.fence();
+                }
+                let mut st = self.state.lock();
+                if st.live.contains(&name) {
+                    st.dead.push_back(name.clone());
+                    while st.dead.len() > RECENT {
+                        st.dead.pop_front();
+                    }
+                    st.need_reconcile = true;
+                    drop(st);
+                    self.counters.servers_reaped.fetch_add(1, Ordering::Relaxed);
+                    self.note(format!("server {name} is dead; reassigning its tablets"));
+                }
+            } else if self.env.server(&name).is_some() {
+                live.insert(name);
+            }
+        }
+        let mut st = self.state.lock();
+        if live != st.live {
+            st.need_reconcile = true;
+        }
+        st.live = live;
+        Ok(())
+    }
+
+    /// The last error a round of this master met.
+    pub fn last_error(&self) -> Option<String> {
+        self.state.lock().last_error.clone()
+    }
+
+    /// Live servers, in name order.
+    fn live(&self) -> Vec<String> {
+        self.state.lock().live.iter().cloned().collect()
+    }
+
+    /// A tablet server told us it split a tablet.
+    pub fn tablet_split(&self, server: &str, parent: u64, children: &[u64]) {
+        self.counters
+            .splits_reported
+            .fetch_add(1, Ordering::Relaxed);
+        self.note(format!("{server} split tablet {parent} into {children:?}"));
+        self.wake();
+    }
+
+    /// Stops the master thread (and releases the master lock).
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Release);
+        self.wake();
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+
+    /// Simulates the master's machine dying: its lock session expires.
+    pub fn kill(&self) {
+        if let Some(l) = self.lease.lock().as_ref() {
+            l.expire();
+        }
+        self.stop();
+    }
+
+    /// `key=value` lines for `.bigtable/master`.
+    pub fn report(&self) -> Vec<String> {
+        let s = self.state.lock();
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let mut lines = vec![format!(
+            "master={} state={} ready={} takeovers={} live_servers={} pending_assignments={} \
+             servers_reaped={} assignments={} moves={} merges={} splits_reported={} \
+             logs_sorted={} files_collected={} logs_collected={}",
+            self.name,
+            if self.is_active() {
+                "active"
+            } else {
+                "standby"
+            },
+            self.ready.load(Ordering::Acquire),
+            get(&c.takeovers),
+            s.live.len(),
+            s.pending,
+            get(&c.servers_reaped),
+            get(&c.assignments),
+            get(&c.moves),
+            get(&c.merges),
+            get(&c.splits_reported),
+            get(&c.logs_sorted),
+            get(&c.files_collected),
+            get(&c.logs_collected),
+        )];
+        if self.is_active() {
+            for d in &s.dead {
+                lines.push(format!("dead_server={d}"));
+            }
+            for e in &s.recent {
+                lines.push(format!("event={e}"));
+            }
+        }
+        lines
+    }
+}

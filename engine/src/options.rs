@@ -1,0 +1,82 @@
+//! The engine's tuning and what it reports about tablets.
+
+use crate::data::DEFAULT_MAX_VALUE;
+use std::time::Duration;
+
+/// Tuning of the engine. Defaults suit production; tests shrink the sizes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Largest cell value accepted (EFBIG above it in the mount).
+    pub max_value_size: usize,
+    /// A tablet's memtable is frozen and written out (minor compaction) past this size.
+    pub memtable_bytes: usize,
+    /// A tablet splits when its SSTables pass this size.
+    pub split_bytes: u64,
+    /// Block cache capacity.
+    pub block_cache_bytes: u64,
+    /// Scan cache capacity.
+    pub scan_cache_bytes: u64,
+    /// The commit log rolls to a new file past this size.
+    pub log_file_bytes: u64,
+    /// A log append slower than this switches to the other log writer.
+    pub slow_log_threshold: Duration,
+    /// Compaction output files are cut at about this size.
+    pub sstable_target_bytes: u64,
+    /// A locality group with more SSTables than this gets a merging compaction.
+    pub merge_trigger: usize,
+    /// Every this often, tablets with more than one SSTable per group get a major compaction.
+    pub major_interval: Duration,
+    /// Background compaction threads per tablet server.
+    pub background_threads: usize,
+    /// Adjacent tablets of a table both smaller than this are merged (0: never).
+    pub merge_bytes: u64,
+    /// Tablet servers the daemon runs.
+    pub tablet_servers: usize,
+    /// Lock-delay of a tablet server's lock: how long after a server dies
+    /// without unlocking before the master may declare it dead.
+    pub server_lock_delay: Duration,
+    /// How often the master checks servers, assignments and load.
+    pub master_interval: Duration,
+    /// How long a client retries a tablet that is moving or recovering
+    /// before it gives up with `Unavailable`.
+    pub retry_deadline: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            max_value_size: DEFAULT_MAX_VALUE,
+            memtable_bytes: 64 << 20,
+            split_bytes: 128 << 20,
+            block_cache_bytes: 256 << 20,
+            scan_cache_bytes: 32 << 20,
+            log_file_bytes: 64 << 20,
+            slow_log_threshold: Duration::from_millis(200),
+            sstable_target_bytes: 32 << 20,
+            merge_trigger: 6,
+            major_interval: Duration::from_secs(3600),
+            background_threads: 2,
+            merge_bytes: 16 << 20,
+            tablet_servers: 3,
+            server_lock_delay: Duration::from_millis(500),
+            master_interval: Duration::from_millis(100),
+            retry_deadline: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Where one tablet is and how big.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TabletInfo {
+    pub id: u64,
+    pub table: String,
+    /// First row (inclusive).
+    pub start: Vec<u8>,
+    /// End row (exclusive); `None` = end of table.
+    pub end: Option<Vec<u8>>,
+    pub memtable_bytes: u64,
+    pub sstable_bytes: u64,
+    pub sstables: usize,
+    /// The tablet server serving it ("" while unassigned).
+    pub server: String,
+}

@@ -1,0 +1,536 @@
+//! Background work of a tablet server: minor compactions (memtable →
+//! SSTable), merging and major compactions, and splits. Every change of a
+//! tablet's files is recorded in its METADATA row before it is used.
+
+use super::{Served, TabletServer};
+use crate::compaction::{sst_name, write_outputs, OutputCtx, Router};
+use crate::compaction_filter::CompactionFilter;
+use crate::env::now_micros;
+use crate::iterator::InternalIterator;
+use crate::key;
+use crate::memtable::Memtable;
+use crate::merge::MergingIterator;
+use crate::metadata::{
+    tablet_row_key, TabletMeta, FAMILY_LOCATION, FAMILY_LOG, FAMILY_TABLET, METADATA_ID, Q_EVENT,
+    Q_INFO, Q_SERVER,
+};
+use crate::tablet::{next_files_version, ClipIterator, Sst, Tablet, TabletVersion};
+use crate::{Mutation, Result};
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl TabletServer {
+    /// One background worker: runs the most urgent job it can claim.
+    pub(super) fn background_loop(self: Arc<Self>, i: usize) {
+        let mut last_error: Option<Instant> = None;
+        let key = format!("worker{i}");
+        while self.is_serving() {
+            match self.run_one_job(&key) {
+                Ok(true) => continue,
+                Ok(false) => {
+                    let _ = self.wake_rx.recv_timeout(Duration::from_millis(500));
+                }
+                Err(e) => {
+                    if !self.is_serving() {
+                        break;
+                    }
+                    if last_error.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                        log::error!("{}: background compaction failed: {e}", self.name);
+                    }
+                    last_error = Some(Instant::now());
+                    let _ = self.wake_rx.recv_timeout(Duration::from_millis(200));
+                }
+            }
+            self.set_activity(&key, None);
+        }
+    }
+
+    fn run_one_job(&self, key: &str) -> Result<bool> {
+        let all = self.served_tablets();
+        let say = |what: &str, s: &Served| {
+            self.set_activity(
+                key,
+                Some(format!(
+                    "{what} tablet={} table={}",
+                    s.tablet.id, s.table.name
+                )),
+            )
+        };
+        // 1. Frozen memtables first: they hold writes back and pin the log.
+        for s in &all {
+            if !s.tablet.version().imm.is_empty() {
+                if let Some(_c) = s.tablet.try_claim() {
+                    say("minor_compaction", s);
+                    self.flush_imm(s)?;
+                    return Ok(true);
+                }
+            }
+        }
+        // 2. Splits (never of the root tablet).
+        for s in &all {
+            let v = s.tablet.version();
+            if !is_root(&s.tablet) && s.tablet.sstable_bytes(&v) > self.env.opts.split_bytes {
+                if let Some(_c) = s.tablet.try_claim() {
+                    say("split", s);
+                    if self.split(s)? {
+                        return Ok(true);
+                    }
+                }
+            }
+        }
+        // 3. Merging compactions of groups with too many files.
+        let trigger = self.env.opts.merge_trigger;
+        for s in &all {
+            let v = s.tablet.version();
+            let mut per_group: BTreeMap<&str, usize> = BTreeMap::new();
+            for f in &v.files {
+                *per_group.entry(f.meta.group.as_str()).or_default() += 1;
+            }
+            if let Some((g, _)) = per_group.iter().find(|(_, &n)| n > trigger) {
+                let g = g.to_string();
+                if let Some(_c) = s.tablet.try_claim() {
+                    say("merging_compaction", s);
+                    self.merge_group(s, &g)?;
+                    return Ok(true);
+                }
+            }
+        }
+        // 4. Major compactions: children holding a parent's files, and periodic ones.
+        for s in &all {
+            let t = &s.tablet;
+            let v = t.version();
+            let groups = v
+                .files
+                .iter()
+                .map(|f| f.meta.group.as_str())
+                .collect::<std::collections::HashSet<_>>()
+                .len();
+            let due = t.last_major.lock().elapsed() > self.env.opts.major_interval
+                && v.files.len() > groups;
+            if t.has_foreign_files(&v) || due {
+                if let Some(_c) = t.try_claim() {
+                    say("major_compaction", s);
+                    self.major_compact(s)?;
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    fn output_ctx<'a>(&'a self, new_number: &'a dyn Fn() -> u64) -> OutputCtx<'a> {
+        OutputCtx {
+            store: &self.env.store,
+            cache: &self.env.block_cache,
+            target_bytes: self.env.opts.sstable_target_bytes,
+            new_number,
+        }
+    }
+
+    /// Writes a memtable's entries inside the tablet's range into SSTables.
+    pub(super) fn write_memtable(&self, s: &Served, m: &Arc<Memtable>) -> Result<Vec<Arc<Sst>>> {
+        let schema = s.table.schema();
+        let (lo, hi) = s.tablet.key_bounds();
+        let clipped = ClipIterator::new(m.iter(), lo, hi);
+        let mut filter =
+            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
+        let new_number = || self.env.numbers.new_output();
+        write_outputs(
+            &self.output_ctx(&new_number),
+            &Router::by_schema(&schema),
+            || filter.next_entry(),
+        )
+    }
+
+    /// Minor compaction: the oldest frozen memtable becomes SSTables. The
+    /// caller holds the tablet's claim.
+    pub(super) fn flush_imm(&self, s: &Served) -> Result<()> {
+        let t = &s.tablet;
+        let v = t.version();
+        let Some(m) = v.imm.first().cloned() else {
+            return Ok(());
+        };
+        let outputs = self.write_memtable(s, &m)?;
+        let flushed = m.max_seq().max(t.flushed_seq.load(Ordering::Acquire));
+        self.install(s, &[], outputs, flushed, |cur, files| TabletVersion {
+            files_version: next_files_version(),
+            mem: cur.mem.clone(),
+            imm: cur
+                .imm
+                .iter()
+                .filter(|x| !Arc::ptr_eq(x, &m))
+                .cloned()
+                .collect(),
+            files,
+        })?;
+        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
+        {
+            let _g = self.stall_lock.lock();
+            self.stall_cv.notify_all();
+        }
+        self.delete_obsolete_logs()
+    }
+
+    /// Records a compaction's result in METADATA and installs the new version.
+    fn install(
+        &self,
+        s: &Served,
+        inputs: &[Arc<Sst>],
+        outputs: Vec<Arc<Sst>>,
+        flushed_seq: u64,
+        make: impl FnOnce(&TabletVersion, Vec<Arc<Sst>>) -> TabletVersion,
+    ) -> Result<()> {
+        let t = &s.tablet;
+        let numbers: Vec<u64> = outputs.iter().map(|o| o.meta.number).collect();
+        if t.retired.load(Ordering::Acquire) {
+            // Split or unloaded while we worked: the output is garbage.
+            self.env.numbers.release(numbers.iter().copied());
+            for n in numbers {
+                let _ = self.env.store.delete(&sst_name(n));
+            }
+            return Ok(());
+        }
+        let removed: Vec<u64> = inputs.iter().map(|f| f.meta.number).collect();
+        let mut meta = s.meta(&self.log_dir);
+        meta.files.retain(|f| !removed.contains(&f.number));
+        meta.files.extend(outputs.iter().map(|o| o.meta.clone()));
+        if let Some(r) = &mut meta.redo {
+            r.seq = r.seq.max(flushed_seq);
+        }
+        let recorded = self.record(&meta, None);
+        self.env.numbers.release(numbers);
+        if let Err(e) = recorded {
+            for o in &outputs {
+                let _ = self.env.store.delete(&sst_name(o.meta.number));
+            }
+            return Err(e);
+        }
+        t.update(|cur| {
+            let mut files: Vec<Arc<Sst>> = cur
+                .files
+                .iter()
+                .filter(|f| !removed.contains(&f.meta.number))
+                .cloned()
+                .chain(outputs)
+                .collect();
+            files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
+            make(cur, files)
+        });
+        t.flushed_seq.fetch_max(flushed_seq, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Writes a tablet's descriptor (and this server as its location) to its
+    /// METADATA row, fenced by this server's lock; the root tablet's goes to
+    /// its file. `event` is added to the row's event log.
+    pub(super) fn record(&self, meta: &TabletMeta, event: Option<&str>) -> Result<()> {
+        self.record_as(meta, event, true)
+    }
+
+    /// [`Self::record`], naming this server as the location only if `serving`.
+    pub(super) fn record_as(
+        &self,
+        meta: &TabletMeta,
+        event: Option<&str>,
+        serving: bool,
+    ) -> Result<()> {
+        if !self.lease.held() {
+            self.fence();
+            return Err(self.not_serving(meta.id));
+        }
+        if meta.table == METADATA_ID && meta.start.is_empty() {
+            return self.env.root.save(meta);
+        }
+        let mut mutations = vec![
+            Mutation::SetCell {
+                family: FAMILY_TABLET.into(),
+                qualifier: Q_INFO.to_vec(),
+                timestamp: None,
+                value: meta.encode(),
+            },
+            Mutation::SetCell {
+                family: FAMILY_LOCATION.into(),
+                qualifier: Q_SERVER.to_vec(),
+                timestamp: None,
+                value: if serving {
+                    self.name.as_bytes().to_vec()
+                } else {
+                    Vec::new()
+                },
+            },
+        ];
+        if let Some(e) = event {
+            mutations.push(Mutation::SetCell {
+                family: FAMILY_LOG.into(),
+                qualifier: Q_EVENT.to_vec(),
+                timestamp: None,
+                value: format!("{} {e}", self.name).into_bytes(),
+            });
+        }
+        let key = tablet_row_key(meta.table, meta.end.as_deref());
+        self.client
+            .write_metadata(&key, mutations, Some(&self.lease.sequencer))
+    }
+
+    fn delete_obsolete_logs(&self) -> Result<()> {
+        // Entries up to `visible` are all in memtables; a tablet with unflushed
+        // data still needs the log from its redo point on.
+        let visible = self.core.visible_seq();
+        let mut min_live = visible;
+        for s in self.served_tablets() {
+            let t = &s.tablet;
+            let v = t.version();
+            if t.has_unflushed(&v) {
+                min_live = min_live.min(t.flushed_seq.load(Ordering::Acquire));
+            }
+        }
+        self.core.log().delete_obsolete(min_live)?;
+        Ok(())
+    }
+
+    /// Merging compaction of the newest files of one locality group.
+    fn merge_group(&self, s: &Served, group: &str) -> Result<()> {
+        let v = s.tablet.version();
+        let take = self.env.opts.merge_trigger / 2 + 1;
+        let in_group: Vec<Arc<Sst>> = v
+            .files
+            .iter()
+            .filter(|f| f.meta.group == group)
+            .cloned()
+            .collect();
+        if in_group.len() <= take || in_group.len() == v.files.len() {
+            // Merging every file is a major compaction: do that instead.
+            return self.major_compact(s);
+        }
+        let inputs: Vec<Arc<Sst>> = in_group.into_iter().take(take).collect();
+        let router = Router::fixed(&s.table.schema(), group);
+        self.rewrite_files(s, &inputs, false, &router)?;
+        self.counters.merges.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Major compaction: every SSTable of the tablet into one set per group;
+    /// deleted and collected data is dropped. The caller holds the claim.
+    fn major_compact(&self, s: &Served) -> Result<()> {
+        let v = s.tablet.version();
+        *s.tablet.last_major.lock() = Instant::now();
+        if v.files.is_empty() {
+            return Ok(());
+        }
+        let router = Router::by_schema(&s.table.schema());
+        self.rewrite_files(s, &v.files, true, &router)?;
+        self.counters.majors.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Merges `inputs` (clipped to the tablet's range, filtered as a major or
+    /// a merging compaction) into new SSTables routed by `router`, and
+    /// installs them in their place.
+    fn rewrite_files(
+        &self,
+        s: &Served,
+        inputs: &[Arc<Sst>],
+        major: bool,
+        router: &Router,
+    ) -> Result<()> {
+        let t = &s.tablet;
+        let iters: Vec<Box<dyn InternalIterator>> = inputs
+            .iter()
+            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
+            .collect();
+        let (lo, hi) = t.key_bounds();
+        let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
+        let mut filter =
+            CompactionFilter::new(Box::new(clipped), major, s.table.schema(), now_micros())?;
+        let new_number = || self.env.numbers.new_output();
+        let outputs = write_outputs(&self.output_ctx(&new_number), router, || {
+            filter.next_entry()
+        })?;
+        self.install(
+            s,
+            inputs,
+            outputs,
+            t.flushed_seq.load(Ordering::Acquire),
+            |cur, files| TabletVersion {
+                files_version: next_files_version(),
+                mem: cur.mem.clone(),
+                imm: cur.imm.clone(),
+                files,
+            },
+        )
+    }
+
+    /// Splits a tablet at the middle of its largest SSTable (paper §5.3: the
+    /// server commits the split to METADATA, then tells the master). The
+    /// caller holds the claim. Returns false when no good split row exists.
+    fn split(&self, s: &Arc<Served>) -> Result<bool> {
+        let t = &s.tablet;
+        let v = t.version();
+        let Some(biggest) = v.files.iter().max_by_key(|f| f.meta.size) else {
+            return Ok(false);
+        };
+        let Some(mid) = biggest.table.mid_key() else {
+            return Ok(false);
+        };
+        let Some(row) = key::split(&mid).and_then(|p| key::decode_row(p.row_enc)) else {
+            return Ok(false);
+        };
+        if row <= t.start || t.end.as_ref().is_some_and(|e| row >= *e) {
+            return Ok(false);
+        }
+        let _gate = s.gate.write();
+        if t.retired.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        self.freeze(t);
+        let v = t.version();
+        let flushed = t.flushed_seq.load(Ordering::Acquire);
+        let make = |start: Vec<u8>, end: Option<Vec<u8>>| {
+            Arc::new(Tablet::new(
+                self.env.numbers.next_id(),
+                t.table_id,
+                start,
+                end,
+                flushed,
+                TabletVersion {
+                    files_version: next_files_version(),
+                    mem: Arc::new(Memtable::new()),
+                    imm: v.imm.clone(),
+                    files: v.files.clone(),
+                },
+            ))
+        };
+        let a = make(t.start.clone(), Some(row.clone()));
+        let b = make(row.clone(), t.end.clone());
+        let served = |x: Arc<Tablet>| {
+            Arc::new(Served {
+                tablet: x,
+                table: s.table.clone(),
+                gate: Default::default(),
+                requests: Default::default(),
+            })
+        };
+        let (a, b) = (served(a), served(b));
+        let key_of = |x: &Tablet| x.start.escape_ascii().to_string();
+        // The left half's new row first, then the right half takes over the
+        // parent's row: a crash between leaves overlapping rows, which any
+        // reader of METADATA resolves to this split.
+        self.record(
+            &a.meta(&self.log_dir),
+            Some(&format!("split from {} at {}", t.id, key_of(&b.tablet))),
+        )?;
+        if self
+            .env
+            .hooks
+            .split_stops_after_left
+            .load(Ordering::Acquire)
+        {
+            log::warn!("{}: test hook: dying in the middle of a split", self.name);
+            self.kill();
+            return Err(self.not_serving(t.id));
+        }
+        self.record(
+            &b.meta(&self.log_dir),
+            Some(&format!("split from {}", t.id)),
+        )?;
+        {
+            let mut tablets = self.tablets.write();
+            tablets.remove(&t.id);
+            tablets.insert(a.tablet.id, a.clone());
+            tablets.insert(b.tablet.id, b.clone());
+        }
+        t.retired.store(true, Ordering::Release);
+        self.counters.splits.fetch_add(1, Ordering::Relaxed);
+        if !self
+            .env
+            .hooks
+            .drop_split_notifications
+            .load(Ordering::Acquire)
+        {
+            if let Some(m) = self.env.active_master() {
+                m.tablet_split(&self.name, t.id, &[a.tablet.id, b.tablet.id]);
+            }
+        }
+        self.wake();
+        Ok(true)
+    }
+
+    // ---------------------------------------------------------------- admin
+
+    /// Freezes and writes out the memtables of the tablets of `table` (all
+    /// tablets if None).
+    pub fn flush(&self, table: Option<u64>) -> Result<()> {
+        self.live()?;
+        for s in self.served_tablets() {
+            if table.is_some_and(|id| id != s.table.id) {
+                continue;
+            }
+            let _c = s.tablet.claim();
+            if s.tablet.retired.load(Ordering::Acquire) {
+                continue;
+            }
+            self.freeze(&s.tablet);
+            while !s.tablet.version().imm.is_empty() {
+                self.flush_imm(&s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compacts the served tablets of `table`.
+    pub fn compact(&self, table: u64, major: bool) -> Result<()> {
+        self.flush(Some(table))?;
+        for s in self.served_tablets() {
+            if s.table.id != table {
+                continue;
+            }
+            let _c = s.tablet.claim();
+            if s.tablet.retired.load(Ordering::Acquire) {
+                continue;
+            }
+            if major {
+                self.major_compact(&s)?;
+            } else {
+                let group = s
+                    .tablet
+                    .version()
+                    .files
+                    .first()
+                    .map(|f| f.meta.group.clone());
+                if let Some(g) = group {
+                    self.merge_group(&s, &g)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits the served tablets of `table` past the split threshold now.
+    pub fn split_now(&self, table: u64) -> Result<()> {
+        self.live()?;
+        loop {
+            let mut did = false;
+            for s in self.served_tablets() {
+                if s.table.id != table || is_root(&s.tablet) {
+                    continue;
+                }
+                let v = s.tablet.version();
+                if s.tablet.sstable_bytes(&v) > self.env.opts.split_bytes {
+                    let _c = s.tablet.claim();
+                    if !s.tablet.retired.load(Ordering::Acquire) && self.split(&s)? {
+                        did = true;
+                    }
+                }
+            }
+            if !did {
+                return Ok(());
+            }
+        }
+    }
+}
+
+pub(super) fn is_root(t: &Tablet) -> bool {
+    t.table_id == METADATA_ID && t.start.is_empty()
+}

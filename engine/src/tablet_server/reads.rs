@@ -1,0 +1,237 @@
+//! Reads of one served tablet: a row, a column, or one tablet's part of a
+//! scan. Each read takes the tablet's current version (memtables and
+//! SSTables) and never blocks writers or compactions.
+
+use super::{Served, TabletServer};
+use crate::data::*;
+use crate::env::now_micros;
+use crate::iterator::{InternalIterator, VecIterator};
+use crate::key;
+use crate::merge::MergingIterator;
+use crate::read::CellReader;
+use crate::schema::TableSchema;
+use crate::tablet::{select_files, TabletVersion};
+use crate::{Error, Result};
+use std::ops::Bound;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Rows up to this size (of SSTable entries) are kept whole in the scan cache.
+const SCAN_CACHE_ROW_BYTES: usize = 64 << 10;
+
+fn check_row(row: &[u8]) -> Result<()> {
+    if row.len() > MAX_ROW_KEY {
+        return Err(Error::RowKeyTooLong(row.len()));
+    }
+    Ok(())
+}
+
+impl TabletServer {
+    fn read_target(&self, tablet: u64, row: &[u8]) -> Result<Arc<Served>> {
+        check_row(row)?;
+        let s = self.served(tablet)?;
+        if !s.tablet.contains(row) {
+            return Err(self.not_serving(tablet));
+        }
+        self.counters.reads.fetch_add(1, Ordering::Relaxed);
+        s.requests.fetch_add(1, Ordering::Relaxed);
+        Ok(s)
+    }
+
+    /// Sources of one row in a tablet: memtables plus the row's SSTable
+    /// entries, served from the scan cache when possible.
+    fn row_sources(
+        &self,
+        v: &TabletVersion,
+        schema: &TableSchema,
+        row: &[u8],
+        families: Option<&[String]>,
+        column: Option<(&str, &[u8])>,
+    ) -> Result<Vec<Box<dyn InternalIterator>>> {
+        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::with_capacity(2 + v.imm.len());
+        sources.push(Box::new(v.mem.iter()));
+        for m in v.imm.iter().rev() {
+            sources.push(Box::new(m.iter()));
+        }
+        // files_version is unique to this tablet's SSTable set, so entries
+        // cached for an older set are never found again (they age out).
+        let cache_id = match families {
+            None => v.files_version,
+            Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
+        };
+        let scan_cache = &self.env.scan_cache;
+        if column.is_none() {
+            if let Some(hit) = scan_cache.get(cache_id, row) {
+                sources.push(Box::new(VecIterator::new(hit)));
+                return Ok(sources);
+            }
+        }
+        let files = select_files(&v.files, families, schema);
+        let mut iters: Vec<Box<dyn InternalIterator>> = Vec::new();
+        for f in files {
+            let wanted = match column {
+                // The cell itself, or a family or row tombstone covering it.
+                Some((fam, q)) => {
+                    f.table.may_contain_column(row, fam.as_bytes(), q)
+                        || f.table.may_contain_column(row, fam.as_bytes(), b"")
+                        || f.table.may_contain_column(row, b"", b"")
+                }
+                None => f.table.may_contain_row(row),
+            };
+            if wanted {
+                iters.push(Box::new(f.table.iter()));
+            }
+        }
+        if column.is_some() {
+            // One column: the reader seeks straight to it in each source.
+            sources.extend(iters);
+            return Ok(sources);
+        }
+        // Small rows are read once into the scan cache; a wide row is read
+        // straight from its SSTables (copying it whole would cost more than
+        // the cache saves).
+        let mut merged = MergingIterator::new(iters);
+        let end = key::row_end(row);
+        merged.seek(&key::row_start(row))?;
+        let mut entries = Vec::new();
+        let mut bytes = 0;
+        while merged.valid() && merged.key() < end.as_slice() {
+            if bytes > SCAN_CACHE_ROW_BYTES {
+                for f in select_files(&v.files, families, schema) {
+                    if f.table.may_contain_row(row) {
+                        sources.push(Box::new(f.table.iter()));
+                    }
+                }
+                return Ok(sources);
+            }
+            bytes += merged.key().len() + merged.value().len();
+            entries.push((merged.key().to_vec(), merged.value().to_vec()));
+            merged.next()?;
+        }
+        let entries = Arc::new(entries);
+        scan_cache.insert(cache_id, row, entries.clone());
+        sources.push(Box::new(VecIterator::new(entries)));
+        Ok(sources)
+    }
+
+    /// The visible cells of one row selected by `spec` (its row range is ignored).
+    pub fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
+        let s = self.read_target(tablet, row)?;
+        let snapshot = self.core.visible_seq();
+        let v = s.tablet.version();
+        let schema = s.table.schema();
+        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref(), None)?;
+        let mut spec = spec.clone();
+        spec.rows = RowRange {
+            start: Bound::Included(row.to_vec()),
+            end: Bound::Included(row.to_vec()),
+        };
+        let reader = CellReader::new(
+            Box::new(MergingIterator::new(sources)),
+            &spec,
+            schema,
+            snapshot,
+            now_micros(),
+        )?;
+        reader.collect()
+    }
+
+    /// The newest `max_versions` visible versions of one column (all if None).
+    pub fn read_column(
+        &self,
+        tablet: u64,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        let s = self.read_target(tablet, row)?;
+        self.column_of(&s, row, family, qualifier, max_versions)
+    }
+
+    fn column_of(
+        &self,
+        s: &Served,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        let snapshot = self.core.visible_seq();
+        let v = s.tablet.version();
+        let schema = s.table.schema();
+        let fams = [family.to_string()];
+        let sources = self.row_sources(&v, &schema, row, Some(&fams), Some((family, qualifier)))?;
+        let reader = CellReader::column(
+            Box::new(MergingIterator::new(sources)),
+            schema,
+            row,
+            family,
+            qualifier,
+            TimeRange::ALL,
+            max_versions,
+            snapshot,
+            now_micros(),
+        )?;
+        reader.collect()
+    }
+
+    /// The newest visible version of one cell of a served tablet.
+    pub(super) fn cell_of(
+        &self,
+        s: &Served,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Cell>> {
+        Ok(self.column_of(s, row, family, qualifier, Some(1))?.pop())
+    }
+
+    /// Tablet `tablet`'s part of a scan: `spec`'s rows clipped to the tablet,
+    /// read from a snapshot taken now. Returns the reader and the tablet's
+    /// end row (where the scan goes on), or None for the table's last tablet.
+    pub fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<(CellReader, Option<Vec<u8>>)> {
+        let s = self.served(tablet)?;
+        self.counters.scans.fetch_add(1, Ordering::Relaxed);
+        s.requests.fetch_add(1, Ordering::Relaxed);
+        let t = &s.tablet;
+        let v = t.version();
+        let schema = s.table.schema();
+        let files = select_files(&v.files, spec.families.as_deref(), &schema);
+        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
+        sources.push(Box::new(v.mem.iter()));
+        for m in v.imm.iter().rev() {
+            sources.push(Box::new(m.iter()));
+        }
+        for f in files {
+            sources.push(Box::new(f.table.iter()));
+        }
+        let mut part = spec.clone();
+        // Start no earlier than the tablet, end no later.
+        let starts_before = match &part.rows.start {
+            Bound::Unbounded => true,
+            Bound::Included(k) | Bound::Excluded(k) => k.as_slice() < t.start.as_slice(),
+        };
+        if starts_before {
+            part.rows.start = Bound::Included(t.start.clone());
+        }
+        if let Some(end) = &t.end {
+            let tablet_end_first = match &part.rows.end {
+                Bound::Unbounded => true,
+                Bound::Included(e) => end.as_slice() <= e.as_slice(),
+                Bound::Excluded(e) => end.as_slice() < e.as_slice(),
+            };
+            if tablet_end_first {
+                part.rows.end = Bound::Excluded(end.clone());
+            }
+        }
+        let reader = CellReader::new(
+            Box::new(MergingIterator::new(sources)),
+            &part,
+            schema,
+            self.core.visible_seq(),
+            now_micros(),
+        )?;
+        Ok((reader, t.end.clone()))
+    }
+}

@@ -1,0 +1,160 @@
+//! What a tablet server reports: one `key=value` line of totals, and one
+//! line per tablet.
+
+use super::{TabletServer, DEAD, SERVING};
+use crate::options::TabletInfo;
+use std::sync::atomic::Ordering;
+
+/// A tablet server's figures, for the master's balancing and for status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ServerReport {
+    pub name: String,
+    /// `serving`, `dead` or `stopped`.
+    pub state: &'static str,
+    pub tablets: usize,
+    pub memtable_bytes: u64,
+    pub sstable_bytes: u64,
+    /// Reads, writes and scans served since start.
+    pub requests: u64,
+    pub writes: u64,
+    pub reads: u64,
+    pub scans: u64,
+    pub minor_compactions: u64,
+    pub merging_compactions: u64,
+    pub major_compactions: u64,
+    pub splits: u64,
+    pub stalls: u64,
+    pub loads: u64,
+    pub unloads: u64,
+    /// Bytes of dead servers' sorted logs read while loading tablets.
+    pub recovery_bytes_read: u64,
+    pub recovered_entries: u64,
+    pub last_seq: u64,
+    /// What the background threads are doing now.
+    pub activity: Vec<String>,
+}
+
+impl ServerReport {
+    /// The report as one `key=value` line.
+    pub fn line(&self) -> String {
+        format!(
+            "server={} state={} tablets={} memtable_bytes={} sstable_bytes={} requests={} \
+             writes={} reads={} scans={} minor_compactions={} merging_compactions={} \
+             major_compactions={} splits={} stalls={} loads={} unloads={} \
+             recovery_bytes_read={} recovered_entries={} last_seq={}",
+            self.name,
+            self.state,
+            self.tablets,
+            self.memtable_bytes,
+            self.sstable_bytes,
+            self.requests,
+            self.writes,
+            self.reads,
+            self.scans,
+            self.minor_compactions,
+            self.merging_compactions,
+            self.major_compactions,
+            self.splits,
+            self.stalls,
+            self.loads,
+            self.unloads,
+            self.recovery_bytes_read,
+            self.recovered_entries,
+            self.last_seq
+        )
+    }
+}
+
+impl TabletServer {
+    pub fn report(&self) -> ServerReport {
+        let c = &self.counters;
+        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let tablets = self.served_tablets();
+        let mut memtable_bytes = 0;
+        let mut sstable_bytes = 0;
+        for s in &tablets {
+            let v = s.tablet.version();
+            memtable_bytes += (v.mem.approximate_bytes()
+                + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>())
+                as u64;
+            sstable_bytes += s.tablet.sstable_bytes(&v);
+        }
+        ServerReport {
+            name: self.name.clone(),
+            state: match self.state.load(Ordering::Acquire) {
+                SERVING => "serving",
+                DEAD => "dead",
+                _ => "stopped",
+            },
+            tablets: tablets.len(),
+            memtable_bytes,
+            sstable_bytes,
+            requests: tablets
+                .iter()
+                .map(|s| s.requests.load(Ordering::Relaxed))
+                .sum(),
+            writes: get(&c.writes),
+            reads: get(&c.reads),
+            scans: get(&c.scans),
+            minor_compactions: get(&c.flushes),
+            merging_compactions: get(&c.merges),
+            major_compactions: get(&c.majors),
+            splits: get(&c.splits),
+            stalls: get(&c.stalls),
+            loads: get(&c.loads),
+            unloads: get(&c.unloads),
+            recovery_bytes_read: get(&c.recovery_bytes),
+            recovered_entries: get(&c.recovered_entries),
+            last_seq: self.core.visible_seq(),
+            activity: self
+                .activity
+                .lock()
+                .iter()
+                .map(|(k, v)| format!("{k}: {v}"))
+                .collect(),
+        }
+    }
+
+    /// The served tablets with their sizes.
+    pub fn tablet_infos(&self) -> Vec<TabletInfo> {
+        self.served_tablets()
+            .iter()
+            .map(|s| {
+                let t = &s.tablet;
+                let v = t.version();
+                TabletInfo {
+                    id: t.id,
+                    table: s.table.name.clone(),
+                    start: t.start.clone(),
+                    end: t.end.clone(),
+                    memtable_bytes: (v.mem.approximate_bytes()
+                        + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>())
+                        as u64,
+                    sstable_bytes: t.sstable_bytes(&v),
+                    sstables: v.files.len(),
+                    server: self.name.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Requests served by tablet `id` since it was loaded.
+    pub fn tablet_requests(&self, id: u64) -> u64 {
+        self.tablets
+            .read()
+            .get(&id)
+            .map_or(0, |s| s.requests.load(Ordering::Relaxed))
+    }
+
+    /// Group-commit and log figures as `key=value` words.
+    pub fn commit_line(&self) -> String {
+        let g = self.commit.stats();
+        let l = self.core.log().stats();
+        format!(
+            "server={} {} {}",
+            self.name,
+            crate::status::kv(&g, "group_commit_"),
+            crate::status::kv(&l, "log_")
+        )
+    }
+}
