@@ -69,6 +69,7 @@ impl Inner {
         let mut by_handle: HashMap<u64, Vec<(usize, u64, u64, u64)>> = HashMap::new();
         let mut unreadable = Vec::new();
         for (s, scan) in scans {
+            bump_by(&self.counters.corruptions, scan.corrupt.len());
             for r in scan.reports {
                 by_handle.entry(r.replica.handle).or_default().push((
                     s,
@@ -222,6 +223,7 @@ impl Inner {
     /// complete and still needed; delete the rest (stale ones by version).
     fn rejoin(&self, id: usize, scan: Scan) {
         let server = &self.servers[id];
+        bump_by(&self.counters.corruptions, scan.corrupt.len());
         for rep in scan.reports {
             let h = rep.replica.handle;
             let ctl = {
@@ -261,6 +263,7 @@ impl Inner {
                 && c.locations.len() < self.replication
             {
                 c.locations.push(id);
+                bump(&self.counters.placements);
             } else if rep.version > c.version {
                 log::error!(
                     "gfs: chunk {h:016x}: chunkserver {id} holds version {} above the master's {}; leaving it unused",

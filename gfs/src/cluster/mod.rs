@@ -27,12 +27,14 @@ mod master;
 mod oplog;
 mod repair;
 mod replica;
+mod scrub;
 mod server;
 mod status;
+mod throttle;
 mod write;
 
 pub use server::Fault;
-pub use status::{ClusterHealth, ServerHealth};
+pub use status::{ClusterHealth, ScrubHealth, ServerHealth};
 
 use crate::io::Io;
 use crate::name::validate;
@@ -72,7 +74,22 @@ pub struct ClusterOptions {
     pub checkpoint_bytes: u64,
     /// A chunkserver with less free space than this takes no new chunks.
     pub min_free_bytes: u64,
+    /// Re-replication budget in bytes per second over all copies (0: no limit).
+    pub repair_rate: u64,
+    /// Chunks re-replicated at once.
+    pub repair_parallel: usize,
+    /// Background scrub budget in bytes per second (0: no background scrub).
+    pub scrub_rate: u64,
+    /// Time from the start of one scrub pass to the start of the next.
+    pub scrub_interval: Duration,
+    /// The scrub reads only after this long without client I/O.
+    pub scrub_idle: Duration,
 }
+
+/// Default re-replication budget: 32 MiB/s.
+pub const DEFAULT_REPAIR_RATE: u64 = 32 << 20;
+/// Default background scrub budget: 4 MiB/s (a terabyte in about three days).
+pub const DEFAULT_SCRUB_RATE: u64 = 4 << 20;
 
 /// The chunk size used unless told otherwise.
 pub const DEFAULT_CHUNK_SIZE: u64 = 64 << 20;
@@ -91,6 +108,11 @@ impl ClusterOptions {
             gc_delay: Duration::from_secs(60),
             checkpoint_bytes: 4 << 20,
             min_free_bytes: 256 << 20,
+            repair_rate: DEFAULT_REPAIR_RATE,
+            repair_parallel: 4,
+            scrub_rate: DEFAULT_SCRUB_RATE,
+            scrub_interval: Duration::from_secs(24 * 3600),
+            scrub_idle: Duration::from_secs(1),
         }
     }
 
@@ -142,9 +164,11 @@ pub(crate) struct Counters {
     pub(crate) files_purged: AtomicU64,
     pub(crate) version_bumps: AtomicU64,
     pub(crate) write_failovers: AtomicU64,
-    /// Re-replication: chunks still to do, and the one being copied (+1; 0 = none).
+    /// Re-replication: chunks of the current round not yet started.
     pub(crate) repair_queue: AtomicU64,
-    pub(crate) repair_active: AtomicU64,
+    /// Bumped whenever a chunk's replica set changes, so open readers know
+    /// to look again (and use a new copy).
+    pub(crate) placements: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -188,6 +212,10 @@ pub(crate) struct Inner {
     /// One re-replication pass at a time (two could copy the same chunk).
     pub(crate) repair_lock: Mutex<()>,
     pub(crate) repair_signal: Signal,
+    pub(crate) repair_throttle: throttle::Throttle,
+    pub(crate) copying: Mutex<repair::Copying>,
+    pub(crate) scrub: scrub::Scrub,
+    pub(crate) scrub_throttle: throttle::Throttle,
     pub(crate) heartbeat_signal: Signal,
     pub(crate) stop: AtomicBool,
 }
@@ -245,6 +273,10 @@ impl Cluster {
             bad_reports: Mutex::new(Vec::new()),
             repair_lock: Mutex::new(()),
             repair_signal: Signal::default(),
+            repair_throttle: throttle::Throttle::new(opts.repair_rate),
+            copying: Mutex::new(repair::Copying::default()),
+            scrub: scrub::Scrub::default(),
+            scrub_throttle: throttle::Throttle::new(opts.scrub_rate),
             heartbeat_signal: Signal::default(),
             stop: AtomicBool::new(false),
             opts,
@@ -257,6 +289,7 @@ impl Cluster {
                 maintenance::heartbeat_loop as fn(Arc<Inner>),
             ),
             ("gfs-repair", repair::repair_loop as fn(Arc<Inner>)),
+            ("gfs-scrub", scrub::scrub_loop as fn(Arc<Inner>)),
         ] {
             let i = inner.clone();
             let t = std::thread::Builder::new()
@@ -320,11 +353,12 @@ impl Cluster {
         self.inner.repair_pass();
     }
 
-    /// Verifies every replica on every chunkserver now (GFS scrubs idle
-    /// chunks in the background); bad ones are reported and re-replicated.
-    /// Returns how many replicas failed.
+    /// Verifies every replica on every chunkserver now, at full speed (the
+    /// background scrub does the same at `scrub_rate` while clients are
+    /// idle); bad ones are reported and re-replicated. Returns how many
+    /// replicas failed.
     pub fn scrub(&self) -> usize {
-        self.inner.scrub()
+        self.inner.scrub_now()
     }
 
     /// Runs a heartbeat now: probes the chunkservers, collects garbage,
@@ -388,6 +422,7 @@ impl Drop for Cluster {
         self.inner.stop.store(true, Ordering::Release);
         self.inner.repair_signal.notify();
         self.inner.heartbeat_signal.notify();
+        self.inner.scrub.signal.notify();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }

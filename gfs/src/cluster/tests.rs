@@ -118,7 +118,22 @@ fn roundtrip_across_chunks() {
         lines[0].starts_with("gfs: state=ok chunkservers=3/3 replication=3"),
         "{lines:?}"
     );
-    assert_eq!(lines.len(), 2 + 3 + 2);
+    assert_eq!(lines.len(), 2 + 3 + 3, "{lines:?}");
+    assert_plain(&lines);
+}
+
+/// Every status line is `prefix: key=value key=value ...`, no debug output.
+fn assert_plain(lines: &[String]) {
+    for l in lines {
+        let (_, fields) = l.split_once(": ").unwrap_or_else(|| panic!("no prefix: {l}"));
+        for kv in fields.split(' ') {
+            let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("{kv:?} in {l}"));
+            assert!(
+                !k.is_empty() && !v.is_empty() && !v.contains(['{', '}', '"']),
+                "{kv:?} in {l}"
+            );
+        }
+    }
 }
 
 #[test]
