@@ -539,4 +539,6 @@ impl Inner {
 }
 
 #[cfg(test)]
+mod background_tests;
+#[cfg(test)]
 mod tests;

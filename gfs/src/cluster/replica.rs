@@ -728,6 +728,22 @@ mod tests {
     }
 
     #[test]
+    fn torn_means_missing_or_zero_pages() {
+        let full = vec![7u8; 3 * PAGE + 10];
+        assert!(!looks_torn(&full, full.len()));
+        assert!(looks_torn(&full[..100], full.len()));
+        let mut hole = full.clone();
+        hole[PAGE..2 * PAGE].fill(0);
+        assert!(looks_torn(&hole, hole.len()));
+        let mut tail = full.clone();
+        tail[3 * PAGE..].fill(0);
+        assert!(looks_torn(&tail, tail.len()));
+        let mut flipped = full;
+        flipped[5] ^= 1;
+        assert!(!looks_torn(&flipped, flipped.len()));
+    }
+
+    #[test]
     fn names_roundtrip() {
         assert_eq!(parse_name(&file_name(0xabc)), Some(0xabc));
         assert_eq!(parse_name("0000000000000abc.tmp"), None);

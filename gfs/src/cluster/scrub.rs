@@ -52,7 +52,8 @@ pub(crate) fn scrub_loop(inner: Arc<Inner>) {
     let mut idle = Idle::new(&inner);
     loop {
         let started = Instant::now();
-        if inner.stopping() {
+        // A pass starts (and each read happens) only while clients are quiet.
+        if !idle.wait(&inner) {
             return;
         }
         let done = inner.scrub_pass(&mut |n| {

@@ -197,7 +197,11 @@ impl Inner {
         let copying = if h.repairing.is_empty() {
             "-".to_string()
         } else {
-            let hs: Vec<String> = h.repairing.iter().map(|c| format!("{:016x}", c.0)).collect();
+            let hs: Vec<String> = h
+                .repairing
+                .iter()
+                .map(|c| format!("{:016x}", c.0))
+                .collect();
             hs.join(",")
         };
         out.push(format!(

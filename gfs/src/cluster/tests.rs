@@ -8,7 +8,7 @@ use std::time::Instant;
 
 const CHUNK: u64 = 128 << 10;
 
-fn opts(dir: &Path, servers: usize) -> ClusterOptions {
+pub(super) fn opts(dir: &Path, servers: usize) -> ClusterOptions {
     let mut o = ClusterOptions::new(
         dir.join("master"),
         (0..servers).map(|i| dir.join(format!("cs{i}"))).collect(),
@@ -21,12 +21,12 @@ fn opts(dir: &Path, servers: usize) -> ClusterOptions {
     o
 }
 
-fn bytes(seed: u64, n: usize) -> Vec<u8> {
+pub(super) fn bytes(seed: u64, n: usize) -> Vec<u8> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     (0..n).map(|_| rng.gen()).collect()
 }
 
-fn read_all(c: &Cluster, name: &str) -> Vec<u8> {
+pub(super) fn read_all(c: &Cluster, name: &str) -> Vec<u8> {
     let r = c.open(name).unwrap();
     r.read_at(0, r.len().unwrap() as usize).unwrap()
 }
@@ -123,11 +123,15 @@ fn roundtrip_across_chunks() {
 }
 
 /// Every status line is `prefix: key=value key=value ...`, no debug output.
-fn assert_plain(lines: &[String]) {
+pub(super) fn assert_plain(lines: &[String]) {
     for l in lines {
-        let (_, fields) = l.split_once(": ").unwrap_or_else(|| panic!("no prefix: {l}"));
+        let (_, fields) = l
+            .split_once(": ")
+            .unwrap_or_else(|| panic!("no prefix: {l}"));
         for kv in fields.split(' ') {
-            let (k, v) = kv.split_once('=').unwrap_or_else(|| panic!("{kv:?} in {l}"));
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{kv:?} in {l}"));
             assert!(
                 !k.is_empty() && !v.is_empty() && !v.contains(['{', '}', '"']),
                 "{kv:?} in {l}"
@@ -223,7 +227,7 @@ fn restart_recovers_from_checkpoint_and_log_with_a_torn_tail() {
 }
 
 /// Flips one byte in `path` at a random offset.
-fn flip(path: &Path, rng: &mut impl Rng) -> u64 {
+pub(super) fn flip(path: &Path, rng: &mut impl Rng) -> u64 {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -238,7 +242,7 @@ fn flip(path: &Path, rng: &mut impl Rng) -> u64 {
     at
 }
 
-fn handle_of(path: &Path) -> u64 {
+pub(super) fn handle_of(path: &Path) -> u64 {
     let name = path.file_name().unwrap().to_str().unwrap();
     replica::parse_name(name).unwrap()
 }
