@@ -225,3 +225,48 @@ fn a_damaged_last_block_at_load_is_corruption_but_a_torn_one_is_not() {
     assert!(c.wait_for_repair(Duration::from_secs(60)));
     assert_eq!(read_all(&c, "f"), data);
 }
+
+#[test]
+fn the_master_directory_removed_while_open_and_before_a_start_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = dir.path().join("master");
+    let a = bytes(6, CHUNK as usize + 99);
+    let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+    write_file(&c, "a", &a);
+    // The heartbeat may write there meanwhile: repeat until it is gone.
+    while master.exists() {
+        let _ = std::fs::remove_dir_all(&master);
+    }
+    let b = bytes(7, 1000);
+    write_file(&c, "b", &b);
+    // The heartbeat notices and writes a checkpoint and a new log there.
+    assert!(wait(Duration::from_secs(30), || {
+        c.status()
+            .iter()
+            .any(|l| l.starts_with("gfs master copy 0: ") && l.ends_with(" state=ok"))
+            && has_checkpoint(&master)
+    }));
+    c.rename("b", "b2").unwrap();
+    drop(c);
+    std::fs::remove_dir_all(&master).unwrap();
+    let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+    assert_eq!(read_all(&c, "a"), a);
+    assert_eq!(read_all(&c, "b2"), b);
+    assert!(!c.exists("b").unwrap());
+    let h = c.status();
+    assert!(h[1].contains(" copies=4 copies_ok=4 "), "{h:?}");
+    assert!(h[1].contains(" copies_recreated=1 "), "{h:?}");
+    assert!(has_checkpoint(&master));
+}
+
+fn has_checkpoint(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("checkpoint-") && !n.ends_with(".tmp"))
+        })
+}

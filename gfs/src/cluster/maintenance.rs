@@ -32,6 +32,9 @@ pub(crate) fn heartbeat_loop(inner: Arc<Inner>) {
 
 pub(crate) fn heartbeat_once(inner: &Inner) {
     inner.check_servers();
+    if let Err(e) = inner.master.check_copies() {
+        log::warn!("gfs master: re-creating copies: {e}");
+    }
     if let Err(e) = inner.collect_garbage() {
         log::warn!("gfs: garbage collection: {e}");
     }

@@ -24,6 +24,7 @@ mod fds;
 mod lease;
 mod maintenance;
 mod master;
+mod mirror;
 mod oplog;
 mod repair;
 mod replica;
@@ -54,6 +55,9 @@ use std::time::Duration;
 pub struct ClusterOptions {
     /// The master's directory: operation log and checkpoints.
     pub master_dir: PathBuf,
+    /// More directories that hold a copy of the master's files; `None`
+    /// means a `master` directory inside each chunkserver directory.
+    pub master_mirrors: Option<Vec<PathBuf>>,
     /// One chunkserver per directory; put them on different disks to survive
     /// the loss of one.
     pub chunkserver_dirs: Vec<PathBuf>,
@@ -99,6 +103,7 @@ impl ClusterOptions {
     pub fn new(master_dir: impl Into<PathBuf>, chunkserver_dirs: Vec<PathBuf>) -> Self {
         ClusterOptions {
             master_dir: master_dir.into(),
+            master_mirrors: None,
             chunkserver_dirs,
             replication: 0,
             chunk_size: DEFAULT_CHUNK_SIZE,
@@ -140,6 +145,17 @@ impl ClusterOptions {
             found.into_iter().map(|(_, p)| p).collect()
         };
         ClusterOptions::new(dir.join("master"), dirs)
+    }
+
+    /// Every directory holding a copy of the master's files, the master
+    /// directory first.
+    pub fn master_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.master_dir.clone()];
+        match &self.master_mirrors {
+            Some(m) => dirs.extend(m.iter().cloned()),
+            None => dirs.extend(self.chunkserver_dirs.iter().map(|d| d.join("master"))),
+        }
+        dirs
     }
 
     fn replication(&self) -> usize {
@@ -256,7 +272,7 @@ impl Cluster {
         }
         let io = Io::new(opts.io_mode);
         let fds = fds::FdCache::new(fds::default_capacity());
-        let master = Master::open(&opts.master_dir, io.mode(), opts.checkpoint_bytes)?;
+        let master = Master::open(&opts.master_dirs(), io.mode(), opts.checkpoint_bytes)?;
         let servers: Vec<ChunkServer> = opts
             .chunkserver_dirs
             .iter()

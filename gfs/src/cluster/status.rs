@@ -166,13 +166,18 @@ impl Inner {
                 self.io.mode()
             ),
             format!(
-                "gfs master: dir={} generation={generation} log_records={lsn} log_bytes={log_bytes} recovered_from_checkpoint={} replayed_records={} torn_tail_bytes={}",
-                self.master.dir().display(),
+                "gfs master: dir={} copies={} copies_ok={} generation={generation} log_records={lsn} log_bytes={log_bytes} recovered_from_checkpoint={} recovered_from_copy={} copies_recreated={} replayed_records={} torn_tail_bytes={}",
+                self.opts.master_dir.display(),
+                self.master.mirrors.copies.len(),
+                self.master.mirrors.live(),
                 rec.checkpoint,
+                rec.from_copy,
+                rec.recreated,
                 rec.replayed,
                 rec.torn_bytes
             ),
         ];
+        out.extend(self.master.mirrors.status_lines());
         for s in &h.servers {
             let free = s
                 .free_bytes
