@@ -27,10 +27,11 @@ pub struct ScrubHealth {
     pub corruptions: u64,
     /// ... of which re-replicated since.
     pub repaired: u64,
-    /// When the last complete pass ended (seconds since the epoch) and how
-    /// long it took.
+    /// When the last complete pass ended (seconds since the epoch), how
+    /// long it took and how many bytes it read.
     pub last_pass_end: Option<u64>,
     pub last_pass_secs: f64,
+    pub last_pass_bytes: u64,
 }
 
 /// The scrub's shared state.
@@ -51,11 +52,11 @@ pub(crate) fn scrub_loop(inner: Arc<Inner>) {
     }
     let mut idle = Idle::new(&inner);
     loop {
-        let started = Instant::now();
         // A pass starts (and each read happens) only while clients are quiet.
         if !idle.wait(&inner) {
             return;
         }
+        let started = Instant::now();
         let done = inner.scrub_pass(&mut |n| {
             idle.wait(&inner) && inner.scrub_throttle.take(n, || inner.stopping())
         });
@@ -63,6 +64,7 @@ pub(crate) fn scrub_loop(inner: Arc<Inner>) {
             let mut p = inner.scrub.progress.lock();
             p.last_pass_end = Some(unix_now());
             p.last_pass_secs = started.elapsed().as_secs_f64();
+            p.last_pass_bytes = p.bytes;
         }
         inner.scrub.progress.lock().state = "waiting";
         let next = started + inner.opts.scrub_interval;

@@ -236,7 +236,7 @@ impl Inner {
         }
         let s = &h.scrub;
         out.push(format!(
-            "gfs scrub: state={} rate={} pass={} scanned={} total={} pass_bytes={} corruptions={} repaired={} last_pass_end={} last_pass_secs={:.1}",
+            "gfs scrub: state={} rate={} pass={} scanned={} total={} pass_bytes={} corruptions={} repaired={} last_pass_end={} last_pass_secs={:.3} last_pass_bytes={}",
             s.state,
             self.scrub_throttle.rate(),
             s.pass,
@@ -246,7 +246,8 @@ impl Inner {
             s.corruptions,
             s.repaired,
             s.last_pass_end.map_or_else(|| "-".to_string(), utc),
-            s.last_pass_secs
+            s.last_pass_secs,
+            s.last_pass_bytes
         ));
         out.push(format!(
             "gfs io: mode={} open_replica_files={} uring_batches={} uring_ops={} syscall_ops={}",
