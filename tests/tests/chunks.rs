@@ -1150,11 +1150,26 @@ fn background_scrub_waits_for_idle_clients_then_finds_and_repairs_damage() {
 fn open_readers_move_to_a_re_copied_replica() {
     let mut rng = StdRng::seed_from_u64(seed());
     let m = mount_with_spare(&["memtable=256k", CHUNK_OPT, "cache=0", "scan_cache=0"]);
+    let servers_up = |n: &str| {
+        assert!(
+            wait_until(Duration::from_secs(30), || gfs_status(&m)["chunkservers"]
+                == n),
+            "chunkservers never {n}: {:?}",
+            gfs_status(&m)
+        );
+    };
+    // The spare is out while the data is written, so it holds no replica of
+    // it; it comes back empty.
+    let spare = m.data.join("chunkserver-3");
+    remove_dir(&spare);
+    servers_up("3/4");
     m.table("t", "f\n");
     let want = fill(&m, &mut rng, "r", 600);
     settle(&m, Duration::from_secs(10));
     // Every SSTable is open (and its replica list taken) before the loss.
     check_cells(&m, &want, "before");
+    fs::create_dir(&spare).unwrap();
+    servers_up("4/4");
     let spare_reads = |m: &Mount| {
         let text = fs::read_to_string(m.path(".bigtable/status")).unwrap();
         let l = text
@@ -1167,10 +1182,11 @@ fn open_readers_move_to_a_re_copied_replica() {
             .and_then(|v| v.parse::<u64>().ok())
             .unwrap()
     };
+    let before = spare_reads(&m);
     remove_dir(&m.data.join("chunkserver-1"));
+    servers_up("3/4");
     let s = wait_repaired(&m, Duration::from_secs(60), false);
     assert!(num(&s, "repaired") > 0, "{s:?}");
-    let before = spare_reads(&m);
     for round in 0..3 {
         check_cells(&m, &want, &format!("after the copy, round {round}"));
     }
