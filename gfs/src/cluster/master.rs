@@ -499,7 +499,7 @@ impl Master {
         let mut failure: Option<(u64, Error)> = None;
         let mut newest = 0;
         let mut keys = vec![None; mirrors.copies.len()];
-        for i in 0..mirrors.copies.len() {
+        for (i, key_of) in keys.iter_mut().enumerate() {
             let Some(store) = mirrors.store(i) else {
                 continue;
             };
@@ -508,7 +508,7 @@ impl Master {
             match load_copy(&store) {
                 Ok(l) => {
                     let key = (l.generation, l.last_records);
-                    keys[i] = Some(key);
+                    *key_of = Some(key);
                     if best
                         .as_ref()
                         .is_none_or(|(_, b)| key > (b.generation, b.last_records))
@@ -564,8 +564,8 @@ impl Master {
         // now hold only the fresh checkpoint.
         let chosen_key = keys[chosen];
         let mut recreated = 0;
-        for i in 0..master.mirrors.copies.len() {
-            if keys[i] != chosen_key {
+        for (i, key) in keys.iter().enumerate() {
+            if *key != chosen_key {
                 recreated += 1;
             }
             master

@@ -214,12 +214,15 @@ impl Mirrors {
             .iter()
             .enumerate()
             .map(|(i, c)| {
-                let state = if c.store.lock().is_some() {
-                    "ok"
+                let mut line = format!("gfs master copy {i}: dir={}", c.dir.display());
+                if c.store.lock().is_some() {
+                    line.push_str(" state=ok");
                 } else {
-                    "lost"
-                };
-                format!("gfs master copy {i}: dir={} state={state}", c.dir.display())
+                    let why = c.lost_why.lock().clone().unwrap_or_default();
+                    line.push_str(" state=lost why=");
+                    line.push_str(&why.replace(' ', "_"));
+                }
+                line
             })
             .collect()
     }

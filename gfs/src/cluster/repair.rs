@@ -255,10 +255,10 @@ impl Inner {
         let (copied, tail, src) = (0u64, Vec::new(), 0usize);
         // Most of the copy runs while appends go on; the rest under the lock.
         let mut at = (src, copied, tail);
-        self.copy_range(h, tmp, dest, sources, &mut at, ctl, true)?;
+        self.copy_range(tmp, dest, sources, &mut at, ctl, true)?;
         // The catch-up holds up appends: it is not paced.
         let _m = ctl.m.lock();
-        self.copy_range(h, tmp, dest, sources, &mut at, ctl, false)?;
+        self.copy_range(tmp, dest, sources, &mut at, ctl, false)?;
         let (_, copied, _) = at;
         let version = {
             let st = self.master.state.lock();
@@ -319,7 +319,6 @@ impl Inner {
     /// index, bytes copied, partial last block); `paced` keeps to `repair_rate`.
     fn copy_range(
         &self,
-        h: u64,
         tmp: &Replica,
         dest: usize,
         sources: &[Placed],
@@ -327,6 +326,7 @@ impl Inner {
         ctl: &super::master::ChunkCtl,
         paced: bool,
     ) -> Result<()> {
+        let h = ctl.handle;
         let (src, copied, tail) = (&mut at.0, &mut at.1, &mut at.2);
         let name = format!("chunk {h:016x}");
         loop {
