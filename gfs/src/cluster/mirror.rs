@@ -9,6 +9,7 @@ use super::{checkpoint, oplog};
 use crate::{Error, FileStore, IoMode, LocalStore, Result, WritableFile};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// One directory holding a copy of the master's files.
 pub(crate) struct Copy {
@@ -18,7 +19,13 @@ pub(crate) struct Copy {
     store: Mutex<Option<LocalStore>>,
     /// Why the copy was lost last (for status).
     pub(crate) lost_why: Mutex<Option<String>>,
+    /// When the copy was last re-created: one that keeps failing is tried
+    /// again only after [`RETRY`], not at every heartbeat.
+    revived_at: Mutex<Option<Instant>>,
 }
+
+/// How soon a copy lost again after being re-created is retried.
+const RETRY: Duration = Duration::from_secs(30);
 
 pub(crate) struct Mirrors {
     pub(crate) copies: Vec<Copy>,
@@ -50,6 +57,7 @@ impl Mirrors {
                 dir: d.clone(),
                 store: Mutex::new(store),
                 lost_why: Mutex::new(why),
+                revived_at: Mutex::new(None),
             });
         }
         Mirrors { copies, mode }
@@ -88,7 +96,10 @@ impl Mirrors {
         let mut any = false;
         for c in &self.copies {
             let mut s = c.store.lock();
-            if s.is_none() && c.dir.parent().is_none_or(Path::is_dir) {
+            let mut at = c.revived_at.lock();
+            let due = at.is_none_or(|t| t.elapsed() >= RETRY);
+            if s.is_none() && due && c.dir.parent().is_none_or(Path::is_dir) {
+                *at = Some(Instant::now());
                 if let Ok(store) = LocalStore::open_with(&c.dir, self.mode) {
                     log::info!("gfs master: re-creating the copy in {}", c.dir.display());
                     *s = Some(store);

@@ -168,6 +168,11 @@ impl Inner {
             if self.stopping() {
                 break;
             }
+            // A round can take long at its rate: drop newly reported
+            // replicas meanwhile (their chunks wait for the next round).
+            if !self.bad_reports.lock().is_empty() {
+                self.process_bad_reports();
+            }
             self.counters.repair_queue.fetch_sub(1, Ordering::Relaxed);
             self.copying.lock().active.insert(h, (0, 0));
             match self.repair_chunk(h) {
