@@ -1049,7 +1049,7 @@ fn background_scrub_waits_for_idle_clients_then_finds_and_repairs_damage() {
         "cache=0",
         "scan_cache=0",
         "scrub_rate=4m",
-        "scrub_idle=2",
+        "scrub_idle=5",
         "scrub_interval=1",
     ]);
     m.table("t", "f\n");
@@ -1310,7 +1310,13 @@ fn losing_the_master_directory_while_mounted_and_before_a_mount_loses_nothing() 
     assert_eq!(s["copies_recreated"], "1", "{s:?}");
     assert_ne!(s["recovered_from_copy"], "0", "{s:?}");
     assert!(master.is_dir());
-    // And with the master directory and one chunkserver's copy damaged.
+    // Removed while mounted and the daemon killed before it re-creates it.
+    want.extend(fill(&m, &mut rng, "q", 100));
+    remove_dir(&master);
+    m.kill9();
+    m.start();
+    check_cells(&m, &want, "after kill -9 without the master directory");
+    // And with the master directory and one chunkserver's copy gone.
     m.stop();
     remove_dir(&master);
     remove_dir(&m.data.join("chunkserver-0/master"));

@@ -8,11 +8,14 @@
 //! what a user sees; the pieces are:
 //!
 //! - `master.rs`, `oplog.rs`, `checkpoint.rs`: metadata and its persistence;
+//!   `mirror.rs`: the copies of the master's files in several directories;
 //! - `server.rs`, `replica.rs`, `chunk.rs`: chunkservers and replica files
 //!   (data plus a seahash per 64 KiB block, verified on every read);
 //! - `lease.rs`, `write.rs`: leases and mutations (record append), all
 //!   replicas of one append in one io_uring submission;
-//! - `repair.rs`: dropping bad replicas and re-replication, most endangered first;
+//! - `repair.rs`: dropping bad replicas and re-replication, most endangered
+//!   first, several chunks at once; `throttle.rs`: its bytes/s budget;
+//! - `scrub.rs`: the background scrub of every replica while clients are idle;
 //! - `maintenance.rs`: startup reconciliation, heartbeats, garbage collection;
 //! - `client.rs`: the [`FileStore`] readers and writers; `status.rs`: health.
 
