@@ -928,8 +928,13 @@ mod tests {
         create(&m, "a");
         std::fs::remove_dir_all(&dirs[1]).unwrap();
         create(&m, "b");
+        // A stale file of a higher generation put back meanwhile is dropped.
+        std::fs::create_dir(&dirs[1]).unwrap();
+        let junk = dirs[1].join(oplog::log_name(99));
+        std::fs::write(&junk, b"junk").unwrap();
         m.check_copies().unwrap();
         assert_eq!(m.mirrors.live(), 3);
+        assert!(!junk.exists());
         create(&m, "c");
         let before = summary(&m);
         drop(m);

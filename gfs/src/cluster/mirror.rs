@@ -102,6 +102,13 @@ impl Mirrors {
                 *at = Some(Instant::now());
                 if let Ok(store) = LocalStore::open_with(&c.dir, self.mode) {
                     log::info!("gfs master: re-creating the copy in {}", c.dir.display());
+                    // What a lost copy holds is not trusted: an old file of a
+                    // higher generation would look newer at the next start.
+                    for n in store.list("").unwrap_or_default() {
+                        if generation(&n).is_some() {
+                            let _ = store.delete(&n);
+                        }
+                    }
                     *s = Some(store);
                     any = true;
                 }
