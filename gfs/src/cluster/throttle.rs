@@ -6,6 +6,8 @@ use std::time::{Duration, Instant};
 
 /// The longest sleep between checks of whether to give up.
 const SLICE: Duration = Duration::from_millis(50);
+/// The longest one piece may be made to wait.
+const MAX_WAIT: Duration = Duration::from_secs(86_400);
 
 pub(crate) struct Throttle {
     /// Bytes per second; 0 means no limit.
@@ -33,17 +35,20 @@ impl Throttle {
         if self.rate == 0 {
             return !stop();
         }
-        let cost = Duration::from_secs_f64(bytes as f64 / self.rate as f64);
-        let start = {
+        // Pieces are at most megabytes; a day caps anything absurd.
+        let cost = Duration::try_from_secs_f64(bytes as f64 / self.rate as f64)
+            .unwrap_or(MAX_WAIT)
+            .min(MAX_WAIT);
+        let until = {
             let mut next = self.next.lock();
             let now = Instant::now();
             // Unused budget does not pile up: an idle spell gives no burst.
             let start = next.map_or(now, |n| n.max(now));
-            *next = Some(start + cost);
-            start
+            let until = start.checked_add(cost).unwrap_or(start);
+            *next = Some(until);
+            until
         };
         // Bytes are paid for before they move: wait out this piece's share.
-        let until = start + cost;
         loop {
             if stop() {
                 return false;
