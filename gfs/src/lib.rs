@@ -23,7 +23,8 @@ mod sysio;
 mod uring;
 
 pub use cluster::{
-    Cluster, ClusterHealth, ClusterOptions, Fault, ServerHealth, DEFAULT_CHUNK_SIZE,
+    Cluster, ClusterHealth, ClusterOptions, Fault, ScrubHealth, ServerHealth, DEFAULT_CHUNK_SIZE,
+    DEFAULT_REPAIR_RATE, DEFAULT_SCRUB_RATE,
 };
 pub use error::{Error, Result};
 pub use io::{IoMode, IoStats, ParseIoModeError};

@@ -22,6 +22,10 @@
 //! | `tablet_servers=N` | tablet servers the daemon runs (default 3) |
 //! | `commit_workers=N` | threads that run commits at close/fsync (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
+//! | `scrub_rate=SIZE` | background scrub budget per second (default 4m; 0: no background scrub) |
+//! | `scrub_interval=S`, `scrub_idle=S` | seconds from one scrub pass to the next (default 86400), and without client I/O before the scrub reads (default 1) |
+//! | `repair_rate=SIZE`, `repair_parallel=N` | re-replication budget per second (default 32m; 0: no limit) and chunks copied at once (default 4) |
+//! | `master_mirrors=DIR:DIR…` | where copies of the master's log and checkpoints go (default: `master/` in each chunkserver directory) |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
 //! | `rw`, `defaults`, `auto`, `noauto`, `_netdev`, `nofail`, `user`, `users`, `nouser`, `owner`, `group`, `exec`, `suid`, `dev`, `async`, `atime`, `relatime`, `strictatime`, `nodiratime`, `x-*`, `comment=*` | accepted and ignored |
@@ -65,6 +69,14 @@ pub struct MountConfig {
     /// Replicas per chunk (0: one per chunkserver, at most 3).
     pub replication: usize,
     pub chunk_size: Option<u64>,
+    /// Background scrub and re-replication settings (unset: the cluster's defaults).
+    pub scrub_rate: Option<u64>,
+    pub scrub_interval: Option<Duration>,
+    pub scrub_idle: Option<Duration>,
+    pub repair_rate: Option<u64>,
+    pub repair_parallel: Option<usize>,
+    /// Directories for copies of the master's files (empty: the default).
+    pub master_mirrors: Vec<PathBuf>,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -100,6 +112,12 @@ impl MountConfig {
             chunkservers: Vec::new(),
             replication: 0,
             chunk_size: None,
+            scrub_rate: None,
+            scrub_interval: None,
+            scrub_idle: None,
+            repair_rate: None,
+            repair_parallel: None,
+            master_mirrors: Vec::new(),
             given: Vec::new(),
         }
     }
@@ -205,6 +223,26 @@ impl MountConfig {
                 self.replication = n;
             }
             "chunk_size" => self.chunk_size = Some(parse_size(need(key, value)?)?),
+            "scrub_rate" => self.scrub_rate = Some(parse_rate(need(key, value)?)?),
+            "scrub_interval" => self.scrub_interval = Some(parse_seconds(need(key, value)?)?),
+            "scrub_idle" => self.scrub_idle = Some(parse_seconds(need(key, value)?)?),
+            "repair_rate" => self.repair_rate = Some(parse_rate(need(key, value)?)?),
+            "repair_parallel" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| "repair_parallel: not a number".to_string())?;
+                if !(1..=64).contains(&n) {
+                    return Err("repair_parallel must be 1..64".into());
+                }
+                self.repair_parallel = Some(n);
+            }
+            "master_mirrors" => {
+                self.master_mirrors = need(key, value)?
+                    .split(':')
+                    .filter(|d| !d.is_empty())
+                    .map(PathBuf::from)
+                    .collect();
+            }
             "ro" => self.read_only = true,
             "rw" => self.read_only = false,
             "nosuid" => self.nosuid = true,
@@ -244,6 +282,24 @@ impl MountConfig {
         o.replication = self.replication;
         if let Some(c) = self.chunk_size {
             o.chunk_size = c;
+        }
+        if let Some(r) = self.scrub_rate {
+            o.scrub_rate = r;
+        }
+        if let Some(s) = self.scrub_interval {
+            o.scrub_interval = s;
+        }
+        if let Some(s) = self.scrub_idle {
+            o.scrub_idle = s;
+        }
+        if let Some(r) = self.repair_rate {
+            o.repair_rate = r;
+        }
+        if let Some(n) = self.repair_parallel {
+            o.repair_parallel = n;
+        }
+        if !self.master_mirrors.is_empty() {
+            o.master_mirrors = Some(self.master_mirrors.clone());
         }
         // Keep taking writes on small disks; the cluster reports ENOSPC itself.
         o.min_free_bytes = 32 << 20;
@@ -332,6 +388,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
         .ok()
         .and_then(|n| n.checked_mul(mult))
         .ok_or_else(|| format!("size {s:?} is not a number with an optional k/m/g/t unit"))
+}
+
+/// A size per second: `4m`, `4m/s`, or plain bytes.
+pub fn parse_rate(s: &str) -> Result<u64, String> {
+    parse_size(s.trim().strip_suffix("/s").unwrap_or(s))
 }
 
 /// Seconds, possibly fractional.
@@ -485,6 +546,23 @@ mod tests {
         assert!(parse_daemon_args(&s(&["/d", "/m", "-o", "bogus"])).is_err());
         assert!(parse_daemon_args(&s(&["/d", "/m", "-x"])).is_err());
         assert!(parse_daemon_args(&s(&["/d", "/m", "-o", "threads=0"])).is_err());
+        let c = parse_daemon_args(&s(&[
+            "/d",
+            "/m",
+            "-o",
+            "scrub_rate=8m/s,scrub_interval=60,scrub_idle=0.5,repair_rate=0,repair_parallel=2,master_mirrors=/x:/y",
+        ]))
+        .unwrap();
+        assert_eq!(c.scrub_rate, Some(8 << 20));
+        assert_eq!(c.scrub_interval, Some(Duration::from_secs(60)));
+        assert_eq!(c.scrub_idle, Some(Duration::from_millis(500)));
+        assert_eq!((c.repair_rate, c.repair_parallel), (Some(0), Some(2)));
+        assert_eq!(
+            c.master_mirrors,
+            vec![PathBuf::from("/x"), PathBuf::from("/y")]
+        );
+        assert!(parse_daemon_args(&s(&["/d", "/m", "-o", "repair_parallel=0"])).is_err());
+        assert!(parse_daemon_args(&s(&["/d", "/m", "-o", "scrub_rate=fast"])).is_err());
     }
 
     #[test]

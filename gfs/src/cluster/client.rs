@@ -38,6 +38,7 @@ impl Writer {
     }
 
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
+        self.inner.client_io();
         let off = self
             .inner
             .append(self.id, &self.name, bufs, sync, &mut self.unsynced)?;
@@ -89,6 +90,8 @@ impl ChunkView {
 
 struct View {
     chunks: Vec<ChunkView>,
+    /// `Counters::placements` when the view was taken.
+    placements: u64,
 }
 
 impl View {
@@ -110,7 +113,10 @@ pub(crate) struct Reader {
 impl Reader {
     pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str) -> Reader {
         inner.open_handle(id);
-        let view = inner.view(id).unwrap_or(View { chunks: Vec::new() });
+        let view = inner.view(id).unwrap_or(View {
+            chunks: Vec::new(),
+            placements: 0,
+        });
         Reader {
             inner,
             id,
@@ -140,8 +146,17 @@ impl Reader {
     }
 
     fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
+        self.inner.client_io();
         let mut view = self.view.read().clone();
         let mut refreshed = false;
+        if view.placements != self.inner.counters.placements.load(Ordering::Acquire) {
+            // Replicas were dropped or copied since: read from the current set.
+            // A file purged meanwhile keeps its old view.
+            if let Ok(v) = self.refresh() {
+                view = v;
+                refreshed = true;
+            }
+        }
         for &(off, len) in ranges {
             let end = off.checked_add(len as u64);
             if end.is_none_or(|e| e > view.len()) && !refreshed {
@@ -313,6 +328,7 @@ impl Inner {
     /// The chunks of file `id` (live or in the trash) with their replicas.
     fn view(&self, id: u64) -> Option<View> {
         let st = self.master.state.lock();
+        let placements = self.counters.placements.load(Ordering::Acquire);
         let f = st.files.get(&id)?;
         let mut start = 0;
         let mut chunks = Vec::with_capacity(f.chunks.len());
@@ -334,6 +350,6 @@ impl Inner {
             });
             start += len;
         }
-        Some(View { chunks })
+        Some(View { chunks, placements })
     }
 }

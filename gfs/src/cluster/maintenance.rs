@@ -32,6 +32,9 @@ pub(crate) fn heartbeat_loop(inner: Arc<Inner>) {
 
 pub(crate) fn heartbeat_once(inner: &Inner) {
     inner.check_servers();
+    if let Err(e) = inner.master.check_copies() {
+        log::warn!("gfs master: re-creating copies: {e}");
+    }
     if let Err(e) = inner.collect_garbage() {
         log::warn!("gfs: garbage collection: {e}");
     }
@@ -69,6 +72,7 @@ impl Inner {
         let mut by_handle: HashMap<u64, Vec<(usize, u64, u64, u64)>> = HashMap::new();
         let mut unreadable = Vec::new();
         for (s, scan) in scans {
+            bump_by(&self.counters.corruptions, scan.corrupt.len());
             for r in scan.reports {
                 by_handle.entry(r.replica.handle).or_default().push((
                     s,
@@ -222,6 +226,7 @@ impl Inner {
     /// complete and still needed; delete the rest (stale ones by version).
     fn rejoin(&self, id: usize, scan: Scan) {
         let server = &self.servers[id];
+        bump_by(&self.counters.corruptions, scan.corrupt.len());
         for rep in scan.reports {
             let h = rep.replica.handle;
             let ctl = {
@@ -261,6 +266,7 @@ impl Inner {
                 && c.locations.len() < self.replication
             {
                 c.locations.push(id);
+                bump(&self.counters.placements);
             } else if rep.version > c.version {
                 log::error!(
                     "gfs: chunk {h:016x}: chunkserver {id} holds version {} above the master's {}; leaving it unused",

@@ -9,11 +9,12 @@
 
 use super::checkpoint::{self, ChunkImage, FileImage, Image};
 use super::lease::Lease;
+use super::mirror::{self, Mirrors};
 use super::oplog::{self, Op, OpLog};
 use crate::{Error, FileStore, IoMode, LocalStore, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -346,16 +347,20 @@ impl MasterState {
     }
 }
 
-/// What a start of the master found in its directory.
+/// What a start of the master found in its directories.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Recovery {
     pub(crate) checkpoint: u64,
     pub(crate) replayed: u64,
     pub(crate) torn_bytes: u64,
+    /// The copy the state was loaded from.
+    pub(crate) from_copy: usize,
+    /// Copies that were missing, behind or damaged, and were re-created.
+    pub(crate) recreated: usize,
 }
 
 pub(crate) struct Master {
-    store: LocalStore,
+    pub(crate) mirrors: Arc<Mirrors>,
     pub(crate) state: Mutex<MasterState>,
     log: Mutex<OpLog>,
     checkpoint_bytes: u64,
@@ -376,83 +381,177 @@ fn read_all(store: &LocalStore, name: &str) -> Result<Vec<u8>> {
     f.read_at(0, len)
 }
 
-impl Master {
-    /// Loads the newest readable checkpoint in `dir`, replays the logs after
-    /// it, then writes a fresh checkpoint and starts a new log.
-    pub(crate) fn open(dir: &Path, mode: IoMode, checkpoint_bytes: u64) -> Result<Master> {
-        let store = LocalStore::open_with(dir, mode)?;
-        let names = store.list("")?;
-        for n in names.iter().filter(|n| n.ends_with(".tmp")) {
-            store.delete(n)?;
-        }
-        let mut ckpts: Vec<u64> = names
-            .iter()
-            .filter_map(|n| checkpoint::parse_name(n))
-            .collect();
-        ckpts.sort_unstable_by(|a, b| b.cmp(a));
-        let mut logs: Vec<u64> = names
-            .iter()
-            .filter_map(|n| oplog::parse_log_name(n))
-            .collect();
-        logs.sort_unstable();
+/// The state one copy of the master's files holds.
+struct Loaded {
+    state: MasterState,
+    recovery: Recovery,
+    lsn: u64,
+    /// Newest generation of its files, and the records of its last log:
+    /// copies are written in lockstep, so the greater pair is the newer copy.
+    generation: u64,
+    last_records: u64,
+}
 
-        let mut recovery = Recovery::default();
-        let mut state = MasterState::default();
-        let mut base = 0;
-        let mut loaded = ckpts.is_empty();
-        for &seq in &ckpts {
-            let img = read_all(&store, &checkpoint::name(seq))
-                .and_then(|b| checkpoint::decode(&b).map_err(corrupt));
-            match img.and_then(|img| MasterState::from_image(img).map_err(corrupt)) {
-                Ok(st) => {
-                    state = st;
-                    base = seq;
-                    loaded = true;
-                    break;
+/// The newest generation among a copy's files (0 when it has none).
+fn newest_generation(store: &LocalStore) -> Result<u64> {
+    Ok(store
+        .list("")?
+        .iter()
+        .filter_map(|n| mirror::generation(n))
+        .max()
+        .unwrap_or(0))
+}
+
+/// Loads the newest readable checkpoint of one copy and replays the logs
+/// after it.
+fn load_copy(store: &LocalStore) -> Result<Loaded> {
+    let names = store.list("")?;
+    for n in names.iter().filter(|n| n.ends_with(".tmp")) {
+        store.delete(n)?;
+    }
+    let mut ckpts: Vec<u64> = names
+        .iter()
+        .filter_map(|n| checkpoint::parse_name(n))
+        .collect();
+    ckpts.sort_unstable_by(|a, b| b.cmp(a));
+    let mut logs: Vec<u64> = names
+        .iter()
+        .filter_map(|n| oplog::parse_log_name(n))
+        .collect();
+    logs.sort_unstable();
+
+    let mut recovery = Recovery::default();
+    let mut state = MasterState::default();
+    let mut base = 0;
+    let mut loaded = ckpts.is_empty();
+    for &seq in &ckpts {
+        let img = read_all(store, &checkpoint::name(seq))
+            .and_then(|b| checkpoint::decode(&b).map_err(corrupt));
+        match img.and_then(|img| MasterState::from_image(img).map_err(corrupt)) {
+            Ok(st) => {
+                state = st;
+                base = seq;
+                loaded = true;
+                break;
+            }
+            Err(e) => log::error!(
+                "gfs master: {}: checkpoint {seq} unusable: {e}",
+                store.dir().display()
+            ),
+        }
+    }
+    if !loaded {
+        return Err(corrupt(format!(
+            "{}: no readable checkpoint",
+            store.dir().display()
+        )));
+    }
+    recovery.checkpoint = base;
+    let logs: Vec<u64> = logs.into_iter().filter(|&s| s >= base).collect();
+    let mut lsn = 0;
+    let mut last_records = 0;
+    for (i, &seq) in logs.iter().enumerate() {
+        let name = oplog::log_name(seq);
+        let where_ = || format!("{}", store.dir().join(&name).display());
+        let parsed = oplog::parse(&read_all(store, &name)?)
+            .map_err(|e| corrupt(format!("{}: {e}", where_())))?;
+        if let Some(torn) = parsed.torn {
+            if i + 1 != logs.len() {
+                return Err(corrupt(format!(
+                    "{}: damaged record before later logs",
+                    where_()
+                )));
+            }
+            log::warn!(
+                "gfs master: {}: dropped a torn tail of {torn} bytes after byte {}",
+                where_(),
+                parsed.good_len
+            );
+            recovery.torn_bytes = torn;
+        }
+        for op in &parsed.ops {
+            lsn += 1;
+            state
+                .apply(op, lsn)
+                .map_err(|e| corrupt(format!("{}: replay: {e}", where_())))?;
+        }
+        recovery.replayed += parsed.ops.len() as u64;
+        last_records = parsed.ops.len() as u64;
+    }
+    Ok(Loaded {
+        state,
+        recovery,
+        lsn,
+        generation: logs.last().copied().unwrap_or(base).max(base),
+        last_records,
+    })
+}
+
+impl Master {
+    /// Opens the master on its copies in `dirs` (the first is the master
+    /// directory): loads the newest consistent copy (newest checkpoint plus
+    /// the logs after it), then writes a fresh checkpoint to every copy and
+    /// starts a new log, which re-creates copies that were missing, behind
+    /// or damaged.
+    pub(crate) fn open(dirs: &[PathBuf], mode: IoMode, checkpoint_bytes: u64) -> Result<Master> {
+        let mirrors = Arc::new(Mirrors::open(dirs, mode));
+        let mut best: Option<(usize, Loaded)> = None;
+        let mut failure: Option<(u64, Error)> = None;
+        let mut newest = 0;
+        let mut keys = vec![None; mirrors.copies.len()];
+        for (i, key_of) in keys.iter_mut().enumerate() {
+            let Some(store) = mirrors.store(i) else {
+                continue;
+            };
+            let generation = newest_generation(&store).unwrap_or(0);
+            newest = newest.max(generation);
+            match load_copy(&store) {
+                Ok(l) => {
+                    let key = (l.generation, l.last_records);
+                    *key_of = Some(key);
+                    if best
+                        .as_ref()
+                        .is_none_or(|(_, b)| key > (b.generation, b.last_records))
+                    {
+                        best = Some((i, l));
+                    }
                 }
-                Err(e) => log::error!("gfs master: checkpoint {seq} unusable: {e}"),
-            }
-        }
-        if !loaded {
-            return Err(corrupt("no readable checkpoint"));
-        }
-        recovery.checkpoint = base;
-        let logs: Vec<u64> = logs.into_iter().filter(|&s| s >= base).collect();
-        let mut lsn = 0;
-        for (i, &seq) in logs.iter().enumerate() {
-            let name = oplog::log_name(seq);
-            let parsed = oplog::parse(&read_all(&store, &name)?)
-                .map_err(|e| corrupt(format!("{name}: {e}")))?;
-            if let Some(torn) = parsed.torn {
-                if i + 1 != logs.len() {
-                    return Err(corrupt(format!("{name}: damaged record before later logs")));
+                Err(e) => {
+                    log::error!("gfs master: copy in {}: {e}", store.dir().display());
+                    if failure.as_ref().is_none_or(|(g, _)| generation > *g) {
+                        failure = Some((generation, e));
+                    }
                 }
-                log::warn!(
-                    "gfs master: {name}: dropped a torn tail of {torn} bytes after byte {}",
-                    parsed.good_len
-                );
-                recovery.torn_bytes = torn;
             }
-            for op in &parsed.ops {
-                lsn += 1;
-                state
-                    .apply(op, lsn)
-                    .map_err(|e| corrupt(format!("{name}: replay: {e}")))?;
-            }
-            recovery.replayed += parsed.ops.len() as u64;
         }
+        let (chosen, loaded) = match (best, failure) {
+            // A damaged copy newer than every readable one may hold changes
+            // the others lack: refuse rather than start on old metadata.
+            (Some((_, l)), Some((g, e))) if g > l.generation => return Err(e),
+            (Some(b), _) => b,
+            (None, Some((_, e))) => return Err(e),
+            (None, None) => {
+                return Err(corrupt(
+                    "no directory for the master's files could be opened",
+                ))
+            }
+        };
+        let Loaded {
+            mut state,
+            mut recovery,
+            lsn,
+            ..
+        } = loaded;
+        recovery.from_copy = chosen;
         // Handles reserved before the crash may be on disk as orphans.
         state.next_handle = state.next_handle.max(state.reserved);
         state.reserved = state.next_handle;
-        let seq = logs.last().copied().unwrap_or(base).max(base) + 1;
+        // Past every generation any copy holds, so no stale file looks newer.
+        let seq = newest + 1;
+        let base = recovery.checkpoint;
         let master = Master {
-            log: Mutex::new(OpLog::create(&store, seq, lsn).or_else(|_| {
-                // A log of that number exists only if a previous start died
-                // between its checkpoint and its first record: reuse the number.
-                store.delete(&oplog::log_name(seq))?;
-                OpLog::create(&store, seq, lsn)
-            })?),
-            store,
+            log: Mutex::new(OpLog::create(&mirrors, seq, lsn)?),
+            mirrors,
             state: Mutex::new(state),
             checkpoint_bytes,
             recovery,
@@ -461,30 +560,31 @@ impl Master {
             let st = master.state.lock();
             master.write_checkpoint(&st.image(seq))?;
         }
-        master.prune(base)?;
+        // The chosen copy keeps the generation it was loaded from; the others
+        // now hold only the fresh checkpoint.
+        let chosen_key = keys[chosen];
+        let mut recreated = 0;
+        for (i, key) in keys.iter().enumerate() {
+            if *key != chosen_key {
+                recreated += 1;
+            }
+            master
+                .mirrors
+                .prune_copy(i, if i == chosen { base } else { seq });
+        }
+        let mut master = master;
+        master.recovery.recreated = recreated;
         Ok(master)
     }
 
     fn write_checkpoint(&self, img: &Image) -> Result<()> {
-        let name = checkpoint::name(img.seq);
-        let tmp = format!("{name}.tmp");
-        if self.store.exists(&tmp)? {
-            self.store.delete(&tmp)?;
-        }
-        let mut w = self.store.create(&tmp)?;
-        w.append_sync(&[&checkpoint::encode(img)])?;
-        self.store.rename(&tmp, &name)
+        self.mirrors
+            .write_checkpoint(&checkpoint::name(img.seq), &checkpoint::encode(img))
     }
 
     /// Deletes checkpoints and logs older than generation `keep`.
     fn prune(&self, keep: u64) -> Result<()> {
-        for n in self.store.list("")? {
-            let seq = checkpoint::parse_name(&n).or_else(|| oplog::parse_log_name(&n));
-            if seq.is_some_and(|s| s < keep) {
-                self.store.delete(&n)?;
-            }
-        }
-        Ok(())
+        self.mirrors.prune(keep)
     }
 
     /// Logs `op` and applies it to `st` (which the caller has locked). With
@@ -536,8 +636,16 @@ impl Master {
         (log.lsn(), log.bytes(), log.seq)
     }
 
-    pub(crate) fn dir(&self) -> &Path {
-        self.store.dir()
+    /// For the heartbeat: notices copies whose directory was removed under
+    /// us and re-creates lost copies that can be (a checkpoint to every copy
+    /// and a new log).
+    pub(crate) fn check_copies(&self) -> Result<()> {
+        let seq = self.log.lock().seq;
+        self.mirrors.check(seq);
+        if self.mirrors.live() < self.mirrors.copies.len() && self.mirrors.revive() {
+            self.checkpoint(true)?;
+        }
+        Ok(())
     }
 }
 
@@ -552,9 +660,10 @@ pub(crate) fn now_us() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::Path;
 
     fn open(dir: &Path) -> Master {
-        Master::open(dir, IoMode::Uring, 1 << 20).unwrap()
+        Master::open(&[dir.to_path_buf()], IoMode::Uring, 1 << 20).unwrap()
     }
 
     fn create(m: &Master, name: &str) -> u64 {
@@ -710,7 +819,7 @@ mod tests {
         data[14] ^= 0xff;
         std::fs::write(&path, &data).unwrap();
         assert!(matches!(
-            Master::open(dir.path(), IoMode::Uring, 1 << 20),
+            Master::open(&[dir.path().to_path_buf()], IoMode::Uring, 1 << 20),
             Err(Error::Corruption { .. })
         ));
     }
@@ -756,5 +865,124 @@ mod tests {
         assert_eq!(st.files[&a].deleted_at, 5);
         m.commit(&mut st, Op::Purge { file: a }, false).unwrap();
         assert!(st.files.is_empty());
+    }
+
+    fn copies(dir: &Path) -> Vec<PathBuf> {
+        (0..3).map(|i| dir.join(format!("m{i}"))).collect()
+    }
+
+    fn open_copies(dir: &Path) -> Result<Master> {
+        Master::open(&copies(dir), IoMode::Uring, 1 << 20)
+    }
+
+    #[test]
+    fn a_lost_or_damaged_copy_is_replaced_by_the_newest_consistent_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        let before;
+        {
+            let m = open_copies(dir.path()).unwrap();
+            let a = create(&m, "a");
+            add_chunk(&m, a, None);
+            create(&m, "b");
+            before = summary(&m);
+        }
+        // The master directory removed before a start: nothing is lost.
+        std::fs::remove_dir_all(&dirs[0]).unwrap();
+        let m = open_copies(dir.path()).unwrap();
+        assert_eq!(summary(&m), before);
+        assert_ne!(m.recovery.from_copy, 0);
+        assert_eq!(m.recovery.recreated, 1);
+        assert_eq!(m.mirrors.live(), 3);
+        create(&m, "c");
+        create(&m, "d");
+        let before = summary(&m);
+        drop(m);
+        // Damage in the middle of one copy's log: another copy is used.
+        let log = LocalStore::open(&dirs[0])
+            .unwrap()
+            .list("oplog-")
+            .unwrap()
+            .pop()
+            .unwrap();
+        let path = dirs[0].join(&log);
+        let mut data = std::fs::read(&path).unwrap();
+        assert!(data.len() > 20, "{log} holds {} bytes", data.len());
+        data[14] ^= 0xff;
+        std::fs::write(&path, &data).unwrap();
+        let m = open_copies(dir.path()).unwrap();
+        assert_eq!(summary(&m), before);
+        assert_eq!(m.recovery.from_copy, 1);
+        assert_eq!(m.recovery.recreated, 1);
+        drop(m);
+        let m = open_copies(dir.path()).unwrap();
+        assert_eq!(m.recovery.recreated, 0);
+        assert_eq!(summary(&m), before);
+    }
+
+    #[test]
+    fn a_copy_removed_while_open_is_re_created_by_the_check() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        let m = open_copies(dir.path()).unwrap();
+        create(&m, "a");
+        std::fs::remove_dir_all(&dirs[1]).unwrap();
+        create(&m, "b");
+        // A stale file of a higher generation put back meanwhile is dropped.
+        std::fs::create_dir(&dirs[1]).unwrap();
+        let junk = dirs[1].join(oplog::log_name(99));
+        std::fs::write(&junk, b"junk").unwrap();
+        m.check_copies().unwrap();
+        assert_eq!(m.mirrors.live(), 3);
+        assert!(!junk.exists());
+        create(&m, "c");
+        let before = summary(&m);
+        drop(m);
+        // Only the re-created copy is left.
+        std::fs::remove_dir_all(&dirs[0]).unwrap();
+        std::fs::remove_dir_all(&dirs[2]).unwrap();
+        let m = open_copies(dir.path()).unwrap();
+        assert_eq!(summary(&m), before);
+        assert_eq!(m.recovery.from_copy, 1);
+    }
+
+    #[test]
+    fn a_damaged_copy_newer_than_every_readable_one_refuses_to_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        drop(open_copies(dir.path()).unwrap());
+        let old = tempfile::tempdir().unwrap();
+        for f in std::fs::read_dir(&dirs[1]).unwrap() {
+            let f = f.unwrap();
+            std::fs::copy(f.path(), old.path().join(f.file_name())).unwrap();
+        }
+        {
+            let m = open_copies(dir.path()).unwrap();
+            create(&m, "a");
+            create(&m, "b");
+        }
+        // Copy 0 is damaged, 1 and 2 are an older generation.
+        for d in &dirs[1..] {
+            std::fs::remove_dir_all(d).unwrap();
+            std::fs::create_dir(d).unwrap();
+            for f in std::fs::read_dir(old.path()).unwrap() {
+                let f = f.unwrap();
+                std::fs::copy(f.path(), d.join(f.file_name())).unwrap();
+            }
+        }
+        let log = LocalStore::open(&dirs[0])
+            .unwrap()
+            .list("oplog-")
+            .unwrap()
+            .pop()
+            .unwrap();
+        let path = dirs[0].join(log);
+        let mut data = std::fs::read(&path).unwrap();
+        data[14] ^= 0xff;
+        std::fs::write(&path, &data).unwrap();
+        assert!(matches!(
+            open_copies(dir.path()),
+            Err(Error::Corruption { .. })
+        ));
     }
 }

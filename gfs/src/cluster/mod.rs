@@ -8,11 +8,14 @@
 //! what a user sees; the pieces are:
 //!
 //! - `master.rs`, `oplog.rs`, `checkpoint.rs`: metadata and its persistence;
+//!   `mirror.rs`: the copies of the master's files in several directories;
 //! - `server.rs`, `replica.rs`, `chunk.rs`: chunkservers and replica files
 //!   (data plus a seahash per 64 KiB block, verified on every read);
 //! - `lease.rs`, `write.rs`: leases and mutations (record append), all
 //!   replicas of one append in one io_uring submission;
-//! - `repair.rs`: dropping bad replicas and re-replication, most endangered first;
+//! - `repair.rs`: dropping bad replicas and re-replication, most endangered
+//!   first, several chunks at once; `throttle.rs`: its bytes/s budget;
+//! - `scrub.rs`: the background scrub of every replica while clients are idle;
 //! - `maintenance.rs`: startup reconciliation, heartbeats, garbage collection;
 //! - `client.rs`: the [`FileStore`] readers and writers; `status.rs`: health.
 
@@ -24,15 +27,18 @@ mod fds;
 mod lease;
 mod maintenance;
 mod master;
+mod mirror;
 mod oplog;
 mod repair;
 mod replica;
+mod scrub;
 mod server;
 mod status;
+mod throttle;
 mod write;
 
 pub use server::Fault;
-pub use status::{ClusterHealth, ServerHealth};
+pub use status::{ClusterHealth, ScrubHealth, ServerHealth};
 
 use crate::io::Io;
 use crate::name::validate;
@@ -52,6 +58,9 @@ use std::time::Duration;
 pub struct ClusterOptions {
     /// The master's directory: operation log and checkpoints.
     pub master_dir: PathBuf,
+    /// More directories that hold a copy of the master's files; `None`
+    /// means a `master` directory inside each chunkserver directory.
+    pub master_mirrors: Option<Vec<PathBuf>>,
     /// One chunkserver per directory; put them on different disks to survive
     /// the loss of one.
     pub chunkserver_dirs: Vec<PathBuf>,
@@ -72,7 +81,22 @@ pub struct ClusterOptions {
     pub checkpoint_bytes: u64,
     /// A chunkserver with less free space than this takes no new chunks.
     pub min_free_bytes: u64,
+    /// Re-replication budget in bytes per second over all copies (0: no limit).
+    pub repair_rate: u64,
+    /// Chunks re-replicated at once.
+    pub repair_parallel: usize,
+    /// Background scrub budget in bytes per second (0: no background scrub).
+    pub scrub_rate: u64,
+    /// Time from the start of one scrub pass to the start of the next.
+    pub scrub_interval: Duration,
+    /// The scrub reads only after this long without client I/O.
+    pub scrub_idle: Duration,
 }
+
+/// Default re-replication budget: 32 MiB/s.
+pub const DEFAULT_REPAIR_RATE: u64 = 32 << 20;
+/// Default background scrub budget: 4 MiB/s (a terabyte in about three days).
+pub const DEFAULT_SCRUB_RATE: u64 = 4 << 20;
 
 /// The chunk size used unless told otherwise.
 pub const DEFAULT_CHUNK_SIZE: u64 = 64 << 20;
@@ -82,6 +106,7 @@ impl ClusterOptions {
     pub fn new(master_dir: impl Into<PathBuf>, chunkserver_dirs: Vec<PathBuf>) -> Self {
         ClusterOptions {
             master_dir: master_dir.into(),
+            master_mirrors: None,
             chunkserver_dirs,
             replication: 0,
             chunk_size: DEFAULT_CHUNK_SIZE,
@@ -91,6 +116,11 @@ impl ClusterOptions {
             gc_delay: Duration::from_secs(60),
             checkpoint_bytes: 4 << 20,
             min_free_bytes: 256 << 20,
+            repair_rate: DEFAULT_REPAIR_RATE,
+            repair_parallel: 4,
+            scrub_rate: DEFAULT_SCRUB_RATE,
+            scrub_interval: Duration::from_secs(24 * 3600),
+            scrub_idle: Duration::from_secs(1),
         }
     }
 
@@ -120,6 +150,17 @@ impl ClusterOptions {
         ClusterOptions::new(dir.join("master"), dirs)
     }
 
+    /// Every directory holding a copy of the master's files, the master
+    /// directory first.
+    pub fn master_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.master_dir.clone()];
+        match &self.master_mirrors {
+            Some(m) => dirs.extend(m.iter().cloned()),
+            None => dirs.extend(self.chunkserver_dirs.iter().map(|d| d.join("master"))),
+        }
+        dirs
+    }
+
     fn replication(&self) -> usize {
         match self.replication {
             0 => self.chunkserver_dirs.len().min(3),
@@ -142,9 +183,11 @@ pub(crate) struct Counters {
     pub(crate) files_purged: AtomicU64,
     pub(crate) version_bumps: AtomicU64,
     pub(crate) write_failovers: AtomicU64,
-    /// Re-replication: chunks still to do, and the one being copied (+1; 0 = none).
+    /// Re-replication: chunks of the current round not yet started.
     pub(crate) repair_queue: AtomicU64,
-    pub(crate) repair_active: AtomicU64,
+    /// Bumped whenever a chunk's replica set changes, so open readers know
+    /// to look again (and use a new copy).
+    pub(crate) placements: AtomicU64,
 }
 
 fn bump(c: &AtomicU64) {
@@ -188,6 +231,10 @@ pub(crate) struct Inner {
     /// One re-replication pass at a time (two could copy the same chunk).
     pub(crate) repair_lock: Mutex<()>,
     pub(crate) repair_signal: Signal,
+    pub(crate) repair_throttle: throttle::Throttle,
+    pub(crate) copying: Mutex<repair::Copying>,
+    pub(crate) scrub: scrub::Scrub,
+    pub(crate) scrub_throttle: throttle::Throttle,
     pub(crate) heartbeat_signal: Signal,
     pub(crate) stop: AtomicBool,
 }
@@ -228,7 +275,7 @@ impl Cluster {
         }
         let io = Io::new(opts.io_mode);
         let fds = fds::FdCache::new(fds::default_capacity());
-        let master = Master::open(&opts.master_dir, io.mode(), opts.checkpoint_bytes)?;
+        let master = Master::open(&opts.master_dirs(), io.mode(), opts.checkpoint_bytes)?;
         let servers: Vec<ChunkServer> = opts
             .chunkserver_dirs
             .iter()
@@ -245,6 +292,10 @@ impl Cluster {
             bad_reports: Mutex::new(Vec::new()),
             repair_lock: Mutex::new(()),
             repair_signal: Signal::default(),
+            repair_throttle: throttle::Throttle::new(opts.repair_rate),
+            copying: Mutex::new(repair::Copying::default()),
+            scrub: scrub::Scrub::default(),
+            scrub_throttle: throttle::Throttle::new(opts.scrub_rate),
             heartbeat_signal: Signal::default(),
             stop: AtomicBool::new(false),
             opts,
@@ -257,6 +308,7 @@ impl Cluster {
                 maintenance::heartbeat_loop as fn(Arc<Inner>),
             ),
             ("gfs-repair", repair::repair_loop as fn(Arc<Inner>)),
+            ("gfs-scrub", scrub::scrub_loop as fn(Arc<Inner>)),
         ] {
             let i = inner.clone();
             let t = std::thread::Builder::new()
@@ -320,11 +372,12 @@ impl Cluster {
         self.inner.repair_pass();
     }
 
-    /// Verifies every replica on every chunkserver now (GFS scrubs idle
-    /// chunks in the background); bad ones are reported and re-replicated.
-    /// Returns how many replicas failed.
+    /// Verifies every replica on every chunkserver now, at full speed (the
+    /// background scrub does the same at `scrub_rate` while clients are
+    /// idle); bad ones are reported and re-replicated. Returns how many
+    /// replicas failed.
     pub fn scrub(&self) -> usize {
-        self.inner.scrub()
+        self.inner.scrub_now()
     }
 
     /// Runs a heartbeat now: probes the chunkservers, collects garbage,
@@ -388,6 +441,7 @@ impl Drop for Cluster {
         self.inner.stop.store(true, Ordering::Release);
         self.inner.repair_signal.notify();
         self.inner.heartbeat_signal.notify();
+        self.inner.scrub.signal.notify();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -503,5 +557,7 @@ impl Inner {
     }
 }
 
+#[cfg(test)]
+mod background_tests;
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,9 @@
 //! corruption and stops the master from starting on wrong metadata.
 
 use super::coding::{Decoder, Encoder};
-use crate::{FileStore, LocalStore, Result, WritableFile};
+use super::mirror::Mirrors;
+use crate::{Error, Result, WritableFile};
+use std::sync::Arc;
 
 /// One change to the master's state.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,11 +189,12 @@ pub(crate) fn parse_log_name(name: &str) -> Option<u64> {
     name.strip_prefix("oplog-")?.parse().ok()
 }
 
-/// The log file being appended to.
+/// The log file being appended to, in every copy of the master's files.
 pub(crate) struct OpLog {
-    store: LocalStore,
+    mirrors: Arc<Mirrors>,
     pub(crate) seq: u64,
-    writer: Box<dyn WritableFile>,
+    /// One writer per live copy (by copy index).
+    writers: Vec<(usize, Box<dyn WritableFile>)>,
     /// Sequence number of the last record appended (across files).
     written: u64,
     /// ... and of the last one known durable.
@@ -204,14 +207,12 @@ pub(crate) struct OpLog {
 impl OpLog {
     /// Starts log file `seq` (which must not exist); `lsn` continues the
     /// numbering of records.
-    pub(crate) fn create(store: &LocalStore, seq: u64, lsn: u64) -> Result<OpLog> {
-        let mut writer = store.create(&log_name(seq))?;
-        // Make the new (empty) file's name durable now.
-        writer.sync()?;
+    pub(crate) fn create(mirrors: &Arc<Mirrors>, seq: u64, lsn: u64) -> Result<OpLog> {
+        let writers = mirrors.create_log(seq)?;
         Ok(OpLog {
-            store: store.clone(),
+            mirrors: mirrors.clone(),
             seq,
-            writer,
+            writers,
             written: lsn,
             durable: lsn,
             failed: false,
@@ -222,15 +223,13 @@ impl OpLog {
     /// process); returns its sequence number.
     pub(crate) fn append(&mut self, op: &Op, sync: bool) -> Result<u64> {
         let rec = frame(op);
-        let res = if sync {
-            self.writer.append_sync(&[&rec])
-        } else {
-            self.writer.append(&rec)
-        };
-        if let Err(e) = res {
-            self.failed = true;
-            return Err(e);
-        }
+        self.each("appending to the log", |w| {
+            if sync {
+                w.append_sync(&[&rec]).map(|_| ())
+            } else {
+                w.append(&rec).map(|_| ())
+            }
+        })?;
         self.written += 1;
         if sync {
             self.durable = self.written;
@@ -243,11 +242,41 @@ impl OpLog {
         if self.durable >= lsn {
             return Ok(());
         }
-        if let Err(e) = self.writer.sync() {
-            self.failed = true;
-            return Err(e);
-        }
+        self.each("syncing the log", |w| w.sync())?;
         self.durable = self.written;
+        Ok(())
+    }
+
+    /// Runs `f` on every copy's writer; a copy where it fails is dropped
+    /// (and lost until the next checkpoint). Fails if every copy failed.
+    fn each(
+        &mut self,
+        what: &str,
+        mut f: impl FnMut(&mut Box<dyn WritableFile>) -> Result<()>,
+    ) -> Result<()> {
+        let mut last = None;
+        let mut i = 0;
+        while i < self.writers.len() {
+            match f(&mut self.writers[i].1) {
+                Ok(()) => i += 1,
+                Err(e) => {
+                    let (copy, _) = self.writers.remove(i);
+                    self.mirrors.lose(copy, &format!("{what}: {e}"));
+                    last = Some(e);
+                }
+            }
+        }
+        if self.writers.is_empty() {
+            // The file may end in a partial record: the next change must
+            // start a new log (after a checkpoint).
+            self.failed = true;
+            return Err(last.unwrap_or_else(|| {
+                Error::io(
+                    "gfs master log",
+                    std::io::Error::other("no copy of the log is writable"),
+                )
+            }));
+        }
         Ok(())
     }
 
@@ -256,13 +285,13 @@ impl OpLog {
     }
 
     pub(crate) fn bytes(&self) -> u64 {
-        self.writer.len()
+        self.writers.iter().map(|(_, w)| w.len()).max().unwrap_or(0)
     }
 
     /// Starts file `seq` in place of this one. Only after a checkpoint: it
     /// holds everything this log did, so nothing here needs syncing.
     pub(crate) fn switch(&mut self, seq: u64) -> Result<()> {
-        let next = OpLog::create(&self.store, seq, self.written)?;
+        let next = OpLog::create(&self.mirrors, seq, self.written)?;
         *self = next;
         Ok(())
     }
@@ -271,6 +300,7 @@ impl OpLog {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::FileStore;
 
     fn ops() -> Vec<Op> {
         vec![
@@ -343,18 +373,27 @@ mod tests {
     #[test]
     fn log_appends_and_switches() {
         let dir = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(dir.path()).unwrap();
-        let mut log = OpLog::create(&store, 1, 0).unwrap();
+        let dirs = [dir.path().join("a"), dir.path().join("b")];
+        let mirrors = Arc::new(Mirrors::open(&dirs, crate::IoMode::Uring));
+        let mut log = OpLog::create(&mirrors, 1, 0).unwrap();
         assert_eq!(log.append(&ops()[0], false).unwrap(), 1);
         assert_eq!(log.append(&ops()[1], true).unwrap(), 2);
         log.sync_to(2).unwrap();
         log.switch(2).unwrap();
         assert_eq!(log.append(&ops()[2], false).unwrap(), 3);
-        let names = store.list("oplog-").unwrap();
-        assert_eq!(names, vec![log_name(1), log_name(2)]);
-        assert_eq!(parse_log_name(&names[1]), Some(2));
-        let r = store.open(&log_name(1)).unwrap();
-        let buf = r.read_at(0, r.len().unwrap() as usize).unwrap();
-        assert_eq!(parse(&buf).unwrap().ops, ops()[..2].to_vec());
+        for d in &dirs {
+            let store = crate::LocalStore::open(d).unwrap();
+            let names = store.list("oplog-").unwrap();
+            assert_eq!(names, vec![log_name(1), log_name(2)]);
+            assert_eq!(parse_log_name(&names[1]), Some(2));
+            let buf = std::fs::read(d.join(log_name(1))).unwrap();
+            assert_eq!(parse(&buf).unwrap().ops, ops()[..2].to_vec());
+        }
+        // A copy that fails is dropped; the others go on.
+        std::fs::remove_dir_all(&dirs[1]).unwrap();
+        log.switch(3).unwrap();
+        assert_eq!(mirrors.live(), 1);
+        assert_eq!(log.append(&ops()[3], true).unwrap(), 4);
+        assert!(dirs[0].join(log_name(3)).is_file());
     }
 }

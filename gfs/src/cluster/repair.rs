@@ -14,9 +14,20 @@ use super::write::Placed;
 use super::{bump, Inner};
 use crate::io::Chain;
 use crate::{Error, Result};
+use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+
+/// What re-replication is doing, for status lines.
+#[derive(Default)]
+pub(crate) struct Copying {
+    /// Chunks being copied now: (bytes copied, bytes to copy).
+    pub(crate) active: BTreeMap<u64, (u64, u64)>,
+    /// Chunks in the current (or last) round, and how many are done.
+    pub(crate) round_chunks: u64,
+    pub(crate) round_done: u64,
+}
 
 /// Bytes copied per read while re-replicating.
 const COPY_PIECE: u64 = 16 * chunk::BLOCK;
@@ -135,31 +146,62 @@ impl Inner {
         self.repair_round();
     }
 
-    /// One pass over the under-replicated chunks.
+    /// One pass over the under-replicated chunks, most endangered first,
+    /// `repair_parallel` copies at a time.
     fn repair_round(&self) {
         let (todo, _) = self.endangered();
+        if todo.is_empty() {
+            return;
+        }
         self.counters
             .repair_queue
             .store(todo.len() as u64, Ordering::Relaxed);
-        for (_, h) in todo {
+        {
+            let mut p = self.copying.lock();
+            p.round_chunks = todo.len() as u64;
+            p.round_done = 0;
+        }
+        let next = AtomicUsize::new(0);
+        let worker = || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(&(_, h)) = todo.get(i) else { break };
             if self.stopping() {
                 break;
             }
+            // A round can take long at its rate: drop newly reported
+            // replicas meanwhile (their chunks wait for the next round).
             if !self.bad_reports.lock().is_empty() {
                 self.process_bad_reports();
             }
-            self.counters.repair_active.store(h + 1, Ordering::Relaxed);
+            self.counters.repair_queue.fetch_sub(1, Ordering::Relaxed);
+            self.copying.lock().active.insert(h, (0, 0));
             match self.repair_chunk(h) {
-                Ok(true) => bump(&self.counters.repaired),
+                Ok(true) => {
+                    bump(&self.counters.repaired);
+                    self.scrub_repaired(h);
+                }
                 Ok(false) => {}
                 Err(e) => {
                     bump(&self.counters.repair_failures);
                     log::warn!("gfs: re-replicating chunk {h:016x}: {e}");
                 }
             }
-            self.counters.repair_queue.fetch_sub(1, Ordering::Relaxed);
-        }
-        self.counters.repair_active.store(0, Ordering::Relaxed);
+            let mut p = self.copying.lock();
+            p.active.remove(&h);
+            p.round_done += 1;
+        };
+        let n = self.opts.repair_parallel.clamp(1, todo.len());
+        std::thread::scope(|sc| {
+            for _ in 1..n {
+                let spawned = std::thread::Builder::new()
+                    .name("gfs-copy".into())
+                    .spawn_scoped(sc, worker);
+                if spawned.is_err() {
+                    break;
+                }
+            }
+            worker();
+        });
         self.counters.repair_queue.store(0, Ordering::Relaxed);
     }
 
@@ -215,13 +257,14 @@ impl Inner {
     ) -> Result<bool> {
         let h = ctl.handle;
         let name = format!("chunk {h:016x}");
-        let mut copied = 0u64;
-        let mut tail = Vec::new();
-        let mut src = 0usize;
+        let (copied, tail, src) = (0u64, Vec::new(), 0usize);
         // Most of the copy runs while appends go on; the rest under the lock.
-        self.copy_range(h, tmp, dest, sources, &mut src, &mut copied, &mut tail, ctl)?;
+        let mut at = (src, copied, tail);
+        self.copy_range(tmp, dest, sources, &mut at, ctl, true)?;
+        // The catch-up holds up appends: it is not paced.
         let _m = ctl.m.lock();
-        self.copy_range(h, tmp, dest, sources, &mut src, &mut copied, &mut tail, ctl)?;
+        self.copy_range(tmp, dest, sources, &mut at, ctl, false)?;
+        let (_, copied, _) = at;
         let version = {
             let st = self.master.state.lock();
             match st.chunks.get(&h) {
@@ -255,7 +298,10 @@ impl Inner {
         }
         let mut st = self.master.state.lock();
         match st.chunks.get_mut(&h) {
-            Some(c) if !c.locations.contains(&dest) => c.locations.push(dest),
+            Some(c) if !c.locations.contains(&dest) => {
+                c.locations.push(dest);
+                bump(&self.counters.placements);
+            }
             Some(_) => {}
             None => {
                 drop(st);
@@ -274,19 +320,19 @@ impl Inner {
     }
 
     /// Copies from a source replica into `tmp` up to the chunk's committed
-    /// length, switching source when one fails its checks.
-    #[allow(clippy::too_many_arguments)]
+    /// length, switching source when one fails its checks. `at` is (source
+    /// index, bytes copied, partial last block); `paced` keeps to `repair_rate`.
     fn copy_range(
         &self,
-        h: u64,
         tmp: &Replica,
         dest: usize,
         sources: &[Placed],
-        src: &mut usize,
-        copied: &mut u64,
-        tail: &mut Vec<u8>,
+        at: &mut (usize, u64, Vec<u8>),
         ctl: &super::master::ChunkCtl,
+        paced: bool,
     ) -> Result<()> {
+        let h = ctl.handle;
+        let (src, copied, tail) = (&mut at.0, &mut at.1, &mut at.2);
         let name = format!("chunk {h:016x}");
         loop {
             let target = ctl.len.load(Ordering::Acquire);
@@ -297,6 +343,12 @@ impl Inner {
                 return Err(Error::io(&name, io::Error::other("shutting down")));
             }
             let n = COPY_PIECE.min(target - *copied);
+            if let Some(p) = self.copying.lock().active.get_mut(&h) {
+                *p = (*copied, target);
+            }
+            if paced && !self.repair_throttle.take(n, || self.stopping()) {
+                return Err(Error::io(&name, io::Error::other("shutting down")));
+            }
             let Some((s, r)) = sources.get(*src) else {
                 return Err(Error::io(&name, io::Error::other("no good source replica")));
             };
@@ -330,27 +382,5 @@ impl Inner {
             *tail = sums.tail;
             *copied += n;
         }
-    }
-
-    /// Verifies every replica now; returns how many failed (each reported).
-    pub(crate) fn scrub(&self) -> usize {
-        let mut bad = 0;
-        for s in &self.servers {
-            if !s.serving() || s.gate.check_read().is_err() {
-                continue;
-            }
-            for h in s.handles() {
-                let Some(r) = s.replica(h) else { continue };
-                if r.is_bad() {
-                    continue;
-                }
-                if let Err(why) = r.scrub(&self.io) {
-                    bad += 1;
-                    s.gate.stats.corrupt();
-                    self.report_bad(h, s.id, &format!("scrub: {why}"), true);
-                }
-            }
-        }
-        bad
     }
 }

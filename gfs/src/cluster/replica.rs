@@ -101,6 +101,23 @@ pub(crate) struct Loaded {
     /// Bytes dropped from the end because the last blocks did not verify
     /// (a torn tail after a machine crash, or corruption there).
     pub(crate) dropped_tail: u64,
+    /// Set when the dropped tail was not a torn append but damage (see
+    /// [`looks_torn`]): counted as a corruption.
+    pub(crate) corrupt_tail: Option<String>,
+}
+
+/// Bytes per page: what a crash tears an unsynced write into.
+const PAGE: usize = 4096;
+
+/// Whether a last block that fails its checksum is a torn append rather
+/// than damage. An append writes its data, then its checksum entry; before
+/// an fdatasync the kernel may persist any subset of their pages, so after a
+/// machine crash the entry can cover data that never reached the disk. Such
+/// data is missing (the file ends early) or reads as zeros (an unwritten
+/// page). A block whose bytes are all present and no page of which is all
+/// zeros was written whole: if it still fails, it changed on disk.
+pub(crate) fn looks_torn(data: &[u8], want: usize) -> bool {
+    data.len() < want || data.chunks(PAGE).any(|p| p.iter().all(|&b| b == 0))
 }
 
 impl Replica {
@@ -190,6 +207,7 @@ impl Replica {
         table.resize(layout.blocks as usize, Entry::default());
         let claimed = chunk::length_from_table(&table).min(layout.chunk_size);
         let mut len = claimed;
+        let mut corrupt_tail = None;
         while len > 0 {
             let k = (len - 1) / BLOCK;
             let start = k * BLOCK;
@@ -197,6 +215,9 @@ impl Replica {
             let data = one(layout.data_off + start, blen)?;
             if data.len() == blen && Entry::of(&data) == table[k as usize] {
                 break;
+            }
+            if corrupt_tail.is_none() && !looks_torn(&data, blen) {
+                corrupt_tail = Some(format!("block {k} fails its checksum at load"));
             }
             len = start;
         }
@@ -242,6 +263,7 @@ impl Replica {
         Ok(Loaded {
             replica: Arc::new(r),
             dropped_tail: claimed - len,
+            corrupt_tail,
         })
     }
 
@@ -448,45 +470,48 @@ impl Replica {
 
     /// Verifies the whole replica (header, table, padding, data) against what
     /// is known in memory; returns a description of the first problem.
+    #[cfg(test)]
     pub(crate) fn scrub(&self, io: &Io) -> Result<(), String> {
-        match self.scrub_once(io) {
-            Ok(()) => Ok(()),
+        self.scrub_paced(io, &mut |_| true).map(|_| ())
+    }
+
+    /// [`Self::scrub`], calling `pace(bytes)` before each read; Ok(false)
+    /// when `pace` said to stop before the end.
+    pub(crate) fn scrub_paced(
+        &self,
+        io: &Io,
+        pace: &mut dyn FnMut(u64) -> bool,
+    ) -> Result<bool, String> {
+        match self.scrub_once(io, pace) {
+            Ok(done) => Ok(done),
             // Perhaps an append raced with us: check again with it excluded.
             Err(_) => {
                 let _g = self.io_lock.lock();
-                self.scrub_once(io)
+                self.scrub_once(io, &mut |_| true)
             }
         }
     }
 
-    fn scrub_once(&self, io: &Io) -> Result<(), String> {
+    fn scrub_once(&self, io: &Io, pace: &mut dyn FnMut(u64) -> bool) -> Result<bool, String> {
         self.gate.check_read().map_err(|e| e.to_string())?;
+        let header_len = self.layout.data_off as usize;
+        // Paced before the snapshot, so the header is read right after it.
+        if !pace(header_len as u64) {
+            return Ok(false);
+        }
         let (version, len, table) = {
             let st = self.state.read();
             (st.version, st.len, st.table.clone())
         };
-        let header_len = self.layout.data_off as usize;
         let file = self.file().map_err(|e| format!("open: {e}"))?;
         let file = &*file;
-        let mut reqs = vec![ReadReq {
-            file,
-            offset: 0,
-            len: header_len,
-        }];
-        const PIECE: u64 = 16 * BLOCK;
-        let mut off = 0;
-        while off < len {
-            let n = PIECE.min(len - off);
-            reqs.push(ReadReq {
+        let header = io
+            .read_multi(&[ReadReq {
                 file,
-                offset: self.layout.data_off + off,
-                len: n as usize,
-            });
-            off += n;
-        }
-        let mut res = io.read_multi(&reqs).into_iter();
-        let header = res
-            .next()
+                offset: 0,
+                len: header_len,
+            }])
+            .pop()
             .ok_or("no header read")?
             .map_err(|e| format!("reading header: {e}"))?;
         if header.len() != header_len {
@@ -506,9 +531,28 @@ impl Replica {
         if header[t_end..].iter().any(|&b| b != 0) {
             return Err("header padding damaged".into());
         }
+        // The data, a megabyte per read: memory stays small and `pace` can
+        // spread the reads out.
+        const PIECE: u64 = 16 * BLOCK;
         let mut k = 0usize;
-        for piece in res {
-            let piece = piece.map_err(|e| format!("reading data: {e}"))?;
+        let mut off = 0;
+        while off < len {
+            let n = PIECE.min(len - off);
+            if !pace(n) {
+                return Ok(false);
+            }
+            let piece = io
+                .read_multi(&[ReadReq {
+                    file,
+                    offset: self.layout.data_off + off,
+                    len: n as usize,
+                }])
+                .pop()
+                .ok_or("no data read")?
+                .map_err(|e| format!("reading data: {e}"))?;
+            if (piece.len() as u64) < n {
+                return Err("data cut short".into());
+            }
             for block in piece.chunks(BLOCK as usize) {
                 let want = table.get(k).copied().unwrap_or_default();
                 if Entry::of(block) != want {
@@ -516,11 +560,9 @@ impl Replica {
                 }
                 k += 1;
             }
+            off += n;
         }
-        if (k as u64) < len.div_ceil(BLOCK) {
-            return Err("data cut short".into());
-        }
-        Ok(())
+        Ok(true)
     }
 }
 
@@ -683,6 +725,22 @@ mod tests {
         )
         .pop()
         .unwrap()
+    }
+
+    #[test]
+    fn torn_means_missing_or_zero_pages() {
+        let full = vec![7u8; 3 * PAGE + 10];
+        assert!(!looks_torn(&full, full.len()));
+        assert!(looks_torn(&full[..100], full.len()));
+        let mut hole = full.clone();
+        hole[PAGE..2 * PAGE].fill(0);
+        assert!(looks_torn(&hole, hole.len()));
+        let mut tail = full.clone();
+        tail[3 * PAGE..].fill(0);
+        assert!(looks_torn(&tail, tail.len()));
+        let mut flipped = full;
+        flipped[5] ^= 1;
+        assert!(!looks_torn(&flipped, flipped.len()));
     }
 
     #[test]

@@ -156,6 +156,8 @@ pub(crate) struct Scan {
     pub(crate) unreadable: Vec<(u64, String)>,
     /// Bytes dropped from replica tails that did not verify.
     pub(crate) dropped_tail: u64,
+    /// Replicas whose dropped tail was damage, not a torn append: (handle, why).
+    pub(crate) corrupt: Vec<(u64, String)>,
 }
 
 pub(crate) struct ChunkServer {
@@ -240,6 +242,7 @@ impl ChunkServer {
             reports: Vec::new(),
             unreadable: Vec::new(),
             dropped_tail: 0,
+            corrupt: Vec::new(),
         };
         let mut map = HashMap::new();
         let entries = fs::read_dir(&chunks).map_err(|e| format!("{}: {e}", chunks.display()))?;
@@ -259,7 +262,15 @@ impl ChunkServer {
             match Replica::load(self.gate.clone(), io, &path, handle) {
                 Ok(l) => {
                     scan.dropped_tail += l.dropped_tail;
-                    if l.dropped_tail > 0 {
+                    if let Some(why) = l.corrupt_tail {
+                        self.gate.stats.corrupt();
+                        log::warn!(
+                            "chunkserver {}: chunk {handle:016x}: {why}; dropped {} bytes, re-replicating",
+                            self.id,
+                            l.dropped_tail
+                        );
+                        scan.corrupt.push((handle, why));
+                    } else if l.dropped_tail > 0 {
                         log::warn!(
                             "chunkserver {}: chunk {handle:016x}: dropped {} unverifiable tail bytes",
                             self.id,

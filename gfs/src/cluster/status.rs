@@ -1,6 +1,7 @@
 //! Health of the cluster, as numbers ([`ClusterHealth`]) and as the status
 //! lines shown in the mount's `.bigtable/` directory.
 
+pub use super::scrub::ScrubHealth;
 use super::server::Health;
 use super::Inner;
 use std::path::PathBuf;
@@ -39,8 +40,11 @@ pub struct ClusterHealth {
     pub lost: usize,
     /// Chunks waiting for re-replication in the current pass.
     pub repair_queue: u64,
-    /// The chunk being copied now.
-    pub repairing: Option<u64>,
+    /// The chunks being copied now: (handle, bytes copied, bytes to copy).
+    pub repairing: Vec<(u64, u64, u64)>,
+    /// Chunks in the current (or last) re-replication round, and how many
+    /// of them are done.
+    pub repair_round: (u64, u64),
     /// Replicas reported bad and not yet dropped.
     pub pending_reports: usize,
     pub repaired: u64,
@@ -54,6 +58,7 @@ pub struct ClusterHealth {
     pub version_bumps: u64,
     pub read_retries: u64,
     pub write_failovers: u64,
+    pub scrub: ScrubHealth,
 }
 
 impl ClusterHealth {
@@ -109,7 +114,13 @@ impl Inner {
                 }
             })
             .collect();
-        let active = get(&c.repair_active);
+        let (repairing, repair_round) = {
+            let p = self.copying.lock();
+            (
+                p.active.iter().map(|(h, (d, t))| (*h, *d, *t)).collect(),
+                (p.round_done, p.round_chunks),
+            )
+        };
         ClusterHealth {
             servers,
             replication: self.replication,
@@ -118,7 +129,8 @@ impl Inner {
             under_replicated: todo.len(),
             lost,
             repair_queue: get(&c.repair_queue),
-            repairing: active.checked_sub(1),
+            repairing,
+            repair_round,
             pending_reports: self.bad_reports.lock().len(),
             repaired: get(&c.repaired),
             repair_bytes: get(&c.repair_bytes),
@@ -131,6 +143,7 @@ impl Inner {
             version_bumps: get(&c.version_bumps),
             read_retries: get(&c.read_retries),
             write_failovers: get(&c.write_failovers),
+            scrub: self.scrub.progress.lock().clone(),
         }
     }
 
@@ -153,13 +166,18 @@ impl Inner {
                 self.io.mode()
             ),
             format!(
-                "gfs master: dir={} generation={generation} log_records={lsn} log_bytes={log_bytes} recovered_from_checkpoint={} replayed_records={} torn_tail_bytes={}",
-                self.master.dir().display(),
+                "gfs master: dir={} copies={} copies_ok={} generation={generation} log_records={lsn} log_bytes={log_bytes} recovered_from_checkpoint={} recovered_from_copy={} copies_recreated={} replayed_records={} torn_tail_bytes={}",
+                self.opts.master_dir.display(),
+                self.master.mirrors.copies.len(),
+                self.master.mirrors.live(),
                 rec.checkpoint,
+                rec.from_copy,
+                rec.recreated,
                 rec.replayed,
                 rec.torn_bytes
             ),
         ];
+        out.extend(self.master.mirrors.status_lines());
         for s in &h.servers {
             let free = s
                 .free_bytes
@@ -181,10 +199,23 @@ impl Inner {
             ));
         }
         let io = self.io.stats();
+        let copying = if h.repairing.is_empty() {
+            "-".to_string()
+        } else {
+            let hs: Vec<String> = h
+                .repairing
+                .iter()
+                .map(|c| format!("{:016x}", c.0))
+                .collect();
+            hs.join(",")
+        };
         out.push(format!(
-            "gfs repair: queue={} copying={} pending_reports={} repaired={} copied_bytes={} failures={} corruptions_detected={} stale_deleted={} orphans_deleted={} dropped={} purged_files={} version_bumps={} read_retries={} write_failovers={}",
+            "gfs repair: queue={} copying={copying} round_done={} round_chunks={} parallel={} rate={} pending_reports={} repaired={} copied_bytes={} failures={} corruptions_detected={} stale_deleted={} orphans_deleted={} dropped={} purged_files={} version_bumps={} read_retries={} write_failovers={}",
             h.repair_queue,
-            h.repairing.map_or_else(|| "-".to_string(), |c| format!("{c:016x}")),
+            h.repair_round.0,
+            h.repair_round.1,
+            self.opts.repair_parallel.max(1),
+            self.repair_throttle.rate(),
             h.pending_reports,
             h.repaired,
             h.repair_bytes,
@@ -198,6 +229,26 @@ impl Inner {
             h.read_retries,
             h.write_failovers
         ));
+        for (c, done, total) in &h.repairing {
+            out.push(format!(
+                "gfs copying: chunk={c:016x} copied_bytes={done} chunk_bytes={total}"
+            ));
+        }
+        let s = &h.scrub;
+        out.push(format!(
+            "gfs scrub: state={} rate={} pass={} scanned={} total={} pass_bytes={} corruptions={} repaired={} last_pass_end={} last_pass_secs={:.3} last_pass_bytes={}",
+            s.state,
+            self.scrub_throttle.rate(),
+            s.pass,
+            s.scanned,
+            s.total,
+            s.bytes,
+            s.corruptions,
+            s.repaired,
+            s.last_pass_end.map_or_else(|| "-".to_string(), utc),
+            s.last_pass_secs,
+            s.last_pass_bytes
+        ));
         out.push(format!(
             "gfs io: mode={} open_replica_files={} uring_batches={} uring_ops={} syscall_ops={}",
             self.io.mode(),
@@ -207,5 +258,37 @@ impl Inner {
             io.syscall_ops
         ));
         out
+    }
+}
+
+/// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.
+pub(crate) fn utc(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_dates() {
+        assert_eq!(super::utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(super::utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(super::utc(1_795_470_245), "2026-11-23T21:44:05Z");
     }
 }

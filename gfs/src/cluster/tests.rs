@@ -8,7 +8,7 @@ use std::time::Instant;
 
 const CHUNK: u64 = 128 << 10;
 
-fn opts(dir: &Path, servers: usize) -> ClusterOptions {
+pub(super) fn opts(dir: &Path, servers: usize) -> ClusterOptions {
     let mut o = ClusterOptions::new(
         dir.join("master"),
         (0..servers).map(|i| dir.join(format!("cs{i}"))).collect(),
@@ -21,12 +21,12 @@ fn opts(dir: &Path, servers: usize) -> ClusterOptions {
     o
 }
 
-fn bytes(seed: u64, n: usize) -> Vec<u8> {
+pub(super) fn bytes(seed: u64, n: usize) -> Vec<u8> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
     (0..n).map(|_| rng.gen()).collect()
 }
 
-fn read_all(c: &Cluster, name: &str) -> Vec<u8> {
+pub(super) fn read_all(c: &Cluster, name: &str) -> Vec<u8> {
     let r = c.open(name).unwrap();
     r.read_at(0, r.len().unwrap() as usize).unwrap()
 }
@@ -118,7 +118,26 @@ fn roundtrip_across_chunks() {
         lines[0].starts_with("gfs: state=ok chunkservers=3/3 replication=3"),
         "{lines:?}"
     );
-    assert_eq!(lines.len(), 2 + 3 + 2);
+    assert_eq!(lines.len(), 2 + 4 + 3 + 3, "{lines:?}");
+    assert_plain(&lines);
+}
+
+/// Every status line is `prefix: key=value key=value ...`, no debug output.
+pub(super) fn assert_plain(lines: &[String]) {
+    for l in lines {
+        let (_, fields) = l
+            .split_once(": ")
+            .unwrap_or_else(|| panic!("no prefix: {l}"));
+        for kv in fields.split(' ') {
+            let (k, v) = kv
+                .split_once('=')
+                .unwrap_or_else(|| panic!("{kv:?} in {l}"));
+            assert!(
+                !k.is_empty() && !v.is_empty() && !v.contains(['{', '}', '"']),
+                "{kv:?} in {l}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -165,28 +184,30 @@ fn restart_recovers_from_checkpoint_and_log_with_a_torn_tail() {
         w.append_sync(&[&b]).unwrap();
         c.create("gone").unwrap();
     }
-    // The last log record ("create gone") is torn by a crash mid-write.
-    let master = dir.path().join("master");
-    let mut logs: Vec<_> = std::fs::read_dir(&master)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            p.file_name()
-                .unwrap()
-                .to_str()
-                .unwrap()
-                .starts_with("oplog-")
-        })
-        .collect();
-    logs.sort();
-    let last = logs.pop().unwrap();
-    let len = std::fs::metadata(&last).unwrap().len();
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(&last)
-        .unwrap()
-        .set_len(len - 5)
-        .unwrap();
+    // The last log record ("create gone") is torn by a crash mid-write, in
+    // every copy of the master's files.
+    for master in opts(dir.path(), 3).master_dirs() {
+        let mut logs: Vec<_> = std::fs::read_dir(&master)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| {
+                p.file_name()
+                    .unwrap()
+                    .to_str()
+                    .unwrap()
+                    .starts_with("oplog-")
+            })
+            .collect();
+        logs.sort();
+        let last = logs.pop().unwrap();
+        let len = std::fs::metadata(&last).unwrap().len();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&last)
+            .unwrap()
+            .set_len(len - 5)
+            .unwrap();
+    }
     let c = Cluster::open(opts(dir.path(), 3)).unwrap();
     assert_eq!(read_all(&c, "a"), a);
     assert_eq!(read_all(&c, "b"), b);
@@ -208,7 +229,7 @@ fn restart_recovers_from_checkpoint_and_log_with_a_torn_tail() {
 }
 
 /// Flips one byte in `path` at a random offset.
-fn flip(path: &Path, rng: &mut impl Rng) -> u64 {
+pub(super) fn flip(path: &Path, rng: &mut impl Rng) -> u64 {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -223,7 +244,7 @@ fn flip(path: &Path, rng: &mut impl Rng) -> u64 {
     at
 }
 
-fn handle_of(path: &Path) -> u64 {
+pub(super) fn handle_of(path: &Path) -> u64 {
     let name = path.file_name().unwrap().to_str().unwrap();
     replica::parse_name(name).unwrap()
 }

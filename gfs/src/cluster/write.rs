@@ -459,6 +459,7 @@ impl Inner {
             .commit(&mut st, Op::SetVersion { handle, version: v }, true)?;
         if let Some(c) = st.chunks.get_mut(&handle) {
             c.locations = ok.iter().map(|(s, _)| *s).collect();
+            bump(&self.counters.placements);
         }
         drop(st);
         for s in failed {
@@ -482,6 +483,7 @@ impl Inner {
                 let before = c.locations.len();
                 c.locations.retain(|s| !servers.contains(s));
                 let n = before - c.locations.len();
+                bump(&self.counters.placements);
                 self.counters
                     .replicas_dropped
                     .fetch_add(n as u64, Ordering::Relaxed);

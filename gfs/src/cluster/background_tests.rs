@@ -1,0 +1,272 @@
+//! Tests of the background work: scrub, throttled parallel re-replication,
+//! readers moving to new copies, and damage found at load.
+
+use super::tests::{assert_plain, bytes, handle_of, opts, read_all};
+use super::*;
+use std::os::unix::fs::FileExt;
+use std::time::Instant;
+
+const CHUNK: u64 = 128 << 10;
+
+/// Polls `cond` every few milliseconds until it holds; false at the deadline.
+fn wait(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while !cond() {
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    true
+}
+
+fn write_file(c: &Cluster, name: &str, data: &[u8]) {
+    let mut w = c.create(name).unwrap();
+    for piece in data.chunks(50_000) {
+        w.append(piece).unwrap();
+    }
+    w.sync().unwrap();
+}
+
+/// XORs one byte of a replica file's data area.
+fn flip_data(path: &Path, at: u64) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let at = chunk::Layout::new(CHUNK).data_off + at;
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x5a], at).unwrap();
+}
+
+#[test]
+fn background_scrub_finds_repairs_and_reports_a_flipped_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path(), 3);
+    o.scrub_rate = 64 << 20;
+    o.scrub_idle = Duration::from_millis(30);
+    o.scrub_interval = Duration::from_millis(50);
+    let c = Cluster::open(o).unwrap();
+    let data = bytes(11, 3 * CHUNK as usize - 100);
+    write_file(&c, "sst/1.sst", &data);
+    let (_, victim) = c.replica_files()[1].clone();
+    flip_data(&victim, 70_000);
+    let ok = wait(Duration::from_secs(60), || {
+        let h = c.health();
+        h.scrub.corruptions == 1 && h.scrub.repaired == 1 && h.under_replicated == 0
+    });
+    let h = c.health();
+    assert!(ok, "{h:?}");
+    assert_eq!(h.corruptions_detected, 1);
+    assert!(h.scrub.pass >= 1 && h.scrub.total >= 9, "{:?}", h.scrub);
+    assert_eq!(read_all(&c, "sst/1.sst"), data);
+    // A later pass finds the new copy good and nothing else.
+    let pass = h.scrub.pass;
+    assert!(wait(Duration::from_secs(60), || {
+        let s = c.health().scrub;
+        s.pass > pass + 1 && s.last_pass_end.is_some()
+    }));
+    assert_eq!(c.health().scrub.corruptions, 1);
+    let lines = c.status();
+    let scrub = lines.iter().find(|l| l.starts_with("gfs scrub: ")).unwrap();
+    assert!(scrub.contains(" corruptions=1 repaired=1 "), "{scrub}");
+    assert!(!scrub.contains("last_pass_end=-"), "{scrub}");
+    assert_plain(&lines);
+}
+
+#[test]
+fn scrub_waits_for_idle_clients_and_keeps_to_its_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path(), 3);
+    o.scrub_idle = Duration::from_secs(3600);
+    let c = Cluster::open(o).unwrap();
+    write_file(&c, "a", &bytes(1, 100_000));
+    assert!(wait(Duration::from_secs(30), || c.health().scrub.state
+        == "paused"));
+    let s = c.health().scrub;
+    assert_eq!((s.scanned, s.bytes), (0, 0), "{s:?}");
+    drop(c);
+
+    let dir = tempfile::tempdir().unwrap();
+    let rate = 1 << 20;
+    let mut o = opts(dir.path(), 3);
+    o.scrub_rate = 0;
+    let c = Cluster::open(o.clone()).unwrap();
+    write_file(&c, "b", &bytes(2, 2 * CHUNK as usize + 7));
+    assert_eq!(c.health().scrub.state, "off");
+    drop(c);
+    o.scrub_rate = rate;
+    o.scrub_idle = Duration::from_millis(10);
+    let c = Cluster::open(o).unwrap();
+    assert!(wait(Duration::from_secs(60), || c
+        .health()
+        .scrub
+        .last_pass_end
+        .is_some()));
+    let s = c.health().scrub;
+    // Three replicas of three chunks, each header and data read once.
+    assert_eq!((s.scanned, s.total), (9, 9), "{s:?}");
+    assert!(s.bytes >= 3 * (2 * CHUNK + 7), "{s:?}");
+    let floor = s.bytes as f64 / rate as f64;
+    assert!(s.last_pass_secs >= floor * 0.95, "{s:?} floor {floor}");
+}
+
+#[test]
+fn open_readers_use_a_re_copied_replica() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Cluster::open(opts(dir.path(), 4)).unwrap();
+    let data = bytes(3, 50_000);
+    write_file(&c, "one-chunk", &data);
+    let r = c.open("one-chunk").unwrap();
+    assert_eq!(r.read_at(0, data.len()).unwrap(), data);
+    let holders: Vec<usize> = c.replica_files().iter().map(|(s, _)| *s).collect();
+    assert_eq!(holders.len(), 3);
+    let spare = (0..4).find(|s| !holders.contains(s)).unwrap();
+    c.set_offline(holders[0], true);
+    // The heartbeat has failed the server once its replicas are forgotten.
+    assert!(wait(Duration::from_secs(30), || c.health().servers
+        [holders[0]]
+        .replicas
+        == 0));
+    assert!(c.wait_for_repair(Duration::from_secs(60)));
+    assert!(c.replica_files().iter().any(|(s, _)| *s == spare));
+    let before = c.health().servers[spare].reads;
+    for i in 0..12 {
+        assert_eq!(
+            r.read_at(i * 100, 100).unwrap(),
+            data[i as usize * 100..][..100]
+        );
+    }
+    let after = c.health().servers[spare].reads;
+    assert!(after > before, "the new copy served none of 12 reads");
+}
+
+#[test]
+fn re_replication_is_throttled_and_copies_several_chunks_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let rate = 1 << 20;
+    let mut o = opts(dir.path(), 4);
+    o.repair_rate = rate;
+    o.repair_parallel = 3;
+    let c = Cluster::open(o).unwrap();
+    let data = bytes(4, 8 * CHUNK as usize);
+    write_file(&c, "big", &data);
+    let on0 = c.replica_files().iter().filter(|(s, _)| *s == 0).count();
+    assert!(on0 >= 4, "{on0} chunks on server 0");
+    let bytes0 = c.health().servers[0].bytes;
+    let t0 = Instant::now();
+    c.set_offline(0, true);
+    let mut most = 0;
+    let mut lines_seen = false;
+    let ok = wait(Duration::from_secs(120), || {
+        let h = c.health();
+        if h.servers[0].replicas != 0 {
+            return false;
+        }
+        most = most.max(h.repairing.len());
+        if !h.repairing.is_empty() {
+            let lines = c.status();
+            lines_seen |= lines.iter().any(|l| l.starts_with("gfs copying: chunk="));
+        }
+        h.under_replicated == 0 && h.repair_queue == 0 && h.repairing.is_empty()
+    });
+    let took = t0.elapsed().as_secs_f64();
+    let h = c.health();
+    assert!(ok, "{h:?}");
+    assert_eq!(h.repair_bytes, bytes0, "{h:?}");
+    assert!(
+        took >= h.repair_bytes as f64 / rate as f64 * 0.95,
+        "{took}s"
+    );
+    assert!((2..=3).contains(&most), "{most} copies at once");
+    assert!(lines_seen);
+    assert_eq!(read_all(&c, "big"), data);
+}
+
+#[test]
+fn a_damaged_last_block_at_load_is_corruption_but_a_torn_one_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = bytes(5, CHUNK as usize + 5000);
+    let last_chunk = |c: &Cluster| -> Vec<PathBuf> {
+        let files = c.replica_files();
+        let h = files.iter().map(|(_, p)| handle_of(p)).max().unwrap();
+        files
+            .into_iter()
+            .map(|(_, p)| p)
+            .filter(|p| handle_of(p) == h)
+            .collect()
+    };
+    let victims = {
+        let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+        write_file(&c, "f", &data);
+        last_chunk(&c)
+    };
+    // Damage: the block's bytes are all there but one differs.
+    flip_data(&victims[0], 100);
+    let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+    let h = c.health();
+    assert_eq!(h.corruptions_detected, 1, "{h:?}");
+    assert_eq!(h.servers.iter().map(|s| s.corrupt).sum::<u64>(), 1);
+    assert!(c.wait_for_repair(Duration::from_secs(60)));
+    assert_eq!(read_all(&c, "f"), data);
+    let victims = last_chunk(&c);
+    drop(c);
+    // A torn append: the entry is there, the data never reached the disk.
+    let off = chunk::Layout::new(CHUNK).data_off + 1000;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&victims[1])
+        .unwrap();
+    f.set_len(off).unwrap();
+    let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+    assert_eq!(c.health().corruptions_detected, 0);
+    assert!(c.wait_for_repair(Duration::from_secs(60)));
+    assert_eq!(read_all(&c, "f"), data);
+}
+
+#[test]
+fn the_master_directory_removed_while_open_and_before_a_start_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = dir.path().join("master");
+    let a = bytes(6, CHUNK as usize + 99);
+    let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+    write_file(&c, "a", &a);
+    // The heartbeat may write there meanwhile: repeat until it is gone.
+    while master.exists() {
+        let _ = std::fs::remove_dir_all(&master);
+    }
+    let b = bytes(7, 1000);
+    write_file(&c, "b", &b);
+    // The heartbeat notices and writes a checkpoint and a new log there.
+    assert!(wait(Duration::from_secs(30), || {
+        c.status()
+            .iter()
+            .any(|l| l.starts_with("gfs master copy 0: ") && l.ends_with(" state=ok"))
+            && has_checkpoint(&master)
+    }));
+    c.rename("b", "b2").unwrap();
+    drop(c);
+    std::fs::remove_dir_all(&master).unwrap();
+    let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+    assert_eq!(read_all(&c, "a"), a);
+    assert_eq!(read_all(&c, "b2"), b);
+    assert!(!c.exists("b").unwrap());
+    let h = c.status();
+    assert!(h[1].contains(" copies=4 copies_ok=4 "), "{h:?}");
+    assert!(h[1].contains(" copies_recreated=1 "), "{h:?}");
+    assert!(has_checkpoint(&master));
+}
+
+fn has_checkpoint(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("checkpoint-") && !n.ends_with(".tmp"))
+        })
+}
