@@ -14,6 +14,7 @@
 
 pub mod bench;
 mod cluster;
+mod crash;
 mod error;
 mod io;
 mod local;
@@ -25,6 +26,7 @@ mod uring;
 pub use cluster::{
     Cluster, ClusterHealth, ClusterOptions, Fault, ServerHealth, DEFAULT_CHUNK_SIZE,
 };
+pub use crash::{CrashReport, CrashStore, OpKind};
 pub use error::{Error, Result};
 pub use io::{IoMode, IoStats, ParseIoModeError};
 pub use local::LocalStore;
