@@ -67,7 +67,18 @@ impl Wal {
     /// payloads of its valid records. A torn tail is truncated away.
     pub fn open(disk: Arc<dyn Disk>, name: &str) -> Result<(Wal, Vec<Vec<u8>>)> {
         let ctx = ctx(&*disk, name);
-        let bytes = disk.read(name).map_err(&ctx)?.unwrap_or_default();
+        let bytes = match disk.read(name).map_err(&ctx)? {
+            Some(bytes) => bytes,
+            None => {
+                // A new log's directory entry must be durable before any
+                // record in it is acknowledged, or a power cut loses the
+                // whole file with its fsync'd records.
+                disk.create(name).map_err(&ctx)?;
+                disk.sync(name).map_err(&ctx)?;
+                disk.sync_dir().map_err(&ctx)?;
+                Vec::new()
+            }
+        };
         let (payloads, valid) = scan(&bytes);
         let payloads: Vec<Vec<u8>> = payloads.into_iter().map(<[u8]>::to_vec).collect();
         if valid < bytes.len() {
