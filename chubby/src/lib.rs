@@ -37,6 +37,8 @@ mod codec;
 mod disk;
 mod error;
 mod events;
+#[cfg(test)]
+mod fuzz;
 mod locks;
 mod namespace;
 pub mod path;
