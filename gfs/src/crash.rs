@@ -148,7 +148,7 @@ impl Inner {
 }
 
 fn eio(name: &str, why: &str) -> Error {
-    Error::io(name, io::Error::new(io::ErrorKind::Other, why.to_string()))
+    Error::io(name, io::Error::other(why.to_string()))
 }
 
 /// Files in memory with a power-loss model; cloning shares the same files.
