@@ -8,7 +8,7 @@
 //! written.
 //!
 //! `CRASH_POINTS=n` sets how many crash points each test visits (CI default:
-//! 40 and 12).
+//! 100 and 20).
 #![allow(clippy::unwrap_used)]
 
 use engine::schema::{FamilySchema, TableSchema};
@@ -152,7 +152,7 @@ fn synced_writes_survive_power_loss_at_random_points() {
     const WRITES: u32 = 160;
     let span = ops_per_round(WRITES);
     assert!(span > 50, "the workload made only {span} file operations");
-    let cases = crash_points(40);
+    let cases = crash_points(100);
     let mut rng = StdRng::seed_from_u64(
         std::env::var("CRASH_SEED")
             .ok()
@@ -211,7 +211,7 @@ fn repeated_power_loss_during_recovery_and_work() {
     // Several crashes in a row on one store, some of them while the engine
     // is recovering (replaying the log, writing what recovery writes).
     const WRITES: u32 = 60;
-    let cases = crash_points(12);
+    let cases = crash_points(20);
     let seed: u64 = rand::random();
     let (store, mut bt) = fresh(seed);
     store.set_torn_writes(true);
