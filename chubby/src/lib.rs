@@ -34,8 +34,11 @@
 mod acl;
 mod cell;
 mod codec;
+mod disk;
 mod error;
 mod events;
+#[cfg(test)]
+mod fuzz;
 mod locks;
 mod namespace;
 pub mod path;
@@ -50,6 +53,7 @@ mod wal;
 
 pub use acl::Credentials;
 pub use cell::{CellOptions, LocalCell};
+pub use disk::{CrashDisk, Disk, DiskOp, LocalDisk};
 pub use error::{Error, Result};
 pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};
 pub use sequencer::Sequencer;

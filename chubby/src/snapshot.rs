@@ -4,17 +4,14 @@
 //! File: `[magic: 8][payload len: u64][seahash(payload): u64][payload]`;
 //! payload: `seq, next_id, lock_gen_max, count, node images in preorder`.
 
+use crate::disk::Disk;
 use std::collections::BTreeMap;
-use std::fs::{self, File};
-use std::io::{ErrorKind, Write};
-use std::path::Path;
 
 use crate::codec::{Reader, Writer};
 use crate::error::{Error, Result};
 use crate::namespace::{Body, Meta, Namespace, Node};
 use crate::record::{decode_kind, encode_kind};
 use crate::types::NodeKind;
-use crate::wal::sync_dir;
 
 const MAGIC: &[u8; 8] = b"CHUBSNP1";
 
@@ -67,8 +64,8 @@ fn decode_node(r: &mut Reader<'_>) -> Result<Node> {
     })
 }
 
-/// Durably writes `ns` as of log sequence `seq` to `path`.
-pub fn write(path: &Path, ns: &Namespace, seq: u64) -> Result<()> {
+/// Durably writes `ns` as of log sequence `seq` to the file `name`.
+pub fn write(disk: &dyn Disk, name: &str, ns: &Namespace, seq: u64) -> Result<()> {
     let nodes = ns.preorder();
     let mut w = Writer::default();
     w.u64(seq);
@@ -85,25 +82,37 @@ pub fn write(path: &Path, ns: &Namespace, seq: u64) -> Result<()> {
     file_bytes.extend_from_slice(&seahash::hash(&payload).to_le_bytes());
     file_bytes.extend_from_slice(&payload);
 
-    let tmp = path.with_extension("tmp");
-    let ctx = |e| Error::io(tmp.display().to_string(), e);
-    let mut f = File::create(&tmp).map_err(ctx)?;
-    f.write_all(&file_bytes).map_err(ctx)?;
-    f.sync_all().map_err(ctx)?;
-    drop(f);
-    fs::rename(&tmp, path).map_err(|e| Error::io(path.display().to_string(), e))?;
-    sync_dir(path.parent().unwrap_or(Path::new(".")))
+    let tmp = format!("{name}.tmp");
+    let ctx = |n: &str| {
+        let what = format!("{}/{n}", disk.describe());
+        move |e| Error::io(what, e)
+    };
+    disk.create(&tmp).map_err(ctx(&tmp))?;
+    disk.append(&tmp, &file_bytes).map_err(ctx(&tmp))?;
+    disk.sync(&tmp).map_err(ctx(&tmp))?;
+    disk.rename(&tmp, name).map_err(ctx(name))?;
+    disk.sync_dir().map_err(ctx("."))
 }
 
 /// Reads a snapshot: `None` if there is none, `(seq, namespace)` otherwise.
 /// Snapshots are renamed into place whole, so any damage is `Corruption`.
-pub fn read(path: &Path) -> Result<Option<(u64, Namespace)>> {
-    let bytes = match fs::read(path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(Error::io(path.display().to_string(), e)),
+pub fn read(disk: &dyn Disk, name: &str) -> Result<Option<(u64, Namespace)>> {
+    let bytes = match disk.read(name) {
+        Ok(Some(b)) => b,
+        Ok(None) => return Ok(None),
+        Err(e) => return Err(Error::io(format!("{}/{name}", disk.describe()), e)),
     };
-    let bad = |what: &str| Error::corruption(format!("snapshot {}: {what}", path.display()));
+    decode(&bytes).map(Some).map_err(|e| match e {
+        Error::Corruption(why) => {
+            Error::corruption(format!("snapshot {}/{name}: {why}", disk.describe()))
+        }
+        other => other,
+    })
+}
+
+/// Parses the bytes of a snapshot file; any damage is `Corruption`.
+pub fn decode(bytes: &[u8]) -> Result<(u64, Namespace)> {
+    let bad = |what: &str| Error::corruption(what.to_string());
     if bytes.len() < 24 || &bytes[..8] != MAGIC {
         return Err(bad("bad header"));
     }
@@ -126,10 +135,7 @@ pub fn read(path: &Path) -> Result<Option<(u64, Namespace)>> {
     if !r.is_empty() {
         return Err(bad("trailing bytes"));
     }
-    Ok(Some((
-        seq,
-        Namespace::from_nodes(nodes, next_id, lock_gen_max)?,
-    )))
+    Ok((seq, Namespace::from_nodes(nodes, next_id, lock_gen_max)?))
 }
 
 #[cfg(test)]
@@ -178,18 +184,19 @@ mod tests {
     fn write_read_round_trip_and_damage_detected() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("snapshot");
-        assert!(read(&path).unwrap().is_none());
+        let disk = crate::disk::LocalDisk::open(dir.path()).unwrap();
+        assert!(read(&disk, "snapshot").unwrap().is_none());
         let ns = sample();
-        write(&path, &ns, 42).unwrap();
-        let (seq, back) = read(&path).unwrap().unwrap();
+        write(&disk, "snapshot", &ns, 42).unwrap();
+        let (seq, back) = read(&disk, "snapshot").unwrap().unwrap();
         assert_eq!(seq, 42);
         assert_eq!(back.get(2), ns.get(2));
         assert_eq!(back.path_of(2), "/f");
         assert_eq!(back.lock_gen_max(), 4);
-        let mut bytes = fs::read(&path).unwrap();
+        let mut bytes = std::fs::read(&path).unwrap();
         let n = bytes.len();
         bytes[n - 2] ^= 0xff;
-        fs::write(&path, &bytes).unwrap();
-        assert!(matches!(read(&path), Err(Error::Corruption(_))));
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(matches!(read(&disk, "snapshot"), Err(Error::Corruption(_))));
     }
 }

@@ -5,11 +5,11 @@
 //!
 //! Files: `LOCK` (held while open), `snapshot`, `wal`, and `*.tmp` while writing.
 
-use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::codec::{Reader, Writer};
+use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::namespace::{Meta, Namespace};
 use crate::record::Record;
@@ -17,7 +17,7 @@ use crate::snapshot;
 use crate::wal::Wal;
 
 pub struct Store {
-    dir: PathBuf,
+    disk: Arc<dyn Disk>,
     wal: Wal,
     /// Sequence number of the last durable record.
     seq: u64,
@@ -28,7 +28,6 @@ pub struct Store {
     /// Set when a failed write left the log in an unknown state: from then on
     /// every mutation fails rather than risk acknowledging something lost.
     poisoned: Option<String>,
-    _lock: File,
 }
 
 /// What recovery found, for the log and status lines.
@@ -39,41 +38,20 @@ pub struct RecoveryInfo {
     pub skipped: u64,
 }
 
-fn lock_dir(dir: &Path) -> Result<File> {
-    let path = dir.join("LOCK");
-    let f = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| Error::io(path.display().to_string(), e))?;
-    match f.try_lock() {
-        Ok(()) => Ok(f),
-        Err(TryLockError::WouldBlock) => Err(Error::io(
-            path.display().to_string(),
-            io::Error::new(io::ErrorKind::WouldBlock, "cell is open in another process"),
-        )),
-        Err(TryLockError::Error(e)) => Err(Error::io(path.display().to_string(), e)),
-    }
-}
-
 impl Store {
-    /// Opens or creates the cell directory and recovers the namespace. A new
+    /// Opens or creates the cell on `disk` and recovers the namespace. A new
     /// cell starts with a root directory carrying `root`.
     pub fn open(
-        dir: &Path,
+        disk: Arc<dyn Disk>,
         root: Meta,
         snapshot_after_bytes: u64,
     ) -> Result<(Store, Namespace, RecoveryInfo)> {
-        fs::create_dir_all(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
-        let lock = lock_dir(dir)?;
-        let snap_path = dir.join("snapshot");
-        let wal_path = dir.join("wal");
         for tmp in ["snapshot.tmp", "wal.tmp"] {
-            let _ = fs::remove_file(dir.join(tmp));
+            // Best effort: a leftover temporary file is never read.
+            let _ = disk.remove(tmp);
         }
-        let snap = snapshot::read(&snap_path)?;
-        let (wal, payloads) = Wal::open(&wal_path)?;
+        let snap = snapshot::read(&*disk, "snapshot")?;
+        let (wal, payloads) = Wal::open(disk.clone(), "wal")?;
         let mut info = RecoveryInfo::default();
         let fresh = snap.is_none();
         let (snapshot_seq, mut ns) = match snap {
@@ -82,7 +60,7 @@ impl Store {
             None => {
                 return Err(Error::corruption(format!(
                     "{}: log has {} records but there is no snapshot",
-                    dir.display(),
+                    disk.describe(),
                     payloads.len()
                 )))
             }
@@ -108,14 +86,13 @@ impl Store {
             info.replayed += 1;
         }
         let mut store = Store {
-            dir: dir.to_path_buf(),
+            disk,
             wal,
             seq,
             snapshot_seq,
             snapshot_after_bytes,
             snapshots_written: 0,
             poisoned: None,
-            _lock: lock,
         };
         // A new cell gets its snapshot at once, so that the root's attributes
         // are durable and a log never exists without a snapshot.
@@ -130,7 +107,7 @@ impl Store {
     pub fn append(&mut self, rec: &Record) -> Result<()> {
         if let Some(why) = &self.poisoned {
             return Err(Error::io(
-                self.dir.display().to_string(),
+                self.disk.describe(),
                 io::Error::other(format!("cell is read-only after a write failure: {why}")),
             ));
         }
@@ -163,10 +140,10 @@ impl Store {
     /// Snapshot, then start an empty log. A crash between the two leaves the
     /// old log, whose records the snapshot's sequence number makes replay skip.
     pub fn checkpoint(&mut self, ns: &Namespace) -> Result<()> {
-        snapshot::write(&self.dir.join("snapshot"), ns, self.seq)?;
+        snapshot::write(&*self.disk, "snapshot", ns, self.seq)?;
         self.snapshot_seq = self.seq;
         self.snapshots_written += 1;
-        match Wal::create_empty(&self.dir.join("wal")) {
+        match Wal::create_empty(self.disk.clone(), "wal") {
             Ok(wal) => {
                 self.wal = wal;
                 Ok(())
@@ -181,7 +158,7 @@ impl Store {
 
     pub fn status(&self) -> Vec<String> {
         vec![
-            format!("dir {}", self.dir.display()),
+            format!("dir {}", self.disk.describe()),
             format!("log_seq {}", self.seq),
             format!("snapshot_seq {}", self.snapshot_seq),
             format!("log_bytes {}", self.wal.len()),
@@ -200,7 +177,15 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::disk::LocalDisk;
     use crate::types::{NodeKind, ROOT_ID};
+    use std::fs;
+    use std::path::Path;
+
+    fn open(dir: &Path) -> Result<(Store, Namespace, RecoveryInfo)> {
+        let disk = LocalDisk::open(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+        Store::open(Arc::new(disk), root(), 1 << 20)
+    }
 
     fn root() -> Meta {
         Meta {
@@ -236,7 +221,7 @@ mod tests {
     fn replays_log_after_snapshot_and_skips_stale_log() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let (mut st, mut ns, _) = Store::open(dir.path(), root(), 1 << 20).unwrap();
+            let (mut st, mut ns, _) = open(dir.path()).unwrap();
             for (i, name) in ["a", "b"].iter().enumerate() {
                 let rec = create(2 + i as u64, name);
                 st.append(&rec).unwrap();
@@ -247,13 +232,13 @@ mod tests {
         // keep a copy of the old log and put it back after a checkpoint.
         let old_wal = fs::read(dir.path().join("wal")).unwrap();
         {
-            let (mut st, ns, info) = Store::open(dir.path(), root(), 1 << 20).unwrap();
+            let (mut st, ns, info) = open(dir.path()).unwrap();
             assert_eq!(info.replayed, 2);
             assert_eq!(ns.len(), 3);
             st.checkpoint(&ns).unwrap();
         }
         fs::write(dir.path().join("wal"), &old_wal).unwrap();
-        let (_, ns, info) = Store::open(dir.path(), root(), 1 << 20).unwrap();
+        let (_, ns, info) = open(dir.path()).unwrap();
         assert_eq!(info.skipped, 2);
         assert_eq!(info.replayed, 0);
         assert_eq!(ns.len(), 3);
@@ -262,24 +247,18 @@ mod tests {
     #[test]
     fn second_open_of_same_dir_is_refused() {
         let dir = tempfile::tempdir().unwrap();
-        let _first = Store::open(dir.path(), root(), 1 << 20).unwrap();
-        assert!(matches!(
-            Store::open(dir.path(), root(), 1 << 20),
-            Err(Error::Io { .. })
-        ));
+        let _first = open(dir.path()).unwrap();
+        assert!(matches!(open(dir.path()), Err(Error::Io { .. })));
     }
 
     #[test]
     fn log_without_snapshot_is_corruption() {
         let dir = tempfile::tempdir().unwrap();
         {
-            let (mut st, _, _) = Store::open(dir.path(), root(), 1 << 20).unwrap();
+            let (mut st, _, _) = open(dir.path()).unwrap();
             st.append(&create(2, "a")).unwrap();
         }
         fs::remove_file(dir.path().join("snapshot")).unwrap();
-        assert!(matches!(
-            Store::open(dir.path(), root(), 1 << 20),
-            Err(Error::Corruption(_))
-        ));
+        assert!(matches!(open(dir.path()), Err(Error::Corruption(_))));
     }
 }

@@ -4,10 +4,9 @@
 //!
 //! Frame: `[len: u32 LE][seahash(payload): u64 LE][payload]`.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use crate::disk::Disk;
 use crate::error::{Error, Result};
 use crate::types::MAX_CONTENTS;
 
@@ -51,70 +50,67 @@ pub fn scan(bytes: &[u8]) -> (Vec<&[u8]>, usize) {
 }
 
 pub struct Wal {
-    path: PathBuf,
-    file: File,
+    disk: Arc<dyn Disk>,
+    name: String,
     len: u64,
     /// Why the log can no longer be trusted, if it can't.
     broken: Option<String>,
 }
 
-fn open_append(path: &Path) -> Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .open(path)
-        .map_err(|e| Error::io(path.display().to_string(), e))
-}
-
-/// Makes a rename or creation in `dir` durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| Error::io(dir.display().to_string(), e))
+fn ctx(disk: &dyn Disk, name: &str) -> impl Fn(std::io::Error) -> Error {
+    let what = format!("{}/{name}", disk.describe());
+    move |e| Error::io(what.clone(), e)
 }
 
 impl Wal {
-    /// Opens (creating if missing) the log, returning it with the payloads
-    /// of its valid records. A torn tail is truncated away.
-    pub fn open(path: &Path) -> Result<(Wal, Vec<Vec<u8>>)> {
-        let ctx = |e| Error::io(path.display().to_string(), e);
-        let mut file = open_append(path)?;
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes).map_err(ctx)?;
+    /// Opens the log `name` (a missing log is empty), returning it with the
+    /// payloads of its valid records. A torn tail is truncated away.
+    pub fn open(disk: Arc<dyn Disk>, name: &str) -> Result<(Wal, Vec<Vec<u8>>)> {
+        let ctx = ctx(&*disk, name);
+        let bytes = match disk.read(name).map_err(&ctx)? {
+            Some(bytes) => bytes,
+            None => {
+                // A new log's directory entry must be durable before any
+                // record in it is acknowledged, or a power cut loses the
+                // whole file with its fsync'd records.
+                disk.create(name).map_err(&ctx)?;
+                disk.sync(name).map_err(&ctx)?;
+                disk.sync_dir().map_err(&ctx)?;
+                Vec::new()
+            }
+        };
         let (payloads, valid) = scan(&bytes);
         let payloads: Vec<Vec<u8>> = payloads.into_iter().map(<[u8]>::to_vec).collect();
         if valid < bytes.len() {
             log::warn!(
-                "chubby: {}: dropping {} bytes of torn log tail after {} records",
-                path.display(),
+                "chubby: {}/{name}: dropping {} bytes of torn log tail after {} records",
+                disk.describe(),
                 bytes.len() - valid,
                 payloads.len()
             );
-            file.set_len(valid as u64).map_err(ctx)?;
-            file.sync_all().map_err(ctx)?;
+            disk.set_len(name, valid as u64).map_err(&ctx)?;
+            disk.sync(name).map_err(&ctx)?;
         }
         let wal = Wal {
-            path: path.to_path_buf(),
-            file,
+            disk,
+            name: name.to_string(),
             len: valid as u64,
             broken: None,
         };
         Ok((wal, payloads))
     }
 
-    /// Atomically replaces the log at `path` with an empty one.
-    pub fn create_empty(path: &Path) -> Result<Wal> {
-        let dir = path.parent().unwrap_or(Path::new("."));
-        let tmp = path.with_extension("tmp");
-        let ctx = |e| Error::io(tmp.display().to_string(), e);
-        let f = File::create(&tmp).map_err(ctx)?;
-        f.sync_all().map_err(ctx)?;
-        fs::rename(&tmp, path).map_err(|e| Error::io(path.display().to_string(), e))?;
-        sync_dir(dir)?;
+    /// Atomically replaces the log `name` with an empty one.
+    pub fn create_empty(disk: Arc<dyn Disk>, name: &str) -> Result<Wal> {
+        let tmp = format!("{name}.tmp");
+        let tctx = ctx(&*disk, &tmp);
+        disk.create(&tmp).map_err(&tctx)?;
+        disk.sync(&tmp).map_err(&tctx)?;
+        disk.rename(&tmp, name).map_err(ctx(&*disk, name))?;
+        disk.sync_dir().map_err(ctx(&*disk, "."))?;
         Ok(Wal {
-            path: path.to_path_buf(),
-            file: open_append(path)?,
+            disk,
+            name: name.to_string(),
             len: 0,
             broken: None,
         })
@@ -135,11 +131,11 @@ impl Wal {
     /// marks the log broken: after fsync fails the kernel may have dropped
     /// dirty pages, so nothing more can be promised (fsyncgate).
     pub fn append(&mut self, payload: &[u8]) -> Result<()> {
+        let ctx = ctx(&*self.disk, &self.name);
         if let Some(why) = &self.broken {
-            return Err(Error::io(
-                self.path.display().to_string(),
-                std::io::Error::other(format!("log unusable after earlier failure: {why}")),
-            ));
+            return Err(ctx(std::io::Error::other(format!(
+                "log unusable after earlier failure: {why}"
+            ))));
         }
         if payload.len() > MAX_PAYLOAD {
             return Err(Error::invalid(format!(
@@ -148,16 +144,15 @@ impl Wal {
             )));
         }
         let framed = frame(payload);
-        let ctx = self.path.display().to_string();
-        if let Err(e) = self.file.write_all(&framed) {
-            if let Err(e2) = self.file.set_len(self.len) {
+        if let Err(e) = self.disk.append(&self.name, &framed) {
+            if let Err(e2) = self.disk.set_len(&self.name, self.len) {
                 self.broken = Some(format!("cutting back a partial record failed: {e2}"));
             }
-            return Err(Error::io(ctx, e));
+            return Err(ctx(e));
         }
-        if let Err(e) = self.file.sync_data() {
+        if let Err(e) = self.disk.sync(&self.name) {
             self.broken = Some(format!("fsync failed: {e}"));
-            return Err(Error::io(ctx, e));
+            return Err(ctx(e));
         }
         self.len += framed.len() as u64;
         Ok(())
@@ -197,21 +192,25 @@ mod tests {
     fn open_truncates_tail_and_appends_after_it() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("wal");
-        let (mut wal, recs) = Wal::open(&path).unwrap();
+        let disk: Arc<dyn Disk> = Arc::new(crate::disk::LocalDisk::open(dir.path()).unwrap());
+        let (mut wal, recs) = Wal::open(disk.clone(), "wal").unwrap();
         assert!(recs.is_empty());
         wal.append(b"a").unwrap();
         wal.append(b"bb").unwrap();
         let good = wal.len();
         drop(wal);
-        let mut f = OpenOptions::new().append(true).open(&path).unwrap();
-        f.write_all(&frame(b"ccc")[..7]).unwrap();
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        std::io::Write::write_all(&mut f, &frame(b"ccc")[..7]).unwrap();
         drop(f);
-        let (mut wal, recs) = Wal::open(&path).unwrap();
+        let (mut wal, recs) = Wal::open(disk.clone(), "wal").unwrap();
         assert_eq!(recs, vec![b"a".to_vec(), b"bb".to_vec()]);
         assert_eq!(wal.len(), good);
         wal.append(b"d").unwrap();
         drop(wal);
-        let (_, recs) = Wal::open(&path).unwrap();
+        let (_, recs) = Wal::open(disk, "wal").unwrap();
         assert_eq!(recs.len(), 3);
         assert_eq!(recs[2], b"d");
     }

@@ -106,7 +106,8 @@ fn acknowledged_writes_survive_kill_9() {
             }
             lines
         });
-        // Kill at a random moment: during startup/recovery, mid-write, mid-flush.
+        // Kill at a random moment: during startup/recovery, mid-write, mid-flush
+        // (a deliberate random delay, not a wait for an event).
         std::thread::sleep(Duration::from_millis(rng.gen_range(30..700)));
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();

@@ -14,6 +14,7 @@
 
 pub mod bench;
 mod cluster;
+mod crash;
 mod error;
 mod io;
 mod local;
@@ -26,6 +27,7 @@ pub use cluster::{
     Cluster, ClusterHealth, ClusterOptions, Fault, ScrubHealth, ServerHealth, DEFAULT_CHUNK_SIZE,
     DEFAULT_REPAIR_RATE, DEFAULT_SCRUB_RATE,
 };
+pub use crash::{CrashReport, CrashStore, OpKind};
 pub use error::{Error, Result};
 pub use io::{IoMode, IoStats, ParseIoModeError};
 pub use local::LocalStore;

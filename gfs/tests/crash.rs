@@ -83,6 +83,7 @@ fn crash_child() {
         let victim = dir.join(format!("cs{}", rng.gen_range(0..SERVERS)));
         let delay = Duration::from_millis(rng.gen_range(0..40));
         std::thread::spawn(move || {
+            // Deliberate: the disk goes at a random moment of the appends.
             std::thread::sleep(delay);
             while victim.exists() {
                 let _ = std::fs::remove_dir_all(&victim);
@@ -158,6 +159,7 @@ fn acknowledged_appends_survive_kill_9() {
             }
             lines
         });
+        // Deliberate: kill at a random moment, not after an event.
         std::thread::sleep(Duration::from_millis(rng.gen_range(40..400)));
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();

@@ -247,6 +247,8 @@ fn a_killed_waiter_is_never_granted() {
         .current_dir(&m.mnt)
         .spawn()
         .unwrap();
+    // A check that something does not happen: give the waiter time in which
+    // it must not get the lock (there is no event to wait for).
     std::thread::sleep(Duration::from_millis(300));
     assert!(waiter.try_wait().unwrap().is_none(), "the waiter waits");
     let start = Instant::now();
@@ -262,6 +264,8 @@ fn a_killed_waiter_is_never_granted() {
     let (code, took) = timed(&m, "flock -w 5 -x .chubby/w true");
     assert_eq!(code, 0);
     assert!(took < Duration::from_millis(1000), "third waited {took:?}");
+    // A check that something does not happen: a killed waiter that was
+    // wrongly granted would write the marker within this grace period.
     std::thread::sleep(Duration::from_millis(100));
     assert!(!marker.exists(), "the killed waiter ran its command");
 }
@@ -488,7 +492,15 @@ fn an_events_reader_wakes_on_each_kind_of_event() {
         rx
     };
     // The reader must have the file open before the first change.
-    std::thread::sleep(Duration::from_millis(300));
+    let fds = PathBuf::from(format!("/proc/{}/fd", reader.id()));
+    assert!(
+        wait_until(Duration::from_secs(10), || std::fs::read_dir(&fds)
+            .map(|d| d
+                .flatten()
+                .any(|e| std::fs::read_link(e.path()).is_ok_and(|t| t.ends_with(".events"))))
+            .unwrap_or(false)),
+        "the events reader never opened .events"
+    );
     let expect = |want: &str| {
         let got = lines.recv_timeout(Duration::from_secs(3));
         assert_eq!(got.as_deref(), Ok(want), "waiting for {want:?}");
@@ -541,6 +553,9 @@ fn an_events_reader_wakes_on_each_kind_of_event() {
         let r = unsafe { libc::poll(&mut p, 1, 5000) };
         (r, p.revents)
     });
+    // Deliberate spacing, not a wait for an event: poll is most likely
+    // asleep when the change comes, the wake-up this test is about; if it is
+    // not yet, it finds the event at once and the assertions still hold.
     std::thread::sleep(Duration::from_millis(200));
     m.ok("echo w > .chubby/ev/g");
     let (r, revents) = poller.join().unwrap();
@@ -674,6 +689,8 @@ fn leader_election_with_three_contenders_over_50_rounds() {
     }
     // The last kill elects one more leader, and only one.
     assert!(wait_until(Duration::from_secs(10), || read_log().len() > ROUNDS));
+    // A check that something does not happen: no second leader shows up in
+    // this grace period (there is no event to wait for).
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(read_log().len(), ROUNDS + 1);
     let took = start.elapsed();

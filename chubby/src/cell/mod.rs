@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use parking_lot::{Condvar, Mutex};
 
+use crate::disk::{Disk, LocalDisk};
 use crate::error::{Error, Result};
 use crate::events::Events;
 use crate::locks::LockTable;
@@ -66,6 +67,13 @@ impl LocalCell {
     /// namespace. Ephemeral nodes left from before are removed: no handle
     /// survives a restart. Locks start free; their generations are kept.
     pub fn open(dir: &Path, opts: CellOptions) -> Result<Arc<LocalCell>> {
+        let disk = LocalDisk::open(dir).map_err(|e| Error::io(dir.display().to_string(), e))?;
+        Self::open_on(Arc::new(disk), opts)
+    }
+
+    /// [`LocalCell::open`] on any [`Disk`] (e.g. a [`crate::CrashDisk`] in
+    /// power-loss tests).
+    pub fn open_on(disk: Arc<dyn Disk>, opts: CellOptions) -> Result<Arc<LocalCell>> {
         if opts.default_lock_delay > opts.max_lock_delay {
             return Err(Error::invalid(format!(
                 "default lock-delay {:?} exceeds the maximum {:?}",
@@ -84,10 +92,11 @@ impl LocalCell {
             content_gen: 0,
             lock_gen: 0,
         };
-        let (store, ns, recovery) = Store::open(dir, root, opts.snapshot_after_bytes)?;
+        let what = disk.describe();
+        let (store, ns, recovery) = Store::open(disk, root, opts.snapshot_after_bytes)?;
         log::info!(
             "chubby: opened cell {} ({} nodes; snapshot seq {}, {} log records replayed)",
-            dir.display(),
+            what,
             ns.len(),
             recovery.snapshot_seq,
             recovery.replayed

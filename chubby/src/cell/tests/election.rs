@@ -62,6 +62,8 @@ fn exactly_one_leader_at_a_time() {
                 assert!(cell.check_sequencer(&g.sequencer));
                 cell.set_contents(&root(), "/leader".into(), format!("{id}").as_bytes())
                     .unwrap();
+                // Deliberate: hold leadership for a moment so that the others
+                // contend while a leader is in office.
                 thread::sleep(Duration::from_millis(1));
                 assert_eq!(
                     cell.read(&root(), "/leader".into()).unwrap().0,

@@ -55,6 +55,9 @@ fn events_reach_a_blocked_reader_and_dropping_unsubscribes() {
     let rx = cell.subscribe(&root(), "/f".into()).unwrap();
     let c = cell.clone();
     let writer = std::thread::spawn(move || {
+        // Deliberate spacing, not a wait for an event: the reader is most
+        // likely blocked in recv by now, the case this test is about; if it
+        // is not, the event is queued and the test still holds.
         std::thread::sleep(Duration::from_millis(30));
         c.set_contents(&root(), "/f".into(), b"x").unwrap();
     });

@@ -98,7 +98,7 @@ fn lock_wait_is_granted_when_the_holder_unlocks() {
     let c = cell.clone();
     let waiter =
         thread::spawn(move || c.lock_wait(&root(), 2, "/l".into(), Exclusive, None, &never));
-    thread::sleep(Duration::from_millis(50));
+    wait_for_waiters(&cell, 1);
     let start = Instant::now();
     cell.unlock(1, "/l".into()).unwrap();
     let g = waiter.join().unwrap().unwrap();
@@ -121,6 +121,8 @@ fn cancelled_waiter_is_never_granted() {
                 d.load(Ordering::SeqCst)
             })
         });
+        // Deliberately varied spacing (not a wait for an event): the kill
+        // lands before, while and after the waiter enters the queue.
         thread::sleep(Duration::from_millis(5 + round % 3 * 20));
         dead.store(true, Ordering::SeqCst);
         cell.unlock(1, "/l".into()).unwrap();
@@ -163,7 +165,7 @@ fn cancellation_is_noticed_within_the_poll_interval() {
         });
         (r, Instant::now())
     });
-    thread::sleep(Duration::from_millis(100));
+    wait_for_waiters(&cell, 1);
     let killed = Instant::now();
     dead.store(true, Ordering::SeqCst);
     let (res, noticed) = waiter.join().unwrap();
@@ -204,7 +206,7 @@ fn writer_is_not_starved_by_readers() {
     let c = cell.clone();
     let writer =
         thread::spawn(move || c.lock_wait(&root(), 2, "/l".into(), Exclusive, None, &never));
-    thread::sleep(Duration::from_millis(50));
+    wait_for_waiters(&cell, 1);
     // A new reader is compatible with the holder but must queue behind the writer.
     assert!(matches!(
         cell.try_lock(&root(), 3, "/l".into(), Shared),
@@ -212,7 +214,7 @@ fn writer_is_not_starved_by_readers() {
     ));
     let c = cell.clone();
     let reader = thread::spawn(move || c.lock_wait(&root(), 3, "/l".into(), Shared, None, &never));
-    thread::sleep(Duration::from_millis(50));
+    wait_for_waiters(&cell, 2);
     cell.unlock(1, "/l".into()).unwrap();
     writer.join().unwrap().unwrap();
     assert_eq!(
@@ -303,7 +305,7 @@ fn waiter_on_removed_node_gets_not_found() {
     cell.try_lock(&root(), 1, "/l".into(), Exclusive).unwrap();
     let c = cell.clone();
     let waiter = thread::spawn(move || c.lock_wait(&root(), 2, "/l".into(), Shared, None, &never));
-    thread::sleep(Duration::from_millis(30));
+    wait_for_waiters(&cell, 1);
     cell.unlink(&root(), "/l").unwrap();
     assert!(matches!(waiter.join().unwrap(), Err(Error::NotFound(_))));
 }

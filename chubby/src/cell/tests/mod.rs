@@ -25,6 +25,23 @@ pub fn open(dir: &Path) -> Arc<LocalCell> {
     LocalCell::open(dir, opts()).unwrap()
 }
 
+/// Waits until `n` lock waiters are queued in the cell (a waiter thread has
+/// reached the queue), polling with a deadline instead of guessing a sleep.
+pub fn wait_for_waiters(cell: &LocalCell, n: usize) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, _, waiters) = cell.state.lock().locks.counts();
+        if waiters >= n {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{waiters} lock waiters queued after 10 s, expected {n}"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 pub fn root() -> Credentials {
     Credentials::root()
 }
