@@ -7,11 +7,12 @@
 //! memory does not grow with the table, and rows inserted meanwhile neither
 //! repeat nor hide rows.
 
-use crate::core::{Fs, FsResult, Stats};
+use crate::ctx::Ctx;
 use crate::handles::{DirHandle, Handle};
 use crate::lookup::table_name;
 use crate::names::{display_name, parse_strict, version_name, KeyName};
 use crate::node::{Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS};
+use crate::options::{FsResult, Stats};
 use crate::perms::{Caller, W};
 use engine::schema::TableSchema;
 use engine::{RowRange, ScanSpec};
@@ -34,120 +35,9 @@ pub struct Listed {
     pub attr: Option<FileAttr>,
 }
 
-/// What `readdir` hands to the FUSE reply.
-#[derive(Debug, Clone)]
-pub struct DirOut<'a> {
-    pub ino: u64,
-    pub offset: u64,
-    pub kind: FileType,
-    pub name: &'a [u8],
-    /// Set for readdirplus.
-    pub attr: Option<FileAttr>,
-    /// How long the kernel may cache the entry (readdirplus).
-    pub ttl: std::time::Duration,
-}
+pub use crate::reply::DirOut;
 
-/// The directory a node lies in, and its name there (`None` for the root).
-pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
-    let s = |x: &str| x.as_bytes().to_vec();
-    Some(match node {
-        Node::Root => return None,
-        Node::Lock(l) => l.parent_and_name(),
-        Node::StatusDir => (Node::Root, s(STATUS_DIR)),
-        Node::Status(f) => (Node::StatusDir, s(f.name())),
-        Node::Table(t) => (Node::Root, s(t)),
-        Node::Schema(t) => (Node::Table(t.clone()), s(SCHEMA)),
-        Node::Mutate(t) => (Node::Table(t.clone()), s(MUTATE)),
-        Node::ScanDir(t) => (Node::Table(t.clone()), s(SCAN)),
-        Node::Scan { table, query } => (Node::ScanDir(table.clone()), query.clone()),
-        Node::AtDir(t) => (Node::Table(t.clone()), s(AT)),
-        Node::AtRoot { table, ts } => (Node::AtDir(table.clone()), ts.to_string().into_bytes()),
-        Node::Row { table, view, row } => (
-            match view {
-                View::Now => Node::Table(table.clone()),
-                View::At(ts) => Node::AtRoot {
-                    table: table.clone(),
-                    ts: *ts,
-                },
-            },
-            display_name(row),
-        ),
-        Node::Family {
-            table,
-            view,
-            row,
-            family,
-        } => (
-            Node::Row {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-            },
-            s(family),
-        ),
-        Node::Cell {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => (
-            Node::Family {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            display_name(qualifier),
-        ),
-        Node::VersionsDir {
-            table,
-            view,
-            row,
-            family,
-        } => (
-            Node::Family {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            s(VERSIONS),
-        ),
-        Node::VersionsColumn {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => (
-            Node::VersionsDir {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            display_name(qualifier),
-        ),
-        Node::Version {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-            ts,
-        } => (
-            Node::VersionsColumn {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-            },
-            version_name(*ts).into_bytes(),
-        ),
-    })
-}
+pub use crate::node::parent_and_name;
 
 fn dir(name: Vec<u8>, node: Node) -> Listed {
     Listed {
@@ -158,7 +48,7 @@ fn dir(name: Vec<u8>, node: Node) -> Listed {
     }
 }
 
-impl Fs {
+impl Ctx {
     /// FUSE `mkdir`.
     pub fn mkdir(
         &self,
@@ -167,19 +57,19 @@ impl Fs {
         name: &[u8],
         mode: u32,
         umask: u32,
-    ) -> FsResult<crate::core::Entry> {
+    ) -> FsResult<crate::options::Entry> {
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
         let what = format!("mkdir {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
-            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
         }
         let node = match &*p {
             Node::Root => {
                 if name == STATUS_DIR.as_bytes() {
-                    return Err(self.refuse(&what, Errno::EEXIST, "reserved name"));
+                    return Err(self.data.refuse(&what, Errno::EEXIST, "reserved name"));
                 }
                 let t = table_name(name).ok_or_else(|| {
-                    self.refuse(
+                    self.data.refuse(
                         &what,
                         Errno::EINVAL,
                         "a table name is UTF-8 and does not start with '.'",
@@ -191,9 +81,10 @@ impl Fs {
                     mode: mode & !umask & 0o7777,
                     ..Default::default()
                 };
-                self.store
+                self.data
+                    .store
                     .create_table(t, schema)
-                    .map_err(|e| self.fail(&what, &e))?;
+                    .map_err(|e| self.data.fail(&what, &e))?;
                 log::info!("created table {t}");
                 Node::Table(t.to_string())
             }
@@ -202,14 +93,14 @@ impl Fs {
                     .iter()
                     .any(|r| r.as_bytes() == name)
                 {
-                    return Err(self.refuse(&what, Errno::EEXIST, "reserved name"));
+                    return Err(self.data.refuse(&what, Errno::EEXIST, "reserved name"));
                 }
                 let key = match parse_strict(name) {
                     Some(KeyName::Key(k)) => k,
                     Some(h @ KeyName::Hashed { .. }) => {
-                        return Err(match self.resolve_row(t, View::Now, &h)? {
-                            Some(_) => self.refuse(&what, Errno::EEXIST, "row exists"),
-                            None => self.refuse(
+                        return Err(match self.data.resolve_row(t, View::Now, &h)? {
+                            Some(_) => self.data.refuse(&what, Errno::EEXIST, "row exists"),
+                            None => self.data.refuse(
                                 &what,
                                 Errno::EINVAL,
                                 "a hashed name can only name an existing row",
@@ -217,18 +108,18 @@ impl Fs {
                         })
                     }
                     None => {
-                        return Err(self.refuse(
+                        return Err(self.data.refuse(
                             &what,
                             Errno::EINVAL,
                             "not a canonical row name (escape %, / and a leading . as %XX)",
                         ))
                     }
                 };
-                self.schema(t)?;
-                if self.row_exists(t, View::Now, &key)? {
-                    return Err(self.refuse(&what, Errno::EEXIST, "row exists"));
+                self.data.schema(t)?;
+                if self.data.row_exists(t, View::Now, &key)? {
+                    return Err(self.data.refuse(&what, Errno::EEXIST, "row exists"));
                 }
-                self.pending.add_row(t, &key);
+                self.data.pending.add_row(t, &key);
                 Node::Row {
                     table: t.clone(),
                     view: View::Now,
@@ -237,16 +128,23 @@ impl Fs {
             }
             Node::Row { table, row, .. } => {
                 let f = std::str::from_utf8(name).map_err(|_| Errno::ENOENT)?;
-                let fam = self
-                    .family_schema(table, f)
-                    .map_err(|e| self.refuse(&what, e, "no such column family in the schema"))?;
+                let fam = self.data.family_schema(table, f).map_err(|e| {
+                    self.data
+                        .refuse(&what, e, "no such column family in the schema")
+                })?;
                 if !caller.may(fam.owner, fam.group, fam.mode, W) {
-                    return Err(self.refuse(&what, Errno::EACCES, "family not writable"));
+                    return Err(self
+                        .data
+                        .refuse(&what, Errno::EACCES, "family not writable"));
                 }
-                if self.family_exists(table, View::Now, row, f)? {
-                    return Err(self.refuse(&what, Errno::EEXIST, "family exists in this row"));
+                if self.data.family_exists(table, View::Now, row, f)? {
+                    return Err(self.data.refuse(
+                        &what,
+                        Errno::EEXIST,
+                        "family exists in this row",
+                    ));
                 }
-                self.pending.add_family(table, row, f);
+                self.data.pending.add_family(table, row, f);
                 Node::Family {
                     table: table.clone(),
                     view: View::Now,
@@ -255,10 +153,14 @@ impl Fs {
                 }
             }
             Node::Family { .. } if name == VERSIONS.as_bytes() => {
-                return Err(self.refuse(&what, Errno::EEXIST, "reserved name"))
+                return Err(self.data.refuse(&what, Errno::EEXIST, "reserved name"))
             }
             Node::Family { .. } | Node::VersionsColumn { .. } => {
-                return Err(self.refuse(&what, Errno::EPERM, "cells are files, not directories"))
+                return Err(self.data.refuse(
+                    &what,
+                    Errno::EPERM,
+                    "cells are files, not directories",
+                ))
             }
             Node::VersionsDir {
                 table, row, family, ..
@@ -266,26 +168,27 @@ impl Fs {
                 let q = match parse_strict(name) {
                     Some(KeyName::Key(k)) => k,
                     Some(h) => self
+                        .data
                         .resolve_qualifier(table, View::Now, row, family, &h)?
                         .ok_or_else(|| {
-                            self.refuse(
+                            self.data.refuse(
                                 &what,
                                 Errno::EINVAL,
                                 "a hashed name can only name an existing column",
                             )
                         })?,
                     None => {
-                        return Err(self.refuse(
+                        return Err(self.data.refuse(
                             &what,
                             Errno::EINVAL,
                             "not a canonical qualifier name",
                         ))
                     }
                 };
-                if self.column_exists(table, View::Now, row, family, &q)? {
-                    return Err(self.refuse(&what, Errno::EEXIST, "column exists"));
+                if self.data.column_exists(table, View::Now, row, family, &q)? {
+                    return Err(self.data.refuse(&what, Errno::EEXIST, "column exists"));
                 }
-                self.pending.add_column(table, row, family, &q);
+                self.data.pending.add_column(table, row, family, &q);
                 Node::VersionsColumn {
                     table: table.clone(),
                     view: View::Now,
@@ -295,7 +198,11 @@ impl Fs {
                 }
             }
             n if !n.is_dir() => return Err(Errno::ENOTDIR),
-            _ => return Err(self.refuse(&what, Errno::EPERM, "cannot make a directory here")),
+            _ => {
+                return Err(self
+                    .data
+                    .refuse(&what, Errno::EPERM, "cannot make a directory here"))
+            }
         };
         let attr = self.node_attr(&node)?;
         self.register(&node)?;
@@ -307,37 +214,49 @@ impl Fs {
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
         let what = format!("rmdir {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
-            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
         }
         match &*p {
             Node::Root => {
                 if name == STATUS_DIR.as_bytes() {
-                    return Err(self.refuse(&what, Errno::EBUSY, "the status directory"));
+                    return Err(self
+                        .data
+                        .refuse(&what, Errno::EBUSY, "the status directory"));
                 }
                 let t = table_name(name).ok_or(Errno::ENOENT)?;
-                self.schema(t)?;
+                self.data.schema(t)?;
                 let spec = ScanSpec {
                     row_limit: Some(1),
                     max_versions: Some(1),
                     ..Default::default()
                 };
-                let mut rows = self.store.scan(t, spec).map_err(|e| self.fail(&what, &e))?;
-                if rows.next_row().map_err(|e| self.fail(&what, &e))?.is_some()
-                    || !self.pending.rows_after(t, None, 1).is_empty()
+                let mut rows = self
+                    .data
+                    .store
+                    .scan(t, spec)
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                if rows
+                    .next_row()
+                    .map_err(|e| self.data.fail(&what, &e))?
+                    .is_some()
+                    || !self.data.pending.rows_after(t, None, 1).is_empty()
                 {
-                    return Err(self.refuse(&what, Errno::ENOTEMPTY, "the table has rows"));
+                    return Err(self
+                        .data
+                        .refuse(&what, Errno::ENOTEMPTY, "the table has rows"));
                 }
-                self.store
+                self.data
+                    .store
                     .delete_table(t)
-                    .map_err(|e| self.fail(&what, &e))?;
-                self.pending.drop_table(t);
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                self.data.pending.drop_table(t);
                 self.invalidate_table(t, None);
                 log::info!("deleted table {t}");
                 Ok(())
             }
             Node::Table(t) => {
                 if name == SCAN.as_bytes() || name == AT.as_bytes() {
-                    return Err(self.refuse(&what, Errno::EBUSY, "a virtual directory"));
+                    return Err(self.data.refuse(&what, Errno::EBUSY, "a virtual directory"));
                 }
                 if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() {
                     return Err(Errno::ENOTDIR);
@@ -345,19 +264,22 @@ impl Fs {
                 let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
                 let row = match &kn {
                     KeyName::Key(k) => k.clone(),
-                    KeyName::Hashed { .. } => {
-                        self.resolve_row(t, View::Now, &kn)?.ok_or(Errno::ENOENT)?
-                    }
+                    KeyName::Hashed { .. } => self
+                        .data
+                        .resolve_row(t, View::Now, &kn)?
+                        .ok_or(Errno::ENOENT)?,
                 };
                 let spec = ScanSpec {
                     cell_limit: Some(1),
                     max_versions: Some(1),
                     ..Default::default()
                 };
-                if !self.read_row(t, &row, &spec)?.is_empty() {
-                    return Err(self.refuse(&what, Errno::ENOTEMPTY, "the row has cells"));
+                if !self.data.read_row(t, &row, &spec)?.is_empty() {
+                    return Err(self
+                        .data
+                        .refuse(&what, Errno::ENOTEMPTY, "the row has cells"));
                 }
-                if self.pending.remove_row(t, &row) {
+                if self.data.pending.remove_row(t, &row) {
                     Ok(())
                 } else {
                     Err(Errno::ENOENT)
@@ -365,30 +287,30 @@ impl Fs {
             }
             Node::Row { table, row, .. } => {
                 let f = std::str::from_utf8(name).map_err(|_| Errno::ENOENT)?;
-                self.family_schema(table, f)?;
+                self.data.family_schema(table, f)?;
                 let spec = ScanSpec {
                     families: Some(vec![f.to_string()]),
                     cell_limit: Some(1),
                     max_versions: Some(1),
                     ..Default::default()
                 };
-                if !self.read_row(table, row, &spec)?.is_empty() {
-                    return Err(self.refuse(
+                if !self.data.read_row(table, row, &spec)?.is_empty() {
+                    return Err(self.data.refuse(
                         &what,
                         Errno::ENOTEMPTY,
                         "the family has cells in this row",
                     ));
                 }
-                if self.pending.remove_family(table, row, f) {
+                if self.data.pending.remove_family(table, row, f) {
                     // The row directory stays until it is removed itself.
-                    self.pending.add_row(table, row);
+                    self.data.pending.add_row(table, row);
                     Ok(())
                 } else {
                     Err(Errno::ENOENT)
                 }
             }
             Node::Family { .. } if name == VERSIONS.as_bytes() => {
-                Err(self.refuse(&what, Errno::EBUSY, "a virtual directory"))
+                Err(self.data.refuse(&what, Errno::EBUSY, "a virtual directory"))
             }
             Node::Family { .. } | Node::VersionsColumn { .. } => Err(Errno::ENOTDIR),
             Node::VersionsDir {
@@ -396,19 +318,25 @@ impl Fs {
             } => {
                 let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
                 let q = self
+                    .data
                     .resolve_qualifier(table, View::Now, row, family, &kn)?
                     .ok_or(Errno::ENOENT)?;
-                let spec = Self::column_spec(View::Now, family, &q, Some(1));
+                let spec = crate::view::StoreView::column_spec(View::Now, family, &q, Some(1));
                 if self
+                    .data
                     .read_row(table, row, &spec)?
                     .iter()
                     .any(|c| c.qualifier == q)
                 {
-                    return Err(self.refuse(&what, Errno::ENOTEMPTY, "the column has versions"));
+                    return Err(self.data.refuse(
+                        &what,
+                        Errno::ENOTEMPTY,
+                        "the column has versions",
+                    ));
                 }
-                if self.pending.remove_column(table, row, family, &q) {
-                    self.pending.add_row(table, row);
-                    self.pending.add_family(table, row, family);
+                if self.data.pending.remove_column(table, row, family, &q) {
+                    self.data.pending.add_row(table, row);
+                    self.data.pending.add_family(table, row, family);
                     Ok(())
                 } else {
                     Err(Errno::ENOENT)
@@ -447,11 +375,11 @@ impl Fs {
                 // lockdir hook
                 if self.lockdir.is_some() {
                     out.push(dir(
-                        crate::lockdir::DIR_NAME.into(),
-                        Node::Lock(crate::lockdir::LockNode::root()),
+                        crate::node::lock::DIR_NAME.into(),
+                        Node::Lock(crate::node::LockNode::root()),
                     ));
                 }
-                let mut tables = self.store.list_tables();
+                let mut tables = self.data.store.list_tables();
                 tables.sort();
                 out.extend(
                     tables
@@ -471,10 +399,10 @@ impl Fs {
             }
             Node::ScanDir(_) | Node::AtDir(_) => {}
             Node::Row { table, view, row } => {
-                let schema = self.schema(table)?;
-                let mut fams = self.row_families(table, *view, row)?;
+                let schema = self.data.schema(table)?;
+                let mut fams = self.data.row_families(table, *view, row)?;
                 if view.is_now() {
-                    fams.extend(self.pending.families_of(table, row));
+                    fams.extend(self.data.pending.families_of(table, row));
                 }
                 for f in fams.into_iter().filter(|f| schema.families.contains_key(f)) {
                     let node = Node::Family {
@@ -499,12 +427,12 @@ impl Fs {
                 row,
                 family,
             } => {
-                let fam = self.family_schema(table, family)?;
-                let mut cells = self.family_cells(table, *view, row, family)?;
+                let fam = self.data.family_schema(table, family)?;
+                let mut cells = self.data.family_cells(table, *view, row, family)?;
                 let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
                 let mut created = Vec::new();
                 if view.is_now() {
-                    created = self.pending.cells_of(table, row, family);
+                    created = self.data.pending.cells_of(table, row, family);
                     created.retain(|q| !have.contains(q));
                 }
                 let mut entries: Vec<(Vec<u8>, Option<engine::Cell>)> = cells
@@ -536,10 +464,10 @@ impl Fs {
                 row,
                 family,
             } => {
-                let fam = self.family_schema(table, family)?;
-                let mut cols = self.family_columns(table, *view, row, family)?;
+                let fam = self.data.family_schema(table, family)?;
+                let mut cols = self.data.family_columns(table, *view, row, family)?;
                 if view.is_now() {
-                    cols.extend(self.pending.columns_of(table, row, family));
+                    cols.extend(self.data.pending.columns_of(table, row, family));
                 }
                 for q in cols {
                     let node = Node::VersionsColumn {
@@ -565,8 +493,8 @@ impl Fs {
                 family,
                 qualifier,
             } => {
-                let fam = self.family_schema(table, family)?;
-                let mut versions = self.versions(table, *view, row, family, qualifier)?;
+                let fam = self.data.family_schema(table, family)?;
+                let mut versions = self.data.versions(table, *view, row, family, qualifier)?;
                 versions.reverse(); // oldest first, as ls sorts them
                 for c in versions {
                     let node = Node::Version {
@@ -605,22 +533,23 @@ impl Fs {
                 start: after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_vec())),
                 end: Bound::Unbounded,
             },
-            time_range: crate::core::view_range(view),
+            time_range: crate::view::view_range(view),
             max_versions: Some(1),
             row_limit: Some(limit),
             ..Default::default()
         };
         let what = format!("listing of {table}");
         let mut stream = self
+            .data
             .store
             .scan(table, spec)
-            .map_err(|e| self.fail(&what, &e))?;
+            .map_err(|e| self.data.fail(&what, &e))?;
         let mut rows = BTreeSet::new();
-        while let Some((row, _)) = stream.next_row().map_err(|e| self.fail(&what, &e))? {
+        while let Some((row, _)) = stream.next_row().map_err(|e| self.data.fail(&what, &e))? {
             rows.insert(row);
         }
         if view.is_now() {
-            rows.extend(self.pending.rows_after(table, after, limit as usize));
+            rows.extend(self.data.pending.rows_after(table, after, limit as usize));
         }
         Ok(rows.into_iter().take(limit as usize).collect())
     }
@@ -634,7 +563,7 @@ impl Fs {
         plus: bool,
         add: &mut dyn FnMut(&DirOut<'_>) -> bool,
     ) -> FsResult<()> {
-        Stats::add(&self.stats.readdirs, 1);
+        Stats::add(&self.data.stats.readdirs, 1);
         let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         let Handle::Dir(d) = &mut *g else {
@@ -747,7 +676,7 @@ impl Fs {
             if specials {
                 for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
                     let off = i as u64 + 3;
-                    if off <= offset || self.pending.is_hidden(table, name) {
+                    if off <= offset || self.data.pending.is_hidden(table, name) {
                         continue;
                     }
                     let node = if i == 0 {
@@ -781,7 +710,7 @@ impl Fs {
         d.cursors = d.cursors.split_off(&keep_from);
         d.prev_batch = first;
         let schema = if plus {
-            Some(self.schema(table)?)
+            Some(self.data.schema(table)?)
         } else {
             None
         };

@@ -2,11 +2,12 @@
 //! `.mutate`, `.scan/<query>` and the status files; unlink, truncate,
 //! rename, permissions and extended attributes.
 
-use crate::core::{Entry, Fs, FsResult, Stats};
+use crate::ctx::Ctx;
 use crate::handles::{CellHandle, Handle, MutateHandle, ScanHandle, SchemaHandle};
 use crate::mutate::{format_results, group, BatchParser, Op};
 use crate::names::{parse_lenient, parse_version_name, KeyName};
 use crate::node::{Node, View, MUTATE, SCHEMA, VERSIONS};
+use crate::options::{Entry, FsResult, Stats};
 use crate::perms::{Caller, R, W};
 use engine::schema::TableSchema;
 use engine::{Mutation, RowMutation, RowOp, RowTxn, TimeRange};
@@ -19,29 +20,7 @@ type Touched = (Vec<u8>, Option<String>, Option<Vec<u8>>);
 /// Largest `.schema` text accepted.
 const MAX_SCHEMA_TEXT: usize = 1 << 20;
 
-/// What `open`/`create` tell the kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Opened {
-    pub fh: u64,
-    /// Bypass the page cache (generated files, or cached attributes are stale).
-    pub direct_io: bool,
-    /// Keep the page cache: the kernel's attributes show this very version,
-    /// so pages it cached from it are still good (no READ at all).
-    pub keep_cache: bool,
-    /// Nothing to do at close (read-only): the kernel need not send FLUSH.
-    pub noflush: bool,
-}
-
-/// The attribute changes of a `setattr`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SetAttr {
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub size: Option<u64>,
-    /// atime or mtime given (accepted and ignored: a cell's time is its version's).
-    pub times: bool,
-}
+pub use crate::reply::{Opened, SetAttr};
 
 fn acc_writable(flags: i32) -> bool {
     flags & libc::O_ACCMODE != libc::O_RDONLY
@@ -62,7 +41,7 @@ fn slice_at(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
     data[start..end].to_vec()
 }
 
-impl Fs {
+impl Ctx {
     // ---- open / create ----
 
     /// FUSE `open`.
@@ -79,7 +58,7 @@ impl Fs {
         let writable = acc_writable(flags);
         let what = format!("open {node}");
         if writable && node.read_only() {
-            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
         }
         let trunc = flags & libc::O_TRUNC != 0;
         let append = flags & libc::O_APPEND != 0;
@@ -91,9 +70,9 @@ impl Fs {
                 family,
                 qualifier,
             } => {
-                let cur = self.newest(table, *view, row, family, qualifier)?;
+                let cur = self.data.newest(table, *view, row, family, qualifier)?;
                 if cur.is_none()
-                    && !(view.is_now() && self.pending.has_cell(table, row, family, qualifier))
+                    && !(view.is_now() && self.data.pending.has_cell(table, row, family, qualifier))
                 {
                     return Err(Errno::ENOENT);
                 }
@@ -107,14 +86,16 @@ impl Fs {
                 qualifier,
                 ts,
             } => {
-                let cur = self.version(table, *view, row, family, qualifier, *ts)?;
+                let cur = self
+                    .data
+                    .version(table, *view, row, family, qualifier, *ts)?;
                 if cur.is_none() {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.open_value(&node, cur, writable, trunc, false))
             }
             Node::Schema(t) => {
-                let s = self.schema(t)?;
+                let s = self.data.schema(t)?;
                 let text = if trunc {
                     Vec::new()
                 } else {
@@ -136,7 +117,7 @@ impl Fs {
                 })
             }
             Node::Mutate(t) => {
-                self.schema(t)?;
+                self.data.schema(t)?;
                 let fh = self.handles.insert(Handle::Mutate(MutateHandle {
                     table: t.clone(),
                     caller: caller.clone().with_groups(),
@@ -153,17 +134,21 @@ impl Fs {
             }
             Node::Scan { table, query } => {
                 let q = crate::query::parse(query)
-                    .map_err(|why| self.refuse(&what, Errno::EINVAL, &why))?;
-                let schema = self.schema(table)?;
+                    .map_err(|why| self.data.refuse(&what, Errno::EINVAL, &why))?;
+                let schema = self.data.schema(table)?;
                 let caller = caller.clone().with_groups();
                 let mut readable = None;
                 if let Some(fams) = &q.spec.families {
                     for f in fams {
                         let fs = schema.families.get(f).ok_or_else(|| {
-                            self.refuse(&what, Errno::ENOENT, &format!("no column family {f:?}"))
+                            self.data.refuse(
+                                &what,
+                                Errno::ENOENT,
+                                &format!("no column family {f:?}"),
+                            )
                         })?;
                         if !caller.may(fs.owner, fs.group, fs.mode, R) {
-                            return Err(self.refuse(
+                            return Err(self.data.refuse(
                                 &what,
                                 Errno::EACCES,
                                 &format!("family {f} is not readable"),
@@ -185,7 +170,7 @@ impl Fs {
                             .collect(),
                     );
                 }
-                Stats::add(&self.stats.scans, 1);
+                Stats::add(&self.data.stats.scans, 1);
                 let fh = self.handles.insert(Handle::Scan(ScanHandle {
                     table: table.clone(),
                     query: q,
@@ -271,7 +256,7 @@ impl Fs {
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
         let what = format!("create {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
-            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
         }
         let excl = flags & libc::O_EXCL != 0;
         let node = match &*p {
@@ -285,9 +270,10 @@ impl Fs {
                 let q = match &kn {
                     KeyName::Key(k) => k.clone(),
                     KeyName::Hashed { .. } => self
+                        .data
                         .resolve_qualifier(table, View::Now, row, family, &kn)?
                         .ok_or_else(|| {
-                            self.refuse(
+                            self.data.refuse(
                                 &what,
                                 Errno::EINVAL,
                                 "a hashed name can only name an existing cell",
@@ -295,7 +281,9 @@ impl Fs {
                         })?,
                 };
                 if q.len() > engine::MAX_QUALIFIER {
-                    return Err(self.refuse(&what, Errno::ENAMETOOLONG, "qualifier too long"));
+                    return Err(self
+                        .data
+                        .refuse(&what, Errno::ENAMETOOLONG, "qualifier too long"));
                 }
                 Node::Cell {
                     table: table.clone(),
@@ -313,7 +301,7 @@ impl Fs {
                 ..
             } => {
                 let ts = parse_version_name(name).ok_or_else(|| {
-                    self.refuse(
+                    self.data.refuse(
                         &what,
                         Errno::EINVAL,
                         "a version file is named by its timestamp: 16 or more decimal digits",
@@ -330,10 +318,10 @@ impl Fs {
             }
             Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
                 let name = String::from_utf8_lossy(name).into_owned();
-                if excl && !self.pending.is_hidden(t, &name) {
+                if excl && !self.data.pending.is_hidden(t, &name) {
                     return Err(Errno::EEXIST);
                 }
-                self.pending.unhide(t, &name);
+                self.data.pending.unhide(t, &name);
                 let node = if name == SCHEMA {
                     Node::Schema(t.clone())
                 } else {
@@ -345,7 +333,13 @@ impl Fs {
                 return Ok((self.entry(&node, attr), opened));
             }
             n if !n.is_dir() => return Err(Errno::ENOTDIR),
-            _ => return Err(self.refuse(&what, Errno::EPERM, "only cells and versions are files")),
+            _ => {
+                return Err(self.data.refuse(
+                    &what,
+                    Errno::EPERM,
+                    "only cells and versions are files",
+                ))
+            }
         };
         let (table, row, family, qualifier) = match &node {
             Node::Cell {
@@ -372,15 +366,23 @@ impl Fs {
         // It may exist after all (a racing creator, or a name the kernel had not cached).
         let existing = match &node {
             Node::Version { ts, .. } => {
-                self.version(&table, View::Now, &row, &family, &qualifier, *ts)?
+                self.data
+                    .version(&table, View::Now, &row, &family, &qualifier, *ts)?
             }
-            _ => self.newest(&table, View::Now, &row, &family, &qualifier)?,
+            _ => self
+                .data
+                .newest(&table, View::Now, &row, &family, &qualifier)?,
         };
-        if excl && (existing.is_some() || self.pending.has_cell(&table, &row, &family, &qualifier))
+        if excl
+            && (existing.is_some()
+                || self
+                    .data
+                    .pending
+                    .has_cell(&table, &row, &family, &qualifier))
         {
             return Err(Errno::EEXIST);
         }
-        let fam = self.family_schema(&table, &family)?;
+        let fam = self.data.family_schema(&table, &family)?;
         let ino = self.register(&node)?;
         let opened = match existing {
             Some(cur) => {
@@ -391,7 +393,9 @@ impl Fs {
             }
             None => {
                 if matches!(node, Node::Cell { .. }) {
-                    self.pending.add_cell(&table, &row, &family, &qualifier);
+                    self.data
+                        .pending
+                        .add_cell(&table, &row, &family, &qualifier);
                 }
                 let fh = self.handles.insert_writer(
                     Handle::Cell(CellHandle {
@@ -425,7 +429,7 @@ impl Fs {
 
     /// FUSE `read`.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
-        Stats::add(&self.stats.reads, 1);
+        Stats::add(&self.data.stats.reads, 1);
         let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         let out = match &mut *g {
@@ -445,14 +449,14 @@ impl Fs {
             Handle::Scan(s) => self.read_scan(s, offset, size)?,
             Handle::Dir(_) => return Err(Errno::EISDIR),
         };
-        Stats::add(&self.stats.read_bytes, out.len() as u64);
+        Stats::add(&self.data.stats.read_bytes, out.len() as u64);
         Ok(out)
     }
 
     /// FUSE `write`.
     pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
-        Stats::add(&self.stats.writes, 1);
-        Stats::add(&self.stats.write_bytes, data.len() as u64);
+        Stats::add(&self.data.stats.writes, 1);
+        Stats::add(&self.data.stats.write_bytes, data.len() as u64);
         let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         match &mut *g {
@@ -471,7 +475,7 @@ impl Fs {
                 let end = off.saturating_add(data.len());
                 if end > self.opts.max_value_size {
                     c.failed = Some(Errno::EFBIG);
-                    return Err(self.refuse(
+                    return Err(self.data.refuse(
                         &format!("write {}", c.node),
                         Errno::EFBIG,
                         &format!(
@@ -517,8 +521,8 @@ impl Fs {
         off_out: u64,
         len: u64,
     ) -> FsResult<u32> {
-        let len =
-            u32::try_from(len.min(crate::fuse::MAX_WRITE as u64)).unwrap_or(crate::fuse::MAX_WRITE);
+        let len = u32::try_from(len.min(crate::options::MAX_WRITE as u64))
+            .unwrap_or(crate::options::MAX_WRITE);
         let data = self.read(fh_in, off_in, len)?;
         if data.is_empty() {
             return Ok(0);
@@ -608,7 +612,10 @@ impl Fs {
                 _ => {}
             }
         }
-        self.store.sync().map_err(|e| self.fail(&"fsync", &e))
+        self.data
+            .store
+            .sync()
+            .map_err(|e| self.data.fail(&"fsync", &e))
     }
 
     /// A file this handle created will never be committed: it must vanish
@@ -624,7 +631,7 @@ impl Fs {
                     ..
                 } = &c.node
                 {
-                    self.pending.drop_cell(table, row, family, qualifier);
+                    self.data.pending.drop_cell(table, row, family, qualifier);
                 }
                 c.created = false;
             }
@@ -664,9 +671,10 @@ impl Fs {
                 }],
             );
             let out = self
+                .data
                 .store
                 .apply_txns(table, &[txn], opts)
-                .map_err(|e| self.fail(&what, &e))?;
+                .map_err(|e| self.data.fail(&what, &e))?;
             if let Some(v) = out
                 .into_iter()
                 .next()
@@ -685,25 +693,26 @@ impl Fs {
                     value: c.data.clone(),
                 }],
             };
-            self.store
+            self.data
+                .store
                 .apply(table, &m, opts)
-                .map_err(|e| self.fail(&what, &e))?;
+                .map_err(|e| self.data.fail(&what, &e))?;
             c.append_only = false;
         }
-        Stats::add(&self.stats.commits, 1);
+        Stats::add(&self.data.stats.commits, 1);
         c.dirty = false;
         c.wrote = false;
         c.created_as = None;
         if c.created {
             c.created = false;
-            self.pending.drop_cell(table, row, family, qualifier);
+            self.data.pending.drop_cell(table, row, family, qualifier);
         }
-        self.pending.data_written(table, row, family);
+        self.data.pending.data_written(table, row, family);
         if c.append_only || ts.is_some() {
             // What the store holds may differ from what the kernel cached
             // (concurrent appends merged; a version behind the newest).
             self.invalidate(&c.node);
-        } else if let Ok(Some(cur)) = self.store.read_cell(table, row, family, qualifier) {
+        } else if let Ok(Some(cur)) = self.data.store.read_cell(table, row, family, qualifier) {
             // The kernel's pages and size came from this handle's writes and
             // are exactly the committed value: keep them, and remember the
             // version so that the next open may use them.
@@ -728,26 +737,27 @@ impl Fs {
     /// Applies written `.schema` text.
     fn commit_schema(&self, s: &mut SchemaHandle) -> FsResult<()> {
         let what = format!("write {}/{SCHEMA}", s.table);
-        let cur = self.schema(&s.table)?;
+        let cur = self.data.schema(&s.table)?;
         let (text, replace_all) = if s.append_mode {
             (&s.data[s.base_len.min(s.data.len())..], false)
         } else {
             (&s.data[..], true)
         };
-        let (new, dropped) =
-            crate::schema_file::apply(&cur, text, replace_all).map_err(|e| self.fail(&what, &e))?;
+        let (new, dropped) = crate::schema_file::apply(&cur, text, replace_all)
+            .map_err(|e| self.data.fail(&what, &e))?;
         if crate::schema_file::changes_permissions(&cur, &new)
             && !(s.caller.is_root() || s.caller.uid == cur.owner)
         {
-            return Err(self.refuse(
+            return Err(self.data.refuse(
                 &what,
                 Errno::EPERM,
                 "only the table's owner may change a family's owner, group or mode",
             ));
         }
-        self.store
+        self.data
+            .store
             .set_schema(&s.table, new)
-            .map_err(|e| self.fail(&what, &e))?;
+            .map_err(|e| self.data.fail(&what, &e))?;
         if !dropped.is_empty() {
             log::info!("{what}: dropped families {dropped:?}");
         }
@@ -774,7 +784,7 @@ impl Fs {
         if lines.is_empty() {
             return Ok(());
         }
-        let schema = self.schema(&m.table)?;
+        let schema = self.data.schema(&m.table)?;
         for l in &lines {
             if let Err((code, why)) = self.check_op(&schema, &m.caller, &l.op) {
                 return Err(self.batch_failed(m, code, format!("line {}: {why}", l.line), &what));
@@ -850,7 +860,7 @@ impl Fs {
 
     fn batch_failed(&self, m: &mut MutateHandle, code: Errno, why: String, what: &str) -> Errno {
         log::info!("{what}: {why}");
-        Stats::add(&self.stats.errors, 1);
+        Stats::add(&self.data.stats.errors, 1);
         m.results
             .extend_from_slice(format!("error {why}\n").as_bytes());
         m.failed = Some((code, why));
@@ -867,7 +877,7 @@ impl Fs {
         if lines.is_empty() {
             return Ok(());
         }
-        let schema = self.schema(&m.table)?;
+        let schema = self.data.schema(&m.table)?;
         // The last line (without newline) was not checked by write.
         if let Some(l) = lines.last() {
             if let Err((code, why)) = self.check_op(&schema, &m.caller, &l.op) {
@@ -890,7 +900,11 @@ impl Fs {
         let txns =
             group(lines).map_err(|e| self.batch_failed(m, Errno::EINVAL, e.to_string(), &what))?;
         let raw: Vec<RowTxn> = txns.iter().map(|t| t.txn.clone()).collect();
-        let outcomes = match self.store.apply_txns(&m.table, &raw, self.write_options()) {
+        let outcomes = match self
+            .data
+            .store
+            .apply_txns(&m.table, &raw, self.write_options())
+        {
             Ok(o) => o,
             Err(e) => {
                 let line = match &e {
@@ -907,8 +921,8 @@ impl Fs {
                 return Err(self.batch_failed(m, code, why, &what));
             }
         };
-        Stats::add(&self.stats.batches, 1);
-        Stats::add(&self.stats.batch_rows, raw.len() as u64);
+        Stats::add(&self.data.stats.batches, 1);
+        Stats::add(&self.data.stats.batch_rows, raw.len() as u64);
         m.results
             .extend_from_slice(&format_results(&txns, &outcomes));
         // Tell the kernel what changed under it.
@@ -923,7 +937,7 @@ impl Fs {
                         qualifier: q,
                     };
                     self.invalidate(&cell);
-                    self.pending.data_written(&m.table, &row, &f);
+                    self.data.pending.data_written(&m.table, &row, &f);
                 }
                 (family, _) => self.invalidate_row(&m.table, &row, family.as_deref()),
             }
@@ -957,15 +971,16 @@ impl Fs {
         while !s.done && s.start + (s.buf.len() as u64) < want_end {
             if s.stream.is_none() {
                 s.stream = Some(
-                    self.store
+                    self.data
+                        .store
                         .scan(&s.table, s.query.spec.clone())
-                        .map_err(|e| self.fail(&what, &e))?,
+                        .map_err(|e| self.data.fail(&what, &e))?,
                 );
             }
             let Some(stream) = s.stream.as_mut() else {
                 break;
             };
-            match stream.next_row().map_err(|e| self.fail(&what, &e))? {
+            match stream.next_row().map_err(|e| self.data.fail(&what, &e))? {
                 None => s.done = true,
                 Some((_, cells)) => {
                     for c in cells {
@@ -995,12 +1010,12 @@ impl Fs {
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
         let what = format!("unlink {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
-            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
         }
         match &*p {
             // The file hides until created again (see Pending::hide).
             Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
-                if self.pending.hide(t, &String::from_utf8_lossy(name)) {
+                if self.data.pending.hide(t, &String::from_utf8_lossy(name)) {
                     self.invalidate_entry(&p, name.to_vec());
                     Ok(())
                 } else {
@@ -1013,10 +1028,15 @@ impl Fs {
             } => {
                 let kn = parse_lenient(name).ok_or(Errno::ENOENT)?;
                 let q = self
+                    .data
                     .resolve_qualifier(table, View::Now, row, family, &kn)?
                     .ok_or(Errno::ENOENT)?;
-                if self.newest(table, View::Now, row, family, &q)?.is_none() {
-                    return if self.pending.has_cell(table, row, family, &q) {
+                if self
+                    .data
+                    .newest(table, View::Now, row, family, &q)?
+                    .is_none()
+                {
+                    return if self.data.pending.has_cell(table, row, family, &q) {
                         Ok(())
                     } else {
                         Err(Errno::ENOENT)
@@ -1024,12 +1044,13 @@ impl Fs {
                 }
                 let m =
                     RowMutation::new(row.clone()).delete_cells(family, q.clone(), TimeRange::ALL);
-                self.store
+                self.data
+                    .store
                     .apply(table, &m, self.write_options())
-                    .map_err(|e| self.fail(&what, &e))?;
+                    .map_err(|e| self.data.fail(&what, &e))?;
                 // The directories stay until rmdir, as on any filesystem.
-                self.pending.add_row(table, row);
-                self.pending.add_family(table, row, family);
+                self.data.pending.add_row(table, row);
+                self.data.pending.add_family(table, row, family);
                 self.invalidate(&Node::VersionsColumn {
                     table: table.clone(),
                     view: View::Now,
@@ -1048,6 +1069,7 @@ impl Fs {
             } => {
                 let ts = parse_version_name(name).ok_or(Errno::ENOENT)?;
                 if self
+                    .data
                     .version(table, View::Now, row, family, qualifier, ts)?
                     .is_none()
                 {
@@ -1058,12 +1080,13 @@ impl Fs {
                     qualifier.clone(),
                     TimeRange::exactly(ts),
                 );
-                self.store
+                self.data
+                    .store
                     .apply(table, &m, self.write_options())
-                    .map_err(|e| self.fail(&what, &e))?;
-                self.pending.add_row(table, row);
-                self.pending.add_family(table, row, family);
-                self.pending.add_column(table, row, family, qualifier);
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                self.data.pending.add_row(table, row);
+                self.data.pending.add_family(table, row, family);
+                self.data.pending.add_column(table, row, family, qualifier);
                 self.invalidate(&Node::Cell {
                     table: table.clone(),
                     view: View::Now,
@@ -1074,7 +1097,9 @@ impl Fs {
                 Ok(())
             }
             n if !n.is_dir() => Err(Errno::ENOTDIR),
-            _ => Err(self.refuse(&what, Errno::EPERM, "not a cell or version")),
+            _ => Err(self
+                .data
+                .refuse(&what, Errno::EPERM, "not a cell or version")),
         }
     }
 
@@ -1097,7 +1122,7 @@ impl Fs {
             String::from_utf8_lossy(newname)
         );
         if p.read_only() || np.read_only() {
-            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
         }
         if flags & libc::RENAME_EXCHANGE != 0 {
             return Err(Errno::EINVAL);
@@ -1114,14 +1139,14 @@ impl Fs {
             },
         ) = (&*p, &*np)
         else {
-            return Err(self.refuse(
+            return Err(self.data.refuse(
                 &what,
                 Errno::EXDEV,
                 "only a cell can be renamed, within its row",
             ));
         };
         if table != t2 || row != r2 {
-            return Err(self.refuse(
+            return Err(self.data.refuse(
                 &what,
                 Errno::EXDEV,
                 "a cell can be renamed only within its row",
@@ -1131,6 +1156,7 @@ impl Fs {
             return Err(Errno::EBUSY);
         }
         let src = self
+            .data
             .resolve_qualifier(
                 table,
                 View::Now,
@@ -1142,22 +1168,23 @@ impl Fs {
         let dst = match parse_lenient(newname).ok_or(Errno::EINVAL)? {
             KeyName::Key(k) => k,
             kn => self
+                .data
                 .resolve_qualifier(table, View::Now, row, f2, &kn)?
                 .ok_or(Errno::EINVAL)?,
         };
         if family == f2 && src == dst {
             return Ok(());
         }
-        let versions = self.versions(table, View::Now, row, family, &src)?;
+        let versions = self.data.versions(table, View::Now, row, family, &src)?;
         if versions.is_empty() {
-            return Err(if self.pending.has_cell(table, row, family, &src) {
+            return Err(if self.data.pending.has_cell(table, row, family, &src) {
                 Errno::EBUSY
             } else {
                 Errno::ENOENT
             });
         }
         if flags & libc::RENAME_NOREPLACE != 0
-            && self.newest(table, View::Now, row, f2, &dst)?.is_some()
+            && self.data.newest(table, View::Now, row, f2, &dst)?.is_some()
         {
             return Err(Errno::EEXIST);
         }
@@ -1166,9 +1193,10 @@ impl Fs {
             m = m.set_at(f2, dst.clone(), v.timestamp, v.value.clone());
         }
         m = m.delete_cells(family, src.clone(), TimeRange::ALL);
-        self.store
+        self.data
+            .store
             .apply(table, &m, self.write_options())
-            .map_err(|e| self.fail(&what, &e))?;
+            .map_err(|e| self.data.fail(&what, &e))?;
         let from = Node::Cell {
             table: table.clone(),
             view: View::Now,
@@ -1184,10 +1212,10 @@ impl Fs {
             qualifier: dst.clone(),
         };
         self.inodes.rebind(&from, &to);
-        self.pending.add_family(table, row, family);
-        self.pending.data_written(table, row, f2);
+        self.data.pending.add_family(table, row, family);
+        self.data.pending.data_written(table, row, f2);
         if family != f2 {
-            self.pending.add_row(table, row);
+            self.data.pending.add_row(table, row);
         }
         self.invalidate(&Node::Cell {
             table: table.clone(),
@@ -1212,7 +1240,10 @@ impl Fs {
             }
             (c.data.len() as u64, c.dirty)
         };
-        let fam = self.family_schema(node.table()?, node.family()?).ok()?;
+        let fam = self
+            .data
+            .family_schema(node.table()?, node.family()?)
+            .ok()?;
         let mut a = self.make_attr(
             node.ino(),
             fuser::FileType::RegularFile,
@@ -1232,20 +1263,6 @@ impl Fs {
         Some(a)
     }
 
-    /// The size of a file as an open writer of it sees it (the kernel's
-    /// view while it is written), if one has uncommitted changes.
-    pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
-        self.handles
-            .writers_of(node.ino())
-            .into_iter()
-            .find_map(|h| match &*h.lock() {
-                Handle::Cell(c) if c.node == *node && (c.dirty || c.created) => {
-                    Some(c.data.len() as u64)
-                }
-                _ => None,
-            })
-    }
-
     /// FUSE `setattr`: chmod/chown of tables and families, truncation of
     /// cells; times are accepted and ignored.
     pub fn setattr(
@@ -1259,7 +1276,7 @@ impl Fs {
         let what = format!("setattr {node}");
         let perms = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
         if node.read_only() && (perms || set.size.is_some() || set.times) {
-            return Err(self.refuse(&what, Errno::EROFS, "read-only view"));
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
         }
         if let Some(size) = set.size {
             self.truncate(&node, fh, size)?;
@@ -1267,7 +1284,7 @@ impl Fs {
         if perms {
             match &*node {
                 Node::Table(t) => {
-                    let cur = self.schema(t)?;
+                    let cur = self.data.schema(t)?;
                     let mut s = (*cur).clone();
                     if let Some(m) = set.mode {
                         s.mode = m & 0o7777;
@@ -1275,14 +1292,15 @@ impl Fs {
                     s.owner = set.uid.unwrap_or(s.owner);
                     s.group = set.gid.unwrap_or(s.group);
                     if s != *cur {
-                        self.store
+                        self.data
+                            .store
                             .set_schema(t, s)
-                            .map_err(|e| self.fail(&what, &e))?;
+                            .map_err(|e| self.data.fail(&what, &e))?;
                         self.invalidate_table(t, None);
                     }
                 }
                 Node::Family { table, family, .. } | Node::VersionsDir { table, family, .. } => {
-                    let cur = self.schema(table)?;
+                    let cur = self.data.schema(table)?;
                     let mut s = (*cur).clone();
                     let f = s.families.get_mut(family).ok_or(Errno::ENOENT)?;
                     if let Some(m) = set.mode {
@@ -1293,14 +1311,15 @@ impl Fs {
                     // tar and cp -p chmod every family directory they make: only
                     // a real change touches the schema.
                     if s != *cur {
-                        self.store
+                        self.data
+                            .store
                             .set_schema(table, s)
-                            .map_err(|e| self.fail(&what, &e))?;
+                            .map_err(|e| self.data.fail(&what, &e))?;
                         self.invalidate_table(table, Some(family));
                     }
                 }
                 Node::Root | Node::StatusDir => {
-                    return Err(self.refuse(
+                    return Err(self.data.refuse(
                         &what,
                         Errno::EPERM,
                         "the root and status directories have fixed permissions",
@@ -1329,7 +1348,9 @@ impl Fs {
     fn truncate(&self, node: &Node, fh: Option<u64>, size: u64) -> FsResult<()> {
         let what = format!("truncate {node}");
         if size as usize > self.opts.max_value_size {
-            return Err(self.refuse(&what, Errno::EFBIG, "above the value limit"));
+            return Err(self
+                .data
+                .refuse(&what, Errno::EFBIG, "above the value limit"));
         }
         if let Some(h) = fh.and_then(|fh| self.handles.get(fh)) {
             let mut g = h.lock();
@@ -1383,12 +1404,14 @@ impl Fs {
                     None
                 };
                 let cur = match ts {
-                    Some(t) => self.version(table, View::Now, row, family, qualifier, t)?,
-                    None => self.newest(table, View::Now, row, family, qualifier)?,
+                    Some(t) => self
+                        .data
+                        .version(table, View::Now, row, family, qualifier, t)?,
+                    None => self.data.newest(table, View::Now, row, family, qualifier)?,
                 };
                 let mut value = match cur {
                     Some(c) => c.value,
-                    None if self.pending.has_cell(table, row, family, qualifier) => Vec::new(),
+                    None if self.data.pending.has_cell(table, row, family, qualifier) => Vec::new(),
                     None => return Err(Errno::ENOENT),
                 };
                 if value.len() as u64 == size {
@@ -1404,22 +1427,24 @@ impl Fs {
                         value,
                     }],
                 };
-                self.store
+                self.data
+                    .store
                     .apply(table, &m, self.write_options())
-                    .map_err(|e| self.fail(&what, &e))?;
-                self.pending.data_written(table, row, family);
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                self.data.pending.data_written(table, row, family);
                 Ok(())
             }
             Node::Mutate(_) => Ok(()),
             Node::Schema(t) => {
-                let cur = self.schema(t)?;
+                let cur = self.data.schema(t)?;
                 let mut text = crate::schema_file::render(&cur);
                 text.resize(size as usize, b'\n');
                 let (new, _) = crate::schema_file::apply(&cur, &text, true)
-                    .map_err(|e| self.fail(&what, &e))?;
-                self.store
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                self.data
+                    .store
                     .set_schema(t, new)
-                    .map_err(|e| self.fail(&what, &e))
+                    .map_err(|e| self.data.fail(&what, &e))
             }
             n if n.is_dir() => Err(Errno::EISDIR),
             _ => Err(Errno::EPERM),
@@ -1440,7 +1465,7 @@ impl Fs {
                 qualifier,
             } => {
                 out.push(("user.bigtable.key", qualifier.clone()));
-                if let Ok(Some(c)) = self.newest(table, *view, row, family, qualifier) {
+                if let Ok(Some(c)) = self.data.newest(table, *view, row, family, qualifier) {
                     out.push((
                         "user.bigtable.timestamp",
                         c.timestamp.to_string().into_bytes(),

@@ -103,7 +103,7 @@ impl T {
 
     fn ls(&self, path: &str) -> Result<Vec<String>, Errno> {
         let ino = self.ino(path)?;
-        let fh = self.fs.opendir(ino)?;
+        let fh = self.fs.opendir(&self.root, ino)?;
         let mut names = Vec::new();
         let mut offset = 0;
         loop {
@@ -473,7 +473,10 @@ fn every_byte_in_keys_qualifiers_and_values() {
         path.extend(crate::names::display_name(&[b]));
         assert_eq!(t.get_b(&path).unwrap(), all, "byte {b}");
         let ino = t.ino_b(&path).unwrap();
-        assert_eq!(t.fs.getxattr(ino, b"user.bigtable.key").unwrap(), vec![b]);
+        assert_eq!(
+            t.fs.getxattr(&t.root, ino, b"user.bigtable.key").unwrap(),
+            vec![b]
+        );
     }
 }
 
@@ -489,7 +492,7 @@ fn long_keys_have_hashed_names() {
     assert_eq!(t.get(&format!("/t/{name}/f/{q}")).unwrap(), b"v");
     let ino = t.ino(&format!("/t/{name}")).unwrap();
     assert_eq!(
-        t.fs.getxattr(ino, b"user.bigtable.key").unwrap(),
+        t.fs.getxattr(&t.root, ino, b"user.bigtable.key").unwrap(),
         key.as_bytes()
     );
     assert_eq!(t.fs.listxattr(ino).unwrap(), b"user.bigtable.key\0");
@@ -515,7 +518,7 @@ fn row_listing_streams_and_survives_inserts() {
     }
     t.mutate(&batch).unwrap();
     let ino = t.ino("/t").unwrap();
-    let fh = t.fs.opendir(ino).unwrap();
+    let fh = t.fs.opendir(&t.root, ino).unwrap();
     let mut seen: Vec<String> = Vec::new();
     let mut offset = 0;
     let mut round = 0;
@@ -573,7 +576,7 @@ fn readdirplus_registers_entries_with_attributes() {
     let t = T::new();
     t.mutate("set r f:a 12345\n").unwrap();
     let ino = t.ino("/t/r/f").unwrap();
-    let fh = t.fs.opendir(ino).unwrap();
+    let fh = t.fs.opendir(&t.root, ino).unwrap();
     let mut sizes = Vec::new();
     t.fs.readdir(fh, 0, true, &mut |e: &DirOut<'_>| {
         sizes.push((
@@ -591,7 +594,7 @@ fn readdirplus_registers_entries_with_attributes() {
         family: "f".into(),
         qualifier: b"a".to_vec(),
     };
-    assert!(t.fs.inodes.is_known(&cell));
+    assert!(t.fs.ctx().inodes.is_known(&cell));
 }
 
 #[test]

@@ -4,6 +4,7 @@ use super::*;
 use crate::files::SetAttr;
 use crate::mock::MockStore;
 use crate::node::{Node, ROOT_INO};
+use crate::Fs;
 use crate::{Caller, FsOptions};
 use chubby::{CellOptions, LocalCell, NodeSpec};
 use crossbeam_channel::{bounded, Receiver};
@@ -64,12 +65,12 @@ impl T {
     /// Creates (if needed) and opens a file; returns the handle.
     fn open(&self, path: &str, flags: i32) -> Result<u64, Errno> {
         match self.ino(path) {
-            Ok(ino) => Ok(self.fs.lock_open(&self.me, ino, flags)?.fh),
+            Ok(ino) => Ok(self.fs.open(&self.me, ino, flags)?.fh),
             Err(Errno::ENOENT) if flags & libc::O_ACCMODE != RD => {
                 let (p, n) = self.parent_and_name(path);
                 let (_, o) = self
                     .fs
-                    .lock_create(&self.me, p, n.as_bytes(), 0o644, 0o022, flags)?;
+                    .create_mode(&self.me, p, n.as_bytes(), 0o644, 0o022, flags)?;
                 Ok(o.fh)
             }
             Err(e) => Err(e),
@@ -78,7 +79,7 @@ impl T {
 
     fn read(&self, fh: u64, offset: u64, size: u32) -> Result<Vec<u8>, Errno> {
         let (tx, rx) = bounded(1);
-        self.fs.lock_read(
+        self.fs.read_then(
             &self.me,
             fh,
             offset,
@@ -90,14 +91,14 @@ impl T {
     }
 
     fn close(&self, fh: u64) -> Result<(), Errno> {
-        let r = self.fs.lock_flush(&self.me, fh, 1);
-        self.fs.lock_release(fh, None).unwrap();
+        let r = self.fs.flush_locks(&self.me, 0, fh, 1).unwrap();
+        self.fs.release_locks(0, fh, None).unwrap().unwrap();
         r
     }
 
     fn put(&self, path: &str, data: &[u8]) -> Result<(), Errno> {
         let fh = self.open(path, TRUNC | libc::O_CREAT)?;
-        self.fs.lock_write(fh, 0, data)?;
+        self.fs.write(fh, 0, data)?;
         self.close(fh)
     }
 
@@ -141,15 +142,15 @@ impl T {
 fn the_directory_is_in_the_root_and_lists_the_cell() {
     let t = T::new();
     let ino = t.ino(".chubby").unwrap();
-    assert_eq!(t.fs.lock_node(ino), Some(LockNode::root()));
+    assert_eq!(t.fs.ctx().lock_node(ino), Some(LockNode::root()));
     let (a, _) = t.fs.getattr(ino, None).unwrap();
     assert_eq!(a.kind, FileType::Directory);
     assert_eq!(a.perm, 0o1777);
     t.put(".chubby/a", b"x").unwrap();
-    t.fs.lock_mkdir(&t.me, ino, b"d", 0o750, 0o022).unwrap();
-    let fh = t.fs.lock_opendir(&t.me, ino).unwrap();
+    t.fs.mkdir(&t.me, ino, b"d", 0o750, 0o022).unwrap();
+    let fh = t.fs.opendir(&t.me, ino).unwrap();
     let mut names = Vec::new();
-    t.fs.lock_readdir(fh, 0, true, &mut |e| {
+    t.fs.readdir(fh, 0, true, &mut |e| {
         names.push((
             String::from_utf8(e.name.to_vec()).unwrap(),
             e.kind,
@@ -158,7 +159,7 @@ fn the_directory_is_in_the_root_and_lists_the_cell() {
         false
     })
     .unwrap();
-    t.fs.lock_releasedir(fh);
+    t.fs.releasedir(fh);
     assert_eq!(
         names,
         vec![
@@ -189,12 +190,12 @@ fn contents_are_replaced_whole_on_close() {
     let reader = t.open(".chubby/f", RD).unwrap();
     assert_eq!(t.read(reader, 0, 2).unwrap(), b"fi");
     let w = t.open(".chubby/f", WR | libc::O_TRUNC).unwrap();
-    t.fs.lock_write(w, 0, b"second").unwrap();
+    t.fs.write(w, 0, b"second").unwrap();
     // Not visible before the writer closes.
     assert_eq!(t.get(".chubby/f").unwrap(), b"first");
     let (a, _) = t.fs.getattr(t.ino(".chubby/f").unwrap(), None).unwrap();
     assert_eq!(a.size, 5);
-    assert_eq!(t.fs.lock_handle_attr(w).unwrap().size, 6);
+    assert_eq!(t.fs.lock_dir().handle_attr(t.fs.ctx(), w).unwrap().size, 6);
     t.close(w).unwrap();
     // A reader in the middle of the file keeps its snapshot; a read from the
     // start sees the new contents.
@@ -203,10 +204,10 @@ fn contents_are_replaced_whole_on_close() {
     t.close(reader).unwrap();
     // Appending and partial writes merge into the current contents.
     let a = t.open(".chubby/f", WR | libc::O_APPEND).unwrap();
-    t.fs.lock_write(a, 0, b"!").unwrap();
+    t.fs.write(a, 0, b"!").unwrap();
     t.close(a).unwrap();
     let p = t.open(".chubby/f", WR).unwrap();
-    t.fs.lock_write(p, 0, b"S").unwrap();
+    t.fs.write(p, 0, b"S").unwrap();
     t.close(p).unwrap();
     assert_eq!(t.get(".chubby/f").unwrap(), b"Second!");
     // Truncation through setattr, by path and through a handle.
@@ -215,7 +216,7 @@ fn contents_are_replaced_whole_on_close() {
         size: Some(3),
         ..Default::default()
     };
-    t.fs.lock_setattr(&t.me, ino, None, set).unwrap();
+    t.fs.setattr(&t.me, ino, None, set).unwrap();
     assert_eq!(t.get(".chubby/f").unwrap(), b"Sec");
     // Opening with O_TRUNC and closing without writing empties the file.
     let e = t.open(".chubby/f", TRUNC).unwrap();
@@ -229,13 +230,13 @@ fn too_large_contents_fail_with_efbig_and_change_nothing() {
     t.put(".chubby/big", b"small").unwrap();
     let fh = t.open(".chubby/big", TRUNC).unwrap();
     let chunk = vec![b'x'; 128 * 1024];
-    t.fs.lock_write(fh, 0, &chunk).unwrap();
-    t.fs.lock_write(fh, chunk.len() as u64, &chunk).unwrap();
+    t.fs.write(fh, 0, &chunk).unwrap();
+    t.fs.write(fh, chunk.len() as u64, &chunk).unwrap();
     assert_eq!(
-        t.fs.lock_write(fh, 2 * chunk.len() as u64, b"y"),
+        t.fs.write(fh, 2 * chunk.len() as u64, b"y"),
         Err(Errno::EFBIG)
     );
-    assert_eq!(t.fs.lock_write(fh, 0, b"z"), Err(Errno::EFBIG), "poisoned");
+    assert_eq!(t.fs.write(fh, 0, b"z"), Err(Errno::EFBIG), "poisoned");
     assert_eq!(t.close(fh), Err(Errno::EFBIG));
     assert_eq!(t.get(".chubby/big").unwrap(), b"small");
     let set = SetAttr {
@@ -244,7 +245,7 @@ fn too_large_contents_fail_with_efbig_and_change_nothing() {
     };
     let ino = t.ino(".chubby/big").unwrap();
     assert_eq!(
-        t.fs.lock_setattr(&t.me, ino, None, set).err(),
+        t.fs.setattr(&t.me, ino, None, set).err(),
         Some(Errno::EFBIG)
     );
 }
@@ -253,44 +254,44 @@ fn too_large_contents_fail_with_efbig_and_change_nothing() {
 fn namespace_operations_and_reserved_names() {
     let t = T::new();
     let root = t.ino(".chubby").unwrap();
-    let d = t.fs.lock_mkdir(&t.me, root, b"d", 0o755, 0).unwrap();
+    let d = t.fs.mkdir(&t.me, root, b"d", 0o755, 0).unwrap();
     let d = d.attr.ino.0;
-    t.fs.lock_mkdir(&t.me, d, b"sub", 0o755, 0).unwrap();
+    t.fs.mkdir(&t.me, d, b"sub", 0o755, 0).unwrap();
     t.put(".chubby/d/sub/f", b"deep").unwrap();
     let f_ino = t.ino(".chubby/d/sub/f").unwrap();
     assert_eq!(
-        t.fs.lock_mkdir(&t.me, d, b".events", 0o755, 0).err(),
+        t.fs.mkdir(&t.me, d, b".events", 0o755, 0).err(),
         Some(Errno::EEXIST)
     );
-    assert_eq!(t.fs.lock_unlink(&t.me, d, b".events"), Err(Errno::EPERM));
+    assert_eq!(t.fs.unlink(&t.me, d, b".events"), Err(Errno::EPERM));
     assert_eq!(
-        t.fs.lock_mkdir(&t.me, d, b"\xff", 0o755, 0).err(),
+        t.fs.mkdir(&t.me, d, b"\xff", 0o755, 0).err(),
         Some(Errno::EINVAL)
     );
-    assert_eq!(t.fs.lock_rmdir(&t.me, root, b"d"), Err(Errno::ENOTEMPTY));
+    assert_eq!(t.fs.rmdir(&t.me, root, b"d"), Err(Errno::ENOTEMPTY));
     // Renaming a directory moves the inodes the kernel holds below it.
-    t.fs.lock_rename(&t.me, root, b"d", root, b"e", 0).unwrap();
+    t.fs.rename(&t.me, root, b"d", root, b"e", 0).unwrap();
     assert_eq!(
-        t.fs.lock_node(f_ino),
+        t.fs.ctx().lock_node(f_ino),
         Some(LockNode::Entry("/e/sub/f".into()))
     );
-    let fh = t.fs.lock_open(&t.me, f_ino, RD).unwrap().fh;
+    let fh = t.fs.open(&t.me, f_ino, RD).unwrap().fh;
     assert_eq!(t.read(fh, 0, 100).unwrap(), b"deep");
     t.close(fh).unwrap();
     t.put(".chubby/x", b"1").unwrap();
     assert_eq!(
-        t.fs.lock_rename(&t.me, root, b"x", d, b"sub", libc::RENAME_NOREPLACE),
+        t.fs.rename(&t.me, root, b"x", d, b"sub", libc::RENAME_NOREPLACE),
         Err(Errno::EEXIST)
     );
     // Across the boundary of .chubby: EXDEV.
     assert_eq!(
-        t.fs.lock_rename(&t.me, root, b"x", ROOT_INO, b"x", 0),
+        t.fs.rename(&t.me, root, b"x", ROOT_INO, b"x", 0),
         Err(Errno::EXDEV)
     );
-    t.fs.lock_unlink(&t.me, d, b"sub").unwrap_err();
+    t.fs.unlink(&t.me, d, b"sub").unwrap_err();
     let sub = t.ino(".chubby/e/sub").unwrap();
-    t.fs.lock_unlink(&t.me, sub, b"f").unwrap();
-    t.fs.lock_rmdir(&t.me, d, b"sub").unwrap();
+    t.fs.unlink(&t.me, sub, b"f").unwrap();
+    t.fs.rmdir(&t.me, d, b"sub").unwrap();
     assert_eq!(t.ino(".chubby/e/sub"), Err(Errno::ENOENT));
 }
 
@@ -310,27 +311,27 @@ fn permissions_are_the_cells() {
         .unwrap();
     let alice = Caller::new(1000, 1000, me());
     let ino = t.ino(".chubby/bigtable/master").unwrap();
-    assert!(t.fs.lock_open(&alice, ino, RD).is_ok());
-    assert_eq!(t.fs.lock_open(&alice, ino, WR).err(), Some(Errno::EACCES));
+    assert!(t.fs.open(&alice, ino, RD).is_ok());
+    assert_eq!(t.fs.open(&alice, ino, WR).err(), Some(Errno::EACCES));
     // In the sticky root alice makes her own files, chmods and keeps them.
     let root = t.ino(".chubby").unwrap();
     let (e, o) =
-        t.fs.lock_create(&alice, root, b"mine", 0o666, 0o022, WR | libc::O_CREAT)
+        t.fs.create_mode(&alice, root, b"mine", 0o666, 0o022, WR | libc::O_CREAT)
             .unwrap();
     assert_eq!((e.attr.uid, e.attr.perm), (1000, 0o644));
-    t.fs.lock_release(o.fh, None).unwrap();
+    t.fs.release_locks(0, o.fh, None).unwrap().unwrap();
     let mine = e.attr.ino.0;
     let chmod = SetAttr {
         mode: Some(0o600),
         ..Default::default()
     };
-    let (a, _) = t.fs.lock_setattr(&alice, mine, None, chmod).unwrap();
+    let (a, _) = t.fs.setattr(&alice, mine, None, chmod).unwrap();
     assert_eq!(a.perm, 0o600);
     let bob = Caller::new(1001, 1001, me());
-    assert_eq!(t.fs.lock_open(&bob, mine, RD).err(), Some(Errno::EACCES));
-    assert_eq!(t.fs.lock_unlink(&bob, root, b"mine"), Err(Errno::EACCES));
+    assert_eq!(t.fs.open(&bob, mine, RD).err(), Some(Errno::EACCES));
+    assert_eq!(t.fs.unlink(&bob, root, b"mine"), Err(Errno::EACCES));
     assert_eq!(
-        t.fs.lock_setattr(&bob, mine, None, chmod).err(),
+        t.fs.setattr(&bob, mine, None, chmod).err(),
         Some(Errno::EPERM)
     );
     // chown to bob: root only; alice's no-op chown to herself is fine.
@@ -339,17 +340,17 @@ fn permissions_are_the_cells() {
         ..Default::default()
     };
     assert_eq!(
-        t.fs.lock_setattr(&alice, mine, None, to_bob).err(),
+        t.fs.setattr(&alice, mine, None, to_bob).err(),
         Some(Errno::EPERM)
     );
     let to_alice = SetAttr {
         uid: Some(1000),
         ..Default::default()
     };
-    t.fs.lock_setattr(&alice, mine, None, to_alice).unwrap();
-    let (a, _) = t.fs.lock_setattr(&t.me, mine, None, to_bob).unwrap();
+    t.fs.setattr(&alice, mine, None, to_alice).unwrap();
+    let (a, _) = t.fs.setattr(&t.me, mine, None, to_bob).unwrap();
     assert_eq!(a.uid, 1001);
-    assert!(t.fs.lock_open(&bob, mine, RD).is_ok());
+    assert!(t.fs.open(&bob, mine, RD).is_ok());
 }
 
 #[test]
@@ -372,7 +373,7 @@ fn locks_exclusive_shared_and_getlk() {
     t.lock(".chubby/l", b, 12, libc::F_RDLCK).unwrap();
     assert_eq!(t.fs.getlk(q).unwrap().typ, libc::F_UNLCK);
     let state =
-        t.fs.lock_getxattr(&t.me, t.ino(".chubby/l").unwrap(), xattr::LOCK.as_bytes())
+        t.fs.getxattr(&t.me, t.ino(".chubby/l").unwrap(), xattr::LOCK.as_bytes())
             .unwrap();
     assert!(state.starts_with(b"shared "));
     t.lock(".chubby/l", a, 11, libc::F_UNLCK).unwrap();
@@ -383,14 +384,14 @@ fn locks_exclusive_shared_and_getlk() {
         t.lock(".chubby/l", b, 12, libc::F_WRLCK),
         Err(Errno::EAGAIN)
     );
-    t.fs.lock_release(b, Some(12)).unwrap();
+    t.fs.release_locks(0, b, Some(12)).unwrap().unwrap();
     let c = t.open(".chubby/l", RD).unwrap();
     assert_eq!(
         t.lock(".chubby/l", c, 13, libc::F_WRLCK),
         Err(Errno::EAGAIN)
     );
     // Closing the holder's description releases at once (no lock-delay).
-    t.fs.lock_release(a, Some(11)).unwrap();
+    t.fs.release_locks(0, a, Some(11)).unwrap().unwrap();
     t.lock(".chubby/l", c, 13, libc::F_WRLCK).unwrap();
     t.close(c).unwrap();
 }
@@ -451,22 +452,23 @@ fn a_killed_holder_leaves_the_lock_in_lock_delay() {
     let t = T::new();
     t.put(".chubby/d", b"").unwrap();
     let ino = t.ino(".chubby/d").unwrap();
-    t.fs.lock_setxattr(&t.me, ino, xattr::LOCK_DELAY.as_bytes(), b"400")
+    t.fs.setxattr(&t.me, ino, xattr::LOCK_DELAY.as_bytes(), b"400")
         .unwrap();
     assert_eq!(
-        t.fs.lock_getxattr(&t.me, ino, xattr::LOCK_DELAY.as_bytes())
+        t.fs.getxattr(&t.me, ino, xattr::LOCK_DELAY.as_bytes())
             .unwrap(),
         b"400"
     );
     let a = t.open(".chubby/d", RD).unwrap();
     t.lock(".chubby/d", a, 41, libc::F_WRLCK).unwrap();
     // As if FLUSH had come from a process being killed.
-    t.fs.lock_handle_file(a, |f| {
-        f.killed = true;
-        Ok(())
-    })
-    .unwrap();
-    t.fs.lock_release(a, Some(41)).unwrap();
+    t.fs.lock_dir()
+        .handle_file(a, |f| {
+            f.killed = true;
+            Ok(())
+        })
+        .unwrap();
+    t.fs.release_locks(0, a, Some(41)).unwrap().unwrap();
     let b = t.open(".chubby/d", RD).unwrap();
     assert_eq!(
         t.lock(".chubby/d", b, 42, libc::F_WRLCK),
@@ -489,8 +491,8 @@ fn sequencers_name_the_callers_lock_and_go_stale() {
     let t = T::new();
     t.put(".chubby/s", b"").unwrap();
     let ino = t.ino(".chubby/s").unwrap();
-    let seq = |c: &Caller| t.fs.lock_getxattr(c, ino, xattr::SEQUENCER.as_bytes());
-    let check = |v: &[u8]| t.fs.lock_setxattr(&t.me, ino, xattr::CHECK.as_bytes(), v);
+    let seq = |c: &Caller| t.fs.getxattr(c, ino, xattr::SEQUENCER.as_bytes());
+    let check = |v: &[u8]| t.fs.setxattr(&t.me, ino, xattr::CHECK.as_bytes(), v);
     assert_eq!(seq(&t.me), Err(Errno::NO_XATTR));
     let a = t.open(".chubby/s", RD).unwrap();
     t.lock(".chubby/s", a, 51, libc::F_WRLCK).unwrap();
@@ -519,7 +521,7 @@ fn sequencers_name_the_callers_lock_and_go_stale() {
     t.put(".chubby/s2", b"").unwrap();
     let ino2 = t.ino(".chubby/s2").unwrap();
     assert_eq!(
-        t.fs.lock_setxattr(&t.me, ino2, xattr::CHECK.as_bytes(), s2.as_bytes()),
+        t.fs.setxattr(&t.me, ino2, xattr::CHECK.as_bytes(), s2.as_bytes()),
         Err(Errno::ESTALE)
     );
     t.close(a).unwrap();
@@ -530,14 +532,14 @@ fn ephemeral_files_vanish_with_their_last_handle() {
     let t = T::new();
     let fh = t.open(".chubby/eph", WR | libc::O_CREAT).unwrap();
     let ino = t.ino(".chubby/eph").unwrap();
-    t.fs.lock_setxattr(&t.me, ino, xattr::EPHEMERAL.as_bytes(), b"1")
+    t.fs.setxattr(&t.me, ino, xattr::EPHEMERAL.as_bytes(), b"1")
         .unwrap();
     assert_eq!(
-        t.fs.lock_getxattr(&t.me, ino, xattr::EPHEMERAL.as_bytes())
+        t.fs.getxattr(&t.me, ino, xattr::EPHEMERAL.as_bytes())
             .unwrap(),
         b"1"
     );
-    let list = t.fs.lock_listxattr(ino).unwrap();
+    let list = t.fs.listxattr(ino).unwrap();
     assert!(list
         .split(|&b| b == 0)
         .any(|n| n == xattr::EPHEMERAL.as_bytes()));
@@ -552,13 +554,13 @@ fn ephemeral_files_vanish_with_their_last_handle() {
 fn events_file_streams_changes_and_polls() {
     let t = T::new();
     let root = t.ino(".chubby").unwrap();
-    t.fs.lock_mkdir(&t.me, root, b"d", 0o755, 0).unwrap();
+    t.fs.mkdir(&t.me, root, b"d", 0o755, 0).unwrap();
     let ev = t.open(".chubby/d/.events", RD).unwrap();
     assert_eq!(t.read(ev, 0, 4096), Err(Errno::EAGAIN), "nothing yet");
     let woken = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let w = woken.clone();
     let ready =
-        t.fs.lock_poll(
+        t.fs.poll(
             ev,
             Some(Box::new(move || {
                 w.store(true, std::sync::atomic::Ordering::SeqCst)
@@ -571,7 +573,7 @@ fn events_file_streams_changes_and_polls() {
     t.lock(".chubby/d/f", a, 61, libc::F_WRLCK).unwrap();
     t.close(a).unwrap();
     let dir = t.ino(".chubby/d").unwrap();
-    t.fs.lock_unlink(&t.me, dir, b"f").unwrap();
+    t.fs.unlink(&t.me, dir, b"f").unwrap();
     let mut text = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     while !text.ends_with(b"removed f\n") && Instant::now() < deadline {
@@ -587,7 +589,7 @@ fn events_file_streams_changes_and_polls() {
     );
     // A blocking read wakes on the next event.
     let (tx, rx) = bounded(1);
-    t.fs.lock_read(
+    t.fs.read_then(
         &t.me,
         ev,
         0,
@@ -633,9 +635,9 @@ fn locks_outside_chubby_use_the_local_table() {
     };
     let rx = t.setlk(&t.me, wait);
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-    t.fs.locks_release(777, 5, Some(1));
+    assert!(t.fs.release_locks(777, 5, Some(1)).is_none());
     assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(()));
-    t.fs.locks_flush(777, 2);
+    assert!(t.fs.flush_locks(&t.me, 777, 5, 2).is_none());
     assert_eq!(t.fs.getlk(r).unwrap().typ, libc::F_UNLCK);
     // Node::Lock inode numbers stay apart from the rest.
     assert_ne!(

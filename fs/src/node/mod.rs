@@ -8,6 +8,14 @@
 
 use std::fmt;
 
+pub mod lock;
+#[cfg(test)]
+mod tests;
+
+use crate::names::{display_name, version_name};
+pub use crate::status::StatusFile;
+pub use lock::LockNode;
+
 /// The root directory's inode number (fixed by FUSE).
 pub const ROOT_INO: u64 = 1;
 
@@ -30,45 +38,6 @@ impl View {
             View::Now => None,
             View::At(t) => Some(t),
         }
-    }
-}
-
-/// The files of `.bigtable/`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum StatusFile {
-    /// Engine status lines.
-    Status,
-    /// One line per table: name, families, tablets.
-    Tables,
-    /// One line per tablet of every table.
-    Tablets,
-    /// Counters of filesystem operations.
-    Stats,
-    /// The options this mount runs with.
-    Mount,
-}
-
-impl StatusFile {
-    pub const ALL: [StatusFile; 5] = [
-        StatusFile::Status,
-        StatusFile::Tables,
-        StatusFile::Tablets,
-        StatusFile::Stats,
-        StatusFile::Mount,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            StatusFile::Status => "status",
-            StatusFile::Tables => "tables",
-            StatusFile::Tablets => "tablets",
-            StatusFile::Stats => "stats",
-            StatusFile::Mount => "mount",
-        }
-    }
-    pub fn from_name(name: &[u8]) -> Option<StatusFile> {
-        StatusFile::ALL
-            .into_iter()
-            .find(|f| f.name().as_bytes() == name)
     }
 }
 
@@ -157,7 +126,7 @@ pub enum Node {
     },
     // ---- lockdir hook: `.chubby/`, the lock service's namespace ----
     /// An inode under `.chubby/` (see `crate::lockdir`).
-    Lock(crate::lockdir::LockNode),
+    Lock(LockNode),
 }
 
 impl Node {
@@ -167,7 +136,7 @@ impl Node {
     pub fn is_dir(&self) -> bool {
         !matches!(
             self,
-            Node::Lock(crate::lockdir::LockNode::Events(_) | crate::lockdir::LockNode::Status)
+            Node::Lock(LockNode::Events(_) | LockNode::Status)
                 | Node::Status(_)
                 | Node::Schema(_)
                 | Node::Mutate(_)
@@ -490,73 +459,111 @@ impl fmt::Display for Node {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn cell(q: &[u8]) -> Node {
+/// The directory a node lies in, and its name there (`None` for the root).
+pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
+    let s = |x: &str| x.as_bytes().to_vec();
+    Some(match node {
+        Node::Root => return None,
+        Node::Lock(l) => l.parent_and_name(),
+        Node::StatusDir => (Node::Root, s(STATUS_DIR)),
+        Node::Status(f) => (Node::StatusDir, s(f.name())),
+        Node::Table(t) => (Node::Root, s(t)),
+        Node::Schema(t) => (Node::Table(t.clone()), s(SCHEMA)),
+        Node::Mutate(t) => (Node::Table(t.clone()), s(MUTATE)),
+        Node::ScanDir(t) => (Node::Table(t.clone()), s(SCAN)),
+        Node::Scan { table, query } => (Node::ScanDir(table.clone()), query.clone()),
+        Node::AtDir(t) => (Node::Table(t.clone()), s(AT)),
+        Node::AtRoot { table, ts } => (Node::AtDir(table.clone()), ts.to_string().into_bytes()),
+        Node::Row { table, view, row } => (
+            match view {
+                View::Now => Node::Table(table.clone()),
+                View::At(ts) => Node::AtRoot {
+                    table: table.clone(),
+                    ts: *ts,
+                },
+            },
+            display_name(row),
+        ),
+        Node::Family {
+            table,
+            view,
+            row,
+            family,
+        } => (
+            Node::Row {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+            },
+            s(family),
+        ),
         Node::Cell {
-            table: "t".into(),
-            view: View::Now,
-            row: b"r".to_vec(),
-            family: "f".into(),
-            qualifier: q.to_vec(),
-        }
-    }
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+        } => (
+            Node::Family {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            display_name(qualifier),
+        ),
+        Node::VersionsDir {
+            table,
+            view,
+            row,
+            family,
+        } => (
+            Node::Family {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            s(VERSIONS),
+        ),
+        Node::VersionsColumn {
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+        } => (
+            Node::VersionsDir {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            display_name(qualifier),
+        ),
+        Node::Version {
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+            ts,
+        } => (
+            Node::VersionsColumn {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+            },
+            version_name(*ts).into_bytes(),
+        ),
+    })
+}
 
-    #[test]
-    fn inode_numbers_are_stable_and_distinct() {
-        assert_eq!(Node::Root.ino(), ROOT_INO);
-        assert_eq!(cell(b"a").ino(), cell(b"a").ino());
-        assert_ne!(cell(b"a").ino(), cell(b"b").ino());
-        // Length prefixes keep ("ab","c") and ("a","bc") apart.
-        let a = Node::Family {
-            table: "t".into(),
-            view: View::Now,
-            row: b"ab".to_vec(),
-            family: "c".into(),
-        };
-        let b = Node::Family {
-            table: "t".into(),
-            view: View::Now,
-            row: b"a".to_vec(),
-            family: "bc".into(),
-        };
-        assert_ne!(a.ino(), b.ino());
-        let at = Node::Row {
-            table: "t".into(),
-            view: View::At(5),
-            row: b"r".to_vec(),
-        };
-        let now = Node::Row {
-            table: "t".into(),
-            view: View::Now,
-            row: b"r".to_vec(),
-        };
-        assert_ne!(at.ino(), now.ino());
-        assert!(cell(b"x").ino() > ROOT_INO);
-    }
-
-    #[test]
-    fn views_are_read_only() {
-        assert!(!cell(b"a").read_only());
-        let at = Node::Cell {
-            table: "t".into(),
-            view: View::At(1),
-            row: b"r".to_vec(),
-            family: "f".into(),
-            qualifier: b"q".to_vec(),
-        };
-        assert!(at.read_only());
-        assert!(Node::Status(StatusFile::Stats).read_only());
-        assert!(!Node::Mutate("t".into()).read_only());
-    }
-
-    #[test]
-    fn display_escapes_keys() {
-        assert_eq!(cell(b"a/b").to_string(), "/t/r/f/a%2Fb");
-        assert!(!cell(b"a").is_dir());
-        assert!(Node::Table("t".into()).is_dir());
-        assert_eq!(StatusFile::from_name(b"stats"), Some(StatusFile::Stats));
+impl Node {
+    /// The directory this node lies in, and its name there (`None` for the root).
+    pub fn parent_and_name(&self) -> Option<(Node, Vec<u8>)> {
+        parent_and_name(self)
     }
 }
