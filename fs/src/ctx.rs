@@ -24,7 +24,7 @@ use std::time::{Duration, SystemTime};
 /// What the data path needs from the lock directory, which sits above it:
 /// `.chubby/` shows in the root (its listing, `..` of it), so the root's
 /// listing asks for the attributes of its inodes. Implemented by
-/// [`crate::lockdir::LockDir`].
+/// the lock directory (`LockDir`).
 pub trait LockAttrs: Send + Sync {
     fn lock_attr(&self, cx: &Ctx, node: &LockNode) -> FsResult<FileAttr>;
 }

@@ -16,7 +16,7 @@ use crate::options::{FsResult, Stats};
 use crate::perms::{Caller, W};
 use engine::schema::TableSchema;
 use engine::{RowRange, ScanSpec};
-use fuser::{Errno, FileAttr, FileType};
+use fuser::{Errno, FileType};
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
@@ -25,15 +25,7 @@ const ROW_BASE: u64 = 16;
 /// Rows fetched per `readdir` of a table (a reply holds about a page of names).
 const ROW_BATCH: u64 = 128;
 
-/// One entry of a directory snapshot.
-#[derive(Debug, Clone)]
-pub struct Listed {
-    pub name: Vec<u8>,
-    pub node: Node,
-    pub kind: FileType,
-    /// Attributes when already known from the listing's read.
-    pub attr: Option<FileAttr>,
-}
+pub use crate::handles::Listed;
 
 pub use crate::reply::DirOut;
 

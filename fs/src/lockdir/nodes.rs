@@ -7,11 +7,10 @@
 use super::files::LockHandle;
 use super::{creds, errno, join, LockDir, LockNode, EVENTS, STATUS};
 use crate::ctx::Ctx;
-use crate::dirs::DirOut;
-use crate::files::SetAttr;
 use crate::node::Node;
 use crate::options::{Entry, FsResult};
 use crate::perms::Caller;
+use crate::reply::{DirOut, SetAttr};
 use chubby::{Credentials, NodeKind, NodeSpec, Stat, Target, MAX_CONTENTS};
 use fuser::{Errno, FileAttr, FileType};
 use std::time::Duration;
