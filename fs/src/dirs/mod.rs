@@ -72,4 +72,3 @@ mod tests {
         assert!(parent_and_name(&Node::Root).is_none());
     }
 }
-

@@ -91,7 +91,13 @@ impl Ctx {
         Ok(())
     }
 
-    pub(super) fn batch_failed(&self, m: &mut MutateHandle, code: Errno, why: String, what: &str) -> Errno {
+    pub(super) fn batch_failed(
+        &self,
+        m: &mut MutateHandle,
+        code: Errno,
+        why: String,
+        what: &str,
+    ) -> Errno {
         log::info!("{what}: {why}");
         Stats::add(&self.data.stats.errors, 1);
         m.results

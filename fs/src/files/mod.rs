@@ -66,4 +66,3 @@ mod tests {
         assert_eq!(slice_at(&b, 50, 10), b"");
     }
 }
-

@@ -3,7 +3,12 @@
 use super::*;
 
 impl Ctx {
-    pub(super) fn read_scan(&self, s: &mut ScanHandle, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+    pub(super) fn read_scan(
+        &self,
+        s: &mut ScanHandle,
+        offset: u64,
+        size: u32,
+    ) -> FsResult<Vec<u8>> {
         let what = format!("scan of {}", s.table);
         if offset < s.start {
             // Read backwards: start over.
