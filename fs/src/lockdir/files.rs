@@ -210,6 +210,7 @@ impl LockDir {
     }
 
     /// FUSE `create` in a `.chubby/` directory.
+    #[allow(clippy::too_many_arguments)]
     pub fn create(
         &self,
         cx: &Ctx,

@@ -157,6 +157,7 @@ impl LockDir {
     }
 
     /// FUSE `rename` with either end in `.chubby/` (EXDEV across the boundary).
+    #[allow(clippy::too_many_arguments)]
     pub fn rename(
         &self,
         cx: &Ctx,
