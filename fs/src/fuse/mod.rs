@@ -4,20 +4,21 @@
 //! request with EIO (the unsent reply does so when dropped) and is logged; the
 //! daemon and its other requests go on.
 
+mod answer;
+
 use crate::fs::Fs;
 use crate::options::MAX_WRITE;
-use crate::perms::Caller;
-use crate::reply::{DirOut, Opened, SetAttr};
+use crate::reply::{DirOut, SetAttr};
+use answer::{caller, fopen, guard, Answer};
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyLock, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyLock, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -42,39 +43,6 @@ impl FuseFs {
             commits: crate::pool::Pool::new(n),
         }
     }
-}
-
-fn caller(req: &Request) -> Caller {
-    Caller::new(req.uid(), req.gid(), req.pid())
-}
-
-/// Runs one request; a panic is logged (its reply, dropped, answers EIO).
-fn guard(op: &str, f: impl FnOnce()) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
-        let msg = p
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| p.downcast_ref::<&str>().copied())
-            .unwrap_or("?");
-        log::error!("{op}: internal error (answered EIO): {msg}");
-    }
-}
-
-fn fopen(o: &Opened) -> FopenFlags {
-    let mut f = FopenFlags::empty();
-    if o.direct_io {
-        f |= FopenFlags::FOPEN_DIRECT_IO;
-    }
-    if o.keep_cache {
-        f |= FopenFlags::FOPEN_KEEP_CACHE;
-    }
-    if o.noflush {
-        f |= FopenFlags::FOPEN_NOFLUSH;
-    }
-    if o.nonseekable {
-        f |= FopenFlags::FOPEN_NONSEEKABLE;
-    }
-    f
 }
 
 impl Filesystem for FuseFs {
@@ -110,10 +78,7 @@ impl Filesystem for FuseFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         guard("lookup", || {
-            match self.fs.lookup(parent.0, name.as_bytes()) {
-                Ok(e) => reply.entry(&e.ttl, &e.attr, Generation(0)),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(self.fs.lookup(parent.0, name.as_bytes()))
         })
     }
 
@@ -123,10 +88,7 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         guard("getattr", || {
-            match self.fs.getattr(ino.0, fh.map(|f| f.0)) {
-                Ok((a, ttl)) => reply.attr(&ttl, &a),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(self.fs.getattr(ino.0, fh.map(|f| f.0)))
         })
     }
 
@@ -176,13 +138,10 @@ impl Filesystem for FuseFs {
         reply: ReplyEntry,
     ) {
         guard("mkdir", || {
-            match self
-                .fs
-                .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask)
-            {
-                Ok(e) => reply.entry(&e.ttl, &e.attr, Generation(0)),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(
+                self.fs
+                    .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask),
+            )
         })
     }
 
@@ -290,10 +249,7 @@ impl Filesystem for FuseFs {
                 offset,
                 size,
                 nonblock,
-                Box::new(move |r| match r {
-                    Ok(d) => reply.data(&d),
-                    Err(e) => reply.error(e),
-                }),
+                Box::new(move |r| reply.answer(r)),
             )
         })
     }
@@ -310,10 +266,7 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        guard("write", || match self.fs.write(fh.0, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(e),
-        })
+        guard("write", || reply.answer(self.fs.write(fh.0, offset, data)))
     }
 
     fn flush(
@@ -364,12 +317,8 @@ impl Filesystem for FuseFs {
                 Some(Err(e)) => reply.error(e),
                 None => {
                     let fs = self.fs.clone();
-                    self.commits.run(move || {
-                        guard("release", || match fs.release(fh.0) {
-                            Ok(()) => reply.ok(),
-                            Err(e) => reply.error(e),
-                        })
-                    })
+                    self.commits
+                        .run(move || guard("release", || reply.answer(fs.release(fh.0))))
                 }
             }
         })
@@ -396,9 +345,8 @@ impl Filesystem for FuseFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        guard("opendir", || match self.fs.opendir(&caller(req), ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(e),
+        guard("opendir", || {
+            reply.answer(self.fs.opendir(&caller(req), ino.0))
         })
     }
 
@@ -414,7 +362,8 @@ impl Filesystem for FuseFs {
             let mut add = |e: &DirOut<'_>| {
                 reply.add(INodeNo(e.ino), e.offset, e.kind, OsStr::from_bytes(e.name))
             };
-            match self.fs.readdir(fh.0, offset, false, &mut add) {
+            let r = self.fs.readdir(fh.0, offset, false, &mut add);
+            match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
             }
@@ -442,7 +391,8 @@ impl Filesystem for FuseFs {
                 ),
                 None => false,
             };
-            match fs.readdir(fh.0, offset, true, &mut add) {
+            let r = fs.readdir(fh.0, offset, true, &mut add);
+            match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
             }
@@ -470,12 +420,8 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let fs = self.fs.clone();
-        self.commits.run(move || {
-            guard("fsyncdir", || match fs.sync() {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            })
-        })
+        self.commits
+            .run(move || guard("fsyncdir", || reply.answer(fs.sync())))
     }
 
     fn copy_file_range(
@@ -492,13 +438,10 @@ impl Filesystem for FuseFs {
         reply: ReplyWrite,
     ) {
         guard("copy_file_range", || {
-            match self
-                .fs
-                .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
-            {
-                Ok(n) => reply.written(n),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(
+                self.fs
+                    .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len),
+            )
         })
     }
 
@@ -520,13 +463,10 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         guard("setxattr", || {
-            match self
-                .fs
-                .setxattr(&caller(req), ino.0, name.as_bytes(), value)
-            {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(
+                self.fs
+                    .setxattr(&caller(req), ino.0, name.as_bytes(), value),
+            )
         })
     }
 
@@ -553,10 +493,7 @@ impl Filesystem for FuseFs {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guard("removexattr", || {
-            match self.fs.removexattr(&caller(req), ino.0, name.as_bytes()) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(self.fs.removexattr(&caller(req), ino.0, name.as_bytes()))
         })
     }
 
@@ -617,14 +554,8 @@ impl Filesystem for FuseFs {
                 sleep,
             };
             // A lock that must wait answers later, from a thread of its own.
-            self.fs.setlk(
-                &caller(req),
-                r,
-                Box::new(move |res| match res {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
-                }),
-            )
+            self.fs
+                .setlk(&caller(req), r, Box::new(move |res| reply.answer(res)))
         })
     }
 
