@@ -19,8 +19,8 @@
 //! 8. `fuse`: [`FuseFs`], argument conversion and replies
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-pub mod attr;
-pub mod ctx;
+mod attr;
+mod ctx;
 pub mod dirs;
 pub mod errno;
 pub mod files;
@@ -45,7 +45,7 @@ pub mod reply;
 pub mod schema_file;
 pub mod status;
 pub mod store;
-pub mod view;
+mod view;
 
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
