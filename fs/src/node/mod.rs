@@ -51,6 +51,33 @@ pub const VERSIONS: &str = ".versions";
 /// Reserved name in the root.
 pub const STATUS_DIR: &str = ".bigtable";
 
+/// A node inside a row, described once (see [`Node::data_path`]).
+struct DataPath<'a> {
+    /// The node's tag in the inode encoding (10..=15; 13 and up lie under
+    /// `.versions`).
+    tag: u8,
+    table: &'a str,
+    view: View,
+    row: &'a [u8],
+    family: Option<&'a str>,
+    qualifier: Option<&'a [u8]>,
+    ts: Option<u64>,
+}
+
+impl<'a> DataPath<'a> {
+    fn base(tag: u8, table: &'a str, view: View, row: &'a [u8]) -> DataPath<'a> {
+        DataPath {
+            tag,
+            table,
+            view,
+            row,
+            family: None,
+            qualifier: None,
+            ts: None,
+        }
+    }
+}
+
 /// One inode of the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Node {
@@ -155,53 +182,89 @@ impl Node {
             | Node::Mutate(t)
             | Node::ScanDir(t)
             | Node::AtDir(t) => Some(t),
-            Node::Scan { table, .. }
-            | Node::AtRoot { table, .. }
-            | Node::Row { table, .. }
-            | Node::Family { table, .. }
-            | Node::Cell { table, .. }
-            | Node::VersionsDir { table, .. }
-            | Node::VersionsColumn { table, .. }
-            | Node::Version { table, .. } => Some(table),
+            Node::Scan { table, .. } | Node::AtRoot { table, .. } => Some(table),
+            n => n.data_path().map(|p| p.table),
         }
+    }
+
+    /// The row, family, column and version a node inside a row stands
+    /// for: the one description the accessors, the inode encoding and the
+    /// display use.
+    fn data_path(&self) -> Option<DataPath<'_>> {
+        Some(match self {
+            Node::Row { table, view, row } => DataPath::base(10, table, *view, row),
+            Node::Family {
+                table,
+                view,
+                row,
+                family,
+            } => DataPath {
+                family: Some(family),
+                ..DataPath::base(11, table, *view, row)
+            },
+            Node::Cell {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => DataPath {
+                family: Some(family),
+                qualifier: Some(qualifier),
+                ..DataPath::base(12, table, *view, row)
+            },
+            Node::VersionsDir {
+                table,
+                view,
+                row,
+                family,
+            } => DataPath {
+                family: Some(family),
+                ..DataPath::base(13, table, *view, row)
+            },
+            Node::VersionsColumn {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => DataPath {
+                family: Some(family),
+                qualifier: Some(qualifier),
+                ..DataPath::base(14, table, *view, row)
+            },
+            Node::Version {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+                ts,
+            } => DataPath {
+                family: Some(family),
+                qualifier: Some(qualifier),
+                ts: Some(*ts),
+                ..DataPath::base(15, table, *view, row)
+            },
+            _ => return None,
+        })
     }
 
     /// The row this node lies in.
     pub fn row(&self) -> Option<&[u8]> {
-        match self {
-            Node::Row { row, .. }
-            | Node::Family { row, .. }
-            | Node::Cell { row, .. }
-            | Node::VersionsDir { row, .. }
-            | Node::VersionsColumn { row, .. }
-            | Node::Version { row, .. } => Some(row),
-            _ => None,
-        }
+        self.data_path().map(|p| p.row)
     }
 
     /// The family this node lies in.
     pub fn family(&self) -> Option<&str> {
-        match self {
-            Node::Family { family, .. }
-            | Node::Cell { family, .. }
-            | Node::VersionsDir { family, .. }
-            | Node::VersionsColumn { family, .. }
-            | Node::Version { family, .. } => Some(family),
-            _ => None,
-        }
+        self.data_path().and_then(|p| p.family)
     }
 
     /// The view of row-level nodes (`None` for the rest).
     pub fn view(&self) -> Option<View> {
         match self {
             Node::AtRoot { ts, .. } => Some(View::At(*ts)),
-            Node::Row { view, .. }
-            | Node::Family { view, .. }
-            | Node::Cell { view, .. }
-            | Node::VersionsDir { view, .. }
-            | Node::VersionsColumn { view, .. }
-            | Node::Version { view, .. } => Some(*view),
-            _ => None,
+            n => n.data_path().map(|p| p.view),
         }
     }
 
@@ -285,87 +348,26 @@ impl Node {
                 put(out, table.as_bytes());
                 out.extend_from_slice(&ts.to_le_bytes());
             }
-            Node::Row {
-                table,
-                view: v,
-                row,
-            } => {
-                out.push(10);
-                put(out, table.as_bytes());
-                view(out, *v);
-                put(out, row);
-            }
-            Node::Family {
-                table,
-                view: v,
-                row,
-                family,
-            } => {
-                out.push(11);
-                put(out, table.as_bytes());
-                view(out, *v);
-                put(out, row);
-                put(out, family.as_bytes());
-            }
-            Node::Cell {
-                table,
-                view: v,
-                row,
-                family,
-                qualifier,
-            } => {
-                out.push(12);
-                put(out, table.as_bytes());
-                view(out, *v);
-                put(out, row);
-                put(out, family.as_bytes());
-                put(out, qualifier);
-            }
-            Node::VersionsDir {
-                table,
-                view: v,
-                row,
-                family,
-            } => {
-                out.push(13);
-                put(out, table.as_bytes());
-                view(out, *v);
-                put(out, row);
-                put(out, family.as_bytes());
-            }
-            Node::VersionsColumn {
-                table,
-                view: v,
-                row,
-                family,
-                qualifier,
-            } => {
-                out.push(14);
-                put(out, table.as_bytes());
-                view(out, *v);
-                put(out, row);
-                put(out, family.as_bytes());
-                put(out, qualifier);
-            }
-            Node::Version {
-                table,
-                view: v,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => {
-                out.push(15);
-                put(out, table.as_bytes());
-                view(out, *v);
-                put(out, row);
-                put(out, family.as_bytes());
-                put(out, qualifier);
-                out.extend_from_slice(&ts.to_le_bytes());
-            }
             Node::Lock(l) => {
                 out.push(16);
                 l.encode(out);
+            }
+            // Every other node lies inside a row.
+            n => {
+                let Some(p) = n.data_path() else { return };
+                out.push(p.tag);
+                put(out, p.table.as_bytes());
+                view(out, p.view);
+                put(out, p.row);
+                if let Some(f) = p.family {
+                    put(out, f.as_bytes());
+                }
+                if let Some(q) = p.qualifier {
+                    put(out, q);
+                }
+                if let Some(ts) = p.ts {
+                    out.extend_from_slice(&ts.to_le_bytes());
+                }
             }
         }
     }
@@ -393,68 +395,26 @@ impl fmt::Display for Node {
             }
             Node::AtDir(t) => write!(f, "/{t}/{AT}"),
             Node::AtRoot { table, ts } => write!(f, "/{table}/{AT}/{ts}"),
-            Node::Row {
-                table,
-                view: v,
-                row,
-            } => write!(f, "/{table}/{}{}", view(v), esc(row)),
-            Node::Family {
-                table,
-                view: v,
-                row,
-                family,
-            } => {
-                write!(f, "/{table}/{}{}/{family}", view(v), esc(row))
+            // Every other node lies inside a row.
+            n => {
+                let Some(p) = n.data_path() else {
+                    return Ok(());
+                };
+                write!(f, "/{}/{}{}", p.table, view(&p.view), esc(p.row))?;
+                if let Some(fam) = p.family {
+                    write!(f, "/{fam}")?;
+                }
+                if p.tag >= 13 {
+                    write!(f, "/{VERSIONS}")?;
+                }
+                if let Some(q) = p.qualifier {
+                    write!(f, "/{}", esc(q))?;
+                }
+                if let Some(ts) = p.ts {
+                    write!(f, "/{}", crate::names::version_name(ts))?;
+                }
+                Ok(())
             }
-            Node::Cell {
-                table,
-                view: v,
-                row,
-                family,
-                qualifier,
-            } => write!(
-                f,
-                "/{table}/{}{}/{family}/{}",
-                view(v),
-                esc(row),
-                esc(qualifier)
-            ),
-            Node::VersionsDir {
-                table,
-                view: v,
-                row,
-                family,
-            } => {
-                write!(f, "/{table}/{}{}/{family}/{VERSIONS}", view(v), esc(row))
-            }
-            Node::VersionsColumn {
-                table,
-                view: v,
-                row,
-                family,
-                qualifier,
-            } => write!(
-                f,
-                "/{table}/{}{}/{family}/{VERSIONS}/{}",
-                view(v),
-                esc(row),
-                esc(qualifier)
-            ),
-            Node::Version {
-                table,
-                view: v,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => write!(
-                f,
-                "/{table}/{}{}/{family}/{VERSIONS}/{}/{}",
-                view(v),
-                esc(row),
-                esc(qualifier),
-                crate::names::version_name(*ts)
-            ),
         }
     }
 }
