@@ -25,6 +25,13 @@
 //!
 //! Inodes are [`LockNode`]s inside [`crate::node::Node::Lock`]; open files
 //! use file handles from their own number space ([`is_lock_fh`]).
+//!
+//! [`LockDir`] is a component of its own: its operations are its methods,
+//! given the data path's context (`Ctx`: the inode table, the mount's
+//! options, the local lock table, and the attributes of the root that
+//! `..` of `.chubby/` shows). `Fs` routes `.chubby/` inodes and handles here;
+//! the data path knows only that the root shows `.chubby/` (the `LockAttrs`
+//! hook).
 
 pub mod events;
 mod files;
