@@ -9,7 +9,6 @@
 
 use super::events::{PollWaker, Queue};
 use super::interrupt::{self, ProcRef};
-use super::nodes::DirHandle;
 use super::{creds, errno, is_lock_fh, join, LockDir, LockNode, EVENTS, STATUS};
 use crate::ctx::Ctx;
 use crate::node::Node;
@@ -37,6 +36,13 @@ pub struct LockOpened {
     pub direct_io: bool,
     /// An events file is a stream.
     pub nonseekable: bool,
+}
+
+/// An open `.chubby/` directory: its entries, listed at offset 0.
+pub(crate) struct DirHandle {
+    pub path: String,
+    pub creds: chubby::Credentials,
+    pub entries: Option<Vec<(Vec<u8>, Node, fuser::FileType)>>,
 }
 
 /// A `.chubby/` file open for reading and/or writing.

@@ -4,7 +4,7 @@
 //! besides the kernel's `default_permissions`, so both agree for every user
 //! of an `allow_other` mount.
 
-use super::files::LockHandle;
+use super::files::{DirHandle, LockHandle};
 use super::{creds, errno, join, LockDir, LockNode, EVENTS, STATUS};
 use crate::ctx::Ctx;
 use crate::node::Node;
@@ -14,13 +14,6 @@ use crate::reply::{DirOut, SetAttr};
 use chubby::{Credentials, NodeKind, NodeSpec, Stat, Target, MAX_CONTENTS};
 use fuser::{Errno, FileAttr, FileType};
 use std::time::Duration;
-
-/// An open `.chubby/` directory: its entries, listed at offset 0.
-pub(crate) struct DirHandle {
-    pub path: String,
-    pub creds: Credentials,
-    pub entries: Option<Vec<(Vec<u8>, Node, FileType)>>,
-}
 
 /// A name as the lock service takes it: UTF-8 without '/' (NUL cannot reach us).
 fn name_str(name: &[u8]) -> FsResult<&str> {
