@@ -1,4 +1,7 @@
 //! The one place where engine errors become errno values.
+//!
+//! The match is exhaustive: a variant added to the engine's error type does
+//! not compile until it is given an errno here.
 
 use fuser::Errno;
 
@@ -22,25 +25,28 @@ pub fn errno(e: &engine::Error) -> Errno {
         E::Corruption(_) => Errno::EIO,
         E::ShuttingDown => Errno::from_i32(libc::ESHUTDOWN),
         E::Lock(_) => Errno::EIO,
-        E::Fs(fe) => fs_errno(fe),
+        E::Fs(_) => storage_errno(e),
         E::Shared(inner) => errno(inner),
-        // Variants added to the engine later are I/O errors until mapped here.
-        #[allow(unreachable_patterns)]
-        _ => Errno::EIO,
     }
 }
 
-fn fs_errno(e: &gfs::Error) -> Errno {
-    match e {
-        // Out of space, quota, read-only data directory: say so precisely.
-        gfs::Error::Io { source, .. } => match source.raw_os_error() {
-            Some(code @ (libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::EACCES)) => {
-                Errno::from_i32(code)
-            }
-            _ => Errno::EIO,
-        },
-        _ => Errno::EIO,
+/// A storage failure: out of space, quota or a read-only or unreadable
+/// data directory is said precisely; anything else is EIO. The OS error is
+/// found on the error's source chain, so this needs no storage-layer types.
+fn storage_errno(e: &engine::Error) -> Errno {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return match io.raw_os_error() {
+                Some(code @ (libc::ENOSPC | libc::EDQUOT | libc::EROFS | libc::EACCES)) => {
+                    Errno::from_i32(code)
+                }
+                _ => Errno::EIO,
+            };
+        }
+        cause = c.source();
     }
+    Errno::EIO
 }
 
 #[cfg(test)]

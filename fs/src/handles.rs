@@ -10,6 +10,16 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// One entry of a directory snapshot.
+#[derive(Debug, Clone)]
+pub struct Listed {
+    pub name: Vec<u8>,
+    pub node: Node,
+    pub kind: fuser::FileType,
+    /// Attributes when already known from the listing's read.
+    pub attr: Option<fuser::FileAttr>,
+}
+
 /// A cell or version file open for reading or writing: the whole value is
 /// held here and committed as one new version.
 pub struct CellHandle {
@@ -83,7 +93,7 @@ pub struct ScanHandle {
 pub struct DirHandle {
     pub node: Node,
     /// Entries of small directories, listed once (offset = index + 1).
-    pub snapshot: Option<Vec<crate::dirs::Listed>>,
+    pub snapshot: Option<Vec<Listed>>,
     /// Streaming listings (rows of a table): offset → the row key listed
     /// there, for the last two batches only, so that memory does not grow
     /// with the table and a listing resumes after the right key even if rows

@@ -1,41 +1,60 @@
 //! Bigtable as a filesystem: tables, rows, column families and timestamped
-//! cells as directories and files (DESIGN section 2).
+//! cells as directories and files (the README's manual describes the namespace).
 //!
 //! [`Fs`] implements every operation over a [`Store`] (the engine's client,
 //! or an in-memory store in tests) without FUSE types beyond errno and
 //! attributes, so the whole mapping is tested without a mount; [`FuseFs`]
-//! adapts it to `fuser`.
+//! adapts it to `fuser`. `fs/README.md` maps every file to its layer; each
+//! module imports only from the layers listed before it:
+//!
+//! 1. parsers and plumbing: `names`, `query`, `mutate`, `schema_file`,
+//!    `output`, `perms`, `errno`, `options`, `store`, `pending`, `notify`,
+//!    `pool`, `local_locks`, `status`, `reply`
+//! 2. `node`: what an inode stands for
+//! 3. `inodes`, `handles`
+//! 4. `view` (engine queries) and `attr` (pure attribute functions)
+//! 5. `ctx`: the data path's shared state
+//! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
+//! 7. `fs`: [`Fs`], which routes each request to the data path or `lockdir`
+//! 8. `fuse`: [`FuseFs`], argument conversion and replies
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
-mod core;
+mod attr;
+mod ctx;
 pub mod dirs;
 pub mod errno;
 pub mod files;
+mod fs;
 mod fuse;
 pub mod handles;
 pub mod inodes;
+pub mod local_locks;
 pub mod lockdir;
 pub mod lookup;
 pub mod mutate;
 pub mod names;
 pub mod node;
 pub mod notify;
+pub mod options;
 pub mod output;
 pub mod pending;
 pub mod perms;
 mod pool;
 pub mod query;
+pub mod reply;
 pub mod schema_file;
-mod status;
+pub mod status;
 pub mod store;
+mod view;
 
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
 #[cfg(test)]
 mod tests;
 
-pub use crate::core::{Entry, Fs, FsOptions, FsResult};
-pub use crate::fuse::{FuseFs, COMMIT_WORKERS, MAX_WRITE};
+pub use crate::fs::Fs;
+pub use crate::fuse::{FuseFs, COMMIT_WORKERS};
+pub use crate::options::{Entry, FsOptions, FsResult, MAX_WRITE};
 pub use crate::perms::Caller;
 pub use crate::status::Statfs;
 pub use crate::store::{RowStream, Store};

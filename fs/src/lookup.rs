@@ -1,8 +1,9 @@
 //! Names to nodes: `lookup` and the resolution every name-taking operation uses.
 
-use crate::core::{Entry, Fs, FsResult, Stats};
+use crate::ctx::Ctx;
 use crate::names::{parse_lenient, parse_strict, parse_version_name, KeyName};
 use crate::node::{Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS};
+use crate::options::{Entry, FsResult, Stats};
 use fuser::{Errno, FileAttr};
 
 /// A table name as a directory name: UTF-8, not hidden, no NUL.
@@ -27,7 +28,7 @@ pub fn parse_at_name(name: &[u8]) -> Option<u64> {
     (ts.to_string() == s || format!("{ts:016}") == s).then_some(ts)
 }
 
-impl Fs {
+impl Ctx {
     /// The node `name` stands for under `parent`, with fresh attributes.
     /// ENOENT if there is nothing by that name.
     pub(crate) fn resolve(&self, parent: &Node, name: &[u8]) -> FsResult<(Node, FileAttr)> {
@@ -46,8 +47,8 @@ impl Fs {
                     return Ok(Node::StatusDir);
                 }
                 // lockdir hook
-                if n == crate::lockdir::DIR_NAME.as_bytes() && self.lockdir.is_some() {
-                    return Ok(Node::Lock(crate::lockdir::LockNode::root()));
+                if n == crate::node::lock::DIR_NAME.as_bytes() && self.lockdir.is_some() {
+                    return Ok(Node::Lock(crate::node::LockNode::root()));
                 }
                 let t = table_name(n).ok_or(Errno::ENOENT)?;
                 Ok(Node::Table(t.to_string()))
@@ -59,7 +60,7 @@ impl Fs {
                 let t = t.clone();
                 match n {
                     _ if (n == SCHEMA.as_bytes() || n == MUTATE.as_bytes())
-                        && self.pending.is_hidden(&t, &String::from_utf8_lossy(n)) =>
+                        && self.data.pending.is_hidden(&t, &String::from_utf8_lossy(n)) =>
                     {
                         Err(Errno::ENOENT)
                     }
@@ -72,7 +73,7 @@ impl Fs {
             }
             Node::ScanDir(t) => {
                 crate::query::parse(n).map_err(|why| {
-                    self.refuse(
+                    self.data.refuse(
                         &format!("{parent}/{}", String::from_utf8_lossy(n)),
                         Errno::EINVAL,
                         &why,
@@ -116,6 +117,7 @@ impl Fs {
                 }
                 let kn = parse_lenient(n).ok_or(Errno::ENOENT)?;
                 let q = self
+                    .data
                     .resolve_qualifier(table, *view, row, family, &kn)?
                     .ok_or(Errno::ENOENT)?;
                 Ok(Node::Cell {
@@ -134,6 +136,7 @@ impl Fs {
             } => {
                 let kn = parse_strict(n).ok_or(Errno::ENOENT)?;
                 let q = self
+                    .data
                     .resolve_qualifier(table, *view, row, family, &kn)?
                     .ok_or(Errno::ENOENT)?;
                 Ok(Node::VersionsColumn {
@@ -161,7 +164,7 @@ impl Fs {
                     ts,
                 })
             }
-            Node::Lock(l) => Ok(Node::Lock(self.lock_child(l, n)?)),
+            Node::Lock(l) => Ok(Node::Lock(l.child(n)?)),
             _ => Err(Errno::ENOTDIR),
         }
     }
@@ -171,7 +174,10 @@ impl Fs {
         let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
         let row = match &kn {
             KeyName::Key(k) => k.clone(),
-            KeyName::Hashed { .. } => self.resolve_row(table, view, &kn)?.ok_or(Errno::ENOENT)?,
+            KeyName::Hashed { .. } => self
+                .data
+                .resolve_row(table, view, &kn)?
+                .ok_or(Errno::ENOENT)?,
         };
         Ok(Node::Row {
             table: table.to_string(),
@@ -182,7 +188,7 @@ impl Fs {
 
     /// FUSE `lookup`: resolves and takes a kernel reference.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
-        Stats::add(&self.stats.lookups, 1);
+        Stats::add(&self.data.stats.lookups, 1);
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
         let (node, attr) = self.resolve(&p, name)?;
         self.register(&node)?;
@@ -199,7 +205,7 @@ impl Fs {
 
     /// FUSE `getattr`.
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<(FileAttr, std::time::Duration)> {
-        Stats::add(&self.stats.getattrs, 1);
+        Stats::add(&self.data.stats.getattrs, 1);
         let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
         // An open file is described by its handle (it may be uncommitted or unlinked).
         if let Some(attr) = fh.and_then(|fh| self.handle_attr(fh, &node)) {

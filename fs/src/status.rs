@@ -1,28 +1,81 @@
-//! The read-only files of `.bigtable/`.
+//! `.bigtable/`: the one place that owns the list of status files and what
+//! each one says. A new status file is a variant of [`StatusFile`], a name
+//! in [`StatusFile::name`] and its text in [`StatusFile::content`]; lookup,
+//! listing and attributes follow from [`StatusFile::ALL`].
 
-use crate::core::Fs;
-use crate::node::StatusFile;
+use crate::options::{FsOptions, Stats};
+use crate::store::Store;
 use std::fmt::Write;
 use std::sync::atomic::Ordering;
 
-impl Fs {
-    /// The current text of a status file.
-    pub fn status_content(&self, f: StatusFile) -> Vec<u8> {
+/// The files of `.bigtable/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StatusFile {
+    /// Engine status lines.
+    Status,
+    /// One line per table: name, families, tablets.
+    Tables,
+    /// One line per tablet of every table.
+    Tablets,
+    /// Counters of filesystem operations.
+    Stats,
+    /// The options this mount runs with.
+    Mount,
+}
+
+impl StatusFile {
+    pub const ALL: [StatusFile; 5] = [
+        StatusFile::Status,
+        StatusFile::Tables,
+        StatusFile::Tablets,
+        StatusFile::Stats,
+        StatusFile::Mount,
+    ];
+    pub fn name(self) -> &'static str {
+        match self {
+            StatusFile::Status => "status",
+            StatusFile::Tables => "tables",
+            StatusFile::Tablets => "tablets",
+            StatusFile::Stats => "stats",
+            StatusFile::Mount => "mount",
+        }
+    }
+    pub fn from_name(name: &[u8]) -> Option<StatusFile> {
+        StatusFile::ALL
+            .into_iter()
+            .find(|f| f.name().as_bytes() == name)
+    }
+}
+
+/// What the status files report from.
+pub struct StatusSources<'a> {
+    pub store: &'a dyn Store,
+    pub stats: &'a Stats,
+    pub opts: &'a FsOptions,
+    pub invalidations: u64,
+    pub inodes: usize,
+    pub open_handles: usize,
+    pub pending_dirs: usize,
+}
+
+impl StatusFile {
+    /// The current text of this status file.
+    pub fn content(self, s: &StatusSources<'_>) -> Vec<u8> {
         let mut out = String::new();
-        match f {
+        match self {
             StatusFile::Status => {
-                for l in self.store.status() {
+                for l in s.store.status() {
                     let _ = writeln!(out, "{l}");
                 }
             }
             StatusFile::Tables => {
                 let _ = writeln!(out, "# table families tablets owner group mode");
-                for t in self.store.list_tables() {
-                    let (fams, owner, group, mode) = match self.store.schema(&t) {
+                for t in s.store.list_tables() {
+                    let (fams, owner, group, mode) = match s.store.schema(&t) {
                         Ok(s) => (s.families.len(), s.owner, s.group, s.mode),
                         Err(_) => continue,
                     };
-                    let tablets = self.store.tablets(&t).map(|v| v.len()).unwrap_or(0);
+                    let tablets = s.store.tablets(&t).map(|v| v.len()).unwrap_or(0);
                     let _ = writeln!(out, "{t} {fams} {tablets} {owner} {group} {mode:04o}");
                 }
             }
@@ -31,8 +84,8 @@ impl Fs {
                     out,
                     "# table id start end memtable_bytes sstable_bytes sstables"
                 );
-                for t in self.store.list_tables() {
-                    for tab in self.store.tablets(&t).unwrap_or_default() {
+                for t in s.store.list_tables() {
+                    for tab in s.store.tablets(&t).unwrap_or_default() {
                         let key = |k: &[u8]| {
                             String::from_utf8_lossy(&crate::names::encode_field(k)).into_owned()
                         };
@@ -51,31 +104,31 @@ impl Fs {
                 }
             }
             StatusFile::Stats => {
-                let s = &self.stats;
+                let c = s.stats;
                 let rows = [
-                    ("lookups", s.lookups.load(Ordering::Relaxed)),
-                    ("getattrs", s.getattrs.load(Ordering::Relaxed)),
-                    ("reads", s.reads.load(Ordering::Relaxed)),
-                    ("read_bytes", s.read_bytes.load(Ordering::Relaxed)),
-                    ("writes", s.writes.load(Ordering::Relaxed)),
-                    ("write_bytes", s.write_bytes.load(Ordering::Relaxed)),
-                    ("commits", s.commits.load(Ordering::Relaxed)),
-                    ("batches", s.batches.load(Ordering::Relaxed)),
-                    ("batch_rows", s.batch_rows.load(Ordering::Relaxed)),
-                    ("scans", s.scans.load(Ordering::Relaxed)),
-                    ("readdirs", s.readdirs.load(Ordering::Relaxed)),
-                    ("errors", s.errors.load(Ordering::Relaxed)),
-                    ("invalidations", self.inval.sent()),
-                    ("inodes", self.inodes.len() as u64),
-                    ("open_handles", self.handles.len() as u64),
-                    ("pending_dirs", self.pending.len() as u64),
+                    ("lookups", c.lookups.load(Ordering::Relaxed)),
+                    ("getattrs", c.getattrs.load(Ordering::Relaxed)),
+                    ("reads", c.reads.load(Ordering::Relaxed)),
+                    ("read_bytes", c.read_bytes.load(Ordering::Relaxed)),
+                    ("writes", c.writes.load(Ordering::Relaxed)),
+                    ("write_bytes", c.write_bytes.load(Ordering::Relaxed)),
+                    ("commits", c.commits.load(Ordering::Relaxed)),
+                    ("batches", c.batches.load(Ordering::Relaxed)),
+                    ("batch_rows", c.batch_rows.load(Ordering::Relaxed)),
+                    ("scans", c.scans.load(Ordering::Relaxed)),
+                    ("readdirs", c.readdirs.load(Ordering::Relaxed)),
+                    ("errors", c.errors.load(Ordering::Relaxed)),
+                    ("invalidations", s.invalidations),
+                    ("inodes", s.inodes as u64),
+                    ("open_handles", s.open_handles as u64),
+                    ("pending_dirs", s.pending_dirs as u64),
                 ];
                 for (k, v) in rows {
                     let _ = writeln!(out, "{k} {v}");
                 }
             }
             StatusFile::Mount => {
-                let o = &self.opts;
+                let o = s.opts;
                 let _ = writeln!(out, "options {}", o.description);
                 let _ = writeln!(out, "attr_timeout {:?}", o.attr_timeout);
                 let _ = writeln!(out, "entry_timeout {:?}", o.entry_timeout);
@@ -85,30 +138,30 @@ impl Fs {
         }
         out.into_bytes()
     }
+}
 
-    /// FUSE `statfs`: the data directory's space, in 4 KiB blocks.
-    pub fn statfs(&self) -> Statfs {
-        let mut s = Statfs {
-            blocks: 1 << 30,
-            bfree: 1 << 30,
-            bavail: 1 << 30,
-            files: 1 << 40,
-            ffree: 1 << 40,
-            bsize: 4096,
-            namelen: crate::names::NAME_MAX as u32,
-            frsize: 4096,
-        };
-        if let Some(p) = &self.opts.statfs_path {
-            if let Ok(v) = nix::sys::statvfs::statvfs(p.as_path()) {
-                let frsize = v.fragment_size().max(1);
-                let scale = |n: u64| n.saturating_mul(frsize) / 4096;
-                s.blocks = scale(v.blocks());
-                s.bfree = scale(v.blocks_free());
-                s.bavail = scale(v.blocks_available());
-            }
+/// FUSE `statfs`: the data directory's space, in 4 KiB blocks.
+pub fn statfs(opts: &FsOptions) -> Statfs {
+    let mut s = Statfs {
+        blocks: 1 << 30,
+        bfree: 1 << 30,
+        bavail: 1 << 30,
+        files: 1 << 40,
+        ffree: 1 << 40,
+        bsize: 4096,
+        namelen: crate::names::NAME_MAX as u32,
+        frsize: 4096,
+    };
+    if let Some(p) = &opts.statfs_path {
+        if let Ok(v) = nix::sys::statvfs::statvfs(p.as_path()) {
+            let frsize = v.fragment_size().max(1);
+            let scale = |n: u64| n.saturating_mul(frsize) / 4096;
+            s.blocks = scale(v.blocks());
+            s.bfree = scale(v.blocks_free());
+            s.bavail = scale(v.blocks_available());
         }
-        s
     }
+    s
 }
 
 /// What `statfs` reports.

@@ -9,10 +9,10 @@
 
 use super::events::{PollWaker, Queue};
 use super::interrupt::{self, ProcRef};
-use super::nodes::DirHandle;
-use super::{creds, errno, is_lock_fh, join, LockNode, EVENTS, STATUS};
-use crate::core::{Entry, Fs, FsResult};
+use super::{creds, errno, is_lock_fh, join, LockDir, LockNode, EVENTS, STATUS};
+use crate::ctx::Ctx;
 use crate::node::Node;
+use crate::options::{Entry, FsResult};
 use crate::perms::Caller;
 use chubby::{
     Credentials, HandleId, NodeKind, NodeSpec, OpenOptions, OwnerKey, SessionId, Target,
@@ -36,6 +36,13 @@ pub struct LockOpened {
     pub direct_io: bool,
     /// An events file is a stream.
     pub nonseekable: bool,
+}
+
+/// An open `.chubby/` directory: its entries, listed at offset 0.
+pub(crate) struct DirHandle {
+    pub path: String,
+    pub creds: chubby::Credentials,
+    pub entries: Option<Vec<(Vec<u8>, Node, fuser::FileType)>>,
 }
 
 /// A `.chubby/` file open for reading and/or writing.
@@ -107,7 +114,7 @@ fn slice_at(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
     data[start..end].to_vec()
 }
 
-impl Fs {
+impl LockDir {
     /// The process behind a request, as a lasting reference.
     fn proc_ref(caller: &Caller) -> Option<ProcRef> {
         ProcRef::of(interrupt::tgid_of(caller.pid)?)
@@ -121,7 +128,7 @@ impl Fs {
         flags: i32,
         create: Option<NodeSpec>,
     ) -> FsResult<LockOpened> {
-        let ld = self.lockdir()?;
+        let ld = self;
         let acc = flags & libc::O_ACCMODE;
         let readable = acc != libc::O_WRONLY;
         let writable = acc != libc::O_RDONLY;
@@ -171,9 +178,9 @@ impl Fs {
     }
 
     /// FUSE `open` of a `.chubby/` file.
-    pub fn lock_open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<LockOpened> {
-        let ld = self.lockdir()?;
-        let node = self.lock_node(ino).ok_or(Errno::ENOENT)?;
+    pub fn open(&self, cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> FsResult<LockOpened> {
+        let ld = self;
+        let node = cx.lock_node(ino).ok_or(Errno::ENOENT)?;
         let writable = flags & libc::O_ACCMODE != libc::O_RDONLY;
         match node {
             LockNode::Entry(path) => self.open_node(caller, &path, flags, None),
@@ -182,7 +189,7 @@ impl Fs {
                     return Err(Errno::EACCES);
                 }
                 // The directory must exist (and be one) when the stream starts.
-                self.lock_attr(&LockNode::Events(dir.clone()))?;
+                self.attr(cx, &LockNode::Events(dir.clone()))?;
                 let (sub, queue) = ld.hub.subscribe(&dir);
                 let fh = ld.insert(LockHandle::Events { ino, sub, queue });
                 Ok(LockOpened {
@@ -209,8 +216,10 @@ impl Fs {
     }
 
     /// FUSE `create` in a `.chubby/` directory.
-    pub fn lock_create(
+    #[allow(clippy::too_many_arguments)]
+    pub fn create(
         &self,
+        cx: &Ctx,
         caller: &Caller,
         parent: u64,
         name: &[u8],
@@ -218,8 +227,8 @@ impl Fs {
         umask: u32,
         flags: i32,
     ) -> FsResult<(Entry, LockOpened)> {
-        let ld = self.lockdir()?;
-        let Some(LockNode::Entry(dir)) = self.lock_node(parent) else {
+        let ld = self;
+        let Some(LockNode::Entry(dir)) = cx.lock_node(parent) else {
             return Err(Errno::ENOTDIR);
         };
         if name == EVENTS.as_bytes() || (dir == "/" && name == STATUS.as_bytes()) {
@@ -229,28 +238,28 @@ impl Fs {
         let path = join(&dir, name);
         let spec = NodeSpec::file(mode & !umask & 0o7777);
         let opened = self.open_node(caller, &path, flags, Some(spec))?;
-        let st = match self.lock_handle_file(opened.fh, |f| {
+        let st = match self.handle_file(opened.fh, |f| {
             ld.svc
                 .stat(&Credentials::root(), Target::Handle(f.handle))
                 .map_err(|e| errno(&format!("stat {path}"), &e))
         }) {
             Ok(st) => st,
             Err(e) => {
-                let _ = self.lock_release(opened.fh, None);
+                let _ = self.release(cx, opened.fh, None);
                 return Err(e);
             }
         };
-        let entry = self.lock_entry(LockNode::Entry(path), &st)?;
+        let entry = self.entry(cx, LockNode::Entry(path), &st)?;
         Ok((entry, opened))
     }
 
     /// Runs `f` on an open `.chubby/` file's handle.
-    pub(crate) fn lock_handle_file<T>(
+    pub(crate) fn handle_file<T>(
         &self,
         fh: u64,
         f: impl FnOnce(&mut FileHandle) -> FsResult<T>,
     ) -> FsResult<T> {
-        let h = self.lockdir()?.handle(fh)?;
+        let h = self.handle(fh)?;
         let mut g = h.lock();
         match &mut *g {
             LockHandle::File(file) => f(file),
@@ -263,7 +272,7 @@ impl Fs {
         if f.loaded {
             return Ok(());
         }
-        let ld = self.lockdir()?;
+        let ld = self;
         // A write-only handle may not read through the service; merging
         // its writes into the contents is the daemon's own business.
         let path = ld
@@ -281,7 +290,7 @@ impl Fs {
 
     /// Replaces the file's contents with the handle's buffer.
     fn commit(&self, f: &mut FileHandle) -> FsResult<()> {
-        let ld = self.lockdir()?;
+        let ld = self;
         ld.svc
             .set_contents(&f.creds, Target::Handle(f.handle), &f.data)
             .map_err(|e| errno(&format!("write /.chubby{}", f.path), &e))?;
@@ -291,8 +300,8 @@ impl Fs {
     }
 
     /// Truncation through an open handle (setattr with a file handle).
-    pub(crate) fn lock_truncate_handle(&self, fh: u64, size: usize) -> FsResult<()> {
-        self.lock_handle_file(fh, |f| {
+    pub(crate) fn truncate_handle(&self, fh: u64, size: usize) -> FsResult<()> {
+        self.handle_file(fh, |f| {
             if !f.writable {
                 return Err(Errno::EBADF);
             }
@@ -306,8 +315,8 @@ impl Fs {
 
     /// Attributes of an open file with unwritten contents (its size is the
     /// buffer's); None when the node's own attributes apply.
-    pub fn lock_handle_attr(&self, fh: u64) -> Option<FileAttr> {
-        let h = self.lockdir.as_ref()?.handle(fh).ok()?;
+    pub fn handle_attr(&self, cx: &Ctx, fh: u64) -> Option<FileAttr> {
+        let h = self.handle(fh).ok()?;
         let g = h.lock();
         let LockHandle::File(f) = &*g else {
             return None;
@@ -316,7 +325,7 @@ impl Fs {
             return None;
         }
         let node = Node::Lock(LockNode::Entry(f.path.clone()));
-        let mut a = self.node_attr(&node).ok()?;
+        let mut a = cx.node_attr(&node).ok()?;
         a.size = f.data.len() as u64;
         a.blocks = a.size.div_ceil(512);
         Some(a)
@@ -325,7 +334,7 @@ impl Fs {
     /// FUSE `read`. Files answer at once; an events file with nothing to
     /// read blocks (on its own thread, so the FUSE workers stay free) until
     /// a line comes, the directory goes, or the reader has a signal pending.
-    pub fn lock_read(
+    pub fn read(
         &self,
         caller: &Caller,
         fh: u64,
@@ -334,7 +343,7 @@ impl Fs {
         nonblock: bool,
         done: Done<Vec<u8>>,
     ) {
-        let h = match self.lockdir().and_then(|ld| ld.handle(fh)) {
+        let h = match self.handle(fh) {
             Ok(h) => h,
             Err(e) => return done(Err(e)),
         };
@@ -347,10 +356,7 @@ impl Fs {
                 // A read from the start takes a fresh snapshot, unless this
                 // handle has contents of its own not yet committed.
                 if (offset == 0 || !f.loaded) && !f.dirty {
-                    let ld = match self.lockdir() {
-                        Ok(ld) => ld,
-                        Err(e) => return done(Err(e)),
-                    };
+                    let ld = self;
                     match ld.svc.read(&f.creds, Target::Handle(f.handle)) {
                         Ok((data, _)) => {
                             f.data = data;
@@ -393,8 +399,8 @@ impl Fs {
     }
 
     /// FUSE `write` to a `.chubby/` file: into the handle's buffer.
-    pub fn lock_write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
-        self.lock_handle_file(fh, |f| {
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        self.handle_file(fh, |f| {
             if !f.writable {
                 return Err(Errno::EBADF);
             }
@@ -425,15 +431,15 @@ impl Fs {
     /// FUSE `flush` (every `close`) of a `.chubby/` handle: commits what was
     /// written, notes whether the closer is being killed, and releases the
     /// closing process's fcntl locks (`lock_owner` names its descriptor table).
-    pub fn lock_flush(&self, caller: &Caller, fh: u64, lock_owner: OwnerKey) -> FsResult<()> {
-        let ld = self.lockdir()?;
+    pub fn flush(&self, cx: &Ctx, caller: &Caller, fh: u64, lock_owner: OwnerKey) -> FsResult<()> {
+        let ld = self;
         let h = ld.handle(fh)?;
         let killed = interrupt::being_killed(caller.pid);
         let mut g = h.lock();
         let ino = g.ino();
         let LockHandle::File(f) = &mut *g else {
             drop(g);
-            self.local_locks.unlock(ino, lock_owner);
+            cx.local_locks.unlock(ino, lock_owner);
             return Ok(());
         };
         f.killed = killed;
@@ -470,8 +476,8 @@ impl Fs {
     }
 
     /// FUSE `fsync`: commits what was written so far.
-    pub fn lock_fsync(&self, fh: u64) -> FsResult<()> {
-        self.lock_handle_file(fh, |f| {
+    pub fn fsync(&self, fh: u64) -> FsResult<()> {
+        self.handle_file(fh, |f| {
             if let Some(e) = f.failed {
                 return Err(e);
             }
@@ -485,15 +491,15 @@ impl Fs {
 
     /// FUSE `release` (last close of a description). `flock_owner` is set
     /// when the description took flock locks (a failed `flock -n` too).
-    pub fn lock_release(&self, fh: u64, flock_owner: Option<OwnerKey>) -> FsResult<()> {
-        let ld = self.lockdir()?;
+    pub fn release(&self, cx: &Ctx, fh: u64, flock_owner: Option<OwnerKey>) -> FsResult<()> {
+        let ld = self;
         let Some(h) = ld.remove(fh) else {
             return Err(Errno::EBADF);
         };
         let mut g = h.lock();
         if let Some(o) = flock_owner {
             // Events and status files lock in the local table.
-            self.local_locks.unlock(g.ino(), o);
+            cx.local_locks.unlock(g.ino(), o);
         }
         match &mut *g {
             LockHandle::File(f) => {
@@ -525,21 +531,19 @@ impl Fs {
     }
 
     /// FUSE `releasedir` of a `.chubby/` directory.
-    pub fn lock_releasedir(&self, fh: u64) {
-        if let Ok(ld) = self.lockdir() {
-            ld.remove(fh);
-        }
+    pub fn releasedir(&self, fh: u64) {
+        self.remove(fh);
     }
 
     /// FUSE `poll`: events files are readable when a line is waiting (else
     /// `waker` runs when one comes); everything else is always ready.
     /// Returns the ready events (POLL* bits).
-    pub fn lock_poll(&self, fh: u64, waker: Option<PollWaker>) -> FsResult<u32> {
+    pub fn poll(&self, fh: u64, waker: Option<PollWaker>) -> FsResult<u32> {
         let always = (libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | libc::POLLWRNORM) as u32;
         if !is_lock_fh(fh) {
             return Ok(always);
         }
-        let h = self.lockdir()?.handle(fh)?;
+        let h = self.handle(fh)?;
         let g = h.lock();
         match &*g {
             LockHandle::Events { queue, .. } => {

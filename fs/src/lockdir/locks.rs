@@ -10,8 +10,9 @@
 
 use super::files::{Done, LockHandle};
 use super::interrupt::{self, ProcRef};
-use super::{errno, is_lock_fh, OwnerInfo};
-use crate::core::{Fs, FsResult};
+use super::{errno, is_lock_fh, LockDir, OwnerInfo};
+use crate::ctx::Ctx;
+use crate::options::FsResult;
 use crate::perms::Caller;
 use chubby::{LockMode, Sequencer, Target};
 use fuser::Errno;
@@ -63,198 +64,180 @@ fn typ_of(mode: LockMode) -> i32 {
 
 /// The service handle behind a `.chubby/` file handle, if it is a file
 /// (events and status files lock in the local table).
-enum Via {
-    Service(chubby::HandleId, chubby::Credentials, String),
+enum Via<'a> {
+    Service(&'a LockDir, chubby::HandleId, chubby::Credentials, String),
     Local,
 }
 
-impl Fs {
-    fn lock_via(&self, fh: u64) -> FsResult<Via> {
-        if !is_lock_fh(fh) {
-            return Ok(Via::Local);
-        }
-        let h = self.lockdir()?.handle(fh)?;
-        let g = h.lock();
-        Ok(match &*g {
-            LockHandle::File(f) => Via::Service(f.handle, f.creds.clone(), f.path.clone()),
-            _ => Via::Local,
-        })
+fn lock_via(ld: Option<&LockDir>, fh: u64) -> FsResult<Via<'_>> {
+    if !is_lock_fh(fh) {
+        return Ok(Via::Local);
     }
+    let ld = ld.ok_or(Errno::ENOENT)?;
+    let h = ld.handle(fh)?;
+    let g = h.lock();
+    Ok(match &*g {
+        LockHandle::File(f) => Via::Service(ld, f.handle, f.creds.clone(), f.path.clone()),
+        _ => Via::Local,
+    })
+}
 
-    /// FUSE `setlk`: `done` is called at once, or by a waiting thread later.
-    /// `caller.pid` is the requesting thread (whose signals a wait watches).
-    pub fn setlk(&self, caller: &Caller, r: LockRequest, done: Done<()>) {
-        let via = match self.lock_via(r.fh) {
-            Ok(v) => v,
-            Err(e) => return done(Err(e)),
-        };
-        let mode = match mode_of(r.typ) {
-            Ok(m) => m,
-            Err(e) => return done(Err(e)),
-        };
-        // The FUSE header names the calling thread; `r.pid` its process.
-        let tid = caller.pid;
-        log::trace!(
-            "setlk fh {} owner {:x} type {} thread {tid} process {}",
-            r.fh,
-            r.owner,
-            r.typ,
-            r.pid
-        );
-        match via {
-            Via::Local => {
-                let Some(mode) = mode else {
-                    self.local_locks.unlock(r.ino, r.owner);
+/// FUSE `setlk` on any file (`ld` is `.chubby/`, if served): `done` is
+/// called at once, or by a waiting thread later. `caller.pid` is the
+/// requesting thread (whose signals a wait watches).
+pub(crate) fn setlk(
+    ld: Option<&LockDir>,
+    cx: &Ctx,
+    caller: &Caller,
+    r: LockRequest,
+    done: Done<()>,
+) {
+    let via = match lock_via(ld, r.fh) {
+        Ok(v) => v,
+        Err(e) => return done(Err(e)),
+    };
+    let mode = match mode_of(r.typ) {
+        Ok(m) => m,
+        Err(e) => return done(Err(e)),
+    };
+    // The FUSE header names the calling thread; `r.pid` its process.
+    let tid = caller.pid;
+    log::trace!(
+        "setlk fh {} owner {:x} type {} thread {tid} process {}",
+        r.fh,
+        r.owner,
+        r.typ,
+        r.pid
+    );
+    match via {
+        Via::Local => {
+            let Some(mode) = mode else {
+                cx.local_locks.unlock(r.ino, r.owner);
+                return done(Ok(()));
+            };
+            let held = super::local::Held {
+                mode,
+                pid: r.pid,
+                fh: r.fh,
+            };
+            match cx.local_locks.try_lock(r.ino, r.owner, held) {
+                Err(Errno::EAGAIN) if r.sleep => {}
+                res => return done(res),
+            }
+            let locks = cx.local_locks.clone();
+            let spawned = std::thread::Builder::new()
+                .name("lock-wait".into())
+                .spawn(move || {
+                    done(locks.lock_wait(r.ino, r.owner, held, &|| interrupt::should_abandon(tid)))
+                });
+            if let Err(e) = spawned {
+                log::error!("cannot start a lock waiter: {e}");
+            }
+        }
+        Via::Service(ld, handle, creds, path) => {
+            let what = format!("lock /.chubby{path}");
+            let Some(mode) = mode else {
+                ld.owners.lock().remove(&r.owner);
+                return match ld.svc.unlock(r.owner, Target::Handle(handle)) {
+                    Ok(_) | Err(chubby::Error::NotFound(_)) => done(Ok(())),
+                    Err(e) => done(Err(errno(&what, &e))),
+                };
+            };
+            ld.note_user(r.fh, r.pid);
+            let info = OwnerInfo {
+                fh: r.fh,
+                pid: r.pid,
+            };
+            match ld
+                .svc
+                .try_lock(&creds, r.owner, Target::Handle(handle), mode)
+            {
+                Ok(_) => {
+                    ld.owners.lock().insert(r.owner, info);
                     return done(Ok(()));
-                };
-                let held = super::local::Held {
-                    mode,
-                    pid: r.pid,
-                    fh: r.fh,
-                };
-                match self.local_locks.try_lock(r.ino, r.owner, held) {
-                    Err(Errno::EAGAIN) if r.sleep => {}
-                    res => return done(res),
                 }
-                let locks = self.local_locks.clone();
-                let spawned =
-                    std::thread::Builder::new()
-                        .name("lock-wait".into())
-                        .spawn(move || {
-                            done(locks.lock_wait(r.ino, r.owner, held, &|| {
-                                interrupt::should_abandon(tid)
-                            }))
-                        });
-                if let Err(e) = spawned {
-                    log::error!("cannot start a lock waiter: {e}");
-                }
+                Err(chubby::Error::WouldBlock) if r.sleep => {}
+                Err(chubby::Error::WouldBlock) => return done(Err(Errno::EAGAIN)),
+                Err(e) => return done(Err(errno(&what, &e))),
             }
-            Via::Service(handle, creds, path) => {
-                let ld = match self.lockdir() {
-                    Ok(ld) => ld,
-                    Err(e) => return done(Err(e)),
-                };
-                let what = format!("lock /.chubby{path}");
-                let Some(mode) = mode else {
-                    ld.owners.lock().remove(&r.owner);
-                    return match ld.svc.unlock(r.owner, Target::Handle(handle)) {
-                        Ok(_) | Err(chubby::Error::NotFound(_)) => done(Ok(())),
-                        Err(e) => done(Err(errno(&what, &e))),
-                    };
-                };
-                self.note_user(r.fh, r.pid);
-                let info = OwnerInfo {
-                    fh: r.fh,
-                    pid: r.pid,
-                };
-                match ld
-                    .svc
-                    .try_lock(&creds, r.owner, Target::Handle(handle), mode)
-                {
-                    Ok(_) => {
-                        ld.owners.lock().insert(r.owner, info);
-                        return done(Ok(()));
-                    }
-                    Err(chubby::Error::WouldBlock) if r.sleep => {}
-                    Err(chubby::Error::WouldBlock) => return done(Err(Errno::EAGAIN)),
-                    Err(e) => return done(Err(errno(&what, &e))),
-                }
-                let svc = ld.svc.clone();
-                let owners = ld.owners.clone();
-                let spawned = std::thread::Builder::new()
-                    .name("chubby-lock-wait".into())
-                    .spawn(move || {
-                        let res = svc.lock_wait(
-                            &creds,
-                            r.owner,
-                            Target::Handle(handle),
-                            mode,
-                            None,
-                            &|| interrupt::should_abandon(tid),
-                        );
-                        match res {
-                            Ok(_) => {
-                                owners.lock().insert(r.owner, info);
-                                done(Ok(()))
-                            }
-                            Err(chubby::Error::Interrupted) => {
-                                log::info!("{what}: pid {tid} interrupted while waiting");
-                                done(Err(Errno::EINTR))
-                            }
-                            Err(e) => done(Err(errno(&what, &e))),
+            let svc = ld.svc.clone();
+            let owners = ld.owners.clone();
+            let spawned = std::thread::Builder::new()
+                .name("chubby-lock-wait".into())
+                .spawn(move || {
+                    let res =
+                        svc.lock_wait(&creds, r.owner, Target::Handle(handle), mode, None, &|| {
+                            interrupt::should_abandon(tid)
+                        });
+                    match res {
+                        Ok(_) => {
+                            owners.lock().insert(r.owner, info);
+                            done(Ok(()))
                         }
-                    });
-                if let Err(e) = spawned {
-                    log::error!("cannot start a lock waiter: {e}");
-                }
+                        Err(chubby::Error::Interrupted) => {
+                            log::info!("{what}: pid {tid} interrupted while waiting");
+                            done(Err(Errno::EINTR))
+                        }
+                        Err(e) => done(Err(errno(&what, &e))),
+                    }
+                });
+            if let Err(e) = spawned {
+                log::error!("cannot start a lock waiter: {e}");
             }
         }
     }
+}
 
+/// FUSE `getlk` on any file: a lock that would block `r`, or F_UNLCK.
+pub(crate) fn getlk(ld: Option<&LockDir>, cx: &Ctx, r: LockRequest) -> FsResult<LockReply> {
+    let mode = mode_of(r.typ)?.ok_or(Errno::EINVAL)?;
+    let free = LockReply {
+        start: r.start,
+        end: r.end,
+        typ: libc::F_UNLCK,
+        pid: 0,
+    };
+    let conflict = |mode: LockMode, pid: u32| LockReply {
+        start: 0,
+        end: OFFSET_MAX,
+        typ: typ_of(mode),
+        pid,
+    };
+    match lock_via(ld, r.fh)? {
+        Via::Local => Ok(cx
+            .local_locks
+            .conflict(r.ino, r.owner, mode)
+            .map_or(free, |h| conflict(h.mode, h.pid))),
+        Via::Service(ld, handle, _, path) => {
+            let holders = ld
+                .svc
+                .holders(Target::Handle(handle))
+                .map_err(|e| errno(&format!("getlk /.chubby{path}"), &e))?;
+            let owners = ld.owners.lock();
+            Ok(holders
+                .iter()
+                .find(|h| {
+                    h.owner != r.owner
+                        && (mode == LockMode::Exclusive || h.mode == LockMode::Exclusive)
+                })
+                .map_or(free, |h| {
+                    conflict(h.mode, owners.get(&h.owner).map_or(0, |o| o.pid))
+                }))
+        }
+    }
+}
+
+impl LockDir {
     /// Remembers that process `pid` uses the description behind `fh`.
     fn note_user(&self, fh: u64, pid: u32) {
         let Some(r) = ProcRef::of(pid) else { return };
-        let _ = self.lock_handle_file(fh, |f| {
+        let _ = self.handle_file(fh, |f| {
             if !f.refs.contains(&r) {
                 f.refs.retain(ProcRef::alive);
                 f.refs.push(r);
             }
             Ok(())
         });
-    }
-
-    /// FUSE `getlk`: a lock that would block `r`, or F_UNLCK.
-    pub fn getlk(&self, r: LockRequest) -> FsResult<LockReply> {
-        let mode = mode_of(r.typ)?.ok_or(Errno::EINVAL)?;
-        let free = LockReply {
-            start: r.start,
-            end: r.end,
-            typ: libc::F_UNLCK,
-            pid: 0,
-        };
-        let conflict = |mode: LockMode, pid: u32| LockReply {
-            start: 0,
-            end: OFFSET_MAX,
-            typ: typ_of(mode),
-            pid,
-        };
-        match self.lock_via(r.fh)? {
-            Via::Local => Ok(self
-                .local_locks
-                .conflict(r.ino, r.owner, mode)
-                .map_or(free, |h| conflict(h.mode, h.pid))),
-            Via::Service(handle, _, path) => {
-                let ld = self.lockdir()?;
-                let holders = ld
-                    .svc
-                    .holders(Target::Handle(handle))
-                    .map_err(|e| errno(&format!("getlk /.chubby{path}"), &e))?;
-                let owners = ld.owners.lock();
-                Ok(holders
-                    .iter()
-                    .find(|h| {
-                        h.owner != r.owner
-                            && (mode == LockMode::Exclusive || h.mode == LockMode::Exclusive)
-                    })
-                    .map_or(free, |h| {
-                        conflict(h.mode, owners.get(&h.owner).map_or(0, |o| o.pid))
-                    }))
-            }
-        }
-    }
-
-    /// FLUSH of a file outside `.chubby/`: the closing process's fcntl locks go.
-    pub fn locks_flush(&self, ino: u64, lock_owner: u64) {
-        self.local_locks.unlock(ino, lock_owner);
-    }
-
-    /// RELEASE of a file outside `.chubby/`: the description's flock goes,
-    /// and fcntl locks taken through it (a read-only open is not flushed).
-    pub fn locks_release(&self, ino: u64, fh: u64, flock_owner: Option<u64>) {
-        if let Some(o) = flock_owner {
-            self.local_locks.unlock(ino, o);
-        }
-        self.local_locks.unlock_fh(ino, fh);
     }
 
     /// The sequencer of the lock on cell node `path` (inode `ino`) that the
@@ -266,7 +249,7 @@ impl Fs {
         path: &str,
         ino: u64,
     ) -> FsResult<Option<Sequencer>> {
-        let ld = self.lockdir()?;
+        let ld = self;
         let holders = ld
             .svc
             .holders(Target::Path(path))
@@ -282,7 +265,7 @@ impl Fs {
             };
             let mine = info.pid == me || {
                 let refs = self
-                    .lock_handle_file(info.fh, |f| Ok(f.refs.clone()))
+                    .handle_file(info.fh, |f| Ok(f.refs.clone()))
                     .unwrap_or_default();
                 !my_fds.is_empty()
                     && refs.iter().filter(|r| r.alive()).any(|r| {

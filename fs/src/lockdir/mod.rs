@@ -1,4 +1,4 @@
-//! `.chubby/`: the lock service's namespace in the mount (DESIGN section 4).
+//! `.chubby/`: the lock service's namespace in the mount (README, "The lock directory").
 //!
 //! Every node of the cell is a directory or a small file here, and every
 //! file is a lock:
@@ -25,11 +25,19 @@
 //!
 //! Inodes are [`LockNode`]s inside [`crate::node::Node::Lock`]; open files
 //! use file handles from their own number space ([`is_lock_fh`]).
+//!
+//! [`LockDir`] is a component of its own: its operations are its methods,
+//! given the data path's context (`Ctx`: the inode table, the mount's
+//! options, the local lock table, and the attributes of the root that
+//! `..` of `.chubby/` shows). `Fs` routes `.chubby/` inodes and handles here;
+//! the data path knows only that the root shows `.chubby/` (the `LockAttrs`
+//! hook).
 
 pub mod events;
 mod files;
 pub mod interrupt;
-pub mod local;
+/// flock/fcntl locks kept in the mount (files outside the service).
+pub use crate::local_locks as local;
 mod locks;
 mod nodes;
 pub mod xattr;
@@ -37,10 +45,12 @@ pub mod xattr;
 #[cfg(test)]
 mod tests;
 
-use crate::core::Fs;
+use crate::ctx::{Ctx, LockAttrs};
 use crate::notify::Invalidator;
+use crate::options::FsResult;
 use chubby::{Credentials, LockService, OwnerKey};
 use fuser::Errno;
+use fuser::FileAttr;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::fmt;
@@ -48,14 +58,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub use files::{Done, LockOpened};
+pub(crate) use locks::{getlk, setlk};
 pub use locks::{LockReply, LockRequest, OFFSET_MAX};
 
-/// The directory's name in the mount's root.
-pub const DIR_NAME: &str = ".chubby";
-/// In every directory: the stream of its events (not listed).
-pub const EVENTS: &str = ".events";
-/// In `.chubby/` itself: the service's status lines (not listed).
-pub const STATUS: &str = ".status";
+pub use crate::node::lock::{join, split, LockNode, DIR_NAME, EVENTS, STATUS};
 
 /// File handles of `.chubby/` opens have this bit set; the rest of the
 /// filesystem numbers its handles from 1 upwards.
@@ -64,90 +70,6 @@ const FH_BIT: u64 = 1 << 62;
 /// Whether a file handle belongs to `.chubby/`.
 pub fn is_lock_fh(fh: u64) -> bool {
     fh & FH_BIT != 0
-}
-
-/// An inode under `.chubby/`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum LockNode {
-    /// A node of the cell by its path ("/" is `.chubby/` itself).
-    Entry(String),
-    /// `<dir>/.events`, by the directory's path.
-    Events(String),
-    /// `.chubby/.status`.
-    Status,
-}
-
-impl LockNode {
-    pub fn root() -> LockNode {
-        LockNode::Entry("/".into())
-    }
-
-    /// Input of the inode number hash (see `Node::ino`).
-    pub(crate) fn encode(&self, out: &mut Vec<u8>) {
-        let (tag, s) = match self {
-            LockNode::Entry(p) => (0, p.as_str()),
-            LockNode::Events(p) => (1, p.as_str()),
-            LockNode::Status => (2, ""),
-        };
-        out.push(tag);
-        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
-        out.extend_from_slice(s.as_bytes());
-    }
-
-    /// The directory this inode lies in, and its name there.
-    pub fn parent_and_name(&self) -> (crate::node::Node, Vec<u8>) {
-        use crate::node::Node;
-        match self {
-            LockNode::Entry(p) if p == "/" => (Node::Root, DIR_NAME.as_bytes().to_vec()),
-            LockNode::Entry(p) => {
-                let (dir, name) = split(p);
-                (
-                    Node::Lock(LockNode::Entry(dir.to_string())),
-                    name.as_bytes().to_vec(),
-                )
-            }
-            LockNode::Events(d) => (
-                Node::Lock(LockNode::Entry(d.clone())),
-                EVENTS.as_bytes().to_vec(),
-            ),
-            LockNode::Status => (Node::Lock(LockNode::root()), STATUS.as_bytes().to_vec()),
-        }
-    }
-
-    /// The inode number of the cell node at `path`.
-    pub fn entry_ino(path: &str) -> u64 {
-        crate::node::Node::Lock(LockNode::Entry(path.to_string())).ino()
-    }
-}
-
-impl fmt::Display for LockNode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LockNode::Entry(p) if p == "/" => write!(f, "/{DIR_NAME}"),
-            LockNode::Entry(p) => write!(f, "/{DIR_NAME}{p}"),
-            LockNode::Events(d) if d == "/" => write!(f, "/{DIR_NAME}/{EVENTS}"),
-            LockNode::Events(d) => write!(f, "/{DIR_NAME}{d}/{EVENTS}"),
-            LockNode::Status => write!(f, "/{DIR_NAME}/{STATUS}"),
-        }
-    }
-}
-
-/// Splits a cell path into its directory and last name ("/a/b" → ("/a", "b")).
-pub fn split(path: &str) -> (&str, &str) {
-    match path.rfind('/') {
-        Some(0) => ("/", &path[1..]),
-        Some(i) => (&path[..i], &path[i + 1..]),
-        None => ("/", path),
-    }
-}
-
-/// The path of `name` inside directory `dir`.
-pub fn join(dir: &str, name: &str) -> String {
-    if dir == "/" {
-        format!("/{name}")
-    } else {
-        format!("{dir}/{name}")
-    }
 }
 
 /// Who took a lock through the mount, for F_GETLK and sequencer lookups.
@@ -238,23 +160,8 @@ pub(crate) fn creds(caller: &crate::perms::Caller) -> Credentials {
     }
 }
 
-impl Fs {
-    /// Serves a lock service under `.chubby/` (without one, `.chubby/` does
-    /// not exist).
-    pub fn with_lock_service(mut self, svc: Arc<dyn LockService>) -> Fs {
-        self.lockdir = Some(LockDir::new(svc));
-        self
-    }
-
-    pub(crate) fn lockdir(&self) -> Result<&LockDir, Errno> {
-        self.lockdir.as_ref().ok_or(Errno::ENOENT)
-    }
-
-    /// The `.chubby/` inode behind `ino`, if it is one.
-    pub fn lock_node(&self, ino: u64) -> Option<LockNode> {
-        match &*self.inodes.get(ino)? {
-            crate::node::Node::Lock(l) => Some(l.clone()),
-            _ => None,
-        }
+impl LockAttrs for LockDir {
+    fn lock_attr(&self, cx: &Ctx, node: &LockNode) -> FsResult<FileAttr> {
+        self.attr(cx, node)
     }
 }

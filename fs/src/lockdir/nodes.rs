@@ -4,23 +4,16 @@
 //! besides the kernel's `default_permissions`, so both agree for every user
 //! of an `allow_other` mount.
 
-use super::files::LockHandle;
-use super::{creds, errno, join, LockNode, EVENTS, STATUS};
-use crate::core::{Entry, Fs, FsResult};
-use crate::dirs::DirOut;
-use crate::files::SetAttr;
+use super::files::{DirHandle, LockHandle};
+use super::{creds, errno, join, LockDir, LockNode, EVENTS, STATUS};
+use crate::ctx::Ctx;
 use crate::node::Node;
+use crate::options::{Entry, FsResult};
 use crate::perms::Caller;
+use crate::reply::{DirOut, SetAttr};
 use chubby::{Credentials, NodeKind, NodeSpec, Stat, Target, MAX_CONTENTS};
 use fuser::{Errno, FileAttr, FileType};
 use std::time::Duration;
-
-/// An open `.chubby/` directory: its entries, listed at offset 0.
-pub(crate) struct DirHandle {
-    pub path: String,
-    pub creds: Credentials,
-    pub entries: Option<Vec<(Vec<u8>, Node, FileType)>>,
-}
 
 /// A name as the lock service takes it: UTF-8 without '/' (NUL cannot reach us).
 fn name_str(name: &[u8]) -> FsResult<&str> {
@@ -32,37 +25,22 @@ fn reserved(dir: &str, name: &[u8]) -> bool {
     name == EVENTS.as_bytes() || (dir == "/" && name == STATUS.as_bytes())
 }
 
-impl Fs {
-    /// The inode `name` stands for in a `.chubby/` directory (without
-    /// asking the service whether it exists: `lock_attr` does).
-    pub(crate) fn lock_child(&self, parent: &LockNode, name: &[u8]) -> FsResult<LockNode> {
-        let LockNode::Entry(dir) = parent else {
-            return Err(Errno::ENOTDIR);
-        };
-        if name == EVENTS.as_bytes() {
-            return Ok(LockNode::Events(dir.clone()));
-        }
-        if dir == "/" && name == STATUS.as_bytes() {
-            return Ok(LockNode::Status);
-        }
-        Ok(LockNode::Entry(join(dir, name_str(name)?)))
-    }
-
+impl LockDir {
     /// A lock-service node's attributes as the kernel sees them.
-    pub(crate) fn stat_attr(&self, ino: u64, st: &Stat) -> FileAttr {
+    pub(crate) fn stat_attr(&self, cx: &Ctx, ino: u64, st: &Stat) -> FileAttr {
         let kind = match st.kind {
             NodeKind::Dir => FileType::Directory,
             NodeKind::File => FileType::RegularFile,
         };
-        let mut a = self.make_attr(ino, kind, st.mode, st.uid, st.gid, st.size, st.mtime);
+        let mut a = cx.make_attr(ino, kind, st.mode, st.uid, st.gid, st.size, st.mtime);
         a.ctime = st.ctime;
         a.nlink = st.nlink;
         a
     }
 
     /// Fresh attributes of a `.chubby/` inode; ENOENT if it is gone.
-    pub(crate) fn lock_attr(&self, node: &LockNode) -> FsResult<FileAttr> {
-        let ld = self.lockdir()?;
+    pub(crate) fn attr(&self, cx: &Ctx, node: &LockNode) -> FsResult<FileAttr> {
+        let ld = self;
         let ino = Node::Lock(node.clone()).ino();
         let root = Credentials::root();
         match node {
@@ -71,7 +49,7 @@ impl Fs {
                     .svc
                     .stat(&root, Target::Path(path))
                     .map_err(|e| errno(&format!("stat {node}"), &e))?;
-                Ok(self.stat_attr(ino, &st))
+                Ok(self.stat_attr(cx, ino, &st))
             }
             LockNode::Events(dir) => {
                 let st = ld
@@ -82,7 +60,7 @@ impl Fs {
                     return Err(Errno::ENOTDIR);
                 }
                 // Readable by whoever may list the directory.
-                Ok(self.make_attr(
+                Ok(cx.make_attr(
                     ino,
                     FileType::RegularFile,
                     st.mode & 0o444,
@@ -92,12 +70,12 @@ impl Fs {
                     st.mtime,
                 ))
             }
-            LockNode::Status => Ok(self.make_attr(
+            LockNode::Status => Ok(cx.make_attr(
                 ino,
                 FileType::RegularFile,
                 0o444,
-                self.opts.uid,
-                self.opts.gid,
+                cx.opts.uid,
+                cx.opts.gid,
                 ld.status_text().len() as u64,
                 std::time::SystemTime::now(),
             )),
@@ -105,8 +83,8 @@ impl Fs {
     }
 
     /// The `.chubby/` directory under parent inode `parent`.
-    fn lock_dir_of(&self, parent: u64) -> FsResult<String> {
-        match self.lock_node(parent) {
+    fn dir_of(&self, cx: &Ctx, parent: u64) -> FsResult<String> {
+        match cx.lock_node(parent) {
             Some(LockNode::Entry(p)) => Ok(p),
             Some(_) => Err(Errno::ENOTDIR),
             None => Err(Errno::ENOENT),
@@ -114,24 +92,25 @@ impl Fs {
     }
 
     /// Takes a kernel reference on a new or found node and builds its entry.
-    pub(crate) fn lock_entry(&self, node: LockNode, st: &Stat) -> FsResult<Entry> {
+    pub(crate) fn entry(&self, cx: &Ctx, node: LockNode, st: &Stat) -> FsResult<Entry> {
         let node = Node::Lock(node);
-        let attr = self.stat_attr(node.ino(), st);
-        self.register(&node)?;
-        Ok(self.entry(&node, attr))
+        let attr = self.stat_attr(cx, node.ino(), st);
+        cx.register(&node)?;
+        Ok(cx.entry(&node, attr))
     }
 
     /// FUSE `mkdir` in `.chubby/`.
-    pub fn lock_mkdir(
+    pub fn mkdir(
         &self,
+        cx: &Ctx,
         caller: &Caller,
         parent: u64,
         name: &[u8],
         mode: u32,
         umask: u32,
     ) -> FsResult<Entry> {
-        let ld = self.lockdir()?;
-        let dir = self.lock_dir_of(parent)?;
+        let ld = self;
+        let dir = self.dir_of(cx, parent)?;
         if reserved(&dir, name) {
             return Err(Errno::EEXIST);
         }
@@ -141,13 +120,13 @@ impl Fs {
             .svc
             .create(&creds(caller), &path, &spec)
             .map_err(|e| errno(&format!("mkdir {path}"), &e))?;
-        self.lock_entry(LockNode::Entry(path), &st)
+        self.entry(cx, LockNode::Entry(path), &st)
     }
 
     /// FUSE `unlink` in `.chubby/`.
-    pub fn lock_unlink(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
-        let ld = self.lockdir()?;
-        let dir = self.lock_dir_of(parent)?;
+    pub fn unlink(&self, cx: &Ctx, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
+        let ld = self;
+        let dir = self.dir_of(cx, parent)?;
         if reserved(&dir, name) {
             return Err(Errno::EPERM);
         }
@@ -158,9 +137,9 @@ impl Fs {
     }
 
     /// FUSE `rmdir` in `.chubby/`.
-    pub fn lock_rmdir(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
-        let ld = self.lockdir()?;
-        let dir = self.lock_dir_of(parent)?;
+    pub fn rmdir(&self, cx: &Ctx, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
+        let ld = self;
+        let dir = self.dir_of(cx, parent)?;
         if reserved(&dir, name) {
             return Err(Errno::ENOTDIR);
         }
@@ -171,8 +150,10 @@ impl Fs {
     }
 
     /// FUSE `rename` with either end in `.chubby/` (EXDEV across the boundary).
-    pub fn lock_rename(
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename(
         &self,
+        cx: &Ctx,
         caller: &Caller,
         parent: u64,
         name: &[u8],
@@ -180,8 +161,8 @@ impl Fs {
         newname: &[u8],
         flags: u32,
     ) -> FsResult<()> {
-        let ld = self.lockdir()?;
-        let (from_dir, to_dir) = match (self.lock_dir_of(parent), self.lock_dir_of(newparent)) {
+        let ld = self;
+        let (from_dir, to_dir) = match (self.dir_of(cx, parent), self.dir_of(cx, newparent)) {
             (Ok(a), Ok(b)) => (a, b),
             (Err(Errno::ENOENT), _) | (_, Err(Errno::ENOENT)) => return Err(Errno::EXDEV),
             (Err(e), _) | (_, Err(e)) => return Err(e),
@@ -212,7 +193,7 @@ impl Fs {
                     .map(|rest| format!("{to}{rest}"))
             }
         };
-        self.inodes.rebind_with(|n| match n {
+        cx.inodes.rebind_with(|n| match n {
             Node::Lock(LockNode::Entry(p)) => under(p).map(|p| Node::Lock(LockNode::Entry(p))),
             Node::Lock(LockNode::Events(p)) => under(p).map(|p| Node::Lock(LockNode::Events(p))),
             _ => None,
@@ -222,20 +203,21 @@ impl Fs {
 
     /// FUSE `setattr` in `.chubby/`: chmod, chown, truncation (through the
     /// open handle if given, else at once); times are accepted and ignored.
-    pub fn lock_setattr(
+    pub fn setattr(
         &self,
+        cx: &Ctx,
         caller: &Caller,
         ino: u64,
         fh: Option<u64>,
         set: SetAttr,
     ) -> FsResult<(FileAttr, Duration)> {
-        let ld = self.lockdir()?;
-        let node = self.lock_node(ino).ok_or(Errno::ENOENT)?;
+        let ld = self;
+        let node = cx.lock_node(ino).ok_or(Errno::ENOENT)?;
         let LockNode::Entry(path) = &node else {
             if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() || set.size.is_some() {
                 return Err(Errno::EPERM);
             }
-            return Ok((self.lock_attr(&node)?, self.opts.attr_timeout));
+            return Ok((self.attr(cx, &node)?, cx.opts.attr_timeout));
         };
         let c = creds(caller);
         let what = format!("setattr {node}");
@@ -245,7 +227,7 @@ impl Fs {
             }
             let own = fh.filter(|f| super::is_lock_fh(*f));
             match own {
-                Some(f) => self.lock_truncate_handle(f, size as usize)?,
+                Some(f) => self.truncate_handle(f, size as usize)?,
                 None => {
                     let (mut data, _) = ld
                         .svc
@@ -277,17 +259,17 @@ impl Fs {
                     .map_err(|e| errno(&what, &e))?;
             }
         }
-        let mut attr = self.lock_attr(&node)?;
-        if let Some(a) = fh.and_then(|f| self.lock_handle_attr(f)) {
+        let mut attr = self.attr(cx, &node)?;
+        if let Some(a) = fh.and_then(|f| self.handle_attr(cx, f)) {
             attr.size = a.size;
         }
-        Ok((attr, self.opts.attr_timeout))
+        Ok((attr, cx.opts.attr_timeout))
     }
 
     /// FUSE `opendir` of a `.chubby/` directory.
-    pub fn lock_opendir(&self, caller: &Caller, ino: u64) -> FsResult<u64> {
-        let ld = self.lockdir()?;
-        let path = match self.lock_node(ino) {
+    pub fn opendir(&self, cx: &Ctx, caller: &Caller, ino: u64) -> FsResult<u64> {
+        let ld = self;
+        let path = match cx.lock_node(ino) {
             Some(LockNode::Entry(p)) => p,
             Some(_) => return Err(Errno::ENOTDIR),
             None => return Err(Errno::ENOENT),
@@ -301,8 +283,8 @@ impl Fs {
 
     /// The entries of a `.chubby/` directory: ".", ".." and its children
     /// (the virtual `.events` and `.status` are not listed).
-    fn lock_list(&self, path: &str, c: &Credentials) -> FsResult<Vec<(Vec<u8>, Node, FileType)>> {
-        let ld = self.lockdir()?;
+    fn list(&self, path: &str, c: &Credentials) -> FsResult<Vec<(Vec<u8>, Node, FileType)>> {
+        let ld = self;
         let list = ld
             .svc
             .list(c, path)
@@ -330,20 +312,21 @@ impl Fs {
 
     /// FUSE `readdir`/`readdirplus` of a `.chubby/` directory; `add` returns
     /// true when the reply is full.
-    pub fn lock_readdir(
+    pub fn readdir(
         &self,
+        cx: &Ctx,
         fh: u64,
         offset: u64,
         plus: bool,
         add: &mut dyn FnMut(&DirOut<'_>) -> bool,
     ) -> FsResult<()> {
-        let h = self.lockdir()?.handle(fh)?;
+        let h = self.handle(fh)?;
         let mut g = h.lock();
         let LockHandle::Dir(d) = &mut *g else {
             return Err(Errno::EBADF);
         };
         if offset == 0 || d.entries.is_none() {
-            d.entries = Some(self.lock_list(&d.path, &d.creds)?);
+            d.entries = Some(self.list(&d.path, &d.creds)?);
         }
         let entries = d.entries.as_deref().unwrap_or_default();
         for (i, (name, node, kind)) in entries.iter().enumerate() {
@@ -352,11 +335,11 @@ impl Fs {
                 continue;
             }
             let attr = if plus {
-                match self.node_attr(node) {
+                match cx.node_attr(node) {
                     Ok(a) => Some(a),
                     // Gone since it was listed.
                     Err(_) if i >= 2 => continue,
-                    Err(_) => Some(self.dir_attr(node.ino(), 0o755, 0, 0)),
+                    Err(_) => Some(cx.dir_attr(node.ino(), 0o755, 0, 0)),
                 }
             } else {
                 None
@@ -367,13 +350,13 @@ impl Fs {
                 kind: *kind,
                 name,
                 attr,
-                ttl: self.entry_ttl(node),
+                ttl: cx.entry_ttl(node),
             }) {
                 return Ok(());
             }
             if plus && i >= 2 {
                 // readdirplus entries (but "." and "..") count as lookups.
-                self.register(node)?;
+                cx.register(node)?;
             }
         }
         Ok(())

@@ -11,9 +11,10 @@
 //!
 //! Paths in sequencers are the cell's: `.chubby/election` is `/election`.
 
-use super::{creds, errno, LockNode};
-use crate::core::{Fs, FsResult};
+use super::{creds, errno, LockDir, LockNode};
+use crate::ctx::Ctx;
 use crate::node::Node;
+use crate::options::FsResult;
 use crate::perms::Caller;
 use chubby::{Credentials, Sequencer, Target};
 use fuser::Errno;
@@ -47,9 +48,9 @@ fn boolean(value: &[u8]) -> FsResult<bool> {
     }
 }
 
-impl Fs {
-    fn xattr_path(&self, ino: u64) -> FsResult<Option<String>> {
-        match self.lock_node(ino) {
+impl LockDir {
+    fn xattr_path(&self, cx: &Ctx, ino: u64) -> FsResult<Option<String>> {
+        match cx.lock_node(ino) {
             Some(LockNode::Entry(p)) => Ok(Some(p)),
             Some(_) => Ok(None),
             None => Err(Errno::ENOENT),
@@ -57,9 +58,9 @@ impl Fs {
     }
 
     /// FUSE `getxattr` in `.chubby/`.
-    pub fn lock_getxattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
-        let ld = self.lockdir()?;
-        let Some(path) = self.xattr_path(ino)? else {
+    pub fn getxattr(&self, cx: &Ctx, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
+        let ld = self;
+        let Some(path) = self.xattr_path(cx, ino)? else {
             return Err(Errno::NO_XATTR);
         };
         let name = std::str::from_utf8(name).map_err(|_| Errno::NO_XATTR)?;
@@ -99,9 +100,9 @@ impl Fs {
     }
 
     /// FUSE `listxattr` in `.chubby/`: NUL-terminated names.
-    pub fn lock_listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
+    pub fn listxattr(&self, cx: &Ctx, ino: u64) -> FsResult<Vec<u8>> {
         let mut out = Vec::new();
-        if self.xattr_path(ino)?.is_some() {
+        if self.xattr_path(cx, ino)?.is_some() {
             for n in LISTED {
                 out.extend_from_slice(n.as_bytes());
                 out.push(0);
@@ -111,15 +112,16 @@ impl Fs {
     }
 
     /// FUSE `setxattr` in `.chubby/`.
-    pub fn lock_setxattr(
+    pub fn setxattr(
         &self,
+        cx: &Ctx,
         caller: &Caller,
         ino: u64,
         name: &[u8],
         value: &[u8],
     ) -> FsResult<()> {
-        let ld = self.lockdir()?;
-        let Some(path) = self.xattr_path(ino)? else {
+        let ld = self;
+        let Some(path) = self.xattr_path(cx, ino)? else {
             return Err(Errno::EPERM);
         };
         let name = std::str::from_utf8(name).map_err(|_| Errno::ENOTSUP)?;
@@ -156,11 +158,11 @@ impl Fs {
     }
 
     /// FUSE `removexattr` in `.chubby/`: removing `ephemeral` makes the file permanent.
-    pub fn lock_removexattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<()> {
+    pub fn removexattr(&self, cx: &Ctx, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<()> {
         if name == EPHEMERAL.as_bytes() {
-            return self.lock_setxattr(caller, ino, name, b"0");
+            return self.setxattr(cx, caller, ino, name, b"0");
         }
-        self.xattr_path(ino)?;
+        self.xattr_path(cx, ino)?;
         match std::str::from_utf8(name) {
             Ok(n) if LISTED.contains(&n) || n == SEQUENCER => Err(Errno::EPERM),
             _ => Err(Errno::NO_XATTR),

@@ -4,25 +4,23 @@
 //! request with EIO (the unsent reply does so when dropped) and is logged; the
 //! daemon and its other requests go on.
 
-use crate::core::Fs;
-use crate::files::SetAttr;
-use crate::lockdir::{is_lock_fh, LockOpened};
-use crate::perms::Caller;
+mod answer;
+
+use crate::fs::Fs;
+use crate::options::MAX_WRITE;
+use crate::reply::{DirOut, SetAttr};
+use answer::{caller, fopen, guard, Answer};
 use fuser::{
-    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, FopenFlags, Generation, INodeNo,
-    InitFlags, KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyLock, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow, WriteFlags,
+    AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyLock, ReplyOpen, ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::SystemTime;
-
-/// Largest write the kernel sends in one request.
-pub const MAX_WRITE: u32 = 1 << 20;
 
 /// A mounted [`Fs`].
 pub struct FuseFs {
@@ -45,45 +43,6 @@ impl FuseFs {
             commits: crate::pool::Pool::new(n),
         }
     }
-}
-
-fn caller(req: &Request) -> Caller {
-    Caller::new(req.uid(), req.gid(), req.pid())
-}
-
-/// Runs one request; a panic is logged (its reply, dropped, answers EIO).
-fn guard(op: &str, f: impl FnOnce()) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
-        let msg = p
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| p.downcast_ref::<&str>().copied())
-            .unwrap_or("?");
-        log::error!("{op}: internal error (answered EIO): {msg}");
-    }
-}
-
-/// lockdir hook: the open flags of a `.chubby/` file.
-fn lock_fopen(o: &LockOpened) -> FopenFlags {
-    let mut f = FopenFlags::FOPEN_DIRECT_IO;
-    if o.nonseekable {
-        f |= FopenFlags::FOPEN_NONSEEKABLE;
-    }
-    f
-}
-
-fn fopen(o: &crate::files::Opened) -> FopenFlags {
-    let mut f = FopenFlags::empty();
-    if o.direct_io {
-        f |= FopenFlags::FOPEN_DIRECT_IO;
-    }
-    if o.keep_cache {
-        f |= FopenFlags::FOPEN_KEEP_CACHE;
-    }
-    if o.noflush {
-        f |= FopenFlags::FOPEN_NOFLUSH;
-    }
-    f
 }
 
 impl Filesystem for FuseFs {
@@ -119,10 +78,7 @@ impl Filesystem for FuseFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         guard("lookup", || {
-            match self.fs.lookup(parent.0, name.as_bytes()) {
-                Ok(e) => reply.entry(&e.ttl, &e.attr, Generation(0)),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(self.fs.lookup(parent.0, name.as_bytes()))
         })
     }
 
@@ -132,17 +88,7 @@ impl Filesystem for FuseFs {
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         guard("getattr", || {
-            // lockdir hook: an open `.chubby/` file with unwritten contents.
-            if let Some(a) = fh
-                .filter(|f| is_lock_fh(f.0))
-                .and_then(|f| self.fs.lock_handle_attr(f.0))
-            {
-                return reply.attr(&self.fs.options().attr_timeout, &a);
-            }
-            match self.fs.getattr(ino.0, fh.map(|f| f.0)) {
-                Ok((a, ttl)) => reply.attr(&ttl, &a),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(self.fs.getattr(ino.0, fh.map(|f| f.0)))
         })
     }
 
@@ -172,13 +118,7 @@ impl Filesystem for FuseFs {
             times: atime.is_some() || mtime.is_some(),
         };
         guard("setattr", || {
-            let r = if self.fs.lock_node(ino.0).is_some() {
-                self.fs
-                    .lock_setattr(&caller(req), ino.0, fh.map(|f| f.0), set)
-            } else {
-                self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set)
-            };
-            match r {
+            match self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set) {
                 Ok((a, ttl)) => {
                     self.fs.settle();
                     reply.attr(&ttl, &a)
@@ -198,28 +138,16 @@ impl Filesystem for FuseFs {
         reply: ReplyEntry,
     ) {
         guard("mkdir", || {
-            let r = if self.fs.lock_node(parent.0).is_some() {
+            reply.answer(
                 self.fs
-                    .lock_mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask)
-            } else {
-                self.fs
-                    .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask)
-            };
-            match r {
-                Ok(e) => reply.entry(&e.ttl, &e.attr, Generation(0)),
-                Err(e) => reply.error(e),
-            }
+                    .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask),
+            )
         })
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guard("unlink", || {
-            let r = if self.fs.lock_node(parent.0).is_some() {
-                self.fs.lock_unlink(&caller(req), parent.0, name.as_bytes())
-            } else {
-                self.fs.unlink(&caller(req), parent.0, name.as_bytes())
-            };
-            match r {
+            match self.fs.unlink(&caller(req), parent.0, name.as_bytes()) {
                 Ok(()) => {
                     self.fs.settle();
                     reply.ok()
@@ -231,12 +159,7 @@ impl Filesystem for FuseFs {
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         guard("rmdir", || {
-            let r = if self.fs.lock_node(parent.0).is_some() {
-                self.fs.lock_rmdir(&caller(req), parent.0, name.as_bytes())
-            } else {
-                self.fs.rmdir(&caller(req), parent.0, name.as_bytes())
-            };
-            match r {
+            match self.fs.rmdir(&caller(req), parent.0, name.as_bytes()) {
                 Ok(()) => {
                     self.fs.settle();
                     reply.ok()
@@ -257,19 +180,6 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         guard("rename", || {
-            if self.fs.lock_node(parent.0).is_some() || self.fs.lock_node(newparent.0).is_some() {
-                return match self.fs.lock_rename(
-                    &caller(req),
-                    parent.0,
-                    name.as_bytes(),
-                    newparent.0,
-                    newname.as_bytes(),
-                    flags.bits(),
-                ) {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
-                };
-            }
             match self.fs.rename(
                 &caller(req),
                 parent.0,
@@ -289,12 +199,6 @@ impl Filesystem for FuseFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         guard("open", || {
-            if self.fs.lock_node(ino.0).is_some() {
-                return match self.fs.lock_open(&caller(req), ino.0, flags.0) {
-                    Ok(o) => reply.opened(FileHandle(o.fh), lock_fopen(&o)),
-                    Err(e) => reply.error(e),
-                };
-            }
             match self.fs.open(&caller(req), ino.0, flags.0) {
                 Ok(o) => reply.opened(FileHandle(o.fh), fopen(&o)),
                 Err(e) => reply.error(e),
@@ -313,29 +217,9 @@ impl Filesystem for FuseFs {
         reply: ReplyCreate,
     ) {
         guard("create", || {
-            if self.fs.lock_node(parent.0).is_some() {
-                let r = self.fs.lock_create(
-                    &caller(req),
-                    parent.0,
-                    name.as_bytes(),
-                    mode,
-                    umask,
-                    flags,
-                );
-                return match r {
-                    Ok((e, o)) => reply.created(
-                        &e.ttl,
-                        &e.attr,
-                        Generation(0),
-                        FileHandle(o.fh),
-                        lock_fopen(&o),
-                    ),
-                    Err(e) => reply.error(e),
-                };
-            }
             match self
                 .fs
-                .create(&caller(req), parent.0, name.as_bytes(), flags)
+                .create_mode(&caller(req), parent.0, name.as_bytes(), mode, umask, flags)
             {
                 Ok((e, o)) => {
                     reply.created(&e.ttl, &e.attr, Generation(0), FileHandle(o.fh), fopen(&o))
@@ -356,29 +240,17 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        if is_lock_fh(fh.0) {
-            // May answer later, from a thread waiting for an event.
-            let nonblock = flags.0 & libc::O_NONBLOCK != 0;
-            return guard("read", || {
-                self.fs.lock_read(
-                    &caller(req),
-                    fh.0,
-                    offset,
-                    size,
-                    nonblock,
-                    Box::new(move |r| match r {
-                        Ok(d) => reply.data(&d),
-                        Err(e) => reply.error(e),
-                    }),
-                )
-            });
-        }
-        guard("read", || match self.fs.read(fh.0, offset, size) {
-            Ok(d) => {
-                self.fs.settle();
-                reply.data(&d)
-            }
-            Err(e) => reply.error(e),
+        // May answer later, from a thread waiting for an event.
+        let nonblock = flags.0 & libc::O_NONBLOCK != 0;
+        guard("read", || {
+            self.fs.read_then(
+                &caller(req),
+                fh.0,
+                offset,
+                size,
+                nonblock,
+                Box::new(move |r| reply.answer(r)),
+            )
         })
     }
 
@@ -394,16 +266,7 @@ impl Filesystem for FuseFs {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        if is_lock_fh(fh.0) {
-            return guard("write", || match self.fs.lock_write(fh.0, offset, data) {
-                Ok(n) => reply.written(n),
-                Err(e) => reply.error(e),
-            });
-        }
-        guard("write", || match self.fs.write(fh.0, offset, data) {
-            Ok(n) => reply.written(n),
-            Err(e) => reply.error(e),
-        })
+        guard("write", || reply.answer(self.fs.write(fh.0, offset, data)))
     }
 
     fn flush(
@@ -414,25 +277,26 @@ impl Filesystem for FuseFs {
         lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        if is_lock_fh(fh.0) {
-            return guard("flush", || {
-                match self.fs.lock_flush(&caller(req), fh.0, lock_owner.0) {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
+        // A close releases the closing process's fcntl locks; a `.chubby/`
+        // file is flushed there and then, a data file's commit runs on a
+        // commit worker.
+        guard("flush", || {
+            match self.fs.flush_locks(&caller(req), ino.0, fh.0, lock_owner.0) {
+                Some(Ok(())) => reply.ok(),
+                Some(Err(e)) => reply.error(e),
+                None => {
+                    let fs = self.fs.clone();
+                    self.commits.run(move || {
+                        guard("flush", || match fs.flush(fh.0) {
+                            Ok(()) => {
+                                fs.settle();
+                                reply.ok()
+                            }
+                            Err(e) => reply.error(e),
+                        })
+                    })
                 }
-            });
-        }
-        // A close releases the closing process's fcntl locks.
-        self.fs.locks_flush(ino.0, lock_owner.0);
-        let fs = self.fs.clone();
-        self.commits.run(move || {
-            guard("flush", || match fs.flush(fh.0) {
-                Ok(()) => {
-                    fs.settle();
-                    reply.ok()
-                }
-                Err(e) => reply.error(e),
-            })
+            }
         })
     }
 
@@ -446,22 +310,17 @@ impl Filesystem for FuseFs {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        if is_lock_fh(fh.0) {
-            return guard("release", || {
-                match self.fs.lock_release(fh.0, lock_owner.map(|o| o.0)) {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
-                }
-            });
-        }
         // The last close of a description releases its flock.
-        self.fs.locks_release(ino.0, fh.0, lock_owner.map(|o| o.0));
-        let fs = self.fs.clone();
-        self.commits.run(move || {
-            guard("release", || match fs.release(fh.0) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            })
+        guard("release", || {
+            match self.fs.release_locks(ino.0, fh.0, lock_owner.map(|o| o.0)) {
+                Some(Ok(())) => reply.ok(),
+                Some(Err(e)) => reply.error(e),
+                None => {
+                    let fs = self.fs.clone();
+                    self.commits
+                        .run(move || guard("release", || reply.answer(fs.release(fh.0))))
+                }
+            }
         })
     }
 
@@ -473,12 +332,6 @@ impl Filesystem for FuseFs {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        if is_lock_fh(fh.0) {
-            return guard("fsync", || match self.fs.lock_fsync(fh.0) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            });
-        }
         let fs = self.fs.clone();
         self.commits.run(move || {
             guard("fsync", || match fs.fsync(fh.0) {
@@ -492,17 +345,8 @@ impl Filesystem for FuseFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        if self.fs.lock_node(ino.0).is_some() {
-            return guard("opendir", || {
-                match self.fs.lock_opendir(&caller(req), ino.0) {
-                    Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-                    Err(e) => reply.error(e),
-                }
-            });
-        }
-        guard("opendir", || match self.fs.opendir(ino.0) {
-            Ok(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
-            Err(e) => reply.error(e),
+        guard("opendir", || {
+            reply.answer(self.fs.opendir(&caller(req), ino.0))
         })
     }
 
@@ -515,14 +359,10 @@ impl Filesystem for FuseFs {
         mut reply: ReplyDirectory,
     ) {
         guard("readdir", || {
-            let mut add = |e: &crate::dirs::DirOut<'_>| {
+            let mut add = |e: &DirOut<'_>| {
                 reply.add(INodeNo(e.ino), e.offset, e.kind, OsStr::from_bytes(e.name))
             };
-            let r = if is_lock_fh(fh.0) {
-                self.fs.lock_readdir(fh.0, offset, false, &mut add)
-            } else {
-                self.fs.readdir(fh.0, offset, false, &mut add)
-            };
+            let r = self.fs.readdir(fh.0, offset, false, &mut add);
             match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
@@ -540,7 +380,7 @@ impl Filesystem for FuseFs {
     ) {
         guard("readdirplus", || {
             let fs = &self.fs;
-            let mut add = |e: &crate::dirs::DirOut<'_>| match &e.attr {
+            let mut add = |e: &DirOut<'_>| match &e.attr {
                 Some(a) => reply.add(
                     INodeNo(e.ino),
                     e.offset,
@@ -551,11 +391,7 @@ impl Filesystem for FuseFs {
                 ),
                 None => false,
             };
-            let r = if is_lock_fh(fh.0) {
-                fs.lock_readdir(fh.0, offset, true, &mut add)
-            } else {
-                fs.readdir(fh.0, offset, true, &mut add)
-            };
+            let r = fs.readdir(fh.0, offset, true, &mut add);
             match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
@@ -571,11 +407,7 @@ impl Filesystem for FuseFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        if is_lock_fh(fh.0) {
-            self.fs.lock_releasedir(fh.0);
-        } else {
-            self.fs.releasedir(fh.0);
-        }
+        self.fs.releasedir(fh.0);
         reply.ok();
     }
 
@@ -588,12 +420,8 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let fs = self.fs.clone();
-        self.commits.run(move || {
-            guard("fsyncdir", || match fs.sync() {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(e),
-            })
-        })
+        self.commits
+            .run(move || guard("fsyncdir", || reply.answer(fs.sync())))
     }
 
     fn copy_file_range(
@@ -610,13 +438,10 @@ impl Filesystem for FuseFs {
         reply: ReplyWrite,
     ) {
         guard("copy_file_range", || {
-            match self
-                .fs
-                .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len)
-            {
-                Ok(n) => reply.written(n),
-                Err(e) => reply.error(e),
-            }
+            reply.answer(
+                self.fs
+                    .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len),
+            )
         })
     }
 
@@ -637,28 +462,17 @@ impl Filesystem for FuseFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        if self.fs.lock_node(ino.0).is_some() {
-            return guard("setxattr", || {
-                match self
-                    .fs
-                    .lock_setxattr(&caller(req), ino.0, name.as_bytes(), value)
-                {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
-                }
-            });
-        }
-        reply.error(Errno::from_i32(libc::ENOTSUP));
+        guard("setxattr", || {
+            reply.answer(
+                self.fs
+                    .setxattr(&caller(req), ino.0, name.as_bytes(), value),
+            )
+        })
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         guard("getxattr", || {
-            let r = if self.fs.lock_node(ino.0).is_some() {
-                self.fs.lock_getxattr(&caller(req), ino.0, name.as_bytes())
-            } else {
-                self.fs.getxattr(ino.0, name.as_bytes())
-            };
-            match r {
+            match self.fs.getxattr(&caller(req), ino.0, name.as_bytes()) {
                 Ok(v) if size == 0 => reply.size(v.len() as u32),
                 Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
                 Ok(v) => reply.data(&v),
@@ -668,11 +482,7 @@ impl Filesystem for FuseFs {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let r = if self.fs.lock_node(ino.0).is_some() {
-            self.fs.lock_listxattr(ino.0)
-        } else {
-            self.fs.listxattr(ino.0)
-        };
+        let r = self.fs.listxattr(ino.0);
         guard("listxattr", || match r {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
@@ -682,21 +492,12 @@ impl Filesystem for FuseFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        if self.fs.lock_node(ino.0).is_some() {
-            return guard("removexattr", || {
-                match self
-                    .fs
-                    .lock_removexattr(&caller(req), ino.0, name.as_bytes())
-                {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
-                }
-            });
-        }
-        reply.error(Errno::from_i32(libc::ENOTSUP));
+        guard("removexattr", || {
+            reply.answer(self.fs.removexattr(&caller(req), ino.0, name.as_bytes()))
+        })
     }
 
-    // ---- lockdir hook: locks and poll ----
+    // ---- locks and poll ----
 
     fn getlk(
         &self,
@@ -753,14 +554,8 @@ impl Filesystem for FuseFs {
                 sleep,
             };
             // A lock that must wait answers later, from a thread of its own.
-            self.fs.setlk(
-                &caller(req),
-                r,
-                Box::new(move |res| match res {
-                    Ok(()) => reply.ok(),
-                    Err(e) => reply.error(e),
-                }),
-            )
+            self.fs
+                .setlk(&caller(req), r, Box::new(move |res| reply.answer(res)))
         })
     }
 
@@ -785,7 +580,7 @@ impl Filesystem for FuseFs {
                 } else {
                     None
                 };
-            match self.fs.lock_poll(fh.0, waker) {
+            match self.fs.poll(fh.0, waker) {
                 Ok(ev) => reply.poll(PollEvents::from_bits_retain(ev)),
                 Err(e) => reply.error(e),
             }

@@ -1,0 +1,55 @@
+//! Attributes as pure functions of their inputs: the shape of every
+//! `FileAttr` the mount reports, and which nodes the kernel may cache.
+
+use crate::node::{LockNode, Node};
+use fuser::{FileAttr, FileType, INodeNo};
+use std::time::SystemTime;
+
+/// The attributes of one inode.
+#[allow(clippy::too_many_arguments)]
+pub fn make_attr(
+    ino: u64,
+    kind: FileType,
+    perm: u32,
+    uid: u32,
+    gid: u32,
+    size: u64,
+    mtime: SystemTime,
+) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(ino),
+        size,
+        blocks: size.div_ceil(512),
+        atime: mtime,
+        mtime,
+        ctime: mtime,
+        crtime: mtime,
+        kind,
+        perm: (perm & 0o7777) as u16,
+        // Directories say 1: "unknown", so find(1) does not guess subdirectory counts.
+        nlink: 1,
+        uid,
+        gid,
+        rdev: 0,
+        blksize: 64 * 1024,
+        flags: 0,
+    }
+}
+
+/// Whether the kernel must not cache a node at all: versions, time-travel
+/// views, scans and status files change without the kernel's inodes
+/// being written, and are rarely used, so they are looked up afresh.
+pub fn volatile(node: &Node) -> bool {
+    matches!(
+        node,
+        Node::StatusDir
+            | Node::Status(_)
+            | Node::ScanDir(_)
+            | Node::Scan { .. }
+            | Node::AtDir(_)
+            | Node::VersionsDir { .. }
+            | Node::VersionsColumn { .. }
+            | Node::Version { .. }
+            | Node::Lock(LockNode::Status)
+    ) || node.view().is_some_and(|v| !v.is_now())
+}

@@ -1,0 +1,410 @@
+//! The context every data-path operation works in: the store view, the
+//! inode table, the open handles and kernel cache invalidation, with the
+//! helpers they share (attributes of nodes, invalidation of cached names).
+//!
+//! The operations themselves are `impl Ctx` blocks in the modules above
+//! this one (`lookup`, `dirs`, `files`); [`crate::Fs`] routes requests to
+//! them or to the lock directory.
+
+use crate::attr::{make_attr, volatile};
+use crate::handles::{Handle, Handles};
+use crate::inodes::InodeTable;
+use crate::local_locks::LocalLocks;
+use crate::node::{LockNode, Node};
+use crate::notify::{Inval, Invalidator};
+use crate::options::{micros_to_time, Entry, FsOptions, FsResult};
+use crate::status::{StatusFile, StatusSources};
+use crate::view::StoreView;
+use engine::schema::FamilySchema;
+use engine::{Cell, WriteOptions};
+use fuser::{Errno, FileAttr, FileType};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// What the data path needs from the lock directory, which sits above it:
+/// `.chubby/` shows in the root (its listing, `..` of it), so the root's
+/// listing asks for the attributes of its inodes. Implemented by
+/// the lock directory (`LockDir`).
+pub trait LockAttrs: Send + Sync {
+    fn lock_attr(&self, cx: &Ctx, node: &LockNode) -> FsResult<FileAttr>;
+}
+
+/// The shared state of the data path.
+pub struct Ctx {
+    pub(crate) data: StoreView,
+    pub(crate) opts: FsOptions,
+    pub(crate) inodes: InodeTable,
+    pub(crate) handles: Handles,
+    pub(crate) inval: Invalidator,
+    pub(crate) started: SystemTime,
+    /// flock/fcntl locks on files outside `.chubby/`.
+    pub(crate) local_locks: Arc<LocalLocks>,
+    /// `.chubby/`, when a lock service is attached.
+    pub(crate) lockdir: Option<Arc<dyn LockAttrs>>,
+}
+
+impl Ctx {
+    pub fn new(store: Arc<dyn crate::store::Store>, opts: FsOptions) -> Ctx {
+        Ctx {
+            data: StoreView::new(store),
+            opts,
+            inodes: InodeTable::new(),
+            handles: Handles::default(),
+            inval: Invalidator::default(),
+            started: SystemTime::now(),
+            local_locks: Arc::default(),
+            lockdir: None,
+        }
+    }
+
+    /// Starts cache invalidation through a mounted session's notifier.
+    pub(crate) fn start_notifier(&self, notifier: fuser::Notifier) {
+        self.inval.start(notifier);
+    }
+
+    pub(crate) fn options(&self) -> &FsOptions {
+        &self.opts
+    }
+
+    pub(crate) fn write_options(&self) -> WriteOptions {
+        WriteOptions {
+            sync: self.opts.sync_writes,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn make_attr(
+        &self,
+        ino: u64,
+        kind: FileType,
+        perm: u32,
+        uid: u32,
+        gid: u32,
+        size: u64,
+        mtime: SystemTime,
+    ) -> FileAttr {
+        make_attr(ino, kind, perm, uid, gid, size, mtime)
+    }
+
+    pub(crate) fn dir_attr(&self, ino: u64, perm: u32, uid: u32, gid: u32) -> FileAttr {
+        self.make_attr(ino, FileType::Directory, perm, uid, gid, 0, self.started)
+    }
+
+    /// Attributes of a cell or version file holding `cell` (or nothing yet).
+    pub(crate) fn value_attr(&self, ino: u64, fam: &FamilySchema, cell: Option<&Cell>) -> FileAttr {
+        let (size, ts) = cell.map_or((0, 0), |c| (c.value.len() as u64, c.timestamp));
+        let mtime = if cell.is_some() {
+            micros_to_time(ts)
+        } else {
+            SystemTime::now()
+        };
+        self.inodes.set_reported(ino, size, ts);
+        self.make_attr(
+            ino,
+            FileType::RegularFile,
+            fam.mode & 0o666,
+            fam.owner,
+            fam.group,
+            size,
+            mtime,
+        )
+    }
+
+    /// While an open handle holds uncommitted changes to a file, the file's
+    /// size is that handle's (it is what the kernel has seen written): a
+    /// committed size here would shrink the kernel's view under the writer.
+    fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
+        if !node.view().is_some_and(|v| v.is_now()) {
+            return None;
+        }
+        let size = self.writer_size(node)?;
+        Some(self.make_attr(
+            node.ino(),
+            FileType::RegularFile,
+            fam.mode & 0o666,
+            fam.owner,
+            fam.group,
+            size,
+            SystemTime::now(),
+        ))
+    }
+
+    /// Fresh attributes of any node; ENOENT if it no longer exists.
+    pub fn node_attr(&self, node: &Node) -> FsResult<FileAttr> {
+        let ino = node.ino();
+        match node {
+            Node::Lock(l) => match &self.lockdir {
+                Some(ld) => ld.lock_attr(self, l),
+                None => Err(Errno::ENOENT),
+            },
+            Node::Root => Ok(self.dir_attr(ino, 0o755, self.opts.uid, self.opts.gid)),
+            Node::StatusDir => Ok(self.dir_attr(ino, 0o555, self.opts.uid, self.opts.gid)),
+            Node::Status(f) => {
+                let len = self.status_content(*f).len() as u64;
+                Ok(self.make_attr(
+                    ino,
+                    FileType::RegularFile,
+                    0o444,
+                    self.opts.uid,
+                    self.opts.gid,
+                    len,
+                    SystemTime::now(),
+                ))
+            }
+            Node::Table(t) => {
+                let s = self.data.schema(t)?;
+                Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
+            }
+            Node::Schema(t) => {
+                let s = self.data.schema(t)?;
+                let len = crate::schema_file::render(&s).len() as u64;
+                Ok(self.make_attr(
+                    ino,
+                    FileType::RegularFile,
+                    s.mode & 0o666,
+                    s.owner,
+                    s.group,
+                    len,
+                    self.started,
+                ))
+            }
+            Node::Mutate(t) => {
+                let s = self.data.schema(t)?;
+                Ok(self.make_attr(
+                    ino,
+                    FileType::RegularFile,
+                    s.mode & 0o666,
+                    s.owner,
+                    s.group,
+                    0,
+                    self.started,
+                ))
+            }
+            Node::ScanDir(t) | Node::AtDir(t) | Node::AtRoot { table: t, .. } => {
+                let s = self.data.schema(t)?;
+                Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
+            }
+            Node::Scan { table, .. } => {
+                let s = self.data.schema(table)?;
+                Ok(self.make_attr(
+                    ino,
+                    FileType::RegularFile,
+                    s.mode & 0o444,
+                    s.owner,
+                    s.group,
+                    0,
+                    SystemTime::now(),
+                ))
+            }
+            Node::Row { table, view, row } => {
+                let s = self.data.schema(table)?;
+                if !self.data.row_exists(table, *view, row)? {
+                    return Err(Errno::ENOENT);
+                }
+                Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
+            }
+            Node::Family {
+                table,
+                view,
+                row,
+                family,
+            }
+            | Node::VersionsDir {
+                table,
+                view,
+                row,
+                family,
+            } => {
+                let f = self.data.family_schema(table, family)?;
+                if !self.data.family_exists(table, *view, row, family)? {
+                    return Err(Errno::ENOENT);
+                }
+                Ok(self.dir_attr(ino, f.mode, f.owner, f.group))
+            }
+            Node::VersionsColumn {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => {
+                let f = self.data.family_schema(table, family)?;
+                if !self
+                    .data
+                    .column_exists(table, *view, row, family, qualifier)?
+                {
+                    return Err(Errno::ENOENT);
+                }
+                Ok(self.dir_attr(ino, f.mode, f.owner, f.group))
+            }
+            Node::Cell {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => {
+                let f = self.data.family_schema(table, family)?;
+                if let Some(a) = self.writer_attr(node, &f) {
+                    return Ok(a);
+                }
+                match self.data.newest(table, *view, row, family, qualifier)? {
+                    Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
+                    None if view.is_now()
+                        && self.data.pending.has_cell(table, row, family, qualifier) =>
+                    {
+                        Ok(self.value_attr(ino, &f, None))
+                    }
+                    None => Err(Errno::ENOENT),
+                }
+            }
+            Node::Version {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+                ts,
+            } => {
+                let f = self.data.family_schema(table, family)?;
+                if let Some(a) = self.writer_attr(node, &f) {
+                    return Ok(a);
+                }
+                match self
+                    .data
+                    .version(table, *view, row, family, qualifier, *ts)?
+                {
+                    Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
+                    None => Err(Errno::ENOENT),
+                }
+            }
+        }
+    }
+
+    /// How long the kernel may cache a node's attributes.
+    pub(crate) fn attr_ttl(&self, node: &Node) -> Duration {
+        if volatile(node) {
+            Duration::ZERO
+        } else {
+            self.opts.attr_timeout
+        }
+    }
+
+    /// How long the kernel may cache a name (and the attributes that come with it).
+    pub(crate) fn entry_ttl(&self, node: &Node) -> Duration {
+        if volatile(node) {
+            Duration::ZERO
+        } else {
+            self.opts.entry_timeout
+        }
+    }
+
+    pub(crate) fn entry(&self, node: &Node, attr: FileAttr) -> Entry {
+        Entry {
+            attr,
+            ttl: self.entry_ttl(node),
+        }
+    }
+
+    /// The `.chubby/` inode behind `ino`, if it is one.
+    pub(crate) fn lock_node(&self, ino: u64) -> Option<LockNode> {
+        match &*self.inodes.get(ino)? {
+            Node::Lock(l) => Some(l.clone()),
+            _ => None,
+        }
+    }
+
+    /// The current text of a status file.
+    pub(crate) fn status_content(&self, f: StatusFile) -> Vec<u8> {
+        f.content(&StatusSources {
+            store: self.data.store.as_ref(),
+            stats: &self.data.stats,
+            opts: &self.opts,
+            invalidations: self.inval.sent(),
+            inodes: self.inodes.len(),
+            open_handles: self.handles.len(),
+            pending_dirs: self.data.pending.len(),
+        })
+    }
+
+    /// The size of a file as an open writer of it sees it (the kernel's
+    /// view while it is written), if one has uncommitted changes.
+    pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
+        self.handles
+            .writers_of(node.ino())
+            .into_iter()
+            .find_map(|h| match &*h.lock() {
+                Handle::Cell(c) if c.node == *node && (c.dirty || c.created) => {
+                    Some(c.data.len() as u64)
+                }
+                _ => None,
+            })
+    }
+
+    // ---- invalidation ----
+
+    /// The kernel may cache `node`: tell it the node changed.
+    pub(crate) fn invalidate(&self, node: &Node) {
+        if self.inodes.is_known(node) {
+            self.inval.send(Inval::Inode(node.ino()));
+        }
+    }
+
+    /// A name under `parent` went away or changed.
+    pub(crate) fn invalidate_entry(&self, parent: &Node, name: Vec<u8>) {
+        if self.inodes.is_known(parent) {
+            self.inval.send(Inval::Entry {
+                parent: parent.ino(),
+                name,
+            });
+        }
+    }
+
+    /// Everything the kernel caches in a row may have changed (deleterow,
+    /// deletefamily, a batch): drop the names and attributes.
+    pub(crate) fn invalidate_row(&self, table: &str, row: &[u8], family: Option<&str>) {
+        for (ino, node) in self.inodes.in_row(table, row) {
+            if family.is_some() && node.family() != family {
+                continue;
+            }
+            self.inval.send(Inval::Inode(ino));
+            if let Some((parent, name)) = node.parent_and_name() {
+                self.invalidate_entry(&parent, name);
+            }
+        }
+    }
+
+    /// The cached inodes of a table whose attributes a schema or permission
+    /// change may alter: with `family`, only that family's; without, all.
+    pub(crate) fn invalidate_table(&self, table: &str, family: Option<&str>) {
+        for (ino, node) in self.inodes.in_table(table) {
+            if family.is_none() || node.family() == family {
+                self.inval.send(Inval::Inode(ino));
+            }
+        }
+    }
+
+    /// fsync of a directory: make the commit log durable.
+    pub fn sync(&self) -> FsResult<()> {
+        self.data
+            .store
+            .sync()
+            .map_err(|e| self.data.fail(&"fsync", &e))
+    }
+
+    /// Whether the kernel holds this inode number.
+    pub fn knows(&self, ino: u64) -> bool {
+        self.inodes.get(ino).is_some()
+    }
+
+    /// Waits briefly until the invalidations this request queued reached the
+    /// kernel (called before replying to requests that change data).
+    pub fn settle(&self) {
+        self.inval.settle();
+    }
+
+    /// Forget `n` kernel references to an inode.
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.inodes.forget(ino, n);
+    }
+}

@@ -1,0 +1,406 @@
+//! `opendir`, `readdir` and `readdirplus`: snapshots of small directories,
+//! streamed rows of tables.
+
+use super::*;
+
+impl Ctx {
+    /// FUSE `opendir`.
+    pub fn opendir(&self, ino: u64) -> FsResult<u64> {
+        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        if !node.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        Ok(self.handles.insert(Handle::Dir(DirHandle {
+            node: (*node).clone(),
+            snapshot: None,
+            cursors: Default::default(),
+            next_offset: ROW_BASE,
+            prev_batch: ROW_BASE,
+        })))
+    }
+
+    /// FUSE `releasedir`.
+    pub fn releasedir(&self, fh: u64) {
+        self.handles.remove(fh);
+    }
+
+    /// The entries of a small directory (everything but a table's rows).
+    pub(super) fn list_small(&self, node: &Node) -> FsResult<Vec<Listed>> {
+        let mut out = Vec::new();
+        match node {
+            Node::Root => {
+                out.push(dir(STATUS_DIR.into(), Node::StatusDir));
+                // lockdir hook
+                if self.lockdir.is_some() {
+                    out.push(dir(
+                        crate::node::lock::DIR_NAME.into(),
+                        Node::Lock(crate::node::LockNode::root()),
+                    ));
+                }
+                let mut tables = self.data.store.list_tables();
+                tables.sort();
+                out.extend(
+                    tables
+                        .into_iter()
+                        .map(|t| dir(t.clone().into_bytes(), Node::Table(t))),
+                );
+            }
+            Node::StatusDir => {
+                for f in StatusFile::ALL {
+                    out.push(Listed {
+                        name: f.name().into(),
+                        node: Node::Status(f),
+                        kind: FileType::RegularFile,
+                        attr: None,
+                    });
+                }
+            }
+            Node::ScanDir(_) | Node::AtDir(_) => {}
+            Node::Row { table, view, row } => {
+                let schema = self.data.schema(table)?;
+                let mut fams = self.data.row_families(table, *view, row)?;
+                if view.is_now() {
+                    fams.extend(self.data.pending.families_of(table, row));
+                }
+                for f in fams.into_iter().filter(|f| schema.families.contains_key(f)) {
+                    let node = Node::Family {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: f.clone(),
+                    };
+                    let fs = &schema.families[&f];
+                    let attr = self.dir_attr(node.ino(), fs.mode, fs.owner, fs.group);
+                    out.push(Listed {
+                        name: f.into_bytes(),
+                        node,
+                        kind: FileType::Directory,
+                        attr: Some(attr),
+                    });
+                }
+            }
+            Node::Family {
+                table,
+                view,
+                row,
+                family,
+            } => {
+                let fam = self.data.family_schema(table, family)?;
+                let mut cells = self.data.family_cells(table, *view, row, family)?;
+                let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
+                let mut created = Vec::new();
+                if view.is_now() {
+                    created = self.data.pending.cells_of(table, row, family);
+                    created.retain(|q| !have.contains(q));
+                }
+                let mut entries: Vec<(Vec<u8>, Option<engine::Cell>)> = cells
+                    .drain(..)
+                    .map(|c| (c.qualifier.clone(), Some(c)))
+                    .collect();
+                entries.extend(created.into_iter().map(|q| (q, None)));
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+                for (q, cell) in entries {
+                    let node = Node::Cell {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: family.clone(),
+                        qualifier: q.clone(),
+                    };
+                    let attr = self.value_attr(node.ino(), &fam, cell.as_ref());
+                    out.push(Listed {
+                        name: display_name(&q),
+                        node,
+                        kind: FileType::RegularFile,
+                        attr: Some(attr),
+                    });
+                }
+            }
+            Node::VersionsDir {
+                table,
+                view,
+                row,
+                family,
+            } => {
+                let fam = self.data.family_schema(table, family)?;
+                let mut cols = self.data.family_columns(table, *view, row, family)?;
+                if view.is_now() {
+                    cols.extend(self.data.pending.columns_of(table, row, family));
+                }
+                for q in cols {
+                    let node = Node::VersionsColumn {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: family.clone(),
+                        qualifier: q.clone(),
+                    };
+                    let attr = self.dir_attr(node.ino(), fam.mode, fam.owner, fam.group);
+                    out.push(Listed {
+                        name: display_name(&q),
+                        node,
+                        kind: FileType::Directory,
+                        attr: Some(attr),
+                    });
+                }
+            }
+            Node::VersionsColumn {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => {
+                let fam = self.data.family_schema(table, family)?;
+                let mut versions = self.data.versions(table, *view, row, family, qualifier)?;
+                versions.reverse(); // oldest first, as ls sorts them
+                for c in versions {
+                    let node = Node::Version {
+                        table: table.clone(),
+                        view: *view,
+                        row: row.clone(),
+                        family: family.clone(),
+                        qualifier: qualifier.clone(),
+                        ts: c.timestamp,
+                    };
+                    let attr = self.value_attr(node.ino(), &fam, Some(&c));
+                    out.push(Listed {
+                        name: version_name(c.timestamp).into_bytes(),
+                        node,
+                        kind: FileType::RegularFile,
+                        attr: Some(attr),
+                    });
+                }
+            }
+            _ => return Err(Errno::ENOTDIR),
+        }
+        Ok(out)
+    }
+
+    /// Up to `limit` rows after `after`, from the store and (live view) the
+    /// pending directories, merged in key order.
+    pub(super) fn row_batch(
+        &self,
+        table: &str,
+        view: View,
+        after: Option<&[u8]>,
+        limit: u64,
+    ) -> FsResult<Vec<Vec<u8>>> {
+        let spec = ScanSpec {
+            rows: RowRange {
+                start: after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_vec())),
+                end: Bound::Unbounded,
+            },
+            time_range: crate::view::view_range(view),
+            max_versions: Some(1),
+            row_limit: Some(limit),
+            ..Default::default()
+        };
+        let what = format!("listing of {table}");
+        let mut stream = self
+            .data
+            .store
+            .scan(table, spec)
+            .map_err(|e| self.data.fail(&what, &e))?;
+        let mut rows = BTreeSet::new();
+        while let Some((row, _)) = stream.next_row().map_err(|e| self.data.fail(&what, &e))? {
+            rows.insert(row);
+        }
+        if view.is_now() {
+            rows.extend(self.data.pending.rows_after(table, after, limit as usize));
+        }
+        Ok(rows.into_iter().take(limit as usize).collect())
+    }
+
+    /// FUSE `readdir`/`readdirplus`. `add` returns true when the reply is full
+    /// (the entry was not taken).
+    pub fn readdir(
+        &self,
+        fh: u64,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        Stats::add(&self.data.stats.readdirs, 1);
+        let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
+        let mut g = h.lock();
+        let Handle::Dir(d) = &mut *g else {
+            return Err(Errno::EBADF);
+        };
+        let node = d.node.clone();
+        // "." and "..".
+        let parent = parent_and_name(&node).map_or(Node::Root, |(p, _)| p);
+        for (off, name, n) in [(1u64, &b"."[..], &node), (2, &b".."[..], &parent)] {
+            if offset < off {
+                let attr = if plus {
+                    Some(
+                        self.node_attr(n)
+                            .unwrap_or_else(|_| self.dir_attr(n.ino(), 0o755, 0, 0)),
+                    )
+                } else {
+                    None
+                };
+                if add(&DirOut {
+                    ino: n.ino(),
+                    offset: off,
+                    kind: FileType::Directory,
+                    name,
+                    attr,
+                    ttl: self.entry_ttl(n),
+                }) {
+                    return Ok(());
+                }
+            }
+        }
+        match &node {
+            Node::Table(t) => {
+                let t = t.clone();
+                self.readdir_rows(d, &t, View::Now, true, offset, plus, add)
+            }
+            Node::AtRoot { table, ts } => {
+                let t = table.clone();
+                self.readdir_rows(d, &t, View::At(*ts), false, offset, plus, add)
+            }
+            _ => {
+                if offset <= 2 || d.snapshot.is_none() {
+                    d.snapshot = Some(self.list_small(&node)?);
+                }
+                let entries = d.snapshot.as_deref().unwrap_or_default();
+                for (i, e) in entries.iter().enumerate() {
+                    let off = i as u64 + 3;
+                    if off <= offset {
+                        continue;
+                    }
+                    if !self.emit(e, off, plus, add)? {
+                        return Ok(());
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Sends one entry; false when the reply is full.
+    pub(super) fn emit(
+        &self,
+        e: &Listed,
+        off: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<bool> {
+        let attr = if plus {
+            match e.attr {
+                Some(a) => Some(a),
+                None => match self.node_attr(&e.node) {
+                    Ok(a) => Some(a),
+                    // Gone since it was listed: skip it.
+                    Err(Errno::ENOENT) => return Ok(true),
+                    Err(err) => return Err(err),
+                },
+            }
+        } else {
+            None
+        };
+        if add(&DirOut {
+            ino: e.node.ino(),
+            offset: off,
+            kind: e.kind,
+            name: &e.name,
+            attr,
+            ttl: self.entry_ttl(&e.node),
+        }) {
+            return Ok(false);
+        }
+        if plus {
+            // readdirplus entries count as lookups.
+            self.register(&e.node)?;
+        }
+        Ok(true)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn readdir_rows(
+        &self,
+        d: &mut DirHandle,
+        table: &str,
+        view: View,
+        specials: bool,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        let mut after: Option<Vec<u8>> = None;
+        if offset < ROW_BASE {
+            if specials {
+                for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
+                    let off = i as u64 + 3;
+                    if off <= offset || self.data.pending.is_hidden(table, name) {
+                        continue;
+                    }
+                    let node = if i == 0 {
+                        Node::Schema(table.into())
+                    } else {
+                        Node::Mutate(table.into())
+                    };
+                    let e = Listed {
+                        name: name.as_bytes().to_vec(),
+                        node,
+                        kind: FileType::RegularFile,
+                        attr: None,
+                    };
+                    if !self.emit(&e, off, plus, add)? {
+                        return Ok(());
+                    }
+                }
+            }
+        } else {
+            match d.cursors.get(&offset) {
+                Some(k) => after = Some(k.clone()),
+                None => {
+                    log::info!("readdir of {table}: offset {offset} is no longer known");
+                    return Err(Errno::EINVAL);
+                }
+            }
+        }
+        // Keep the cursors of this call and the previous one only.
+        let first = d.next_offset;
+        let keep_from = d.prev_batch;
+        d.cursors = d.cursors.split_off(&keep_from);
+        d.prev_batch = first;
+        let schema = if plus {
+            Some(self.data.schema(table)?)
+        } else {
+            None
+        };
+        loop {
+            let rows = self.row_batch(table, view, after.as_deref(), ROW_BATCH)?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            for row in rows {
+                let off = d.next_offset;
+                d.next_offset += 1;
+                d.cursors.insert(off, row.clone());
+                let name = display_name(&row);
+                let node = Node::Row {
+                    table: table.to_string(),
+                    view,
+                    row: row.clone(),
+                };
+                let attr = schema
+                    .as_ref()
+                    .map(|s| self.dir_attr(node.ino(), s.mode, s.owner, s.group));
+                let e = Listed {
+                    name,
+                    node,
+                    kind: FileType::Directory,
+                    attr,
+                };
+                if !self.emit(&e, off, plus, add)? {
+                    return Ok(());
+                }
+                after = Some(row);
+            }
+        }
+    }
+}

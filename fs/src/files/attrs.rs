@@ -1,0 +1,228 @@
+//! Attributes of open files, `setattr` (chmod/chown of tables and
+//! families) and truncation.
+
+use super::*;
+
+impl Ctx {
+    /// Attributes of an open file as its handle sees it.
+    pub(crate) fn handle_attr(&self, fh: u64, node: &Node) -> Option<FileAttr> {
+        let h = self.handles.get(fh)?;
+        let (len, dirty) = {
+            let g = h.lock();
+            let Handle::Cell(c) = &*g else { return None };
+            if c.node != *node {
+                return None;
+            }
+            (c.data.len() as u64, c.dirty)
+        };
+        let fam = self
+            .data
+            .family_schema(node.table()?, node.family()?)
+            .ok()?;
+        let mut a = self.make_attr(
+            node.ino(),
+            fuser::FileType::RegularFile,
+            fam.mode & 0o666,
+            fam.owner,
+            fam.group,
+            len,
+            std::time::SystemTime::now(),
+        );
+        if !dirty {
+            if let Ok(cur) = self.node_attr(node) {
+                a.mtime = cur.mtime;
+                a.ctime = cur.ctime;
+                a.atime = cur.atime;
+            }
+        }
+        Some(a)
+    }
+
+    /// FUSE `setattr`: chmod/chown of tables and families, truncation of
+    /// cells; times are accepted and ignored.
+    pub fn setattr(
+        &self,
+        _caller: &Caller,
+        ino: u64,
+        fh: Option<u64>,
+        set: SetAttr,
+    ) -> FsResult<(FileAttr, Duration)> {
+        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let what = format!("setattr {node}");
+        let perms = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
+        if node.read_only() && (perms || set.size.is_some() || set.times) {
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
+        }
+        if let Some(size) = set.size {
+            self.truncate(&node, fh, size)?;
+        }
+        if perms {
+            match &*node {
+                Node::Table(t) => {
+                    let cur = self.data.schema(t)?;
+                    let mut s = (*cur).clone();
+                    if let Some(m) = set.mode {
+                        s.mode = m & 0o7777;
+                    }
+                    s.owner = set.uid.unwrap_or(s.owner);
+                    s.group = set.gid.unwrap_or(s.group);
+                    if s != *cur {
+                        self.data
+                            .store
+                            .set_schema(t, s)
+                            .map_err(|e| self.data.fail(&what, &e))?;
+                        self.invalidate_table(t, None);
+                    }
+                }
+                Node::Family { table, family, .. } | Node::VersionsDir { table, family, .. } => {
+                    let cur = self.data.schema(table)?;
+                    let mut s = (*cur).clone();
+                    let f = s.families.get_mut(family).ok_or(Errno::ENOENT)?;
+                    if let Some(m) = set.mode {
+                        f.mode = m & 0o7777;
+                    }
+                    f.owner = set.uid.unwrap_or(f.owner);
+                    f.group = set.gid.unwrap_or(f.group);
+                    // tar and cp -p chmod every family directory they make: only
+                    // a real change touches the schema.
+                    if s != *cur {
+                        self.data
+                            .store
+                            .set_schema(table, s)
+                            .map_err(|e| self.data.fail(&what, &e))?;
+                        self.invalidate_table(table, Some(family));
+                    }
+                }
+                Node::Root | Node::StatusDir => {
+                    return Err(self.data.refuse(
+                        &what,
+                        Errno::EPERM,
+                        "the root and status directories have fixed permissions",
+                    ))
+                }
+                n => {
+                    // Rows, cells and the rest have no permissions of their own
+                    // (they show their table's or family's). Like vfat's `quiet`
+                    // option, chmod/chown on them succeed and change nothing, so
+                    // that tar, cp -p and rsync -a can copy trees in.
+                    if fh.is_none() {
+                        self.node_attr(n)?;
+                    }
+                    log::debug!("{what}: ignored (permissions belong to tables and families)");
+                }
+            }
+        }
+        if let Some(fh) = fh {
+            if let Some(a) = self.handle_attr(fh, &node) {
+                return Ok((a, self.attr_ttl(&node)));
+            }
+        }
+        Ok((self.node_attr(&node)?, self.attr_ttl(&node)))
+    }
+
+    pub(super) fn truncate(&self, node: &Node, fh: Option<u64>, size: u64) -> FsResult<()> {
+        let what = format!("truncate {node}");
+        if size as usize > self.opts.max_value_size {
+            return Err(self
+                .data
+                .refuse(&what, Errno::EFBIG, "above the value limit"));
+        }
+        if let Some(h) = fh.and_then(|fh| self.handles.get(fh)) {
+            let mut g = h.lock();
+            match &mut *g {
+                Handle::Cell(c) if c.node == *node => {
+                    if !c.writable {
+                        return Err(Errno::EBADF);
+                    }
+                    c.data.resize(size as usize, 0);
+                    c.append_only = false;
+                    c.dirty = true;
+                    c.wrote = true;
+                    return Ok(());
+                }
+                Handle::Schema(s) => {
+                    s.data.resize(size as usize, 0);
+                    s.base_len = s.base_len.min(s.data.len());
+                    s.dirty = true;
+                    s.wrote = true;
+                    return Ok(());
+                }
+                Handle::Mutate(m) => {
+                    if size == 0 {
+                        m.parser = BatchParser::default();
+                        m.failed = None;
+                    }
+                    return Ok(());
+                }
+                _ => {}
+            }
+        }
+        match node {
+            Node::Cell {
+                table,
+                view: View::Now,
+                row,
+                family,
+                qualifier,
+            }
+            | Node::Version {
+                table,
+                view: View::Now,
+                row,
+                family,
+                qualifier,
+                ..
+            } => {
+                let ts = if let Node::Version { ts, .. } = node {
+                    Some(*ts)
+                } else {
+                    None
+                };
+                let cur = match ts {
+                    Some(t) => self
+                        .data
+                        .version(table, View::Now, row, family, qualifier, t)?,
+                    None => self.data.newest(table, View::Now, row, family, qualifier)?,
+                };
+                let mut value = match cur {
+                    Some(c) => c.value,
+                    None if self.data.pending.has_cell(table, row, family, qualifier) => Vec::new(),
+                    None => return Err(Errno::ENOENT),
+                };
+                if value.len() as u64 == size {
+                    return Ok(());
+                }
+                value.resize(size as usize, 0);
+                let m = RowMutation {
+                    row: row.clone(),
+                    mutations: vec![Mutation::SetCell {
+                        family: family.clone(),
+                        qualifier: qualifier.clone(),
+                        timestamp: ts,
+                        value,
+                    }],
+                };
+                self.data
+                    .store
+                    .apply(table, &m, self.write_options())
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                self.data.pending.data_written(table, row, family);
+                Ok(())
+            }
+            Node::Mutate(_) => Ok(()),
+            Node::Schema(t) => {
+                let cur = self.data.schema(t)?;
+                let mut text = crate::schema_file::render(&cur);
+                text.resize(size as usize, b'\n');
+                let (new, _) = crate::schema_file::apply(&cur, &text, true)
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                self.data
+                    .store
+                    .set_schema(t, new)
+                    .map_err(|e| self.data.fail(&what, &e))
+            }
+            n if n.is_dir() => Err(Errno::EISDIR),
+            _ => Err(Errno::EPERM),
+        }
+    }
+}

@@ -1,0 +1,243 @@
+//! Closing and syncing: a cell's whole value is committed as one new
+//! version on close (or fsync); `.schema` is applied the same way.
+
+use super::*;
+
+impl Ctx {
+    /// FUSE `flush` (each `close`): commits what was written, so that when
+    /// `close` returns the value is in the commit log.
+    pub fn flush(&self, fh: u64) -> FsResult<()> {
+        let Some(h) = self.handles.get(fh) else {
+            return Ok(());
+        };
+        let mut g = h.lock();
+        match &mut *g {
+            Handle::Cell(c) if c.failed.is_some() => {
+                self.abandon_created(c);
+                Err(c.failed.unwrap_or(Errno::EIO))
+            }
+            Handle::Cell(c) if c.dirty && c.wrote => self.commit_cell(c),
+            Handle::Schema(s) if s.dirty && s.wrote => self.commit_schema(s),
+            Handle::Mutate(m) => {
+                if let Some((code, _)) = m.failed.take() {
+                    m.parser = BatchParser::default();
+                    return Err(code);
+                }
+                if m.parser.is_empty() {
+                    return Ok(());
+                }
+                self.commit_batch(m)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// FUSE `release` (last close): commits anything left (a truncation or
+    /// creation without writes) and drops the handle.
+    pub fn release(&self, fh: u64) -> FsResult<()> {
+        let Some(h) = self.handles.remove(fh) else {
+            return Ok(());
+        };
+        let mut g = h.lock();
+        let r = match &mut *g {
+            Handle::Cell(c) => {
+                let r = if c.dirty && c.failed.is_none() {
+                    self.commit_cell(c)
+                } else {
+                    Ok(())
+                };
+                if c.created {
+                    // Never committed (failed, or the commit failed).
+                    self.abandon_created(c);
+                }
+                r
+            }
+            Handle::Schema(s) if s.dirty => self.commit_schema(s),
+            Handle::Mutate(m) if m.failed.is_none() && !m.parser.is_empty() => self.commit_batch(m),
+            _ => Ok(()),
+        };
+        if let Err(e) = r {
+            log::warn!("release: a commit at the last close failed: {e:?}");
+        }
+        r
+    }
+
+    /// FUSE `fsync`: commits and makes the commit log durable.
+    pub fn fsync(&self, fh: u64) -> FsResult<()> {
+        if let Some(h) = self.handles.get(fh) {
+            let mut g = h.lock();
+            match &mut *g {
+                Handle::Cell(c) if c.failed.is_some() => {
+                    return Err(c.failed.unwrap_or(Errno::EIO))
+                }
+                Handle::Cell(c) if c.dirty => self.commit_cell(c)?,
+                Handle::Schema(s) if s.dirty => self.commit_schema(s)?,
+                Handle::Mutate(m) => {
+                    if let Some((code, _)) = m.failed.take() {
+                        m.parser = BatchParser::default();
+                        return Err(code);
+                    }
+                    if !m.parser.is_empty() {
+                        self.commit_batch(m)?;
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.data
+            .store
+            .sync()
+            .map_err(|e| self.data.fail(&"fsync", &e))
+    }
+
+    /// A file this handle created will never be committed: it must vanish
+    /// from listings and from the kernel's cache of names.
+    pub(super) fn abandon_created(&self, c: &mut CellHandle) {
+        if let Some((parent, name)) = c.created_as.take() {
+            if c.created {
+                if let Node::Cell {
+                    table,
+                    row,
+                    family,
+                    qualifier,
+                    ..
+                } = &c.node
+                {
+                    self.data.pending.drop_cell(table, row, family, qualifier);
+                }
+                c.created = false;
+            }
+            self.invalidate_entry(&parent, name);
+        }
+    }
+
+    /// Commits a cell handle's value as one new version (or an atomic append).
+    pub(super) fn commit_cell(&self, c: &mut CellHandle) -> FsResult<()> {
+        let what = format!("commit {}", c.node);
+        let (table, row, family, qualifier, ts) = match &c.node {
+            Node::Cell {
+                table,
+                row,
+                family,
+                qualifier,
+                ..
+            } => (table, row, family, qualifier, None),
+            Node::Version {
+                table,
+                row,
+                family,
+                qualifier,
+                ts,
+                ..
+            } => (table, row, family, qualifier, Some(*ts)),
+            _ => return Err(Errno::EIO),
+        };
+        let opts = self.write_options();
+        if c.append_only && !c.created && c.data.len() > c.base_len {
+            let txn = RowTxn::new(
+                row.clone(),
+                vec![RowOp::Append {
+                    family: family.clone(),
+                    qualifier: qualifier.clone(),
+                    data: c.data[c.base_len..].to_vec(),
+                }],
+            );
+            let out = self
+                .data
+                .store
+                .apply_txns(table, &[txn], opts)
+                .map_err(|e| self.data.fail(&what, &e))?;
+            if let Some(v) = out
+                .into_iter()
+                .next()
+                .and_then(|o| o.results.into_iter().next())
+            {
+                c.data = v;
+            }
+            c.base_len = c.data.len();
+        } else {
+            let m = RowMutation {
+                row: row.clone(),
+                mutations: vec![Mutation::SetCell {
+                    family: family.clone(),
+                    qualifier: qualifier.clone(),
+                    timestamp: ts,
+                    value: c.data.clone(),
+                }],
+            };
+            self.data
+                .store
+                .apply(table, &m, opts)
+                .map_err(|e| self.data.fail(&what, &e))?;
+            c.append_only = false;
+        }
+        Stats::add(&self.data.stats.commits, 1);
+        c.dirty = false;
+        c.wrote = false;
+        c.created_as = None;
+        if c.created {
+            c.created = false;
+            self.data.pending.drop_cell(table, row, family, qualifier);
+        }
+        self.data.pending.data_written(table, row, family);
+        if c.append_only || ts.is_some() {
+            // What the store holds may differ from what the kernel cached
+            // (concurrent appends merged; a version behind the newest).
+            self.invalidate(&c.node);
+        } else if let Ok(Some(cur)) = self.data.store.read_cell(table, row, family, qualifier) {
+            // The kernel's pages and size came from this handle's writes and
+            // are exactly the committed value: keep them, and remember the
+            // version so that the next open may use them.
+            if cur.value.len() == c.data.len() {
+                self.inodes
+                    .set_reported(c.node.ino(), cur.value.len() as u64, cur.timestamp);
+            }
+        }
+        if ts.is_some() {
+            // The newest value may have changed too.
+            self.invalidate(&Node::Cell {
+                table: table.clone(),
+                view: View::Now,
+                row: row.clone(),
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Applies written `.schema` text.
+    pub(super) fn commit_schema(&self, s: &mut SchemaHandle) -> FsResult<()> {
+        let what = format!("write {}/{SCHEMA}", s.table);
+        let cur = self.data.schema(&s.table)?;
+        let (text, replace_all) = if s.append_mode {
+            (&s.data[s.base_len.min(s.data.len())..], false)
+        } else {
+            (&s.data[..], true)
+        };
+        let (new, dropped) = crate::schema_file::apply(&cur, text, replace_all)
+            .map_err(|e| self.data.fail(&what, &e))?;
+        if crate::schema_file::changes_permissions(&cur, &new)
+            && !(s.caller.is_root() || s.caller.uid == cur.owner)
+        {
+            return Err(self.data.refuse(
+                &what,
+                Errno::EPERM,
+                "only the table's owner may change a family's owner, group or mode",
+            ));
+        }
+        self.data
+            .store
+            .set_schema(&s.table, new)
+            .map_err(|e| self.data.fail(&what, &e))?;
+        if !dropped.is_empty() {
+            log::info!("{what}: dropped families {dropped:?}");
+        }
+        s.dirty = false;
+        s.wrote = false;
+        s.base_len = s.data.len();
+        self.invalidate_table(&s.table, None);
+        self.inval.settle();
+        Ok(())
+    }
+}

@@ -1,0 +1,108 @@
+//! `read`, `write` and `copy_file_range` on open files.
+
+use super::*;
+
+impl Ctx {
+    /// FUSE `read`.
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        Stats::add(&self.data.stats.reads, 1);
+        let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
+        let mut g = h.lock();
+        let out = match &mut *g {
+            Handle::Cell(c) => slice_at(&c.data, offset, size),
+            Handle::Schema(s) => slice_at(&s.data, offset, size),
+            Handle::Content(c) => slice_at(c, offset, size),
+            Handle::Mutate(m) => {
+                // Reading commits what was written, then returns the results as a stream.
+                if !m.parser.is_empty() {
+                    let _ = self.commit_batch(m);
+                }
+                let start = m.read_pos.min(m.results.len());
+                let end = start.saturating_add(size as usize).min(m.results.len());
+                m.read_pos = end;
+                m.results[start..end].to_vec()
+            }
+            Handle::Scan(s) => self.read_scan(s, offset, size)?,
+            Handle::Dir(_) => return Err(Errno::EISDIR),
+        };
+        Stats::add(&self.data.stats.read_bytes, out.len() as u64);
+        Ok(out)
+    }
+
+    /// FUSE `write`.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        Stats::add(&self.data.stats.writes, 1);
+        Stats::add(&self.data.stats.write_bytes, data.len() as u64);
+        let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
+        let mut g = h.lock();
+        match &mut *g {
+            Handle::Cell(c) => {
+                if !c.writable {
+                    return Err(Errno::EBADF);
+                }
+                let off = if c.append_mode {
+                    c.data.len()
+                } else {
+                    offset as usize
+                };
+                if let Some(e) = c.failed {
+                    return Err(e);
+                }
+                let end = off.saturating_add(data.len());
+                if end > self.opts.max_value_size {
+                    c.failed = Some(Errno::EFBIG);
+                    return Err(self.data.refuse(
+                        &format!("write {}", c.node),
+                        Errno::EFBIG,
+                        &format!(
+                            "a value is at most {} bytes; nothing of this file will be committed",
+                            self.opts.max_value_size
+                        ),
+                    ));
+                }
+                if !c.append_mode {
+                    c.append_only = false;
+                }
+                write_at(&mut c.data, off, data);
+                c.dirty = true;
+                c.wrote = true;
+            }
+            Handle::Schema(s) => {
+                let off = if s.append_mode {
+                    s.data.len()
+                } else {
+                    offset as usize
+                };
+                if off + data.len() > MAX_SCHEMA_TEXT {
+                    return Err(Errno::EFBIG);
+                }
+                write_at(&mut s.data, off, data);
+                s.dirty = true;
+                s.wrote = true;
+            }
+            Handle::Mutate(m) => self.feed_batch(m, data)?,
+            Handle::Scan(_) | Handle::Content(_) => return Err(Errno::EROFS),
+            Handle::Dir(_) => return Err(Errno::EISDIR),
+        }
+        u32::try_from(data.len()).map_err(|_| Errno::EINVAL)
+    }
+
+    /// FUSE `copy_file_range` (cp, mv across rows): a read from one handle
+    /// and a write to the other, without the data crossing to the caller.
+    pub fn copy_file_range(
+        &self,
+        fh_in: u64,
+        off_in: u64,
+        fh_out: u64,
+        off_out: u64,
+        len: u64,
+    ) -> FsResult<u32> {
+        let len = u32::try_from(len.min(crate::options::MAX_WRITE as u64))
+            .unwrap_or(crate::options::MAX_WRITE);
+        let data = self.read(fh_in, off_in, len)?;
+        if data.is_empty() {
+            return Ok(0);
+        }
+        self.write(fh_out, off_out, &data)
+    }
+}

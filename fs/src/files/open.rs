@@ -1,0 +1,387 @@
+//! Opening and creating files: cells, versions, `.schema`, `.mutate`,
+//! scans and status files.
+
+use super::*;
+
+impl Ctx {
+    /// FUSE `open`.
+    pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
+        let mut o = self.open_handle(caller, ino, flags)?;
+        if !acc_writable(flags) {
+            o.noflush = true;
+        }
+        Ok(o)
+    }
+
+    pub(super) fn open_handle(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
+        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let writable = acc_writable(flags);
+        let what = format!("open {node}");
+        if writable && node.read_only() {
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
+        }
+        let trunc = flags & libc::O_TRUNC != 0;
+        let append = flags & libc::O_APPEND != 0;
+        match &*node {
+            Node::Cell {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => {
+                let cur = self.data.newest(table, *view, row, family, qualifier)?;
+                if cur.is_none()
+                    && !(view.is_now() && self.data.pending.has_cell(table, row, family, qualifier))
+                {
+                    return Err(Errno::ENOENT);
+                }
+                Ok(self.open_value(&node, cur, writable, trunc, append))
+            }
+            Node::Version {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+                ts,
+            } => {
+                let cur = self
+                    .data
+                    .version(table, *view, row, family, qualifier, *ts)?;
+                if cur.is_none() {
+                    return Err(Errno::ENOENT);
+                }
+                Ok(self.open_value(&node, cur, writable, trunc, false))
+            }
+            Node::Schema(t) => {
+                let s = self.data.schema(t)?;
+                let text = if trunc {
+                    Vec::new()
+                } else {
+                    crate::schema_file::render(&s)
+                };
+                let fh = self.handles.insert(Handle::Schema(SchemaHandle {
+                    table: t.clone(),
+                    caller: caller.clone().with_groups(),
+                    append_mode: append,
+                    base_len: text.len(),
+                    dirty: trunc && writable,
+                    wrote: false,
+                    data: text,
+                }));
+                Ok(Opened {
+                    fh,
+                    direct_io: true,
+                    ..Default::default()
+                })
+            }
+            Node::Mutate(t) => {
+                self.data.schema(t)?;
+                let fh = self.handles.insert(Handle::Mutate(MutateHandle {
+                    table: t.clone(),
+                    caller: caller.clone().with_groups(),
+                    parser: BatchParser::default(),
+                    failed: None,
+                    results: Vec::new(),
+                    read_pos: 0,
+                }));
+                Ok(Opened {
+                    fh,
+                    direct_io: true,
+                    ..Default::default()
+                })
+            }
+            Node::Scan { table, query } => {
+                let q = crate::query::parse(query)
+                    .map_err(|why| self.data.refuse(&what, Errno::EINVAL, &why))?;
+                let schema = self.data.schema(table)?;
+                let caller = caller.clone().with_groups();
+                let mut readable = None;
+                if let Some(fams) = &q.spec.families {
+                    for f in fams {
+                        let fs = schema.families.get(f).ok_or_else(|| {
+                            self.data.refuse(
+                                &what,
+                                Errno::ENOENT,
+                                &format!("no column family {f:?}"),
+                            )
+                        })?;
+                        if !caller.may(fs.owner, fs.group, fs.mode, R) {
+                            return Err(self.data.refuse(
+                                &what,
+                                Errno::EACCES,
+                                &format!("family {f} is not readable"),
+                            ));
+                        }
+                    }
+                } else if schema
+                    .families
+                    .values()
+                    .any(|f| !caller.may(f.owner, f.group, f.mode, R))
+                {
+                    // Families the caller may not read are left out of the output.
+                    readable = Some(
+                        schema
+                            .families
+                            .values()
+                            .filter(|f| caller.may(f.owner, f.group, f.mode, R))
+                            .map(|f| f.name.clone())
+                            .collect(),
+                    );
+                }
+                Stats::add(&self.data.stats.scans, 1);
+                let fh = self.handles.insert(Handle::Scan(ScanHandle {
+                    table: table.clone(),
+                    query: q,
+                    readable,
+                    stream: None,
+                    buf: Vec::new(),
+                    start: 0,
+                    done: false,
+                }));
+                Ok(Opened {
+                    fh,
+                    direct_io: true,
+                    ..Default::default()
+                })
+            }
+            Node::Status(f) => {
+                let fh = self
+                    .handles
+                    .insert(Handle::Content(self.status_content(*f)));
+                Ok(Opened {
+                    fh,
+                    direct_io: true,
+                    ..Default::default()
+                })
+            }
+            n if n.is_dir() => Err(Errno::EISDIR),
+            _ => Err(Errno::EINVAL),
+        }
+    }
+
+    /// A handle on a cell or version holding `cur` (or nothing yet).
+    pub(super) fn open_value(
+        &self,
+        node: &Node,
+        cur: Option<engine::Cell>,
+        writable: bool,
+        trunc: bool,
+        append: bool,
+    ) -> Opened {
+        let ino = node.ino();
+        let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value, c.timestamp));
+        // Cells bypass the page cache: a writer's unclosed bytes (and an
+        // O_TRUNC open) would otherwise land in pages that concurrent readers
+        // share, and readers must only ever see committed values.
+        let direct = true;
+        let truncated = trunc && writable;
+        let data = if truncated { Vec::new() } else { value };
+        let dirty = truncated && (ts != 0 || !data.is_empty());
+        let handle = Handle::Cell(CellHandle {
+            node: node.clone(),
+            writable,
+            append_mode: append && writable,
+            base_len: data.len(),
+            append_only: append && writable && !truncated && matches!(node, Node::Cell { .. }),
+            data,
+            dirty,
+            wrote: false,
+            created: false,
+            direct,
+            failed: None,
+            created_as: None,
+        });
+        let fh = if writable {
+            self.handles.insert_writer(handle, ino)
+        } else {
+            self.handles.insert(handle)
+        };
+        Opened {
+            fh,
+            direct_io: direct,
+            ..Default::default()
+        }
+    }
+
+    /// FUSE `create`: a new cell (or exact version) file, committed on close.
+    pub fn create(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        flags: i32,
+    ) -> FsResult<(Entry, Opened)> {
+        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let what = format!("create {p}/{}", String::from_utf8_lossy(name));
+        if p.read_only() {
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
+        }
+        let excl = flags & libc::O_EXCL != 0;
+        let node = match &*p {
+            Node::Family {
+                table, row, family, ..
+            } => {
+                if name == VERSIONS.as_bytes() {
+                    return Err(Errno::EEXIST);
+                }
+                let kn = parse_lenient(name).ok_or(Errno::EINVAL)?;
+                let q = match &kn {
+                    KeyName::Key(k) => k.clone(),
+                    KeyName::Hashed { .. } => self
+                        .data
+                        .resolve_qualifier(table, View::Now, row, family, &kn)?
+                        .ok_or_else(|| {
+                            self.data.refuse(
+                                &what,
+                                Errno::EINVAL,
+                                "a hashed name can only name an existing cell",
+                            )
+                        })?,
+                };
+                if q.len() > engine::MAX_QUALIFIER {
+                    return Err(self
+                        .data
+                        .refuse(&what, Errno::ENAMETOOLONG, "qualifier too long"));
+                }
+                Node::Cell {
+                    table: table.clone(),
+                    view: View::Now,
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: q,
+                }
+            }
+            Node::VersionsColumn {
+                table,
+                row,
+                family,
+                qualifier,
+                ..
+            } => {
+                let ts = parse_version_name(name).ok_or_else(|| {
+                    self.data.refuse(
+                        &what,
+                        Errno::EINVAL,
+                        "a version file is named by its timestamp: 16 or more decimal digits",
+                    )
+                })?;
+                Node::Version {
+                    table: table.clone(),
+                    view: View::Now,
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: qualifier.clone(),
+                    ts,
+                }
+            }
+            Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
+                let name = String::from_utf8_lossy(name).into_owned();
+                if excl && !self.data.pending.is_hidden(t, &name) {
+                    return Err(Errno::EEXIST);
+                }
+                self.data.pending.unhide(t, &name);
+                let node = if name == SCHEMA {
+                    Node::Schema(t.clone())
+                } else {
+                    Node::Mutate(t.clone())
+                };
+                let attr = self.node_attr(&node)?;
+                self.register(&node)?;
+                let opened = self.open(caller, node.ino(), flags | libc::O_TRUNC)?;
+                return Ok((self.entry(&node, attr), opened));
+            }
+            n if !n.is_dir() => return Err(Errno::ENOTDIR),
+            _ => {
+                return Err(self.data.refuse(
+                    &what,
+                    Errno::EPERM,
+                    "only cells and versions are files",
+                ))
+            }
+        };
+        let (table, row, family, qualifier) = match &node {
+            Node::Cell {
+                table,
+                row,
+                family,
+                qualifier,
+                ..
+            }
+            | Node::Version {
+                table,
+                row,
+                family,
+                qualifier,
+                ..
+            } => (
+                table.clone(),
+                row.clone(),
+                family.clone(),
+                qualifier.clone(),
+            ),
+            _ => return Err(Errno::EIO),
+        };
+        // It may exist after all (a racing creator, or a name the kernel had not cached).
+        let existing = match &node {
+            Node::Version { ts, .. } => {
+                self.data
+                    .version(&table, View::Now, &row, &family, &qualifier, *ts)?
+            }
+            _ => self
+                .data
+                .newest(&table, View::Now, &row, &family, &qualifier)?,
+        };
+        if excl
+            && (existing.is_some()
+                || self
+                    .data
+                    .pending
+                    .has_cell(&table, &row, &family, &qualifier))
+        {
+            return Err(Errno::EEXIST);
+        }
+        let fam = self.data.family_schema(&table, &family)?;
+        let ino = self.register(&node)?;
+        let opened = match existing {
+            Some(cur) => {
+                let attr = self.value_attr(ino, &fam, Some(&cur));
+                let trunc = flags & libc::O_TRUNC != 0;
+                let o = self.open_value(&node, Some(cur), true, trunc, flags & libc::O_APPEND != 0);
+                return Ok((self.entry(&node, attr), o));
+            }
+            None => {
+                if matches!(node, Node::Cell { .. }) {
+                    self.data
+                        .pending
+                        .add_cell(&table, &row, &family, &qualifier);
+                }
+                let fh = self.handles.insert_writer(
+                    Handle::Cell(CellHandle {
+                        node: node.clone(),
+                        writable: true,
+                        append_mode: flags & libc::O_APPEND != 0,
+                        base_len: 0,
+                        append_only: false,
+                        data: Vec::new(),
+                        dirty: true,
+                        wrote: false,
+                        created: matches!(node, Node::Cell { .. }),
+                        created_as: Some(((*p).clone(), name.to_vec())),
+                        direct: true,
+                        failed: None,
+                    }),
+                    ino,
+                );
+                Opened {
+                    fh,
+                    direct_io: true,
+                    ..Default::default()
+                }
+            }
+        };
+        let attr = self.value_attr(ino, &fam, None);
+        Ok((self.entry(&node, attr), opened))
+    }
+}

@@ -1,0 +1,227 @@
+//! `unlink` and `rename` of cells, versions and rows.
+
+use super::*;
+
+impl Ctx {
+    /// FUSE `unlink`.
+    pub fn unlink(&self, _caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
+        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let what = format!("unlink {p}/{}", String::from_utf8_lossy(name));
+        if p.read_only() {
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
+        }
+        match &*p {
+            // The file hides until created again (see Pending::hide).
+            Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
+                if self.data.pending.hide(t, &String::from_utf8_lossy(name)) {
+                    self.invalidate_entry(&p, name.to_vec());
+                    Ok(())
+                } else {
+                    Err(Errno::ENOENT)
+                }
+            }
+            Node::Family { .. } if name == VERSIONS.as_bytes() => Err(Errno::EISDIR),
+            Node::Family {
+                table, row, family, ..
+            } => {
+                let kn = parse_lenient(name).ok_or(Errno::ENOENT)?;
+                let q = self
+                    .data
+                    .resolve_qualifier(table, View::Now, row, family, &kn)?
+                    .ok_or(Errno::ENOENT)?;
+                if self
+                    .data
+                    .newest(table, View::Now, row, family, &q)?
+                    .is_none()
+                {
+                    return if self.data.pending.has_cell(table, row, family, &q) {
+                        Ok(())
+                    } else {
+                        Err(Errno::ENOENT)
+                    };
+                }
+                let m =
+                    RowMutation::new(row.clone()).delete_cells(family, q.clone(), TimeRange::ALL);
+                self.data
+                    .store
+                    .apply(table, &m, self.write_options())
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                // The directories stay until rmdir, as on any filesystem.
+                self.data.pending.add_row(table, row);
+                self.data.pending.add_family(table, row, family);
+                self.invalidate(&Node::VersionsColumn {
+                    table: table.clone(),
+                    view: View::Now,
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: q,
+                });
+                Ok(())
+            }
+            Node::VersionsColumn {
+                table,
+                row,
+                family,
+                qualifier,
+                ..
+            } => {
+                let ts = parse_version_name(name).ok_or(Errno::ENOENT)?;
+                if self
+                    .data
+                    .version(table, View::Now, row, family, qualifier, ts)?
+                    .is_none()
+                {
+                    return Err(Errno::ENOENT);
+                }
+                let m = RowMutation::new(row.clone()).delete_cells(
+                    family,
+                    qualifier.clone(),
+                    TimeRange::exactly(ts),
+                );
+                self.data
+                    .store
+                    .apply(table, &m, self.write_options())
+                    .map_err(|e| self.data.fail(&what, &e))?;
+                self.data.pending.add_row(table, row);
+                self.data.pending.add_family(table, row, family);
+                self.data.pending.add_column(table, row, family, qualifier);
+                self.invalidate(&Node::Cell {
+                    table: table.clone(),
+                    view: View::Now,
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: qualifier.clone(),
+                });
+                Ok(())
+            }
+            n if !n.is_dir() => Err(Errno::ENOTDIR),
+            _ => Err(self
+                .data
+                .refuse(&what, Errno::EPERM, "not a cell or version")),
+        }
+    }
+
+    /// FUSE `rename`: a cell moves within its row (all versions, atomically);
+    /// anything else is EXDEV, so mv(1) copies and deletes instead.
+    pub fn rename(
+        &self,
+        _caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> FsResult<()> {
+        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let np = self.inodes.get(newparent).ok_or(Errno::ENOENT)?;
+        let what = format!(
+            "rename {p}/{} to {np}/{}",
+            String::from_utf8_lossy(name),
+            String::from_utf8_lossy(newname)
+        );
+        if p.read_only() || np.read_only() {
+            return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
+        }
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            return Err(Errno::EINVAL);
+        }
+        let (
+            Node::Family {
+                table, row, family, ..
+            },
+            Node::Family {
+                table: t2,
+                row: r2,
+                family: f2,
+                ..
+            },
+        ) = (&*p, &*np)
+        else {
+            return Err(self.data.refuse(
+                &what,
+                Errno::EXDEV,
+                "only a cell can be renamed, within its row",
+            ));
+        };
+        if table != t2 || row != r2 {
+            return Err(self.data.refuse(
+                &what,
+                Errno::EXDEV,
+                "a cell can be renamed only within its row",
+            ));
+        }
+        if name == VERSIONS.as_bytes() || newname == VERSIONS.as_bytes() {
+            return Err(Errno::EBUSY);
+        }
+        let src = self
+            .data
+            .resolve_qualifier(
+                table,
+                View::Now,
+                row,
+                family,
+                &parse_lenient(name).ok_or(Errno::ENOENT)?,
+            )?
+            .ok_or(Errno::ENOENT)?;
+        let dst = match parse_lenient(newname).ok_or(Errno::EINVAL)? {
+            KeyName::Key(k) => k,
+            kn => self
+                .data
+                .resolve_qualifier(table, View::Now, row, f2, &kn)?
+                .ok_or(Errno::EINVAL)?,
+        };
+        if family == f2 && src == dst {
+            return Ok(());
+        }
+        let versions = self.data.versions(table, View::Now, row, family, &src)?;
+        if versions.is_empty() {
+            return Err(if self.data.pending.has_cell(table, row, family, &src) {
+                Errno::EBUSY
+            } else {
+                Errno::ENOENT
+            });
+        }
+        if flags & libc::RENAME_NOREPLACE != 0
+            && self.data.newest(table, View::Now, row, f2, &dst)?.is_some()
+        {
+            return Err(Errno::EEXIST);
+        }
+        let mut m = RowMutation::new(row.clone()).delete_cells(f2, dst.clone(), TimeRange::ALL);
+        for v in versions.iter().rev() {
+            m = m.set_at(f2, dst.clone(), v.timestamp, v.value.clone());
+        }
+        m = m.delete_cells(family, src.clone(), TimeRange::ALL);
+        self.data
+            .store
+            .apply(table, &m, self.write_options())
+            .map_err(|e| self.data.fail(&what, &e))?;
+        let from = Node::Cell {
+            table: table.clone(),
+            view: View::Now,
+            row: row.clone(),
+            family: family.clone(),
+            qualifier: src.clone(),
+        };
+        let to = Node::Cell {
+            table: table.clone(),
+            view: View::Now,
+            row: row.clone(),
+            family: f2.clone(),
+            qualifier: dst.clone(),
+        };
+        self.inodes.rebind(&from, &to);
+        self.data.pending.add_family(table, row, family);
+        self.data.pending.data_written(table, row, f2);
+        if family != f2 {
+            self.data.pending.add_row(table, row);
+        }
+        self.invalidate(&Node::Cell {
+            table: table.clone(),
+            view: View::Now,
+            row: row.clone(),
+            family: f2.clone(),
+            qualifier: dst,
+        });
+        Ok(())
+    }
+}

@@ -1,0 +1,58 @@
+//! Extended attributes: a cell's row key and qualifier in full.
+
+use super::*;
+
+impl Ctx {
+    pub(super) fn xattrs(&self, node: &Node) -> Vec<(&'static str, Vec<u8>)> {
+        let mut out = Vec::new();
+        match node {
+            Node::Row { row, .. } => out.push(("user.bigtable.key", row.clone())),
+            Node::Cell {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => {
+                out.push(("user.bigtable.key", qualifier.clone()));
+                if let Ok(Some(c)) = self.data.newest(table, *view, row, family, qualifier) {
+                    out.push((
+                        "user.bigtable.timestamp",
+                        c.timestamp.to_string().into_bytes(),
+                    ));
+                }
+            }
+            Node::VersionsColumn { qualifier, .. } => {
+                out.push(("user.bigtable.key", qualifier.clone()))
+            }
+            Node::Version { qualifier, ts, .. } => {
+                out.push(("user.bigtable.key", qualifier.clone()));
+                out.push(("user.bigtable.timestamp", ts.to_string().into_bytes()));
+            }
+            _ => {}
+        }
+        out
+    }
+
+    /// FUSE `getxattr`: `user.bigtable.key` (the full row key or qualifier)
+    /// and `user.bigtable.timestamp`.
+    pub fn getxattr(&self, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
+        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        self.xattrs(&node)
+            .into_iter()
+            .find(|(n, _)| n.as_bytes() == name)
+            .map(|(_, v)| v)
+            .ok_or(Errno::NO_XATTR)
+    }
+
+    /// FUSE `listxattr`: NUL-terminated names.
+    pub fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
+        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let mut out = Vec::new();
+        for (n, _) in self.xattrs(&node) {
+            out.extend_from_slice(n.as_bytes());
+            out.push(0);
+        }
+        Ok(out)
+    }
+}

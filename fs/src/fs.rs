@@ -1,0 +1,431 @@
+//! [`Fs`]: the filesystem as the FUSE adapter (and the tests) see it. It
+//! owns the data path's context and the lock directory, and routes every
+//! request: inodes and file handles of `.chubby/` go to [`LockDir`], the
+//! rest to the data-path operations (`lookup`, `dirs`, `files`). This is
+//! the only place that tells the two apart.
+
+use crate::ctx::Ctx;
+use crate::lockdir::events::PollWaker;
+use crate::lockdir::{is_lock_fh, Done, LockDir, LockOpened, LockReply, LockRequest};
+use crate::options::{Entry, FsOptions, FsResult};
+use crate::perms::Caller;
+use crate::reply::{DirOut, Opened, SetAttr};
+use crate::status::Statfs;
+use crate::store::Store;
+use chubby::LockService;
+use fuser::FileAttr;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Bigtable as a filesystem, independent of FUSE (see `fuse.rs` for the adapter).
+pub struct Fs {
+    cx: Ctx,
+    /// `.chubby/`, when a lock service is attached.
+    lockdir: Option<Arc<LockDir>>,
+}
+
+fn lock_opened(o: LockOpened) -> Opened {
+    Opened {
+        fh: o.fh,
+        direct_io: o.direct_io,
+        nonseekable: o.nonseekable,
+        ..Opened::default()
+    }
+}
+
+impl Fs {
+    pub fn new(store: Arc<dyn Store>, opts: FsOptions) -> Fs {
+        Fs {
+            cx: Ctx::new(store, opts),
+            lockdir: None,
+        }
+    }
+
+    /// Serves a lock service under `.chubby/` (without one, `.chubby/` does
+    /// not exist).
+    pub fn with_lock_service(mut self, svc: Arc<dyn LockService>) -> Fs {
+        let ld = Arc::new(LockDir::new(svc));
+        self.cx.lockdir = Some(ld.clone());
+        self.lockdir = Some(ld);
+        self
+    }
+
+    /// Starts cache invalidation through a mounted session's notifier.
+    pub fn start_notifier(&self, notifier: fuser::Notifier) {
+        if let Some(ld) = &self.lockdir {
+            ld.start_notifier(notifier.clone());
+        }
+        self.cx.start_notifier(notifier);
+    }
+
+    pub fn options(&self) -> &FsOptions {
+        self.cx.options()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn ctx(&self) -> &Ctx {
+        &self.cx
+    }
+
+    #[cfg(test)]
+    pub(crate) fn lock_dir(&self) -> &LockDir {
+        self.lockdir.as_deref().expect("a lock service is attached")
+    }
+
+    /// The lock directory, if `ino` is one of its inodes.
+    fn lock_ino(&self, ino: u64) -> Option<&LockDir> {
+        self.cx.lock_node(ino)?;
+        self.lockdir.as_deref()
+    }
+
+    /// The lock directory, if `fh` is one of its file handles.
+    fn lock_fh(&self, fh: u64) -> Option<&LockDir> {
+        if is_lock_fh(fh) {
+            self.lockdir.as_deref()
+        } else {
+            None
+        }
+    }
+
+    // ---- names and attributes ----
+
+    /// FUSE `lookup` (`.chubby/` names resolve through their node type).
+    pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
+        self.cx.lookup(parent, name)
+    }
+
+    /// Forget `n` kernel references to an inode.
+    pub fn forget(&self, ino: u64, n: u64) {
+        self.cx.forget(ino, n);
+    }
+
+    /// Whether the kernel holds this inode number.
+    pub fn knows(&self, ino: u64) -> bool {
+        self.cx.knows(ino)
+    }
+
+    /// Waits briefly until the invalidations this request queued reached the
+    /// kernel (called before replying to requests that change data).
+    pub fn settle(&self) {
+        self.cx.settle();
+    }
+
+    /// fsync of a directory: make the commit log durable.
+    pub fn sync(&self) -> FsResult<()> {
+        self.cx.sync()
+    }
+
+    /// FUSE `getattr`; an open file is described by its handle.
+    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<(FileAttr, Duration)> {
+        if let Some(fh) = fh {
+            // An open `.chubby/` file with unwritten contents.
+            if let Some(a) = self.lock_fh(fh).and_then(|ld| ld.handle_attr(&self.cx, fh)) {
+                return Ok((a, self.cx.opts.attr_timeout));
+            }
+        }
+        self.cx.getattr(ino, fh)
+    }
+
+    /// FUSE `setattr`.
+    pub fn setattr(
+        &self,
+        caller: &Caller,
+        ino: u64,
+        fh: Option<u64>,
+        set: SetAttr,
+    ) -> FsResult<(FileAttr, Duration)> {
+        match self.lock_ino(ino) {
+            Some(ld) => ld.setattr(&self.cx, caller, ino, fh, set),
+            None => self.cx.setattr(caller, ino, fh, set),
+        }
+    }
+
+    /// FUSE `statfs`.
+    pub fn statfs(&self) -> Statfs {
+        crate::status::statfs(&self.cx.opts)
+    }
+
+    // ---- directories ----
+
+    /// FUSE `mkdir`.
+    pub fn mkdir(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> FsResult<Entry> {
+        match self.lock_ino(parent) {
+            Some(ld) => ld.mkdir(&self.cx, caller, parent, name, mode, umask),
+            None => self.cx.mkdir(caller, parent, name, mode, umask),
+        }
+    }
+
+    /// FUSE `unlink`.
+    pub fn unlink(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
+        match self.lock_ino(parent) {
+            Some(ld) => ld.unlink(&self.cx, caller, parent, name),
+            None => self.cx.unlink(caller, parent, name),
+        }
+    }
+
+    /// FUSE `rmdir`.
+    pub fn rmdir(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
+        match self.lock_ino(parent) {
+            Some(ld) => ld.rmdir(&self.cx, caller, parent, name),
+            None => self.cx.rmdir(caller, parent, name),
+        }
+    }
+
+    /// FUSE `rename` (either side in `.chubby/` makes it the lock
+    /// directory's, which refuses moves across the boundary).
+    pub fn rename(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+    ) -> FsResult<()> {
+        match self.lock_ino(parent).or_else(|| self.lock_ino(newparent)) {
+            Some(ld) => ld.rename(&self.cx, caller, parent, name, newparent, newname, flags),
+            None => self
+                .cx
+                .rename(caller, parent, name, newparent, newname, flags),
+        }
+    }
+
+    /// FUSE `opendir`.
+    pub fn opendir(&self, caller: &Caller, ino: u64) -> FsResult<u64> {
+        match self.lock_ino(ino) {
+            Some(ld) => ld.opendir(&self.cx, caller, ino),
+            None => self.cx.opendir(ino),
+        }
+    }
+
+    /// FUSE `readdir`/`readdirplus`. `add` returns true when the reply is full
+    /// (the entry was not taken).
+    pub fn readdir(
+        &self,
+        fh: u64,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        match self.lock_fh(fh) {
+            Some(ld) => ld.readdir(&self.cx, fh, offset, plus, add),
+            None => self.cx.readdir(fh, offset, plus, add),
+        }
+    }
+
+    /// FUSE `releasedir`.
+    pub fn releasedir(&self, fh: u64) {
+        match self.lock_fh(fh) {
+            Some(ld) => ld.releasedir(fh),
+            None => self.cx.releasedir(fh),
+        }
+    }
+
+    // ---- files ----
+
+    /// FUSE `open`.
+    pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
+        match self.lock_ino(ino) {
+            Some(ld) => ld.open(&self.cx, caller, ino, flags).map(lock_opened),
+            None => self.cx.open(caller, ino, flags),
+        }
+    }
+
+    /// FUSE `create` with mode 0644 (a cell takes its family's mode anyway).
+    pub fn create(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        flags: i32,
+    ) -> FsResult<(Entry, Opened)> {
+        self.create_mode(caller, parent, name, 0o644, 0, flags)
+    }
+
+    /// FUSE `create`.
+    pub fn create_mode(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+        flags: i32,
+    ) -> FsResult<(Entry, Opened)> {
+        match self.lock_ino(parent) {
+            Some(ld) => ld
+                .create(&self.cx, caller, parent, name, mode, umask, flags)
+                .map(|(e, o)| (e, lock_opened(o))),
+            None => self.cx.create(caller, parent, name, flags),
+        }
+    }
+
+    /// `read` of a data file (cells, versions, `.schema`, `.mutate`, scans,
+    /// status files).
+    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        self.cx.read(fh, offset, size)
+    }
+
+    /// FUSE `read` of any file: `done` is called at once, or later by a
+    /// thread waiting for an event (a blocking read of a `.chubby/` events
+    /// file).
+    pub fn read_then(
+        &self,
+        caller: &Caller,
+        fh: u64,
+        offset: u64,
+        size: u32,
+        nonblock: bool,
+        done: Done<Vec<u8>>,
+    ) {
+        match self.lock_fh(fh) {
+            Some(ld) => ld.read(caller, fh, offset, size, nonblock, done),
+            None => {
+                let r = self.cx.read(fh, offset, size);
+                if r.is_ok() {
+                    self.cx.settle();
+                }
+                done(r)
+            }
+        }
+    }
+
+    /// FUSE `write`.
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+        match self.lock_fh(fh) {
+            Some(ld) => ld.write(fh, offset, data),
+            None => self.cx.write(fh, offset, data),
+        }
+    }
+
+    /// FUSE `copy_file_range` between data files.
+    pub fn copy_file_range(
+        &self,
+        fh_in: u64,
+        offset_in: u64,
+        fh_out: u64,
+        offset_out: u64,
+        len: u64,
+    ) -> FsResult<u32> {
+        self.cx
+            .copy_file_range(fh_in, offset_in, fh_out, offset_out, len)
+    }
+
+    /// The first part of FUSE `flush`: a `.chubby/` file is flushed here
+    /// (`Some`); for a data file the closing process's fcntl locks go, and
+    /// the commit, [`Fs::flush`], is left to the caller (`None`), which may
+    /// run it off the FUSE thread.
+    pub fn flush_locks(
+        &self,
+        caller: &Caller,
+        ino: u64,
+        fh: u64,
+        lock_owner: u64,
+    ) -> Option<FsResult<()>> {
+        if let Some(ld) = self.lock_fh(fh) {
+            return Some(ld.flush(&self.cx, caller, fh, lock_owner));
+        }
+        self.cx.local_locks.unlock(ino, lock_owner);
+        None
+    }
+
+    /// The commit of a data file's FLUSH (see [`Fs::flush_locks`]).
+    pub fn flush(&self, fh: u64) -> FsResult<()> {
+        self.cx.flush(fh)
+    }
+
+    /// The first part of FUSE `release`, like [`Fs::flush_locks`]: for a
+    /// data file the description's flock goes, and fcntl locks taken
+    /// through it (a read-only open is not flushed); [`Fs::release`] is left.
+    pub fn release_locks(
+        &self,
+        ino: u64,
+        fh: u64,
+        flock_owner: Option<u64>,
+    ) -> Option<FsResult<()>> {
+        if let Some(ld) = self.lock_fh(fh) {
+            return Some(ld.release(&self.cx, fh, flock_owner));
+        }
+        if let Some(o) = flock_owner {
+            self.cx.local_locks.unlock(ino, o);
+        }
+        self.cx.local_locks.unlock_fh(ino, fh);
+        None
+    }
+
+    /// The commit and close of a data file's RELEASE.
+    pub fn release(&self, fh: u64) -> FsResult<()> {
+        self.cx.release(fh)
+    }
+
+    /// FUSE `fsync`.
+    pub fn fsync(&self, fh: u64) -> FsResult<()> {
+        match self.lock_fh(fh) {
+            Some(ld) => ld.fsync(fh),
+            None => self.cx.fsync(fh),
+        }
+    }
+
+    // ---- extended attributes ----
+
+    /// FUSE `getxattr`.
+    pub fn getxattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
+        match self.lock_ino(ino) {
+            Some(ld) => ld.getxattr(&self.cx, caller, ino, name),
+            None => self.cx.getxattr(ino, name),
+        }
+    }
+
+    /// FUSE `listxattr`.
+    pub fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
+        match self.lock_ino(ino) {
+            Some(ld) => ld.listxattr(&self.cx, ino),
+            None => self.cx.listxattr(ino),
+        }
+    }
+
+    /// FUSE `setxattr`: only `.chubby/` files take extended attributes.
+    pub fn setxattr(&self, caller: &Caller, ino: u64, name: &[u8], value: &[u8]) -> FsResult<()> {
+        match self.lock_ino(ino) {
+            Some(ld) => ld.setxattr(&self.cx, caller, ino, name, value),
+            None => Err(fuser::Errno::from_i32(libc::ENOTSUP)),
+        }
+    }
+
+    /// FUSE `removexattr`: only `.chubby/` files have removable ones.
+    pub fn removexattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<()> {
+        match self.lock_ino(ino) {
+            Some(ld) => ld.removexattr(&self.cx, caller, ino, name),
+            None => Err(fuser::Errno::from_i32(libc::ENOTSUP)),
+        }
+    }
+
+    // ---- locks and poll ----
+
+    /// FUSE `setlk`: `done` is called at once, or by a waiting thread later.
+    /// `caller.pid` is the requesting thread (whose signals a wait watches).
+    pub fn setlk(&self, caller: &Caller, r: LockRequest, done: Done<()>) {
+        crate::lockdir::setlk(self.lockdir.as_deref(), &self.cx, caller, r, done)
+    }
+
+    /// FUSE `getlk`: a lock that would block `r`, or F_UNLCK.
+    pub fn getlk(&self, r: LockRequest) -> FsResult<LockReply> {
+        crate::lockdir::getlk(self.lockdir.as_deref(), &self.cx, r)
+    }
+
+    /// FUSE `poll`: the ready events (POLL* bits); only `.chubby/` events
+    /// files are ever not ready.
+    pub fn poll(&self, fh: u64, waker: Option<PollWaker>) -> FsResult<u32> {
+        match self.lock_fh(fh) {
+            Some(ld) => ld.poll(fh, waker),
+            None => Ok((libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | libc::POLLWRNORM) as u32),
+        }
+    }
+}

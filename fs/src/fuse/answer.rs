@@ -1,0 +1,105 @@
+//! The adapter's small helpers: the caller of a request, the panic guard,
+//! open flags and sending a result as a reply.
+
+use crate::options::{Entry, FsResult};
+use crate::perms::Caller;
+use crate::reply::Opened;
+use fuser::{
+    FileAttr, FileHandle, FopenFlags, Generation, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyWrite, Request,
+};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::time::Duration;
+
+pub(super) fn caller(req: &Request) -> Caller {
+    Caller::new(req.uid(), req.gid(), req.pid())
+}
+
+/// Runs one request; a panic is logged (its reply, dropped, answers EIO).
+pub(super) fn guard(op: &str, f: impl FnOnce()) {
+    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+        let msg = p
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| p.downcast_ref::<&str>().copied())
+            .unwrap_or("?");
+        log::error!("{op}: internal error (answered EIO): {msg}");
+    }
+}
+
+/// Sends a result as the reply (an error as its errno).
+pub(super) trait Answer<T> {
+    fn answer(self, r: FsResult<T>);
+}
+
+impl Answer<()> for ReplyEmpty {
+    fn answer(self, r: FsResult<()>) {
+        match r {
+            Ok(()) => self.ok(),
+            Err(e) => self.error(e),
+        }
+    }
+}
+
+impl Answer<u32> for ReplyWrite {
+    fn answer(self, r: FsResult<u32>) {
+        match r {
+            Ok(n) => self.written(n),
+            Err(e) => self.error(e),
+        }
+    }
+}
+
+impl Answer<Entry> for ReplyEntry {
+    fn answer(self, r: FsResult<Entry>) {
+        match r {
+            Ok(e) => self.entry(&e.ttl, &e.attr, Generation(0)),
+            Err(e) => self.error(e),
+        }
+    }
+}
+
+impl Answer<Vec<u8>> for ReplyData {
+    fn answer(self, r: FsResult<Vec<u8>>) {
+        match r {
+            Ok(d) => self.data(&d),
+            Err(e) => self.error(e),
+        }
+    }
+}
+
+impl Answer<(FileAttr, Duration)> for ReplyAttr {
+    fn answer(self, r: FsResult<(FileAttr, Duration)>) {
+        match r {
+            Ok((a, ttl)) => self.attr(&ttl, &a),
+            Err(e) => self.error(e),
+        }
+    }
+}
+
+/// An opened directory.
+impl Answer<u64> for ReplyOpen {
+    fn answer(self, r: FsResult<u64>) {
+        match r {
+            Ok(fh) => self.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => self.error(e),
+        }
+    }
+}
+
+pub(super) fn fopen(o: &Opened) -> FopenFlags {
+    let mut f = FopenFlags::empty();
+    if o.direct_io {
+        f |= FopenFlags::FOPEN_DIRECT_IO;
+    }
+    if o.keep_cache {
+        f |= FopenFlags::FOPEN_KEEP_CACHE;
+    }
+    if o.noflush {
+        f |= FopenFlags::FOPEN_NOFLUSH;
+    }
+    if o.nonseekable {
+        f |= FopenFlags::FOPEN_NONSEEKABLE;
+    }
+    f
+}

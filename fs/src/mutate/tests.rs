@@ -1,0 +1,167 @@
+use super::*;
+
+fn one(s: &str) -> Op {
+    parse_line(s.as_bytes()).unwrap().unwrap()
+}
+
+#[test]
+fn parses_every_kind() {
+    assert_eq!(
+        one("set com.cnn.www anchor:cnnsi.com CNN"),
+        Op::Set {
+            row: b"com.cnn.www".to_vec(),
+            family: "anchor".into(),
+            qualifier: b"cnnsi.com".to_vec(),
+            value: b"CNN".to_vec(),
+            ts: None
+        }
+    );
+    assert_eq!(
+        one("set r f:q%20x a%20b%0A 17"),
+        Op::Set {
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: b"q x".to_vec(),
+            value: b"a b\n".to_vec(),
+            ts: Some(17)
+        }
+    );
+    assert_eq!(
+        one("delete r f:a:b"),
+        Op::Delete {
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: b"a:b".to_vec(),
+            ts: None
+        }
+    );
+    assert_eq!(
+        one("delete\tr\tf:\t5"),
+        Op::Delete {
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: vec![],
+            ts: Some(5)
+        }
+    );
+    assert_eq!(
+        one("deletefamily r f"),
+        Op::DeleteFamily {
+            row: b"r".to_vec(),
+            family: "f".into()
+        }
+    );
+    assert_eq!(one("deleterow %00"), Op::DeleteRow { row: vec![0] });
+    assert_eq!(
+        one("increment r f:n -3"),
+        Op::Increment {
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: b"n".to_vec(),
+            delta: -3
+        }
+    );
+    assert_eq!(
+        one("append r f:l %"),
+        Op::Append {
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: b"l".to_vec(),
+            value: vec![]
+        }
+    );
+    assert_eq!(
+        one("ifnot r f:lock"),
+        Op::Guard {
+            row: b"r".to_vec(),
+            family: "f".into(),
+            qualifier: b"lock".to_vec(),
+            value: None,
+            expect: false
+        }
+    );
+    assert_eq!(parse_line(b"   # comment").unwrap(), None);
+    assert_eq!(parse_line(b"  \r").unwrap(), None);
+}
+
+#[test]
+fn rejects_bad_lines_with_a_reason() {
+    for bad in [
+        "frob r f:q v",
+        "set r f:q",
+        "set r fq v",
+        "set r :q v",
+        "set r f:q v 12x",
+        "set r f:q v 99999999999999999999",
+        "set r f:q v 1 2",
+        "increment r f:q 1.5",
+        "set r%zz f:q v",
+        "deleterow",
+    ] {
+        assert!(parse_line(bad.as_bytes()).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn parser_reports_line_numbers_across_writes() {
+    let mut p = BatchParser::default();
+    assert_eq!(p.feed(b"set r f:q v\n# c\nset r f").unwrap().len(), 1);
+    assert_eq!(p.feed(b":q2 w\n").unwrap().len(), 1);
+    let e = p.feed(b"bogus\n").unwrap_err();
+    assert_eq!(e.line, 4);
+    let mut p = BatchParser::default();
+    p.feed(b"set a f:q 1\nset b f:q 2").unwrap();
+    let lines = p.finish().unwrap();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(lines[1].line, 2);
+    assert!(p.is_empty());
+}
+
+#[test]
+fn groups_one_transaction_per_row_with_its_guard() {
+    let mut p = BatchParser::default();
+    p.feed(b"set a f:x 1\nset b f:x 2\nif a f:lock yes\nincrement a f:n 1\n")
+        .unwrap();
+    let txns = group(p.finish().unwrap()).unwrap();
+    assert_eq!(txns.len(), 2);
+    assert_eq!(txns[0].txn.row, b"a");
+    assert_eq!(txns[0].txn.ops.len(), 2);
+    assert!(txns[0].when_held);
+    let g = txns[0].txn.guard.as_ref().unwrap();
+    assert_eq!(g.predicate, Predicate::Equals(b"yes".to_vec()));
+    assert_eq!(txns[1].first_line, 2);
+    assert!(txns[1].txn.guard.is_none());
+}
+
+#[test]
+fn group_rejects_two_guards_and_idle_guards() {
+    let mut p = BatchParser::default();
+    p.feed(b"if a f:x\nifnot a f:y\nset a f:z 1\n").unwrap();
+    assert_eq!(group(p.finish().unwrap()).unwrap_err().line, 2);
+    let mut p = BatchParser::default();
+    p.feed(b"set b f:z 1\nif a f:x\n").unwrap();
+    assert_eq!(group(p.finish().unwrap()).unwrap_err().line, 2);
+}
+
+#[test]
+fn results_name_rows_and_values() {
+    let mut p = BatchParser::default();
+    p.feed(b"increment a f:n 5\nappend a f:s x\nset b f:q 1\n")
+        .unwrap();
+    let txns = group(p.finish().unwrap()).unwrap();
+    let outcomes = vec![
+        TxnOutcome {
+            guard_held: true,
+            results: vec![7i64.to_be_bytes().to_vec(), b"ab x".to_vec()],
+        },
+        TxnOutcome {
+            guard_held: false,
+            results: vec![],
+        },
+    ];
+    let text = String::from_utf8(format_results(&txns, &outcomes)).unwrap();
+    assert_eq!(
+        text,
+        "applied a\nvalue a f:n 7\nvalue a f:s ab%20x\nskipped b\n"
+    );
+}

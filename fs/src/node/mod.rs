@@ -1,0 +1,529 @@
+//! What an inode stands for, and inode numbers derived from it.
+//!
+//! Every inode is a path-like value ([`Node`]). Its number is a hash of that
+//! value, so the same table, row or cell always gets the same inode number —
+//! `readdir` can report the number `lookup` will later return without keeping
+//! anything, and the daemon can invalidate the kernel's cache for a cell it
+//! changed without having been asked about it.
+
+use std::fmt;
+
+pub mod lock;
+#[cfg(test)]
+mod tests;
+
+use crate::names::{display_name, version_name};
+pub use crate::status::StatusFile;
+pub use lock::LockNode;
+
+/// The root directory's inode number (fixed by FUSE).
+pub const ROOT_INO: u64 = 1;
+
+/// Which data a row/family/cell node shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum View {
+    /// The live table (writable).
+    Now,
+    /// `.at/<ts>/`: the newest version at or before `ts` (read-only).
+    At(u64),
+}
+
+impl View {
+    pub fn is_now(self) -> bool {
+        self == View::Now
+    }
+    /// The newest timestamp this view shows.
+    pub fn max_ts(self) -> Option<u64> {
+        match self {
+            View::Now => None,
+            View::At(t) => Some(t),
+        }
+    }
+}
+
+/// Reserved names inside a table directory.
+pub const SCHEMA: &str = ".schema";
+pub const MUTATE: &str = ".mutate";
+pub const SCAN: &str = ".scan";
+pub const AT: &str = ".at";
+/// Reserved name inside a family directory.
+pub const VERSIONS: &str = ".versions";
+/// Reserved name in the root.
+pub const STATUS_DIR: &str = ".bigtable";
+
+/// A node inside a row, described once (see [`Node::data_path`]).
+struct DataPath<'a> {
+    /// The node's tag in the inode encoding (10..=15; 13 and up lie under
+    /// `.versions`).
+    tag: u8,
+    table: &'a str,
+    view: View,
+    row: &'a [u8],
+    family: Option<&'a str>,
+    qualifier: Option<&'a [u8]>,
+    ts: Option<u64>,
+}
+
+impl<'a> DataPath<'a> {
+    fn base(tag: u8, table: &'a str, view: View, row: &'a [u8]) -> DataPath<'a> {
+        DataPath {
+            tag,
+            table,
+            view,
+            row,
+            family: None,
+            qualifier: None,
+            ts: None,
+        }
+    }
+}
+
+/// One inode of the filesystem.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Node {
+    Root,
+    /// `/.bigtable/`
+    StatusDir,
+    /// `/.bigtable/<file>`
+    Status(StatusFile),
+    /// `/<table>/`
+    Table(String),
+    /// `/<table>/.schema`
+    Schema(String),
+    /// `/<table>/.mutate`
+    Mutate(String),
+    /// `/<table>/.scan/`
+    ScanDir(String),
+    /// `/<table>/.scan/<query>` (the query is the raw filename)
+    Scan {
+        table: String,
+        query: Vec<u8>,
+    },
+    /// `/<table>/.at/`
+    AtDir(String),
+    /// `/<table>/.at/<ts>/`: the rows of the table as of `ts`.
+    AtRoot {
+        table: String,
+        ts: u64,
+    },
+    /// A row directory.
+    Row {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+    },
+    /// A column family directory inside a row.
+    Family {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+    },
+    /// A cell: the newest version of one column.
+    Cell {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+    },
+    /// `<family>/.versions/`
+    VersionsDir {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+    },
+    /// `<family>/.versions/<qualifier>/`
+    VersionsColumn {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+    },
+    /// `<family>/.versions/<qualifier>/<ts>`: one version.
+    Version {
+        table: String,
+        view: View,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        ts: u64,
+    },
+    // ---- lockdir hook: `.chubby/`, the lock service's namespace ----
+    /// An inode under `.chubby/` (see `crate::lockdir`).
+    Lock(LockNode),
+}
+
+impl Node {
+    /// Whether this is a directory. For a lock-service entry the kind lives
+    /// in the service; every operation on one is routed to `crate::lockdir`,
+    /// which looks it up, so this only matters for the virtual files.
+    pub fn is_dir(&self) -> bool {
+        !matches!(
+            self,
+            Node::Lock(LockNode::Events(_) | LockNode::Status)
+                | Node::Status(_)
+                | Node::Schema(_)
+                | Node::Mutate(_)
+                | Node::Scan { .. }
+                | Node::Cell { .. }
+                | Node::Version { .. }
+        )
+    }
+
+    /// The table this node belongs to.
+    pub fn table(&self) -> Option<&str> {
+        match self {
+            Node::Root | Node::StatusDir | Node::Status(_) | Node::Lock(_) => None,
+            Node::Table(t)
+            | Node::Schema(t)
+            | Node::Mutate(t)
+            | Node::ScanDir(t)
+            | Node::AtDir(t) => Some(t),
+            Node::Scan { table, .. } | Node::AtRoot { table, .. } => Some(table),
+            n => n.data_path().map(|p| p.table),
+        }
+    }
+
+    /// The row, family, column and version a node inside a row stands
+    /// for: the one description the accessors, the inode encoding and the
+    /// display use.
+    fn data_path(&self) -> Option<DataPath<'_>> {
+        Some(match self {
+            Node::Row { table, view, row } => DataPath::base(10, table, *view, row),
+            Node::Family {
+                table,
+                view,
+                row,
+                family,
+            } => DataPath {
+                family: Some(family),
+                ..DataPath::base(11, table, *view, row)
+            },
+            Node::Cell {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => DataPath {
+                family: Some(family),
+                qualifier: Some(qualifier),
+                ..DataPath::base(12, table, *view, row)
+            },
+            Node::VersionsDir {
+                table,
+                view,
+                row,
+                family,
+            } => DataPath {
+                family: Some(family),
+                ..DataPath::base(13, table, *view, row)
+            },
+            Node::VersionsColumn {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => DataPath {
+                family: Some(family),
+                qualifier: Some(qualifier),
+                ..DataPath::base(14, table, *view, row)
+            },
+            Node::Version {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+                ts,
+            } => DataPath {
+                family: Some(family),
+                qualifier: Some(qualifier),
+                ts: Some(*ts),
+                ..DataPath::base(15, table, *view, row)
+            },
+            _ => return None,
+        })
+    }
+
+    /// The row this node lies in.
+    pub fn row(&self) -> Option<&[u8]> {
+        self.data_path().map(|p| p.row)
+    }
+
+    /// The family this node lies in.
+    pub fn family(&self) -> Option<&str> {
+        self.data_path().and_then(|p| p.family)
+    }
+
+    /// The view of row-level nodes (`None` for the rest).
+    pub fn view(&self) -> Option<View> {
+        match self {
+            Node::AtRoot { ts, .. } => Some(View::At(*ts)),
+            n => n.data_path().map(|p| p.view),
+        }
+    }
+
+    /// Whether writes to this node must fail with EROFS (time-travel views,
+    /// status files and scan results).
+    pub fn read_only(&self) -> bool {
+        match self {
+            Node::StatusDir
+            | Node::Status(_)
+            | Node::ScanDir(_)
+            | Node::Scan { .. }
+            | Node::AtDir(_)
+            | Node::AtRoot { .. } => true,
+            n => n.view().is_some_and(|v| !v.is_now()),
+        }
+    }
+
+    /// The inode number of this node: a hash of its value, never 0 or 1
+    /// (1 is the root).
+    pub fn ino(&self) -> u64 {
+        if *self == Node::Root {
+            return ROOT_INO;
+        }
+        let mut buf = Vec::with_capacity(64);
+        self.encode(&mut buf);
+        match seahash::hash(&buf) {
+            0 | ROOT_INO => 2,
+            h => h,
+        }
+    }
+
+    /// A self-delimiting encoding (the input of [`Node::ino`]).
+    fn encode(&self, out: &mut Vec<u8>) {
+        fn put(out: &mut Vec<u8>, b: &[u8]) {
+            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        fn view(out: &mut Vec<u8>, v: View) {
+            match v {
+                View::Now => out.push(0),
+                View::At(t) => {
+                    out.push(1);
+                    out.extend_from_slice(&t.to_le_bytes());
+                }
+            }
+        }
+        match self {
+            Node::Root => out.push(0),
+            Node::StatusDir => out.push(1),
+            Node::Status(f) => {
+                out.push(2);
+                put(out, f.name().as_bytes());
+            }
+            Node::Table(t) => {
+                out.push(3);
+                put(out, t.as_bytes());
+            }
+            Node::Schema(t) => {
+                out.push(4);
+                put(out, t.as_bytes());
+            }
+            Node::Mutate(t) => {
+                out.push(5);
+                put(out, t.as_bytes());
+            }
+            Node::ScanDir(t) => {
+                out.push(6);
+                put(out, t.as_bytes());
+            }
+            Node::Scan { table, query } => {
+                out.push(7);
+                put(out, table.as_bytes());
+                put(out, query);
+            }
+            Node::AtDir(t) => {
+                out.push(8);
+                put(out, t.as_bytes());
+            }
+            Node::AtRoot { table, ts } => {
+                out.push(9);
+                put(out, table.as_bytes());
+                out.extend_from_slice(&ts.to_le_bytes());
+            }
+            Node::Lock(l) => {
+                out.push(16);
+                l.encode(out);
+            }
+            // Every other node lies inside a row.
+            n => {
+                let Some(p) = n.data_path() else { return };
+                out.push(p.tag);
+                put(out, p.table.as_bytes());
+                view(out, p.view);
+                put(out, p.row);
+                if let Some(f) = p.family {
+                    put(out, f.as_bytes());
+                }
+                if let Some(q) = p.qualifier {
+                    put(out, q);
+                }
+                if let Some(ts) = p.ts {
+                    out.extend_from_slice(&ts.to_le_bytes());
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for Node {
+    /// A readable path for log lines.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let esc = |b: &[u8]| String::from_utf8_lossy(&crate::names::display_name(b)).into_owned();
+        let view = |v: &View| match v {
+            View::Now => String::new(),
+            View::At(t) => format!("{AT}/{t}/"),
+        };
+        match self {
+            Node::Lock(l) => write!(f, "{l}"),
+            Node::Root => write!(f, "/"),
+            Node::StatusDir => write!(f, "/{STATUS_DIR}"),
+            Node::Status(s) => write!(f, "/{STATUS_DIR}/{}", s.name()),
+            Node::Table(t) => write!(f, "/{t}"),
+            Node::Schema(t) => write!(f, "/{t}/{SCHEMA}"),
+            Node::Mutate(t) => write!(f, "/{t}/{MUTATE}"),
+            Node::ScanDir(t) => write!(f, "/{t}/{SCAN}"),
+            Node::Scan { table, query } => {
+                write!(f, "/{table}/{SCAN}/{}", String::from_utf8_lossy(query))
+            }
+            Node::AtDir(t) => write!(f, "/{t}/{AT}"),
+            Node::AtRoot { table, ts } => write!(f, "/{table}/{AT}/{ts}"),
+            // Every other node lies inside a row.
+            n => {
+                let Some(p) = n.data_path() else {
+                    return Ok(());
+                };
+                write!(f, "/{}/{}{}", p.table, view(&p.view), esc(p.row))?;
+                if let Some(fam) = p.family {
+                    write!(f, "/{fam}")?;
+                }
+                if p.tag >= 13 {
+                    write!(f, "/{VERSIONS}")?;
+                }
+                if let Some(q) = p.qualifier {
+                    write!(f, "/{}", esc(q))?;
+                }
+                if let Some(ts) = p.ts {
+                    write!(f, "/{}", crate::names::version_name(ts))?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The directory a node lies in, and its name there (`None` for the root).
+pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
+    let s = |x: &str| x.as_bytes().to_vec();
+    Some(match node {
+        Node::Root => return None,
+        Node::Lock(l) => l.parent_and_name(),
+        Node::StatusDir => (Node::Root, s(STATUS_DIR)),
+        Node::Status(f) => (Node::StatusDir, s(f.name())),
+        Node::Table(t) => (Node::Root, s(t)),
+        Node::Schema(t) => (Node::Table(t.clone()), s(SCHEMA)),
+        Node::Mutate(t) => (Node::Table(t.clone()), s(MUTATE)),
+        Node::ScanDir(t) => (Node::Table(t.clone()), s(SCAN)),
+        Node::Scan { table, query } => (Node::ScanDir(table.clone()), query.clone()),
+        Node::AtDir(t) => (Node::Table(t.clone()), s(AT)),
+        Node::AtRoot { table, ts } => (Node::AtDir(table.clone()), ts.to_string().into_bytes()),
+        Node::Row { table, view, row } => (
+            match view {
+                View::Now => Node::Table(table.clone()),
+                View::At(ts) => Node::AtRoot {
+                    table: table.clone(),
+                    ts: *ts,
+                },
+            },
+            display_name(row),
+        ),
+        Node::Family {
+            table,
+            view,
+            row,
+            family,
+        } => (
+            Node::Row {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+            },
+            s(family),
+        ),
+        Node::Cell {
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+        } => (
+            Node::Family {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            display_name(qualifier),
+        ),
+        Node::VersionsDir {
+            table,
+            view,
+            row,
+            family,
+        } => (
+            Node::Family {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            s(VERSIONS),
+        ),
+        Node::VersionsColumn {
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+        } => (
+            Node::VersionsDir {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+            },
+            display_name(qualifier),
+        ),
+        Node::Version {
+            table,
+            view,
+            row,
+            family,
+            qualifier,
+            ts,
+        } => (
+            Node::VersionsColumn {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+            },
+            version_name(*ts).into_bytes(),
+        ),
+    })
+}
+
+impl Node {
+    /// The directory this node lies in, and its name there (`None` for the root).
+    pub fn parent_and_name(&self) -> Option<(Node, Vec<u8>)> {
+        parent_and_name(self)
+    }
+}

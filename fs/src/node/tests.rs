@@ -1,0 +1,110 @@
+use super::*;
+
+fn cell(q: &[u8]) -> Node {
+    Node::Cell {
+        table: "t".into(),
+        view: View::Now,
+        row: b"r".to_vec(),
+        family: "f".into(),
+        qualifier: q.to_vec(),
+    }
+}
+
+#[test]
+fn inode_numbers_are_stable_and_distinct() {
+    assert_eq!(Node::Root.ino(), ROOT_INO);
+    assert_eq!(cell(b"a").ino(), cell(b"a").ino());
+    assert_ne!(cell(b"a").ino(), cell(b"b").ino());
+    // Length prefixes keep ("ab","c") and ("a","bc") apart.
+    let a = Node::Family {
+        table: "t".into(),
+        view: View::Now,
+        row: b"ab".to_vec(),
+        family: "c".into(),
+    };
+    let b = Node::Family {
+        table: "t".into(),
+        view: View::Now,
+        row: b"a".to_vec(),
+        family: "bc".into(),
+    };
+    assert_ne!(a.ino(), b.ino());
+    let at = Node::Row {
+        table: "t".into(),
+        view: View::At(5),
+        row: b"r".to_vec(),
+    };
+    let now = Node::Row {
+        table: "t".into(),
+        view: View::Now,
+        row: b"r".to_vec(),
+    };
+    assert_ne!(at.ino(), now.ino());
+    assert!(cell(b"x").ino() > ROOT_INO);
+}
+
+#[test]
+fn views_are_read_only() {
+    assert!(!cell(b"a").read_only());
+    let at = Node::Cell {
+        table: "t".into(),
+        view: View::At(1),
+        row: b"r".to_vec(),
+        family: "f".into(),
+        qualifier: b"q".to_vec(),
+    };
+    assert!(at.read_only());
+    assert!(Node::Status(StatusFile::Stats).read_only());
+    assert!(!Node::Mutate("t".into()).read_only());
+}
+
+#[test]
+fn display_escapes_keys() {
+    assert_eq!(cell(b"a/b").to_string(), "/t/r/f/a%2Fb");
+    assert!(!cell(b"a").is_dir());
+    assert!(Node::Table("t".into()).is_dir());
+    assert_eq!(StatusFile::from_name(b"stats"), Some(StatusFile::Stats));
+}
+
+#[test]
+fn data_nodes_encode_field_by_field() {
+    // The inode numbers of rows, families, cells and versions hash exactly
+    // these bytes: tag, table, view, row, then family, qualifier, timestamp.
+    fn put(out: &mut Vec<u8>, b: &[u8]) {
+        out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+        out.extend_from_slice(b);
+    }
+    let mut want = vec![15];
+    put(&mut want, b"t");
+    want.push(1);
+    want.extend_from_slice(&7u64.to_le_bytes());
+    put(&mut want, b"r");
+    put(&mut want, b"f");
+    put(&mut want, b"q");
+    want.extend_from_slice(&9u64.to_le_bytes());
+    let v = Node::Version {
+        table: "t".into(),
+        view: View::At(7),
+        row: b"r".to_vec(),
+        family: "f".into(),
+        qualifier: b"q".to_vec(),
+        ts: 9,
+    };
+    let mut got = Vec::new();
+    v.encode(&mut got);
+    assert_eq!(got, want);
+    assert_eq!(v.to_string(), "/t/.at/7/r/f/.versions/q/0000000000000009");
+    let mut want = vec![10];
+    put(&mut want, b"t");
+    want.push(0);
+    put(&mut want, b"r");
+    let row = Node::Row {
+        table: "t".into(),
+        view: View::Now,
+        row: b"r".to_vec(),
+    };
+    let mut got = Vec::new();
+    row.encode(&mut got);
+    assert_eq!(got, want);
+    assert_eq!(row.to_string(), "/t/r");
+}

@@ -1,0 +1,175 @@
+//! The whole filesystem against the in-memory store: every operation a
+//! mount would see, without a mount.
+
+mod files;
+mod names;
+
+use crate::dirs::DirOut;
+use crate::files::SetAttr;
+use crate::mock::MockStore;
+use crate::node::ROOT_INO;
+use crate::{Caller, Fs, FsOptions};
+use fuser::{Errno, FileType};
+use std::sync::Arc;
+
+struct T {
+    fs: Fs,
+    store: Arc<MockStore>,
+    root: Caller,
+}
+
+const WR: i32 = libc::O_WRONLY;
+const TRUNC: i32 = libc::O_WRONLY | libc::O_TRUNC;
+
+impl T {
+    fn new() -> T {
+        let store = Arc::new(MockStore::default());
+        let fs = Fs::new(
+            store.clone(),
+            FsOptions {
+                max_value_size: 1 << 20,
+                ..Default::default()
+            },
+        );
+        let t = T {
+            fs,
+            store,
+            root: Caller::root(),
+        };
+        t.fs.mkdir(&t.root, ROOT_INO, b"t", 0o755, 0o022).unwrap();
+        t.put("/t/.schema", b"f\ng max_versions=5\n", TRUNC)
+            .unwrap();
+        t
+    }
+
+    /// Looks up every component of a path (components are raw names).
+    fn ino(&self, path: &str) -> Result<u64, Errno> {
+        self.ino_b(path.as_bytes())
+    }
+
+    fn ino_b(&self, path: &[u8]) -> Result<u64, Errno> {
+        let mut ino = ROOT_INO;
+        for c in path.split(|&b| b == b'/').filter(|c| !c.is_empty()) {
+            ino = self.fs.lookup(ino, c)?.attr.ino.0;
+        }
+        Ok(ino)
+    }
+
+    fn split(path: &[u8]) -> (Vec<u8>, Vec<u8>) {
+        let i = path.iter().rposition(|&b| b == b'/').unwrap();
+        (path[..i].to_vec(), path[i + 1..].to_vec())
+    }
+
+    /// open(O_CREAT)+write+close, as `printf > path` does.
+    fn put(&self, path: &str, data: &[u8], flags: i32) -> Result<(), Errno> {
+        self.put_b(path.as_bytes(), data, flags)
+    }
+
+    fn put_b(&self, path: &[u8], data: &[u8], flags: i32) -> Result<(), Errno> {
+        let fh = match self.ino_b(path) {
+            Ok(ino) => self.fs.open(&self.root, ino, flags)?.fh,
+            Err(Errno::ENOENT) => {
+                let (dir, name) = Self::split(path);
+                let parent = self.ino_b(&dir)?;
+                self.fs
+                    .create(&self.root, parent, &name, flags | libc::O_CREAT)?
+                    .1
+                    .fh
+            }
+            Err(e) => return Err(e),
+        };
+        // A shell closes a duplicate descriptor before writing.
+        self.fs.flush(fh)?;
+        let r = self.fs.write(fh, 0, data).and_then(|_| self.fs.flush(fh));
+        self.fs.release(fh)?;
+        r
+    }
+
+    fn get(&self, path: &str) -> Result<Vec<u8>, Errno> {
+        self.get_b(path.as_bytes())
+    }
+
+    fn get_b(&self, path: &[u8]) -> Result<Vec<u8>, Errno> {
+        let ino = self.ino_b(path)?;
+        let fh = self.fs.open(&self.root, ino, libc::O_RDONLY)?.fh;
+        let mut out = Vec::new();
+        loop {
+            let chunk = self.fs.read(fh, out.len() as u64, 7)?;
+            if chunk.is_empty() {
+                break;
+            }
+            out.extend_from_slice(&chunk);
+        }
+        self.fs.release(fh)?;
+        Ok(out)
+    }
+
+    fn ls(&self, path: &str) -> Result<Vec<String>, Errno> {
+        let ino = self.ino(path)?;
+        let fh = self.fs.opendir(&self.root, ino)?;
+        let mut names = Vec::new();
+        let mut offset = 0;
+        loop {
+            let mut got = Vec::new();
+            self.fs.readdir(fh, offset, false, &mut |e: &DirOut<'_>| {
+                if got.len() == 5 {
+                    return true;
+                }
+                got.push((e.offset, String::from_utf8_lossy(e.name).into_owned()));
+                false
+            })?;
+            if got.is_empty() {
+                break;
+            }
+            offset = got.last().unwrap().0;
+            names.extend(
+                got.into_iter()
+                    .map(|(_, n)| n)
+                    .filter(|n| n != "." && n != ".."),
+            );
+        }
+        self.fs.releasedir(fh);
+        Ok(names)
+    }
+
+    fn mutate(&self, batch: impl AsRef<[u8]>) -> Result<Vec<u8>, Errno> {
+        self.mutate_as(&self.root, batch)
+    }
+
+    fn mutate_as(&self, who: &Caller, batch: impl AsRef<[u8]>) -> Result<Vec<u8>, Errno> {
+        let ino = self.ino("/t/.mutate")?;
+        let fh = self.fs.open(who, ino, libc::O_RDWR)?.fh;
+        let r = self.fs.write(fh, 0, batch.as_ref());
+        if let Err(e) = r {
+            let _ = self.fs.flush(fh);
+            self.fs.release(fh)?;
+            return Err(e);
+        }
+        let out = self.fs.read(fh, 0, 1 << 20);
+        self.fs.flush(fh)?;
+        self.fs.release(fh)?;
+        out
+    }
+
+    fn mkdir(&self, path: &str) -> Result<(), Errno> {
+        let (dir, name) = Self::split(path.as_bytes());
+        let p = self.ino_b(&dir)?;
+        self.fs.mkdir(&self.root, p, &name, 0o755, 0).map(|_| ())
+    }
+
+    fn rmdir(&self, path: &str) -> Result<(), Errno> {
+        let (dir, name) = Self::split(path.as_bytes());
+        let p = self.ino_b(&dir)?;
+        self.fs.rmdir(&self.root, p, &name)
+    }
+
+    fn unlink(&self, path: &str) -> Result<(), Errno> {
+        let (dir, name) = Self::split(path.as_bytes());
+        let p = self.ino_b(&dir)?;
+        self.fs.unlink(&self.root, p, &name)
+    }
+
+    fn versions(&self, path: &str) -> Vec<String> {
+        self.ls(path).unwrap()
+    }
+}

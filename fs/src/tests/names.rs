@@ -1,0 +1,307 @@
+//! Names of every byte, hashed long names, listings, permissions and schemas.
+
+use super::*;
+
+#[test]
+fn every_byte_in_keys_qualifiers_and_values() {
+    let t = T::new();
+    let all: Vec<u8> = (0..=255u8).collect();
+    let enc = crate::names::encode_field;
+    for b in 0..=255u8 {
+        let line = [
+            &b"set "[..],
+            &enc(&[b'k', b]),
+            b" f:",
+            &enc(&[b]),
+            b" ",
+            &enc(&all),
+            b"\n",
+        ]
+        .concat();
+        t.mutate(line).unwrap();
+    }
+    let rows = t.ls("/t").unwrap();
+    assert_eq!(rows.len(), 258);
+    for b in 0..=255u8 {
+        let mut path = b"/t/".to_vec();
+        path.extend(crate::names::display_name(&[b'k', b]));
+        path.extend(b"/f/");
+        path.extend(crate::names::display_name(&[b]));
+        assert_eq!(t.get_b(&path).unwrap(), all, "byte {b}");
+        let ino = t.ino_b(&path).unwrap();
+        assert_eq!(
+            t.fs.getxattr(&t.root, ino, b"user.bigtable.key").unwrap(),
+            vec![b]
+        );
+    }
+}
+
+#[test]
+fn long_keys_have_hashed_names() {
+    let t = T::new();
+    let key = "k".repeat(300);
+    t.mutate(format!("set {key} f:{key} v\n")).unwrap();
+    let rows = t.ls("/t").unwrap();
+    let name = rows[2].clone();
+    assert!(name.len() <= 255 && name.contains("%#"), "{name}");
+    let q = t.ls(&format!("/t/{name}/f")).unwrap()[0].clone();
+    assert_eq!(t.get(&format!("/t/{name}/f/{q}")).unwrap(), b"v");
+    let ino = t.ino(&format!("/t/{name}")).unwrap();
+    assert_eq!(
+        t.fs.getxattr(&t.root, ino, b"user.bigtable.key").unwrap(),
+        key.as_bytes()
+    );
+    assert_eq!(t.fs.listxattr(ino).unwrap(), b"user.bigtable.key\0");
+    // Writing through the hashed name reaches the long key.
+    t.put(&format!("/t/{name}/f/{q}"), b"w", TRUNC).unwrap();
+    assert_eq!(
+        t.store
+            .read_cell("t", key.as_bytes(), "f", key.as_bytes())
+            .unwrap()
+            .unwrap()
+            .value,
+        b"w"
+    );
+    use crate::store::Store;
+}
+
+#[test]
+fn row_listing_streams_and_survives_inserts() {
+    let t = T::new();
+    let mut batch = String::new();
+    for i in 0..600 {
+        batch.push_str(&format!("set r{:04} f:q v\n", i * 2));
+    }
+    t.mutate(&batch).unwrap();
+    let ino = t.ino("/t").unwrap();
+    let fh = t.fs.opendir(&t.root, ino).unwrap();
+    let mut seen: Vec<String> = Vec::new();
+    let mut offset = 0;
+    let mut round = 0;
+    loop {
+        let mut got = Vec::new();
+        t.fs.readdir(fh, offset, false, &mut |e: &DirOut<'_>| {
+            if got.len() == 37 {
+                return true;
+            }
+            got.push((
+                e.offset,
+                String::from_utf8_lossy(e.name).into_owned(),
+                e.kind,
+            ));
+            false
+        })
+        .unwrap();
+        if got.is_empty() {
+            break;
+        }
+        offset = got.last().unwrap().0;
+        // Insert rows before and after the cursor between calls.
+        round += 1;
+        t.mutate(format!(
+            "set r{:04} f:q v\nset a{round:04} f:q v\n",
+            round * 2 + 1
+        ))
+        .unwrap();
+        seen.extend(
+            got.into_iter()
+                .filter(|(_, n, _)| n.starts_with('r'))
+                .map(|(_, n, k)| {
+                    assert_eq!(k, FileType::Directory);
+                    n
+                }),
+        );
+    }
+    t.fs.releasedir(fh);
+    let mut sorted = seen.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(seen, sorted, "in order, without repeats");
+    for i in 0..600 {
+        assert!(
+            seen.contains(&format!("r{:04}", i * 2)),
+            "r{:04} missing",
+            i * 2
+        );
+    }
+    // The handle kept only recent cursors.
+}
+
+#[test]
+fn readdirplus_registers_entries_with_attributes() {
+    let t = T::new();
+    t.mutate("set r f:a 12345\n").unwrap();
+    let ino = t.ino("/t/r/f").unwrap();
+    let fh = t.fs.opendir(&t.root, ino).unwrap();
+    let mut sizes = Vec::new();
+    t.fs.readdir(fh, 0, true, &mut |e: &DirOut<'_>| {
+        sizes.push((
+            String::from_utf8_lossy(e.name).into_owned(),
+            e.attr.unwrap().size,
+        ));
+        false
+    })
+    .unwrap();
+    assert!(sizes.contains(&("a".to_string(), 5)));
+    let cell = crate::node::Node::Cell {
+        table: "t".into(),
+        view: crate::node::View::Now,
+        row: b"r".to_vec(),
+        family: "f".into(),
+        qualifier: b"a".to_vec(),
+    };
+    assert!(t.fs.ctx().inodes.is_known(&cell));
+}
+
+#[test]
+fn family_permissions_apply_to_batches_and_scans() {
+    let t = T::new();
+    t.put("/t/.schema", b"f mode=0700 owner=0\ng mode=0777\n", TRUNC)
+        .unwrap();
+    t.mutate("set r f:secret s\nset r g:open o\n").unwrap();
+    let nobody = Caller::new(65534, 65534, 0);
+    assert_eq!(t.mutate_as(&nobody, "set r f:x 1\n"), Err(Errno::EACCES));
+    assert!(t.mutate_as(&nobody, "set r g:x 1\n").is_ok());
+    assert_eq!(t.mutate_as(&nobody, "deleterow r\n"), Err(Errno::EACCES));
+    // A scan leaves out what the caller may not read, or refuses if asked by name.
+    let ino = t.ino("/t/.scan/all").unwrap();
+    let fh = t.fs.open(&nobody, ino, libc::O_RDONLY).unwrap().fh;
+    let out = String::from_utf8(t.fs.read(fh, 0, 4096).unwrap()).unwrap();
+    assert!(out.contains("g:open") && !out.contains("secret"), "{out}");
+    t.fs.release(fh).unwrap();
+    let ino = t.ino("/t/.scan/family=f").unwrap();
+    assert_eq!(
+        t.fs.open(&nobody, ino, libc::O_RDONLY).err(),
+        Some(Errno::EACCES)
+    );
+    // chmod of a family directory changes the schema.
+    let fam = t.ino("/t/r/f").unwrap();
+    let (a, _) =
+        t.fs.setattr(
+            &t.root,
+            fam,
+            None,
+            SetAttr {
+                mode: Some(0o750),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(a.perm, 0o750);
+    assert_eq!(t.store.schema("t").unwrap().families["f"].mode, 0o750);
+    // chmod of a cell succeeds and changes nothing (cells show their family's bits).
+    let cell = t.ino("/t/r/f/secret").unwrap();
+    let chmod = |ino, mode| {
+        t.fs.setattr(
+            &t.root,
+            ino,
+            None,
+            SetAttr {
+                mode: Some(mode),
+                ..Default::default()
+            },
+        )
+    };
+    assert_eq!(chmod(cell, 0o600).unwrap().0.perm, 0o640);
+    assert_eq!(chmod(ROOT_INO, 0o700).err(), Some(Errno::EPERM));
+    use crate::store::Store;
+}
+
+#[test]
+fn dropping_a_family_with_data_is_refused() {
+    let t = T::new();
+    t.mutate("set r g:q 1\n").unwrap();
+    assert_eq!(t.put("/t/.schema", b"f\n", TRUNC), Err(Errno::ENOTEMPTY));
+    t.put("/t/.schema", b"g\n", TRUNC).unwrap();
+    use crate::store::Store;
+    assert_eq!(t.store.schema("t").unwrap().families.len(), 1);
+}
+
+#[test]
+fn tar_replaces_special_files_by_unlink_and_exclusive_create() {
+    let t = T::new();
+    t.mutate("set r f:q 1\n").unwrap();
+    let table = t.ino("/t").unwrap();
+    let excl = WR | libc::O_CREAT | libc::O_EXCL;
+    assert_eq!(
+        t.fs.create(&t.root, table, b".schema", excl).err(),
+        Some(Errno::EEXIST)
+    );
+    t.unlink("/t/.schema").unwrap();
+    assert_eq!(t.ino("/t/.schema"), Err(Errno::ENOENT));
+    let (_, o) = t.fs.create(&t.root, table, b".schema", excl).unwrap();
+    t.fs.write(o.fh, 0, b"f\nk\n").unwrap();
+    t.fs.flush(o.fh).unwrap();
+    t.fs.release(o.fh).unwrap();
+    assert_eq!(t.store.schema("t").unwrap().families.len(), 2);
+    assert!(t.ino("/t/.schema").is_ok());
+    use crate::store::Store;
+}
+
+#[test]
+fn rename_moves_a_cell_within_its_row() {
+    let t = T::new();
+    t.mutate("set r g:a 1 10\nset r g:a 2 20\nset s g:z 3\n")
+        .unwrap();
+    let g = t.ino("/t/r/g").unwrap();
+    t.fs.rename(&t.root, g, b"a", g, b"b", 0).unwrap();
+    assert_eq!(t.ino("/t/r/g/a"), Err(Errno::ENOENT));
+    assert_eq!(t.get("/t/r/g/b").unwrap(), b"2");
+    assert_eq!(t.versions("/t/r/g/.versions/b").len(), 2);
+    let s = t.ino("/t/s/g").unwrap();
+    assert_eq!(t.fs.rename(&t.root, g, b"b", s, b"b", 0), Err(Errno::EXDEV));
+}
+
+#[test]
+fn large_values_in_large_writes() {
+    let store = Arc::new(MockStore::with_max_value(64 << 20));
+    let fs = Fs::new(store.clone(), FsOptions::default());
+    let t = T {
+        fs,
+        store,
+        root: Caller::root(),
+    };
+    t.fs.mkdir(&t.root, ROOT_INO, b"t", 0o755, 0o022).unwrap();
+    t.put("/t/.schema", b"f\n", TRUNC).unwrap();
+    t.mkdir("/t/r").unwrap();
+    t.mkdir("/t/r/f").unwrap();
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    let p = t.ino("/t/r/f").unwrap();
+    let (_, o) =
+        t.fs.create(&t.root, p, b"big", WR | libc::O_CREAT | libc::O_TRUNC)
+            .unwrap();
+    for (i, chunk) in data.chunks(1 << 20).enumerate() {
+        t.fs.write(o.fh, (i << 20) as u64, chunk).unwrap();
+    }
+    t.fs.flush(o.fh).unwrap();
+    t.fs.release(o.fh).unwrap();
+    assert_eq!(t.get("/t/r/f/big").unwrap(), data);
+}
+
+#[test]
+fn a_file_being_written_shows_the_writers_size() {
+    // mv across rows: create, copy_file_range, fchmod (no handle), close.
+    let t = T::new();
+    t.mutate("set a f:x hello\n").unwrap();
+    t.mkdir("/t/b").unwrap();
+    t.mkdir("/t/b/f").unwrap();
+    let src = t.ino("/t/a/f/x").unwrap();
+    let fin = t.fs.open(&t.root, src, libc::O_RDONLY).unwrap().fh;
+    let dir = t.ino("/t/b/f").unwrap();
+    let (e, o) =
+        t.fs.create(&t.root, dir, b"x", WR | libc::O_CREAT | libc::O_EXCL)
+            .unwrap();
+    assert_eq!(t.fs.copy_file_range(fin, 0, o.fh, 0, 1 << 30).unwrap(), 5);
+    let ino = e.attr.ino.0;
+    let chmod = SetAttr {
+        mode: Some(0o644),
+        ..Default::default()
+    };
+    assert_eq!(t.fs.setattr(&t.root, ino, None, chmod).unwrap().0.size, 5);
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
+    t.fs.flush(o.fh).unwrap();
+    t.fs.release(o.fh).unwrap();
+    t.fs.release(fin).unwrap();
+    assert_eq!(t.get("/t/b/f/x").unwrap(), b"hello");
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
+}

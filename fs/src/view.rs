@@ -1,0 +1,343 @@
+//! The store as the filesystem reads it: the engine queries behind
+//! existence checks, attributes and listings, plus the directories made
+//! with `mkdir` that hold no cell yet ([`Pending`]). No inodes, no handles.
+
+use crate::errno::errno;
+use crate::names::KeyName;
+use crate::node::View;
+use crate::options::{FsResult, Stats};
+use crate::pending::Pending;
+use crate::query::exact_column_regex;
+use crate::store::Store;
+use engine::schema::{FamilySchema, TableSchema};
+use engine::{Cell, RowRange, ScanSpec, TimeRange};
+use fuser::Errno;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+/// The timestamps a view shows.
+pub fn view_range(view: View) -> TimeRange {
+    match view {
+        View::Now => TimeRange::ALL,
+        View::At(t) => TimeRange {
+            start: 0,
+            end: t.saturating_add(1),
+        },
+    }
+}
+
+/// The engine's tables, the pending directories and the error counter.
+pub struct StoreView {
+    pub store: Arc<dyn Store>,
+    pub pending: Pending,
+    pub stats: Stats,
+}
+
+impl StoreView {
+    pub fn new(store: Arc<dyn Store>) -> StoreView {
+        StoreView {
+            store,
+            pending: Pending::default(),
+            stats: Stats::default(),
+        }
+    }
+
+    /// Logs an engine error for `what` and turns it into an errno.
+    pub(crate) fn fail(&self, what: &dyn std::fmt::Display, e: &engine::Error) -> Errno {
+        let code = errno(e);
+        Stats::add(&self.stats.errors, 1);
+        if code == Errno::EIO {
+            log::error!("{what}: {e}");
+        } else {
+            log::info!("{what}: {e}");
+        }
+        code
+    }
+
+    /// Logs a refusal made by the filesystem itself.
+    pub(crate) fn refuse(&self, what: &dyn std::fmt::Display, code: Errno, why: &str) -> Errno {
+        Stats::add(&self.stats.errors, 1);
+        if code == Errno::ENOENT {
+            log::debug!("{what}: {why}");
+        } else {
+            log::info!("{what}: {why}");
+        }
+        code
+    }
+
+    pub(crate) fn schema(&self, table: &str) -> FsResult<Arc<TableSchema>> {
+        self.store.schema(table).map_err(|e| match e {
+            engine::Error::TableNotFound(_) => Errno::ENOENT,
+            e => self.fail(&format!("schema of {table}"), &e),
+        })
+    }
+
+    pub(crate) fn family_schema(&self, table: &str, family: &str) -> FsResult<FamilySchema> {
+        self.schema(table)?
+            .families
+            .get(family)
+            .cloned()
+            .ok_or(Errno::ENOENT)
+    }
+
+    pub(crate) fn read_spec(view: View) -> ScanSpec {
+        ScanSpec {
+            time_range: view_range(view),
+            max_versions: Some(1),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> FsResult<Vec<Cell>> {
+        self.store.read_row(table, row, spec).map_err(|e| match e {
+            engine::Error::TableNotFound(_) => Errno::ENOENT,
+            e => self.fail(&format!("read of row in {table}"), &e),
+        })
+    }
+
+    /// Whether a row has a visible cell in `view` (or is a pending directory).
+    pub(crate) fn row_exists(&self, table: &str, view: View, row: &[u8]) -> FsResult<bool> {
+        if view.is_now() && self.pending.has_row(table, row) {
+            return Ok(true);
+        }
+        let spec = ScanSpec {
+            cell_limit: Some(1),
+            ..StoreView::read_spec(view)
+        };
+        Ok(!self.read_row(table, row, &spec)?.is_empty())
+    }
+
+    pub(crate) fn family_exists(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        family: &str,
+    ) -> FsResult<bool> {
+        if view.is_now() && self.pending.has_family(table, row, family) {
+            return Ok(true);
+        }
+        let spec = ScanSpec {
+            families: Some(vec![family.to_string()]),
+            cell_limit: Some(1),
+            ..StoreView::read_spec(view)
+        };
+        Ok(!self.read_row(table, row, &spec)?.is_empty())
+    }
+
+    pub(crate) fn column_spec(
+        view: View,
+        family: &str,
+        qualifier: &[u8],
+        versions: Option<u32>,
+    ) -> ScanSpec {
+        ScanSpec {
+            families: Some(vec![family.to_string()]),
+            column_regex: Some(exact_column_regex(family, qualifier)),
+            time_range: view_range(view),
+            max_versions: versions,
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn column_exists(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> FsResult<bool> {
+        if view.is_now() {
+            // A live cell exists iff it has a newest version: the engine's
+            // column read seeks straight to it (Bloom-filtered), where a
+            // regex scan of the row would read the whole row.
+            return Ok(self.pending.has_column(table, row, family, qualifier)
+                || self.newest(table, view, row, family, qualifier)?.is_some());
+        }
+        let spec = ScanSpec {
+            cell_limit: Some(1),
+            ..StoreView::column_spec(view, family, qualifier, Some(1))
+        };
+        Ok(self
+            .read_row(table, row, &spec)?
+            .iter()
+            .any(|c| c.family == family && c.qualifier == qualifier))
+    }
+
+    /// The newest visible version of a cell in `view`.
+    pub(crate) fn newest(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> FsResult<Option<Cell>> {
+        if view.is_now() {
+            return self
+                .store
+                .read_cell(table, row, family, qualifier)
+                .map_err(|e| match e {
+                    engine::Error::TableNotFound(_) | engine::Error::UnknownFamily { .. } => {
+                        Errno::ENOENT
+                    }
+                    e => self.fail(&format!("read of a cell in {table}"), &e),
+                });
+        }
+        let spec = StoreView::column_spec(view, family, qualifier, Some(1));
+        Ok(self
+            .read_row(table, row, &spec)?
+            .into_iter()
+            .find(|c| c.family == family && c.qualifier == qualifier))
+    }
+
+    /// One exact version, if visible in `view`.
+    pub(crate) fn version(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        ts: u64,
+    ) -> FsResult<Option<Cell>> {
+        if view.max_ts().is_some_and(|t| ts > t) {
+            return Ok(None);
+        }
+        let spec = ScanSpec {
+            time_range: TimeRange::exactly(ts),
+            ..StoreView::column_spec(View::Now, family, qualifier, Some(1))
+        };
+        Ok(self
+            .read_row(table, row, &spec)?
+            .into_iter()
+            .find(|c| c.family == family && c.qualifier == qualifier && c.timestamp == ts))
+    }
+
+    /// Every visible version of a column, newest first.
+    pub(crate) fn versions(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> FsResult<Vec<Cell>> {
+        let spec = StoreView::column_spec(view, family, qualifier, None);
+        let mut v: Vec<Cell> = self
+            .read_row(table, row, &spec)?
+            .into_iter()
+            .filter(|c| c.family == family && c.qualifier == qualifier)
+            .collect();
+        v.sort_by_key(|c| std::cmp::Reverse(c.timestamp));
+        Ok(v)
+    }
+
+    /// The newest visible cell of every column of a family in a row.
+    pub(crate) fn family_cells(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        family: &str,
+    ) -> FsResult<Vec<Cell>> {
+        let spec = ScanSpec {
+            families: Some(vec![family.to_string()]),
+            ..StoreView::read_spec(view)
+        };
+        Ok(self
+            .read_row(table, row, &spec)?
+            .into_iter()
+            .filter(|c| c.family == family)
+            .collect())
+    }
+
+    /// Families with a visible cell in a row.
+    pub(crate) fn row_families(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+    ) -> FsResult<BTreeSet<String>> {
+        Ok(self
+            .read_row(table, row, &StoreView::read_spec(view))?
+            .into_iter()
+            .map(|c| c.family)
+            .collect())
+    }
+
+    /// Qualifiers with any visible version in a family of a row.
+    pub(crate) fn family_columns(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        family: &str,
+    ) -> FsResult<BTreeSet<Vec<u8>>> {
+        Ok(self
+            .family_cells(table, view, row, family)?
+            .into_iter()
+            .map(|c| c.qualifier)
+            .collect())
+    }
+
+    /// Resolves a row name: the key itself, or the long key a hashed name stands for.
+    pub(crate) fn resolve_row(
+        &self,
+        table: &str,
+        view: View,
+        name: &KeyName,
+    ) -> FsResult<Option<Vec<u8>>> {
+        match name {
+            KeyName::Key(k) => Ok(self.row_exists(table, view, k)?.then(|| k.clone())),
+            KeyName::Hashed { prefix, .. } => {
+                let spec = ScanSpec {
+                    rows: RowRange::prefix(prefix),
+                    cell_limit: None,
+                    ..StoreView::read_spec(view)
+                };
+                let mut stream = self
+                    .store
+                    .scan(table, spec)
+                    .map_err(|e| self.fail(&format!("scan of {table}"), &e))?;
+                while let Some((row, _)) = stream
+                    .next_row()
+                    .map_err(|e| self.fail(&format!("scan of {table}"), &e))?
+                {
+                    if name.matches(&row) {
+                        return Ok(Some(row));
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Resolves a qualifier name within a family of a row.
+    pub(crate) fn resolve_qualifier(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        family: &str,
+        name: &KeyName,
+    ) -> FsResult<Option<Vec<u8>>> {
+        match name {
+            KeyName::Key(k) => Ok(Some(k.clone())),
+            KeyName::Hashed { .. } => {
+                let spec = ScanSpec {
+                    families: Some(vec![family.to_string()]),
+                    time_range: view_range(view),
+                    max_versions: Some(1),
+                    ..Default::default()
+                };
+                Ok(self
+                    .read_row(table, row, &spec)?
+                    .into_iter()
+                    .map(|c| c.qualifier)
+                    .find(|q| name.matches(q)))
+            }
+        }
+    }
+}
