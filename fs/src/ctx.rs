@@ -144,9 +144,11 @@ impl Ctx {
                 Ok(self.make_attr(
                     ino,
                     FileType::RegularFile,
-                    0o444,
-                    self.opts.uid,
-                    self.opts.gid,
+                    // control: root writes commands, anyone reads the usage.
+                    if f.writable() { 0o644 } else { 0o444 },
+                    // Owned by root whoever mounted, since only root may command.
+                    if f.writable() { 0 } else { self.opts.uid },
+                    if f.writable() { 0 } else { self.opts.gid },
                     len,
                     SystemTime::now(),
                 ))

@@ -25,6 +25,9 @@ pub fn errno(e: &engine::Error) -> Errno {
         E::Corruption(_) => Errno::EIO,
         E::ShuttingDown => Errno::from_i32(libc::ESHUTDOWN),
         E::Lock(_) => Errno::EIO,
+        // The client retries these until its deadline; what is left is
+        // "try again later" (a tablet still moving or recovering).
+        E::NotServing { .. } | E::Unavailable(_) => Errno::EAGAIN,
         E::Fs(_) => storage_errno(e),
         E::Shared(inner) => errno(inner),
     }

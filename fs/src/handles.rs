@@ -112,6 +112,8 @@ pub enum Handle {
     Scan(ScanHandle),
     /// Fixed contents (status files).
     Content(Vec<u8>),
+    /// `.bigtable/control` open for writing: the unfinished command line.
+    Control(Vec<u8>),
     Dir(DirHandle),
 }
 

@@ -21,15 +21,24 @@ pub enum StatusFile {
     Stats,
     /// The options this mount runs with.
     Mount,
+    /// One line per tablet server: state, tablets, memtable bytes, requests.
+    Servers,
+    /// The active and standby masters, pending assignments, recent events.
+    Master,
+    /// Root writes operator commands here (`kill`, `move`).
+    Control,
 }
 
 impl StatusFile {
-    pub const ALL: [StatusFile; 5] = [
+    pub const ALL: [StatusFile; 8] = [
         StatusFile::Status,
         StatusFile::Tables,
         StatusFile::Tablets,
         StatusFile::Stats,
         StatusFile::Mount,
+        StatusFile::Servers,
+        StatusFile::Master,
+        StatusFile::Control,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -38,12 +47,28 @@ impl StatusFile {
             StatusFile::Tablets => "tablets",
             StatusFile::Stats => "stats",
             StatusFile::Mount => "mount",
+            StatusFile::Servers => "servers",
+            StatusFile::Master => "master",
+            StatusFile::Control => "control",
         }
     }
     pub fn from_name(name: &[u8]) -> Option<StatusFile> {
         StatusFile::ALL
             .into_iter()
             .find(|f| f.name().as_bytes() == name)
+    }
+}
+
+/// What reading `.bigtable/control` shows.
+pub const CONTROL_USAGE: &str = "# write one command a line (root only):\n\
+# kill <server>                  expire a tablet server's lock session\n\
+# kill-master                    expire the active master's session\n\
+# move <table> <row> <server>    move the tablet holding <row> to <server>\n";
+
+impl StatusFile {
+    /// Whether the file takes writes (only `control`, and only from root).
+    pub fn writable(self) -> bool {
+        self == StatusFile::Control
     }
 }
 
@@ -82,7 +107,7 @@ impl StatusFile {
             StatusFile::Tablets => {
                 let _ = writeln!(
                     out,
-                    "# table id start end memtable_bytes sstable_bytes sstables"
+                    "# table id start end memtable_bytes sstable_bytes sstables server"
                 );
                 for t in s.store.list_tables() {
                     for tab in s.store.tablets(&t).unwrap_or_default() {
@@ -91,14 +116,15 @@ impl StatusFile {
                         };
                         let _ = writeln!(
                             out,
-                            "{} {} {} {} {} {} {}",
+                            "{} {} {} {} {} {} {} {}",
                             tab.table,
                             tab.id,
                             key(&tab.start),
                             tab.end.as_deref().map_or("-".to_string(), key),
                             tab.memtable_bytes,
                             tab.sstable_bytes,
-                            tab.sstables
+                            tab.sstables,
+                            tab.server
                         );
                     }
                 }
@@ -134,6 +160,19 @@ impl StatusFile {
                 let _ = writeln!(out, "entry_timeout {:?}", o.entry_timeout);
                 let _ = writeln!(out, "sync {}", o.sync_writes);
                 let _ = writeln!(out, "max_value_size {}", o.max_value_size);
+            }
+            StatusFile::Servers => {
+                for l in s.store.servers_report() {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
+            StatusFile::Master => {
+                for l in s.store.master_report() {
+                    let _ = writeln!(out, "{l}");
+                }
+            }
+            StatusFile::Control => {
+                out.push_str(CONTROL_USAGE);
             }
         }
         out.into_bytes()

@@ -39,6 +39,20 @@ pub trait Store: Send + Sync + 'static {
     fn sync(&self) -> Result<()>;
     fn tablets(&self, table: &str) -> Result<Vec<TabletInfo>>;
     fn status(&self) -> Vec<String>;
+    /// One `key=value` line per tablet server (`.bigtable/servers`).
+    fn servers_report(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// The masters (`.bigtable/master`).
+    fn master_report(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// Runs an operator command written to `.bigtable/control`.
+    fn control(&self, command: &str) -> Result<()> {
+        Err(engine::Error::invalid(format!(
+            "this store takes no commands ({command:?})"
+        )))
+    }
     fn close(&self) -> Result<()>;
 }
 
@@ -98,6 +112,15 @@ impl Store for engine::Bigtable {
     }
     fn status(&self) -> Vec<String> {
         engine::Bigtable::status(self)
+    }
+    fn servers_report(&self) -> Vec<String> {
+        engine::Bigtable::servers_report(self)
+    }
+    fn master_report(&self) -> Vec<String> {
+        engine::Bigtable::master_report(self)
+    }
+    fn control(&self, command: &str) -> Result<()> {
+        engine::Bigtable::control(self, command)
     }
     fn close(&self) -> Result<()> {
         engine::Bigtable::close(self)

@@ -18,6 +18,7 @@ impl Ctx {
             }
             Handle::Cell(c) if c.dirty && c.wrote => self.commit_cell(c),
             Handle::Schema(s) if s.dirty && s.wrote => self.commit_schema(s),
+            Handle::Control(buf) => self.run_control(buf, true),
             Handle::Mutate(m) => {
                 if let Some((code, _)) = m.failed.take() {
                     m.parser = BatchParser::default();

@@ -12,6 +12,7 @@ impl Ctx {
             Handle::Cell(c) => slice_at(&c.data, offset, size),
             Handle::Schema(s) => slice_at(&s.data, offset, size),
             Handle::Content(c) => slice_at(c, offset, size),
+            Handle::Control(_) => Vec::new(),
             Handle::Mutate(m) => {
                 // Reading commits what was written, then returns the results as a stream.
                 if !m.parser.is_empty() {
@@ -81,6 +82,10 @@ impl Ctx {
                 s.wrote = true;
             }
             Handle::Mutate(m) => self.feed_batch(m, data)?,
+            Handle::Control(buf) => {
+                buf.extend_from_slice(data);
+                self.run_control(buf, false)?;
+            }
             Handle::Scan(_) | Handle::Content(_) => return Err(Errno::EROFS),
             Handle::Dir(_) => return Err(Errno::EISDIR),
         }

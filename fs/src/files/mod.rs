@@ -6,6 +6,7 @@
 mod attrs;
 mod batch;
 mod commit;
+mod control;
 mod io;
 mod open;
 mod rename;

@@ -272,8 +272,8 @@ impl Node {
     /// status files and scan results).
     pub fn read_only(&self) -> bool {
         match self {
+            Node::Status(f) => !f.writable(),
             Node::StatusDir
-            | Node::Status(_)
             | Node::ScanDir(_)
             | Node::Scan { .. }
             | Node::AtDir(_)
