@@ -41,7 +41,7 @@ impl Cluster {
         let env = Env::new(store, lock, opts)?;
         ensure_layout(&*env.lock)?;
         // A second daemon on the same cell stops here rather than stand by.
-        match Lease::try_master(env.lock.clone(), "probe")? {
+        match Lease::try_master(env.lock.clone(), "probe", env.opts.server_lock_delay)? {
             Some(l) => drop(l),
             None => return Err(Error::Lock("another master holds /bigtable/master".into())),
         }
@@ -87,11 +87,7 @@ impl Cluster {
     }
 
     fn add_master(&self) -> Result<()> {
-        let m = Master::start(
-            self.env.clone(),
-            self.client.clone(),
-            &self.next_name("master"),
-        )?;
+        let m = Master::start(self.env.clone(), &self.next_name("master"))?;
         self.env.add_master(m);
         Ok(())
     }

@@ -94,13 +94,24 @@ impl Lease {
     }
 
     /// Tries to become the master; `None` while another master holds the lock.
-    pub fn try_master(lock: Arc<dyn LockService>, name: &str) -> Result<Option<Lease>> {
-        Self::take(
+    /// A master that dies holding the lock delays the next by `lock_delay`.
+    pub fn try_master(
+        lock: Arc<dyn LockService>,
+        name: &str,
+        lock_delay: Duration,
+    ) -> Result<Option<Lease>> {
+        let lease = Self::take(
             lock,
             MASTER_FILE,
             None,
             format!("{name} pid={}\n", std::process::id()),
-        )
+        )?;
+        if let Some(l) = &lease {
+            l.lock
+                .set_lock_delay(&Credentials::root(), MASTER_FILE.into(), lock_delay)
+                .map_err(|e| lock_err("set the master lock's lock-delay", e))?;
+        }
+        Ok(lease)
     }
 
     fn take(
@@ -353,9 +364,15 @@ mod tests {
     fn one_master_at_a_time_and_dead_servers_are_reaped() {
         let (_d, lock) = cell();
         ensure_layout(&*lock).unwrap();
-        let m = Lease::try_master(lock.clone(), "m0").unwrap().unwrap();
+        let m = Lease::try_master(lock.clone(), "m0", Duration::from_millis(1))
+            .unwrap()
+            .unwrap();
         assert!(m.held());
-        assert!(Lease::try_master(lock.clone(), "m1").unwrap().is_none());
+        assert!(
+            Lease::try_master(lock.clone(), "m1", Duration::from_millis(1))
+                .unwrap()
+                .is_none()
+        );
         assert_eq!(master_name(&*lock), "m0");
         let s = Lease::register_server(lock.clone(), "ts-0", Duration::from_millis(1)).unwrap();
         assert_eq!(list_servers(&*lock).unwrap(), vec!["ts-0".to_string()]);
@@ -377,7 +394,9 @@ mod tests {
         set_root_location(&*lock, &m.sequencer, "ts-1").unwrap();
         assert_eq!(root_location(&*lock).unwrap(), "ts-1");
         drop(m);
-        let m1 = Lease::try_master(lock.clone(), "m1").unwrap().unwrap();
+        let m1 = Lease::try_master(lock.clone(), "m1", Duration::from_millis(1))
+            .unwrap()
+            .unwrap();
         assert!(m1.held());
     }
 

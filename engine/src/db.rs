@@ -385,7 +385,10 @@ impl Bigtable {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
             ["kill", server] => self.inner.cluster.kill_server(server),
-            ["kill-master"] => self.inner.cluster.kill_master().map(|_| ()),
+            ["kill-master"] => self.master(|m| {
+                m.kill();
+                Ok(())
+            }),
             ["move", table, row, server] => {
                 self.master(|m| m.move_tablet(table, row.as_bytes(), server))
             }

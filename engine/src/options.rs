@@ -30,6 +30,8 @@ pub struct Options {
     pub background_threads: usize,
     /// Adjacent tablets of a table both smaller than this are merged (0: never).
     pub merge_bytes: u64,
+    /// Whether the master moves tablets to even out load.
+    pub balance: bool,
     /// Tablet servers the daemon runs.
     pub tablet_servers: usize,
     /// Lock-delay of a tablet server's lock: how long after a server dies
@@ -57,6 +59,7 @@ impl Default for Options {
             major_interval: Duration::from_secs(3600),
             background_threads: 2,
             merge_bytes: 16 << 20,
+            balance: true,
             tablet_servers: 3,
             server_lock_delay: Duration::from_millis(500),
             master_interval: Duration::from_millis(100),

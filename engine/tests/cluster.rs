@@ -66,3 +66,231 @@ fn writes_survive_a_restart_through_log_recovery() {
     assert_eq!(bt.list_tables(), vec!["t".to_string()]);
     bt.close().unwrap();
 }
+
+fn live_servers(bt: &Bigtable) -> Vec<String> {
+    bt.servers_report()
+        .iter()
+        .filter(|l| l.contains(" state=serving "))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .next()?
+                .strip_prefix("server=")
+                .map(String::from)
+        })
+        .collect()
+}
+
+/// A `key=value` figure of one server's report line.
+fn figure(bt: &Bigtable, server: &str, key: &str) -> u64 {
+    bt.servers_report()
+        .iter()
+        .find(|l| l.starts_with(&format!("server={server} ")))
+        .and_then(|l| {
+            l.split_whitespace()
+                .find_map(|w| w.strip_prefix(&format!("{key}=")))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn fill(bt: &Bigtable, table: &str, rows: usize) {
+    let batch: Vec<RowMutation> = (0..rows)
+        .map(|i| RowMutation::new(format!("r{i:05}")).set("f", "q", format!("{table}-{i}")))
+        .collect();
+    bt.apply_batch(table, &batch, WriteOptions::default())
+        .unwrap();
+}
+
+fn check(bt: &Bigtable, table: &str, rows: usize) {
+    for i in 0..rows {
+        let got = bt
+            .read_cell(table, format!("r{i:05}").as_bytes(), "f", b"q")
+            .unwrap()
+            .map(|c| c.value);
+        assert_eq!(
+            got,
+            Some(format!("{table}-{i}").into_bytes()),
+            "{table} row {i}"
+        );
+    }
+}
+
+#[test]
+fn a_dead_servers_tablets_are_recovered_elsewhere_reading_only_their_part() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let opts = Options {
+        tablet_servers: 1,
+        balance: false,
+        memtable_bytes: 64 << 20,
+        ..options()
+    };
+    let bt = Bigtable::open(store.clone(), opts).unwrap();
+    let tables: Vec<String> = (0..6).map(|i| format!("t{i}")).collect();
+    for t in &tables {
+        bt.create_table(t, schema()).unwrap();
+        fill(&bt, t, 300);
+    }
+    let first = live_servers(&bt);
+    assert_eq!(first.len(), 1);
+    // Two more servers; then the first dies with everything in its log.
+    bt.cluster().add_server().unwrap();
+    bt.cluster().add_server().unwrap();
+    let reads_before = bt
+        .cluster()
+        .client
+        .counters
+        .metadata_reads
+        .load(std::sync::atomic::Ordering::Relaxed);
+    bt.control(&format!("kill {}", first[0])).unwrap();
+    for t in &tables {
+        check(&bt, t, 300);
+    }
+    let reads_after = bt
+        .cluster()
+        .client
+        .counters
+        .metadata_reads
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        reads_after > reads_before,
+        "stale locations were looked up again"
+    );
+    let log_bytes: u64 = gfs::FileStore::list(&*store, "recovery/")
+        .unwrap()
+        .iter()
+        .filter(|n| n.ends_with(".run"))
+        .map(|n| gfs::FileStore::size(&*store, n).unwrap())
+        .sum();
+    let takers: Vec<String> = live_servers(&bt)
+        .into_iter()
+        .filter(|s| figure(&bt, s, "recovery_bytes_read") > 0)
+        .collect();
+    assert_eq!(
+        takers.len(),
+        2,
+        "two servers took over: {:?}",
+        bt.servers_report()
+    );
+    for s in &takers {
+        let read = figure(&bt, s, "recovery_bytes_read");
+        assert!(
+            read < log_bytes * 3 / 4,
+            "{s} read {read} of {log_bytes} bytes of sorted log"
+        );
+    }
+    bt.close().unwrap();
+}
+
+#[test]
+fn the_standby_master_takes_over_and_later_splits_are_served() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, options()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    let before = bt.master_report();
+    let active = |r: &[String]| {
+        r.iter()
+            .find(|l| l.contains(" state=active "))
+            .and_then(|l| l.split_whitespace().next().map(String::from))
+    };
+    let old = active(&before).unwrap();
+    bt.control("kill-master").unwrap();
+    wait_for("a new active master", Duration::from_secs(30), || {
+        active(&bt.master_report()).is_some_and(|m| m != old)
+    });
+    // Assignments survived; a split made now reaches METADATA and is served.
+    fill(&bt, "t", 6000);
+    bt.flush().unwrap();
+    bt.split_now("t").unwrap();
+    wait_for("a split", Duration::from_secs(30), || {
+        bt.tablets("t").unwrap().len() > 1
+    });
+    check(&bt, "t", 6000);
+    bt.close().unwrap();
+}
+
+#[test]
+fn a_split_interrupted_by_a_crash_or_never_reported_is_repaired() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    for hook in ["stops_after_left", "no_notification"] {
+        let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+        let bt = Bigtable::open(store, options()).unwrap();
+        bt.create_table("t", schema()).unwrap();
+        fill(&bt, "t", 6000);
+        bt.flush().unwrap();
+        let hooks = &bt.cluster().env.hooks;
+        let flag = match hook {
+            "stops_after_left" => &hooks.split_stops_after_left,
+            _ => &hooks.drop_split_notifications,
+        };
+        flag.store(true, std::sync::atomic::Ordering::Release);
+        let owner = bt.tablets("t").unwrap()[0].server.clone();
+        let _ = bt.split_now("t");
+        if hook == "no_notification" {
+            assert!(bt.tablets("t").unwrap().len() > 1);
+            bt.control(&format!("kill {owner}")).unwrap();
+        }
+        flag.store(false, std::sync::atomic::Ordering::Release);
+        // Whichever way the split ended, every row is served again.
+        check(&bt, "t", 6000);
+        wait_for("both halves served", Duration::from_secs(30), || {
+            let t = bt.tablets("t").unwrap();
+            t.len() > 1 && t.windows(2).all(|w| w[0].end.as_ref() == Some(&w[1].start))
+        });
+        bt.close().unwrap();
+    }
+}
+
+#[test]
+fn the_master_balances_load_and_merges_small_neighbours() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let opts = Options {
+        tablet_servers: 1,
+        merge_bytes: 8 << 10,
+        ..options()
+    };
+    let bt = Bigtable::open(store, opts).unwrap();
+    for i in 0..7 {
+        bt.create_table(&format!("t{i}"), schema()).unwrap();
+    }
+    bt.cluster().add_server().unwrap();
+    bt.cluster().add_server().unwrap();
+    // The bound: no server holds more than one tablet above the mean.
+    wait_for("balanced servers", Duration::from_secs(60), || {
+        let counts: Vec<u64> = live_servers(&bt)
+            .iter()
+            .map(|s| figure(&bt, s, "tablets"))
+            .collect();
+        let mean = counts.iter().sum::<u64>() as f64 / counts.len() as f64;
+        counts.len() == 3 && counts.iter().all(|&c| c as f64 <= mean + 1.0)
+    });
+    // A table split in several tablets, then emptied: its tablets merge.
+    fill(&bt, "t0", 3000);
+    bt.flush().unwrap();
+    bt.split_now("t0").unwrap();
+    assert!(bt.tablets("t0").unwrap().len() > 1);
+    let deletes: Vec<RowMutation> = (0..3000)
+        .map(|i| RowMutation::new(format!("r{i:05}")).delete_row())
+        .collect();
+    bt.apply_batch("t0", &deletes, WriteOptions::default())
+        .unwrap();
+    bt.compact("t0", true).unwrap();
+    wait_for("merged tablets", Duration::from_secs(60), || {
+        let _ = bt.compact("t0", true);
+        bt.tablets("t0").unwrap().len() == 1
+    });
+    bt.apply(
+        "t0",
+        &RowMutation::new("r00001").set("f", "q", "back"),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(value_of(&bt, "t0", "r00001"), Some(b"back".to_vec()));
+    bt.close().unwrap();
+}
+
+fn value_of(bt: &Bigtable, table: &str, row: &str) -> Option<Vec<u8>> {
+    bt.read_cell(table, row.as_bytes(), "f", b"q")
+        .unwrap()
+        .map(|c| c.value)
+}

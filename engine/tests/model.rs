@@ -44,6 +44,7 @@ fn options() -> Options {
         scan_cache_bytes: 16 << 10,
         log_file_bytes: 64 << 10,
         background_threads: 1,
+        merge_bytes: 12 << 10,
         ..Options::default()
     }
 }
@@ -331,6 +332,20 @@ fn learn_server_ts(bt: &Bigtable, row: &[u8], fam: &str, q: &[u8]) -> u64 {
         .unwrap_or(0)
 }
 
+/// Names of the serving tablet servers.
+fn live_servers(bt: &Bigtable) -> Vec<String> {
+    bt.servers_report()
+        .iter()
+        .filter(|l| l.contains(" state=serving "))
+        .filter_map(|l| {
+            l.split_whitespace()
+                .next()?
+                .strip_prefix("server=")
+                .map(String::from)
+        })
+        .collect()
+}
+
 /// Compares cell lists, reporting the first difference without the values' bulk.
 fn same(got: &[Cell], want: &[Cell], what: &str) {
     let short = |c: &Cell| {
@@ -362,6 +377,7 @@ fn same(got: &[Cell], want: &[Cell], what: &str) {
 }
 
 fn run(seed: u64, steps: usize) {
+    let _ = env_logger::builder().is_test(true).try_init();
     let mut rng = StdRng::seed_from_u64(seed);
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let mut bt = Bigtable::open(store.clone(), options()).unwrap();
@@ -502,6 +518,27 @@ fn run(seed: u64, steps: usize) {
             90..=92 => bt.flush().unwrap(),
             93..=94 => bt.compact("t", rng.gen_bool(0.5)).unwrap(),
             95..=96 => bt.split_now("t").unwrap(),
+            97 => {
+                // A tablet server dies: its tablets are recovered elsewhere
+                // from its sorted log, while the next operations wait.
+                let live = live_servers(&bt);
+                if live.len() > 1 {
+                    let victim = &live[rng.gen_range(0..live.len())];
+                    bt.control(&format!("kill {victim}")).unwrap();
+                }
+            }
+            98 => {
+                if rng.gen_bool(0.3) {
+                    bt.control("kill-master").unwrap();
+                } else if let Some(t) = bt.tablets("t").unwrap().last() {
+                    // Move a tablet by hand to another live server.
+                    let live = live_servers(&bt);
+                    let to = &live[rng.gen_range(0..live.len())];
+                    let row = String::from_utf8_lossy(&t.start).into_owned();
+                    // A concurrent split may have retired it: moving is best effort.
+                    let _ = bt.control(&format!("move t {row} {to}"));
+                }
+            }
             _ => {
                 // Reopen: everything applied must come back from SSTables + log.
                 if rng.gen_bool(0.5) {

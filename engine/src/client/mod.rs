@@ -41,6 +41,8 @@ pub struct Client {
     cache: RwLock<BTreeMap<Vec<u8>, Location>>,
     /// The root tablet's server.
     root: RwLock<Option<String>>,
+    /// How long a request keeps retrying.
+    deadline: Duration,
     pub counters: ClientCounters,
 }
 
@@ -55,7 +57,15 @@ fn retryable(e: &Error) -> bool {
 
 impl Client {
     pub fn new(env: Arc<Env>) -> Client {
+        let d = env.opts.retry_deadline;
+        Self::with_deadline(env, d)
+    }
+
+    /// A client whose requests give up after `deadline` (the master's: it
+    /// must go back to repairing the cluster rather than wait for itself).
+    pub fn with_deadline(env: Arc<Env>, deadline: Duration) -> Client {
         Client {
+            deadline,
             env,
             cache: RwLock::new(BTreeMap::new()),
             root: RwLock::new(None),
@@ -80,7 +90,7 @@ impl Client {
     /// Runs `f` until it succeeds or fails for good; while tablets move or
     /// recover it waits (with backoff) up to the retry deadline.
     pub(crate) fn retry<T>(&self, what: &str, mut f: impl FnMut() -> Result<T>) -> Result<T> {
-        let deadline = Instant::now() + self.env.opts.retry_deadline;
+        let deadline = Instant::now() + self.deadline;
         let mut backoff = Duration::from_millis(1);
         loop {
             match f() {

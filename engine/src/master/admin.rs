@@ -20,7 +20,7 @@ impl Master {
     pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
         validate_table_name(name)?;
         schema.validate()?;
-        let _admin = self.admin.lock();
+        let _ops = self.ops.lock();
         if self.env.catalog.get(name).is_ok() {
             return Err(Error::TableExists(name.to_string()));
         }
@@ -34,14 +34,19 @@ impl Master {
         self.write_def(&def)?;
         self.env.catalog.put(&def);
         let meta = self.first_tablet(def.id);
+        let _held = self.hold(&[meta.id]);
         self.write_tablet_row(&meta, "")?;
         self.assign(meta, &self.live())?;
         Ok(())
     }
 
     pub fn delete_table(&self, name: &str) -> Result<()> {
-        let _admin = self.admin.lock();
+        let _ops = self.ops.lock();
         let t = self.env.catalog.get(name)?;
+        self.env.catalog.remove(name);
+        let rows = self.table_rows(t.id)?;
+        let ids: Vec<u64> = rows.iter().map(|r| r.meta.id).collect();
+        let _held = self.hold(&ids);
         for s in self.env.servers() {
             for served in s.served_tablets() {
                 if served.table.id == t.id {
@@ -49,21 +54,21 @@ impl Master {
                 }
             }
         }
-        for r in self.table_rows(t.id)? {
+        for r in rows {
             self.delete_row(&r.key)?;
         }
         self.delete_row(&table_def_key(name))?;
         Schemas(&*self.env.lock).drop_table(name)?;
-        self.env.catalog.remove(name);
         self.client.forget_table(t.id);
         self.note(format!("dropped table {name}"));
+        let _admin = self.admin.lock();
         self.collect()
     }
 
     /// Replaces a table's schema; a dropped family must hold no data.
     pub fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()> {
         schema.validate()?;
-        let _admin = self.admin.lock();
+        let _ops = self.ops.lock();
         let t = self.env.catalog.get(name)?;
         let old = t.schema();
         for fam in old.families.keys() {
@@ -95,7 +100,7 @@ impl Master {
 
     /// Moves the tablet holding `row` of `table` to server `to`.
     pub fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()> {
-        let _admin = self.admin.lock();
+        let _ops = self.ops.lock();
         let t = self.env.catalog.get(table)?;
         let loc = self.client.locate(t.id, row)?;
         if self.env.server(to).is_none() {
@@ -118,6 +123,7 @@ impl Master {
             .env
             .server(to)
             .ok_or_else(|| Error::invalid(format!("no live tablet server {to}")))?;
+        let _held = self.hold(&[id]);
         let meta = src.unload(id)?;
         if let Err(e) = dst.load(meta.clone()) {
             // Put it back rather than leave it unserved.
@@ -171,6 +177,7 @@ impl Master {
 
     /// One balancing round: at most one move.
     pub(super) fn balance(&self) -> Result<()> {
+        let _ops = self.ops.lock();
         let loads: Vec<ServerLoad> = self.loads().into_iter().map(|(_, l)| l).collect();
         if let Some((id, from, to)) = next_move(&loads) {
             self.move_one(id, &from, &to)?;
@@ -180,6 +187,7 @@ impl Master {
 
     /// Merges one pair of small neighbouring tablets, if there is one.
     pub(super) fn merge_small(&self) -> Result<()> {
+        let _ops = self.ops.lock();
         let limit = self.env.opts.merge_bytes;
         if limit == 0 {
             return Ok(());
@@ -214,6 +222,7 @@ impl Master {
         let (Some(src_a), Some(src_b)) = (self.env.server(sa), self.env.server(sb)) else {
             return Ok(());
         };
+        let mut held = self.hold(&[a, b]);
         let ma = src_a.unload(a)?;
         let mb = match src_b.unload(b) {
             Ok(m) => m,
@@ -236,6 +245,7 @@ impl Master {
             files,
             redo: None,
         };
+        held.add(merged.id);
         self.write_tablet_row(&merged, "")?;
         self.delete_row(&tablet_row_key(ma.table, ma.end.as_deref()))?;
         self.client.forget_table(ma.table);

@@ -32,8 +32,12 @@ impl Master {
             let target = self.assign(meta, &live)?;
             set_root_location(&*self.env.lock, &seq, &target)?;
         }
-        let defs = self.load_defs()?;
-        self.env.catalog.replace_all(defs);
+        if !self.catalog_loaded.load(Ordering::Acquire) {
+            let _ops = self.ops.lock();
+            let defs = self.load_defs()?;
+            self.env.catalog.replace_all(defs);
+            self.catalog_loaded.store(true, Ordering::Release);
+        }
         let mut pending = self.reconcile_table(METADATA_ID, &live)?;
         for name in self.env.catalog.names() {
             if let Ok(t) = self.env.catalog.get(&name) {
@@ -185,6 +189,11 @@ impl Master {
             effective_tablets(rows.into_iter().map(|r| r.meta).collect(), &first);
         for f in &fixed {
             let server = servers.get(&f.id).cloned().unwrap_or_default();
+            if live.contains(&server) || self.is_held(f.id) {
+                // A live server may be in the middle of this split (or a
+                // merge of ours): it finishes it itself.
+                continue;
+            }
             self.note(format!(
                 "repaired the METADATA row of tablet {} (an interrupted split or merge)",
                 f.id
@@ -194,7 +203,7 @@ impl Master {
         let mut pending = 0;
         for t in tablets {
             let server = servers.get(&t.id).cloned().unwrap_or_default();
-            if live.contains(&server) {
+            if live.contains(&server) || self.is_held(t.id) {
                 continue;
             }
             let id = t.id;

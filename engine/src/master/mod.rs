@@ -72,18 +72,30 @@ pub struct Master {
     ready: AtomicBool,
     stop: AtomicBool,
     state: Mutex<State>,
-    /// Serializes table operations, reconciliation, moves and collection.
+    /// Serializes the main loop's rounds (server checks, assignment, collection).
     admin: Mutex<()>,
+    /// Serializes table operations, moves and merges. They run off the main
+    /// loop: they write METADATA, and if its server has just died only the
+    /// main loop can bring it back.
+    ops: Mutex<()>,
+    /// Tablets an operation has in hand (being moved, merged or created):
+    /// assignment leaves them alone.
+    busy: Mutex<std::collections::HashSet<u64>>,
+    /// Whether the catalog has been loaded since this master took over.
+    catalog_loaded: AtomicBool,
     wake_tx: Sender<()>,
     wake_rx: Receiver<()>,
-    thread: Mutex<Option<JoinHandle<()>>>,
+    thread: Mutex<Vec<JoinHandle<()>>>,
     pub counters: MasterCounters,
 }
 
 impl Master {
     /// Starts a master; it becomes active when it can take the master lock.
-    pub fn start(env: Arc<Env>, client: Arc<Client>, name: &str) -> Result<Arc<Master>> {
+    /// It has a client of its own whose requests give up quickly: while a
+    /// METADATA server is dead, only the master can bring it back.
+    pub fn start(env: Arc<Env>, name: &str) -> Result<Arc<Master>> {
         let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
+        let client = Arc::new(Client::with_deadline(env.clone(), Duration::from_secs(2)));
         let m = Arc::new(Master {
             name: name.to_string(),
             env,
@@ -94,9 +106,12 @@ impl Master {
             stop: AtomicBool::new(false),
             state: Mutex::new(State::default()),
             admin: Mutex::new(()),
+            ops: Mutex::new(()),
+            busy: Mutex::new(Default::default()),
+            catalog_loaded: AtomicBool::new(false),
             wake_tx,
             wake_rx,
-            thread: Mutex::new(None),
+            thread: Mutex::new(Vec::new()),
             counters: MasterCounters::default(),
         });
         let me = m.clone();
@@ -104,7 +119,12 @@ impl Master {
             .name(name.to_string())
             .spawn(move || me.run())
             .map_err(|e| Error::invalid(format!("cannot start a thread: {e}")))?;
-        *m.thread.lock() = Some(t);
+        let me = m.clone();
+        let b = std::thread::Builder::new()
+            .name(format!("{name}-balance"))
+            .spawn(move || me.run_balancer())
+            .map_err(|e| Error::invalid(format!("cannot start a thread: {e}")))?;
+        *m.thread.lock() = vec![t, b];
         Ok(m)
     }
 
@@ -158,18 +178,23 @@ impl Master {
             let _ = self.wake_rx.recv_timeout(self.env.opts.master_interval);
         }
         self.active.store(false, Ordering::Release);
-        *self.lease.lock() = None;
     }
 
     fn step(&self) -> Result<()> {
         if !self.is_active() {
-            let Some(lease) = Lease::try_master(self.env.lock.clone(), &self.name)? else {
+            let Some(lease) = Lease::try_master(
+                self.env.lock.clone(),
+                &self.name,
+                self.env.opts.server_lock_delay,
+            )?
+            else {
                 return Ok(());
             };
             *self.lease.lock() = Some(lease);
             self.active.store(true, Ordering::Release);
             self.counters.takeovers.fetch_add(1, Ordering::Relaxed);
             self.state.lock().need_reconcile = true;
+            self.catalog_loaded.store(false, Ordering::Release);
             self.note("became the active master".into());
         }
         if !self.lease.lock().as_ref().is_some_and(|l| l.held()) {
@@ -181,12 +206,11 @@ impl Master {
         }
         let _admin = self.admin.lock();
         self.check_servers()?;
-        let (reconcile, balance, gc) = {
+        let (reconcile, gc) = {
             let s = self.state.lock();
             let due = |t: Option<Instant>, every: Duration| t.is_none_or(|t| t.elapsed() >= every);
             (
                 s.need_reconcile || due(s.last_reconcile, Duration::from_secs(2)),
-                due(s.last_balance, Duration::from_secs(1)),
                 due(s.last_gc, Duration::from_secs(3)),
             )
         };
@@ -196,16 +220,49 @@ impl Master {
             s.need_reconcile = false;
             s.last_reconcile = Some(Instant::now());
         }
-        if balance && self.ready.load(Ordering::Acquire) {
-            self.state.lock().last_balance = Some(Instant::now());
-            self.balance()?;
-            self.merge_small()?;
-        }
         if gc && self.ready.load(Ordering::Acquire) {
             self.state.lock().last_gc = Some(Instant::now());
             self.collect()?;
         }
         Ok(())
+    }
+
+    /// Balancing and merging, once a second while this master is active
+    /// and every tablet is assigned.
+    fn run_balancer(self: Arc<Self>) {
+        while !self.stop.load(Ordering::Acquire) {
+            std::thread::sleep(Duration::from_millis(100));
+            let due = self
+                .state
+                .lock()
+                .last_balance
+                .is_none_or(|t| t.elapsed() >= Duration::from_secs(1));
+            if !due || !self.is_ready() {
+                continue;
+            }
+            self.state.lock().last_balance = Some(Instant::now());
+            let r = if self.env.opts.balance {
+                self.balance()
+            } else {
+                Ok(())
+            };
+            if let Err(e) = r.and_then(|()| self.merge_small()) {
+                log::info!("{}: balancing: {e}", self.name);
+            }
+        }
+    }
+
+    /// Marks tablets as in hand; they are released when the guard drops.
+    fn hold(&self, ids: &[u64]) -> Held<'_> {
+        self.busy.lock().extend(ids.iter().copied());
+        Held {
+            master: self,
+            ids: ids.to_vec(),
+        }
+    }
+
+    fn is_held(&self, id: u64) -> bool {
+        self.busy.lock().contains(&id)
     }
 
     /// The paper's server check: a server whose lock the master can take is
@@ -261,21 +318,32 @@ impl Master {
         self.wake();
     }
 
-    /// Stops the master thread (and releases the master lock).
+    /// Stops the master's threads, then releases the master lock.
     pub fn stop(&self) {
+        self.halt();
+        *self.lease.lock() = None;
+    }
+
+    /// Stops the master's threads (an operation under way finishes first).
+    fn halt(&self) {
         self.stop.store(true, Ordering::Release);
         self.wake();
-        if let Some(t) = self.thread.lock().take() {
-            let _ = t.join();
+        let threads: Vec<_> = self.thread.lock().drain(..).collect();
+        let me = std::thread::current().id();
+        for t in threads {
+            if t.thread().id() != me {
+                let _ = t.join();
+            }
         }
     }
 
-    /// Simulates the master's machine dying: its lock session expires.
+    /// Simulates the master's machine dying: it stops acting, then its lock
+    /// session expires (the lock enters its lock-delay).
     pub fn kill(&self) {
-        if let Some(l) = self.lease.lock().as_ref() {
+        self.halt();
+        if let Some(l) = self.lease.lock().take() {
             l.expire();
         }
-        self.stop();
     }
 
     /// `key=value` lines for `.bigtable/master`.
@@ -315,5 +383,27 @@ impl Master {
             }
         }
         lines
+    }
+}
+
+/// Tablets an operation has in hand (see [`Master::hold`]).
+struct Held<'a> {
+    master: &'a Master,
+    ids: Vec<u64>,
+}
+
+impl Held<'_> {
+    fn add(&mut self, id: u64) {
+        self.master.busy.lock().insert(id);
+        self.ids.push(id);
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let mut b = self.master.busy.lock();
+        for id in &self.ids {
+            b.remove(id);
+        }
     }
 }

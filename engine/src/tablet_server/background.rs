@@ -3,6 +3,7 @@
 //! tablet's files is recorded in its METADATA row before it is used.
 
 use super::{Served, TabletServer};
+use crate::client::Client;
 use crate::compaction::{sst_name, write_outputs, OutputCtx, Router};
 use crate::compaction_filter::CompactionFilter;
 use crate::env::now_micros;
@@ -226,15 +227,19 @@ impl TabletServer {
     /// METADATA row, fenced by this server's lock; the root tablet's goes to
     /// its file. `event` is added to the row's event log.
     pub(super) fn record(&self, meta: &TabletMeta, event: Option<&str>) -> Result<()> {
-        self.record_as(meta, event, true)
+        self.record_as(meta, event, true, &self.client)
     }
 
-    /// [`Self::record`], naming this server as the location only if `serving`.
+    /// [`Self::record`], naming this server as the location only if
+    /// `serving`, through `client` (loads and unloads, which the master waits
+    /// for, use one that gives up soon: if METADATA's server is dead, the
+    /// master must get back to recovering it).
     pub(super) fn record_as(
         &self,
         meta: &TabletMeta,
         event: Option<&str>,
         serving: bool,
+        client: &Client,
     ) -> Result<()> {
         if !self.lease.held() {
             self.fence();
@@ -270,8 +275,7 @@ impl TabletServer {
             });
         }
         let key = tablet_row_key(meta.table, meta.end.as_deref());
-        self.client
-            .write_metadata(&key, mutations, Some(&self.lease.sequencer))
+        client.write_metadata(&key, mutations, Some(&self.lease.sequencer))
     }
 
     fn delete_obsolete_logs(&self) -> Result<()> {

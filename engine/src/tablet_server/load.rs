@@ -118,7 +118,7 @@ impl TabletServer {
         }
         self.raise_floor(floor)?;
         tablet.flushed_seq.store(floor, Ordering::Release);
-        let recorded = self.record(&served.meta(&self.log_dir), Some(&event));
+        let recorded = self.record_as(&served.meta(&self.log_dir), Some(&event), true, &self.quick);
         self.env.numbers.release(fresh);
         recorded?;
         self.tablets.write().insert(meta.id, served);
@@ -152,11 +152,21 @@ impl TabletServer {
         let recorded = if t.table_id == METADATA_ID && t.start.is_empty() {
             self.env.root.save(&meta)
         } else {
-            self.record_as(&meta, Some("stopped serving (unloaded)"), false)
+            self.record_as(
+                &meta,
+                Some("stopped serving (unloaded)"),
+                false,
+                &self.quick,
+            )
         };
+        if let Err(e) = recorded {
+            // METADATA still names this server: keep serving.
+            t.retired.store(false, Ordering::Release);
+            return Err(e);
+        }
         self.tablets.write().remove(&id);
         self.counters.unloads.fetch_add(1, Ordering::Relaxed);
-        recorded.map(|()| meta)
+        Ok(meta)
     }
 
     /// Stops serving tablet `id` at once, without a compaction (its table

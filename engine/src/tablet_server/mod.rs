@@ -99,6 +99,8 @@ pub struct TabletServer {
     pub log_dir: String,
     env: Arc<Env>,
     client: Arc<Client>,
+    /// A client that gives up after a couple of seconds (see `record_as`).
+    quick: Client,
     core: Arc<CommitCore>,
     commit: GroupCommit<WriteGroup>,
     tablets: RwLock<BTreeMap<u64, Arc<Served>>>,
@@ -145,6 +147,7 @@ impl TabletServer {
         let server = Arc::new(TabletServer {
             name: name.to_string(),
             log_dir,
+            quick: Client::with_deadline(env.clone(), Duration::from_secs(2)),
             env,
             client,
             core,

@@ -148,7 +148,11 @@ impl Ctx {
             }
             Node::Status(f) if writable => {
                 if caller.uid != 0 {
-                    return Err(self.data.refuse(&what, Errno::EACCES, "only root may command the cluster"));
+                    return Err(self.data.refuse(
+                        &what,
+                        Errno::EACCES,
+                        "only root may command the cluster",
+                    ));
                 }
                 let _ = f;
                 let fh = self.handles.insert(Handle::Control(Vec::new()));
