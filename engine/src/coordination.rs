@@ -204,6 +204,14 @@ pub fn list_servers(lock: &dyn LockService) -> Result<Vec<String>> {
 pub fn reap_server(lock: &dyn LockService, name: &str) -> Result<bool> {
     let creds = Credentials::root();
     let path = format!("{SERVERS_DIR}/{name}");
+    // A server writes its file after taking its lock: an empty file is one
+    // still registering (its ephemeral file vanishes if it dies meanwhile).
+    match lock.read(&creds, path.as_str().into()) {
+        Ok((contents, _)) if contents.is_empty() => return Ok(false),
+        Ok(_) => {}
+        Err(chubby::Error::NotFound(_)) => return Ok(true),
+        Err(e) => return Err(lock_err(&format!("read {path}"), e)),
+    }
     let owner = new_owner();
     match lock.try_lock(&creds, owner, path.as_str().into(), LockMode::Exclusive) {
         Ok(_) => {

@@ -141,7 +141,10 @@ fn sort_piece(store: &Arc<dyn FileStore>, name: &str, run: &str) -> Result<(u64,
     if n == 0 {
         return Ok((bytes, 0));
     }
+    // Small blocks: a recovering server reads its tablet's range at about
+    // this granularity.
     let opts = TableOptions {
+        block_size: 4 << 10,
         bloom: BloomKind::None,
         ..TableOptions::default()
     };

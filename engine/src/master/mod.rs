@@ -271,7 +271,14 @@ impl Master {
         let mut names: BTreeSet<String> = list_servers(&*self.env.lock)?.into_iter().collect();
         names.extend(self.state.lock().live.iter().cloned());
         let mut live = BTreeSet::new();
+        let known = self.state.lock().live.clone();
         for name in names {
+            if !known.contains(&name) && self.env.server(&name).is_some() {
+                // Just started: it may be between creating its file and
+                // locking it. It is checked from the next round on.
+                live.insert(name);
+                continue;
+            }
             if reap_server(&*self.env.lock, &name)? {
                 if let Some(s) = self.env.remove_server(&name) {
                     s.fence();
