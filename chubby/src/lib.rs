@@ -29,7 +29,7 @@
 //! cell.unlock(owner, "/bigtable/master".into()).unwrap();
 //! assert!(!cell.check_sequencer(&seq));
 //! ```
-#![cfg_attr(test, allow(clippy::unwrap_used))]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod acl;
 mod cell;

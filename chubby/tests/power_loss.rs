@@ -7,7 +7,7 @@
 //! may be there or not.
 //!
 //! `CRASH_POINTS=n` sets how many crash points are visited (CI default: 300).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use chubby::{
     CellOptions, CrashDisk, Credentials, Disk, LocalCell, LockMode, LockService, NodeSpec,

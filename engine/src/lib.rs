@@ -4,7 +4,7 @@
 //! master and tablet servers, recovery of a dead server's log, and the client
 //! library. Files live in a [`gfs::FileStore`]; coordination goes through a
 //! [`chubby::LockService`].
-#![cfg_attr(test, allow(clippy::unwrap_used))]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod data;
 pub mod error;

@@ -1,6 +1,6 @@
 //! The cluster inside one process: METADATA, masters, tablet servers,
 //! recovery of a dead server's log, location caching, balancing and merges.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, TableSchema};
 use engine::*;

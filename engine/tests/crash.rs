@@ -1,7 +1,7 @@
 //! Crash test: a child process applies mutations and reports each acknowledged
 //! one over a pipe; it is killed with SIGKILL at a random moment; the engine is
 //! reopened and every acknowledged mutation must be there.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, TableSchema};
 use engine::*;

@@ -1,6 +1,6 @@
 //! Bad input and faults at the engine API: every malformed input is a typed
 //! error that changes nothing; corruption on disk is detected, never served.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, GcRule, TableSchema};
 use engine::*;

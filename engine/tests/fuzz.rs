@@ -8,7 +8,7 @@
 //!
 //! `FUZZ_CASES=n` runs n cases per target (CI default: 256; the whole-store
 //! target runs a quarter of that).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::iterator::InternalIterator;
 use engine::key::{self, Kind};

@@ -1,7 +1,7 @@
 //! Randomized model test: thousands of random mutations, reads, scans,
 //! compactions, splits and reopenings, checked against a brute-force model of
 //! Bigtable's data model (versions, deletes by sequence, GC rules).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, GcMode, GcRule, TableSchema};
 use engine::*;

@@ -9,7 +9,7 @@
 //!
 //! `CRASH_POINTS=n` sets how many crash points each test visits (CI default:
 //! 100 and 20; the repeated-crash test does at most 300 rounds).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, TableSchema};
 use engine::*;

@@ -17,7 +17,7 @@
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
 //! 7. `fs`: [`Fs`], which routes each request to the data path or `lockdir`
 //! 8. `fuse`: [`FuseFs`], argument conversion and replies
-#![cfg_attr(test, allow(clippy::unwrap_used))]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod attr;
 mod ctx;

@@ -5,7 +5,7 @@
 //! must return an error or a value, never panic.
 //!
 //! `FUZZ_CASES=n` runs n cases per target (CI default: 512).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, TableSchema};
 use fs::mutate::{group, parse_line, BatchParser};

@@ -10,7 +10,7 @@
 //! all its I/O through io_uring. [`Cluster`] is the GFS-like layer: a master
 //! and one chunkserver per data directory, files split into replicated,
 //! checksummed chunks; it is what the engine and the mount run on.
-#![cfg_attr(test, allow(clippy::unwrap_used))]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bench;
 mod cluster;

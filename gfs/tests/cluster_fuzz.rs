@@ -13,7 +13,7 @@
 //! decoders and the replay.
 //!
 //! `FUZZ_CASES=n` runs n cases (CI default: 24; each opens a cluster).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gfs::{Cluster, ClusterOptions, FileStore};
 use proptest::prelude::*;

@@ -4,7 +4,7 @@
 //! has just lost. The cluster is reopened here and every acknowledged record
 //! must be in its file, at the offset the append returned, and every file
 //! must be whole records only.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use gfs::{Cluster, ClusterOptions, FileStore};
 use rand::Rng;

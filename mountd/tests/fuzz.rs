@@ -4,7 +4,7 @@
 //! accept must turn into engine options without panicking.
 //!
 //! `FUZZ_CASES=n` runs n cases per target (CI default: 512).
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mountd::mountopts::{
     parse_daemon_args, parse_helper_args, parse_seconds, parse_size, MountConfig,

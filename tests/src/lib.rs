@@ -8,7 +8,7 @@
 //!
 //! [`Mount`] unmounts and kills/reaps its daemon when dropped, also when the
 //! test panics.
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Readers never see half a value: while one process rewrites a cell in
 //! several write(2) calls, concurrent readers only ever get a whole committed
 //! value, never the writer's unclosed bytes or an O_TRUNC-emptied file.

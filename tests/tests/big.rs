@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! A table of 100,000 rows lists in key order with bounded daemon memory.
 
 use std::fs;

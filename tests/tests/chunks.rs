@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Faults in the chunk layer under a real mount (issue 4): bytes flipped in
 //! replica files, a chunkserver directory removed under load, and kill -9
 //! during writes and during re-replication. Small chunks and memtables make

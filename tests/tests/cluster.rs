@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! The cluster behind the mount: a tablet server killed through
 //! `.bigtable/control` under load, operator commands and their errors.
 

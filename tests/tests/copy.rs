@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Copying trees in and out with tar, and arbitrary bytes everywhere.
 
 use std::fs;

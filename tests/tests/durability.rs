@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! What a closed file promises: it survives a remount and a kill -9.
 
 use std::fs;

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Precise errnos for bad input, and permissions for other users.
 
 use tests::Mount;

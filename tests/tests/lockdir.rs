@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `.chubby/` driven by real programs: flock(1), sh, cat, timeout, and the
 //! test process's own flock(2)/fcntl/xattr calls. Every test mounts its own
 //! filesystem; processes it starts are killed (by pid or process group) and

@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! `mount -t bigtable` through the mount.bigtable helper, and `umount`.
 
 use std::fs;

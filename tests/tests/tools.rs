@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! Everyday tools on the mount: cp, rsync, grep -r, stat, getfattr, Python's
 //! os module and a shell loop.
 

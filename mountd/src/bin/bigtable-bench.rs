@@ -12,7 +12,7 @@
 //! every run removes its temp dirs and unmounts what it mounted, also on
 //! error or Ctrl-C. Each prints a table, then one JSON line.
 
-#![cfg_attr(test, allow(clippy::unwrap_used))]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 #[path = "../bench/mod.rs"]
 mod bench;
