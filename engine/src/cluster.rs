@@ -60,7 +60,10 @@ impl Cluster {
         for _ in 0..MASTERS {
             cluster.add_master()?;
         }
-        cluster.wait_ready(Duration::from_secs(120))?;
+        if let Err(e) = cluster.wait_ready(Duration::from_secs(120)) {
+            let _ = cluster.stop();
+            return Err(e);
+        }
         let c = cluster.clone();
         let t = std::thread::Builder::new()
             .name("bt-supervisor".into())
@@ -98,6 +101,9 @@ impl Cluster {
         loop {
             if self.env.masters().iter().any(|m| m.is_ready()) {
                 return Ok(());
+            }
+            if let Some(e) = self.env.masters().iter().find_map(|m| m.fatal_error()) {
+                return Err(Error::Corruption(format!("the cluster cannot start: {e}")));
             }
             if Instant::now() >= deadline {
                 let why: Vec<String> = self

@@ -208,6 +208,12 @@ impl Master {
             }
             let id = t.id;
             if let Err(e) = self.assign(t, live) {
+                if matches!(e.root(), Error::Corruption(_) | Error::Fs(_)) {
+                    // Damage in the store: retrying will not help.
+                    return Err(Error::Corruption(format!(
+                        "tablet {id} of table {table} cannot be loaded: {e}"
+                    )));
+                }
                 log::warn!(
                     "{}: tablet {id} of table {table} not assigned yet: {e}",
                     self.name

@@ -47,6 +47,8 @@ struct State {
     last_requests: HashMap<u64, u64>,
     /// The last error of a round, for status and startup failures.
     last_error: Option<String>,
+    /// Whether that error was damage no retry can fix.
+    last_error_fatal: bool,
 }
 
 #[derive(Default)]
@@ -169,7 +171,11 @@ impl Master {
         let mut last_error: Option<Instant> = None;
         while !self.stop.load(Ordering::Acquire) {
             if let Err(e) = self.step() {
-                self.state.lock().last_error = Some(e.to_string());
+                {
+                    let mut s = self.state.lock();
+                    s.last_error = Some(e.to_string());
+                    s.last_error_fatal = matches!(e.root(), Error::Corruption(_));
+                }
                 if last_error.is_none_or(|t| t.elapsed() > Duration::from_secs(2)) {
                     log::warn!("{}: {e}", self.name);
                 }
@@ -304,6 +310,13 @@ impl Master {
         }
         st.live = live;
         Ok(())
+    }
+
+    /// The last error, if it was damage in the store (a corrupt METADATA
+    /// file or log) that retrying cannot repair.
+    pub fn fatal_error(&self) -> Option<String> {
+        let s = self.state.lock();
+        s.last_error.clone().filter(|_| s.last_error_fatal)
     }
 
     /// The last error a round of this master met.
