@@ -150,16 +150,16 @@ impl StatusFile {
                     ("pending_dirs", s.pending_dirs as u64),
                 ];
                 for (k, v) in rows {
-                    let _ = writeln!(out, "{k} {v}");
+                    let _ = writeln!(out, "{k}={v}");
                 }
             }
             StatusFile::Mount => {
                 let o = s.opts;
-                let _ = writeln!(out, "options {}", o.description);
-                let _ = writeln!(out, "attr_timeout {:?}", o.attr_timeout);
-                let _ = writeln!(out, "entry_timeout {:?}", o.entry_timeout);
-                let _ = writeln!(out, "sync {}", o.sync_writes);
-                let _ = writeln!(out, "max_value_size {}", o.max_value_size);
+                let _ = writeln!(out, "options={}", o.description);
+                let _ = writeln!(out, "attr_timeout_ms={}", o.attr_timeout.as_millis());
+                let _ = writeln!(out, "entry_timeout_ms={}", o.entry_timeout.as_millis());
+                let _ = writeln!(out, "sync={}", o.sync_writes);
+                let _ = writeln!(out, "max_value_size={}", o.max_value_size);
             }
             StatusFile::Servers => {
                 for l in s.store.servers_report() {

@@ -88,6 +88,8 @@ pub struct EngineArgs {
     pub io_mode: gfs::IoMode,
     pub block_cache: Option<u64>,
     pub memtable: Option<u64>,
+    /// Tablet-server counts for the scaling columns (paper Figure 6, right).
+    pub scaling: Vec<usize>,
 }
 
 fn options(args: &EngineArgs) -> engine::Options {
@@ -103,8 +105,16 @@ fn options(args: &EngineArgs) -> engine::Options {
 
 /// Runs the six workloads on a fresh engine in `dir`; returns them and the engine's status lines.
 pub fn run_engine(dir: &Path, args: &EngineArgs) -> Result<(Fig6Results, Vec<String>)> {
+    run_engine_with(dir, args, options(args))
+}
+
+fn run_engine_with(
+    dir: &Path,
+    args: &EngineArgs,
+    opts: engine::Options,
+) -> Result<(Fig6Results, Vec<String>)> {
     let store = gfs::LocalStore::open_with(dir, args.io_mode)?;
-    let db = Bigtable::open(Arc::new(store), options(args)).context("opening the engine")?;
+    let db = Bigtable::open(Arc::new(store), opts).context("opening the engine")?;
     let result = (|| {
         let seq = EngineTable::create(&db, "seq", false, args.sync)?;
         let rand = EngineTable::create(&db, "rand", false, args.sync)?;
@@ -273,6 +283,54 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         "peer_errors": { "rocksdb": err(&peers.rocksdb), "fjall": err(&peers.fjall) },
     });
     println!("{line}");
+    if !args.scaling.is_empty() {
+        scaling(work.path(), args)?;
+    }
+    Ok(())
+}
+
+/// The six workloads with 1, 2, 3… tablet servers in one daemon. Tables are
+/// split small (data/16) so that the master spreads their tablets over the
+/// servers, as the paper's benchmark spread its tablets.
+fn scaling(work: &Path, args: &EngineArgs) -> Result<()> {
+    let mut header = vec!["workload (ops/s)".to_string()];
+    let mut columns = Vec::new();
+    for &n in &args.scaling {
+        eprintln!("running the engine with {n} tablet servers ...");
+        let mut opts = options(args);
+        opts.tablet_servers = n;
+        opts.split_bytes = (args.plan.n * VALUE_BYTES as u64 / 16).max(1 << 20);
+        opts.memtable_bytes = opts.memtable_bytes.min((opts.split_bytes / 2) as usize);
+        let dir = work.join(format!("scaling-{n}"));
+        let (r, _) = run_engine_with(&dir, args, opts)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        header.push(format!("{n} servers"));
+        header.push("per server".into());
+        columns.push((n, r));
+    }
+    let refs: Vec<&str> = header.iter().map(String::as_str).collect();
+    let mut table = Table::new(&refs);
+    let mut json = serde_json::Map::new();
+    for w in Fig6::ALL {
+        let mut row = vec![w.label().to_string()];
+        let mut per = serde_json::Map::new();
+        for (n, r) in &columns {
+            let rate = r.get(w).rate();
+            row.push(fmt_rate(r.get(w)));
+            row.push(format!("{:.0}", rate / *n as f64));
+            per.insert(n.to_string(), serde_json::json!(rate.round()));
+        }
+        table.row(row);
+        json.insert(w.key().into(), serde_json::Value::Object(per));
+    }
+    println!("{}", table.render());
+    println!(
+        "(aggregate ops/s and ops/s per tablet server, all servers in one process on this machine)"
+    );
+    println!(
+        "{}",
+        serde_json::json!({ "bench": "engine-scaling", "workloads": json })
+    );
     Ok(())
 }
 
@@ -306,6 +364,7 @@ mod tests {
             block_cache: None,
             // Small, so that the writes reach SSTables before the reads.
             memtable: Some(64 << 10),
+            scaling: Vec::new(),
         };
         let (r, _status) = run_engine(&dir.path().join("engine"), &args).unwrap();
         for w in Fig6::ALL {

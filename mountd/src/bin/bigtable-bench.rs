@@ -84,6 +84,10 @@ struct EngineOpts {
     /// Engine memtable size (default: the engine's).
     #[arg(long, value_parser = parse_size)]
     memtable: Option<u64>,
+    /// Also run the workloads with these numbers of tablet servers (the
+    /// paper's scaling columns), e.g. `--scaling 1,2,3`.
+    #[arg(long, value_delimiter = ',')]
+    scaling: Vec<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -166,6 +170,7 @@ fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
         io_mode: o.io,
         block_cache: o.block_cache,
         memtable: o.memtable,
+        scaling: o.scaling,
     })
 }
 
