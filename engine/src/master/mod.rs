@@ -217,7 +217,9 @@ impl Master {
             let due = |t: Option<Instant>, every: Duration| t.is_none_or(|t| t.elapsed() >= every);
             (
                 s.need_reconcile || due(s.last_reconcile, Duration::from_secs(2)),
-                due(s.last_gc, Duration::from_secs(3)),
+                // Rarely: collection lists and reads files, and the chunk
+                // layer scrubs only when no client does I/O.
+                due(s.last_gc, Duration::from_secs(30)),
             )
         };
         if reconcile {
