@@ -22,9 +22,17 @@ impl Master {
         let in_flight = self.env.numbers.in_flight();
         let mut live: HashSet<u64> = HashSet::new();
         let mut logs: HashSet<String> = HashSet::new();
-        let root = self.env.root.load()?;
-        live.extend(root.files.iter().map(|f| f.number));
-        logs.extend(root.redo.iter().map(|r| r.log.clone()));
+        // The root tablet's files are those its server has open (read from
+        // memory: re-reading `meta/root` would be client I/O that keeps the
+        // chunk layer's scrub away); while it is unserved, collect nothing.
+        let root_served = self.env.servers().iter().any(|s| {
+            s.served_tablets()
+                .iter()
+                .any(|t| t.tablet.table_id == METADATA_ID && t.tablet.start.is_empty())
+        });
+        if !root_served {
+            return Ok(());
+        }
         let spec = ScanSpec {
             families: Some(vec![FAMILY_TABLET.into(), FAMILY_LOCATION.into()]),
             ..ScanSpec::default()
