@@ -146,19 +146,23 @@ impl Client {
         Ok(groups)
     }
 
-    /// Applies validated row mutations of `table`; each row atomically.
-    pub fn apply(&self, table: u64, ms: &[RowMutation], sync: bool) -> Result<()> {
-        let mut pending: Vec<usize> = (0..ms.len()).collect();
-        self.retry("write", || {
-            let groups = self.group(table, pending.iter().map(|&i| (i, ms[i].row.as_slice())))?;
+    /// Runs `op` once per tablet on the indices of `rows` it holds; the
+    /// groups whose server answers "not serving" are looked up and sent
+    /// again (a tablet may have split meanwhile) until the retry deadline.
+    fn per_tablet(
+        &self,
+        what: &str,
+        table: u64,
+        rows: &[&[u8]],
+        mut op: impl FnMut(&TabletServer, &Location, &[usize]) -> Result<()>,
+    ) -> Result<()> {
+        let mut pending: Vec<usize> = (0..rows.len()).collect();
+        self.retry(what, || {
+            let groups = self.group(table, pending.iter().map(|&i| (i, rows[i])))?;
             let mut failed = Vec::new();
             let mut last = None;
             for (loc, idx) in groups {
-                let part: Vec<RowMutation> = idx.iter().map(|&i| ms[i].clone()).collect();
-                match self
-                    .server(&loc)
-                    .and_then(|s| s.apply(loc.tablet, &part, sync, None))
-                {
+                match self.server(&loc).and_then(|s| op(&s, &loc, &idx)) {
                     Ok(()) => {}
                     Err(e) if is_not_serving(&e) => {
                         self.invalidate(&loc);
@@ -169,45 +173,29 @@ impl Client {
                 }
             }
             pending = failed;
-            match last {
-                Some(e) => Err(e),
-                None => Ok(()),
-            }
+            last.map_or(Ok(()), Err)
+        })
+    }
+
+    /// Applies validated row mutations of `table`; each row atomically.
+    pub fn apply(&self, table: u64, ms: &[RowMutation], sync: bool) -> Result<()> {
+        let rows: Vec<&[u8]> = ms.iter().map(|m| m.row.as_slice()).collect();
+        self.per_tablet("write", table, &rows, |s, loc, idx| {
+            let part: Vec<RowMutation> = idx.iter().map(|&i| ms[i].clone()).collect();
+            s.apply(loc.tablet, &part, sync, None)
         })
     }
 
     /// Runs validated row transactions of `table`; outcomes in input order.
     pub fn apply_txns(&self, table: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
         let mut out: Vec<Option<TxnOutcome>> = vec![None; txns.len()];
-        let mut pending: Vec<usize> = (0..txns.len()).collect();
-        self.retry("transaction", || {
-            let groups = self.group(table, pending.iter().map(|&i| (i, txns[i].row.as_slice())))?;
-            let mut failed = Vec::new();
-            let mut last = None;
-            for (loc, idx) in groups {
-                let part: Vec<RowTxn> = idx.iter().map(|&i| txns[i].clone()).collect();
-                match self
-                    .server(&loc)
-                    .and_then(|s| s.apply_txns(loc.tablet, &part, sync))
-                {
-                    Ok(res) => {
-                        for (i, r) in idx.into_iter().zip(res) {
-                            out[i] = Some(r);
-                        }
-                    }
-                    Err(e) if is_not_serving(&e) => {
-                        self.invalidate(&loc);
-                        failed.extend(idx);
-                        last = Some(e);
-                    }
-                    Err(e) => return Err(e),
-                }
+        let rows: Vec<&[u8]> = txns.iter().map(|t| t.row.as_slice()).collect();
+        self.per_tablet("transaction", table, &rows, |s, loc, idx| {
+            let part: Vec<RowTxn> = idx.iter().map(|&i| txns[i].clone()).collect();
+            for (&i, r) in idx.iter().zip(s.apply_txns(loc.tablet, &part, sync)?) {
+                out[i] = Some(r);
             }
-            pending = failed;
-            match last {
-                Some(e) => Err(e),
-                None => Ok(()),
-            }
+            Ok(())
         })?;
         out.into_iter()
             .map(|o| o.ok_or_else(|| Error::corruption("a transaction produced no outcome")))
