@@ -5,7 +5,7 @@
 //! them with [`IoMode`]. It also counts what actually ran ([`IoStats`]), which
 //! is how tests and status files prove io_uring was used.
 
-use crate::{sysio, uring};
+use crate::{power, sysio, uring};
 use std::fmt;
 use std::fs::File;
 use std::io;
@@ -237,6 +237,9 @@ impl Io {
         bufs: &[&[u8]],
         sync: bool,
     ) -> io::Result<()> {
+        if let Some(r) = power::write(file, offset, bufs, sync) {
+            return r;
+        }
         if self.mode == IoMode::Uring {
             match uring::with_ring(|r| r.write(file, offset, bufs, sync, &self.counters)) {
                 Ok(res) => return res,
@@ -272,6 +275,9 @@ impl Io {
     /// Runs independent chains of writes and syncs, all in one submission
     /// where possible; each chain gets its own result.
     pub(crate) fn run_chains(&self, chains: &[Chain<'_>]) -> Vec<io::Result<()>> {
+        if let Some(r) = power::run_chains(chains) {
+            return r;
+        }
         if self.mode == IoMode::Uring {
             match uring::with_ring(|r| r.run_chains(chains, &self.counters)) {
                 Ok(res) => return res,
@@ -295,6 +301,9 @@ impl Io {
 
     /// fdatasync (`data_only`) or fsync; the latter also works on directories.
     pub(crate) fn sync(&self, file: &File, data_only: bool) -> io::Result<()> {
+        if let Some(r) = power::sync(file, data_only) {
+            return r;
+        }
         if self.mode == IoMode::Uring {
             match uring::with_ring(|r| r.sync(file, data_only, &self.counters)) {
                 Ok(res) => return res,

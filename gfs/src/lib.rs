@@ -20,6 +20,7 @@ mod io;
 mod local;
 mod mem;
 mod name;
+mod power;
 mod sysio;
 mod uring;
 
@@ -32,6 +33,7 @@ pub use error::{Error, Result};
 pub use io::{IoMode, IoStats, ParseIoModeError};
 pub use local::LocalStore;
 pub use mem::MemStore;
+pub use power::{PowerCut, PowerReport};
 
 use std::sync::Arc;
 

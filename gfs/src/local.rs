@@ -183,6 +183,7 @@ impl FileStore for LocalStore {
         opts.write(true).create_new(true);
         let crosses_file = || Error::InvalidName(name.to_string(), "a parent is an existing file");
         let mut dirs = Vec::new();
+        crate::power::namespace(&path).map_err(|e| Error::io(name, e))?;
         let file = match opts.open(&path) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 dirs = inner
@@ -199,6 +200,7 @@ impl FileStore for LocalStore {
             Some(libc::ENOTDIR) => crosses_file(),
             _ => fail(name, e),
         })?;
+        crate::power::created(&path);
         if let Some(parent) = path.parent() {
             if !dirs.iter().any(|d| d == parent) {
                 dirs.push(parent.to_path_buf());
@@ -239,6 +241,7 @@ impl FileStore for LocalStore {
     fn delete(&self, name: &str) -> Result<()> {
         validate(name)?;
         let path = self.inner.path(name);
+        crate::power::namespace(&path).map_err(|e| Error::io(name, e))?;
         fs::remove_file(&path).map_err(|e| fail(name, e))?;
         match path.parent() {
             Some(parent) => self.inner.sync_dir(parent, name),
@@ -260,6 +263,7 @@ impl FileStore for LocalStore {
             Some(p) if !p.is_dir() => inner.make_parents(&dst).map_err(|e| Error::io(to, e))?,
             _ => Vec::new(),
         };
+        crate::power::namespace(&dst).map_err(|e| Error::io(to, e))?;
         fs::rename(&src, &dst).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Error::NotFound(from.to_string()),
             _ => Error::io(to, e),

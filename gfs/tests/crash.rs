@@ -6,67 +6,19 @@
 //! must be whole records only.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gfs::{Cluster, ClusterOptions, FileStore};
+mod common;
+
+use common::{options, parse, record};
+use gfs::{Cluster, FileStore};
 use rand::Rng;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const CHILD_ENV: &str = "GFS_CRASH_CHILD_DIR";
 const MODE_ENV: &str = "GFS_CRASH_MODE";
 const SERVERS: usize = 4;
-const MAGIC: u32 = 0x5245_4344;
-
-fn options(dir: &Path) -> ClusterOptions {
-    let mut o = ClusterOptions::new(
-        dir.join("master"),
-        (0..SERVERS)
-            .map(|i| dir.join(format!("cs{i}")))
-            .collect::<Vec<PathBuf>>(),
-    );
-    o.replication = 3;
-    o.chunk_size = 128 << 10;
-    o.heartbeat = Duration::from_millis(10);
-    o.min_free_bytes = 0;
-    o.checkpoint_bytes = 8 << 10;
-    o
-}
-
-/// `[magic][seq][payload len][payload][seahash of all before]`.
-fn record(seq: u64, len: usize) -> Vec<u8> {
-    let mut r = Vec::with_capacity(len + 24);
-    r.extend_from_slice(&MAGIC.to_le_bytes());
-    r.extend_from_slice(&seq.to_le_bytes());
-    r.extend_from_slice(&(len as u32).to_le_bytes());
-    r.extend((0..len).map(|i| (seq as usize * 31 + i) as u8));
-    let h = seahash::hash(&r);
-    r.extend_from_slice(&h.to_le_bytes());
-    r
-}
-
-/// Parses a whole file into records; panics on anything that is not one.
-fn parse(name: &str, data: &[u8]) -> Vec<(u64, u64, usize)> {
-    let mut out = Vec::new();
-    let mut pos = 0usize;
-    while pos < data.len() {
-        let rest = &data[pos..];
-        assert!(rest.len() >= 16, "{name}: torn record at {pos}");
-        assert_eq!(rest[..4], MAGIC.to_le_bytes(), "{name}: garbage at {pos}");
-        let seq = u64::from_le_bytes(rest[4..12].try_into().unwrap());
-        let len = u32::from_le_bytes(rest[12..16].try_into().unwrap()) as usize;
-        let total = 16 + len + 8;
-        assert!(rest.len() >= total, "{name}: torn record {seq} at {pos}");
-        assert_eq!(
-            rest[..total],
-            record(seq, len)[..],
-            "{name}: bad record {seq} at {pos}"
-        );
-        out.push((seq, pos as u64, total));
-        pos += total;
-    }
-    out
-}
 
 /// The child: append forever, printing each acknowledged record.
 #[test]
@@ -76,7 +28,7 @@ fn crash_child() {
     };
     let dir = PathBuf::from(dir);
     let rerep = std::env::var(MODE_ENV).as_deref() == Ok("rerep");
-    let c = Cluster::open(options(&dir)).unwrap();
+    let c = Cluster::open(options(&dir, SERVERS)).unwrap();
     let mut rng = rand::thread_rng();
     if rerep {
         // Lose a disk shortly: its chunks are re-replicated while we append.
@@ -174,7 +126,7 @@ fn acknowledged_appends_survive_kill_9() {
                 ));
             }
         }
-        let c = Cluster::open(options(dir.path())).unwrap();
+        let c = Cluster::open(options(dir.path(), SERVERS)).unwrap();
         let mut files = std::collections::HashMap::new();
         for name in c.list("log/").unwrap() {
             let f = c.open(&name).unwrap();
@@ -199,7 +151,7 @@ fn acknowledged_appends_survive_kill_9() {
         acked.len()
     );
     // Finally, with no crash in the way, replication is fully restored.
-    let c = Cluster::open(options(dir.path())).unwrap();
+    let c = Cluster::open(options(dir.path(), SERVERS)).unwrap();
     assert!(
         c.wait_for_repair(Duration::from_secs(30)),
         "{:?}",

@@ -132,11 +132,13 @@ impl Replica {
         layout: Layout,
     ) -> io::Result<(Arc<Replica>, Vec<u8>)> {
         gate.check_write()?;
+        crate::power::namespace(&path)?;
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create_new(true)
             .open(&path)?;
+        crate::power::created(&path);
         let fd = gate.fds.new_id();
         gate.fds.insert(fd, file);
         let mut header = vec![0u8; layout.data_off as usize];

@@ -390,6 +390,7 @@ impl ChunkServer {
     /// Moves a completed copy to its final name (durably) and registers it.
     pub(crate) fn install(&self, io: &Io, r: &Replica) -> io::Result<Arc<Replica>> {
         let final_path = self.chunks_dir().join(replica::file_name(r.handle));
+        crate::power::namespace(&final_path)?;
         fs::rename(&r.path, &final_path)?;
         self.sync_dir(io)?;
         // Reload under the final name so the replica's path is right.
@@ -417,7 +418,7 @@ impl ChunkServer {
             }
             None => self.chunks_dir().join(replica::file_name(handle)),
         };
-        match fs::remove_file(&path) {
+        match crate::power::namespace(&path).and_then(|()| fs::remove_file(&path)) {
             Ok(()) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => log::warn!("chunkserver {}: deleting {}: {e}", self.id, path.display()),
@@ -428,7 +429,9 @@ impl ChunkServer {
     pub(crate) fn discard(&self, r: &Replica) {
         r.mark_bad();
         r.close();
-        let _ = fs::remove_file(&r.path);
+        if crate::power::namespace(&r.path).is_ok() {
+            let _ = fs::remove_file(&r.path);
+        }
     }
 
     /// Free bytes on the server's file system.
@@ -453,6 +456,7 @@ fn free_bytes(dir: &Path) -> io::Result<u64> {
 
 fn write_synced(path: &Path, text: &str) -> io::Result<()> {
     use std::io::Write;
+    crate::power::namespace(path)?;
     let mut f = fs::File::create(path)?;
     f.write_all(text.as_bytes())?;
     f.write_all(b"\n")?;

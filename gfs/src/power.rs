@@ -1,0 +1,493 @@
+//! [`PowerCut`]: power-loss testing of code that writes real files.
+//!
+//! [`crate::CrashStore`] models a disk for code written against
+//! [`crate::FileStore`]; the chunk layer's replicas and the master's files
+//! are real files written through this crate's I/O layer, so they are tested
+//! here instead, on the real disk: while a `PowerCut` covers a directory,
+//! every write, sync and namespace change of a file under it goes through the
+//! model, which remembers what a power cut would take back. [`PowerCut::crash`]
+//! then puts the files back into the state a machine would find after the
+//! power went: as RocksDB's fault-injection environment does, it keeps an undo
+//! record of every write not yet synced and replays them backwards.
+//!
+//! # The durability model
+//!
+//! * **File data.** A write is durable once an fsync or fdatasync of its file
+//!   succeeds. On a crash every later write is undone (old bytes written
+//!   back, the file cut to its synced length); with torn writes on, a random
+//!   prefix of the unsynced writes survives, the last of them cut at a random
+//!   byte, as when the kernel wrote back some pages before the power went.
+//! * **Created files.** A file created under the directory is gone after a
+//!   crash unless its directory was fsynced after the creation.
+//! * **Renames and deletes** are taken as durable at once (the code under
+//!   test fsyncs the directory right after each).
+//! * **Power off.** After [`PowerCut::power_off_after`] mutating operations,
+//!   every further write, sync or namespace change under the directory fails
+//!   with EIO until [`PowerCut::crash`].
+//!
+//! While any `PowerCut` is installed, writes go through plain system calls
+//! (not io_uring), one at a time, so the model sees them in order. With none
+//! installed the hooks cost one atomic load.
+
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use crate::io::{Chain, Step};
+use crate::sysio;
+
+/// How many models are installed: the fast path skips everything at zero.
+static INSTALLED: AtomicUsize = AtomicUsize::new(0);
+static MODELS: Mutex<Vec<Weak<Model>>> = Mutex::new(Vec::new());
+
+/// What [`PowerCut::crash`] took back.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PowerReport {
+    /// Unsynced writes undone (wholly or, when torn, in part).
+    pub writes_undone: usize,
+    /// Files whose creation was not durable and that are gone.
+    pub files_lost: usize,
+    /// Files that kept part of their unsynced writes (torn writes).
+    pub torn_files: usize,
+}
+
+/// One write not yet made durable: what it overwrote.
+struct Undo {
+    offset: u64,
+    /// Bytes the write overwrote (the part that was inside the file).
+    old: Vec<u8>,
+    /// Bytes the write put there.
+    new_len: u64,
+    /// The file's length before the write.
+    len_before: u64,
+}
+
+struct Tracked {
+    /// A handle of our own: the undo goes to the same inode even after the
+    /// file was renamed or its writer closed it.
+    file: File,
+    undo: Vec<Undo>,
+}
+
+struct State {
+    files: HashMap<(u64, u64), Tracked>,
+    /// Files created since their directory was last synced, by directory.
+    created: HashMap<PathBuf, Vec<PathBuf>>,
+    power_left: Option<u64>,
+    off: bool,
+    mutations: u64,
+    torn: bool,
+    rng: u64,
+}
+
+struct Model {
+    root: PathBuf,
+    state: Mutex<State>,
+}
+
+/// A power-loss model over one directory; uninstalled when dropped.
+pub struct PowerCut {
+    model: Arc<Model>,
+}
+
+impl PowerCut {
+    /// Starts modelling every file under `root` (which must exist), taking
+    /// what is there now as durable. `seed` draws the torn writes.
+    pub fn install(root: &Path, seed: u64) -> io::Result<PowerCut> {
+        let root = root.canonicalize()?;
+        let model = Arc::new(Model {
+            root,
+            state: Mutex::new(State {
+                files: HashMap::new(),
+                created: HashMap::new(),
+                power_left: None,
+                off: false,
+                mutations: 0,
+                torn: false,
+                rng: seed,
+            }),
+        });
+        let mut models = MODELS.lock();
+        models.retain(|m| m.strong_count() > 0);
+        models.push(Arc::downgrade(&model));
+        INSTALLED.fetch_add(1, Ordering::SeqCst);
+        Ok(PowerCut { model })
+    }
+
+    /// Whether a crash keeps a random prefix of the unsynced writes.
+    pub fn set_torn_writes(&self, on: bool) {
+        self.model.state.lock().torn = on;
+    }
+
+    /// Cuts the power after `n` more mutating operations (writes, syncs,
+    /// creations, renames, deletes): the `n+1`th and all after it fail.
+    pub fn power_off_after(&self, n: u64) {
+        self.model.state.lock().power_left = Some(n);
+    }
+
+    /// Mutating operations seen so far (to size a sweep of crash points).
+    pub fn mutations(&self) -> u64 {
+        self.model.state.lock().mutations
+    }
+
+    /// Whether the power is off.
+    pub fn is_off(&self) -> bool {
+        self.model.state.lock().off
+    }
+
+    /// Puts every file back into what would survive a power cut now, and
+    /// turns the power back on with everything on disk taken as durable.
+    /// Stop every writer first: this is the machine restarting.
+    pub fn crash(&self) -> PowerReport {
+        let mut s = self.model.state.lock();
+        let mut report = PowerReport::default();
+        let files = std::mem::take(&mut s.files);
+        for (_, t) in files {
+            if t.undo.is_empty() {
+                continue;
+            }
+            let keep = if s.torn {
+                (next_rand(&mut s.rng) % (t.undo.len() as u64 + 1)) as usize
+            } else {
+                0
+            };
+            let cut = next_rand(&mut s.rng);
+            report.writes_undone += t.undo.len() - keep;
+            if keep > 0 {
+                report.torn_files += 1;
+            }
+            // A failure here leaves the file as the process left it, which a
+            // real machine could also show; the test reading it decides.
+            let _ = undo(&t, keep, cut);
+        }
+        for (_, paths) in std::mem::take(&mut s.created) {
+            for p in paths {
+                if std::fs::remove_file(&p).is_ok() {
+                    report.files_lost += 1;
+                }
+            }
+        }
+        s.off = false;
+        s.power_left = None;
+        report
+    }
+}
+
+impl Drop for PowerCut {
+    fn drop(&mut self) {
+        let mut models = MODELS.lock();
+        models.retain(|m| m.strong_count() > 0 && !std::ptr::eq(m.as_ptr(), &*self.model));
+        INSTALLED.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Undoes the writes of `t` after the first `keep`; when some are kept, the
+/// last kept one is cut at a byte drawn from `cut`.
+fn undo(t: &Tracked, keep: usize, cut: u64) -> io::Result<()> {
+    for u in t.undo[keep..].iter().rev() {
+        t.file.write_all_at(&u.old, u.offset)?;
+        t.file.set_len(u.len_before)?;
+    }
+    if keep > 0 {
+        let u = &t.undo[keep - 1];
+        let c = cut % (u.new_len + 1);
+        let old_tail = u.old.get(c as usize..).unwrap_or(&[]);
+        t.file.write_all_at(old_tail, u.offset + c)?;
+        let len_after = t.file.metadata()?.len();
+        t.file
+            .set_len(len_after.min(u.len_before.max(u.offset + c)))?;
+    }
+    Ok(())
+}
+
+fn next_rand(rng: &mut u64) -> u64 {
+    // splitmix64: deterministic for a seed, no dependency.
+    *rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *rng;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn eio(why: &str) -> io::Error {
+    io::Error::other(format!("power cut: {why}"))
+}
+
+fn installed() -> bool {
+    INSTALLED.load(Ordering::Relaxed) > 0
+}
+
+/// The model covering `path`, if any.
+fn model_for(path: &Path) -> Option<Arc<Model>> {
+    let models = MODELS.lock();
+    models
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|m| path.starts_with(&m.root))
+}
+
+/// The path of an open file (through /proc; only asked while a model is
+/// installed).
+fn path_of(file: &File) -> Option<PathBuf> {
+    let p = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    let s = p.to_string_lossy();
+    match s.strip_suffix(" (deleted)") {
+        Some(live) => Some(PathBuf::from(live)),
+        None => Some(p),
+    }
+}
+
+/// A read-write handle of our own on `file`'s inode (the writer's may be
+/// write-only); through /proc it works even for a deleted file.
+fn reopen(file: &File) -> io::Result<File> {
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
+fn model_of(file: &File) -> Option<Arc<Model>> {
+    if !installed() {
+        return None;
+    }
+    model_for(&path_of(file)?)
+}
+
+impl State {
+    /// Counts a mutating operation; fails it once the power is off.
+    fn admit(&mut self) -> io::Result<()> {
+        if self.off {
+            return Err(eio("power is off"));
+        }
+        if let Some(left) = self.power_left.as_mut() {
+            if *left == 0 {
+                self.off = true;
+                self.power_left = None;
+                return Err(eio("power lost"));
+            }
+            *left -= 1;
+        }
+        self.mutations += 1;
+        Ok(())
+    }
+
+    fn write(&mut self, file: &File, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
+        self.admit()?;
+        let meta = file.metadata()?;
+        let len_before = meta.len();
+        let new_len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let end = (offset + new_len).min(len_before);
+        let tracked = match self.files.entry((meta.dev(), meta.ino())) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Tracked {
+                file: reopen(file)?,
+                undo: Vec::new(),
+            }),
+        };
+        let mut old = vec![0u8; end.saturating_sub(offset) as usize];
+        tracked.file.read_exact_at(&mut old, offset)?;
+        tracked.undo.push(Undo {
+            offset,
+            old,
+            new_len,
+            len_before,
+        });
+        sysio::write(file, offset, bufs)
+    }
+
+    fn sync(&mut self, file: &File, data_only: bool) -> io::Result<()> {
+        self.admit()?;
+        sysio::sync(file, data_only)?;
+        let meta = file.metadata()?;
+        if meta.is_dir() {
+            if let Some(dir) = path_of(file) {
+                self.created.remove(&dir);
+            }
+        } else if let Some(t) = self.files.get_mut(&(meta.dev(), meta.ino())) {
+            t.undo.clear();
+        }
+        Ok(())
+    }
+}
+
+/// A write of `bufs` at `offset` (synced after with `sync`), if a model
+/// covers the file; `None` means do it the ordinary way.
+pub(crate) fn write(
+    file: &File,
+    offset: u64,
+    bufs: &[&[u8]],
+    sync: bool,
+) -> Option<io::Result<()>> {
+    let m = model_of(file)?;
+    let mut s = m.state.lock();
+    Some(
+        s.write(file, offset, bufs)
+            .and_then(|()| if sync { s.sync(file, true) } else { Ok(()) }),
+    )
+}
+
+/// An fsync or fdatasync, if a model covers the file.
+pub(crate) fn sync(file: &File, data_only: bool) -> Option<io::Result<()>> {
+    let m = model_of(file)?;
+    let result = m.state.lock().sync(file, data_only);
+    Some(result)
+}
+
+/// Chains of writes and syncs, if a model covers a file of theirs.
+pub(crate) fn run_chains(chains: &[Chain<'_>]) -> Option<Vec<io::Result<()>>> {
+    if !installed() {
+        return None;
+    }
+    let first = chains.iter().flat_map(|c| c.steps.first()).next()?;
+    let file = match first {
+        Step::Write { file, .. } | Step::Sync { file, .. } => *file,
+    };
+    let m = model_of(file)?;
+    let mut s = m.state.lock();
+    Some(
+        chains
+            .iter()
+            .map(|chain| {
+                for step in &chain.steps {
+                    match step {
+                        Step::Write { file, offset, bufs } => s.write(file, *offset, bufs)?,
+                        Step::Sync { file, data_only } => s.sync(file, *data_only)?,
+                    }
+                }
+                Ok(())
+            })
+            .collect(),
+    )
+}
+
+/// Admits a namespace change at `path` (a crash point; refused with the
+/// power off).
+pub(crate) fn namespace(path: &Path) -> io::Result<()> {
+    if !installed() {
+        return Ok(());
+    }
+    match model_for(path) {
+        Some(m) => m.state.lock().admit(),
+        None => Ok(()),
+    }
+}
+
+/// Notes that `path` was just created: it is lost in a crash unless its
+/// directory is synced first.
+pub(crate) fn created(path: &Path) {
+    if !installed() {
+        return;
+    }
+    if let (Some(m), Some(dir)) = (model_for(path), path.parent()) {
+        m.state
+            .lock()
+            .created
+            .entry(dir.to_path_buf())
+            .or_default()
+            .push(path.to_path_buf());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(p: &Path) -> Vec<u8> {
+        std::fs::read(p).unwrap()
+    }
+
+    #[test]
+    fn unsynced_writes_and_unsynced_creations_are_undone() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let old = root.join("old");
+        std::fs::write(&old, b"0123456789").unwrap();
+        let cut = PowerCut::install(&root, 1).unwrap();
+        let f = std::fs::OpenOptions::new().write(true).open(&old).unwrap();
+        write(&f, 5, &[b"abcdefgh"], true).unwrap().unwrap();
+        write(&f, 0, &[b"XY"], false).unwrap().unwrap();
+        write(&f, 13, &[b"zzzz"], false).unwrap().unwrap();
+        let new = root.join("new");
+        namespace(&new).unwrap();
+        let g = File::create(&new).unwrap();
+        created(&new);
+        write(&g, 0, &[b"data"], true).unwrap().unwrap();
+        assert_eq!(cut.mutations(), 7);
+        let r = cut.crash();
+        assert_eq!(read(&old), b"01234abcdefgh");
+        assert!(!new.exists(), "created without a directory sync");
+        assert_eq!(r.writes_undone, 2);
+        assert_eq!(r.files_lost, 1);
+    }
+
+    #[test]
+    fn a_synced_directory_keeps_its_new_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let cut = PowerCut::install(&root, 2).unwrap();
+        let p = root.join("f");
+        let f = File::create(&p).unwrap();
+        created(&p);
+        write(&f, 0, &[b"abc"], true).unwrap().unwrap();
+        sync(&File::open(&root).unwrap(), false).unwrap().unwrap();
+        cut.crash();
+        assert_eq!(read(&p), b"abc");
+    }
+
+    #[test]
+    fn power_off_fails_everything_after_the_cut() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let cut = PowerCut::install(&root, 3).unwrap();
+        let p = root.join("f");
+        let f = File::create(&p).unwrap();
+        cut.power_off_after(1);
+        write(&f, 0, &[b"abc"], false).unwrap().unwrap();
+        assert!(write(&f, 3, &[b"def"], false).unwrap().is_err());
+        assert!(sync(&f, true).unwrap().is_err());
+        assert!(namespace(&root.join("g")).is_err());
+        assert!(cut.is_off());
+        cut.crash();
+        assert!(!cut.is_off());
+        assert_eq!(read(&p), b"");
+    }
+
+    #[test]
+    fn torn_writes_keep_a_prefix_of_the_unsynced_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let mut seen_partial = false;
+        for seed in 0..40 {
+            let p = root.join(format!("f{seed}"));
+            std::fs::write(&p, b"").unwrap();
+            let cut = PowerCut::install(&root, seed).unwrap();
+            cut.set_torn_writes(true);
+            let f = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+            for chunk in [&b"aaaa"[..], b"bbbb", b"cccc"] {
+                let at = f.metadata().unwrap().len();
+                write(&f, at, &[chunk], false).unwrap().unwrap();
+            }
+            cut.crash();
+            drop(cut);
+            let got = read(&p);
+            assert!(b"aaaabbbbcccc".starts_with(&got), "{got:?}");
+            seen_partial |= !got.is_empty() && got.len() < 12;
+        }
+        assert!(seen_partial);
+    }
+
+    #[test]
+    fn files_outside_the_directory_are_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let other = tempfile::tempdir().unwrap();
+        let _cut = PowerCut::install(dir.path(), 4).unwrap();
+        let f = File::create(other.path().join("f")).unwrap();
+        assert!(write(&f, 0, &[b"x"], false).is_none());
+    }
+}
