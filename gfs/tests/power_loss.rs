@@ -7,7 +7,8 @@
 //! reopen, lose nothing a sync acknowledged, show only whole records, keep
 //! acknowledged renames and deletes, and find no corruption.
 //!
-//! `CRASH_POINTS` sets the number of crash points (default 24).
+//! `CRASH_POINTS` sets the number of crash points (default 24); `CRASH_AT=n`
+//! runs only the round that cuts after operation n (as a failure names it).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -195,12 +196,16 @@ fn synced_data_survives_power_loss_at_many_crash_points() {
     drop(c);
 
     let mut rng = StdRng::seed_from_u64(rounds);
+    let only: Option<u64> = std::env::var("CRASH_AT").ok().and_then(|v| v.parse().ok());
     for round in 0..rounds {
         // Spread the cuts over the whole workload, opening included.
         let lo = total * round / rounds;
         let hi = (total * (round + 1) / rounds).max(lo + 1);
         let at = rng.gen_range(lo..hi);
         let torn = round % 2 == 1;
+        if only.is_some_and(|o| o != at) {
+            continue;
+        }
         let what = format!("round {round} (cut after {at} of {total}, torn {torn})");
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().canonicalize().unwrap();

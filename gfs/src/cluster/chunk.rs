@@ -3,7 +3,7 @@
 //! A replica is one file:
 //!
 //! ```text
-//! [superblock: 64 B][checksum table: 16 B per 64 KiB block][zeros to 4 KiB][data]
+//! [superblock: 64 B][checksum table: 16 B per 64 KiB block][2 tail slots: 24 B each][zeros to 4 KiB][data]
 //! ```
 //!
 //! The superblock names the chunk (handle), its version and the chunk size,
@@ -20,6 +20,19 @@
 //! full block), so until that last 16-byte write lands the append is not part
 //! of the replica: a process killed mid-append leaves the old length, never
 //! half a record.
+//!
+//! That last write overwrites the entry of a block that may already hold
+//! synced data. Before an fdatasync the kernel may write back the pages of a
+//! file in any order, so after a power cut the new entry can be on disk
+//! without the data it covers (or the reverse), and the synced prefix of the
+//! block would no longer verify. Two *tail slots* after the table keep it:
+//! every sync writes, just before its fdatasync, the entry of the partial
+//! last block as it will be once the sync completes, alternating between the
+//! two slots, so the slot the previous sync made durable is never
+//! overwritten before the next sync completes. At load, a last block that
+//! fails its table entry is checked against the slots (see
+//! [`TailSlot`]). A layout with no room for the slots between the table and
+//! the data (a chunk size of 252 + 256·n blocks) works without them.
 
 /// Bytes covered by one checksum.
 pub(crate) const BLOCK: u64 = 64 << 10;
@@ -30,6 +43,9 @@ const ALIGN: u64 = 4096;
 const MAGIC: &[u8; 8] = b"GFSCHNK1";
 const FORMAT: u32 = 1;
 
+/// Bytes of one tail slot.
+pub(crate) const SLOT_LEN: u64 = 24;
+
 /// Where things are in a replica file of a given chunk size.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Layout {
@@ -37,17 +53,26 @@ pub(crate) struct Layout {
     pub(crate) blocks: u64,
     /// Offset of chunk byte 0 in the file (also the header length).
     pub(crate) data_off: u64,
+    /// Offset of the two tail slots, if the padding has room for them.
+    pub(crate) slots_off: Option<u64>,
 }
 
 impl Layout {
     pub(crate) fn new(chunk_size: u64) -> Layout {
         let blocks = chunk_size.div_ceil(BLOCK);
-        let data_off = (SUPER_LEN + blocks * ENTRY_LEN).div_ceil(ALIGN) * ALIGN;
+        let table_end = SUPER_LEN + blocks * ENTRY_LEN;
+        let data_off = table_end.div_ceil(ALIGN) * ALIGN;
         Layout {
             chunk_size,
             blocks,
             data_off,
+            slots_off: (data_off - table_end >= 2 * SLOT_LEN).then_some(table_end),
         }
+    }
+
+    /// File offset of tail slot `i` (0 or 1), if the layout has slots.
+    pub(crate) fn slot_off(&self, i: u64) -> Option<u64> {
+        self.slots_off.map(|o| o + (i % 2) * SLOT_LEN)
     }
 
     /// File offset of block `k`'s table entry.
@@ -158,6 +183,68 @@ impl Entry {
     }
 }
 
+/// The entry of a replica's partial last block, kept in a tail slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TailSlot {
+    pub(crate) block: u64,
+    pub(crate) entry: Entry,
+}
+
+/// Keeps an all-zero slot from passing its check.
+const SLOT_SEED: u64 = 0x7461_696c_736c_6f74;
+
+impl TailSlot {
+    /// The slot of a replica `len` bytes long whose last block has `entry`;
+    /// `None` when it ends on a block boundary (no partial block to keep).
+    pub(crate) fn of(len: u64, entry: Entry) -> Option<TailSlot> {
+        (!len.is_multiple_of(BLOCK)).then_some(TailSlot {
+            block: len / BLOCK,
+            entry,
+        })
+    }
+
+    /// The replica length the slot describes.
+    pub(crate) fn len(&self) -> u64 {
+        self.block * BLOCK + u64::from(self.entry.len)
+    }
+
+    /// `[block u32][len u32][hash u64][seahash of the 16 bytes before ^ seed]`.
+    pub(crate) fn encode(&self) -> [u8; SLOT_LEN as usize] {
+        let mut b = [0u8; SLOT_LEN as usize];
+        b[0..4].copy_from_slice(&(self.block as u32).to_le_bytes());
+        b[4..8].copy_from_slice(&self.entry.len.to_le_bytes());
+        b[8..16].copy_from_slice(&self.entry.hash.to_le_bytes());
+        let check = seahash::hash(&b[..16]) ^ SLOT_SEED;
+        b[16..24].copy_from_slice(&check.to_le_bytes());
+        b
+    }
+
+    /// A slot whose check passes, or `None` (zeros, torn or damaged).
+    pub(crate) fn decode(b: &[u8]) -> Option<TailSlot> {
+        let b = b.get(..SLOT_LEN as usize)?;
+        let u64_at = |i: usize| {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(&b[i..i + 8]);
+            u64::from_le_bytes(a)
+        };
+        if seahash::hash(&b[..16]) ^ SLOT_SEED != u64_at(16) {
+            return None;
+        }
+        let block = u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let len = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+        if len == 0 || u64::from(len) >= BLOCK {
+            return None;
+        }
+        Some(TailSlot {
+            block,
+            entry: Entry {
+                len,
+                hash: u64_at(8),
+            },
+        })
+    }
+}
+
 /// Encodes a run of entries as they lie in the table.
 pub(crate) fn encode_entries(entries: &[Entry]) -> Vec<u8> {
     entries.iter().flat_map(|e| e.encode()).collect()
@@ -191,6 +278,8 @@ pub(crate) struct EncodedSums {
     pub(crate) first_block: u64,
     pub(crate) first: Vec<u8>,
     pub(crate) rest: Vec<u8>,
+    /// The tail slot of the replica after the append, if it ends mid-block.
+    pub(crate) slot: Option<[u8; SLOT_LEN as usize]>,
 }
 
 impl AppendSums {
@@ -203,6 +292,13 @@ impl AppendSums {
                 .map(|e| e.encode().to_vec())
                 .unwrap_or_default(),
             rest: encode_entries(self.entries.get(1..).unwrap_or(&[])),
+            slot: match self.entries.last() {
+                Some(last) if !self.tail.is_empty() => {
+                    let block = self.first_block + self.entries.len() as u64 - 1;
+                    TailSlot::of(block * BLOCK + u64::from(last.len), *last).map(|s| s.encode())
+                }
+                _ => None,
+            },
         }
     }
 }
@@ -323,5 +419,23 @@ mod tests {
         assert_eq!(length_from_table(&table), len);
         // An empty append changes nothing.
         assert!(append_sums(len, &tail, &[]).entries.is_empty());
+    }
+
+    #[test]
+    fn tail_slots_roundtrip_and_refuse_zeros_and_damage() {
+        let e = Entry::of(&[5u8; 300]);
+        let s = TailSlot::of(3 * BLOCK + 300, e).unwrap();
+        assert_eq!((s.block, s.len()), (3, 3 * BLOCK + 300));
+        let b = s.encode();
+        assert_eq!(TailSlot::decode(&b), Some(s));
+        assert_eq!(TailSlot::decode(&[0u8; SLOT_LEN as usize]), None);
+        for i in 0..b.len() {
+            let mut d = b;
+            d[i] ^= 0x10;
+            assert_eq!(TailSlot::decode(&d), None, "flip at {i}");
+        }
+        assert_eq!(TailSlot::of(2 * BLOCK, e), None, "no partial block");
+        assert!(Layout::new(64 << 20).slots_off.is_some());
+        assert!(Layout::new(252 * BLOCK).slots_off.is_none());
     }
 }

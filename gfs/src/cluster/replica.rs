@@ -6,14 +6,16 @@
 //! against the stored hash and the stored entry against the in-memory one,
 //! so a flipped byte in either is caught by the first read that touches it.
 
-use super::chunk::{self, AppendSums, EncodedSums, Entry, Layout, Superblock, BLOCK, SUPER_LEN};
+use super::chunk::{
+    self, AppendSums, EncodedSums, Entry, Layout, Superblock, TailSlot, BLOCK, SLOT_LEN, SUPER_LEN,
+};
 use super::server::Gate;
 use crate::io::{Chain, Io, ReadReq};
 use parking_lot::{Mutex, RwLock};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Why a replica could not serve a read.
@@ -64,6 +66,9 @@ pub(crate) struct Replica {
     /// directory so the file's entry is durable: creating a chunk costs no
     /// fsync until someone asks for durability.
     dir_synced: AtomicBool,
+    /// The tail slot the next sync writes (0 or 1): never the one holding
+    /// the last durable state.
+    next_slot: AtomicU64,
 }
 
 impl Drop for Replica {
@@ -79,6 +84,9 @@ pub(crate) struct Open<'r> {
     file: Arc<File>,
     /// The directory, when the replica's entry in it is not yet durable.
     dir: Option<File>,
+    /// The tail slot of the replica as it is now (what a sync that appends
+    /// nothing makes durable).
+    slot: Option<[u8; SLOT_LEN as usize]>,
 }
 
 /// The file name of a replica of chunk `handle`.
@@ -164,6 +172,7 @@ impl Replica {
             io_lock: Mutex::new(()),
             bad: AtomicBool::new(false),
             dir_synced: AtomicBool::new(false),
+            next_slot: AtomicU64::new(0),
         };
         Ok((Arc::new(r), header))
     }
@@ -208,8 +217,18 @@ impl Replica {
             .collect();
         table.resize(layout.blocks as usize, Entry::default());
         let claimed = chunk::length_from_table(&table).min(layout.chunk_size);
+        let slots: Vec<Option<TailSlot>> = match layout.slots_off {
+            Some(off) => {
+                let raw = one(off, 2 * SLOT_LEN as usize)?;
+                raw.chunks(SLOT_LEN as usize)
+                    .map(TailSlot::decode)
+                    .collect()
+            }
+            None => Vec::new(),
+        };
         let mut len = claimed;
         let mut corrupt_tail = None;
+        let mut rescued = None;
         while len > 0 {
             let k = (len - 1) / BLOCK;
             let start = k * BLOCK;
@@ -218,11 +237,40 @@ impl Replica {
             if data.len() == blen && Entry::of(&data) == table[k as usize] {
                 break;
             }
+            // A power cut in the middle of an append to this block: the
+            // slot of the last completed sync still describes its synced
+            // prefix. The longer slot is tried first (a sync that finished
+            // writing its slot but not its data fails the check).
+            let mut fits: Vec<&TailSlot> =
+                slots.iter().flatten().filter(|s| s.block == k).collect();
+            fits.sort_by_key(|s| std::cmp::Reverse(s.entry.len));
+            let found = fits.into_iter().find(|s| {
+                let n = s.entry.len as usize;
+                data.len() >= n && Entry::of(&data[..n]) == s.entry
+            });
+            if let Some(s) = found {
+                table[k as usize] = s.entry;
+                len = s.len();
+                rescued = Some(*s);
+                break;
+            }
             if corrupt_tail.is_none() && !looks_torn(&data, blen) {
                 corrupt_tail = Some(format!("block {k} fails its checksum at load"));
             }
             len = start;
         }
+        // The next sync must not overwrite the slot that best describes what
+        // is on disk now: it takes an unused slot, or one describing more
+        // than survived (a sync that did not complete), or the older one.
+        let worth = |s: Option<&Option<TailSlot>>| match s.copied().flatten() {
+            None => (0, 0),
+            Some(s) if s.len() > len => (1, s.len()),
+            Some(s) if rescued == Some(s) || table.get(s.block as usize) == Some(&s.entry) => {
+                (3, s.len())
+            }
+            Some(s) => (2, s.len()),
+        };
+        let next_slot = u64::from(worth(slots.get(1)) < worth(slots.first()));
         // Entries past the verified length are garbage (or a torn tail).
         let used = len.div_ceil(BLOCK) as usize;
         for e in &mut table[used..] {
@@ -261,6 +309,7 @@ impl Replica {
             io_lock: Mutex::new(()),
             bad: AtomicBool::new(false),
             dir_synced: AtomicBool::new(true),
+            next_slot: AtomicU64::new(next_slot),
         };
         Ok(Loaded {
             replica: Arc::new(r),
@@ -289,10 +338,17 @@ impl Replica {
                 None => None,
             }
         };
+        let slot = {
+            let st = self.state.read();
+            let last = st.len.saturating_sub(1) / BLOCK;
+            let entry = st.table.get(last as usize).copied().unwrap_or_default();
+            TailSlot::of(st.len, entry).map(|s| s.encode())
+        };
         Ok(Open {
             replica: self,
             file,
             dir,
+            slot,
         })
     }
 
@@ -530,7 +586,21 @@ impl Replica {
         if header[SUPER_LEN as usize..t_end] != chunk::encode_entries(&table)[..] {
             return Err("checksum table damaged".into());
         }
-        if header[t_end..].iter().any(|&b| b != 0) {
+        let mut pad_from = t_end;
+        if let Some(off) = self.layout.slots_off {
+            // Each slot is unused (zeros) or passes its own check.
+            let slots_end = off as usize + 2 * SLOT_LEN as usize;
+            for (i, raw) in header[off as usize..slots_end]
+                .chunks(SLOT_LEN as usize)
+                .enumerate()
+            {
+                if raw.iter().any(|&b| b != 0) && TailSlot::decode(raw).is_none() {
+                    return Err(format!("tail slot {i} damaged"));
+                }
+            }
+            pad_from = slots_end;
+        }
+        if header[pad_from..].iter().any(|&b| b != 0) {
             return Err("header padding damaged".into());
         }
         // The data, a megabyte per read: memory stays small and `pace` can
@@ -597,7 +667,7 @@ impl Open<'_> {
             chain.write(&self.file, off, &[&sums.first]);
         }
         if sync {
-            self.sync_chain(chain);
+            self.sync_steps(chain, sums.slot.as_ref());
         }
     }
 
@@ -605,6 +675,19 @@ impl Open<'_> {
     /// time, if opened `for_sync`); call [`Replica::synced`] once the chain
     /// has succeeded.
     pub(crate) fn sync_chain<'a>(&'a self, chain: &mut Chain<'a>) {
+        self.sync_steps(chain, self.slot.as_ref());
+    }
+
+    /// The tail slot of the state being made durable (into the slot the
+    /// last sync did not use), then the fdatasync.
+    fn sync_steps<'a>(&'a self, chain: &mut Chain<'a>, slot: Option<&'a [u8; SLOT_LEN as usize]>) {
+        let layout = &self.replica.layout;
+        if let Some(slot) = slot {
+            let i = self.replica.next_slot.fetch_xor(1, Ordering::AcqRel);
+            if let Some(off) = layout.slot_off(i) {
+                chain.write(&self.file, off, &[slot]);
+            }
+        }
         chain.sync(&self.file, true);
         if let Some(d) = &self.dir {
             chain.sync(d, false);
@@ -842,5 +925,43 @@ mod tests {
         );
         // A superblock naming another chunk is refused.
         assert!(Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 6).is_err());
+    }
+
+    #[test]
+    fn a_synced_partial_block_survives_its_entry_landing_without_its_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+        let mut tail = Vec::new();
+        append(&io, &r, &mut tail, &[1u8; 100]);
+        append(&io, &r, &mut tail, &[2u8; 50]);
+        // Each sync wrote its own slot: both are valid, the last one is 150.
+        let header = std::fs::read(&r.path).unwrap();
+        let off = r.layout.slots_off.unwrap() as usize;
+        let slots: Vec<_> = header[off..off + 2 * SLOT_LEN as usize]
+            .chunks(SLOT_LEN as usize)
+            .map(|b| TailSlot::decode(b).unwrap().len())
+            .collect();
+        assert_eq!(slots, vec![100, 150]);
+        // An unsynced append of 1000 bytes: after a power cut its entry for
+        // block 0 is on disk but its data is not (the kernel wrote the pages
+        // back out of order).
+        use std::os::unix::fs::FileExt;
+        let file = OpenOptions::new().write(true).open(&r.path).unwrap();
+        let mut whole = vec![1u8; 100];
+        whole.extend_from_slice(&[2u8; 50]);
+        whole.extend_from_slice(&[3u8; 1000]);
+        file.write_all_at(&Entry::of(&whole).encode(), r.layout.entry_off(0))
+            .unwrap();
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+        assert_eq!(l.replica.len(), 150, "the synced prefix is kept");
+        assert!(l.corrupt_tail.is_none());
+        assert_eq!(read(&io, &l.replica, 0, 150).unwrap(), whole[..150]);
+        l.replica.scrub(&io).unwrap();
+        // The next sync goes to the slot that is not the one kept.
+        assert_eq!(l.replica.next_slot.load(Ordering::Relaxed), 0);
+        // A damaged slot is found by a scrub.
+        file.write_all_at(&[0xff], off as u64 + 3).unwrap();
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+        assert!(l.replica.scrub(&io).unwrap_err().contains("tail slot"));
     }
 }
