@@ -5,7 +5,11 @@
 //! loads the newest checkpoint and replays the logs written since. A record
 //! cut short at the very end of the last log (the process died while writing
 //! it) is a torn tail and is dropped; a bad record anywhere else is
-//! corruption and stops the master from starting on wrong metadata.
+//! corruption and stops the master from starting on wrong metadata, unless
+//! it looks torn (see [`looks_torn`]): before an fdatasync the kernel may
+//! write the pages of unsynced records back in any order, so a power cut
+//! can leave a hole in the middle of the unsynced tail with later records
+//! whole after it. Nothing after such a hole was acknowledged.
 
 use super::coding::{Decoder, Encoder};
 use super::mirror::Mirrors;
@@ -141,8 +145,31 @@ pub(crate) struct Parsed {
     pub(crate) torn: Option<u64>,
 }
 
-/// Parses a log file. Only the last record may be bad (torn); anything else
-/// is an error.
+/// What a disk writes atomically, and so the grain of a torn write.
+const SECTOR: usize = 512;
+
+/// Whether the bad record at `pos` (whose header claims it ends at `end`)
+/// shows what a power cut leaves in an append-only file: part of it in a
+/// sector that was written back before the record was appended, or never,
+/// reads as zeros from the record's start, or from a sector's start, to the
+/// end of that sector. Random damage (a flipped bit) does not zero a piece
+/// of 8 bytes or more at such a place.
+pub(crate) fn looks_torn(buf: &[u8], pos: usize, end: usize) -> bool {
+    let end = end.min(buf.len());
+    let mut lo = pos;
+    while lo < end {
+        let hi = ((lo / SECTOR + 1) * SECTOR).min(end);
+        let piece = &buf[lo..hi];
+        if piece.len() >= 8.min(end - pos) && piece.iter().all(|&b| b == 0) {
+            return true;
+        }
+        lo = hi;
+    }
+    false
+}
+
+/// Parses a log file. Only the last record may be bad, or one that looks
+/// torn (the records after it are dropped too); anything else is an error.
 pub(crate) fn parse(buf: &[u8]) -> std::result::Result<Parsed, String> {
     let mut ops = Vec::new();
     let mut pos = 0usize;
@@ -166,7 +193,7 @@ pub(crate) fn parse(buf: &[u8]) -> std::result::Result<Parsed, String> {
         };
         let ends_file = HEADER + len == rest.len();
         if seahash::hash(payload) != u64::from_le_bytes(h) {
-            if ends_file {
+            if ends_file || looks_torn(buf, pos, pos + HEADER + len) {
                 return torn(ops);
             }
             return Err(format!("record at byte {pos} fails its checksum"));
@@ -368,6 +395,32 @@ mod tests {
         let mut bad = all.clone();
         bad[HEADER + 2] ^= 1;
         assert!(parse(&bad).is_err());
+        // A hole of zeros in the middle (pages written back out of order
+        // before a power cut) ends the log there.
+        let second = frame(&ops()[0]).len();
+        let mut holed = all.clone();
+        holed[second..second + 16].fill(0);
+        let p = parse(&holed).unwrap();
+        assert_eq!((p.ops.len(), p.good_len), (1, second as u64));
+        assert!(p.torn.is_some());
+    }
+
+    #[test]
+    fn torn_looking_means_zeros_from_the_record_or_a_sector_start() {
+        let mut buf = vec![7u8; 3 * SECTOR];
+        assert!(!looks_torn(&buf, 100, 3 * SECTOR));
+        // Zeros from the record start to the sector end.
+        buf[100..SECTOR].fill(0);
+        assert!(looks_torn(&buf, 100, 3 * SECTOR));
+        // A whole sector of zeros inside the record.
+        let mut buf = vec![7u8; 3 * SECTOR];
+        buf[SECTOR..2 * SECTOR].fill(0);
+        assert!(looks_torn(&buf, 100, 3 * SECTOR));
+        // Zeros in the middle of a sector, or too few, are damage.
+        let mut buf = vec![7u8; 3 * SECTOR];
+        buf[200..300].fill(0);
+        buf[2 * SECTOR..2 * SECTOR + 4].fill(0);
+        assert!(!looks_torn(&buf, 100, 3 * SECTOR));
     }
 
     #[test]
