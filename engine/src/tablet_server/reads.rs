@@ -69,9 +69,13 @@ impl TabletServer {
         }
         // files_version is unique to this tablet's SSTable set, so entries
         // cached for an older set are never found again (they age out).
-        let cache_id = match families {
-            None => v.files_version,
-            Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
+        // Only whole-row reads use the scan cache.
+        let cache_id = match (column, families) {
+            (Some(_), _) => 0,
+            (None, None) => v.files_version,
+            (None, Some(f)) => {
+                seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes())
+            }
         };
         let scan_cache = &self.env.scan_cache;
         if column.is_none() {
