@@ -364,6 +364,19 @@ impl Bigtable {
         lines.extend(env.store.status());
         lines
     }
+    /// Group-commit figures summed over the live tablet servers
+    /// (`max_batch`: the largest batch any of them committed).
+    pub fn group_commit_stats(&self) -> crate::group_commit::GroupCommitStats {
+        let mut t = crate::group_commit::GroupCommitStats::default();
+        for s in self.servers() {
+            let g = s.group_commit_stats();
+            t.batches += g.batches;
+            t.items += g.items;
+            t.syncs += g.syncs;
+            t.max_batch = t.max_batch.max(g.max_batch);
+        }
+        t
+    }
     /// One line per tablet server (`.bigtable/servers`).
     pub fn servers_report(&self) -> Vec<String> {
         self.env()

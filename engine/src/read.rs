@@ -371,7 +371,17 @@ impl CellReader {
             } else {
                 Vec::new()
             };
-            self.iter.next()?;
+            // A one-column read with all the versions it wants is over: not
+            // stepping on saves a decode (or a block load) past the column.
+            let column_done = self.target_column.is_some()
+                && self
+                    .max_versions
+                    .is_some_and(|n| self.column.emitted + 1 >= n);
+            if column_done {
+                self.done = true;
+            } else {
+                self.iter.next()?;
+            }
             self.column.emitted += 1;
             self.cells_emitted += 1;
             if !self.row_counted {

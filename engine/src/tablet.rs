@@ -13,7 +13,6 @@ use crate::schema::TableSchema;
 use crate::sstable::Table;
 use crate::Result;
 use parking_lot::RwLock;
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -179,20 +178,25 @@ pub fn select_files<'a>(
     let Some(fams) = families else {
         return files.iter().collect();
     };
-    let mut groups: HashSet<&str> = fams
+    // A few groups at most: a Vec is cheaper than a HashSet on this per-read path.
+    let mut groups: Vec<&str> = Vec::new();
+    let named = fams
         .iter()
-        .filter_map(|f| schema.families.get(f).map(|s| s.locality_group.as_str()))
-        .collect();
-    for f in files {
-        if f.meta.families.iter().any(|x| fams.contains(x)) {
-            groups.insert(f.meta.group.as_str());
+        .filter_map(|f| schema.families.get(f).map(|s| s.locality_group.as_str()));
+    let holding = files
+        .iter()
+        .filter(|f| f.meta.families.iter().any(|x| fams.contains(x)))
+        .map(|f| f.meta.group.as_str());
+    for g in named.chain(holding) {
+        if !groups.contains(&g) {
+            groups.push(g);
         }
     }
     files
         .iter()
         .filter(|f| {
             f.meta.families.iter().any(|x| fams.contains(x))
-                || (f.meta.row_tombstones && groups.contains(f.meta.group.as_str()))
+                || (f.meta.row_tombstones && groups.contains(&f.meta.group.as_str()))
         })
         .collect()
 }

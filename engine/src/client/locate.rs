@@ -18,6 +18,7 @@ use crate::metadata::{
 use crate::{Error, Result};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 /// METADATA rows read per lookup miss.
 const PREFETCH_ROWS: u64 = 8;
@@ -75,8 +76,13 @@ pub fn parse_meta_row(key: &[u8], cells: &[crate::Cell]) -> Result<Option<MetaRo
 impl Client {
     /// Where row `row` of table `table` is served.
     pub fn locate(&self, table: u64, row: &[u8]) -> Result<Location> {
+        self.locate_shared(table, row).map(|l| (*l).clone())
+    }
+
+    /// As [`Client::locate`], sharing the cached entry (no copies of its keys).
+    pub(crate) fn locate_shared(&self, table: u64, row: &[u8]) -> Result<Arc<Location>> {
         if table == METADATA_ID && row < root_end().as_slice() {
-            return self.root_location();
+            return self.root_location().map(Arc::new);
         }
         let k = lookup_key(table, row);
         if let Some(loc) = self.cached(table, row, &k) {
@@ -112,17 +118,19 @@ impl Client {
                     end: r.meta.end.clone(),
                     server: r.server.clone(),
                 };
-                cache.insert(loc.cache_key(), loc);
+                cache.insert(loc.cache_key(), Arc::new(loc));
             }
         }
         match rows.first() {
-            Some(r) if r.meta.table == table && r.meta.start.as_slice() <= row => Ok(Location {
-                tablet: r.meta.id,
-                table,
-                start: r.meta.start.clone(),
-                end: r.meta.end.clone(),
-                server: r.server.clone(),
-            }),
+            Some(r) if r.meta.table == table && r.meta.start.as_slice() <= row => {
+                Ok(Arc::new(Location {
+                    tablet: r.meta.id,
+                    table,
+                    start: r.meta.start.clone(),
+                    end: r.meta.end.clone(),
+                    server: r.server.clone(),
+                }))
+            }
             Some(r) if r.meta.table == table => Err(Error::Unavailable(format!(
                 "METADATA of table {table} has no tablet holding a row yet (tablet {} starts later)",
                 r.meta.id
@@ -131,10 +139,12 @@ impl Client {
         }
     }
 
-    fn cached(&self, table: u64, row: &[u8], k: &[u8]) -> Option<Location> {
+    fn cached(&self, table: u64, row: &[u8], k: &[u8]) -> Option<Arc<Location>> {
         let cache = self.cache.read();
-        let (_, loc) = cache.range(k.to_vec()..).next()?;
-        (loc.table == table && loc.contains(row)).then(|| loc.clone())
+        let (_, loc) = cache
+            .range::<[u8], _>((Bound::Included(k), Bound::Unbounded))
+            .next()?;
+        (loc.table == table && loc.contains(row)).then(|| Arc::clone(loc))
     }
 
     fn root_location(&self) -> Result<Location> {

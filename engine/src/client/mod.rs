@@ -38,7 +38,7 @@ pub struct ClientCounters {
 pub struct Client {
     pub(crate) env: Arc<Env>,
     /// METADATA rows by key (table id, end row).
-    cache: RwLock<BTreeMap<Vec<u8>, Location>>,
+    cache: RwLock<BTreeMap<Vec<u8>, Arc<Location>>>,
     /// The root tablet's server.
     root: RwLock<Option<String>>,
     /// How long a request keeps retrying.
@@ -119,7 +119,7 @@ impl Client {
         mut op: impl FnMut(&TabletServer, &Location) -> Result<T>,
     ) -> Result<T> {
         self.retry("tablet lookup", || {
-            let loc = self.locate(table, row)?;
+            let loc = self.locate_shared(table, row)?;
             let r = self.server(&loc).and_then(|s| op(&s, &loc));
             if let Err(e) = &r {
                 if is_not_serving(e) {
@@ -181,6 +181,10 @@ impl Client {
     pub fn apply(&self, table: u64, ms: &[RowMutation], sync: bool) -> Result<()> {
         let rows: Vec<&[u8]> = ms.iter().map(|m| m.row.as_slice()).collect();
         self.per_tablet("write", table, &rows, |s, loc, idx| {
+            if idx.len() == ms.len() {
+                // One tablet holds them all (indices in order): no copies.
+                return s.apply(loc.tablet, ms, sync, None);
+            }
             let part: Vec<RowMutation> = idx.iter().map(|&i| ms[i].clone()).collect();
             s.apply(loc.tablet, &part, sync, None)
         })

@@ -31,7 +31,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Settings of a [`CommitLog`].
 #[derive(Debug, Clone)]
@@ -100,9 +100,16 @@ struct Job {
     done: Sender<Result<()>>,
 }
 
+/// A lane's current file, shared by its thread and by inline appends.
+type LaneFile = Arc<Mutex<Option<(u64, LogWriter)>>>;
+
 struct Lane {
     tx: Option<Sender<Job>>,
     thread: Option<JoinHandle<()>>,
+    file: LaneFile,
+    /// Jobs handed to the thread and not yet written: an inline append may
+    /// only go ahead of none, so each file stays in sequence order.
+    queued: Arc<AtomicUsize>,
 }
 
 /// The commit log of one tablet server.
@@ -176,7 +183,14 @@ impl Shared {
         Ok(())
     }
 
-    fn write(&self, lane: usize, cur: &mut Option<(u64, LogWriter)>, job: &Job) -> Result<()> {
+    fn write(
+        &self,
+        lane: usize,
+        cur: &mut Option<(u64, LogWriter)>,
+        payloads: &[Vec<u8>],
+        max_seq: SeqNo,
+        sync: bool,
+    ) -> Result<()> {
         if cur.as_ref().is_none_or(|(_, w)| w.failed()) {
             self.roll(lane, cur)?;
         }
@@ -184,28 +198,39 @@ impl Shared {
             .as_mut()
             .ok_or_else(|| Error::corruption("commit log lane has no file"))?;
         // Before the write: deletion must account for bytes that may land.
-        self.note_seq(*number, job.max_seq);
-        w.add_records(&job.payloads, job.sync)
+        self.note_seq(*number, max_seq);
+        w.add_records(payloads, sync)
+    }
+
+    /// Whether the lane's file should be replaced (failed or full).
+    fn roll_due(&self, cur: &Option<(u64, LogWriter)>) -> bool {
+        cur.as_ref()
+            .is_some_and(|(_, w)| w.failed() || w.len() >= self.opts.roll_size)
     }
 }
 
 /// The thread of one lane: writes jobs in order to its current file.
-fn lane_main(shared: Arc<Shared>, lane: usize, first: (u64, LogWriter), rx: Receiver<Job>) {
-    let mut cur = Some(first);
+fn lane_main(
+    shared: Arc<Shared>,
+    lane: usize,
+    file: LaneFile,
+    queued: Arc<AtomicUsize>,
+    rx: Receiver<Job>,
+) {
     for job in rx.iter() {
-        let res = shared.write(lane, &mut cur, &job);
+        let mut cur = file.lock();
+        let res = shared.write(lane, &mut cur, &job.payloads, job.max_seq, job.sync);
+        queued.fetch_sub(1, Ordering::AcqRel);
         // The caller may have stopped waiting (the other lane answered first).
         let _ = job.done.send(res);
-        let roll_now = cur
-            .as_ref()
-            .is_some_and(|(_, w)| w.failed() || w.len() >= shared.opts.roll_size);
-        if roll_now {
-            // Off the critical path: the next append finds a fresh file.
+        if shared.roll_due(&cur) {
+            // Off the caller's path: the next append finds a fresh file.
             if let Err(e) = shared.roll(lane, &mut cur) {
                 log::warn!("commit log {}: lane {lane} cannot roll: {e}", shared.dir);
             }
         }
     }
+    let mut cur = file.lock();
     if let Some((_, w)) = cur.as_mut() {
         if !w.failed() {
             if let Err(e) = w.sync() {
@@ -247,9 +272,12 @@ impl CommitLog {
             shared.install(lane, number, None);
             let (tx, rx) = unbounded();
             let s = Arc::clone(&shared);
+            let file: LaneFile = Arc::new(Mutex::new(Some((number, w))));
+            let queued = Arc::new(AtomicUsize::new(0));
+            let (f, q) = (Arc::clone(&file), Arc::clone(&queued));
             let thread = std::thread::Builder::new()
                 .name(format!("commit-log-{lane}"))
-                .spawn(move || lane_main(s, lane, (number, w), rx))
+                .spawn(move || lane_main(s, lane, f, q, rx))
                 .map_err(|e| gfs::Error::Io {
                     name: shared.dir.clone(),
                     source: e,
@@ -257,6 +285,8 @@ impl CommitLog {
             lanes.push(Lane {
                 tx: Some(tx),
                 thread: Some(thread),
+                file,
+                queued,
             });
         }
         let lanes: [Lane; 2] = lanes
@@ -296,10 +326,42 @@ impl CommitLog {
             payloads.push(r.encode());
         }
         let bytes: usize = payloads.iter().map(Vec::len).sum();
-        let payloads = Arc::new(payloads);
 
         let _serial = self.append_lock.lock();
         let first = self.active.load(Ordering::Acquire);
+        // An unsynced append with nothing queued on the active lane is written
+        // by the caller itself (a write into the OS's cache): two thread
+        // switches cost more than the write. Synced appends go through the
+        // lane thread, so that a slow one can be raced by the other lane.
+        if !sync && self.lanes[first].queued.load(Ordering::Acquire) == 0 {
+            let started = Instant::now();
+            match self.append_inline(first, &payloads, max_seq) {
+                Ok(()) => {
+                    self.count(records.len(), bytes, sync);
+                    if started.elapsed() > self.shared.opts.slow_threshold {
+                        log::warn!(
+                            "commit log {}: lane {first} slower than {:?}; switching lanes",
+                            self.shared.dir,
+                            self.shared.opts.slow_threshold
+                        );
+                        self.switch_to(1 - first);
+                    }
+                    return Ok(());
+                }
+                Err(e) => {
+                    log::warn!("commit log {}: lane {first} failed: {e}", self.shared.dir);
+                    self.switch_to(1 - first);
+                    let rx2 = self.send(1 - first, &Arc::new(payloads), max_seq, sync);
+                    let res = rx2.recv().unwrap_or(Err(e));
+                    if res.is_ok() {
+                        self.count(records.len(), bytes, sync);
+                    }
+                    return res;
+                }
+            }
+        }
+
+        let payloads = Arc::new(payloads);
         let rx1 = self.send(first, &payloads, max_seq, sync);
         let first_err = match rx1.recv_timeout(self.shared.opts.slow_threshold) {
             Ok(Ok(())) => {
@@ -322,8 +384,7 @@ impl CommitLog {
         };
 
         let second = 1 - first;
-        self.active.store(second, Ordering::Release);
-        self.switches.fetch_add(1, Ordering::Relaxed);
+        self.switch_to(second);
         let rx2 = self.send(second, &payloads, max_seq, sync);
         let res = match first_err {
             Some(e1) => rx2.recv().unwrap_or(Err(e1)),
@@ -331,6 +392,27 @@ impl CommitLog {
         };
         if res.is_ok() {
             self.count(records.len(), bytes, sync);
+        }
+        res
+    }
+
+    fn switch_to(&self, lane: usize) {
+        self.active.store(lane, Ordering::Release);
+        self.switches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Writes `payloads` to `lane`'s file from the calling thread. A file
+    /// that failed or is full is replaced by the lane's thread, off this
+    /// caller's path.
+    fn append_inline(&self, lane: usize, payloads: &[Vec<u8>], max_seq: SeqNo) -> Result<()> {
+        let (res, roll) = {
+            let mut cur = self.lanes[lane].file.lock();
+            let res = self.shared.write(lane, &mut cur, payloads, max_seq, false);
+            (res, self.shared.roll_due(&cur))
+        };
+        if roll {
+            // An empty job: the thread writes nothing, then rolls.
+            drop(self.send(lane, &Arc::new(Vec::new()), 0, false));
         }
         res
     }
@@ -360,6 +442,7 @@ impl CommitLog {
             done,
         };
         if let Some(tx) = &self.lanes[lane].tx {
+            self.lanes[lane].queued.fetch_add(1, Ordering::AcqRel);
             // On failure the job (and its `done`) is dropped: the receiver
             // then reports a disconnect.
             let _ = tx.send(job);

@@ -289,6 +289,19 @@ impl Table {
         f.may_contain(&col) && col.get(..row_len).is_none_or(|r| f.may_contain(r))
     }
 
+    /// Whether any of the columns `cols` (each `key::column_prefix` of the
+    /// row whose encoding is `row_enc`) might have entries here; never a false
+    /// "no". The caller encodes the keys once for every table it asks.
+    pub fn may_contain_any_column(&self, row_enc: &[u8], cols: &[Vec<u8>]) -> bool {
+        let Some(f) = &self.filter else {
+            return true;
+        };
+        if !f.may_contain(row_enc) {
+            return false;
+        }
+        self.props.bloom != BloomKind::RowColumn || cols.iter().any(|c| f.may_contain(c))
+    }
+
     /// Approximate file offset where `key` would be: the start of the block
     /// that would hold it, or the end of the data for keys past the last.
     pub fn approximate_offset_of(&self, key: &[u8]) -> u64 {

@@ -26,6 +26,16 @@ fn check_row(row: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// One iterator over `sources`: the source itself when there is one.
+fn merged(mut sources: Vec<Box<dyn InternalIterator>>) -> Box<dyn InternalIterator> {
+    if sources.len() == 1 {
+        if let Some(only) = sources.pop() {
+            return only;
+        }
+    }
+    Box::new(MergingIterator::new(sources))
+}
+
 impl TabletServer {
     fn read_target(&self, tablet: u64, row: &[u8]) -> Result<Arc<Served>> {
         check_row(row)?;
@@ -49,15 +59,23 @@ impl TabletServer {
         column: Option<(&str, &[u8])>,
     ) -> Result<Vec<Box<dyn InternalIterator>>> {
         let mut sources: Vec<Box<dyn InternalIterator>> = Vec::with_capacity(2 + v.imm.len());
-        sources.push(Box::new(v.mem.iter()));
+        // An empty memtable has nothing the caller's snapshot (taken before
+        // the version) can see: entries up to it were inserted before it.
+        if !v.mem.is_empty() {
+            sources.push(Box::new(v.mem.iter()));
+        }
         for m in v.imm.iter().rev() {
             sources.push(Box::new(m.iter()));
         }
         // files_version is unique to this tablet's SSTable set, so entries
         // cached for an older set are never found again (they age out).
-        let cache_id = match families {
-            None => v.files_version,
-            Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
+        // Only whole-row reads use the scan cache.
+        let cache_id = match (column, families) {
+            (Some(_), _) => 0,
+            (None, None) => v.files_version,
+            (None, Some(f)) => {
+                seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes())
+            }
         };
         let scan_cache = &self.env.scan_cache;
         if column.is_none() {
@@ -68,15 +86,20 @@ impl TabletServer {
         }
         let files = select_files(&v.files, families, schema);
         let mut iters: Vec<Box<dyn InternalIterator>> = Vec::new();
+        let row_enc = key::row_prefix(row);
+        // The cell itself, or a family or row tombstone covering it.
+        let cols: Vec<Vec<u8>> = match column {
+            Some((fam, q)) => vec![
+                key::column_prefix(row, fam.as_bytes(), q),
+                key::column_prefix(row, fam.as_bytes(), b""),
+                key::column_prefix(row, b"", b""),
+            ],
+            None => Vec::new(),
+        };
         for f in files {
             let wanted = match column {
-                // The cell itself, or a family or row tombstone covering it.
-                Some((fam, q)) => {
-                    f.table.may_contain_column(row, fam.as_bytes(), q)
-                        || f.table.may_contain_column(row, fam.as_bytes(), b"")
-                        || f.table.may_contain_column(row, b"", b"")
-                }
-                None => f.table.may_contain_row(row),
+                Some(_) => f.table.may_contain_any_column(&row_enc, &cols),
+                None => f.table.may_contain_row_enc(&row_enc),
             };
             if wanted {
                 iters.push(Box::new(f.table.iter()));
@@ -163,7 +186,7 @@ impl TabletServer {
         let fams = [family.to_string()];
         let sources = self.row_sources(&v, &schema, row, Some(&fams), Some((family, qualifier)))?;
         let reader = CellReader::column(
-            Box::new(MergingIterator::new(sources)),
+            merged(sources),
             schema,
             row,
             family,

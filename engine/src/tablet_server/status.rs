@@ -146,6 +146,11 @@ impl TabletServer {
             .map_or(0, |s| s.requests.load(Ordering::Relaxed))
     }
 
+    /// Group-commit figures of this server's log.
+    pub fn group_commit_stats(&self) -> crate::group_commit::GroupCommitStats {
+        self.commit.stats()
+    }
+
     /// Group-commit and log figures as `key=value` words.
     pub fn commit_line(&self) -> String {
         let g = self.commit.stats();

@@ -38,6 +38,8 @@ pub(crate) struct ChunkMut {
     /// Bytes of the partial last checksum block (for the next append's
     /// checksum); `None` until first needed after a restart.
     pub(crate) tail: Option<Vec<u8>>,
+    /// The streaming checksum state of exactly `tail`, when known.
+    pub(crate) tail_hash: Option<seahash::SeaHasher>,
     /// The primary's lease, if one is held.
     pub(crate) lease: Option<Lease>,
 }
@@ -48,6 +50,7 @@ impl ChunkCtl {
             handle,
             m: Mutex::new(ChunkMut {
                 tail: None,
+                tail_hash: None,
                 lease: None,
             }),
             len: AtomicU64::new(len),

@@ -368,6 +368,7 @@ impl Inner {
                 .store(self.opts.chunk_size, Ordering::Release);
             let mut m = c.ctl.m.lock();
             m.tail = Some(Vec::new());
+            m.tail_hash = None;
             m.lease = Some(lease);
         }
         for (s, r) in made {
@@ -557,6 +558,7 @@ impl Inner {
         let (mut reps, mut gone) = self.write_set(handle)?;
         if m.tail.is_none() {
             m.tail = Some(self.load_tail(handle, len, &reps)?);
+            m.tail_hash = None;
         }
         gone.extend(reps.iter().filter(|(_, r)| r.is_bad()).map(|(s, _)| *s));
         reps.retain(|(_, r)| !r.is_bad());
@@ -587,7 +589,7 @@ impl Inner {
         }
         let tail = m.tail.as_deref().unwrap_or(&[]);
         let n: u64 = piece.iter().map(|b| b.len() as u64).sum();
-        let sums = chunk::append_sums(len, tail, piece);
+        let (sums, next_hash) = chunk::append_sums_from(len, tail, m.tail_hash, piece);
         let enc = sums.encoded();
         let earlier_sets: Vec<(u64, Vec<Placed>)> = earlier
             .iter()
@@ -710,6 +712,7 @@ impl Inner {
             }
         }
         m.tail = Some(sums.tail);
+        m.tail_hash = Some(next_hash);
         ctl.len.store(len + n, Ordering::Release);
         Ok(())
     }

@@ -6,7 +6,7 @@ use super::common::{
     fmt_bytes, fmt_rate, fmt_ratio, json_ratio, round3, scan_should_stop, Measured, Table, TempDir,
     VALUE_BYTES,
 };
-use super::workloads::{fig6_suite, Fig6, Fig6Results, KvResults, KvStore, Plan};
+use super::workloads::{fig6_suite, fill_random, Fig6, Fig6Results, KvResults, KvStore, Plan};
 use anyhow::{Context, Result};
 use engine::schema::{FamilySchema, TableSchema};
 use engine::{Bigtable, RowMutation, RowRange, ScanSpec, WriteOptions};
@@ -79,8 +79,28 @@ impl KvStore for EngineTable {
     }
 }
 
+/// Which file store the engine runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// `gfs::LocalStore`: one copy in a local directory (the fair comparison).
+    Local,
+    /// The chunk layer (`gfs::Cluster`) with three chunkservers, 3 replicas.
+    Chunks,
+}
+
+impl StoreKind {
+    pub fn label(self) -> &'static str {
+        match self {
+            StoreKind::Local => "local",
+            StoreKind::Chunks => "chunks",
+        }
+    }
+}
+
 /// What `engine` was asked to do.
 pub struct EngineArgs {
+    /// The stores to run on; the first is the one compared with the peers.
+    pub stores: Vec<StoreKind>,
     pub work_base: PathBuf,
     pub plan: Plan,
     pub sync: bool,
@@ -103,29 +123,154 @@ fn options(args: &EngineArgs) -> engine::Options {
     opts
 }
 
-/// Runs the six workloads on a fresh engine in `dir`; returns them and the engine's status lines.
-pub fn run_engine(dir: &Path, args: &EngineArgs) -> Result<(Fig6Results, Vec<String>)> {
-    run_engine_with(dir, args, options(args))
+/// One engine run: the six workloads, the group-commit probe, the status lines.
+pub struct EngineRun {
+    pub fig6: Fig6Results,
+    pub group_commit: GroupCommitProbe,
+    pub status: Vec<String>,
+}
+
+/// Runs the six workloads on a fresh engine in `dir` over `kind`.
+pub fn run_engine(dir: &Path, args: &EngineArgs, kind: StoreKind) -> Result<EngineRun> {
+    run_engine_with(dir, args, options(args), kind)
+}
+
+fn open_store(dir: &Path, args: &EngineArgs, kind: StoreKind) -> Result<Arc<dyn gfs::FileStore>> {
+    Ok(match kind {
+        StoreKind::Local => Arc::new(gfs::LocalStore::open_with(dir, args.io_mode)?),
+        StoreKind::Chunks => {
+            let servers = (0..3)
+                .map(|i| dir.join(format!("chunkserver-{i}")))
+                .collect();
+            let mut o = gfs::ClusterOptions::new(dir.join("master"), servers);
+            o.replication = 3;
+            o.io_mode = args.io_mode;
+            o.min_free_bytes = 32 << 20;
+            gfs::Cluster::open(o).context("opening the chunk layer")?
+        }
+    })
 }
 
 fn run_engine_with(
     dir: &Path,
     args: &EngineArgs,
     opts: engine::Options,
-) -> Result<(Fig6Results, Vec<String>)> {
-    let store = gfs::LocalStore::open_with(dir, args.io_mode)?;
-    let db = Bigtable::open(Arc::new(store), opts).context("opening the engine")?;
+    kind: StoreKind,
+) -> Result<EngineRun> {
+    let store = open_store(dir, args, kind)?;
+    let db = Bigtable::open(store, opts).context("opening the engine")?;
     let result = (|| {
+        // First, so that the largest batch it reports is its own.
+        let group_commit = group_commit_probe(&db, dir, args.plan)?;
         let seq = EngineTable::create(&db, "seq", false, args.sync)?;
         let rand = EngineTable::create(&db, "rand", false, args.sync)?;
         let mem = EngineTable::create(&db, "mem", true, args.sync)?;
-        fig6_suite(&seq, &rand, &mem, args.plan)
+        let fig6 = fig6_suite(&seq, &rand, &mem, args.plan)?;
+        Ok::<_, anyhow::Error>((fig6, group_commit))
     })();
     let status = db.status();
     if let Err(e) = db.close() {
         eprintln!("warning: closing the engine: {e}");
     }
-    Ok((result?, status))
+    let (fig6, group_commit) = result?;
+    Ok(EngineRun {
+        fig6,
+        group_commit,
+        status,
+    })
+}
+
+/// Writers of the group-commit probe.
+const PROBE_WRITERS: usize = 16;
+
+/// Synced writes by 16 threads, against what the disk's fsync rate allows.
+#[derive(Debug, Clone)]
+pub struct GroupCommitProbe {
+    pub writes: Measured,
+    pub batches: u64,
+    pub items: u64,
+    pub max_batch: u64,
+    /// Single-threaded 1000-byte append + fdatasync per second on the same disk.
+    pub fsync_rate: f64,
+}
+
+impl GroupCommitProbe {
+    pub fn mean_batch(&self) -> f64 {
+        if self.batches == 0 {
+            0.0
+        } else {
+            self.items as f64 / self.batches as f64
+        }
+    }
+    /// Throughput over fsync rate × mean batch (the goal: at least 0.5).
+    pub fn efficiency(&self) -> f64 {
+        let bound = self.fsync_rate * self.mean_batch();
+        if bound > 0.0 {
+            self.writes.rate() / bound
+        } else {
+            0.0
+        }
+    }
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "writers": PROBE_WRITERS,
+            "writes": self.writes.json(),
+            "batches": self.batches,
+            "mean_batch": round3(self.mean_batch()),
+            "max_batch": self.max_batch,
+            "fsync_per_sec": self.fsync_rate.round(),
+            "vs_fsync_times_batch": round3(self.efficiency()),
+        })
+    }
+    pub fn line(&self) -> String {
+        format!(
+            "group commit, {PROBE_WRITERS} writers, synced: {} writes/s, batch mean {:.1} max {}; fsync {:.0}/s; writes / (fsync rate x mean batch) = {:.2} (goal >= 0.5)",
+            fmt_rate(&self.writes),
+            self.mean_batch(),
+            self.max_batch,
+            self.fsync_rate,
+            self.efficiency()
+        )
+    }
+}
+
+/// How many 1000-byte append + fdatasync pairs one thread does per second in `dir`.
+fn fsync_rate(dir: &Path) -> Result<f64> {
+    use std::io::Write;
+    let path = dir.join("fsync-probe");
+    let mut f = std::fs::File::create(&path).context("fsync probe")?;
+    let buf = [7u8; VALUE_BYTES];
+    let start = Instant::now();
+    let mut n = 0u32;
+    while n < 2000 && start.elapsed().as_secs_f64() < 1.0 {
+        f.write_all(&buf)?;
+        f.sync_data()?;
+        n += 1;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    drop(f);
+    let _ = std::fs::remove_file(&path);
+    Ok(n as f64 / secs.max(1e-9))
+}
+
+fn group_commit_probe(db: &Bigtable, dir: &Path, plan: Plan) -> Result<GroupCommitProbe> {
+    let table = EngineTable::create(db, "group_commit", false, true)?;
+    let fsync_rate = fsync_rate(dir)?;
+    let probe = Plan {
+        n: plan.n.min(8000),
+        threads: PROBE_WRITERS,
+        time_cap: plan.time_cap.min(std::time::Duration::from_secs(10)),
+    };
+    let before = db.group_commit_stats();
+    let writes = fill_random(&table, probe)?;
+    let after = db.group_commit_stats();
+    Ok(GroupCommitProbe {
+        writes,
+        batches: after.batches - before.batches,
+        items: after.items - before.items,
+        max_batch: after.max_batch,
+        fsync_rate,
+    })
 }
 
 /// The peers' results, each `None` when not run and an error text when failed.
@@ -178,21 +323,31 @@ fn peer_json(r: &Option<Result<KvResults>>, w: Fig6) -> serde_json::Value {
 pub fn run(args: &EngineArgs) -> Result<()> {
     let work = TempDir::new_in(&args.work_base, "bigtable-bench")?;
     let plan = args.plan;
+    let labels: Vec<&str> = args.stores.iter().map(|k| k.label()).collect();
     eprintln!(
-        "bigtable-bench engine: {} rows of {VALUE_BYTES} B ({}), {} threads, sync={}, io={}, block cache {} (peers too), time cap {:.0}s per workload, data in {}",
+        "bigtable-bench engine: {} rows of {VALUE_BYTES} B ({}), {} threads, sync={}, io={}, stores={}, block cache {} (peers too), time cap {:.0}s per workload, data in {}",
         plan.n,
         fmt_bytes(plan.n * VALUE_BYTES as u64),
         plan.threads,
         if args.sync { "on" } else { "off" },
         args.io_mode,
+        labels.join(","),
         fmt_bytes(options(args).block_cache_bytes),
         plan.time_cap.as_secs_f64(),
         work.path().display()
     );
-    eprintln!("running the engine ...");
-    let engine_dir = work.path().join("engine");
-    let (ours, status) = run_engine(&engine_dir, args)?;
-    let _ = std::fs::remove_dir_all(&engine_dir);
+    let mut runs: Vec<(StoreKind, EngineRun)> = Vec::new();
+    for &kind in &args.stores {
+        eprintln!("running the engine on {} ...", kind.label());
+        let dir = work.path().join(format!("engine-{}", kind.label()));
+        let r = run_engine(&dir, args, kind)?;
+        let _ = std::fs::remove_dir_all(&dir);
+        runs.push((kind, r));
+    }
+    let Some((first_kind, first)) = runs.first() else {
+        anyhow::bail!("no store to run the engine on");
+    };
+    let ours = &first.fig6;
     let peers = if args.peers {
         run_peers(work.path(), args)
     } else {
@@ -216,12 +371,14 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         "ours/rocksdb",
         "fjall",
         "ours/fjall",
+        "ours/best",
     ]);
     let mut workloads = serde_json::Map::new();
     for w in Fig6::ALL {
         let m = ours.get(w);
         let ours_rate = Some(m.rate());
         let (rk, fj) = (peer_rate(&peers.rocksdb, w), peer_rate(&peers.fjall, w));
+        let best = best_peer(rk, fj);
         let opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
         table.row(vec![
             w.label().into(),
@@ -232,6 +389,7 @@ pub fn run(args: &EngineArgs) -> Result<()> {
             fmt_ratio(ours_rate, rk),
             opt(fj),
             fmt_ratio(ours_rate, fj),
+            fmt_ratio(ours_rate, best),
         ]);
         let mut j = m.json();
         if let serde_json::Value::Object(o) = &mut j {
@@ -241,23 +399,80 @@ pub fn run(args: &EngineArgs) -> Result<()> {
             o.insert("vs_rocksdb".into(), json_ratio(ours_rate, rk));
             o.insert("fjall".into(), peer_json(&peers.fjall, w));
             o.insert("vs_fjall".into(), json_ratio(ours_rate, fj));
+            o.insert("vs_best_peer".into(), json_ratio(ours_rate, best));
         }
         workloads.insert(w.key().into(), j);
     }
+    println!(
+        "engine on {} ({})",
+        first_kind.label(),
+        store_text(*first_kind)
+    );
     println!("{}", table.render());
     println!(
-        "(* = stopped at the time cap; paper = Figure 6, one tablet server, 1000-byte values/s)"
+        "(* = stopped at the time cap; paper = Figure 6, one tablet server, 1000-byte values/s; best = the better peer)"
     );
     println!(
         "flush before reads: ours {:.2}s; mem table fill {:.0} ops/s",
         ours.kv.flush_secs,
         ours.mem_fill.rate()
     );
+    // The other stores against the first (what replication costs) and the peers.
+    let mut stores_json = serde_json::Map::new();
+    for (kind, r) in runs.iter().skip(1) {
+        let first_label = first_kind.label();
+        let cost = format!("{first_label}/{}", kind.label());
+        let mut t = Table::new(&[
+            "workload (ops/s)",
+            kind.label(),
+            first_label,
+            cost.as_str(),
+            "ours/rocksdb",
+            "ours/fjall",
+            "ours/best",
+        ]);
+        let mut per = serde_json::Map::new();
+        for w in Fig6::ALL {
+            let m = r.fig6.get(w);
+            let rate = Some(m.rate());
+            let base = Some(ours.get(w).rate());
+            let (rk, fj) = (peer_rate(&peers.rocksdb, w), peer_rate(&peers.fjall, w));
+            let best = best_peer(rk, fj);
+            t.row(vec![
+                w.label().into(),
+                fmt_rate(m),
+                fmt_rate(ours.get(w)),
+                fmt_ratio(base, rate),
+                fmt_ratio(rate, rk),
+                fmt_ratio(rate, fj),
+                fmt_ratio(rate, best),
+            ]);
+            let mut j = m.json();
+            if let serde_json::Value::Object(o) = &mut j {
+                o.insert(format!("{first_label}_over_this"), json_ratio(base, rate));
+                o.insert("vs_rocksdb".into(), json_ratio(rate, rk));
+                o.insert("vs_fjall".into(), json_ratio(rate, fj));
+                o.insert("vs_best_peer".into(), json_ratio(rate, best));
+            }
+            per.insert(w.key().into(), j);
+        }
+        println!("engine on {} ({})", kind.label(), store_text(*kind));
+        println!("{}", t.render());
+        println!("({cost}: how many times slower this store is; goal for writes <= 1.5x)");
+        stores_json.insert(kind.label().into(), serde_json::Value::Object(per));
+    }
+    let mut probes = serde_json::Map::new();
+    for (kind, r) in &runs {
+        println!("{}: {}", kind.label(), r.group_commit.line());
+        probes.insert(kind.label().into(), r.group_commit.json());
+    }
     if let Some(n) = &peers.note {
         println!("{n}");
     }
-    for line in status.iter().take(12) {
-        eprintln!("engine status: {line}");
+    for (kind, r) in &runs {
+        for line in r.status.iter().take(12) {
+            eprintln!("engine status ({}): {line}", kind.label());
+        }
     }
     let flush = |r: &Option<Result<KvResults>>| match r {
         Some(Ok(r)) => serde_json::json!(round3(r.flush_secs)),
@@ -275,9 +490,12 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         "threads": plan.threads,
         "sync": args.sync,
         "io_mode": args.io_mode.to_string(),
+        "store": first_kind.label(),
         "block_cache_bytes": options(args).block_cache_bytes,
         "time_cap_secs": plan.time_cap.as_secs_f64(),
         "workloads": workloads,
+        "other_stores": stores_json,
+        "group_commit": probes,
         "mem_fill": ours.mem_fill.json(),
         "flush_secs": { "ours": round3(ours.kv.flush_secs), "rocksdb": flush(&peers.rocksdb), "fjall": flush(&peers.fjall) },
         "peer_errors": { "rocksdb": err(&peers.rocksdb), "fjall": err(&peers.fjall) },
@@ -287,6 +505,21 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         scaling(work.path(), args)?;
     }
     Ok(())
+}
+
+fn store_text(kind: StoreKind) -> &'static str {
+    match kind {
+        StoreKind::Local => "gfs::LocalStore, one copy",
+        StoreKind::Chunks => "the chunk layer, 3 chunkservers, 3 replicas",
+    }
+}
+
+/// The better (faster) of the two peers' rates.
+fn best_peer(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
 }
 
 /// The six workloads with 1, 2, 3… tablet servers in one daemon. Tables are
@@ -302,7 +535,7 @@ fn scaling(work: &Path, args: &EngineArgs) -> Result<()> {
         opts.split_bytes = (args.plan.n * VALUE_BYTES as u64 / 16).max(1 << 20);
         opts.memtable_bytes = opts.memtable_bytes.min((opts.split_bytes / 2) as usize);
         let dir = work.join(format!("scaling-{n}"));
-        let (r, _) = run_engine_with(&dir, args, opts)?;
+        let r = run_engine_with(&dir, args, opts, StoreKind::Local)?.fig6;
         let _ = std::fs::remove_dir_all(&dir);
         header.push(format!("{n} servers"));
         header.push("per server".into());
@@ -365,11 +598,23 @@ mod tests {
             // Small, so that the writes reach SSTables before the reads.
             memtable: Some(64 << 10),
             scaling: Vec::new(),
+            stores: vec![StoreKind::Local, StoreKind::Chunks],
         };
-        let (r, _status) = run_engine(&dir.path().join("engine"), &args).unwrap();
-        for w in Fig6::ALL {
-            assert_eq!(r.get(w).ops, 300, "{w:?}");
-            assert!(!r.get(w).capped, "{w:?}");
+        for kind in [StoreKind::Local, StoreKind::Chunks] {
+            let dir = dir.path().join(kind.label());
+            let r = run_engine(&dir, &args, kind).unwrap();
+            for w in Fig6::ALL {
+                assert_eq!(r.fig6.get(w).ops, 300, "{kind:?} {w:?}");
+                assert!(!r.fig6.get(w).capped, "{kind:?} {w:?}");
+            }
+            let g = &r.group_commit;
+            assert_eq!(g.writes.ops, 300);
+            assert_eq!(g.items, 300, "{g:?}");
+            assert!(
+                g.batches >= 1 && g.batches <= 300 && g.max_batch >= 1,
+                "{g:?}"
+            );
+            assert!(g.fsync_rate > 0.0);
         }
     }
 }

@@ -21,6 +21,7 @@ use anyhow::Result;
 use bench::common::{
     default_base_dir, install_signal_handlers, interrupted, parse_secs, parse_size, VALUE_BYTES,
 };
+use bench::engine_bench::StoreKind;
 use bench::workloads::Plan;
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -88,6 +89,10 @@ struct EngineOpts {
     /// paper's scaling columns), e.g. `--scaling 1,2,3`.
     #[arg(long, value_delimiter = ',')]
     scaling: Vec<usize>,
+    /// The engine's file store: local (one copy), chunks (the chunk layer,
+    /// 3 replicas), or both (local is the one compared with the peers).
+    #[arg(long, default_value = "both", value_parser = ["local", "chunks", "both"])]
+    store: String,
 }
 
 #[derive(Args, Debug)]
@@ -171,6 +176,11 @@ fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
         block_cache: o.block_cache,
         memtable: o.memtable,
         scaling: o.scaling,
+        stores: match o.store.as_str() {
+            "local" => vec![StoreKind::Local],
+            "chunks" => vec![StoreKind::Chunks],
+            _ => vec![StoreKind::Local, StoreKind::Chunks],
+        },
     })
 }
 
