@@ -394,8 +394,16 @@ fn synced_writes_survive_power_loss_on_the_chunk_layer() {
         }
         let (model, table, _, _) = chunk_round(&dir, seed, Some(at), torn);
         if std::env::var("KEEP").is_ok() {
-            let _ = std::process::Command::new("cp").arg("-a").arg(&dir).arg(format!("{}.crashed", dir.display())).status();
-            let missing: Vec<_> = model.durable.iter().map(|k| format!("{}/{}", k.0, k.1)).collect();
+            let _ = std::process::Command::new("cp")
+                .arg("-a")
+                .arg(&dir)
+                .arg(format!("{}.crashed", dir.display()))
+                .status();
+            let missing: Vec<_> = model
+                .durable
+                .iter()
+                .map(|k| format!("{}/{}", k.0, k.1))
+                .collect();
             std::fs::write(format!("{}.durable", dir.display()), missing.join("\n")).unwrap();
         }
         let cluster = Cluster::open(ClusterOptions::for_data_dir(&dir))

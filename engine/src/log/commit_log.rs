@@ -86,7 +86,19 @@ struct Shared {
     opts: CommitLogOptions,
     files: Mutex<Files>,
     rolls: AtomicU64,
+    /// Per lane: the batches written to it since its last successful sync
+    /// (in this file or an earlier one), with their highest sequence number.
+    unsynced: [Mutex<Vec<Batch>>; 2],
+    /// Per lane: batches to write into its file before anything else. A
+    /// sync acknowledges every record before it, so records another lane
+    /// (or this lane's earlier file) holds unsynced must be written again
+    /// where the next sync will cover them: after a lane switch, and after
+    /// a roll whose sync of the old file failed.
+    carry: [Mutex<Vec<Batch>>; 2],
 }
+
+/// Encoded records written together, and their highest sequence number.
+type Batch = (Arc<Vec<Vec<u8>>>, SeqNo);
 
 struct Files {
     map: BTreeMap<u64, FileInfo>,
@@ -170,10 +182,20 @@ impl Shared {
     /// cannot keep later files while losing the end of an earlier one.
     fn roll(&self, lane: usize, cur: &mut Option<(u64, LogWriter)>) -> Result<()> {
         if let Some((_, w)) = cur.as_mut() {
-            if !w.failed() {
-                if let Err(e) = w.sync() {
-                    log::warn!("{}: sync before roll failed: {e}", w.name());
-                }
+            let synced = !w.failed()
+                && match w.sync() {
+                    Ok(()) => true,
+                    Err(e) => {
+                        log::warn!("{}: sync before roll failed: {e}", w.name());
+                        false
+                    }
+                };
+            let mut unsynced = self.unsynced[lane].lock();
+            if synced {
+                unsynced.clear();
+            } else {
+                // Written again into the new file, so a sync there covers them.
+                self.carry[lane].lock().append(&mut unsynced);
             }
         }
         let (number, w) = self.create_file()?;
@@ -187,7 +209,7 @@ impl Shared {
         &self,
         lane: usize,
         cur: &mut Option<(u64, LogWriter)>,
-        payloads: &[Vec<u8>],
+        payloads: &Arc<Vec<Vec<u8>>>,
         max_seq: SeqNo,
         sync: bool,
     ) -> Result<()> {
@@ -197,9 +219,34 @@ impl Shared {
         let (number, w) = cur
             .as_mut()
             .ok_or_else(|| Error::corruption("commit log lane has no file"))?;
+        let carried = std::mem::take(&mut *self.carry[lane].lock());
+        if !carried.is_empty() {
+            let high = carried.iter().map(|b| b.1).max().unwrap_or(0);
+            self.note_seq(*number, high);
+            let all: Vec<Vec<u8>> = carried.iter().flat_map(|b| b.0.iter().cloned()).collect();
+            if let Err(e) = w.add_records(&all, false) {
+                self.carry[lane].lock().splice(0..0, carried);
+                return Err(e);
+            }
+            self.unsynced[lane].lock().extend(carried);
+        }
         // Before the write: deletion must account for bytes that may land.
         self.note_seq(*number, max_seq);
-        w.add_records(payloads, sync)
+        w.add_records(payloads, sync)?;
+        let mut unsynced = self.unsynced[lane].lock();
+        if sync {
+            unsynced.clear();
+        } else if !payloads.is_empty() {
+            unsynced.push((Arc::clone(payloads), max_seq));
+        }
+        Ok(())
+    }
+
+    /// The other lane becomes the active one: what the old one holds
+    /// unsynced is written again into the new one's file first.
+    fn hand_over(&self, to: usize) {
+        let tail = self.unsynced[1 - to].lock().clone();
+        self.carry[to].lock().extend(tail);
     }
 
     /// Whether the lane's file should be replaced (failed or full).
@@ -265,6 +312,8 @@ impl CommitLog {
             opts,
             files: Mutex::new(Files { map, next_number }),
             rolls: AtomicU64::new(0),
+            unsynced: Default::default(),
+            carry: Default::default(),
         });
         let mut lanes = Vec::with_capacity(2);
         for lane in 0..2 {
@@ -326,6 +375,7 @@ impl CommitLog {
             payloads.push(r.encode());
         }
         let bytes: usize = payloads.iter().map(Vec::len).sum();
+        let payloads = Arc::new(payloads);
 
         let _serial = self.append_lock.lock();
         let first = self.active.load(Ordering::Acquire);
@@ -351,7 +401,7 @@ impl CommitLog {
                 Err(e) => {
                     log::warn!("commit log {}: lane {first} failed: {e}", self.shared.dir);
                     self.switch_to(1 - first);
-                    let rx2 = self.send(1 - first, &Arc::new(payloads), max_seq, sync);
+                    let rx2 = self.send(1 - first, &payloads, max_seq, sync);
                     let res = rx2.recv().unwrap_or(Err(e));
                     if res.is_ok() {
                         self.count(records.len(), bytes, sync);
@@ -361,7 +411,6 @@ impl CommitLog {
             }
         }
 
-        let payloads = Arc::new(payloads);
         let rx1 = self.send(first, &payloads, max_seq, sync);
         let first_err = match rx1.recv_timeout(self.shared.opts.slow_threshold) {
             Ok(Ok(())) => {
@@ -397,6 +446,7 @@ impl CommitLog {
     }
 
     fn switch_to(&self, lane: usize) {
+        self.shared.hand_over(lane);
         self.active.store(lane, Ordering::Release);
         self.switches.fetch_add(1, Ordering::Relaxed);
     }
@@ -404,7 +454,12 @@ impl CommitLog {
     /// Writes `payloads` to `lane`'s file from the calling thread. A file
     /// that failed or is full is replaced by the lane's thread, off this
     /// caller's path.
-    fn append_inline(&self, lane: usize, payloads: &[Vec<u8>], max_seq: SeqNo) -> Result<()> {
+    fn append_inline(
+        &self,
+        lane: usize,
+        payloads: &Arc<Vec<Vec<u8>>>,
+        max_seq: SeqNo,
+    ) -> Result<()> {
         let (res, roll) = {
             let mut cur = self.lanes[lane].file.lock();
             let res = self.shared.write(lane, &mut cur, payloads, max_seq, false);
@@ -1005,6 +1060,34 @@ mod tests {
         let (all, rep) = replay_all(&log, 0);
         assert_eq!(seqs_of(&all), vec![1, 2, 3]);
         assert_eq!(rep.duplicates, 1);
+    }
+
+    #[test]
+    fn a_sync_after_a_switch_covers_what_the_old_lane_left_unsynced() {
+        let store = FlakyStore::default();
+        let log = CommitLog::open(
+            Arc::new(store.clone()),
+            "d",
+            CommitLogOptions {
+                roll_size: 1 << 20,
+                slow_threshold: Duration::from_millis(200),
+            },
+        )
+        .unwrap();
+        let [a, b] = log.current_files();
+        log.append(&[rec("r", &[1])], false).unwrap();
+        log.append(&[rec("r", &[2])], false).unwrap();
+        // Lane 0 stalls on a synced append: lane 1 takes it, and its sync
+        // must also cover 1 and 2, which lane 0 holds unsynced.
+        store.ctl.gated.lock().insert(a.clone());
+        log.append(&[rec("r", &[3])], true).unwrap();
+        assert_eq!(read_file(&store.inner, &b), vec![1, 2, 3]);
+        store.ctl.open_gate(&a);
+        drop(log);
+        let log = CommitLog::open(Arc::new(store.clone()), "d", opts(1 << 20)).unwrap();
+        let (all, rep) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), vec![1, 2, 3]);
+        assert!(rep.duplicates >= 2, "{rep:?}");
     }
 
     #[test]
