@@ -22,6 +22,8 @@ pub enum Error {
     BadRegex { pattern: String, reason: String },
     #[error("invalid schema, line {line}: {reason}")]
     BadSchema { line: usize, reason: String },
+    #[error("invalid row filter: {0}")]
+    BadFilter(String),
     #[error("invalid garbage-collection rule: {0}")]
     BadGcRule(String),
     #[error("batch entry {index}: {source}")]

@@ -482,7 +482,7 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
             });
         }
         let (guard, when_held) = match r.guard {
-            Some((_, c, expect)) => (Some(c), expect),
+            Some((_, c, expect)) => (Some(c.into()), expect),
             None => (None, true),
         };
         let mut t = Txn {

@@ -127,7 +127,9 @@ fn groups_one_transaction_per_row_with_its_guard() {
     assert_eq!(txns[0].txn.row, b"a");
     assert_eq!(txns[0].txn.ops.len(), 2);
     assert!(txns[0].when_held);
-    let g = txns[0].txn.guard.as_ref().unwrap();
+    let Some(engine::Guard::Cell(g)) = txns[0].txn.guard.as_ref() else {
+        panic!("a cell guard")
+    };
     assert_eq!(g.predicate, Predicate::Equals(b"yes".to_vec()));
     assert_eq!(txns[1].first_line, 2);
     assert!(txns[1].txn.guard.is_none());
