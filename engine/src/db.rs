@@ -331,7 +331,8 @@ impl Bigtable {
         }
         Ok(())
     }
-    /// Writes every memtable out (minor compaction) and waits.
+    /// Writes every memtable out (minor compaction) and waits; every write
+    /// acknowledged before the call is durable when it returns.
     pub fn flush(&self) -> Result<()> {
         self.client()?;
         for s in self.servers() {
