@@ -267,14 +267,21 @@ fn lane_main(
     for job in rx.iter() {
         let mut cur = file.lock();
         let res = shared.write(lane, &mut cur, &job.payloads, job.max_seq, job.sync);
-        queued.fetch_sub(1, Ordering::AcqRel);
+        let roll = shared.roll_due(&cur);
+        if !roll {
+            queued.fetch_sub(1, Ordering::AcqRel);
+        }
         // The caller may have stopped waiting (the other lane answered first).
         let _ = job.done.send(res);
-        if shared.roll_due(&cur) {
+        if roll {
             // Off the caller's path: the next append finds a fresh file.
+            // The lane counts as busy meanwhile (the old file's sync may
+            // take a while), so inline appends use the other lane.
             if let Err(e) = shared.roll(lane, &mut cur) {
                 log::warn!("commit log {}: lane {lane} cannot roll: {e}", shared.dir);
             }
+            drop(cur);
+            queued.fetch_sub(1, Ordering::AcqRel);
         }
     }
     let mut cur = file.lock();
@@ -383,7 +390,15 @@ impl CommitLog {
         // by the caller itself (a write into the OS's cache): two thread
         // switches cost more than the write. Synced appends go through the
         // lane thread, so that a slow one can be raced by the other lane.
-        if !sync && self.lanes[first].queued.load(Ordering::Acquire) == 0 {
+        // A lane busy rolling its file leaves the inline append to the other.
+        let idle = |l: usize| self.lanes[l].queued.load(Ordering::Acquire) == 0;
+        let first = if !sync && !idle(first) && idle(1 - first) {
+            self.switch_to(1 - first);
+            1 - first
+        } else {
+            first
+        };
+        if !sync && idle(first) {
             let started = Instant::now();
             match self.append_inline(first, &payloads, max_seq) {
                 Ok(()) => {

@@ -609,9 +609,10 @@ mod tests {
             }
             let g = &r.group_commit;
             assert_eq!(g.writes.ops, 300);
-            assert_eq!(g.items, 300, "{g:?}");
+            // METADATA writes of the cluster may share the counters.
+            assert!(g.items >= 300, "{g:?}");
             assert!(
-                g.batches >= 1 && g.batches <= 300 && g.max_batch >= 1,
+                g.batches >= 1 && g.batches <= g.items && g.max_batch >= 1,
                 "{g:?}"
             );
             assert!(g.fsync_rate > 0.0);
