@@ -87,18 +87,16 @@ struct Shared {
     files: Mutex<Files>,
     rolls: AtomicU64,
     /// Per lane: the batches written to it since its last successful sync
-    /// (in this file or an earlier one), with their highest sequence number.
+    /// (to its current file or, after a roll whose sync failed, an earlier
+    /// one). A sync acknowledges every record before it, so before a lane
+    /// syncs, what the other lane or an earlier file holds unsynced is
+    /// written again into its file, where the sync covers it.
     unsynced: [Mutex<Vec<Batch>>; 2],
-    /// Per lane: batches to write into its file before anything else. A
-    /// sync acknowledges every record before it, so records another lane
-    /// (or this lane's earlier file) holds unsynced must be written again
-    /// where the next sync will cover them: after a lane switch, and after
-    /// a roll whose sync of the old file failed.
-    carry: [Mutex<Vec<Batch>>; 2],
 }
 
-/// Encoded records written together, and their highest sequence number.
-type Batch = (Arc<Vec<Vec<u8>>>, SeqNo);
+/// Encoded records written together, their highest sequence number, and
+/// the number of the file they went to.
+type Batch = (Arc<Vec<Vec<u8>>>, SeqNo, u64);
 
 struct Files {
     map: BTreeMap<u64, FileInfo>,
@@ -190,12 +188,8 @@ impl Shared {
                         false
                     }
                 };
-            let mut unsynced = self.unsynced[lane].lock();
             if synced {
-                unsynced.clear();
-            } else {
-                // Written again into the new file, so a sync there covers them.
-                self.carry[lane].lock().append(&mut unsynced);
+                self.unsynced[lane].lock().clear();
             }
         }
         let (number, w) = self.create_file()?;
@@ -219,16 +213,8 @@ impl Shared {
         let (number, w) = cur
             .as_mut()
             .ok_or_else(|| Error::corruption("commit log lane has no file"))?;
-        let carried = std::mem::take(&mut *self.carry[lane].lock());
-        if !carried.is_empty() {
-            let high = carried.iter().map(|b| b.1).max().unwrap_or(0);
-            self.note_seq(*number, high);
-            let all: Vec<Vec<u8>> = carried.iter().flat_map(|b| b.0.iter().cloned()).collect();
-            if let Err(e) = w.add_records(&all, false) {
-                self.carry[lane].lock().splice(0..0, carried);
-                return Err(e);
-            }
-            self.unsynced[lane].lock().extend(carried);
+        if sync {
+            self.cover_unsynced(lane, *number, w)?;
         }
         // Before the write: deletion must account for bytes that may land.
         self.note_seq(*number, max_seq);
@@ -237,16 +223,37 @@ impl Shared {
         if sync {
             unsynced.clear();
         } else if !payloads.is_empty() {
-            unsynced.push((Arc::clone(payloads), max_seq));
+            unsynced.push((Arc::clone(payloads), max_seq, *number));
         }
         Ok(())
     }
 
-    /// The other lane becomes the active one: what the old one holds
-    /// unsynced is written again into the new one's file first.
-    fn hand_over(&self, to: usize) {
-        let tail = self.unsynced[1 - to].lock().clone();
-        self.carry[to].lock().extend(tail);
+    /// Before `lane` syncs file `number`: writes into it what the other
+    /// lane, or an earlier file of this lane, holds unsynced. Unsynced
+    /// appends never pay for this; a sync after a lane switch or a failed
+    /// roll does, once.
+    fn cover_unsynced(&self, lane: usize, number: u64, w: &mut LogWriter) -> Result<()> {
+        let mut todo: Vec<Batch> = self.unsynced[1 - lane].lock().clone();
+        todo.extend(
+            self.unsynced[lane]
+                .lock()
+                .iter()
+                .filter(|b| b.2 != number)
+                .cloned(),
+        );
+        if todo.is_empty() {
+            return Ok(());
+        }
+        todo.sort_by_key(|b| b.1);
+        let high = todo.iter().map(|b| b.1).max().unwrap_or(0);
+        self.note_seq(number, high);
+        let all: Vec<Vec<u8>> = todo.iter().flat_map(|b| b.0.iter().cloned()).collect();
+        w.add_records(&all, false)?;
+        // Once this lane's sync succeeds they are durable: the other lane
+        // need not copy them again.
+        let copied = |b: &Batch| todo.iter().any(|t| Arc::ptr_eq(&t.0, &b.0));
+        self.unsynced[1 - lane].lock().retain(|b| !copied(b));
+        Ok(())
     }
 
     /// Whether the lane's file should be replaced (failed or full).
@@ -320,7 +327,6 @@ impl CommitLog {
             files: Mutex::new(Files { map, next_number }),
             rolls: AtomicU64::new(0),
             unsynced: Default::default(),
-            carry: Default::default(),
         });
         let mut lanes = Vec::with_capacity(2);
         for lane in 0..2 {
@@ -461,7 +467,6 @@ impl CommitLog {
     }
 
     fn switch_to(&self, lane: usize) {
-        self.shared.hand_over(lane);
         self.active.store(lane, Ordering::Release);
         self.switches.fetch_add(1, Ordering::Relaxed);
     }
