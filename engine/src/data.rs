@@ -247,6 +247,9 @@ pub struct ScanSpec {
     pub cell_limit: Option<u64>,
     /// Read as of this sequence snapshot (`None`: now). Set by the engine for consistent scans.
     pub snapshot: Option<u64>,
+    /// A row filter run on what the fields above select, inside the tablet
+    /// server; `row_limit` and `cell_limit` then count its output.
+    pub filter: Option<crate::filter::RowFilter>,
 }
 
 impl ScanSpec {

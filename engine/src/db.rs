@@ -237,7 +237,27 @@ impl Bigtable {
     ) -> Result<bool> {
         let txn = RowTxn {
             row: row.to_vec(),
-            guard: Some(cond.clone()),
+            guard: Some(cond.clone().into()),
+            ops: on_match.into_iter().map(RowOp::Mutate).collect(),
+            otherwise: on_no_match.into_iter().map(RowOp::Mutate).collect(),
+        };
+        Ok(self.one_txn(table, txn, opts)?.guard_held)
+    }
+    /// Cloud Bigtable's `CheckAndMutateRow`: applies `on_match` if `predicate`
+    /// outputs any cell of the row, else `on_no_match`, atomically; returns
+    /// whether it matched.
+    pub fn check_and_mutate_filter(
+        &self,
+        table: &str,
+        row: &[u8],
+        predicate: &crate::filter::RowFilter,
+        on_match: Vec<Mutation>,
+        on_no_match: Vec<Mutation>,
+        opts: WriteOptions,
+    ) -> Result<bool> {
+        let txn = RowTxn {
+            row: row.to_vec(),
+            guard: Some(predicate.clone().into()),
             ops: on_match.into_iter().map(RowOp::Mutate).collect(),
             otherwise: on_no_match.into_iter().map(RowOp::Mutate).collect(),
         };
@@ -248,6 +268,9 @@ impl Bigtable {
         let t = self.table(table)?;
         if let Some(r) = &spec.column_regex {
             crate::read::compile_column_regex(r)?;
+        }
+        if let Some(f) = &spec.filter {
+            f.compile()?;
         }
         self.client()?.read_row(t.id, row, spec)
     }

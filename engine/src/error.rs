@@ -18,10 +18,12 @@ pub enum Error {
     RowKeyTooLong(usize),
     #[error("value is {size} bytes; the limit is {limit}")]
     ValueTooLarge { size: usize, limit: usize },
-    #[error("invalid column regex {pattern:?}: {reason}")]
+    #[error("invalid regex {pattern:?}: {reason}")]
     BadRegex { pattern: String, reason: String },
     #[error("invalid schema, line {line}: {reason}")]
     BadSchema { line: usize, reason: String },
+    #[error("invalid row filter: {0}")]
+    BadFilter(String),
     #[error("invalid garbage-collection rule: {0}")]
     BadGcRule(String),
     #[error("batch entry {index}: {source}")]

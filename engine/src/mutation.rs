@@ -5,7 +5,7 @@ use crate::data::{Condition, Mutation, Predicate, RowMutation, MAX_QUALIFIER, MA
 use crate::error::{Error, Result};
 use crate::key::{self, Kind, SeqNo, Timestamp, MAX_TIMESTAMP, TOMBSTONE_TS};
 use crate::schema::TableSchema;
-use crate::txn::{RowOp, RowTxn};
+use crate::txn::{Guard, RowOp, RowTxn};
 
 /// Checks one row mutation against the schema and limits; nothing is applied
 /// if this fails. Row keys must be 1..=64 KiB (Cloud Bigtable rejects empty
@@ -248,8 +248,12 @@ pub fn validate_txn(table: &str, schema: &TableSchema, t: &RowTxn, max_value: us
             "a row transaction needs at least one operation",
         ));
     }
-    if let Some(c) = &t.guard {
-        check_family(&c.family)?;
+    match &t.guard {
+        Some(Guard::Cell(c)) => check_family(&c.family)?,
+        Some(Guard::Filter(f)) => {
+            f.compile()?;
+        }
+        None => {}
     }
     let mut plain = RowMutation::new(t.row.clone());
     for op in t.ops.iter().chain(&t.otherwise) {

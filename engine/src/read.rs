@@ -10,20 +10,24 @@
 //!    ([`crate::visibility`]);
 //! 3. the family's GC rule is applied to the remaining versions newest first
 //!    (collected versions vanish at once, before any compaction);
-//! 4. the scan's filters: families, column regex, time range, versions per
-//!    column (the newest N inside the time range), then row and cell limits.
+//! 4. the scan's selections: families, column regex, time range, versions
+//!    per column (the newest N inside the time range);
+//! 5. the scan's row filter ([`crate::filter`]), if any: its key-only
+//!    leading part while reading, the rest on each row's gathered cells;
+//! 6. row and cell limits, counting what the filter outputs.
 //!
 //! Entries of families no longer in the schema are skipped.
 
 pub use crate::compaction_filter::CompactionFilter;
 use crate::data::{Cell, RowRange, ScanSpec, TimeRange};
 use crate::error::{Error, Result};
+use crate::filter::Plan;
 use crate::iterator::InternalIterator;
 use crate::key::{self, Kind, SeqNo};
 use crate::schema::{GcRule, TableSchema};
 use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
 use regex::bytes::{Regex, RegexBuilder};
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -105,6 +109,21 @@ pub struct CellReader {
     done: bool,
     /// A cell read ahead by `next_row`.
     pending: Option<Cell>,
+    filtering: Option<Box<Filtering>>,
+}
+
+/// A scan's row filter and the limits that count its output.
+struct Filtering {
+    plan: Plan,
+    row_limit: Option<u64>,
+    cell_limit: Option<u64>,
+    rows: u64,
+    cells: u64,
+    last_row: Option<Vec<u8>>,
+    /// The filter's output not yet returned.
+    queue: VecDeque<Cell>,
+    /// The first cell of the next row, read ahead while gathering one.
+    ahead: Option<Cell>,
 }
 
 impl CellReader {
@@ -124,6 +143,21 @@ impl CellReader {
             .map(compile_column_regex)
             .transpose()?;
         let (start_key, end_key) = key_bounds(&spec.rows);
+        let filtering = match &spec.filter {
+            Some(f) => Some(Box::new(Filtering {
+                plan: Plan::new(f)?,
+                row_limit: spec.row_limit,
+                cell_limit: spec.cell_limit,
+                rows: 0,
+                cells: 0,
+                last_row: None,
+                queue: VecDeque::new(),
+                ahead: None,
+            })),
+            None => None,
+        };
+        // With a filter the limits count its output, not what it reads.
+        let unfiltered = filtering.is_none();
         let mut r = CellReader {
             iter,
             schema,
@@ -134,8 +168,8 @@ impl CellReader {
             regex,
             time_range: spec.time_range,
             max_versions: spec.max_versions,
-            row_limit: spec.row_limit,
-            cell_limit: spec.cell_limit,
+            row_limit: spec.row_limit.filter(|_| unfiltered),
+            cell_limit: spec.cell_limit.filter(|_| unfiltered),
             target_column: None,
             tracker: Tracker::new(),
             family: None,
@@ -146,6 +180,7 @@ impl CellReader {
             cells_emitted: 0,
             done: false,
             pending: None,
+            filtering,
         };
         match start_key {
             Some(k) => r.iter.seek(&k)?,
@@ -191,7 +226,68 @@ impl CellReader {
         if let Some(c) = self.pending.take() {
             return Ok(Some(c));
         }
+        if self.filtering.is_some() {
+            let r = self.next_filtered();
+            if r.is_err() {
+                self.done = true;
+            }
+            return r;
+        }
         self.guarded(true)
+    }
+
+    /// The next cell the row filter outputs, within the limits.
+    fn next_filtered(&mut self) -> Result<Option<Cell>> {
+        loop {
+            let Some(f) = self.filtering.as_deref_mut() else {
+                return Ok(None);
+            };
+            if f.cell_limit.is_some_and(|l| f.cells >= l) {
+                return Ok(None);
+            }
+            if let Some(c) = f.queue.pop_front() {
+                if f.last_row.as_deref() != Some(c.row.as_slice()) {
+                    if f.row_limit.is_some_and(|l| f.rows >= l) {
+                        f.queue.clear();
+                        return Ok(None);
+                    }
+                    f.rows += 1;
+                    f.last_row = Some(c.row.clone());
+                }
+                f.cells += 1;
+                return Ok(Some(c));
+            }
+            let ahead = f.ahead.take();
+            let needs_rows = f.plan.needs_rows();
+            let first = match ahead {
+                Some(c) => c,
+                None => match self.advance(true)? {
+                    Some(c) => c,
+                    None => return Ok(None),
+                },
+            };
+            if !needs_rows {
+                if let Some(f) = self.filtering.as_deref_mut() {
+                    f.queue.push_back(first);
+                }
+                continue;
+            }
+            let row = first.row.clone();
+            let mut cells = vec![first];
+            while let Some(c) = self.advance(true)? {
+                if c.row != row {
+                    if let Some(f) = self.filtering.as_deref_mut() {
+                        f.ahead = Some(c);
+                    }
+                    break;
+                }
+                cells.push(c);
+            }
+            if let Some(f) = self.filtering.as_deref_mut() {
+                let out = f.plan.finish_row(&row, cells);
+                f.queue.extend(out.into_iter().map(|l| l.cell));
+            }
+        }
     }
 
     /// The next row with at least one visible cell, and its cells.
@@ -201,7 +297,7 @@ impl CellReader {
         };
         let row = first.row.clone();
         let mut cells = vec![first];
-        while let Some(c) = self.guarded(true)? {
+        while let Some(c) = self.next_cell()? {
             if c.row != row {
                 self.pending = Some(c);
                 break;
@@ -277,6 +373,15 @@ impl CellReader {
                 }
                 self.row = None;
                 self.row_counted = false;
+                if let Some(f) = self.filtering.as_deref() {
+                    let row = k.row()?;
+                    if !f.plan.row_passes(&row) {
+                        let end = prefix_end(self.tracker.row_enc());
+                        self.skip_to(&end)?;
+                        continue;
+                    }
+                    self.row = Some(row);
+                }
             }
             if k.is_row_level() {
                 self.tracker.classify(&k, self.iter.value())?;
@@ -306,7 +411,12 @@ impl CellReader {
                 }
                 if !self.column.checked {
                     self.column.checked = true;
-                    let (matches, q) = self.column_matches(&k)?;
+                    let (mut matches, q) = self.column_matches(&k)?;
+                    if let (true, Some(f), Some((fam, _))) =
+                        (matches, self.filtering.as_deref(), self.family.as_ref())
+                    {
+                        matches = f.plan.column_passes(fam, &q);
+                    }
                     self.column.qualifier = Some(q);
                     if !matches {
                         let end = prefix_end(k.column_enc);
@@ -336,6 +446,17 @@ impl CellReader {
                 continue;
             }
             if ts >= self.time_range.end {
+                self.iter.next()?;
+                continue;
+            }
+            // The filter's time tests come after the versions count: the
+            // scan's selections apply before the filter.
+            if self
+                .filtering
+                .as_deref()
+                .is_some_and(|f| !f.plan.time_passes(ts))
+            {
+                self.column.emitted += 1;
                 self.iter.next()?;
                 continue;
             }

@@ -2,6 +2,29 @@
 //! check-and-mutate all reduce to.
 
 use crate::data::{Condition, Mutation};
+use crate::filter::RowFilter;
+
+/// What decides which branch of a row transaction runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Guard {
+    /// A test of one column's newest value (read with a point lookup).
+    Cell(Condition),
+    /// Cloud Bigtable's `CheckAndMutateRow` predicate: it holds when the
+    /// filter outputs at least one cell of the row.
+    Filter(RowFilter),
+}
+
+impl From<Condition> for Guard {
+    fn from(c: Condition) -> Guard {
+        Guard::Cell(c)
+    }
+}
+
+impl From<RowFilter> for Guard {
+    fn from(f: RowFilter) -> Guard {
+        Guard::Filter(f)
+    }
+}
 
 /// One operation inside a row transaction.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +53,7 @@ pub enum RowOp {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RowTxn {
     pub row: Vec<u8>,
-    pub guard: Option<Condition>,
+    pub guard: Option<Guard>,
     pub ops: Vec<RowOp>,
     pub otherwise: Vec<RowOp>,
 }

@@ -16,7 +16,7 @@ pub fn errno(e: &engine::Error) -> Errno {
         E::InvalidArgument(_) => Errno::EINVAL,
         E::RowKeyTooLong(_) => Errno::ENAMETOOLONG,
         E::ValueTooLarge { .. } => Errno::EFBIG,
-        E::BadRegex { .. } => Errno::EINVAL,
+        E::BadRegex { .. } | E::BadFilter(_) => Errno::EINVAL,
         E::BadSchema { .. } => Errno::EINVAL,
         E::BadGcRule(_) => Errno::EINVAL,
         E::BadBatchEntry { source, .. } => errno(source),

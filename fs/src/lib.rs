@@ -24,6 +24,7 @@ mod ctx;
 pub mod dirs;
 pub mod errno;
 pub mod files;
+pub mod filter_query;
 mod fs;
 mod fuse;
 pub mod handles;

@@ -4,8 +4,8 @@
 use crate::store::{RowStream, Store};
 use engine::schema::TableSchema;
 use engine::{
-    Cell, Error, Mutation, Predicate, Result, RowMutation, RowOp, RowTxn, ScanSpec, TabletInfo,
-    TxnOutcome, WriteOptions,
+    Cell, Error, Guard, Mutation, Predicate, Result, RowMutation, RowOp, RowTxn, ScanSpec,
+    TabletInfo, TxnOutcome, WriteOptions,
 };
 use parking_lot::Mutex;
 use std::cmp::Reverse;
@@ -85,7 +85,14 @@ fn select(row_key: &[u8], row: &Row, spec: &ScanSpec) -> Vec<Cell> {
             });
         }
     }
-    out
+    match &spec.filter {
+        // The engine's evaluator; callers validated the filter.
+        Some(f) => match f.compile() {
+            Ok(c) => c.apply(row_key, out).into_iter().map(|l| l.cell).collect(),
+            Err(_) => Vec::new(),
+        },
+        None => out,
+    }
 }
 
 impl MockStore {
@@ -329,12 +336,21 @@ impl Store for MockStore {
         for txn in txns {
             let held = match &txn.guard {
                 None => true,
-                Some(c) => {
+                Some(Guard::Cell(c)) => {
                     let cur = Self::newest(t.rows.get(&txn.row), &c.family, &c.qualifier);
                     match &c.predicate {
                         Predicate::Exists => cur.is_some(),
                         Predicate::Equals(v) => cur.as_ref() == Some(v),
                     }
+                }
+                Some(Guard::Filter(f)) => {
+                    let spec = ScanSpec {
+                        filter: Some(f.clone()),
+                        ..Default::default()
+                    };
+                    t.rows
+                        .get(&txn.row)
+                        .is_some_and(|r| !select(&txn.row, r, &spec).is_empty())
                 }
             };
             let ops = if held { &txn.ops } else { &txn.otherwise };

@@ -129,6 +129,24 @@ pub fn json_string(bytes: &[u8], out: &mut Vec<u8>) {
 
 /// Appends one cell as a line in `format`.
 pub fn write_cell(format: Format, cell: &Cell, out: &mut Vec<u8>) {
+    write_cell_as(format, cell, false, out)
+}
+
+/// The signed decimal of a 64-bit big-endian counter value.
+pub fn counter_decimal(value: &[u8]) -> Option<String> {
+    let b: [u8; 8] = value.try_into().ok()?;
+    Some(i64::from_be_bytes(b).to_string())
+}
+
+/// Appends one cell as a line; with `counter`, an 8-byte value is a
+/// counter: TSV shows its decimal instead of the bytes (the bytes follow
+/// from it), JSON adds `"counter":<decimal>` after the value.
+pub fn write_cell_as(format: Format, cell: &Cell, counter: bool, out: &mut Vec<u8>) {
+    let decimal = if counter {
+        counter_decimal(&cell.value)
+    } else {
+        None
+    };
     match format {
         Format::Tsv => {
             tsv_escape(&cell.row, out);
@@ -140,7 +158,10 @@ pub fn write_cell(format: Format, cell: &Cell, out: &mut Vec<u8>) {
             out.push(b'\t');
             out.extend_from_slice(cell.timestamp.to_string().as_bytes());
             out.push(b'\t');
-            tsv_escape(&cell.value, out);
+            match &decimal {
+                Some(d) => out.extend_from_slice(d.as_bytes()),
+                None => tsv_escape(&cell.value, out),
+            }
             out.push(b'\n');
         }
         Format::Json => {
@@ -154,6 +175,10 @@ pub fn write_cell(format: Format, cell: &Cell, out: &mut Vec<u8>) {
             out.extend_from_slice(cell.timestamp.to_string().as_bytes());
             out.extend_from_slice(b",\"value\":");
             json_string(&cell.value, out);
+            if let Some(d) = &decimal {
+                out.extend_from_slice(b",\"counter\":");
+                out.extend_from_slice(d.as_bytes());
+            }
             out.extend_from_slice(b"}\n");
         }
     }
@@ -202,6 +227,25 @@ mod tests {
         let mut out = Vec::new();
         json_string(b"a\"\\\n\x01\xff\xc3\xa9", &mut out);
         assert_eq!(out, b"\"a\\\"\\\\\\n\\u0001\\udcff\xc3\xa9\"");
+    }
+
+    #[test]
+    fn counters_show_as_decimal() {
+        let c = cell(b"r", b"hits", &(-42i64).to_be_bytes());
+        let mut out = Vec::new();
+        write_cell_as(Format::Tsv, &c, true, &mut out);
+        assert_eq!(out, b"r\tf:hits\t42\t-42\n");
+        let mut out = Vec::new();
+        write_cell_as(Format::Json, &c, true, &mut out);
+        assert!(
+            out.ends_with(b",\"counter\":-42}\n"),
+            "{}",
+            String::from_utf8_lossy(&out)
+        );
+        // Not 8 bytes: shown as bytes.
+        let mut out = Vec::new();
+        write_cell_as(Format::Tsv, &cell(b"r", b"q", b"abc"), true, &mut out);
+        assert_eq!(out, b"r\tf:q\t42\tabc\n");
     }
 
     #[test]

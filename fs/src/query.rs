@@ -12,9 +12,13 @@
 //! from=<µs>          only versions with timestamp >= from
 //! to=<µs>            only versions with timestamp < to
 //! versions=<n>|all   newest n versions of each column (default 1)
-//! limit=<n>          at most n rows
-//! cells=<n>          at most n cells
+//! limit=<n>          at most n rows (that the filter outputs)
+//! cells=<n>          at most n cells (that the filter outputs)
 //! format=tsv|json    output format (default tsv; see `output`)
+//! filter=<expr>      a row filter (`filter_query`), run on what the keys
+//!                    above select; given twice, the two are chained
+//! counters=<regex>   columns (whole family:qualifier) holding 64-bit
+//!                    counters: their 8-byte values print as decimal
 //! ```
 
 use crate::names::decode_field;
@@ -34,7 +38,31 @@ pub enum Format {
 pub struct Query {
     pub spec: ScanSpec,
     pub format: Format,
+    /// Columns whose 8-byte values are shown as decimal counters.
+    pub counters: Option<CounterColumns>,
 }
+
+/// The `counters=` regex, compiled.
+#[derive(Debug, Clone)]
+pub struct CounterColumns(regex::bytes::Regex);
+
+impl CounterColumns {
+    /// Whether `family:qualifier` is a counter column.
+    pub fn matches(&self, family: &str, qualifier: &[u8]) -> bool {
+        let mut col = Vec::with_capacity(family.len() + 1 + qualifier.len());
+        col.extend_from_slice(family.as_bytes());
+        col.push(b':');
+        col.extend_from_slice(qualifier);
+        self.0.is_match(&col)
+    }
+}
+
+impl PartialEq for CounterColumns {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_str() == other.0.as_str()
+    }
+}
+impl Eq for CounterColumns {}
 
 fn number(key: &str, v: &[u8]) -> Result<u64, String> {
     std::str::from_utf8(v)
@@ -95,6 +123,8 @@ pub fn parse(name: &[u8]) -> Result<Query, String> {
     let mut families: Vec<String> = Vec::new();
     let mut from = 0u64;
     let mut to = u64::MAX;
+    let mut filters = Vec::new();
+    let mut counters = None;
     if name != b"all" {
         for part in name.split(|&b| b == b'&').filter(|p| !p.is_empty()) {
             let eq = part
@@ -102,6 +132,14 @@ pub fn parse(name: &[u8]) -> Result<Query, String> {
                 .position(|&b| b == b'=')
                 .ok_or_else(|| format!("{:?} is not key=value", String::from_utf8_lossy(part)))?;
             let key = String::from_utf8_lossy(&part[..eq]).into_owned();
+            if key == "filter" {
+                // Decoded argument by argument, so %2C stays inside one.
+                filters.push(
+                    crate::filter_query::parse(&part[eq + 1..])
+                        .map_err(|e| format!("filter=: {e}"))?,
+                );
+                continue;
+            }
             let value =
                 decode_field(&part[eq + 1..]).ok_or_else(|| format!("{key}=: bad %XX escape"))?;
             match key.as_str() {
@@ -127,6 +165,11 @@ pub fn parse(name: &[u8]) -> Result<Query, String> {
                         Some(u32::try_from(n).ok().filter(|&n| n > 0).ok_or("versions= must be 1.. or all")?)
                     }
                 }
+                "counters" => {
+                    let re = String::from_utf8(value).map_err(|_| "counters= is not UTF-8".to_string())?;
+                    let re = compile_column_regex(&re).map_err(|e| format!("counters=: {e}"))?;
+                    counters = Some(CounterColumns(re));
+                }
                 "limit" => spec.row_limit = Some(number(&key, &value)?),
                 "cells" => spec.cell_limit = Some(number(&key, &value)?),
                 "format" => {
@@ -138,7 +181,7 @@ pub fn parse(name: &[u8]) -> Result<Query, String> {
                 }
                 _ => {
                     return Err(format!(
-                        "unknown key {key:?} (start, end, prefix, family, column, from, to, versions, limit, cells, format)"
+                        "unknown key {key:?} (start, end, prefix, family, column, from, to, versions, limit, cells, format, filter, counters)"
                     ))
                 }
             }
@@ -162,7 +205,14 @@ pub fn parse(name: &[u8]) -> Result<Query, String> {
         families.dedup();
         spec.families = Some(families);
     }
-    Ok(Query { spec, format })
+    if !filters.is_empty() {
+        spec.filter = Some(engine::RowFilter::chain(filters));
+    }
+    Ok(Query {
+        spec,
+        format,
+        counters,
+    })
 }
 
 #[cfg(test)]

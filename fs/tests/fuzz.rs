@@ -43,6 +43,35 @@ fn mutate_line() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(word, 0..6).prop_map(|ws| ws.join(" ").into_bytes())
 }
 
+/// Text that looks like the filter grammar.
+fn filter_text() -> impl Strategy<Value = Vec<u8>> {
+    let word = prop_oneof![
+        Just("chain(".to_string()),
+        Just("interleave(".to_string()),
+        Just("condition(".to_string()),
+        Just("all".to_string()),
+        Just("none".to_string()),
+        Just("sink".to_string()),
+        Just("strip".to_string()),
+        Just("label(x)".to_string()),
+        Just("row(".to_string()),
+        Just("family(".to_string()),
+        Just("qualifier(".to_string()),
+        Just("value(".to_string()),
+        Just("sample(0.5)".to_string()),
+        Just("columns(f,from=a,to=b)".to_string()),
+        Just("values(after=a)".to_string()),
+        Just("time(from=1,to=9)".to_string()),
+        Just("cells_per_row(2)".to_string()),
+        Just("offset(1)".to_string()),
+        Just("cells_per_column(1)".to_string()),
+        Just(",".to_string()),
+        Just(")".to_string()),
+        "[a-z.*\\%0-9(),=]{0,6}",
+    ];
+    prop::collection::vec(word, 0..12).prop_map(|ws| ws.concat().into_bytes())
+}
+
 fn any_bytes(max: usize) -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(any::<u8>(), 0..max)
 }
@@ -95,6 +124,24 @@ proptest! {
         ).prop_map(|v| v.join("&").into_bytes()),
     ]) {
         let _ = fs::query::parse(&name);
+    }
+
+    #[test]
+    fn filter_expressions(text in prop_oneof![
+        any_bytes(80),
+        filter_text(),
+    ]) {
+        // Any text parses or fails cleanly; what parses formats and reads back.
+        if let Ok(f) = fs::filter_query::parse(&text) {
+            let back = fs::filter_query::format(&f);
+            prop_assert_eq!(fs::filter_query::parse(back.as_bytes()), Ok(f));
+        }
+        let mut q = b"filter=".to_vec();
+        q.extend_from_slice(&text);
+        let _ = fs::query::parse(&q);
+        let mut line = b"if r filter=".to_vec();
+        line.extend_from_slice(&text);
+        let _ = parse_line(&line);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::log::{CommitLog, LogRecord};
 use crate::memtable::Memtable;
 use crate::mutation;
 use crate::tablet::{Tablet, TabletVersion};
-use crate::txn::{RowOp, RowTxn, TxnOutcome};
+use crate::txn::{Guard, RowOp, RowTxn, TxnOutcome};
 use crate::{Error, Result};
 use chubby::Sequencer;
 use crossbeam_channel::Sender;
@@ -344,10 +344,11 @@ impl TabletServer {
         let mut m = RowMutation::new(t.row.clone());
         let held = match &t.guard {
             None => true,
-            Some(c) => {
+            Some(Guard::Cell(c)) => {
                 let cur = self.cell_of(s, &t.row, &c.family, &c.qualifier)?;
                 mutation::check(c, cur.as_ref().map(|c| c.value.as_slice()))
             }
+            Some(Guard::Filter(f)) => self.row_matches(s, &t.row, f)?,
         };
         let ops = if held { &t.ops } else { &t.otherwise };
         // Values this transaction has written so far, for later ops of the same column.

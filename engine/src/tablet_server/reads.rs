@@ -136,6 +136,30 @@ impl TabletServer {
         reader.collect()
     }
 
+    /// Whether `filter` outputs any cell of `row` (a check-and-mutate predicate).
+    pub(super) fn row_matches(
+        &self,
+        s: &Served,
+        row: &[u8],
+        filter: &crate::filter::RowFilter,
+    ) -> Result<bool> {
+        let snapshot = self.core.visible_seq();
+        let v = s.tablet.version();
+        let schema = s.table.schema();
+        let sources = self.row_sources(&v, &schema, row, None, None)?;
+        let mut spec = ScanSpec::row(row);
+        spec.filter = Some(filter.clone());
+        spec.cell_limit = Some(1);
+        let mut reader = CellReader::new(
+            Box::new(MergingIterator::new(sources)),
+            &spec,
+            schema,
+            snapshot,
+            now_micros(),
+        )?;
+        Ok(reader.next_cell()?.is_some())
+    }
+
     /// The newest `max_versions` visible versions of one column (all if None).
     pub fn read_column(
         &self,

@@ -61,6 +61,7 @@ impl Ctx {
         }
         if let Op::Set { qualifier, .. }
         | Op::Delete { qualifier, .. }
+        | Op::DeleteVersions { qualifier, .. }
         | Op::Increment { qualifier, .. }
         | Op::Append { qualifier, .. }
         | Op::Guard { qualifier, .. } = op
@@ -129,6 +130,7 @@ impl Ctx {
                 let q = match &l.op {
                     Op::Set { qualifier, .. }
                     | Op::Delete { qualifier, .. }
+                    | Op::DeleteVersions { qualifier, .. }
                     | Op::Increment { qualifier, .. }
                     | Op::Append { qualifier, .. } => Some(qualifier.clone()),
                     _ => None,

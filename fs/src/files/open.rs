@@ -93,11 +93,11 @@ impl Ctx {
                 })
             }
             Node::Scan { table, query } => {
-                let q = crate::query::parse(query)
+                let mut q = crate::query::parse(query)
                     .map_err(|why| self.data.refuse(&what, Errno::EINVAL, &why))?;
                 let schema = self.data.schema(table)?;
                 let caller = caller.clone().with_groups();
-                let mut readable = None;
+                let mut readable: Option<Vec<String>> = None;
                 if let Some(fams) = &q.spec.families {
                     for f in fams {
                         let fs = schema.families.get(f).ok_or_else(|| {
@@ -129,6 +129,13 @@ impl Ctx {
                             .map(|f| f.name.clone())
                             .collect(),
                     );
+                }
+                // A filter must not see what the caller may not read (a
+                // condition could reveal it): it reads readable families only.
+                if let (Some(r), Some(_)) = (&readable, &q.spec.filter) {
+                    let mut fams: Vec<String> = r.clone();
+                    fams.sort();
+                    q.spec.families = Some(fams);
                 }
                 Stats::add(&self.data.stats.scans, 1);
                 let fh = self.handles.insert(Handle::Scan(ScanHandle {

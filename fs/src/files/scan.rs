@@ -41,7 +41,12 @@ impl Ctx {
                         if s.readable.as_ref().is_some_and(|r| !r.contains(&c.family)) {
                             continue;
                         }
-                        crate::output::write_cell(s.query.format, &c, &mut s.buf);
+                        let counter = s
+                            .query
+                            .counters
+                            .as_ref()
+                            .is_some_and(|m| m.matches(&c.family, &c.qualifier));
+                        crate::output::write_cell_as(s.query.format, &c, counter, &mut s.buf);
                     }
                     // Skip output wholly before the read offset.
                     if s.start < offset {

@@ -9,13 +9,22 @@
 //! ```text
 //! set          <row> <column> <value> [<timestamp>]   write a version (server time by default)
 //! delete       <row> <column> [<timestamp>]           delete one version, or every version
+//! delete       <row> <column> <from>..<to>            delete the versions in [from, to)
+//!                                                     (either end may be left out)
 //! deletefamily <row> <family>                         delete the family's cells in the row
 //! deleterow    <row>                                  delete the row
 //! increment    <row> <column> <delta>                 add to a 64-bit big-endian counter
 //! append       <row> <column> <value>                 append bytes to the newest value
 //! if           <row> <column> [<value>]               guard: the column exists (and equals value)
 //! ifnot        <row> <column> [<value>]               guard: it does not
+//! if           <row> filter=<expr>                    guard: the row filter outputs a cell
+//! ifnot        <row> filter=<expr>                    guard: it outputs none
 //! ```
+//!
+//! A filter is written as in `.scan` queries (`crate::filter_query`), e.g.
+//! `if r filter=chain(family(lock),value(free))`; it must hold no space (write
+//! `%20`), and it reads every family of the row (the writer needs read
+//! permission on all of them).
 //!
 //! Timestamps are decimal microseconds. All lines of one row form one
 //! transaction, applied atomically in line order; a guard line makes every
@@ -25,7 +34,9 @@
 
 use crate::names::{decode_field, encode_field};
 use engine::key::MAX_TIMESTAMP;
-use engine::{Condition, Mutation, Predicate, RowOp, RowTxn, TimeRange, TxnOutcome};
+use engine::{
+    Condition, Guard, Mutation, Predicate, RowFilter, RowOp, RowTxn, TimeRange, TxnOutcome,
+};
 use std::collections::HashMap;
 
 /// One parsed line.
@@ -43,6 +54,13 @@ pub enum Op {
         family: String,
         qualifier: Vec<u8>,
         ts: Option<u64>,
+    },
+    /// The versions of a column in a time range.
+    DeleteVersions {
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        range: TimeRange,
     },
     DeleteFamily {
         row: Vec<u8>,
@@ -70,6 +88,12 @@ pub enum Op {
         value: Option<Vec<u8>>,
         expect: bool,
     },
+    /// A guard that holds when the filter outputs a cell of the row.
+    FilterGuard {
+        row: Vec<u8>,
+        filter: RowFilter,
+        expect: bool,
+    },
 }
 
 impl Op {
@@ -77,6 +101,8 @@ impl Op {
         match self {
             Op::Set { row, .. }
             | Op::Delete { row, .. }
+            | Op::DeleteVersions { row, .. }
+            | Op::FilterGuard { row, .. }
             | Op::DeleteFamily { row, .. }
             | Op::DeleteRow { row }
             | Op::Increment { row, .. }
@@ -88,9 +114,10 @@ impl Op {
     /// The family the line touches (`None`: every family of the row).
     pub fn family(&self) -> Option<&str> {
         match self {
-            Op::DeleteRow { .. } => None,
+            Op::DeleteRow { .. } | Op::FilterGuard { .. } => None,
             Op::Set { family, .. }
             | Op::Delete { family, .. }
+            | Op::DeleteVersions { family, .. }
             | Op::DeleteFamily { family, .. }
             | Op::Increment { family, .. }
             | Op::Append { family, .. }
@@ -102,13 +129,13 @@ impl Op {
     pub fn reads(&self) -> bool {
         matches!(
             self,
-            Op::Increment { .. } | Op::Append { .. } | Op::Guard { .. }
+            Op::Increment { .. } | Op::Append { .. } | Op::Guard { .. } | Op::FilterGuard { .. }
         )
     }
 
     /// Whether the line writes data.
     pub fn writes(&self) -> bool {
-        !matches!(self, Op::Guard { .. })
+        !matches!(self, Op::Guard { .. } | Op::FilterGuard { .. })
     }
 }
 
@@ -173,6 +200,25 @@ fn timestamp(s: &[u8]) -> Result<u64, String> {
     Ok(t)
 }
 
+/// `<from>..<to>` (either end may be empty) as `[from, to)`; `None` if the
+/// field has no `..` (a single timestamp).
+fn time_range(s: &[u8]) -> Result<Option<TimeRange>, String> {
+    let Some(dots) = s.windows(2).position(|w| w == b"..") else {
+        return Ok(None);
+    };
+    let (a, b) = (&s[..dots], &s[dots + 2..]);
+    let start = if a.is_empty() { 0 } else { timestamp(a)? };
+    let end = if b.is_empty() {
+        u64::MAX
+    } else {
+        timestamp(b)?
+    };
+    if start >= end {
+        return Err(format!("empty time range {}", String::from_utf8_lossy(s)));
+    }
+    Ok(Some(TimeRange { start, end }))
+}
+
 /// Parses one line (without its newline); `Ok(None)` for blank and comment lines.
 pub fn parse_line(text: &[u8]) -> Result<Option<Op>, String> {
     let text = text.strip_suffix(b"\r").unwrap_or(text);
@@ -207,13 +253,26 @@ pub fn parse_line(text: &[u8]) -> Result<Option<Op>, String> {
             }
         }
         "delete" => {
-            arity(2, 3, "delete <row> <family>:<qualifier> [<timestamp>]")?;
+            arity(
+                2,
+                3,
+                "delete <row> <family>:<qualifier> [<timestamp> | <from>..<to>]",
+            )?;
             let (family, qualifier) = column(args[1])?;
-            Op::Delete {
-                row: field(args[0], "row")?,
-                family,
-                qualifier,
-                ts: args.get(2).map(|t| timestamp(t)).transpose()?,
+            let row = field(args[0], "row")?;
+            match args.get(2).map(|a| time_range(a)).transpose()?.flatten() {
+                Some(range) => Op::DeleteVersions {
+                    row,
+                    family,
+                    qualifier,
+                    range,
+                },
+                None => Op::Delete {
+                    row,
+                    family,
+                    qualifier,
+                    ts: args.get(2).map(|t| timestamp(t)).transpose()?,
+                },
             }
         }
         "deletefamily" => {
@@ -253,6 +312,16 @@ pub fn parse_line(text: &[u8]) -> Result<Option<Op>, String> {
                 family,
                 qualifier,
                 value: field(args[2], "value")?,
+            }
+        }
+        "if" | "ifnot" if args.get(1).is_some_and(|a| a.starts_with(b"filter=")) => {
+            arity(2, 2, &format!("{verb} <row> filter=<expr>"))?;
+            let filter = crate::filter_query::parse(&args[1][b"filter=".len()..])
+                .map_err(|e| format!("filter=: {e}"))?;
+            Op::FilterGuard {
+                row: field(args[0], "row")?,
+                filter,
+                expect: verb == "if",
             }
         }
         "if" | "ifnot" => {
@@ -384,7 +453,7 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
     struct Row {
         first_line: usize,
         row: Vec<u8>,
-        guard: Option<(usize, Condition, bool)>,
+        guard: Option<(usize, Guard, bool)>,
         ops: Vec<RowOp>,
     }
     let mut rows: Vec<Row> = Vec::new();
@@ -423,9 +492,29 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
                     qualifier,
                     predicate,
                 };
-                r.guard = Some((line, condition, expect));
+                r.guard = Some((line, condition.into(), expect));
                 continue;
             }
+            Op::FilterGuard { filter, expect, .. } => {
+                if let Some((prev, _, _)) = &r.guard {
+                    return Err(BatchError {
+                        line,
+                        reason: format!("the row already has a condition (line {prev})"),
+                    });
+                }
+                r.guard = Some((line, filter.into(), expect));
+                continue;
+            }
+            Op::DeleteVersions {
+                family,
+                qualifier,
+                range,
+                ..
+            } => RowOp::Mutate(Mutation::DeleteCells {
+                family,
+                qualifier,
+                range,
+            }),
             Op::Set {
                 family,
                 qualifier,

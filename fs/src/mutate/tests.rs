@@ -127,7 +127,9 @@ fn groups_one_transaction_per_row_with_its_guard() {
     assert_eq!(txns[0].txn.row, b"a");
     assert_eq!(txns[0].txn.ops.len(), 2);
     assert!(txns[0].when_held);
-    let g = txns[0].txn.guard.as_ref().unwrap();
+    let Some(engine::Guard::Cell(g)) = txns[0].txn.guard.as_ref() else {
+        panic!("a cell guard")
+    };
     assert_eq!(g.predicate, Predicate::Equals(b"yes".to_vec()));
     assert_eq!(txns[1].first_line, 2);
     assert!(txns[1].txn.guard.is_none());
@@ -164,4 +166,57 @@ fn results_name_rows_and_values() {
         text,
         "applied a\nvalue a f:n 7\nvalue a f:s ab%20x\nskipped b\n"
     );
+}
+
+#[test]
+fn time_range_deletes_and_filter_guards() {
+    let one = |s: &str| parse_line(s.as_bytes()).unwrap().unwrap();
+    let range = |l: &str| match one(l) {
+        Op::DeleteVersions { range, .. } => (range.start, range.end),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(range("delete r f:q 10..20"), (10, 20));
+    assert_eq!(range("delete r f:q 10.."), (10, u64::MAX));
+    assert_eq!(range("delete r f:q ..20"), (0, 20));
+    assert_eq!(range("delete r f:q .."), (0, u64::MAX));
+    assert!(matches!(
+        one("delete r f:q 10"),
+        Op::Delete { ts: Some(10), .. }
+    ));
+    for bad in [
+        "delete r f:q 20..10",
+        "delete r f:q 5..5",
+        "delete r f:q x..5",
+        "delete r f:q 1...5",
+        "if r filter=bogus",
+        "if r filter=all extra",
+        "if r filter=value(()",
+    ] {
+        assert!(parse_line(bad.as_bytes()).is_err(), "{bad}");
+    }
+    match one("ifnot r filter=chain(family(f),value(free))") {
+        Op::FilterGuard {
+            row,
+            filter,
+            expect,
+        } => {
+            assert_eq!(row, b"r");
+            assert!(!expect);
+            assert!(matches!(filter, engine::RowFilter::Chain(_)));
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut p = BatchParser::default();
+    p.feed(b"if r filter=value(free)\nset r f:owner me\ndelete r f:old 1..5\n")
+        .unwrap();
+    let txns = group(p.finish().unwrap()).unwrap();
+    assert_eq!(txns.len(), 1);
+    assert!(matches!(
+        txns[0].txn.guard,
+        Some(engine::Guard::Filter(engine::RowFilter::ValueRegex(_)))
+    ));
+    assert_eq!(txns[0].txn.ops.len(), 2);
+    let mut p = BatchParser::default();
+    p.feed(b"if r filter=all\nif r f:q\nset r f:q v\n").unwrap();
+    assert!(group(p.finish().unwrap()).is_err(), "two guards on one row");
 }

@@ -1,0 +1,376 @@
+//! Evaluating a compiled filter over one row's cells.
+//!
+//! Cells travel through the tree as indices into the row's cells (plus
+//! whether the value was stripped and the labels added), so chains and
+//! interleaves never copy values; the output is materialised once.
+
+use super::{in_range, RowFilter};
+use crate::data::{Cell, TimeRange};
+use crate::error::{Error, Result};
+use regex::bytes::{Regex, RegexBuilder};
+use std::ops::Bound;
+
+/// A cell of a filtered read and the labels `apply_label` gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labeled {
+    pub cell: Cell,
+    pub labels: Vec<String>,
+}
+
+/// A filter ready to run: regexes compiled.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    pub(crate) node: Node,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum Node {
+    Chain(Vec<Node>),
+    Interleave(Vec<Node>),
+    Condition {
+        predicate: Box<Node>,
+        true_filter: Option<Box<Node>>,
+        false_filter: Option<Box<Node>>,
+    },
+    Sink,
+    PassAll,
+    BlockAll,
+    RowKey(Regex),
+    Sample(f64),
+    Family(Regex),
+    Qualifier(Regex),
+    ColumnRange {
+        family: String,
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+    },
+    Time(TimeRange),
+    Value(Regex),
+    ValueRange {
+        start: Bound<Vec<u8>>,
+        end: Bound<Vec<u8>>,
+    },
+    Offset(u32),
+    RowLimit(u32),
+    ColumnLimit(u32),
+    Strip,
+    Label(String),
+}
+
+/// Compiles a filter regex: bytes (Unicode off), anchored at both ends.
+pub(crate) fn whole_match_regex(what: &str, pattern: &[u8]) -> Result<Regex> {
+    let p = std::str::from_utf8(pattern).map_err(|_| Error::BadRegex {
+        pattern: String::from_utf8_lossy(pattern).into_owned(),
+        reason: format!("{what} regex is not UTF-8 text; write other bytes as \\xHH"),
+    })?;
+    let build = |s: &str| {
+        RegexBuilder::new(s)
+            .unicode(false)
+            .size_limit(1 << 20)
+            .build()
+            .map_err(|e| Error::BadRegex {
+                pattern: p.to_string(),
+                reason: e.to_string(),
+            })
+    };
+    // The bare pattern first: it proves the parentheses balance, so the
+    // anchoring group cannot be escaped (e.g. by `a)|(b`).
+    build(p)?;
+    build(&format!(r"\A(?:{p})\z"))
+}
+
+impl Node {
+    pub(crate) fn compile(f: &RowFilter) -> Result<Node> {
+        let all = |v: &[RowFilter]| v.iter().map(Node::compile).collect::<Result<Vec<_>>>();
+        let opt = |f: &Option<Box<RowFilter>>| -> Result<Option<Box<Node>>> {
+            f.as_deref()
+                .map(|f| Node::compile(f).map(Box::new))
+                .transpose()
+        };
+        Ok(match f {
+            RowFilter::Chain(v) => Node::Chain(all(v)?),
+            RowFilter::Interleave(v) => Node::Interleave(all(v)?),
+            RowFilter::Condition {
+                predicate,
+                true_filter,
+                false_filter,
+            } => Node::Condition {
+                predicate: Box::new(Node::compile(predicate)?),
+                true_filter: opt(true_filter)?,
+                false_filter: opt(false_filter)?,
+            },
+            RowFilter::Sink => Node::Sink,
+            RowFilter::PassAll => Node::PassAll,
+            RowFilter::BlockAll => Node::BlockAll,
+            RowFilter::RowKeyRegex(p) => Node::RowKey(whole_match_regex("row key", p)?),
+            RowFilter::RowSample(p) => Node::Sample(*p),
+            RowFilter::FamilyNameRegex(p) => {
+                Node::Family(whole_match_regex("family", p.as_bytes())?)
+            }
+            RowFilter::ColumnQualifierRegex(p) => {
+                Node::Qualifier(whole_match_regex("qualifier", p)?)
+            }
+            RowFilter::ColumnRange { family, start, end } => Node::ColumnRange {
+                family: family.clone(),
+                start: start.clone(),
+                end: end.clone(),
+            },
+            RowFilter::TimestampRange(r) => Node::Time(*r),
+            RowFilter::ValueRegex(p) => Node::Value(whole_match_regex("value", p)?),
+            RowFilter::ValueRange { start, end } => Node::ValueRange {
+                start: start.clone(),
+                end: end.clone(),
+            },
+            RowFilter::CellsPerRowOffset(n) => Node::Offset(*n),
+            RowFilter::CellsPerRowLimit(n) => Node::RowLimit(*n),
+            RowFilter::CellsPerColumnLimit(n) => Node::ColumnLimit(*n),
+            RowFilter::StripValue => Node::Strip,
+            RowFilter::ApplyLabel(l) => Node::Label(l.clone()),
+        })
+    }
+
+    /// For a filter decided by the row key alone: whether the row passes.
+    /// `None` if the filter is not such a filter. Draws a sample each call.
+    pub(crate) fn row_test(&self, row: &[u8]) -> Option<bool> {
+        match self {
+            Node::RowKey(re) => Some(re.is_match(row)),
+            Node::Sample(p) => Some(sample(*p)),
+            _ => None,
+        }
+    }
+
+    /// For a filter that keeps or drops each cell by its column and
+    /// timestamp alone: whether the cell passes. `None` otherwise.
+    pub(crate) fn cell_test(&self, family: &str, qualifier: &[u8], ts: u64) -> Option<bool> {
+        match self {
+            Node::PassAll => Some(true),
+            Node::BlockAll => Some(false),
+            Node::Family(re) => Some(re.is_match(family.as_bytes())),
+            Node::Qualifier(re) => Some(re.is_match(qualifier)),
+            Node::ColumnRange {
+                family: f,
+                start,
+                end,
+            } => Some(f == family && in_range(qualifier, start, end)),
+            Node::Time(r) => Some(r.contains(ts)),
+            _ => None,
+        }
+    }
+}
+
+fn sample(p: f64) -> bool {
+    p >= 1.0 || (p > 0.0 && rand::random::<f64>() < p)
+}
+
+/// A cell on its way through the tree.
+#[derive(Debug, Clone)]
+struct Out {
+    idx: usize,
+    strip: bool,
+    labels: Vec<String>,
+}
+
+struct Row<'a> {
+    key: &'a [u8],
+    cells: &'a [Cell],
+    /// What sinks sent straight to the result.
+    sunk: Vec<Out>,
+}
+
+impl Compiled {
+    pub(crate) fn new(f: &RowFilter) -> Result<Compiled> {
+        Ok(Compiled {
+            node: Node::compile(f)?,
+        })
+    }
+
+    /// The filter's output for one row whose cells are in read order
+    /// (family, qualifier, newest first).
+    pub fn apply(&self, row: &[u8], cells: Vec<Cell>) -> Vec<Labeled> {
+        let input: Vec<Out> = (0..cells.len())
+            .map(|idx| Out {
+                idx,
+                strip: false,
+                labels: Vec::new(),
+            })
+            .collect();
+        let mut r = Row {
+            key: row,
+            cells: &cells,
+            sunk: Vec::new(),
+        };
+        let mut out = eval(&self.node, &mut r, input);
+        if !r.sunk.is_empty() {
+            out.append(&mut r.sunk);
+            out.sort_by_key(|o| o.idx);
+        }
+        materialise(cells, out)
+    }
+
+    /// Whether the filter outputs any cell for the row (a condition's test,
+    /// and check-and-mutate's predicate).
+    pub fn matches(&self, row: &[u8], cells: Vec<Cell>) -> bool {
+        !self.apply(row, cells).is_empty()
+    }
+}
+
+/// Turns indices back into cells, moving each value out on its last use.
+fn materialise(cells: Vec<Cell>, out: Vec<Out>) -> Vec<Labeled> {
+    let mut last_use = vec![usize::MAX; cells.len()];
+    for (i, o) in out.iter().enumerate() {
+        last_use[o.idx] = i;
+    }
+    let mut cells: Vec<Option<Cell>> = cells.into_iter().map(Some).collect();
+    let mut result = Vec::with_capacity(out.len());
+    for (i, o) in out.into_iter().enumerate() {
+        let cell = if last_use[o.idx] == i {
+            cells[o.idx].take()
+        } else if o.strip {
+            cells[o.idx].as_ref().map(strip_clone)
+        } else {
+            cells[o.idx].clone()
+        };
+        if let Some(mut cell) = cell {
+            if o.strip {
+                cell.value = Vec::new();
+            }
+            result.push(Labeled {
+                cell,
+                labels: o.labels,
+            });
+        }
+    }
+    result
+}
+
+/// A copy of a cell without copying its value.
+fn strip_clone(c: &Cell) -> Cell {
+    Cell {
+        row: c.row.clone(),
+        family: c.family.clone(),
+        qualifier: c.qualifier.clone(),
+        timestamp: c.timestamp,
+        value: Vec::new(),
+    }
+}
+
+fn eval(node: &Node, r: &mut Row<'_>, input: Vec<Out>) -> Vec<Out> {
+    if input.is_empty() {
+        return input;
+    }
+    let keep = |input: Vec<Out>, f: &dyn Fn(&Cell) -> bool| -> Vec<Out> {
+        input.into_iter().filter(|o| f(&r.cells[o.idx])).collect()
+    };
+    match node {
+        Node::Chain(v) => {
+            let mut cur = input;
+            for n in v {
+                cur = eval(n, r, cur);
+            }
+            cur
+        }
+        Node::Interleave(v) => {
+            let mut all: Vec<Out> = Vec::new();
+            for n in v {
+                all.extend(eval(n, r, input.clone()));
+            }
+            // Stable: copies of one cell keep the order of the filters.
+            all.sort_by_key(|o| o.idx);
+            all
+        }
+        Node::Condition {
+            predicate,
+            true_filter,
+            false_filter,
+        } => {
+            let held = !eval(predicate, r, input.clone()).is_empty();
+            let branch = if held { true_filter } else { false_filter };
+            match branch {
+                Some(n) => eval(n, r, input),
+                None => Vec::new(),
+            }
+        }
+        Node::Sink => {
+            r.sunk.extend(input);
+            Vec::new()
+        }
+        Node::PassAll => input,
+        Node::BlockAll => Vec::new(),
+        Node::RowKey(re) => {
+            if re.is_match(r.key) {
+                input
+            } else {
+                Vec::new()
+            }
+        }
+        Node::Sample(p) => {
+            if sample(*p) {
+                input
+            } else {
+                Vec::new()
+            }
+        }
+        Node::Family(_) | Node::Qualifier(_) | Node::ColumnRange { .. } | Node::Time(_) => {
+            keep(input, &|c| {
+                node.cell_test(&c.family, &c.qualifier, c.timestamp) == Some(true)
+            })
+        }
+        Node::Value(re) => {
+            let cells = r.cells;
+            input
+                .into_iter()
+                .filter(|o| {
+                    let v: &[u8] = if o.strip { b"" } else { &cells[o.idx].value };
+                    re.is_match(v)
+                })
+                .collect()
+        }
+        Node::ValueRange { start, end } => {
+            let cells = r.cells;
+            input
+                .into_iter()
+                .filter(|o| {
+                    let v: &[u8] = if o.strip { b"" } else { &cells[o.idx].value };
+                    in_range(v, start, end)
+                })
+                .collect()
+        }
+        Node::Offset(n) => input.into_iter().skip(*n as usize).collect(),
+        Node::RowLimit(n) => input.into_iter().take(*n as usize).collect(),
+        Node::ColumnLimit(n) => {
+            let mut out = Vec::with_capacity(input.len());
+            let mut prev: Option<usize> = None;
+            let mut count = 0u32;
+            for o in input {
+                let c = &r.cells[o.idx];
+                let same = prev.is_some_and(|p| {
+                    let q = &r.cells[p];
+                    q.family == c.family && q.qualifier == c.qualifier
+                });
+                if !same {
+                    count = 0;
+                }
+                prev = Some(o.idx);
+                if count < *n {
+                    count += 1;
+                    out.push(o);
+                }
+            }
+            out
+        }
+        Node::Strip => input
+            .into_iter()
+            .map(|mut o| {
+                o.strip = true;
+                o
+            })
+            .collect(),
+        Node::Label(l) => input
+            .into_iter()
+            .map(|mut o| {
+                o.labels.push(l.clone());
+                o
+            })
+            .collect(),
+    }
+}
