@@ -15,6 +15,7 @@ pub fn code(e: &Error) -> Code {
         | Error::ValueTooLarge { .. }
         | Error::BadRegex { .. }
         | Error::BadSchema { .. }
+        | Error::BadFilter(_)
         | Error::BadGcRule(_)
         | Error::NotACounter(_) => Code::InvalidArgument,
         Error::CounterOverflow => Code::FailedPrecondition,

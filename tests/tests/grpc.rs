@@ -61,16 +61,24 @@ fn python_client_and_the_mount_share_the_data() {
         tests::tail(&m.log_text(), 40)
     );
     // Written by the Python client, read through the mount.
-    assert_eq!(m.ok("cat pytable/from-python/cf/greeting"), "hello from python");
+    assert_eq!(
+        m.ok("cat pytable/from-python/cf/greeting"),
+        "hello from python"
+    );
     assert_eq!(m.ok("cat 'pytable/user#03/cf/name'"), "name 3");
     assert_eq!(m.ok("cat 'pytable/user#01/cf/visited'"), "yes");
     assert_eq!(m.ok("cat pytable/counter/cf/log"), "abab");
     assert_eq!(
-        m.ok("od -An -tx1 pytable/counter/stats/hits").split_whitespace().collect::<String>(),
+        m.ok("od -An -tx1 pytable/counter/stats/hits")
+            .split_whitespace()
+            .collect::<String>(),
         "000000000000000a"
     );
     assert!(m.ok("ls pytable").lines().all(|l| l != "user#09"));
     let schema = m.ok("cat pytable/.schema");
-    assert!(schema.contains("cf ") && schema.contains("max_versions=2"), "{schema}");
+    assert!(
+        schema.contains("cf ") && schema.contains("max_versions=2"),
+        "{schema}"
+    );
     assert!(!m.path("scratch").exists());
 }

@@ -2,9 +2,8 @@
 //! entry), CheckAndMutateRow and ReadModifyWriteRow.
 
 use super::mutate;
-use crate::filter::{FCell, Filter};
 use crate::{names, status, v2};
-use engine::{Bigtable, Error, RowMutation, RowOp, RowTxn, ScanSpec, WriteOptions};
+use engine::{Bigtable, Error, Mutation, RowFilter, RowMutation, RowOp, RowTxn, WriteOptions};
 use std::collections::BTreeMap;
 use tonic::{Code, Status};
 
@@ -57,53 +56,33 @@ pub fn mutate_rows(
     })
 }
 
-/// The row's cells in row order.
-fn row_cells(bt: &Bigtable, table: &str, row: &[u8]) -> Result<Vec<FCell>, Status> {
-    let mut cells: Vec<FCell> = bt
-        .read_row(table, row, &ScanSpec::default())
-        .map_err(status::from_engine)?
-        .into_iter()
-        .map(FCell::from)
-        .collect();
-    cells.sort_by(FCell::order);
-    Ok(cells)
-}
-
-/// Evaluates the predicate on the row and applies the matching branch.
-/// Returns whether the predicate matched (no predicate: whether the row has a cell).
-///
-/// The predicate is evaluated, then the branch applied: a writer between the
-/// two can change the row meanwhile (the engine's atomic guard tests one
-/// column only, not a whole filter).
+/// Applies `true_mutations` if the predicate outputs a cell of the row (no
+/// predicate: if the row has any cell), else `false_mutations`, atomically
+/// under the row lock. Returns whether the predicate matched.
 pub fn check_and_mutate(bt: &Bigtable, req: &v2::CheckAndMutateRowRequest) -> Result<bool, Status> {
     let table = names::table(&req.table_name)?;
     if req.row_key.is_empty() {
         return Err(Status::invalid_argument("row keys must be non-empty"));
     }
-    let filter = Filter::compile(req.predicate_filter.as_ref())?;
-    let convert = |ms: &[v2::Mutation]| -> Result<Option<RowMutation>, Status> {
-        if ms.is_empty() {
-            Ok(None)
-        } else {
-            mutate::row_mutation(&req.row_key, ms).map(Some)
-        }
+    let predicate =
+        crate::filter::from_api(req.predicate_filter.as_ref())?.unwrap_or(RowFilter::PassAll);
+    let convert = |ms: &[v2::Mutation]| -> Result<Vec<Mutation>, Status> {
+        ms.iter().map(mutate::one).collect()
     };
     let on_true = convert(&req.true_mutations)?;
     let on_false = convert(&req.false_mutations)?;
-    let schema = bt.schema(table).map_err(status::from_engine)?;
-    // Check both branches against the schema, so a bad request changes nothing.
-    for m in on_true.iter().chain(on_false.iter()) {
-        engine::mutation::validate(&schema, m, usize::MAX).map_err(status::from_engine)?;
+    if on_true.is_empty() && on_false.is_empty() {
+        return Err(Status::invalid_argument("no mutations given"));
     }
-    let matched = !filter
-        .apply(&req.row_key, row_cells(bt, table, &req.row_key)?)
-        .is_empty();
-    let branch = if matched { on_true } else { on_false };
-    if let Some(m) = branch {
-        bt.apply(table, &m, WriteOptions::default())
-            .map_err(status::from_engine)?;
-    }
-    Ok(matched)
+    bt.check_and_mutate_filter(
+        table,
+        &req.row_key,
+        &predicate,
+        on_true,
+        on_false,
+        WriteOptions::default(),
+    )
+    .map_err(status::from_engine)
 }
 
 /// Applies the rules atomically and returns the new cells.

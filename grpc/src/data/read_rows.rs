@@ -3,7 +3,7 @@
 //! the client has gone, which ends the scan.
 
 use super::chunks::Chunker;
-use crate::filter::{FCell, Filter};
+use crate::filter::{self, FCell};
 use crate::{names, status, v2};
 use engine::{Bigtable, RowRange, ScanSpec};
 use std::collections::VecDeque;
@@ -13,7 +13,9 @@ use tonic::Status;
 pub struct Plan {
     pub table: String,
     pub ranges: Vec<RowRange>,
-    pub filter: Filter,
+    pub filter: Option<engine::RowFilter>,
+    /// The filter runs here (it labels cells), not in the tablet server.
+    pub local: Option<engine::filter::Compiled>,
     /// 0: no limit.
     pub limit: u64,
     pub reversed: bool,
@@ -23,10 +25,16 @@ impl Plan {
     pub fn new(req: &v2::ReadRowsRequest) -> Result<Plan, Status> {
         let limit = u64::try_from(req.rows_limit)
             .map_err(|_| Status::invalid_argument("rows_limit must not be negative"))?;
+        let filter = filter::from_api(req.filter.as_ref())?;
+        let local = match &filter {
+            Some(f) if filter::labels(f) => Some(f.compile().map_err(status::from_engine)?),
+            _ => None,
+        };
         Ok(Plan {
             table: names::table(&req.table_name)?.to_string(),
             ranges: super::rows::ranges(req.rows.as_ref())?,
-            filter: Filter::compile(req.filter.as_ref())?,
+            filter,
+            local,
             limit,
             reversed: req.reversed,
         })
@@ -44,6 +52,7 @@ fn scan_range<'a>(
 ) -> Result<impl Iterator<Item = Result<Row, Status>> + 'a, Status> {
     let spec = ScanSpec {
         rows: range.clone(),
+        filter: plan.filter.clone().filter(|_| plan.local.is_none()),
         ..Default::default()
     };
     let mut scanner = bt.scan(&plan.table, spec).map_err(status::from_engine)?;
@@ -52,9 +61,12 @@ fn scan_range<'a>(
             Err(e) => return Some(Err(status::from_engine(e))),
             Ok(None) => return None,
             Ok(Some((key, cells))) => {
-                let mut cells: Vec<FCell> = cells.into_iter().map(FCell::from).collect();
+                let mut cells: Vec<FCell> = match &plan.local {
+                    Some(f) => f.apply(&key, cells).into_iter().map(FCell::from).collect(),
+                    None => cells.into_iter().map(FCell::from).collect(),
+                };
+                // Stable: an interleave's duplicates keep their order.
                 cells.sort_by(FCell::order);
-                let cells = plan.filter.apply(&key, cells);
                 if !cells.is_empty() {
                     return Some(Ok((key, cells)));
                 }
