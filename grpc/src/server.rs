@@ -9,6 +9,7 @@ use engine::Bigtable;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use tokio::sync::oneshot;
+use tokio_stream::StreamExt;
 use tonic::Status;
 
 /// Largest request or response message (the API's clients allow 256 MiB).
@@ -119,7 +120,14 @@ pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
         .spawn(move || {
             let served = rt.block_on(async {
                 let listener = tokio::net::TcpListener::from_std(listener)?;
-                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+                // Without TCP_NODELAY a small streamed response waits for
+                // the client's delayed ACK (~40 ms a call).
+                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
+                    if let Ok(s) = &s {
+                        let _ = s.set_nodelay(true);
+                    }
+                    s
+                });
                 tonic::transport::Server::builder()
                     .add_service(data)
                     .add_service(admin)
