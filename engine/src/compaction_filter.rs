@@ -78,7 +78,7 @@ impl CompactionFilter {
                     self.gc = std::str::from_utf8(&k.family()?)
                         .ok()
                         .and_then(|n| self.schema.family(n))
-                        .map(|f| f.gc);
+                        .map(|f| f.gc.clone());
                     if self.major && self.gc.is_none() {
                         let end = prefix_end(k.family_prefix);
                         self.iter.seek(&end)?;
@@ -94,7 +94,7 @@ impl CompactionFilter {
                 Verdict::RedundantTombstone | Verdict::Hidden => false,
                 Verdict::Visible { index } => {
                     debug_assert_eq!(k.kind, Kind::Put);
-                    match self.gc {
+                    match &self.gc {
                         None => true,
                         Some(gc) if self.major => {
                             self.column_collected =
@@ -223,11 +223,7 @@ mod tests {
             ms.push(RowMutation::new("r").set_at("f", "q", ts, "v"));
         }
         let input = entries(&ms);
-        let two = schema(GcRule {
-            max_versions: Some(2),
-            max_age_micros: None,
-            mode: GcMode::Union,
-        });
+        let two = schema(GcRule::flat(Some(2), None, GcMode::Union));
         assert_eq!(filter(&input, &two, false, 0).len(), 5);
         let out = filter(&input, &two, true, 0);
         assert_eq!(
@@ -235,22 +231,14 @@ mod tests {
             vec![5, 4]
         );
         // Union age rules are applied by minor compactions too; intersection ones are not.
-        let age = GcRule {
-            max_versions: Some(10),
-            max_age_micros: Some(2),
-            mode: GcMode::Union,
-        };
+        let age = GcRule::flat(Some(10), Some(2), GcMode::Union);
         let out = filter(&input, &schema(age), false, 6);
         assert_eq!(
             kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(),
             vec![5, 4]
         );
-        let inter = GcRule {
-            max_versions: Some(1),
-            mode: GcMode::Intersection,
-            ..age
-        };
-        assert_eq!(filter(&input, &schema(inter), false, 6).len(), 5);
+        let inter = GcRule::flat(Some(1), Some(2), GcMode::Intersection);
+        assert_eq!(filter(&input, &schema(inter.clone()), false, 6).len(), 5);
         let out = filter(&input, &schema(inter), true, 6);
         assert_eq!(
             kinds(&out).iter().map(|k| k.1).collect::<Vec<_>>(),

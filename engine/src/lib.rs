@@ -23,6 +23,7 @@ pub mod coordination;
 pub mod db;
 pub mod env;
 pub mod filter;
+pub mod gc_rule;
 pub mod group_commit;
 pub mod log;
 pub mod master;

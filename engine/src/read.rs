@@ -431,13 +431,13 @@ impl CellReader {
                 continue;
             };
             let ts = k.timestamp;
-            let gc = match &self.family {
-                Some((_, gc)) => *gc,
-                None => GcRule::KEEP_ALL,
-            };
             // Collected versions form a suffix of the column, as do versions
             // older than the time range: either ends the column.
-            let column_over = gc.collects(index, ts, self.now)
+            let collected = self
+                .family
+                .as_ref()
+                .is_some_and(|(_, gc)| gc.collects(index, ts, self.now));
+            let column_over = collected
                 || ts < self.time_range.start
                 || self.max_versions.is_some_and(|n| self.column.emitted >= n);
             if column_over {
@@ -522,7 +522,7 @@ impl CellReader {
         if self.families.as_ref().is_some_and(|s| !s.contains(name)) {
             return Ok(None);
         }
-        Ok(Some((f.name.clone(), f.gc)))
+        Ok(Some((f.name.clone(), f.gc.clone())))
     }
 
     /// Whether the column regex accepts `k`'s column; also the decoded qualifier.
@@ -599,7 +599,7 @@ mod tests {
 
     fn schema_with(gc: GcRule) -> Arc<TableSchema> {
         let mut a = FamilySchema::new("a");
-        a.gc = gc;
+        a.gc = gc.clone();
         let mut b = FamilySchema::new("b");
         b.gc = gc;
         Arc::new(TableSchema::with_families([a, b]))
@@ -782,11 +782,7 @@ mod tests {
         for ts in 1..=5 {
             log.apply(RowMutation::new("r").set_at("a", "q", ts * 100, format!("v{ts}")));
         }
-        let versions = schema_with(GcRule {
-            max_versions: Some(2),
-            max_age_micros: None,
-            mode: GcMode::Union,
-        });
+        let versions = schema_with(GcRule::flat(Some(2), None, GcMode::Union));
         let got = read(&log, &ScanSpec::default(), versions.clone(), u64::MAX, 0);
         assert_eq!(
             brief(&got),
@@ -800,28 +796,17 @@ mod tests {
             vec![c("r", "a:q", 400, "v4"), c("r", "a:q", 300, "v3")]
         );
         // Age: now=450, max age 200 → ts >= 250 survive.
-        let age = GcRule {
-            max_versions: None,
-            max_age_micros: Some(200),
-            mode: GcMode::Union,
-        };
+        let age = GcRule::flat(None, Some(200), GcMode::Union);
         let got = read(&log, &ScanSpec::default(), schema_with(age), u64::MAX, 450);
         assert_eq!(
             brief(&got),
             vec![c("r", "a:q", 400, "v4"), c("r", "a:q", 300, "v3")]
         );
         // Union vs intersection with both limits: max 1 version, age 150 at now=450.
-        let both = GcRule {
-            max_versions: Some(1),
-            max_age_micros: Some(150),
-            mode: GcMode::Union,
-        };
+        let both = GcRule::flat(Some(1), Some(150), GcMode::Union);
         let got = read(&log, &ScanSpec::default(), schema_with(both), u64::MAX, 450);
         assert_eq!(brief(&got), vec![c("r", "a:q", 400, "v4")]);
-        let inter = GcRule {
-            mode: GcMode::Intersection,
-            ..both
-        };
+        let inter = GcRule::flat(Some(1), Some(150), GcMode::Intersection);
         let got = read(
             &log,
             &ScanSpec::default(),

@@ -88,14 +88,32 @@ fn random_entries(rng: &mut StdRng) -> Entries {
 }
 
 fn random_gc(rng: &mut StdRng) -> GcRule {
-    GcRule {
-        max_versions: [None, Some(1), Some(2), Some(3)][rng.gen_range(0..4)],
-        max_age_micros: [None, Some(1), Some(3)][rng.gen_range(0..3)],
-        mode: if rng.gen_bool(0.5) {
+    if rng.gen_bool(0.5) {
+        return random_tree(rng, 2);
+    }
+    GcRule::flat(
+        [None, Some(1), Some(2), Some(3)][rng.gen_range(0..4)],
+        [None, Some(1), Some(3)][rng.gen_range(0..3)],
+        if rng.gen_bool(0.5) {
             GcMode::Union
         } else {
             GcMode::Intersection
         },
+    )
+}
+
+/// A nested rule (Cloud Bigtable's GcRule tree).
+fn random_tree(rng: &mut StdRng, depth: usize) -> GcRule {
+    let kids = |rng: &mut StdRng| -> Vec<GcRule> {
+        (0..rng.gen_range(1..=3))
+            .map(|_| random_tree(rng, depth - 1))
+            .collect()
+    };
+    match rng.gen_range(0..if depth == 0 { 2 } else { 4 }) {
+        0 => GcRule::MaxVersions(rng.gen_range(1..=3)),
+        1 => GcRule::MaxAge([1, 3][rng.gen_range(0..2)]),
+        2 => GcRule::Union(kids(rng)),
+        _ => GcRule::Intersection(kids(rng)),
     }
 }
 

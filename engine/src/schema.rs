@@ -33,90 +33,7 @@ pub const DEFAULT_LOCALITY: &str = "default";
 /// Default permission bits of a table directory and of a family.
 pub const DEFAULT_MODE: u32 = 0o755;
 
-/// How the two limits of a [`GcRule`] combine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum GcMode {
-    /// A version is collected if either limit collects it.
-    #[default]
-    Union,
-    /// A version is collected only if both limits collect it (so a rule with
-    /// a missing limit never collects anything).
-    Intersection,
-}
-
-/// A family's garbage-collection rule (Cloud Bigtable's `max_num_versions`,
-/// `max_age`, `union` and `intersection`). A limit that is `None` never collects.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct GcRule {
-    /// Keep at most this many newest versions of each column.
-    pub max_versions: Option<u32>,
-    /// Collect versions whose age (`now - timestamp`) is greater than this.
-    pub max_age_micros: Option<u64>,
-    pub mode: GcMode,
-}
-
-impl Default for GcRule {
-    fn default() -> Self {
-        GcRule {
-            max_versions: Some(3),
-            max_age_micros: None,
-            mode: GcMode::Union,
-        }
-    }
-}
-
-impl GcRule {
-    /// A rule that keeps everything.
-    pub const KEEP_ALL: GcRule = GcRule {
-        max_versions: None,
-        max_age_micros: None,
-        mode: GcMode::Union,
-    };
-
-    /// Whether the version at `index_newest_first` (0 = newest visible version
-    /// of its column) with `timestamp` is garbage at time `now_micros`.
-    ///
-    /// Both limits are monotone along newest-first order (indices grow, ages
-    /// do not shrink), so the collected versions of a column always form a
-    /// suffix: once one is collected, every older one is too. Readers and
-    /// compactions rely on that to skip the rest of a column.
-    pub fn collects(&self, index_newest_first: usize, timestamp: u64, now_micros: u64) -> bool {
-        let by_count = self.max_versions.map(|n| index_newest_first >= n as usize);
-        let by_age = self
-            .max_age_micros
-            .map(|_| self.too_old(timestamp, now_micros));
-        match self.mode {
-            GcMode::Union => by_count == Some(true) || by_age == Some(true),
-            GcMode::Intersection => by_count == Some(true) && by_age == Some(true),
-        }
-    }
-
-    /// Whether `timestamp` is older than `max_age` at `now_micros` (false without an age limit).
-    pub fn too_old(&self, timestamp: u64, now_micros: u64) -> bool {
-        match self.max_age_micros {
-            Some(age) => now_micros.saturating_sub(timestamp) > age,
-            None => false,
-        }
-    }
-
-    /// Whether the rule collects a version by age alone, whatever the other
-    /// versions of its column: true only for union rules. A compaction that
-    /// does not see every version of a column may apply exactly this part.
-    pub fn collects_by_age_alone(&self, timestamp: u64, now_micros: u64) -> bool {
-        self.mode == GcMode::Union && self.too_old(timestamp, now_micros)
-    }
-
-    /// Checks the limits make sense.
-    pub fn validate(&self) -> Result<()> {
-        if self.max_versions == Some(0) {
-            return Err(Error::BadGcRule("max_versions must be at least 1".into()));
-        }
-        if self.max_age_micros == Some(0) {
-            return Err(Error::BadGcRule("max_age must be positive".into()));
-        }
-        Ok(())
-    }
-}
+pub use crate::gc_rule::{GcMode, GcRule};
 
 /// One column family's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -190,13 +107,40 @@ impl FamilySchema {
         }
     }
 
-    /// Copies the settings in `given` from `from` into `self`.
-    fn apply(&mut self, from: &FamilySchema, given: &BTreeSet<Setting>) {
+    /// Copies the settings in `given` from `from` into `self`. Flat GC
+    /// keys change only their part of a flat rule; they cannot alter a
+    /// nested one (the line must give the whole `gc=` tree).
+    fn apply(
+        &mut self,
+        from: &FamilySchema,
+        given: &BTreeSet<Setting>,
+    ) -> std::result::Result<(), String> {
+        let flat_keys = [Setting::MaxVersions, Setting::MaxAge, Setting::Gc];
+        if given.contains(&Setting::GcTree) {
+            self.gc = from.gc.clone();
+        } else if flat_keys.iter().any(|k| given.contains(k)) {
+            let (mut v, mut a, mut m) = self.gc.as_flat().ok_or_else(|| {
+                format!(
+                    "family {} has the nested rule gc={}; give the whole rule as gc=…",
+                    self.name,
+                    self.gc.to_text()
+                )
+            })?;
+            let (fv, fa, fm) = from.gc.as_flat().unwrap_or((v, a, m));
+            if given.contains(&Setting::MaxVersions) {
+                v = fv;
+            }
+            if given.contains(&Setting::MaxAge) {
+                a = fa;
+            }
+            if given.contains(&Setting::Gc) {
+                m = fm;
+            }
+            self.gc = GcRule::flat(v, a, m);
+        }
         for s in given {
             match s {
-                Setting::MaxVersions => self.gc.max_versions = from.gc.max_versions,
-                Setting::MaxAge => self.gc.max_age_micros = from.gc.max_age_micros,
-                Setting::Gc => self.gc.mode = from.gc.mode,
+                Setting::MaxVersions | Setting::MaxAge | Setting::Gc | Setting::GcTree => {}
                 Setting::Locality => self.locality_group = from.locality_group.clone(),
                 Setting::Compression => self.compression = from.compression,
                 Setting::Bloom => self.bloom = from.bloom,
@@ -207,6 +151,7 @@ impl FamilySchema {
                 Setting::Group => self.group = from.group,
             }
         }
+        Ok(())
     }
 }
 
@@ -401,7 +346,8 @@ impl TableSchema {
                     d
                 }
             };
-            f.apply(&l.family, &l.given);
+            f.apply(&l.family, &l.given)
+                .map_err(|reason| bad(l.line, reason))?;
             let stays = existing.is_some_and(|e| e.locality_group == f.locality_group);
             for s in GROUP_SETTINGS {
                 if l.given.contains(&s) {
@@ -500,14 +446,20 @@ impl TableSchema {
         put_u32(&mut out, self.families.len() as u32);
         for f in self.families.values() {
             put_str(&mut out, &f.name);
-            out.push(u8::from(f.gc.max_versions.is_some()));
-            put_u32(&mut out, f.gc.max_versions.unwrap_or(0));
-            out.push(u8::from(f.gc.max_age_micros.is_some()));
-            out.extend_from_slice(&f.gc.max_age_micros.unwrap_or(0).to_be_bytes());
-            out.push(match f.gc.mode {
-                GcMode::Union => 0,
-                GcMode::Intersection => 1,
-            });
+            // A flat rule as it always was; a nested one as mode 2 and its tree.
+            let (v, a, mode) = match f.gc.as_flat() {
+                Some((v, a, GcMode::Union)) => (v, a, 0),
+                Some((v, a, GcMode::Intersection)) => (v, a, 1),
+                None => (None, None, 2),
+            };
+            out.push(u8::from(v.is_some()));
+            put_u32(&mut out, v.unwrap_or(0));
+            out.push(u8::from(a.is_some()));
+            out.extend_from_slice(&a.unwrap_or(0).to_be_bytes());
+            out.push(mode);
+            if mode == 2 {
+                f.gc.encode_tree(&mut out);
+            }
             put_str(&mut out, &f.locality_group);
             out.push(match f.compression {
                 Compression::None => 0,
@@ -544,9 +496,19 @@ impl TableSchema {
             let versions = r.u32()?;
             let has_age = r.flag()?;
             let age = r.u64()?;
-            let gc_mode = match r.u8()? {
-                0 => GcMode::Union,
-                1 => GcMode::Intersection,
+            let gc = match r.u8()? {
+                0 => GcRule::flat(
+                    has_versions.then_some(versions),
+                    has_age.then_some(age),
+                    GcMode::Union,
+                ),
+                1 => GcRule::flat(
+                    has_versions.then_some(versions),
+                    has_age.then_some(age),
+                    GcMode::Intersection,
+                ),
+                2 => GcRule::decode_tree(&mut r.buf, 0)
+                    .map_err(|e| Error::corruption(format!("table schema: {e}")))?,
                 b => return Err(Error::corruption(format!("table schema: gc mode {b}"))),
             };
             let locality_group = r.string()?;
@@ -565,11 +527,7 @@ impl TableSchema {
             let in_memory = r.flag()?;
             let f = FamilySchema {
                 name: name.clone(),
-                gc: GcRule {
-                    max_versions: has_versions.then_some(versions),
-                    max_age_micros: has_age.then_some(age),
-                    mode: gc_mode,
-                },
+                gc,
                 locality_group,
                 compression,
                 bloom,
@@ -666,6 +624,8 @@ pub enum Setting {
     Mode,
     Owner,
     Group,
+    /// `gc=` given as a nested rule (not a key of its own).
+    GcTree,
 }
 
 /// The settings shared by a locality group.
@@ -696,7 +656,7 @@ impl Setting {
         match self {
             Setting::MaxVersions => "max_versions",
             Setting::MaxAge => "max_age",
-            Setting::Gc => "gc",
+            Setting::Gc | Setting::GcTree => "gc",
             Setting::Locality => "locality",
             Setting::Compression => "compression",
             Setting::Bloom => "bloom",
@@ -839,6 +799,12 @@ fn parse_line(
     check_name(name).map_err(|r| format!("family {r}"))?;
     let mut f = FamilySchema::new(name);
     let mut given = BTreeSet::new();
+    // The flat GC settings, from the default rule.
+    let (mut versions, mut age, mut mode) =
+        GcRule::default()
+            .as_flat()
+            .unwrap_or((Some(3), None, GcMode::Union));
+    let mut tree: Option<GcRule> = None;
     for tok in tokens {
         let (k, v) = tok
             .split_once('=')
@@ -855,7 +821,7 @@ fn parse_line(
         }
         match s {
             Setting::MaxVersions => {
-                f.gc.max_versions = match v {
+                versions = match v {
                     "none" | "unlimited" => None,
                     _ => {
                         let n: u32 = parse_digits(v)
@@ -871,18 +837,26 @@ fn parse_line(
                 }
             }
             Setting::MaxAge => {
-                f.gc.max_age_micros = match v {
+                age = match v {
                     "none" => None,
                     _ => Some(parse_duration(v)?),
                 }
             }
-            Setting::Gc => {
-                f.gc.mode = match v {
-                    "union" => GcMode::Union,
-                    "intersection" => GcMode::Intersection,
-                    _ => return Err(format!("gc {v:?} is not union or intersection")),
+            Setting::Gc => match v {
+                "union" => mode = GcMode::Union,
+                "intersection" => mode = GcMode::Intersection,
+                _ => {
+                    let t = GcRule::parse_text(v).map_err(|e| {
+                        format!(
+                            "gc {v:?}: {e} (gc is union, intersection, or a nested rule \
+                             like union(max_versions=3,intersection(max_age=7d,max_versions=1)))"
+                        )
+                    })?;
+                    given.insert(Setting::GcTree);
+                    tree = Some(t);
                 }
-            }
+            },
+            Setting::GcTree => {}
             Setting::Locality => {
                 check_name(v).map_err(|r| format!("locality group {r}"))?;
                 f.locality_group = v.to_string();
@@ -929,6 +903,18 @@ fn parse_line(
             }
         }
     }
+    f.gc = match tree {
+        Some(t) => {
+            if given.contains(&Setting::MaxVersions) || given.contains(&Setting::MaxAge) {
+                return Err(
+                    "a nested gc= rule holds the limits: give max_versions and max_age inside it"
+                        .into(),
+                );
+            }
+            t
+        }
+        None => GcRule::flat(versions, age, mode),
+    };
     Ok(FamilyLine {
         line,
         family: f,
@@ -961,7 +947,7 @@ const DURATION_UNITS: [(&str, u64); 6] = [
 ];
 
 /// `7d`, `90m`, `500ms`, `10us` → microseconds (positive).
-fn parse_duration(v: &str) -> std::result::Result<u64, String> {
+pub(crate) fn parse_duration(v: &str) -> std::result::Result<u64, String> {
     let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
     let (num, unit) = v.split_at(split);
     let err = || format!("max_age {v:?} is not none or a number with a unit us, ms, s, m, h or d");
@@ -980,7 +966,7 @@ fn parse_duration(v: &str) -> std::result::Result<u64, String> {
     Ok(micros)
 }
 
-fn duration_str(micros: u64) -> String {
+pub(crate) fn duration_str(micros: u64) -> String {
     for (unit, mult) in DURATION_UNITS {
         if micros.is_multiple_of(mult) {
             return format!("{}{unit}", micros / mult);
@@ -1058,18 +1044,22 @@ pub fn format(schema: &TableSchema, resolver: &dyn NameResolver) -> String {
 
 /// One family's line (without newline).
 pub fn format_family(f: &FamilySchema, resolver: &dyn NameResolver) -> String {
-    let versions =
-        f.gc.max_versions
-            .map_or_else(|| "none".to_string(), |n| n.to_string());
-    let age =
-        f.gc.max_age_micros
-            .map_or_else(|| "none".to_string(), duration_str);
-    let gc = match f.gc.mode {
-        GcMode::Union => "union",
-        GcMode::Intersection => "intersection",
+    // A flat rule in the flat keys (as schemas have always read); a nested
+    // one as its tree.
+    let gc = match f.gc.as_flat() {
+        Some((versions, age, mode)) => format!(
+            "max_versions={} max_age={} gc={}",
+            versions.map_or_else(|| "none".to_string(), |n| n.to_string()),
+            age.map_or_else(|| "none".to_string(), duration_str),
+            match mode {
+                GcMode::Union => "union",
+                GcMode::Intersection => "intersection",
+            }
+        ),
+        None => format!("gc={}", f.gc.to_text()),
     };
     format!(
-        "{} max_versions={versions} max_age={age} gc={gc} locality={} compression={} \
+        "{} {gc} locality={} compression={} \
          bloom={} block_size={} in_memory={} mode={:04o} owner={} group={}",
         f.name,
         f.locality_group,
@@ -1115,11 +1105,7 @@ mod tests {
     fn gc_union_and_intersection() {
         let day = 86_400_000_000u64;
         let now = 10 * day;
-        let union = GcRule {
-            max_versions: Some(2),
-            max_age_micros: Some(day),
-            mode: GcMode::Union,
-        };
+        let union = GcRule::flat(Some(2), Some(day), GcMode::Union);
         assert!(!union.collects(0, now, now));
         assert!(
             !union.collects(1, now - day, now),
@@ -1127,20 +1113,14 @@ mod tests {
         );
         assert!(union.collects(1, now - day - 1, now), "older than max_age");
         assert!(union.collects(2, now, now), "beyond max_versions");
-        let inter = GcRule {
-            mode: GcMode::Intersection,
-            ..union
-        };
+        let inter = GcRule::flat(Some(2), Some(day), GcMode::Intersection);
         assert!(
             !inter.collects(1, now - 5 * day, now),
             "old but within count"
         );
         assert!(!inter.collects(5, now, now), "beyond count but young");
         assert!(inter.collects(2, now - 2 * day, now), "both");
-        let only_count = GcRule {
-            max_age_micros: None,
-            ..inter
-        };
+        let only_count = GcRule::flat(Some(2), None, GcMode::Intersection);
         assert!(
             !only_count.collects(100, 0, now),
             "a None limit never collects"
@@ -1167,11 +1147,7 @@ mod tests {
         assert_eq!(a.name, "anchor");
         assert_eq!(
             a.gc,
-            GcRule {
-                max_versions: Some(5),
-                max_age_micros: Some(7 * 86_400_000_000),
-                mode: GcMode::Intersection
-            }
+            GcRule::flat(Some(5), Some(7 * 86_400_000_000), GcMode::Intersection)
         );
         assert_eq!(a.locality_group, "lg1");
         assert_eq!(a.compression, Compression::None);
@@ -1185,14 +1161,20 @@ mod tests {
     #[test]
     fn parse_values() {
         let one = |setting: &str| parse(&format!("f {setting}"), &Names).unwrap().remove(0);
-        assert_eq!(one("max_versions=none").gc.max_versions, None);
-        assert_eq!(one("max_versions=unlimited").gc.max_versions, None);
-        assert_eq!(one("max_age=90m").gc.max_age_micros, Some(90 * 60_000_000));
-        assert_eq!(one("max_age=500ms").gc.max_age_micros, Some(500_000));
-        assert_eq!(one("max_age=3us").gc.max_age_micros, Some(3));
-        assert_eq!(one("max_age=2h").gc.max_age_micros, Some(2 * 3_600_000_000));
-        assert_eq!(one("max_age=10s").gc.max_age_micros, Some(10_000_000));
-        assert_eq!(one("max_age=none").gc.max_age_micros, None);
+        assert_eq!(one("max_versions=none").gc.max_versions(), None);
+        assert_eq!(one("max_versions=unlimited").gc.max_versions(), None);
+        assert_eq!(
+            one("max_age=90m").gc.max_age_micros(),
+            Some(90 * 60_000_000)
+        );
+        assert_eq!(one("max_age=500ms").gc.max_age_micros(), Some(500_000));
+        assert_eq!(one("max_age=3us").gc.max_age_micros(), Some(3));
+        assert_eq!(
+            one("max_age=2h").gc.max_age_micros(),
+            Some(2 * 3_600_000_000)
+        );
+        assert_eq!(one("max_age=10s").gc.max_age_micros(), Some(10_000_000));
+        assert_eq!(one("max_age=none").gc.max_age_micros(), None);
         assert_eq!(one("block_size=1m").block_size, 1 << 20);
         assert_eq!(one("block_size=16M").block_size, 16 << 20);
         assert_eq!(one("block_size=1024").block_size, 1024);
@@ -1202,7 +1184,7 @@ mod tests {
         assert_eq!(one("owner=42 group=7").group, 7);
         assert_eq!(one("bloom=none").bloom, BloomKind::None);
         assert_eq!(one("bloom=row_col").bloom, BloomKind::RowColumn);
-        assert_eq!(one("gc=union").gc.mode, GcMode::Union);
+        assert_eq!(one("gc=union").gc.mode(), GcMode::Union);
         assert!(parse("a.b-c_D9", &Names).is_ok());
         assert!(parse(&"x".repeat(64), &Names).is_ok());
         assert!(parse("", &Names).unwrap().is_empty());
@@ -1334,8 +1316,8 @@ mod tests {
         let (s, dropped) = base.apply_text("a max_age=1h\nc\n", &Names, false).unwrap();
         assert!(dropped.is_empty());
         let a = s.family("a").unwrap();
-        assert_eq!(a.gc.max_versions, Some(7), "kept");
-        assert_eq!(a.gc.max_age_micros, Some(3_600_000_000), "altered");
+        assert_eq!(a.gc.max_versions(), Some(7), "kept");
+        assert_eq!(a.gc.max_age_micros(), Some(3_600_000_000), "altered");
         assert_eq!(a.mode, 0o700, "kept");
         assert!(s.family("b").is_some());
         let c = s.family("c").unwrap();
@@ -1355,7 +1337,7 @@ mod tests {
         assert_eq!(dropped, vec!["b", "c"]);
         assert_eq!(s.families.keys().collect::<Vec<_>>(), vec!["a", "d"]);
         assert_eq!(
-            s.family("a").unwrap().gc.max_versions,
+            s.family("a").unwrap().gc.max_versions(),
             Some(3),
             "a line sets every setting"
         );
@@ -1456,17 +1438,17 @@ mod tests {
             let mut fams = Vec::new();
             for i in 0..rng.gen_range(0..6) {
                 let mut f = FamilySchema::new(format!("f{i}.x-{}", rng.gen_range(0..100)));
-                f.gc = GcRule {
-                    max_versions: [None, Some(1), Some(u32::MAX)][rng.gen_range(0..3)],
-                    max_age_micros: [
+                f.gc = GcRule::flat(
+                    [None, Some(1), Some(u32::MAX)][rng.gen_range(0..3)],
+                    [
                         None,
                         Some(1),
                         Some(1500),
                         Some(86_400_000_000 * 3),
                         Some(u64::MAX),
                     ][rng.gen_range(0..5)],
-                    mode: [GcMode::Union, GcMode::Intersection][rng.gen_range(0..2)],
-                };
+                    [GcMode::Union, GcMode::Intersection][rng.gen_range(0..2)],
+                );
                 f.locality_group = ["default", "g1", "g.2"][rng.gen_range(0..3)].to_string();
                 let gs = *group_settings
                     .entry(f.locality_group.clone())
@@ -1501,9 +1483,101 @@ mod tests {
     }
 
     #[test]
+    fn nested_gc_rules_in_text_and_binary() {
+        let nested = "union(max_versions=3,intersection(max_age=7d,max_versions=1))";
+        let fams = parse(&format!("f gc={nested} locality=g"), &Names).unwrap();
+        let want = GcRule::Union(vec![
+            GcRule::MaxVersions(3),
+            GcRule::Intersection(vec![
+                GcRule::MaxAge(7 * 86_400_000_000),
+                GcRule::MaxVersions(1),
+            ]),
+        ]);
+        assert_eq!(fams[0].gc, want);
+        let s = TableSchema::with_families(fams);
+        let text = format(&s, &Names);
+        assert!(
+            text.starts_with(&format!("f gc={nested} locality=g ")),
+            "{text}"
+        );
+        assert_eq!(TableSchema::with_families(parse(&text, &Names).unwrap()), s);
+        assert_eq!(TableSchema::decode(&s.encode()).unwrap(), s);
+        // Flat keys cannot alter a nested rule; a whole rule replaces it.
+        assert!(matches!(
+            s.apply_text("f max_versions=2", &Names, false),
+            Err(Error::BadSchema { line: 1, .. })
+        ));
+        let (t, _) = s.apply_text("f gc=max_versions=2", &Names, false).unwrap();
+        assert_eq!(t.families["f"].gc, GcRule::MaxVersions(2));
+        let (t, _) = t.apply_text("f max_age=1d", &Names, false).unwrap();
+        assert_eq!(
+            t.families["f"].gc,
+            GcRule::flat(Some(2), Some(86_400_000_000), GcMode::Union)
+        );
+        let (t, _) = t
+            .apply_text(&format!("f gc={nested}"), &Names, false)
+            .unwrap();
+        assert_eq!(t.families["f"].gc, want);
+        assert_eq!(t.families["f"].locality_group, "g", "other settings kept");
+        // A nested rule holds its limits; bad trees name the line.
+        for bad in [
+            format!("f gc={nested} max_versions=1"),
+            format!("f max_age=1d gc={nested}"),
+            "f gc=union(max_versions=0)".to_string(),
+            "f gc=intersection()".to_string(),
+            "f gc=union(banana)".to_string(),
+            format!("f gc={nested} gc=union"),
+        ] {
+            assert!(matches!(bad_line(&bad), (1, _)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn schemas_stored_before_gc_trees_still_load() {
+        // The flat binary encoding, byte for byte as it was written before.
+        let mut old = ENCODING_MAGIC.to_vec();
+        for v in [0u32, 0, 0o755, 1] {
+            old.extend_from_slice(&v.to_be_bytes());
+        }
+        put_str(&mut old, "anchor");
+        old.push(1);
+        old.extend_from_slice(&5u32.to_be_bytes());
+        old.push(1);
+        old.extend_from_slice(&3_600_000_000u64.to_be_bytes());
+        old.push(1); // intersection
+        put_str(&mut old, "default");
+        old.extend_from_slice(&[1, 2]);
+        old.extend_from_slice(&65536u32.to_be_bytes());
+        old.push(0);
+        for v in [0o750u32, 0, 0] {
+            old.extend_from_slice(&v.to_be_bytes());
+        }
+        let s = TableSchema::decode(&old).unwrap();
+        let f = &s.families["anchor"];
+        assert_eq!(
+            f.gc,
+            GcRule::flat(Some(5), Some(3_600_000_000), GcMode::Intersection)
+        );
+        assert_eq!(s.encode(), old, "a flat rule is written as before");
+        // And the text form the lock service holds.
+        let text = "anchor max_versions=3 max_age=none gc=intersection locality=default \
+                    compression=lz4 bloom=row_col block_size=64k in_memory=false mode=0755 \
+                    owner=0 group=0\n";
+        let fams = parse(text, &NumericNames).unwrap();
+        assert!(
+            !fams[0].gc.collects(10, 0, u64::MAX),
+            "a missing limit never collects"
+        );
+        assert_eq!(
+            format(&TableSchema::with_families(fams), &NumericNames),
+            text.replace("                    ", "")
+        );
+    }
+
+    #[test]
     fn api_validation() {
         let mut f = FamilySchema::new("f");
-        f.gc.max_versions = Some(0);
+        f.gc = GcRule::MaxVersions(0);
         assert!(matches!(f.validate(), Err(Error::BadGcRule(_))));
         let mut f = FamilySchema::new("f");
         f.block_size = 10;

@@ -79,10 +79,7 @@ fn malformed_input_is_refused_and_changes_nothing() {
     assert!(matches!(bt.scan("t", spec), Err(Error::BadRegex { .. })));
 
     let mut bad = FamilySchema::new("g");
-    bad.gc = GcRule {
-        max_versions: Some(0),
-        ..GcRule::default()
-    };
+    bad.gc = GcRule::MaxVersions(0);
     assert!(bt
         .create_table("t2", TableSchema::with_families([bad.clone()]))
         .is_err());

@@ -14,22 +14,18 @@ use std::sync::Arc;
 const DAY: u64 = 86_400_000_000;
 
 fn schema() -> TableSchema {
-    let mut a = FamilySchema::new("a"); // keep 3 versions
-    a.gc = GcRule {
-        max_versions: Some(3),
-        max_age_micros: None,
-        mode: GcMode::Union,
-    };
+    // Keep 3 versions, and only the newest once older than a day (nested).
+    let mut a = FamilySchema::new("a");
+    a.gc = GcRule::Union(vec![
+        GcRule::MaxVersions(3),
+        GcRule::Intersection(vec![GcRule::MaxAge(DAY), GcRule::MaxVersions(1)]),
+    ]);
     let mut b = FamilySchema::new("b"); // keep all, in-memory group
     b.gc = GcRule::KEEP_ALL;
     b.locality_group = "mem".into();
     b.in_memory = true;
     let mut c = FamilySchema::new("c"); // drop versions that are both old and not newest
-    c.gc = GcRule {
-        max_versions: Some(1),
-        max_age_micros: Some(DAY),
-        mode: GcMode::Intersection,
-    };
+    c.gc = GcRule::flat(Some(1), Some(DAY), GcMode::Intersection);
     c.locality_group = "cold".into();
     TableSchema::with_families([a, b, c])
 }
@@ -134,7 +130,7 @@ impl Model {
                 *e = (*seq, v.clone());
             }
         }
-        let gc = schema.families[fam].gc;
+        let gc = &schema.families[fam].gc;
         by_ts
             .into_iter()
             .rev()

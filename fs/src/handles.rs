@@ -61,6 +61,9 @@ pub struct SchemaHandle {
     pub base_len: usize,
     pub dirty: bool,
     pub wrote: bool,
+    /// A complete line was refused (EINVAL): later writes and the close
+    /// fail, and nothing is applied.
+    pub failed: Option<fuser::Errno>,
 }
 
 /// `.mutate` open: the batch being written, and what reading returns.

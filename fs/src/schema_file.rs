@@ -93,7 +93,7 @@ mod tests {
         let (merged, dropped) = apply(&cur, b"c max_versions=2\n", false).unwrap();
         assert_eq!(merged.families.len(), 3);
         assert!(dropped.is_empty());
-        assert_eq!(merged.families["c"].gc.max_versions, Some(2));
+        assert_eq!(merged.families["c"].gc.max_versions(), Some(2));
         let (replaced, dropped) = apply(&cur, b"a\n", true).unwrap();
         assert_eq!(replaced.families.len(), 1);
         assert_eq!(dropped, vec!["b".to_string()]);

@@ -7,7 +7,7 @@
 //! are rows `be64(0) 0x02 name` inside the root tablet.
 
 use crate::data::Mutation;
-use crate::schema::{FamilySchema, TableSchema};
+use crate::schema::{FamilySchema, GcRule, TableSchema};
 use crate::{Error, Result};
 
 /// METADATA's own table id; user tables start at 1.
@@ -43,7 +43,7 @@ pub fn metadata_schema() -> TableSchema {
     let fam = |name: &str, versions: u32| {
         let mut f = FamilySchema::new(name);
         f.in_memory = true;
-        f.gc.max_versions = Some(versions);
+        f.gc = GcRule::MaxVersions(versions);
         f
     };
     TableSchema::with_families([

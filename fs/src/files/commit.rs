@@ -17,7 +17,9 @@ impl Ctx {
                 Err(c.failed.unwrap_or(Errno::EIO))
             }
             Handle::Cell(c) if c.dirty && c.wrote => self.commit_cell(c),
+            Handle::Schema(s) if s.failed.is_some() => Err(s.failed.unwrap_or(Errno::EINVAL)),
             Handle::Schema(s) if s.dirty && s.wrote => self.commit_schema(s),
+            Handle::Schema(s) if s.dirty => self.check_schema_truncation(s),
             Handle::Control(buf) => self.run_control(buf, true),
             Handle::Mutate(m) => {
                 if let Some((code, _)) = m.failed.take() {

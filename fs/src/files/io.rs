@@ -77,9 +77,13 @@ impl Ctx {
                 if off + data.len() > MAX_SCHEMA_TEXT {
                     return Err(Errno::EFBIG);
                 }
+                if let Some(e) = s.failed {
+                    return Err(e);
+                }
                 write_at(&mut s.data, off, data);
                 s.dirty = true;
                 s.wrote = true;
+                self.check_schema_write(s)?;
             }
             Handle::Mutate(m) => self.feed_batch(m, data)?,
             Handle::Control(buf) => {

@@ -11,6 +11,7 @@ mod io;
 mod open;
 mod rename;
 mod scan;
+mod schema_write;
 mod xattrs;
 
 use crate::ctx::Ctx;

@@ -68,6 +68,7 @@ impl Ctx {
                     base_len: text.len(),
                     dirty: trunc && writable,
                     wrote: false,
+                    failed: None,
                     data: text,
                 }));
                 Ok(Opened {

@@ -1,4 +1,5 @@
-//! Extended attributes: a cell's row key and qualifier in full.
+//! Extended attributes: a cell's row key and qualifier in full, its
+//! timestamp, and (for an 8-byte value) the value read as a counter.
 
 use super::*;
 
@@ -20,6 +21,11 @@ impl Ctx {
                         "user.bigtable.timestamp",
                         c.timestamp.to_string().into_bytes(),
                     ));
+                    // `increment` writes 64-bit big-endian counters; the
+                    // file keeps the bytes, this shows the number.
+                    if let Some(d) = crate::output::counter_decimal(&c.value) {
+                        out.push(("user.bigtable.counter", d.into_bytes()));
+                    }
                 }
             }
             Node::VersionsColumn { qualifier, .. } => {
@@ -34,8 +40,8 @@ impl Ctx {
         out
     }
 
-    /// FUSE `getxattr`: `user.bigtable.key` (the full row key or qualifier)
-    /// and `user.bigtable.timestamp`.
+    /// FUSE `getxattr`: `user.bigtable.key` (the full row key or qualifier),
+    /// `user.bigtable.timestamp` and `user.bigtable.counter`.
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
         let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
         self.xattrs(&node)

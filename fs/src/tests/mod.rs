@@ -78,8 +78,10 @@ impl T {
             }
             Err(e) => return Err(e),
         };
-        // A shell closes a duplicate descriptor before writing.
-        self.fs.flush(fh)?;
+        // A shell closes a duplicate descriptor before writing, and ignores
+        // that close's error (a truncated `.schema` that would drop a family
+        // holding data reports it there too).
+        let _ = self.fs.flush(fh);
         let r = self.fs.write(fh, 0, data).and_then(|_| self.fs.flush(fh));
         self.fs.release(fh)?;
         r
