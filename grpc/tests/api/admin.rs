@@ -80,7 +80,7 @@ async fn admin_rpcs() {
     assert_eq!(got.name, tname("t2"));
     assert_eq!(got.column_families["u"].gc_rule, Some(union));
     assert_eq!(
-        e.bt.schema("t2").unwrap().families["v"].gc.max_versions,
+        e.bt.schema("t2").unwrap().families["v"].gc.max_versions(),
         Some(2)
     );
     let list = e
@@ -134,7 +134,7 @@ async fn admin_rpcs() {
         .into_inner();
     assert_eq!(t.column_families.keys().collect::<Vec<_>>(), vec!["cf2"]);
     assert_eq!(
-        e.bt.schema("t1").unwrap().families["cf2"].gc.max_versions,
+        e.bt.schema("t1").unwrap().families["cf2"].gc.max_versions(),
         Some(4)
     );
     // DropRowRange by prefix and all.
