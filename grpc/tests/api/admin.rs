@@ -56,6 +56,24 @@ async fn admin_rpcs() {
             value_type: None,
         },
     );
+    // A nested tree: an intersection holding that union.
+    let nested = a::GcRule {
+        rule: Some(a::gc_rule::Rule::Intersection(a::gc_rule::Intersection {
+            rules: vec![
+                union.clone(),
+                a::GcRule {
+                    rule: Some(a::gc_rule::Rule::MaxNumVersions(1)),
+                },
+            ],
+        })),
+    };
+    fams.insert(
+        "n".to_string(),
+        a::ColumnFamily {
+            gc_rule: Some(nested.clone()),
+            value_type: None,
+        },
+    );
     e.admin
         .create_table(a::CreateTableRequest {
             parent: P.into(),
@@ -79,6 +97,7 @@ async fn admin_rpcs() {
         .into_inner();
     assert_eq!(got.name, tname("t2"));
     assert_eq!(got.column_families["u"].gc_rule, Some(union));
+    assert_eq!(got.column_families["n"].gc_rule, Some(nested));
     assert_eq!(
         e.bt.schema("t2").unwrap().families["v"].gc.max_versions(),
         Some(2)
