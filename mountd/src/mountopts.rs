@@ -77,6 +77,8 @@ pub struct MountConfig {
     pub repair_parallel: Option<usize>,
     /// Directories for copies of the master's files (empty: the default).
     pub master_mirrors: Vec<PathBuf>,
+    /// Where to serve Cloud Bigtable's gRPC API (`grpc=PORT|HOST:PORT`; off if unset).
+    pub grpc: Option<std::net::SocketAddr>,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -118,6 +120,7 @@ impl MountConfig {
             repair_rate: None,
             repair_parallel: None,
             master_mirrors: Vec::new(),
+            grpc: None,
             given: Vec::new(),
         }
     }
@@ -144,6 +147,9 @@ impl MountConfig {
         }
         match key {
             "allow_other" => self.allow_other = true,
+            "grpc" => {
+                self.grpc = Some(grpc::parse_addr(need(key, value)?).map_err(|e| e.to_string())?)
+            }
             "threads" => {
                 let n: usize = need(key, value)?
                     .parse()
@@ -524,6 +530,18 @@ mod tests {
         assert!(parse_size("k").is_err());
         assert_eq!(parse_seconds("0.5").unwrap(), Duration::from_millis(500));
         assert!(parse_seconds("-1").is_err());
+    }
+
+    #[test]
+    fn grpc_address() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert_eq!(c.grpc, None);
+        c.apply("grpc=8086").unwrap();
+        assert_eq!(c.grpc.unwrap().to_string(), "127.0.0.1:8086");
+        c.apply("grpc=0.0.0.0:9000").unwrap();
+        assert_eq!(c.grpc.unwrap().to_string(), "0.0.0.0:9000");
+        assert!(c.apply("grpc=nope").is_err());
+        assert!(c.apply("grpc").is_err());
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! bigtable-bench: the paper's Figure 6 workloads on the engine, through the
-//! mount, and on the file layer, each beside its peers.
+//! mount, through the gRPC API, and on the file layer, each beside its peers.
 
 pub mod common;
 pub mod engine_bench;
 pub mod fs_bench;
 pub mod gfs_bench;
+pub mod grpc_bench;
 #[cfg(feature = "peers")]
 pub mod peers;
 pub mod workloads;

@@ -70,6 +70,8 @@ enum Cmd {
     Engine(EngineOpts),
     /// Figure 6 through a mounted filesystem, beside bindfs over tmpfs and tmpfs.
     Fs(FsOpts),
+    /// Figure 6 through the Cloud Bigtable gRPC API, beside the engine API.
+    Grpc,
     /// The file layer: group-committed appends and random block reads, io_uring vs syscalls vs fio.
     Gfs(GfsOpts),
 }
@@ -146,6 +148,9 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         None => run_engine(c, work_base, EngineOpts::default()),
         Some(Cmd::Engine(o)) => run_engine(c, work_base, o),
+        Some(Cmd::Grpc) => {
+            bench::grpc_bench::run(&engine_args(c, work_base, EngineOpts::default()))
+        }
         Some(Cmd::Fs(o)) => bench::fs_bench::run(&bench::fs_bench::FsArgs {
             mountpoint: o.mountpoint,
             plan: plan(c, 16 << 20),
@@ -166,8 +171,8 @@ fn run(cli: Cli) -> Result<()> {
     }
 }
 
-fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
-    bench::engine_bench::run(&bench::engine_bench::EngineArgs {
+fn engine_args(c: &Common, work_base: PathBuf, o: EngineOpts) -> bench::engine_bench::EngineArgs {
+    bench::engine_bench::EngineArgs {
         work_base,
         plan: plan(c, 256 << 20),
         sync: c.sync,
@@ -181,7 +186,11 @@ fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
             "chunks" => vec![StoreKind::Chunks],
             _ => vec![StoreKind::Local, StoreKind::Chunks],
         },
-    })
+    }
+}
+
+fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
+    bench::engine_bench::run(&engine_args(c, work_base, o))
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ const USAGE: &str = "usage: bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o option[
   -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S,
                 log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
                 memtable=SIZE, split=SIZE, cache=SIZE, scan_cache=SIZE,
-                max_value=SIZE, compaction_threads=N (see README)";
+                max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT (see README)";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -141,6 +141,27 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         }
     };
     fs.start_notifier(session.notifier());
+    // Cloud Bigtable's API on the same engine: gRPC callers act with the
+    // daemon's authority (as with the emulator), so it listens on loopback
+    // unless told otherwise.
+    let grpc = match cfg.grpc {
+        Some(addr) => {
+            let shared = grpc::Shared {
+                bt: bt.clone(),
+                owner: nix::unistd::getuid().as_raw(),
+                group: nix::unistd::getgid().as_raw(),
+            };
+            match grpc::start(shared, addr) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    let _ = fusemount::unmount(cfg);
+                    let _ = bt.close();
+                    return Err(e.to_string());
+                }
+            }
+        }
+        None => None,
+    };
     let ended = Arc::new(AtomicBool::new(false));
     {
         let cfg = cfg.clone();
@@ -162,6 +183,9 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         log::error!("FUSE session ended with an error: {e}");
     }
     ended.store(true, Ordering::SeqCst);
+    if let Some(g) = grpc {
+        g.stop();
+    }
     log::info!("unmounted {}; closing the store", cfg.mountpoint.display());
     bt.close().map_err(|e| format!("closing the store: {e}"))
 }

@@ -1,0 +1,119 @@
+//! Generates the server traits of the two services from a list of their
+//! methods. The messages are the published generated types of the public API
+//! (`googleapis-tonic-*` crates, which ship clients only), so no `.proto`
+//! file and no `protoc` are needed; the route names are the wire contract.
+
+use tonic_build::manual::{Builder, Method, Service};
+
+const CODEC: &str = "tonic_prost::ProstCodec";
+
+/// (method, request type, response type, server-streaming)
+type Spec = (&'static str, &'static str, &'static str, bool);
+
+const DATA: &[Spec] = &[
+    ("ReadRows", "ReadRowsRequest", "ReadRowsResponse", true),
+    (
+        "SampleRowKeys",
+        "SampleRowKeysRequest",
+        "SampleRowKeysResponse",
+        true,
+    ),
+    ("MutateRow", "MutateRowRequest", "MutateRowResponse", false),
+    (
+        "MutateRows",
+        "MutateRowsRequest",
+        "MutateRowsResponse",
+        true,
+    ),
+    (
+        "CheckAndMutateRow",
+        "CheckAndMutateRowRequest",
+        "CheckAndMutateRowResponse",
+        false,
+    ),
+    (
+        "PingAndWarm",
+        "PingAndWarmRequest",
+        "PingAndWarmResponse",
+        false,
+    ),
+    (
+        "ReadModifyWriteRow",
+        "ReadModifyWriteRowRequest",
+        "ReadModifyWriteRowResponse",
+        false,
+    ),
+];
+
+const ADMIN: &[Spec] = &[
+    ("CreateTable", "CreateTableRequest", "Table", false),
+    (
+        "ListTables",
+        "ListTablesRequest",
+        "ListTablesResponse",
+        false,
+    ),
+    ("GetTable", "GetTableRequest", "Table", false),
+    ("DeleteTable", "DeleteTableRequest", "crate::Empty", false),
+    (
+        "ModifyColumnFamilies",
+        "ModifyColumnFamiliesRequest",
+        "Table",
+        false,
+    ),
+    ("DropRowRange", "DropRowRangeRequest", "crate::Empty", false),
+];
+
+fn snake(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
+}
+
+fn service(package: &str, name: &str, types: &str, specs: &[Spec]) -> Service {
+    let ty = |t: &str| {
+        if t.starts_with("crate::") {
+            t.to_string()
+        } else {
+            format!("{types}::{t}")
+        }
+    };
+    let mut b = Service::builder().name(name).package(package);
+    for (method, req, resp, streaming) in specs {
+        let mut m = Method::builder()
+            .name(snake(method))
+            .route_name(*method)
+            .input_type(ty(req))
+            .output_type(ty(resp))
+            .codec_path(CODEC);
+        if *streaming {
+            m = m.server_streaming();
+        }
+        b = b.method(m.build());
+    }
+    b.build()
+}
+
+fn main() {
+    let data = service(
+        "google.bigtable.v2",
+        "Bigtable",
+        "googleapis_tonic_google_bigtable_v2::google::bigtable::v2",
+        DATA,
+    );
+    let admin = service(
+        "google.bigtable.admin.v2",
+        "BigtableTableAdmin",
+        "googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2",
+        ADMIN,
+    );
+    Builder::new()
+        .build_client(false)
+        .build_transport(false)
+        .compile(&[data, admin]);
+}

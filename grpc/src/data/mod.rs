@@ -1,0 +1,154 @@
+//! The Data API: ReadRows, SampleRowKeys, MutateRow, MutateRows,
+//! CheckAndMutateRow, ReadModifyWriteRow, PingAndWarm.
+
+pub mod chunks;
+pub mod modify;
+pub mod mutate;
+pub mod read_rows;
+pub mod rows;
+
+use crate::gen::data::bigtable_server::Bigtable as DataApi;
+use crate::server::{blocking, Shared};
+use crate::{names, status, v2};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+pub struct DataService {
+    pub shared: Arc<Shared>,
+}
+
+type Stream<T> = ReceiverStream<Result<T, Status>>;
+
+/// Responses buffered between the scan thread and the connection.
+const STREAM_DEPTH: usize = 4;
+
+#[tonic::async_trait]
+impl DataApi for DataService {
+    type ReadRowsStream = Stream<v2::ReadRowsResponse>;
+    type SampleRowKeysStream = Stream<v2::SampleRowKeysResponse>;
+    type MutateRowsStream = Stream<v2::MutateRowsResponse>;
+
+    async fn read_rows(
+        &self,
+        req: Request<v2::ReadRowsRequest>,
+    ) -> Result<Response<Self::ReadRowsStream>, Status> {
+        let plan = read_rows::Plan::new(req.get_ref())?;
+        let (tx, rx) = mpsc::channel(STREAM_DEPTH);
+        let shared = self.shared.clone();
+        // A missing table fails the call itself, not the stream.
+        let (plan, shared) = blocking(move || {
+            shared.bt.schema(&plan.table).map_err(status::from_engine)?;
+            Ok((plan, shared))
+        })
+        .await?;
+        tokio::task::spawn_blocking(move || {
+            let done = read_rows::run(&shared.bt, &plan, |r| tx.blocking_send(Ok(r)).is_ok());
+            if let Err(e) = done {
+                let _ = tx.blocking_send(Err(e));
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn sample_row_keys(
+        &self,
+        req: Request<v2::SampleRowKeysRequest>,
+    ) -> Result<Response<Self::SampleRowKeysStream>, Status> {
+        let table = names::table(&req.get_ref().table_name)?.to_string();
+        let shared = self.shared.clone();
+        let samples = blocking(move || {
+            let tablets = shared.bt.tablets(&table).map_err(status::from_engine)?;
+            let mut offset = 0i64;
+            let mut out = Vec::new();
+            // One sample per tablet boundary; the last (empty key) is the table's end.
+            for t in tablets {
+                offset += (t.memtable_bytes + t.sstable_bytes) as i64;
+                out.push(v2::SampleRowKeysResponse {
+                    row_key: t.end.unwrap_or_default(),
+                    offset_bytes: offset,
+                });
+            }
+            if out.last().is_none_or(|s| !s.row_key.is_empty()) {
+                out.push(v2::SampleRowKeysResponse {
+                    row_key: Vec::new(),
+                    offset_bytes: offset,
+                });
+            }
+            Ok(out)
+        })
+        .await?;
+        let (tx, rx) = mpsc::channel(samples.len().max(1));
+        for s in samples {
+            let _ = tx.try_send(Ok(s));
+        }
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn mutate_row(
+        &self,
+        req: Request<v2::MutateRowRequest>,
+    ) -> Result<Response<v2::MutateRowResponse>, Status> {
+        let req = req.into_inner();
+        let table = names::table(&req.table_name)?.to_string();
+        let m = mutate::row_mutation(&req.row_key, &req.mutations)?;
+        let shared = self.shared.clone();
+        blocking(move || {
+            shared
+                .bt
+                .apply(&table, &m, engine::WriteOptions::default())
+                .map_err(status::from_engine)
+        })
+        .await?;
+        Ok(Response::new(v2::MutateRowResponse {}))
+    }
+
+    async fn mutate_rows(
+        &self,
+        req: Request<v2::MutateRowsRequest>,
+    ) -> Result<Response<Self::MutateRowsStream>, Status> {
+        let req = req.into_inner();
+        let table = names::table(&req.table_name)?.to_string();
+        if req.entries.is_empty() {
+            return Err(Status::invalid_argument("no entries given"));
+        }
+        let shared = self.shared.clone();
+        let resp = blocking(move || modify::mutate_rows(&shared.bt, &table, &req.entries)).await?;
+        let (tx, rx) = mpsc::channel(1);
+        let _ = tx.try_send(Ok(resp));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn check_and_mutate_row(
+        &self,
+        req: Request<v2::CheckAndMutateRowRequest>,
+    ) -> Result<Response<v2::CheckAndMutateRowResponse>, Status> {
+        let req = req.into_inner();
+        let shared = self.shared.clone();
+        let matched = blocking(move || modify::check_and_mutate(&shared.bt, &req)).await?;
+        Ok(Response::new(v2::CheckAndMutateRowResponse {
+            predicate_matched: matched,
+        }))
+    }
+
+    async fn ping_and_warm(
+        &self,
+        req: Request<v2::PingAndWarmRequest>,
+    ) -> Result<Response<v2::PingAndWarmResponse>, Status> {
+        names::parent(&req.get_ref().name)?;
+        Ok(Response::new(v2::PingAndWarmResponse {}))
+    }
+
+    async fn read_modify_write_row(
+        &self,
+        req: Request<v2::ReadModifyWriteRowRequest>,
+    ) -> Result<Response<v2::ReadModifyWriteRowResponse>, Status> {
+        let req = req.into_inner();
+        let shared = self.shared.clone();
+        let row = blocking(move || modify::read_modify_write(&shared.bt, &req)).await?;
+        Ok(Response::new(v2::ReadModifyWriteRowResponse {
+            row: Some(row),
+        }))
+    }
+}

@@ -1,0 +1,124 @@
+//! The API's mutations as engine mutations.
+
+use crate::v2;
+use engine::{Mutation, RowMutation, TimeRange};
+use tonic::Status;
+use v2::mutation::Mutation as M;
+
+/// A timestamp of a request: -1 asks for the server's time.
+fn timestamp(ts: i64) -> Result<Option<u64>, Status> {
+    match ts {
+        -1 => Ok(None),
+        t if t >= 0 => Ok(Some(t as u64)),
+        t => Err(Status::invalid_argument(format!("invalid timestamp {t}"))),
+    }
+}
+
+/// `[start, end)` of a request; an end of 0 means "no end".
+pub fn time_range(r: Option<&v2::TimestampRange>) -> Result<TimeRange, Status> {
+    let Some(r) = r else {
+        return Ok(TimeRange::ALL);
+    };
+    if r.start_timestamp_micros < 0 || r.end_timestamp_micros < 0 {
+        return Err(Status::invalid_argument("negative timestamp in a range"));
+    }
+    let start = r.start_timestamp_micros as u64;
+    let end = match r.end_timestamp_micros {
+        0 => u64::MAX,
+        e => e as u64,
+    };
+    if end < start {
+        return Err(Status::invalid_argument(
+            "timestamp range ends before it starts",
+        ));
+    }
+    Ok(TimeRange { start, end })
+}
+
+/// One row's mutations; a bad one fails the whole row (nothing applied).
+pub fn row_mutation(row: &[u8], ms: &[v2::Mutation]) -> Result<RowMutation, Status> {
+    if row.is_empty() {
+        return Err(Status::invalid_argument("row keys must be non-empty"));
+    }
+    if ms.is_empty() {
+        return Err(Status::invalid_argument("no mutations given"));
+    }
+    let mut out = RowMutation::new(row);
+    for m in ms {
+        out.mutations.push(one(m)?);
+    }
+    Ok(out)
+}
+
+/// One mutation.
+pub fn one(m: &v2::Mutation) -> Result<Mutation, Status> {
+    Ok(match &m.mutation {
+        Some(M::SetCell(s)) => Mutation::SetCell {
+            family: s.family_name.clone(),
+            qualifier: s.column_qualifier.clone(),
+            timestamp: timestamp(s.timestamp_micros)?,
+            value: s.value.clone(),
+        },
+        Some(M::DeleteFromColumn(d)) => Mutation::DeleteCells {
+            family: d.family_name.clone(),
+            qualifier: d.column_qualifier.clone(),
+            range: time_range(d.time_range.as_ref())?,
+        },
+        Some(M::DeleteFromFamily(d)) => Mutation::DeleteFamily {
+            family: d.family_name.clone(),
+        },
+        Some(M::DeleteFromRow(_)) => Mutation::DeleteRow,
+        Some(M::AddToCell(_)) | Some(M::MergeToCell(_)) => {
+            return Err(Status::invalid_argument(
+                "aggregate mutations (AddToCell, MergeToCell) need aggregate column families, which this server does not have",
+            ))
+        }
+        None => return Err(Status::invalid_argument("empty mutation")),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn set(ts: i64) -> v2::Mutation {
+        v2::Mutation {
+            mutation: Some(M::SetCell(v2::mutation::SetCell {
+                family_name: "f".into(),
+                column_qualifier: b"q".to_vec(),
+                timestamp_micros: ts,
+                value: b"v".to_vec(),
+            })),
+        }
+    }
+
+    #[test]
+    fn converts_and_rejects() {
+        let m = row_mutation(b"r", &[set(-1), set(5)]).unwrap();
+        assert!(matches!(
+            m.mutations[0],
+            Mutation::SetCell {
+                timestamp: None,
+                ..
+            }
+        ));
+        assert!(matches!(
+            m.mutations[1],
+            Mutation::SetCell {
+                timestamp: Some(5),
+                ..
+            }
+        ));
+        assert!(row_mutation(b"r", &[set(-2)]).is_err());
+        assert!(row_mutation(b"", &[set(1)]).is_err());
+        assert!(row_mutation(b"r", &[]).is_err());
+        assert!(row_mutation(b"r", &[v2::Mutation { mutation: None }]).is_err());
+        let r = time_range(Some(&v2::TimestampRange {
+            start_timestamp_micros: 3,
+            end_timestamp_micros: 0,
+        }))
+        .unwrap();
+        assert_eq!((r.start, r.end), (3, u64::MAX));
+    }
+}

@@ -1,0 +1,128 @@
+//! Garbage-collection rules: the API's `GcRule` tree and the engine's map
+//! onto each other node for node (the engine checks depth and size).
+
+use crate::admin_v2::{gc_rule, GcRule as ApiRule};
+use engine::schema::GcRule;
+use tonic::Status;
+
+fn duration_micros(d: &prost_types::Duration) -> Result<u64, Status> {
+    if d.seconds < 0 || d.nanos < 0 || (d.seconds == 0 && d.nanos == 0) {
+        return Err(Status::invalid_argument("max_age must be positive"));
+    }
+    Ok((d.seconds as u64)
+        .saturating_mul(1_000_000)
+        .saturating_add(d.nanos as u64 / 1000)
+        .max(1))
+}
+
+fn convert(r: &ApiRule) -> Result<GcRule, Status> {
+    let all = |rs: &[ApiRule]| rs.iter().map(convert).collect::<Result<Vec<_>, _>>();
+    Ok(match &r.rule {
+        Some(gc_rule::Rule::MaxNumVersions(n)) => {
+            if *n < 1 {
+                return Err(Status::invalid_argument(
+                    "max_num_versions must be at least 1",
+                ));
+            }
+            GcRule::MaxVersions(*n as u32)
+        }
+        Some(gc_rule::Rule::MaxAge(d)) => GcRule::MaxAge(duration_micros(d)?),
+        Some(gc_rule::Rule::Union(u)) => GcRule::Union(all(&u.rules)?),
+        Some(gc_rule::Rule::Intersection(i)) => {
+            if i.rules.is_empty() {
+                // An empty intersection collects nothing.
+                GcRule::KEEP_ALL
+            } else {
+                GcRule::Intersection(all(&i.rules)?)
+            }
+        }
+        None => GcRule::KEEP_ALL,
+    })
+}
+
+/// The engine rule for an API rule (none: keep everything, as the API does).
+pub fn from_api(r: Option<&ApiRule>) -> Result<GcRule, Status> {
+    let rule = r.map_or(Ok(GcRule::KEEP_ALL), convert)?;
+    rule.validate().map_err(crate::status::from_engine)?;
+    Ok(rule)
+}
+
+/// The API rule for an engine rule (keep-everything: no rule).
+pub fn to_api(r: &GcRule) -> Option<ApiRule> {
+    if *r == GcRule::KEEP_ALL {
+        return None;
+    }
+    Some(ApiRule {
+        rule: Some(match r {
+            GcRule::MaxVersions(n) => gc_rule::Rule::MaxNumVersions(*n as i32),
+            GcRule::MaxAge(us) => gc_rule::Rule::MaxAge(prost_types::Duration {
+                seconds: (us / 1_000_000) as i64,
+                nanos: ((us % 1_000_000) * 1000) as i32,
+            }),
+            GcRule::Union(rs) => gc_rule::Rule::Union(gc_rule::Union {
+                rules: rs.iter().filter_map(to_api_node).collect(),
+            }),
+            GcRule::Intersection(rs) => gc_rule::Rule::Intersection(gc_rule::Intersection {
+                rules: rs.iter().filter_map(to_api_node).collect(),
+            }),
+        }),
+    })
+}
+
+/// A member of a union or intersection: keep-everything stays an empty union.
+fn to_api_node(r: &GcRule) -> Option<ApiRule> {
+    to_api(r).or(Some(ApiRule {
+        rule: Some(gc_rule::Rule::Union(gc_rule::Union { rules: Vec::new() })),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    fn versions(n: i32) -> ApiRule {
+        ApiRule {
+            rule: Some(gc_rule::Rule::MaxNumVersions(n)),
+        }
+    }
+    fn age(s: i64) -> ApiRule {
+        ApiRule {
+            rule: Some(gc_rule::Rule::MaxAge(prost_types::Duration {
+                seconds: s,
+                nanos: 0,
+            })),
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        assert_eq!(from_api(None).unwrap(), GcRule::KEEP_ALL);
+        assert_eq!(to_api(&GcRule::KEEP_ALL), None);
+        let one = from_api(Some(&versions(2))).unwrap();
+        assert_eq!(one, GcRule::MaxVersions(2));
+        assert_eq!(to_api(&one), Some(versions(2)));
+        let nested = ApiRule {
+            rule: Some(gc_rule::Rule::Intersection(gc_rule::Intersection {
+                rules: vec![
+                    age(60),
+                    ApiRule {
+                        rule: Some(gc_rule::Rule::Union(gc_rule::Union {
+                            rules: vec![versions(3), versions(1)],
+                        })),
+                    },
+                ],
+            })),
+        };
+        let e = from_api(Some(&nested)).unwrap();
+        assert_eq!(
+            e,
+            GcRule::Intersection(vec![
+                GcRule::MaxAge(60_000_000),
+                GcRule::Union(vec![GcRule::MaxVersions(3), GcRule::MaxVersions(1)])
+            ])
+        );
+        assert_eq!(to_api(&e), Some(nested));
+        assert!(from_api(Some(&versions(0))).is_err());
+    }
+}

@@ -1,0 +1,40 @@
+//! Cloud Bigtable's v2 gRPC API served over the engine: the Data API
+//! (`google.bigtable.v2.Bigtable`) and a Table Admin subset
+//! (`google.bigtable.admin.v2.BigtableTableAdmin`). The daemon runs it beside
+//! the mount on the same engine, so what a client writes is in the mount at
+//! once and the other way round.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod admin;
+pub mod data;
+pub mod drop;
+pub mod filter;
+pub mod gc;
+pub mod names;
+pub mod server;
+pub mod status;
+
+pub use server::{parse_addr, start, Error, Running, Shared};
+
+/// The Table Admin API's messages (and client).
+pub use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 as admin_v2;
+/// The Data API's messages (and client, for tests and tools).
+pub use googleapis_tonic_google_bigtable_v2::google::bigtable::v2;
+
+/// Server traits generated in build.rs over the messages above.
+pub mod gen {
+    pub mod data {
+        #![allow(clippy::all)]
+        include!(concat!(env!("OUT_DIR"), "/google.bigtable.v2.Bigtable.rs"));
+    }
+    pub mod admin {
+        #![allow(clippy::all)]
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/google.bigtable.admin.v2.BigtableTableAdmin.rs"
+        ));
+    }
+}
+
+/// `google.protobuf.Empty`, as prost maps it.
+pub type Empty = ();

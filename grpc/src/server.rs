@@ -1,0 +1,170 @@
+//! Running the two services on one HTTP/2 listener (plain text) on a thread
+//! of its own with a small tokio runtime, beside the mount's threads.
+
+use crate::admin::AdminService;
+use crate::data::DataService;
+use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdminServer;
+use crate::gen::data::bigtable_server::BigtableServer;
+use engine::Bigtable;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio_stream::StreamExt;
+use tonic::Status;
+
+/// Largest request or response message (the API's clients allow 256 MiB).
+const MAX_MESSAGE: usize = 256 * 1024 * 1024;
+
+/// What every handler shares.
+pub struct Shared {
+    pub bt: Bigtable,
+    /// Owner and group of tables and families made through the API: callers
+    /// act as the daemon's user.
+    pub owner: u32,
+    pub group: u32,
+}
+
+/// Errors starting the server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("invalid gRPC address {0:?}: expected PORT, HOST:PORT or [V6]:PORT")]
+    BadAddress(String),
+    #[error("gRPC listener on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("gRPC runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// `PORT` (loopback), `HOST:PORT` or `[V6]:PORT`.
+pub fn parse_addr(s: &str) -> Result<SocketAddr, Error> {
+    if let Ok(port) = s.parse::<u16>() {
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    if let Some(port) = s.strip_prefix("localhost:") {
+        let port = port.parse().map_err(|_| Error::BadAddress(s.into()))?;
+        return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
+    }
+    s.parse().map_err(|_| Error::BadAddress(s.into()))
+}
+
+/// Runs `f` on the blocking pool (engine calls block).
+pub async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
+) -> Result<T, Status> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| Status::internal(format!("handler failed: {e}")))?
+}
+
+/// A running server; dropping it (or [`Running::stop`]) shuts it down.
+pub struct Running {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Running {
+    /// Stops accepting, lets calls in flight finish, and waits.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+    fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Serves both services on `addr` (port 0: any free port; see `Running::addr`).
+pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .max_blocking_threads(32)
+        .thread_name("bt-grpc")
+        .enable_all()
+        .build()
+        .map_err(Error::Runtime)?;
+    // Bound here, so the caller learns of a taken port at once (and may be
+    // inside another runtime, where block_on is not allowed).
+    let bind = |addr| -> std::io::Result<(std::net::TcpListener, SocketAddr)> {
+        let l = std::net::TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        let local = l.local_addr()?;
+        Ok((l, local))
+    };
+    let (listener, addr) = bind(addr).map_err(|source| Error::Bind { addr, source })?;
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let shared = Arc::new(shared);
+    let data = BigtableServer::new(DataService {
+        shared: shared.clone(),
+    })
+    .max_decoding_message_size(MAX_MESSAGE)
+    .max_encoding_message_size(MAX_MESSAGE);
+    let admin = BigtableTableAdminServer::new(AdminService { shared })
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
+    let thread = std::thread::Builder::new()
+        .name("bt-grpc-main".into())
+        .spawn(move || {
+            let served = rt.block_on(async {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                // Without TCP_NODELAY a small streamed response waits for
+                // the client's delayed ACK (~40 ms a call).
+                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
+                    if let Ok(s) = &s {
+                        let _ = s.set_nodelay(true);
+                    }
+                    s
+                });
+                tonic::transport::Server::builder()
+                    .add_service(data)
+                    .add_service(admin)
+                    .serve_with_incoming_shutdown(incoming, async {
+                        let _ = stop_rx.await;
+                    })
+                    .await
+                    .map_err(std::io::Error::other)
+            });
+            if let Err(e) = served {
+                log::error!("gRPC server on {addr}: {e}");
+            }
+            rt.shutdown_timeout(std::time::Duration::from_secs(5));
+        })
+        .map_err(Error::Runtime)?;
+    log::info!("serving the Bigtable v2 gRPC API on {addr}");
+    Ok(Running {
+        addr,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    #[test]
+    fn addresses() {
+        assert_eq!(parse_addr("8086").unwrap().to_string(), "127.0.0.1:8086");
+        assert_eq!(
+            parse_addr("localhost:1").unwrap().to_string(),
+            "127.0.0.1:1"
+        );
+        assert_eq!(parse_addr("0.0.0.0:9").unwrap().to_string(), "0.0.0.0:9");
+        assert_eq!(parse_addr("[::1]:9").unwrap().to_string(), "[::1]:9");
+        assert!(parse_addr("nope").is_err());
+    }
+}

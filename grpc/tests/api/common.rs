@@ -1,0 +1,200 @@
+//! The server, clients and helpers every test uses.
+
+use engine::{Bigtable, Options};
+use grpc::admin_v2::{self as a, bigtable_table_admin_client::BigtableTableAdminClient};
+use grpc::v2::{self, bigtable_client::BigtableClient, row_filter::Filter as F};
+use std::sync::Arc;
+use tonic::transport::Channel;
+
+pub const P: &str = "projects/p/instances/i";
+
+pub struct Env {
+    pub bt: Bigtable,
+    _server: grpc::Running,
+    pub data: BigtableClient<Channel>,
+    pub admin: BigtableTableAdminClient<Channel>,
+}
+
+pub async fn env() -> Env {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt =
+        tokio::task::spawn_blocking(move || Bigtable::open(store, Options::default()).unwrap())
+            .await
+            .unwrap();
+    let shared = grpc::Shared {
+        bt: bt.clone(),
+        owner: 0,
+        group: 0,
+    };
+    let server = grpc::start(shared, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let ch = Channel::from_shared(format!("http://{}", server.addr))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    Env {
+        bt,
+        _server: server,
+        data: BigtableClient::new(ch.clone()).max_decoding_message_size(64 << 20),
+        admin: BigtableTableAdminClient::new(ch),
+    }
+}
+
+pub fn tname(t: &str) -> String {
+    format!("{P}/tables/{t}")
+}
+
+pub fn family(max_versions: Option<i32>) -> a::ColumnFamily {
+    a::ColumnFamily {
+        gc_rule: max_versions.map(|n| a::GcRule {
+            rule: Some(a::gc_rule::Rule::MaxNumVersions(n)),
+        }),
+        value_type: None,
+    }
+}
+
+pub async fn create(e: &mut Env, t: &str, families: &[&str]) {
+    let table = a::Table {
+        column_families: families
+            .iter()
+            .map(|f| (f.to_string(), family(None)))
+            .collect(),
+        ..Default::default()
+    };
+    e.admin
+        .create_table(a::CreateTableRequest {
+            parent: P.into(),
+            table_id: t.into(),
+            table: Some(table),
+            initial_splits: vec![],
+        })
+        .await
+        .unwrap();
+}
+
+pub fn set(f: &str, q: &str, ts: i64, v: &[u8]) -> v2::Mutation {
+    v2::Mutation {
+        mutation: Some(v2::mutation::Mutation::SetCell(v2::mutation::SetCell {
+            family_name: f.into(),
+            column_qualifier: q.as_bytes().to_vec(),
+            timestamp_micros: ts,
+            value: v.to_vec(),
+        })),
+    }
+}
+
+pub async fn mutate(
+    e: &mut Env,
+    t: &str,
+    row: &str,
+    ms: Vec<v2::Mutation>,
+) -> Result<(), tonic::Status> {
+    e.data
+        .mutate_row(v2::MutateRowRequest {
+            table_name: tname(t),
+            row_key: row.as_bytes().to_vec(),
+            mutations: ms,
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+}
+
+/// (family, qualifier, timestamp, value, labels)
+pub type Cell = (String, Vec<u8>, i64, Vec<u8>, Vec<String>);
+
+/// Reassembles chunks as a client does, checking the protocol's rules.
+pub async fn read(
+    e: &mut Env,
+    req: v2::ReadRowsRequest,
+) -> Result<Vec<(Vec<u8>, Vec<Cell>)>, tonic::Status> {
+    use v2::read_rows_response::cell_chunk::RowStatus;
+    let mut stream = e.data.read_rows(req).await?.into_inner();
+    let mut rows = Vec::new();
+    let mut key: Option<Vec<u8>> = None;
+    let mut cells: Vec<Cell> = Vec::new();
+    let (mut fam, mut qual) = (String::new(), Vec::new());
+    let mut partial: Option<Cell> = None;
+    while let Some(resp) = stream.message().await? {
+        for c in resp.chunks {
+            if partial.is_none() {
+                if !c.row_key.is_empty() {
+                    assert!(key.is_none(), "a new row key inside a row");
+                    key = Some(c.row_key.clone());
+                }
+                assert!(key.is_some(), "a chunk before any row key");
+                if let Some(f) = &c.family_name {
+                    fam = f.clone();
+                    assert!(c.qualifier.is_some(), "a family without a qualifier");
+                }
+                if let Some(q) = &c.qualifier {
+                    qual = q.clone();
+                }
+                partial = Some((
+                    fam.clone(),
+                    qual.clone(),
+                    c.timestamp_micros,
+                    Vec::new(),
+                    c.labels.clone(),
+                ));
+            }
+            let p = partial.as_mut().unwrap();
+            p.3.extend_from_slice(&c.value);
+            if c.value_size == 0 {
+                cells.push(partial.take().unwrap());
+            } else {
+                assert!(c.row_status.is_none(), "row status inside a split value");
+            }
+            match c.row_status {
+                Some(RowStatus::CommitRow(true)) => {
+                    let k = key.take().unwrap();
+                    if let Some((last, _)) = rows.last() {
+                        assert_ne!(last, &k, "row sent twice");
+                    }
+                    rows.push((k, std::mem::take(&mut cells)));
+                    fam.clear();
+                    qual.clear();
+                }
+                Some(RowStatus::ResetRow(true)) => {
+                    key = None;
+                    cells.clear();
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(
+        key.is_none() && partial.is_none(),
+        "stream ended inside a row"
+    );
+    Ok(rows)
+}
+
+pub fn req(t: &str) -> v2::ReadRowsRequest {
+    v2::ReadRowsRequest {
+        table_name: tname(t),
+        ..Default::default()
+    }
+}
+
+pub fn with_filter(t: &str, f: F) -> v2::ReadRowsRequest {
+    v2::ReadRowsRequest {
+        filter: Some(v2::RowFilter { filter: Some(f) }),
+        ..req(t)
+    }
+}
+
+pub fn keys(rows: &[(Vec<u8>, Vec<Cell>)]) -> Vec<String> {
+    rows.iter()
+        .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
+        .collect()
+}
+
+pub fn values(rows: &[(Vec<u8>, Vec<Cell>)]) -> Vec<String> {
+    rows.iter()
+        .flat_map(|(_, cs)| {
+            cs.iter()
+                .map(|c| String::from_utf8_lossy(&c.3).into_owned())
+        })
+        .collect()
+}

@@ -1,0 +1,8 @@
+//! Every RPC through the generated clients against an in-process server on
+//! an ephemeral port, over an in-memory engine.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod admin;
+mod common;
+mod data;
+mod filters;

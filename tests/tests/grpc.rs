@@ -1,0 +1,84 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The daemon's Cloud Bigtable gRPC API (`-o grpc=...`) driven by the
+//! official Python client, with the same data read and written through the
+//! mount.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Duration;
+use tests::{wait_until, Mount};
+
+/// The address the daemon logged for its gRPC listener.
+fn grpc_addr(m: &Mount) -> String {
+    let mut addr = None;
+    let found = wait_until(Duration::from_secs(30), || {
+        addr = m.log_text().lines().find_map(|l| {
+            l.split("serving the Bigtable v2 gRPC API on ")
+                .nth(1)
+                .map(|a| a.trim().to_string())
+        });
+        addr.is_some()
+    });
+    assert!(found, "no gRPC listener in the log:\n{}", m.log_text());
+    addr.unwrap()
+}
+
+fn script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/bigtable_client.py")
+}
+
+#[test]
+fn python_client_and_the_mount_share_the_data() {
+    let have = Command::new("python3")
+        .args(["-c", "import google.cloud.bigtable"])
+        .output();
+    match have {
+        Err(e) => panic!("python3 is needed for this test (apt-get install python3): {e}"),
+        Ok(o) if !o.status.success() => panic!(
+            "the Python package google-cloud-bigtable is needed for this test \
+             (pip install google-cloud-bigtable; .ci/run installs it):\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        ),
+        Ok(_) => {}
+    }
+    // Port 0: the daemon picks a free port and logs it.
+    let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
+    let addr = grpc_addr(&m);
+    // Written through the mount, read by the Python client.
+    m.table("fromfs", "f\n");
+    m.ok("mkdir -p fromfs/written-by-cat/f && echo 'hello from the mount' > fromfs/written-by-cat/f/q");
+    let out = Command::new("python3")
+        .arg(script())
+        .env("BIGTABLE_EMULATOR_HOST", &addr)
+        .env("PYTHONUNBUFFERED", "1")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python client failed:\nstdout:\n{}\nstderr:\n{}\ndaemon log:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        tests::tail(&m.log_text(), 40)
+    );
+    // Written by the Python client, read through the mount.
+    assert_eq!(
+        m.ok("cat pytable/from-python/cf/greeting"),
+        "hello from python"
+    );
+    assert_eq!(m.ok("cat 'pytable/user#03/cf/name'"), "name 3");
+    assert_eq!(m.ok("cat 'pytable/user#01/cf/visited'"), "yes");
+    assert_eq!(m.ok("cat pytable/counter/cf/log"), "abab");
+    assert_eq!(
+        m.ok("od -An -tx1 pytable/counter/stats/hits")
+            .split_whitespace()
+            .collect::<String>(),
+        "000000000000000a"
+    );
+    assert!(m.ok("ls pytable").lines().all(|l| l != "user#09"));
+    let schema = m.ok("cat pytable/.schema");
+    assert!(
+        schema.contains("cf ") && schema.contains("max_versions=2"),
+        "{schema}"
+    );
+    assert!(!m.path("scratch").exists());
+}
