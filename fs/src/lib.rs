@@ -9,7 +9,7 @@
 //!
 //! 1. parsers and plumbing: `names`, `query`, `mutate`, `schema_file`,
 //!    `output`, `perms`, `errno`, `options`, `store`, `pending`, `notify`,
-//!    `pool`, `local_locks`, `status`, `reply`
+//!    `pool`, `local_locks`, `status`, `reply`, `memory`
 //! 2. `node`: what an inode stands for
 //! 3. `inodes`, `handles`
 //! 4. `view` (engine queries) and `attr` (pure attribute functions)
@@ -31,6 +31,7 @@ pub mod inodes;
 pub mod local_locks;
 pub mod lockdir;
 pub mod lookup;
+pub mod memory;
 pub mod mutate;
 pub mod names;
 pub mod node;

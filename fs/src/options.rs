@@ -30,6 +30,9 @@ pub struct FsOptions {
     pub statfs_path: Option<PathBuf>,
     /// The mount's options, shown in `.bigtable/mount`.
     pub description: String,
+    /// Where a `.mutate` batch larger than memory waits for its close (an
+    /// unlinked file; None: the system's temp directory).
+    pub spool_dir: Option<PathBuf>,
 }
 
 impl Default for FsOptions {
@@ -43,6 +46,7 @@ impl Default for FsOptions {
             gid: 0,
             statfs_path: None,
             description: String::new(),
+            spool_dir: None,
         }
     }
 }

@@ -127,6 +127,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         gid: nix::unistd::getgid().as_raw(),
         statfs_path: Some(cfg.data_dir.clone()),
         description: cfg.given.join(","),
+        // A batch larger than memory waits in an unlinked file beside the data.
+        spool_dir: Some(cfg.data_dir.clone()),
     };
     // The same cell is `.chubby/` in the mount.
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));
