@@ -35,6 +35,8 @@ pub struct Ctx {
     pub(crate) opts: FsOptions,
     pub(crate) inodes: InodeTable,
     pub(crate) handles: Handles,
+    /// Places in listings of directories that were not opened.
+    pub(crate) cursors: crate::cursors::Cursors,
     pub(crate) inval: Invalidator,
     pub(crate) started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
@@ -50,6 +52,7 @@ impl Ctx {
             opts,
             inodes: InodeTable::new(),
             handles: Handles::default(),
+            cursors: Default::default(),
             inval: Invalidator::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
@@ -285,20 +288,12 @@ impl Ctx {
 
     /// How long the kernel may cache a node's attributes.
     pub(crate) fn attr_ttl(&self, node: &Node) -> Duration {
-        if volatile(node) {
-            Duration::ZERO
-        } else {
-            self.opts.attr_timeout
-        }
+        ttl(node, self.opts.attr_timeout)
     }
 
     /// How long the kernel may cache a name (and the attributes that come with it).
     pub(crate) fn entry_ttl(&self, node: &Node) -> Duration {
-        if volatile(node) {
-            Duration::ZERO
-        } else {
-            self.opts.entry_timeout
-        }
+        ttl(node, self.opts.entry_timeout)
     }
 
     pub(crate) fn entry(&self, node: &Node, attr: FileAttr) -> Entry {
@@ -408,5 +403,22 @@ impl Ctx {
     /// Forget `n` kernel references to an inode.
     pub fn forget(&self, ino: u64, n: u64) {
         self.inodes.forget(ino, n);
+    }
+}
+
+/// Lock-service files change behind the daemon's back (other clients of
+/// the cell, the engine's own servers): the kernel keeps them at most this long.
+const LOCK_TTL: Duration = Duration::from_secs(1);
+
+/// The data (tables, rows, families, cells) changes only through the
+/// daemon, which invalidates what the kernel caches, so it may be cached
+/// for the whole `timeout`; status files, scans and versions never are.
+fn ttl(node: &Node, timeout: Duration) -> Duration {
+    if volatile(node) {
+        Duration::ZERO
+    } else if matches!(node, Node::Lock(_)) {
+        timeout.min(LOCK_TTL)
+    } else {
+        timeout
     }
 }

@@ -51,6 +51,11 @@ impl Default for FsOptions {
     }
 }
 
+/// FUSE requests answered, and forgets received (`.bigtable/stats`): what a
+/// walk costs per cell. Process-wide, as there is one mount per daemon.
+pub static FUSE_REQUESTS: AtomicU64 = AtomicU64::new(0);
+pub static FUSE_FORGETS: AtomicU64 = AtomicU64::new(0);
+
 /// Operation counters (`.bigtable/stats`).
 #[derive(Default)]
 pub struct Stats {

@@ -148,6 +148,16 @@ impl StatusFile {
                     ("inodes", s.inodes as u64),
                     ("open_handles", s.open_handles as u64),
                     ("pending_dirs", s.pending_dirs as u64),
+                    (
+                        "fuse_requests",
+                        crate::options::FUSE_REQUESTS.load(Ordering::Relaxed),
+                    ),
+                    (
+                        "fuse_forgets",
+                        crate::options::FUSE_FORGETS.load(Ordering::Relaxed),
+                    ),
+                    ("rss_bytes", crate::memory::rss_bytes()),
+                    ("malloc_trims", crate::memory::trims()),
                 ];
                 for (k, v) in rows {
                     let _ = writeln!(out, "{k}={v}");

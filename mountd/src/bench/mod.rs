@@ -7,4 +7,5 @@ pub mod fs_bench;
 pub mod gfs_bench;
 #[cfg(feature = "peers")]
 pub mod peers;
+pub mod scale_bench;
 pub mod workloads;

@@ -132,10 +132,12 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     };
     // The same cell is `.chubby/` in the mount.
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));
-    let session = match fusemount::mount(
-        FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS)),
-        cfg,
-    ) {
+    let mut fuse_fs =
+        FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS));
+    if cfg.opendir {
+        fuse_fs = fuse_fs.with_opendir();
+    }
+    let session = match fusemount::mount(fuse_fs, cfg) {
         Ok(s) => s,
         Err(e) => {
             let _ = bt.close();
