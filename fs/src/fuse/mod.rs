@@ -61,8 +61,10 @@ impl FuseFs {
 impl Filesystem for FuseFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         for cap in [
+            // Always readdirplus (not READDIRPLUS_AUTO, which switches a
+            // big directory to plain readdir after its first reply, and then
+            // a walk looks up every row it enters).
             InitFlags::FUSE_DO_READDIRPLUS,
-            InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_ATOMIC_O_TRUNC,
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_BIG_WRITES,
