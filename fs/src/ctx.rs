@@ -134,6 +134,17 @@ impl Ctx {
 
     /// Fresh attributes of any node; ENOENT if it no longer exists.
     pub fn node_attr(&self, node: &Node) -> FsResult<FileAttr> {
+        let mut attr = self.node_attr_now(node)?;
+        if attr.kind == FileType::Directory && volatile(node) {
+            // The kernel keeps a listing until the directory's mtime moves:
+            // these change without a word to it, so their mtime always moves.
+            attr.mtime = SystemTime::now();
+            attr.ctime = attr.mtime;
+        }
+        Ok(attr)
+    }
+
+    fn node_attr_now(&self, node: &Node) -> FsResult<FileAttr> {
         let ino = node.ino();
         match node {
             Node::Lock(l) => match &self.lockdir {

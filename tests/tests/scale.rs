@@ -71,8 +71,15 @@ fn a_batch_larger_than_its_memory_spool_applies_nothing_when_its_last_line_is_ba
     // only the engine's check at close refuses.
     let mut b = batch(0..60_000, "v");
     b.extend_from_slice(b"set % f:q v\n");
-    let err = fs::write(m.path("t/.mutate"), &b).unwrap_err();
+    // The batch is checked at fsync (or close, whose error fs::write drops).
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("t/.mutate"))
+        .unwrap();
+    f.write_all(&b).unwrap();
+    let err = f.sync_all().unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+    drop(f);
     assert!(!m.path("t/row00000000").exists());
     assert_eq!(m.ok("ls t | grep -c ^row || true").trim(), "0");
     // A good one of the same size applies in full.

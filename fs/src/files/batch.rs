@@ -223,6 +223,11 @@ impl Ctx {
                 self.invalidate_row(table, row, None);
             }
         }
+        // The kernel keeps listings of directories it lists unopened: rows
+        // may have come or gone.
+        if !txns.is_empty() {
+            self.invalidate(&Node::Table(table.to_string()));
+        }
     }
 }
 
