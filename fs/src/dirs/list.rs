@@ -369,8 +369,7 @@ impl Ctx {
         } else {
             None
         };
-        // A readdirplus reply holds about 25 entries, a readdir one about 150.
-        let limit = if plus { PLUS_BATCH } else { ROW_BATCH };
+        let limit = ROW_BATCH;
         loop {
             let rows = self.row_batch(table, view, after.as_deref(), limit)?;
             let n = rows.len();

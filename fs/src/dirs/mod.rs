@@ -28,8 +28,6 @@ use std::ops::Bound;
 const ROW_BASE: u64 = 16;
 /// Rows fetched per `readdir` of a table (a reply holds about a page of names).
 const ROW_BATCH: u64 = 128;
-/// Rows fetched per `readdirplus` of an unopened table (about one reply's worth).
-const PLUS_BATCH: u64 = 32;
 
 pub use crate::handles::Listed;
 
