@@ -299,12 +299,12 @@ impl Ctx {
 
     /// How long the kernel may cache a node's attributes.
     pub(crate) fn attr_ttl(&self, node: &Node) -> Duration {
-        ttl(node, self.opts.attr_timeout)
+        ttl(node, self.opts.attr_timeout, self.opts.dir_timeout)
     }
 
     /// How long the kernel may cache a name (and the attributes that come with it).
     pub(crate) fn entry_ttl(&self, node: &Node) -> Duration {
-        ttl(node, self.opts.entry_timeout)
+        ttl(node, self.opts.entry_timeout, self.opts.dir_timeout)
     }
 
     pub(crate) fn entry(&self, node: &Node, attr: FileAttr) -> Entry {
@@ -421,15 +421,15 @@ impl Ctx {
 /// the cell, the engine's own servers): the kernel keeps them at most this long.
 const LOCK_TTL: Duration = Duration::from_secs(1);
 
-/// The data (tables, rows, families, cells) changes only through the
-/// daemon, which invalidates what the kernel caches, so it may be cached
-/// for the whole `timeout`; status files, scans and versions never are.
-fn ttl(node: &Node, timeout: Duration) -> Duration {
-    if volatile(node) {
-        Duration::ZERO
-    } else if matches!(node, Node::Lock(_)) {
-        timeout.min(LOCK_TTL)
-    } else {
-        timeout
+/// Tables, rows and families change only through the daemon, which
+/// invalidates what the kernel caches, so a walk may keep them for
+/// `dir_timeout`; files keep `timeout`; status files, scans and versions
+/// are never cached.
+fn ttl(node: &Node, timeout: Duration, dir_timeout: Duration) -> Duration {
+    match node {
+        _ if volatile(node) => Duration::ZERO,
+        Node::Lock(_) => timeout.min(LOCK_TTL),
+        Node::Table(_) | Node::Row { .. } | Node::Family { .. } => dir_timeout,
+        _ => timeout,
     }
 }

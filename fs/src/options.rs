@@ -19,6 +19,9 @@ pub struct FsOptions {
     pub attr_timeout: Duration,
     /// How long the kernel may cache names.
     pub entry_timeout: Duration,
+    /// How long the kernel may cache names and attributes of table, row and
+    /// family directories (the daemon invalidates them when it changes them).
+    pub dir_timeout: Duration,
     /// fsync the commit log on every close (not only on fsync).
     pub sync_writes: bool,
     /// Largest cell value (EFBIG above).
@@ -40,6 +43,7 @@ impl Default for FsOptions {
         FsOptions {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
+            dir_timeout: Duration::from_secs(1),
             sync_writes: false,
             max_value_size: engine::DEFAULT_MAX_VALUE,
             uid: 0,

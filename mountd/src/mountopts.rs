@@ -13,7 +13,8 @@
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
-//! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes in seconds (default 300; `.chubby/` at most 1) |
+//! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 1) |
+//! | `dir_timeout=S` | the same for table, row and family directories (default 300; the daemon invalidates what it changes) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
@@ -34,8 +35,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Default kernel cache lifetime of names and attributes, in seconds.
-pub const DEFAULT_TTL_SECS: u64 = 300;
+/// Default kernel cache lifetime of directories' names and attributes, in seconds.
+pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
 
 /// Everything a mount is configured with.
 #[derive(Debug, Clone, PartialEq)]
@@ -50,6 +51,8 @@ pub struct MountConfig {
     pub opendir: bool,
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
+    /// Names and attributes of table, row and family directories.
+    pub dir_timeout: Duration,
     pub log_level: log::LevelFilter,
     pub log_file: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
@@ -97,10 +100,11 @@ impl MountConfig {
             threads: None,
             commit_workers: None,
             opendir: false,
+            attr_timeout: Duration::from_secs(1),
+            entry_timeout: Duration::from_secs(1),
             // The daemon invalidates what it changes: a walk of a big
-            // table must not revalidate every row it listed a while ago.
-            attr_timeout: Duration::from_secs(DEFAULT_TTL_SECS),
-            entry_timeout: Duration::from_secs(DEFAULT_TTL_SECS),
+            // table must not look up again every row it listed a while ago.
+            dir_timeout: Duration::from_secs(DEFAULT_DIR_TTL_SECS),
             log_level: log::LevelFilter::Info,
             log_file: None,
             pid_file: None,
@@ -173,6 +177,7 @@ impl MountConfig {
             }
             "attr_timeout" => self.attr_timeout = parse_seconds(need(key, value)?)?,
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
+            "dir_timeout" => self.dir_timeout = parse_seconds(need(key, value)?)?,
             "log" => {
                 self.log_level = need(key, value)?.parse().map_err(|_| {
                     format!(
