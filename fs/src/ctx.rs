@@ -35,6 +35,8 @@ pub struct Ctx {
     pub(crate) opts: FsOptions,
     pub(crate) inodes: InodeTable,
     pub(crate) handles: Handles,
+    /// Places in listings of directories that were not opened.
+    pub(crate) cursors: crate::cursors::Cursors,
     pub(crate) inval: Invalidator,
     pub(crate) started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
@@ -50,6 +52,7 @@ impl Ctx {
             opts,
             inodes: InodeTable::new(),
             handles: Handles::default(),
+            cursors: Default::default(),
             inval: Invalidator::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
@@ -131,6 +134,17 @@ impl Ctx {
 
     /// Fresh attributes of any node; ENOENT if it no longer exists.
     pub fn node_attr(&self, node: &Node) -> FsResult<FileAttr> {
+        let mut attr = self.node_attr_now(node)?;
+        if attr.kind == FileType::Directory && volatile(node) {
+            // The kernel keeps a listing until the directory's mtime moves:
+            // these change without a word to it, so their mtime always moves.
+            attr.mtime = SystemTime::now();
+            attr.ctime = attr.mtime;
+        }
+        Ok(attr)
+    }
+
+    fn node_attr_now(&self, node: &Node) -> FsResult<FileAttr> {
         let ino = node.ino();
         match node {
             Node::Lock(l) => match &self.lockdir {
@@ -285,20 +299,12 @@ impl Ctx {
 
     /// How long the kernel may cache a node's attributes.
     pub(crate) fn attr_ttl(&self, node: &Node) -> Duration {
-        if volatile(node) {
-            Duration::ZERO
-        } else {
-            self.opts.attr_timeout
-        }
+        ttl(node, self.opts.attr_timeout, self.opts.dir_timeout)
     }
 
     /// How long the kernel may cache a name (and the attributes that come with it).
     pub(crate) fn entry_ttl(&self, node: &Node) -> Duration {
-        if volatile(node) {
-            Duration::ZERO
-        } else {
-            self.opts.entry_timeout
-        }
+        ttl(node, self.opts.entry_timeout, self.opts.dir_timeout)
     }
 
     pub(crate) fn entry(&self, node: &Node, attr: FileAttr) -> Entry {
@@ -408,5 +414,22 @@ impl Ctx {
     /// Forget `n` kernel references to an inode.
     pub fn forget(&self, ino: u64, n: u64) {
         self.inodes.forget(ino, n);
+    }
+}
+
+/// Lock-service files change behind the daemon's back (other clients of
+/// the cell, the engine's own servers): the kernel keeps them at most this long.
+const LOCK_TTL: Duration = Duration::from_secs(1);
+
+/// Tables, rows and families change only through the daemon, which
+/// invalidates what the kernel caches, so a walk may keep them for
+/// `dir_timeout`; files keep `timeout`; status files, scans and versions
+/// are never cached.
+fn ttl(node: &Node, timeout: Duration, dir_timeout: Duration) -> Duration {
+    match node {
+        _ if volatile(node) => Duration::ZERO,
+        Node::Lock(_) => timeout.min(LOCK_TTL),
+        Node::Table(_) | Node::Row { .. } | Node::Family { .. } => dir_timeout,
+        _ => timeout,
     }
 }

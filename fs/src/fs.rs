@@ -220,6 +220,22 @@ impl Fs {
         }
     }
 
+    /// FUSE `readdir`/`readdirplus` without an open directory (fh 0: the
+    /// kernel sends no OPENDIR once we decline it).
+    pub fn readdir_unopened(
+        &self,
+        caller: &Caller,
+        ino: u64,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        match self.lock_ino(ino) {
+            Some(ld) => ld.readdir_unopened(&self.cx, caller, ino, offset, plus, add),
+            None => self.cx.readdir_unopened(ino, offset, plus, add),
+        }
+    }
+
     /// FUSE `releasedir`.
     pub fn releasedir(&self, fh: u64) {
         match self.lock_fh(fh) {

@@ -76,6 +76,8 @@ pub struct MutateHandle {
     pub failed: Option<(fuser::Errno, String)>,
     /// Result lines of committed batches, read back sequentially.
     pub results: Vec<u8>,
+    /// Whether the handle can read, so that results are worth keeping.
+    pub keep_results: bool,
     pub read_pos: usize,
 }
 

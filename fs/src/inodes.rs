@@ -20,10 +20,15 @@ struct Entry {
 
 #[derive(Default)]
 struct Inner {
+    /// Inodes dropped since memory was last handed back to the system.
+    dropped: u64,
     by_ino: HashMap<u64, Entry>,
     /// Inodes lying in a row, by table and row: what a row-wide change must invalidate.
     by_row: HashMap<String, HashMap<Vec<u8>, Vec<u64>>>,
 }
+
+/// Forgotten inodes after which freed memory goes back to the system.
+const TRIM_AFTER_FORGETS: u64 = 1 << 16;
 
 /// Two different nodes hashed to one inode number.
 #[derive(Debug)]
@@ -105,6 +110,16 @@ impl InodeTable {
         }
         let node = e.node.clone();
         g.by_ino.remove(&ino);
+        g.dropped += 1;
+        // The kernel let go of many inodes (memory pressure, drop_caches):
+        // give their memory back rather than keep it for the next walk.
+        let trim = g.dropped >= TRIM_AFTER_FORGETS;
+        if trim {
+            g.dropped = 0;
+            if g.by_ino.len() < g.by_ino.capacity() / 4 {
+                g.by_ino.shrink_to_fit();
+            }
+        }
         if let (Some(t), Some(r)) = (node.table(), node.row()) {
             if let Some(rows) = g.by_row.get_mut(t) {
                 if let Some(v) = rows.get_mut(r) {
@@ -117,6 +132,10 @@ impl InodeTable {
                     g.by_row.remove(t);
                 }
             }
+        }
+        drop(g);
+        if trim {
+            crate::memory::give_back();
         }
     }
 

@@ -9,9 +9,9 @@
 //!
 //! 1. parsers and plumbing: `names`, `query`, `mutate`, `schema_file`,
 //!    `output`, `perms`, `errno`, `options`, `store`, `pending`, `notify`,
-//!    `pool`, `local_locks`, `status`, `reply`
+//!    `pool`, `local_locks`, `status`, `reply`, `memory`
 //! 2. `node`: what an inode stands for
-//! 3. `inodes`, `handles`
+//! 3. `inodes`, `handles`, `cursors`
 //! 4. `view` (engine queries) and `attr` (pure attribute functions)
 //! 5. `ctx`: the data path's shared state
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
@@ -21,6 +21,7 @@
 
 mod attr;
 mod ctx;
+pub mod cursors;
 pub mod dirs;
 pub mod errno;
 pub mod files;
@@ -32,6 +33,7 @@ pub mod inodes;
 pub mod local_locks;
 pub mod lockdir;
 pub mod lookup;
+pub mod memory;
 pub mod mutate;
 pub mod names;
 pub mod node;

@@ -19,6 +19,9 @@ pub struct FsOptions {
     pub attr_timeout: Duration,
     /// How long the kernel may cache names.
     pub entry_timeout: Duration,
+    /// How long the kernel may cache names and attributes of table, row and
+    /// family directories (the daemon invalidates them when it changes them).
+    pub dir_timeout: Duration,
     /// fsync the commit log on every close (not only on fsync).
     pub sync_writes: bool,
     /// Largest cell value (EFBIG above).
@@ -30,6 +33,9 @@ pub struct FsOptions {
     pub statfs_path: Option<PathBuf>,
     /// The mount's options, shown in `.bigtable/mount`.
     pub description: String,
+    /// Where a `.mutate` batch larger than memory waits for its close (an
+    /// unlinked file; None: the system's temp directory).
+    pub spool_dir: Option<PathBuf>,
 }
 
 impl Default for FsOptions {
@@ -37,15 +43,22 @@ impl Default for FsOptions {
         FsOptions {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
+            dir_timeout: Duration::from_secs(1),
             sync_writes: false,
             max_value_size: engine::DEFAULT_MAX_VALUE,
             uid: 0,
             gid: 0,
             statfs_path: None,
             description: String::new(),
+            spool_dir: None,
         }
     }
 }
+
+/// FUSE requests answered, and forgets received (`.bigtable/stats`): what a
+/// walk costs per cell. Process-wide, as there is one mount per daemon.
+pub static FUSE_REQUESTS: AtomicU64 = AtomicU64::new(0);
+pub static FUSE_FORGETS: AtomicU64 = AtomicU64::new(0);
 
 /// Operation counters (`.bigtable/stats`).
 #[derive(Default)]

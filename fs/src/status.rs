@@ -148,6 +148,16 @@ impl StatusFile {
                     ("inodes", s.inodes as u64),
                     ("open_handles", s.open_handles as u64),
                     ("pending_dirs", s.pending_dirs as u64),
+                    (
+                        "fuse_requests",
+                        crate::options::FUSE_REQUESTS.load(Ordering::Relaxed),
+                    ),
+                    (
+                        "fuse_forgets",
+                        crate::options::FUSE_FORGETS.load(Ordering::Relaxed),
+                    ),
+                    ("rss_bytes", crate::memory::rss_bytes()),
+                    ("malloc_trims", crate::memory::trims()),
                 ];
                 for (k, v) in rows {
                     let _ = writeln!(out, "{k}={v}");
@@ -158,6 +168,7 @@ impl StatusFile {
                 let _ = writeln!(out, "options={}", o.description);
                 let _ = writeln!(out, "attr_timeout_ms={}", o.attr_timeout.as_millis());
                 let _ = writeln!(out, "entry_timeout_ms={}", o.entry_timeout.as_millis());
+                let _ = writeln!(out, "dir_timeout_ms={}", o.dir_timeout.as_millis());
                 let _ = writeln!(out, "sync={}", o.sync_writes);
                 let _ = writeln!(out, "max_value_size={}", o.max_value_size);
             }

@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, TableSchema};
-use fs::mutate::{group, parse_line, BatchParser};
+use fs::mutate::{parse_line, BatchError, BatchParser};
 use fs::names;
 use proptest::prelude::*;
 
@@ -93,7 +93,7 @@ proptest! {
         // Feeding the same bytes in any pieces gives the same result.
         let whole = {
             let mut p = BatchParser::default();
-            p.feed(&text).map(|_| ()).and_then(|()| p.finish()).map(|l| l.len())
+            p.feed(&text).map(|_| ()).and_then(|()| p.finish()).map(|(_, b)| b.ops())
         };
         let mut points: Vec<usize> = cuts.iter().map(|c| c % (text.len() + 1)).collect();
         points.sort();
@@ -108,9 +108,9 @@ proptest! {
         }
         let pieces = res.and_then(|()| p.feed(&text[at..]).map(|_| ())).and_then(|()| p.finish());
         prop_assert_eq!(whole.is_ok(), pieces.is_ok());
-        if let Ok(lines) = pieces {
-            prop_assert_eq!(Ok(lines.len()), whole);
-            let _ = group(lines);
+        if let Ok((_, mut batch)) = pieces {
+            prop_assert_eq!(Ok(batch.ops()), whole);
+            let _ = batch.for_each_chunk(3, |_| Ok::<(), BatchError>(()));
         }
     }
 

@@ -13,7 +13,8 @@
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
-//! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes in seconds (default 1) |
+//! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 1) |
+//! | `dir_timeout=S` | the same for table, row and family directories (default 300; the daemon invalidates what it changes) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
@@ -22,6 +23,7 @@
 //! | `tablet_servers=N` | tablet servers the daemon runs (default 3) |
 //! | `commit_workers=N` | threads that run commits at close/fsync (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
+//! | `opendir` | let the kernel open directories (by default it lists them unopened: two requests fewer per directory) |
 //! | `scrub_rate=SIZE` | background scrub budget per second (default 4m; 0: no background scrub) |
 //! | `scrub_interval=S`, `scrub_idle=S` | seconds from one scrub pass to the next (default 86400), and without client I/O before the scrub reads (default 1) |
 //! | `repair_rate=SIZE`, `repair_parallel=N` | re-replication budget per second (default 32m; 0: no limit) and chunks copied at once (default 4) |
@@ -33,6 +35,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// Default kernel cache lifetime of directories' names and attributes, in seconds.
+pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
+
 /// Everything a mount is configured with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MountConfig {
@@ -42,8 +47,12 @@ pub struct MountConfig {
     pub allow_other: bool,
     pub threads: Option<usize>,
     pub commit_workers: Option<usize>,
+    /// Let the kernel send OPENDIR/RELEASEDIR (off: directories are listed unopened).
+    pub opendir: bool,
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
+    /// Names and attributes of table, row and family directories.
+    pub dir_timeout: Duration,
     pub log_level: log::LevelFilter,
     pub log_file: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
@@ -92,8 +101,12 @@ impl MountConfig {
             allow_other: false,
             threads: None,
             commit_workers: None,
+            opendir: false,
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
+            // The daemon invalidates what it changes: a walk of a big
+            // table must not look up again every row it listed a while ago.
+            dir_timeout: Duration::from_secs(DEFAULT_DIR_TTL_SECS),
             log_level: log::LevelFilter::Info,
             log_file: None,
             pid_file: None,
@@ -170,6 +183,7 @@ impl MountConfig {
             }
             "attr_timeout" => self.attr_timeout = parse_seconds(need(key, value)?)?,
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
+            "dir_timeout" => self.dir_timeout = parse_seconds(need(key, value)?)?,
             "log" => {
                 self.log_level = need(key, value)?.parse().map_err(|_| {
                     format!(
@@ -202,6 +216,7 @@ impl MountConfig {
                 self.tablet_servers = Some(n);
             }
             "sync" => self.sync = true,
+            "opendir" => self.opendir = true,
             "store" => {
                 self.local_store = match need(key, value)? {
                     "cluster" => false,

@@ -228,29 +228,8 @@ impl Ctx {
             return Err(Errno::EBADF);
         };
         let node = d.node.clone();
-        // "." and "..".
-        let parent = parent_and_name(&node).map_or(Node::Root, |(p, _)| p);
-        for (off, name, n) in [(1u64, &b"."[..], &node), (2, &b".."[..], &parent)] {
-            if offset < off {
-                let attr = if plus {
-                    Some(
-                        self.node_attr(n)
-                            .unwrap_or_else(|_| self.dir_attr(n.ino(), 0o755, 0, 0)),
-                    )
-                } else {
-                    None
-                };
-                if add(&DirOut {
-                    ino: n.ino(),
-                    offset: off,
-                    kind: FileType::Directory,
-                    name,
-                    attr,
-                    ttl: self.entry_ttl(n),
-                }) {
-                    return Ok(());
-                }
-            }
+        if !self.emit_dots(&node, offset, plus, add) {
+            return Ok(());
         }
         match &node {
             Node::Table(t) => {
@@ -278,6 +257,185 @@ impl Ctx {
                 Ok(())
             }
         }
+    }
+
+    /// Sends "." and ".." (offsets 1 and 2) where `offset` is before them;
+    /// false when the reply is full. The kernel ignores the attributes of
+    /// these two in a readdirplus reply, so they cost no store read.
+    fn emit_dots(
+        &self,
+        node: &Node,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> bool {
+        let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
+        for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
+            if offset < off {
+                let attr = plus.then(|| self.dir_attr(n.ino(), 0o755, 0, 0));
+                if add(&DirOut {
+                    ino: n.ino(),
+                    offset: off,
+                    kind: FileType::Directory,
+                    name,
+                    attr,
+                    ttl: self.entry_ttl(n),
+                }) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// FUSE `readdir`/`readdirplus` of a directory that was not opened (the
+    /// kernel sends no OPENDIR when we decline it): the place in the
+    /// listing comes from the offset (see [`crate::cursors`]).
+    pub fn readdir_unopened(
+        &self,
+        ino: u64,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        if offset & LAST != 0 {
+            return Ok(());
+        }
+        Stats::add(&self.data.stats.readdirs, 1);
+        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        if !node.is_dir() {
+            return Err(Errno::ENOTDIR);
+        }
+        let after = if offset >= ROW_BASE {
+            let name = self.cursors.name_at(ino, offset).ok_or_else(|| {
+                log::info!("readdir of {node}: offset {offset} is no longer known");
+                Errno::EINVAL
+            })?;
+            Some(name)
+        } else {
+            None
+        };
+        if !self.emit_dots(&node, offset, plus, add) {
+            return Ok(());
+        }
+        match &*node {
+            Node::Table(t) => self.rows_unopened(ino, t, View::Now, true, offset, after, plus, add),
+            Node::AtRoot { table, ts } => {
+                self.rows_unopened(ino, table, View::At(*ts), false, offset, after, plus, add)
+            }
+            _ => {
+                let entries = self.list_small(&node)?;
+                let start = match &after {
+                    None => 0,
+                    // After the entry named; if it went away, after where it would sort.
+                    Some(name) => entries
+                        .iter()
+                        .position(|e| e.name == *name)
+                        .map(|p| p + 1)
+                        .or_else(|| entries.iter().position(|e| e.name > *name))
+                        .unwrap_or(entries.len()),
+                };
+                let n = entries.len();
+                for (i, e) in entries.iter().enumerate().skip(start) {
+                    let off = self.cursors.place(ino, &e.name, i + 1 == n);
+                    if !self.emit(e, off, plus, add)? {
+                        return Ok(());
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A table's rows for [`Self::readdir_unopened`]: after the fixed
+    /// entries, rows after `after` in key order, fetched about a reply at a time.
+    #[allow(clippy::too_many_arguments)]
+    fn rows_unopened(
+        &self,
+        ino: u64,
+        table: &str,
+        view: View,
+        specials: bool,
+        offset: u64,
+        mut after: Option<Vec<u8>>,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        if after.is_none() && specials && !self.emit_specials(table, offset, plus, add)? {
+            return Ok(());
+        }
+        let schema = if plus {
+            Some(self.data.schema(table)?)
+        } else {
+            None
+        };
+        let limit = ROW_BATCH;
+        loop {
+            let rows = self.row_batch(table, view, after.as_deref(), limit)?;
+            let n = rows.len();
+            if n == 0 {
+                return Ok(());
+            }
+            let short = (n as u64) < limit;
+            for (i, row) in rows.into_iter().enumerate() {
+                let off = self.cursors.place(ino, &row, short && i + 1 == n);
+                let node = Node::Row {
+                    table: table.to_string(),
+                    view,
+                    row,
+                };
+                let attr = schema
+                    .as_ref()
+                    .map(|s| self.dir_attr(node.ino(), s.mode, s.owner, s.group));
+                let e = Listed {
+                    name: display_name(node.row().unwrap_or_default()),
+                    node,
+                    kind: FileType::Directory,
+                    attr,
+                };
+                if !self.emit(&e, off, plus, add)? {
+                    return Ok(());
+                }
+                if let Node::Row { row, .. } = e.node {
+                    after = Some(row);
+                }
+            }
+            if short {
+                return Ok(());
+            }
+        }
+    }
+
+    /// A table's `.schema` and `.mutate` (offsets 3 and 4) where `offset`
+    /// is before them; false when the reply is full.
+    fn emit_specials(
+        &self,
+        table: &str,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<bool> {
+        for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
+            let off = i as u64 + 3;
+            if off <= offset || self.data.pending.is_hidden(table, name) {
+                continue;
+            }
+            let node = if i == 0 {
+                Node::Schema(table.into())
+            } else {
+                Node::Mutate(table.into())
+            };
+            let e = Listed {
+                name: name.as_bytes().to_vec(),
+                node,
+                kind: FileType::RegularFile,
+                attr: None,
+            };
+            if !self.emit(&e, off, plus, add)? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Sends one entry; false when the reply is full.
@@ -331,27 +489,8 @@ impl Ctx {
     ) -> FsResult<()> {
         let mut after: Option<Vec<u8>> = None;
         if offset < ROW_BASE {
-            if specials {
-                for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
-                    let off = i as u64 + 3;
-                    if off <= offset || self.data.pending.is_hidden(table, name) {
-                        continue;
-                    }
-                    let node = if i == 0 {
-                        Node::Schema(table.into())
-                    } else {
-                        Node::Mutate(table.into())
-                    };
-                    let e = Listed {
-                        name: name.as_bytes().to_vec(),
-                        node,
-                        kind: FileType::RegularFile,
-                        attr: None,
-                    };
-                    if !self.emit(&e, off, plus, add)? {
-                        return Ok(());
-                    }
-                }
+            if specials && !self.emit_specials(table, offset, plus, add)? {
+                return Ok(());
             }
         } else {
             match d.cursors.get(&offset) {

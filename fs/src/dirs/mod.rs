@@ -11,6 +11,7 @@ mod change;
 mod list;
 
 use crate::ctx::Ctx;
+use crate::cursors::LAST;
 use crate::handles::{DirHandle, Handle};
 use crate::lookup::table_name;
 use crate::names::{display_name, parse_strict, version_name, KeyName};

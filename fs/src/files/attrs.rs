@@ -149,7 +149,7 @@ impl Ctx {
                 }
                 Handle::Mutate(m) => {
                     if size == 0 {
-                        m.parser = BatchParser::default();
+                        m.parser.reset();
                         m.failed = None;
                     }
                     return Ok(());

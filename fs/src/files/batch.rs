@@ -11,16 +11,21 @@ impl Ctx {
         }
         let what = format!("{}/{MUTATE}", m.table);
         let lines = match m.parser.feed(data) {
-            Ok(l) => l.to_vec(),
-            Err(e) => return Err(self.batch_failed(m, Errno::EINVAL, e.to_string(), &what)),
+            Ok(l) => l,
+            Err(e) => return Err(self.batch_failed(m, batch_errno(&e), e.to_string(), &what)),
         };
+        self.check_lines(m, &lines, &what)
+    }
+
+    /// The schema and permission checks of lines as they are written.
+    fn check_lines(&self, m: &mut MutateHandle, lines: &[Line], what: &str) -> FsResult<()> {
         if lines.is_empty() {
             return Ok(());
         }
         let schema = self.data.schema(&m.table)?;
-        for l in &lines {
+        for l in lines {
             if let Err((code, why)) = self.check_op(&schema, &m.caller, &l.op) {
-                return Err(self.batch_failed(m, code, format!("line {}: {why}", l.line), &what));
+                return Err(self.batch_failed(m, code, format!("line {}: {why}", l.line), what));
             }
         }
         Ok(())
@@ -107,89 +112,164 @@ impl Ctx {
         code
     }
 
-    /// Validates and applies the written batch.
+    /// Validates and applies the written batch: a first pass over its text
+    /// checks every transaction as the engine will, a second applies them a
+    /// chunk of rows at a time (memory follows the chunk, not the batch).
     pub(super) fn commit_batch(&self, m: &mut MutateHandle) -> FsResult<()> {
         let what = format!("{}/{MUTATE}", m.table);
-        let lines = match m.parser.finish() {
-            Ok(l) => l,
-            Err(e) => return Err(self.batch_failed(m, Errno::EINVAL, e.to_string(), &what)),
+        let (last, mut batch) = match m.parser.finish() {
+            Ok(b) => b,
+            Err(e) => return Err(self.batch_failed(m, batch_errno(&e), e.to_string(), &what)),
         };
-        if lines.is_empty() {
+        // The last line (without newline) was not checked by write.
+        self.check_lines(m, &last, &what)?;
+        if batch.is_empty() {
             return Ok(());
         }
         let schema = self.data.schema(&m.table)?;
-        // The last line (without newline) was not checked by write.
-        if let Some(l) = lines.last() {
-            if let Err((code, why)) = self.check_op(&schema, &m.caller, &l.op) {
-                return Err(self.batch_failed(m, code, format!("line {}: {why}", l.line), &what));
+        let max_value = self.opts.max_value_size;
+        let checked = batch.for_each_chunk(CHUNK_ROWS, |txns| {
+            for t in &txns {
+                engine::mutation::validate_txn(&m.table, &schema, &t.txn, max_value)
+                    .map_err(|e| Failed::Engine(Some(t.first_line), e))?;
             }
+            Ok::<(), Failed>(())
+        });
+        if let Err(f) = checked {
+            let (code, why) = f.describe();
+            return Err(self.batch_failed(m, code, why, &what));
         }
-        let touched: Vec<Touched> = lines
-            .iter()
-            .map(|l| {
-                let q = match &l.op {
-                    Op::Set { qualifier, .. }
-                    | Op::Delete { qualifier, .. }
-                    | Op::DeleteVersions { qualifier, .. }
-                    | Op::Increment { qualifier, .. }
-                    | Op::Append { qualifier, .. } => Some(qualifier.clone()),
-                    _ => None,
-                };
-                (l.op.row().to_vec(), l.op.family().map(str::to_string), q)
-            })
-            .collect();
-        let txns =
-            group(lines).map_err(|e| self.batch_failed(m, Errno::EINVAL, e.to_string(), &what))?;
-        let raw: Vec<RowTxn> = txns.iter().map(|t| t.txn.clone()).collect();
-        let outcomes = match self
-            .data
-            .store
-            .apply_txns(&m.table, &raw, self.write_options())
-        {
-            Ok(o) => o,
-            Err(e) => {
-                let line = match &e {
-                    engine::Error::BadBatchEntry { index, .. } => {
-                        txns.get(*index).map(|t| t.first_line)
-                    }
-                    _ => None,
-                };
-                let code = crate::errno::errno(&e);
-                let why = match line {
-                    Some(l) => format!("line {l}: {e}"),
-                    None => e.to_string(),
-                };
-                return Err(self.batch_failed(m, code, why, &what));
+        let (table, keep) = (m.table.clone(), m.keep_results);
+        let mut results = Vec::new();
+        let mut rows = 0u64;
+        let applied = batch.for_each_chunk(CHUNK_ROWS, |txns| {
+            let raw: Vec<RowTxn> = txns.iter().map(|t| t.txn.clone()).collect();
+            let outcomes = self
+                .data
+                .store
+                .apply_txns(&table, &raw, self.write_options())
+                .map_err(|e| {
+                    let line = match &e {
+                        engine::Error::BadBatchEntry { index, .. } => {
+                            txns.get(*index).map(|t| t.first_line)
+                        }
+                        _ => None,
+                    };
+                    Failed::Engine(line, e)
+                })?;
+            rows += raw.len() as u64;
+            if keep {
+                results.extend_from_slice(&format_results(&txns, &outcomes));
             }
-        };
+            self.batch_changed(&table, &txns);
+            Ok::<(), Failed>(())
+        });
+        Stats::add(&self.data.stats.batch_rows, rows);
+        m.results.extend_from_slice(&results);
+        if let Err(f) = applied {
+            let (code, why) = f.describe();
+            return Err(self.batch_failed(m, code, why, &what));
+        }
         Stats::add(&self.data.stats.batches, 1);
-        Stats::add(&self.data.stats.batch_rows, raw.len() as u64);
-        m.results
-            .extend_from_slice(&format_results(&txns, &outcomes));
-        // Tell the kernel what changed under it.
-        for (row, family, qualifier) in touched {
-            match (family, qualifier) {
-                (Some(f), Some(q)) => {
-                    let cell = Node::Cell {
-                        table: m.table.clone(),
+        if batch.ops() >= TRIM_AFTER_OPS {
+            crate::memory::give_back();
+        }
+        Ok(())
+    }
+
+    /// Tells the kernel what a chunk of a batch changed under it.
+    fn batch_changed(&self, table: &str, txns: &[Txn]) {
+        for t in txns {
+            let row = &t.txn.row;
+            let row_known = self.inodes.is_known(&Node::Row {
+                table: table.to_string(),
+                view: View::Now,
+                row: row.clone(),
+            });
+            for op in t.txn.ops.iter().chain(&t.txn.otherwise) {
+                let cell = match op {
+                    RowOp::Mutate(Mutation::SetCell {
+                        family, qualifier, ..
+                    })
+                    | RowOp::Mutate(Mutation::DeleteCells {
+                        family, qualifier, ..
+                    })
+                    | RowOp::Increment {
+                        family, qualifier, ..
+                    }
+                    | RowOp::Append {
+                        family, qualifier, ..
+                    } => Some((family, qualifier)),
+                    RowOp::Mutate(Mutation::DeleteFamily { family }) => {
+                        self.invalidate_row(table, row, Some(family));
+                        None
+                    }
+                    RowOp::Mutate(Mutation::DeleteRow) => {
+                        self.invalidate_row(table, row, None);
+                        None
+                    }
+                };
+                if let Some((f, q)) = cell {
+                    self.invalidate(&Node::Cell {
+                        table: table.to_string(),
                         view: View::Now,
                         row: row.clone(),
                         family: f.clone(),
-                        qualifier: q,
-                    };
-                    self.invalidate(&cell);
-                    self.data.pending.data_written(&m.table, &row, &f);
+                        qualifier: q.clone(),
+                    });
+                    self.data.pending.data_written(table, row, f);
                 }
-                (family, _) => self.invalidate_row(&m.table, &row, family.as_deref()),
             }
-            if self.inodes.is_known(&Node::Row {
-                table: m.table.clone(),
-                view: View::Now,
-                row: row.clone(),
-            }) {
-                self.invalidate_row(&m.table, &row, None);
+            if row_known {
+                self.invalidate_row(table, row, None);
             }
         }
-        Ok(())
+        // The kernel keeps listings of directories it lists unopened: rows
+        // may have come or gone.
+        if !txns.is_empty() {
+            self.invalidate(&Node::Table(table.to_string()));
+        }
+    }
+}
+
+/// Rows per chunk of a batch handed to the engine at once.
+const CHUNK_ROWS: usize = 4096;
+
+/// After a batch this large, freed memory is handed back to the system.
+const TRIM_AFTER_OPS: usize = 10_000;
+
+fn batch_errno(e: &BatchError) -> Errno {
+    if e.io {
+        Errno::EIO
+    } else {
+        Errno::EINVAL
+    }
+}
+
+/// Why a batch failed at close.
+enum Failed {
+    Batch(BatchError),
+    /// The engine refused or failed a transaction (beginning at that line).
+    Engine(Option<usize>, engine::Error),
+}
+
+impl From<BatchError> for Failed {
+    fn from(e: BatchError) -> Failed {
+        Failed::Batch(e)
+    }
+}
+
+impl Failed {
+    fn describe(&self) -> (Errno, String) {
+        match self {
+            Failed::Batch(e) => (batch_errno(e), e.to_string()),
+            Failed::Engine(line, e) => {
+                let code = crate::errno::errno(e);
+                match line {
+                    Some(l) => (code, format!("line {l}: {e}")),
+                    None => (code, e.to_string()),
+                }
+            }
+        }
     }
 }

@@ -23,7 +23,7 @@ impl Ctx {
             Handle::Control(buf) => self.run_control(buf, true),
             Handle::Mutate(m) => {
                 if let Some((code, _)) = m.failed.take() {
-                    m.parser = BatchParser::default();
+                    m.parser.reset();
                     return Err(code);
                 }
                 if m.parser.is_empty() {
@@ -77,7 +77,7 @@ impl Ctx {
                 Handle::Schema(s) if s.dirty => self.commit_schema(s)?,
                 Handle::Mutate(m) => {
                     if let Some((code, _)) = m.failed.take() {
-                        m.parser = BatchParser::default();
+                        m.parser.reset();
                         return Err(code);
                     }
                     if !m.parser.is_empty() {

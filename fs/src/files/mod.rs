@@ -16,7 +16,7 @@ mod xattrs;
 
 use crate::ctx::Ctx;
 use crate::handles::{CellHandle, Handle, MutateHandle, ScanHandle, SchemaHandle};
-use crate::mutate::{format_results, group, BatchParser, Op};
+use crate::mutate::{format_results, BatchError, BatchParser, Line, Op, Txn};
 use crate::names::{parse_lenient, parse_version_name, KeyName};
 use crate::node::{Node, View, MUTATE, SCHEMA, VERSIONS};
 use crate::options::{Entry, FsResult, Stats};
@@ -25,9 +25,6 @@ use engine::schema::TableSchema;
 use engine::{Mutation, RowMutation, RowOp, RowTxn, TimeRange};
 use fuser::{Errno, FileAttr};
 use std::time::Duration;
-
-/// What one batch line changed: row, family (None: all), qualifier (None: many).
-type Touched = (Vec<u8>, Option<String>, Option<Vec<u8>>);
 
 /// Largest `.schema` text accepted.
 const MAX_SCHEMA_TEXT: usize = 1 << 20;

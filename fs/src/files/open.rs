@@ -82,9 +82,12 @@ impl Ctx {
                 let fh = self.handles.insert(Handle::Mutate(MutateHandle {
                     table: t.clone(),
                     caller: caller.clone().with_groups(),
-                    parser: BatchParser::default(),
+                    parser: BatchParser::new(self.opts.spool_dir.as_deref()),
                     failed: None,
                     results: Vec::new(),
+                    // Only a reader can read them: a write-only batch of a
+                    // million rows need not keep a million result lines.
+                    keep_results: flags & libc::O_ACCMODE != libc::O_WRONLY,
                     read_pos: 0,
                 }));
                 Ok(Opened {

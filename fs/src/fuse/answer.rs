@@ -17,6 +17,7 @@ pub(super) fn caller(req: &Request) -> Caller {
 
 /// Runs one request; a panic is logged (its reply, dropped, answers EIO).
 pub(super) fn guard(op: &str, f: impl FnOnce()) {
+    crate::options::FUSE_REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
         let msg = p
             .downcast_ref::<String>()

@@ -329,6 +329,37 @@ impl LockDir {
             d.entries = Some(self.list(&d.path, &d.creds)?);
         }
         let entries = d.entries.as_deref().unwrap_or_default();
+        Self::emit_listing(cx, entries, offset, plus, add)
+    }
+
+    /// `readdir` of a `.chubby/` directory that was not opened: listed
+    /// afresh for each call, as the caller may see it.
+    pub fn readdir_unopened(
+        &self,
+        cx: &Ctx,
+        caller: &Caller,
+        ino: u64,
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
+        let path = match cx.lock_node(ino) {
+            Some(LockNode::Entry(p)) => p,
+            Some(_) => return Err(Errno::ENOTDIR),
+            None => return Err(Errno::ENOENT),
+        };
+        let entries = self.list(&path, &creds(caller))?;
+        Self::emit_listing(cx, &entries, offset, plus, add)
+    }
+
+    /// Sends the entries after `offset` (entry `i` has offset `i + 1`).
+    fn emit_listing(
+        cx: &Ctx,
+        entries: &[(Vec<u8>, Node, FileType)],
+        offset: u64,
+        plus: bool,
+        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+    ) -> FsResult<()> {
         for (i, (name, node, kind)) in entries.iter().enumerate() {
             let off = i as u64 + 1;
             if off <= offset {

@@ -110,11 +110,88 @@ fn parser_reports_line_numbers_across_writes() {
     let e = p.feed(b"bogus\n").unwrap_err();
     assert_eq!(e.line, 4);
     let mut p = BatchParser::default();
-    p.feed(b"set a f:q 1\nset b f:q 2").unwrap();
-    let lines = p.finish().unwrap();
-    assert_eq!(lines.len(), 2);
-    assert_eq!(lines[1].line, 2);
+    assert_eq!(p.feed(b"set a f:q 1\nset b f:q 2").unwrap().len(), 1);
+    let (last, batch) = p.finish().unwrap();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].line, 2);
+    assert_eq!(batch.ops(), 2);
     assert!(p.is_empty());
+}
+
+/// The batch's transactions, all chunks of at most `rows` rows together.
+fn txns_in(p: &mut BatchParser, rows: usize) -> Result<Vec<Txn>, BatchError> {
+    let (_, mut batch) = p.finish()?;
+    let mut out = Vec::new();
+    batch.for_each_chunk(rows, |t| {
+        assert!(t.len() <= rows.max(1));
+        out.extend(t);
+        Ok::<(), BatchError>(())
+    })?;
+    Ok(out)
+}
+
+fn txns(p: &mut BatchParser) -> Result<Vec<Txn>, BatchError> {
+    txns_in(p, usize::MAX)
+}
+
+#[test]
+fn chunks_keep_each_row_whole_and_in_order() {
+    let mut text = Vec::new();
+    for r in 0..100 {
+        for q in 0..3 {
+            text.extend_from_slice(format!("set r{r:03} f:q{q} v\n").as_bytes());
+        }
+    }
+    let mut p = BatchParser::default();
+    p.feed(&text).unwrap();
+    let all = txns_in(&mut p, 7).unwrap();
+    assert_eq!(all.len(), 100);
+    for (i, t) in all.iter().enumerate() {
+        assert_eq!(t.txn.row, format!("r{i:03}").into_bytes());
+        assert_eq!(t.txn.ops.len(), 3);
+        assert_eq!(t.first_line, i * 3 + 1);
+    }
+}
+
+#[test]
+fn a_row_that_comes_back_is_still_one_transaction() {
+    let mut p = BatchParser::default();
+    p.feed(b"set a f:x 1\nset b f:x 2\nset c f:x 3\nset a f:y 4\n")
+        .unwrap();
+    let (_, batch) = p.finish().unwrap();
+    assert!(batch.scattered());
+    let mut p = BatchParser::default();
+    p.feed(b"set a f:x 1\nset b f:x 2\nset c f:x 3\nset a f:y 4\n")
+        .unwrap();
+    let all = txns_in(&mut p, 1).unwrap();
+    assert_eq!(all.len(), 3);
+    assert_eq!(all[0].txn.row, b"a");
+    assert_eq!(all[0].txn.ops.len(), 2);
+}
+
+#[test]
+fn a_large_batch_spills_and_reads_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut p = BatchParser::new(Some(dir.path()));
+    let rows = 40_000;
+    for r in 0..rows {
+        p.feed(format!("set row{r:08} f:q value{r}\n").as_bytes())
+            .unwrap();
+    }
+    let (_, mut batch) = p.finish().unwrap();
+    assert!(batch.spilled());
+    assert!(!batch.scattered());
+    let mut seen = 0;
+    batch
+        .for_each_chunk(4096, |t| {
+            for x in &t {
+                assert_eq!(x.txn.row, format!("row{seen:08}").into_bytes());
+                seen += 1;
+            }
+            Ok::<(), BatchError>(())
+        })
+        .unwrap();
+    assert_eq!(seen, rows);
 }
 
 #[test]
@@ -122,7 +199,7 @@ fn groups_one_transaction_per_row_with_its_guard() {
     let mut p = BatchParser::default();
     p.feed(b"set a f:x 1\nset b f:x 2\nif a f:lock yes\nincrement a f:n 1\n")
         .unwrap();
-    let txns = group(p.finish().unwrap()).unwrap();
+    let txns = txns(&mut p).unwrap();
     assert_eq!(txns.len(), 2);
     assert_eq!(txns[0].txn.row, b"a");
     assert_eq!(txns[0].txn.ops.len(), 2);
@@ -139,10 +216,10 @@ fn groups_one_transaction_per_row_with_its_guard() {
 fn group_rejects_two_guards_and_idle_guards() {
     let mut p = BatchParser::default();
     p.feed(b"if a f:x\nifnot a f:y\nset a f:z 1\n").unwrap();
-    assert_eq!(group(p.finish().unwrap()).unwrap_err().line, 2);
+    assert_eq!(txns(&mut p).unwrap_err().line, 2);
     let mut p = BatchParser::default();
     p.feed(b"set b f:z 1\nif a f:x\n").unwrap();
-    assert_eq!(group(p.finish().unwrap()).unwrap_err().line, 2);
+    assert_eq!(txns(&mut p).unwrap_err().line, 2);
 }
 
 #[test]
@@ -150,7 +227,7 @@ fn results_name_rows_and_values() {
     let mut p = BatchParser::default();
     p.feed(b"increment a f:n 5\nappend a f:s x\nset b f:q 1\n")
         .unwrap();
-    let txns = group(p.finish().unwrap()).unwrap();
+    let txns = txns(&mut p).unwrap();
     let outcomes = vec![
         TxnOutcome {
             guard_held: true,
@@ -209,7 +286,7 @@ fn time_range_deletes_and_filter_guards() {
     let mut p = BatchParser::default();
     p.feed(b"if r filter=value(free)\nset r f:owner me\ndelete r f:old 1..5\n")
         .unwrap();
-    let txns = group(p.finish().unwrap()).unwrap();
+    let txns = txns_in(&mut p, 100).unwrap();
     assert_eq!(txns.len(), 1);
     assert!(matches!(
         txns[0].txn.guard,
@@ -218,5 +295,5 @@ fn time_range_deletes_and_filter_guards() {
     assert_eq!(txns[0].txn.ops.len(), 2);
     let mut p = BatchParser::default();
     p.feed(b"if r filter=all\nif r f:q\nset r f:q v\n").unwrap();
-    assert!(group(p.finish().unwrap()).is_err(), "two guards on one row");
+    assert!(txns_in(&mut p, 100).is_err(), "two guards on one row");
 }

@@ -65,6 +65,98 @@ fn long_keys_have_hashed_names() {
     use crate::store::Store;
 }
 
+/// Lists `path` without opening it, `per_call` entries a call, running
+/// `between` after each call; returns the names with their offsets' last flag.
+fn ls_unopened(
+    t: &T,
+    path: &str,
+    plus: bool,
+    per_call: usize,
+    mut between: impl FnMut(usize),
+) -> Vec<(String, bool)> {
+    let ino = t.ino(path).unwrap();
+    let mut out = Vec::new();
+    let mut offset = 0;
+    for call in 0.. {
+        let mut got = Vec::new();
+        t.fs.readdir_unopened(&t.root, ino, offset, plus, &mut |e: &DirOut<'_>| {
+            if got.len() == per_call {
+                return true;
+            }
+            assert_eq!(plus, e.attr.is_some());
+            got.push((e.offset, String::from_utf8_lossy(e.name).into_owned()));
+            false
+        })
+        .unwrap();
+        let Some(&(last, _)) = got.last() else {
+            break;
+        };
+        offset = last;
+        out.extend(
+            got.into_iter()
+                .map(|(o, n)| (n, o & crate::cursors::LAST != 0)),
+        );
+        between(call);
+    }
+    out
+}
+
+#[test]
+fn unopened_listings_stream_and_survive_inserts() {
+    let t = T::new();
+    let mut batch = String::new();
+    for i in 0..300 {
+        batch.push_str(&format!(
+            "set r{:04} f:q v\nset r{:04} f:p v\n",
+            i * 2,
+            i * 2
+        ));
+    }
+    t.mutate(&batch).unwrap();
+    for plus in [false, true] {
+        let listed = ls_unopened(&t, "/t", plus, 23, |call| {
+            // Rows before and after the place reached, between calls.
+            t.mutate(format!(
+                "set r{:04} f:q v\nset a{plus}{call:04} f:q v\n",
+                call * 2 + 1
+            ))
+            .unwrap();
+        });
+        let rows: Vec<&String> = listed
+            .iter()
+            .map(|(n, _)| n)
+            .filter(|n| n.starts_with('r'))
+            .collect();
+        let mut sorted = rows.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(rows, sorted, "in order, without repeats");
+        for i in 0..300 {
+            assert!(
+                rows.contains(&&format!("r{:04}", i * 2)),
+                "r{:04} missing",
+                i * 2
+            );
+        }
+        assert_eq!(
+            &listed[..4]
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>(),
+            &[".", "..", ".schema", ".mutate"]
+        );
+        // Only the last entry says it is the last.
+        assert!(listed.last().unwrap().1);
+        assert_eq!(listed.iter().filter(|(_, last)| *last).count(), 1);
+    }
+    // A family lists its cells, one call at a time or all at once.
+    for per_call in [1, 100] {
+        let cells = ls_unopened(&t, "/t/r0000/f", true, per_call, |_| {});
+        let names: Vec<&str> = cells.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, [".", "..", "p", "q"]);
+    }
+}
+
 #[test]
 fn row_listing_streams_and_survives_inserts() {
     let t = T::new();

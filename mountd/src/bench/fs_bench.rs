@@ -261,6 +261,13 @@ pub struct Mounted {
 }
 
 impl Mounted {
+    /// Takes over a mount made elsewhere (unmounted on drop).
+    pub fn new(path: &Path) -> Mounted {
+        Mounted {
+            path: path.to_path_buf(),
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }

@@ -8,4 +8,5 @@ pub mod gfs_bench;
 pub mod grpc_bench;
 #[cfg(feature = "peers")]
 pub mod peers;
+pub mod scale_bench;
 pub mod workloads;

@@ -7,6 +7,7 @@
 //! bigtable-bench [engine] [--size 256MiB] [--threads 4] [--sync] [--no-peers]
 //! bigtable-bench fs MOUNTPOINT [--size 16MiB] [--no-peers]
 //! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
+//! bigtable-bench scale [--rows 10000,100000,1000000] [--mountd PATH] [-o OPTIONS]
 //! ```
 //! Every workload stops at its op count or its time cap (`--time-cap`), and
 //! every run removes its temp dirs and unmounts what it mounted, also on
@@ -74,6 +75,22 @@ enum Cmd {
     Grpc,
     /// The file layer: group-committed appends and random block reads, io_uring vs syscalls vs fio.
     Gfs(GfsOpts),
+    /// Tables of growing size through a fresh daemon: import, walks beside
+    /// bindfs over tmpfs, a scan, random reads, and the daemon's RSS (needs root).
+    Scale(ScaleOpts),
+}
+
+#[derive(Args, Debug)]
+struct ScaleOpts {
+    /// Table sizes in rows.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 100_000, 1_000_000])]
+    rows: Vec<u64>,
+    /// The daemon binary (default: bigtable-mountd beside this program, else on the PATH).
+    #[arg(long)]
+    mountd: Option<PathBuf>,
+    /// Extra mount options for the daemon (e.g. `cache=64m,memtable=16m`).
+    #[arg(short = 'o', long)]
+    options: Option<String>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -158,6 +175,13 @@ fn run(cli: Cli) -> Result<()> {
             work_base,
             peers: !c.no_peers,
         }),
+        Some(Cmd::Scale(o)) => bench::scale_bench::run(&bench::scale_bench::ScaleArgs {
+            rows: o.rows,
+            work_base,
+            mountd: o.mountd,
+            options: o.options,
+            peers: !c.no_peers,
+        }),
         Some(Cmd::Gfs(o)) => bench::gfs_bench::run(&bench::gfs_bench::GfsArgs {
             work_base,
             size: c.size.unwrap_or(64 << 20),
@@ -199,6 +223,18 @@ mod tests {
 
     fn parse(args: &[&str]) -> Cli {
         Cli::try_parse_from(std::iter::once("bigtable-bench").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn scale_takes_sizes() {
+        match parse(&["scale", "--rows", "10,20"]).command {
+            Some(Cmd::Scale(o)) => assert_eq!(o.rows, vec![10, 20]),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["scale"]).command {
+            Some(Cmd::Scale(o)) => assert_eq!(o.rows, vec![10_000, 100_000, 1_000_000]),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

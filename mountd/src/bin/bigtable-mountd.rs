@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 const USAGE: &str = "usage: bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o option[,option...]]
 
   -f            stay in the foreground (log to stderr)
-  -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S,
+  -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S, dir_timeout=S,
                 log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
                 memtable=SIZE, split=SIZE, cache=SIZE, scan_cache=SIZE,
                 max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT (see README)";
@@ -121,19 +121,24 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     let fs_opts = FsOptions {
         attr_timeout: cfg.attr_timeout,
         entry_timeout: cfg.entry_timeout,
+        dir_timeout: cfg.dir_timeout,
         sync_writes: cfg.sync,
         max_value_size: max_value,
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),
         statfs_path: Some(cfg.data_dir.clone()),
         description: cfg.given.join(","),
+        // A batch larger than memory waits in an unlinked file beside the data.
+        spool_dir: Some(cfg.data_dir.clone()),
     };
     // The same cell is `.chubby/` in the mount.
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));
-    let session = match fusemount::mount(
-        FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS)),
-        cfg,
-    ) {
+    let mut fuse_fs =
+        FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS));
+    if cfg.opendir {
+        fuse_fs = fuse_fs.with_opendir();
+    }
+    let session = match fusemount::mount(fuse_fs, cfg) {
         Ok(s) => s,
         Err(e) => {
             let _ = bt.close();

@@ -1,0 +1,422 @@
+//! `bigtable-bench scale`: how the mount's walks and memory grow with a table.
+//!
+//! For each size it starts a fresh daemon (so its peak RSS belongs to that
+//! size), imports a table of one 8-byte cell per row with one `.mutate`
+//! batch, and times `ls`, `find`, `du -s`, `tar c`, `rsync -a`, `grep -r`, a
+//! `.scan` and random `cat`s; the walks run beside bindfs over a tmpfs that
+//! holds the same tree (rows as directories, a family directory, one file
+//! each), with the kernel's dentries and inodes dropped before every walk on
+//! either side. It prints each walk's time, ours/bindfs speed-up, the FUSE
+//! requests per cell the daemon answered, and the daemon's RSS: peak, settled
+//! after the walks, and after `echo 2 > /proc/sys/vm/drop_caches`.
+
+use super::common::{check_interrupted, fmt_bytes, FastRng, Table, TempDir};
+use super::fs_bench::{have_bindfs, mount_bindfs, mount_tmpfs, Mounted};
+use anyhow::{bail, Context, Result};
+use std::fs::{self, File, OpenOptions};
+use std::io::{BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const TABLE: &str = "t";
+const FAMILY: &str = "f";
+const QUALIFIER: &str = "q";
+/// Random cells read per size.
+const CATS: u64 = 200;
+
+/// What `scale` was asked to do.
+pub struct ScaleArgs {
+    pub rows: Vec<u64>,
+    pub work_base: PathBuf,
+    /// The daemon binary (default: beside this one, else on the PATH).
+    pub mountd: Option<PathBuf>,
+    /// Extra `-o` options for the daemon.
+    pub options: Option<String>,
+    pub peers: bool,
+}
+
+fn row_name(i: u64) -> String {
+    format!("row{i:010}")
+}
+
+fn mountd_binary(given: &Option<PathBuf>) -> PathBuf {
+    if let Some(p) = given {
+        return p.clone();
+    }
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("bigtable-mountd")));
+    match beside {
+        Some(p) if p.exists() => p,
+        _ => PathBuf::from("bigtable-mountd"),
+    }
+}
+
+/// A daemon this run started; unmounted on drop.
+struct Daemon {
+    pid: u32,
+    _mount: Mounted,
+}
+
+impl Daemon {
+    fn start(bin: &Path, data: &Path, mnt: &Path, extra: &Option<String>) -> Result<Daemon> {
+        let pidfile = data.with_extension("pid");
+        let mut opts = format!("pidfile={},log=warn", pidfile.display());
+        if let Some(e) = extra {
+            opts.push(',');
+            opts.push_str(e);
+        }
+        let out = Command::new(bin)
+            .arg(data)
+            .arg(mnt)
+            .arg("-o")
+            .arg(&opts)
+            .output()
+            .with_context(|| format!("starting {}", bin.display()))?;
+        if !out.status.success() {
+            bail!(
+                "{} failed: {}",
+                bin.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        let mount = Mounted::new(mnt);
+        let pid = fs::read_to_string(&pidfile)
+            .with_context(|| format!("reading {}", pidfile.display()))?
+            .trim()
+            .parse()
+            .context("pid file")?;
+        Ok(Daemon { pid, _mount: mount })
+    }
+
+    /// (resident, peak resident) bytes, from /proc/<pid>/status.
+    fn rss(&self) -> (u64, u64) {
+        let text = fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .and_then(|v| v.split_whitespace().next())
+                .and_then(|kb| kb.parse::<u64>().ok())
+                .map_or(0, |kb| kb * 1024)
+        };
+        (field("VmRSS:"), field("VmHWM:"))
+    }
+
+    /// The resident size once it stops changing (by more than 1 MiB over a
+    /// second), or after 30 s.
+    fn settled_rss(&self) -> u64 {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let mut last = self.rss().0;
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+            let now = self.rss().0;
+            if now.abs_diff(last) < (1 << 20) || Instant::now() >= deadline {
+                return now;
+            }
+            last = now;
+        }
+    }
+}
+
+/// The daemon's `fuse_requests` counter (0 if unknown).
+fn fuse_requests(mnt: &Path) -> u64 {
+    fs::read_to_string(mnt.join(".bigtable/stats"))
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("fuse_requests="))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+fn drop_caches() {
+    // Needs root; without it the walks run warm on both sides alike.
+    let _ = fs::write("/proc/sys/vm/drop_caches", "2\n");
+}
+
+/// Runs `sh -c script` in `dir`, output discarded; its wall time.
+fn timed(dir: &Path, script: &str) -> Result<f64> {
+    let start = Instant::now();
+    let status = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .with_context(|| format!("running {script}"))?;
+    if !status.status.success() {
+        bail!(
+            "{script:?} in {} failed: {}",
+            dir.display(),
+            String::from_utf8_lossy(&status.stderr).trim()
+        );
+    }
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// The walks, each a shell command run inside the table directory.
+/// `{tmp}` is a scratch directory for rsync's copy.
+const WALKS: [(&str, &str); 6] = [
+    ("ls", "ls | wc -l"),
+    ("find -type f", "find . -type f | wc -l"),
+    ("du -s", "du -s ."),
+    ("tar c", "tar cf - . | wc -c"),
+    ("rsync -a", "rsync -a ./ {tmp}/copy/ && rm -rf {tmp}/copy"),
+    ("grep -r", "grep -r -c x . | wc -l"),
+];
+
+/// Writes the batch text: one `set` a row.
+fn write_batch(path: &Path, rows: u64) -> Result<()> {
+    let mut w = BufWriter::new(File::create(path)?);
+    for i in 0..rows {
+        writeln!(
+            w,
+            "set {} {FAMILY}:{QUALIFIER} v{:07}",
+            row_name(i),
+            i % 10_000_000
+        )?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// The same tree as a plain directory: `<row>/f/q` holding the same value.
+fn write_tree(root: &Path, rows: u64) -> Result<()> {
+    fs::create_dir_all(root)?;
+    fs::write(root.join(".schema"), format!("{FAMILY}\n"))?;
+    for i in 0..rows {
+        let fam = root.join(row_name(i)).join(FAMILY);
+        fs::create_dir_all(&fam)?;
+        fs::write(fam.join(QUALIFIER), format!("v{:07}", i % 10_000_000))?;
+        if i % 65_536 == 0 {
+            check_interrupted()?;
+        }
+    }
+    Ok(())
+}
+
+/// Copies the batch into `.mutate` in 128 KiB writes; checks the close.
+fn import(batch: &Path, table: &Path) -> Result<f64> {
+    let start = Instant::now();
+    let mut src = File::open(batch)?;
+    let mut dst = OpenOptions::new()
+        .write(true)
+        .open(table.join(".mutate"))
+        .context("opening .mutate")?;
+    let mut buf = vec![0u8; 128 << 10];
+    loop {
+        let n = src.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        dst.write_all(&buf[..n]).context("writing the batch")?;
+    }
+    dst.sync_all().context("committing the batch")?;
+    drop(dst);
+    Ok(start.elapsed().as_secs_f64())
+}
+
+/// Reads `CATS` random cells; mean seconds per cat.
+fn random_cats(table: &Path, rows: u64) -> Result<f64> {
+    let mut rng = FastRng::new(rows);
+    let start = Instant::now();
+    for _ in 0..CATS {
+        let p = table
+            .join(row_name(rng.below(rows)))
+            .join(FAMILY)
+            .join(QUALIFIER);
+        fs::read(&p).with_context(|| format!("cat {}", p.display()))?;
+    }
+    Ok(start.elapsed().as_secs_f64() / CATS as f64)
+}
+
+struct SizeResult {
+    rows: u64,
+    import: f64,
+    /// (walk, ours, bindfs, our FUSE requests per cell)
+    walks: Vec<(&'static str, f64, Option<f64>, f64)>,
+    scan: f64,
+    cat: f64,
+    rss_before: u64,
+    rss_peak: u64,
+    rss_settled: u64,
+    rss_dropped: u64,
+}
+
+fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
+    let work = TempDir::new_in(&args.work_base, "bigtable-bench-scale")?;
+    let (data, mnt) = (work.path().join("data"), work.path().join("mnt"));
+    fs::create_dir(&data)?;
+    fs::create_dir(&mnt)?;
+    let daemon = Daemon::start(&mountd_binary(&args.mountd), &data, &mnt, &args.options)?;
+    let table = mnt.join(TABLE);
+    fs::create_dir(&table).context("mkdir table")?;
+    fs::write(table.join(".schema"), format!("{FAMILY}\n")).context("writing .schema")?;
+    let rss_before = daemon.settled_rss();
+
+    let batch = work.path().join("batch.txt");
+    write_batch(&batch, rows)?;
+    eprintln!("{rows} rows: importing ...");
+    let import = import(&batch, &table)?;
+    fs::remove_file(&batch)?;
+
+    // The passthrough: bindfs over a tmpfs holding the same tree.
+    let scratch = work.path().join("scratch");
+    fs::create_dir(&scratch)?;
+    let bytes = rows * 8 * 4096 + (256 << 20);
+    let _scratch_fs = mount_tmpfs(&scratch, bytes).ok();
+    let backing = scratch.join("backing");
+    let target = work.path().join("bindfs");
+    fs::create_dir(&target)?;
+    let bindfs = if args.peers && have_bindfs() {
+        eprintln!("{rows} rows: building the same tree on tmpfs ...");
+        write_tree(&backing.join(TABLE), rows)?;
+        Some(mount_bindfs(&backing, &target)?)
+    } else {
+        None
+    };
+
+    let tmp = scratch.display().to_string();
+    let mut walks = Vec::new();
+    for (name, script) in WALKS {
+        check_interrupted()?;
+        let script = script.replace("{tmp}", &tmp);
+        eprintln!("{rows} rows: {name} ...");
+        drop_caches();
+        let before = fuse_requests(&mnt);
+        let ours = timed(&table, &script)?;
+        let requests = fuse_requests(&mnt).saturating_sub(before);
+        let theirs = match &bindfs {
+            Some(b) => {
+                drop_caches();
+                Some(timed(&b.path().join(TABLE), &script)?)
+            }
+            None => None,
+        };
+        walks.push((name, ours, theirs, requests as f64 / rows as f64));
+    }
+    drop(bindfs);
+
+    let start = Instant::now();
+    let n = fs::read(table.join(".scan/all")).context("reading .scan/all")?;
+    let scan = start.elapsed().as_secs_f64();
+    if n.is_empty() {
+        bail!(".scan/all returned nothing");
+    }
+    let cat = random_cats(&table, rows)?;
+
+    let (_, rss_peak) = daemon.rss();
+    let rss_settled = daemon.settled_rss();
+    drop_caches();
+    let rss_dropped = daemon.settled_rss();
+    Ok(SizeResult {
+        rows,
+        import,
+        walks,
+        scan,
+        cat,
+        rss_before,
+        rss_peak,
+        rss_settled,
+        rss_dropped,
+    })
+}
+
+fn secs(s: f64) -> String {
+    if s < 1.0 {
+        format!("{:.1}ms", s * 1000.0)
+    } else {
+        format!("{s:.2}s")
+    }
+}
+
+pub fn run(args: &ScaleArgs) -> Result<()> {
+    let mut results = Vec::new();
+    for &rows in &args.rows {
+        results.push(run_size(args, rows.max(1))?);
+    }
+    let mut t = Table::new(&[
+        "rows",
+        "step",
+        "ours",
+        "bindfs",
+        "ours faster by",
+        "requests/cell",
+    ]);
+    for r in &results {
+        let n = r.rows.to_string();
+        t.row(vec![
+            n.clone(),
+            "import (.mutate)".into(),
+            secs(r.import),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ]);
+        for (name, ours, theirs, req) in &r.walks {
+            t.row(vec![
+                n.clone(),
+                (*name).into(),
+                secs(*ours),
+                theirs.map_or("-".into(), secs),
+                theirs.map_or("-".into(), |b| format!("{:.2}x", b / ours)),
+                format!("{req:.1}"),
+            ]);
+        }
+        t.row(vec![
+            n.clone(),
+            ".scan/all".into(),
+            secs(r.scan),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ]);
+        t.row(vec![
+            n,
+            "random cat (each)".into(),
+            secs(r.cat),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+        ]);
+    }
+    println!("{}", t.render());
+    let mut m = Table::new(&[
+        "rows",
+        "RSS at start",
+        "peak",
+        "settled",
+        "after drop_caches",
+    ]);
+    for r in &results {
+        m.row(vec![
+            r.rows.to_string(),
+            fmt_bytes(r.rss_before),
+            fmt_bytes(r.rss_peak),
+            fmt_bytes(r.rss_settled),
+            fmt_bytes(r.rss_dropped),
+        ]);
+    }
+    println!("{}", m.render());
+    for r in &results {
+        let walks: Vec<serde_json::Value> = r
+            .walks
+            .iter()
+            .map(|(name, ours, theirs, req)| {
+                serde_json::json!({
+                    "walk": name, "secs": ours, "bindfs_secs": theirs,
+                    "speedup": theirs.map(|b| b / ours), "requests_per_cell": req,
+                })
+            })
+            .collect();
+        let line = serde_json::json!({
+            "bench": "scale", "rows": r.rows, "import_secs": r.import,
+            "walks": walks, "scan_secs": r.scan, "cat_secs": r.cat,
+            "rss_start": r.rss_before, "rss_peak": r.rss_peak,
+            "rss_settled": r.rss_settled, "rss_after_drop_caches": r.rss_dropped,
+        });
+        println!("{line}");
+    }
+    Ok(())
+}

@@ -1,0 +1,156 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Scale: large batches in bounded memory, and walks that list every cell
+//! exactly once while the table grows.
+
+use std::collections::HashSet;
+use std::fs;
+use std::io::Write;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tests::{rss_kib, wait_until, Mount};
+
+/// The test mount's engine sizes (see `Mount::new`): three tablet servers
+/// with a 4 MiB memtable each, an 8 MiB block cache and a 2 MiB scan cache.
+const CONFIGURED_KIB: u64 = (3 * 4 + 8 + 2) * 1024;
+/// The overhead the README states beyond caches and memtables.
+const OVERHEAD_KIB: u64 = 64 * 1024;
+
+/// RSS once it stops moving (by less than 1 MiB over half a second).
+fn settled_rss_kib(pid: u32) -> u64 {
+    let mut last = rss_kib(pid);
+    let mut now = last;
+    wait_until(Duration::from_secs(30), || {
+        std::thread::sleep(Duration::from_millis(500));
+        now = rss_kib(pid);
+        let still = now.abs_diff(last) < 1024;
+        last = now;
+        still
+    });
+    now
+}
+
+fn batch(rows: std::ops::Range<usize>, tag: &str) -> Vec<u8> {
+    let mut b = Vec::with_capacity(rows.len() * 40);
+    for i in rows {
+        writeln!(b, "set row{i:08} f:q {tag}{i}").unwrap();
+    }
+    b
+}
+
+#[test]
+fn large_batches_twice_keep_the_daemon_within_its_bound() {
+    let m = Mount::new();
+    m.table("t", "f\n");
+    let start = settled_rss_kib(m.pid());
+    const ROWS: usize = 150_000;
+    for round in ["a", "b"] {
+        m.mutate("t", &batch(0..ROWS, round));
+        let rss = settled_rss_kib(m.pid());
+        eprintln!("after batch {round}: RSS {start} KiB -> {rss} KiB");
+        assert!(
+            rss <= start + CONFIGURED_KIB + OVERHEAD_KIB,
+            "RSS {rss} KiB after a {ROWS}-line batch; started at {start} KiB, bound +{} KiB",
+            CONFIGURED_KIB + OVERHEAD_KIB
+        );
+    }
+    // Both batches applied in full.
+    assert_eq!(
+        fs::read_to_string(m.path(&format!("t/row{:08}/f/q", ROWS - 1))).unwrap(),
+        format!("b{}", ROWS - 1)
+    );
+    let rows = m.ok("ls t | grep -c ^row");
+    assert_eq!(rows.trim(), ROWS.to_string());
+}
+
+#[test]
+fn a_batch_larger_than_its_memory_spool_applies_nothing_when_its_last_line_is_bad() {
+    let m = Mount::new();
+    m.table("t", "f\n");
+    // Well over the 1 MiB kept in memory; the last row key is empty, which
+    // only the engine's check at close refuses.
+    let mut b = batch(0..60_000, "v");
+    b.extend_from_slice(b"set % f:q v\n");
+    // The batch is checked at fsync (or close, whose error fs::write drops).
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .open(m.path("t/.mutate"))
+        .unwrap();
+    f.write_all(&b).unwrap();
+    let err = f.sync_all().unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EINVAL), "{err}");
+    drop(f);
+    assert!(!m.path("t/row00000000").exists());
+    assert_eq!(m.ok("ls t | grep -c ^row || true").trim(), "0");
+    // A good one of the same size applies in full.
+    m.mutate("t", &batch(0..60_000, "v"));
+    assert_eq!(m.ok("ls t | grep -c ^row").trim(), "60000");
+}
+
+#[test]
+fn find_lists_every_cell_once_while_writers_add_rows() {
+    let m = Mount::new();
+    m.table("t", "f\n");
+    const OLD: usize = 3_000;
+    let mut b = Vec::new();
+    for i in 0..OLD {
+        // Two cells per row, so families list more than one name.
+        writeln!(b, "set k{i:06} f:a {i}\nset k{i:06} f:b {i}").unwrap();
+    }
+    m.mutate("t", &b);
+
+    // Writers add rows that sort between the old ones, in batches and as
+    // single files, until the walk is done.
+    let stop = Arc::new(AtomicBool::new(false));
+    let added = Arc::new(AtomicU64::new(0));
+    let writers: Vec<_> = (0..2)
+        .map(|w| {
+            let (stop, added) = (stop.clone(), added.clone());
+            let table = m.path("t");
+            std::thread::spawn(move || {
+                let mut n = 0usize;
+                while !stop.load(Ordering::Relaxed) {
+                    let i = (n * 7 + w) % OLD;
+                    if w == 0 {
+                        let mut b = Vec::new();
+                        for j in 0..20 {
+                            writeln!(b, "set k{i:06}-{n}-{j} f:a new").unwrap();
+                        }
+                        fs::write(table.join(".mutate"), &b).unwrap();
+                    } else {
+                        let dir = table.join(format!("k{i:06}-w{n}")).join("f");
+                        fs::create_dir_all(&dir).unwrap();
+                        fs::write(dir.join("a"), b"new").unwrap();
+                    }
+                    added.fetch_add(1, Ordering::Relaxed);
+                    n += 1;
+                }
+            })
+        })
+        .collect();
+    // Let the writers get going before the walk starts.
+    assert!(wait_until(Duration::from_secs(30), || added
+        .load(Ordering::Relaxed)
+        >= 4));
+    let out = m.ok("find t -type f");
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+
+    let mut seen = HashSet::new();
+    for line in out.lines() {
+        assert!(seen.insert(line.to_string()), "listed twice: {line}");
+    }
+    for i in 0..OLD {
+        for q in ["a", "b"] {
+            let p = format!("t/k{i:06}/f/{q}");
+            assert!(seen.contains(&p), "missed {p}");
+        }
+    }
+    assert!(seen.contains("t/.schema") && seen.contains("t/.mutate"));
+    assert!(
+        added.load(Ordering::Relaxed) > 4,
+        "the writers ran during the walk"
+    );
+}
