@@ -432,6 +432,9 @@ impl CommitLog {
             }
         }
 
+        if sync {
+            self.sync_idle_lane(1 - first);
+        }
         let rx1 = self.send(first, &payloads, max_seq, sync);
         let first_err = match rx1.recv_timeout(self.shared.opts.slow_threshold) {
             Ok(Ok(())) => {
@@ -464,6 +467,27 @@ impl CommitLog {
             self.count(records.len(), bytes, sync);
         }
         res
+    }
+
+    /// Before a sync on the other lane: if `lane` is idle and holds
+    /// unsynced records in its current file, syncs that file here, which is
+    /// cheaper than the other lane writing them again (see
+    /// `Shared::cover_unsynced`, which still does for a busy lane).
+    fn sync_idle_lane(&self, lane: usize) {
+        if self.shared.unsynced[lane].lock().is_empty()
+            || self.lanes[lane].queued.load(Ordering::Acquire) != 0
+        {
+            return;
+        }
+        let Some(mut cur) = self.lanes[lane].file.try_lock() else {
+            return;
+        };
+        if let Some((number, w)) = cur.as_mut() {
+            if !w.failed() && w.sync().is_ok() {
+                let number = *number;
+                self.shared.unsynced[lane].lock().retain(|b| b.2 != number);
+            }
+        }
     }
 
     fn switch_to(&self, lane: usize) {
@@ -784,7 +808,9 @@ mod tests {
                 log.append(&[rec(&format!("row{s:05}"), &[s])], false)
                     .unwrap();
             }
-            assert!(log.stats().rolls >= 3, "{:?}", log.stats());
+            // 12.8 KB in 4 KiB files: at least two rolls however the two
+            // lanes happened to share the appends.
+            assert!(log.stats().rolls >= 2, "{:?}", log.stats());
         }
         let log = CommitLog::open(store.clone(), "d", opts(4096)).unwrap();
         assert!(log.files().len() >= 6);
