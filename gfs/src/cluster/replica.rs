@@ -237,6 +237,11 @@ impl Replica {
             if data.len() == blen && Entry::of(&data) == table[k as usize] {
                 break;
             }
+            // Counted even when a slot saves the block's start: a byte that
+            // changed on disk is damage, whatever is kept of the block.
+            if corrupt_tail.is_none() && !looks_torn(&data, blen) {
+                corrupt_tail = Some(format!("block {k} fails its checksum at load"));
+            }
             // A power cut in the middle of an append to this block: the
             // slot of the last completed sync still describes its synced
             // prefix. The longer slot is tried first (a sync that finished
@@ -253,9 +258,6 @@ impl Replica {
                 len = s.len();
                 rescued = Some(*s);
                 break;
-            }
-            if corrupt_tail.is_none() && !looks_torn(&data, blen) {
-                corrupt_tail = Some(format!("block {k} fails its checksum at load"));
             }
             len = start;
         }
