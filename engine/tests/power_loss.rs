@@ -356,7 +356,7 @@ fn chunk_round(
                 std::time::Instant::now() < deadline,
                 "the closed engine still holds the chunk layer"
             );
-            std::thread::sleep(std::time::Duration::from_millis(10));
+            std::thread::yield_now();
         }
         drop(cluster);
     }

@@ -19,12 +19,17 @@ const OVERHEAD_KIB: u64 = 64 * 1024;
 /// RSS once it stops moving (by less than 1 MiB over half a second).
 fn settled_rss_kib(pid: u32) -> u64 {
     let mut last = rss_kib(pid);
+    let mut at = std::time::Instant::now();
     let mut now = last;
     wait_until(Duration::from_secs(30), || {
-        std::thread::sleep(Duration::from_millis(500));
+        // Compare samples half a second apart (wait_until polls faster).
+        if at.elapsed() < Duration::from_millis(500) {
+            return false;
+        }
         now = rss_kib(pid);
         let still = now.abs_diff(last) < 1024;
         last = now;
+        at = std::time::Instant::now();
         still
     });
     now
