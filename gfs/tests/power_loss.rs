@@ -32,6 +32,9 @@ struct Acked {
     files: BTreeMap<String, FileRecords>,
     /// Names renamed away or deleted: they must stay gone.
     gone: BTreeSet<String>,
+    /// The rename (from, to) or delete (from, None) the power cut
+    /// interrupted: it may have happened or not.
+    in_flight: Option<(String, Option<String>)>,
     steps: usize,
 }
 
@@ -101,7 +104,10 @@ fn workload(c: &Cluster, seed: u64) -> Acked {
                     closed.push(to);
                     true
                 }
-                Err(_) => false,
+                Err(_) => {
+                    acked.in_flight = Some((name, Some(to)));
+                    false
+                }
             }
         } else if let Some(name) = closed.pop() {
             match c.delete(&name) {
@@ -110,7 +116,10 @@ fn workload(c: &Cluster, seed: u64) -> Acked {
                     acked.gone.insert(name);
                     true
                 }
-                Err(_) => false,
+                Err(_) => {
+                    acked.in_flight = Some((name, None));
+                    false
+                }
             }
         } else {
             true
@@ -120,6 +129,11 @@ fn workload(c: &Cluster, seed: u64) -> Acked {
         }
     }
     acked
+}
+
+fn read_all(c: &Cluster, name: &str) -> gfs::Result<Vec<u8>> {
+    let f = c.open(name)?;
+    f.read_at(0, f.len()? as usize)
 }
 
 /// Checks the reopened cluster against what was acknowledged.
@@ -135,9 +149,16 @@ fn verify(c: &Cluster, acked: &Acked, what: &str) {
         if *synced == 0 {
             continue;
         }
+        // An interrupted rename or delete may have taken effect.
+        let name = match &acked.in_flight {
+            Some((from, to)) if from == name && !names.contains(name) => match to {
+                Some(to) => to,
+                None => continue,
+            },
+            _ => name,
+        };
         assert!(names.contains(name), "{what}: synced file {name} lost");
-        let f = c.open(name).unwrap();
-        let data = f.read_at(0, f.len().unwrap() as usize).unwrap();
+        let data = read_all(c, name).unwrap_or_else(|e| panic!("{what}: reading {name}: {e}"));
         let found = parse(name, &data);
         for (i, (off, r)) in recs[..*synced].iter().enumerate() {
             assert!(
@@ -150,8 +171,7 @@ fn verify(c: &Cluster, acked: &Acked, what: &str) {
     }
     // Unsynced files may be there or not, but only with whole records.
     for name in &names {
-        let f = c.open(name).unwrap();
-        let data = f.read_at(0, f.len().unwrap() as usize).unwrap();
+        let data = read_all(c, name).unwrap_or_else(|e| panic!("{what}: reading {name}: {e}"));
         parse(name, &data);
     }
     assert_eq!(c.scrub(), 0, "{what}: corruption after power loss");

@@ -186,7 +186,9 @@ impl Entry {
     }
 }
 
-/// The entry of a replica's partial last block, kept in a tail slot.
+/// What a sync made durable, kept in a tail slot: the replica's length as
+/// the block it ends in and that block's entry (an empty entry when it ends
+/// on a block boundary).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TailSlot {
     pub(crate) block: u64,
@@ -197,13 +199,17 @@ pub(crate) struct TailSlot {
 const SLOT_SEED: u64 = 0x7461_696c_736c_6f74;
 
 impl TailSlot {
-    /// The slot of a replica `len` bytes long whose last block has `entry`;
-    /// `None` when it ends on a block boundary (no partial block to keep).
-    pub(crate) fn of(len: u64, entry: Entry) -> Option<TailSlot> {
-        (!len.is_multiple_of(BLOCK)).then_some(TailSlot {
+    /// The slot of a replica `len` bytes long whose last block has `entry`
+    /// (ignored when `len` ends on a block boundary).
+    pub(crate) fn of(len: u64, entry: Entry) -> TailSlot {
+        TailSlot {
             block: len / BLOCK,
-            entry,
-        })
+            entry: if len.is_multiple_of(BLOCK) {
+                Entry::default()
+            } else {
+                entry
+            },
+        }
     }
 
     /// The replica length the slot describes.
@@ -235,7 +241,7 @@ impl TailSlot {
         }
         let block = u64::from(u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
         let len = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-        if len == 0 || u64::from(len) >= BLOCK {
+        if u64::from(len) >= BLOCK || (len == 0 && u64_at(8) != 0) {
             return None;
         }
         Some(TailSlot {
@@ -281,8 +287,8 @@ pub(crate) struct EncodedSums {
     pub(crate) first_block: u64,
     pub(crate) first: Vec<u8>,
     pub(crate) rest: Vec<u8>,
-    /// The tail slot of the replica after the append, if it ends mid-block.
-    pub(crate) slot: Option<[u8; SLOT_LEN as usize]>,
+    /// The tail slot of the replica after the append.
+    pub(crate) slot: [u8; SLOT_LEN as usize],
 }
 
 impl AppendSums {
@@ -295,12 +301,18 @@ impl AppendSums {
                 .map(|e| e.encode().to_vec())
                 .unwrap_or_default(),
             rest: encode_entries(self.entries.get(1..).unwrap_or(&[])),
-            slot: match self.entries.last() {
-                Some(last) if !self.tail.is_empty() => {
-                    let block = self.first_block + self.entries.len() as u64 - 1;
-                    TailSlot::of(block * BLOCK + u64::from(last.len), *last).map(|s| s.encode())
-                }
-                _ => None,
+            slot: {
+                let (len, last) = match self.entries.last() {
+                    Some(e) => {
+                        let block = self.first_block + self.entries.len() as u64 - 1;
+                        (block * BLOCK + u64::from(e.len), *e)
+                    }
+                    None => (
+                        self.first_block * BLOCK + self.tail.len() as u64,
+                        Entry::of(&self.tail),
+                    ),
+                };
+                TailSlot::of(len, last).encode()
             },
         }
     }
@@ -504,7 +516,7 @@ mod tests {
     #[test]
     fn tail_slots_roundtrip_and_refuse_zeros_and_damage() {
         let e = Entry::of(&[5u8; 300]);
-        let s = TailSlot::of(3 * BLOCK + 300, e).unwrap();
+        let s = TailSlot::of(3 * BLOCK + 300, e);
         assert_eq!((s.block, s.len()), (3, 3 * BLOCK + 300));
         let b = s.encode();
         assert_eq!(TailSlot::decode(&b), Some(s));
@@ -514,7 +526,10 @@ mod tests {
             d[i] ^= 0x10;
             assert_eq!(TailSlot::decode(&d), None, "flip at {i}");
         }
-        assert_eq!(TailSlot::of(2 * BLOCK, e), None, "no partial block");
+        // A replica ending on a block boundary: an empty entry.
+        let s = TailSlot::of(2 * BLOCK, e);
+        assert_eq!((s.block, s.len()), (2, 2 * BLOCK));
+        assert_eq!(TailSlot::decode(&s.encode()), Some(s));
         assert!(Layout::new(64 << 20).slots_off.is_some());
         assert!(Layout::new(252 * BLOCK).slots_off.is_none());
     }

@@ -86,7 +86,7 @@ pub(crate) struct Open<'r> {
     dir: Option<File>,
     /// The tail slot of the replica as it is now (what a sync that appends
     /// nothing makes durable).
-    slot: Option<[u8; SLOT_LEN as usize]>,
+    slot: [u8; SLOT_LEN as usize],
 }
 
 /// The file name of a replica of chunk `handle`.
@@ -226,40 +226,69 @@ impl Replica {
             }
             None => Vec::new(),
         };
+        // Blocks below the floor are durable: every sync writes its slot, and
+        // a sync starts only after the one before it has finished, so of two
+        // slots the shorter describes a completed sync. With fewer than two
+        // (a replica synced once at most) nothing is known and all of it is
+        // checked, once: the slot written below makes the next load short.
+        let valid: Vec<TailSlot> = slots.iter().flatten().copied().collect();
+        let floor = match valid.as_slice() {
+            [a, b] => a.len().min(b.len()).min(claimed),
+            _ => 0,
+        };
         let mut len = claimed;
         let mut corrupt_tail = None;
         let mut rescued = None;
-        while len > 0 {
-            let k = (len - 1) / BLOCK;
-            let start = k * BLOCK;
-            let blen = (len - start) as usize;
-            let data = one(layout.data_off + start, blen)?;
-            if data.len() == blen && Entry::of(&data) == table[k as usize] {
-                break;
+        // Forward from the floor: a torn append can leave a later block whole
+        // and an earlier one without its data, so the last block passing
+        // proves nothing about the ones before it.
+        const PIECE: u64 = 16 * BLOCK;
+        let mut at = floor / BLOCK * BLOCK;
+        'verify: while at < claimed {
+            let piece_len = PIECE.min(claimed - at);
+            let piece = one(layout.data_off + at, piece_len as usize)?;
+            for (i, want_len) in (0..piece_len.div_ceil(BLOCK)).map(|i| {
+                let start = i * BLOCK;
+                (i, BLOCK.min(piece_len - start) as usize)
+            }) {
+                let start = at + i * BLOCK;
+                let k = start / BLOCK;
+                let lo = (i * BLOCK) as usize;
+                let data = piece
+                    .get(lo..(lo + want_len).min(piece.len()))
+                    .unwrap_or(&[]);
+                if data.len() == want_len && Entry::of(data) == table[k as usize] {
+                    continue;
+                }
+                // Counted even when a slot saves the block's start: a byte
+                // that changed on disk is damage, whatever is kept of it.
+                if corrupt_tail.is_none() && !looks_torn(data, want_len) {
+                    corrupt_tail = Some(format!("block {k} fails its checksum at load"));
+                }
+                // A power cut in the middle of an append to this block: the
+                // slot of the last completed sync still describes its synced
+                // prefix. The longer slot is tried first (a sync that
+                // finished writing its slot but not its data fails the check).
+                let mut fits: Vec<&TailSlot> = valid
+                    .iter()
+                    .filter(|s| s.block == k && s.entry.len > 0)
+                    .collect();
+                fits.sort_by_key(|s| std::cmp::Reverse(s.entry.len));
+                let found = fits.into_iter().find(|s| {
+                    let n = s.entry.len as usize;
+                    data.len() >= n && Entry::of(&data[..n]) == s.entry
+                });
+                len = match found {
+                    Some(s) => {
+                        table[k as usize] = s.entry;
+                        rescued = Some(*s);
+                        s.len()
+                    }
+                    None => start,
+                };
+                break 'verify;
             }
-            // Counted even when a slot saves the block's start: a byte that
-            // changed on disk is damage, whatever is kept of the block.
-            if corrupt_tail.is_none() && !looks_torn(&data, blen) {
-                corrupt_tail = Some(format!("block {k} fails its checksum at load"));
-            }
-            // A power cut in the middle of an append to this block: the
-            // slot of the last completed sync still describes its synced
-            // prefix. The longer slot is tried first (a sync that finished
-            // writing its slot but not its data fails the check).
-            let mut fits: Vec<&TailSlot> =
-                slots.iter().flatten().filter(|s| s.block == k).collect();
-            fits.sort_by_key(|s| std::cmp::Reverse(s.entry.len));
-            let found = fits.into_iter().find(|s| {
-                let n = s.entry.len as usize;
-                data.len() >= n && Entry::of(&data[..n]) == s.entry
-            });
-            if let Some(s) = found {
-                table[k as usize] = s.entry;
-                len = s.len();
-                rescued = Some(*s);
-                break;
-            }
-            len = start;
+            at += piece_len;
         }
         // The next sync must not overwrite the slot that best describes what
         // is on disk now: it takes an unused slot, or one describing more
@@ -272,7 +301,7 @@ impl Replica {
             }
             Some(s) => (2, s.len()),
         };
-        let next_slot = u64::from(worth(slots.get(1)) < worth(slots.first()));
+        let mut next_slot = u64::from(worth(slots.get(1)) < worth(slots.first()));
         // Entries past the verified length are garbage (or a torn tail).
         let used = len.div_ceil(BLOCK) as usize;
         for e in &mut table[used..] {
@@ -283,6 +312,25 @@ impl Replica {
         let mut dirty = false;
         if want_raw != raw {
             chain.write(&file, SUPER_LEN, &[&want_raw]);
+            dirty = true;
+        }
+        // All of it was checked: a slot for it (made durable with the sync
+        // below) lets the next load start at this length.
+        let checked = (valid.len() < 2 && len > 0).then(|| {
+            let last = table[(len - 1) as usize / BLOCK as usize];
+            TailSlot::of(len, last).encode()
+        });
+        if let (Some(slot), Some(off)) = (&checked, layout.slot_off(next_slot)) {
+            chain.write(&file, off, &[slot]);
+            next_slot ^= 1;
+            dirty = true;
+        }
+        // A header whose last sectors never reached the disk (a power cut
+        // before the replica's first sync) reads back as zeros, which is what
+        // a fresh header holds past the superblock and table.
+        if file_len < layout.data_off {
+            file.set_len(layout.data_off)
+                .map_err(|e| format!("extending header: {e}"))?;
             dirty = true;
         }
         if dirty {
@@ -344,7 +392,7 @@ impl Replica {
             let st = self.state.read();
             let last = st.len.saturating_sub(1) / BLOCK;
             let entry = st.table.get(last as usize).copied().unwrap_or_default();
-            TailSlot::of(st.len, entry).map(|s| s.encode())
+            TailSlot::of(st.len, entry).encode()
         };
         Ok(Open {
             replica: self,
@@ -669,7 +717,7 @@ impl Open<'_> {
             chain.write(&self.file, off, &[&sums.first]);
         }
         if sync {
-            self.sync_steps(chain, sums.slot.as_ref());
+            self.sync_steps(chain, &sums.slot);
         }
     }
 
@@ -677,18 +725,16 @@ impl Open<'_> {
     /// time, if opened `for_sync`); call [`Replica::synced`] once the chain
     /// has succeeded.
     pub(crate) fn sync_chain<'a>(&'a self, chain: &mut Chain<'a>) {
-        self.sync_steps(chain, self.slot.as_ref());
+        self.sync_steps(chain, &self.slot);
     }
 
     /// The tail slot of the state being made durable (into the slot the
     /// last sync did not use), then the fdatasync.
-    fn sync_steps<'a>(&'a self, chain: &mut Chain<'a>, slot: Option<&'a [u8; SLOT_LEN as usize]>) {
+    fn sync_steps<'a>(&'a self, chain: &mut Chain<'a>, slot: &'a [u8; SLOT_LEN as usize]) {
         let layout = &self.replica.layout;
-        if let Some(slot) = slot {
-            let i = self.replica.next_slot.fetch_xor(1, Ordering::AcqRel);
-            if let Some(off) = layout.slot_off(i) {
-                chain.write(&self.file, off, &[slot]);
-            }
+        let i = self.replica.next_slot.fetch_xor(1, Ordering::AcqRel);
+        if let Some(off) = layout.slot_off(i) {
+            chain.write(&self.file, off, &[slot]);
         }
         chain.sync(&self.file, true);
         if let Some(d) = &self.dir {
@@ -961,9 +1007,37 @@ mod tests {
         l.replica.scrub(&io).unwrap();
         // The next sync goes to the slot that is not the one kept.
         assert_eq!(l.replica.next_slot.load(Ordering::Relaxed), 0);
-        // A damaged slot is found by a scrub.
+        // A damaged slot is found by a scrub, and a load that finds one
+        // checks the whole replica and writes a good slot in its place.
         file.write_all_at(&[0xff], off as u64 + 3).unwrap();
-        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
         assert!(l.replica.scrub(&io).unwrap_err().contains("tail slot"));
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+        l.replica.scrub(&io).unwrap();
+        assert_eq!(l.replica.len(), 150);
+    }
+
+    #[test]
+    fn a_torn_append_that_kept_a_later_block_but_not_an_earlier_one_is_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+        let mut tail = Vec::new();
+        append(&io, &r, &mut tail, &[1u8; 100]);
+        append(&io, &r, &mut tail, &[2u8; 50]);
+        // An unsynced append of a block's worth: the power cut kept both
+        // entries and the data in block 1, but not the rest of block 0.
+        let more = vec![3u8; BLOCK as usize];
+        let sums = chunk::append_sums(150, &tail, &[&more]);
+        let enc = sums.encoded();
+        use std::os::unix::fs::FileExt;
+        let file = OpenOptions::new().write(true).open(&r.path).unwrap();
+        file.write_all_at(&more[(BLOCK - 150) as usize..], r.layout.data_off + BLOCK)
+            .unwrap();
+        file.write_all_at(&enc.first, r.layout.entry_off(0))
+            .unwrap();
+        file.write_all_at(&enc.rest, r.layout.entry_off(1)).unwrap();
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+        assert_eq!(l.replica.len(), 150, "block 1 alone proves nothing");
+        assert!(l.corrupt_tail.is_none(), "a torn append is not damage");
+        l.replica.scrub(&io).unwrap();
     }
 }
