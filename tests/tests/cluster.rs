@@ -45,11 +45,14 @@ fn a_killed_tablet_server_loses_no_acknowledged_write_and_fails_no_operation() {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let errors = Arc::new(AtomicU64::new(0));
+    // Writes closed so far (the map below has at most 200 cells).
+    let done = Arc::new(AtomicU64::new(0));
     // Last value closed per cell.
     let closed: Arc<Mutex<HashMap<String, String>>> = Arc::default();
     let mut threads = Vec::new();
     for w in 0..4 {
         let (stop, errors, closed) = (stop.clone(), errors.clone(), closed.clone());
+        let done = done.clone();
         let dir = m.path(&format!("t/w{w}/f"));
         threads.push(std::thread::spawn(move || {
             let mut i = 0u64;
@@ -62,6 +65,7 @@ fn a_killed_tablet_server_loses_no_acknowledged_write_and_fails_no_operation() {
                             .lock()
                             .unwrap()
                             .insert(format!("w{w}/f/{name}"), value);
+                        done.fetch_add(1, Ordering::SeqCst);
                     }
                     Err(e) => {
                         eprintln!("write w{w}/{name}: {e}");
@@ -114,8 +118,8 @@ fn a_killed_tablet_server_loses_no_acknowledged_write_and_fails_no_operation() {
         "{}",
         m.ok("cat .bigtable/tablets .bigtable/master")
     );
-    let seen = closed.lock().unwrap().len();
-    let writes = || closed.lock().unwrap().len();
+    let seen = done.load(Ordering::SeqCst);
+    let writes = || done.load(Ordering::SeqCst);
     assert!(
         wait_until(Duration::from_secs(60), || writes() >= seen + 20),
         "writes stopped after the kill:\n{}",

@@ -110,13 +110,6 @@ struct Job {
     done: Sender<Result<()>>,
 }
 
-/// Whether unsynced appends are written by the caller when the lane is
-/// idle (faster: no hand-off to the lane thread and back). Off: with it on,
-/// the mount's test that kills a tablet server under writers
-/// (`tests/tests/cluster.rs`) sees a row vanish after the tablet is
-/// recovered and moved, every run; the cause is not found yet.
-const INLINE_APPENDS: bool = false;
-
 /// A lane's current file, shared by its thread and by inline appends.
 type LaneFile = Arc<Mutex<Option<(u64, LogWriter)>>>;
 
@@ -405,7 +398,7 @@ impl CommitLog {
         // lane thread, so that a slow one can be raced by the other lane.
         // A lane busy rolling its file leaves the inline append to the other.
         let idle = |l: usize| self.lanes[l].queued.load(Ordering::Acquire) == 0;
-        let inline = INLINE_APPENDS && !sync;
+        let inline = !sync;
         let first = if inline && !idle(first) && idle(1 - first) {
             self.switch_to(1 - first);
             1 - first
