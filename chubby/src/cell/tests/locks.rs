@@ -86,14 +86,16 @@ fn lock_wait_times_out_near_the_deadline() {
     );
     let took = start.elapsed();
     assert!(matches!(res, Err(Error::TimedOut)));
+    // Not sooner than the deadline (ignoring it would hang, not pass).
     assert!(took >= Duration::from_millis(195), "{took:?}");
-    assert!(took < Duration::from_millis(1000), "{took:?}");
     assert_eq!(cell.holders("/l".into()).unwrap().len(), 1);
 }
 
 #[test]
 fn lock_wait_is_granted_when_the_holder_unlocks() {
-    let (_d, cell) = with_file(300);
+    // A minute of lock-delay, so that one applied by mistake cannot pass
+    // for a slow grant on a loaded machine.
+    let (_d, cell) = with_file(60_000);
     cell.try_lock(&root(), 1, "/l".into(), Exclusive).unwrap();
     let c = cell.clone();
     let waiter =
@@ -103,7 +105,7 @@ fn lock_wait_is_granted_when_the_holder_unlocks() {
     cell.unlock(1, "/l".into()).unwrap();
     let g = waiter.join().unwrap().unwrap();
     // Orderly unlock: no lock-delay.
-    assert!(start.elapsed() < Duration::from_millis(250));
+    assert!(start.elapsed() < Duration::from_secs(30));
     assert_eq!(g.generation, 3);
 }
 
@@ -170,8 +172,9 @@ fn cancellation_is_noticed_within_the_poll_interval() {
     dead.store(true, Ordering::SeqCst);
     let (res, noticed) = waiter.join().unwrap();
     assert!(matches!(res, Err(Error::Interrupted)));
-    // Polled every 50 ms; leave room for a loaded machine.
-    assert!(noticed - killed < Duration::from_millis(250));
+    // Polled every 50 ms; the holder never lets go, so only noticing the
+    // cancellation ends the wait (the bound is for a loaded machine).
+    assert!(noticed - killed < Duration::from_secs(30));
     // The holder keeps its lock; the dead waiter left the queue.
     cell.unlock(1, "/l".into()).unwrap();
     cell.try_lock(&root(), 3, "/l".into(), Exclusive).unwrap();
@@ -188,11 +191,17 @@ fn dead_holder_lock_delay_is_honoured() {
         Err(Error::WouldBlock)
     ));
     let g = cell
-        .lock_wait(&root(), 2, "/l".into(), Exclusive, None, &never)
+        .lock_wait(
+            &root(),
+            2,
+            "/l".into(),
+            Exclusive,
+            Some(died + Duration::from_secs(30)),
+            &never,
+        )
         .unwrap();
     let waited = died.elapsed();
     assert!(waited >= Duration::from_millis(295), "{waited:?}");
-    assert!(waited < Duration::from_millis(1000), "{waited:?}");
     assert_eq!(g.generation, 3);
     // An orderly unlock frees it at once.
     cell.unlock(2, "/l".into()).unwrap();

