@@ -309,6 +309,8 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
     let (_, rss_peak) = daemon.rss();
     let rss_settled = daemon.settled_rss();
     drop_caches();
+    // The daemon hands memory back a second or two after the forgets stop.
+    std::thread::sleep(Duration::from_secs(3));
     let rss_dropped = daemon.settled_rss();
     Ok(SizeResult {
         rows,
