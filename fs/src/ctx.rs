@@ -33,7 +33,7 @@ pub trait LockAttrs: Send + Sync {
 pub struct Ctx {
     pub(crate) data: StoreView,
     pub(crate) opts: FsOptions,
-    pub(crate) inodes: InodeTable,
+    pub(crate) inodes: Arc<InodeTable>,
     pub(crate) handles: Handles,
     /// Places in listings of directories that were not opened.
     pub(crate) cursors: crate::cursors::Cursors,
@@ -50,7 +50,7 @@ impl Ctx {
         Ctx {
             data: StoreView::new(store),
             opts,
-            inodes: InodeTable::new(),
+            inodes: Arc::new(InodeTable::new()),
             handles: Handles::default(),
             cursors: Default::default(),
             inval: Invalidator::default(),
@@ -63,6 +63,8 @@ impl Ctx {
     /// Starts cache invalidation through a mounted session's notifier.
     pub(crate) fn start_notifier(&self, notifier: fuser::Notifier) {
         self.inval.start(notifier);
+        // Mounted: hand back the memory of inodes the kernel forgets.
+        crate::inodes::start_idle_trim(&self.inodes);
     }
 
     pub(crate) fn options(&self) -> &FsOptions {

@@ -381,6 +381,11 @@ impl Fs {
         self.cx.release(fh)
     }
 
+    /// Whether releasing `fh` may commit (see [`Ctx::release_commits`]).
+    pub fn release_commits(&self, fh: u64) -> bool {
+        self.cx.release_commits(fh)
+    }
+
     /// FUSE `fsync`.
     pub fn fsync(&self, fh: u64) -> FsResult<()> {
         match self.lock_fh(fh) {

@@ -9,6 +9,7 @@ use crate::node::{Node, ROOT_INO};
 use parking_lot::RwLock;
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 struct Entry {
     node: Arc<Node>,
@@ -22,13 +23,59 @@ struct Entry {
 struct Inner {
     /// Inodes dropped since memory was last handed back to the system.
     dropped: u64,
+    /// Forgets seen by the last [`InodeTable::trim_if_idle`] (to tell a
+    /// burst that is still going on from one that is over).
+    dropped_at_check: u64,
     by_ino: HashMap<u64, Entry>,
     /// Inodes lying in a row, by table and row: what a row-wide change must invalidate.
     by_row: HashMap<String, HashMap<Vec<u8>, Vec<u64>>>,
 }
 
+impl Inner {
+    /// Gives back the maps' spare capacity (a walk's peak) once they are
+    /// mostly empty.
+    fn shrink(&mut self) {
+        self.dropped = 0;
+        self.dropped_at_check = 0;
+        if self.by_ino.len() < self.by_ino.capacity() / 4 {
+            self.by_ino.shrink_to_fit();
+        }
+        for rows in self.by_row.values_mut() {
+            if rows.len() < rows.capacity() / 4 {
+                rows.shrink_to_fit();
+            }
+        }
+        if self.by_row.len() < self.by_row.capacity() / 4 {
+            self.by_row.shrink_to_fit();
+        }
+    }
+}
+
 /// Forgotten inodes after which freed memory goes back to the system.
 const TRIM_AFTER_FORGETS: u64 = 1 << 16;
+
+/// How often the trim thread looks for a burst of forgets that is over.
+const IDLE_CHECK: Duration = Duration::from_secs(1);
+
+/// Starts a thread that calls [`InodeTable::trim_if_idle`] every
+/// [`IDLE_CHECK`] for as long as `table` lives.
+pub fn start_idle_trim(table: &Arc<InodeTable>) {
+    let weak = Arc::downgrade(table);
+    let spawned = std::thread::Builder::new()
+        .name("bt-trim".into())
+        .spawn(move || loop {
+            std::thread::sleep(IDLE_CHECK);
+            match weak.upgrade() {
+                Some(t) => {
+                    t.trim_if_idle();
+                }
+                None => return,
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("cannot start the memory trim thread: {e}");
+    }
+}
 
 /// Two different nodes hashed to one inode number.
 #[derive(Debug)]
@@ -115,10 +162,7 @@ impl InodeTable {
         // give their memory back rather than keep it for the next walk.
         let trim = g.dropped >= TRIM_AFTER_FORGETS;
         if trim {
-            g.dropped = 0;
-            if g.by_ino.len() < g.by_ino.capacity() / 4 {
-                g.by_ino.shrink_to_fit();
-            }
+            g.shrink();
         }
         if let (Some(t), Some(r)) = (node.table(), node.row()) {
             if let Some(rows) = g.by_row.get_mut(t) {
@@ -137,6 +181,22 @@ impl InodeTable {
         if trim {
             crate::memory::give_back();
         }
+    }
+
+    /// Hands memory back once a burst of forgets is over (called every
+    /// second or so): the last forgets of a burst seldom reach
+    /// [`TRIM_AFTER_FORGETS`], and a table that was large keeps its capacity.
+    pub fn trim_if_idle(&self) -> bool {
+        let mut g = self.inner.write();
+        let (dropped, seen) = (g.dropped, g.dropped_at_check);
+        g.dropped_at_check = dropped;
+        if dropped == 0 || dropped != seen {
+            return false;
+        }
+        g.shrink();
+        drop(g);
+        crate::memory::give_back();
+        true
     }
 
     /// After a rename the kernel keeps the moved inode under its new name:
@@ -294,6 +354,23 @@ mod tests {
         t.rebind(&cell(b"b"), &cell(b"c"));
         assert_eq!(*t.get(ino).unwrap(), cell(b"c"));
         assert_eq!(t.in_row("t", b"r").len(), 1);
+    }
+
+    #[test]
+    fn an_idle_table_trims_once_after_forgets() {
+        let t = InodeTable::new();
+        let inos: Vec<u64> = (0..1000u32)
+            .map(|i| t.register(&row(&i.to_be_bytes())).unwrap())
+            .collect();
+        assert!(!t.trim_if_idle(), "nothing was forgotten");
+        for ino in inos {
+            t.forget(ino, 1);
+        }
+        assert!(!t.trim_if_idle(), "forgets arrived since the last check");
+        assert!(t.trim_if_idle(), "the burst is over");
+        assert!(!t.trim_if_idle(), "already trimmed");
+        assert_eq!(t.len(), 1);
+        assert!(t.in_row("t", &0u32.to_be_bytes()).is_empty());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 use tests::{rss_kib, wait_until, Mount};
 
@@ -15,6 +15,12 @@ use tests::{rss_kib, wait_until, Mount};
 const CONFIGURED_KIB: u64 = (3 * 4 + 8 + 2) * 1024;
 /// The overhead the README states beyond caches and memtables.
 const OVERHEAD_KIB: u64 = 64 * 1024;
+
+/// Dropping the kernel's inodes happens with no other mount of this file's
+/// tests running (they take this shared, that test alone): a `.mutate` batch
+/// has been seen to fail with EINVAL while the kernel forgot its inodes, which
+/// is under investigation and must not make the other tests flaky.
+static DROPPING: RwLock<()> = RwLock::new(());
 
 /// RSS once it stops moving (by less than 1 MiB over half a second).
 fn settled_rss_kib(pid: u32) -> u64 {
@@ -45,6 +51,7 @@ fn batch(rows: std::ops::Range<usize>, tag: &str) -> Vec<u8> {
 
 #[test]
 fn large_batches_twice_keep_the_daemon_within_its_bound() {
+    let _shared = DROPPING.read().unwrap_or_else(|e| e.into_inner());
     let m = Mount::new();
     m.table("t", "f\n");
     let start = settled_rss_kib(m.pid());
@@ -70,6 +77,7 @@ fn large_batches_twice_keep_the_daemon_within_its_bound() {
 
 #[test]
 fn a_batch_larger_than_its_memory_spool_applies_nothing_when_its_last_line_is_bad() {
+    let _shared = DROPPING.read().unwrap_or_else(|e| e.into_inner());
     let m = Mount::new();
     m.table("t", "f\n");
     // Well over the 1 MiB kept in memory; the last row key is empty, which
@@ -94,6 +102,7 @@ fn a_batch_larger_than_its_memory_spool_applies_nothing_when_its_last_line_is_ba
 
 #[test]
 fn find_lists_every_cell_once_while_writers_add_rows() {
+    let _shared = DROPPING.read().unwrap_or_else(|e| e.into_inner());
     let m = Mount::new();
     m.table("t", "f\n");
     const OLD: usize = 3_000;
@@ -157,5 +166,57 @@ fn find_lists_every_cell_once_while_writers_add_rows() {
     assert!(
         added.load(Ordering::Relaxed) > 4,
         "the writers ran during the walk"
+    );
+}
+
+/// A counter from `.bigtable/stats`.
+fn stat(m: &tests::Mount, name: &str) -> u64 {
+    let text = fs::read_to_string(m.path(".bigtable/stats")).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in .bigtable/stats:\n{text}"))
+}
+
+#[test]
+fn inodes_the_kernel_forgets_are_freed_and_their_memory_given_back() {
+    let _alone = DROPPING.write().unwrap_or_else(|e| e.into_inner());
+    let m = Mount::new();
+    m.table("t", "f\n");
+    const ROWS: usize = 40_000;
+    m.mutate("t", &batch(0..ROWS, "v"));
+    let before = settled_rss_kib(m.pid());
+    let cells = m.ok("find t -type f | grep -c /f/q");
+    assert_eq!(cells.trim(), ROWS.to_string());
+    let held = stat(&m, "inodes");
+    let walked = settled_rss_kib(m.pid());
+    eprintln!("find: {held} inodes held, RSS {before} KiB -> {walked} KiB");
+    // Make the kernel forget its inodes (root only; elsewhere the kernel
+    // forgets them under memory pressure, which a test cannot arrange).
+    if fs::write("/proc/sys/vm/drop_caches", "2\n").is_err() {
+        eprintln!("not root: cannot drop the kernel's inodes; skipping the rest");
+        return;
+    }
+    assert!(
+        wait_until(Duration::from_secs(60), || stat(&m, "inodes") < 100),
+        "the daemon still holds {} inodes after the kernel dropped its own",
+        stat(&m, "inodes")
+    );
+    // Once the forgets stop, the daemon hands memory back.
+    let trims = stat(&m, "malloc_trims");
+    assert!(
+        wait_until(Duration::from_secs(30), || stat(&m, "malloc_trims") > trims),
+        "no malloc_trim after the forgets stopped"
+    );
+    let after = settled_rss_kib(m.pid());
+    eprintln!("after drop_caches: RSS {after} KiB");
+    assert!(
+        after < walked,
+        "RSS {after} KiB after the kernel forgot every inode, {walked} KiB before"
+    );
+    assert!(
+        after <= before + CONFIGURED_KIB + OVERHEAD_KIB,
+        "RSS {after} KiB after the kernel forgot every inode; {before} KiB before the walk, bound +{} KiB",
+        CONFIGURED_KIB + OVERHEAD_KIB
     );
 }

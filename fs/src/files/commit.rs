@@ -35,6 +35,21 @@ impl Ctx {
         }
     }
 
+    /// Whether releasing `fh` may commit something (and so belongs on a
+    /// commit worker); a reader's release only drops its handle.
+    pub fn release_commits(&self, fh: u64) -> bool {
+        let Some(h) = self.handles.get(fh) else {
+            return false;
+        };
+        let g = h.lock();
+        match &*g {
+            Handle::Cell(c) => c.writable || c.created,
+            Handle::Schema(s) => s.dirty,
+            Handle::Mutate(_) | Handle::Control(_) => true,
+            Handle::Scan(_) | Handle::Content(_) | Handle::Dir(_) => false,
+        }
+    }
+
     /// FUSE `release` (last close): commits anything left (a truncation or
     /// creation without writes) and drops the handle.
     pub fn release(&self, fh: u64) -> FsResult<()> {

@@ -336,6 +336,9 @@ impl Filesystem for FuseFs {
             match self.fs.release_locks(ino.0, fh.0, lock_owner.map(|o| o.0)) {
                 Some(Ok(())) => reply.ok(),
                 Some(Err(e)) => reply.error(e),
+                // A reader's handle is dropped here: handing it to a worker
+                // would cost a thread switch per file a walk reads.
+                None if !self.fs.release_commits(fh.0) => reply.answer(self.fs.release(fh.0)),
                 None => {
                     let fs = self.fs.clone();
                     self.commits

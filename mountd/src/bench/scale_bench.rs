@@ -309,6 +309,8 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
     let (_, rss_peak) = daemon.rss();
     let rss_settled = daemon.settled_rss();
     drop_caches();
+    // The daemon hands memory back a second or two after the forgets stop.
+    std::thread::sleep(Duration::from_secs(3));
     let rss_dropped = daemon.settled_rss();
     Ok(SizeResult {
         rows,
@@ -334,8 +336,36 @@ fn secs(s: f64) -> String {
 pub fn run(args: &ScaleArgs) -> Result<()> {
     let mut results = Vec::new();
     for &rows in &args.rows {
-        results.push(run_size(args, rows.max(1))?);
+        let r = run_size(args, rows.max(1))?;
+        // Shown at once: a later, larger size may take hours or be cut short.
+        eprintln!("{}", render(std::slice::from_ref(&r)));
+        results.push(r);
     }
+    println!("{}", render(&results));
+    for r in &results {
+        let walks: Vec<serde_json::Value> = r
+            .walks
+            .iter()
+            .map(|(name, ours, theirs, req)| {
+                serde_json::json!({
+                    "walk": name, "secs": ours, "bindfs_secs": theirs,
+                    "speedup": theirs.map(|b| b / ours), "requests_per_cell": req,
+                })
+            })
+            .collect();
+        let line = serde_json::json!({
+            "bench": "scale", "rows": r.rows, "import_secs": r.import,
+            "walks": walks, "scan_secs": r.scan, "cat_secs": r.cat,
+            "rss_start": r.rss_before, "rss_peak": r.rss_peak,
+            "rss_settled": r.rss_settled, "rss_after_drop_caches": r.rss_dropped,
+        });
+        println!("{line}");
+    }
+    Ok(())
+}
+
+/// The times table and the memory table of `results`.
+fn render(results: &[SizeResult]) -> String {
     let mut t = Table::new(&[
         "rows",
         "step",
@@ -344,7 +374,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
         "ours faster by",
         "requests/cell",
     ]);
-    for r in &results {
+    for r in results {
         let n = r.rows.to_string();
         t.row(vec![
             n.clone(),
@@ -381,7 +411,6 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
             "-".into(),
         ]);
     }
-    println!("{}", t.render());
     let mut m = Table::new(&[
         "rows",
         "RSS at start",
@@ -389,7 +418,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
         "settled",
         "after drop_caches",
     ]);
-    for r in &results {
+    for r in results {
         m.row(vec![
             r.rows.to_string(),
             fmt_bytes(r.rss_before),
@@ -398,25 +427,5 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
             fmt_bytes(r.rss_dropped),
         ]);
     }
-    println!("{}", m.render());
-    for r in &results {
-        let walks: Vec<serde_json::Value> = r
-            .walks
-            .iter()
-            .map(|(name, ours, theirs, req)| {
-                serde_json::json!({
-                    "walk": name, "secs": ours, "bindfs_secs": theirs,
-                    "speedup": theirs.map(|b| b / ours), "requests_per_cell": req,
-                })
-            })
-            .collect();
-        let line = serde_json::json!({
-            "bench": "scale", "rows": r.rows, "import_secs": r.import,
-            "walks": walks, "scan_secs": r.scan, "cat_secs": r.cat,
-            "rss_start": r.rss_before, "rss_peak": r.rss_peak,
-            "rss_settled": r.rss_settled, "rss_after_drop_caches": r.rss_dropped,
-        });
-        println!("{line}");
-    }
-    Ok(())
+    format!("{}\n{}", t.render(), m.render())
 }
