@@ -38,6 +38,8 @@ pub struct Ctx {
     /// Places in listings of directories that were not opened.
     pub(crate) cursors: crate::cursors::Cursors,
     pub(crate) inval: Invalidator,
+    /// The versions whose pages the kernel may cache (see `pages.rs`).
+    pub(crate) pages: crate::pages::PageVersions,
     pub(crate) started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
     pub(crate) local_locks: Arc<LocalLocks>,
@@ -54,6 +56,7 @@ impl Ctx {
             handles: Handles::default(),
             cursors: Default::default(),
             inval: Invalidator::default(),
+            pages: Default::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
             lockdir: None,
