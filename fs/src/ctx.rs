@@ -119,8 +119,10 @@ impl Ctx {
     /// While an open handle holds uncommitted changes to a file, the file's
     /// size is that handle's (it is what the kernel has seen written): a
     /// committed size here would shrink the kernel's view under the writer.
+    /// But not while a reader reads the committed value through the page
+    /// cache: the kernel clamps its reads to the size it was told last.
     fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
-        if !node.view().is_some_and(|v| v.is_now()) {
+        if !node.view().is_some_and(|v| v.is_now()) || self.pages.has_readers(node.ino()) {
             return None;
         }
         let size = self.writer_size(node)?;

@@ -21,6 +21,8 @@ const MIXED: u64 = u64::MAX;
 pub struct PageVersions {
     /// Inode → timestamp of the version its cached pages came from.
     by_ino: Mutex<HashMap<u64, u64>>,
+    /// Inode → open handles reading it through the cache.
+    readers: Mutex<HashMap<u64, usize>>,
 }
 
 impl PageVersions {
@@ -42,6 +44,27 @@ impl PageVersions {
     /// may hold pages of it.
     pub fn drop_ino(&self, ino: u64) -> bool {
         self.by_ino.lock().remove(&ino).is_some()
+    }
+
+    /// A handle reading `ino` through the cache was opened.
+    pub fn reader_opened(&self, ino: u64) {
+        *self.readers.lock().entry(ino).or_default() += 1;
+    }
+
+    /// A handle reading `ino` through the cache was released.
+    pub fn reader_closed(&self, ino: u64) {
+        let mut g = self.readers.lock();
+        if let Some(n) = g.get_mut(&ino) {
+            *n -= 1;
+            if *n == 0 {
+                g.remove(&ino);
+            }
+        }
+    }
+
+    /// Whether a handle reads `ino` through the cache now.
+    pub fn has_readers(&self, ino: u64) -> bool {
+        self.readers.lock().contains_key(&ino)
     }
 
     /// Inodes with pages noted (for `.bigtable/stats`).
@@ -73,5 +96,18 @@ mod tests {
         assert!(p.drop_ino(1));
         assert!(!p.drop_ino(1));
         assert!(p.agree(1, 11));
+    }
+
+    #[test]
+    fn readers_are_counted_per_inode() {
+        let p = PageVersions::default();
+        p.reader_opened(1);
+        p.reader_opened(1);
+        p.reader_closed(1);
+        assert!(p.has_readers(1));
+        p.reader_closed(1);
+        assert!(!p.has_readers(1));
+        p.reader_closed(1);
+        assert!(!p.has_readers(2));
     }
 }

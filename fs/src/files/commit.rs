@@ -44,6 +44,9 @@ impl Ctx {
         let mut g = h.lock();
         let r = match &mut *g {
             Handle::Cell(c) => {
+                if !c.direct {
+                    self.pages.reader_closed(c.node.ino());
+                }
                 let r = if c.dirty && c.failed.is_none() {
                     self.commit_cell(c)
                 } else {

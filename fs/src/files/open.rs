@@ -239,6 +239,9 @@ impl Ctx {
         } else {
             self.handles.insert(handle)
         };
+        if fresh {
+            self.pages.reader_opened(ino);
+        }
         Opened {
             fh,
             direct_io: direct,
