@@ -305,10 +305,16 @@ impl Fs {
             Some(ld) => ld.read(caller, fh, offset, size, nonblock, done),
             None => {
                 let r = self.cx.read(fh, offset, size);
-                if r.is_ok() {
+                let source = self.cx.page_source(fh);
+                let ok = r.is_ok();
+                if ok {
                     self.cx.settle();
                 }
-                done(r)
+                done(r);
+                // Noted once the kernel has the pages (see `pages.rs`).
+                if let (true, Some((ino, ts))) = (ok, source) {
+                    self.cx.pages.filled(ino, ts);
+                }
             }
         }
     }
