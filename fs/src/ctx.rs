@@ -38,8 +38,6 @@ pub struct Ctx {
     /// Places in listings of directories that were not opened.
     pub(crate) cursors: crate::cursors::Cursors,
     pub(crate) inval: Invalidator,
-    /// The versions whose pages the kernel may cache (see `pages.rs`).
-    pub(crate) pages: crate::pages::PageVersions,
     pub(crate) started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
     pub(crate) local_locks: Arc<LocalLocks>,
@@ -56,7 +54,6 @@ impl Ctx {
             handles: Handles::default(),
             cursors: Default::default(),
             inval: Invalidator::default(),
-            pages: Default::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
             lockdir: None,
@@ -121,10 +118,8 @@ impl Ctx {
     /// While an open handle holds uncommitted changes to a file, the file's
     /// size is that handle's (it is what the kernel has seen written): a
     /// committed size here would shrink the kernel's view under the writer.
-    /// But not while a reader reads the committed value through the page
-    /// cache: the kernel clamps its reads to the size it was told last.
     fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
-        if !node.view().is_some_and(|v| v.is_now()) || self.pages.has_readers(node.ino()) {
+        if !node.view().is_some_and(|v| v.is_now()) {
             return None;
         }
         let size = self.writer_size(node)?;

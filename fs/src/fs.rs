@@ -305,16 +305,10 @@ impl Fs {
             Some(ld) => ld.read(caller, fh, offset, size, nonblock, done),
             None => {
                 let r = self.cx.read(fh, offset, size);
-                let source = self.cx.page_source(fh);
-                let ok = r.is_ok();
-                if ok {
+                if r.is_ok() {
                     self.cx.settle();
                 }
-                done(r);
-                // Noted once the kernel has the pages (see `pages.rs`).
-                if let (true, Some((ino, ts))) = (ok, source) {
-                    self.cx.pages.filled(ino, ts);
-                }
+                done(r)
             }
         }
     }

@@ -162,9 +162,6 @@ impl StatusFile {
                 for (k, v) in rows {
                     let _ = writeln!(out, "{k}={v}");
                 }
-                for (op, n) in crate::counts::seen() {
-                    let _ = writeln!(out, "fuse_{op}={n}");
-                }
             }
             StatusFile::Mount => {
                 let o = s.opts;

@@ -59,9 +59,6 @@ impl Ctx {
         let mut g = h.lock();
         let r = match &mut *g {
             Handle::Cell(c) => {
-                if !c.direct {
-                    self.pages.reader_closed(c.node.ino());
-                }
                 let r = if c.dirty && c.failed.is_none() {
                     self.commit_cell(c)
                 } else {
@@ -201,19 +198,14 @@ impl Ctx {
             self.data.pending.drop_cell(table, row, family, qualifier);
         }
         self.data.pending.data_written(table, row, family);
-        // Readers may have cached pages of an older version: forget them
-        // before they are invalidated (see `pages.rs`).
-        let paged = self.pages.drop_ino(c.node.ino());
-        if paged || c.append_only || ts.is_some() {
+        if c.append_only || ts.is_some() {
             // What the store holds may differ from what the kernel cached
-            // (pages of an older version; concurrent appends merged; a
-            // version behind the newest). The next open that finds its
-            // size stale reads around the cache once.
+            // (concurrent appends merged; a version behind the newest).
             self.invalidate(&c.node);
         } else if let Ok(Some(cur)) = self.data.store.read_cell(table, row, family, qualifier) {
-            // No pages are cached, and the kernel's size came from this
-            // handle's writes: if that is the committed value's, remember
-            // the version so that the next open may use the page cache.
+            // The kernel's pages and size came from this handle's writes and
+            // are exactly the committed value: keep them, and remember the
+            // version so that the next open may use them.
             if cur.value.len() == c.data.len() {
                 self.inodes
                     .set_reported(c.node.ino(), cur.value.len() as u64, cur.timestamp);
@@ -221,15 +213,13 @@ impl Ctx {
         }
         if ts.is_some() {
             // The newest value may have changed too.
-            let newest = Node::Cell {
+            self.invalidate(&Node::Cell {
                 table: table.clone(),
                 view: View::Now,
                 row: row.clone(),
                 family: family.clone(),
                 qualifier: qualifier.clone(),
-            };
-            self.pages.drop_ino(newest.ino());
-            self.invalidate(&newest);
+            });
         }
         Ok(())
     }

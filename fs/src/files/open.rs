@@ -199,23 +199,10 @@ impl Ctx {
     ) -> Opened {
         let ino = node.ino();
         let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value, c.timestamp));
-        // Writers bypass the page cache: their unclosed bytes (and an O_TRUNC
-        // open) would otherwise land in pages that readers share, and readers
-        // must only ever see committed values. A reader uses the cache unless
-        // a writer has uncommitted changes (the kernel's size is then the
-        // writer's).
-        let reader = !writable && self.writer_size(node).is_none();
-        // Cached pages and size are this very version's: keep them.
-        let fresh = reader
-            && self.inodes.reported(ino) == Some((value.len() as u64, ts))
-            && self.pages.agree(ino, ts);
-        let direct = !fresh;
-        if reader && !fresh {
-            // The kernel's size or pages are of another version: this open
-            // reads around them, and they are dropped for the next one.
-            self.pages.drop_ino(ino);
-            self.invalidate(node);
-        }
+        // Cells bypass the page cache: a writer's unclosed bytes (and an
+        // O_TRUNC open) would otherwise land in pages that concurrent readers
+        // share, and readers must only ever see committed values.
+        let direct = true;
         let truncated = trunc && writable;
         let data = if truncated { Vec::new() } else { value };
         let dirty = truncated && (ts != 0 || !data.is_empty());
@@ -230,7 +217,6 @@ impl Ctx {
             wrote: false,
             created: false,
             direct,
-            ts,
             failed: None,
             created_as: None,
         });
@@ -239,13 +225,9 @@ impl Ctx {
         } else {
             self.handles.insert(handle)
         };
-        if fresh {
-            self.pages.reader_opened(ino);
-        }
         Opened {
             fh,
             direct_io: direct,
-            keep_cache: fresh,
             ..Default::default()
         }
     }
@@ -415,7 +397,6 @@ impl Ctx {
                         created: matches!(node, Node::Cell { .. }),
                         created_as: Some(((*p).clone(), name.to_vec())),
                         direct: true,
-                        ts: 0,
                         failed: None,
                     }),
                     ino,

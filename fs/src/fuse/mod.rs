@@ -9,7 +9,7 @@ mod answer;
 use crate::fs::Fs;
 use crate::options::MAX_WRITE;
 use crate::reply::{DirOut, SetAttr};
-use answer::{caller, catching, fopen, guard, Answer};
+use answer::{caller, fopen, guard, Answer};
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags,
@@ -104,7 +104,6 @@ impl Filesystem for FuseFs {
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         crate::options::FUSE_FORGETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        crate::counts::count("forget");
         self.fs.forget(ino.0, nlookup);
     }
 
@@ -309,7 +308,7 @@ impl Filesystem for FuseFs {
                 None => {
                     let fs = self.fs.clone();
                     self.commits.run(move || {
-                        catching("flush", || match fs.flush(fh.0) {
+                        guard("flush", || match fs.flush(fh.0) {
                             Ok(()) => {
                                 fs.settle();
                                 reply.ok()
@@ -343,7 +342,7 @@ impl Filesystem for FuseFs {
                 None => {
                     let fs = self.fs.clone();
                     self.commits
-                        .run(move || catching("release", || reply.answer(fs.release(fh.0))))
+                        .run(move || guard("release", || reply.answer(fs.release(fh.0))))
                 }
             }
         })
@@ -444,7 +443,6 @@ impl Filesystem for FuseFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        crate::counts::count("releasedir");
         self.fs.releasedir(fh.0);
         reply.ok();
     }
@@ -484,7 +482,6 @@ impl Filesystem for FuseFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
-        crate::counts::count("statfs");
         let s = self.fs.statfs();
         reply.statfs(
             s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
@@ -629,7 +626,6 @@ impl Filesystem for FuseFs {
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         // Permissions are checked by the kernel (default_permissions); this
         // only says whether the inode is still known.
-        crate::counts::count("access");
         if self.fs.knows(ino.0) {
             reply.ok()
         } else {
