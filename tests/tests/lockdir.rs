@@ -131,6 +131,15 @@ impl Holder {
     }
 }
 
+/// kill -9 of `child`; whether it is gone within a deadline (one blocked in
+/// a request the daemon never answers stays unless the kill interrupts it).
+fn killed_and_gone(child: &mut Child) -> bool {
+    child.kill().unwrap();
+    wait_until(Duration::from_secs(30), || {
+        child.try_wait().unwrap().is_some()
+    })
+}
+
 /// Runs `sh -c script` in the mount; exit code and how long it took.
 fn timed(m: &Mount, script: &str) -> (i32, Duration) {
     let start = Instant::now();
@@ -253,14 +262,7 @@ fn a_killed_waiter_is_never_granted() {
     assert!(waiter.try_wait().unwrap().is_none(), "the waiter waits");
     // The holder keeps it: a waiter that kill -9 could not interrupt would
     // still be there.
-    waiter.kill().unwrap();
-    assert!(
-        wait_until(Duration::from_secs(30), || waiter
-            .try_wait()
-            .unwrap()
-            .is_some()),
-        "kill -9 did not end a waiter"
-    );
+    assert!(killed_and_gone(&mut waiter), "kill -9 did not end a waiter");
     h.release();
     // A third process gets the lock: nobody (dead) held it between.
     let (code, _) = timed(&m, "flock -w 30 -x .chubby/w true");
@@ -522,12 +524,8 @@ fn an_events_reader_wakes_on_each_kind_of_event() {
     m.ok("mkdir .chubby/ev/sub");
     expect("created sub");
     // kill -9 ends a reader blocked in read (no event would wake it).
-    reader.kill().unwrap();
     assert!(
-        wait_until(Duration::from_secs(30), || reader
-            .try_wait()
-            .unwrap()
-            .is_some()),
+        killed_and_gone(&mut reader),
         "kill -9 did not end a reader blocked in read"
     );
 
