@@ -28,13 +28,14 @@ impl KeyValues for CommitLogStats {
     fn kv(&self, p: &str) -> String {
         format!(
             "{p}appends={} {p}records={} {p}bytes={} {p}syncs={} {p}switches={} {p}rolls={} \
-             {p}active_lane={} {p}files={}",
+             {p}background_syncs={} {p}active_lane={} {p}files={}",
             self.appends,
             self.records,
             self.bytes,
             self.syncs,
             self.switches,
             self.rolls,
+            self.background_syncs,
             self.active_lane,
             self.files
         )

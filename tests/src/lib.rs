@@ -326,6 +326,15 @@ impl Default for Mount {
 
 impl Drop for Mount {
     fn drop(&mut self) {
+        // A failing test's temporary directory goes with it: say what the
+        // daemon logged last, which is often the reason.
+        if std::thread::panicking() {
+            eprintln!(
+                "--- last lines of the daemon log ({}) ---\n{}",
+                self.log.display(),
+                tail(&self.log_text(), 60)
+            );
+        }
         if let Some(mut child) = self.child.take() {
             unmount(&self.mnt);
             let done = wait_until(Duration::from_secs(10), || {

@@ -12,6 +12,11 @@
 //! end in a torn write); `open` starts fresh files. A lane rolls to a new file
 //! when its file exceeds `roll_size`, or after a failed write.
 //!
+//! Unsynced appends are kept in memory until their file is synced (a sync
+//! on the other lane must write them again first). So that this memory, and
+//! what a machine crash can take, stay bounded without callers ever syncing,
+//! a lane's thread syncs its file once `sync_bytes` were appended unsynced.
+//!
 //! Deletion: every file's highest sequence number is tracked, raised *before*
 //! a write is issued, so it covers whatever may be on disk. Files from
 //! earlier runs are scanned (or learnt during replay) before they can be
@@ -40,6 +45,9 @@ pub struct CommitLogOptions {
     pub roll_size: u64,
     /// An append slower than this moves logging to the other lane.
     pub slow_threshold: Duration,
+    /// A lane syncs its file, off the caller's path, once this many bytes
+    /// were appended to it unsynced.
+    pub sync_bytes: u64,
 }
 
 impl Default for CommitLogOptions {
@@ -47,6 +55,7 @@ impl Default for CommitLogOptions {
         CommitLogOptions {
             roll_size: 64 * 1024 * 1024,
             slow_threshold: Duration::from_millis(200),
+            sync_bytes: 1024 * 1024,
         }
     }
 }
@@ -66,6 +75,8 @@ pub struct CommitLogStats {
     pub switches: u64,
     /// New files started by rolling.
     pub rolls: u64,
+    /// Syncs a lane did by itself after `sync_bytes` unsynced bytes.
+    pub background_syncs: u64,
     /// The lane now receiving appends (0 or 1).
     pub active_lane: usize,
     /// Log files known (live and old).
@@ -86,6 +97,7 @@ struct Shared {
     opts: CommitLogOptions,
     files: Mutex<Files>,
     rolls: AtomicU64,
+    background_syncs: AtomicU64,
     /// Per lane: the batches written to it since its last successful sync
     /// (to its current file or, after a roll whose sync failed, an earlier
     /// one). A sync acknowledges every record before it, so before a lane
@@ -256,11 +268,38 @@ impl Shared {
         Ok(())
     }
 
-    /// Whether the lane's file should be replaced (failed or full).
-    fn roll_due(&self, cur: &Option<(u64, LogWriter)>) -> bool {
-        cur.as_ref()
-            .is_some_and(|(_, w)| w.failed() || w.len() >= self.opts.roll_size)
+    /// What the lane's thread must do after a write, off the caller's path:
+    /// replace a failed or full file, or sync one with much unsynced.
+    fn chore(&self, cur: &Option<(u64, LogWriter)>) -> Option<Chore> {
+        let (_, w) = cur.as_ref()?;
+        if w.failed() || w.len() >= self.opts.roll_size {
+            Some(Chore::Roll)
+        } else if w.unsynced_len() >= self.opts.sync_bytes {
+            Some(Chore::Sync)
+        } else {
+            None
+        }
     }
+
+    /// Syncs the lane's current file; what it held unsynced is then durable
+    /// and no longer kept.
+    fn sync_current(&self, lane: usize, cur: &mut Option<(u64, LogWriter)>) -> Result<()> {
+        if let Some((number, w)) = cur.as_mut() {
+            if !w.failed() {
+                w.sync()?;
+                let number = *number;
+                self.unsynced[lane].lock().retain(|b| b.2 != number);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Work a lane's thread does after a write (see [`Shared::chore`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chore {
+    Roll,
+    Sync,
 }
 
 /// The thread of one lane: writes jobs in order to its current file.
@@ -274,18 +313,28 @@ fn lane_main(
     for job in rx.iter() {
         let mut cur = file.lock();
         let res = shared.write(lane, &mut cur, &job.payloads, job.max_seq, job.sync);
-        let roll = shared.roll_due(&cur);
-        if !roll {
+        let chore = shared.chore(&cur);
+        if chore.is_none() {
             queued.fetch_sub(1, Ordering::AcqRel);
         }
         // The caller may have stopped waiting (the other lane answered first).
         let _ = job.done.send(res);
-        if roll {
-            // Off the caller's path: the next append finds a fresh file.
-            // The lane counts as busy meanwhile (the old file's sync may
-            // take a while), so inline appends use the other lane.
-            if let Err(e) = shared.roll(lane, &mut cur) {
-                log::warn!("commit log {}: lane {lane} cannot roll: {e}", shared.dir);
+        if let Some(chore) = chore {
+            // Off the caller's path: the next append finds a fresh or synced
+            // file. The lane counts as busy meanwhile (a sync may take a
+            // while), so inline appends use the other lane.
+            let done = match chore {
+                Chore::Roll => shared.roll(lane, &mut cur),
+                Chore::Sync => {
+                    shared.background_syncs.fetch_add(1, Ordering::Relaxed);
+                    shared.sync_current(lane, &mut cur)
+                }
+            };
+            if let Err(e) = done {
+                log::warn!(
+                    "commit log {}: lane {lane}: {chore:?} failed: {e}",
+                    shared.dir
+                );
             }
             drop(cur);
             queued.fetch_sub(1, Ordering::AcqRel);
@@ -326,6 +375,7 @@ impl CommitLog {
             opts,
             files: Mutex::new(Files { map, next_number }),
             rolls: AtomicU64::new(0),
+            background_syncs: AtomicU64::new(0),
             unsynced: Default::default(),
         });
         let mut lanes = Vec::with_capacity(2);
@@ -483,12 +533,8 @@ impl CommitLog {
         let Some(mut cur) = self.lanes[lane].file.try_lock() else {
             return;
         };
-        if let Some((number, w)) = cur.as_mut() {
-            if !w.failed() && w.sync().is_ok() {
-                let number = *number;
-                self.shared.unsynced[lane].lock().retain(|b| b.2 != number);
-            }
-        }
+        // A failure marks the file failed: the lane's next write rolls.
+        let _ = self.shared.sync_current(lane, &mut cur);
     }
 
     fn switch_to(&self, lane: usize) {
@@ -505,13 +551,13 @@ impl CommitLog {
         payloads: &Arc<Vec<Vec<u8>>>,
         max_seq: SeqNo,
     ) -> Result<()> {
-        let (res, roll) = {
+        let (res, chore) = {
             let mut cur = self.lanes[lane].file.lock();
             let res = self.shared.write(lane, &mut cur, payloads, max_seq, false);
-            (res, self.shared.roll_due(&cur))
+            (res, self.shared.chore(&cur))
         };
-        if roll {
-            // An empty job: the thread writes nothing, then rolls.
+        if chore.is_some() {
+            // An empty job: the thread writes nothing, then does the chore.
             drop(self.send(lane, &Arc::new(Vec::new()), 0, false));
         }
         res
@@ -645,6 +691,7 @@ impl CommitLog {
             syncs: self.syncs.load(Ordering::Relaxed),
             switches: self.switches.load(Ordering::Relaxed),
             rolls: self.shared.rolls.load(Ordering::Relaxed),
+            background_syncs: self.shared.background_syncs.load(Ordering::Relaxed),
             active_lane: self.active.load(Ordering::Relaxed),
             files: self.shared.files.lock().map.len(),
         }
@@ -728,6 +775,7 @@ mod tests {
             roll_size,
             // Large: tests not about switching must not switch on a busy machine.
             slow_threshold: Duration::from_secs(30),
+            ..CommitLogOptions::default()
         }
     }
 
@@ -1065,6 +1113,54 @@ mod tests {
     }
 
     #[test]
+    fn unsynced_appends_are_synced_by_the_lane_once_past_sync_bytes() {
+        let store = gfs::CrashStore::new();
+        let sync_bytes = 8 * 1024;
+        let log = CommitLog::open(
+            Arc::new(store.clone()),
+            "d",
+            CommitLogOptions {
+                sync_bytes,
+                ..opts(1 << 30)
+            },
+        )
+        .unwrap();
+        let kept = || -> usize {
+            let lanes = log.shared.unsynced.iter();
+            lanes
+                .map(|l| {
+                    l.lock()
+                        .iter()
+                        .map(|b| b.0.iter().map(Vec::len).sum::<usize>())
+                        .sum::<usize>()
+                })
+                .sum()
+        };
+        // 400 unsynced appends of about 1 KiB: nobody asks for a sync.
+        let big = |s: u64| LogRecord {
+            entries: vec![(
+                key::encode(b"r", b"f", b"q", 1, s, Kind::Put),
+                vec![b'x'; 1000],
+            )],
+            ..rec("r", &[s])
+        };
+        for s in 1..=400u64 {
+            log.append(&[big(s)], false).unwrap();
+        }
+        // The lanes synced in the background: what they keep in memory for
+        // a later sync, and what a crash would take, is at most about
+        // `sync_bytes` per lane, not the 400 KiB written.
+        wait_until(|| kept() < 2 * sync_bytes as usize + 2048);
+        let durable: u64 = log
+            .current_files()
+            .iter()
+            .map(|f| store.durable_len(f).unwrap_or(0))
+            .sum();
+        assert!(durable > 350 * 1000, "only {durable} bytes durable");
+        assert!(log.stats().background_syncs >= 20, "{:?}", log.stats());
+    }
+
+    #[test]
     fn commit_log_is_send_and_sync() {
         fn check<T: Send + Sync>() {}
         check::<CommitLog>();
@@ -1087,7 +1183,7 @@ mod tests {
             "d",
             CommitLogOptions {
                 roll_size: 1 << 20,
-                slow_threshold: Duration::from_millis(200),
+                ..CommitLogOptions::default()
             },
         )
         .unwrap();
@@ -1125,7 +1221,7 @@ mod tests {
             "d",
             CommitLogOptions {
                 roll_size: 1 << 20,
-                slow_threshold: Duration::from_millis(200),
+                ..CommitLogOptions::default()
             },
         )
         .unwrap();

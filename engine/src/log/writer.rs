@@ -17,6 +17,8 @@ pub struct LogWriter {
     /// Set when an append failed: the file may end in a partial write, so
     /// nothing more may be appended after it (a new file must be started).
     failed: bool,
+    /// The file's length at its last successful sync.
+    synced_len: u64,
     buf: Vec<u8>,
 }
 
@@ -25,11 +27,13 @@ impl LogWriter {
     /// layout if it is not empty.
     pub fn new(file: Box<dyn WritableFile>, name: impl Into<String>) -> Self {
         let block_offset = (file.len() % BLOCK_SIZE as u64) as usize;
+        let synced_len = file.len();
         LogWriter {
             file,
             name: name.into(),
             block_offset,
             failed: false,
+            synced_len,
             buf: Vec::new(),
         }
     }
@@ -68,6 +72,9 @@ impl LogWriter {
         match res {
             Ok(()) => {
                 self.block_offset = offset;
+                if sync {
+                    self.synced_len = self.file.len();
+                }
                 Ok(())
             }
             Err(e) => {
@@ -79,10 +86,21 @@ impl LogWriter {
 
     /// Makes everything appended so far durable.
     pub fn sync(&mut self) -> Result<()> {
-        self.file.sync().map_err(|e| {
-            self.failed = true;
-            e.into()
-        })
+        match self.file.sync() {
+            Ok(()) => {
+                self.synced_len = self.file.len();
+                Ok(())
+            }
+            Err(e) => {
+                self.failed = true;
+                Err(e.into())
+            }
+        }
+    }
+
+    /// Bytes appended since the last successful sync.
+    pub fn unsynced_len(&self) -> u64 {
+        self.len().saturating_sub(self.synced_len)
     }
 
     /// Bytes in the file.

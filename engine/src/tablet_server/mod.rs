@@ -130,6 +130,7 @@ impl TabletServer {
             CommitLogOptions {
                 roll_size: env.opts.log_file_bytes,
                 slow_threshold: env.opts.slow_log_threshold,
+                ..CommitLogOptions::default()
             },
         )?;
         let (wake_tx, wake_rx) = crossbeam_channel::bounded(1);
