@@ -313,11 +313,11 @@ impl Fs {
         }
     }
 
-    /// FUSE `write`.
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+    /// FUSE `write`, by the descriptor table `owner` (FUSE's lock owner).
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
         match self.lock_fh(fh) {
             Some(ld) => ld.write(fh, offset, data),
-            None => self.cx.write(fh, offset, data),
+            None => self.cx.write(fh, offset, data, owner),
         }
     }
 
@@ -352,9 +352,10 @@ impl Fs {
         None
     }
 
-    /// The commit of a data file's FLUSH (see [`Fs::flush_locks`]).
-    pub fn flush(&self, fh: u64) -> FsResult<()> {
-        self.cx.flush(fh)
+    /// The commit of a data file's FLUSH (see [`Fs::flush_locks`]) by the
+    /// descriptor table `closer` (see [`Ctx::flush`]).
+    pub fn flush(&self, fh: u64, closer: Option<u64>) -> FsResult<()> {
+        self.cx.flush(fh, closer)
     }
 
     /// The first part of FUSE `release`, like [`Fs::flush_locks`]: for a

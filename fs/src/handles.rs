@@ -126,6 +126,17 @@ pub enum Handle {
 #[derive(Default)]
 struct Writers(HashMap<u64, Vec<u64>>, HashMap<u64, u64>);
 
+/// Who wrote through one open file, by the kernel's id of each writer's
+/// descriptor table (FUSE's lock owner; None when the kernel gave none).
+#[derive(Default)]
+struct WroteBy {
+    owners: Vec<u64>,
+    unknown: bool,
+}
+
+/// Owners remembered per open file; past this, any close commits.
+const MAX_OWNERS: usize = 16;
+
 /// The table of open handles.
 #[derive(Default)]
 pub struct Handles {
@@ -133,6 +144,8 @@ pub struct Handles {
     /// Writable cell handles by the inode number of their node, and back:
     /// while a file is being written, its size is the writer's.
     writers: Mutex<Writers>,
+    /// Open files written to, and by whom (see [`Handles::commits_on_close`]).
+    wrote_by: Mutex<HashMap<u64, WroteBy>>,
     next: AtomicU64,
 }
 
@@ -159,6 +172,29 @@ impl Handles {
         fhs.iter().filter_map(|fh| map.get(fh).cloned()).collect()
     }
 
+    /// Notes a write through `fh` by the descriptor table `owner`.
+    pub fn wrote(&self, fh: u64, owner: Option<u64>) {
+        let mut map = self.wrote_by.lock();
+        let w = map.entry(fh).or_default();
+        match owner {
+            Some(o) if w.owners.contains(&o) => {}
+            Some(o) if w.owners.len() < MAX_OWNERS => w.owners.push(o),
+            _ => w.unknown = true,
+        }
+    }
+
+    /// Whether a close of `fh` by the descriptor table `closer` commits
+    /// what was written. Only a table that wrote through the open file
+    /// does: a child that inherited the descriptor also closes it when it
+    /// exits or execs (FUSE sends a flush each time), and must not commit a
+    /// batch or value its parent is still writing.
+    pub fn commits_on_close(&self, fh: u64, closer: u64) -> bool {
+        self.wrote_by
+            .lock()
+            .get(&fh)
+            .is_none_or(|w| w.unknown || w.owners.contains(&closer))
+    }
+
     pub fn get(&self, fh: u64) -> Option<Arc<Mutex<Handle>>> {
         self.map.lock().get(&fh).cloned()
     }
@@ -174,6 +210,7 @@ impl Handles {
             }
         }
         drop(w);
+        self.wrote_by.lock().remove(&fh);
         self.map.lock().remove(&fh)
     }
 

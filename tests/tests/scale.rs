@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use std::fs;
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 use tests::{rss_kib, wait_until, Mount};
 
@@ -15,12 +15,6 @@ use tests::{rss_kib, wait_until, Mount};
 const CONFIGURED_KIB: u64 = (3 * 4 + 8 + 2) * 1024;
 /// The overhead the README states beyond caches and memtables.
 const OVERHEAD_KIB: u64 = 64 * 1024;
-
-/// Dropping the kernel's inodes happens with no other mount of this file's
-/// tests running (they take this shared, that test alone): a `.mutate` batch
-/// has been seen to fail with EINVAL while the kernel forgot its inodes, which
-/// is under investigation and must not make the other tests flaky.
-static DROPPING: RwLock<()> = RwLock::new(());
 
 /// RSS once it stops moving (by less than 1 MiB over half a second).
 fn settled_rss_kib(pid: u32) -> u64 {
@@ -51,7 +45,6 @@ fn batch(rows: std::ops::Range<usize>, tag: &str) -> Vec<u8> {
 
 #[test]
 fn large_batches_twice_keep_the_daemon_within_its_bound() {
-    let _shared = DROPPING.read().unwrap_or_else(|e| e.into_inner());
     let m = Mount::new();
     m.table("t", "f\n");
     let start = settled_rss_kib(m.pid());
@@ -77,7 +70,6 @@ fn large_batches_twice_keep_the_daemon_within_its_bound() {
 
 #[test]
 fn a_batch_larger_than_its_memory_spool_applies_nothing_when_its_last_line_is_bad() {
-    let _shared = DROPPING.read().unwrap_or_else(|e| e.into_inner());
     let m = Mount::new();
     m.table("t", "f\n");
     // Well over the 1 MiB kept in memory; the last row key is empty, which
@@ -102,7 +94,6 @@ fn a_batch_larger_than_its_memory_spool_applies_nothing_when_its_last_line_is_ba
 
 #[test]
 fn find_lists_every_cell_once_while_writers_add_rows() {
-    let _shared = DROPPING.read().unwrap_or_else(|e| e.into_inner());
     let m = Mount::new();
     m.table("t", "f\n");
     const OLD: usize = 3_000;
@@ -180,7 +171,6 @@ fn stat(m: &tests::Mount, name: &str) -> u64 {
 
 #[test]
 fn inodes_the_kernel_forgets_are_freed_and_their_memory_given_back() {
-    let _alone = DROPPING.write().unwrap_or_else(|e| e.into_inner());
     let m = Mount::new();
     m.table("t", "f\n");
     const ROWS: usize = 40_000;

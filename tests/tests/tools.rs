@@ -108,3 +108,30 @@ fn rsync_copies_trees_in_and_out() {
     m.ok(&format!("rsync -a {}/ t/", src.path().display()));
     assert_eq!(m.ok("cat t/row3/f/q1"), "changed\n");
 }
+
+#[test]
+fn a_child_closing_an_inherited_descriptor_commits_nothing() {
+    let m = Mount::new();
+    m.table("t", "f\n");
+    m.mutate("t", b"set r1 f:q a\n");
+    // A process writes a batch and a value in two parts; between them it
+    // runs a child, which closes its copy of each descriptor at exec (they
+    // are close-on-exec), sending the open file a flush. Only the writer's
+    // own close commits.
+    let script = r#"
+import os, subprocess
+b = os.open("t/.mutate", os.O_WRONLY)
+v = os.open("t/r1/f/q", os.O_WRONLY | os.O_TRUNC)
+os.write(b, b"set r2 f:q b\nset r")
+os.write(v, b"hal")
+subprocess.run(["true"], check=True)
+print(os.path.exists("t/r2"), open("t/r1/f/q").read())
+os.write(b, b"3 f:q c\n")
+os.write(v, b"f")
+os.close(b)
+os.close(v)
+print(open("t/r2/f/q").read(), open("t/r3/f/q").read(), open("t/r1/f/q").read())
+"#;
+    let out = m.ok(&format!("python3 - <<'EOF'\n{script}\nEOF"));
+    assert_eq!(out, "False a\nb c half\n");
+}

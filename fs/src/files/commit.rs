@@ -5,11 +5,16 @@ use super::*;
 
 impl Ctx {
     /// FUSE `flush` (each `close`): commits what was written, so that when
-    /// `close` returns the value is in the commit log.
-    pub fn flush(&self, fh: u64) -> FsResult<()> {
+    /// `close` returns the value is in the commit log. A close by a
+    /// descriptor table (`closer`) that did not write through this open
+    /// file commits nothing (None: commit whoever closes).
+    pub fn flush(&self, fh: u64, closer: Option<u64>) -> FsResult<()> {
         let Some(h) = self.handles.get(fh) else {
             return Ok(());
         };
+        if closer.is_some_and(|c| !self.handles.commits_on_close(fh, c)) {
+            return Ok(());
+        }
         let mut g = h.lock();
         match &mut *g {
             Handle::Cell(c) if c.failed.is_some() => {

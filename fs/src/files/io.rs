@@ -30,11 +30,13 @@ impl Ctx {
         Ok(out)
     }
 
-    /// FUSE `write`.
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8]) -> FsResult<u32> {
+    /// FUSE `write`, by the descriptor table `owner` (see
+    /// [`crate::handles::Handles::commits_on_close`]).
+    pub fn write(&self, fh: u64, offset: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
         Stats::add(&self.data.stats.writes, 1);
         Stats::add(&self.data.stats.write_bytes, data.len() as u64);
         let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
+        self.handles.wrote(fh, owner);
         let mut g = h.lock();
         match &mut *g {
             Handle::Cell(c) => {
@@ -112,6 +114,7 @@ impl Ctx {
         if data.is_empty() {
             return Ok(0);
         }
-        self.write(fh_out, off_out, &data)
+        // The kernel names no owner for a copy: any close commits it.
+        self.write(fh_out, off_out, &data, None)
     }
 }

@@ -284,10 +284,12 @@ impl Filesystem for FuseFs {
         data: &[u8],
         _write_flags: WriteFlags,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        guard("write", || reply.answer(self.fs.write(fh.0, offset, data)))
+        guard("write", || {
+            reply.answer(self.fs.write(fh.0, offset, data, lock_owner.map(|o| o.0)))
+        })
     }
 
     fn flush(
@@ -308,7 +310,7 @@ impl Filesystem for FuseFs {
                 None => {
                     let fs = self.fs.clone();
                     self.commits.run(move || {
-                        guard("flush", || match fs.flush(fh.0) {
+                        guard("flush", || match fs.flush(fh.0, Some(lock_owner.0)) {
                             Ok(()) => {
                                 fs.settle();
                                 reply.ok()

@@ -52,14 +52,14 @@ fn partial_writes_appends_and_truncation() {
     let ino = t.ino("/t/r/f/q").unwrap();
     // Overwrite in the middle.
     let fh = t.fs.open(&t.root, ino, libc::O_RDWR).unwrap().fh;
-    t.fs.write(fh, 3, b"abc").unwrap();
+    t.fs.write(fh, 3, b"abc", None).unwrap();
     assert_eq!(t.fs.read(fh, 0, 100).unwrap(), b"012abc6789");
     t.fs.release(fh).unwrap();
     assert_eq!(t.get("/t/r/f/q").unwrap(), b"012abc6789");
     // Append ignores the offset.
     let fh = t.fs.open(&t.root, ino, WR | libc::O_APPEND).unwrap().fh;
-    t.fs.write(fh, 0, b"+").unwrap();
-    t.fs.flush(fh).unwrap();
+    t.fs.write(fh, 0, b"+", None).unwrap();
+    t.fs.flush(fh, None).unwrap();
     t.fs.release(fh).unwrap();
     assert_eq!(t.get("/t/r/f/q").unwrap(), b"012abc6789+");
     // Truncate through the handle, then through the path.
@@ -74,7 +74,7 @@ fn partial_writes_appends_and_truncation() {
         },
     )
     .unwrap();
-    t.fs.flush(fh).unwrap();
+    t.fs.flush(fh, None).unwrap();
     t.fs.release(fh).unwrap();
     assert_eq!(t.get("/t/r/f/q").unwrap(), b"012a");
     t.fs.setattr(
@@ -90,9 +90,9 @@ fn partial_writes_appends_and_truncation() {
     assert_eq!(t.get("/t/r/f/q").unwrap(), b"012a\0\0");
     // Writing past the limit fails the write and the close, and commits nothing.
     let fh = t.fs.open(&t.root, ino, WR).unwrap().fh;
-    t.fs.write(fh, 0, b"partial").unwrap();
-    assert_eq!(t.fs.write(fh, 1 << 20, b"x"), Err(Errno::EFBIG));
-    assert_eq!(t.fs.flush(fh), Err(Errno::EFBIG));
+    t.fs.write(fh, 0, b"partial", None).unwrap();
+    assert_eq!(t.fs.write(fh, 1 << 20, b"x", None), Err(Errno::EFBIG));
+    assert_eq!(t.fs.flush(fh, None), Err(Errno::EFBIG));
     t.fs.release(fh).unwrap();
     assert_eq!(t.get("/t/r/f/q").unwrap(), b"012a\0\0");
 }
@@ -106,7 +106,7 @@ fn touch_creates_an_empty_cell_and_o_trunc_alone_commits_at_release() {
     let (_, o) =
         t.fs.create(&t.root, p, b"empty", WR | libc::O_CREAT)
             .unwrap();
-    t.fs.flush(o.fh).unwrap();
+    t.fs.flush(o.fh, None).unwrap();
     // Visible while being created.
     assert_eq!(t.ls("/t/r/f").unwrap(), vec!["empty"]);
     t.fs.release(o.fh).unwrap();
@@ -275,4 +275,32 @@ fn time_travel_is_read_only() {
     assert!(String::from_utf8(t.get("/.bigtable/stats").unwrap())
         .unwrap()
         .contains("lookups"));
+}
+
+#[test]
+fn a_close_by_a_process_that_did_not_write_commits_nothing() {
+    let t = T::new();
+    // A batch written in two parts by one process (descriptor table 1);
+    // between them a forked child (table 2) closes its inherited copy.
+    let ino = t.ino("/t/.mutate").unwrap();
+    let fh = t.fs.open(&t.root, ino, WR).unwrap().fh;
+    t.fs.write(fh, 0, b"set r1 f:q a\nset r", Some(1)).unwrap();
+    t.fs.flush(fh, Some(2)).unwrap();
+    assert_eq!(t.get("/t/r1/f/q"), Err(Errno::ENOENT));
+    t.fs.write(fh, 18, b"2 f:q b\n", Some(1)).unwrap();
+    t.fs.flush(fh, Some(1)).unwrap();
+    t.fs.release(fh).unwrap();
+    assert_eq!(t.get("/t/r1/f/q").unwrap(), b"a");
+    assert_eq!(t.get("/t/r2/f/q").unwrap(), b"b");
+
+    // The same for a cell's value.
+    let ino = t.ino("/t/r1/f/q").unwrap();
+    let fh = t.fs.open(&t.root, ino, WR | libc::O_TRUNC).unwrap().fh;
+    t.fs.write(fh, 0, b"hal", Some(1)).unwrap();
+    t.fs.flush(fh, Some(2)).unwrap();
+    assert_eq!(t.get("/t/r1/f/q").unwrap(), b"a");
+    t.fs.write(fh, 3, b"f", Some(1)).unwrap();
+    t.fs.flush(fh, Some(1)).unwrap();
+    t.fs.release(fh).unwrap();
+    assert_eq!(t.get("/t/r1/f/q").unwrap(), b"half");
 }

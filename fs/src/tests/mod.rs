@@ -81,8 +81,11 @@ impl T {
         // A shell closes a duplicate descriptor before writing, and ignores
         // that close's error (a truncated `.schema` that would drop a family
         // holding data reports it there too).
-        let _ = self.fs.flush(fh);
-        let r = self.fs.write(fh, 0, data).and_then(|_| self.fs.flush(fh));
+        let _ = self.fs.flush(fh, None);
+        let r = self
+            .fs
+            .write(fh, 0, data, None)
+            .and_then(|_| self.fs.flush(fh, None));
         self.fs.release(fh)?;
         r
     }
@@ -141,14 +144,14 @@ impl T {
     fn mutate_as(&self, who: &Caller, batch: impl AsRef<[u8]>) -> Result<Vec<u8>, Errno> {
         let ino = self.ino("/t/.mutate")?;
         let fh = self.fs.open(who, ino, libc::O_RDWR)?.fh;
-        let r = self.fs.write(fh, 0, batch.as_ref());
+        let r = self.fs.write(fh, 0, batch.as_ref(), None);
         if let Err(e) = r {
-            let _ = self.fs.flush(fh);
+            let _ = self.fs.flush(fh, None);
             self.fs.release(fh)?;
             return Err(e);
         }
         let out = self.fs.read(fh, 0, 1 << 20);
-        self.fs.flush(fh)?;
+        self.fs.flush(fh, None)?;
         self.fs.release(fh)?;
         out
     }

@@ -322,8 +322,8 @@ fn tar_replaces_special_files_by_unlink_and_exclusive_create() {
     t.unlink("/t/.schema").unwrap();
     assert_eq!(t.ino("/t/.schema"), Err(Errno::ENOENT));
     let (_, o) = t.fs.create(&t.root, table, b".schema", excl).unwrap();
-    t.fs.write(o.fh, 0, b"f\nk\n").unwrap();
-    t.fs.flush(o.fh).unwrap();
+    t.fs.write(o.fh, 0, b"f\nk\n", None).unwrap();
+    t.fs.flush(o.fh, None).unwrap();
     t.fs.release(o.fh).unwrap();
     assert_eq!(t.store.schema("t").unwrap().families.len(), 2);
     assert!(t.ino("/t/.schema").is_ok());
@@ -363,9 +363,9 @@ fn large_values_in_large_writes() {
         t.fs.create(&t.root, p, b"big", WR | libc::O_CREAT | libc::O_TRUNC)
             .unwrap();
     for (i, chunk) in data.chunks(1 << 20).enumerate() {
-        t.fs.write(o.fh, (i << 20) as u64, chunk).unwrap();
+        t.fs.write(o.fh, (i << 20) as u64, chunk, None).unwrap();
     }
-    t.fs.flush(o.fh).unwrap();
+    t.fs.flush(o.fh, None).unwrap();
     t.fs.release(o.fh).unwrap();
     assert_eq!(t.get("/t/r/f/big").unwrap(), data);
 }
@@ -391,7 +391,7 @@ fn a_file_being_written_shows_the_writers_size() {
     };
     assert_eq!(t.fs.setattr(&t.root, ino, None, chmod).unwrap().0.size, 5);
     assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
-    t.fs.flush(o.fh).unwrap();
+    t.fs.flush(o.fh, None).unwrap();
     t.fs.release(o.fh).unwrap();
     t.fs.release(fin).unwrap();
     assert_eq!(t.get("/t/b/f/x").unwrap(), b"hello");

@@ -54,7 +54,7 @@ fn contents_are_replaced_whole_on_close() {
     let reader = t.open(".chubby/f", RD).unwrap();
     assert_eq!(t.read(reader, 0, 2).unwrap(), b"fi");
     let w = t.open(".chubby/f", WR | libc::O_TRUNC).unwrap();
-    t.fs.write(w, 0, b"second").unwrap();
+    t.fs.write(w, 0, b"second", None).unwrap();
     // Not visible before the writer closes.
     assert_eq!(t.get(".chubby/f").unwrap(), b"first");
     let (a, _) = t.fs.getattr(t.ino(".chubby/f").unwrap(), None).unwrap();
@@ -68,10 +68,10 @@ fn contents_are_replaced_whole_on_close() {
     t.close(reader).unwrap();
     // Appending and partial writes merge into the current contents.
     let a = t.open(".chubby/f", WR | libc::O_APPEND).unwrap();
-    t.fs.write(a, 0, b"!").unwrap();
+    t.fs.write(a, 0, b"!", None).unwrap();
     t.close(a).unwrap();
     let p = t.open(".chubby/f", WR).unwrap();
-    t.fs.write(p, 0, b"S").unwrap();
+    t.fs.write(p, 0, b"S", None).unwrap();
     t.close(p).unwrap();
     assert_eq!(t.get(".chubby/f").unwrap(), b"Second!");
     // Truncation through setattr, by path and through a handle.
@@ -94,13 +94,13 @@ fn too_large_contents_fail_with_efbig_and_change_nothing() {
     t.put(".chubby/big", b"small").unwrap();
     let fh = t.open(".chubby/big", TRUNC).unwrap();
     let chunk = vec![b'x'; 128 * 1024];
-    t.fs.write(fh, 0, &chunk).unwrap();
-    t.fs.write(fh, chunk.len() as u64, &chunk).unwrap();
+    t.fs.write(fh, 0, &chunk, None).unwrap();
+    t.fs.write(fh, chunk.len() as u64, &chunk, None).unwrap();
     assert_eq!(
-        t.fs.write(fh, 2 * chunk.len() as u64, b"y"),
+        t.fs.write(fh, 2 * chunk.len() as u64, b"y", None),
         Err(Errno::EFBIG)
     );
-    assert_eq!(t.fs.write(fh, 0, b"z"), Err(Errno::EFBIG), "poisoned");
+    assert_eq!(t.fs.write(fh, 0, b"z", None), Err(Errno::EFBIG), "poisoned");
     assert_eq!(t.close(fh), Err(Errno::EFBIG));
     assert_eq!(t.get(".chubby/big").unwrap(), b"small");
     let set = SetAttr {

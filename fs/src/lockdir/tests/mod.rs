@@ -101,7 +101,7 @@ impl T {
 
     fn put(&self, path: &str, data: &[u8]) -> Result<(), Errno> {
         let fh = self.open(path, TRUNC | libc::O_CREAT)?;
-        self.fs.write(fh, 0, data)?;
+        self.fs.write(fh, 0, data, None)?;
         self.close(fh)
     }
 
