@@ -40,6 +40,12 @@ pub fn put_varint64(out: &mut Vec<u8>, mut v: u64) {
 
 /// Decodes a varint from the front of `buf`: the value and the bytes consumed.
 pub fn get_varint64(buf: &[u8]) -> Option<(u64, usize)> {
+    // Most lengths in a block (shared and unshared key bytes) fit one byte.
+    match buf.first() {
+        Some(&b) if b < 0x80 => return Some((u64::from(b), 1)),
+        None => return None,
+        _ => {}
+    }
     let mut v: u64 = 0;
     for (i, &b) in buf.iter().enumerate().take(10) {
         let part = u64::from(b & 0x7F);
