@@ -41,16 +41,18 @@ impl Ctx {
     }
 
     /// Whether releasing `fh` may commit something (and so belongs on a
-    /// commit worker); a reader's release only drops its handle.
+    /// commit worker): what [`Ctx::release`] commits or abandons. A reader's
+    /// release, or a writer's whose close committed, only drops its handle.
     pub fn release_commits(&self, fh: u64) -> bool {
         let Some(h) = self.handles.get(fh) else {
             return false;
         };
         let g = h.lock();
         match &*g {
-            Handle::Cell(c) => c.writable || c.created,
+            Handle::Cell(c) => (c.dirty && c.failed.is_none()) || c.created,
             Handle::Schema(s) => s.dirty,
-            Handle::Mutate(_) | Handle::Control(_) => true,
+            Handle::Mutate(m) => m.failed.is_none() && !m.parser.is_empty(),
+            Handle::Control(_) => true,
             Handle::Scan(_) | Handle::Content(_) | Handle::Dir(_) => false,
         }
     }
