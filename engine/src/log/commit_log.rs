@@ -71,7 +71,8 @@ pub struct CommitLogStats {
     pub bytes: u64,
     /// Appends that asked for a sync.
     pub syncs: u64,
-    /// Times logging moved to the other lane (slow or failed write).
+    /// Times logging moved to the other lane (a slow or failed write, or
+    /// an unsynced append finding the active lane busy rolling or syncing).
     pub switches: u64,
     /// New files started by rolling.
     pub rolls: u64,
