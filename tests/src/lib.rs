@@ -268,13 +268,13 @@ impl Mount {
     /// Runs a script that must succeed; returns its stdout.
     pub fn ok(&self, script: &str) -> String {
         let o = self.sh(script);
+        // The daemon log's tail is printed when the panic drops the mount.
         assert!(
             o.status.success(),
-            "`{script}` failed ({}):\nstdout: {}\nstderr: {}\nlog tail:\n{}",
+            "`{script}` failed ({}):\nstdout: {}\nstderr: {}",
             o.status,
             String::from_utf8_lossy(&o.stdout),
             String::from_utf8_lossy(&o.stderr),
-            tail(&self.log_text(), 20)
         );
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
