@@ -18,6 +18,7 @@ use crate::view::StoreView;
 use engine::schema::FamilySchema;
 use engine::{Cell, WriteOptions};
 use fuser::{Errno, FileAttr, FileType};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -38,6 +39,8 @@ pub struct Ctx {
     /// Places in listings of directories that were not opened.
     pub(crate) cursors: crate::cursors::Cursors,
     pub(crate) inval: Invalidator,
+    /// The versions whose pages the kernel may cache (see `pages.rs`).
+    pub(crate) pages: crate::pages::PageVersions,
     pub(crate) started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
     pub(crate) local_locks: Arc<LocalLocks>,
@@ -54,6 +57,7 @@ impl Ctx {
             handles: Handles::default(),
             cursors: Default::default(),
             inval: Invalidator::default(),
+            pages: Default::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
             lockdir: None,
@@ -118,8 +122,10 @@ impl Ctx {
     /// While an open handle holds uncommitted changes to a file, the file's
     /// size is that handle's (it is what the kernel has seen written): a
     /// committed size here would shrink the kernel's view under the writer.
+    /// But not while a reader reads the committed value through the page
+    /// cache: the kernel clamps its reads to the size it was told last.
     fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
-        if !node.view().is_some_and(|v| v.is_now()) {
+        if !node.view().is_some_and(|v| v.is_now()) || self.pages.has_readers(node.ino()) {
             return None;
         }
         let size = self.writer_size(node)?;
@@ -334,6 +340,10 @@ impl Ctx {
             inodes: self.inodes.len(),
             open_handles: self.handles.len(),
             pending_dirs: self.data.pending.len(),
+            reader_waits: (
+                self.pages.waits.load(Ordering::Relaxed),
+                self.pages.waits_expired.load(Ordering::Relaxed),
+            ),
         })
     }
 

@@ -254,6 +254,12 @@ impl Fs {
         }
     }
 
+    /// Whether opening `ino` with `flags` may wait for readers to close (see
+    /// `pages.rs`), and so belongs on a worker rather than a FUSE thread.
+    pub fn open_waits(&self, ino: u64, flags: i32) -> bool {
+        crate::files::acc_writable(flags) && self.cx.pages.has_readers(ino)
+    }
+
     /// FUSE `create` with mode 0644 (a cell takes its family's mode anyway).
     pub fn create(
         &self,
@@ -305,10 +311,16 @@ impl Fs {
             Some(ld) => ld.read(caller, fh, offset, size, nonblock, done),
             None => {
                 let r = self.cx.read(fh, offset, size);
-                if r.is_ok() {
+                let source = self.cx.page_source(fh);
+                let ok = r.is_ok();
+                if ok {
                     self.cx.settle();
                 }
-                done(r)
+                done(r);
+                // Noted once the kernel has the pages (see `pages.rs`).
+                if let (true, Some((ino, ts))) = (ok, source) {
+                    self.cx.pages.filled(ino, ts);
+                }
             }
         }
     }

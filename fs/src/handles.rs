@@ -45,8 +45,11 @@ pub struct CellHandle {
     /// The directory and name this handle created the file under (the
     /// kernel's entry to drop if the file is never committed).
     pub created_as: Option<(Node, Vec<u8>)>,
-    /// The kernel-side size may be stale: the handle bypasses the page cache.
+    /// The handle bypasses the page cache (a writer, or a reader while the
+    /// kernel's size or pages may not be the committed value's).
     pub direct: bool,
+    /// Timestamp of the version `data` was read from (0: none yet).
+    pub ts: u64,
     /// A write failed (EFBIG): the value is incomplete and is never
     /// committed; close reports the error.
     pub failed: Option<fuser::Errno>,

@@ -8,8 +8,8 @@
 //! module imports only from the layers listed before it:
 //!
 //! 1. parsers and plumbing: `names`, `query`, `mutate`, `schema_file`,
-//!    `output`, `perms`, `errno`, `options`, `store`, `pending`, `notify`,
-//!    `pool`, `local_locks`, `status`, `reply`, `memory`
+//!    `output`, `perms`, `errno`, `options`, `counts`, `store`, `pending`,
+//!    `notify`, `pages`, `pool`, `local_locks`, `status`, `reply`, `memory`
 //! 2. `node`: what an inode stands for
 //! 3. `inodes`, `handles`, `cursors`
 //! 4. `view` (engine queries) and `attr` (pure attribute functions)
@@ -20,6 +20,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod attr;
+pub mod counts;
 mod ctx;
 pub mod cursors;
 pub mod dirs;
@@ -40,6 +41,7 @@ pub mod node;
 pub mod notify;
 pub mod options;
 pub mod output;
+pub mod pages;
 pub mod pending;
 pub mod perms;
 mod pool;

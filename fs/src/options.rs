@@ -22,6 +22,9 @@ pub struct FsOptions {
     /// How long the kernel may cache names and attributes of table, row and
     /// family directories (the daemon invalidates them when it changes them).
     pub dir_timeout: Duration,
+    /// How long a writer's open waits for readers that hold the cell through
+    /// the page cache to close (see `pages.rs`).
+    pub reader_wait: Duration,
     /// fsync the commit log on every close (not only on fsync).
     pub sync_writes: bool,
     /// Largest cell value (EFBIG above).
@@ -44,6 +47,7 @@ impl Default for FsOptions {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
             dir_timeout: Duration::from_secs(1),
+            reader_wait: Duration::from_secs(1),
             sync_writes: false,
             max_value_size: engine::DEFAULT_MAX_VALUE,
             uid: 0,

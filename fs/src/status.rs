@@ -81,6 +81,8 @@ pub struct StatusSources<'a> {
     pub inodes: usize,
     pub open_handles: usize,
     pub pending_dirs: usize,
+    /// Writers' opens that waited for cached readers, and that gave up.
+    pub reader_waits: (u64, u64),
 }
 
 impl StatusFile {
@@ -148,6 +150,8 @@ impl StatusFile {
                     ("inodes", s.inodes as u64),
                     ("open_handles", s.open_handles as u64),
                     ("pending_dirs", s.pending_dirs as u64),
+                    ("reader_waits", s.reader_waits.0),
+                    ("reader_waits_expired", s.reader_waits.1),
                     (
                         "fuse_requests",
                         crate::options::FUSE_REQUESTS.load(Ordering::Relaxed),
@@ -162,6 +166,9 @@ impl StatusFile {
                 for (k, v) in rows {
                     let _ = writeln!(out, "{k}={v}");
                 }
+                for (op, n) in crate::counts::seen() {
+                    let _ = writeln!(out, "fuse_{op}={n}");
+                }
             }
             StatusFile::Mount => {
                 let o = s.opts;
@@ -169,6 +176,7 @@ impl StatusFile {
                 let _ = writeln!(out, "attr_timeout_ms={}", o.attr_timeout.as_millis());
                 let _ = writeln!(out, "entry_timeout_ms={}", o.entry_timeout.as_millis());
                 let _ = writeln!(out, "dir_timeout_ms={}", o.dir_timeout.as_millis());
+                let _ = writeln!(out, "reader_wait_ms={}", o.reader_wait.as_millis());
                 let _ = writeln!(out, "sync={}", o.sync_writes);
                 let _ = writeln!(out, "max_value_size={}", o.max_value_size);
             }

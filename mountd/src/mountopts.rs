@@ -15,6 +15,7 @@
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 1) |
 //! | `dir_timeout=S` | the same for table, row and family directories (default 1; the daemon invalidates what it changes) |
+//! | `reader_wait=S` | how long opening a cell for writing waits for readers that read it through the page cache to close (default 1) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
@@ -53,6 +54,8 @@ pub struct MountConfig {
     pub entry_timeout: Duration,
     /// Names and attributes of table, row and family directories.
     pub dir_timeout: Duration,
+    /// How long a writer's open waits for cached readers to close.
+    pub reader_wait: Duration,
     pub log_level: log::LevelFilter,
     pub log_file: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
@@ -107,6 +110,7 @@ impl MountConfig {
             // The daemon invalidates what it changes: a walk of a big
             // table must not look up again every row it listed a while ago.
             dir_timeout: Duration::from_secs(DEFAULT_DIR_TTL_SECS),
+            reader_wait: Duration::from_secs(1),
             log_level: log::LevelFilter::Info,
             log_file: None,
             pid_file: None,
@@ -184,6 +188,7 @@ impl MountConfig {
             "attr_timeout" => self.attr_timeout = parse_seconds(need(key, value)?)?,
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
             "dir_timeout" => self.dir_timeout = parse_seconds(need(key, value)?)?,
+            "reader_wait" => self.reader_wait = parse_seconds(need(key, value)?)?,
             "log" => {
                 self.log_level = need(key, value)?.parse().map_err(|_| {
                     format!(

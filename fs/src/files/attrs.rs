@@ -7,13 +7,14 @@ impl Ctx {
     /// Attributes of an open file as its handle sees it.
     pub(crate) fn handle_attr(&self, fh: u64, node: &Node) -> Option<FileAttr> {
         let h = self.handles.get(fh)?;
-        let (len, dirty) = {
+        let (len, dirty, cached_ts) = {
             let g = h.lock();
             let Handle::Cell(c) = &*g else { return None };
             if c.node != *node {
                 return None;
             }
-            (c.data.len() as u64, c.dirty)
+            let cached = !c.direct && !c.writable && c.ts != 0;
+            (c.data.len() as u64, c.dirty, cached.then_some(c.ts))
         };
         let fam = self
             .data
@@ -28,7 +29,13 @@ impl Ctx {
             len,
             std::time::SystemTime::now(),
         );
-        if !dirty {
+        if let Some(ts) = cached_ts {
+            // A cached reader's page-in asks for the size of the version it
+            // reads (a newer one may have been committed since its open).
+            let t = crate::options::micros_to_time(ts);
+            (a.mtime, a.ctime, a.atime) = (t, t, t);
+            self.inodes.set_reported(node.ino(), len, ts);
+        } else if !dirty {
             if let Ok(cur) = self.node_attr(node) {
                 a.mtime = cur.mtime;
                 a.ctime = cur.ctime;

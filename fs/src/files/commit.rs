@@ -66,6 +66,11 @@ impl Ctx {
         let mut g = h.lock();
         let r = match &mut *g {
             Handle::Cell(c) => {
+                if c.writable {
+                    self.pages.writer_closed(c.node.ino());
+                } else if !c.direct {
+                    self.pages.reader_closed(c.node.ino());
+                }
                 let r = if c.dirty && c.failed.is_none() {
                     self.commit_cell(c)
                 } else {
@@ -205,14 +210,19 @@ impl Ctx {
             self.data.pending.drop_cell(table, row, family, qualifier);
         }
         self.data.pending.data_written(table, row, family);
-        if c.append_only || ts.is_some() {
+        // Readers may have cached pages of an older version: forget them
+        // before they are invalidated (see `pages.rs`).
+        let paged = self.pages.drop_ino(c.node.ino());
+        if paged || c.append_only || ts.is_some() {
             // What the store holds may differ from what the kernel cached
-            // (concurrent appends merged; a version behind the newest).
+            // (pages of an older version; concurrent appends merged; a
+            // version behind the newest). The next open that finds its
+            // size stale reads around the cache once.
             self.invalidate(&c.node);
         } else if let Ok(Some(cur)) = self.data.store.read_cell(table, row, family, qualifier) {
-            // The kernel's pages and size came from this handle's writes and
-            // are exactly the committed value: keep them, and remember the
-            // version so that the next open may use them.
+            // No pages are cached, and the kernel's size came from this
+            // handle's writes: if that is the committed value's, remember
+            // the version so that the next open may use the page cache.
             if cur.value.len() == c.data.len() {
                 self.inodes
                     .set_reported(c.node.ino(), cur.value.len() as u64, cur.timestamp);
@@ -220,13 +230,15 @@ impl Ctx {
         }
         if ts.is_some() {
             // The newest value may have changed too.
-            self.invalidate(&Node::Cell {
+            let newest = Node::Cell {
                 table: table.clone(),
                 view: View::Now,
                 row: row.clone(),
                 family: family.clone(),
                 qualifier: qualifier.clone(),
-            });
+            };
+            self.pages.drop_ino(newest.ino());
+            self.invalidate(&newest);
         }
         Ok(())
     }

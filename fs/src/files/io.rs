@@ -9,6 +9,10 @@ impl Ctx {
         let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         let out = match &mut *g {
+            Handle::Cell(c) if !c.direct => {
+                self.follow_reported(c);
+                slice_at(&c.data, offset, size)
+            }
             Handle::Cell(c) => slice_at(&c.data, offset, size),
             Handle::Schema(s) => slice_at(&s.data, offset, size),
             Handle::Content(c) => slice_at(c, offset, size),
@@ -28,6 +32,60 @@ impl Ctx {
         };
         Stats::add(&self.data.stats.read_bytes, out.len() as u64);
         Ok(out)
+    }
+
+    /// A READ through the page cache is clamped to the size the kernel was
+    /// last told, which a stat after a commit may have made the new value's:
+    /// the reply must be the version of that size, or the reader would get
+    /// the old value cut short (or padded). So a cached handle serves its
+    /// own version while that is what the kernel was told, and otherwise
+    /// moves to the committed one if that is.
+    fn follow_reported(&self, c: &mut CellHandle) {
+        let ino = c.node.ino();
+        let told = self.inodes.reported(ino);
+        if told == Some((c.data.len() as u64, c.ts)) {
+            return;
+        }
+        let cur = match &c.node {
+            Node::Cell {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => self.data.newest(table, *view, row, family, qualifier),
+            Node::Version {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+                ts,
+            } => self.data.version(table, *view, row, family, qualifier, *ts),
+            _ => return,
+        };
+        match cur {
+            Ok(Some(cur)) if told == Some((cur.value.len() as u64, cur.timestamp)) => {
+                c.data = cur.value;
+                c.ts = cur.timestamp;
+            }
+            // Neither: what the kernel holds is unknown; drop it soon.
+            _ => {
+                self.pages.drop_ino(ino);
+                self.invalidate(&c.node);
+            }
+        }
+    }
+
+    /// The inode and version a READ on `fh` fills the kernel's pages with,
+    /// if it is a cell handle that uses the page cache.
+    pub fn page_source(&self, fh: u64) -> Option<(u64, u64)> {
+        let h = self.handles.get(fh)?;
+        let g = h.lock();
+        match &*g {
+            Handle::Cell(c) if !c.direct => Some((c.node.ino(), c.ts)),
+            _ => None,
+        }
     }
 
     /// FUSE `write`, by the descriptor table `owner` (see

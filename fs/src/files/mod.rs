@@ -31,7 +31,7 @@ const MAX_SCHEMA_TEXT: usize = 1 << 20;
 
 pub use crate::reply::{Opened, SetAttr};
 
-fn acc_writable(flags: i32) -> bool {
+pub(crate) fn acc_writable(flags: i32) -> bool {
     flags & libc::O_ACCMODE != libc::O_RDONLY
 }
 

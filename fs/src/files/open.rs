@@ -2,6 +2,7 @@
 //! scans and status files.
 
 use super::*;
+use std::time::Duration;
 
 impl Ctx {
     /// FUSE `open`.
@@ -199,10 +200,29 @@ impl Ctx {
     ) -> Opened {
         let ino = node.ino();
         let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value, c.timestamp));
-        // Cells bypass the page cache: a writer's unclosed bytes (and an
-        // O_TRUNC open) would otherwise land in pages that concurrent readers
-        // share, and readers must only ever see committed values.
-        let direct = true;
+        // Writers bypass the page cache: their unclosed bytes (and an O_TRUNC
+        // open) would otherwise land in pages that readers share, and readers
+        // must only ever see committed values. A reader uses the cache unless
+        // a writer has the cell open (see `pages.rs`).
+        if writable && !self.pages.writer_opened(ino, self.opts.reader_wait) {
+            log::info!(
+                "{node}: a reader kept the cell open through the page cache for {:?} \
+                 (reader_wait); the writer goes on",
+                self.opts.reader_wait
+            );
+        }
+        let reader = !writable;
+        // Cached pages and size are this very version's: keep them.
+        let agree = self.inodes.reported(ino) == Some((value.len() as u64, ts))
+            && self.pages.agree(ino, ts);
+        let fresh = reader && agree && self.pages.reader_opened(ino);
+        let direct = !fresh;
+        if reader && !agree {
+            // The kernel's size or pages are of another version: this open
+            // reads around them, and they are dropped for the next one.
+            self.pages.drop_ino(ino);
+            self.invalidate(node);
+        }
         let truncated = trunc && writable;
         let data = if truncated { Vec::new() } else { value };
         let dirty = truncated && (ts != 0 || !data.is_empty());
@@ -217,6 +237,7 @@ impl Ctx {
             wrote: false,
             created: false,
             direct,
+            ts,
             failed: None,
             created_as: None,
         });
@@ -228,6 +249,7 @@ impl Ctx {
         Opened {
             fh,
             direct_io: direct,
+            keep_cache: fresh,
             ..Default::default()
         }
     }
@@ -384,6 +406,9 @@ impl Ctx {
                         .pending
                         .add_cell(&table, &row, &family, &qualifier);
                 }
+                // Nothing is committed, so no reader holds pages of it; the
+                // writer is registered so that none does until it closes.
+                self.pages.writer_opened(ino, Duration::ZERO);
                 let fh = self.handles.insert_writer(
                     Handle::Cell(CellHandle {
                         node: node.clone(),
@@ -397,6 +422,7 @@ impl Ctx {
                         created: matches!(node, Node::Cell { .. }),
                         created_as: Some(((*p).clone(), name.to_vec())),
                         direct: true,
+                        ts: 0,
                         failed: None,
                     }),
                     ino,

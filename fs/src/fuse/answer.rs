@@ -18,6 +18,13 @@ pub(super) fn caller(req: &Request) -> Caller {
 /// Runs one request; a panic is logged (its reply, dropped, answers EIO).
 pub(super) fn guard(op: &str, f: impl FnOnce()) {
     crate::options::FUSE_REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    crate::counts::count(op);
+    catching(op, f)
+}
+
+/// The part of a request that runs later on a commit worker: guarded the
+/// same way, but not counted again.
+pub(super) fn catching(op: &str, f: impl FnOnce()) {
     if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
         let msg = p
             .downcast_ref::<String>()

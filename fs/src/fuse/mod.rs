@@ -9,7 +9,7 @@ mod answer;
 use crate::fs::Fs;
 use crate::options::MAX_WRITE;
 use crate::reply::{DirOut, SetAttr};
-use answer::{caller, fopen, guard, Answer};
+use answer::{caller, catching, fopen, guard, Answer};
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags,
@@ -104,6 +104,7 @@ impl Filesystem for FuseFs {
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
         crate::options::FUSE_FORGETS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        crate::counts::count("forget");
         self.fs.forget(ino.0, nlookup);
     }
 
@@ -220,9 +221,18 @@ impl Filesystem for FuseFs {
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         guard("open", || {
-            match self.fs.open(&caller(req), ino.0, flags.0) {
+            let caller = caller(req);
+            let open = move |fs: &Fs| match fs.open(&caller, ino.0, flags.0) {
                 Ok(o) => reply.opened(FileHandle(o.fh), fopen(&o)),
                 Err(e) => reply.error(e),
+            };
+            if self.fs.open_waits(ino.0, flags.0) {
+                // A writer waiting for readers to close must not hold a FUSE
+                // thread: the readers' releases come through them.
+                let fs = self.fs.clone();
+                self.commits.run(move || catching("open", || open(&fs)));
+            } else {
+                open(&self.fs)
             }
         })
     }
@@ -310,7 +320,7 @@ impl Filesystem for FuseFs {
                 None => {
                     let fs = self.fs.clone();
                     self.commits.run(move || {
-                        guard("flush", || match fs.flush(fh.0, Some(lock_owner.0)) {
+                        catching("flush", || match fs.flush(fh.0, Some(lock_owner.0)) {
                             Ok(()) => {
                                 fs.settle();
                                 reply.ok()
@@ -344,7 +354,7 @@ impl Filesystem for FuseFs {
                 None => {
                     let fs = self.fs.clone();
                     self.commits
-                        .run(move || guard("release", || reply.answer(fs.release(fh.0))))
+                        .run(move || catching("release", || reply.answer(fs.release(fh.0))))
                 }
             }
         })
@@ -445,6 +455,7 @@ impl Filesystem for FuseFs {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        crate::counts::count("releasedir");
         self.fs.releasedir(fh.0);
         reply.ok();
     }
@@ -484,6 +495,7 @@ impl Filesystem for FuseFs {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        crate::counts::count("statfs");
         let s = self.fs.statfs();
         reply.statfs(
             s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
@@ -628,6 +640,7 @@ impl Filesystem for FuseFs {
     fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         // Permissions are checked by the kernel (default_permissions); this
         // only says whether the inode is still known.
+        crate::counts::count("access");
         if self.fs.knows(ino.0) {
             reply.ok()
         } else {

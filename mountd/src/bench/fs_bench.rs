@@ -7,12 +7,14 @@
 //! making the row and family directories when the open finds them missing; a
 //! read is open/read/close; the scan lists the table and reads every cell.
 //! Close errors are checked, since closing is when the mount commits a cell.
+//! After the six, a second sequential read of the unchanged cells ("warm
+//! re-read") shows what the page cache gives against the first ("cold").
 
 use super::common::{
     check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, Measured, Table, TempDir,
     VALUE_BYTES,
 };
-use super::workloads::{fig6_suite, Fig6, Fig6Results, KvStore, Plan};
+use super::workloads::{fig6_suite, read_seq, Fig6, Fig6Results, KvStore, Plan, Written};
 use anyhow::{bail, Context, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -159,8 +161,24 @@ impl KvStore for FsTable {
     }
 }
 
-/// Runs all six workloads in three fresh tables under `root`; removes them after, even on error.
-pub fn run_target(root: &Path, sync: bool, plan: Plan) -> Result<Fig6Results> {
+/// The six workloads and the warm re-read on one target.
+pub struct FsResults {
+    pub fig6: Fig6Results,
+    /// A second sequential read of the cells `fig6`'s sequential read read.
+    pub reread: Measured,
+}
+
+impl FsResults {
+    /// Warm re-read rate over the cold (first) sequential read rate.
+    fn warm_over_cold(&self) -> Option<f64> {
+        let cold = self.fig6.kv.seq_read.rate();
+        (cold > 0.0).then(|| self.reread.rate() / cold)
+    }
+}
+
+/// Runs all six workloads in three fresh tables under `root`, then re-reads
+/// the sequential table; removes them after, even on error.
+pub fn run_target(root: &Path, sync: bool, plan: Plan) -> Result<FsResults> {
     let tag = format!("bench-{}", std::process::id());
     let mut tables = Vec::new();
     let result = (|| {
@@ -176,7 +194,10 @@ pub fn run_target(root: &Path, sync: bool, plan: Plan) -> Result<Fig6Results> {
                 sync,
             )?);
         }
-        fig6_suite(&tables[0], &tables[1], &tables[2], plan)
+        let fig6 = fig6_suite(&tables[0], &tables[1], &tables[2], plan)?;
+        let written = Written::from_fill(plan.n, &fig6.kv.seq_write);
+        let reread = read_seq(&tables[0], &written, plan)?;
+        Ok(FsResults { fig6, reread })
     })();
     for t in &tables {
         if let Err(e) = t.remove() {
@@ -341,8 +362,8 @@ pub struct FsArgs {
 }
 
 struct PeerRun {
-    passthrough: Option<Result<Fig6Results>>,
-    tmpfs: Option<Result<Fig6Results>>,
+    passthrough: Option<Result<FsResults>>,
+    tmpfs: Option<Result<FsResults>>,
     note: Vec<String>,
 }
 
@@ -399,20 +420,25 @@ fn run_peers(args: &FsArgs) -> Result<PeerRun> {
     })
 }
 
-fn rate_of(r: &Option<Result<Fig6Results>>, w: Fig6) -> Option<f64> {
+fn rate_of(r: &Option<Result<FsResults>>, w: Fig6) -> Option<f64> {
     match r {
-        Some(Ok(r)) => Some(r.get(w).rate()),
+        Some(Ok(r)) => Some(r.fig6.get(w).rate()),
         _ => None,
     }
 }
 
-fn json_of(r: &Option<Result<Fig6Results>>) -> serde_json::Value {
+fn json_of(r: &Option<Result<FsResults>>) -> serde_json::Value {
     match r {
         Some(Ok(r)) => {
             let mut obj = serde_json::Map::new();
             for w in Fig6::ALL {
-                obj.insert(w.key().into(), r.get(w).json());
+                obj.insert(w.key().into(), r.fig6.get(w).json());
             }
+            obj.insert("reread".into(), r.reread.json());
+            obj.insert(
+                "warm_over_cold".into(),
+                json_ratio(r.warm_over_cold(), Some(1.0)),
+            );
             serde_json::Value::Object(obj)
         }
         Some(Err(e)) => serde_json::json!({ "error": format!("{e:#}") }),
@@ -469,7 +495,7 @@ pub fn run(args: &FsArgs) -> Result<()> {
     ]);
     let mut workloads = serde_json::Map::new();
     for w in Fig6::ALL {
-        let m: &Measured = ours.get(w);
+        let m: &Measured = ours.fig6.get(w);
         let (pt, tf) = (rate_of(&peers.passthrough, w), rate_of(&peers.tmpfs, w));
         let fmt_opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
         table.row(vec![
@@ -493,8 +519,34 @@ pub fn run(args: &FsArgs) -> Result<()> {
         }
         workloads.insert(w.key().into(), j);
     }
+    let reread = |r: &Option<Result<FsResults>>| match r {
+        Some(Ok(r)) => Some(r.reread.rate()),
+        _ => None,
+    };
+    let (pt, tf) = (reread(&peers.passthrough), reread(&peers.tmpfs));
+    let fmt_opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
+    table.row(vec![
+        "re-read (warm)".into(),
+        fmt_rate(&ours.reread),
+        fmt_opt(pt),
+        fmt_opt(tf),
+        fmt_ratio(Some(ours.reread.rate()), pt),
+        "-".into(),
+        "-".into(),
+    ]);
     println!("{}", table.render());
     println!("(* = stopped at the time cap; rates are cells (files) per second)");
+    let warm = |r: Option<f64>| r.map_or("-".to_string(), |v| format!("{v:.2}x"));
+    let peer_warm = |r: &Option<Result<FsResults>>| match r {
+        Some(Ok(r)) => r.warm_over_cold(),
+        _ => None,
+    };
+    println!(
+        "warm re-read / cold sequential read: ours {}, bindfs {}, tmpfs {}",
+        warm(ours.warm_over_cold()),
+        warm(peer_warm(&peers.passthrough)),
+        warm(peer_warm(&peers.tmpfs))
+    );
     for n in &peers.note {
         println!("{n}");
     }
@@ -508,7 +560,9 @@ pub fn run(args: &FsArgs) -> Result<()> {
         "sync": args.sync,
         "time_cap_secs": plan.time_cap.as_secs_f64(),
         "workloads": workloads,
-        "mem_fill": ours.mem_fill.json(),
+        "reread": ours.reread.json(),
+        "warm_over_cold": json_ratio(ours.warm_over_cold(), Some(1.0)),
+        "mem_fill": ours.fig6.mem_fill.json(),
         "passthrough": json_of(&peers.passthrough),
         "tmpfs": json_of(&peers.tmpfs),
     });
@@ -554,8 +608,9 @@ mod tests {
         };
         let r = run_target(dir.path(), false, plan).unwrap();
         for w in Fig6::ALL {
-            assert_eq!(r.get(w).ops, 200, "{w:?}");
+            assert_eq!(r.fig6.get(w).ops, 200, "{w:?}");
         }
+        assert_eq!(r.reread.ops, 200);
         // Tables removed afterwards.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }

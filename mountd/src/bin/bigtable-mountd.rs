@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 const USAGE: &str = "usage: bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o option[,option...]]
 
   -f            stay in the foreground (log to stderr)
-  -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S, dir_timeout=S,
+  -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S, dir_timeout=S, reader_wait=S,
                 log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
                 memtable=SIZE, split=SIZE, cache=SIZE, scan_cache=SIZE,
                 max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT (see README)";
@@ -122,6 +122,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         attr_timeout: cfg.attr_timeout,
         entry_timeout: cfg.entry_timeout,
         dir_timeout: cfg.dir_timeout,
+        reader_wait: cfg.reader_wait,
         sync_writes: cfg.sync,
         max_value_size: max_value,
         uid: nix::unistd::getuid().as_raw(),

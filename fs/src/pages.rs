@@ -1,0 +1,240 @@
+//! Which version of a cell the kernel's page cache may hold, and which opens
+//! may use it.
+//!
+//! A reader of a cell may use the page cache (no READ at all on a warm
+//! re-read) only while the pages the kernel keeps are of the version the
+//! store now holds. Pages are filled by READ replies of handles that do not
+//! bypass the cache; each such reply is noted here *after* it is sent (once
+//! the reply is written the kernel has the pages), so a commit that drops
+//! the note and then invalidates the inode can never leave pages of an old
+//! version behind unnoticed: either the invalidation comes after the pages
+//! (and drops them), or the note comes after the drop (and the next open
+//! sees a version that is not the store's).
+//!
+//! The kernel keeps one size per inode and clamps every cached read to it,
+//! and a writer's open moves that size (an `O_TRUNC` open sets it to 0 in the
+//! kernel, a write past the end grows it) long before its close commits
+//! anything. So cached readers and writers of one inode never overlap: a
+//! reader reads around the cache while a writer has the cell open, and a
+//! writer's open waits for the cached readers to close (they are mostly a
+//! `cat`: open, read, close), up to a bound (`reader_wait`) that keeps a
+//! reader holding its file open from stalling writers for good. Once one
+//! writer has waited that long, later writers do not wait for the same
+//! readers again.
+
+use parking_lot::{Condvar, Mutex};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// Pages of more than one version may be cached: never trust them.
+const MIXED: u64 = u64::MAX;
+
+/// Opens of one inode that hold it: readers through the cache, and writers.
+#[derive(Default, Clone, Copy)]
+struct Holders {
+    cached_readers: usize,
+    writers: usize,
+    /// A writer gave up waiting for the cached readers open now.
+    outwaited: bool,
+}
+
+/// See the module comment.
+#[derive(Default)]
+pub struct PageVersions {
+    /// Inode → timestamp of the version its cached pages came from.
+    by_ino: Mutex<HashMap<u64, u64>>,
+    /// Inode → the opens holding it (absent: none).
+    holders: Mutex<HashMap<u64, Holders>>,
+    /// Signalled when an inode's last cached reader closes.
+    readers_gone: Condvar,
+    /// Writers' opens that waited for readers, and those that gave up.
+    pub waits: AtomicU64,
+    pub waits_expired: AtomicU64,
+}
+impl PageVersions {
+    /// A READ reply from version `ts` of `ino` was sent.
+    pub fn filled(&self, ino: u64, ts: u64) {
+        let mut g = self.by_ino.lock();
+        let e = g.entry(ino).or_insert(ts);
+        if *e != ts {
+            *e = MIXED;
+        }
+    }
+
+    /// Whether any pages the kernel may hold for `ino` are of version `ts`.
+    pub fn agree(&self, ino: u64, ts: u64) -> bool {
+        self.by_ino.lock().get(&ino).is_none_or(|&v| v == ts)
+    }
+
+    /// Forgets `ino` before its pages are invalidated; true if the kernel
+    /// may hold pages of it.
+    pub fn drop_ino(&self, ino: u64) -> bool {
+        self.by_ino.lock().remove(&ino).is_some()
+    }
+
+    /// A reader of `ino` asks to use the cache: registered and true unless a
+    /// writer has the inode open.
+    pub fn reader_opened(&self, ino: u64) -> bool {
+        let mut g = self.holders.lock();
+        let h = g.entry(ino).or_default();
+        if h.writers > 0 {
+            return false;
+        }
+        h.cached_readers += 1;
+        true
+    }
+
+    /// A handle reading `ino` through the cache was released.
+    pub fn reader_closed(&self, ino: u64) {
+        let mut g = self.holders.lock();
+        if let Some(h) = g.get_mut(&ino) {
+            h.cached_readers = h.cached_readers.saturating_sub(1);
+            if h.cached_readers == 0 {
+                h.outwaited = false;
+                self.readers_gone.notify_all();
+            }
+            if h.cached_readers == 0 && h.writers == 0 {
+                g.remove(&ino);
+            }
+        }
+    }
+
+    /// A writer opens `ino`: from now on new readers bypass the cache; waits
+    /// up to `limit` for the cached readers to close. False if some were
+    /// still open at the limit.
+    pub fn writer_opened(&self, ino: u64, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        let mut g = self.holders.lock();
+        let h = g.entry(ino).or_default();
+        h.writers += 1;
+        if h.cached_readers == 0 {
+            return true;
+        }
+        if h.outwaited {
+            return false;
+        }
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        while g.get(&ino).is_some_and(|h| h.cached_readers > 0) {
+            if self.readers_gone.wait_until(&mut g, deadline).timed_out() {
+                if let Some(h) = g.get_mut(&ino).filter(|h| h.cached_readers > 0) {
+                    h.outwaited = true;
+                    self.waits_expired.fetch_add(1, Ordering::Relaxed);
+                    return false;
+                }
+                return true;
+            }
+        }
+        true
+    }
+
+    /// A writer of `ino` was released.
+    pub fn writer_closed(&self, ino: u64) {
+        let mut g = self.holders.lock();
+        if let Some(h) = g.get_mut(&ino) {
+            h.writers = h.writers.saturating_sub(1);
+            if h.cached_readers == 0 && h.writers == 0 {
+                g.remove(&ino);
+            }
+        }
+    }
+
+    /// Whether a handle reads `ino` through the cache now.
+    pub fn has_readers(&self, ino: u64) -> bool {
+        self.holders
+            .lock()
+            .get(&ino)
+            .is_some_and(|h| h.cached_readers > 0)
+    }
+
+    /// Inodes with pages noted (for `.bigtable/stats`).
+    pub fn len(&self) -> usize {
+        self.by_ino.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_agree_until_a_second_version_fills() {
+        let p = PageVersions::default();
+        assert!(p.agree(1, 10), "no pages: anything agrees");
+        p.filled(1, 10);
+        assert!(p.agree(1, 10));
+        assert!(!p.agree(1, 11));
+        p.filled(1, 11);
+        assert!(
+            !p.agree(1, 10) && !p.agree(1, 11),
+            "mixed pages agree with nothing"
+        );
+        assert!(p.drop_ino(1));
+        assert!(!p.drop_ino(1));
+        assert!(p.agree(1, 11));
+    }
+
+    #[test]
+    fn readers_are_counted_per_inode() {
+        let p = PageVersions::default();
+        assert!(p.reader_opened(1));
+        assert!(p.reader_opened(1));
+        p.reader_closed(1);
+        assert!(p.has_readers(1));
+        p.reader_closed(1);
+        assert!(!p.has_readers(1));
+        p.reader_closed(1);
+        assert!(!p.has_readers(2));
+    }
+
+    #[test]
+    fn a_writer_keeps_readers_off_the_cache_until_it_closes() {
+        let p = PageVersions::default();
+        assert!(p.writer_opened(1, Duration::ZERO));
+        assert!(!p.reader_opened(1), "a writer is open");
+        assert!(p.reader_opened(2), "other inodes are not affected");
+        p.writer_closed(1);
+        assert!(p.reader_opened(1));
+    }
+
+    #[test]
+    fn a_writer_waits_for_cached_readers_and_gives_up_at_its_limit() {
+        let p = std::sync::Arc::new(PageVersions::default());
+        assert!(p.reader_opened(1));
+        assert!(
+            !p.writer_opened(1, Duration::from_millis(10)),
+            "the reader stayed open"
+        );
+        p.writer_closed(1);
+        assert!(
+            !p.writer_opened(1, Duration::from_secs(600)),
+            "a reader one writer gave up on is not waited for again"
+        );
+        p.writer_closed(1);
+        assert_eq!(p.waits_expired.load(Ordering::Relaxed), 1);
+        p.reader_closed(1);
+        assert!(p.reader_opened(1));
+        let closer = {
+            let p = p.clone();
+            std::thread::spawn(move || {
+                // Close once the writer below is waiting (new readers are
+                // refused from then on).
+                while p.reader_opened(1) {
+                    p.reader_closed(1);
+                    std::thread::yield_now();
+                }
+                p.reader_closed(1);
+            })
+        };
+        assert!(
+            p.writer_opened(1, Duration::from_secs(600)),
+            "woken by the reader's close"
+        );
+        closer.join().expect("closer");
+        assert!(!p.has_readers(1));
+    }
+}
