@@ -394,6 +394,32 @@ impl Ctx {
         }
     }
 
+    /// Rows that a writer other than the mount (the gRPC API) changed: drop
+    /// what the kernel caches of them, and the table's listing, before the
+    /// writer is answered.
+    pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
+        for row in rows {
+            // Known inodes of the row: the row, its families and cells.
+            self.invalidate_row(table, row, None);
+        }
+        self.invalidate(&Node::Table(table.to_string()));
+        self.settle();
+    }
+
+    /// A table that a writer other than the mount created, deleted, or
+    /// changed the families or dropped rows of.
+    pub fn table_changed_elsewhere(&self, table: &str) {
+        for (ino, node) in self.inodes.in_table(table) {
+            self.inval.send(Inval::Inode(ino));
+            if let Some((parent, name)) = node.parent_and_name() {
+                self.invalidate_entry(&parent, name);
+            }
+        }
+        self.invalidate_entry(&Node::Root, table.as_bytes().to_vec());
+        self.invalidate(&Node::Root);
+        self.settle();
+    }
+
     /// The cached inodes of a table whose attributes a schema or permission
     /// change may alter: with `family`, only that family's; without, all.
     pub(crate) fn invalidate_table(&self, table: &str, family: Option<&str>) {

@@ -394,6 +394,16 @@ impl Fs {
         self.cx.release(fh)
     }
 
+    /// See [`Ctx::rows_changed_elsewhere`].
+    pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
+        self.cx.rows_changed_elsewhere(table, rows)
+    }
+
+    /// See [`Ctx::table_changed_elsewhere`].
+    pub fn table_changed_elsewhere(&self, table: &str) {
+        self.cx.table_changed_elsewhere(table)
+    }
+
     /// Whether releasing `fh` may commit (see [`Ctx::release_commits`]).
     pub fn release_commits(&self, fh: u64) -> bool {
         self.cx.release_commits(fh)

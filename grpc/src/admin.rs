@@ -93,6 +93,7 @@ impl BigtableTableAdmin for AdminService {
                 .bt
                 .create_table(&id, schema2)
                 .map_err(status::from_engine)?;
+            shared.table_changed(&id);
             if !splits.is_empty() {
                 // Tablets split by size here; the keys only say where a
                 // client expects load, so they are noted and not forced.
@@ -164,7 +165,12 @@ impl BigtableTableAdmin for AdminService {
         let req = req.into_inner();
         let id = names::table(&req.name)?.to_string();
         let shared = self.shared.clone();
-        blocking(move || shared.bt.delete_table(&id).map_err(status::from_engine)).await?;
+        blocking(move || {
+            let r = shared.bt.delete_table(&id).map_err(status::from_engine);
+            shared.table_changed(&id);
+            r
+        })
+        .await?;
         log::info!("grpc: deleted table {}", req.name);
         Ok(Response::new(()))
     }
@@ -221,15 +227,15 @@ impl BigtableTableAdmin for AdminService {
             new.validate().map_err(status::from_engine)?;
             // The API drops a family with its data; the engine drops only
             // empty families, so empty them first.
-            for f in dropped.iter().filter(|f| old.families.contains_key(*f)) {
-                drop::delete_rows(&shared.bt, &id, RowRange::all(), Some(f))
-                    .map_err(status::from_engine)?;
-            }
-            shared
-                .bt
-                .set_schema(&id, new.clone())
-                .map_err(status::from_engine)?;
-            Ok(new)
+            let r = (|| {
+                for f in dropped.iter().filter(|f| old.families.contains_key(*f)) {
+                    drop::delete_rows(&shared.bt, &id, RowRange::all(), Some(f))?;
+                }
+                shared.bt.set_schema(&id, new.clone())
+            })()
+            .map_err(status::from_engine);
+            shared.table_changed(&id);
+            r.map(|()| new)
         })
         .await?;
         Ok(Response::new(table_message(
@@ -256,7 +262,9 @@ impl BigtableTableAdmin for AdminService {
         };
         let shared = self.shared.clone();
         let n = blocking(move || {
-            drop::delete_rows(&shared.bt, &id, rows, None).map_err(status::from_engine)
+            let r = drop::delete_rows(&shared.bt, &id, rows, None).map_err(status::from_engine);
+            shared.table_changed(&id);
+            r
         })
         .await?;
         log::info!("grpc: dropped {n} rows of {}", req.name);

@@ -14,7 +14,7 @@ pub mod names;
 pub mod server;
 pub mod status;
 
-pub use server::{parse_addr, start, Error, Running, Shared};
+pub use server::{parse_addr, start, Changes, Error, Running, Shared};
 
 /// The Table Admin API's messages (and client).
 pub use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 as admin_v2;

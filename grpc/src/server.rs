@@ -22,6 +22,33 @@ pub struct Shared {
     /// act as the daemon's user.
     pub owner: u32,
     pub group: u32,
+    /// Told what each call changed (see [`Changes`]).
+    pub changes: Option<Arc<dyn Changes>>,
+}
+
+/// Told what each call changed, once the change is made (also after a call
+/// that failed part way), so that caches over the same engine, such as the
+/// mount's kernel caches, drop what they hold.
+pub trait Changes: Send + Sync {
+    /// Cells of these rows of `table` were written or deleted.
+    fn rows(&self, table: &str, rows: &[&[u8]]);
+    /// `table` was created or deleted, its families changed, or a range of
+    /// its rows dropped.
+    fn table(&self, table: &str);
+}
+
+impl Shared {
+    pub(crate) fn rows_changed(&self, table: &str, rows: &[&[u8]]) {
+        if let Some(c) = &self.changes {
+            c.rows(table, rows);
+        }
+    }
+
+    pub(crate) fn table_changed(&self, table: &str) {
+        if let Some(c) = &self.changes {
+            c.table(table);
+        }
+    }
 }
 
 /// Errors starting the server.

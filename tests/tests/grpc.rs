@@ -82,3 +82,44 @@ fn python_client_and_the_mount_share_the_data() {
     );
     assert!(!m.path("scratch").exists());
 }
+
+#[test]
+fn grpc_writes_reach_the_kernels_caches_of_the_mount_at_once() {
+    // Every cache lifetime far longer than the test: only the daemon's
+    // invalidations can make the mount show a gRPC write.
+    let m = Mount::with_options(&[
+        "grpc=127.0.0.1:0",
+        "dir_timeout=3600",
+        "entry_timeout=3600",
+        "attr_timeout=3600",
+    ]);
+    let addr = grpc_addr(&m);
+    m.table("t", "f\n");
+    m.ok("for r in a b; do mkdir -p t/$r/f && printf one > t/$r/f/q; done");
+    // The kernel learns the listing, the names, the sizes and the pages.
+    assert_eq!(m.ok("ls t | tr '\\n' ' '"), "a b ");
+    assert_eq!(m.ok("cat t/a/f/q t/a/f/q t/b/f/q"), "oneoneone");
+    assert_eq!(m.ok("ls t/a/f"), "q\n");
+    let py = r#"
+from google.cloud import bigtable
+t = bigtable.Client(project="p", admin=True).instance("i").table("t")
+r = t.direct_row(b"a"); r.set_cell("f", b"q", b"a longer value"); r.set_cell("f", b"n", b"new"); r.commit()
+r = t.direct_row(b"c"); r.set_cell("f", b"q", b"row c"); r.commit()
+r = t.direct_row(b"b"); r.delete(); r.commit()
+"#;
+    let out = Command::new("python3")
+        .args(["-c", py])
+        .env("BIGTABLE_EMULATOR_HOST", &addr)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "the Python client failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(m.ok("cat t/a/f/q"), "a longer value");
+    assert_eq!(m.ok("ls t/a/f | tr '\\n' ' '"), "n q ");
+    assert_eq!(m.ok("ls t | tr '\\n' ' '"), "a c ");
+    assert_eq!(m.ok("cat t/c/f/q"), "row c");
+    m.fails("cat t/b/f/q");
+}

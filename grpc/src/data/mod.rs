@@ -95,10 +95,12 @@ impl DataApi for DataService {
         let m = mutate::row_mutation(&req.row_key, &req.mutations)?;
         let shared = self.shared.clone();
         blocking(move || {
-            shared
+            let r = shared
                 .bt
                 .apply(&table, &m, engine::WriteOptions::default())
-                .map_err(status::from_engine)
+                .map_err(status::from_engine);
+            shared.rows_changed(&table, &[&req.row_key]);
+            r
         })
         .await?;
         Ok(Response::new(v2::MutateRowResponse {}))
@@ -114,7 +116,13 @@ impl DataApi for DataService {
             return Err(Status::invalid_argument("no entries given"));
         }
         let shared = self.shared.clone();
-        let resp = blocking(move || modify::mutate_rows(&shared.bt, &table, &req.entries)).await?;
+        let resp = blocking(move || {
+            let r = modify::mutate_rows(&shared.bt, &table, &req.entries);
+            let rows: Vec<&[u8]> = req.entries.iter().map(|e| e.row_key.as_slice()).collect();
+            shared.rows_changed(&table, &rows);
+            r
+        })
+        .await?;
         let (tx, rx) = mpsc::channel(1);
         let _ = tx.try_send(Ok(resp));
         Ok(Response::new(ReceiverStream::new(rx)))
@@ -126,7 +134,14 @@ impl DataApi for DataService {
     ) -> Result<Response<v2::CheckAndMutateRowResponse>, Status> {
         let req = req.into_inner();
         let shared = self.shared.clone();
-        let matched = blocking(move || modify::check_and_mutate(&shared.bt, &req)).await?;
+        let matched = blocking(move || {
+            let r = modify::check_and_mutate(&shared.bt, &req);
+            if let Ok(table) = names::table(&req.table_name) {
+                shared.rows_changed(table, &[&req.row_key]);
+            }
+            r
+        })
+        .await?;
         Ok(Response::new(v2::CheckAndMutateRowResponse {
             predicate_matched: matched,
         }))
@@ -146,7 +161,14 @@ impl DataApi for DataService {
     ) -> Result<Response<v2::ReadModifyWriteRowResponse>, Status> {
         let req = req.into_inner();
         let shared = self.shared.clone();
-        let row = blocking(move || modify::read_modify_write(&shared.bt, &req)).await?;
+        let row = blocking(move || {
+            let r = modify::read_modify_write(&shared.bt, &req);
+            if let Ok(table) = names::table(&req.table_name) {
+                shared.rows_changed(table, &[&req.row_key]);
+            }
+            r
+        })
+        .await?;
         Ok(Response::new(v2::ReadModifyWriteRowResponse {
             row: Some(row),
         }))

@@ -25,6 +25,7 @@ pub async fn env() -> Env {
         bt: bt.clone(),
         owner: 0,
         group: 0,
+        changes: None,
     };
     let server = grpc::start(shared, "127.0.0.1:0".parse().unwrap()).unwrap();
     let ch = Channel::from_shared(format!("http://{}", server.addr))

@@ -118,6 +118,7 @@ fn run_grpc(dir: &Path, args: &EngineArgs) -> Result<Fig6Results> {
             bt: db.clone(),
             owner: 0,
             group: 0,
+            changes: None,
         };
         let server = grpc::start(shared, "127.0.0.1:0".parse()?)?;
         let rt = Arc::new(

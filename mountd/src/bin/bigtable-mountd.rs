@@ -156,6 +156,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 bt: bt.clone(),
                 owner: nix::unistd::getuid().as_raw(),
                 group: nix::unistd::getgid().as_raw(),
+                changes: Some(Arc::new(KernelCaches(fs.clone()))),
             };
             match grpc::start(shared, addr) {
                 Ok(r) => Some(r),
@@ -194,6 +195,20 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     }
     log::info!("unmounted {}; closing the store", cfg.mountpoint.display());
     bt.close().map_err(|e| format!("closing the store: {e}"))
+}
+
+/// What a gRPC call changed leaves the kernel's caches of the mount: names,
+/// attributes, listings and pages the kernel may keep for long.
+struct KernelCaches(Arc<Fs>);
+
+impl grpc::Changes for KernelCaches {
+    fn rows(&self, table: &str, rows: &[&[u8]]) {
+        self.0.rows_changed_elsewhere(table, rows)
+    }
+
+    fn table(&self, table: &str) {
+        self.0.table_changed_elsewhere(table)
+    }
 }
 
 /// Waits for SIGTERM/SIGINT/SIGHUP, unmounts, and if the session does not end
