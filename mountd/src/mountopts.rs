@@ -14,7 +14,7 @@
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 1) |
-//! | `dir_timeout=S` | the same for table, row and family directories (default 1; the daemon invalidates what it changes) |
+//! | `dir_timeout=S` | the same for table, row and family directories (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `reader_wait=S` | how long opening a cell for writing waits for readers that read it through the page cache to close (default 1) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
@@ -37,7 +37,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Default kernel cache lifetime of directories' names and attributes, in seconds.
-pub const DEFAULT_DIR_TTL_SECS: u64 = 1;
+pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
 
 /// Everything a mount is configured with.
 #[derive(Debug, Clone, PartialEq)]
