@@ -18,6 +18,9 @@ pub struct Listed {
     pub kind: fuser::FileType,
     /// Attributes when already known from the listing's read.
     pub attr: Option<fuser::FileAttr>,
+    /// Size and timestamp of the value `attr` describes: once the kernel
+    /// has them from a readdirplus reply, an open may use its page cache.
+    pub version: Option<(u64, u64)>,
 }
 
 /// A cell or version file open for reading or writing: the whole value is

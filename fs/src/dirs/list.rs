@@ -52,6 +52,7 @@ impl Ctx {
                         node: Node::Status(f),
                         kind: FileType::RegularFile,
                         attr: None,
+                        version: None,
                     });
                 }
             }
@@ -76,6 +77,7 @@ impl Ctx {
                         node,
                         kind: FileType::Directory,
                         attr: Some(attr),
+                        version: None,
                     });
                 }
             }
@@ -113,6 +115,7 @@ impl Ctx {
                         node,
                         kind: FileType::RegularFile,
                         attr: Some(attr),
+                        version: cell.map(|c| (c.value.len() as u64, c.timestamp)),
                     });
                 }
             }
@@ -141,6 +144,7 @@ impl Ctx {
                         node,
                         kind: FileType::Directory,
                         attr: Some(attr),
+                        version: None,
                     });
                 }
             }
@@ -169,6 +173,7 @@ impl Ctx {
                         node,
                         kind: FileType::RegularFile,
                         attr: Some(attr),
+                        version: Some((c.value.len() as u64, c.timestamp)),
                     });
                 }
             }
@@ -392,6 +397,7 @@ impl Ctx {
                     node,
                     kind: FileType::Directory,
                     attr,
+                    version: None,
                 };
                 if !self.emit(&e, off, plus, add)? {
                     return Ok(());
@@ -430,6 +436,7 @@ impl Ctx {
                 node,
                 kind: FileType::RegularFile,
                 attr: None,
+                version: None,
             };
             if !self.emit(&e, off, plus, add)? {
                 return Ok(false);
@@ -471,7 +478,10 @@ impl Ctx {
         }
         if plus {
             // readdirplus entries count as lookups.
-            self.register(&e.node)?;
+            let ino = self.register(&e.node)?;
+            if let Some((size, ts)) = e.version {
+                self.inodes.set_reported(ino, size, ts);
+            }
         }
         Ok(true)
     }
@@ -534,6 +544,7 @@ impl Ctx {
                     node,
                     kind: FileType::Directory,
                     attr,
+                    version: None,
                 };
                 if !self.emit(&e, off, plus, add)? {
                     return Ok(());

@@ -41,6 +41,7 @@ fn dir(name: Vec<u8>, node: Node) -> Listed {
         node,
         kind: FileType::Directory,
         attr: None,
+        version: None,
     }
 }
 
