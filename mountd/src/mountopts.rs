@@ -13,7 +13,7 @@
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
-//! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 1) |
+//! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `dir_timeout=S` | the same for table, row and family directories (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `reader_wait=S` | how long opening a cell for writing waits for readers that read it through the page cache to close (default 1) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
@@ -36,7 +36,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Default kernel cache lifetime of directories' names and attributes, in seconds.
+/// Default kernel cache lifetime of names and attributes, in seconds.
 pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
 
 /// Everything a mount is configured with.
@@ -105,8 +105,10 @@ impl MountConfig {
             threads: None,
             commit_workers: None,
             opendir: false,
-            attr_timeout: Duration::from_secs(1),
-            entry_timeout: Duration::from_secs(1),
+            // Whatever changes a file (a write or batch through the mount,
+            // a gRPC call) invalidates what the kernel holds of it.
+            attr_timeout: Duration::from_secs(DEFAULT_DIR_TTL_SECS),
+            entry_timeout: Duration::from_secs(DEFAULT_DIR_TTL_SECS),
             // The daemon invalidates what it changes: a walk of a big
             // table must not look up again every row it listed a while ago.
             dir_timeout: Duration::from_secs(DEFAULT_DIR_TTL_SECS),
