@@ -292,7 +292,7 @@ impl Table {
     /// Whether any of the columns `cols` (each `key::column_prefix` of the
     /// row whose encoding is `row_enc`) might have entries here; never a false
     /// "no". The caller encodes the keys once for every table it asks.
-    pub fn may_contain_any_column(&self, row_enc: &[u8], cols: &[Vec<u8>]) -> bool {
+    pub fn may_contain_any_column(&self, row_enc: &[u8], cols: &[&[u8]]) -> bool {
         let Some(f) = &self.filter else {
             return true;
         };
