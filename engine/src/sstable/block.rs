@@ -15,6 +15,13 @@ pub struct Block {
     /// Where the restart array starts; entries live in `[0, restarts_off)`.
     restarts_off: usize,
     num_restarts: usize,
+    /// The restart entries' keys, end to end: a seek's binary search reads
+    /// these few contiguous lines instead of one entry per probe scattered
+    /// over the block (with large values, a cache and a TLB miss each).
+    restart_keys: Vec<u8>,
+    /// Per restart: where its key ends in `restart_keys`, and the offset of
+    /// the entry after it.
+    restart_meta: Vec<(u32, u32)>,
     file_number: u64,
     offset: u64,
 }
@@ -47,15 +54,17 @@ impl Block {
         if n == 0 {
             return Err(err("block has no restart points"));
         }
-        let block = Block {
+        let mut block = Block {
             data,
             restarts_off,
             num_restarts: n,
+            restart_keys: Vec::new(),
+            restart_meta: Vec::with_capacity(n),
             file_number,
             offset,
         };
-        // Restart offsets must ascend inside the entry area; checking once here
-        // lets the binary search trust them.
+        // Restart offsets must ascend inside the entry area, and restart
+        // entries share nothing; checking once here lets seeks trust them.
         let mut prev = None;
         for i in 0..n {
             let r = block.restart(i).ok_or_else(|| err("bad restart array"))?;
@@ -66,13 +75,32 @@ impl Block {
                 return Err(err("restart points not ascending"));
             }
             prev = Some(r);
+            if restarts_off == 0 {
+                // An empty block: its one restart points at no entry.
+                block.restart_meta.push((0, 0));
+                continue;
+            }
+            let (shared, non_shared, value_len, p) = block.entry_at(r)?;
+            if shared != 0 {
+                return Err(err("restart entry shares a prefix"));
+            }
+            let Block {
+                data, restart_keys, ..
+            } = &mut block;
+            restart_keys.extend_from_slice(&data[p..p + non_shared]);
+            // Both below the block's length, itself below 4 GiB (its restart
+            // offsets are u32).
+            let end = u32::try_from(restart_keys.len()).map_err(|_| err("block too large"))?;
+            let next =
+                u32::try_from(p + non_shared + value_len).map_err(|_| err("block too large"))?;
+            block.restart_meta.push((end, next));
         }
         Ok(block)
     }
 
     /// Bytes held (for cache weighing).
     pub fn size(&self) -> usize {
-        self.data.len()
+        self.data.len() + self.restart_keys.len() + 8 * self.restart_meta.len()
     }
 
     pub fn file_number(&self) -> u64 {
@@ -85,6 +113,16 @@ impl Block {
 
     fn restart(&self, i: usize) -> Option<usize> {
         read_u32_le(&self.data, self.restarts_off + i * 4).map(|r| r as usize)
+    }
+
+    /// The full key of restart `i`'s entry (empty past the end).
+    fn restart_key(&self, i: usize) -> &[u8] {
+        let start = match i.checked_sub(1) {
+            Some(p) => self.restart_meta.get(p).map_or(0, |m| m.0 as usize),
+            None => 0,
+        };
+        let end = self.restart_meta.get(i).map_or(start, |m| m.0 as usize);
+        self.restart_keys.get(start..end).unwrap_or(&[])
     }
 
     fn corrupt(&self, what: &str) -> Error {
@@ -155,17 +193,6 @@ impl BlockIter {
         &self.block
     }
 
-    /// The full key stored at restart `i` (restart entries share nothing).
-    fn restart_key(&self, i: usize) -> Result<&[u8]> {
-        let b = &self.block;
-        let pos = b.restart(i).ok_or_else(|| b.corrupt("bad restart array"))?;
-        let (shared, non_shared, _, p) = b.entry_at(pos)?;
-        if shared != 0 {
-            return Err(b.corrupt("restart entry shares a prefix"));
-        }
-        Ok(&b.data[p..p + non_shared])
-    }
-
     fn seek_to_restart(&mut self, i: usize) {
         self.key.clear();
         self.valid = false;
@@ -228,17 +255,31 @@ impl InternalIterator for BlockIter {
     /// Positions at the first entry with key >= `target` (invalid if none).
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.valid = false;
-        // Binary search for the last restart whose key is < target.
-        let (mut left, mut right) = (0usize, self.block.num_restarts - 1);
-        while left < right {
-            let mid = left + (right - left).div_ceil(2);
-            if self.restart_key(mid)? < target {
-                left = mid;
+        let b = &self.block;
+        // The first restart whose key is >= target: the entry sought lies
+        // after the restart before it, up to and including this one.
+        let (mut lo, mut hi) = (0usize, b.num_restarts);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if b.restart_key(mid) < target {
+                lo = mid + 1;
             } else {
-                right = mid - 1;
+                hi = mid;
             }
         }
-        self.seek_to_restart(left);
+        match lo.checked_sub(1) {
+            None => self.seek_to_restart(0),
+            Some(before) => {
+                // That restart's key is below target: start after its entry,
+                // with its key (known) as the prefix base.
+                self.key.clear();
+                self.key.extend_from_slice(b.restart_key(before));
+                self.next_off = b
+                    .restart_meta
+                    .get(before)
+                    .map_or(b.restarts_off, |m| m.1 as usize);
+            }
+        }
         loop {
             self.parse_next()?;
             if !self.valid || self.key.as_slice() >= target {
@@ -259,7 +300,11 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     fn build(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
-        let mut b = BlockBuilder::new(interval);
+        build_with(entries, interval, usize::MAX)
+    }
+
+    fn build_with(entries: &[(Vec<u8>, Vec<u8>)], interval: usize, bytes: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(interval, bytes);
         for (k, v) in entries {
             b.add(k, v);
         }
@@ -286,9 +331,27 @@ mod tests {
     #[test]
     fn scan_and_seek_match_model() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-        for interval in [1, 2, 16] {
+        for (interval, bytes) in [
+            (1, usize::MAX),
+            (2, usize::MAX),
+            (16, usize::MAX),
+            (16, 0),
+            (16, 40),
+        ] {
             let entries = sorted_entries(&mut rng, 300);
-            let block = build(&entries, interval);
+            let block = build_with(&entries, interval, bytes);
+            let restarts = if bytes == 0 {
+                entries.len().max(1)
+            } else {
+                block.num_restarts
+            };
+            assert_eq!(block.num_restarts, restarts);
+            if bytes == 40 {
+                assert!(
+                    block.num_restarts > entries.len() / 16 + 1,
+                    "byte limit restarts sooner"
+                );
+            }
             let mut it = block.clone().iter();
             it.seek_to_first().unwrap();
             for (k, v) in &entries {
