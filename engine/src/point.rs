@@ -129,6 +129,11 @@ impl ColumnLookup {
         self.keys.row_enc()
     }
 
+    /// The smallest key after the column's: sources need not be read beyond it.
+    pub fn end(&self) -> &[u8] {
+        self.keys.column_end()
+    }
+
     /// The columns whose entries decide the read (the column itself, the
     /// family tombstones' and the row tombstones'), for a Bloom filter's
     /// column test.

@@ -206,7 +206,7 @@ impl TabletServer {
             complete = complete && lookup.gather(&mut m.iter())?;
         }
         for f in &files {
-            complete = complete && lookup.gather(&mut f.table.iter())?;
+            complete = complete && lookup.gather(&mut f.table.iter_below(lookup.end()))?;
         }
         let now = now_micros();
         if complete {
