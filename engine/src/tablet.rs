@@ -179,6 +179,12 @@ pub fn select_files<'a, S: AsRef<str>>(
         return files.iter().collect();
     };
     let wanted = |x: &String| fams.iter().any(|f| f.as_ref() == x.as_str());
+    if !files.iter().any(|f| f.meta.row_tombstones) {
+        return files
+            .iter()
+            .filter(|f| f.meta.families.iter().any(wanted))
+            .collect();
+    }
     // A few groups at most: a Vec is cheaper than a HashSet on this per-read path.
     let mut groups: Vec<&str> = Vec::new();
     let named = fams.iter().filter_map(|f| {
