@@ -7,7 +7,16 @@
 use super::format::{corruption, get_varint_usize, read_u32_le};
 use crate::iterator::InternalIterator;
 use crate::{Error, Result};
+use std::cmp::Ordering;
 use std::sync::Arc;
+
+/// The first 8 bytes of `s` as a big-endian word, zero-padded.
+fn head(s: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = s.len().min(8);
+    b[..n].copy_from_slice(&s[..n]);
+    u64::from_be_bytes(b)
+}
 
 /// A decompressed, immutable block shared by iterators and the block cache.
 pub struct Block {
@@ -22,6 +31,12 @@ pub struct Block {
     /// Per restart: where its key ends in `restart_keys`, and the offset of
     /// the entry after it.
     restart_meta: Vec<(u32, u32)>,
+    /// Length of the prefix every restart key shares.
+    common_len: usize,
+    /// Per restart: the 8 key bytes after the common prefix (zero-padded,
+    /// big-endian), so most binary-search probes compare one word in an
+    /// array of a few cache lines.
+    restart_heads: Vec<u64>,
     file_number: u64,
     offset: u64,
 }
@@ -60,6 +75,8 @@ impl Block {
             num_restarts: n,
             restart_keys: Vec::new(),
             restart_meta: Vec::with_capacity(n),
+            common_len: 0,
+            restart_heads: Vec::with_capacity(n),
             file_number,
             offset,
         };
@@ -95,12 +112,48 @@ impl Block {
                 u32::try_from(p + non_shared + value_len).map_err(|_| err("block too large"))?;
             block.restart_meta.push((end, next));
         }
+        // Keys are sorted, so what the first and last share, all share.
+        let (first, last) = (block.restart_key(0), block.restart_key(n - 1));
+        let common_len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+        let heads = (0..n)
+            .map(|i| head(block.restart_key(i).get(common_len..).unwrap_or(&[])))
+            .collect();
+        block.common_len = common_len;
+        block.restart_heads = heads;
         Ok(block)
+    }
+
+    /// How many restart keys are below `target`.
+    fn restarts_below(&self, target: &[u8]) -> usize {
+        let n = self.restart_heads.len();
+        let common = &self.restart_key(0)[..self.common_len];
+        let t = &target[..target.len().min(common.len())];
+        match t.cmp(&common[..t.len()]) {
+            Ordering::Less => return 0,
+            Ordering::Greater => return n,
+            // A proper prefix of every key is below them all.
+            Ordering::Equal if target.len() < common.len() => return 0,
+            Ordering::Equal => {}
+        }
+        // Unequal heads order the keys (a shorter key pads with zeros and
+        // is then a prefix of the other); equal heads need the whole keys.
+        let u = head(&target[common.len()..]);
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let h = self.restart_heads[mid];
+            if h < u || (h == u && self.restart_key(mid) < target) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// Bytes held (for cache weighing).
     pub fn size(&self) -> usize {
-        self.data.len() + self.restart_keys.len() + 8 * self.restart_meta.len()
+        self.data.len() + self.restart_keys.len() + 16 * self.restart_meta.len()
     }
 
     pub fn file_number(&self) -> u64 {
@@ -258,16 +311,7 @@ impl InternalIterator for BlockIter {
         let b = &self.block;
         // The first restart whose key is >= target: the entry sought lies
         // after the restart before it, up to and including this one.
-        let (mut lo, mut hi) = (0usize, b.num_restarts);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if b.restart_key(mid) < target {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        match lo.checked_sub(1) {
+        match b.restarts_below(target).checked_sub(1) {
             None => self.seek_to_restart(0),
             Some(before) => {
                 // That restart's key is below target: start after its entry,
@@ -367,6 +411,45 @@ mod tests {
                 it.seek(&t).unwrap();
                 match entries.iter().find(|(k, _)| k.as_slice() >= t.as_slice()) {
                     Some((k, _)) => assert_eq!(it.key(), k.as_slice()),
+                    None => assert!(!it.valid()),
+                }
+            }
+        }
+    }
+
+    /// Keys sharing a long prefix, some of them prefixes of others, and
+    /// zero bytes where the 8-byte heads pad: seeks still land right.
+    #[test]
+    fn seeks_with_a_common_prefix_and_padded_heads() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for round in 0..200 {
+            let common: Vec<u8> = b"row0000"[..rng.gen_range(0..7)].to_vec();
+            let mut keys: Vec<Vec<u8>> = (0..rng.gen_range(1..80))
+                .map(|_| {
+                    let mut k = common.clone();
+                    let len = rng.gen_range(0..14);
+                    k.extend((0..len).map(|_| [0u8, 1, b'a', 0xff][rng.gen_range(0..4)]));
+                    k
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            let entries: Vec<(Vec<u8>, Vec<u8>)> =
+                keys.iter().map(|k| (k.clone(), vec![7; 40])).collect();
+            let bytes = [0, 64, usize::MAX][round % 3];
+            let block = build_with(&entries, 16, bytes);
+            let mut it = block.iter();
+            for _ in 0..100 {
+                let mut t = common[..rng.gen_range(0..=common.len())].to_vec();
+                if rng.gen_bool(0.2) {
+                    t.push(rng.gen());
+                }
+                t.extend(
+                    (0..rng.gen_range(0..14)).map(|_| [0u8, 1, b'a', 0xff][rng.gen_range(0..4)]),
+                );
+                it.seek(&t).unwrap();
+                match keys.iter().find(|k| k.as_slice() >= t.as_slice()) {
+                    Some(k) => assert_eq!(it.key(), k.as_slice(), "round {round} target {t:?}"),
                     None => assert!(!it.valid()),
                 }
             }
