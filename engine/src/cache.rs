@@ -257,12 +257,15 @@ mod tests {
     fn block_cache_hits_misses_and_weight() {
         let c = BlockCache::new(1 << 20);
         assert!(c.get(1, 0).is_none());
-        c.insert(1, 0, block(1000));
-        assert_eq!(c.get(1, 0).unwrap().size(), 1008);
+        let b = block(1000);
+        // The data, plus its one restart's key (empty) and bookkeeping.
+        assert_eq!(b.size(), 1008 + 16);
+        c.insert(1, 0, b);
+        assert_eq!(c.get(1, 0).unwrap().size(), 1024);
         assert!(c.get(1, 4096).is_none());
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.entries), (1, 2, 1));
-        assert_eq!(s.bytes, 1008 + ENTRY_OVERHEAD);
+        assert_eq!(s.bytes, 1024 + ENTRY_OVERHEAD);
         c.evict_file(1);
         assert!(c.get(1, 0).is_none());
     }

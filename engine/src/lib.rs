@@ -32,6 +32,7 @@ pub mod merge;
 pub mod metadata;
 pub mod mutation;
 pub mod options;
+pub mod point;
 pub mod read;
 #[cfg(test)]
 mod read_model_test;

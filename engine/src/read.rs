@@ -70,6 +70,40 @@ pub fn exact_column_regex(family: &str, qualifier: &[u8]) -> String {
     p
 }
 
+/// What a reader does with a visible version of a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// Return it.
+    Emit,
+    /// Leave it out, but older versions may still be returned.
+    Skip,
+    /// Leave it and every older version of the column out.
+    EndColumn,
+}
+
+/// Steps 3 and 4 of the module doc for the `index`-th visible version
+/// (newest first) of a column, at `ts`, when `emitted` versions of the column
+/// were returned already. Collected versions form a suffix of the column, as
+/// do versions older than the time range: either ends the column.
+pub(crate) fn take_version(
+    gc: Option<&GcRule>,
+    index: usize,
+    ts: u64,
+    now: u64,
+    time_range: TimeRange,
+    max_versions: Option<u32>,
+    emitted: u32,
+) -> Take {
+    let collected = gc.is_some_and(|gc| gc.collects(index, ts, now));
+    if collected || ts < time_range.start || max_versions.is_some_and(|n| emitted >= n) {
+        Take::EndColumn
+    } else if ts >= time_range.end {
+        Take::Skip
+    } else {
+        Take::Emit
+    }
+}
+
 /// Per-column state of the scan filters.
 #[derive(Default)]
 struct ColumnState {
@@ -431,23 +465,26 @@ impl CellReader {
                 continue;
             };
             let ts = k.timestamp;
-            // Collected versions form a suffix of the column, as do versions
-            // older than the time range: either ends the column.
-            let collected = self
-                .family
-                .as_ref()
-                .is_some_and(|(_, gc)| gc.collects(index, ts, self.now));
-            let column_over = collected
-                || ts < self.time_range.start
-                || self.max_versions.is_some_and(|n| self.column.emitted >= n);
-            if column_over {
-                let end = prefix_end(k.column_enc);
-                self.skip_to(&end)?;
-                continue;
-            }
-            if ts >= self.time_range.end {
-                self.iter.next()?;
-                continue;
+            let gc = self.family.as_ref().map(|(_, gc)| gc);
+            match take_version(
+                gc,
+                index,
+                ts,
+                self.now,
+                self.time_range,
+                self.max_versions,
+                self.column.emitted,
+            ) {
+                Take::EndColumn => {
+                    let end = prefix_end(k.column_enc);
+                    self.skip_to(&end)?;
+                    continue;
+                }
+                Take::Skip => {
+                    self.iter.next()?;
+                    continue;
+                }
+                Take::Emit => {}
             }
             // The filter's time tests come after the versions count: the
             // scan's selections apply before the filter.

@@ -170,22 +170,32 @@ impl Drop for Claim<'_> {
 /// tombstones and belongs to a locality group that serves one of them (row
 /// tombstones are written to every group, so each group's files carry the
 /// deletes that cover them).
-pub fn select_files<'a>(
+pub fn select_files<'a, S: AsRef<str>>(
     files: &'a [Arc<Sst>],
-    families: Option<&[String]>,
+    families: Option<&[S]>,
     schema: &TableSchema,
 ) -> Vec<&'a Arc<Sst>> {
     let Some(fams) = families else {
         return files.iter().collect();
     };
+    let wanted = |x: &String| fams.iter().any(|f| f.as_ref() == x.as_str());
+    if !files.iter().any(|f| f.meta.row_tombstones) {
+        return files
+            .iter()
+            .filter(|f| f.meta.families.iter().any(wanted))
+            .collect();
+    }
     // A few groups at most: a Vec is cheaper than a HashSet on this per-read path.
     let mut groups: Vec<&str> = Vec::new();
-    let named = fams
-        .iter()
-        .filter_map(|f| schema.families.get(f).map(|s| s.locality_group.as_str()));
+    let named = fams.iter().filter_map(|f| {
+        schema
+            .families
+            .get(f.as_ref())
+            .map(|s| s.locality_group.as_str())
+    });
     let holding = files
         .iter()
-        .filter(|f| f.meta.families.iter().any(|x| fams.contains(x)))
+        .filter(|f| f.meta.families.iter().any(wanted))
         .map(|f| f.meta.group.as_str());
     for g in named.chain(holding) {
         if !groups.contains(&g) {
@@ -195,7 +205,7 @@ pub fn select_files<'a>(
     files
         .iter()
         .filter(|f| {
-            f.meta.families.iter().any(|x| fams.contains(x))
+            f.meta.families.iter().any(wanted)
                 || (f.meta.row_tombstones && groups.contains(&f.meta.group.as_str()))
         })
         .collect()

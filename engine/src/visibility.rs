@@ -117,9 +117,11 @@ pub enum Verdict {
 /// stream. Callers drop entries above their snapshot before showing them here.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    row_enc: Vec<u8>,
-    family_prefix: Vec<u8>,
+    /// The current column's `esc(row) esc(family) esc(qualifier)`; the row
+    /// and family are its prefixes of `row_len` and `family_len` bytes.
     column_enc: Vec<u8>,
+    row_len: usize,
+    family_len: usize,
     /// Highest sequence of a row tombstone in this row (0: none; hides seq < it).
     row_tomb: SeqNo,
     family_tomb: SeqNo,
@@ -139,14 +141,14 @@ impl Tracker {
 
     /// The current row's `esc(row)`.
     pub fn row_enc(&self) -> &[u8] {
-        &self.row_enc
+        &self.column_enc[..self.row_len]
     }
 
     /// Moves to `k`'s position, resetting what a new row/family/column resets.
     pub fn position(&mut self, k: &EntryKey<'_>) -> Change {
-        let change = if !self.started || k.row_enc != self.row_enc.as_slice() {
+        let change = if !self.started || k.row_enc != self.row_enc() {
             Change::Row
-        } else if k.family_prefix != self.family_prefix.as_slice() {
+        } else if k.family_prefix != &self.column_enc[..self.family_len] {
             Change::Family
         } else if k.column_enc != self.column_enc.as_slice() {
             Change::Column
@@ -155,18 +157,16 @@ impl Tracker {
         };
         self.started = true;
         if change >= Change::Row {
-            self.row_enc.clear();
-            self.row_enc.extend_from_slice(k.row_enc);
             self.row_tomb = 0;
         }
         if change >= Change::Family {
-            self.family_prefix.clear();
-            self.family_prefix.extend_from_slice(k.family_prefix);
             self.family_tomb = 0;
         }
         if change >= Change::Column {
             self.column_enc.clear();
             self.column_enc.extend_from_slice(k.column_enc);
+            self.row_len = k.row_enc.len();
+            self.family_len = k.family_prefix.len();
             self.column_tombs.clear();
             self.last_put_ts = None;
             self.visible = 0;

@@ -90,7 +90,9 @@ impl Client {
     /// Runs `f` until it succeeds or fails for good; while tablets move or
     /// recover it waits (with backoff) up to the retry deadline.
     pub(crate) fn retry<T>(&self, what: &str, mut f: impl FnMut() -> Result<T>) -> Result<T> {
-        let deadline = Instant::now() + self.deadline;
+        // The clock is read only once a try fails (most succeed at once), so
+        // the deadline runs from the first failure.
+        let mut deadline = None;
         let mut backoff = Duration::from_millis(1);
         loop {
             match f() {
@@ -98,7 +100,8 @@ impl Client {
                     if self.env.stopping.load(Ordering::Acquire) {
                         return Err(Error::ShuttingDown);
                     }
-                    if Instant::now() >= deadline {
+                    let now = Instant::now();
+                    if now >= *deadline.get_or_insert(now + self.deadline) {
                         return Err(Error::Unavailable(format!("{what}: {e}")));
                     }
                     self.counters.retries.fetch_add(1, Ordering::Relaxed);

@@ -7,7 +7,16 @@
 use super::format::{corruption, get_varint_usize, read_u32_le};
 use crate::iterator::InternalIterator;
 use crate::{Error, Result};
+use std::cmp::Ordering;
 use std::sync::Arc;
+
+/// The first 8 bytes of `s` as a big-endian word, zero-padded.
+fn head(s: &[u8]) -> u64 {
+    let mut b = [0u8; 8];
+    let n = s.len().min(8);
+    b[..n].copy_from_slice(&s[..n]);
+    u64::from_be_bytes(b)
+}
 
 /// A decompressed, immutable block shared by iterators and the block cache.
 pub struct Block {
@@ -15,6 +24,19 @@ pub struct Block {
     /// Where the restart array starts; entries live in `[0, restarts_off)`.
     restarts_off: usize,
     num_restarts: usize,
+    /// The restart entries' keys, end to end: a seek's binary search reads
+    /// these few contiguous lines instead of one entry per probe scattered
+    /// over the block (with large values, a cache and a TLB miss each).
+    restart_keys: Vec<u8>,
+    /// Per restart: where its key ends in `restart_keys`, and the offset of
+    /// the entry after it.
+    restart_meta: Vec<(u32, u32)>,
+    /// Length of the prefix every restart key shares.
+    common_len: usize,
+    /// Per restart: the 8 key bytes after the common prefix (zero-padded,
+    /// big-endian), so most binary-search probes compare one word in an
+    /// array of a few cache lines.
+    restart_heads: Vec<u64>,
     file_number: u64,
     offset: u64,
 }
@@ -47,15 +69,19 @@ impl Block {
         if n == 0 {
             return Err(err("block has no restart points"));
         }
-        let block = Block {
+        let mut block = Block {
             data,
             restarts_off,
             num_restarts: n,
+            restart_keys: Vec::new(),
+            restart_meta: Vec::with_capacity(n),
+            common_len: 0,
+            restart_heads: Vec::with_capacity(n),
             file_number,
             offset,
         };
-        // Restart offsets must ascend inside the entry area; checking once here
-        // lets the binary search trust them.
+        // Restart offsets must ascend inside the entry area, and restart
+        // entries share nothing; checking once here lets seeks trust them.
         let mut prev = None;
         for i in 0..n {
             let r = block.restart(i).ok_or_else(|| err("bad restart array"))?;
@@ -66,13 +92,68 @@ impl Block {
                 return Err(err("restart points not ascending"));
             }
             prev = Some(r);
+            if restarts_off == 0 {
+                // An empty block: its one restart points at no entry.
+                block.restart_meta.push((0, 0));
+                continue;
+            }
+            let (shared, non_shared, value_len, p) = block.entry_at(r)?;
+            if shared != 0 {
+                return Err(err("restart entry shares a prefix"));
+            }
+            let Block {
+                data, restart_keys, ..
+            } = &mut block;
+            restart_keys.extend_from_slice(&data[p..p + non_shared]);
+            // Both below the block's length, itself below 4 GiB (its restart
+            // offsets are u32).
+            let end = u32::try_from(restart_keys.len()).map_err(|_| err("block too large"))?;
+            let next =
+                u32::try_from(p + non_shared + value_len).map_err(|_| err("block too large"))?;
+            block.restart_meta.push((end, next));
         }
+        // Keys are sorted, so what the first and last share, all share.
+        let (first, last) = (block.restart_key(0), block.restart_key(n - 1));
+        let common_len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
+        let heads = (0..n)
+            .map(|i| head(block.restart_key(i).get(common_len..).unwrap_or(&[])))
+            .collect();
+        block.common_len = common_len;
+        block.restart_heads = heads;
         Ok(block)
+    }
+
+    /// How many restart keys are below `target`.
+    fn restarts_below(&self, target: &[u8]) -> usize {
+        let n = self.restart_heads.len();
+        let common = &self.restart_key(0)[..self.common_len];
+        let t = &target[..target.len().min(common.len())];
+        match t.cmp(&common[..t.len()]) {
+            Ordering::Less => return 0,
+            Ordering::Greater => return n,
+            // A proper prefix of every key is below them all.
+            Ordering::Equal if target.len() < common.len() => return 0,
+            Ordering::Equal => {}
+        }
+        // Unequal heads order the keys (a shorter key pads with zeros and
+        // is then a prefix of the other); equal heads need the whole keys.
+        let u = head(&target[common.len()..]);
+        let (mut lo, mut hi) = (0usize, n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let h = self.restart_heads[mid];
+            if h < u || (h == u && self.restart_key(mid) < target) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// Bytes held (for cache weighing).
     pub fn size(&self) -> usize {
-        self.data.len()
+        self.data.len() + self.restart_keys.len() + 16 * self.restart_meta.len()
     }
 
     pub fn file_number(&self) -> u64 {
@@ -85,6 +166,16 @@ impl Block {
 
     fn restart(&self, i: usize) -> Option<usize> {
         read_u32_le(&self.data, self.restarts_off + i * 4).map(|r| r as usize)
+    }
+
+    /// The full key of restart `i`'s entry (empty past the end).
+    fn restart_key(&self, i: usize) -> &[u8] {
+        let start = match i.checked_sub(1) {
+            Some(p) => self.restart_meta.get(p).map_or(0, |m| m.0 as usize),
+            None => 0,
+        };
+        let end = self.restart_meta.get(i).map_or(start, |m| m.0 as usize);
+        self.restart_keys.get(start..end).unwrap_or(&[])
     }
 
     fn corrupt(&self, what: &str) -> Error {
@@ -155,17 +246,6 @@ impl BlockIter {
         &self.block
     }
 
-    /// The full key stored at restart `i` (restart entries share nothing).
-    fn restart_key(&self, i: usize) -> Result<&[u8]> {
-        let b = &self.block;
-        let pos = b.restart(i).ok_or_else(|| b.corrupt("bad restart array"))?;
-        let (shared, non_shared, _, p) = b.entry_at(pos)?;
-        if shared != 0 {
-            return Err(b.corrupt("restart entry shares a prefix"));
-        }
-        Ok(&b.data[p..p + non_shared])
-    }
-
     fn seek_to_restart(&mut self, i: usize) {
         self.key.clear();
         self.valid = false;
@@ -228,17 +308,22 @@ impl InternalIterator for BlockIter {
     /// Positions at the first entry with key >= `target` (invalid if none).
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.valid = false;
-        // Binary search for the last restart whose key is < target.
-        let (mut left, mut right) = (0usize, self.block.num_restarts - 1);
-        while left < right {
-            let mid = left + (right - left).div_ceil(2);
-            if self.restart_key(mid)? < target {
-                left = mid;
-            } else {
-                right = mid - 1;
+        let b = &self.block;
+        // The first restart whose key is >= target: the entry sought lies
+        // after the restart before it, up to and including this one.
+        match b.restarts_below(target).checked_sub(1) {
+            None => self.seek_to_restart(0),
+            Some(before) => {
+                // That restart's key is below target: start after its entry,
+                // with its key (known) as the prefix base.
+                self.key.clear();
+                self.key.extend_from_slice(b.restart_key(before));
+                self.next_off = b
+                    .restart_meta
+                    .get(before)
+                    .map_or(b.restarts_off, |m| m.1 as usize);
             }
         }
-        self.seek_to_restart(left);
         loop {
             self.parse_next()?;
             if !self.valid || self.key.as_slice() >= target {
@@ -259,7 +344,11 @@ mod tests {
     use rand::{Rng, SeedableRng};
 
     fn build(entries: &[(Vec<u8>, Vec<u8>)], interval: usize) -> Arc<Block> {
-        let mut b = BlockBuilder::new(interval);
+        build_with(entries, interval, usize::MAX)
+    }
+
+    fn build_with(entries: &[(Vec<u8>, Vec<u8>)], interval: usize, bytes: usize) -> Arc<Block> {
+        let mut b = BlockBuilder::new(interval, bytes);
         for (k, v) in entries {
             b.add(k, v);
         }
@@ -286,9 +375,27 @@ mod tests {
     #[test]
     fn scan_and_seek_match_model() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
-        for interval in [1, 2, 16] {
+        for (interval, bytes) in [
+            (1, usize::MAX),
+            (2, usize::MAX),
+            (16, usize::MAX),
+            (16, 0),
+            (16, 40),
+        ] {
             let entries = sorted_entries(&mut rng, 300);
-            let block = build(&entries, interval);
+            let block = build_with(&entries, interval, bytes);
+            let restarts = if bytes == 0 {
+                entries.len().max(1)
+            } else {
+                block.num_restarts
+            };
+            assert_eq!(block.num_restarts, restarts);
+            if bytes == 40 {
+                assert!(
+                    block.num_restarts > entries.len() / 16 + 1,
+                    "byte limit restarts sooner"
+                );
+            }
             let mut it = block.clone().iter();
             it.seek_to_first().unwrap();
             for (k, v) in &entries {
@@ -304,6 +411,45 @@ mod tests {
                 it.seek(&t).unwrap();
                 match entries.iter().find(|(k, _)| k.as_slice() >= t.as_slice()) {
                     Some((k, _)) => assert_eq!(it.key(), k.as_slice()),
+                    None => assert!(!it.valid()),
+                }
+            }
+        }
+    }
+
+    /// Keys sharing a long prefix, some of them prefixes of others, and
+    /// zero bytes where the 8-byte heads pad: seeks still land right.
+    #[test]
+    fn seeks_with_a_common_prefix_and_padded_heads() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(11);
+        for round in 0..200 {
+            let common: Vec<u8> = b"row0000"[..rng.gen_range(0..7)].to_vec();
+            let mut keys: Vec<Vec<u8>> = (0..rng.gen_range(1..80))
+                .map(|_| {
+                    let mut k = common.clone();
+                    let len = rng.gen_range(0..14);
+                    k.extend((0..len).map(|_| [0u8, 1, b'a', 0xff][rng.gen_range(0..4)]));
+                    k
+                })
+                .collect();
+            keys.sort();
+            keys.dedup();
+            let entries: Vec<(Vec<u8>, Vec<u8>)> =
+                keys.iter().map(|k| (k.clone(), vec![7; 40])).collect();
+            let bytes = [0, 64, usize::MAX][round % 3];
+            let block = build_with(&entries, 16, bytes);
+            let mut it = block.iter();
+            for _ in 0..100 {
+                let mut t = common[..rng.gen_range(0..=common.len())].to_vec();
+                if rng.gen_bool(0.2) {
+                    t.push(rng.gen());
+                }
+                t.extend(
+                    (0..rng.gen_range(0..14)).map(|_| [0u8, 1, b'a', 0xff][rng.gen_range(0..4)]),
+                );
+                it.seek(&t).unwrap();
+                match keys.iter().find(|k| k.as_slice() >= t.as_slice()) {
+                    Some(k) => assert_eq!(it.key(), k.as_slice(), "round {round} target {t:?}"),
                     None => assert!(!it.valid()),
                 }
             }

@@ -2,7 +2,8 @@
 //!
 //! Each entry is `varint shared | varint non_shared | varint value_len |
 //! key[shared..] | value`, where `shared` is the length of the prefix it shares
-//! with the previous key. Every `restart_interval` entries the prefix is reset
+//! with the previous key. Every `restart_interval` entries, or sooner once the
+//! entries since the last restart span `restart_bytes`, the prefix is reset
 //! (`shared == 0`) and the entry's offset is recorded; the block ends with the
 //! restart offsets (u32 LE each) and their count (u32 LE), so a reader can
 //! binary-search the restarts and then scan at most one interval.
@@ -15,18 +16,22 @@ pub struct BlockBuilder {
     /// Entries since the last restart.
     counter: usize,
     restart_interval: usize,
+    restart_bytes: usize,
     entries: usize,
     last_key: Vec<u8>,
     finished: bool,
 }
 
 impl BlockBuilder {
-    pub fn new(restart_interval: usize) -> Self {
+    /// A builder placing a restart point every `restart_interval` entries,
+    /// or sooner once the entries since the last one span `restart_bytes`.
+    pub fn new(restart_interval: usize, restart_bytes: usize) -> Self {
         BlockBuilder {
             buf: Vec::new(),
             restarts: vec![0],
             counter: 0,
             restart_interval: restart_interval.max(1),
+            restart_bytes,
             entries: 0,
             last_key: Vec::new(),
             finished: false,
@@ -38,7 +43,10 @@ impl BlockBuilder {
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
         debug_assert!(!self.finished);
         let mut shared = 0;
-        if self.counter < self.restart_interval {
+        let since_restart = self.buf.len() - self.restarts.last().map_or(0, |&r| r as usize);
+        let restart = self.entries > 0
+            && (self.counter >= self.restart_interval || since_restart >= self.restart_bytes);
+        if !restart {
             shared = self
                 .last_key
                 .iter()

@@ -8,7 +8,7 @@ use super::format::{
     block_trailer, compress_block, short_successor, shortest_separator, BlockHandle, Footer,
     Properties, BLOCK_RAW, BLOCK_TRAILER_LEN, MAX_BLOCK_LEN,
 };
-use super::{TableInfo, TableOptions, DATA_RESTART_INTERVAL};
+use super::{TableInfo, TableOptions, DATA_RESTART_BYTES, DATA_RESTART_INTERVAL};
 use crate::data::{BloomKind, Compression};
 use crate::iterator::InternalIterator;
 use crate::{key, Error, Result};
@@ -86,8 +86,8 @@ impl TableBuilder {
                 scratch: Vec::new(),
             },
             opts,
-            data_block: BlockBuilder::new(DATA_RESTART_INTERVAL),
-            index_block: BlockBuilder::new(1),
+            data_block: BlockBuilder::new(DATA_RESTART_INTERVAL, DATA_RESTART_BYTES),
+            index_block: BlockBuilder::new(1, usize::MAX),
             pending_handle: None,
             block_starts: Vec::new(),
             single_block_mid: None,

@@ -26,6 +26,13 @@ use crate::data::{BloomKind, Compression};
 /// Entries between restart points in data blocks: a seek scans at most this many.
 pub const DATA_RESTART_INTERVAL: usize = 16;
 
+/// Bytes of entries after which a data block places a restart point sooner.
+/// A seek's scan decodes each entry it passes, and with large values every
+/// entry is a cache miss of its own: restarts every entry let the binary
+/// search do that work instead. Small entries still get the full interval
+/// (16 of 64 bytes span 1 KiB), so prefix compression loses little.
+pub const DATA_RESTART_BYTES: usize = 1024;
+
 /// How a table is written (per locality group).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TableOptions {

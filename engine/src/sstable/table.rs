@@ -292,7 +292,7 @@ impl Table {
     /// Whether any of the columns `cols` (each `key::column_prefix` of the
     /// row whose encoding is `row_enc`) might have entries here; never a false
     /// "no". The caller encodes the keys once for every table it asks.
-    pub fn may_contain_any_column(&self, row_enc: &[u8], cols: &[Vec<u8>]) -> bool {
+    pub fn may_contain_any_column(&self, row_enc: &[u8], cols: &[&[u8]]) -> bool {
         let Some(f) = &self.filter else {
             return true;
         };
@@ -323,6 +323,18 @@ impl Table {
             table: Arc::clone(self),
             block_idx: usize::MAX,
             data: None,
+            upper: None,
+        }
+    }
+
+    /// An iterator for keys below `upper`: it ends (becomes invalid) instead
+    /// of loading a block that can hold only keys at or above it, so a point
+    /// read that ends a block does not read the next one. Keys at or above
+    /// `upper` in a block already loaded are still returned.
+    pub fn iter_below(self: &Arc<Self>, upper: &[u8]) -> TableIterator {
+        TableIterator {
+            upper: Some(upper.into()),
+            ..self.iter()
         }
     }
 
@@ -387,6 +399,8 @@ pub struct TableIterator {
     /// Index of the block `data` walks (`usize::MAX` when none).
     block_idx: usize,
     data: Option<BlockIter>,
+    /// See [`Table::iter_below`].
+    upper: Option<Box<[u8]>>,
 }
 
 impl TableIterator {
@@ -431,6 +445,13 @@ impl TableIterator {
             let next = self.block_idx.wrapping_add(1);
             if next >= self.table.index.len() {
                 return Ok(());
+            }
+            // Every key of the next block is above this block's separator.
+            let sep = self.table.index.get(self.block_idx).map(|e| &*e.separator);
+            if let (Some(sep), Some(upper)) = (sep, self.upper.as_deref()) {
+                if sep >= upper {
+                    return Ok(());
+                }
             }
             self.load_block(next)?.seek_to_first()?;
         }

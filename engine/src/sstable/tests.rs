@@ -432,6 +432,61 @@ fn point_lookup_reads_one_block_and_cache_counts_hits() {
 }
 
 #[test]
+fn iter_below_does_not_read_the_next_block() {
+    let mut rng = StdRng::seed_from_u64(8);
+    let entries = random_entries(&mut rng, 3000, 2);
+    let store = MemStore::new();
+    build(
+        &store,
+        "t",
+        &entries,
+        opts(1024, Compression::None, BloomKind::None),
+    );
+    let reads = Arc::new(AtomicUsize::new(0));
+    let file = Arc::new(CountingFile {
+        inner: store.open("t").unwrap(),
+        reads: reads.clone(),
+    });
+    let t = Table::open(file, 3, None).unwrap();
+    // Every key, bounded just above itself: the walk from it yields it and
+    // never reads a second block; unbounded, the last of a block does.
+    let mut crossed = 0;
+    for (i, (k, _)) in entries.iter().enumerate() {
+        let mut upper = k.clone();
+        upper.push(0);
+        for bounded in [true, false] {
+            let mut it = if bounded {
+                t.iter_below(&upper)
+            } else {
+                t.iter()
+            };
+            let before = reads.load(Ordering::SeqCst);
+            it.seek(k).unwrap();
+            assert_eq!(it.key(), k.as_slice());
+            it.next().unwrap();
+            let n = reads.load(Ordering::SeqCst) - before;
+            if bounded {
+                assert_eq!(n, 1, "entry {i}");
+                assert!(!it.valid() || it.key() > upper.as_slice());
+            } else {
+                crossed += n - 1;
+                assert_eq!(it.valid(), i + 1 < entries.len());
+            }
+        }
+    }
+    assert!(crossed + 1 >= t.num_blocks(), "{crossed}");
+    // Bounded above everything, it walks the whole table.
+    let mut it = t.iter_below(&[0xff; 8]);
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(n, entries.len());
+}
+
+#[test]
 fn offsets_and_mid_key() {
     let mut rng = StdRng::seed_from_u64(7);
     let entries = random_entries(&mut rng, 3000, 2);

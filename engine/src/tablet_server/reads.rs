@@ -8,9 +8,10 @@ use crate::env::now_micros;
 use crate::iterator::{InternalIterator, VecIterator};
 use crate::key;
 use crate::merge::MergingIterator;
+use crate::point::ColumnLookup;
 use crate::read::CellReader;
 use crate::schema::TableSchema;
-use crate::tablet::{select_files, TabletVersion};
+use crate::tablet::{select_files, Sst, TabletVersion};
 use crate::{Error, Result};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
@@ -24,6 +25,20 @@ fn check_row(row: &[u8]) -> Result<()> {
         return Err(Error::RowKeyTooLong(row.len()));
     }
     Ok(())
+}
+
+/// Cursors over a tablet version's memtables, newest first.
+fn memtable_sources(v: &TabletVersion) -> Vec<Box<dyn InternalIterator>> {
+    let mut sources: Vec<Box<dyn InternalIterator>> = Vec::with_capacity(2 + v.imm.len());
+    // An empty memtable has nothing the caller's snapshot (taken before
+    // the version) can see: entries up to it were inserted before it.
+    if !v.mem.is_empty() {
+        sources.push(Box::new(v.mem.iter()));
+    }
+    for m in v.imm.iter().rev() {
+        sources.push(Box::new(m.iter()));
+    }
+    sources
 }
 
 /// One iterator over `sources`: the source itself when there is one.
@@ -56,60 +71,25 @@ impl TabletServer {
         schema: &TableSchema,
         row: &[u8],
         families: Option<&[String]>,
-        column: Option<(&str, &[u8])>,
     ) -> Result<Vec<Box<dyn InternalIterator>>> {
-        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::with_capacity(2 + v.imm.len());
-        // An empty memtable has nothing the caller's snapshot (taken before
-        // the version) can see: entries up to it were inserted before it.
-        if !v.mem.is_empty() {
-            sources.push(Box::new(v.mem.iter()));
-        }
-        for m in v.imm.iter().rev() {
-            sources.push(Box::new(m.iter()));
-        }
+        let mut sources = memtable_sources(v);
         // files_version is unique to this tablet's SSTable set, so entries
         // cached for an older set are never found again (they age out).
-        // Only whole-row reads use the scan cache.
-        let cache_id = match (column, families) {
-            (Some(_), _) => 0,
-            (None, None) => v.files_version,
-            (None, Some(f)) => {
-                seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes())
-            }
+        let cache_id = match families {
+            None => v.files_version,
+            Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
         };
         let scan_cache = &self.env.scan_cache;
-        if column.is_none() {
-            if let Some(hit) = scan_cache.get(cache_id, row) {
-                sources.push(Box::new(VecIterator::new(hit)));
-                return Ok(sources);
-            }
-        }
-        let files = select_files(&v.files, families, schema);
-        let mut iters: Vec<Box<dyn InternalIterator>> = Vec::new();
-        let row_enc = key::row_prefix(row);
-        // The cell itself, or a family or row tombstone covering it.
-        let cols: Vec<Vec<u8>> = match column {
-            Some((fam, q)) => vec![
-                key::column_prefix(row, fam.as_bytes(), q),
-                key::column_prefix(row, fam.as_bytes(), b""),
-                key::column_prefix(row, b"", b""),
-            ],
-            None => Vec::new(),
-        };
-        for f in files {
-            let wanted = match column {
-                Some(_) => f.table.may_contain_any_column(&row_enc, &cols),
-                None => f.table.may_contain_row_enc(&row_enc),
-            };
-            if wanted {
-                iters.push(Box::new(f.table.iter()));
-            }
-        }
-        if column.is_some() {
-            // One column: the reader seeks straight to it in each source.
-            sources.extend(iters);
+        if let Some(hit) = scan_cache.get(cache_id, row) {
+            sources.push(Box::new(VecIterator::new(hit)));
             return Ok(sources);
         }
+        let row_enc = key::row_prefix(row);
+        let iters: Vec<Box<dyn InternalIterator>> = select_files(&v.files, families, schema)
+            .into_iter()
+            .filter(|f| f.table.may_contain_row_enc(&row_enc))
+            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
+            .collect();
         // Small rows are read once into the scan cache; a wide row is read
         // straight from its SSTables (copying it whole would cost more than
         // the cache saves).
@@ -143,7 +123,7 @@ impl TabletServer {
         let snapshot = self.core.visible_seq();
         let v = s.tablet.version();
         let schema = s.table.schema();
-        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref(), None)?;
+        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref())?;
         let mut spec = spec.clone();
         spec.rows = RowRange {
             start: Bound::Included(row.to_vec()),
@@ -169,7 +149,7 @@ impl TabletServer {
         let snapshot = self.core.visible_seq();
         let v = s.tablet.version();
         let schema = s.table.schema();
-        let sources = self.row_sources(&v, &schema, row, None, None)?;
+        let sources = self.row_sources(&v, &schema, row, None)?;
         let mut spec = ScanSpec::row(row);
         spec.filter = Some(filter.clone());
         spec.cell_limit = Some(1);
@@ -196,6 +176,8 @@ impl TabletServer {
         self.column_of(&s, row, family, qualifier, max_versions)
     }
 
+    /// One column's versions: a point lookup in each source (see
+    /// [`crate::point`]), or the general reader for a column with many versions.
     fn column_of(
         &self,
         s: &Served,
@@ -207,8 +189,43 @@ impl TabletServer {
         let snapshot = self.core.visible_seq();
         let v = s.tablet.version();
         let schema = s.table.schema();
-        let fams = [family.to_string()];
-        let sources = self.row_sources(&v, &schema, row, Some(&fams), Some((family, qualifier)))?;
+        let Some(fam) = schema.family(family) else {
+            return Ok(Vec::new()); // as the reader skips families not in the schema
+        };
+        let mut lookup = ColumnLookup::new(row, family, qualifier, snapshot);
+        // The column itself, or a family or row tombstone covering it.
+        let files: Vec<&Arc<Sst>> = select_files(&v.files, Some(&[family]), &schema)
+            .into_iter()
+            .filter(|f| {
+                f.table
+                    .may_contain_any_column(lookup.row_enc(), &lookup.bloom_columns())
+            })
+            .collect();
+        let mut complete = v.mem.is_empty() || lookup.gather(&mut v.mem.iter())?;
+        for m in v.imm.iter().rev() {
+            complete = complete && lookup.gather(&mut m.iter())?;
+        }
+        for f in &files {
+            complete = complete && lookup.gather(&mut f.table.iter_below(lookup.end()))?;
+        }
+        let now = now_micros();
+        if complete {
+            return lookup.resolve(
+                Some(&fam.gc),
+                TimeRange::ALL,
+                max_versions,
+                now,
+                row,
+                family,
+                qualifier,
+            );
+        }
+        // Many versions: the reader seeks straight to the column in each
+        // source and stops once it has the versions wanted.
+        let mut sources = memtable_sources(&v);
+        for f in files {
+            sources.push(Box::new(f.table.iter()));
+        }
         let reader = CellReader::column(
             merged(sources),
             schema,
@@ -218,7 +235,7 @@ impl TabletServer {
             TimeRange::ALL,
             max_versions,
             snapshot,
-            now_micros(),
+            now,
         )?;
         reader.collect()
     }
