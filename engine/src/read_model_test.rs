@@ -389,20 +389,7 @@ fn reader_matches_reference() {
             .into_iter()
             .filter(|c| c.family == fam && c.qualifier == *q)
             .collect();
-        let got_col: Vec<Cell> = CellReader::column(
-            iter_of(&input),
-            schema.clone(),
-            row,
-            fam,
-            q,
-            spec.time_range,
-            mv,
-            snap,
-            now,
-        )
-        .unwrap()
-        .collect::<Result<_>>()
-        .unwrap();
+        let got_col = column_read(&input, &schema, row, fam, q, spec.time_range, mv, snap, now);
         assert_eq!(got_col, want_col, "case {case} column {row:?} {fam} {q:?}");
 
         // The point lookup, with the entries spread over several sources.
@@ -444,6 +431,35 @@ fn random_sources(rng: &mut StdRng, input: &Entries) -> Vec<Entries> {
         s.dedup();
     }
     sources
+}
+
+/// One column through the general reader over `input`.
+#[allow(clippy::too_many_arguments)]
+fn column_read(
+    input: &Entries,
+    schema: &Arc<TableSchema>,
+    row: &[u8],
+    fam: &str,
+    q: &[u8],
+    time_range: TimeRange,
+    mv: Option<u32>,
+    snap: SeqNo,
+    now: u64,
+) -> Vec<Cell> {
+    CellReader::column(
+        iter_of(input),
+        schema.clone(),
+        row,
+        fam,
+        q,
+        time_range,
+        mv,
+        snap,
+        now,
+    )
+    .unwrap()
+    .collect::<Result<_>>()
+    .unwrap()
 }
 
 /// A point lookup of one column over `sources`; None if a source held too
@@ -540,20 +556,7 @@ fn point_lookup_matches_reader() {
         let row: &[u8] = [&b"r"[..], b"r\0"][rng.gen_range(0..2)];
         let fam = ["a", "b", "gone"][rng.gen_range(0..3)];
         let q = *quals.choose(&mut rng).unwrap();
-        let want: Vec<Cell> = CellReader::column(
-            iter_of(&input),
-            schema.clone(),
-            row,
-            fam,
-            q,
-            time_range,
-            mv,
-            snap,
-            now,
-        )
-        .unwrap()
-        .collect::<Result<_>>()
-        .unwrap();
+        let want = column_read(&input, &schema, row, fam, q, time_range, mv, snap, now);
         // The server reads families missing from the schema as empty.
         let got = match schema.family(fam) {
             Some(_) => point_read(&sources, &schema, row, fam, q, time_range, mv, snap, now),

@@ -4,7 +4,7 @@
 
 use crate::errno::errno;
 use crate::names::KeyName;
-use crate::node::View;
+use crate::node::{Node, View};
 use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
@@ -190,6 +190,28 @@ impl StoreView {
             .read_row(table, row, &spec)?
             .into_iter()
             .find(|c| c.family == family && c.qualifier == qualifier))
+    }
+
+    /// The value a cell or version file holds (None for other nodes).
+    pub(crate) fn value_of(&self, node: &Node) -> Option<FsResult<Option<Cell>>> {
+        Some(match node {
+            Node::Cell {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+            } => self.newest(table, *view, row, family, qualifier),
+            Node::Version {
+                table,
+                view,
+                row,
+                family,
+                qualifier,
+                ts,
+            } => self.version(table, *view, row, family, qualifier, *ts),
+            _ => return None,
+        })
     }
 
     /// One exact version, if visible in `view`.

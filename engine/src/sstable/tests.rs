@@ -379,24 +379,32 @@ impl ReadableFile for CountingFile {
     }
 }
 
-#[test]
-fn point_lookup_reads_one_block_and_cache_counts_hits() {
-    let mut rng = StdRng::seed_from_u64(6);
-    let entries = random_entries(&mut rng, 3000, 2);
+/// A table of `entries` opened through a file that counts its reads.
+fn counted_table(
+    entries: &Entries,
+    o: TableOptions,
+    cache: Option<Arc<crate::cache::BlockCache>>,
+) -> (Arc<Table>, Arc<AtomicUsize>) {
     let store = MemStore::new();
-    build(
-        &store,
-        "t",
-        &entries,
-        opts(1024, Compression::Lz4, BloomKind::RowColumn),
-    );
+    build(&store, "t", entries, o);
     let reads = Arc::new(AtomicUsize::new(0));
     let file = Arc::new(CountingFile {
         inner: store.open("t").unwrap(),
         reads: reads.clone(),
     });
+    (Table::open(file, 3, cache).unwrap(), reads)
+}
+
+#[test]
+fn point_lookup_reads_one_block_and_cache_counts_hits() {
+    let mut rng = StdRng::seed_from_u64(6);
+    let entries = random_entries(&mut rng, 3000, 2);
     let cache = Arc::new(crate::cache::BlockCache::new(8 << 20));
-    let t = Table::open(file, 3, Some(cache.clone())).unwrap();
+    let (t, reads) = counted_table(
+        &entries,
+        opts(1024, Compression::Lz4, BloomKind::RowColumn),
+        Some(cache.clone()),
+    );
     assert!(t.num_blocks() > 50);
     assert_eq!(
         reads.load(Ordering::SeqCst),
@@ -435,19 +443,11 @@ fn point_lookup_reads_one_block_and_cache_counts_hits() {
 fn iter_below_does_not_read_the_next_block() {
     let mut rng = StdRng::seed_from_u64(8);
     let entries = random_entries(&mut rng, 3000, 2);
-    let store = MemStore::new();
-    build(
-        &store,
-        "t",
+    let (t, reads) = counted_table(
         &entries,
         opts(1024, Compression::None, BloomKind::None),
+        None,
     );
-    let reads = Arc::new(AtomicUsize::new(0));
-    let file = Arc::new(CountingFile {
-        inner: store.open("t").unwrap(),
-        reads: reads.clone(),
-    });
-    let t = Table::open(file, 3, None).unwrap();
     // Every key, bounded just above itself: the walk from it yields it and
     // never reads a second block; unbounded, the last of a block does.
     let mut crossed = 0;

@@ -46,23 +46,8 @@ impl Ctx {
         if told == Some((c.data.len() as u64, c.ts)) {
             return;
         }
-        let cur = match &c.node {
-            Node::Cell {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => self.data.newest(table, *view, row, family, qualifier),
-            Node::Version {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => self.data.version(table, *view, row, family, qualifier, *ts),
-            _ => return,
+        let Some(cur) = self.data.value_of(&c.node) else {
+            return;
         };
         match cur {
             Ok(Some(cur)) if told == Some((cur.value.len() as u64, cur.timestamp)) => {
