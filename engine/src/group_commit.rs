@@ -14,13 +14,14 @@
 //! check-and-mutate can report whether its condition matched.
 
 use crate::{Error, Result};
-use parking_lot::{Condvar, Mutex, MutexGuard};
-use std::collections::{HashMap, VecDeque};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
+use std::thread::Thread;
 
-/// How often an unsynced item's caller yields its core before it sleeps
+/// How often an unsynced item's caller yields its core before it parks
 /// until its batch is done.
 const YIELDS_BEFORE_SLEEP: u32 = 16;
 
@@ -41,23 +42,42 @@ pub struct GroupCommitStats {
     pub max_batch: u64,
 }
 
-struct Queued<T> {
-    ticket: u64,
+/// The slot state: still queued, processed (the result is in the slot), or
+/// chosen to lead the next batch.
+const WAITING: u8 = 0;
+const DONE: u8 = 1;
+const LEAD: u8 = 2;
+
+/// Where one caller waits: the leader fills in its result, or makes it the
+/// next leader, and unparks it. Waiting callers poll the state without
+/// taking the queue's lock, and an unpark of a thread that has not parked
+/// yet costs no system call.
+struct Slot<R> {
+    state: AtomicU8,
+    result: Mutex<Option<Result<R>>>,
+    thread: Thread,
+}
+
+impl<R> Slot<R> {
+    fn set(&self, state: u8) {
+        self.state.store(state, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+struct Queued<T, R> {
     item: T,
     sync: bool,
     size: usize,
-    wake: Arc<Condvar>,
+    slot: Arc<Slot<R>>,
 }
 
 struct Inner<T, R> {
     /// Items not yet taken by a leader, oldest first.
-    queue: VecDeque<Queued<T>>,
-    /// Results of finished items whose callers have not picked them up yet.
-    done: HashMap<u64, Result<R>>,
-    /// A leader is processing a batch; the next one waits for it (batches run
-    /// one at a time, in queue order).
+    queue: VecDeque<Queued<T, R>>,
+    /// A leader is processing a batch, or has been chosen and is about to:
+    /// batches run one at a time, in queue order.
     busy: bool,
-    next_ticket: u64,
 }
 
 /// Leader/follower batching of items of type `T` with per-item results `R`.
@@ -83,9 +103,7 @@ impl<T, R> GroupCommit<T, R> {
         GroupCommit {
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
-                done: HashMap::new(),
                 busy: false,
-                next_ticket: 0,
             }),
             max_batch_bytes,
             size_of,
@@ -101,54 +119,73 @@ impl<T, R> GroupCommit<T, R> {
     /// processed, with that item's result. If the batch failed, every item of
     /// it gets the same error (as [`Error::Shared`]).
     pub fn submit(&self, item: T, sync: bool) -> Result<R> {
-        let wake = Arc::new(Condvar::new());
-        let size = (self.size_of)(&item);
-        let mut g = self.inner.lock();
-        let ticket = g.next_ticket;
-        g.next_ticket += 1;
-        g.queue.push_back(Queued {
-            ticket,
-            item,
-            sync,
-            size,
-            wake: Arc::clone(&wake),
+        let slot = Arc::new(Slot {
+            state: AtomicU8::new(WAITING),
+            result: Mutex::new(None),
+            thread: std::thread::current(),
         });
+        let size = (self.size_of)(&item);
+        let lead = {
+            let mut g = self.inner.lock();
+            g.queue.push_back(Queued {
+                item,
+                sync,
+                size,
+                slot: Arc::clone(&slot),
+            });
+            // Nobody is leading: this caller's item is alone in the queue.
+            !std::mem::replace(&mut g.busy, true)
+        };
+        if !lead && self.wait(&slot, sync) == DONE {
+            return slot
+                .result
+                .lock()
+                .take()
+                .unwrap_or_else(|| Err(Error::corruption("group commit: result missing")));
+        }
+        self.lead(&slot)
+    }
+
+    /// Waits until the slot is done or chosen to lead; returns which.
+    fn wait(&self, slot: &Slot<R>, sync: bool) -> u8 {
         let mut yields = 0;
         loop {
-            if let Some(r) = g.done.remove(&ticket) {
-                return r;
-            }
-            if !g.busy && g.queue.front().map(|q| q.ticket) == Some(ticket) {
-                break;
+            let state = slot.state.load(Ordering::Acquire);
+            if state != WAITING {
+                return state;
             }
             // An unsynced batch takes a few microseconds: giving the core to
-            // its leader a few times costs less than sleeping on the condvar
-            // and being woken (two context switches per follower).
+            // its leader a few times costs less than parking and being woken
+            // (two context switches per follower).
             if !sync && yields < YIELDS_BEFORE_SLEEP {
                 yields += 1;
-                MutexGuard::unlocked(&mut g, std::thread::yield_now);
-                continue;
+                std::thread::yield_now();
+            } else {
+                std::thread::park();
             }
-            wake.wait(&mut g);
         }
+    }
 
-        // Leader: take a batch from the front of the queue.
-        g.busy = true;
+    /// Leads one batch from the front of the queue (which holds `mine`),
+    /// hands out the results, chooses the next leader; returns `mine`'s result.
+    fn lead(&self, mine: &Arc<Slot<R>>) -> Result<R> {
         let mut items = Vec::new();
-        let mut members = Vec::new();
-        let mut bytes = 0usize;
+        let mut slots = Vec::new();
         let mut any_sync = false;
-        while let Some(front) = g.queue.front() {
-            if !items.is_empty() && bytes.saturating_add(front.size) > self.max_batch_bytes {
-                break;
+        {
+            let mut g = self.inner.lock();
+            let mut bytes = 0usize;
+            while let Some(front) = g.queue.front() {
+                if !items.is_empty() && bytes.saturating_add(front.size) > self.max_batch_bytes {
+                    break;
+                }
+                let Some(q) = g.queue.pop_front() else { break };
+                bytes = bytes.saturating_add(q.size);
+                any_sync |= q.sync;
+                items.push(q.item);
+                slots.push(q.slot);
             }
-            let Some(q) = g.queue.pop_front() else { break };
-            bytes = bytes.saturating_add(q.size);
-            any_sync |= q.sync;
-            items.push(q.item);
-            members.push((q.ticket, q.wake));
         }
-        drop(g);
 
         let n = items.len();
         let results = self.run(items, any_sync);
@@ -159,22 +196,25 @@ impl<T, R> GroupCommit<T, R> {
             self.syncs.fetch_add(1, Ordering::Relaxed);
         }
 
-        let mut g = self.inner.lock();
-        let mut mine = None;
-        for ((t, w), r) in members.into_iter().zip(results) {
-            if t == ticket {
-                mine = Some(r);
-            } else {
-                g.done.insert(t, r);
-                w.notify_one();
+        // The next leader first, so that its batch starts while this one's
+        // callers are being woken.
+        {
+            let mut g = self.inner.lock();
+            match g.queue.front() {
+                Some(next) => next.slot.set(LEAD),
+                None => g.busy = false,
             }
         }
-        g.busy = false;
-        if let Some(next) = g.queue.front() {
-            next.wake.notify_one();
+        let mut own = None;
+        for (slot, r) in slots.into_iter().zip(results) {
+            if Arc::ptr_eq(&slot, mine) {
+                own = Some(r);
+            } else {
+                *slot.result.lock() = Some(r);
+                slot.set(DONE);
+            }
         }
-        drop(g);
-        mine.unwrap_or_else(|| Err(Error::corruption("group commit: leader's result missing")))
+        own.unwrap_or_else(|| Err(Error::corruption("group commit: leader's result missing")))
     }
 
     /// Runs the processing function and turns its outcome into exactly one

@@ -10,6 +10,8 @@ use std::os::unix::io::AsRawFd;
 
 /// Most iovecs one `pwritev` accepts (UIO_MAXIOV).
 const MAX_IOV: usize = 1024;
+/// Writes of up to this many buffers build their iovecs on the stack.
+const SMALL_IOV: usize = 8;
 /// Consecutive EAGAINs tolerated before giving up, so nothing spins forever.
 const MAX_AGAIN: u32 = 1000;
 
@@ -35,18 +37,35 @@ pub(crate) fn read(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> 
 
 /// Writes all of `bufs` back to back at `offset`, resuming after short writes.
 pub(crate) fn write(file: &File, mut offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
-    let mut rest: Vec<&[u8]> = bufs.iter().copied().filter(|b| !b.is_empty()).collect();
-    let mut start = 0;
+    // Next buffer to write and how much of it is written already.
+    let (mut start, mut skip) = (0, 0);
     let mut again = 0;
-    while start < rest.len() {
-        let iov: Vec<libc::iovec> = rest[start..]
-            .iter()
-            .take(MAX_IOV)
-            .map(|b| libc::iovec {
+    // A commit-log append is one buffer: its iovecs stay on the stack.
+    let mut small = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; SMALL_IOV];
+    let mut large = Vec::new();
+    while start < bufs.len() {
+        let pending = &bufs[start..bufs.len().min(start + MAX_IOV)];
+        let iov: &mut [libc::iovec] = if pending.len() <= SMALL_IOV {
+            &mut small[..pending.len()]
+        } else {
+            large.resize(pending.len(), small[0]);
+            &mut large
+        };
+        for (i, (v, b)) in iov.iter_mut().zip(pending).enumerate() {
+            let b = if i == 0 { &b[skip..] } else { b };
+            *v = libc::iovec {
                 iov_base: b.as_ptr() as *mut libc::c_void,
                 iov_len: b.len(),
-            })
-            .collect();
+            };
+        }
+        if iov.iter().all(|v| v.iov_len == 0) {
+            start += pending.len();
+            skip = 0;
+            continue;
+        }
         let off =
             libc::off_t::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc::EFBIG))?;
         // SAFETY: every iovec points into a slice of `bufs`, alive and unchanged
@@ -75,14 +94,16 @@ pub(crate) fn write(file: &File, mut offset: u64, bufs: &[&[u8]]) -> io::Result<
         again = 0;
         let mut n = n as usize;
         offset += n as u64;
-        // Skip the buffers written in full, then trim the one cut short.
-        while n > 0 && start < rest.len() {
-            let b = rest[start];
-            if n >= b.len() {
-                n -= b.len();
+        // Skip the buffers written in full, then note how much of the one
+        // cut short is written.
+        while n > 0 && start < bufs.len() {
+            let left = bufs[start].len() - skip;
+            if n >= left {
+                n -= left;
                 start += 1;
+                skip = 0;
             } else {
-                rest[start] = &b[n..];
+                skip += n;
                 n = 0;
             }
         }

@@ -138,12 +138,12 @@ impl Client {
         &self,
         table: u64,
         rows: impl Iterator<Item = (usize, &'a [u8])>,
-    ) -> Result<Vec<(Location, Vec<usize>)>> {
-        let mut groups: Vec<(Location, Vec<usize>)> = Vec::new();
+    ) -> Result<Vec<(Arc<Location>, Vec<usize>)>> {
+        let mut groups: Vec<(Arc<Location>, Vec<usize>)> = Vec::new();
         for (i, row) in rows {
             match groups.iter_mut().find(|(l, _)| l.contains(row)) {
                 Some((_, v)) => v.push(i),
-                None => groups.push((self.locate(table, row)?, vec![i])),
+                None => groups.push((self.locate_shared(table, row)?, vec![i])),
             }
         }
         Ok(groups)

@@ -56,7 +56,9 @@ pub fn metadata_schema() -> TableSchema {
 
 /// Row key of the tablet of `table` ending at `end` (exclusive; None = last).
 pub fn tablet_row_key(table: u64, end: Option<&[u8]>) -> Vec<u8> {
-    let mut k = table.to_be_bytes().to_vec();
+    // Room for the byte `lookup_key` adds.
+    let mut k = Vec::with_capacity(10 + end.map_or(0, <[u8]>::len));
+    k.extend_from_slice(&table.to_be_bytes());
     match end {
         Some(e) => {
             k.push(0);

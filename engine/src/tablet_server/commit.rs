@@ -13,6 +13,7 @@ use crate::{Error, Result};
 use chubby::Sequencer;
 use crossbeam_channel::Sender;
 use parking_lot::{Mutex, MutexGuard};
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -20,6 +21,13 @@ use std::time::Duration;
 
 /// Writers wait while a tablet has this many memtables waiting to be written out.
 const MAX_IMMUTABLE: usize = 4;
+
+/// The row-lock stripes a write holds (one, for a single row, without a Vec).
+#[allow(dead_code)] // held for their Drop
+enum RowLocks<'a> {
+    One(MutexGuard<'a, ()>),
+    Many(Vec<MutexGuard<'a, ()>>),
+}
 
 /// One row's part of a write: its tablet and its log record (entries encoded
 /// with sequence numbers 0.. that the commit leader rebases).
@@ -182,11 +190,20 @@ impl TabletServer {
         &'a self,
         table: u64,
         rows: impl Iterator<Item = &'r [u8]>,
-    ) -> Vec<MutexGuard<'a, ()>> {
-        let mut idx: Vec<usize> = rows.map(|r| self.stripe(table, r)).collect();
+    ) -> RowLocks<'a> {
+        let mut idx: Vec<usize> = Vec::new();
+        let mut rows = rows.map(|r| self.stripe(table, r));
+        let Some(first) = rows.next() else {
+            return RowLocks::Many(Vec::new());
+        };
+        let Some(second) = rows.next() else {
+            return RowLocks::One(self.row_locks[first].lock());
+        };
+        idx.extend([first, second]);
+        idx.extend(rows);
         idx.sort_unstable();
         idx.dedup();
-        idx.into_iter().map(|i| self.row_locks[i].lock()).collect()
+        RowLocks::Many(idx.into_iter().map(|i| self.row_locks[i].lock()).collect())
     }
 
     /// The served tablet `id` if it holds every row of `rows`.
@@ -201,12 +218,13 @@ impl TabletServer {
 
     /// Commits validated row mutations. The caller holds the tablet's gate
     /// (shared) and the rows' locks.
-    fn commit_rows(&self, s: &Served, ms: &[&RowMutation], sync: bool) -> Result<()> {
+    fn commit_rows<M: Borrow<RowMutation>>(&self, s: &Served, ms: &[M], sync: bool) -> Result<()> {
         if s.tablet.retired.load(Ordering::Acquire) {
             return Err(self.not_serving(s.tablet.id));
         }
         let mut rows = Vec::with_capacity(ms.len());
         for m in ms {
+            let m = m.borrow();
             let ts = self.env.next_timestamp();
             let entries = mutation::to_entries(m, 0, ts);
             rows.push(Pending {
@@ -282,8 +300,7 @@ impl TabletServer {
             ));
         }
         let _locks = self.lock_rows(s.table.id, ms.iter().map(|m| m.row.as_slice()));
-        let refs: Vec<&RowMutation> = ms.iter().collect();
-        self.commit_rows(&s, &refs, sync)
+        self.commit_rows(&s, ms, sync)
     }
 
     /// Runs validated row transactions, all in tablet `tablet`, in order.
@@ -331,8 +348,7 @@ impl TabletServer {
             return Ok(());
         }
         let _locks = self.lock_rows(s.table.id, plain.iter().map(|m| m.row.as_slice()));
-        let refs: Vec<&RowMutation> = plain.iter().collect();
-        self.commit_rows(s, &refs, sync)?;
+        self.commit_rows(s, plain, sync)?;
         plain.clear();
         Ok(())
     }
