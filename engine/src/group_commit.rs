@@ -20,10 +20,17 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
+use std::time::Instant;
 
 /// How often an unsynced item's caller yields its core before it parks
 /// until its batch is done.
 const YIELDS_BEFORE_SLEEP: u32 = 16;
+
+/// Callers yield only while batches take less than this on average: a
+/// longer batch (a replicated append waiting for its replicas) would leave
+/// the yielding callers spinning, taking the cores from the I/O workers
+/// and the leader.
+const SPIN_BATCH_NANOS: u64 = 20_000;
 
 /// Processes one batch: the items in submission order and whether any of them
 /// asked for a sync. Must return exactly one result per item, in order.
@@ -90,6 +97,8 @@ pub struct GroupCommit<T, R = ()> {
     items: AtomicU64,
     syncs: AtomicU64,
     max_batch: AtomicU64,
+    /// Moving average of a batch's processing time.
+    batch_nanos: AtomicU64,
 }
 
 impl<T, R> GroupCommit<T, R> {
@@ -112,6 +121,7 @@ impl<T, R> GroupCommit<T, R> {
             items: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             max_batch: AtomicU64::new(0),
+            batch_nanos: AtomicU64::new(0),
         }
     }
 
@@ -157,7 +167,10 @@ impl<T, R> GroupCommit<T, R> {
             // An unsynced batch takes a few microseconds: giving the core to
             // its leader a few times costs less than parking and being woken
             // (two context switches per follower).
-            if !sync && yields < YIELDS_BEFORE_SLEEP {
+            if !sync
+                && yields < YIELDS_BEFORE_SLEEP
+                && self.batch_nanos.load(Ordering::Relaxed) < SPIN_BATCH_NANOS
+            {
                 yields += 1;
                 std::thread::yield_now();
             } else {
@@ -188,7 +201,15 @@ impl<T, R> GroupCommit<T, R> {
         }
 
         let n = items.len();
+        let started = Instant::now();
         let results = self.run(items, any_sync);
+        if !any_sync {
+            // Synced batches are not the ones callers spin for.
+            let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let avg = self.batch_nanos.load(Ordering::Relaxed);
+            self.batch_nanos
+                .store(avg - avg / 8 + took / 8, Ordering::Relaxed);
+        }
         self.batches.fetch_add(1, Ordering::Relaxed);
         self.items.fetch_add(n as u64, Ordering::Relaxed);
         self.max_batch.fetch_max(n as u64, Ordering::Relaxed);

@@ -276,9 +276,25 @@ pub(crate) struct AppendSums {
     pub(crate) first_block: u64,
     /// New entries of blocks `first_block..`.
     pub(crate) entries: Vec<Entry>,
-    /// Bytes of the partial last block after the append (empty if it ends
-    /// on a block boundary).
-    pub(crate) tail: Vec<u8>,
+    /// The partial last block after the append is the old tail followed by
+    /// `tail_bytes` (true), or `tail_bytes` alone (false: the append
+    /// completed a block). Kept as a change rather than a copy: a 1000-byte
+    /// append must not copy the ~32 KiB tail in front of it.
+    pub(crate) extends_tail: bool,
+    pub(crate) tail_bytes: Vec<u8>,
+    /// The tail slot's length and entry after the append.
+    tail_len: u64,
+    tail_entry: Entry,
+}
+
+impl AppendSums {
+    /// Turns the tail before the append into the tail after it.
+    pub(crate) fn apply_tail(&self, tail: &mut Vec<u8>) {
+        if !self.extends_tail {
+            tail.clear();
+        }
+        tail.extend_from_slice(&self.tail_bytes);
+    }
 }
 
 /// The entries of an [`AppendSums`] as written: the first block's entry
@@ -301,19 +317,7 @@ impl AppendSums {
                 .map(|e| e.encode().to_vec())
                 .unwrap_or_default(),
             rest: encode_entries(self.entries.get(1..).unwrap_or(&[])),
-            slot: {
-                let (len, last) = match self.entries.last() {
-                    Some(e) => {
-                        let block = self.first_block + self.entries.len() as u64 - 1;
-                        (block * BLOCK + u64::from(e.len), *e)
-                    }
-                    None => (
-                        self.first_block * BLOCK + self.tail.len() as u64,
-                        Entry::of(&self.tail),
-                    ),
-                };
-                TailSlot::of(len, last).encode()
-            },
+            slot: TailSlot::of(self.tail_len, self.tail_entry).encode(),
         }
     }
 }
@@ -336,35 +340,53 @@ pub(crate) fn append_sums_from(
     });
     let mut entries = Vec::new();
     let touched = bufs.iter().any(|b| !b.is_empty());
-    let mut cur = Vec::with_capacity(BLOCK as usize);
-    cur.extend_from_slice(tail);
+    // Length of the partial block being filled, and what of it this append wrote.
+    let mut cur_len = tail.len();
+    let mut extends_tail = true;
+    let mut tail_bytes = Vec::new();
     for b in bufs {
         let mut rest: &[u8] = b;
         while !rest.is_empty() {
-            let take = rest.len().min(BLOCK as usize - cur.len());
-            cur.extend_from_slice(&rest[..take]);
+            let take = rest.len().min(BLOCK as usize - cur_len);
             hasher.write(&rest[..take]);
-            rest = &rest[take..];
-            if cur.len() as u64 == BLOCK {
+            cur_len += take;
+            if cur_len as u64 == BLOCK {
                 entries.push(Entry {
                     len: BLOCK as u32,
                     hash: hasher.finish(),
                 });
-                cur.clear();
+                cur_len = 0;
+                extends_tail = false;
+                tail_bytes.clear();
                 hasher = SeaHasher::new();
+            } else {
+                tail_bytes.extend_from_slice(&rest[..take]);
             }
+            rest = &rest[take..];
         }
     }
-    if touched && !cur.is_empty() {
+    if touched && cur_len > 0 {
         entries.push(Entry {
-            len: cur.len() as u32,
+            len: cur_len as u32,
             hash: hasher.finish(),
         });
     }
+    let first_block = len / BLOCK;
+    let (tail_len, tail_entry) = match entries.last() {
+        Some(e) => {
+            let block = first_block + entries.len() as u64 - 1;
+            (block * BLOCK + u64::from(e.len), *e)
+        }
+        // Nothing appended: the slot describes the tail as it was.
+        None => (first_block * BLOCK + tail.len() as u64, Entry::of(tail)),
+    };
     let sums = AppendSums {
-        first_block: len / BLOCK,
+        first_block,
         entries,
-        tail: cur,
+        extends_tail,
+        tail_bytes,
+        tail_len,
+        tail_entry,
     };
     (sums, hasher)
 }
@@ -399,8 +421,11 @@ mod tests {
             let (got, next) = append_sums_from(len, &tail, st, &bufs);
             assert_eq!(got.first_block, want.first_block);
             assert_eq!(got.entries, want.entries, "append {i}");
-            assert_eq!(got.tail, want.tail);
-            tail = got.tail;
+            let (mut got_tail, mut want_tail) = (tail.clone(), tail.clone());
+            got.apply_tail(&mut got_tail);
+            want.apply_tail(&mut want_tail);
+            assert_eq!(got_tail, want_tail);
+            tail = got_tail;
             state = Some(next);
             len += *size as u64;
         }
@@ -477,8 +502,9 @@ mod tests {
                 table[s.first_block as usize + i] = *e;
             }
             len += piece as u64;
-            tail = s.tail;
+            s.apply_tail(&mut tail);
             assert_eq!(tail.len() as u64, len % BLOCK);
+            assert_eq!(tail, data[(len - len % BLOCK) as usize..len as usize]);
         }
         assert_eq!(len, data.len() as u64);
         for (k, e) in table.iter().enumerate() {

@@ -379,7 +379,7 @@ impl Inner {
             }
             tmp.commit_append(*copied + n, &sums);
             tmp.gate.stats.write(n);
-            *tail = sums.tail;
+            sums.apply_tail(tail);
             *copied += n;
         }
     }

@@ -844,7 +844,7 @@ mod tests {
         o.append_chain(&mut c, len, &[data], &enc, true);
         assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
         r.commit_append(len + data.len() as u64, &sums);
-        *tail = sums.tail;
+        sums.apply_tail(tail);
     }
 
     fn read(io: &Io, r: &Replica, off: u64, len: usize) -> Result<Vec<u8>, ReadFail> {

@@ -711,7 +711,7 @@ impl Inner {
                 m.lease = Some(Lease::new(*s, now, self.opts.lease));
             }
         }
-        m.tail = Some(sums.tail);
+        sums.apply_tail(m.tail.get_or_insert_with(Vec::new));
         m.tail_hash = Some(next_hash);
         ctl.len.store(len + n, Ordering::Release);
         Ok(())
