@@ -81,6 +81,12 @@ pub fn escape_into(s: &[u8], out: &mut Vec<u8>) {
 /// Decodes one escaped component from the front of `buf`; returns it and the rest.
 fn unescape(buf: &[u8]) -> Option<(Vec<u8>, &[u8])> {
     let mut out = Vec::new();
+    let rest = unescape_into(buf, &mut out)?;
+    Some((out, rest))
+}
+
+/// As [`unescape`], appending the component to `out`.
+fn unescape_into<'a>(buf: &'a [u8], out: &mut Vec<u8>) -> Option<&'a [u8]> {
     let mut i = 0;
     loop {
         let b = *buf.get(i)?;
@@ -94,7 +100,7 @@ fn unescape(buf: &[u8]) -> Option<(Vec<u8>, &[u8])> {
                 out.push(0);
                 i += 2;
             }
-            0x01 => return Some((out, &buf[i + 2..])),
+            0x01 => return Some(&buf[i + 2..]),
             _ => return None,
         }
     }
@@ -262,6 +268,13 @@ pub fn split(key: &[u8]) -> Option<KeyParts<'_>> {
 /// Decodes an escaped row prefix (as returned in [`KeyParts::row_enc`]).
 pub fn decode_row(row_enc: &[u8]) -> Option<Vec<u8>> {
     unescape(row_enc).map(|(r, _)| r)
+}
+
+/// As [`decode_row`], into `out` (cleared first): no allocation once `out`
+/// has room.
+pub fn decode_row_into(row_enc: &[u8], out: &mut Vec<u8>) -> bool {
+    out.clear();
+    unescape_into(row_enc, out).is_some()
 }
 
 /// Adds `base` to the sequence number stored in an encoded key, in place.

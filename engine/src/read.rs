@@ -135,8 +135,10 @@ pub struct CellReader {
     /// Name and GC rule of the current family (None while skipping one).
     family: Option<(String, GcRule)>,
     column: ColumnState,
-    /// The current row's key, decoded once a cell of it is emitted.
-    row: Option<Vec<u8>>,
+    /// The current row's key, decoded once a cell of it is emitted (while
+    /// `row_known`); the buffer is reused from row to row.
+    row: Vec<u8>,
+    row_known: bool,
     row_counted: bool,
     rows_emitted: u64,
     cells_emitted: u64,
@@ -208,7 +210,8 @@ impl CellReader {
             tracker: Tracker::new(),
             family: None,
             column: ColumnState::default(),
-            row: None,
+            row: Vec::new(),
+            row_known: false,
             row_counted: false,
             rows_emitted: 0,
             cells_emitted: 0,
@@ -405,16 +408,20 @@ impl CellReader {
                     self.done = true;
                     return Ok(None);
                 }
-                self.row = None;
+                self.row_known = false;
                 self.row_counted = false;
-                if let Some(f) = self.filtering.as_deref() {
-                    let row = k.row()?;
-                    if !f.plan.row_passes(&row) {
+                if self.filtering.is_some() {
+                    decode_row(&k, &mut self.row)?;
+                    self.row_known = true;
+                    let passes = self
+                        .filtering
+                        .as_deref()
+                        .is_none_or(|f| f.plan.row_passes(&self.row));
+                    if !passes {
                         let end = prefix_end(self.tracker.row_enc());
                         self.skip_to(&end)?;
                         continue;
                     }
-                    self.row = Some(row);
                 }
             }
             if k.is_row_level() {
@@ -422,7 +429,14 @@ impl CellReader {
                 self.iter.next()?;
                 continue;
             }
-            if change >= Change::Family {
+            // A new row usually keeps the family of the last one: its name
+            // and rule are looked up (and copied) only when they change.
+            let same_family = change >= Change::Family
+                && self
+                    .family
+                    .as_ref()
+                    .is_some_and(|(name, _)| k.family_is(name.as_bytes()));
+            if change >= Change::Family && !same_family {
                 self.family = self.wanted_family(&k)?;
                 if self.family.is_none() {
                     let end = prefix_end(k.family_prefix);
@@ -503,14 +517,11 @@ impl CellReader {
                 self.done = true;
                 return Ok(None);
             }
-            let row = match &self.row {
-                Some(r) => r.clone(),
-                None => {
-                    let r = k.row()?;
-                    self.row = Some(r.clone());
-                    r
-                }
-            };
+            if !self.row_known {
+                decode_row(&k, &mut self.row)?;
+                self.row_known = true;
+            }
+            let row = self.row.clone();
             let qualifier = match &self.column.qualifier {
                 Some(q) => q.clone(),
                 None => {
@@ -607,6 +618,15 @@ fn key_bounds(rows: &RowRange) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
         Bound::Unbounded => None,
     };
     (start, end)
+}
+
+/// Decodes `k`'s row into `buf`, reusing its allocation.
+fn decode_row(k: &EntryKey<'_>, buf: &mut Vec<u8>) -> Result<()> {
+    if crate::key::decode_row_into(k.row_enc, buf) {
+        Ok(())
+    } else {
+        Err(Error::corruption("malformed row"))
+    }
 }
 
 #[cfg(test)]

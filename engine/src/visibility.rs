@@ -67,6 +67,15 @@ impl<'a> EntryKey<'a> {
         key::decode_row(self.family_enc()).ok_or_else(|| Error::corruption("malformed family"))
     }
 
+    /// Whether the family is `name`, without decoding it.
+    pub fn family_is(&self, name: &[u8]) -> bool {
+        let enc = self.family_enc();
+        if name.contains(&0) {
+            return key::decode_row(enc).as_deref() == Some(name);
+        }
+        enc.len() == name.len() + 2 && enc.starts_with(name) && enc.ends_with(&[0x00, 0x01])
+    }
+
     /// The decoded qualifier.
     pub fn qualifier(&self) -> Result<Vec<u8>> {
         key::decode_row(self.qualifier_enc())
@@ -273,6 +282,11 @@ mod tests {
         assert_eq!(k.row().unwrap(), b"r\0");
         assert_eq!(k.family().unwrap(), b"fam");
         assert_eq!(k.qualifier().unwrap(), b"q");
+        assert!(k.family_is(b"fam"));
+        assert!(!k.family_is(b"fa") && !k.family_is(b"famm") && !k.family_is(b""));
+        let nul = encode(b"r", b"f\0g", b"q", 5, 9, Kind::Put);
+        let n = EntryKey::parse(&nul).unwrap();
+        assert!(n.family_is(b"f\0g") && !n.family_is(b"f"));
         assert!(!k.is_row_level());
         assert!(prefix_end(k.family_prefix) > key);
         assert!(prefix_end(k.column_enc) > key);

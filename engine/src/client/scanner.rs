@@ -81,7 +81,10 @@ impl Scanner {
                             return Ok(None);
                         }
                         self.rows += 1;
-                        self.last_row = Some(c.row.clone());
+                        // Reuses the buffer: one allocation per scan, not per row.
+                        let last = self.last_row.get_or_insert_with(Vec::new);
+                        last.clear();
+                        last.extend_from_slice(&c.row);
                     }
                     self.cells += 1;
                     return Ok(Some(c));
