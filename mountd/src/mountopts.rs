@@ -22,7 +22,7 @@
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
 //! | `compaction_threads=N` | background compaction threads per tablet server |
 //! | `tablet_servers=N` | tablet servers the daemon runs (default 3) |
-//! | `commit_workers=N` | threads that run commits at close/fsync (default 32; 0: on the FUSE thread) |
+//! | `commit_workers=N` | threads that run commits at fsync, and at close when all FUSE threads but one are committing (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `opendir` | let the kernel open directories (by default it lists them unopened: two requests fewer per directory) |
 //! | `scrub_rate=SIZE` | background scrub budget per second (default 4m; 0: no background scrub) |

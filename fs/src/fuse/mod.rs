@@ -19,6 +19,7 @@ use fuser::{
 };
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -26,6 +27,10 @@ use std::time::SystemTime;
 pub struct FuseFs {
     fs: Arc<Fs>,
     commits: crate::pool::Pool,
+    /// Closes committed on the FUSE thread that read them, now, and how
+    /// many may be at once (see [`FuseFs::with_inline_commits`]).
+    inline_commits: AtomicUsize,
+    max_inline_commits: usize,
     /// Whether to decline OPENDIR when the kernel allows it (the default).
     unopened_dirs: bool,
     /// The kernel agreed: directories are listed without being opened.
@@ -45,8 +50,36 @@ impl FuseFs {
         FuseFs {
             fs,
             commits: crate::pool::Pool::new(n),
+            inline_commits: AtomicUsize::new(0),
+            max_inline_commits: 0,
             unopened_dirs: true,
             no_opendir: false,
+        }
+    }
+
+    /// Lets up to `n` closes at a time commit on the FUSE thread that read
+    /// them instead of a worker: an unsynced commit takes microseconds, less
+    /// than handing it to a worker and back. Give the FUSE thread count
+    /// less one, so that a commit held up (a synced mount, writers waiting
+    /// for a compaction) always leaves a FUSE thread reading requests.
+    pub fn with_inline_commits(mut self, n: usize) -> FuseFs {
+        self.max_inline_commits = n;
+        self
+    }
+
+    /// Runs a close's commit here if a FUSE thread stays free, else on a worker.
+    fn commit(&self, job: impl FnOnce() + Send + 'static) {
+        let taken = self
+            .inline_commits
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_inline_commits).then_some(n + 1)
+            })
+            .is_ok();
+        if taken {
+            job();
+            self.inline_commits.fetch_sub(1, Ordering::AcqRel);
+        } else {
+            self.commits.run(job);
         }
     }
 
@@ -319,7 +352,7 @@ impl Filesystem for FuseFs {
                 Some(Err(e)) => reply.error(e),
                 None => {
                     let fs = self.fs.clone();
-                    self.commits.run(move || {
+                    self.commit(move || {
                         catching("flush", || match fs.flush(fh.0, Some(lock_owner.0)) {
                             Ok(()) => {
                                 fs.settle();
