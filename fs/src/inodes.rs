@@ -134,12 +134,19 @@ impl InodeTable {
             },
         );
         if let (Some(t), Some(r)) = (node.table(), node.row()) {
-            g.by_row
-                .entry(t.to_string())
-                .or_default()
-                .entry(r.to_vec())
-                .or_default()
-                .push(ino);
+            // Keys are copied only when new: a listing registers many
+            // entries of one table, and a row's family and cells share it.
+            if !g.by_row.contains_key(t) {
+                g.by_row.insert(t.to_string(), HashMap::default());
+            }
+            if let Some(rows) = g.by_row.get_mut(t) {
+                match rows.get_mut(r) {
+                    Some(inos) => inos.push(ino),
+                    None => {
+                        rows.insert(r.to_vec(), vec![ino]);
+                    }
+                }
+            }
         }
         Ok(ino)
     }
