@@ -4,7 +4,8 @@
 //! queues its item. The caller at the front of the queue, when no batch is in
 //! progress, becomes the leader: it takes every queued item (up to a byte cap),
 //! runs the processing function once for all of them with the lock released,
-//! hands each follower its result and wakes the next leader. Meanwhile new
+//! chooses the next leader, then hands each follower its result in its own
+//! slot (waiters never poll the queue's lock). Meanwhile new
 //! callers keep queueing, so under load each batch carries everything that
 //! arrived during the previous one: the fsync cost is shared.
 //!
