@@ -12,7 +12,7 @@
 //! | option | meaning |
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
-//! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; commits run on their own workers) |
+//! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; a close commits on its FUSE thread while another stays free, else on a commit worker) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `dir_timeout=S` | the same for table, row and family directories (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `reader_wait=S` | how long opening a cell for writing waits for readers that read it through the page cache to close (default 1) |
@@ -147,8 +147,9 @@ impl MountConfig {
     /// FUSE worker threads to run.
     pub fn thread_count(&self) -> usize {
         self.threads.unwrap_or_else(|| {
-            // Requests that wait (commits) go to a worker pool, so a few
-            // readers suffice; more only add thread hand-offs per request.
+            // Requests that wait long (fsyncs, closes beyond one per spare
+            // FUSE thread) go to a worker pool, so a few readers suffice;
+            // more only add thread hand-offs per request.
             std::thread::available_parallelism()
                 .map_or(2, |n| n.get())
                 .max(2)
