@@ -410,14 +410,10 @@ impl CellReader {
                 }
                 self.row_known = false;
                 self.row_counted = false;
-                if self.filtering.is_some() {
-                    decode_row(&k, &mut self.row)?;
+                if let Some(f) = self.filtering.as_deref() {
+                    k.row_into(&mut self.row)?;
                     self.row_known = true;
-                    let passes = self
-                        .filtering
-                        .as_deref()
-                        .is_none_or(|f| f.plan.row_passes(&self.row));
-                    if !passes {
+                    if !f.plan.row_passes(&self.row) {
                         let end = prefix_end(self.tracker.row_enc());
                         self.skip_to(&end)?;
                         continue;
@@ -431,12 +427,12 @@ impl CellReader {
             }
             // A new row usually keeps the family of the last one: its name
             // and rule are looked up (and copied) only when they change.
-            let same_family = change >= Change::Family
-                && self
+            if change >= Change::Family
+                && !self
                     .family
                     .as_ref()
-                    .is_some_and(|(name, _)| k.family_is(name.as_bytes()));
-            if change >= Change::Family && !same_family {
+                    .is_some_and(|(name, _)| k.family_is(name.as_bytes()))
+            {
                 self.family = self.wanted_family(&k)?;
                 if self.family.is_none() {
                     let end = prefix_end(k.family_prefix);
@@ -518,7 +514,7 @@ impl CellReader {
                 return Ok(None);
             }
             if !self.row_known {
-                decode_row(&k, &mut self.row)?;
+                k.row_into(&mut self.row)?;
                 self.row_known = true;
             }
             let row = self.row.clone();
@@ -618,15 +614,6 @@ fn key_bounds(rows: &RowRange) -> (Option<Vec<u8>>, Option<Vec<u8>>) {
         Bound::Unbounded => None,
     };
     (start, end)
-}
-
-/// Decodes `k`'s row into `buf`, reusing its allocation.
-fn decode_row(k: &EntryKey<'_>, buf: &mut Vec<u8>) -> Result<()> {
-    if crate::key::decode_row_into(k.row_enc, buf) {
-        Ok(())
-    } else {
-        Err(Error::corruption("malformed row"))
-    }
 }
 
 #[cfg(test)]

@@ -86,6 +86,15 @@ impl<'a> EntryKey<'a> {
     pub fn row(&self) -> Result<Vec<u8>> {
         key::decode_row(self.row_enc).ok_or_else(|| Error::corruption("malformed row"))
     }
+
+    /// As [`EntryKey::row`], into `buf` (reusing its allocation).
+    pub fn row_into(&self, buf: &mut Vec<u8>) -> Result<()> {
+        if key::decode_row_into(self.row_enc, buf) {
+            Ok(())
+        } else {
+            Err(Error::corruption("malformed row"))
+        }
+    }
 }
 
 fn trunc(key: &[u8]) -> &[u8] {

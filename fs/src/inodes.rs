@@ -136,15 +136,16 @@ impl InodeTable {
         if let (Some(t), Some(r)) = (node.table(), node.row()) {
             // Keys are copied only when new: a listing registers many
             // entries of one table, and a row's family and cells share it.
-            if !g.by_row.contains_key(t) {
-                g.by_row.insert(t.to_string(), HashMap::default());
-            }
-            if let Some(rows) = g.by_row.get_mut(t) {
-                match rows.get_mut(r) {
+            match g.by_row.get_mut(t) {
+                Some(rows) => match rows.get_mut(r) {
                     Some(inos) => inos.push(ino),
                     None => {
                         rows.insert(r.to_vec(), vec![ino]);
                     }
+                },
+                None => {
+                    let rows = HashMap::from_iter([(r.to_vec(), vec![ino])]);
+                    g.by_row.insert(t.to_string(), rows);
                 }
             }
         }
