@@ -58,7 +58,7 @@ pub mod mock;
 mod tests;
 
 pub use crate::fs::Fs;
-pub use crate::fuse::{FuseFs, COMMIT_WORKERS};
+pub use crate::fuse::{BusyPoll, FuseFs, COMMIT_WORKERS, DEFAULT_BUSY_POLL};
 pub use crate::options::{Entry, FsOptions, FsResult, MAX_WRITE};
 pub use crate::perms::Caller;
 pub use crate::status::Statfs;

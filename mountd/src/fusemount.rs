@@ -81,22 +81,45 @@ fn mount_syscall(cfg: &MountConfig) -> std::io::Result<OwnedFd> {
 }
 
 /// Mounts `fs` at the mountpoint; the returned session has completed the
-/// FUSE handshake (the mount is usable) and is ready to run.
-pub fn mount<FS: fuser::Filesystem>(fs: FS, cfg: &MountConfig) -> std::io::Result<Session<FS>> {
+/// FUSE handshake (the mount is usable) and is ready to run. Also returns a
+/// descriptor of the connection for polling, if one could be had.
+pub fn mount<FS: fuser::Filesystem>(
+    fs: FS,
+    cfg: &MountConfig,
+) -> std::io::Result<(Session<FS>, Option<OwnedFd>)> {
     let config = session_config(cfg);
     if nix::unistd::geteuid().is_root() {
         let fd = mount_syscall(cfg)?;
+        let poll_fd = fd.try_clone().ok();
         let acl = config.acl;
         match Session::from_fd(fs, fd, acl, config) {
-            Ok(s) => Ok(s),
+            Ok(s) => Ok((s, poll_fd)),
             Err(e) => {
                 let _ = nix::mount::umount2(&cfg.mountpoint, nix::mount::MntFlags::MNT_DETACH);
                 Err(e)
             }
         }
     } else {
-        Session::new(fs, &cfg.mountpoint, &config)
+        let session = Session::new(fs, &cfg.mountpoint, &config)?;
+        Ok((session, fuse_device_in_process()))
     }
+}
+
+/// A duplicate of the /dev/fuse descriptor fusermount3 handed to fuser: the
+/// only one this process has open, since fuser keeps it private.
+fn fuse_device_in_process() -> Option<OwnedFd> {
+    let fds = std::fs::read_dir("/proc/self/fd").ok()?;
+    let fd = fds.flatten().find_map(|e| {
+        let target = std::fs::read_link(e.path()).ok()?;
+        if target != std::path::Path::new("/dev/fuse") {
+            return None;
+        }
+        e.file_name().to_str()?.parse::<std::os::fd::RawFd>().ok()
+    })?;
+    // SAFETY: `fd` was open a moment ago and fuser keeps it open for the
+    // session's life; the borrow lasts only for the duplication.
+    let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    borrowed.try_clone_to_owned().ok()
 }
 
 /// Unmounts (lazily if busy), as `umount` would.

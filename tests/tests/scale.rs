@@ -210,3 +210,48 @@ fn inodes_the_kernel_forgets_are_freed_and_their_memory_given_back() {
         CONFIGURED_KIB + OVERHEAD_KIB
     );
 }
+
+/// CPU time (user + system, in clock ticks) of the daemon's FUSE threads.
+fn fuse_threads_cpu_ticks(pid: u32) -> u64 {
+    let mut ticks = 0;
+    for task in fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
+        let comm = fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("fuser") {
+            continue;
+        }
+        let stat = fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the parenthesised name: utime and stime are the
+        // 12th and 13th.
+        let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        ticks += f.get(11).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        ticks += f.get(12).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    }
+    ticks
+}
+
+#[test]
+fn fuse_threads_stop_polling_when_the_walk_ends() {
+    let m = Mount::new();
+    m.table("t", "f\n");
+    m.mutate("t", &batch(0..2_000, "v"));
+    // A walk keeps a FUSE thread polling between its requests.
+    let listed = m.ok("find t -type f -path '*/f/q' | wc -l");
+    assert_eq!(listed.trim(), "2000");
+    // Then the threads sleep: a second of wall time costs them (nearly) no
+    // CPU. Clock ticks are 10 ms; a thread left polling would use ~100.
+    let pid = m.pid();
+    let mut last = fuse_threads_cpu_ticks(pid);
+    let mut at = std::time::Instant::now();
+    let idle = wait_until(Duration::from_secs(60), || {
+        if at.elapsed() < Duration::from_secs(1) {
+            return false;
+        }
+        let now = fuse_threads_cpu_ticks(pid);
+        let used = now - last;
+        last = now;
+        at = std::time::Instant::now();
+        used <= 5
+    });
+    assert!(idle, "the FUSE threads kept using CPU after the walk ended");
+}

@@ -5,11 +5,13 @@
 //! daemon and its other requests go on.
 
 mod answer;
+mod busy_poll;
 
 use crate::fs::Fs;
 use crate::options::MAX_WRITE;
 use crate::reply::{DirOut, SetAttr};
 use answer::{caller, catching, fopen, guard, Answer};
+pub use busy_poll::{BusyPoll, DEFAULT_BUSY_POLL};
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, OpenFlags, PollEvents, PollFlags, PollNotifier, RenameFlags,
@@ -35,6 +37,7 @@ pub struct FuseFs {
     unopened_dirs: bool,
     /// The kernel agreed: directories are listed without being opened.
     no_opendir: bool,
+    busy_poll: Arc<BusyPoll>,
 }
 
 /// Workers for commits (see `pool.rs`): enough for many concurrent closes.
@@ -54,7 +57,29 @@ impl FuseFs {
             max_inline_commits: 0,
             unopened_dirs: true,
             no_opendir: false,
+            busy_poll: Arc::new(BusyPoll::new(std::time::Duration::ZERO, 1)),
         }
+    }
+
+    /// Polls the FUSE device for `window` after each reply (see
+    /// `busy_poll.rs`), for a session of `threads` FUSE threads; polling
+    /// starts once the device is given to the returned handle's
+    /// [`BusyPoll::set_device`].
+    pub fn with_busy_poll(
+        mut self,
+        window: std::time::Duration,
+        threads: usize,
+    ) -> (FuseFs, Arc<BusyPoll>) {
+        self.busy_poll = Arc::new(BusyPoll::new(window, threads));
+        let handle = self.busy_poll.clone();
+        (self, handle)
+    }
+
+    /// Runs one request (see [`guard`]), then polls for the next one.
+    fn request(&self, op: &str, f: impl FnOnce()) {
+        self.busy_poll.request_started();
+        guard(op, f);
+        self.busy_poll.after_reply();
     }
 
     /// Lets up to `n` closes at a time commit on the FUSE thread that read
@@ -130,7 +155,7 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        guard("lookup", || {
+        self.request("lookup", || {
             reply.answer(self.fs.lookup(parent.0, name.as_bytes()))
         })
     }
@@ -142,7 +167,7 @@ impl Filesystem for FuseFs {
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
-        guard("getattr", || {
+        self.request("getattr", || {
             reply.answer(self.fs.getattr(ino.0, fh.map(|f| f.0)))
         })
     }
@@ -172,7 +197,7 @@ impl Filesystem for FuseFs {
             size,
             times: atime.is_some() || mtime.is_some(),
         };
-        guard("setattr", || {
+        self.request("setattr", || {
             match self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set) {
                 Ok((a, ttl)) => {
                     self.fs.settle();
@@ -192,7 +217,7 @@ impl Filesystem for FuseFs {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        guard("mkdir", || {
+        self.request("mkdir", || {
             reply.answer(
                 self.fs
                     .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask),
@@ -201,7 +226,7 @@ impl Filesystem for FuseFs {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guard("unlink", || {
+        self.request("unlink", || {
             match self.fs.unlink(&caller(req), parent.0, name.as_bytes()) {
                 Ok(()) => {
                     self.fs.settle();
@@ -213,7 +238,7 @@ impl Filesystem for FuseFs {
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guard("rmdir", || {
+        self.request("rmdir", || {
             match self.fs.rmdir(&caller(req), parent.0, name.as_bytes()) {
                 Ok(()) => {
                     self.fs.settle();
@@ -234,7 +259,7 @@ impl Filesystem for FuseFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        guard("rename", || {
+        self.request("rename", || {
             match self.fs.rename(
                 &caller(req),
                 parent.0,
@@ -253,7 +278,7 @@ impl Filesystem for FuseFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        guard("open", || {
+        self.request("open", || {
             let caller = caller(req);
             let open = move |fs: &Fs| match fs.open(&caller, ino.0, flags.0) {
                 Ok(o) => reply.opened(FileHandle(o.fh), fopen(&o)),
@@ -280,7 +305,7 @@ impl Filesystem for FuseFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        guard("create", || {
+        self.request("create", || {
             match self
                 .fs
                 .create_mode(&caller(req), parent.0, name.as_bytes(), mode, umask, flags)
@@ -306,7 +331,7 @@ impl Filesystem for FuseFs {
     ) {
         // May answer later, from a thread waiting for an event.
         let nonblock = flags.0 & libc::O_NONBLOCK != 0;
-        guard("read", || {
+        self.request("read", || {
             self.fs.read_then(
                 &caller(req),
                 fh.0,
@@ -330,7 +355,7 @@ impl Filesystem for FuseFs {
         lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        guard("write", || {
+        self.request("write", || {
             reply.answer(self.fs.write(fh.0, offset, data, lock_owner.map(|o| o.0)))
         })
     }
@@ -346,7 +371,7 @@ impl Filesystem for FuseFs {
         // A close releases the closing process's fcntl locks; a `.chubby/`
         // file is flushed there and then, a data file's commit runs on a
         // commit worker.
-        guard("flush", || {
+        self.request("flush", || {
             match self.fs.flush_locks(&caller(req), ino.0, fh.0, lock_owner.0) {
                 Some(Ok(())) => reply.ok(),
                 Some(Err(e)) => reply.error(e),
@@ -377,7 +402,7 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         // The last close of a description releases its flock.
-        guard("release", || {
+        self.request("release", || {
             match self.fs.release_locks(ino.0, fh.0, lock_owner.map(|o| o.0)) {
                 Some(Ok(())) => reply.ok(),
                 Some(Err(e)) => reply.error(e),
@@ -414,7 +439,7 @@ impl Filesystem for FuseFs {
     }
 
     fn opendir(&self, req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        guard("opendir", || {
+        self.request("opendir", || {
             if self.no_opendir {
                 // The kernel then lists every directory without opening it.
                 return reply.error(Errno::ENOSYS);
@@ -431,7 +456,7 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        guard("readdir", || {
+        self.request("readdir", || {
             let mut add = |e: &DirOut<'_>| {
                 reply.add(INodeNo(e.ino), e.offset, e.kind, OsStr::from_bytes(e.name))
             };
@@ -456,7 +481,7 @@ impl Filesystem for FuseFs {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
-        guard("readdirplus", || {
+        self.request("readdirplus", || {
             let fs = &self.fs;
             let mut add = |e: &DirOut<'_>| match &e.attr {
                 Some(a) => reply.add(
@@ -519,7 +544,7 @@ impl Filesystem for FuseFs {
         _flags: fuser::CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        guard("copy_file_range", || {
+        self.request("copy_file_range", || {
             reply.answer(
                 self.fs
                     .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len),
@@ -545,7 +570,7 @@ impl Filesystem for FuseFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        guard("setxattr", || {
+        self.request("setxattr", || {
             reply.answer(
                 self.fs
                     .setxattr(&caller(req), ino.0, name.as_bytes(), value),
@@ -554,7 +579,7 @@ impl Filesystem for FuseFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        guard("getxattr", || {
+        self.request("getxattr", || {
             match self.fs.getxattr(&caller(req), ino.0, name.as_bytes()) {
                 Ok(v) if size == 0 => reply.size(v.len() as u32),
                 Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
@@ -566,7 +591,7 @@ impl Filesystem for FuseFs {
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let r = self.fs.listxattr(ino.0);
-        guard("listxattr", || match r {
+        self.request("listxattr", || match r {
             Ok(v) if size == 0 => reply.size(v.len() as u32),
             Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
             Ok(v) => reply.data(&v),
@@ -575,7 +600,7 @@ impl Filesystem for FuseFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        guard("removexattr", || {
+        self.request("removexattr", || {
             reply.answer(self.fs.removexattr(&caller(req), ino.0, name.as_bytes()))
         })
     }
@@ -594,7 +619,7 @@ impl Filesystem for FuseFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        guard("getlk", || {
+        self.request("getlk", || {
             let r = crate::lockdir::LockRequest {
                 ino: ino.0,
                 fh: fh.0,
@@ -625,7 +650,7 @@ impl Filesystem for FuseFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        guard("setlk", || {
+        self.request("setlk", || {
             let r = crate::lockdir::LockRequest {
                 ino: ino.0,
                 fh: fh.0,
@@ -652,7 +677,7 @@ impl Filesystem for FuseFs {
         flags: PollFlags,
         reply: ReplyPoll,
     ) {
-        guard("poll", || {
+        self.request("poll", || {
             let waker: Option<crate::lockdir::events::PollWaker> =
                 if flags.contains(PollFlags::FUSE_POLL_SCHEDULE_NOTIFY) {
                     Some(Box::new(move || {

@@ -18,7 +18,7 @@ const USAGE: &str = "usage: bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o option[
 
   -f            stay in the foreground (log to stderr)
   -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S, dir_timeout=S, reader_wait=S,
-                log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
+                busy_poll=US, log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
                 memtable=SIZE, split=SIZE, cache=SIZE, scan_cache=SIZE,
                 max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT (see README)";
 
@@ -140,8 +140,14 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     if cfg.opendir {
         fuse_fs = fuse_fs.with_opendir();
     }
+    let (fuse_fs, busy_poll) = fuse_fs.with_busy_poll(cfg.busy_poll, cfg.thread_count());
     let session = match fusemount::mount(fuse_fs, cfg) {
-        Ok(s) => s,
+        Ok((s, device)) => {
+            if let Some(d) = device {
+                busy_poll.set_device(d);
+            }
+            s
+        }
         Err(e) => {
             let _ = bt.close();
             return Err(format!("mounting {}: {e}", cfg.mountpoint.display()));
