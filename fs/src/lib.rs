@@ -16,7 +16,8 @@
 //! 5. `ctx`: the data path's shared state
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
 //! 7. `fs`: [`Fs`], which routes each request to the data path or `lockdir`
-//! 8. `fuse`: [`FuseFs`], argument conversion and replies
+//! 8. `fuse`: [`FuseFs`], argument conversion and replies, and busy polling
+//!    of the FUSE device between requests
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod attr;
