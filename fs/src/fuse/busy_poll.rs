@@ -92,8 +92,9 @@ impl BusyPoll {
     /// `read`: a thread finishing while another polls stands by, and a
     /// poller that sees a request while a thread sleeps in `read` (woken by
     /// that request, so it will take it) stands by itself. Standing by ends
-    /// when the poller finds requests already queued (several programs at
-    /// once), or after [`STANDBY`] at the latest.
+    /// when a thread takes a request and finds more queued behind it
+    /// (several programs at once, see [`BusyPoll::request_started`]), or
+    /// after [`STANDBY`] at the latest.
     pub fn after_reply(&self) {
         self.poll_or_stand_by();
         self.out_of_read.fetch_sub(1, Ordering::Relaxed);
