@@ -936,7 +936,7 @@ fn kill_9_during_re_replication_loses_nothing_and_stale_replicas_are_never_serve
         },
     );
     load.wait_for_more(&m, 100, Duration::from_secs(20));
-    fs::remove_dir_all(m.data.join("chunkserver-2")).unwrap();
+    remove_dir(&m.data.join("chunkserver-2"));
     let (at_kill, caught) = kill_during_repair(&mut m, "3/4", false);
     closed.extend(load.finish().0);
     assert!(
