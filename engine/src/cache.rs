@@ -7,12 +7,12 @@
 //! - [`ScanCache`]: the raw SSTable entries of one row of one tablet — helps
 //!   reads that repeat the same row.
 
+use crate::packed_row::PackedRow;
 use crate::sstable::Block;
 use parking_lot::RwLock;
 use quick_cache::sync::Cache;
-use quick_cache::{Equivalent, Weighter};
+use quick_cache::Weighter;
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -98,45 +98,30 @@ impl BlockCache {
     }
 }
 
-/// The entries of one row as read from a tablet's SSTables.
-pub type RowEntries = Arc<Vec<(Vec<u8>, Vec<u8>)>>;
-
 #[derive(Clone)]
 struct ScanValue {
     generation: u64,
-    entries: RowEntries,
+    row: PackedRow,
 }
 
 #[derive(Clone)]
 struct ScanWeighter;
 
-impl Weighter<(u64, Vec<u8>), ScanValue> for ScanWeighter {
-    fn weight(&self, key: &(u64, Vec<u8>), v: &ScanValue) -> u64 {
-        let payload: usize = v.entries.iter().map(|(k, v)| k.len() + v.len() + 48).sum();
-        key.1.len() as u64 + payload as u64 + ENTRY_OVERHEAD
+impl Weighter<(u64, u64), ScanValue> for ScanWeighter {
+    fn weight(&self, _key: &(u64, u64), v: &ScanValue) -> u64 {
+        (v.row.heap_bytes() + std::mem::size_of::<ScanValue>()) as u64 + ENTRY_OVERHEAD
     }
 }
 
-/// A borrowed (tablet, row) key: hashes exactly like `(u64, Vec<u8>)`, so
-/// lookups need not copy the row.
-struct RowRef<'a>(u64, &'a [u8]);
-
-impl Hash for RowRef<'_> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        // Same sequence of calls as the tuple's derived Hash (Vec hashes as a slice).
-        self.0.hash(state);
-        self.1.hash(state);
-    }
-}
-
-impl Equivalent<(u64, Vec<u8>)> for RowRef<'_> {
-    fn equivalent(&self, key: &(u64, Vec<u8>)) -> bool {
-        self.0 == key.0 && self.1 == key.1.as_slice()
-    }
+/// The cache key of a row: (tablet, hash of the row). The row itself is in
+/// the value, so the key needs no allocation; two rows with one hash only
+/// displace each other.
+fn row_key(tablet: u64, row: &[u8]) -> (u64, u64) {
+    (tablet, seahash::hash(row))
 }
 
 /// The paper's scan cache: per (tablet, row), the raw internal entries the
-/// SSTable layer returned.
+/// SSTable layer returned, packed (see [`PackedRow`]).
 ///
 /// SSTables never change, but a tablet's *set* of SSTables does (every
 /// compaction). [`ScanCache::clear_tablet`] is O(1): it bumps the tablet's
@@ -145,7 +130,7 @@ impl Equivalent<(u64, Vec<u8>)> for RowRef<'_> {
 /// publish its (stale) result afterwards: it takes [`ScanCache::generation`]
 /// before reading and inserts with [`ScanCache::insert_if_current`].
 pub struct ScanCache {
-    cache: Cache<(u64, Vec<u8>), ScanValue, ScanWeighter>,
+    cache: Cache<(u64, u64), ScanValue, ScanWeighter>,
     generations: RwLock<HashMap<u64, u64>>,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -170,13 +155,13 @@ impl ScanCache {
         self.generations.read().get(&tablet).copied().unwrap_or(0)
     }
 
-    pub fn get(&self, tablet: u64, row: &[u8]) -> Option<RowEntries> {
+    pub fn get(&self, tablet: u64, row: &[u8]) -> Option<PackedRow> {
         let current = self.generation(tablet);
         let found = self
             .cache
-            .get(&RowRef(tablet, row))
-            .filter(|v| v.generation == current)
-            .map(|v| v.entries);
+            .get(&row_key(tablet, row))
+            .filter(|v| v.generation == current && v.row.row() == row)
+            .map(|v| v.row);
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -189,39 +174,28 @@ impl ScanCache {
     /// Caches a row under the tablet's current generation. Only safe if the
     /// caller keeps the tablet's SSTable set from changing between its read and
     /// this call; otherwise use [`ScanCache::insert_if_current`].
-    pub fn insert(&self, tablet: u64, row: &[u8], entries: RowEntries) {
+    pub fn insert(&self, tablet: u64, row: PackedRow) {
         let generation = self.generation(tablet);
-        self.insert_if_current(tablet, row, generation, entries);
+        self.insert_if_current(tablet, generation, row);
     }
 
     /// Caches a row read at `generation`, unless the tablet has been cleared
     /// since. Returns whether it was cached.
-    pub fn insert_if_current(
-        &self,
-        tablet: u64,
-        row: &[u8],
-        generation: u64,
-        entries: RowEntries,
-    ) -> bool {
+    pub fn insert_if_current(&self, tablet: u64, generation: u64, row: PackedRow) -> bool {
         // Holding the read lock keeps clear_tablet from slipping in between
         // the check and the insert.
         let gens = self.generations.read();
         if gens.get(&tablet).copied().unwrap_or(0) != generation {
             return false;
         }
-        self.cache.insert(
-            (tablet, row.to_vec()),
-            ScanValue {
-                generation,
-                entries,
-            },
-        );
+        self.cache
+            .insert(row_key(tablet, row.row()), ScanValue { generation, row });
         true
     }
 
     /// Drops one row of a tablet.
     pub fn invalidate(&self, tablet: u64, row: &[u8]) {
-        self.cache.remove(&RowRef(tablet, row));
+        self.cache.remove(&row_key(tablet, row));
     }
 
     /// Drops every row of a tablet in O(1) (see the type's documentation).
@@ -243,6 +217,7 @@ impl ScanCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iterator::InternalIterator;
 
     fn block(n: usize) -> Arc<Block> {
         // A valid empty-restart block padded to about n bytes: n-8 bytes of
@@ -283,26 +258,29 @@ mod tests {
     #[test]
     fn scan_cache_generations() {
         let c = ScanCache::new(1 << 20);
-        let rows: RowEntries = Arc::new(vec![(b"k".to_vec(), b"v".to_vec())]);
+        let rows = PackedRow::pack(b"r", [(&b"k"[..], &b"v"[..])]);
         assert!(c.get(7, b"r").is_none());
-        c.insert(7, b"r", rows.clone());
-        c.insert(8, b"r", rows.clone());
-        assert_eq!(c.get(7, b"r").unwrap(), rows);
+        c.insert(7, rows.clone());
+        c.insert(8, rows.clone());
+        let mut hit = c.get(7, b"r").unwrap().iter();
+        hit.seek_to_first().unwrap();
+        assert_eq!((hit.key(), hit.value()), (&b"k"[..], &b"v"[..]));
+        assert!(c.get(7, b"s").is_none(), "another row is not a hit");
         c.invalidate(7, b"r");
         assert!(c.get(7, b"r").is_none());
 
         let g = c.generation(7);
-        c.insert(7, b"r", rows.clone());
+        c.insert(7, rows.clone());
         c.clear_tablet(7);
         assert!(c.get(7, b"r").is_none());
         assert!(c.get(8, b"r").is_some(), "other tablets untouched");
         // A read that began before the clear may not publish its result.
-        assert!(!c.insert_if_current(7, b"r", g, rows.clone()));
+        assert!(!c.insert_if_current(7, g, rows.clone()));
         assert!(c.get(7, b"r").is_none());
-        assert!(c.insert_if_current(7, b"r", c.generation(7), rows.clone()));
+        assert!(c.insert_if_current(7, c.generation(7), rows.clone()));
         assert!(c.get(7, b"r").is_some());
         let s = c.stats();
         assert_eq!(s.hits, 3);
-        assert_eq!(s.misses, 4);
+        assert_eq!(s.misses, 5);
     }
 }

@@ -32,6 +32,7 @@ pub mod merge;
 pub mod metadata;
 pub mod mutation;
 pub mod options;
+pub mod packed_row;
 pub mod point;
 pub mod read;
 #[cfg(test)]

@@ -13,7 +13,7 @@ mod block;
 mod block_builder;
 mod bloom;
 mod builder;
-mod format;
+pub(crate) mod format;
 mod table;
 
 pub use block::{Block, BlockIter};

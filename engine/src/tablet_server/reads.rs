@@ -5,7 +5,8 @@
 use super::{Served, TabletServer};
 use crate::data::*;
 use crate::env::now_micros;
-use crate::iterator::{InternalIterator, VecIterator};
+use crate::iterator::InternalIterator;
+use crate::packed_row::PackedRow;
 use crate::key;
 use crate::merge::MergingIterator;
 use crate::point::ColumnLookup;
@@ -81,7 +82,7 @@ impl TabletServer {
         };
         let scan_cache = &self.env.scan_cache;
         if let Some(hit) = scan_cache.get(cache_id, row) {
-            sources.push(Box::new(VecIterator::new(hit)));
+            sources.push(Box::new(hit.iter()));
             return Ok(sources);
         }
         let row_enc = key::row_prefix(row);
@@ -96,10 +97,9 @@ impl TabletServer {
         let mut merged = MergingIterator::new(iters);
         let end = key::row_end(row);
         merged.seek(&key::row_start(row))?;
-        let mut entries = Vec::new();
-        let mut bytes = 0;
+        let mut packed = PackedRow::builder(row);
         while merged.valid() && merged.key() < end.as_slice() {
-            if bytes > SCAN_CACHE_ROW_BYTES {
+            if packed.len() > SCAN_CACHE_ROW_BYTES {
                 for f in select_files(&v.files, families, schema) {
                     if f.table.may_contain_row(row) {
                         sources.push(Box::new(f.table.iter()));
@@ -107,13 +107,12 @@ impl TabletServer {
                 }
                 return Ok(sources);
             }
-            bytes += merged.key().len() + merged.value().len();
-            entries.push((merged.key().to_vec(), merged.value().to_vec()));
+            packed.push(merged.key(), merged.value());
             merged.next()?;
         }
-        let entries = Arc::new(entries);
-        scan_cache.insert(cache_id, row, entries.clone());
-        sources.push(Box::new(VecIterator::new(entries)));
+        let packed = packed.finish();
+        sources.push(Box::new(packed.iter()));
+        scan_cache.insert(cache_id, packed);
         Ok(sources)
     }
 
