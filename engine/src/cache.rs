@@ -156,12 +156,19 @@ impl ScanCache {
     }
 
     pub fn get(&self, tablet: u64, row: &[u8]) -> Option<PackedRow> {
-        let current = self.generation(tablet);
-        let found = self
-            .cache
-            .get(&row_key(tablet, row))
-            .filter(|v| v.generation == current && v.row.row() == row)
-            .map(|v| v.row);
+        self.get_first(&[tablet], row)
+    }
+
+    /// The row as cached under the first of `tablets` (cache ids) that has
+    /// it; counts one hit or one miss.
+    pub fn get_first(&self, tablets: &[u64], row: &[u8]) -> Option<PackedRow> {
+        let found = tablets.iter().find_map(|&tablet| {
+            let current = self.generation(tablet);
+            self.cache
+                .get(&row_key(tablet, row))
+                .filter(|v| v.generation == current && v.row.row() == row)
+                .map(|v| v.row)
+        });
         let counter = if found.is_some() {
             &self.hits
         } else {
@@ -266,6 +273,7 @@ mod tests {
         hit.seek_to_first().unwrap();
         assert_eq!((hit.key(), hit.value()), (&b"k"[..], &b"v"[..]));
         assert!(c.get(7, b"s").is_none(), "another row is not a hit");
+        assert!(c.get_first(&[9, 7], b"r").is_some());
         c.invalidate(7, b"r");
         assert!(c.get(7, b"r").is_none());
 
@@ -280,7 +288,7 @@ mod tests {
         assert!(c.insert_if_current(7, c.generation(7), rows.clone()));
         assert!(c.get(7, b"r").is_some());
         let s = c.stats();
-        assert_eq!(s.hits, 3);
+        assert_eq!(s.hits, 4);
         assert_eq!(s.misses, 5);
     }
 }

@@ -218,7 +218,8 @@ mod tests {
 
     #[test]
     fn small_rows_stay_inline_and_large_ones_share_one_buffer() {
-        for (n, value_len, inline) in [(0, 0, true), (1, 8, true), (2, 100, false), (50, 10, false)] {
+        for (n, value_len, inline) in [(0, 0, true), (1, 8, true), (2, 100, false), (50, 10, false)]
+        {
             let e = entries(n, value_len);
             let p = PackedRow::pack(b"row", e.iter().map(|(k, v)| (k.as_slice(), v.as_slice())));
             assert_eq!(p.heap_bytes() == 0, inline, "{n} entries of {value_len}");

@@ -6,9 +6,9 @@ use super::{Served, TabletServer};
 use crate::data::*;
 use crate::env::now_micros;
 use crate::iterator::InternalIterator;
-use crate::packed_row::PackedRow;
 use crate::key;
 use crate::merge::MergingIterator;
+use crate::packed_row::PackedRow;
 use crate::point::ColumnLookup;
 use crate::read::CellReader;
 use crate::schema::TableSchema;
@@ -81,7 +81,16 @@ impl TabletServer {
             Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
         };
         let scan_cache = &self.env.scan_cache;
-        if let Some(hit) = scan_cache.get(cache_id, row) {
+        // A read of some families can use the row cached whole: the cell
+        // reader skips the other families (a walk lists a row, then its
+        // family, and would otherwise cache and read the row twice).
+        let ids = [cache_id, v.files_version];
+        let ids = if families.is_some() {
+            &ids[..]
+        } else {
+            &ids[..1]
+        };
+        if let Some(hit) = scan_cache.get_first(ids, row) {
             sources.push(Box::new(hit.iter()));
             return Ok(sources);
         }
