@@ -10,6 +10,7 @@ use parking_lot::RwLock;
 // aHash: several times faster than SipHash on these keys, and keyed at
 // random as SipHash is, so row names cannot be chosen to collide.
 use ahash::AHashMap as HashMap;
+use smallvec::SmallVec;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,11 +30,19 @@ struct Inner {
     /// burst that is still going on from one that is over).
     dropped_at_check: u64,
     by_ino: HashMap<u64, Entry>,
-    /// Inodes lying in a row, by table and row: what a row-wide change must invalidate.
-    by_row: HashMap<String, HashMap<Vec<u8>, Vec<u64>>>,
+    /// Inodes lying in a row, by a hash of (table, row): what a row-wide
+    /// change must invalidate. Hashed, and inline for a row's usual three
+    /// inodes (row, family, cell), so a walk allocates nothing here per row;
+    /// readers check each inode's node, so rows sharing a hash never mix.
+    by_row: HashMap<u64, SmallVec<[u64; 3]>>,
+    row_hasher: ahash::RandomState,
 }
 
 impl Inner {
+    fn row_key(&self, table: &str, row: &[u8]) -> u64 {
+        self.row_hasher.hash_one((table, row))
+    }
+
     /// Gives back the maps' spare capacity (a walk's peak) once they are
     /// mostly empty.
     fn shrink(&mut self) {
@@ -41,11 +50,6 @@ impl Inner {
         self.dropped_at_check = 0;
         if self.by_ino.len() < self.by_ino.capacity() / 4 {
             self.by_ino.shrink_to_fit();
-        }
-        for rows in self.by_row.values_mut() {
-            if rows.len() < rows.capacity() / 4 {
-                rows.shrink_to_fit();
-            }
         }
         if self.by_row.len() < self.by_row.capacity() / 4 {
             self.by_row.shrink_to_fit();
@@ -134,20 +138,8 @@ impl InodeTable {
             },
         );
         if let (Some(t), Some(r)) = (node.table(), node.row()) {
-            // Keys are copied only when new: a listing registers many
-            // entries of one table, and a row's family and cells share it.
-            match g.by_row.get_mut(t) {
-                Some(rows) => match rows.get_mut(r) {
-                    Some(inos) => inos.push(ino),
-                    None => {
-                        rows.insert(r.to_vec(), vec![ino]);
-                    }
-                },
-                None => {
-                    let rows = HashMap::from_iter([(r.to_vec(), vec![ino])]);
-                    g.by_row.insert(t.to_string(), rows);
-                }
-            }
+            let key = g.row_key(t, r);
+            g.by_row.entry(key).or_default().push(ino);
         }
         Ok(ino)
     }
@@ -175,15 +167,11 @@ impl InodeTable {
             g.shrink();
         }
         if let (Some(t), Some(r)) = (node.table(), node.row()) {
-            if let Some(rows) = g.by_row.get_mut(t) {
-                if let Some(v) = rows.get_mut(r) {
-                    v.retain(|&i| i != ino);
-                    if v.is_empty() {
-                        rows.remove(r);
-                    }
-                }
-                if rows.is_empty() {
-                    g.by_row.remove(t);
+            let key = g.row_key(t, r);
+            if let Some(v) = g.by_row.get_mut(&key) {
+                v.retain(|i| *i != ino);
+                if v.is_empty() {
+                    g.by_row.remove(&key);
                 }
             }
         }
@@ -216,9 +204,8 @@ impl InodeTable {
         let inos: Vec<u64> = match (from.table(), from.row()) {
             (Some(t), Some(r)) => g
                 .by_row
-                .get(t)
-                .and_then(|rows| rows.get(r))
-                .cloned()
+                .get(&g.row_key(t, r))
+                .map(|v| v.to_vec())
                 .unwrap_or_default(),
             _ => g.by_ino.keys().copied().collect(),
         };
@@ -259,11 +246,12 @@ impl InodeTable {
     /// The known inodes lying in one row.
     pub fn in_row(&self, table: &str, row: &[u8]) -> Vec<(u64, Arc<Node>)> {
         let g = self.inner.read();
-        let Some(inos) = g.by_row.get(table).and_then(|rows| rows.get(row)) else {
+        let Some(inos) = g.by_row.get(&g.row_key(table, row)) else {
             return Vec::new();
         };
         inos.iter()
             .filter_map(|i| g.by_ino.get(i).map(|e| (*i, e.node.clone())))
+            .filter(|(_, n)| n.table() == Some(table) && n.row() == Some(row))
             .collect()
     }
 
@@ -343,9 +331,20 @@ mod tests {
         .unwrap();
         t.register(&row(b"b")).unwrap();
         t.register(&Node::Table("t".into())).unwrap();
+        t.register(&Node::Row {
+            table: "u".into(),
+            view: View::Now,
+            row: b"a".to_vec(),
+        })
+        .unwrap();
         assert_eq!(t.in_row("t", b"a").len(), 2);
+        assert_eq!(
+            t.in_row("u", b"a").len(),
+            1,
+            "another table's row of the same name"
+        );
         assert_eq!(t.in_table("t").len(), 4);
-        assert!(t.in_table("u").is_empty());
+        assert!(t.in_table("v").is_empty());
     }
 
     #[test]
