@@ -10,7 +10,7 @@ use crate::attr::{make_attr, volatile};
 use crate::handles::{Handle, Handles};
 use crate::inodes::InodeTable;
 use crate::local_locks::LocalLocks;
-use crate::node::{LockNode, Node};
+use crate::node::{LockNode, Name, Node};
 use crate::notify::{Inval, Invalidator};
 use crate::options::{micros_to_time, Entry, FsOptions, FsResult};
 use crate::status::{StatusFile, StatusSources};
@@ -402,7 +402,7 @@ impl Ctx {
             // Known inodes of the row: the row, its families and cells.
             self.invalidate_row(table, row, None);
         }
-        self.invalidate(&Node::Table(table.to_string()));
+        self.invalidate(&Node::Table(Name::from(table)));
         self.settle();
     }
 

@@ -294,7 +294,7 @@ mod tests {
         Node::Row {
             table: "t".into(),
             view: View::Now,
-            row: r.to_vec(),
+            row: r.to_vec().into(),
         }
     }
 
@@ -325,7 +325,7 @@ mod tests {
         t.register(&Node::Family {
             table: "t".into(),
             view: View::Now,
-            row: b"a".to_vec(),
+            row: b"a".to_vec().into(),
             family: "f".into(),
         })
         .unwrap();
@@ -334,7 +334,7 @@ mod tests {
         t.register(&Node::Row {
             table: "u".into(),
             view: View::Now,
-            row: b"a".to_vec(),
+            row: b"a".to_vec().into(),
         })
         .unwrap();
         assert_eq!(t.in_row("t", b"a").len(), 2);
@@ -353,7 +353,7 @@ mod tests {
         let cell = |q: &[u8]| Node::Cell {
             table: "t".into(),
             view: View::Now,
-            row: b"r".to_vec(),
+            row: b"r".to_vec().into(),
             family: "f".into(),
             qualifier: q.to_vec(),
         };

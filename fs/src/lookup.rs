@@ -2,7 +2,9 @@
 
 use crate::ctx::Ctx;
 use crate::names::{parse_lenient, parse_strict, parse_version_name, KeyName};
-use crate::node::{Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS};
+use crate::node::{
+    Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+};
 use crate::options::{Entry, FsResult, Stats};
 use fuser::{Errno, FileAttr};
 
@@ -51,7 +53,7 @@ impl Ctx {
                     return Ok(Node::Lock(crate::node::LockNode::root()));
                 }
                 let t = table_name(n).ok_or(Errno::ENOENT)?;
-                Ok(Node::Table(t.to_string()))
+                Ok(Node::Table(Name::from(t)))
             }
             Node::StatusDir => StatusFile::from_name(n)
                 .map(Node::Status)
@@ -98,7 +100,7 @@ impl Ctx {
                     table: table.clone(),
                     view: *view,
                     row: row.clone(),
-                    family: f.to_string(),
+                    family: Name::from(f),
                 })
             }
             Node::Family {
@@ -180,9 +182,9 @@ impl Ctx {
                 .ok_or(Errno::ENOENT)?,
         };
         Ok(Node::Row {
-            table: table.to_string(),
+            table: Name::from(table),
             view,
-            row,
+            row: Key::from(row),
         })
     }
 

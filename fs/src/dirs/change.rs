@@ -40,7 +40,7 @@ impl Ctx {
                     .create_table(t, schema)
                     .map_err(|e| self.data.fail(&what, &e))?;
                 log::info!("created table {t}");
-                Node::Table(t.to_string())
+                Node::Table(Name::from(t))
             }
             Node::Table(t) => {
                 if [SCHEMA, MUTATE, SCAN, AT]
@@ -77,7 +77,7 @@ impl Ctx {
                 Node::Row {
                     table: t.clone(),
                     view: View::Now,
-                    row: key,
+                    row: Key::from(key),
                 }
             }
             Node::Row { table, row, .. } => {
@@ -103,7 +103,7 @@ impl Ctx {
                     table: table.clone(),
                     view: View::Now,
                     row: row.clone(),
-                    family: f.to_string(),
+                    family: Name::from(f),
                 }
             }
             Node::Family { .. } if name == VERSIONS.as_bytes() => {

@@ -42,7 +42,7 @@ impl Ctx {
                 out.extend(
                     tables
                         .into_iter()
-                        .map(|t| dir(t.clone().into_bytes(), Node::Table(t))),
+                        .map(|t| dir(t.clone().into_bytes(), Node::Table(Name::from(t)))),
                 );
             }
             Node::StatusDir => {
@@ -68,7 +68,7 @@ impl Ctx {
                         table: table.clone(),
                         view: *view,
                         row: row.clone(),
-                        family: f.clone(),
+                        family: Name::from(f.clone()),
                     };
                     let fs = &schema.families[&f];
                     let attr = self.dir_attr(node.ino(), fs.mode, fs.owner, fs.group);
@@ -375,6 +375,8 @@ impl Ctx {
             None
         };
         let limit = ROW_BATCH;
+        // One shared name for every row node of the listing.
+        let table_name = Name::from(table);
         loop {
             let rows = self.row_batch(table, view, after.as_deref(), limit)?;
             let n = rows.len();
@@ -385,9 +387,9 @@ impl Ctx {
             for (i, row) in rows.into_iter().enumerate() {
                 let off = self.cursors.place(ino, &row, short && i + 1 == n);
                 let node = Node::Row {
-                    table: table.to_string(),
+                    table: table_name.clone(),
                     view,
-                    row,
+                    row: Key::from(row),
                 };
                 let attr = schema
                     .as_ref()
@@ -403,7 +405,7 @@ impl Ctx {
                     return Ok(());
                 }
                 if let Node::Row { row, .. } = e.node {
-                    after = Some(row);
+                    after = Some(row.to_vec());
                 }
             }
             if short {
@@ -521,6 +523,7 @@ impl Ctx {
         } else {
             None
         };
+        let table_name = Name::from(table);
         loop {
             let rows = self.row_batch(table, view, after.as_deref(), ROW_BATCH)?;
             if rows.is_empty() {
@@ -532,9 +535,9 @@ impl Ctx {
                 d.cursors.insert(off, row.clone());
                 let name = display_name(&row);
                 let node = Node::Row {
-                    table: table.to_string(),
+                    table: table_name.clone(),
                     view,
-                    row: row.clone(),
+                    row: Key::from(row.clone()),
                 };
                 let attr = schema
                     .as_ref()

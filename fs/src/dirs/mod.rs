@@ -15,7 +15,9 @@ use crate::cursors::LAST;
 use crate::handles::{DirHandle, Handle};
 use crate::lookup::table_name;
 use crate::names::{display_name, parse_strict, version_name, KeyName};
-use crate::node::{Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS};
+use crate::node::{
+    Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+};
 use crate::options::{FsResult, Stats};
 use crate::perms::{Caller, W};
 use engine::schema::TableSchema;
@@ -54,7 +56,7 @@ mod tests {
         let cell = Node::Cell {
             table: "t".into(),
             view: View::At(5),
-            row: b"r/x".to_vec(),
+            row: b"r/x".to_vec().into(),
             family: "f".into(),
             qualifier: b".q".to_vec(),
         };

@@ -84,7 +84,7 @@ impl Ctx {
                 Node::Family { table, family, .. } | Node::VersionsDir { table, family, .. } => {
                     let cur = self.data.schema(table)?;
                     let mut s = (*cur).clone();
-                    let f = s.families.get_mut(family).ok_or(Errno::ENOENT)?;
+                    let f = s.families.get_mut(&**family).ok_or(Errno::ENOENT)?;
                     if let Some(m) = set.mode {
                         f.mode = m & 0o7777;
                     }
@@ -201,9 +201,9 @@ impl Ctx {
                 }
                 value.resize(size as usize, 0);
                 let m = RowMutation {
-                    row: row.clone(),
+                    row: row.to_vec(),
                     mutations: vec![Mutation::SetCell {
-                        family: family.clone(),
+                        family: family.to_string(),
                         qualifier: qualifier.clone(),
                         timestamp: ts,
                         value,

@@ -182,9 +182,9 @@ impl Ctx {
         for t in txns {
             let row = &t.txn.row;
             let row_known = self.inodes.is_known(&Node::Row {
-                table: table.to_string(),
+                table: Name::from(table),
                 view: View::Now,
-                row: row.clone(),
+                row: Key::from(row.clone()),
             });
             for op in t.txn.ops.iter().chain(&t.txn.otherwise) {
                 let cell = match op {
@@ -211,10 +211,10 @@ impl Ctx {
                 };
                 if let Some((f, q)) = cell {
                     self.invalidate(&Node::Cell {
-                        table: table.to_string(),
+                        table: Name::from(table),
                         view: View::Now,
-                        row: row.clone(),
-                        family: f.clone(),
+                        row: Key::from(row.clone()),
+                        family: Name::from(f.clone()),
                         qualifier: q.clone(),
                     });
                     self.data.pending.data_written(table, row, f);
@@ -227,7 +227,7 @@ impl Ctx {
         // The kernel keeps listings of directories it lists unopened: rows
         // may have come or gone.
         if !txns.is_empty() {
-            self.invalidate(&Node::Table(table.to_string()));
+            self.invalidate(&Node::Table(Name::from(table)));
         }
     }
 }

@@ -165,9 +165,9 @@ impl Ctx {
         let opts = self.write_options();
         if c.append_only && !c.created && c.data.len() > c.base_len {
             let txn = RowTxn::new(
-                row.clone(),
+                row.to_vec(),
                 vec![RowOp::Append {
-                    family: family.clone(),
+                    family: family.to_string(),
                     qualifier: qualifier.clone(),
                     data: c.data[c.base_len..].to_vec(),
                 }],
@@ -187,9 +187,9 @@ impl Ctx {
             c.base_len = c.data.len();
         } else {
             let m = RowMutation {
-                row: row.clone(),
+                row: row.to_vec(),
                 mutations: vec![Mutation::SetCell {
-                    family: family.clone(),
+                    family: family.to_string(),
                     qualifier: qualifier.clone(),
                     timestamp: ts,
                     value: c.data.clone(),

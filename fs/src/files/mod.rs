@@ -18,7 +18,7 @@ use crate::ctx::Ctx;
 use crate::handles::{CellHandle, Handle, MutateHandle, ScanHandle, SchemaHandle};
 use crate::mutate::{format_results, BatchError, BatchParser, Line, Op, Txn};
 use crate::names::{parse_lenient, parse_version_name, KeyName};
-use crate::node::{Node, View, MUTATE, SCHEMA, VERSIONS};
+use crate::node::{Key, Name, Node, View, MUTATE, SCHEMA, VERSIONS};
 use crate::options::{Entry, FsResult, Stats};
 use crate::perms::{Caller, R, W};
 use engine::schema::TableSchema;

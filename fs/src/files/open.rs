@@ -63,7 +63,7 @@ impl Ctx {
                     crate::schema_file::render(&s)
                 };
                 let fh = self.handles.insert(Handle::Schema(SchemaHandle {
-                    table: t.clone(),
+                    table: t.to_string(),
                     caller: caller.clone().with_groups(),
                     append_mode: append,
                     base_len: text.len(),
@@ -81,7 +81,7 @@ impl Ctx {
             Node::Mutate(t) => {
                 self.data.schema(t)?;
                 let fh = self.handles.insert(Handle::Mutate(MutateHandle {
-                    table: t.clone(),
+                    table: t.to_string(),
                     caller: caller.clone().with_groups(),
                     parser: BatchParser::new(self.opts.spool_dir.as_deref()),
                     failed: None,
@@ -144,7 +144,7 @@ impl Ctx {
                 }
                 Stats::add(&self.data.stats.scans, 1);
                 let fh = self.handles.insert(Handle::Scan(ScanHandle {
-                    table: table.clone(),
+                    table: table.to_string(),
                     query: q,
                     readable,
                     stream: None,

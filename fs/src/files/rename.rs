@@ -41,7 +41,7 @@ impl Ctx {
                     };
                 }
                 let m =
-                    RowMutation::new(row.clone()).delete_cells(family, q.clone(), TimeRange::ALL);
+                    RowMutation::new(row.to_vec()).delete_cells(family, q.clone(), TimeRange::ALL);
                 self.data
                     .store
                     .apply(table, &m, self.write_options())
@@ -73,7 +73,7 @@ impl Ctx {
                 {
                     return Err(Errno::ENOENT);
                 }
-                let m = RowMutation::new(row.clone()).delete_cells(
+                let m = RowMutation::new(row.to_vec()).delete_cells(
                     family,
                     qualifier.clone(),
                     TimeRange::exactly(ts),
@@ -186,7 +186,7 @@ impl Ctx {
         {
             return Err(Errno::EEXIST);
         }
-        let mut m = RowMutation::new(row.clone()).delete_cells(f2, dst.clone(), TimeRange::ALL);
+        let mut m = RowMutation::new(row.to_vec()).delete_cells(f2, dst.clone(), TimeRange::ALL);
         for v in versions.iter().rev() {
             m = m.set_at(f2, dst.clone(), v.timestamp, v.value.clone());
         }

@@ -7,7 +7,7 @@ impl Ctx {
     pub(super) fn xattrs(&self, node: &Node) -> Vec<(&'static str, Vec<u8>)> {
         let mut out = Vec::new();
         match node {
-            Node::Row { row, .. } => out.push(("user.bigtable.key", row.clone())),
+            Node::Row { row, .. } => out.push(("user.bigtable.key", row.to_vec())),
             Node::Cell {
                 table,
                 view,

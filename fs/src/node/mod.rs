@@ -78,6 +78,12 @@ impl<'a> DataPath<'a> {
     }
 }
 
+/// A table or family name in a [`Node`]: shared, since every inode below a
+/// table (or family) names it and the kernel may hold millions of them.
+pub type Name = std::sync::Arc<str>;
+/// A row key in a [`Node`], shared by the row's family and cell inodes.
+pub type Key = std::sync::Arc<[u8]>;
+
 /// One inode of the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Node {
@@ -87,67 +93,67 @@ pub enum Node {
     /// `/.bigtable/<file>`
     Status(StatusFile),
     /// `/<table>/`
-    Table(String),
+    Table(Name),
     /// `/<table>/.schema`
-    Schema(String),
+    Schema(Name),
     /// `/<table>/.mutate`
-    Mutate(String),
+    Mutate(Name),
     /// `/<table>/.scan/`
-    ScanDir(String),
+    ScanDir(Name),
     /// `/<table>/.scan/<query>` (the query is the raw filename)
     Scan {
-        table: String,
+        table: Name,
         query: Vec<u8>,
     },
     /// `/<table>/.at/`
-    AtDir(String),
+    AtDir(Name),
     /// `/<table>/.at/<ts>/`: the rows of the table as of `ts`.
     AtRoot {
-        table: String,
+        table: Name,
         ts: u64,
     },
     /// A row directory.
     Row {
-        table: String,
+        table: Name,
         view: View,
-        row: Vec<u8>,
+        row: Key,
     },
     /// A column family directory inside a row.
     Family {
-        table: String,
+        table: Name,
         view: View,
-        row: Vec<u8>,
-        family: String,
+        row: Key,
+        family: Name,
     },
     /// A cell: the newest version of one column.
     Cell {
-        table: String,
+        table: Name,
         view: View,
-        row: Vec<u8>,
-        family: String,
+        row: Key,
+        family: Name,
         qualifier: Vec<u8>,
     },
     /// `<family>/.versions/`
     VersionsDir {
-        table: String,
+        table: Name,
         view: View,
-        row: Vec<u8>,
-        family: String,
+        row: Key,
+        family: Name,
     },
     /// `<family>/.versions/<qualifier>/`
     VersionsColumn {
-        table: String,
+        table: Name,
         view: View,
-        row: Vec<u8>,
-        family: String,
+        row: Key,
+        family: Name,
         qualifier: Vec<u8>,
     },
     /// `<family>/.versions/<qualifier>/<ts>`: one version.
     Version {
-        table: String,
+        table: Name,
         view: View,
-        row: Vec<u8>,
-        family: String,
+        row: Key,
+        family: Name,
         qualifier: Vec<u8>,
         ts: u64,
     },

@@ -4,7 +4,7 @@ fn cell(q: &[u8]) -> Node {
     Node::Cell {
         table: "t".into(),
         view: View::Now,
-        row: b"r".to_vec(),
+        row: b"r".to_vec().into(),
         family: "f".into(),
         qualifier: q.to_vec(),
     }
@@ -19,25 +19,25 @@ fn inode_numbers_are_stable_and_distinct() {
     let a = Node::Family {
         table: "t".into(),
         view: View::Now,
-        row: b"ab".to_vec(),
+        row: b"ab".to_vec().into(),
         family: "c".into(),
     };
     let b = Node::Family {
         table: "t".into(),
         view: View::Now,
-        row: b"a".to_vec(),
+        row: b"a".to_vec().into(),
         family: "bc".into(),
     };
     assert_ne!(a.ino(), b.ino());
     let at = Node::Row {
         table: "t".into(),
         view: View::At(5),
-        row: b"r".to_vec(),
+        row: b"r".to_vec().into(),
     };
     let now = Node::Row {
         table: "t".into(),
         view: View::Now,
-        row: b"r".to_vec(),
+        row: b"r".to_vec().into(),
     };
     assert_ne!(at.ino(), now.ino());
     assert!(cell(b"x").ino() > ROOT_INO);
@@ -49,7 +49,7 @@ fn views_are_read_only() {
     let at = Node::Cell {
         table: "t".into(),
         view: View::At(1),
-        row: b"r".to_vec(),
+        row: b"r".to_vec().into(),
         family: "f".into(),
         qualifier: b"q".to_vec(),
     };
@@ -85,7 +85,7 @@ fn data_nodes_encode_field_by_field() {
     let v = Node::Version {
         table: "t".into(),
         view: View::At(7),
-        row: b"r".to_vec(),
+        row: b"r".to_vec().into(),
         family: "f".into(),
         qualifier: b"q".to_vec(),
         ts: 9,
@@ -101,7 +101,7 @@ fn data_nodes_encode_field_by_field() {
     let row = Node::Row {
         table: "t".into(),
         view: View::Now,
-        row: b"r".to_vec(),
+        row: b"r".to_vec().into(),
     };
     let mut got = Vec::new();
     row.encode(&mut got);

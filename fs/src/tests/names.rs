@@ -238,7 +238,7 @@ fn readdirplus_registers_entries_with_attributes() {
     let cell = crate::node::Node::Cell {
         table: "t".into(),
         view: crate::node::View::Now,
-        row: b"r".to_vec(),
+        row: b"r".to_vec().into(),
         family: "f".into(),
         qualifier: b"a".to_vec(),
     };
