@@ -68,7 +68,7 @@ impl Ctx {
                         table: table.clone(),
                         view: *view,
                         row: row.clone(),
-                        family: Name::from(f.clone()),
+                        family: Name::from(f.as_str()),
                     };
                     let fs = &schema.families[&f];
                     let attr = self.dir_attr(node.ino(), fs.mode, fs.owner, fs.group);
@@ -537,7 +537,7 @@ impl Ctx {
                 let node = Node::Row {
                     table: table_name.clone(),
                     view,
-                    row: Key::from(row.clone()),
+                    row: Key::from(row.as_slice()),
                 };
                 let attr = schema
                     .as_ref()

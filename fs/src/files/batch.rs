@@ -184,7 +184,7 @@ impl Ctx {
             let row_known = self.inodes.is_known(&Node::Row {
                 table: Name::from(table),
                 view: View::Now,
-                row: Key::from(row.clone()),
+                row: Key::from(row.as_slice()),
             });
             for op in t.txn.ops.iter().chain(&t.txn.otherwise) {
                 let cell = match op {
@@ -213,8 +213,8 @@ impl Ctx {
                     self.invalidate(&Node::Cell {
                         table: Name::from(table),
                         view: View::Now,
-                        row: Key::from(row.clone()),
-                        family: Name::from(f.clone()),
+                        row: Key::from(row.as_slice()),
+                        family: Name::from(f.as_str()),
                         qualifier: q.clone(),
                     });
                     self.data.pending.data_written(table, row, f);
