@@ -162,10 +162,11 @@ impl ScanCache {
     /// The row as cached under the first of `tablets` (cache ids) that has
     /// it; counts one hit or one miss.
     pub fn get_first(&self, tablets: &[u64], row: &[u8]) -> Option<PackedRow> {
+        let hash = seahash::hash(row);
         let found = tablets.iter().find_map(|&tablet| {
             let current = self.generation(tablet);
             self.cache
-                .get(&row_key(tablet, row))
+                .get(&(tablet, hash))
                 .filter(|v| v.generation == current && v.row.row() == row)
                 .map(|v| v.row)
         });

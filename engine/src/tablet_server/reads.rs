@@ -108,7 +108,7 @@ impl TabletServer {
         merged.seek(&key::row_start(row))?;
         let mut packed = PackedRow::builder(row);
         while merged.valid() && merged.key() < end.as_slice() {
-            if packed.len() > SCAN_CACHE_ROW_BYTES {
+            if packed.packed_bytes() > SCAN_CACHE_ROW_BYTES {
                 for f in select_files(&v.files, families, schema) {
                     if f.table.may_contain_row(row) {
                         sources.push(Box::new(f.table.iter()));
