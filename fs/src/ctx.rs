@@ -39,6 +39,9 @@ pub struct Ctx {
     /// Places in listings of directories that were not opened.
     pub(crate) cursors: crate::cursors::Cursors,
     pub(crate) inval: Invalidator,
+    /// The mounted session, for handing the kernel a cell's pages at open
+    /// (see `pages.rs`).
+    pub(crate) kernel: std::sync::OnceLock<fuser::Notifier>,
     /// The versions whose pages the kernel may cache (see `pages.rs`).
     pub(crate) pages: crate::pages::PageVersions,
     pub(crate) started: SystemTime,
@@ -57,6 +60,7 @@ impl Ctx {
             handles: Handles::default(),
             cursors: Default::default(),
             inval: Invalidator::default(),
+            kernel: Default::default(),
             pages: Default::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
@@ -66,6 +70,7 @@ impl Ctx {
 
     /// Starts cache invalidation through a mounted session's notifier.
     pub(crate) fn start_notifier(&self, notifier: fuser::Notifier) {
+        let _ = self.kernel.set(notifier.clone());
         self.inval.start(notifier);
         // Mounted: hand back the memory of inodes the kernel forgets.
         crate::inodes::start_idle_trim(&self.inodes);
@@ -344,6 +349,7 @@ impl Ctx {
                 self.pages.waits.load(Ordering::Relaxed),
                 self.pages.waits_expired.load(Ordering::Relaxed),
             ),
+            page_stores: self.pages.stores.load(Ordering::Relaxed),
         })
     }
 
@@ -451,7 +457,10 @@ impl Ctx {
 
     /// Forget `n` kernel references to an inode.
     pub fn forget(&self, ino: u64, n: u64) {
-        self.inodes.forget(ino, n);
+        // The kernel evicts an inode's pages before it forgets the inode.
+        if self.inodes.forget(ino, n) {
+            self.pages.drop_ino(ino);
+        }
     }
 }
 

@@ -144,18 +144,19 @@ impl InodeTable {
         Ok(ino)
     }
 
-    /// The kernel dropped `n` references.
-    pub fn forget(&self, ino: u64, n: u64) {
+    /// The kernel dropped `n` references; true if that was the last (the
+    /// inode is gone).
+    pub fn forget(&self, ino: u64, n: u64) -> bool {
         if ino == ROOT_INO {
-            return;
+            return false;
         }
         let mut g = self.inner.write();
         let Some(e) = g.by_ino.get_mut(&ino) else {
-            return;
+            return false;
         };
         e.nlookup = e.nlookup.saturating_sub(n);
         if e.nlookup > 0 {
-            return;
+            return false;
         }
         let node = e.node.clone();
         g.by_ino.remove(&ino);
@@ -179,6 +180,7 @@ impl InodeTable {
         if trim {
             crate::memory::give_back();
         }
+        true
     }
 
     /// Hands memory back once a burst of forgets is over (called every
@@ -306,14 +308,14 @@ mod tests {
         assert_eq!(t.register(&n).unwrap(), ino);
         assert_eq!(*t.get(ino).unwrap(), n);
         assert_eq!(t.in_row("t", b"a").len(), 1);
-        t.forget(ino, 1);
+        assert!(!t.forget(ino, 1), "one lookup is left");
         assert!(t.is_known(&n));
-        t.forget(ino, 1);
+        assert!(t.forget(ino, 1), "the last one");
         assert!(t.get(ino).is_none());
         assert!(!t.is_known(&n));
         assert!(t.in_row("t", b"a").is_empty());
         // The root is never forgotten.
-        t.forget(ROOT_INO, 100);
+        assert!(!t.forget(ROOT_INO, 100));
         assert_eq!(*t.get(ROOT_INO).unwrap(), Node::Root);
         assert_eq!(t.len(), 1);
     }

@@ -21,6 +21,16 @@
 //! reader holding its file open from stalling writers for good. Once one
 //! writer has waited that long, later writers do not wait for the same
 //! readers again.
+//!
+//! A reader's open may also hand the kernel the pages itself, before it
+//! answers (a store notification): the read that follows then needs no READ
+//! request, and no READ means the kernel does not mark the file's atime
+//! stale, so a `stat` after reading (as `tar` does) needs no GETATTR either.
+//! The store waits for the lock of each page it fills, and a page being read
+//! stays locked until its READ is answered, possibly by the very thread
+//! storing: so a store is only made by the one reader that may use the cache
+//! ([`PageVersions::begin_store`]), and while it runs other readers read
+//! around the cache.
 
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
@@ -37,6 +47,8 @@ struct Holders {
     writers: usize,
     /// A writer gave up waiting for the cached readers open now.
     outwaited: bool,
+    /// A reader's open is storing pages (see the module comment).
+    storing: bool,
 }
 
 /// See the module comment.
@@ -51,6 +63,8 @@ pub struct PageVersions {
     /// Writers' opens that waited for readers, and those that gave up.
     pub waits: AtomicU64,
     pub waits_expired: AtomicU64,
+    /// Opens that handed the kernel a cell's pages themselves.
+    pub stores: AtomicU64,
 }
 impl PageVersions {
     /// A READ reply from version `ts` of `ino` was sent.
@@ -78,11 +92,43 @@ impl PageVersions {
     pub fn reader_opened(&self, ino: u64) -> bool {
         let mut g = self.holders.lock();
         let h = g.entry(ino).or_default();
-        if h.writers > 0 {
+        if h.writers > 0 || h.storing {
             return false;
         }
         h.cached_readers += 1;
         true
+    }
+
+    /// Whether the reader that just opened `ino` through the cache may store
+    /// its pages: it is the only such reader (so no READ of the inode can be
+    /// waiting, with a page locked, for a FUSE thread), no pages are noted,
+    /// and no other store runs. If so, readers opening meanwhile bypass the
+    /// cache until [`PageVersions::end_store`].
+    pub fn begin_store(&self, ino: u64) -> bool {
+        let mut g = self.holders.lock();
+        let Some(h) = g.get_mut(&ino) else {
+            return false;
+        };
+        if h.cached_readers != 1 || h.writers > 0 || h.storing {
+            return false;
+        }
+        if self.by_ino.lock().contains_key(&ino) {
+            return false;
+        }
+        h.storing = true;
+        true
+    }
+
+    /// The store begun by [`PageVersions::begin_store`] is over: the kernel
+    /// holds pages of version `stored` (if it was sent).
+    pub fn end_store(&self, ino: u64, stored: Option<u64>) {
+        if let Some(ts) = stored {
+            self.filled(ino, ts);
+            self.stores.fetch_add(1, Ordering::Relaxed);
+        }
+        if let Some(h) = self.holders.lock().get_mut(&ino) {
+            h.storing = false;
+        }
     }
 
     /// A handle reading `ino` through the cache was released.
@@ -176,6 +222,35 @@ mod tests {
         assert!(p.drop_ino(1));
         assert!(!p.drop_ino(1));
         assert!(p.agree(1, 11));
+    }
+
+    #[test]
+    fn only_a_sole_reader_stores_and_others_read_around_it() {
+        let p = PageVersions::default();
+        assert!(!p.begin_store(1), "no reader is open");
+        assert!(p.reader_opened(1));
+        assert!(p.begin_store(1));
+        assert!(!p.reader_opened(1), "a store runs: read around the cache");
+        assert!(!p.begin_store(1), "one store at a time");
+        p.end_store(1, Some(7));
+        assert!(
+            p.agree(1, 7) && !p.agree(1, 8),
+            "the stored version is noted"
+        );
+        assert!(p.reader_opened(1));
+        assert!(!p.begin_store(1), "two readers, and pages are noted");
+        p.reader_closed(1);
+        p.reader_closed(1);
+        assert!(p.reader_opened(1));
+        assert!(
+            !p.begin_store(1),
+            "pages are noted: the kernel may have them"
+        );
+        p.reader_closed(1);
+
+        assert!(p.reader_opened(2));
+        assert!(p.reader_opened(2));
+        assert!(!p.begin_store(2), "another reader's READ may hold a page");
     }
 
     #[test]

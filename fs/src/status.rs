@@ -83,6 +83,8 @@ pub struct StatusSources<'a> {
     pub pending_dirs: usize,
     /// Writers' opens that waited for cached readers, and that gave up.
     pub reader_waits: (u64, u64),
+    /// Opens that handed the kernel a cell's pages.
+    pub page_stores: u64,
 }
 
 impl StatusFile {
@@ -152,6 +154,7 @@ impl StatusFile {
                     ("pending_dirs", s.pending_dirs as u64),
                     ("reader_waits", s.reader_waits.0),
                     ("reader_waits_expired", s.reader_waits.1),
+                    ("page_stores", s.page_stores),
                     (
                         "fuse_requests",
                         crate::options::FUSE_REQUESTS.load(Ordering::Relaxed),

@@ -95,6 +95,35 @@ impl Drop for Reaped {
     }
 }
 
+#[test]
+fn a_readers_open_hands_the_kernel_the_pages_so_its_first_read_needs_no_read_request() {
+    let m = Mount::new();
+    m.table("t", "f max_versions=1\n");
+    // Written by a batch: the kernel holds no pages of the cell.
+    m.mutate("t", b"set r f:c first-value\n");
+    m.ok("ls -l t/r/f >/dev/null");
+    let start = reads(&m);
+    let before = reads(&m);
+    let own = before - start;
+    assert_eq!(m.ok("cat t/r/f/c"), "first-value");
+    assert_eq!(
+        reads(&m) - before,
+        own,
+        "the first read of a listed cell sent READs"
+    );
+    assert!(stat(&m, "page_stores") >= 1);
+
+    // A change behind the inode: never the stored old pages.
+    m.mutate("t", b"set r f:c second-value\n");
+    assert_eq!(m.ok("cat t/r/f/c"), "second-value");
+    read_twice(&m, "second-value");
+
+    // A value larger than an open hands over is read with READs, whole.
+    m.ok("head -c 300000 /dev/zero | tr '\\0' x > t/r/f/big");
+    assert_eq!(m.ok("wc -c < t/r/f/big").trim(), "300000");
+    assert_eq!(m.ok("tr -d x < t/r/f/big | wc -c").trim(), "0");
+}
+
 /// The counter `name` of `.bigtable/stats`.
 fn stat(m: &Mount, name: &str) -> u64 {
     let stats = m.ok("cat .bigtable/stats");

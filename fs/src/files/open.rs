@@ -4,6 +4,10 @@
 use super::*;
 use std::time::Duration;
 
+/// The largest value an open hands the kernel as pages (the kernel's
+/// largest READ).
+const STORE_MAX: usize = 128 << 10;
+
 impl Ctx {
     /// FUSE `open`.
     pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
@@ -223,6 +227,9 @@ impl Ctx {
             self.pages.drop_ino(ino);
             self.invalidate(node);
         }
+        if fresh {
+            self.store_pages(ino, ts, &value);
+        }
         let truncated = trunc && writable;
         let data = if truncated { Vec::new() } else { value };
         let dirty = truncated && (ts != 0 || !data.is_empty());
@@ -252,6 +259,26 @@ impl Ctx {
             keep_cache: fresh,
             ..Default::default()
         }
+    }
+
+    /// Hands the kernel the pages of a cell a reader just opened through the
+    /// cache, so that its reads need no READ (see `pages.rs`). Large values
+    /// are left to READs: a reader may want only their start.
+    fn store_pages(&self, ino: u64, ts: u64, value: &[u8]) {
+        let Some(kernel) = self.kernel.get() else {
+            return;
+        };
+        if value.is_empty() || value.len() > STORE_MAX || !self.pages.begin_store(ino) {
+            return;
+        }
+        let stored = match kernel.store(fuser::INodeNo(ino), 0, value) {
+            Ok(()) => Some(ts),
+            Err(e) => {
+                log::debug!("storing the pages of inode {ino}: {e}");
+                None
+            }
+        };
+        self.pages.end_store(ino, stored);
     }
 
     /// FUSE `create`: a new cell (or exact version) file, committed on close.
