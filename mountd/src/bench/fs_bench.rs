@@ -315,7 +315,10 @@ pub fn mount_tmpfs(path: &Path, bytes: u64) -> Result<Mounted> {
     run_quiet(
         Command::new("mount")
             .args(["-t", "tmpfs", "-o"])
-            .arg(format!("size={bytes},mode=0755"))
+            // No inode limit: by default tmpfs allows one inode per two
+            // pages of memory (about 3 million on 24 GiB), fewer than a
+            // million-row tree and its `rsync` copy hold.
+            .arg(format!("size={bytes},nr_inodes=0,mode=0755"))
             .arg("tmpfs")
             .arg(path),
     )?;
