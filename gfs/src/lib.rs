@@ -18,7 +18,6 @@ mod crash;
 mod error;
 mod io;
 mod local;
-mod mapped;
 mod mem;
 mod name;
 mod power;
@@ -43,12 +42,6 @@ pub trait FileStore: Send + Sync + 'static {
     /// Creates a new empty file for appending; fails with [`Error::AlreadyExists`]
     /// if the name is taken.
     fn create(&self, name: &str) -> Result<Box<dyn WritableFile>>;
-    /// Creates a new empty file for many small appends (a commit log). A
-    /// store may make these cheaper than [`FileStore::create`]'s, with the
-    /// same promises; a file it leaves after a crash may end in zeros.
-    fn create_log(&self, name: &str) -> Result<Box<dyn WritableFile>> {
-        self.create(name)
-    }
     /// Reopens an existing file to append more to it (used for logs).
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>>;
     /// Opens a file for reading at offsets.

@@ -14,7 +14,6 @@
 //! directory before they return (a renamed manifest must not revert).
 
 use crate::io::{Io, IoMode, IoStats};
-use crate::mapped::MappedFile;
 use crate::name::validate;
 use crate::{Error, FileStore, ReadableFile, Result, WritableFile};
 use std::fs::{self, File, OpenOptions};
@@ -70,48 +69,6 @@ impl LocalStore {
     /// The data directory (canonical path).
     pub fn dir(&self) -> &Path {
         &self.inner.root
-    }
-
-    /// A new empty file written with system calls (or io_uring).
-    fn create_writer(&self, name: &str) -> Result<LocalWriter> {
-        validate(name)?;
-        let inner = &self.inner;
-        let path = inner.path(name);
-        let mut opts = OpenOptions::new();
-        // Readable too: a commit log maps it (see `create_log`).
-        opts.read(true).write(true).create_new(true);
-        let crosses_file = || Error::InvalidName(name.to_string(), "a parent is an existing file");
-        let mut dirs = Vec::new();
-        crate::power::namespace(&path).map_err(|e| Error::io(name, e))?;
-        let file = match opts.open(&path) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                dirs = inner
-                    .make_parents(&path)
-                    .map_err(|e| match e.raw_os_error() {
-                        Some(libc::EEXIST | libc::ENOTDIR) => crosses_file(),
-                        _ => Error::io(name, e),
-                    })?;
-                opts.open(&path)
-            }
-            other => other,
-        }
-        .map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOTDIR) => crosses_file(),
-            _ => fail(name, e),
-        })?;
-        crate::power::created(&path);
-        if let Some(parent) = path.parent() {
-            if !dirs.iter().any(|d| d == parent) {
-                dirs.push(parent.to_path_buf());
-            }
-        }
-        Ok(LocalWriter {
-            inner: inner.clone(),
-            name: name.to_string(),
-            file,
-            len: 0,
-            unsynced_dirs: dirs,
-        })
     }
 }
 
@@ -219,34 +176,43 @@ fn walk(root: &Path, prefix: &str) -> io::Result<Vec<String>> {
 
 impl FileStore for LocalStore {
     fn create(&self, name: &str) -> Result<Box<dyn WritableFile>> {
-        Ok(Box::new(self.create_writer(name)?))
-    }
-
-    /// Appends go through a shared mapping (see `mapped.rs`): no system call
-    /// per unsynced append. Under a [`crate::PowerCut`], whose model must see
-    /// every write, or where the filesystem cannot reserve blocks, they are
-    /// written as [`FileStore::create`]'s are.
-    fn create_log(&self, name: &str) -> Result<Box<dyn WritableFile>> {
-        let mut w = self.create_writer(name)?;
-        if crate::power::installed() {
-            return Ok(Box::new(w));
+        validate(name)?;
+        let inner = &self.inner;
+        let path = inner.path(name);
+        let mut opts = OpenOptions::new();
+        opts.write(true).create_new(true);
+        let crosses_file = || Error::InvalidName(name.to_string(), "a parent is an existing file");
+        let mut dirs = Vec::new();
+        crate::power::namespace(&path).map_err(|e| Error::io(name, e))?;
+        let file = match opts.open(&path) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                dirs = inner
+                    .make_parents(&path)
+                    .map_err(|e| match e.raw_os_error() {
+                        Some(libc::EEXIST | libc::ENOTDIR) => crosses_file(),
+                        _ => Error::io(name, e),
+                    })?;
+                opts.open(&path)
+            }
+            other => other,
         }
-        let file = match w.file.try_clone() {
-            Ok(f) => f,
-            Err(_) => return Ok(Box::new(w)),
-        };
-        match MappedFile::new(file) {
-            Ok(map) => Ok(Box::new(MappedWriter {
-                inner: w.inner.clone(),
-                name: std::mem::take(&mut w.name),
-                map,
-                unsynced_dirs: std::mem::take(&mut w.unsynced_dirs),
-            })),
-            Err(e) => {
-                log::debug!("{name}: appends without a mapping ({e})");
-                Ok(Box::new(w))
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOTDIR) => crosses_file(),
+            _ => fail(name, e),
+        })?;
+        crate::power::created(&path);
+        if let Some(parent) = path.parent() {
+            if !dirs.iter().any(|d| d == parent) {
+                dirs.push(parent.to_path_buf());
             }
         }
+        Ok(Box::new(LocalWriter {
+            inner: inner.clone(),
+            name: name.to_string(),
+            file,
+            len: 0,
+            unsynced_dirs: dirs,
+        }))
     }
 
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>> {
@@ -406,39 +372,6 @@ impl WritableFile for LocalWriter {
     }
     fn len(&self) -> u64 {
         self.len
-    }
-}
-
-/// A commit log's file, appended to through a shared mapping.
-struct MappedWriter {
-    inner: Arc<Inner>,
-    name: String,
-    map: MappedFile,
-    /// Directories changed by this file's creation, synced on first sync.
-    unsynced_dirs: Vec<PathBuf>,
-}
-
-impl WritableFile for MappedWriter {
-    fn append(&mut self, data: &[u8]) -> Result<u64> {
-        self.map.append(&self.name, &[data])
-    }
-    fn append_vectored(&mut self, bufs: &[&[u8]]) -> Result<u64> {
-        self.map.append(&self.name, bufs)
-    }
-    fn append_sync(&mut self, bufs: &[&[u8]]) -> Result<u64> {
-        let at = self.map.append(&self.name, bufs)?;
-        self.sync()?;
-        Ok(at)
-    }
-    fn sync(&mut self) -> Result<()> {
-        self.inner
-            .io
-            .sync(self.map.file(), true)
-            .map_err(|e| Error::io(&self.name, e))?;
-        self.inner.sync_dirs(&mut self.unsynced_dirs, &self.name)
-    }
-    fn len(&self) -> u64 {
-        self.map.len()
     }
 }
 
