@@ -294,7 +294,15 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
             }
             None => None,
         };
-        walks.push((name, ours, theirs, requests as f64 / rows as f64));
+        let per_cell = requests as f64 / rows as f64;
+        // Printed at once: a later walk that fails must not take this one's
+        // figures with it (the tables come only when the size is done).
+        eprintln!(
+            "{rows} rows: {name}: ours {}, bindfs {}, {per_cell:.1} requests per cell",
+            secs(ours),
+            theirs.map_or("-".into(), secs)
+        );
+        walks.push((name, ours, theirs, per_cell));
     }
     drop(bindfs);
 
