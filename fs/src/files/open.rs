@@ -4,8 +4,8 @@
 use super::*;
 use std::time::Duration;
 
-/// The largest value an open hands the kernel as pages (the kernel's
-/// largest READ).
+/// The largest value an open hands the kernel as pages: a reader may want
+/// only the start of a larger one, which READs then fetch as it goes.
 const STORE_MAX: usize = 128 << 10;
 
 impl Ctx {
@@ -262,8 +262,7 @@ impl Ctx {
     }
 
     /// Hands the kernel the pages of a cell a reader just opened through the
-    /// cache, so that its reads need no READ (see `pages.rs`). Large values
-    /// are left to READs: a reader may want only their start.
+    /// cache, so that its reads need no READ (see `pages.rs`).
     fn store_pages(&self, ino: u64, ts: u64, value: &[u8]) {
         let Some(kernel) = self.kernel.get() else {
             return;
