@@ -23,6 +23,7 @@ mod name;
 mod power;
 mod sysio;
 mod uring;
+mod zeros;
 
 pub use cluster::{
     Cluster, ClusterHealth, ClusterOptions, Fault, ScrubHealth, ServerHealth, DEFAULT_CHUNK_SIZE,
@@ -42,6 +43,13 @@ pub trait FileStore: Send + Sync + 'static {
     /// Creates a new empty file for appending; fails with [`Error::AlreadyExists`]
     /// if the name is taken.
     fn create(&self, name: &str) -> Result<Box<dyn WritableFile>>;
+    /// Creates a new empty file for many small, often synced appends (a
+    /// commit log). A store may make its syncs cheaper than those of
+    /// [`FileStore::create`]'s files, with the same promises, by writing
+    /// zeros ahead of the data: such a file may end in zeros after a crash.
+    fn create_log(&self, name: &str) -> Result<Box<dyn WritableFile>> {
+        self.create(name)
+    }
     /// Reopens an existing file to append more to it (used for logs).
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>>;
     /// Opens a file for reading at offsets.

@@ -174,8 +174,9 @@ fn walk(root: &Path, prefix: &str) -> io::Result<Vec<String>> {
     Ok(out)
 }
 
-impl FileStore for LocalStore {
-    fn create(&self, name: &str) -> Result<Box<dyn WritableFile>> {
+impl LocalStore {
+    /// A new empty file, written at offsets from 0.
+    fn create_writer(&self, name: &str) -> Result<LocalWriter> {
         validate(name)?;
         let inner = &self.inner;
         let path = inner.path(name);
@@ -206,13 +207,28 @@ impl FileStore for LocalStore {
                 dirs.push(parent.to_path_buf());
             }
         }
-        Ok(Box::new(LocalWriter {
+        Ok(LocalWriter {
             inner: inner.clone(),
             name: name.to_string(),
             file,
             len: 0,
             unsynced_dirs: dirs,
-        }))
+            zeroed_to: None,
+        })
+    }
+}
+
+impl FileStore for LocalStore {
+    fn create(&self, name: &str) -> Result<Box<dyn WritableFile>> {
+        Ok(Box::new(self.create_writer(name)?))
+    }
+
+    /// A file whose synced appends land on zeros written ahead of them (see
+    /// [`LocalWriter::zero_ahead`]).
+    fn create_log(&self, name: &str) -> Result<Box<dyn WritableFile>> {
+        let mut w = self.create_writer(name)?;
+        w.zeroed_to = Some(0);
+        Ok(Box::new(w))
     }
 
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>> {
@@ -224,6 +240,7 @@ impl FileStore for LocalStore {
             file,
             len,
             unsynced_dirs: Vec::new(),
+            zeroed_to: None,
         }))
     }
 
@@ -336,11 +353,36 @@ struct LocalWriter {
     len: u64,
     /// Directories changed by this file's creation, synced on first sync.
     unsynced_dirs: Vec<PathBuf>,
+    /// For a commit log (`create_log`): where the zeros written ahead of
+    /// the data end (0 until the first synced append).
+    zeroed_to: Option<u64>,
 }
 
 impl LocalWriter {
+    /// Before a synced append ending at `end`: zeros written past it (see
+    /// `zeros.rs`). Unsynced appends never pay for them: a log that is never
+    /// synced is never zeroed.
+    fn zero_ahead(&mut self, end: u64) -> Result<()> {
+        let Some(to) = self.zeroed_to else {
+            return Ok(());
+        };
+        if let Some((at, bufs)) = crate::zeros::ahead(to, end, u64::MAX) {
+            self.inner
+                .io
+                .write(&self.file, at, &bufs, false)
+                .map_err(|e| Error::io(&self.name, e))?;
+            let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+            self.zeroed_to = Some(at + n);
+        }
+        Ok(())
+    }
+
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
         let offset = self.len;
+        if sync {
+            let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+            self.zero_ahead(offset + n)?;
+        }
         self.inner
             .io
             .write(&self.file, offset, bufs, sync)
@@ -372,6 +414,18 @@ impl WritableFile for LocalWriter {
     }
     fn len(&self) -> u64 {
         self.len
+    }
+}
+
+impl Drop for LocalWriter {
+    /// A clean close leaves no zeros after a log's data. (A power-cut
+    /// model sees only writes and syncs, so under one the zeros stay.)
+    fn drop(&mut self) {
+        if self.zeroed_to.is_some_and(|to| to > self.len) && !crate::power::installed() {
+            if let Err(e) = self.file.set_len(self.len) {
+                log::debug!("{}: zeros after the data stay: {e}", self.name);
+            }
+        }
     }
 }
 
@@ -802,6 +856,39 @@ mod tests {
     }
 
     #[test]
+    fn a_logs_synced_appends_land_on_zeros_that_a_clean_close_cuts() {
+        for mode in MODES {
+            let (_d, s) = store(mode);
+            let path = s.dir().join("log");
+            let mut w = s.create_log("log").unwrap();
+            w.append(b"unsynced").unwrap();
+            assert_eq!(
+                fs::metadata(&path).unwrap().len(),
+                8,
+                "no zeros before a sync"
+            );
+            w.append_sync(&[b"synced"]).unwrap();
+            let on_disk = fs::read(&path).unwrap();
+            assert!(
+                on_disk.len() as u64 >= 14 + (1 << 19),
+                "zeros ahead: {}",
+                on_disk.len()
+            );
+            assert_eq!(&on_disk[..14], b"unsyncedsynced");
+            assert!(on_disk[14..].iter().all(|&b| b == 0));
+            // Readers of the open file see the zeros (a crash leaves them).
+            assert_eq!(s.open("log").unwrap().read_at(8, 6).unwrap(), b"synced");
+            assert_eq!(w.len(), 14);
+            drop(w);
+            assert_eq!(fs::read(&path).unwrap(), b"unsyncedsynced");
+            // Plain files never get zeros.
+            let mut p = s.create("plain").unwrap();
+            p.append_sync(&[b"x"]).unwrap();
+            assert_eq!(fs::metadata(s.dir().join("plain")).unwrap().len(), 1);
+        }
+    }
+
+    #[test]
     fn failed_completion_is_io_error_with_name() {
         for mode in MODES {
             let (_d, s) = store(mode);
@@ -814,6 +901,7 @@ mod tests {
                 file,
                 len: 0,
                 unsynced_dirs: Vec::new(),
+                zeroed_to: None,
             };
             match w.append_sync(&[b"data"]) {
                 Err(Error::Io { name, source }) => {

@@ -250,7 +250,7 @@ fn eio(why: &str) -> io::Error {
     io::Error::other(format!("power cut: {why}"))
 }
 
-fn installed() -> bool {
+pub(crate) fn installed() -> bool {
     INSTALLED.load(Ordering::Relaxed) > 0
 }
 

@@ -163,7 +163,7 @@ impl Shared {
             n
         };
         let name = self.name(number);
-        let file = self.store.create(&name)?;
+        let file = self.store.create_log(&name)?;
         Ok((number, LogWriter::new(file, name)))
     }
 
@@ -929,6 +929,39 @@ mod tests {
         assert_eq!(log.files().len(), 2);
         let (none, _) = replay_all(&log, 0);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn a_local_log_copied_while_its_writer_lives_replays_every_synced_append() {
+        // What a kill -9 leaves: the files as the OS has them, the writer
+        // never dropped, so the zeros written ahead of synced appends stay.
+        let live = tempfile::tempdir().unwrap();
+        let store = Arc::new(gfs::LocalStore::open(live.path()).unwrap());
+        let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
+        for s in 1..=300u64 {
+            log.append(&[rec("r", &[s])], s % 3 == 0).unwrap();
+        }
+        let copy = tempfile::tempdir().unwrap();
+        std::fs::create_dir(copy.path().join("d")).unwrap();
+        let mut zero_tailed = 0;
+        for name in log.files() {
+            let bytes = std::fs::read(live.path().join(&name)).unwrap();
+            zero_tailed += usize::from(bytes.last() == Some(&0));
+            std::fs::write(copy.path().join(&name), bytes).unwrap();
+        }
+        assert!(zero_tailed > 0, "no zeros ahead of the synced appends");
+        let copied = Arc::new(gfs::LocalStore::open(copy.path()).unwrap());
+        let reopened = CommitLog::open(copied, "d", opts(1 << 20)).unwrap();
+        let (all, rep) = replay_all(&reopened, 0);
+        assert_eq!(seqs_of(&all), (1..=300).collect::<Vec<_>>());
+        assert_eq!(rep.corrupt_regions, 0);
+        // A clean close cuts the zeros.
+        let names = log.files();
+        drop(log);
+        for name in names {
+            let bytes = std::fs::read(live.path().join(&name)).unwrap();
+            assert!(bytes.last() != Some(&0), "{name} ends in zeros");
+        }
     }
 
     #[test]
