@@ -89,6 +89,13 @@ pub enum StoreKind {
 }
 
 impl StoreKind {
+    /// Copies of every byte the store writes.
+    pub fn copies(self) -> usize {
+        match self {
+            StoreKind::Local => 1,
+            StoreKind::Chunks => 3,
+        }
+    }
     pub fn label(self) -> &'static str {
         match self {
             StoreKind::Local => "local",
@@ -161,7 +168,7 @@ fn run_engine_with(
     let db = Bigtable::open(store, opts).context("opening the engine")?;
     let result = (|| {
         // First, so that the largest batch it reports is its own.
-        let group_commit = group_commit_probe(&db, dir, args.plan)?;
+        let group_commit = group_commit_probe(&db, dir, args.plan, kind.copies())?;
         let seq = EngineTable::create(&db, "seq", false, args.sync)?;
         let rand = EngineTable::create(&db, "rand", false, args.sync)?;
         let mem = EngineTable::create(&db, "mem", true, args.sync)?;
@@ -192,6 +199,11 @@ pub struct GroupCommitProbe {
     pub max_batch: u64,
     /// Single-threaded 1000-byte append + fdatasync per second on the same disk.
     pub fsync_rate: f64,
+    /// The store's copies (3 for the chunk layer), and rounds per second of
+    /// that many threads each appending 1000 bytes + fdatasync to its own
+    /// file on the same disk: what one synced batch costs the disk there.
+    pub copies: usize,
+    pub copies_fsync_rate: f64,
 }
 
 impl GroupCommitProbe {
@@ -211,8 +223,20 @@ impl GroupCommitProbe {
             0.0
         }
     }
+    /// Throughput over (fsync rounds of all copies at once) × mean batch.
+    pub fn copies_efficiency(&self) -> f64 {
+        let bound = self.copies_fsync_rate * self.mean_batch();
+        if bound > 0.0 {
+            self.writes.rate() / bound
+        } else {
+            0.0
+        }
+    }
     pub fn json(&self) -> serde_json::Value {
         serde_json::json!({
+            "copies": self.copies,
+            "copies_fsync_rounds_per_sec": self.copies_fsync_rate.round(),
+            "vs_copies_fsync_times_batch": round3(self.copies_efficiency()),
             "writers": PROBE_WRITERS,
             "writes": self.writes.json(),
             "batches": self.batches,
@@ -230,32 +254,96 @@ impl GroupCommitProbe {
             self.max_batch,
             self.fsync_rate,
             self.efficiency()
-        )
+        ) + &if self.copies > 1 {
+            format!(
+                "; {} copies' fsyncs at once {:.0} rounds/s; writes / (that x mean batch) = {:.2}",
+                self.copies,
+                self.copies_fsync_rate,
+                self.copies_efficiency()
+            )
+        } else {
+            String::new()
+        }
     }
 }
 
-/// How many 1000-byte append + fdatasync pairs one thread does per second in `dir`.
-fn fsync_rate(dir: &Path) -> Result<f64> {
+/// Rounds per second in which each of `files` threads appends 1000 bytes to
+/// its own file in `dir` and fdatasyncs it, a round ending when all have
+/// (one thread: the disk's fsync rate).
+fn fsync_rounds(dir: &Path, files: usize) -> Result<f64> {
     use std::io::Write;
-    let path = dir.join("fsync-probe");
-    let mut f = std::fs::File::create(&path).context("fsync probe")?;
-    let buf = [7u8; VALUE_BYTES];
-    let start = Instant::now();
-    let mut n = 0u32;
-    while n < 2000 && start.elapsed().as_secs_f64() < 1.0 {
-        f.write_all(&buf)?;
-        f.sync_data()?;
-        n += 1;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Barrier;
+    let paths: Vec<_> = (0..files)
+        .map(|i| dir.join(format!("fsync-probe-{i}")))
+        .collect();
+    let mut handles = Vec::new();
+    for p in &paths {
+        handles.push(std::fs::File::create(p).context("fsync probe")?);
     }
+    let buf = [7u8; VALUE_BYTES];
+    let barrier = Barrier::new(files);
+    let stop = AtomicBool::new(false);
+    let start = Instant::now();
+    let rounds = std::thread::scope(|s| {
+        let threads: Vec<_> = handles
+            .iter_mut()
+            .map(|f| {
+                let (barrier, stop, buf) = (&barrier, &stop, &buf);
+                s.spawn(move || -> std::io::Result<u32> {
+                    let mut n = 0u32;
+                    loop {
+                        // A failed thread still meets the others at the
+                        // barriers (they would wait for it forever), and
+                        // stops them.
+                        let done = f.write_all(buf).and_then(|()| f.sync_data());
+                        if done.is_err() {
+                            stop.store(true, Ordering::Release);
+                        }
+                        n += 1;
+                        if barrier.wait().is_leader()
+                            && (n >= 2000 || start.elapsed().as_secs_f64() >= 1.0)
+                        {
+                            stop.store(true, Ordering::Release);
+                        }
+                        barrier.wait();
+                        done?;
+                        if stop.load(Ordering::Acquire) {
+                            return Ok(n);
+                        }
+                    }
+                })
+            })
+            .collect();
+        let mut rounds = 0;
+        for t in threads {
+            rounds = t
+                .join()
+                .map_err(|_| anyhow::anyhow!("fsync probe thread panicked"))??;
+        }
+        Ok::<u32, anyhow::Error>(rounds)
+    })?;
     let secs = start.elapsed().as_secs_f64();
-    drop(f);
-    let _ = std::fs::remove_file(&path);
-    Ok(n as f64 / secs.max(1e-9))
+    drop(handles);
+    for p in &paths {
+        let _ = std::fs::remove_file(p);
+    }
+    Ok(rounds as f64 / secs.max(1e-9))
 }
 
-fn group_commit_probe(db: &Bigtable, dir: &Path, plan: Plan) -> Result<GroupCommitProbe> {
+fn group_commit_probe(
+    db: &Bigtable,
+    dir: &Path,
+    plan: Plan,
+    copies: usize,
+) -> Result<GroupCommitProbe> {
     let table = EngineTable::create(db, "group_commit", false, true)?;
-    let fsync_rate = fsync_rate(dir)?;
+    let fsync_rate = fsync_rounds(dir, 1)?;
+    let copies_fsync_rate = if copies > 1 {
+        fsync_rounds(dir, copies)?
+    } else {
+        fsync_rate
+    };
     let probe = Plan {
         n: plan.n.min(8000),
         threads: PROBE_WRITERS,
@@ -270,6 +358,8 @@ fn group_commit_probe(db: &Bigtable, dir: &Path, plan: Plan) -> Result<GroupComm
         items: after.items - before.items,
         max_batch: after.max_batch,
         fsync_rate,
+        copies,
+        copies_fsync_rate,
     })
 }
 
