@@ -362,11 +362,11 @@ impl LocalWriter {
     /// Before a synced append ending at `end`: zeros written past it (see
     /// `zeros.rs`). Unsynced appends never pay for them: a log that is never
     /// synced is never zeroed.
-    fn zero_ahead(&mut self, end: u64) -> Result<()> {
+    fn zero_ahead(&mut self, end: u64, len: u64) -> Result<()> {
         let Some(to) = self.zeroed_to else {
             return Ok(());
         };
-        if let Some((at, bufs)) = crate::zeros::ahead(to, end, u64::MAX) {
+        if let Some((at, bufs)) = crate::zeros::ahead(to, end, len) {
             self.inner
                 .io
                 .write(&self.file, at, &bufs, false)
@@ -381,7 +381,7 @@ impl LocalWriter {
         let offset = self.len;
         if sync {
             let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-            self.zero_ahead(offset + n)?;
+            self.zero_ahead(offset + n, n)?;
         }
         self.inner
             .io

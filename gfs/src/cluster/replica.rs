@@ -69,9 +69,6 @@ pub(crate) struct Replica {
     /// The tail slot the next sync writes (0 or 1): never the one holding
     /// the last durable state.
     next_slot: AtomicU64,
-    /// File offset up to which zeros are written ahead of the data (see
-    /// `zeros.rs`); a load cuts what is past the data.
-    zeroed_to: AtomicU64,
 }
 
 impl Drop for Replica {
@@ -125,17 +122,10 @@ const PAGE: usize = 4096;
 /// an fdatasync the kernel may persist any subset of their pages, so after a
 /// machine crash the entry can cover data that never reached the disk. Such
 /// data is missing (the file ends early) or reads as zeros (an unwritten
-/// page, or, past the `kept` bytes a sync made durable, the rest of a page
-/// written over zeros laid ahead of the data). A block whose bytes are all
-/// present and no page of which is zero past `kept` was written whole: if it
-/// still fails, it changed on disk.
-pub(crate) fn looks_torn(data: &[u8], want: usize, kept: usize) -> bool {
-    data.len() < want
-        || (0..data.len()).step_by(PAGE).any(|start| {
-            let from = start.max(kept);
-            let end = (start + PAGE).min(data.len());
-            from < end && data[from..end].iter().all(|&b| b == 0)
-        })
+/// page). A block whose bytes are all present and no page of which is all
+/// zeros was written whole: if it still fails, it changed on disk.
+pub(crate) fn looks_torn(data: &[u8], want: usize) -> bool {
+    data.len() < want || data.chunks(PAGE).any(|p| p.iter().all(|&b| b == 0))
 }
 
 impl Replica {
@@ -183,7 +173,6 @@ impl Replica {
             bad: AtomicBool::new(false),
             dir_synced: AtomicBool::new(false),
             next_slot: AtomicU64::new(0),
-            zeroed_to: AtomicU64::new(0),
         };
         Ok((Arc::new(r), header))
     }
@@ -271,6 +260,11 @@ impl Replica {
                 if data.len() == want_len && Entry::of(data) == table[k as usize] {
                     continue;
                 }
+                // Counted even when a slot saves the block's start: a byte
+                // that changed on disk is damage, whatever is kept of it.
+                if corrupt_tail.is_none() && !looks_torn(data, want_len) {
+                    corrupt_tail = Some(format!("block {k} fails its checksum at load"));
+                }
                 // A power cut in the middle of an append to this block: the
                 // slot of the last completed sync still describes its synced
                 // prefix. The longer slot is tried first (a sync that
@@ -284,12 +278,6 @@ impl Replica {
                     let n = s.entry.len as usize;
                     data.len() >= n && Entry::of(&data[..n]) == s.entry
                 });
-                // Counted even when a slot saves the block's start: a byte
-                // that changed on disk is damage, whatever is kept of it.
-                let kept = found.map_or(0, |s| s.entry.len as usize);
-                if corrupt_tail.is_none() && !looks_torn(data, want_len, kept) {
-                    corrupt_tail = Some(format!("block {k} fails its checksum at load"));
-                }
                 len = match found {
                     Some(s) => {
                         table[k as usize] = s.entry;
@@ -372,7 +360,6 @@ impl Replica {
             bad: AtomicBool::new(false),
             dir_synced: AtomicBool::new(true),
             next_slot: AtomicU64::new(next_slot),
-            zeroed_to: AtomicU64::new(0),
         };
         Ok(Loaded {
             replica: Arc::new(r),
@@ -710,8 +697,8 @@ impl Open<'_> {
 
     /// Adds the writes of appending `bufs` at `len` to `chain`: the data, then
     /// the entries of the blocks after the first, then the first block's entry
-    /// (which is what makes the append part of the replica), then, if `sync`,
-    /// zeros ahead of the data where they run low and an fdatasync.
+    /// (which is what makes the append part of the replica), then an
+    /// fdatasync if `sync`.
     pub(crate) fn append_chain<'a>(
         &'a self,
         chain: &mut Chain<'a>,
@@ -730,18 +717,6 @@ impl Open<'_> {
             chain.write(&self.file, off, &[&sums.first]);
         }
         if sync {
-            let layout = &self.replica.layout;
-            let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-            let end = layout.data_off + len + n;
-            let limit = layout.data_off + layout.chunk_size;
-            let zeroed = &self.replica.zeroed_to;
-            if let Some((at, zeros)) =
-                crate::zeros::ahead(zeroed.load(Ordering::Acquire), end, limit)
-            {
-                chain.write(&self.file, at, &zeros);
-                let n: u64 = zeros.iter().map(|b| b.len() as u64).sum();
-                zeroed.fetch_max(at + n, Ordering::AcqRel);
-            }
             self.sync_steps(chain, &sums.slot);
         }
     }
@@ -888,26 +863,17 @@ mod tests {
     #[test]
     fn torn_means_missing_or_zero_pages() {
         let full = vec![7u8; 3 * PAGE + 10];
-        assert!(!looks_torn(&full, full.len(), 0));
-        assert!(looks_torn(&full[..100], full.len(), 0));
+        assert!(!looks_torn(&full, full.len()));
+        assert!(looks_torn(&full[..100], full.len()));
         let mut hole = full.clone();
         hole[PAGE..2 * PAGE].fill(0);
-        assert!(looks_torn(&hole, hole.len(), 0));
+        assert!(looks_torn(&hole, hole.len()));
         let mut tail = full.clone();
         tail[3 * PAGE..].fill(0);
-        assert!(looks_torn(&tail, tail.len(), 0));
-        let mut flipped = full.clone();
+        assert!(looks_torn(&tail, tail.len()));
+        let mut flipped = full;
         flipped[5] ^= 1;
-        assert!(!looks_torn(&flipped, flipped.len(), 0));
-        // An append over zeros laid ahead, torn after the first 100 bytes a
-        // sync kept: the rest of that page reads as zeros.
-        let mut over_zeros = full;
-        over_zeros[100..PAGE].fill(0);
-        assert!(!looks_torn(&over_zeros, over_zeros.len(), 0));
-        assert!(looks_torn(&over_zeros, over_zeros.len(), 100));
-        // Past what was kept, a flipped byte is damage, not a tear.
-        over_zeros[200] = 9;
-        assert!(!looks_torn(&over_zeros, over_zeros.len(), 100));
+        assert!(!looks_torn(&flipped, flipped.len()));
     }
 
     #[test]
@@ -1024,12 +990,9 @@ mod tests {
             .map(|b| TailSlot::decode(b).unwrap().len())
             .collect();
         assert_eq!(slots, vec![100, 150]);
-        // The syncs laid zeros ahead of the data.
-        let zeros = &std::fs::read(&r.path).unwrap()[(r.layout.data_off + 150) as usize..];
-        assert!(zeros.len() >= PAGE && zeros.iter().all(|&b| b == 0));
         // An unsynced append of 1000 bytes: after a power cut its entry for
         // block 0 is on disk but its data is not (the kernel wrote the pages
-        // back out of order), so the rest of the page reads as those zeros.
+        // back out of order).
         use std::os::unix::fs::FileExt;
         let file = OpenOptions::new().write(true).open(&r.path).unwrap();
         let mut whole = vec![1u8; 100];
