@@ -216,16 +216,15 @@ impl GroupCommitProbe {
     }
     /// Throughput over fsync rate × mean batch (the goal: at least 0.5).
     pub fn efficiency(&self) -> f64 {
-        let bound = self.fsync_rate * self.mean_batch();
-        if bound > 0.0 {
-            self.writes.rate() / bound
-        } else {
-            0.0
-        }
+        self.vs_bound(self.fsync_rate)
     }
     /// Throughput over (fsync rounds of all copies at once) × mean batch.
     pub fn copies_efficiency(&self) -> f64 {
-        let bound = self.copies_fsync_rate * self.mean_batch();
+        self.vs_bound(self.copies_fsync_rate)
+    }
+    /// Throughput over `syncs_per_sec` × mean batch.
+    fn vs_bound(&self, syncs_per_sec: f64) -> f64 {
+        let bound = syncs_per_sec * self.mean_batch();
         if bound > 0.0 {
             self.writes.rate() / bound
         } else {
