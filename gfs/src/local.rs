@@ -366,28 +366,27 @@ impl LocalWriter {
         let Some(to) = self.zeroed_to else {
             return Ok(());
         };
-        if let Some((at, bufs)) = crate::zeros::ahead(to, end, len) {
+        if let Some(z) = crate::zeros::ahead(to, end, len) {
             self.inner
                 .io
-                .write(&self.file, at, &bufs, false)
+                .write(&self.file, z.at, &z.bufs, false)
                 .map_err(|e| Error::io(&self.name, e))?;
-            let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-            self.zeroed_to = Some(at + n);
+            self.zeroed_to = Some(z.upto);
         }
         Ok(())
     }
 
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
         let offset = self.len;
+        let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         if sync {
-            let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
             self.zero_ahead(offset + n, n)?;
         }
         self.inner
             .io
             .write(&self.file, offset, bufs, sync)
             .map_err(|e| Error::io(&self.name, e))?;
-        self.len += bufs.iter().map(|b| b.len() as u64).sum::<u64>();
+        self.len += n;
         if sync {
             self.inner.sync_dirs(&mut self.unsynced_dirs, &self.name)?;
         }

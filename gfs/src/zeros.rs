@@ -2,12 +2,12 @@
 //!
 //! An fdatasync after an append that grows a file must also commit the file
 //! system's journal (new blocks, new size); one after an overwrite of blocks
-//! already written only writes data. Measured on ext4 here: an 8 KiB append +
-//! fdatasync ran at about 4,000-5,400/s, an 8 KiB overwrite of written zeros
-//! at about 7,400/s. So a file that is synced after many small appends (a
-//! commit log) keeps a window of written zeros ahead of its
-//! data: the sync that writes a window pays for its blocks once, and the
-//! next ones until the window runs low only write data.
+//! already written only writes data. Measured on ext4 here: a 9,000-byte
+//! append + fdatasync ran at about 4,100-5,400/s, the same overwriting
+//! written zeros at about 7,400/s. So a file that is synced after many small
+//! appends (a commit log) keeps a window of written zeros ahead of its data:
+//! the sync that writes a window pays for its blocks once, and the next ones
+//! until the window runs low only write data.
 //!
 //! The local store's commit logs use this (`FileStore::create_log`): their
 //! reader takes a zeroed header with zeros to the end of the file as the end.
@@ -22,32 +22,43 @@ const WINDOW: u64 = 1 << 20;
 const LOW: u64 = 64 << 10;
 static ZEROS: [u8; 64 << 10] = [0; 64 << 10];
 
+/// Zeros to write: `bufs` at file offset `at`, reaching `upto`.
+pub(crate) struct Zeros {
+    pub(crate) at: u64,
+    pub(crate) upto: u64,
+    pub(crate) bufs: Vec<&'static [u8]>,
+}
+
 /// The zeros to write before a synced append of `len` bytes ending at file
-/// offset `end`, when zeros are already written up to `zeroed_to`: their
-/// offset and buffers, or None if enough lie ahead or the append is large.
-/// Once written, zeros reach `offset` plus the buffers' length.
-pub(crate) fn ahead(zeroed_to: u64, end: u64, len: u64) -> Option<(u64, Vec<&'static [u8]>)> {
+/// offset `end`, when zeros are already written up to `zeroed_to`; None if
+/// enough lie ahead or the append is large.
+pub(crate) fn ahead(zeroed_to: u64, end: u64, len: u64) -> Option<Zeros> {
     if end + LOW <= zeroed_to || len > LOW {
         return None;
     }
-    let from = zeroed_to.max(end);
+    let at = zeroed_to.max(end);
     let upto = (end + WINDOW).next_multiple_of(ZEROS.len() as u64);
     let mut bufs = Vec::new();
-    let mut left = upto - from;
+    let mut left = upto - at;
     while left > 0 {
         let n = left.min(ZEROS.len() as u64) as usize;
         bufs.push(&ZEROS[..n]);
         left -= n as u64;
     }
-    Some((from, bufs))
+    Some(Zeros { at, upto, bufs })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn span(z: Option<(u64, Vec<&[u8]>)>) -> Option<(u64, u64)> {
-        z.map(|(at, bufs)| (at, at + bufs.iter().map(|b| b.len() as u64).sum::<u64>()))
+    /// Where the zeros start and end, checked against their buffers.
+    fn span(z: Option<Zeros>) -> Option<(u64, u64)> {
+        z.map(|z| {
+            let n: u64 = z.bufs.iter().map(|b| b.len() as u64).sum();
+            assert_eq!(z.at + n, z.upto);
+            (z.at, z.upto)
+        })
     }
 
     #[test]
