@@ -163,6 +163,7 @@ impl StatusFile {
                         "fuse_forgets",
                         crate::options::FUSE_FORGETS.load(Ordering::Relaxed),
                     ),
+                    ("fuse_uring_replies", fuser::requests_over_io_uring()),
                     ("rss_bytes", crate::memory::rss_bytes()),
                     ("malloc_trims", crate::memory::trims()),
                 ];

@@ -15,6 +15,7 @@ pub fn session_config(cfg: &MountConfig) -> Config {
     let mut c = Config::default();
     c.n_threads = Some(cfg.thread_count());
     c.clone_fd = true;
+    c.uring_queue_depth = cfg.uring_depth;
     c.acl = if cfg.allow_other {
         SessionACL::All
     } else {

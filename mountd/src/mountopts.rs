@@ -16,6 +16,7 @@
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `dir_timeout=S` | the same for table, row and family directories (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `busy_poll=US` | microseconds a FUSE thread polls for the next request after a reply before it sleeps (default 50; 0: never): spares a sequential walk a wake-up per request, at the cost of that much CPU after each reply |
+//! | `uring=N` | entries per CPU queue for FUSE over io_uring (default 32; 0: requests come through /dev/fuse only). Used when the kernel offers it: Linux 6.14+ with the `fuse` module's `enable_uring` parameter on. Each queue is served by a thread on its CPU, so a request and its answer stay on the caller's CPU |
 //! | `reader_wait=S` | how long opening a cell for writing waits for readers that read it through the page cache to close (default 1) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
@@ -40,6 +41,12 @@ use std::time::Duration;
 /// Default kernel cache lifetime of names and attributes, in seconds.
 pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
 
+/// Entries per CPU queue for FUSE over io_uring. Each holds a request until
+/// it is answered, a waiting lock or event read included; a payload buffer
+/// of the largest request is reserved for each, touched only by requests
+/// that large.
+pub const DEFAULT_URING_DEPTH: usize = 32;
+
 /// Everything a mount is configured with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MountConfig {
@@ -59,6 +66,8 @@ pub struct MountConfig {
     pub reader_wait: Duration,
     /// How long a FUSE thread polls for the next request after a reply.
     pub busy_poll: Duration,
+    /// Entries per CPU queue for FUSE over io_uring (0: off).
+    pub uring_depth: usize,
     pub log_level: log::LevelFilter,
     pub log_file: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
@@ -117,6 +126,7 @@ impl MountConfig {
             dir_timeout: Duration::from_secs(DEFAULT_DIR_TTL_SECS),
             reader_wait: Duration::from_secs(1),
             busy_poll: fs::DEFAULT_BUSY_POLL,
+            uring_depth: DEFAULT_URING_DEPTH,
             log_level: log::LevelFilter::Info,
             log_file: None,
             pid_file: None,
@@ -204,6 +214,15 @@ impl MountConfig {
                     return Err("busy_poll must be 0..10000 microseconds".into());
                 }
                 self.busy_poll = Duration::from_micros(us);
+            }
+            "uring" => {
+                let n: usize = need(key, value)?
+                    .parse()
+                    .map_err(|_| "uring: entries per queue, a whole number".to_string())?;
+                if n > 1024 {
+                    return Err("uring must be 0..1024 entries".into());
+                }
+                self.uring_depth = n;
             }
             "log" => {
                 self.log_level = need(key, value)?.parse().map_err(|_| {

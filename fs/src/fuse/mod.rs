@@ -38,6 +38,10 @@ pub struct FuseFs {
     /// The kernel agreed: directories are listed without being opened.
     no_opendir: bool,
     busy_poll: Arc<BusyPoll>,
+    /// Ask the kernel for FUSE over io_uring (see [`FuseFs::with_uring`]),
+    /// and whether it agreed.
+    want_uring: bool,
+    uring: bool,
 }
 
 /// Workers for commits (see `pool.rs`): enough for many concurrent closes.
@@ -58,6 +62,8 @@ impl FuseFs {
             unopened_dirs: true,
             no_opendir: false,
             busy_poll: Arc::new(BusyPoll::new(std::time::Duration::ZERO, 1)),
+            want_uring: false,
+            uring: false,
         }
     }
 
@@ -75,8 +81,22 @@ impl FuseFs {
         (self, handle)
     }
 
+    /// Asks the kernel for FUSE over io_uring at INIT: requests then come
+    /// through per-CPU queues, each answered by a thread on the caller's
+    /// CPU (the session's `uring_queue_depth` must be set too). The kernel
+    /// offers it when the `fuse` module's `enable_uring` parameter is on.
+    pub fn with_uring(mut self) -> FuseFs {
+        self.want_uring = true;
+        self
+    }
+
     /// Runs one request (see [`guard`]), then polls for the next one.
     fn request(&self, op: &str, f: impl FnOnce()) {
+        if self.uring {
+            // Requests come through the queues: the device has none to poll.
+            guard(op, f);
+            return;
+        }
         self.busy_poll.request_started();
         guard(op, f);
         self.busy_poll.after_reply();
@@ -137,6 +157,18 @@ impl Filesystem for FuseFs {
             if config.add_capabilities(cap).is_err() {
                 log::info!("kernel lacks {cap:?}");
             }
+        }
+        self.uring = self.want_uring
+            && config
+                .add_capabilities(InitFlags::FUSE_OVER_IO_URING)
+                .is_ok();
+        if self.uring {
+            log::info!("FUSE over io_uring");
+        } else if self.want_uring {
+            log::info!(
+                "the kernel does not offer FUSE over io_uring: requests come through \
+                 /dev/fuse (Linux 6.14+ offers it once /sys/module/fuse/parameters/enable_uring is Y)"
+            );
         }
         // No OPENDIR/RELEASEDIR: two requests fewer per directory walked.
         self.no_opendir = self.unopened_dirs

@@ -18,7 +18,7 @@ const USAGE: &str = "usage: bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o option[
 
   -f            stay in the foreground (log to stderr)
   -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S, dir_timeout=S, reader_wait=S,
-                busy_poll=US, log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
+                busy_poll=US, uring=N, log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
                 memtable=SIZE, split=SIZE, cache=SIZE, scan_cache=SIZE,
                 max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT (see README)";
 
@@ -139,6 +139,9 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
             .with_inline_commits(cfg.thread_count().saturating_sub(1));
     if cfg.opendir {
         fuse_fs = fuse_fs.with_opendir();
+    }
+    if cfg.uring_depth > 0 {
+        fuse_fs = fuse_fs.with_uring();
     }
     let (fuse_fs, busy_poll) = fuse_fs.with_busy_poll(cfg.busy_poll, cfg.thread_count());
     let session = match fusemount::mount(fuse_fs, cfg) {

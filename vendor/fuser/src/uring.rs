@@ -1,0 +1,561 @@
+//! FUSE over io_uring (Linux 6.14+, when the `fuse` module's `enable_uring`
+//! parameter is on).
+//!
+//! The kernel keeps one request queue per possible CPU and hands a request to
+//! the queue of the CPU its caller runs on. Each queue here is served by one
+//! thread pinned to that CPU, so a request and its answer never cross CPUs:
+//! no inter-processor wake-up per request, which on a small virtual machine
+//! costs more than the request itself.
+//!
+//! Protocol (`Documentation/filesystems/fuse-io-uring.rst`): every queue entry
+//! is a header buffer (`fuse_uring_req_header`: the in/out header, the
+//! opcode's fixed argument struct, and `fuse_uring_ent_in_out`) and a payload
+//! buffer, registered with a `REGISTER` command. The command completes when
+//! the kernel has written a request into the entry; the answer goes back into
+//! the same buffers with `COMMIT_AND_FETCH`, which also waits for the next
+//! request. The request is rebuilt in the `/dev/fuse` layout (header, fixed
+//! struct, payload) and dispatched like any other, and its reply is written
+//! into the entry instead of to the device. Forgets, interrupts and
+//! notifications still use `/dev/fuse`.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc};
+use std::fmt;
+use std::io;
+use std::io::IoSlice;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::{self, JoinHandle};
+
+use io_uring::{IoUring, cqueue, opcode, squeue, types};
+use log::{debug, error, warn};
+use parking_lot::Mutex;
+
+use crate::Filesystem;
+use crate::channel::{Channel, ChannelSender};
+use crate::ll::fuse_abi::fuse_in_header;
+use crate::request::RequestWithSender;
+use crate::session::{FilesystemHolder, SessionACL, SessionEventLoop};
+
+/// `fuse_uring_req_header`: `in_out` (128 bytes), `op_in` (128), then
+/// `fuse_uring_ent_in_out` (flags, commit_id, payload_sz, padding, reserved).
+const OP_IN: usize = 128;
+const OP_IN_SIZE: usize = 128;
+const ENT_IN_OUT: usize = 256;
+const COMMIT_ID: usize = ENT_IN_OUT + 8;
+const PAYLOAD_SZ: usize = ENT_IN_OUT + 16;
+const HEADER_SIZE: usize = 288;
+
+const CMD_REGISTER: u32 = 1;
+const CMD_COMMIT_AND_FETCH: u32 = 2;
+
+/// `user_data` of the poll on the queue's wake-up eventfd.
+const WAKE: u64 = u64::MAX;
+
+/// Size of `fuse_in_header` and `fuse_out_header`.
+const IN_HEADER: usize = size_of::<fuse_in_header>();
+const OUT_HEADER: usize = 16;
+
+/// Payloads larger than this give their pages back after the request is read.
+const KEEP_PAYLOAD: usize = 64 * 1024;
+
+static REQUESTS: AtomicU64 = AtomicU64::new(0);
+
+/// Requests answered through io_uring since the process started.
+pub fn requests_over_io_uring() -> u64 {
+    REQUESTS.load(Ordering::Relaxed)
+}
+
+/// A zeroed, page-aligned allocation the kernel reads and writes.
+struct Buf {
+    ptr: *mut u8,
+    layout: Layout,
+}
+
+// SAFETY: a plain heap allocation; who may touch it when is set by the
+// protocol (an entry belongs either to the kernel or to its one request).
+unsafe impl Send for Buf {}
+// SAFETY: as above.
+unsafe impl Sync for Buf {}
+
+impl Buf {
+    fn new(len: usize) -> io::Result<Buf> {
+        let layout = Layout::from_size_align(len.max(1), page_size::get())
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc_zeroed(layout) };
+        if ptr.is_null() {
+            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        }
+        Ok(Buf { ptr, layout })
+    }
+
+    fn len(&self) -> usize {
+        self.layout.size()
+    }
+
+    /// The bytes at `at..at + len`.
+    ///
+    /// # Safety
+    /// The entry must belong to userspace (its command completed and it is
+    /// not yet committed), and the range inside the buffer.
+    unsafe fn slice(&self, at: usize, len: usize) -> &[u8] {
+        debug_assert!(at + len <= self.len());
+        // SAFETY: per the caller.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) }
+    }
+
+    /// Copies `bytes` to `at`.
+    ///
+    /// # Safety
+    /// As for [`Buf::slice`].
+    unsafe fn write(&self, at: usize, bytes: &[u8]) {
+        debug_assert!(at + bytes.len() <= self.len());
+        // SAFETY: per the caller; `bytes` cannot overlap a buffer only the
+        // kernel and this module write.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(at), bytes.len()) }
+    }
+}
+
+impl Drop for Buf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `Buf::new` with this layout.
+        unsafe { dealloc(self.ptr, self.layout) }
+    }
+}
+
+/// One queue entry: its buffers and the iovecs REGISTER hands the kernel.
+struct Entry {
+    header: Buf,
+    payload: Buf,
+    iov: Box<[libc::iovec; 2]>,
+}
+
+// SAFETY: the iovecs only point at the entry's own buffers.
+unsafe impl Send for Entry {}
+// SAFETY: as above.
+unsafe impl Sync for Entry {}
+
+/// A queue: the ring of the thread serving one CPU, and its entries.
+pub(crate) struct Queue {
+    qid: u16,
+    /// Dropped first: closing the ring cancels the kernel's use of the
+    /// entries before their buffers are freed.
+    ring: IoUring<squeue::Entry128, cqueue::Entry>,
+    /// Serializes pushes to the submission queue (answers come from any
+    /// thread).
+    sq: Mutex<()>,
+    entries: Vec<Entry>,
+    /// Written to wake the queue's thread: to submit answers other threads
+    /// queued, or, with `stop` set, to end.
+    wake: OwnedFd,
+    stop: AtomicBool,
+}
+
+/// Where a reply to a request that came through a queue goes.
+#[derive(Clone)]
+pub(crate) struct UringSender {
+    queue: Arc<Queue>,
+    entry: u16,
+    /// For what still goes through the device (backing files).
+    pub(crate) channel: ChannelSender,
+}
+
+impl fmt::Debug for UringSender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "UringSender(q{} e{})", self.queue.qid, self.entry)
+    }
+}
+
+impl UringSender {
+    /// Writes the reply (a `fuse_out_header` and its payload) into the
+    /// entry and commits it.
+    pub(crate) fn send(&self, data: &[IoSlice<'_>]) -> io::Result<()> {
+        let e = &self.queue.entries[self.entry as usize];
+        let mut header = [0u8; OUT_HEADER];
+        let mut body = 0usize;
+        let mut filled = 0usize;
+        let total: usize = data.iter().map(|s| s.len()).sum();
+        let too_big = total.saturating_sub(OUT_HEADER) > e.payload.len();
+        for s in data {
+            let mut s: &[u8] = s;
+            if filled < OUT_HEADER {
+                let n = s.len().min(OUT_HEADER - filled);
+                header[filled..filled + n].copy_from_slice(&s[..n]);
+                filled += n;
+                s = &s[n..];
+            }
+            if !s.is_empty() && !too_big {
+                // SAFETY: the entry is ours until committed; `too_big`
+                // bounds the copy.
+                unsafe { e.payload.write(body, s) };
+                body += s.len();
+            }
+        }
+        if filled < OUT_HEADER {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "short reply"));
+        }
+        if too_big {
+            error!("reply of {total} bytes exceeds the ring's payload buffer");
+            header[0..4].copy_from_slice(&(OUT_HEADER as u32).to_ne_bytes());
+            header[4..8].copy_from_slice(&(-libc::EIO).to_ne_bytes());
+            body = 0;
+        }
+        // SAFETY: as above; the header buffer holds HEADER_SIZE bytes.
+        let commit_id = unsafe {
+            e.header.write(0, &header);
+            e.header.write(PAYLOAD_SZ, &(body as u32).to_ne_bytes());
+            u64::from_ne_bytes(e.header.slice(COMMIT_ID, 8).try_into().unwrap_or_default())
+        };
+        REQUESTS.fetch_add(1, Ordering::Relaxed);
+        self.queue.push(self.entry, CMD_COMMIT_AND_FETCH, commit_id)?;
+        if !on_queue_thread(self.queue.qid) {
+            // Only the queue's thread submits: io_uring cancels a command
+            // when the thread that submitted it exits, and the fetch half of
+            // this one waits for the entry's next request, however long a
+            // lock waiter or commit worker that answered lives.
+            self.queue.wake();
+        }
+        Ok(())
+    }
+}
+
+thread_local! {
+    /// The queue this thread serves, if any: its answers are submitted with
+    /// its next wait instead of a system call of their own.
+    static SERVING: std::cell::Cell<Option<u16>> = const { std::cell::Cell::new(None) };
+}
+
+fn on_queue_thread(qid: u16) -> bool {
+    SERVING.with(|s| s.get() == Some(qid))
+}
+
+impl Queue {
+    fn new(qid: u16, device: RawFd, depth: usize, payload: usize) -> io::Result<Queue> {
+        let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
+            .setup_cqsize(2 * (depth as u32 + 1))
+            .build(depth as u32 + 1)?;
+        ring.submitter().register_files(&[device])?;
+        let mut entries = Vec::with_capacity(depth);
+        for _ in 0..depth {
+            let header = Buf::new(HEADER_SIZE)?;
+            let payload = Buf::new(payload)?;
+            let iov = Box::new([
+                libc::iovec {
+                    iov_base: header.ptr.cast(),
+                    iov_len: HEADER_SIZE,
+                },
+                libc::iovec {
+                    iov_base: payload.ptr.cast(),
+                    iov_len: payload.len(),
+                },
+            ]);
+            entries.push(Entry {
+                header,
+                payload,
+                iov,
+            });
+        }
+        // SAFETY: eventfd returns a new descriptor or -1.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a new descriptor owned by nobody else.
+        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Queue {
+            qid,
+            ring,
+            sq: Mutex::new(()),
+            entries,
+            wake,
+            stop: AtomicBool::new(false),
+        })
+    }
+
+    /// Queues a command for entry `entry`; the queue's thread submits it
+    /// with its next wait.
+    fn push(&self, entry: u16, cmd: u32, commit_id: u64) -> io::Result<()> {
+        let mut data = [0u8; 80];
+        data[8..16].copy_from_slice(&commit_id.to_ne_bytes());
+        data[16..18].copy_from_slice(&self.qid.to_ne_bytes());
+        let mut op = opcode::UringCmd80::new(types::Fixed(0), cmd).cmd(data);
+        if cmd == CMD_REGISTER {
+            op = op.addr(Some(self.entries[entry as usize].iov.as_ptr() as u64));
+        }
+        let sqe = with_len(op.build(), 2).user_data(u64::from(entry));
+        {
+            let _g = self.sq.lock();
+            // SAFETY: pushes are serialized by `sq`; the ring outlives this.
+            let mut sq = unsafe { self.ring.submission_shared() };
+            // SAFETY: the command's buffers live as long as the queue, and a
+            // REGISTER's iovecs are read before the call returns.
+            unsafe { sq.push(&sqe) }
+                .map_err(|_| io::Error::other("io_uring submission queue full"))?;
+        }
+        Ok(())
+    }
+
+    fn push_wake_poll(&self) -> io::Result<()> {
+        let sqe = opcode::PollAdd::new(types::Fd(self.wake.as_raw_fd()), libc::POLLIN as u32)
+            .build()
+            .user_data(WAKE);
+        let _g = self.sq.lock();
+        // SAFETY: as in `push`.
+        let mut sq = unsafe { self.ring.submission_shared() };
+        // SAFETY: the eventfd lives as long as the queue.
+        unsafe { sq.push(&sqe.into()) }
+            .map_err(|_| io::Error::other("io_uring submission queue full"))
+    }
+
+    fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: writes 8 bytes from a live buffer to our eventfd.
+        let _ = unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), one.len()) };
+    }
+
+    /// Resets the wake-up eventfd (answers queued before the wake-ups it
+    /// drops go with the next submission) and polls it again.
+    fn rearm_wake(&self) -> io::Result<()> {
+        let mut count = [0u8; 8];
+        // SAFETY: reads 8 bytes into a live buffer from our non-blocking
+        // eventfd; EAGAIN (nothing to reset) is fine.
+        let _ = unsafe { libc::read(self.wake.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
+        self.push_wake_poll()
+    }
+}
+
+/// Sets the SQE's `len` (the iovec count of a REGISTER), which the
+/// io-uring crate's `UringCmd80` builder does not expose.
+fn with_len(sqe: squeue::Entry128, len: u32) -> squeue::Entry128 {
+    const _: () = assert!(size_of::<squeue::Entry128>() == 128);
+    // SAFETY: `Entry128` is `repr(C)`: a 64-byte `io_uring_sqe` then 64
+    // bytes of command; `len` is the u32 at offset 24 of `io_uring_sqe`.
+    unsafe {
+        let mut raw: [u8; 128] = std::mem::transmute(sqe);
+        raw[24..28].copy_from_slice(&len.to_ne_bytes());
+        std::mem::transmute::<[u8; 128], squeue::Entry128>(raw)
+    }
+}
+
+/// The CPUs the kernel may run callers on: it wants a queue for each.
+fn possible_cpus() -> usize {
+    let text = std::fs::read_to_string("/sys/devices/system/cpu/possible").unwrap_or_default();
+    let last = text
+        .trim()
+        .split([',', '-'])
+        .filter_map(|n| n.parse::<usize>().ok())
+        .max();
+    match last {
+        Some(n) => n + 1,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    }
+}
+
+/// The running queues.
+pub(crate) struct Rings {
+    queues: Vec<Arc<Queue>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Rings {
+    /// Registers `depth` entries with payload buffers of `payload` bytes on
+    /// one queue per possible CPU, and starts their threads.
+    pub(crate) fn start<FS: Filesystem>(
+        ch: &Channel,
+        filesystem: &Arc<FilesystemHolder<FS>>,
+        allowed: SessionACL,
+        session_owner: nix::unistd::Uid,
+        depth: usize,
+        payload: usize,
+    ) -> io::Result<Rings> {
+        let depth = depth.clamp(1, u16::MAX as usize - 1);
+        let mut queues = Vec::new();
+        for qid in 0..possible_cpus() {
+            let qid = u16::try_from(qid).map_err(|_| io::Error::other("too many CPUs"))?;
+            let q = Arc::new(Queue::new(qid, ch.as_fd().as_raw_fd(), depth, payload)?);
+            for e in 0..depth as u16 {
+                q.push(e, CMD_REGISTER, 0)?;
+            }
+            q.push_wake_poll()?;
+            queues.push(q);
+        }
+        let mut threads = Vec::new();
+        for q in &queues {
+            let q = q.clone();
+            let event_loop = SessionEventLoop {
+                thread_name: format!("fuse-ring-{}", q.qid),
+                filesystem: filesystem.clone(),
+                ch: ch.clone(),
+                allowed,
+                session_owner,
+            };
+            threads.push(
+                thread::Builder::new()
+                    .name(event_loop.thread_name.clone())
+                    .spawn(move || serve(&q, &event_loop))?,
+            );
+        }
+        Ok(Rings { queues, threads })
+    }
+
+    /// Wakes every queue's thread to end, and waits for them.
+    pub(crate) fn stop(self) {
+        for q in &self.queues {
+            q.stop.store(true, Ordering::Release);
+            q.wake();
+        }
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A queue's thread: pinned to its CPU, it registers the entries, then
+/// answers requests as they complete until the connection ends or it is
+/// woken to stop.
+fn serve<FS: Filesystem>(q: &Arc<Queue>, event_loop: &SessionEventLoop<FS>) {
+    pin_to_cpu(q.qid);
+    SERVING.with(|s| s.set(Some(q.qid)));
+    // The request in the `/dev/fuse` layout, 8-byte aligned for the parser.
+    let mut request: Vec<u64> = Vec::new();
+    let mut done: Vec<(u64, i32)> = Vec::new();
+    loop {
+        match q.ring.submitter().submit_and_wait(1) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+            Err(e) => {
+                error!("io_uring queue {}: {e}", q.qid);
+                return;
+            }
+        }
+        done.clear();
+        // SAFETY: only this thread reads the completion queue.
+        done.extend(unsafe { q.ring.completion_shared() }.map(|c| (c.user_data(), c.result())));
+        for &(user_data, res) in &done {
+            if user_data == WAKE {
+                if q.stop.load(Ordering::Acquire) {
+                    debug!("io_uring queue {} stopped", q.qid);
+                    return;
+                }
+                // Another thread queued answers: the next wait submits them.
+                if let Err(e) = q.rearm_wake() {
+                    error!("io_uring queue {}: {e}", q.qid);
+                    return;
+                }
+                continue;
+            }
+            let Ok(entry) = u16::try_from(user_data) else {
+                continue;
+            };
+            match res {
+                0 => handle(q, entry, &mut request, event_loop),
+                r if r == -libc::EINTR || r == -libc::EAGAIN => {
+                    // The kernel did not take the command: hand it back.
+                    if let Err(e) = q.push(entry, CMD_REGISTER, 0) {
+                        error!("io_uring queue {}: {e}", q.qid);
+                        return;
+                    }
+                }
+                r if r == -libc::ENOTCONN || r == -libc::ENODEV => {
+                    debug!("io_uring queue {}: connection ended", q.qid);
+                    return;
+                }
+                r => {
+                    // That entry is lost; the queue's others go on serving.
+                    error!(
+                        "io_uring queue {} entry {entry}: {}",
+                        q.qid,
+                        io::Error::from_raw_os_error(-r)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Rebuilds the request in entry `entry` and dispatches it.
+fn handle<FS: Filesystem>(
+    q: &Arc<Queue>,
+    entry: u16,
+    request: &mut Vec<u64>,
+    event_loop: &SessionEventLoop<FS>,
+) {
+    let e = &q.entries[entry as usize];
+    // SAFETY: the command completed, so the entry is ours until committed.
+    let (head, op_in, payload) = unsafe {
+        let head = e.header.slice(0, IN_HEADER);
+        let len = u32::from_ne_bytes(head[0..4].try_into().unwrap_or_default()) as usize;
+        let payload_len =
+            u32::from_ne_bytes(e.header.slice(PAYLOAD_SZ, 4).try_into().unwrap_or_default())
+                as usize;
+        let payload_len = payload_len.min(e.payload.len());
+        // What is neither header nor payload is the opcode's fixed struct.
+        let op_len = len
+            .saturating_sub(IN_HEADER + payload_len)
+            .min(OP_IN_SIZE);
+        (
+            head,
+            e.header.slice(OP_IN, op_len),
+            e.payload.slice(0, payload_len),
+        )
+    };
+    let total = IN_HEADER + op_in.len() + payload.len();
+    request.clear();
+    request.resize(total.div_ceil(8), 0);
+    // SAFETY: a u64 buffer viewed as at least `total` bytes.
+    let bytes = unsafe { std::slice::from_raw_parts_mut(request.as_mut_ptr().cast::<u8>(), total) };
+    bytes[..IN_HEADER].copy_from_slice(head);
+    bytes[0..4].copy_from_slice(&(total as u32).to_ne_bytes());
+    bytes[IN_HEADER..IN_HEADER + op_in.len()].copy_from_slice(op_in);
+    bytes[IN_HEADER + op_in.len()..].copy_from_slice(payload);
+    if payload.len() > KEEP_PAYLOAD {
+        // The request is copied out: give the payload's pages back rather
+        // than keep every entry's largest request resident.
+        // SAFETY: advises on memory this entry owns until it is committed;
+        // the kernel refills it with zeros on the next touch.
+        unsafe { libc::madvise(e.payload.ptr.cast(), e.payload.len(), libc::MADV_DONTNEED) };
+    }
+    let sender = UringSender {
+        queue: q.clone(),
+        entry,
+        channel: event_loop.ch.sender(),
+    };
+    match RequestWithSender::new_uring(sender, bytes) {
+        Some(req) => {
+            if matches!(req.request.operation(), Ok(crate::ll::Operation::Destroy(_))) {
+                // Answered; the connection's end stops the queue.
+                req.reply::<crate::ReplyEmpty>().ok();
+            } else {
+                req.dispatch(event_loop);
+            }
+        }
+        None => {
+            warn!("io_uring queue {}: unreadable request", q.qid);
+            let unique = u64::from_ne_bytes(bytes[8..16].try_into().unwrap_or_default());
+            let mut out = [0u8; OUT_HEADER];
+            out[0..4].copy_from_slice(&(OUT_HEADER as u32).to_ne_bytes());
+            out[4..8].copy_from_slice(&(-libc::EIO).to_ne_bytes());
+            out[8..16].copy_from_slice(&unique.to_ne_bytes());
+            let s = UringSender {
+                queue: q.clone(),
+                entry,
+                channel: event_loop.ch.sender(),
+            };
+            if let Err(e) = s.send(&[IoSlice::new(&out)]) {
+                error!("io_uring queue {}: {e}", q.qid);
+            }
+        }
+    }
+}
+
+fn pin_to_cpu(cpu: u16) {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `cpu` is below CPU_SETSIZE (queues are per possible CPU).
+    unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+    // SAFETY: sets this thread's affinity from a valid set.
+    if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        debug!("cannot pin io_uring queue {cpu}: {}", io::Error::last_os_error());
+    }
+}
