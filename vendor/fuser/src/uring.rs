@@ -18,7 +18,6 @@
 //! into the entry instead of to the device. Forgets, interrupts and
 //! notifications still use `/dev/fuse`.
 
-use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::fmt;
 use std::io;
 use std::io::IoSlice;
@@ -66,13 +65,16 @@ pub fn requests_over_io_uring() -> u64 {
     REQUESTS.load(Ordering::Relaxed)
 }
 
-/// A zeroed, page-aligned allocation the kernel reads and writes.
+/// A zeroed, page-aligned mapping the kernel reads and writes. Mapped
+/// rather than allocated: its pages cost memory only once written, so an
+/// entry's payload buffer (as large as the largest request) stays free until
+/// a request that large comes.
 struct Buf {
     ptr: *mut u8,
-    layout: Layout,
+    len: usize,
 }
 
-// SAFETY: a plain heap allocation; who may touch it when is set by the
+// SAFETY: a private anonymous mapping; who may touch it when is set by the
 // protocol (an entry belongs either to the kernel or to its one request).
 unsafe impl Send for Buf {}
 // SAFETY: as above.
@@ -80,18 +82,30 @@ unsafe impl Sync for Buf {}
 
 impl Buf {
     fn new(len: usize) -> io::Result<Buf> {
-        let layout = Layout::from_size_align(len.max(1), page_size::get())
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { alloc_zeroed(layout) };
-        if ptr.is_null() {
-            return Err(io::Error::from(io::ErrorKind::OutOfMemory));
+        let len = len.max(1);
+        // SAFETY: a new private anonymous mapping; no existing memory is
+        // named.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
         }
-        Ok(Buf { ptr, layout })
+        Ok(Buf {
+            ptr: ptr.cast(),
+            len,
+        })
     }
 
     fn len(&self) -> usize {
-        self.layout.size()
+        self.len
     }
 
     /// The bytes at `at..at + len`.
@@ -119,8 +133,9 @@ impl Buf {
 
 impl Drop for Buf {
     fn drop(&mut self) {
-        // SAFETY: allocated in `Buf::new` with this layout.
-        unsafe { dealloc(self.ptr, self.layout) }
+        // SAFETY: mapped in `Buf::new` with this length; nothing uses it
+        // after the queue (and its ring) is gone.
+        unsafe { libc::munmap(self.ptr.cast(), self.len) };
     }
 }
 
