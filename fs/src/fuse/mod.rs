@@ -39,7 +39,8 @@ pub struct FuseFs {
     no_opendir: bool,
     busy_poll: Arc<BusyPoll>,
     /// Ask the kernel for FUSE over io_uring (see [`FuseFs::with_uring`]),
-    /// and whether it agreed.
+    /// and whether it agreed (its queues may still fail to start:
+    /// `fuser::io_uring_running` says).
     want_uring: bool,
     uring: bool,
 }
@@ -92,7 +93,7 @@ impl FuseFs {
 
     /// Runs one request (see [`guard`]), then polls for the next one.
     fn request(&self, op: &str, f: impl FnOnce()) {
-        if self.uring {
+        if self.uring && fuser::io_uring_running() {
             // Requests come through the queues: the device has none to poll.
             guard(op, f);
             return;

@@ -65,6 +65,16 @@ pub fn requests_over_io_uring() -> u64 {
     REQUESTS.load(Ordering::Relaxed)
 }
 
+/// Sessions whose queues are running.
+static RUNNING: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a session's requests come through io_uring queues now: the
+/// kernel agreed at INIT and the queues started (they may fail to, e.g.
+/// where io_uring is disabled, and the kernel then keeps to `/dev/fuse`).
+pub fn io_uring_running() -> bool {
+    RUNNING.load(Ordering::Acquire) > 0
+}
+
 /// A zeroed, page-aligned mapping the kernel reads and writes. Mapped
 /// rather than allocated: its pages cost memory only once written, so an
 /// entry's payload buffer (as large as the largest request) stays free until
@@ -411,11 +421,13 @@ impl Rings {
                     .spawn(move || serve(&q, &event_loop))?,
             );
         }
+        RUNNING.fetch_add(1, Ordering::AcqRel);
         Ok(Rings { queues, threads })
     }
 
     /// Wakes every queue's thread to end, and waits for them.
     pub(crate) fn stop(self) {
+        RUNNING.fetch_sub(1, Ordering::AcqRel);
         for q in &self.queues {
             q.stop.store(true, Ordering::Release);
             q.wake();
