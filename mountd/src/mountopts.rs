@@ -601,6 +601,19 @@ mod tests {
     }
 
     #[test]
+    fn uring_queue_depth() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert_eq!(c.uring_depth, DEFAULT_URING_DEPTH);
+        c.apply("uring=0").unwrap();
+        assert_eq!(c.uring_depth, 0);
+        c.apply("uring=128").unwrap();
+        assert_eq!(c.uring_depth, 128);
+        assert!(c.apply("uring=1025").is_err());
+        assert!(c.apply("uring=many").is_err());
+        assert!(c.apply("uring").is_err());
+    }
+
+    #[test]
     fn grpc_address() {
         let mut c = MountConfig::new("/d".into(), "/m".into());
         assert_eq!(c.grpc, None);
