@@ -39,6 +39,10 @@ fn every_cpu_serves(m: &Mount, round: &str) {
     }
 }
 
+/// Shell: runs the command after it until it succeeds, for at most a minute.
+const WAIT: &str =
+    "w() { i=0; until \"$@\" || [ $i -ge 6000 ]; do sleep 0.01; i=$((i + 1)); done; }; w";
+
 fn exercise(m: &Mount) {
     m.table("t", "f\n");
     // Eight writers at once, then every value reads back.
@@ -51,8 +55,9 @@ fn exercise(m: &Mount) {
     assert_eq!(bad, "", "cells that did not read back");
     every_cpu_serves(m, "before");
 
-    // A waiter is granted when the holder lets go: the answer comes from the
-    // thread that waited, not the one that read the request.
+    // A waiter is granted when the holder lets go (which it does once the
+    // waiter is queued): the answer comes from the thread that waited, not
+    // the one that read the request.
     m.ok(": > .chubby/l");
     let dir = m.data.with_file_name("marks");
     std::fs::create_dir_all(&dir).unwrap();
@@ -60,10 +65,10 @@ fn exercise(m: &Mount) {
     for round in 0..3 {
         let out = m.sh(&format!(
             "rm -f {dir}/held {dir}/go; \
-             flock -x .chubby/l sh -c 'touch {dir}/held; \
+             timeout 120 flock -x .chubby/l sh -c 'touch {dir}/held; \
                until [ -e {dir}/go ]; do sleep 0.01; done' & \
-             until [ -e {dir}/held ]; do sleep 0.01; done; \
-             (sleep 0.2; touch {dir}/go) & \
+             {WAIT} [ -e {dir}/held ]; \
+             ({WAIT} grep -q '^lock /l .*waiters \\[[0-9]' .chubby/.status; touch {dir}/go) & \
              timeout 60 flock -w 60 -x .chubby/l true; r=$?; wait; exit $r"
         ));
         assert_eq!(
@@ -76,9 +81,9 @@ fn exercise(m: &Mount) {
     // the pending signal and answers EINTR from the waiting thread).
     let out = m.sh(&format!(
         "rm -f {dir}/held {dir}/go; \
-         flock -x .chubby/l sh -c 'touch {dir}/held; \
+         timeout 120 flock -x .chubby/l sh -c 'touch {dir}/held; \
            until [ -e {dir}/go ]; do sleep 0.01; done' & \
-         until [ -e {dir}/held ]; do sleep 0.01; done; \
+         {WAIT} [ -e {dir}/held ]; \
          s=$(date +%s%N); timeout 60 flock -w 1 -x .chubby/l true; r=$?; e=$(date +%s%N); \
          touch {dir}/go; wait; echo $r $(( (e - s) / 1000000 ))"
     ));
