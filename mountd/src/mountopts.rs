@@ -179,50 +179,41 @@ impl MountConfig {
         fn need<'a>(key: &str, v: Option<&'a str>) -> Result<&'a str, String> {
             v.ok_or_else(|| format!("option {key} needs a value ({key}=...)"))
         }
+        // A whole number in `min..=max` (`unit` names what it counts).
+        fn whole(
+            key: &str,
+            v: Option<&str>,
+            min: u64,
+            max: u64,
+            unit: &str,
+        ) -> Result<u64, String> {
+            let v = need(key, v)?;
+            match v.parse::<u64>() {
+                Ok(n) if (min..=max).contains(&n) => Ok(n),
+                _ => Err(format!(
+                    "{key}={v}: must be {min}..{max}{unit}, a whole number"
+                )),
+            }
+        }
         match key {
             "allow_other" => self.allow_other = true,
             "grpc" => {
                 self.grpc = Some(grpc::parse_addr(need(key, value)?).map_err(|e| e.to_string())?)
             }
-            "threads" => {
-                let n: usize = need(key, value)?
-                    .parse()
-                    .map_err(|_| format!("threads={}: not a number", value.unwrap_or("")))?;
-                if n == 0 || n > 1024 {
-                    return Err("threads must be 1..1024".into());
-                }
-                self.threads = Some(n);
-            }
+            "threads" => self.threads = Some(whole(key, value, 1, 1024, "")? as usize),
             "commit_workers" => {
-                let n: usize = need(key, value)?
-                    .parse()
-                    .map_err(|_| "commit_workers: not a number".to_string())?;
-                if n > 1024 {
-                    return Err("commit_workers must be 0..1024".into());
-                }
-                self.commit_workers = Some(n);
+                self.commit_workers = Some(whole(key, value, 0, 1024, "")? as usize)
             }
             "attr_timeout" => self.attr_timeout = parse_seconds(need(key, value)?)?,
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
             "dir_timeout" => self.dir_timeout = parse_seconds(need(key, value)?)?,
             "reader_wait" => self.reader_wait = parse_seconds(need(key, value)?)?,
             "busy_poll" => {
-                let us: u64 = need(key, value)?
-                    .parse()
-                    .map_err(|_| "busy_poll: microseconds, a whole number".to_string())?;
-                if us > 10_000 {
-                    return Err("busy_poll must be 0..10000 microseconds".into());
-                }
-                self.busy_poll = Duration::from_micros(us);
+                self.busy_poll =
+                    Duration::from_micros(whole(key, value, 0, 10_000, " microseconds")?)
             }
             "uring" => {
-                let n: usize = need(key, value)?
-                    .parse()
-                    .map_err(|_| "uring: entries per queue, a whole number".to_string())?;
-                if n > 1024 {
-                    return Err("uring must be 0..1024 entries".into());
-                }
-                self.uring_depth = n;
+                self.uring_depth = whole(key, value, 0, 1024, " entries per queue")? as usize
             }
             "log" => {
                 self.log_level = need(key, value)?.parse().map_err(|_| {
