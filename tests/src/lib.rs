@@ -251,6 +251,15 @@ impl Mount {
         self.mnt.join(rel.trim_start_matches('/'))
     }
 
+    /// The counter `name` of `.bigtable/stats`.
+    pub fn stat(&self, name: &str) -> u64 {
+        let text = fs::read_to_string(self.path(".bigtable/stats")).unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in .bigtable/stats:\n{text}"))
+    }
+
     pub fn log_text(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -111,7 +111,7 @@ fn a_readers_open_hands_the_kernel_the_pages_so_its_first_read_needs_no_read_req
         own,
         "the first read of a listed cell sent READs"
     );
-    assert!(stat(&m, "page_stores") >= 1);
+    assert!(m.stat("page_stores") >= 1);
 
     // A change behind the inode: never the stored old pages.
     m.mutate("t", b"set r f:c second-value\n");
@@ -122,16 +122,6 @@ fn a_readers_open_hands_the_kernel_the_pages_so_its_first_read_needs_no_read_req
     m.ok("head -c 300000 /dev/zero | tr '\\0' x > t/r/f/big");
     assert_eq!(m.ok("wc -c < t/r/f/big").trim(), "300000");
     assert_eq!(m.ok("tr -d x < t/r/f/big | wc -c").trim(), "0");
-}
-
-/// The counter `name` of `.bigtable/stats`.
-fn stat(m: &Mount, name: &str) -> u64 {
-    let stats = m.ok("cat .bigtable/stats");
-    let prefix = format!("{name}=");
-    stats
-        .lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .map_or(0, |v| v.trim().parse().unwrap())
 }
 
 #[test]
@@ -158,7 +148,7 @@ fn a_writer_waits_for_a_cached_reader_which_keeps_reading_its_whole_value() {
             .unwrap(),
     );
     assert!(
-        tests::wait_until(Duration::from_secs(60), || stat(&m, "reader_waits") >= 1),
+        tests::wait_until(Duration::from_secs(60), || m.stat("reader_waits") >= 1),
         "the writer's open did not wait for the cached reader"
     );
     let mut buf = [0u8; 64];
@@ -179,5 +169,5 @@ fn a_writer_waits_for_a_cached_reader_which_keeps_reading_its_whole_value() {
     );
     assert!(status.is_some_and(|s| s.success()));
     assert_eq!(m.ok("cat t/r/f/c"), "new");
-    assert_eq!(stat(&m, "reader_waits_expired"), 0);
+    assert_eq!(m.stat("reader_waits_expired"), 0);
 }

@@ -160,15 +160,6 @@ fn find_lists_every_cell_once_while_writers_add_rows() {
     );
 }
 
-/// A counter from `.bigtable/stats`.
-fn stat(m: &tests::Mount, name: &str) -> u64 {
-    let text = fs::read_to_string(m.path(".bigtable/stats")).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no {name} in .bigtable/stats:\n{text}"))
-}
-
 #[test]
 fn inodes_the_kernel_forgets_are_freed_and_their_memory_given_back() {
     let m = Mount::new();
@@ -178,7 +169,7 @@ fn inodes_the_kernel_forgets_are_freed_and_their_memory_given_back() {
     let before = settled_rss_kib(m.pid());
     let cells = m.ok("find t -type f | grep -c /f/q");
     assert_eq!(cells.trim(), ROWS.to_string());
-    let held = stat(&m, "inodes");
+    let held = m.stat("inodes");
     let walked = settled_rss_kib(m.pid());
     eprintln!("find: {held} inodes held, RSS {before} KiB -> {walked} KiB");
     // Make the kernel forget its inodes (root only; elsewhere the kernel
@@ -188,14 +179,14 @@ fn inodes_the_kernel_forgets_are_freed_and_their_memory_given_back() {
         return;
     }
     assert!(
-        wait_until(Duration::from_secs(60), || stat(&m, "inodes") < 100),
+        wait_until(Duration::from_secs(60), || m.stat("inodes") < 100),
         "the daemon still holds {} inodes after the kernel dropped its own",
-        stat(&m, "inodes")
+        m.stat("inodes")
     );
     // Once the forgets stop, the daemon hands memory back.
-    let trims = stat(&m, "malloc_trims");
+    let trims = m.stat("malloc_trims");
     assert!(
-        wait_until(Duration::from_secs(30), || stat(&m, "malloc_trims") > trims),
+        wait_until(Duration::from_secs(30), || m.stat("malloc_trims") > trims),
         "no malloc_trim after the forgets stopped"
     );
     let after = settled_rss_kib(m.pid());

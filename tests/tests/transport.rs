@@ -18,16 +18,6 @@ fn cpus() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// A counter from `.bigtable/stats`.
-fn stat(m: &Mount, name: &str) -> u64 {
-    let text = std::fs::read_to_string(m.path(".bigtable/stats")).unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix('='))
-        .unwrap_or_else(|| panic!("no {name} in .bigtable/stats:\n{text}"))
-        .parse()
-        .unwrap()
-}
-
 /// Writes and reads back cells from a process pinned to each CPU.
 fn every_cpu_serves(m: &Mount, round: &str) {
     for cpu in 0..cpus() {
@@ -110,14 +100,14 @@ fn exercise(m: &Mount) {
 fn requests_through_the_device() {
     let m = Mount::with_options(&["uring=0"]);
     exercise(&m);
-    assert_eq!(stat(&m, "fuse_uring_replies"), 0);
+    assert_eq!(m.stat("fuse_uring_replies"), 0);
 }
 
 #[test]
 fn requests_through_io_uring_queues_when_offered() {
     let m = Mount::new();
     exercise(&m);
-    let replies = stat(&m, "fuse_uring_replies");
+    let replies = m.stat("fuse_uring_replies");
     if uring_offered() {
         assert!(
             replies > 0,
