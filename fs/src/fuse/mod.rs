@@ -78,6 +78,7 @@ impl FuseFs {
         threads: usize,
     ) -> (FuseFs, Arc<BusyPoll>) {
         self.busy_poll = Arc::new(BusyPoll::new(window, threads));
+        fuser::set_io_uring_spin(window);
         let handle = self.busy_poll.clone();
         (self, handle)
     }

@@ -30,6 +30,9 @@ use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use log::{debug, error, warn};
 use parking_lot::Mutex;
 
+mod spin;
+pub use spin::set_io_uring_spin;
+
 use crate::Filesystem;
 use crate::channel::{Channel, ChannelSender};
 use crate::ll::fuse_abi::fuse_in_header;
@@ -50,6 +53,9 @@ const CMD_COMMIT_AND_FETCH: u32 = 2;
 
 /// `user_data` of the poll on the queue's wake-up eventfd.
 const WAKE: u64 = u64::MAX;
+
+/// Offset of the caller's thread id in `fuse_in_header`.
+const CALLER_PID: usize = 32;
 
 /// Size of `fuse_in_header` and `fuse_out_header`.
 const IN_HEADER: usize = size_of::<fuse_in_header>();
@@ -233,7 +239,8 @@ impl UringSender {
             u64::from_ne_bytes(e.header.slice(COMMIT_ID, 8).try_into().unwrap_or_default())
         };
         REQUESTS.fetch_add(1, Ordering::Relaxed);
-        self.queue.push(self.entry, CMD_COMMIT_AND_FETCH, commit_id)?;
+        self.queue
+            .push(self.entry, CMD_COMMIT_AND_FETCH, commit_id)?;
         if !on_queue_thread(self.queue.qid) {
             // Only the queue's thread submits: io_uring cancels a command
             // when the thread that submitted it exits, and the fetch half of
@@ -421,6 +428,7 @@ impl Rings {
                     .spawn(move || serve(&q, &event_loop))?,
             );
         }
+        spin::set_cpus(queues.len());
         RUNNING.fetch_add(1, Ordering::AcqRel);
         Ok(Rings { queues, threads })
     }
@@ -448,7 +456,13 @@ fn serve<FS: Filesystem>(q: &Arc<Queue>, event_loop: &SessionEventLoop<FS>) {
     let mut request: Vec<u64> = Vec::new();
     let mut done: Vec<(u64, i32)> = Vec::new();
     loop {
-        match q.ring.submitter().submit_and_wait(1) {
+        // Either a completion came while looking, or wait for one.
+        let waited = if spin::look_for_request(&q.ring) {
+            Ok(0)
+        } else {
+            q.ring.submitter().submit_and_wait(1)
+        };
+        match waited {
             Ok(_) => {}
             Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
             Err(e) => {
@@ -518,15 +532,18 @@ fn handle<FS: Filesystem>(
                 as usize;
         let payload_len = payload_len.min(e.payload.len());
         // What is neither header nor payload is the opcode's fixed struct.
-        let op_len = len
-            .saturating_sub(IN_HEADER + payload_len)
-            .min(OP_IN_SIZE);
+        let op_len = len.saturating_sub(IN_HEADER + payload_len).min(OP_IN_SIZE);
         (
             head,
             e.header.slice(OP_IN, op_len),
             e.payload.slice(0, payload_len),
         )
     };
+    spin::note_request(u32::from_ne_bytes(
+        head[CALLER_PID..CALLER_PID + 4]
+            .try_into()
+            .unwrap_or_default(),
+    ));
     let total = IN_HEADER + op_in.len() + payload.len();
     request.clear();
     request.resize(total.div_ceil(8), 0);
@@ -550,7 +567,10 @@ fn handle<FS: Filesystem>(
     };
     match RequestWithSender::new_uring(sender, bytes) {
         Some(req) => {
-            if matches!(req.request.operation(), Ok(crate::ll::Operation::Destroy(_))) {
+            if matches!(
+                req.request.operation(),
+                Ok(crate::ll::Operation::Destroy(_))
+            ) {
                 // Answered; the connection's end stops the queue.
                 req.reply::<crate::ReplyEmpty>().ok();
             } else {
@@ -583,6 +603,9 @@ fn pin_to_cpu(cpu: u16) {
     unsafe { libc::CPU_SET(cpu as usize, &mut set) };
     // SAFETY: sets this thread's affinity from a valid set.
     if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) } != 0 {
-        debug!("cannot pin io_uring queue {cpu}: {}", io::Error::last_os_error());
+        debug!(
+            "cannot pin io_uring queue {cpu}: {}",
+            io::Error::last_os_error()
+        );
     }
 }
