@@ -9,9 +9,11 @@
 //! between looks), no CPU is idle, the caller stays where it was, and its
 //! next request finds its CPU's thread awake.
 //!
-//! Looking stops `window` after the last request of any queue, and is not
-//! started while at least as many callers as CPUs are active: they keep
-//! the CPUs busy themselves, and a yielding thread still takes its share.
+//! Looking stops `window` after the last request of any queue, or when a
+//! yield ran other threads without bringing a request (the CPU is not
+//! going idle then); it is not started while at least as many callers as
+//! CPUs are active: they keep the CPUs busy themselves, and a yielding
+//! thread still takes its share.
 //! At most [`MAX_LOOKING`] threads look at once, bounding the cost on large
 //! machines (where a single caller then still moves between CPUs).
 
@@ -28,6 +30,9 @@ static LAST_REQUEST: AtomicU64 = AtomicU64::new(0);
 /// Threads looking now.
 static LOOKING: AtomicUsize = AtomicUsize::new(0);
 const MAX_LOOKING: usize = 4;
+
+/// A yield that took longer than this ran another thread.
+const BUSY_YIELD_NANOS: u64 = 10_000;
 
 /// CPUs with a queue.
 static CPUS: AtomicUsize = AtomicUsize::new(1);
@@ -115,6 +120,7 @@ pub(super) fn look_for_request(ring: &IoUring<squeue::Entry128, cqueue::Entry>) 
         return false;
     }
     let mut found = false;
+    let mut yielded_to_others = false;
     if ring.submit().is_ok() {
         loop {
             // SAFETY: only the ring's own thread reads its completion queue.
@@ -122,13 +128,18 @@ pub(super) fn look_for_request(ring: &IoUring<squeue::Entry128, cqueue::Entry>) 
                 found = true;
                 break;
             }
-            if !open() {
+            if !open() || yielded_to_others {
                 break;
             }
             // Returning from the call runs the ring's pending task work,
             // which is what posts a new request's completion.
+            let before = monotonic_nanos();
             // SAFETY: takes no arguments.
             unsafe { libc::sched_yield() };
+            // Something else ran meanwhile: this CPU is not going idle, and
+            // looking on would only take turns from it (unless the yield
+            // brought a request, which the next look finds).
+            yielded_to_others = monotonic_nanos().saturating_sub(before) > BUSY_YIELD_NANOS;
         }
     }
     LOOKING.fetch_sub(1, Ordering::AcqRel);
