@@ -202,12 +202,13 @@ fn inodes_the_kernel_forgets_are_freed_and_their_memory_given_back() {
     );
 }
 
-/// CPU time (user + system, in clock ticks) of the daemon's FUSE threads.
+/// CPU time (user + system, in clock ticks) of the daemon's FUSE threads:
+/// the `/dev/fuse` threads and the io_uring queue threads.
 fn fuse_threads_cpu_ticks(pid: u32) -> u64 {
     let mut ticks = 0;
     for task in fs::read_dir(format!("/proc/{pid}/task")).unwrap().flatten() {
         let comm = fs::read_to_string(task.path().join("comm")).unwrap_or_default();
-        if !comm.starts_with("fuser") {
+        if !(comm.starts_with("fuser") || comm.starts_with("fuse-ring")) {
             continue;
         }
         let stat = fs::read_to_string(task.path().join("stat")).unwrap_or_default();
@@ -226,7 +227,8 @@ fn fuse_threads_stop_polling_when_the_walk_ends() {
     let m = Mount::new();
     m.table("t", "f\n");
     m.mutate("t", &batch(0..2_000, "v"));
-    // A walk keeps a FUSE thread polling between its requests.
+    // A walk keeps a FUSE thread polling the device, or the io_uring queue
+    // threads looking for requests, between its requests.
     let listed = m.ok("find t -type f -path '*/f/q' | wc -l");
     assert_eq!(listed.trim(), "2000");
     // Then the threads sleep: a second of wall time costs them (nearly) no

@@ -71,7 +71,8 @@ impl FuseFs {
     /// Polls the FUSE device for `window` after each reply (see
     /// `busy_poll.rs`), for a session of `threads` FUSE threads; polling
     /// starts once the device is given to the returned handle's
-    /// [`BusyPoll::set_device`].
+    /// [`BusyPoll::set_device`]. With FUSE over io_uring, the queue
+    /// threads look for their next request for the same window instead.
     pub fn with_busy_poll(
         mut self,
         window: std::time::Duration,
