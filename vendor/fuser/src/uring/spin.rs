@@ -34,7 +34,7 @@ const MAX_LOOKING: usize = 4;
 /// A yield that took longer than this ran another thread.
 const BUSY_YIELD_NANOS: u64 = 10_000;
 
-/// CPUs with a queue.
+/// CPUs callers can run on.
 static CPUS: AtomicUsize = AtomicUsize::new(1);
 
 /// Recent callers: thread id in the high half, the low 32 bits of the time
@@ -55,8 +55,12 @@ pub fn set_io_uring_spin(window: std::time::Duration) {
     );
 }
 
-pub(super) fn set_cpus(n: usize) {
-    CPUS.store(n.max(1), Ordering::Relaxed);
+/// Sets the CPU count from the number of queues (one per possible CPU),
+/// capped at the CPUs this process may run on: a machine may list far more
+/// possible CPUs than it has online.
+pub(super) fn set_cpus(queues: usize) {
+    let usable = std::thread::available_parallelism().map_or(queues, |n| n.get());
+    CPUS.store(queues.min(usable).max(1), Ordering::Relaxed);
 }
 
 fn monotonic_nanos() -> u64 {
