@@ -17,14 +17,16 @@
 //! At most [`MAX_LOOKING`] threads look at once, bounding the cost on large
 //! machines (where a single caller then still moves between CPUs).
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
 
 use io_uring::{IoUring, cqueue, squeue};
 
 /// The window in ns; 0: threads sleep at once.
 static WINDOW_NANOS: AtomicU64 = AtomicU64::new(0);
 
-/// When any queue last had a request, in ns of `CLOCK_MONOTONIC`.
+/// When any queue last had a request, in ns of [`monotonic_nanos`].
 static LAST_REQUEST: AtomicU64 = AtomicU64::new(0);
 
 /// Threads looking now.
@@ -63,16 +65,10 @@ pub(super) fn set_cpus(queues: usize) {
     CPUS.store(queues.min(usable).max(1), Ordering::Relaxed);
 }
 
+/// Nanoseconds since the first call: the clock of the timestamps here.
 fn monotonic_nanos() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
+    static START: OnceLock<Instant> = OnceLock::new();
+    u64::try_from(START.get_or_init(Instant::now).elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Records a request from thread `pid` (0: the kernel's own, such as an
