@@ -15,7 +15,7 @@
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; a close commits on its FUSE thread while another stays free, else on a commit worker) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `dir_timeout=S` | the same for table, row and family directories (default 300; the daemon invalidates what it or a gRPC call changes) |
-//! | `busy_poll=US` | microseconds a FUSE thread polls for the next request after a reply before it sleeps (default 50; 0: never): spares a sequential walk a wake-up per request, at the cost of that much CPU after each reply |
+//! | `busy_poll=US` | microseconds a FUSE thread polls for the next request after a reply before it sleeps (default 50; 0: never): one thread polling `/dev/fuse`, or the io_uring queue threads yielding their CPUs; spares a sequential walk a wake-up per request, at the cost of that much CPU after each reply |
 //! | `uring=N` | entries per CPU queue for FUSE over io_uring (default 32; 0: requests come through /dev/fuse only). Used when the kernel offers it: Linux 6.14+ with the `fuse` module's `enable_uring` parameter on. Each queue is served by a thread on its CPU, so a request and its answer stay on the caller's CPU |
 //! | `reader_wait=S` | how long opening a cell for writing waits for readers that read it through the page cache to close (default 1) |
 //! | `log=LEVEL` | error, warn, info (default), debug, trace, off |
