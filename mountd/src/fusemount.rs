@@ -16,6 +16,8 @@ pub fn session_config(cfg: &MountConfig) -> Config {
     c.n_threads = Some(cfg.thread_count());
     c.clone_fd = true;
     c.uring_queue_depth = cfg.uring_depth;
+    // The queue threads look for requests as long as busy polling would.
+    c.uring_look_window = cfg.busy_poll;
     c.acl = if cfg.allow_other {
         SessionACL::All
     } else {

@@ -71,15 +71,14 @@ impl FuseFs {
     /// Polls the FUSE device for `window` after each reply (see
     /// `busy_poll.rs`), for a session of `threads` FUSE threads; polling
     /// starts once the device is given to the returned handle's
-    /// [`BusyPoll::set_device`]. With FUSE over io_uring, the queue
-    /// threads look for their next request for the same window instead.
+    /// [`BusyPoll::set_device`]. (With FUSE over io_uring, the session's
+    /// `Config::uring_look_window` plays this part.)
     pub fn with_busy_poll(
         mut self,
         window: std::time::Duration,
         threads: usize,
     ) -> (FuseFs, Arc<BusyPoll>) {
         self.busy_poll = Arc::new(BusyPoll::new(window, threads));
-        fuser::set_io_uring_spin(window);
         let handle = self.busy_poll.clone();
         (self, handle)
     }

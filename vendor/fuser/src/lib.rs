@@ -102,7 +102,7 @@ mod request_param;
 mod session;
 mod time;
 mod uring;
-pub use crate::uring::{io_uring_running, requests_over_io_uring, set_io_uring_spin};
+pub use crate::uring::{io_uring_running, requests_over_io_uring};
 
 /// We generally support async reads
 #[cfg(not(target_os = "macos"))]

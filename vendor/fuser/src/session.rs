@@ -305,6 +305,7 @@ impl<FS: Filesystem> Session<FS> {
                 session_owner,
                 config.uring_queue_depth,
                 payload,
+                config.uring_look_window,
             ) {
                 Ok(r) => Some(r),
                 Err(e) => {
@@ -463,8 +464,7 @@ impl<FS: Filesystem> Session<FS> {
             // Remember the ABI version supported by kernel and mark the session initialized.
             self.proto_version = Some(v);
             if self.config.uring_queue_depth > 0
-                && (init.capabilities() & config.requested)
-                    .contains(InitFlags::FUSE_OVER_IO_URING)
+                && (init.capabilities() & config.requested).contains(InitFlags::FUSE_OVER_IO_URING)
             {
                 // What the kernel requires of an entry's payload buffer.
                 let page = page_size::get();

@@ -31,7 +31,7 @@ use log::{debug, error, warn};
 use parking_lot::Mutex;
 
 mod spin;
-pub use spin::set_io_uring_spin;
+use spin::Looking;
 
 use crate::Filesystem;
 use crate::channel::{Channel, ChannelSender};
@@ -400,6 +400,7 @@ impl Rings {
         session_owner: nix::unistd::Uid,
         depth: usize,
         payload: usize,
+        look_window: std::time::Duration,
     ) -> io::Result<Rings> {
         let depth = depth.clamp(1, u16::MAX as usize - 1);
         let mut queues = Vec::new();
@@ -412,9 +413,11 @@ impl Rings {
             q.push_wake_poll()?;
             queues.push(q);
         }
+        let looking = Arc::new(Looking::new(look_window, queues.len()));
         let mut threads = Vec::new();
         for q in &queues {
             let q = q.clone();
+            let looking = looking.clone();
             let event_loop = SessionEventLoop {
                 thread_name: format!("fuse-ring-{}", q.qid),
                 filesystem: filesystem.clone(),
@@ -425,10 +428,9 @@ impl Rings {
             threads.push(
                 thread::Builder::new()
                     .name(event_loop.thread_name.clone())
-                    .spawn(move || serve(&q, &event_loop))?,
+                    .spawn(move || serve(&q, &looking, &event_loop))?,
             );
         }
-        spin::set_cpus(queues.len());
         RUNNING.fetch_add(1, Ordering::AcqRel);
         Ok(Rings { queues, threads })
     }
@@ -449,7 +451,7 @@ impl Rings {
 /// A queue's thread: pinned to its CPU, it registers the entries, then
 /// answers requests as they complete until the connection ends or it is
 /// woken to stop.
-fn serve<FS: Filesystem>(q: &Arc<Queue>, event_loop: &SessionEventLoop<FS>) {
+fn serve<FS: Filesystem>(q: &Arc<Queue>, looking: &Looking, event_loop: &SessionEventLoop<FS>) {
     pin_to_cpu(q.qid);
     SERVING.with(|s| s.set(Some(q.qid)));
     // The request in the `/dev/fuse` layout, 8-byte aligned for the parser.
@@ -457,7 +459,7 @@ fn serve<FS: Filesystem>(q: &Arc<Queue>, event_loop: &SessionEventLoop<FS>) {
     let mut done: Vec<(u64, i32)> = Vec::new();
     loop {
         // Either a completion came while looking, or wait for one.
-        let waited = if spin::look_for_request(&q.ring) {
+        let waited = if looking.look_for_request(&q.ring) {
             Ok(0)
         } else {
             q.ring.submitter().submit_and_wait(1)
@@ -490,7 +492,7 @@ fn serve<FS: Filesystem>(q: &Arc<Queue>, event_loop: &SessionEventLoop<FS>) {
                 continue;
             };
             match res {
-                0 => handle(q, entry, &mut request, event_loop),
+                0 => handle(q, entry, looking, &mut request, event_loop),
                 r if r == -libc::EINTR || r == -libc::EAGAIN => {
                     // The kernel did not take the command: hand it back.
                     if let Err(e) = q.push(entry, CMD_REGISTER, 0) {
@@ -519,6 +521,7 @@ fn serve<FS: Filesystem>(q: &Arc<Queue>, event_loop: &SessionEventLoop<FS>) {
 fn handle<FS: Filesystem>(
     q: &Arc<Queue>,
     entry: u16,
+    looking: &Looking,
     request: &mut Vec<u64>,
     event_loop: &SessionEventLoop<FS>,
 ) {
@@ -539,7 +542,7 @@ fn handle<FS: Filesystem>(
             e.payload.slice(0, payload_len),
         )
     };
-    spin::note_request(u32::from_ne_bytes(
+    looking.note_request(u32::from_ne_bytes(
         head[CALLER_PID..CALLER_PID + 4]
             .try_into()
             .unwrap_or_default(),

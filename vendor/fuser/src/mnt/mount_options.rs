@@ -22,6 +22,10 @@ pub struct Config {
     /// filesystem's `init` requests `FUSE_OVER_IO_URING` and the kernel
     /// grants it. 0: requests come through `/dev/fuse` only.
     pub uring_queue_depth: usize,
+    /// How long the io_uring queue threads go on looking for a next request
+    /// after the last one (yielding their CPUs) before they sleep; zero:
+    /// they sleep at once.
+    pub uring_look_window: std::time::Duration,
 }
 
 /// Mount options accepted by the FUSE filesystem type
