@@ -121,7 +121,7 @@ impl CommitCore {
         for (tablet, rec) in tablets.iter().zip(records) {
             let mem = tablet.version().mem.clone();
             for (k, v) in rec.entries {
-                mem.insert(k, v);
+                mem.insert(&k, &v);
             }
             if !touched.iter().any(|t| Arc::ptr_eq(t, tablet)) {
                 touched.push(tablet);

@@ -84,7 +84,7 @@ impl TabletServer {
                     if let Some(p) = key::split(&k) {
                         max = max.max(p.seq);
                     }
-                    mem.insert(k, v);
+                    mem.insert(&k, &v);
                 },
             );
             self.set_activity(&format!("load{}", meta.id), None);

@@ -1,30 +1,26 @@
 //! The memtable: recently committed mutations, sorted in memory.
 //!
-//! A lock-free skiplist (`crossbeam_skiplist::SkipMap`) keyed by internal keys
-//! (see [`crate::key`]). Every op carries its own sequence number, so keys are
-//! unique and an insert never overwrites another op; readers iterate while
-//! writers insert, without locks. Entries are never removed: a memtable is
-//! dropped whole once it has been written to an SSTable.
+//! An insert-only concurrent skiplist ([`skiplist`]) keyed by internal keys
+//! (see [`crate::key`]), its nodes carved out of an arena ([`arena`]). Every
+//! op carries its own sequence number, so keys are unique and an insert never
+//! overwrites another op; readers iterate while writers insert, without
+//! locks. Entries are never removed: a memtable is dropped whole once it has
+//! been written to an SSTable.
+
+mod arena;
+mod skiplist;
 
 use crate::iterator::InternalIterator;
 use crate::key::{self, SeqNo};
 use crate::Result;
-use crossbeam_skiplist::map::Entry;
-use crossbeam_skiplist::SkipMap;
-use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use skiplist::{Node, SkipList};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-
-/// Bytes charged per entry on top of key and value: the skiplist node (key and
-/// value headers, reference count, tower of next pointers) and allocator slack.
-/// An estimate; it only needs to be in the right range for flush decisions.
-pub const ENTRY_OVERHEAD: usize = 64;
 
 /// A concurrent sorted map of internal key → value.
 #[derive(Default)]
 pub struct Memtable {
-    map: SkipMap<Vec<u8>, Vec<u8>>,
-    bytes: AtomicUsize,
+    list: SkipList,
     max_seq: AtomicU64,
 }
 
@@ -33,29 +29,29 @@ impl Memtable {
         Self::default()
     }
 
-    /// Adds one entry. `key` must be an internal key ([`crate::key::encode`]);
-    /// inserting a key that is already present replaces its value (the same op
-    /// replayed twice carries the same value, so that is harmless).
-    pub fn insert(&self, key: Vec<u8>, value: Vec<u8>) {
-        if let Some(parts) = key::split(&key) {
+    /// Adds one entry (a copy of `key` and `value`). `key` must be an
+    /// internal key ([`crate::key::encode`]); inserting a key that is already
+    /// present keeps the entry there (the same op replayed twice carries the
+    /// same value, so that is harmless).
+    pub fn insert(&self, key: &[u8], value: &[u8]) {
+        if let Some(parts) = key::split(key) {
             self.max_seq.fetch_max(parts.seq, Ordering::AcqRel);
         }
-        let charge = key.len() + value.len() + ENTRY_OVERHEAD;
-        self.map.insert(key, value);
-        self.bytes.fetch_add(charge, Ordering::Relaxed);
+        self.list.insert(key, value);
     }
 
-    /// Approximate memory held: keys + values + per-entry overhead.
+    /// Bytes of entries with their skiplist nodes (the arena's chunks hold
+    /// at most one chunk more).
     pub fn approximate_bytes(&self) -> usize {
-        self.bytes.load(Ordering::Relaxed)
+        self.list.used()
     }
 
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.list.is_empty()
     }
 
     /// The highest sequence number inserted so far (0 when empty).
@@ -67,76 +63,69 @@ impl Memtable {
     /// inserted after its creation if they sort after its position.
     pub fn iter(self: &Arc<Self>) -> MemtableIterator {
         MemtableIterator {
-            current: None,
+            current: std::ptr::null(),
             table: Arc::clone(self),
         }
     }
 }
 
-type MapEntry = Entry<'static, Vec<u8>, Vec<u8>>;
-
 /// Iterator over a [`Memtable`]; owns an `Arc` of it.
 ///
-/// It holds a reference-counted skiplist entry, so `key()`/`value()` borrow the
-/// node in place (no copy of possibly large values) and `next()` follows the
-/// node's own link instead of searching from the top.
+/// It points at a node in the memtable's arena, so `key()`/`value()` borrow
+/// the entry in place (no copy of possibly large values) and `next()` follows
+/// the node's own link instead of searching from the top.
 pub struct MemtableIterator {
-    // Declared before `table` so that it is dropped first: the entry points
-    // into the skiplist owned by `table`.
-    current: Option<MapEntry>,
+    /// The current node (null: not positioned). Points into `table`'s arena.
+    current: *const Node,
     table: Arc<Memtable>,
 }
 
-/// Erases the borrow of `table` from an entry so that it can be stored next to
-/// the `Arc` that keeps the table alive.
-///
-/// # Safety
-/// The caller must keep the `Arc<Memtable>` the entry came from alive for as
-/// long as the returned entry exists (including its drop).
-unsafe fn detach(e: Entry<'_, Vec<u8>, Vec<u8>>) -> MapEntry {
-    // SAFETY: only the lifetime changes; the layout is identical. The caller
-    // guarantees the map outlives the entry (see the function contract).
-    unsafe { std::mem::transmute::<Entry<'_, Vec<u8>, Vec<u8>>, MapEntry>(e) }
+// SAFETY: `current` points into the arena of `table`, which this iterator
+// keeps alive and which is `Sync`; nodes are immutable once published.
+unsafe impl Send for MemtableIterator {}
+
+impl MemtableIterator {
+    fn set(&mut self, n: Option<&Node>) {
+        self.current = n.map_or(std::ptr::null(), |n| n as *const Node);
+    }
+
+    fn node(&self) -> Option<&Node> {
+        // SAFETY: a non-null `current` is a node of `self.table`, alive as
+        // long as `self` holds the `Arc`.
+        unsafe { self.current.as_ref() }
+    }
 }
 
 impl InternalIterator for MemtableIterator {
     fn seek_to_first(&mut self) -> Result<()> {
-        self.current = None;
-        let e = self.table.map.front();
-        // SAFETY: the entry comes from `self.table`, which this iterator owns
-        // and which is dropped only after `current` (field order); the map is
-        // inside an `Arc`, so it never moves while the iterator exists.
-        self.current = e.map(|e| unsafe { detach(e) });
+        let t = Arc::clone(&self.table);
+        self.set(t.list.first());
         Ok(())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.current = None;
-        let e = self.table.map.lower_bound(Bound::Included(target));
-        // SAFETY: as in `seek_to_first`.
-        self.current = e.map(|e| unsafe { detach(e) });
+        let t = Arc::clone(&self.table);
+        self.set(t.list.seek(target));
         Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
-        if let Some(e) = self.current.as_mut() {
-            if !e.move_next() {
-                self.current = None;
-            }
-        }
+        let next = self.node().and_then(|n| self.table.list.next_of(n));
+        let p = next.map_or(std::ptr::null(), |n| n as *const Node);
+        self.current = p;
         Ok(())
     }
 
     fn valid(&self) -> bool {
-        self.current.is_some()
+        !self.current.is_null()
     }
 
     fn key(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |e| e.key().as_slice())
+        self.node().map_or(&[], |n| n.key())
     }
 
     fn value(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |e| e.value().as_slice())
+        self.node().map_or(&[], |n| n.value())
     }
 }
 
@@ -162,12 +151,12 @@ mod tests {
     fn insert_seek_iterate() {
         let m = Arc::new(Memtable::new());
         assert!(m.is_empty());
-        m.insert(k("b", 1, 2), b"b1".to_vec());
-        m.insert(k("a", 1, 1), b"a1".to_vec());
-        m.insert(k("a", 2, 3), b"a2".to_vec());
+        m.insert(&k("b", 1, 2), b"b1");
+        m.insert(&k("a", 1, 1), b"a1");
+        m.insert(&k("a", 2, 3), b"a2");
         assert_eq!(m.len(), 3);
         assert_eq!(m.max_seq(), 3);
-        assert!(m.approximate_bytes() >= 3 * ENTRY_OVERHEAD + 6);
+        assert!(m.approximate_bytes() >= 3 * 16 + 6);
 
         let mut it = m.iter();
         assert!(!it.valid());
@@ -187,7 +176,7 @@ mod tests {
     #[test]
     fn iterator_keeps_table_alive_and_is_send() {
         let m = Arc::new(Memtable::new());
-        m.insert(k("x", 1, 1), vec![7; 1000]);
+        m.insert(&k("x", 1, 1), &[7; 1000]);
         let mut it = m.iter();
         drop(m);
         let h = std::thread::spawn(move || {
@@ -206,10 +195,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..500u64 {
                         let seq = w * 1000 + i + 1;
-                        m.insert(
-                            k(&format!("row{:04}", i), 5, seq),
-                            seq.to_be_bytes().to_vec(),
-                        );
+                        m.insert(&k(&format!("row{:04}", i), 5, seq), &seq.to_be_bytes());
                     }
                 })
             })
