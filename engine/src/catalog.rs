@@ -2,10 +2,11 @@
 //! table-definition rows record them. The master loads and changes it;
 //! tablet servers and clients read schemas from it.
 
+use crate::cow_map::CowMap;
 use crate::metadata::{metadata_schema, TableDef, METADATA_ID, METADATA_NAME};
 use crate::schema::TableSchema;
 use crate::{Error, Result};
-use parking_lot::RwLock;
+use arc_swap::{ArcSwap, Guard};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -13,18 +14,24 @@ use std::sync::Arc;
 pub struct TableEntry {
     pub id: u64,
     pub name: String,
-    schema: RwLock<Arc<TableSchema>>,
+    schema: ArcSwap<TableSchema>,
 }
 
 impl TableEntry {
     pub fn schema(&self) -> Arc<TableSchema> {
-        self.schema.read().clone()
+        self.schema.load_full()
+    }
+
+    /// The schema for a short read, without taking a reference count (see
+    /// [`crate::tablet::Tablet::current`]).
+    pub fn schema_now(&self) -> Guard<Arc<TableSchema>> {
+        self.schema.load()
     }
 }
 
 /// Every table, by name and by id; METADATA is always present.
 pub struct Catalog {
-    tables: RwLock<BTreeMap<String, Arc<TableEntry>>>,
+    tables: CowMap<String, Arc<TableEntry>>,
 }
 
 impl Default for Catalog {
@@ -32,10 +39,10 @@ impl Default for Catalog {
         let meta = Arc::new(TableEntry {
             id: METADATA_ID,
             name: METADATA_NAME.to_string(),
-            schema: RwLock::new(Arc::new(metadata_schema())),
+            schema: ArcSwap::from_pointee(metadata_schema()),
         });
         Catalog {
-            tables: RwLock::new(BTreeMap::from([(METADATA_NAME.to_string(), meta)])),
+            tables: CowMap::from(BTreeMap::from([(METADATA_NAME.to_string(), meta)])),
         }
     }
 }
@@ -43,20 +50,29 @@ impl Default for Catalog {
 impl Catalog {
     pub fn get(&self, name: &str) -> Result<Arc<TableEntry>> {
         self.tables
-            .read()
             .get(name)
-            .cloned()
+            .ok_or_else(|| Error::TableNotFound(name.to_string()))
+    }
+
+    /// `f` of the table named `name`, borrowed (what a point read uses).
+    pub fn with<R>(&self, name: &str, f: impl FnOnce(&TableEntry) -> R) -> Result<R> {
+        self.tables
+            .with(name, |t| f(t))
             .ok_or_else(|| Error::TableNotFound(name.to_string()))
     }
 
     pub fn by_id(&self, id: u64) -> Option<Arc<TableEntry>> {
-        self.tables.read().values().find(|t| t.id == id).cloned()
+        self.tables
+            .snapshot()
+            .values()
+            .find(|t| t.id == id)
+            .cloned()
     }
 
     /// User tables, in name order.
     pub fn names(&self) -> Vec<String> {
         self.tables
-            .read()
+            .snapshot()
             .values()
             .filter(|t| t.id != METADATA_ID)
             .map(|t| t.name.clone())
@@ -64,29 +80,34 @@ impl Catalog {
     }
 
     pub fn next_id(&self) -> u64 {
-        self.tables.read().values().map(|t| t.id).max().unwrap_or(0) + 1
+        self.tables
+            .snapshot()
+            .values()
+            .map(|t| t.id)
+            .max()
+            .unwrap_or(0)
+            + 1
     }
 
     /// Adds or replaces a table's definition.
     pub fn put(&self, def: &TableDef) {
-        let mut t = self.tables.write();
-        match t.get(&def.name) {
-            Some(e) if e.id == def.id => *e.schema.write() = Arc::new(def.schema.clone()),
+        self.tables.update(|t| match t.get(&def.name) {
+            Some(e) if e.id == def.id => e.schema.store(Arc::new(def.schema.clone())),
             _ => {
                 t.insert(
                     def.name.clone(),
                     Arc::new(TableEntry {
                         id: def.id,
                         name: def.name.clone(),
-                        schema: RwLock::new(Arc::new(def.schema.clone())),
+                        schema: ArcSwap::from_pointee(def.schema.clone()),
                     }),
                 );
             }
-        }
+        })
     }
 
     pub fn remove(&self, name: &str) {
-        self.tables.write().remove(name);
+        self.tables.remove(name);
     }
 
     /// Makes the user tables exactly `defs` (a new master's view); entries
@@ -98,8 +119,7 @@ impl Catalog {
             self.put(d);
         }
         self.tables
-            .write()
-            .retain(|n, e| e.id == METADATA_ID || names.contains(n));
+            .update(|t| t.retain(|n, e| e.id == METADATA_ID || names.contains(n)));
     }
 }
 

@@ -295,18 +295,22 @@ impl Bigtable {
         qualifier: &[u8],
         max_versions: Option<u32>,
     ) -> Result<Vec<Cell>> {
-        let t = self.table(table)?;
-        if !t.schema().families.contains_key(family) {
-            return Err(Error::UnknownFamily {
+        let client = self.client()?;
+        let id = self
+            .env()
+            .catalog
+            .with(table, |t| {
+                let known = t.schema_now().families.contains_key(family);
+                known.then_some(t.id)
+            })?
+            .ok_or_else(|| Error::UnknownFamily {
                 table: table.to_string(),
                 family: family.to_string(),
-            });
-        }
+            })?;
         if row.len() > MAX_ROW_KEY {
             return Err(Error::RowKeyTooLong(row.len()));
         }
-        self.client()?
-            .read_column(t.id, row, family, qualifier, max_versions)
+        client.read_column(id, row, family, qualifier, max_versions)
     }
     /// A streaming scan in row order; each tablet's part is a consistent
     /// snapshot taken when the scan reaches it.

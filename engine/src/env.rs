@@ -6,6 +6,7 @@
 use crate::cache::{BlockCache, ScanCache};
 use crate::catalog::Catalog;
 use crate::compaction::sst_number;
+use crate::cow_map::CowMap;
 use crate::master::Master;
 use crate::metadata::RootStore;
 use crate::options::Options;
@@ -14,7 +15,7 @@ use crate::{Error, Result};
 use chubby::LockService;
 use gfs::FileStore;
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -88,7 +89,7 @@ pub struct Env {
     /// Set when the daemon stops: requests give up instead of retrying.
     pub stopping: AtomicBool,
     last_ts: AtomicU64,
-    servers: RwLock<BTreeMap<String, Arc<TabletServer>>>,
+    servers: CowMap<String, Arc<TabletServer>>,
     masters: RwLock<Vec<Arc<Master>>>,
     /// The private lock-service cell of a cluster opened without one.
     _cell_dir: Option<tempfile::TempDir>,
@@ -130,7 +131,7 @@ impl Env {
             hooks: Hooks::default(),
             stopping: AtomicBool::new(false),
             last_ts: AtomicU64::new(0),
-            servers: RwLock::new(BTreeMap::new()),
+            servers: CowMap::default(),
             masters: RwLock::new(Vec::new()),
             _cell_dir: cell_dir,
         }))
@@ -152,25 +153,30 @@ impl Env {
     // ------------------------------------------------------------ registry
 
     pub fn add_server(&self, s: Arc<TabletServer>) {
-        self.servers.write().insert(s.name.clone(), s);
+        self.servers.insert(s.name.clone(), s);
     }
 
     pub fn remove_server(&self, name: &str) -> Option<Arc<TabletServer>> {
-        self.servers.write().remove(name)
+        self.servers.remove(name)
     }
 
     /// A live tablet server by name.
     pub fn server(&self, name: &str) -> Option<Arc<TabletServer>> {
         self.servers
-            .read()
-            .get(name)
-            .filter(|s| s.is_serving())
-            .cloned()
+            .with(name, |s| s.is_serving().then(|| Arc::clone(s)))
+            .flatten()
+    }
+
+    /// `f` of the live tablet server `name`, borrowed (what a point read uses).
+    pub fn with_server<R>(&self, name: &str, f: impl FnOnce(&TabletServer) -> R) -> Option<R> {
+        self.servers
+            .with(name, |s| s.is_serving().then(|| f(s)))
+            .flatten()
     }
 
     /// Every registered tablet server, live or not, in name order.
     pub fn servers(&self) -> Vec<Arc<TabletServer>> {
-        self.servers.read().values().cloned().collect()
+        self.servers.snapshot().values().cloned().collect()
     }
 
     pub fn add_master(&self, m: Arc<Master>) {
@@ -192,7 +198,7 @@ impl Env {
 
     /// Drops every reference the registry holds (at shutdown).
     pub fn clear(&self) {
-        self.servers.write().clear();
+        self.servers.update(|m| m.clear());
         self.masters.write().clear();
     }
 }

@@ -12,7 +12,7 @@ use crate::metadata::SstMeta;
 use crate::schema::TableSchema;
 use crate::sstable::Table;
 use crate::Result;
-use parking_lot::RwLock;
+use arc_swap::{ArcSwap, Guard};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -50,7 +50,9 @@ pub struct Tablet {
     pub start: Vec<u8>,
     /// End row (exclusive); `None` = end of table.
     pub end: Option<Vec<u8>>,
-    version: RwLock<Arc<TabletVersion>>,
+    version: ArcSwap<TabletVersion>,
+    /// Serializes `update`s (readers never take it).
+    update_lock: parking_lot::Mutex<()>,
     /// Every entry of this tablet up to this sequence number is in its SSTables.
     pub flushed_seq: AtomicU64,
     /// Claimed by whoever runs a flush, compaction or split of this tablet.
@@ -74,7 +76,8 @@ impl Tablet {
             table_id,
             start,
             end,
-            version: RwLock::new(Arc::new(version)),
+            version: ArcSwap::from_pointee(version),
+            update_lock: parking_lot::Mutex::new(()),
             flushed_seq: AtomicU64::new(flushed_seq),
             busy: AtomicBool::new(false),
             retired: AtomicBool::new(false),
@@ -83,14 +86,22 @@ impl Tablet {
     }
 
     pub fn version(&self) -> Arc<TabletVersion> {
-        self.version.read().clone()
+        self.version.load_full()
+    }
+
+    /// The current version for a short read, without taking a reference
+    /// count: point reads on every core would otherwise all write the one
+    /// counter of the shared version. Hold it briefly (a scan takes
+    /// [`Tablet::version`]).
+    pub fn current(&self) -> Guard<Arc<TabletVersion>> {
+        self.version.load()
     }
 
     /// Replaces the version with `f(current)`; returns the new one.
     pub fn update(&self, f: impl FnOnce(&TabletVersion) -> TabletVersion) -> Arc<TabletVersion> {
-        let mut v = self.version.write();
-        let next = Arc::new(f(&v));
-        *v = next.clone();
+        let _one_at_a_time = self.update_lock.lock();
+        let next = Arc::new(f(&self.version.load()));
+        self.version.store(next.clone());
         next
     }
 

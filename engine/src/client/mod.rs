@@ -123,7 +123,15 @@ impl Client {
     ) -> Result<T> {
         self.retry("tablet lookup", || {
             let loc = self.locate_shared(table, row)?;
-            let r = self.server(&loc).and_then(|s| op(&s, &loc));
+            let r = self
+                .env
+                .with_server(&loc.server, |s| op(s, &loc))
+                .unwrap_or_else(|| {
+                    Err(Error::NotServing {
+                        server: loc.server.clone(),
+                        tablet: loc.tablet,
+                    })
+                });
             if let Err(e) = &r {
                 if is_not_serving(e) {
                     self.invalidate(&loc);

@@ -106,7 +106,13 @@ impl Master {
         if self.env.server(to).is_none() {
             return Err(Error::invalid(format!("no live tablet server {to}")));
         }
-        self.move_one(loc.tablet, &loc.server, to)
+        let r = self.move_one(loc.tablet, &loc.server, to);
+        if r.as_ref().is_err_and(crate::client::is_not_serving) {
+            // The cached location was stale (this tablet moved or split
+            // since): the caller's retry must look it up again.
+            self.client.invalidate(&loc);
+        }
+        r
     }
 
     /// Unloads a tablet from `from` (a minor compaction first, so the move is

@@ -439,12 +439,11 @@ impl TabletServer {
             &b.meta(&self.log_dir),
             Some(&format!("split from {}", t.id)),
         )?;
-        {
-            let mut tablets = self.tablets.write();
+        self.tablets.update(|tablets| {
             tablets.remove(&t.id);
             tablets.insert(a.tablet.id, a.clone());
             tablets.insert(b.tablet.id, b.clone());
-        }
+        });
         t.retired.store(true, Ordering::Release);
         self.counters.splits.fetch_add(1, Ordering::Relaxed);
         if !self
@@ -476,7 +475,18 @@ impl TabletServer {
                 continue;
             }
             self.freeze(&s.tablet);
-            while !s.tablet.version().imm.is_empty() {
+            // Flush what is frozen now, oldest first; memtables frozen later
+            // (by writes during the flush, such as this flush's own METADATA
+            // records when the tablet is a METADATA tablet) are not waited
+            // for, or a METADATA tablet with small memtables never finishes.
+            let frozen = s.tablet.version().imm.clone();
+            while s
+                .tablet
+                .version()
+                .imm
+                .iter()
+                .any(|m| frozen.iter().any(|f| Arc::ptr_eq(f, m)))
+            {
                 self.flush_imm(&s)?;
             }
         }

@@ -22,7 +22,7 @@ impl TabletServer {
     /// Starts serving the tablet `meta` describes.
     pub fn load(&self, meta: TabletMeta) -> Result<()> {
         self.live()?;
-        if self.tablets.read().contains_key(&meta.id) {
+        if self.tablets.contains_key(&meta.id) {
             return Ok(());
         }
         let table = self
@@ -121,7 +121,7 @@ impl TabletServer {
         let recorded = self.record_as(&served.meta(&self.log_dir), Some(&event), true, &self.quick);
         self.env.numbers.release(fresh);
         recorded?;
-        self.tablets.write().insert(meta.id, served);
+        self.tablets.insert(meta.id, served);
         self.counters.loads.fetch_add(1, Ordering::Relaxed);
         log::info!(
             "{}: serving tablet {} of table {}",
@@ -164,7 +164,7 @@ impl TabletServer {
             t.retired.store(false, Ordering::Release);
             return Err(e);
         }
-        self.tablets.write().remove(&id);
+        self.tablets.remove(&id);
         self.counters.unloads.fetch_add(1, Ordering::Relaxed);
         Ok(meta)
     }
@@ -172,7 +172,7 @@ impl TabletServer {
     /// Stops serving tablet `id` at once, without a compaction (its table
     /// was dropped).
     pub fn drop_tablet(&self, id: u64) {
-        if let Some(s) = self.tablets.write().remove(&id) {
+        if let Some(s) = self.tablets.remove(&id) {
             let _gate = s.gate.write();
             s.tablet.retired.store(true, Ordering::Release);
         }

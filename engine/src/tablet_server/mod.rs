@@ -20,6 +20,7 @@ pub use status::ServerReport;
 use crate::catalog::TableEntry;
 use crate::client::Client;
 use crate::coordination::Lease;
+use crate::cow_map::CowMap;
 use crate::env::Env;
 use crate::group_commit::GroupCommit;
 use crate::log::{CommitLog, CommitLogOptions};
@@ -103,7 +104,7 @@ pub struct TabletServer {
     quick: Client,
     core: Arc<CommitCore>,
     commit: GroupCommit<WriteGroup>,
-    tablets: RwLock<BTreeMap<u64, Arc<Served>>>,
+    tablets: CowMap<u64, Arc<Served>>,
     row_locks: Vec<Mutex<()>>,
     wake_tx: Sender<()>,
     wake_rx: Receiver<()>,
@@ -153,7 +154,7 @@ impl TabletServer {
             client,
             core,
             commit,
-            tablets: RwLock::new(BTreeMap::new()),
+            tablets: CowMap::default(),
             row_locks: (0..ROW_LOCK_STRIPES).map(|_| Mutex::new(())).collect(),
             wake_tx,
             wake_rx,
@@ -208,25 +209,38 @@ impl TabletServer {
         }
     }
 
+    /// `f` of the served tablet `id`, borrowed (what a point read uses: no
+    /// reference count taken), if this server serves it.
+    fn with_served<R>(&self, id: u64, f: impl FnOnce(&Served) -> Result<R>) -> Result<R> {
+        self.live()?;
+        self.tablets
+            .with(&id, |s| {
+                if s.tablet.retired.load(Ordering::Acquire) {
+                    Err(self.not_serving(id))
+                } else {
+                    f(s)
+                }
+            })
+            .unwrap_or_else(|| Err(self.not_serving(id)))
+    }
+
     /// The served tablet `id`, if this server serves it.
     fn served(&self, id: u64) -> Result<Arc<Served>> {
         self.live()?;
         self.tablets
-            .read()
             .get(&id)
             .filter(|s| !s.tablet.retired.load(Ordering::Acquire))
-            .cloned()
             .ok_or_else(|| self.not_serving(id))
     }
 
     /// Every tablet served now.
     pub fn served_tablets(&self) -> Vec<Arc<Served>> {
-        self.tablets.read().values().cloned().collect()
+        self.tablets.snapshot().values().cloned().collect()
     }
 
     /// Ids of the tablets served now.
     pub fn tablet_ids(&self) -> Vec<u64> {
-        self.tablets.read().keys().copied().collect()
+        self.tablets.snapshot().keys().copied().collect()
     }
 
     fn wake(&self) {

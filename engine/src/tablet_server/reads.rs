@@ -14,6 +14,7 @@ use crate::read::CellReader;
 use crate::schema::TableSchema;
 use crate::tablet::{select_files, Sst, TabletVersion};
 use crate::{Error, Result};
+use arc_swap::Guard;
 use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -59,9 +60,13 @@ impl TabletServer {
         if !s.tablet.contains(row) {
             return Err(self.not_serving(tablet));
         }
+        self.count_read(&s);
+        Ok(s)
+    }
+
+    fn count_read(&self, s: &Served) {
         self.counters.reads.fetch_add(1, Ordering::Relaxed);
         s.requests.fetch_add(1, Ordering::Relaxed);
-        Ok(s)
     }
 
     /// Sources of one row in a tablet: memtables plus the row's SSTable
@@ -180,8 +185,14 @@ impl TabletServer {
         qualifier: &[u8],
         max_versions: Option<u32>,
     ) -> Result<Vec<Cell>> {
-        let s = self.read_target(tablet, row)?;
-        self.column_of(&s, row, family, qualifier, max_versions)
+        check_row(row)?;
+        self.with_served(tablet, |s| {
+            if !s.tablet.contains(row) {
+                return Err(self.not_serving(tablet));
+            }
+            self.count_read(s);
+            self.column_of(s, row, family, qualifier, max_versions)
+        })
     }
 
     /// One column's versions: a point lookup in each source (see
@@ -195,8 +206,8 @@ impl TabletServer {
         max_versions: Option<u32>,
     ) -> Result<Vec<Cell>> {
         let snapshot = self.core.visible_seq();
-        let v = s.tablet.version();
-        let schema = s.table.schema();
+        let v = s.tablet.current();
+        let schema = s.table.schema_now();
         let Some(fam) = schema.family(family) else {
             return Ok(Vec::new()); // as the reader skips families not in the schema
         };
@@ -236,7 +247,7 @@ impl TabletServer {
         }
         let reader = CellReader::column(
             merged(sources),
-            schema,
+            Guard::into_inner(schema),
             row,
             family,
             qualifier,

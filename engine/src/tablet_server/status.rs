@@ -141,7 +141,7 @@ impl TabletServer {
     /// Requests served by tablet `id` since it was loaded.
     pub fn tablet_requests(&self, id: u64) -> u64 {
         self.tablets
-            .read()
+            .snapshot()
             .get(&id)
             .map_or(0, |s| s.requests.load(Ordering::Relaxed))
     }
