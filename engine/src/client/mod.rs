@@ -51,6 +51,14 @@ pub(crate) fn is_not_serving(e: &Error) -> bool {
     matches!(e.root(), Error::NotServing { .. })
 }
 
+/// "Not serving" for `loc`: its server is gone (look the tablet up again).
+fn not_serving_at(loc: &Location) -> Error {
+    Error::NotServing {
+        server: loc.server.clone(),
+        tablet: loc.tablet,
+    }
+}
+
 fn retryable(e: &Error) -> bool {
     matches!(e.root(), Error::NotServing { .. } | Error::Unavailable(_))
 }
@@ -81,10 +89,7 @@ impl Client {
     fn server(&self, loc: &Location) -> Result<Arc<TabletServer>> {
         self.env
             .server(&loc.server)
-            .ok_or_else(|| Error::NotServing {
-                server: loc.server.clone(),
-                tablet: loc.tablet,
-            })
+            .ok_or_else(|| not_serving_at(loc))
     }
 
     /// Runs `f` until it succeeds or fails for good; while tablets move or
@@ -126,12 +131,7 @@ impl Client {
             let r = self
                 .env
                 .with_server(&loc.server, |s| op(s, &loc))
-                .unwrap_or_else(|| {
-                    Err(Error::NotServing {
-                        server: loc.server.clone(),
-                        tablet: loc.tablet,
-                    })
-                });
+                .unwrap_or_else(|| Err(not_serving_at(&loc)));
             if let Err(e) = &r {
                 if is_not_serving(e) {
                     self.invalidate(&loc);

@@ -211,7 +211,7 @@ impl TabletServer {
 
     /// `f` of the served tablet `id`, borrowed (what a point read uses: no
     /// reference count taken), if this server serves it.
-    fn with_served<R>(&self, id: u64, f: impl FnOnce(&Served) -> Result<R>) -> Result<R> {
+    fn with_served<R>(&self, id: u64, f: impl FnOnce(&Arc<Served>) -> Result<R>) -> Result<R> {
         self.live()?;
         self.tablets
             .with(&id, |s| {
@@ -226,11 +226,7 @@ impl TabletServer {
 
     /// The served tablet `id`, if this server serves it.
     fn served(&self, id: u64) -> Result<Arc<Served>> {
-        self.live()?;
-        self.tablets
-            .get(&id)
-            .filter(|s| !s.tablet.retired.load(Ordering::Acquire))
-            .ok_or_else(|| self.not_serving(id))
+        self.with_served(id, |s| Ok(Arc::clone(s)))
     }
 
     /// Every tablet served now.
