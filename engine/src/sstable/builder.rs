@@ -5,8 +5,8 @@ use super::block::Block;
 use super::block_builder::BlockBuilder;
 use super::bloom::BloomBuilder;
 use super::format::{
-    block_trailer, compress_block, short_successor, shortest_separator, BlockHandle, Footer,
-    Properties, BLOCK_RAW, BLOCK_TRAILER_LEN, MAX_BLOCK_LEN,
+    block_trailer, compress_block, short_successor, shortest_separator, BlockChecksum, BlockHandle,
+    Footer, Properties, BLOCK_RAW, BLOCK_TRAILER_LEN, MAX_BLOCK_LEN,
 };
 use super::{TableInfo, TableOptions, DATA_RESTART_BYTES, DATA_RESTART_INTERVAL};
 use crate::data::{BloomKind, Compression};
@@ -18,14 +18,41 @@ use gfs::WritableFile;
 /// below the format's limits; cell values are capped lower by the engine).
 pub const MAX_ENTRY_LEN: usize = MAX_BLOCK_LEN / 2;
 
+/// Data blocks that fail to shrink (already-compressed or random values)
+/// make the writer stop trying for a while: after each failure the next
+/// attempt waits twice as many blocks, up to this many; a success resets it.
+/// Compressing a block only to store it raw costs as much as writing it.
+const MAX_COMPRESSION_BACKOFF: u32 = 64;
+
 /// Appends blocks to the file and tracks the offset.
 struct BlockWriter {
     file: Box<dyn WritableFile>,
     offset: u64,
     scratch: Vec<u8>,
+    checksum: BlockChecksum,
+    /// Blocks to wait after the last failed compression, and how many are left.
+    backoff: u32,
+    skip: u32,
 }
 
 impl BlockWriter {
+    /// Writes a data block, compressing it unless recent ones did not shrink.
+    fn write_data(&mut self, raw: &[u8], compression: Compression) -> Result<BlockHandle> {
+        if compression == Compression::None || self.skip > 0 {
+            self.skip = self.skip.saturating_sub(1);
+            return self.write(raw, Compression::None);
+        }
+        let handle = self.write(raw, compression)?;
+        // A compressed block is stored at least 1/8 smaller than raw.
+        if handle.size == raw.len() as u64 {
+            self.backoff = (self.backoff * 2).clamp(1, MAX_COMPRESSION_BACKOFF);
+            self.skip = self.backoff;
+        } else {
+            self.backoff = 0;
+        }
+        Ok(handle)
+    }
+
     fn write(&mut self, raw: &[u8], compression: Compression) -> Result<BlockHandle> {
         let block_type = compress_block(raw, compression, &mut self.scratch);
         let stored: &[u8] = if block_type == BLOCK_RAW {
@@ -33,7 +60,7 @@ impl BlockWriter {
         } else {
             &self.scratch
         };
-        let trailer = block_trailer(stored, block_type);
+        let trailer = block_trailer(stored, block_type, self.checksum);
         self.file.append_vectored(&[stored, &trailer])?;
         let handle = BlockHandle {
             offset: self.offset,
@@ -84,6 +111,9 @@ impl TableBuilder {
                 file,
                 offset,
                 scratch: Vec::new(),
+                checksum: BlockChecksum::CURRENT,
+                backoff: 0,
+                skip: 0,
             },
             opts,
             data_block: BlockBuilder::new(DATA_RESTART_INTERVAL, DATA_RESTART_BYTES),
@@ -102,6 +132,18 @@ impl TableBuilder {
             last_column: Vec::new(),
             failed,
         }
+    }
+
+    /// A builder writing an older format version (tests of readers).
+    #[cfg(test)]
+    pub(crate) fn with_checksum(
+        file: Box<dyn WritableFile>,
+        opts: TableOptions,
+        checksum: BlockChecksum,
+    ) -> TableBuilder {
+        let mut b = TableBuilder::new(file, opts);
+        b.writer.checksum = checksum;
+        b
     }
 
     /// Adds an entry; `key` must be a well-formed internal key greater than
@@ -187,7 +229,7 @@ impl TableBuilder {
         }
         let res = self
             .writer
-            .write(self.data_block.finish(), self.opts.compression);
+            .write_data(self.data_block.finish(), self.opts.compression);
         self.data_block.reset();
         match res {
             Ok(handle) => {
@@ -244,6 +286,7 @@ impl TableBuilder {
             filter,
             properties,
             index,
+            checksum: self.writer.checksum,
         };
         self.writer.file.append(&footer.encode())?;
         self.writer.file.sync()?;

@@ -5,7 +5,8 @@
 use super::block::{Block, BlockIter};
 use super::bloom::BloomFilter;
 use super::format::{
-    corruption, unwrap_block, BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
+    corruption, unwrap_block, BlockChecksum, BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN,
+    FOOTER_LEN,
 };
 use crate::cache::BlockCache;
 use crate::data::BloomKind;
@@ -30,6 +31,7 @@ pub struct Table {
     index: Vec<IndexEntry>,
     filter: Option<BloomFilter>,
     props: Properties,
+    checksum: BlockChecksum,
     /// All data blocks, decompressed, for tables opened in memory.
     mem_blocks: Option<Vec<Arc<Block>>>,
 }
@@ -103,7 +105,12 @@ impl Table {
         table.check_data_handles()?;
         let mut blocks = Vec::with_capacity(table.index.len());
         for e in &table.index {
-            let data = unwrap_block(slice(&e.handle)?, file_number, e.handle.offset)?;
+            let data = unwrap_block(
+                slice(&e.handle)?,
+                table.checksum,
+                file_number,
+                e.handle.offset,
+            )?;
             blocks.push(Arc::new(Block::new(data, file_number, e.handle.offset)?));
         }
         table.mem_blocks = Some(blocks);
@@ -125,7 +132,7 @@ impl Table {
             let buf = bufs
                 .next()
                 .ok_or_else(|| corruption(file_number, h.offset, "missing metadata block"))?;
-            unwrap_block(buf, file_number, h.offset)
+            unwrap_block(buf, footer.checksum, file_number, h.offset)
         };
         let index_raw = next(&footer.index)?;
         let props_raw = next(&footer.properties)?;
@@ -171,6 +178,7 @@ impl Table {
             index,
             filter,
             props,
+            checksum: footer.checksum,
             mem_blocks: None,
         })
     }
@@ -362,7 +370,7 @@ impl Table {
         let raw = self
             .file
             .read_at(h.offset, h.size as usize + BLOCK_TRAILER_LEN)?;
-        let data = unwrap_block(raw, self.file_number, h.offset)?;
+        let data = unwrap_block(raw, self.checksum, self.file_number, h.offset)?;
         let block = Arc::new(Block::new(data, self.file_number, h.offset)?);
         if let Some(cache) = &self.cache {
             cache.insert(self.file_number, h.offset, block.clone());
