@@ -332,6 +332,17 @@ impl Table {
             block_idx: usize::MAX,
             data: None,
             upper: None,
+            fill_cache: true,
+        }
+    }
+
+    /// An iterator for compactions: blocks not in the cache are read without
+    /// being added to it, as LevelDB does, so that rewriting files that are
+    /// about to be deleted does not evict the blocks reads are using.
+    pub fn iter_uncached(self: &Arc<Self>) -> TableIterator {
+        TableIterator {
+            fill_cache: false,
+            ..self.iter()
         }
     }
 
@@ -346,8 +357,9 @@ impl Table {
         }
     }
 
-    /// Data block `i` (in index order), from memory, the cache or the file.
-    fn block(&self, i: usize) -> Result<Arc<Block>> {
+    /// Data block `i` (in index order), from memory, the cache or the file
+    /// (then added to the cache if `fill_cache`).
+    fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
         let Some(entry) = self.index.get(i) else {
             return Err(corruption(self.file_number, 0, "block index out of range"));
         };
@@ -372,7 +384,7 @@ impl Table {
             .read_at(h.offset, h.size as usize + BLOCK_TRAILER_LEN)?;
         let data = unwrap_block(raw, self.checksum, self.file_number, h.offset)?;
         let block = Arc::new(Block::new(data, self.file_number, h.offset)?);
-        if let Some(cache) = &self.cache {
+        if let Some(cache) = self.cache.as_ref().filter(|_| fill_cache) {
             cache.insert(self.file_number, h.offset, block.clone());
         }
         Ok(block)
@@ -409,6 +421,8 @@ pub struct TableIterator {
     data: Option<BlockIter>,
     /// See [`Table::iter_below`].
     upper: Option<Box<[u8]>>,
+    /// See [`Table::iter_uncached`].
+    fill_cache: bool,
 }
 
 impl TableIterator {
@@ -427,7 +441,7 @@ impl TableIterator {
     fn load_block(&mut self, i: usize) -> Result<&mut BlockIter> {
         let same = self.block_idx == i && self.data.is_some();
         if !same {
-            let block = match self.table.block(i) {
+            let block = match self.table.block(i, self.fill_cache) {
                 Ok(b) => b,
                 Err(e) => {
                     self.block_idx = usize::MAX;

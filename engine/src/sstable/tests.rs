@@ -513,6 +513,34 @@ fn point_lookup_reads_one_block_and_cache_counts_hits() {
 }
 
 #[test]
+fn uncached_iterator_uses_the_cache_but_does_not_fill_it() {
+    let mut rng = StdRng::seed_from_u64(7);
+    let entries = random_entries(&mut rng, 3000, 2);
+    let cache = Arc::new(crate::cache::BlockCache::new(8 << 20));
+    let (t, reads) = counted_table(
+        &entries,
+        opts(1024, Compression::Lz4, BloomKind::RowColumn),
+        Some(cache.clone()),
+    );
+    // A point read caches its block.
+    let probe = &entries[entries.len() / 2].0;
+    t.iter().seek(probe).unwrap();
+    assert_eq!(cache.stats().entries, 1);
+    let before = reads.load(Ordering::SeqCst);
+    let mut it = t.iter_uncached();
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(n, entries.len());
+    // Every block but the cached one came from the file, and none was added.
+    assert_eq!(reads.load(Ordering::SeqCst) - before, t.num_blocks() - 1);
+    assert_eq!(cache.stats().entries, 1);
+}
+
+#[test]
 fn iter_below_does_not_read_the_next_block() {
     let mut rng = StdRng::seed_from_u64(8);
     let entries = random_entries(&mut rng, 3000, 2);

@@ -342,7 +342,7 @@ impl TabletServer {
         let t = &s.tablet;
         let iters: Vec<Box<dyn InternalIterator>> = inputs
             .iter()
-            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
+            .map(|f| Box::new(f.table.iter_uncached()) as Box<dyn InternalIterator>)
             .collect();
         let (lo, hi) = t.key_bounds();
         let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
