@@ -526,7 +526,7 @@ impl Replica {
         data: io::Result<Vec<u8>>,
         sums: io::Result<Vec<u8>>,
     ) -> Result<Vec<u8>, ReadFail> {
-        let data = data.map_err(ReadFail::Io)?;
+        let mut data = data.map_err(ReadFail::Io)?;
         let sums = sums.map_err(ReadFail::Io)?;
         if data.len() != p.data_len {
             return Err(ReadFail::Corrupt(format!(
@@ -549,8 +549,14 @@ impl Replica {
                 return Err(ReadFail::Corrupt(format!("block {k} fails its checksum")));
             }
         }
+        // The piece asked for, moved to the front of the buffer read: a copy
+        // into a fresh buffer faulted in new pages on every large read.
         let from = (offset - p.first * BLOCK) as usize;
-        Ok(data[from..from + len].to_vec())
+        data.copy_within(from..from + len, 0);
+        data.truncate(len);
+        // The rest of the blocks read goes back (in place, or a cheap mremap).
+        data.shrink_to_fit();
+        Ok(data)
     }
 
     /// Re-reads one range while holding the write lock, so no append can be
