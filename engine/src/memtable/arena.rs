@@ -223,7 +223,8 @@ mod tests {
         drop(a);
         let spare = SPARE.lock();
         assert!(spare.len() <= MAX_SPARE);
-        // Other tests may have taken it already; if not, it is in the pool.
+        // Only full-size, huge-page-aligned chunks are kept (other tests may
+        // have taken this one already).
         assert!(spare
             .iter()
             .all(|c| c.layout.size() == MAX_CHUNK && c.layout.align() == MAX_CHUNK));

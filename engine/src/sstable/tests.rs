@@ -134,27 +134,24 @@ fn roundtrip_random_keys_block_sizes_and_compression() {
 fn compression_shrinks_compressible_data() {
     let mut rng = StdRng::seed_from_u64(2);
     let entries = random_entries(&mut rng, 1000, 2);
+    let (raw, lz) = raw_and_lz4_sizes(&entries);
+    assert!(lz < raw * 3 / 4, "{lz} vs {raw}");
+}
+
+/// File sizes of the entries written raw and with lz4 (4 KiB blocks); the
+/// lz4 table must read back whole.
+fn raw_and_lz4_sizes(entries: &Entries) -> (u64, u64) {
     let store = MemStore::new();
-    let raw = build(
-        &store,
-        "raw",
-        &entries,
-        opts(4096, Compression::None, BloomKind::None),
-    );
-    let lz = build(
-        &store,
-        "lz",
-        &entries,
-        opts(4096, Compression::Lz4, BloomKind::None),
-    );
-    assert!(
-        lz.file_size < raw.file_size * 3 / 4,
-        "{} vs {}",
-        lz.file_size,
-        raw.file_size
-    );
+    let mut sizes = [0; 2];
+    for (i, (name, c)) in [("raw", Compression::None), ("lz", Compression::Lz4)]
+        .into_iter()
+        .enumerate()
+    {
+        sizes[i] = build(&store, name, entries, opts(4096, c, BloomKind::None)).file_size;
+    }
     let t = open_table(&store, "lz", 1, None).unwrap();
-    assert_eq!(scan(&t).unwrap(), entries);
+    assert_eq!(&scan(&t).unwrap(), entries);
+    (sizes[0], sizes[1])
 }
 
 #[test]
@@ -173,28 +170,9 @@ fn incompressible_blocks_back_off_and_compressible_ones_still_shrink() {
             (k, v)
         })
         .collect();
-    let store = MemStore::new();
-    let raw = build(
-        &store,
-        "raw",
-        &entries,
-        opts(4096, Compression::None, BloomKind::None),
-    );
-    let lz = build(
-        &store,
-        "lz",
-        &entries,
-        opts(4096, Compression::Lz4, BloomKind::None),
-    );
+    let (raw, lz) = raw_and_lz4_sizes(&entries);
     // The zero half (~2 MB raw) must have compressed but for a few blocks.
-    assert!(
-        lz.file_size < raw.file_size * 6 / 10,
-        "{} vs {}",
-        lz.file_size,
-        raw.file_size
-    );
-    let t = open_table(&store, "lz", 1, None).unwrap();
-    assert_eq!(scan(&t).unwrap(), entries);
+    assert!(lz < raw * 6 / 10, "{lz} vs {raw}");
 }
 
 #[test]
@@ -468,9 +446,17 @@ fn counted_table(
     (Table::open(file, 3, cache).unwrap(), reads)
 }
 
-#[test]
-fn point_lookup_reads_one_block_and_cache_counts_hits() {
-    let mut rng = StdRng::seed_from_u64(6);
+type CachedTable = (
+    Entries,
+    Arc<crate::cache::BlockCache>,
+    Arc<Table>,
+    Arc<AtomicUsize>,
+);
+
+/// 3000 random entries in 1 KiB blocks, opened with an 8 MiB block cache
+/// and a count of file reads.
+fn cached_table(seed: u64) -> CachedTable {
+    let mut rng = StdRng::seed_from_u64(seed);
     let entries = random_entries(&mut rng, 3000, 2);
     let cache = Arc::new(crate::cache::BlockCache::new(8 << 20));
     let (t, reads) = counted_table(
@@ -478,6 +464,12 @@ fn point_lookup_reads_one_block_and_cache_counts_hits() {
         opts(1024, Compression::Lz4, BloomKind::RowColumn),
         Some(cache.clone()),
     );
+    (entries, cache, t, reads)
+}
+
+#[test]
+fn point_lookup_reads_one_block_and_cache_counts_hits() {
+    let (entries, cache, t, reads) = cached_table(6);
     assert!(t.num_blocks() > 50);
     assert_eq!(
         reads.load(Ordering::SeqCst),
@@ -514,14 +506,7 @@ fn point_lookup_reads_one_block_and_cache_counts_hits() {
 
 #[test]
 fn uncached_iterator_uses_the_cache_but_does_not_fill_it() {
-    let mut rng = StdRng::seed_from_u64(7);
-    let entries = random_entries(&mut rng, 3000, 2);
-    let cache = Arc::new(crate::cache::BlockCache::new(8 << 20));
-    let (t, reads) = counted_table(
-        &entries,
-        opts(1024, Compression::Lz4, BloomKind::RowColumn),
-        Some(cache.clone()),
-    );
+    let (entries, cache, t, reads) = cached_table(7);
     // A point read caches its block.
     let probe = &entries[entries.len() / 2].0;
     t.iter().seek(probe).unwrap();
