@@ -120,11 +120,9 @@ impl BlockChecksum {
     pub const CURRENT: BlockChecksum = BlockChecksum::Xxh3;
 
     pub fn for_version(version: u32) -> Option<BlockChecksum> {
-        match version {
-            1 => Some(BlockChecksum::Seahash),
-            2 => Some(BlockChecksum::Xxh3),
-            _ => None,
-        }
+        [BlockChecksum::Seahash, BlockChecksum::Xxh3]
+            .into_iter()
+            .find(|c| c.version() == version)
     }
 
     pub fn version(self) -> u32 {

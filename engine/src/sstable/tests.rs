@@ -23,7 +23,10 @@ fn opts(block_size: usize, compression: Compression, bloom: BloomKind) -> TableO
 }
 
 fn build(store: &MemStore, name: &str, entries: &Entries, o: TableOptions) -> TableInfo {
-    let mut b = TableBuilder::new(store.create(name).unwrap(), o);
+    fill(TableBuilder::new(store.create(name).unwrap(), o), entries)
+}
+
+fn fill(mut b: TableBuilder, entries: &Entries) -> TableInfo {
     for (k, v) in entries {
         b.add(k, v).unwrap();
     }
@@ -56,7 +59,11 @@ fn random_entries(rng: &mut StdRng, n: usize, row_len: usize) -> Entries {
 }
 
 fn scan(t: &Arc<Table>) -> Result<Entries, Error> {
-    let mut it = t.iter();
+    scan_from_first(t.iter())
+}
+
+/// Every entry `it` yields from the first on.
+fn scan_from_first(mut it: TableIterator) -> Result<Entries, Error> {
     it.seek_to_first()?;
     let mut out = Vec::new();
     while it.valid() {
@@ -180,15 +187,12 @@ fn version_1_tables_with_seahash_checksums_still_read() {
     let mut rng = StdRng::seed_from_u64(4);
     let entries = random_entries(&mut rng, 2000, 2);
     let store = MemStore::new();
-    let mut b = TableBuilder::with_checksum(
+    let v1 = TableBuilder::with_checksum(
         store.create("v1").unwrap(),
         opts(1024, Compression::Lz4, BloomKind::RowColumn),
         format::BlockChecksum::Seahash,
     );
-    for (k, v) in &entries {
-        b.add(k, v).unwrap();
-    }
-    b.finish().unwrap();
+    fill(v1, &entries);
     let t = open_table(&store, "v1", 1, None).unwrap();
     assert_eq!(scan(&t).unwrap(), entries);
     check_seeks(&t, &entries);
@@ -512,14 +516,7 @@ fn uncached_iterator_uses_the_cache_but_does_not_fill_it() {
     t.iter().seek(probe).unwrap();
     assert_eq!(cache.stats().entries, 1);
     let before = reads.load(Ordering::SeqCst);
-    let mut it = t.iter_uncached();
-    it.seek_to_first().unwrap();
-    let mut n = 0;
-    while it.valid() {
-        n += 1;
-        it.next().unwrap();
-    }
-    assert_eq!(n, entries.len());
+    assert_eq!(scan_from_first(t.iter_uncached()).unwrap(), entries);
     // Every block but the cached one came from the file, and none was added.
     assert_eq!(reads.load(Ordering::SeqCst) - before, t.num_blocks() - 1);
     assert_eq!(cache.stats().entries, 1);
@@ -562,14 +559,8 @@ fn iter_below_does_not_read_the_next_block() {
     }
     assert!(crossed + 1 >= t.num_blocks(), "{crossed}");
     // Bounded above everything, it walks the whole table.
-    let mut it = t.iter_below(&[0xff; 8]);
-    it.seek_to_first().unwrap();
-    let mut n = 0;
-    while it.valid() {
-        n += 1;
-        it.next().unwrap();
-    }
-    assert_eq!(n, entries.len());
+    let all = scan_from_first(t.iter_below(&[0xff; 8])).unwrap();
+    assert_eq!(all.len(), entries.len());
 }
 
 #[test]
