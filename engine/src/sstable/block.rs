@@ -5,18 +5,10 @@
 //! corruption must become `Error::Corruption`, never a panic or a wrong slice.
 
 use super::format::{corruption, get_varint_usize, read_u32_le};
+use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::iterator::InternalIterator;
 use crate::{Error, Result};
-use std::cmp::Ordering;
 use std::sync::Arc;
-
-/// The first 8 bytes of `s` as a big-endian word, zero-padded.
-fn head(s: &[u8]) -> u64 {
-    let mut b = [0u8; 8];
-    let n = s.len().min(8);
-    b[..n].copy_from_slice(&s[..n]);
-    u64::from_be_bytes(b)
-}
 
 /// A decompressed, immutable block shared by iterators and the block cache.
 pub struct Block {
@@ -24,19 +16,12 @@ pub struct Block {
     /// Where the restart array starts; entries live in `[0, restarts_off)`.
     restarts_off: usize,
     num_restarts: usize,
-    /// The restart entries' keys, end to end: a seek's binary search reads
-    /// these few contiguous lines instead of one entry per probe scattered
-    /// over the block (with large values, a cache and a TLB miss each).
-    restart_keys: Vec<u8>,
-    /// Per restart: where its key ends in `restart_keys`, and the offset of
-    /// the entry after it.
-    restart_meta: Vec<(u32, u32)>,
-    /// Length of the prefix every restart key shares.
-    common_len: usize,
-    /// Per restart: the 8 key bytes after the common prefix (zero-padded,
-    /// big-endian), so most binary-search probes compare one word in an
-    /// array of a few cache lines.
-    restart_heads: Vec<u64>,
+    /// The restart entries' keys: a seek's binary search reads these few
+    /// contiguous lines instead of one entry per probe scattered over the
+    /// block (with large values, a cache and a TLB miss each).
+    restart_keys: SortedKeys,
+    /// Per restart: the offset of the entry after its entry.
+    restart_next: Vec<u32>,
     file_number: u64,
     offset: u64,
 }
@@ -73,15 +58,14 @@ impl Block {
             data,
             restarts_off,
             num_restarts: n,
-            restart_keys: Vec::new(),
-            restart_meta: Vec::with_capacity(n),
-            common_len: 0,
-            restart_heads: Vec::with_capacity(n),
+            restart_keys: SortedKeys::default(),
+            restart_next: Vec::with_capacity(n),
             file_number,
             offset,
         };
         // Restart offsets must ascend inside the entry area, and restart
         // entries share nothing; checking once here lets seeks trust them.
+        let mut keys = SortedKeysBuilder::with_capacity(n);
         let mut prev = None;
         for i in 0..n {
             let r = block.restart(i).ok_or_else(|| err("bad restart array"))?;
@@ -94,66 +78,30 @@ impl Block {
             prev = Some(r);
             if restarts_off == 0 {
                 // An empty block: its one restart points at no entry.
-                block.restart_meta.push((0, 0));
+                keys.push(&[]);
+                block.restart_next.push(0);
                 continue;
             }
             let (shared, non_shared, value_len, p) = block.entry_at(r)?;
             if shared != 0 {
                 return Err(err("restart entry shares a prefix"));
             }
-            let Block {
-                data, restart_keys, ..
-            } = &mut block;
-            restart_keys.extend_from_slice(&data[p..p + non_shared]);
             // Both below the block's length, itself below 4 GiB (its restart
             // offsets are u32).
-            let end = u32::try_from(restart_keys.len()).map_err(|_| err("block too large"))?;
             let next =
                 u32::try_from(p + non_shared + value_len).map_err(|_| err("block too large"))?;
-            block.restart_meta.push((end, next));
-        }
-        // Keys are sorted, so what the first and last share, all share.
-        let (first, last) = (block.restart_key(0), block.restart_key(n - 1));
-        let common_len = first.iter().zip(last).take_while(|(a, b)| a == b).count();
-        let heads = (0..n)
-            .map(|i| head(block.restart_key(i).get(common_len..).unwrap_or(&[])))
-            .collect();
-        block.common_len = common_len;
-        block.restart_heads = heads;
-        Ok(block)
-    }
-
-    /// How many restart keys are below `target`.
-    fn restarts_below(&self, target: &[u8]) -> usize {
-        let n = self.restart_heads.len();
-        let common = &self.restart_key(0)[..self.common_len];
-        let t = &target[..target.len().min(common.len())];
-        match t.cmp(&common[..t.len()]) {
-            Ordering::Less => return 0,
-            Ordering::Greater => return n,
-            // A proper prefix of every key is below them all.
-            Ordering::Equal if target.len() < common.len() => return 0,
-            Ordering::Equal => {}
-        }
-        // Unequal heads order the keys (a shorter key pads with zeros and
-        // is then a prefix of the other); equal heads need the whole keys.
-        let u = head(&target[common.len()..]);
-        let (mut lo, mut hi) = (0usize, n);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            let h = self.restart_heads[mid];
-            if h < u || (h == u && self.restart_key(mid) < target) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
+            if !keys.push(&block.data[p..p + non_shared]) {
+                return Err(err("block too large"));
             }
+            block.restart_next.push(next);
         }
-        lo
+        block.restart_keys = keys.finish();
+        Ok(block)
     }
 
     /// Bytes held (for cache weighing).
     pub fn size(&self) -> usize {
-        self.data.len() + self.restart_keys.len() + 16 * self.restart_meta.len()
+        self.data.len() + self.restart_keys.heap_bytes() + 4 * self.restart_next.len()
     }
 
     pub fn file_number(&self) -> u64 {
@@ -166,16 +114,6 @@ impl Block {
 
     fn restart(&self, i: usize) -> Option<usize> {
         read_u32_le(&self.data, self.restarts_off + i * 4).map(|r| r as usize)
-    }
-
-    /// The full key of restart `i`'s entry (empty past the end).
-    fn restart_key(&self, i: usize) -> &[u8] {
-        let start = match i.checked_sub(1) {
-            Some(p) => self.restart_meta.get(p).map_or(0, |m| m.0 as usize),
-            None => 0,
-        };
-        let end = self.restart_meta.get(i).map_or(start, |m| m.0 as usize);
-        self.restart_keys.get(start..end).unwrap_or(&[])
     }
 
     fn corrupt(&self, what: &str) -> Error {
@@ -311,17 +249,17 @@ impl InternalIterator for BlockIter {
         let b = &self.block;
         // The first restart whose key is >= target: the entry sought lies
         // after the restart before it, up to and including this one.
-        match b.restarts_below(target).checked_sub(1) {
+        match b.restart_keys.count_below(target).checked_sub(1) {
             None => self.seek_to_restart(0),
             Some(before) => {
                 // That restart's key is below target: start after its entry,
                 // with its key (known) as the prefix base.
                 self.key.clear();
-                self.key.extend_from_slice(b.restart_key(before));
+                self.key.extend_from_slice(b.restart_keys.key(before));
                 self.next_off = b
-                    .restart_meta
+                    .restart_next
                     .get(before)
-                    .map_or(b.restarts_off, |m| m.1 as usize);
+                    .map_or(b.restarts_off, |&n| n as usize);
             }
         }
         loop {

@@ -14,6 +14,7 @@ mod block_builder;
 mod bloom;
 mod builder;
 pub(crate) mod format;
+mod sorted_keys;
 mod table;
 
 pub use block::{Block, BlockIter};

@@ -8,6 +8,7 @@ use super::format::{
     corruption, unwrap_block, BlockChecksum, BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN,
     FOOTER_LEN,
 };
+use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::cache::BlockCache;
 use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
@@ -15,20 +16,17 @@ use crate::{key, Result};
 use gfs::ReadableFile;
 use std::sync::Arc;
 
-/// One index entry: every key of the block is <= `separator`, and every key
-/// of the next block is > it.
-struct IndexEntry {
-    separator: Box<[u8]>,
-    handle: BlockHandle,
-}
-
 /// An immutable, open SSTable. Shared by iterators through `Arc`.
 pub struct Table {
     file: Arc<dyn ReadableFile>,
     file_number: u64,
     size: u64,
     cache: Option<Arc<BlockCache>>,
-    index: Vec<IndexEntry>,
+    /// The index: every key of block `i` is <= separator `i`, and every key
+    /// of block `i + 1` is above it.
+    separators: SortedKeys,
+    /// Where block `i` lies in the file.
+    handles: Vec<BlockHandle>,
     filter: Option<BloomFilter>,
     props: Properties,
     checksum: BlockChecksum,
@@ -42,7 +40,7 @@ impl std::fmt::Debug for Table {
             .field("file_number", &self.file_number)
             .field("size", &self.size)
             .field("entries", &self.props.entries)
-            .field("blocks", &self.index.len())
+            .field("blocks", &self.handles.len())
             .field("in_memory", &self.mem_blocks.is_some())
             .finish()
     }
@@ -103,15 +101,10 @@ impl Table {
         let bufs = handles.iter().map(slice).collect::<Result<Vec<_>>>()?;
         let mut table = Table::from_meta(file, file_number, size, None, &footer, bufs)?;
         table.check_data_handles()?;
-        let mut blocks = Vec::with_capacity(table.index.len());
-        for e in &table.index {
-            let data = unwrap_block(
-                slice(&e.handle)?,
-                table.checksum,
-                file_number,
-                e.handle.offset,
-            )?;
-            blocks.push(Arc::new(Block::new(data, file_number, e.handle.offset)?));
+        let mut blocks = Vec::with_capacity(table.handles.len());
+        for h in &table.handles {
+            let data = unwrap_block(slice(h)?, table.checksum, file_number, h.offset)?;
+            blocks.push(Arc::new(Block::new(data, file_number, h.offset)?));
         }
         table.mem_blocks = Some(blocks);
         Ok(Arc::new(table))
@@ -153,7 +146,8 @@ impl Table {
                 None
             };
         let index_block = Arc::new(Block::new(index_raw, file_number, footer.index.offset)?);
-        let mut index = Vec::new();
+        let mut separators = SortedKeysBuilder::default();
+        let mut handles = Vec::new();
         let mut it = index_block.iter();
         it.seek_to_first()?;
         while it.valid() {
@@ -164,10 +158,14 @@ impl Table {
                     "bad block handle in index",
                 )
             })?;
-            index.push(IndexEntry {
-                separator: it.key().into(),
-                handle,
-            });
+            if !separators.push(it.key()) {
+                return Err(corruption(
+                    file_number,
+                    footer.index.offset,
+                    "index too large",
+                ));
+            }
+            handles.push(handle);
             it.next()?;
         }
         Ok(Table {
@@ -175,7 +173,8 @@ impl Table {
             file_number,
             size,
             cache,
-            index,
+            separators: separators.finish(),
+            handles,
             filter,
             props,
             checksum: footer.checksum,
@@ -187,27 +186,24 @@ impl Table {
     /// `[0, data_end)` in order, so no read can leave the data area.
     fn check_data_handles(&self) -> Result<()> {
         let err = |what: &str| corruption(self.file_number, 0, what);
-        if self.index.len() as u64 != self.props.data_blocks {
+        if self.handles.len() as u64 != self.props.data_blocks {
             return Err(err("index and properties disagree on the block count"));
         }
         let mut expect = 0u64;
-        for (i, e) in self.index.iter().enumerate() {
-            if i > 0 && e.separator <= self.index[i - 1].separator {
+        for (i, h) in self.handles.iter().enumerate() {
+            if i > 0 && self.separators.key(i) <= self.separators.key(i - 1) {
                 return Err(err("index separators not ascending"));
             }
-            if e.handle.offset != expect {
+            if h.offset != expect {
                 return Err(err("data blocks do not tile the file"));
             }
-            expect = e
-                .handle
-                .end()
-                .ok_or_else(|| err("block handle overflows"))?;
+            expect = h.end().ok_or_else(|| err("block handle overflows"))?;
         }
         if expect != self.props.data_end || self.props.data_end > self.size {
             return Err(err("data area does not match the properties"));
         }
         if self.props.entries > 0
-            && (self.props.smallest > self.props.largest || self.index.is_empty())
+            && (self.props.smallest > self.props.largest || self.handles.is_empty())
         {
             return Err(err("bad key range in properties"));
         }
@@ -238,13 +234,22 @@ impl Table {
         &self.props.largest
     }
 
+    /// Whether the table may hold a key in `[lo, hi)`: its key range meets
+    /// that span. Costs two comparisons against in-memory keys, so point
+    /// reads ask it before the Bloom filter's probes into a cold bit array.
+    pub fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
+        self.props.entries > 0
+            && self.props.smallest.as_slice() < hi
+            && self.props.largest.as_slice() >= lo
+    }
+
     /// The largest sequence number of any entry.
     pub fn max_seq(&self) -> u64 {
         self.props.max_seq
     }
 
     pub fn num_blocks(&self) -> usize {
-        self.index.len()
+        self.handles.len()
     }
 
     pub fn is_in_memory(&self) -> bool {
@@ -262,7 +267,7 @@ impl Table {
 
     /// Memory held besides cached blocks: index, filter, in-memory blocks.
     pub fn memory_usage(&self) -> usize {
-        let index: usize = self.index.iter().map(|e| e.separator.len() + 40).sum();
+        let index = self.separators.heap_bytes() + 16 * self.handles.len();
         let blocks: usize = self
             .mem_blocks
             .as_ref()
@@ -313,10 +318,10 @@ impl Table {
     /// Approximate file offset where `key` would be: the start of the block
     /// that would hold it, or the end of the data for keys past the last.
     pub fn approximate_offset_of(&self, key: &[u8]) -> u64 {
-        let i = self.index.partition_point(|e| &*e.separator < key);
-        self.index
+        let i = self.separators.count_below(key);
+        self.handles
             .get(i)
-            .map_or(self.props.data_end, |e| e.handle.offset)
+            .map_or(self.props.data_end, |h| h.offset)
     }
 
     /// A key near the middle of the data, strictly greater than the smallest
@@ -360,19 +365,15 @@ impl Table {
     /// Data block `i` (in index order), from memory, the cache or the file
     /// (then added to the cache if `fill_cache`).
     fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
-        let Some(entry) = self.index.get(i) else {
+        let Some(&h) = self.handles.get(i) else {
             return Err(corruption(self.file_number, 0, "block index out of range"));
         };
         if let Some(blocks) = &self.mem_blocks {
-            return blocks.get(i).cloned().ok_or_else(|| {
-                corruption(
-                    self.file_number,
-                    entry.handle.offset,
-                    "in-memory block missing",
-                )
-            });
+            return blocks
+                .get(i)
+                .cloned()
+                .ok_or_else(|| corruption(self.file_number, h.offset, "in-memory block missing"));
         }
-        let h = entry.handle;
         if let Some(cache) = &self.cache {
             if let Some(b) = cache.get(self.file_number, h.offset) {
                 return Ok(b);
@@ -465,11 +466,12 @@ impl TableIterator {
     fn skip_exhausted_blocks(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
             let next = self.block_idx.wrapping_add(1);
-            if next >= self.table.index.len() {
+            if next >= self.table.handles.len() {
                 return Ok(());
             }
             // Every key of the next block is above this block's separator.
-            let sep = self.table.index.get(self.block_idx).map(|e| &*e.separator);
+            let sep = (self.block_idx < self.table.handles.len())
+                .then(|| self.table.separators.key(self.block_idx));
             if let (Some(sep), Some(upper)) = (sep, self.upper.as_deref()) {
                 if sep >= upper {
                     return Ok(());
@@ -490,7 +492,7 @@ impl TableIterator {
 
 impl InternalIterator for TableIterator {
     fn seek_to_first(&mut self) -> Result<()> {
-        if self.table.index.is_empty() {
+        if self.table.handles.is_empty() {
             self.invalidate();
             return Ok(());
         }
@@ -502,8 +504,8 @@ impl InternalIterator for TableIterator {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let i = self.table.index.partition_point(|e| &*e.separator < target);
-        if i >= self.table.index.len() {
+        let i = self.table.separators.count_below(target);
+        if i >= self.table.handles.len() {
             self.invalidate();
             return Ok(());
         }

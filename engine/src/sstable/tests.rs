@@ -705,3 +705,24 @@ fn table_iterator_is_static_and_send() {
     });
     assert_eq!(handle.join().unwrap(), entries.len());
 }
+
+#[test]
+fn overlaps_compares_the_span_with_the_key_range() {
+    let k = |row: &[u8]| key::encode(row, b"cf", b"q", 5, 1, Kind::Put);
+    let entries: Entries = [b"b".as_slice(), b"d", b"f"]
+        .iter()
+        .map(|row| (k(row), b"v".to_vec()))
+        .collect();
+    let store = MemStore::new();
+    build(&store, "t", &entries, TableOptions::default());
+    let t = open_table(&store, "t", 1, None).unwrap();
+    assert!(t.overlaps(b"a", b"c"), "span holds the smallest key");
+    assert!(t.overlaps(b"e", b"z"), "span holds the largest key");
+    assert!(t.overlaps(b"c", b"e"), "span inside the range");
+    assert!(t.overlaps(&k(b"f"), b"z"), "span starts at the largest key");
+    assert!(!t.overlaps(b"a", &k(b"b")), "end is exclusive");
+    assert!(!t.overlaps(b"g", b"z"), "span after the largest key");
+    build(&store, "empty", &Vec::new(), TableOptions::default());
+    let e = open_table(&store, "empty", 2, None).unwrap();
+    assert!(!e.overlaps(b"", &[0xFF; 4]), "an empty table holds nothing");
+}

@@ -216,8 +216,9 @@ impl TabletServer {
         let files: Vec<&Arc<Sst>> = select_files(&v.files, Some(&[family]), &schema)
             .into_iter()
             .filter(|f| {
-                f.table
-                    .may_contain_any_column(lookup.row_enc(), &lookup.bloom_columns())
+                f.table.overlaps(lookup.row_enc(), lookup.end())
+                    && f.table
+                        .may_contain_any_column(lookup.row_enc(), &lookup.bloom_columns())
             })
             .collect();
         let mut complete = v.mem.is_empty() || lookup.gather(&mut v.mem.iter())?;
