@@ -270,3 +270,95 @@ fn has_checkpoint(dir: &Path) -> bool {
                 .is_some_and(|n| n.starts_with("checkpoint-") && !n.ends_with(".tmp"))
         })
 }
+
+/// Rewrites a replica file (its cluster closed) as format 1 wrote it:
+/// seahash block sums, and no tail slots (so a load checks every block).
+fn rewrite_as_seahash(path: &Path) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let mut raw = [0u8; chunk::SUPER_LEN as usize];
+    f.read_exact_at(&mut raw, 0).unwrap();
+    let mut sb = chunk::Superblock::decode(&raw).unwrap();
+    assert_eq!(sb.sum, chunk::BlockSum::Xxh3, "new replicas use XXH3");
+    sb.sum = chunk::BlockSum::Seahash;
+    f.write_all_at(&sb.encode(), 0).unwrap();
+    let layout = chunk::Layout::with_sum(sb.chunk_size, sb.sum);
+    for k in 0..layout.blocks {
+        let mut e = [0u8; chunk::ENTRY_LEN as usize];
+        f.read_exact_at(&mut e, layout.entry_off(k)).unwrap();
+        let entry = chunk::Entry::decode(&e).unwrap();
+        if entry.len == 0 {
+            continue;
+        }
+        let mut data = vec![0u8; entry.len as usize];
+        f.read_exact_at(&mut data, layout.data_off + k * chunk::BLOCK)
+            .unwrap();
+        f.write_all_at(&sb.sum.entry(&data).encode(), layout.entry_off(k))
+            .unwrap();
+    }
+    if let Some(off) = layout.slots_off {
+        f.write_all_at(&[0u8; 2 * chunk::SLOT_LEN as usize], off)
+            .unwrap();
+    }
+}
+
+/// The block hash a replica file's superblock names.
+fn block_sum_of(path: &Path) -> chunk::BlockSum {
+    let mut raw = [0u8; chunk::SUPER_LEN as usize];
+    let f = std::fs::File::open(path).unwrap();
+    f.read_exact_at(&mut raw, 0).unwrap();
+    chunk::Superblock::decode(&raw).unwrap().sum
+}
+
+#[test]
+fn seahash_replicas_from_before_xxh3_are_read_scrubbed_and_copied_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = bytes(6, 2 * CHUNK as usize + 7000);
+    let files = {
+        let c = Cluster::open(opts(dir.path(), 4)).unwrap();
+        write_file(&c, "old", &data);
+        c.replica_files()
+    };
+    for (_, p) in &files {
+        rewrite_as_seahash(p);
+    }
+    let c = Cluster::open(opts(dir.path(), 4)).unwrap();
+    assert_eq!(c.health().corruptions_detected, 0, "{:?}", c.health());
+    assert_eq!(read_all(&c, "old"), data);
+    assert_eq!(c.scrub(), 0);
+    // New files get XXH3 beside the old ones.
+    write_file(&c, "new", &data[..5000]);
+    let old: Vec<u64> = files.iter().map(|(_, p)| handle_of(p)).collect();
+    for (_, p) in c.replica_files() {
+        let want = if old.contains(&handle_of(&p)) {
+            chunk::BlockSum::Seahash
+        } else {
+            chunk::BlockSum::Xxh3
+        };
+        assert_eq!(block_sum_of(&p), want, "{}", p.display());
+    }
+    // A server goes: its replicas are copied from seahash sources, in seahash.
+    let lost = files.iter().filter(|(s, _)| *s == 0).count();
+    assert!(lost > 0, "server 0 held no replica");
+    c.set_offline(0, true);
+    assert!(
+        c.wait_for_repair(Duration::from_secs(60)),
+        "{:?}",
+        c.health()
+    );
+    let copies: Vec<PathBuf> = c
+        .replica_files()
+        .into_iter()
+        .filter(|(_, p)| old.contains(&handle_of(p)) && !files.iter().any(|(_, f)| f == p))
+        .map(|(_, p)| p)
+        .collect();
+    assert_eq!(copies.len(), lost, "one copy per replica lost");
+    for p in &copies {
+        assert_eq!(block_sum_of(p), chunk::BlockSum::Seahash, "{}", p.display());
+    }
+    assert_eq!(c.scrub(), 0);
+    assert_eq!(read_all(&c, "old"), data);
+}

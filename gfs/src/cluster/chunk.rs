@@ -6,10 +6,11 @@
 //! [superblock: 64 B][checksum table: 16 B per 64 KiB block][2 tail slots: 24 B each][zeros to 4 KiB][data]
 //! ```
 //!
-//! The superblock names the chunk (handle), its version and the chunk size,
-//! and carries its own seahash. Each table entry holds the length of data the
-//! block holds and the seahash of those bytes; entries of blocks past the end
-//! are all zeros. Keeping data and checksums in one file lets one fdatasync
+//! The superblock names the chunk (handle), its version, the chunk size and
+//! the format, and carries its own seahash. Each table entry holds the length
+//! of data the block holds and the hash of those bytes ([`BlockSum`]: XXH3
+//! from format 2 on, seahash in format 1, still read and appended to);
+//! entries of blocks past the end are all zeros. Keeping data and checksums in one file lets one fdatasync
 //! make both durable. Every byte of the file is covered by some check (the
 //! superblock hash, the table compared with its in-memory copy, the zero
 //! padding, the data hashes), so any flipped byte is noticed by a scrub.
@@ -36,6 +37,7 @@
 
 use seahash::SeaHasher;
 use std::hash::Hasher;
+use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 /// Bytes covered by one checksum.
 pub(crate) const BLOCK: u64 = 64 << 10;
@@ -44,7 +46,86 @@ pub(crate) const ENTRY_LEN: u64 = 16;
 /// Data starts on a page boundary so block reads are page aligned.
 const ALIGN: u64 = 4096;
 const MAGIC: &[u8; 8] = b"GFSCHNK1";
-const FORMAT: u32 = 1;
+
+/// The hash of a replica's data blocks, named by its superblock's format.
+/// XXH3 runs about 4× faster than seahash here, and a read of a 64 KiB
+/// piece that straddles two blocks hashes 128 KiB.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum BlockSum {
+    /// Format 1.
+    Seahash,
+    /// Format 2: what new replicas use.
+    Xxh3,
+}
+
+impl BlockSum {
+    pub(crate) const CURRENT: BlockSum = BlockSum::Xxh3;
+
+    fn format(self) -> u32 {
+        match self {
+            BlockSum::Seahash => 1,
+            BlockSum::Xxh3 => 2,
+        }
+    }
+
+    fn for_format(format: u32) -> Option<BlockSum> {
+        match format {
+            1 => Some(BlockSum::Seahash),
+            2 => Some(BlockSum::Xxh3),
+            _ => None,
+        }
+    }
+
+    /// The table entry of a block holding `data`.
+    pub(crate) fn entry(self, data: &[u8]) -> Entry {
+        Entry {
+            len: data.len() as u32,
+            hash: match self {
+                BlockSum::Seahash => seahash::hash(data),
+                BlockSum::Xxh3 => xxh3_64(data),
+            },
+        }
+    }
+
+    /// A streaming hasher of this kind, over nothing yet.
+    pub(crate) fn hasher(self) -> BlockHasher {
+        match self {
+            BlockSum::Seahash => BlockHasher::Seahash(SeaHasher::new()),
+            BlockSum::Xxh3 => BlockHasher::Xxh3(Box::new(Xxh3::new())),
+        }
+    }
+}
+
+/// The hash of a partial block, fed as appends arrive; equals
+/// [`BlockSum::entry`] of the bytes fed.
+#[derive(Clone)]
+pub(crate) enum BlockHasher {
+    Seahash(SeaHasher),
+    Xxh3(Box<Xxh3>),
+}
+
+impl BlockHasher {
+    fn sum(&self) -> BlockSum {
+        match self {
+            BlockHasher::Seahash(_) => BlockSum::Seahash,
+            BlockHasher::Xxh3(_) => BlockSum::Xxh3,
+        }
+    }
+
+    fn write(&mut self, data: &[u8]) {
+        match self {
+            BlockHasher::Seahash(h) => h.write(data),
+            BlockHasher::Xxh3(h) => h.update(data),
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        match self {
+            BlockHasher::Seahash(h) => h.finish(),
+            BlockHasher::Xxh3(h) => h.digest(),
+        }
+    }
+}
 
 /// Bytes of one tail slot.
 pub(crate) const SLOT_LEN: u64 = 24;
@@ -58,10 +139,18 @@ pub(crate) struct Layout {
     pub(crate) data_off: u64,
     /// Offset of the two tail slots, if the padding has room for them.
     pub(crate) slots_off: Option<u64>,
+    /// How the data blocks are hashed.
+    pub(crate) sum: BlockSum,
 }
 
 impl Layout {
+    /// The layout of a new replica.
     pub(crate) fn new(chunk_size: u64) -> Layout {
+        Layout::with_sum(chunk_size, BlockSum::CURRENT)
+    }
+
+    /// The layout of a replica whose blocks are hashed with `sum`.
+    pub(crate) fn with_sum(chunk_size: u64, sum: BlockSum) -> Layout {
         let blocks = chunk_size.div_ceil(BLOCK);
         let table_end = SUPER_LEN + blocks * ENTRY_LEN;
         let data_off = table_end.div_ceil(ALIGN) * ALIGN;
@@ -70,6 +159,7 @@ impl Layout {
             blocks,
             data_off,
             slots_off: (data_off - table_end >= 2 * SLOT_LEN).then_some(table_end),
+            sum,
         }
     }
 
@@ -95,6 +185,7 @@ pub(crate) struct Superblock {
     pub(crate) handle: u64,
     pub(crate) version: u64,
     pub(crate) chunk_size: u64,
+    pub(crate) sum: BlockSum,
 }
 
 impl Superblock {
@@ -105,7 +196,7 @@ impl Superblock {
         b[16..24].copy_from_slice(&self.version.to_le_bytes());
         b[24..32].copy_from_slice(&self.chunk_size.to_le_bytes());
         b[32..36].copy_from_slice(&(BLOCK as u32).to_le_bytes());
-        b[36..40].copy_from_slice(&FORMAT.to_le_bytes());
+        b[36..40].copy_from_slice(&self.sum.format().to_le_bytes());
         // 40..56 reserved, zero.
         let h = seahash::hash(&b[..56]);
         b[56..64].copy_from_slice(&h.to_le_bytes());
@@ -129,13 +220,15 @@ impl Superblock {
         }
         let block = u32::from_le_bytes([b[32], b[33], b[34], b[35]]);
         let format = u32::from_le_bytes([b[36], b[37], b[38], b[39]]);
-        if u64::from(block) != BLOCK || format != FORMAT {
+        let sum = BlockSum::for_format(format).filter(|_| u64::from(block) == BLOCK);
+        let Some(sum) = sum else {
             return Err(format!("unsupported format {format} / block {block}"));
-        }
+        };
         let sb = Superblock {
             handle: u64_at(8),
             version: u64_at(16),
             chunk_size: u64_at(24),
+            sum,
         };
         if sb.chunk_size == 0 || !sb.chunk_size.is_multiple_of(BLOCK) {
             return Err(format!("bad chunk size {}", sb.chunk_size));
@@ -144,7 +237,7 @@ impl Superblock {
     }
 }
 
-/// Checksum of one block: how many bytes it holds and their seahash.
+/// Checksum of one block: how many bytes it holds and their hash.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Entry {
     pub(crate) len: u32,
@@ -152,13 +245,6 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
-    pub(crate) fn of(data: &[u8]) -> Entry {
-        Entry {
-            len: data.len() as u32,
-            hash: seahash::hash(data),
-        }
-    }
-
     /// Unused entries are all zeros on disk.
     pub(crate) fn encode(&self) -> [u8; ENTRY_LEN as usize] {
         let mut b = [0u8; ENTRY_LEN as usize];
@@ -327,14 +413,15 @@ impl AppendSums {
 /// append (a 64 KiB block took ~60 appends of 1000 bytes, each rehashing
 /// all of it). Returns the state of the new tail as well.
 pub(crate) fn append_sums_from(
+    sum: BlockSum,
     len: u64,
     tail: &[u8],
-    state: Option<SeaHasher>,
+    state: Option<BlockHasher>,
     bufs: &[&[u8]],
-) -> (AppendSums, SeaHasher) {
+) -> (AppendSums, BlockHasher) {
     debug_assert_eq!(tail.len() as u64, len % BLOCK);
-    let mut hasher = state.unwrap_or_else(|| {
-        let mut h = SeaHasher::new();
+    let mut hasher = state.filter(|h| h.sum() == sum).unwrap_or_else(|| {
+        let mut h = sum.hasher();
         h.write(tail);
         h
     });
@@ -358,7 +445,7 @@ pub(crate) fn append_sums_from(
                 cur_len = 0;
                 extends_tail = false;
                 tail_bytes.clear();
-                hasher = SeaHasher::new();
+                hasher = sum.hasher();
             } else {
                 tail_bytes.extend_from_slice(&rest[..take]);
             }
@@ -378,7 +465,7 @@ pub(crate) fn append_sums_from(
             (block * BLOCK + u64::from(e.len), *e)
         }
         // Nothing appended: the slot describes the tail as it was.
-        None => (first_block * BLOCK + tail.len() as u64, Entry::of(tail)),
+        None => (first_block * BLOCK + tail.len() as u64, sum.entry(tail)),
     };
     let sums = AppendSums {
         first_block,
@@ -393,8 +480,8 @@ pub(crate) fn append_sums_from(
 
 /// Computes the new checksums of an append, given `tail`: the bytes already
 /// in the partial block at `len` (exactly `len % BLOCK` of them).
-pub(crate) fn append_sums(len: u64, tail: &[u8], bufs: &[&[u8]]) -> AppendSums {
-    append_sums_from(len, tail, None, bufs).0
+pub(crate) fn append_sums(sum: BlockSum, len: u64, tail: &[u8], bufs: &[&[u8]]) -> AppendSums {
+    append_sums_from(sum, len, tail, None, bufs).0
 }
 
 #[cfg(test)]
@@ -403,6 +490,12 @@ mod tests {
 
     #[test]
     fn streaming_sums_match_whole_block_sums() {
+        for sum in [BlockSum::Seahash, BlockSum::Xxh3] {
+            streaming_sums_match_whole_block_sums_with(sum);
+        }
+    }
+
+    fn streaming_sums_match_whole_block_sums_with(sum: BlockSum) {
         let data: Vec<u8> = (0..300_000u32).map(|i| (i * 7 + i / 13) as u8).collect();
         let mut len = 0u64;
         let mut tail: Vec<u8> = Vec::new();
@@ -415,10 +508,10 @@ mod tests {
             let halves = piece.split_at(size / 2);
             let bufs: [&[u8]; 2] = [halves.0, halves.1];
             // Hashing the tail afresh is the reference for carrying the state.
-            let want = append_sums(len, &tail, &bufs);
-            // Every other append starts without a state, as after a restart.
-            let st = if i % 3 == 2 { None } else { state };
-            let (got, next) = append_sums_from(len, &tail, st, &bufs);
+            let want = append_sums(sum, len, &tail, &bufs);
+            // Every third append starts without a state, as after a restart.
+            let st = if i % 3 == 2 { None } else { state.clone() };
+            let (got, next) = append_sums_from(sum, len, &tail, st, &bufs);
             assert_eq!(got.first_block, want.first_block);
             assert_eq!(got.entries, want.entries, "append {i}");
             let (mut got_tail, mut want_tail) = (tail.clone(), tail.clone());
@@ -443,24 +536,52 @@ mod tests {
 
     #[test]
     fn superblock_roundtrip_and_every_flip_detected() {
-        let sb = Superblock {
-            handle: 0xdead_beef,
-            version: 7,
-            chunk_size: 1 << 20,
-        };
-        let b = sb.encode();
-        assert_eq!(Superblock::decode(&b).unwrap(), sb);
-        for i in 0..b.len() {
-            let mut c = b;
-            c[i] ^= 0x10;
-            assert!(Superblock::decode(&c).is_err(), "flip at {i} undetected");
+        for sum in [BlockSum::Seahash, BlockSum::Xxh3] {
+            let sb = Superblock {
+                handle: 0xdead_beef,
+                version: 7,
+                chunk_size: 1 << 20,
+                sum,
+            };
+            let b = sb.encode();
+            assert_eq!(Superblock::decode(&b).unwrap(), sb);
+            for i in 0..b.len() {
+                let mut c = b;
+                c[i] ^= 0x10;
+                assert!(Superblock::decode(&c).is_err(), "flip at {i} undetected");
+            }
+            assert!(Superblock::decode(&b[..10]).is_err());
         }
-        assert!(Superblock::decode(&b[..10]).is_err());
+    }
+
+    #[test]
+    fn formats_name_the_block_sums() {
+        // Format 1 (seahash) is what replicas written before XXH3 carry.
+        assert_eq!(BlockSum::for_format(1), Some(BlockSum::Seahash));
+        assert_eq!(BlockSum::for_format(2), Some(BlockSum::Xxh3));
+        assert_eq!(BlockSum::for_format(3), None);
+        assert_eq!(Layout::new(1 << 20).sum, BlockSum::CURRENT);
+        let data = [9u8; 1000];
+        assert_eq!(BlockSum::Seahash.entry(&data).hash, seahash::hash(&data));
+        assert_eq!(BlockSum::Xxh3.entry(&data).hash, xxh3_64(&data));
+        let mut sb = Superblock {
+            handle: 1,
+            version: 1,
+            chunk_size: 1 << 20,
+            sum: BlockSum::Xxh3,
+        }
+        .encode();
+        // An unknown format with a valid superblock hash is refused by name.
+        sb[36..40].copy_from_slice(&9u32.to_le_bytes());
+        let h = seahash::hash(&sb[..56]);
+        sb[56..64].copy_from_slice(&h.to_le_bytes());
+        let err = Superblock::decode(&sb).unwrap_err();
+        assert!(err.contains("unsupported format 9"), "{err}");
     }
 
     #[test]
     fn entries_roundtrip_and_reject_garbage() {
-        let e = Entry::of(b"hello");
+        let e = BlockSum::CURRENT.entry(b"hello");
         assert_eq!(Entry::decode(&e.encode()), Some(e));
         assert_eq!(Entry::decode(&[0; 16]), Some(Entry::default()));
         let mut bad = e.encode();
@@ -488,6 +609,12 @@ mod tests {
 
     #[test]
     fn append_sums_match_whole_block_hashes() {
+        for sum in [BlockSum::Seahash, BlockSum::Xxh3] {
+            append_sums_match_whole_block_hashes_with(sum);
+        }
+    }
+
+    fn append_sums_match_whole_block_hashes_with(sum: BlockSum) {
         let data: Vec<u8> = (0..(3 * BLOCK as usize + 100))
             .map(|i| (i % 251) as u8)
             .collect();
@@ -497,7 +624,7 @@ mod tests {
         let mut table = vec![Entry::default(); 4];
         for piece in [7usize, 70_000, 1, 100_000, 0, 26_700] {
             let bufs: Vec<&[u8]> = vec![&data[len as usize..len as usize + piece]];
-            let s = append_sums(len, &tail, &bufs);
+            let s = append_sums(sum, len, &tail, &bufs);
             for (i, e) in s.entries.iter().enumerate() {
                 table[s.first_block as usize + i] = *e;
             }
@@ -509,16 +636,16 @@ mod tests {
         assert_eq!(len, data.len() as u64);
         for (k, e) in table.iter().enumerate() {
             let end = ((k + 1) * BLOCK as usize).min(data.len());
-            assert_eq!(*e, Entry::of(&data[k * BLOCK as usize..end]), "block {k}");
+            assert_eq!(*e, sum.entry(&data[k * BLOCK as usize..end]), "block {k}");
         }
         assert_eq!(length_from_table(&table), len);
         // An empty append changes nothing.
-        assert!(append_sums(len, &tail, &[]).entries.is_empty());
+        assert!(append_sums(sum, len, &tail, &[]).entries.is_empty());
     }
 
     #[test]
     fn tail_slots_roundtrip_and_refuse_zeros_and_damage() {
-        let e = Entry::of(&[5u8; 300]);
+        let e = BlockSum::CURRENT.entry(&[5u8; 300]);
         let s = TailSlot::of(3 * BLOCK + 300, e);
         assert_eq!((s.block, s.len()), (3, 3 * BLOCK + 300));
         let b = s.encode();

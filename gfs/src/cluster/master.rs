@@ -39,7 +39,7 @@ pub(crate) struct ChunkMut {
     /// checksum); `None` until first needed after a restart.
     pub(crate) tail: Option<Vec<u8>>,
     /// The streaming checksum state of exactly `tail`, when known.
-    pub(crate) tail_hash: Option<seahash::SeaHasher>,
+    pub(crate) tail_hash: Option<super::chunk::BlockHasher>,
     /// The primary's lease, if one is held.
     pub(crate) lease: Option<Lease>,
 }

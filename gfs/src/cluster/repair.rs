@@ -232,8 +232,8 @@ impl Inner {
         if self.servers[dest].replica(h).is_some() {
             self.forget_replica(h, dest);
         }
-        // The copy keeps the chunk size the chunk was made with.
-        let layout = super::chunk::Layout::new(sources[0].1.chunk_size());
+        // The copy keeps the chunk size and block hash the chunk was made with.
+        let layout = sources[0].1.layout();
         let mut made = self.create_replicas(h, version, &[dest], layout, true);
         let Some((_, tmp)) = made.pop() else {
             return Ok(false);
@@ -366,7 +366,7 @@ impl Inner {
                 }
                 None => return Err(Error::io(&name, io::Error::other("read returned nothing"))),
             };
-            let sums = chunk::append_sums(*copied, tail, &[&data]);
+            let sums = chunk::append_sums(tmp.layout().sum, *copied, tail, &[&data]);
             let enc = sums.encoded();
             let res = tmp.open(false).and_then(|o| {
                 let mut chain = Chain::new();

@@ -155,6 +155,7 @@ impl Replica {
                 handle,
                 version,
                 chunk_size: layout.chunk_size,
+                sum: layout.sum,
             }
             .encode(),
         );
@@ -209,7 +210,7 @@ impl Replica {
         if sb.handle != handle {
             return Err(format!("superblock names chunk {:016x}", sb.handle));
         }
-        let layout = Layout::new(sb.chunk_size);
+        let layout = Layout::with_sum(sb.chunk_size, sb.sum);
         let raw = one(SUPER_LEN, layout.table_len() as usize)?;
         let mut table: Vec<Entry> = raw
             .chunks(chunk::ENTRY_LEN as usize)
@@ -257,7 +258,7 @@ impl Replica {
                 let data = piece
                     .get(lo..(lo + want_len).min(piece.len()))
                     .unwrap_or(&[]);
-                if data.len() == want_len && Entry::of(data) == table[k as usize] {
+                if data.len() == want_len && layout.sum.entry(data) == table[k as usize] {
                     continue;
                 }
                 // Counted even when a slot saves the block's start: a byte
@@ -276,7 +277,7 @@ impl Replica {
                 fits.sort_by_key(|s| std::cmp::Reverse(s.entry.len));
                 let found = fits.into_iter().find(|s| {
                     let n = s.entry.len as usize;
-                    data.len() >= n && Entry::of(&data[..n]) == s.entry
+                    data.len() >= n && layout.sum.entry(&data[..n]) == s.entry
                 });
                 len = match found {
                     Some(s) => {
@@ -412,6 +413,11 @@ impl Replica {
     }
 
     /// The chunk size this replica was made with: its capacity.
+    /// Where things are in the file, and how its blocks are hashed.
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
     pub(crate) fn chunk_size(&self) -> u64 {
         self.layout.chunk_size
     }
@@ -465,6 +471,7 @@ impl Replica {
             handle: self.handle,
             version,
             chunk_size: self.layout.chunk_size,
+            sum: self.layout.sum,
         }
         .encode()
     }
@@ -545,7 +552,7 @@ impl Replica {
             }
             let start = i * BLOCK as usize;
             let end = (start + BLOCK as usize).min(data.len());
-            if Entry::of(&data[start.min(end)..end]) != *want {
+            if self.layout.sum.entry(&data[start.min(end)..end]) != *want {
                 return Err(ReadFail::Corrupt(format!("block {k} fails its checksum")));
             }
         }
@@ -683,7 +690,7 @@ impl Replica {
             }
             for block in piece.chunks(BLOCK as usize) {
                 let want = table.get(k).copied().unwrap_or_default();
-                if Entry::of(block) != want {
+                if self.layout.sum.entry(block) != want {
                     return Err(format!("block {k} fails its checksum"));
                 }
                 k += 1;
@@ -829,10 +836,13 @@ mod tests {
     use crate::io::IoMode;
 
     fn new_replica(dir: &Path, chunk_size: u64) -> (Arc<Replica>, Io) {
+        new_replica_with(dir, Layout::new(chunk_size))
+    }
+
+    fn new_replica_with(dir: &Path, layout: Layout) -> (Arc<Replica>, Io) {
         let io = Io::new(IoMode::Uring);
         let gate = Arc::new(Gate::new(0, FdCache::new(16)));
-        let (r, header) =
-            Replica::create(gate, dir.join(file_name(5)), 5, 1, Layout::new(chunk_size)).unwrap();
+        let (r, header) = Replica::create(gate, dir.join(file_name(5)), 5, 1, layout).unwrap();
         let o = r.open(false).unwrap();
         let mut c = Chain::new();
         o.init_chain(&mut c, &header);
@@ -843,7 +853,7 @@ mod tests {
 
     fn append(io: &Io, r: &Replica, tail: &mut Vec<u8>, data: &[u8]) {
         let len = r.len();
-        let sums = chunk::append_sums(len, tail, &[data]);
+        let sums = chunk::append_sums(r.layout.sum, len, tail, &[data]);
         let enc = sums.encoded();
         let o = r.open(true).unwrap();
         let mut c = Chain::new();
@@ -891,8 +901,15 @@ mod tests {
 
     #[test]
     fn append_read_reload_and_detect_flips() {
+        // Format 1 (seahash) replicas, as written before XXH3, still work.
+        for sum in [chunk::BlockSum::Seahash, chunk::BlockSum::Xxh3] {
+            append_read_reload_and_detect_flips_with(sum);
+        }
+    }
+
+    fn append_read_reload_and_detect_flips_with(sum: chunk::BlockSum) {
         let dir = tempfile::tempdir().unwrap();
-        let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+        let (r, io) = new_replica_with(dir.path(), Layout::with_sum(4 * BLOCK, sum));
         let data: Vec<u8> = (0..(2 * BLOCK as usize + 500))
             .map(|i| (i * 31 % 256) as u8)
             .collect();
@@ -914,7 +931,13 @@ mod tests {
         assert_eq!(l.dropped_tail, 0);
         assert_eq!(l.replica.len(), data.len() as u64);
         assert_eq!(l.replica.version(), 1);
+        assert_eq!(
+            l.replica.layout().sum,
+            sum,
+            "the superblock names the block hash"
+        );
         l.replica.scrub(&io).unwrap();
+        drop(l);
 
         // Flip a data byte: the read that covers it and the scrub both notice.
         let file = OpenOptions::new()
@@ -948,6 +971,18 @@ mod tests {
             file.write_all_at(&b, at).unwrap();
         }
         r.scrub(&io).unwrap();
+
+        // Appends to a reloaded replica go on in its format.
+        drop(r);
+        let gate = Arc::new(Gate::new(0, FdCache::new(16)));
+        let l = Replica::load(gate, &io, &dir.path().join(file_name(5)), 5).unwrap();
+        append(&io, &l.replica, &mut tail, b"appended after a reload");
+        let end = data.len();
+        assert_eq!(
+            read(&io, &l.replica, end as u64 - 10, 33).unwrap(),
+            [&data[end - 10..], &b"appended after a reload"[..]].concat()
+        );
+        l.replica.scrub(&io).unwrap();
     }
 
     #[test]
@@ -962,8 +997,11 @@ mod tests {
         // entry are there, but the length does not include them.
         file.write_all_at(&[9u8; 1000], r.layout.data_off + BLOCK + 10)
             .unwrap();
-        file.write_all_at(&Entry::of(&[3u8; 5]).encode(), r.layout.entry_off(2))
-            .unwrap();
+        file.write_all_at(
+            &r.layout.sum.entry(&[3u8; 5]).encode(),
+            r.layout.entry_off(2),
+        )
+        .unwrap();
         let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
         assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK + 10, 0));
         l.replica.scrub(&io).unwrap();
@@ -1004,7 +1042,7 @@ mod tests {
         let mut whole = vec![1u8; 100];
         whole.extend_from_slice(&[2u8; 50]);
         whole.extend_from_slice(&[3u8; 1000]);
-        file.write_all_at(&Entry::of(&whole).encode(), r.layout.entry_off(0))
+        file.write_all_at(&r.layout.sum.entry(&whole).encode(), r.layout.entry_off(0))
             .unwrap();
         let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
         assert_eq!(l.replica.len(), 150, "the synced prefix is kept");
@@ -1032,7 +1070,7 @@ mod tests {
         // An unsynced append of a block's worth: the power cut kept both
         // entries and the data in block 1, but not the rest of block 0.
         let more = vec![3u8; BLOCK as usize];
-        let sums = chunk::append_sums(150, &tail, &[&more]);
+        let sums = chunk::append_sums(r.layout.sum, 150, &tail, &[&more]);
         let enc = sums.encoded();
         use std::os::unix::fs::FileExt;
         let file = OpenOptions::new().write(true).open(&r.path).unwrap();

@@ -587,9 +587,21 @@ impl Inner {
                 format!("chunk {handle:016x} has no live replica"),
             ));
         }
+        // Every replica of a chunk is made in one format (a copy takes its
+        // source's), so one set of entries serves them all.
+        let sum = reps[0].1.layout().sum;
+        if let Some((s, r)) = reps.iter().find(|(_, r)| r.layout().sum != sum) {
+            return Err(Error::Corruption {
+                name: name.to_string(),
+                detail: format!(
+                    "chunk {handle:016x}: the replica on server {s} hashes its blocks with {:?}, another with {sum:?}",
+                    r.layout().sum
+                ),
+            });
+        }
         let tail = m.tail.as_deref().unwrap_or(&[]);
         let n: u64 = piece.iter().map(|b| b.len() as u64).sum();
-        let (sums, next_hash) = chunk::append_sums_from(len, tail, m.tail_hash, piece);
+        let (sums, next_hash) = chunk::append_sums_from(sum, len, tail, m.tail_hash.take(), piece);
         let enc = sums.encoded();
         let earlier_sets: Vec<(u64, Vec<Placed>)> = earlier
             .iter()
