@@ -533,7 +533,7 @@ impl Replica {
         data: io::Result<Vec<u8>>,
         sums: io::Result<Vec<u8>>,
     ) -> Result<Vec<u8>, ReadFail> {
-        let mut data = data.map_err(ReadFail::Io)?;
+        let data = data.map_err(ReadFail::Io)?;
         let sums = sums.map_err(ReadFail::Io)?;
         if data.len() != p.data_len {
             return Err(ReadFail::Corrupt(format!(
@@ -556,14 +556,11 @@ impl Replica {
                 return Err(ReadFail::Corrupt(format!("block {k} fails its checksum")));
             }
         }
-        // The piece asked for, moved to the front of the buffer read: a copy
-        // into a fresh buffer faulted in new pages on every large read.
+        // The piece asked for, copied out so that the buffer read goes back
+        // whole: shrunk in place, it left holes the next read's larger
+        // buffer did not fit, and the heap grew by fresh pages instead.
         let from = (offset - p.first * BLOCK) as usize;
-        data.copy_within(from..from + len, 0);
-        data.truncate(len);
-        // The rest of the blocks read goes back (in place, or a cheap mremap).
-        data.shrink_to_fit();
-        Ok(data)
+        Ok(data[from..from + len].to_vec())
     }
 
     /// Re-reads one range while holding the write lock, so no append can be
