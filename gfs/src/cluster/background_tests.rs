@@ -344,17 +344,24 @@ fn seahash_replicas_from_before_xxh3_are_read_scrubbed_and_copied_as_they_are() 
     let lost = files.iter().filter(|(s, _)| *s == 0).count();
     assert!(lost > 0, "server 0 held no replica");
     c.set_offline(0, true);
-    assert!(
-        c.wait_for_repair(Duration::from_secs(60)),
-        "{:?}",
-        c.health()
-    );
-    let copies: Vec<PathBuf> = c
-        .replica_files()
-        .into_iter()
-        .filter(|(_, p)| old.contains(&handle_of(p)) && !files.iter().any(|(_, f)| f == p))
-        .map(|(_, p)| p)
-        .collect();
+    let copies = || -> Vec<PathBuf> {
+        c.replica_files()
+            .into_iter()
+            .filter(|(_, p)| old.contains(&handle_of(p)) && !files.iter().any(|(_, f)| f == p))
+            .map(|(_, p)| p)
+            .collect()
+    };
+    // Done once the master has dropped server 0's replicas and copied them.
+    let done = wait(Duration::from_secs(60), || {
+        let h = c.health();
+        h.servers[0].replicas == 0
+            && h.under_replicated == 0
+            && h.repair_queue == 0
+            && h.repairing.is_empty()
+            && copies().len() == lost
+    });
+    assert!(done, "{:?}", c.health());
+    let copies = copies();
     assert_eq!(copies.len(), lost, "one copy per replica lost");
     for p in &copies {
         assert_eq!(block_sum_of(p), chunk::BlockSum::Seahash, "{}", p.display());
