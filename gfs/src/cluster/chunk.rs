@@ -10,10 +10,11 @@
 //! the format, and carries its own seahash. Each table entry holds the length
 //! of data the block holds and the hash of those bytes ([`BlockSum`]: XXH3
 //! from format 2 on, seahash in format 1, still read and appended to);
-//! entries of blocks past the end are all zeros. Keeping data and checksums in one file lets one fdatasync
-//! make both durable. Every byte of the file is covered by some check (the
-//! superblock hash, the table compared with its in-memory copy, the zero
-//! padding, the data hashes), so any flipped byte is noticed by a scrub.
+//! entries of blocks past the end are all zeros. Keeping data and checksums
+//! in one file lets one fdatasync make both durable. Every byte of the file
+//! is covered by some check (the superblock hash, the table compared with its
+//! in-memory copy, the zero padding, the data hashes), so any flipped byte is
+//! noticed by a scrub.
 //!
 //! An append writes the data first, then the entries of every block it
 //! touched except the first, and the first block's entry last. The length of
