@@ -412,12 +412,12 @@ impl Replica {
         self.state.read().version
     }
 
-    /// The chunk size this replica was made with: its capacity.
     /// Where things are in the file, and how its blocks are hashed.
     pub(crate) fn layout(&self) -> Layout {
         self.layout
     }
 
+    /// The chunk size this replica was made with: its capacity.
     pub(crate) fn chunk_size(&self) -> u64 {
         self.layout.chunk_size
     }
