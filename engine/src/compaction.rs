@@ -203,9 +203,78 @@ pub fn open_sst(
     Ok(Arc::new(Sst { meta, table }))
 }
 
+/// The most files of `files` whose key ranges hold one same key: what a
+/// point read may have to consult. Files of a sequential load are disjoint
+/// (1 however many there are); files flushed from random writes all overlap.
+pub fn stacked(files: &[&SstMeta]) -> usize {
+    // Ranges are inclusive: at one key, starts count before ends.
+    let mut edges: Vec<(&[u8], bool)> = files
+        .iter()
+        .flat_map(|m| [(m.smallest.as_slice(), false), (m.largest.as_slice(), true)])
+        .collect();
+    edges.sort_unstable();
+    let (mut open, mut most) = (0usize, 0usize);
+    for (_, end) in edges {
+        if end {
+            open -= 1;
+        } else {
+            open += 1;
+            most = most.max(open);
+        }
+    }
+    most
+}
+
+/// Whether a locality group's files call for a merging compaction: more
+/// than `trigger` of them stacked on one key, or so many files that even
+/// disjoint ones cost more open tables and index memory than a rewrite.
+pub fn needs_merge(files: &[&SstMeta], trigger: usize) -> bool {
+    files.len() > trigger.saturating_mul(4) || stacked(files) > trigger
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn meta(smallest: &[u8], largest: &[u8]) -> SstMeta {
+        SstMeta {
+            smallest: smallest.to_vec(),
+            largest: largest.to_vec(),
+            ..SstMeta::default()
+        }
+    }
+
+    #[test]
+    fn stacked_counts_the_files_holding_one_key() {
+        let disjoint = [meta(b"a", b"b"), meta(b"c", b"d"), meta(b"e", b"f")];
+        let refs: Vec<&SstMeta> = disjoint.iter().collect();
+        assert_eq!(stacked(&refs), 1);
+        assert_eq!(stacked(&[]), 0);
+        // Touching at one key counts as overlapping.
+        let touching = [meta(b"a", b"c"), meta(b"c", b"d")];
+        assert_eq!(stacked(&touching.iter().collect::<Vec<_>>()), 2);
+        let nested = [
+            meta(b"a", b"z"),
+            meta(b"b", b"c"),
+            meta(b"d", b"k"),
+            meta(b"e", b"f"),
+            meta(b"x", b"y"),
+        ];
+        assert_eq!(stacked(&nested.iter().collect::<Vec<_>>()), 3);
+    }
+
+    #[test]
+    fn merge_needs_stacked_files_or_very_many() {
+        let seq: Vec<SstMeta> = (0u8..10)
+            .map(|i| meta(&[b'a', i, 0], &[b'a', i, 9]))
+            .collect();
+        let seq_refs: Vec<&SstMeta> = seq.iter().collect();
+        assert!(!needs_merge(&seq_refs, 3), "10 disjoint files, trigger 3");
+        assert!(needs_merge(&seq_refs, 2), "10 files > 4 x trigger 2");
+        let random: Vec<SstMeta> = (0..4).map(|_| meta(b"a", b"z")).collect();
+        assert!(needs_merge(&random.iter().collect::<Vec<_>>(), 3));
+        assert!(!needs_merge(&random[..3].iter().collect::<Vec<_>>(), 3));
+    }
 
     #[test]
     fn names_roundtrip() {

@@ -138,10 +138,17 @@ impl Tablet {
     /// Whether any of the tablet's files holds keys outside its range (shared
     /// with a sibling after a split, until compacted).
     pub fn has_foreign_files(&self, v: &TabletVersion) -> bool {
+        !self.foreign_files(v).is_empty()
+    }
+
+    /// The tablet's files that hold keys outside its range.
+    pub fn foreign_files(&self, v: &TabletVersion) -> Vec<Arc<Sst>> {
         let (lo, hi) = self.key_bounds();
         v.files
             .iter()
-            .any(|f| f.meta.smallest < lo || hi.as_ref().is_some_and(|h| f.meta.largest >= *h))
+            .filter(|f| f.meta.smallest < lo || hi.as_ref().is_some_and(|h| f.meta.largest >= *h))
+            .cloned()
+            .collect()
     }
 
     /// Approximate bytes of SSTable data inside this tablet's range.

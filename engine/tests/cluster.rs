@@ -293,3 +293,68 @@ fn value_of(bt: &Bigtable, table: &str, row: &str) -> Option<Vec<u8>> {
         .unwrap()
         .map(|c| c.value)
 }
+
+/// Sums a counter (`name=N`) over the tablet servers' report lines.
+fn server_counter(bt: &Bigtable, name: &str) -> u64 {
+    let prefix = format!("{name}=");
+    bt.servers_report()
+        .iter()
+        .flat_map(|l| l.split_whitespace())
+        .filter_map(|w| w.strip_prefix(&prefix))
+        .map(|n| n.parse::<u64>().unwrap())
+        .sum()
+}
+
+#[test]
+fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let opts = |split_bytes| Options {
+        memtable_bytes: 1 << 20,
+        sstable_target_bytes: 1 << 20,
+        split_bytes,
+        merge_trigger: 3,
+        merge_bytes: 0,
+        ..Options::default()
+    };
+    let value = |i: usize| format!("{i:0>100}");
+    {
+        let bt = Bigtable::open(store.clone(), opts(1 << 30)).unwrap();
+        bt.create_table("t", schema()).unwrap();
+        // Four flushes of rows in order: four files with disjoint ranges,
+        // one more than the merge trigger but never two on one key.
+        for part in 0..4 {
+            let batch: Vec<RowMutation> = (part * 200..(part + 1) * 200)
+                .map(|i| RowMutation::new(format!("r{i:05}")).set("f", "q", value(i)))
+                .collect();
+            bt.apply_batch("t", &batch, WriteOptions::default())
+                .unwrap();
+            bt.flush().unwrap();
+        }
+        assert_eq!(bt.tablets("t").unwrap()[0].sstables, 4);
+        bt.close().unwrap();
+    }
+    // Reopened with a split size the table is past (its ~15 KiB of
+    // compressed files): it splits in the middle of one file, and each half
+    // rewrites just its part of that file.
+    let bt = Bigtable::open(store, opts(12 << 10)).unwrap();
+    bt.split_now("t").unwrap();
+    wait_for(
+        "the split and both halves' rewrites",
+        Duration::from_secs(60),
+        || bt.tablets("t").unwrap().len() == 2 && server_counter(&bt, "merging_compactions") >= 2,
+    );
+    let tablets = bt.tablets("t").unwrap();
+    let files: usize = tablets.iter().map(|t| t.sstables).sum();
+    // A major compaction of each half would have left one file each.
+    assert_eq!(
+        files, 5,
+        "the cut file became two, the other three stayed: {tablets:?}"
+    );
+    for i in 0..800 {
+        let got = bt
+            .read_cell("t", format!("r{i:05}").as_bytes(), "f", b"q")
+            .unwrap();
+        assert_eq!(got.map(|c| c.value), Some(value(i).into_bytes()), "row {i}");
+    }
+    bt.close().unwrap();
+}

@@ -6,7 +6,7 @@ use crate::coding::{put_bytes, put_str, put_varint, Decoder};
 use crate::{Error, Result};
 
 /// What METADATA knows of one SSTable.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SstMeta {
     pub number: u64,
     /// Locality group the file belongs to.

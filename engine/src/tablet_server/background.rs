@@ -4,7 +4,7 @@
 
 use super::{Served, TabletServer};
 use crate::client::Client;
-use crate::compaction::{sst_name, write_outputs, OutputCtx, Router};
+use crate::compaction::{needs_merge, sst_name, write_outputs, OutputCtx, Router};
 use crate::compaction_filter::CompactionFilter;
 use crate::env::now_micros;
 use crate::iterator::InternalIterator;
@@ -12,8 +12,8 @@ use crate::key;
 use crate::memtable::Memtable;
 use crate::merge::MergingIterator;
 use crate::metadata::{
-    tablet_row_key, TabletMeta, FAMILY_LOCATION, FAMILY_LOG, FAMILY_TABLET, METADATA_ID, Q_EVENT,
-    Q_INFO, Q_SERVER,
+    tablet_row_key, SstMeta, TabletMeta, FAMILY_LOCATION, FAMILY_LOG, FAMILY_TABLET, METADATA_ID,
+    Q_EVENT, Q_INFO, Q_SERVER,
 };
 use crate::tablet::{next_files_version, ClipIterator, Sst, Tablet, TabletVersion};
 use crate::{Mutation, Result};
@@ -81,15 +81,21 @@ impl TabletServer {
                 }
             }
         }
-        // 3. Merging compactions of groups with too many files.
+        // 3. Merging compactions of groups with too many files on one key.
         let trigger = self.env.opts.merge_trigger;
         for s in &all {
             let v = s.tablet.version();
-            let mut per_group: BTreeMap<&str, usize> = BTreeMap::new();
+            let mut per_group: BTreeMap<&str, Vec<&SstMeta>> = BTreeMap::new();
             for f in &v.files {
-                *per_group.entry(f.meta.group.as_str()).or_default() += 1;
+                per_group
+                    .entry(f.meta.group.as_str())
+                    .or_default()
+                    .push(&f.meta);
             }
-            if let Some((g, _)) = per_group.iter().find(|(_, &n)| n > trigger) {
+            if let Some((g, _)) = per_group
+                .iter()
+                .find(|(_, files)| needs_merge(files, trigger))
+            {
                 let g = g.to_string();
                 if let Some(_c) = s.tablet.try_claim() {
                     say("merging_compaction", s);
@@ -98,7 +104,17 @@ impl TabletServer {
                 }
             }
         }
-        // 4. Major compactions: children holding a parent's files, and periodic ones.
+        // 4. Children still holding files their parent shared with a sibling.
+        for s in &all {
+            if s.tablet.has_foreign_files(&s.tablet.version()) {
+                if let Some(_c) = s.tablet.try_claim() {
+                    say("merging_compaction", s);
+                    self.rewrite_foreign(s)?;
+                    return Ok(true);
+                }
+            }
+        }
+        // 5. Periodic major compactions.
         for s in &all {
             let t = &s.tablet;
             let v = t.version();
@@ -110,7 +126,7 @@ impl TabletServer {
                 .len();
             let due = t.last_major.lock().elapsed() > self.env.opts.major_interval
                 && v.files.len() > groups;
-            if t.has_foreign_files(&v) || due {
+            if due {
                 if let Some(_c) = t.try_claim() {
                     say("major_compaction", s);
                     self.major_compact(s)?;
@@ -312,6 +328,29 @@ impl TabletServer {
         let router = Router::fixed(&s.table.schema(), group);
         self.rewrite_files(s, &inputs, false, &router)?;
         self.counters.merges.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Rewrites, clipped to the tablet's range, the files it shares with a
+    /// sibling since a split (a merging compaction of just those, one per
+    /// locality group), so that the parent's files can go. Files wholly
+    /// inside the range stay as they are: a major compaction here rewrote
+    /// every file of both children after each split, as many bytes again as
+    /// a sequential load wrote.
+    fn rewrite_foreign(&self, s: &Served) -> Result<()> {
+        let foreign = s.tablet.foreign_files(&s.tablet.version());
+        let mut by_group: BTreeMap<&str, Vec<Arc<Sst>>> = BTreeMap::new();
+        for f in &foreign {
+            by_group
+                .entry(f.meta.group.as_str())
+                .or_default()
+                .push(Arc::clone(f));
+        }
+        let schema = s.table.schema();
+        for (group, inputs) in by_group {
+            self.rewrite_files(s, &inputs, false, &Router::fixed(&schema, group))?;
+            self.counters.merges.fetch_add(1, Ordering::Relaxed);
+        }
         Ok(())
     }
 
