@@ -18,6 +18,7 @@ mod crash;
 mod error;
 mod io;
 mod local;
+mod map;
 mod mem;
 mod name;
 mod power;
@@ -33,6 +34,7 @@ pub use crash::{CrashReport, CrashStore, OpKind};
 pub use error::{Error, Result};
 pub use io::{IoMode, IoStats, ParseIoModeError};
 pub use local::LocalStore;
+pub use map::Mapped;
 pub use mem::MemStore;
 pub use power::{PowerCut, PowerReport};
 
@@ -102,5 +104,12 @@ pub trait ReadableFile: Send + Sync {
     /// Whether the file holds no bytes (by [`ReadableFile::len`]).
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
+    }
+    /// The file's bytes, as long as it was when opened, mapped into memory,
+    /// for a caller that knows the file never changes once written (an
+    /// SSTable): its reads then copy nothing. `None` where the store has no
+    /// file to map (the chunk layer, in-memory stores) or the file is empty.
+    fn map(&self) -> Option<Arc<Mapped>> {
+        None
     }
 }

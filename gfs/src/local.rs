@@ -15,7 +15,7 @@
 
 use crate::io::{Io, IoMode, IoStats};
 use crate::name::validate;
-use crate::{Error, FileStore, ReadableFile, Result, WritableFile};
+use crate::{Error, FileStore, Mapped, ReadableFile, Result, WritableFile};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -507,6 +507,9 @@ impl ReadableFile for LocalReader {
     fn len(&self) -> Result<u64> {
         self.current_len()
     }
+    fn map(&self) -> Option<Arc<Mapped>> {
+        Mapped::of(&self.file, self.known_len.load(Ordering::Relaxed)).map(Arc::new)
+    }
 }
 
 #[cfg(test)]
@@ -551,6 +554,26 @@ mod tests {
                 IoMode::Syscall => assert!(st.syscall_ops > 0 && st.uring_ops == 0, "{st:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_reader_maps_the_file_as_long_as_it_was_when_opened() {
+        let (_d, s) = store(IoMode::Syscall);
+        let mut w = s.create("sst/000001.sst").unwrap();
+        w.append(b"immutable bytes").unwrap();
+        w.sync().unwrap();
+        let r = s.open("sst/000001.sst").unwrap();
+        let m = r.map().unwrap();
+        assert_eq!(&m[..], b"immutable bytes");
+        drop(r);
+        // A mapping outlives its reader and the file's name.
+        s.delete("sst/000001.sst").unwrap();
+        assert_eq!(&m[..9], b"immutable");
+        s.create("sst/000002.sst").unwrap();
+        assert!(s.open("sst/000002.sst").unwrap().map().is_none(), "empty");
+        let mem = crate::MemStore::new();
+        mem.create("x").unwrap().append(b"x").unwrap();
+        assert!(mem.open("x").unwrap().map().is_none(), "nothing to map");
     }
 
     #[test]

@@ -56,6 +56,11 @@ impl Master {
                 Some(n) if live.contains(&n) || in_flight.contains(&n) => {}
                 _ => match store.delete(&name) {
                     Ok(()) | Err(gfs::Error::NotFound(_)) => {
+                        // Its cached blocks may hold the file mapped, and
+                        // with it the disk space it took.
+                        if let Some(n) = sst_number(&name) {
+                            self.env.block_cache.evict_file(n);
+                        }
                         self.counters
                             .files_collected
                             .fetch_add(1, Ordering::Relaxed);

@@ -11,8 +11,36 @@ use crate::{Error, Result};
 use std::sync::Arc;
 
 /// A decompressed, immutable block shared by iterators and the block cache.
+/// A block's bytes: a buffer of its own, or its range of a mapped table file.
+pub enum BlockBytes {
+    Owned(Vec<u8>),
+    Mapped {
+        file: Arc<gfs::Mapped>,
+        start: usize,
+        end: usize,
+    },
+}
+
+impl BlockBytes {
+    /// `file[start..end]`, or `None` if that is not inside the file.
+    pub fn mapped(file: Arc<gfs::Mapped>, start: usize, end: usize) -> Option<BlockBytes> {
+        (start <= end && end <= file.len()).then_some(BlockBytes::Mapped { file, start, end })
+    }
+}
+
+impl std::ops::Deref for BlockBytes {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        match self {
+            BlockBytes::Owned(v) => v,
+            // In range: checked by `mapped`, and the mapping never shrinks.
+            BlockBytes::Mapped { file, start, end } => file.get(*start..*end).unwrap_or(&[]),
+        }
+    }
+}
+
 pub struct Block {
-    data: Vec<u8>,
+    data: BlockBytes,
     /// Where the restart array starts; entries live in `[0, restarts_off)`.
     restarts_off: usize,
     num_restarts: usize,
@@ -41,6 +69,11 @@ impl Block {
     /// Checks the restart array of `data`, the block at `offset` of table
     /// `file_number` (both used only in error messages).
     pub fn new(data: Vec<u8>, file_number: u64, offset: u64) -> Result<Block> {
+        Block::of_bytes(BlockBytes::Owned(data), file_number, offset)
+    }
+
+    /// [`Block::new`] for bytes that may be a mapped file's.
+    pub fn of_bytes(data: BlockBytes, file_number: u64, offset: u64) -> Result<Block> {
         let err = |what: &str| corruption(file_number, offset, what);
         let len = data.len();
         let n = len
@@ -414,7 +447,7 @@ mod tests {
                 (0..len).map(|_| rng.gen()).collect()
             } else {
                 // Mutate a real block: more likely to get past the restart checks.
-                let mut d = good.data.clone();
+                let mut d = good.data.to_vec();
                 for _ in 0..rng.gen_range(1..4) {
                     let i = rng.gen_range(0..d.len());
                     d[i] = rng.gen();

@@ -4,6 +4,7 @@
 
 use crate::data::{BloomKind, Compression};
 use crate::{Error, Result};
+use std::borrow::Cow;
 
 /// "BTSSTBL1" read as a little-endian u64; the last 8 bytes of every table.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"BTSSTBL1");
@@ -195,22 +196,38 @@ pub fn unwrap_block(
     file_number: u64,
     offset: u64,
 ) -> Result<Vec<u8>> {
+    match block_contents(&buf, checksum, file_number, offset)? {
+        Cow::Borrowed(data) => {
+            let n = data.len();
+            buf.truncate(n);
+            Ok(buf)
+        }
+        Cow::Owned(out) => Ok(out),
+    }
+}
+
+/// Verifies a stored block (`raw` = stored bytes + trailer) and returns its
+/// contents: the stored bytes themselves for a raw block, a new buffer for a
+/// compressed one.
+pub fn block_contents(
+    raw: &[u8],
+    checksum: BlockChecksum,
+    file_number: u64,
+    offset: u64,
+) -> Result<Cow<'_, [u8]>> {
     let err = |what: &str| corruption(file_number, offset, what);
-    let Some(data_len) = buf.len().checked_sub(BLOCK_TRAILER_LEN) else {
+    let Some(data_len) = raw.len().checked_sub(BLOCK_TRAILER_LEN) else {
         return Err(err("block shorter than its trailer"));
     };
-    let block_type = buf[data_len];
-    let stored_sum = read_u64_le(&buf, data_len + 1).ok_or_else(|| err("short trailer"))?;
-    if checksum.of(&buf[..data_len], block_type) != stored_sum {
+    let block_type = raw[data_len];
+    let stored_sum = read_u64_le(raw, data_len + 1).ok_or_else(|| err("short trailer"))?;
+    let stored = &raw[..data_len];
+    if checksum.of(stored, block_type) != stored_sum {
         return Err(err("block checksum mismatch"));
     }
     match block_type {
-        BLOCK_RAW => {
-            buf.truncate(data_len);
-            Ok(buf)
-        }
+        BLOCK_RAW => Ok(Cow::Borrowed(stored)),
         BLOCK_LZ4 => {
-            let stored = &buf[..data_len];
             let (ulen, n) =
                 get_varint_usize(stored).ok_or_else(|| err("bad uncompressed length"))?;
             if ulen > MAX_BLOCK_LEN {
@@ -219,7 +236,7 @@ pub fn unwrap_block(
             let ulen_i32 = i32::try_from(ulen).map_err(|_| err("uncompressed length too large"))?;
             let mut out = vec![0u8; ulen];
             match lz4::block::decompress_to_buffer(&stored[n..], Some(ulen_i32), &mut out) {
-                Ok(got) if got == ulen => Ok(out),
+                Ok(got) if got == ulen => Ok(Cow::Owned(out)),
                 _ => Err(err("lz4 data does not decompress to the stated length")),
             }
         }

@@ -2,11 +2,11 @@
 //! blocks read on demand through the block cache (or, for in-memory locality
 //! groups, all held decompressed).
 
-use super::block::{Block, BlockIter};
+use super::block::{Block, BlockBytes, BlockIter};
 use super::bloom::BloomFilter;
 use super::format::{
-    corruption, unwrap_block, BlockChecksum, BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN,
-    FOOTER_LEN,
+    block_contents, corruption, unwrap_block, BlockChecksum, BlockHandle, Footer, Properties,
+    BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::cache::BlockCache;
@@ -14,6 +14,7 @@ use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
 use crate::{key, Result};
 use gfs::ReadableFile;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// An immutable, open SSTable. Shared by iterators through `Arc`.
@@ -32,6 +33,10 @@ pub struct Table {
     checksum: BlockChecksum,
     /// All data blocks, decompressed, for tables opened in memory.
     mem_blocks: Option<Vec<Arc<Block>>>,
+    /// The whole file mapped, where the store can map it: a block-cache
+    /// miss then checks and parses the block in place instead of copying
+    /// it out of the page cache.
+    map: Option<Arc<gfs::Mapped>>,
 }
 
 impl std::fmt::Debug for Table {
@@ -66,8 +71,10 @@ impl Table {
             .map(|h| (h.offset, h.size as usize + BLOCK_TRAILER_LEN))
             .collect();
         let bufs = file.read_many(&ranges)?;
-        let table = Table::from_meta(file, file_number, size, cache, &footer, bufs)?;
+        let mut table = Table::from_meta(file, file_number, size, cache, &footer, bufs)?;
         table.check_data_handles()?;
+        // SSTables are never written again: safe to map (see gfs::Mapped).
+        table.map = table.file.map().filter(|m| m.len() as u64 == size);
         Ok(Arc::new(table))
     }
 
@@ -179,6 +186,7 @@ impl Table {
             props,
             checksum: footer.checksum,
             mem_blocks: None,
+            map: None,
         })
     }
 
@@ -254,6 +262,11 @@ impl Table {
 
     pub fn is_in_memory(&self) -> bool {
         self.mem_blocks.is_some()
+    }
+
+    /// Whether block-cache misses read the file through a mapping.
+    pub fn is_mapped(&self) -> bool {
+        self.map.is_some()
     }
 
     /// What the table's filter answers.
@@ -364,6 +377,25 @@ impl Table {
 
     /// Data block `i` (in index order), from memory, the cache or the file
     /// (then added to the cache if `fill_cache`).
+    /// The contents of the stored block at `offset` (`len` bytes with its
+    /// trailer) of the mapped file, checked: a range of the mapping if the
+    /// block is stored raw.
+    fn mapped_block(&self, map: &Arc<gfs::Mapped>, offset: u64, len: usize) -> Result<BlockBytes> {
+        let outside = || corruption(self.file_number, offset, "block outside the file");
+        let start = usize::try_from(offset).map_err(|_| outside())?;
+        let raw = start
+            .checked_add(len)
+            .and_then(|end| map.get(start..end))
+            .ok_or_else(outside)?;
+        Ok(
+            match block_contents(raw, self.checksum, self.file_number, offset)? {
+                Cow::Borrowed(data) => BlockBytes::mapped(map.clone(), start, start + data.len())
+                    .ok_or_else(outside)?,
+                Cow::Owned(data) => BlockBytes::Owned(data),
+            },
+        )
+    }
+
     fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
         let Some(&h) = self.handles.get(i) else {
             return Err(corruption(self.file_number, 0, "block index out of range"));
@@ -380,11 +412,20 @@ impl Table {
             }
         }
         // check_data_handles bounded the size by the file size.
-        let raw = self
-            .file
-            .read_at(h.offset, h.size as usize + BLOCK_TRAILER_LEN)?;
-        let data = unwrap_block(raw, self.checksum, self.file_number, h.offset)?;
-        let block = Arc::new(Block::new(data, self.file_number, h.offset)?);
+        let len = h.size as usize + BLOCK_TRAILER_LEN;
+        let data = match &self.map {
+            Some(map) => self.mapped_block(map, h.offset, len)?,
+            None => {
+                let raw = self.file.read_at(h.offset, len)?;
+                BlockBytes::Owned(unwrap_block(
+                    raw,
+                    self.checksum,
+                    self.file_number,
+                    h.offset,
+                )?)
+            }
+        };
+        let block = Arc::new(Block::of_bytes(data, self.file_number, h.offset)?);
         if let Some(cache) = self.cache.as_ref().filter(|_| fill_cache) {
             cache.insert(self.file_number, h.offset, block.clone());
         }

@@ -1,5 +1,5 @@
 //! Whole-table tests: builder/reader roundtrips, seeks, filters, caching and
-//! corruption handling, all on gfs::MemStore.
+//! corruption handling, on gfs::MemStore (and a LocalStore for mapped reads).
 
 use super::*;
 use crate::iterator::InternalIterator;
@@ -371,6 +371,68 @@ fn every_byte_flip_is_detected() {
     }
     let t = open_table(&store, "t", 1, None).unwrap();
     assert_eq!(scan(&t).unwrap(), entries);
+}
+
+#[test]
+fn mapped_tables_read_and_detect_damage_like_read_ones() {
+    let mut rng = StdRng::seed_from_u64(12);
+    let entries = random_entries(&mut rng, 300, 2);
+    let dir = tempfile::tempdir().unwrap();
+    let store = gfs::LocalStore::open_with(dir.path().join("data"), Default::default()).unwrap();
+    for compression in [Compression::None, Compression::Lz4] {
+        let name = format!("sst/{compression:?}.sst");
+        let o = opts(512, compression, BloomKind::RowColumn);
+        let info = fill(TableBuilder::new(store.create(&name).unwrap(), o), &entries);
+        let cache = Arc::new(crate::cache::BlockCache::new(1 << 20));
+        let t = open_table(&store, &name, 1, Some(cache.clone())).unwrap();
+        assert!(
+            t.is_mapped(),
+            "a LocalStore table is read through a mapping"
+        );
+        assert!(!open_table(&MemStore::new(), "x", 1, None).is_ok_and(|t| t.is_mapped()));
+        assert_eq!(scan(&t).unwrap(), entries);
+        check_seeks(&t, &entries);
+        // The flips below rewrite the file: they go to a new one, as the
+        // blocks cached above map the old one (a mapped file must never
+        // shrink).
+        drop(t);
+        store.delete(&name).unwrap();
+        let again = fill(TableBuilder::new(store.create(&name).unwrap(), o), &entries);
+        assert_eq!(again.file_size, info.file_size);
+        assert!(
+            cache.stats().entries > 0,
+            "cached blocks outlive their table"
+        );
+        // A flipped byte in a data block, on disk, is caught on a miss.
+        let path = dir.path().join("data").join(&name);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let mut caught = 0;
+        for offset in (0..info.file_size as usize / 2).step_by(37) {
+            bytes[offset] ^= 0x20;
+            std::fs::write(&path, &bytes).unwrap();
+            bytes[offset] ^= 0x20;
+            let t = match open_table(&store, &name, 2 + offset as u64, None) {
+                Ok(t) => t,
+                Err(Error::Corruption(_)) => {
+                    caught += 1;
+                    continue;
+                }
+                Err(e) => panic!("flip at {offset}: {e}"),
+            };
+            assert!(t.is_mapped());
+            match scan(&t) {
+                Err(Error::Corruption(_)) => caught += 1,
+                Ok(got) => panic!("flip at {offset} went unnoticed ({} entries)", got.len()),
+                Err(e) => panic!("flip at {offset}: {e}"),
+            }
+        }
+        assert!(caught > 0);
+        std::fs::write(&path, &bytes).unwrap();
+        assert_eq!(
+            scan(&open_table(&store, &name, 1000, None).unwrap()).unwrap(),
+            entries
+        );
+    }
 }
 
 #[test]
