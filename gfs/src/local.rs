@@ -19,7 +19,7 @@ use crate::{Error, FileStore, Mapped, ReadableFile, Result, WritableFile};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A [`FileStore`] keeping each file as a file under one directory.
@@ -32,6 +32,8 @@ pub struct LocalStore {
 struct Inner {
     root: PathBuf,
     io: Io,
+    /// Whether readers may map files (see [`LocalStore::set_maps`]).
+    maps: AtomicBool,
 }
 
 impl LocalStore {
@@ -52,8 +54,17 @@ impl LocalStore {
             inner: Arc::new(Inner {
                 root,
                 io: Io::new(mode),
+                maps: AtomicBool::new(true),
             }),
         })
+    }
+
+    /// Whether readers opened from now on may map their files
+    /// ([`ReadableFile::map`]; on by default). Off, every read is a `pread`:
+    /// a disk error on a mapped page kills the process where a `pread`
+    /// would have failed that one read.
+    pub fn set_maps(&self, on: bool) {
+        self.inner.maps.store(on, Ordering::Relaxed);
     }
 
     /// The I/O path actually in use.
@@ -508,6 +519,9 @@ impl ReadableFile for LocalReader {
         self.current_len()
     }
     fn map(&self) -> Option<Arc<Mapped>> {
+        if !self.inner.maps.load(Ordering::Relaxed) {
+            return None;
+        }
         Mapped::of(&self.file, self.known_len.load(Ordering::Relaxed)).map(Arc::new)
     }
 }
@@ -571,6 +585,12 @@ mod tests {
         assert_eq!(&m[..9], b"immutable");
         s.create("sst/000002.sst").unwrap();
         assert!(s.open("sst/000002.sst").unwrap().map().is_none(), "empty");
+        s.set_maps(false);
+        s.create("sst/000003.sst").unwrap().append(b"x").unwrap();
+        assert!(
+            s.open("sst/000003.sst").unwrap().map().is_none(),
+            "maps off"
+        );
         let mem = crate::MemStore::new();
         mem.create("x").unwrap().append(b"x").unwrap();
         assert!(mem.open("x").unwrap().map().is_none(), "nothing to map");

@@ -27,6 +27,7 @@
 //! | `commit_workers=N` | threads that run commits at fsync, and at close when all FUSE threads but one are committing (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `opendir` | let the kernel open directories (by default it lists them unopened: two requests fewer per directory) |
+//! | `nomap` | with `store=local`, read SSTables with `pread` instead of mapping them |
 //! | `scrub_rate=SIZE` | background scrub budget per second (default 4m; 0: no background scrub) |
 //! | `scrub_interval=S`, `scrub_idle=S` | seconds from one scrub pass to the next (default 86400), and without client I/O before the scrub reads (default 1) |
 //! | `repair_rate=SIZE`, `repair_parallel=N` | re-replication budget per second (default 32m; 0: no limit) and chunks copied at once (default 4) |
@@ -87,6 +88,9 @@ pub struct MountConfig {
     /// Where the engine's files live: the replicated chunk cluster (default)
     /// or one plain directory (`store=local`).
     pub local_store: bool,
+    /// With `store=local`: read SSTables with `pread` rather than through
+    /// a mapping (`nomap`).
+    pub nomap: bool,
     /// Chunkserver directories (`chunkservers=/disk1/cs:/disk2/cs`); default
     /// DATA_DIR/chunkserver-0..2.
     pub chunkservers: Vec<PathBuf>,
@@ -144,6 +148,7 @@ impl MountConfig {
             noexec: false,
             noatime: false,
             local_store: false,
+            nomap: false,
             chunkservers: Vec::new(),
             replication: 0,
             chunk_size: None,
@@ -248,6 +253,7 @@ impl MountConfig {
             }
             "sync" => self.sync = true,
             "opendir" => self.opendir = true,
+            "nomap" => self.nomap = true,
             "store" => {
                 self.local_store = match need(key, value)? {
                     "cluster" => false,
@@ -325,6 +331,7 @@ impl MountConfig {
         if self.local_store {
             let files = gfs::LocalStore::open(dir.join("files"))
                 .map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+            files.set_maps(!self.nomap);
             return Ok(std::sync::Arc::new(files));
         }
         let mut o = gfs::ClusterOptions::for_data_dir(dir);
@@ -576,6 +583,14 @@ mod tests {
         assert!(parse_size("k").is_err());
         assert_eq!(parse_seconds("0.5").unwrap(), Duration::from_millis(500));
         assert!(parse_seconds("-1").is_err());
+    }
+
+    #[test]
+    fn nomap_reads_a_local_store_without_mappings() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert!(!c.nomap);
+        c.apply_list("store=local,nomap").unwrap();
+        assert!(c.local_store && c.nomap);
     }
 
     #[test]
