@@ -358,3 +358,60 @@ fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
     }
     bt.close().unwrap();
 }
+
+/// The SSTables of `dir` this process has mapped: (path, deleted).
+fn mapped_tables(dir: &std::path::Path) -> Vec<(String, bool)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let dir = dir.to_string_lossy().into_owned();
+    maps.lines()
+        .filter_map(|l| l.find(&dir).map(|at| l[at..].to_string()))
+        .filter(|p| p.contains(".sst"))
+        .map(|p| match p.strip_suffix(" (deleted)") {
+            Some(p) => (p.to_string(), true),
+            None => (p, false),
+        })
+        .collect()
+}
+
+#[test]
+fn tables_on_a_local_store_are_mapped_and_unmapped_once_collected() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::LocalStore::open(dir.path()).unwrap());
+    let bt = Bigtable::open(
+        store,
+        Options {
+            split_bytes: 1 << 30,
+            ..options()
+        },
+    )
+    .unwrap();
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, "t", 3000);
+    bt.flush().unwrap();
+    // Reads fill the block cache with blocks of the mapped files.
+    check(&bt, "t", 3000);
+    let before = mapped_tables(dir.path());
+    assert!(!before.is_empty(), "no SSTable is mapped");
+    // A major compaction replaces them; once the master has collected the
+    // old files, none of them may stay mapped (which would keep their disk
+    // space) through blocks left in the cache.
+    bt.compact("t", true).unwrap();
+    let old: Vec<String> = before.into_iter().map(|(p, _)| p).collect();
+    // The master collects garbage every 30 s.
+    wait_for(
+        "the old tables to be deleted",
+        Duration::from_secs(120),
+        || old.iter().all(|p| !std::path::Path::new(p).exists()),
+    );
+    wait_for(
+        "deleted tables to be unmapped",
+        Duration::from_secs(30),
+        || {
+            mapped_tables(dir.path())
+                .iter()
+                .all(|(_, deleted)| !deleted)
+        },
+    );
+    check(&bt, "t", 3000);
+    bt.close().unwrap();
+}
