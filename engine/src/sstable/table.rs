@@ -375,8 +375,6 @@ impl Table {
         }
     }
 
-    /// Data block `i` (in index order), from memory, the cache or the file
-    /// (then added to the cache if `fill_cache`).
     /// The contents of the stored block at `offset` (`len` bytes with its
     /// trailer) of the mapped file, checked: a range of the mapping if the
     /// block is stored raw.
@@ -396,6 +394,8 @@ impl Table {
         )
     }
 
+    /// Data block `i` (in index order), from memory, the cache or the file
+    /// (then added to the cache if `fill_cache`).
     fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
         let Some(&h) = self.handles.get(i) else {
             return Err(corruption(self.file_number, 0, "block index out of range"));
