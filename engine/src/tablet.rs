@@ -138,7 +138,8 @@ impl Tablet {
     /// Whether any of the tablet's files holds keys outside its range (shared
     /// with a sibling after a split, until compacted).
     pub fn has_foreign_files(&self, v: &TabletVersion) -> bool {
-        !self.foreign_files(v).is_empty()
+        let (lo, hi) = self.key_bounds();
+        v.files.iter().any(|f| is_foreign(f, &lo, hi.as_deref()))
     }
 
     /// The tablet's files that hold keys outside its range.
@@ -146,7 +147,7 @@ impl Tablet {
         let (lo, hi) = self.key_bounds();
         v.files
             .iter()
-            .filter(|f| f.meta.smallest < lo || hi.as_ref().is_some_and(|h| f.meta.largest >= *h))
+            .filter(|f| is_foreign(f, &lo, hi.as_deref()))
             .cloned()
             .collect()
     }
@@ -180,6 +181,11 @@ impl Drop for Claim<'_> {
     fn drop(&mut self) {
         self.0.busy.store(false, Ordering::Release);
     }
+}
+
+/// Whether `f` holds keys outside the encoded range `[lo, hi)`.
+fn is_foreign(f: &Sst, lo: &[u8], hi: Option<&[u8]>) -> bool {
+    f.meta.smallest.as_slice() < lo || hi.is_some_and(|h| f.meta.largest.as_slice() >= h)
 }
 
 /// Which SSTables a read of `families` must consult.
