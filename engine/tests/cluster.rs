@@ -294,15 +294,9 @@ fn value_of(bt: &Bigtable, table: &str, row: &str) -> Option<Vec<u8>> {
         .map(|c| c.value)
 }
 
-/// Sums a counter (`name=N`) over the tablet servers' report lines.
+/// A counter (`name=N`) summed over the serving tablet servers.
 fn server_counter(bt: &Bigtable, name: &str) -> u64 {
-    let prefix = format!("{name}=");
-    bt.servers_report()
-        .iter()
-        .flat_map(|l| l.split_whitespace())
-        .filter_map(|w| w.strip_prefix(&prefix))
-        .map(|n| n.parse::<u64>().unwrap())
-        .sum()
+    live_servers(bt).iter().map(|s| figure(bt, s, name)).sum()
 }
 
 #[test]

@@ -105,7 +105,8 @@ pub trait ReadableFile: Send + Sync {
     fn is_empty(&self) -> Result<bool> {
         Ok(self.len()? == 0)
     }
-    /// The file's bytes, as long as it was when opened, mapped into memory,
+    /// The file's bytes, as long as the reader last saw it (at open, or at
+    /// its last [`ReadableFile::len`]), mapped into memory,
     /// for a caller that knows the file never changes once written (an
     /// SSTable): its reads then copy nothing. `None` where the store has no
     /// file to map (the chunk layer, in-memory stores) or the file is empty.
