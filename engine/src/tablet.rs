@@ -135,6 +135,48 @@ impl Tablet {
         )
     }
 
+    /// The row to split the tablet at, strictly inside its range: of its
+    /// files' middle keys, the one with nearest half of the tablet's data
+    /// below it (ties to the smaller). The middle of the largest file alone,
+    /// where HBase splits, cuts a tablet of disjoint files (a sequential
+    /// load's) wherever that file happens to lie.
+    pub fn split_row(&self, v: &TabletVersion) -> Option<Vec<u8>> {
+        let (lo, hi) = self.key_bounds();
+        let below = |k: &[u8]| -> u64 {
+            v.files
+                .iter()
+                .map(|f| {
+                    let t = &f.table;
+                    t.approximate_offset_of(k)
+                        .saturating_sub(t.approximate_offset_of(&lo))
+                })
+                .sum()
+        };
+        let total = match &hi {
+            Some(h) => below(h),
+            None => v
+                .files
+                .iter()
+                .map(|f| {
+                    let t = &f.table;
+                    t.data_size().saturating_sub(t.approximate_offset_of(&lo))
+                })
+                .sum(),
+        };
+        v.files
+            .iter()
+            .filter_map(|f| {
+                let mid = f.table.mid_key()?;
+                let row = key::split(&mid).and_then(|p| key::decode_row(p.row_enc))?;
+                if row <= self.start || self.end.as_ref().is_some_and(|e| row >= *e) {
+                    return None;
+                }
+                Some(((2 * below(&mid)).abs_diff(total), row))
+            })
+            .min()
+            .map(|(_, row)| row)
+    }
+
     /// Whether any of the tablet's files holds keys outside its range (shared
     /// with a sibling after a split, until compacted).
     pub fn has_foreign_files(&self, v: &TabletVersion) -> bool {

@@ -329,7 +329,9 @@ fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
     }
     // Reopened with a split size the table is past (its ~15 KiB of
     // compressed files): it splits in the middle of one file, and each half
-    // rewrites just its part of that file.
+    // rewrites just its part of that file. The split takes the file middle
+    // nearest the middle of the data (that of the second or third file), so
+    // neither half is past the split size again.
     let bt = Bigtable::open(store, opts(12 << 10)).unwrap();
     bt.split_now("t").unwrap();
     wait_for(
@@ -338,6 +340,11 @@ fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
         || bt.tablets("t").unwrap().len() == 2 && server_counter(&bt, "merging_compactions") >= 2,
     );
     let tablets = bt.tablets("t").unwrap();
+    assert!(
+        [b"r00300", b"r00500"].contains(&&tablets[1].start[..].try_into().unwrap_or([0; 6])),
+        "split at {:?}",
+        String::from_utf8_lossy(&tablets[1].start)
+    );
     let files: usize = tablets.iter().map(|t| t.sstables).sum();
     // A major compaction of each half would have left one file each.
     assert_eq!(

@@ -5,8 +5,8 @@
 use super::block::{Block, BlockBytes, BlockIter};
 use super::bloom::BloomFilter;
 use super::format::{
-    block_contents, corruption, unwrap_block, BlockChecksum, BlockHandle, Footer, Properties,
-    BLOCK_TRAILER_LEN, FOOTER_LEN,
+    block_checksum_ok, block_contents, corruption, unwrap_block, unwrap_checked_block,
+    BlockChecksum, BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::cache::BlockCache;
@@ -227,6 +227,11 @@ impl Table {
         self.size
     }
 
+    /// Bytes of data blocks (where [`Table::approximate_offset_of`] ends).
+    pub fn data_size(&self) -> u64 {
+        self.props.data_end
+    }
+
     /// Number of entries.
     pub fn entries(&self) -> u64 {
         self.props.entries
@@ -331,6 +336,10 @@ impl Table {
     /// Approximate file offset where `key` would be: the start of the block
     /// that would hold it, or the end of the data for keys past the last.
     pub fn approximate_offset_of(&self, key: &[u8]) -> u64 {
+        // The last block's separator may lie well past its last key.
+        if key > self.largest() {
+            return self.props.data_end;
+        }
         let i = self.separators.count_below(key);
         self.handles
             .get(i)
@@ -416,13 +425,19 @@ impl Table {
         let data = match &self.map {
             Some(map) => self.mapped_block(map, h.offset, len)?,
             None => {
-                let raw = self.file.read_at(h.offset, len)?;
-                BlockBytes::Owned(unwrap_block(
-                    raw,
-                    self.checksum,
-                    self.file_number,
-                    h.offset,
-                )?)
+                // The block's own checksum covers it end to end: a store
+                // that checks its copies too (the chunk layer) need not.
+                let mut ok = false;
+                let raw = self.file.read_at_checked(h.offset, len, &mut |raw| {
+                    ok = block_checksum_ok(raw, self.checksum);
+                    ok
+                })?;
+                let unwrap = if ok {
+                    unwrap_checked_block
+                } else {
+                    unwrap_block
+                };
+                BlockBytes::Owned(unwrap(raw, self.checksum, self.file_number, h.offset)?)
             }
         };
         let block = Arc::new(Block::of_bytes(data, self.file_number, h.offset)?);

@@ -647,6 +647,11 @@ fn offsets_and_mid_key() {
     }
     assert_eq!(t.approximate_offset_of(&entries[0].0), 0);
     assert!(t.approximate_offset_of(&[0xFF; 8]) > prev);
+    // Past the last key, though below the last block's separator (which
+    // may lie far beyond it): all the data is below.
+    let mut past = entries.last().unwrap().0.clone();
+    past.push(0);
+    assert_eq!(t.approximate_offset_of(&past), t.data_size());
 
     let mid = t.mid_key().unwrap();
     let pos = entries

@@ -8,7 +8,6 @@ use crate::compaction::{needs_merge, sst_name, write_outputs, OutputCtx, Router}
 use crate::compaction_filter::CompactionFilter;
 use crate::env::now_micros;
 use crate::iterator::InternalIterator;
-use crate::key;
 use crate::memtable::Memtable;
 use crate::merge::MergingIterator;
 use crate::metadata::{
@@ -71,8 +70,7 @@ impl TabletServer {
         }
         // 2. Splits (never of the root tablet).
         for s in &all {
-            let v = s.tablet.version();
-            if !is_root(&s.tablet) && s.tablet.sstable_bytes(&v) > self.env.opts.split_bytes {
+            if self.wants_split(s) {
                 if let Some(_c) = s.tablet.try_claim() {
                     say("split", s);
                     if self.split(s)? {
@@ -405,24 +403,16 @@ impl TabletServer {
         )
     }
 
-    /// Splits a tablet at the middle of its largest SSTable (paper §5.3: the
-    /// server commits the split to METADATA, then tells the master). The
-    /// caller holds the claim. Returns false when no good split row exists.
+    /// Splits a tablet near the middle of its data (see [`Tablet::split_row`];
+    /// paper §5.3: the server commits the split to METADATA, then tells the
+    /// master). The caller holds the claim. Returns false when no good split
+    /// row exists.
     fn split(&self, s: &Arc<Served>) -> Result<bool> {
         let t = &s.tablet;
         let v = t.version();
-        let Some(biggest) = v.files.iter().max_by_key(|f| f.meta.size) else {
+        let Some(row) = t.split_row(&v) else {
             return Ok(false);
         };
-        let Some(mid) = biggest.table.mid_key() else {
-            return Ok(false);
-        };
-        let Some(row) = key::split(&mid).and_then(|p| key::decode_row(p.row_enc)) else {
-            return Ok(false);
-        };
-        if row <= t.start || t.end.as_ref().is_some_and(|e| row >= *e) {
-            return Ok(false);
-        }
         let _gate = s.gate.write();
         if t.retired.load(Ordering::Acquire) {
             return Ok(false);
@@ -564,17 +554,28 @@ impl TabletServer {
         Ok(())
     }
 
-    /// Splits the served tablets of `table` past the split threshold now.
+    /// Whether a tablet is to be split: past the split size, and holding no
+    /// file it shares with a sibling. Until a split's halves have rewritten
+    /// their shared files, their sizes count those files whole (HBase does
+    /// not split a region holding references either).
+    fn wants_split(&self, s: &Served) -> bool {
+        let t = &s.tablet;
+        let v = t.version();
+        !is_root(t) && t.sstable_bytes(&v) > self.env.opts.split_bytes && !t.has_foreign_files(&v)
+    }
+
+    /// Splits the served tablets of `table` past the split threshold now;
+    /// their halves split again, if they are still too large, once they
+    /// have rewritten the files they share.
     pub fn split_now(&self, table: u64) -> Result<()> {
         self.live()?;
         loop {
             let mut did = false;
             for s in self.served_tablets() {
-                if s.table.id != table || is_root(&s.tablet) {
+                if s.table.id != table {
                     continue;
                 }
-                let v = s.tablet.version();
-                if s.tablet.sstable_bytes(&v) > self.env.opts.split_bytes {
+                if self.wants_split(&s) {
                     let _c = s.tablet.claim();
                     if !s.tablet.retired.load(Ordering::Acquire) && self.split(&s)? {
                         did = true;
