@@ -97,6 +97,24 @@ pub trait WritableFile: Send {
 pub trait ReadableFile: Send + Sync {
     /// Reads exactly `len` bytes at `offset`; a short file is an error.
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>>;
+    /// Reads `len` bytes at `offset` for a caller that checks them itself
+    /// (an SSTable block carries its own checksum): the store may then skip
+    /// its own checks and read only the bytes asked for. `check` is called
+    /// on the bytes read; when it fails, the store looks at its copy with
+    /// its own checks (and reports it if they fail too) and reads again as
+    /// [`ReadableFile::read_at`] does, calling `check` on that. Returns the
+    /// last bytes read: the caller learns from its `check` whether they
+    /// passed.
+    fn read_at_checked(
+        &self,
+        offset: u64,
+        len: usize,
+        check: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<Vec<u8>> {
+        let bytes = self.read_at(offset, len)?;
+        check(&bytes);
+        Ok(bytes)
+    }
     /// Reads several ranges in one submission; results in request order.
     fn read_many(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>>;
     /// Length of the file when it was opened (or now, for files still growing).

@@ -191,12 +191,33 @@ pub fn compress_block(raw: &[u8], compression: Compression, scratch: &mut Vec<u8
 /// Verifies a block read from disk (`buf` = stored bytes + trailer) and returns
 /// its uncompressed contents.
 pub fn unwrap_block(
-    mut buf: Vec<u8>,
+    buf: Vec<u8>,
     checksum: BlockChecksum,
     file_number: u64,
     offset: u64,
 ) -> Result<Vec<u8>> {
-    match block_contents(&buf, checksum, file_number, offset)? {
+    unwrap(buf, checksum, file_number, offset, false)
+}
+
+/// [`unwrap_block`] of a block [`block_checksum_ok`] has accepted: its
+/// bytes are not hashed again.
+pub fn unwrap_checked_block(
+    buf: Vec<u8>,
+    checksum: BlockChecksum,
+    file_number: u64,
+    offset: u64,
+) -> Result<Vec<u8>> {
+    unwrap(buf, checksum, file_number, offset, true)
+}
+
+fn unwrap(
+    mut buf: Vec<u8>,
+    checksum: BlockChecksum,
+    file_number: u64,
+    offset: u64,
+    checked: bool,
+) -> Result<Vec<u8>> {
+    match contents(&buf, checksum, file_number, offset, checked)? {
         Cow::Borrowed(data) => {
             let n = data.len();
             buf.truncate(n);
@@ -204,6 +225,16 @@ pub fn unwrap_block(
         }
         Cow::Owned(out) => Ok(out),
     }
+}
+
+/// Whether a stored block (`raw` = stored bytes + trailer) has a whole
+/// trailer whose checksum matches its bytes.
+pub fn block_checksum_ok(raw: &[u8], checksum: BlockChecksum) -> bool {
+    let Some(data_len) = raw.len().checked_sub(BLOCK_TRAILER_LEN) else {
+        return false;
+    };
+    read_u64_le(raw, data_len + 1)
+        .is_some_and(|stored| checksum.of(&raw[..data_len], raw[data_len]) == stored)
 }
 
 /// Verifies a stored block (`raw` = stored bytes + trailer) and returns its
@@ -215,6 +246,16 @@ pub fn block_contents(
     file_number: u64,
     offset: u64,
 ) -> Result<Cow<'_, [u8]>> {
+    contents(raw, checksum, file_number, offset, false)
+}
+
+fn contents(
+    raw: &[u8],
+    checksum: BlockChecksum,
+    file_number: u64,
+    offset: u64,
+    checked: bool,
+) -> Result<Cow<'_, [u8]>> {
     let err = |what: &str| corruption(file_number, offset, what);
     let Some(data_len) = raw.len().checked_sub(BLOCK_TRAILER_LEN) else {
         return Err(err("block shorter than its trailer"));
@@ -222,7 +263,7 @@ pub fn block_contents(
     let block_type = raw[data_len];
     let stored_sum = read_u64_le(raw, data_len + 1).ok_or_else(|| err("short trailer"))?;
     let stored = &raw[..data_len];
-    if checksum.of(stored, block_type) != stored_sum {
+    if !checked && checksum.of(stored, block_type) != stored_sum {
         return Err(err("block checksum mismatch"));
     }
     match block_type {

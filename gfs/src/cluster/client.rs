@@ -145,8 +145,9 @@ impl Reader {
         }
     }
 
-    fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
-        self.inner.client_io();
+    /// The chunk list to read `ranges` from, taken afresh if replicas moved
+    /// since, or if a range lies past the end of the cached one.
+    fn view_for(&self, ranges: &[(u64, usize)]) -> Result<Arc<View>> {
         let mut view = self.view.read().clone();
         let mut refreshed = false;
         if view.placements != self.inner.counters.placements.load(Ordering::Acquire) {
@@ -168,6 +169,64 @@ impl Reader {
                 _ => return Err(self.short(off, len, view.len())),
             }
         }
+        Ok(view)
+    }
+
+    /// The replica a read at `spin` of chunk `chunk` tries first among
+    /// those not tried and not known bad.
+    fn pick<'v>(view: &'v View, chunk: usize, spin: usize, tried: &[usize]) -> Option<&'v Placed> {
+        let reps = &view.chunks.get(chunk)?.replicas;
+        let n = reps.len();
+        (0..n)
+            .map(|k| &reps[(spin + chunk + k) % n])
+            .find(|(s, r)| !tried.contains(s) && !r.is_bad())
+    }
+
+    /// [`ReadableFile::read_at_checked`] within one chunk: the bytes of one
+    /// replica, unchecked; `None` if they could not be read or failed
+    /// `check` (a replica whose own checksums then fail is reported).
+    fn read_one_unchecked(
+        &self,
+        offset: u64,
+        len: usize,
+        check: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<Option<Vec<u8>>> {
+        let view = self.view_for(&[(offset, len)])?;
+        let end = offset + len as u64;
+        let ci = view.chunks.partition_point(|c| c.start + c.len() <= offset);
+        let Some(c) = view.chunks.get(ci).filter(|c| c.start + c.len() >= end) else {
+            return Ok(None);
+        };
+        let spin = self.next.fetch_add(1, Ordering::Relaxed);
+        let Some((server, replica)) = Self::pick(&view, ci, spin, &[]) else {
+            return Ok(None);
+        };
+        let at = offset - c.start;
+        let Ok(bytes) = replica.read_unchecked(&self.inner.io, at, len) else {
+            // The checked read that follows finds out why, and reports it.
+            return Ok(None);
+        };
+        if check(&bytes) {
+            return Ok(Some(bytes));
+        }
+        // These bytes are not what was written: let the replica's own
+        // checksums judge its copy, so a damaged replica is reported and
+        // replaced rather than skipped.
+        let piece = ReadPiece {
+            replica,
+            offset: at,
+            len,
+        };
+        if let Some(Err(f)) = read_verified(&self.inner.io, &[piece]).pop() {
+            self.inner.report_read_failure(c.handle, *server, &f);
+            bump(&self.inner.counters.read_retries);
+        }
+        Ok(None)
+    }
+
+    fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
+        self.inner.client_io();
+        let mut view = self.view_for(ranges)?;
         // Split every range into per-chunk pieces.
         struct Piece {
             range: usize,
@@ -202,7 +261,16 @@ impl Reader {
                 pos += n as u64;
             }
         }
-        let mut out: Vec<Vec<u8>> = ranges.iter().map(|&(_, l)| vec![0u8; l]).collect();
+        // A range read in one piece takes that piece's buffer as it is.
+        let mut parts = vec![0usize; ranges.len()];
+        for p in &pieces {
+            parts[p.range] += 1;
+        }
+        let mut out: Vec<Vec<u8>> = ranges
+            .iter()
+            .zip(&parts)
+            .map(|(&(_, l), &n)| if n == 1 { Vec::new() } else { vec![0u8; l] })
+            .collect();
         let mut pending: Vec<usize> = (0..pieces.len()).collect();
         let spin = self.next.fetch_add(1, Ordering::Relaxed);
         let mut last_fail: Option<ReadFail> = None;
@@ -213,12 +281,7 @@ impl Reader {
             let mut stuck = false;
             for &p in &pending {
                 let piece = &pieces[p];
-                let reps = &view.chunks[piece.chunk].replicas;
-                let n = reps.len();
-                let pick = (0..n)
-                    .map(|k| &reps[(spin + piece.chunk + k) % n])
-                    .find(|(s, r)| !piece.tried.contains(s) && !r.is_bad());
-                match pick {
+                match Self::pick(&view, piece.chunk, spin, &piece.tried) {
                     Some(pl) => chosen.push((p, pl.clone())),
                     None => stuck = true,
                 }
@@ -258,6 +321,7 @@ impl Reader {
             for ((p, (s, _)), res) in chosen.iter().zip(results) {
                 let piece = &mut pieces[*p];
                 match res {
+                    Ok(bytes) if parts[piece.range] == 1 => out[piece.range] = bytes,
                     Ok(bytes) => {
                         out[piece.range][piece.dst..piece.dst + piece.len].copy_from_slice(&bytes);
                     }
@@ -303,6 +367,22 @@ impl ReadableFile for Reader {
     fn read_at(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
         let mut v = self.read_ranges(&[(offset, len)])?;
         v.pop().ok_or_else(|| self.short(offset, len, 0))
+    }
+    fn read_at_checked(
+        &self,
+        offset: u64,
+        len: usize,
+        check: &mut dyn FnMut(&[u8]) -> bool,
+    ) -> Result<Vec<u8>> {
+        self.inner.client_io();
+        if len > 0 {
+            if let Some(bytes) = self.read_one_unchecked(offset, len, check)? {
+                return Ok(bytes);
+            }
+        }
+        let bytes = self.read_at(offset, len)?;
+        check(&bytes);
+        Ok(bytes)
     }
     fn read_many(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
         self.read_ranges(ranges)

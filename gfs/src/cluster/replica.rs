@@ -563,6 +563,49 @@ impl Replica {
         Ok(data[from..from + len].to_vec())
     }
 
+    /// Reads `len` bytes at chunk offset `offset` without checking them
+    /// against the checksum table, for a caller that checks them end to end
+    /// (see [`crate::ReadableFile::read_at_checked`]): one read of just those
+    /// bytes, where a checked read covers whole 64 KiB blocks and hashes them.
+    pub(crate) fn read_unchecked(
+        &self,
+        io: &Io,
+        offset: u64,
+        len: usize,
+    ) -> Result<Vec<u8>, ReadFail> {
+        if self.is_bad() {
+            return Err(ReadFail::Unavailable("replica is marked bad".into()));
+        }
+        self.gate.check_read().map_err(ReadFail::Io)?;
+        let have = self.len();
+        if offset.checked_add(len as u64).is_none_or(|end| end > have) {
+            return Err(ReadFail::Short { have });
+        }
+        let file = self.file().map_err(ReadFail::Io)?;
+        let data = io
+            .read_multi(&[ReadReq {
+                file: &file,
+                offset: self.layout.data_off + offset,
+                len,
+            }])
+            .pop()
+            .unwrap_or_else(|| Err(io::Error::other("missing read result")));
+        let stats = &self.gate.stats;
+        match data {
+            Ok(d) if d.len() == len => {
+                stats.read(len);
+                Ok(d)
+            }
+            Ok(d) => Err(ReadFail::Short {
+                have: offset + d.len() as u64,
+            }),
+            Err(e) => {
+                stats.read_error();
+                Err(ReadFail::Io(e))
+            }
+        }
+    }
+
     /// Re-reads one range while holding the write lock, so no append can be
     /// changing the last block or its entry under the check.
     fn read_locked(&self, io: &Io, offset: u64, len: usize) -> Result<Vec<u8>, ReadFail> {

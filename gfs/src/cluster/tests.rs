@@ -251,6 +251,71 @@ pub(super) fn handle_of(path: &Path) -> u64 {
 }
 
 #[test]
+fn checked_reads_take_one_copy_and_report_a_replica_that_fails_the_callers_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path(), 3);
+    o.heartbeat = Duration::from_secs(3600);
+    let c = Cluster::open(o).unwrap();
+    let want = bytes(21, 100_000);
+    let mut w = c.create("sst/000001.sst").unwrap();
+    w.append(&want).unwrap();
+    w.sync().unwrap();
+    drop(w);
+    let r = c.open("sst/000001.sst").unwrap();
+    let (off, len) = (70_000usize, 20_000usize);
+    let part = &want[off..off + len];
+    let read =
+        |check: &mut dyn FnMut(&[u8]) -> bool| r.read_at_checked(off as u64, len, check).unwrap();
+    // Bytes that pass: one call of the check, and the bytes asked for.
+    let mut calls = 0;
+    let got = read(&mut |b| {
+        calls += 1;
+        b == part
+    });
+    assert_eq!((got.as_slice(), calls), (part, 1));
+    // A check that never passes is not the replicas' fault: the bytes of a
+    // checked read come back, and no replica is reported.
+    let mut calls = 0;
+    let got = read(&mut |_| {
+        calls += 1;
+        false
+    });
+    assert_eq!((got.as_slice(), calls), (part, 2));
+    assert_eq!(c.health().corruptions_detected, 0);
+    // One replica's byte flipped under the range: whichever replica a read
+    // takes, the caller gets the right bytes, and the rotation reaches the
+    // damaged one, which its own checksums then condemn.
+    let data_off = chunk::Layout::new(CHUNK).data_off;
+    let (_, victim) = c.replica_files().swap_remove(1);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&victim)
+        .unwrap();
+    let at = data_off + off as u64 + 1234;
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x40], at).unwrap();
+    let mut failed = 0;
+    for _ in 0..6 {
+        let mut first = true;
+        let got = read(&mut |b| {
+            let ok = b == part;
+            failed += usize::from(first && !ok);
+            first = false;
+            ok
+        });
+        assert_eq!(got, part);
+    }
+    assert_eq!(failed, 1, "the damaged copy is read once, then never again");
+    assert_eq!(c.health().corruptions_detected, 1);
+    c.repair_now();
+    let h = c.health();
+    assert_eq!((h.under_replicated, h.pending_reports), (0, 0), "{h:?}");
+    assert_eq!(read_all(&c, "sst/000001.sst"), want);
+}
+
+#[test]
 fn thousand_byte_flips_are_detected_served_around_and_repaired() {
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path(), 3);
