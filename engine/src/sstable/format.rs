@@ -260,12 +260,11 @@ fn contents(
     let Some(data_len) = raw.len().checked_sub(BLOCK_TRAILER_LEN) else {
         return Err(err("block shorter than its trailer"));
     };
-    let block_type = raw[data_len];
-    let stored_sum = read_u64_le(raw, data_len + 1).ok_or_else(|| err("short trailer"))?;
-    let stored = &raw[..data_len];
-    if !checked && checksum.of(stored, block_type) != stored_sum {
+    if !checked && !block_checksum_ok(raw, checksum) {
         return Err(err("block checksum mismatch"));
     }
+    let block_type = raw[data_len];
+    let stored = &raw[..data_len];
     match block_type {
         BLOCK_RAW => Ok(Cow::Borrowed(stored)),
         BLOCK_LZ4 => {
