@@ -196,21 +196,12 @@ pub fn unwrap_block(
     file_number: u64,
     offset: u64,
 ) -> Result<Vec<u8>> {
-    unwrap(buf, checksum, file_number, offset, false)
+    unwrap_read_block(buf, checksum, file_number, offset, false)
 }
 
-/// [`unwrap_block`] of a block [`block_checksum_ok`] has accepted: its
-/// bytes are not hashed again.
-pub fn unwrap_checked_block(
-    buf: Vec<u8>,
-    checksum: BlockChecksum,
-    file_number: u64,
-    offset: u64,
-) -> Result<Vec<u8>> {
-    unwrap(buf, checksum, file_number, offset, true)
-}
-
-fn unwrap(
+/// [`unwrap_block`], but a block `checked` by [`block_checksum_ok`] already
+/// is not hashed again.
+pub fn unwrap_read_block(
     mut buf: Vec<u8>,
     checksum: BlockChecksum,
     file_number: u64,

@@ -5,8 +5,8 @@
 use super::block::{Block, BlockBytes, BlockIter};
 use super::bloom::BloomFilter;
 use super::format::{
-    block_checksum_ok, block_contents, corruption, unwrap_block, unwrap_checked_block,
-    BlockChecksum, BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
+    block_checksum_ok, block_contents, corruption, unwrap_block, unwrap_read_block, BlockChecksum,
+    BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::cache::BlockCache;
@@ -432,12 +432,13 @@ impl Table {
                     ok = block_checksum_ok(raw, self.checksum);
                     ok
                 })?;
-                let unwrap = if ok {
-                    unwrap_checked_block
-                } else {
-                    unwrap_block
-                };
-                BlockBytes::Owned(unwrap(raw, self.checksum, self.file_number, h.offset)?)
+                BlockBytes::Owned(unwrap_read_block(
+                    raw,
+                    self.checksum,
+                    self.file_number,
+                    h.offset,
+                    ok,
+                )?)
             }
         };
         let block = Arc::new(Block::of_bytes(data, self.file_number, h.offset)?);

@@ -1,7 +1,7 @@
 //! Tests of the background work: scrub, throttled parallel re-replication,
 //! readers moving to new copies, and damage found at load.
 
-use super::tests::{assert_plain, bytes, handle_of, opts, read_all};
+use super::tests::{assert_plain, bytes, flip_data, handle_of, opts, read_all};
 use super::*;
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
@@ -26,19 +26,6 @@ fn write_file(c: &Cluster, name: &str, data: &[u8]) {
         w.append(piece).unwrap();
     }
     w.sync().unwrap();
-}
-
-/// XORs one byte of a replica file's data area.
-fn flip_data(path: &Path, at: u64) {
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(path)
-        .unwrap();
-    let at = chunk::Layout::new(CHUNK).data_off + at;
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, at).unwrap();
-    f.write_all_at(&[b[0] ^ 0x5a], at).unwrap();
 }
 
 #[test]

@@ -245,6 +245,19 @@ pub(super) fn flip(path: &Path, rng: &mut impl Rng) -> u64 {
     at
 }
 
+/// XORs one byte of a replica file's data area (`at` bytes into the chunk).
+pub(super) fn flip_data(path: &Path, at: u64) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .unwrap();
+    let at = chunk::Layout::new(CHUNK).data_off + at;
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 0x5a], at).unwrap();
+}
+
 pub(super) fn handle_of(path: &Path) -> u64 {
     let name = path.file_name().unwrap().to_str().unwrap();
     replica::parse_name(name).unwrap()
@@ -285,17 +298,8 @@ fn checked_reads_take_one_copy_and_report_a_replica_that_fails_the_callers_check
     // One replica's byte flipped under the range: whichever replica a read
     // takes, the caller gets the right bytes, and the rotation reaches the
     // damaged one, which its own checksums then condemn.
-    let data_off = chunk::Layout::new(CHUNK).data_off;
     let (_, victim) = c.replica_files().swap_remove(1);
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&victim)
-        .unwrap();
-    let at = data_off + off as u64 + 1234;
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, at).unwrap();
-    f.write_all_at(&[b[0] ^ 0x40], at).unwrap();
+    flip_data(&victim, off as u64 + 1234);
     let mut failed = 0;
     for _ in 0..6 {
         let mut first = true;
