@@ -68,12 +68,14 @@ impl Kind {
 /// Appends the order-preserving escaped form of `s` to `out`.
 pub fn escape_into(s: &[u8], out: &mut Vec<u8>) {
     out.reserve(s.len() + 2);
-    for &b in s {
-        if b == 0 {
-            out.extend_from_slice(&[0x00, 0xFF]);
-        } else {
-            out.push(b);
-        }
+    // Runs without zeros are copied whole: most keys have none.
+    let mut runs = s.split(|&b| b == 0);
+    if let Some(first) = runs.next() {
+        out.extend_from_slice(first);
+    }
+    for run in runs {
+        out.extend_from_slice(&[0x00, 0xFF]);
+        out.extend_from_slice(run);
     }
     out.extend_from_slice(&[0x00, 0x01]);
 }
@@ -216,12 +218,7 @@ pub fn decode(key: &[u8]) -> Option<ParsedKey> {
     let (row, rest) = unescape(key)?;
     let (family, rest) = unescape(rest)?;
     let (qualifier, rest) = unescape(rest)?;
-    if rest.len() != 17 {
-        return None;
-    }
-    let ts = !u64::from_be_bytes(rest[0..8].try_into().ok()?);
-    let seq = !u64::from_be_bytes(rest[8..16].try_into().ok()?);
-    let kind = Kind::from_u8(rest[16])?;
+    let (ts, seq, kind) = decode_trailer(rest)?;
     Some(ParsedKey {
         row,
         family,
@@ -251,18 +248,24 @@ pub fn split(key: &[u8]) -> Option<KeyParts<'_>> {
     let r = escaped_len(key)?;
     let f = r + escaped_len(&key[r..])?;
     let q = f + escaped_len(&key[f..])?;
-    let rest = &key[q..];
-    if rest.len() != 17 {
-        return None;
-    }
+    let (timestamp, seq, kind) = decode_trailer(&key[q..])?;
     Some(KeyParts {
         row_enc: &key[..r],
         family_enc: &key[r..f],
         column_enc: &key[..q],
-        timestamp: !u64::from_be_bytes(rest[0..8].try_into().ok()?),
-        seq: !u64::from_be_bytes(rest[8..16].try_into().ok()?),
-        kind: Kind::from_u8(rest[16])?,
+        timestamp,
+        seq,
+        kind,
     })
+}
+
+/// Decodes the 17 bytes that follow a key's column: (timestamp, sequence,
+/// kind). `None` if `rest` is not exactly such a trailer.
+pub fn decode_trailer(rest: &[u8]) -> Option<(Timestamp, SeqNo, Kind)> {
+    let t: &[u8; 17] = rest.try_into().ok()?;
+    let ts = !u64::from_be_bytes(t[0..8].try_into().ok()?);
+    let seq = !u64::from_be_bytes(t[8..16].try_into().ok()?);
+    Some((ts, seq, Kind::from_u8(t[16])?))
 }
 
 /// Decodes an escaped row prefix (as returned in [`KeyParts::row_enc`]).

@@ -20,10 +20,12 @@
 use crate::data::{Cell, TimeRange};
 use crate::error::Result;
 use crate::iterator::InternalIterator;
-use crate::key::{self, Kind, SeqNo, TOMBSTONE_TS};
+use crate::key::{self, Kind, SeqNo, Timestamp, TOMBSTONE_TS};
 use crate::read::{take_version, Take};
 use crate::schema::GcRule;
 use crate::visibility::{EntryKey, Tracker, Verdict};
+use smallvec::SmallVec;
+use std::ops::Range;
 
 /// Entries one source may contribute before the lookup gives up.
 pub const MAX_PER_SOURCE: usize = 64;
@@ -31,7 +33,8 @@ pub const MAX_PER_SOURCE: usize = 64;
 /// The encoded keys one column lookup needs, in one buffer:
 /// `esc(row) esc(family) esc(qualifier)`, then the column's end, then the
 /// family tombstones' column `esc(row) esc(family) esc("")`, then the row
-/// tombstones' column `esc(row) esc("") esc("")`.
+/// tombstones' column `esc(row) esc("") esc("")`. The keys of the entries
+/// gathered follow them (room for one is reserved: one allocation per read).
 struct ColumnKeys {
     buf: Vec<u8>,
     /// End of `esc(row)`.
@@ -42,6 +45,8 @@ struct ColumnKeys {
     column: usize,
     /// End of the family tombstones' column; the row tombstones' follows.
     family_tombs: usize,
+    /// End of the row tombstones' column: the gathered keys follow.
+    gathered: usize,
 }
 
 /// `esc("")`.
@@ -51,7 +56,7 @@ impl ColumnKeys {
     fn new(row: &[u8], family: &[u8], qualifier: &[u8]) -> ColumnKeys {
         let esc_len = |s: &[u8]| s.len() + s.iter().filter(|&&b| b == 0).count() + 2;
         let (r, f, q) = (esc_len(row), esc_len(family), esc_len(qualifier));
-        let mut buf = Vec::with_capacity(3 * r + 2 * (r + f + q) + f + 4);
+        let mut buf = Vec::with_capacity(3 * r + 3 * (r + f + q) + f + 4 + TRAILER_LEN);
         key::escape_into(row, &mut buf);
         key::escape_into(family, &mut buf);
         key::escape_into(qualifier, &mut buf);
@@ -67,6 +72,7 @@ impl ColumnKeys {
         buf.extend_from_slice(&EMPTY_ENC);
         buf.extend_from_slice(&EMPTY_ENC);
         ColumnKeys {
+            gathered: buf.len(),
             buf,
             row: r,
             family: r + f,
@@ -96,8 +102,24 @@ impl ColumnKeys {
     }
 
     fn row_tombs(&self) -> &[u8] {
-        &self.buf[self.family_tombs..]
+        &self.buf[self.family_tombs..self.gathered]
     }
+
+    /// The trailer (timestamp, sequence, kind) of `k` if `k` is an entry of
+    /// the column itself: its shape is then known, no split needed.
+    fn column_entry(&self, k: &[u8]) -> Option<(Timestamp, SeqNo, Kind)> {
+        key::decode_trailer(k.strip_prefix(self.column())?)
+    }
+}
+
+/// Bytes after a key's column: timestamp, sequence, kind.
+const TRAILER_LEN: usize = 17;
+
+/// One entry a source holds for the column: its key (a range of
+/// [`ColumnKeys::buf`]) and its value.
+struct Gathered {
+    key: Range<usize>,
+    value: Vec<u8>,
 }
 
 /// Whether `key` is a tombstone stored at [`TOMBSTONE_TS`] (a family or
@@ -111,7 +133,7 @@ fn is_tombstone_at_tombstone_ts(key: &[u8]) -> bool {
 pub struct ColumnLookup {
     keys: ColumnKeys,
     snapshot: SeqNo,
-    entries: Vec<(Vec<u8>, Vec<u8>)>,
+    entries: SmallVec<[Gathered; 2]>,
 }
 
 impl ColumnLookup {
@@ -120,7 +142,7 @@ impl ColumnLookup {
         ColumnLookup {
             keys: ColumnKeys::new(row, family.as_bytes(), qualifier),
             snapshot,
-            entries: Vec::new(),
+            entries: SmallVec::new(),
         }
     }
 
@@ -149,11 +171,11 @@ impl ColumnLookup {
     /// added part of it, if the source holds more than [`MAX_PER_SOURCE`]
     /// entries: the caller must then read another way.
     pub fn gather<I: InternalIterator + ?Sized>(&mut self, it: &mut I) -> Result<bool> {
-        let keys = &self.keys;
         let mut taken = 0;
-        it.seek(keys.row_enc())?;
+        it.seek(self.keys.row_enc())?;
         while it.valid() {
             let k = it.key();
+            let keys = &self.keys;
             if k >= keys.column_end() {
                 break;
             }
@@ -171,12 +193,21 @@ impl ColumnLookup {
                 it.seek(keys.column())?;
                 continue;
             }
-            if EntryKey::parse(k)?.seq <= self.snapshot {
+            let seq = match keys.column_entry(k) {
+                Some((_, seq, _)) => seq,
+                None => EntryKey::parse(k)?.seq,
+            };
+            if seq <= self.snapshot {
                 if taken == MAX_PER_SOURCE {
                     return Ok(false);
                 }
                 taken += 1;
-                self.entries.push((k.to_vec(), it.value().to_vec()));
+                let start = self.keys.buf.len();
+                self.keys.buf.extend_from_slice(k);
+                self.entries.push(Gathered {
+                    key: start..self.keys.buf.len(),
+                    value: it.value().to_vec(),
+                });
             }
             it.next()?;
         }
@@ -198,13 +229,38 @@ impl ColumnLookup {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Vec<Cell>> {
+        let cell = |timestamp, value| Cell {
+            row: row.to_vec(),
+            family: family.to_string(),
+            qualifier: qualifier.to_vec(),
+            timestamp,
+            value,
+        };
+        // The usual read: one version and no tombstone. A put alone is its
+        // column's newest visible version (what the Tracker would say).
+        if let [only] = self.entries.as_mut_slice() {
+            if let Some((ts, _, Kind::Put)) =
+                self.keys.column_entry(&self.keys.buf[only.key.clone()])
+            {
+                if ts != TOMBSTONE_TS {
+                    let take = take_version(gc, 0, ts, now_micros, time_range, max_versions, 0);
+                    return Ok(match take {
+                        Take::Emit => vec![cell(ts, std::mem::take(&mut only.value))],
+                        Take::EndColumn | Take::Skip => Vec::new(),
+                    });
+                }
+            }
+        }
         // Each source's entries are sorted already; a stable sort keeps a
         // duplicate (one entry in two sources) next to its twin, as a merge does.
-        self.entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let buf = &self.keys.buf;
+        self.entries
+            .sort_by(|a, b| buf[a.key.clone()].cmp(&buf[b.key.clone()]));
         let mut tracker = Tracker::new();
         let mut cells = Vec::new();
-        for (k, value) in &mut self.entries {
-            let k = EntryKey::parse(k)?;
+        for e in &mut self.entries {
+            let k = EntryKey::parse(&buf[e.key.clone()])?;
+            let value = &mut e.value;
             tracker.position(&k);
             let Verdict::Visible { index } = tracker.classify(&k, value)? else {
                 continue;
@@ -221,13 +277,7 @@ impl ColumnLookup {
             ) {
                 Take::EndColumn => break,
                 Take::Skip => {}
-                Take::Emit => cells.push(Cell {
-                    row: row.to_vec(),
-                    family: family.to_string(),
-                    qualifier: qualifier.to_vec(),
-                    timestamp: k.timestamp,
-                    value: std::mem::take(value),
-                }),
+                Take::Emit => cells.push(cell(k.timestamp, std::mem::take(value))),
             }
         }
         Ok(cells)
@@ -332,6 +382,32 @@ mod tests {
             put(b"r", b"f", b"q", 5, 5),
         ]);
         assert_eq!(lookup(vec![s], b"", None), vec![(3, "3@3".into())]);
+    }
+
+    #[test]
+    fn a_lone_entry_resolves_as_the_tracker_says() {
+        // A lone put, selected by time range and version limit.
+        let one = || source(vec![put(b"r", b"f", b"q", 5, 1)]);
+        assert_eq!(lookup(vec![one()], b"q", Some(1)), vec![(5, "5@1".into())]);
+        assert!(lookup(vec![one()], b"q", Some(0)).is_empty());
+        let mut l = ColumnLookup::new(b"r", "f", b"q", u64::MAX);
+        assert!(l.gather(&mut one()).unwrap());
+        let late = TimeRange { start: 6, end: 9 };
+        assert!(l
+            .resolve(None, late, None, 0, b"r", "f", b"q")
+            .unwrap()
+            .is_empty());
+        // A lone tombstone hides nothing and shows nothing.
+        let col = key::encode(b"r", b"f", b"q", TOMBSTONE_TS, 10, Kind::DeleteColumn);
+        let tomb = source(vec![(col, encode_range(0, 9).to_vec())]);
+        assert!(lookup(vec![tomb], b"q", None).is_empty());
+        // A put at the tombstone timestamp is corruption, alone too.
+        let bad = key::encode(b"r", b"f", b"q", TOMBSTONE_TS, 1, Kind::Put);
+        let mut l = ColumnLookup::new(b"r", "f", b"q", u64::MAX);
+        assert!(l.gather(&mut source(vec![(bad, Vec::new())])).unwrap());
+        assert!(l
+            .resolve(None, TimeRange::ALL, None, 0, b"r", "f", b"q")
+            .is_err());
     }
 
     #[test]

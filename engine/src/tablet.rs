@@ -13,6 +13,7 @@ use crate::schema::TableSchema;
 use crate::sstable::Table;
 use crate::Result;
 use arc_swap::{ArcSwap, Guard};
+use smallvec::SmallVec;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
@@ -230,17 +231,21 @@ fn is_foreign(f: &Sst, lo: &[u8], hi: Option<&[u8]>) -> bool {
     f.meta.smallest.as_slice() < lo || hi.is_some_and(|h| f.meta.largest.as_slice() >= h)
 }
 
+/// The SSTables [`select_files`] picks.
+pub type SelectedFiles<'a> = SmallVec<[&'a Arc<Sst>; 8]>;
+
 /// Which SSTables a read of `families` must consult.
 ///
 /// A file is needed if it holds one of the families, or if it holds row
 /// tombstones and belongs to a locality group that serves one of them (row
 /// tombstones are written to every group, so each group's files carry the
-/// deletes that cover them).
+/// deletes that cover them). Inline up to 8 files: point reads call this
+/// on every lookup.
 pub fn select_files<'a, S: AsRef<str>>(
     files: &'a [Arc<Sst>],
     families: Option<&[S]>,
     schema: &TableSchema,
-) -> Vec<&'a Arc<Sst>> {
+) -> SelectedFiles<'a> {
     let Some(fams) = families else {
         return files.iter().collect();
     };
@@ -251,8 +256,8 @@ pub fn select_files<'a, S: AsRef<str>>(
             .filter(|f| f.meta.families.iter().any(wanted))
             .collect();
     }
-    // A few groups at most: a Vec is cheaper than a HashSet on this per-read path.
-    let mut groups: Vec<&str> = Vec::new();
+    // A few groups at most: a list is cheaper than a HashSet on this per-read path.
+    let mut groups: SmallVec<[&str; 4]> = SmallVec::new();
     let named = fams.iter().filter_map(|f| {
         schema
             .families

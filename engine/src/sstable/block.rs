@@ -8,6 +8,7 @@ use super::format::{corruption, get_varint_usize, read_u32_le};
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::iterator::InternalIterator;
 use crate::{Error, Result};
+use smallvec::SmallVec;
 use std::sync::Arc;
 
 /// A decompressed, immutable block shared by iterators and the block cache.
@@ -177,12 +178,14 @@ impl Block {
 }
 
 /// A cursor over one block. Its key lives in a buffer reused across entries
-/// (and across blocks, via [`BlockIter::reset`]), so stepping does not allocate.
+/// (and across blocks, via [`BlockIter::reset`]), so stepping does not
+/// allocate; the buffer is inline up to the usual key length, so a cursor
+/// made for one point read does not allocate either.
 pub struct BlockIter {
     block: Arc<Block>,
     /// Offset of the next entry to decode.
     next_off: usize,
-    key: Vec<u8>,
+    key: SmallVec<[u8; 64]>,
     value_off: usize,
     value_len: usize,
     valid: bool,
@@ -193,7 +196,7 @@ impl BlockIter {
         BlockIter {
             block,
             next_off: 0,
-            key: Vec::new(),
+            key: SmallVec::new(),
             value_off: 0,
             value_len: 0,
             valid: false,

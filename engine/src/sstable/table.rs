@@ -14,6 +14,7 @@ use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
 use crate::{key, Result};
 use gfs::ReadableFile;
+use smallvec::SmallVec;
 use std::borrow::Cow;
 use std::sync::Arc;
 
@@ -379,7 +380,7 @@ impl Table {
     /// `upper` in a block already loaded are still returned.
     pub fn iter_below(self: &Arc<Self>, upper: &[u8]) -> TableIterator {
         TableIterator {
-            upper: Some(upper.into()),
+            upper: Some(SmallVec::from_slice(upper)),
             ..self.iter()
         }
     }
@@ -478,7 +479,7 @@ pub struct TableIterator {
     block_idx: usize,
     data: Option<BlockIter>,
     /// See [`Table::iter_below`].
-    upper: Option<Box<[u8]>>,
+    upper: Option<SmallVec<[u8; 64]>>,
     /// See [`Table::iter_uncached`].
     fill_cache: bool,
 }

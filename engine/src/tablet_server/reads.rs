@@ -12,7 +12,7 @@ use crate::packed_row::PackedRow;
 use crate::point::ColumnLookup;
 use crate::read::CellReader;
 use crate::schema::TableSchema;
-use crate::tablet::{select_files, Sst, TabletVersion};
+use crate::tablet::{select_files, SelectedFiles, TabletVersion};
 use crate::{Error, Result};
 use arc_swap::Guard;
 use std::ops::Bound;
@@ -213,7 +213,7 @@ impl TabletServer {
         };
         let mut lookup = ColumnLookup::new(row, family, qualifier, snapshot);
         // The column itself, or a family or row tombstone covering it.
-        let files: Vec<&Arc<Sst>> = select_files(&v.files, Some(&[family]), &schema)
+        let files: SelectedFiles = select_files(&v.files, Some(&[family]), &schema)
             .into_iter()
             .filter(|f| {
                 f.table.overlaps(lookup.row_enc(), lookup.end())
