@@ -105,6 +105,16 @@ impl GcRule {
         self.as_flat().and_then(|f| f.1)
     }
 
+    /// Whether any part of the rule looks at ages: if not, [`Self::collects`]
+    /// ignores the time, and a reader need not read the clock.
+    pub fn uses_age(&self) -> bool {
+        match self {
+            GcRule::MaxVersions(_) => false,
+            GcRule::MaxAge(_) => true,
+            GcRule::Union(v) | GcRule::Intersection(v) => v.iter().any(GcRule::uses_age),
+        }
+    }
+
     /// How a flat rule combines its limits (Union for a tree).
     pub fn mode(&self) -> GcMode {
         self.as_flat().map_or(GcMode::Union, |f| f.2)
@@ -362,6 +372,28 @@ mod tests {
     use super::*;
 
     const DAY: u64 = 86_400_000_000;
+
+    #[test]
+    fn only_rules_with_an_age_read_the_clock() {
+        for (text, ages) in [
+            ("max_versions=3", false),
+            (
+                "union(max_versions=3,intersection(max_age=7d,max_versions=1))",
+                true,
+            ),
+            ("intersection(max_versions=2,max_versions=1)", false),
+        ] {
+            let r = GcRule::parse_text(text).unwrap();
+            assert_eq!(r.uses_age(), ages, "{text}");
+            if !ages {
+                // What the reader relies on: the time changes nothing.
+                for i in 0..4 {
+                    assert_eq!(r.collects(i, 5, 0), r.collects(i, 5, 1000 * DAY));
+                }
+            }
+        }
+        assert!(!GcRule::KEEP_ALL.uses_age());
+    }
 
     #[test]
     fn nested_rules_collect_as_cloud_bigtable() {
