@@ -365,14 +365,13 @@ struct LocalWriter {
     /// Directories changed by this file's creation, synced on first sync.
     unsynced_dirs: Vec<PathBuf>,
     /// For a commit log (`create_log`): where the zeros written ahead of
-    /// the data end (0 until the first synced append).
+    /// the data end (0 until the first append).
     zeroed_to: Option<u64>,
 }
 
 impl LocalWriter {
-    /// Before a synced append ending at `end`: zeros written past it (see
-    /// `zeros.rs`). Unsynced appends never pay for them: a log that is never
-    /// synced is never zeroed.
+    /// Before a log append ending at `end`: zeros written past it (see
+    /// `zeros.rs`).
     fn zero_ahead(&mut self, end: u64, len: u64) -> Result<()> {
         let Some(to) = self.zeroed_to else {
             return Ok(());
@@ -390,9 +389,7 @@ impl LocalWriter {
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
         let offset = self.len;
         let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        if sync {
-            self.zero_ahead(offset + n, n)?;
-        }
+        self.zero_ahead(offset + n, n)?;
         self.inner
             .io
             .write(&self.file, offset, bufs, sync)
@@ -898,17 +895,19 @@ mod tests {
     }
 
     #[test]
-    fn a_logs_synced_appends_land_on_zeros_that_a_clean_close_cuts() {
+    fn a_logs_appends_land_on_zeros_that_a_clean_close_cuts() {
         for mode in MODES {
             let (_d, s) = store(mode);
             let path = s.dir().join("log");
             let mut w = s.create_log("log").unwrap();
             w.append(b"unsynced").unwrap();
-            assert_eq!(
-                fs::metadata(&path).unwrap().len(),
-                8,
-                "no zeros before a sync"
+            let zeroed = fs::read(&path).unwrap();
+            assert!(
+                zeroed.len() >= 8 + (1 << 19),
+                "zeros ahead: {}",
+                zeroed.len()
             );
+            assert_eq!(&zeroed[..8], b"unsynced");
             w.append_sync(&[b"synced"]).unwrap();
             let on_disk = fs::read(&path).unwrap();
             assert!(

@@ -1,4 +1,4 @@
-//! Zeros written ahead of synced appends.
+//! Zeros written ahead of a commit log's appends.
 //!
 //! An fdatasync after an append that grows a file must also commit the file
 //! system's journal (new blocks, new size); one after an overwrite of blocks
@@ -8,6 +8,13 @@
 //! appends (a commit log) keeps a window of written zeros ahead of its data:
 //! the sync that writes a window pays for its blocks once, and the next ones
 //! until the window runs low only write data.
+//!
+//! Unsynced appends gain too: one that grows the file makes ext4 reserve a
+//! block, zero the rest of a fresh page and update the size, on every page;
+//! one window of zeros pays for that once per megabyte, and appends then
+//! overwrite pages already in the page cache (the engine's unsynced
+//! sequential writes ran 8-16% faster in alternating runs). The zeros are
+//! overwritten long before writeback, so the disk sees the data once.
 //!
 //! The local store's commit logs use this (`FileStore::create_log`): their
 //! reader takes a zeroed header with zeros to the end of the file as the end.
@@ -29,7 +36,7 @@ pub(crate) struct Zeros {
     pub(crate) bufs: Vec<&'static [u8]>,
 }
 
-/// The zeros to write before a synced append of `len` bytes ending at file
+/// The zeros to write before a log append of `len` bytes ending at file
 /// offset `end`, when zeros are already written up to `zeroed_to`; None if
 /// enough lie ahead or the append is large.
 pub(crate) fn ahead(zeroed_to: u64, end: u64, len: u64) -> Option<Zeros> {
