@@ -24,10 +24,19 @@ pub const MAX_ENTRY_LEN: usize = MAX_BLOCK_LEN / 2;
 /// Compressing a block only to store it raw costs as much as writing it.
 const MAX_COMPRESSION_BACKOFF: u32 = 64;
 
+/// Stored bytes gathered before one append. On the chunk layer every append
+/// is a replicated write (lease, three replicas, a checksum entry each), so a
+/// table goes out a megabyte at a time rather than a block at a time. Nothing
+/// reads a table before [`TableBuilder::finish`] has written its footer.
+const WRITE_BUFFER: usize = 1 << 20;
+
 /// Appends blocks to the file and tracks the offset.
 struct BlockWriter {
     file: Box<dyn WritableFile>,
+    /// Offset of the next block (the file's length once `pending` is out).
     offset: u64,
+    /// Stored blocks not yet appended (see [`WRITE_BUFFER`]).
+    pending: Vec<u8>,
     scratch: Vec<u8>,
     checksum: BlockChecksum,
     /// Blocks to wait after the last failed compression, and how many are left.
@@ -61,13 +70,30 @@ impl BlockWriter {
             &self.scratch
         };
         let trailer = block_trailer(stored, block_type, self.checksum);
-        self.file.append_vectored(&[stored, &trailer])?;
         let handle = BlockHandle {
             offset: self.offset,
             size: stored.len() as u64,
         };
         self.offset += (stored.len() + BLOCK_TRAILER_LEN) as u64;
+        if self.pending.is_empty() && stored.len() >= WRITE_BUFFER {
+            self.file.append_vectored(&[stored, &trailer])?;
+        } else {
+            self.pending.extend_from_slice(stored);
+            self.pending.extend_from_slice(&trailer);
+            if self.pending.len() >= WRITE_BUFFER {
+                self.write_pending()?;
+            }
+        }
         Ok(handle)
+    }
+
+    /// Appends what is gathered. On an error the table is abandoned.
+    fn write_pending(&mut self) -> Result<()> {
+        if !self.pending.is_empty() {
+            self.file.append(&self.pending)?;
+            self.pending.clear();
+        }
+        Ok(())
     }
 }
 
@@ -110,6 +136,7 @@ impl TableBuilder {
             writer: BlockWriter {
                 file,
                 offset,
+                pending: Vec::new(),
                 scratch: Vec::new(),
                 checksum: BlockChecksum::CURRENT,
                 backoff: 0,
@@ -288,7 +315,8 @@ impl TableBuilder {
             index,
             checksum: self.writer.checksum,
         };
-        self.writer.file.append(&footer.encode())?;
+        self.writer.pending.extend_from_slice(&footer.encode());
+        self.writer.write_pending()?;
         self.writer.file.sync()?;
         Ok(TableInfo {
             file_size: self.writer.offset + super::format::FOOTER_LEN as u64,

@@ -795,3 +795,62 @@ fn overlaps_compares_the_span_with_the_key_range() {
     let e = open_table(&store, "empty", 2, None).unwrap();
     assert!(!e.overlaps(b"", &[0xFF; 4]), "an empty table holds nothing");
 }
+
+/// A writer that counts appends and hands everything to another.
+struct CountingWriter {
+    inner: Box<dyn gfs::WritableFile>,
+    appends: Arc<AtomicUsize>,
+}
+
+impl gfs::WritableFile for CountingWriter {
+    fn append(&mut self, data: &[u8]) -> gfs::Result<u64> {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.inner.append(data)
+    }
+    fn append_vectored(&mut self, bufs: &[&[u8]]) -> gfs::Result<u64> {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.inner.append_vectored(bufs)
+    }
+    fn append_sync(&mut self, bufs: &[&[u8]]) -> gfs::Result<u64> {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.inner.append_sync(bufs)
+    }
+    fn sync(&mut self) -> gfs::Result<()> {
+        self.inner.sync()
+    }
+    fn len(&self) -> u64 {
+        self.inner.len()
+    }
+}
+
+#[test]
+fn a_table_goes_out_a_megabyte_at_a_time() {
+    let mut rng = StdRng::seed_from_u64(9);
+    // About 3 MiB in 4 KiB blocks of values that do not compress.
+    let entries: Entries = (0..3000u32)
+        .map(|i| {
+            let k = key::encode(format!("r{i:06}").as_bytes(), b"f", b"q", 1, 1, Kind::Put);
+            (k, (0..1000).map(|_| rng.gen()).collect())
+        })
+        .collect();
+    let store = MemStore::new();
+    let appends = Arc::new(AtomicUsize::new(0));
+    let file = Box::new(CountingWriter {
+        inner: store.create("t").unwrap(),
+        appends: appends.clone(),
+    });
+    let info = fill(
+        TableBuilder::new(file, opts(4096, Compression::Lz4, BloomKind::Row)),
+        &entries,
+    );
+    assert_eq!(info.file_size, store.size("t").unwrap());
+    let n = appends.load(Ordering::Relaxed);
+    assert!(
+        (3..=4).contains(&n),
+        "{n} appends for {} bytes",
+        info.file_size
+    );
+    let t = open_table(&store, "t", 1, None).unwrap();
+    assert_eq!(scan(&t).unwrap(), entries);
+    check_seeks(&t, &entries);
+}
