@@ -259,10 +259,13 @@ pub fn split(key: &[u8]) -> Option<KeyParts<'_>> {
     })
 }
 
-/// Decodes the 17 bytes that follow a key's column: (timestamp, sequence,
-/// kind). `None` if `rest` is not exactly such a trailer.
+/// Bytes after a key's column: timestamp, sequence, kind.
+pub const TRAILER_LEN: usize = 17;
+
+/// Decodes the [`TRAILER_LEN`] bytes that follow a key's column:
+/// (timestamp, sequence, kind). `None` if `rest` is not exactly such a trailer.
 pub fn decode_trailer(rest: &[u8]) -> Option<(Timestamp, SeqNo, Kind)> {
-    let t: &[u8; 17] = rest.try_into().ok()?;
+    let t: &[u8; TRAILER_LEN] = rest.try_into().ok()?;
     let ts = !u64::from_be_bytes(t[0..8].try_into().ok()?);
     let seq = !u64::from_be_bytes(t[8..16].try_into().ok()?);
     Some((ts, seq, Kind::from_u8(t[16])?))

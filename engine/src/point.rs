@@ -20,7 +20,7 @@
 use crate::data::{Cell, TimeRange};
 use crate::error::Result;
 use crate::iterator::InternalIterator;
-use crate::key::{self, Kind, SeqNo, Timestamp, TOMBSTONE_TS};
+use crate::key::{self, Kind, SeqNo, Timestamp, TOMBSTONE_TS, TRAILER_LEN};
 use crate::read::{take_version, Take};
 use crate::schema::GcRule;
 use crate::visibility::{EntryKey, Tracker, Verdict};
@@ -112,9 +112,6 @@ impl ColumnKeys {
     }
 }
 
-/// Bytes after a key's column: timestamp, sequence, kind.
-const TRAILER_LEN: usize = 17;
-
 /// One entry a source holds for the column: its key (a range of
 /// [`ColumnKeys::buf`]) and its value.
 struct Gathered {
@@ -126,7 +123,9 @@ struct Gathered {
 /// column tombstone; malformed keys are left to the parse that follows).
 fn is_tombstone_at_tombstone_ts(key: &[u8]) -> bool {
     let n = key.len();
-    n >= 17 && key[n - 17..n - 9] == (!TOMBSTONE_TS).to_be_bytes() && key[n - 1] != Kind::Put as u8
+    n >= TRAILER_LEN
+        && key[n - TRAILER_LEN..n - 9] == (!TOMBSTONE_TS).to_be_bytes()
+        && key[n - 1] != Kind::Put as u8
 }
 
 /// One point read in progress: what the sources hold for the column.
