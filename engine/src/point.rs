@@ -113,10 +113,12 @@ impl ColumnKeys {
 }
 
 /// One entry a source holds for the column: its key (a range of
-/// [`ColumnKeys::buf`]) and its value.
+/// [`ColumnKeys::buf`]), its value, and for an entry of the column itself
+/// its timestamp and kind (decoded once, by [`ColumnLookup::gather`]).
 struct Gathered {
     key: Range<usize>,
     value: Vec<u8>,
+    column: Option<(Timestamp, Kind)>,
 }
 
 /// Whether `key` is a tombstone stored at [`TOMBSTONE_TS`] (a family or
@@ -192,7 +194,8 @@ impl ColumnLookup {
                 it.seek(keys.column())?;
                 continue;
             }
-            let seq = match keys.column_entry(k) {
+            let trailer = keys.column_entry(k);
+            let seq = match trailer {
                 Some((_, seq, _)) => seq,
                 None => EntryKey::parse(k)?.seq,
             };
@@ -206,6 +209,7 @@ impl ColumnLookup {
                 self.entries.push(Gathered {
                     key: start..self.keys.buf.len(),
                     value: it.value().to_vec(),
+                    column: trailer.map(|(ts, _, kind)| (ts, kind)),
                 });
             }
             it.next()?;
@@ -238,16 +242,12 @@ impl ColumnLookup {
         // The usual read: one version and no tombstone. A put alone is its
         // column's newest visible version (what the Tracker would say).
         if let [only] = self.entries.as_mut_slice() {
-            if let Some((ts, _, Kind::Put)) =
-                self.keys.column_entry(&self.keys.buf[only.key.clone()])
-            {
-                if ts != TOMBSTONE_TS {
-                    let take = take_version(gc, 0, ts, now_micros, time_range, max_versions, 0);
-                    return Ok(match take {
-                        Take::Emit => vec![cell(ts, std::mem::take(&mut only.value))],
-                        Take::EndColumn | Take::Skip => Vec::new(),
-                    });
-                }
+            if let Some((ts, Kind::Put)) = only.column.filter(|&(ts, _)| ts != TOMBSTONE_TS) {
+                let take = take_version(gc, 0, ts, now_micros, time_range, max_versions, 0);
+                return Ok(match take {
+                    Take::Emit => vec![cell(ts, std::mem::take(&mut only.value))],
+                    Take::EndColumn | Take::Skip => Vec::new(),
+                });
             }
         }
         // Each source's entries are sorted already; a stable sort keeps a
