@@ -376,7 +376,7 @@ impl LocalWriter {
         let Some(to) = self.zeroed_to else {
             return Ok(());
         };
-        if let Some(z) = crate::zeros::ahead(to, end, len) {
+        if let Some(z) = crate::zeros::ahead(to, end, len, u64::MAX) {
             self.inner
                 .io
                 .write(&self.file, z.at, &z.bufs, false)

@@ -16,11 +16,13 @@
 //! sequential writes ran 8-16% faster in alternating runs). The zeros are
 //! overwritten long before writeback, so the disk sees the data once.
 //!
-//! The local store's commit logs use this (`FileStore::create_log`): their
-//! reader takes a zeroed header with zeros to the end of the file as the end.
-//! Only small appends get zeros (see [`ahead`]): for a large one the
-//! journal commit is a small part of its sync, and zeros would double the
-//! bytes it writes.
+//! Commit logs use this (`FileStore::create_log`): on the local store their
+//! reader takes a zeroed header with zeros to the end of the file as the end;
+//! on the chunk layer each replica of a log's chunk keeps its own window past
+//! its data (a replica's length is read off its checksum table, so the zeros
+//! are never part of it). Only small appends get zeros (see [`ahead`]): for
+//! a large one the journal commit is a small part of its sync, and zeros
+//! would double the bytes it writes.
 
 /// How far past a synced append's end the zeros reach.
 const WINDOW: u64 = 1 << 20;
@@ -37,14 +39,20 @@ pub(crate) struct Zeros {
 }
 
 /// The zeros to write before a log append of `len` bytes ending at file
-/// offset `end`, when zeros are already written up to `zeroed_to`; None if
-/// enough lie ahead or the append is large.
-pub(crate) fn ahead(zeroed_to: u64, end: u64, len: u64) -> Option<Zeros> {
+/// offset `end`, when zeros are already written up to `zeroed_to`, never
+/// past `limit` (the most the file may hold); None if enough lie ahead, the
+/// append is large or the file is full.
+pub(crate) fn ahead(zeroed_to: u64, end: u64, len: u64, limit: u64) -> Option<Zeros> {
     if end + LOW <= zeroed_to || len > LOW {
         return None;
     }
     let at = zeroed_to.max(end);
-    let upto = (end + WINDOW).next_multiple_of(ZEROS.len() as u64);
+    let upto = (end + WINDOW)
+        .next_multiple_of(ZEROS.len() as u64)
+        .min(limit);
+    if upto <= at {
+        return None;
+    }
     let mut bufs = Vec::new();
     let mut left = upto - at;
     while left > 0 {
@@ -70,22 +78,31 @@ mod tests {
 
     #[test]
     fn a_window_is_written_once_and_renewed_when_it_runs_low() {
-        let first = span(ahead(0, 100, 100)).unwrap();
+        let first = span(ahead(0, 100, 100, u64::MAX)).unwrap();
         assert_eq!(first.0, 100);
         assert!(first.1 >= 100 + WINDOW);
         // Appends inside the window write no zeros.
-        assert_eq!(span(ahead(first.1, first.1 - LOW - 1, 100)), None);
+        assert_eq!(span(ahead(first.1, first.1 - LOW - 1, 100, u64::MAX)), None);
         // Close to its end: the next window starts where the zeros stop.
-        let next = span(ahead(first.1, first.1 - 10, 100)).unwrap();
+        let next = span(ahead(first.1, first.1 - 10, 100, u64::MAX)).unwrap();
         assert_eq!(next.0, first.1);
         // Unsynced appends that went past the zeros: they start after the data.
-        let past = span(ahead(first.1, first.1 + 5000, 100)).unwrap();
+        let past = span(ahead(first.1, first.1 + 5000, 100, u64::MAX)).unwrap();
         assert_eq!(past.0, first.1 + 5000);
     }
 
     #[test]
     fn a_large_append_gets_no_zeros() {
-        assert_eq!(span(ahead(0, LOW + 1, LOW + 1)), None);
-        assert!(ahead(0, LOW, LOW).is_some());
+        assert_eq!(span(ahead(0, LOW + 1, LOW + 1, u64::MAX)), None);
+        assert!(ahead(0, LOW, LOW, u64::MAX).is_some());
+    }
+
+    #[test]
+    fn zeros_stop_at_the_limit() {
+        let limit = 3 * WINDOW / 2;
+        assert_eq!(span(ahead(0, WINDOW, 100, limit)), Some((WINDOW, limit)));
+        // At the limit: nothing more to write.
+        assert_eq!(span(ahead(limit, limit - 10, 100, limit)), None);
+        assert_eq!(span(ahead(0, limit, 100, limit)), None);
     }
 }

@@ -23,10 +23,13 @@ pub(crate) struct Writer {
     len: u64,
     /// Chunks appended to without a sync since the last one.
     unsynced: Vec<u64>,
+    /// A commit log: its replicas keep zeros ahead of the data, cut when
+    /// the writer closes.
+    log: bool,
 }
 
 impl Writer {
-    pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str, len: u64) -> Writer {
+    pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str, len: u64, log: bool) -> Writer {
         inner.open_handle(id);
         Writer {
             inner,
@@ -34,14 +37,20 @@ impl Writer {
             name: name.to_string(),
             len,
             unsynced: Vec::new(),
+            log,
         }
     }
 
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
         self.inner.client_io();
-        let off = self
-            .inner
-            .append(self.id, &self.name, bufs, sync, &mut self.unsynced)?;
+        let off = self.inner.append(
+            self.id,
+            &self.name,
+            bufs,
+            sync,
+            self.log,
+            &mut self.unsynced,
+        )?;
         let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         self.len = self.len.max(off + n);
         Ok(off)
@@ -50,6 +59,9 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
+        if self.log {
+            self.inner.cut_zeros(self.id);
+        }
         self.inner.close_handle(self.id);
     }
 }

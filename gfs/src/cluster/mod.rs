@@ -448,8 +448,8 @@ impl Drop for Cluster {
     }
 }
 
-impl FileStore for Cluster {
-    fn create(&self, name: &str) -> Result<Box<dyn WritableFile>> {
+impl Cluster {
+    fn create_writer(&self, name: &str, log: bool) -> Result<client::Writer> {
         validate(name)?;
         let inner = &self.inner;
         let id = {
@@ -468,7 +468,19 @@ impl FileStore for Cluster {
             )?;
             id
         };
-        Ok(Box::new(client::Writer::new(inner.clone(), id, name, 0)))
+        Ok(client::Writer::new(inner.clone(), id, name, 0, log))
+    }
+}
+
+impl FileStore for Cluster {
+    fn create(&self, name: &str) -> Result<Box<dyn WritableFile>> {
+        Ok(Box::new(self.create_writer(name, false)?))
+    }
+
+    /// A file whose replicas keep zeros ahead of their data, cut when the
+    /// writer closes (see `zeros.rs`).
+    fn create_log(&self, name: &str) -> Result<Box<dyn WritableFile>> {
+        Ok(Box::new(self.create_writer(name, true)?))
     }
 
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>> {
@@ -479,6 +491,7 @@ impl FileStore for Cluster {
             id,
             name,
             len,
+            false,
         )))
     }
 

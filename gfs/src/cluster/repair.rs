@@ -370,7 +370,7 @@ impl Inner {
             let enc = sums.encoded();
             let res = tmp.open(false).and_then(|o| {
                 let mut chain = Chain::new();
-                o.append_chain(&mut chain, *copied, &[&data], &enc, false);
+                o.append_chain(&mut chain, *copied, &[&data], &enc, false, false);
                 self.io.run_chains(&[chain]).pop().unwrap_or(Ok(()))
             });
             if let Err(e) = res {

@@ -69,6 +69,9 @@ pub(crate) struct Replica {
     /// The tail slot the next sync writes (0 or 1): never the one holding
     /// the last durable state.
     next_slot: AtomicU64,
+    /// For a log's chunk: where the zeros written ahead of the data end
+    /// (data offset; meaningless when not past `len`). See `zeros.rs`.
+    zeroed_to: AtomicU64,
 }
 
 impl Drop for Replica {
@@ -174,6 +177,7 @@ impl Replica {
             bad: AtomicBool::new(false),
             dir_synced: AtomicBool::new(false),
             next_slot: AtomicU64::new(0),
+            zeroed_to: AtomicU64::new(0),
         };
         Ok((Arc::new(r), header))
     }
@@ -361,6 +365,7 @@ impl Replica {
             bad: AtomicBool::new(false),
             dir_synced: AtomicBool::new(true),
             next_slot: AtomicU64::new(next_slot),
+            zeroed_to: AtomicU64::new(len),
         };
         Ok(Loaded {
             replica: Arc::new(r),
@@ -447,6 +452,21 @@ impl Replica {
     /// Takes the write lock of this replica (held across an append's I/O).
     pub(crate) fn lock_io(&self) -> parking_lot::MutexGuard<'_, ()> {
         self.io_lock.lock()
+    }
+
+    /// Cuts the zeros written ahead of a log's data (a clean close of the
+    /// log), so the file holds only its data again. (A power-cut model sees
+    /// only writes and syncs, so under one the zeros stay; loading cuts
+    /// them too.)
+    pub(crate) fn cut_zeros(&self) -> io::Result<()> {
+        let _io = self.io_lock.lock();
+        let len = self.len();
+        if self.zeroed_to.load(Ordering::Acquire) <= len || crate::power::installed() {
+            return Ok(());
+        }
+        self.file()?.set_len(self.layout.data_off + len)?;
+        self.zeroed_to.store(len, Ordering::Release);
+        Ok(())
     }
 
     /// Records a completed append in memory.
@@ -748,8 +768,10 @@ impl Open<'_> {
         chain.write(&self.file, 0, &[header]);
     }
 
-    /// Adds the writes of appending `bufs` at `len` to `chain`: the data, then
-    /// the entries of the blocks after the first, then the first block's entry
+    /// Adds the writes of appending `bufs` at `len` to `chain`: for a log
+    /// (`zeros`), zeros ahead of the data when few are left (see `zeros.rs`;
+    /// the caller holds the replica's I/O lock), then the data, then the
+    /// entries of the blocks after the first, then the first block's entry
     /// (which is what makes the append part of the replica), then an
     /// fdatasync if `sync`.
     pub(crate) fn append_chain<'a>(
@@ -759,8 +781,21 @@ impl Open<'_> {
         bufs: &[&'a [u8]],
         sums: &'a EncodedSums,
         sync: bool,
+        zeros: bool,
     ) {
-        chain.write(&self.file, self.replica.layout.data_off + len, bufs);
+        let data_off = self.replica.layout.data_off;
+        if zeros {
+            let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+            let to = self.replica.zeroed_to.load(Ordering::Acquire);
+            let limit = self.replica.layout.chunk_size;
+            if let Some(z) = crate::zeros::ahead(to, len + n, n, limit) {
+                chain.write(&self.file, data_off + z.at, &z.bufs);
+                // Were the write to fail, the replica fails this append and
+                // is dropped; a wrong mark only costs speed.
+                self.replica.zeroed_to.store(z.upto, Ordering::Release);
+            }
+        }
+        chain.write(&self.file, data_off + len, bufs);
         if !sums.rest.is_empty() {
             let off = self.replica.layout.entry_off(sums.first_block + 1);
             chain.write(&self.file, off, &[&sums.rest]);
@@ -897,7 +932,7 @@ mod tests {
         let enc = sums.encoded();
         let o = r.open(true).unwrap();
         let mut c = Chain::new();
-        o.append_chain(&mut c, len, &[data], &enc, true);
+        o.append_chain(&mut c, len, &[data], &enc, true, false);
         assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
         r.commit_append(len + data.len() as u64, &sums);
         sums.apply_tail(tail);

@@ -123,6 +123,86 @@ fn roundtrip_across_chunks() {
     assert_plain(&lines);
 }
 
+/// Sizes of the replica files of `c`, by path.
+fn replica_sizes(c: &Cluster) -> Vec<u64> {
+    c.replica_files()
+        .iter()
+        .map(|(_, p)| std::fs::metadata(p).unwrap().len())
+        .collect()
+}
+
+#[test]
+fn a_logs_replicas_keep_zeros_ahead_that_a_close_or_a_restart_cuts() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_off = chunk::Layout::new(CHUNK).data_off;
+    let data = bytes(7, 3 * CHUNK as usize / 2);
+    let records: Vec<&[u8]> = data.chunks(1000).collect();
+    let first_len = CHUNK / 1000 * 1000;
+    let last_len = data.len() as u64 - first_len;
+    {
+        let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+        let mut w = c.create_log("log/a").unwrap();
+        for (i, r) in records.iter().enumerate() {
+            if i % 10 == 0 {
+                w.append_sync(&[r]).unwrap();
+            } else {
+                w.append(r).unwrap();
+            }
+        }
+        assert_eq!(read_all(&c, "log/a"), data);
+        // The first chunk, sealed with the last record that fit, had its
+        // zeros cut; the last chunk's replicas hold zeros past their data,
+        // never past the chunk's end.
+        let sizes = replica_sizes(&c);
+        assert_eq!(sizes.len(), 6, "two chunks of three replicas");
+        let sealed = sizes.iter().filter(|&&s| s == data_off + first_len).count();
+        assert_eq!(sealed, 3, "{sizes:?}");
+        let ahead = sizes
+            .iter()
+            .filter(|&&s| {
+                s > data_off + last_len && s <= data_off + CHUNK && s != data_off + first_len
+            })
+            .count();
+        assert_eq!(
+            ahead, 3,
+            "zeros ahead on the last chunk's replicas: {sizes:?}"
+        );
+        // An ordinary file gets none.
+        let mut f = c.create("sst/b").unwrap();
+        f.append(b"abc").unwrap();
+        drop(f);
+        assert!(replica_sizes(&c).contains(&(data_off + 3)));
+        // A writer that never closes (a killed process): the zeros stay.
+        std::mem::forget(w);
+    }
+    // A restart cuts them; the log reads back whole and takes more appends.
+    let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+    assert_eq!(read_all(&c, "log/a"), data);
+    let mut sizes = replica_sizes(&c);
+    sizes.sort();
+    let (sst, a, b) = (data_off + 3, data_off + last_len, data_off + first_len);
+    assert_eq!(sizes, [sst, sst, sst, a, a, a, b, b, b]);
+    // A clean close cuts them too.
+    let mut w = c.create_log("log/c").unwrap();
+    w.append_sync(&[b"tail"]).unwrap();
+    assert!(
+        replica_sizes(&c)
+            .iter()
+            .filter(|&&s| s > data_off + 4)
+            .count()
+            >= 3
+    );
+    drop(w);
+    assert_eq!(
+        replica_sizes(&c)
+            .iter()
+            .filter(|&&s| s == data_off + 4)
+            .count(),
+        3
+    );
+    assert_eq!(read_all(&c, "log/c"), b"tail");
+}
+
 /// Every status line is `prefix: key=value key=value ...`, no debug output.
 pub(super) fn assert_plain(lines: &[String]) {
     for l in lines {

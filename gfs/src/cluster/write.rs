@@ -8,8 +8,9 @@
 //! master's log, so file offsets run on without gaps and readers never see
 //! padding.
 //!
-//! Since a sealed replica's file holds only its data, closing a chunk early
-//! costs no disk space, only chunk address space: so any append up to a
+//! Since a sealed replica's file holds only its data (a log's zeros ahead
+//! are cut when its chunk is sealed), closing a chunk early costs no disk
+//! space, only chunk address space: so any append up to a
 //! whole chunk is atomic (GFS limits record appends to a quarter chunk
 //! because its padding is real). Only an append larger than a chunk is split.
 //!
@@ -40,6 +41,14 @@ use std::time::Instant;
 /// Chunk handles reserved per log record (see [`Op::ReserveHandles`]).
 const HANDLE_RESERVATION: u64 = 1024;
 
+/// How [`Inner::mutate`] writes an append: synced, and with zeros ahead
+/// (a log).
+#[derive(Clone, Copy)]
+struct Append {
+    sync: bool,
+    zeros: bool,
+}
+
 /// A replica with the server that holds it.
 pub(crate) type Placed = (usize, Arc<Replica>);
 
@@ -50,13 +59,15 @@ fn unavailable(name: &str, why: impl Into<String>) -> Error {
 impl Inner {
     /// Appends `bufs` at the end of file `id`; returns the file offset of the
     /// first byte. `unsynced` holds the chunks this writer appended to without
-    /// syncing; a synced append syncs them in the same submission.
+    /// syncing; a synced append syncs them in the same submission. A `log`'s
+    /// replicas keep zeros ahead of their data (see `zeros.rs`).
     pub(crate) fn append(
         &self,
         id: u64,
         name: &str,
         bufs: &[&[u8]],
         sync: bool,
+        log: bool,
         unsynced: &mut Vec<u64>,
     ) -> Result<u64> {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
@@ -93,6 +104,9 @@ impl Inner {
             } else if left <= chunk_size || room == 0 {
                 // Does not fit: close this chunk and continue in a new one.
                 self.extend_file(id, name, Some((&ctl, len)))?;
+                if log {
+                    self.cut_chunk_zeros(ctl.handle);
+                }
                 continue;
             } else {
                 room
@@ -107,7 +121,8 @@ impl Inner {
             } else {
                 Vec::new()
             };
-            self.mutate(&ctl, &mut m, name, len, &piece, sync, &earlier)?;
+            let how = Append { sync, zeros: log };
+            self.mutate(&ctl, &mut m, name, len, &piece, how, &earlier)?;
             drop(m);
             if sync {
                 unsynced.clear();
@@ -183,6 +198,30 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// Cuts the zeros the replicas of log `id`'s last chunk keep ahead of
+    /// their data (its writer is closing; earlier chunks had theirs cut when
+    /// they were sealed).
+    pub(crate) fn cut_zeros(&self, id: u64) {
+        let last = {
+            let st = self.master.state.lock();
+            st.files.get(&id).and_then(|f| f.chunks.last().copied())
+        };
+        if let Some(handle) = last {
+            self.cut_chunk_zeros(handle);
+        }
+    }
+
+    /// Cuts the zeros of chunk `handle`'s replicas, so each file holds only
+    /// its data. Best effort: a replica that keeps them loses them when it
+    /// is next loaded.
+    fn cut_chunk_zeros(&self, handle: u64) {
+        for (s, r) in self.write_set(handle).map(|w| w.0).unwrap_or_default() {
+            if let Err(e) = r.cut_zeros() {
+                log::debug!("gfs: chunkserver {s}: chunk {handle:016x} keeps its zeros: {e}");
+            }
+        }
     }
 
     pub(crate) fn master_durable(&self, id: u64) -> Result<()> {
@@ -551,9 +590,10 @@ impl Inner {
         name: &str,
         len: u64,
         piece: &[&[u8]],
-        sync: bool,
+        how: Append,
         earlier: &[u64],
     ) -> Result<()> {
+        let Append { sync, zeros } = how;
         let handle = ctl.handle;
         let (mut reps, mut gone) = self.write_set(handle)?;
         if m.tail.is_none() {
@@ -647,7 +687,9 @@ impl Inner {
             .map(|(i, o)| {
                 let mut c = Chain::new();
                 match o {
-                    Ok(o) if i < written.len() => o.append_chain(&mut c, len, piece, &enc, sync),
+                    Ok(o) if i < written.len() => {
+                        o.append_chain(&mut c, len, piece, &enc, sync, zeros)
+                    }
                     Ok(o) => o.sync_chain(&mut c),
                     Err(_) => {}
                 }
