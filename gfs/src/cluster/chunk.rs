@@ -21,7 +21,9 @@
 //! a replica is read off the table (it ends at the first entry that is not a
 //! full block), so until that last 16-byte write lands the append is not part
 //! of the replica: a process killed mid-append leaves the old length, never
-//! half a record.
+//! half a record. (An unsynced append to a log's chunk stores its entries
+//! through a mapping of the header once its data is written, in the same
+//! order: see `header_map.rs`.)
 //!
 //! That last write overwrites the entry of a block that may already hold
 //! synced data. Before an fdatasync the kernel may write back the pages of a

@@ -24,6 +24,7 @@ mod chunk;
 mod client;
 mod coding;
 mod fds;
+mod header_map;
 mod lease;
 mod maintenance;
 mod master;

@@ -9,7 +9,7 @@
 //! a copy interrupted by a crash is deleted when its server starts.
 
 use super::chunk;
-use super::replica::{read_verified, ReadFail, ReadPiece, Replica};
+use super::replica::{read_verified, Append, ReadFail, ReadPiece, Replica};
 use super::write::Placed;
 use super::{bump, Inner};
 use crate::io::Chain;
@@ -370,7 +370,12 @@ impl Inner {
             let enc = sums.encoded();
             let res = tmp.open(false).and_then(|o| {
                 let mut chain = Chain::new();
-                o.append_chain(&mut chain, *copied, &[&data], &enc, false, false);
+                let how = Append {
+                    sync: false,
+                    zeros: false,
+                    mapped_entries: false,
+                };
+                o.append_chain(&mut chain, *copied, &[&data], &enc, how);
                 self.io.run_chains(&[chain]).pop().unwrap_or(Ok(()))
             });
             if let Err(e) = res {

@@ -9,6 +9,7 @@
 use super::chunk::{
     self, AppendSums, EncodedSums, Entry, Layout, Superblock, TailSlot, BLOCK, SLOT_LEN, SUPER_LEN,
 };
+use super::header_map::HeaderMap;
 use super::server::Gate;
 use crate::io::{Chain, Io, ReadReq};
 use parking_lot::{Mutex, RwLock};
@@ -72,6 +73,20 @@ pub(crate) struct Replica {
     /// For a log's chunk: where the zeros written ahead of the data end
     /// (data offset; meaningless when not past `len`). See `zeros.rs`.
     zeroed_to: AtomicU64,
+    /// For a log's last chunk: its header mapped, for the checksum entries
+    /// of unsynced appends (see `header_map.rs`). Changed under `io_lock`.
+    header: Mutex<Option<HeaderMap>>,
+}
+
+/// How an append is written to a replica.
+#[derive(Clone, Copy)]
+pub(crate) struct Append {
+    pub(crate) sync: bool,
+    /// Zeros ahead of the data (a log; see `zeros.rs`).
+    pub(crate) zeros: bool,
+    /// The checksum entries are stored through the header map once the
+    /// data is written ([`Replica::store_entries`]), not written by the chain.
+    pub(crate) mapped_entries: bool,
 }
 
 impl Drop for Replica {
@@ -178,6 +193,7 @@ impl Replica {
             dir_synced: AtomicBool::new(false),
             next_slot: AtomicU64::new(0),
             zeroed_to: AtomicU64::new(0),
+            header: Mutex::new(None),
         };
         Ok((Arc::new(r), header))
     }
@@ -366,6 +382,7 @@ impl Replica {
             dir_synced: AtomicBool::new(true),
             next_slot: AtomicU64::new(next_slot),
             zeroed_to: AtomicU64::new(len),
+            header: Mutex::new(None),
         };
         Ok(Loaded {
             replica: Arc::new(r),
@@ -454,12 +471,41 @@ impl Replica {
         self.io_lock.lock()
     }
 
+    /// Whether an unsynced log append's entries can go through the header
+    /// map (made now if need be). Not under a power-cut model, which sees
+    /// only writes and syncs. The caller holds the I/O lock.
+    fn map_header(&self, file: &File) -> bool {
+        if crate::power::installed() {
+            return false;
+        }
+        let mut h = self.header.lock();
+        if h.is_none() {
+            *h = HeaderMap::of(file, self.layout.data_off);
+        }
+        h.is_some()
+    }
+
+    /// Stores an append's checksum entries through the header map, in the
+    /// order the chain would write them (the first block's last); false if
+    /// there is no map. Call once the append's data is written, under the
+    /// I/O lock.
+    pub(crate) fn store_entries(&self, sums: &EncodedSums) -> bool {
+        let mut h = self.header.lock();
+        let Some(map) = h.as_mut() else {
+            return false;
+        };
+        let l = &self.layout;
+        (sums.rest.is_empty() || map.store(l.entry_off(sums.first_block + 1), &sums.rest))
+            && (sums.first.is_empty() || map.store(l.entry_off(sums.first_block), &sums.first))
+    }
+
     /// Cuts the zeros written ahead of a log's data (a clean close of the
-    /// log), so the file holds only its data again. (A power-cut model sees
+    /// log), so the file holds only its data again, and unmaps its header. (A power-cut model sees
     /// only writes and syncs, so under one the zeros stay; loading cuts
     /// them too.)
     pub(crate) fn cut_zeros(&self) -> io::Result<()> {
         let _io = self.io_lock.lock();
+        *self.header.lock() = None;
         let len = self.len();
         if self.zeroed_to.load(Ordering::Acquire) <= len || crate::power::installed() {
             return Ok(());
@@ -762,6 +808,12 @@ impl Replica {
 }
 
 impl Open<'_> {
+    /// Whether this replica's append entries can go through its header map
+    /// (see [`Replica::store_entries`]).
+    pub(crate) fn map_header(&self) -> bool {
+        self.replica.map_header(&self.file)
+    }
+
     /// The write of a new replica's header (see [`Replica::create`]); it is
     /// made durable by the replica's first sync.
     pub(crate) fn init_chain<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {
@@ -769,22 +821,21 @@ impl Open<'_> {
     }
 
     /// Adds the writes of appending `bufs` at `len` to `chain`: for a log
-    /// (`zeros`), zeros ahead of the data when few are left (see `zeros.rs`;
-    /// the caller holds the replica's I/O lock), then the data, then the
-    /// entries of the blocks after the first, then the first block's entry
-    /// (which is what makes the append part of the replica), then an
-    /// fdatasync if `sync`.
+    /// (`how.zeros`), zeros ahead of the data when few are left (see
+    /// `zeros.rs`; the caller holds the replica's I/O lock), then the data,
+    /// then (unless `how.mapped_entries`) the entries of the blocks after the
+    /// first, then the first block's entry (which is what makes the append
+    /// part of the replica), then an fdatasync if `how.sync`.
     pub(crate) fn append_chain<'a>(
         &'a self,
         chain: &mut Chain<'a>,
         len: u64,
         bufs: &[&'a [u8]],
         sums: &'a EncodedSums,
-        sync: bool,
-        zeros: bool,
+        how: Append,
     ) {
         let data_off = self.replica.layout.data_off;
-        if zeros {
+        if how.zeros {
             let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
             let to = self.replica.zeroed_to.load(Ordering::Acquire);
             let limit = self.replica.layout.chunk_size;
@@ -796,14 +847,17 @@ impl Open<'_> {
             }
         }
         chain.write(&self.file, data_off + len, bufs);
-        if !sums.rest.is_empty() {
-            let off = self.replica.layout.entry_off(sums.first_block + 1);
-            chain.write(&self.file, off, &[&sums.rest]);
+        if !how.mapped_entries {
+            if !sums.rest.is_empty() {
+                let off = self.replica.layout.entry_off(sums.first_block + 1);
+                chain.write(&self.file, off, &[&sums.rest]);
+            }
+            if !sums.first.is_empty() {
+                let off = self.replica.layout.entry_off(sums.first_block);
+                chain.write(&self.file, off, &[&sums.first]);
+            }
         }
-        if !sums.first.is_empty() {
-            let off = self.replica.layout.entry_off(sums.first_block);
-            chain.write(&self.file, off, &[&sums.first]);
-        }
+        let sync = how.sync;
         if sync {
             self.sync_steps(chain, &sums.slot);
         }
@@ -932,7 +986,12 @@ mod tests {
         let enc = sums.encoded();
         let o = r.open(true).unwrap();
         let mut c = Chain::new();
-        o.append_chain(&mut c, len, &[data], &enc, true, false);
+        let how = Append {
+            sync: true,
+            zeros: false,
+            mapped_entries: false,
+        };
+        o.append_chain(&mut c, len, &[data], &enc, how);
         assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
         r.commit_append(len + data.len() as u64, &sums);
         sums.apply_tail(tail);

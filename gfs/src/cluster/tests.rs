@@ -173,6 +173,8 @@ fn a_logs_replicas_keep_zeros_ahead_that_a_close_or_a_restart_cuts() {
         drop(f);
         assert!(replica_sizes(&c).contains(&(data_off + 3)));
         // A writer that never closes (a killed process): the zeros stay.
+        // (The unsynced appends' checksum entries went through the replicas'
+        // header maps: the restart below finds them in the page cache.)
         std::mem::forget(w);
     }
     // A restart cuts them; the log reads back whole and takes more appends.

@@ -28,7 +28,7 @@ use super::chunk::{self, BLOCK};
 use super::lease::Lease;
 use super::master::ChunkCtl;
 use super::oplog::Op;
-use super::replica::{read_verified, Open, ReadPiece, Replica};
+use super::replica::{read_verified, Append, Open, ReadPiece, Replica};
 use super::server::Health;
 use super::{bump, Inner};
 use crate::io::Chain;
@@ -40,14 +40,6 @@ use std::time::Instant;
 
 /// Chunk handles reserved per log record (see [`Op::ReserveHandles`]).
 const HANDLE_RESERVATION: u64 = 1024;
-
-/// How [`Inner::mutate`] writes an append: synced, and with zeros ahead
-/// (a log).
-#[derive(Clone, Copy)]
-struct Append {
-    sync: bool,
-    zeros: bool,
-}
 
 /// A replica with the server that holds it.
 pub(crate) type Placed = (usize, Arc<Replica>);
@@ -121,7 +113,11 @@ impl Inner {
             } else {
                 Vec::new()
             };
-            let how = Append { sync, zeros: log };
+            let how = Append {
+                sync,
+                zeros: log,
+                mapped_entries: log && !sync,
+            };
             self.mutate(&ctl, &mut m, name, len, &piece, how, &earlier)?;
             drop(m);
             if sync {
@@ -593,7 +589,7 @@ impl Inner {
         how: Append,
         earlier: &[u64],
     ) -> Result<()> {
-        let Append { sync, zeros } = how;
+        let sync = how.sync;
         let handle = ctl.handle;
         let (mut reps, mut gone) = self.write_set(handle)?;
         if m.tail.is_none() {
@@ -681,6 +677,13 @@ impl Inner {
             .map(|p| p.1.open(sync))
             .chain(earlier_reps.map(|r| r.open(true)))
             .collect();
+        // An unsynced log append stores its entries through each replica's
+        // header map once the data is written (see `header_map.rs`).
+        let mapped: Vec<bool> = opens
+            .iter()
+            .take(written.len())
+            .map(|o| how.mapped_entries && o.as_ref().is_ok_and(|o| o.map_header()))
+            .collect();
         let chains: Vec<Chain<'_>> = opens
             .iter()
             .enumerate()
@@ -688,7 +691,11 @@ impl Inner {
                 let mut c = Chain::new();
                 match o {
                     Ok(o) if i < written.len() => {
-                        o.append_chain(&mut c, len, piece, &enc, sync, zeros)
+                        let how = Append {
+                            mapped_entries: mapped[i],
+                            ..how
+                        };
+                        o.append_chain(&mut c, len, piece, &enc, how)
                     }
                     Ok(o) => o.sync_chain(&mut c),
                     Err(_) => {}
@@ -702,9 +709,15 @@ impl Inner {
         drop(opens);
         let mut results = results.into_iter();
         let mut ok = 0;
-        for (s, r) in written {
+        for (i, (s, r)) in written.into_iter().enumerate() {
             match results.next() {
                 Some(Ok(())) => {
+                    // The data is written: now the entries that make the
+                    // append part of the replica.
+                    if mapped[i] && !r.store_entries(&enc) {
+                        failed.push((*s, io::Error::other("replica header unmapped")));
+                        continue;
+                    }
                     r.commit_append(len + n, &sums);
                     r.gate.stats.write(n);
                     if sync {
