@@ -377,10 +377,12 @@ impl LocalWriter {
             return Ok(());
         };
         if let Some(z) = crate::zeros::ahead(to, end, len, u64::MAX) {
-            self.inner
-                .io
-                .write(&self.file, z.at, &z.bufs, false)
-                .map_err(|e| Error::io(&self.name, e))?;
+            for (off, piece) in z.pieces {
+                self.inner
+                    .io
+                    .write(&self.file, off, &[piece], false)
+                    .map_err(|e| Error::io(&self.name, e))?;
+            }
             self.zeroed_to = Some(z.upto);
         }
         Ok(())

@@ -840,7 +840,9 @@ impl Open<'_> {
             let to = self.replica.zeroed_to.load(Ordering::Acquire);
             let limit = self.replica.layout.chunk_size;
             if let Some(z) = crate::zeros::ahead(to, len + n, n, limit) {
-                chain.write(&self.file, data_off + z.at, &z.bufs);
+                for (off, piece) in z.pieces {
+                    chain.write(&self.file, data_off + off, &[piece]);
+                }
                 // Were the write to fail, the replica fails this append and
                 // is dropped; a wrong mark only costs speed.
                 self.replica.zeroed_to.store(z.upto, Ordering::Release);
