@@ -499,10 +499,10 @@ impl Replica {
             && (sums.first.is_empty() || map.store(l.entry_off(sums.first_block), &sums.first))
     }
 
-    /// Cuts the zeros written ahead of a log's data (a clean close of the
-    /// log), so the file holds only its data again, and unmaps its header. (A power-cut model sees
-    /// only writes and syncs, so under one the zeros stay; loading cuts
-    /// them too.)
+    /// Unmaps the header and cuts the zeros written ahead of a log's data
+    /// (the chunk is sealed or the log closes), so the file holds only its
+    /// data again. (A power-cut model sees only writes and syncs, so under
+    /// one the zeros stay; loading cuts them too.)
     pub(crate) fn cut_zeros(&self) -> io::Result<()> {
         let _io = self.io_lock.lock();
         *self.header.lock() = None;
@@ -859,8 +859,7 @@ impl Open<'_> {
                 chain.write(&self.file, off, &[&sums.first]);
             }
         }
-        let sync = how.sync;
-        if sync {
+        if how.sync {
             self.sync_steps(chain, &sums.slot);
         }
     }
