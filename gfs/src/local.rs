@@ -235,7 +235,7 @@ impl FileStore for LocalStore {
     }
 
     /// A file whose synced appends land on zeros written ahead of them (see
-    /// [`LocalWriter::zero_ahead`]).
+    /// `LocalWriter::zero_ahead`).
     fn create_log(&self, name: &str) -> Result<Box<dyn WritableFile>> {
         let mut w = self.create_writer(name)?;
         w.zeroed_to = Some(0);

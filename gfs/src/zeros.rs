@@ -23,14 +23,14 @@
 //! are never part of it). Only small appends get zeros (see [`ahead`]): for
 //! a large one the journal commit is a small part of its sync, and zeros
 //! would double the bytes it writes.
-
+//!
 //! The zeros go out as separate writes of at most 64 KiB, never as one
 //! megabyte-long write: ext4 caches a file in folios as large as the write
 //! that made them, and every later small write into a folio walks all of
 //! its 4 KiB blocks (`ext4_block_write_begin`, `block_commit_write`). Measured
 //! here, 1000-byte appends into zeros written a megabyte at a time took
-//! 3.0-3.4 µs each, more than into no zeros at all (1.5-2.3 µs); into zeros
-//! written 32-128 KiB at a time 1.3-1.6 µs; 4-16 KiB at a time the extra
+//! 2.4-3.4 µs each, more than into no zeros at all (1.5-2.3 µs); into zeros
+//! written 32-128 KiB at a time 1.1-1.6 µs; 4-16 KiB at a time the extra
 //! system calls cost more than they save.
 
 /// How far past a synced append's end the zeros reach.
