@@ -88,6 +88,14 @@ impl CommitCore {
         &self.log
     }
 
+    /// Freezes the tablet's memtable between batches: a leader inserts into
+    /// the memtable it read while holding the commit lock, and a memtable
+    /// frozen under it would be written out while still being filled.
+    pub(super) fn freeze(&self, t: &Tablet) {
+        let _between_batches = self.open.lock();
+        freeze(t, &self.wake_tx);
+    }
+
     /// Run by the group-commit leader for one batch: assign sequence numbers,
     /// write the log once, fill the memtables, publish.
     pub(super) fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<()>> {
@@ -139,8 +147,10 @@ impl CommitCore {
     }
 }
 
-/// Freezes the tablet's memtable so a minor compaction writes it out.
-pub(super) fn freeze(t: &Tablet, wake: &Sender<()>) {
+/// Freezes the tablet's memtable so a minor compaction writes it out. The
+/// caller is the commit leader, or holds the commit lock
+/// ([`CommitCore::freeze`]).
+fn freeze(t: &Tablet, wake: &Sender<()>) {
     t.update(|cur| {
         if cur.mem.is_empty() {
             return clone_version(cur);
@@ -276,7 +286,7 @@ impl TabletServer {
     }
 
     pub(super) fn freeze(&self, t: &Tablet) {
-        freeze(t, &self.wake_tx);
+        self.core.freeze(t);
     }
 
     /// Applies validated row mutations, all in tablet `tablet`. With a

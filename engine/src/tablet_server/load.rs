@@ -7,7 +7,6 @@
 //! row points only at this server's log. Unloading does a minor compaction
 //! first, so the next server has no log to read (a fast move).
 
-use super::commit::freeze;
 use super::{Served, TabletServer};
 use crate::compaction::open_sst;
 use crate::memtable::Memtable;
@@ -142,7 +141,7 @@ impl TabletServer {
         if t.retired.load(Ordering::Acquire) {
             return Err(self.not_serving(id));
         }
-        freeze(t, &self.wake_tx);
+        self.freeze(t);
         while !t.version().imm.is_empty() {
             self.flush_imm(&s)?;
         }
