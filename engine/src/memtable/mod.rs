@@ -22,6 +22,9 @@ use std::sync::Arc;
 pub struct Memtable {
     list: SkipList,
     max_seq: AtomicU64,
+    /// Set when the memtable is frozen: the last sequence number a write
+    /// may still be inserting into it (0: none).
+    sealed: AtomicU64,
 }
 
 impl Memtable {
@@ -57,6 +60,17 @@ impl Memtable {
     /// The highest sequence number inserted so far (0 when empty).
     pub fn max_seq(&self) -> SeqNo {
         self.max_seq.load(Ordering::Acquire)
+    }
+
+    /// Records, as it is frozen, the last sequence number that a write in
+    /// flight may still insert: it is complete once that number is visible.
+    pub fn seal(&self, last: SeqNo) {
+        self.sealed.store(last, Ordering::Release);
+    }
+
+    /// The number [`Memtable::seal`] recorded (0 if never sealed).
+    pub fn sealed(&self) -> SeqNo {
+        self.sealed.load(Ordering::Acquire)
     }
 
     /// A cursor over the memtable that keeps it alive; it sees entries

@@ -172,6 +172,7 @@ impl TabletServer {
         let Some(m) = v.imm.first().cloned() else {
             return Ok(());
         };
+        self.core.wait_sealed(&m);
         let outputs = self.write_memtable(s, &m)?;
         let flushed = m.max_seq().max(t.flushed_seq.load(Ordering::Acquire));
         self.install(s, &[], outputs, flushed, |cur, files| TabletVersion {

@@ -1,6 +1,11 @@
 //! The write path: rows routed to a served tablet, row locks, back-pressure,
-//! then group commit (one log write for many writers, paper §6).
+//! then the commit log. A synced write goes through group commit (one log
+//! write and one fsync for many writers, paper §6); an unsynced one logs its
+//! own rows under the commit lock. Either way each writer then inserts its
+//! own entries into the memtables, in parallel with the others and with the
+//! next log write, and `publish.rs` makes them visible in order.
 
+use super::publish::{Batch, Publisher};
 use super::{Served, TabletServer};
 use crate::data::*;
 use crate::key;
@@ -37,7 +42,7 @@ pub(super) struct Pending {
     ops: u64,
 }
 
-/// What one caller hands to group commit.
+/// What one caller commits.
 pub(super) struct WriteGroup {
     rows: Vec<Pending>,
     pub(super) bytes: usize,
@@ -46,17 +51,61 @@ pub(super) struct WriteGroup {
     floor: u64,
 }
 
-/// What the group-commit leader needs: the log and the sequence counters.
+/// The commit log, the sequence counters and the commit lock.
 pub(super) struct CommitCore {
     log: CommitLog,
-    /// Next sequence number to assign (touched only by the commit leader).
+    /// Next sequence number to assign (touched only under `open`).
     next_seq: AtomicU64,
-    /// Every entry up to here is in its memtable: reads use it as their snapshot.
-    visible_seq: AtomicU64,
+    /// The visible sequence number: reads use it as their snapshot.
+    publisher: Arc<Publisher>,
     memtable_bytes: usize,
     wake_tx: Sender<()>,
-    /// False once the server is fenced: nothing more reaches the log.
+    /// The commit lock; false once the server is fenced (nothing more
+    /// reaches the log). Held from numbering a batch to choosing its
+    /// memtables, and by a freeze, so a memtable is sealed after the last
+    /// batch that chose it.
     open: Mutex<bool>,
+}
+
+/// An internal key and its value, as logged.
+type Entry = (Vec<u8>, Vec<u8>);
+
+/// One writer's part of a logged batch: its entries, to insert into the
+/// memtables its leader chose. Dropping it inserts them too: nothing in the
+/// log may stay out of a memtable, or the batch would never be published.
+pub(super) struct Ticket {
+    rows: Vec<(Arc<Memtable>, Vec<Entry>)>,
+    batch: Option<Arc<Batch>>,
+    publisher: Arc<Publisher>,
+}
+
+impl Ticket {
+    fn insert(&mut self) {
+        for (mem, entries) in self.rows.drain(..) {
+            for (k, v) in entries {
+                mem.insert(&k, &v);
+            }
+        }
+        if let Some(batch) = self.batch.take() {
+            self.publisher.done(&batch);
+        }
+    }
+
+    /// Inserts this writer's entries, then waits until its whole batch is
+    /// visible to reads.
+    pub(super) fn finish(mut self) {
+        let last = self.batch.as_ref().map(|b| b.last());
+        self.insert();
+        if let Some(last) = last {
+            self.publisher.wait(last);
+        }
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.insert();
+    }
 }
 
 impl CommitCore {
@@ -64,7 +113,7 @@ impl CommitCore {
         CommitCore {
             log,
             next_seq: AtomicU64::new(1),
-            visible_seq: AtomicU64::new(0),
+            publisher: Arc::default(),
             memtable_bytes,
             wake_tx,
             open: Mutex::new(true),
@@ -76,8 +125,15 @@ impl CommitCore {
         *self.open.lock() = false;
     }
 
+    /// Every entry up to here is in its memtable.
     pub(super) fn visible_seq(&self) -> u64 {
-        self.visible_seq.load(Ordering::Acquire)
+        self.publisher.visible()
+    }
+
+    /// Waits until every write that may still be inserting into the frozen
+    /// memtable `m` has done so.
+    pub(super) fn wait_sealed(&self, m: &Memtable) {
+        self.publisher.wait(m.sealed());
     }
 
     pub(super) fn sync(&self) -> Result<()> {
@@ -88,17 +144,20 @@ impl CommitCore {
         &self.log
     }
 
-    /// Freezes the tablet's memtable between batches: a leader inserts into
-    /// the memtable it read while holding the commit lock, and a memtable
-    /// frozen under it would be written out while still being filled.
-    pub(super) fn freeze(&self, t: &Tablet) {
-        let _between_batches = self.open.lock();
-        freeze(t, &self.wake_tx);
+    /// Commits one unsynced write alone: logged under the commit lock, like
+    /// a batch of one.
+    pub(super) fn commit_one(&self, group: WriteGroup) -> Result<Ticket> {
+        self.lead(vec![group], false)?
+            .pop()
+            .ok_or_else(|| Error::corruption("commit: no ticket for a write"))
     }
 
-    /// Run by the group-commit leader for one batch: assign sequence numbers,
-    /// write the log once, fill the memtables, publish.
-    pub(super) fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<()>> {
+    /// Logs one batch under the commit lock (run by a group-commit leader,
+    /// or by [`CommitCore::commit_one`]): assign sequence numbers, write
+    /// the log once, choose each row's memtable (freezing the ones this
+    /// batch fills). Each writer then inserts its own entries
+    /// ([`Ticket::finish`]) while the next batch is being logged.
+    pub(super) fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<Ticket>> {
         let open = self.open.lock();
         if !*open {
             return Err(Error::NotServing {
@@ -106,12 +165,13 @@ impl CommitCore {
                 tablet: 0,
             });
         }
-        let n = groups.len();
         let mut seq = self.next_seq.load(Ordering::Acquire);
+        let mut rows_per_group = Vec::with_capacity(groups.len());
         let mut tablets = Vec::new();
         let mut records = Vec::new();
         for g in groups {
             seq = seq.max(g.floor + 1);
+            rows_per_group.push(g.rows.len());
             for mut p in g.rows {
                 for (k, _) in p.record.entries.iter_mut() {
                     key::rebase_seq(k, seq)
@@ -125,46 +185,64 @@ impl CommitCore {
         if !records.is_empty() || sync {
             self.log.append(&records, sync)?;
         }
-        let mut touched: Vec<&Arc<Tablet>> = Vec::new();
-        for (tablet, rec) in tablets.iter().zip(records) {
-            let mem = tablet.version().mem.clone();
-            for (k, v) in rec.entries {
-                mem.insert(&k, &v);
-            }
-            if !touched.iter().any(|t| Arc::ptr_eq(t, tablet)) {
-                touched.push(tablet);
-            }
-        }
+        let last = seq - 1;
         self.next_seq.store(seq, Ordering::Release);
-        self.visible_seq.store(seq - 1, Ordering::Release);
-        drop(open);
-        for t in touched {
-            if t.version().mem.approximate_bytes() >= self.memtable_bytes {
-                freeze(t, &self.wake_tx);
+        let mut mems = Vec::with_capacity(tablets.len());
+        let mut incoming: Vec<(&Arc<Tablet>, usize)> = Vec::new();
+        for (tablet, rec) in tablets.iter().zip(&records) {
+            let mem = tablet.current().mem.clone();
+            let bytes: usize = rec.entries.iter().map(|(k, v)| k.len() + v.len()).sum();
+            match incoming.iter_mut().find(|(t, _)| Arc::ptr_eq(t, tablet)) {
+                Some((_, b)) => *b += bytes,
+                None => incoming.push((tablet, bytes)),
+            }
+            mems.push(mem);
+        }
+        for (tablet, bytes) in incoming {
+            if tablet.current().mem.approximate_bytes() + bytes >= self.memtable_bytes {
+                self.freeze_locked(tablet, last);
             }
         }
-        Ok(vec![(); n])
+        let batch = self.publisher.begin(last, rows_per_group.len());
+        let mut rows = mems.into_iter().zip(records.into_iter().map(|r| r.entries));
+        let tickets = rows_per_group
+            .into_iter()
+            .map(|n| Ticket {
+                rows: rows.by_ref().take(n).collect(),
+                batch: Some(Arc::clone(&batch)),
+                publisher: Arc::clone(&self.publisher),
+            })
+            .collect();
+        drop(open);
+        Ok(tickets)
     }
-}
 
-/// Freezes the tablet's memtable so a minor compaction writes it out. The
-/// caller is the commit leader, or holds the commit lock
-/// ([`CommitCore::freeze`]).
-fn freeze(t: &Tablet, wake: &Sender<()>) {
-    t.update(|cur| {
-        if cur.mem.is_empty() {
-            return clone_version(cur);
-        }
-        let mut imm = cur.imm.clone();
-        imm.push(cur.mem.clone());
-        TabletVersion {
-            files_version: cur.files_version,
-            mem: Arc::new(Memtable::new()),
-            imm,
-            files: cur.files.clone(),
-        }
-    });
-    let _ = wake.try_send(());
+    /// Freezes the tablet's memtable so a minor compaction writes it out.
+    pub(super) fn freeze(&self, t: &Tablet) {
+        let _open = self.open.lock();
+        let last = self.next_seq.load(Ordering::Acquire).saturating_sub(1);
+        self.freeze_locked(t, last);
+    }
+
+    /// Freezes under the commit lock: no batch after `last` can have chosen
+    /// the memtable, so it is complete once `last` is visible.
+    fn freeze_locked(&self, t: &Tablet, last: u64) {
+        t.update(|cur| {
+            if cur.mem.is_empty() {
+                return clone_version(cur);
+            }
+            cur.mem.seal(last);
+            let mut imm = cur.imm.clone();
+            imm.push(cur.mem.clone());
+            TabletVersion {
+                files_version: cur.files_version,
+                mem: Arc::new(Memtable::new()),
+                imm,
+                files: cur.files.clone(),
+            }
+        });
+        let _ = self.wake_tx.try_send(());
+    }
 }
 
 pub(super) fn clone_version(v: &TabletVersion) -> TabletVersion {
@@ -180,14 +258,16 @@ impl TabletServer {
     /// Makes every later sequence number exceed `floor`, and waits until
     /// reads see everything up to it.
     pub(super) fn raise_floor(&self, floor: u64) -> Result<()> {
-        self.commit.submit(
-            WriteGroup {
-                rows: Vec::new(),
-                bytes: 0,
-                floor,
-            },
-            false,
-        )
+        self.commit
+            .submit(
+                WriteGroup {
+                    rows: Vec::new(),
+                    bytes: 0,
+                    floor,
+                },
+                false,
+            )
+            .map(Ticket::finish)
     }
 
     fn stripe(&self, table: u64, row: &[u8]) -> usize {
@@ -252,14 +332,20 @@ impl TabletServer {
             .flat_map(|p| p.record.entries.iter())
             .map(|(k, v)| k.len() + v.len())
             .sum();
-        self.commit.submit(
-            WriteGroup {
-                rows,
-                bytes,
-                floor: 0,
-            },
-            sync,
-        )?;
+        let group = WriteGroup {
+            rows,
+            bytes,
+            floor: 0,
+        };
+        // A synced write waits for an fsync, which group commit shares; an
+        // unsynced one logs its own rows under the commit lock (handing
+        // them to a leader and being woken again cost more than that).
+        let ticket = if sync {
+            self.commit.submit(group, true)?
+        } else {
+            self.core.commit_one(group)?
+        };
+        ticket.finish();
         self.counters
             .writes
             .fetch_add(ms.len() as u64, Ordering::Relaxed);

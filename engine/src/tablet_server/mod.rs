@@ -3,7 +3,10 @@
 //! commit and background compactions. It serves only while it holds its
 //! lock in the lock service.
 //!
-//! - `commit.rs`: the write path (row locks, stalls, group commit, log)
+//! - `commit.rs`: the write path (row locks, stalls, the commit lock, group
+//!   commit for synced writes, the log)
+//! - `publish.rs`: making batches visible to reads in sequence order once
+//!   their writers have inserted them
 //! - `reads.rs`: row, column and scan reads of one tablet
 //! - `background.rs`: minor, merging and major compactions, splits
 //! - `load.rs`: loading a tablet (with recovery from a dead server's log) and unloading it
@@ -12,6 +15,7 @@
 mod background;
 mod commit;
 mod load;
+mod publish;
 mod reads;
 mod status;
 
@@ -27,7 +31,7 @@ use crate::log::{CommitLog, CommitLogOptions};
 use crate::metadata::{Redo, TabletMeta};
 use crate::tablet::Tablet;
 use crate::{Error, Result};
-use commit::{CommitCore, WriteGroup};
+use commit::{CommitCore, Ticket, WriteGroup};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::{Condvar, Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -103,7 +107,7 @@ pub struct TabletServer {
     /// A client that gives up after a couple of seconds (see `record_as`).
     quick: Client,
     core: Arc<CommitCore>,
-    commit: GroupCommit<WriteGroup>,
+    commit: GroupCommit<WriteGroup, Ticket>,
     tablets: CowMap<u64, Arc<Served>>,
     row_locks: Vec<Mutex<()>>,
     wake_tx: Sender<()>,
