@@ -1,10 +1,10 @@
 //! Workers for requests that wait on the commit log.
 //!
-//! A FUSE thread that handles `close` sits in the group commit until the
-//! log write lands; meanwhile it reads no requests. So fsyncs, and closes
+//! A FUSE thread that handles `close` waits in the commit until the log
+//! write lands; meanwhile it reads no requests. So fsyncs, and closes
 //! beyond the one a FUSE thread may commit itself while another stays free
 //! (an unsynced commit is quicker than a hand-off), run here instead: the few
-//! FUSE threads stay free to read, and many closes in flight share one group
+//! FUSE threads stay free to read, and many fsyncs in flight share one group
 //! commit. The kernel sends
 //! a file's RELEASE only after its FLUSH is answered, so running them on
 //! different workers keeps their order.
