@@ -4,28 +4,35 @@
 //! daemon declines them (FUSE_NO_OPENDIR_SUPPORT): a tree walk then costs
 //! two requests fewer per directory, which is most of a walk's time, since
 //! each request is a round trip through the scheduler. Without an open
-//! directory a listing's place is kept here instead: every entry listed gets
-//! an offset of its own, unique in the process, naming the directory and the
-//! entry's name; the next `readdir` continues after that name. The offset of
-//! a listing's last entry carries [`LAST`], so the call that only confirms
-//! the end costs nothing. Only the newest [`CAPACITY`] offsets are kept (a
-//! reader far behind gets EINVAL, as `seekdir` to a forgotten offset would).
+//! directory a listing's place is kept here instead: the entry numbered `i`
+//! (after the fixed entries) gets offset [`FIRST`] + `i`, and the newest
+//! [`CAPACITY`] offsets remember the directory and the entry's name, so the
+//! next `readdir` continues after that name. The offset of a listing's last
+//! entry carries [`LAST`], so the call that only confirms the end costs
+//! nothing.
+//!
+//! A forgotten offset still says where it was: declining OPENDIR also makes
+//! the kernel cache listings, and when it drops a cached page (memory
+//! pressure, an invalidation) it asks to go on from an offset of any age.
+//! The listing then continues after the entry with that number, counted
+//! from the start.
 
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 
 /// Set in the offset of a listing's last entry.
 pub const LAST: u64 = 1 << 62;
-/// The first offset handed out (below: `.`, `..` and fixed entries).
-const FIRST: u64 = 16;
-/// Offsets remembered; a reply holds at most a few hundred entries.
-const CAPACITY: usize = 1 << 16;
+/// The offset of the first entry after the fixed ones (below: `.`, `..`
+/// and a table's special files).
+pub const FIRST: u64 = 16;
+/// Offsets remembered; a reply holds at most a few hundred entries. (Small
+/// in unit tests, so that they forget offsets with few entries.)
+const CAPACITY: usize = if cfg!(test) { 256 } else { 1 << 16 };
 
 #[derive(Default)]
 struct Inner {
-    next: u64,
-    places: HashMap<u64, (u64, Vec<u8>)>,
-    order: VecDeque<u64>,
+    places: HashMap<(u64, u64), Vec<u8>>,
+    order: VecDeque<(u64, u64)>,
 }
 
 /// See the module comment.
@@ -34,16 +41,25 @@ pub struct Cursors {
     inner: Mutex<Inner>,
 }
 
+/// Where a `readdir` of an unopened directory goes on from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Resume {
+    /// The number of the entry listed last (the next one is `ordinal + 1`).
+    pub ordinal: u64,
+    /// Its name, unless the offset was forgotten.
+    pub name: Option<Vec<u8>>,
+}
+
 impl Cursors {
-    /// A fresh offset for entry `name` of directory `ino` (`last`: the
-    /// listing ends with it).
-    pub fn place(&self, ino: u64, name: &[u8], last: bool) -> u64 {
-        let mut g = self.inner.lock();
-        let off = g.next.max(FIRST);
-        g.next = off + 1;
+    /// The offset of entry number `ordinal` of directory `ino`, named
+    /// `name` (`last`: the listing ends with it).
+    pub fn place(&self, ino: u64, ordinal: u64, name: &[u8], last: bool) -> u64 {
+        let off = FIRST + ordinal;
         if !last {
-            g.places.insert(off, (ino, name.to_vec()));
-            g.order.push_back(off);
+            let mut g = self.inner.lock();
+            if g.places.insert((ino, off), name.to_vec()).is_none() {
+                g.order.push_back((ino, off));
+            }
             while g.order.len() > CAPACITY {
                 if let Some(old) = g.order.pop_front() {
                     g.places.remove(&old);
@@ -53,13 +69,13 @@ impl Cursors {
         off | if last { LAST } else { 0 }
     }
 
-    /// The name after which a listing of `ino` continues from `offset`.
-    pub fn name_at(&self, ino: u64, offset: u64) -> Option<Vec<u8>> {
-        let g = self.inner.lock();
-        match g.places.get(&offset) {
-            Some((i, name)) if *i == ino => Some(name.clone()),
-            _ => None,
-        }
+    /// Where a listing of `ino` goes on from `offset`; `None` for an offset
+    /// before the numbered entries.
+    pub fn resume(&self, ino: u64, offset: u64) -> Option<Resume> {
+        let off = offset & !LAST;
+        let ordinal = off.checked_sub(FIRST)?;
+        let name = self.inner.lock().places.get(&(ino, off)).cloned();
+        Some(Resume { ordinal, name })
     }
 }
 
@@ -68,27 +84,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn offsets_are_unique_and_name_their_entry() {
+    fn offsets_number_their_entry_and_name_it() {
         let c = Cursors::default();
-        let a = c.place(5, b"a", false);
-        let b = c.place(5, b"b", false);
-        let z = c.place(6, b"z", true);
-        assert!(a >= FIRST && b > a);
-        assert_eq!(c.name_at(5, a).unwrap(), b"a");
-        assert_eq!(c.name_at(5, b).unwrap(), b"b");
-        // Another directory's offset is not ours.
-        assert!(c.name_at(6, a).is_none());
+        let a = c.place(5, 0, b"a", false);
+        let b = c.place(5, 1, b"b", false);
+        let z = c.place(6, 7, b"z", true);
+        assert_eq!((a, b), (FIRST, FIRST + 1));
+        let at = |ino, off| c.resume(ino, off).unwrap();
+        assert_eq!(at(5, a).name.unwrap(), b"a");
+        assert_eq!(at(5, b).ordinal, 1);
+        assert_eq!(at(5, b).name.unwrap(), b"b");
+        // Another directory's offset names nothing here.
+        assert_eq!(at(6, a).name, None);
         assert!(z & LAST != 0);
-        assert!(c.name_at(6, z).is_none());
+        assert_eq!(at(6, z).ordinal, 7);
+        assert!(c.resume(5, FIRST - 1).is_none());
     }
 
     #[test]
-    fn old_offsets_are_forgotten() {
+    fn a_forgotten_offset_still_gives_its_entry_number() {
         let c = Cursors::default();
-        let first = c.place(1, b"x", false);
-        for _ in 0..CAPACITY {
-            c.place(1, b"y", false);
+        let first = c.place(1, 3, b"x", false);
+        for i in 0..CAPACITY as u64 {
+            c.place(2, i, b"y", false);
         }
-        assert!(c.name_at(1, first).is_none());
+        assert_eq!(
+            c.resume(1, first),
+            Some(Resume {
+                ordinal: 3,
+                name: None
+            })
+        );
+        assert_eq!(c.inner.lock().places.len(), CAPACITY);
     }
 }

@@ -2,6 +2,7 @@
 //! streamed rows of tables.
 
 use super::*;
+use crate::cursors::Resume;
 
 impl Ctx {
     /// FUSE `opendir`.
@@ -311,38 +312,40 @@ impl Ctx {
         if !node.is_dir() {
             return Err(Errno::ENOTDIR);
         }
-        let after = if offset >= ROW_BASE {
-            let name = self.cursors.name_at(ino, offset).ok_or_else(|| {
-                log::info!("readdir of {node}: offset {offset} is no longer known");
-                Errno::EINVAL
-            })?;
-            Some(name)
-        } else {
-            None
-        };
+        let resume = self.cursors.resume(ino, offset);
         if !self.emit_dots(&node, offset, plus, add) {
             return Ok(());
         }
         match &*node {
-            Node::Table(t) => self.rows_unopened(ino, t, View::Now, true, offset, after, plus, add),
+            Node::Table(t) => {
+                self.rows_unopened(ino, t, View::Now, true, offset, resume, plus, add)
+            }
             Node::AtRoot { table, ts } => {
-                self.rows_unopened(ino, table, View::At(*ts), false, offset, after, plus, add)
+                self.rows_unopened(ino, table, View::At(*ts), false, offset, resume, plus, add)
             }
             _ => {
                 let entries = self.list_small(&node)?;
-                let start = match &after {
+                let start = match resume {
                     None => 0,
                     // After the entry named; if it went away, after where it would sort.
-                    Some(name) => entries
+                    Some(Resume {
+                        name: Some(name), ..
+                    }) => entries
                         .iter()
-                        .position(|e| e.name == *name)
+                        .position(|e| e.name == name)
                         .map(|p| p + 1)
-                        .or_else(|| entries.iter().position(|e| e.name > *name))
+                        .or_else(|| entries.iter().position(|e| e.name > name))
                         .unwrap_or(entries.len()),
+                    // A forgotten offset: after the entry with its number.
+                    Some(Resume {
+                        ordinal,
+                        name: None,
+                    }) => usize::try_from(ordinal)
+                        .map_or(entries.len(), |o| o.saturating_add(1).min(entries.len())),
                 };
                 let n = entries.len();
                 for (i, e) in entries.iter().enumerate().skip(start) {
-                    let off = self.cursors.place(ino, &e.name, i + 1 == n);
+                    let off = self.cursors.place(ino, i as u64, &e.name, i + 1 == n);
                     if !self.emit(e, off, plus, add)? {
                         return Ok(());
                     }
@@ -362,10 +365,31 @@ impl Ctx {
         view: View,
         specials: bool,
         offset: u64,
-        mut after: Option<Vec<u8>>,
+        resume: Option<Resume>,
         plus: bool,
         add: &mut dyn FnMut(&DirOut<'_>) -> bool,
     ) -> FsResult<()> {
+        // The row to go on after, and the number of the next one.
+        let (mut after, mut next) = match resume {
+            None => (None, 0),
+            Some(Resume {
+                ordinal,
+                name: Some(name),
+            }) => (Some(name), ordinal + 1),
+            Some(Resume {
+                ordinal,
+                name: None,
+            }) => {
+                log::info!(
+                    "listing of {table}: the offset of row {ordinal} was forgotten; counting rows from the start"
+                );
+                match self.nth_row(table, view, ordinal)? {
+                    Some(row) => (Some(row), ordinal + 1),
+                    // Fewer rows now than when it was listed: nothing follows.
+                    None => return Ok(()),
+                }
+            }
+        };
         if after.is_none() && specials && !self.emit_specials(table, offset, plus, add)? {
             return Ok(());
         }
@@ -385,7 +409,8 @@ impl Ctx {
             }
             let short = (n as u64) < limit;
             for (i, row) in rows.into_iter().enumerate() {
-                let off = self.cursors.place(ino, &row, short && i + 1 == n);
+                let off = self.cursors.place(ino, next, &row, short && i + 1 == n);
+                next += 1;
                 let node = Node::Row {
                     table: table_name.clone(),
                     view,
@@ -412,6 +437,22 @@ impl Ctx {
                 return Ok(());
             }
         }
+    }
+
+    /// Row number `ordinal` (from 0) of a table's listing, counted from the
+    /// start; `None` if it has fewer rows.
+    fn nth_row(&self, table: &str, view: View, ordinal: u64) -> FsResult<Option<Vec<u8>>> {
+        let mut after: Option<Vec<u8>> = None;
+        let mut left = ordinal + 1;
+        while left > 0 {
+            let rows = self.row_batch(table, view, after.as_deref(), left.min(4096))?;
+            let Some(last) = rows.last() else {
+                return Ok(None);
+            };
+            left -= rows.len() as u64;
+            after = Some(last.clone());
+        }
+        Ok(after)
     }
 
     /// A table's `.schema` and `.mutate` (offsets 3 and 4) where `offset`
