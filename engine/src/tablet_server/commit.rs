@@ -40,6 +40,8 @@ pub(super) struct Pending {
     tablet: Arc<Tablet>,
     record: LogRecord,
     ops: u64,
+    /// Bytes of its entries' keys and values.
+    bytes: usize,
 }
 
 /// What one caller commits.
@@ -71,7 +73,7 @@ pub(super) struct CommitCore {
 type Entry = (Vec<u8>, Vec<u8>);
 
 /// One writer's part of a logged batch: its entries, to insert into the
-/// memtables its leader chose. Dropping it inserts them too: nothing in the
+/// memtables chosen when they were logged. Dropping it inserts them too: nothing in the
 /// log may stay out of a memtable, or the batch would never be published.
 pub(super) struct Ticket {
     rows: Vec<(Arc<Memtable>, Vec<Entry>)>,
@@ -169,6 +171,8 @@ impl CommitCore {
         let mut rows_per_group = Vec::with_capacity(groups.len());
         let mut tablets = Vec::new();
         let mut records = Vec::new();
+        // What this batch adds to each tablet's memtable.
+        let mut incoming: Vec<(Arc<Tablet>, usize)> = Vec::new();
         for g in groups {
             seq = seq.max(g.floor + 1);
             rows_per_group.push(g.rows.len());
@@ -178,6 +182,10 @@ impl CommitCore {
                         .ok_or_else(|| Error::corruption("malformed key in a write"))?;
                 }
                 seq += p.ops;
+                match incoming.iter_mut().find(|(t, _)| Arc::ptr_eq(t, &p.tablet)) {
+                    Some((_, b)) => *b += p.bytes,
+                    None => incoming.push((p.tablet.clone(), p.bytes)),
+                }
                 tablets.push(p.tablet);
                 records.push(p.record);
             }
@@ -187,20 +195,10 @@ impl CommitCore {
         }
         let last = seq - 1;
         self.next_seq.store(seq, Ordering::Release);
-        let mut mems = Vec::with_capacity(tablets.len());
-        let mut incoming: Vec<(&Arc<Tablet>, usize)> = Vec::new();
-        for (tablet, rec) in tablets.iter().zip(&records) {
-            let mem = tablet.current().mem.clone();
-            let bytes: usize = rec.entries.iter().map(|(k, v)| k.len() + v.len()).sum();
-            match incoming.iter_mut().find(|(t, _)| Arc::ptr_eq(t, tablet)) {
-                Some((_, b)) => *b += bytes,
-                None => incoming.push((tablet, bytes)),
-            }
-            mems.push(mem);
-        }
+        let mems: Vec<Arc<Memtable>> = tablets.iter().map(|t| t.current().mem.clone()).collect();
         for (tablet, bytes) in incoming {
             if tablet.current().mem.approximate_bytes() + bytes >= self.memtable_bytes {
-                self.freeze_locked(tablet, last);
+                self.freeze_locked(&tablet, last);
             }
         }
         let batch = self.publisher.begin(last, rows_per_group.len());
@@ -319,6 +317,7 @@ impl TabletServer {
             let entries = mutation::to_entries(m, 0, ts);
             rows.push(Pending {
                 tablet: s.tablet.clone(),
+                bytes: entries.iter().map(|(k, v)| k.len() + v.len()).sum(),
                 record: LogRecord {
                     table: s.table.id.to_string(),
                     entries,
@@ -327,11 +326,7 @@ impl TabletServer {
             });
         }
         self.wait_for_room(s);
-        let bytes = rows
-            .iter()
-            .flat_map(|p| p.record.entries.iter())
-            .map(|(k, v)| k.len() + v.len())
-            .sum();
+        let bytes = rows.iter().map(|p| p.bytes).sum();
         let group = WriteGroup {
             rows,
             bytes,
