@@ -423,9 +423,6 @@ impl CommitLog {
     /// keys. When this returns Ok the records are in the log of at least one
     /// lane.
     pub fn append(&self, records: &[LogRecord], sync: bool) -> Result<()> {
-        if records.is_empty() && !sync {
-            return Ok(());
-        }
         let mut max_seq = 0;
         let mut payloads = Vec::with_capacity(records.len());
         for r in records {
@@ -438,6 +435,16 @@ impl CommitLog {
             max_seq = max_seq.max(hi);
             payloads.push(r.encode());
         }
+        self.append_encoded(payloads, max_seq, sync)
+    }
+
+    /// [`CommitLog::append`] of records already encoded (see
+    /// [`LogRecord::encode_ahead`]), whose highest sequence number is `max_seq`.
+    pub fn append_encoded(&self, payloads: Vec<Vec<u8>>, max_seq: SeqNo, sync: bool) -> Result<()> {
+        if payloads.is_empty() && !sync {
+            return Ok(());
+        }
+        let records = payloads.len();
         let bytes: usize = payloads.iter().map(Vec::len).sum();
         let payloads = Arc::new(payloads);
 
@@ -460,7 +467,7 @@ impl CommitLog {
             let started = Instant::now();
             match self.append_inline(first, &payloads, max_seq) {
                 Ok(()) => {
-                    self.count(records.len(), bytes, sync);
+                    self.count(records, bytes, sync);
                     if started.elapsed() > self.shared.opts.slow_threshold {
                         log::warn!(
                             "commit log {}: lane {first} slower than {:?}; switching lanes",
@@ -477,7 +484,7 @@ impl CommitLog {
                     let rx2 = self.send(1 - first, &payloads, max_seq, sync);
                     let res = rx2.recv().unwrap_or(Err(e));
                     if res.is_ok() {
-                        self.count(records.len(), bytes, sync);
+                        self.count(records, bytes, sync);
                     }
                     return res;
                 }
@@ -490,7 +497,7 @@ impl CommitLog {
         let rx1 = self.send(first, &payloads, max_seq, sync);
         let first_err = match rx1.recv_timeout(self.shared.opts.slow_threshold) {
             Ok(Ok(())) => {
-                self.count(records.len(), bytes, sync);
+                self.count(records, bytes, sync);
                 return Ok(());
             }
             Ok(Err(e)) => {
@@ -516,7 +523,7 @@ impl CommitLog {
             None => first_success(&rx1, &rx2),
         };
         if res.is_ok() {
-            self.count(records.len(), bytes, sync);
+            self.count(records, bytes, sync);
         }
         res
     }

@@ -21,7 +21,7 @@ pub mod writer;
 
 pub use commit_log::{CommitLog, CommitLogOptions, CommitLogStats};
 pub use reader::{LogReader, ReadReport};
-pub use record::LogRecord;
+pub use record::{Encoded, LogRecord};
 pub use replay::{replay_dir, ReplayReport};
 pub use writer::LogWriter;
 

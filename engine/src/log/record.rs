@@ -25,6 +25,26 @@ pub struct LogRecord {
 
 impl LogRecord {
     pub fn encode(&self) -> Vec<u8> {
+        self.encode_noting(&mut Vec::new())
+    }
+
+    /// Encodes the record while its keys carry sequence numbers counted from
+    /// 0; [`Encoded::rebase`] later turns them into the batch's numbers, so
+    /// the commit lock covers no encoding. Fails like [`LogRecord::seq_range`].
+    pub fn encode_ahead(&self) -> Result<Encoded> {
+        if self.seq_range().is_none() {
+            return Err(Error::invalid(format!(
+                "log record for table {:?} has no entries or a malformed key",
+                self.table
+            )));
+        }
+        let mut key_ends = Vec::with_capacity(self.entries.len());
+        let payload = self.encode_noting(&mut key_ends);
+        Ok(Encoded { payload, key_ends })
+    }
+
+    /// Encodes, noting where each key ends in the output.
+    fn encode_noting(&self, key_ends: &mut Vec<usize>) -> Vec<u8> {
         let size = 1
             + 10
             + self.table.len()
@@ -40,6 +60,7 @@ impl LogRecord {
         put_varint(&mut out, self.entries.len() as u64);
         for (k, v) in &self.entries {
             put_bytes(&mut out, k);
+            key_ends.push(out.len());
             put_bytes(&mut out, v);
         }
         out
@@ -86,6 +107,42 @@ impl LogRecord {
             });
         }
         range
+    }
+}
+
+/// A record's payload encoded ahead of its sequence numbers (see
+/// [`LogRecord::encode_ahead`]).
+#[derive(Debug, Clone)]
+pub struct Encoded {
+    payload: Vec<u8>,
+    /// Where each key ends in `payload`: its sequence number is the 8
+    /// bytes before its last.
+    key_ends: Vec<usize>,
+}
+
+impl Encoded {
+    /// Adds `base` to every key's sequence number, as
+    /// [`key::rebase_seq`] does to the keys themselves. Returns the
+    /// highest number, or None on overflow.
+    pub fn rebase(&mut self, base: SeqNo) -> Option<SeqNo> {
+        let mut hi = None;
+        for &end in &self.key_ends {
+            let seq = key::rebase_seq(self.payload.get_mut(..end)?, base)?;
+            hi = hi.max(Some(seq));
+        }
+        hi
+    }
+
+    pub fn len(&self) -> usize {
+        self.payload.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.payload.is_empty()
+    }
+
+    pub fn into_payload(self) -> Vec<u8> {
+        self.payload
     }
 }
 
@@ -167,6 +224,27 @@ mod tests {
                 ),
             ],
         }
+    }
+
+    #[test]
+    fn a_record_encoded_ahead_and_rebased_is_the_rebased_record_encoded() {
+        let r = sample();
+        let mut ahead = r.encode_ahead().unwrap();
+        assert_eq!(ahead.clone().into_payload(), r.encode());
+        assert_eq!(ahead.rebase(1000), Some(1009));
+        let mut rebased = r.clone();
+        for (k, _) in rebased.entries.iter_mut() {
+            key::rebase_seq(k, 1000).unwrap();
+        }
+        assert_eq!(ahead.len(), rebased.encode().len());
+        assert_eq!(ahead.into_payload(), rebased.encode());
+        // What the log would refuse is refused before any lock is taken.
+        assert!(LogRecord::default().encode_ahead().is_err());
+        let bad = LogRecord {
+            table: "t".into(),
+            entries: vec![(b"not a key".to_vec(), vec![])],
+        };
+        assert!(bad.encode_ahead().is_err());
     }
 
     #[test]
