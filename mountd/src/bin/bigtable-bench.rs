@@ -148,9 +148,6 @@ fn plan(common: &Common, default_size: u64) -> Plan {
 fn main() -> ExitCode {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("warn")).init();
     let cli = Cli::parse();
-    // As the daemon does (false only off glibc); the peers run in this
-    // process too, so they get the same malloc.
-    let _ = fs::memory::keep_freed_memory();
     install_signal_handlers();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,

@@ -35,8 +35,6 @@ fn main() {
             std::process::exit(2);
         }
     };
-    // False only off glibc, where there is nothing to tune.
-    let _ = fs::memory::keep_freed_memory();
     if let Err(e) = absolute_paths(&mut cfg) {
         eprintln!("bigtable-mountd: {e}");
         std::process::exit(1);
