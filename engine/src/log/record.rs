@@ -133,14 +133,6 @@ impl Encoded {
         hi
     }
 
-    pub fn len(&self) -> usize {
-        self.payload.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.payload.is_empty()
-    }
-
     pub fn into_payload(self) -> Vec<u8> {
         self.payload
     }
@@ -236,7 +228,6 @@ mod tests {
         for (k, _) in rebased.entries.iter_mut() {
             key::rebase_seq(k, 1000).unwrap();
         }
-        assert_eq!(ahead.len(), rebased.encode().len());
         assert_eq!(ahead.into_payload(), rebased.encode());
         // What the log would refuse is refused before any lock is taken.
         assert!(LogRecord::default().encode_ahead().is_err());
