@@ -7,13 +7,13 @@
 //! - [`ScanCache`]: the raw SSTable entries of one row of one tablet — helps
 //!   reads that repeat the same row.
 
+use crate::counter::Counter;
 use crate::packed_row::PackedRow;
 use crate::sstable::Block;
 use parking_lot::RwLock;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// Counters of a cache.
@@ -48,8 +48,8 @@ impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
 /// Decompressed SSTable blocks shared by every table of a tablet server.
 pub struct BlockCache {
     cache: Cache<(u64, u64), Arc<Block>, BlockWeighter>,
-    hits: AtomicU64,
-    misses: AtomicU64,
+    hits: Counter,
+    misses: Counter,
 }
 
 impl BlockCache {
@@ -60,8 +60,8 @@ impl BlockCache {
                 capacity_bytes,
                 BlockWeighter,
             ),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
+            hits: Counter::default(),
+            misses: Counter::default(),
         }
     }
 
@@ -73,7 +73,7 @@ impl BlockCache {
         } else {
             &self.misses
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.incr();
         r
     }
 
@@ -89,8 +89,8 @@ impl BlockCache {
 
     pub fn stats(&self) -> CacheStats {
         CacheStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits: self.hits.get(),
+            misses: self.misses.get(),
             bytes: self.cache.weight(),
             capacity: self.cache.capacity(),
             entries: self.cache.len() as u64,
@@ -132,8 +132,8 @@ fn row_key(tablet: u64, row: &[u8]) -> (u64, u64) {
 pub struct ScanCache {
     cache: Cache<(u64, u64), ScanValue, ScanWeighter>,
     generations: RwLock<HashMap<u64, u64>>,
-    hits: AtomicU64,
-    misses: AtomicU64,
+    hits: Counter,
+    misses: Counter,
 }
 
 impl ScanCache {
@@ -145,8 +145,8 @@ impl ScanCache {
                 ScanWeighter,
             ),
             generations: RwLock::new(HashMap::new()),
-            hits: AtomicU64::new(0),
-            misses: AtomicU64::new(0),
+            hits: Counter::default(),
+            misses: Counter::default(),
         }
     }
 
@@ -175,7 +175,7 @@ impl ScanCache {
         } else {
             &self.misses
         };
-        counter.fetch_add(1, Ordering::Relaxed);
+        counter.incr();
         found
     }
 
@@ -213,8 +213,8 @@ impl ScanCache {
 
     pub fn stats(&self) -> CacheStats {
         CacheStats {
-            hits: self.hits.load(Ordering::Relaxed),
-            misses: self.misses.load(Ordering::Relaxed),
+            hits: self.hits.get(),
+            misses: self.misses.get(),
             bytes: self.cache.weight(),
             capacity: self.cache.capacity(),
             entries: self.cache.len() as u64,

@@ -42,6 +42,11 @@ impl<K: Ord + Clone, V: Clone> CowMap<K, V> {
         self.map.load().get(k).map(f)
     }
 
+    /// `f` of the whole map as of now, borrowed (for range lookups).
+    pub fn with_map<R>(&self, f: impl FnOnce(&BTreeMap<K, V>) -> R) -> R {
+        f(&self.map.load())
+    }
+
     /// A clone of the value at `k`.
     pub fn get<Q>(&self, k: &Q) -> Option<V>
     where
@@ -100,6 +105,7 @@ mod tests {
         assert_eq!(before.len(), 1);
         assert_eq!(m.get("b"), Some(2));
         assert_eq!(m.with("b", |v| v * 10), Some(20));
+        assert_eq!(m.with_map(|m| m.keys().next().cloned()), Some("b".into()));
         assert!(!m.contains_key("a"));
         assert_eq!(m.update(|m| m.len()), 1);
     }

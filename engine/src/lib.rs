@@ -20,6 +20,7 @@ pub mod coding;
 pub mod compaction;
 pub mod compaction_filter;
 pub mod coordination;
+pub mod counter;
 pub mod cow_map;
 pub mod db;
 pub mod env;

@@ -84,12 +84,11 @@ impl Client {
         if table == METADATA_ID && row < root_end().as_slice() {
             return self.root_location().map(Arc::new);
         }
-        let k = lookup_key(table, row);
-        if let Some(loc) = self.cached(table, row, &k) {
-            self.counters.cache_hits.fetch_add(1, Ordering::Relaxed);
+        if let Some(loc) = self.with_cached(table, row, Arc::clone) {
             return Ok(loc);
         }
-        self.counters.cache_misses.fetch_add(1, Ordering::Relaxed);
+        let k = lookup_key(table, row);
+        self.counters.cache_misses.incr();
         // The row sought may be past the end of the METADATA tablet holding
         // `k` (its key is the next tablet's first): then read on in the next.
         let mut meta = self.locate(METADATA_ID, &k)?;
@@ -108,8 +107,7 @@ impl Client {
                 _ => break rows,
             }
         };
-        {
-            let mut cache = self.cache.write();
+        self.cache.update(|cache| {
             for r in &rows {
                 let loc = Location {
                     tablet: r.meta.id,
@@ -120,7 +118,7 @@ impl Client {
                 };
                 cache.insert(loc.cache_key(), Arc::new(loc));
             }
-        }
+        });
         match rows.first() {
             Some(r) if r.meta.table == table && r.meta.start.as_slice() <= row => {
                 Ok(Arc::new(Location {
@@ -139,12 +137,26 @@ impl Client {
         }
     }
 
-    fn cached(&self, table: u64, row: &[u8], k: &[u8]) -> Option<Arc<Location>> {
-        let cache = self.cache.read();
-        let (_, loc) = cache
-            .range::<[u8], _>((Bound::Included(k), Bound::Unbounded))
-            .next()?;
-        (loc.table == table && loc.contains(row)).then(|| Arc::clone(loc))
+    /// `f` of the cached location of `row` of `table` (counted as a hit),
+    /// or None (not counted) if it is not cached or is the root tablet's.
+    pub(crate) fn with_cached<R>(
+        &self,
+        table: u64,
+        row: &[u8],
+        f: impl FnOnce(&Arc<Location>) -> R,
+    ) -> Option<R> {
+        if table == METADATA_ID && row < root_end().as_slice() {
+            return None;
+        }
+        let k = lookup_key(table, row);
+        let r = self.cache.with_map(|cache| {
+            let (_, loc) = cache
+                .range::<[u8], _>((Bound::Included(k.as_slice()), Bound::Unbounded))
+                .next()?;
+            (loc.table == table && loc.contains(row)).then(|| f(loc))
+        })?;
+        self.counters.cache_hits.incr();
+        Some(r)
     }
 
     fn root_location(&self) -> Result<Location> {
@@ -175,18 +187,24 @@ impl Client {
             *self.root.write() = None;
             return;
         }
-        let mut cache = self.cache.write();
-        if cache
-            .get(&loc.cache_key())
-            .is_some_and(|l| l.tablet == loc.tablet)
+        let key = loc.cache_key();
+        if self
+            .cache
+            .with(&key, |l| l.tablet == loc.tablet)
+            .unwrap_or(false)
         {
-            cache.remove(&loc.cache_key());
+            self.cache.update(|cache| {
+                if cache.get(&key).is_some_and(|l| l.tablet == loc.tablet) {
+                    cache.remove(&key);
+                }
+            });
         }
     }
 
     /// Forgets every cached location (after a table is dropped).
     pub fn forget_table(&self, table: u64) {
-        self.cache.write().retain(|_, l| l.table != table);
+        self.cache
+            .update(|cache| cache.retain(|_, l| l.table != table));
     }
 
     /// Up to `limit` METADATA rows from `from` on, read from the METADATA

@@ -10,6 +10,8 @@ mod scanner;
 pub use locate::{parse_meta_row, Location, MetaRow};
 pub use scanner::Scanner;
 
+use crate::counter::Counter;
+use crate::cow_map::CowMap;
 use crate::data::*;
 use crate::env::Env;
 use crate::metadata::METADATA_ID;
@@ -18,7 +20,6 @@ use crate::txn::{RowTxn, TxnOutcome};
 use crate::{Error, Result};
 use chubby::Sequencer;
 use parking_lot::RwLock;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -26,8 +27,8 @@ use std::time::{Duration, Instant};
 /// The client's counters.
 #[derive(Default)]
 pub struct ClientCounters {
-    pub cache_hits: AtomicU64,
-    pub cache_misses: AtomicU64,
+    pub cache_hits: Counter,
+    pub cache_misses: Counter,
     /// Reads of METADATA (or root) tablets made by lookups.
     pub metadata_reads: AtomicU64,
     /// Requests sent again after a stale location or an unavailable tablet.
@@ -38,7 +39,7 @@ pub struct ClientCounters {
 pub struct Client {
     pub(crate) env: Arc<Env>,
     /// METADATA rows by key (table id, end row).
-    cache: RwLock<BTreeMap<Vec<u8>, Arc<Location>>>,
+    cache: CowMap<Vec<u8>, Arc<Location>>,
     /// The root tablet's server.
     root: RwLock<Option<String>>,
     /// How long a request keeps retrying.
@@ -75,7 +76,7 @@ impl Client {
         Client {
             deadline,
             env,
-            cache: RwLock::new(BTreeMap::new()),
+            cache: CowMap::default(),
             root: RwLock::new(None),
             counters: ClientCounters::default(),
         }
@@ -127,18 +128,32 @@ impl Client {
         mut op: impl FnMut(&TabletServer, &Location) -> Result<T>,
     ) -> Result<T> {
         self.retry("tablet lookup", || {
-            let loc = self.locate_shared(table, row)?;
-            let r = self
-                .env
-                .with_server(&loc.server, |s| op(s, &loc))
-                .unwrap_or_else(|| Err(not_serving_at(&loc)));
-            if let Err(e) = &r {
-                if is_not_serving(e) {
-                    self.invalidate(&loc);
-                }
+            // A cached location is used where it lies: no copy, no count
+            // of references bounced between cores.
+            if let Some(r) = self.with_cached(table, row, |loc| self.on_server(loc, &mut op)) {
+                return r;
             }
-            r
+            let loc = self.locate_shared(table, row)?;
+            self.on_server(&loc, &mut op)
         })
+    }
+
+    /// Runs `op` on the server at `loc`, forgetting `loc` if it is stale.
+    fn on_server<T>(
+        &self,
+        loc: &Location,
+        op: &mut impl FnMut(&TabletServer, &Location) -> Result<T>,
+    ) -> Result<T> {
+        let r = self
+            .env
+            .with_server(&loc.server, |s| op(s, loc))
+            .unwrap_or_else(|| Err(not_serving_at(loc)));
+        if let Err(e) = &r {
+            if is_not_serving(e) {
+                self.invalidate(loc);
+            }
+        }
+        r
     }
 
     /// Groups the indices of `rows` by the tablet holding each.
@@ -253,11 +268,11 @@ impl Client {
         let c = &self.counters;
         format!(
             "location_cache_hits={} location_cache_misses={} metadata_reads={} retries={} cached_locations={}",
-            c.cache_hits.load(Ordering::Relaxed),
-            c.cache_misses.load(Ordering::Relaxed),
+            c.cache_hits.get(),
+            c.cache_misses.get(),
             c.metadata_reads.load(Ordering::Relaxed),
             c.retries.load(Ordering::Relaxed),
-            self.cache.read().len()
+            self.cache.with_map(|m| m.len())
         )
     }
 }

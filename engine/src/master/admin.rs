@@ -156,7 +156,7 @@ impl Master {
                 .map(|x| {
                     let t = &x.tablet;
                     let v = t.version();
-                    let now = x.requests.load(Ordering::Relaxed);
+                    let now = x.requests.get();
                     let before = st.last_requests.insert(t.id, now).unwrap_or(0);
                     TabletLoad {
                         id: t.id,

@@ -16,6 +16,7 @@ use crate::{key, Result};
 use gfs::ReadableFile;
 use smallvec::SmallVec;
 use std::borrow::Cow;
+use std::ops::Deref;
 use std::sync::Arc;
 
 /// An immutable, open SSTable. Shared by iterators through `Arc`.
@@ -378,10 +379,15 @@ impl Table {
     /// of loading a block that can hold only keys at or above it, so a point
     /// read that ends a block does not read the next one. Keys at or above
     /// `upper` in a block already loaded are still returned.
-    pub fn iter_below(self: &Arc<Self>, upper: &[u8]) -> TableIterator {
+    /// It borrows the table: a point read makes one per table, and a shared
+    /// count of references bumped by every read bounces between cores.
+    pub fn iter_below(&self, upper: &[u8]) -> TableIterator<&Table> {
         TableIterator {
+            table: self,
+            block_idx: usize::MAX,
+            data: None,
             upper: Some(SmallVec::from_slice(upper)),
-            ..self.iter()
+            fill_cache: true,
         }
     }
 
@@ -473,8 +479,8 @@ fn meta_handles(footer: &Footer, footer_off: u64, file_number: u64) -> Result<Ve
 
 /// Iterates a table: the in-memory index picks the block, a [`BlockIter`]
 /// walks it. Owns an `Arc<Table>`, so it is `'static` and `Send`.
-pub struct TableIterator {
-    table: Arc<Table>,
+pub struct TableIterator<T: Deref<Target = Table> = Arc<Table>> {
+    table: T,
     /// Index of the block `data` walks (`usize::MAX` when none).
     block_idx: usize,
     data: Option<BlockIter>,
@@ -484,11 +490,7 @@ pub struct TableIterator {
     fill_cache: bool,
 }
 
-impl TableIterator {
-    pub fn table(&self) -> &Arc<Table> {
-        &self.table
-    }
-
+impl<T: Deref<Target = Table>> TableIterator<T> {
     fn invalidate(&mut self) {
         // Keep the block iterator (and its key buffer) but drop its position.
         if let Some(d) = &mut self.data {
@@ -548,7 +550,7 @@ impl TableIterator {
     }
 }
 
-impl InternalIterator for TableIterator {
+impl<T: Deref<Target = Table> + Send> InternalIterator for TableIterator<T> {
     fn seek_to_first(&mut self) -> Result<()> {
         if self.table.handles.is_empty() {
             self.invalidate();

@@ -63,7 +63,7 @@ fn scan(t: &Arc<Table>) -> Result<Entries, Error> {
 }
 
 /// Every entry `it` yields from the first on.
-fn scan_from_first(mut it: TableIterator) -> Result<Entries, Error> {
+fn scan_from_first(mut it: impl InternalIterator) -> Result<Entries, Error> {
     it.seek_to_first()?;
     let mut out = Vec::new();
     while it.valid() {
@@ -602,10 +602,10 @@ fn iter_below_does_not_read_the_next_block() {
         let mut upper = k.clone();
         upper.push(0);
         for bounded in [true, false] {
-            let mut it = if bounded {
-                t.iter_below(&upper)
+            let mut it: Box<dyn InternalIterator + '_> = if bounded {
+                Box::new(t.iter_below(&upper))
             } else {
-                t.iter()
+                Box::new(t.iter())
             };
             let before = reads.load(Ordering::SeqCst);
             it.seek(k).unwrap();

@@ -378,10 +378,8 @@ impl TabletServer {
             self.core.commit_one(group)?
         };
         ticket.finish();
-        self.counters
-            .writes
-            .fetch_add(ms.len() as u64, Ordering::Relaxed);
-        s.requests.fetch_add(ms.len() as u64, Ordering::Relaxed);
+        self.counters.writes.add(ms.len() as u64);
+        s.requests.add(ms.len() as u64);
         Ok(())
     }
 

@@ -24,6 +24,7 @@ pub use status::ServerReport;
 use crate::catalog::TableEntry;
 use crate::client::Client;
 use crate::coordination::Lease;
+use crate::counter::Counter;
 use crate::cow_map::CowMap;
 use crate::env::Env;
 use crate::group_commit::GroupCommit;
@@ -55,7 +56,7 @@ pub struct Served {
     /// hold it exclusively, so no write lands in a retired tablet.
     gate: RwLock<()>,
     /// Reads and writes served, for the master's load balancing.
-    pub requests: AtomicU64,
+    pub requests: Counter,
 }
 
 impl Served {
@@ -82,9 +83,9 @@ const STOPPED: u8 = 2;
 
 #[derive(Default)]
 struct Counters {
-    writes: AtomicU64,
-    reads: AtomicU64,
-    scans: AtomicU64,
+    writes: Counter,
+    reads: Counter,
+    scans: Counter,
     flushes: AtomicU64,
     merges: AtomicU64,
     majors: AtomicU64,

@@ -16,7 +16,6 @@ use crate::tablet::{select_files, SelectedFiles, TabletVersion};
 use crate::{Error, Result};
 use arc_swap::Guard;
 use std::ops::Bound;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Rows up to this size (of SSTable entries) are kept whole in the scan cache.
@@ -65,8 +64,8 @@ impl TabletServer {
     }
 
     fn count_read(&self, s: &Served) {
-        self.counters.reads.fetch_add(1, Ordering::Relaxed);
-        s.requests.fetch_add(1, Ordering::Relaxed);
+        self.counters.reads.incr();
+        s.requests.incr();
     }
 
     /// Sources of one row in a tablet: memtables plus the row's SSTable
@@ -277,8 +276,8 @@ impl TabletServer {
     /// end row (where the scan goes on), or None for the table's last tablet.
     pub fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<(CellReader, Option<Vec<u8>>)> {
         let s = self.served(tablet)?;
-        self.counters.scans.fetch_add(1, Ordering::Relaxed);
-        s.requests.fetch_add(1, Ordering::Relaxed);
+        self.counters.scans.incr();
+        s.requests.incr();
         let t = &s.tablet;
         let v = t.version();
         let schema = s.table.schema();

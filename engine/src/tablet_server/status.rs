@@ -89,13 +89,10 @@ impl TabletServer {
             tablets: tablets.len(),
             memtable_bytes,
             sstable_bytes,
-            requests: tablets
-                .iter()
-                .map(|s| s.requests.load(Ordering::Relaxed))
-                .sum(),
-            writes: get(&c.writes),
-            reads: get(&c.reads),
-            scans: get(&c.scans),
+            requests: tablets.iter().map(|s| s.requests.get()).sum(),
+            writes: c.writes.get(),
+            reads: c.reads.get(),
+            scans: c.scans.get(),
             minor_compactions: get(&c.flushes),
             merging_compactions: get(&c.merges),
             major_compactions: get(&c.majors),
@@ -143,7 +140,7 @@ impl TabletServer {
         self.tablets
             .snapshot()
             .get(&id)
-            .map_or(0, |s| s.requests.load(Ordering::Relaxed))
+            .map_or(0, |s| s.requests.get())
     }
 
     /// Group-commit figures of this server's log.
