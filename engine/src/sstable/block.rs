@@ -49,11 +49,18 @@ pub struct Block {
     /// contiguous lines instead of one entry per probe scattered over the
     /// block (with large values, a cache and a TLB miss each).
     restart_keys: SortedKeys,
-    /// Per restart: the offset of the entry after its entry.
+    /// Per restart: the offset of the entry after its entry, with
+    /// [`NEXT_IS_RESTART`] set if that is the next restart's entry.
     restart_next: Vec<u32>,
     file_number: u64,
     offset: u64,
 }
+
+/// Marks a restart whose interval holds its own entry alone (as with large
+/// values, where every entry is a restart): a seek landing there need not
+/// copy the restart's key, since the entry after it shares nothing.
+/// Offsets stay below it (blocks are at most [`super::format::MAX_BLOCK_LEN`]).
+const NEXT_IS_RESTART: u32 = 1 << 31;
 
 impl std::fmt::Debug for Block {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -110,6 +117,9 @@ impl Block {
                 return Err(err("restart points not ascending"));
             }
             prev = Some(r);
+            if let Some(last) = block.restart_next.last_mut().filter(|n| **n as usize == r) {
+                *last |= NEXT_IS_RESTART;
+            }
             if restarts_off == 0 {
                 // An empty block: its one restart points at no entry.
                 keys.push(&[]);
@@ -122,8 +132,10 @@ impl Block {
             }
             // Both below the block's length, itself below 4 GiB (its restart
             // offsets are u32).
-            let next =
-                u32::try_from(p + non_shared + value_len).map_err(|_| err("block too large"))?;
+            let next = u32::try_from(p + non_shared + value_len)
+                .ok()
+                .filter(|&n| n < NEXT_IS_RESTART)
+                .ok_or_else(|| err("block too large"))?;
             if !keys.push(&block.data[p..p + non_shared]) {
                 return Err(err("block too large"));
             }
@@ -289,13 +301,17 @@ impl InternalIterator for BlockIter {
             None => self.seek_to_restart(0),
             Some(before) => {
                 // That restart's key is below target: start after its entry,
-                // with its key (known) as the prefix base.
+                // with its key (known) as the prefix base, unless the entry
+                // after it is the next restart's, which shares nothing.
+                let (next, fresh) = match b.restart_next.get(before) {
+                    Some(&n) => ((n & !NEXT_IS_RESTART) as usize, n & NEXT_IS_RESTART != 0),
+                    None => (b.restarts_off, true),
+                };
                 self.key.clear();
-                self.key.extend_from_slice(b.restart_keys.key(before));
-                self.next_off = b
-                    .restart_next
-                    .get(before)
-                    .map_or(b.restarts_off, |&n| n as usize);
+                if !fresh {
+                    self.key.extend_from_slice(b.restart_keys.key(before));
+                }
+                self.next_off = next;
             }
         }
         loop {
