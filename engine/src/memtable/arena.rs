@@ -8,10 +8,12 @@
 //! pointers into it stay valid for the arena's whole life. Full-size chunks
 //! of a dropped arena are kept (up to [`MAX_SPARE`]) for the next arenas.
 
+use crossbeam_channel::Sender;
 use parking_lot::Mutex;
 use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::OnceLock;
 
 /// Every allocation is aligned to this (the skiplist's towers hold pointers).
 pub const ALIGN: usize = 8;
@@ -33,6 +35,12 @@ const MAX_SPARE: usize = 32;
 /// Full-size chunks of dropped arenas, handed to the next ones.
 static SPARE: Mutex<Vec<Chunk>> = parking_lot::const_mutex(Vec::new());
 
+/// Fresh full-size chunks the filler keeps ready in the spare pool once an
+/// arena found it short: memtables filling faster than flushed ones give
+/// chunks back (a new server's first ones, every one after a burst) fault
+/// in 2 MiB at a time, which the filler does on an otherwise idle core.
+const READY_AHEAD: usize = 4;
+
 /// One block of memory owned by the arena.
 struct Chunk {
     ptr: NonNull<u8>,
@@ -42,6 +50,79 @@ struct Chunk {
 // SAFETY: a chunk is plain memory owned by whoever holds the `Chunk`; it
 // moves between threads only through the spare pool, when no arena uses it.
 unsafe impl Send for Chunk {}
+
+impl Chunk {
+    /// A new chunk of `size` bytes; a full-size one is aligned for, and
+    /// asks for, a transparent huge page.
+    fn fresh(size: usize) -> Chunk {
+        let align = if size == MAX_CHUNK { MAX_CHUNK } else { ALIGN };
+        let layout = match Layout::from_size_align(size, align) {
+            Ok(l) => l,
+            Err(_) => alloc::handle_alloc_error(Layout::new::<u64>()),
+        };
+        // SAFETY: `layout` has a nonzero size.
+        let raw = unsafe { alloc::alloc(layout) };
+        let Some(ptr) = NonNull::new(raw) else {
+            alloc::handle_alloc_error(layout)
+        };
+        if size == MAX_CHUNK {
+            // SAFETY: the range is the chunk just allocated; the advice only
+            // changes how the kernel backs it. Failure (no THP) is harmless.
+            unsafe { libc::madvise(raw.cast(), size, libc::MADV_HUGEPAGE) };
+        }
+        Chunk { ptr, layout }
+    }
+
+    /// Writes one byte of every page, so that the kernel backs (and zeroes)
+    /// the whole chunk now rather than when an insert first reaches it.
+    fn fault_in(&self) {
+        for off in (0..self.layout.size()).step_by(4096) {
+            // SAFETY: `off` is inside the chunk, which nobody else uses yet.
+            unsafe { self.ptr.as_ptr().add(off).write_volatile(0) };
+        }
+    }
+}
+
+/// Wakes the filler (started on first use), which tops the spare pool up
+/// to [`READY_AHEAD`] faulted-in chunks at idle priority: it runs only on
+/// a core nothing else wants, and where none is free the writers fault
+/// chunks in themselves, as without it.
+fn nudge_filler() {
+    static FILLER: OnceLock<Option<Sender<()>>> = OnceLock::new();
+    let filler = FILLER.get_or_init(|| {
+        let (tx, rx) = crossbeam_channel::bounded::<()>(1);
+        std::thread::Builder::new()
+            .name("memtable-chunks".into())
+            .spawn(move || {
+                run_at_idle_priority();
+                while rx.recv().is_ok() {
+                    while SPARE.lock().len() < READY_AHEAD {
+                        let c = Chunk::fresh(MAX_CHUNK);
+                        c.fault_in();
+                        let mut pool = SPARE.lock();
+                        if pool.len() >= MAX_SPARE {
+                            break;
+                        }
+                        pool.push(c);
+                    }
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    if let Some(tx) = filler {
+        // Full: a nudge is already pending.
+        let _ = tx.try_send(());
+    }
+}
+
+/// Puts the calling thread in `SCHED_IDLE` (best effort).
+fn run_at_idle_priority() {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid struct the
+    // call only reads. Failure leaves the thread at normal priority.
+    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+}
 
 impl Drop for Chunk {
     fn drop(&mut self) {
@@ -126,30 +207,20 @@ impl Arena {
     }
 
     fn new_chunk(&self, s: &mut State, size: usize) -> NonNull<u8> {
-        if size == MAX_CHUNK {
-            if let Some(chunk) = SPARE.lock().pop() {
-                let ptr = chunk.ptr;
-                s.chunks.push(chunk);
-                self.reserved.fetch_add(size, Ordering::Relaxed);
-                return ptr;
+        let chunk = if size == MAX_CHUNK {
+            let (spare, left) = {
+                let mut pool = SPARE.lock();
+                (pool.pop(), pool.len())
+            };
+            if left < READY_AHEAD {
+                nudge_filler();
             }
-        }
-        let align = if size == MAX_CHUNK { MAX_CHUNK } else { ALIGN };
-        let layout = match Layout::from_size_align(size, align) {
-            Ok(l) => l,
-            Err(_) => alloc::handle_alloc_error(Layout::new::<u64>()),
+            spare.unwrap_or_else(|| Chunk::fresh(size))
+        } else {
+            Chunk::fresh(size)
         };
-        // SAFETY: `layout` has a nonzero size.
-        let raw = unsafe { alloc::alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        if size == MAX_CHUNK {
-            // SAFETY: the range is the chunk just allocated; the advice only
-            // changes how the kernel backs it. Failure (no THP) is harmless.
-            unsafe { libc::madvise(raw.cast(), size, libc::MADV_HUGEPAGE) };
-        }
-        s.chunks.push(Chunk { ptr, layout });
+        let ptr = chunk.ptr;
+        s.chunks.push(chunk);
         self.reserved.fetch_add(size, Ordering::Relaxed);
         ptr
     }
@@ -235,6 +306,32 @@ mod tests {
         // SAFETY: as above, for the new arena.
         unsafe { std::ptr::write_bytes(q.as_ptr(), 0x11, MAX_CHUNK) };
         assert_eq!(b.reserved(), MAX_CHUNK);
+    }
+
+    #[test]
+    fn an_arena_short_of_spare_chunks_gets_faulted_in_ones_ready() {
+        // Taking a full-size chunk from a short pool wakes the filler; the
+        // arena stays alive, so its chunk does not go back to the pool.
+        let a = Arena::new();
+        a.alloc(MAX_CHUNK);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        // Other tests take chunks meanwhile: wake the filler until the pool
+        // is seen full.
+        while SPARE.lock().len() < READY_AHEAD {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the spare pool never held {READY_AHEAD} chunks"
+            );
+            nudge_filler();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let spare = SPARE.lock();
+        assert!(spare.len() <= MAX_SPARE);
+        assert!(spare
+            .iter()
+            .all(|c| c.layout.size() == MAX_CHUNK && c.layout.align() == MAX_CHUNK));
+        drop(spare);
+        drop(a);
     }
 
     #[test]
