@@ -84,9 +84,10 @@ impl Chunk {
 }
 
 /// Wakes the filler (started on first use), which tops the spare pool up
-/// to [`READY_AHEAD`] faulted-in chunks at idle priority: it runs only on
-/// a core nothing else wants, and where none is free the writers fault
-/// chunks in themselves, as without it.
+/// to [`READY_AHEAD`] faulted-in chunks, touching them at idle priority: it
+/// runs on a core nothing else wants (at normal priority it took CPU from
+/// the writers and gained nothing), and where none is free the writers
+/// fault chunks in themselves, as without it.
 fn nudge_filler() {
     static FILLER: OnceLock<Option<Sender<()>>> = OnceLock::new();
     let filler = FILLER.get_or_init(|| {
@@ -94,11 +95,15 @@ fn nudge_filler() {
         std::thread::Builder::new()
             .name("memtable-chunks".into())
             .spawn(move || {
-                run_at_idle_priority();
                 while rx.recv().is_ok() {
                     while SPARE.lock().len() < READY_AHEAD {
+                        // Allocating and advising take the address space's
+                        // lock for writing: not something to be holding
+                        // while descheduled at idle priority.
                         let c = Chunk::fresh(MAX_CHUNK);
+                        set_idle_priority(true);
                         c.fault_in();
+                        set_idle_priority(false);
                         let mut pool = SPARE.lock();
                         if pool.len() >= MAX_SPARE {
                             break;
@@ -116,12 +121,18 @@ fn nudge_filler() {
     }
 }
 
-/// Puts the calling thread in `SCHED_IDLE` (best effort).
-fn run_at_idle_priority() {
+/// Puts the calling thread in `SCHED_IDLE`, or back in `SCHED_OTHER`
+/// (best effort: failing leaves its priority as it was).
+fn set_idle_priority(idle: bool) {
+    let policy = if idle {
+        libc::SCHED_IDLE
+    } else {
+        libc::SCHED_OTHER
+    };
     let param = libc::sched_param { sched_priority: 0 };
     // SAFETY: pid 0 is the calling thread; `param` is a valid struct the
-    // call only reads. Failure leaves the thread at normal priority.
-    let _ = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+    // call only reads.
+    let _ = unsafe { libc::sched_setscheduler(0, policy, &param) };
 }
 
 impl Drop for Chunk {
