@@ -295,6 +295,16 @@ mod tests {
         assert!(a.reserved() >= a.used());
     }
 
+    /// The pool keeps at most [`MAX_SPARE`] chunks, all full-size and
+    /// aligned for huge pages.
+    fn assert_spare_pool_holds_only_full_chunks() {
+        let spare = SPARE.lock();
+        assert!(spare.len() <= MAX_SPARE);
+        assert!(spare
+            .iter()
+            .all(|c| c.layout.size() == MAX_CHUNK && c.layout.align() == MAX_CHUNK));
+    }
+
     #[test]
     fn full_chunks_of_a_dropped_arena_are_reused() {
         let a = Arena::new();
@@ -303,14 +313,8 @@ mod tests {
         // SAFETY: `MAX_CHUNK` bytes were just handed out.
         unsafe { std::ptr::write_bytes(p.as_ptr(), 0xAB, MAX_CHUNK) };
         drop(a);
-        let spare = SPARE.lock();
-        assert!(spare.len() <= MAX_SPARE);
-        // Only full-size, huge-page-aligned chunks are kept (other tests may
-        // have taken this one already).
-        assert!(spare
-            .iter()
-            .all(|c| c.layout.size() == MAX_CHUNK && c.layout.align() == MAX_CHUNK));
-        drop(spare);
+        // Other tests may have taken its chunk already.
+        assert_spare_pool_holds_only_full_chunks();
         let b = Arena::new();
         let q = b.alloc(MAX_CHUNK);
         assert_eq!(q.as_ptr() as usize % MAX_CHUNK, 0);
@@ -336,12 +340,7 @@ mod tests {
             nudge_filler();
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let spare = SPARE.lock();
-        assert!(spare.len() <= MAX_SPARE);
-        assert!(spare
-            .iter()
-            .all(|c| c.layout.size() == MAX_CHUNK && c.layout.align() == MAX_CHUNK));
-        drop(spare);
+        assert_spare_pool_holds_only_full_chunks();
         drop(a);
     }
 
