@@ -8,6 +8,13 @@
 //! written them. A record may thus end up in both files: replay merges the
 //! files by sequence number and elides the copies.
 //!
+//! An unsynced append may also be written by its caller, into an idle
+//! lane's file taken while the caller still holds what numbers its records
+//! (the tablet server's commit lock; see [`CommitLog::reserve_inline`]): the
+//! next append can then be numbered, and written into the other lane, while
+//! this one is being written. Files are taken in sequence order, so each
+//! file stays in it.
+//!
 //! Files are never appended to after a restart (a file from a crashed run may
 //! end in a torn write); `open` starts fresh files. A lane rolls to a new file
 //! when its file exceeds `roll_size`, or after a failed write.
@@ -140,7 +147,8 @@ pub struct CommitLog {
     shared: Arc<Shared>,
     lanes: [Lane; 2],
     active: AtomicUsize,
-    /// Appends are issued one at a time so each file stays in sequence order.
+    /// Appends are issued (and inline ones take their file) one at a time,
+    /// so each file stays in sequence order.
     append_lock: Mutex<()>,
     appends: AtomicU64,
     records: AtomicU64,
@@ -351,6 +359,60 @@ fn lane_main(
     }
 }
 
+/// A lane's file held for one unsynced append (see
+/// [`CommitLog::reserve_inline`]).
+pub struct InlineSlot<'a> {
+    log: &'a CommitLog,
+    lane: usize,
+    cur: parking_lot::MutexGuard<'a, Option<(u64, LogWriter)>>,
+}
+
+impl InlineSlot<'_> {
+    /// Writes the records, whose highest sequence number is `max_seq`. If
+    /// the lane fails or is slow, logging moves to the other lane; a failed
+    /// write is repeated there (the records may land after later ones in
+    /// that file; replay takes them by sequence number).
+    pub fn write(self, payloads: Vec<Vec<u8>>, max_seq: SeqNo) -> Result<()> {
+        let InlineSlot { log, lane, mut cur } = self;
+        let records = payloads.len();
+        let bytes: usize = payloads.iter().map(Vec::len).sum();
+        let payloads = Arc::new(payloads);
+        let started = Instant::now();
+        let res = match log.shared.write(lane, &mut cur, &payloads, max_seq, false) {
+            Ok(()) => {
+                if started.elapsed() > log.shared.opts.slow_threshold {
+                    log::warn!(
+                        "commit log {}: lane {lane} slower than {:?}; switching lanes",
+                        log.shared.dir,
+                        log.shared.opts.slow_threshold
+                    );
+                    log.switch_to(1 - lane);
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // Repeated with this lane's file still held, so that
+                // `wait_inline` (and a fence) also waits for the repeat.
+                log::warn!("commit log {}: lane {lane} failed: {e}", log.shared.dir);
+                log.switch_to(1 - lane);
+                log.send(1 - lane, &payloads, max_seq, false)
+                    .recv()
+                    .unwrap_or(Err(e))
+            }
+        };
+        let chore = log.shared.chore(&cur);
+        drop(cur);
+        if chore.is_some() {
+            // An empty job: the thread writes nothing, then does the chore.
+            drop(log.send(lane, &Arc::new(Vec::new()), 0, false));
+        }
+        if res.is_ok() {
+            log.count(records, bytes, false);
+        }
+        res
+    }
+}
+
 impl CommitLog {
     /// Opens the log in `dir`: existing files are kept for replay, and two
     /// new files (one per lane) receive appends.
@@ -526,6 +588,37 @@ impl CommitLog {
             self.count(records, bytes, sync);
         }
         res
+    }
+
+    /// Takes an idle lane's file for one unsynced append, to be written
+    /// after the caller lets go of whatever orders its sequence numbers:
+    /// two such appends can then be written at once, one into each lane's
+    /// file. Taking the files in sequence order keeps each file in that
+    /// order. `None` when neither lane is idle.
+    pub fn reserve_inline(&self) -> Option<InlineSlot<'_>> {
+        let _serial = self.append_lock.lock();
+        let first = self.active.load(Ordering::Acquire);
+        [first, 1 - first].into_iter().find_map(|lane| {
+            if self.lanes[lane].queued.load(Ordering::Acquire) != 0 {
+                return None;
+            }
+            let cur = self.lanes[lane].file.try_lock()?;
+            Some(InlineSlot {
+                log: self,
+                lane,
+                cur,
+            })
+        })
+    }
+
+    /// Waits until no append taken by [`CommitLog::reserve_inline`] is
+    /// being written. The caller holds what orders sequence numbers, so no
+    /// new one can start: every earlier record is then in a lane's file
+    /// and in its lane's unsynced list, where a sync finds it.
+    pub fn wait_inline(&self) {
+        for lane in &self.lanes {
+            drop(lane.file.lock());
+        }
     }
 
     /// Before a sync on the other lane: if `lane` is idle and holds
@@ -1302,5 +1395,77 @@ mod tests {
         log.append(&[rec("r", &[3])], true).unwrap();
         let (all, _) = replay_all(&log, 0);
         assert_eq!(seqs_of(&all), vec![1, 3]);
+    }
+
+    #[test]
+    fn inline_appends_take_one_lane_each_and_may_be_written_in_either_order() {
+        let store = MemStore::new();
+        let log = CommitLog::open(Arc::new(store.clone()), "d", opts(1 << 20)).unwrap();
+        let [a, b] = log.current_files();
+        let first = log.reserve_inline().unwrap();
+        let second = log.reserve_inline().unwrap();
+        assert!(log.reserve_inline().is_none(), "both lanes are taken");
+        // The later record lands first; each file still holds its records
+        // in sequence order, and replay merges them.
+        second.write(vec![rec("r", &[2]).encode()], 2).unwrap();
+        first.write(vec![rec("r", &[1]).encode()], 1).unwrap();
+        assert_eq!(read_file(&store, &a), vec![1]);
+        assert_eq!(read_file(&store, &b), vec![2]);
+        log.append(&[rec("r", &[3])], true).unwrap();
+        assert_eq!(log.stats().appends, 3);
+        drop(log);
+        let log = CommitLog::open(Arc::new(store), "d", opts(1 << 20)).unwrap();
+        let (all, _) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn wait_inline_returns_only_after_an_inline_append_is_written() {
+        let store = FlakyStore::default();
+        let log = CommitLog::open(Arc::new(store.clone()), "d", opts(1 << 20)).unwrap();
+        let [a, _] = log.current_files();
+        store.ctl.gated.lock().insert(a.clone());
+        let waited = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let log = &log;
+            let writer = s.spawn(move || {
+                let slot = log.reserve_inline().unwrap();
+                slot.write(vec![rec("r", &[1]).encode()], 1)
+            });
+            wait_until(|| store.ctl.blocked.load(Ordering::SeqCst) == 1);
+            let waiter = s.spawn(|| {
+                log.wait_inline();
+                waited.store(1, Ordering::SeqCst);
+            });
+            // The write is held at the gate, so the waiter cannot be done.
+            assert_eq!(waited.load(Ordering::SeqCst), 0);
+            store.ctl.open_gate(&a);
+            writer.join().unwrap().unwrap();
+            waiter.join().unwrap();
+        });
+        assert_eq!(waited.load(Ordering::SeqCst), 1);
+        assert_eq!(read_file(&store.inner, &a), vec![1]);
+    }
+
+    #[test]
+    fn a_failed_inline_append_is_written_to_the_other_lane() {
+        let store = FlakyStore::default();
+        let log = CommitLog::open(Arc::new(store.clone()), "d", opts(1 << 20)).unwrap();
+        let [a, b] = log.current_files();
+        store.ctl.failing.lock().insert(a.clone());
+        let slot = log.reserve_inline().unwrap();
+        slot.write(vec![rec("r", &[1]).encode()], 1).unwrap();
+        assert_eq!(log.stats().switches, 1);
+        assert_eq!(read_file(&store.inner, &b), vec![1]);
+        // Both failing: the caller gets the error.
+        wait_until(|| log.current_files()[0] != a);
+        store.ctl.failing.lock().insert(b.clone());
+        store
+            .ctl
+            .failing
+            .lock()
+            .insert(log.current_files()[0].clone());
+        let slot = log.reserve_inline().unwrap();
+        assert!(slot.write(vec![rec("r", &[2]).encode()], 2).is_err());
     }
 }

@@ -1,7 +1,9 @@
 //! The write path: rows routed to a served tablet, row locks, back-pressure,
 //! then the commit log. A synced write goes through group commit (one log
-//! write and one fsync for many writers, paper §6); an unsynced one logs its
-//! own rows under the commit lock. Either way each writer then inserts its
+//! write and one fsync for many writers, paper §6); an unsynced one numbers
+//! its own rows under the commit lock and writes them into an idle log
+//! lane's file once it has let go of the lock, so two unsynced writers log at
+//! once, one into each lane. Either way each writer then inserts its
 //! own entries into the memtables, in parallel with the others and with the
 //! next log write, and `publish.rs` makes them visible in order.
 
@@ -134,9 +136,12 @@ impl CommitCore {
         }
     }
 
-    /// Closes the log to writers; a batch being written completes first.
+    /// Closes the log to writers; a batch being written completes first,
+    /// including one written after it let go of the commit lock.
     pub(super) fn fence(&self) {
-        *self.open.lock() = false;
+        let mut open = self.open.lock();
+        *open = false;
+        self.log.wait_inline();
     }
 
     /// Every entry up to here is in its memtable.
@@ -158,18 +163,18 @@ impl CommitCore {
         &self.log
     }
 
-    /// Commits one unsynced write alone: logged under the commit lock, like
-    /// a batch of one.
+    /// Commits one unsynced write alone, like a batch of one (logged after
+    /// the commit lock is released when a log lane is idle).
     pub(super) fn commit_one(&self, group: WriteGroup) -> Result<Ticket> {
         self.lead(vec![group], false)?
             .pop()
             .ok_or_else(|| Error::corruption("commit: no ticket for a write"))
     }
 
-    /// Logs one batch under the commit lock (run by a group-commit leader,
-    /// or by [`CommitCore::commit_one`]): assign sequence numbers, write
-    /// the log once, choose each row's memtable (freezing the ones this
-    /// batch fills). Each writer then inserts its own entries
+    /// Logs one batch (run by a group-commit leader, or by
+    /// [`CommitCore::commit_one`]): under the commit lock, assign sequence
+    /// numbers, take a log lane, choose each row's memtable (freezing the
+    /// ones this batch fills); then write the log once. Each writer then inserts its own entries
     /// ([`Ticket::finish`]) while the next batch is being logged.
     pub(super) fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<Ticket>> {
         let open = self.lock_commit();
@@ -206,9 +211,27 @@ impl CommitCore {
             }
         }
         let last = seq - 1;
+        // An unsynced batch takes an idle lane's file now and writes it once
+        // the commit lock is released, beside the next batch's write into
+        // the other lane. A synced one writes under the lock, after every
+        // such write is done (its sync must cover them).
+        let mut deferred = None;
         if !payloads.is_empty() || sync {
             let max_seq = if payloads.is_empty() { 0 } else { last };
-            self.log.append_encoded(payloads, max_seq, sync)?;
+            let slot = if sync {
+                None
+            } else {
+                self.log.reserve_inline()
+            };
+            match slot {
+                Some(slot) => deferred = Some((slot, payloads, max_seq)),
+                None => {
+                    if sync {
+                        self.log.wait_inline();
+                    }
+                    self.log.append_encoded(payloads, max_seq, sync)?;
+                }
+            }
         }
         self.next_seq.store(seq, Ordering::Release);
         let mems: Vec<Arc<Memtable>> = tablets.iter().map(|t| t.current().mem.clone()).collect();
@@ -226,8 +249,17 @@ impl CommitCore {
                 batch: Some(Arc::clone(&batch)),
                 publisher: Arc::clone(&self.publisher),
             })
-            .collect();
+            .collect::<Vec<Ticket>>();
         drop(open);
+        if let Some((slot, payloads, max_seq)) = deferred {
+            if let Err(e) = slot.write(payloads, max_seq) {
+                // Not logged: the batch completes without entering a memtable.
+                for mut t in tickets {
+                    t.rows.clear();
+                }
+                return Err(e);
+            }
+        }
         Ok(tickets)
     }
 
@@ -370,8 +402,8 @@ impl TabletServer {
             floor: 0,
         };
         // A synced write waits for an fsync, which group commit shares; an
-        // unsynced one logs its own rows under the commit lock (handing
-        // them to a leader and being woken again cost more than that).
+        // unsynced one logs its own rows (handing them to a leader and
+        // being woken again cost more than its own write).
         let ticket = if sync {
             self.commit.submit(group, true)?
         } else {
