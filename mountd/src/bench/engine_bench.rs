@@ -105,6 +105,7 @@ impl StoreKind {
 }
 
 /// What `engine` was asked to do.
+#[derive(Clone)]
 pub struct EngineArgs {
     /// The stores to run on; the first is the one compared with the peers.
     pub stores: Vec<StoreKind>,
@@ -409,7 +410,9 @@ fn peer_json(r: &Option<Result<KvResults>>, w: Fig6) -> serde_json::Value {
     }
 }
 
-pub fn run(args: &EngineArgs) -> Result<()> {
+/// Runs the engine's workloads (and the peers'), prints the table and the
+/// JSON line, and returns that line.
+pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
     let work = TempDir::new_in(&args.work_base, "bigtable-bench")?;
     let plan = args.plan;
     let labels: Vec<&str> = args.stores.iter().map(|k| k.label()).collect();
@@ -593,7 +596,7 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     if !args.scaling.is_empty() {
         scaling(work.path(), args)?;
     }
-    Ok(())
+    Ok(line)
 }
 
 fn store_text(kind: StoreKind) -> &'static str {

@@ -449,7 +449,9 @@ fn json_of(r: &Option<Result<FsResults>>) -> serde_json::Value {
     }
 }
 
-pub fn run(args: &FsArgs) -> Result<()> {
+/// Runs the workloads on the mount (and the peers), prints the table and
+/// the JSON line, and returns that line.
+pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
     if !args.mountpoint.is_dir() {
         bail!("{} is not a directory", args.mountpoint.display());
     }
@@ -570,7 +572,7 @@ pub fn run(args: &FsArgs) -> Result<()> {
         "tmpfs": json_of(&peers.tmpfs),
     });
     println!("{line}");
-    Ok(())
+    Ok(line)
 }
 
 #[cfg(test)]

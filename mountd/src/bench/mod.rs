@@ -5,6 +5,7 @@ pub mod common;
 pub mod engine_bench;
 pub mod fs_bench;
 pub mod gfs_bench;
+pub mod goals;
 pub mod grpc_bench;
 #[cfg(feature = "peers")]
 pub mod peers;

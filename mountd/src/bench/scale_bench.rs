@@ -40,7 +40,9 @@ fn row_name(i: u64) -> String {
     format!("row{i:010}")
 }
 
-fn mountd_binary(given: &Option<PathBuf>) -> PathBuf {
+/// The daemon binary: `given`, else `bigtable-mountd` beside this program,
+/// else the one on the PATH.
+pub fn mountd_binary(given: &Option<PathBuf>) -> PathBuf {
     if let Some(p) = given {
         return p.clone();
     }
@@ -54,13 +56,14 @@ fn mountd_binary(given: &Option<PathBuf>) -> PathBuf {
 }
 
 /// A daemon this run started; unmounted on drop.
-struct Daemon {
+pub struct Daemon {
     pid: u32,
     _mount: Mounted,
 }
 
 impl Daemon {
-    fn start(bin: &Path, data: &Path, mnt: &Path, extra: &Option<String>) -> Result<Daemon> {
+    /// Mounts `data` at `mnt` with `bin` (and `extra` mount options).
+    pub fn start(bin: &Path, data: &Path, mnt: &Path, extra: &Option<String>) -> Result<Daemon> {
         let pidfile = data.with_extension("pid");
         let mut opts = format!("pidfile={},log=warn", pidfile.display());
         if let Some(e) = extra {

@@ -8,6 +8,7 @@
 //! bigtable-bench fs MOUNTPOINT [--size 16MiB] [--no-peers]
 //! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
 //! bigtable-bench scale [--rows 10000,100000,1000000] [--mountd PATH] [-o OPTIONS]
+//! bigtable-bench goals [--mountd PATH]
 //! ```
 //! Every workload stops at its op count or its time cap (`--time-cap`), and
 //! every run removes its temp dirs and unmounts what it mounted, also on
@@ -78,6 +79,17 @@ enum Cmd {
     /// Tables of growing size through a fresh daemon: import, walks beside
     /// bindfs over tmpfs, a scan, random reads, and the daemon's RSS (needs root).
     Scale(ScaleOpts),
+    /// Every figure the speed goals name, in one run: the engine unsynced
+    /// (both stores) and with --sync, a fresh mount with --threads and with
+    /// one thread, then a table of goals met and missed (needs root).
+    Goals(GoalsOpts),
+}
+
+#[derive(Args, Debug)]
+struct GoalsOpts {
+    /// The daemon binary (default: bigtable-mountd beside this program, else on the PATH).
+    #[arg(long)]
+    mountd: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -168,13 +180,18 @@ fn run(cli: Cli) -> Result<()> {
         Some(Cmd::Grpc) => {
             bench::grpc_bench::run(&engine_args(c, work_base, EngineOpts::default()))
         }
+        Some(Cmd::Goals(o)) => bench::goals::run(&bench::goals::GoalsArgs {
+            engine: engine_args(c, work_base, EngineOpts::default()),
+            mountd: o.mountd,
+        }),
         Some(Cmd::Fs(o)) => bench::fs_bench::run(&bench::fs_bench::FsArgs {
             mountpoint: o.mountpoint,
             plan: plan(c, 16 << 20),
             sync: c.sync,
             work_base,
             peers: !c.no_peers,
-        }),
+        })
+        .map(drop),
         Some(Cmd::Scale(o)) => bench::scale_bench::run(&bench::scale_bench::ScaleArgs {
             rows: o.rows,
             work_base,
@@ -214,7 +231,7 @@ fn engine_args(c: &Common, work_base: PathBuf, o: EngineOpts) -> bench::engine_b
 }
 
 fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
-    bench::engine_bench::run(&engine_args(c, work_base, o))
+    bench::engine_bench::run(&engine_args(c, work_base, o)).map(drop)
 }
 
 #[cfg(test)]
@@ -277,6 +294,18 @@ mod tests {
         }
         assert!(cli.common.no_peers);
         assert!(Cli::try_parse_from(["bigtable-bench", "fs"]).is_err());
+    }
+
+    #[test]
+    fn goals_takes_a_daemon() {
+        match parse(&["goals", "--mountd", "/usr/bin/x", "--time-cap", "5"]).command {
+            Some(Cmd::Goals(o)) => assert_eq!(o.mountd, Some(PathBuf::from("/usr/bin/x"))),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["goals"]).command {
+            Some(Cmd::Goals(o)) => assert_eq!(o.mountd, None),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -1,0 +1,386 @@
+//! `bigtable-bench goals`: every figure the speed goals name, from one run.
+//!
+//! It runs the engine unsynced on both stores, the engine with `--sync` on
+//! the local store, then mounts a fresh daemon and runs the mount's workloads
+//! with the given number of threads and with one, each beside its peers
+//! exactly as `engine` and `fs` do (their tables and JSON lines are printed
+//! too). Then one table: each goal, its target, the figure measured and
+//! whether it is met; and a JSON line with all of it.
+
+use super::common::TempDir;
+use super::engine_bench::{self, EngineArgs, StoreKind};
+use super::fs_bench::{self, FsArgs};
+use super::scale_bench::{mountd_binary, Daemon};
+use super::workloads::{Fig6, Plan};
+use anyhow::Result;
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// What `goals` needs besides the engine's arguments.
+pub struct GoalsArgs {
+    /// The unsynced engine run (its plan, stores and peers); the synced run
+    /// and the mount runs are derived from it.
+    pub engine: EngineArgs,
+    /// The daemon to mount (see [`mountd_binary`]).
+    pub mountd: Option<PathBuf>,
+}
+
+/// The engine's data for the synced run: synced writes run near the disk's
+/// fsync rate, so a quarter of the default keeps the run short.
+const SYNC_SIZE: u64 = 64 << 20;
+/// Data per table through the mount (the `fs` default).
+const FS_SIZE: u64 = 16 << 20;
+const VALUE_BYTES: u64 = super::common::VALUE_BYTES as u64;
+
+/// Which way a figure has to go.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+impl Target {
+    fn text(self) -> String {
+        match self {
+            Target::AtLeast(x) => format!(">= {x:.2}x"),
+            Target::AtMost(x) => format!("<= {x:.2}x"),
+        }
+    }
+}
+
+/// One goal and what was measured for it (`None`: not measured, e.g. a
+/// peer that did not run).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Check {
+    pub goal: String,
+    pub target: Target,
+    pub value: Option<f64>,
+}
+
+impl Check {
+    pub fn met(&self) -> Option<bool> {
+        self.value.map(|v| match self.target {
+            Target::AtLeast(t) => v >= t,
+            Target::AtMost(t) => v <= t,
+        })
+    }
+}
+
+/// The workloads the engine goals compare with the peers (the in-memory
+/// read has no peer counterpart).
+const ENGINE_WORKLOADS: [Fig6; 5] = [
+    Fig6::SeqWrite,
+    Fig6::RandWrite,
+    Fig6::SeqRead,
+    Fig6::RandRead,
+    Fig6::Scan,
+];
+
+fn num(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
+}
+
+/// The checks, from the JSON lines of the runs (`Value::Null` for a run that
+/// failed or did not happen).
+pub fn checks(engine: &Value, engine_sync: &Value, mounts: &[(usize, Value)]) -> Vec<Check> {
+    let mut out = Vec::new();
+    for (run, label) in [(engine, "unsynced"), (engine_sync, "--sync")] {
+        for w in ENGINE_WORKLOADS {
+            out.push(Check {
+                goal: format!("engine {label}: {} ours/best peer", w.label()),
+                target: Target::AtLeast(1.2),
+                value: num(run, &["workloads", w.key(), "vs_best_peer"]),
+            });
+        }
+    }
+    for w in [Fig6::SeqWrite, Fig6::RandWrite] {
+        out.push(Check {
+            goal: format!("engine: {} on 3 replicas, times one copy", w.label()),
+            target: Target::AtMost(1.5),
+            value: num(
+                engine,
+                &["other_stores", "chunks", w.key(), "local_over_this"],
+            ),
+        });
+    }
+    for (store, bound, what) in [
+        ("local", "vs_fsync_times_batch", "the fsync bound"),
+        (
+            "chunks",
+            "vs_copies_fsync_times_batch",
+            "the 3-copy fsync bound",
+        ),
+    ] {
+        let probe = &engine["group_commit"][store];
+        let batch = match (num(probe, &["mean_batch"]), num(probe, &["max_batch"])) {
+            (Some(mean), Some(max)) => format!("batch mean {mean:.1} max {max:.0}"),
+            _ => "batch not measured".to_string(),
+        };
+        out.push(Check {
+            goal: format!("group commit, {store}, 16 synced writers, {batch}: of {what}"),
+            target: Target::AtLeast(0.5),
+            value: num(probe, &[bound]),
+        });
+    }
+    for (threads, run) in mounts {
+        let t = if *threads == 1 { "thread" } else { "threads" };
+        for w in Fig6::ALL {
+            out.push(Check {
+                goal: format!("mount, {threads} {t}: {} ours/bindfs", w.label()),
+                target: Target::AtLeast(1.0),
+                value: num(run, &["workloads", w.key(), "vs_passthrough"]),
+            });
+        }
+        for w in Fig6::ALL {
+            out.push(Check {
+                goal: format!("mount, {threads} {t}: {} ours/paper", w.label()),
+                target: Target::AtLeast(1.0),
+                value: num(run, &["workloads", w.key(), "vs_paper"]),
+            });
+        }
+        out.push(Check {
+            goal: format!("mount, {threads} {t}: warm re-read / cold read"),
+            target: Target::AtLeast(3.0),
+            value: num(run, &["warm_over_cold"]),
+        });
+    }
+    out
+}
+
+/// The table of checks.
+pub fn render(checks: &[Check]) -> String {
+    let width = checks
+        .iter()
+        .map(|c| c.goal.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let mut s = format!(
+        "{:<width$}  {:>9}  {:>8}  met\n{}\n",
+        "goal",
+        "target",
+        "measured",
+        "-".repeat(width + 26)
+    );
+    for c in checks {
+        let value = c.value.map_or("-".to_string(), |v| format!("{v:.2}x"));
+        let met = match c.met() {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "not measured",
+        };
+        s.push_str(&format!(
+            "{:<width$}  {:>9}  {:>8}  {met}\n",
+            c.goal,
+            c.target.text(),
+            value
+        ));
+    }
+    let measured = checks.iter().filter(|c| c.met().is_some()).count();
+    let met = checks.iter().filter(|c| c.met() == Some(true)).count();
+    s.push_str(&format!(
+        "{met} of {measured} measured goals met ({} in all)\n",
+        checks.len()
+    ));
+    s
+}
+
+/// A run that failed is reported and counted as not measured.
+fn or_null(what: &str, r: Result<Value>) -> Value {
+    r.unwrap_or_else(|e| {
+        eprintln!("bigtable-bench goals: {what} did not run: {e:#}");
+        Value::Null
+    })
+}
+
+pub fn run(args: &GoalsArgs) -> Result<()> {
+    let e = &args.engine;
+    eprintln!("== engine, unsynced");
+    let engine = or_null(
+        "the unsynced engine run",
+        engine_bench::run(&EngineArgs {
+            stores: vec![StoreKind::Local, StoreKind::Chunks],
+            sync: false,
+            ..e.clone()
+        }),
+    );
+    super::common::check_interrupted()?;
+    eprintln!("== engine, --sync");
+    let engine_sync = or_null(
+        "the synced engine run",
+        engine_bench::run(&EngineArgs {
+            stores: vec![StoreKind::Local],
+            sync: true,
+            plan: Plan {
+                n: e.plan.n.clamp(1, SYNC_SIZE / VALUE_BYTES),
+                ..e.plan
+            },
+            scaling: Vec::new(),
+            ..e.clone()
+        }),
+    );
+    super::common::check_interrupted()?;
+    let mut thread_counts = vec![e.plan.threads, 1];
+    thread_counts.dedup();
+    let mounts = or_null("the mount runs", run_mounts(args, &thread_counts));
+    let mounts: Vec<(usize, Value)> = thread_counts
+        .iter()
+        .map(|t| (*t, mounts[t.to_string()].clone()))
+        .collect();
+    let checks = checks(&engine, &engine_sync, &mounts);
+    eprintln!();
+    eprint!("{}", render(&checks));
+    let line = json!({
+        "bench": "goals",
+        "checks": checks.iter().map(|c| json!({
+            "goal": c.goal,
+            "target": c.target.text(),
+            "value": c.value,
+            "met": c.met(),
+        })).collect::<Vec<_>>(),
+        "met": checks.iter().filter(|c| c.met() == Some(true)).count(),
+        "measured": checks.iter().filter(|c| c.met().is_some()).count(),
+        "runs": {
+            "engine": engine,
+            "engine_sync": engine_sync,
+            "mount": mounts.iter().map(|(t, v)| (t.to_string(), v.clone())).collect::<serde_json::Map<_, _>>(),
+        },
+    });
+    println!("{line}");
+    Ok(())
+}
+
+/// Mounts a fresh daemon (every part local, its defaults) and runs the
+/// mount's workloads with each thread count; the JSON lines by thread count.
+fn run_mounts(args: &GoalsArgs, thread_counts: &[usize]) -> Result<Value> {
+    let work = TempDir::new_in(&args.engine.work_base, "bigtable-bench-goals")?;
+    let (data, mnt) = (work.path().join("data"), work.path().join("mnt"));
+    std::fs::create_dir_all(&data)?;
+    std::fs::create_dir_all(&mnt)?;
+    let daemon = Daemon::start(&mountd_binary(&args.mountd), &data, &mnt, &None)?;
+    let mut out = serde_json::Map::new();
+    for &threads in thread_counts {
+        eprintln!("== mount, {threads} thread(s)");
+        let line = fs_bench::run(&FsArgs {
+            mountpoint: mnt.clone(),
+            plan: Plan {
+                n: FS_SIZE / VALUE_BYTES,
+                threads,
+                time_cap: args.engine.plan.time_cap,
+            },
+            sync: false,
+            work_base: args.engine.work_base.clone(),
+            peers: args.engine.peers,
+        });
+        out.insert(threads.to_string(), or_null("a mount run", line));
+        super::common::check_interrupted()?;
+    }
+    drop(daemon);
+    Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn engine_line(seq_write: f64, chunks_over: f64) -> Value {
+        json!({
+            "workloads": {
+                "seq_write": {"vs_best_peer": seq_write},
+                "rand_write": {"vs_best_peer": 1.3},
+                "seq_read": {"vs_best_peer": 1.5},
+                "rand_read": {"vs_best_peer": null},
+                "scan": {"vs_best_peer": 1.2},
+            },
+            "other_stores": {"chunks": {
+                "seq_write": {"local_over_this": chunks_over},
+                "rand_write": {"local_over_this": 1.4},
+            }},
+            "group_commit": {
+                "local": {"mean_batch": 8.3, "max_batch": 16, "vs_fsync_times_batch": 0.6},
+                "chunks": {"mean_batch": 8.0, "max_batch": 16, "vs_copies_fsync_times_batch": 0.4},
+            },
+        })
+    }
+
+    #[test]
+    fn every_goal_is_checked_against_its_target() {
+        let mount = json!({
+            "workloads": {
+                "seq_write": {"vs_passthrough": 2.0, "vs_paper": 0.9},
+                "rand_write": {"vs_passthrough": 2.0, "vs_paper": 1.1},
+                "seq_read": {"vs_passthrough": 3.0, "vs_paper": 9.0},
+                "rand_read": {"vs_passthrough": 5.0, "vs_paper": 60.0},
+                "rand_read_mem": {"vs_passthrough": 4.0, "vs_paper": 5.0},
+                "scan": {"vs_passthrough": 0.9, "vs_paper": 2.0},
+            },
+            "warm_over_cold": 2.2,
+        });
+        let c = checks(
+            &engine_line(0.8, 2.5),
+            &Value::Null,
+            &[(4, mount.clone()), (1, Value::Null)],
+        );
+        // 5 + 5 engine, 2 replicated writes, 2 group commit, 13 per mount run.
+        assert_eq!(c.len(), 5 + 5 + 2 + 2 + 13 + 13);
+        let find = |goal: &str| c.iter().find(|c| c.goal == goal).unwrap();
+        assert_eq!(
+            find("engine unsynced: sequential write ours/best peer").met(),
+            Some(false)
+        );
+        assert_eq!(
+            find("engine unsynced: scan ours/best peer").met(),
+            Some(true)
+        );
+        assert_eq!(
+            find("engine unsynced: random read ours/best peer").met(),
+            None
+        );
+        assert_eq!(find("engine --sync: scan ours/best peer").met(), None);
+        assert_eq!(
+            find("engine: sequential write on 3 replicas, times one copy").met(),
+            Some(false)
+        );
+        assert_eq!(
+            find("engine: random write on 3 replicas, times one copy").met(),
+            Some(true)
+        );
+        let gc: Vec<_> = c
+            .iter()
+            .filter(|c| c.goal.starts_with("group commit"))
+            .collect();
+        assert!(
+            gc[0].goal.contains("batch mean 8.3 max 16"),
+            "{}",
+            gc[0].goal
+        );
+        assert_eq!((gc[0].met(), gc[1].met()), (Some(true), Some(false)));
+        assert_eq!(
+            find("mount, 4 threads: scan ours/bindfs").met(),
+            Some(false)
+        );
+        assert_eq!(
+            find("mount, 4 threads: sequential write ours/paper").met(),
+            Some(false)
+        );
+        assert_eq!(
+            find("mount, 4 threads: random write ours/paper").met(),
+            Some(true)
+        );
+        assert_eq!(
+            find("mount, 4 threads: warm re-read / cold read").met(),
+            Some(false)
+        );
+        assert_eq!(find("mount, 1 thread: scan ours/bindfs").met(), None);
+        let table = render(&c);
+        assert!(table.contains(">= 1.20x"), "{table}");
+        assert!(table.contains("<= 1.50x"), "{table}");
+        assert!(table.contains("not measured"), "{table}");
+        let measured = c.iter().filter(|c| c.met().is_some()).count();
+        let met = c.iter().filter(|c| c.met() == Some(true)).count();
+        assert!(
+            table.contains(&format!("{met} of {measured} measured goals met")),
+            "{table}"
+        );
+    }
+}
