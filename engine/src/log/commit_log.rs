@@ -380,14 +380,7 @@ impl InlineSlot<'_> {
         let started = Instant::now();
         let res = match log.shared.write(lane, &mut cur, &payloads, max_seq, false) {
             Ok(()) => {
-                if started.elapsed() > log.shared.opts.slow_threshold {
-                    log::warn!(
-                        "commit log {}: lane {lane} slower than {:?}; switching lanes",
-                        log.shared.dir,
-                        log.shared.opts.slow_threshold
-                    );
-                    log.switch_to(1 - lane);
-                }
+                log.switch_if_slow(lane, started);
                 Ok(())
             }
             Err(e) => {
@@ -530,14 +523,7 @@ impl CommitLog {
             match self.append_inline(first, &payloads, max_seq) {
                 Ok(()) => {
                     self.count(records, bytes, sync);
-                    if started.elapsed() > self.shared.opts.slow_threshold {
-                        log::warn!(
-                            "commit log {}: lane {first} slower than {:?}; switching lanes",
-                            self.shared.dir,
-                            self.shared.opts.slow_threshold
-                        );
-                        self.switch_to(1 - first);
-                    }
+                    self.switch_if_slow(first, started);
                     return Ok(());
                 }
                 Err(e) => {
@@ -636,6 +622,19 @@ impl CommitLog {
         };
         // A failure marks the file failed: the lane's next write rolls.
         let _ = self.shared.sync_current(lane, &mut cur);
+    }
+
+    /// After a write to `lane` that began at `started`: a write slower than
+    /// `slow_threshold` moves logging to the other lane.
+    fn switch_if_slow(&self, lane: usize, started: Instant) {
+        if started.elapsed() > self.shared.opts.slow_threshold {
+            log::warn!(
+                "commit log {}: lane {lane} slower than {:?}; switching lanes",
+                self.shared.dir,
+                self.shared.opts.slow_threshold
+            );
+            self.switch_to(1 - lane);
+        }
     }
 
     fn switch_to(&self, lane: usize) {

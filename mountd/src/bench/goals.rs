@@ -324,27 +324,31 @@ mod tests {
         // 5 + 5 engine, 2 replicated writes, 2 group commit, 13 per mount run.
         assert_eq!(c.len(), 5 + 5 + 2 + 2 + 13 + 13);
         let find = |goal: &str| c.iter().find(|c| c.goal == goal).unwrap();
-        assert_eq!(
-            find("engine unsynced: sequential write ours/best peer").met(),
-            Some(false)
-        );
-        assert_eq!(
-            find("engine unsynced: scan ours/best peer").met(),
-            Some(true)
-        );
-        assert_eq!(
-            find("engine unsynced: random read ours/best peer").met(),
-            None
-        );
-        assert_eq!(find("engine --sync: scan ours/best peer").met(), None);
-        assert_eq!(
-            find("engine: sequential write on 3 replicas, times one copy").met(),
-            Some(false)
-        );
-        assert_eq!(
-            find("engine: random write on 3 replicas, times one copy").met(),
-            Some(true)
-        );
+        let expected = [
+            (
+                "engine unsynced: sequential write ours/best peer",
+                Some(false),
+            ),
+            ("engine unsynced: scan ours/best peer", Some(true)),
+            ("engine unsynced: random read ours/best peer", None),
+            ("engine --sync: scan ours/best peer", None),
+            (
+                "engine: sequential write on 3 replicas, times one copy",
+                Some(false),
+            ),
+            (
+                "engine: random write on 3 replicas, times one copy",
+                Some(true),
+            ),
+            ("mount, 4 threads: scan ours/bindfs", Some(false)),
+            ("mount, 4 threads: sequential write ours/paper", Some(false)),
+            ("mount, 4 threads: random write ours/paper", Some(true)),
+            ("mount, 4 threads: warm re-read / cold read", Some(false)),
+            ("mount, 1 thread: scan ours/bindfs", None),
+        ];
+        for (goal, met) in expected {
+            assert_eq!(find(goal).met(), met, "{goal}");
+        }
         let gc: Vec<_> = c
             .iter()
             .filter(|c| c.goal.starts_with("group commit"))
@@ -355,23 +359,6 @@ mod tests {
             gc[0].goal
         );
         assert_eq!((gc[0].met(), gc[1].met()), (Some(true), Some(false)));
-        assert_eq!(
-            find("mount, 4 threads: scan ours/bindfs").met(),
-            Some(false)
-        );
-        assert_eq!(
-            find("mount, 4 threads: sequential write ours/paper").met(),
-            Some(false)
-        );
-        assert_eq!(
-            find("mount, 4 threads: random write ours/paper").met(),
-            Some(true)
-        );
-        assert_eq!(
-            find("mount, 4 threads: warm re-read / cold read").met(),
-            Some(false)
-        );
-        assert_eq!(find("mount, 1 thread: scan ours/bindfs").met(), None);
         let table = render(&c);
         assert!(table.contains(">= 1.20x"), "{table}");
         assert!(table.contains("<= 1.50x"), "{table}");
