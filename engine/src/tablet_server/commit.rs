@@ -174,8 +174,9 @@ impl CommitCore {
     /// Logs one batch (run by a group-commit leader, or by
     /// [`CommitCore::commit_one`]): under the commit lock, assign sequence
     /// numbers, take a log lane, choose each row's memtable (freezing the
-    /// ones this batch fills); then write the log once. Each writer then inserts its own entries
-    /// ([`Ticket::finish`]) while the next batch is being logged.
+    /// ones this batch fills); then write the log once. Each writer then
+    /// inserts its own entries ([`Ticket::finish`]) while the next batch is
+    /// being logged.
     pub(super) fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<Ticket>> {
         let open = self.lock_commit();
         if !*open {
