@@ -38,7 +38,7 @@ use crate::key::SeqNo;
 use crate::{Error, Result};
 use crossbeam_channel::{bounded, unbounded, Receiver, RecvTimeoutError, Sender};
 use gfs::FileStore;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -150,6 +150,11 @@ pub struct CommitLog {
     /// Appends are issued (and inline ones take their file) one at a time,
     /// so each file stays in sequence order.
     append_lock: Mutex<()>,
+    /// Inline appends taken and not yet done (a repeat on the other lane
+    /// included); [`CommitLog::wait_inline`] waits for none.
+    inflight: AtomicUsize,
+    inflight_lock: Mutex<()>,
+    inflight_done: Condvar,
     appends: AtomicU64,
     records: AtomicU64,
     bytes: AtomicU64,
@@ -362,30 +367,56 @@ fn lane_main(
 /// A lane's file held for one unsynced append (see
 /// [`CommitLog::reserve_inline`]).
 pub struct InlineSlot<'a> {
-    log: &'a CommitLog,
     lane: usize,
     cur: parking_lot::MutexGuard<'a, Option<(u64, LogWriter)>>,
+    inflight: Inflight<'a>,
+}
+
+/// Counts an inline append in flight until dropped.
+struct Inflight<'a>(&'a CommitLog);
+
+impl Drop for Inflight<'_> {
+    fn drop(&mut self) {
+        let log = self.0;
+        if log.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Under the lock: a waiter checks the count under it.
+            let _g = log.inflight_lock.lock();
+            log.inflight_done.notify_all();
+        }
+    }
 }
 
 impl InlineSlot<'_> {
     /// Writes the records, whose highest sequence number is `max_seq`. If
     /// the lane fails or is slow, logging moves to the other lane; a failed
-    /// write is repeated there (the records may land after later ones in
-    /// that file; replay takes them by sequence number).
+    /// write is repeated there by that lane's thread, after this lane's
+    /// file is let go (holding it, two failing writers could each wait for
+    /// the other's lane). The repeat may land after later records in that
+    /// file; replay takes records by their sequence numbers.
     pub fn write(self, payloads: Vec<Vec<u8>>, max_seq: SeqNo) -> Result<()> {
-        let InlineSlot { log, lane, mut cur } = self;
+        let InlineSlot {
+            lane,
+            mut cur,
+            inflight,
+        } = self;
+        let log = inflight.0;
         let records = payloads.len();
         let bytes: usize = payloads.iter().map(Vec::len).sum();
         let payloads = Arc::new(payloads);
         let started = Instant::now();
-        let res = match log.shared.write(lane, &mut cur, &payloads, max_seq, false) {
+        let res = log.shared.write(lane, &mut cur, &payloads, max_seq, false);
+        let chore = log.shared.chore(&cur);
+        drop(cur);
+        if chore.is_some() {
+            // An empty job: the thread writes nothing, then does the chore.
+            drop(log.send(lane, &Arc::new(Vec::new()), 0, false));
+        }
+        let res = match res {
             Ok(()) => {
                 log.switch_if_slow(lane, started);
                 Ok(())
             }
             Err(e) => {
-                // Repeated with this lane's file still held, so that
-                // `wait_inline` (and a fence) also waits for the repeat.
                 log::warn!("commit log {}: lane {lane} failed: {e}", log.shared.dir);
                 log.switch_to(1 - lane);
                 log.send(1 - lane, &payloads, max_seq, false)
@@ -393,15 +424,10 @@ impl InlineSlot<'_> {
                     .unwrap_or(Err(e))
             }
         };
-        let chore = log.shared.chore(&cur);
-        drop(cur);
-        if chore.is_some() {
-            // An empty job: the thread writes nothing, then does the chore.
-            drop(log.send(lane, &Arc::new(Vec::new()), 0, false));
-        }
         if res.is_ok() {
             log.count(records, bytes, false);
         }
+        drop(inflight);
         res
     }
 }
@@ -465,6 +491,9 @@ impl CommitLog {
             lanes,
             active: AtomicUsize::new(0),
             append_lock: Mutex::new(()),
+            inflight: AtomicUsize::new(0),
+            inflight_lock: Mutex::new(()),
+            inflight_done: Condvar::new(),
             appends: AtomicU64::new(0),
             records: AtomicU64::new(0),
             bytes: AtomicU64::new(0),
@@ -589,21 +618,27 @@ impl CommitLog {
                 return None;
             }
             let cur = self.lanes[lane].file.try_lock()?;
+            self.inflight.fetch_add(1, Ordering::AcqRel);
             Some(InlineSlot {
-                log: self,
                 lane,
                 cur,
+                inflight: Inflight(self),
             })
         })
     }
 
-    /// Waits until no append taken by [`CommitLog::reserve_inline`] is
-    /// being written. The caller holds what orders sequence numbers, so no
-    /// new one can start: every earlier record is then in a lane's file
-    /// and in its lane's unsynced list, where a sync finds it.
+    /// Waits until every append taken by [`CommitLog::reserve_inline`] is
+    /// done (a repeat on the other lane included). The caller holds what
+    /// orders sequence numbers, so no new one can start: every earlier
+    /// record is then in a lane's file and in its lane's unsynced list,
+    /// where a sync finds it.
     pub fn wait_inline(&self) {
-        for lane in &self.lanes {
-            drop(lane.file.lock());
+        if self.inflight.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut g = self.inflight_lock.lock();
+        while self.inflight.load(Ordering::Acquire) != 0 {
+            self.inflight_done.wait(&mut g);
         }
     }
 
@@ -852,7 +887,6 @@ mod tests {
     use crate::key::{self, Kind};
     use crate::log::replay_dir;
     use gfs::{MemStore, ReadableFile, WritableFile};
-    use parking_lot::Condvar;
     use std::collections::HashSet;
 
     fn rec(row: &str, seqs: &[u64]) -> LogRecord {
@@ -1466,5 +1500,35 @@ mod tests {
             .insert(log.current_files()[0].clone());
         let slot = log.reserve_inline().unwrap();
         assert!(slot.write(vec![rec("r", &[2]).encode()], 2).is_err());
+    }
+
+    #[test]
+    fn two_failing_inline_appends_are_both_repeated_without_waiting_on_each_other() {
+        let store = FlakyStore::default();
+        let log = Arc::new(CommitLog::open(Arc::new(store.clone()), "d", opts(1 << 20)).unwrap());
+        let [a, b] = log.current_files();
+        store.ctl.failing.lock().extend([a, b]);
+        // Both lanes' files are taken before either write fails: each
+        // failed write is repeated on the other lane (whose thread rolls to
+        // a fresh file first). Neither may wait for the other's file.
+        let taken = Arc::new(std::sync::Barrier::new(2));
+        let (done_tx, done_rx) = crossbeam_channel::unbounded();
+        for seq in [1u64, 2] {
+            let (log, taken, done_tx) = (log.clone(), taken.clone(), done_tx.clone());
+            std::thread::spawn(move || {
+                let slot = log.reserve_inline().unwrap();
+                taken.wait();
+                let _ = done_tx.send(slot.write(vec![rec("r", &[seq]).encode()], seq));
+            });
+        }
+        for _ in 0..2 {
+            let res = done_rx
+                .recv_timeout(Duration::from_secs(60))
+                .expect("an inline append never completed");
+            res.unwrap();
+        }
+        log.wait_inline();
+        let (all, _) = replay_all(&log, 0);
+        assert_eq!(seqs_of(&all), vec![1, 2]);
     }
 }
