@@ -396,7 +396,7 @@ impl InlineSlot<'_> {
     pub fn write(self, payloads: Vec<Vec<u8>>, max_seq: SeqNo) -> Result<()> {
         let InlineSlot {
             lane,
-            mut cur,
+            cur,
             inflight,
         } = self;
         let log = inflight.0;
@@ -404,25 +404,12 @@ impl InlineSlot<'_> {
         let bytes: usize = payloads.iter().map(Vec::len).sum();
         let payloads = Arc::new(payloads);
         let started = Instant::now();
-        let res = log.shared.write(lane, &mut cur, &payloads, max_seq, false);
-        let chore = log.shared.chore(&cur);
-        drop(cur);
-        if chore.is_some() {
-            // An empty job: the thread writes nothing, then does the chore.
-            drop(log.send(lane, &Arc::new(Vec::new()), 0, false));
-        }
-        let res = match res {
+        let res = match log.write_held(lane, cur, &payloads, max_seq) {
             Ok(()) => {
                 log.switch_if_slow(lane, started);
                 Ok(())
             }
-            Err(e) => {
-                log::warn!("commit log {}: lane {lane} failed: {e}", log.shared.dir);
-                log.switch_to(1 - lane);
-                log.send(1 - lane, &payloads, max_seq, false)
-                    .recv()
-                    .unwrap_or(Err(e))
-            }
+            Err(e) => log.repeat_on_other(lane, &payloads, max_seq, false, e),
         };
         if res.is_ok() {
             log.count(records, bytes, false);
@@ -556,10 +543,7 @@ impl CommitLog {
                     return Ok(());
                 }
                 Err(e) => {
-                    log::warn!("commit log {}: lane {first} failed: {e}", self.shared.dir);
-                    self.switch_to(1 - first);
-                    let rx2 = self.send(1 - first, &payloads, max_seq, sync);
-                    let res = rx2.recv().unwrap_or(Err(e));
+                    let res = self.repeat_on_other(first, &payloads, max_seq, sync, e);
                     if res.is_ok() {
                         self.count(records, bytes, sync);
                     }
@@ -677,25 +661,52 @@ impl CommitLog {
         self.switches.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Writes `payloads` to `lane`'s file from the calling thread. A file
-    /// that failed or is full is replaced by the lane's thread, off this
-    /// caller's path.
+    /// Writes `payloads` to `lane`'s file from the calling thread.
     fn append_inline(
         &self,
         lane: usize,
         payloads: &Arc<Vec<Vec<u8>>>,
         max_seq: SeqNo,
     ) -> Result<()> {
-        let (res, chore) = {
-            let mut cur = self.lanes[lane].file.lock();
-            let res = self.shared.write(lane, &mut cur, payloads, max_seq, false);
-            (res, self.shared.chore(&cur))
-        };
+        self.write_held(lane, self.lanes[lane].file.lock(), payloads, max_seq)
+    }
+
+    /// Writes unsynced `payloads` into `lane`'s file, which the caller
+    /// holds, and lets go of it. A file that failed or is full is replaced
+    /// by the lane's thread, off this caller's path.
+    fn write_held(
+        &self,
+        lane: usize,
+        mut cur: parking_lot::MutexGuard<'_, Option<(u64, LogWriter)>>,
+        payloads: &Arc<Vec<Vec<u8>>>,
+        max_seq: SeqNo,
+    ) -> Result<()> {
+        let res = self.shared.write(lane, &mut cur, payloads, max_seq, false);
+        let chore = self.shared.chore(&cur);
+        drop(cur);
         if chore.is_some() {
             // An empty job: the thread writes nothing, then does the chore.
             drop(self.send(lane, &Arc::new(Vec::new()), 0, false));
         }
         res
+    }
+
+    /// After `lane` failed to write `payloads` (error `e`): moves logging to
+    /// the other lane and has its thread write them; its result, or `e`
+    /// if that thread is gone.
+    fn repeat_on_other(
+        &self,
+        lane: usize,
+        payloads: &Arc<Vec<Vec<u8>>>,
+        max_seq: SeqNo,
+        sync: bool,
+        e: Error,
+    ) -> Result<()> {
+        log::warn!("commit log {}: lane {lane} failed: {e}", self.shared.dir);
+        self.switch_to(1 - lane);
+        self.send(1 - lane, payloads, max_seq, sync)
+            .recv()
+            .unwrap_or(Err(e))
     }
 
     fn count(&self, records: usize, bytes: usize, sync: bool) {
