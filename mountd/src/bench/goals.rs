@@ -147,6 +147,13 @@ pub fn checks(engine: &Value, engine_sync: &Value, mounts: &[(usize, Value)]) ->
     out
 }
 
+/// (goals met, goals measured).
+fn tally(checks: &[Check]) -> (usize, usize) {
+    let met = checks.iter().filter(|c| c.met() == Some(true)).count();
+    let measured = checks.iter().filter(|c| c.met().is_some()).count();
+    (met, measured)
+}
+
 /// The table of checks.
 pub fn render(checks: &[Check]) -> String {
     let width = checks
@@ -176,8 +183,7 @@ pub fn render(checks: &[Check]) -> String {
             value
         ));
     }
-    let measured = checks.iter().filter(|c| c.met().is_some()).count();
-    let met = checks.iter().filter(|c| c.met() == Some(true)).count();
+    let (met, measured) = tally(checks);
     s.push_str(&format!(
         "{met} of {measured} measured goals met ({} in all)\n",
         checks.len()
@@ -228,6 +234,7 @@ pub fn run(args: &GoalsArgs) -> Result<()> {
         .map(|t| (*t, mounts[t.to_string()].clone()))
         .collect();
     let checks = checks(&engine, &engine_sync, &mounts);
+    let (met, measured) = tally(&checks);
     eprintln!();
     eprint!("{}", render(&checks));
     let line = json!({
@@ -238,8 +245,8 @@ pub fn run(args: &GoalsArgs) -> Result<()> {
             "value": c.value,
             "met": c.met(),
         })).collect::<Vec<_>>(),
-        "met": checks.iter().filter(|c| c.met() == Some(true)).count(),
-        "measured": checks.iter().filter(|c| c.met().is_some()).count(),
+        "met": met,
+        "measured": measured,
         "runs": {
             "engine": engine,
             "engine_sync": engine_sync,
