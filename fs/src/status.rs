@@ -93,6 +93,14 @@ impl StatusFile {
         let mut out = String::new();
         match self {
             StatusFile::Status => {
+                // Which way requests reach the daemon: FUSE over io_uring is
+                // several times faster and needs the kernel's consent.
+                let transport = if fuser::io_uring_running() {
+                    "io_uring"
+                } else {
+                    "/dev/fuse"
+                };
+                let _ = writeln!(out, "fuse_transport={transport}");
                 for l in s.store.status() {
                     let _ = writeln!(out, "{l}");
                 }

@@ -43,6 +43,20 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// The Python that has the test's Python packages: `BIGTABLE_PYTHON`, else
+/// the virtual environment `tests/setup.sh` makes beside the build when the
+/// system Python refuses pip (`target/python`), else `python3`.
+pub fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("BIGTABLE_PYTHON") {
+        return PathBuf::from(p);
+    }
+    let venv = bin_dir().with_file_name("python").join("bin/python3");
+    if venv.is_file() {
+        return venv;
+    }
+    PathBuf::from("python3")
+}
+
 /// Polls `cond` every 20 ms until it holds or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
     let deadline = Instant::now() + timeout;

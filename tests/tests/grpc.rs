@@ -29,14 +29,14 @@ fn script() -> PathBuf {
 
 #[test]
 fn python_client_and_the_mount_share_the_data() {
-    let have = Command::new("python3")
+    let have = Command::new(tests::python())
         .args(["-c", "import google.cloud.bigtable"])
         .output();
     match have {
         Err(e) => panic!("python3 is needed for this test (apt-get install python3): {e}"),
         Ok(o) if !o.status.success() => panic!(
             "the Python package google-cloud-bigtable is needed for this test \
-             (pip install google-cloud-bigtable; .ci/run installs it):\n{}",
+             (tests/setup.sh installs it):\n{}",
             String::from_utf8_lossy(&o.stderr)
         ),
         Ok(_) => {}
@@ -47,7 +47,7 @@ fn python_client_and_the_mount_share_the_data() {
     // Written through the mount, read by the Python client.
     m.table("fromfs", "f\n");
     m.ok("mkdir -p fromfs/written-by-cat/f && echo 'hello from the mount' > fromfs/written-by-cat/f/q");
-    let out = Command::new("python3")
+    let out = Command::new(tests::python())
         .arg(script())
         .env("BIGTABLE_EMULATOR_HOST", &addr)
         .env("PYTHONUNBUFFERED", "1")
@@ -107,7 +107,7 @@ r = t.direct_row(b"a"); r.set_cell("f", b"q", b"a longer value"); r.set_cell("f"
 r = t.direct_row(b"c"); r.set_cell("f", b"q", b"row c"); r.commit()
 r = t.direct_row(b"b"); r.delete(); r.commit()
 "#;
-    let out = Command::new("python3")
+    let out = Command::new(tests::python())
         .args(["-c", py])
         .env("BIGTABLE_EMULATOR_HOST", &addr)
         .output()

@@ -101,6 +101,17 @@ fn requests_through_the_device() {
     let m = Mount::with_options(&["uring=0"]);
     exercise(&m);
     assert_eq!(m.stat("fuse_uring_replies"), 0);
+    assert_eq!(transport(&m), "/dev/fuse");
+}
+
+/// The transport `.bigtable/status` says the mount got.
+fn transport(m: &Mount) -> String {
+    let status = m.ok("cat .bigtable/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("fuse_transport="))
+        .unwrap_or_else(|| panic!("no fuse_transport line in .bigtable/status:\n{status}"))
+        .to_string()
 }
 
 #[test]
@@ -114,8 +125,10 @@ fn requests_through_io_uring_queues_when_offered() {
             "the kernel offers io_uring, yet no reply went through it"
         );
         assert!(m.log_text().contains("FUSE over io_uring"));
+        assert_eq!(transport(&m), "io_uring");
     } else {
         eprintln!("the kernel does not offer FUSE over io_uring: checked through /dev/fuse");
         assert_eq!(replies, 0);
+        assert_eq!(transport(&m), "/dev/fuse");
     }
 }

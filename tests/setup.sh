@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Sets up what the end-to-end tests drive, on a fresh Debian or Ubuntu machine
+# with Rust: the programs they run (fuse3, attr, util-linux, rsync, tar,
+# python3), the official Python client of Cloud Bigtable, and FUSE over
+# io_uring where the kernel offers it. Safe to run again: it installs only
+# what is missing. README's test command runs it before `cargo test`.
+#
+# Environment: CARGO_TARGET_DIR (where the Python environment goes, beside
+# the build: <target>/python), BIGTABLE_NO_URING=1 (leave the kernel's
+# io_uring switch alone).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+say() { printf 'tests/setup.sh: %s\n' "$*"; }
+
+# Root runs apt-get itself; anyone else through sudo, if they have it.
+as_root() {
+    if [ "$(id -u)" = 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        say "needs root for: $*"
+        return 1
+    fi
+}
+
+apt_updated=
+apt_install() {
+    if ! command -v apt-get >/dev/null 2>&1; then
+        say "missing $*, and this is not a Debian-like system: install them by hand"
+        return 1
+    fi
+    if [ -z "$apt_updated" ]; then
+        as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
+        apt_updated=1
+    fi
+    say "installing $*"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+# 1. Programs the tests run, as program:package.
+missing=()
+for p in fusermount3:fuse3 getfattr:attr setfattr:attr flock:util-linux setpriv:util-linux \
+    taskset:util-linux tar:tar rsync:rsync python3:python3 mount:mount; do
+    command -v "${p%%:*}" >/dev/null 2>&1 || missing+=("${p##*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    # shellcheck disable=SC2207
+    apt_install $(printf '%s\n' "${missing[@]}" | sort -u)
+fi
+
+# 2. The official Python client of Cloud Bigtable (tests/tests/grpc.rs drives
+# it against the daemon). Where the system Python refuses pip (PEP 668), it
+# goes into a virtual environment beside the build, which the tests find.
+target=${CARGO_TARGET_DIR:-$PWD/target}
+venv=$target/python
+client=google-cloud-bigtable
+if [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c 'import google.cloud.bigtable' 2>/dev/null; then
+    :
+elif python3 -c 'import google.cloud.bigtable' 2>/dev/null; then
+    :
+elif python3 -m pip install -q "$client" 2>/dev/null; then
+    say "installed $client with pip"
+else
+    say "the system Python refuses pip: installing $client in $venv"
+    if ! python3 -m venv "$venv" 2>/dev/null; then
+        rm -rf "$venv"
+        pyver=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+        apt_install "python${pyver}-venv" || apt_install python3-venv
+        python3 -m venv "$venv"
+    fi
+    "$venv/bin/python3" -m pip install -q "$client"
+fi
+
+# 3. FUSE over io_uring: the kernel offers it to new mounts only while the
+# fuse module's enable_uring parameter is on. The suite drives both transports
+# (tests/tests/transport.rs mounts one with -o uring=0).
+if [ -z "${BIGTABLE_NO_URING:-}" ]; then
+    as_root modprobe fuse 2>/dev/null || true
+    param=/sys/module/fuse/parameters/enable_uring
+    if [ -e "$param" ] && [ "$(cat "$param")" != Y ]; then
+        if echo Y | as_root tee "$param" >/dev/null 2>&1; then
+            say "turned on FUSE over io_uring (undo: echo N > $param)"
+        else
+            say "could not turn on FUSE over io_uring: the tests use /dev/fuse only"
+        fi
+    fi
+fi
+exit 0
