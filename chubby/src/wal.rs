@@ -188,6 +188,28 @@ mod tests {
         assert_eq!(scan(&zeros).1, log.len());
     }
 
+    /// The example in docs/formats/lock-service.md, byte for byte.
+    #[test]
+    fn frame_bytes_are_as_documented() {
+        let mut w = crate::codec::Writer::default();
+        w.u64(1);
+        crate::record::Record::LockGeneration {
+            id: 2,
+            generation: 3,
+        }
+        .encode(&mut w);
+        let want: &[u8] = &[
+            0x19, 0, 0, 0, // payload length 25
+            0x7a, 0x41, 0x77, 0x92, 0x4d, 0xa8, 0x04, 0xf7, // seahash(payload)
+            1, 0, 0, 0, 0, 0, 0, 0, // sequence number
+            8, // tag: LockGeneration
+            2, 0, 0, 0, 0, 0, 0, 0, // node id
+            3, 0, 0, 0, 0, 0, 0, 0, // generation
+        ];
+        assert_eq!(frame(&w.buf), want);
+        assert_eq!(MAX_PAYLOAD, 327_680);
+    }
+
     #[test]
     fn open_truncates_tail_and_appends_after_it() {
         let dir = tempfile::tempdir().unwrap();

@@ -209,7 +209,7 @@ impl GcRule {
         Ok(r)
     }
 
-    /// Appends the binary tree encoding (see FORMAT.md, "Table schema").
+    /// Appends the binary tree encoding (see docs/formats/engine.md, "Table schema").
     pub fn encode_tree(&self, out: &mut Vec<u8>) {
         match self {
             GcRule::Union(v) | GcRule::Intersection(v) => {

@@ -6,7 +6,7 @@
 //! (SSTables and redo point) lives in the file `meta/root` and its location
 //! in the lock-service file `/bigtable/root-tablet`. Three levels, as in the
 //! paper: root → METADATA tablets → user tablets. The row format is in
-//! `engine/FORMAT.md`.
+//! `docs/formats/engine.md`.
 
 mod codec;
 mod repair;

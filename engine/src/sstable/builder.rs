@@ -1,5 +1,5 @@
 //! Writes a table: data blocks as keys arrive, then the filter, properties,
-//! index and footer (see engine/FORMAT.md).
+//! index and footer (see docs/formats/engine.md).
 
 use super::block::Block;
 use super::block_builder::BlockBuilder;

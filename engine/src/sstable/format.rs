@@ -1,6 +1,6 @@
 //! Byte-level pieces shared by the SSTable writer and reader: varints, block
 //! handles, the block trailer (type byte + checksum), per-block compression,
-//! the properties block and the footer. engine/FORMAT.md describes the layout.
+//! the properties block and the footer. docs/formats/engine.md describes the layout.
 
 use crate::data::{BloomKind, Compression};
 use crate::{Error, Result};

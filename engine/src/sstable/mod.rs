@@ -3,7 +3,7 @@
 //! per block, a block index at the end loaded at open (one block read per
 //! lookup), a Bloom filter per table, and a checksum on every block.
 //!
-//! The byte layout is documented in engine/FORMAT.md, section "SSTable".
+//! The byte layout is documented in docs/formats/engine.md, section "SSTable".
 //!
 //! - [`TableBuilder`] writes a table from ascending keys.
 //! - [`Table`] opens one (from the file with a [`BlockCache`], or wholly in

@@ -586,6 +586,49 @@ mod tests {
         assert!(err.contains("unsupported format 9"), "{err}");
     }
 
+    /// The examples in docs/formats/chunk-layer.md, byte for byte.
+    #[test]
+    fn superblock_bytes_are_as_documented() {
+        let sb = Superblock {
+            handle: 1,
+            version: 1,
+            chunk_size: 64 << 20,
+            sum: BlockSum::Xxh3,
+        }
+        .encode();
+        let mut want = Vec::new();
+        want.extend_from_slice(b"GFSCHNK1");
+        want.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
+        want.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]);
+        want.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 0]);
+        want.extend_from_slice(&[0, 0, 1, 0, 2, 0, 0, 0]);
+        want.extend_from_slice(&[0; 16]);
+        want.extend_from_slice(&[0x58, 0x06, 0x58, 0xde, 0xb3, 0x25, 0x9d, 0x08]);
+        assert_eq!(sb[..], want[..]);
+        let e = BlockSum::Xxh3.entry(b"hello");
+        let hash = [0xfd, 0xdc, 0x62, 0x5c, 0x55, 0xe8, 0x55, 0x95];
+        assert_eq!(
+            e.encode()[..],
+            [&[5, 0, 0, 0, 0, 0, 0, 0][..], &hash].concat()
+        );
+        let slot = TailSlot::of(5, e).encode();
+        let check = [0x05, 0x5a, 0x38, 0x61, 0x2b, 0xf2, 0xac, 0x03];
+        assert_eq!(
+            slot[..],
+            [&[0, 0, 0, 0, 5, 0, 0, 0][..], &hash, &check].concat()
+        );
+        // The layouts table, and the table sizes that leave no room for slots.
+        let l = Layout::new(64 << 20);
+        assert_eq!((l.slots_off, l.data_off), (Some(16448), 20480));
+        assert_eq!(Layout::new(1 << 20).slots_off, Some(320));
+        for blocks in [250, 251, 252, 506, 507, 508] {
+            assert_eq!(Layout::new(blocks * BLOCK).slots_off, None, "{blocks}");
+        }
+        for blocks in [249, 253, 505, 509] {
+            assert!(Layout::new(blocks * BLOCK).slots_off.is_some(), "{blocks}");
+        }
+    }
+
     #[test]
     fn entries_roundtrip_and_reject_garbage() {
         let e = BlockSum::CURRENT.entry(b"hello");

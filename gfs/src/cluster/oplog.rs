@@ -374,6 +374,24 @@ mod tests {
         assert!(Op::decode(&extra).is_err());
     }
 
+    /// The example in docs/formats/chunk-layer.md, byte for byte.
+    #[test]
+    fn frame_bytes_are_as_documented() {
+        let rec = frame(&Op::Create {
+            id: 1,
+            name: "a".into(),
+        });
+        let want: &[u8] = &[
+            0x12, 0, 0, 0, // payload length 18
+            0x07, 0x99, 0x71, 0xd4, 0xdb, 0xea, 0x99, 0xa3, // seahash(payload)
+            1,    // tag: Create
+            1, 0, 0, 0, 0, 0, 0, 0, // file id
+            1, 0, 0, 0, 0, 0, 0, 0, b'a', // name
+        ];
+        assert_eq!(rec, want);
+        assert_eq!(log_name(7), "oplog-00000000000000000007");
+    }
+
     #[test]
     fn torn_tail_is_dropped_and_middle_damage_is_refused() {
         let all: Vec<u8> = ops().iter().flat_map(frame).collect();
