@@ -75,7 +75,8 @@ fn script(steps: &[Step], mnt: &Path) -> String {
 
 /// Each step's output lines, from the script's stdout.
 fn outputs(stdout: &str) -> Vec<Vec<String>> {
-    let mut pieces = stdout.split(&format!("\n{MARKER}\n"));
+    let marker = format!("\n{MARKER}\n");
+    let mut pieces = stdout.split(&marker);
     // Before the first marker: nothing but its leading newline.
     assert_eq!(pieces.next(), Some(""), "output before the first step");
     pieces
