@@ -1,7 +1,7 @@
 //! Table schemas: column families, their garbage-collection rules, locality
 //! groups and permissions; the `.schema` text format; the binary encoding METADATA stores.
 //!
-//! The text format is one family a line (the `.schema` file of README's manual):
+//! The text format is one family a line (the `.schema` file, docs/mount.md):
 //!
 //! ```text
 //! # comment

@@ -245,7 +245,7 @@ fn rand_mutation(rng: &mut StdRng, now: u64) -> RowMutation {
                 value: rand_value(rng),
             },
             // Partial deletes only where no count rule can make collected
-            // versions reappear (see the README on GC).
+            // versions reappear (see docs/engine-api.md, "Garbage-collection rules").
             12..=14 => Mutation::DeleteCells {
                 range: if fam == "b" {
                     let a = rand_ts(rng, now);

@@ -1,5 +1,5 @@
 //! Bigtable as a filesystem: tables, rows, column families and timestamped
-//! cells as directories and files (the README's manual describes the namespace).
+//! cells as directories and files (docs/mount.md, the user's manual, describes the namespace).
 //!
 //! [`Fs`] implements every operation over a [`Store`] (the engine's client,
 //! or an in-memory store in tests) without FUSE types beyond errno and

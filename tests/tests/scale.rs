@@ -13,7 +13,7 @@ use tests::{rss_kib, wait_until, Mount};
 /// The test mount's engine sizes (see `Mount::new`): three tablet servers
 /// with a 4 MiB memtable each, an 8 MiB block cache and a 2 MiB scan cache.
 const CONFIGURED_KIB: u64 = (3 * 4 + 8 + 2) * 1024;
-/// The overhead the README states beyond caches and memtables.
+/// The overhead docs/mount.md ("Memory") states beyond caches and memtables.
 const OVERHEAD_KIB: u64 = 64 * 1024;
 
 /// RSS once it stops moving (by less than 1 MiB over half a second).

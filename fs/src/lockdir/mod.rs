@@ -1,4 +1,4 @@
-//! `.chubby/`: the lock service's namespace in the mount (README, "The lock directory").
+//! `.chubby/`: the lock service's namespace in the mount (docs/lock-directory.md).
 //!
 //! Every node of the cell is a directory or a small file here, and every
 //! file is a lock:

@@ -4,8 +4,8 @@
 //! and one chunkserver per data directory run in this process; the client
 //! code that implements [`FileStore`] talks to them by direct calls. Files
 //! are split into chunks (64 MiB by default) with 64-bit handles and version
-//! numbers, each replicated on up to three chunkservers. See the README for
-//! what a user sees; the pieces are:
+//! numbers, each replicated on up to three chunkservers. See docs/chunk-layer.md
+//! for what a user sees; the pieces are:
 //!
 //! - `master.rs`, `oplog.rs`, `checkpoint.rs`: metadata and its persistence;
 //!   `mirror.rs`: the copies of the master's files in several directories;

@@ -20,7 +20,7 @@ const USAGE: &str = "usage: bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o option[
   -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S, dir_timeout=S, reader_wait=S,
                 busy_poll=US, uring=N, log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
                 memtable=SIZE, split=SIZE, cache=SIZE, scan_cache=SIZE,
-                max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT (see README)";
+                max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT (see docs/mount.md)";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

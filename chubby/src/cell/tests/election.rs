@@ -1,4 +1,4 @@
-//! Leader election as the engine's master (and the README's shell example)
+//! Leader election as the engine's master (and the shell example of docs/lock-directory.md)
 //! does it: contenders wait for the writer lock; the leader works, then
 //! either resigns or "dies".
 
