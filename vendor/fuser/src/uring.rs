@@ -29,37 +29,24 @@ use std::thread::{self, JoinHandle};
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use log::{debug, error, warn};
 use parking_lot::Mutex;
+use zerocopy::{FromBytes, IntoBytes};
 
+mod abi;
+mod codec;
 mod spin;
+use abi::{fuse_uring_cmd, fuse_uring_req_header};
 use spin::Looking;
 
 use crate::Filesystem;
 use crate::channel::{Channel, ChannelSender};
-use crate::ll::fuse_abi::fuse_in_header;
 use crate::request::RequestWithSender;
 use crate::session::{FilesystemHolder, SessionACL, SessionEventLoop};
 
-/// `fuse_uring_req_header`: `in_out` (128 bytes), `op_in` (128), then
-/// `fuse_uring_ent_in_out` (flags, commit_id, payload_sz, padding, reserved).
-const OP_IN: usize = 128;
-const OP_IN_SIZE: usize = 128;
-const ENT_IN_OUT: usize = 256;
-const COMMIT_ID: usize = ENT_IN_OUT + 8;
-const PAYLOAD_SZ: usize = ENT_IN_OUT + 16;
-const HEADER_SIZE: usize = 288;
-
-const CMD_REGISTER: u32 = 1;
-const CMD_COMMIT_AND_FETCH: u32 = 2;
+/// Size of an entry's header buffer.
+const HEADER_SIZE: usize = size_of::<fuse_uring_req_header>();
 
 /// `user_data` of the poll on the queue's wake-up eventfd.
 const WAKE: u64 = u64::MAX;
-
-/// Offset of the caller's thread id in `fuse_in_header`.
-const CALLER_PID: usize = 32;
-
-/// Size of `fuse_in_header` and `fuse_out_header`.
-const IN_HEADER: usize = size_of::<fuse_in_header>();
-const OUT_HEADER: usize = 16;
 
 /// Payloads larger than this give their pages back after the request is read.
 const KEEP_PAYLOAD: usize = 64 * 1024;
@@ -124,26 +111,26 @@ impl Buf {
         self.len
     }
 
-    /// The bytes at `at..at + len`.
+    /// The buffer's bytes.
     ///
     /// # Safety
     /// The entry must belong to userspace (its command completed and it is
-    /// not yet committed), and the range inside the buffer.
-    unsafe fn slice(&self, at: usize, len: usize) -> &[u8] {
-        debug_assert!(at + len <= self.len());
-        // SAFETY: per the caller.
-        unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) }
+    /// not yet committed), and no mutable view of it be alive.
+    unsafe fn bytes(&self) -> &[u8] {
+        // SAFETY: per the caller; the mapping is `len` bytes.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
-    /// Copies `bytes` to `at`.
+    /// The buffer's bytes, to write.
     ///
     /// # Safety
-    /// As for [`Buf::slice`].
-    unsafe fn write(&self, at: usize, bytes: &[u8]) {
-        debug_assert!(at + bytes.len() <= self.len());
-        // SAFETY: per the caller; `bytes` cannot overlap a buffer only the
-        // kernel and this module write.
-        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.ptr.add(at), bytes.len()) }
+    /// As for [`Buf::bytes`], and no other view of it be alive.
+    // Entries are shared (the queue's thread and whichever thread answers);
+    // that one thread at a time writes an entry is the protocol's doing.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn bytes_mut(&self) -> &mut [u8] {
+        // SAFETY: per the caller; the mapping is `len` bytes.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
 }
 
@@ -166,6 +153,34 @@ struct Entry {
 unsafe impl Send for Entry {}
 // SAFETY: as above.
 unsafe impl Sync for Entry {}
+
+impl Entry {
+    /// The header buffer, typed, and the payload buffer.
+    ///
+    /// # Safety
+    /// As for [`Buf::bytes`].
+    unsafe fn request(&self) -> io::Result<(&fuse_uring_req_header, &[u8])> {
+        // SAFETY: per the caller.
+        let (header, payload) = unsafe { (self.header.bytes(), self.payload.bytes()) };
+        // The mapping is page-aligned and HEADER_SIZE long: this does not fail.
+        let header = fuse_uring_req_header::ref_from_bytes(header)
+            .map_err(|_| io::Error::other("misaligned io_uring header buffer"))?;
+        Ok((header, payload))
+    }
+
+    /// As [`Entry::request`], to write a reply.
+    ///
+    /// # Safety
+    /// As for [`Buf::bytes_mut`].
+    #[allow(clippy::mut_from_ref)] // See `Buf::bytes_mut`.
+    unsafe fn reply(&self) -> io::Result<(&mut fuse_uring_req_header, &mut [u8])> {
+        // SAFETY: per the caller.
+        let (header, payload) = unsafe { (self.header.bytes_mut(), self.payload.bytes_mut()) };
+        let header = fuse_uring_req_header::mut_from_bytes(header)
+            .map_err(|_| io::Error::other("misaligned io_uring header buffer"))?;
+        Ok((header, payload))
+    }
+}
 
 /// A queue: the ring of the thread serving one CPU, and its entries.
 pub(crate) struct Queue {
@@ -203,44 +218,16 @@ impl UringSender {
     /// entry and commits it.
     pub(crate) fn send(&self, data: &[IoSlice<'_>]) -> io::Result<()> {
         let e = &self.queue.entries[self.entry as usize];
-        let mut header = [0u8; OUT_HEADER];
-        let mut body = 0usize;
-        let mut filled = 0usize;
-        let total: usize = data.iter().map(|s| s.len()).sum();
-        let too_big = total.saturating_sub(OUT_HEADER) > e.payload.len();
-        for s in data {
-            let mut s: &[u8] = s;
-            if filled < OUT_HEADER {
-                let n = s.len().min(OUT_HEADER - filled);
-                header[filled..filled + n].copy_from_slice(&s[..n]);
-                filled += n;
-                s = &s[n..];
-            }
-            if !s.is_empty() && !too_big {
-                // SAFETY: the entry is ours until committed; `too_big`
-                // bounds the copy.
-                unsafe { e.payload.write(body, s) };
-                body += s.len();
-            }
-        }
-        if filled < OUT_HEADER {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "short reply"));
-        }
-        if too_big {
-            error!("reply of {total} bytes exceeds the ring's payload buffer");
-            header[0..4].copy_from_slice(&(OUT_HEADER as u32).to_ne_bytes());
-            header[4..8].copy_from_slice(&(-libc::EIO).to_ne_bytes());
-            body = 0;
-        }
-        // SAFETY: as above; the header buffer holds HEADER_SIZE bytes.
-        let commit_id = unsafe {
-            e.header.write(0, &header);
-            e.header.write(PAYLOAD_SZ, &(body as u32).to_ne_bytes());
-            u64::from_ne_bytes(e.header.slice(COMMIT_ID, 8).try_into().unwrap_or_default())
-        };
+        // SAFETY: the entry is ours until committed, and its request was
+        // copied out before it was dispatched: this is the one view of it.
+        let (header, payload) = unsafe { e.reply()? };
+        let commit_id = codec::write_reply(header, payload, data)?;
         REQUESTS.fetch_add(1, Ordering::Relaxed);
-        self.queue
-            .push(self.entry, CMD_COMMIT_AND_FETCH, commit_id)?;
+        self.queue.push(
+            self.entry,
+            fuse_uring_cmd::FUSE_IO_URING_CMD_COMMIT_AND_FETCH,
+            commit_id,
+        )?;
         if !on_queue_thread(self.queue.qid) {
             // Only the queue's thread submits: io_uring cancels a command
             // when the thread that submitted it exits, and the fetch half of
@@ -307,12 +294,10 @@ impl Queue {
 
     /// Queues a command for entry `entry`; the queue's thread submits it
     /// with its next wait.
-    fn push(&self, entry: u16, cmd: u32, commit_id: u64) -> io::Result<()> {
-        let mut data = [0u8; 80];
-        data[8..16].copy_from_slice(&commit_id.to_ne_bytes());
-        data[16..18].copy_from_slice(&self.qid.to_ne_bytes());
-        let mut op = opcode::UringCmd80::new(types::Fixed(0), cmd).cmd(data);
-        if cmd == CMD_REGISTER {
+    fn push(&self, entry: u16, cmd: fuse_uring_cmd, commit_id: u64) -> io::Result<()> {
+        let mut op = opcode::UringCmd80::new(types::Fixed(0), cmd as u32)
+            .cmd(codec::command(self.qid, commit_id));
+        if cmd == fuse_uring_cmd::FUSE_IO_URING_CMD_REGISTER {
             op = op.addr(Some(self.entries[entry as usize].iov.as_ptr() as u64));
         }
         let sqe = with_len(op.build(), 2).user_data(u64::from(entry));
@@ -408,7 +393,7 @@ impl Rings {
             let qid = u16::try_from(qid).map_err(|_| io::Error::other("too many CPUs"))?;
             let q = Arc::new(Queue::new(qid, ch.as_fd().as_raw_fd(), depth, payload)?);
             for e in 0..depth as u16 {
-                q.push(e, CMD_REGISTER, 0)?;
+                q.push(e, fuse_uring_cmd::FUSE_IO_URING_CMD_REGISTER, 0)?;
             }
             q.push_wake_poll()?;
             queues.push(q);
@@ -495,7 +480,7 @@ fn serve<FS: Filesystem>(q: &Arc<Queue>, looking: &Looking, event_loop: &Session
                 0 => handle(q, entry, looking, &mut request, event_loop),
                 r if r == -libc::EINTR || r == -libc::EAGAIN => {
                     // The kernel did not take the command: hand it back.
-                    if let Err(e) = q.push(entry, CMD_REGISTER, 0) {
+                    if let Err(e) = q.push(entry, fuse_uring_cmd::FUSE_IO_URING_CMD_REGISTER, 0) {
                         error!("io_uring queue {}: {e}", q.qid);
                         return;
                     }
@@ -526,37 +511,20 @@ fn handle<FS: Filesystem>(
     event_loop: &SessionEventLoop<FS>,
 ) {
     let e = &q.entries[entry as usize];
-    // SAFETY: the command completed, so the entry is ours until committed.
-    let (head, op_in, payload) = unsafe {
-        let head = e.header.slice(0, IN_HEADER);
-        let len = u32::from_ne_bytes(head[0..4].try_into().unwrap_or_default()) as usize;
-        let payload_len =
-            u32::from_ne_bytes(e.header.slice(PAYLOAD_SZ, 4).try_into().unwrap_or_default())
-                as usize;
-        let payload_len = payload_len.min(e.payload.len());
-        // What is neither header nor payload is the opcode's fixed struct.
-        let op_len = len.saturating_sub(IN_HEADER + payload_len).min(OP_IN_SIZE);
-        (
-            head,
-            e.header.slice(OP_IN, op_len),
-            e.payload.slice(0, payload_len),
-        )
+    // SAFETY: the command completed, so the entry is ours until committed;
+    // these views end before the request is dispatched (and answered).
+    let (header, payload) = match unsafe { e.request() } {
+        Ok(parts) => parts,
+        Err(err) => {
+            error!("io_uring queue {} entry {entry}: {err}", q.qid);
+            return;
+        }
     };
-    looking.note_request(u32::from_ne_bytes(
-        head[CALLER_PID..CALLER_PID + 4]
-            .try_into()
-            .unwrap_or_default(),
-    ));
-    let total = IN_HEADER + op_in.len() + payload.len();
-    request.clear();
-    request.resize(total.div_ceil(8), 0);
-    // SAFETY: a u64 buffer viewed as at least `total` bytes.
-    let bytes = unsafe { std::slice::from_raw_parts_mut(request.as_mut_ptr().cast::<u8>(), total) };
-    bytes[..IN_HEADER].copy_from_slice(head);
-    bytes[0..4].copy_from_slice(&(total as u32).to_ne_bytes());
-    bytes[IN_HEADER..IN_HEADER + op_in.len()].copy_from_slice(op_in);
-    bytes[IN_HEADER + op_in.len()..].copy_from_slice(payload);
-    if payload.len() > KEEP_PAYLOAD {
+    let head = codec::in_header(header);
+    looking.note_request(head.pid);
+    let payload_len = codec::payload_len(header, payload.len());
+    let bytes = codec::rebuild_request(header, payload, request);
+    if payload_len > KEEP_PAYLOAD {
         // The request is copied out: give the payload's pages back rather
         // than keep every entry's largest request resident.
         // SAFETY: advises on memory this entry owns until it is committed;
@@ -582,17 +550,13 @@ fn handle<FS: Filesystem>(
         }
         None => {
             warn!("io_uring queue {}: unreadable request", q.qid);
-            let unique = u64::from_ne_bytes(bytes[8..16].try_into().unwrap_or_default());
-            let mut out = [0u8; OUT_HEADER];
-            out[0..4].copy_from_slice(&(OUT_HEADER as u32).to_ne_bytes());
-            out[4..8].copy_from_slice(&(-libc::EIO).to_ne_bytes());
-            out[8..16].copy_from_slice(&unique.to_ne_bytes());
+            let out = codec::error_reply(head.unique, libc::EIO);
             let s = UringSender {
                 queue: q.clone(),
                 entry,
                 channel: event_loop.ch.sender(),
             };
-            if let Err(e) = s.send(&[IoSlice::new(&out)]) {
+            if let Err(e) = s.send(&[IoSlice::new(out.as_bytes())]) {
                 error!("io_uring queue {}: {e}", q.qid);
             }
         }

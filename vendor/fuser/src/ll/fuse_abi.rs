@@ -638,7 +638,7 @@ pub(crate) struct fuse_fallocate_in {
 }
 
 #[repr(C)]
-#[derive(Debug, FromBytes, KnownLayout, Immutable)]
+#[derive(Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub(crate) struct fuse_in_header {
     pub(crate) len: u32,
     pub(crate) opcode: u32,
@@ -651,7 +651,7 @@ pub(crate) struct fuse_in_header {
 }
 
 #[repr(C)]
-#[derive(Debug, IntoBytes, KnownLayout, Immutable)]
+#[derive(Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub(crate) struct fuse_out_header {
     pub(crate) len: u32,
     pub(crate) error: i32,

@@ -75,7 +75,10 @@ impl Looking {
     /// Records a request from thread `pid` (0: the kernel's own, such as an
     /// asynchronous release, which is not a caller waiting).
     pub(super) fn note_request(&self, pid: u32) {
-        let now = self.now();
+        self.note_request_at(pid, self.now());
+    }
+
+    fn note_request_at(&self, pid: u32, now: u64) {
         self.last_request.store(now, Ordering::Relaxed);
         if pid == 0 {
             return;
@@ -115,13 +118,24 @@ impl Looking {
         now.saturating_sub(self.last_request.load(Ordering::Relaxed)) <= self.window
     }
 
+    /// Whether a thread that has just answered should look for the next
+    /// request at `now`.
+    fn may_look(&self, now: u64) -> bool {
+        self.window != 0 && self.window_open(now) && self.active_callers(now) < self.cpus
+    }
+
     /// Submits the queue's pending answers and looks for a completion until
     /// the window since the last request closes. Returns whether a
     /// completion is waiting; if not, the caller submits and waits as
     /// usual. Called only by the ring's own thread.
     pub(super) fn look_for_request(&self, ring: &IoUring<squeue::Entry128, cqueue::Entry>) -> bool {
-        let now = self.now();
-        if self.window == 0 || !self.window_open(now) || self.active_callers(now) >= self.cpus {
+        self.look(&mut RingProbe(ring), &|| self.now())
+    }
+
+    /// [`Looking::look_for_request`] with what it needs from the ring, the
+    /// CPU and the clock given, so the decisions are tested without them.
+    fn look(&self, probe: &mut impl Probe, now: &dyn Fn() -> u64) -> bool {
+        if !self.may_look(now()) {
             return false;
         }
         if self.looking.fetch_add(1, Ordering::AcqRel) >= MAX_LOOKING {
@@ -130,25 +144,21 @@ impl Looking {
         }
         let mut found = false;
         let mut yielded_to_others = false;
-        if ring.submit().is_ok() {
+        if probe.submit() {
             loop {
-                // SAFETY: only the ring's own thread reads its completion queue.
-                if !unsafe { ring.completion_shared() }.is_empty() {
+                if probe.completion_waiting() {
                     found = true;
                     break;
                 }
-                let before = self.now();
+                let before = now();
                 if !self.window_open(before) || yielded_to_others {
                     break;
                 }
-                // Returning from the call runs the ring's pending task work,
-                // which is what posts a new request's completion.
-                // SAFETY: takes no arguments.
-                unsafe { libc::sched_yield() };
+                probe.yield_cpu();
                 // Something else ran meanwhile: this CPU is not going idle,
                 // and looking on would only take turns from it (unless the
                 // yield brought a request, which the next look finds).
-                yielded_to_others = self.now().saturating_sub(before) > BUSY_YIELD_NANOS;
+                yielded_to_others = now().saturating_sub(before) > BUSY_YIELD_NANOS;
             }
         }
         self.looking.fetch_sub(1, Ordering::AcqRel);
@@ -156,9 +166,185 @@ impl Looking {
     }
 }
 
+/// What looking does to a ring and its CPU.
+trait Probe {
+    /// Submits the queue's pending answers; false if the ring refused.
+    fn submit(&mut self) -> bool;
+    /// Whether a completion waits to be read.
+    fn completion_waiting(&mut self) -> bool;
+    /// Gives up the CPU to whatever else may run on it.
+    fn yield_cpu(&mut self);
+}
+
+struct RingProbe<'a>(&'a IoUring<squeue::Entry128, cqueue::Entry>);
+
+impl Probe for RingProbe<'_> {
+    fn submit(&mut self) -> bool {
+        self.0.submit().is_ok()
+    }
+
+    fn completion_waiting(&mut self) -> bool {
+        // SAFETY: only the ring's own thread looks (`look_for_request`), and
+        // only it reads its completion queue.
+        !unsafe { self.0.completion_shared() }.is_empty()
+    }
+
+    fn yield_cpu(&mut self) {
+        // Returning from the call runs the ring's pending task work, which
+        // is what posts a new request's completion.
+        // SAFETY: takes no arguments.
+        unsafe { libc::sched_yield() };
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+
     use super::*;
+
+    const US: u64 = 1_000;
+
+    /// A ring whose next request comes after `requests_after` yields (never
+    /// if `None`), each yield taking `yield_ns` of a fake clock.
+    struct FakeProbe<'a> {
+        clock: &'a Cell<u64>,
+        yield_ns: u64,
+        requests_after: Option<usize>,
+        submits: bool,
+        submitted: usize,
+        yields: usize,
+    }
+
+    impl<'a> FakeProbe<'a> {
+        fn new(clock: &'a Cell<u64>, yield_ns: u64, requests_after: Option<usize>) -> Self {
+            FakeProbe {
+                clock,
+                yield_ns,
+                requests_after,
+                submits: true,
+                submitted: 0,
+                yields: 0,
+            }
+        }
+    }
+
+    impl Probe for FakeProbe<'_> {
+        fn submit(&mut self) -> bool {
+            self.submitted += 1;
+            self.submits
+        }
+        fn completion_waiting(&mut self) -> bool {
+            self.requests_after.is_some_and(|n| self.yields >= n)
+        }
+        fn yield_cpu(&mut self) {
+            self.yields += 1;
+            self.clock.set(self.clock.get() + self.yield_ns);
+        }
+    }
+
+    /// A session of `cpus` CPUs looking for `window`, whose last request
+    /// (from thread 7) came at time 0 of the fake clock.
+    fn looking(window: Duration, cpus: usize) -> Looking {
+        let mut l = Looking::new(window, cpus);
+        l.cpus = cpus;
+        l.note_request_at(7, 0);
+        l
+    }
+
+    #[test]
+    fn a_thread_looks_until_a_request_comes() {
+        let l = looking(Duration::from_micros(100), 2);
+        let clock = Cell::new(0);
+        let mut p = FakeProbe::new(&clock, US, Some(3));
+        assert!(l.look(&mut p, &|| clock.get()));
+        assert_eq!((p.submitted, p.yields), (1, 3));
+        assert_eq!(l.looking.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn looking_stops_when_the_window_closes() {
+        let l = looking(Duration::from_micros(10), 2);
+        let clock = Cell::new(0);
+        let mut p = FakeProbe::new(&clock, 3 * US, None);
+        assert!(!l.look(&mut p, &|| clock.get()));
+        // It looked through the window, and stopped at the first look after.
+        assert_eq!(p.yields, 4);
+        assert!(clock.get() > 10 * US && clock.get() <= 13 * US);
+        assert_eq!(l.looking.load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn looking_stops_after_a_yield_that_ran_other_threads() {
+        let l = looking(Duration::from_millis(1), 2);
+        let clock = Cell::new(0);
+        let mut p = FakeProbe::new(&clock, BUSY_YIELD_NANOS + 1, None);
+        assert!(!l.look(&mut p, &|| clock.get()));
+        assert_eq!(p.yields, 1);
+        // A busy yield that brought the request still finds it.
+        clock.set(0);
+        let mut p = FakeProbe::new(&clock, BUSY_YIELD_NANOS + 1, Some(1));
+        assert!(l.look(&mut p, &|| clock.get()));
+    }
+
+    #[test]
+    fn no_window_or_a_closed_one_means_no_looking() {
+        let clock = Cell::new(0);
+        let l = looking(Duration::ZERO, 2);
+        let mut p = FakeProbe::new(&clock, US, Some(0));
+        assert!(!l.look(&mut p, &|| clock.get()));
+        assert_eq!(p.submitted, 0, "the caller submits as usual");
+
+        let l = looking(Duration::from_micros(50), 2);
+        clock.set(51 * US);
+        assert!(!l.look(&mut p, &|| clock.get()));
+        assert_eq!(p.submitted, 0);
+        clock.set(50 * US);
+        assert!(l.look(&mut p, &|| clock.get()));
+    }
+
+    #[test]
+    fn as_many_active_callers_as_cpus_keep_threads_from_looking() {
+        let l = looking(Duration::from_secs(1), 2);
+        assert!(l.may_look(10 * US));
+        l.note_request_at(8, 10 * US);
+        assert!(!l.may_look(10 * US), "threads 7 and 8 keep both CPUs busy");
+        // The kernel's own requests (pid 0) are no caller.
+        let l = looking(Duration::from_secs(1), 2);
+        l.note_request_at(0, 10 * US);
+        assert!(l.may_look(10 * US));
+        // Callers stop counting once idle a while.
+        let l = looking(Duration::from_secs(1), 2);
+        l.note_request_at(8, 0);
+        let later = u64::from(CALLER_ACTIVE_MICROS) * US;
+        assert!(!l.may_look(later - 1));
+        assert!(l.may_look(later));
+    }
+
+    #[test]
+    fn at_most_max_looking_threads_look_at_once() {
+        let l = looking(Duration::from_micros(100), 2);
+        l.looking.store(MAX_LOOKING, Ordering::Relaxed);
+        let clock = Cell::new(0);
+        let mut p = FakeProbe::new(&clock, US, Some(0));
+        assert!(!l.look(&mut p, &|| clock.get()));
+        assert_eq!(p.submitted, 0);
+        assert_eq!(l.looking.load(Ordering::Relaxed), MAX_LOOKING);
+        l.looking.store(MAX_LOOKING - 1, Ordering::Relaxed);
+        assert!(l.look(&mut p, &|| clock.get()));
+        assert_eq!(l.looking.load(Ordering::Relaxed), MAX_LOOKING - 1);
+    }
+
+    #[test]
+    fn a_refused_submission_ends_the_look() {
+        let l = looking(Duration::from_micros(100), 2);
+        let clock = Cell::new(0);
+        let mut p = FakeProbe::new(&clock, US, Some(0));
+        p.submits = false;
+        assert!(!l.look(&mut p, &|| clock.get()));
+        assert_eq!((p.submitted, p.yields), (1, 0));
+        assert_eq!(l.looking.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn callers_are_counted_once_each_and_age_out() {
