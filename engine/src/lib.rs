@@ -23,6 +23,7 @@ pub mod coordination;
 pub mod counter;
 pub mod cow_map;
 pub mod db;
+mod duration;
 pub mod env;
 pub mod filter;
 pub mod gc_rule;

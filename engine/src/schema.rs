@@ -18,6 +18,7 @@
 //! `parse(format(s)) == s`.
 
 use crate::data::{BloomKind, Compression};
+use crate::duration::{duration_str, parse_digits, parse_duration};
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -922,57 +923,11 @@ fn parse_line(
     })
 }
 
-/// A plain decimal number (no sign, no spaces).
-fn parse_digits(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
 fn parse_id(v: &str, lookup: impl Fn(&str) -> Option<u32>) -> Option<u32> {
     if v.bytes().all(|b| b.is_ascii_digit()) {
         return v.parse().ok();
     }
     lookup(v)
-}
-
-const DURATION_UNITS: [(&str, u64); 6] = [
-    ("d", 86_400_000_000),
-    ("h", 3_600_000_000),
-    ("m", 60_000_000),
-    ("s", 1_000_000),
-    ("ms", 1_000),
-    ("us", 1),
-];
-
-/// `7d`, `90m`, `500ms`, `10us` → microseconds (positive).
-pub(crate) fn parse_duration(v: &str) -> std::result::Result<u64, String> {
-    let split = v.find(|c: char| !c.is_ascii_digit()).unwrap_or(v.len());
-    let (num, unit) = v.split_at(split);
-    let err = || format!("max_age {v:?} is not none or a number with a unit us, ms, s, m, h or d");
-    let n = parse_digits(num).ok_or_else(err)?;
-    let mult = DURATION_UNITS
-        .iter()
-        .find(|(u, _)| *u == unit)
-        .map(|(_, m)| *m)
-        .ok_or_else(err)?;
-    let micros = n
-        .checked_mul(mult)
-        .ok_or_else(|| format!("max_age {v:?} is too large"))?;
-    if micros == 0 {
-        return Err("max_age must be positive (use max_age=none for no limit)".into());
-    }
-    Ok(micros)
-}
-
-pub(crate) fn duration_str(micros: u64) -> String {
-    for (unit, mult) in DURATION_UNITS {
-        if micros.is_multiple_of(mult) {
-            return format!("{}{unit}", micros / mult);
-        }
-    }
-    format!("{micros}us")
 }
 
 /// `65536`, `64k`, `1m` → bytes, within 1k..=16m.
