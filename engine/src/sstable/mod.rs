@@ -11,6 +11,7 @@
 
 mod block;
 mod block_builder;
+mod block_cache;
 mod bloom;
 mod builder;
 pub(crate) mod format;
@@ -18,10 +19,10 @@ mod sorted_keys;
 mod table;
 
 pub use block::{Block, BlockIter};
+pub use block_cache::BlockCache;
 pub use builder::{TableBuilder, MAX_ENTRY_LEN};
 pub use table::{Table, TableIterator};
 
-use crate::cache::BlockCache;
 use crate::data::{BloomKind, Compression};
 
 /// Entries between restart points in data blocks: a seek scans at most this many.

@@ -3,13 +3,13 @@
 //! groups, all held decompressed).
 
 use super::block::{Block, BlockBytes, BlockIter};
+use super::block_cache::BlockCache;
 use super::bloom::BloomFilter;
 use super::format::{
     block_checksum_ok, block_contents, corruption, unwrap_block, unwrap_read_block, BlockChecksum,
     BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
-use crate::cache::BlockCache;
 use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
 use crate::{key, Result};
