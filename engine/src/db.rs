@@ -11,6 +11,7 @@ use crate::master::Master;
 use crate::mutation::{self, validate_txn};
 pub use crate::options::{Options, TabletInfo};
 use crate::read::CellReader;
+use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
 use crate::tablet_server::TabletServer;
 use crate::txn::RowOp;

@@ -41,6 +41,7 @@ pub mod read;
 #[cfg(test)]
 mod read_model_test;
 pub mod recovery;
+mod scan;
 pub mod sstable;
 pub mod status;
 pub mod tablet;
@@ -54,4 +55,5 @@ pub use env::now_micros;
 pub use error::{Error, Result};
 pub use filter::RowFilter;
 pub use options::{Options, TabletInfo};
+pub use scan::ScanSpec;
 pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};

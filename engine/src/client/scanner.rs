@@ -4,6 +4,7 @@
 use super::Client;
 use crate::data::*;
 use crate::read::CellReader;
+use crate::scan::ScanSpec;
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;

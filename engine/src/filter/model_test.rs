@@ -3,10 +3,11 @@
 //! through [`Compiled::apply`] (labels included).
 
 use super::*;
-use crate::data::{Cell, RowMutation, ScanSpec, TimeRange};
+use crate::data::{Cell, RowMutation, TimeRange};
 use crate::iterator::VecIterator;
 use crate::mutation::to_entries;
 use crate::read::CellReader;
+use crate::scan::ScanSpec;
 use crate::schema::{FamilySchema, GcRule, TableSchema};
 use crate::Result;
 use rand::rngs::StdRng;
