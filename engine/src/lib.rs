@@ -26,6 +26,8 @@ pub mod db;
 mod duration;
 pub mod env;
 pub mod filter;
+#[cfg(test)]
+mod filter_model_test;
 pub mod gc_rule;
 pub mod group_commit;
 pub mod log;

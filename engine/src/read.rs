@@ -18,7 +18,6 @@
 //!
 //! Entries of families no longer in the schema are skipped.
 
-pub use crate::compaction_filter::CompactionFilter;
 use crate::data::{Cell, RowRange, TimeRange};
 use crate::error::{Error, Result};
 use crate::filter::Plan;

@@ -374,3 +374,20 @@ fn eval(node: &Node, r: &mut Row<'_>, input: Vec<Out>) -> Vec<Out> {
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regexes_match_whole_and_dot_skips_newline() {
+        let re = whole_match_regex("row key", b"a.").unwrap();
+        assert!(re.is_match(b"ab"));
+        assert!(!re.is_match(b"a\n"));
+        assert!(!re.is_match(b"xab"));
+        assert!(!re.is_match(b"abc"));
+        let re = whole_match_regex("row key", b"(?s)a.").unwrap();
+        assert!(re.is_match(b"a\n"));
+        assert!(re.is_match(b"a\xff"));
+    }
+}

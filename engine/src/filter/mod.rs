@@ -21,9 +21,6 @@
 mod eval;
 mod plan;
 
-#[cfg(test)]
-mod model_test;
-
 pub use eval::{Compiled, Labeled};
 pub use plan::Plan;
 
