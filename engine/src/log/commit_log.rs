@@ -13,8 +13,10 @@
 //! deleted. A lane's current file is never deleted; a file stops being current
 //! only once its last write has completed.
 
+use super::reader::LogReader;
 use super::record::LogRecord;
-use super::replay::{replay_files, scan_max_seq, ReplayReport};
+#[cfg(test)]
+use super::replay::{replay_files, ReplayReport};
 use super::writer::LogWriter;
 use super::{list_logs, log_file_name};
 use crate::key::SeqNo;
@@ -29,7 +31,6 @@ use std::time::Duration;
 
 mod lanes;
 
-pub use lanes::InlineSlot;
 use lanes::{lane_main, Lane, LaneFile};
 
 /// Settings of a [`CommitLog`].
@@ -263,6 +264,7 @@ impl CommitLog {
     /// Reads every log file in the directory and calls `f`, in sequence
     /// order and once per record, with each record that has an entry with
     /// `seq > min_seq`. Meant for startup, before the first append.
+    #[cfg(test)]
     pub fn replay(
         &self,
         min_seq: SeqNo,
@@ -326,6 +328,7 @@ impl CommitLog {
     }
 
     /// Names of the two lanes' current files, lane 0 first.
+    #[cfg(test)]
     pub fn current_files(&self) -> [String; 2] {
         let f = self.shared.files.lock();
         let mut out = [String::new(), String::new()];
@@ -338,6 +341,7 @@ impl CommitLog {
     }
 
     /// Names of every log file known, oldest first.
+    #[cfg(test)]
     pub fn files(&self) -> Vec<String> {
         let f = self.shared.files.lock();
         f.map.keys().map(|&n| self.shared.name(n)).collect()
@@ -377,11 +381,23 @@ impl Drop for CommitLog {
     }
 }
 
+/// Highest sequence number in one log file (0 if it holds no record).
+fn scan_max_seq(store: &dyn FileStore, name: &str) -> Result<SeqNo> {
+    let mut reader = LogReader::new(store.open(name)?, name)?;
+    let mut max = 0;
+    while let Some(p) = reader.read_record()? {
+        if let Some((_, hi)) = LogRecord::decode(&p).ok().and_then(|r| r.seq_range()) {
+            max = max.max(hi);
+        }
+    }
+    Ok(max)
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
     use crate::key::{self, Kind};
-    use crate::log::replay_dir;
+    use crate::log::replay::replay_dir;
     use gfs::MemStore;
 
     pub(super) fn rec(row: &str, seqs: &[u64]) -> LogRecord {

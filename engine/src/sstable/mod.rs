@@ -20,8 +20,8 @@ mod table;
 
 pub use block::{Block, BlockIter};
 pub use block_cache::BlockCache;
-pub use builder::{TableBuilder, MAX_ENTRY_LEN};
-pub use table::{Table, TableIterator};
+pub use builder::TableBuilder;
+pub use table::Table;
 
 use crate::data::{BloomKind, Compression};
 
@@ -67,16 +67,6 @@ pub struct TableInfo {
     pub largest: Vec<u8>,
     /// The largest sequence number of any entry (0 when empty).
     pub max_seq: u64,
-}
-
-/// Convenience: opens a table with an optional shared block cache.
-pub fn open_table(
-    store: &dyn gfs::FileStore,
-    name: &str,
-    file_number: u64,
-    cache: Option<std::sync::Arc<BlockCache>>,
-) -> crate::Result<std::sync::Arc<Table>> {
-    Table::open(store.open(name)?, file_number, cache)
 }
 
 #[cfg(test)]

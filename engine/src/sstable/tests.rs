@@ -13,6 +13,16 @@ use std::sync::Arc;
 
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Convenience: opens a table with an optional shared block cache.
+fn open_table(
+    store: &dyn gfs::FileStore,
+    name: &str,
+    file_number: u64,
+    cache: Option<Arc<BlockCache>>,
+) -> crate::Result<Arc<Table>> {
+    Table::open(store.open(name)?, file_number, cache)
+}
+
 fn opts(block_size: usize, compression: Compression, bloom: BloomKind) -> TableOptions {
     TableOptions {
         block_size,
