@@ -4,6 +4,8 @@
 //! master and tablet servers, recovery of a dead server's log, and the client
 //! library. Files live in a [`gfs::FileStore`]; coordination goes through a
 //! [`chubby::LockService`].
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod data;

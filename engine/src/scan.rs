@@ -8,6 +8,7 @@ use std::ops::Bound;
 /// A read of many rows (and, with a single-row range, of one row).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ScanSpec {
+    /// The rows read.
     pub rows: RowRange,
     /// Only these families; `None` means all.
     pub families: Option<Vec<String>>,
@@ -30,6 +31,7 @@ pub struct ScanSpec {
 }
 
 impl ScanSpec {
+    /// A read of the one row `row`, every column and version.
     pub fn row(row: &[u8]) -> ScanSpec {
         ScanSpec {
             rows: RowRange {

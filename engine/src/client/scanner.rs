@@ -9,6 +9,8 @@ use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;
 
+/// The rows of a scan, read one tablet at a time as they are asked for
+/// (see [`crate::Bigtable::scan`]).
 pub struct Scanner {
     client: Arc<Client>,
     table: u64,

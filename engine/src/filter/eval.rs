@@ -13,7 +13,9 @@ use std::ops::Bound;
 /// A cell of a filtered read and the labels `apply_label` gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Labeled {
+    /// The cell.
     pub cell: Cell,
+    /// Labels given to it, in the order given.
     pub labels: Vec<String>,
 }
 

@@ -26,8 +26,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Default block size of a locality group's SSTables.
 pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
-/// Smallest and largest block size a schema may ask for.
+/// Smallest block size a schema may ask for.
 pub const MIN_BLOCK_SIZE: usize = 1024;
+/// Largest block size a schema may ask for.
 pub const MAX_BLOCK_SIZE: usize = 16 * 1024 * 1024;
 /// Family and locality group names are at most this long.
 pub const MAX_FAMILY_NAME: usize = 64;
@@ -45,16 +46,25 @@ mod text;
 /// One column family's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FamilySchema {
+    /// The family's name, as in `family:qualifier`.
     pub name: String,
+    /// Which versions garbage collection removes.
     pub gc: GcRule,
+    /// The locality group whose SSTables hold its data.
     pub locality_group: String,
+    /// Block compression of its locality group.
     pub compression: Compression,
+    /// Bloom filters of its locality group.
     pub bloom: BloomKind,
+    /// SSTable block size of its locality group, in bytes.
     pub block_size: usize,
+    /// Whether its locality group is held in memory.
     pub in_memory: bool,
     /// Permission bits (`chmod` of the family directory).
     pub mode: u32,
+    /// Owner (uid) of the family directory.
     pub owner: u32,
+    /// Group (gid) of the family directory.
     pub group: u32,
 }
 
@@ -174,10 +184,15 @@ enum GroupValue {
 /// A locality group: families whose data is stored in the same SSTables.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalityGroup {
+    /// The group's name.
     pub name: String,
+    /// Block compression of its SSTables.
     pub compression: Compression,
+    /// Bloom filters of its SSTables.
     pub bloom: BloomKind,
+    /// Block size of its SSTables, in bytes.
     pub block_size: usize,
+    /// Whether its SSTables are held in memory.
     pub in_memory: bool,
     /// Sorted family names.
     pub families: Vec<String>,
@@ -202,8 +217,11 @@ impl LocalityGroup {
 /// A table's families and the table directory's permissions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableSchema {
+    /// The families, by name.
     pub families: BTreeMap<String, FamilySchema>,
+    /// Owner (uid) of the table directory.
     pub owner: u32,
+    /// Group (gid) of the table directory.
     pub group: u32,
     /// Permission bits of the table directory.
     pub mode: u32,
@@ -229,6 +247,7 @@ impl TableSchema {
         }
     }
 
+    /// The family named `name`, if the table has it.
     pub fn family(&self, name: &str) -> Option<&FamilySchema> {
         self.families.get(name)
     }
@@ -426,16 +445,27 @@ impl TableSchema {
 /// One setting of a `.schema` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Setting {
+    /// `max_versions`: the flat rule's limit on versions.
     MaxVersions,
+    /// `max_age`: the flat rule's limit on age.
     MaxAge,
+    /// `gc=union|intersection`: how the flat rule's limits combine.
     Gc,
+    /// `locality`: the family's locality group.
     Locality,
+    /// `compression`: block compression.
     Compression,
+    /// `bloom`: which Bloom filters.
     Bloom,
+    /// `block_size`: SSTable block size.
     BlockSize,
+    /// `in_memory`: whether the group is held in memory.
     InMemory,
+    /// `mode`: permission bits of the family directory.
     Mode,
+    /// `owner`: user of the family directory.
     Owner,
+    /// `group`: group of the family directory.
     Group,
     /// `gc=` given as a nested rule (not a key of its own).
     GcTree,
@@ -455,7 +485,9 @@ const GROUP_SETTINGS: [Setting; 4] = [
 pub struct FamilyLine {
     /// 1-based line number in the text.
     pub line: usize,
+    /// The family as the line describes it.
     pub family: FamilySchema,
+    /// The settings the line gave (the others are defaults).
     pub given: BTreeSet<Setting>,
 }
 

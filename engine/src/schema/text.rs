@@ -55,6 +55,7 @@ impl Setting {
         }
     }
 
+    /// The setting written as `k`, if any.
     pub fn from_key(k: &str) -> Option<Setting> {
         ALL_SETTINGS.into_iter().find(|s| s.key() == k)
     }
@@ -63,9 +64,13 @@ impl Setting {
 /// Maps user and group names to ids and back (the filesystem layer implements
 /// it with getpwnam/getgrnam).
 pub trait NameResolver {
+    /// The uid of user `name`, if known.
     fn uid(&self, name: &str) -> Option<u32>;
+    /// The gid of group `name`, if known.
     fn gid(&self, name: &str) -> Option<u32>;
+    /// The name of user `uid`, if it has one.
     fn user_name(&self, uid: u32) -> Option<String>;
+    /// The name of group `gid`, if it has one.
     fn group_name(&self, gid: u32) -> Option<String>;
 }
 

@@ -40,7 +40,9 @@ pub const DATA_RESTART_BYTES: usize = 1024;
 pub struct TableOptions {
     /// Target size of an uncompressed data block; default 64 KiB.
     pub block_size: usize,
+    /// Compression of each block.
     pub compression: Compression,
+    /// Which Bloom filters the table carries.
     pub bloom: BloomKind,
     /// Bloom filter bits per distinct row (and column); default 10 (~1% false positives).
     pub bloom_bits_per_key: usize,

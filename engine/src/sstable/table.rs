@@ -220,6 +220,7 @@ impl Table {
         Ok(())
     }
 
+    /// The number naming the table in the block cache and in errors.
     pub fn file_number(&self) -> u64 {
         self.file_number
     }
@@ -263,10 +264,12 @@ impl Table {
         self.props.max_seq
     }
 
+    /// Number of data blocks.
     pub fn num_blocks(&self) -> usize {
         self.handles.len()
     }
 
+    /// Whether every block is held decompressed (an in-memory locality group).
     pub fn is_in_memory(&self) -> bool {
         self.mem_blocks.is_some()
     }
