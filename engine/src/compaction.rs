@@ -6,10 +6,10 @@
 //! tombstones go to every group so that each group's files carry the deletes
 //! that cover them. Merging compactions keep their inputs' group.
 
-use crate::cache::BlockCache;
 use crate::key;
 use crate::metadata::SstMeta;
 use crate::schema::{LocalityGroup, TableSchema};
+use crate::sstable::BlockCache;
 use crate::sstable::{Table, TableBuilder, TableOptions};
 use crate::tablet::Sst;
 use crate::{Error, Result};

@@ -130,11 +130,12 @@ impl Iterator for CompactionFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{RowMutation, ScanSpec, TimeRange};
+    use crate::data::{RowMutation, TimeRange};
     use crate::iterator::VecIterator;
     use crate::key::{self, TOMBSTONE_TS};
     use crate::mutation::to_entries;
     use crate::read::CellReader;
+    use crate::scan::ScanSpec;
     use crate::schema::{FamilySchema, GcMode};
 
     type Entries = Vec<(Vec<u8>, Vec<u8>)>;

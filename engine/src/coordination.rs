@@ -175,10 +175,6 @@ impl Lease {
         self.lock.release_owner_dead(self.owner);
         let _ = self.lock.close_session(self.session);
     }
-
-    pub fn path(&self) -> &str {
-        &self.path
-    }
 }
 
 impl Drop for Lease {

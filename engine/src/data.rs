@@ -13,17 +13,24 @@ pub const DEFAULT_MAX_VALUE: usize = 64 * 1024 * 1024;
 /// One version of one cell.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cell {
+    /// The row key.
     pub row: Vec<u8>,
+    /// The column family.
     pub family: String,
+    /// The column qualifier within the family.
     pub qualifier: Vec<u8>,
+    /// The version's timestamp, in microseconds.
     pub timestamp: Timestamp,
+    /// The stored bytes.
     pub value: Vec<u8>,
 }
 
 /// A half-open range of timestamps `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TimeRange {
+    /// First timestamp in the range.
     pub start: Timestamp,
+    /// First timestamp after the range.
     pub end: Timestamp,
 }
 
@@ -40,6 +47,7 @@ impl TimeRange {
             end: ts.saturating_add(1),
         }
     }
+    /// Whether `ts` lies in `[start, end)`.
     pub fn contains(&self, ts: Timestamp) -> bool {
         ts >= self.start && ts < self.end
     }
@@ -56,20 +64,30 @@ impl Default for TimeRange {
 pub enum Mutation {
     /// Writes a version; `timestamp: None` lets the server assign the current time in µs.
     SetCell {
+        /// The family written to.
         family: String,
+        /// The column within the family.
         qualifier: Vec<u8>,
+        /// The version's timestamp.
         timestamp: Option<Timestamp>,
+        /// The bytes written.
         value: Vec<u8>,
     },
     /// Deletes the versions of one column whose timestamps lie in `range`
     /// (one version: [`TimeRange::exactly`]; the whole column: [`TimeRange::ALL`]).
     DeleteCells {
+        /// The family of the column.
         family: String,
+        /// The column within the family.
         qualifier: Vec<u8>,
+        /// The timestamps whose versions are deleted.
         range: TimeRange,
     },
     /// Deletes every cell of a family in this row.
-    DeleteFamily { family: String },
+    DeleteFamily {
+        /// The family emptied.
+        family: String,
+    },
     /// Deletes every cell of the row.
     DeleteRow,
 }
@@ -77,17 +95,21 @@ pub enum Mutation {
 /// Mutations of one row, applied atomically and in order.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RowMutation {
+    /// The row changed.
     pub row: Vec<u8>,
+    /// The changes, applied in order.
     pub mutations: Vec<Mutation>,
 }
 
 impl RowMutation {
+    /// A mutation of `row` with no changes yet.
     pub fn new(row: impl Into<Vec<u8>>) -> Self {
         RowMutation {
             row: row.into(),
             mutations: Vec::new(),
         }
     }
+    /// Adds a write of `value` at the server's current time.
     pub fn set(
         mut self,
         family: &str,
@@ -102,6 +124,7 @@ impl RowMutation {
         });
         self
     }
+    /// Adds a write of `value` at timestamp `ts`.
     pub fn set_at(
         mut self,
         family: &str,
@@ -117,6 +140,7 @@ impl RowMutation {
         });
         self
     }
+    /// Adds a deletion of one column's versions in `range`.
     pub fn delete_cells(
         mut self,
         family: &str,
@@ -130,12 +154,14 @@ impl RowMutation {
         });
         self
     }
+    /// Adds a deletion of every cell of `family` in the row.
     pub fn delete_family(mut self, family: &str) -> Self {
         self.mutations.push(Mutation::DeleteFamily {
             family: family.to_string(),
         });
         self
     }
+    /// Adds a deletion of the whole row.
     pub fn delete_row(mut self) -> Self {
         self.mutations.push(Mutation::DeleteRow);
         self
@@ -153,8 +179,11 @@ pub struct WriteOptions {
 /// What a check-and-mutate compares against: the newest visible version of one column.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Condition {
+    /// The family of the column tested.
     pub family: String,
+    /// The column tested.
     pub qualifier: Vec<u8>,
+    /// What its newest visible value must satisfy.
     pub predicate: Predicate,
 }
 
@@ -170,11 +199,14 @@ pub enum Predicate {
 /// Which rows a scan covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RowRange {
+    /// Where the range starts.
     pub start: Bound<Vec<u8>>,
+    /// Where the range ends.
     pub end: Bound<Vec<u8>>,
 }
 
 impl RowRange {
+    /// Every row.
     pub fn all() -> Self {
         RowRange {
             start: Bound::Unbounded,
@@ -207,6 +239,7 @@ impl RowRange {
             end: Bound::Excluded(end.to_vec()),
         }
     }
+    /// Whether `row` lies in the range.
     pub fn contains(&self, row: &[u8]) -> bool {
         let after_start = match &self.start {
             Bound::Included(s) => row >= s.as_slice(),
@@ -228,46 +261,12 @@ impl Default for RowRange {
     }
 }
 
-/// A read of many rows (and, with a single-row range, of one row).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ScanSpec {
-    pub rows: RowRange,
-    /// Only these families; `None` means all.
-    pub families: Option<Vec<String>>,
-    /// A regex matched against the whole of `family:qualifier` (bytes), e.g.
-    /// `anchor:.*\.cnn\.com` for the paper's `anchor:*.cnn.com`.
-    pub column_regex: Option<String>,
-    /// Only versions whose timestamp lies in this range.
-    pub time_range: TimeRange,
-    /// At most this many newest versions per column; `None` means all retained.
-    pub max_versions: Option<u32>,
-    /// Stop after this many rows.
-    pub row_limit: Option<u64>,
-    /// Stop after this many cells.
-    pub cell_limit: Option<u64>,
-    /// Read as of this sequence snapshot (`None`: now). Set by the engine for consistent scans.
-    pub snapshot: Option<u64>,
-    /// A row filter run on what the fields above select, inside the tablet
-    /// server; `row_limit` and `cell_limit` then count its output.
-    pub filter: Option<crate::filter::RowFilter>,
-}
-
-impl ScanSpec {
-    pub fn row(row: &[u8]) -> ScanSpec {
-        ScanSpec {
-            rows: RowRange {
-                start: Bound::Included(row.to_vec()),
-                end: Bound::Included(row.to_vec()),
-            },
-            ..Default::default()
-        }
-    }
-}
-
 /// Per-block compression of a locality group's SSTables.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Compression {
+    /// Blocks are stored as they are.
     None,
+    /// Blocks are lz4-compressed.
     #[default]
     Lz4,
 }

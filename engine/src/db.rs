@@ -11,6 +11,7 @@ use crate::master::Master;
 use crate::mutation::{self, validate_txn};
 pub use crate::options::{Options, TabletInfo};
 use crate::read::CellReader;
+use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
 use crate::tablet_server::TabletServer;
 use crate::txn::RowOp;
@@ -113,6 +114,7 @@ impl Bigtable {
             .collect()
     }
 
+    /// Creates a table with this schema (Error::TableExists if it exists).
     pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
         self.master(|m| m.create_table(name, schema.clone()))
     }
@@ -120,9 +122,11 @@ impl Bigtable {
     pub fn delete_table(&self, name: &str) -> Result<()> {
         self.master(|m| m.delete_table(name))
     }
+    /// The names of every table.
     pub fn list_tables(&self) -> Vec<String> {
         self.env().catalog.names()
     }
+    /// The table's current schema.
     pub fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
         Ok(self.table(table)?.schema())
     }

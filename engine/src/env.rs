@@ -3,13 +3,14 @@
 //! and the registry through which masters, tablet servers and clients reach
 //! each other (threads and channels stand in for RPC inside one process).
 
-use crate::cache::{BlockCache, ScanCache};
+use crate::cache::ScanCache;
 use crate::catalog::Catalog;
 use crate::compaction::sst_number;
 use crate::cow_map::CowMap;
 use crate::master::Master;
 use crate::metadata::RootStore;
 use crate::options::Options;
+use crate::sstable::BlockCache;
 use crate::tablet_server::TabletServer;
 use crate::{Error, Result};
 use chubby::LockService;

@@ -4,51 +4,96 @@
 /// Errors returned by the engine.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// No table of that name.
     #[error("table not found: {0}")]
     TableNotFound(String),
+    /// A table of that name exists already.
     #[error("table already exists: {0}")]
     TableExists(String),
+    /// A mutation or read names a family the table's schema does not have.
     #[error("unknown column family {family:?} in table {table}")]
-    UnknownFamily { table: String, family: String },
+    UnknownFamily {
+        /// The table the mutation or read named.
+        table: String,
+        /// The family its schema lacks.
+        family: String,
+    },
+    /// A schema change would drop a family that still has cells.
     #[error("column family {0:?} still holds data")]
     FamilyNotEmpty(String),
+    /// A request that is malformed in itself (names, ranges, limits).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    /// A row key above [`crate::MAX_ROW_KEY`] bytes.
     #[error("row key is {0} bytes; the limit is 65536")]
     RowKeyTooLong(usize),
+    /// A cell value above the configured limit.
     #[error("value is {size} bytes; the limit is {limit}")]
-    ValueTooLarge { size: usize, limit: usize },
+    ValueTooLarge {
+        /// Bytes of the value.
+        size: usize,
+        /// The configured limit ([`crate::Options`]).
+        limit: usize,
+    },
+    /// A column or filter regex that does not compile.
     #[error("invalid regex {pattern:?}: {reason}")]
-    BadRegex { pattern: String, reason: String },
+    BadRegex {
+        /// The pattern as given.
+        pattern: String,
+        /// Why it was refused (the regex compiler's message).
+        reason: String,
+    },
+    /// `.schema` text or a schema change that is refused.
     #[error("invalid schema, line {line}: {reason}")]
-    BadSchema { line: usize, reason: String },
+    BadSchema {
+        /// 1-based line of the `.schema` text (0: the schema as a whole).
+        line: usize,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A row filter that is malformed or too large.
     #[error("invalid row filter: {0}")]
     BadFilter(String),
+    /// A garbage-collection rule that is malformed or too deep.
     #[error("invalid garbage-collection rule: {0}")]
     BadGcRule(String),
+    /// One entry of a batch was refused (nothing of the batch is applied).
     #[error("batch entry {index}: {source}")]
     BadBatchEntry {
+        /// Position of the entry in the batch.
         index: usize,
+        /// Why it was refused.
         #[source]
         source: Box<Error>,
     },
+    /// An increment of a cell whose value is not 8 bytes.
     #[error("cell is not a 64-bit big-endian counter ({0} bytes)")]
     NotACounter(usize),
+    /// An increment that would overflow the counter.
     #[error("counter overflow")]
     CounterOverflow,
+    /// Stored data that fails its checks (checksums, framing, decoding).
     #[error("corruption: {0}")]
     Corruption(String),
+    /// The lock service refused or failed a call.
     #[error("lock service: {0}")]
     Lock(String),
+    /// The engine is closing and takes no more work.
     #[error("engine is shutting down")]
     ShuttingDown,
     /// The tablet server does not serve that tablet (any more): it moved,
     /// split, or the server lost its lock. Clients look the tablet up again.
     #[error("tablet server {server} does not serve tablet {tablet}")]
-    NotServing { server: String, tablet: u64 },
+    NotServing {
+        /// The server asked.
+        server: String,
+        /// The tablet it was asked about.
+        tablet: u64,
+    },
     /// No tablet server could serve the request before the retry deadline.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// The file store failed.
     #[error(transparent)]
     Fs(#[from] gfs::Error),
     /// One failure delivered to several callers (e.g. every item of a failed
@@ -57,12 +102,15 @@ pub enum Error {
     Shared(std::sync::Arc<Error>),
 }
 
+/// The engine's result type.
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// An [`Error::Corruption`] saying what failed its checks.
     pub fn corruption(what: impl Into<String>) -> Self {
         Error::Corruption(what.into())
     }
+    /// An [`Error::InvalidArgument`] saying what was wrong.
     pub fn invalid(what: impl Into<String>) -> Self {
         Error::InvalidArgument(what.into())
     }

@@ -182,7 +182,7 @@ impl GcRule {
     pub fn to_text(&self) -> String {
         match self {
             GcRule::MaxVersions(n) => format!("max_versions={n}"),
-            GcRule::MaxAge(a) => format!("max_age={}", crate::schema::duration_str(*a)),
+            GcRule::MaxAge(a) => format!("max_age={}", crate::duration::duration_str(*a)),
             GcRule::Union(v) | GcRule::Intersection(v) => {
                 let name = if matches!(self, GcRule::Union(_)) {
                     "union"
@@ -348,7 +348,7 @@ impl TextParser<'_> {
                 }
                 let v = String::from_utf8_lossy(&self.s[vstart..self.i]).into_owned();
                 if word == "max_age" {
-                    return Ok(GcRule::MaxAge(crate::schema::parse_duration(&v)?));
+                    return Ok(GcRule::MaxAge(crate::duration::parse_duration(&v)?));
                 }
                 let n = v
                     .parse::<u32>()

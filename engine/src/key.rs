@@ -51,6 +51,7 @@ pub enum Kind {
 }
 
 impl Kind {
+    /// The kind stored as byte `b`; `None` for an unknown byte.
     pub fn from_u8(b: u8) -> Option<Kind> {
         match b {
             1 => Some(Kind::Put),
@@ -60,6 +61,7 @@ impl Kind {
             _ => None,
         }
     }
+    /// Whether the entry hides others rather than holding a value.
     pub fn is_tombstone(self) -> bool {
         self != Kind::Put
     }
@@ -192,15 +194,22 @@ pub fn column_end(row: &[u8], family: &[u8], qualifier: &[u8]) -> Vec<u8> {
 /// A decoded view of an internal key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParsedKey {
+    /// The row key.
     pub row: Vec<u8>,
+    /// The column family (empty for a row tombstone).
     pub family: Vec<u8>,
+    /// The column qualifier.
     pub qualifier: Vec<u8>,
+    /// The version's timestamp.
     pub timestamp: Timestamp,
+    /// The sequence number of the write.
     pub seq: SeqNo,
+    /// What the entry is.
     pub kind: Kind,
 }
 
 impl ParsedKey {
+    /// The internal key these parts make (see [`encode`]).
     pub fn encode(&self) -> Vec<u8> {
         encode(
             &self.row,
@@ -238,8 +247,11 @@ pub struct KeyParts<'a> {
     pub family_enc: &'a [u8],
     /// `esc(row) esc(family) esc(qualifier)`: equal columns have equal `column_enc`.
     pub column_enc: &'a [u8],
+    /// The version's timestamp.
     pub timestamp: Timestamp,
+    /// The sequence number of the write.
     pub seq: SeqNo,
+    /// What the entry is.
     pub kind: Kind,
 }
 

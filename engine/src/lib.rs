@@ -4,48 +4,54 @@
 //! master and tablet servers, recovery of a dead server's log, and the client
 //! library. Files live in a [`gfs::FileStore`]; coordination goes through a
 //! [`chubby::LockService`].
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod data;
-pub mod error;
-pub mod iterator;
+mod data;
+mod error;
+mod iterator;
 pub mod key;
 pub mod schema;
 
-pub mod cache;
-pub mod catalog;
-pub mod client;
-pub mod cluster;
-pub mod coding;
-pub mod compaction;
-pub mod compaction_filter;
-pub mod coordination;
-pub mod counter;
-pub mod cow_map;
-pub mod db;
-pub mod env;
+mod cache;
+mod catalog;
+mod client;
+mod cluster;
+mod coding;
+mod compaction;
+mod compaction_filter;
+mod coordination;
+mod counter;
+mod cow_map;
+mod db;
+mod duration;
+mod env;
 pub mod filter;
-pub mod gc_rule;
-pub mod group_commit;
-pub mod log;
-pub mod master;
-pub mod memtable;
-pub mod merge;
-pub mod metadata;
+#[cfg(test)]
+mod filter_model_test;
+mod gc_rule;
+mod group_commit;
+mod log;
+mod master;
+mod memtable;
+mod merge;
+mod metadata;
 pub mod mutation;
-pub mod options;
-pub mod packed_row;
-pub mod point;
+mod options;
+mod packed_row;
+mod point;
 pub mod read;
 #[cfg(test)]
 mod read_model_test;
-pub mod recovery;
-pub mod sstable;
-pub mod status;
-pub mod tablet;
-pub mod tablet_server;
-pub mod txn;
-pub mod visibility;
+mod recovery;
+mod scan;
+mod sstable;
+mod status;
+mod tablet;
+mod tablet_server;
+mod txn;
+mod visibility;
 
 pub use data::*;
 pub use db::{Bigtable, Scanner};
@@ -53,4 +59,15 @@ pub use env::now_micros;
 pub use error::{Error, Result};
 pub use filter::RowFilter;
 pub use options::{Options, TabletInfo};
+pub use scan::ScanSpec;
 pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
+
+/// Parsers of on-disk input, reachable for the engine's fuzz tests
+/// (`tests/fuzz.rs`), which feed them damaged bytes; not part of the API.
+#[doc(hidden)]
+pub mod fuzz {
+    pub use crate::iterator::InternalIterator;
+    pub use crate::log::{LogReader, LogRecord, LogWriter};
+    pub use crate::sstable::{Block, BlockIter, Table, TableBuilder, TableOptions};
+    pub use crate::visibility::EntryKey;
+}

@@ -23,12 +23,9 @@ impl MergingIterator {
     }
 
     /// Which child the current entry comes from (`None` when not valid).
+    #[cfg(test)]
     pub fn current_child(&self) -> Option<usize> {
         self.heap.first().copied()
-    }
-
-    pub fn num_children(&self) -> usize {
-        self.children.len()
     }
 
     /// Rebuilds the heap from every valid child after a repositioning.

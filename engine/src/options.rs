@@ -71,14 +71,19 @@ impl Default for Options {
 /// Where one tablet is and how big.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TabletInfo {
+    /// The id the master and tablet servers know the tablet by.
     pub id: u64,
+    /// The table it belongs to.
     pub table: String,
     /// First row (inclusive).
     pub start: Vec<u8>,
     /// End row (exclusive); `None` = end of table.
     pub end: Option<Vec<u8>>,
+    /// Bytes in its memtables.
     pub memtable_bytes: u64,
+    /// Bytes of its SSTables.
     pub sstable_bytes: u64,
+    /// How many SSTables it has.
     pub sstables: usize,
     /// The tablet server serving it ("" while unassigned).
     pub server: String,

@@ -18,12 +18,12 @@
 //!
 //! Entries of families no longer in the schema are skipped.
 
-pub use crate::compaction_filter::CompactionFilter;
-use crate::data::{Cell, RowRange, ScanSpec, TimeRange};
+use crate::data::{Cell, RowRange, TimeRange};
 use crate::error::{Error, Result};
 use crate::filter::Plan;
 use crate::iterator::InternalIterator;
 use crate::key::{self, Kind, SeqNo};
+use crate::scan::ScanSpec;
 use crate::schema::{GcRule, TableSchema};
 use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
 use regex::bytes::{Regex, RegexBuilder};

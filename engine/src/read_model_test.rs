@@ -3,12 +3,13 @@
 //! point lookup ([`ColumnLookup`]) against both.
 
 use crate::compaction_filter::CompactionFilter;
-use crate::data::{Cell, RowRange, ScanSpec, TimeRange};
+use crate::data::{Cell, RowRange, TimeRange};
 use crate::iterator::VecIterator;
 use crate::key::{self, Kind, ParsedKey, SeqNo, TOMBSTONE_TS};
 use crate::mutation::{decode_range, encode_range};
 use crate::point::ColumnLookup;
 use crate::read::{compile_column_regex, CellReader};
+use crate::scan::ScanSpec;
 use crate::schema::{FamilySchema, GcMode, GcRule, TableSchema};
 use crate::Result;
 use rand::rngs::StdRng;

@@ -33,14 +33,20 @@ pub enum RowOp {
     Mutate(Mutation),
     /// Adds `delta` to a 64-bit big-endian counter (missing = 0).
     Increment {
+        /// The family of the counter column.
         family: String,
+        /// The counter column.
         qualifier: Vec<u8>,
+        /// What is added (may be negative).
         delta: i64,
     },
     /// Appends bytes to the newest value (missing = empty).
     Append {
+        /// The family of the column.
         family: String,
+        /// The column appended to.
         qualifier: Vec<u8>,
+        /// The bytes appended.
         data: Vec<u8>,
     },
 }
@@ -52,9 +58,13 @@ pub enum RowOp {
 /// `otherwise` when it does not.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RowTxn {
+    /// The row the transaction reads and changes.
     pub row: Vec<u8>,
+    /// The condition choosing the branch; `None` runs `ops`.
     pub guard: Option<Guard>,
+    /// What runs when the guard holds (or there is none).
     pub ops: Vec<RowOp>,
+    /// What runs when the guard does not hold.
     pub otherwise: Vec<RowOp>,
 }
 

@@ -23,8 +23,11 @@ pub struct EntryKey<'a> {
     pub family_prefix: &'a [u8],
     /// `esc(row) esc(family) esc(qualifier)`.
     pub column_enc: &'a [u8],
+    /// The version's timestamp.
     pub timestamp: Timestamp,
+    /// The sequence number of the write.
     pub seq: SeqNo,
+    /// What the entry is.
     pub kind: Kind,
 }
 

@@ -10,11 +10,12 @@
 //! target runs a quarter of that).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use engine::iterator::InternalIterator;
+use engine::fuzz::{
+    Block, BlockIter, EntryKey, InternalIterator, LogReader, LogRecord, LogWriter, Table,
+    TableBuilder, TableOptions,
+};
 use engine::key::{self, Kind};
-use engine::log::{LogReader, LogRecord, LogWriter};
 use engine::schema::{self, FamilySchema, NumericNames, TableSchema};
-use engine::sstable::{Block, BlockIter, Table, TableBuilder};
 use engine::*;
 use gfs::FileStore;
 use proptest::prelude::*;
@@ -139,7 +140,7 @@ fn internal_key(row: &[u8], q: &[u8], seq: u64) -> Vec<u8> {
 /// A valid table of `n` entries (small blocks, so there are several).
 fn valid_table(n: usize) -> Vec<u8> {
     let store = gfs::MemStore::new();
-    let opts = engine::sstable::TableOptions {
+    let opts = TableOptions {
         block_size: 256,
         ..Default::default()
     };
@@ -357,7 +358,7 @@ proptest! {
     fn internal_keys(bytes in prop::collection::vec(any::<u8>(), 0..64)) {
         let _ = key::decode(&bytes);
         let _ = key::decode_row(&bytes);
-        let _ = engine::visibility::EntryKey::parse(&bytes);
+        let _ = EntryKey::parse(&bytes);
         let _ = engine::mutation::decode_range(&bytes);
     }
 }

@@ -10,11 +10,12 @@
 
 use super::Client;
 use crate::coordination::root_location;
-use crate::data::{RowRange, ScanSpec};
+use crate::data::RowRange;
 use crate::metadata::{
     lookup_key, parse_tablet_row_key, root_end, tablet_row_key, TabletMeta, FAMILY_LOCATION,
     FAMILY_TABLET, METADATA_ID, Q_INFO, Q_SERVER,
 };
+use crate::scan::ScanSpec;
 use crate::{Error, Result};
 use std::ops::Bound;
 use std::sync::atomic::Ordering;

@@ -15,6 +15,7 @@ use crate::cow_map::CowMap;
 use crate::data::*;
 use crate::env::Env;
 use crate::metadata::METADATA_ID;
+use crate::scan::ScanSpec;
 use crate::tablet_server::TabletServer;
 use crate::txn::{RowTxn, TxnOutcome};
 use crate::{Error, Result};

@@ -4,10 +4,13 @@
 use super::Client;
 use crate::data::*;
 use crate::read::CellReader;
+use crate::scan::ScanSpec;
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;
 
+/// The rows of a scan, read one tablet at a time as they are asked for
+/// (see [`crate::Bigtable::scan`]).
 pub struct Scanner {
     client: Arc<Client>,
     table: u64,

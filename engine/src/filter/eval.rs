@@ -13,7 +13,9 @@ use std::ops::Bound;
 /// A cell of a filtered read and the labels `apply_label` gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Labeled {
+    /// The cell.
     pub cell: Cell,
+    /// Labels given to it, in the order given.
     pub labels: Vec<String>,
 }
 
@@ -372,5 +374,22 @@ fn eval(node: &Node, r: &mut Row<'_>, input: Vec<Out>) -> Vec<Out> {
                 o
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regexes_match_whole_and_dot_skips_newline() {
+        let re = whole_match_regex("row key", b"a.").unwrap();
+        assert!(re.is_match(b"ab"));
+        assert!(!re.is_match(b"a\n"));
+        assert!(!re.is_match(b"xab"));
+        assert!(!re.is_match(b"abc"));
+        let re = whole_match_regex("row key", b"(?s)a.").unwrap();
+        assert!(re.is_match(b"a\n"));
+        assert!(re.is_match(b"a\xff"));
     }
 }

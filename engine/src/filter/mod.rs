@@ -21,9 +21,6 @@
 mod eval;
 mod plan;
 
-#[cfg(test)]
-mod model_test;
-
 pub use eval::{Compiled, Labeled};
 pub use plan::Plan;
 
@@ -48,8 +45,11 @@ pub enum RowFilter {
     /// `true_filter`, else through `false_filter`; a missing branch outputs
     /// nothing (`condition`).
     Condition {
+        /// Decides, per row, which branch it goes through.
         predicate: Box<RowFilter>,
+        /// Applied to rows where the predicate outputs a cell.
         true_filter: Option<Box<RowFilter>>,
+        /// Applied to the other rows.
         false_filter: Option<Box<RowFilter>>,
     },
     /// Outputs its input straight to the result, bypassing the filters
@@ -69,8 +69,11 @@ pub enum RowFilter {
     ColumnQualifierRegex(Vec<u8>),
     /// Cells of `family` whose qualifier lies in the range (`column_range_filter`).
     ColumnRange {
+        /// The family whose qualifiers are compared.
         family: String,
+        /// Where the qualifier range starts.
         start: Bound<Vec<u8>>,
+        /// Where the qualifier range ends.
         end: Bound<Vec<u8>>,
     },
     /// Cells with a timestamp in `[start, end)` (`timestamp_range_filter`).
@@ -79,7 +82,9 @@ pub enum RowFilter {
     ValueRegex(Vec<u8>),
     /// Cells whose value lies in the range (`value_range_filter`).
     ValueRange {
+        /// Where the value range starts.
         start: Bound<Vec<u8>>,
+        /// Where the value range ends.
         end: Bound<Vec<u8>>,
     },
     /// Skips the row's first N cells (`cells_per_row_offset_filter`).

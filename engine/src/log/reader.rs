@@ -144,6 +144,7 @@ impl LogReader {
         self.report
     }
 
+    /// The file's name, for messages.
     pub fn name(&self) -> &str {
         &self.name
     }

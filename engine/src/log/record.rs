@@ -18,12 +18,14 @@ const TAG_ROW_MUTATION: u8 = 1;
 /// One row mutation: applied atomically on replay.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct LogRecord {
+    /// The table the mutation belongs to.
     pub table: String,
     /// Internal key / value pairs.
     pub entries: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
 impl LogRecord {
+    /// The record's bytes as the log stores them.
     pub fn encode(&self) -> Vec<u8> {
         self.encode_noting(&mut Vec::new())
     }

@@ -157,15 +157,3 @@ pub fn replay_dir(
     let files = super::list_logs(store, dir)?;
     replay_files(store, &files, min_seq, f).map(|(r, _)| r)
 }
-
-/// Highest sequence number in one log file (0 if it holds no record).
-pub(crate) fn scan_max_seq(store: &dyn FileStore, name: &str) -> Result<SeqNo> {
-    let mut reader = LogReader::new(store.open(name)?, name)?;
-    let mut max = 0;
-    while let Some(p) = reader.read_record()? {
-        if let Some((_, hi)) = LogRecord::decode(&p).ok().and_then(|r| r.seq_range()) {
-            max = max.max(hi);
-        }
-    }
-    Ok(max)
-}

@@ -108,6 +108,7 @@ impl LogWriter {
         self.file.len()
     }
 
+    /// Whether nothing was written to the file.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -117,6 +118,7 @@ impl LogWriter {
         self.failed
     }
 
+    /// The file's name, for messages.
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -6,13 +6,14 @@
 use super::Master;
 use crate::client::{MetaRow, Scanner};
 use crate::coordination::{root_location, set_root_location, Schemas};
-use crate::data::{Mutation, RowRange, ScanSpec};
+use crate::data::{Mutation, RowRange};
 use crate::metadata::{
     effective_tablets, root_end, table_def_key, table_def_range, tablet_row_key, TableDef,
     TabletMeta, FAMILY_LOCATION, FAMILY_TABLE, FAMILY_TABLET, METADATA_ID, METADATA_NAME, Q_DEF,
     Q_INFO, Q_SERVER,
 };
 use crate::recovery;
+use crate::scan::ScanSpec;
 use crate::tablet_server::log_dir;
 use crate::{Error, Result};
 use std::ops::Bound;

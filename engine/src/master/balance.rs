@@ -69,17 +69,17 @@ pub fn next_merge(tablets: &[TabletLoad], merge_bytes: u64) -> Option<usize> {
     })
 }
 
-/// The most that [`next_move`] leaves any server above the mean.
-pub fn bound_above_mean(servers: &[ServerLoad]) -> f64 {
-    let n = servers.len().max(1) as f64;
-    let mean = servers.iter().map(|s| s.tablets.len()).sum::<usize>() as f64 / n;
-    let max = servers.iter().map(|s| s.tablets.len()).max().unwrap_or(0) as f64;
-    max - mean
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The most that [`next_move`] leaves any server above the mean.
+    fn bound_above_mean(servers: &[ServerLoad]) -> f64 {
+        let n = servers.len().max(1) as f64;
+        let mean = servers.iter().map(|s| s.tablets.len()).sum::<usize>() as f64 / n;
+        let max = servers.iter().map(|s| s.tablets.len()).max().unwrap_or(0) as f64;
+        max - mean
+    }
 
     fn t(id: u64, requests: u64) -> TabletLoad {
         TabletLoad {

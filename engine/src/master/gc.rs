@@ -7,9 +7,9 @@
 use super::Master;
 use crate::client::{parse_meta_row, Scanner};
 use crate::compaction::sst_number;
-use crate::data::ScanSpec;
 use crate::metadata::{FAMILY_LOCATION, FAMILY_TABLET, METADATA_ID};
 use crate::recovery;
+use crate::scan::ScanSpec;
 use crate::tablet_server::log_dir;
 use crate::Result;
 use std::collections::HashSet;

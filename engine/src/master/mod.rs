@@ -11,7 +11,7 @@
 
 mod admin;
 mod assign;
-pub mod balance;
+mod balance;
 mod gc;
 
 use crate::client::Client;

@@ -234,6 +234,7 @@ impl SkipList {
                 // SAFETY: `level < height` of `node` and of `prev[level]` (the
                 // head is MAX_HEIGHT tall; a node found on `level` has it).
                 unsafe { node_ref.next(level) }.store(next[level], Ordering::Relaxed);
+                // SAFETY: as above, for `prev[level]`.
                 let linked = unsafe { prev[level].next(level) }.compare_exchange(
                     next[level],
                     node.as_ptr(),

@@ -15,5 +15,5 @@ mod row;
 
 pub use codec::{Redo, SstMeta, TabletMeta};
 pub use repair::effective_tablets;
-pub use root::{RootStore, ROOT_FILE};
+pub use root::RootStore;
 pub use row::*;

@@ -11,7 +11,6 @@ use crate::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// A decompressed, immutable block shared by iterators and the block cache.
 /// A block's bytes: a buffer of its own, or its range of a mapped table file.
 pub enum BlockBytes {
     Owned(Vec<u8>),
@@ -40,6 +39,7 @@ impl std::ops::Deref for BlockBytes {
     }
 }
 
+/// A decompressed, immutable block shared by iterators and the block cache.
 pub struct Block {
     data: BlockBytes,
     /// Where the restart array starts; entries live in `[0, restarts_off)`.
@@ -150,10 +150,12 @@ impl Block {
         self.data.len() + self.restart_keys.heap_bytes() + 4 * self.restart_next.len()
     }
 
+    /// The number of the table file the block was read from (for errors).
     pub fn file_number(&self) -> u64 {
         self.file_number
     }
 
+    /// The block's offset in that file (for errors).
     pub fn offset(&self) -> u64 {
         self.offset
     }
@@ -184,6 +186,7 @@ impl Block {
         parse().ok_or_else(|| self.corrupt("bad block entry"))
     }
 
+    /// A cursor over the block, not yet positioned.
     pub fn iter(self: Arc<Self>) -> BlockIter {
         BlockIter::new(self)
     }
@@ -204,6 +207,7 @@ pub struct BlockIter {
 }
 
 impl BlockIter {
+    /// A cursor over `block`, not yet positioned.
     pub fn new(block: Arc<Block>) -> BlockIter {
         BlockIter {
             block,
@@ -228,6 +232,7 @@ impl BlockIter {
         self.next_off = self.block.restarts_off;
     }
 
+    /// The block being read.
     pub fn block(&self) -> &Arc<Block> {
         &self.block
     }

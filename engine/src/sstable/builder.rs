@@ -125,6 +125,7 @@ pub struct TableBuilder {
 }
 
 impl TableBuilder {
+    /// A builder writing a new table into `file`, which must be empty.
     pub fn new(file: Box<dyn WritableFile>, opts: TableOptions) -> TableBuilder {
         let offset = file.len();
         // A table starts at offset 0 of its own file; anything else is a

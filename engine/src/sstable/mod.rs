@@ -11,6 +11,7 @@
 
 mod block;
 mod block_builder;
+mod block_cache;
 mod bloom;
 mod builder;
 pub(crate) mod format;
@@ -18,10 +19,10 @@ mod sorted_keys;
 mod table;
 
 pub use block::{Block, BlockIter};
-pub use builder::{TableBuilder, MAX_ENTRY_LEN};
-pub use table::{Table, TableIterator};
+pub use block_cache::BlockCache;
+pub use builder::TableBuilder;
+pub use table::Table;
 
-use crate::cache::BlockCache;
 use crate::data::{BloomKind, Compression};
 
 /// Entries between restart points in data blocks: a seek scans at most this many.
@@ -39,7 +40,9 @@ pub const DATA_RESTART_BYTES: usize = 1024;
 pub struct TableOptions {
     /// Target size of an uncompressed data block; default 64 KiB.
     pub block_size: usize,
+    /// Compression of each block.
     pub compression: Compression,
+    /// Which Bloom filters the table carries.
     pub bloom: BloomKind,
     /// Bloom filter bits per distinct row (and column); default 10 (~1% false positives).
     pub bloom_bits_per_key: usize,
@@ -66,16 +69,6 @@ pub struct TableInfo {
     pub largest: Vec<u8>,
     /// The largest sequence number of any entry (0 when empty).
     pub max_seq: u64,
-}
-
-/// Convenience: opens a table with an optional shared block cache.
-pub fn open_table(
-    store: &dyn gfs::FileStore,
-    name: &str,
-    file_number: u64,
-    cache: Option<std::sync::Arc<BlockCache>>,
-) -> crate::Result<std::sync::Arc<Table>> {
-    Table::open(store.open(name)?, file_number, cache)
 }
 
 #[cfg(test)]

@@ -3,13 +3,13 @@
 //! groups, all held decompressed).
 
 use super::block::{Block, BlockBytes, BlockIter};
+use super::block_cache::BlockCache;
 use super::bloom::BloomFilter;
 use super::format::{
     block_checksum_ok, block_contents, corruption, unwrap_block, unwrap_read_block, BlockChecksum,
     BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
-use crate::cache::BlockCache;
 use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
 use crate::{key, Result};
@@ -220,6 +220,7 @@ impl Table {
         Ok(())
     }
 
+    /// The number naming the table in the block cache and in errors.
     pub fn file_number(&self) -> u64 {
         self.file_number
     }
@@ -263,10 +264,12 @@ impl Table {
         self.props.max_seq
     }
 
+    /// Number of data blocks.
     pub fn num_blocks(&self) -> usize {
         self.handles.len()
     }
 
+    /// Whether every block is held decompressed (an in-memory locality group).
     pub fn is_in_memory(&self) -> bool {
         self.mem_blocks.is_some()
     }

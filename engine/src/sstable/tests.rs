@@ -13,6 +13,16 @@ use std::sync::Arc;
 
 type Entries = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// Convenience: opens a table with an optional shared block cache.
+fn open_table(
+    store: &dyn gfs::FileStore,
+    name: &str,
+    file_number: u64,
+    cache: Option<Arc<BlockCache>>,
+) -> crate::Result<Arc<Table>> {
+    Table::open(store.open(name)?, file_number, cache)
+}
+
 fn opts(block_size: usize, compression: Compression, bloom: BloomKind) -> TableOptions {
     TableOptions {
         block_size,
@@ -120,7 +130,7 @@ fn roundtrip_random_keys_block_sizes_and_compression() {
             assert_eq!(info.max_seq, max_seq);
             assert_eq!(info.file_size, store.size(&name).unwrap());
 
-            let cache = Arc::new(crate::cache::BlockCache::new(1 << 20));
+            let cache = Arc::new(super::BlockCache::new(1 << 20));
             let t = open_table(&store, &name, 7, Some(cache)).unwrap();
             assert_eq!(t.entries(), entries.len() as u64);
             assert_eq!(t.smallest(), entries[0].0.as_slice());
@@ -383,7 +393,7 @@ fn mapped_tables_read_and_detect_damage_like_read_ones() {
         let name = format!("sst/{compression:?}.sst");
         let o = opts(512, compression, BloomKind::RowColumn);
         let info = fill(TableBuilder::new(store.create(&name).unwrap(), o), &entries);
-        let cache = Arc::new(crate::cache::BlockCache::new(1 << 20));
+        let cache = Arc::new(super::BlockCache::new(1 << 20));
         let t = open_table(&store, &name, 1, Some(cache.clone())).unwrap();
         assert!(
             t.is_mapped(),
@@ -502,7 +512,7 @@ impl ReadableFile for CountingFile {
 fn counted_table(
     entries: &Entries,
     o: TableOptions,
-    cache: Option<Arc<crate::cache::BlockCache>>,
+    cache: Option<Arc<super::BlockCache>>,
 ) -> (Arc<Table>, Arc<AtomicUsize>) {
     let store = MemStore::new();
     build(&store, "t", entries, o);
@@ -516,7 +526,7 @@ fn counted_table(
 
 type CachedTable = (
     Entries,
-    Arc<crate::cache::BlockCache>,
+    Arc<super::BlockCache>,
     Arc<Table>,
     Arc<AtomicUsize>,
 );
@@ -526,7 +536,7 @@ type CachedTable = (
 fn cached_table(seed: u64) -> CachedTable {
     let mut rng = StdRng::seed_from_u64(seed);
     let entries = random_entries(&mut rng, 3000, 2);
-    let cache = Arc::new(crate::cache::BlockCache::new(8 << 20));
+    let cache = Arc::new(super::BlockCache::new(8 << 20));
     let (t, reads) = counted_table(
         &entries,
         opts(1024, Compression::Lz4, BloomKind::RowColumn),

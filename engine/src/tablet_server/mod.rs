@@ -19,8 +19,6 @@ mod publish;
 mod reads;
 mod status;
 
-pub use status::ServerReport;
-
 use crate::catalog::TableEntry;
 use crate::client::Client;
 use crate::coordination::Lease;

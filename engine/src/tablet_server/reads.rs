@@ -11,6 +11,7 @@ use crate::merge::MergingIterator;
 use crate::packed_row::PackedRow;
 use crate::point::ColumnLookup;
 use crate::read::CellReader;
+use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
 use crate::tablet::{select_files, SelectedFiles, TabletVersion};
 use crate::{Error, Result};

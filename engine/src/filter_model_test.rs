@@ -2,17 +2,19 @@
 //! tables, through [`CellReader`] (the key-only plan and the row stage) and
 //! through [`Compiled::apply`] (labels included).
 
-use super::*;
-use crate::data::{Cell, RowMutation, ScanSpec, TimeRange};
+use crate::data::{Cell, RowMutation, TimeRange};
+use crate::filter::*;
 use crate::iterator::VecIterator;
 use crate::mutation::to_entries;
 use crate::read::CellReader;
+use crate::scan::ScanSpec;
 use crate::schema::{FamilySchema, GcRule, TableSchema};
 use crate::Result;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use regex::bytes::RegexBuilder;
+use std::ops::Bound;
 use std::sync::Arc;
 
 const ROWS: &[&[u8]] = &[b"a", b"a\0", b"ab", b"b", b"b\n", b"\xff"];
@@ -422,16 +424,4 @@ fn bad_filters_are_refused_before_reading() {
             "{f:?}"
         );
     }
-}
-
-#[test]
-fn regexes_match_whole_and_dot_skips_newline() {
-    let re = super::eval::whole_match_regex("row key", b"a.").unwrap();
-    assert!(re.is_match(b"ab"));
-    assert!(!re.is_match(b"a\n"));
-    assert!(!re.is_match(b"xab"));
-    assert!(!re.is_match(b"abc"));
-    let re = super::eval::whole_match_regex("row key", b"(?s)a.").unwrap();
-    assert!(re.is_match(b"a\n"));
-    assert!(re.is_match(b"a\xff"));
 }

@@ -1,0 +1,44 @@
+//! What a read asks for: rows, columns, versions, limits and a row filter.
+//! It sits above both the data model and the filters it combines.
+
+use crate::data::{RowRange, TimeRange};
+use crate::filter::RowFilter;
+use std::ops::Bound;
+
+/// A read of many rows (and, with a single-row range, of one row).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ScanSpec {
+    /// The rows read.
+    pub rows: RowRange,
+    /// Only these families; `None` means all.
+    pub families: Option<Vec<String>>,
+    /// A regex matched against the whole of `family:qualifier` (bytes), e.g.
+    /// `anchor:.*\.cnn\.com` for the paper's `anchor:*.cnn.com`.
+    pub column_regex: Option<String>,
+    /// Only versions whose timestamp lies in this range.
+    pub time_range: TimeRange,
+    /// At most this many newest versions per column; `None` means all retained.
+    pub max_versions: Option<u32>,
+    /// Stop after this many rows.
+    pub row_limit: Option<u64>,
+    /// Stop after this many cells.
+    pub cell_limit: Option<u64>,
+    /// Read as of this sequence snapshot (`None`: now). Set by the engine for consistent scans.
+    pub snapshot: Option<u64>,
+    /// A row filter run on what the fields above select, inside the tablet
+    /// server; `row_limit` and `cell_limit` then count its output.
+    pub filter: Option<RowFilter>,
+}
+
+impl ScanSpec {
+    /// A read of the one row `row`, every column and version.
+    pub fn row(row: &[u8]) -> ScanSpec {
+        ScanSpec {
+            rows: RowRange {
+                start: Bound::Included(row.to_vec()),
+                end: Bound::Included(row.to_vec()),
+            },
+            ..Default::default()
+        }
+    }
+}
