@@ -490,6 +490,37 @@ fn load_copy(store: &LocalStore) -> Result<Loaded> {
     })
 }
 
+/// The newest of the loaded copies: the greatest `(generation, records in
+/// the last log)`, the earlier copy on a tie. Copies are written in
+/// lockstep, so copies tied on that key hold the same state; a tie whose
+/// states differ means one of them is not what it claims to be, and the
+/// master refuses to guess which.
+fn choose(mirrors: &Mirrors, loaded: Vec<(usize, Loaded)>) -> Result<Option<(usize, Loaded)>> {
+    let key = |l: &Loaded| (l.generation, l.last_records);
+    let Some(top) = loaded.iter().map(|(_, l)| key(l)).max() else {
+        return Ok(None);
+    };
+    let mut tied = loaded.into_iter().filter(|(_, l)| key(l) == top);
+    let Some(best) = tied.next() else {
+        return Ok(None);
+    };
+    let image = best.1.state.image(0);
+    for (i, l) in tied {
+        if l.state.image(0) != image {
+            let dir = |i: usize| mirrors.copies[i].dir.display().to_string();
+            return Err(corrupt(format!(
+                "copies in {} and {} both hold generation {} with {} records in \
+                 its log, but their contents differ",
+                dir(best.0),
+                dir(i),
+                top.0,
+                top.1
+            )));
+        }
+    }
+    Ok(Some(best))
+}
+
 impl Master {
     /// Opens the master on its copies in `dirs` (the first is the master
     /// directory): loads the newest consistent copy (newest checkpoint plus
@@ -498,7 +529,7 @@ impl Master {
     /// or damaged.
     pub(crate) fn open(dirs: &[PathBuf], mode: IoMode, checkpoint_bytes: u64) -> Result<Master> {
         let mirrors = Arc::new(Mirrors::open(dirs, mode));
-        let mut best: Option<(usize, Loaded)> = None;
+        let mut loaded: Vec<(usize, Loaded)> = Vec::new();
         let mut failure: Option<(u64, Error)> = None;
         let mut newest = 0;
         let mut keys = vec![None; mirrors.copies.len()];
@@ -510,14 +541,8 @@ impl Master {
             newest = newest.max(generation);
             match load_copy(&store) {
                 Ok(l) => {
-                    let key = (l.generation, l.last_records);
-                    *key_of = Some(key);
-                    if best
-                        .as_ref()
-                        .is_none_or(|(_, b)| key > (b.generation, b.last_records))
-                    {
-                        best = Some((i, l));
-                    }
+                    *key_of = Some((l.generation, l.last_records));
+                    loaded.push((i, l));
                 }
                 Err(e) => {
                     log::error!("gfs master: copy in {}: {e}", store.dir().display());
@@ -527,6 +552,7 @@ impl Master {
                 }
             }
         }
+        let best = choose(&mirrors, loaded)?;
         let (chosen, loaded) = match (best, failure) {
             // A damaged copy newer than every readable one may hold changes
             // the others lack: refuse rather than start on old metadata.
@@ -552,6 +578,15 @@ impl Master {
         // Past every generation any copy holds, so no stale file looks newer.
         let seq = newest + 1;
         let base = recovery.checkpoint;
+        // The checkpoint before the log, as `rotate` does: a copy holds
+        // `oplog-(G+1)` only if it took `checkpoint-(G+1)`, so a copy whose
+        // checkpoint write failed (it is lost) or that a crash reached
+        // first keeps generation G at most and ranks below every copy that
+        // has the new generation.
+        mirrors.write_checkpoint(
+            &checkpoint::name(seq),
+            &checkpoint::encode(&state.image(seq)),
+        )?;
         let master = Master {
             log: Mutex::new(OpLog::create(&mirrors, seq, lsn)?),
             mirrors,
@@ -559,10 +594,6 @@ impl Master {
             checkpoint_bytes,
             recovery,
         };
-        {
-            let st = master.state.lock();
-            master.write_checkpoint(&st.image(seq))?;
-        }
         // The chosen copy keeps the generation it was loaded from; the others
         // now hold only the fresh checkpoint.
         let chosen_key = keys[chosen];
@@ -921,6 +952,55 @@ mod tests {
         let m = open_copies(dir.path()).unwrap();
         assert_eq!(m.recovery.recreated, 0);
         assert_eq!(summary(&m), before);
+    }
+
+    #[test]
+    fn a_lagging_copy_whose_start_checkpoint_failed_is_never_chosen() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        drop(open_copies(dir.path()).unwrap());
+        {
+            let m = open_copies(dir.path()).unwrap();
+            create(&m, "a");
+            m.sync_to(m.log_position().0).unwrap();
+        }
+        // Copy 0 lags (it missed the record), and the next start's
+        // checkpoint cannot be written there: a directory sits on its name.
+        let store = LocalStore::open(&dirs[0]).unwrap();
+        let log = store.list("oplog-").unwrap().pop().unwrap();
+        let seq = oplog::parse_log_name(&log).unwrap();
+        std::fs::write(dirs[0].join(&log), b"").unwrap();
+        std::fs::create_dir(dirs[0].join(checkpoint::name(seq + 1))).unwrap();
+        let m = open_copies(dir.path()).unwrap();
+        assert_ne!(m.recovery.from_copy, 0);
+        assert_eq!(m.mirrors.live(), 2);
+        drop(m);
+        // No change followed: copy 0 must not pass for a current copy.
+        let m = open_copies(dir.path()).unwrap();
+        assert_ne!(m.recovery.from_copy, 0);
+        assert!(m.state.lock().names.contains_key("a"));
+    }
+
+    #[test]
+    fn copies_tied_on_generation_and_records_must_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        {
+            let m = open_copies(dir.path()).unwrap();
+            create(&m, "a");
+        }
+        // Copy 0's last log holds as many records as the others, but
+        // different ones.
+        let store = LocalStore::open(&dirs[0]).unwrap();
+        let log = store.list("oplog-").unwrap().pop().unwrap();
+        let other = oplog::frame(&Op::Create {
+            id: 0,
+            name: "x".into(),
+        });
+        std::fs::write(dirs[0].join(&log), other).unwrap();
+        let err = open_copies(dir.path()).err().unwrap();
+        assert!(matches!(err, Error::Corruption { .. }), "{err}");
+        assert!(err.to_string().contains("differ"), "{err}");
     }
 
     #[test]
