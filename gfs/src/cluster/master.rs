@@ -423,6 +423,22 @@ fn load_copy(store: &LocalStore) -> Result<Loaded> {
         .collect();
     logs.sort_unstable();
 
+    if ckpts.is_empty() {
+        // A copy's first checkpoint is written before its first log, so a
+        // log without any checkpoint means the checkpoints were lost:
+        // replaying what is left from an empty state would load part of the
+        // state. (An empty `oplog-1` alone is a first start that died
+        // before its checkpoint, when logs were made first.)
+        for &seq in &logs {
+            let name = oplog::log_name(seq);
+            if seq != 1 || store.open(&name)?.len()? != 0 {
+                return Err(corrupt(format!(
+                    "{}: {name} but no checkpoint",
+                    store.dir().display()
+                )));
+            }
+        }
+    }
     let mut recovery = Recovery::default();
     let mut state = MasterState::default();
     let mut base = 0;
@@ -1001,6 +1017,48 @@ mod tests {
         let err = open_copies(dir.path()).err().unwrap();
         assert!(matches!(err, Error::Corruption { .. }), "{err}");
         assert!(err.to_string().contains("differ"), "{err}");
+    }
+
+    /// Three starts, a file created after each: the chosen copy then holds
+    /// `checkpoint-2`, `oplog-2` ("b"), `checkpoint-3`, `oplog-3` ("c"), the
+    /// others only generation 3; "a" is only in the checkpoints.
+    fn three_generations(dirs: &[PathBuf]) {
+        for name in ["a", "b", "c"] {
+            let m = Master::open(dirs, IoMode::Uring, 1 << 20).unwrap();
+            create(&m, name);
+        }
+    }
+
+    fn remove_checkpoints(dir: &Path) {
+        let store = LocalStore::open(dir).unwrap();
+        for n in store.list("checkpoint-").unwrap() {
+            store.delete(&n).unwrap();
+        }
+    }
+
+    fn names(m: &Master) -> Vec<String> {
+        m.state.lock().names.keys().cloned().collect()
+    }
+
+    #[test]
+    fn a_copy_with_logs_but_no_checkpoint_is_refused() {
+        // The only copy: refused, not started from "b" and "c" alone.
+        let dir = tempfile::tempdir().unwrap();
+        three_generations(&[dir.path().to_path_buf()]);
+        remove_checkpoints(dir.path());
+        let err = Master::open(&[dir.path().to_path_buf()], IoMode::Uring, 1 << 20)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("no checkpoint"), "{err}");
+        // One of three: the others are used and it is re-created.
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        three_generations(&dirs);
+        remove_checkpoints(&dirs[0]);
+        let m = open_copies(dir.path()).unwrap();
+        assert_eq!(names(&m), ["a", "b", "c"]);
+        assert_ne!(m.recovery.from_copy, 0);
+        assert_eq!(m.recovery.recreated, 1);
     }
 
     #[test]
