@@ -445,7 +445,13 @@ fn load_copy(store: &LocalStore) -> Result<Loaded> {
     let mut loaded = ckpts.is_empty();
     for &seq in &ckpts {
         let img = read_all(store, &checkpoint::name(seq))
-            .and_then(|b| checkpoint::decode(&b).map_err(corrupt));
+            .and_then(|b| checkpoint::decode(&b).map_err(corrupt))
+            .and_then(|img| match img.seq {
+                // A checkpoint under another generation's name would be
+                // followed by the wrong logs.
+                s if s == seq => Ok(img),
+                s => Err(corrupt(format!("it holds generation {s}"))),
+            });
         match img.and_then(|img| MasterState::from_image(img).map_err(corrupt)) {
             Ok(st) => {
                 state = st;
@@ -467,6 +473,18 @@ fn load_copy(store: &LocalStore) -> Result<Loaded> {
     }
     recovery.checkpoint = base;
     let logs: Vec<u64> = logs.into_iter().filter(|&s| s >= base).collect();
+    // Every change after the checkpoint is in `oplog-base`, `oplog-base+1`,
+    // ...: a missing one would silently skip its changes.
+    for (want, &seq) in (base.max(1)..).zip(&logs) {
+        if seq != want {
+            return Err(corrupt(format!(
+                "{}: {} is missing before {}",
+                store.dir().display(),
+                oplog::log_name(want),
+                oplog::log_name(seq)
+            )));
+        }
+    }
     let mut lsn = 0;
     let mut last_records = 0;
     for (i, &seq) in logs.iter().enumerate() {
@@ -1059,6 +1077,40 @@ mod tests {
         assert_eq!(names(&m), ["a", "b", "c"]);
         assert_ne!(m.recovery.from_copy, 0);
         assert_eq!(m.recovery.recreated, 1);
+    }
+
+    #[test]
+    fn a_checkpoint_must_hold_its_names_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        for name in ["a", "b"] {
+            create(&Master::open(&dirs, IoMode::Uring, 1 << 20).unwrap(), name);
+        }
+        // checkpoint-1 (empty) under the name checkpoint-2: taken at its
+        // word, "a" (in oplog-1) would be skipped.
+        let (one, two) = (checkpoint::name(1), checkpoint::name(2));
+        std::fs::copy(dir.path().join(one), dir.path().join(two)).unwrap();
+        let m = open(dir.path());
+        assert_eq!(m.recovery.checkpoint, 1);
+        assert_eq!(names(&m), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_gap_in_the_logs_after_the_checkpoint_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        for name in ["a", "b"] {
+            create(&Master::open(&dirs, IoMode::Uring, 1 << 20).unwrap(), name);
+        }
+        // checkpoint-2 unreadable and oplog-1 gone: checkpoint-1 and oplog-2
+        // alone would drop "a".
+        let ckpt = dir.path().join(checkpoint::name(2));
+        let mut data = std::fs::read(&ckpt).unwrap();
+        data[10] ^= 1;
+        std::fs::write(&ckpt, data).unwrap();
+        std::fs::remove_file(dir.path().join(oplog::log_name(1))).unwrap();
+        let err = Master::open(&dirs, IoMode::Uring, 1 << 20).err().unwrap();
+        assert!(err.to_string().contains("is missing before"), "{err}");
     }
 
     #[test]
