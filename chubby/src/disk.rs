@@ -55,9 +55,12 @@ pub struct LocalDisk {
 }
 
 impl LocalDisk {
-    /// Creates the directory if needed and locks it (`LOCK`, held while open).
+    /// Creates the directory if needed (durably) and locks it (`LOCK`, held
+    /// while open).
     pub fn open(dir: &Path) -> io::Result<LocalDisk> {
-        fs::create_dir_all(dir)?;
+        for parent in make_dirs(dir)? {
+            File::open(parent)?.sync_all()?;
+        }
         let f = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -99,6 +102,34 @@ impl LocalDisk {
             None => Err(io::Error::other("file handle vanished")),
         }
     }
+}
+
+/// Creates `dir` and its missing parents, as `create_dir_all` does; returns
+/// the directories whose entries changed (each new directory's parent), to
+/// be fsynced: a cell's fsynced files are only as durable as the entry of
+/// the directory that holds them.
+fn make_dirs(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut missing = Vec::new();
+    let mut at = Some(dir);
+    while let Some(d) = at {
+        if d.as_os_str().is_empty() || d.is_dir() {
+            break;
+        }
+        missing.push(d);
+        at = d.parent();
+    }
+    let mut changed = Vec::new();
+    for d in missing.into_iter().rev() {
+        match fs::create_dir(d) {
+            Ok(()) => changed.push(match d.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            }),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && d.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(changed)
 }
 
 impl Disk for LocalDisk {
@@ -419,6 +450,20 @@ mod tests {
         d.crash();
         assert_eq!(d.read("b").unwrap().unwrap(), b"bee");
         assert_eq!(d.read("b.tmp").unwrap(), None);
+    }
+
+    #[test]
+    fn new_cell_directories_are_listed_for_a_parent_fsync() {
+        let dir = tempfile::tempdir().unwrap();
+        let cell = dir.path().join("a/b");
+        assert_eq!(
+            make_dirs(&cell).unwrap(),
+            [dir.path().to_path_buf(), dir.path().join("a")]
+        );
+        assert!(cell.is_dir());
+        assert!(make_dirs(&cell).unwrap().is_empty());
+        drop(LocalDisk::open(&dir.path().join("c")).unwrap());
+        assert!(dir.path().join("c/LOCK").is_file());
     }
 
     #[test]

@@ -115,7 +115,13 @@ impl Namespace {
             lock_gen_max,
         };
         for mut node in nodes {
+            // Names are checked as replay checks a Create's or a Rename's.
+            if node.id == ROOT_ID && !node.name.is_empty() {
+                return Err(Error::corruption("the root has a name"));
+            }
             if node.id != ROOT_ID {
+                path::check_name(&node.name)
+                    .map_err(|e| Error::corruption(format!("node {}: {e}", node.id)))?;
                 let parent = ns
                     .nodes
                     .get_mut(&node.parent)

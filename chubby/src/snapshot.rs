@@ -199,4 +199,22 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         assert!(matches!(read(&disk, "snapshot"), Err(Error::Corruption(_))));
     }
+
+    #[test]
+    fn node_names_are_checked_as_replay_checks_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let disk = crate::disk::LocalDisk::open(dir.path()).unwrap();
+        write(&disk, "snapshot", &sample(), 1).unwrap();
+        let good = std::fs::read(dir.path().join("snapshot")).unwrap();
+        // The node "f": `u32 1` then the name.
+        let at = good.windows(5).position(|w| w == b"\x01\0\0\0f").unwrap() + 4;
+        for bad in [b'/', b'.', 0] {
+            let mut bytes = good.clone();
+            bytes[at] = bad;
+            let sum = seahash::hash(&bytes[24..]);
+            bytes[16..24].copy_from_slice(&sum.to_le_bytes());
+            let err = decode(&bytes).err().unwrap();
+            assert!(matches!(err, Error::Corruption(_)), "{err}");
+        }
+    }
 }

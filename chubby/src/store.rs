@@ -71,6 +71,13 @@ impl Store {
             let mut r = Reader::new(payload);
             let rseq = r.u64()?;
             let rec = Record::decode(&mut r)?;
+            if !r.is_empty() {
+                // As a snapshot's: bytes past the last field are damage.
+                return Err(Error::corruption(format!(
+                    "{}: log record {rseq} has trailing bytes",
+                    disk.describe()
+                )));
+            }
             if rseq <= snapshot_seq {
                 info.skipped += 1;
                 continue;
@@ -249,6 +256,28 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let _first = open(dir.path()).unwrap();
         assert!(matches!(open(dir.path()), Err(Error::Io { .. })));
+    }
+
+    #[test]
+    fn a_log_record_with_trailing_bytes_is_corruption() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut st, _, _) = open(dir.path()).unwrap();
+            st.append(&create(2, "a")).unwrap();
+        }
+        let mut w = Writer::default();
+        w.u64(2);
+        create(3, "b").encode(&mut w);
+        w.u8(0);
+        let mut log = fs::read(dir.path().join("wal")).unwrap();
+        log.extend(crate::wal::frame(&w.buf));
+        fs::write(dir.path().join("wal"), log).unwrap();
+        let err = open(dir.path()).err().unwrap();
+        assert!(matches!(err, Error::Corruption(_)), "{err}");
+        assert!(
+            err.to_string().contains("record 2 has trailing bytes"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -49,6 +49,24 @@ pub fn scan(bytes: &[u8]) -> (Vec<&[u8]>, usize) {
     (out, pos)
 }
 
+/// Where the first whole, valid frame at or after `from` starts. A crash
+/// leaves at most one partial frame, at the end (every record is fsynced
+/// before the next is written), so a valid frame after a bad one means the
+/// bad one was damaged, not torn. Only asked after a bad frame.
+pub fn valid_frame_after(bytes: &[u8], from: usize) -> Option<usize> {
+    (from..bytes.len().saturating_sub(HEADER)).find(|&pos| {
+        let mut len4 = [0u8; 4];
+        len4.copy_from_slice(&bytes[pos..pos + 4]);
+        let len = u32::from_le_bytes(len4) as usize;
+        if len == 0 || len > MAX_PAYLOAD || bytes.len() - pos - HEADER < len {
+            return false;
+        }
+        let mut sum8 = [0u8; 8];
+        sum8.copy_from_slice(&bytes[pos + 4..pos + HEADER]);
+        seahash::hash(&bytes[pos + HEADER..pos + HEADER + len]) == u64::from_le_bytes(sum8)
+    })
+}
+
 pub struct Wal {
     disk: Arc<dyn Disk>,
     name: String,
@@ -64,7 +82,8 @@ fn ctx(disk: &dyn Disk, name: &str) -> impl Fn(std::io::Error) -> Error {
 
 impl Wal {
     /// Opens the log `name` (a missing log is empty), returning it with the
-    /// payloads of its valid records. A torn tail is truncated away.
+    /// payloads of its valid records. A torn tail is truncated away; a bad
+    /// frame with a valid one after it is damage, and an error.
     pub fn open(disk: Arc<dyn Disk>, name: &str) -> Result<(Wal, Vec<Vec<u8>>)> {
         let ctx = ctx(&*disk, name);
         let bytes = match disk.read(name).map_err(&ctx)? {
@@ -82,6 +101,14 @@ impl Wal {
         let (payloads, valid) = scan(&bytes);
         let payloads: Vec<Vec<u8>> = payloads.into_iter().map(<[u8]>::to_vec).collect();
         if valid < bytes.len() {
+            if let Some(next) = valid_frame_after(&bytes, valid + 1) {
+                return Err(Error::corruption(format!(
+                    "{}/{name}: the frame at byte {valid} is damaged and a valid \
+                     frame follows at byte {next}; refusing to drop the records \
+                     after it",
+                    disk.describe()
+                )));
+            }
             log::warn!(
                 "chubby: {}/{name}: dropping {} bytes of torn log tail after {} records",
                 disk.describe(),
@@ -186,6 +213,41 @@ mod tests {
         let mut zeros = log.clone();
         zeros.extend([0u8; 64]);
         assert_eq!(scan(&zeros).1, log.len());
+    }
+
+    #[test]
+    fn a_damaged_frame_before_valid_ones_refuses_to_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("wal");
+        let disk: Arc<dyn Disk> = Arc::new(crate::disk::LocalDisk::open(dir.path()).unwrap());
+        let (mut wal, _) = Wal::open(disk.clone(), "wal").unwrap();
+        for p in [&b"one"[..], b"two", b"three"] {
+            wal.append(p).unwrap();
+        }
+        drop(wal);
+        let good = std::fs::read(&path).unwrap();
+        let second = frame(b"one").len();
+        // A flipped bit in the second frame's payload, then in its length.
+        for at in [second + HEADER + 1, second + 2] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x10;
+            std::fs::write(&path, &bad).unwrap();
+            let err = Wal::open(disk.clone(), "wal").err().unwrap();
+            assert!(matches!(err, Error::Corruption(_)), "{err}");
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&format!("wal: the frame at byte {second}")),
+                "{msg}"
+            );
+            // Nothing was cut.
+            assert_eq!(std::fs::read(&path).unwrap(), bad);
+        }
+        // The same damage in the last frame is a torn tail.
+        let mut bad = good.clone();
+        *bad.last_mut().unwrap() ^= 0x10;
+        std::fs::write(&path, &bad).unwrap();
+        let (_, recs) = Wal::open(disk, "wal").unwrap();
+        assert_eq!(recs, vec![b"one".to_vec(), b"two".to_vec()]);
     }
 
     /// The example in docs/formats/lock-service.md, byte for byte.

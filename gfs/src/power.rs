@@ -24,6 +24,9 @@
 //!   writes atomically.
 //! * **Created files.** A file created under the directory is gone after a
 //!   crash unless its directory was fsynced after the creation.
+//! * **Created directories.** A directory made under the root (by any
+//!   means) is gone after a crash, with everything in it, unless its parent
+//!   was fsynced through this crate's I/O while it was there.
 //! * **Renames and deletes** are taken as durable at once (the code under
 //!   test fsyncs the directory right after each).
 //! * **Power off.** After [`PowerCut::power_off_after`] mutating operations,
@@ -35,7 +38,7 @@
 //! installed the hooks cost one atomic load.
 
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
@@ -58,6 +61,8 @@ pub struct PowerReport {
     pub writes_undone: usize,
     /// Files whose creation was not durable and that are gone.
     pub files_lost: usize,
+    /// Directories whose creation was not durable and that are gone.
+    pub dirs_lost: usize,
     /// Files that kept part of their unsynced writes (torn writes).
     pub torn_files: usize,
 }
@@ -87,6 +92,9 @@ struct State {
     files: HashMap<(u64, u64), Tracked>,
     /// Files created since their directory was last synced, by directory.
     created: HashMap<PathBuf, Vec<PathBuf>>,
+    /// Directories under the root whose entry is durable: there at install
+    /// or at an fsync of their parent.
+    durable_dirs: HashSet<PathBuf>,
     power_left: Option<u64>,
     off: bool,
     mutations: u64,
@@ -109,11 +117,13 @@ impl PowerCut {
     /// what is there now as durable. `seed` draws the torn writes.
     pub fn install(root: &Path, seed: u64) -> io::Result<PowerCut> {
         let root = root.canonicalize()?;
+        let durable_dirs = dirs_under(&root).into_iter().collect();
         let model = Arc::new(Model {
             root,
             state: Mutex::new(State {
                 files: HashMap::new(),
                 created: HashMap::new(),
+                durable_dirs,
                 power_left: None,
                 off: false,
                 mutations: 0,
@@ -175,6 +185,17 @@ impl PowerCut {
                 }
             }
         }
+        let mut dirs = vec![self.model.root.clone()];
+        while let Some(d) = dirs.pop() {
+            for child in subdirs(&d) {
+                if s.durable_dirs.contains(&child) {
+                    dirs.push(child);
+                } else if std::fs::remove_dir_all(&child).is_ok() {
+                    report.dirs_lost += 1;
+                }
+            }
+        }
+        s.durable_dirs = dirs_under(&self.model.root).into_iter().collect();
         s.off = false;
         s.power_left = None;
         report
@@ -250,8 +271,38 @@ fn eio(why: &str) -> io::Error {
     io::Error::other(format!("power cut: {why}"))
 }
 
+/// The directories directly in `dir` (not following symlinks).
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    rd.flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Every directory below `root`.
+fn dirs_under(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for c in subdirs(&d) {
+            todo.push(c.clone());
+            out.push(c);
+        }
+    }
+    out
+}
+
 pub(crate) fn installed() -> bool {
     INSTALLED.load(Ordering::Relaxed) > 0
+}
+
+/// Whether a model covers `file` (not merely whether one is installed, for
+/// another test's directory).
+pub(crate) fn covers(file: &File) -> bool {
+    model_of(file).is_some()
 }
 
 /// The model covering `path`, if any.
@@ -339,6 +390,7 @@ impl State {
         if meta.is_dir() {
             if let Some(dir) = path_of(file) {
                 self.created.remove(&dir);
+                self.durable_dirs.extend(subdirs(&dir));
             }
         } else if let Some(t) = self.files.get_mut(&(meta.dev(), meta.ino())) {
             t.undo.clear();
@@ -469,6 +521,29 @@ mod tests {
         sync(&File::open(&root).unwrap(), false).unwrap().unwrap();
         cut.crash();
         assert_eq!(read(&p), b"abc");
+    }
+
+    #[test]
+    fn a_new_directory_needs_its_parent_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        std::fs::create_dir(root.join("old")).unwrap();
+        let cut = PowerCut::install(&root, 5).unwrap();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::create_dir_all(root.join("old/c/d")).unwrap();
+        sync(&File::open(root.join("old")).unwrap(), false)
+            .unwrap()
+            .unwrap();
+        sync(&File::open(root.join("old/c")).unwrap(), false)
+            .unwrap()
+            .unwrap();
+        let r = cut.crash();
+        assert!(!root.join("a").exists());
+        assert!(root.join("old/c/d").is_dir());
+        assert_eq!(r.dirs_lost, 1);
+        // What is left is durable now.
+        assert_eq!(cut.crash().dirs_lost, 0);
+        assert!(root.join("old/c/d").is_dir());
     }
 
     #[test]

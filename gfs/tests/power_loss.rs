@@ -240,3 +240,26 @@ fn synced_data_survives_power_loss_at_many_crash_points() {
         assert_eq!(c.open("after/one").unwrap().read_at(0, r.len()).unwrap(), r);
     }
 }
+
+/// A new cluster's directories (the master's, each chunkserver's with its
+/// `chunks/` and its mirror of the master's files) are durable once it has
+/// opened, and so is a `chunks/` made again under an existing marker.
+#[test]
+fn new_directories_survive_power_loss() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().canonicalize().unwrap();
+    let cut = PowerCut::install(&dir, 1).unwrap();
+    let c = Cluster::open(options(&dir, SERVERS)).unwrap();
+    c.create("f").unwrap().append_sync(&[b"synced"]).unwrap();
+    drop(c);
+    let report = cut.crash();
+    assert_eq!(report.dirs_lost, 0, "{report:?}");
+    // `chunks/` lost while the marker stayed: made again, durably.
+    std::fs::remove_dir_all(dir.join("cs0/chunks")).unwrap();
+    drop(Cluster::open(options(&dir, SERVERS)).unwrap());
+    let report = cut.crash();
+    assert_eq!(report.dirs_lost, 0, "{report:?}");
+    assert!(dir.join("cs0/chunks").is_dir());
+    let c = Cluster::open(options(&dir, SERVERS)).unwrap();
+    assert_eq!(c.open("f").unwrap().read_at(0, 6).unwrap(), b"synced");
+}

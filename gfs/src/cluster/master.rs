@@ -423,13 +423,35 @@ fn load_copy(store: &LocalStore) -> Result<Loaded> {
         .collect();
     logs.sort_unstable();
 
+    if ckpts.is_empty() {
+        // A copy's first checkpoint is written before its first log, so a
+        // log without any checkpoint means the checkpoints were lost:
+        // replaying what is left from an empty state would load part of the
+        // state. (An empty `oplog-1` alone is a first start that died
+        // before its checkpoint, when logs were made first.)
+        for &seq in &logs {
+            let name = oplog::log_name(seq);
+            if seq != 1 || store.open(&name)?.len()? != 0 {
+                return Err(corrupt(format!(
+                    "{}: {name} but no checkpoint",
+                    store.dir().display()
+                )));
+            }
+        }
+    }
     let mut recovery = Recovery::default();
     let mut state = MasterState::default();
     let mut base = 0;
     let mut loaded = ckpts.is_empty();
     for &seq in &ckpts {
         let img = read_all(store, &checkpoint::name(seq))
-            .and_then(|b| checkpoint::decode(&b).map_err(corrupt));
+            .and_then(|b| checkpoint::decode(&b).map_err(corrupt))
+            .and_then(|img| match img.seq {
+                // A checkpoint under another generation's name would be
+                // followed by the wrong logs.
+                s if s == seq => Ok(img),
+                s => Err(corrupt(format!("it holds generation {s}"))),
+            });
         match img.and_then(|img| MasterState::from_image(img).map_err(corrupt)) {
             Ok(st) => {
                 state = st;
@@ -451,6 +473,18 @@ fn load_copy(store: &LocalStore) -> Result<Loaded> {
     }
     recovery.checkpoint = base;
     let logs: Vec<u64> = logs.into_iter().filter(|&s| s >= base).collect();
+    // Every change after the checkpoint is in `oplog-base`, `oplog-base+1`,
+    // ...: a missing one would silently skip its changes.
+    for (want, &seq) in (base.max(1)..).zip(&logs) {
+        if seq != want {
+            return Err(corrupt(format!(
+                "{}: {} is missing before {}",
+                store.dir().display(),
+                oplog::log_name(want),
+                oplog::log_name(seq)
+            )));
+        }
+    }
     let mut lsn = 0;
     let mut last_records = 0;
     for (i, &seq) in logs.iter().enumerate() {
@@ -490,6 +524,37 @@ fn load_copy(store: &LocalStore) -> Result<Loaded> {
     })
 }
 
+/// The newest of the loaded copies: the greatest `(generation, records in
+/// the last log)`, the earlier copy on a tie. Copies are written in
+/// lockstep, so copies tied on that key hold the same state; a tie whose
+/// states differ means one of them is not what it claims to be, and the
+/// master refuses to guess which.
+fn choose(mirrors: &Mirrors, loaded: Vec<(usize, Loaded)>) -> Result<Option<(usize, Loaded)>> {
+    let key = |l: &Loaded| (l.generation, l.last_records);
+    let Some(top) = loaded.iter().map(|(_, l)| key(l)).max() else {
+        return Ok(None);
+    };
+    let mut tied = loaded.into_iter().filter(|(_, l)| key(l) == top);
+    let Some(best) = tied.next() else {
+        return Ok(None);
+    };
+    let image = best.1.state.image(0);
+    for (i, l) in tied {
+        if l.state.image(0) != image {
+            let dir = |i: usize| mirrors.copies[i].dir.display().to_string();
+            return Err(corrupt(format!(
+                "copies in {} and {} both hold generation {} with {} records in \
+                 its log, but their contents differ",
+                dir(best.0),
+                dir(i),
+                top.0,
+                top.1
+            )));
+        }
+    }
+    Ok(Some(best))
+}
+
 impl Master {
     /// Opens the master on its copies in `dirs` (the first is the master
     /// directory): loads the newest consistent copy (newest checkpoint plus
@@ -498,7 +563,7 @@ impl Master {
     /// or damaged.
     pub(crate) fn open(dirs: &[PathBuf], mode: IoMode, checkpoint_bytes: u64) -> Result<Master> {
         let mirrors = Arc::new(Mirrors::open(dirs, mode));
-        let mut best: Option<(usize, Loaded)> = None;
+        let mut loaded: Vec<(usize, Loaded)> = Vec::new();
         let mut failure: Option<(u64, Error)> = None;
         let mut newest = 0;
         let mut keys = vec![None; mirrors.copies.len()];
@@ -510,14 +575,8 @@ impl Master {
             newest = newest.max(generation);
             match load_copy(&store) {
                 Ok(l) => {
-                    let key = (l.generation, l.last_records);
-                    *key_of = Some(key);
-                    if best
-                        .as_ref()
-                        .is_none_or(|(_, b)| key > (b.generation, b.last_records))
-                    {
-                        best = Some((i, l));
-                    }
+                    *key_of = Some((l.generation, l.last_records));
+                    loaded.push((i, l));
                 }
                 Err(e) => {
                     log::error!("gfs master: copy in {}: {e}", store.dir().display());
@@ -527,6 +586,7 @@ impl Master {
                 }
             }
         }
+        let best = choose(&mirrors, loaded)?;
         let (chosen, loaded) = match (best, failure) {
             // A damaged copy newer than every readable one may hold changes
             // the others lack: refuse rather than start on old metadata.
@@ -552,6 +612,15 @@ impl Master {
         // Past every generation any copy holds, so no stale file looks newer.
         let seq = newest + 1;
         let base = recovery.checkpoint;
+        // The checkpoint before the log, as `rotate` does: a copy holds
+        // `oplog-(G+1)` only if it took `checkpoint-(G+1)`, so a copy whose
+        // checkpoint write failed (it is lost) or that a crash reached
+        // first keeps generation G at most and ranks below every copy that
+        // has the new generation.
+        mirrors.write_checkpoint(
+            &checkpoint::name(seq),
+            &checkpoint::encode(&state.image(seq)),
+        )?;
         let master = Master {
             log: Mutex::new(OpLog::create(&mirrors, seq, lsn)?),
             mirrors,
@@ -559,10 +628,6 @@ impl Master {
             checkpoint_bytes,
             recovery,
         };
-        {
-            let st = master.state.lock();
-            master.write_checkpoint(&st.image(seq))?;
-        }
         // The chosen copy keeps the generation it was loaded from; the others
         // now hold only the fresh checkpoint.
         let chosen_key = keys[chosen];
@@ -921,6 +986,131 @@ mod tests {
         let m = open_copies(dir.path()).unwrap();
         assert_eq!(m.recovery.recreated, 0);
         assert_eq!(summary(&m), before);
+    }
+
+    #[test]
+    fn a_lagging_copy_whose_start_checkpoint_failed_is_never_chosen() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        drop(open_copies(dir.path()).unwrap());
+        {
+            let m = open_copies(dir.path()).unwrap();
+            create(&m, "a");
+            m.sync_to(m.log_position().0).unwrap();
+        }
+        // Copy 0 lags (it missed the record), and the next start's
+        // checkpoint cannot be written there: a directory sits on its name.
+        let store = LocalStore::open(&dirs[0]).unwrap();
+        let log = store.list("oplog-").unwrap().pop().unwrap();
+        let seq = oplog::parse_log_name(&log).unwrap();
+        std::fs::write(dirs[0].join(&log), b"").unwrap();
+        std::fs::create_dir(dirs[0].join(checkpoint::name(seq + 1))).unwrap();
+        let m = open_copies(dir.path()).unwrap();
+        assert_ne!(m.recovery.from_copy, 0);
+        assert_eq!(m.mirrors.live(), 2);
+        drop(m);
+        // No change followed: copy 0 must not pass for a current copy.
+        let m = open_copies(dir.path()).unwrap();
+        assert_ne!(m.recovery.from_copy, 0);
+        assert!(m.state.lock().names.contains_key("a"));
+    }
+
+    #[test]
+    fn copies_tied_on_generation_and_records_must_agree() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        {
+            let m = open_copies(dir.path()).unwrap();
+            create(&m, "a");
+        }
+        // Copy 0's last log holds as many records as the others, but
+        // different ones.
+        let store = LocalStore::open(&dirs[0]).unwrap();
+        let log = store.list("oplog-").unwrap().pop().unwrap();
+        let other = oplog::frame(&Op::Create {
+            id: 0,
+            name: "x".into(),
+        });
+        std::fs::write(dirs[0].join(&log), other).unwrap();
+        let err = open_copies(dir.path()).err().unwrap();
+        assert!(matches!(err, Error::Corruption { .. }), "{err}");
+        assert!(err.to_string().contains("differ"), "{err}");
+    }
+
+    /// Three starts, a file created after each: the chosen copy then holds
+    /// `checkpoint-2`, `oplog-2` ("b"), `checkpoint-3`, `oplog-3` ("c"), the
+    /// others only generation 3; "a" is only in the checkpoints.
+    fn three_generations(dirs: &[PathBuf]) {
+        for name in ["a", "b", "c"] {
+            let m = Master::open(dirs, IoMode::Uring, 1 << 20).unwrap();
+            create(&m, name);
+        }
+    }
+
+    fn remove_checkpoints(dir: &Path) {
+        let store = LocalStore::open(dir).unwrap();
+        for n in store.list("checkpoint-").unwrap() {
+            store.delete(&n).unwrap();
+        }
+    }
+
+    fn names(m: &Master) -> Vec<String> {
+        m.state.lock().names.keys().cloned().collect()
+    }
+
+    #[test]
+    fn a_copy_with_logs_but_no_checkpoint_is_refused() {
+        // The only copy: refused, not started from "b" and "c" alone.
+        let dir = tempfile::tempdir().unwrap();
+        three_generations(&[dir.path().to_path_buf()]);
+        remove_checkpoints(dir.path());
+        let err = Master::open(&[dir.path().to_path_buf()], IoMode::Uring, 1 << 20)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("no checkpoint"), "{err}");
+        // One of three: the others are used and it is re-created.
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = copies(dir.path());
+        three_generations(&dirs);
+        remove_checkpoints(&dirs[0]);
+        let m = open_copies(dir.path()).unwrap();
+        assert_eq!(names(&m), ["a", "b", "c"]);
+        assert_ne!(m.recovery.from_copy, 0);
+        assert_eq!(m.recovery.recreated, 1);
+    }
+
+    #[test]
+    fn a_checkpoint_must_hold_its_names_generation() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        for name in ["a", "b"] {
+            create(&Master::open(&dirs, IoMode::Uring, 1 << 20).unwrap(), name);
+        }
+        // checkpoint-1 (empty) under the name checkpoint-2: taken at its
+        // word, "a" (in oplog-1) would be skipped.
+        let (one, two) = (checkpoint::name(1), checkpoint::name(2));
+        std::fs::copy(dir.path().join(one), dir.path().join(two)).unwrap();
+        let m = open(dir.path());
+        assert_eq!(m.recovery.checkpoint, 1);
+        assert_eq!(names(&m), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_gap_in_the_logs_after_the_checkpoint_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let dirs = [dir.path().to_path_buf()];
+        for name in ["a", "b"] {
+            create(&Master::open(&dirs, IoMode::Uring, 1 << 20).unwrap(), name);
+        }
+        // checkpoint-2 unreadable and oplog-1 gone: checkpoint-1 and oplog-2
+        // alone would drop "a".
+        let ckpt = dir.path().join(checkpoint::name(2));
+        let mut data = std::fs::read(&ckpt).unwrap();
+        data[10] ^= 1;
+        std::fs::write(&ckpt, data).unwrap();
+        std::fs::remove_file(dir.path().join(oplog::log_name(1))).unwrap();
+        let err = Master::open(&dirs, IoMode::Uring, 1 << 20).err().unwrap();
+        assert!(err.to_string().contains("is missing before"), "{err}");
     }
 
     #[test]

@@ -171,8 +171,8 @@ impl Mirrors {
             let mut w = match store.create(&name) {
                 Ok(w) => w,
                 Err(Error::AlreadyExists(_)) => {
-                    // Only if a previous start died between its checkpoint
-                    // and its first record: reuse the number.
+                    // Not expected (a start or rotation takes a number past
+                    // every file), but never append to a leftover.
                     store.delete(&name)?;
                     store.create(&name)?
                 }

@@ -4,7 +4,8 @@
 //! Record: `[u32 payload length][u64 seahash of payload][payload]`. A restart
 //! loads the newest checkpoint and replays the logs written since. A record
 //! cut short at the very end of the last log (the process died while writing
-//! it) is a torn tail and is dropped; a bad record anywhere else is
+//! it), with no valid record anywhere after it, is a torn tail and is
+//! dropped; a bad record anywhere else is
 //! corruption and stops the master from starting on wrong metadata, unless
 //! it looks torn (see [`looks_torn`]): before an fdatasync the kernel may
 //! write the pages of unsynced records back in any order, so a power cut
@@ -168,6 +169,22 @@ pub(crate) fn looks_torn(buf: &[u8], pos: usize, end: usize) -> bool {
     false
 }
 
+/// The first offset at or after `from` where a whole record lies that
+/// verifies and decodes. Only asked after a bad record, so the scan's cost
+/// does not matter; 64 bits of checksum plus a decode keep random bytes
+/// from passing for a record.
+fn valid_frame_after(buf: &[u8], from: usize) -> Option<usize> {
+    (from..buf.len().saturating_sub(HEADER)).find(|&p| {
+        let len = u32::from_le_bytes([buf[p], buf[p + 1], buf[p + 2], buf[p + 3]]) as usize;
+        let Some(payload) = buf.get(p + HEADER..p + HEADER + len) else {
+            return false;
+        };
+        let mut h = [0u8; 8];
+        h.copy_from_slice(&buf[p + 4..p + HEADER]);
+        len > 0 && seahash::hash(payload) == u64::from_le_bytes(h) && Op::decode(payload).is_ok()
+    })
+}
+
 /// Parses a log file. Only the last record may be bad, or one that looks
 /// torn (the records after it are dropped too); anything else is an error.
 pub(crate) fn parse(buf: &[u8]) -> std::result::Result<Parsed, String> {
@@ -189,6 +206,15 @@ pub(crate) fn parse(buf: &[u8]) -> std::result::Result<Parsed, String> {
         let mut h = [0u8; 8];
         h.copy_from_slice(&rest[4..12]);
         let Some(payload) = rest.get(HEADER..HEADER + len) else {
+            // A record cut short by the end of the file is a torn append only
+            // if nothing valid follows it; a whole record further on means
+            // the length field itself was damaged.
+            if let Some(next) = valid_frame_after(buf, pos + 1) {
+                return Err(format!(
+                    "record at byte {pos} claims {len} bytes, past the end of the \
+                     file, but a valid record follows at byte {next}"
+                ));
+            }
             return torn(ops);
         };
         let ends_file = HEADER + len == rest.len();
@@ -421,6 +447,24 @@ mod tests {
         let p = parse(&holed).unwrap();
         assert_eq!((p.ops.len(), p.good_len), (1, second as u64));
         assert!(p.torn.is_some());
+    }
+
+    #[test]
+    fn a_damaged_length_before_later_records_is_corruption() {
+        let all: Vec<u8> = ops().iter().flat_map(frame).collect();
+        // One flipped bit in the second record's length sends it past the
+        // end of the file; the records after it are still whole.
+        let second = frame(&ops()[0]).len();
+        let mut bad = all.clone();
+        bad[second + 3] ^= 0x40;
+        let err = parse(&bad).err().unwrap();
+        assert!(err.contains(&format!("record at byte {second}")), "{err}");
+        // The same damage in the last record leaves nothing after it: torn.
+        let last = all.len() - frame(ops().last().unwrap()).len();
+        let mut bad = all.clone();
+        bad[last + 3] ^= 0x40;
+        let p = parse(&bad).unwrap();
+        assert_eq!((p.ops.len(), p.good_len), (ops().len() - 1, last as u64));
     }
 
     #[test]

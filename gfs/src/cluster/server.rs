@@ -227,7 +227,10 @@ impl ChunkServer {
     pub(crate) fn start(&self, io: &Io) -> Result<Scan, String> {
         self.gate.check_read().map_err(|e| e.to_string())?;
         let chunks = self.chunks_dir();
-        fs::create_dir_all(&chunks).map_err(|e| format!("{}: {e}", chunks.display()))?;
+        // A new disk, or `chunks/` lost: the entries must be durable before
+        // replicas are made in it.
+        crate::local::create_dir_synced(io, &chunks)
+            .map_err(|e| format!("{}: {e}", chunks.display()))?;
         let marker = self.dir.join(MARKER);
         let id = match fs::read_to_string(&marker) {
             Ok(s) => s.trim().to_string(),

@@ -104,8 +104,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // chunkservers, or with store=local one plain directory) and, in
     // DATA_DIR/chubby, the lock service cell the engine coordinates through.
     let files = cfg.file_store()?;
+    // The cell makes its directory itself, durably (its entry fsynced).
     let cell_dir = cfg.data_dir.join("chubby");
-    std::fs::create_dir_all(&cell_dir).map_err(|e| format!("{}: {e}", cell_dir.display()))?;
     // A new cell's root is world-writable and sticky, like /tmp: every user
     // of the mount may make locks there and remove only their own.
     let cell_opts = chubby::CellOptions {
