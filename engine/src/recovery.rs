@@ -95,14 +95,9 @@ pub fn sort_log(store: &Arc<dyn FileStore>, log_dir: &str, threads: usize) -> Re
         runs.extend(r?);
     }
     runs.sort();
-    // DONE appears whole or not at all: written aside, then renamed.
-    let tmp = format!("{}.tmp", done_file(log_dir));
-    delete_if_present(&**store, &tmp)?;
-    let mut f = store.create(&tmp)?;
+    // DONE appears whole or not at all.
     let list: String = runs.iter().map(|r| format!("{r}\n")).collect();
-    f.append_sync(&[list.as_bytes()])?;
-    drop(f);
-    store.rename(&tmp, &done_file(log_dir))?;
+    store.replace(&done_file(log_dir), &[list.as_bytes()])?;
     Ok(SortReport {
         runs,
         log_bytes: log_bytes.into_inner(),

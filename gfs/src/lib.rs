@@ -60,6 +60,23 @@ pub trait FileStore: Send + Sync + 'static {
     fn delete(&self, name: &str) -> Result<()>;
     /// Atomically renames `from` to `to`, replacing `to` if it exists.
     fn rename(&self, from: &str, to: &str) -> Result<()>;
+    /// Durably writes a small file whole, atomically replacing any file of
+    /// that name: readers see the old bytes or the new, never a mix. Local
+    /// stores write the bytes aside and rename them over; an object store
+    /// writes the object by compare-and-swap, so that a daemon that has lost
+    /// the store to another cannot overwrite what the other wrote.
+    fn replace(&self, name: &str, bufs: &[&[u8]]) -> Result<()> {
+        let tmp = format!("{name}.tmp");
+        // A crash may have left the temporary file behind.
+        match self.delete(&tmp) {
+            Ok(()) | Err(Error::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        let mut f = self.create(&tmp)?;
+        f.append_sync(bufs)?;
+        drop(f);
+        self.rename(&tmp, name)
+    }
     /// Whether a file of that name exists.
     fn exists(&self, name: &str) -> Result<bool>;
     /// Size of a file in bytes.

@@ -11,7 +11,6 @@ use parking_lot::Mutex;
 use std::sync::Arc;
 
 pub const ROOT_FILE: &str = "meta/root";
-const ROOT_TMP: &str = "meta/root.tmp";
 
 /// Reads and replaces the root tablet's descriptor.
 pub struct RootStore {
@@ -62,15 +61,7 @@ impl RootStore {
         let _g = self.write.lock();
         let body = meta.encode();
         let sum = seahash::hash(&body).to_le_bytes();
-        // A crash may have left a temporary file behind.
-        match self.store.delete(ROOT_TMP) {
-            Ok(()) | Err(gfs::Error::NotFound(_)) => {}
-            Err(e) => return Err(e.into()),
-        }
-        let mut f = self.store.create(ROOT_TMP)?;
-        f.append_sync(&[&sum, &body])?;
-        drop(f);
-        self.store.rename(ROOT_TMP, ROOT_FILE)?;
+        self.store.replace(ROOT_FILE, &[&sum, &body])?;
         Ok(())
     }
 }

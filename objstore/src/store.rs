@@ -1,0 +1,451 @@
+//! [`S3Store`]: the file layer's [`FileStore`] on an S3-compatible bucket.
+
+use crate::client::Client;
+use crate::config::S3Config;
+use crate::disk_cache::DiskCache;
+use crate::error::{is_timeout, to_gfs, Error, Result};
+use crate::files::{segments, LogReader, ObjectReader, ObjectWriter, SegmentWriter};
+use crate::keys::Keys;
+use crate::owner::{self, Claim};
+use bytes::Bytes;
+use gfs::{FileStore, ReadableFile, WritableFile};
+use object_store::PutMode;
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// What every file of one store shares.
+pub(crate) struct Shared {
+    pub(crate) client: Client,
+    pub(crate) keys: Keys,
+    pub(crate) cache: Option<DiskCache>,
+    claim: Claim,
+    fenced: AtomicBool,
+    /// Open readers per name, and whether a delete waits for them.
+    open: Mutex<HashMap<String, (usize, bool)>>,
+    /// The ETag this daemon last wrote or saw for each replaced file.
+    etags: Mutex<HashMap<String, Option<String>>>,
+}
+
+impl Shared {
+    /// Refuses writes once another daemon has taken the prefix over.
+    pub(crate) fn check_fenced(&self, name: &str) -> gfs::Result<()> {
+        if self.fenced.load(Ordering::Acquire) {
+            return Err(self.fenced_error(name));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn fenced_error(&self, name: &str) -> gfs::Error {
+        gfs::Error::Io {
+            name: name.to_string(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!(
+                    "fenced: another daemon took {} over; this one writes nothing more",
+                    self.client.location
+                ),
+            ),
+        }
+    }
+
+    /// Marks the store fenced (once) and says why.
+    pub(crate) fn fence(&self, why: &str) {
+        if !self.fenced.swap(true, Ordering::AcqRel) {
+            log::error!(
+                "{}: fenced ({why}): another daemon owns this prefix now; \
+                 writes fail from here on, restart this daemon to take it back",
+                self.client.location
+            );
+        }
+    }
+
+    fn delete_now(&self, name: &str) -> gfs::Result<()> {
+        let key = self.keys.file(name);
+        match self.client.head(&key) {
+            Ok(_) => return self.client.delete(&key).map_err(|e| to_gfs(name, e)),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(to_gfs(name, e)),
+        }
+        let (segs, _, _) = segments(&self.client, &self.keys, name)?;
+        if segs.is_empty() {
+            return Err(gfs::Error::NotFound(name.to_string()));
+        }
+        self.client.delete_all(segs).map_err(|e| to_gfs(name, e))
+    }
+}
+
+/// Keeps a deleted file readable while a reader has it open, as a local
+/// file stays readable after unlink: the delete runs when the last reader
+/// goes.
+pub(crate) struct OpenGuard {
+    shared: Weak<Shared>,
+    name: String,
+}
+
+impl OpenGuard {
+    fn new(shared: &Arc<Shared>, name: &str) -> OpenGuard {
+        shared
+            .open
+            .lock()
+            .entry(name.to_string())
+            .or_insert((0, false))
+            .0 += 1;
+        OpenGuard {
+            shared: Arc::downgrade(shared),
+            name: name.to_string(),
+        }
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        let Some(s) = self.shared.upgrade() else {
+            return;
+        };
+        let doomed = {
+            let mut open = s.open.lock();
+            match open.get_mut(&self.name) {
+                Some(e) if e.0 > 1 => {
+                    e.0 -= 1;
+                    false
+                }
+                Some(_) => open.remove(&self.name).is_some_and(|(_, d)| d),
+                None => false,
+            }
+        };
+        if doomed {
+            if let Err(e) = s.delete_now(&self.name) {
+                log::warn!("deleting {} after its last reader: {e}", self.name);
+            }
+        }
+    }
+}
+
+/// Files in an S3-compatible object store.
+pub struct S3Store {
+    shared: Arc<Shared>,
+}
+
+/// How often a daemon looks at `OWNER` to learn it was fenced.
+const OWNER_CHECK: Duration = Duration::from_secs(3);
+
+impl S3Store {
+    /// Connects, checks that the bucket answers with these keys (failing at
+    /// once, with what is wrong, when it does not), takes the prefix over
+    /// and seals its logs.
+    pub fn open(cfg: S3Config) -> Result<S3Store> {
+        let location = cfg.location();
+        // The first request waits at most a few seconds: a wrong endpoint
+        // must fail a mount at once, not after the write time limit.
+        let mut probe_cfg = cfg.clone();
+        probe_cfg.timeout = cfg.timeout.min(Duration::from_secs(5));
+        let keys = Keys::new(&cfg.prefix);
+        let probe = Client::connect(&probe_cfg)?;
+        probe
+            .list(&keys.files_dir_for("OWNER-probe"))
+            .map_err(|e| explain(&location, probe_cfg.timeout, e))?;
+        drop(probe);
+        let client = Client::connect(&cfg)?;
+        let claim = owner::claim(&client, &keys).map_err(|e| explain(&location, cfg.timeout, e))?;
+        let sealed =
+            owner::seal_logs(&client, &keys).map_err(|e| explain(&location, cfg.timeout, e))?;
+        match &claim.previous {
+            Some(p) => log::info!(
+                "{location}: took the prefix over at epoch {} (was: {p}); sealed {sealed} logs",
+                claim.epoch
+            ),
+            None => log::info!("{location}: a new prefix, epoch {}", claim.epoch),
+        }
+        let cache = match &cfg.cache_dir {
+            Some(d) => Some(
+                DiskCache::open(d, cfg.disk_cache_bytes)
+                    .map_err(|e| Error::Config(format!("cache_dir={}: {e}", d.display())))?,
+            ),
+            None => None,
+        };
+        let shared = Arc::new(Shared {
+            client,
+            keys,
+            cache,
+            claim,
+            fenced: AtomicBool::new(false),
+            open: Mutex::new(HashMap::new()),
+            etags: Mutex::new(HashMap::new()),
+        });
+        watch_owner(Arc::downgrade(&shared));
+        Ok(S3Store { shared })
+    }
+
+    /// This daemon's epoch on the prefix.
+    pub fn epoch(&self) -> u64 {
+        self.shared.claim.epoch
+    }
+
+    /// Whether another daemon has taken the prefix over.
+    pub fn is_fenced(&self) -> bool {
+        self.shared.fenced.load(Ordering::Acquire)
+    }
+
+    fn read_whole(&self, name: &str) -> gfs::Result<Vec<u8>> {
+        let f = self.open(name)?;
+        let n = f.len()? as usize;
+        f.read_at(0, n)
+    }
+}
+
+/// Looks at `OWNER` every few seconds; a newer epoch fences this store.
+fn watch_owner(shared: Weak<Shared>) {
+    let spawned = std::thread::Builder::new()
+        .name("s3-owner".into())
+        .spawn(move || loop {
+            std::thread::sleep(OWNER_CHECK);
+            let Some(s) = shared.upgrade() else {
+                return;
+            };
+            if s.fenced.load(Ordering::Acquire) {
+                return;
+            }
+            match s.client.get(&s.keys.owner(), None) {
+                Ok(body) => {
+                    let text = String::from_utf8_lossy(&body);
+                    if owner::epoch_of(&text) != Some(s.claim.epoch) {
+                        s.fence(&format!("OWNER now says: {}", text.trim()));
+                        return;
+                    }
+                }
+                Err(e) => log::debug!("{}: reading OWNER: {e}", s.client.location),
+            }
+        });
+    if let Err(e) = spawned {
+        log::error!("cannot start the object store's owner check: {e}");
+    }
+}
+
+/// Turns the first request's failure into what a person must fix.
+fn explain(location: &str, limit: Duration, e: object_store::Error) -> Error {
+    let text = e.to_string();
+    let hint = if text.contains("NoSuchBucket") || text.contains("does not exist") {
+        "the bucket does not exist (create it first)"
+    } else if text.contains("InvalidAccessKeyId")
+        || text.contains("SignatureDoesNotMatch")
+        || text.contains("AccessDenied")
+        || text.contains("403")
+    {
+        "the store refused these credentials (check AWS_ACCESS_KEY_ID / s3_credentials)"
+    } else if text.contains("404") {
+        "not found: check the bucket name and s3_endpoint"
+    } else if is_timeout(&text) {
+        return Error::Unreachable {
+            location: location.to_string(),
+            secs: limit.as_secs(),
+            detail: format!("is s3_endpoint right and the store up? ({text})"),
+        };
+    } else {
+        "the store refused the request"
+    };
+    Error::Refused {
+        location: location.to_string(),
+        detail: format!("{hint}: {text}"),
+    }
+}
+
+impl FileStore for S3Store {
+    fn create(&self, name: &str) -> gfs::Result<Box<dyn WritableFile>> {
+        self.shared.check_fenced(name)?;
+        if self.exists(name)? {
+            return Err(gfs::Error::AlreadyExists(name.to_string()));
+        }
+        Ok(Box::new(ObjectWriter {
+            shared: self.shared.clone(),
+            name: name.to_string(),
+            buf: Vec::new(),
+            uploaded: None,
+            synced_len: 0,
+        }))
+    }
+
+    fn create_log(&self, name: &str) -> gfs::Result<Box<dyn WritableFile>> {
+        self.shared.check_fenced(name)?;
+        if self.exists(name)? {
+            return Err(gfs::Error::AlreadyExists(name.to_string()));
+        }
+        Ok(Box::new(SegmentWriter {
+            shared: self.shared.clone(),
+            name: name.to_string(),
+            next_seq: 0,
+            len: 0,
+        }))
+    }
+
+    fn open_append(&self, name: &str) -> gfs::Result<Box<dyn WritableFile>> {
+        self.shared.check_fenced(name)?;
+        let (segs, size, next) = segments(&self.shared.client, &self.shared.keys, name)?;
+        if segs.is_empty() {
+            return Err(if self.exists(name)? {
+                gfs::Error::Io {
+                    name: name.to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::Unsupported,
+                        "an object written once takes no appends",
+                    ),
+                }
+            } else {
+                gfs::Error::NotFound(name.to_string())
+            });
+        }
+        Ok(Box::new(SegmentWriter {
+            shared: self.shared.clone(),
+            name: name.to_string(),
+            next_seq: next,
+            len: size,
+        }))
+    }
+
+    fn open(&self, name: &str) -> gfs::Result<Arc<dyn ReadableFile>> {
+        let s = &self.shared;
+        let key = s.keys.file(name);
+        match s.client.head(&key) {
+            Ok(meta) => {
+                return Ok(Arc::new(ObjectReader {
+                    shared: s.clone(),
+                    name: name.to_string(),
+                    key,
+                    etag: meta.e_tag.unwrap_or_default(),
+                    size: meta.size,
+                    _open: OpenGuard::new(s, name),
+                }))
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(to_gfs(name, e)),
+        }
+        let (segs, _, _) = segments(&s.client, &s.keys, name)?;
+        if segs.is_empty() {
+            return Err(gfs::Error::NotFound(name.to_string()));
+        }
+        Ok(Arc::new(LogReader::fetch(&s.client, name, segs)?))
+    }
+
+    fn delete(&self, name: &str) -> gfs::Result<()> {
+        self.shared.check_fenced(name)?;
+        self.shared.etags.lock().remove(name);
+        if self.shared.open.lock().contains_key(name) {
+            if !self.exists(name)? {
+                return Err(gfs::Error::NotFound(name.to_string()));
+            }
+            if let Some(e) = self.shared.open.lock().get_mut(name) {
+                e.1 = true;
+                return Ok(());
+            }
+            // The last reader went meanwhile: delete now.
+        }
+        self.shared.delete_now(name)
+    }
+
+    fn rename(&self, from: &str, to: &str) -> gfs::Result<()> {
+        // Object stores have no rename: the new name is written whole (by
+        // compare-and-swap, as `replace` does), then the old one deleted.
+        let bytes = self.read_whole(from)?;
+        self.replace(to, &[&bytes])?;
+        self.delete(from)
+    }
+
+    fn replace(&self, name: &str, bufs: &[&[u8]]) -> gfs::Result<()> {
+        let s = &self.shared;
+        s.check_fenced(name)?;
+        let key = s.keys.file(name);
+        let known = s.etags.lock().get(name).cloned();
+        let mode = match known {
+            Some(etag) => Client::update(etag),
+            None => match s.client.head(&key) {
+                Ok(meta) => Client::update(meta.e_tag),
+                Err(object_store::Error::NotFound { .. }) => PutMode::Create,
+                Err(e) => return Err(to_gfs(name, e)),
+            },
+        };
+        let mut body = Vec::with_capacity(bufs.iter().map(|b| b.len()).sum());
+        for b in bufs {
+            body.extend_from_slice(b);
+        }
+        match s.client.put(&key, Bytes::from(body), mode) {
+            Ok(etag) => {
+                s.etags.lock().insert(name.to_string(), etag);
+                Ok(())
+            }
+            Err(object_store::Error::Precondition { .. })
+            | Err(object_store::Error::AlreadyExists { .. }) => {
+                s.fence(&format!("{name} was replaced by another daemon"));
+                Err(s.fenced_error(name))
+            }
+            Err(e) => Err(to_gfs(name, e)),
+        }
+    }
+
+    fn exists(&self, name: &str) -> gfs::Result<bool> {
+        let s = &self.shared;
+        match s.client.head(&s.keys.file(name)) {
+            Ok(_) => return Ok(true),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(to_gfs(name, e)),
+        }
+        Ok(!segments(&s.client, &s.keys, name)?.0.is_empty())
+    }
+
+    fn size(&self, name: &str) -> gfs::Result<u64> {
+        let s = &self.shared;
+        match s.client.head(&s.keys.file(name)) {
+            Ok(m) => return Ok(m.size),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(to_gfs(name, e)),
+        }
+        let (segs, size, _) = segments(&s.client, &s.keys, name)?;
+        if segs.is_empty() {
+            return Err(gfs::Error::NotFound(name.to_string()));
+        }
+        Ok(size)
+    }
+
+    fn list(&self, prefix: &str) -> gfs::Result<Vec<String>> {
+        let s = &self.shared;
+        let mut names = BTreeSet::new();
+        let files = s
+            .client
+            .list(&s.keys.files_dir_for(prefix))
+            .map_err(|e| to_gfs(prefix, e))?;
+        for m in files {
+            if let Some(n) = s.keys.file_name(m.location.as_ref()) {
+                if n.starts_with(prefix) {
+                    names.insert(n.to_string());
+                }
+            }
+        }
+        let logs = s
+            .client
+            .list(&s.keys.logs_dir_for(prefix))
+            .map_err(|e| to_gfs(prefix, e))?;
+        for m in logs {
+            if let Some((n, _)) = s.keys.segment_of(m.location.as_ref()) {
+                if n.starts_with(prefix) {
+                    names.insert(n.to_string());
+                }
+            }
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    fn status(&self) -> Vec<String> {
+        let s = &self.shared;
+        let mut lines = s
+            .client
+            .stats
+            .lines(&s.client.location, s.cache.as_ref().map(DiskCache::usage));
+        lines.push(format!(
+            "s3_owner epoch={} fenced={}",
+            s.claim.epoch,
+            s.fenced.load(Ordering::Acquire)
+        ));
+        lines
+    }
+}
