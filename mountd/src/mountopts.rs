@@ -28,6 +28,11 @@
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `opendir` | let the kernel open directories (by default it lists them unopened: two requests fewer per directory) |
 //! | `nomap` | with `store=local`, read SSTables with `pread` instead of mapping them |
+//! | `store=s3://BUCKET[/PREFIX]` | the engine's files in an S3-compatible object store (see docs/s3.md) |
+//! | `s3_endpoint=URL`, `s3_region=R` | the store's endpoint (for stores other than AWS) and region (default us-east-1) |
+//! | `s3_credentials=FILE` | keys from an AWS shared-credentials file (`AWS_PROFILE`, else `[default]`); without it, from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` |
+//! | `s3_timeout=S` | how long a request to the store is retried before it fails (default 30) |
+//! | `cache_dir=DIR`, `disk_cache=SIZE` | where ranges fetched from the store are cached on disk (default DATA_DIR/s3-cache) and how much (default 1g; 0: no disk cache) |
 //! | `scrub_rate=SIZE` | background scrub budget per second (default 4m; 0: no background scrub) |
 //! | `scrub_interval=S`, `scrub_idle=S` | seconds from one scrub pass to the next (default 86400), and without client I/O before the scrub reads (default 1) |
 //! | `repair_rate=SIZE`, `repair_parallel=N` | re-replication budget per second (default 32m; 0: no limit) and chunks copied at once (default 4) |
@@ -47,6 +52,19 @@ pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
 /// of the largest request is reserved for each, touched only by requests
 /// that large.
 pub const DEFAULT_URING_DEPTH: usize = 32;
+
+/// Where and how to reach an object store (`store=s3://…` and the `s3_*`
+/// options). Holds no secrets: keys come from a file or the environment.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct S3Options {
+    pub url: String,
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub credentials: Option<PathBuf>,
+    pub timeout: Option<Duration>,
+    pub cache_dir: Option<PathBuf>,
+    pub disk_cache: Option<u64>,
+}
 
 /// Everything a mount is configured with.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +106,8 @@ pub struct MountConfig {
     /// Where the engine's files live: the replicated chunk cluster (default)
     /// or one plain directory (`store=local`).
     pub local_store: bool,
+    /// `store=s3://…`: the engine's files in an object store.
+    pub s3: Option<S3Options>,
     /// With `store=local`: read SSTables with `pread` rather than through
     /// a mapping (`nomap`).
     pub nomap: bool,
@@ -148,6 +168,7 @@ impl MountConfig {
             noexec: false,
             noatime: false,
             local_store: false,
+            s3: None,
             nomap: false,
             chunkservers: Vec::new(),
             replication: 0,
@@ -255,11 +276,40 @@ impl MountConfig {
             "opendir" => self.opendir = true,
             "nomap" => self.nomap = true,
             "store" => {
-                self.local_store = match need(key, value)? {
-                    "cluster" => false,
-                    "local" => true,
-                    v => return Err(format!("store={v}: use cluster or local")),
+                let v = need(key, value)?;
+                self.local_store = false;
+                match v {
+                    "cluster" => self.s3 = None,
+                    "local" => {
+                        self.s3 = None;
+                        self.local_store = true;
+                    }
+                    url if url.starts_with("s3://") => {
+                        objstore::S3Config::from_url(url).map_err(|e| format!("store={e}"))?;
+                        self.s3.get_or_insert_with(S3Options::default).url = url.to_string();
+                    }
+                    v => {
+                        return Err(format!(
+                            "store={v}: use cluster, local or s3://BUCKET[/PREFIX]"
+                        ))
+                    }
                 }
+            }
+            "s3_endpoint" => self.s3_opts().endpoint = Some(need(key, value)?.to_string()),
+            "s3_region" => self.s3_opts().region = Some(need(key, value)?.to_string()),
+            "s3_credentials" => {
+                self.s3_opts().credentials = Some(PathBuf::from(need(key, value)?));
+            }
+            "s3_timeout" => {
+                let secs: u64 = need(key, value)?
+                    .parse()
+                    .map_err(|_| format!("{key}: whole seconds"))?;
+                self.s3_opts().timeout = Some(Duration::from_secs(secs.max(1)));
+            }
+            "cache_dir" => self.s3_opts().cache_dir = Some(PathBuf::from(need(key, value)?)),
+            "disk_cache" => {
+                self.s3_opts().disk_cache =
+                    Some(parse_size(need(key, value)?).map_err(|e| format!("{key}: {e}"))?);
             }
             "chunkservers" => {
                 self.chunkservers = need(key, value)?
@@ -317,6 +367,39 @@ impl MountConfig {
         Ok(())
     }
 
+    fn s3_opts(&mut self) -> &mut S3Options {
+        self.s3.get_or_insert_with(S3Options::default)
+    }
+
+    /// The object store's settings, when the files go there.
+    pub fn s3_config(&self) -> Result<Option<objstore::S3Config>, String> {
+        let Some(o) = &self.s3 else {
+            return Ok(None);
+        };
+        if o.url.is_empty() {
+            return Err("s3_* and cache options need store=s3://BUCKET[/PREFIX]".to_string());
+        }
+        let mut c = objstore::S3Config::from_url(&o.url).map_err(|e| e.to_string())?;
+        c.endpoint = o.endpoint.clone();
+        if let Some(r) = &o.region {
+            c.region = r.clone();
+        }
+        if let Some(f) = &o.credentials {
+            c.credentials =
+                Some(objstore::Credentials::from_file(f, None).map_err(|e| e.to_string())?);
+        }
+        if let Some(t) = o.timeout {
+            c.timeout = t;
+        }
+        c.disk_cache_bytes = o.disk_cache.unwrap_or(objstore::DEFAULT_DISK_CACHE);
+        c.cache_dir = (c.disk_cache_bytes > 0).then(|| {
+            o.cache_dir
+                .clone()
+                .unwrap_or_else(|| self.data_dir.join("s3-cache"))
+        });
+        Ok(Some(c))
+    }
+
     /// Applies a comma-separated `-o` list.
     pub fn apply_list(&mut self, list: &str) -> Result<(), String> {
         for opt in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
@@ -328,6 +411,10 @@ impl MountConfig {
     /// Opens the file layer the engine runs on.
     pub fn file_store(&self) -> Result<std::sync::Arc<dyn gfs::FileStore>, String> {
         let dir = &self.data_dir;
+        if let Some(cfg) = self.s3_config()? {
+            let store = objstore::S3Store::open(cfg).map_err(|e| e.to_string())?;
+            return Ok(std::sync::Arc::new(store));
+        }
         if self.local_store {
             let files = gfs::LocalStore::open(dir.join("files"))
                 .map_err(|e| format!("data directory {}: {e}", dir.display()))?;

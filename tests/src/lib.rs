@@ -10,6 +10,8 @@
 //! test panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod seaweed;
+
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

