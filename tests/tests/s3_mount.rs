@@ -1,0 +1,106 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The mount with its tables in an S3 bucket (SeaweedFS on loopback):
+//! cells survive `kill -9` of the daemon and come back on another data
+//! directory, since everything the engine stores is in the bucket.
+
+use std::time::Duration;
+use tests::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
+use tests::Mount;
+
+/// The `-o` options of a mount on `w`'s bucket, keys from a credentials
+/// file (as an fstab line would have them).
+fn s3_options(w: &Seaweed, prefix: &str) -> Vec<String> {
+    let creds = w.data_dir().join("credentials");
+    std::fs::write(
+        &creds,
+        format!(
+            "[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
+        ),
+    )
+    .unwrap();
+    vec![
+        format!("store=s3://{}/{prefix}", w.bucket),
+        format!("s3_endpoint={}", w.endpoint),
+        format!("s3_credentials={}", creds.display()),
+    ]
+}
+
+fn mount_on(w: &Seaweed, prefix: &str) -> Mount {
+    let opts = s3_options(w, prefix);
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    Mount::with_options(&opts)
+}
+
+#[test]
+fn cells_live_in_the_bucket() {
+    let w = Seaweed::start("mount-basic");
+    let mut m = mount_on(&w, "t");
+    m.table("web", "contents\n");
+    m.ok("mkdir -p web/com.cnn.www/contents && echo '<html>' > web/com.cnn.www/contents/page");
+    assert_eq!(m.ok("cat web/com.cnn.www/contents/page"), "<html>\n");
+    let status = m.ok("cat .bigtable/status");
+    assert!(
+        status.contains("s3 s3://mount-basic/t requests"),
+        "{status}"
+    );
+    assert!(!status.contains(SECRET_KEY) && !status.contains(ACCESS_KEY));
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts.contains(SECRET_KEY));
+    m.remount();
+    assert_eq!(m.ok("cat web/com.cnn.www/contents/page"), "<html>\n");
+    // Another data directory on the same bucket sees the same table.
+    m.stop();
+    let other = mount_on(&w, "t");
+    assert_eq!(other.ok("cat web/com.cnn.www/contents/page"), "<html>\n");
+}
+
+#[test]
+fn kill_9_during_writers_loses_nothing_acknowledged() {
+    let w = Seaweed::start("mount-kill");
+    let mut m = mount_on(&w, "k");
+    m.table("t", "f\n");
+    let acked = m.data.with_file_name("acked");
+    std::fs::create_dir_all(&acked).unwrap();
+    let acked_s = acked.display().to_string();
+    // Four writers; each records a cell only once its close returned (dd
+    // reports a failed close, where a shell's `echo >` ignores it).
+    let writers = m.sh(&format!(
+        "for w in 0 1 2 3; do \
+           (mkdir -p t/r$w/f; i=0; while [ $i -lt 100000 ]; do \
+              echo v$w-$i | dd of=t/r$w/f/c$i status=none || exit 0; echo c$i >> {acked_s}/$w; i=$((i + 1)); \
+            done) >/dev/null 2>&1 & \
+         done; \
+         until [ \"$(cat {acked_s}/* 2>/dev/null | wc -l)\" -ge 60 ]; do sleep 0.05; done"
+    ));
+    assert!(writers.status.success(), "{writers:?}");
+    m.kill9();
+    // The writers fail once the daemon is gone; let their loops end.
+    let _ = tests::wait_until(Duration::from_secs(30), || {
+        std::process::Command::new("pgrep")
+            .args(["-f", &format!("{acked_s}/")])
+            .output()
+            .is_ok_and(|o| o.stdout.is_empty())
+    });
+    let again = mount_on(&w, "k");
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for w in 0..4 {
+        let list = std::fs::read_to_string(acked.join(w.to_string())).unwrap_or_default();
+        for c in list.lines() {
+            let i = c.trim_start_matches('c');
+            match std::fs::read_to_string(again.path(&format!("t/r{w}/f/{c}"))) {
+                Ok(got) => assert_eq!(got, format!("v{w}-{i}\n")),
+                Err(e) => missing.push(format!("t/r{w}/f/{c} ({e})")),
+            }
+            checked += 1;
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {checked} acknowledged cells are gone: {missing:?}\nfirst daemon:\n{}\nsecond daemon:\n{}",
+        missing.len(),
+        tests::tail(&m.log_text(), 40),
+        tests::tail(&again.log_text(), 40)
+    );
+    assert!(checked >= 60, "only {checked} cells were checked");
+}
