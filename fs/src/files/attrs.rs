@@ -2,19 +2,41 @@
 //! families) and truncation.
 
 use super::*;
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 impl Ctx {
     /// Attributes of an open file as its handle sees it.
     pub(crate) fn handle_attr(&self, fh: u64, node: &Node) -> Option<FileAttr> {
-        let h = self.handles.get(fh)?;
-        let (len, dirty, cached_ts) = {
+        self.cell_handle_attr(&self.handles.get(fh)?, node)
+    }
+
+    /// Attributes of `node`, gone from the store, as a handle that was
+    /// open on it when it was unlinked sees it (st_nlink 0).
+    /// A writer's view first: the kernel keeps one size per inode, and it
+    /// is the one the writes moved.
+    pub(crate) fn unlinked_attr(&self, node: &Node) -> Option<FileAttr> {
+        let mut handles = self.handles.cells_where(|n| n == node);
+        handles.sort_by_key(|h| !matches!(&*h.lock(), Handle::Cell(c) if c.writable));
+        handles
+            .iter()
+            .find_map(|h| self.cell_handle_attr(h, node).filter(|a| a.nlink == 0))
+    }
+
+    fn cell_handle_attr(&self, h: &Arc<Mutex<Handle>>, node: &Node) -> Option<FileAttr> {
+        let (len, dirty, cached_ts, unlinked) = {
             let g = h.lock();
             let Handle::Cell(c) = &*g else { return None };
             if c.node != *node {
                 return None;
             }
-            let cached = !c.direct && !c.writable && c.ts != 0;
-            (c.data.len() as u64, c.dirty, cached.then_some(c.ts))
+            let cached = !c.direct && !c.writable && c.ts != 0 && !c.unlinked;
+            (
+                c.data.len() as u64,
+                c.dirty || c.unlinked,
+                cached.then_some(c.ts),
+                c.unlinked,
+            )
         };
         let fam = self
             .data
@@ -29,6 +51,9 @@ impl Ctx {
             len,
             std::time::SystemTime::now(),
         );
+        if unlinked {
+            a.nlink = 0;
+        }
         if let Some(ts) = cached_ts {
             // A cached reader's page-in asks for the size of the version it
             // reads (a newer one may have been committed since its open).

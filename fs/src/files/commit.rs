@@ -141,8 +141,32 @@ impl Ctx {
         }
     }
 
+    /// `node` (a cell, or one of its versions) was unlinked: the handles
+    /// open on it keep their buffers but will commit nothing, and a cell
+    /// they created and never committed is gone from listings. Whether
+    /// such a created cell was there (its unlink succeeds).
+    pub(super) fn orphan_handles(&self, which: impl Fn(&Node) -> bool) -> bool {
+        let mut created = false;
+        for h in self.handles.cells_where(which) {
+            if let Handle::Cell(c) = &mut *h.lock() {
+                c.unlinked = true;
+                c.dirty = false;
+                c.wrote = false;
+                created |= c.created;
+                self.abandon_created(c);
+            }
+        }
+        created
+    }
+
     /// Commits a cell handle's value as one new version (or an atomic append).
     pub(super) fn commit_cell(&self, c: &mut CellHandle) -> FsResult<()> {
+        if c.unlinked {
+            // As on any filesystem, the data of an unlinked file goes with it.
+            c.dirty = false;
+            c.wrote = false;
+            return Ok(());
+        }
         let what = format!("commit {}", c.node);
         let (table, row, family, qualifier, ts) = match &c.node {
             Node::Cell {

@@ -247,6 +247,8 @@ impl Ctx {
             ts,
             failed: None,
             created_as: None,
+            unlinked: false,
+            mtime: None,
         });
         let fh = if writable {
             self.handles.insert_writer(handle, ino)
@@ -450,6 +452,8 @@ impl Ctx {
                         direct: true,
                         ts: 0,
                         failed: None,
+                        unlinked: false,
+                        mtime: None,
                     }),
                     ino,
                 );
