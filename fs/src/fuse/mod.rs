@@ -155,6 +155,11 @@ impl Filesystem for FuseFs {
             // lockdir hook: flock(2) and fcntl locks come to the daemon.
             InitFlags::FUSE_POSIX_LOCKS,
             InitFlags::FUSE_FLOCK_LOCKS,
+            // Shared maps of files opened with direct I/O (every writer's):
+            // without it mmap(MAP_SHARED) of a writable cell is ENODEV.
+            // Their writes reach the handle's buffer as WRITE requests, and
+            // are committed at close, fsync or msync like any write.
+            InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
         ] {
             if config.add_capabilities(cap).is_err() {
                 log::info!("kernel lacks {cap:?}");
