@@ -298,6 +298,9 @@ impl Fs {
     /// FUSE `read` of any file: `done` is called at once, or later by a
     /// thread waiting for an event (a blocking read of a `.chubby/` events
     /// file).
+    /// `page_fill`: the READ fills the kernel's page cache (see
+    /// [`Ctx::read_for`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn read_then(
         &self,
         caller: &Caller,
@@ -305,12 +308,13 @@ impl Fs {
         offset: u64,
         size: u32,
         nonblock: bool,
+        page_fill: bool,
         done: Done<Vec<u8>>,
     ) {
         match self.lock_fh(fh) {
             Some(ld) => ld.read(caller, fh, offset, size, nonblock, done),
             None => {
-                let r = self.cx.read(fh, offset, size);
+                let r = self.cx.read_for(fh, offset, size, page_fill);
                 let source = self.cx.page_source(fh);
                 let ok = r.is_ok();
                 if ok {

@@ -365,9 +365,12 @@ impl Filesystem for FuseFs {
         offset: u64,
         size: u32,
         flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // The kernel names the lock owner in a read(2) that bypasses the
+        // page cache, and none when it fills its pages.
+        let page_fill = lock_owner.is_none();
         // May answer later, from a thread waiting for an event.
         let nonblock = flags.0 & libc::O_NONBLOCK != 0;
         self.request("read", || {
@@ -377,6 +380,7 @@ impl Filesystem for FuseFs {
                 offset,
                 size,
                 nonblock,
+                page_fill,
                 Box::new(move |r| reply.answer(r)),
             )
         })
