@@ -289,6 +289,48 @@ impl Fs {
         }
     }
 
+    /// FUSE `mknod`: a regular file is made as `creat` then `close` make
+    /// it (an empty cell); devices, fifos and sockets have no place in a
+    /// table: EPERM, as for symlinks and hard links (see
+    /// docs/cell-semantics.md).
+    pub fn mknod(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> FsResult<Entry> {
+        let kind = mode & libc::S_IFMT;
+        if kind != libc::S_IFREG && kind != 0 {
+            return Err(self.refuse_kind("mknod", parent, name));
+        }
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        let (e, o) = self.create_mode(caller, parent, name, mode, umask, flags)?;
+        let ino = e.attr.ino.0;
+        let flushed = match self.flush_locks(caller, ino, o.fh, 0) {
+            Some(r) => r,
+            None => self.flush(o.fh, None),
+        };
+        let released = match self.release_locks(ino, o.fh, None) {
+            Some(r) => r,
+            None => self.release(o.fh),
+        };
+        flushed.and(released).map(|()| e)
+    }
+
+    /// FUSE `symlink` and `link` (and `mknod` of anything but a regular
+    /// file): a table holds cells, which are regular files, and one cell
+    /// has one name.
+    pub fn refuse_kind(&self, op: &str, parent: u64, name: &[u8]) -> fuser::Errno {
+        let what = format!("{op} {}/{}", parent, String::from_utf8_lossy(name));
+        self.cx.data.refuse(
+            &what,
+            fuser::Errno::EPERM,
+            "only directories and regular files (cells) exist here",
+        )
+    }
+
     /// `read` of a data file (cells, versions, `.schema`, `.mutate`, scans,
     /// status files).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {

@@ -264,6 +264,71 @@ impl Filesystem for FuseFs {
         })
     }
 
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.request("mknod", || {
+            let r = self
+                .fs
+                .mknod(&caller(req), parent.0, name.as_bytes(), mode, umask);
+            self.fs.settle();
+            reply.answer(r)
+        })
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        _target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        self.request("symlink", || {
+            reply.error(
+                self.fs
+                    .refuse_kind("symlink", parent.0, link_name.as_bytes()),
+            )
+        })
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.request("link", || {
+            reply.error(self.fs.refuse_kind("link", newparent.0, newname.as_bytes()))
+        })
+    }
+
+    /// No file here is a terminal or a device: isatty(3), which Python
+    /// calls at every open, gets ENOTTY, without a word in the log.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        crate::counts::count("ioctl");
+        reply.error(Errno::ENOTTY);
+    }
+
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         self.request("unlink", || {
             match self.fs.unlink(&caller(req), parent.0, name.as_bytes()) {
