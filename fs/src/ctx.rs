@@ -100,8 +100,11 @@ impl Ctx {
         make_attr(ino, kind, perm, uid, gid, size, mtime)
     }
 
+    /// A directory's attributes: its mtime and ctime are the mount's start,
+    /// or when a name in it was last made or removed through the mount.
     pub(crate) fn dir_attr(&self, ino: u64, perm: u32, uid: u32, gid: u32) -> FileAttr {
-        self.make_attr(ino, FileType::Directory, perm, uid, gid, 0, self.started)
+        let t = self.inodes.dir_changed_at(ino).unwrap_or(self.started);
+        self.make_attr(ino, FileType::Directory, perm, uid, gid, 0, t)
     }
 
     /// Attributes of a cell or version file holding `cell` (or nothing yet).

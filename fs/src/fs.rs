@@ -158,7 +158,10 @@ impl Fs {
     ) -> FsResult<Entry> {
         match self.lock_ino(parent) {
             Some(ld) => ld.mkdir(&self.cx, caller, parent, name, mode, umask),
-            None => self.cx.mkdir(caller, parent, name, mode, umask),
+            None => self
+                .cx
+                .mkdir(caller, parent, name, mode, umask)
+                .inspect(|_| self.cx.inodes.dir_changed(parent)),
         }
     }
 
@@ -166,7 +169,10 @@ impl Fs {
     pub fn unlink(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.unlink(&self.cx, caller, parent, name),
-            None => self.cx.unlink(caller, parent, name),
+            None => self
+                .cx
+                .unlink(caller, parent, name)
+                .inspect(|()| self.cx.inodes.dir_changed(parent)),
         }
     }
 
@@ -174,7 +180,10 @@ impl Fs {
     pub fn rmdir(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.rmdir(&self.cx, caller, parent, name),
-            None => self.cx.rmdir(caller, parent, name),
+            None => self
+                .cx
+                .rmdir(caller, parent, name)
+                .inspect(|()| self.cx.inodes.dir_changed(parent)),
         }
     }
 
@@ -193,7 +202,11 @@ impl Fs {
             Some(ld) => ld.rename(&self.cx, caller, parent, name, newparent, newname, flags),
             None => self
                 .cx
-                .rename(caller, parent, name, newparent, newname, flags),
+                .rename(caller, parent, name, newparent, newname, flags)
+                .inspect(|()| {
+                    self.cx.inodes.dir_changed(parent);
+                    self.cx.inodes.dir_changed(newparent);
+                }),
         }
     }
 

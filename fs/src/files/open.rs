@@ -429,6 +429,8 @@ impl Ctx {
                 return Ok((self.entry(&node, attr), o));
             }
             None => {
+                // A new name in the directory: its mtime moves.
+                self.inodes.dir_changed(parent);
                 if matches!(node, Node::Cell { .. }) {
                     self.data
                         .pending
