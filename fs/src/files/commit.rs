@@ -175,7 +175,7 @@ impl Ctx {
                 family,
                 qualifier,
                 ..
-            } => (table, row, family, qualifier, None),
+            } => (table, row, family, qualifier, c.mtime),
             Node::Version {
                 table,
                 row,
@@ -187,7 +187,7 @@ impl Ctx {
             _ => return Err(Errno::EIO),
         };
         let opts = self.write_options();
-        if c.append_only && !c.created && c.data.len() > c.base_len {
+        if c.append_only && !c.created && c.mtime.is_none() && c.data.len() > c.base_len {
             let txn = RowTxn::new(
                 row.to_vec(),
                 vec![RowOp::Append {
@@ -226,6 +226,7 @@ impl Ctx {
             c.append_only = false;
         }
         Stats::add(&self.data.stats.commits, 1);
+        c.mtime = None;
         c.dirty = false;
         c.wrote = false;
         c.created_as = None;

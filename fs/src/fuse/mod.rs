@@ -235,6 +235,10 @@ impl Filesystem for FuseFs {
             gid,
             size,
             times: atime.is_some() || mtime.is_some(),
+            mtime: mtime.map(|t| match t {
+                TimeOrNow::SpecificTime(t) => t,
+                TimeOrNow::Now => SystemTime::now(),
+            }),
         };
         self.request("setattr", || {
             match self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set) {
