@@ -123,22 +123,29 @@ impl Ctx {
     /// A file this handle created will never be committed: it must vanish
     /// from listings and from the kernel's cache of names.
     pub(super) fn abandon_created(&self, c: &mut CellHandle) {
-        if let Some((parent, name)) = c.created_as.take() {
-            if c.created {
-                if let Node::Cell {
-                    table,
-                    row,
-                    family,
-                    qualifier,
-                    ..
-                } = &c.node
-                {
-                    self.data.pending.drop_cell(table, row, family, qualifier);
-                }
-                c.created = false;
-            }
+        if let Some((parent, name)) = self.forget_created(c) {
             self.invalidate_entry(&parent, name);
         }
+    }
+
+    /// Drops what this handle created from the pending listings; the
+    /// directory and name it was created under, if it was.
+    fn forget_created(&self, c: &mut CellHandle) -> Option<(Node, Vec<u8>)> {
+        let created_as = c.created_as.take();
+        if created_as.is_some() && c.created {
+            if let Node::Cell {
+                table,
+                row,
+                family,
+                qualifier,
+                ..
+            } = &c.node
+            {
+                self.data.pending.drop_cell(table, row, family, qualifier);
+            }
+            c.created = false;
+        }
+        created_as
     }
 
     /// `node` (a cell, or one of its versions) was unlinked: the handles
@@ -153,7 +160,10 @@ impl Ctx {
                 c.dirty = false;
                 c.wrote = false;
                 created |= c.created;
-                self.abandon_created(c);
+                // The kernel drops the name itself once the unlink is
+                // answered (an invalidation now would wait for the
+                // directory's lock, which the unlink holds).
+                self.forget_created(c);
             }
         }
         created
