@@ -35,17 +35,9 @@ fn options(dir: &Path) -> ClusterOptions {
     o
 }
 
+/// Each case starts a cluster: `FUZZ_CASES / 16` cases.
 fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(|n: u32| (n / 16).max(default))
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    testkit::fuzz::config_scaled(default, 16)
 }
 
 fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
