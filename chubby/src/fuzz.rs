@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use testkit::alloc::{largest_alloc, Tracking, ALLOC_LIMIT};
-use testkit::fuzz::config;
+use testkit::fuzz::{config, damage};
 
 use crate::codec::Reader;
 use crate::crash_disk::CrashDisk;
@@ -24,25 +24,6 @@ use crate::{CellOptions, Credentials, LocalCell, LockMode, LockService, NodeSpec
 
 #[global_allocator]
 static ALLOC: Tracking = Tracking;
-
-/// Damage: flip a byte, write a huge length, cut, or insert bytes.
-fn damage(bytes: &mut Vec<u8>, how: u8, at: usize, b: u8) {
-    if bytes.is_empty() {
-        return;
-    }
-    let n = bytes.len();
-    let at = at % n;
-    match how % 4 {
-        0 => bytes[at] ^= b.max(1),
-        1 => {
-            let v = 0xFFFF_FFF0u32.to_le_bytes();
-            let end = (at + 4).min(n);
-            bytes[at..end].copy_from_slice(&v[..end - at]);
-        }
-        2 => bytes.truncate(at),
-        _ => bytes.insert(at, b),
-    }
-}
 
 /// A cell with some history: its log (records not yet in a snapshot) and,
 /// when `snapshot` is set, a snapshot holding most of it.

@@ -87,18 +87,7 @@ proptest! {
         let path = &files[pick % files.len()];
         let mut bytes = std::fs::read(path).unwrap();
         if !bytes.is_empty() {
-            let n = bytes.len();
-            let at = at % n;
-            match how {
-                0 => bytes[at] ^= b,
-                1 => {
-                    let v = 0xFFFF_FFF0u32.to_le_bytes();
-                    let end = (at + 4).min(n);
-                    bytes[at..end].copy_from_slice(&v[..end - at]);
-                }
-                2 => bytes.truncate(at),
-                _ => bytes.insert(at, b),
-            }
+            testkit::fuzz::damage(&mut bytes, how, at, b);
             std::fs::write(path, &bytes).unwrap();
         }
         if let Ok(c) = Cluster::open(options(dir.path())) {

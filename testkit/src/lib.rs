@@ -8,7 +8,8 @@
 //! - [`power`]: the power switch every crash model counts operations with,
 //!   and the undo log a power cut of real files replays (`gfs::PowerCut`);
 //! - [`rng`]: the seeded generator that draws torn writes;
-//! - [`fuzz`]: case counts from the environment (`FUZZ_CASES`, `CRASH_POINTS`);
+//! - [`fuzz`]: case counts from the environment (`FUZZ_CASES`, `CRASH_POINTS`)
+//!   and byte damage for fuzz targets;
 //! - [`alloc`]: an allocator that records a thread's largest allocation.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
