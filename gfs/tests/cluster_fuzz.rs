@@ -150,23 +150,7 @@ proptest! {
         prop_assume!(!files.is_empty());
         let path = &files[pick % files.len()];
         let bytes = std::fs::read(path).unwrap();
-        let hit = |v: &mut Vec<u8>| {
-            if v.is_empty() {
-                return;
-            }
-            let n = v.len();
-            let at = at % n;
-            match how {
-                0 => v[at] ^= b,
-                1 => {
-                    let x = 0xFFFF_FFF0u32.to_le_bytes();
-                    let end = (at + 4).min(n);
-                    v[at..end].copy_from_slice(&x[..end - at]);
-                }
-                2 => v.truncate(at),
-                _ => v.insert(at, b),
-            }
-        };
+        let hit = |v: &mut Vec<u8>| testkit::fuzz::damage(v, how, at, b);
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let out = if name.starts_with("oplog-") {
             let mut recs = oplog_records(&bytes);
