@@ -9,84 +9,21 @@
 //! `FUZZ_CASES=n` runs n cases per target (CI default: 256; the whole-cell
 //! targets a quarter of that).
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell as StdCell;
 use std::sync::Arc;
 
 use proptest::prelude::*;
+use testkit::alloc::{largest_alloc, Tracking, ALLOC_LIMIT};
+use testkit::fuzz::{config, damage};
 
 use crate::codec::Reader;
-use crate::disk::{CrashDisk, Disk};
+use crate::crash_disk::CrashDisk;
+use crate::disk::Disk;
 use crate::record::Record;
 use crate::wal::{frame, scan};
 use crate::{CellOptions, Credentials, LocalCell, LockMode, LockService, NodeSpec, Sequencer};
 
-struct Tracking;
-
-thread_local! {
-    static LARGEST: StdCell<usize> = const { StdCell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// thread-local bookkeeping allocates nothing.
-unsafe impl GlobalAlloc for Tracking {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = LARGEST.try_with(|m| m.set(m.get().max(layout.size())));
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = LARGEST.try_with(|m| m.set(m.get().max(new_size)));
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
 static ALLOC: Tracking = Tracking;
-
-fn largest_alloc<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    LARGEST.with(|m| m.set(0));
-    let out = f();
-    (out, LARGEST.with(|m| m.get()))
-}
-
-const ALLOC_LIMIT: usize = 16 << 20;
-
-fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
-
-/// Damage: flip a byte, write a huge length, cut, or insert bytes.
-fn damage(bytes: &mut Vec<u8>, how: u8, at: usize, b: u8) {
-    if bytes.is_empty() {
-        return;
-    }
-    let n = bytes.len();
-    let at = at % n;
-    match how % 4 {
-        0 => bytes[at] ^= b.max(1),
-        1 => {
-            let v = 0xFFFF_FFF0u32.to_le_bytes();
-            let end = (at + 4).min(n);
-            bytes[at..end].copy_from_slice(&v[..end - at]);
-        }
-        2 => bytes.truncate(at),
-        _ => bytes.insert(at, b),
-    }
-}
 
 /// A cell with some history: its log (records not yet in a snapshot) and,
 /// when `snapshot` is set, a snapshot holding most of it.

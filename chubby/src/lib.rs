@@ -34,6 +34,8 @@
 mod acl;
 mod cell;
 mod codec;
+#[cfg(feature = "testing")]
+mod crash_disk;
 mod disk;
 mod error;
 mod events;
@@ -53,7 +55,9 @@ mod wal;
 
 pub use acl::Credentials;
 pub use cell::{CellOptions, LocalCell};
-pub use disk::{CrashDisk, Disk, DiskOp, LocalDisk};
+#[cfg(feature = "testing")]
+pub use crash_disk::{CrashDisk, DiskOp};
+pub use disk::{Disk, LocalDisk};
 pub use error::{Error, Result};
 pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};
 pub use sequencer::Sequencer;

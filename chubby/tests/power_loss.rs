@@ -90,10 +90,7 @@ fn state(cell: &LocalCell) -> State {
 #[test]
 fn acknowledged_changes_survive_power_loss_at_random_points() {
     const STEPS: u32 = 120;
-    let cases: u64 = std::env::var("CRASH_POINTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(300);
+    let cases = testkit::fuzz::crash_points(300);
     // How many disk operations the whole workload makes.
     let span = {
         let disk = CrashDisk::new();

@@ -19,62 +19,14 @@ use engine::schema::{self, FamilySchema, NumericNames, TableSchema};
 use engine::*;
 use gfs::FileStore;
 use proptest::prelude::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell as StdCell;
 use std::sync::Arc;
+use testkit::alloc::{largest_alloc, Tracking, ALLOC_LIMIT};
+use testkit::fuzz::config;
 
 // ---- allocation bound -------------------------------------------------------
 
-/// Records the largest single allocation made by the current thread.
-struct Tracking;
-
-thread_local! {
-    static LARGEST: StdCell<usize> = const { StdCell::new(0) };
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// thread-local bookkeeping allocates nothing.
-unsafe impl GlobalAlloc for Tracking {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let _ = LARGEST.try_with(|m| m.set(m.get().max(layout.size())));
-        // SAFETY: same contract as our caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` came from `System.alloc` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        let _ = LARGEST.try_with(|m| m.set(m.get().max(new_size)));
-        // SAFETY: same contract as our caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
 static ALLOC: Tracking = Tracking;
-
-/// Runs `f` and returns the largest single allocation it made on this thread.
-fn largest_alloc<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    LARGEST.with(|m| m.set(0));
-    let out = f();
-    (out, LARGEST.with(|m| m.get()))
-}
-
-/// No parser may allocate more than this for inputs of a few KiB.
-const ALLOC_LIMIT: usize = 16 << 20;
-
-fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 /// Ways to damage valid bytes: flip, overwrite with a huge length, cut, splice.
 #[derive(Debug, Clone)]

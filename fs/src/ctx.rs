@@ -100,8 +100,11 @@ impl Ctx {
         make_attr(ino, kind, perm, uid, gid, size, mtime)
     }
 
+    /// A directory's attributes: its mtime and ctime are the mount's start,
+    /// or when a name in it was last made or removed through the mount.
     pub(crate) fn dir_attr(&self, ino: u64, perm: u32, uid: u32, gid: u32) -> FileAttr {
-        self.make_attr(ino, FileType::Directory, perm, uid, gid, 0, self.started)
+        let t = self.inodes.dir_changed_at(ino).unwrap_or(self.started);
+        self.make_attr(ino, FileType::Directory, perm, uid, gid, 0, t)
     }
 
     /// Attributes of a cell or version file holding `cell` (or nothing yet).
@@ -354,17 +357,24 @@ impl Ctx {
     }
 
     /// The size of a file as an open writer of it sees it (the kernel's
-    /// view while it is written), if one has uncommitted changes.
+    /// view while it is written), if one has uncommitted changes. One that
+    /// wrote since its last commit comes first: a created file's first
+    /// handle, still empty, may be released (and commit) after the next
+    /// open of the file has written.
     pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
-        self.handles
-            .writers_of(node.ino())
-            .into_iter()
-            .find_map(|h| match &*h.lock() {
-                Handle::Cell(c) if c.node == *node && (c.dirty || c.created) => {
-                    Some(c.data.len() as u64)
+        let mut merely_open = None;
+        for h in self.handles.writers_of(node.ino()) {
+            if let Handle::Cell(c) = &*h.lock() {
+                if c.node != *node || c.unlinked || !(c.dirty || c.created) {
+                    continue;
                 }
-                _ => None,
-            })
+                if c.wrote {
+                    return Some(c.data.len() as u64);
+                }
+                merely_open.get_or_insert(c.data.len() as u64);
+            }
+        }
+        merely_open
     }
 
     // ---- invalidation ----

@@ -158,7 +158,10 @@ impl Fs {
     ) -> FsResult<Entry> {
         match self.lock_ino(parent) {
             Some(ld) => ld.mkdir(&self.cx, caller, parent, name, mode, umask),
-            None => self.cx.mkdir(caller, parent, name, mode, umask),
+            None => self
+                .cx
+                .mkdir(caller, parent, name, mode, umask)
+                .inspect(|_| self.cx.inodes.dir_changed(parent)),
         }
     }
 
@@ -166,7 +169,10 @@ impl Fs {
     pub fn unlink(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.unlink(&self.cx, caller, parent, name),
-            None => self.cx.unlink(caller, parent, name),
+            None => self
+                .cx
+                .unlink(caller, parent, name)
+                .inspect(|()| self.cx.inodes.dir_changed(parent)),
         }
     }
 
@@ -174,7 +180,10 @@ impl Fs {
     pub fn rmdir(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.rmdir(&self.cx, caller, parent, name),
-            None => self.cx.rmdir(caller, parent, name),
+            None => self
+                .cx
+                .rmdir(caller, parent, name)
+                .inspect(|()| self.cx.inodes.dir_changed(parent)),
         }
     }
 
@@ -193,7 +202,11 @@ impl Fs {
             Some(ld) => ld.rename(&self.cx, caller, parent, name, newparent, newname, flags),
             None => self
                 .cx
-                .rename(caller, parent, name, newparent, newname, flags),
+                .rename(caller, parent, name, newparent, newname, flags)
+                .inspect(|()| {
+                    self.cx.inodes.dir_changed(parent);
+                    self.cx.inodes.dir_changed(newparent);
+                }),
         }
     }
 
@@ -289,6 +302,48 @@ impl Fs {
         }
     }
 
+    /// FUSE `mknod`: a regular file is made as `creat` then `close` make
+    /// it (an empty cell); devices, fifos and sockets have no place in a
+    /// table: EPERM, as for symlinks and hard links (see
+    /// docs/cell-semantics.md).
+    pub fn mknod(
+        &self,
+        caller: &Caller,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        umask: u32,
+    ) -> FsResult<Entry> {
+        let kind = mode & libc::S_IFMT;
+        if kind != libc::S_IFREG && kind != 0 {
+            return Err(self.refuse_kind("mknod", parent, name));
+        }
+        let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL;
+        let (e, o) = self.create_mode(caller, parent, name, mode, umask, flags)?;
+        let ino = e.attr.ino.0;
+        let flushed = match self.flush_locks(caller, ino, o.fh, 0) {
+            Some(r) => r,
+            None => self.flush(o.fh, None),
+        };
+        let released = match self.release_locks(ino, o.fh, None) {
+            Some(r) => r,
+            None => self.release(o.fh),
+        };
+        flushed.and(released).map(|()| e)
+    }
+
+    /// FUSE `symlink` and `link` (and `mknod` of anything but a regular
+    /// file): a table holds cells, which are regular files, and one cell
+    /// has one name.
+    pub fn refuse_kind(&self, op: &str, parent: u64, name: &[u8]) -> fuser::Errno {
+        let what = format!("{op} {}/{}", parent, String::from_utf8_lossy(name));
+        self.cx.data.refuse(
+            &what,
+            fuser::Errno::EPERM,
+            "only directories and regular files (cells) exist here",
+        )
+    }
+
     /// `read` of a data file (cells, versions, `.schema`, `.mutate`, scans,
     /// status files).
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
@@ -298,6 +353,9 @@ impl Fs {
     /// FUSE `read` of any file: `done` is called at once, or later by a
     /// thread waiting for an event (a blocking read of a `.chubby/` events
     /// file).
+    /// `page_fill`: the READ fills the kernel's page cache (see
+    /// [`Ctx::read_for`]).
+    #[allow(clippy::too_many_arguments)]
     pub fn read_then(
         &self,
         caller: &Caller,
@@ -305,12 +363,13 @@ impl Fs {
         offset: u64,
         size: u32,
         nonblock: bool,
+        page_fill: bool,
         done: Done<Vec<u8>>,
     ) {
         match self.lock_fh(fh) {
             Some(ld) => ld.read(caller, fh, offset, size, nonblock, done),
             None => {
-                let r = self.cx.read(fh, offset, size);
+                let r = self.cx.read_for(fh, offset, size, page_fill);
                 let source = self.cx.page_source(fh);
                 let ok = r.is_ok();
                 if ok {

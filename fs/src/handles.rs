@@ -56,6 +56,14 @@ pub struct CellHandle {
     /// A write failed (EFBIG): the value is incomplete and is never
     /// committed; close reports the error.
     pub failed: Option<fuser::Errno>,
+    /// The file was unlinked while this handle was open: it reads and
+    /// writes its own buffer as a regular file's descriptor does, reports
+    /// st_nlink 0, and its close or fsync commits nothing.
+    pub unlinked: bool,
+    /// An mtime set through this open file before its value was committed
+    /// (`cp -p` sets it before it closes): the commit is the version of
+    /// that timestamp (µs) rather than the server's.
+    pub mtime: Option<u64>,
 }
 
 /// `.schema` open for reading or writing.
@@ -218,6 +226,16 @@ impl Handles {
         drop(w);
         self.wrote_by.lock().remove(&fh);
         self.map.lock().remove(&fh)
+    }
+
+    /// The cell handles (readers and writers) open on a node `which`
+    /// accepts, for unlink and for the attributes of an unlinked open file:
+    /// a scan of the open handles, which are few next to the files.
+    pub fn cells_where(&self, which: impl Fn(&Node) -> bool) -> Vec<Arc<Mutex<Handle>>> {
+        let all: Vec<Arc<Mutex<Handle>>> = self.map.lock().values().cloned().collect();
+        all.into_iter()
+            .filter(|h| matches!(&*h.lock(), Handle::Cell(c) if which(&c.node)))
+            .collect()
     }
 
     /// The open handles, for the rare searches by node.

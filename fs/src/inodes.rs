@@ -12,7 +12,7 @@ use parking_lot::RwLock;
 use ahash::AHashMap as HashMap;
 use smallvec::SmallVec;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 struct Entry {
     node: Arc<Node>,
@@ -20,6 +20,10 @@ struct Entry {
     /// The (size, mtime in µs) last reported to the kernel for a file; an open
     /// that finds the data changed bypasses the page cache.
     reported: Option<(u64, u64)>,
+    /// When a name was last added to or removed from this directory
+    /// through the mount (its mtime and ctime); kept while the kernel
+    /// holds the inode, not across a remount.
+    changed: Option<SystemTime>,
 }
 
 #[derive(Default)]
@@ -107,6 +111,7 @@ impl InodeTable {
                 node: Arc::new(Node::Root),
                 nlookup: 1,
                 reported: None,
+                changed: None,
             },
         );
         InodeTable {
@@ -135,6 +140,7 @@ impl InodeTable {
                 node: Arc::new(node.clone()),
                 nlookup: 1,
                 reported: None,
+                changed: None,
             },
         );
         if let (Some(t), Some(r)) = (node.table(), node.row()) {
@@ -271,6 +277,18 @@ impl InodeTable {
         if let Some(e) = self.inner.write().by_ino.get_mut(&ino) {
             e.reported = Some((size, mtime));
         }
+    }
+
+    /// A name was added to or removed from the directory `ino` now.
+    pub fn dir_changed(&self, ino: u64) {
+        if let Some(e) = self.inner.write().by_ino.get_mut(&ino) {
+            e.changed = Some(SystemTime::now());
+        }
+    }
+
+    /// When the directory `ino` last changed (see [`InodeTable::dir_changed`]).
+    pub fn dir_changed_at(&self, ino: u64) -> Option<SystemTime> {
+        self.inner.read().by_ino.get(&ino).and_then(|e| e.changed)
     }
 
     pub fn reported(&self, ino: u64) -> Option<(u64, u64)> {

@@ -213,7 +213,15 @@ impl Ctx {
         if let Some(attr) = fh.and_then(|fh| self.handle_attr(fh, &node)) {
             return Ok((attr, self.attr_ttl(&node)));
         }
-        Ok((self.node_attr(&node)?, self.attr_ttl(&node)))
+        match self.node_attr(&node) {
+            // fstat of a descriptor whose file was unlinked (the kernel
+            // names no handle in a GETATTR from fstat): its handle answers.
+            Err(e) if e == Errno::ENOENT => self
+                .unlinked_attr(&node)
+                .map(|a| (a, self.attr_ttl(&node)))
+                .ok_or(e),
+            r => Ok((r?, self.attr_ttl(&node))),
+        }
     }
 }
 

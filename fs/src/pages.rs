@@ -4,7 +4,10 @@
 //! A reader of a cell may use the page cache (no READ at all on a warm
 //! re-read) only while the pages the kernel keeps are of the version the
 //! store now holds. Pages are filled by READ replies of handles that do not
-//! bypass the cache; each such reply is noted here *after* it is sent (once
+//! bypass the cache, and of any handle whose file is mapped (mmap faults
+//! read with the mapping's handle, even one opened with direct I/O: a
+//! writer's READs are noted as [`UNCOMMITTED`], pages no reader may use);
+//! each such reply is noted here *after* it is sent (once
 //! the reply is written the kernel has the pages), so a commit that drops
 //! the note and then invalidates the inode can never leave pages of an old
 //! version behind unnoticed: either the invalidation comes after the pages
@@ -39,6 +42,10 @@ use std::time::{Duration, Instant};
 
 /// Pages of more than one version may be cached: never trust them.
 const MIXED: u64 = u64::MAX;
+
+/// Pages filled by a writer's READ (its own mmap's faults): bytes no close
+/// or fsync committed, never to be shown to a reader.
+pub const UNCOMMITTED: u64 = MIXED;
 
 /// Opens of one inode that hold it: readers through the cache, and writers.
 #[derive(Default, Clone, Copy)]

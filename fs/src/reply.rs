@@ -25,8 +25,12 @@ pub struct SetAttr {
     pub uid: Option<u32>,
     pub gid: Option<u32>,
     pub size: Option<u64>,
-    /// atime or mtime given (accepted and ignored: a cell's time is its version's).
+    /// atime or mtime given.
     pub times: bool,
+    /// The mtime to set (`touch -d`, `cp -p`, `rsync -t`): a cell's mtime is
+    /// its newest version's timestamp, so that version moves to it; other
+    /// nodes' times are accepted and ignored.
+    pub mtime: Option<std::time::SystemTime>,
 }
 
 /// What `readdir` hands to the FUSE reply.

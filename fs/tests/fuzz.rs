@@ -11,18 +11,7 @@ use engine::schema::{FamilySchema, TableSchema};
 use fs::mutate::{parse_line, BatchError, BatchParser};
 use fs::names;
 use proptest::prelude::*;
-
-fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use testkit::fuzz::config;
 
 /// Bytes that look like the grammar more often than random bytes do.
 fn mutate_line() -> impl Strategy<Value = Vec<u8>> {

@@ -6,6 +6,10 @@
 //! after the Nth mutating operation ([`CrashStore::power_off_after`]), which is
 //! how a test visits many crash points of one workload.
 //!
+//! The files, the two namespaces and the crash points are
+//! `testkit::disk::DiskModel` (which also serves `chubby::CrashDisk`); this
+//! file adapts it to the [`FileStore`] contract.
+//!
 //! # The durability model
 //!
 //! It is the contract [`FileStore`] states and [`crate::LocalStore`] keeps:
@@ -33,9 +37,12 @@
 
 use crate::{Error, FileStore, ReadableFile, Result, WritableFile};
 use parking_lot::Mutex;
-use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::sync::Arc;
+use testkit::disk::{DiskModel, ModelFile};
+use testkit::power::Refused;
+
+pub use testkit::disk::CrashReport;
 
 /// The kinds of operation [`CrashStore`] counts and can fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -60,91 +67,29 @@ impl OpKind {
     }
 }
 
-/// What [`CrashStore::crash`] dropped.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CrashReport {
-    /// Files whose names were not durable and are gone.
-    pub files_lost: usize,
-    /// Unsynced bytes dropped across all surviving files.
-    pub bytes_lost: u64,
-    /// Files that kept part of their unsynced tail (torn writes).
-    pub torn_files: usize,
+type Inner = DiskModel<OpKind>;
+
+/// Counts one operation of a handle opened in `epoch` and decides whether
+/// it may run.
+fn admit(g: &mut Inner, kind: OpKind, epoch: u64, name: &str) -> Result<()> {
+    if epoch != g.epoch() {
+        return Err(eio(name, "handle from before a crash"));
+    }
+    g.admit(kind, kind.mutates()).map_err(|r| refused(name, r))
 }
 
-struct FileData {
-    data: Vec<u8>,
-    synced: usize,
+/// Fails once the power is off (for the calls that are not counted).
+fn powered(g: &Inner, name: &str) -> Result<()> {
+    g.check_power().map_err(|r| refused(name, r))
 }
 
-struct Inner {
-    files: HashMap<u64, FileData>,
-    /// Names as the running process sees them.
-    live: BTreeMap<String, u64>,
-    /// Names as they would be found after a power cut.
-    durable: BTreeMap<String, u64>,
-    next_id: u64,
-    /// Bumped by every crash; handles of an older epoch are dead.
-    epoch: u64,
-    counts: HashMap<OpKind, u64>,
-    /// `(kind, n)`: the operation of `kind` whose count reaches `n` fails.
-    fail_at: Vec<(OpKind, u64)>,
-    /// Mutating operations left before the power goes off.
-    power_left: Option<u64>,
-    powered_off: bool,
-    mutations: u64,
-    torn: bool,
-    rng: u64,
+fn id_of(g: &Inner, name: &str) -> Result<u64> {
+    g.lookup(name)
+        .ok_or_else(|| Error::NotFound(name.to_string()))
 }
 
-impl Inner {
-    /// Counts one operation and decides whether it may run.
-    fn admit(&mut self, kind: OpKind, epoch: u64, name: &str) -> Result<()> {
-        if epoch != self.epoch {
-            return Err(eio(name, "handle from before a crash"));
-        }
-        if self.powered_off {
-            return Err(eio(name, "power is off"));
-        }
-        if kind.mutates() {
-            if let Some(left) = self.power_left.as_mut() {
-                if *left == 0 {
-                    self.powered_off = true;
-                    self.power_left = None;
-                    return Err(eio(name, "power lost"));
-                }
-                *left -= 1;
-            }
-            self.mutations += 1;
-        }
-        let n = self.counts.entry(kind).or_insert(0);
-        *n += 1;
-        let n = *n;
-        if let Some(i) = self
-            .fail_at
-            .iter()
-            .position(|&(k, at)| k == kind && at == n)
-        {
-            self.fail_at.swap_remove(i);
-            return Err(eio(name, "injected fault"));
-        }
-        Ok(())
-    }
-
-    fn next_rand(&mut self) -> u64 {
-        // splitmix64: deterministic for a given seed, no dependency.
-        self.rng = self.rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.rng;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn id_of(&self, name: &str) -> Result<u64> {
-        self.live
-            .get(name)
-            .copied()
-            .ok_or_else(|| Error::NotFound(name.to_string()))
-    }
+fn refused(name: &str, r: Refused) -> Error {
+    eio(name, &r.to_string())
 }
 
 fn eio(name: &str, why: &str) -> Error {
@@ -171,107 +116,63 @@ impl CrashStore {
     /// A store whose torn writes are drawn from `seed` (same seed, same tears).
     pub fn with_seed(seed: u64) -> Self {
         CrashStore {
-            inner: Arc::new(Mutex::new(Inner {
-                files: HashMap::new(),
-                live: BTreeMap::new(),
-                durable: BTreeMap::new(),
-                next_id: 1,
-                epoch: 0,
-                counts: HashMap::new(),
-                fail_at: Vec::new(),
-                power_left: None,
-                powered_off: false,
-                mutations: 0,
-                torn: false,
-                rng: seed,
-            })),
+            inner: Arc::new(Mutex::new(DiskModel::new(seed))),
         }
     }
 
     /// Whether a crash keeps a random prefix of each file's unsynced tail.
     pub fn set_torn_writes(&self, on: bool) {
-        self.inner.lock().torn = on;
+        self.inner.lock().set_torn_writes(on);
     }
 
     /// Makes the `n`th operation of `kind` from now (1 = the next one) fail
     /// with an I/O error, once.
     pub fn fail_nth(&self, kind: OpKind, n: u64) {
-        let mut g = self.inner.lock();
-        let at = g.counts.get(&kind).copied().unwrap_or(0) + n.max(1);
-        g.fail_at.push((kind, at));
+        self.inner.lock().fail_nth(kind, n);
     }
 
     /// Lets `n` more mutating operations run; the next one and everything
     /// after it fail as if the machine had lost power, until [`Self::crash`].
     pub fn power_off_after(&self, n: u64) {
-        self.inner.lock().power_left = Some(n);
+        self.inner.lock().power_off_after(n);
     }
 
     /// Whether a [`Self::power_off_after`] point has been reached.
     pub fn is_powered_off(&self) -> bool {
-        self.inner.lock().powered_off
+        self.inner.lock().is_powered_off()
     }
 
     /// Mutating operations (creates, appends, syncs, renames, deletes) so far.
     pub fn mutations(&self) -> u64 {
-        self.inner.lock().mutations
+        self.inner.lock().mutations()
     }
 
     /// Operations of `kind` so far.
     pub fn count(&self, kind: OpKind) -> u64 {
-        self.inner.lock().counts.get(&kind).copied().unwrap_or(0)
+        self.inner.lock().count(kind)
     }
 
     /// How many bytes of `name` would survive a crash now (`None` if the
     /// name itself would not).
     pub fn durable_len(&self, name: &str) -> Option<u64> {
-        let g = self.inner.lock();
-        let id = g.durable.get(name)?;
-        g.files.get(id).map(|f| f.synced as u64)
+        self.inner.lock().durable_len(name)
     }
 
     /// Loses power and restarts: the namespace becomes the durable one, each
     /// file is cut to its synced length (plus a torn tail if enabled), every
     /// open handle dies, and the power is back on with no faults pending.
     pub fn crash(&self) -> CrashReport {
-        let mut g = self.inner.lock();
-        let mut report = CrashReport {
-            files_lost: g
-                .live
-                .iter()
-                .filter(|(n, id)| g.durable.get(*n) != Some(id))
-                .count(),
-            ..CrashReport::default()
-        };
-        let keep: Vec<u64> = g.durable.values().copied().collect();
-        let mut files = std::mem::take(&mut g.files);
-        files.retain(|id, _| keep.contains(id));
-        for f in files.values_mut() {
-            let unsynced = f.data.len() - f.synced;
-            let kept = if g.torn && unsynced > 0 {
-                (g.next_rand() % (unsynced as u64 + 1)) as usize
-            } else {
-                0
-            };
-            if kept > 0 {
-                report.torn_files += 1;
-            }
-            report.bytes_lost += (unsynced - kept) as u64;
-            f.data.truncate(f.synced + kept);
-            f.synced = f.data.len();
-        }
-        g.files = files;
-        g.live = g.durable.clone();
-        g.epoch += 1;
-        g.powered_off = false;
-        g.power_left = None;
-        g.fail_at.clear();
-        report
+        self.inner.lock().crash()
     }
 
     fn epoch(&self) -> u64 {
-        self.inner.lock().epoch
+        self.inner.lock().epoch()
     }
+}
+
+/// The file `id` of a handle of `name`.
+fn file_of<'a>(g: &'a mut Inner, id: u64, name: &str) -> Result<&'a mut ModelFile> {
+    g.file_mut(id).ok_or_else(|| eio(name, "file vanished"))
 }
 
 struct CrashWriter {
@@ -287,11 +188,8 @@ struct CrashWriter {
 impl CrashWriter {
     fn write(&mut self, bufs: &[&[u8]]) -> Result<u64> {
         let mut g = self.store.inner.lock();
-        g.admit(OpKind::Append, self.epoch, &self.name)?;
-        let f = g
-            .files
-            .get_mut(&self.id)
-            .ok_or_else(|| eio(&self.name, "file vanished"))?;
+        admit(&mut g, OpKind::Append, self.epoch, &self.name)?;
+        let f = file_of(&mut g, self.id, &self.name)?;
         let off = f.data.len() as u64;
         for b in bufs {
             f.data.extend_from_slice(b);
@@ -315,18 +213,14 @@ impl WritableFile for CrashWriter {
     }
     fn sync(&mut self) -> Result<()> {
         let mut g = self.store.inner.lock();
-        g.admit(OpKind::Sync, self.epoch, &self.name)?;
-        let f = g
-            .files
-            .get_mut(&self.id)
-            .ok_or_else(|| eio(&self.name, "file vanished"))?;
-        f.synced = f.data.len();
+        admit(&mut g, OpKind::Sync, self.epoch, &self.name)?;
+        file_of(&mut g, self.id, &self.name)?.sync();
         if self.entry_pending {
             self.entry_pending = false;
             // The entry is made durable only if the name still means this
             // file (a rename or delete since then was durable on its own).
-            if g.live.get(&self.name) == Some(&self.id) {
-                g.durable.insert(self.name.clone(), self.id);
+            if g.lookup(&self.name) == Some(self.id) {
+                g.make_durable(&self.name, self.id);
             }
         }
         Ok(())
@@ -346,11 +240,8 @@ struct CrashReader {
 impl CrashReader {
     fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
         let mut g = self.store.inner.lock();
-        g.admit(OpKind::Read, self.epoch, &self.name)?;
-        let f = g
-            .files
-            .get(&self.id)
-            .ok_or_else(|| eio(&self.name, "file vanished"))?;
+        admit(&mut g, OpKind::Read, self.epoch, &self.name)?;
+        let f = file_of(&mut g, self.id, &self.name)?;
         ranges
             .iter()
             .map(|&(offset, len)| {
@@ -379,11 +270,10 @@ impl ReadableFile for CrashReader {
     }
     fn len(&self) -> Result<u64> {
         let g = self.store.inner.lock();
-        if g.epoch != self.epoch {
+        if g.epoch() != self.epoch {
             return Err(eio(&self.name, "handle from before a crash"));
         }
-        g.files
-            .get(&self.id)
+        g.file(self.id)
             .map(|f| f.data.len() as u64)
             .ok_or_else(|| eio(&self.name, "file vanished"))
     }
@@ -393,20 +283,12 @@ impl FileStore for CrashStore {
     fn create(&self, name: &str) -> Result<Box<dyn WritableFile>> {
         let epoch = self.epoch();
         let mut g = self.inner.lock();
-        g.admit(OpKind::Create, epoch, name)?;
-        if g.live.contains_key(name) {
+        admit(&mut g, OpKind::Create, epoch, name)?;
+        if g.lookup(name).is_some() {
             return Err(Error::AlreadyExists(name.to_string()));
         }
-        let id = g.next_id;
-        g.next_id += 1;
-        g.files.insert(
-            id,
-            FileData {
-                data: Vec::new(),
-                synced: 0,
-            },
-        );
-        g.live.insert(name.to_string(), id);
+        let id = g.new_file();
+        g.link(name, id);
         Ok(Box::new(CrashWriter {
             store: self.clone(),
             name: name.to_string(),
@@ -419,12 +301,12 @@ impl FileStore for CrashStore {
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>> {
         let epoch = self.epoch();
         let mut g = self.inner.lock();
-        g.admit(OpKind::OpenAppend, epoch, name)?;
-        let id = g.id_of(name)?;
-        let len = g.files.get(&id).map_or(0, |f| f.data.len() as u64);
+        admit(&mut g, OpKind::OpenAppend, epoch, name)?;
+        let id = id_of(&g, name)?;
+        let len = g.file(id).map_or(0, |f| f.data.len() as u64);
         // Reopening a name that is not yet durable behaves like its creator:
         // the entry becomes durable at this writer's first sync.
-        let entry_pending = g.durable.get(name) != Some(&id);
+        let entry_pending = g.durable_id(name) != Some(id);
         Ok(Box::new(CrashWriter {
             store: self.clone(),
             name: name.to_string(),
@@ -437,8 +319,8 @@ impl FileStore for CrashStore {
     fn open(&self, name: &str) -> Result<Arc<dyn ReadableFile>> {
         let epoch = self.epoch();
         let mut g = self.inner.lock();
-        g.admit(OpKind::Open, epoch, name)?;
-        let id = g.id_of(name)?;
+        admit(&mut g, OpKind::Open, epoch, name)?;
+        let id = id_of(&g, name)?;
         Ok(Arc::new(CrashReader {
             store: self.clone(),
             name: name.to_string(),
@@ -449,48 +331,38 @@ impl FileStore for CrashStore {
     fn delete(&self, name: &str) -> Result<()> {
         let epoch = self.epoch();
         let mut g = self.inner.lock();
-        g.admit(OpKind::Delete, epoch, name)?;
-        g.id_of(name)?;
-        g.live.remove(name);
-        g.durable.remove(name);
+        admit(&mut g, OpKind::Delete, epoch, name)?;
+        id_of(&g, name)?;
+        g.unlink(name);
+        g.forget_durable(name);
         Ok(())
     }
     fn rename(&self, from: &str, to: &str) -> Result<()> {
         let epoch = self.epoch();
         let mut g = self.inner.lock();
-        g.admit(OpKind::Rename, epoch, from)?;
-        let id = g.id_of(from)?;
-        g.live.remove(from);
-        g.live.insert(to.to_string(), id);
-        g.durable.remove(from);
-        g.durable.insert(to.to_string(), id);
+        admit(&mut g, OpKind::Rename, epoch, from)?;
+        let id = id_of(&g, from)?;
+        g.unlink(from);
+        g.link(to, id);
+        g.forget_durable(from);
+        g.make_durable(to, id);
         Ok(())
     }
     fn exists(&self, name: &str) -> Result<bool> {
         let g = self.inner.lock();
-        if g.powered_off {
-            return Err(eio(name, "power is off"));
-        }
-        Ok(g.live.contains_key(name))
+        powered(&g, name)?;
+        Ok(g.lookup(name).is_some())
     }
     fn size(&self, name: &str) -> Result<u64> {
         let g = self.inner.lock();
-        if g.powered_off {
-            return Err(eio(name, "power is off"));
-        }
-        let id = g.id_of(name)?;
-        Ok(g.files.get(&id).map_or(0, |f| f.data.len() as u64))
+        powered(&g, name)?;
+        let id = id_of(&g, name)?;
+        Ok(g.file(id).map_or(0, |f| f.data.len() as u64))
     }
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
         let g = self.inner.lock();
-        if g.powered_off {
-            return Err(eio(prefix, "power is off"));
-        }
-        Ok(g.live
-            .range(prefix.to_string()..)
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .map(|(k, _)| k.clone())
-            .collect())
+        powered(&g, prefix)?;
+        Ok(g.names(prefix))
     }
 }
 

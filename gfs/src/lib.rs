@@ -12,15 +12,24 @@
 //! checksummed chunks; it is what the engine and the mount run on.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+#[cfg(feature = "testing")]
 pub mod bench;
 mod cluster;
+#[cfg(feature = "testing")]
 mod crash;
 mod error;
 mod io;
 mod local;
 mod map;
+#[cfg(feature = "testing")]
 mod mem;
 mod name;
+#[cfg(feature = "testing")]
+mod power;
+// Without the `testing` feature no power-cut model can be installed: the
+// hooks the I/O layer calls do nothing.
+#[cfg(not(feature = "testing"))]
+#[path = "power_hooks_off.rs"]
 mod power;
 mod sysio;
 mod uring;
@@ -30,12 +39,15 @@ pub use cluster::{
     Cluster, ClusterHealth, ClusterOptions, Fault, ScrubHealth, ServerHealth, DEFAULT_CHUNK_SIZE,
     DEFAULT_REPAIR_RATE, DEFAULT_SCRUB_RATE,
 };
+#[cfg(feature = "testing")]
 pub use crash::{CrashReport, CrashStore, OpKind};
 pub use error::{Error, Result};
 pub use io::{IoMode, IoStats, ParseIoModeError};
 pub use local::LocalStore;
 pub use map::Mapped;
+#[cfg(feature = "testing")]
 pub use mem::MemStore;
+#[cfg(feature = "testing")]
 pub use power::{PowerCut, PowerReport};
 
 use std::sync::Arc;

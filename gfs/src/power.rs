@@ -8,7 +8,8 @@
 //! model, which remembers what a power cut would take back. [`PowerCut::crash`]
 //! then puts the files back into the state a machine would find after the
 //! power went: as RocksDB's fault-injection environment does, it keeps an undo
-//! record of every write not yet synced and replays them backwards.
+//! record of every write not yet synced and replays them backwards
+//! (`testkit::power::UndoLog`).
 //!
 //! # The durability model
 //!
@@ -41,11 +42,13 @@ use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use testkit::power::{PowerSwitch, UndoLog};
+use testkit::rng::SplitMix64;
 
 use crate::io::{Chain, Step};
 use crate::sysio;
@@ -67,39 +70,17 @@ pub struct PowerReport {
     pub torn_files: usize,
 }
 
-/// One write not yet made durable: what it overwrote and what it wrote.
-struct Undo {
-    offset: u64,
-    /// Bytes the write overwrote (the part that was inside the file).
-    old: Vec<u8>,
-    /// Bytes the write put there.
-    new: Vec<u8>,
-    /// The file's length before the write.
-    len_before: u64,
-}
-
-/// What a disk writes atomically.
-const SECTOR: u64 = 512;
-
-struct Tracked {
-    /// A handle of our own: the undo goes to the same inode even after the
-    /// file was renamed or its writer closed it.
-    file: File,
-    undo: Vec<Undo>,
-}
-
 struct State {
-    files: HashMap<(u64, u64), Tracked>,
+    /// The writes since each file's last sync, by (device, inode).
+    files: HashMap<(u64, u64), UndoLog>,
     /// Files created since their directory was last synced, by directory.
     created: HashMap<PathBuf, Vec<PathBuf>>,
     /// Directories under the root whose entry is durable: there at install
     /// or at an fsync of their parent.
     durable_dirs: HashSet<PathBuf>,
-    power_left: Option<u64>,
-    off: bool,
-    mutations: u64,
+    power: PowerSwitch,
     torn: bool,
-    rng: u64,
+    rng: SplitMix64,
 }
 
 struct Model {
@@ -124,11 +105,9 @@ impl PowerCut {
                 files: HashMap::new(),
                 created: HashMap::new(),
                 durable_dirs,
-                power_left: None,
-                off: false,
-                mutations: 0,
+                power: PowerSwitch::default(),
                 torn: false,
-                rng: seed,
+                rng: SplitMix64::new(seed),
             }),
         });
         let mut models = MODELS.lock();
@@ -146,17 +125,17 @@ impl PowerCut {
     /// Cuts the power after `n` more mutating operations (writes, syncs,
     /// creations, renames, deletes): the `n+1`th and all after it fail.
     pub fn power_off_after(&self, n: u64) {
-        self.model.state.lock().power_left = Some(n);
+        self.model.state.lock().power.off_after(n);
     }
 
     /// Mutating operations seen so far (to size a sweep of crash points).
     pub fn mutations(&self) -> u64 {
-        self.model.state.lock().mutations
+        self.model.state.lock().power.mutations()
     }
 
     /// Whether the power is off.
     pub fn is_off(&self) -> bool {
-        self.model.state.lock().off
+        self.model.state.lock().power.is_off()
     }
 
     /// Puts every file back into what would survive a power cut now, and
@@ -166,15 +145,15 @@ impl PowerCut {
         let mut s = self.model.state.lock();
         let mut report = PowerReport::default();
         let files = std::mem::take(&mut s.files);
-        for (_, t) in files {
-            if t.undo.is_empty() {
+        for (_, log) in files {
+            if log.is_empty() {
                 continue;
             }
-            report.writes_undone += t.undo.len();
+            report.writes_undone += log.len();
             // A failure here leaves the file as the process left it, which a
             // real machine could also show; the test reading it decides.
             let torn = s.torn;
-            if let Ok(true) = undo(&t, torn.then_some(&mut s.rng)) {
+            if let Ok(true) = log.roll_back(torn.then_some(&mut s.rng)) {
                 report.torn_files += 1;
             }
         }
@@ -196,8 +175,7 @@ impl PowerCut {
             }
         }
         s.durable_dirs = dirs_under(&self.model.root).into_iter().collect();
-        s.off = false;
-        s.power_left = None;
+        s.power.restore();
         report
     }
 }
@@ -208,63 +186,6 @@ impl Drop for PowerCut {
         models.retain(|m| m.strong_count() > 0 && !std::ptr::eq(m.as_ptr(), &*self.model));
         INSTALLED.fetch_sub(1, Ordering::SeqCst);
     }
-}
-
-/// Undoes every write of `t`; with `torn`, then replays a random version of
-/// each sector they touched (see the module doc). Returns whether any
-/// unsynced piece survived.
-fn undo(t: &Tracked, torn: Option<&mut u64>) -> io::Result<bool> {
-    for u in t.undo.iter().rev() {
-        t.file.write_all_at(&u.old, u.offset)?;
-        t.file.set_len(u.len_before)?;
-    }
-    let Some(rng) = torn else {
-        return Ok(false);
-    };
-    let sectors = |u: &Undo| {
-        let end = u.offset + u.new.len() as u64;
-        (u.offset / SECTOR)..end.div_ceil(SECTOR)
-    };
-    // How many writes touched each sector, then how many of them it keeps.
-    let mut versions: HashMap<u64, (u64, u64)> = HashMap::new();
-    for u in &t.undo {
-        for sec in sectors(u) {
-            versions.entry(sec).or_default().0 += 1;
-        }
-    }
-    let mut order: Vec<u64> = versions.keys().copied().collect();
-    order.sort_unstable();
-    for sec in order {
-        if let Some(v) = versions.get_mut(&sec) {
-            v.1 = next_rand(rng) % (v.0 + 1);
-        }
-    }
-    let mut seen: HashMap<u64, u64> = HashMap::new();
-    let mut kept = false;
-    for u in &t.undo {
-        for sec in sectors(u) {
-            let n = seen.entry(sec).or_default();
-            *n += 1;
-            if *n > versions.get(&sec).map_or(0, |v| v.1) {
-                continue;
-            }
-            let from = (sec * SECTOR).max(u.offset);
-            let to = ((sec + 1) * SECTOR).min(u.offset + u.new.len() as u64);
-            let piece = &u.new[(from - u.offset) as usize..(to - u.offset) as usize];
-            t.file.write_all_at(piece, from)?;
-            kept = true;
-        }
-    }
-    Ok(kept)
-}
-
-fn next_rand(rng: &mut u64) -> u64 {
-    // splitmix64: deterministic for a seed, no dependency.
-    *rng = rng.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *rng;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 fn eio(why: &str) -> io::Error {
@@ -344,42 +265,17 @@ fn model_of(file: &File) -> Option<Arc<Model>> {
 impl State {
     /// Counts a mutating operation; fails it once the power is off.
     fn admit(&mut self) -> io::Result<()> {
-        if self.off {
-            return Err(eio("power is off"));
-        }
-        if let Some(left) = self.power_left.as_mut() {
-            if *left == 0 {
-                self.off = true;
-                self.power_left = None;
-                return Err(eio("power lost"));
-            }
-            *left -= 1;
-        }
-        self.mutations += 1;
-        Ok(())
+        self.power.admit().map_err(|r| eio(&r.to_string()))
     }
 
     fn write(&mut self, file: &File, offset: u64, bufs: &[&[u8]]) -> io::Result<()> {
         self.admit()?;
         let meta = file.metadata()?;
-        let len_before = meta.len();
-        let new_len: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        let end = (offset + new_len).min(len_before);
-        let tracked = match self.files.entry((meta.dev(), meta.ino())) {
+        let log = match self.files.entry((meta.dev(), meta.ino())) {
             std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::hash_map::Entry::Vacant(e) => e.insert(Tracked {
-                file: reopen(file)?,
-                undo: Vec::new(),
-            }),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(UndoLog::new(reopen(file)?)),
         };
-        let mut old = vec![0u8; end.saturating_sub(offset) as usize];
-        tracked.file.read_exact_at(&mut old, offset)?;
-        tracked.undo.push(Undo {
-            offset,
-            old,
-            new: bufs.concat(),
-            len_before,
-        });
+        log.record(offset, bufs, meta.len())?;
         sysio::write(file, offset, bufs)
     }
 
@@ -392,8 +288,8 @@ impl State {
                 self.created.remove(&dir);
                 self.durable_dirs.extend(subdirs(&dir));
             }
-        } else if let Some(t) = self.files.get_mut(&(meta.dev(), meta.ino())) {
-            t.undo.clear();
+        } else if let Some(log) = self.files.get_mut(&(meta.dev(), meta.ino())) {
+            log.clear();
         }
         Ok(())
     }

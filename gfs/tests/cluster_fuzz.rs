@@ -35,17 +35,9 @@ fn options(dir: &Path) -> ClusterOptions {
     o
 }
 
+/// Each case starts a cluster: `FUZZ_CASES / 16` cases.
 fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .map(|n: u32| (n / 16).max(default))
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
+    testkit::fuzz::config_scaled(default, 16)
 }
 
 fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -95,18 +87,7 @@ proptest! {
         let path = &files[pick % files.len()];
         let mut bytes = std::fs::read(path).unwrap();
         if !bytes.is_empty() {
-            let n = bytes.len();
-            let at = at % n;
-            match how {
-                0 => bytes[at] ^= b,
-                1 => {
-                    let v = 0xFFFF_FFF0u32.to_le_bytes();
-                    let end = (at + 4).min(n);
-                    bytes[at..end].copy_from_slice(&v[..end - at]);
-                }
-                2 => bytes.truncate(at),
-                _ => bytes.insert(at, b),
-            }
+            testkit::fuzz::damage(&mut bytes, how, at, b);
             std::fs::write(path, &bytes).unwrap();
         }
         if let Ok(c) = Cluster::open(options(dir.path())) {
@@ -169,23 +150,7 @@ proptest! {
         prop_assume!(!files.is_empty());
         let path = &files[pick % files.len()];
         let bytes = std::fs::read(path).unwrap();
-        let hit = |v: &mut Vec<u8>| {
-            if v.is_empty() {
-                return;
-            }
-            let n = v.len();
-            let at = at % n;
-            match how {
-                0 => v[at] ^= b,
-                1 => {
-                    let x = 0xFFFF_FFF0u32.to_le_bytes();
-                    let end = (at + 4).min(n);
-                    v[at..end].copy_from_slice(&x[..end - at]);
-                }
-                2 => v.truncate(at),
-                _ => v.insert(at, b),
-            }
-        };
+        let hit = |v: &mut Vec<u8>| testkit::fuzz::damage(v, how, at, b);
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
         let out = if name.starts_with("oplog-") {
             let mut recs = oplog_records(&bytes);

@@ -200,10 +200,7 @@ fn run(dir: &Path, seed: u64, cut_after: Option<u64>, torn: bool) -> (Acked, u64
 
 #[test]
 fn synced_data_survives_power_loss_at_many_crash_points() {
-    let rounds: u64 = std::env::var("CRASH_POINTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(24);
+    let rounds = testkit::fuzz::crash_points(24);
     let seed = 7;
     // A run without a cut counts the crash points of the workload.
     let dry = tempfile::tempdir().unwrap();

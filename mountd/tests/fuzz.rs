@@ -11,18 +11,7 @@ use mountd::mountopts::{
 };
 use proptest::prelude::*;
 use std::path::PathBuf;
-
-fn config(default: u32) -> ProptestConfig {
-    let cases = std::env::var("FUZZ_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use testkit::fuzz::config;
 
 /// One `-o` option, grammar-shaped or arbitrary.
 fn option() -> impl Strategy<Value = String> {

@@ -257,6 +257,31 @@ impl Mount {
         self.start();
     }
 
+    /// Unmounts and starts a new daemon on the same data at once, without
+    /// waiting for the old one to exit (as `umount; mount` in a script);
+    /// then checks that the old one exited cleanly.
+    pub fn remount_at_once(&mut self) {
+        let Some(mut old) = self.child.take() else {
+            return self.start();
+        };
+        assert!(unmount(&self.mnt), "cannot unmount {}", self.mnt.display());
+        self.start();
+        let mut status = None;
+        let gone = wait_until(Duration::from_secs(30), || {
+            status = old.try_wait().unwrap();
+            status.is_some()
+        });
+        if !gone {
+            let _ = old.kill();
+            let _ = old.wait();
+        }
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "the old daemon did not exit cleanly ({status:?}); log:\n{}",
+            self.log_text()
+        );
+    }
+
     /// The daemon's pid.
     pub fn pid(&self) -> u32 {
         self.child.as_ref().map(|c| c.id()).unwrap_or(0)

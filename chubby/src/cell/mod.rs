@@ -71,7 +71,7 @@ impl LocalCell {
         Self::open_on(Arc::new(disk), opts)
     }
 
-    /// [`LocalCell::open`] on any [`Disk`] (e.g. a [`crate::CrashDisk`] in
+    /// [`LocalCell::open`] on any [`Disk`] (e.g. a `CrashDisk` in
     /// power-loss tests).
     pub fn open_on(disk: Arc<dyn Disk>, opts: CellOptions) -> Result<Arc<LocalCell>> {
         if opts.default_lock_delay > opts.max_lock_delay {

@@ -2,19 +2,41 @@
 //! families) and truncation.
 
 use super::*;
+use parking_lot::Mutex;
+use std::sync::Arc;
 
 impl Ctx {
     /// Attributes of an open file as its handle sees it.
     pub(crate) fn handle_attr(&self, fh: u64, node: &Node) -> Option<FileAttr> {
-        let h = self.handles.get(fh)?;
-        let (len, dirty, cached_ts) = {
+        self.cell_handle_attr(&self.handles.get(fh)?, node)
+    }
+
+    /// Attributes of `node`, gone from the store, as a handle that was
+    /// open on it when it was unlinked sees it (st_nlink 0).
+    /// A writer's view first: the kernel keeps one size per inode, and it
+    /// is the one the writes moved.
+    pub(crate) fn unlinked_attr(&self, node: &Node) -> Option<FileAttr> {
+        let mut handles = self.handles.cells_where(|n| n == node);
+        handles.sort_by_key(|h| !matches!(&*h.lock(), Handle::Cell(c) if c.writable));
+        handles
+            .iter()
+            .find_map(|h| self.cell_handle_attr(h, node).filter(|a| a.nlink == 0))
+    }
+
+    fn cell_handle_attr(&self, h: &Arc<Mutex<Handle>>, node: &Node) -> Option<FileAttr> {
+        let (len, dirty, cached_ts, unlinked) = {
             let g = h.lock();
             let Handle::Cell(c) = &*g else { return None };
             if c.node != *node {
                 return None;
             }
-            let cached = !c.direct && !c.writable && c.ts != 0;
-            (c.data.len() as u64, c.dirty, cached.then_some(c.ts))
+            let cached = !c.direct && !c.writable && c.ts != 0 && !c.unlinked;
+            (
+                c.data.len() as u64,
+                c.dirty || c.unlinked,
+                cached.then_some(c.ts),
+                c.unlinked,
+            )
         };
         let fam = self
             .data
@@ -29,6 +51,9 @@ impl Ctx {
             len,
             std::time::SystemTime::now(),
         );
+        if unlinked {
+            a.nlink = 0;
+        }
         if let Some(ts) = cached_ts {
             // A cached reader's page-in asks for the size of the version it
             // reads (a newer one may have been committed since its open).
@@ -46,7 +71,8 @@ impl Ctx {
     }
 
     /// FUSE `setattr`: chmod/chown of tables and families, truncation of
-    /// cells; times are accepted and ignored.
+    /// cells, the mtime of cells (see [`Ctx::set_mtime`]); other times are
+    /// accepted and ignored.
     pub fn setattr(
         &self,
         _caller: &Caller,
@@ -62,6 +88,9 @@ impl Ctx {
         }
         if let Some(size) = set.size {
             self.truncate(&node, fh, size)?;
+        }
+        if let Some(t) = set.mtime {
+            self.set_mtime(&node, t)?;
         }
         if perms {
             match &*node {
@@ -125,6 +154,96 @@ impl Ctx {
             }
         }
         Ok((self.node_attr(&node)?, self.attr_ttl(&node)))
+    }
+
+    /// Sets the mtime of a cell: its newest version's timestamp, which is
+    /// what a cell's mtime shows. A value not yet committed (an open
+    /// writer's, as `cp -p` sets times before it closes) is committed at
+    /// that time; a committed one moves there (the version at its old
+    /// timestamp is deleted and the value set at the new one, in one row
+    /// mutation). A time that is not after every older version's would
+    /// make an older value the newest: EINVAL. Other nodes' times are not
+    /// kept (accepted and ignored).
+    pub(super) fn set_mtime(&self, node: &Node, t: std::time::SystemTime) -> FsResult<()> {
+        let Node::Cell {
+            table,
+            view: View::Now,
+            row,
+            family,
+            qualifier,
+        } = node
+        else {
+            return Ok(());
+        };
+        let what = format!("set the mtime of {node}");
+        let ts = t
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()
+            .and_then(|d| u64::try_from(d.as_micros()).ok())
+            .filter(|&ts| ts > 0)
+            .ok_or_else(|| {
+                self.data
+                    .refuse(&what, Errno::EINVAL, "a cell's time is after 1970")
+            })?;
+        let versions = self
+            .data
+            .versions(table, View::Now, row, family, qualifier)?;
+        let newest = versions.iter().map(|v| v.timestamp).max();
+        // An open writer's uncommitted value: committed at `ts` later.
+        let mut pending = false;
+        for h in self.handles.writers_of(node.ino()) {
+            if let Handle::Cell(c) = &mut *h.lock() {
+                if c.node == *node && !c.unlinked && (c.dirty || c.created) {
+                    if newest.is_some_and(|n| n >= ts) {
+                        return Err(self.refuse_mtime(&what, ts));
+                    }
+                    c.mtime = Some(ts);
+                    c.dirty = true;
+                    c.wrote = true;
+                    pending = true;
+                }
+            }
+        }
+        if pending {
+            return Ok(());
+        }
+        let Some(cur) = versions.iter().max_by_key(|v| v.timestamp) else {
+            return if self.data.pending.has_cell(table, row, family, qualifier) {
+                Ok(())
+            } else {
+                Err(Errno::ENOENT)
+            };
+        };
+        if cur.timestamp == ts {
+            return Ok(());
+        }
+        if versions
+            .iter()
+            .any(|v| v.timestamp != cur.timestamp && v.timestamp >= ts)
+        {
+            return Err(self.refuse_mtime(&what, ts));
+        }
+        let m = RowMutation::new(row.to_vec())
+            .delete_cells(family, qualifier.clone(), TimeRange::exactly(cur.timestamp))
+            .set_at(family, qualifier.clone(), ts, cur.value.clone());
+        self.data
+            .store
+            .apply(table, &m, self.write_options())
+            .map_err(|e| self.data.fail(&what, &e))?;
+        self.pages.drop_ino(node.ino());
+        self.invalidate(node);
+        Ok(())
+    }
+
+    fn refuse_mtime(&self, what: &str, ts: u64) -> Errno {
+        self.data.refuse(
+            &what,
+            Errno::EINVAL,
+            &format!(
+                "a cell's mtime is its newest version's timestamp, and {ts} µs is not \
+                 after an older version's (see .versions/)"
+            ),
+        )
     }
 
     pub(super) fn truncate(&self, node: &Node, fh: Option<u64>, size: u64) -> FsResult<()> {

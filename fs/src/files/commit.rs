@@ -123,26 +123,60 @@ impl Ctx {
     /// A file this handle created will never be committed: it must vanish
     /// from listings and from the kernel's cache of names.
     pub(super) fn abandon_created(&self, c: &mut CellHandle) {
-        if let Some((parent, name)) = c.created_as.take() {
-            if c.created {
-                if let Node::Cell {
-                    table,
-                    row,
-                    family,
-                    qualifier,
-                    ..
-                } = &c.node
-                {
-                    self.data.pending.drop_cell(table, row, family, qualifier);
-                }
-                c.created = false;
-            }
+        if let Some((parent, name)) = self.forget_created(c) {
             self.invalidate_entry(&parent, name);
         }
     }
 
+    /// Drops what this handle created from the pending listings; the
+    /// directory and name it was created under, if it was.
+    fn forget_created(&self, c: &mut CellHandle) -> Option<(Node, Vec<u8>)> {
+        let created_as = c.created_as.take();
+        if created_as.is_some() && c.created {
+            if let Node::Cell {
+                table,
+                row,
+                family,
+                qualifier,
+                ..
+            } = &c.node
+            {
+                self.data.pending.drop_cell(table, row, family, qualifier);
+            }
+            c.created = false;
+        }
+        created_as
+    }
+
+    /// `node` (a cell, or one of its versions) was unlinked: the handles
+    /// open on it keep their buffers but will commit nothing, and a cell
+    /// they created and never committed is gone from listings. Whether
+    /// such a created cell was there (its unlink succeeds).
+    pub(super) fn orphan_handles(&self, which: impl Fn(&Node) -> bool) -> bool {
+        let mut created = false;
+        for h in self.handles.cells_where(which) {
+            if let Handle::Cell(c) = &mut *h.lock() {
+                c.unlinked = true;
+                c.dirty = false;
+                c.wrote = false;
+                created |= c.created;
+                // The kernel drops the name itself once the unlink is
+                // answered (an invalidation now would wait for the
+                // directory's lock, which the unlink holds).
+                self.forget_created(c);
+            }
+        }
+        created
+    }
+
     /// Commits a cell handle's value as one new version (or an atomic append).
     pub(super) fn commit_cell(&self, c: &mut CellHandle) -> FsResult<()> {
+        if c.unlinked {
+            // As on any filesystem, the data of an unlinked file goes with it.
+            c.dirty = false;
+            c.wrote = false;
+            return Ok(());
+        }
         let what = format!("commit {}", c.node);
         let (table, row, family, qualifier, ts) = match &c.node {
             Node::Cell {
@@ -151,7 +185,7 @@ impl Ctx {
                 family,
                 qualifier,
                 ..
-            } => (table, row, family, qualifier, None),
+            } => (table, row, family, qualifier, c.mtime),
             Node::Version {
                 table,
                 row,
@@ -163,7 +197,7 @@ impl Ctx {
             _ => return Err(Errno::EIO),
         };
         let opts = self.write_options();
-        if c.append_only && !c.created && c.data.len() > c.base_len {
+        if c.append_only && !c.created && c.mtime.is_none() && c.data.len() > c.base_len {
             let txn = RowTxn::new(
                 row.to_vec(),
                 vec![RowOp::Append {
@@ -202,6 +236,7 @@ impl Ctx {
             c.append_only = false;
         }
         Stats::add(&self.data.stats.commits, 1);
+        c.mtime = None;
         c.dirty = false;
         c.wrote = false;
         c.created_as = None;

@@ -3,12 +3,33 @@
 use super::*;
 
 impl Ctx {
-    /// FUSE `read`.
+    /// `read` of an open file.
     pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+        self.read_for(fh, offset, size, false)
+    }
+
+    /// FUSE `read`; `page_fill` when the kernel reads into its page cache
+    /// (the READ names no lock owner: a map's fault or readahead), not for
+    /// a `read(2)` of a descriptor that bypasses the cache.
+    pub fn read_for(&self, fh: u64, offset: u64, size: u32, page_fill: bool) -> FsResult<Vec<u8>> {
         Stats::add(&self.data.stats.reads, 1);
         let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         let out = match &mut *g {
+            // A writer's map faults pages into the inode's one page cache.
+            // Readers that read through that cache and outlasted the
+            // writer's wait for them (`reader_wait`) are still open: the
+            // pages get the committed value, never the writer's buffer,
+            // and the writer's map shows that until they close. (Readers
+            // opened since bypass the cache; the writer's own read(2)
+            // bypasses it too and reads its buffer.)
+            Handle::Cell(c) if page_fill && c.writable && self.pages.has_readers(c.node.ino()) => {
+                match self.data.value_of(&c.node) {
+                    Some(Ok(Some(cur))) => slice_at(&cur.value, offset, size),
+                    Some(Err(e)) => return Err(e),
+                    _ => Vec::new(),
+                }
+            }
             Handle::Cell(c) if !c.direct => {
                 self.follow_reported(c);
                 slice_at(&c.data, offset, size)
@@ -62,13 +83,18 @@ impl Ctx {
         }
     }
 
-    /// The inode and version a READ on `fh` fills the kernel's pages with,
-    /// if it is a cell handle that uses the page cache.
+    /// The inode and version a READ on `fh` may fill the kernel's pages
+    /// with, if it is a cell handle. A handle that bypasses the cache still
+    /// fills them when it is mapped (mmap faults read through the one page
+    /// cache of the inode, with the mapping file's handle): a reader's with
+    /// the version it opened, a writer's with bytes nobody committed, which
+    /// no later open may trust (see `pages.rs`).
     pub fn page_source(&self, fh: u64) -> Option<(u64, u64)> {
         let h = self.handles.get(fh)?;
         let g = h.lock();
         match &*g {
-            Handle::Cell(c) if !c.direct => Some((c.node.ino(), c.ts)),
+            Handle::Cell(c) if c.writable => Some((c.node.ino(), crate::pages::UNCOMMITTED)),
+            Handle::Cell(c) => Some((c.node.ino(), c.ts)),
             _ => None,
         }
     }

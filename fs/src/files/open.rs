@@ -247,6 +247,8 @@ impl Ctx {
             ts,
             failed: None,
             created_as: None,
+            unlinked: false,
+            mtime: None,
         });
         let fh = if writable {
             self.handles.insert_writer(handle, ino)
@@ -427,6 +429,8 @@ impl Ctx {
                 return Ok((self.entry(&node, attr), o));
             }
             None => {
+                // A new name in the directory: its mtime moves.
+                self.inodes.dir_changed(parent);
                 if matches!(node, Node::Cell { .. }) {
                     self.data
                         .pending
@@ -450,6 +454,8 @@ impl Ctx {
                         direct: true,
                         ts: 0,
                         failed: None,
+                        unlinked: false,
+                        mtime: None,
                     }),
                     ino,
                 );

@@ -29,12 +29,17 @@ impl Ctx {
                     .data
                     .resolve_qualifier(table, View::Now, row, family, &kn)?
                     .ok_or(Errno::ENOENT)?;
+                // Open handles on the cell or its versions commit nothing
+                // from now on (a created, uncommitted cell goes with them).
+                let created = self.orphan_handles(|n| n.is_column_of(table, row, family, &q));
                 if self
                     .data
                     .newest(table, View::Now, row, family, &q)?
                     .is_none()
                 {
-                    return if self.data.pending.has_cell(table, row, family, &q) {
+                    return if created {
+                        self.data.pending.add_row(table, row);
+                        self.data.pending.add_family(table, row, family);
                         Ok(())
                     } else {
                         Err(Errno::ENOENT)
@@ -66,6 +71,10 @@ impl Ctx {
                 ..
             } => {
                 let ts = parse_version_name(name).ok_or(Errno::ENOENT)?;
+                self.orphan_handles(|n| {
+                    n.is_column_of(table, row, family, qualifier)
+                        && matches!(n, Node::Version { ts: t, .. } if *t == ts)
+                });
                 if self
                     .data
                     .version(table, View::Now, row, family, qualifier, ts)?

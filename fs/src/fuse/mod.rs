@@ -155,6 +155,11 @@ impl Filesystem for FuseFs {
             // lockdir hook: flock(2) and fcntl locks come to the daemon.
             InitFlags::FUSE_POSIX_LOCKS,
             InitFlags::FUSE_FLOCK_LOCKS,
+            // Shared maps of files opened with direct I/O (every writer's):
+            // without it mmap(MAP_SHARED) of a writable cell is ENODEV.
+            // Their writes reach the handle's buffer as WRITE requests, and
+            // are committed at close, fsync or msync like any write.
+            InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP,
         ] {
             if config.add_capabilities(cap).is_err() {
                 log::info!("kernel lacks {cap:?}");
@@ -230,6 +235,10 @@ impl Filesystem for FuseFs {
             gid,
             size,
             times: atime.is_some() || mtime.is_some(),
+            mtime: mtime.map(|t| match t {
+                TimeOrNow::SpecificTime(t) => t,
+                TimeOrNow::Now => SystemTime::now(),
+            }),
         };
         self.request("setattr", || {
             match self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set) {
@@ -257,6 +266,71 @@ impl Filesystem for FuseFs {
                     .mkdir(&caller(req), parent.0, name.as_bytes(), mode, umask),
             )
         })
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        self.request("mknod", || {
+            let r = self
+                .fs
+                .mknod(&caller(req), parent.0, name.as_bytes(), mode, umask);
+            self.fs.settle();
+            reply.answer(r)
+        })
+    }
+
+    fn symlink(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        _target: &std::path::Path,
+        reply: ReplyEntry,
+    ) {
+        self.request("symlink", || {
+            reply.error(
+                self.fs
+                    .refuse_kind("symlink", parent.0, link_name.as_bytes()),
+            )
+        })
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.request("link", || {
+            reply.error(self.fs.refuse_kind("link", newparent.0, newname.as_bytes()))
+        })
+    }
+
+    /// No file here is a terminal or a device: isatty(3), which Python
+    /// calls at every open, gets ENOTTY, without a word in the log.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        crate::counts::count("ioctl");
+        reply.error(Errno::ENOTTY);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -360,9 +434,12 @@ impl Filesystem for FuseFs {
         offset: u64,
         size: u32,
         flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        // The kernel names the lock owner in a read(2) that bypasses the
+        // page cache, and none when it fills its pages.
+        let page_fill = lock_owner.is_none();
         // May answer later, from a thread waiting for an event.
         let nonblock = flags.0 & libc::O_NONBLOCK != 0;
         self.request("read", || {
@@ -372,6 +449,7 @@ impl Filesystem for FuseFs {
                 offset,
                 size,
                 nonblock,
+                page_fill,
                 Box::new(move |r| reply.answer(r)),
             )
         })

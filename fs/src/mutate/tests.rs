@@ -1,4 +1,5 @@
 use super::*;
+use engine::{Predicate, TxnOutcome};
 
 fn one(s: &str) -> Op {
     parse_line(s.as_bytes()).unwrap().unwrap()

@@ -256,6 +256,19 @@ impl Node {
         })
     }
 
+    /// Whether this is the live cell `family:qualifier` of `row` or one of
+    /// its version files (what unlinking that cell removes).
+    pub fn is_column_of(&self, table: &str, row: &[u8], family: &str, qualifier: &[u8]) -> bool {
+        matches!(self, Node::Cell { .. } | Node::Version { .. })
+            && self.data_path().is_some_and(|p| {
+                p.view.is_now()
+                    && p.table == table
+                    && p.row == row
+                    && p.family == Some(family)
+                    && p.qualifier == Some(qualifier)
+            })
+    }
+
     /// The row this node lies in.
     pub fn row(&self) -> Option<&[u8]> {
         self.data_path().map(|p| p.row)

@@ -304,3 +304,83 @@ fn a_close_by_a_process_that_did_not_write_commits_nothing() {
     t.fs.release(fh).unwrap();
     assert_eq!(t.get("/t/r1/f/q").unwrap(), b"half");
 }
+
+#[test]
+fn an_unlinked_open_cell_commits_nothing_and_answers_nlink_0() {
+    let t = T::new();
+    t.mkdir("/t/r").unwrap();
+    t.mkdir("/t/r/f").unwrap();
+    t.put("/t/r/f/q", b"old", TRUNC).unwrap();
+    let ino = t.ino("/t/r/f/q").unwrap();
+    let fh = t.fs.open(&t.root, ino, libc::O_RDWR).unwrap().fh;
+    t.fs.write(fh, 0, b"newer", None).unwrap();
+    t.unlink("/t/r/f/q").unwrap();
+    let (a, _) = t.fs.getattr(ino, None).unwrap();
+    assert_eq!((a.nlink, a.size), (0, 5));
+    assert_eq!(t.fs.read(fh, 0, 10).unwrap(), b"newer");
+    t.fs.fsync(fh).unwrap();
+    t.fs.flush(fh, None).unwrap();
+    t.fs.release(fh).unwrap();
+    assert_eq!(t.ino("/t/r/f/q"), Err(Errno::ENOENT));
+    // A created cell never closed: its unlink removes it from the listing.
+    let p = t.ino("/t/r/f").unwrap();
+    let (_, o) = t.fs.create(&t.root, p, b"n", WR).unwrap();
+    assert_eq!(t.ls("/t/r/f").unwrap(), vec!["n"]);
+    t.unlink("/t/r/f/n").unwrap();
+    assert!(t.ls("/t/r/f").unwrap().is_empty());
+    t.fs.release(o.fh).unwrap();
+    assert_eq!(t.ino("/t/r/f/n"), Err(Errno::ENOENT));
+}
+
+#[test]
+fn mknod_of_a_regular_file_makes_an_empty_cell() {
+    let t = T::new();
+    t.mkdir("/t/r").unwrap();
+    t.mkdir("/t/r/f").unwrap();
+    let p = t.ino("/t/r/f").unwrap();
+    t.fs.mknod(&t.root, p, b"e", libc::S_IFREG | 0o644, 0)
+        .unwrap();
+    assert_eq!(t.get("/t/r/f/e").unwrap(), b"");
+    assert_eq!(
+        t.fs.mknod(&t.root, p, b"fifo", libc::S_IFIFO | 0o644, 0)
+            .map(|_| ()),
+        Err(Errno::EPERM)
+    );
+}
+
+#[test]
+fn setting_a_cells_mtime_moves_its_newest_version() {
+    let t = T::new();
+    t.mkdir("/t/r").unwrap();
+    t.mkdir("/t/r/g").unwrap();
+    t.put("/t/r/g/q", b"one", TRUNC).unwrap();
+    let ino = t.ino("/t/r/g/q").unwrap();
+    let at = |us: u64| SetAttr {
+        times: true,
+        mtime: Some(std::time::UNIX_EPOCH + std::time::Duration::from_micros(us)),
+        ..Default::default()
+    };
+    t.fs.setattr(&t.root, ino, None, at(1_500_000_000_000_001))
+        .unwrap();
+    assert_eq!(t.versions("/t/r/g/.versions/q"), vec!["1500000000000001"]);
+    assert_eq!(t.get("/t/r/g/q").unwrap(), b"one");
+    // Behind an older version: refused, nothing moves.
+    t.put("/t/r/g/q", b"two", TRUNC).unwrap();
+    assert_eq!(
+        t.fs.setattr(&t.root, ino, None, at(1_400_000_000_000_000))
+            .map(|_| ()),
+        Err(Errno::EINVAL)
+    );
+    assert_eq!(t.get("/t/r/g/q").unwrap(), b"two");
+    // An open writer's value is committed at the time set through it.
+    let fh = t.fs.open(&t.root, ino, TRUNC).unwrap().fh;
+    t.fs.write(fh, 0, b"three", None).unwrap();
+    t.fs.setattr(&t.root, ino, Some(fh), at(4_000_000_000_000_000))
+        .unwrap();
+    t.fs.flush(fh, None).unwrap();
+    t.fs.release(fh).unwrap();
+    assert_eq!(t.get("/t/r/g/q").unwrap(), b"three");
+    assert!(t
+        .versions("/t/r/g/.versions/q")
+        .contains(&"4000000000000000".to_string()));
+}

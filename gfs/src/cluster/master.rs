@@ -708,8 +708,13 @@ impl Master {
     /// us and re-creates lost copies that can be (a checkpoint to every copy
     /// and a new log).
     pub(crate) fn check_copies(&self) -> Result<()> {
-        let seq = self.log.lock().seq;
-        self.mirrors.check(seq);
+        {
+            // Under the log's lock: a rotation between reading the number
+            // and looking for its file (a checkpoint at start or stop)
+            // prunes that log, and a healthy copy looked lost.
+            let log = self.log.lock();
+            self.mirrors.check(log.seq);
+        }
         if self.mirrors.live() < self.mirrors.copies.len() && self.mirrors.revive() {
             self.checkpoint(true)?;
         }

@@ -103,7 +103,6 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // DATA_DIR holds the engine's files (the chunk cluster's master and
     // chunkservers, or with store=local one plain directory) and, in
     // DATA_DIR/chubby, the lock service cell the engine coordinates through.
-    let files = cfg.file_store()?;
     // The cell makes its directory itself, durably (its entry fsynced).
     let cell_dir = cfg.data_dir.join("chubby");
     // A new cell's root is world-writable and sticky, like /tmp: every user
@@ -112,8 +111,12 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         root_mode: 0o1777,
         ..chubby::CellOptions::default()
     };
-    let cell = chubby::LocalCell::open(&cell_dir, cell_opts)
-        .map_err(|e| format!("lock service in {}: {e}", cell_dir.display()))?;
+    // The cell locks the data directory against a second daemon: it is
+    // opened first, so that nothing else of the directory (the chunk
+    // cluster's master starts a new log and prunes the old one) is touched
+    // while a daemon unmounted a moment ago still closes the store.
+    let cell = open_cell(&cell_dir, cell_opts)?;
+    let files = cfg.file_store()?;
     let opts = cfg.engine_options();
     let max_value = opts.max_value_size;
     let bt = Bigtable::open_with_lock_service(files, Some(cell.clone()), opts)
@@ -205,6 +208,51 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     }
     log::info!("unmounted {}; closing the store", cfg.mountpoint.display());
     bt.close().map_err(|e| format!("closing the store: {e}"))
+}
+
+/// How long a new daemon waits for the one before it to let go of the
+/// data directory: `umount` returns when the kernel lets go of the mount,
+/// while that daemon may still be closing the store.
+const HOLDER_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Opens the lock service cell, which locks the data directory against a
+/// second daemon; waits (up to [`HOLDER_WAIT`]) for a daemon that is
+/// closing it, so that `umount` then `mount` at once works.
+fn open_cell(
+    dir: &std::path::Path,
+    opts: chubby::CellOptions,
+) -> Result<Arc<chubby::LocalCell>, String> {
+    let deadline = std::time::Instant::now() + HOLDER_WAIT;
+    let mut said = false;
+    loop {
+        match chubby::LocalCell::open(dir, opts.clone()) {
+            Ok(c) => return Ok(c),
+            Err(chubby::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::WouldBlock
+                    && std::time::Instant::now() < deadline =>
+            {
+                if !said {
+                    log::info!(
+                        "{} is held by another daemon (one unmounted a moment ago is \
+                         still closing the store): waiting up to {HOLDER_WAIT:?}",
+                        dir.display()
+                    );
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            Err(chubby::Error::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::WouldBlock =>
+            {
+                return Err(format!(
+                    "{} is in use by another bigtable-mountd, which still holds it after \
+                     {HOLDER_WAIT:?} (is the same data directory mounted elsewhere?)",
+                    dir.display()
+                ))
+            }
+            Err(e) => return Err(format!("lock service in {}: {e}", dir.display())),
+        }
+    }
 }
 
 /// What a gRPC call changed leaves the kernel's caches of the mount: names,

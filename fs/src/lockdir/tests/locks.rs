@@ -243,6 +243,7 @@ fn events_file_streams_changes_and_polls() {
         0,
         4096,
         false,
+        false,
         Box::new(move |r| tx.send(r).unwrap()),
     );
     assert!(rx.recv_timeout(Duration::from_millis(100)).is_err());

@@ -88,6 +88,7 @@ impl T {
             offset,
             size,
             true,
+            false,
             Box::new(move |r| tx.send(r).unwrap()),
         );
         rx.recv_timeout(Duration::from_secs(30)).unwrap()

@@ -1,0 +1,97 @@
+//! The I/O chains of a replica open for writing: a new replica's header,
+//! appends (zeros ahead, data, checksum entries, tail slot, fdatasync),
+//! syncs, version changes and table rewrites.
+
+use super::{Append, Open};
+use crate::cluster::chunk::{EncodedSums, SLOT_LEN};
+use crate::io::Chain;
+use std::sync::atomic::Ordering;
+
+impl Open<'_> {
+    /// Whether this replica's append entries can go through its header map
+    /// (see [`Replica::store_entries`]).
+    pub(crate) fn map_header(&self) -> bool {
+        self.replica.map_header(&self.file)
+    }
+
+    /// The write of a new replica's header (see [`Replica::create`]); it is
+    /// made durable by the replica's first sync.
+    pub(crate) fn init_chain<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {
+        chain.write(&self.file, 0, &[header]);
+    }
+
+    /// Adds the writes of appending `bufs` at `len` to `chain`: for a log
+    /// (`how.zeros`), zeros ahead of the data when few are left (see
+    /// `zeros.rs`; the caller holds the replica's I/O lock), then the data,
+    /// then (unless `how.mapped_entries`) the entries of the blocks after the
+    /// first, then the first block's entry (which is what makes the append
+    /// part of the replica), then an fdatasync if `how.sync`.
+    pub(crate) fn append_chain<'a>(
+        &'a self,
+        chain: &mut Chain<'a>,
+        len: u64,
+        bufs: &[&'a [u8]],
+        sums: &'a EncodedSums,
+        how: Append,
+    ) {
+        let data_off = self.replica.layout.data_off;
+        if how.zeros {
+            let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+            let to = self.replica.zeroed_to.load(Ordering::Acquire);
+            let limit = self.replica.layout.chunk_size;
+            if let Some(z) = crate::zeros::ahead(to, len + n, n, limit) {
+                for (off, piece) in z.pieces {
+                    chain.write(&self.file, data_off + off, &[piece]);
+                }
+                // Were the write to fail, the replica fails this append and
+                // is dropped; a wrong mark only costs speed.
+                self.replica.zeroed_to.store(z.upto, Ordering::Release);
+            }
+        }
+        chain.write(&self.file, data_off + len, bufs);
+        if !how.mapped_entries {
+            if !sums.rest.is_empty() {
+                let off = self.replica.layout.entry_off(sums.first_block + 1);
+                chain.write(&self.file, off, &[&sums.rest]);
+            }
+            if !sums.first.is_empty() {
+                let off = self.replica.layout.entry_off(sums.first_block);
+                chain.write(&self.file, off, &[&sums.first]);
+            }
+        }
+        if how.sync {
+            self.sync_steps(chain, &sums.slot);
+        }
+    }
+
+    /// An fdatasync of the replica file (and of its directory, the first
+    /// time, if opened `for_sync`); call [`Replica::synced`] once the chain
+    /// has succeeded.
+    pub(crate) fn sync_chain<'a>(&'a self, chain: &mut Chain<'a>) {
+        self.sync_steps(chain, &self.slot);
+    }
+
+    /// The tail slot of the state being made durable (into the slot the
+    /// last sync did not use), then the fdatasync.
+    fn sync_steps<'a>(&'a self, chain: &mut Chain<'a>, slot: &'a [u8; SLOT_LEN as usize]) {
+        let layout = &self.replica.layout;
+        let i = self.replica.next_slot.fetch_xor(1, Ordering::AcqRel);
+        if let Some(off) = layout.slot_off(i) {
+            chain.write(&self.file, off, &[slot]);
+        }
+        chain.sync(&self.file, true);
+        if let Some(d) = &self.dir {
+            chain.sync(d, false);
+        }
+    }
+
+    /// The writes of a new version: the superblock, then an fdatasync.
+    pub(crate) fn version_chain<'a>(&'a self, chain: &mut Chain<'a>, sb: &'a [u8]) {
+        chain.write(&self.file, 0, &[sb]).sync(&self.file, true);
+    }
+
+    /// A write of table bytes (from [`Replica::table_bytes`]) at block `first`.
+    pub(crate) fn table_chain<'a>(&'a self, chain: &mut Chain<'a>, first: u64, bytes: &'a [u8]) {
+        chain.write(&self.file, self.replica.layout.entry_off(first), &[bytes]);
+    }
+}

@@ -1,0 +1,329 @@
+//! One chunk replica on one chunkserver: its file, its in-memory checksum
+//! table, verified reads, and the I/O requests of appends and version changes.
+//!
+//! This file holds the replica and its state; `load.rs` opens an existing
+//! replica file and drops a torn tail, `read.rs` serves verified reads,
+//! `scrub.rs` checks a whole replica, and `chains.rs` builds the I/O chains
+//! of appends, syncs and version changes.
+//!
+//! The checksum table is kept in memory (as GFS keeps checksums in memory)
+//! and also read back from disk with every read: the data is verified
+//! against the stored hash and the stored entry against the in-memory one,
+//! so a flipped byte in either is caught by the first read that touches it.
+
+use super::chunk::{
+    self, AppendSums, EncodedSums, Entry, Layout, Superblock, TailSlot, BLOCK, SLOT_LEN, SUPER_LEN,
+};
+use super::header_map::HeaderMap;
+use super::server::Gate;
+use parking_lot::{Mutex, RwLock};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+mod chains;
+mod load;
+mod read;
+mod scrub;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use read::{read_verified, ReadFail, ReadPiece};
+
+struct State {
+    version: u64,
+    len: u64,
+    table: Vec<Entry>,
+}
+
+/// A replica file and what is known about it.
+pub(crate) struct Replica {
+    pub(crate) handle: u64,
+    pub(crate) gate: Arc<Gate>,
+    pub(crate) path: PathBuf,
+    /// Key of this replica's file in the server's open-file cache.
+    fd: u64,
+    layout: Layout,
+    state: RwLock<State>,
+    /// Held while this replica's file is being written, so a reader whose
+    /// check failed can tell a concurrent append from real corruption.
+    io_lock: Mutex<()>,
+    /// Found corrupt, failed a write, or retired by the master: never served.
+    bad: AtomicBool,
+    /// False for a new replica until its first sync, which also fsyncs the
+    /// directory so the file's entry is durable: creating a chunk costs no
+    /// fsync until someone asks for durability.
+    dir_synced: AtomicBool,
+    /// The tail slot the next sync writes (0 or 1): never the one holding
+    /// the last durable state.
+    next_slot: AtomicU64,
+    /// For a log's chunk: where the zeros written ahead of the data end
+    /// (data offset; meaningless when not past `len`). See `zeros.rs`.
+    zeroed_to: AtomicU64,
+    /// For a log's last chunk: its header mapped, for the checksum entries
+    /// of unsynced appends (see `header_map.rs`). Changed under `io_lock`.
+    header: Mutex<Option<HeaderMap>>,
+}
+
+/// How an append is written to a replica.
+#[derive(Clone, Copy)]
+pub(crate) struct Append {
+    pub(crate) sync: bool,
+    /// Zeros ahead of the data (a log; see `zeros.rs`).
+    pub(crate) zeros: bool,
+    /// The checksum entries are stored through the header map once the
+    /// data is written ([`Replica::store_entries`]), not written by the chain.
+    pub(crate) mapped_entries: bool,
+}
+
+impl Drop for Replica {
+    fn drop(&mut self) {
+        self.gate.fds.forget(self.fd);
+    }
+}
+
+/// A replica with its file open, for building I/O chains. Holding it keeps
+/// the file open even if the cache evicts it.
+pub(crate) struct Open<'r> {
+    pub(crate) replica: &'r Replica,
+    file: Arc<File>,
+    /// The directory, when the replica's entry in it is not yet durable.
+    dir: Option<File>,
+    /// The tail slot of the replica as it is now (what a sync that appends
+    /// nothing makes durable).
+    slot: [u8; SLOT_LEN as usize],
+}
+
+/// The file name of a replica of chunk `handle`.
+pub(crate) fn file_name(handle: u64) -> String {
+    format!("{handle:016x}.chunk")
+}
+
+/// Parses a replica file name back into its handle.
+pub(crate) fn parse_name(name: &str) -> Option<u64> {
+    let hex = name.strip_suffix(".chunk")?;
+    if hex.len() != 16 {
+        return None;
+    }
+    u64::from_str_radix(hex, 16).ok()
+}
+
+/// What loading a replica file found.
+pub(crate) struct Loaded {
+    pub(crate) replica: Arc<Replica>,
+    /// Bytes dropped from the end because the last blocks did not verify
+    /// (a torn tail after a machine crash, or corruption there).
+    pub(crate) dropped_tail: u64,
+    /// Set when the dropped tail was not a torn append but damage (see
+    /// [`looks_torn`]): counted as a corruption.
+    pub(crate) corrupt_tail: Option<String>,
+}
+
+impl Replica {
+    /// Creates a new replica file at `path` (which must not exist); returns
+    /// it with the header to write (see [`Open::init_chain`]). The caller
+    /// runs that write and only then uses the replica.
+    pub(crate) fn create(
+        gate: Arc<Gate>,
+        path: PathBuf,
+        handle: u64,
+        version: u64,
+        layout: Layout,
+    ) -> io::Result<(Arc<Replica>, Vec<u8>)> {
+        gate.check_write()?;
+        crate::power::namespace(&path)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)?;
+        crate::power::created(&path);
+        let fd = gate.fds.new_id();
+        gate.fds.insert(fd, file);
+        let mut header = vec![0u8; layout.data_off as usize];
+        header[..SUPER_LEN as usize].copy_from_slice(
+            &Superblock {
+                handle,
+                version,
+                chunk_size: layout.chunk_size,
+                sum: layout.sum,
+            }
+            .encode(),
+        );
+        let r = Replica {
+            handle,
+            gate,
+            path,
+            fd,
+            layout,
+            state: RwLock::new(State {
+                version,
+                len: 0,
+                table: vec![Entry::default(); layout.blocks as usize],
+            }),
+            io_lock: Mutex::new(()),
+            bad: AtomicBool::new(false),
+            dir_synced: AtomicBool::new(false),
+            next_slot: AtomicU64::new(0),
+            zeroed_to: AtomicU64::new(0),
+            header: Mutex::new(None),
+        };
+        Ok((Arc::new(r), header))
+    }
+    /// The replica's file, opened (or reopened after eviction) as needed.
+    pub(crate) fn file(&self) -> io::Result<Arc<File>> {
+        self.gate.fds.get(self.fd, &self.path)
+    }
+
+    /// Opens the replica for writing chains; `for_sync` if a chain will
+    /// sync it (a new replica's directory is then synced with it).
+    pub(crate) fn open(&self, for_sync: bool) -> io::Result<Open<'_>> {
+        // A server that is down takes nothing (a full one may still sync
+        // and rewrite headers: only appends and new files need space).
+        self.gate.check_read()?;
+        let file = self.file()?;
+        let dir = if !for_sync || self.dir_synced.load(Ordering::Acquire) {
+            None
+        } else {
+            match self.path.parent() {
+                Some(p) => Some(File::open(p)?),
+                None => None,
+            }
+        };
+        let slot = {
+            let st = self.state.read();
+            let last = st.len.saturating_sub(1) / BLOCK;
+            let entry = st.table.get(last as usize).copied().unwrap_or_default();
+            TailSlot::of(st.len, entry).encode()
+        };
+        Ok(Open {
+            replica: self,
+            file,
+            dir,
+            slot,
+        })
+    }
+
+    /// Closes the replica's file now (it is being deleted).
+    pub(crate) fn close(&self) {
+        self.gate.fds.forget(self.fd);
+    }
+
+    pub(crate) fn version(&self) -> u64 {
+        self.state.read().version
+    }
+
+    /// Where things are in the file, and how its blocks are hashed.
+    pub(crate) fn layout(&self) -> Layout {
+        self.layout
+    }
+
+    /// The chunk size this replica was made with: its capacity.
+    pub(crate) fn chunk_size(&self) -> u64 {
+        self.layout.chunk_size
+    }
+
+    pub(crate) fn len(&self) -> u64 {
+        self.state.read().len
+    }
+
+    pub(crate) fn is_bad(&self) -> bool {
+        self.bad.load(Ordering::Acquire)
+    }
+
+    /// Never serve this replica again; returns whether it was news.
+    pub(crate) fn mark_bad(&self) -> bool {
+        !self.bad.swap(true, Ordering::AcqRel)
+    }
+
+    /// The in-memory checksum entries of `count` blocks from `first`, as
+    /// they should lie on disk.
+    pub(crate) fn table_bytes(&self, first: u64, count: u64) -> Vec<u8> {
+        let st = self.state.read();
+        let from = (first as usize).min(st.table.len());
+        let to = (first + count).min(st.table.len() as u64) as usize;
+        chunk::encode_entries(&st.table[from..to])
+    }
+
+    /// Takes the write lock of this replica (held across an append's I/O).
+    pub(crate) fn lock_io(&self) -> parking_lot::MutexGuard<'_, ()> {
+        self.io_lock.lock()
+    }
+
+    /// Whether an unsynced log append's entries can go through the header
+    /// map (made now if need be). Not under a power-cut model, which sees
+    /// only writes and syncs. The caller holds the I/O lock.
+    fn map_header(&self, file: &File) -> bool {
+        if crate::power::installed() {
+            return false;
+        }
+        let mut h = self.header.lock();
+        if h.is_none() {
+            *h = HeaderMap::of(file, self.layout.data_off);
+        }
+        h.is_some()
+    }
+
+    /// Stores an append's checksum entries through the header map, in the
+    /// order the chain would write them (the first block's last); false if
+    /// there is no map. Call once the append's data is written, under the
+    /// I/O lock.
+    pub(crate) fn store_entries(&self, sums: &EncodedSums) -> bool {
+        let mut h = self.header.lock();
+        let Some(map) = h.as_mut() else {
+            return false;
+        };
+        let l = &self.layout;
+        (sums.rest.is_empty() || map.store(l.entry_off(sums.first_block + 1), &sums.rest))
+            && (sums.first.is_empty() || map.store(l.entry_off(sums.first_block), &sums.first))
+    }
+
+    /// Unmaps the header and cuts the zeros written ahead of a log's data
+    /// (the chunk is sealed or the log closes), so the file holds only its
+    /// data again. (A power-cut model sees only writes and syncs, so under
+    /// one the zeros stay; loading cuts them too.)
+    pub(crate) fn cut_zeros(&self) -> io::Result<()> {
+        let _io = self.io_lock.lock();
+        *self.header.lock() = None;
+        let len = self.len();
+        if self.zeroed_to.load(Ordering::Acquire) <= len || crate::power::installed() {
+            return Ok(());
+        }
+        self.file()?.set_len(self.layout.data_off + len)?;
+        self.zeroed_to.store(len, Ordering::Release);
+        Ok(())
+    }
+
+    /// Records a completed append in memory.
+    pub(crate) fn commit_append(&self, new_len: u64, sums: &AppendSums) {
+        let mut st = self.state.write();
+        for (i, e) in sums.entries.iter().enumerate() {
+            if let Some(slot) = st.table.get_mut(sums.first_block as usize + i) {
+                *slot = *e;
+            }
+        }
+        st.len = new_len;
+    }
+
+    /// A sync chain of this replica succeeded.
+    pub(crate) fn synced(&self) {
+        self.dir_synced.store(true, Ordering::Release);
+    }
+
+    /// The superblock bytes for `version`.
+    pub(crate) fn superblock(&self, version: u64) -> [u8; SUPER_LEN as usize] {
+        Superblock {
+            handle: self.handle,
+            version,
+            chunk_size: self.layout.chunk_size,
+            sum: self.layout.sum,
+        }
+        .encode()
+    }
+
+    pub(crate) fn set_version(&self, version: u64) {
+        self.state.write().version = version;
+    }
+}

@@ -1,0 +1,262 @@
+//! Tests of replicas: appends, reads, reloads, torn tails and damage.
+
+use super::load::{looks_torn, PAGE};
+use super::*;
+use crate::cluster::fds::FdCache;
+use crate::io::{Chain, Io, IoMode};
+use std::path::Path;
+
+fn new_replica(dir: &Path, chunk_size: u64) -> (Arc<Replica>, Io) {
+    new_replica_with(dir, Layout::new(chunk_size))
+}
+
+fn new_replica_with(dir: &Path, layout: Layout) -> (Arc<Replica>, Io) {
+    let io = Io::new(IoMode::Uring);
+    let gate = Arc::new(Gate::new(0, FdCache::new(16)));
+    let (r, header) = Replica::create(gate, dir.join(file_name(5)), 5, 1, layout).unwrap();
+    let o = r.open(false).unwrap();
+    let mut c = Chain::new();
+    o.init_chain(&mut c, &header);
+    assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+    drop(o);
+    (r, io)
+}
+
+fn append(io: &Io, r: &Replica, tail: &mut Vec<u8>, data: &[u8]) {
+    let len = r.len();
+    let sums = chunk::append_sums(r.layout.sum, len, tail, &[data]);
+    let enc = sums.encoded();
+    let o = r.open(true).unwrap();
+    let mut c = Chain::new();
+    let how = Append {
+        sync: true,
+        zeros: false,
+        mapped_entries: false,
+    };
+    o.append_chain(&mut c, len, &[data], &enc, how);
+    assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+    r.commit_append(len + data.len() as u64, &sums);
+    sums.apply_tail(tail);
+}
+
+fn read(io: &Io, r: &Replica, off: u64, len: usize) -> Result<Vec<u8>, ReadFail> {
+    read_verified(
+        io,
+        &[ReadPiece {
+            replica: r,
+            offset: off,
+            len,
+        }],
+    )
+    .pop()
+    .unwrap()
+}
+
+#[test]
+fn torn_means_missing_or_zero_pages() {
+    let full = vec![7u8; 3 * PAGE + 10];
+    assert!(!looks_torn(&full, full.len()));
+    assert!(looks_torn(&full[..100], full.len()));
+    let mut hole = full.clone();
+    hole[PAGE..2 * PAGE].fill(0);
+    assert!(looks_torn(&hole, hole.len()));
+    let mut tail = full.clone();
+    tail[3 * PAGE..].fill(0);
+    assert!(looks_torn(&tail, tail.len()));
+    let mut flipped = full;
+    flipped[5] ^= 1;
+    assert!(!looks_torn(&flipped, flipped.len()));
+}
+
+#[test]
+fn names_roundtrip() {
+    assert_eq!(parse_name(&file_name(0xabc)), Some(0xabc));
+    assert_eq!(parse_name("0000000000000abc.tmp"), None);
+    assert_eq!(parse_name("abc.chunk"), None);
+}
+
+#[test]
+fn append_read_reload_and_detect_flips() {
+    // Format 1 (seahash) replicas, as written before XXH3, still work.
+    for sum in [chunk::BlockSum::Seahash, chunk::BlockSum::Xxh3] {
+        append_read_reload_and_detect_flips_with(sum);
+    }
+}
+
+fn append_read_reload_and_detect_flips_with(sum: chunk::BlockSum) {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica_with(dir.path(), Layout::with_sum(4 * BLOCK, sum));
+    let data: Vec<u8> = (0..(2 * BLOCK as usize + 500))
+        .map(|i| (i * 31 % 256) as u8)
+        .collect();
+    let mut tail = Vec::new();
+    for piece in data.chunks(40_000) {
+        append(&io, &r, &mut tail, piece);
+    }
+    assert_eq!(r.len(), data.len() as u64);
+    assert_eq!(read(&io, &r, 100, 70_000).unwrap(), data[100..70_100]);
+    assert!(matches!(
+        read(&io, &r, 0, data.len() + 1),
+        Err(ReadFail::Short { .. })
+    ));
+    r.scrub(&io).unwrap();
+
+    // Reload: same length, table and contents.
+    let gate = Arc::new(Gate::new(0, FdCache::new(16)));
+    let l = Replica::load(gate, &io, &r.path, 5).unwrap();
+    assert_eq!(l.dropped_tail, 0);
+    assert_eq!(l.replica.len(), data.len() as u64);
+    assert_eq!(l.replica.version(), 1);
+    assert_eq!(
+        l.replica.layout().sum,
+        sum,
+        "the superblock names the block hash"
+    );
+    l.replica.scrub(&io).unwrap();
+    drop(l);
+
+    // Flip a data byte: the read that covers it and the scrub both notice.
+    let file = OpenOptions::new()
+        .write(true)
+        .read(true)
+        .open(&r.path)
+        .unwrap();
+    use std::os::unix::fs::FileExt;
+    let at = r.layout.data_off + BLOCK + 7;
+    let mut b = [0u8];
+    file.read_exact_at(&mut b, at).unwrap();
+    file.write_all_at(&[b[0] ^ 1], at).unwrap();
+    assert!(matches!(
+        read(&io, &r, BLOCK, 10),
+        Err(ReadFail::Corrupt(_))
+    ));
+    assert!(read(&io, &r, 0, 100).is_ok(), "other blocks still verify");
+    assert!(r.scrub(&io).is_err());
+    file.write_all_at(&b, at).unwrap();
+    // Flip a table entry byte.
+    let at = r.layout.entry_off(0) + 9;
+    file.read_exact_at(&mut b, at).unwrap();
+    file.write_all_at(&[b[0] ^ 0x80], at).unwrap();
+    assert!(matches!(read(&io, &r, 0, 1), Err(ReadFail::Corrupt(_))));
+    file.write_all_at(&b, at).unwrap();
+    // Flip padding and an unused entry: only the scrub can notice.
+    for at in [r.layout.data_off - 1, r.layout.entry_off(3) + 2] {
+        file.read_exact_at(&mut b, at).unwrap();
+        file.write_all_at(&[b[0] ^ 4], at).unwrap();
+        assert!(r.scrub(&io).is_err(), "flip at {at}");
+        file.write_all_at(&b, at).unwrap();
+    }
+    r.scrub(&io).unwrap();
+
+    // Appends to a reloaded replica go on in its format.
+    drop(r);
+    let gate = Arc::new(Gate::new(0, FdCache::new(16)));
+    let l = Replica::load(gate, &io, &dir.path().join(file_name(5)), 5).unwrap();
+    append(&io, &l.replica, &mut tail, b"appended after a reload");
+    let end = data.len();
+    assert_eq!(
+        read(&io, &l.replica, end as u64 - 10, 33).unwrap(),
+        [&data[end - 10..], &b"appended after a reload"[..]].concat()
+    );
+    l.replica.scrub(&io).unwrap();
+}
+
+#[test]
+fn load_drops_unverifiable_tail_and_ignores_uncommitted_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+    let mut tail = Vec::new();
+    append(&io, &r, &mut tail, &vec![1u8; BLOCK as usize + 10]);
+    use std::os::unix::fs::FileExt;
+    let file = OpenOptions::new().write(true).open(&r.path).unwrap();
+    // An append torn before its first entry landed: data and a later
+    // entry are there, but the length does not include them.
+    file.write_all_at(&[9u8; 1000], r.layout.data_off + BLOCK + 10)
+        .unwrap();
+    file.write_all_at(
+        &r.layout.sum.entry(&[3u8; 5]).encode(),
+        r.layout.entry_off(2),
+    )
+    .unwrap();
+    let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+    assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK + 10, 0));
+    l.replica.scrub(&io).unwrap();
+    // Now damage the last block: the reload walks back to the full block.
+    file.write_all_at(&[7u8], r.layout.data_off + BLOCK + 3)
+        .unwrap();
+    let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+    assert_eq!((l.replica.len(), l.dropped_tail), (BLOCK, 10));
+    l.replica.scrub(&io).unwrap();
+    assert_eq!(
+        std::fs::metadata(&r.path).unwrap().len(),
+        r.layout.data_off + BLOCK
+    );
+    // A superblock naming another chunk is refused.
+    assert!(Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 6).is_err());
+}
+
+#[test]
+fn a_synced_partial_block_survives_its_entry_landing_without_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+    let mut tail = Vec::new();
+    append(&io, &r, &mut tail, &[1u8; 100]);
+    append(&io, &r, &mut tail, &[2u8; 50]);
+    // Each sync wrote its own slot: both are valid, the last one is 150.
+    let header = std::fs::read(&r.path).unwrap();
+    let off = r.layout.slots_off.unwrap() as usize;
+    let slots: Vec<_> = header[off..off + 2 * SLOT_LEN as usize]
+        .chunks(SLOT_LEN as usize)
+        .map(|b| TailSlot::decode(b).unwrap().len())
+        .collect();
+    assert_eq!(slots, vec![100, 150]);
+    // An unsynced append of 1000 bytes: after a power cut its entry for
+    // block 0 is on disk but its data is not (the kernel wrote the pages
+    // back out of order).
+    use std::os::unix::fs::FileExt;
+    let file = OpenOptions::new().write(true).open(&r.path).unwrap();
+    let mut whole = vec![1u8; 100];
+    whole.extend_from_slice(&[2u8; 50]);
+    whole.extend_from_slice(&[3u8; 1000]);
+    file.write_all_at(&r.layout.sum.entry(&whole).encode(), r.layout.entry_off(0))
+        .unwrap();
+    let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+    assert_eq!(l.replica.len(), 150, "the synced prefix is kept");
+    assert!(l.corrupt_tail.is_none());
+    assert_eq!(read(&io, &l.replica, 0, 150).unwrap(), whole[..150]);
+    l.replica.scrub(&io).unwrap();
+    // The next sync goes to the slot that is not the one kept.
+    assert_eq!(l.replica.next_slot.load(Ordering::Relaxed), 0);
+    // A damaged slot is found by a scrub, and a load that finds one
+    // checks the whole replica and writes a good slot in its place.
+    file.write_all_at(&[0xff], off as u64 + 3).unwrap();
+    assert!(l.replica.scrub(&io).unwrap_err().contains("tail slot"));
+    let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+    l.replica.scrub(&io).unwrap();
+    assert_eq!(l.replica.len(), 150);
+}
+
+#[test]
+fn a_torn_append_that_kept_a_later_block_but_not_an_earlier_one_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+    let mut tail = Vec::new();
+    append(&io, &r, &mut tail, &[1u8; 100]);
+    append(&io, &r, &mut tail, &[2u8; 50]);
+    // An unsynced append of a block's worth: the power cut kept both
+    // entries and the data in block 1, but not the rest of block 0.
+    let more = vec![3u8; BLOCK as usize];
+    let sums = chunk::append_sums(r.layout.sum, 150, &tail, &[&more]);
+    let enc = sums.encoded();
+    use std::os::unix::fs::FileExt;
+    let file = OpenOptions::new().write(true).open(&r.path).unwrap();
+    file.write_all_at(&more[(BLOCK - 150) as usize..], r.layout.data_off + BLOCK)
+        .unwrap();
+    file.write_all_at(&enc.first, r.layout.entry_off(0))
+        .unwrap();
+    file.write_all_at(&enc.rest, r.layout.entry_off(1)).unwrap();
+    let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+    assert_eq!(l.replica.len(), 150, "block 1 alone proves nothing");
+    assert!(l.corrupt_tail.is_none(), "a torn append is not damage");
+    l.replica.scrub(&io).unwrap();
+}

@@ -1,0 +1,20 @@
+//! Test machinery shared by the workspace's crates: used by their tests (as
+//! a dev-dependency) and by the test doubles gfs and chubby build behind
+//! their `testing` features, never by a normal build.
+//!
+//! - [`disk`]: an in-memory disk whose unsynced writes and directory changes
+//!   a power cut takes back (the model under `gfs::CrashStore` and
+//!   `chubby::CrashDisk`);
+//! - [`power`]: the power switch every crash model counts operations with,
+//!   and the undo log a power cut of real files replays (`gfs::PowerCut`);
+//! - [`rng`]: the seeded generator that draws torn writes;
+//! - [`fuzz`]: case counts from the environment (`FUZZ_CASES`, `CRASH_POINTS`)
+//!   and byte damage for fuzz targets;
+//! - [`alloc`]: an allocator that records a thread's largest allocation.
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+
+pub mod alloc;
+pub mod disk;
+pub mod fuzz;
+pub mod power;
+pub mod rng;
