@@ -11,6 +11,10 @@ pub(crate) fn installed() -> bool {
     false
 }
 
+pub(crate) fn covers(_file: &File) -> bool {
+    false
+}
+
 pub(crate) fn write(
     _file: &File,
     _offset: u64,
