@@ -10,7 +10,8 @@
 //! - [`rng`]: the seeded generator that draws torn writes;
 //! - [`fuzz`]: case counts from the environment (`FUZZ_CASES`, `CRASH_POINTS`)
 //!   and byte damage for fuzz targets;
-//! - [`alloc`]: an allocator that records a thread's largest allocation.
+//! - [`alloc`]: an allocator that records a thread's largest allocation;
+//! - [`seaweed`]: a real S3 server (SeaweedFS) on loopback for a test.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod alloc;
@@ -18,3 +19,4 @@ pub mod disk;
 pub mod fuzz;
 pub mod power;
 pub mod rng;
+pub mod seaweed;

@@ -10,8 +10,6 @@
 //! test panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod seaweed;
-
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! directory, since everything the engine stores is in the bucket.
 
 use std::time::Duration;
-use tests::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
+use testkit::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
 use tests::Mount;
 
 /// The `-o` options of a mount on `w`'s bucket, keys from a credentials

