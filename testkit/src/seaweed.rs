@@ -22,9 +22,9 @@ pub fn weed_bin() -> PathBuf {
         return PathBuf::from(p);
     }
     // A test runs as target/<profile>/deps/<binary>.
-    let venv = std::env::current_exe().ok().and_then(|exe| {
-        Some(exe.parent()?.parent()?.parent()?.join("python/bin/weed"))
-    });
+    let venv = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.join("python/bin/weed")));
     match venv {
         Some(v) if v.is_file() => v,
         _ => PathBuf::from("weed"),

@@ -104,3 +104,95 @@ fn kill_9_during_writers_loses_nothing_acknowledged() {
     );
     assert!(checked >= 60, "only {checked} cells were checked");
 }
+
+/// Writes `value` to cell `path` inside the mount with dd (which reports a
+/// failed close); true if the close returned success.
+fn write_cell(m: &Mount, path: &str, value: &str) -> bool {
+    m.sh(&format!(
+        "echo {value} | timeout 300 dd of={path} status=none"
+    ))
+    .status
+    .success()
+}
+
+#[test]
+fn a_store_that_goes_away_fails_writes_and_the_mount_recovers() {
+    let mut w = Seaweed::start("mount-away");
+    let mut opts = s3_options(&w, "a");
+    opts.push("s3_timeout=3".into());
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let m = Mount::with_options(&opts);
+    m.table("t", "f\n");
+    m.ok("mkdir -p t/r/f");
+    assert!(write_cell(&m, "t/r/f/before", "before"));
+
+    // Frozen: a write fails within a bounded time, and is not acknowledged.
+    w.pause();
+    let t = std::time::Instant::now();
+    let acked = write_cell(&m, "t/r/f/frozen", "frozen");
+    let took = t.elapsed();
+    w.resume();
+    assert!(
+        !acked,
+        "a write was acknowledged while the store was frozen"
+    );
+    assert!(
+        took < Duration::from_secs(200),
+        "the write hung for {took:?}"
+    );
+    // Reads of what the daemon holds keep working.
+    assert_eq!(m.ok("cat t/r/f/before"), "before\n");
+
+    // Back: writes work again without a remount.
+    let back = tests::wait_until(Duration::from_secs(120), || {
+        write_cell(&m, "t/r/f/after", "after")
+    });
+    assert!(
+        back,
+        "writes still fail after the store came back:\n{}",
+        tests::tail(&m.log_text(), 30)
+    );
+
+    // Killed and restarted on its directory: the same.
+    w.restart();
+    let back = tests::wait_until(Duration::from_secs(120), || {
+        write_cell(&m, "t/r/f/restarted", "restarted")
+    });
+    assert!(
+        back,
+        "writes still fail after the store restarted:\n{}",
+        tests::tail(&m.log_text(), 30)
+    );
+    for c in ["before", "after", "restarted"] {
+        assert_eq!(m.ok(&format!("cat t/r/f/{c}")), format!("{c}\n"));
+    }
+}
+
+#[test]
+fn a_second_daemon_on_the_prefix_fences_the_first() {
+    let w = Seaweed::start("mount-fence");
+    let a = mount_on(&w, "f");
+    a.table("t", "f\n");
+    a.ok("mkdir -p t/r/f");
+    for i in 0..5 {
+        assert!(write_cell(&a, &format!("t/r/f/a{i}"), &format!("a{i}")));
+    }
+    let b = mount_on(&w, "f");
+    // Everything a acknowledged is there for b, and b writes.
+    for i in 0..5 {
+        assert_eq!(b.ok(&format!("cat t/r/f/a{i}")), format!("a{i}\n"));
+    }
+    assert!(write_cell(&b, "t/r/f/b0", "b0"));
+    // a learns it was fenced and acknowledges nothing more.
+    let fenced = tests::wait_until(Duration::from_secs(30), || {
+        a.ok("cat .bigtable/status").contains("fenced=true")
+    });
+    assert!(fenced, "{}", a.ok("cat .bigtable/status"));
+    assert!(
+        !write_cell(&a, "t/r/f/late", "late"),
+        "a fenced daemon acknowledged a write"
+    );
+    assert!(a.log_text().contains("fenced"));
+    assert_eq!(b.ok("cat t/r/f/b0"), "b0\n");
+    assert!(b.fails("cat t/r/f/late").contains("No such file"));
+}
