@@ -265,6 +265,47 @@ fn a_damaged_checksum_entry_at_load_is_corruption_and_the_chunk_is_copied_whole(
 }
 
 #[test]
+fn a_damaged_checksum_entry_found_when_a_server_rejoins_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 4 * chunk::BLOCK;
+    let mut o = opts(dir.path(), 3);
+    o.chunk_size = size;
+    let c = Cluster::open(o).unwrap();
+    let data = bytes(10, 196 << 10);
+    write_file(&c, "f", &data);
+    let victim = c.inner.servers[2]
+        .dir
+        .join("chunks")
+        .join(replica::file_name(0));
+    c.set_offline(2, true);
+    assert!(wait(Duration::from_secs(30), || c.health().servers[2]
+        .state
+        .starts_with("failed")));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&victim)
+        .unwrap();
+    let at = chunk::Layout::new(size).entry_off(1) + 5;
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 1], at).unwrap();
+    c.set_offline(2, false);
+    assert!(wait(Duration::from_secs(30), || {
+        let h = c.health();
+        h.corruptions_detected == 1 && h.under_replicated == 0 && h.repair_queue == 0
+    }));
+    let h = c.health();
+    assert_eq!((h.servers[2].corrupt, h.repaired), (1, 1), "{h:?}");
+    // Server 2 holds a fresh, whole copy again.
+    let r = c.inner.servers[2].replica(0).unwrap();
+    assert!(!r.is_bad());
+    assert_eq!(r.len(), data.len() as u64);
+    assert_eq!(c.scrub(), 0);
+    assert_eq!(read_all(&c, "f"), data);
+}
+
+#[test]
 fn a_sole_copy_with_a_damaged_checksum_entry_is_kept_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let size = 4 * chunk::BLOCK;
