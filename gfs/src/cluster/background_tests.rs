@@ -277,10 +277,11 @@ fn a_damaged_checksum_entry_found_when_a_server_rejoins_is_replaced() {
         .dir
         .join("chunks")
         .join(replica::file_name(0));
+    // Down, and its replicas forgotten (so only a rejoin sees the file).
     c.set_offline(2, true);
     assert!(wait(Duration::from_secs(30), || c.health().servers[2]
-        .state
-        .starts_with("failed")));
+        .replicas
+        == 0));
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -297,6 +298,7 @@ fn a_damaged_checksum_entry_found_when_a_server_rejoins_is_replaced() {
     }));
     let h = c.health();
     assert_eq!((h.servers[2].corrupt, h.repaired), (1, 1), "{h:?}");
+    assert_eq!(h.scrub.corruptions, 0, "found at load, not by a scrub");
     // Server 2 holds a fresh, whole copy again.
     let r = c.inner.servers[2].replica(0).unwrap();
     assert!(!r.is_bad());
