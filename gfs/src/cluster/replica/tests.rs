@@ -298,3 +298,36 @@ fn a_damaged_entry_in_the_middle_is_corruption_and_nothing_is_cut() {
         assert_eq!(&before[r.layout.data_off as usize..], &data[..]);
     }
 }
+
+#[test]
+fn a_power_cut_model_over_another_directory_leaves_the_header_map_and_zero_cuts_alone() {
+    // Another test's model, as when tests run in parallel: it covers none
+    // of this replica's files, so nothing here may behave as under one.
+    let other = tempfile::tempdir().unwrap();
+    let _model = crate::PowerCut::install(other.path(), 1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+    let data = [5u8; 1000];
+    let sums = chunk::append_sums(r.layout.sum, 0, &[], &[&data]);
+    let enc = sums.encoded();
+    {
+        let o = r.open(false).unwrap();
+        let _io = r.lock_io();
+        assert!(o.map_header(), "entries go through the header map");
+        let mut c = Chain::new();
+        let how = Append {
+            sync: false,
+            zeros: true,
+            mapped_entries: true,
+        };
+        o.append_chain(&mut c, 0, &[&data], &enc, how);
+        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        assert!(r.store_entries(&enc));
+        r.commit_append(data.len() as u64, &sums);
+    }
+    let size = || std::fs::metadata(&r.path).unwrap().len();
+    assert!(size() > r.layout.data_off + 1000, "zeros written ahead");
+    assert_eq!(read(&io, &r, 0, 1000).unwrap(), data);
+    r.cut_zeros().unwrap();
+    assert_eq!(size(), r.layout.data_off + 1000, "and cut at the close");
+}
