@@ -214,6 +214,139 @@ fn a_damaged_last_block_at_load_is_corruption_but_a_torn_one_is_not() {
 }
 
 #[test]
+fn a_damaged_checksum_entry_at_load_is_corruption_and_the_chunk_is_copied_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    // One chunk of 196 KiB: three full blocks and a partial fourth.
+    let size = 4 * chunk::BLOCK;
+    let o = || {
+        let mut o = opts(dir.path(), 3);
+        o.chunk_size = size;
+        o
+    };
+    let data = bytes(8, 196 << 10);
+    let (victim_server, victim) = {
+        let c = Cluster::open(o()).unwrap();
+        write_file(&c, "f", &data);
+        c.replica_files()[0].clone()
+    };
+    // One flipped reserved byte in block 1's entry.
+    let layout = chunk::Layout::new(size);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&victim)
+        .unwrap();
+    let at = layout.entry_off(1) + 5;
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 1], at).unwrap();
+    let c = Cluster::open(o()).unwrap();
+    let h = c.health();
+    assert_eq!(h.corruptions_detected, 1, "{h:?}");
+    assert_eq!(h.servers[victim_server].corrupt, 1, "{h:?}");
+    assert_eq!(read_all(&c, "f"), data, "served whole by the good copies");
+    assert!(c.wait_for_repair(Duration::from_secs(60)));
+    let h = c.health();
+    assert_eq!(h.repaired, 1, "{h:?}");
+    // The damaged file was replaced by a whole copy on its server: three
+    // replicas of the whole chunk, every one verifying.
+    let files = c.replica_files();
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert!(
+        files.contains(&(victim_server, victim.clone())),
+        "{files:?}"
+    );
+    for (_, p) in &files {
+        let len = std::fs::metadata(p).unwrap().len();
+        assert_eq!(len, layout.data_off + data.len() as u64, "{}", p.display());
+    }
+    assert_eq!(c.scrub(), 0);
+    assert_eq!(read_all(&c, "f"), data);
+}
+
+#[test]
+fn a_damaged_checksum_entry_found_when_a_server_rejoins_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 4 * chunk::BLOCK;
+    let mut o = opts(dir.path(), 3);
+    o.chunk_size = size;
+    let c = Cluster::open(o).unwrap();
+    let data = bytes(10, 196 << 10);
+    write_file(&c, "f", &data);
+    let victim = c.inner.servers[2]
+        .dir
+        .join("chunks")
+        .join(replica::file_name(0));
+    // Down, and its replicas forgotten (so only a rejoin sees the file).
+    c.set_offline(2, true);
+    assert!(wait(Duration::from_secs(30), || c.health().servers[2]
+        .replicas
+        == 0));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&victim)
+        .unwrap();
+    let at = chunk::Layout::new(size).entry_off(1) + 5;
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 1], at).unwrap();
+    c.set_offline(2, false);
+    assert!(wait(Duration::from_secs(30), || {
+        let h = c.health();
+        h.corruptions_detected == 1 && h.under_replicated == 0 && h.repair_queue == 0
+    }));
+    let h = c.health();
+    assert_eq!((h.servers[2].corrupt, h.repaired), (1, 1), "{h:?}");
+    assert_eq!(h.scrub.corruptions, 0, "found at load, not by a scrub");
+    // Server 2 holds a fresh, whole copy again.
+    let r = c.inner.servers[2].replica(0).unwrap();
+    assert!(!r.is_bad());
+    assert_eq!(r.len(), data.len() as u64);
+    assert_eq!(c.scrub(), 0);
+    assert_eq!(read_all(&c, "f"), data);
+}
+
+#[test]
+fn a_sole_copy_with_a_damaged_checksum_entry_is_kept_as_it_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let size = 4 * chunk::BLOCK;
+    let o = || {
+        let mut o = opts(dir.path(), 1);
+        o.chunk_size = size;
+        o
+    };
+    let data = bytes(9, 196 << 10);
+    let (_, victim) = {
+        let c = Cluster::open(o()).unwrap();
+        write_file(&c, "f", &data);
+        c.replica_files()[0].clone()
+    };
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&victim)
+        .unwrap();
+    let at = chunk::Layout::new(size).entry_off(1) + 5;
+    let mut b = [0u8];
+    f.read_exact_at(&mut b, at).unwrap();
+    f.write_all_at(&[b[0] ^ 1], at).unwrap();
+    let before = std::fs::read(&victim).unwrap();
+    for _ in 0..2 {
+        let c = Cluster::open(o()).unwrap();
+        let h = c.health();
+        assert_eq!((h.corruptions_detected, h.lost), (1, 1), "{h:?}");
+        // Nothing wrong is served, and nothing is cut or deleted: the
+        // file waits, whole, for someone to look at it.
+        assert!(c.open("f").unwrap().read_at(0, data.len()).is_err());
+        c.heartbeat();
+        c.repair_now();
+        drop(c);
+        assert_eq!(std::fs::read(&victim).unwrap(), before);
+    }
+}
+
+#[test]
 fn the_master_directory_removed_while_open_and_before_a_start_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let master = dir.path().join("master");

@@ -71,9 +71,16 @@ impl Inner {
         // Per handle: (server, version, length, chunk size) of each replica.
         let mut by_handle: HashMap<u64, Vec<(usize, u64, u64, u64)>> = HashMap::new();
         let mut unreadable = Vec::new();
+        // Replicas loading found damaged (marked bad): no say in the chunk's
+        // version or length, replaced from the good copies.
+        let mut damaged = Vec::new();
         for (s, scan) in scans {
             bump_by(&self.counters.corruptions, scan.corrupt.len());
             for r in scan.reports {
+                if r.replica.is_bad() {
+                    damaged.push((s, r.replica.handle));
+                    continue;
+                }
                 by_handle.entry(r.replica.handle).or_default().push((
                     s,
                     r.version,
@@ -147,6 +154,18 @@ impl Inner {
         for (s, h) in unreadable {
             if st.chunks.get(&h).is_none_or(|c| !c.locations.is_empty()) {
                 deletions.push((s, h));
+            }
+        }
+        for (s, h) in damaged {
+            match st.chunks.get(&h) {
+                None => {
+                    bump(&self.counters.orphans_deleted);
+                    deletions.push((s, h));
+                }
+                Some(c) if !c.locations.is_empty() => deletions.push((s, h)),
+                Some(_) => log::error!(
+                    "gfs: chunk {h:016x}: chunkserver {s} holds the only copy and it is damaged; keeping it for inspection"
+                ),
             }
         }
         if adopted {
@@ -251,7 +270,17 @@ impl Inner {
             let want = c
                 .sealed_len
                 .unwrap_or_else(|| ctl.len.load(Ordering::Acquire));
-            if rep.version < c.version {
+            if rep.replica.is_bad() {
+                // Damaged (counted above): the good copies replace it.
+                if c.locations.iter().any(|&s| s != id) {
+                    drop(st);
+                    server.delete(h);
+                } else {
+                    log::error!(
+                        "gfs: chunk {h:016x}: chunkserver {id} came back with the only copy, damaged; keeping it for inspection"
+                    );
+                }
+            } else if rep.version < c.version {
                 log::warn!(
                     "gfs: chunk {h:016x}: chunkserver {id} came back with stale version {} (current {}); deleting it",
                     rep.version,

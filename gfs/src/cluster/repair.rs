@@ -289,7 +289,7 @@ impl Inner {
             self.note_write_error(dest, &e);
             Error::io(&name, e)
         })?;
-        if installed.len() != copied || installed.version() != version {
+        if installed.len() != copied || installed.version() != version || installed.is_bad() {
             self.servers[dest].delete(h);
             return Err(Error::Corruption {
                 name,

@@ -156,7 +156,8 @@ pub(crate) struct Scan {
     pub(crate) unreadable: Vec<(u64, String)>,
     /// Bytes dropped from replica tails that did not verify.
     pub(crate) dropped_tail: u64,
-    /// Replicas whose dropped tail was damage, not a torn append: (handle, why).
+    /// Replicas found damaged (a dropped tail that was not a torn append, or
+    /// a damaged table entry: then the replica is marked bad): (handle, why).
     pub(crate) corrupt: Vec<(u64, String)>,
 }
 
@@ -265,13 +266,20 @@ impl ChunkServer {
             match Replica::load(self.gate.clone(), io, &path, handle) {
                 Ok(l) => {
                     scan.dropped_tail += l.dropped_tail;
-                    if let Some(why) = l.corrupt_tail {
+                    if let Some(why) = l.corrupt {
                         self.gate.stats.corrupt();
-                        log::warn!(
-                            "chunkserver {}: chunk {handle:016x}: {why}; dropped {} bytes, re-replicating",
-                            self.id,
-                            l.dropped_tail
-                        );
+                        if l.replica.is_bad() {
+                            log::warn!(
+                                "chunkserver {}: chunk {handle:016x}: {why}; kept as it is, unused, re-replicating",
+                                self.id
+                            );
+                        } else {
+                            log::warn!(
+                                "chunkserver {}: chunk {handle:016x}: {why}; dropped {} bytes, re-replicating",
+                                self.id,
+                                l.dropped_tail
+                            );
+                        }
                         scan.corrupt.push((handle, why));
                     } else if l.dropped_tail > 0 {
                         log::warn!(

@@ -1,6 +1,7 @@
 //! Loading a replica file: the superblock and table checked, and a tail
 //! that does not verify dropped (a torn append after a machine crash) or
-//! reported (damage).
+//! reported (damage). A damaged table entry is reported and nothing is
+//! dropped: the replica is kept as it is, unused.
 
 use super::{Loaded, Replica, State};
 use crate::cluster::chunk::{
@@ -9,13 +10,20 @@ use crate::cluster::chunk::{
 use crate::cluster::server::Gate;
 use crate::io::{Chain, Io, ReadReq};
 use parking_lot::{Mutex, RwLock};
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 /// Bytes per page: what a crash tears an unsynced write into.
 pub(super) const PAGE: usize = 4096;
+
+/// What an entry that does not decode stands for in memory: a whole block
+/// (the table goes on past it) whose hash is unknown.
+const WHOLE_UNKNOWN: Entry = Entry {
+    len: BLOCK as u32,
+    hash: 0,
+};
 
 /// Whether a last block that fails its checksum is a torn append rather
 /// than damage. An append writes its data, then its checksum entry; before
@@ -30,9 +38,11 @@ pub(crate) fn looks_torn(data: &[u8], want: usize) -> bool {
 
 impl Replica {
     /// Loads an existing replica file: checks the superblock, reads the table,
-    /// and verifies the last block, dropping trailing blocks that fail (what a
-    /// torn tail looks like). Cleans the table and file past the verified
-    /// length so appends can continue there.
+    /// and verifies the blocks past the last sync, dropping trailing blocks
+    /// that fail (what a torn tail looks like). Cleans the table and file past
+    /// the verified length so appends can continue there. A table entry that
+    /// does not decode is damage: the replica comes back marked bad with the
+    /// file untouched.
     pub(crate) fn load(
         gate: Arc<Gate>,
         io: &Io,
@@ -62,13 +72,37 @@ impl Replica {
             return Err(format!("superblock names chunk {:016x}", sb.handle));
         }
         let layout = Layout::with_sum(sb.chunk_size, sb.sum);
-        let raw = one(SUPER_LEN, layout.table_len() as usize)?;
-        let mut table: Vec<Entry> = raw
+        let mut raw = one(SUPER_LEN, layout.table_len() as usize)?;
+        // Header sectors that never reached the disk (a power cut before the
+        // first sync) read as zeros, as they are extended below.
+        raw.resize(layout.table_len() as usize, 0);
+        let decoded: Vec<Option<Entry>> = raw
             .chunks(chunk::ENTRY_LEN as usize)
-            .map(|e| Entry::decode(e).unwrap_or(Entry { len: 0, hash: 1 }))
+            .map(Entry::decode)
             .collect();
-        table.resize(layout.blocks as usize, Entry::default());
+        let mut table: Vec<Entry> = decoded.iter().map(|e| e.unwrap_or(WHOLE_UNKNOWN)).collect();
         let claimed = chunk::length_from_table(&table).min(layout.chunk_size);
+        // Only encoded entries are ever written to the table (zeros for a
+        // block not in use), each in one write, at a multiple of 16 bytes:
+        // inside one sector, which a crash leaves old or new as a whole. So
+        // an entry that does not decode is no torn append but damage.
+        // Dropping the blocks from it on would throw away good data the rest
+        // of the table still describes: the file is left exactly as it is
+        // and the replica is never served, for the good copies to replace.
+        if let Some(k) = decoded.iter().position(Option::is_none) {
+            let st = State {
+                version: sb.version,
+                len: claimed,
+                table,
+            };
+            let r = Replica::loaded(gate, path, handle, file, layout, st, 0);
+            r.mark_bad();
+            return Ok(Loaded {
+                replica: Arc::new(r),
+                dropped_tail: 0,
+                corrupt: Some(format!("the checksum entry of block {k} is damaged")),
+            });
+        }
         let slots: Vec<Option<TailSlot>> = match layout.slots_off {
             Some(off) => {
                 let raw = one(off, 2 * SLOT_LEN as usize)?;
@@ -195,30 +229,44 @@ impl Replica {
             file.set_len(layout.data_off + len)
                 .map_err(|e| format!("truncate: {e}"))?;
         }
+        let st = State {
+            version: sb.version,
+            len,
+            table,
+        };
+        let r = Replica::loaded(gate, path, handle, file, layout, st, next_slot);
+        Ok(Loaded {
+            replica: Arc::new(r),
+            dropped_tail: claimed - len,
+            corrupt: corrupt_tail,
+        })
+    }
+
+    /// The replica of a loaded file, in `state`.
+    fn loaded(
+        gate: Arc<Gate>,
+        path: &Path,
+        handle: u64,
+        file: File,
+        layout: Layout,
+        state: State,
+        next_slot: u64,
+    ) -> Replica {
         let fd = gate.fds.new_id();
         gate.fds.insert(fd, file);
-        let r = Replica {
+        Replica {
             handle,
             gate,
             path: path.to_path_buf(),
             fd,
             layout,
-            state: RwLock::new(State {
-                version: sb.version,
-                len,
-                table,
-            }),
+            zeroed_to: AtomicU64::new(state.len),
+            state: RwLock::new(state),
             io_lock: Mutex::new(()),
             bad: AtomicBool::new(false),
             dir_synced: AtomicBool::new(true),
             next_slot: AtomicU64::new(next_slot),
-            zeroed_to: AtomicU64::new(len),
             header: Mutex::new(None),
-        };
-        Ok(Loaded {
-            replica: Arc::new(r),
-            dropped_tail: claimed - len,
-            corrupt_tail,
-        })
+        }
     }
 }

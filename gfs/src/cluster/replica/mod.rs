@@ -2,7 +2,7 @@
 //! table, verified reads, and the I/O requests of appends and version changes.
 //!
 //! This file holds the replica and its state; `load.rs` opens an existing
-//! replica file and drops a torn tail, `read.rs` serves verified reads,
+//! replica file, drops a torn tail and reports damage, `read.rs` serves verified reads,
 //! `scrub.rs` checks a whole replica, and `chains.rs` builds the I/O chains
 //! of appends, syncs and version changes.
 //!
@@ -116,9 +116,11 @@ pub(crate) struct Loaded {
     /// Bytes dropped from the end because the last blocks did not verify
     /// (a torn tail after a machine crash, or corruption there).
     pub(crate) dropped_tail: u64,
-    /// Set when the dropped tail was not a torn append but damage (see
-    /// [`looks_torn`]): counted as a corruption.
-    pub(crate) corrupt_tail: Option<String>,
+    /// Damage found, counted as a corruption: a dropped tail that was not a
+    /// torn append (see `looks_torn`), or a table entry that does not
+    /// decode. In the second case nothing is dropped and the replica comes
+    /// back marked bad, for the good copies to replace.
+    pub(crate) corrupt: Option<String>,
 }
 
 impl Replica {
@@ -253,14 +255,13 @@ impl Replica {
     }
 
     /// Whether an unsynced log append's entries can go through the header
-    /// map (made now if need be). Not under a power-cut model, which sees
-    /// only writes and syncs. The caller holds the I/O lock.
+    /// map (made now if need be). Not under a power-cut model covering the
+    /// file, which sees only writes and syncs (asked only when mapping, as
+    /// asking costs a system call while any model is installed). The caller
+    /// holds the I/O lock.
     fn map_header(&self, file: &File) -> bool {
-        if crate::power::installed() {
-            return false;
-        }
         let mut h = self.header.lock();
-        if h.is_none() {
+        if h.is_none() && !crate::power::covers(file) {
             *h = HeaderMap::of(file, self.layout.data_off);
         }
         h.is_some()
@@ -283,15 +284,19 @@ impl Replica {
     /// Unmaps the header and cuts the zeros written ahead of a log's data
     /// (the chunk is sealed or the log closes), so the file holds only its
     /// data again. (A power-cut model sees only writes and syncs, so under
-    /// one the zeros stay; loading cuts them too.)
+    /// one covering the file the zeros stay; loading cuts them too.)
     pub(crate) fn cut_zeros(&self) -> io::Result<()> {
         let _io = self.io_lock.lock();
         *self.header.lock() = None;
         let len = self.len();
-        if self.zeroed_to.load(Ordering::Acquire) <= len || crate::power::installed() {
+        if self.zeroed_to.load(Ordering::Acquire) <= len {
             return Ok(());
         }
-        self.file()?.set_len(self.layout.data_off + len)?;
+        let file = self.file()?;
+        if crate::power::covers(&file) {
+            return Ok(());
+        }
+        file.set_len(self.layout.data_off + len)?;
         self.zeroed_to.store(len, Ordering::Release);
         Ok(())
     }

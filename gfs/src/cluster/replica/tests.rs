@@ -222,7 +222,7 @@ fn a_synced_partial_block_survives_its_entry_landing_without_its_data() {
         .unwrap();
     let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
     assert_eq!(l.replica.len(), 150, "the synced prefix is kept");
-    assert!(l.corrupt_tail.is_none());
+    assert!(l.corrupt.is_none());
     assert_eq!(read(&io, &l.replica, 0, 150).unwrap(), whole[..150]);
     l.replica.scrub(&io).unwrap();
     // The next sync goes to the slot that is not the one kept.
@@ -257,6 +257,77 @@ fn a_torn_append_that_kept_a_later_block_but_not_an_earlier_one_is_dropped() {
     file.write_all_at(&enc.rest, r.layout.entry_off(1)).unwrap();
     let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
     assert_eq!(l.replica.len(), 150, "block 1 alone proves nothing");
-    assert!(l.corrupt_tail.is_none(), "a torn append is not damage");
+    assert!(l.corrupt.is_none(), "a torn append is not damage");
     l.replica.scrub(&io).unwrap();
+}
+
+#[test]
+fn a_damaged_entry_in_the_middle_is_corruption_and_nothing_is_cut() {
+    use std::os::unix::fs::FileExt;
+    // 196 KiB: three full blocks and a partial fourth.
+    let data: Vec<u8> = (0..196 << 10).map(|i| (i % 251) as u8 + 1).collect();
+    // Block 1's entry: a reserved byte, then its length made one no entry
+    // can have (over a block) and one only a zero hash may have (zero).
+    for (byte, flip) in [(5, 0x01), (2, 0x02), (2, 0x01)] {
+        let dir = tempfile::tempdir().unwrap();
+        let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+        append(&io, &r, &mut Vec::new(), &data);
+        let at = r.layout.entry_off(1) + byte;
+        let file = OpenOptions::new()
+            .write(true)
+            .read(true)
+            .open(&r.path)
+            .unwrap();
+        let mut b = [0u8];
+        file.read_exact_at(&mut b, at).unwrap();
+        file.write_all_at(&[b[0] ^ flip], at).unwrap();
+        let before = std::fs::read(&r.path).unwrap();
+        let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+        let why = l.corrupt.as_deref().unwrap_or_default();
+        assert!(why.contains("block 1"), "byte {byte} ^ {flip:#x}: {why:?}");
+        assert_eq!(l.dropped_tail, 0);
+        assert!(l.replica.is_bad(), "a damaged replica is never served");
+        assert!(matches!(
+            read(&io, &l.replica, 0, 10),
+            Err(ReadFail::Unavailable(_))
+        ));
+        // Not a byte of the file changed: same length, the later entries
+        // and the data after block 1 are all there.
+        assert_eq!(std::fs::read(&r.path).unwrap(), before);
+        assert_eq!(before.len() as u64, r.layout.data_off + data.len() as u64);
+        assert_eq!(&before[r.layout.data_off as usize..], &data[..]);
+    }
+}
+
+#[test]
+fn a_power_cut_model_over_another_directory_leaves_the_header_map_and_zero_cuts_alone() {
+    // Another test's model, as when tests run in parallel: it covers none
+    // of this replica's files, so nothing here may behave as under one.
+    let other = tempfile::tempdir().unwrap();
+    let _model = crate::PowerCut::install(other.path(), 1).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+    let data = [5u8; 1000];
+    let sums = chunk::append_sums(r.layout.sum, 0, &[], &[&data]);
+    let enc = sums.encoded();
+    {
+        let o = r.open(false).unwrap();
+        let _io = r.lock_io();
+        assert!(o.map_header(), "entries go through the header map");
+        let mut c = Chain::new();
+        let how = Append {
+            sync: false,
+            zeros: true,
+            mapped_entries: true,
+        };
+        o.append_chain(&mut c, 0, &[&data], &enc, how);
+        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        assert!(r.store_entries(&enc));
+        r.commit_append(data.len() as u64, &sums);
+    }
+    let size = || std::fs::metadata(&r.path).unwrap().len();
+    assert!(size() > r.layout.data_off + 1000, "zeros written ahead");
+    assert_eq!(read(&io, &r, 0, 1000).unwrap(), data);
+    r.cut_zeros().unwrap();
+    assert_eq!(size(), r.layout.data_off + 1000, "and cut at the close");
 }
