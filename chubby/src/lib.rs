@@ -41,7 +41,7 @@ mod events;
 mod fuzz;
 mod locks;
 mod namespace;
-pub mod path;
+mod path;
 mod record;
 mod sequencer;
 mod service;
@@ -55,10 +55,9 @@ pub use acl::Credentials;
 pub use cell::{CellOptions, LocalCell};
 pub use disk::{CrashDisk, Disk, DiskOp, LocalDisk};
 pub use error::{Error, Result};
-pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};
 pub use sequencer::Sequencer;
 pub use service::{LockGrant, LockService};
 pub use types::{
     DirEntry, Event, HandleId, LockHolder, LockMode, NodeId, NodeKind, NodeSpec, OpenOptions,
-    OwnerKey, SessionId, Stat, Target, WatchEvent, MAX_CONTENTS, ROOT_ID,
+    OwnerKey, SessionId, Stat, Target, WatchEvent, MAX_CONTENTS,
 };
