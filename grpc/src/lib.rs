@@ -3,6 +3,8 @@
 //! (`google.bigtable.admin.v2.BigtableTableAdmin`). The daemon runs it beside
 //! the mount on the same engine, so what a client writes is in the mount at
 //! once and the other way round.
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod admin;
