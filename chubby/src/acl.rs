@@ -12,18 +12,21 @@ const S_ISVTX: u32 = 0o1000;
 /// The identity of the caller of an operation.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Credentials {
+    /// User id; 0 is root and passes every check.
     pub uid: u32,
+    /// Primary group id.
     pub gid: u32,
     /// Supplementary groups.
     pub groups: Vec<u32>,
 }
 
 impl Credentials {
+    /// The superuser, for trusted callers (the engine, the lock directory's own nodes).
     pub fn root() -> Self {
         Credentials::user(0, 0)
     }
 
-    pub fn user(uid: u32, gid: u32) -> Self {
+    pub(crate) fn user(uid: u32, gid: u32) -> Self {
         Credentials {
             uid,
             gid,
@@ -31,11 +34,11 @@ impl Credentials {
         }
     }
 
-    pub fn is_root(&self) -> bool {
+    pub(crate) fn is_root(&self) -> bool {
         self.uid == 0
     }
 
-    pub fn in_group(&self, gid: u32) -> bool {
+    pub(crate) fn in_group(&self, gid: u32) -> bool {
         self.gid == gid || self.groups.contains(&gid)
     }
 }

@@ -43,7 +43,7 @@ mod events;
 mod fuzz;
 mod locks;
 mod namespace;
-pub mod path;
+mod path;
 mod record;
 mod sequencer;
 mod service;
@@ -59,10 +59,9 @@ pub use cell::{CellOptions, LocalCell};
 pub use crash_disk::{CrashDisk, DiskOp};
 pub use disk::{Disk, LocalDisk};
 pub use error::{Error, Result};
-pub use path::{MAX_NAME_LEN, MAX_PATH_LEN};
 pub use sequencer::Sequencer;
 pub use service::{LockGrant, LockService};
 pub use types::{
     DirEntry, Event, HandleId, LockHolder, LockMode, NodeId, NodeKind, NodeSpec, OpenOptions,
-    OwnerKey, SessionId, Stat, Target, WatchEvent, MAX_CONTENTS, ROOT_ID,
+    OwnerKey, SessionId, Stat, Target, WatchEvent, MAX_CONTENTS,
 };

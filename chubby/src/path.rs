@@ -4,12 +4,12 @@
 use crate::error::{Error, Result};
 
 /// Longest name of one node, as on Linux filesystems.
-pub const MAX_NAME_LEN: usize = 255;
+pub(crate) const MAX_NAME_LEN: usize = 255;
 /// Longest whole path (PATH_MAX).
-pub const MAX_PATH_LEN: usize = 4096;
+pub(crate) const MAX_PATH_LEN: usize = 4096;
 
 /// Checks one path component.
-pub fn check_name(name: &str) -> Result<()> {
+pub(crate) fn check_name(name: &str) -> Result<()> {
     let bad = |reason| {
         Err(Error::InvalidName {
             name: name.to_string(),
@@ -36,7 +36,7 @@ pub fn check_name(name: &str) -> Result<()> {
 
 /// Splits an absolute path into validated components; "/" gives none.
 /// Repeated and trailing slashes are ignored, as in POSIX.
-pub fn components(path: &str) -> Result<Vec<&str>> {
+pub(crate) fn components(path: &str) -> Result<Vec<&str>> {
     if !path.starts_with('/') {
         return Err(Error::InvalidName {
             name: path.to_string(),
@@ -55,20 +55,11 @@ pub fn components(path: &str) -> Result<Vec<&str>> {
 
 /// Splits a path into its parent's components and its last name; the root
 /// has no parent and gives `InvalidArgument`.
-pub fn split_last(path: &str) -> Result<(Vec<&str>, &str)> {
+pub(crate) fn split_last(path: &str) -> Result<(Vec<&str>, &str)> {
     let mut comps = components(path)?;
     match comps.pop() {
         Some(last) => Ok((comps, last)),
         None => Err(Error::invalid("the root has no parent")),
-    }
-}
-
-/// Joins a parent path and a name.
-pub fn join(parent: &str, name: &str) -> String {
-    if parent == "/" {
-        format!("/{name}")
-    } else {
-        format!("{parent}/{name}")
     }
 }
 
@@ -93,7 +84,5 @@ mod tests {
         assert!(matches!(components(&long), Err(Error::NameTooLong(_))));
         assert_eq!(split_last("/a/b").unwrap(), (vec!["a"], "b"));
         assert!(matches!(split_last("/"), Err(Error::InvalidArgument(_))));
-        assert_eq!(join("/", "a"), "/a");
-        assert_eq!(join("/a", "b"), "/a/b");
     }
 }

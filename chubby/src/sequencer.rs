@@ -11,8 +11,11 @@ use crate::types::LockMode;
 /// `"/bigtable/master:exclusive:17"`: the lock's path, mode and generation.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Sequencer {
+    /// The locked node's path.
     pub path: String,
+    /// The mode the lock was held in.
     pub mode: LockMode,
+    /// The node's lock generation at the grant; a later writer-mode grant makes it stale.
     pub generation: u64,
 }
 

@@ -17,9 +17,11 @@ use crate::types::{
 /// A granted lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LockGrant {
+    /// The mode granted.
     pub mode: LockMode,
     /// The node's lock generation (incremented by this grant in writer mode).
     pub generation: u64,
+    /// The token to hand to servers that must check this holder is current.
     pub sequencer: Sequencer,
 }
 
@@ -64,6 +66,7 @@ pub trait LockService: Send + Sync {
     fn read(&self, creds: &Credentials, target: Target<'_>) -> Result<(Vec<u8>, Stat)>;
     /// Replaces a file's contents atomically (at most `MAX_CONTENTS` bytes).
     fn set_contents(&self, creds: &Credentials, target: Target<'_>, data: &[u8]) -> Result<Stat>;
+    /// Removes a file (a directory needs `rmdir`).
     fn unlink(&self, creds: &Credentials, path: &str) -> Result<()>;
     /// Removes an empty directory.
     fn rmdir(&self, creds: &Credentials, path: &str) -> Result<()>;
@@ -71,6 +74,7 @@ pub trait LockService: Send + Sync {
     fn rename(&self, creds: &Credentials, from: &str, to: &str) -> Result<()>;
     /// Entries of a directory, sorted by name.
     fn list(&self, creds: &Credentials, path: &str) -> Result<Vec<DirEntry>>;
+    /// A node's attributes.
     fn stat(&self, creds: &Credentials, target: Target<'_>) -> Result<Stat>;
     /// Sets the permission bits (owner or root only).
     fn chmod(&self, creds: &Credentials, target: Target<'_>, mode: u32) -> Result<Stat>;

@@ -76,10 +76,6 @@ impl Ctx {
         crate::inodes::start_idle_trim(&self.inodes);
     }
 
-    pub(crate) fn options(&self) -> &FsOptions {
-        &self.opts
-    }
-
     pub(crate) fn write_options(&self) -> WriteOptions {
         WriteOptions {
             sync: self.opts.sync_writes,

@@ -34,6 +34,7 @@ fn lock_opened(o: LockOpened) -> Opened {
 }
 
 impl Fs {
+    /// The filesystem over `store`, with no lock directory.
     pub fn new(store: Arc<dyn Store>, opts: FsOptions) -> Fs {
         Fs {
             cx: Ctx::new(store, opts),
@@ -56,10 +57,6 @@ impl Fs {
             ld.start_notifier(notifier.clone());
         }
         self.cx.start_notifier(notifier);
-    }
-
-    pub fn options(&self) -> &FsOptions {
-        self.cx.options()
     }
 
     #[cfg(test)]
@@ -90,33 +87,33 @@ impl Fs {
     // ---- names and attributes ----
 
     /// FUSE `lookup` (`.chubby/` names resolve through their node type).
-    pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
+    pub(crate) fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
         self.cx.lookup(parent, name)
     }
 
     /// Forget `n` kernel references to an inode.
-    pub fn forget(&self, ino: u64, n: u64) {
+    pub(crate) fn forget(&self, ino: u64, n: u64) {
         self.cx.forget(ino, n);
     }
 
     /// Whether the kernel holds this inode number.
-    pub fn knows(&self, ino: u64) -> bool {
+    pub(crate) fn knows(&self, ino: u64) -> bool {
         self.cx.knows(ino)
     }
 
     /// Waits briefly until the invalidations this request queued reached the
     /// kernel (called before replying to requests that change data).
-    pub fn settle(&self) {
+    pub(crate) fn settle(&self) {
         self.cx.settle();
     }
 
     /// fsync of a directory: make the commit log durable.
-    pub fn sync(&self) -> FsResult<()> {
+    pub(crate) fn sync(&self) -> FsResult<()> {
         self.cx.sync()
     }
 
     /// FUSE `getattr`; an open file is described by its handle.
-    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<(FileAttr, Duration)> {
+    pub(crate) fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<(FileAttr, Duration)> {
         if let Some(fh) = fh {
             // An open `.chubby/` file with unwritten contents.
             if let Some(a) = self.lock_fh(fh).and_then(|ld| ld.handle_attr(&self.cx, fh)) {
@@ -127,7 +124,7 @@ impl Fs {
     }
 
     /// FUSE `setattr`.
-    pub fn setattr(
+    pub(crate) fn setattr(
         &self,
         caller: &Caller,
         ino: u64,
@@ -141,14 +138,14 @@ impl Fs {
     }
 
     /// FUSE `statfs`.
-    pub fn statfs(&self) -> Statfs {
+    pub(crate) fn statfs(&self) -> Statfs {
         crate::status::statfs(&self.cx.opts)
     }
 
     // ---- directories ----
 
     /// FUSE `mkdir`.
-    pub fn mkdir(
+    pub(crate) fn mkdir(
         &self,
         caller: &Caller,
         parent: u64,
@@ -166,7 +163,7 @@ impl Fs {
     }
 
     /// FUSE `unlink`.
-    pub fn unlink(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
+    pub(crate) fn unlink(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.unlink(&self.cx, caller, parent, name),
             None => self
@@ -177,7 +174,7 @@ impl Fs {
     }
 
     /// FUSE `rmdir`.
-    pub fn rmdir(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
+    pub(crate) fn rmdir(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.rmdir(&self.cx, caller, parent, name),
             None => self
@@ -189,7 +186,7 @@ impl Fs {
 
     /// FUSE `rename` (either side in `.chubby/` makes it the lock
     /// directory's, which refuses moves across the boundary).
-    pub fn rename(
+    pub(crate) fn rename(
         &self,
         caller: &Caller,
         parent: u64,
@@ -211,7 +208,7 @@ impl Fs {
     }
 
     /// FUSE `opendir`.
-    pub fn opendir(&self, caller: &Caller, ino: u64) -> FsResult<u64> {
+    pub(crate) fn opendir(&self, caller: &Caller, ino: u64) -> FsResult<u64> {
         match self.lock_ino(ino) {
             Some(ld) => ld.opendir(&self.cx, caller, ino),
             None => self.cx.opendir(ino),
@@ -220,7 +217,7 @@ impl Fs {
 
     /// FUSE `readdir`/`readdirplus`. `add` returns true when the reply is full
     /// (the entry was not taken).
-    pub fn readdir(
+    pub(crate) fn readdir(
         &self,
         fh: u64,
         offset: u64,
@@ -235,7 +232,7 @@ impl Fs {
 
     /// FUSE `readdir`/`readdirplus` without an open directory (fh 0: the
     /// kernel sends no OPENDIR once we decline it).
-    pub fn readdir_unopened(
+    pub(crate) fn readdir_unopened(
         &self,
         caller: &Caller,
         ino: u64,
@@ -250,7 +247,7 @@ impl Fs {
     }
 
     /// FUSE `releasedir`.
-    pub fn releasedir(&self, fh: u64) {
+    pub(crate) fn releasedir(&self, fh: u64) {
         match self.lock_fh(fh) {
             Some(ld) => ld.releasedir(fh),
             None => self.cx.releasedir(fh),
@@ -260,7 +257,7 @@ impl Fs {
     // ---- files ----
 
     /// FUSE `open`.
-    pub fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
+    pub(crate) fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
         match self.lock_ino(ino) {
             Some(ld) => ld.open(&self.cx, caller, ino, flags).map(lock_opened),
             None => self.cx.open(caller, ino, flags),
@@ -269,12 +266,13 @@ impl Fs {
 
     /// Whether opening `ino` with `flags` may wait for readers to close (see
     /// `pages.rs`), and so belongs on a worker rather than a FUSE thread.
-    pub fn open_waits(&self, ino: u64, flags: i32) -> bool {
+    pub(crate) fn open_waits(&self, ino: u64, flags: i32) -> bool {
         crate::files::acc_writable(flags) && self.cx.pages.has_readers(ino)
     }
 
     /// FUSE `create` with mode 0644 (a cell takes its family's mode anyway).
-    pub fn create(
+    #[cfg(test)]
+    pub(crate) fn create(
         &self,
         caller: &Caller,
         parent: u64,
@@ -285,7 +283,7 @@ impl Fs {
     }
 
     /// FUSE `create`.
-    pub fn create_mode(
+    pub(crate) fn create_mode(
         &self,
         caller: &Caller,
         parent: u64,
@@ -306,7 +304,7 @@ impl Fs {
     /// it (an empty cell); devices, fifos and sockets have no place in a
     /// table: EPERM, as for symlinks and hard links (see
     /// docs/cell-semantics.md).
-    pub fn mknod(
+    pub(crate) fn mknod(
         &self,
         caller: &Caller,
         parent: u64,
@@ -335,7 +333,7 @@ impl Fs {
     /// FUSE `symlink` and `link` (and `mknod` of anything but a regular
     /// file): a table holds cells, which are regular files, and one cell
     /// has one name.
-    pub fn refuse_kind(&self, op: &str, parent: u64, name: &[u8]) -> fuser::Errno {
+    pub(crate) fn refuse_kind(&self, op: &str, parent: u64, name: &[u8]) -> fuser::Errno {
         let what = format!("{op} {}/{}", parent, String::from_utf8_lossy(name));
         self.cx.data.refuse(
             &what,
@@ -346,7 +344,8 @@ impl Fs {
 
     /// `read` of a data file (cells, versions, `.schema`, `.mutate`, scans,
     /// status files).
-    pub fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
+    #[cfg(test)]
+    pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
         self.cx.read(fh, offset, size)
     }
 
@@ -356,7 +355,7 @@ impl Fs {
     /// `page_fill`: the READ fills the kernel's page cache (see
     /// [`Ctx::read_for`]).
     #[allow(clippy::too_many_arguments)]
-    pub fn read_then(
+    pub(crate) fn read_then(
         &self,
         caller: &Caller,
         fh: u64,
@@ -385,7 +384,13 @@ impl Fs {
     }
 
     /// FUSE `write`, by the descriptor table `owner` (FUSE's lock owner).
-    pub fn write(&self, fh: u64, offset: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
+    pub(crate) fn write(
+        &self,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        owner: Option<u64>,
+    ) -> FsResult<u32> {
         match self.lock_fh(fh) {
             Some(ld) => ld.write(fh, offset, data),
             None => self.cx.write(fh, offset, data, owner),
@@ -393,7 +398,7 @@ impl Fs {
     }
 
     /// FUSE `copy_file_range` between data files.
-    pub fn copy_file_range(
+    pub(crate) fn copy_file_range(
         &self,
         fh_in: u64,
         offset_in: u64,
@@ -409,7 +414,7 @@ impl Fs {
     /// (`Some`); for a data file the closing process's fcntl locks go, and
     /// the commit, [`Fs::flush`], is left to the caller (`None`), which may
     /// run it off the FUSE thread.
-    pub fn flush_locks(
+    pub(crate) fn flush_locks(
         &self,
         caller: &Caller,
         ino: u64,
@@ -425,14 +430,14 @@ impl Fs {
 
     /// The commit of a data file's FLUSH (see [`Fs::flush_locks`]) by the
     /// descriptor table `closer` (see [`Ctx::flush`]).
-    pub fn flush(&self, fh: u64, closer: Option<u64>) -> FsResult<()> {
+    pub(crate) fn flush(&self, fh: u64, closer: Option<u64>) -> FsResult<()> {
         self.cx.flush(fh, closer)
     }
 
     /// The first part of FUSE `release`, like [`Fs::flush_locks`]: for a
     /// data file the description's flock goes, and fcntl locks taken
     /// through it (a read-only open is not flushed); [`Fs::release`] is left.
-    pub fn release_locks(
+    pub(crate) fn release_locks(
         &self,
         ino: u64,
         fh: u64,
@@ -449,7 +454,7 @@ impl Fs {
     }
 
     /// The commit and close of a data file's RELEASE.
-    pub fn release(&self, fh: u64) -> FsResult<()> {
+    pub(crate) fn release(&self, fh: u64) -> FsResult<()> {
         self.cx.release(fh)
     }
 
@@ -464,12 +469,12 @@ impl Fs {
     }
 
     /// Whether releasing `fh` may commit (see [`Ctx::release_commits`]).
-    pub fn release_commits(&self, fh: u64) -> bool {
+    pub(crate) fn release_commits(&self, fh: u64) -> bool {
         self.cx.release_commits(fh)
     }
 
     /// FUSE `fsync`.
-    pub fn fsync(&self, fh: u64) -> FsResult<()> {
+    pub(crate) fn fsync(&self, fh: u64) -> FsResult<()> {
         match self.lock_fh(fh) {
             Some(ld) => ld.fsync(fh),
             None => self.cx.fsync(fh),
@@ -479,7 +484,7 @@ impl Fs {
     // ---- extended attributes ----
 
     /// FUSE `getxattr`.
-    pub fn getxattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
+    pub(crate) fn getxattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
         match self.lock_ino(ino) {
             Some(ld) => ld.getxattr(&self.cx, caller, ino, name),
             None => self.cx.getxattr(ino, name),
@@ -487,7 +492,7 @@ impl Fs {
     }
 
     /// FUSE `listxattr`.
-    pub fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
+    pub(crate) fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
         match self.lock_ino(ino) {
             Some(ld) => ld.listxattr(&self.cx, ino),
             None => self.cx.listxattr(ino),
@@ -495,7 +500,13 @@ impl Fs {
     }
 
     /// FUSE `setxattr`: only `.chubby/` files take extended attributes.
-    pub fn setxattr(&self, caller: &Caller, ino: u64, name: &[u8], value: &[u8]) -> FsResult<()> {
+    pub(crate) fn setxattr(
+        &self,
+        caller: &Caller,
+        ino: u64,
+        name: &[u8],
+        value: &[u8],
+    ) -> FsResult<()> {
         match self.lock_ino(ino) {
             Some(ld) => ld.setxattr(&self.cx, caller, ino, name, value),
             None => Err(fuser::Errno::from_i32(libc::ENOTSUP)),
@@ -503,7 +514,7 @@ impl Fs {
     }
 
     /// FUSE `removexattr`: only `.chubby/` files have removable ones.
-    pub fn removexattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<()> {
+    pub(crate) fn removexattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(ino) {
             Some(ld) => ld.removexattr(&self.cx, caller, ino, name),
             None => Err(fuser::Errno::from_i32(libc::ENOTSUP)),
@@ -514,18 +525,18 @@ impl Fs {
 
     /// FUSE `setlk`: `done` is called at once, or by a waiting thread later.
     /// `caller.pid` is the requesting thread (whose signals a wait watches).
-    pub fn setlk(&self, caller: &Caller, r: LockRequest, done: Done<()>) {
+    pub(crate) fn setlk(&self, caller: &Caller, r: LockRequest, done: Done<()>) {
         crate::lockdir::setlk(self.lockdir.as_deref(), &self.cx, caller, r, done)
     }
 
     /// FUSE `getlk`: a lock that would block `r`, or F_UNLCK.
-    pub fn getlk(&self, r: LockRequest) -> FsResult<LockReply> {
+    pub(crate) fn getlk(&self, r: LockRequest) -> FsResult<LockReply> {
         crate::lockdir::getlk(self.lockdir.as_deref(), &self.cx, r)
     }
 
     /// FUSE `poll`: the ready events (POLL* bits); only `.chubby/` events
     /// files are ever not ready.
-    pub fn poll(&self, fh: u64, waker: Option<PollWaker>) -> FsResult<u32> {
+    pub(crate) fn poll(&self, fh: u64, waker: Option<PollWaker>) -> FsResult<u32> {
         match self.lock_fh(fh) {
             Some(ld) => ld.poll(fh, waker),
             None => Ok((libc::POLLIN | libc::POLLOUT | libc::POLLRDNORM | libc::POLLWRNORM) as u32),

@@ -238,21 +238,8 @@ impl Handles {
             .collect()
     }
 
-    /// The open handles, for the rare searches by node.
-    pub fn all(&self) -> Vec<(u64, Arc<Mutex<Handle>>)> {
-        self.map
-            .lock()
-            .iter()
-            .map(|(k, v)| (*k, v.clone()))
-            .collect()
-    }
-
     pub fn len(&self) -> usize {
         self.map.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

@@ -299,10 +299,6 @@ impl InodeTable {
     pub fn len(&self) -> usize {
         self.inner.read().by_ino.len()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]

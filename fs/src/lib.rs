@@ -21,36 +21,36 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod attr;
-pub mod counts;
+mod counts;
 mod ctx;
-pub mod cursors;
-pub mod dirs;
-pub mod errno;
-pub mod files;
-pub mod filter_query;
+mod cursors;
+mod dirs;
+mod errno;
+mod files;
+mod filter_query;
 mod fs;
 mod fuse;
-pub mod handles;
-pub mod inodes;
-pub mod local_locks;
-pub mod lockdir;
-pub mod lookup;
-pub mod memory;
+mod handles;
+mod inodes;
+mod local_locks;
+mod lockdir;
+mod lookup;
+mod memory;
 pub mod mutate;
-pub mod names;
-pub mod node;
-pub mod notify;
-pub mod options;
-pub mod output;
-pub mod pages;
-pub mod pending;
-pub mod perms;
+mod names;
+mod node;
+mod notify;
+mod options;
+mod output;
+mod pages;
+mod pending;
+mod perms;
 mod pool;
-pub mod query;
-pub mod reply;
-pub mod schema_file;
-pub mod status;
-pub mod store;
+mod query;
+mod reply;
+mod schema_file;
+mod status;
+mod store;
 mod view;
 
 #[cfg(any(test, feature = "mock"))]
@@ -60,9 +60,34 @@ mod tests;
 
 pub use crate::fs::Fs;
 pub use crate::fuse::{BusyPoll, FuseFs, COMMIT_WORKERS, DEFAULT_BUSY_POLL};
-pub use crate::options::{Entry, FsOptions, FsResult, MAX_WRITE};
-pub use crate::perms::Caller;
-pub use crate::status::Statfs;
+pub use crate::options::FsOptions;
 pub use crate::store::{RowStream, Store};
 /// The FUSE crate this is built on (for the binaries that mount it).
 pub use fuser;
+
+/// Parsers of outside input, reachable for the fuzz tests (`tests/fuzz.rs`),
+/// which feed them arbitrary text; not part of the API.
+#[doc(hidden)]
+pub mod fuzz {
+    pub mod names {
+        pub use crate::names::{
+            decode_field, display_name, encode_field, escape, parse_lenient, parse_strict,
+            parse_version_name, version_name,
+        };
+    }
+    pub mod query {
+        pub use crate::query::parse;
+    }
+    pub mod filter_query {
+        pub use crate::filter_query::{format, parse};
+    }
+    pub mod lookup {
+        pub use crate::lookup::parse_at_name;
+    }
+    pub mod schema_file {
+        pub use crate::schema_file::{apply, render};
+    }
+    pub mod interrupt {
+        pub use crate::lockdir::interrupt::parse_status;
+    }
+}

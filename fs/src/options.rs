@@ -31,6 +31,7 @@ pub struct FsOptions {
     pub max_value_size: usize,
     /// Owner of the root directory.
     pub uid: u32,
+    /// Group of the root directory.
     pub gid: u32,
     /// Where `statfs` measures free space (the data directory).
     pub statfs_path: Option<PathBuf>,

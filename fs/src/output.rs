@@ -72,34 +72,6 @@ pub fn tsv_escape(bytes: &[u8], out: &mut Vec<u8>) {
     });
 }
 
-/// Decodes [`tsv_escape`] (for tests and for scripts' reference).
-pub fn tsv_unescape(s: &[u8]) -> Option<Vec<u8>> {
-    let mut out = Vec::with_capacity(s.len());
-    let mut i = 0;
-    while i < s.len() {
-        if s[i] != b'\\' {
-            out.push(s[i]);
-            i += 1;
-            continue;
-        }
-        match *s.get(i + 1)? {
-            b'\\' => out.push(b'\\'),
-            b't' => out.push(b'\t'),
-            b'n' => out.push(b'\n'),
-            b'r' => out.push(b'\r'),
-            b'x' => {
-                let h = std::str::from_utf8(s.get(i + 2..i + 4)?).ok()?;
-                out.push(u8::from_str_radix(h, 16).ok()?);
-                i += 4;
-                continue;
-            }
-            _ => return None,
-        }
-        i += 2;
-    }
-    Some(out)
-}
-
 /// Appends `bytes` as a JSON string (surrogateescape for invalid UTF-8).
 pub fn json_string(bytes: &[u8], out: &mut Vec<u8>) {
     out.push(b'"');
@@ -125,11 +97,6 @@ pub fn json_string(bytes: &[u8], out: &mut Vec<u8>) {
         Piece::Byte(b) => out.extend_from_slice(format!("\\udc{b:02x}").as_bytes()),
     });
     out.push(b'"');
-}
-
-/// Appends one cell as a line in `format`.
-pub fn write_cell(format: Format, cell: &Cell, out: &mut Vec<u8>) {
-    write_cell_as(format, cell, false, out)
 }
 
 /// The signed decimal of a 64-bit big-endian counter value.
@@ -188,6 +155,34 @@ pub fn write_cell_as(format: Format, cell: &Cell, counter: bool, out: &mut Vec<u
 mod tests {
     use super::*;
 
+    /// Decodes [`tsv_escape`], to check its round trip.
+    fn tsv_unescape(s: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(s.len());
+        let mut i = 0;
+        while i < s.len() {
+            if s[i] != b'\\' {
+                out.push(s[i]);
+                i += 1;
+                continue;
+            }
+            match *s.get(i + 1)? {
+                b'\\' => out.push(b'\\'),
+                b't' => out.push(b'\t'),
+                b'n' => out.push(b'\n'),
+                b'r' => out.push(b'\r'),
+                b'x' => {
+                    let h = std::str::from_utf8(s.get(i + 2..i + 4)?).ok()?;
+                    out.push(u8::from_str_radix(h, 16).ok()?);
+                    i += 4;
+                    continue;
+                }
+                _ => return None,
+            }
+            i += 2;
+        }
+        Some(out)
+    }
+
     fn cell(row: &[u8], q: &[u8], v: &[u8]) -> Cell {
         Cell {
             row: row.to_vec(),
@@ -201,9 +196,10 @@ mod tests {
     #[test]
     fn tsv_keeps_text_and_escapes_the_rest() {
         let mut out = Vec::new();
-        write_cell(
+        write_cell_as(
             Format::Tsv,
             &cell("héllo".as_bytes(), b"a\tb", b"x\\y\n\xff\x01"),
+            false,
             &mut out,
         );
         assert_eq!(out, "héllo\tf:a\\tb\t42\tx\\\\y\\n\\xff\\x01\n".as_bytes());
@@ -251,7 +247,7 @@ mod tests {
     #[test]
     fn json_line_has_every_field() {
         let mut out = Vec::new();
-        write_cell(Format::Json, &cell(b"r", b"q", b"v"), &mut out);
+        write_cell_as(Format::Json, &cell(b"r", b"q", b"v"), false, &mut out);
         assert_eq!(
             out,
             b"{\"row\":\"r\",\"family\":\"f\",\"qualifier\":\"q\",\"timestamp\":42,\"value\":\"v\"}\n"

@@ -199,15 +199,6 @@ impl PageVersions {
             .get(&ino)
             .is_some_and(|h| h.cached_readers > 0)
     }
-
-    /// Inodes with pages noted (for `.bigtable/stats`).
-    pub fn len(&self) -> usize {
-        self.by_ino.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]

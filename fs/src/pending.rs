@@ -247,10 +247,6 @@ impl Pending {
             + g.columns.len()
             + g.cells.len()
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[cfg(test)]
@@ -278,7 +274,7 @@ mod tests {
         assert!(p.remove_row("t", b"b"));
         assert!(!p.remove_row("t", b"b"));
         p.data_written("t", b"c", "f");
-        assert!(p.is_empty());
+        assert_eq!(p.len(), 0);
     }
 
     #[test]
@@ -314,6 +310,6 @@ mod tests {
         assert_eq!(p.columns_of("t", b"r", "f"), vec![b"q".to_vec()]);
         p.add_row("t", b"x");
         p.drop_table("t");
-        assert!(p.is_empty());
+        assert_eq!(p.len(), 0);
     }
 }

@@ -32,7 +32,8 @@ impl Caller {
         }
     }
 
-    /// The daemon itself (tests, internal work).
+    /// The daemon itself, for tests.
+    #[cfg(test)]
     pub fn root() -> Caller {
         Caller::new(0, 0, 0)
     }

@@ -15,19 +15,29 @@ pub trait RowStream: Send {
 
 /// The client operations the filesystem uses.
 pub trait Store: Send + Sync + 'static {
+    /// Names of all tables, in order (the mount's root directory).
     fn list_tables(&self) -> Vec<String>;
+    /// Creates a table with `schema` (mkdir at the root).
     fn create_table(&self, name: &str, schema: TableSchema) -> Result<()>;
+    /// Deletes a table and all its data (rmdir at the root).
     fn delete_table(&self, name: &str) -> Result<()>;
+    /// A table's current schema (its families and their settings).
     fn schema(&self, table: &str) -> Result<Arc<TableSchema>>;
+    /// Replaces a table's schema (writes to `.schema`, family mkdir and rmdir).
     fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()>;
+    /// Applies one row's mutations atomically.
     fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()>;
+    /// Applies several rows' transactions, each atomic on its row, in one
+    /// commit (a `.mutate` batch); returns each one's outcome in order.
     fn apply_txns(
         &self,
         table: &str,
         txns: &[RowTxn],
         opts: WriteOptions,
     ) -> Result<Vec<TxnOutcome>>;
+    /// The cells of one row that `spec` selects.
     fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>>;
+    /// The newest version of one cell, if any.
     fn read_cell(
         &self,
         table: &str,
@@ -35,9 +45,13 @@ pub trait Store: Send + Sync + 'static {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Cell>>;
+    /// The rows `spec` selects, read as the stream is pulled.
     fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>>;
+    /// Makes every write applied so far durable.
     fn sync(&self) -> Result<()>;
+    /// A table's tablets and their servers (`.bigtable/tables`, `.bigtable/tablets`).
     fn tablets(&self, table: &str) -> Result<Vec<TabletInfo>>;
+    /// Human-readable lines about the store (`.bigtable/status`).
     fn status(&self) -> Vec<String>;
     /// One `key=value` line per tablet server (`.bigtable/servers`).
     fn servers_report(&self) -> Vec<String> {
@@ -53,7 +67,6 @@ pub trait Store: Send + Sync + 'static {
             "this store takes no commands ({command:?})"
         )))
     }
-    fn close(&self) -> Result<()>;
 }
 
 impl RowStream for engine::Scanner {
@@ -121,8 +134,5 @@ impl Store for engine::Bigtable {
     }
     fn control(&self, command: &str) -> Result<()> {
         engine::Bigtable::control(self, command)
-    }
-    fn close(&self) -> Result<()> {
-        engine::Bigtable::close(self)
     }
 }

@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, TableSchema};
+use fs::fuzz::names;
 use fs::mutate::{parse_line, BatchError, BatchParser};
-use fs::names;
 use proptest::prelude::*;
 use testkit::fuzz::config;
 
@@ -112,7 +112,7 @@ proptest! {
             0..5,
         ).prop_map(|v| v.join("&").into_bytes()),
     ]) {
-        let _ = fs::query::parse(&name);
+        let _ = fs::fuzz::query::parse(&name);
     }
 
     #[test]
@@ -121,13 +121,13 @@ proptest! {
         filter_text(),
     ]) {
         // Any text parses or fails cleanly; what parses formats and reads back.
-        if let Ok(f) = fs::filter_query::parse(&text) {
-            let back = fs::filter_query::format(&f);
-            prop_assert_eq!(fs::filter_query::parse(back.as_bytes()), Ok(f));
+        if let Ok(f) = fs::fuzz::filter_query::parse(&text) {
+            let back = fs::fuzz::filter_query::format(&f);
+            prop_assert_eq!(fs::fuzz::filter_query::parse(back.as_bytes()), Ok(f));
         }
         let mut q = b"filter=".to_vec();
         q.extend_from_slice(&text);
-        let _ = fs::query::parse(&q);
+        let _ = fs::fuzz::query::parse(&q);
         let mut line = b"if r filter=".to_vec();
         line.extend_from_slice(&text);
         let _ = parse_line(&line);
@@ -139,7 +139,7 @@ proptest! {
         let _ = names::parse_lenient(&name);
         let _ = names::decode_field(&name);
         let _ = names::parse_version_name(&name);
-        let _ = fs::lookup::parse_at_name(&name);
+        let _ = fs::fuzz::lookup::parse_at_name(&name);
     }
 
     #[test]
@@ -180,9 +180,9 @@ proptest! {
         replace_all in any::<bool>(),
     ) {
         let current = TableSchema::with_families([FamilySchema::new("f")]);
-        let _ = fs::schema_file::apply(&current, &text, replace_all);
-        let rendered = fs::schema_file::render(&current);
-        let (again, dropped) = fs::schema_file::apply(&current, &rendered, true).unwrap();
+        let _ = fs::fuzz::schema_file::apply(&current, &text, replace_all);
+        let rendered = fs::fuzz::schema_file::render(&current);
+        let (again, dropped) = fs::fuzz::schema_file::apply(&current, &rendered, true).unwrap();
         prop_assert_eq!(again.families.len(), current.families.len());
         prop_assert!(dropped.is_empty());
     }
@@ -195,6 +195,6 @@ proptest! {
             0..8,
         ).prop_map(|v| v.join("\n")),
     ]) {
-        let _ = fs::lockdir::interrupt::parse_status(&text);
+        let _ = fs::fuzz::interrupt::parse_status(&text);
     }
 }

@@ -36,8 +36,7 @@ mod uring;
 mod zeros;
 
 pub use cluster::{
-    Cluster, ClusterHealth, ClusterOptions, Fault, ScrubHealth, ServerHealth, DEFAULT_CHUNK_SIZE,
-    DEFAULT_REPAIR_RATE, DEFAULT_SCRUB_RATE,
+    Cluster, ClusterHealth, ClusterOptions, ScrubHealth, ServerHealth, DEFAULT_CHUNK_SIZE,
 };
 #[cfg(feature = "testing")]
 pub use crash::{CrashReport, CrashStore, OpKind};

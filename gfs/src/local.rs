@@ -13,7 +13,7 @@
 //! directories its creation changed, and rename and delete sync the parent
 //! directory before they return (a renamed manifest must not revert).
 
-use crate::io::{Io, IoMode, IoStats};
+use crate::io::{Io, IoMode};
 use crate::name::validate;
 use crate::{Error, FileStore, Mapped, ReadableFile, Result, WritableFile};
 use std::fs::{self, File, OpenOptions};
@@ -74,12 +74,13 @@ impl LocalStore {
     }
 
     /// Counts of io_uring batches, requests and plain syscalls so far.
-    pub fn io_stats(&self) -> IoStats {
+    #[cfg(test)]
+    pub(crate) fn io_stats(&self) -> crate::IoStats {
         self.inner.io.stats()
     }
 
     /// The data directory (canonical path).
-    pub fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.inner.root
     }
 }

@@ -3,16 +3,18 @@
 //! (`google.bigtable.admin.v2.BigtableTableAdmin`). The daemon runs it beside
 //! the mount on the same engine, so what a client writes is in the mount at
 //! once and the other way round.
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
-pub mod admin;
-pub mod data;
-pub mod drop;
-pub mod filter;
-pub mod gc;
-pub mod names;
-pub mod server;
-pub mod status;
+mod admin;
+mod data;
+mod drop;
+mod filter;
+mod gc;
+mod names;
+mod server;
+mod status;
 
 pub use server::{parse_addr, start, Changes, Error, Running, Shared};
 
@@ -22,7 +24,7 @@ pub use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 a
 pub use googleapis_tonic_google_bigtable_v2::google::bigtable::v2;
 
 /// Server traits generated in build.rs over the messages above.
-pub mod gen {
+mod gen {
     pub mod data {
         #![allow(clippy::all)]
         include!(concat!(env!("OUT_DIR"), "/google.bigtable.v2.Bigtable.rs"));
@@ -37,4 +39,4 @@ pub mod gen {
 }
 
 /// `google.protobuf.Empty`, as prost maps it.
-pub type Empty = ();
+pub(crate) type Empty = ();

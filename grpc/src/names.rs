@@ -33,11 +33,6 @@ pub fn full(parent: &str, id: &str) -> String {
     format!("{parent}/tables/{id}")
 }
 
-/// The parent part of a checked table name.
-pub fn parent_of(name: &str) -> &str {
-    name.rsplit_once("/tables/").map_or(name, |(p, _)| p)
-}
-
 /// Table ids follow the API: `[_a-zA-Z0-9][-_.a-zA-Z0-9]*`, at most 50 bytes.
 pub fn check_table_id(id: &str) -> Result<(), Status> {
     let mut chars = id.chars();
@@ -66,10 +61,6 @@ mod tests {
         assert!(table("projects/p/tables/t").is_err());
         assert!(table("t").is_err());
         assert!(table("projects/p/instances/i/tables/a/b").is_err());
-        assert_eq!(
-            parent_of("projects/p/instances/i/tables/t"),
-            "projects/p/instances/i"
-        );
         assert!(parent("projects/p/instances/i").is_ok());
         assert!(parent("projects//instances/i").is_err());
         assert!(check_table_id(".x").is_err());

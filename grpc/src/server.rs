@@ -17,10 +17,12 @@ const MAX_MESSAGE: usize = 256 * 1024 * 1024;
 
 /// What every handler shares.
 pub struct Shared {
+    /// The engine the calls read and write (the mount's own).
     pub bt: Bigtable,
     /// Owner and group of tables and families made through the API: callers
     /// act as the daemon's user.
     pub owner: u32,
+    /// See `owner`.
     pub group: u32,
     /// Told what each call changed (see [`Changes`]).
     pub changes: Option<Arc<dyn Changes>>,
@@ -54,13 +56,18 @@ impl Shared {
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// The listen address does not parse.
     #[error("invalid gRPC address {0:?}: expected PORT, HOST:PORT or [V6]:PORT")]
     BadAddress(String),
+    /// The listener could not be bound (port in use, no such address, ...).
     #[error("gRPC listener on {addr}: {source}")]
     Bind {
+        /// The address asked for.
         addr: SocketAddr,
+        /// Why binding failed.
         source: std::io::Error,
     },
+    /// The server's thread or tokio runtime could not be started.
     #[error("gRPC runtime: {0}")]
     Runtime(std::io::Error),
 }
@@ -88,6 +95,7 @@ pub async fn blocking<T: Send + 'static>(
 
 /// A running server; dropping it (or [`Running::stop`]) shuts it down.
 pub struct Running {
+    /// The address listened on (with the port chosen when asked for port 0).
     pub addr: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,

@@ -36,7 +36,9 @@ pub struct CellOptions {
     pub max_lock_delay: Duration,
     /// Attributes of the root directory when the cell is created.
     pub root_mode: u32,
+    /// Owner of the root directory when the cell is created.
     pub root_uid: u32,
+    /// Group of the root directory when the cell is created.
     pub root_gid: u32,
     /// Write a snapshot and start a new log once the log reaches this size.
     pub snapshot_after_bytes: u64,

@@ -29,6 +29,9 @@ pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
 /// while the poller is busy with a slow one.
 const STANDBY: Duration = Duration::from_millis(1);
 
+/// Busy polling of one mount's FUSE device after each reply, shared by its
+/// FUSE threads, so that a walk's next request finds a thread awake;
+/// [`BusyPoll::set_device`] turns it on.
 pub struct BusyPoll {
     /// A descriptor of the mount's FUSE connection (any clone will do: they
     /// share one request queue). Unset: no polling.
@@ -51,7 +54,7 @@ pub struct BusyPoll {
 impl BusyPoll {
     /// Polls for `window` after each reply, for a mount read by `threads`
     /// FUSE threads.
-    pub fn new(window: Duration, threads: usize) -> BusyPoll {
+    pub(crate) fn new(window: Duration, threads: usize) -> BusyPoll {
         BusyPoll {
             device: OnceLock::new(),
             window,
@@ -71,7 +74,7 @@ impl BusyPoll {
     }
 
     /// A FUSE thread got a request.
-    pub fn request_started(&self) {
+    pub(crate) fn request_started(&self) {
         self.out_of_read.fetch_add(1, Ordering::Relaxed);
         // More requests queued behind this one: several programs at once,
         // so let a standby thread read too.
@@ -95,7 +98,7 @@ impl BusyPoll {
     /// when a thread takes a request and finds more queued behind it
     /// (several programs at once, see [`BusyPoll::request_started`]), or
     /// after [`STANDBY`] at the latest.
-    pub fn after_reply(&self) {
+    pub(crate) fn after_reply(&self) {
         self.poll_or_stand_by();
         self.out_of_read.fetch_sub(1, Ordering::Relaxed);
     }

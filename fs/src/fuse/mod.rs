@@ -49,6 +49,7 @@ pub struct FuseFs {
 pub const COMMIT_WORKERS: usize = 32;
 
 impl FuseFs {
+    /// With [`COMMIT_WORKERS`] commit workers.
     pub fn new(fs: Arc<Fs>) -> FuseFs {
         FuseFs::with_commit_workers(fs, COMMIT_WORKERS)
     }

@@ -37,7 +37,7 @@ pub mod events;
 mod files;
 pub mod interrupt;
 /// flock/fcntl locks kept in the mount (files outside the service).
-pub use crate::local_locks as local;
+pub(crate) use crate::local_locks as local;
 mod locks;
 mod nodes;
 pub mod xattr;
@@ -59,9 +59,9 @@ use std::sync::Arc;
 
 pub use files::{Done, LockOpened};
 pub(crate) use locks::{getlk, setlk};
-pub use locks::{LockReply, LockRequest, OFFSET_MAX};
+pub use locks::{LockReply, LockRequest};
 
-pub use crate::node::lock::{join, split, LockNode, DIR_NAME, EVENTS, STATUS};
+pub use crate::node::lock::{join, split, LockNode, EVENTS, STATUS};
 
 /// File handles of `.chubby/` opens have this bit set; the rest of the
 /// filesystem numbers its handles from 1 upwards.

@@ -8,7 +8,8 @@ use crate::dirs::DirOut;
 use crate::files::SetAttr;
 use crate::mock::MockStore;
 use crate::node::ROOT_INO;
-use crate::{Caller, Fs, FsOptions};
+use crate::perms::Caller;
+use crate::{Fs, FsOptions};
 use fuser::{Errno, FileType};
 use std::sync::Arc;
 

@@ -38,7 +38,8 @@ mod status;
 mod throttle;
 mod write;
 
-pub use server::Fault;
+#[cfg(test)]
+use server::Fault;
 pub use status::{ClusterHealth, ScrubHealth, ServerHealth};
 
 use crate::io::Io;
@@ -153,7 +154,7 @@ impl ClusterOptions {
 
     /// Every directory holding a copy of the master's files, the master
     /// directory first.
-    pub fn master_dirs(&self) -> Vec<PathBuf> {
+    pub(crate) fn master_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = vec![self.master_dir.clone()];
         match &self.master_mirrors {
             Some(m) => dirs.extend(m.iter().cloned()),
@@ -334,11 +335,6 @@ impl Cluster {
         self.inner.io.stats()
     }
 
-    /// Chunk size in bytes.
-    pub fn chunk_size(&self) -> u64 {
-        self.inner.opts.chunk_size
-    }
-
     /// Replicas per chunk.
     pub fn replication(&self) -> usize {
         self.inner.replication
@@ -369,7 +365,8 @@ impl Cluster {
     /// Drops the replicas reported bad and re-replicates under-replicated
     /// chunks now, on this thread (the background thread does the same
     /// every heartbeat and whenever something is reported).
-    pub fn repair_now(&self) {
+    #[cfg(test)]
+    pub(crate) fn repair_now(&self) {
         self.inner.repair_pass();
     }
 
@@ -383,13 +380,15 @@ impl Cluster {
 
     /// Runs a heartbeat now: probes the chunkservers, collects garbage,
     /// checkpoints if due.
-    pub fn heartbeat(&self) {
+    #[cfg(test)]
+    pub(crate) fn heartbeat(&self) {
         maintenance::heartbeat_once(&self.inner);
     }
 
     /// Reclaims deleted files whose delay has passed and orphaned replicas
     /// now; returns how many files were purged.
-    pub fn collect_garbage(&self) -> Result<usize> {
+    #[cfg(test)]
+    pub(crate) fn collect_garbage(&self) -> Result<usize> {
         self.inner.collect_garbage()
     }
 
@@ -400,7 +399,8 @@ impl Cluster {
 
     /// Takes chunkserver `server` down (as if its process died) or brings it
     /// back; the next heartbeat notices. For fire drills and tests.
-    pub fn set_offline(&self, server: usize, offline: bool) {
+    #[cfg(test)]
+    pub(crate) fn set_offline(&self, server: usize, offline: bool) {
         if let Some(s) = self.inner.servers.get(server) {
             s.set_offline(offline);
             self.inner.heartbeat_signal.notify();
@@ -409,7 +409,8 @@ impl Cluster {
 
     /// Makes chunkserver `server` fail its I/O as a full or broken disk would
     /// (`None` clears it). For fire drills and tests.
-    pub fn inject_fault(&self, server: usize, fault: Option<Fault>) {
+    #[cfg(test)]
+    pub(crate) fn inject_fault(&self, server: usize, fault: Option<Fault>) {
         if let Some(s) = self.inner.servers.get(server) {
             s.inject(fault);
             self.inner.heartbeat_signal.notify();
@@ -418,7 +419,8 @@ impl Cluster {
 
     /// The replica files of chunk data, with the server that holds each
     /// (for fault-injection tests: what a disk holds is not hidden).
-    pub fn replica_files(&self) -> Vec<(usize, PathBuf)> {
+    #[cfg(test)]
+    pub(crate) fn replica_files(&self) -> Vec<(usize, PathBuf)> {
         self.inner
             .servers
             .iter()

@@ -20,6 +20,7 @@ pub struct ScrubHealth {
     pub pass: u64,
     /// Replicas verified in this pass, of `total`.
     pub scanned: u64,
+    /// Replicas to verify in this pass.
     pub total: u64,
     /// Bytes read in this pass.
     pub bytes: u64,
@@ -30,7 +31,9 @@ pub struct ScrubHealth {
     /// When the last complete pass ended (seconds since the epoch), how
     /// long it took and how many bytes it read.
     pub last_pass_end: Option<u64>,
+    /// See `last_pass_end`.
     pub last_pass_secs: f64,
+    /// See `last_pass_end`.
     pub last_pass_bytes: u64,
 }
 

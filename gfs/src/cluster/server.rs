@@ -209,10 +209,12 @@ impl ChunkServer {
         !matches!(*self.health.lock(), Health::Failed(_))
     }
 
+    #[cfg(test)]
     pub(crate) fn set_offline(&self, offline: bool) {
         self.gate.offline.store(offline, Ordering::Release);
     }
 
+    #[cfg(test)]
     pub(crate) fn inject(&self, fault: Option<Fault>) {
         let v = match fault {
             None => NO_FAULT,

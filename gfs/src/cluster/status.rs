@@ -10,18 +10,29 @@ use std::sync::atomic::Ordering;
 /// One chunkserver's state.
 #[derive(Clone, Debug)]
 pub struct ServerHealth {
+    /// Its index in [`crate::ClusterOptions::chunkserver_dirs`].
     pub id: usize,
+    /// Its directory.
     pub dir: PathBuf,
     /// "healthy", "full: why" or "failed: why".
     pub state: String,
+    /// Chunk replicas it holds.
     pub replicas: usize,
+    /// Bytes in those replicas.
     pub bytes: u64,
+    /// Free space on its disk (`None`: statvfs failed).
     pub free_bytes: Option<u64>,
+    /// Replica reads so far.
     pub reads: u64,
+    /// Bytes read so far.
     pub read_bytes: u64,
+    /// Replica writes so far.
     pub writes: u64,
+    /// Bytes written so far.
     pub write_bytes: u64,
+    /// Reads that failed.
     pub read_errors: u64,
+    /// Writes that failed.
     pub write_errors: u64,
     /// Corrupt replicas found on this server (by reads or scrubs).
     pub corrupt: u64,
@@ -30,9 +41,13 @@ pub struct ServerHealth {
 /// The cluster's state.
 #[derive(Clone, Debug)]
 pub struct ClusterHealth {
+    /// Each chunkserver, in order.
     pub servers: Vec<ServerHealth>,
+    /// Replicas per chunk wanted.
     pub replication: usize,
+    /// Files in the namespace (deleted ones awaiting collection not counted).
     pub files: usize,
+    /// Chunks the master tracks, deleted files' included until purged.
     pub chunks: usize,
     /// Chunks with fewer live replicas than the replication factor.
     pub under_replicated: usize,
@@ -47,17 +62,29 @@ pub struct ClusterHealth {
     pub repair_round: (u64, u64),
     /// Replicas reported bad and not yet dropped.
     pub pending_reports: usize,
+    /// Chunks re-replicated since start.
     pub repaired: u64,
+    /// Bytes copied by re-replication since start.
     pub repair_bytes: u64,
+    /// Re-replications that failed (retried in a later round).
     pub repair_failures: u64,
+    /// Corrupt replicas found, by reads, scans and scrubs.
     pub corruptions_detected: u64,
+    /// Replicas deleted for holding an old version of their chunk.
     pub stale_replicas_deleted: u64,
+    /// Replicas deleted that belong to no chunk the master knows.
     pub orphans_deleted: u64,
+    /// Replicas taken out of their chunk's locations (failed or bad).
     pub replicas_dropped: u64,
+    /// Deleted files reclaimed after their delay.
     pub files_purged: u64,
+    /// Chunk versions raised so that replicas that missed a write show as stale.
     pub version_bumps: u64,
+    /// Reads that failed on one replica and went on to another.
     pub read_retries: u64,
+    /// Writes that lost a replica and went on with the others.
     pub write_failovers: u64,
+    /// The background scrub's progress.
     pub scrub: ScrubHealth,
 }
 

@@ -79,7 +79,7 @@ pub fn dump(cell: &dyn LockService) -> Vec<String> {
             }
             NodeKind::Dir => {
                 for e in cell.list(&root(), &p).unwrap() {
-                    stack.push(crate::path::join(&p, &e.name));
+                    stack.push(join(&p, &e.name));
                 }
             }
         }
@@ -87,4 +87,13 @@ pub fn dump(cell: &dyn LockService) -> Vec<String> {
     }
     out.sort();
     out
+}
+
+/// Joins a parent path and a name.
+fn join(parent: &str, name: &str) -> String {
+    if parent == "/" {
+        format!("/{name}")
+    } else {
+        format!("{parent}/{name}")
+    }
 }

@@ -3,12 +3,14 @@
 mod files;
 mod locks;
 
+use super::locks::OFFSET_MAX;
 use super::*;
 use crate::files::SetAttr;
 use crate::mock::MockStore;
 use crate::node::{Node, ROOT_INO};
+use crate::perms::Caller;
 use crate::Fs;
-use crate::{Caller, FsOptions};
+use crate::FsOptions;
 use chubby::{CellOptions, LocalCell, NodeSpec};
 use crossbeam_channel::{bounded, Receiver};
 use fuser::FileType;
