@@ -11,10 +11,6 @@ pub(crate) fn covers(_file: &File) -> bool {
     false
 }
 
-pub(crate) fn covers(_file: &File) -> bool {
-    false
-}
-
 pub(crate) fn write(
     _file: &File,
     _offset: u64,
