@@ -27,13 +27,21 @@ use crate::disk::Disk;
 /// Kinds of [`CrashDisk`] operation, for [`CrashDisk::fail_nth`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DiskOp {
+    /// Reading a file whole.
     Read,
+    /// Creating an empty file.
     Create,
+    /// Appending to a file.
     Append,
+    /// Syncing a file's data.
     Sync,
+    /// Cutting or extending a file.
     SetLen,
+    /// Renaming a file over another.
     Rename,
+    /// Removing a file.
     Remove,
+    /// Syncing the directory's entries.
     SyncDir,
 }
 
@@ -76,6 +84,7 @@ impl Default for CrashDisk {
 }
 
 impl CrashDisk {
+    /// An empty disk with the power on.
     pub fn new() -> Self {
         Self::default()
     }

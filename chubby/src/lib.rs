@@ -30,6 +30,8 @@
 //! assert!(!cell.check_sequencer(&seq));
 //! ```
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod acl;
 mod cell;

@@ -19,6 +19,8 @@
 //! 8. `fuse`: [`FuseFs`], argument conversion and replies, and busy polling
 //!    of the FUSE device between requests
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
 mod attr;
 mod counts;
@@ -36,7 +38,7 @@ mod local_locks;
 mod lockdir;
 mod lookup;
 mod memory;
-pub mod mutate;
+mod mutate;
 mod names;
 mod node;
 mod notify;
@@ -89,5 +91,8 @@ pub mod fuzz {
     }
     pub mod interrupt {
         pub use crate::lockdir::interrupt::parse_status;
+    }
+    pub mod mutate {
+        pub use crate::mutate::{parse_line, BatchError, BatchParser};
     }
 }

@@ -8,8 +8,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::schema::{FamilySchema, TableSchema};
+use fs::fuzz::mutate::{parse_line, BatchError, BatchParser};
 use fs::fuzz::names;
-use fs::mutate::{parse_line, BatchError, BatchParser};
 use proptest::prelude::*;
 use testkit::fuzz::config;
 

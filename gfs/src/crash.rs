@@ -47,10 +47,15 @@ pub use testkit::disk::CrashReport;
 /// The kinds of operation [`CrashStore`] counts and can fail.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OpKind {
+    /// `create` and `create_log`.
     Create,
+    /// `open_append`.
     OpenAppend,
+    /// `open` for reading.
     Open,
+    /// `delete`.
     Delete,
+    /// `rename` (and the rename half of `replace`).
     Rename,
     /// `append` and `append_vectored` (and the write half of `append_sync`).
     Append,
@@ -109,6 +114,7 @@ impl Default for CrashStore {
 }
 
 impl CrashStore {
+    /// An empty store with the power on.
     pub fn new() -> Self {
         Self::default()
     }

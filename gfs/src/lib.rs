@@ -11,9 +11,11 @@
 //! and one chunkserver per data directory, files split into replicated,
 //! checksummed chunks; it is what the engine and the mount run on.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
+#![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks)]
 
-#[cfg(feature = "testing")]
-pub mod bench;
+#[cfg(test)]
+mod bench;
 mod cluster;
 #[cfg(feature = "testing")]
 mod crash;

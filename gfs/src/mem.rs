@@ -14,6 +14,7 @@ pub struct MemStore {
 }
 
 impl MemStore {
+    /// An empty store.
     pub fn new() -> Self {
         Self::default()
     }

@@ -4,6 +4,9 @@
 //! it kills the server by pid (SIGTERM takes SeaweedFS 15-45 s; nothing of
 //! it is needed after a test).
 
+// A server that cannot start fails the test that asked for it, saying why.
+#![allow(clippy::expect_used)]
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

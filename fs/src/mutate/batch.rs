@@ -122,6 +122,7 @@ impl BatchParser {
         self.bytes
     }
 
+    /// Whether nothing but blank space was written yet.
     pub fn is_empty(&self) -> bool {
         self.ops == 0 && self.partial.iter().all(|b| b.is_ascii_whitespace())
     }

@@ -44,7 +44,7 @@ mod parse;
 mod results;
 mod spool;
 
-pub use batch::{Batch, BatchParser};
+pub use batch::BatchParser;
 pub use group::{group, Txn};
 pub use parse::parse_line;
 pub use results::format_results;
@@ -160,7 +160,9 @@ pub struct Line {
 /// A syntax or consistency error, naming the line.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchError {
+    /// The line (from 1) the error is on.
     pub line: usize,
+    /// What is wrong with it, in words.
     pub reason: String,
     /// Not the text's fault: keeping or reading it back failed.
     pub io: bool,

@@ -82,15 +82,6 @@ impl Spool {
         self.dir.as_deref()
     }
 
-    /// Bytes held.
-    pub fn len(&self) -> u64 {
-        self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
     /// Whether the text went to a file.
     pub fn spilled(&self) -> bool {
         self.file.is_some()
@@ -146,7 +137,7 @@ mod tests {
             want.extend_from_slice(&line);
         }
         assert!(s.spilled());
-        assert_eq!(s.len(), want.len() as u64);
+        assert_eq!(s.len, want.len() as u64);
         // The file is unlinked at once.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
         assert_eq!(read_all(&mut s), want);
