@@ -4,6 +4,10 @@
 //! it kills the server by pid (SIGTERM takes SeaweedFS 15-45 s; nothing of
 //! it is needed after a test).
 
+// Only tests start it, and a server that cannot start must fail the test
+// that wanted it, saying why.
+#![allow(clippy::expect_used)]
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -22,9 +26,9 @@ pub fn weed_bin() -> PathBuf {
         return PathBuf::from(p);
     }
     // A test runs as target/<profile>/deps/<binary>.
-    let venv = std::env::current_exe().ok().and_then(|exe| {
-        Some(exe.parent()?.parent()?.parent()?.join("python/bin/weed"))
-    });
+    let venv = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.parent()?.join("python/bin/weed")));
     match venv {
         Some(v) if v.is_file() => v,
         _ => PathBuf::from("weed"),
