@@ -144,35 +144,33 @@ fn acknowledged_writes_survive_kill_9() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    kill_9_rounds(
-        &Place::Dir(dir.path().into()),
-        testkit::fuzz::crash_points(20),
-        30..700,
-    );
+    kill_9_rounds(&Place::Dir(dir.path().into()), rounds(20), 30..700);
 }
 
 /// The same on an S3 store: each reopening (the parent's check, the next
 /// child) is a new daemon that takes the prefix over from a killed one.
 /// A child starts slower here (it claims the prefix, seals the logs and
 /// reads every segment back: a few hundred milliseconds), so it lives longer
-/// before the kill. `CRASH_POINTS` rounds, default 8.
+/// before the kill.
 #[test]
 fn acknowledged_writes_survive_kill_9_on_s3() {
     if std::env::var(CHILD_ENV).is_ok() {
         return;
     }
     let w = Seaweed::start("crash");
-    kill_9_rounds(
-        &Place::on_seaweed(&w, "crash"),
-        testkit::fuzz::crash_points(8),
-        100..2000,
-    );
+    kill_9_rounds(&Place::on_seaweed(&w, "crash"), rounds(8), 100..2000);
 }
 
-/// `rounds` times (`CRASH_POINTS` sets it): a child writes at `place` and is
-/// killed after a random number of milliseconds in `kill_after`, then the
-/// engine is reopened here and every write any child acknowledged must be
-/// there.
+/// `default` rounds, or `CRASH_POINTS / 50` when that is more: a round (a
+/// child's life, then a check of every write acknowledged so far) costs
+/// far more than a power-loss test's crash point.
+fn rounds(default: u64) -> u64 {
+    (testkit::fuzz::crash_points(0) / 50).max(default)
+}
+
+/// `rounds` times: a child writes at `place` and is killed after a random
+/// number of milliseconds in `kill_after`, then the engine is reopened here
+/// and every write any child acknowledged must be there.
 fn kill_9_rounds(place: &Place, rounds: u64, kill_after: Range<u64>) {
     let exe = std::env::current_exe().unwrap();
     let mut rng = rand::thread_rng();

@@ -593,14 +593,14 @@ fn model_many_seeds_short() {
     }
 }
 
-/// The same check on a real S3 server, each seed (`FUZZ_CASES` of them,
-/// default 2) on a fresh prefix. Every reopening is a new daemon's store:
-/// it takes the prefix over and seals the logs the last one wrote, and the
-/// engine recovers from them.
+/// The same check on a real S3 server, each seed on a fresh prefix: 2
+/// seeds, or `FUZZ_CASES / 1000` when that is more (a seed takes about
+/// 10 s). Every reopening is a new daemon's store: it takes the prefix over
+/// and seals the logs the last one wrote, and the engine recovers from them.
 #[test]
 fn model_on_s3() {
     let w = Seaweed::start("model");
-    let seeds: u64 = testkit::fuzz::env_count(testkit::fuzz::FUZZ_CASES, 2);
+    let seeds = u64::from(testkit::fuzz::config_scaled(2, 1000).cases);
     for seed in 3..3 + seeds {
         let location = format!("s3://{}/model-{seed}", w.bucket);
         run(seed, 700, &mut || {
