@@ -1,7 +1,10 @@
 //! Randomized model test: thousands of random mutations, reads, scans,
 //! compactions, splits and reopenings, checked against a brute-force model of
-//! Bigtable's data model (versions, deletes by sequence, GC rules).
+//! Bigtable's data model (versions, deletes by sequence, GC rules), on an
+//! in-memory store and on an S3 object store.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
 
 use engine::schema::{FamilySchema, GcMode, GcRule, TableSchema};
 use engine::*;
@@ -10,6 +13,7 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use testkit::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
 
 const DAY: u64 = 86_400_000_000;
 
@@ -372,11 +376,20 @@ fn same(got: &[Cell], want: &[Cell], what: &str) {
     );
 }
 
-fn run(seed: u64, steps: usize) {
+/// Where a run keeps its files: called once per (re)opening of the engine,
+/// it gives the store that daemon opens.
+type OpenStore<'a> = &'a mut dyn FnMut() -> Arc<dyn gfs::FileStore>;
+
+/// A fresh in-memory store, the same one on every reopening.
+fn mem_store() -> impl FnMut() -> Arc<dyn gfs::FileStore> {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    move || store.clone()
+}
+
+fn run(seed: u64, steps: usize, open_store: OpenStore) {
     let _ = env_logger::builder().is_test(true).try_init();
     let mut rng = StdRng::seed_from_u64(seed);
-    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
-    let mut bt = Bigtable::open(store.clone(), options()).unwrap();
+    let mut bt = Bigtable::open(open_store(), options()).unwrap();
     let schema = schema();
     bt.create_table("t", schema.clone()).unwrap();
     let mut model = Model::default();
@@ -542,7 +555,7 @@ fn run(seed: u64, steps: usize) {
                 }
                 bt.close().unwrap();
                 drop(bt);
-                bt = Bigtable::open(store.clone(), options()).unwrap();
+                bt = Bigtable::open(open_store(), options()).unwrap();
             }
         }
     }
@@ -565,18 +578,34 @@ fn run(seed: u64, steps: usize) {
 
 #[test]
 fn model_seed_1() {
-    run(1, 3000);
+    run(1, 3000, &mut mem_store());
 }
 
 #[test]
 fn model_seed_2() {
-    run(2, 3000);
+    run(2, 3000, &mut mem_store());
 }
 
 #[test]
 fn model_many_seeds_short() {
     for seed in 10..16 {
-        run(seed, 600);
+        run(seed, 600, &mut mem_store());
+    }
+}
+
+/// The same check on a real S3 server, each seed on a fresh prefix: 2
+/// seeds, or `FUZZ_CASES / 1000` when that is more (a seed takes about
+/// 10 s). Every reopening is a new daemon's store: it takes the prefix over
+/// and seals the logs the last one wrote, and the engine recovers from them.
+#[test]
+fn model_on_s3() {
+    let w = Seaweed::start("model");
+    let seeds = u64::from(testkit::fuzz::config_scaled(2, 1000).cases);
+    for seed in 3..3 + seeds {
+        let location = format!("s3://{}/model-{seed}", w.bucket);
+        run(seed, 700, &mut || {
+            support::open_s3(&w.endpoint, &location, ACCESS_KEY, SECRET_KEY)
+        });
     }
 }
 

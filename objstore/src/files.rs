@@ -89,8 +89,9 @@ impl WritableFile for ObjectWriter {
     }
 }
 
-/// A log: every append is one object, `logs/NAME/SEQ`, created with
-/// put-if-absent, and stored before the append returns (so it survives the
+/// A log: created as an empty segment 0, then every append is one object,
+/// `logs/NAME/SEQ`, created with put-if-absent, and stored before the
+/// append returns (so it survives the
 /// loss of the machine: syncing has nothing left to do). A taken name means
 /// another daemon took the prefix over and sealed this log: the writer is
 /// fenced and every later append fails too.
@@ -108,7 +109,8 @@ impl WritableFile for SegmentWriter {
     fn append(&mut self, data: &[u8]) -> Result<u64> {
         let at = self.len;
         if data.is_empty() {
-            // An empty segment is a seal: never write one.
+            // An empty segment marks a log's creation or seals it: an
+            // append never writes one.
             return Ok(at);
         }
         self.shared.check_fenced(&self.name)?;

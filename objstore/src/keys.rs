@@ -1,9 +1,10 @@
 //! How the file layer's names become object keys under the store's prefix.
 //!
 //! - `PREFIX/files/NAME`: a file written once (an SSTable, a descriptor);
-//! - `PREFIX/logs/NAME/SEQ`: one append to a log, `SEQ` 16 decimal digits
-//!   from 0, each created with put-if-absent; an empty segment is a seal
-//!   written by a daemon that took the prefix over;
+//! - `PREFIX/logs/NAME/SEQ`: one append to a log, `SEQ` 16 decimal digits,
+//!   each created with put-if-absent; segment 0 is empty, written when the
+//!   log is created; any other empty segment is a seal written by a daemon
+//!   that took the prefix over;
 //! - `PREFIX/OWNER`: which daemon owns the prefix, and its epoch.
 
 use object_store::path::Path;

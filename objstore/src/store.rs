@@ -62,6 +62,25 @@ impl Shared {
         }
     }
 
+    /// Reads `OWNER`: if another daemon has claimed the prefix, this store
+    /// is fenced and `name` is refused.
+    pub(crate) fn confirm_owner(&self, name: &str) -> gfs::Result<()> {
+        let body = self
+            .client
+            .get(&self.keys.owner(), None)
+            .map_err(|e| to_gfs(name, e))?;
+        self.fence_unless_ours(&body);
+        self.check_fenced(name)
+    }
+
+    /// Fences this store if `OWNER` (its bytes) names another epoch.
+    fn fence_unless_ours(&self, owner: &[u8]) {
+        let text = String::from_utf8_lossy(owner);
+        if owner::epoch_of(&text) != Some(self.claim.epoch) {
+            self.fence(&format!("OWNER now says: {}", text.trim()));
+        }
+    }
+
     fn delete_now(&self, name: &str) -> gfs::Result<()> {
         let key = self.keys.file(name);
         match self.client.head(&key) {
@@ -209,13 +228,7 @@ fn watch_owner(shared: Weak<Shared>) {
                 return;
             }
             match s.client.get(&s.keys.owner(), None) {
-                Ok(body) => {
-                    let text = String::from_utf8_lossy(&body);
-                    if owner::epoch_of(&text) != Some(s.claim.epoch) {
-                        s.fence(&format!("OWNER now says: {}", text.trim()));
-                        return;
-                    }
-                }
+                Ok(body) => s.fence_unless_ours(&body),
                 Err(e) => log::debug!("{}: reading OWNER: {e}", s.client.location),
             }
         });
@@ -268,14 +281,36 @@ impl FileStore for S3Store {
     }
 
     fn create_log(&self, name: &str) -> gfs::Result<Box<dyn WritableFile>> {
-        self.shared.check_fenced(name)?;
-        if self.exists(name)? {
-            return Err(gfs::Error::AlreadyExists(name.to_string()));
+        let s = &self.shared;
+        s.check_fenced(name)?;
+        match s.client.head(&s.keys.file(name)) {
+            Ok(_) => return Err(gfs::Error::AlreadyExists(name.to_string())),
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(to_gfs(name, e)),
         }
+        // The log exists from here on, empty, as a created file does on a
+        // disk (the engine lists a dead server's logs to recover and to
+        // collect them): its segment 0 is empty, and put-if-absent makes
+        // the name ours.
+        match s
+            .client
+            .put(&s.keys.segment(name, 0), Bytes::new(), PutMode::Create)
+        {
+            Ok(_) => {}
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                return Err(gfs::Error::AlreadyExists(name.to_string()))
+            }
+            Err(e) => return Err(to_gfs(name, e)),
+        }
+        // A daemon that took the prefix over sealed only the logs it listed
+        // after its claim. If OWNER still names us now that segment 0 is
+        // stored, any later claim lists this log and seals it; if not, this
+        // log may be one the new owner never recovers: take no appends.
+        s.confirm_owner(name)?;
         Ok(Box::new(SegmentWriter {
-            shared: self.shared.clone(),
+            shared: s.clone(),
             name: name.to_string(),
-            next_seq: 0,
+            next_seq: 1,
             len: 0,
             unanswered: None,
         }))

@@ -129,6 +129,47 @@ fn a_second_daemon_fences_the_first() {
 }
 
 #[test]
+fn a_created_log_exists_before_its_first_append() {
+    // As on a disk: the engine lists a server's log directory to find the
+    // logs to recover and to collect, and a server that never wrote still
+    // created its log.
+    let w = Seaweed::start("empty-log");
+    let s = S3Store::open(config(&w, "p")).unwrap();
+    let l = s.create_log("logs/ts-0/000001.log").unwrap();
+    assert!(s.exists("logs/ts-0/000001.log").unwrap());
+    assert_eq!(s.list("logs/").unwrap(), vec!["logs/ts-0/000001.log"]);
+    assert_eq!(s.size("logs/ts-0/000001.log").unwrap(), 0);
+    assert_eq!(s.open("logs/ts-0/000001.log").unwrap().len().unwrap(), 0);
+    assert!(matches!(
+        s.create_log("logs/ts-0/000001.log"),
+        Err(gfs::Error::AlreadyExists(_))
+    ));
+    drop(l);
+    let mut l = s.open_append("logs/ts-0/000001.log").unwrap();
+    assert_eq!(l.append(b"first").unwrap(), 0);
+    let r = s.open("logs/ts-0/000001.log").unwrap();
+    assert_eq!(r.read_at(0, 5).unwrap(), b"first");
+    s.delete("logs/ts-0/000001.log").unwrap();
+    assert!(!s.exists("logs/ts-0/000001.log").unwrap());
+}
+
+#[test]
+fn a_log_created_after_a_takeover_is_fenced() {
+    // b seals the logs that exist when it takes over; a log a creates
+    // afterwards (before a's owner check runs) must not take appends b
+    // never recovers.
+    let w = Seaweed::start("late-log");
+    let a = S3Store::open(config(&w, "p")).unwrap();
+    let _b = S3Store::open(config(&w, "p")).unwrap();
+    let e = a
+        .create_log("logs/ts-0/000002.log")
+        .and_then(|mut l| l.append(b"never acknowledged"))
+        .unwrap_err();
+    assert!(e.to_string().contains("fenced"), "{e}");
+    assert!(a.is_fenced());
+}
+
+#[test]
 fn a_fenced_daemon_learns_it_from_owner_without_writing() {
     let w = Seaweed::start("owner-watch");
     let a = S3Store::open(config(&w, "p")).unwrap();
