@@ -198,13 +198,16 @@ fn scatter(k: u64, n: u64) -> u64 {
     ((k as u128 * P) % n.max(1) as u128) as u64
 }
 
+/// Writes one row (key, value) and returns the part of it to time.
+type TimedPut<'a> = dyn Fn(&[u8], &[u8]) -> Result<Duration> + Sync + 'a;
+
 /// Writes `plan.n` new rows in order with `writers` threads, timing each
-/// write with `put` (which returns the part of it to time).
+/// write with `put`.
 fn write_phase(
     writers: usize,
     plan: Plan,
     status: &dyn Fn() -> Vec<String>,
-    put: &(dyn Fn(&[u8], &[u8]) -> Result<Duration> + Sync),
+    put: &TimedPut,
 ) -> Result<Phase> {
     let lat = Latencies::default();
     let before = Counters::parse(&status());
