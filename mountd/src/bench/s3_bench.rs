@@ -639,7 +639,9 @@ mod tests {
                 threads: 2,
                 time_cap: Duration::from_secs(20),
             },
-            sync: false,
+            // Synced, so that every write goes through group commit and
+            // the batch counters must see it.
+            sync: true,
             options: None,
             mountd: None,
         };
