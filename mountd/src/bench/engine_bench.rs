@@ -46,6 +46,15 @@ impl EngineTable {
             write: WriteOptions { sync },
         })
     }
+
+    /// A table an earlier run made (e.g. before the engine was reopened).
+    pub fn open(db: &Bigtable, table: &str, sync: bool) -> EngineTable {
+        EngineTable {
+            db: db.clone(),
+            table: table.to_string(),
+            write: WriteOptions { sync },
+        }
+    }
 }
 
 impl KvStore for EngineTable {

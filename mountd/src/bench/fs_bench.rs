@@ -64,6 +64,14 @@ impl FsTable {
         Ok(FsTable { dir, sync })
     }
 
+    /// A table an earlier run made under `root` (e.g. before a remount).
+    pub fn open(root: &Path, name: &str, sync: bool) -> FsTable {
+        FsTable {
+            dir: root.join(name),
+            sync,
+        }
+    }
+
     fn cell_path(&self, key: &str) -> PathBuf {
         self.dir.join(key).join(FAMILY).join(QUALIFIER)
     }
@@ -86,8 +94,10 @@ impl FsTable {
     }
 }
 
-impl KvStore for FsTable {
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+impl FsTable {
+    /// [`KvStore::put`], returning how long the close took (on the mount,
+    /// the commit).
+    pub fn put_timed(&self, key: &[u8], value: &[u8]) -> Result<std::time::Duration> {
         let key = std::str::from_utf8(key).context("row key is not UTF-8")?;
         let path = self.cell_path(key);
         let mut file = match open_for_write(&path) {
@@ -106,7 +116,15 @@ impl KvStore for FsTable {
             file.sync_all()
                 .with_context(|| format!("fsync {}", path.display()))?;
         }
-        close_checked(file, &path)
+        let t = Instant::now();
+        close_checked(file, &path)?;
+        Ok(t.elapsed())
+    }
+}
+
+impl KvStore for FsTable {
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.put_timed(key, value).map(drop)
     }
 
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {

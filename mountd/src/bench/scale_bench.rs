@@ -93,6 +93,21 @@ impl Daemon {
         Ok(Daemon { pid, _mount: mount })
     }
 
+    /// Unmounts, then waits (up to a minute) for the daemon to exit, so
+    /// that another can open its data directory.
+    pub fn stop(self) -> Result<()> {
+        let pid = self.pid;
+        drop(self);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Path::new(&format!("/proc/{pid}")).exists() {
+            if Instant::now() >= deadline {
+                bail!("the daemon (pid {pid}) still runs a minute after its unmount");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
     /// (resident, peak resident) bytes, from /proc/<pid>/status.
     fn rss(&self) -> (u64, u64) {
         let text = fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();

@@ -161,7 +161,8 @@ pub fn fill_random(store: &dyn KvStore, plan: Plan) -> Result<Measured> {
     })
 }
 
-fn check_found(key: &str, len: Option<usize>) -> Result<()> {
+/// A read of `key` found the value it wrote.
+pub fn check_found(key: &str, len: Option<usize>) -> Result<()> {
     match len {
         Some(VALUE_BYTES) => Ok(()),
         Some(other) => bail!("key {key}: value of {other} bytes, wrote {VALUE_BYTES}"),

@@ -6,6 +6,7 @@
 //! ```text
 //! bigtable-bench [engine] [--size 256MiB] [--threads 4] [--sync] [--no-peers]
 //! bigtable-bench fs MOUNTPOINT [--size 16MiB] [--no-peers]
+//! bigtable-bench engine|fs --store s3 [--size 16MiB] [-o OPTIONS]   (built with --features bench-s3)
 //! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
 //! bigtable-bench scale [--rows 10000,100000,1000000] [--mountd PATH] [-o OPTIONS]
 //! bigtable-bench goals [--mountd PATH]
@@ -121,15 +122,31 @@ struct EngineOpts {
     #[arg(long, value_delimiter = ',')]
     scaling: Vec<usize>,
     /// The engine's file store: local (one copy), chunks (the chunk layer,
-    /// 3 replicas), or both (local is the one compared with the peers).
-    #[arg(long, default_value = "both", value_parser = ["local", "chunks", "both"])]
+    /// 3 replicas), or both (local is the one compared with the peers); s3:
+    /// the chunk layer against S3 on a SeaweedFS this run starts (writes
+    /// with 1, 4, 16 writers, cold and warm reads, requests per operation).
+    #[arg(long, default_value = "both", value_parser = ["local", "chunks", "both", "s3"])]
     store: String,
+    /// With --store s3: mount options for both stores' engines (`cache=8m`).
+    #[arg(short = 'o', long)]
+    options: Option<String>,
 }
 
 #[derive(Args, Debug)]
 struct FsOpts {
     /// A mounted bigtable filesystem (any directory works, for comparison).
-    mountpoint: PathBuf,
+    #[arg(required_unless_present = "store")]
+    mountpoint: Option<PathBuf>,
+    /// s3: mount fresh daemons on the chunk layer and on S3 (a SeaweedFS
+    /// this run starts) and compare them instead (needs root).
+    #[arg(long, value_parser = ["s3"], conflicts_with = "mountpoint")]
+    store: Option<String>,
+    /// With --store s3: the daemon binary (default: beside this program, else on the PATH).
+    #[arg(long)]
+    mountd: Option<PathBuf>,
+    /// With --store s3: extra mount options for both daemons.
+    #[arg(short = 'o', long)]
+    options: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -184,14 +201,25 @@ fn run(cli: Cli) -> Result<()> {
             engine: engine_args(c, work_base, EngineOpts::default()),
             mountd: o.mountd,
         }),
-        Some(Cmd::Fs(o)) => bench::fs_bench::run(&bench::fs_bench::FsArgs {
-            mountpoint: o.mountpoint,
-            plan: plan(c, 16 << 20),
-            sync: c.sync,
-            work_base,
-            peers: !c.no_peers,
-        })
-        .map(drop),
+        Some(Cmd::Fs(o)) => match o.mountpoint {
+            Some(mountpoint) => bench::fs_bench::run(&bench::fs_bench::FsArgs {
+                mountpoint,
+                plan: plan(c, 16 << 20),
+                sync: c.sync,
+                work_base,
+                peers: !c.no_peers,
+            })
+            .map(drop),
+            None => bench::s3_bench::run(&bench::s3_bench::S3Args {
+                through: bench::s3_bench::Through::Mount,
+                work_base,
+                plan: plan(c, 16 << 20),
+                sync: c.sync,
+                options: o.options,
+                mountd: o.mountd,
+            })
+            .map(drop),
+        },
         Some(Cmd::Scale(o)) => bench::scale_bench::run(&bench::scale_bench::ScaleArgs {
             rows: o.rows,
             work_base,
@@ -231,6 +259,21 @@ fn engine_args(c: &Common, work_base: PathBuf, o: EngineOpts) -> bench::engine_b
 }
 
 fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
+    if o.store == "s3" {
+        // The engine's sizes as the mount options that set them.
+        let mut opts: Vec<String> = o.options.into_iter().collect();
+        opts.extend(o.block_cache.map(|b| format!("cache={b}")));
+        opts.extend(o.memtable.map(|m| format!("memtable={m}")));
+        return bench::s3_bench::run(&bench::s3_bench::S3Args {
+            through: bench::s3_bench::Through::Engine,
+            work_base,
+            plan: plan(c, 16 << 20),
+            sync: c.sync,
+            options: (!opts.is_empty()).then(|| opts.join(",")),
+            mountd: None,
+        })
+        .map(drop);
+    }
     bench::engine_bench::run(&engine_args(c, work_base, o)).map(drop)
 }
 
@@ -289,11 +332,28 @@ mod tests {
     fn fs_takes_a_mountpoint() {
         let cli = parse(&["fs", "/mnt/bt", "--no-peers", "--time-cap", "5"]);
         match cli.command {
-            Some(Cmd::Fs(o)) => assert_eq!(o.mountpoint, PathBuf::from("/mnt/bt")),
+            Some(Cmd::Fs(o)) => assert_eq!(o.mountpoint, Some(PathBuf::from("/mnt/bt"))),
             other => panic!("{other:?}"),
         }
         assert!(cli.common.no_peers);
         assert!(Cli::try_parse_from(["bigtable-bench", "fs"]).is_err());
+    }
+
+    #[test]
+    fn store_s3_needs_no_mountpoint() {
+        match parse(&["fs", "--store", "s3", "-o", "cache=8m"]).command {
+            Some(Cmd::Fs(o)) => {
+                assert_eq!(o.mountpoint, None);
+                assert_eq!(o.options.as_deref(), Some("cache=8m"));
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(Cli::try_parse_from(["bigtable-bench", "fs", "/mnt/bt", "--store", "s3"]).is_err());
+        assert!(Cli::try_parse_from(["bigtable-bench", "fs", "--store", "gcs"]).is_err());
+        match parse(&["engine", "--store", "s3"]).command {
+            Some(Cmd::Engine(o)) => assert_eq!(o.store, "s3"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -1,0 +1,61 @@
+//! The object store `--store s3` measures: SeaweedFS on loopback, in a fresh
+//! directory on free ports with one bucket, started by the launcher the
+//! tests use (`testkit::seaweed`, feature `bench-s3`), and a credentials
+//! file for the mount. Dropping it kills the server.
+
+use anyhow::Result;
+use std::path::{Path, PathBuf};
+
+/// The bucket the bench makes.
+const BUCKET: &str = "bench";
+
+/// A running S3 server and how to reach it.
+#[cfg_attr(not(feature = "bench-s3"), allow(dead_code))]
+pub struct S3Server {
+    #[cfg(feature = "bench-s3")]
+    _server: testkit::seaweed::Seaweed,
+    endpoint: String,
+    credentials: PathBuf,
+}
+
+impl S3Server {
+    /// Starts SeaweedFS (`BIGTABLE_WEED`, else `weed` on the PATH) and
+    /// writes its keys to a credentials file in `work`.
+    #[cfg(feature = "bench-s3")]
+    pub fn start(work: &Path) -> Result<S3Server> {
+        use anyhow::Context;
+        use testkit::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
+        // The launcher panics, saying why, when the server does not come up.
+        let server = std::panic::catch_unwind(|| Seaweed::start(BUCKET)).map_err(|_| {
+            anyhow::anyhow!("SeaweedFS did not start (why is above; BIGTABLE_WEED names `weed`)")
+        })?;
+        let credentials = work.join("s3-credentials");
+        std::fs::write(
+            &credentials,
+            format!("[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"),
+        )
+        .with_context(|| format!("writing {}", credentials.display()))?;
+        Ok(S3Server {
+            endpoint: server.endpoint.clone(),
+            _server: server,
+            credentials,
+        })
+    }
+
+    #[cfg(not(feature = "bench-s3"))]
+    pub fn start(_: &Path) -> Result<S3Server> {
+        anyhow::bail!(
+            "--store s3 needs the bench built with the S3 server launcher: \
+             cargo build --release -p mountd --features bench-s3"
+        )
+    }
+
+    /// The mount options of a store under `prefix` in the bench's bucket.
+    pub fn mount_options(&self, prefix: &str) -> String {
+        format!(
+            "store=s3://{BUCKET}/{prefix},s3_endpoint={},s3_credentials={}",
+            self.endpoint,
+            self.credentials.display()
+        )
+    }
+}
