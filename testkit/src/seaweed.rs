@@ -56,6 +56,9 @@ pub struct Seaweed {
     /// The bucket made for the test.
     pub bucket: String,
     master_port: u16,
+    filer_port: u16,
+    /// Whether the bucket exists yet (readiness then includes a write).
+    bucket_made: bool,
     dir: tempfile::TempDir,
     args: Vec<String>,
 }
@@ -72,15 +75,29 @@ fn free_port() -> u16 {
     }
 }
 
-/// The answer to a plain HTTP GET on loopback, if any came.
-fn http_get(port: u16, path: &str) -> Option<String> {
+/// The answer to a plain HTTP request on loopback, if any came.
+fn http(port: u16, method: &str, path: &str, body: &[u8]) -> Option<String> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .ok()?;
+    s.write_all(body).ok()?;
     let mut out = String::new();
     s.read_to_string(&mut out).ok()?;
     (!out.is_empty()).then_some(out)
+}
+
+/// Whether an HTTP answer's status is 2xx.
+fn ok_status(answer: &str) -> bool {
+    answer
+        .split_whitespace()
+        .nth(1)
+        .is_some_and(|code| code.starts_with('2'))
 }
 
 impl Seaweed {
@@ -112,12 +129,18 @@ impl Seaweed {
             format!("-s3.config={}", cfg.display()),
             "-s3.port.iceberg=0".into(),
             "-s3.port.lance=0".into(),
+            // Small volumes, and writable down to a nearly full disk (the
+            // default refuses writes under 1% free).
+            "-master.volumeSizeLimitMB=256".into(),
+            "-volume.minFreeSpace=64MiB".into(),
         ];
         let mut w = Seaweed {
             child: None,
             endpoint: format!("http://127.0.0.1:{s}"),
             bucket: bucket.to_string(),
             master_port: m,
+            filer_port: f,
+            bucket_made: false,
             dir,
             args,
         };
@@ -144,6 +167,8 @@ impl Seaweed {
             "weed shell did not create bucket {bucket}: {text}{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        w.bucket_made = true;
+        w.wait_ready();
         w
     }
 
@@ -170,16 +195,22 @@ impl Seaweed {
             .next()
             .and_then(|p| p.parse().ok())
             .expect("port");
-        let master = self.master_port;
-        let ready = wait_until(Duration::from_secs(60), || {
-            // The S3 gateway answers (403 without a signature) and the
-            // master has a leader.
-            http_get(port, "/").is_some()
-                && http_get(master, "/cluster/status").is_some_and(|b| b.contains("Leader"))
+        let (master, filer) = (self.master_port, self.filer_port);
+        let probe = format!("/buckets/{}/.ready-probe", self.bucket);
+        // A fresh server takes a while to grow its first volumes, and a
+        // restarted one to load them: until then writes hang or fail. Ready
+        // means the S3 gateway answers (403 without a signature), the master
+        // has a leader, and, once the bucket exists, a write into it works.
+        let ready = wait_until(Duration::from_secs(180), || {
+            http(port, "GET", "/", b"").is_some()
+                && http(master, "GET", "/cluster/status", b"").is_some_and(|b| b.contains("Leader"))
+                && (!self.bucket_made
+                    || http(filer, "PUT", &probe, b"ready").is_some_and(|a| ok_status(&a))
+                        && http(filer, "DELETE", &probe, b"").is_some_and(|a| ok_status(&a)))
         });
         assert!(
             ready,
-            "SeaweedFS did not answer within a minute; its log:\n{}",
+            "SeaweedFS was not ready within 3 minutes; its log:\n{}",
             self.log()
         );
     }
