@@ -20,3 +20,18 @@ pub mod fuzz;
 pub mod power;
 pub mod rng;
 pub mod seaweed;
+
+/// Polls `cond` every 20 ms until it holds or `timeout` passes: how a test
+/// waits for something to happen, never with a fixed sleep.
+pub fn wait_until(timeout: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if cond() {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

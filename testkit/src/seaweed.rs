@@ -34,20 +34,6 @@ pub fn weed_bin() -> PathBuf {
     }
 }
 
-/// Polls `cond` every 20 ms until it holds or `timeout` passes.
-fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if std::time::Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A running SeaweedFS with S3.
 pub struct Seaweed {
     child: Option<Child>,
@@ -201,7 +187,7 @@ impl Seaweed {
         // restarted one to load them: until then writes hang or fail. Ready
         // means the S3 gateway answers (403 without a signature), the master
         // has a leader, and, once the bucket exists, a write into it works.
-        let ready = wait_until(Duration::from_secs(180), || {
+        let ready = crate::wait_until(Duration::from_secs(180), || {
             http(port, "GET", "/", b"").is_some()
                 && http(master, "GET", "/cluster/status", b"").is_some_and(|b| b.contains("Leader"))
                 && (!self.bucket_made

@@ -14,7 +14,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The directory holding the built binaries.
 pub fn bin_dir() -> PathBuf {
@@ -57,19 +57,7 @@ pub fn python() -> PathBuf {
     PathBuf::from("python3")
 }
 
-/// Polls `cond` every 20 ms until it holds or `timeout` passes.
-pub fn wait_until(timeout: Duration, mut cond: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if cond() {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+pub use testkit::wait_until;
 
 /// The filesystem type mounted at `path`, from /proc/self/mountinfo.
 pub fn mount_type(path: &Path) -> Option<String> {
