@@ -100,6 +100,14 @@ pub trait FileStore: Send + Sync + 'static {
     fn status(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Whether every append to a log ([`FileStore::create_log`]) is durable
+    /// when it returns, so that a sync adds nothing: true of an object
+    /// store, where each append is a stored object. A commit log then
+    /// batches unsynced writes the way it batches synced ones, since each
+    /// append costs a request either way.
+    fn durable_appends(&self) -> bool {
+        false
+    }
 }
 
 /// A file being written. Appends are buffered by the implementation only up to

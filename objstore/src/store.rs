@@ -472,6 +472,10 @@ impl FileStore for S3Store {
         Ok(names.into_iter().collect())
     }
 
+    fn durable_appends(&self) -> bool {
+        true
+    }
+
     fn status(&self) -> Vec<String> {
         let s = &self.shared;
         let mut lines = s

@@ -241,6 +241,12 @@ impl CommitLog {
         })
     }
 
+    /// Whether each append is durable when it returns (see
+    /// [`FileStore::durable_appends`]): a sync then adds nothing.
+    pub fn durable_appends(&self) -> bool {
+        self.shared.store.durable_appends()
+    }
+
     /// Appends `records` in one write (and, with `sync`, one fsync in the same
     /// submission). Every record must have entries with well-formed internal
     /// keys. When this returns Ok the records are in the log of at least one

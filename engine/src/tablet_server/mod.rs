@@ -147,7 +147,7 @@ impl TabletServer {
         let commit = GroupCommit::new(
             8 << 20,
             |g: &WriteGroup| g.bytes,
-            Box::new(move |groups, sync| leader.lead(groups, sync)),
+            Box::new(move |groups, sync, handoff| leader.lead(groups, sync, handoff)),
         );
         let server = Arc::new(TabletServer {
             name: name.to_string(),
