@@ -12,11 +12,10 @@
 //! The processing function is fixed at construction (it is the same for every
 //! item: assign sequence numbers, append to the commit log, choose the
 //! memtables), and returns one result per item: for the tablet server, what
-//! each writer then inserts itself while the next batch is being logged. The
-//! function may let the next batch start before it returns (its `handoff`
-//! argument) once what orders batches is done and only its own write is
-//! left: on a store where each log write is a request that takes a
-//! millisecond, two batches are then in flight at once. The
+//! each writer then inserts itself while the next batch is being logged.
+//! A leader may first wait a *window* for more items to queue (an option,
+//! off by default): where each batch is a request to a remote store, fewer,
+//! larger batches cost less. The
 //! tablet server sends synced writes through it, whose fsync the batch
 //! shares; an unsynced write logs itself under the commit lock, which on a
 //! busy machine costs less than being handed to a leader and woken again.
@@ -25,10 +24,10 @@ use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How often an unsynced item's caller yields its core before it parks
 /// until its batch is done.
@@ -40,11 +39,9 @@ const YIELDS_BEFORE_SLEEP: u32 = 16;
 /// and the leader.
 const SPIN_BATCH_NANOS: u64 = 20_000;
 
-/// Processes one batch: the items in submission order, whether any of them
-/// asked for a sync, and a `handoff` that lets the next batch start before
-/// this one returns (calling it is optional; a second call does nothing).
-/// Must return exactly one result per item, in order.
-pub type ProcessFn<T, R> = dyn Fn(Vec<T>, bool, &dyn Fn()) -> Result<Vec<R>> + Send + Sync;
+/// Processes one batch: the items in submission order and whether any of them
+/// asked for a sync. Must return exactly one result per item, in order.
+pub type ProcessFn<T, R> = dyn Fn(Vec<T>, bool) -> Result<Vec<R>> + Send + Sync;
 
 /// Counters for stats and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -101,6 +98,8 @@ struct Inner<T, R> {
 pub struct GroupCommit<T, R = ()> {
     inner: Mutex<Inner<T, R>>,
     max_batch_bytes: usize,
+    /// How long a leader waits for more items before taking the queue.
+    window: Duration,
     size_of: fn(&T) -> usize,
     process: Box<ProcessFn<T, R>>,
     batches: AtomicU64,
@@ -125,6 +124,7 @@ impl<T, R> GroupCommit<T, R> {
                 busy: false,
             }),
             max_batch_bytes,
+            window: Duration::ZERO,
             size_of,
             process,
             batches: AtomicU64::new(0),
@@ -133,6 +133,13 @@ impl<T, R> GroupCommit<T, R> {
             max_batch: AtomicU64::new(0),
             batch_nanos: AtomicU64::new(0),
         }
+    }
+
+    /// Makes each leader wait `window` for more items before it takes the
+    /// queue (zero: take what is queued at once).
+    pub fn with_window(mut self, window: Duration) -> Self {
+        self.window = window;
+        self
     }
 
     /// Queues `item` and returns once a batch containing it has been
@@ -192,6 +199,9 @@ impl<T, R> GroupCommit<T, R> {
     /// Leads one batch from the front of the queue (which holds `mine`),
     /// hands out the results, chooses the next leader; returns `mine`'s result.
     fn lead(&self, mine: &Arc<Slot<R>>) -> Result<R> {
+        if !self.window.is_zero() {
+            std::thread::sleep(self.window);
+        }
         let mut items = Vec::new();
         let mut slots = Vec::new();
         let mut any_sync = false;
@@ -212,13 +222,7 @@ impl<T, R> GroupCommit<T, R> {
 
         let n = items.len();
         let started = Instant::now();
-        let handed_off = AtomicBool::new(false);
-        let handoff = || {
-            if !handed_off.swap(true, Ordering::AcqRel) {
-                self.next_leader();
-            }
-        };
-        let results = self.run(items, any_sync, &handoff);
+        let results = self.run(items, any_sync);
         if !any_sync {
             // Synced batches are not the ones callers spin for.
             let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -235,7 +239,13 @@ impl<T, R> GroupCommit<T, R> {
 
         // The next leader first, so that its batch starts while this one's
         // callers are being woken.
-        handoff();
+        {
+            let mut g = self.inner.lock();
+            match g.queue.front() {
+                Some(next) => next.slot.set(LEAD),
+                None => g.busy = false,
+            }
+        }
         let mut own = None;
         for (slot, r) in slots.into_iter().zip(results) {
             if Arc::ptr_eq(&slot, mine) {
@@ -248,24 +258,12 @@ impl<T, R> GroupCommit<T, R> {
         own.unwrap_or_else(|| Err(Error::corruption("group commit: leader's result missing")))
     }
 
-    /// Makes the front of the queue the next leader, or marks the batches
-    /// idle when the queue is empty.
-    fn next_leader(&self) {
-        let mut g = self.inner.lock();
-        match g.queue.front() {
-            Some(next) => next.slot.set(LEAD),
-            None => g.busy = false,
-        }
-    }
-
     /// Runs the processing function and turns its outcome into exactly one
     /// result per item. A panic in it becomes an error for the batch rather
     /// than leaving every queued caller waiting forever.
-    fn run(&self, items: Vec<T>, any_sync: bool, handoff: &dyn Fn()) -> Vec<Result<R>> {
+    fn run(&self, items: Vec<T>, any_sync: bool) -> Vec<Result<R>> {
         let n = items.len();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            (self.process)(items, any_sync, handoff)
-        }));
+        let outcome = catch_unwind(AssertUnwindSafe(|| (self.process)(items, any_sync)));
         let err = match outcome {
             Ok(Ok(v)) if v.len() == n => return v.into_iter().map(Ok).collect(),
             Ok(Ok(v)) => Error::corruption(format!(
@@ -302,7 +300,7 @@ mod tests {
     type Log = Arc<Mutex<Vec<(u32, u32)>>>;
 
     fn recorder(log: Log, delay: Duration) -> Box<ProcessFn<(u32, u32), u64>> {
-        Box::new(move |items: Vec<(u32, u32)>, _sync, _| {
+        Box::new(move |items: Vec<(u32, u32)>, _sync| {
             std::thread::sleep(delay);
             let mut l = log.lock();
             let mut out = Vec::new();
@@ -360,7 +358,7 @@ mod tests {
         let gc = Arc::new(GroupCommit::new(
             100,
             |v: &Vec<u8>| v.len(),
-            Box::new(move |items: Vec<Vec<u8>>, _, _| {
+            Box::new(move |items: Vec<Vec<u8>>, _| {
                 s2.lock().push(items.iter().map(Vec::len).sum());
                 std::thread::sleep(Duration::from_millis(1));
                 Ok(vec![(); items.len()])
@@ -391,7 +389,7 @@ mod tests {
         let gc = Arc::new(GroupCommit::<u32, ()>::new(
             1 << 20,
             |_| 1,
-            Box::new(|items: Vec<u32>, _, _| {
+            Box::new(|items: Vec<u32>, _| {
                 std::thread::sleep(Duration::from_millis(2));
                 if items.contains(&13) {
                     Err(Error::corruption("disk on fire"))
@@ -427,7 +425,7 @@ mod tests {
         let gc = GroupCommit::<u32, ()>::new(
             64,
             |_| 1,
-            Box::new(|items: Vec<u32>, _, _| {
+            Box::new(|items: Vec<u32>, _| {
                 if items[0] == 0 {
                     panic!("boom");
                 }
@@ -439,39 +437,32 @@ mod tests {
         assert_eq!(gc.stats().batches, 2);
     }
 
-    /// A batch that hands off lets the next one run before it returns: the
-    /// first batch waits in its tail until the second has run, which
-    /// without the handoff would never happen.
+    /// With a window, a leader waits for the items queued behind it: four
+    /// callers arriving within the window share one batch.
     #[test]
-    fn handoff_lets_the_next_batch_run_during_the_tail() {
-        let (tx, rx) = crossbeam_channel::unbounded::<u32>();
-        let rx = Mutex::new(rx);
-        let (in_tail_tx, in_tail) = crossbeam_channel::unbounded::<()>();
-        let gc = Arc::new(GroupCommit::<u32, u32>::new(
-            1,
-            |_| 1,
-            Box::new(move |items: Vec<u32>, _, handoff| {
-                handoff();
-                if items[0] == 0 {
-                    // The first batch's tail: wait for the second batch.
-                    let _ = in_tail_tx.send(());
-                    let got = rx.lock().recv_timeout(Duration::from_secs(30));
-                    return Ok(vec![got.unwrap_or(u32::MAX)]);
-                }
-                tx.send(items[0]).map_err(|_| Error::corruption("closed"))?;
-                Ok(items)
-            }),
-        ));
-        let first = {
-            let gc = Arc::clone(&gc);
-            std::thread::spawn(move || gc.submit(0, true))
-        };
-        in_tail.recv_timeout(Duration::from_secs(30)).unwrap();
-        let second = {
-            let gc = Arc::clone(&gc);
-            std::thread::spawn(move || gc.submit(7, true))
-        };
-        assert_eq!(second.join().unwrap().unwrap(), 7);
-        assert_eq!(first.join().unwrap().unwrap(), 7);
+    fn window_gathers_callers_into_one_batch() {
+        let gc = Arc::new(
+            GroupCommit::<u32, ()>::new(
+                1 << 20,
+                |_| 1,
+                Box::new(|items, _| Ok(vec![(); items.len()])),
+            )
+            .with_window(Duration::from_secs(5)),
+        );
+        let go = Arc::new(std::sync::Barrier::new(4));
+        let hs: Vec<_> = (0..4u32)
+            .map(|i| {
+                let (gc, go) = (Arc::clone(&gc), Arc::clone(&go));
+                std::thread::spawn(move || {
+                    go.wait();
+                    gc.submit(i, true)
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap().unwrap();
+        }
+        // Released together, the four queue within the first one's window.
+        assert_eq!(gc.stats().max_batch, 4, "{:?}", gc.stats());
     }
 }

@@ -20,6 +20,11 @@ pub struct Options {
     pub log_file_bytes: u64,
     /// A log append slower than this switches to the other log writer.
     pub slow_log_threshold: Duration,
+    /// How long a group-commit leader waits for more writes before it logs
+    /// its batch (zero: the next batch starts as soon as the previous one
+    /// is logged). On an object store, where each batch is one PUT, a
+    /// window trades latency for fewer, larger PUTs.
+    pub log_batch_window: Duration,
     /// Compaction output files are cut at about this size.
     pub sstable_target_bytes: u64,
     /// A locality group with more SSTables than this gets a merging compaction.
@@ -54,6 +59,7 @@ impl Default for Options {
             scan_cache_bytes: 32 << 20,
             log_file_bytes: 64 << 20,
             slow_log_threshold: Duration::from_millis(200),
+            log_batch_window: Duration::ZERO,
             sstable_target_bytes: 32 << 20,
             merge_trigger: 6,
             major_interval: Duration::from_secs(3600),

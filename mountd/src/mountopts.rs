@@ -31,6 +31,7 @@
 //! | `store=s3://BUCKET[/PREFIX]` | the engine's files in an S3-compatible object store (see docs/s3.md) |
 //! | `s3_endpoint=URL`, `s3_region=R` | the store's endpoint (for stores other than AWS) and region (default us-east-1) |
 //! | `s3_credentials=FILE` | keys from an AWS shared-credentials file (`AWS_PROFILE`, else `[default]`); without it, from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` |
+//! | `log_batch_window=US` | microseconds a commit waits for more writes to share its commit-log write (default 0: the next write starts as soon as the previous one is stored; at most 1000000). With `store=s3://…`, where each shared write is one PUT, a window of a few milliseconds makes fewer, larger PUTs at the cost of that much latency |
 //! | `s3_timeout=S` | how long a request to the store is retried before it fails (default 30) |
 //! | `cache_dir=DIR`, `disk_cache=SIZE` | where ranges fetched from the store are cached on disk (default DATA_DIR/s3-cache) and how much (default 1g; 0: no disk cache) |
 //! | `scrub_rate=SIZE` | background scrub budget per second (default 4m; 0: no background scrub) |
@@ -91,6 +92,8 @@ pub struct MountConfig {
     pub log_file: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
     pub memtable_bytes: Option<usize>,
+    /// How long a commit waits for more writes to share its log write.
+    pub log_batch_window: Option<Duration>,
     pub split_bytes: Option<u64>,
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
@@ -155,6 +158,7 @@ impl MountConfig {
             log_file: None,
             pid_file: None,
             memtable_bytes: None,
+            log_batch_window: None,
             split_bytes: None,
             block_cache_bytes: None,
             scan_cache_bytes: None,
@@ -234,6 +238,15 @@ impl MountConfig {
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
             "dir_timeout" => self.dir_timeout = parse_seconds(need(key, value)?)?,
             "reader_wait" => self.reader_wait = parse_seconds(need(key, value)?)?,
+            "log_batch_window" => {
+                self.log_batch_window = Some(Duration::from_micros(whole(
+                    key,
+                    value,
+                    0,
+                    1_000_000,
+                    " microseconds",
+                )?))
+            }
             "busy_poll" => {
                 self.busy_poll =
                     Duration::from_micros(whole(key, value, 0, 10_000, " microseconds")?)
@@ -457,6 +470,9 @@ impl MountConfig {
     /// The engine's options with this mount's sizes.
     pub fn engine_options(&self) -> engine::Options {
         let mut o = engine::Options::default();
+        if let Some(v) = self.log_batch_window {
+            o.log_batch_window = v;
+        }
         if let Some(v) = self.memtable_bytes {
             o.memtable_bytes = v;
         }
@@ -678,6 +694,19 @@ mod tests {
         assert!(!c.nomap);
         c.apply_list("store=local,nomap").unwrap();
         assert!(c.local_store && c.nomap);
+    }
+
+    #[test]
+    fn log_batch_window() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert!(c.engine_options().log_batch_window.is_zero());
+        c.apply("log_batch_window=2000").unwrap();
+        assert_eq!(
+            c.engine_options().log_batch_window,
+            Duration::from_millis(2)
+        );
+        assert!(c.apply("log_batch_window=1000001").is_err());
+        assert!(c.apply("log_batch_window=2ms").is_err());
     }
 
     #[test]

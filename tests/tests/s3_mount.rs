@@ -3,6 +3,9 @@
 //! cells survive `kill -9` of the daemon and come back on another data
 //! directory, since everything the engine stores is in the bucket.
 
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 use testkit::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
 use tests::Mount;
@@ -177,8 +180,52 @@ fn a_second_daemon_on_the_prefix_fences_the_first() {
     for i in 0..5 {
         assert!(write_cell(&a, &format!("t/r/f/a{i}"), &format!("a{i}")));
     }
+    // a keeps writing while b takes the prefix over; a cell counts as
+    // acknowledged once dd's close returned.
+    let acked = a.data.with_file_name("acked-by-a");
+    let acked_s = acked.display().to_string();
+    let writer = a.sh(&format!(
+        "(i=0; while [ $i -lt 100000 ]; do \
+            echo w$i | timeout 300 dd of=t/r/f/w$i status=none || exit 0; echo w$i >> {acked_s}; i=$((i + 1)); \
+          done) >/dev/null 2>&1 & \
+         until [ \"$(wc -l < {acked_s} 2>/dev/null)\" -ge 5 ]; do sleep 0.05; done"
+    ));
+    assert!(writer.status.success(), "{writer:?}");
+    // Nothing either daemon writes is ever overwritten: a poller lists the
+    // prefix over and over, and every log segment or SSTable it sees keeps
+    // its first ETag for as long as it exists (only OWNER and descriptors
+    // replaced by compare-and-swap change in place).
+    let stop = Arc::new(AtomicBool::new(false));
+    let poller = {
+        let (stop, w) = (
+            Arc::clone(&stop),
+            Endpoint {
+                bucket: w.bucket.clone(),
+                url: w.endpoint.clone(),
+            },
+        );
+        std::thread::spawn(move || {
+            let mut seen: BTreeMap<String, String> = BTreeMap::new();
+            let mut overwritten = Vec::new();
+            let mut lists = 0;
+            while !stop.load(Ordering::Acquire) || lists < 2 {
+                for (key, etag) in objects(&w, "f") {
+                    let immutable = key.contains("/logs/") || key.ends_with(".sst");
+                    match seen.get(&key) {
+                        Some(first) if immutable && *first != etag => overwritten.push(key),
+                        Some(_) => {}
+                        None => {
+                            seen.insert(key, etag);
+                        }
+                    }
+                }
+                lists += 1;
+            }
+            (seen, overwritten, lists)
+        })
+    };
     let b = mount_on(&w, "f");
-    // Everything a acknowledged is there for b, and b writes.
+    // Everything a acknowledged before b started is there for b, and b writes.
     for i in 0..5 {
         assert_eq!(b.ok(&format!("cat t/r/f/a{i}")), format!("a{i}\n"));
     }
@@ -195,4 +242,48 @@ fn a_second_daemon_on_the_prefix_fences_the_first() {
     assert!(a.log_text().contains("fenced"));
     assert_eq!(b.ok("cat t/r/f/b0"), "b0\n");
     assert!(b.fails("cat t/r/f/late").contains("No such file"));
+    // a's writer has stopped (its writes fail once it is fenced). Every
+    // cell it had acknowledged is there for b: either logged before b
+    // sealed a's logs, or refused.
+    let _ = tests::wait_until(Duration::from_secs(60), || {
+        std::process::Command::new("pgrep")
+            .args(["-f", &acked_s])
+            .output()
+            .is_ok_and(|o| o.stdout.is_empty())
+    });
+    let list = std::fs::read_to_string(&acked).unwrap_or_default();
+    assert!(list.lines().count() >= 5, "{list}");
+    for c in list.lines() {
+        assert_eq!(b.ok(&format!("cat t/r/f/{c}")), format!("{c}\n"));
+    }
+    stop.store(true, Ordering::Release);
+    let (seen, overwritten, lists) = poller.join().unwrap();
+    assert!(overwritten.is_empty(), "overwritten: {overwritten:?}");
+    assert!(
+        lists >= 2 && seen.keys().any(|k| k.contains("/logs/")),
+        "{lists} listings, {seen:?}"
+    );
+}
+
+/// Where a bucket is, for a thread that lists it.
+struct Endpoint {
+    bucket: String,
+    url: String,
+}
+
+/// Key → ETag of every object under `prefix` in `w`'s bucket, listed
+/// without taking the prefix over.
+fn objects(w: &Endpoint, prefix: &str) -> BTreeMap<String, String> {
+    let mut cfg = objstore::S3Config::from_url(&format!("s3://{}/{prefix}", w.bucket)).unwrap();
+    cfg.endpoint = Some(w.url.clone());
+    cfg.credentials = Some(objstore::Credentials {
+        access_key_id: ACCESS_KEY.into(),
+        secret_access_key: SECRET_KEY.into(),
+        session_token: None,
+    });
+    objstore::inventory(&cfg)
+        .unwrap()
+        .into_iter()
+        .map(|o| (o.key, o.etag.unwrap_or_default()))
+        .collect()
 }

@@ -166,7 +166,7 @@ impl CommitCore {
     /// Commits one unsynced write alone, like a batch of one (logged after
     /// the commit lock is released when a log lane is idle).
     pub(super) fn commit_one(&self, group: WriteGroup) -> Result<Ticket> {
-        self.lead(vec![group], false, &|| {})?
+        self.lead(vec![group], false)?
             .pop()
             .ok_or_else(|| Error::corruption("commit: no ticket for a write"))
     }
@@ -176,16 +176,10 @@ impl CommitCore {
     /// numbers, take a log lane, choose each row's memtable (freezing the
     /// ones this batch fills); then write the log once. Each writer then
     /// inserts its own entries ([`Ticket::finish`]) while the next batch is
-    /// being logged: `handoff` lets the next batch start once this one has
-    /// let go of the commit lock.
-    pub(super) fn lead(
-        &self,
-        groups: Vec<WriteGroup>,
-        sync: bool,
-        handoff: &dyn Fn(),
-    ) -> Result<Vec<Ticket>> {
-        // Where appends are durable as they return, a synced batch is logged
-        // as an unsynced one: into an idle lane, beside the next batch.
+    /// being logged.
+    pub(super) fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<Ticket>> {
+        // Where appends are durable as they return, a synced batch needs no
+        // sync (nor to wait for the other lane's write to sync it too).
         let sync = sync && !self.log.durable_appends();
         let open = self.lock_commit();
         if !*open {
@@ -261,7 +255,6 @@ impl CommitCore {
             })
             .collect::<Vec<Ticket>>();
         drop(open);
-        handoff();
         if let Some((slot, payloads, max_seq)) = deferred {
             if let Err(e) = slot.write(payloads, max_seq) {
                 // Not logged: the batch completes without entering a memtable.

@@ -147,8 +147,9 @@ impl TabletServer {
         let commit = GroupCommit::new(
             8 << 20,
             |g: &WriteGroup| g.bytes,
-            Box::new(move |groups, sync, handoff| leader.lead(groups, sync, handoff)),
-        );
+            Box::new(move |groups, sync| leader.lead(groups, sync)),
+        )
+        .with_window(env.opts.log_batch_window);
         let server = Arc::new(TabletServer {
             name: name.to_string(),
             log_dir,
