@@ -69,9 +69,6 @@ pub enum Error {
     /// An increment of a cell whose value is not 8 bytes.
     #[error("cell is not a 64-bit big-endian counter ({0} bytes)")]
     NotACounter(usize),
-    /// An increment that would overflow the counter.
-    #[error("counter overflow")]
-    CounterOverflow,
     /// Stored data that fails its checks (checksums, framing, decoding).
     #[error("corruption: {0}")]
     Corruption(String),
