@@ -3,7 +3,7 @@
 //!
 //! A Cloud Bigtable regex is bytes, not text: clients send raw bytes that are
 //! not UTF-8 (the official clients' literal-value filters copy every byte
-//! >= 0x80 unescaped), and `\C` is RE2's any-byte wildcard. The `regex` crate
+//! from 0x80 up unescaped), and `\C` is RE2's any-byte wildcard. The `regex` crate
 //! takes a `&str` and has no `\C` or `\Q...\E`, so the pattern is rewritten:
 //! a byte >= 0x80, bare or after a backslash, becomes `\xHH` (that byte, as
 //! the crate's byte regexes with Unicode off read it); `\C` becomes the class
