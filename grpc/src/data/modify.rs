@@ -2,7 +2,7 @@
 //! entry), CheckAndMutateRow and ReadModifyWriteRow.
 
 use super::mutate;
-use crate::{names, status, v2};
+use crate::{status, v2};
 use engine::{Bigtable, Error, Mutation, RowFilter, RowMutation, RowOp, RowTxn, WriteOptions};
 use std::collections::BTreeMap;
 use tonic::{Code, Status};
@@ -59,8 +59,11 @@ pub fn mutate_rows(
 /// Applies `true_mutations` if the predicate outputs a cell of the row (no
 /// predicate: if the row has any cell), else `false_mutations`, atomically
 /// under the row lock. Returns whether the predicate matched.
-pub fn check_and_mutate(bt: &Bigtable, req: &v2::CheckAndMutateRowRequest) -> Result<bool, Status> {
-    let table = names::table(&req.table_name)?;
+pub fn check_and_mutate(
+    bt: &Bigtable,
+    table: &str,
+    req: &v2::CheckAndMutateRowRequest,
+) -> Result<bool, Status> {
     if req.row_key.is_empty() {
         return Err(Status::invalid_argument("row keys must be non-empty"));
     }
@@ -88,10 +91,10 @@ pub fn check_and_mutate(bt: &Bigtable, req: &v2::CheckAndMutateRowRequest) -> Re
 /// Applies the rules atomically and returns the new cells.
 pub fn read_modify_write(
     bt: &Bigtable,
+    table: &str,
     req: &v2::ReadModifyWriteRowRequest,
 ) -> Result<v2::Row, Status> {
     use v2::read_modify_write_rule::Rule;
-    let table = names::table(&req.table_name)?;
     if req.row_key.is_empty() {
         return Err(Status::invalid_argument("row keys must be non-empty"));
     }
