@@ -142,7 +142,8 @@ impl Bigtable {
     /// Validates every mutation first (nothing applied on error); then applies each row's atomically.
     pub fn apply_batch(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
         let t = self.table(table)?;
-        mutation::validate_batch(&t.schema(), ms, self.env().opts.max_value_size)?;
+        mutation::validate_batch(&t.schema(), ms, self.env().opts.max_value_size)
+            .map_err(|e| e.in_table(&t.name))?;
         if ms.is_empty() {
             return Ok(());
         }

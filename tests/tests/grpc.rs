@@ -210,3 +210,51 @@ with BigtableDataClient(project="p") as c, c.get_table("default", "t") as t:
     assert_eq!(m.ok("cut -f1 't/.scan/filter=value(%FF%00%AA)'"), "v\n");
     assert_eq!(m.ok("cut -f1 't/.scan/filter=value(\\C)'"), "w\n");
 }
+
+#[test]
+fn requests_are_checked_as_cloud_bigtable_checks_them() {
+    let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
+    let addr = grpc_addr(&m);
+    m.table("t", "f\n");
+    let out = python(
+        &addr,
+        r#"
+from google.api_core import exceptions as e
+from google.cloud.bigtable.data import BigtableDataClient, SetCell
+with BigtableDataClient(project="p") as c, c.get_table("default", "t") as t:
+    def outcome(f):
+        try:
+            f()
+            return "ok"
+        except e.GoogleAPICallError as x:
+            return f"{type(x).__name__}: {x.message}"
+        except Exception as x:
+            return f"{type(x).__name__}"
+    print(outcome(lambda: t.mutate_row(b"k" * 4096, SetCell("f", b"q", b"v", timestamp_micros=5000))))
+    print(outcome(lambda: t.mutate_row(b"k" * 4097, SetCell("f", b"q", b"v"))))
+    print(outcome(lambda: t.mutate_row(b"r", SetCell("f", b"q", b"v", timestamp_micros=1234))))
+    print(outcome(lambda: t.read_row(b"")))
+    print(outcome(lambda: t.mutate_row(b"r", SetCell("nope", b"q", b"v"))))
+"#,
+    );
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines[0], "ok", "{out}");
+    assert!(
+        lines[1].starts_with("InvalidArgument: Row keys must be at most 4096 bytes"),
+        "{out}"
+    );
+    assert!(
+        lines[2].starts_with("InvalidArgument: Timestamp granularity mismatch"),
+        "{out}"
+    );
+    assert!(
+        lines[3].starts_with("InvalidArgument: Row keys must be non-empty"),
+        "{out}"
+    );
+    assert!(
+        lines[4].starts_with("NotFound") && lines[4].contains("table t"),
+        "{out}"
+    );
+    // Nothing of the refused requests was written.
+    assert_eq!(m.ok("ls t | wc -l").trim(), "1");
+}

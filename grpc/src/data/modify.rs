@@ -64,9 +64,7 @@ pub fn check_and_mutate(
     table: &str,
     req: &v2::CheckAndMutateRowRequest,
 ) -> Result<bool, Status> {
-    if req.row_key.is_empty() {
-        return Err(Status::invalid_argument("row keys must be non-empty"));
-    }
+    super::rows::check_row_key(&req.row_key)?;
     let predicate =
         crate::filter::from_api(req.predicate_filter.as_ref())?.unwrap_or(RowFilter::PassAll);
     let convert = |ms: &[v2::Mutation]| -> Result<Vec<Mutation>, Status> {
@@ -75,7 +73,7 @@ pub fn check_and_mutate(
     let on_true = convert(&req.true_mutations)?;
     let on_false = convert(&req.false_mutations)?;
     if on_true.is_empty() && on_false.is_empty() {
-        return Err(Status::invalid_argument("no mutations given"));
+        return Err(Status::invalid_argument("No mutations provided"));
     }
     bt.check_and_mutate_filter(
         table,
@@ -95,9 +93,7 @@ pub fn read_modify_write(
     req: &v2::ReadModifyWriteRowRequest,
 ) -> Result<v2::Row, Status> {
     use v2::read_modify_write_rule::Rule;
-    if req.row_key.is_empty() {
-        return Err(Status::invalid_argument("row keys must be non-empty"));
-    }
+    super::rows::check_row_key(&req.row_key)?;
     if req.rules.is_empty() {
         return Err(Status::invalid_argument("no rules given"));
     }
