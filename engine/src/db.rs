@@ -365,6 +365,15 @@ impl Bigtable {
         }
         Ok(())
     }
+    /// Splits the table's tablets at `rows` (those inside a tablet; the
+    /// master then spreads the tablets as it balances load).
+    pub fn split_at_rows(&self, table: &str, rows: &[Vec<u8>]) -> Result<()> {
+        let t = self.table(table)?;
+        for s in self.servers() {
+            s.split_at_rows(t.id, rows)?;
+        }
+        Ok(())
+    }
     /// The served tablets of a table, in row order.
     pub fn tablets(&self, table: &str) -> Result<Vec<TabletInfo>> {
         let t = self.table(table)?;

@@ -98,15 +98,11 @@ impl BigtableTableAdmin for AdminService {
                 .create_table(&id, schema2)
                 .map_err(status::from_engine)?;
             shared.table_changed(&id);
-            if !splits.is_empty() {
-                // Tablets split by size here; the keys only say where a
-                // client expects load, so they are noted and not forced.
-                log::info!(
-                    "grpc: table {id}: {} initial split keys noted",
-                    splits.len()
-                );
-            }
-            Ok(())
+            // The new table starts as one tablet per range between the keys.
+            shared
+                .bt
+                .split_at_rows(&id, &splits)
+                .map_err(status::from_engine)
         })
         .await?;
         log::info!("grpc: created table {}", req.table_id);
