@@ -115,6 +115,7 @@ impl DataApi for DataService {
         if req.entries.is_empty() {
             return Err(Status::invalid_argument("no entries given"));
         }
+        mutate::check_mutation_count(req.entries.iter().map(|e| e.mutations.len()).sum())?;
         let shared = self.shared.clone();
         let resp = blocking(move || {
             let r = modify::mutate_rows(&shared.bt, &table, &req.entries);

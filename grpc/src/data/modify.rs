@@ -75,6 +75,7 @@ pub fn check_and_mutate(
     if on_true.is_empty() && on_false.is_empty() {
         return Err(Status::invalid_argument("No mutations provided"));
     }
+    mutate::check_mutation_count(on_true.len() + on_false.len())?;
     bt.check_and_mutate_filter(
         table,
         &req.row_key,

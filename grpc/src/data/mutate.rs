@@ -41,12 +41,27 @@ pub fn time_range(r: Option<&v2::TimestampRange>) -> Result<TimeRange, Status> {
     Ok(TimeRange { start, end })
 }
 
+/// Most mutations one request may carry (all its rows together), as in
+/// Cloud Bigtable.
+pub const MAX_MUTATIONS: usize = 100_000;
+
+/// Refuses a request of more than [`MAX_MUTATIONS`] mutations.
+pub fn check_mutation_count(n: usize) -> Result<(), Status> {
+    if n > MAX_MUTATIONS {
+        return Err(Status::invalid_argument(format!(
+            "Too many mutations: {n}, at most {MAX_MUTATIONS} per request"
+        )));
+    }
+    Ok(())
+}
+
 /// One row's mutations; a bad one fails the whole row (nothing applied).
 pub fn row_mutation(row: &[u8], ms: &[v2::Mutation]) -> Result<RowMutation, Status> {
     super::rows::check_row_key(row)?;
     if ms.is_empty() {
         return Err(Status::invalid_argument("No mutations provided"));
     }
+    check_mutation_count(ms.len())?;
     let mut out = RowMutation::new(row);
     for m in ms {
         out.mutations.push(one(m)?);
@@ -120,6 +135,8 @@ mod tests {
         assert!(row_mutation(b"", &[set(1000)]).is_err());
         assert!(row_mutation(&[b'k'; 4096], &[set(1000)]).is_ok());
         assert!(row_mutation(&[b'k'; 4097], &[set(1000)]).is_err());
+        assert!(row_mutation(b"r", &vec![set(1000); MAX_MUTATIONS]).is_ok());
+        assert!(row_mutation(b"r", &vec![set(1000); MAX_MUTATIONS + 1]).is_err());
         assert!(row_mutation(b"r", &[]).is_err());
         assert!(row_mutation(b"r", &[v2::Mutation { mutation: None }]).is_err());
         let r = time_range(Some(&v2::TimestampRange {
