@@ -34,8 +34,8 @@ const WAITING_ON_AGGREGATES: &[&str] = &[
     "tests/system/data/test_system_async.py::TestSystemAsync::test_mutation_add_to_cell",
 ];
 
-/// The longest the whole suite may take (it takes about a minute when every
-/// test passes; a failing test retries for up to two minutes).
+/// The longest the whole suite may take (about 20 s when every test passes;
+/// many tests retry a failure for up to two minutes).
 const DEADLINE: Duration = Duration::from_secs(20 * 60);
 
 /// The address the daemon logged for its gRPC listener.
