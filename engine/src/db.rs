@@ -142,7 +142,8 @@ impl Bigtable {
     /// Validates every mutation first (nothing applied on error); then applies each row's atomically.
     pub fn apply_batch(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
         let t = self.table(table)?;
-        mutation::validate_batch(&t.schema(), ms, self.env().opts.max_value_size)?;
+        mutation::validate_batch(&t.schema(), ms, self.env().opts.max_value_size)
+            .map_err(|e| e.in_table(&t.name))?;
         if ms.is_empty() {
             return Ok(());
         }
@@ -361,6 +362,15 @@ impl Bigtable {
         let t = self.table(table)?;
         for s in self.servers() {
             s.split_now(t.id)?;
+        }
+        Ok(())
+    }
+    /// Splits the table's tablets at `rows` (those inside a tablet; the
+    /// master then spreads the tablets as it balances load).
+    pub fn split_at_rows(&self, table: &str, rows: &[Vec<u8>]) -> Result<()> {
+        let t = self.table(table)?;
+        for s in self.servers() {
+            s.split_at_rows(t.id, rows)?;
         }
         Ok(())
     }

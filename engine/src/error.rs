@@ -69,9 +69,6 @@ pub enum Error {
     /// An increment of a cell whose value is not 8 bytes.
     #[error("cell is not a 64-bit big-endian counter ({0} bytes)")]
     NotACounter(usize),
-    /// An increment that would overflow the counter.
-    #[error("counter overflow")]
-    CounterOverflow,
     /// Stored data that fails its checks (checksums, framing, decoding).
     #[error("corruption: {0}")]
     Corruption(String),
@@ -106,6 +103,22 @@ pub enum Error {
 pub type Result<T> = std::result::Result<T, Error>;
 
 impl Error {
+    /// The error with `table` named in an `UnknownFamily` that names none
+    /// (mutation checks, which see only the schema, leave it to the caller).
+    pub fn in_table(self, table: &str) -> Error {
+        match self {
+            Error::UnknownFamily { table: t, family } if t.is_empty() => Error::UnknownFamily {
+                table: table.to_string(),
+                family,
+            },
+            Error::BadBatchEntry { index, source } => Error::BadBatchEntry {
+                index,
+                source: Box::new(source.in_table(table)),
+            },
+            other => other,
+        }
+    }
+
     /// An [`Error::Corruption`] saying what failed its checks.
     pub fn corruption(what: impl Into<String>) -> Self {
         Error::Corruption(what.into())

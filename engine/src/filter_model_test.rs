@@ -397,7 +397,7 @@ fn bad_filters_are_refused_before_reading() {
     let deep = (0..40).fold(RowFilter::PassAll, |f, _| RowFilter::Chain(vec![f]));
     for f in [
         RowFilter::RowKeyRegex(b"(".to_vec()),
-        RowFilter::ValueRegex(b"\xff".to_vec()),
+        RowFilter::ValueRegex(b"\xff\\".to_vec()),
         RowFilter::FamilyNameRegex("a)|(b".into()),
         RowFilter::RowSample(1.5),
         RowFilter::RowSample(f64::NAN),

@@ -190,7 +190,8 @@ pub fn decode_range(v: &[u8]) -> Option<(Timestamp, Timestamp)> {
 }
 
 /// Adds `delta` to a 64-bit big-endian two's-complement counter (Cloud
-/// Bigtable's and HBase's encoding); a missing cell counts as 0.
+/// Bigtable's and HBase's encoding); a missing cell counts as 0. The sum
+/// wraps around as Cloud Bigtable's does (`i64::MAX + 2 == i64::MIN + 1`).
 pub fn increment(old: Option<&[u8]>, delta: i64) -> Result<Vec<u8>> {
     let current = match old {
         None => 0i64,
@@ -199,7 +200,7 @@ pub fn increment(old: Option<&[u8]>, delta: i64) -> Result<Vec<u8>> {
             i64::from_be_bytes(arr)
         }
     };
-    let next = current.checked_add(delta).ok_or(Error::CounterOverflow)?;
+    let next = current.wrapping_add(delta);
     Ok(next.to_be_bytes().to_vec())
 }
 
@@ -418,14 +419,14 @@ mod tests {
             increment(Some(b"abc"), 1),
             Err(Error::NotACounter(3))
         ));
-        assert!(matches!(
-            increment(Some(&i64::MAX.to_be_bytes()), 1),
-            Err(Error::CounterOverflow)
-        ));
-        assert!(matches!(
-            increment(Some(&i64::MIN.to_be_bytes()), -1),
-            Err(Error::CounterOverflow)
-        ));
+        assert_eq!(
+            increment(Some(&i64::MAX.to_be_bytes()), 2).unwrap(),
+            (i64::MIN + 1).to_be_bytes()
+        );
+        assert_eq!(
+            increment(Some(&i64::MIN.to_be_bytes()), -1).unwrap(),
+            i64::MAX.to_be_bytes()
+        );
         assert_eq!(
             increment(Some(&i64::MAX.to_be_bytes()), 0).unwrap(),
             i64::MAX.to_be_bytes()

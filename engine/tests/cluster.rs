@@ -416,3 +416,32 @@ fn tables_on_a_local_store_are_mapped_and_unmapped_once_collected() {
     check(&bt, "t", 3000);
     bt.close().unwrap();
 }
+
+#[test]
+fn a_table_splits_at_given_rows_and_keeps_its_data() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, Options::default()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    bt.apply(
+        "t",
+        &RowMutation::new("k").set("f", "q", "v"),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    // Out of order, one twice, one the table's start: each row inside a
+    // tablet splits it once.
+    let rows: Vec<Vec<u8>> = ["m", "c", "x", "m", ""]
+        .iter()
+        .map(|r| r.as_bytes().to_vec())
+        .collect();
+    bt.split_at_rows("t", &rows).unwrap();
+    let starts: Vec<Vec<u8>> = bt
+        .tablets("t")
+        .unwrap()
+        .into_iter()
+        .map(|t| t.start)
+        .collect();
+    assert_eq!(starts, [&b""[..], b"c", b"m", b"x"]);
+    assert_eq!(value(&bt, "k").as_deref(), Some(&b"v"[..]));
+    bt.close().unwrap();
+}

@@ -21,7 +21,6 @@ pub fn errno(e: &engine::Error) -> Errno {
         E::BadGcRule(_) => Errno::EINVAL,
         E::BadBatchEntry { source, .. } => errno(source),
         E::NotACounter(_) => Errno::EINVAL,
-        E::CounterOverflow => Errno::ERANGE,
         E::Corruption(_) => Errno::EIO,
         E::ShuttingDown => Errno::from_i32(libc::ESHUTDOWN),
         E::Lock(_) => Errno::EIO,

@@ -208,7 +208,7 @@ impl MockStore {
                                 .map_err(|_| Error::NotACounter(v.len()))?,
                         ),
                     };
-                    let new = old.checked_add(*delta).ok_or(Error::CounterOverflow)?;
+                    let new = old.wrapping_add(*delta);
                     let bytes = new.to_be_bytes().to_vec();
                     row.entry((family.clone(), qualifier.clone()))
                         .or_default()

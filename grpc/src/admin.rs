@@ -84,7 +84,11 @@ impl BigtableTableAdmin for AdminService {
         if req.initial_splits.iter().any(|s| s.key.is_empty()) {
             return Err(Status::invalid_argument("split keys must be non-empty"));
         }
-        let id = req.table_id.clone();
+        let id = names::engine_table(
+            names::instance(&parent)?,
+            &req.table_id,
+            &self.shared.instance,
+        );
         let shared = self.shared.clone();
         let splits: Vec<Vec<u8>> = req.initial_splits.into_iter().map(|s| s.key).collect();
         let schema2 = schema.clone();
@@ -94,15 +98,11 @@ impl BigtableTableAdmin for AdminService {
                 .create_table(&id, schema2)
                 .map_err(status::from_engine)?;
             shared.table_changed(&id);
-            if !splits.is_empty() {
-                // Tablets split by size here; the keys only say where a
-                // client expects load, so they are noted and not forced.
-                log::info!(
-                    "grpc: table {id}: {} initial split keys noted",
-                    splits.len()
-                );
-            }
-            Ok(())
+            // The new table starts as one tablet per range between the keys.
+            shared
+                .bt
+                .split_at_rows(&id, &splits)
+                .map_err(status::from_engine)
         })
         .await?;
         log::info!("grpc: created table {}", req.table_id);
@@ -118,21 +118,25 @@ impl BigtableTableAdmin for AdminService {
     ) -> Result<Response<a::ListTablesResponse>, Status> {
         let req = req.into_inner();
         let parent = names::parent(&req.parent)?.to_string();
+        let instance = names::instance(&parent)?.to_string();
         let with_schema = wants_schema(req.view, false);
         let shared = self.shared.clone();
         let tables = blocking(move || {
             let mut out = Vec::new();
-            for t in shared.bt.list_tables() {
+            for engine in shared.bt.list_tables() {
+                let Some(t) = names::table_id(&engine, &instance, &shared.instance) else {
+                    continue;
+                };
                 // A table deleted meanwhile is left out.
                 let schema = if with_schema {
-                    match shared.bt.schema(&t) {
+                    match shared.bt.schema(&engine) {
                         Ok(s) => Some(s),
                         Err(_) => continue,
                     }
                 } else {
                     None
                 };
-                out.push(table_message(names::full(&parent, &t), schema.as_deref()));
+                out.push(table_message(names::full(&parent, t), schema.as_deref()));
             }
             Ok(out)
         })
@@ -148,7 +152,7 @@ impl BigtableTableAdmin for AdminService {
         req: Request<a::GetTableRequest>,
     ) -> Result<Response<a::Table>, Status> {
         let req = req.into_inner();
-        let id = names::table(&req.name)?.to_string();
+        let id = self.shared.table(&req.name)?;
         let shared = self.shared.clone();
         let schema = blocking(move || shared.bt.schema(&id).map_err(status::from_engine)).await?;
         let with_schema = wants_schema(req.view, true);
@@ -163,7 +167,7 @@ impl BigtableTableAdmin for AdminService {
         req: Request<a::DeleteTableRequest>,
     ) -> Result<Response<()>, Status> {
         let req = req.into_inner();
-        let id = names::table(&req.name)?.to_string();
+        let id = self.shared.table(&req.name)?;
         let shared = self.shared.clone();
         blocking(move || {
             let r = shared.bt.delete_table(&id).map_err(status::from_engine);
@@ -180,7 +184,7 @@ impl BigtableTableAdmin for AdminService {
         req: Request<a::ModifyColumnFamiliesRequest>,
     ) -> Result<Response<a::Table>, Status> {
         let req = req.into_inner();
-        let id = names::table(&req.name)?.to_string();
+        let id = self.shared.table(&req.name)?;
         if req.modifications.is_empty() {
             return Err(Status::invalid_argument("no modifications given"));
         }
@@ -250,7 +254,7 @@ impl BigtableTableAdmin for AdminService {
     ) -> Result<Response<()>, Status> {
         use a::drop_row_range_request::Target;
         let req = req.into_inner();
-        let id = names::table(&req.name)?.to_string();
+        let id = self.shared.table(&req.name)?;
         let rows = match &req.target {
             Some(Target::RowKeyPrefix(p)) if !p.is_empty() => RowRange::prefix(p),
             Some(Target::DeleteAllDataFromTable(true)) => RowRange::all(),

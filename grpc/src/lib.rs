@@ -16,6 +16,7 @@ mod names;
 mod server;
 mod status;
 
+pub use names::{check_instance_id, DEFAULT_INSTANCE};
 pub use server::{parse_addr, start, Changes, Error, Running, Shared};
 
 /// The Table Admin API's messages (and client).

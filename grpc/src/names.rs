@@ -1,31 +1,82 @@
 //! Resource names of the API: `projects/P/instances/I/tables/T`. Every
-//! project and instance map to this one cluster (as the emulator does), so
-//! only the table id matters; names are echoed back under the caller's parent.
+//! project maps to this one cluster (as the emulator does); instances keep
+//! their tables apart. The default instance's tables (the daemon's
+//! `instance=` option) are the engine's tables of the same name, the mount's
+//! top level; another instance's table `T` is the engine's table `I@T`
+//! (`@` is in no table or instance id of the API). Names are echoed back
+//! under the caller's parent.
 
 use tonic::Status;
 
+/// The default instance of a daemon not told another (`instance=`).
+pub const DEFAULT_INSTANCE: &str = "default";
+
+/// What separates an instance from a table id in an engine table name.
+const SEP: char = '@';
+
+/// An instance id the daemon accepts: what may stand in a resource name,
+/// without the `@` that separates instances in engine table names.
+pub fn check_instance_id(id: &str) -> Result<(), Status> {
+    let ok = id.len() <= 33
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(format!(
+            "invalid instance id {id:?}: use 1-33 of [A-Za-z0-9_.-], starting with a letter or digit"
+        )))
+    }
+}
+
 /// `projects/P/instances/I`, checked.
 pub fn parent(name: &str) -> Result<&str, Status> {
-    let parts: Vec<&str> = name.split('/').collect();
+    instance(name).map(|_| name)
+}
+
+/// The instance id `I` of the parent `projects/P/instances/I`, checked.
+pub fn instance(parent: &str) -> Result<&str, Status> {
+    let parts: Vec<&str> = parent.split('/').collect();
     match parts.as_slice() {
-        ["projects", p, "instances", i] if !p.is_empty() && !i.is_empty() => Ok(name),
+        ["projects", p, "instances", i] if !p.is_empty() && check_instance_id(i).is_ok() => Ok(i),
         _ => Err(Status::invalid_argument(format!(
-            "invalid parent {name:?}: expected projects/<project>/instances/<instance>"
+            "invalid parent {parent:?}: expected projects/<project>/instances/<instance>"
         ))),
     }
 }
 
-/// The table id of `projects/P/instances/I/tables/T`.
-pub fn table(name: &str) -> Result<&str, Status> {
+/// The engine table of `projects/P/instances/I/tables/T`, for a daemon
+/// whose default instance is `default`.
+pub fn table(name: &str, default: &str) -> Result<String, Status> {
     let bad = || {
         Status::invalid_argument(format!(
             "invalid table name {name:?}: expected projects/<project>/instances/<instance>/tables/<table>"
         ))
     };
     let (p, t) = name.rsplit_once("/tables/").ok_or_else(bad)?;
-    parent(p).map_err(|_| bad())?;
+    let i = instance(p).map_err(|_| bad())?;
     check_table_id(t).map_err(|_| bad())?;
-    Ok(t)
+    Ok(engine_table(i, t, default))
+}
+
+/// The engine table that is table `id` of `instance`.
+pub fn engine_table(instance: &str, id: &str, default: &str) -> String {
+    if instance == default {
+        id.to_string()
+    } else {
+        format!("{instance}{SEP}{id}")
+    }
+}
+
+/// The table id under which `instance` sees the engine table `engine`, if
+/// that table is one of the instance's.
+pub fn table_id<'a>(engine: &'a str, instance: &str, default: &str) -> Option<&'a str> {
+    match engine.split_once(SEP) {
+        None => (instance == default).then_some(engine),
+        Some((i, id)) => (i == instance && instance != default).then_some(id),
+    }
 }
 
 /// The full name of table `id` under `parent`.
@@ -56,13 +107,27 @@ mod tests {
 
     #[test]
     fn table_names() {
+        let table = |n| table(n, "i");
         assert_eq!(table("projects/p/instances/i/tables/t1").unwrap(), "t1");
+        assert_eq!(table("projects/p/instances/j/tables/t1").unwrap(), "j@t1");
         assert!(table("projects/p/instances/i/tables/").is_err());
         assert!(table("projects/p/tables/t").is_err());
         assert!(table("t").is_err());
         assert!(table("projects/p/instances/i/tables/a/b").is_err());
+        assert!(table("projects/p/instances/a@b/tables/t").is_err());
         assert!(parent("projects/p/instances/i").is_ok());
         assert!(parent("projects//instances/i").is_err());
         assert!(check_table_id(".x").is_err());
+    }
+
+    #[test]
+    fn instances_see_only_their_tables() {
+        assert_eq!(table_id("t", "i", "i"), Some("t"));
+        assert_eq!(table_id("t", "j", "i"), None);
+        assert_eq!(table_id("j@t", "j", "i"), Some("t"));
+        assert_eq!(table_id("j@t", "i", "i"), None);
+        assert_eq!(table_id("j@t", "k", "i"), None);
+        // A default instance's table never takes the `I@T` form.
+        assert_eq!(table_id("i@t", "i", "i"), None);
     }
 }

@@ -26,6 +26,9 @@ pub struct Shared {
     pub group: u32,
     /// Told what each call changed (see [`Changes`]).
     pub changes: Option<Arc<dyn Changes>>,
+    /// The instance whose tables are the engine's tables of the same name
+    /// (the mount's top level); see `names.rs`.
+    pub instance: String,
 }
 
 /// Told what each call changed, once the change is made (also after a call
@@ -40,6 +43,11 @@ pub trait Changes: Send + Sync {
 }
 
 impl Shared {
+    /// The engine table a request's `projects/P/instances/I/tables/T` names.
+    pub(crate) fn table(&self, name: &str) -> Result<String, Status> {
+        crate::names::table(name, &self.instance)
+    }
+
     pub(crate) fn rows_changed(&self, table: &str, rows: &[&[u8]]) {
         if let Some(c) = &self.changes {
             c.rows(table, rows);

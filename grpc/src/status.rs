@@ -18,7 +18,6 @@ pub fn code(e: &Error) -> Code {
         | Error::BadFilter(_)
         | Error::BadGcRule(_)
         | Error::NotACounter(_) => Code::InvalidArgument,
-        Error::CounterOverflow => Code::FailedPrecondition,
         Error::BadBatchEntry { source, .. } => code(source),
         Error::ShuttingDown | Error::Unavailable(_) | Error::NotServing { .. } => Code::Unavailable,
         _ => Code::Internal,

@@ -130,6 +130,9 @@ pub struct MountConfig {
     pub master_mirrors: Vec<PathBuf>,
     /// Where to serve Cloud Bigtable's gRPC API (`grpc=PORT|HOST:PORT`; off if unset).
     pub grpc: Option<std::net::SocketAddr>,
+    /// The gRPC API's instance whose tables are the mount's top level
+    /// (`instance=NAME`); other instances' tables are `NAME@TABLE`.
+    pub instance: String,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -184,6 +187,7 @@ impl MountConfig {
             repair_parallel: None,
             master_mirrors: Vec::new(),
             grpc: None,
+            instance: grpc::DEFAULT_INSTANCE.to_string(),
             given: Vec::new(),
         }
     }
@@ -229,6 +233,11 @@ impl MountConfig {
             "allow_other" => self.allow_other = true,
             "grpc" => {
                 self.grpc = Some(grpc::parse_addr(need(key, value)?).map_err(|e| e.to_string())?)
+            }
+            "instance" => {
+                let v = need(key, value)?;
+                grpc::check_instance_id(v).map_err(|e| e.message().to_string())?;
+                self.instance = v.to_string();
             }
             "threads" => self.threads = Some(whole(key, value, 1, 1024, "")? as usize),
             "commit_workers" => {
@@ -733,6 +742,16 @@ mod tests {
         assert!(c.apply("uring=1025").is_err());
         assert!(c.apply("uring=many").is_err());
         assert!(c.apply("uring").is_err());
+    }
+
+    #[test]
+    fn grpc_instance() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert_eq!(c.instance, "default");
+        c.apply("instance=prod-1").unwrap();
+        assert_eq!(c.instance, "prod-1");
+        assert!(c.apply("instance=a@b").is_err());
+        assert!(c.apply("instance=").is_err());
     }
 
     #[test]

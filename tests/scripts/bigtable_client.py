@@ -13,7 +13,7 @@ from google.cloud.bigtable.row_set import RowSet
 
 def main():
     client = bigtable.Client(project="p", admin=True)
-    instance = client.instance("i")
+    instance = client.instance("default")
 
     # What the mount wrote is visible here.
     fromfs = instance.table("fromfs")

@@ -59,25 +59,23 @@ pub(crate) enum Node {
     Label(String),
 }
 
-/// Compiles a filter regex: bytes (Unicode off), anchored at both ends.
+/// Compiles a filter regex: RE2 over bytes (Unicode off, raw bytes and
+/// `\C` allowed, see `re2.rs`), anchored at both ends.
 pub(crate) fn whole_match_regex(what: &str, pattern: &[u8]) -> Result<Regex> {
-    let p = std::str::from_utf8(pattern).map_err(|_| Error::BadRegex {
-        pattern: String::from_utf8_lossy(pattern).into_owned(),
-        reason: format!("{what} regex is not UTF-8 text; write other bytes as \\xHH"),
-    })?;
+    let p = super::re2::to_regex_syntax(pattern);
     let build = |s: &str| {
         RegexBuilder::new(s)
             .unicode(false)
             .size_limit(1 << 20)
             .build()
             .map_err(|e| Error::BadRegex {
-                pattern: p.to_string(),
-                reason: e.to_string(),
+                pattern: String::from_utf8_lossy(pattern).into_owned(),
+                reason: format!("{what} regex: {e}"),
             })
     };
     // The bare pattern first: it proves the parentheses balance, so the
     // anchoring group cannot be escaped (e.g. by `a)|(b`).
-    build(p)?;
+    build(&p)?;
     build(&format!(r"\A(?:{p})\z"))
 }
 
@@ -391,5 +389,20 @@ mod tests {
         let re = whole_match_regex("row key", b"(?s)a.").unwrap();
         assert!(re.is_match(b"a\n"));
         assert!(re.is_match(b"a\xff"));
+    }
+
+    #[test]
+    fn regexes_take_raw_bytes_and_any_byte() {
+        // Raw bytes that are not UTF-8, as clients' literal filters send them.
+        let re = whole_match_regex("value", b"\xff\x00\xaa").unwrap();
+        assert!(re.is_match(b"\xff\x00\xaa"));
+        assert!(!re.is_match(b"\xff\x00\xab"));
+        let re = whole_match_regex("value", "☃".as_bytes()).unwrap();
+        assert!(re.is_match("☃".as_bytes()));
+        // `\C` is any byte, newline too.
+        let re = whole_match_regex("row key", br"a\C\C").unwrap();
+        assert!(re.is_match(b"a\n\xff"));
+        assert!(!re.is_match(b"a\n"));
+        assert!(whole_match_regex("value", br"a\").is_err());
     }
 }

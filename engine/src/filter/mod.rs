@@ -13,13 +13,16 @@
 //!   conditions, sinks, labels).
 //! - `plan.rs`: what a scan can decide from keys alone before copying a
 //!   value (the key-only prefix of a top-level chain).
+//! - `re2.rs`: RE2 byte patterns in the `regex` crate's syntax.
 //!
 //! Regexes follow RE2's rules as Cloud Bigtable applies them: byte regexes
-//! (Unicode off) that must match the whole row key, family, qualifier or
-//! value; `.` does not match `\n` unless the pattern sets `(?s)`.
+//! (Unicode off; raw bytes that are not UTF-8 allowed, `\C` any byte) that
+//! must match the whole row key, family, qualifier or value; `.` does not
+//! match `\n` unless the pattern sets `(?s)`.
 
 mod eval;
 mod plan;
+mod re2;
 
 pub use eval::{Compiled, Labeled};
 pub use plan::Plan;

@@ -414,11 +414,16 @@ impl TabletServer {
     /// master). The caller holds the claim. Returns false when no good split
     /// row exists.
     fn split(&self, s: &Arc<Served>) -> Result<bool> {
-        let t = &s.tablet;
-        let v = t.version();
-        let Some(row) = t.split_row(&v) else {
+        let Some(row) = s.tablet.split_row(&s.tablet.version()) else {
             return Ok(false);
         };
+        self.split_at(s, row)
+    }
+
+    /// Splits a tablet at `row`, which must lie strictly inside it. The
+    /// caller holds the claim. Returns false if the tablet retired meanwhile.
+    fn split_at(&self, s: &Arc<Served>, row: Vec<u8>) -> Result<bool> {
+        let t = &s.tablet;
         let _gate = s.gate.write();
         if t.retired.load(Ordering::Acquire) {
             return Ok(false);
@@ -554,6 +559,30 @@ impl TabletServer {
                     .map(|f| f.meta.group.clone());
                 if let Some(g) = group {
                     self.merge_group(&s, &g)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Splits the served tablets of `table` at each of `rows` that falls
+    /// strictly inside one of them (a new table's initial splits).
+    pub fn split_at_rows(&self, table: u64, rows: &[Vec<u8>]) -> Result<()> {
+        self.live()?;
+        for row in rows {
+            let inside = |t: &Tablet| {
+                t.start.as_slice() < row.as_slice()
+                    && t.end.as_ref().is_none_or(|e| row.as_slice() < e.as_slice())
+            };
+            let holder = self
+                .served_tablets()
+                .into_iter()
+                .find(|s| s.table.id == table && inside(&s.tablet));
+            if let Some(s) = holder {
+                let _c = s.tablet.claim();
+                // Checked again under the claim: a split may have raced.
+                if !s.tablet.retired.load(Ordering::Acquire) && inside(&s.tablet) {
+                    self.split_at(&s, row.clone())?;
                 }
             }
         }

@@ -34,7 +34,7 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::ReadRowsRequest>,
     ) -> Result<Response<Self::ReadRowsStream>, Status> {
-        let plan = read_rows::Plan::new(req.get_ref())?;
+        let plan = read_rows::Plan::new(&self.shared, req.get_ref())?;
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
         let shared = self.shared.clone();
         // A missing table fails the call itself, not the stream.
@@ -56,7 +56,7 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::SampleRowKeysRequest>,
     ) -> Result<Response<Self::SampleRowKeysStream>, Status> {
-        let table = names::table(&req.get_ref().table_name)?.to_string();
+        let table = self.shared.table(&req.get_ref().table_name)?;
         let shared = self.shared.clone();
         let samples = blocking(move || {
             let tablets = shared.bt.tablets(&table).map_err(status::from_engine)?;
@@ -91,7 +91,7 @@ impl DataApi for DataService {
         req: Request<v2::MutateRowRequest>,
     ) -> Result<Response<v2::MutateRowResponse>, Status> {
         let req = req.into_inner();
-        let table = names::table(&req.table_name)?.to_string();
+        let table = self.shared.table(&req.table_name)?;
         let m = mutate::row_mutation(&req.row_key, &req.mutations)?;
         let shared = self.shared.clone();
         blocking(move || {
@@ -111,10 +111,11 @@ impl DataApi for DataService {
         req: Request<v2::MutateRowsRequest>,
     ) -> Result<Response<Self::MutateRowsStream>, Status> {
         let req = req.into_inner();
-        let table = names::table(&req.table_name)?.to_string();
+        let table = self.shared.table(&req.table_name)?;
         if req.entries.is_empty() {
             return Err(Status::invalid_argument("no entries given"));
         }
+        mutate::check_mutation_count(req.entries.iter().map(|e| e.mutations.len()).sum())?;
         let shared = self.shared.clone();
         let resp = blocking(move || {
             let r = modify::mutate_rows(&shared.bt, &table, &req.entries);
@@ -133,12 +134,11 @@ impl DataApi for DataService {
         req: Request<v2::CheckAndMutateRowRequest>,
     ) -> Result<Response<v2::CheckAndMutateRowResponse>, Status> {
         let req = req.into_inner();
+        let table = self.shared.table(&req.table_name)?;
         let shared = self.shared.clone();
         let matched = blocking(move || {
-            let r = modify::check_and_mutate(&shared.bt, &req);
-            if let Ok(table) = names::table(&req.table_name) {
-                shared.rows_changed(table, &[&req.row_key]);
-            }
+            let r = modify::check_and_mutate(&shared.bt, &table, &req);
+            shared.rows_changed(&table, &[&req.row_key]);
             r
         })
         .await?;
@@ -160,12 +160,11 @@ impl DataApi for DataService {
         req: Request<v2::ReadModifyWriteRowRequest>,
     ) -> Result<Response<v2::ReadModifyWriteRowResponse>, Status> {
         let req = req.into_inner();
+        let table = self.shared.table(&req.table_name)?;
         let shared = self.shared.clone();
         let row = blocking(move || {
-            let r = modify::read_modify_write(&shared.bt, &req);
-            if let Ok(table) = names::table(&req.table_name) {
-                shared.rows_changed(table, &[&req.row_key]);
-            }
+            let r = modify::read_modify_write(&shared.bt, &table, &req);
+            shared.rows_changed(&table, &[&req.row_key]);
             r
         })
         .await?;

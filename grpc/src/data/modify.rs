@@ -2,7 +2,7 @@
 //! entry), CheckAndMutateRow and ReadModifyWriteRow.
 
 use super::mutate;
-use crate::{names, status, v2};
+use crate::{status, v2};
 use engine::{Bigtable, Error, Mutation, RowFilter, RowMutation, RowOp, RowTxn, WriteOptions};
 use std::collections::BTreeMap;
 use tonic::{Code, Status};
@@ -59,11 +59,12 @@ pub fn mutate_rows(
 /// Applies `true_mutations` if the predicate outputs a cell of the row (no
 /// predicate: if the row has any cell), else `false_mutations`, atomically
 /// under the row lock. Returns whether the predicate matched.
-pub fn check_and_mutate(bt: &Bigtable, req: &v2::CheckAndMutateRowRequest) -> Result<bool, Status> {
-    let table = names::table(&req.table_name)?;
-    if req.row_key.is_empty() {
-        return Err(Status::invalid_argument("row keys must be non-empty"));
-    }
+pub fn check_and_mutate(
+    bt: &Bigtable,
+    table: &str,
+    req: &v2::CheckAndMutateRowRequest,
+) -> Result<bool, Status> {
+    super::rows::check_row_key(&req.row_key)?;
     let predicate =
         crate::filter::from_api(req.predicate_filter.as_ref())?.unwrap_or(RowFilter::PassAll);
     let convert = |ms: &[v2::Mutation]| -> Result<Vec<Mutation>, Status> {
@@ -72,8 +73,9 @@ pub fn check_and_mutate(bt: &Bigtable, req: &v2::CheckAndMutateRowRequest) -> Re
     let on_true = convert(&req.true_mutations)?;
     let on_false = convert(&req.false_mutations)?;
     if on_true.is_empty() && on_false.is_empty() {
-        return Err(Status::invalid_argument("no mutations given"));
+        return Err(Status::invalid_argument("No mutations provided"));
     }
+    mutate::check_mutation_count(on_true.len() + on_false.len())?;
     bt.check_and_mutate_filter(
         table,
         &req.row_key,
@@ -88,13 +90,11 @@ pub fn check_and_mutate(bt: &Bigtable, req: &v2::CheckAndMutateRowRequest) -> Re
 /// Applies the rules atomically and returns the new cells.
 pub fn read_modify_write(
     bt: &Bigtable,
+    table: &str,
     req: &v2::ReadModifyWriteRowRequest,
 ) -> Result<v2::Row, Status> {
     use v2::read_modify_write_rule::Rule;
-    let table = names::table(&req.table_name)?;
-    if req.row_key.is_empty() {
-        return Err(Status::invalid_argument("row keys must be non-empty"));
-    }
+    super::rows::check_row_key(&req.row_key)?;
     if req.rules.is_empty() {
         return Err(Status::invalid_argument("no rules given"));
     }

@@ -5,10 +5,16 @@ use engine::{Mutation, RowMutation, TimeRange};
 use tonic::Status;
 use v2::mutation::Mutation as M;
 
-/// A timestamp of a request: -1 asks for the server's time.
+/// A timestamp of a request: -1 asks for the server's time. Tables have
+/// millisecond granularity (GetTable says `MILLIS`), so microseconds must
+/// be whole milliseconds.
 fn timestamp(ts: i64) -> Result<Option<u64>, Status> {
     match ts {
         -1 => Ok(None),
+        t if t >= 0 && t % 1000 != 0 => Err(Status::invalid_argument(format!(
+            "Timestamp granularity mismatch: expected a multiple of 1000 microseconds \
+             (millisecond granularity), got {t}"
+        ))),
         t if t >= 0 => Ok(Some(t as u64)),
         t => Err(Status::invalid_argument(format!("invalid timestamp {t}"))),
     }
@@ -35,14 +41,27 @@ pub fn time_range(r: Option<&v2::TimestampRange>) -> Result<TimeRange, Status> {
     Ok(TimeRange { start, end })
 }
 
+/// Most mutations one request may carry (all its rows together), as in
+/// Cloud Bigtable.
+pub const MAX_MUTATIONS: usize = 100_000;
+
+/// Refuses a request of more than [`MAX_MUTATIONS`] mutations.
+pub fn check_mutation_count(n: usize) -> Result<(), Status> {
+    if n > MAX_MUTATIONS {
+        return Err(Status::invalid_argument(format!(
+            "Too many mutations: {n}, at most {MAX_MUTATIONS} per request"
+        )));
+    }
+    Ok(())
+}
+
 /// One row's mutations; a bad one fails the whole row (nothing applied).
 pub fn row_mutation(row: &[u8], ms: &[v2::Mutation]) -> Result<RowMutation, Status> {
-    if row.is_empty() {
-        return Err(Status::invalid_argument("row keys must be non-empty"));
-    }
+    super::rows::check_row_key(row)?;
     if ms.is_empty() {
-        return Err(Status::invalid_argument("no mutations given"));
+        return Err(Status::invalid_argument("No mutations provided"));
     }
+    check_mutation_count(ms.len())?;
     let mut out = RowMutation::new(row);
     for m in ms {
         out.mutations.push(one(m)?);
@@ -95,7 +114,7 @@ mod tests {
 
     #[test]
     fn converts_and_rejects() {
-        let m = row_mutation(b"r", &[set(-1), set(5)]).unwrap();
+        let m = row_mutation(b"r", &[set(-1), set(5000)]).unwrap();
         assert!(matches!(
             m.mutations[0],
             Mutation::SetCell {
@@ -106,12 +125,18 @@ mod tests {
         assert!(matches!(
             m.mutations[1],
             Mutation::SetCell {
-                timestamp: Some(5),
+                timestamp: Some(5000),
                 ..
             }
         ));
         assert!(row_mutation(b"r", &[set(-2)]).is_err());
-        assert!(row_mutation(b"", &[set(1)]).is_err());
+        // Tables have millisecond granularity; row keys are 1..=4096 bytes.
+        assert!(row_mutation(b"r", &[set(5)]).is_err());
+        assert!(row_mutation(b"", &[set(1000)]).is_err());
+        assert!(row_mutation(&[b'k'; 4096], &[set(1000)]).is_ok());
+        assert!(row_mutation(&[b'k'; 4097], &[set(1000)]).is_err());
+        assert!(row_mutation(b"r", &vec![set(1000); MAX_MUTATIONS]).is_ok());
+        assert!(row_mutation(b"r", &vec![set(1000); MAX_MUTATIONS + 1]).is_err());
         assert!(row_mutation(b"r", &[]).is_err());
         assert!(row_mutation(b"r", &[v2::Mutation { mutation: None }]).is_err());
         let r = time_range(Some(&v2::TimestampRange {

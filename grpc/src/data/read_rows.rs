@@ -4,7 +4,8 @@
 
 use super::chunks::Chunker;
 use crate::filter::{self, FCell};
-use crate::{names, status, v2};
+use crate::server::Shared;
+use crate::{status, v2};
 use engine::{Bigtable, RowRange, ScanSpec};
 use std::collections::VecDeque;
 use tonic::Status;
@@ -22,7 +23,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn new(req: &v2::ReadRowsRequest) -> Result<Plan, Status> {
+    pub fn new(shared: &Shared, req: &v2::ReadRowsRequest) -> Result<Plan, Status> {
         let limit = u64::try_from(req.rows_limit)
             .map_err(|_| Status::invalid_argument("rows_limit must not be negative"))?;
         let filter = filter::from_api(req.filter.as_ref())?;
@@ -31,7 +32,7 @@ impl Plan {
             _ => None,
         };
         Ok(Plan {
-            table: names::table(&req.table_name)?.to_string(),
+            table: shared.table(&req.table_name)?,
             ranges: super::rows::ranges(req.rows.as_ref())?,
             filter,
             local,

@@ -82,6 +82,24 @@ fn range(r: &v2::RowRange) -> Result<RowRange, Status> {
     Ok(out)
 }
 
+/// Longest row key Cloud Bigtable takes.
+pub const MAX_ROW_KEY: usize = 4096;
+
+/// A row key as Cloud Bigtable takes it: 1 to 4,096 bytes (the messages are
+/// the service's, which clients match on).
+pub fn check_row_key(key: &[u8]) -> Result<(), Status> {
+    if key.is_empty() {
+        return Err(Status::invalid_argument("Row keys must be non-empty"));
+    }
+    if key.len() > MAX_ROW_KEY {
+        return Err(Status::invalid_argument(format!(
+            "Row keys must be at most {MAX_ROW_KEY} bytes, got {}",
+            key.len()
+        )));
+    }
+    Ok(())
+}
+
 /// The rows of a request in key order, as disjoint ranges (no set: every row).
 pub fn ranges(set: Option<&v2::RowSet>) -> Result<Vec<RowRange>, Status> {
     let Some(set) = set.filter(|s| !s.row_keys.is_empty() || !s.row_ranges.is_empty()) else {
@@ -90,11 +108,14 @@ pub fn ranges(set: Option<&v2::RowSet>) -> Result<Vec<RowRange>, Status> {
     let mut all: Vec<RowRange> = set
         .row_keys
         .iter()
-        .map(|k| RowRange {
-            start: Bound::Included(k.clone()),
-            end: Bound::Included(k.clone()),
+        .map(|k| {
+            check_row_key(k)?;
+            Ok(RowRange {
+                start: Bound::Included(k.clone()),
+                end: Bound::Included(k.clone()),
+            })
         })
-        .collect();
+        .collect::<Result<_, Status>>()?;
     for r in &set.row_ranges {
         all.push(range(r)?);
     }

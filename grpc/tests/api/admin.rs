@@ -82,10 +82,31 @@ async fn admin_rpcs() {
                 column_families: fams,
                 ..Default::default()
             }),
-            initial_splits: vec![a::create_table_request::Split { key: b"m".to_vec() }],
+            initial_splits: ["m", "c", "x"]
+                .iter()
+                .map(|k| a::create_table_request::Split {
+                    key: k.as_bytes().to_vec(),
+                })
+                .collect(),
         })
         .await
         .unwrap();
+    // The initial splits pre-split the table: SampleRowKeys returns them
+    // (in row order), then the table's end.
+    let mut s = e
+        .data
+        .sample_row_keys(grpc::v2::SampleRowKeysRequest {
+            table_name: tname("t2"),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let mut samples = Vec::new();
+    while let Some(x) = s.message().await.unwrap() {
+        samples.push(String::from_utf8(x.row_key).unwrap());
+    }
+    assert_eq!(samples, ["c", "m", "x", ""]);
     let got = e
         .admin
         .get_table(a::GetTableRequest {

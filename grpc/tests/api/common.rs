@@ -26,6 +26,7 @@ pub async fn env() -> Env {
         owner: 0,
         group: 0,
         changes: None,
+        instance: "i".into(),
     };
     let server = grpc::start(shared, "127.0.0.1:0".parse().unwrap()).unwrap();
     let ch = Channel::from_shared(format!("http://{}", server.addr))

@@ -119,6 +119,7 @@ fn run_grpc(dir: &Path, args: &EngineArgs) -> Result<Fig6Results> {
             owner: 0,
             group: 0,
             changes: None,
+            instance: grpc::DEFAULT_INSTANCE.to_string(),
         };
         let server = grpc::start(shared, "127.0.0.1:0".parse()?)?;
         let rt = Arc::new(

@@ -170,6 +170,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 owner: nix::unistd::getuid().as_raw(),
                 group: nix::unistd::getgid().as_raw(),
                 changes: Some(Arc::new(KernelCaches(fs.clone()))),
+                instance: cfg.instance.clone(),
             };
             match grpc::start(shared, addr) {
                 Ok(r) => Some(r),
