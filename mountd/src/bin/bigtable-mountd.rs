@@ -117,6 +117,16 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // while a daemon unmounted a moment ago still closes the store.
     let cell = open_cell(&cell_dir, cell_opts)?;
     let files = cfg.file_store()?;
+    // A close commits on the FUSE thread that read it while another thread
+    // stays free; but where a commit is a request to a remote store (a PUT
+    // of milliseconds), that would stall every request queued behind it on
+    // that thread (with FUSE over io_uring, a whole CPU's queue), so there
+    // every commit goes to a worker.
+    let inline_commits = if files.durable_appends() {
+        0
+    } else {
+        cfg.thread_count().saturating_sub(1)
+    };
     let opts = cfg.engine_options();
     let max_value = opts.max_value_size;
     let bt = Bigtable::open_with_lock_service(files, Some(cell.clone()), opts)
@@ -139,7 +149,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));
     let mut fuse_fs =
         FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS))
-            .with_inline_commits(cfg.thread_count().saturating_sub(1));
+            .with_inline_commits(inline_commits);
     if cfg.opendir {
         fuse_fs = fuse_fs.with_opendir();
     }
