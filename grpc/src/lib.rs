@@ -15,6 +15,7 @@ mod gc;
 mod names;
 mod server;
 mod status;
+mod value_type;
 
 pub use server::{parse_addr, start, Changes, Error, Running, Shared};
 
