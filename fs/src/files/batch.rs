@@ -194,6 +194,9 @@ impl Ctx {
                     | RowOp::Mutate(Mutation::DeleteCells {
                         family, qualifier, ..
                     })
+                    | RowOp::Mutate(Mutation::AddToCell {
+                        family, qualifier, ..
+                    })
                     | RowOp::Increment {
                         family, qualifier, ..
                     }
