@@ -16,10 +16,15 @@
 //! compaction keeps tombstones and does not apply count limits, because
 //! entries in inputs it does not see may still need them.
 //!
+//! In an aggregate family a major compaction folds the visible operands at
+//! one column and timestamp into one entry (the highest-sequence one's key);
+//! other compactions keep them apart ([`crate::aggregate`]).
+//!
 //! Reads through the output equal reads through the input at the newest
 //! snapshot. Reads at older snapshots are not preserved: the engine keeps
 //! the input files alive for readers that started before the compaction.
 
+use crate::aggregate::Aggregator;
 use crate::error::Result;
 use crate::iterator::InternalIterator;
 use crate::key::Kind;
@@ -37,6 +42,8 @@ pub struct CompactionFilter {
     tracker: Tracker,
     /// The current family's GC rule; `None` if it is not in the schema.
     gc: Option<GcRule>,
+    /// The current family's aggregator, if it is an aggregate family.
+    aggregate: Option<Aggregator>,
     /// Set once a version of the current column is GC-collected in a major
     /// compaction: every older version is collected too.
     column_collected: bool,
@@ -60,6 +67,7 @@ impl CompactionFilter {
             now: now_micros,
             tracker: Tracker::new(),
             gc: None,
+            aggregate: None,
             column_collected: false,
             failed: false,
         })
@@ -75,10 +83,12 @@ impl CompactionFilter {
             let change = self.tracker.position(&k);
             if !k.is_row_level() {
                 if change >= Change::Family {
-                    self.gc = std::str::from_utf8(&k.family()?)
+                    let family = std::str::from_utf8(&k.family()?)
                         .ok()
-                        .and_then(|n| self.schema.family(n))
-                        .map(|f| f.gc.clone());
+                        .and_then(|n| self.schema.family(n));
+                    self.gc = family.map(|f| f.gc.clone());
+                    self.aggregate = family.and_then(|f| f.aggregate);
+                    self.tracker.set_aggregate(self.aggregate.is_some());
                     if self.major && self.gc.is_none() {
                         let end = prefix_end(k.family_prefix);
                         self.iter.seek(&end)?;
@@ -89,9 +99,17 @@ impl CompactionFilter {
                     self.column_collected = false;
                 }
             }
-            let keep = match self.tracker.classify(&k, self.iter.value())? {
+            let verdict = self.tracker.classify(&k, self.iter.value())?;
+            let keep = match verdict {
                 Verdict::Tombstone => !self.major,
                 Verdict::RedundantTombstone | Verdict::Hidden => false,
+                // A major compaction folded it into its cell unless that
+                // cell was collected; others keep it as its cell goes.
+                Verdict::Fold { .. } => match &self.gc {
+                    None => true,
+                    Some(_) if self.major => !self.column_collected,
+                    Some(gc) => !gc.collects_by_age_alone(k.timestamp, self.now),
+                },
                 Verdict::Visible { index } => {
                     debug_assert_eq!(k.kind, Kind::Put);
                     match &self.gc {
@@ -106,12 +124,36 @@ impl CompactionFilter {
                 }
             };
             if keep {
-                let out = (self.iter.key().to_vec(), self.iter.value().to_vec());
+                let key = self.iter.key().to_vec();
+                let mut value = self.iter.value().to_vec();
                 self.iter.next()?;
-                return Ok(Some(out));
+                if let (true, Some(agg), Verdict::Visible { .. }) =
+                    (self.major, self.aggregate, verdict)
+                {
+                    self.fold_twins(&key, agg, &mut value)?;
+                }
+                return Ok(Some((key, value)));
             }
             self.iter.next()?;
         }
+    }
+
+    /// Folds into `value` the operands after the cell `head` at its column
+    /// and timestamp, and steps past them.
+    fn fold_twins(&mut self, head: &[u8], agg: Aggregator, value: &mut Vec<u8>) -> Result<()> {
+        let h = EntryKey::parse(head)?;
+        while self.iter.valid() {
+            let k = EntryKey::parse(self.iter.key())?;
+            if k.column_enc != h.column_enc || k.timestamp != h.timestamp || k.kind != Kind::Put {
+                break;
+            }
+            self.tracker.position(&k);
+            if let Verdict::Fold { .. } = self.tracker.classify(&k, self.iter.value())? {
+                agg.fold_into(value, self.iter.value());
+            }
+            self.iter.next()?;
+        }
+        Ok(())
     }
 }
 
@@ -197,6 +239,96 @@ mod tests {
         // Major: the tombstone goes too.
         let out = filter(&input, &schema(GcRule::KEEP_ALL), true, 0);
         assert_eq!(kinds(&out), vec![(b"q".to_vec(), 2, Kind::Put)]);
+    }
+
+    fn aggregate_schema(agg: Aggregator, gc: GcRule) -> Arc<TableSchema> {
+        let mut f = FamilySchema::new("f");
+        f.gc = gc;
+        f.aggregate = Some(agg);
+        Arc::new(TableSchema::with_families([f]))
+    }
+
+    /// (timestamp, Int64 value) of every cell the reader shows.
+    fn read_ints(v: &Entries, s: &Arc<TableSchema>, snapshot: u64) -> Vec<(u64, i64)> {
+        let it = Box::new(VecIterator::new(Arc::new(v.clone())));
+        CellReader::new(it, &ScanSpec::default(), s.clone(), snapshot, 0)
+            .unwrap()
+            .map(|c| {
+                let c = c.unwrap();
+                (c.timestamp, crate::aggregate::decode(&c.value).unwrap())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn aggregates_fold_on_read_and_in_major_compactions_only() {
+        let input = entries(&[
+            RowMutation::new("r")
+                .add_to_cell("f", "q", 0, 1)
+                .add_to_cell("f", "q", 5, 100),
+            RowMutation::new("r").add_to_cell("f", "q", 0, 9),
+            // Hides the first two adds at 0 (lower sequence), not later ones.
+            RowMutation::new("r").delete_cells("f", "q", TimeRange::exactly(0)),
+            RowMutation::new("r").add_to_cell("f", "q", 0, -4),
+            RowMutation::new("r").add_to_cell("f", "q", 0, 7),
+        ]);
+        for (agg, at0) in [
+            (Aggregator::Sum, 3),
+            (Aggregator::Min, -4),
+            (Aggregator::Max, 7),
+        ] {
+            let s = aggregate_schema(agg, GcRule::KEEP_ALL);
+            let want = vec![(5, 100), (0, at0)];
+            assert_eq!(read_ints(&input, &s, u64::MAX), want, "{agg:?}");
+            // A snapshot before the last add leaves it out.
+            let before_last = input.iter().map(|(k, _)| key::decode(k).unwrap().seq).max();
+            let older = read_ints(&input, &s, before_last.unwrap() - 1);
+            assert_eq!(older, vec![(5, 100), (0, -4)]);
+            // Minor: operands stay apart (the tombstone and hidden adds go).
+            let minor = filter(&input, &s, false, 0);
+            assert_eq!(
+                kinds(&minor),
+                vec![
+                    (b"q".to_vec(), TOMBSTONE_TS, Kind::DeleteColumn),
+                    (b"q".to_vec(), 5, Kind::Put),
+                    (b"q".to_vec(), 0, Kind::Put),
+                    (b"q".to_vec(), 0, Kind::Put),
+                ]
+            );
+            assert_eq!(read_ints(&minor, &s, u64::MAX), want);
+            // Major: one entry per cell, holding the fold.
+            let major = filter(&input, &s, true, 0);
+            assert_eq!(
+                kinds(&major),
+                vec![(b"q".to_vec(), 5, Kind::Put), (b"q".to_vec(), 0, Kind::Put)]
+            );
+            assert_eq!(read_ints(&major, &s, u64::MAX), want);
+        }
+        // A plain family keeps only the newest write at a timestamp.
+        let plain = schema(GcRule::KEEP_ALL);
+        assert_eq!(read_ints(&input, &plain, u64::MAX), vec![(5, 100), (0, 7)]);
+    }
+
+    #[test]
+    fn aggregate_sums_wrap_and_gc_counts_cells() {
+        let input = entries(&[RowMutation::new("r")
+            .add_to_cell("f", "q", 1, i64::MAX)
+            .add_to_cell("f", "q", 1, 2)
+            .add_to_cell("f", "q", 2, 1)
+            .add_to_cell("f", "q", 2, 1)
+            .add_to_cell("f", "q", 3, 5)]);
+        let s = aggregate_schema(Aggregator::Sum, GcRule::KEEP_ALL);
+        assert_eq!(
+            read_ints(&input, &s, u64::MAX),
+            vec![(3, 5), (2, 2), (1, i64::MIN + 1)],
+            "MAX + 2 wraps to MIN + 1"
+        );
+        // max_versions counts cells, not operands.
+        let two = aggregate_schema(Aggregator::Sum, GcRule::MaxVersions(2));
+        assert_eq!(read_ints(&input, &two, u64::MAX), vec![(3, 5), (2, 2)]);
+        let major = filter(&input, &two, true, 0);
+        assert_eq!(major.len(), 2);
+        assert_eq!(read_ints(&major, &two, u64::MAX), vec![(3, 5), (2, 2)]);
     }
 
     #[test]

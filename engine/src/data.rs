@@ -90,6 +90,20 @@ pub enum Mutation {
     },
     /// Deletes every cell of the row.
     DeleteRow,
+    /// Folds `input` into the cell at `timestamp` of an aggregate family with
+    /// the family's aggregator (Cloud Bigtable's `AddToCell`; `MergeToCell`
+    /// of an Int64 state is the same). The timestamp names the cell: writes
+    /// at one column and timestamp aggregate into one cell.
+    AddToCell {
+        /// The aggregate family written to.
+        family: String,
+        /// The column within the family.
+        qualifier: Vec<u8>,
+        /// The cell's timestamp.
+        timestamp: Timestamp,
+        /// The value folded in.
+        input: i64,
+    },
 }
 
 /// Mutations of one row, applied atomically and in order.
@@ -164,6 +178,22 @@ impl RowMutation {
     /// Adds a deletion of the whole row.
     pub fn delete_row(mut self) -> Self {
         self.mutations.push(Mutation::DeleteRow);
+        self
+    }
+    /// Adds `input` to the aggregate cell at timestamp `ts`.
+    pub fn add_to_cell(
+        mut self,
+        family: &str,
+        qualifier: impl Into<Vec<u8>>,
+        ts: Timestamp,
+        input: i64,
+    ) -> Self {
+        self.mutations.push(Mutation::AddToCell {
+            family: family.to_string(),
+            qualifier: qualifier.into(),
+            timestamp: ts,
+            input,
+        });
         self
     }
 }

@@ -1,6 +1,7 @@
 //! Mutations: validation against a schema, conversion into internal entries,
 //! and the read-modify-write helpers (increment, append, check-and-mutate).
 
+use crate::aggregate::{self, Aggregator};
 use crate::data::{Condition, Mutation, Predicate, RowMutation, MAX_QUALIFIER, MAX_ROW_KEY};
 use crate::error::{Error, Result};
 use crate::key::{self, Kind, SeqNo, Timestamp, MAX_TIMESTAMP, TOMBSTONE_TS};
@@ -21,16 +22,7 @@ pub fn validate(schema: &TableSchema, m: &RowMutation, max_value: usize) -> Resu
     if m.mutations.is_empty() {
         return Err(Error::invalid("mutation has no operations"));
     }
-    let known = |family: &str| -> Result<()> {
-        if schema.families.contains_key(family) {
-            Ok(())
-        } else {
-            Err(Error::UnknownFamily {
-                table: String::new(),
-                family: family.to_string(),
-            })
-        }
-    };
+    let known = |family: &str| -> Result<()> { family_kind(schema, family).map(|_| ()) };
     let qualifier_ok = |q: &[u8]| -> Result<()> {
         if q.len() > MAX_QUALIFIER {
             Err(Error::invalid(format!(
@@ -49,7 +41,12 @@ pub fn validate(schema: &TableSchema, m: &RowMutation, max_value: usize) -> Resu
                 timestamp,
                 value,
             } => {
-                known(family)?;
+                if family_kind(schema, family)?.is_some() {
+                    return Err(Error::invalid(format!(
+                        "family {family} is an aggregate family: write it with AddToCell \
+                         or MergeToCell, not SetCell"
+                    )));
+                }
                 qualifier_ok(qualifier)?;
                 if value.len() > max_value {
                     return Err(Error::ValueTooLarge {
@@ -87,9 +84,40 @@ pub fn validate(schema: &TableSchema, m: &RowMutation, max_value: usize) -> Resu
             }
             Mutation::DeleteFamily { family } => known(family)?,
             Mutation::DeleteRow => {}
+            Mutation::AddToCell {
+                family,
+                qualifier,
+                timestamp,
+                ..
+            } => {
+                if family_kind(schema, family)?.is_none() {
+                    return Err(Error::invalid(format!(
+                        "family {family} is not an aggregate family: AddToCell and \
+                         MergeToCell need one (a family made with an aggregate type)"
+                    )));
+                }
+                qualifier_ok(qualifier)?;
+                if *timestamp > MAX_TIMESTAMP {
+                    return Err(Error::invalid(format!(
+                        "timestamp {timestamp} is above the largest allowed, {MAX_TIMESTAMP}"
+                    )));
+                }
+            }
         }
     }
     Ok(())
+}
+
+/// The aggregator of `family` (`None` for a plain family); an unknown
+/// family is `UnknownFamily` with an empty table name.
+fn family_kind(schema: &TableSchema, family: &str) -> Result<Option<Aggregator>> {
+    match schema.families.get(family) {
+        Some(f) => Ok(f.aggregate),
+        None => Err(Error::UnknownFamily {
+            table: String::new(),
+            family: family.to_string(),
+        }),
+    }
 }
 
 /// Validates every mutation of a batch; the first failure comes back as
@@ -165,6 +193,24 @@ pub fn to_entries(m: &RowMutation, first_seq: SeqNo, now_ts: Timestamp) -> Vec<(
                 Mutation::DeleteRow => (
                     key::encode(row, b"", b"", TOMBSTONE_TS, seq, Kind::DeleteRow),
                     Vec::new(),
+                ),
+                // An operand; readers and major compactions fold it
+                // ([`crate::aggregate`]).
+                Mutation::AddToCell {
+                    family,
+                    qualifier,
+                    timestamp,
+                    input,
+                } => (
+                    key::encode(
+                        row,
+                        family.as_bytes(),
+                        qualifier,
+                        *timestamp,
+                        seq,
+                        Kind::Put,
+                    ),
+                    aggregate::encode(*input).to_vec(),
                 ),
             }
         })
@@ -267,6 +313,16 @@ pub fn validate_txn(table: &str, schema: &TableSchema, t: &RowTxn, max_value: us
                 family, qualifier, ..
             } => {
                 check_family(family)?;
+                if schema
+                    .families
+                    .get(family)
+                    .is_some_and(|f| f.aggregate.is_some())
+                {
+                    return Err(Error::invalid(format!(
+                        "family {family} is an aggregate family: ReadModifyWriteRow does not \
+                         apply to it (use AddToCell)"
+                    )));
+                }
                 if qualifier.len() > MAX_QUALIFIER {
                     return Err(Error::invalid(format!(
                         "qualifier is {} bytes; the limit is {MAX_QUALIFIER}",
@@ -355,6 +411,48 @@ mod tests {
         let range = RowMutation::new("r").delete_cells("f", "q", TimeRange { start: 5, end: 5 });
         assert!(matches!(
             validate(&s, &range, 10),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+
+    #[test]
+    fn aggregate_families_take_only_adds() {
+        let mut agg = FamilySchema::new("a");
+        agg.aggregate = Some(crate::schema::Aggregator::Sum);
+        let s = TableSchema::with_families([FamilySchema::new("f"), agg]);
+        let ok = RowMutation::new("r")
+            .add_to_cell("a", "q", 0, 5)
+            .delete_cells("a", "q", TimeRange::ALL)
+            .delete_family("a");
+        validate(&s, &ok, 10).unwrap();
+        for bad in [
+            RowMutation::new("r").set("a", "q", "v"),
+            RowMutation::new("r").add_to_cell("f", "q", 0, 1),
+            RowMutation::new("r").add_to_cell("a", "q", MAX_TIMESTAMP + 1, 1),
+        ] {
+            assert!(
+                matches!(validate(&s, &bad, 10), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
+            );
+        }
+        assert!(matches!(
+            validate(&s, &RowMutation::new("r").add_to_cell("x", "q", 0, 1), 10),
+            Err(Error::UnknownFamily { .. })
+        ));
+        let e = to_entries(&RowMutation::new("r").add_to_cell("a", "q", 7, -2), 3, 0);
+        let k = key::decode(&e[0].0).unwrap();
+        assert_eq!((k.timestamp, k.seq, k.kind), (7, 3, Kind::Put));
+        assert_eq!(e[0].1, (-2i64).to_be_bytes());
+        let rmw = RowTxn::new(
+            "r",
+            vec![RowOp::Increment {
+                family: "a".into(),
+                qualifier: b"q".to_vec(),
+                delta: 1,
+            }],
+        );
+        assert!(matches!(
+            validate_txn("t", &s, &rmw, 10),
             Err(Error::InvalidArgument(_))
         ));
     }

@@ -220,7 +220,8 @@ impl ColumnLookup {
     /// The column's visible versions, newest first, as
     /// [`crate::read::CellReader::column`] returns them: `gc` is the
     /// family's rule (None: keep all), then `time_range` and `max_versions`
-    /// select.
+    /// select. Plain families only: an aggregate family's cells fold, which
+    /// the reader does.
     #[allow(clippy::too_many_arguments)]
     pub fn resolve(
         mut self,

@@ -7,7 +7,8 @@
 //! 2. row, family and column tombstones hide entries with a lower sequence
 //!    number (column tombstones only inside their time range), and of several
 //!    cells at one timestamp only the highest-sequence one counts
-//!    ([`crate::visibility`]);
+//!    ([`crate::visibility`]) — in an aggregate family they fold into one
+//!    cell instead ([`crate::aggregate`]);
 //! 3. the family's GC rule is applied to the remaining versions newest first
 //!    (collected versions vanish at once, before any compaction);
 //! 4. the scan's selections: families, column regex, time range, versions
@@ -24,7 +25,7 @@ use crate::filter::Plan;
 use crate::iterator::InternalIterator;
 use crate::key::{self, Kind, SeqNo};
 use crate::scan::ScanSpec;
-use crate::schema::{GcRule, TableSchema};
+use crate::schema::{Aggregator, GcRule, TableSchema};
 use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
 use regex::bytes::{Regex, RegexBuilder};
 use std::collections::{HashSet, VecDeque};
@@ -132,8 +133,9 @@ pub struct CellReader {
     /// `esc(row) esc(family) esc(qualifier)` of a single-column read.
     target_column: Option<Vec<u8>>,
     tracker: Tracker,
-    /// Name and GC rule of the current family (None while skipping one).
-    family: Option<(String, GcRule)>,
+    /// Name, GC rule and aggregator of the current family (None while
+    /// skipping one).
+    family: Option<(String, GcRule, Option<Aggregator>)>,
     column: ColumnState,
     /// The current row's key, decoded once a cell of it is emitted (while
     /// `row_known`); the buffer is reused from row to row.
@@ -431,9 +433,11 @@ impl CellReader {
                 && !self
                     .family
                     .as_ref()
-                    .is_some_and(|(name, _)| k.family_is(name.as_bytes()))
+                    .is_some_and(|(name, _, _)| k.family_is(name.as_bytes()))
             {
                 self.family = self.wanted_family(&k)?;
+                self.tracker
+                    .set_aggregate(self.family.as_ref().is_some_and(|f| f.2.is_some()));
                 if self.family.is_none() {
                     let end = prefix_end(k.family_prefix);
                     self.skip_to(&end)?;
@@ -456,7 +460,7 @@ impl CellReader {
                 if !self.column.checked {
                     self.column.checked = true;
                     let (mut matches, q) = self.column_matches(&k)?;
-                    if let (true, Some(f), Some((fam, _))) =
+                    if let (true, Some(f), Some((fam, _, _))) =
                         (matches, self.filtering.as_deref(), self.family.as_ref())
                     {
                         matches = f.plan.column_passes(fam, &q);
@@ -475,7 +479,7 @@ impl CellReader {
                 continue;
             };
             let ts = k.timestamp;
-            let gc = self.family.as_ref().map(|(_, gc)| gc);
+            let gc = self.family.as_ref().map(|(_, gc, _)| gc);
             match take_version(
                 gc,
                 index,
@@ -529,12 +533,23 @@ impl CellReader {
             let family = self
                 .family
                 .as_ref()
-                .map(|(n, _)| n.clone())
+                .map(|(n, _, _)| n.clone())
                 .unwrap_or_default();
-            let value = if want_value {
+            let mut value = if want_value {
                 self.iter.value().to_vec()
             } else {
                 Vec::new()
+            };
+            // An aggregate cell is the fold of its operands at this timestamp.
+            let aggregate = self.family.as_ref().and_then(|f| f.2);
+            let stepped = match aggregate {
+                Some(agg) if want_value => {
+                    let column = k.column_enc.to_vec();
+                    self.iter.next()?;
+                    self.fold_twins(&column, ts, agg, &mut value)?;
+                    true
+                }
+                _ => false,
             };
             // A one-column read with all the versions it wants is over: not
             // stepping on saves a decode (or a block load) past the column.
@@ -544,7 +559,7 @@ impl CellReader {
                     .is_some_and(|n| self.column.emitted + 1 >= n);
             if column_done {
                 self.done = true;
-            } else {
+            } else if !stepped {
                 self.iter.next()?;
             }
             self.column.emitted += 1;
@@ -565,7 +580,10 @@ impl CellReader {
 
     /// The family's name and GC rule if the scan reads it (in the schema and
     /// in the scan's family list).
-    fn wanted_family(&self, k: &EntryKey<'_>) -> Result<Option<(String, GcRule)>> {
+    fn wanted_family(
+        &self,
+        k: &EntryKey<'_>,
+    ) -> Result<Option<(String, GcRule, Option<Aggregator>)>> {
         let raw = k.family()?;
         let Ok(name) = std::str::from_utf8(&raw) else {
             return Ok(None);
@@ -576,7 +594,32 @@ impl CellReader {
         if self.families.as_ref().is_some_and(|s| !s.contains(name)) {
             return Ok(None);
         }
-        Ok(Some((f.name.clone(), f.gc.clone())))
+        Ok(Some((f.name.clone(), f.gc.clone(), f.aggregate)))
+    }
+
+    /// Folds into `value` the visible operands of `column` at `ts` that
+    /// follow its cell, stepping past them.
+    fn fold_twins(
+        &mut self,
+        column: &[u8],
+        ts: u64,
+        agg: Aggregator,
+        value: &mut Vec<u8>,
+    ) -> Result<()> {
+        while self.iter.valid() {
+            let k = EntryKey::parse(self.iter.key())?;
+            if k.column_enc != column || k.timestamp != ts || k.kind != Kind::Put {
+                break;
+            }
+            if k.seq <= self.snapshot {
+                self.tracker.position(&k);
+                if let Verdict::Fold { .. } = self.tracker.classify(&k, self.iter.value())? {
+                    agg.fold_into(value, self.iter.value());
+                }
+            }
+            self.iter.next()?;
+        }
+        Ok(())
     }
 
     /// Whether the column regex accepts `k`'s column; also the decoded qualifier.
@@ -585,7 +628,11 @@ impl CellReader {
         let Some(re) = &self.regex else {
             return Ok((true, q));
         };
-        let fam = self.family.as_ref().map(|(n, _)| n.as_str()).unwrap_or("");
+        let fam = self
+            .family
+            .as_ref()
+            .map(|(n, _, _)| n.as_str())
+            .unwrap_or("");
         let mut text = Vec::with_capacity(fam.len() + 1 + q.len());
         text.extend_from_slice(fam.as_bytes());
         text.push(b':');

@@ -132,6 +132,10 @@ pub enum Verdict {
     Hidden,
     /// A visible cell: the `index`-th visible version of its column, newest first.
     Visible { index: usize },
+    /// In an aggregate family, a visible operand at the timestamp of the
+    /// visible cell just before it (the `index`-th version): its value
+    /// folds into that cell's ([`crate::aggregate`]).
+    Fold { index: usize },
 }
 
 /// Tracks the tombstones in force at the current position of a key-ordered
@@ -153,11 +157,22 @@ pub struct Tracker {
     last_put_ts: Option<Timestamp>,
     visible: usize,
     started: bool,
+    /// Whether cells at one timestamp fold (an aggregate family) rather than
+    /// the highest sequence winning. Set by the caller for the current family.
+    aggregate: bool,
+    /// Whether the cell at `last_put_ts` was visible.
+    last_visible: bool,
 }
 
 impl Tracker {
     pub fn new() -> Self {
         Tracker::default()
+    }
+
+    /// Says whether the family of the entries classified next is an
+    /// aggregate family (it stays so until changed).
+    pub fn set_aggregate(&mut self, aggregate: bool) {
+        self.aggregate = aggregate;
     }
 
     /// The current row's `esc(row)`.
@@ -247,7 +262,8 @@ impl Tracker {
                     return Err(shape("cell at the tombstone timestamp"));
                 }
                 let ts = k.timestamp;
-                if self.last_put_ts == Some(ts) {
+                let twin = self.last_put_ts == Some(ts);
+                if twin && !(self.aggregate && self.last_visible) {
                     return Ok(Verdict::Hidden);
                 }
                 self.last_put_ts = Some(ts);
@@ -257,8 +273,15 @@ impl Tracker {
                         .column_tombs
                         .iter()
                         .any(|&(s, st, en)| k.seq < s && st <= ts && ts < en);
+                self.last_visible = !hidden;
                 if hidden {
                     return Ok(Verdict::Hidden);
+                }
+                if twin {
+                    // Only an aggregate family's visible twin gets here.
+                    return Ok(Verdict::Fold {
+                        index: self.visible.saturating_sub(1),
+                    });
                 }
                 let index = self.visible;
                 self.visible += 1;
@@ -353,6 +376,29 @@ mod tests {
         assert!(a < b);
         assert_eq!(see(&mut t, &a, b"").1, Verdict::Visible { index: 0 });
         assert_eq!(see(&mut t, &b, b"").1, Verdict::Hidden);
+    }
+
+    #[test]
+    fn aggregate_twins_fold_until_a_tombstone_hides_them() {
+        let mut t = Tracker::new();
+        t.set_aggregate(true);
+        let del = encode(b"r", b"f", b"q", TOMBSTONE_TS, 5, Kind::DeleteColumn);
+        let range = crate::mutation::encode_range(0, 100);
+        assert_eq!(see(&mut t, &del, &range).1, Verdict::Tombstone);
+        let newest = encode(b"r", b"f", b"q", 9, 8, Kind::Put);
+        let a = encode(b"r", b"f", b"q", 7, 9, Kind::Put);
+        let b = encode(b"r", b"f", b"q", 7, 6, Kind::Put);
+        let hidden = encode(b"r", b"f", b"q", 7, 4, Kind::Put);
+        let hidden2 = encode(b"r", b"f", b"q", 7, 2, Kind::Put);
+        assert_eq!(see(&mut t, &newest, b"").1, Verdict::Visible { index: 0 });
+        assert_eq!(see(&mut t, &a, b"").1, Verdict::Visible { index: 1 });
+        assert_eq!(see(&mut t, &b, b"").1, Verdict::Fold { index: 1 });
+        assert_eq!(see(&mut t, &hidden, b"").1, Verdict::Hidden);
+        assert_eq!(see(&mut t, &hidden2, b"").1, Verdict::Hidden);
+        // A plain family keeps only the highest sequence.
+        let mut p = Tracker::new();
+        assert_eq!(see(&mut p, &a, b"").1, Verdict::Visible { index: 0 });
+        assert_eq!(see(&mut p, &b, b"").1, Verdict::Hidden);
     }
 
     #[test]

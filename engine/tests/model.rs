@@ -95,6 +95,8 @@ impl Model {
                     .or_default()
                     .push(s),
                 Mutation::DeleteRow => self.row_del.entry(m.row.clone()).or_default().push(s),
+                // Aggregate families have their own tests (engine/src/aggregate.rs).
+                Mutation::AddToCell { .. } => panic!("the model writes no aggregate families"),
             }
         }
     }

@@ -101,6 +101,8 @@ pub struct ScanHandle {
     pub query: Query,
     /// Families the caller may read (None: all).
     pub readable: Option<Vec<String>>,
+    /// Aggregate families: their cells print as decimal, as counters do.
+    pub aggregates: Vec<String>,
     pub stream: Option<Box<dyn RowStream>>,
     /// Output bytes from file offset `start` on.
     pub buf: Vec<u8>,

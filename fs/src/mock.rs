@@ -155,6 +155,12 @@ impl MockStore {
                 | RowOp::Increment { family, .. }
                 | RowOp::Append { family, .. } => Self::check_family(t, table, family)?,
                 RowOp::Mutate(Mutation::DeleteRow) => {}
+                RowOp::Mutate(Mutation::AddToCell { family, .. }) => {
+                    Self::check_family(t, table, family)?;
+                    if t.schema.families[family].aggregate.is_none() {
+                        return Err(Error::invalid("AddToCell needs an aggregate family"));
+                    }
+                }
             }
         }
         Ok(())
@@ -196,6 +202,26 @@ impl MockStore {
                     row.retain(|(f, _), _| f != family)
                 }
                 RowOp::Mutate(Mutation::DeleteRow) => row.clear(),
+                RowOp::Mutate(Mutation::AddToCell {
+                    family,
+                    qualifier,
+                    timestamp,
+                    input,
+                }) => {
+                    let Some(agg) = t.schema.families.get(family).and_then(|f| f.aggregate) else {
+                        return Err(Error::invalid("AddToCell needs an aggregate family"));
+                    };
+                    let cells = row.entry((family.clone(), qualifier.clone())).or_default();
+                    let new = match cells.get(&Reverse(*timestamp)) {
+                        Some(old) => {
+                            let mut acc = old.clone();
+                            agg.fold_into(&mut acc, &input.to_be_bytes());
+                            acc
+                        }
+                        None => input.to_be_bytes().to_vec(),
+                    };
+                    cells.insert(Reverse(*timestamp), new);
+                }
                 RowOp::Increment {
                     family,
                     qualifier,

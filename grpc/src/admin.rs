@@ -5,7 +5,7 @@
 use crate::admin_v2::{self as a, modify_column_families_request::modification::Mod};
 use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdmin;
 use crate::server::{blocking, Shared};
-use crate::{drop, gc, names, status};
+use crate::{drop, gc, names, status, value_type};
 use engine::schema::{FamilySchema, TableSchema};
 use engine::RowRange;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ fn table_message(name: String, schema: Option<&TableSchema>) -> a::Table {
                 f.clone(),
                 a::ColumnFamily {
                     gc_rule: gc::to_api(&fs.gc),
-                    value_type: None,
+                    value_type: value_type::to_api(fs.aggregate),
                 },
             );
         }
@@ -37,13 +37,9 @@ fn table_message(name: String, schema: Option<&TableSchema>) -> a::Table {
 }
 
 fn family(shared: &Shared, name: &str, cf: &a::ColumnFamily) -> Result<FamilySchema, Status> {
-    if cf.value_type.is_some() {
-        return Err(Status::invalid_argument(
-            "aggregate (typed) column families are not supported",
-        ));
-    }
     let mut f = FamilySchema::new(name);
     f.gc = gc::from_api(cf.gc_rule.as_ref())?;
+    f.aggregate = value_type::from_api(cf.value_type.as_ref())?;
     f.owner = shared.owner;
     f.group = shared.group;
     f.validate().map_err(status::from_engine)?;
@@ -212,6 +208,18 @@ impl BigtableTableAdmin for AdminService {
                             Status::not_found(format!("column family {name} does not exist"))
                         })?;
                         f.gc = gc::from_api(cf.gc_rule.as_ref())?;
+                        // The type is fixed when the family is made; an
+                        // update may repeat it but not change it.
+                        if cf.value_type.is_some() {
+                            let asked = value_type::from_api(cf.value_type.as_ref())?;
+                            if asked != f.aggregate {
+                                let mut want = f.clone();
+                                want.aggregate = asked;
+                                return Err(Status::invalid_argument(engine::schema::type_change(
+                                    f, &want,
+                                )));
+                            }
+                        }
                     }
                     Some(Mod::Drop(true)) => {
                         if new.families.remove(name).is_none() {

@@ -11,8 +11,8 @@
 //! version whatever else is installed. pytest and the suite's other
 //! dependencies come from `tests/setup.sh`.
 //!
-//! Every test the suite does not skip by itself must pass, except those in
-//! [`WAITING_ON_AGGREGATES`], which are deselected.
+//! Every test the suite does not skip by itself must pass; nothing is
+//! deselected.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -21,18 +21,6 @@ use tests::{wait_until, Mount};
 
 /// The client release whose tests run.
 const VERSION: &str = "2.35.0";
-
-/// Tests that need aggregate (typed) column families and AddToCell, which
-/// the daemon does not serve yet. They are deselected, and while any is
-/// listed the suite's table is made here without its aggregate family and
-/// handed to the suite through its own `BIGTABLE_TEST_TABLE` (the suite's
-/// fixture would make the table with that family, and every data test would
-/// fail in setup). Empty this list once aggregate families are served: the
-/// suite then makes its table itself.
-const WAITING_ON_AGGREGATES: &[&str] = &[
-    "tests/system/data/test_system_autogen.py::TestSystem::test_mutation_add_to_cell",
-    "tests/system/data/test_system_async.py::TestSystemAsync::test_mutation_add_to_cell",
-];
 
 /// The longest the whole suite may take (about 20 s when every test passes;
 /// many tests retry a failure for up to two minutes).
@@ -128,32 +116,6 @@ fn suite_source() -> PathBuf {
     dir
 }
 
-/// Makes the data suite's table as its fixture does (same families but the
-/// aggregate one, same initial splits).
-fn make_suite_table(addr: &str, instance: &str, table: &str) {
-    let py = r#"
-import sys
-from google.cloud.bigtable.client import Client
-c = Client(admin=True)
-c.table_admin_client.create_table(request={
-    "parent": f"projects/{c.project}/instances/{sys.argv[1]}",
-    "table_id": sys.argv[2],
-    "table": {"column_families": {"test-family": {}, "test-family-2": {}}},
-    "initial_splits": [{"key": (n * 1000).to_bytes(8, "big")} for n in range(1, 10)],
-})
-"#;
-    let out = Command::new(tests::python())
-        .args(["-c", py, instance, table])
-        .env("BIGTABLE_EMULATOR_HOST", addr)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cannot make the suite's table: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// One test's outcome from pytest's JUnit XML.
 #[derive(Debug)]
 struct Outcome {
@@ -218,15 +180,6 @@ fn the_official_python_clients_system_tests_pass() {
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(format!("--junitxml={}", junit.display()))
         .args(["tests/system/data", "tests/system/v2_client"]);
-    for t in WAITING_ON_AGGREGATES {
-        cmd.arg(format!("--deselect={t}"));
-    }
-    if !WAITING_ON_AGGREGATES.is_empty() {
-        let (instance, table) = ("client-suite", "client-suite-table");
-        make_suite_table(&addr, instance, table);
-        cmd.env("BIGTABLE_TEST_INSTANCE", instance)
-            .env("BIGTABLE_TEST_TABLE", table);
-    }
     let log = std::fs::File::create(&output).unwrap();
     let start = Instant::now();
     let mut child = cmd
@@ -265,18 +218,9 @@ fn the_official_python_clients_system_tests_pass() {
         .iter()
         .filter(|o| o.kind == "failure" || o.kind == "error")
         .collect();
-    // pytest's summary line: "... 2 deselected in 61.5s".
-    let deselected = text
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .windows(2)
-        .rev()
-        .find(|w| w[1].trim_end_matches(',') == "deselected")
-        .and_then(|w| w[0].parse::<usize>().ok())
-        .unwrap_or(0);
     eprintln!(
         "google-cloud-bigtable {VERSION} system tests: {passed} passed, {} failed, {skipped} \
-         skipped by the suite, {deselected} deselected (waiting on aggregate families), in {:.0?}",
+         skipped by the suite, in {:.0?}",
         bad.len(),
         took
     );
@@ -300,11 +244,6 @@ fn the_official_python_clients_system_tests_pass() {
         passed >= 130,
         "only {passed} tests passed:\n{}",
         tests::tail(&text, 40)
-    );
-    assert_eq!(
-        deselected,
-        WAITING_ON_AGGREGATES.len(),
-        "each test waiting on aggregate families names one test of the suite"
     );
     // Every skip is the suite's own (emulator mode, missing credentials):
     // nothing here skips a test.

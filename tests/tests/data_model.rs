@@ -255,3 +255,94 @@ fn schema_errors_reach_the_shell() {
     m.ok("echo 'contents max_versions=2' >> t/.schema");
     assert!(m.ok("cat t/.schema").contains("contents max_versions=2 "));
 }
+
+#[test]
+fn aggregate_families_in_the_mount() {
+    let m = Mount::new();
+    m.table("t", "plain\nhits type=int64_sum\nlow type=int64_min\n");
+    let schema = m.ok("cat t/.schema");
+    let line = |f: &str| {
+        schema
+            .lines()
+            .find(|l| l.starts_with(&format!("{f} ")))
+            .unwrap()
+            .to_string()
+    };
+    assert!(line("hits").ends_with(" type=int64_sum"), "{schema}");
+    assert!(line("low").ends_with(" type=int64_min"), "{schema}");
+    assert!(!line("plain").contains("type="), "{schema}");
+    // `add` folds into one cell per column (timestamp 0 unless given).
+    m.mutate(
+        "t",
+        b"add page hits:n 40\nadd page hits:n 2\nadd page low:n 5\nadd page low:n -3\n\
+          add page hits:day 4 86400000000\nadd page hits:day 3 86400000000\n",
+    );
+    m.mutate("t", b"add page hits:n +0\nadd page low:n 9\n");
+    // The file keeps the 8 bytes clients expect; the xattr shows the number.
+    assert_eq!(
+        m.ok("od -An -tx1 t/page/hits/n | tr -d ' \\n'"),
+        "000000000000002a"
+    );
+    assert_eq!(
+        m.ok("getfattr -n user.bigtable.counter --only-values t/page/hits/n"),
+        "42"
+    );
+    assert_eq!(
+        m.ok("getfattr -n user.bigtable.counter --only-values t/page/low/n"),
+        "-3"
+    );
+    // A scan prints aggregate cells as decimal without being asked.
+    let out = m.ok("cat t/.scan/prefix=page");
+    let cells: Vec<(&str, &str, &str)> = out
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (f[1], f[2], f[3])
+        })
+        .collect();
+    assert_eq!(
+        cells,
+        [
+            ("hits:day", "86400000000", "7"),
+            ("hits:n", "0", "42"),
+            ("low:n", "0", "-3")
+        ],
+        "{out}"
+    );
+    // What an aggregate family refuses, and `add` to a plain family.
+    for batch in [
+        "set page hits:n 12345678",
+        "add page plain:q 1",
+        "increment page hits:n 1",
+    ] {
+        let o = m.sh(&format!("printf '{batch}\\n' > t/.mutate"));
+        assert!(!o.status.success(), "{batch}: {o:?}");
+    }
+    // A cell file written into one fails at close (where a write commits).
+    let o = m.sh(
+        "python3 -c \"import os\nfd = os.open('t/page/hits/other', os.O_WRONLY | os.O_CREAT)\nos.write(fd, b'12345678')\ntry:\n    os.close(fd)\nexcept OSError as e:\n    print(e.errno)\n\"",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        libc::EINVAL.to_string(),
+        "{o:?}"
+    );
+    m.fails("cat t/page/hits/other");
+    // Settings change; the type does not.
+    m.ok("echo 'hits max_versions=1' >> t/.schema");
+    assert!(m.ok("cat t/.schema").contains("max_versions=1 "));
+    let before = m.ok("cat t/.schema");
+    let o = m.sh("echo 'hits type=int64_max' >> t/.schema");
+    assert!(!o.status.success(), "{o:?}");
+    assert!(refused(&String::from_utf8_lossy(&o.stderr)), "{o:?}");
+    assert_eq!(m.ok("cat t/.schema"), before, "nothing applied");
+    m.ok("echo 'top type=int64_max' >> t/.schema");
+    m.mutate(
+        "t",
+        b"add page top:n 3\nadd page top:n 11\nadd page top:n 5\n",
+    );
+    assert_eq!(
+        m.ok("getfattr -n user.bigtable.counter --only-values t/page/top/n"),
+        "11"
+    );
+}

@@ -1,8 +1,11 @@
 //! The binary form of a table schema, as METADATA stores it. Flat GC rules
 //! are written as they always were, so schemas stored before rule trees
-//! existed read back the same.
+//! existed read back the same. A schema with an aggregate family is written
+//! under a second magic, with one type byte after each family; one without
+//! is written as before, byte for byte.
 
 use super::{FamilySchema, TableSchema};
+use crate::aggregate::Aggregator;
 use crate::data::{BloomKind, Compression};
 use crate::error::{Error, Result};
 use crate::gc_rule::{GcMode, GcRule};
@@ -12,7 +15,8 @@ impl TableSchema {
     /// Binary encoding, as METADATA stores it.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(64 + self.families.len() * 64);
-        out.extend_from_slice(ENCODING_MAGIC);
+        let typed = self.families.values().any(|f| f.aggregate.is_some());
+        out.extend_from_slice(if typed { TYPED_MAGIC } else { ENCODING_MAGIC });
         put_u32(&mut out, self.owner);
         put_u32(&mut out, self.group);
         put_u32(&mut out, self.mode);
@@ -48,6 +52,9 @@ impl TableSchema {
             put_u32(&mut out, f.mode);
             put_u32(&mut out, f.owner);
             put_u32(&mut out, f.group);
+            if typed {
+                out.push(type_byte(f.aggregate));
+            }
         }
         out
     }
@@ -55,9 +62,11 @@ impl TableSchema {
     /// Decodes [`Self::encode`]'s output; anything malformed is `Error::Corruption`.
     pub fn decode(buf: &[u8]) -> Result<TableSchema> {
         let mut r = Reader { buf };
-        if r.take(ENCODING_MAGIC.len())? != ENCODING_MAGIC {
-            return Err(Error::corruption("table schema: bad magic"));
-        }
+        let typed = match r.take(ENCODING_MAGIC.len())? {
+            m if m == ENCODING_MAGIC => false,
+            m if m == TYPED_MAGIC => true,
+            _ => return Err(Error::corruption("table schema: bad magic")),
+        };
         let owner = r.u32()?;
         let group = r.u32()?;
         let mode = r.u32()?;
@@ -98,6 +107,18 @@ impl TableSchema {
             };
             let block_size = r.u32()? as usize;
             let in_memory = r.flag()?;
+            let (mode, owner, group) = (r.u32()?, r.u32()?, r.u32()?);
+            let aggregate = if typed {
+                match r.u8()? {
+                    0 => None,
+                    1 => Some(Aggregator::Sum),
+                    2 => Some(Aggregator::Min),
+                    3 => Some(Aggregator::Max),
+                    b => return Err(Error::corruption(format!("table schema: type {b}"))),
+                }
+            } else {
+                None
+            };
             let f = FamilySchema {
                 name: name.clone(),
                 gc,
@@ -106,9 +127,10 @@ impl TableSchema {
                 bloom,
                 block_size,
                 in_memory,
-                mode: r.u32()?,
-                owner: r.u32()?,
-                group: r.u32()?,
+                mode,
+                owner,
+                group,
+                aggregate,
             };
             if families.insert(name.clone(), f).is_some() {
                 return Err(Error::corruption(format!(
@@ -132,6 +154,17 @@ impl TableSchema {
 }
 
 const ENCODING_MAGIC: &[u8] = b"BTSCHEMA1";
+/// The magic of a schema with an aggregate family (same length).
+const TYPED_MAGIC: &[u8] = b"BTSCHEMA2";
+
+fn type_byte(a: Option<Aggregator>) -> u8 {
+    match a {
+        None => 0,
+        Some(Aggregator::Sum) => 1,
+        Some(Aggregator::Min) => 2,
+        Some(Aggregator::Max) => 3,
+    }
+}
 
 fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_be_bytes());
@@ -261,6 +294,8 @@ mod tests {
                 f.mode = rng.gen_range(0..=0o7777);
                 f.owner = [0, 1000, u32::MAX][rng.gen_range(0..3)];
                 f.group = [0, 50, 7][rng.gen_range(0..3)];
+                f.aggregate =
+                    [None, None, Some(Aggregator::Sum), Some(Aggregator::Max)][rng.gen_range(0..4)];
                 fams.push(f);
             }
             let s = TableSchema::with_families(fams);

@@ -37,6 +37,7 @@ pub const DEFAULT_LOCALITY: &str = "default";
 /// Default permission bits of a table directory and of a family.
 pub const DEFAULT_MODE: u32 = 0o755;
 
+pub use crate::aggregate::Aggregator;
 pub use crate::gc_rule::{GcMode, GcRule};
 pub use text::{format, format_family, parse, parse_lines, NameResolver, NumericNames};
 
@@ -66,6 +67,9 @@ pub struct FamilySchema {
     pub owner: u32,
     /// Group (gid) of the family directory.
     pub group: u32,
+    /// The aggregator of an aggregate (Int64) family; `None` for a plain
+    /// family of bytes. Fixed when the family is made.
+    pub aggregate: Option<Aggregator>,
 }
 
 impl FamilySchema {
@@ -82,6 +86,7 @@ impl FamilySchema {
             mode: DEFAULT_MODE,
             owner: 0,
             group: 0,
+            aggregate: None,
         }
     }
 
@@ -166,6 +171,7 @@ impl FamilySchema {
                 Setting::Mode => self.mode = from.mode,
                 Setting::Owner => self.owner = from.owner,
                 Setting::Group => self.group = from.group,
+                Setting::Type => self.aggregate = from.aggregate,
             }
         }
         Ok(())
@@ -432,6 +438,14 @@ impl TableSchema {
         };
         out.validate()
             .map_err(|e| bad(0, format!("resulting schema is invalid: {e}")))?;
+        for l in &lines {
+            let name = l.family.name.as_str();
+            if let (Some(old), Some(new)) = (self.families.get(name), out.families.get(name)) {
+                if old.aggregate != new.aggregate {
+                    return Err(bad(l.line, type_change(old, new)));
+                }
+            }
+        }
         let dropped = self
             .families
             .keys()
@@ -469,6 +483,8 @@ pub enum Setting {
     Group,
     /// `gc=` given as a nested rule (not a key of its own).
     GcTree,
+    /// `type`: the value type (`bytes`, or an Int64 aggregate).
+    Type,
 }
 
 /// The settings shared by a locality group.
@@ -496,6 +512,22 @@ fn bad(line: usize, reason: impl Into<String>) -> Error {
         line,
         reason: reason.into(),
     }
+}
+
+/// Why a family's type cannot change (Cloud Bigtable fixes it at creation).
+pub fn type_change(old: &FamilySchema, new: &FamilySchema) -> String {
+    format!(
+        "family {} has type={}, which cannot change to {} (a family's type is fixed \
+         when it is made; drop the family and make it again)",
+        old.name,
+        type_name(old.aggregate),
+        type_name(new.aggregate),
+    )
+}
+
+/// The `.schema` name of a family's value type.
+pub fn type_name(aggregate: Option<Aggregator>) -> &'static str {
+    aggregate.map_or("bytes", Aggregator::type_name)
 }
 
 fn group_conflict(f: &FamilySchema, s: Setting, other: &FamilySchema) -> String {

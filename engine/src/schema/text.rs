@@ -6,6 +6,7 @@ use super::{
     bad, check_name, FamilyLine, FamilySchema, GroupValue, Setting, TableSchema, MAX_BLOCK_SIZE,
     MIN_BLOCK_SIZE,
 };
+use crate::aggregate::Aggregator;
 use crate::data::{BloomKind, Compression};
 use crate::duration::{duration_str, parse_digits, parse_duration};
 use crate::error::Result;
@@ -23,7 +24,7 @@ impl std::fmt::Display for GroupValue {
     }
 }
 
-const ALL_SETTINGS: [Setting; 11] = [
+const ALL_SETTINGS: [Setting; 12] = [
     Setting::MaxVersions,
     Setting::MaxAge,
     Setting::Gc,
@@ -35,6 +36,7 @@ const ALL_SETTINGS: [Setting; 11] = [
     Setting::Mode,
     Setting::Owner,
     Setting::Group,
+    Setting::Type,
 ];
 
 impl Setting {
@@ -52,6 +54,7 @@ impl Setting {
             Setting::Mode => "mode",
             Setting::Owner => "owner",
             Setting::Group => "group",
+            Setting::Type => "type",
         }
     }
 
@@ -249,6 +252,7 @@ fn parse_line(
                     format!("group {v:?} is neither a group id nor a known group name")
                 })?
             }
+            Setting::Type => f.aggregate = parse_type(v)?,
         }
     }
     f.gc = match tree {
@@ -268,6 +272,26 @@ fn parse_line(
         family: f,
         given,
     })
+}
+
+/// `bytes` (a plain family) or an Int64 aggregate.
+fn parse_type(v: &str) -> std::result::Result<Option<Aggregator>, String> {
+    if v == "bytes" {
+        return Ok(None);
+    }
+    if let Some(a) = Aggregator::from_type_name(v) {
+        return Ok(Some(a));
+    }
+    let known: Vec<&str> = Aggregator::ALL.iter().map(|a| a.type_name()).collect();
+    let hll = if v.contains("hll") || v.contains("hyperloglog") {
+        " (HyperLogLog aggregates are not supported)"
+    } else {
+        ""
+    };
+    Err(format!(
+        "type {v:?} is not bytes, {}{hll}",
+        known.join(", ")
+    ))
 }
 
 fn parse_id(v: &str, lookup: impl Fn(&str) -> Option<u32>) -> Option<u32> {
@@ -360,9 +384,15 @@ pub fn format_family(f: &FamilySchema, resolver: &dyn NameResolver) -> String {
         ),
         None => format!("gc={}", f.gc.to_text()),
     };
+    // Only aggregate families name their type, so plain families read as
+    // they always have.
+    let ty = f
+        .aggregate
+        .map(|a| format!(" type={}", a.type_name()))
+        .unwrap_or_default();
     format!(
         "{} {gc} locality={} compression={} \
-         bloom={} block_size={} in_memory={} mode={:04o} owner={} group={}",
+         bloom={} block_size={} in_memory={} mode={:04o} owner={} group={}{ty}",
         f.name,
         f.locality_group,
         compression_str(f.compression),
@@ -529,6 +559,49 @@ pub(super) mod tests {
             "f max_versions=3 max_age=none gc=union locality=default compression=lz4 \
              bloom=row_col block_size=64k in_memory=false mode=0755 owner=0 group=0"
         );
+    }
+
+    #[test]
+    fn aggregate_types_in_text_and_binary() {
+        let fams = parse(
+            "a type=int64_sum\nb type=int64_max\nc type=bytes\nd\n",
+            &Names,
+        )
+        .unwrap();
+        assert_eq!(fams[0].aggregate, Some(Aggregator::Sum));
+        assert_eq!(fams[1].aggregate, Some(Aggregator::Max));
+        assert_eq!((fams[2].aggregate, fams[3].aggregate), (None, None));
+        let s = TableSchema::with_families(fams);
+        let text = format(&s, &NumericNames);
+        assert!(
+            text.lines()
+                .next()
+                .unwrap()
+                .ends_with(" group=0 type=int64_sum"),
+            "{text}"
+        );
+        assert!(!text.lines().nth(2).unwrap().contains("type="), "{text}");
+        assert_eq!(TableSchema::with_families(parse(&text, &Names).unwrap()), s);
+        assert_eq!(TableSchema::decode(&s.encode()).unwrap(), s);
+        // Other settings change; the type does not, by a line or by the whole file.
+        let (t, _) = s.apply_text("a max_versions=1", &Names, false).unwrap();
+        assert_eq!(t.families["a"].aggregate, Some(Aggregator::Sum));
+        for (text, replace) in [
+            ("a type=int64_min", false),
+            ("d type=int64_sum", false),
+            ("a\nb type=int64_max\nc\nd", true),
+        ] {
+            match s.apply_text(text, &Names, replace) {
+                Err(Error::BadSchema { reason, .. }) => {
+                    assert!(reason.contains("cannot change"), "{reason}")
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        for bad in ["f type=int64", "f type=int64_hll", "f type="] {
+            assert_eq!(bad_line(bad).0, 1, "{bad}");
+        }
+        assert!(bad_line("f type=hyperloglog").1.contains("not supported"));
     }
 
     #[test]

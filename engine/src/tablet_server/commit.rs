@@ -556,6 +556,9 @@ impl TabletServer {
                             overlay.retain(|(f, _), _| f != family)
                         }
                         Mutation::DeleteRow => overlay.clear(),
+                        // Aggregate families refuse read-modify-write ops,
+                        // so no later op reads this column.
+                        Mutation::AddToCell { .. } => {}
                     }
                     m.mutations.push(mu.clone());
                     continue;
@@ -623,7 +626,7 @@ impl TabletServer {
                 qualifier: q,
                 range,
             } => f == family && q == qualifier && *range == TimeRange::ALL,
-            Mutation::SetCell { .. } => false,
+            Mutation::SetCell { .. } | Mutation::AddToCell { .. } => false,
         });
         if deleted {
             return Ok(None);

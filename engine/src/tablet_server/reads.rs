@@ -221,7 +221,9 @@ impl TabletServer {
                         .may_contain_any_column(lookup.row_enc(), &lookup.bloom_columns())
             })
             .collect();
-        let mut complete = v.mem.is_empty() || lookup.gather(&mut v.mem.iter())?;
+        // An aggregate cell folds its operands: the reader does that.
+        let mut complete =
+            fam.aggregate.is_none() && (v.mem.is_empty() || lookup.gather(&mut v.mem.iter())?);
         for m in v.imm.iter().rev() {
             complete = complete && lookup.gather(&mut m.iter())?;
         }

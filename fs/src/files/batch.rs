@@ -46,6 +46,23 @@ impl Ctx {
                 .ok_or_else(|| (Errno::ENOENT, format!("no column family {f:?} in table")))?],
             None => schema.families.values().collect(),
         };
+        for f in &families {
+            // An aggregate family takes `add` (and deletes); a plain one
+            // anything but `add`.
+            let wrong = match op {
+                Op::Set { .. } | Op::Increment { .. } | Op::Append { .. } => f.aggregate.is_some(),
+                Op::Add { .. } => f.aggregate.is_none(),
+                _ => false,
+            };
+            if wrong {
+                let kind = if f.aggregate.is_some() {
+                    "an aggregate family: write it with add"
+                } else {
+                    "not an aggregate family: add needs one"
+                };
+                return Err((Errno::EINVAL, format!("family {} is {kind}", f.name)));
+            }
+        }
         for f in families {
             if !caller.may(f.owner, f.group, f.mode, want) {
                 return Err((
@@ -192,6 +209,9 @@ impl Ctx {
                         family, qualifier, ..
                     })
                     | RowOp::Mutate(Mutation::DeleteCells {
+                        family, qualifier, ..
+                    })
+                    | RowOp::Mutate(Mutation::AddToCell {
                         family, qualifier, ..
                     })
                     | RowOp::Increment {

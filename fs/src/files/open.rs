@@ -151,6 +151,12 @@ impl Ctx {
                     table: table.to_string(),
                     query: q,
                     readable,
+                    aggregates: schema
+                        .families
+                        .values()
+                        .filter(|f| f.aggregate.is_some())
+                        .map(|f| f.name.clone())
+                        .collect(),
                     stream: None,
                     buf: Vec::new(),
                     start: 0,

@@ -41,11 +41,11 @@ impl Ctx {
                         if s.readable.as_ref().is_some_and(|r| !r.contains(&c.family)) {
                             continue;
                         }
-                        let counter = s
-                            .query
-                            .counters
-                            .as_ref()
-                            .is_some_and(|m| m.matches(&c.family, &c.qualifier));
+                        let counter = s.aggregates.contains(&c.family)
+                            || s.query
+                                .counters
+                                .as_ref()
+                                .is_some_and(|m| m.matches(&c.family, &c.qualifier));
                         crate::output::write_cell_as(s.query.format, &c, counter, &mut s.buf);
                     }
                     // Skip output wholly before the read offset.

@@ -140,6 +140,18 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
                 qualifier,
                 delta,
             },
+            Op::Add {
+                family,
+                qualifier,
+                input,
+                ts,
+                ..
+            } => RowOp::Mutate(Mutation::AddToCell {
+                family,
+                qualifier,
+                timestamp: ts,
+                input,
+            }),
             Op::Append {
                 family,
                 qualifier,

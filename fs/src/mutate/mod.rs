@@ -14,6 +14,8 @@
 //! deletefamily <row> <family>                         delete the family's cells in the row
 //! deleterow    <row>                                  delete the row
 //! increment    <row> <column> <delta>                 add to a 64-bit big-endian counter
+//! add          <row> <column> <n> [<timestamp>]       fold n into an aggregate family's cell
+//!                                                     (at timestamp 0 by default)
 //! append       <row> <column> <value>                 append bytes to the newest value
 //! if           <row> <column> [<value>]               guard: the column exists (and equals value)
 //! ifnot        <row> <column> [<value>]               guard: it does not
@@ -92,6 +94,14 @@ pub enum Op {
         qualifier: Vec<u8>,
         value: Vec<u8>,
     },
+    /// An `AddToCell` into an aggregate family.
+    Add {
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        input: i64,
+        ts: u64,
+    },
     Guard {
         row: Vec<u8>,
         family: String,
@@ -118,6 +128,7 @@ impl Op {
             | Op::DeleteRow { row }
             | Op::Increment { row, .. }
             | Op::Append { row, .. }
+            | Op::Add { row, .. }
             | Op::Guard { row, .. } => row,
         }
     }
@@ -132,6 +143,7 @@ impl Op {
             | Op::DeleteFamily { family, .. }
             | Op::Increment { family, .. }
             | Op::Append { family, .. }
+            | Op::Add { family, .. }
             | Op::Guard { family, .. } => Some(family),
         }
     }

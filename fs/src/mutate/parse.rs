@@ -47,6 +47,15 @@ fn timestamp(s: &[u8]) -> Result<u64, String> {
     Ok(t)
 }
 
+/// A signed 64-bit decimal (a leading `+` allowed).
+fn signed(s: &[u8], what: &str) -> Result<i64, String> {
+    let d = String::from_utf8_lossy(s);
+    d.strip_prefix('+')
+        .unwrap_or(&d)
+        .parse::<i64>()
+        .map_err(|_| format!("bad {what} {d:?} (a signed 64-bit decimal)"))
+}
+
 /// `<from>..<to>` (either end may be empty) as `[from, to)`; `None` if the
 /// field has no `..` (a single timestamp).
 fn time_range(s: &[u8]) -> Result<Option<TimeRange>, String> {
@@ -138,17 +147,24 @@ pub fn parse_line(text: &[u8]) -> Result<Option<Op>, String> {
         "increment" => {
             arity(3, 3, "increment <row> <family>:<qualifier> <delta>")?;
             let (family, qualifier) = column(args[1])?;
-            let d = String::from_utf8_lossy(args[2]);
-            let delta = d
-                .strip_prefix('+')
-                .unwrap_or(&d)
-                .parse::<i64>()
-                .map_err(|_| format!("bad delta {d:?} (a signed 64-bit decimal)"))?;
+            let delta = signed(args[2], "delta")?;
             Op::Increment {
                 row: field(args[0], "row")?,
                 family,
                 qualifier,
                 delta,
+            }
+        }
+        "add" => {
+            arity(3, 4, "add <row> <family>:<qualifier> <n> [<timestamp>]")?;
+            let (family, qualifier) = column(args[1])?;
+            Op::Add {
+                row: field(args[0], "row")?,
+                family,
+                qualifier,
+                input: signed(args[2], "number")?,
+                // One running aggregate per column unless a time bucket is given.
+                ts: args.get(3).map(|t| timestamp(t)).transpose()?.unwrap_or(0),
             }
         }
         "append" => {
@@ -184,7 +200,7 @@ pub fn parse_line(text: &[u8]) -> Result<Option<Op>, String> {
         }
         other => {
             return Err(format!(
-                "unknown mutation {other:?} (set, delete, deletefamily, deleterow, increment, append, if, ifnot)"
+                "unknown mutation {other:?} (set, delete, deletefamily, deleterow, increment, add, append, if, ifnot)"
             ))
         }
     };

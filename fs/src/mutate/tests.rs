@@ -63,6 +63,26 @@ fn parses_every_kind() {
         }
     );
     assert_eq!(
+        one("add r a:n -3"),
+        Op::Add {
+            row: b"r".to_vec(),
+            family: "a".into(),
+            qualifier: b"n".to_vec(),
+            input: -3,
+            ts: 0
+        }
+    );
+    assert_eq!(
+        one("add r a:n +9223372036854775807 1000"),
+        Op::Add {
+            row: b"r".to_vec(),
+            family: "a".into(),
+            qualifier: b"n".to_vec(),
+            input: i64::MAX,
+            ts: 1000
+        }
+    );
+    assert_eq!(
         one("append r f:l %"),
         Op::Append {
             row: b"r".to_vec(),
@@ -96,6 +116,11 @@ fn rejects_bad_lines_with_a_reason() {
         "set r f:q v 99999999999999999999",
         "set r f:q v 1 2",
         "increment r f:q 1.5",
+        "add r f:q",
+        "add r f:q x",
+        "add r f:q 9223372036854775808",
+        "add r f:q 1 -5",
+        "add r f:q 1 2 3",
         "set r%zz f:q v",
         "deleterow",
     ] {

@@ -69,6 +69,42 @@ pub fn row_mutation(row: &[u8], ms: &[v2::Mutation]) -> Result<RowMutation, Stat
     Ok(out)
 }
 
+/// An `AddToCell` or `MergeToCell` (an Int64 family's state is its input,
+/// so both fold the same way): the qualifier a `raw_value`, the timestamp a
+/// `raw_timestamp_micros`, the input an `int_value` (or 8 big-endian bytes).
+fn aggregate(
+    what: &str,
+    family: &str,
+    qualifier: Option<&v2::Value>,
+    timestamp: Option<&v2::Value>,
+    input: Option<&v2::Value>,
+) -> Result<Mutation, Status> {
+    use v2::value::Kind;
+    let bad = |m: String| Status::invalid_argument(format!("{what}: {m}"));
+    let qualifier = match qualifier.and_then(|v| v.kind.as_ref()) {
+        Some(Kind::RawValue(q)) => q.clone(),
+        _ => return Err(bad("column_qualifier must be a raw_value".into())),
+    };
+    let timestamp = match timestamp.and_then(|v| v.kind.as_ref()) {
+        Some(Kind::RawTimestampMicros(t)) if *t >= 0 => *t as u64,
+        Some(Kind::RawTimestampMicros(t)) => return Err(bad(format!("invalid timestamp {t}"))),
+        _ => return Err(bad("timestamp must be a raw_timestamp_micros".into())),
+    };
+    let input = match input.and_then(|v| v.kind.as_ref()) {
+        Some(Kind::IntValue(i)) => *i,
+        Some(Kind::RawValue(b) | Kind::BytesValue(b)) => {
+            engine::aggregate::input_from_bytes(b).map_err(|e| bad(e.to_string()))?
+        }
+        _ => return Err(bad("input must be an Int64 int_value".into())),
+    };
+    Ok(Mutation::AddToCell {
+        family: family.to_string(),
+        qualifier,
+        timestamp,
+        input,
+    })
+}
+
 /// One mutation.
 pub fn one(m: &v2::Mutation) -> Result<Mutation, Status> {
     Ok(match &m.mutation {
@@ -87,11 +123,20 @@ pub fn one(m: &v2::Mutation) -> Result<Mutation, Status> {
             family: d.family_name.clone(),
         },
         Some(M::DeleteFromRow(_)) => Mutation::DeleteRow,
-        Some(M::AddToCell(_)) | Some(M::MergeToCell(_)) => {
-            return Err(Status::invalid_argument(
-                "aggregate mutations (AddToCell, MergeToCell) need aggregate column families, which this server does not have",
-            ))
-        }
+        Some(M::AddToCell(a)) => aggregate(
+            "AddToCell",
+            &a.family_name,
+            a.column_qualifier.as_ref(),
+            a.timestamp.as_ref(),
+            a.input.as_ref(),
+        )?,
+        Some(M::MergeToCell(a)) => aggregate(
+            "MergeToCell",
+            &a.family_name,
+            a.column_qualifier.as_ref(),
+            a.timestamp.as_ref(),
+            a.input.as_ref(),
+        )?,
         None => return Err(Status::invalid_argument("empty mutation")),
     })
 }
@@ -139,6 +184,58 @@ mod tests {
         assert!(row_mutation(b"r", &vec![set(1000); MAX_MUTATIONS + 1]).is_err());
         assert!(row_mutation(b"r", &[]).is_err());
         assert!(row_mutation(b"r", &[v2::Mutation { mutation: None }]).is_err());
+        let v = |k| {
+            Some(v2::Value {
+                r#type: None,
+                kind: Some(k),
+            })
+        };
+        use v2::value::Kind;
+        let add = |ts, input| v2::Mutation {
+            mutation: Some(M::AddToCell(v2::mutation::AddToCell {
+                family_name: "a".into(),
+                column_qualifier: v(Kind::RawValue(b"q".to_vec())),
+                timestamp: ts,
+                input,
+            })),
+        };
+        let m = row_mutation(
+            b"r",
+            &[
+                add(v(Kind::RawTimestampMicros(7)), v(Kind::IntValue(-3))),
+                add(
+                    v(Kind::RawTimestampMicros(0)),
+                    v(Kind::RawValue(5i64.to_be_bytes().to_vec())),
+                ),
+            ],
+        )
+        .unwrap();
+        assert_eq!(
+            m.mutations,
+            vec![
+                Mutation::AddToCell {
+                    family: "a".into(),
+                    qualifier: b"q".to_vec(),
+                    timestamp: 7,
+                    input: -3
+                },
+                Mutation::AddToCell {
+                    family: "a".into(),
+                    qualifier: b"q".to_vec(),
+                    timestamp: 0,
+                    input: 5
+                }
+            ]
+        );
+        for bad in [
+            add(None, v(Kind::IntValue(1))),
+            add(v(Kind::RawTimestampMicros(-1)), v(Kind::IntValue(1))),
+            add(v(Kind::RawTimestampMicros(0)), None),
+            add(v(Kind::RawTimestampMicros(0)), v(Kind::RawValue(vec![1]))),
+            add(v(Kind::IntValue(0)), v(Kind::IntValue(1))),
+        ] {
+            assert!(row_mutation(b"r", &[bad]).is_err());
+        }
         let r = time_range(Some(&v2::TimestampRange {
             start_timestamp_micros: 3,
             end_timestamp_micros: 0,

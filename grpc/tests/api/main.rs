@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
+mod aggregate;
 mod common;
 mod data;
 mod filters;
