@@ -37,6 +37,10 @@
 //! | `scrub_interval=S`, `scrub_idle=S` | seconds from one scrub pass to the next (default 86400), and without client I/O before the scrub reads (default 1) |
 //! | `repair_rate=SIZE`, `repair_parallel=N` | re-replication budget per second (default 32m; 0: no limit) and chunks copied at once (default 4) |
 //! | `master_mirrors=DIR:DIR…` | where copies of the master's log and checkpoints go (default: `master/` in each chunkserver directory) |
+//! | `lock=etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` | the lock service (master election, servers, `.chubby/`) on an etcd cluster under PREFIX (default `/bigtable-fs`) instead of the embedded cell in DATA_DIR/chubby (`lock=embedded`, the default); see docs/etcd.md |
+//! | `etcd_ca=FILE`, `etcd_cert=FILE`, `etcd_key=FILE` | TLS to etcd: the CA's certificate, and the client's certificate and key (PEM) |
+//! | `etcd_user_file=FILE` | etcd user and password, as `user:password` in FILE |
+//! | `etcd_lease=S` | the daemon's session lease on etcd in seconds (default 10): how long its locks outlive its loss of etcd |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
 //! | `rw`, `defaults`, `auto`, `noauto`, `_netdev`, `nofail`, `user`, `users`, `nouser`, `owner`, `group`, `exec`, `suid`, `dev`, `async`, `atime`, `relatime`, `strictatime`, `nodiratime`, `x-*`, `comment=*` | accepted and ignored |
@@ -52,6 +56,17 @@ pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
 /// of the largest request is reserved for each, touched only by requests
 /// that large.
 pub const DEFAULT_URING_DEPTH: usize = 32;
+
+/// The lock service on etcd (`lock=etcd://…` and the `etcd_*` options).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EtcdLockOptions {
+    pub url: String,
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub user_file: Option<PathBuf>,
+    pub lease: Option<Duration>,
+}
 
 /// Where and how to reach an object store (`store=s3://…` and the `s3_*`
 /// options). Holds no secrets: keys come from a file or the environment.
@@ -127,6 +142,8 @@ pub struct MountConfig {
     pub master_mirrors: Vec<PathBuf>,
     /// Where to serve Cloud Bigtable's gRPC API (`grpc=PORT|HOST:PORT`; off if unset).
     pub grpc: Option<std::net::SocketAddr>,
+    /// `lock=etcd://…`: the lock service on etcd (unset: the embedded cell).
+    pub etcd: Option<EtcdLockOptions>,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -180,6 +197,7 @@ impl MountConfig {
             repair_parallel: None,
             master_mirrors: Vec::new(),
             grpc: None,
+            etcd: None,
             given: Vec::new(),
         }
     }
@@ -351,6 +369,26 @@ impl MountConfig {
                     .map(PathBuf::from)
                     .collect();
             }
+            "lock" => match need(key, value)? {
+                "embedded" => self.etcd = None,
+                url if url.starts_with("etcd://") => {
+                    chubby::EtcdOptions::from_url(url).map_err(|e| format!("lock={e}"))?;
+                    self.etcd_opts().url = url.to_string();
+                }
+                v => {
+                    return Err(format!(
+                        "lock={v}: use embedded or etcd://HOST:PORT[/PREFIX]"
+                    ))
+                }
+            },
+            "etcd_ca" => self.etcd_opts().ca = Some(PathBuf::from(need(key, value)?)),
+            "etcd_cert" => self.etcd_opts().cert = Some(PathBuf::from(need(key, value)?)),
+            "etcd_key" => self.etcd_opts().key = Some(PathBuf::from(need(key, value)?)),
+            "etcd_user_file" => self.etcd_opts().user_file = Some(PathBuf::from(need(key, value)?)),
+            "etcd_lease" => {
+                self.etcd_opts().lease =
+                    Some(Duration::from_secs(whole(key, value, 2, 3600, " seconds")?))
+            }
             "ro" => self.read_only = true,
             "rw" => self.read_only = false,
             "nosuid" => self.nosuid = true,
@@ -365,6 +403,35 @@ impl MountConfig {
         }
         self.given.push(opt.to_string());
         Ok(())
+    }
+
+    fn etcd_opts(&mut self) -> &mut EtcdLockOptions {
+        self.etcd.get_or_insert_with(EtcdLockOptions::default)
+    }
+
+    /// The etcd cell's settings, when the lock service is on etcd.
+    pub fn etcd_config(&self) -> Result<Option<chubby::EtcdOptions>, String> {
+        let Some(o) = &self.etcd else {
+            return Ok(None);
+        };
+        if o.url.is_empty() {
+            return Err("etcd_* options need lock=etcd://HOST:PORT[/PREFIX]".to_string());
+        }
+        let mut c = chubby::EtcdOptions::from_url(&o.url).map_err(|e| e.to_string())?;
+        c.ca = o.ca.clone();
+        c.cert_key = match (&o.cert, &o.key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => return Err("etcd_cert and etcd_key go together".to_string()),
+        };
+        if c.cert_key.is_some() && c.ca.is_none() {
+            return Err("etcd_cert needs etcd_ca (TLS)".to_string());
+        }
+        c.user_file = o.user_file.clone();
+        if let Some(l) = o.lease {
+            c.lease_ttl = l;
+        }
+        Ok(Some(c))
     }
 
     fn s3_opts(&mut self) -> &mut S3Options {

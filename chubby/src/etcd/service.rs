@@ -212,18 +212,19 @@ impl LockService for EtcdCell {
     fn status(&self) -> Vec<String> {
         let ttl = self.opts.lease_ttl;
         let health = match (self.lease.id(), self.lease.since_ok()) {
-            (0, _) => "ended (reconnecting)".to_string(),
-            (_, Some(d)) if d < ttl => format!("ok (last answered {} ms ago)", d.as_millis()),
+            (0, _) => "ended".to_string(),
+            (_, Some(d)) if d < ttl => format!("ok last_answer_ms={}", d.as_millis()),
             (_, _) => "failing".to_string(),
         };
+        // The lock_* lines are also `.bigtable/status`'s.
         let mut out = vec![
             format!(
-                "backend etcd endpoints {} prefix {}",
+                "lock_backend=etcd endpoints={} prefix={}",
                 self.opts.endpoints.join(","),
                 self.prefix
             ),
             format!(
-                "session lease {:x} ttl_s {} keepalive {health} failures {} sessions_lost {}",
+                "lock_session lease={:x} ttl_s={} keepalive={health} failures={} sessions_lost={}",
                 self.lease.id(),
                 ttl.as_secs(),
                 self.lease.failures.load(Ordering::SeqCst),
