@@ -70,7 +70,9 @@ struct Local {
 pub struct EtcdCell {
     opts: EtcdOptions,
     prefix: String,
-    rt: tokio::runtime::Runtime,
+    /// Taken by `drop`, which shuts it down without blocking (the last
+    /// reference may go on another runtime's thread).
+    rt: Option<tokio::runtime::Runtime>,
     client: Client,
     lease: Arc<LeaseState>,
     local: Mutex<Local>,
@@ -119,7 +121,7 @@ impl EtcdCell {
             names: AtomicU64::new(0),
             cond: Condvar::new(),
             prefix,
-            rt,
+            rt: Some(rt),
             client,
             opts,
         });
@@ -144,12 +146,19 @@ impl EtcdCell {
     {
         let fut = f(self.client.clone());
         let (tx, rx) = std::sync::mpsc::channel();
-        self.rt.spawn(async move {
+        self.spawn(async move {
             let _ = tx.send(fut.await);
         });
         match rx.recv_timeout(self.opts.op_timeout) {
             Ok(r) => r.map_err(|e| etcd_err(what, e)),
             Err(_) => Err(etcd_err(what, "timed out")),
+        }
+    }
+
+    /// Runs a task on the cell's runtime (a no-op once it is shut down).
+    fn spawn(&self, fut: impl Future<Output = ()> + Send + 'static) {
+        if let Some(rt) = &self.rt {
+            rt.spawn(fut);
         }
     }
 
@@ -228,6 +237,9 @@ impl Drop for EtcdCell {
             let _ = self.run("revoke the lease", move |mut c| async move {
                 c.lease_revoke(id).await
             });
+        }
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
         }
     }
 }

@@ -243,7 +243,7 @@ pub fn start(cell: &Arc<EtcdCell>) -> Result<()> {
     let prefix = cell.prefix.clone();
     let stop = cell.stop.clone();
     let state = cell.watch.clone();
-    cell.rt.spawn(async move {
+    cell.spawn(async move {
         let mut client = client;
         while !stop.load(Ordering::SeqCst) {
             let from = state.inner.lock().rev + 1;
