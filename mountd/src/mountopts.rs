@@ -469,7 +469,7 @@ impl MountConfig {
 
     /// Applies a comma-separated `-o` list.
     pub fn apply_list(&mut self, list: &str) -> Result<(), String> {
-        for opt in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        for opt in &split_options(list) {
             self.apply(opt)?;
         }
         Ok(())
@@ -582,6 +582,25 @@ fn is_ignored(key: &str) -> bool {
 }
 
 /// `64k`, `16M`, `2g`, or plain bytes.
+/// Splits a comma-separated `-o` list. `lock=etcd://a:1,b:2/p` lists its
+/// members with commas too: a word with no `=` but a `:`, after it,
+/// continues that option.
+pub fn split_options(list: &str) -> Vec<String> {
+    let mut opts: Vec<String> = Vec::new();
+    for opt in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        match opts.last_mut() {
+            Some(last)
+                if last.starts_with("lock=etcd://") && !opt.contains('=') && opt.contains(':') =>
+            {
+                last.push(',');
+                last.push_str(opt);
+            }
+            _ => opts.push(opt.to_string()),
+        }
+    }
+    opts
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last() {
@@ -672,20 +691,10 @@ pub fn parse_helper_args(args: &[String]) -> Result<HelperCall, String> {
             "-o" => {
                 i += 1;
                 let list = args.get(i).ok_or("-o needs options")?;
-                options.extend(
-                    list.split(',')
-                        .map(str::trim)
-                        .filter(|o| !o.is_empty())
-                        .map(str::to_string),
-                );
+                options.extend(split_options(list));
             }
             "-t" | "-N" => i += 1,
-            s if s.starts_with("-o") && s.len() > 2 => options.extend(
-                s[2..]
-                    .split(',')
-                    .filter(|o| !o.is_empty())
-                    .map(str::to_string),
-            ),
+            s if s.starts_with("-o") && s.len() > 2 => options.extend(split_options(&s[2..])),
             s if s.starts_with('-') && s.len() > 1 && !s.starts_with("--") => {
                 for c in s[1..].chars() {
                     match c {
@@ -726,6 +735,28 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn lock_service_on_etcd() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert!(c.etcd_config().unwrap().is_none());
+        c.apply_list("lock=etcd://a:1,b:2/p,etcd_lease=3,etcd_user_file=/u")
+            .unwrap();
+        let e = c.etcd_config().unwrap().unwrap();
+        assert_eq!(e.endpoints, vec!["a:1", "b:2"]);
+        assert_eq!(e.prefix, "/p");
+        assert_eq!(e.lease_ttl, Duration::from_secs(3));
+        assert_eq!(e.user_file, Some(PathBuf::from("/u")));
+        assert!(c.apply("lock=zk://x").is_err());
+        assert!(c.apply("etcd_lease=1").is_err());
+        c.apply("etcd_cert=/c").unwrap();
+        assert!(c.etcd_config().is_err(), "a certificate without its key");
+        let mut d = MountConfig::new("/d".into(), "/m".into());
+        d.apply("etcd_ca=/ca").unwrap();
+        assert!(d.etcd_config().is_err(), "etcd_* without lock=etcd://");
+        d.apply("lock=embedded").unwrap();
+        assert!(d.etcd_config().unwrap().is_none());
     }
 
     #[test]
