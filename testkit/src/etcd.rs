@@ -17,7 +17,9 @@ pub fn etcd_bin() -> PathBuf {
 
 /// A running single-member etcd.
 pub struct Etcd {
-    child: Option<Child>,
+    /// Behind a mutex so that a test can kill and restart a server it
+    /// shares (through an `Arc`) with the mounts that use it.
+    child: std::sync::Mutex<Option<Child>>,
     /// The client endpoint, `127.0.0.1:PORT` (no scheme).
     pub endpoint: String,
     dir: tempfile::TempDir,
@@ -55,8 +57,8 @@ impl Etcd {
             "--heartbeat-interval=50".into(),
             "--election-timeout=500".into(),
         ];
-        let mut e = Etcd {
-            child: None,
+        let e = Etcd {
+            child: std::sync::Mutex::new(None),
             endpoint: format!("127.0.0.1:{client}"),
             dir,
             args,
@@ -66,7 +68,7 @@ impl Etcd {
         e
     }
 
-    fn spawn(&mut self) {
+    fn spawn(&self) {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -85,7 +87,7 @@ impl Etcd {
                     etcd_bin().display()
                 )
             });
-        self.child = Some(child);
+        *self.child.lock().unwrap_or_else(|p| p.into_inner()) = Some(child);
     }
 
     fn wait_ready(&self) {
@@ -138,15 +140,16 @@ impl Etcd {
     }
 
     /// Stops the server the hard way (SIGKILL).
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
+    pub fn kill(&self) {
+        let child = self.child.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(mut c) = child {
             let _ = c.kill();
             let _ = c.wait();
         }
     }
 
     /// Starts the server again on the same directory and ports.
-    pub fn restart(&mut self) {
+    pub fn restart(&self) {
         self.kill();
         self.spawn();
         self.wait_ready();
