@@ -98,10 +98,18 @@ pub fn start_keeper(cell: &Arc<EtcdCell>) -> Result<()> {
     std::thread::Builder::new()
         .name("chubby-etcd-lease".into())
         .spawn(move || {
+            let mut ticks = 0u64;
             while !stop.load(Ordering::SeqCst) {
                 std::thread::sleep(period);
                 let Some(cell) = weak.upgrade() else { return };
                 tick(&cell);
+                // Once a lease period: clear markers nobody else will.
+                ticks += 1;
+                if ticks % 4 == 1 {
+                    if let Err(e) = cell.sweep_markers() {
+                        log::debug!("chubby: sweeping lock markers: {e}");
+                    }
+                }
             }
         })
         .map_err(|e| Error::io("lease thread", e))?;

@@ -1,7 +1,7 @@
 //! Reader/writer locks from waiter keys (etcd has none): each request puts
 //! a key under `P/l/<id>/`, bound to the session's lease; it is granted once
 //! no granted key conflicts with it and no earlier waiting key does (arrival
-//! order). A grant marks the key granted and writes a marker `P/d/<id>/<rev>`
+//! order). A grant marks the key granted and writes a marker `P/d/<id>/<name>`
 //! that is not leased: an orderly unlock deletes both, a dead holder (its
 //! lease gone, or released as dead) leaves the marker orphaned, and the lock
 //! stays unavailable for the node's lock-delay from when that is seen.
@@ -32,6 +32,13 @@ struct LockView {
     waiters: Vec<(KeyValue, Waiter)>,
     markers: Vec<KeyValue>,
     node: Option<Found>,
+    /// The revision the view was read at.
+    rev: i64,
+}
+
+/// The last segment of a key: a waiter's name, which its marker shares.
+fn name_of(key: &str) -> &str {
+    key.rsplit('/').next().unwrap_or(key)
 }
 
 fn conflicts(a: LockMode, b: LockMode) -> bool {
@@ -47,6 +54,7 @@ impl EtcdCell {
             TxnOp::get(f.key.clone(), None),
         ]);
         let r = self.txn("read a lock", txn)?;
+        let rev = Self::rev_of(r.header());
         let mut gets = r.op_responses().into_iter().filter_map(|o| match o {
             TxnOpResponse::Get(g) => Some(g),
             _ => None,
@@ -71,6 +79,7 @@ impl EtcdCell {
             waiters,
             markers: d.kvs().to_vec(),
             node,
+            rev,
         })
     }
 
@@ -112,10 +121,10 @@ impl EtcdCell {
                 return Err(Blocked::Busy);
             }
         }
-        let live: std::collections::HashSet<i64> = v
+        let live: std::collections::HashSet<&str> = v
             .waiters
             .iter()
-            .map(|(kv, _)| kv.create_revision())
+            .filter_map(|(kv, _)| kv.key_str().ok().map(name_of))
             .collect();
         let delay = Duration::from_millis(v.node.as_ref().map_or(0, |n| n.val.lock_delay_ms));
         let now = Instant::now();
@@ -124,12 +133,7 @@ impl EtcdCell {
         let mut local = self.local.lock();
         for kv in &v.markers {
             let Ok(key) = kv.key_str() else { continue };
-            let rev: i64 = key
-                .rsplit('/')
-                .next()
-                .and_then(|r| r.parse().ok())
-                .unwrap_or(0);
-            if live.contains(&rev) {
+            if live.contains(name_of(key)) {
                 continue;
             }
             let seen = *local.delay_seen.entry(key.to_string()).or_insert(now);
@@ -168,7 +172,11 @@ impl EtcdCell {
         let mut ops = vec![
             TxnOp::put(key.to_string(), granted.encode(), Self::lease_opts(lease)),
             TxnOp::put(
-                format!("{}{me}", node::marker_prefix(&self.prefix, n.val.id)),
+                format!(
+                    "{}{}",
+                    node::marker_prefix(&self.prefix, n.val.id),
+                    name_of(key)
+                ),
                 "",
                 None,
             ),
@@ -321,7 +329,11 @@ impl EtcdCell {
                 .waiters
                 .iter()
                 .any(|(kv, w)| w.granted && kv.create_revision() != h.rev);
-            if others && !wait {
+            if !others {
+                if let Some(g) = self.upgrade(&f, &v, &h)? {
+                    return Ok(g);
+                }
+            } else if !wait {
                 return Err(Error::WouldBlock);
             }
             self.release_held(&h, false)?;
@@ -401,6 +413,111 @@ impl EtcdCell {
         }
     }
 
+    /// The sole holder's upgrade, at once whoever waits (they wait for it
+    /// anyway): its shared key and marker are replaced by a new granted
+    /// exclusive key (a new revision: a new generation) and its marker, if
+    /// none of the lock's keys changed since `v` was read. None if some did.
+    fn upgrade(&self, f: &Found, v: &LockView, h: &Held) -> Result<Option<LockGrant>> {
+        let lease = self.lease.id();
+        let lp = node::lock_prefix(&self.prefix, h.node);
+        let mp = node::marker_prefix(&self.prefix, h.node);
+        let n = self
+            .names
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("{lease:x}_{:x}_{n}", h.owner);
+        let w = Waiter {
+            owner: h.owner,
+            mode: LockMode::Exclusive,
+            granted: true,
+        };
+        let txn = Txn::new()
+            .when([Compare::mod_revision(lp.clone(), CompareOp::Less, v.rev + 1).with_prefix()])
+            .and_then([
+                TxnOp::delete(h.key.clone(), None),
+                TxnOp::delete(format!("{mp}{}", name_of(&h.key)), None),
+                TxnOp::put(format!("{lp}{name}"), w.encode(), Self::lease_opts(lease)),
+                TxnOp::put(format!("{mp}{name}"), "", None),
+            ]);
+        let r = self.txn("upgrade a lock", txn)?;
+        if !r.succeeded() {
+            return Ok(None);
+        }
+        let rev = Self::rev_of(r.header());
+        for x in self.local.lock().held.iter_mut() {
+            if x.node == h.node && x.owner == h.owner {
+                x.key = format!("{lp}{name}");
+                x.rev = rev;
+                x.mode = LockMode::Exclusive;
+            }
+        }
+        // The node's lock generation, for stat (best effort: a concurrent
+        // change of the node wins).
+        if let Some(cur) = &v.node {
+            let mut val = cur.val.clone();
+            val.lock_gen = rev as u64;
+            let _ = self.replace_node(cur, &val);
+        }
+        self.settle(rev);
+        Ok(Some(Self::grant_of(&f.path, LockMode::Exclusive, rev)))
+    }
+
+    /// Deletes dead holders' markers nobody will clear: those of nodes that
+    /// are gone (an ephemeral node that went with its lease), and those
+    /// orphaned for longer than any lock-delay.
+    pub(super) fn sweep_markers(&self) -> Result<()> {
+        let keys_only = || Some(GetOptions::new().with_prefix().with_keys_only());
+        let (dp, lp) = (format!("{}/d/", self.prefix), format!("{}/l/", self.prefix));
+        let txn = Txn::new().and_then([
+            TxnOp::get(dp.clone(), keys_only()),
+            TxnOp::get(lp.clone(), keys_only()),
+        ]);
+        let r = self.txn("sweep lock markers", txn)?;
+        let mut gets = r.op_responses().into_iter().filter_map(|o| match o {
+            TxnOpResponse::Get(g) => Some(g),
+            _ => None,
+        });
+        let (Some(d), Some(l)) = (gets.next(), gets.next()) else {
+            return Ok(());
+        };
+        let live: std::collections::HashSet<String> = l
+            .kvs()
+            .iter()
+            .filter_map(|kv| kv.key_str().ok())
+            .filter_map(|k| k.strip_prefix(&lp).map(str::to_string))
+            .collect();
+        let now = Instant::now();
+        let mut doomed = Vec::new();
+        {
+            let nodes = self.watch.inner.lock();
+            let mut local = self.local.lock();
+            for kv in d.kvs() {
+                let Ok(key) = kv.key_str() else { continue };
+                let Some(rest) = key.strip_prefix(&dp) else {
+                    continue;
+                };
+                let id: Option<NodeId> = rest.split('/').next().and_then(|i| i.parse().ok());
+                let node_gone = id.is_some_and(|id| !nodes.paths.contains_key(&id));
+                // Only an orphaned marker starts its lock-delay: a live
+                // holder's is no concern of the sweep.
+                if live.contains(rest) {
+                    continue;
+                }
+                let seen = *local.delay_seen.entry(key.to_string()).or_insert(now);
+                // A node the watch has not seen yet looks gone too: give
+                // it a lease period first.
+                let gone_long = node_gone && now >= seen + self.opts.lease_ttl;
+                if gone_long || now >= seen + self.opts.max_lock_delay {
+                    local.delay_seen.remove(key);
+                    doomed.push(key.to_string());
+                }
+            }
+        }
+        if !doomed.is_empty() {
+            self.delete_keys(doomed)?;
+        }
+        Ok(())
+    }
+
     fn set_held_mode(&self, node: NodeId, owner: OwnerKey, mode: LockMode) {
         for h in self.local.lock().held.iter_mut() {
             if h.node == node && h.owner == owner {
@@ -416,7 +533,11 @@ impl EtcdCell {
             .lock()
             .held
             .retain(|x| !(x.node == h.node && x.owner == h.owner));
-        let marker = format!("{}{}", node::marker_prefix(&self.prefix, h.node), h.rev);
+        let marker = format!(
+            "{}{}",
+            node::marker_prefix(&self.prefix, h.node),
+            name_of(&h.key)
+        );
         let mut keys = vec![h.key.clone()];
         if dead {
             // The delay starts now here; elsewhere when first seen.

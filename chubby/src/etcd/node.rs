@@ -6,8 +6,8 @@
 //! P/n/a/b            node /a/b ("P/n/" is the root)
 //! P/idgen            put to draw node ids (its revision is the id)
 //! P/l/<id>/<name>    a lock waiter or holder, bound to its daemon's lease
-//! P/d/<id>/<rev>     a holder's marker, not leased: once its waiter key
-//!                    (create_revision <rev>) is gone, the holder died
+//! P/d/<id>/<name>    a holder's marker, not leased: once its waiter key
+//!                    (P/l/<id>/<name>) is gone, the holder died
 //! ```
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

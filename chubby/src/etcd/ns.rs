@@ -242,6 +242,10 @@ impl EtcdCell {
     }
 
     /// Rewrites a node's value if it did not change since `f` was read.
+    pub(super) fn replace_node(&self, f: &Found, val: &NodeVal) -> Result<bool> {
+        self.replace(f, val, f.lease)
+    }
+
     fn replace(&self, f: &Found, val: &NodeVal, lease: i64) -> Result<bool> {
         let txn = Txn::new()
             .when([Compare::mod_revision(

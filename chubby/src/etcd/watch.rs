@@ -22,7 +22,7 @@ use crate::types::{Event, NodeId, NodeKind};
 pub struct Inner {
     pub events: Events,
     /// Path of every node, and node of every path, as the watch saw them.
-    paths: HashMap<NodeId, String>,
+    pub paths: HashMap<NodeId, String>,
     ids: HashMap<String, NodeId>,
     /// Revision delivered so far.
     pub rev: i64,
