@@ -24,6 +24,9 @@ fn write_and_close(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A write whose close returned: the cell's path and the bytes written.
+type Closed = (String, Vec<u8>);
+
 fn status(m: &Mount) -> String {
     std::fs::read_to_string(m.path(".bigtable/status")).unwrap_or_default()
 }
@@ -46,7 +49,7 @@ fn etcd_killed_and_restarted_under_load() {
         std::fs::create_dir_all(m.path(&format!("t/w{w}/f"))).unwrap();
     }
     // Every write whose close returned 0, in order, per writer.
-    let done: Arc<Mutex<Vec<(String, Vec<u8>)>>> = Arc::default();
+    let done: Arc<Mutex<Vec<Closed>>> = Arc::default();
     let stop = Arc::new(AtomicBool::new(false));
     let failed = Arc::new(AtomicUsize::new(0));
     let mut writers = Vec::new();
