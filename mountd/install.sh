@@ -20,6 +20,17 @@ if [ "${1:-}" = "--debug" ]; then
 fi
 
 cd "$here"
+# etcd's client (for -o lock=etcd://…) is generated from .proto files at
+# build time: the build needs protoc, the installed daemon does not.
+if ! command -v protoc >/dev/null 2>&1; then
+    if command -v apt-get >/dev/null 2>&1; then
+        echo "mountd/install.sh: installing protobuf-compiler (protoc) for the build"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null
+    else
+        echo "mountd/install.sh: the build needs protoc (protobuf-compiler): install it first" >&2
+        exit 1
+    fi
+fi
 # shellcheck disable=SC2086
 "$cargo" build $flag -p mountd --bins
 target=${CARGO_TARGET_DIR:-$here/target}

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Sets up what the end-to-end tests drive, on a fresh Debian or Ubuntu machine
 # with Rust: the programs they run (fuse3, attr, util-linux, rsync, tar,
-# python3), the official Python client of Cloud Bigtable and what its own
-# system tests need, SeaweedFS (the S3 server the object-store tests start),
-# and FUSE over io_uring where the kernel offers it. Safe to run again: it
-# installs only what is missing. README's test command runs it before `cargo test`.
+# python3, etcd and etcdctl, which the lock-service tests start), protoc
+# (etcd's client is generated from its .proto files at build time), the
+# official Python client of Cloud Bigtable and what its own system tests
+# need, SeaweedFS (the S3 server the object-store tests start), and FUSE over
+# io_uring where the kernel offers it. Safe to run again: it installs only
+# what is missing. README's test command runs it before `cargo test`.
 #
 # Environment: CARGO_TARGET_DIR (where the Python environment goes, beside
 # the build: <target>/python), BIGTABLE_NO_URING=1 (leave the kernel's
@@ -43,7 +45,8 @@ apt_install() {
 # 1. Programs the tests run, as program:package.
 missing=()
 for p in fusermount3:fuse3 getfattr:attr setfattr:attr flock:util-linux setpriv:util-linux \
-    taskset:util-linux tar:tar rsync:rsync python3:python3 mount:mount; do
+    taskset:util-linux tar:tar rsync:rsync python3:python3 mount:mount \
+    etcd:etcd-server etcdctl:etcd-client protoc:protobuf-compiler; do
     command -v "${p%%:*}" >/dev/null 2>&1 || missing+=("${p##*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

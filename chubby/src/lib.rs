@@ -8,7 +8,8 @@
 //! ordered [`Event`]s.
 //!
 //! [`LockService`] is the interface; [`LocalCell`] implements it on a local
-//! directory with a write-ahead log and snapshots.
+//! directory with a write-ahead log and snapshots; with the `etcd` feature,
+//! `EtcdCell` implements it on an etcd cluster.
 //!
 //! ```
 //! use chubby::{CellOptions, Credentials, LocalCell, LockMode, LockService, NodeSpec};
@@ -40,6 +41,8 @@ mod codec;
 mod crash_disk;
 mod disk;
 mod error;
+#[cfg(feature = "etcd")]
+mod etcd;
 mod events;
 #[cfg(test)]
 mod fuzz;
@@ -61,6 +64,8 @@ pub use cell::{CellOptions, LocalCell};
 pub use crash_disk::{CrashDisk, DiskOp};
 pub use disk::{Disk, LocalDisk};
 pub use error::{Error, Result};
+#[cfg(feature = "etcd")]
+pub use etcd::{EtcdCell, EtcdOptions};
 pub use sequencer::Sequencer;
 pub use service::{LockGrant, LockService};
 pub use types::{

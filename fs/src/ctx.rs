@@ -28,6 +28,9 @@ use std::time::{Duration, SystemTime};
 /// the lock directory (`LockDir`).
 pub trait LockAttrs: Send + Sync {
     fn lock_attr(&self, cx: &Ctx, node: &LockNode) -> FsResult<FileAttr>;
+    /// `lock_*` lines for `.bigtable/status`: the lock service's backend
+    /// and session.
+    fn lock_summary(&self) -> Vec<String>;
 }
 
 /// The shared state of the data path.
@@ -349,6 +352,11 @@ impl Ctx {
                 self.pages.waits_expired.load(Ordering::Relaxed),
             ),
             page_stores: self.pages.stores.load(Ordering::Relaxed),
+            lock: self
+                .lockdir
+                .as_ref()
+                .map(|l| l.lock_summary())
+                .unwrap_or_default(),
         })
     }
 

@@ -85,6 +85,8 @@ pub struct StatusSources<'a> {
     pub reader_waits: (u64, u64),
     /// Opens that handed the kernel a cell's pages.
     pub page_stores: u64,
+    /// The lock service's backend and session (`lock_*` lines).
+    pub lock: Vec<String>,
 }
 
 impl StatusFile {
@@ -102,6 +104,9 @@ impl StatusFile {
                 };
                 let _ = writeln!(out, "fuse_transport={transport}");
                 for l in s.store.status() {
+                    let _ = writeln!(out, "{l}");
+                }
+                for l in &s.lock {
                     let _ = writeln!(out, "{l}");
                 }
             }

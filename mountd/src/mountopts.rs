@@ -38,6 +38,10 @@
 //! | `scrub_interval=S`, `scrub_idle=S` | seconds from one scrub pass to the next (default 86400), and without client I/O before the scrub reads (default 1) |
 //! | `repair_rate=SIZE`, `repair_parallel=N` | re-replication budget per second (default 32m; 0: no limit) and chunks copied at once (default 4) |
 //! | `master_mirrors=DIR:DIR…` | where copies of the master's log and checkpoints go (default: `master/` in each chunkserver directory) |
+//! | `lock=etcd://HOST:PORT[,HOST:PORT…][/PREFIX]` | the lock service (master election, servers, `.chubby/`) on an etcd cluster under PREFIX (default `/bigtable-fs`) instead of the embedded cell in DATA_DIR/chubby (`lock=embedded`, the default); see docs/etcd.md |
+//! | `etcd_ca=FILE`, `etcd_cert=FILE`, `etcd_key=FILE` | TLS to etcd: the CA's certificate, and the client's certificate and key (PEM) |
+//! | `etcd_user_file=FILE` | etcd user and password, as `user:password` in FILE |
+//! | `etcd_lease=S` | the daemon's session lease on etcd in seconds (default 10): how long its locks outlive its loss of etcd |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
 //! | `rw`, `defaults`, `auto`, `noauto`, `_netdev`, `nofail`, `user`, `users`, `nouser`, `owner`, `group`, `exec`, `suid`, `dev`, `async`, `atime`, `relatime`, `strictatime`, `nodiratime`, `x-*`, `comment=*` | accepted and ignored |
@@ -53,6 +57,17 @@ pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
 /// of the largest request is reserved for each, touched only by requests
 /// that large.
 pub const DEFAULT_URING_DEPTH: usize = 32;
+
+/// The lock service on etcd (`lock=etcd://…` and the `etcd_*` options).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EtcdLockOptions {
+    pub url: String,
+    pub ca: Option<PathBuf>,
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub user_file: Option<PathBuf>,
+    pub lease: Option<Duration>,
+}
 
 /// Where and how to reach an object store (`store=s3://…` and the `s3_*`
 /// options). Holds no secrets: keys come from a file or the environment.
@@ -133,6 +148,8 @@ pub struct MountConfig {
     /// The gRPC API's instance whose tables are the mount's top level
     /// (`instance=NAME`); other instances' tables are `NAME@TABLE`.
     pub instance: String,
+    /// `lock=etcd://…`: the lock service on etcd (unset: the embedded cell).
+    pub etcd: Option<EtcdLockOptions>,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -188,6 +205,7 @@ impl MountConfig {
             master_mirrors: Vec::new(),
             grpc: None,
             instance: grpc::DEFAULT_INSTANCE.to_string(),
+            etcd: None,
             given: Vec::new(),
         }
     }
@@ -373,6 +391,26 @@ impl MountConfig {
                     .map(PathBuf::from)
                     .collect();
             }
+            "lock" => match need(key, value)? {
+                "embedded" => self.etcd = None,
+                url if url.starts_with("etcd://") => {
+                    chubby::EtcdOptions::from_url(url).map_err(|e| format!("lock={e}"))?;
+                    self.etcd_opts().url = url.to_string();
+                }
+                v => {
+                    return Err(format!(
+                        "lock={v}: use embedded or etcd://HOST:PORT[/PREFIX]"
+                    ))
+                }
+            },
+            "etcd_ca" => self.etcd_opts().ca = Some(PathBuf::from(need(key, value)?)),
+            "etcd_cert" => self.etcd_opts().cert = Some(PathBuf::from(need(key, value)?)),
+            "etcd_key" => self.etcd_opts().key = Some(PathBuf::from(need(key, value)?)),
+            "etcd_user_file" => self.etcd_opts().user_file = Some(PathBuf::from(need(key, value)?)),
+            "etcd_lease" => {
+                self.etcd_opts().lease =
+                    Some(Duration::from_secs(whole(key, value, 2, 3600, " seconds")?))
+            }
             "ro" => self.read_only = true,
             "rw" => self.read_only = false,
             "nosuid" => self.nosuid = true,
@@ -387,6 +425,35 @@ impl MountConfig {
         }
         self.given.push(opt.to_string());
         Ok(())
+    }
+
+    fn etcd_opts(&mut self) -> &mut EtcdLockOptions {
+        self.etcd.get_or_insert_with(EtcdLockOptions::default)
+    }
+
+    /// The etcd cell's settings, when the lock service is on etcd.
+    pub fn etcd_config(&self) -> Result<Option<chubby::EtcdOptions>, String> {
+        let Some(o) = &self.etcd else {
+            return Ok(None);
+        };
+        if o.url.is_empty() {
+            return Err("etcd_* options need lock=etcd://HOST:PORT[/PREFIX]".to_string());
+        }
+        let mut c = chubby::EtcdOptions::from_url(&o.url).map_err(|e| e.to_string())?;
+        c.ca = o.ca.clone();
+        c.cert_key = match (&o.cert, &o.key) {
+            (Some(c), Some(k)) => Some((c.clone(), k.clone())),
+            (None, None) => None,
+            _ => return Err("etcd_cert and etcd_key go together".to_string()),
+        };
+        if c.cert_key.is_some() && c.ca.is_none() {
+            return Err("etcd_cert needs etcd_ca (TLS)".to_string());
+        }
+        c.user_file = o.user_file.clone();
+        if let Some(l) = o.lease {
+            c.lease_ttl = l;
+        }
+        Ok(Some(c))
     }
 
     fn s3_opts(&mut self) -> &mut S3Options {
@@ -424,7 +491,7 @@ impl MountConfig {
 
     /// Applies a comma-separated `-o` list.
     pub fn apply_list(&mut self, list: &str) -> Result<(), String> {
-        for opt in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        for opt in &split_options(list) {
             self.apply(opt)?;
         }
         Ok(())
@@ -540,6 +607,25 @@ fn is_ignored(key: &str) -> bool {
 }
 
 /// `64k`, `16M`, `2g`, or plain bytes.
+/// Splits a comma-separated `-o` list. `lock=etcd://a:1,b:2/p` lists its
+/// members with commas too: a word with no `=` but a `:`, after it,
+/// continues that option.
+pub fn split_options(list: &str) -> Vec<String> {
+    let mut opts: Vec<String> = Vec::new();
+    for opt in list.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        match opts.last_mut() {
+            Some(last)
+                if last.starts_with("lock=etcd://") && !opt.contains('=') && opt.contains(':') =>
+            {
+                last.push(',');
+                last.push_str(opt);
+            }
+            _ => opts.push(opt.to_string()),
+        }
+    }
+    opts
+}
+
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let s = s.trim();
     let (num, mult) = match s.char_indices().last() {
@@ -630,20 +716,10 @@ pub fn parse_helper_args(args: &[String]) -> Result<HelperCall, String> {
             "-o" => {
                 i += 1;
                 let list = args.get(i).ok_or("-o needs options")?;
-                options.extend(
-                    list.split(',')
-                        .map(str::trim)
-                        .filter(|o| !o.is_empty())
-                        .map(str::to_string),
-                );
+                options.extend(split_options(list));
             }
             "-t" | "-N" => i += 1,
-            s if s.starts_with("-o") && s.len() > 2 => options.extend(
-                s[2..]
-                    .split(',')
-                    .filter(|o| !o.is_empty())
-                    .map(str::to_string),
-            ),
+            s if s.starts_with("-o") && s.len() > 2 => options.extend(split_options(&s[2..])),
             s if s.starts_with('-') && s.len() > 1 && !s.starts_with("--") => {
                 for c in s[1..].chars() {
                     match c {
@@ -684,6 +760,28 @@ mod tests {
 
     fn s(v: &[&str]) -> Vec<String> {
         v.iter().map(|x| x.to_string()).collect()
+    }
+
+    #[test]
+    fn lock_service_on_etcd() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert!(c.etcd_config().unwrap().is_none());
+        c.apply_list("lock=etcd://a:1,b:2/p,etcd_lease=3,etcd_user_file=/u")
+            .unwrap();
+        let e = c.etcd_config().unwrap().unwrap();
+        assert_eq!(e.endpoints, vec!["a:1", "b:2"]);
+        assert_eq!(e.prefix, "/p");
+        assert_eq!(e.lease_ttl, Duration::from_secs(3));
+        assert_eq!(e.user_file, Some(PathBuf::from("/u")));
+        assert!(c.apply("lock=zk://x").is_err());
+        assert!(c.apply("etcd_lease=1").is_err());
+        c.apply("etcd_cert=/c").unwrap();
+        assert!(c.etcd_config().is_err(), "a certificate without its key");
+        let mut d = MountConfig::new("/d".into(), "/m".into());
+        d.apply("etcd_ca=/ca").unwrap();
+        assert!(d.etcd_config().is_err(), "etcd_* without lock=etcd://");
+        d.apply("lock=embedded").unwrap();
+        assert!(d.etcd_config().unwrap().is_none());
     }
 
     #[test]

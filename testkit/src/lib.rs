@@ -11,11 +11,13 @@
 //! - [`fuzz`]: case counts from the environment (`FUZZ_CASES`, `CRASH_POINTS`)
 //!   and byte damage for fuzz targets;
 //! - [`alloc`]: an allocator that records a thread's largest allocation;
-//! - [`seaweed`]: a real S3 server (SeaweedFS) on loopback for a test.
+//! - [`seaweed`]: a real S3 server (SeaweedFS) on loopback for a test;
+//! - [`etcd`]: a real etcd on loopback for a test.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod alloc;
 pub mod disk;
+pub mod etcd;
 pub mod fuzz;
 pub mod power;
 pub mod rng;

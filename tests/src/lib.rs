@@ -113,6 +113,9 @@ pub struct Mount {
     pub log: PathBuf,
     options: Vec<String>,
     child: Option<Child>,
+    /// The etcd the lock service is on (`lock=etcd://…`), if any: it
+    /// outlives the daemon (fields drop after `Drop::drop` stopped it).
+    pub etcd: Option<std::sync::Arc<testkit::etcd::Etcd>>,
 }
 
 impl Mount {
@@ -151,9 +154,34 @@ impl Mount {
             log,
             options,
             child: None,
+            etcd: None,
         };
         m.start();
         m
+    }
+
+    /// Mounts with the lock service on `etcd` under `prefix`, with a short
+    /// session lease (2 s) so that a dead daemon's locks free up quickly.
+    pub fn on_etcd(
+        etcd: std::sync::Arc<testkit::etcd::Etcd>,
+        prefix: &str,
+        extra: &[&str],
+    ) -> Mount {
+        let lock = format!("lock=etcd://{}{prefix}", etcd.endpoint);
+        let mut opts = vec![lock.as_str(), "etcd_lease=2"];
+        opts.extend_from_slice(extra);
+        let mut m = Mount::with_options(&opts);
+        m.etcd = Some(etcd);
+        m
+    }
+
+    /// Mounts with the lock service on a fresh etcd of its own.
+    pub fn with_etcd(extra: &[&str]) -> Mount {
+        Mount::on_etcd(
+            std::sync::Arc::new(testkit::etcd::Etcd::start()),
+            "/bt",
+            extra,
+        )
     }
 
     /// Starts the daemon in the foreground and waits until the mount is live.

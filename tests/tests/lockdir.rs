@@ -16,6 +16,17 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tests::{wait_until, Mount};
 
+/// The mount each test uses: here with the embedded cell. lockdir_etcd.rs
+/// includes this file as a module and brings its own, on etcd.
+#[allow(dead_code)]
+pub fn backend_mount() -> Mount {
+    Mount::new()
+}
+
+fn mount() -> Mount {
+    crate::backend_mount()
+}
+
 fn cstr(p: &Path) -> CString {
     CString::new(p.as_os_str().as_bytes()).unwrap()
 }
@@ -162,7 +173,7 @@ fn lock_file(m: &Mount, name: &str, delay_ms: u32) -> PathBuf {
 
 #[test]
 fn exclusive_and_shared_modes_between_processes() {
-    let m = Mount::new();
+    let m = mount();
     lock_file(&m, "mode", 0);
     let s1 = Holder::start(&m, &["-s"], ".chubby/mode", Duration::from_secs(5)).unwrap();
     let s2 = Holder::start(&m, &["-s"], ".chubby/mode", Duration::from_secs(5))
@@ -206,7 +217,7 @@ fn exclusive_and_shared_modes_between_processes() {
 
 #[test]
 fn flock_n_fails_at_once_and_w_gives_up_in_time() {
-    let m = Mount::new();
+    let m = mount();
     lock_file(&m, "busy", 0);
     let h = Holder::start(&m, &["-x"], ".chubby/busy", Duration::from_secs(5)).unwrap();
     // The holder never lets go: a waiter that blocked would meet the outer
@@ -228,7 +239,7 @@ fn flock_n_fails_at_once_and_w_gives_up_in_time() {
 
 #[test]
 fn timeout_interrupts_a_waiter() {
-    let m = Mount::new();
+    let m = mount();
     // A minute of lock-delay: had a dead process held it, the last flock
     // below would time out.
     lock_file(&m, "t", 60_000);
@@ -244,7 +255,7 @@ fn timeout_interrupts_a_waiter() {
 
 #[test]
 fn a_killed_waiter_is_never_granted() {
-    let m = Mount::new();
+    let m = mount();
     // A minute of lock-delay: had the killed waiter held it, the third
     // process below would time out.
     lock_file(&m, "w", 60_000);
@@ -275,7 +286,7 @@ fn a_killed_waiter_is_never_granted() {
 
 #[test]
 fn a_killed_holder_leaves_the_lock_in_lock_delay() {
-    let m = Mount::new();
+    let m = mount();
     let p = lock_file(&m, "h", 1000);
     assert_eq!(getxattr(&p, "user.chubby.lock_delay_ms").unwrap(), b"1000");
     // flock -o: the command does not inherit the descriptor, so killing
@@ -304,7 +315,7 @@ fn a_killed_holder_leaves_the_lock_in_lock_delay() {
 
 #[test]
 fn an_inherited_descriptor_keeps_the_lock_after_the_parent_exits() {
-    let m = Mount::new();
+    let m = mount();
     lock_file(&m, "inh", 0);
     // The parent locks fd 9, starts a child that inherits it, and exits.
     let marker = m.data.with_file_name("child-done");
@@ -322,7 +333,7 @@ fn an_inherited_descriptor_keeps_the_lock_after_the_parent_exits() {
 
 #[test]
 fn sequencer_generations_increase_and_a_stale_one_is_refused() {
-    let m = Mount::new();
+    let m = mount();
     let p = lock_file(&m, "seq", 0);
     let f = std::fs::File::open(&p).unwrap();
     assert_eq!(
@@ -411,7 +422,7 @@ fn sequencer_generations_increase_and_a_stale_one_is_refused() {
 
 #[test]
 fn fcntl_locks_map_to_the_same_locks() {
-    let m = Mount::new();
+    let m = mount();
     let p = lock_file(&m, "posix", 0);
     let f = std::fs::OpenOptions::new()
         .read(true)
@@ -447,7 +458,7 @@ fn fcntl_locks_map_to_the_same_locks() {
 
 #[test]
 fn an_ephemeral_file_vanishes_when_its_creator_is_killed() {
-    let m = Mount::new();
+    let m = mount();
     m.ok("mkdir .chubby/members");
     let mut creator = Command::new("sh")
         .args(["-c", "exec 7>.chubby/members/a; echo ready; exec cat"])
@@ -479,7 +490,7 @@ fn an_ephemeral_file_vanishes_when_its_creator_is_killed() {
 
 #[test]
 fn an_events_reader_wakes_on_each_kind_of_event() {
-    let m = Mount::new();
+    let m = mount();
     m.ok("mkdir .chubby/ev");
     let mut reader = Command::new("cat")
         .arg(".chubby/ev/.events")
@@ -582,7 +593,7 @@ fn an_events_reader_wakes_on_each_kind_of_event() {
 
 #[test]
 fn contents_survive_kill_9_of_the_daemon_and_remount() {
-    let mut m = Mount::new();
+    let mut m = mount();
     m.ok("mkdir -p .chubby/cfg && printf 'leader=a\\n' > .chubby/cfg/x && echo y > .chubby/y");
     m.ok("chmod 0640 .chubby/y");
     let p = m.path(".chubby/y");
@@ -604,7 +615,7 @@ fn contents_survive_kill_9_of_the_daemon_and_remount() {
 
 #[test]
 fn acls_are_enforced_for_other_users() {
-    let m = Mount::new();
+    let m = mount();
     m.ok("echo secret > .chubby/private && chmod 0600 .chubby/private");
     let o = m.sh_as_nobody("cat .chubby/private");
     assert!(!o.status.success());
@@ -655,7 +666,7 @@ fn kill_group(c: &mut Child) {
 #[test]
 fn leader_election_with_three_contenders_over_50_rounds() {
     const ROUNDS: usize = 50;
-    let m = Mount::new();
+    let m = mount();
     lock_file(&m, "election", 100);
     let log = m.data.with_file_name("leaders.log");
     std::fs::File::create(&log).unwrap().flush().unwrap();

@@ -164,4 +164,20 @@ impl LockAttrs for LockDir {
     fn lock_attr(&self, cx: &Ctx, node: &LockNode) -> FsResult<FileAttr> {
         self.attr(cx, node)
     }
+
+    /// The service's own `lock_*` status lines (a backend other than the
+    /// embedded cell names itself there).
+    fn lock_summary(&self) -> Vec<String> {
+        let lines: Vec<String> = self
+            .svc
+            .status()
+            .into_iter()
+            .filter(|l| l.starts_with("lock_"))
+            .collect();
+        if lines.is_empty() {
+            vec!["lock_backend=embedded".to_string()]
+        } else {
+            lines
+        }
+    }
 }

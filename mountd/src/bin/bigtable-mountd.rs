@@ -115,7 +115,17 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // opened first, so that nothing else of the directory (the chunk
     // cluster's master starts a new log and prunes the old one) is touched
     // while a daemon unmounted a moment ago still closes the store.
-    let cell = open_cell(&cell_dir, cell_opts)?;
+    let local_cell = open_cell(&cell_dir, cell_opts.clone())?;
+    // With lock=etcd the engine and `.chubby/` use the cell on etcd; the
+    // embedded one stays open only as the data directory's lock.
+    let cell: Arc<dyn chubby::LockService> = match cfg.etcd_config()? {
+        Some(mut e) => {
+            e.root_mode = cell_opts.root_mode;
+            chubby::EtcdCell::open(e.clone())
+                .map_err(|err| format!("lock service on etcd {}: {err}", e.endpoints.join(",")))?
+        }
+        None => local_cell.clone(),
+    };
     let files = cfg.file_store()?;
     // A close commits on the FUSE thread that read it while another thread
     // stays free; but where a commit is a request to a remote store (a PUT
@@ -129,8 +139,12 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     };
     let opts = cfg.engine_options();
     let max_value = opts.max_value_size;
-    let bt = Bigtable::open_with_lock_service(files, Some(cell.clone()), opts)
-        .map_err(|e| format!("opening the store: {e}"))?;
+    // On etcd, a daemon killed a moment ago may still hold the master lock
+    // until its lease ends and the lock-delay passes: wait that long.
+    let master_wait = cfg
+        .etcd_config()?
+        .map(|e| e.lease_ttl + e.max_lock_delay + std::time::Duration::from_secs(5));
+    let bt = open_engine(files, cell.clone(), opts, master_wait)?;
     let fs_opts = FsOptions {
         attr_timeout: cfg.attr_timeout,
         entry_timeout: cfg.entry_timeout,
@@ -262,6 +276,34 @@ fn open_cell(
                 ))
             }
             Err(e) => return Err(format!("lock service in {}: {e}", dir.display())),
+        }
+    }
+}
+
+/// Opens the engine on the lock service; while another master holds the
+/// master lock, tries again for up to `master_wait` (none: fails at once).
+fn open_engine(
+    files: Arc<dyn gfs::FileStore>,
+    cell: Arc<dyn chubby::LockService>,
+    opts: engine::Options,
+    master_wait: Option<std::time::Duration>,
+) -> Result<Bigtable, String> {
+    let deadline = master_wait.map(|w| std::time::Instant::now() + w);
+    let mut said = false;
+    loop {
+        match Bigtable::open_with_lock_service(files.clone(), Some(cell.clone()), opts.clone()) {
+            Ok(bt) => return Ok(bt),
+            Err(e @ engine::Error::Lock(_))
+                if e.to_string().contains("another master holds")
+                    && deadline.is_some_and(|d| std::time::Instant::now() < d) =>
+            {
+                if !said {
+                    log::info!("{e}: waiting for its session and lock-delay to end");
+                    said = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(250));
+            }
+            Err(e) => return Err(format!("opening the store: {e}")),
         }
     }
 }

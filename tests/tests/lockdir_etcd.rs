@@ -1,0 +1,133 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The lock directory with the lock service on etcd (`lock=etcd://…`): every
+//! test of lockdir.rs on a mount whose cell is in a fresh etcd, then what
+//! only etcd brings: a daemon killed while holding a lock, and two cells
+//! under two prefixes of one etcd.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use testkit::etcd::Etcd;
+use tests::{wait_until, Mount};
+
+/// lockdir.rs's tests run on this mount.
+pub fn backend_mount() -> Mount {
+    Mount::with_etcd(&[])
+}
+
+#[path = "lockdir.rs"]
+mod lockdir;
+
+/// The `lock_session` line's lease id in `.bigtable/status`.
+fn lease_of(m: &Mount) -> String {
+    let status = std::fs::read_to_string(m.path(".bigtable/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("lock_session lease="))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no lock_session line in .bigtable/status:\n{status}"))
+        .to_string()
+}
+
+#[test]
+fn status_names_the_etcd_backend() {
+    let m = Mount::with_etcd(&[]);
+    let status = std::fs::read_to_string(m.path(".bigtable/status")).unwrap();
+    assert!(status.contains("lock_backend=etcd"), "{status}");
+    assert!(status.contains("keepalive=ok"), "{status}");
+    let embedded = Mount::new();
+    let status = std::fs::read_to_string(embedded.path(".bigtable/status")).unwrap();
+    assert!(status.contains("lock_backend=embedded"), "{status}");
+}
+
+#[test]
+fn a_daemon_killed_holding_a_lock_frees_it_after_lease_and_lock_delay() {
+    let etcd = Arc::new(Etcd::start());
+    let mut m = Mount::on_etcd(etcd.clone(), "/k", &[]);
+    let p = m.path(".chubby/k");
+    std::fs::write(&p, b"").unwrap();
+    m.ok("setfattr -n user.chubby.lock_delay_ms -v 1500 .chubby/k");
+    let lease = lease_of(&m);
+    let mut holder = Command::new("flock")
+        .args(["-x", ".chubby/k", "sleep", "600"])
+        .current_dir(&m.mnt)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || m
+            .sh("flock -n -x .chubby/k true")
+            .status
+            .code()
+            == Some(1)),
+        "the holder never took the lock"
+    );
+    m.kill9();
+    let killed = Instant::now();
+    // SAFETY: signalling the holder's own process group.
+    unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
+    let _ = holder.wait();
+    m.start();
+    let o = m.sh("flock -w 60 -x .chubby/k true");
+    let waited = killed.elapsed();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // The lease (2 s, renewed every 0.5 s) ends at least 1.5 s after the
+    // kill; the lock-delay counts from then.
+    assert!(
+        waited >= Duration::from_millis(3000),
+        "granted {waited:?} after the kill"
+    );
+    // Its waiter keys went with its lease; its markers, with the lock's
+    // next grant or (for nodes gone with the lease) the daemon's sweep.
+    let dead = |k: &String| k.contains(&format!("/{lease}_"));
+    assert!(
+        wait_until(Duration::from_secs(20), || !etcd
+            .keys("/k/")
+            .iter()
+            .any(dead)),
+        "the dead session's keys are left: {:?}",
+        etcd.keys("/k/")
+    );
+}
+
+#[test]
+fn two_prefixes_on_one_etcd_are_two_cells() {
+    let etcd = Arc::new(Etcd::start());
+    let a = Mount::on_etcd(etcd.clone(), "/one", &[]);
+    let b = Mount::on_etcd(etcd.clone(), "/two", &[]);
+    a.ok("echo hi > .chubby/only-a");
+    assert!(!b.path(".chubby/only-a").exists());
+    a.ok("touch .chubby/l");
+    b.ok("touch .chubby/l");
+    let mut holder = Command::new("flock")
+        .args(["-x", ".chubby/l", "sleep", "600"])
+        .current_dir(&a.mnt)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(10), || a
+        .sh("flock -n -x .chubby/l true")
+        .status
+        .code()
+        == Some(1)));
+    assert_eq!(b.sh("flock -n -x .chubby/l true").status.code(), Some(0));
+    // SAFETY: signalling the holder's own process group.
+    unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
+    let _ = holder.wait();
+    // Each cell elected its own master.
+    for m in [&a, &b] {
+        let status = std::fs::read_to_string(m.path(".bigtable/status")).unwrap();
+        assert!(!status.contains("master= "), "{status}");
+    }
+    assert!(etcd.keys("/one/").iter().all(|k| k.starts_with("/one/")));
+    assert!(!etcd.keys("/two/").is_empty());
+}
