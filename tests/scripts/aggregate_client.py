@@ -9,7 +9,7 @@ from google.cloud.bigtable.data.mutations import AddToCell, SetCell
 from google.cloud.bigtable_admin_v2 import types
 from google.api_core import exceptions
 
-PROJECT, INSTANCE, TABLE = "p", "i", "aggpy"
+PROJECT, INSTANCE, TABLE = "p", "default", "aggpy"
 parent = f"projects/{PROJECT}/instances/{INSTANCE}"
 
 admin = Client(project=PROJECT, admin=True)
