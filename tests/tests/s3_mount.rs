@@ -287,3 +287,35 @@ fn objects(w: &Endpoint, prefix: &str) -> BTreeMap<String, String> {
         .map(|o| (o.key, o.etag.unwrap_or_default()))
         .collect()
 }
+
+/// Data in the bucket and the lock service on etcd: the daemon keeps
+/// nothing on its own disk that another machine needs. Its machine lost
+/// (`kill -9`, and its data directory never used again), a daemon on a
+/// fresh data directory finds the cells, the tables' permissions (held by
+/// the lock service) and the files of `.chubby/`.
+#[test]
+fn a_daemon_on_s3_and_etcd_is_replaced_by_one_on_another_data_directory() {
+    let w = Seaweed::start("mount-etcd");
+    let etcd = Arc::new(testkit::etcd::Etcd::start());
+    let opts = s3_options(&w, "e");
+    let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
+    let mut a = Mount::on_etcd(etcd.clone(), "/e", &opts);
+    let status = a.ok("cat .bigtable/status");
+    assert!(
+        status.contains("lock_backend=etcd") && status.contains("s3 s3://mount-etcd/e"),
+        "{status}"
+    );
+    a.table("t", "f\n");
+    a.ok("mkdir -p t/r/f && chmod 750 t");
+    assert!(write_cell(&a, "t/r/f/c", "v"));
+    a.ok("echo leader-1 > .chubby/app");
+    a.kill9();
+
+    let b = Mount::on_etcd(etcd.clone(), "/e", &opts);
+    assert_ne!(a.data, b.data);
+    assert_eq!(b.ok("cat t/r/f/c"), "v\n");
+    assert_eq!(b.ok("stat -c %a t").trim(), "750");
+    assert_eq!(b.ok("cat .chubby/app"), "leader-1\n");
+    assert!(write_cell(&b, "t/r/f/d", "w"));
+    assert_eq!(b.ok("cat t/r/f/d"), "w\n");
+}
