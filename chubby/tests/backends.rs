@@ -195,8 +195,8 @@ fn waiters_time_out_are_interrupted_and_get_the_lock_in_turn() {
         ));
         std::thread::scope(|s| {
             let waiter = s.spawn(|| c.lock_wait(&r, 2, "/w".into(), Exclusive, None, &|| false));
-            // The waiter queues, then gets the lock once it is released.
-            std::thread::sleep(Duration::from_millis(100));
+            // The waiter cannot finish while the lock is held; it gets the
+            // lock once it is released.
             assert!(!waiter.is_finished());
             assert!(c.unlock(1, "/w".into()).unwrap());
             waiter.join().unwrap().unwrap();
@@ -430,23 +430,24 @@ fn waiting_is_in_arrival_order_and_the_sole_reader_upgrades_at_once() {
 /// Waits (with a deadline) until a waiter thread has had time to queue: its
 /// try of a conflicting lock then fails; false if the thread finished early.
 fn wait_holders_or_waiter(c: &dyn LockService, finished: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if finished() {
-            return false;
-        }
-        // The waiter is queued once even a fresh shared request is refused
-        // while the only holder is a reader.
-        if matches!(
-            c.try_lock(&root(), 99, "/q".into(), Shared),
-            Err(Error::WouldBlock)
-        ) {
+    let mut early = false;
+    // The waiter is queued once even a fresh shared request is refused
+    // while the only holder is a reader.
+    let queued = testkit::wait_until(Duration::from_secs(10), || {
+        early = finished();
+        if early {
             return true;
         }
-        let _ = c.unlock(99, "/q".into());
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    false
+        let refused = matches!(
+            c.try_lock(&root(), 99, "/q".into(), Shared),
+            Err(Error::WouldBlock)
+        );
+        if !refused {
+            let _ = c.unlock(99, "/q".into());
+        }
+        refused
+    });
+    queued && !early
 }
 
 #[test]

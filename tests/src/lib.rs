@@ -319,6 +319,21 @@ impl Mount {
         fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The address of the gRPC listener (`-o grpc=…`), as the daemon logged it.
+    pub fn grpc_addr(&self) -> String {
+        let mut addr = None;
+        let found = wait_until(Duration::from_secs(30), || {
+            addr = self.log_text().lines().find_map(|l| {
+                l.split("serving the Bigtable v2 gRPC API on ")
+                    .nth(1)
+                    .map(|a| a.trim().to_string())
+            });
+            addr.is_some()
+        });
+        assert!(found, "no gRPC listener in the log:\n{}", self.log_text());
+        addr.unwrap_or_default()
+    }
+
     /// Runs `sh -c script` in the mount directory.
     pub fn sh(&self, script: &str) -> Output {
         Command::new("sh")

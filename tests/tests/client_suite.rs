@@ -26,21 +26,6 @@ const VERSION: &str = "2.35.0";
 /// many tests retry a failure for up to two minutes).
 const DEADLINE: Duration = Duration::from_secs(20 * 60);
 
-/// The address the daemon logged for its gRPC listener.
-fn grpc_addr(m: &Mount) -> String {
-    let mut addr = None;
-    let found = wait_until(Duration::from_secs(30), || {
-        addr = m.log_text().lines().find_map(|l| {
-            l.split("serving the Bigtable v2 gRPC API on ")
-                .nth(1)
-                .map(|a| a.trim().to_string())
-        });
-        addr.is_some()
-    });
-    assert!(found, "no gRPC listener in the log:\n{}", m.log_text());
-    addr.unwrap()
-}
-
 /// Fails the test clearly unless the Python has what the suite imports.
 fn check_python() {
     let imports = "import google.cloud.bigtable, pytest, pytest_asyncio, mock, test_utils";
@@ -167,7 +152,7 @@ fn the_official_python_clients_system_tests_pass() {
     check_python();
     let src = suite_source();
     let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
-    let addr = grpc_addr(&m);
+    let addr = m.grpc_addr();
     let work = tempfile::tempdir().unwrap();
     let junit = work.path().join("junit.xml");
     let output = work.path().join("pytest.out");

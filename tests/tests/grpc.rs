@@ -5,23 +5,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::Duration;
-use tests::{wait_until, Mount};
-
-/// The address the daemon logged for its gRPC listener.
-fn grpc_addr(m: &Mount) -> String {
-    let mut addr = None;
-    let found = wait_until(Duration::from_secs(30), || {
-        addr = m.log_text().lines().find_map(|l| {
-            l.split("serving the Bigtable v2 gRPC API on ")
-                .nth(1)
-                .map(|a| a.trim().to_string())
-        });
-        addr.is_some()
-    });
-    assert!(found, "no gRPC listener in the log:\n{}", m.log_text());
-    addr.unwrap()
-}
+use tests::Mount;
 
 fn script() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/bigtable_client.py")
@@ -43,7 +27,7 @@ fn python_client_and_the_mount_share_the_data() {
     }
     // Port 0: the daemon picks a free port and logs it.
     let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
-    let addr = grpc_addr(&m);
+    let addr = m.grpc_addr();
     // Written through the mount, read by the Python client.
     m.table("fromfs", "f\n");
     m.ok("mkdir -p fromfs/written-by-cat/f && echo 'hello from the mount' > fromfs/written-by-cat/f/q");
@@ -93,7 +77,7 @@ fn grpc_writes_reach_the_kernels_caches_of_the_mount_at_once() {
         "entry_timeout=3600",
         "attr_timeout=3600",
     ]);
-    let addr = grpc_addr(&m);
+    let addr = m.grpc_addr();
     m.table("t", "f\n");
     m.ok("for r in a b; do mkdir -p t/$r/f && printf one > t/$r/f/q; done");
     // The kernel learns the listing, the names, the sizes and the pages.
@@ -142,7 +126,7 @@ fn python(addr: &str, code: &str) -> String {
 #[test]
 fn instances_keep_their_tables_apart_and_the_mount_shows_them() {
     let m = Mount::with_options(&["grpc=127.0.0.1:0", "instance=main"]);
-    let addr = grpc_addr(&m);
+    let addr = m.grpc_addr();
     // A table made in the mount is the default instance's; one named
     // INSTANCE@TABLE is another instance's.
     m.table("frommount", "f\n");
@@ -176,7 +160,7 @@ print(c.instance("third").table("t").exists())
 #[test]
 fn increments_wrap_and_regexes_take_raw_bytes_through_grpc_and_the_mount() {
     let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
-    let addr = grpc_addr(&m);
+    let addr = m.grpc_addr();
     m.table("t", "f\n");
     let out = python(
         &addr,
@@ -214,7 +198,7 @@ with BigtableDataClient(project="p") as c, c.get_table("default", "t") as t:
 #[test]
 fn requests_are_checked_as_cloud_bigtable_checks_them() {
     let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
-    let addr = grpc_addr(&m);
+    let addr = m.grpc_addr();
     m.table("t", "f\n");
     let out = python(
         &addr,
@@ -265,7 +249,7 @@ fn python_client_adds_to_aggregate_families() {
     // made by the admin client, AddToCell by raw request and by the data
     // client); the mount shows the type and the number.
     let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
-    let addr = grpc_addr(&m);
+    let addr = m.grpc_addr();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/aggregate_client.py");
     let out = Command::new(tests::python())
         .arg(script)
