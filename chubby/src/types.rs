@@ -253,3 +253,14 @@ pub struct WatchEvent {
     /// What happened.
     pub event: Event,
 }
+
+/// A node's lock-delay in milliseconds, as both cells store it; refused
+/// above the cell's maximum.
+pub(crate) fn lock_delay_ms(delay: Duration, max: Duration) -> crate::Result<u64> {
+    if delay > max {
+        return Err(crate::Error::invalid(format!(
+            "lock-delay {delay:?} exceeds the maximum {max:?}"
+        )));
+    }
+    Ok(delay.as_millis() as u64)
+}

@@ -18,13 +18,7 @@ const S_ISGID: u32 = 0o2000;
 
 impl State {
     fn check_lock_delay(&self, delay: Duration) -> Result<u64> {
-        if delay > self.opts.max_lock_delay {
-            return Err(Error::invalid(format!(
-                "lock-delay {delay:?} exceeds the maximum {:?}",
-                self.opts.max_lock_delay
-            )));
-        }
-        Ok(delay.as_millis() as u64)
+        crate::types::lock_delay_ms(delay, self.opts.max_lock_delay)
     }
 
     pub fn create_node(

@@ -151,13 +151,7 @@ impl EtcdCell {
     }
 
     fn check_lock_delay(&self, delay: Duration) -> Result<u64> {
-        if delay > self.opts.max_lock_delay {
-            return Err(Error::invalid(format!(
-                "lock-delay {delay:?} exceeds the maximum {:?}",
-                self.opts.max_lock_delay
-            )));
-        }
-        Ok(delay.as_millis() as u64)
+        crate::types::lock_delay_ms(delay, self.opts.max_lock_delay)
     }
 
     pub(super) fn create_node(
