@@ -8,6 +8,7 @@ use crate::coordination::{ensure_layout, Lease};
 use crate::env::{now_micros, Env};
 use crate::master::Master;
 use crate::options::Options;
+use crate::protocol::{MasterService, TabletService};
 use crate::tablet_server::TabletServer;
 use crate::{Error, Result};
 use chubby::LockService;
@@ -27,6 +28,10 @@ pub struct Cluster {
     /// Distinguishes this daemon's server names from earlier runs'.
     incarnation: String,
     started: AtomicU64,
+    /// The masters and tablet servers this daemon runs (the registry in
+    /// `env` also reaches those of other daemons).
+    masters: Mutex<Vec<Arc<Master>>>,
+    servers: Mutex<Vec<Arc<TabletServer>>>,
     stop: Arc<AtomicBool>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
 }
@@ -41,7 +46,7 @@ impl Cluster {
         let env = Env::new(store, lock, opts)?;
         ensure_layout(&*env.lock)?;
         // A second daemon on the same cell stops here rather than stand by.
-        match Lease::try_master(env.lock.clone(), "probe", env.opts.server_lock_delay)? {
+        match Lease::try_master(env.lock.clone(), "probe", None, env.opts.server_lock_delay)? {
             Some(l) => drop(l),
             None => return Err(Error::Lock("another master holds /bigtable/master".into())),
         }
@@ -51,6 +56,8 @@ impl Cluster {
             client,
             incarnation: format!("{:x}", now_micros() % (1 << 40)),
             started: AtomicU64::new(0),
+            masters: Mutex::new(Vec::new()),
+            servers: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
             supervisor: Mutex::new(None),
         });
@@ -82,6 +89,7 @@ impl Cluster {
     pub fn add_server(&self) -> Result<String> {
         let name = self.next_name("ts");
         let s = TabletServer::start(self.env.clone(), self.client.clone(), &name)?;
+        self.servers.lock().push(s.clone());
         self.env.add_server(s);
         if let Some(m) = self.env.active_master() {
             m.wake();
@@ -91,24 +99,38 @@ impl Cluster {
 
     fn add_master(&self) -> Result<()> {
         let m = Master::start(self.env.clone(), &self.next_name("master"))?;
+        self.masters.lock().push(m.clone());
         self.env.add_master(m);
         Ok(())
+    }
+
+    /// This daemon's live tablet server `name`.
+    pub fn local_server(&self, name: &str) -> Option<Arc<dyn TabletService>> {
+        let servers = self.servers.lock();
+        let s = servers.iter().find(|s| s.name == name && s.is_serving())?;
+        Some(s.clone() as Arc<dyn TabletService>)
+    }
+
+    /// This daemon's master, if it holds the master lock.
+    pub fn local_master(&self) -> Option<Arc<dyn MasterService>> {
+        let masters = self.masters.lock();
+        let m = masters.iter().find(|m| m.is_active())?;
+        Some(m.clone() as Arc<dyn MasterService>)
     }
 
     /// Waits until an active master has assigned every tablet.
     pub fn wait_ready(&self, limit: Duration) -> Result<()> {
         let deadline = Instant::now() + limit;
         loop {
-            if self.env.masters().iter().any(|m| m.is_ready()) {
+            let masters = self.masters.lock().clone();
+            if masters.iter().any(|m| m.is_ready()) {
                 return Ok(());
             }
-            if let Some(e) = self.env.masters().iter().find_map(|m| m.fatal_error()) {
+            if let Some(e) = masters.iter().find_map(|m| m.fatal_error()) {
                 return Err(Error::Corruption(format!("the cluster cannot start: {e}")));
             }
             if Instant::now() >= deadline {
-                let why: Vec<String> = self
-                    .env
-                    .masters()
+                let why: Vec<String> = masters
                     .iter()
                     .filter_map(|m| m.last_error().map(|e| format!("{}: {e}", m.name)))
                     .collect();
@@ -124,16 +146,25 @@ impl Cluster {
     /// Keeps the configured numbers of live tablet servers and masters.
     fn supervise(self: Arc<Self>) {
         while !self.stop.load(Ordering::Acquire) {
-            let live = self.env.servers().iter().filter(|s| s.is_serving()).count();
+            let live = {
+                let mut servers = self.servers.lock();
+                servers.retain(|s| s.is_serving());
+                servers.len()
+            };
             if live < self.env.opts.tablet_servers.max(1) {
                 if let Err(e) = self.add_server() {
                     log::warn!("cannot start a replacement tablet server: {e}");
                 }
             }
-            let masters = self.env.masters();
-            let running = masters.iter().filter(|m| !m.is_stopped()).count();
+            let running = {
+                let mut masters = self.masters.lock();
+                for m in masters.iter().filter(|m| m.is_stopped()) {
+                    self.env.remove_master(&m.name);
+                }
+                masters.retain(|m| !m.is_stopped());
+                masters.len()
+            };
             if running < MASTERS {
-                self.env.retain_masters(|m| !m.is_stopped());
                 if let Err(e) = self.add_master() {
                     log::warn!("cannot start a replacement master: {e}");
                 }
@@ -149,7 +180,7 @@ impl Cluster {
             .env
             .server(name)
             .ok_or_else(|| Error::invalid(format!("no live tablet server {name}")))?;
-        s.kill();
+        s.kill()?;
         if let Some(m) = self.env.active_master() {
             m.wake();
         }
@@ -163,7 +194,7 @@ impl Cluster {
             .active_master()
             .ok_or_else(|| Error::Unavailable("no active master".into()))?;
         m.kill();
-        Ok(m.name.clone())
+        Ok(m.name().to_string())
     }
 
     /// Orderly stop: masters first, then servers (each syncs its log).
@@ -172,12 +203,14 @@ impl Cluster {
         if let Some(t) = self.supervisor.lock().take() {
             let _ = t.join();
         }
-        for m in self.env.masters() {
+        let masters: Vec<_> = self.masters.lock().drain(..).collect();
+        for m in masters {
             m.stop();
         }
         self.env.stopping.store(true, Ordering::Release);
         let mut result = Ok(());
-        for s in self.env.servers() {
+        let servers: Vec<_> = self.servers.lock().drain(..).collect();
+        for s in servers {
             if let Err(e) = s.stop() {
                 result = Err(e);
             }

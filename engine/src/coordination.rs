@@ -71,6 +71,7 @@ impl Lease {
     pub fn register_server(
         lock: Arc<dyn LockService>,
         name: &str,
+        addr: Option<&str>,
         lock_delay: Duration,
     ) -> Result<Lease> {
         let path = format!("{SERVERS_DIR}/{name}");
@@ -78,13 +79,8 @@ impl Lease {
             ephemeral: true,
             ..NodeSpec::file(0o644)
         };
-        let lease = Self::take(
-            lock,
-            &path,
-            Some(spec),
-            format!("{name} pid={}\n", std::process::id()),
-        )?
-        .ok_or_else(|| Error::Lock(format!("{path} is locked by another server")))?;
+        let lease = Self::take(lock, &path, Some(spec), holder_line(name, addr))?
+            .ok_or_else(|| Error::Lock(format!("{path} is locked by another server")))?;
         let creds = Credentials::root();
         lease
             .lock
@@ -98,14 +94,10 @@ impl Lease {
     pub fn try_master(
         lock: Arc<dyn LockService>,
         name: &str,
+        addr: Option<&str>,
         lock_delay: Duration,
     ) -> Result<Option<Lease>> {
-        let lease = Self::take(
-            lock,
-            MASTER_FILE,
-            None,
-            format!("{name} pid={}\n", std::process::id()),
-        )?;
+        let lease = Self::take(lock, MASTER_FILE, None, holder_line(name, addr))?;
         if let Some(l) = &lease {
             l.lock
                 .set_lock_delay(&Credentials::root(), MASTER_FILE.into(), lock_delay)
@@ -184,6 +176,40 @@ impl Drop for Lease {
         let _ = self.lock.close_handle(self.handle);
         let _ = self.lock.close_session(self.session);
     }
+}
+
+/// What a lock holder writes in its file: its name, its process and, when
+/// other daemons may call it, the address they dial.
+fn holder_line(name: &str, addr: Option<&str>) -> String {
+    match addr {
+        Some(a) => format!("{name} pid={} addr={a}\n", std::process::id()),
+        None => format!("{name} pid={}\n", std::process::id()),
+    }
+}
+
+/// The `addr=` word of a holder's file.
+fn holder_addr(contents: &[u8]) -> Option<String> {
+    String::from_utf8_lossy(contents)
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("addr=").map(str::to_string))
+}
+
+/// The address tablet server `name` takes calls on (None: not registered,
+/// or a server that other daemons cannot call).
+pub fn server_address(lock: &dyn LockService, name: &str) -> Option<String> {
+    let path = format!("{SERVERS_DIR}/{name}");
+    let (contents, _) = lock.read(&Credentials::root(), path.as_str().into()).ok()?;
+    holder_addr(&contents)
+}
+
+/// The active master's name and the address it takes calls on.
+pub fn master_address(lock: &dyn LockService) -> Option<(String, String)> {
+    let (contents, _) = lock.read(&Credentials::root(), MASTER_FILE.into()).ok()?;
+    let name = String::from_utf8_lossy(&contents)
+        .split_whitespace()
+        .next()?
+        .to_string();
+    Some((name, holder_addr(&contents)?))
 }
 
 /// Names of the files in the servers directory.
@@ -368,18 +394,30 @@ mod tests {
     fn one_master_at_a_time_and_dead_servers_are_reaped() {
         let (_d, lock) = cell();
         ensure_layout(&*lock).unwrap();
-        let m = Lease::try_master(lock.clone(), "m0", Duration::from_millis(1))
+        let m = Lease::try_master(lock.clone(), "m0", None, Duration::from_millis(1))
             .unwrap()
             .unwrap();
         assert!(m.held());
         assert!(
-            Lease::try_master(lock.clone(), "m1", Duration::from_millis(1))
+            Lease::try_master(lock.clone(), "m1", None, Duration::from_millis(1))
                 .unwrap()
                 .is_none()
         );
         assert_eq!(master_name(&*lock), "m0");
-        let s = Lease::register_server(lock.clone(), "ts-0", Duration::from_millis(1)).unwrap();
+        let s = Lease::register_server(
+            lock.clone(),
+            "ts-0",
+            Some("127.0.0.1:9"),
+            Duration::from_millis(1),
+        )
+        .unwrap();
         assert_eq!(list_servers(&*lock).unwrap(), vec!["ts-0".to_string()]);
+        assert_eq!(
+            server_address(&*lock, "ts-0").as_deref(),
+            Some("127.0.0.1:9"),
+            "other daemons find the address the server registered"
+        );
+        assert_eq!(server_address(&*lock, "ts-9"), None);
         assert!(
             !reap_server(&*lock, "ts-0").unwrap(),
             "a live server is not reaped"
@@ -398,7 +436,7 @@ mod tests {
         set_root_location(&*lock, &m.sequencer, "ts-1").unwrap();
         assert_eq!(root_location(&*lock).unwrap(), "ts-1");
         drop(m);
-        let m1 = Lease::try_master(lock.clone(), "m1", Duration::from_millis(1))
+        let m1 = Lease::try_master(lock.clone(), "m1", None, Duration::from_millis(1))
             .unwrap()
             .unwrap();
         assert!(m1.held());

@@ -11,7 +11,7 @@ pub const MAX_QUALIFIER: usize = 16 * 1024;
 pub const DEFAULT_MAX_VALUE: usize = 64 * 1024 * 1024;
 
 /// One version of one cell.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cell {
     /// The row key.
     pub row: Vec<u8>,
@@ -26,7 +26,7 @@ pub struct Cell {
 }
 
 /// A half-open range of timestamps `[start, end)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TimeRange {
     /// First timestamp in the range.
     pub start: Timestamp,
@@ -60,7 +60,7 @@ impl Default for TimeRange {
 }
 
 /// One change to one row.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Mutation {
     /// Writes a version; `timestamp: None` lets the server assign the current time in µs.
     SetCell {
@@ -107,7 +107,7 @@ pub enum Mutation {
 }
 
 /// Mutations of one row, applied atomically and in order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RowMutation {
     /// The row changed.
     pub row: Vec<u8>,
@@ -207,7 +207,7 @@ pub struct WriteOptions {
 }
 
 /// What a check-and-mutate compares against: the newest visible version of one column.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Condition {
     /// The family of the column tested.
     pub family: String,
@@ -218,7 +218,7 @@ pub struct Condition {
 }
 
 /// A test of a cell's newest value.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Predicate {
     /// The column has a visible version.
     Exists,
@@ -227,7 +227,7 @@ pub enum Predicate {
 }
 
 /// Which rows a scan covers.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RowRange {
     /// Where the range starts.
     pub start: Bound<Vec<u8>>,

@@ -7,13 +7,12 @@ use crate::cluster::Cluster;
 use crate::data::*;
 use crate::env::Env;
 use crate::iterator::VecIterator;
-use crate::master::Master;
 use crate::mutation::{self, validate_txn};
 pub use crate::options::{Options, TabletInfo};
+use crate::protocol::{Dialer, MasterService, TabletService};
 use crate::read::CellReader;
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
-use crate::tablet_server::TabletServer;
 use crate::txn::RowOp;
 use crate::txn::{RowTxn, TxnOutcome};
 use crate::{Error, Result};
@@ -97,16 +96,16 @@ impl Bigtable {
     }
 
     /// Runs `f` on the active master, waiting for one during a failover.
-    fn master<T>(&self, f: impl Fn(&Master) -> Result<T>) -> Result<T> {
+    fn master<T>(&self, f: impl Fn(&dyn MasterService) -> Result<T>) -> Result<T> {
         let client = self.client()?;
         client.retry("master", || match self.env().active_master() {
-            Some(m) => f(&m),
+            Some(m) => f(&*m),
             None => Err(Error::Unavailable("no active master".into())),
         })
     }
 
     /// Live tablet servers.
-    fn servers(&self) -> Vec<Arc<TabletServer>> {
+    fn servers(&self) -> Vec<Arc<dyn TabletService>> {
         self.env()
             .servers()
             .into_iter()
@@ -380,7 +379,7 @@ impl Bigtable {
         let mut out: Vec<TabletInfo> = self
             .servers()
             .iter()
-            .flat_map(|s| s.tablet_infos())
+            .flat_map(|s| s.tablet_infos().unwrap_or_default())
             .filter(|i| i.table == t.name)
             .collect();
         out.sort_by(|a, b| a.start.cmp(&b.start));
@@ -401,7 +400,10 @@ impl Bigtable {
             crate::status::kv(&env.scan_cache.stats(), "scan_cache_"),
         ];
         for s in self.servers() {
-            lines.push(s.commit_line());
+            match s.commit_line() {
+                Ok(l) => lines.push(l),
+                Err(e) => lines.push(format!("server={} error={e:?}", s.name())),
+            }
         }
         lines.extend(env.store.status());
         lines
@@ -411,7 +413,9 @@ impl Bigtable {
     pub fn group_commit_stats(&self) -> crate::group_commit::GroupCommitStats {
         let mut t = crate::group_commit::GroupCommitStats::default();
         for s in self.servers() {
-            let g = s.group_commit_stats();
+            let Ok(g) = s.group_commit_stats() else {
+                continue;
+            };
             t.batches += g.batches;
             t.items += g.items;
             t.syncs += g.syncs;
@@ -424,7 +428,10 @@ impl Bigtable {
         self.env()
             .servers()
             .iter()
-            .map(|s| s.report().line())
+            .map(|s| match s.report() {
+                Ok(r) => r.line(),
+                Err(e) => format!("server={} state=unreachable error={e:?}", s.name()),
+            })
             .collect()
     }
     /// The masters (`.bigtable/master`).
@@ -434,6 +441,26 @@ impl Bigtable {
             .iter()
             .flat_map(|m| m.report())
             .collect()
+    }
+    // ------------------------------------------------------------ cluster
+
+    /// This daemon's live tablet server `name` (what the internal RPC
+    /// service answers for).
+    pub fn local_server(&self, name: &str) -> Option<Arc<dyn TabletService>> {
+        self.inner.cluster.local_server(name)
+    }
+    /// This daemon's master, if it is the active one.
+    pub fn local_master(&self) -> Option<Arc<dyn MasterService>> {
+        self.inner.cluster.local_master()
+    }
+    /// Installs how servers and masters of other daemons are reached; with
+    /// `dial_local`, this daemon's own are reached that way too.
+    pub fn set_dialer(&self, dialer: Box<dyn Dialer>, dial_local: bool) {
+        self.env().set_dialer(dialer, dial_local);
+    }
+    /// The lock service the cluster coordinates through.
+    pub fn lock_service(&self) -> Arc<dyn chubby::LockService> {
+        self.env().lock.clone()
     }
     /// Runs an operator command: `kill <server>`, `move <table> <row> <server>`.
     pub fn control(&self, command: &str) -> Result<()> {

@@ -7,12 +7,12 @@ use crate::cache::ScanCache;
 use crate::catalog::Catalog;
 use crate::compaction::sst_number;
 use crate::cow_map::CowMap;
-use crate::master::Master;
 use crate::metadata::RootStore;
 use crate::options::Options;
+use crate::protocol::{Dialer, MasterService, TabletService};
 use crate::sstable::BlockCache;
-use crate::tablet_server::TabletServer;
 use crate::{Error, Result};
+use arc_swap::ArcSwapOption;
 use chubby::LockService;
 use gfs::FileStore;
 use parking_lot::{Mutex, RwLock};
@@ -90,8 +90,13 @@ pub struct Env {
     /// Set when the daemon stops: requests give up instead of retrying.
     pub stopping: AtomicBool,
     last_ts: AtomicU64,
-    servers: CowMap<String, Arc<TabletServer>>,
-    masters: RwLock<Vec<Arc<Master>>>,
+    servers: CowMap<String, Arc<dyn TabletService>>,
+    masters: RwLock<Vec<Arc<dyn MasterService>>>,
+    /// Reaches the servers and master of other daemons.
+    dialer: ArcSwapOption<Box<dyn Dialer>>,
+    /// Reach even this daemon's own servers and masters through the
+    /// dialer (how one process exercises the network protocol).
+    dial_local: AtomicBool,
     /// The private lock-service cell of a cluster opened without one.
     _cell_dir: Option<tempfile::TempDir>,
 }
@@ -134,6 +139,8 @@ impl Env {
             last_ts: AtomicU64::new(0),
             servers: CowMap::default(),
             masters: RwLock::new(Vec::new()),
+            dialer: ArcSwapOption::empty(),
+            dial_local: AtomicBool::new(false),
             _cell_dir: cell_dir,
         }))
     }
@@ -153,48 +160,101 @@ impl Env {
 
     // ------------------------------------------------------------ registry
 
-    pub fn add_server(&self, s: Arc<TabletServer>) {
-        self.servers.insert(s.name.clone(), s);
+    pub fn add_server(&self, s: Arc<dyn TabletService>) {
+        self.servers.insert(s.name().to_string(), s);
     }
 
-    pub fn remove_server(&self, name: &str) -> Option<Arc<TabletServer>> {
+    pub fn remove_server(&self, name: &str) -> Option<Arc<dyn TabletService>> {
         self.servers.remove(name)
     }
 
-    /// A live tablet server by name.
-    pub fn server(&self, name: &str) -> Option<Arc<TabletServer>> {
-        self.servers
-            .with(name, |s| s.is_serving().then(|| Arc::clone(s)))
-            .flatten()
+    /// Installs how other daemons' servers and masters are reached; with
+    /// `dial_local`, this daemon's own are reached that way too.
+    pub fn set_dialer(&self, dialer: Box<dyn Dialer>, dial_local: bool) {
+        self.dialer.store(Some(Arc::new(dialer)));
+        self.dial_local.store(dial_local, Ordering::Release);
+    }
+
+    fn local(&self) -> bool {
+        !self.dial_local.load(Ordering::Acquire)
+    }
+
+    fn dialed(&self, name: &str) -> Option<Arc<dyn TabletService>> {
+        self.dialer.load().as_ref().and_then(|d| d.server(name))
+    }
+
+    /// A live tablet server by name (one in another daemon is live while
+    /// registered; it answers "not serving" itself once it is not).
+    pub fn server(&self, name: &str) -> Option<Arc<dyn TabletService>> {
+        if self.local() {
+            if let Some(s) = self
+                .servers
+                .with(name, |s| s.is_serving().then(|| Arc::clone(s)))
+            {
+                return s;
+            }
+        }
+        self.dialed(name)
     }
 
     /// `f` of the live tablet server `name`, borrowed (what a point read uses).
-    pub fn with_server<R>(&self, name: &str, f: impl FnOnce(&TabletServer) -> R) -> Option<R> {
-        self.servers
-            .with(name, |s| s.is_serving().then(|| f(s)))
-            .flatten()
+    pub fn with_server<R>(&self, name: &str, f: impl FnOnce(&dyn TabletService) -> R) -> Option<R> {
+        let mut f = Some(f);
+        if self.local() {
+            let here = self.servers.with(name, |s| {
+                if s.is_serving() {
+                    f.take().map(|f| f(&**s))
+                } else {
+                    None
+                }
+            });
+            if let Some(r) = here {
+                return r; // registered here: its answer, or None if it died
+            }
+        }
+        let f = f?;
+        self.dialed(name).map(|s| f(&*s))
     }
 
     /// Every registered tablet server, live or not, in name order.
-    pub fn servers(&self) -> Vec<Arc<TabletServer>> {
-        self.servers.snapshot().values().cloned().collect()
+    pub fn servers(&self) -> Vec<Arc<dyn TabletService>> {
+        let mut all: std::collections::BTreeMap<String, Arc<dyn TabletService>> = if self.local() {
+            self.servers.snapshot().as_ref().clone()
+        } else {
+            Default::default()
+        };
+        if let Some(d) = self.dialer.load().as_ref() {
+            for name in d.server_names() {
+                if !all.contains_key(&name) {
+                    if let Some(s) = d.server(&name) {
+                        all.insert(name, s);
+                    }
+                }
+            }
+        }
+        all.into_values().collect()
     }
 
-    pub fn add_master(&self, m: Arc<Master>) {
+    pub fn add_master(&self, m: Arc<dyn MasterService>) {
         self.masters.write().push(m);
     }
 
-    pub fn retain_masters(&self, keep: impl Fn(&Master) -> bool) {
-        self.masters.write().retain(|m| keep(m));
+    pub fn remove_master(&self, name: &str) {
+        self.masters.write().retain(|m| m.name() != name);
     }
 
-    pub fn masters(&self) -> Vec<Arc<Master>> {
+    pub fn masters(&self) -> Vec<Arc<dyn MasterService>> {
         self.masters.read().clone()
     }
 
     /// The master that holds the master lock, if one does.
-    pub fn active_master(&self) -> Option<Arc<Master>> {
-        self.masters.read().iter().find(|m| m.is_active()).cloned()
+    pub fn active_master(&self) -> Option<Arc<dyn MasterService>> {
+        if self.local() {
+            if let Some(m) = self.masters.read().iter().find(|m| m.is_active()) {
+                return Some(m.clone());
+            }
+        }
+        self.dialer.load().as_ref().and_then(|d| d.active_master())
     }
 
     /// Drops every reference the registry holds (at shutdown).

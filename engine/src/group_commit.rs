@@ -44,7 +44,7 @@ const SPIN_BATCH_NANOS: u64 = 20_000;
 pub type ProcessFn<T, R> = dyn Fn(Vec<T>, bool) -> Result<Vec<R>> + Send + Sync;
 
 /// Counters for stats and benchmarks.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct GroupCommitStats {
     /// Batches processed.
     pub batches: u64,

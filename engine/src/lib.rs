@@ -42,6 +42,7 @@ pub mod mutation;
 mod options;
 mod packed_row;
 mod point;
+pub mod protocol;
 pub mod read;
 #[cfg(test)]
 mod read_model_test;

@@ -39,6 +39,9 @@ pub struct Options {
     pub balance: bool,
     /// Tablet servers the daemon runs.
     pub tablet_servers: usize,
+    /// The address other daemons dial to reach this daemon's tablet servers
+    /// and master (written in their lock files); None when nothing dials in.
+    pub advertise: Option<String>,
     /// Lock-delay of a tablet server's lock: how long after a server dies
     /// without unlocking before the master may declare it dead.
     pub server_lock_delay: Duration,
@@ -67,6 +70,7 @@ impl Default for Options {
             merge_bytes: 16 << 20,
             balance: true,
             tablet_servers: 3,
+            advertise: None,
             server_lock_delay: Duration::from_millis(500),
             master_interval: Duration::from_millis(100),
             retry_deadline: Duration::from_secs(60),
@@ -75,7 +79,7 @@ impl Default for Options {
 }
 
 /// Where one tablet is and how big.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TabletInfo {
     /// The id the master and tablet servers know the tablet by.
     pub id: u64,

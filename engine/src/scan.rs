@@ -6,7 +6,7 @@ use crate::filter::RowFilter;
 use std::ops::Bound;
 
 /// A read of many rows (and, with a single-row range, of one row).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScanSpec {
     /// The rows read.
     pub rows: RowRange,

@@ -5,7 +5,7 @@ use crate::data::{Condition, Mutation};
 use crate::filter::RowFilter;
 
 /// What decides which branch of a row transaction runs.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Guard {
     /// A test of one column's newest value (read with a point lookup).
     Cell(Condition),
@@ -27,7 +27,7 @@ impl From<RowFilter> for Guard {
 }
 
 /// One operation inside a row transaction.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum RowOp {
     /// A plain mutation (set, delete cells / family / row).
     Mutate(Mutation),
@@ -56,7 +56,7 @@ pub enum RowOp {
 /// everything is committed as one log record. This is check-and-mutate in
 /// general form: `ops` run when the guard holds (or there is none),
 /// `otherwise` when it does not.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RowTxn {
     /// The row the transaction reads and changes.
     pub row: Vec<u8>,
@@ -81,7 +81,7 @@ impl RowTxn {
 }
 
 /// What a row transaction did.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct TxnOutcome {
     /// Whether the guard held (true when there was none): `ops` ran if true,
     /// `otherwise` if false.

@@ -229,11 +229,24 @@ impl Client {
         };
         let (mut reader, _) = server.scan_part(meta.tablet, &spec)?;
         let mut out = Vec::new();
-        while let Some((row, cells)) = reader.next_row()? {
-            if let Some(r) = parse_meta_row(&row, &cells)? {
-                out.push(r);
+        let mut cells: Vec<crate::Cell> = Vec::new();
+        loop {
+            let next = reader.next_cell()?;
+            let row_ends = match (&next, cells.first()) {
+                (_, None) => false,
+                (Some(c), Some(first)) => c.row != first.row,
+                (None, Some(_)) => true,
+            };
+            if row_ends {
+                if let Some(r) = parse_meta_row(&cells[0].row, &cells)? {
+                    out.push(r);
+                }
+                cells.clear();
+            }
+            match next {
+                Some(c) => cells.push(c),
+                None => return Ok(out),
             }
         }
-        Ok(out)
     }
 }

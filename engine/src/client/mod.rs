@@ -15,8 +15,8 @@ use crate::cow_map::CowMap;
 use crate::data::*;
 use crate::env::Env;
 use crate::metadata::METADATA_ID;
+use crate::protocol::TabletService;
 use crate::scan::ScanSpec;
-use crate::tablet_server::TabletServer;
 use crate::txn::{RowTxn, TxnOutcome};
 use crate::{Error, Result};
 use chubby::Sequencer;
@@ -88,7 +88,7 @@ impl Client {
     }
 
     /// The live server at `loc`.
-    fn server(&self, loc: &Location) -> Result<Arc<TabletServer>> {
+    fn server(&self, loc: &Location) -> Result<Arc<dyn TabletService>> {
         self.env
             .server(&loc.server)
             .ok_or_else(|| not_serving_at(loc))
@@ -126,7 +126,7 @@ impl Client {
         &self,
         table: u64,
         row: &[u8],
-        mut op: impl FnMut(&TabletServer, &Location) -> Result<T>,
+        mut op: impl FnMut(&dyn TabletService, &Location) -> Result<T>,
     ) -> Result<T> {
         self.retry("tablet lookup", || {
             // A cached location is used where it lies: no copy, no count
@@ -143,7 +143,7 @@ impl Client {
     fn on_server<T>(
         &self,
         loc: &Location,
-        op: &mut impl FnMut(&TabletServer, &Location) -> Result<T>,
+        op: &mut impl FnMut(&dyn TabletService, &Location) -> Result<T>,
     ) -> Result<T> {
         let r = self
             .env
@@ -181,7 +181,7 @@ impl Client {
         what: &str,
         table: u64,
         rows: &[&[u8]],
-        mut op: impl FnMut(&TabletServer, &Location, &[usize]) -> Result<()>,
+        mut op: impl FnMut(&dyn TabletService, &Location, &[usize]) -> Result<()>,
     ) -> Result<()> {
         let mut pending: Vec<usize> = (0..rows.len()).collect();
         self.retry(what, || {
@@ -189,7 +189,7 @@ impl Client {
             let mut failed = Vec::new();
             let mut last = None;
             for (loc, idx) in groups {
-                match self.server(&loc).and_then(|s| op(&s, &loc, &idx)) {
+                match self.server(&loc).and_then(|s| op(&*s, &loc, &idx)) {
                     Ok(()) => {}
                     Err(e) if is_not_serving(&e) => {
                         self.invalidate(&loc);

@@ -3,7 +3,7 @@
 
 use super::Client;
 use crate::data::*;
-use crate::read::CellReader;
+use crate::protocol::CellSource;
 use crate::scan::ScanSpec;
 use crate::Result;
 use std::ops::Bound;
@@ -17,7 +17,7 @@ pub struct Scanner {
     spec: ScanSpec,
     /// Where the next tablet's part starts (None: done).
     resume: Option<Bound<Vec<u8>>>,
-    reader: Option<CellReader>,
+    reader: Option<Box<dyn CellSource>>,
     rows: u64,
     cells: u64,
     last_row: Option<Vec<u8>>,

@@ -37,7 +37,7 @@ pub const MAX_DEPTH: usize = 32;
 pub const MAX_NODES: usize = 1024;
 
 /// A filter over a row's cells (`google.bigtable.v2.RowFilter`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum RowFilter {
     /// Each filter in turn reads the previous one's output (`chain`).
     Chain(Vec<RowFilter>),

@@ -8,9 +8,9 @@ use crate::catalog::validate_table_name;
 use crate::client::Scanner;
 use crate::coordination::Schemas;
 use crate::metadata::{table_def_key, tablet_row_key, TableDef, TabletMeta, METADATA_ID};
+use crate::protocol::TabletService;
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
-use crate::tablet_server::TabletServer;
 use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -48,9 +48,11 @@ impl Master {
         let ids: Vec<u64> = rows.iter().map(|r| r.meta.id).collect();
         let _held = self.hold(&ids);
         for s in self.env.servers() {
-            for served in s.served_tablets() {
-                if served.table.id == t.id {
-                    s.drop_tablet(served.tablet.id);
+            // A server that cannot answer is reaped and its tablets, with
+            // the table gone from METADATA, are not loaded again.
+            for served in s.served().unwrap_or_default() {
+                if served.table_id == t.id {
+                    s.drop_tablet(served.id)?;
                 }
             }
         }
@@ -143,30 +145,29 @@ impl Master {
     }
 
     /// The live servers and their tablets, for balancing.
-    fn loads(&self) -> Vec<(Arc<TabletServer>, ServerLoad)> {
+    fn loads(&self) -> Vec<(Arc<dyn TabletService>, ServerLoad)> {
         let mut st = self.state.lock();
         let mut out = Vec::new();
         for name in st.live.clone() {
             let Some(s) = self.env.server(&name) else {
                 continue;
             };
-            let tablets = s
-                .served_tablets()
-                .iter()
-                .map(|x| {
-                    let t = &x.tablet;
-                    let v = t.version();
-                    let now = x.requests.get();
-                    let before = st.last_requests.insert(t.id, now).unwrap_or(0);
+            let Ok(served) = s.served() else {
+                continue;
+            };
+            let tablets = served
+                .into_iter()
+                .map(|t| {
+                    let before = st.last_requests.insert(t.id, t.requests).unwrap_or(0);
                     TabletLoad {
                         id: t.id,
                         table: t.table_id,
-                        start: t.start.clone(),
-                        end: t.end.clone(),
-                        bytes: t.sstable_bytes(&v) + v.mem.approximate_bytes() as u64,
-                        requests: now.saturating_sub(before),
                         movable: !(t.table_id == METADATA_ID && t.start.is_empty()),
-                        clean: !t.has_foreign_files(&v),
+                        start: t.start,
+                        end: t.end,
+                        bytes: t.bytes,
+                        requests: t.requests.saturating_sub(before),
+                        clean: t.clean,
                     }
                 })
                 .collect();
@@ -205,7 +206,7 @@ impl Master {
                     by_table
                         .entry(t.table)
                         .or_default()
-                        .push((t, s.name.clone()));
+                        .push((t, s.name().to_string()));
                 }
             }
         }

@@ -235,7 +235,11 @@ impl Master {
         let target = live
             .iter()
             .filter_map(|n| self.env.server(n))
-            .min_by_key(|s| (s.tablet_ids().len(), s.name.clone()))
+            .min_by_key(|s| {
+                // One that cannot answer is last choice.
+                let n = s.tablet_ids().map_or(usize::MAX, |t| t.len());
+                (n, s.name().to_string())
+            })
             .ok_or_else(|| Error::Unavailable("no live tablet server".into()))?;
         let id = meta.id;
         let table = meta.table;
@@ -252,9 +256,9 @@ impl Master {
         };
         self.note(format!(
             "assigned tablet {id} of {table_name} to {}",
-            target.name
+            target.name()
         ));
-        Ok(target.name.clone())
+        Ok(target.name().to_string())
     }
 
     /// Sorts a dead server's log so its tablets can be recovered.

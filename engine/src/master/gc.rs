@@ -19,16 +19,24 @@ impl Master {
     pub(super) fn collect(&self) -> Result<()> {
         let store = &self.env.store;
         let names = store.list("sst/")?;
-        let in_flight = self.env.numbers.in_flight();
+        let mut in_flight = self.env.numbers.in_flight();
         let mut live: HashSet<u64> = HashSet::new();
         let mut logs: HashSet<String> = HashSet::new();
         // The root tablet's files are those its server has open (read from
         // memory: re-reading `meta/root` would be client I/O that keeps the
         // chunk layer's scrub away); while it is unserved, collect nothing.
-        let root_served = self.env.servers().iter().any(|s| {
-            s.served_tablets()
+        // What every server has open or is writing, asked before METADATA
+        // is read so that a file a compaction installs meanwhile is in one
+        // or the other. A server that cannot answer stops the collection.
+        let mut served = Vec::new();
+        for s in self.env.servers() {
+            served.push((s.name().to_string(), s.served()?));
+            in_flight.extend(s.files_in_flight()?);
+        }
+        let root_served = served.iter().any(|(_, tablets)| {
+            tablets
                 .iter()
-                .any(|t| t.tablet.table_id == METADATA_ID && t.tablet.start.is_empty())
+                .any(|t| t.table_id == METADATA_ID && t.start.is_empty())
         });
         if !root_served {
             return Ok(());
@@ -45,10 +53,10 @@ impl Master {
             }
         }
         // Files open in any server (a load in progress) stay too.
-        for s in self.env.servers() {
-            logs.insert(log_dir(&s.name));
-            for t in s.served_tablets() {
-                live.extend(t.tablet.version().files.iter().map(|f| f.meta.number));
+        for (name, tablets) in &served {
+            logs.insert(log_dir(name));
+            for t in tablets {
+                live.extend(t.files.iter().copied());
             }
         }
         for name in names {

@@ -191,6 +191,7 @@ impl Master {
             let Some(lease) = Lease::try_master(
                 self.env.lock.clone(),
                 &self.name,
+                self.env.opts.advertise.as_deref(),
                 self.env.opts.server_lock_delay,
             )?
             else {
@@ -427,5 +428,38 @@ impl Drop for Held<'_> {
         for id in &self.ids {
             b.remove(id);
         }
+    }
+}
+
+impl crate::protocol::MasterService for Master {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn is_active(&self) -> bool {
+        Master::is_active(self)
+    }
+    fn create_table(&self, name: &str, schema: crate::schema::TableSchema) -> Result<()> {
+        Master::create_table(self, name, schema)
+    }
+    fn delete_table(&self, name: &str) -> Result<()> {
+        Master::delete_table(self, name)
+    }
+    fn set_schema(&self, name: &str, schema: crate::schema::TableSchema) -> Result<()> {
+        Master::set_schema(self, name, schema)
+    }
+    fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()> {
+        Master::move_tablet(self, table, row, to)
+    }
+    fn tablet_split(&self, server: &str, parent: u64, children: &[u64]) {
+        Master::tablet_split(self, server, parent, children)
+    }
+    fn wake(&self) {
+        Master::wake(self)
+    }
+    fn kill(&self) {
+        Master::kill(self)
+    }
+    fn report(&self) -> Vec<String> {
+        Master::report(self)
     }
 }

@@ -33,18 +33,22 @@ pub struct Redo {
 /// A tablet's descriptor, the `tablet:info` cell of its METADATA row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TabletMeta {
+    /// The tablet's id.
     pub id: u64,
+    /// Its table's id.
     pub table: u64,
     /// First row (inclusive).
     pub start: Vec<u8>,
     /// End row (exclusive); `None` = end of table.
     pub end: Option<Vec<u8>>,
+    /// Its SSTables.
     pub files: Vec<SstMeta>,
     /// Set while the tablet may have writes only in a commit log.
     pub redo: Option<Redo>,
 }
 
 impl TabletMeta {
+    /// Whether `row` falls in the tablet's range.
     pub fn contains(&self, row: &[u8]) -> bool {
         row >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| row < e)
     }
@@ -56,6 +60,7 @@ impl TabletMeta {
         files.max(self.redo.as_ref().map_or(0, |r| r.seq))
     }
 
+    /// The METADATA cell's bytes.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = vec![1u8]; // format version
         put_varint(&mut out, self.id);
@@ -77,6 +82,7 @@ impl TabletMeta {
         out
     }
 
+    /// Parses a METADATA cell (Error::Corruption if damaged).
     pub fn decode(buf: &[u8]) -> Result<TabletMeta> {
         let mut d = Decoder::new(buf, "METADATA tablet descriptor");
         let version = d.u8()?;

@@ -17,6 +17,7 @@ mod commit;
 mod load;
 mod publish;
 mod reads;
+mod service;
 mod status;
 
 use crate::catalog::TableEntry;
@@ -126,7 +127,12 @@ impl TabletServer {
     /// a fresh commit log and starts its background threads. It serves no
     /// tablet until the master assigns some.
     pub fn start(env: Arc<Env>, client: Arc<Client>, name: &str) -> Result<Arc<TabletServer>> {
-        let lease = Lease::register_server(env.lock.clone(), name, env.opts.server_lock_delay)?;
+        let lease = Lease::register_server(
+            env.lock.clone(),
+            name,
+            env.opts.advertise.as_deref(),
+            env.opts.server_lock_delay,
+        )?;
         let log_dir = log_dir(name);
         let log = CommitLog::open(
             env.store.clone(),

@@ -3,67 +3,8 @@
 
 use super::{TabletServer, DEAD, SERVING};
 use crate::options::TabletInfo;
+use crate::protocol::ServerReport;
 use std::sync::atomic::Ordering;
-
-/// A tablet server's figures, for the master's balancing and for status.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ServerReport {
-    pub name: String,
-    /// `serving`, `dead` or `stopped`.
-    pub state: &'static str,
-    pub tablets: usize,
-    pub memtable_bytes: u64,
-    pub sstable_bytes: u64,
-    /// Reads, writes and scans served since start.
-    pub requests: u64,
-    pub writes: u64,
-    pub reads: u64,
-    pub scans: u64,
-    pub minor_compactions: u64,
-    pub merging_compactions: u64,
-    pub major_compactions: u64,
-    pub splits: u64,
-    pub stalls: u64,
-    pub loads: u64,
-    pub unloads: u64,
-    /// Bytes of dead servers' sorted logs read while loading tablets.
-    pub recovery_bytes_read: u64,
-    pub recovered_entries: u64,
-    pub last_seq: u64,
-    /// What the background threads are doing now.
-    pub activity: Vec<String>,
-}
-
-impl ServerReport {
-    /// The report as one `key=value` line.
-    pub fn line(&self) -> String {
-        format!(
-            "server={} state={} tablets={} memtable_bytes={} sstable_bytes={} requests={} \
-             writes={} reads={} scans={} minor_compactions={} merging_compactions={} \
-             major_compactions={} splits={} stalls={} loads={} unloads={} \
-             recovery_bytes_read={} recovered_entries={} last_seq={}",
-            self.name,
-            self.state,
-            self.tablets,
-            self.memtable_bytes,
-            self.sstable_bytes,
-            self.requests,
-            self.writes,
-            self.reads,
-            self.scans,
-            self.minor_compactions,
-            self.merging_compactions,
-            self.major_compactions,
-            self.splits,
-            self.stalls,
-            self.loads,
-            self.unloads,
-            self.recovery_bytes_read,
-            self.recovered_entries,
-            self.last_seq
-        )
-    }
-}
 
 impl TabletServer {
     pub fn report(&self) -> ServerReport {
@@ -85,7 +26,8 @@ impl TabletServer {
                 SERVING => "serving",
                 DEAD => "dead",
                 _ => "stopped",
-            },
+            }
+            .to_string(),
             tablets: tablets.len(),
             memtable_bytes,
             sstable_bytes,

@@ -1,0 +1,153 @@
+//! The protocol between a cluster's parts: what clients and the master ask
+//! of a tablet server, and what tablet servers and the `Bigtable` handle ask
+//! of the master (paper §5). The client, the master and the registry in
+//! [`crate::env::Env`] know only these traits; a tablet server in this
+//! process answers them directly, one in another daemon answers them over
+//! the network (the `grpc` crate's internal service), so the same client
+//! code reaches both.
+
+mod report;
+mod wire;
+
+pub use report::{ServedTablet, ServerReport};
+pub use wire::WireError;
+
+pub use crate::group_commit::GroupCommitStats;
+pub use crate::metadata::TabletMeta;
+pub use crate::options::TabletInfo;
+pub use crate::coordination::{list_servers, master_address, server_address};
+pub use chubby::Sequencer;
+
+use crate::data::{Cell, RowMutation};
+use crate::scan::ScanSpec;
+use crate::schema::TableSchema;
+use crate::txn::{RowTxn, TxnOutcome};
+use crate::Result;
+
+/// The cells of one tablet's part of a scan, in order, read as they are
+/// asked for.
+pub trait CellSource: Send {
+    /// The next cell, or None at the end of the part.
+    fn next_cell(&mut self) -> Result<Option<Cell>>;
+}
+
+/// A tablet server as its clients and the master see it. Every request
+/// names a tablet; a server that does not serve it answers
+/// [`crate::Error::NotServing`], and the caller looks the tablet up again.
+pub trait TabletService: Send + Sync {
+    /// The server's name (its file in the lock service's servers directory).
+    fn name(&self) -> &str;
+    /// Whether it still holds its lock and takes requests.
+    fn is_serving(&self) -> bool;
+
+    // ------------------------------------------------------------ data
+
+    /// Applies validated row mutations, all in tablet `tablet`. With a
+    /// `fence`, the write is refused unless that lock is still held.
+    fn apply(
+        &self,
+        tablet: u64,
+        ms: &[RowMutation],
+        sync: bool,
+        fence: Option<&Sequencer>,
+    ) -> Result<()>;
+    /// Runs validated row transactions (check-and-mutate,
+    /// read-modify-write), all in tablet `tablet`, in order.
+    fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>>;
+    /// One row's cells as `spec` selects them.
+    fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>>;
+    /// The versions of one column of one row, newest first.
+    fn read_column(
+        &self,
+        tablet: u64,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>>;
+    /// Tablet `tablet`'s part of a scan, from a snapshot taken now, and the
+    /// tablet's end row (None for the table's last tablet).
+    fn scan_part(
+        &self,
+        tablet: u64,
+        spec: &ScanSpec,
+    ) -> Result<(Box<dyn CellSource>, Option<Vec<u8>>)>;
+
+    // ------------------------------------------------------------ master
+
+    /// Starts serving a tablet (recovering its log if it has one to redo).
+    fn load(&self, meta: TabletMeta) -> Result<()>;
+    /// Stops serving a tablet after a minor compaction; returns its state.
+    fn unload(&self, id: u64) -> Result<TabletMeta>;
+    /// Stops serving a tablet at once (its table was dropped).
+    fn drop_tablet(&self, id: u64) -> Result<()>;
+    /// Stops serving at once: the master has declared the server dead.
+    fn fence(&self);
+    /// The tablets served now.
+    fn tablet_ids(&self) -> Result<Vec<u64>>;
+    /// The tablets served now with their loads and files.
+    fn served(&self) -> Result<Vec<ServedTablet>>;
+    /// SSTables its daemon is writing that METADATA does not name yet.
+    fn files_in_flight(&self) -> Result<Vec<u64>>;
+    /// Figures for balancing and status.
+    fn report(&self) -> Result<ServerReport>;
+
+    // ------------------------------------------------------------ operators
+
+    /// The served tablets with their sizes.
+    fn tablet_infos(&self) -> Result<Vec<TabletInfo>>;
+    /// Requests served by tablet `id` since it was loaded.
+    fn tablet_requests(&self, id: u64) -> Result<u64>;
+    /// fsyncs the commit log.
+    fn sync(&self) -> Result<()>;
+    /// Writes out the memtables of `table`'s tablets (all if None).
+    fn flush(&self, table: Option<u64>) -> Result<()>;
+    /// Compacts every served tablet of `table`.
+    fn compact(&self, table: u64, major: bool) -> Result<()>;
+    /// Splits served tablets of `table` past the split threshold.
+    fn split_now(&self, table: u64) -> Result<()>;
+    /// Splits served tablets of `table` at those of `rows` inside them.
+    fn split_at_rows(&self, table: u64, rows: &[Vec<u8>]) -> Result<()>;
+    /// Group-commit figures of the server's log.
+    fn group_commit_stats(&self) -> Result<GroupCommitStats>;
+    /// Group-commit and log figures as `key=value` words.
+    fn commit_line(&self) -> Result<String>;
+    /// Simulates the loss of the server's machine (operators' `kill`).
+    fn kill(&self) -> Result<()>;
+}
+
+/// The master as tablet servers and the `Bigtable` handle see it.
+pub trait MasterService: Send + Sync {
+    /// The master's name.
+    fn name(&self) -> &str;
+    /// Whether it holds the master lock and acts.
+    fn is_active(&self) -> bool;
+    /// Creates a table.
+    fn create_table(&self, name: &str, schema: TableSchema) -> Result<()>;
+    /// Deletes a table and all its data.
+    fn delete_table(&self, name: &str) -> Result<()>;
+    /// Replaces a table's schema.
+    fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()>;
+    /// Moves the tablet holding `row` of `table` to server `to`.
+    fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()>;
+    /// A tablet server split `parent` into `children`.
+    fn tablet_split(&self, server: &str, parent: u64, children: &[u64]);
+    /// Wakes the master for a round now (a server joined).
+    fn wake(&self);
+    /// Simulates the loss of the master's machine.
+    fn kill(&self);
+    /// Status lines (`.bigtable/master`).
+    fn report(&self) -> Vec<String>;
+}
+
+/// How a daemon reaches tablet servers and masters that run in other
+/// daemons (installed by the daemon that serves the internal RPC).
+pub trait Dialer: Send + Sync {
+    /// The tablet server `name`, wherever it runs; None if it is not
+    /// registered or cannot be reached.
+    fn server(&self, name: &str) -> Option<std::sync::Arc<dyn TabletService>>;
+    /// Every registered tablet server's name.
+    fn server_names(&self) -> Vec<String>;
+    /// The master holding the master lock, wherever it runs.
+    fn active_master(&self) -> Option<std::sync::Arc<dyn MasterService>>;
+}
