@@ -6,6 +6,7 @@
 use tonic_build::manual::{Builder, Method, Service};
 
 const CODEC: &str = "tonic_prost::ProstCodec";
+const INTERNAL_CODEC: &str = "crate::internal::codec::WireCodec";
 
 /// (method, request type, response type, server-streaming)
 type Spec = (&'static str, &'static str, &'static str, bool);
@@ -116,4 +117,30 @@ fn main() {
         .build_client(false)
         .build_transport(false)
         .compile(&[data, admin]);
+    // The daemons' internal service: serde messages in a compact binary
+    // codec (see src/internal/), client and server.
+    let internal = Service::builder()
+        .name("Cluster")
+        .package("bigtable.internal.v1")
+        .method(
+            Method::builder()
+                .name("call")
+                .route_name("Call")
+                .input_type("crate::internal::messages::Call")
+                .output_type("crate::internal::messages::Reply")
+                .codec_path(INTERNAL_CODEC)
+                .build(),
+        )
+        .method(
+            Method::builder()
+                .name("scan")
+                .route_name("Scan")
+                .input_type("crate::internal::messages::ScanCall")
+                .output_type("crate::internal::messages::ScanChunk")
+                .codec_path(INTERNAL_CODEC)
+                .server_streaming()
+                .build(),
+        )
+        .build();
+    Builder::new().build_transport(false).compile(&[internal]);
 }

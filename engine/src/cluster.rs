@@ -43,6 +43,22 @@ impl Cluster {
         lock: Option<Arc<dyn LockService>>,
         opts: Options,
     ) -> Result<Arc<Cluster>> {
+        let cluster = Self::launch(store, lock, opts)?;
+        if let Err(e) = cluster.wait_ready(Duration::from_secs(120)) {
+            let _ = cluster.stop();
+            return Err(e);
+        }
+        Ok(cluster)
+    }
+
+    /// Starts the cluster's servers, masters and supervisor without waiting
+    /// for the tablets to be assigned (a daemon that serves calls from
+    /// others must take them while its masters assign).
+    pub fn launch(
+        store: Arc<dyn FileStore>,
+        lock: Option<Arc<dyn LockService>>,
+        opts: Options,
+    ) -> Result<Arc<Cluster>> {
         let env = Env::new(store, lock, opts)?;
         ensure_layout(&*env.lock)?;
         // A second daemon on the same cell stops here rather than stand by.
@@ -66,10 +82,6 @@ impl Cluster {
         }
         for _ in 0..MASTERS {
             cluster.add_master()?;
-        }
-        if let Err(e) = cluster.wait_ready(Duration::from_secs(120)) {
-            let _ = cluster.stop();
-            return Err(e);
         }
         let c = cluster.clone();
         let t = std::thread::Builder::new()

@@ -65,6 +65,26 @@ impl Bigtable {
         })
     }
 
+    /// Like [`Bigtable::open_with_lock_service`], but returns before the
+    /// tablets are assigned; [`Bigtable::wait_ready`] waits for them.
+    pub fn launch(
+        files: Arc<dyn gfs::FileStore>,
+        lock: Option<Arc<dyn chubby::LockService>>,
+        opts: Options,
+    ) -> Result<Bigtable> {
+        Ok(Bigtable {
+            inner: Arc::new(Handle {
+                cluster: Cluster::launch(files, lock, opts)?,
+                closed: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// Waits until every tablet is served (at most `limit`).
+    pub fn wait_ready(&self, limit: std::time::Duration) -> Result<()> {
+        self.inner.cluster.wait_ready(limit)
+    }
+
     /// Stops the cluster and syncs the logs; memtables are recovered from
     /// the logs on reopen. Further calls on any clone fail with ShuttingDown.
     pub fn close(&self) -> Result<()> {

@@ -225,9 +225,9 @@ impl Env {
         };
         if let Some(d) = self.dialer.load().as_ref() {
             for name in d.server_names() {
-                if !all.contains_key(&name) {
-                    if let Some(s) = d.server(&name) {
-                        all.insert(name, s);
+                if let std::collections::btree_map::Entry::Vacant(e) = all.entry(name) {
+                    if let Some(s) = d.server(e.key()) {
+                        e.insert(s);
                     }
                 }
             }

@@ -388,10 +388,65 @@ fn mem_store() -> impl FnMut() -> Arc<dyn gfs::FileStore> {
     move || store.clone()
 }
 
+/// An engine and, when its servers are reached over the network protocol,
+/// the internal RPC node they are reached through.
+struct Daemon {
+    bt: Bigtable,
+    node: Option<grpc::internal::Node>,
+}
+
+impl std::ops::Deref for Daemon {
+    type Target = Bigtable;
+    fn deref(&self) -> &Bigtable {
+        &self.bt
+    }
+}
+
+/// Opens the engine on `store`; with `rpc`, every call of its client and
+/// master to a tablet server or master goes through the internal gRPC
+/// service (with a cluster secret), as between daemons.
+fn open(store: Arc<dyn gfs::FileStore>, rpc: bool) -> Daemon {
+    if !rpc {
+        return Daemon {
+            bt: Bigtable::open(store, options()).unwrap(),
+            node: None,
+        };
+    }
+    let secret = grpc::internal::Secret::new("model-test-secret-0123").unwrap();
+    let node = grpc::internal::Node::start("127.0.0.1:0".parse().unwrap(), Some(secret)).unwrap();
+    let opts = Options {
+        advertise: Some(node.addr.to_string()),
+        ..options()
+    };
+    let bt = Bigtable::launch(store, None, opts).unwrap();
+    node.attach(&bt, true);
+    bt.wait_ready(std::time::Duration::from_secs(120)).unwrap();
+    Daemon {
+        bt,
+        node: Some(node),
+    }
+}
+
+impl Daemon {
+    /// Internal calls served so far (0 without RPC).
+    fn calls_served(&self) -> u64 {
+        self.node.as_ref().map_or(0, |n| n.calls_served())
+    }
+
+    fn close(self) {
+        self.bt.close().unwrap();
+        drop(self.node);
+    }
+}
+
 fn run(seed: u64, steps: usize, open_store: OpenStore) {
+    run_with(seed, steps, open_store, false)
+}
+
+fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
     let _ = env_logger::builder().is_test(true).try_init();
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut bt = Bigtable::open(open_store(), options()).unwrap();
+    let mut bt = open(open_store(), rpc);
     let schema = schema();
     bt.create_table("t", schema.clone()).unwrap();
     let mut model = Model::default();
@@ -555,9 +610,8 @@ fn run(seed: u64, steps: usize, open_store: OpenStore) {
                 if rng.gen_bool(0.5) {
                     bt.flush().unwrap();
                 }
-                bt.close().unwrap();
-                drop(bt);
-                bt = Bigtable::open(open_store(), options()).unwrap();
+                bt.close();
+                bt = open(open_store(), rpc);
             }
         }
     }
@@ -576,6 +630,11 @@ fn run(seed: u64, steps: usize, open_store: OpenStore) {
     assert!(checks > steps / 10);
     let tablets = bt.tablets("t").unwrap();
     assert!(!tablets.is_empty());
+    if rpc {
+        // At least every read and scan since the last reopening went
+        // over the network protocol.
+        assert!(bt.calls_served() > 100, "{} calls", bt.calls_served());
+    }
 }
 
 #[test]
@@ -586,6 +645,13 @@ fn model_seed_1() {
 #[test]
 fn model_seed_2() {
     run(2, 3000, &mut mem_store());
+}
+
+/// The same run with every request between the client, the master and the
+/// tablet servers sent over the internal gRPC service.
+#[test]
+fn model_over_the_internal_rpc() {
+    run_with(4, 1500, &mut mem_store(), true);
 }
 
 #[test]

@@ -12,6 +12,7 @@ mod data;
 mod drop;
 mod filter;
 mod gc;
+pub mod internal;
 mod names;
 mod server;
 mod status;

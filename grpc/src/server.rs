@@ -13,7 +13,7 @@ use tokio_stream::StreamExt;
 use tonic::Status;
 
 /// Largest request or response message (the API's clients allow 256 MiB).
-const MAX_MESSAGE: usize = 256 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE: usize = 256 * 1024 * 1024;
 
 /// What every handler shares.
 pub struct Shared {

@@ -12,10 +12,10 @@ mod wire;
 pub use report::{ServedTablet, ServerReport};
 pub use wire::WireError;
 
+pub use crate::coordination::{list_servers, master_address, server_address};
 pub use crate::group_commit::GroupCommitStats;
 pub use crate::metadata::TabletMeta;
 pub use crate::options::TabletInfo;
-pub use crate::coordination::{list_servers, master_address, server_address};
 pub use chubby::Sequencer;
 
 use crate::data::{Cell, RowMutation};
@@ -30,6 +30,10 @@ pub trait CellSource: Send {
     /// The next cell, or None at the end of the part.
     fn next_cell(&mut self) -> Result<Option<Cell>>;
 }
+
+/// A tablet's part of a scan: its cells, and the tablet's end row (where
+/// the scan goes on; None for the table's last tablet).
+pub type ScanPart = (Box<dyn CellSource>, Option<Vec<u8>>);
 
 /// A tablet server as its clients and the master see it. Every request
 /// names a tablet; a server that does not serve it answers
@@ -67,11 +71,7 @@ pub trait TabletService: Send + Sync {
     ) -> Result<Vec<Cell>>;
     /// Tablet `tablet`'s part of a scan, from a snapshot taken now, and the
     /// tablet's end row (None for the table's last tablet).
-    fn scan_part(
-        &self,
-        tablet: u64,
-        spec: &ScanSpec,
-    ) -> Result<(Box<dyn CellSource>, Option<Vec<u8>>)>;
+    fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<ScanPart>;
 
     // ------------------------------------------------------------ master
 

@@ -6,7 +6,7 @@ use crate::data::{Cell, RowMutation};
 use crate::group_commit::GroupCommitStats;
 use crate::metadata::TabletMeta;
 use crate::options::TabletInfo;
-use crate::protocol::{CellSource, ServedTablet, ServerReport, TabletService};
+use crate::protocol::{CellSource, ScanPart, ServedTablet, ServerReport, TabletService};
 use crate::read::CellReader;
 use crate::scan::ScanSpec;
 use crate::txn::{RowTxn, TxnOutcome};
@@ -51,11 +51,7 @@ impl TabletService for TabletServer {
     ) -> Result<Vec<Cell>> {
         TabletServer::read_column(self, tablet, row, family, qualifier, max_versions)
     }
-    fn scan_part(
-        &self,
-        tablet: u64,
-        spec: &ScanSpec,
-    ) -> Result<(Box<dyn CellSource>, Option<Vec<u8>>)> {
+    fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<ScanPart> {
         let (reader, end) = TabletServer::scan_part(self, tablet, spec)?;
         Ok((Box::new(reader), end))
     }

@@ -1,0 +1,147 @@
+//! The internal service's messages: a call names its target (a tablet
+//! server of the receiving daemon, or its master) and one operation of the
+//! protocol; the reply carries the operation's result, encoded, or the
+//! error as the engine would have returned it in process.
+
+use engine::protocol::WireError;
+use engine::{Cell, RowMutation, RowTxn, ScanSpec};
+use serde::{Deserialize, Serialize};
+
+/// One request.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Call {
+    /// The tablet server asked (None: the daemon's active master).
+    pub server: Option<String>,
+    /// What is asked.
+    pub op: Op,
+}
+
+/// The operations of the tablet-server and master protocol
+/// (`engine::protocol`), one variant each.
+#[derive(Debug, Serialize, Deserialize)]
+#[allow(missing_docs)]
+pub enum Op {
+    // tablet server: data
+    IsServing,
+    Apply {
+        tablet: u64,
+        ms: Vec<RowMutation>,
+        sync: bool,
+        /// A sequencer in its text form.
+        fence: Option<String>,
+    },
+    ApplyTxns {
+        tablet: u64,
+        txns: Vec<RowTxn>,
+        sync: bool,
+    },
+    ReadRow {
+        tablet: u64,
+        row: Vec<u8>,
+        spec: Box<ScanSpec>,
+    },
+    ReadColumn {
+        tablet: u64,
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        max_versions: Option<u32>,
+    },
+    // tablet server: the master's
+    /// A tablet's METADATA cell.
+    Load {
+        meta: Vec<u8>,
+    },
+    Unload {
+        id: u64,
+    },
+    DropTablet {
+        id: u64,
+    },
+    Fence,
+    TabletIds,
+    Served,
+    FilesInFlight,
+    Report,
+    // tablet server: operators'
+    TabletInfos,
+    TabletRequests {
+        id: u64,
+    },
+    Sync,
+    Flush {
+        table: Option<u64>,
+    },
+    Compact {
+        table: u64,
+        major: bool,
+    },
+    SplitNow {
+        table: u64,
+    },
+    SplitAtRows {
+        table: u64,
+        rows: Vec<Vec<u8>>,
+    },
+    GroupCommitStats,
+    CommitLine,
+    Kill,
+    // master
+    IsActive,
+    /// A schema in its stored form.
+    CreateTable {
+        name: String,
+        schema: Vec<u8>,
+    },
+    DeleteTable {
+        name: String,
+    },
+    SetSchema {
+        name: String,
+        schema: Vec<u8>,
+    },
+    MoveTablet {
+        table: String,
+        row: Vec<u8>,
+        to: String,
+    },
+    TabletSplit {
+        server: String,
+        parent: u64,
+        children: Vec<u64>,
+    },
+    Wake,
+    KillMaster,
+    MasterReport,
+}
+
+/// The answer: the operation's result in bincode, or its error.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Reply(pub Result<Vec<u8>, WireError>);
+
+/// A tablet's part of a scan.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ScanCall {
+    /// The tablet server asked.
+    pub server: String,
+    /// The tablet.
+    pub tablet: u64,
+    /// What is read.
+    pub spec: ScanSpec,
+}
+
+/// One message of a scan's stream: first `Start`, then cells in order.
+#[derive(Debug, Serialize, Deserialize)]
+pub enum ScanChunk {
+    /// The part has started; the tablet's end row (None: the table's last).
+    Start {
+        /// Where the scan goes on.
+        end: Option<Vec<u8>>,
+    },
+    /// The next cells.
+    Cells(Vec<Cell>),
+    /// The part failed here.
+    Failed(WireError),
+    /// The part is complete (a stream that stops without it was cut off).
+    End,
+}

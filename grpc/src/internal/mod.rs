@@ -1,0 +1,151 @@
+//! The internal service between daemons of one cluster
+//! (`bigtable.internal.v1.Cluster`): the engine's tablet-server and master
+//! protocol (`engine::protocol`) over gRPC. A daemon serves it for its own
+//! tablet servers and master, and installs a [`remote::Dialer`] in its
+//! engine so that its client and master reach those of the other daemons.
+//!
+//! Every call carries the cluster's shared secret when one is configured
+//! (see [`Secret`]); the messages are the engine's types in bincode.
+
+pub(crate) mod codec;
+pub(crate) mod messages;
+mod remote;
+mod secret;
+mod service;
+
+pub use remote::Dialer;
+pub use secret::{Secret, MIN_SECRET_BYTES};
+
+use crate::server::{Error, MAX_MESSAGE};
+use engine::Bigtable;
+use service::{ClusterService, Target};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use tokio::sync::oneshot;
+use tokio_stream::StreamExt;
+
+/// The generated client and server.
+mod gen {
+    #![allow(clippy::all, missing_docs)]
+    include!(concat!(env!("OUT_DIR"), "/bigtable.internal.v1.Cluster.rs"));
+}
+
+/// A daemon's end of the internal service: the listener serving its
+/// servers and master, and the runtime its calls to other daemons use.
+pub struct Node {
+    /// The address listened on (with the port chosen when asked for port 0).
+    pub addr: SocketAddr,
+    target: Target,
+    secret: Option<Secret>,
+    served: Arc<AtomicU64>,
+    rt: tokio::runtime::Handle,
+    stop: Option<oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Node {
+    /// Listens on `listen` (port 0: any free port). Calls are refused as
+    /// "starting" until [`Node::attach`] names the daemon's cluster.
+    pub fn start(listen: SocketAddr, secret: Option<Secret>) -> Result<Node, Error> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .max_blocking_threads(64)
+            .thread_name("bt-internal")
+            .enable_all()
+            .build()
+            .map_err(Error::Runtime)?;
+        let bind = |addr| -> std::io::Result<(std::net::TcpListener, SocketAddr)> {
+            let l = std::net::TcpListener::bind(addr)?;
+            l.set_nonblocking(true)?;
+            let local = l.local_addr()?;
+            Ok((l, local))
+        };
+        let (listener, addr) = bind(listen).map_err(|source| Error::Bind {
+            addr: listen,
+            source,
+        })?;
+        let target: Target = Arc::default();
+        let served = Arc::new(AtomicU64::new(0));
+        let service = gen::cluster_server::ClusterServer::new(ClusterService {
+            target: target.clone(),
+            secret: secret.clone(),
+            served: served.clone(),
+        })
+        .max_decoding_message_size(MAX_MESSAGE)
+        .max_encoding_message_size(MAX_MESSAGE);
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let handle = rt.handle().clone();
+        let thread = std::thread::Builder::new()
+            .name("bt-internal-main".into())
+            .spawn(move || {
+                let served = rt.block_on(async {
+                    let listener = tokio::net::TcpListener::from_std(listener)?;
+                    let incoming =
+                        tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
+                            if let Ok(s) = &s {
+                                let _ = s.set_nodelay(true);
+                            }
+                            s
+                        });
+                    tonic::transport::Server::builder()
+                        .http2_keepalive_interval(Some(std::time::Duration::from_secs(5)))
+                        .add_service(service)
+                        .serve_with_incoming_shutdown(incoming, async {
+                            let _ = stop_rx.await;
+                        })
+                        .await
+                        .map_err(std::io::Error::other)
+                });
+                if let Err(e) = served {
+                    log::error!("internal RPC server on {addr}: {e}");
+                }
+                rt.shutdown_timeout(std::time::Duration::from_secs(5));
+            })
+            .map_err(Error::Runtime)?;
+        log::info!("serving the cluster's internal RPC on {addr}");
+        Ok(Node {
+            addr,
+            target,
+            secret,
+            served,
+            rt: handle,
+            stop: Some(stop_tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// Serves `bt`'s tablet servers and master from now on, and lets `bt`
+    /// reach the other daemons' (with `dial_local`, its own too: every
+    /// request then crosses the network protocol).
+    pub fn attach(&self, bt: &Bigtable, dial_local: bool) {
+        let _ = self.target.set(bt.clone());
+        let dialer = Dialer::new(bt.lock_service(), self.rt.clone(), self.secret.clone());
+        bt.set_dialer(Box::new(dialer), dial_local);
+    }
+
+    /// Calls (and scans) this node has admitted since it started.
+    pub fn calls_served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
+    }
+
+    /// Stops serving and waits for the calls in flight.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

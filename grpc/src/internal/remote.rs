@@ -1,0 +1,508 @@
+//! The client side: tablet servers and masters of other daemons behind the
+//! engine's protocol traits, and the [`Dialer`] that finds them through the
+//! addresses they registered in the lock service.
+//!
+//! Engine threads are not async: each call is spawned on the internal
+//! runtime and its caller waits for the answer.
+
+use super::gen::cluster_client::ClusterClient;
+use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
+use super::secret::Secret;
+use super::MAX_MESSAGE;
+use chubby::LockService;
+use engine::protocol::{
+    self, CellSource, GroupCommitStats, MasterService, ScanPart, ServedTablet, ServerReport,
+    TabletInfo, TabletMeta, TabletService,
+};
+use engine::schema::TableSchema;
+use engine::{Cell, Error, Result, RowMutation, RowTxn, ScanSpec, TxnOutcome};
+use parking_lot::RwLock;
+use serde::de::DeserializeOwned;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::runtime::Handle;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Request, Status};
+
+/// How long a data call may take before its server counts as unreachable.
+const DATA_TIMEOUT: Duration = Duration::from_secs(30);
+/// Loads (which may recover a log), unloads, flushes and compactions.
+const ADMIN_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// One daemon's address, and how to call it.
+#[derive(Clone)]
+struct Peer {
+    addr: String,
+    channel: Channel,
+    rt: Handle,
+    secret: Option<Secret>,
+}
+
+impl Peer {
+    fn client(&self) -> ClusterClient<Channel> {
+        ClusterClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_MESSAGE)
+            .max_encoding_message_size(MAX_MESSAGE)
+    }
+
+    fn request<T>(&self, msg: T, timeout: Duration) -> Request<T> {
+        let mut req = Request::new(msg);
+        req.set_timeout(timeout);
+        if let Some(s) = &self.secret {
+            s.attach(&mut req);
+        }
+        req
+    }
+
+    /// Sends `call` and waits for the reply.
+    fn call(&self, call: Call, timeout: Duration) -> std::result::Result<Reply, Status> {
+        let req = self.request(call, timeout);
+        let mut client = self.client();
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.rt.spawn(async move {
+            let _ = tx.send(client.call(req).await);
+        });
+        match rx.blocking_recv() {
+            Ok(r) => r.map(|r| r.into_inner()),
+            Err(_) => Err(Status::unavailable("the internal RPC runtime stopped")),
+        }
+    }
+}
+
+/// Decodes a reply's result.
+fn decode<R: DeserializeOwned>(reply: Reply) -> Result<R> {
+    match reply.0 {
+        Ok(bytes) => bincode::deserialize(&bytes)
+            .map_err(|e| Error::Unavailable(format!("malformed reply from a peer: {e}"))),
+        Err(w) => Err(w.into()),
+    }
+}
+
+/// A failed call to a tablet server: the caller looks the tablet up again
+/// (its server may be dead and its tablets reassigned), unless the peer
+/// refused this daemon outright.
+fn server_unreachable(name: &str, addr: &str, tablet: u64, s: &Status) -> Error {
+    match s.code() {
+        Code::Unauthenticated | Code::PermissionDenied => Error::Unavailable(format!(
+            "{addr} refused the call to {name}: {}",
+            s.message()
+        )),
+        _ => {
+            log::debug!("tablet server {name} at {addr} unreachable: {s}");
+            Error::NotServing {
+                server: name.to_string(),
+                tablet,
+            }
+        }
+    }
+}
+
+/// A tablet server in another daemon.
+pub struct RemoteServer {
+    name: String,
+    peer: Peer,
+}
+
+impl RemoteServer {
+    fn ask<R: DeserializeOwned>(&self, op: Op, tablet: u64, timeout: Duration) -> Result<R> {
+        let call = Call {
+            server: Some(self.name.clone()),
+            op,
+        };
+        match self.peer.call(call, timeout) {
+            Ok(reply) => decode(reply),
+            Err(s) => Err(server_unreachable(&self.name, &self.peer.addr, tablet, &s)),
+        }
+    }
+    fn data<R: DeserializeOwned>(&self, op: Op, tablet: u64) -> Result<R> {
+        self.ask(op, tablet, DATA_TIMEOUT)
+    }
+    fn admin<R: DeserializeOwned>(&self, op: Op) -> Result<R> {
+        self.ask(op, 0, ADMIN_TIMEOUT)
+    }
+}
+
+/// The cells of a remote scan part, as its stream brings them.
+struct RemoteCells {
+    rx: tokio::sync::mpsc::Receiver<std::result::Result<ScanChunk, Status>>,
+    buf: std::vec::IntoIter<Cell>,
+    server: String,
+    addr: String,
+    tablet: u64,
+    done: bool,
+}
+
+impl RemoteCells {
+    fn cut(&mut self, s: &Status) -> Error {
+        self.done = true;
+        Error::Unavailable(format!(
+            "the scan of tablet {} on {} at {} was cut off: {s}",
+            self.tablet, self.server, self.addr
+        ))
+    }
+}
+
+impl CellSource for RemoteCells {
+    fn next_cell(&mut self) -> Result<Option<Cell>> {
+        loop {
+            if let Some(c) = self.buf.next() {
+                return Ok(Some(c));
+            }
+            if self.done {
+                return Ok(None);
+            }
+            match self.rx.blocking_recv() {
+                Some(Ok(ScanChunk::Cells(cells))) => self.buf = cells.into_iter(),
+                Some(Ok(ScanChunk::End)) => self.done = true,
+                Some(Ok(ScanChunk::Failed(w))) => {
+                    self.done = true;
+                    return Err(w.into());
+                }
+                Some(Ok(ScanChunk::Start { .. })) => {
+                    return Err(self.cut(&Status::internal("a second start")));
+                }
+                Some(Err(s)) => return Err(self.cut(&s)),
+                None => return Err(self.cut(&Status::unavailable("the stream ended early"))),
+            }
+        }
+    }
+}
+
+impl TabletService for RemoteServer {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn is_serving(&self) -> bool {
+        self.data(Op::IsServing, 0).unwrap_or(false)
+    }
+    fn apply(
+        &self,
+        tablet: u64,
+        ms: &[RowMutation],
+        sync: bool,
+        fence: Option<&protocol::Sequencer>,
+    ) -> Result<()> {
+        let op = Op::Apply {
+            tablet,
+            ms: ms.to_vec(),
+            sync,
+            fence: fence.map(|f| f.to_string()),
+        };
+        self.data(op, tablet)
+    }
+    fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
+        let op = Op::ApplyTxns {
+            tablet,
+            txns: txns.to_vec(),
+            sync,
+        };
+        self.data(op, tablet)
+    }
+    fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
+        let op = Op::ReadRow {
+            tablet,
+            row: row.to_vec(),
+            spec: Box::new(spec.clone()),
+        };
+        self.data(op, tablet)
+    }
+    fn read_column(
+        &self,
+        tablet: u64,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        let op = Op::ReadColumn {
+            tablet,
+            row: row.to_vec(),
+            family: family.to_string(),
+            qualifier: qualifier.to_vec(),
+            max_versions,
+        };
+        self.data(op, tablet)
+    }
+    fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<ScanPart> {
+        let call = ScanCall {
+            server: self.name.clone(),
+            tablet,
+            spec: spec.clone(),
+        };
+        // A scan may run long: the deadline covers its start only; a
+        // stalled peer is caught by the connection's keep-alive.
+        let req = self.peer.request(call, DATA_TIMEOUT);
+        let mut client = self.peer.client();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        self.peer.rt.spawn(async move {
+            let mut stream = match client.scan(req).await {
+                Ok(r) => r.into_inner(),
+                Err(s) => {
+                    let _ = tx.send(Err(s)).await;
+                    return;
+                }
+            };
+            loop {
+                match stream.message().await {
+                    Ok(Some(chunk)) => {
+                        if tx.send(Ok(chunk)).await.is_err() {
+                            return; // the reader hung up: drop the stream
+                        }
+                    }
+                    Ok(None) => return,
+                    Err(s) => {
+                        let _ = tx.send(Err(s)).await;
+                        return;
+                    }
+                }
+            }
+        });
+        let mut cells = RemoteCells {
+            rx,
+            buf: Vec::new().into_iter(),
+            server: self.name.clone(),
+            addr: self.peer.addr.clone(),
+            tablet,
+            done: false,
+        };
+        match cells.rx.blocking_recv() {
+            Some(Ok(ScanChunk::Start { end })) => Ok((Box::new(cells), end)),
+            Some(Ok(ScanChunk::Failed(w))) => Err(w.into()),
+            Some(Ok(_)) => Err(Error::Unavailable(format!(
+                "{} at {} began a scan without its start",
+                self.name, self.peer.addr
+            ))),
+            Some(Err(s)) => Err(server_unreachable(&self.name, &self.peer.addr, tablet, &s)),
+            None => Err(Error::NotServing {
+                server: self.name.clone(),
+                tablet,
+            }),
+        }
+    }
+    fn load(&self, meta: TabletMeta) -> Result<()> {
+        self.admin(Op::Load {
+            meta: meta.encode(),
+        })
+    }
+    fn unload(&self, id: u64) -> Result<TabletMeta> {
+        let bytes: Vec<u8> = self.admin(Op::Unload { id })?;
+        TabletMeta::decode(&bytes)
+    }
+    fn drop_tablet(&self, id: u64) -> Result<()> {
+        self.admin(Op::DropTablet { id })
+    }
+    fn fence(&self) {
+        // Best effort: a server the master could reap has lost its lock and
+        // fences itself when it notices.
+        if let Err(e) = self.admin::<()>(Op::Fence) {
+            log::debug!("could not tell {} to stop serving: {e}", self.name);
+        }
+    }
+    fn tablet_ids(&self) -> Result<Vec<u64>> {
+        self.data(Op::TabletIds, 0)
+    }
+    fn served(&self) -> Result<Vec<ServedTablet>> {
+        self.data(Op::Served, 0)
+    }
+    fn files_in_flight(&self) -> Result<Vec<u64>> {
+        self.data(Op::FilesInFlight, 0)
+    }
+    fn report(&self) -> Result<ServerReport> {
+        self.data(Op::Report, 0)
+    }
+    fn tablet_infos(&self) -> Result<Vec<TabletInfo>> {
+        self.data(Op::TabletInfos, 0)
+    }
+    fn tablet_requests(&self, id: u64) -> Result<u64> {
+        self.data(Op::TabletRequests { id }, 0)
+    }
+    fn sync(&self) -> Result<()> {
+        self.admin(Op::Sync)
+    }
+    fn flush(&self, table: Option<u64>) -> Result<()> {
+        self.admin(Op::Flush { table })
+    }
+    fn compact(&self, table: u64, major: bool) -> Result<()> {
+        self.admin(Op::Compact { table, major })
+    }
+    fn split_now(&self, table: u64) -> Result<()> {
+        self.admin(Op::SplitNow { table })
+    }
+    fn split_at_rows(&self, table: u64, rows: &[Vec<u8>]) -> Result<()> {
+        self.admin(Op::SplitAtRows {
+            table,
+            rows: rows.to_vec(),
+        })
+    }
+    fn group_commit_stats(&self) -> Result<GroupCommitStats> {
+        self.data(Op::GroupCommitStats, 0)
+    }
+    fn commit_line(&self) -> Result<String> {
+        self.data(Op::CommitLine, 0)
+    }
+    fn kill(&self) -> Result<()> {
+        self.admin(Op::Kill)
+    }
+}
+
+/// The active master in another daemon.
+pub struct RemoteMaster {
+    name: String,
+    peer: Peer,
+}
+
+impl RemoteMaster {
+    fn ask<R: DeserializeOwned>(&self, op: Op) -> Result<R> {
+        let call = Call { server: None, op };
+        match self.peer.call(call, ADMIN_TIMEOUT) {
+            Ok(reply) => decode(reply),
+            // Retryable: a failover elects another master meanwhile.
+            Err(s) => Err(Error::Unavailable(format!(
+                "master {} at {}: {}",
+                self.name,
+                self.peer.addr,
+                s.message()
+            ))),
+        }
+    }
+    fn tell(&self, op: Op) {
+        if let Err(e) = self.ask::<()>(op) {
+            log::debug!("could not reach master {}: {e}", self.name);
+        }
+    }
+}
+
+impl MasterService for RemoteMaster {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn is_active(&self) -> bool {
+        self.ask(Op::IsActive).unwrap_or(false)
+    }
+    fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
+        self.ask(Op::CreateTable {
+            name: name.to_string(),
+            schema: schema.encode(),
+        })
+    }
+    fn delete_table(&self, name: &str) -> Result<()> {
+        self.ask(Op::DeleteTable {
+            name: name.to_string(),
+        })
+    }
+    fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()> {
+        self.ask(Op::SetSchema {
+            name: name.to_string(),
+            schema: schema.encode(),
+        })
+    }
+    fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()> {
+        self.ask(Op::MoveTablet {
+            table: table.to_string(),
+            row: row.to_vec(),
+            to: to.to_string(),
+        })
+    }
+    fn tablet_split(&self, server: &str, parent: u64, children: &[u64]) {
+        self.tell(Op::TabletSplit {
+            server: server.to_string(),
+            parent,
+            children: children.to_vec(),
+        })
+    }
+    fn wake(&self) {
+        self.tell(Op::Wake)
+    }
+    fn kill(&self) {
+        self.tell(Op::KillMaster)
+    }
+    fn report(&self) -> Vec<String> {
+        self.ask(Op::MasterReport).unwrap_or_else(|e| {
+            vec![format!(
+                "master={} state=unreachable error={e:?}",
+                self.name
+            )]
+        })
+    }
+}
+
+/// Finds servers and masters of the cluster by the addresses in their lock
+/// files, keeping one connection per daemon.
+pub struct Dialer {
+    lock: Arc<dyn LockService>,
+    rt: Handle,
+    secret: Option<Secret>,
+    peers: RwLock<HashMap<String, Peer>>,
+    servers: RwLock<HashMap<String, Arc<RemoteServer>>>,
+}
+
+impl Dialer {
+    pub(crate) fn new(lock: Arc<dyn LockService>, rt: Handle, secret: Option<Secret>) -> Dialer {
+        Dialer {
+            lock,
+            rt,
+            secret,
+            peers: RwLock::new(HashMap::new()),
+            servers: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn peer(&self, addr: &str) -> Option<Peer> {
+        if let Some(p) = self.peers.read().get(addr) {
+            return Some(p.clone());
+        }
+        let endpoint = Endpoint::from_shared(format!("http://{addr}"))
+            .map_err(|e| log::warn!("bad internal address {addr:?}: {e}"))
+            .ok()?
+            .connect_timeout(Duration::from_secs(2))
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(5))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .keep_alive_while_idle(true);
+        // Connects on first use, and again after a failure.
+        let channel = {
+            let _in_runtime = self.rt.enter();
+            endpoint.connect_lazy()
+        };
+        let peer = Peer {
+            addr: addr.to_string(),
+            channel,
+            rt: self.rt.clone(),
+            secret: self.secret.clone(),
+        };
+        self.peers.write().insert(addr.to_string(), peer.clone());
+        Some(peer)
+    }
+}
+
+impl protocol::Dialer for Dialer {
+    fn server(&self, name: &str) -> Option<Arc<dyn TabletService>> {
+        if let Some(s) = self.servers.read().get(name) {
+            return Some(s.clone());
+        }
+        // A server's name is never reused, so neither is its address.
+        let addr = protocol::server_address(&*self.lock, name)?;
+        let s = Arc::new(RemoteServer {
+            name: name.to_string(),
+            peer: self.peer(&addr)?,
+        });
+        self.servers.write().insert(name.to_string(), s.clone());
+        Some(s)
+    }
+
+    fn server_names(&self) -> Vec<String> {
+        let names = protocol::list_servers(&*self.lock).unwrap_or_default();
+        // Forget the stubs of servers that are gone.
+        self.servers.write().retain(|n, _| names.contains(n));
+        names
+    }
+
+    fn active_master(&self) -> Option<Arc<dyn MasterService>> {
+        let (name, addr) = protocol::master_address(&*self.lock)?;
+        Some(Arc::new(RemoteMaster {
+            name,
+            peer: self.peer(&addr)?,
+        }))
+    }
+}

@@ -1,0 +1,245 @@
+//! The server side: answers other daemons' calls on this daemon's tablet
+//! servers and master, after checking the cluster's secret.
+
+use super::gen::cluster_server::Cluster;
+use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
+use super::secret::Secret;
+use crate::server::blocking;
+use engine::protocol::{MasterService, Sequencer, TabletMeta, TabletService, WireError};
+use engine::schema::TableSchema;
+use engine::Bigtable;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+/// Cells per scan message, and bytes (whichever comes first).
+const CHUNK_CELLS: usize = 512;
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// What the service answers for: set once the daemon's cluster is launched.
+pub(crate) type Target = Arc<OnceLock<Bigtable>>;
+
+pub(crate) struct ClusterService {
+    pub(crate) target: Target,
+    pub(crate) secret: Option<Secret>,
+    /// Calls and scans admitted.
+    pub(crate) served: Arc<AtomicU64>,
+}
+
+impl ClusterService {
+    /// The daemon's cluster, once the caller's credentials check out.
+    fn admit<T>(&self, req: &Request<T>) -> Result<Bigtable, Status> {
+        if let Some(secret) = &self.secret {
+            secret.check(req)?;
+        }
+        self.served.fetch_add(1, Ordering::Relaxed);
+        self.target
+            .get()
+            .cloned()
+            .ok_or_else(|| Status::unavailable("the daemon is starting"))
+    }
+}
+
+fn encode<T: Serialize>(v: &T) -> Result<Vec<u8>, WireError> {
+    bincode::serialize(v).map_err(|e| WireError::Unavailable(format!("cannot encode a reply: {e}")))
+}
+
+fn reply<T: Serialize>(r: engine::Result<T>) -> Result<Vec<u8>, WireError> {
+    match r {
+        Ok(v) => encode(&v),
+        Err(e) => Err(WireError::from(&e)),
+    }
+}
+
+fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
+    match op {
+        Op::IsServing => encode(&s.is_serving()),
+        Op::Apply {
+            tablet,
+            ms,
+            sync,
+            fence,
+        } => {
+            let fence = match fence {
+                Some(f) => Some(f.parse::<Sequencer>().map_err(|e| {
+                    WireError::InvalidArgument(format!("malformed sequencer {f:?}: {e}"))
+                })?),
+                None => None,
+            };
+            reply(s.apply(tablet, &ms, sync, fence.as_ref()))
+        }
+        Op::ApplyTxns { tablet, txns, sync } => reply(s.apply_txns(tablet, &txns, sync)),
+        Op::ReadRow { tablet, row, spec } => reply(s.read_row(tablet, &row, &spec)),
+        Op::ReadColumn {
+            tablet,
+            row,
+            family,
+            qualifier,
+            max_versions,
+        } => reply(s.read_column(tablet, &row, &family, &qualifier, max_versions)),
+        Op::Load { meta } => {
+            let meta = TabletMeta::decode(&meta).map_err(|e| WireError::from(&e))?;
+            reply(s.load(meta))
+        }
+        Op::Unload { id } => reply(s.unload(id).map(|m| m.encode())),
+        Op::DropTablet { id } => reply(s.drop_tablet(id)),
+        Op::Fence => {
+            s.fence();
+            encode(&())
+        }
+        Op::TabletIds => reply(s.tablet_ids()),
+        Op::Served => reply(s.served()),
+        Op::FilesInFlight => reply(s.files_in_flight()),
+        Op::Report => reply(s.report()),
+        Op::TabletInfos => reply(s.tablet_infos()),
+        Op::TabletRequests { id } => reply(s.tablet_requests(id)),
+        Op::Sync => reply(s.sync()),
+        Op::Flush { table } => reply(s.flush(table)),
+        Op::Compact { table, major } => reply(s.compact(table, major)),
+        Op::SplitNow { table } => reply(s.split_now(table)),
+        Op::SplitAtRows { table, rows } => reply(s.split_at_rows(table, &rows)),
+        Op::GroupCommitStats => reply(s.group_commit_stats()),
+        Op::CommitLine => reply(s.commit_line()),
+        Op::Kill => reply(s.kill()),
+        _ => Err(WireError::InvalidArgument(
+            "a master operation sent to a tablet server".into(),
+        )),
+    }
+}
+
+fn schema(bytes: &[u8]) -> Result<TableSchema, WireError> {
+    TableSchema::decode(bytes).map_err(|e| WireError::from(&e))
+}
+
+fn master_op(m: &dyn MasterService, op: Op) -> Result<Vec<u8>, WireError> {
+    match op {
+        Op::IsActive => encode(&m.is_active()),
+        Op::CreateTable { name, schema: s } => reply(m.create_table(&name, schema(&s)?)),
+        Op::DeleteTable { name } => reply(m.delete_table(&name)),
+        Op::SetSchema { name, schema: s } => reply(m.set_schema(&name, schema(&s)?)),
+        Op::MoveTablet { table, row, to } => reply(m.move_tablet(&table, &row, &to)),
+        Op::TabletSplit {
+            server,
+            parent,
+            children,
+        } => {
+            m.tablet_split(&server, parent, &children);
+            encode(&())
+        }
+        Op::Wake => {
+            m.wake();
+            encode(&())
+        }
+        Op::KillMaster => {
+            m.kill();
+            encode(&())
+        }
+        Op::MasterReport => encode(&m.report()),
+        _ => Err(WireError::InvalidArgument(
+            "a tablet-server operation sent to a master".into(),
+        )),
+    }
+}
+
+/// Runs one call on this daemon's server or master.
+fn dispatch(bt: &Bigtable, call: Call) -> Result<Vec<u8>, WireError> {
+    match call.server {
+        Some(name) => match bt.local_server(&name) {
+            Some(s) => server_op(&*s, call.op),
+            // Gone from here (dead or never here): the caller looks the
+            // tablet up again.
+            None => match call.op {
+                Op::IsServing => encode(&false),
+                _ => Err(WireError::NotServing {
+                    server: name,
+                    tablet: 0,
+                }),
+            },
+        },
+        None => match bt.local_master() {
+            Some(m) => master_op(&*m, call.op),
+            None => match call.op {
+                Op::IsActive => encode(&false),
+                _ => Err(WireError::Unavailable(
+                    "this daemon's master is not the active one".into(),
+                )),
+            },
+        },
+    }
+}
+
+/// Sends `spec`'s part of tablet `tablet` in chunks until done or the
+/// caller hangs up.
+fn stream_scan(
+    bt: &Bigtable,
+    call: ScanCall,
+    tx: tokio::sync::mpsc::Sender<Result<ScanChunk, Status>>,
+) {
+    let send = |c: ScanChunk| tx.blocking_send(Ok(c)).is_ok();
+    let Some(s) = bt.local_server(&call.server) else {
+        send(ScanChunk::Failed(WireError::NotServing {
+            server: call.server,
+            tablet: call.tablet,
+        }));
+        return;
+    };
+    let (mut cells, end) = match s.scan_part(call.tablet, &call.spec) {
+        Ok(p) => p,
+        Err(e) => {
+            send(ScanChunk::Failed(WireError::from(&e)));
+            return;
+        }
+    };
+    if !send(ScanChunk::Start { end }) {
+        return;
+    }
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    loop {
+        match cells.next_cell() {
+            Ok(Some(c)) => {
+                bytes += c.row.len() + c.qualifier.len() + c.value.len() + 32;
+                batch.push(c);
+                if batch.len() >= CHUNK_CELLS || bytes >= CHUNK_BYTES {
+                    if !send(ScanChunk::Cells(std::mem::take(&mut batch))) {
+                        return;
+                    }
+                    bytes = 0;
+                }
+            }
+            Ok(None) => {
+                if !batch.is_empty() && !send(ScanChunk::Cells(batch)) {
+                    return;
+                }
+                send(ScanChunk::End);
+                return;
+            }
+            Err(e) => {
+                send(ScanChunk::Failed(WireError::from(&e)));
+                return;
+            }
+        }
+    }
+}
+
+#[tonic::async_trait]
+impl Cluster for ClusterService {
+    async fn call(&self, req: Request<Call>) -> Result<Response<Reply>, Status> {
+        let bt = self.admit(&req)?;
+        let call = req.into_inner();
+        let r = blocking(move || Ok(dispatch(&bt, call))).await?;
+        Ok(Response::new(Reply(r)))
+    }
+
+    type ScanStream = ReceiverStream<Result<ScanChunk, Status>>;
+
+    async fn scan(&self, req: Request<ScanCall>) -> Result<Response<Self::ScanStream>, Status> {
+        let bt = self.admit(&req)?;
+        let call = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tokio::task::spawn_blocking(move || stream_scan(&bt, call, tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
