@@ -448,9 +448,16 @@ impl Bigtable {
         self.env()
             .servers()
             .iter()
-            .map(|s| match s.report() {
-                Ok(r) => r.line(),
-                Err(e) => format!("server={} state=unreachable error={e:?}", s.name()),
+            .map(|s| {
+                let line = match s.report() {
+                    Ok(r) => r.line(),
+                    Err(e) => format!("server={} state=unreachable error={e:?}", s.name()),
+                };
+                // Where other daemons reach it, when they can.
+                match crate::coordination::server_address(&*self.env().lock, s.name()) {
+                    Some(a) => format!("{line} addr={a}"),
+                    None => line,
+                }
             })
             .collect()
     }

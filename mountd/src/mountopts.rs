@@ -42,6 +42,10 @@
 //! | `etcd_ca=FILE`, `etcd_cert=FILE`, `etcd_key=FILE` | TLS to etcd: the CA's certificate, and the client's certificate and key (PEM) |
 //! | `etcd_user_file=FILE` | etcd user and password, as `user:password` in FILE |
 //! | `etcd_lease=S` | the daemon's session lease on etcd in seconds (default 10): how long its locks outlive its loss of etcd |
+//! | `cluster_listen=[HOST:]PORT` | take other daemons' calls to this daemon's tablet servers and master on this address (the internal RPC; a bare port means loopback; off by default) |
+//! | `cluster_advertise=HOST:PORT` | the address other daemons dial (default: `cluster_listen`'s, which must then name a host) |
+//! | `cluster_secret_file=FILE` | the cluster's shared secret (at least 16 printable bytes); required unless `cluster_listen` is on loopback |
+//! | `cluster_dial_self` | send even this daemon's own requests through the internal RPC (to measure what the protocol costs) |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
 //! | `rw`, `defaults`, `auto`, `noauto`, `_netdev`, `nofail`, `user`, `users`, `nouser`, `owner`, `group`, `exec`, `suid`, `dev`, `async`, `atime`, `relatime`, `strictatime`, `nodiratime`, `x-*`, `comment=*` | accepted and ignored |
@@ -150,6 +154,14 @@ pub struct MountConfig {
     pub instance: String,
     /// `lock=etcd://…`: the lock service on etcd (unset: the embedded cell).
     pub etcd: Option<EtcdLockOptions>,
+    /// Where other daemons' internal calls are taken (`cluster_listen=`).
+    pub cluster_listen: Option<std::net::SocketAddr>,
+    /// What other daemons dial (`cluster_advertise=`).
+    pub cluster_advertise: Option<String>,
+    /// The cluster's shared secret (`cluster_secret_file=`).
+    pub cluster_secret_file: Option<PathBuf>,
+    /// This daemon's own requests over the internal RPC too (`cluster_dial_self`).
+    pub cluster_dial_self: bool,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -206,8 +218,43 @@ impl MountConfig {
             grpc: None,
             instance: grpc::DEFAULT_INSTANCE.to_string(),
             etcd: None,
+            cluster_listen: None,
+            cluster_advertise: None,
+            cluster_secret_file: None,
+            cluster_dial_self: false,
             given: Vec::new(),
         }
+    }
+
+    /// The internal RPC's settings, checked together: (listen, advertise,
+    /// secret file), or None when the daemon takes no calls.
+    pub fn cluster(
+        &self,
+    ) -> Result<Option<(std::net::SocketAddr, Option<String>, Option<PathBuf>)>, String> {
+        let Some(listen) = self.cluster_listen else {
+            if self.cluster_advertise.is_some()
+                || self.cluster_secret_file.is_some()
+                || self.cluster_dial_self
+            {
+                return Err("cluster_advertise, cluster_secret_file and cluster_dial_self need cluster_listen".into());
+            }
+            return Ok(None);
+        };
+        if !listen.ip().is_loopback() && self.cluster_secret_file.is_none() {
+            return Err(format!(
+                "cluster_listen={listen} is reachable from other machines: give cluster_secret_file=FILE so that only daemons of the cluster are served"
+            ));
+        }
+        if listen.ip().is_unspecified() && self.cluster_advertise.is_none() {
+            return Err(format!(
+                "cluster_listen={listen} names no host others can dial: give cluster_advertise=HOST:PORT"
+            ));
+        }
+        Ok(Some((
+            listen,
+            self.cluster_advertise.clone(),
+            self.cluster_secret_file.clone(),
+        )))
     }
 
     /// FUSE worker threads to run.
@@ -265,6 +312,23 @@ impl MountConfig {
             "entry_timeout" => self.entry_timeout = parse_seconds(need(key, value)?)?,
             "dir_timeout" => self.dir_timeout = parse_seconds(need(key, value)?)?,
             "reader_wait" => self.reader_wait = parse_seconds(need(key, value)?)?,
+            "cluster_listen" => {
+                self.cluster_listen =
+                    Some(grpc::parse_addr(need(key, value)?).map_err(|e| e.to_string())?)
+            }
+            "cluster_advertise" => {
+                let v = need(key, value)?;
+                match v.rsplit_once(':') {
+                    Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {
+                        self.cluster_advertise = Some(v.to_string())
+                    }
+                    _ => return Err(format!("cluster_advertise={v}: expected HOST:PORT")),
+                }
+            }
+            "cluster_secret_file" => {
+                self.cluster_secret_file = Some(PathBuf::from(need(key, value)?))
+            }
+            "cluster_dial_self" => self.cluster_dial_self = true,
             "log_batch_window" => {
                 self.log_batch_window = Some(Duration::from_micros(whole(
                     key,
@@ -850,6 +914,26 @@ mod tests {
         assert_eq!(c.instance, "prod-1");
         assert!(c.apply("instance=a@b").is_err());
         assert!(c.apply("instance=").is_err());
+    }
+
+    #[test]
+    fn cluster_options() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert_eq!(c.cluster().unwrap(), None);
+        c.apply("cluster_listen=7100").unwrap();
+        let (listen, adv, secret) = c.cluster().unwrap().unwrap();
+        assert_eq!(listen.to_string(), "127.0.0.1:7100");
+        assert_eq!((adv, secret), (None, None));
+        c.apply("cluster_listen=0.0.0.0:7100").unwrap();
+        assert!(c.cluster().unwrap_err().contains("cluster_secret_file"));
+        c.apply("cluster_secret_file=/etc/bt.secret").unwrap();
+        assert!(c.cluster().unwrap_err().contains("cluster_advertise"));
+        c.apply("cluster_advertise=10.0.0.5:7100").unwrap();
+        assert!(c.cluster().unwrap().is_some());
+        assert!(c.apply("cluster_advertise=7100").is_err());
+        let mut d = MountConfig::new("/d".into(), "/m".into());
+        d.apply("cluster_dial_self").unwrap();
+        assert!(d.cluster().is_err(), "dial_self without listen");
     }
 
     #[test]

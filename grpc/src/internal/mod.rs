@@ -124,6 +124,16 @@ impl Node {
         bt.set_dialer(Box::new(dialer), dial_local);
     }
 
+    /// Tablet server `name` of the daemon at `addr`, called with this
+    /// node's secret (for operators' tools and tests).
+    pub fn dial_server(
+        &self,
+        addr: &str,
+        name: &str,
+    ) -> Option<Arc<dyn engine::protocol::TabletService>> {
+        Dialer::without_directory(self.rt.clone(), self.secret.clone()).server_at(addr, name)
+    }
+
     /// Calls (and scans) this node has admitted since it started.
     pub fn calls_served(&self) -> u64 {
         self.served.load(Ordering::Relaxed)

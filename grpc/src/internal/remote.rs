@@ -430,7 +430,7 @@ impl MasterService for RemoteMaster {
 /// Finds servers and masters of the cluster by the addresses in their lock
 /// files, keeping one connection per daemon.
 pub struct Dialer {
-    lock: Arc<dyn LockService>,
+    lock: Option<Arc<dyn LockService>>,
     rt: Handle,
     secret: Option<Secret>,
     peers: RwLock<HashMap<String, Peer>>,
@@ -440,7 +440,19 @@ pub struct Dialer {
 impl Dialer {
     pub(crate) fn new(lock: Arc<dyn LockService>, rt: Handle, secret: Option<Secret>) -> Dialer {
         Dialer {
-            lock,
+            lock: Some(lock),
+            rt,
+            secret,
+            peers: RwLock::new(HashMap::new()),
+            servers: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// A dialer that knows no lock service: it reaches only the servers it
+    /// is given the addresses of ([`Dialer::server_at`]).
+    pub(crate) fn without_directory(rt: Handle, secret: Option<Secret>) -> Dialer {
+        Dialer {
+            lock: None,
             rt,
             secret,
             peers: RwLock::new(HashMap::new()),
@@ -474,6 +486,16 @@ impl Dialer {
         self.peers.write().insert(addr.to_string(), peer.clone());
         Some(peer)
     }
+
+    /// Tablet server `name` of the daemon at `addr`.
+    pub(crate) fn server_at(&self, addr: &str, name: &str) -> Option<Arc<dyn TabletService>> {
+        let s = Arc::new(RemoteServer {
+            name: name.to_string(),
+            peer: self.peer(addr)?,
+        });
+        self.servers.write().insert(name.to_string(), s.clone());
+        Some(s)
+    }
 }
 
 impl protocol::Dialer for Dialer {
@@ -482,24 +504,22 @@ impl protocol::Dialer for Dialer {
             return Some(s.clone());
         }
         // A server's name is never reused, so neither is its address.
-        let addr = protocol::server_address(&*self.lock, name)?;
-        let s = Arc::new(RemoteServer {
-            name: name.to_string(),
-            peer: self.peer(&addr)?,
-        });
-        self.servers.write().insert(name.to_string(), s.clone());
-        Some(s)
+        let addr = protocol::server_address(&**self.lock.as_ref()?, name)?;
+        self.server_at(&addr, name)
     }
 
     fn server_names(&self) -> Vec<String> {
-        let names = protocol::list_servers(&*self.lock).unwrap_or_default();
+        let Some(lock) = &self.lock else {
+            return Vec::new();
+        };
+        let names = protocol::list_servers(&**lock).unwrap_or_default();
         // Forget the stubs of servers that are gone.
         self.servers.write().retain(|n, _| names.contains(n));
         names
     }
 
     fn active_master(&self) -> Option<Arc<dyn MasterService>> {
-        let (name, addr) = protocol::master_address(&*self.lock)?;
+        let (name, addr) = protocol::master_address(&**self.lock.as_ref()?)?;
         Some(Arc::new(RemoteMaster {
             name,
             peer: self.peer(&addr)?,

@@ -137,14 +137,35 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     } else {
         cfg.thread_count().saturating_sub(1)
     };
-    let opts = cfg.engine_options();
+    let mut opts = cfg.engine_options();
+    // The internal RPC listens before the engine starts: the other daemons'
+    // master may load tablets onto this daemon's servers as soon as they
+    // register.
+    let node = match cfg.cluster()? {
+        Some((listen, advertise, secret_file)) => {
+            let secret = match secret_file {
+                Some(f) => Some(grpc::internal::Secret::from_file(&f)?),
+                None => None,
+            };
+            let node = grpc::internal::Node::start(listen, secret).map_err(|e| e.to_string())?;
+            opts.advertise = Some(advertise.unwrap_or_else(|| node.addr.to_string()));
+            Some(node)
+        }
+        None => None,
+    };
     let max_value = opts.max_value_size;
     // On etcd, a daemon killed a moment ago may still hold the master lock
     // until its lease ends and the lock-delay passes: wait that long.
     let master_wait = cfg
         .etcd_config()?
         .map(|e| e.lease_ttl + e.max_lock_delay + std::time::Duration::from_secs(5));
-    let bt = open_engine(files, cell.clone(), opts, master_wait)?;
+    let bt = open_engine(
+        files,
+        cell.clone(),
+        opts,
+        master_wait,
+        node.as_ref().map(|n| (n, cfg.cluster_dial_self)),
+    )?;
     let fs_opts = FsOptions {
         attr_timeout: cfg.attr_timeout,
         entry_timeout: cfg.entry_timeout,
@@ -232,7 +253,11 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         g.stop();
     }
     log::info!("unmounted {}; closing the store", cfg.mountpoint.display());
-    bt.close().map_err(|e| format!("closing the store: {e}"))
+    let closed = bt.close().map_err(|e| format!("closing the store: {e}"));
+    if let Some(n) = node {
+        n.stop();
+    }
+    closed
 }
 
 /// How long a new daemon waits for the one before it to let go of the
@@ -282,16 +307,36 @@ fn open_cell(
 
 /// Opens the engine on the lock service; while another master holds the
 /// master lock, tries again for up to `master_wait` (none: fails at once).
+/// With `node`, the engine answers the internal RPC from the start (and,
+/// with its flag, sends its own requests through it too).
 fn open_engine(
     files: Arc<dyn gfs::FileStore>,
     cell: Arc<dyn chubby::LockService>,
     opts: engine::Options,
     master_wait: Option<std::time::Duration>,
+    node: Option<(&grpc::internal::Node, bool)>,
 ) -> Result<Bigtable, String> {
     let deadline = master_wait.map(|w| std::time::Instant::now() + w);
     let mut said = false;
     loop {
-        match Bigtable::open_with_lock_service(files.clone(), Some(cell.clone()), opts.clone()) {
+        let opened = match node {
+            None => {
+                Bigtable::open_with_lock_service(files.clone(), Some(cell.clone()), opts.clone())
+            }
+            Some((node, dial_self)) => {
+                Bigtable::launch(files.clone(), Some(cell.clone()), opts.clone()).and_then(|bt| {
+                    node.attach(&bt, dial_self);
+                    match bt.wait_ready(std::time::Duration::from_secs(120)) {
+                        Ok(()) => Ok(bt),
+                        Err(e) => {
+                            let _ = bt.close();
+                            Err(e)
+                        }
+                    }
+                })
+            }
+        };
+        match opened {
             Ok(bt) => return Ok(bt),
             Err(e @ engine::Error::Lock(_))
                 if e.to_string().contains("another master holds")
