@@ -166,6 +166,19 @@ pub struct MountConfig {
     pub given: Vec<String>,
 }
 
+/// The internal RPC's settings (`cluster_*` options).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRpc {
+    /// Where other daemons' calls are taken.
+    pub listen: std::net::SocketAddr,
+    /// What they dial (None: `listen`, with the port bound).
+    pub advertise: Option<String>,
+    /// The cluster's shared secret.
+    pub secret_file: Option<PathBuf>,
+    /// This daemon's own requests go through the RPC too.
+    pub dial_self: bool,
+}
+
 impl MountConfig {
     pub fn new(data_dir: PathBuf, mountpoint: PathBuf) -> MountConfig {
         MountConfig {
@@ -226,11 +239,9 @@ impl MountConfig {
         }
     }
 
-    /// The internal RPC's settings, checked together: (listen, advertise,
-    /// secret file), or None when the daemon takes no calls.
-    pub fn cluster(
-        &self,
-    ) -> Result<Option<(std::net::SocketAddr, Option<String>, Option<PathBuf>)>, String> {
+    /// The internal RPC's settings, checked together (None when the daemon
+    /// takes no calls).
+    pub fn cluster(&self) -> Result<Option<ClusterRpc>, String> {
         let Some(listen) = self.cluster_listen else {
             if self.cluster_advertise.is_some()
                 || self.cluster_secret_file.is_some()
@@ -250,11 +261,12 @@ impl MountConfig {
                 "cluster_listen={listen} names no host others can dial: give cluster_advertise=HOST:PORT"
             ));
         }
-        Ok(Some((
+        Ok(Some(ClusterRpc {
             listen,
-            self.cluster_advertise.clone(),
-            self.cluster_secret_file.clone(),
-        )))
+            advertise: self.cluster_advertise.clone(),
+            secret_file: self.cluster_secret_file.clone(),
+            dial_self: self.cluster_dial_self,
+        }))
     }
 
     /// FUSE worker threads to run.
@@ -921,9 +933,9 @@ mod tests {
         let mut c = MountConfig::new("/d".into(), "/m".into());
         assert_eq!(c.cluster().unwrap(), None);
         c.apply("cluster_listen=7100").unwrap();
-        let (listen, adv, secret) = c.cluster().unwrap().unwrap();
-        assert_eq!(listen.to_string(), "127.0.0.1:7100");
-        assert_eq!((adv, secret), (None, None));
+        let rpc = c.cluster().unwrap().unwrap();
+        assert_eq!(rpc.listen.to_string(), "127.0.0.1:7100");
+        assert_eq!((rpc.advertise, rpc.secret_file), (None, None));
         c.apply("cluster_listen=0.0.0.0:7100").unwrap();
         assert!(c.cluster().unwrap_err().contains("cluster_secret_file"));
         c.apply("cluster_secret_file=/etc/bt.secret").unwrap();

@@ -141,15 +141,21 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // The internal RPC listens before the engine starts: the other daemons'
     // master may load tablets onto this daemon's servers as soon as they
     // register.
-    let node = match cfg.cluster()? {
-        Some((listen, advertise, secret_file)) => {
-            let secret = match secret_file {
-                Some(f) => Some(grpc::internal::Secret::from_file(&f)?),
+    let rpc = cfg.cluster()?;
+    let node = match &rpc {
+        Some(rpc) => {
+            let secret = match &rpc.secret_file {
+                Some(f) => Some(grpc::internal::Secret::from_file(f)?),
                 None => None,
             };
-            let node = grpc::internal::Node::start(listen, secret).map_err(|e| e.to_string())?;
-            opts.advertise = Some(advertise.unwrap_or_else(|| node.addr.to_string()));
-            Some(node)
+            let node =
+                grpc::internal::Node::start(rpc.listen, secret).map_err(|e| e.to_string())?;
+            opts.advertise = Some(
+                rpc.advertise
+                    .clone()
+                    .unwrap_or_else(|| node.addr.to_string()),
+            );
+            Some((node, rpc.dial_self))
         }
         None => None,
     };
@@ -164,7 +170,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         cell.clone(),
         opts,
         master_wait,
-        node.as_ref().map(|n| (n, cfg.cluster_dial_self)),
+        node.as_ref().map(|(n, dial_self)| (n, *dial_self)),
     )?;
     let fs_opts = FsOptions {
         attr_timeout: cfg.attr_timeout,
@@ -254,7 +260,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     }
     log::info!("unmounted {}; closing the store", cfg.mountpoint.display());
     let closed = bt.close().map_err(|e| format!("closing the store: {e}"));
-    if let Some(n) = node {
+    if let Some((n, _)) = node {
         n.stop();
     }
     closed
