@@ -3,10 +3,11 @@
 //! number of tablet servers and masters running, starting a fresh one
 //! (under a new name, as a replacement machine would be) when one dies.
 
-use crate::client::Client;
+use crate::client::{read_table_defs, Client};
 use crate::coordination::{ensure_layout, Lease};
 use crate::env::{now_micros, Env};
 use crate::master::Master;
+use crate::metadata::METADATA_ID;
 use crate::options::Options;
 use crate::protocol::{MasterService, TabletService};
 use crate::tablet_server::TabletServer;
@@ -34,7 +35,12 @@ pub struct Cluster {
     servers: Mutex<Vec<Arc<TabletServer>>>,
     stop: Arc<AtomicBool>,
     supervisor: Mutex<Option<JoinHandle<()>>>,
+    /// When a daemon without a master last read the tables from METADATA.
+    catalog_read: Mutex<Option<Instant>>,
 }
+
+/// How stale a master-less daemon's list of tables may grow.
+const CATALOG_TTL: Duration = Duration::from_secs(1);
 
 impl Cluster {
     /// Starts the cluster and waits until every tablet is served.
@@ -61,10 +67,14 @@ impl Cluster {
     ) -> Result<Arc<Cluster>> {
         let env = Env::new(store, lock, opts)?;
         ensure_layout(&*env.lock)?;
-        // A second daemon on the same cell stops here rather than stand by.
-        match Lease::try_master(env.lock.clone(), "probe", None, env.opts.server_lock_delay)? {
-            Some(l) => drop(l),
-            None => return Err(Error::Lock("another master holds /bigtable/master".into())),
+        let client_only = env.opts.tablet_servers == 0;
+        // A second daemon on the same cell stops here rather than stand by
+        // (one that serves nothing joins the cluster the others run).
+        if !client_only {
+            match Lease::try_master(env.lock.clone(), "probe", None, env.opts.server_lock_delay)? {
+                Some(l) => drop(l),
+                None => return Err(Error::Lock("another master holds /bigtable/master".into())),
+            }
         }
         let client = Arc::new(Client::new(env.clone()));
         let cluster = Arc::new(Cluster {
@@ -76,8 +86,12 @@ impl Cluster {
             servers: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
             supervisor: Mutex::new(None),
+            catalog_read: Mutex::new(None),
         });
-        for _ in 0..cluster.env.opts.tablet_servers.max(1) {
+        if client_only {
+            return Ok(cluster);
+        }
+        for _ in 0..cluster.env.opts.tablet_servers {
             cluster.add_server()?;
         }
         for _ in 0..MASTERS {
@@ -130,9 +144,46 @@ impl Cluster {
         Some(m.clone() as Arc<dyn MasterService>)
     }
 
-    /// Waits until an active master has assigned every tablet.
+    /// Whether this daemon runs no tablet server and no master: its client
+    /// reaches those of the other daemons.
+    pub fn is_client_only(&self) -> bool {
+        self.env.opts.tablet_servers == 0
+    }
+
+    /// Reads the tables from METADATA into the catalog (a daemon without a
+    /// master has no other way to learn them); at most once per second
+    /// unless `force`.
+    pub fn refresh_catalog(&self, force: bool) -> Result<()> {
+        if !self.is_client_only() {
+            return Ok(());
+        }
+        let mut last = self.catalog_read.lock();
+        if !force && last.is_some_and(|t| t.elapsed() < CATALOG_TTL) {
+            return Ok(());
+        }
+        let defs = read_table_defs(&self.client, &*self.env.lock)?;
+        self.env
+            .catalog
+            .replace_all(defs.into_iter().map(|d| d.def).collect());
+        *last = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Waits until an active master has assigned every tablet (for a daemon
+    /// that runs no master: until METADATA answers).
     pub fn wait_ready(&self, limit: Duration) -> Result<()> {
         let deadline = Instant::now() + limit;
+        if self.is_client_only() {
+            let client = Client::with_deadline(self.env.clone(), limit);
+            client.locate(METADATA_ID, b"")?;
+            while let Err(e) = self.refresh_catalog(true) {
+                if Instant::now() >= deadline {
+                    return Err(e);
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            return Ok(());
+        }
         loop {
             let masters = self.masters.lock().clone();
             if masters.iter().any(|m| m.is_ready()) {

@@ -112,16 +112,34 @@ impl Bigtable {
 
     fn table(&self, name: &str) -> Result<Arc<TableEntry>> {
         self.client()?;
-        self.env().catalog.get(name)
+        let cluster = &self.inner.cluster;
+        match self.env().catalog.get(name) {
+            // A daemon without a master learns of tables made elsewhere by
+            // reading METADATA again.
+            Err(Error::TableNotFound(_)) if cluster.is_client_only() => {
+                cluster.refresh_catalog(true)?;
+                self.env().catalog.get(name)
+            }
+            found => {
+                cluster.refresh_catalog(false)?;
+                found
+            }
+        }
     }
 
-    /// Runs `f` on the active master, waiting for one during a failover.
+    /// Runs `f` on the active master, waiting for one during a failover;
+    /// a daemon without a master then reads the tables again, so that what
+    /// it just changed is what it sees.
     fn master<T>(&self, f: impl Fn(&dyn MasterService) -> Result<T>) -> Result<T> {
         let client = self.client()?;
-        client.retry("master", || match self.env().active_master() {
+        let r = client.retry("master", || match self.env().active_master() {
             Some(m) => f(&*m),
             None => Err(Error::Unavailable("no active master".into())),
-        })
+        });
+        if r.is_ok() {
+            self.inner.cluster.refresh_catalog(true)?;
+        }
+        r
     }
 
     /// Live tablet servers.
@@ -143,6 +161,9 @@ impl Bigtable {
     }
     /// The names of every table.
     pub fn list_tables(&self) -> Vec<String> {
+        if let Err(e) = self.inner.cluster.refresh_catalog(false) {
+            log::warn!("cannot read the tables from METADATA: {e}");
+        }
         self.env().catalog.names()
     }
     /// The table's current schema.

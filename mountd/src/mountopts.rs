@@ -23,7 +23,7 @@
 //! | `pidfile=PATH` | write the daemon's pid there |
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
 //! | `compaction_threads=N` | background compaction threads per tablet server |
-//! | `tablet_servers=N` | tablet servers the daemon runs (default 3) |
+//! | `tablet_servers=N` | tablet servers the daemon runs (default 3); 0: a client-only daemon that runs no server and no master and reaches another daemon's (needs `lock=etcd://…` and `cluster_listen`) |
 //! | `commit_workers=N` | threads that run commits at fsync, and at close when all FUSE threads but one are committing (default 32; 0: on the FUSE thread) |
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `opendir` | let the kernel open directories (by default it lists them unopened: two requests fewer per directory) |
@@ -239,9 +239,17 @@ impl MountConfig {
         }
     }
 
+    /// `tablet_servers=0`: a daemon that runs no tablet server and no master.
+    pub fn client_only(&self) -> bool {
+        self.tablet_servers == Some(0)
+    }
+
     /// The internal RPC's settings, checked together (None when the daemon
     /// takes no calls).
     pub fn cluster(&self) -> Result<Option<ClusterRpc>, String> {
+        if self.client_only() && (self.cluster_listen.is_none() || self.etcd.is_none()) {
+            return Err("tablet_servers=0 (a client-only daemon) needs lock=etcd://… shared with the daemons that serve, and cluster_listen".into());
+        }
         let Some(listen) = self.cluster_listen else {
             if self.cluster_advertise.is_some()
                 || self.cluster_secret_file.is_some()
@@ -383,8 +391,8 @@ impl MountConfig {
                 let n: usize = need(key, value)?
                     .parse()
                     .map_err(|_| "tablet_servers: not a number".to_string())?;
-                if !(1..=64).contains(&n) {
-                    return Err("tablet_servers: use 1 to 64".to_string());
+                if n > 64 {
+                    return Err("tablet_servers: use 0 to 64".to_string());
                 }
                 self.tablet_servers = Some(n);
             }
@@ -576,6 +584,14 @@ impl MountConfig {
     /// Opens the file layer the engine runs on.
     pub fn file_store(&self) -> Result<std::sync::Arc<dyn gfs::FileStore>, String> {
         let dir = &self.data_dir;
+        if self.client_only() {
+            // It serves nothing, so it writes no file: every read and write
+            // goes to the other daemons' servers. An empty directory stands
+            // for the store.
+            let files = gfs::LocalStore::open(dir.join("client-only"))
+                .map_err(|e| format!("data directory {}: {e}", dir.display()))?;
+            return Ok(std::sync::Arc::new(files));
+        }
         if let Some(cfg) = self.s3_config()? {
             let store = objstore::S3Store::open(cfg).map_err(|e| e.to_string())?;
             return Ok(std::sync::Arc::new(store));
@@ -946,6 +962,13 @@ mod tests {
         let mut d = MountConfig::new("/d".into(), "/m".into());
         d.apply("cluster_dial_self").unwrap();
         assert!(d.cluster().is_err(), "dial_self without listen");
+        let mut e = MountConfig::new("/d".into(), "/m".into());
+        e.apply("tablet_servers=0").unwrap();
+        e.apply("cluster_listen=0").unwrap();
+        assert!(
+            e.cluster().is_err(),
+            "client-only without a shared lock service"
+        );
     }
 
     #[test]

@@ -4,9 +4,11 @@
 //! split or is being recovered, and streams scans across tablets
 //! (`scanner.rs`).
 
+mod defs;
 mod locate;
 mod scanner;
 
+pub(crate) use defs::read_table_defs;
 pub use locate::{parse_meta_row, Location, MetaRow};
 pub use scanner::Scanner;
 

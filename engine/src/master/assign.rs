@@ -4,13 +4,12 @@
 //! after that log has been sorted.
 
 use super::Master;
-use crate::client::{MetaRow, Scanner};
+use crate::client::{read_table_defs, MetaRow, Scanner};
 use crate::coordination::{root_location, set_root_location, Schemas};
 use crate::data::{Mutation, RowRange};
 use crate::metadata::{
-    effective_tablets, root_end, table_def_key, table_def_range, tablet_row_key, TableDef,
-    TabletMeta, FAMILY_LOCATION, FAMILY_TABLE, FAMILY_TABLET, METADATA_ID, METADATA_NAME, Q_DEF,
-    Q_INFO, Q_SERVER,
+    effective_tablets, root_end, table_def_key, tablet_row_key, TableDef, TabletMeta,
+    FAMILY_LOCATION, FAMILY_TABLET, METADATA_ID, METADATA_NAME, Q_INFO, Q_SERVER,
 };
 use crate::recovery;
 use crate::scan::ScanSpec;
@@ -55,35 +54,15 @@ impl Master {
     /// The tables METADATA defines; the lock service's schema wins where it
     /// has one.
     fn load_defs(&self) -> Result<Vec<TableDef>> {
-        let (start, end) = table_def_range();
-        let spec = ScanSpec {
-            rows: RowRange {
-                start: Bound::Included(start.clone()),
-                end: Bound::Excluded(end),
-            },
-            families: Some(vec![FAMILY_TABLE.into()]),
-            ..ScanSpec::default()
-        };
-        let mut scan = Scanner::new(self.client.clone(), METADATA_ID, spec);
         let mut defs = Vec::new();
-        while let Some((row, cells)) = scan.next_row()? {
-            let Some(name) = row.get(start.len()..) else {
-                continue;
-            };
-            let name = String::from_utf8_lossy(name).into_owned();
-            let Some(c) = cells.iter().find(|c| c.qualifier == Q_DEF) else {
-                continue;
-            };
-            let mut def = TableDef::decode(&name, &c.value)?;
-            let schemas = Schemas(&*self.env.lock);
-            match schemas.load_schema(&name)? {
-                Some(s) if s != def.schema => {
-                    log::info!("table {name}: schema taken from the lock service");
-                    def.schema = s;
-                    self.write_def(&def)?;
-                }
-                Some(_) => {}
-                None => schemas.store_schema(&name, &def.schema)?,
+        for read in read_table_defs(&self.client, &*self.env.lock)? {
+            let def = read.def;
+            if read.stale_in_metadata {
+                log::info!("table {}: schema taken from the lock service", def.name);
+                self.write_def(&def)?;
+            }
+            if read.missing_in_lock {
+                Schemas(&*self.env.lock).store_schema(&def.name, &def.schema)?;
             }
             self.env.numbers.bump(def.id);
             defs.push(def);
