@@ -13,6 +13,7 @@ mod data;
 mod error;
 mod iterator;
 pub mod key;
+pub mod keyviz;
 pub mod schema;
 
 mod cache;
