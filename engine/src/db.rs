@@ -421,11 +421,12 @@ impl Bigtable {
     }
     /// One line per tablet server (`.bigtable/servers`).
     pub fn servers_report(&self) -> Vec<String> {
-        self.env()
-            .servers()
-            .iter()
-            .map(|s| s.report().line())
-            .collect()
+        self.server_reports().iter().map(|r| r.line()).collect()
+    }
+    /// Every tablet server's figures, with what its background threads are
+    /// doing (the console's status page; `.bigtable/servers` prints them).
+    pub fn server_reports(&self) -> Vec<crate::ServerReport> {
+        self.env().servers().iter().map(|s| s.report()).collect()
     }
     /// The masters (`.bigtable/master`).
     pub fn master_report(&self) -> Vec<String> {

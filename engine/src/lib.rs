@@ -62,6 +62,7 @@ pub use error::{Error, Result};
 pub use filter::RowFilter;
 pub use options::{Options, TabletInfo};
 pub use scan::ScanSpec;
+pub use tablet_server::ServerReport;
 pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
 
 /// Parsers of on-disk input, reachable for the engine's fuzz tests

@@ -18,6 +18,7 @@ mod load;
 mod publish;
 mod reads;
 mod status;
+pub use status::ServerReport;
 
 use crate::catalog::TableEntry;
 use crate::client::Client;

@@ -6,6 +6,8 @@ use crate::options::TabletInfo;
 use std::sync::atomic::Ordering;
 
 /// A tablet server's figures, for the master's balancing and for status.
+/// The fields are the `.bigtable/servers` keys of the same names.
+#[allow(missing_docs)]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ServerReport {
     pub name: String,
