@@ -15,6 +15,7 @@ mod gc;
 mod names;
 mod server;
 mod status;
+mod timing;
 mod value_type;
 
 pub use names::{check_instance_id, DEFAULT_INSTANCE};

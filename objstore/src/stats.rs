@@ -62,6 +62,7 @@ impl Stats {
     /// Counts one request of `kind` that moved `bytes` and took `took`.
     pub(crate) fn record(&self, kind: Kind, ok: bool, bytes: u64, took: Duration) {
         let s = self.slot(kind);
+        telemetry::observe(telemetry::Latency::ObjectStore, KINDS.iter().find(|(k, _)| *k == kind).map_or("other", |(_, n)| n), took);
         s.requests.fetch_add(1, Ordering::Relaxed);
         s.bytes.fetch_add(bytes, Ordering::Relaxed);
         if !ok {
