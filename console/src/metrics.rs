@@ -84,7 +84,7 @@ pub const GAUGES: &[&str] = &[
 ];
 
 /// Keys whose value is a word: each gives a gauge at 1 labelled with it.
-const STATES: &[&str] = &["state", "mode", "io", "fuse_transport"];
+const STATES: &[&str] = &["state", "mode", "io", "fuse_transport", "lock_backend"];
 
 /// The `stats` lines that are not one FUSE operation's count.
 const FUSE_TOTALS: &[&str] = &["fuse_requests", "fuse_forgets", "fuse_uring_replies"];
@@ -256,6 +256,7 @@ pub fn is_gauge(name: &str) -> bool {
         || name.ends_with("_mode")
         || name.ends_with("_io")
         || name.ends_with("_transport")
+        || name.ends_with("_backend")
 }
 
 /// The full metric name of a figure.

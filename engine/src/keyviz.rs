@@ -238,7 +238,8 @@ impl KeyViz {
                 starts.dedup();
                 let n = starts.len();
                 let keep = rows.max(1).min(n);
-                let bounds: Vec<Vec<u8>> = (0..keep).map(|i| starts[i * n / keep].clone()).collect();
+                let bounds: Vec<Vec<u8>> =
+                    (0..keep).map(|i| starts[i * n / keep].clone()).collect();
                 let mut cells = vec![vec![Counts::default(); cols.len()]; bounds.len()];
                 for (ci, c) in cols.iter().enumerate() {
                     for (k, v) in c.tables.get(name).into_iter().flatten() {
@@ -372,7 +373,16 @@ mod tests {
         }
         let h = kv.heatmap(10);
         assert_eq!(h.columns, vec![140, 150, 160, 170, 180, 190]);
-        assert_eq!(h.tables[0].cells[0], vec![Counts { reads: 1, ..Counts::default() }; 6]);
+        assert_eq!(
+            h.tables[0].cells[0],
+            vec![
+                Counts {
+                    reads: 1,
+                    ..Counts::default()
+                };
+                6
+            ]
+        );
     }
 
     #[test]
@@ -382,7 +392,9 @@ mod tests {
         let mut rng = 1u64;
         // A long run: 10,000 tables, random keys, 300 columns' worth of time.
         for step in 0..200_000u64 {
-            rng = rng.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            rng = rng
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let table = format!("table{}", (rng >> 20) % 10_000);
             let row = format!("row{:016x}", rng >> 7);
             kv.record_at(step / 700 * 10, &table, row.as_bytes(), Access::Write(100));

@@ -26,7 +26,13 @@ where
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         // `/google.bigtable.v2.Bigtable/ReadRows` is timed as `ReadRows`.
-        let method = req.uri().path().rsplit('/').next().unwrap_or("").to_string();
+        let method = req
+            .uri()
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .to_string();
         let start = Instant::now();
         let f = self.0.call(req);
         Box::pin(async move {
