@@ -75,7 +75,7 @@ pub fn svg(h: &Heatmap) -> String {
                 "<text x=\"{}\" y=\"{}\" font-size=\"11\" text-anchor=\"end\" font-family=\"monospace\">{}</text>",
                 LABEL_W - 6,
                 y + CELL_H - 3,
-                esc(&start)
+                if start.is_empty() { "(first row)".to_string() } else { esc(&start) }
             );
             for (ci, c) in row.iter().enumerate() {
                 let col = h.columns.get(ci).copied().unwrap_or(0);

@@ -54,12 +54,35 @@ pub fn frame(title: &str, refresh: u32, body: &str) -> String {
 
 /// A progress bar of `done` out of `total`.
 pub fn bar(done: u64, total: u64) -> String {
+    if total == 0 {
+        return "<span class=\"muted\">idle</span>".into();
+    }
     let pct = if total == 0 {
         0.0
     } else {
         (done as f64 * 100.0 / total as f64).min(100.0)
     };
     format!("<span class=\"bar\" title=\"{pct:.0}%\"><i style=\"width:{pct:.0}%\"></i></span> {pct:.0}%")
+}
+
+/// `MICROS text` (a master's event) with the time as `HH:MM:SS UTC`.
+pub fn event(e: &str) -> String {
+    match e.split_once(' ') {
+        Some((t, rest)) => match t.parse::<u64>() {
+            Ok(us) => {
+                let s = us / 1_000_000;
+                format!(
+                    "{:02}:{:02}:{:02} UTC {}",
+                    s / 3600 % 24,
+                    s / 60 % 60,
+                    s % 60,
+                    esc(rest)
+                )
+            }
+            Err(_) => esc(e),
+        },
+        None => esc(e),
+    }
 }
 
 /// The `key=value` words of a status line.

@@ -343,6 +343,7 @@ pub fn render(src: &Sources) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

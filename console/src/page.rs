@@ -129,7 +129,7 @@ fn master(src: &Sources, o: &mut String) {
     } else {
         o.push_str("<ol id=\"events\" reversed>");
         for e in events.iter().rev() {
-            let _ = write!(o, "<li>{}</li>", esc(e));
+            let _ = write!(o, "<li>{}</li>", crate::html::event(e));
         }
         o.push_str("</ol>");
     }

@@ -143,6 +143,7 @@ pub fn gather() -> Vec<MetricFamily> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
