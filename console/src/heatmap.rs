@@ -45,12 +45,56 @@ fn color(v: u64, max: u64) -> String {
     format!("#{r:02x}{g:02x}{b:02x}")
 }
 
-fn heat(c: &Counts) -> u64 {
-    c.reads + c.writes
+/// What a cell's brightness shows (`?metric=` of `/keyviz` and `/keyviz.svg`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Metric {
+    /// Reads and writes.
+    Accesses,
+    Reads,
+    Writes,
+    /// Bytes written.
+    Bytes,
+}
+
+impl Metric {
+    const ALL: [Metric; 4] = [
+        Metric::Accesses,
+        Metric::Reads,
+        Metric::Writes,
+        Metric::Bytes,
+    ];
+
+    fn name(self) -> &'static str {
+        match self {
+            Metric::Accesses => "accesses",
+            Metric::Reads => "reads",
+            Metric::Writes => "writes",
+            Metric::Bytes => "bytes",
+        }
+    }
+
+    /// The metric a query string asks for (reads and writes by default).
+    pub fn from_query(q: &str) -> Metric {
+        let asked = q.split('&').find_map(|kv| kv.strip_prefix("metric="));
+        Metric::ALL
+            .into_iter()
+            .find(|m| Some(m.name()) == asked)
+            .unwrap_or(Metric::Accesses)
+    }
+
+    fn of(self, c: &Counts) -> u64 {
+        match self {
+            Metric::Accesses => c.reads + c.writes,
+            Metric::Reads => c.reads,
+            Metric::Writes => c.writes,
+            Metric::Bytes => c.bytes,
+        }
+    }
 }
 
 /// The heatmap as one SVG image.
-pub fn svg(h: &Heatmap) -> String {
+pub fn svg(h: &Heatmap, metric: Metric) -> String {
+    let heat = |c: &Counts| metric.of(c);
     let ncols = h.columns.len().max(1);
     // The plot keeps its width: columns are narrow when there are many.
     let cell_w = (PLOT_W / ncols).max(2);
@@ -118,12 +162,13 @@ pub fn svg(h: &Heatmap) -> String {
         body,
         "<text x=\"{LABEL_W}\" y=\"{y1}\" font-size=\"11\" fill=\"#555\">{}</text>\
          <text x=\"{}\" y=\"{y1}\" font-size=\"11\" fill=\"#555\" text-anchor=\"end\">{}</text>\
-         <text x=\"{LABEL_W}\" y=\"{y2}\" font-size=\"11\" fill=\"#555\">time → ({} s a column, {} columns; reads + writes, brighter is more)</text>",
+         <text x=\"{LABEL_W}\" y=\"{y2}\" font-size=\"11\" fill=\"#555\">time → ({} s a column, {} columns; brighter: more {})</text>",
         hhmm(first),
         LABEL_W + cell_w * ncols,
         hhmm(last),
         h.column_secs,
         h.columns.len(),
+        metric.name(),
         y1 = y + 12,
         y2 = y + 26,
     );
@@ -136,12 +181,26 @@ pub fn svg(h: &Heatmap) -> String {
 }
 
 /// The page around the SVG.
-pub fn page(h: &Heatmap) -> String {
+pub fn page(h: &Heatmap, metric: Metric) -> String {
+    let choice: Vec<String> = Metric::ALL
+        .iter()
+        .map(|m| {
+            if *m == metric {
+                format!("<b>{}</b>", m.name())
+            } else {
+                format!("<a href=\"/keyviz?metric={0}\">{0}</a>", m.name())
+            }
+        })
+        .collect();
     let body = format!(
         "<h2>Key visualizer</h2><p>Each table's row-key ranges down, time across; brighter cells \
-         were read and written more (hover for reads, writes and bytes). \
-         Download: <a href=\"/keyviz.svg\" download>SVG</a> · <a href=\"/keyviz.json\" download>JSON</a></p>{}",
-        svg(h)
+         had more {} (hover for reads, writes and bytes written). Show: {}. \
+         Download: <a href=\"/keyviz.svg?metric={}\" download>SVG</a> · \
+         <a href=\"/keyviz.json\" download>JSON</a></p>{}",
+        metric.name(),
+        choice.join(" · "),
+        metric.name(),
+        svg(h, metric)
     );
     frame("bigtable-fs key visualizer", REFRESH_SECS, &body)
 }
@@ -178,4 +237,71 @@ pub fn json(h: &Heatmap) -> String {
         "tables": tables,
     })
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use engine::keyviz::TableMap;
+
+    fn map() -> Heatmap {
+        let c = |reads, writes, bytes| Counts {
+            reads,
+            writes,
+            bytes,
+        };
+        Heatmap {
+            column_secs: 60,
+            columns: vec![0, 60],
+            tables: vec![TableMap {
+                table: "t".into(),
+                starts: vec![b"".to_vec(), b"k5".to_vec()],
+                cells: vec![
+                    vec![c(9, 0, 0), c(1, 0, 0)],
+                    vec![c(0, 2, 5000), c(0, 0, 0)],
+                ],
+            }],
+        }
+    }
+
+    fn fill_of(svg: &str, start: &str, col: u64) -> String {
+        let at = svg
+            .split("<rect class=\"cell\"")
+            .find(|r| {
+                r.contains(&format!("data-start=\"{start}\""))
+                    && r.contains(&format!("data-col=\"{col}\""))
+            })
+            .unwrap_or_default();
+        at.split("fill=\"")
+            .nth(1)
+            .unwrap_or("")
+            .chars()
+            .take(7)
+            .collect()
+    }
+
+    #[test]
+    fn the_brightest_cell_follows_the_metric_asked_for() {
+        let h = map();
+        let hot = color(1, 1);
+        let by_reads = svg(&h, Metric::from_query("metric=reads"));
+        assert_eq!(fill_of(&by_reads, "", 0), hot);
+        assert_ne!(fill_of(&by_reads, "k5", 0), hot);
+        let by_bytes = svg(&h, Metric::from_query("x=1&metric=bytes"));
+        assert_eq!(fill_of(&by_bytes, "k5", 0), hot);
+        assert_eq!(fill_of(&by_bytes, "", 0), color(0, 1));
+        // The first range is labelled, and ends where the next begins.
+        assert!(by_bytes.contains(">(first row)<"));
+        assert!(by_bytes.contains("data-start=\"\" data-end=\"k5\""));
+        assert_eq!(Metric::from_query(""), Metric::Accesses);
+    }
+
+    #[test]
+    fn json_holds_every_count() {
+        let j: serde_json::Value = serde_json::from_str(&json(&map())).unwrap_or_default();
+        assert_eq!(j["tables"][0]["reads"][0][0], 9);
+        assert_eq!(j["tables"][0]["bytes"][1][0], 5000);
+        assert_eq!(j["tables"][0]["ranges"][0]["end"], "k5");
+        assert_eq!(j["columns"][1], 60);
+    }
 }

@@ -92,7 +92,8 @@ impl Console {
 type Reply = (u16, &'static str, Vec<u8>);
 
 fn route(src: &Sources, path: &str) -> Reply {
-    let path = path.split('?').next().unwrap_or(path);
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    let metric = heatmap::Metric::from_query(query);
     match path {
         "/metrics" => (
             200,
@@ -107,12 +108,12 @@ fn route(src: &Sources, path: &str) -> Reply {
         "/keyviz" => (
             200,
             "text/html; charset=utf-8",
-            heatmap::page(&engine::keyviz::global().heatmap(heatmap::ROWS)).into_bytes(),
+            heatmap::page(&engine::keyviz::global().heatmap(heatmap::ROWS), metric).into_bytes(),
         ),
         "/keyviz.svg" => (
             200,
             "image/svg+xml",
-            heatmap::svg(&engine::keyviz::global().heatmap(heatmap::ROWS)).into_bytes(),
+            heatmap::svg(&engine::keyviz::global().heatmap(heatmap::ROWS), metric).into_bytes(),
         ),
         "/keyviz.json" => (
             200,
