@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what the end-to-end tests drive, on a fresh Debian or Ubuntu machine
 # with Rust: the programs they run (fuse3, attr, util-linux, rsync, tar,
-# python3, etcd and etcdctl, which the lock-service tests start), protoc
+# python3, etcd and etcdctl, which the lock-service tests start, chromium,
+# the headless browser tests/tests/console.rs loads the console in), protoc
 # (etcd's client is generated from its .proto files at build time), the
 # official Python client of Cloud Bigtable and what its own system tests
 # need, SeaweedFS (the S3 server the object-store tests start), and FUSE over
@@ -46,7 +47,7 @@ apt_install() {
 missing=()
 for p in fusermount3:fuse3 getfattr:attr setfattr:attr flock:util-linux setpriv:util-linux \
     taskset:util-linux tar:tar rsync:rsync python3:python3 mount:mount \
-    etcd:etcd-server etcdctl:etcd-client protoc:protobuf-compiler; do
+    etcd:etcd-server etcdctl:etcd-client protoc:protobuf-compiler chromium:chromium; do
     command -v "${p%%:*}" >/dev/null 2>&1 || missing+=("${p##*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then

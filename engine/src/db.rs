@@ -466,19 +466,34 @@ impl Bigtable {
     }
     /// One line per tablet server (`.bigtable/servers`).
     pub fn servers_report(&self) -> Vec<String> {
+        self.server_reports()
+            .iter()
+            .map(|r| {
+                let line = r.line();
+                // Where other daemons reach it, when they can.
+                match crate::coordination::server_address(&*self.env().lock, &r.name) {
+                    Some(a) => format!("{line} addr={a}"),
+                    None => line,
+                }
+            })
+            .collect()
+    }
+    /// Every tablet server's figures, with what its background threads are
+    /// doing (the console's status page; `.bigtable/servers` prints them).
+    /// One that cannot be reached is reported as `unreachable`.
+    pub fn server_reports(&self) -> Vec<crate::ServerReport> {
         self.env()
             .servers()
             .iter()
             .map(|s| {
-                let line = match s.report() {
-                    Ok(r) => r.line(),
-                    Err(e) => format!("server={} state=unreachable error={e:?}", s.name()),
-                };
-                // Where other daemons reach it, when they can.
-                match crate::coordination::server_address(&*self.env().lock, s.name()) {
-                    Some(a) => format!("{line} addr={a}"),
-                    None => line,
-                }
+                s.report().unwrap_or_else(|e| {
+                    log::debug!("no report from {}: {e}", s.name());
+                    crate::ServerReport {
+                        name: s.name().to_string(),
+                        state: "unreachable".into(),
+                        ..Default::default()
+                    }
+                })
             })
             .collect()
     }

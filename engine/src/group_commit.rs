@@ -146,6 +146,7 @@ impl<T, R> GroupCommit<T, R> {
     /// processed, with that item's result. If the batch failed, every item of
     /// it gets the same error (as [`Error::Shared`]).
     pub fn submit(&self, item: T, sync: bool) -> Result<R> {
+        let _t = telemetry::timer(telemetry::Latency::Commit, "wait");
         let slot = Arc::new(Slot {
             state: AtomicU8::new(WAITING),
             result: Mutex::new(None),

@@ -13,6 +13,7 @@ mod data;
 mod error;
 mod iterator;
 pub mod key;
+pub mod keyviz;
 pub mod schema;
 
 mod cache;
@@ -61,6 +62,7 @@ pub use env::now_micros;
 pub use error::{Error, Result};
 pub use filter::RowFilter;
 pub use options::{Options, TabletInfo};
+pub use protocol::ServerReport;
 pub use scan::ScanSpec;
 pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
 

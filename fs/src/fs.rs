@@ -59,6 +59,12 @@ impl Fs {
         self.cx.start_notifier(notifier);
     }
 
+    /// The current text of a `.bigtable/` file (the console serves the
+    /// same figures).
+    pub fn status_text(&self, f: crate::StatusFile) -> Vec<u8> {
+        self.cx.status_content(f)
+    }
+
     #[cfg(test)]
     pub(crate) fn ctx(&self) -> &Ctx {
         &self.cx

@@ -63,6 +63,7 @@ mod tests;
 pub use crate::fs::Fs;
 pub use crate::fuse::{BusyPoll, FuseFs, COMMIT_WORKERS, DEFAULT_BUSY_POLL};
 pub use crate::options::FsOptions;
+pub use crate::status::StatusFile;
 pub use crate::store::{RowStream, Store};
 /// The FUSE crate this is built on (for the binaries that mount it).
 pub use fuser;

@@ -30,6 +30,7 @@ pub enum StatusFile {
 }
 
 impl StatusFile {
+    /// Every file, in listing order.
     pub const ALL: [StatusFile; 8] = [
         StatusFile::Status,
         StatusFile::Tables,
@@ -40,6 +41,7 @@ impl StatusFile {
         StatusFile::Master,
         StatusFile::Control,
     ];
+    /// The file's name under `.bigtable/`.
     pub fn name(self) -> &'static str {
         match self {
             StatusFile::Status => "status",
@@ -52,6 +54,7 @@ impl StatusFile {
             StatusFile::Control => "control",
         }
     }
+    /// The file called `name`, if any.
     pub fn from_name(name: &[u8]) -> Option<StatusFile> {
         StatusFile::ALL
             .into_iter()

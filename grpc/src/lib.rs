@@ -16,6 +16,7 @@ pub mod internal;
 mod names;
 mod server;
 mod status;
+mod timing;
 mod value_type;
 
 pub use names::{check_instance_id, DEFAULT_INSTANCE};

@@ -172,6 +172,7 @@ pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
                     s
                 });
                 tonic::transport::Server::builder()
+                    .layer(tower::layer::layer_fn(crate::timing::Timed))
                     .add_service(data)
                     .add_service(admin)
                     .serve_with_incoming_shutdown(incoming, async {

@@ -149,6 +149,9 @@ pub struct MountConfig {
     pub master_mirrors: Vec<PathBuf>,
     /// Where to serve Cloud Bigtable's gRPC API (`grpc=PORT|HOST:PORT`; off if unset).
     pub grpc: Option<std::net::SocketAddr>,
+    /// Where to serve the console: metrics, status page, key visualizer
+    /// (`http=PORT|HOST:PORT`; off if unset).
+    pub http: Option<std::net::SocketAddr>,
     /// The gRPC API's instance whose tables are the mount's top level
     /// (`instance=NAME`); other instances' tables are `NAME@TABLE`.
     pub instance: String,
@@ -229,6 +232,7 @@ impl MountConfig {
             repair_parallel: None,
             master_mirrors: Vec::new(),
             grpc: None,
+            http: None,
             instance: grpc::DEFAULT_INSTANCE.to_string(),
             etcd: None,
             cluster_listen: None,
@@ -318,6 +322,10 @@ impl MountConfig {
             "allow_other" => self.allow_other = true,
             "grpc" => {
                 self.grpc = Some(grpc::parse_addr(need(key, value)?).map_err(|e| e.to_string())?)
+            }
+            // A bare port is loopback, as with grpc=: the pages show row keys.
+            "http" => {
+                self.http = Some(grpc::parse_addr(need(key, value)?).map_err(|e| e.to_string())?)
             }
             "instance" => {
                 let v = need(key, value)?;
@@ -981,6 +989,18 @@ mod tests {
         assert_eq!(c.grpc.unwrap().to_string(), "0.0.0.0:9000");
         assert!(c.apply("grpc=nope").is_err());
         assert!(c.apply("grpc").is_err());
+    }
+
+    #[test]
+    fn console_address() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert_eq!(c.http, None);
+        c.apply("http=9090").unwrap();
+        assert_eq!(c.http.unwrap().to_string(), "127.0.0.1:9090");
+        c.apply("http=0.0.0.0:9091").unwrap();
+        assert_eq!(c.http.unwrap().to_string(), "0.0.0.0:9091");
+        assert!(c.apply("http=nope").is_err());
+        assert!(c.apply("http").is_err());
     }
 
     #[test]

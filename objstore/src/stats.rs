@@ -24,6 +24,14 @@ const KINDS: [(Kind, &str); 5] = [
     (Kind::Delete, "delete"),
 ];
 
+/// The name a kind of request has in the status line and the metrics.
+fn kind_name(kind: Kind) -> &'static str {
+    KINDS
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or("other", |(_, n)| n)
+}
+
 /// Latency buckets: bucket `i` counts requests under 2^i µs.
 const BUCKETS: usize = 32;
 
@@ -62,6 +70,7 @@ impl Stats {
     /// Counts one request of `kind` that moved `bytes` and took `took`.
     pub(crate) fn record(&self, kind: Kind, ok: bool, bytes: u64, took: Duration) {
         let s = self.slot(kind);
+        telemetry::observe(telemetry::Latency::ObjectStore, kind_name(kind), took);
         s.requests.fetch_add(1, Ordering::Relaxed);
         s.bytes.fetch_add(bytes, Ordering::Relaxed);
         if !ok {

@@ -68,6 +68,7 @@ impl TabletServer {
             if !s.tablet.version().imm.is_empty() {
                 if let Some(_c) = s.tablet.try_claim() {
                     say("minor_compaction", s);
+                    let _t = telemetry::timer(telemetry::Latency::Compaction, "minor");
                     self.flush_imm(s)?;
                     return Ok(true);
                 }
@@ -102,6 +103,7 @@ impl TabletServer {
                 let g = g.to_string();
                 if let Some(_c) = s.tablet.try_claim() {
                     say("merging_compaction", s);
+                    let _t = telemetry::timer(telemetry::Latency::Compaction, "merging");
                     self.merge_group(s, &g)?;
                     return Ok(true);
                 }
@@ -112,6 +114,7 @@ impl TabletServer {
             if s.tablet.has_foreign_files(&s.tablet.version()) {
                 if let Some(_c) = s.tablet.try_claim() {
                     say("merging_compaction", s);
+                    let _t = telemetry::timer(telemetry::Latency::Compaction, "merging");
                     self.rewrite_foreign(s)?;
                     return Ok(true);
                 }
@@ -132,6 +135,7 @@ impl TabletServer {
             if due {
                 if let Some(_c) = t.try_claim() {
                     say("major_compaction", s);
+                    let _t = telemetry::timer(telemetry::Latency::Compaction, "major");
                     self.major_compact(s)?;
                     return Ok(true);
                 }

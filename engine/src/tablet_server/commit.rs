@@ -398,6 +398,11 @@ impl TabletServer {
                 ops: m.mutations.len() as u64,
             });
         }
+        crate::keyviz::record_writes(
+            &s.table.name,
+            ms.iter().map(|m| &m.borrow().row),
+            rows.iter().map(|p| p.bytes as u64),
+        );
         self.wait_for_room(s);
         let bytes = rows.iter().map(|p| p.bytes).sum();
         let group = WriteGroup {

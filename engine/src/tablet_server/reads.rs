@@ -61,6 +61,7 @@ impl TabletServer {
             return Err(self.not_serving(tablet));
         }
         self.count_read(&s);
+        crate::keyviz::record(&s.table.name, row, crate::keyviz::Access::Read);
         Ok(s)
     }
 
@@ -281,6 +282,7 @@ impl TabletServer {
         let s = self.served(tablet)?;
         self.counters.scans.incr();
         s.requests.incr();
+        crate::keyviz::record_scan(&s.table.name, &spec.rows.start, &s.tablet.start);
         let t = &s.tablet;
         let v = t.version();
         let schema = s.table.schema();

@@ -19,7 +19,7 @@ pub(super) fn caller(req: &Request) -> Caller {
 pub(super) fn guard(op: &str, f: impl FnOnce()) {
     crate::options::FUSE_REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     crate::counts::count(op);
-    catching(op, f)
+    telemetry::time(telemetry::Latency::Fuse, op, || catching(op, f))
 }
 
 /// The part of a request that runs later on a commit worker: guarded the

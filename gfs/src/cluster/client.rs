@@ -42,6 +42,7 @@ impl Writer {
     }
 
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
+        let _t = telemetry::timer(telemetry::Latency::Chunk, "append");
         self.inner.client_io();
         let off = self.inner.append(
             self.id,
@@ -77,6 +78,7 @@ impl WritableFile for Writer {
         self.write(bufs, true)
     }
     fn sync(&mut self) -> Result<()> {
+        let _t = telemetry::timer(telemetry::Latency::Chunk, "sync");
         self.inner
             .sync_file(self.id, &self.name, &mut self.unsynced)
     }
@@ -237,6 +239,7 @@ impl Reader {
     }
 
     fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
+        let _t = telemetry::timer(telemetry::Latency::Chunk, "read");
         self.inner.client_io();
         let mut view = self.view_for(ranges)?;
         // Split every range into per-chunk pieces.

@@ -20,7 +20,8 @@ const USAGE: &str = "usage: bigtable-mountd DATA_DIR MOUNTPOINT [-f] [-o option[
   -o options    allow_other, threads=N, attr_timeout=S, entry_timeout=S, dir_timeout=S, reader_wait=S,
                 busy_poll=US, uring=N, log=LEVEL, logfile=PATH, pidfile=PATH, sync, ro,
                 memtable=SIZE, split=SIZE, cache=SIZE, scan_cache=SIZE,
-                max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT (see docs/mount.md)";
+                max_value=SIZE, compaction_threads=N, grpc=[HOST:]PORT,
+                http=[HOST:]PORT (see docs/mount.md)";
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -245,6 +246,27 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         }
         None => None,
     };
+    // The console shows row keys: off unless asked for, loopback for a bare port.
+    let console = match cfg.http {
+        Some(addr) => {
+            let src = console::Sources {
+                fs: fs.clone(),
+                bt: bt.clone(),
+            };
+            match console::Console::start(src, addr) {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    if let Some(g) = grpc {
+                        g.stop();
+                    }
+                    let _ = fusemount::unmount(cfg);
+                    let _ = bt.close();
+                    return Err(e.to_string());
+                }
+            }
+        }
+        None => None,
+    };
     let ended = Arc::new(AtomicBool::new(false));
     {
         let cfg = cfg.clone();
@@ -268,6 +290,9 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     ended.store(true, Ordering::SeqCst);
     if let Some(g) = grpc {
         g.stop();
+    }
+    if let Some(c) = console {
+        c.stop();
     }
     log::info!("unmounted {}; closing the store", cfg.mountpoint.display());
     let closed = bt.close().map_err(|e| format!("closing the store: {e}"));

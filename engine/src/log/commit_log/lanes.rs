@@ -275,6 +275,7 @@ impl CommitLog {
     /// [`CommitLog::append`] of records already encoded (see
     /// [`LogRecord::encode_ahead`]), whose highest sequence number is `max_seq`.
     pub fn append_encoded(&self, payloads: Vec<Vec<u8>>, max_seq: SeqNo, sync: bool) -> Result<()> {
+        let _t = telemetry::timer(telemetry::Latency::Commit, "log_write");
         if payloads.is_empty() && !sync {
             return Ok(());
         }

@@ -1,0 +1,44 @@
+//! Each call's latency by method (`bigtable_grpc_request_duration_seconds`),
+//! as a tower layer around both services: from the request to the
+//! response's headers (a streamed response's first message).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+/// The services, timed.
+#[derive(Clone)]
+pub(crate) struct Timed<S>(pub(crate) S);
+
+impl<S, B> tower::Service<http::Request<B>> for Timed<S>
+where
+    S: tower::Service<http::Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.0.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        // `/google.bigtable.v2.Bigtable/ReadRows` is timed as `ReadRows`.
+        let method = req
+            .uri()
+            .path()
+            .rsplit('/')
+            .next()
+            .unwrap_or("")
+            .to_string();
+        let start = Instant::now();
+        let f = self.0.call(req);
+        Box::pin(async move {
+            let r = f.await;
+            telemetry::observe(telemetry::Latency::Grpc, &method, start.elapsed());
+            r
+        })
+    }
+}

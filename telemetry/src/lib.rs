@@ -1,0 +1,167 @@
+//! Latency histograms, one family per kind of work, labelled by operation.
+//! Every layer (FUSE, commits, gRPC, compactions, the chunk layer, the
+//! object store) records here; the console (`-o http=`) serves them at
+//! `/metrics`. A crate of its own, below every other, so that `gfs` and
+//! `objstore` can record without depending on the engine.
+
+pub use prometheus;
+
+use prometheus::core::Collector;
+use prometheus::proto::MetricFamily;
+use prometheus::{HistogramOpts, HistogramVec};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// What a latency is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Latency {
+    /// A FUSE request, by operation (`lookup`, `read`, ...).
+    Fuse,
+    /// A commit: `wait` (for the group commit to take the write) and
+    /// `log_write` (the commit log's append and sync).
+    Commit,
+    /// A gRPC call, by method.
+    Grpc,
+    /// A compaction, by kind (`minor`, `merging`, `major`).
+    Compaction,
+    /// A request to the chunk layer, by operation.
+    Chunk,
+    /// A request to the object store, by operation.
+    ObjectStore,
+}
+
+impl Latency {
+    pub const ALL: [Latency; 6] = [
+        Latency::Fuse,
+        Latency::Commit,
+        Latency::Grpc,
+        Latency::Compaction,
+        Latency::Chunk,
+        Latency::ObjectStore,
+    ];
+
+    /// The metric's name (Prometheus conventions: unit last).
+    pub fn name(self) -> &'static str {
+        match self {
+            Latency::Fuse => "bigtable_fuse_request_duration_seconds",
+            Latency::Commit => "bigtable_commit_duration_seconds",
+            Latency::Grpc => "bigtable_grpc_request_duration_seconds",
+            Latency::Compaction => "bigtable_compaction_duration_seconds",
+            Latency::Chunk => "bigtable_chunk_request_duration_seconds",
+            Latency::ObjectStore => "bigtable_object_store_request_duration_seconds",
+        }
+    }
+
+    fn help(self) -> &'static str {
+        match self {
+            Latency::Fuse => "FUSE requests by operation",
+            Latency::Commit => "Commits: group-commit wait and commit-log write",
+            Latency::Grpc => "Cloud Bigtable gRPC calls by method",
+            Latency::Compaction => "Compactions by kind (minor, merging, major)",
+            Latency::Chunk => "Chunk-layer requests by operation",
+            Latency::ObjectStore => "Object-store requests by operation",
+        }
+    }
+
+    fn known_operations(self) -> &'static [&'static str] {
+        match self {
+            Latency::Commit => &["wait", "log_write"],
+            Latency::Compaction => &["minor", "merging", "major"],
+            _ => &[],
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+fn families() -> &'static [HistogramVec] {
+    static F: OnceLock<Vec<HistogramVec>> = OnceLock::new();
+    F.get_or_init(|| {
+        // 10 µs to about 10 s, by fours.
+        let buckets = prometheus::exponential_buckets(1e-5, 4.0, 11).unwrap_or_default();
+        Latency::ALL
+            .iter()
+            .filter_map(|k| {
+                let opts = HistogramOpts::new(k.name(), k.help()).buckets(buckets.clone());
+                let h = HistogramVec::new(opts, &["operation"]).ok()?;
+                // Operations known ahead are listed from the start (at zero).
+                for op in k.known_operations() {
+                    let _ = h.get_metric_with_label_values(&[op]);
+                }
+                Some(h)
+            })
+            .collect()
+    })
+}
+
+/// Records that one `operation` of `kind` took `d`.
+pub fn observe(kind: Latency, operation: &str, d: Duration) {
+    if let Some(f) = families().get(kind.index()) {
+        if let Ok(h) = f.get_metric_with_label_values(&[operation]) {
+            h.observe(d.as_secs_f64());
+        }
+    }
+}
+
+/// Runs `f`, recording how long it took.
+pub fn time<T>(kind: Latency, operation: &str, f: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let r = f();
+    observe(kind, operation, start.elapsed());
+    r
+}
+
+/// Records on drop how long since it was made (for code with many exits).
+pub struct Timer {
+    kind: Latency,
+    operation: &'static str,
+    start: Instant,
+}
+
+/// A timer of one `operation` of `kind`.
+pub fn timer(kind: Latency, operation: &'static str) -> Timer {
+    Timer {
+        kind,
+        operation,
+        start: Instant::now(),
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        observe(self.kind, self.operation, self.start.elapsed());
+    }
+}
+
+/// Every histogram family, for the exposition format (families with no
+/// observation yet are listed empty, so that every metric is always there).
+pub fn gather() -> Vec<MetricFamily> {
+    families().iter().flat_map(|f| f.collect()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn an_observation_lands_in_its_family_and_label() {
+        observe(Latency::Chunk, "test_read", Duration::from_millis(3));
+        time(Latency::Chunk, "test_read", || ());
+        let fams = gather();
+        assert_eq!(fams.len(), Latency::ALL.len());
+        let chunk = fams
+            .iter()
+            .find(|f| f.name() == Latency::Chunk.name())
+            .unwrap();
+        let m = chunk
+            .get_metric()
+            .iter()
+            .find(|m| m.get_label().iter().any(|l| l.value() == "test_read"))
+            .unwrap();
+        assert_eq!(m.get_histogram().get_sample_count(), 2);
+        assert!(m.get_histogram().get_sample_sum() >= 0.003);
+    }
+}
