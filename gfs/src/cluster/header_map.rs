@@ -1,56 +1,102 @@
-//! A log chunk replica's header (superblock and checksum table) mapped
-//! writable.
+//! The parts of a log chunk replica that unsynced appends store into
+//! instead of writing: its header (superblock and checksum table) and the
+//! window of zeros written ahead of its data (see `zeros.rs`), mapped
+//! shared and writable.
 //!
 //! An unsynced append to a replica is two writes: its data, then the
 //! checksum entry that makes it part of the replica (see `chunk.rs`). On
-//! three replicas that is six system calls per append, and the entry's
-//! `pwrite` of 16 bytes costs about what the data's does. Through a shared
-//! mapping the entry is a store into the same page-cache page: it survives
-//! a `kill -9` as the `pwrite` did, an fdatasync of the file writes it, and
-//! reads of the file see it. Only the replicas of a log's last chunk are
-//! mapped (a few per server), and only while it takes appends.
+//! three replicas that is six system calls per append, and each buffered
+//! `pwrite` of a small record costs far more than copying its bytes (ext4
+//! walks its write path for every call: about 1.3-1.4 µs for 1000 bytes,
+//! against 0.17 µs per replica for a store into a mapped page, measured
+//! here). Through a shared mapping the data and the entry are stores into
+//! the same page-cache pages: they survive a `kill -9` as the `pwrite`s
+//! did, an fdatasync of the file writes them, and reads of the file see
+//! them. Only the replicas of a log's last chunk are mapped (a few per
+//! server), and only while it takes appends; the data window covers the
+//! zeros of one renewal (about a megabyte), so a server's mapped pages
+//! stay a few megabytes.
 
 use std::fs::File;
 
-/// The first `len` bytes of a replica file, mapped shared and writable.
+/// A range of a replica file, mapped shared and writable.
 pub(crate) struct HeaderMap {
     map: memmap2::MmapMut,
+    /// File offset of the mapping's first byte.
+    off: u64,
 }
 
 impl HeaderMap {
     /// Maps the header of `file`, which is at least `len` bytes long;
     /// `None` if the system refuses (appends then write their entries).
     pub(crate) fn of(file: &File, len: u64) -> Option<HeaderMap> {
-        let len = usize::try_from(len).ok().filter(|&l| l > 0)?;
         // SAFETY: a replica file is created with its whole header and is
         // never cut below it (a load or a close cuts only data), so every
         // page of the mapping lies inside the file for the mapping's life.
         // The bytes are only written through `store`, under the replica's
         // I/O lock, as `pwrite`s of the same bytes would be.
-        let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(file) };
+        unsafe { Self::range(file, 0, len) }
+    }
+
+    /// Maps `len` bytes of `file` from `off` (rounded down to a page).
+    ///
+    /// # Safety
+    ///
+    /// The file must hold the whole range, and must not be cut below its
+    /// end for as long as the mapping lives: a store past the end of the
+    /// file kills the process (`SIGBUS`).
+    pub(crate) unsafe fn range(file: &File, off: u64, len: u64) -> Option<HeaderMap> {
+        let page = page_size();
+        let start = off - off % page;
+        let len = usize::try_from(off + len - start).ok().filter(|&l| l > 0)?;
+        // SAFETY: the caller promises the file covers the range for the
+        // mapping's life.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(start)
+                .len(len)
+                .map_mut(file)
+        };
         match map {
-            Ok(map) => Some(HeaderMap { map }),
+            Ok(map) => Some(HeaderMap { map, off: start }),
             Err(e) => {
-                log::debug!("mapping a replica header of {len} bytes: {e}; writing it instead");
+                log::debug!("mapping {len} bytes of a replica at {start}: {e}; writing instead");
                 None
             }
         }
     }
 
-    /// Stores `bytes` at offset `off` of the header; false if they do not
-    /// fit inside it.
-    pub(crate) fn store(&mut self, off: u64, bytes: &[u8]) -> bool {
-        let Ok(off) = usize::try_from(off) else {
-            return false;
-        };
-        match self.map.get_mut(off..off + bytes.len()) {
-            Some(dst) => {
-                dst.copy_from_slice(bytes);
-                true
-            }
-            None => false,
-        }
+    /// Whether file bytes `[off, off + len)` lie inside the mapping.
+    pub(crate) fn covers(&self, off: u64, len: u64) -> bool {
+        off >= self.off && off + len <= self.off + self.map.len() as u64
     }
+
+    /// Stores `bytes` at file offset `off`; false if they do not fit
+    /// inside the mapping.
+    pub(crate) fn store(&mut self, off: u64, bytes: &[u8]) -> bool {
+        self.store_all(off, &[bytes])
+    }
+
+    /// Stores `bufs` back to back from file offset `off`; false (and
+    /// nothing stored) if they do not all fit inside the mapping.
+    pub(crate) fn store_all(&mut self, off: u64, bufs: &[&[u8]]) -> bool {
+        let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        if !self.covers(off, n) {
+            return false;
+        }
+        let mut at = (off - self.off) as usize;
+        for b in bufs {
+            self.map[at..at + b.len()].copy_from_slice(b);
+            at += b.len();
+        }
+        true
+    }
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
 #[cfg(test)]
@@ -81,5 +127,28 @@ mod tests {
         let back = std::fs::read(&path).unwrap();
         assert_eq!(&back[100..105], b"entry");
         assert_eq!(back.len(), 8192);
+    }
+
+    #[test]
+    fn a_range_maps_from_its_page_and_refuses_stores_outside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("r"))
+            .unwrap();
+        f.write_all_at(&[0u8; 3 * 4096], 0).unwrap();
+        // SAFETY: the file holds the range and is not cut in this test.
+        let mut m = unsafe { HeaderMap::range(&f, 5000, 6000) }.unwrap();
+        assert!(m.covers(4096, 10) && m.covers(10_990, 10));
+        assert!(!m.covers(4000, 10) && !m.covers(10_995, 10));
+        assert!(m.store_all(6000, &[b"ab", b"", b"cd"]));
+        assert!(!m.store_all(10_998, &[b"ab", b"cd"]));
+        let mut got = [0u8; 4];
+        f.read_exact_at(&mut got, 6000).unwrap();
+        assert_eq!(&got, b"abcd");
+        f.read_exact_at(&mut got, 10_998).unwrap();
+        assert_eq!(got, [0u8; 4], "a refused store stores nothing");
     }
 }

@@ -205,6 +205,96 @@ fn a_logs_replicas_keep_zeros_ahead_that_a_close_or_a_restart_cuts() {
     assert_eq!(read_all(&c, "log/c"), b"tail");
 }
 
+/// System calls and io_uring requests `c` has made so far.
+fn io_ops(c: &Cluster) -> u64 {
+    let s = c.io_stats();
+    s.syscall_ops + s.uring_ops
+}
+
+#[test]
+fn unsynced_log_appends_inside_the_zeros_are_stores_that_readers_and_a_restart_see() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = bytes(11, 60_000);
+    let records: Vec<&[u8]> = data.chunks(1000).collect();
+    {
+        let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+        let mut w = c.create_log("log/a").unwrap();
+        // The first append writes the zeros ahead (and the header map).
+        w.append_sync(&[records[0]]).unwrap();
+        let r = c.open("log/a").unwrap();
+        let mut appends_io = 0;
+        for (i, rec) in records.iter().enumerate().skip(1) {
+            let before = io_ops(&c);
+            assert_eq!(w.append(rec).unwrap(), i as u64 * 1000);
+            appends_io += io_ops(&c) - before;
+            if i % 7 == 0 {
+                // A reader sees each stored append at once, verified.
+                let n = (i + 1) * 1000;
+                assert_eq!(r.read_at(0, n).unwrap(), &data[..n]);
+            }
+        }
+        // Inside the zeros no append wrote anything.
+        assert_eq!(appends_io, 0, "I/O requests of unsynced appends");
+        assert_eq!(read_all(&c, "log/a"), data);
+        // A killed writer: the stores are in the page cache.
+        std::mem::forget(w);
+    }
+    let c = Cluster::open(opts(dir.path(), 3)).unwrap();
+    assert_eq!(read_all(&c, "log/a"), data);
+    // Every replica holds the whole log.
+    for (_, p) in c.replica_files() {
+        let f = std::fs::read(p).unwrap();
+        let off = chunk::Layout::new(CHUNK).data_off as usize;
+        assert_eq!(&f[off..], &data[..]);
+    }
+}
+
+#[test]
+fn a_replica_failing_between_stored_appends_is_dropped_and_the_others_keep_the_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let c = Cluster::open(opts(dir.path(), 4)).unwrap();
+    let mut w = c.create_log("log/a").unwrap();
+    w.append_sync(&[b"head"]).unwrap();
+    let mut want = b"head".to_vec();
+    let append = |w: &mut Box<dyn WritableFile>, want: &mut Vec<u8>, seed: u64| {
+        let b = bytes(seed, 1000);
+        w.append(&b).unwrap();
+        want.extend_from_slice(&b);
+    };
+    for seed in 0..20 {
+        append(&mut w, &mut want, seed);
+    }
+    let holders: Vec<usize> = c.inner.master.state.lock().chunks[&0].locations.clone();
+    assert_eq!(holders.len(), 3);
+    // One replica's disk fails while its appends are stores into mappings:
+    // the next append is still acknowledged, by the other two, and the
+    // failed one leaves the chunk.
+    c.inject_fault(holders[1], Some(Fault::IoError));
+    for seed in 20..40 {
+        append(&mut w, &mut want, seed);
+    }
+    assert!(c.health().write_failovers > 0, "{:?}", c.health());
+    let locs = c.inner.master.state.lock().chunks[&0].locations.clone();
+    assert!(!locs.contains(&holders[1]), "{locs:?}");
+    assert_eq!(read_all(&c, "log/a"), want);
+    w.sync().unwrap();
+    // Back: the chunk is copied to a good server, appends go on there too.
+    c.inject_fault(holders[1], None);
+    assert!(
+        c.wait_for_repair(Duration::from_secs(30)),
+        "{:?}",
+        c.health()
+    );
+    for seed in 40..60 {
+        append(&mut w, &mut want, seed);
+    }
+    assert_eq!(read_all(&c, "log/a"), want);
+    std::mem::forget(w);
+    drop(c);
+    let c = Cluster::open(opts(dir.path(), 4)).unwrap();
+    assert_eq!(read_all(&c, "log/a"), want);
+}
+
 /// Every status line is `prefix: key=value key=value ...`, no debug output.
 pub(super) fn assert_plain(lines: &[String]) {
     for l in lines {

@@ -14,6 +14,13 @@ impl Open<'_> {
         self.replica.map_header(&self.file)
     }
 
+    /// Stores an unsynced log append through the replica's mappings
+    /// instead of writing it (see [`Replica::store_append`]); false if it
+    /// must be written.
+    pub(crate) fn store_append(&self, len: u64, bufs: &[&[u8]], sums: &EncodedSums) -> bool {
+        self.replica.store_append(&self.file, len, bufs, sums)
+    }
+
     /// The write of a new replica's header (see [`Replica::create`]); it is
     /// made durable by the replica's first sync.
     pub(crate) fn init_chain<'a>(&'a self, chain: &mut Chain<'a>, header: &'a [u8]) {

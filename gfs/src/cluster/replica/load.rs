@@ -267,6 +267,7 @@ impl Replica {
             dir_synced: AtomicBool::new(true),
             next_slot: AtomicU64::new(next_slot),
             header: Mutex::new(None),
+            window: Mutex::new(None),
         }
     }
 }

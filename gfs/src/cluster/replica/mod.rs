@@ -65,6 +65,9 @@ pub(crate) struct Replica {
     /// For a log's last chunk: its header mapped, for the checksum entries
     /// of unsynced appends (see `header_map.rs`). Changed under `io_lock`.
     header: Mutex<Option<HeaderMap>>,
+    /// For a log's last chunk: the zeros ahead of its data mapped, for the
+    /// data of unsynced appends. Changed under `io_lock`.
+    window: Mutex<Option<HeaderMap>>,
 }
 
 /// How an append is written to a replica.
@@ -171,6 +174,7 @@ impl Replica {
             next_slot: AtomicU64::new(0),
             zeroed_to: AtomicU64::new(0),
             header: Mutex::new(None),
+            window: Mutex::new(None),
         };
         Ok((Arc::new(r), header))
     }
@@ -281,6 +285,47 @@ impl Replica {
             && (sums.first.is_empty() || map.store(l.entry_off(sums.first_block), &sums.first))
     }
 
+    /// Stores an unsynced log append through the mappings instead of
+    /// writing it: its data into the zeros ahead of the replica's data (that
+    /// window mapped now if need be), then its checksum entries into the
+    /// header map, in the order a chain would write them. False if the
+    /// append does not lie inside zeros already in the file, or a mapping
+    /// is missing: the caller then writes it (again: the same bytes), as
+    /// renewing the zeros needs anyway. The caller holds the I/O lock and
+    /// has mapped the header (`map_header`).
+    pub(crate) fn store_append(
+        &self,
+        file: &File,
+        len: u64,
+        bufs: &[&[u8]],
+        sums: &EncodedSums,
+    ) -> bool {
+        let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let zeroed = self.zeroed_to.load(Ordering::Acquire);
+        if len + n > zeroed || self.header.lock().is_none() {
+            return false;
+        }
+        let at = self.layout.data_off + len;
+        let mut window = self.window.lock();
+        if !window.as_ref().is_some_and(|m| m.covers(at, n)) {
+            *window = None;
+            // The mark is set before the zeros' writes run: make sure they
+            // did (a replica whose write failed is dropped, but a mapping
+            // past the end of its file would kill the process).
+            let end = self.layout.data_off + zeroed;
+            if !file.metadata().is_ok_and(|m| m.len() >= end) {
+                return false;
+            }
+            // SAFETY: the file holds `[at, end)` (just checked), and is cut
+            // only by `cut_zeros`, which drops this mapping first under the
+            // I/O lock the caller holds, and by a load, before any mapping.
+            *window = unsafe { HeaderMap::range(file, at, end - at) };
+        }
+        let stored = window.as_mut().is_some_and(|m| m.store_all(at, bufs));
+        drop(window);
+        stored && self.store_entries(sums)
+    }
+
     /// Unmaps the header and cuts the zeros written ahead of a log's data
     /// (the chunk is sealed or the log closes), so the file holds only its
     /// data again. (A power-cut model sees only writes and syncs, so under
@@ -288,6 +333,7 @@ impl Replica {
     pub(crate) fn cut_zeros(&self) -> io::Result<()> {
         let _io = self.io_lock.lock();
         *self.header.lock() = None;
+        *self.window.lock() = None;
         let len = self.len();
         if self.zeroed_to.load(Ordering::Acquire) <= len {
             return Ok(());

@@ -331,3 +331,41 @@ fn a_power_cut_model_over_another_directory_leaves_the_header_map_and_zero_cuts_
     r.cut_zeros().unwrap();
     assert_eq!(size(), r.layout.data_off + 1000, "and cut at the close");
 }
+
+#[test]
+fn an_append_is_stored_only_inside_zeros_that_are_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+    let data = [9u8; 1000];
+    let append = |len: u64, tail: &[u8]| {
+        let sums = chunk::append_sums(r.layout.sum, len, tail, &[&data]);
+        let enc = sums.encoded();
+        let o = r.open(false).unwrap();
+        let _io = r.lock_io();
+        assert!(o.map_header());
+        let stored = o.store_append(len, &[&data], &enc);
+        if !stored {
+            let mut c = Chain::new();
+            let how = Append {
+                sync: false,
+                zeros: true,
+                mapped_entries: true,
+            };
+            o.append_chain(&mut c, len, &[&data], &enc, how);
+            assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+            assert!(r.store_entries(&enc));
+        }
+        r.commit_append(len + 1000, &sums);
+        stored
+    };
+    // No zeros yet: written (with the zeros); then stored inside them.
+    assert!(!append(0, &[]));
+    assert!(append(1000, &data));
+    assert_eq!(read(&io, &r, 0, 2000).unwrap(), [data, data].concat());
+    // A mark past the end of the file (as a failed write of the zeros
+    // would leave) is never mapped: the append is written instead.
+    r.cut_zeros().unwrap();
+    r.zeroed_to.store(3 * BLOCK, Ordering::Release);
+    assert!(!append(2000, &[data, data].concat()));
+    assert_eq!(read(&io, &r, 0, 3000).unwrap(), [data, data, data].concat());
+}

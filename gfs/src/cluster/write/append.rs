@@ -226,11 +226,17 @@ impl Inner {
             .chain(earlier_reps.map(|r| r.open(true)))
             .collect();
         // An unsynced log append stores its entries through each replica's
-        // header map once the data is written (see `header_map.rs`).
+        // header map once the data is written, and where it fits in the
+        // zeros ahead, its data too: no system call (see `header_map.rs`).
         let mapped: Vec<bool> = opens
             .iter()
             .take(written.len())
             .map(|o| how.mapped_entries && o.as_ref().is_ok_and(|o| o.map_header()))
+            .collect();
+        let stored: Vec<bool> = opens
+            .iter()
+            .zip(&mapped)
+            .map(|(o, &m)| m && o.as_ref().is_ok_and(|o| o.store_append(len, piece, &enc)))
             .collect();
         let chains: Vec<Chain<'_>> = opens
             .iter()
@@ -238,6 +244,7 @@ impl Inner {
             .map(|(i, o)| {
                 let mut c = Chain::new();
                 match o {
+                    Ok(_) if stored.get(i) == Some(&true) => {}
                     Ok(o) if i < written.len() => {
                         let how = Append {
                             mapped_entries: mapped[i],
@@ -262,7 +269,7 @@ impl Inner {
                 Some(Ok(())) => {
                     // The data is written: now the entries that make the
                     // append part of the replica.
-                    if mapped[i] && !r.store_entries(&enc) {
+                    if mapped[i] && !stored[i] && !r.store_entries(&enc) {
                         failed.push((*s, io::Error::other("replica header unmapped")));
                         continue;
                     }
