@@ -16,10 +16,20 @@ use crate::metadata::{
 };
 use crate::tablet::{next_files_version, ClipIterator, Sst, Tablet, TabletVersion};
 use crate::{Error, Mutation, Result};
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Entries between two progress reports of a compaction.
+const PROGRESS_EVERY: u64 = 16 << 10;
+
+thread_local! {
+    /// The background job this thread runs: its activity key and what it
+    /// does, for progress reports from deep inside it.
+    static JOB: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
+}
 
 impl TabletServer {
     /// One background worker: runs the most urgent job it can claim.
@@ -53,15 +63,12 @@ impl TabletServer {
     }
 
     fn run_one_job(&self, key: &str) -> Result<bool> {
+        JOB.with(|j| *j.borrow_mut() = None);
         let all = self.served_tablets();
         let say = |what: &str, s: &Served| {
-            self.set_activity(
-                key,
-                Some(format!(
-                    "{what} tablet={} table={}",
-                    s.tablet.id, s.table.name
-                )),
-            )
+            let text = format!("{what} tablet={} table={}", s.tablet.id, s.table.name);
+            JOB.with(|j| *j.borrow_mut() = Some((key.to_string(), text.clone())));
+            self.set_activity(key, Some(text))
         };
         // 1. Frozen memtables first: they hold writes back and pin the log.
         for s in &all {
@@ -144,6 +151,40 @@ impl TabletServer {
         Ok(false)
     }
 
+    /// Says how far the running compaction is: entries written of about
+    /// `total` read (fewer are written where collection drops some).
+    fn progress(&self, written: u64, total: u64) {
+        JOB.with(|j| {
+            if let Some((key, text)) = &*j.borrow() {
+                self.set_activity(
+                    key,
+                    Some(format!(
+                        "{text} entries_written={written} input_entries={total}"
+                    )),
+                );
+            }
+        });
+    }
+
+    /// `next` with a progress report every so many entries.
+    fn reporting<'a>(
+        &'a self,
+        total: u64,
+        mut next: impl FnMut() -> Result<Option<(Vec<u8>, Vec<u8>)>> + 'a,
+    ) -> impl FnMut() -> Result<Option<(Vec<u8>, Vec<u8>)>> + 'a {
+        let mut written = 0u64;
+        move || {
+            let e = next()?;
+            if e.is_some() {
+                written += 1;
+                if written % PROGRESS_EVERY == 0 {
+                    self.progress(written, total);
+                }
+            }
+            Ok(e)
+        }
+    }
+
     fn output_ctx<'a>(&'a self, new_number: &'a dyn Fn() -> u64) -> OutputCtx<'a> {
         OutputCtx {
             store: &self.env.store,
@@ -164,7 +205,7 @@ impl TabletServer {
         write_outputs(
             &self.output_ctx(&new_number),
             &Router::by_schema(&schema),
-            || filter.next_entry(),
+            self.reporting(m.len() as u64, || filter.next_entry()),
         )
     }
 
@@ -396,9 +437,12 @@ impl TabletServer {
         let mut filter =
             CompactionFilter::new(Box::new(clipped), major, s.table.schema(), now_micros())?;
         let new_number = || self.env.numbers.new_output();
-        let outputs = write_outputs(&self.output_ctx(&new_number), router, || {
-            filter.next_entry()
-        })?;
+        let total = inputs.iter().map(|f| f.meta.entries).sum();
+        let outputs = write_outputs(
+            &self.output_ctx(&new_number),
+            router,
+            self.reporting(total, || filter.next_entry()),
+        )?;
         self.install(
             s,
             inputs,

@@ -68,10 +68,10 @@ impl TabletServer {
         if let Some(redo) = meta.redo.as_ref().filter(|r| r.log != self.log_dir) {
             let mem = Arc::new(Memtable::new());
             let mut max = 0;
-            self.set_activity(
-                &format!("load{}", meta.id),
-                Some(format!("recovery tablet={} log={}", meta.id, redo.log)),
-            );
+            let activity = format!("load{}", meta.id);
+            let doing = format!("recovery tablet={} log={}", meta.id, redo.log);
+            self.set_activity(&activity, Some(doing.clone()));
+            let mut redone = 0u64;
             let read = recovery::read_tablet(
                 &self.env.store,
                 &redo.log,
@@ -84,6 +84,14 @@ impl TabletServer {
                         max = max.max(p.seq);
                     }
                     mem.insert(&k, &v);
+                    redone += 1;
+                    // How far along, for the status files and page.
+                    if redone % (16 << 10) == 0 {
+                        self.set_activity(
+                            &activity,
+                            Some(format!("{doing} entries_redone={redone}")),
+                        );
+                    }
                 },
             );
             self.set_activity(&format!("load{}", meta.id), None);
