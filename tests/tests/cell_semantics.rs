@@ -305,3 +305,54 @@ fn isatty_and_a_clean_remount_leave_the_log_quiet() {
         .collect();
     assert!(noisy.is_empty(), "{noisy:#?}");
 }
+
+/// A cell moved into another family keeps its inode number, as a file
+/// moved between directories does (pjdfstest rename/00, 09, 10; `tar` and
+/// `rsync` track files by (dev, ino)); a cell made at the old name gets a
+/// number of its own. No caching of names or attributes, so every `stat`
+/// asks the daemon again.
+#[test]
+fn a_cell_keeps_its_inode_number_across_a_rename() {
+    let m = Mount::with_options(&["entry_timeout=0", "attr_timeout=0"]);
+    table(&m);
+    m.mutate("t", b"set r f:d dee\n");
+    let out = py(
+        &m,
+        "ino = lambda p: os.stat(p).st_ino\n\
+os.mkdir('t/r/g')\n\
+before = ino('t/r/f/c')\n\
+os.rename('t/r/f/c', 't/r/g/c2')\n\
+print(ino('t/r/g/c2') == before)\n\
+# Made again at the old name: another number.\n\
+with open('t/r/f/c', 'w') as f: f.write('new')\n\
+print(ino('t/r/f/c') != before, ino('t/r/g/c2') == before)\n\
+# Within a family, and back again, over an existing cell.\n\
+d = ino('t/r/f/d')\n\
+os.rename('t/r/g/c2', 't/r/g/c3')\n\
+os.rename('t/r/g/c3', 't/r/f/d')\n\
+print(ino('t/r/f/d') == before, ino('t/r/f/d') != d)\n\
+fd = os.open('t/r/f/d', os.O_RDONLY)\n\
+print(os.fstat(fd).st_ino == before, os.pread(fd, 9, 0))\n\
+os.close(fd)\n\
+inos = [os.stat('t/r/' + f + '/' + n).st_ino for f in 'fg' for n in os.listdir('t/r/' + f) if n != '.versions']\n\
+print(len(inos), len(set(inos)))\n",
+    );
+    assert_eq!(
+        out,
+        "True\nTrue True\nTrue True\nTrue b'old'\n2 2",
+        "{}",
+        tests::tail(&m.log_text(), 10)
+    );
+    // tar and rsync, which track files by (dev, ino), copy every cell.
+    let dst = tempfile::tempdir().unwrap();
+    let d = dst.path().display();
+    m.ok(&format!(
+        "mkdir {d}/tar {d}/rsync && tar -C t/r -cf - f g | tar -C {d}/tar -xf - && \
+         rsync -aH t/r/ {d}/rsync/"
+    ));
+    for copy in ["tar", "rsync"] {
+        let p = dst.path().join(copy);
+        assert_eq!(std::fs::read_to_string(p.join("f/c")).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(p.join("f/d")).unwrap(), "old");
+    }
+}
