@@ -278,9 +278,9 @@ impl Ctx {
         let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
         for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
             if offset < off {
-                let attr = plus.then(|| self.dir_attr(self.ino_of(&n), 0o755, 0, 0));
+                let attr = plus.then(|| self.dir_attr(self.ino_of(n), 0o755, 0, 0));
                 if add(&DirOut {
-                    ino: self.ino_of(&n),
+                    ino: self.ino_of(n),
                     offset: off,
                     kind: FileType::Directory,
                     name,
