@@ -316,6 +316,49 @@ impl InodeTable {
         // A rename stays within its row, so the row index is unchanged.
     }
 
+    /// After `renameat2(RENAME_EXCHANGE)` of two cells of one row: the
+    /// inodes standing for each stand for the other, and each name keeps
+    /// the number of the file it now names.
+    pub fn exchange(&self, a: &Node, b: &Node) {
+        let mut g = self.inner.write();
+        let (ia, ib) = (self.ino_of(a), self.ino_of(b));
+        let held =
+            |g: &Inner, ino: u64, n: &Node| g.by_ino.get(&ino).is_some_and(|e| *e.node == *n);
+        let (held_a, held_b) = (held(&g, ia, a), held(&g, ib, b));
+        let inos: Vec<u64> = match (a.table(), a.row()) {
+            (Some(t), Some(r)) => g
+                .by_row
+                .get(&g.row_key(t, r))
+                .map(|v| v.to_vec())
+                .unwrap_or_default(),
+            _ => return,
+        };
+        for ino in inos {
+            if let Some(e) = g.by_ino.get_mut(&ino) {
+                let to = if *e.node == *a {
+                    b
+                } else if *e.node == *b {
+                    a
+                } else {
+                    continue;
+                };
+                e.node = Arc::new(to.clone());
+                e.reported = None;
+            }
+        }
+        let mut al = self.aliases.write();
+        let (na, nb) = (a.natural_ino(), b.natural_ino());
+        al.unalias(na);
+        al.unalias(nb);
+        for (held, ino, name) in [(held_a, ia, nb), (held_b, ib, na)] {
+            if held && ino != name {
+                al.by_name.insert(name, ino);
+                al.kept.insert(ino, name);
+            }
+        }
+        self.aliased.store(al.kept.len(), Ordering::Release);
+    }
+
     // ---- lockdir hook ----
     /// Rebinds every known inode for which `f` names a new node (a renamed
     /// `.chubby/` directory moves everything below it). Not for row nodes:
@@ -526,6 +569,22 @@ mod tests {
         t.rebind(&x, &y);
         assert_eq!(t.ino_of(&y), y.natural_ino());
         assert_eq!(t.aliased.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn an_exchange_swaps_names_and_keeps_numbers() {
+        let t = InodeTable::new();
+        let (a, b) = (cell_in("f", b"a"), cell_in("g", b"b"));
+        let (ia, ib) = (t.register(&a).unwrap(), t.register(&b).unwrap());
+        t.exchange(&a, &b);
+        assert_eq!(*t.get(ia).unwrap(), b);
+        assert_eq!(*t.get(ib).unwrap(), a);
+        assert_eq!(t.ino_of(&b), ia);
+        assert_eq!(t.ino_of(&a), ib);
+        t.exchange(&a, &b);
+        assert_eq!(t.ino_of(&a), ia);
+        assert_eq!(t.ino_of(&b), ib);
+        assert_eq!(t.aliased.load(Ordering::Relaxed), 0);
     }
 
     #[test]

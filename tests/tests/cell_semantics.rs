@@ -397,3 +397,34 @@ print(repr(open('t/r/f/d').read()))\n",
         tests::tail(&m.log_text(), 10)
     );
 }
+
+/// `renameat2(RENAME_EXCHANGE)` of two cells of one row swaps them
+/// atomically (fsstress does it); each keeps its inode number and its open
+/// descriptors.
+#[test]
+fn rename_exchange_swaps_two_cells() {
+    let m = Mount::new();
+    table(&m);
+    m.mutate("t", b"set r g:d dee\n");
+    let out = py(
+        &m,
+        "import ctypes\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+def xchg(a, b):\n    if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) != 0:\n        raise OSError(ctypes.get_errno(), 'renameat2')\n\
+ic, idd = os.stat('t/r/f/c').st_ino, os.stat('t/r/g/d').st_ino\n\
+fd = os.open('t/r/f/c', os.O_RDWR)\n\
+xchg('t/r/f/c', 't/r/g/d')\n\
+print(open('t/r/f/c').read(), open('t/r/g/d').read())\n\
+print(os.stat('t/r/g/d').st_ino == ic, os.stat('t/r/f/c').st_ino == idd)\n\
+os.pwrite(fd, b'OLD', 0)\n\
+os.close(fd)\n\
+print(open('t/r/f/c').read(), open('t/r/g/d').read())\n\
+print(probe(lambda: xchg('t/r/f/c', 't/r/f/none')))\n",
+    );
+    assert_eq!(
+        out,
+        "dee old\nTrue True\ndee OLD\n2",
+        "{}",
+        tests::tail(&m.log_text(), 10)
+    );
+}

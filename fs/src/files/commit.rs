@@ -153,8 +153,13 @@ impl Ctx {
     /// they created and never committed is gone from listings. Whether
     /// such a created cell was there (its unlink succeeds).
     pub(super) fn orphan_handles(&self, which: impl Fn(&Node) -> bool) -> bool {
+        self.orphan(self.handles.cells_where(which))
+    }
+
+    /// [`Ctx::orphan_handles`] of handles already looked up.
+    pub(super) fn orphan(&self, handles: Vec<std::sync::Arc<parking_lot::Mutex<Handle>>>) -> bool {
         let mut created = false;
-        for h in self.handles.cells_where(which) {
+        for h in handles {
             if let Handle::Cell(c) = &mut *h.lock() {
                 c.unlinked = true;
                 c.dirty = false;

@@ -114,6 +114,75 @@ impl Ctx {
         }
     }
 
+    /// `renameat2(RENAME_EXCHANGE)` of two cells of one row: one row
+    /// mutation swaps every version of both; their descriptors and inode
+    /// numbers are swapped with them.
+    fn exchange(&self, a: &Node, b: &Node, what: &str) -> FsResult<()> {
+        let (
+            Node::Cell {
+                table,
+                row,
+                family: fa,
+                qualifier: qa,
+                ..
+            },
+            Node::Cell {
+                family: fb,
+                qualifier: qb,
+                ..
+            },
+        ) = (a, b)
+        else {
+            return Err(Errno::EINVAL);
+        };
+        let deadline = std::time::Instant::now() + CREATOR_WAIT;
+        loop {
+            let handles = self.handles.cells_where(|n| n == a || n == b);
+            let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
+            let va = self.data.versions(table, View::Now, row, fa, qa)?;
+            let vb = self.data.versions(table, View::Now, row, fb, qb)?;
+            if va.is_empty() || vb.is_empty() {
+                // Both must exist; one just created waits for its commit.
+                let pending = (va.is_empty() && self.data.pending.has_cell(table, row, fa, qa))
+                    || (vb.is_empty() && self.data.pending.has_cell(table, row, fb, qb));
+                drop(guards);
+                if !pending {
+                    return Err(Errno::ENOENT);
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(Errno::EBUSY);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            }
+            let mut m = RowMutation::new(row.to_vec())
+                .delete_cells(fa, qa.clone(), TimeRange::ALL)
+                .delete_cells(fb, qb.clone(), TimeRange::ALL);
+            for v in vb.iter().rev() {
+                m = m.set_at(fa, qa.clone(), v.timestamp, v.value.clone());
+            }
+            for v in va.iter().rev() {
+                m = m.set_at(fb, qb.clone(), v.timestamp, v.value.clone());
+            }
+            self.data
+                .store
+                .apply(table, &m, self.write_options())
+                .map_err(|e| self.data.fail(&what, &e))?;
+            for g in guards.iter_mut() {
+                if let Handle::Cell(c) = &mut **g {
+                    c.node = if c.node == *a { b.clone() } else { a.clone() };
+                }
+            }
+            break;
+        }
+        self.inodes.exchange(a, b);
+        self.data.pending.data_written(table, row, fa);
+        self.data.pending.data_written(table, row, fb);
+        self.invalidate(a);
+        self.invalidate(b);
+        Ok(())
+    }
+
     /// A descriptor open on a renamed cell follows it to `to`, as a
     /// file's does: what it writes is committed under the new name (and a
     /// creation not yet committed is listed there).
@@ -162,9 +231,6 @@ impl Ctx {
         );
         if p.read_only() || np.read_only() {
             return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
-        }
-        if flags & libc::RENAME_EXCHANGE != 0 {
-            return Err(Errno::EINVAL);
         }
         let (
             Node::Family {
@@ -228,10 +294,15 @@ impl Ctx {
             family: f2.clone(),
             qualifier: dst.clone(),
         };
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            return self.exchange(&from, &to, &what);
+        }
         // The descriptors open on `from` are held, so that none commits
         // under the old name while the cell moves.
         let deadline = std::time::Instant::now() + CREATOR_WAIT;
         loop {
+            // Looked up before any is held: the lookup locks every handle.
+            let replaced = self.handles.cells_where(|n| *n == to);
             let handles = self.handles.cells_where(|n| *n == from);
             let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
             let versions = self.data.versions(table, View::Now, row, family, &src)?;
@@ -271,7 +342,7 @@ impl Ctx {
                 .apply(table, &m, self.write_options())
                 .map_err(|e| self.data.fail(&what, &e))?;
             // The file `to` named is gone: its descriptors commit nothing more.
-            self.orphan_handles(|n| *n == to);
+            self.orphan(replaced);
             for g in guards.iter_mut() {
                 if let Handle::Cell(c) = &mut **g {
                     self.move_handle(c, &to, &np, newname);
