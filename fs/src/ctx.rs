@@ -132,12 +132,12 @@ impl Ctx {
     /// But not while a reader reads the committed value through the page
     /// cache: the kernel clamps its reads to the size it was told last.
     fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
-        if !node.view().is_some_and(|v| v.is_now()) || self.pages.has_readers(node.ino()) {
+        if !node.view().is_some_and(|v| v.is_now()) || self.pages.has_readers(self.ino_of(node)) {
             return None;
         }
         let size = self.writer_size(node)?;
         Some(self.make_attr(
-            node.ino(),
+            self.ino_of(node),
             FileType::RegularFile,
             fam.mode & 0o666,
             fam.owner,
@@ -160,7 +160,7 @@ impl Ctx {
     }
 
     fn node_attr_now(&self, node: &Node) -> FsResult<FileAttr> {
-        let ino = node.ino();
+        let ino = self.ino_of(node);
         match node {
             Node::Lock(l) => match &self.lockdir {
                 Some(ld) => ld.lock_attr(self, l),
@@ -367,7 +367,7 @@ impl Ctx {
     /// open of the file has written.
     pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
         let mut merely_open = None;
-        for h in self.handles.writers_of(node.ino()) {
+        for h in self.handles.writers_of(self.ino_of(node)) {
             if let Handle::Cell(c) = &*h.lock() {
                 if c.node != *node || c.unlinked || !(c.dirty || c.created) {
                     continue;
@@ -386,7 +386,7 @@ impl Ctx {
     /// The kernel may cache `node`: tell it the node changed.
     pub(crate) fn invalidate(&self, node: &Node) {
         if self.inodes.is_known(node) {
-            self.inval.send(Inval::Inode(node.ino()));
+            self.inval.send(Inval::Inode(self.ino_of(node)));
         }
     }
 
@@ -394,7 +394,7 @@ impl Ctx {
     pub(crate) fn invalidate_entry(&self, parent: &Node, name: Vec<u8>) {
         if self.inodes.is_known(parent) {
             self.inval.send(Inval::Entry {
-                parent: parent.ino(),
+                parent: self.ino_of(parent),
                 name,
             });
         }
@@ -456,6 +456,12 @@ impl Ctx {
             .store
             .sync()
             .map_err(|e| self.data.fail(&"fsync", &e))
+    }
+
+    /// The inode number the kernel knows `node` by (see
+    /// [`InodeTable::ino_of`]): every attribute and entry is built with it.
+    pub(crate) fn ino_of(&self, node: &Node) -> u64 {
+        self.inodes.ino_of(node)
     }
 
     /// Whether the kernel holds this inode number.

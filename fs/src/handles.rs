@@ -27,6 +27,9 @@ pub struct Listed {
 /// held here and committed as one new version.
 pub struct CellHandle {
     pub node: Node,
+    /// The inode number the handle was opened on (its node's number may
+    /// change under it: a rename).
+    pub ino: u64,
     pub writable: bool,
     /// Opened with O_APPEND: writes go to the end whatever the offset, and if
     /// nothing else changed the commit is an atomic append in the store.

@@ -11,6 +11,7 @@ use parking_lot::RwLock;
 // random as SipHash is, so row names cannot be chosen to collide.
 use ahash::AHashMap as HashMap;
 use smallvec::SmallVec;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -61,6 +62,54 @@ impl Inner {
     }
 }
 
+/// The numbers renamed cells keep. A cell's number is a hash of its path
+/// ([`Node::natural_ino`]); a cell renamed keeps the number it had, as a
+/// file does, for as long as the kernel holds its inode: programs that
+/// track files by (dev, ino) — `tar`, `rsync`, `find -samefile` — must not
+/// see it change under `mv`. Held only while the kernel holds the inode
+/// (dropped by its forget), so memory follows the kernel's cache.
+#[derive(Default)]
+struct Aliases {
+    /// Natural number of a renamed cell's name → the number it keeps.
+    by_name: HashMap<u64, u64>,
+    /// The reverse: a number kept → the natural number of the name keeping
+    /// it. A name whose natural number is kept by another is given another
+    /// ([`rehash`]), so no two names share a number.
+    kept: HashMap<u64, u64>,
+}
+
+impl Aliases {
+    fn ino_of(&self, natural: u64) -> u64 {
+        if let Some(a) = self.by_name.get(&natural) {
+            return *a;
+        }
+        let (mut ino, mut k) = (natural, 0);
+        while self.kept.get(&ino).is_some_and(|n| *n != natural) {
+            k += 1;
+            ino = rehash(natural, k);
+        }
+        ino
+    }
+
+    /// Drops whatever `natural`'s name kept.
+    fn unalias(&mut self, natural: u64) {
+        if let Some(a) = self.by_name.remove(&natural) {
+            self.kept.remove(&a);
+        }
+    }
+}
+
+/// The `k`th other number for a name whose natural number another name keeps.
+fn rehash(natural: u64, k: u64) -> u64 {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&natural.to_le_bytes());
+    b[8..].copy_from_slice(&k.to_le_bytes());
+    match seahash::hash(&b) {
+        0 | ROOT_INO => 2,
+        h => h,
+    }
+}
+
 /// Forgotten inodes after which freed memory goes back to the system.
 const TRIM_AFTER_FORGETS: u64 = 1 << 16;
 
@@ -94,6 +143,10 @@ pub struct Collision;
 /// See the module comment.
 pub struct InodeTable {
     inner: RwLock<Inner>,
+    /// Taken after `inner` when both are; read only while `aliased` is
+    /// nonzero, so requests pay nothing for it until a cell is renamed.
+    aliases: RwLock<Aliases>,
+    aliased: AtomicUsize,
 }
 
 impl Default for InodeTable {
@@ -116,7 +169,19 @@ impl InodeTable {
         );
         InodeTable {
             inner: RwLock::new(inner),
+            aliases: RwLock::default(),
+            aliased: AtomicUsize::new(0),
         }
+    }
+
+    /// The inode number of `node`: its natural one unless it is a renamed
+    /// cell (see [`Aliases`]). Every number told to the kernel comes from here.
+    pub fn ino_of(&self, node: &Node) -> u64 {
+        let natural = node.natural_ino();
+        if self.aliased.load(Ordering::Acquire) == 0 || !matches!(node, Node::Cell { .. }) {
+            return natural;
+        }
+        self.aliases.read().ino_of(natural)
     }
 
     pub fn get(&self, ino: u64) -> Option<Arc<Node>> {
@@ -125,8 +190,9 @@ impl InodeTable {
 
     /// Records one more kernel reference to `node`; returns its number.
     pub fn register(&self, node: &Node) -> Result<u64, Collision> {
-        let ino = node.ino();
         let mut g = self.inner.write();
+        // Under `inner`: a forget dropping an alias cannot come in between.
+        let ino = self.ino_of(node);
         if let Some(e) = g.by_ino.get_mut(&ino) {
             if *e.node != *node {
                 return Err(Collision);
@@ -167,6 +233,13 @@ impl InodeTable {
         let node = e.node.clone();
         g.by_ino.remove(&ino);
         g.dropped += 1;
+        if self.aliased.load(Ordering::Acquire) != 0 {
+            let mut a = self.aliases.write();
+            if let Some(natural) = a.kept.remove(&ino) {
+                a.by_name.remove(&natural);
+                self.aliased.store(a.kept.len(), Ordering::Release);
+            }
+        }
         // The kernel let go of many inodes (memory pressure, drop_caches):
         // give their memory back rather than keep it for the next walk.
         let trim = g.dropped >= TRIM_AFTER_FORGETS;
@@ -206,9 +279,24 @@ impl InodeTable {
     }
 
     /// After a rename the kernel keeps the moved inode under its new name:
-    /// every inode standing for `from` now stands for `to`.
+    /// every inode standing for `from` now stands for `to`, and `to` keeps
+    /// `from`'s number while the kernel holds it.
     pub fn rebind(&self, from: &Node, to: &Node) {
         let mut g = self.inner.write();
+        if matches!(from, Node::Cell { .. }) && matches!(to, Node::Cell { .. }) {
+            let moved = self.ino_of(from);
+            let held = g.by_ino.get(&moved).is_some_and(|e| *e.node == *from);
+            let mut a = self.aliases.write();
+            a.unalias(from.natural_ino());
+            // The file `to` named is replaced; its number goes with it.
+            a.unalias(to.natural_ino());
+            let natural = to.natural_ino();
+            if held && moved != natural {
+                a.by_name.insert(natural, moved);
+                a.kept.insert(moved, natural);
+            }
+            self.aliased.store(a.kept.len(), Ordering::Release);
+        }
         let inos: Vec<u64> = match (from.table(), from.row()) {
             (Some(t), Some(r)) => g
                 .by_row
@@ -226,6 +314,49 @@ impl InodeTable {
             }
         }
         // A rename stays within its row, so the row index is unchanged.
+    }
+
+    /// After `renameat2(RENAME_EXCHANGE)` of two cells of one row: the
+    /// inodes standing for each stand for the other, and each name keeps
+    /// the number of the file it now names.
+    pub fn exchange(&self, a: &Node, b: &Node) {
+        let mut g = self.inner.write();
+        let (ia, ib) = (self.ino_of(a), self.ino_of(b));
+        let held =
+            |g: &Inner, ino: u64, n: &Node| g.by_ino.get(&ino).is_some_and(|e| *e.node == *n);
+        let (held_a, held_b) = (held(&g, ia, a), held(&g, ib, b));
+        let inos: Vec<u64> = match (a.table(), a.row()) {
+            (Some(t), Some(r)) => g
+                .by_row
+                .get(&g.row_key(t, r))
+                .map(|v| v.to_vec())
+                .unwrap_or_default(),
+            _ => return,
+        };
+        for ino in inos {
+            if let Some(e) = g.by_ino.get_mut(&ino) {
+                let to = if *e.node == *a {
+                    b
+                } else if *e.node == *b {
+                    a
+                } else {
+                    continue;
+                };
+                e.node = Arc::new(to.clone());
+                e.reported = None;
+            }
+        }
+        let mut al = self.aliases.write();
+        let (na, nb) = (a.natural_ino(), b.natural_ino());
+        al.unalias(na);
+        al.unalias(nb);
+        for (held, ino, name) in [(held_a, ia, nb), (held_b, ib, na)] {
+            if held && ino != name {
+                al.by_name.insert(name, ino);
+                al.kept.insert(ino, name);
+            }
+        }
+        self.aliased.store(al.kept.len(), Ordering::Release);
     }
 
     // ---- lockdir hook ----
@@ -247,7 +378,7 @@ impl InodeTable {
         self.inner
             .read()
             .by_ino
-            .get(&node.ino())
+            .get(&self.ino_of(node))
             .is_some_and(|e| *e.node == *node)
     }
 
@@ -379,6 +510,81 @@ mod tests {
         t.rebind(&cell(b"b"), &cell(b"c"));
         assert_eq!(*t.get(ino).unwrap(), cell(b"c"));
         assert_eq!(t.in_row("t", b"r").len(), 1);
+    }
+
+    fn cell_in(f: &str, q: &[u8]) -> Node {
+        Node::Cell {
+            table: "t".into(),
+            view: View::Now,
+            row: b"r".to_vec().into(),
+            family: f.into(),
+            qualifier: q.to_vec(),
+        }
+    }
+
+    #[test]
+    fn a_renamed_cell_keeps_its_number_while_the_kernel_holds_it() {
+        let t = InodeTable::new();
+        let (a, b) = (cell_in("f", b"a"), cell_in("g", b"b"));
+        let ino = t.register(&a).unwrap();
+        t.rebind(&a, &b);
+        assert_eq!(t.ino_of(&b), ino, "the moved cell keeps its number");
+        assert_eq!(
+            t.register(&b).unwrap(),
+            ino,
+            "a new lookup finds the same inode"
+        );
+        assert!(t.is_known(&b));
+        // A cell made again at the old name gets a number of its own.
+        let again = t.register(&a).unwrap();
+        assert_ne!(again, ino);
+        assert_ne!(again, b.natural_ino());
+        assert_eq!(t.ino_of(&a), again);
+        // Moved on, and back: the number follows the file.
+        let c = cell_in("f", b"c");
+        t.rebind(&b, &c);
+        assert_eq!(t.ino_of(&c), ino);
+        assert_ne!(t.ino_of(&b), ino);
+        // Once the kernel forgets the inode the alias goes (bounded memory).
+        assert!(!t.forget(ino, 1));
+        assert!(t.forget(ino, 1));
+        assert_eq!(t.aliased.load(Ordering::Relaxed), 0);
+        assert_eq!(t.ino_of(&c), c.natural_ino());
+        assert_eq!(t.ino_of(&a), a.natural_ino());
+    }
+
+    #[test]
+    fn a_rename_over_an_existing_cell_takes_its_name_not_its_number() {
+        let t = InodeTable::new();
+        let (a, b) = (cell_in("f", b"a"), cell_in("f", b"b"));
+        let ia = t.register(&a).unwrap();
+        let ib = t.register(&b).unwrap();
+        t.rebind(&a, &b);
+        assert_eq!(t.ino_of(&b), ia);
+        // The replaced file's inode, still held by the kernel, goes away.
+        assert!(t.forget(ib, 1));
+        assert_eq!(t.ino_of(&b), ia);
+        // An unknown inode renamed keeps no alias.
+        let (x, y) = (cell_in("f", b"x"), cell_in("f", b"y"));
+        t.rebind(&x, &y);
+        assert_eq!(t.ino_of(&y), y.natural_ino());
+        assert_eq!(t.aliased.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn an_exchange_swaps_names_and_keeps_numbers() {
+        let t = InodeTable::new();
+        let (a, b) = (cell_in("f", b"a"), cell_in("g", b"b"));
+        let (ia, ib) = (t.register(&a).unwrap(), t.register(&b).unwrap());
+        t.exchange(&a, &b);
+        assert_eq!(*t.get(ia).unwrap(), b);
+        assert_eq!(*t.get(ib).unwrap(), a);
+        assert_eq!(t.ino_of(&b), ia);
+        assert_eq!(t.ino_of(&a), ib);
+        t.exchange(&a, &b);
+        assert_eq!(t.ino_of(&a), ia);
+        assert_eq!(t.ino_of(&b), ib);
+        assert_eq!(t.aliased.load(Ordering::Relaxed), 0);
     }
 
     #[test]

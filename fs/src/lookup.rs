@@ -192,8 +192,8 @@ impl Ctx {
     pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
         Stats::add(&self.data.stats.lookups, 1);
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
-        let (node, attr) = self.resolve(&p, name)?;
-        self.register(&node)?;
+        let (node, mut attr) = self.resolve(&p, name)?;
+        attr.ino = fuser::INodeNo(self.register(&node)?);
         Ok(self.entry(&node, attr))
     }
 

@@ -305,3 +305,126 @@ fn isatty_and_a_clean_remount_leave_the_log_quiet() {
         .collect();
     assert!(noisy.is_empty(), "{noisy:#?}");
 }
+
+/// A cell moved into another family keeps its inode number, as a file
+/// moved between directories does (pjdfstest rename/00, 09, 10; `tar` and
+/// `rsync` track files by (dev, ino)); a cell made at the old name gets a
+/// number of its own. No caching of names or attributes, so every `stat`
+/// asks the daemon again.
+#[test]
+fn a_cell_keeps_its_inode_number_across_a_rename() {
+    let m = Mount::with_options(&["entry_timeout=0", "attr_timeout=0"]);
+    table(&m);
+    m.mutate("t", b"set r f:d dee\n");
+    let out = py(
+        &m,
+        "ino = lambda p: os.stat(p).st_ino\n\
+os.mkdir('t/r/g')\n\
+before = ino('t/r/f/c')\n\
+os.rename('t/r/f/c', 't/r/g/c2')\n\
+print(ino('t/r/g/c2') == before)\n\
+# Made again at the old name: another number.\n\
+with open('t/r/f/c', 'w') as f: f.write('new')\n\
+print(ino('t/r/f/c') != before, ino('t/r/g/c2') == before)\n\
+# Within a family, and back again, over an existing cell.\n\
+d = ino('t/r/f/d')\n\
+os.rename('t/r/g/c2', 't/r/g/c3')\n\
+os.rename('t/r/g/c3', 't/r/f/d')\n\
+print(ino('t/r/f/d') == before, ino('t/r/f/d') != d)\n\
+fd = os.open('t/r/f/d', os.O_RDONLY)\n\
+print(os.fstat(fd).st_ino == before, os.pread(fd, 9, 0))\n\
+os.close(fd)\n\
+inos = [os.stat('t/r/' + f + '/' + n).st_ino for f in 'fg' for n in os.listdir('t/r/' + f) if n != '.versions']\n\
+print(len(inos), len(set(inos)))\n",
+    );
+    assert_eq!(
+        out,
+        "True\nTrue True\nTrue True\nTrue b'old'\n2 2",
+        "{}",
+        tests::tail(&m.log_text(), 10)
+    );
+    // tar and rsync, which track files by (dev, ino), copy every cell.
+    let dst = tempfile::tempdir().unwrap();
+    let d = dst.path().display();
+    m.ok(&format!(
+        "mkdir {d}/tar {d}/rsync && tar -C t/r -cf - f g | tar -C {d}/tar -xf - && \
+         rsync -aH t/r/ {d}/rsync/"
+    ));
+    for copy in ["tar", "rsync"] {
+        let p = dst.path().join(copy);
+        assert_eq!(std::fs::read_to_string(p.join("f/c")).unwrap(), "new");
+        assert_eq!(std::fs::read_to_string(p.join("f/d")).unwrap(), "old");
+    }
+}
+
+/// `close` returns before the kernel's RELEASE, which commits a cell that
+/// was created and never written, reaches the daemon: a rename right after
+/// it found the cell uncommitted and answered EBUSY (pjdfstest rename/01).
+/// Descriptors follow a rename, as a file's do: what they write later is
+/// the new name's; one open on a cell a rename replaced commits nothing.
+#[test]
+fn renames_right_after_close_work_and_descriptors_follow_them() {
+    let m = Mount::new();
+    table(&m);
+    m.mutate("t", b"set r f:d dee\n");
+    let out = py(
+        &m,
+        "bad = 0\n\
+for i in range(100):\n    os.close(os.open('t/r/f/x%d' % i, os.O_CREAT | os.O_WRONLY, 0o644))\n    bad += probe(lambda: os.rename('t/r/f/x%d' % i, 't/r/f/y%d' % i)) != 0\n\
+names = os.listdir('t/r/f')\n\
+print(bad, sum(n.startswith('x') for n in names), sum(n.startswith('y') for n in names))\n\
+os.mkdir('t/r/g')\n\
+fd = os.open('t/r/f/c', os.O_RDWR)\n\
+os.rename('t/r/f/c', 't/r/g/c2')\n\
+os.pwrite(fd, b'moved', 0)\n\
+os.close(fd)\n\
+print(open('t/r/g/c2').read(), os.path.exists('t/r/f/c'))\n\
+fd = os.open('t/r/f/new', os.O_CREAT | os.O_WRONLY, 0o644)\n\
+os.rename('t/r/f/new', 't/r/g/new2')\n\
+os.write(fd, b'z')\n\
+os.close(fd)\n\
+print(open('t/r/g/new2').read(), os.path.exists('t/r/f/new'))\n\
+fd = os.open('t/r/f/d', os.O_RDWR)\n\
+os.rename('t/r/f/y0', 't/r/f/d')\n\
+os.pwrite(fd, b'stale', 0)\n\
+os.close(fd)\n\
+print(repr(open('t/r/f/d').read()))\n",
+    );
+    assert_eq!(
+        out,
+        "0 0 100\nmoved False\nz False\n''",
+        "{}",
+        tests::tail(&m.log_text(), 10)
+    );
+}
+
+/// `renameat2(RENAME_EXCHANGE)` of two cells of one row swaps them
+/// atomically (fsstress does it); each keeps its inode number and its open
+/// descriptors.
+#[test]
+fn rename_exchange_swaps_two_cells() {
+    let m = Mount::new();
+    table(&m);
+    m.mutate("t", b"set r g:d dee\n");
+    let out = py(
+        &m,
+        "import ctypes\n\
+libc = ctypes.CDLL(None, use_errno=True)\n\
+def xchg(a, b):\n    if libc.renameat2(-100, a.encode(), -100, b.encode(), 2) != 0:\n        raise OSError(ctypes.get_errno(), 'renameat2')\n\
+ic, idd = os.stat('t/r/f/c').st_ino, os.stat('t/r/g/d').st_ino\n\
+fd = os.open('t/r/f/c', os.O_RDWR)\n\
+xchg('t/r/f/c', 't/r/g/d')\n\
+print(open('t/r/f/c').read(), open('t/r/g/d').read())\n\
+print(os.stat('t/r/g/d').st_ino == ic, os.stat('t/r/f/c').st_ino == idd)\n\
+os.pwrite(fd, b'OLD', 0)\n\
+os.close(fd)\n\
+print(open('t/r/f/c').read(), open('t/r/g/d').read())\n\
+print(probe(lambda: xchg('t/r/f/c', 't/r/f/none')))\n",
+    );
+    assert_eq!(
+        out,
+        "dee old\nTrue True\ndee OLD\n2",
+        "{}",
+        tests::tail(&m.log_text(), 10)
+    );
+}

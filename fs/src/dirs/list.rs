@@ -72,7 +72,7 @@ impl Ctx {
                         family: Name::from(f.as_str()),
                     };
                     let fs = &schema.families[&f];
-                    let attr = self.dir_attr(node.ino(), fs.mode, fs.owner, fs.group);
+                    let attr = self.dir_attr(self.ino_of(&node), fs.mode, fs.owner, fs.group);
                     out.push(Listed {
                         name: f.into_bytes(),
                         node,
@@ -110,7 +110,7 @@ impl Ctx {
                         family: family.clone(),
                         qualifier: q.clone(),
                     };
-                    let attr = self.value_attr(node.ino(), &fam, cell.as_ref());
+                    let attr = self.value_attr(self.ino_of(&node), &fam, cell.as_ref());
                     out.push(Listed {
                         name: display_name(&q),
                         node,
@@ -139,7 +139,7 @@ impl Ctx {
                         family: family.clone(),
                         qualifier: q.clone(),
                     };
-                    let attr = self.dir_attr(node.ino(), fam.mode, fam.owner, fam.group);
+                    let attr = self.dir_attr(self.ino_of(&node), fam.mode, fam.owner, fam.group);
                     out.push(Listed {
                         name: display_name(&q),
                         node,
@@ -168,7 +168,7 @@ impl Ctx {
                         qualifier: qualifier.clone(),
                         ts: c.timestamp,
                     };
-                    let attr = self.value_attr(node.ino(), &fam, Some(&c));
+                    let attr = self.value_attr(self.ino_of(&node), &fam, Some(&c));
                     out.push(Listed {
                         name: version_name(c.timestamp).into_bytes(),
                         node,
@@ -278,9 +278,9 @@ impl Ctx {
         let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
         for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
             if offset < off {
-                let attr = plus.then(|| self.dir_attr(n.ino(), 0o755, 0, 0));
+                let attr = plus.then(|| self.dir_attr(self.ino_of(n), 0o755, 0, 0));
                 if add(&DirOut {
-                    ino: n.ino(),
+                    ino: self.ino_of(n),
                     offset: off,
                     kind: FileType::Directory,
                     name,
@@ -418,7 +418,7 @@ impl Ctx {
                 };
                 let attr = schema
                     .as_ref()
-                    .map(|s| self.dir_attr(node.ino(), s.mode, s.owner, s.group));
+                    .map(|s| self.dir_attr(self.ino_of(&node), s.mode, s.owner, s.group));
                 let e = Listed {
                     name: display_name(node.row().unwrap_or_default()),
                     node,
@@ -510,7 +510,7 @@ impl Ctx {
             None
         };
         if add(&DirOut {
-            ino: e.node.ino(),
+            ino: self.ino_of(&e.node),
             offset: off,
             kind: e.kind,
             name: &e.name,
@@ -582,7 +582,7 @@ impl Ctx {
                 };
                 let attr = schema
                     .as_ref()
-                    .map(|s| self.dir_attr(node.ino(), s.mode, s.owner, s.group));
+                    .map(|s| self.dir_attr(self.ino_of(&node), s.mode, s.owner, s.group));
                 let e = Listed {
                     name,
                     node,

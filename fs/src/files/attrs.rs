@@ -43,7 +43,7 @@ impl Ctx {
             .family_schema(node.table()?, node.family()?)
             .ok()?;
         let mut a = self.make_attr(
-            node.ino(),
+            self.ino_of(node),
             fuser::FileType::RegularFile,
             fam.mode & 0o666,
             fam.owner,
@@ -59,7 +59,7 @@ impl Ctx {
             // reads (a newer one may have been committed since its open).
             let t = crate::options::micros_to_time(ts);
             (a.mtime, a.ctime, a.atime) = (t, t, t);
-            self.inodes.set_reported(node.ino(), len, ts);
+            self.inodes.set_reported(self.ino_of(node), len, ts);
         } else if !dirty {
             if let Ok(cur) = self.node_attr(node) {
                 a.mtime = cur.mtime;
@@ -191,7 +191,7 @@ impl Ctx {
         let newest = versions.iter().map(|v| v.timestamp).max();
         // An open writer's uncommitted value: committed at `ts` later.
         let mut pending = false;
-        for h in self.handles.writers_of(node.ino()) {
+        for h in self.handles.writers_of(self.ino_of(node)) {
             if let Handle::Cell(c) = &mut *h.lock() {
                 if c.node == *node && !c.unlinked && (c.dirty || c.created) {
                     if newest.is_some_and(|n| n >= ts) {
@@ -230,7 +230,7 @@ impl Ctx {
             .store
             .apply(table, &m, self.write_options())
             .map_err(|e| self.data.fail(&what, &e))?;
-        self.pages.drop_ino(node.ino());
+        self.pages.drop_ino(self.ino_of(node));
         self.invalidate(node);
         Ok(())
     }

@@ -67,9 +67,9 @@ impl Ctx {
         let r = match &mut *g {
             Handle::Cell(c) => {
                 if c.writable {
-                    self.pages.writer_closed(c.node.ino());
+                    self.pages.writer_closed(c.ino);
                 } else if !c.direct {
-                    self.pages.reader_closed(c.node.ino());
+                    self.pages.reader_closed(c.ino);
                 }
                 let r = if c.dirty && c.failed.is_none() {
                     self.commit_cell(c)
@@ -153,8 +153,13 @@ impl Ctx {
     /// they created and never committed is gone from listings. Whether
     /// such a created cell was there (its unlink succeeds).
     pub(super) fn orphan_handles(&self, which: impl Fn(&Node) -> bool) -> bool {
+        self.orphan(self.handles.cells_where(which))
+    }
+
+    /// [`Ctx::orphan_handles`] of handles already looked up.
+    pub(super) fn orphan(&self, handles: Vec<std::sync::Arc<parking_lot::Mutex<Handle>>>) -> bool {
         let mut created = false;
-        for h in self.handles.cells_where(which) {
+        for h in handles {
             if let Handle::Cell(c) = &mut *h.lock() {
                 c.unlinked = true;
                 c.dirty = false;
@@ -247,7 +252,7 @@ impl Ctx {
         self.data.pending.data_written(table, row, family);
         // Readers may have cached pages of an older version: forget them
         // before they are invalidated (see `pages.rs`).
-        let paged = self.pages.drop_ino(c.node.ino());
+        let paged = self.pages.drop_ino(c.ino);
         if paged || c.append_only || ts.is_some() {
             // What the store holds may differ from what the kernel cached
             // (pages of an older version; concurrent appends merged; a
@@ -260,7 +265,7 @@ impl Ctx {
             // the version so that the next open may use the page cache.
             if cur.value.len() == c.data.len() {
                 self.inodes
-                    .set_reported(c.node.ino(), cur.value.len() as u64, cur.timestamp);
+                    .set_reported(c.ino, cur.value.len() as u64, cur.timestamp);
             }
         }
         if ts.is_some() {
@@ -272,7 +277,7 @@ impl Ctx {
                 family: family.clone(),
                 qualifier: qualifier.clone(),
             };
-            self.pages.drop_ino(newest.ino());
+            self.pages.drop_ino(self.ino_of(&newest));
             self.invalidate(&newest);
         }
         Ok(())

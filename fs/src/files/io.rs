@@ -23,7 +23,7 @@ impl Ctx {
             // and the writer's map shows that until they close. (Readers
             // opened since bypass the cache; the writer's own read(2)
             // bypasses it too and reads its buffer.)
-            Handle::Cell(c) if page_fill && c.writable && self.pages.has_readers(c.node.ino()) => {
+            Handle::Cell(c) if page_fill && c.writable && self.pages.has_readers(c.ino) => {
                 match self.data.value_of(&c.node) {
                     Some(Ok(Some(cur))) => slice_at(&cur.value, offset, size),
                     Some(Err(e)) => return Err(e),
@@ -62,7 +62,7 @@ impl Ctx {
     /// own version while that is what the kernel was told, and otherwise
     /// moves to the committed one if that is.
     fn follow_reported(&self, c: &mut CellHandle) {
-        let ino = c.node.ino();
+        let ino = c.ino;
         let told = self.inodes.reported(ino);
         if told == Some((c.data.len() as u64, c.ts)) {
             return;
@@ -93,8 +93,8 @@ impl Ctx {
         let h = self.handles.get(fh)?;
         let g = h.lock();
         match &*g {
-            Handle::Cell(c) if c.writable => Some((c.node.ino(), crate::pages::UNCOMMITTED)),
-            Handle::Cell(c) => Some((c.node.ino(), c.ts)),
+            Handle::Cell(c) if c.writable => Some((c.ino, crate::pages::UNCOMMITTED)),
+            Handle::Cell(c) => Some((c.ino, c.ts)),
             _ => None,
         }
     }

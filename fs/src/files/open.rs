@@ -208,7 +208,7 @@ impl Ctx {
         trunc: bool,
         append: bool,
     ) -> Opened {
-        let ino = node.ino();
+        let ino = self.ino_of(node);
         let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value, c.timestamp));
         // Writers bypass the page cache: their unclosed bytes (and an O_TRUNC
         // open) would otherwise land in pages that readers share, and readers
@@ -241,6 +241,7 @@ impl Ctx {
         let dirty = truncated && (ts != 0 || !data.is_empty());
         let handle = Handle::Cell(CellHandle {
             node: node.clone(),
+            ino,
             writable,
             append_mode: append && writable,
             base_len: data.len(),
@@ -372,7 +373,7 @@ impl Ctx {
                 };
                 let attr = self.node_attr(&node)?;
                 self.register(&node)?;
-                let opened = self.open(caller, node.ino(), flags | libc::O_TRUNC)?;
+                let opened = self.open(caller, self.ino_of(&node), flags | libc::O_TRUNC)?;
                 return Ok((self.entry(&node, attr), opened));
             }
             n if !n.is_dir() => return Err(Errno::ENOTDIR),
@@ -448,6 +449,7 @@ impl Ctx {
                 let fh = self.handles.insert_writer(
                     Handle::Cell(CellHandle {
                         node: node.clone(),
+                        ino,
                         writable: true,
                         append_mode: flags & libc::O_APPEND != 0,
                         base_len: 0,

@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// How long a rename waits for the release of the descriptor that created
+/// its source, which `close` does not wait for, to commit it.
+const CREATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl Ctx {
     /// FUSE `unlink`.
     pub fn unlink(&self, _caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
@@ -110,6 +114,103 @@ impl Ctx {
         }
     }
 
+    /// `renameat2(RENAME_EXCHANGE)` of two cells of one row: one row
+    /// mutation swaps every version of both; their descriptors and inode
+    /// numbers are swapped with them.
+    fn exchange(&self, a: &Node, b: &Node, what: &str) -> FsResult<()> {
+        let (
+            Node::Cell {
+                table,
+                row,
+                family: fa,
+                qualifier: qa,
+                ..
+            },
+            Node::Cell {
+                family: fb,
+                qualifier: qb,
+                ..
+            },
+        ) = (a, b)
+        else {
+            return Err(Errno::EINVAL);
+        };
+        let deadline = std::time::Instant::now() + CREATOR_WAIT;
+        loop {
+            let handles = self.handles.cells_where(|n| n == a || n == b);
+            let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
+            let va = self.data.versions(table, View::Now, row, fa, qa)?;
+            let vb = self.data.versions(table, View::Now, row, fb, qb)?;
+            if va.is_empty() || vb.is_empty() {
+                // Both must exist; one just created waits for its commit.
+                let pending = (va.is_empty() && self.data.pending.has_cell(table, row, fa, qa))
+                    || (vb.is_empty() && self.data.pending.has_cell(table, row, fb, qb));
+                drop(guards);
+                if !pending {
+                    return Err(Errno::ENOENT);
+                }
+                if std::time::Instant::now() > deadline {
+                    return Err(Errno::EBUSY);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            }
+            let mut m = RowMutation::new(row.to_vec())
+                .delete_cells(fa, qa.clone(), TimeRange::ALL)
+                .delete_cells(fb, qb.clone(), TimeRange::ALL);
+            for v in vb.iter().rev() {
+                m = m.set_at(fa, qa.clone(), v.timestamp, v.value.clone());
+            }
+            for v in va.iter().rev() {
+                m = m.set_at(fb, qb.clone(), v.timestamp, v.value.clone());
+            }
+            self.data
+                .store
+                .apply(table, &m, self.write_options())
+                .map_err(|e| self.data.fail(&what, &e))?;
+            for g in guards.iter_mut() {
+                if let Handle::Cell(c) = &mut **g {
+                    c.node = if c.node == *a { b.clone() } else { a.clone() };
+                }
+            }
+            break;
+        }
+        self.inodes.exchange(a, b);
+        self.data.pending.data_written(table, row, fa);
+        self.data.pending.data_written(table, row, fb);
+        self.invalidate(a);
+        self.invalidate(b);
+        Ok(())
+    }
+
+    /// A descriptor open on a renamed cell follows it to `to`, as a
+    /// file's does: what it writes is committed under the new name (and a
+    /// creation not yet committed is listed there).
+    fn move_handle(&self, c: &mut CellHandle, to: &Node, parent: &Node, name: &[u8]) {
+        if c.created && c.created_as.is_some() {
+            if let (
+                Node::Cell {
+                    table,
+                    row,
+                    family,
+                    qualifier,
+                    ..
+                },
+                Node::Cell {
+                    family: f2,
+                    qualifier: q2,
+                    ..
+                },
+            ) = (&c.node, to)
+            {
+                self.data.pending.drop_cell(table, row, family, qualifier);
+                self.data.pending.add_cell(table, row, f2, q2);
+            }
+            c.created_as = Some((parent.clone(), name.to_vec()));
+        }
+        c.node = to.clone();
+    }
+
     /// FUSE `rename`: a cell moves within its row (all versions, atomically);
     /// anything else is EXDEV, so mv(1) copies and deletes instead.
     pub fn rename(
@@ -130,9 +231,6 @@ impl Ctx {
         );
         if p.read_only() || np.read_only() {
             return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
-        }
-        if flags & libc::RENAME_EXCHANGE != 0 {
-            return Err(Errno::EINVAL);
         }
         let (
             Node::Family {
@@ -182,28 +280,6 @@ impl Ctx {
         if family == f2 && src == dst {
             return Ok(());
         }
-        let versions = self.data.versions(table, View::Now, row, family, &src)?;
-        if versions.is_empty() {
-            return Err(if self.data.pending.has_cell(table, row, family, &src) {
-                Errno::EBUSY
-            } else {
-                Errno::ENOENT
-            });
-        }
-        if flags & libc::RENAME_NOREPLACE != 0
-            && self.data.newest(table, View::Now, row, f2, &dst)?.is_some()
-        {
-            return Err(Errno::EEXIST);
-        }
-        let mut m = RowMutation::new(row.to_vec()).delete_cells(f2, dst.clone(), TimeRange::ALL);
-        for v in versions.iter().rev() {
-            m = m.set_at(f2, dst.clone(), v.timestamp, v.value.clone());
-        }
-        m = m.delete_cells(family, src.clone(), TimeRange::ALL);
-        self.data
-            .store
-            .apply(table, &m, self.write_options())
-            .map_err(|e| self.data.fail(&what, &e))?;
         let from = Node::Cell {
             table: table.clone(),
             view: View::Now,
@@ -218,6 +294,62 @@ impl Ctx {
             family: f2.clone(),
             qualifier: dst.clone(),
         };
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            return self.exchange(&from, &to, &what);
+        }
+        // The descriptors open on `from` are held, so that none commits
+        // under the old name while the cell moves.
+        let deadline = std::time::Instant::now() + CREATOR_WAIT;
+        loop {
+            // Looked up before any is held: the lookup locks every handle.
+            let replaced = self.handles.cells_where(|n| *n == to);
+            let handles = self.handles.cells_where(|n| *n == from);
+            let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
+            let versions = self.data.versions(table, View::Now, row, family, &src)?;
+            if versions.is_empty() {
+                if !self.data.pending.has_cell(table, row, family, &src) {
+                    return Err(Errno::ENOENT);
+                }
+                // Created and not committed yet: it moves with its creating
+                // descriptor, unless that one's release (which `close` does
+                // not wait for) is committing it right now.
+                let creator = guards.iter().any(
+                    |g| matches!(&**g, Handle::Cell(c) if c.created && c.created_as.is_some()),
+                );
+                if !creator {
+                    drop(guards);
+                    if std::time::Instant::now() > deadline {
+                        return Err(Errno::EBUSY);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                }
+            }
+            if flags & libc::RENAME_NOREPLACE != 0
+                && (self.data.newest(table, View::Now, row, f2, &dst)?.is_some()
+                    || self.data.pending.has_cell(table, row, f2, &dst))
+            {
+                return Err(Errno::EEXIST);
+            }
+            let mut m =
+                RowMutation::new(row.to_vec()).delete_cells(f2, dst.clone(), TimeRange::ALL);
+            for v in versions.iter().rev() {
+                m = m.set_at(f2, dst.clone(), v.timestamp, v.value.clone());
+            }
+            m = m.delete_cells(family, src.clone(), TimeRange::ALL);
+            self.data
+                .store
+                .apply(table, &m, self.write_options())
+                .map_err(|e| self.data.fail(&what, &e))?;
+            // The file `to` named is gone: its descriptors commit nothing more.
+            self.orphan(replaced);
+            for g in guards.iter_mut() {
+                if let Handle::Cell(c) = &mut **g {
+                    self.move_handle(c, &to, &np, newname);
+                }
+            }
+            break;
+        }
         self.inodes.rebind(&from, &to);
         self.data.pending.add_family(table, row, family);
         self.data.pending.data_written(table, row, f2);

@@ -41,7 +41,7 @@ impl LockDir {
     /// Fresh attributes of a `.chubby/` inode; ENOENT if it is gone.
     pub(crate) fn attr(&self, cx: &Ctx, node: &LockNode) -> FsResult<FileAttr> {
         let ld = self;
-        let ino = Node::Lock(node.clone()).ino();
+        let ino = Node::Lock(node.clone()).natural_ino();
         let root = Credentials::root();
         match node {
             LockNode::Entry(path) => {
@@ -94,7 +94,7 @@ impl LockDir {
     /// Takes a kernel reference on a new or found node and builds its entry.
     pub(crate) fn entry(&self, cx: &Ctx, node: LockNode, st: &Stat) -> FsResult<Entry> {
         let node = Node::Lock(node);
-        let attr = self.stat_attr(cx, node.ino(), st);
+        let attr = self.stat_attr(cx, node.natural_ino(), st);
         cx.register(&node)?;
         Ok(cx.entry(&node, attr))
     }
@@ -370,13 +370,13 @@ impl LockDir {
                     Ok(a) => Some(a),
                     // Gone since it was listed.
                     Err(_) if i >= 2 => continue,
-                    Err(_) => Some(cx.dir_attr(node.ino(), 0o755, 0, 0)),
+                    Err(_) => Some(cx.dir_attr(node.natural_ino(), 0o755, 0, 0)),
                 }
             } else {
                 None
             };
             if add(&DirOut {
-                ino: node.ino(),
+                ino: node.natural_ino(),
                 offset: off,
                 kind: *kind,
                 name,

@@ -78,7 +78,7 @@ impl LockDir {
                 .caller_sequencer(
                     caller,
                     &path,
-                    Node::Lock(LockNode::Entry(path.clone())).ino(),
+                    Node::Lock(LockNode::Entry(path.clone())).natural_ino(),
                 )?
                 .ok_or(Errno::NO_XATTR)?
                 .to_string(),

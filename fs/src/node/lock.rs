@@ -79,7 +79,7 @@ impl LockNode {
 
     /// The inode number of the cell node at `path`.
     pub fn entry_ino(path: &str) -> u64 {
-        Node::Lock(LockNode::Entry(path.to_string())).ino()
+        Node::Lock(LockNode::Entry(path.to_string())).natural_ino()
     }
 }
 

@@ -301,9 +301,10 @@ impl Node {
         }
     }
 
-    /// The inode number of this node: a hash of its value, never 0 or 1
-    /// (1 is the root).
-    pub fn ino(&self) -> u64 {
+    /// The natural inode number of this node: a hash of its value, never 0
+    /// or 1 (1 is the root). What the kernel is told is
+    /// [`crate::inodes::InodeTable::ino_of`]: a renamed cell keeps its number.
+    pub fn natural_ino(&self) -> u64 {
         if *self == Node::Root {
             return ROOT_INO;
         }
@@ -315,7 +316,7 @@ impl Node {
         }
     }
 
-    /// A self-delimiting encoding (the input of [`Node::ino`]).
+    /// A self-delimiting encoding (the input of [`Node::natural_ino`]).
     fn encode(&self, out: &mut Vec<u8>) {
         fn put(out: &mut Vec<u8>, b: &[u8]) {
             out.extend_from_slice(&(b.len() as u32).to_le_bytes());
