@@ -177,7 +177,7 @@ impl TabletServer {
             let e = next()?;
             if e.is_some() {
                 written += 1;
-                if written % PROGRESS_EVERY == 0 {
+                if written.is_multiple_of(PROGRESS_EVERY) {
                     self.progress(written, total);
                 }
             }

@@ -86,7 +86,7 @@ impl TabletServer {
                     mem.insert(&k, &v);
                     redone += 1;
                     // How far along, for the status files and page.
-                    if redone % (16 << 10) == 0 {
+                    if redone.is_multiple_of(16 << 10) {
                         self.set_activity(
                             &activity,
                             Some(format!("{doing} entries_redone={redone}")),
