@@ -4,9 +4,12 @@
 //! internal RPC, both coordinating through one etcd. What either mount
 //! writes, the other reads.
 
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use testkit::etcd::Etcd;
-use tests::Mount;
+use tests::{wait_until, Mount};
 
 /// `addr=` of every serving line of `.bigtable/servers`.
 fn server_addrs(m: &Mount) -> Vec<String> {
@@ -55,4 +58,50 @@ fn a_client_only_daemon_reads_and_writes_what_another_serves() {
     b.kill9();
     a.ok("echo after > ta/r1/cf/q2");
     assert_eq!(a.ok("cat ta/r1/cf/q ta/r1/cf/q2"), "from-a\nafter\n");
+}
+
+#[test]
+fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_delay() {
+    let etcd = Arc::new(Etcd::start());
+    let mut a = Mount::on_etcd(etcd.clone(), "/bt", &["cluster_listen=127.0.0.1:0"]);
+    let b = Mount::on_etcd(
+        etcd.clone(),
+        "/bt",
+        &["tablet_servers=0", "cluster_listen=127.0.0.1:0"],
+    );
+    a.ok("touch .chubby/leader && setfattr -n user.chubby.lock_delay_ms -v 1500 .chubby/leader");
+    let mut holder = Command::new("flock")
+        .args(["-x", ".chubby/leader", "sleep", "600"])
+        .current_dir(&a.mnt)
+        .stdin(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || b
+            .sh("flock -n -x .chubby/leader true")
+            .status
+            .code()
+            == Some(1)),
+        "a lock taken through A never blocked B"
+    );
+    a.kill9();
+    let killed = Instant::now();
+    // SAFETY: signalling the holder's own process group.
+    unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
+    let _ = holder.wait();
+    let o = b.sh("flock -w 60 -x .chubby/leader true");
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // A's lease (2 s) ends at least 1.5 s after the kill; the lock-delay
+    // (1.5 s) counts from then.
+    let waited = killed.elapsed();
+    assert!(
+        waited >= Duration::from_millis(3000),
+        "granted {waited:?} after the kill"
+    );
 }

@@ -5,6 +5,9 @@ use super::*;
 /// How long a rename waits for the release of the descriptor that created
 /// its source, which `close` does not wait for, to commit it.
 const CREATOR_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a source found neither stored nor pending is looked for again
+/// (a release may be committing it) before the rename answers ENOENT.
+const ABSENT_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 
 impl Ctx {
     /// FUSE `unlink`.
@@ -300,6 +303,7 @@ impl Ctx {
         // The descriptors open on `from` are held, so that none commits
         // under the old name while the cell moves.
         let deadline = std::time::Instant::now() + CREATOR_WAIT;
+        let absent_deadline = std::time::Instant::now() + ABSENT_WAIT;
         loop {
             // Looked up before any is held: the lookup locks every handle.
             let replaced = self.handles.cells_where(|n| *n == to);
@@ -308,7 +312,15 @@ impl Ctx {
             let versions = self.data.versions(table, View::Now, row, family, &src)?;
             if versions.is_empty() {
                 if !self.data.pending.has_cell(table, row, family, &src) {
-                    return Err(Errno::ENOENT);
+                    // Neither stored nor pending: gone, unless a release
+                    // committed it between the two looks (its value then
+                    // shows on a second look, once its commit is done).
+                    drop(guards);
+                    if std::time::Instant::now() > absent_deadline {
+                        return Err(Errno::ENOENT);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
                 }
                 // Created and not committed yet: it moves with its creating
                 // descriptor, unless that one's release (which `close` does
