@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use testkit::wait_until;
 use tests::Mount;
 
@@ -206,17 +206,13 @@ fn browse(profile: &Path, args: &[&str], url: &str) -> String {
         let _ = out.read_to_string(&mut s);
         s
     });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("chromium took over two minutes on {url}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let exited = tests::wait_until(Duration::from_secs(120), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("chromium took over two minutes on {url}");
     }
     reader.join().unwrap()
 }
