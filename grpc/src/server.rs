@@ -130,6 +130,63 @@ impl Drop for Running {
     }
 }
 
+/// A listener bound now, so that the caller learns of a taken port at once
+/// (and may be inside another runtime, where `block_on` is not allowed).
+pub(crate) fn bind(addr: SocketAddr) -> Result<(std::net::TcpListener, SocketAddr), Error> {
+    let bind = || -> std::io::Result<(std::net::TcpListener, SocketAddr)> {
+        let l = std::net::TcpListener::bind(addr)?;
+        l.set_nonblocking(true)?;
+        let local = l.local_addr()?;
+        Ok((l, local))
+    };
+    bind().map_err(|source| Error::Bind { addr, source })
+}
+
+/// The connections `listener` accepts, with TCP_NODELAY: without it a small
+/// streamed response waits for the client's delayed ACK (~40 ms a call).
+/// Called inside the server's runtime.
+pub(crate) fn incoming(
+    listener: std::net::TcpListener,
+) -> std::io::Result<impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>>> {
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    Ok(
+        tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
+            if let Ok(s) = &s {
+                let _ = s.set_nodelay(true);
+            }
+            s
+        }),
+    )
+}
+
+/// Runs the server `serve` makes (it is given the signal to stop) on `rt`,
+/// in a thread of its own, until the returned [`Running`] is stopped.
+pub(crate) fn run<F>(
+    rt: tokio::runtime::Runtime,
+    thread: &str,
+    addr: SocketAddr,
+    serve: impl FnOnce(oneshot::Receiver<()>) -> F + Send + 'static,
+) -> Result<Running, Error>
+where
+    F: std::future::Future<Output = std::io::Result<()>>,
+{
+    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name(thread.into())
+        .spawn(move || {
+            if let Err(e) = rt.block_on(serve(stop_rx)) {
+                log::error!("the server on {addr}: {e}");
+            }
+            rt.shutdown_timeout(std::time::Duration::from_secs(5));
+        })
+        .map_err(Error::Runtime)?;
+    Ok(Running {
+        addr,
+        stop: Some(stop_tx),
+        thread: Some(thread),
+    })
+}
+
 /// Serves both services on `addr` (port 0: any free port; see `Running::addr`).
 pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -139,16 +196,7 @@ pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
         .enable_all()
         .build()
         .map_err(Error::Runtime)?;
-    // Bound here, so the caller learns of a taken port at once (and may be
-    // inside another runtime, where block_on is not allowed).
-    let bind = |addr| -> std::io::Result<(std::net::TcpListener, SocketAddr)> {
-        let l = std::net::TcpListener::bind(addr)?;
-        l.set_nonblocking(true)?;
-        let local = l.local_addr()?;
-        Ok((l, local))
-    };
-    let (listener, addr) = bind(addr).map_err(|source| Error::Bind { addr, source })?;
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (listener, addr) = bind(addr)?;
     let shared = Arc::new(shared);
     let data = BigtableServer::new(DataService {
         shared: shared.clone(),
@@ -158,41 +206,19 @@ pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
     let admin = BigtableTableAdminServer::new(AdminService { shared })
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
-    let thread = std::thread::Builder::new()
-        .name("bt-grpc-main".into())
-        .spawn(move || {
-            let served = rt.block_on(async {
-                let listener = tokio::net::TcpListener::from_std(listener)?;
-                // Without TCP_NODELAY a small streamed response waits for
-                // the client's delayed ACK (~40 ms a call).
-                let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
-                    if let Ok(s) = &s {
-                        let _ = s.set_nodelay(true);
-                    }
-                    s
-                });
-                tonic::transport::Server::builder()
-                    .layer(tower::layer::layer_fn(crate::timing::Timed))
-                    .add_service(data)
-                    .add_service(admin)
-                    .serve_with_incoming_shutdown(incoming, async {
-                        let _ = stop_rx.await;
-                    })
-                    .await
-                    .map_err(std::io::Error::other)
-            });
-            if let Err(e) = served {
-                log::error!("gRPC server on {addr}: {e}");
-            }
-            rt.shutdown_timeout(std::time::Duration::from_secs(5));
-        })
-        .map_err(Error::Runtime)?;
+    let running = run(rt, "bt-grpc-main", addr, move |stop| async move {
+        tonic::transport::Server::builder()
+            .layer(tower::layer::layer_fn(crate::timing::Timed))
+            .add_service(data)
+            .add_service(admin)
+            .serve_with_incoming_shutdown(incoming(listener)?, async {
+                let _ = stop.await;
+            })
+            .await
+            .map_err(std::io::Error::other)
+    })?;
     log::info!("serving the Bigtable v2 gRPC API on {addr}");
-    Ok(Running {
-        addr,
-        stop: Some(stop_tx),
-        thread: Some(thread),
-    })
+    Ok(running)
 }
 
 #[cfg(test)]

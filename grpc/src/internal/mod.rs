@@ -16,14 +16,12 @@ mod service;
 pub use remote::Dialer;
 pub use secret::{Secret, MIN_SECRET_BYTES};
 
-use crate::server::{Error, MAX_MESSAGE};
+use crate::server::{self, Error, Running, MAX_MESSAGE};
 use engine::Bigtable;
 use service::{ClusterService, Target};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::sync::oneshot;
-use tokio_stream::StreamExt;
 
 /// The generated client and server.
 mod gen {
@@ -40,8 +38,7 @@ pub struct Node {
     secret: Option<Secret>,
     served: Arc<AtomicU64>,
     rt: tokio::runtime::Handle,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
+    running: Running,
 }
 
 impl Node {
@@ -55,16 +52,7 @@ impl Node {
             .enable_all()
             .build()
             .map_err(Error::Runtime)?;
-        let bind = |addr| -> std::io::Result<(std::net::TcpListener, SocketAddr)> {
-            let l = std::net::TcpListener::bind(addr)?;
-            l.set_nonblocking(true)?;
-            let local = l.local_addr()?;
-            Ok((l, local))
-        };
-        let (listener, addr) = bind(listen).map_err(|source| Error::Bind {
-            addr: listen,
-            source,
-        })?;
+        let (listener, addr) = server::bind(listen)?;
         let target: Target = Arc::default();
         let served = Arc::new(AtomicU64::new(0));
         let service = gen::cluster_server::ClusterServer::new(ClusterService {
@@ -74,35 +62,17 @@ impl Node {
         })
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
-        let (stop_tx, stop_rx) = oneshot::channel::<()>();
         let handle = rt.handle().clone();
-        let thread = std::thread::Builder::new()
-            .name("bt-internal-main".into())
-            .spawn(move || {
-                let served = rt.block_on(async {
-                    let listener = tokio::net::TcpListener::from_std(listener)?;
-                    let incoming =
-                        tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
-                            if let Ok(s) = &s {
-                                let _ = s.set_nodelay(true);
-                            }
-                            s
-                        });
-                    tonic::transport::Server::builder()
-                        .http2_keepalive_interval(Some(std::time::Duration::from_secs(5)))
-                        .add_service(service)
-                        .serve_with_incoming_shutdown(incoming, async {
-                            let _ = stop_rx.await;
-                        })
-                        .await
-                        .map_err(std::io::Error::other)
-                });
-                if let Err(e) = served {
-                    log::error!("internal RPC server on {addr}: {e}");
-                }
-                rt.shutdown_timeout(std::time::Duration::from_secs(5));
-            })
-            .map_err(Error::Runtime)?;
+        let running = server::run(rt, "bt-internal-main", addr, move |stop| async move {
+            tonic::transport::Server::builder()
+                .http2_keepalive_interval(Some(std::time::Duration::from_secs(5)))
+                .add_service(service)
+                .serve_with_incoming_shutdown(server::incoming(listener)?, async {
+                    let _ = stop.await;
+                })
+                .await
+                .map_err(std::io::Error::other)
+        })?;
         log::info!("serving the cluster's internal RPC on {addr}");
         Ok(Node {
             addr,
@@ -110,8 +80,7 @@ impl Node {
             secret,
             served,
             rt: handle,
-            stop: Some(stop_tx),
-            thread: Some(thread),
+            running,
         })
     }
 
@@ -140,22 +109,7 @@ impl Node {
     }
 
     /// Stops serving and waits for the calls in flight.
-    pub fn stop(mut self) {
-        self.shutdown();
-    }
-
-    fn shutdown(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-impl Drop for Node {
-    fn drop(&mut self) {
-        self.shutdown();
+    pub fn stop(self) {
+        self.running.stop();
     }
 }
