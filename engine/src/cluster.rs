@@ -43,23 +43,9 @@ pub struct Cluster {
 const CATALOG_TTL: Duration = Duration::from_secs(1);
 
 impl Cluster {
-    /// Starts the cluster and waits until every tablet is served.
-    pub fn start(
-        store: Arc<dyn FileStore>,
-        lock: Option<Arc<dyn LockService>>,
-        opts: Options,
-    ) -> Result<Arc<Cluster>> {
-        let cluster = Self::launch(store, lock, opts)?;
-        if let Err(e) = cluster.wait_ready(Duration::from_secs(120)) {
-            let _ = cluster.stop();
-            return Err(e);
-        }
-        Ok(cluster)
-    }
-
     /// Starts the cluster's servers, masters and supervisor without waiting
-    /// for the tablets to be assigned (a daemon that serves calls from
-    /// others must take them while its masters assign).
+    /// for the tablets to be assigned ([`Cluster::wait_ready`] waits: a
+    /// daemon that serves calls from others must take them meanwhile).
     pub fn launch(
         store: Arc<dyn FileStore>,
         lock: Option<Arc<dyn LockService>>,

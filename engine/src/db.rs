@@ -57,12 +57,12 @@ impl Bigtable {
         lock: Option<Arc<dyn chubby::LockService>>,
         opts: Options,
     ) -> Result<Bigtable> {
-        Ok(Bigtable {
-            inner: Arc::new(Handle {
-                cluster: Cluster::start(files, lock, opts)?,
-                closed: AtomicBool::new(false),
-            }),
-        })
+        let bt = Self::launch(files, lock, opts)?;
+        if let Err(e) = bt.wait_ready(std::time::Duration::from_secs(120)) {
+            let _ = bt.close();
+            return Err(e);
+        }
+        Ok(bt)
     }
 
     /// Like [`Bigtable::open_with_lock_service`], but returns before the
