@@ -20,6 +20,17 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+/// A daemon's part of its server names: when it started, and a random
+/// part, so that daemons on other machines starting in the same
+/// microsecond still name their servers (and logs) apart.
+fn incarnation() -> String {
+    format!(
+        "{:x}{:04x}",
+        now_micros() % (1 << 40),
+        rand::random::<u16>()
+    )
+}
+
 /// Masters per daemon: the active one and a standby.
 const MASTERS: usize = 2;
 
@@ -54,19 +65,24 @@ impl Cluster {
         let env = Env::new(store, lock, opts)?;
         ensure_layout(&*env.lock)?;
         let client_only = env.opts.tablet_servers == 0;
-        // A second daemon on the same cell stops here rather than stand by
-        // (one that serves nothing joins the cluster the others run).
-        if !client_only {
+        let shared = env.store.shared_by_daemons();
+        // A second daemon on the same cell stops here rather than stand by,
+        // unless the store is one every daemon reaches (then it joins, and
+        // its masters stand by); one that serves nothing always joins.
+        if !client_only && !shared {
             match Lease::try_master(env.lock.clone(), "probe", None, env.opts.server_lock_delay)? {
                 Some(l) => drop(l),
                 None => return Err(Error::Lock("another master holds /bigtable/master".into())),
             }
         }
+        if shared && !client_only {
+            env.numbers.reserve_from(env.lock.clone())?;
+        }
         let client = Arc::new(Client::new(env.clone()));
         let cluster = Arc::new(Cluster {
             env,
             client,
-            incarnation: format!("{:x}", now_micros() % (1 << 40)),
+            incarnation: incarnation(),
             started: AtomicU64::new(0),
             masters: Mutex::new(Vec::new()),
             servers: Mutex::new(Vec::new()),
@@ -90,6 +106,18 @@ impl Cluster {
             .map_err(|e| Error::invalid(format!("cannot start a thread: {e}")))?;
         *cluster.supervisor.lock() = Some(t);
         Ok(cluster)
+    }
+
+    /// Whether this daemon shares the store with others (each may run
+    /// servers and a master; one master is active in the whole cluster).
+    fn is_shared(&self) -> bool {
+        self.env.store.shared_by_daemons()
+    }
+
+    /// Whether this daemon learns the tables by reading METADATA: it runs
+    /// no master, or shares the store and its master stands by.
+    pub fn learns_catalog(&self) -> bool {
+        self.is_client_only() || (self.is_shared() && self.local_master().is_none())
     }
 
     fn next_name(&self, kind: &str) -> String {
@@ -136,11 +164,11 @@ impl Cluster {
         self.env.opts.tablet_servers == 0
     }
 
-    /// Reads the tables from METADATA into the catalog (a daemon without a
-    /// master has no other way to learn them); at most once per second
-    /// unless `force`.
+    /// Reads the tables from METADATA into the catalog (a daemon without an
+    /// active master has no other way to learn them); at most once per
+    /// second unless `force`.
     pub fn refresh_catalog(&self, force: bool) -> Result<()> {
-        if !self.is_client_only() {
+        if !self.learns_catalog() {
             return Ok(());
         }
         let mut last = self.catalog_read.lock();
@@ -156,24 +184,20 @@ impl Cluster {
     }
 
     /// Waits until an active master has assigned every tablet (for a daemon
-    /// that runs no master: until METADATA answers).
+    /// that runs no master, or whose master stands by for another daemon's:
+    /// until METADATA answers).
     pub fn wait_ready(&self, limit: Duration) -> Result<()> {
         let deadline = Instant::now() + limit;
         if self.is_client_only() {
-            let client = Client::with_deadline(self.env.clone(), limit);
-            client.locate(METADATA_ID, b"")?;
-            while let Err(e) = self.refresh_catalog(true) {
-                if Instant::now() >= deadline {
-                    return Err(e);
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            return Ok(());
+            return self.wait_metadata(deadline);
         }
         loop {
             let masters = self.masters.lock().clone();
             if masters.iter().any(|m| m.is_ready()) {
                 return Ok(());
+            }
+            if self.is_shared() && self.master_elsewhere() {
+                return self.wait_metadata(deadline);
             }
             if let Some(e) = masters.iter().find_map(|m| m.fatal_error()) {
                 return Err(Error::Corruption(format!("the cluster cannot start: {e}")));
@@ -188,13 +212,41 @@ impl Cluster {
                     why.join("; ")
                 )));
             }
-            std::thread::sleep(Duration::from_millis(5));
+            // Asking who is master goes to the lock service: less often.
+            std::thread::sleep(Duration::from_millis(if self.is_shared() { 50 } else { 5 }));
         }
+    }
+
+    /// Whether another daemon's master is the active one.
+    fn master_elsewhere(&self) -> bool {
+        let ours = self.masters.lock();
+        self.env
+            .active_master()
+            .is_some_and(|m| !ours.iter().any(|o| o.name == m.name()))
+    }
+
+    /// Waits until METADATA answers and the tables are read from it.
+    fn wait_metadata(&self, deadline: Instant) -> Result<()> {
+        let limit = deadline.saturating_duration_since(Instant::now());
+        let client = Client::with_deadline(self.env.clone(), limit);
+        client.locate(METADATA_ID, b"")?;
+        while let Err(e) = self.refresh_catalog(true) {
+            if Instant::now() >= deadline {
+                return Err(e);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
     }
 
     /// Keeps the configured numbers of live tablet servers and masters.
     fn supervise(self: Arc<Self>) {
         while !self.stop.load(Ordering::Acquire) {
+            // Tables made or changed through another daemon's master reach
+            // this daemon's servers (their schemas) within a second.
+            if let Err(e) = self.refresh_catalog(false) {
+                log::debug!("cannot read the tables from METADATA: {e}");
+            }
             let live = {
                 let mut servers = self.servers.lock();
                 servers.retain(|s| s.is_serving());

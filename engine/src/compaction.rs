@@ -36,7 +36,7 @@ pub struct OutputCtx<'a> {
     pub cache: &'a Arc<BlockCache>,
     pub target_bytes: u64,
     /// Allocates a fresh file number.
-    pub new_number: &'a dyn Fn() -> u64,
+    pub new_number: &'a dyn Fn() -> Result<u64>,
 }
 
 /// Which group(s) an entry goes to.
@@ -126,7 +126,7 @@ pub fn write_outputs(
             let o = match slot {
                 Some(o) => o,
                 None => {
-                    let number = (ctx.new_number)();
+                    let number = (ctx.new_number)()?;
                     let file = ctx.store.create(&sst_name(number))?;
                     slot.insert(Output {
                         builder: TableBuilder::new(file, table_options(&router.groups[g])),

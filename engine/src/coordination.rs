@@ -8,6 +8,7 @@
 //! /bigtable/root-tablet         the tablet server serving the root tablet
 //! /bigtable/tables/<t>/schema   the table's families, in the .schema text format
 //! /bigtable/tables/<t>/acl      the table directory's owner, group and mode
+//! /bigtable/numbers             the next SSTable/tablet number daemons sharing a store may take
 //! ```
 //!
 //! A tablet server serves only while it holds its file's lock; the master
@@ -27,6 +28,9 @@ const ROOT: &str = "/bigtable";
 pub const SERVERS_DIR: &str = "/bigtable/servers";
 const MASTER_FILE: &str = "/bigtable/master";
 const ROOT_TABLET_FILE: &str = "/bigtable/root-tablet";
+const NUMBERS_FILE: &str = "/bigtable/numbers";
+/// How long a daemon waits for the numbers counter's lock.
+const NUMBERS_WAIT: Duration = Duration::from_secs(30);
 
 fn lock_err(what: &str, e: chubby::Error) -> Error {
     Error::Lock(format!("{what}: {e}"))
@@ -231,12 +235,16 @@ pub fn reap_server(lock: &dyn LockService, name: &str) -> Result<bool> {
     match lock.read(&creds, path.as_str().into()) {
         Ok((contents, _)) if contents.is_empty() => return Ok(false),
         Ok(_) => {}
-        Err(chubby::Error::NotFound(_)) => return Ok(true),
+        Err(chubby::Error::NotFound(_)) => {
+            log::info!("{path} is gone: its server is dead");
+            return Ok(true);
+        }
         Err(e) => return Err(lock_err(&format!("read {path}"), e)),
     }
     let owner = new_owner();
     match lock.try_lock(&creds, owner, path.as_str().into(), LockMode::Exclusive) {
         Ok(_) => {
+            log::info!("{path} was not locked: its server is dead");
             let _ = lock.unlock(owner, path.as_str().into());
             match lock.unlink(&creds, &path) {
                 Ok(()) | Err(chubby::Error::NotFound(_)) => Ok(true),
@@ -247,6 +255,62 @@ pub fn reap_server(lock: &dyn LockService, name: &str) -> Result<bool> {
         Err(chubby::Error::WouldBlock) => Ok(false),
         Err(e) => Err(lock_err(&format!("check {path}"), e)),
     }
+}
+
+/// Reserves `count` numbers no daemon has taken, none below `floor`:
+/// returns the first. The counter is read and advanced under its lock,
+/// held through a session of its own so that a daemon dying meanwhile
+/// lets it go.
+pub fn reserve_numbers(lock: &dyn LockService, floor: u64, count: u64) -> Result<u64> {
+    let creds = Credentials::root();
+    let session = lock.open_session("bigtable numbers");
+    let result = (|| {
+        let (handle, _) = lock
+            .open_handle(
+                session,
+                &creds,
+                NUMBERS_FILE,
+                &OpenOptions {
+                    read: true,
+                    write: true,
+                    create: Some(NodeSpec::file(0o644)),
+                    exclusive: false,
+                },
+            )
+            .map_err(|e| lock_err("open /bigtable/numbers", e))?;
+        let owner = new_owner();
+        let deadline = std::time::Instant::now() + NUMBERS_WAIT;
+        lock.lock_wait(
+            &creds,
+            owner,
+            handle.into(),
+            LockMode::Exclusive,
+            Some(deadline),
+            &|| false,
+        )
+        .map_err(|e| lock_err("lock /bigtable/numbers", e))?;
+        let (text, _) = lock
+            .read(&creds, handle.into())
+            .map_err(|e| lock_err("read /bigtable/numbers", e))?;
+        let stored = String::from_utf8_lossy(&text).trim().parse::<u64>().ok();
+        if stored.is_none() && !text.is_empty() {
+            return Err(Error::corruption(format!(
+                "/bigtable/numbers holds {:?}, not a number",
+                String::from_utf8_lossy(&text)
+            )));
+        }
+        let start = stored.unwrap_or(0).max(floor);
+        lock.set_contents(
+            &creds,
+            handle.into(),
+            format!("{}\n", start + count).as_bytes(),
+        )
+        .map_err(|e| lock_err("write /bigtable/numbers", e))?;
+        let _ = lock.unlock(owner, handle.into());
+        Ok(start)
+    })();
+    let _ = lock.close_session(session);
+    result
 }
 
 /// The server named in `/bigtable/root-tablet` ("" if none).

@@ -114,9 +114,9 @@ impl Bigtable {
         self.client()?;
         let cluster = &self.inner.cluster;
         match self.env().catalog.get(name) {
-            // A daemon without a master learns of tables made elsewhere by
-            // reading METADATA again.
-            Err(Error::TableNotFound(_)) if cluster.is_client_only() => {
+            // A daemon without an active master learns of tables made
+            // elsewhere by reading METADATA again.
+            Err(Error::TableNotFound(_)) if cluster.learns_catalog() => {
                 cluster.refresh_catalog(true)?;
                 self.env().catalog.get(name)
             }
@@ -125,6 +125,30 @@ impl Bigtable {
                 found
             }
         }
+    }
+
+    /// Runs `f`; when it fails on a family this daemon does not know and
+    /// this daemon learns the tables from METADATA (another daemon's master
+    /// may have just added it), reads them again and runs `f` once more.
+    fn with_fresh_schema<T>(&self, f: impl Fn() -> Result<T>) -> Result<T> {
+        match f() {
+            Err(e) if e.is_unknown_family() && self.inner.cluster.learns_catalog() => {
+                self.inner.cluster.refresh_catalog(true)?;
+                f()
+            }
+            r => r,
+        }
+    }
+
+    /// Reads the tables and schemas from METADATA again, now, when this
+    /// daemon learns them from there (one whose master is not the active
+    /// one): what a lookup of a name it does not know does before saying
+    /// it does not exist.
+    pub fn refresh_tables(&self) -> Result<()> {
+        if self.inner.cluster.learns_catalog() {
+            self.inner.cluster.refresh_catalog(true)?;
+        }
+        Ok(())
     }
 
     /// Runs `f` on the active master, waiting for one during a failover;
@@ -181,6 +205,9 @@ impl Bigtable {
     }
     /// Validates every mutation first (nothing applied on error); then applies each row's atomically.
     pub fn apply_batch(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
+        self.with_fresh_schema(|| self.apply_batch_once(table, ms, opts))
+    }
+    fn apply_batch_once(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
         let t = self.table(table)?;
         mutation::validate_batch(&t.schema(), ms, self.env().opts.max_value_size)
             .map_err(|e| e.in_table(&t.name))?;
@@ -191,6 +218,14 @@ impl Bigtable {
     }
     /// Validates every transaction first; then runs each atomically on its row.
     pub fn apply_txns(
+        &self,
+        table: &str,
+        txns: &[RowTxn],
+        opts: WriteOptions,
+    ) -> Result<Vec<TxnOutcome>> {
+        self.with_fresh_schema(|| self.apply_txns_once(table, txns, opts))
+    }
+    fn apply_txns_once(
         &self,
         table: &str,
         txns: &[RowTxn],
@@ -333,6 +368,18 @@ impl Bigtable {
     }
     /// The newest `max_versions` visible versions of one column, newest first (all if None).
     pub fn read_column(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Cell>> {
+        self.with_fresh_schema(|| {
+            self.read_column_once(table, row, family, qualifier, max_versions)
+        })
+    }
+    fn read_column_once(
         &self,
         table: &str,
         row: &[u8],

@@ -15,8 +15,7 @@ use crate::{Error, Result};
 use arc_swap::ArcSwapOption;
 use chubby::LockService;
 use gfs::FileStore;
-use parking_lot::{Mutex, RwLock};
-use std::collections::HashSet;
+use parking_lot::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -29,43 +28,7 @@ pub fn now_micros() -> u64 {
         .unwrap_or(0)
 }
 
-/// Numbers for SSTables and tablet ids, never reused within a process and
-/// above every number found in the store or in METADATA.
-#[derive(Default)]
-pub struct Numbers {
-    next: AtomicU64,
-    /// SSTables being written: not yet in METADATA, and not garbage.
-    in_flight: Mutex<HashSet<u64>>,
-}
-
-impl Numbers {
-    pub fn next_id(&self) -> u64 {
-        self.next.fetch_add(1, Ordering::AcqRel)
-    }
-
-    /// Makes later numbers larger than `seen`.
-    pub fn bump(&self, seen: u64) {
-        self.next.fetch_max(seen + 1, Ordering::AcqRel);
-    }
-
-    /// A number for an output file that sweeps leave alone until released.
-    pub fn new_output(&self) -> u64 {
-        let n = self.next_id();
-        self.in_flight.lock().insert(n);
-        n
-    }
-
-    pub fn release(&self, numbers: impl IntoIterator<Item = u64>) {
-        let mut f = self.in_flight.lock();
-        for n in numbers {
-            f.remove(&n);
-        }
-    }
-
-    pub fn in_flight(&self) -> HashSet<u64> {
-        self.in_flight.lock().clone()
-    }
-}
+pub use crate::numbers::Numbers;
 
 /// Test switches for failures that are hard to cause from outside.
 #[derive(Default)]

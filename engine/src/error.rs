@@ -119,6 +119,16 @@ impl Error {
         }
     }
 
+    /// Whether a request named a family its table's schema lacks (itself
+    /// or in a batch entry).
+    pub fn is_unknown_family(&self) -> bool {
+        match self {
+            Error::UnknownFamily { .. } => true,
+            Error::BadBatchEntry { source, .. } => source.is_unknown_family(),
+            _ => false,
+        }
+    }
+
     /// An [`Error::Corruption`] saying what failed its checks.
     pub fn corruption(what: impl Into<String>) -> Self {
         Error::Corruption(what.into())

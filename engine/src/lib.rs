@@ -40,6 +40,7 @@ mod memtable;
 mod merge;
 mod metadata;
 pub mod mutation;
+mod numbers;
 mod options;
 mod packed_row;
 mod point;

@@ -56,6 +56,9 @@ pub fn sort_log(store: &Arc<dyn FileStore>, log_dir: &str, threads: usize) -> Re
             ..SortReport::default()
         });
     }
+    // Its server was declared dead, but may only be frozen: once the logs
+    // are sealed, nothing it appends on waking is acknowledged unread.
+    store.seal_logs(log_dir)?;
     let files = list_logs(&**store, log_dir)?;
     let dir = runs_dir(log_dir);
     let log_bytes = AtomicU64::new(0);

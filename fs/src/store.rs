@@ -21,6 +21,12 @@ pub trait Store: Send + Sync + 'static {
     fn create_table(&self, name: &str, schema: TableSchema) -> Result<()>;
     /// Deletes a table and all its data (rmdir at the root).
     fn delete_table(&self, name: &str) -> Result<()>;
+    /// Reads the tables and schemas again from where they are kept, when
+    /// this mount may have a stale copy (another machine's daemon changes
+    /// them): a lookup does this before it says a family does not exist.
+    fn refresh_tables(&self) -> Result<()> {
+        Ok(())
+    }
     /// A table's current schema (its families and their settings).
     fn schema(&self, table: &str) -> Result<Arc<TableSchema>>;
     /// Replaces a table's schema (writes to `.schema`, family mkdir and rmdir).
@@ -81,6 +87,9 @@ impl Store for engine::Bigtable {
     }
     fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
         engine::Bigtable::create_table(self, name, schema)
+    }
+    fn refresh_tables(&self) -> Result<()> {
+        engine::Bigtable::refresh_tables(self)
     }
     fn delete_table(&self, name: &str) -> Result<()> {
         engine::Bigtable::delete_table(self, name)

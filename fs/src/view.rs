@@ -73,6 +73,13 @@ impl StoreView {
     }
 
     pub(crate) fn family_schema(&self, table: &str, family: &str) -> FsResult<FamilySchema> {
+        if let Some(f) = self.schema(table)?.families.get(family) {
+            return Ok(f.clone());
+        }
+        // Another machine's daemon may have just added it.
+        if let Err(e) = self.store.refresh_tables() {
+            log::debug!("reading the tables again: {e}");
+        }
         self.schema(table)?
             .families
             .get(family)

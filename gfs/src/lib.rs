@@ -108,6 +108,23 @@ pub trait FileStore: Send + Sync + 'static {
     fn durable_appends(&self) -> bool {
         false
     }
+    /// Whether several daemons may serve tables from this store at once
+    /// (an object store every machine reaches), each fencing a dead
+    /// server's logs with [`FileStore::seal_logs`] before recovering them.
+    /// A store on this machine's disks is one daemon's alone.
+    fn shared_by_daemons(&self) -> bool {
+        false
+    }
+    /// Seals the logs in directory `dir` (names starting with `dir/`)
+    /// before another server recovers them: a writer that still appends
+    /// there (a server whose machine froze past its lease and woke up)
+    /// fails from now on, and so does one creating a new log in `dir`.
+    /// Returns how many logs were sealed. A store one daemon owns alone
+    /// has nothing to do: that daemon stopped the dead server itself.
+    fn seal_logs(&self, dir: &str) -> Result<usize> {
+        let _ = dir;
+        Ok(0)
+    }
 }
 
 /// A file being written. Appends are buffered by the implementation only up to

@@ -28,7 +28,7 @@
 //! | `sync` | fsync the commit log on every close, not only on fsync |
 //! | `opendir` | let the kernel open directories (by default it lists them unopened: two requests fewer per directory) |
 //! | `nomap` | with `store=local`, read SSTables with `pread` instead of mapping them |
-//! | `store=s3://BUCKET[/PREFIX]` | the engine's files in an S3-compatible object store (see docs/s3.md) |
+//! | `store=s3://BUCKET[/PREFIX]` | the engine's files in an S3-compatible object store (see docs/s3.md); with `lock=etcd://…` and `cluster_listen`, every daemon naming the same prefix and etcd serves one Bigtable (docs/internal-rpc.md), else the daemon takes the prefix over |
 //! | `s3_endpoint=URL`, `s3_region=R` | the store's endpoint (for stores other than AWS) and region (default us-east-1) |
 //! | `s3_credentials=FILE` | keys from an AWS shared-credentials file (`AWS_PROFILE`, else `[default]`); without it, from `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` |
 //! | `log_batch_window=US` | microseconds a commit waits for more writes to share its commit-log write (default 0: the next write starts as soon as the previous one is stored; at most 1000000). With `store=s3://…`, where each shared write is one PUT, a window of a few milliseconds makes fewer, larger PUTs at the cost of that much latency |
@@ -572,6 +572,9 @@ impl MountConfig {
         if let Some(t) = o.timeout {
             c.timeout = t;
         }
+        // Daemons that share etcd and take each other's calls serve one
+        // Bigtable from the prefix together; alone, a daemon owns it.
+        c.shared = self.etcd.is_some() && self.cluster_listen.is_some();
         c.disk_cache_bytes = o.disk_cache.unwrap_or(objstore::DEFAULT_DISK_CACHE);
         c.cache_dir = (c.disk_cache_bytes > 0).then(|| {
             o.cache_dir

@@ -28,6 +28,12 @@ pub struct S3Config {
     pub cache_dir: Option<PathBuf>,
     /// Bytes the disk cache may hold.
     pub disk_cache_bytes: u64,
+    /// Several daemons serve tables from this prefix at once (they share a
+    /// lock service that says which is alive): none takes the prefix over,
+    /// and a dead server's logs are sealed one directory at a time when
+    /// they are recovered. Otherwise (the default) the daemon that opens
+    /// the prefix owns it and fences any other.
+    pub shared: bool,
 }
 
 /// Default time a request is retried before it fails.
@@ -66,6 +72,7 @@ impl S3Config {
             timeout: DEFAULT_TIMEOUT,
             cache_dir: None,
             disk_cache_bytes: DEFAULT_DISK_CACHE,
+            shared: false,
         })
     }
 
@@ -89,6 +96,7 @@ impl fmt::Debug for S3Config {
             .field("timeout", &self.timeout)
             .field("cache_dir", &self.cache_dir)
             .field("disk_cache_bytes", &self.disk_cache_bytes)
+            .field("shared", &self.shared)
             .finish()
     }
 }

@@ -140,6 +140,11 @@ impl WritableFile for SegmentWriter {
                             }
                         }
                     }
+                    // Shared by several daemons: a master sealed this one
+                    // log (its server was declared dead); the others stay.
+                    if self.shared.is_shared() {
+                        return Err(crate::store::sealed_error(&self.name));
+                    }
                     self.shared.fence(&format!(
                         "log {} segment {} was taken by another daemon",
                         self.name, self.next_seq

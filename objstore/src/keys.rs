@@ -5,7 +5,11 @@
 //!   each created with put-if-absent; segment 0 is empty, written when the
 //!   log is created; any other empty segment is a seal written by a daemon
 //!   that took the prefix over;
-//! - `PREFIX/OWNER`: which daemon owns the prefix, and its epoch.
+//! - `PREFIX/OWNER`: which daemon owns the prefix, and its epoch (when one
+//!   daemon owns it);
+//! - `PREFIX/seals/DIR`: the logs in directory `DIR` are sealed (their
+//!   server died and is being recovered; when several daemons share the
+//!   prefix): no new log may start there.
 
 use object_store::path::Path;
 
@@ -31,6 +35,11 @@ impl Keys {
 
     pub(crate) fn owner(&self) -> Path {
         Path::from(format!("{}OWNER", self.prefix))
+    }
+
+    /// The mark that the logs of directory `dir` are sealed.
+    pub(crate) fn seal(&self, dir: &str) -> Path {
+        Path::from(format!("{}seals/{dir}", self.prefix))
     }
 
     pub(crate) fn file(&self, name: &str) -> Path {
@@ -77,7 +86,7 @@ impl Keys {
 }
 
 /// `a/b/c` -> `a/b`; `abc` -> ``.
-fn parent(prefix: &str) -> &str {
+pub(crate) fn parent(prefix: &str) -> &str {
     prefix.rsplit_once('/').map_or("", |(d, _)| d)
 }
 
@@ -111,5 +120,6 @@ mod tests {
         );
         assert_eq!(k.files_dir_for("x").as_ref(), "tables/prod/files");
         assert_eq!(Keys::new("").owner().as_ref(), "OWNER");
+        assert_eq!(k.seal("logs/ts-0").as_ref(), "tables/prod/seals/logs/ts-0");
     }
 }

@@ -15,9 +15,12 @@
 //! - a descriptor replaced in place (the root tablet's) is written by
 //!   compare-and-swap on its ETag, never blindly.
 //!
-//! One daemon owns a prefix at a time: opening a store takes the prefix over
-//! (a new epoch in `OWNER`) and seals every log, which fences any daemon
-//! still writing there (see [`S3Store::open`]).
+//! Alone, one daemon owns a prefix at a time: opening a store takes the
+//! prefix over (a new epoch in `OWNER`) and seals every log, which fences
+//! any daemon still writing there (see [`S3Store::open`]). Daemons that
+//! share a lock service share the prefix instead ([`S3Config::shared`]):
+//! the lock service says which servers live, and a dead server's logs are
+//! sealed one directory at a time before they are recovered.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 #![warn(missing_docs)]
 

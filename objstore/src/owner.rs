@@ -66,13 +66,21 @@ pub(crate) fn claim(c: &Client, keys: &Keys) -> Result<Claim, object_store::Erro
     }
 }
 
-/// Seals every log under the prefix: an empty segment after its last, so a
-/// fenced writer's next append fails. Returns how many logs were sealed.
-pub(crate) fn seal_logs(c: &Client, keys: &Keys) -> Result<usize, object_store::Error> {
+/// Seals every log whose name starts with `prefix` (all of them for ""):
+/// an empty segment after its last, so a fenced writer's next append
+/// fails. Returns how many logs were sealed.
+pub(crate) fn seal_logs(
+    c: &Client,
+    keys: &Keys,
+    prefix: &str,
+) -> Result<usize, object_store::Error> {
     let mut sealed = 0;
     let mut last: std::collections::BTreeMap<String, u64> = Default::default();
-    for m in c.list(&keys.logs_dir_for(""))? {
+    for m in c.list(&keys.logs_dir_for(prefix))? {
         if let Some((name, seq)) = keys.segment_of(m.location.as_ref()) {
+            if !name.starts_with(prefix) {
+                continue;
+            }
             let e = last.entry(name.to_string()).or_insert(seq);
             *e = (*e).max(seq);
         }

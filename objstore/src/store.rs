@@ -21,7 +21,9 @@ pub(crate) struct Shared {
     pub(crate) client: Client,
     pub(crate) keys: Keys,
     pub(crate) cache: Option<DiskCache>,
-    claim: Claim,
+    /// This daemon's claim on the prefix; `None` when several daemons
+    /// share it ([`S3Config::shared`]).
+    claim: Option<Claim>,
     fenced: AtomicBool,
     /// Open readers per name, and whether a delete waits for them.
     open: Mutex<HashMap<String, (usize, bool)>>,
@@ -73,10 +75,30 @@ impl Shared {
         self.check_fenced(name)
     }
 
+    /// Whether several daemons share the prefix (each log is fenced on its
+    /// own then, never the whole store).
+    pub(crate) fn is_shared(&self) -> bool {
+        self.claim.is_none()
+    }
+
+    /// Refuses a new log in a directory whose logs were sealed: its server
+    /// was declared dead and another is recovering it.
+    fn check_unsealed(&self, name: &str) -> gfs::Result<()> {
+        let dir = crate::keys::parent(name);
+        match self.client.head(&self.keys.seal(dir)) {
+            Ok(_) => Err(sealed_error(name)),
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(to_gfs(name, e)),
+        }
+    }
+
     /// Fences this store if `OWNER` (its bytes) names another epoch.
     fn fence_unless_ours(&self, owner: &[u8]) {
+        let Some(claim) = &self.claim else {
+            return;
+        };
         let text = String::from_utf8_lossy(owner);
-        if owner::epoch_of(&text) != Some(self.claim.epoch) {
+        if owner::epoch_of(&text) != Some(claim.epoch) {
             self.fence(&format!("OWNER now says: {}", text.trim()));
         }
     }
@@ -93,6 +115,18 @@ impl Shared {
             return Err(gfs::Error::NotFound(name.to_string()));
         }
         self.client.delete_all(segs).map_err(|e| to_gfs(name, e))
+    }
+}
+
+/// What a writer to a sealed log (or a new log in a sealed directory) gets.
+pub(crate) fn sealed_error(name: &str) -> gfs::Error {
+    gfs::Error::Io {
+        name: name.to_string(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::PermissionDenied,
+            "fenced: this log was sealed because its server was declared dead; \
+             another server recovers it and it takes no more appends",
+        ),
     }
 }
 
@@ -153,8 +187,9 @@ const OWNER_CHECK: Duration = Duration::from_secs(3);
 
 impl S3Store {
     /// Connects, checks that the bucket answers with these keys (failing at
-    /// once, with what is wrong, when it does not), takes the prefix over
-    /// and seals its logs.
+    /// once, with what is wrong, when it does not), then takes the prefix
+    /// over and seals its logs, unless several daemons share it
+    /// ([`S3Config::shared`]).
     pub fn open(cfg: S3Config) -> Result<S3Store> {
         let location = cfg.location();
         // The first request waits at most a few seconds: a wrong endpoint
@@ -168,16 +203,12 @@ impl S3Store {
             .map_err(|e| explain(&location, probe_cfg.timeout, e))?;
         drop(probe);
         let client = Client::connect(&cfg)?;
-        let claim = owner::claim(&client, &keys).map_err(|e| explain(&location, cfg.timeout, e))?;
-        let sealed =
-            owner::seal_logs(&client, &keys).map_err(|e| explain(&location, cfg.timeout, e))?;
-        match &claim.previous {
-            Some(p) => log::info!(
-                "{location}: took the prefix over at epoch {} (was: {p}); sealed {sealed} logs",
-                claim.epoch
-            ),
-            None => log::info!("{location}: a new prefix, epoch {}", claim.epoch),
-        }
+        let claim = if cfg.shared {
+            log::info!("{location}: shared with the other daemons of the cluster");
+            None
+        } else {
+            Some(take_over(&client, &keys, &location, cfg.timeout)?)
+        };
         let cache = match &cfg.cache_dir {
             Some(d) => Some(
                 DiskCache::open(d, cfg.disk_cache_bytes)
@@ -194,13 +225,15 @@ impl S3Store {
             open: Mutex::new(HashMap::new()),
             etags: Mutex::new(HashMap::new()),
         });
-        watch_owner(Arc::downgrade(&shared));
+        if !shared.is_shared() {
+            watch_owner(Arc::downgrade(&shared));
+        }
         Ok(S3Store { shared })
     }
 
-    /// This daemon's epoch on the prefix.
+    /// This daemon's epoch on the prefix (0 when several daemons share it).
     pub fn epoch(&self) -> u64 {
-        self.shared.claim.epoch
+        self.shared.claim.as_ref().map_or(0, |c| c.epoch)
     }
 
     /// Whether another daemon has taken the prefix over.
@@ -213,6 +246,20 @@ impl S3Store {
         let n = f.len()? as usize;
         f.read_at(0, n)
     }
+}
+
+/// Takes the prefix over: a new epoch in `OWNER`, then every log sealed.
+fn take_over(c: &Client, keys: &Keys, location: &str, limit: Duration) -> Result<Claim> {
+    let claim = owner::claim(c, keys).map_err(|e| explain(location, limit, e))?;
+    let sealed = owner::seal_logs(c, keys, "").map_err(|e| explain(location, limit, e))?;
+    match &claim.previous {
+        Some(p) => log::info!(
+            "{location}: took the prefix over at epoch {} (was: {p}); sealed {sealed} logs",
+            claim.epoch
+        ),
+        None => log::info!("{location}: a new prefix, epoch {}", claim.epoch),
+    }
+    Ok(claim)
 }
 
 /// Looks at `OWNER` every few seconds; a newer epoch fences this store.
@@ -302,11 +349,16 @@ impl FileStore for S3Store {
             }
             Err(e) => return Err(to_gfs(name, e)),
         }
-        // A daemon that took the prefix over sealed only the logs it listed
-        // after its claim. If OWNER still names us now that segment 0 is
-        // stored, any later claim lists this log and seals it; if not, this
-        // log may be one the new owner never recovers: take no appends.
-        s.confirm_owner(name)?;
+        // A daemon that took the prefix over (or a master recovering this
+        // directory's server) sealed only the logs it listed after writing
+        // its claim (or seal mark). If neither is there now that segment 0
+        // is stored, any later one lists this log and seals it; if one is,
+        // this log may be one the recovery never reads: take no appends.
+        if s.is_shared() {
+            s.check_unsealed(name)?;
+        } else {
+            s.confirm_owner(name)?;
+        }
         Ok(Box::new(SegmentWriter {
             shared: s.clone(),
             name: name.to_string(),
@@ -393,7 +445,15 @@ impl FileStore for S3Store {
         let s = &self.shared;
         s.check_fenced(name)?;
         let key = s.keys.file(name);
-        let known = s.etags.lock().get(name).cloned();
+        // Sharing daemons take turns writing a descriptor (its tablet moves
+        // between them), so the ETag this one last wrote proves nothing:
+        // only the one just read counts. Stale writers are kept out by
+        // their lock-service lease instead.
+        let known = if s.is_shared() {
+            None
+        } else {
+            s.etags.lock().get(name).cloned()
+        };
         let mode = match known {
             Some(etag) => Client::update(etag),
             None => match s.client.head(&key) {
@@ -410,6 +470,18 @@ impl FileStore for S3Store {
             Ok(etag) => {
                 s.etags.lock().insert(name.to_string(), etag);
                 Ok(())
+            }
+            Err(object_store::Error::Precondition { .. })
+            | Err(object_store::Error::AlreadyExists { .. })
+                if s.is_shared() =>
+            {
+                Err(gfs::Error::Io {
+                    name: name.to_string(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::WouldBlock,
+                        "another daemon replaced this file at the same moment",
+                    ),
+                })
             }
             Err(object_store::Error::Precondition { .. })
             | Err(object_store::Error::AlreadyExists { .. }) => {
@@ -476,17 +548,41 @@ impl FileStore for S3Store {
         true
     }
 
+    fn shared_by_daemons(&self) -> bool {
+        self.shared.is_shared()
+    }
+
+    fn seal_logs(&self, dir: &str) -> gfs::Result<usize> {
+        let s = &self.shared;
+        if !s.is_shared() {
+            return Ok(0);
+        }
+        let dir = dir.trim_end_matches('/');
+        // The mark first, then the listing: a log created after the listing
+        // finds the mark when it checks (see `create_log`).
+        s.client
+            .put(&s.keys.seal(dir), Bytes::new(), PutMode::Overwrite)
+            .map_err(|e| to_gfs(dir, e))?;
+        let n =
+            owner::seal_logs(&s.client, &s.keys, &format!("{dir}/")).map_err(|e| to_gfs(dir, e))?;
+        log::info!("{}: sealed {n} logs of {dir}", s.client.location);
+        Ok(n)
+    }
+
     fn status(&self) -> Vec<String> {
         let s = &self.shared;
         let mut lines = s
             .client
             .stats
             .lines(&s.client.location, s.cache.as_ref().map(DiskCache::usage));
-        lines.push(format!(
-            "s3_owner epoch={} fenced={}",
-            s.claim.epoch,
-            s.fenced.load(Ordering::Acquire)
-        ));
+        lines.push(match &s.claim {
+            Some(c) => format!(
+                "s3_owner epoch={} fenced={}",
+                c.epoch,
+                s.fenced.load(Ordering::Acquire)
+            ),
+            None => "s3_owner shared=true fenced=false".to_string(),
+        });
         lines
     }
 }

@@ -33,7 +33,8 @@ impl Master {
         Schemas(&*self.env.lock).store_schema(name, &def.schema)?;
         self.write_def(&def)?;
         self.env.catalog.put(&def);
-        let meta = self.first_tablet(def.id);
+        self.tell_servers(&def);
+        let meta = self.first_tablet(def.id)?;
         let _held = self.hold(&[meta.id]);
         self.write_tablet_row(&meta, "")?;
         self.assign(meta, &self.live())?;
@@ -97,7 +98,26 @@ impl Master {
         };
         self.write_def(&def)?;
         self.env.catalog.put(&def);
+        self.tell_servers(&def);
         Ok(())
+    }
+
+    /// Gives every live server (this daemon's share the catalog; others'
+    /// do not) a table's new definition before the change is acknowledged,
+    /// so that a write through any mount is served with the schema it was
+    /// checked against. One that cannot be told learns it from METADATA
+    /// within a second or when it loads a tablet of the table.
+    fn tell_servers(&self, def: &TableDef) {
+        for s in self.env.servers() {
+            if let Err(e) = s.learn_table(def) {
+                log::warn!(
+                    "{}: could not tell {} of table {}: {e}",
+                    self.name,
+                    s.name(),
+                    def.name
+                );
+            }
+        }
     }
 
     /// Moves the tablet holding `row` of `table` to server `to`.
@@ -245,7 +265,7 @@ impl Master {
             }
         }
         let merged = TabletMeta {
-            id: self.env.numbers.next_id(),
+            id: self.env.numbers.next_id()?,
             table: ma.table,
             start: ma.start.clone(),
             end: mb.end.clone(),

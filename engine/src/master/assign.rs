@@ -124,9 +124,9 @@ impl Master {
     }
 
     /// A new, empty first tablet for `table`.
-    pub(super) fn first_tablet(&self, table: u64) -> TabletMeta {
-        TabletMeta {
-            id: self.env.numbers.next_id(),
+    pub(super) fn first_tablet(&self, table: u64) -> Result<TabletMeta> {
+        Ok(TabletMeta {
+            id: self.env.numbers.next_id()?,
             table,
             start: if table == METADATA_ID {
                 root_end()
@@ -136,7 +136,7 @@ impl Master {
             end: None,
             files: Vec::new(),
             redo: None,
-        }
+        })
     }
 
     /// Assigns `table`'s unassigned tablets; returns how many are still
@@ -144,7 +144,7 @@ impl Master {
     fn reconcile_table(&self, table: u64, live: &[String]) -> Result<usize> {
         let mut rows = self.table_rows(table)?;
         if rows.is_empty() {
-            let meta = self.first_tablet(table);
+            let meta = self.first_tablet(table)?;
             self.write_tablet_row(&meta, "")?;
             rows.push(MetaRow {
                 key: tablet_row_key(table, None),

@@ -84,8 +84,16 @@ impl Master {
                 dirs.insert(log_dir(server));
             }
         }
+        // A server that registered since the servers were asked (in this or
+        // another daemon) may have started its log meanwhile: it stays.
+        for name in crate::coordination::list_servers(&*self.env.lock)? {
+            logs.insert(log_dir(&name));
+        }
         for dir in dirs {
             if !logs.contains(&dir) {
+                // A server frozen past its lease may wake and append:
+                // sealed first, its appends fail instead of vanishing.
+                store.seal_logs(&dir)?;
                 recovery::remove(&**store, &dir)?;
                 self.counters.logs_collected.fetch_add(1, Ordering::Relaxed);
                 self.note(format!("collected the log {dir}"));

@@ -282,9 +282,11 @@ impl Master {
         let mut live = BTreeSet::new();
         let known = self.state.lock().live.clone();
         for name in names {
-            if !known.contains(&name) && self.env.server(&name).is_some() {
+            if !known.contains(&name) {
                 // Just started: it may be between creating its file and
-                // locking it. It is checked from the next round on.
+                // locking it (and, in another daemon, not yet reachable:
+                // its address is written once it holds the lock). It is
+                // checked from the next round on.
                 live.insert(name);
                 continue;
             }

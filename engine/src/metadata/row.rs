@@ -108,18 +108,23 @@ pub fn table_def_range() -> (Vec<u8>, Vec<u8>) {
 /// A table as METADATA defines it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TableDef {
+    /// The table's id, which its tablets' METADATA rows carry.
     pub id: u64,
+    /// Its name (the mount's directory).
     pub name: String,
+    /// Its families and their settings.
     pub schema: TableSchema,
 }
 
 impl TableDef {
+    /// The METADATA cell: the id, then the schema.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = self.id.to_be_bytes().to_vec();
         out.extend_from_slice(&self.schema.encode());
         out
     }
 
+    /// Reads table `name`'s METADATA cell.
     pub fn decode(name: &str, value: &[u8]) -> Result<TableDef> {
         let (id, schema) = value.split_first_chunk::<8>().ok_or_else(|| {
             Error::corruption(format!("METADATA: table {name}: short definition"))

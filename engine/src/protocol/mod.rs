@@ -14,7 +14,7 @@ pub use wire::WireError;
 
 pub use crate::coordination::{list_servers, master_address, server_address};
 pub use crate::group_commit::GroupCommitStats;
-pub use crate::metadata::TabletMeta;
+pub use crate::metadata::{TableDef, TabletMeta};
 pub use crate::options::TabletInfo;
 pub use chubby::Sequencer;
 
@@ -81,6 +81,10 @@ pub trait TabletService: Send + Sync {
     fn unload(&self, id: u64) -> Result<TabletMeta>;
     /// Stops serving a tablet at once (its table was dropped).
     fn drop_tablet(&self, id: u64) -> Result<()>;
+    /// A table was made or its schema replaced: its tablets are served
+    /// with this definition from now on (a server in another daemon than
+    /// the master's has no other way to learn it at once).
+    fn learn_table(&self, def: &TableDef) -> Result<()>;
     /// Stops serving at once: the master has declared the server dead.
     fn fence(&self);
     /// The tablets served now.

@@ -185,7 +185,7 @@ impl TabletServer {
         }
     }
 
-    fn output_ctx<'a>(&'a self, new_number: &'a dyn Fn() -> u64) -> OutputCtx<'a> {
+    fn output_ctx<'a>(&'a self, new_number: &'a dyn Fn() -> Result<u64>) -> OutputCtx<'a> {
         OutputCtx {
             store: &self.env.store,
             cache: &self.env.block_cache,
@@ -472,6 +472,9 @@ impl TabletServer {
     /// caller holds the claim. Returns false if the tablet retired meanwhile.
     fn split_at(&self, s: &Arc<Served>, row: Vec<u8>) -> Result<bool> {
         let t = &s.tablet;
+        // Numbered before the gate closes: taking a number may wait for
+        // the lock service.
+        let (id_a, id_b) = (self.env.numbers.next_id()?, self.env.numbers.next_id()?);
         let _gate = s.gate.write();
         if t.retired.load(Ordering::Acquire) {
             return Ok(false);
@@ -479,9 +482,9 @@ impl TabletServer {
         self.freeze(t);
         let v = t.version();
         let flushed = t.flushed_seq.load(Ordering::Acquire);
-        let make = |start: Vec<u8>, end: Option<Vec<u8>>| {
+        let make = |id: u64, start: Vec<u8>, end: Option<Vec<u8>>| {
             Arc::new(Tablet::new(
-                self.env.numbers.next_id(),
+                id,
                 t.table_id,
                 start,
                 end,
@@ -494,8 +497,8 @@ impl TabletServer {
                 },
             ))
         };
-        let a = make(t.start.clone(), Some(row.clone()));
-        let b = make(row.clone(), t.end.clone());
+        let a = make(id_a, t.start.clone(), Some(row.clone()));
+        let b = make(id_b, row.clone(), t.end.clone());
         let served = |x: Arc<Tablet>| {
             Arc::new(Served {
                 tablet: x,

@@ -8,6 +8,7 @@
 //! first, so the next server has no log to read (a fast move).
 
 use super::{Served, TabletServer};
+use crate::client::read_table_defs;
 use crate::compaction::open_sst;
 use crate::memtable::Memtable;
 use crate::metadata::{TabletMeta, METADATA_ID};
@@ -24,11 +25,22 @@ impl TabletServer {
         if self.tablets.contains_key(&meta.id) {
             return Ok(());
         }
-        let table = self
-            .env
-            .catalog
-            .by_id(meta.table)
-            .ok_or_else(|| Error::TableNotFound(format!("table id {}", meta.table)))?;
+        let table = match self.env.catalog.by_id(meta.table) {
+            Some(t) => t,
+            // A table another daemon's master just made: read the tables
+            // from METADATA (a daemon sharing the store learns them so).
+            None => {
+                for read in read_table_defs(&self.client, &*self.env.lock)? {
+                    if self.env.catalog.by_id(read.def.id).is_none() {
+                        self.env.catalog.put(&read.def);
+                    }
+                }
+                self.env
+                    .catalog
+                    .by_id(meta.table)
+                    .ok_or_else(|| Error::TableNotFound(format!("table id {}", meta.table)))?
+            }
+        };
         let schema = table.schema();
         let groups = schema.locality_groups();
         let mut files = Vec::new();

@@ -4,7 +4,7 @@
 use super::TabletServer;
 use crate::data::{Cell, RowMutation};
 use crate::group_commit::GroupCommitStats;
-use crate::metadata::TabletMeta;
+use crate::metadata::{TableDef, TabletMeta};
 use crate::options::TabletInfo;
 use crate::protocol::{CellSource, ScanPart, ServedTablet, ServerReport, TabletService};
 use crate::read::CellReader;
@@ -63,6 +63,10 @@ impl TabletService for TabletServer {
     }
     fn drop_tablet(&self, id: u64) -> Result<()> {
         TabletServer::drop_tablet(self, id);
+        Ok(())
+    }
+    fn learn_table(&self, def: &TableDef) -> Result<()> {
+        self.env.catalog.put(def);
         Ok(())
     }
     fn fence(&self) {

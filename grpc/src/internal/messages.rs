@@ -58,6 +58,11 @@ pub enum Op {
     DropTablet {
         id: u64,
     },
+    /// A table's definition (its name and METADATA cell).
+    LearnTable {
+        name: String,
+        def: Vec<u8>,
+    },
     Fence,
     TabletIds,
     Served,

@@ -12,7 +12,7 @@ use super::MAX_MESSAGE;
 use chubby::LockService;
 use engine::protocol::{
     self, CellSource, GroupCommitStats, MasterService, ScanPart, ServedTablet, ServerReport,
-    TabletInfo, TabletMeta, TabletService,
+    TableDef, TabletInfo, TabletMeta, TabletService,
 };
 use engine::schema::TableSchema;
 use engine::{Cell, Error, Result, RowMutation, RowTxn, ScanSpec, TxnOutcome};
@@ -291,6 +291,15 @@ impl TabletService for RemoteServer {
     }
     fn drop_tablet(&self, id: u64) -> Result<()> {
         self.admin(Op::DropTablet { id })
+    }
+    fn learn_table(&self, def: &TableDef) -> Result<()> {
+        self.data(
+            Op::LearnTable {
+                name: def.name.clone(),
+                def: def.encode(),
+            },
+            0,
+        )
     }
     fn fence(&self) {
         // Best effort: a server the master could reap has lost its lock and

@@ -5,7 +5,7 @@ use super::gen::cluster_server::Cluster;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
 use super::secret::Secret;
 use crate::server::blocking;
-use engine::protocol::{MasterService, Sequencer, TabletMeta, TabletService, WireError};
+use engine::protocol::{MasterService, Sequencer, TableDef, TabletMeta, TabletService, WireError};
 use engine::schema::TableSchema;
 use engine::Bigtable;
 use serde::Serialize;
@@ -85,6 +85,10 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
         }
         Op::Unload { id } => reply(s.unload(id).map(|m| m.encode())),
         Op::DropTablet { id } => reply(s.drop_tablet(id)),
+        Op::LearnTable { name, def } => {
+            let def = TableDef::decode(&name, &def).map_err(|e| WireError::from(&e))?;
+            reply(s.learn_table(&def))
+        }
         Op::Fence => {
             s.fence();
             encode(&())
