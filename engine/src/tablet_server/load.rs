@@ -42,6 +42,14 @@ impl TabletServer {
             )?);
         }
         files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
+        // The newest cell of each file; a row written before METADATA
+        // recorded it leaves it to the file's properties (unknown in files
+        // older still: no bound from those).
+        let mut newest: Vec<u64> = files
+            .iter()
+            .filter_map(|f| f.meta.timestamps.or_else(|| f.table.timestamps()))
+            .map(|t| t.max)
+            .collect();
         let mut floor = meta.max_seq();
         let tablet = Arc::new(Tablet::new(
             meta.id,
@@ -68,6 +76,7 @@ impl TabletServer {
         if let Some(redo) = meta.redo.as_ref().filter(|r| r.log != self.log_dir) {
             let mem = Arc::new(Memtable::new());
             let mut max = 0;
+            let mut newest_redone = None;
             let activity = format!("load{}", meta.id);
             let doing = format!("recovery tablet={} log={}", meta.id, redo.log);
             self.set_activity(&activity, Some(doing.clone()));
@@ -82,6 +91,9 @@ impl TabletServer {
                 |k, v| {
                     if let Some(p) = key::split(&k) {
                         max = max.max(p.seq);
+                        if p.kind == key::Kind::Put {
+                            newest_redone = newest_redone.max(Some(p.timestamp));
+                        }
                     }
                     mem.insert(&k, &v);
                     redone += 1;
@@ -104,6 +116,7 @@ impl TabletServer {
                 .recovered_entries
                 .fetch_add(n, Ordering::Relaxed);
             floor = floor.max(max);
+            newest.extend(newest_redone);
             if n > 0 {
                 let outputs = self.write_memtable(&served, &mem)?;
                 fresh.extend(outputs.iter().map(|o| o.meta.number));
@@ -123,6 +136,7 @@ impl TabletServer {
                 redo.log
             );
         }
+        self.raise_clock(meta.id, newest);
         self.raise_floor(floor)?;
         tablet.flushed_seq.store(floor, Ordering::Release);
         let recorded = self.record_as(&served.meta(&self.log_dir), Some(&event), true, &self.quick);
@@ -137,6 +151,45 @@ impl TabletServer {
             meta.table
         );
         Ok(())
+    }
+
+    /// Raises the daemon's clock to the newest timestamp among `newest` (of
+    /// the tablet's files and redone entries) that a server may have
+    /// assigned, before the tablet takes writes: its last server's clock may
+    /// have run ahead of this one's. Split halves need nothing more: they
+    /// stay on their server (one clock), and their inherited memtables
+    /// reach a next server as files or as redone log entries, both counted.
+    fn raise_clock(&self, tablet: u64, mut newest: Vec<u64>) {
+        newest.sort_unstable_by(|a, b| b.cmp(a));
+        let mut beyond = None;
+        for ts in newest {
+            match self.env.raise_clock(ts) {
+                None => {
+                    beyond.get_or_insert(ts);
+                }
+                Some(jump) => {
+                    if jump > 0 {
+                        let c = &self.counters;
+                        c.clock_raised.fetch_add(1, Ordering::Relaxed);
+                        c.clock_raise_max_us.fetch_max(jump, Ordering::Relaxed);
+                        log::info!(
+                            "{}: tablet {tablet} holds cells stamped up to {jump} us ahead of \
+                             this clock; raised it",
+                            self.name
+                        );
+                    }
+                    break;
+                }
+            }
+        }
+        if let Some(ts) = beyond {
+            log::info!(
+                "{}: tablet {tablet} holds a cell stamped {ts}, more than {} s ahead of this \
+                 clock: a timestamp a user chose, so the clock is not raised to it",
+                self.name,
+                crate::env::MAX_CLOCK_SKEW_MICROS / 1_000_000
+            );
+        }
     }
 
     /// Stops serving tablet `id` after writing its memtables out; returns
