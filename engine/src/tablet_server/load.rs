@@ -12,7 +12,7 @@ use crate::compaction::open_sst;
 use crate::memtable::Memtable;
 use crate::metadata::{TabletMeta, METADATA_ID};
 use crate::recovery;
-use crate::tablet::{next_files_version, Tablet, TabletVersion};
+use crate::tablet::{next_files_version, Sst, Tablet, TabletVersion};
 use crate::{key, Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -42,14 +42,7 @@ impl TabletServer {
             )?);
         }
         files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
-        // The newest cell of each file; a row written before METADATA
-        // recorded it leaves it to the file's properties (unknown in files
-        // older still: no bound from those).
-        let mut newest: Vec<u64> = files
-            .iter()
-            .filter_map(|f| f.meta.timestamps.or_else(|| f.table.timestamps()))
-            .map(|t| t.max)
-            .collect();
+        let mut newest: Vec<u64> = files.iter().filter_map(|f| newest_cell(f)).collect();
         let mut floor = meta.max_seq();
         let tablet = Arc::new(Tablet::new(
             meta.id,
@@ -236,5 +229,62 @@ impl TabletServer {
             let _gate = s.gate.write();
             s.tablet.retired.store(true, Ordering::Release);
         }
+    }
+}
+
+/// The newest cell timestamp of a tablet's file: METADATA's record, or,
+/// for a row written before METADATA recorded it, the file's properties;
+/// `None` for a file older still (no bound from it) or without cells.
+fn newest_cell(f: &Sst) -> Option<u64> {
+    f.meta
+        .timestamps
+        .or_else(|| f.table.timestamps())
+        .map(|t| t.max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compaction::sst_name;
+    use crate::metadata::SstMeta;
+    use crate::sstable::{BlockCache, TableBuilder, TableOptions, TimeRange};
+    use gfs::FileStore;
+
+    /// A file `number` with one cell stamped `ts`, opened as a tablet's
+    /// file whose METADATA entry records `recorded`.
+    fn file(
+        store: &Arc<dyn FileStore>,
+        number: u64,
+        ts: u64,
+        old_format: bool,
+        recorded: Option<TimeRange>,
+    ) -> Arc<Sst> {
+        let out = store.create(&sst_name(number)).unwrap();
+        let mut b = if old_format {
+            TableBuilder::without_timestamps(out, TableOptions::default())
+        } else {
+            TableBuilder::new(out, TableOptions::default())
+        };
+        b.add(&key::encode(b"r", b"f", b"q", ts, 1, key::Kind::Put), b"v")
+            .unwrap();
+        b.finish().unwrap();
+        let meta = SstMeta {
+            number,
+            timestamps: recorded,
+            ..SstMeta::default()
+        };
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        open_sst(store, &cache, meta, false).unwrap()
+    }
+
+    #[test]
+    fn a_files_newest_cell_comes_from_metadata_else_from_its_properties() {
+        let store: Arc<dyn FileStore> = Arc::new(gfs::MemStore::new());
+        let recorded = Some(TimeRange { min: 1, max: 50 });
+        assert_eq!(newest_cell(&file(&store, 1, 40, false, recorded)), Some(50));
+        // A METADATA row written before rows recorded timestamps.
+        assert_eq!(newest_cell(&file(&store, 2, 40, false, None)), Some(40));
+        // ... naming a file written before files recorded them: no bound.
+        assert_eq!(newest_cell(&file(&store, 3, 40, true, None)), None);
     }
 }
