@@ -29,14 +29,6 @@ pub fn now_micros() -> u64 {
         .unwrap_or(0)
 }
 
-/// How far ahead of this machine's clock a timestamp found in a tablet may
-/// lie and still be taken for one a server assigned, on a machine whose clock
-/// runs ahead (see [`Env::raise_clock`]). Users also write explicit
-/// timestamps, some far in the future (year 3000, `i64::MAX`); raising the
-/// clock to those would stamp every later write of the daemon with that
-/// time, so anything further ahead than any plausible skew is left alone.
-pub const MAX_CLOCK_SKEW_MICROS: u64 = 3_600 * 1_000_000;
-
 /// Numbers for SSTables and tablet ids, never reused within a process and
 /// above every number found in the store or in METADATA.
 #[derive(Default)]
@@ -153,6 +145,15 @@ impl Env {
         }))
     }
 
+    /// How far ahead of this machine's clock a timestamp found in a tablet
+    /// may lie and still be taken for one a server assigned, on a machine
+    /// whose clock runs ahead (see [`Env::raise_clock`]). Users also write
+    /// explicit timestamps, some far in the future (year 3000, `i64::MAX`);
+    /// raising the clock to those would stamp every later write of the
+    /// daemon with that time, so anything further ahead than any plausible
+    /// skew is left alone.
+    pub const MAX_CLOCK_SKEW_MICROS: u64 = 3_600 * 1_000_000;
+
     /// A timestamp above every one handed out before in this process, so a
     /// row's newest write is its newest version whichever server took it.
     pub fn next_timestamp(&self) -> u64 {
@@ -172,10 +173,10 @@ impl Env {
     /// tablet's last server had a clock ahead of this one. Returns how far
     /// the clock jumped ahead of what it would have handed out (0 if not at
     /// all), or `None`, leaving the clock alone, when `ts` lies more than
-    /// [`MAX_CLOCK_SKEW_MICROS`] ahead of now.
+    /// [`Env::MAX_CLOCK_SKEW_MICROS`] ahead of now.
     pub fn raise_clock(&self, ts: u64) -> Option<u64> {
         let now = now_micros();
-        if ts > now.saturating_add(MAX_CLOCK_SKEW_MICROS) {
+        if ts > now.saturating_add(Self::MAX_CLOCK_SKEW_MICROS) {
             return None;
         }
         let prev = self.last_ts.fetch_max(ts, Ordering::AcqRel);
@@ -312,11 +313,11 @@ mod tests {
     #[test]
     fn timestamps_beyond_the_skew_limit_leave_the_clock_alone() {
         let env = env();
-        let far = now_micros() + MAX_CLOCK_SKEW_MICROS + 60 * 1_000_000;
+        let far = now_micros() + Env::MAX_CLOCK_SKEW_MICROS + 60 * 1_000_000;
         for ts in [far, crate::key::MAX_TIMESTAMP, u64::MAX] {
             assert_eq!(env.raise_clock(ts), None);
         }
         let t = env.next_timestamp();
-        assert!(t < far - MAX_CLOCK_SKEW_MICROS, "{t}");
+        assert!(t < far - Env::MAX_CLOCK_SKEW_MICROS, "{t}");
     }
 }

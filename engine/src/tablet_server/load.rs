@@ -180,7 +180,7 @@ impl TabletServer {
                 "{}: tablet {tablet} holds a cell stamped {ts}, more than {} s ahead of this \
                  clock: a timestamp a user chose, so the clock is not raised to it",
                 self.name,
-                crate::env::MAX_CLOCK_SKEW_MICROS / 1_000_000
+                crate::env::Env::MAX_CLOCK_SKEW_MICROS / 1_000_000
             );
         }
     }
