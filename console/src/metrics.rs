@@ -74,6 +74,7 @@ pub const GAUGES: &[&str] = &[
     "server_memtable_bytes",
     "server_sstable_bytes",
     "server_last_seq",
+    "server_clock_raise_max_us",
     "master_ready",
     "master_live_servers",
     "master_pending_assignments",

@@ -183,6 +183,7 @@ fn finish(ctx: &OutputCtx<'_>, group: &LocalityGroup, o: Output) -> Result<Arc<S
         max_seq: info.max_seq,
         families,
         row_tombstones: o.row_tombstones,
+        timestamps: info.timestamps,
     };
     open_sst(ctx.store, ctx.cache, meta, group.in_memory)
 }

@@ -108,6 +108,15 @@ impl Env {
         }))
     }
 
+    /// How far ahead of this machine's clock a timestamp found in a tablet
+    /// may lie and still be taken for one a server assigned, on a machine
+    /// whose clock runs ahead (see [`Env::raise_clock`]). Users also write
+    /// explicit timestamps, some far in the future (year 3000, `i64::MAX`);
+    /// raising the clock to those would stamp every later write of the
+    /// daemon with that time, so anything further ahead than any plausible
+    /// skew is left alone.
+    pub const MAX_CLOCK_SKEW_MICROS: u64 = 3_600 * 1_000_000;
+
     /// A timestamp above every one handed out before in this process, so a
     /// row's newest write is its newest version whichever server took it.
     pub fn next_timestamp(&self) -> u64 {
@@ -119,6 +128,22 @@ impl Env {
             })
             .unwrap_or(0);
         now.max(prev + 1)
+    }
+
+    /// Makes every later [`Env::next_timestamp`] exceed `ts`, the newest
+    /// cell timestamp of a tablet this daemon starts serving, so a write
+    /// after a move is newer than every write before it even when the
+    /// tablet's last server had a clock ahead of this one. Returns how far
+    /// the clock jumped ahead of what it would have handed out (0 if not at
+    /// all), or `None`, leaving the clock alone, when `ts` lies more than
+    /// [`Env::MAX_CLOCK_SKEW_MICROS`] ahead of now.
+    pub fn raise_clock(&self, ts: u64) -> Option<u64> {
+        let now = now_micros();
+        if ts > now.saturating_add(Self::MAX_CLOCK_SKEW_MICROS) {
+            return None;
+        }
+        let prev = self.last_ts.fetch_max(ts, Ordering::AcqRel);
+        Some(ts.saturating_sub(prev.max(now)))
     }
 
     // ------------------------------------------------------------ registry
@@ -224,5 +249,38 @@ impl Env {
     pub fn clear(&self) {
         self.servers.update(|m| m.clear());
         self.masters.write().clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> Arc<Env> {
+        Env::new(Arc::new(gfs::MemStore::new()), None, Options::default()).unwrap()
+    }
+
+    #[test]
+    fn the_clock_rises_to_a_tablets_timestamps_within_the_skew_limit() {
+        let env = env();
+        let ahead = now_micros() + 10 * 60 * 1_000_000;
+        let jump = env.raise_clock(ahead).unwrap();
+        assert!(jump > 9 * 60 * 1_000_000, "{jump}");
+        assert!(env.next_timestamp() > ahead);
+        // Already past it: no jump.
+        assert_eq!(env.raise_clock(ahead), Some(0));
+        assert_eq!(env.raise_clock(1), Some(0));
+        assert!(env.next_timestamp() > ahead + 1);
+    }
+
+    #[test]
+    fn timestamps_beyond_the_skew_limit_leave_the_clock_alone() {
+        let env = env();
+        let far = now_micros() + Env::MAX_CLOCK_SKEW_MICROS + 60 * 1_000_000;
+        for ts in [far, crate::key::MAX_TIMESTAMP, u64::MAX] {
+            assert_eq!(env.raise_clock(ts), None);
+        }
+        let t = env.next_timestamp();
+        assert!(t < far - Env::MAX_CLOCK_SKEW_MICROS, "{t}");
     }
 }

@@ -3,7 +3,12 @@
 //! against the bytes left before anything is allocated.
 
 use crate::coding::{put_bytes, put_str, put_varint, Decoder};
+use crate::sstable::TimeRange;
 use crate::{Error, Result};
+
+/// The descriptor format written. Version 1 (still read) lacks each file's
+/// cell timestamps.
+const DESCRIPTOR_VERSION: u8 = 2;
 
 /// What METADATA knows of one SSTable.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -20,6 +25,10 @@ pub struct SstMeta {
     pub families: Vec<String>,
     /// Whether the file holds row tombstones.
     pub row_tombstones: bool,
+    /// The timestamps of the file's cells. `None` when it has none, or when
+    /// the row was written before METADATA recorded them (the file's own
+    /// properties may then know them).
+    pub timestamps: Option<TimeRange>,
 }
 
 /// Where a tablet's unflushed writes are: entries of this tablet with a
@@ -62,7 +71,7 @@ impl TabletMeta {
 
     /// The METADATA cell's bytes.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = vec![1u8]; // format version
+        let mut out = vec![DESCRIPTOR_VERSION];
         put_varint(&mut out, self.id);
         put_varint(&mut out, self.table);
         put_bytes(&mut out, &self.start);
@@ -86,7 +95,7 @@ impl TabletMeta {
     pub fn decode(buf: &[u8]) -> Result<TabletMeta> {
         let mut d = Decoder::new(buf, "METADATA tablet descriptor");
         let version = d.u8()?;
-        if version != 1 {
+        if !(1..=DESCRIPTOR_VERSION).contains(&version) {
             return Err(Error::corruption(format!(
                 "METADATA tablet descriptor: unknown format {version}"
             )));
@@ -103,7 +112,7 @@ impl TabletMeta {
                     "METADATA tablet descriptor: truncated file list",
                 ));
             }
-            files.push(decode_sst(&mut d)?);
+            files.push(decode_sst(&mut d, version)?);
         }
         let redo = if d.bool()? {
             Some(Redo {
@@ -142,10 +151,19 @@ pub(crate) fn encode_sst(out: &mut Vec<u8>, f: &SstMeta) {
         put_str(out, fam);
     }
     out.push(u8::from(f.row_tombstones));
+    match f.timestamps {
+        None => out.push(0),
+        Some(t) => {
+            out.push(1);
+            put_varint(out, t.min);
+            put_varint(out, t.max);
+        }
+    }
 }
 
-pub(crate) fn decode_sst(d: &mut Decoder<'_>) -> Result<SstMeta> {
-    Ok(SstMeta {
+/// One file's entry in a descriptor of format `version`.
+pub(crate) fn decode_sst(d: &mut Decoder<'_>, version: u8) -> Result<SstMeta> {
+    let mut f = SstMeta {
         number: d.varint()?,
         group: d.string()?,
         size: d.varint()?,
@@ -162,7 +180,18 @@ pub(crate) fn decode_sst(d: &mut Decoder<'_>) -> Result<SstMeta> {
             v
         },
         row_tombstones: d.bool()?,
-    })
+        timestamps: None,
+    };
+    if version >= 2 && d.bool()? {
+        let (min, max) = (d.varint()?, d.varint()?);
+        if min > max {
+            return Err(Error::corruption(
+                "METADATA tablet descriptor: a file's timestamps are out of order",
+            ));
+        }
+        f.timestamps = Some(TimeRange { min, max });
+    }
+    Ok(f)
 }
 
 fn encode_opt(out: &mut Vec<u8>, b: &Option<Vec<u8>>) {
@@ -193,17 +222,29 @@ mod tests {
             table: 3,
             start: b"a".to_vec(),
             end: Some(b"m".to_vec()),
-            files: vec![SstMeta {
-                number: 12,
-                group: "default".into(),
-                size: 100,
-                entries: 4,
-                smallest: b"a".to_vec(),
-                largest: b"l".to_vec(),
-                max_seq: 77,
-                families: vec!["anchor".into()],
-                row_tombstones: false,
-            }],
+            files: vec![
+                SstMeta {
+                    number: 12,
+                    group: "default".into(),
+                    size: 100,
+                    entries: 4,
+                    smallest: b"a".to_vec(),
+                    largest: b"l".to_vec(),
+                    max_seq: 77,
+                    families: vec!["anchor".into()],
+                    row_tombstones: false,
+                    timestamps: Some(TimeRange {
+                        min: 3,
+                        max: u64::MAX >> 1,
+                    }),
+                },
+                SstMeta {
+                    number: 13,
+                    group: "default".into(),
+                    row_tombstones: true,
+                    ..SstMeta::default()
+                },
+            ],
             redo: Some(Redo {
                 log: "logs/ts-0.1".into(),
                 seq: 80,
@@ -231,5 +272,54 @@ mod tests {
         huge.push(0);
         put_varint(&mut huge, u64::MAX >> 1);
         assert!(TabletMeta::decode(&huge).is_err());
+    }
+
+    /// A descriptor as written before files recorded their timestamps
+    /// (format 1), frozen here.
+    fn encode_v1(m: &TabletMeta) -> Vec<u8> {
+        let mut out = vec![1u8];
+        put_varint(&mut out, m.id);
+        put_varint(&mut out, m.table);
+        put_bytes(&mut out, &m.start);
+        encode_opt(&mut out, &m.end);
+        put_varint(&mut out, m.files.len() as u64);
+        for f in &m.files {
+            put_varint(&mut out, f.number);
+            put_str(&mut out, &f.group);
+            put_varint(&mut out, f.size);
+            put_varint(&mut out, f.entries);
+            put_bytes(&mut out, &f.smallest);
+            put_bytes(&mut out, &f.largest);
+            put_varint(&mut out, f.max_seq);
+            put_varint(&mut out, f.families.len() as u64);
+            for fam in &f.families {
+                put_str(&mut out, fam);
+            }
+            out.push(u8::from(f.row_tombstones));
+        }
+        out.push(0);
+        out
+    }
+
+    #[test]
+    fn descriptors_written_before_timestamps_still_load_with_them_unknown() {
+        let mut m = sample();
+        m.redo = None;
+        let old = encode_v1(&m);
+        let got = TabletMeta::decode(&old).unwrap();
+        for f in &mut m.files {
+            f.timestamps = None;
+        }
+        assert_eq!(got, m);
+        for cut in 0..old.len() {
+            assert!(TabletMeta::decode(&old[..cut]).is_err(), "cut at {cut}");
+        }
+        // Rewritten, it is the current format.
+        assert_eq!(got.encode()[0], DESCRIPTOR_VERSION);
+        assert_eq!(TabletMeta::decode(&got.encode()).unwrap(), got);
+        // A future format is refused, not misread.
+        let mut future = got.encode();
+        future[0] = DESCRIPTOR_VERSION + 1;
+        assert!(TabletMeta::decode(&future).is_err());
     }
 }

@@ -41,6 +41,12 @@ pub struct ServerReport {
     pub recovered_entries: u64,
     /// The newest sequence number its log assigned.
     pub last_seq: u64,
+    /// Tablet loads that raised the clock to the tablet's newest timestamp.
+    #[serde(default)]
+    pub clock_raised: u64,
+    /// The largest such raise, in microseconds.
+    #[serde(default)]
+    pub clock_raise_max_us: u64,
     /// What the background threads are doing now.
     pub activity: Vec<String>,
 }
@@ -52,7 +58,8 @@ impl ServerReport {
             "server={} state={} tablets={} memtable_bytes={} sstable_bytes={} requests={} \
              writes={} reads={} scans={} minor_compactions={} merging_compactions={} \
              major_compactions={} splits={} stalls={} loads={} unloads={} \
-             recovery_bytes_read={} recovered_entries={} last_seq={}",
+             recovery_bytes_read={} recovered_entries={} last_seq={} clock_raised={} \
+             clock_raise_max_us={}",
             self.name,
             self.state,
             self.tablets,
@@ -71,7 +78,9 @@ impl ServerReport {
             self.unloads,
             self.recovery_bytes_read,
             self.recovered_entries,
-            self.last_seq
+            self.last_seq,
+            self.clock_raised,
+            self.clock_raise_max_us
         )
     }
 }

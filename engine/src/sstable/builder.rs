@@ -8,7 +8,7 @@ use super::format::{
     block_trailer, compress_block, short_successor, shortest_separator, BlockChecksum, BlockHandle,
     Footer, Properties, BLOCK_RAW, BLOCK_TRAILER_LEN, MAX_BLOCK_LEN,
 };
-use super::{TableInfo, TableOptions, DATA_RESTART_BYTES, DATA_RESTART_INTERVAL};
+use super::{TableInfo, TableOptions, TimeRange, DATA_RESTART_BYTES, DATA_RESTART_INTERVAL};
 use crate::data::{BloomKind, Compression};
 use crate::iterator::InternalIterator;
 use crate::{key, Error, Result};
@@ -114,6 +114,9 @@ pub struct TableBuilder {
     smallest: Vec<u8>,
     entries: u64,
     max_seq: u64,
+    timestamps: Option<TimeRange>,
+    /// Off only to write tables as they were before timestamps were recorded.
+    record_timestamps: bool,
     raw_key_bytes: u64,
     raw_value_bytes: u64,
     bloom: Option<BloomBuilder>,
@@ -153,6 +156,8 @@ impl TableBuilder {
             smallest: Vec::new(),
             entries: 0,
             max_seq: 0,
+            timestamps: None,
+            record_timestamps: true,
             raw_key_bytes: 0,
             raw_value_bytes: 0,
             bloom,
@@ -171,6 +176,18 @@ impl TableBuilder {
     ) -> TableBuilder {
         let mut b = TableBuilder::new(file, opts);
         b.writer.checksum = checksum;
+        b
+    }
+
+    /// A builder writing properties without the cell timestamps, as
+    /// builders did before they recorded them (tests of readers).
+    #[cfg(test)]
+    pub(crate) fn without_timestamps(
+        file: Box<dyn WritableFile>,
+        opts: TableOptions,
+    ) -> TableBuilder {
+        let mut b = TableBuilder::new(file, opts);
+        b.record_timestamps = false;
         b
     }
 
@@ -218,6 +235,9 @@ impl TableBuilder {
             self.block_starts.push((self.writer.offset, key.to_vec()));
         }
         self.max_seq = self.max_seq.max(parts.seq);
+        if parts.kind == key::Kind::Put && self.record_timestamps {
+            self.timestamps = Some(TimeRange::widen(self.timestamps, parts.timestamp));
+        }
         self.raw_key_bytes += key.len() as u64;
         self.raw_value_bytes += value.len() as u64;
         self.data_block.add(key, value);
@@ -293,6 +313,7 @@ impl TableBuilder {
         let props = Properties {
             entries: self.entries,
             max_seq: self.max_seq,
+            timestamps: self.timestamps,
             data_blocks: self.block_starts.len() as u64,
             data_end,
             raw_key_bytes: self.raw_key_bytes,
@@ -325,6 +346,7 @@ impl TableBuilder {
             smallest: props.smallest,
             largest: props.largest,
             max_seq: self.max_seq,
+            timestamps: self.timestamps,
         })
     }
 

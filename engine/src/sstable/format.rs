@@ -2,6 +2,7 @@
 //! handles, the block trailer (type byte + checksum), per-block compression,
 //! the properties block and the footer. docs/formats/engine.md describes the layout.
 
+use super::TimeRange;
 use crate::data::{BloomKind, Compression};
 use crate::{Error, Result};
 use std::borrow::Cow;
@@ -349,7 +350,16 @@ pub struct Properties {
     pub largest: Vec<u8>,
     /// Empty when the table has fewer than two entries.
     pub mid_key: Vec<u8>,
+    /// The timestamps of its cells: `None` when it has none, or was
+    /// written before tables recorded them.
+    pub timestamps: Option<TimeRange>,
 }
+
+/// Tags of the optional fields after the fixed part of the properties
+/// block (`u8 tag | varint length | payload`). Tables written before a
+/// field existed lack it; a reader skips tags it does not know, so fields
+/// can be added without a new format version.
+const PROP_TIMESTAMPS: u8 = 1;
 
 pub fn bloom_kind_to_u8(k: BloomKind) -> u8 {
     match k {
@@ -386,6 +396,14 @@ impl Properties {
             put_varint64(&mut out, s.len() as u64);
             out.extend_from_slice(s);
         }
+        if let Some(t) = self.timestamps {
+            let mut field = Vec::with_capacity(20);
+            put_varint64(&mut field, t.min);
+            put_varint64(&mut field, t.max);
+            out.push(PROP_TIMESTAMPS);
+            put_varint64(&mut out, field.len() as u64);
+            out.extend_from_slice(&field);
+        }
         out
     }
 
@@ -406,8 +424,21 @@ impl Properties {
             *s = buf.get(pos..pos.checked_add(len)?)?.to_vec();
             pos += len;
         }
-        if pos != buf.len() {
-            return None;
+        let mut timestamps = None;
+        while pos < buf.len() {
+            let tag = buf[pos];
+            let (len, used) = get_varint_usize(buf.get(pos + 1..)?)?;
+            pos += 1 + used;
+            let field = buf.get(pos..pos.checked_add(len)?)?;
+            pos += len;
+            if tag == PROP_TIMESTAMPS {
+                let (min, a) = get_varint64(field)?;
+                let (max, b) = get_varint64(field.get(a..)?)?;
+                if a + b != field.len() || min > max {
+                    return None;
+                }
+                timestamps = Some(TimeRange { min, max });
+            }
         }
         let [smallest, largest, mid_key] = strings;
         let [entries, max_seq, data_blocks, data_end, raw_key_bytes, raw_value_bytes] = nums;
@@ -422,6 +453,7 @@ impl Properties {
             smallest,
             largest,
             mid_key,
+            timestamps,
         })
     }
 }
@@ -541,10 +573,33 @@ mod tests {
             smallest: b"a".to_vec(),
             largest: b"zz".to_vec(),
             mid_key: b"m".to_vec(),
+            timestamps: Some(TimeRange {
+                min: 5,
+                max: u64::MAX - 1,
+            }),
         };
         let enc = p.encode();
-        assert_eq!(Properties::decode(&enc), Some(p));
-        assert_eq!(Properties::decode(&enc[..enc.len() - 1]), None);
+        assert_eq!(Properties::decode(&enc), Some(p.clone()));
+        for cut in 1..=12 {
+            assert_eq!(
+                Properties::decode(&enc[..enc.len() - cut]),
+                None,
+                "cut {cut}"
+            );
+        }
+        // A table written before timestamps were recorded ends after the
+        // mid key: it still reads, with the range unknown.
+        let old = Properties {
+            timestamps: None,
+            ..p.clone()
+        };
+        let old_enc = old.encode();
+        assert_eq!(old_enc.len() + 2 + 1 + 10, enc.len());
+        assert_eq!(Properties::decode(&old_enc), Some(old));
+        // Fields of later versions are skipped.
+        let mut newer = enc.clone();
+        newer.extend_from_slice(&[9, 3, 1, 2, 3]);
+        assert_eq!(Properties::decode(&newer), Some(p));
     }
 
     #[test]

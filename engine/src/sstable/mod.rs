@@ -24,6 +24,7 @@ pub use builder::TableBuilder;
 pub use table::Table;
 
 use crate::data::{BloomKind, Compression};
+use crate::key::Timestamp;
 
 /// Entries between restart points in data blocks: a seek scans at most this many.
 pub const DATA_RESTART_INTERVAL: usize = 16;
@@ -69,6 +70,32 @@ pub struct TableInfo {
     pub largest: Vec<u8>,
     /// The largest sequence number of any entry (0 when empty).
     pub max_seq: u64,
+    /// The timestamps of its cells (`None` when it holds none).
+    pub timestamps: Option<TimeRange>,
+}
+
+/// The smallest and largest timestamp of a table's cells. Tombstones are
+/// left out: they carry a marker in the timestamp slot, not a time. A
+/// server loading a tablet raises its clock to `max` (so writes after a
+/// move are newer than writes before it); `min` is there for pruning reads
+/// by time range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRange {
+    pub min: Timestamp,
+    pub max: Timestamp,
+}
+
+impl TimeRange {
+    /// `range` widened to hold `ts`.
+    pub fn widen(range: Option<TimeRange>, ts: Timestamp) -> TimeRange {
+        match range {
+            Some(r) => TimeRange {
+                min: r.min.min(ts),
+                max: r.max.max(ts),
+            },
+            None => TimeRange { min: ts, max: ts },
+        }
+    }
 }
 
 #[cfg(test)]

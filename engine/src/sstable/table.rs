@@ -264,6 +264,12 @@ impl Table {
         self.props.max_seq
     }
 
+    /// The timestamps of its cells; `None` when it holds none, or was
+    /// written before tables recorded them.
+    pub fn timestamps(&self) -> Option<super::TimeRange> {
+        self.props.timestamps
+    }
+
     /// Number of data blocks.
     pub fn num_blocks(&self) -> usize {
         self.handles.len()

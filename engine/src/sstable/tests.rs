@@ -713,6 +713,71 @@ fn empty_table() {
 }
 
 #[test]
+fn a_table_records_the_timestamps_of_its_cells() {
+    let store = MemStore::new();
+    let t_max = 1_800_000_000_000_000;
+    let mut entries: Entries = vec![
+        (
+            key::encode(b"a", b"f", b"q", 700, 1, Kind::Put),
+            b"x".to_vec(),
+        ),
+        (
+            key::encode(b"b", b"f", b"q", t_max, 2, Kind::Put),
+            b"y".to_vec(),
+        ),
+        (
+            key::encode(b"c", b"f", b"q", 5, 3, Kind::Put),
+            b"z".to_vec(),
+        ),
+        // Tombstones hold a marker, not a time: left out.
+        (
+            key::encode(b"d", b"", b"", key::TOMBSTONE_TS, 4, Kind::DeleteRow),
+            Vec::new(),
+        ),
+    ];
+    entries.sort();
+    let info = build(&store, "t", &entries, TableOptions::default());
+    let want = Some(TimeRange { min: 5, max: t_max });
+    assert_eq!(info.timestamps, want);
+    for t in [
+        open_table(&store, "t", 1, None).unwrap(),
+        Table::open_in_memory(store.open("t").unwrap(), 1).unwrap(),
+    ] {
+        assert_eq!(t.timestamps(), want);
+    }
+    // No cells, no range.
+    let info = build(&store, "d", &entries[3..].to_vec(), TableOptions::default());
+    assert_eq!(info.timestamps, None);
+    assert_eq!(open_table(&store, "d", 2, None).unwrap().timestamps(), None);
+    build(&store, "e", &Vec::new(), TableOptions::default());
+    assert_eq!(open_table(&store, "e", 3, None).unwrap().timestamps(), None);
+}
+
+#[test]
+fn tables_written_before_timestamps_were_recorded_still_read() {
+    let mut rng = StdRng::seed_from_u64(9);
+    let entries = random_entries(&mut rng, 2000, 2);
+    let store = MemStore::new();
+    let o = opts(1024, Compression::Lz4, BloomKind::Row);
+    fill(
+        TableBuilder::without_timestamps(store.create("old").unwrap(), o),
+        &entries,
+    );
+    let new = build(&store, "new", &entries, o);
+    assert!(new.timestamps.is_some());
+    let old = open_table(&store, "old", 1, None).unwrap();
+    assert_eq!(old.timestamps(), None, "unknown, not made up");
+    assert_eq!(scan(&old).unwrap(), entries);
+    check_seeks(&old, &entries);
+    let t = Table::open_in_memory(store.open("old").unwrap(), 2).unwrap();
+    assert_eq!(scan(&t).unwrap(), entries);
+    // The old file is the new one without the timestamps field: nothing
+    // else in its layout moved.
+    let len = |name: &str| store.open(name).unwrap().len().unwrap();
+    assert!(len("old") < len("new") && len("new") - len("old") <= 2 + 20);
+}
+
+#[test]
 fn builder_rejects_bad_keys() {
     let store = MemStore::new();
     let mut b = TableBuilder::new(store.create("t").unwrap(), TableOptions::default());

@@ -13,7 +13,7 @@ use crate::compaction::open_sst;
 use crate::memtable::Memtable;
 use crate::metadata::{TabletMeta, METADATA_ID};
 use crate::recovery;
-use crate::tablet::{next_files_version, Tablet, TabletVersion};
+use crate::tablet::{next_files_version, Sst, Tablet, TabletVersion};
 use crate::{key, Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -54,6 +54,7 @@ impl TabletServer {
             )?);
         }
         files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
+        let mut newest: Vec<u64> = files.iter().filter_map(|f| newest_cell(f)).collect();
         let mut floor = meta.max_seq();
         let tablet = Arc::new(Tablet::new(
             meta.id,
@@ -80,6 +81,7 @@ impl TabletServer {
         if let Some(redo) = meta.redo.as_ref().filter(|r| r.log != self.log_dir) {
             let mem = Arc::new(Memtable::new());
             let mut max = 0;
+            let mut newest_redone = None;
             let activity = format!("load{}", meta.id);
             let doing = format!("recovery tablet={} log={}", meta.id, redo.log);
             self.set_activity(&activity, Some(doing.clone()));
@@ -94,6 +96,9 @@ impl TabletServer {
                 |k, v| {
                     if let Some(p) = key::split(&k) {
                         max = max.max(p.seq);
+                        if p.kind == key::Kind::Put {
+                            newest_redone = newest_redone.max(Some(p.timestamp));
+                        }
                     }
                     mem.insert(&k, &v);
                     redone += 1;
@@ -116,6 +121,7 @@ impl TabletServer {
                 .recovered_entries
                 .fetch_add(n, Ordering::Relaxed);
             floor = floor.max(max);
+            newest.extend(newest_redone);
             if n > 0 {
                 let outputs = self.write_memtable(&served, &mem)?;
                 fresh.extend(outputs.iter().map(|o| o.meta.number));
@@ -135,6 +141,7 @@ impl TabletServer {
                 redo.log
             );
         }
+        self.raise_clock(meta.id, newest);
         self.raise_floor(floor)?;
         tablet.flushed_seq.store(floor, Ordering::Release);
         let recorded = self.record_as(&served.meta(&self.log_dir), Some(&event), true, &self.quick);
@@ -149,6 +156,45 @@ impl TabletServer {
             meta.table
         );
         Ok(())
+    }
+
+    /// Raises the daemon's clock to the newest timestamp among `newest` (of
+    /// the tablet's files and redone entries) that a server may have
+    /// assigned, before the tablet takes writes: its last server's clock may
+    /// have run ahead of this one's. Split halves need nothing more: they
+    /// stay on their server (one clock), and their inherited memtables
+    /// reach a next server as files or as redone log entries, both counted.
+    fn raise_clock(&self, tablet: u64, mut newest: Vec<u64>) {
+        newest.sort_unstable_by(|a, b| b.cmp(a));
+        let mut beyond = None;
+        for ts in newest {
+            match self.env.raise_clock(ts) {
+                None => {
+                    beyond.get_or_insert(ts);
+                }
+                Some(jump) => {
+                    if jump > 0 {
+                        let c = &self.counters;
+                        c.clock_raised.fetch_add(1, Ordering::Relaxed);
+                        c.clock_raise_max_us.fetch_max(jump, Ordering::Relaxed);
+                        log::info!(
+                            "{}: tablet {tablet} holds cells stamped up to {jump} us ahead of \
+                             this clock; raised it",
+                            self.name
+                        );
+                    }
+                    break;
+                }
+            }
+        }
+        if let Some(ts) = beyond {
+            log::info!(
+                "{}: tablet {tablet} holds a cell stamped {ts}, more than {} s ahead of this \
+                 clock: a timestamp a user chose, so the clock is not raised to it",
+                self.name,
+                crate::env::Env::MAX_CLOCK_SKEW_MICROS / 1_000_000
+            );
+        }
     }
 
     /// Stops serving tablet `id` after writing its memtables out; returns
@@ -195,5 +241,62 @@ impl TabletServer {
             let _gate = s.gate.write();
             s.tablet.retired.store(true, Ordering::Release);
         }
+    }
+}
+
+/// The newest cell timestamp of a tablet's file: METADATA's record, or,
+/// for a row written before METADATA recorded it, the file's properties;
+/// `None` for a file older still (no bound from it) or without cells.
+fn newest_cell(f: &Sst) -> Option<u64> {
+    f.meta
+        .timestamps
+        .or_else(|| f.table.timestamps())
+        .map(|t| t.max)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compaction::sst_name;
+    use crate::metadata::SstMeta;
+    use crate::sstable::{BlockCache, TableBuilder, TableOptions, TimeRange};
+    use gfs::FileStore;
+
+    /// A file `number` with one cell stamped `ts`, opened as a tablet's
+    /// file whose METADATA entry records `recorded`.
+    fn file(
+        store: &Arc<dyn FileStore>,
+        number: u64,
+        ts: u64,
+        old_format: bool,
+        recorded: Option<TimeRange>,
+    ) -> Arc<Sst> {
+        let out = store.create(&sst_name(number)).unwrap();
+        let mut b = if old_format {
+            TableBuilder::without_timestamps(out, TableOptions::default())
+        } else {
+            TableBuilder::new(out, TableOptions::default())
+        };
+        b.add(&key::encode(b"r", b"f", b"q", ts, 1, key::Kind::Put), b"v")
+            .unwrap();
+        b.finish().unwrap();
+        let meta = SstMeta {
+            number,
+            timestamps: recorded,
+            ..SstMeta::default()
+        };
+        let cache = Arc::new(BlockCache::new(1 << 20));
+        open_sst(store, &cache, meta, false).unwrap()
+    }
+
+    #[test]
+    fn a_files_newest_cell_comes_from_metadata_else_from_its_properties() {
+        let store: Arc<dyn FileStore> = Arc::new(gfs::MemStore::new());
+        let recorded = Some(TimeRange { min: 1, max: 50 });
+        assert_eq!(newest_cell(&file(&store, 1, 40, false, recorded)), Some(50));
+        // A METADATA row written before rows recorded timestamps.
+        assert_eq!(newest_cell(&file(&store, 2, 40, false, None)), Some(40));
+        // ... naming a file written before files recorded them: no bound.
+        assert_eq!(newest_cell(&file(&store, 3, 40, true, None)), None);
     }
 }

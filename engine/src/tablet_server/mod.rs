@@ -95,6 +95,10 @@ struct Counters {
     recovered_entries: AtomicU64,
     loads: AtomicU64,
     unloads: AtomicU64,
+    /// Loads that raised the clock to a tablet's newest timestamp, and the
+    /// largest jump (µs): clock skew between servers being absorbed.
+    clock_raised: AtomicU64,
+    clock_raise_max_us: AtomicU64,
 }
 
 /// One tablet server.

@@ -45,6 +45,8 @@ impl TabletServer {
             recovery_bytes_read: get(&c.recovery_bytes),
             recovered_entries: get(&c.recovered_entries),
             last_seq: self.core.visible_seq(),
+            clock_raised: get(&c.clock_raised),
+            clock_raise_max_us: get(&c.clock_raise_max_us),
             activity: self
                 .activity
                 .lock()
