@@ -572,7 +572,8 @@ impl Bigtable {
     pub fn lock_service(&self) -> Arc<dyn chubby::LockService> {
         self.env().lock.clone()
     }
-    /// Runs an operator command: `kill <server>`, `move <table> <row> <server>`.
+    /// Runs an operator command: `kill <server>`, `kill-master`,
+    /// `move <table> <row> <server>`, `split <table> <row>`.
     pub fn control(&self, command: &str) -> Result<()> {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
@@ -584,8 +585,10 @@ impl Bigtable {
             ["move", table, row, server] => {
                 self.master(|m| m.move_tablet(table, row.as_bytes(), server))
             }
+            ["split", table, row] => self.split_at_rows(table, &[row.as_bytes().to_vec()]),
             _ => Err(Error::invalid(format!(
-                "unknown command {command:?}: use `kill <server>`, `kill-master` or `move <table> <row> <server>`"
+                "unknown command {command:?}: use `kill <server>`, `kill-master`, \
+                 `move <table> <row> <server>` or `split <table> <row>`"
             ))),
         }
     }

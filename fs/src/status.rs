@@ -66,7 +66,8 @@ impl StatusFile {
 pub const CONTROL_USAGE: &str = "# write one command a line (root only):\n\
 # kill <server>                  expire a tablet server's lock session\n\
 # kill-master                    expire the active master's session\n\
-# move <table> <row> <server>    move the tablet holding <row> to <server>\n";
+# move <table> <row> <server>    move the tablet holding <row> to <server>\n\
+# split <table> <row>            split the tablet holding <row> at <row>\n";
 
 impl StatusFile {
     /// Whether the file takes writes (only `control`, and only from root).
