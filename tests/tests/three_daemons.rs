@@ -18,10 +18,16 @@ struct Shared {
     weed: Seaweed,
     etcd: Arc<Etcd>,
     secret: std::path::PathBuf,
+    /// One cluster of this file at a time: three daemons, a SeaweedFS and
+    /// an etcd already fill a 2-core machine.
+    _turn: std::sync::MutexGuard<'static, ()>,
 }
+
+static TURN: Mutex<()> = Mutex::new(());
 
 impl Shared {
     fn start(name: &str) -> Shared {
+        let turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let weed = Seaweed::start(name);
         let secret = weed.data_dir().join("cluster-secret");
         std::fs::write(&secret, "a-secret-of-more-than-sixteen-bytes\n").unwrap();
@@ -29,6 +35,7 @@ impl Shared {
             weed,
             etcd: Arc::new(Etcd::start()),
             secret,
+            _turn: turn,
         }
     }
 
@@ -55,6 +62,65 @@ impl Shared {
         opts.extend(extra.iter().map(|s| s.to_string()));
         let opts: Vec<&str> = opts.iter().map(String::as_str).collect();
         Mount::on_etcd(self.etcd.clone(), "/bt", &opts)
+    }
+}
+
+/// A daemon started by hand (its mount may never come up), killed and
+/// unmounted when dropped.
+struct Stranger {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    mnt: PathBuf,
+}
+
+impl Stranger {
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        tests::unmount(&self.mnt);
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Shared {
+    /// A daemon on the cluster's bucket and etcd without the secret.
+    fn stranger(&self) -> Stranger {
+        let w = &self.weed;
+        let dir = tempfile::tempdir().unwrap();
+        let mnt = dir.path().join("mnt");
+        std::fs::create_dir(&mnt).unwrap();
+        let creds = w.data_dir().join("credentials");
+        let opts = [
+            format!("store=s3://{}/bt", w.bucket),
+            format!("s3_endpoint={}", w.endpoint),
+            format!("s3_credentials={}", creds.display()),
+            format!("lock=etcd://{}/bt", self.etcd.endpoint),
+            "etcd_lease=2".to_string(),
+            "tablet_servers=1".to_string(),
+            "cluster_listen=127.0.0.1:0".to_string(),
+        ];
+        let log = std::fs::File::create(dir.path().join("mountd.log")).unwrap();
+        let child = std::process::Command::new(tests::bin("bigtable-mountd"))
+            .arg(dir.path().join("data"))
+            .arg(&mnt)
+            .arg("-f")
+            .arg("-o")
+            .arg(opts.join(","))
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Stranger {
+            child,
+            _dir: dir,
+            mnt,
+        }
     }
 }
 
@@ -453,4 +519,56 @@ fn scopeguard_resume(pid: u32) -> impl Drop {
         }
     }
     Resume(pid)
+}
+
+#[test]
+fn a_daemon_without_the_secret_gets_nothing_and_serves_nothing() {
+    let s = Shared::start("three-stranger");
+    let a = s.daemon(&[]);
+    let b = s.daemon(&[]);
+    wait_serving(&a, 2);
+    a.table("t", "cf\n");
+    for r in 0..4 {
+        write_cell(&a.mnt, "t", &format!("r{r}"), "q", &format!("v{r}")).unwrap();
+    }
+    control(&a, "split t r2");
+    // A third daemon on the same bucket and etcd, without the secret (on
+    // loopback it may run without one), registers its server...
+    let mut stranger = s.stranger();
+    let own = [server_of(&a, &a).name, server_of(&a, &b).name];
+    let mut theirs = String::new();
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            theirs = servers(&a)
+                .into_iter()
+                .map(|s| s.name)
+                .find(|n| !own.contains(n))
+                .unwrap_or_default();
+            !theirs.is_empty()
+        }),
+        "the stranger never registered: {:?}",
+        servers(&a)
+    );
+    // ...but its calls are refused and logged, and the master believes no
+    // answer from it: it gets no tablet, not even when told to take one.
+    assert!(
+        wait_until(Duration::from_secs(30), || a
+            .log_text()
+            .contains("refused an internal call")
+            || b.log_text().contains("refused an internal call")),
+        "no refusal logged"
+    );
+    let o = a.sh(&format!("echo 'move t r0 {theirs}' > .bigtable/control"));
+    assert!(!o.status.success(), "a move to the stranger was accepted");
+    for _ in 0..3 {
+        assert!(
+            tablets_of(&a, "t").iter().all(|(_, s)| *s != theirs),
+            "{:?}",
+            tablets_of(&a, "t")
+        );
+        for r in 0..4 {
+            assert_eq!(b.ok(&format!("cat t/r{r}/cf/q")), format!("v{r}"));
+        }
+    }
+    stranger.stop();
 }

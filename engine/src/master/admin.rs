@@ -151,6 +151,9 @@ impl Master {
             .env
             .server(to)
             .ok_or_else(|| Error::invalid(format!("no live tablet server {to}")))?;
+        // A destination that does not answer (or cannot prove it belongs
+        // to the cluster) is found out before the tablet leaves its server.
+        dst.tablet_ids()?;
         let _held = self.hold(&[id]);
         let meta = src.unload(id)?;
         if let Err(e) = dst.load(meta.clone()) {

@@ -7,7 +7,7 @@
 
 use super::gen::cluster_client::ClusterClient;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
-use super::secret::Secret;
+use super::secret::{Nonce, Secret};
 use super::MAX_MESSAGE;
 use chubby::LockService;
 use engine::protocol::{
@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tonic::transport::{Channel, Endpoint};
-use tonic::{Code, Request, Status};
+use tonic::{Code, Request, Response, Status};
 
 /// How long a data call may take before its server counts as unreachable.
 const DATA_TIMEOUT: Duration = Duration::from_secs(30);
@@ -46,28 +46,57 @@ impl Peer {
             .max_encoding_message_size(MAX_MESSAGE)
     }
 
-    fn request<T>(&self, msg: T, timeout: Duration) -> Request<T> {
+    /// A request carrying this daemon's token, and the nonce its reply
+    /// must prove.
+    fn request<T>(&self, msg: T, timeout: Duration) -> (Request<T>, Option<Nonce>) {
         let mut req = Request::new(msg);
         req.set_timeout(timeout);
-        if let Some(s) = &self.secret {
-            s.attach(&mut req);
-        }
-        req
+        let nonce = self.secret.as_ref().map(|s| s.attach(&mut req));
+        (req, nonce)
+    }
+
+    /// Refuses a reply from a peer that does not prove it knows the secret
+    /// (a daemon that registered without being given it).
+    fn check_reply<T>(
+        &self,
+        resp: Response<T>,
+        nonce: Option<Nonce>,
+    ) -> std::result::Result<T, Status> {
+        proven(self.secret.as_ref(), &self.addr, resp, nonce)
     }
 
     /// Sends `call` and waits for the reply.
     fn call(&self, call: Call, timeout: Duration) -> std::result::Result<Reply, Status> {
-        let req = self.request(call, timeout);
+        let (req, nonce) = self.request(call, timeout);
         let mut client = self.client();
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.rt.spawn(async move {
             let _ = tx.send(client.call(req).await);
         });
         match rx.blocking_recv() {
-            Ok(r) => r.map(|r| r.into_inner()),
+            Ok(r) => self.check_reply(r?, nonce),
             Err(_) => Err(Status::unavailable("the internal RPC runtime stopped")),
         }
     }
+}
+
+/// `resp`'s message, if its sender proved it knows the secret (when this
+/// daemon has one).
+fn proven<T>(
+    secret: Option<&Secret>,
+    addr: &str,
+    resp: Response<T>,
+    nonce: Option<Nonce>,
+) -> std::result::Result<T, Status> {
+    if let (Some(s), Some(n)) = (secret, nonce) {
+        if !s.verify_reply(n, resp.metadata()) {
+            log::warn!("{addr} does not prove it knows the cluster secret: its answer is ignored");
+            return Err(Status::unauthenticated(format!(
+                "{addr} does not prove it knows the cluster secret"
+            )));
+        }
+    }
+    Ok(resp.into_inner())
 }
 
 /// Decodes a reply's result.
@@ -232,12 +261,17 @@ impl TabletService for RemoteServer {
         };
         // A scan may run long: the deadline covers its start only; a
         // stalled peer is caught by the connection's keep-alive.
-        let req = self.peer.request(call, DATA_TIMEOUT);
+        let (req, nonce) = self.peer.request(call, DATA_TIMEOUT);
         let mut client = self.peer.client();
+        let (secret, addr) = (self.peer.secret.clone(), self.peer.addr.clone());
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         self.peer.rt.spawn(async move {
-            let mut stream = match client.scan(req).await {
-                Ok(r) => r.into_inner(),
+            let answer = client
+                .scan(req)
+                .await
+                .and_then(|r| proven(secret.as_ref(), &addr, r, nonce));
+            let mut stream = match answer {
+                Ok(stream) => stream,
                 Err(s) => {
                     let _ = tx.send(Err(s)).await;
                     return;

@@ -3,7 +3,7 @@
 
 use super::gen::cluster_server::Cluster;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
-use super::secret::Secret;
+use super::secret::{Nonce, Secret};
 use crate::server::blocking;
 use engine::protocol::{MasterService, Sequencer, TableDef, TabletMeta, TabletService, WireError};
 use engine::schema::TableSchema;
@@ -29,16 +29,29 @@ pub(crate) struct ClusterService {
 }
 
 impl ClusterService {
-    /// The daemon's cluster, once the caller's credentials check out.
-    fn admit<T>(&self, req: &Request<T>) -> Result<Bigtable, Status> {
-        if let Some(secret) = &self.secret {
-            secret.check(req)?;
-        }
+    /// The daemon's cluster, once the caller's credentials check out, and
+    /// the nonce the reply proves this daemon's own with.
+    fn admit<T>(&self, req: &Request<T>) -> Result<(Bigtable, Option<Nonce>), Status> {
+        let nonce = match &self.secret {
+            Some(secret) => Some(secret.check(req)?),
+            None => None,
+        };
         self.served.fetch_add(1, Ordering::Relaxed);
-        self.target
+        let bt = self
+            .target
             .get()
             .cloned()
-            .ok_or_else(|| Status::unavailable("the daemon is starting"))
+            .ok_or_else(|| Status::unavailable("the daemon is starting"))?;
+        Ok((bt, nonce))
+    }
+
+    /// A reply carrying the proof that this daemon knows the secret.
+    fn answer<T>(&self, msg: T, nonce: Option<Nonce>) -> Response<T> {
+        let mut resp = Response::new(msg);
+        if let (Some(secret), Some(n)) = (&self.secret, nonce) {
+            secret.prove(n, resp.metadata_mut());
+        }
+        resp
     }
 }
 
@@ -231,19 +244,19 @@ fn stream_scan(
 #[tonic::async_trait]
 impl Cluster for ClusterService {
     async fn call(&self, req: Request<Call>) -> Result<Response<Reply>, Status> {
-        let bt = self.admit(&req)?;
+        let (bt, nonce) = self.admit(&req)?;
         let call = req.into_inner();
         let r = blocking(move || Ok(dispatch(&bt, call))).await?;
-        Ok(Response::new(Reply(r)))
+        Ok(self.answer(Reply(r), nonce))
     }
 
     type ScanStream = ReceiverStream<Result<ScanChunk, Status>>;
 
     async fn scan(&self, req: Request<ScanCall>) -> Result<Response<Self::ScanStream>, Status> {
-        let bt = self.admit(&req)?;
+        let (bt, nonce) = self.admit(&req)?;
         let call = req.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         tokio::task::spawn_blocking(move || stream_scan(&bt, call, tx));
-        Ok(Response::new(ReceiverStream::new(rx)))
+        Ok(self.answer(ReceiverStream::new(rx), nonce))
     }
 }
