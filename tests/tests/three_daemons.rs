@@ -239,6 +239,16 @@ fn three_daemons_serve_one_bigtable() {
         a.ok("cat .bigtable/tablets")
     );
     assert_eq!(b.ok("cat ta/r1/cf/q ta/r3/cf/x"), "from-a\none");
+    // `kill` through A reaches C's server: its tablet is served elsewhere,
+    // and C starts a server under a new name.
+    control(&a, &format!("kill {to}"));
+    assert!(
+        wait_until(Duration::from_secs(60), || !m_lists_server(&a, &to)
+            && servers(&a).iter().filter(|s| s.state == "serving").count() == 3),
+        "{:?}",
+        servers(&a)
+    );
+    assert_eq!(c.ok("cat ta/r1/cf/q"), "from-a\n");
 }
 
 /// `.bigtable/tablets` rows of `table` as (start row, server).
