@@ -122,7 +122,57 @@ pub enum Op {
 
 /// The answer: the operation's result in bincode, or its error.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Reply(pub Result<Vec<u8>, WireError>);
+pub struct Reply(#[serde(with = "result_bytes")] pub Result<Vec<u8>, WireError>);
+
+/// A reply's result with its bytes as one byte string (the same bincode
+/// layout as a sequence of bytes, but read and written in one piece).
+mod result_bytes {
+    use engine::protocol::WireError;
+    use serde::de::{Deserializer, Visitor};
+    use serde::{Deserialize, Serialize, Serializer};
+
+    struct Bytes<'a>(&'a [u8]);
+
+    impl Serialize for Bytes<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.serialize_bytes(self.0)
+        }
+    }
+
+    struct ByteBuf(Vec<u8>);
+
+    impl<'de> Deserialize<'de> for ByteBuf {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = ByteBuf;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("bytes")
+                }
+                fn visit_bytes<E>(self, v: &[u8]) -> Result<ByteBuf, E> {
+                    Ok(ByteBuf(v.to_vec()))
+                }
+                fn visit_byte_buf<E>(self, v: Vec<u8>) -> Result<ByteBuf, E> {
+                    Ok(ByteBuf(v))
+                }
+            }
+            d.deserialize_byte_buf(V)
+        }
+    }
+
+    pub fn serialize<S: Serializer>(
+        r: &Result<Vec<u8>, WireError>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        r.as_ref().map(|v| Bytes(v)).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<Result<Vec<u8>, WireError>, D::Error> {
+        Ok(Result::<ByteBuf, WireError>::deserialize(d)?.map(|b| b.0))
+    }
+}
 
 /// A tablet's part of a scan.
 #[derive(Debug, Serialize, Deserialize)]
@@ -149,4 +199,23 @@ pub enum ScanChunk {
     Failed(WireError),
     /// The part is complete (a stream that stops without it was cut off).
     End,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn a_reply_reads_back_and_keeps_the_plain_layout() {
+        let ok = Reply(Ok(vec![1, 2, 3, 250]));
+        let bytes = bincode::serialize(&ok).unwrap();
+        let plain: Result<Vec<u8>, WireError> = Ok(vec![1, 2, 3, 250]);
+        assert_eq!(bytes, bincode::serialize(&plain).unwrap());
+        let back: Reply = bincode::deserialize(&bytes).unwrap();
+        assert_eq!(back.0.unwrap(), vec![1, 2, 3, 250]);
+        let err = Reply(Err(WireError::Unavailable("x".into())));
+        let back: Reply = bincode::deserialize(&bincode::serialize(&err).unwrap()).unwrap();
+        assert!(matches!(back.0, Err(WireError::Unavailable(m)) if m == "x"));
+    }
 }

@@ -23,6 +23,12 @@ use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+/// HTTP/2 flow-control windows, both ways. The default (64 KiB) holds a
+/// quarter of one scan message: the sender would stop for a window update
+/// (a round trip) four times per message.
+const STREAM_WINDOW: u32 = 4 << 20;
+const CONNECTION_WINDOW: u32 = 16 << 20;
+
 /// The generated client and server.
 mod gen {
     #![allow(clippy::all, missing_docs)]
@@ -59,6 +65,7 @@ impl Node {
             target: target.clone(),
             secret: secret.clone(),
             served: served.clone(),
+            inline: Default::default(),
         })
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
@@ -66,6 +73,8 @@ impl Node {
         let running = server::run(rt, "bt-internal-main", addr, move |stop| async move {
             tonic::transport::Server::builder()
                 .http2_keepalive_interval(Some(std::time::Duration::from_secs(5)))
+                .initial_stream_window_size(STREAM_WINDOW)
+                .initial_connection_window_size(CONNECTION_WINDOW)
                 .add_service(service)
                 .serve_with_incoming_shutdown(server::incoming(listener)?, async {
                     let _ = stop.await;

@@ -8,7 +8,7 @@
 use super::gen::cluster_client::ClusterClient;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
 use super::secret::{Nonce, Secret};
-use super::MAX_MESSAGE;
+use super::{CONNECTION_WINDOW, MAX_MESSAGE, STREAM_WINDOW};
 use chubby::LockService;
 use engine::protocol::{
     self, CellSource, GroupCommitStats, MasterService, ScanPart, ServedTablet, ServerReport,
@@ -512,6 +512,8 @@ impl Dialer {
             .ok()?
             .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true)
+            .initial_stream_window_size(STREAM_WINDOW)
+            .initial_connection_window_size(CONNECTION_WINDOW)
             .http2_keep_alive_interval(Duration::from_secs(5))
             .keep_alive_timeout(Duration::from_secs(10))
             .keep_alive_while_idle(true);

@@ -4,7 +4,6 @@
 use super::gen::cluster_server::Cluster;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
 use super::secret::{Nonce, Secret};
-use crate::server::blocking;
 use engine::protocol::{MasterService, Sequencer, TableDef, TabletMeta, TabletService, WireError};
 use engine::schema::TableSchema;
 use engine::Bigtable;
@@ -26,6 +25,21 @@ pub(crate) struct ClusterService {
     pub(crate) secret: Option<Secret>,
     /// Calls and scans admitted.
     pub(crate) served: Arc<AtomicU64>,
+    /// Held by the one quick call running on a worker itself.
+    pub(crate) inline: parking_lot::Mutex<()>,
+}
+
+/// Point reads and writes: short, and they never call another daemon (so
+/// never wait for this runtime).
+fn quick(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::IsServing
+            | Op::ReadRow { .. }
+            | Op::ReadColumn { .. }
+            | Op::Apply { .. }
+            | Op::ApplyTxns { .. }
+    )
 }
 
 impl ClusterService {
@@ -246,7 +260,20 @@ impl Cluster for ClusterService {
     async fn call(&self, req: Request<Call>) -> Result<Response<Reply>, Status> {
         let (bt, nonce) = self.admit(&req)?;
         let call = req.into_inner();
-        let r = blocking(move || Ok(dispatch(&bt, call))).await?;
+        // Engine calls block. A point read or write runs here, on the
+        // worker that decoded it (one at a time, so that a slow one leaves
+        // the other worker free): a hand-off to the blocking pool and back
+        // costs two thread wake-ups, most of such a call. The others, and a
+        // point call while one runs here, block in place: the runtime hands
+        // this worker's other tasks to another thread meanwhile.
+        let r = if quick(&call.op) {
+            match self.inline.try_lock() {
+                Some(_one) => dispatch(&bt, call),
+                None => tokio::task::block_in_place(|| dispatch(&bt, call)),
+            }
+        } else {
+            tokio::task::block_in_place(|| dispatch(&bt, call))
+        };
         Ok(self.answer(Reply(r), nonce))
     }
 

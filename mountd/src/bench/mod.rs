@@ -9,6 +9,7 @@ pub mod goals;
 pub mod grpc_bench;
 #[cfg(feature = "peers")]
 pub mod peers;
+pub mod rpc_bench;
 pub mod s3_bench;
 pub mod s3_server;
 pub mod scale_bench;

@@ -7,6 +7,7 @@
 //! bigtable-bench [engine] [--size 256MiB] [--threads 4] [--sync] [--no-peers]
 //! bigtable-bench fs MOUNTPOINT [--size 16MiB] [--no-peers]
 //! bigtable-bench engine|fs --store s3 [--size 16MiB] [-o OPTIONS]   (built with --features bench-s3)
+//! bigtable-bench rpc [--size 16MiB]   (in process vs over the internal RPC)
 //! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
 //! bigtable-bench scale [--rows 10000,100000,1000000] [--mountd PATH] [-o OPTIONS]
 //! bigtable-bench goals [--mountd PATH]
@@ -75,6 +76,8 @@ enum Cmd {
     Fs(FsOpts),
     /// Figure 6 through the Cloud Bigtable gRPC API, beside the engine API.
     Grpc,
+    /// The internal RPC between daemons: the engine's calls in process vs over loopback gRPC.
+    Rpc,
     /// The file layer: group-committed appends and random block reads, io_uring vs syscalls vs fio.
     Gfs(GfsOpts),
     /// Tables of growing size through a fresh daemon: import, walks beside
@@ -197,6 +200,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Cmd::Grpc) => {
             bench::grpc_bench::run(&engine_args(c, work_base, EngineOpts::default()))
         }
+        Some(Cmd::Rpc) => bench::rpc_bench::run(&engine_args(c, work_base, EngineOpts::default())),
         Some(Cmd::Goals(o)) => bench::goals::run(&bench::goals::GoalsArgs {
             engine: engine_args(c, work_base, EngineOpts::default()),
             mountd: o.mountd,
