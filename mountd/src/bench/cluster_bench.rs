@@ -234,16 +234,32 @@ fn boundary(n: u64, count: usize, k: usize) -> String {
     row_key(n * k as u64 / count.max(1) as u64)
 }
 
+/// How many tablets each table is cut into: at least `per_server` per
+/// server, and a multiple of the client threads, so that every thread's
+/// share of the keys starts a tablet.
+fn tablet_count(servers: usize, per_server: usize, threads: usize) -> usize {
+    let threads = threads.max(1);
+    (servers * per_server).div_ceil(threads).max(1) * threads
+}
+
+/// The server (index) of tablet `k` of `count` with `threads` clients: the
+/// tablets of client thread `t`'s share go to server `t % servers`, so a
+/// capped sequential fill (each thread writes the start of its share)
+/// loads every server alike, and so do the reads of what it wrote.
+fn placement(k: usize, count: usize, threads: usize, servers: usize) -> usize {
+    (k * threads.max(1) / count.max(1)) % servers.max(1)
+}
+
 /// Splits `table` into `count` tablets of equal key ranges over `0..n`
-/// and places tablet `k` on server `k % servers`, then waits until the
-/// layout holds. A split or move the master has already made (or merged
-/// away meanwhile) is simply asked for again.
-fn lay_out(mnt: &Path, table: &str, n: u64, count: usize) -> Result<()> {
+/// and places them by [`placement`], then waits until the layout holds.
+/// A split or move the master has already made (or merged away
+/// meanwhile) is simply asked for again.
+fn lay_out(mnt: &Path, table: &str, n: u64, count: usize, threads: usize) -> Result<()> {
     let names = serving(mnt)?;
     if names.is_empty() {
         bail!("no serving tablet server");
     }
-    let want = |k: usize| names[k % names.len()].clone();
+    let want = |k: usize| names[placement(k, count, threads, names.len())].clone();
     let settled = || -> Result<bool> {
         let now = tablets(mnt, table)?;
         Ok(now.len() == count && now.iter().enumerate().all(|(k, s)| *s == want(k)))
@@ -334,7 +350,8 @@ struct Run {
     per_server: Vec<(String, f64)>,
     /// Tablets of the workload's table per server, after it.
     spread: String,
-    /// CPU milliseconds per operation: all daemons, and this process.
+    /// CPU milliseconds per operation: all daemons (less what they burn
+    /// idle), and this process.
     daemon_cpu_ms: f64,
     bench_cpu_ms: f64,
 }
@@ -360,6 +377,10 @@ impl Run {
 struct ClusterRun {
     daemons: usize,
     servers: usize,
+    /// Tablets per table.
+    tablets: usize,
+    /// CPU cores the daemons used while idle.
+    idle_cores: f64,
     runs: Vec<(Fig6, Run)>,
 }
 
@@ -430,13 +451,17 @@ fn run_cluster(
     wait_for(
         &format!("{servers} serving tablet servers"),
         Duration::from_secs(120),
-        || Ok(members.iter().all(|m| serving(&m.mnt).ok().map(|s| s.len()) == Some(servers))),
+        || {
+            Ok(members
+                .iter()
+                .all(|m| serving(&m.mnt).ok().map(|s| s.len()) == Some(servers)))
+        },
     )?;
     let plan = Plan {
         threads: args.plan.threads * count,
         ..args.plan
     };
-    let n_tablets = servers * o.tablets_per_server as usize;
+    let n_tablets = tablet_count(servers, o.tablets_per_server as usize, plan.threads);
     let mut spreads = Vec::new();
     for name in ["seq", "rand"] {
         FsTable::create(&mnt0, name, "cf\n", args.sync)?;
@@ -445,7 +470,7 @@ fn run_cluster(
             Duration::from_secs(30),
             || Ok(members.iter().all(|m| m.mnt.join(name).is_dir())),
         )?;
-        lay_out(&mnt0, name, plan.n, n_tablets)?;
+        lay_out(&mnt0, name, plan.n, n_tablets, plan.threads)?;
         eprintln!("  {name}: {n_tablets} tablets, {}", spread(&mnt0, name));
         spreads.push(Spread {
             tables: members
@@ -455,6 +480,14 @@ fn run_cluster(
             n: plan.n,
         });
     }
+    // What the daemons burn doing nothing (heartbeats, lock sessions,
+    // balancing rounds), so that it can be told from the cost per operation.
+    let pids: Vec<String> = members.iter().map(|m| m.pid.to_string()).collect();
+    let daemons_cpu = || pids.iter().map(|p| cpu_secs(p)).sum::<f64>();
+    let (idle_from, idle_t) = (daemons_cpu(), Instant::now());
+    std::thread::sleep(Duration::from_secs(3));
+    let idle_cores = (daemons_cpu() - idle_from) / idle_t.elapsed().as_secs_f64();
+    eprintln!("  idle daemons use {:.2} cores", idle_cores);
     let (seq, rand) = (&spreads[0], &spreads[1]);
     let mut runs = Vec::new();
     let mut written: Option<Written> = None;
@@ -463,10 +496,8 @@ fn run_cluster(
             Fig6::RandWrite => (rand, "rand"),
             _ => (seq, "seq"),
         };
-        lay_out(&mnt0, name, plan.n, n_tablets)?;
+        lay_out(&mnt0, name, plan.n, n_tablets, plan.threads)?;
         eprintln!("  {} ...", w.label());
-        let pids: Vec<String> = members.iter().map(|m| m.pid.to_string()).collect();
-        let daemons_cpu = || pids.iter().map(|p| cpu_secs(p)).sum::<f64>();
         let before = server_ops(&mnt0)?;
         let cpu_before = (daemons_cpu(), cpu_secs("self"));
         let m = match (w, &written) {
@@ -498,7 +529,7 @@ fn run_cluster(
             Run {
                 per_server,
                 spread: spread(&mnt0, name),
-                daemon_cpu_ms: per_op(cpu.0),
+                daemon_cpu_ms: per_op((cpu.0 - idle_cores * m.secs).max(0.0)),
                 bench_cpu_ms: per_op(cpu.1),
                 m,
             },
@@ -509,6 +540,8 @@ fn run_cluster(
     Ok(ClusterRun {
         daemons: count,
         servers,
+        tablets: n_tablets,
+        idle_cores,
         runs,
     })
 }
@@ -541,9 +574,11 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
     for (i, w) in WORKLOADS.iter().enumerate() {
         let mut row = vec![w.label().to_string()];
         for c in clusters {
-            row.push(c.runs.get(i).map_or("-".into(), |(_, r)| {
-                super::common::fmt_rate(&r.m)
-            }));
+            row.push(
+                c.runs
+                    .get(i)
+                    .map_or("-".into(), |(_, r)| super::common::fmt_rate(&r.m)),
+            );
         }
         if let (Some(a), Some(b)) = (first, last) {
             let rate = |c: &ClusterRun| c.runs.get(i).map(|(_, r)| r.m.rate());
@@ -564,8 +599,8 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
     println!("(* = stopped at the time cap; rates are cells (files) per second over all mounts)");
     for c in clusters {
         println!(
-            "{} daemon(s): CPU ms per operation (daemons + bench), ops/s per tablet server [its tablets after]:",
-            c.daemons
+            "{} daemon(s), {} tablets per table, idle daemons {:.2} cores; per workload: CPU ms per operation (daemons net of idle + bench), ops/s per tablet server [its tablets after]:",
+            c.daemons, c.tablets, c.idle_cores
         );
         for (w, r) in &c.runs {
             println!(
@@ -581,9 +616,18 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
     let runs: Vec<Value> = clusters
         .iter()
         .map(|c| {
-            let w: serde_json::Map<String, Value> =
-                c.runs.iter().map(|(w, r)| (w.key().into(), r.json())).collect();
-            json!({ "daemons": c.daemons, "servers": c.servers, "workloads": w })
+            let w: serde_json::Map<String, Value> = c
+                .runs
+                .iter()
+                .map(|(w, r)| (w.key().into(), r.json()))
+                .collect();
+            json!({
+                "daemons": c.daemons,
+                "servers": c.servers,
+                "tablets": c.tablets,
+                "idle_cores": super::common::round3(c.idle_cores),
+                "workloads": w,
+            })
         })
         .collect();
     json!({
@@ -630,6 +674,13 @@ pub fn run(args: &ClusterArgs) -> Result<Value> {
     }
     check_interrupted()?;
     let line = report(args, &clusters);
+    // The machine is shared: say how busy it was.
+    if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
+        println!(
+            "load average at the end: {}",
+            l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        );
+    }
     println!("{line}");
     drop(lock);
     drop(s3);
@@ -642,7 +693,8 @@ mod tests {
 
     #[test]
     fn servers_lines_parse() {
-        let text = "server=ts0 state=serving tablets=3 requests=42 writes=1 reads=5 scans=2 addr=x\n\
+        let text =
+            "server=ts0 state=serving tablets=3 requests=42 writes=1 reads=5 scans=2 addr=x\n\
                     server=d1-ts0 state=dead tablets=0 requests=7\n\
                     garbage\n";
         let s = parse_servers(text);
@@ -682,6 +734,24 @@ mod tests {
     }
 
     #[test]
+    fn every_thread_starts_a_tablet_and_servers_share_the_threads() {
+        assert_eq!(tablet_count(3, 3, 6), 12);
+        assert_eq!(tablet_count(1, 3, 2), 4);
+        assert_eq!(tablet_count(3, 3, 12), 12);
+        let (count, threads, servers) = (12, 6, 3);
+        // Thread t's share starts at tablet 2t, on server t % 3.
+        for t in 0..threads {
+            assert_eq!(placement(2 * t, count, threads, servers), t % servers);
+            assert_eq!(placement(2 * t + 1, count, threads, servers), t % servers);
+        }
+        let mut per = [0; 3];
+        for k in 0..count {
+            per[placement(k, count, threads, servers)] += 1;
+        }
+        assert_eq!(per, [4, 4, 4]);
+    }
+
+    #[test]
     fn boundaries_cut_equal_ranges() {
         assert_eq!(boundary(900, 9, 0), row_key(0));
         assert_eq!(boundary(900, 9, 1), row_key(100));
@@ -699,7 +769,10 @@ mod tests {
         };
         let mount_of = |i: u64| {
             let picked = s.pick(row_key(i).as_bytes()) as *const FsTable;
-            s.tables.iter().position(|t| std::ptr::eq(t, picked)).unwrap()
+            s.tables
+                .iter()
+                .position(|t| std::ptr::eq(t, picked))
+                .unwrap()
         };
         assert_eq!(mount_of(0), 0);
         assert_eq!(mount_of(99), 0);

@@ -299,25 +299,20 @@ mod tests {
     #[test]
     fn scale_takes_sizes() {
         match parse(&["scale", "--rows", "10,20"]).command {
-            Some(Cmd::Cluster(opts)) => bench::cluster_bench::run(&bench::cluster_bench::ClusterArgs {
-            opts,
-            plan: plan(c, 8 << 20),
-            sync: c.sync,
-            work_base,
-        })
-        .map(drop),
-        Some(Cmd::Scale(o)) => assert_eq!(o.rows, vec![10, 20]),
+            Some(Cmd::Scale(o)) => assert_eq!(o.rows, vec![10, 20]),
             other => panic!("{other:?}"),
         }
         match parse(&["scale"]).command {
-            Some(Cmd::Cluster(opts)) => bench::cluster_bench::run(&bench::cluster_bench::ClusterArgs {
-            opts,
-            plan: plan(c, 8 << 20),
-            sync: c.sync,
-            work_base,
-        })
-        .map(drop),
-        Some(Cmd::Scale(o)) => assert_eq!(o.rows, vec![10_000, 100_000, 1_000_000]),
+            Some(Cmd::Cluster(opts)) => {
+                bench::cluster_bench::run(&bench::cluster_bench::ClusterArgs {
+                    opts,
+                    plan: plan(c, 8 << 20),
+                    sync: c.sync,
+                    work_base,
+                })
+                .map(drop)
+            }
+            Some(Cmd::Scale(o)) => assert_eq!(o.rows, vec![10_000, 100_000, 1_000_000]),
             other => panic!("{other:?}"),
         }
     }
