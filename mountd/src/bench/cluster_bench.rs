@@ -78,6 +78,7 @@ pub struct ClusterArgs {
 
 /// etcd on loopback, on free ports, in a fresh directory (the launcher the
 /// tests use, feature `bench-s3`). Dropping it kills the server by pid.
+#[cfg_attr(not(feature = "bench-s3"), allow(dead_code))]
 struct LockServer {
     #[cfg(feature = "bench-s3")]
     _etcd: testkit::etcd::Etcd,
@@ -646,7 +647,7 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
 /// Starts SeaweedFS and etcd, measures each daemon count, prints the
 /// table and the JSON line, and stops every server it started.
 pub fn run(args: &ClusterArgs) -> Result<Value> {
-    if args.opts.daemons.iter().any(|&d| d == 0) {
+    if args.opts.daemons.contains(&0) {
         bail!("--daemons: every count must be at least 1");
     }
     let work = TempDir::new_in(&args.work_base, "bigtable-bench-cluster")?;

@@ -303,15 +303,6 @@ mod tests {
             other => panic!("{other:?}"),
         }
         match parse(&["scale"]).command {
-            Some(Cmd::Cluster(opts)) => {
-                bench::cluster_bench::run(&bench::cluster_bench::ClusterArgs {
-                    opts,
-                    plan: plan(c, 8 << 20),
-                    sync: c.sync,
-                    work_base,
-                })
-                .map(drop)
-            }
             Some(Cmd::Scale(o)) => assert_eq!(o.rows, vec![10_000, 100_000, 1_000_000]),
             other => panic!("{other:?}"),
         }
