@@ -22,6 +22,7 @@
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
+//! | `merge=SIZE` | adjacent tablets both below SIZE are merged (default 16m; 0: never) |
 //! | `compaction_threads=N` | background compaction threads per tablet server |
 //! | `tablet_servers=N` | tablet servers the daemon runs (default 3); 0: a client-only daemon that runs no server and no master and reaches another daemon's (needs `lock=etcd://…` and `cluster_listen`) |
 //! | `commit_workers=N` | threads that run commits at fsync, and at close when all FUSE threads but one are committing (default 32; 0: on the FUSE thread) |
@@ -114,6 +115,8 @@ pub struct MountConfig {
     /// How long a commit waits for more writes to share its log write.
     pub log_batch_window: Option<Duration>,
     pub split_bytes: Option<u64>,
+    /// Adjacent tablets both smaller than this are merged (0: never).
+    pub merge_bytes: Option<u64>,
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
@@ -208,6 +211,7 @@ impl MountConfig {
             memtable_bytes: None,
             log_batch_window: None,
             split_bytes: None,
+            merge_bytes: None,
             block_cache_bytes: None,
             scan_cache_bytes: None,
             max_value_size: None,
@@ -385,6 +389,7 @@ impl MountConfig {
             "pidfile" => self.pid_file = Some(PathBuf::from(need(key, value)?)),
             "memtable" => self.memtable_bytes = Some(parse_size(need(key, value)?)? as usize),
             "split" => self.split_bytes = Some(parse_size(need(key, value)?)?),
+            "merge" => self.merge_bytes = Some(parse_size(need(key, value)?)?),
             "cache" => self.block_cache_bytes = Some(parse_size(need(key, value)?)?),
             "scan_cache" => self.scan_cache_bytes = Some(parse_size(need(key, value)?)?),
             "max_value" => self.max_value_size = Some(parse_size(need(key, value)?)? as usize),
@@ -657,6 +662,9 @@ impl MountConfig {
         }
         if let Some(v) = self.split_bytes {
             o.split_bytes = v;
+        }
+        if let Some(v) = self.merge_bytes {
+            o.merge_bytes = v;
         }
         if let Some(v) = self.block_cache_bytes {
             o.block_cache_bytes = v;
@@ -1014,7 +1022,7 @@ mod tests {
             "-f",
             "-o",
             "allow_other,threads=3",
-            "-oattr_timeout=2,sync,memtable=1m",
+            "-oattr_timeout=2,sync,memtable=1m,merge=0",
         ]))
         .unwrap();
         assert!(c.foreground && c.allow_other && c.sync);
@@ -1022,6 +1030,7 @@ mod tests {
         assert_eq!(c.attr_timeout, Duration::from_secs(2));
         assert_eq!(c.memtable_bytes, Some(1 << 20));
         assert_eq!(c.engine_options().memtable_bytes, 1 << 20);
+        assert_eq!(c.engine_options().merge_bytes, 0);
         assert!(parse_daemon_args(&s(&["/d"])).is_err());
         assert!(parse_daemon_args(&s(&["/d", "/m", "-o", "bogus"])).is_err());
         assert!(parse_daemon_args(&s(&["/d", "/m", "-x"])).is_err());

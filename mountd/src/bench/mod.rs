@@ -1,6 +1,7 @@
 //! bigtable-bench: the paper's Figure 6 workloads on the engine, through the
 //! mount, through the gRPC API, and on the file layer, each beside its peers.
 
+pub mod cluster_bench;
 pub mod common;
 pub mod engine_bench;
 pub mod fs_bench;

@@ -93,6 +93,11 @@ impl Daemon {
         Ok(Daemon { pid, _mount: mount })
     }
 
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
     /// Unmounts, then waits (up to a minute) for the daemon to exit, so
     /// that another can open its data directory.
     pub fn stop(self) -> Result<()> {

@@ -11,6 +11,7 @@
 //! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
 //! bigtable-bench scale [--rows 10000,100000,1000000] [--mountd PATH] [-o OPTIONS]
 //! bigtable-bench goals [--mountd PATH]
+//! bigtable-bench cluster [--daemons 1,3] [--size 8MiB] [--threads 2]   (built with --features bench-s3)
 //! ```
 //! Every workload stops at its op count or its time cap (`--time-cap`), and
 //! every run removes its temp dirs and unmounts what it mounted, also on
@@ -87,6 +88,9 @@ enum Cmd {
     /// (both stores) and with --sync, a fresh mount with --threads and with
     /// one thread, then a table of goals met and missed (needs root).
     Goals(GoalsOpts),
+    /// Figure 6 on one Bigtable served by 1 and by 3 daemons (one SeaweedFS,
+    /// one etcd), clients on every mount at once (needs root, --features bench-s3).
+    Cluster(bench::cluster_bench::ClusterOpts),
 }
 
 #[derive(Args, Debug)]
@@ -224,6 +228,13 @@ fn run(cli: Cli) -> Result<()> {
             })
             .map(drop),
         },
+        Some(Cmd::Cluster(opts)) => bench::cluster_bench::run(&bench::cluster_bench::ClusterArgs {
+            opts,
+            plan: plan(c, 8 << 20),
+            sync: c.sync,
+            work_base,
+        })
+        .map(drop),
         Some(Cmd::Scale(o)) => bench::scale_bench::run(&bench::scale_bench::ScaleArgs {
             rows: o.rows,
             work_base,
@@ -368,6 +379,21 @@ mod tests {
         }
         match parse(&["goals"]).command {
             Some(Cmd::Goals(o)) => assert_eq!(o.mountd, None),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn cluster_defaults_to_one_and_three_daemons() {
+        match parse(&["cluster", "--threads", "2"]).command {
+            Some(Cmd::Cluster(o)) => {
+                assert_eq!(o.daemons, vec![1, 3]);
+                assert_eq!(o.servers_per_daemon, 1);
+            }
+            other => panic!("{other:?}"),
+        }
+        match parse(&["cluster", "--daemons", "2", "--servers-per-daemon", "3"]).command {
+            Some(Cmd::Cluster(o)) => assert_eq!((o.daemons, o.servers_per_daemon), (vec![2], 3)),
             other => panic!("{other:?}"),
         }
     }
