@@ -9,6 +9,7 @@
 
 pub(crate) mod codec;
 pub(crate) mod messages;
+mod quiet;
 mod remote;
 mod secret;
 mod service;

@@ -90,7 +90,12 @@ fn proven<T>(
 ) -> std::result::Result<T, Status> {
     if let (Some(s), Some(n)) = (secret, nonce) {
         if !s.verify_reply(n, resp.metadata()) {
-            log::warn!("{addr} does not prove it knows the cluster secret: its answer is ignored");
+            if let Some(more) = super::quiet::should_log(addr) {
+                log::warn!(
+                    "{addr} does not prove it knows the cluster secret: its answers are \
+                     ignored ({more} more since this was last logged)"
+                );
+            }
             return Err(Status::unauthenticated(format!(
                 "{addr} does not prove it knows the cluster secret"
             )));

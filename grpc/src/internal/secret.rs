@@ -115,7 +115,12 @@ impl Secret {
             let peer = req
                 .remote_addr()
                 .map_or_else(|| "an unknown peer".to_string(), |a| a.to_string());
-            log::warn!("refused an internal call from {peer}: {why}");
+            if let Some(more) = super::quiet::should_log(&peer) {
+                log::warn!(
+                    "refused an internal call from {peer}: {why} \
+                     ({more} more refused since this was last logged)"
+                );
+            }
             Status::unauthenticated(why)
         })
     }
