@@ -7,7 +7,9 @@ use crate::metadata::{metadata_schema, TableDef, METADATA_ID, METADATA_NAME};
 use crate::schema::TableSchema;
 use crate::{Error, Result};
 use arc_swap::{ArcSwap, Guard};
+use parking_lot::Mutex;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// One table as the cluster knows it.
@@ -32,6 +34,12 @@ impl TableEntry {
 /// Every table, by name and by id; METADATA is always present.
 pub struct Catalog {
     tables: CowMap<String, Arc<TableEntry>>,
+    /// Counts the changes made to it, so that a daemon re-reading the
+    /// tables from METADATA does not overwrite a newer definition the
+    /// master pushed while it read.
+    changes: AtomicU64,
+    /// Serializes writers, so a change and that check cannot interleave.
+    writers: Mutex<()>,
 }
 
 impl Default for Catalog {
@@ -43,6 +51,8 @@ impl Default for Catalog {
         });
         Catalog {
             tables: CowMap::from(BTreeMap::from([(METADATA_NAME.to_string(), meta)])),
+            changes: AtomicU64::new(0),
+            writers: Mutex::new(()),
         }
     }
 }
@@ -89,8 +99,19 @@ impl Catalog {
             + 1
     }
 
+    /// How many changes were made so far (see [`Catalog::replace_all_since`]).
+    pub fn changes(&self) -> u64 {
+        self.changes.load(Ordering::Acquire)
+    }
+
     /// Adds or replaces a table's definition.
     pub fn put(&self, def: &TableDef) {
+        let _w = self.writers.lock();
+        self.put_locked(def);
+        self.changes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    fn put_locked(&self, def: &TableDef) {
         self.tables.update(|t| match t.get(&def.name) {
             Some(e) if e.id == def.id => e.schema.store(Arc::new(def.schema.clone())),
             _ => {
@@ -107,19 +128,39 @@ impl Catalog {
     }
 
     pub fn remove(&self, name: &str) {
+        let _w = self.writers.lock();
         self.tables.remove(name);
+        self.changes.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Makes the user tables exactly `defs` (a new master's view); entries
     /// that stay keep their identity so holders see schema changes.
     pub fn replace_all(&self, defs: Vec<TableDef>) {
+        let _w = self.writers.lock();
+        self.replace_locked(defs);
+    }
+
+    /// [`Catalog::replace_all`], unless the catalog changed since it had
+    /// made `seen` changes (the definitions were read before that change
+    /// and may be older than it). Returns whether it replaced them.
+    pub fn replace_all_since(&self, defs: Vec<TableDef>, seen: u64) -> bool {
+        let _w = self.writers.lock();
+        if self.changes.load(Ordering::Acquire) != seen {
+            return false;
+        }
+        self.replace_locked(defs);
+        true
+    }
+
+    fn replace_locked(&self, defs: Vec<TableDef>) {
         let names: std::collections::HashSet<String> =
             defs.iter().map(|d| d.name.clone()).collect();
         for d in &defs {
-            self.put(d);
+            self.put_locked(d);
         }
         self.tables
             .update(|t| t.retain(|n, e| e.id == METADATA_ID || names.contains(n)));
+        self.changes.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -140,5 +181,39 @@ pub fn validate_table_name(name: &str) -> Result<()> {
         Err(Error::invalid(format!(
             "table name {name:?}: use 1-255 of [A-Za-z0-9_.-] and at most one '@', not starting with '.'"
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn def(id: u64, name: &str, families: &[&str]) -> TableDef {
+        TableDef {
+            id,
+            name: name.to_string(),
+            schema: TableSchema::with_families(
+                families
+                    .iter()
+                    .map(|f| crate::schema::FamilySchema::new(*f)),
+            ),
+        }
+    }
+
+    #[test]
+    fn a_reread_older_than_a_push_does_not_overwrite_it() {
+        let c = Catalog::default();
+        c.put(&def(5, "t", &[]));
+        // A refresh starts reading METADATA (the table without families)...
+        let seen = c.changes();
+        let read = vec![def(5, "t", &[])];
+        // ...while the master pushes the new schema.
+        c.put(&def(5, "t", &["cf"]));
+        assert!(!c.replace_all_since(read, seen));
+        assert!(c.get("t").unwrap().schema().families.contains_key("cf"));
+        // A read after the push replaces.
+        let seen = c.changes();
+        assert!(c.replace_all_since(vec![def(5, "t", &["cf", "x"])], seen));
+        assert_eq!(c.get("t").unwrap().schema().families.len(), 2);
     }
 }

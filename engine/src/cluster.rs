@@ -175,11 +175,17 @@ impl Cluster {
         if !force && last.is_some_and(|t| t.elapsed() < CATALOG_TTL) {
             return Ok(());
         }
-        let defs = read_table_defs(&self.client, &*self.env.lock)?;
-        self.env
-            .catalog
-            .replace_all(defs.into_iter().map(|d| d.def).collect());
-        *last = Some(Instant::now());
+        // A definition the master pushed while METADATA was read is newer
+        // than what was read: read again rather than overwrite it.
+        for _ in 0..3 {
+            let seen = self.env.catalog.changes();
+            let defs = read_table_defs(&self.client, &*self.env.lock)?;
+            let defs = defs.into_iter().map(|d| d.def).collect();
+            if self.env.catalog.replace_all_since(defs, seen) {
+                *last = Some(Instant::now());
+                break;
+            }
+        }
         Ok(())
     }
 
