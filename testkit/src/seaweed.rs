@@ -211,6 +211,20 @@ impl Seaweed {
         self.dir.path()
     }
 
+    /// An AWS shared-credentials file with this server's keys (what a
+    /// mount's `s3_credentials=` names), written in its data directory.
+    pub fn credentials_file(&self) -> std::path::PathBuf {
+        let path = self.dir.path().join("credentials");
+        std::fs::write(
+            &path,
+            format!(
+                "[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
+            ),
+        )
+        .expect("write the credentials file");
+        path
+    }
+
     /// Stops the server the hard way (SIGKILL).
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

@@ -13,14 +13,7 @@ use tests::Mount;
 /// The `-o` options of a mount on `w`'s bucket, keys from a credentials
 /// file (as an fstab line would have them).
 fn s3_options(w: &Seaweed, prefix: &str) -> Vec<String> {
-    let creds = w.data_dir().join("credentials");
-    std::fs::write(
-        &creds,
-        format!(
-            "[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
-        ),
-    )
-    .unwrap();
+    let creds = w.credentials_file();
     vec![
         format!("store=s3://{}/{prefix}", w.bucket),
         format!("s3_endpoint={}", w.endpoint),

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use testkit::etcd::Etcd;
-use testkit::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
+use testkit::seaweed::Seaweed;
 use tests::{wait_until, Mount};
 
 /// One bucket and one etcd the daemons share.
@@ -43,14 +43,7 @@ impl Shared {
     /// the election, its RPC on a free loopback port.
     fn daemon(&self, extra: &[&str]) -> Mount {
         let w = &self.weed;
-        let creds = w.data_dir().join("credentials");
-        std::fs::write(
-            &creds,
-            format!(
-                "[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"
-            ),
-        )
-        .unwrap();
+        let creds = w.credentials_file();
         let mut opts = vec![
             format!("store=s3://{}/bt", w.bucket),
             format!("s3_endpoint={}", w.endpoint),
@@ -97,7 +90,7 @@ impl Shared {
         let dir = tempfile::tempdir().unwrap();
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
-        let creds = w.data_dir().join("credentials");
+        let creds = w.credentials_file();
         let opts = [
             format!("store=s3://{}/bt", w.bucket),
             format!("s3_endpoint={}", w.endpoint),
