@@ -41,6 +41,10 @@ pub struct Ctx {
     pub(crate) handles: Handles,
     /// Places in listings of directories that were not opened.
     pub(crate) cursors: crate::cursors::Cursors,
+    /// Whether table listings send rows with attributes.
+    pub(crate) plus_hints: crate::dirs::PlusHints,
+    /// Rows scanned for table listings and not sent yet.
+    pub(crate) readahead: crate::dirs::Readahead,
     pub(crate) inval: Invalidator,
     /// The mounted session, for handing the kernel a cell's pages at open
     /// (see `pages.rs`).
@@ -62,6 +66,8 @@ impl Ctx {
             inodes: Arc::new(InodeTable::new()),
             handles: Handles::default(),
             cursors: Default::default(),
+            plus_hints: Default::default(),
+            readahead: Default::default(),
             inval: Invalidator::default(),
             kernel: Default::default(),
             pages: Default::default(),

@@ -17,8 +17,9 @@
 //! The listing then continues after the entry with that number, counted
 //! from the start.
 
+use ahash::AHashMap as HashMap;
 use parking_lot::Mutex;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 
 /// Set in the offset of a listing's last entry.
 pub const LAST: u64 = 1 << 62;
@@ -29,10 +30,42 @@ pub const FIRST: u64 = 16;
 /// in unit tests, so that they forget offsets with few entries.)
 const CAPACITY: usize = if cfg!(test) { 256 } else { 1 << 16 };
 
+/// The names of a directory's entries placed lately, by entry number: in
+/// increasing order, since a listing places its entries in order (a new
+/// listing from an earlier entry drops the ones after it).
+type Placed = VecDeque<(u64, Box<[u8]>)>;
+
 #[derive(Default)]
 struct Inner {
-    places: HashMap<(u64, u64), Vec<u8>>,
-    order: VecDeque<(u64, u64)>,
+    dirs: HashMap<u64, Placed>,
+    /// Which directory each remembered name belongs to, oldest first, in
+    /// runs: (directory, names).
+    order: VecDeque<(u64, usize)>,
+    total: usize,
+}
+
+impl Inner {
+    /// Forgets the oldest names until at most [`CAPACITY`] are kept.
+    fn evict(&mut self) {
+        while self.total > CAPACITY {
+            let Some((ino, n)) = self.order.pop_front() else {
+                return;
+            };
+            let drop = n.min(self.total - CAPACITY);
+            if drop < n {
+                self.order.push_front((ino, n - drop));
+            }
+            if let Some(placed) = self.dirs.get_mut(&ino) {
+                // Fewer may be left there: a later listing replaced them.
+                let gone = drop.min(placed.len());
+                placed.drain(..gone);
+                self.total -= gone;
+                if placed.is_empty() {
+                    self.dirs.remove(&ino);
+                }
+            }
+        }
+    }
 }
 
 /// See the module comment.
@@ -57,14 +90,20 @@ impl Cursors {
         let off = FIRST + ordinal;
         if !last {
             let mut g = self.inner.lock();
-            if g.places.insert((ino, off), name.to_vec()).is_none() {
-                g.order.push_back((ino, off));
+            let placed = g.dirs.entry(ino).or_default();
+            // A listing started again (or two interleave): keep order.
+            let mut dropped = 0;
+            while placed.back().is_some_and(|(o, _)| *o >= ordinal) {
+                placed.pop_back();
+                dropped += 1;
             }
-            while g.order.len() > CAPACITY {
-                if let Some(old) = g.order.pop_front() {
-                    g.places.remove(&old);
-                }
+            placed.push_back((ordinal, name.into()));
+            g.total = g.total + 1 - dropped;
+            match g.order.back_mut() {
+                Some((i, n)) if *i == ino => *n += 1,
+                _ => g.order.push_back((ino, 1)),
             }
+            g.evict();
         }
         off | if last { LAST } else { 0 }
     }
@@ -74,7 +113,14 @@ impl Cursors {
     pub fn resume(&self, ino: u64, offset: u64) -> Option<Resume> {
         let off = offset & !LAST;
         let ordinal = off.checked_sub(FIRST)?;
-        let name = self.inner.lock().places.get(&(ino, off)).cloned();
+        let g = self.inner.lock();
+        let name = g.dirs.get(&ino).and_then(|placed| {
+            let i = placed.partition_point(|(o, _)| *o < ordinal);
+            placed
+                .get(i)
+                .filter(|(o, _)| *o == ordinal)
+                .map(|(_, n)| n.to_vec())
+        });
         Some(Resume { ordinal, name })
     }
 }
@@ -115,6 +161,28 @@ mod tests {
                 name: None
             })
         );
-        assert_eq!(c.inner.lock().places.len(), CAPACITY);
+        assert_eq!(c.inner.lock().total, CAPACITY);
+    }
+
+    #[test]
+    fn a_listing_started_again_replaces_the_names_after_its_start() {
+        let c = Cursors::default();
+        for (i, n) in [b"a", b"b", b"c"].iter().enumerate() {
+            c.place(9, i as u64, *n, false);
+        }
+        // Listed again from entry 1, where a new name now sorts.
+        c.place(9, 1, b"a2", false);
+        let name = |o| c.resume(9, FIRST + o).and_then(|r| r.name);
+        assert_eq!(name(0).unwrap(), b"a");
+        assert_eq!(name(1).unwrap(), b"a2");
+        assert_eq!(name(2), None);
+        assert_eq!(c.inner.lock().total, 2);
+        // Eviction forgets the oldest first, whatever the directory.
+        for i in 0..CAPACITY as u64 - 1 {
+            c.place(10, i, b"y", false);
+        }
+        assert_eq!(name(0), None);
+        assert_eq!(name(1).unwrap(), b"a2");
+        assert_eq!(c.inner.lock().total, CAPACITY);
     }
 }

@@ -193,6 +193,9 @@ impl Ctx {
         Stats::add(&self.data.stats.lookups, 1);
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
         let (node, mut attr) = self.resolve(&p, name)?;
+        if let Node::Row { table, .. } = &node {
+            self.plus_hints.entered(table);
+        }
         attr.ino = fuser::INodeNo(self.register(&node)?);
         Ok(self.entry(&node, attr))
     }

@@ -93,6 +93,44 @@ fn a_batch_larger_than_its_memory_spool_applies_nothing_when_its_last_line_is_ba
 }
 
 #[test]
+fn a_plain_ls_makes_no_inodes_and_the_walks_after_it_find_every_cell_once() {
+    let m = Mount::new();
+    m.table("t", "f\n");
+    // Many replies' worth of rows.
+    const ROWS: usize = 6_000;
+    m.mutate("t", &batch(0..ROWS, "v"));
+    let want: HashSet<String> = (0..ROWS).map(|i| format!("t/row{i:08}/f/q")).collect();
+    let before = m.stat("inodes");
+    assert_eq!(m.ok("ls t | grep -c ^row").trim(), ROWS.to_string());
+    // Rows after the first reply come as names only: the kernel made no
+    // inode for them (a reader that enters one looks it up).
+    let made = m.stat("inodes").saturating_sub(before);
+    assert!(
+        made < ROWS as u64 / 2,
+        "a plain ls registered {made} inodes for {ROWS} rows"
+    );
+    // find enters every row: those listed by name are looked up; then du
+    // and a second find, whose listings carry attributes again, and ls -l.
+    for walk in [
+        "find t -type f",
+        "du -a t | awk '{print $2}'",
+        "find t -type f",
+    ] {
+        let out = m.ok(walk);
+        let cells: Vec<&str> = out.lines().filter(|l| l.ends_with("/f/q")).collect();
+        let unique: HashSet<String> = cells.iter().map(|c| c.to_string()).collect();
+        assert_eq!(cells.len(), ROWS, "`{walk}` listed {} cells", cells.len());
+        assert_eq!(unique, want, "`{walk}` listed other cells");
+    }
+    let long = m.ok("ls -l t");
+    assert_eq!(long.lines().filter(|l| l.starts_with('d')).count(), ROWS);
+    assert_eq!(
+        fs::read_to_string(m.path(&format!("t/row{:08}/f/q", ROWS - 1))).unwrap(),
+        format!("v{}", ROWS - 1)
+    );
+}
+
+#[test]
 fn find_lists_every_cell_once_while_writers_add_rows() {
     let m = Mount::new();
     m.table("t", "f\n");

@@ -1,8 +1,10 @@
 //! `opendir`, `readdir` and `readdirplus`: snapshots of small directories,
 //! streamed rows of tables.
 
+use super::readahead::Ahead;
 use super::*;
 use crate::cursors::Resume;
+use std::collections::VecDeque;
 
 impl Ctx {
     /// FUSE `opendir`.
@@ -59,6 +61,7 @@ impl Ctx {
             }
             Node::ScanDir(_) | Node::AtDir(_) => {}
             Node::Row { table, view, row } => {
+                self.plus_hints.entered(table);
                 let schema = self.data.schema(table)?;
                 let mut fams = self.data.row_families(table, *view, row)?;
                 if view.is_now() {
@@ -200,6 +203,11 @@ impl Ctx {
             time_range: crate::view::view_range(view),
             max_versions: Some(1),
             row_limit: Some(limit),
+            // A row's name is all a listing needs: one cell, no value.
+            filter: Some(RowFilter::Chain(vec![
+                RowFilter::CellsPerRowLimit(1),
+                RowFilter::StripValue,
+            ])),
             ..Default::default()
         };
         let what = format!("listing of {table}");
@@ -208,14 +216,21 @@ impl Ctx {
             .store
             .scan(table, spec)
             .map_err(|e| self.data.fail(&what, &e))?;
-        let mut rows = BTreeSet::new();
+        // In key order, as the scan returns them.
+        let mut rows = Vec::new();
         while let Some((row, _)) = stream.next_row().map_err(|e| self.data.fail(&what, &e))? {
-            rows.insert(row);
+            rows.push(row);
         }
         if view.is_now() {
-            rows.extend(self.data.pending.rows_after(table, after, limit as usize));
+            let pending = self.data.pending.rows_after(table, after, limit as usize);
+            if !pending.is_empty() {
+                rows.extend(pending);
+                rows.sort_unstable();
+                rows.dedup();
+            }
         }
-        Ok(rows.into_iter().take(limit as usize).collect())
+        rows.truncate(limit as usize);
+        Ok(rows)
     }
 
     /// FUSE `readdir`/`readdirplus`. `add` returns true when the reply is full
@@ -393,24 +408,33 @@ impl Ctx {
         if after.is_none() && specials && !self.emit_specials(table, offset, plus, add)? {
             return Ok(());
         }
+        // One shared name for every row node of the listing.
+        let table_name = Name::from(table);
+        let plus = plus && self.plus_hints.reply_plus(&table_name, after.is_none());
         let schema = if plus {
             Some(self.data.schema(table)?)
         } else {
             None
         };
-        let limit = ROW_BATCH;
-        // One shared name for every row node of the listing.
-        let table_name = Name::from(table);
+        let mut limit = ROW_BATCH;
+        let mut ahead = match after {
+            Some(_) => self.readahead.take(ino, next),
+            None => None,
+        };
         loop {
-            let rows = self.row_batch(table, view, after.as_deref(), limit)?;
-            let n = rows.len();
-            if n == 0 {
-                return Ok(());
-            }
-            let short = (n as u64) < limit;
-            for (i, row) in rows.into_iter().enumerate() {
-                let off = self.cursors.place(ino, next, &row, short && i + 1 == n);
-                next += 1;
+            let (mut rows, exhausted) = match ahead.take() {
+                Some(a) => (a.rows, a.exhausted),
+                None => {
+                    let rows = self.row_batch(table, view, after.as_deref(), limit)?;
+                    let exhausted = (rows.len() as u64) < limit;
+                    limit = (limit * 4).min(MAX_ROW_BATCH);
+                    (VecDeque::from(rows), exhausted)
+                }
+            };
+            while let Some(row) = rows.pop_front() {
+                let off = self
+                    .cursors
+                    .place(ino, next, &row, exhausted && rows.is_empty());
                 let node = Node::Row {
                     table: table_name.clone(),
                     view,
@@ -427,13 +451,19 @@ impl Ctx {
                     version: None,
                 };
                 if !self.emit(&e, off, plus, add)? {
+                    // The reply is full: this row and the rest wait for the next.
+                    if let Node::Row { row, .. } = e.node {
+                        rows.push_front(row.to_vec());
+                    }
+                    self.readahead.put(ino, Ahead::new(next, rows, exhausted));
                     return Ok(());
                 }
+                next += 1;
                 if let Node::Row { row, .. } = e.node {
                     after = Some(row.to_vec());
                 }
             }
-            if short {
+            if exhausted {
                 return Ok(());
             }
         }
@@ -559,12 +589,13 @@ impl Ctx {
         let keep_from = d.prev_batch;
         d.cursors = d.cursors.split_off(&keep_from);
         d.prev_batch = first;
+        let table_name = Name::from(table);
+        let plus = plus && self.plus_hints.reply_plus(&table_name, offset < ROW_BASE);
         let schema = if plus {
             Some(self.data.schema(table)?)
         } else {
             None
         };
-        let table_name = Name::from(table);
         loop {
             let rows = self.row_batch(table, view, after.as_deref(), ROW_BATCH)?;
             if rows.is_empty() {

@@ -9,6 +9,11 @@
 
 mod change;
 mod list;
+mod plus;
+mod readahead;
+
+pub(crate) use plus::PlusHints;
+pub(crate) use readahead::Readahead;
 
 use crate::ctx::Ctx;
 use crate::cursors::LAST;
@@ -21,7 +26,7 @@ use crate::node::{
 use crate::options::{FsResult, Stats};
 use crate::perms::{Caller, W};
 use engine::schema::TableSchema;
-use engine::{RowRange, ScanSpec};
+use engine::{RowFilter, RowRange, ScanSpec};
 use fuser::{Errno, FileType};
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -30,6 +35,9 @@ use std::ops::Bound;
 const ROW_BASE: u64 = 16;
 /// Rows fetched per `readdir` of a table (a reply holds about a page of names).
 const ROW_BATCH: u64 = 128;
+/// Rows fetched at most per scan of a long listing (4× more each scan);
+/// those a reply has no room for wait for the next (see `readahead.rs`).
+const MAX_ROW_BATCH: u64 = 1024;
 
 pub use crate::handles::Listed;
 

@@ -605,7 +605,11 @@ impl Filesystem for FuseFs {
                     a,
                     Generation(0),
                 ),
-                None => false,
+                // A row the reader is not expected to enter (see
+                // `dirs/plus.rs`): the kernel makes no inode for it.
+                None => {
+                    reply.add_name_only(INodeNo(e.ino), e.offset, e.kind, OsStr::from_bytes(e.name))
+                }
             };
             let r = match fh.0 {
                 0 => fs.readdir_unopened(&caller(_req), _ino.0, offset, true, &mut add),

@@ -83,7 +83,8 @@ fn ls_unopened(
             if got.len() == per_call {
                 return true;
             }
-            assert_eq!(plus, e.attr.is_some());
+            // A readdirplus reply may send rows by name only (dirs/plus.rs).
+            assert!(plus || e.attr.is_none());
             got.push((e.offset, String::from_utf8_lossy(e.name).into_owned()));
             false
         })

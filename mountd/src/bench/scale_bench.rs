@@ -34,6 +34,8 @@ pub struct ScaleArgs {
     /// Extra `-o` options for the daemon.
     pub options: Option<String>,
     pub peers: bool,
+    /// Only the walks whose command starts with one of these; empty: all.
+    pub walks: Vec<String>,
 }
 
 fn row_name(i: u64) -> String {
@@ -219,6 +221,31 @@ fn write_tree(root: &Path, rows: u64) -> Result<()> {
     Ok(())
 }
 
+/// Memory a tmpfs tree of `rows` rows takes, about: three inodes and
+/// dentries and a page of data per row.
+const TREE_BYTES_PER_ROW: u64 = 8 << 10;
+
+/// Whether the bindfs tree of `rows` rows fits in half the memory available.
+fn tree_fits(rows: u64) -> Result<(), String> {
+    let available = fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or(u64::MAX, |kib| kib * 1024);
+    let need = rows.saturating_mul(TREE_BYTES_PER_ROW);
+    if need > available / 2 {
+        return Err(format!(
+            "the same tree on tmpfs needs about {} and half of the memory available is {}",
+            fmt_bytes(need),
+            fmt_bytes(available / 2)
+        ));
+    }
+    Ok(())
+}
+
 /// Copies the batch into `.mutate` in 128 KiB writes; checks the close.
 fn import(batch: &Path, table: &Path) -> Result<f64> {
     let start = Instant::now();
@@ -292,7 +319,11 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
     let backing = scratch.join("backing");
     let target = work.path().join("bindfs");
     fs::create_dir(&target)?;
-    let bindfs = if args.peers && have_bindfs() {
+    let room = tree_fits(rows);
+    if let Err(why) = &room {
+        eprintln!("{rows} rows: no bindfs: {why}");
+    }
+    let bindfs = if args.peers && have_bindfs() && room.is_ok() {
         eprintln!("{rows} rows: building the same tree on tmpfs ...");
         write_tree(&backing.join(TABLE), rows)?;
         Some(mount_bindfs(&backing, &target)?)
@@ -302,7 +333,14 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
 
     let tmp = scratch.display().to_string();
     let mut walks = Vec::new();
-    for (name, script) in WALKS {
+    let chosen = |name: &str| {
+        args.walks.is_empty()
+            || args
+                .walks
+                .iter()
+                .any(|w| name.split(' ').next() == Some(w.as_str()))
+    };
+    for (name, script) in WALKS.into_iter().filter(|(n, _)| chosen(n)) {
         check_interrupted()?;
         let script = script.replace("{tmp}", &tmp);
         eprintln!("{rows} rows: {name} ...");

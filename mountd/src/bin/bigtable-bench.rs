@@ -9,7 +9,7 @@
 //! bigtable-bench engine|fs --store s3 [--size 16MiB] [-o OPTIONS]   (built with --features bench-s3)
 //! bigtable-bench rpc [--size 16MiB]   (in process vs over the internal RPC)
 //! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
-//! bigtable-bench scale [--rows 10000,100000,1000000] [--mountd PATH] [-o OPTIONS]
+//! bigtable-bench scale [--rows 10000,100000,1000000] [--walks ls,find,...] [--mountd PATH] [-o OPTIONS]
 //! bigtable-bench goals [--mountd PATH]
 //! bigtable-bench cluster [--daemons 1,3] [--size 8MiB] [--threads 2]   (built with --features bench-s3)
 //! ```
@@ -111,6 +111,9 @@ struct ScaleOpts {
     /// Extra mount options for the daemon (e.g. `cache=64m,memtable=16m`).
     #[arg(short = 'o', long)]
     options: Option<String>,
+    /// Only these walks (ls, find, du, tar, rsync, grep); default all.
+    #[arg(long, value_delimiter = ',')]
+    walks: Vec<String>,
 }
 
 #[derive(Args, Debug, Default)]
@@ -241,6 +244,7 @@ fn run(cli: Cli) -> Result<()> {
             mountd: o.mountd,
             options: o.options,
             peers: !c.no_peers,
+            walks: o.walks,
         }),
         Some(Cmd::Gfs(o)) => bench::gfs_bench::run(&bench::gfs_bench::GfsArgs {
             work_base,

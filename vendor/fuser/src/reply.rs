@@ -10,6 +10,7 @@ use std::convert::AsRef;
 use std::ffi::OsStr;
 use std::io::IoSlice;
 use std::os::fd::BorrowedFd;
+use std::path::Path;
 use std::time::Duration;
 #[cfg(target_os = "macos")]
 use std::time::SystemTime;
@@ -783,6 +784,20 @@ impl ReplyDirectoryPlus {
             attr.into(),
             *ttl,
         ))
+    }
+
+    /// Add an entry with its name, number and type only: the kernel makes no
+    /// inode for it (as for a plain `readdir` entry) and takes no lookup
+    /// reference on it. Returns true if the buffer is full.
+    pub fn add_name_only<T: AsRef<OsStr>>(
+        &mut self,
+        ino: INodeNo,
+        offset: u64,
+        kind: FileType,
+        name: T,
+    ) -> bool {
+        self.buf
+            .push_name_only(ino, DirEntOffset(offset), kind, Path::new(name.as_ref()))
     }
 
     /// Reply to a request with the filled directory buffer

@@ -8,6 +8,7 @@ use std::time::Duration;
 use std::time::SystemTime;
 
 use smallvec::SmallVec;
+use zerocopy::FromZeros;
 use zerocopy::Immutable;
 use zerocopy::IntoBytes;
 
@@ -531,6 +532,30 @@ impl DirEntPlusList {
                 off: x.offset.0,
                 namelen: name.len().try_into().expect("Name too long"),
                 typ: x.attr.attr.mode >> 12,
+            },
+        };
+        self.0.push([header.as_bytes(), name])
+    }
+
+    /// Adds an entry that carries only its name, number and type: node id 0
+    /// tells the kernel not to make an inode for it (as a plain `readdir`
+    /// entry), and takes no lookup reference. Returns true if the buffer is full.
+    #[must_use]
+    pub(crate) fn push_name_only(
+        &mut self,
+        ino: INodeNo,
+        offset: DirEntOffset,
+        kind: FileType,
+        name: &Path,
+    ) -> bool {
+        let name = name.as_os_str().as_bytes();
+        let header = abi::fuse_direntplus {
+            entry_out: abi::fuse_entry_out::new_zeroed(),
+            dirent: abi::fuse_dirent {
+                ino: ino.into(),
+                off: offset.0,
+                namelen: name.len().try_into().expect("Name too long"),
+                typ: mode_from_kind_and_perm(kind, 0) >> 12,
             },
         };
         self.0.push([header.as_bytes(), name])

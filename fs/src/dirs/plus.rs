@@ -1,0 +1,142 @@
+//! Whether a table listing's entries carry attributes (readdirplus).
+//!
+//! An entry with attributes makes the kernel build an inode and a dentry for
+//! the row, and us register it: that is most of what a plain `ls` of a big
+//! table costs (5× a passthrough answering plain readdir, at 100,000 rows).
+//! An entry with its name only costs what a plain readdir entry costs, but a
+//! reader that then enters the row must look it up first: one request more
+//! per row. So entries carry attributes when the reader is likely to enter
+//! the rows:
+//!
+//! - in a listing's first reply (as the kernel's own READDIRPLUS_AUTO does);
+//! - when rows of the table were entered since the listing's last reply (a
+//!   walk that descends as it reads, or after each batch it reads);
+//! - for a whole listing, when rows were entered since the table's previous
+//!   listing began: tree walks come in series (`find`, then `du`, `tar`,
+//!   `rsync`), and one that found the rows without attributes has looked
+//!   every one of them up.
+//!
+//! A hint only: concurrent listings of one table share it, and a wrong guess
+//! costs time, never a wrong answer.
+
+use crate::node::Name;
+use ahash::AHashMap as HashMap;
+use parking_lot::Mutex;
+
+/// Tables remembered; past this the map starts again (a table forgotten is
+/// treated as one never listed).
+const CAPACITY: usize = 4096;
+
+#[derive(Default, Clone, Copy)]
+struct Table {
+    /// Rows entered (looked up or listed) so far.
+    entered: u64,
+    /// `entered` when the latest listing began.
+    at_start: u64,
+    /// `entered` at the latest listing's latest reply.
+    at_reply: u64,
+    /// The latest listing began after its table's rows were entered.
+    walked: bool,
+}
+
+/// See the module comment.
+#[derive(Default)]
+pub struct PlusHints {
+    tables: Mutex<HashMap<Name, Table>>,
+}
+
+impl PlusHints {
+    /// A row of `table` was entered: looked up, or listed.
+    pub fn entered(&self, table: &Name) {
+        let mut g = self.tables.lock();
+        if let Some(t) = g.get_mut(table) {
+            t.entered += 1;
+            return;
+        }
+        if g.len() >= CAPACITY {
+            g.clear();
+        }
+        g.insert(
+            table.clone(),
+            Table {
+                entered: 1,
+                ..Default::default()
+            },
+        );
+    }
+
+    /// Whether the next reply of a listing of `table` carries attributes;
+    /// `first`: it is the listing's first reply.
+    pub fn reply_plus(&self, table: &Name, first: bool) -> bool {
+        let mut g = self.tables.lock();
+        let t = match g.get_mut(table) {
+            Some(t) => t,
+            None if first => {
+                if g.len() >= CAPACITY {
+                    g.clear();
+                }
+                g.insert(table.clone(), Table::default());
+                return true;
+            }
+            None => return false,
+        };
+        let plus = if first {
+            t.walked = t.entered != t.at_start;
+            t.at_start = t.entered;
+            true
+        } else {
+            t.walked || t.entered != t.at_reply
+        };
+        t.at_reply = t.entered;
+        plus
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_nobody_descends_into_carries_names_after_its_first_reply() {
+        let h = PlusHints::default();
+        let t = Name::from("t");
+        assert!(h.reply_plus(&t, true));
+        assert!(!h.reply_plus(&t, false));
+        assert!(!h.reply_plus(&t, false));
+        // The next listing too: nobody entered a row.
+        assert!(h.reply_plus(&t, true));
+        assert!(!h.reply_plus(&t, false));
+    }
+
+    #[test]
+    fn rows_entered_between_replies_bring_attributes_back() {
+        let h = PlusHints::default();
+        let t = Name::from("t");
+        assert!(h.reply_plus(&t, true));
+        assert!(!h.reply_plus(&t, false));
+        h.entered(&t);
+        assert!(h.reply_plus(&t, false));
+        // Nothing entered since that reply.
+        assert!(!h.reply_plus(&t, false));
+    }
+
+    #[test]
+    fn a_walk_after_a_walk_gets_attributes_throughout() {
+        let h = PlusHints::default();
+        let (t, u) = (Name::from("t"), Name::from("u"));
+        assert!(h.reply_plus(&t, true));
+        assert!(!h.reply_plus(&t, false));
+        // The walker looks the rows up after reading the listing.
+        h.entered(&t);
+        h.entered(&t);
+        assert!(h.reply_plus(&t, true));
+        assert!(h.reply_plus(&t, false));
+        assert!(h.reply_plus(&t, false));
+        // Another table keeps its own history.
+        assert!(h.reply_plus(&u, true));
+        assert!(!h.reply_plus(&u, false));
+        // A listing after which nobody entered a row ends the series.
+        assert!(h.reply_plus(&t, true));
+        assert!(!h.reply_plus(&t, false));
+    }
+}
