@@ -98,8 +98,13 @@ pub(crate) enum Step<'a> {
         offset: u64,
         bufs: Vec<&'a [u8]>,
     },
-    /// fdatasync (`data_only`) or fsync.
-    Sync { file: &'a File, data_only: bool },
+    /// fdatasync (`data_only`) or fsync; with `upto` > 0 (io_uring only)
+    /// of the file's first `upto` bytes (see [`Chain::sync_upto`]).
+    Sync {
+        file: &'a File,
+        data_only: bool,
+        upto: u64,
+    },
 }
 
 /// Requests that run in order, each only if the one before it succeeded.
@@ -154,7 +159,27 @@ impl<'a> Chain<'a> {
 
     /// Adds an fdatasync (`data_only`) or fsync of `file`.
     pub(crate) fn sync(&mut self, file: &'a File, data_only: bool) -> &mut Self {
-        self.steps.push(Step::Sync { file, data_only });
+        self.steps.push(Step::Sync {
+            file,
+            data_only,
+            upto: 0,
+        });
+        self
+    }
+
+    /// Adds an fdatasync of `file` that writes back only its dirty pages
+    /// below `upto` (an io_uring fsync with a range: the journal commit and
+    /// the disk's cache flush are those of any fdatasync). A log replica's
+    /// zeros ahead of its data are dirty too and would otherwise go to disk
+    /// at every sync, only to be overwritten by the next appends and written
+    /// again. Without io_uring (or under a power-cut model) the whole file
+    /// is synced, which is never less durable.
+    pub(crate) fn sync_upto(&mut self, file: &'a File, upto: u64) -> &mut Self {
+        self.steps.push(Step::Sync {
+            file,
+            data_only: true,
+            upto,
+        });
         self
     }
 }
@@ -299,7 +324,9 @@ impl Io {
                     self.counters.syscall();
                     match step {
                         Step::Write { file, offset, bufs } => sysio::write(file, *offset, bufs)?,
-                        Step::Sync { file, data_only } => sysio::sync(file, *data_only)?,
+                        Step::Sync {
+                            file, data_only, ..
+                        } => sysio::sync(file, *data_only)?,
                     }
                 }
                 Ok(())
@@ -351,7 +378,10 @@ mod tests {
             let io = Io::new(mode);
             let (a, b) = (tempfile::tempfile().unwrap(), tempfile::tempfile().unwrap());
             let mut ca = Chain::new();
-            ca.write(&a, 0, &[b"hello", b"", b" world"]).sync(&a, true);
+            ca.write(&a, 0, &[b"hello", b"", b" world"])
+                .sync(&a, true)
+                .write(&a, 64 << 10, &[b"past the range"])
+                .sync_upto(&a, 11);
             let mut cb = Chain::new();
             cb.write(&b, 4, &[b"xyz"])
                 .write(&b, 0, &[b"abcd"])

@@ -366,13 +366,20 @@ impl Ring {
                             iovs.push(iov);
                             (e, want)
                         }
-                        Step::Sync { file, data_only } => {
+                        Step::Sync {
+                            file,
+                            data_only,
+                            upto,
+                        } => {
                             let flags = if *data_only {
                                 types::FsyncFlags::DATASYNC
                             } else {
                                 types::FsyncFlags::empty()
                             };
+                            // Offset 0 and length 0 sync the whole file, as
+                            // does a range too long to give.
                             let e = opcode::Fsync::new(types::Fd(file.as_raw_fd()))
+                                .len(u32::try_from(*upto).unwrap_or(0))
                                 .flags(flags)
                                 .build();
                             (e, 0)

@@ -67,26 +67,41 @@ impl Open<'_> {
             }
         }
         if how.sync {
-            self.sync_steps(chain, &sums.slot);
+            // The whole file: a synced log append also makes the zeros
+            // ahead durable, so the next ones overwrite written blocks and
+            // their syncs commit no journal (see `zeros.rs`).
+            self.sync_steps(chain, &sums.slot, None);
         }
     }
 
     /// An fdatasync of the replica file (and of its directory, the first
     /// time, if opened `for_sync`); call [`Replica::synced`] once the chain
-    /// has succeeded.
+    /// has succeeded. It writes back the header and the data, not a log's
+    /// zeros ahead (see [`Chain::sync_upto`]): the syncs of unsynced
+    /// appends (the engine's lanes sync every megabyte) would write each
+    /// page twice, as zeros and then as data.
     pub(crate) fn sync_chain<'a>(&'a self, chain: &mut Chain<'a>) {
-        self.sync_steps(chain, &self.slot);
+        self.sync_steps(chain, &self.slot, Some(self.len));
     }
 
     /// The tail slot of the state being made durable (into the slot the
-    /// last sync did not use), then the fdatasync.
-    fn sync_steps<'a>(&'a self, chain: &mut Chain<'a>, slot: &'a [u8; SLOT_LEN as usize]) {
+    /// last sync did not use), then the fdatasync: of the header and the
+    /// first `data` bytes of data if given, else of the whole file.
+    fn sync_steps<'a>(
+        &'a self,
+        chain: &mut Chain<'a>,
+        slot: &'a [u8; SLOT_LEN as usize],
+        data: Option<u64>,
+    ) {
         let layout = &self.replica.layout;
         let i = self.replica.next_slot.fetch_xor(1, Ordering::AcqRel);
         if let Some(off) = layout.slot_off(i) {
             chain.write(&self.file, off, &[slot]);
         }
-        chain.sync(&self.file, true);
+        match data {
+            Some(len) => chain.sync_upto(&self.file, layout.data_off + len),
+            None => chain.sync(&self.file, true),
+        };
         if let Some(d) = &self.dir {
             chain.sync(d, false);
         }

@@ -97,6 +97,9 @@ pub(crate) struct Open<'r> {
     /// The tail slot of the replica as it is now (what a sync that appends
     /// nothing makes durable).
     slot: [u8; SLOT_LEN as usize],
+    /// The replica's length as it is now (the end of what such a sync
+    /// makes durable).
+    len: u64,
 }
 
 /// The file name of a replica of chunk `handle`.
@@ -198,17 +201,18 @@ impl Replica {
                 None => None,
             }
         };
-        let slot = {
+        let (slot, len) = {
             let st = self.state.read();
             let last = st.len.saturating_sub(1) / BLOCK;
             let entry = st.table.get(last as usize).copied().unwrap_or_default();
-            TailSlot::of(st.len, entry).encode()
+            (TailSlot::of(st.len, entry).encode(), st.len)
         };
         Ok(Open {
             replica: self,
             file,
             dir,
             slot,
+            len,
         })
     }
 
