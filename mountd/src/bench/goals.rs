@@ -23,6 +23,9 @@ pub struct GoalsArgs {
     pub engine: EngineArgs,
     /// The daemon to mount (see [`mountd_binary`]).
     pub mountd: Option<PathBuf>,
+    /// Table sizes for the walk goals; the cost per cell of the last size is
+    /// compared with the first's.
+    pub scale_rows: Vec<u64>,
 }
 
 /// The engine's data for the synced run: synced writes run near the disk's
@@ -82,7 +85,12 @@ fn num(v: &Value, path: &[&str]) -> Option<f64> {
 
 /// The checks, from the JSON lines of the runs (`Value::Null` for a run that
 /// failed or did not happen).
-pub fn checks(engine: &Value, engine_sync: &Value, mounts: &[(usize, Value)]) -> Vec<Check> {
+pub fn checks(
+    engine: &Value,
+    engine_sync: &Value,
+    mounts: &[(usize, Value)],
+    scale: &[Value],
+) -> Vec<Check> {
     let mut out = Vec::new();
     for (run, label) in [(engine, "unsynced"), (engine_sync, "--sync")] {
         for w in ENGINE_WORKLOADS {
@@ -143,6 +151,48 @@ pub fn checks(engine: &Value, engine_sync: &Value, mounts: &[(usize, Value)]) ->
             target: Target::AtLeast(3.0),
             value: num(run, &["warm_over_cold"]),
         });
+    }
+    out.extend(scale_checks(scale));
+    out
+}
+
+/// The walk goals, from `scale`'s lines (one per size, smallest first):
+/// `ls` at least as fast as bindfs and the other walks twice as fast, at
+/// every size; and each walk's cost per cell at the largest size within
+/// 1.3× of the smallest's.
+fn scale_checks(sizes: &[Value]) -> Vec<Check> {
+    let mut out = Vec::new();
+    let walks = |v: &Value| v["walks"].as_array().cloned().unwrap_or_default();
+    for size in sizes {
+        let rows = size["rows"].as_u64().unwrap_or(0);
+        for w in walks(size) {
+            let name = w["walk"].as_str().unwrap_or("?").to_string();
+            let target = if name == "ls" { 1.0 } else { 2.0 };
+            out.push(Check {
+                goal: format!("walk, {rows} rows: {name} ours/bindfs"),
+                target: Target::AtLeast(target),
+                value: num(&w, &["speedup"]),
+            });
+        }
+    }
+    if let (Some(small), Some(large)) = (sizes.first(), sizes.last()) {
+        let rows = (small["rows"].as_f64(), large["rows"].as_f64());
+        if let (Some(a), Some(b)) = rows.0.zip(rows.1).filter(|(a, b)| b > a).unzip() {
+            for w in walks(large) {
+                let name = w["walk"].as_str().unwrap_or("?");
+                let base = walks(small).into_iter().find(|s| s["walk"] == w["walk"]);
+                let per_cell = |v: &Value, rows: f64| num(v, &["secs"]).map(|s| s / rows);
+                let value = match (base.as_ref().and_then(|s| per_cell(s, a)), per_cell(&w, b)) {
+                    (Some(x), Some(y)) if x > 0.0 => Some(y / x),
+                    _ => None,
+                };
+                out.push(Check {
+                    goal: format!("walk: {name} cost per cell, {b} rows / {a} rows"),
+                    target: Target::AtMost(1.3),
+                    value,
+                });
+            }
+        }
     }
     out
 }
@@ -233,7 +283,21 @@ pub fn run(args: &GoalsArgs) -> Result<()> {
         .iter()
         .map(|t| (*t, mounts[t.to_string()].clone()))
         .collect();
-    let checks = checks(&engine, &engine_sync, &mounts);
+    super::common::check_interrupted()?;
+    eprintln!("== walks as a table grows");
+    let scale = super::scale_bench::run(&super::scale_bench::ScaleArgs {
+        rows: args.scale_rows.clone(),
+        work_base: e.work_base.clone(),
+        mountd: args.mountd.clone(),
+        options: None,
+        peers: e.peers,
+        walks: Vec::new(),
+    })
+    .unwrap_or_else(|err| {
+        eprintln!("bigtable-bench goals: the walks did not run: {err:#}");
+        Vec::new()
+    });
+    let checks = checks(&engine, &engine_sync, &mounts, &scale);
     let (met, measured) = tally(&checks);
     eprintln!();
     eprint!("{}", render(&checks));
@@ -251,6 +315,7 @@ pub fn run(args: &GoalsArgs) -> Result<()> {
             "engine": engine,
             "engine_sync": engine_sync,
             "mount": mounts.iter().map(|(t, v)| (t.to_string(), v.clone())).collect::<serde_json::Map<_, _>>(),
+            "scale": scale,
         },
     });
     println!("{line}");
@@ -327,6 +392,7 @@ mod tests {
             &engine_line(0.8, 2.5),
             &Value::Null,
             &[(4, mount.clone()), (1, Value::Null)],
+            &[],
         );
         // 5 + 5 engine, 2 replicated writes, 2 group commit, 13 per mount run.
         assert_eq!(c.len(), 5 + 5 + 2 + 2 + 13 + 13);
@@ -376,5 +442,34 @@ mod tests {
             table.contains(&format!("{met} of {measured} measured goals met")),
             "{table}"
         );
+    }
+
+    #[test]
+    fn walks_are_checked_against_bindfs_and_their_cost_per_cell() {
+        let size = |rows: u64, find: f64, ls_speedup: Option<f64>| {
+            json!({"rows": rows, "walks": [
+                {"walk": "ls", "secs": 0.1, "speedup": ls_speedup},
+                {"walk": "find -type f", "secs": find, "speedup": 2.5},
+            ]})
+        };
+        let c = scale_checks(&[size(10_000, 1.0, Some(0.9)), size(100_000, 12.0, None)]);
+        let find = |goal: &str| c.iter().find(|c| c.goal == goal).unwrap().clone();
+        assert_eq!(find("walk, 10000 rows: ls ours/bindfs").met(), Some(false));
+        assert_eq!(
+            find("walk, 10000 rows: find -type f ours/bindfs").met(),
+            Some(true)
+        );
+        assert_eq!(find("walk, 100000 rows: ls ours/bindfs").met(), None);
+        // 12 s for 10x the cells: 1.2x the cost per cell, within 1.3x.
+        let per_cell = find("walk: find -type f cost per cell, 100000 rows / 10000 rows");
+        assert!((per_cell.value.unwrap() - 1.2).abs() < 1e-9);
+        assert_eq!(per_cell.met(), Some(true));
+        // ls at 10x the rows in the same time: cheaper per cell.
+        assert_eq!(
+            find("walk: ls cost per cell, 100000 rows / 10000 rows").met(),
+            Some(true)
+        );
+        // One size: no growth to check.
+        assert_eq!(scale_checks(&[size(10, 1.0, None)]).len(), 2);
     }
 }

@@ -402,7 +402,9 @@ fn secs(s: f64) -> String {
     }
 }
 
-pub fn run(args: &ScaleArgs) -> Result<()> {
+/// Runs every size; prints the tables and one JSON line per size, and
+/// returns those lines.
+pub fn run(args: &ScaleArgs) -> Result<Vec<serde_json::Value>> {
     let mut results = Vec::new();
     for &rows in &args.rows {
         let r = run_size(args, rows.max(1))?;
@@ -411,6 +413,7 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
         results.push(r);
     }
     println!("{}", render(&results));
+    let mut lines = Vec::new();
     for r in &results {
         let walks: Vec<serde_json::Value> = r
             .walks
@@ -429,8 +432,9 @@ pub fn run(args: &ScaleArgs) -> Result<()> {
             "rss_settled": r.rss_settled, "rss_after_drop_caches": r.rss_dropped,
         });
         println!("{line}");
+        lines.push(line);
     }
-    Ok(())
+    Ok(lines)
 }
 
 /// The times table and the memory table of `results`.

@@ -98,6 +98,10 @@ struct GoalsOpts {
     /// The daemon binary (default: bigtable-mountd beside this program, else on the PATH).
     #[arg(long)]
     mountd: Option<PathBuf>,
+    /// Table sizes for the walk goals (`scale`): the first is the base the
+    /// cost per cell of the last is compared with.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 100_000])]
+    scale_rows: Vec<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -211,6 +215,7 @@ fn run(cli: Cli) -> Result<()> {
         Some(Cmd::Goals(o)) => bench::goals::run(&bench::goals::GoalsArgs {
             engine: engine_args(c, work_base, EngineOpts::default()),
             mountd: o.mountd,
+            scale_rows: o.scale_rows,
         }),
         Some(Cmd::Fs(o)) => match o.mountpoint {
             Some(mountpoint) => bench::fs_bench::run(&bench::fs_bench::FsArgs {
@@ -245,7 +250,8 @@ fn run(cli: Cli) -> Result<()> {
             options: o.options,
             peers: !c.no_peers,
             walks: o.walks,
-        }),
+        })
+        .map(drop),
         Some(Cmd::Gfs(o)) => bench::gfs_bench::run(&bench::gfs_bench::GfsArgs {
             work_base,
             size: c.size.unwrap_or(64 << 20),
