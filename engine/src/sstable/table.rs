@@ -3,6 +3,7 @@
 //! groups, all held decompressed).
 
 use super::block::{Block, BlockBytes, BlockIter};
+use crate::value::Value;
 use super::block_cache::BlockCache;
 use super::bloom::BloomFilter;
 use super::format::{
@@ -605,5 +606,9 @@ impl<T: Deref<Target = Table> + Send> InternalIterator for TableIterator<T> {
 
     fn value(&self) -> &[u8] {
         self.data.as_ref().map_or(&[], |d| d.value())
+    }
+
+    fn shared_value(&self) -> Value {
+        self.data.as_ref().map_or(Value::new(), |d| d.shared_value())
     }
 }
