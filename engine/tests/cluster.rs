@@ -355,7 +355,11 @@ fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
         let got = bt
             .read_cell("t", format!("r{i:05}").as_bytes(), "f", b"q")
             .unwrap();
-        assert_eq!(got.map(|c| c.value.into_vec()), Some(value(i).into_bytes()), "row {i}");
+        assert_eq!(
+            got.map(|c| c.value.into_vec()),
+            Some(value(i).into_bytes()),
+            "row {i}"
+        );
     }
     bt.close().unwrap();
 }

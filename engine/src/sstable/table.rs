@@ -3,7 +3,6 @@
 //! groups, all held decompressed).
 
 use super::block::{Block, BlockBytes, BlockIter};
-use crate::value::Value;
 use super::block_cache::BlockCache;
 use super::bloom::BloomFilter;
 use super::format::{
@@ -13,6 +12,7 @@ use super::format::{
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
+use crate::value::Value;
 use crate::{key, Result};
 use gfs::ReadableFile;
 use smallvec::SmallVec;
@@ -609,6 +609,8 @@ impl<T: Deref<Target = Table> + Send> InternalIterator for TableIterator<T> {
     }
 
     fn shared_value(&self) -> Value {
-        self.data.as_ref().map_or(Value::new(), |d| d.shared_value())
+        self.data
+            .as_ref()
+            .map_or(Value::new(), |d| d.shared_value())
     }
 }

@@ -636,6 +636,8 @@ impl TabletServer {
         if deleted {
             return Ok(None);
         }
-        Ok(self.cell_of(s, &t.row, family, qualifier)?.map(|c| c.value.into_vec()))
+        Ok(self
+            .cell_of(s, &t.row, family, qualifier)?
+            .map(|c| c.value.into_vec()))
     }
 }
