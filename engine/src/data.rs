@@ -1,6 +1,7 @@
 //! The public data model: cells, mutations, conditions and scan specifications.
 
 use crate::key::Timestamp;
+use crate::value::Value;
 use std::ops::Bound;
 
 /// Row keys are at most this long (Bigtable's 64 KiB).
@@ -21,8 +22,8 @@ pub struct Cell {
     pub qualifier: Vec<u8>,
     /// The version's timestamp, in microseconds.
     pub timestamp: Timestamp,
-    /// The stored bytes.
-    pub value: Vec<u8>,
+    /// The stored bytes (shared with the block they were read from, if any).
+    pub value: Value,
 }
 
 /// A half-open range of timestamps `[start, end)`.

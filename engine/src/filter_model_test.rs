@@ -239,7 +239,7 @@ fn model(f: &RowFilter, row: &[u8], input: Vec<M>, sunk: &mut Vec<M>) -> Vec<M> 
         RowFilter::StripValue => input
             .into_iter()
             .map(|mut m| {
-                m.cell.value.clear();
+                m.cell.value = crate::Value::new();
                 m
             })
             .collect(),

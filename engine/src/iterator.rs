@@ -1,6 +1,7 @@
 //! The iterator every sorted source of internal keys implements: memtables,
 //! SSTable blocks and tables, and the merge of several of them.
 
+use crate::value::Value;
 use crate::Result;
 
 /// A cursor over internal key/value pairs in ascending key order.
@@ -20,6 +21,11 @@ pub trait InternalIterator: Send {
     fn key(&self) -> &[u8];
     /// The current value. Requires `valid()`.
     fn value(&self) -> &[u8];
+    /// The current value to keep: an SSTable block's iterator shares the
+    /// block instead of copying (see [`Value`]). Requires `valid()`.
+    fn shared_value(&self) -> Value {
+        Value::from(self.value())
+    }
 }
 
 impl<I: InternalIterator + ?Sized> InternalIterator for Box<I> {
@@ -40,6 +46,9 @@ impl<I: InternalIterator + ?Sized> InternalIterator for Box<I> {
     }
     fn value(&self) -> &[u8] {
         (**self).value()
+    }
+    fn shared_value(&self) -> Value {
+        (**self).shared_value()
     }
 }
 

@@ -55,6 +55,7 @@ mod status;
 mod tablet;
 mod tablet_server;
 mod txn;
+mod value;
 mod visibility;
 
 pub use data::*;
@@ -66,6 +67,7 @@ pub use options::{Options, TabletInfo};
 pub use protocol::ServerReport;
 pub use scan::ScanSpec;
 pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
+pub use value::Value;
 
 /// Parsers of on-disk input, reachable for the engine's fuzz tests
 /// (`tests/fuzz.rs`), which feed them damaged bytes; not part of the API.

@@ -7,6 +7,7 @@
 //! that list newer sources first see them first.
 
 use crate::iterator::InternalIterator;
+use crate::value::Value;
 use crate::Result;
 use std::cmp::Ordering;
 
@@ -114,6 +115,12 @@ impl InternalIterator for MergingIterator {
 
     fn value(&self) -> &[u8] {
         self.heap.first().map_or(&[], |&i| self.children[i].value())
+    }
+
+    fn shared_value(&self) -> Value {
+        self.heap
+            .first()
+            .map_or(Value::new(), |&i| self.children[i].shared_value())
     }
 }
 

@@ -23,6 +23,7 @@ use crate::iterator::InternalIterator;
 use crate::key::{self, Kind, SeqNo, Timestamp, TOMBSTONE_TS, TRAILER_LEN};
 use crate::read::{take_version, Take};
 use crate::schema::GcRule;
+use crate::value::Value;
 use crate::visibility::{EntryKey, Tracker, Verdict};
 use smallvec::SmallVec;
 use std::ops::Range;
@@ -117,7 +118,7 @@ impl ColumnKeys {
 /// its timestamp and kind (decoded once, by [`ColumnLookup::gather`]).
 struct Gathered {
     key: Range<usize>,
-    value: Vec<u8>,
+    value: Value,
     column: Option<(Timestamp, Kind)>,
 }
 
@@ -208,7 +209,7 @@ impl ColumnLookup {
                 self.keys.buf.extend_from_slice(k);
                 self.entries.push(Gathered {
                     key: start..self.keys.buf.len(),
-                    value: it.value().to_vec(),
+                    value: it.shared_value(),
                     column: trailer.map(|(ts, _, kind)| (ts, kind)),
                 });
             }
@@ -309,7 +310,7 @@ mod tests {
         l.resolve(None, TimeRange::ALL, mv, 0, b"r", "f", q)
             .unwrap()
             .into_iter()
-            .map(|c| (c.timestamp, String::from_utf8(c.value).unwrap()))
+            .map(|c| (c.timestamp, String::from_utf8(c.value.into_vec()).unwrap()))
             .collect()
     }
 

@@ -26,6 +26,7 @@ use crate::iterator::InternalIterator;
 use crate::key::{self, Kind, SeqNo};
 use crate::scan::ScanSpec;
 use crate::schema::{Aggregator, GcRule, TableSchema};
+use crate::value::Value;
 use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
 use regex::bytes::{Regex, RegexBuilder};
 use std::collections::{HashSet, VecDeque};
@@ -535,21 +536,19 @@ impl CellReader {
                 .as_ref()
                 .map(|(n, _, _)| n.clone())
                 .unwrap_or_default();
-            let mut value = if want_value {
-                self.iter.value().to_vec()
-            } else {
-                Vec::new()
-            };
             // An aggregate cell is the fold of its operands at this timestamp.
             let aggregate = self.family.as_ref().and_then(|f| f.2);
-            let stepped = match aggregate {
+            let (value, stepped) = match aggregate {
                 Some(agg) if want_value => {
+                    let mut value = self.iter.value().to_vec();
                     let column = k.column_enc.to_vec();
                     self.iter.next()?;
                     self.fold_twins(&column, ts, agg, &mut value)?;
-                    true
+                    (Value::from(value), true)
                 }
-                _ => false,
+                // Shared with the block it sits in, not copied.
+                _ if want_value => (self.iter.shared_value(), false),
+                _ => (Value::new(), false),
             };
             // A one-column read with all the versions it wants is over: not
             // stepping on saves a decode (or a block load) past the column.

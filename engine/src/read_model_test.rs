@@ -283,7 +283,7 @@ fn reference(
                 family: name.clone(),
                 qualifier: q.clone(),
                 timestamp: ts,
-                value: v,
+                value: v.into(),
             });
         }
     }

@@ -42,7 +42,7 @@ fn newest(bt: &Bigtable, row: &str) -> (u64, String) {
         .read_cell("t", row.as_bytes(), "f", b"q")
         .unwrap()
         .expect("the cell exists");
-    (c.timestamp, String::from_utf8(c.value).unwrap())
+    (c.timestamp, String::from_utf8(c.value.into_vec()).unwrap())
 }
 
 /// The server of the table's only tablet.

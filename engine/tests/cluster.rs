@@ -34,7 +34,7 @@ fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
 fn value(bt: &Bigtable, row: &str) -> Option<Vec<u8>> {
     bt.read_cell("t", row.as_bytes(), "f", b"q")
         .unwrap()
-        .map(|c| c.value)
+        .map(|c| c.value.into_vec())
 }
 
 #[test]
@@ -106,7 +106,7 @@ fn check(bt: &Bigtable, table: &str, rows: usize) {
         let got = bt
             .read_cell(table, format!("r{i:05}").as_bytes(), "f", b"q")
             .unwrap()
-            .map(|c| c.value);
+            .map(|c| c.value.into_vec());
         assert_eq!(
             got,
             Some(format!("{table}-{i}").into_bytes()),
@@ -291,7 +291,7 @@ fn the_master_balances_load_and_merges_small_neighbours() {
 fn value_of(bt: &Bigtable, table: &str, row: &str) -> Option<Vec<u8>> {
     bt.read_cell(table, row.as_bytes(), "f", b"q")
         .unwrap()
-        .map(|c| c.value)
+        .map(|c| c.value.into_vec())
 }
 
 /// A counter (`name=N`) summed over the serving tablet servers.
@@ -355,7 +355,11 @@ fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
         let got = bt
             .read_cell("t", format!("r{i:05}").as_bytes(), "f", b"q")
             .unwrap();
-        assert_eq!(got.map(|c| c.value), Some(value(i).into_bytes()), "row {i}");
+        assert_eq!(
+            got.map(|c| c.value.into_vec()),
+            Some(value(i).into_bytes()),
+            "row {i}"
+        );
     }
     bt.close().unwrap();
 }

@@ -230,7 +230,7 @@ fn kill_9_rounds(place: &Place, rounds: u64, kill_after: Range<u64>) {
                 .read_cell("t", row.as_bytes(), "f", q.as_bytes())
                 .unwrap();
             assert_eq!(
-                got.map(|c| c.value),
+                got.map(|c| c.value.into_vec()),
                 Some(value.clone().into_bytes()),
                 "round {round}: acknowledged write {row}/{q} lost"
             );
@@ -239,7 +239,7 @@ fn kill_9_rounds(place: &Place, rounds: u64, kill_after: Range<u64>) {
                     .read_cell("t", format!("{row}-b").as_bytes(), "f", q.as_bytes())
                     .unwrap();
                 assert_eq!(
-                    got.map(|c| c.value),
+                    got.map(|c| c.value.into_vec()),
                     Some(q.clone().into_bytes()),
                     "round {round}: batch row {row}-b lost"
                 );

@@ -293,7 +293,7 @@ fn nested_gc_rules_through_compactions() {
         bt.read_column("t", b"r", "f", b"q", None)
             .unwrap()
             .into_iter()
-            .map(|c| String::from_utf8(c.value).unwrap())
+            .map(|c| String::from_utf8(c.value.into_vec()).unwrap())
             .collect()
     };
     assert_eq!(versions(&bt), ["v4", "v3"], "read applies the tree at once");

@@ -31,7 +31,7 @@ fn check_all(bt: &Bigtable, when: &str) {
             let got = bt
                 .read_cell("t", row(w, i).as_bytes(), "f", b"q")
                 .unwrap()
-                .map(|c| c.value);
+                .map(|c| c.value.into_vec());
             assert_eq!(got, Some(value(w, i)), "{when}: row {}", row(w, i));
         }
     }
@@ -55,7 +55,7 @@ fn writes_committed_while_flushes_freeze_memtables_are_all_kept() {
                         bt.apply("t", &m, WriteOptions::default()).unwrap();
                         // Read-your-writes, whatever a flush is doing.
                         let got = bt.read_cell("t", row(w, i).as_bytes(), "f", b"q").unwrap();
-                        assert_eq!(got.map(|c| c.value), Some(value(w, i)));
+                        assert_eq!(got.map(|c| c.value.into_vec()), Some(value(w, i)));
                     }
                 })
             })

@@ -191,7 +191,7 @@ impl Model {
                     family: fam.clone(),
                     qualifier: q.clone(),
                     timestamp: ts,
-                    value: v,
+                    value: v.into(),
                 });
             }
         }
@@ -573,7 +573,10 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                 let want = model.scan(&ScanSpec::row(&row), &schema, now);
                 same(&got, &want, &format!("seed {seed} step {step}: read_row"));
                 let q = rand_qual(&mut rng);
-                let cell = bt.read_cell("t", &row, "a", &q).unwrap().map(|c| c.value);
+                let cell = bt
+                    .read_cell("t", &row, "a", &q)
+                    .unwrap()
+                    .map(|c| c.value.into_vec());
                 let want = model
                     .column(&row, "a", &q, &schema, now)
                     .first()

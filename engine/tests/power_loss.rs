@@ -116,7 +116,7 @@ fn verify(bt: &Bigtable, model: &Model, what: &str) {
             String::from_utf8(c.row).unwrap(),
             String::from_utf8(c.qualifier).unwrap(),
         );
-        let value = String::from_utf8(c.value).unwrap();
+        let value = String::from_utf8(c.value.into_vec()).unwrap();
         assert_eq!(
             model.attempted.get(&key),
             Some(&value),

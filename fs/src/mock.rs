@@ -80,7 +80,7 @@ fn select(row_key: &[u8], row: &Row, spec: &ScanSpec) -> Vec<Cell> {
                 family: family.clone(),
                 qualifier: qualifier.clone(),
                 timestamp: *ts,
-                value: value.clone(),
+                value: value.clone().into(),
             });
         }
     }
@@ -424,7 +424,7 @@ impl Store for MockStore {
                 family: family.into(),
                 qualifier: qualifier.to_vec(),
                 timestamp: *ts,
-                value: v.clone(),
+                value: v.clone().into(),
             })
         }))
     }

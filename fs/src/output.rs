@@ -189,7 +189,7 @@ mod tests {
             family: "f".into(),
             qualifier: q.to_vec(),
             timestamp: 42,
-            value: v.to_vec(),
+            value: v.to_vec().into(),
         }
     }
 

@@ -37,7 +37,7 @@ impl From<engine::Cell> for FCell {
             family: c.family,
             qualifier: c.qualifier,
             timestamp: c.timestamp,
-            value: c.value,
+            value: c.value.into_vec(),
             labels: Vec::new(),
         }
     }

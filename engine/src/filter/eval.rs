@@ -7,6 +7,7 @@
 use super::{in_range, RowFilter};
 use crate::data::{Cell, TimeRange};
 use crate::error::{Error, Result};
+use crate::value::Value;
 use regex::bytes::{Regex, RegexBuilder};
 use std::ops::Bound;
 
@@ -232,7 +233,7 @@ fn materialise(cells: Vec<Cell>, out: Vec<Out>) -> Vec<Labeled> {
         };
         if let Some(mut cell) = cell {
             if o.strip {
-                cell.value = Vec::new();
+                cell.value = Value::new();
             }
             result.push(Labeled {
                 cell,
@@ -250,7 +251,7 @@ fn strip_clone(c: &Cell) -> Cell {
         family: c.family.clone(),
         qualifier: c.qualifier.clone(),
         timestamp: c.timestamp,
-        value: Vec::new(),
+        value: Value::new(),
     }
 }
 

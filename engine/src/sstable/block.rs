@@ -7,6 +7,7 @@
 use super::format::{corruption, get_varint_usize, read_u32_le};
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::iterator::InternalIterator;
+use crate::value::Value;
 use crate::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -150,6 +151,11 @@ impl Block {
         self.data.len() + self.restart_keys.heap_bytes() + 4 * self.restart_next.len()
     }
 
+    /// The block's bytes (what [`crate::value::Value`] ranges index).
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.data
+    }
+
     /// The number of the table file the block was read from (for errors).
     pub fn file_number(&self) -> u64 {
         self.file_number
@@ -289,6 +295,10 @@ impl InternalIterator for BlockIter {
             .data
             .get(self.value_off..self.value_off + self.value_len)
             .unwrap_or(&[])
+    }
+
+    fn shared_value(&self) -> Value {
+        Value::of_block(&self.block, self.value_off, self.value_off + self.value_len)
     }
 
     fn seek_to_first(&mut self) -> Result<()> {

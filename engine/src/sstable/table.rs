@@ -12,6 +12,7 @@ use super::format::{
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
+use crate::value::Value;
 use crate::{key, Result};
 use gfs::ReadableFile;
 use smallvec::SmallVec;
@@ -605,5 +606,11 @@ impl<T: Deref<Target = Table> + Send> InternalIterator for TableIterator<T> {
 
     fn value(&self) -> &[u8] {
         self.data.as_ref().map_or(&[], |d| d.value())
+    }
+
+    fn shared_value(&self) -> Value {
+        self.data
+            .as_ref()
+            .map_or(Value::new(), |d| d.shared_value())
     }
 }

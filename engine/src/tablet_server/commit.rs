@@ -531,7 +531,7 @@ impl TabletServer {
             None => true,
             Some(Guard::Cell(c)) => {
                 let cur = self.cell_of(s, &t.row, &c.family, &c.qualifier)?;
-                mutation::check(c, cur.as_ref().map(|c| c.value.as_slice()))
+                mutation::check(c, cur.as_ref().map(|c| &c.value[..]))
             }
             Some(Guard::Filter(f)) => self.row_matches(s, &t.row, f)?,
         };
@@ -636,6 +636,8 @@ impl TabletServer {
         if deleted {
             return Ok(None);
         }
-        Ok(self.cell_of(s, &t.row, family, qualifier)?.map(|c| c.value))
+        Ok(self
+            .cell_of(s, &t.row, family, qualifier)?
+            .map(|c| c.value.into_vec()))
     }
 }

@@ -311,7 +311,7 @@ impl Ctx {
                     None => self.data.newest(table, View::Now, row, family, qualifier)?,
                 };
                 let mut value = match cur {
-                    Some(c) => c.value,
+                    Some(c) => c.value.into_vec(),
                     None if self.data.pending.has_cell(table, row, family, qualifier) => Vec::new(),
                     None => return Err(Errno::ENOENT),
                 };

@@ -72,7 +72,7 @@ impl Ctx {
         };
         match cur {
             Ok(Some(cur)) if told == Some((cur.value.len() as u64, cur.timestamp)) => {
-                c.data = cur.value;
+                c.data = cur.value.into_vec();
                 c.ts = cur.timestamp;
             }
             // Neither: what the kernel holds is unknown; drop it soon.

@@ -209,7 +209,7 @@ impl Ctx {
         append: bool,
     ) -> Opened {
         let ino = self.ino_of(node);
-        let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value, c.timestamp));
+        let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value.into_vec(), c.timestamp));
         // Writers bypass the page cache: their unclosed bytes (and an O_TRUNC
         // open) would otherwise land in pages that readers share, and readers
         // must only ever see committed values. A reader uses the cache unless

@@ -23,7 +23,7 @@ async fn mutations_and_reads() {
     .unwrap();
     // Written through the API, read through the engine (and so the mount).
     let c = e.bt.read_cell("t", b"r1", "a", b"x").unwrap().unwrap();
-    assert_eq!((c.timestamp, c.value), (2000, b"new".to_vec()));
+    assert_eq!((c.timestamp, c.value.into_vec()), (2000, b"new".to_vec()));
     // Written through the engine, read through the API.
     e.bt.apply(
         "t",

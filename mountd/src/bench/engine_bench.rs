@@ -86,6 +86,11 @@ impl KvStore for EngineTable {
     fn flush(&self) -> Result<()> {
         Ok(self.db.flush()?)
     }
+    fn put_unsynced(&self, key: &[u8], value: &[u8]) -> Option<Result<()>> {
+        let m = RowMutation::new(key).set(FAMILY, QUALIFIER, value);
+        let unsynced = WriteOptions { sync: false };
+        Some(self.db.apply(&self.table, &m, unsynced).map_err(Into::into))
+    }
 }
 
 /// Which file store the engine runs on.

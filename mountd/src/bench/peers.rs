@@ -37,6 +37,7 @@ where
 pub struct Rocks {
     db: rocksdb::DB,
     write: rocksdb::WriteOptions,
+    unsynced: rocksdb::WriteOptions,
 }
 
 impl Rocks {
@@ -53,7 +54,11 @@ impl Rocks {
             .with_context(|| format!("opening RocksDB in {}", dir.display()))?;
         let mut write = rocksdb::WriteOptions::default();
         write.set_sync(sync);
-        Ok(Rocks { db, write })
+        Ok(Rocks {
+            db,
+            write,
+            unsynced: rocksdb::WriteOptions::default(),
+        })
     }
 }
 
@@ -75,6 +80,13 @@ impl KvStore for Rocks {
     }
     fn flush(&self) -> Result<()> {
         Ok(self.db.flush()?)
+    }
+    fn put_unsynced(&self, key: &[u8], value: &[u8]) -> Option<Result<()>> {
+        Some(
+            self.db
+                .put_opt(key, value, &self.unsynced)
+                .map_err(Into::into),
+        )
     }
 }
 
@@ -114,6 +126,9 @@ impl KvStore for Fjall {
     }
     fn flush(&self) -> Result<()> {
         Ok(self.part.rotate_memtable_and_wait()?)
+    }
+    fn put_unsynced(&self, key: &[u8], value: &[u8]) -> Option<Result<()>> {
+        Some(self.part.insert(key, value).map_err(Into::into))
     }
 }
 
