@@ -943,4 +943,29 @@ mod test {
             expected
         );
     }
+
+    #[test]
+    fn reply_directoryplus_name_only() {
+        let mut buf = DirEntPlusList::new(4096);
+        assert!(!buf.push_name_only(
+            INodeNo(0xaabb),
+            DirEntOffset(1),
+            FileType::Directory,
+            Path::new("hello")
+        ));
+        let r: ResponseData = buf.into();
+        let bytes = r.with_iovec(RequestId(0xdeadbeef), ioslice_to_vec);
+        // The reply header, then an entry with node id 0 and no attributes
+        // (128 zero bytes), then the dirent: number, offset, name length,
+        // type (DT_DIR) and the name padded to 8 bytes.
+        let (header, entry) = bytes.split_at(16);
+        assert_eq!(header[0], 16 + 128 + 24 + 8);
+        assert!(entry[..128].iter().all(|b| *b == 0));
+        let dirent = &entry[128..];
+        assert_eq!(dirent[..8], 0xaabbu64.to_le_bytes());
+        assert_eq!(dirent[8..16], 1u64.to_le_bytes());
+        assert_eq!(dirent[16..20], 5u32.to_le_bytes());
+        assert_eq!(dirent[20..24], 4u32.to_le_bytes());
+        assert_eq!(&dirent[24..], b"hello\0\0\0");
+    }
 }
