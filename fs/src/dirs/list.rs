@@ -421,10 +421,15 @@ impl Ctx {
             Some(_) => self.readahead.take(ino, next),
             None => None,
         };
+        // The last row sent; copied into `after` only when a scan needs it.
+        let mut last: Option<Key> = None;
         loop {
             let (mut rows, exhausted) = match ahead.take() {
                 Some(a) => (a.rows, a.exhausted),
                 None => {
+                    if let Some(k) = last.take() {
+                        after = Some(k.to_vec());
+                    }
                     let rows = self.row_batch(table, view, after.as_deref(), limit)?;
                     let exhausted = (rows.len() as u64) < limit;
                     limit = (limit * 4).min(MAX_ROW_BATCH);
@@ -460,7 +465,7 @@ impl Ctx {
                 }
                 next += 1;
                 if let Node::Row { row, .. } = e.node {
-                    after = Some(row.to_vec());
+                    last = Some(row);
                 }
             }
             if exhausted {
