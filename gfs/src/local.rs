@@ -49,7 +49,7 @@ impl LocalStore {
         let dir = dir.as_ref();
         let label = dir.display().to_string();
         let io = Io::new(mode);
-        create_dir_synced(&io, dir).map_err(|e| Error::io(&label, e))?;
+        create_dir_synced(&io, dir, None).map_err(|e| Error::io(&label, e))?;
         let root = fs::canonicalize(dir).map_err(|e| Error::io(&label, e))?;
         Ok(LocalStore {
             inner: Arc::new(Inner {
@@ -142,9 +142,18 @@ fn make_dirs(dir: &Path, stop: Option<&Path>) -> io::Result<Vec<PathBuf>> {
 /// does, and makes their entries durable before returning: fsyncs the
 /// parent of every directory it made. For directories that hold files the
 /// code relies on after a power cut (a store's root, a chunkserver's
-/// `chunks/`).
-pub(crate) fn create_dir_synced(io: &Io, dir: &Path) -> io::Result<()> {
-    for d in make_dirs(dir, None)? {
+/// `chunks/`). With `stop`, directories at or above it are never made: a
+/// missing `stop` is an error, not something to recreate.
+pub(crate) fn create_dir_synced(io: &Io, dir: &Path, stop: Option<&Path>) -> io::Result<()> {
+    if let Some(stop) = stop {
+        if !stop.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} is missing", stop.display()),
+            ));
+        }
+    }
+    for d in make_dirs(dir, stop)? {
         // A relative `dir`'s first component has the parent "".
         let d = if d.as_os_str().is_empty() {
             Path::new(".")

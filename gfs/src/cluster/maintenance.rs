@@ -13,7 +13,7 @@
 //!   acknowledged append, all verified) and shorter ones are deleted.
 
 use super::oplog::Op;
-use super::server::{Health, Probe, Scan};
+use super::server::{Health, Probe, Scan, Start};
 use super::{bump, Inner};
 use crate::{Error, Result};
 use std::collections::HashMap;
@@ -49,7 +49,7 @@ impl Inner {
     pub(crate) fn start_servers(&self) -> Result<()> {
         let mut scans = Vec::new();
         for s in &self.servers {
-            match s.start(&self.io) {
+            match s.start(&self.io, Start::First) {
                 Ok(scan) => scans.push((s.id, scan)),
                 Err(why) => {
                     log::error!("gfs: chunkserver {} ({}): {why}", s.id, s.dir.display());
@@ -189,7 +189,7 @@ impl Inner {
                     if !s.dir_present() {
                         continue;
                     }
-                    match s.start(&self.io) {
+                    match s.start(&self.io, Start::Again) {
                         Ok(scan) => {
                             log::warn!("gfs: chunkserver {} ({}) is back", s.id, s.dir.display());
                             self.rejoin(s.id, scan);

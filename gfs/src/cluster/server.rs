@@ -32,6 +32,16 @@ pub enum Fault {
     IoError,
 }
 
+/// Whether [`ChunkServer::start`] brings a server up for the first time or
+/// after a failure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Start {
+    /// At cluster open: the directory is made if missing.
+    First,
+    /// After a failure: the directory must exist.
+    Again,
+}
+
 /// What a chunkserver has done, for status lines.
 #[derive(Default)]
 pub(crate) struct ServerStats {
@@ -224,15 +234,23 @@ impl ChunkServer {
         self.gate.fault.store(v, Ordering::Release);
     }
 
-    /// Brings the server up on its directory (creating it and its marker if
-    /// missing: a new or replaced disk), drops leftovers of interrupted
-    /// copies, and loads every replica. The server's replica map is replaced.
-    pub(crate) fn start(&self, io: &Io) -> Result<Scan, String> {
+    /// Brings the server up on its directory (creating its marker and
+    /// `chunks/` if missing: a new or replaced disk), drops leftovers of
+    /// interrupted copies, and loads every replica. The server's replica map
+    /// is replaced. Only the first start (`Start::First`) may create the
+    /// server's directory itself: a restart after a failure needs it back in
+    /// place, so a restart racing with the directory's removal fails instead
+    /// of bringing an empty directory back to life.
+    pub(crate) fn start(&self, io: &Io, how: Start) -> Result<Scan, String> {
         self.gate.check_read().map_err(|e| e.to_string())?;
         let chunks = self.chunks_dir();
+        let stop = match how {
+            Start::First => None,
+            Start::Again => Some(self.dir.as_path()),
+        };
         // A new disk, or `chunks/` lost: the entries must be durable before
         // replicas are made in it.
-        crate::local::create_dir_synced(io, &chunks)
+        crate::local::create_dir_synced(io, &chunks, stop)
             .map_err(|e| format!("{}: {e}", chunks.display()))?;
         let marker = self.dir.join(MARKER);
         let id = match fs::read_to_string(&marker) {
@@ -500,7 +518,7 @@ mod tests {
         let io = Io::new(IoMode::Uring);
         let s = ChunkServer::new(0, dir.path().join("cs"), 0, FdCache::new(16));
         assert!(!s.serving());
-        let scan = s.start(&io).unwrap();
+        let scan = s.start(&io, Start::First).unwrap();
         assert!(scan.reports.is_empty());
         assert!(s.placeable());
         assert!(matches!(s.probe(), Probe::Ok));
@@ -511,13 +529,17 @@ mod tests {
         s.inject(None);
         s.set_offline(true);
         assert!(matches!(s.probe(), Probe::Down(_)));
-        assert!(s.start(&io).is_err());
+        assert!(s.start(&io, Start::First).is_err());
         s.set_offline(false);
         fs::remove_dir_all(dir.path().join("cs")).unwrap();
         assert!(matches!(s.probe(), Probe::Down(_)));
         assert!(!s.dir_present());
+        // A restart never brings the removed directory back by itself.
+        assert!(s.start(&io, Start::Again).is_err());
+        assert!(!dir.path().join("cs").exists());
         // Recreated (a replaced disk): a new identity.
-        s.start(&io).unwrap();
+        fs::create_dir(dir.path().join("cs")).unwrap();
+        s.start(&io, Start::Again).unwrap();
         assert!(matches!(s.probe(), Probe::Ok));
     }
 
@@ -526,7 +548,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let io = Io::new(IoMode::Uring);
         let s = ChunkServer::new(3, dir.path().to_path_buf(), 0, FdCache::new(16));
-        s.start(&io).unwrap();
+        s.start(&io, Start::First).unwrap();
         let layout = super::super::chunk::Layout::new(128 << 10);
         for (h, tmp) in [(1u64, false), (2, true)] {
             let (r, header) = s.new_replica(h, 4, layout, tmp).unwrap();
@@ -540,7 +562,7 @@ mod tests {
             b"junk",
         )
         .unwrap();
-        let scan = s.start(&io).unwrap();
+        let scan = s.start(&io, Start::First).unwrap();
         assert_eq!(scan.reports.len(), 1);
         assert_eq!(
             (scan.reports[0].replica.handle, scan.reports[0].version),
@@ -554,6 +576,6 @@ mod tests {
             .exists());
         s.delete(1);
         assert!(s.replica(1).is_none());
-        assert_eq!(s.start(&io).unwrap().reports.len(), 0);
+        assert_eq!(s.start(&io, Start::First).unwrap().reports.len(), 0);
     }
 }
