@@ -4,7 +4,8 @@
 //! batch, a writer that kept its file open) is seen by the first read after
 //! that change's close returns — never the stale cached value.
 
-use tests::Mount;
+use std::time::Duration;
+use tests::{wait_until, Mount};
 
 /// READ requests the daemon answered so far (reading the counters costs
 /// READs of their own, the same number every time).
@@ -19,6 +20,15 @@ fn reads(m: &Mount) -> u64 {
 /// Reads the cell twice and checks that the second read came from the
 /// page cache (no READ reached the daemon).
 fn read_twice(m: &Mount, want: &str) {
+    // A writer's close returns before the kernel's RELEASE of its handle
+    // reaches the daemon, and a reader opening while a writer holds the cell
+    // reads around the cache: wait until the only open handle is the one
+    // reading the counters.
+    assert!(
+        wait_until(Duration::from_secs(20), || m.stat("open_handles") == 1),
+        "handles stayed open: {}",
+        m.stat("open_handles")
+    );
     assert_eq!(m.ok("cat t/r/f/c"), want, "first read");
     let start = reads(m);
     let before = reads(m);

@@ -181,7 +181,8 @@ fn timed(dir: &Path, script: &str) -> Result<f64> {
 }
 
 /// The walks, each a shell command run inside the table directory.
-/// `{tmp}` is a scratch directory for rsync's copy.
+/// `{tmp}` is a scratch directory (on tmpfs) for rsync's copy; a walk that
+/// copies is left out where the copy would not fit in memory.
 const WALKS: [(&str, &str); 6] = [
     ("ls", "ls | wc -l"),
     ("find -type f", "find . -type f | wc -l"),
@@ -342,6 +343,14 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
     };
     for (name, script) in WALKS.into_iter().filter(|(n, _)| chosen(n)) {
         check_interrupted()?;
+        // rsync's copy lands on the scratch tmpfs: a tree as large as the
+        // bindfs one, which must not push the machine out of memory.
+        if script.contains("{tmp}") {
+            if let Err(why) = &room {
+                eprintln!("{rows} rows: no {name}: its copy would not fit: {why}");
+                continue;
+            }
+        }
         let script = script.replace("{tmp}", &tmp);
         eprintln!("{rows} rows: {name} ...");
         drop_caches();
