@@ -31,12 +31,17 @@ impl Master {
         };
         self.env.numbers.bump(def.id);
         Schemas(&*self.env.lock).store_schema(name, &def.schema)?;
-        self.write_def(&def)?;
-        self.env.catalog.put(&def);
-        self.tell_servers(&def);
         let meta = self.first_tablet(def.id)?;
         let _held = self.hold(&[meta.id]);
-        self.write_tablet_row(&meta, "")?;
+        {
+            // From the moment the definition can be seen until its first
+            // tablet's row is written (see `first_tablets`).
+            let _first = self.first_tablets.lock();
+            self.write_def(&def)?;
+            self.env.catalog.put(&def);
+            self.write_tablet_row(&meta, "")?;
+        }
+        self.tell_servers(&def);
         self.assign(meta, &self.live())?;
         Ok(())
     }

@@ -144,13 +144,22 @@ impl Master {
     fn reconcile_table(&self, table: u64, live: &[String]) -> Result<usize> {
         let mut rows = self.table_rows(table)?;
         if rows.is_empty() {
-            let meta = self.first_tablet(table)?;
-            self.write_tablet_row(&meta, "")?;
-            rows.push(MetaRow {
-                key: tablet_row_key(table, None),
-                meta,
-                server: String::new(),
-            });
+            // A create may be writing this table's first tablet right now:
+            // then try again next round rather than make a second one.
+            let Some(first) = self.first_tablets.try_lock() else {
+                return Ok(1);
+            };
+            rows = self.table_rows(table)?;
+            if rows.is_empty() {
+                let meta = self.first_tablet(table)?;
+                self.write_tablet_row(&meta, "")?;
+                rows.push(MetaRow {
+                    key: tablet_row_key(table, None),
+                    meta,
+                    server: String::new(),
+                });
+            }
+            drop(first);
         }
         let mut servers = std::collections::HashMap::new();
         for r in &rows {

@@ -83,6 +83,11 @@ pub struct Master {
     /// Tablets an operation has in hand (being moved, merged or created):
     /// assignment leaves them alone.
     busy: Mutex<std::collections::HashSet<u64>>,
+    /// Held while a new table's definition and first tablet are written, so
+    /// that assignment, which makes a first tablet for a table that has none
+    /// (a create cut short by a crash), never makes a second one for a table
+    /// being created. Taken last, never waited for by the main loop.
+    first_tablets: Mutex<()>,
     /// Whether the catalog has been loaded since this master took over.
     catalog_loaded: AtomicBool,
     wake_tx: Sender<()>,
@@ -110,6 +115,7 @@ impl Master {
             admin: Mutex::new(()),
             ops: Mutex::new(()),
             busy: Mutex::new(Default::default()),
+            first_tablets: Mutex::new(()),
             catalog_loaded: AtomicBool::new(false),
             wake_tx,
             wake_rx,
