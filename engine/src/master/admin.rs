@@ -69,6 +69,9 @@ impl Master {
         Schemas(&*self.env.lock).drop_table(name)?;
         self.client.forget_table(t.id);
         self.note(format!("dropped table {name}"));
+        // The main loop takes `admin` before `ops` (loading the catalog):
+        // never hold `ops` while waiting for `admin`.
+        drop(_ops);
         let _admin = self.admin.lock();
         self.collect()
     }
