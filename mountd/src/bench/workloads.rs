@@ -384,14 +384,20 @@ mod tests {
         assert!(format!("{err:#}").contains("not found"), "{err:#}");
     }
 
-    #[test]
-    fn written_maps_capped_shares() {
-        let m = Measured {
+    /// A fill of 30 keys on three threads cut short by its time cap: the
+    /// threads wrote 2, 0 and 3 keys of their shares.
+    fn capped_fill() -> Measured {
+        Measured {
             ops: 5,
             per_thread: vec![2, 0, 3],
             secs: 1.0,
             capped: true,
-        };
+        }
+    }
+
+    #[test]
+    fn written_maps_capped_shares() {
+        let m = capped_fill();
         let w = Written::from_fill(30, &m);
         assert_eq!(w.total(), 5);
         let keys: Vec<u64> = (0..5).map(|k| w.nth(k)).collect();
@@ -400,12 +406,7 @@ mod tests {
 
     #[test]
     fn fill_rest_writes_the_keys_a_capped_fill_left() {
-        let m = Measured {
-            ops: 5,
-            per_thread: vec![2, 0, 3],
-            secs: 1.0,
-            capped: true,
-        };
+        let m = capped_fill();
         let store = MapStore(Mutex::new(BTreeMap::new()));
         let w = fill_rest(&store, 30, Written::from_fill(30, &m)).unwrap();
         assert_eq!(w.total(), 30);
