@@ -240,8 +240,8 @@ fn tree_fits(rows: u64) -> Result<(), String> {
     if need > available / 2 {
         return Err(format!(
             "the same tree on tmpfs needs about {} and half of the memory available is {}",
-            fmt_bytes(need),
-            fmt_bytes(available / 2)
+            fmt_bytes(need >> 20 << 20),
+            fmt_bytes((available / 2) >> 20 << 20)
         ));
     }
     Ok(())
