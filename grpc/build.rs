@@ -131,6 +131,17 @@ fn main() {
                 .codec_path(INTERNAL_CODEC)
                 .build(),
         )
+        // Control calls apart from data calls (the same messages), so
+        // that each route has its own size limit.
+        .method(
+            Method::builder()
+                .name("control")
+                .route_name("Control")
+                .input_type("crate::internal::messages::Call")
+                .output_type("crate::internal::messages::Reply")
+                .codec_path(INTERNAL_CODEC)
+                .build(),
+        )
         .method(
             Method::builder()
                 .name("scan")

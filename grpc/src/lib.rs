@@ -12,6 +12,7 @@ mod data;
 mod drop;
 mod filter;
 mod gc;
+mod guard;
 pub mod internal;
 mod names;
 mod server;
@@ -19,8 +20,9 @@ mod status;
 mod timing;
 mod value_type;
 
+pub use guard::{refused, Limits, Refused};
 pub use names::{check_instance_id, DEFAULT_INSTANCE};
-pub use server::{parse_addr, start, Changes, Error, Running, Shared};
+pub use server::{parse_addr, start, start_with, Changes, Error, Running, Shared};
 
 /// The Table Admin API's messages (and client).
 pub use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 as admin_v2;

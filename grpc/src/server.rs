@@ -187,8 +187,26 @@ where
     })
 }
 
-/// Serves both services on `addr` (port 0: any free port; see `Running::addr`).
+/// Serves both services on `addr` (port 0: any free port; see
+/// `Running::addr`) with the default limits.
 pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
+    start_with(shared, addr, &crate::Limits::default())
+}
+
+/// The public API's methods whose requests carry data (large allowed).
+fn data_method(method: &str) -> bool {
+    matches!(
+        method,
+        "MutateRow" | "MutateRows" | "CheckAndMutateRow" | "ReadModifyWriteRow"
+    )
+}
+
+/// Serves both services on `addr`, bounded by `limits`.
+pub fn start_with(
+    shared: Shared,
+    addr: SocketAddr,
+    limits: &crate::Limits,
+) -> Result<Running, Error> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .max_blocking_threads(32)
@@ -206,8 +224,10 @@ pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
     let admin = BigtableTableAdminServer::new(AdminService { shared })
         .max_decoding_message_size(MAX_MESSAGE)
         .max_encoding_message_size(MAX_MESSAGE);
+    let limits = limits.clone();
     let running = run(rt, "bt-grpc-main", addr, move |stop| async move {
-        tonic::transport::Server::builder()
+        crate::guard::server(tonic::transport::Server::builder(), &limits)
+            .layer(crate::guard::Guard::new(&limits, data_method))
             .layer(tower::layer::layer_fn(crate::timing::Timed))
             .add_service(data)
             .add_service(admin)

@@ -47,6 +47,11 @@
 //! | `cluster_advertise=HOST:PORT` | the address other daemons dial (default: `cluster_listen`'s, which must then name a host) |
 //! | `cluster_secret_file=FILE` | the cluster's shared secret (at least 16 printable bytes); required unless `cluster_listen` is on loopback |
 //! | `cluster_dial_self` | send even this daemon's own requests through the internal RPC (to measure what the protocol costs) |
+//! | `rpc_max_request=SIZE` | largest data request (writes, batches) either gRPC server takes (default 80m); larger: RESOURCE_EXHAUSTED |
+//! | `rpc_max_control=SIZE` | largest control, admin or read request (default 4m) |
+//! | `rpc_buffer=SIZE` | bytes of requests a gRPC server receives at once, all clients together (default 256m); beyond: RESOURCE_EXHAUSTED |
+//! | `rpc_max_streams=N` | streams one gRPC connection may have open at once (default 64) |
+//! | `rpc_body_timeout=S` | how long a request's body may take to arrive (default 30); later: DEADLINE_EXCEEDED |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
 //! | `rw`, `defaults`, `auto`, `noauto`, `_netdev`, `nofail`, `user`, `users`, `nouser`, `owner`, `group`, `exec`, `suid`, `dev`, `async`, `atime`, `relatime`, `strictatime`, `nodiratime`, `x-*`, `comment=*` | accepted and ignored |
@@ -168,6 +173,8 @@ pub struct MountConfig {
     pub cluster_secret_file: Option<PathBuf>,
     /// This daemon's own requests over the internal RPC too (`cluster_dial_self`).
     pub cluster_dial_self: bool,
+    /// What one client may cost either gRPC server (`rpc_*`).
+    pub rpc_limits: grpc::Limits,
     /// The options as given (for `.bigtable/mount`).
     pub given: Vec<String>,
 }
@@ -243,6 +250,7 @@ impl MountConfig {
             cluster_advertise: None,
             cluster_secret_file: None,
             cluster_dial_self: false,
+            rpc_limits: grpc::Limits::default(),
             given: Vec::new(),
         }
     }
@@ -361,6 +369,29 @@ impl MountConfig {
                 self.cluster_secret_file = Some(PathBuf::from(need(key, value)?))
             }
             "cluster_dial_self" => self.cluster_dial_self = true,
+            "rpc_max_request" | "rpc_max_control" | "rpc_buffer" => {
+                let n = parse_size(need(key, value)?)?;
+                if n < 1024 {
+                    return Err(format!("{key}: at least 1k"));
+                }
+                let n = usize::try_from(n).map_err(|_| format!("{key}: too large"))?;
+                let l = &mut self.rpc_limits;
+                match key {
+                    "rpc_max_request" => l.max_request = n,
+                    "rpc_max_control" => l.max_control = n,
+                    _ => l.buffer = n,
+                }
+            }
+            "rpc_max_streams" => {
+                self.rpc_limits.max_streams = whole(key, value, 1, 10_000, " streams")? as u32
+            }
+            "rpc_body_timeout" => {
+                let t = parse_seconds(need(key, value)?)?;
+                if t.is_zero() {
+                    return Err("rpc_body_timeout: must be more than 0".into());
+                }
+                self.rpc_limits.body_timeout = t;
+            }
             "log_batch_window" => {
                 self.log_batch_window = Some(Duration::from_micros(whole(
                     key,

@@ -7,7 +7,9 @@
 //! Every call carries the cluster's shared secret when one is configured
 //! (see [`Secret`]); the messages are the engine's types in bincode.
 
+mod auth;
 pub(crate) mod codec;
+mod depth;
 pub(crate) mod messages;
 mod quiet;
 mod remote;
@@ -17,6 +19,7 @@ mod service;
 pub use remote::Dialer;
 pub use secret::{Secret, MIN_SECRET_BYTES};
 
+use crate::guard::{self, Guard, Limits};
 use crate::server::{self, Error, Running, MAX_MESSAGE};
 use engine::Bigtable;
 use service::{ClusterService, Target};
@@ -36,6 +39,79 @@ mod gen {
     include!(concat!(env!("OUT_DIR"), "/bigtable.internal.v1.Cluster.rs"));
 }
 
+/// Decodes `bytes` as each message of the service, with the bounds the
+/// server and client decode with; returns how many decoded. For the fuzz
+/// test (grpc/tests/decoder_fuzz.rs).
+#[doc(hidden)]
+pub fn decode_any(bytes: &[u8]) -> usize {
+    use codec::decode_bounded as d;
+    [
+        d::<messages::Call>(bytes).is_ok(),
+        d::<messages::ScanCall>(bytes).is_ok(),
+        d::<messages::Reply>(bytes).is_ok(),
+        d::<messages::ScanChunk>(bytes).is_ok(),
+    ]
+    .iter()
+    .filter(|ok| **ok)
+    .count()
+}
+
+/// The body of a `Scan` request (for raw clients in tests).
+#[doc(hidden)]
+pub fn encode_scan_call(server: &str, tablet: u64, spec: &engine::ScanSpec) -> Vec<u8> {
+    bincode::serialize(&messages::ScanCall {
+        server: server.to_string(),
+        tablet,
+        spec: spec.clone(),
+    })
+    .unwrap_or_default()
+}
+
+/// The body of a `Control` request reading a row (for raw clients in tests).
+#[doc(hidden)]
+pub fn encode_read_row(server: &str, tablet: u64, row: &[u8], spec: &engine::ScanSpec) -> Vec<u8> {
+    bincode::serialize(&messages::Call {
+        server: Some(server.to_string()),
+        op: messages::Op::ReadRow {
+            tablet,
+            row: row.to_vec(),
+            spec: Box::new(spec.clone()),
+        },
+    })
+    .unwrap_or_default()
+}
+
+/// The body of a `Call` request applying mutations (for raw clients in tests).
+#[doc(hidden)]
+pub fn encode_apply(server: &str, tablet: u64, ms: Vec<engine::RowMutation>) -> Vec<u8> {
+    bincode::serialize(&messages::Call {
+        server: Some(server.to_string()),
+        op: messages::Op::Apply {
+            tablet,
+            ms,
+            sync: false,
+            fence: None,
+        },
+    })
+    .unwrap_or_default()
+}
+
+/// How a node takes and makes calls.
+#[derive(Clone, Debug, Default)]
+pub struct Config {
+    /// The cluster's shared secret (None: calls carry no token).
+    pub secret: Option<Secret>,
+    /// What one caller may cost the listener.
+    pub limits: Limits,
+}
+
+/// Whether a route carries data (large requests allowed): only `Call`,
+/// whose operations are writes and point reads; `Control` and `Scan`
+/// requests are small.
+fn data_route(method: &str) -> bool {
+    method == "Call"
+}
+
 /// A daemon's end of the internal service: the listener serving its
 /// servers and master, and the runtime its calls to other daemons use.
 pub struct Node {
@@ -49,9 +125,22 @@ pub struct Node {
 }
 
 impl Node {
-    /// Listens on `listen` (port 0: any free port). Calls are refused as
-    /// "starting" until [`Node::attach`] names the daemon's cluster.
+    /// Listens on `listen` (port 0: any free port) with the default limits.
+    /// Calls are refused as "starting" until [`Node::attach`] names the
+    /// daemon's cluster.
     pub fn start(listen: SocketAddr, secret: Option<Secret>) -> Result<Node, Error> {
+        Node::start_with(
+            listen,
+            Config {
+                secret,
+                ..Config::default()
+            },
+        )
+    }
+
+    /// Listens on `listen` as `config` says.
+    pub fn start_with(listen: SocketAddr, config: Config) -> Result<Node, Error> {
+        let Config { secret, limits } = config;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .max_blocking_threads(64)
@@ -62,20 +151,27 @@ impl Node {
         let (listener, addr) = server::bind(listen)?;
         let target: Target = Arc::default();
         let served = Arc::new(AtomicU64::new(0));
+        let largest = limits.max_request.max(limits.max_control);
         let service = gen::cluster_server::ClusterServer::new(ClusterService {
             target: target.clone(),
             secret: secret.clone(),
             served: served.clone(),
             inline: Default::default(),
         })
-        .max_decoding_message_size(MAX_MESSAGE)
+        .max_decoding_message_size(largest)
         .max_encoding_message_size(MAX_MESSAGE);
+        let secret_check = secret.clone();
         let handle = rt.handle().clone();
         let running = server::run(rt, "bt-internal-main", addr, move |stop| async move {
-            tonic::transport::Server::builder()
-                .http2_keepalive_interval(Some(std::time::Duration::from_secs(5)))
+            guard::server(tonic::transport::Server::builder(), &limits)
                 .initial_stream_window_size(STREAM_WINDOW)
                 .initial_connection_window_size(CONNECTION_WINDOW)
+                .layer(Guard::new(&limits, data_route))
+                // The token is checked on the headers, before a byte of the
+                // body is read or decoded.
+                .layer(auth::Authenticate {
+                    secret: secret_check,
+                })
                 .add_service(service)
                 .serve_with_incoming_shutdown(server::incoming(listener)?, async {
                     let _ = stop.await;

@@ -70,8 +70,14 @@ impl Peer {
         let (req, nonce) = self.request(call, timeout);
         let mut client = self.client();
         let (tx, rx) = tokio::sync::oneshot::channel();
+        let data = super::service::data_op(&req.get_ref().op);
         self.rt.spawn(async move {
-            let _ = tx.send(client.call(req).await);
+            let r = if data {
+                client.call(req).await
+            } else {
+                client.control(req).await
+            };
+            let _ = tx.send(r);
         });
         match rx.blocking_recv() {
             Ok(r) => self.check_reply(r?, nonce),
@@ -90,7 +96,7 @@ fn proven<T>(
 ) -> std::result::Result<T, Status> {
     if let (Some(s), Some(n)) = (secret, nonce) {
         if !s.verify_reply(n, resp.metadata()) {
-            if let Some(more) = super::quiet::should_log(addr) {
+            if let Some(more) = super::quiet::should_log(&super::quiet::peer_key(addr)) {
                 log::warn!(
                     "{addr} does not prove it knows the cluster secret: its answers are \
                      ignored ({more} more since this was last logged)"
@@ -107,7 +113,7 @@ fn proven<T>(
 /// Decodes a reply's result.
 fn decode<R: DeserializeOwned>(reply: Reply) -> Result<R> {
     match reply.0 {
-        Ok(bytes) => bincode::deserialize(&bytes)
+        Ok(bytes) => super::codec::decode_bounded(&bytes)
             .map_err(|e| Error::Unavailable(format!("malformed reply from a peer: {e}"))),
         Err(w) => Err(w.into()),
     }

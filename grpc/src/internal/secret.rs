@@ -102,19 +102,22 @@ impl Secret {
         Nonce(nonce)
     }
 
-    /// Refuses a call whose token this secret did not make, or made too
-    /// long ago; returns the nonce to prove in the reply.
-    pub(crate) fn check<T>(&self, req: &Request<T>) -> Result<Nonce, Status> {
-        let token = req
-            .metadata()
+    /// Refuses a call (to route `_method`, from `peer`) whose token this
+    /// secret did not make, or made too long ago; returns the nonce to
+    /// prove in the reply. Reads the headers only.
+    pub(crate) fn check(
+        &self,
+        headers: &http::HeaderMap,
+        _method: &str,
+        peer: Option<std::net::IpAddr>,
+    ) -> Result<Nonce, Status> {
+        let token = headers
             .get(AUTH)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
         let verdict = self.verify_token(token, now_secs());
         verdict.map_err(|why| {
-            let peer = req
-                .remote_addr()
-                .map_or_else(|| "an unknown peer".to_string(), |a| a.to_string());
+            let peer = super::quiet::ip_key(peer);
             if let Some(more) = super::quiet::should_log(&peer) {
                 log::warn!(
                     "refused an internal call from {peer}: {why} \
@@ -189,14 +192,15 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(!token.contains("0123456789abcdef"), "{token}");
-        assert_eq!(s.check(&ok).unwrap(), nonce);
+        let check = |r: &Request<()>| s.check(&r.metadata().clone().into_headers(), "Call", None);
+        assert_eq!(check(&ok).unwrap(), nonce);
         let mut wrong = Request::new(());
         Secret::new("0123456789abcdeX").unwrap().attach(&mut wrong);
         assert_eq!(
-            s.check(&wrong).unwrap_err().code(),
+            check(&wrong).unwrap_err().code(),
             tonic::Code::Unauthenticated
         );
-        assert!(s.check(&Request::new(())).is_err());
+        assert!(check(&Request::new(())).is_err());
         // A tampered nonce breaks the token.
         let forged = token.replacen('.', ".1", 1);
         assert!(s.verify_token(&forged, now_secs()).is_err());

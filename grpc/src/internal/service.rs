@@ -4,6 +4,7 @@
 use super::gen::cluster_server::Cluster;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
 use super::secret::{Nonce, Secret};
+
 use engine::protocol::{MasterService, Sequencer, TableDef, TabletMeta, TabletService, WireError};
 use engine::schema::TableSchema;
 use engine::Bigtable;
@@ -29,6 +30,12 @@ pub(crate) struct ClusterService {
     pub(crate) inline: parking_lot::Mutex<()>,
 }
 
+/// Writes: the operations whose requests may be large (the `Call` route;
+/// every other goes by `Control`).
+pub(crate) fn data_op(op: &Op) -> bool {
+    matches!(op, Op::Apply { .. } | Op::ApplyTxns { .. })
+}
+
 /// Point reads and writes: short, and they never call another daemon (so
 /// never wait for this runtime).
 fn quick(op: &Op) -> bool {
@@ -43,13 +50,14 @@ fn quick(op: &Op) -> bool {
 }
 
 impl ClusterService {
-    /// The daemon's cluster, once the caller's credentials check out, and
-    /// the nonce the reply proves this daemon's own with.
+    /// The daemon's cluster, and the nonce the reply proves this daemon's
+    /// own with (the interceptor checked the caller's token, on the
+    /// headers, before the body was read).
     fn admit<T>(&self, req: &Request<T>) -> Result<(Bigtable, Option<Nonce>), Status> {
-        let nonce = match &self.secret {
-            Some(secret) => Some(secret.check(req)?),
-            None => None,
-        };
+        let nonce = req.extensions().get::<Nonce>().copied();
+        if self.secret.is_some() && nonce.is_none() {
+            return Err(Status::unauthenticated("wrong or missing cluster secret"));
+        }
         self.served.fetch_add(1, Ordering::Relaxed);
         let bt = self
             .target
@@ -255,11 +263,18 @@ fn stream_scan(
     }
 }
 
-#[tonic::async_trait]
-impl Cluster for ClusterService {
-    async fn call(&self, req: Request<Call>) -> Result<Response<Reply>, Status> {
+impl ClusterService {
+    /// Runs one call that came by the data route (`data`) or the control
+    /// route: each takes only its own operations, so that a large request
+    /// never passes as a control call's.
+    async fn run(&self, req: Request<Call>, data: bool) -> Result<Response<Reply>, Status> {
         let (bt, nonce) = self.admit(&req)?;
         let call = req.into_inner();
+        if data_op(&call.op) != data {
+            return Err(Status::invalid_argument(
+                "an operation sent by the wrong route",
+            ));
+        }
         // Engine calls block. A point read or write runs here, on the
         // worker that decoded it (one at a time, so that a slow one leaves
         // the other worker free): a hand-off to the blocking pool and back
@@ -275,6 +290,17 @@ impl Cluster for ClusterService {
             tokio::task::block_in_place(|| dispatch(&bt, call))
         };
         Ok(self.answer(Reply(r), nonce))
+    }
+}
+
+#[tonic::async_trait]
+impl Cluster for ClusterService {
+    async fn call(&self, req: Request<Call>) -> Result<Response<Reply>, Status> {
+        self.run(req, true).await
+    }
+
+    async fn control(&self, req: Request<Call>) -> Result<Response<Reply>, Status> {
+        self.run(req, false).await
     }
 
     type ScanStream = ReceiverStream<Result<ScanChunk, Status>>;

@@ -149,8 +149,12 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 Some(f) => Some(grpc::internal::Secret::from_file(f)?),
                 None => None,
             };
+            let config = grpc::internal::Config {
+                secret,
+                limits: cfg.rpc_limits.clone(),
+            };
             let node =
-                grpc::internal::Node::start(rpc.listen, secret).map_err(|e| e.to_string())?;
+                grpc::internal::Node::start_with(rpc.listen, config).map_err(|e| e.to_string())?;
             opts.advertise = Some(
                 rpc.advertise
                     .clone()
@@ -235,7 +239,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 changes: Some(Arc::new(KernelCaches(fs.clone()))),
                 instance: cfg.instance.clone(),
             };
-            match grpc::start(shared, addr) {
+            match grpc::start_with(shared, addr, &cfg.rpc_limits) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     let _ = fusemount::unmount(cfg);

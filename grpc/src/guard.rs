@@ -1,0 +1,321 @@
+//! What one client may cost a gRPC server (the public API's and the
+//! internal RPC's) before it is authenticated or its request is decoded:
+//! a request's body is bounded per method (small for control calls), all
+//! requests being received at once share one budget of bytes, and a body
+//! must arrive within a deadline. Without these, twelve streams that each
+//! stop one byte short of a 255 MiB message held 3 GiB until the daemon was
+//! OOM-killed; now each is refused with RESOURCE_EXHAUSTED (or
+//! DEADLINE_EXCEEDED) and its bytes are freed.
+
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tonic::Status;
+
+/// The limits of one server (options `rpc_*`; see docs/mount.md).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest data request (a write or a batch), in bytes.
+    pub max_request: usize,
+    /// Largest control, admin or read request, in bytes.
+    pub max_control: usize,
+    /// Bytes of requests being received at once, the whole server.
+    pub buffer: usize,
+    /// Streams one connection may have open at once.
+    pub max_streams: u32,
+    /// How long a request's body may take to arrive once its headers have.
+    pub body_timeout: Duration,
+    /// Largest HTTP/2 header list a client may send.
+    pub max_header_list: u32,
+}
+
+/// The default largest data request: a cell of the engine's largest value
+/// (64 MiB) with room for its keys.
+pub const DEFAULT_MAX_REQUEST: usize = 80 << 20;
+/// The default largest control request.
+pub const DEFAULT_MAX_CONTROL: usize = 4 << 20;
+/// The default budget of bytes being received at once.
+pub const DEFAULT_BUFFER: usize = 256 << 20;
+/// The default streams per connection.
+pub const DEFAULT_MAX_STREAMS: u32 = 64;
+/// The default deadline for a request's body.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default header list (tokens and routing headers are far smaller).
+pub const DEFAULT_MAX_HEADER_LIST: u32 = 16 << 10;
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            max_request: DEFAULT_MAX_REQUEST,
+            max_control: DEFAULT_MAX_CONTROL,
+            buffer: DEFAULT_BUFFER,
+            max_streams: DEFAULT_MAX_STREAMS,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            max_header_list: DEFAULT_MAX_HEADER_LIST,
+        }
+    }
+}
+
+/// Requests refused by these limits since the daemon started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Refused {
+    /// Larger than their method allows.
+    pub too_large: u64,
+    /// Over the server's budget of bytes being received.
+    pub over_budget: u64,
+    /// Bodies that did not arrive in time.
+    pub too_slow: u64,
+}
+
+static TOO_LARGE: AtomicU64 = AtomicU64::new(0);
+static OVER_BUDGET: AtomicU64 = AtomicU64::new(0);
+static TOO_SLOW: AtomicU64 = AtomicU64::new(0);
+
+/// Requests refused so far (both servers).
+pub fn refused() -> Refused {
+    Refused {
+        too_large: TOO_LARGE.load(Ordering::Relaxed),
+        over_budget: OVER_BUDGET.load(Ordering::Relaxed),
+        too_slow: TOO_SLOW.load(Ordering::Relaxed),
+    }
+}
+
+/// Whether a method (the last part of its path) carries data (large
+/// requests allowed) rather than control.
+pub(crate) type Classify = fn(&str) -> bool;
+
+/// Sets the HTTP/2 limits on a server being built.
+pub(crate) fn server<L>(
+    b: tonic::transport::Server<L>,
+    limits: &Limits,
+) -> tonic::transport::Server<L> {
+    b.max_concurrent_streams(limits.max_streams)
+        .http2_max_header_list_size(limits.max_header_list)
+        // A peer that stops answering pings is dropped with its streams.
+        .http2_keepalive_interval(Some(Duration::from_secs(5)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(10)))
+        // Streams opened and reset at once (the "rapid reset" attack).
+        .http2_max_pending_accept_reset_streams(Some(32))
+        .http2_max_local_error_reset_streams(Some(256))
+}
+
+/// The bytes being received, the whole server.
+#[derive(Debug)]
+struct Budget {
+    used: AtomicUsize,
+    max: usize,
+}
+
+impl Budget {
+    fn charge(&self, n: usize) -> bool {
+        self.used
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
+                (u + n <= self.max).then_some(u + n)
+            })
+            .is_ok()
+    }
+    fn release(&self, n: usize) {
+        self.used.fetch_sub(n, Ordering::AcqRel);
+    }
+}
+
+/// The tower layer that bounds each request's body.
+#[derive(Clone)]
+pub(crate) struct Guard {
+    limits: Limits,
+    budget: Arc<Budget>,
+    data: Classify,
+}
+
+impl Guard {
+    pub(crate) fn new(limits: &Limits, data: Classify) -> Guard {
+        Guard {
+            budget: Arc::new(Budget {
+                used: AtomicUsize::new(0),
+                max: limits.buffer,
+            }),
+            limits: limits.clone(),
+            data,
+        }
+    }
+}
+
+impl<S> tower::Layer<S> for Guard {
+    type Service = Guarded<S>;
+    fn layer(&self, inner: S) -> Guarded<S> {
+        Guarded {
+            inner,
+            guard: self.clone(),
+        }
+    }
+}
+
+/// A service whose requests' bodies are bounded.
+#[derive(Clone)]
+pub(crate) struct Guarded<S> {
+    inner: S,
+    guard: Guard,
+}
+
+impl<S> tower::Service<http::Request<tonic::body::Body>> for Guarded<S>
+where
+    S: tower::Service<http::Request<tonic::body::Body>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<tonic::body::Body>) -> S::Future {
+        let method = req.uri().path().rsplit('/').next().unwrap_or("");
+        let g = &self.guard;
+        let max = if (g.data)(method) {
+            g.limits.max_request
+        } else {
+            g.limits.max_control
+        };
+        let what = format!("{method} requests");
+        let (parts, body) = req.into_parts();
+        let body = Bounded {
+            inner: body,
+            // The gRPC frame's 5-byte header on top of the message.
+            left: max + 5,
+            max,
+            what,
+            charged: 0,
+            budget: g.budget.clone(),
+            deadline: Some(Box::pin(tokio::time::sleep(g.limits.body_timeout))),
+            timeout: g.limits.body_timeout,
+        };
+        self.inner.call(http::Request::from_parts(
+            parts,
+            tonic::body::Body::new(body),
+        ))
+    }
+}
+
+/// A request body that may not exceed its method's size, the server's
+/// budget or its deadline.
+struct Bounded {
+    inner: tonic::body::Body,
+    left: usize,
+    max: usize,
+    what: String,
+    charged: usize,
+    budget: Arc<Budget>,
+    /// None once the body is complete.
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    timeout: Duration,
+}
+
+impl Bounded {
+    fn finish(&mut self) {
+        self.deadline = None;
+        self.budget.release(std::mem::take(&mut self.charged));
+    }
+
+    fn refuse(
+        &mut self,
+        counter: &AtomicU64,
+        s: Status,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        counter.fetch_add(1, Ordering::Relaxed);
+        self.finish();
+        Poll::Ready(Some(Err(s)))
+    }
+}
+
+impl Drop for Bounded {
+    fn drop(&mut self) {
+        self.budget.release(self.charged);
+    }
+}
+
+impl Body for Bounded {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = &mut *self;
+        let Some(deadline) = this.deadline.as_mut() else {
+            // Complete (or refused): nothing more is read.
+            return Poll::Ready(None);
+        };
+        if deadline.as_mut().poll(cx).is_ready() {
+            let s = Status::deadline_exceeded(format!(
+                "the request's body did not arrive within {:?}",
+                this.timeout
+            ));
+            return this.refuse(&TOO_SLOW, s);
+        }
+        match Pin::new(&mut this.inner).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(data) = frame.data_ref() {
+                    let n = data.len();
+                    if n > this.left {
+                        let s = Status::resource_exhausted(format!(
+                            "{} are limited to {} bytes",
+                            this.what, this.max
+                        ));
+                        return this.refuse(&TOO_LARGE, s);
+                    }
+                    this.left -= n;
+                    if !this.budget.charge(n) {
+                        let s = Status::resource_exhausted(
+                            "the server is receiving too many requests at once; retry",
+                        );
+                        return this.refuse(&OVER_BUDGET, s);
+                    }
+                    this.charged += n;
+                }
+                Poll::Ready(Some(Ok(frame)))
+            }
+            Poll::Ready(Some(Err(e))) => {
+                this.finish();
+                Poll::Ready(Some(Err(Status::from_error(e.into()))))
+            }
+            Poll::Ready(None) => {
+                this.finish();
+                Poll::Ready(None)
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.deadline.is_none() || self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_budget_is_shared_and_given_back() {
+        let b = Budget {
+            used: AtomicUsize::new(0),
+            max: 10,
+        };
+        assert!(b.charge(6));
+        assert!(!b.charge(5));
+        assert!(b.charge(4));
+        b.release(6);
+        assert!(b.charge(6));
+    }
+}
