@@ -126,8 +126,8 @@ fn main() {
             Method::builder()
                 .name("call")
                 .route_name("Call")
-                .input_type("crate::internal::messages::Call")
-                .output_type("crate::internal::messages::Reply")
+                .input_type("crate::internal::codec::Sealed<crate::internal::messages::Call>")
+                .output_type("crate::internal::codec::Sealed<crate::internal::messages::Reply>")
                 .codec_path(INTERNAL_CODEC)
                 .build(),
         )
@@ -137,8 +137,8 @@ fn main() {
             Method::builder()
                 .name("control")
                 .route_name("Control")
-                .input_type("crate::internal::messages::Call")
-                .output_type("crate::internal::messages::Reply")
+                .input_type("crate::internal::codec::Sealed<crate::internal::messages::Call>")
+                .output_type("crate::internal::codec::Sealed<crate::internal::messages::Reply>")
                 .codec_path(INTERNAL_CODEC)
                 .build(),
         )
@@ -146,8 +146,8 @@ fn main() {
             Method::builder()
                 .name("scan")
                 .route_name("Scan")
-                .input_type("crate::internal::messages::ScanCall")
-                .output_type("crate::internal::messages::ScanChunk")
+                .input_type("crate::internal::codec::Sealed<crate::internal::messages::ScanCall>")
+                .output_type("crate::internal::codec::Tagged<crate::internal::messages::ScanChunk>")
                 .codec_path(INTERNAL_CODEC)
                 .server_streaming()
                 .build(),

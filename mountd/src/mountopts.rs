@@ -47,6 +47,7 @@
 //! | `cluster_advertise=HOST:PORT` | the address other daemons dial (default: `cluster_listen`'s, which must then name a host) |
 //! | `cluster_secret_file=FILE` | the cluster's shared secret (at least 16 printable bytes); required unless `cluster_listen` is on loopback |
 //! | `cluster_dial_self` | send even this daemon's own requests through the internal RPC (to measure what the protocol costs) |
+//! | `cluster_replay_cache=N` | nonces of admitted internal calls remembered for the token window (60 s) so that a replayed call is refused (default 1000000; when full, new calls are refused as UNAVAILABLE until old ones age out) |
 //! | `rpc_max_request=SIZE` | largest data request (writes, batches) either gRPC server takes (default 80m); larger: RESOURCE_EXHAUSTED |
 //! | `rpc_max_control=SIZE` | largest control, admin or read request (default 4m) |
 //! | `rpc_buffer=SIZE` | bytes of requests a gRPC server receives at once, all clients together (default 256m); beyond: RESOURCE_EXHAUSTED |
@@ -173,6 +174,8 @@ pub struct MountConfig {
     pub cluster_secret_file: Option<PathBuf>,
     /// This daemon's own requests over the internal RPC too (`cluster_dial_self`).
     pub cluster_dial_self: bool,
+    /// Nonces remembered against replays (`cluster_replay_cache=`).
+    pub cluster_replay_cache: usize,
     /// What one client may cost either gRPC server (`rpc_*`).
     pub rpc_limits: grpc::Limits,
     /// The options as given (for `.bigtable/mount`).
@@ -190,6 +193,8 @@ pub struct ClusterRpc {
     pub secret_file: Option<PathBuf>,
     /// This daemon's own requests go through the RPC too.
     pub dial_self: bool,
+    /// Nonces remembered against replays.
+    pub replay_cache: usize,
 }
 
 impl MountConfig {
@@ -250,6 +255,7 @@ impl MountConfig {
             cluster_advertise: None,
             cluster_secret_file: None,
             cluster_dial_self: false,
+            cluster_replay_cache: grpc::internal::DEFAULT_REPLAY_CACHE,
             rpc_limits: grpc::Limits::default(),
             given: Vec::new(),
         }
@@ -290,6 +296,7 @@ impl MountConfig {
             advertise: self.cluster_advertise.clone(),
             secret_file: self.cluster_secret_file.clone(),
             dial_self: self.cluster_dial_self,
+            replay_cache: self.cluster_replay_cache,
         }))
     }
 
@@ -369,6 +376,10 @@ impl MountConfig {
                 self.cluster_secret_file = Some(PathBuf::from(need(key, value)?))
             }
             "cluster_dial_self" => self.cluster_dial_self = true,
+            "cluster_replay_cache" => {
+                self.cluster_replay_cache =
+                    whole(key, value, 1000, 100_000_000, " nonces")? as usize
+            }
             "rpc_max_request" | "rpc_max_control" | "rpc_buffer" => {
                 let n = parse_size(need(key, value)?)?;
                 if n < 1024 {

@@ -3,10 +3,14 @@
 //! raw HTTP/2 clients: each is refused or bounded, is logged where it
 //! should be, and the daemon serves afterwards.
 
+#[path = "security_wire/proxy.rs"]
+mod proxy;
 #[path = "security_wire/raw.rs"]
 mod raw;
 
 use bytes::Bytes;
+use engine::protocol::TabletService;
+use proxy::{Proxy, Way};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -255,4 +259,139 @@ fn many_streams_stopping_short_of_a_huge_message_leave_the_daemon_alive_and_boun
     assert_eq!(m.ok("cat t/r/cf/q"), "kept\n");
     m.ok("echo again > t/r/cf/q2");
     assert_eq!(m.ok("cat t/r/cf/q2"), "again\n");
+}
+
+/// A daemon with the secret that advertises a proxy's address (so the
+/// calls of other daemons cross the proxy, as they would cross a network
+/// an attacker watches), a table `t` with a row `r`, and a node of the
+/// cluster (it has the secret) whose calls cross the proxy.
+struct Watched {
+    m: Mount,
+    proxy: Proxy,
+    /// The daemon's own listener (behind the proxy).
+    direct: String,
+    friend: grpc::internal::Node,
+    _dir: tempfile::TempDir,
+}
+
+impl Watched {
+    fn start(extra: &[&str]) -> Watched {
+        let dir = tempfile::tempdir().unwrap();
+        let port = proxy::free_port();
+        let direct = format!("127.0.0.1:{port}");
+        let proxy = Proxy::start("127.0.0.1:0", direct.clone());
+        let listen = format!("cluster_listen={direct}");
+        let advertise = format!("cluster_advertise={}", proxy.addr);
+        let secret = secret_file(&dir);
+        let mut opts = vec![listen.as_str(), advertise.as_str(), secret.as_str()];
+        opts.extend_from_slice(extra);
+        let m = Mount::with_options(&opts);
+        m.table("t", "cf\n");
+        m.ok("mkdir -p t/r/cf && echo kept-CCCC > t/r/cf/q");
+        let friend = grpc::internal::Node::start(
+            "127.0.0.1:0".parse().unwrap(),
+            Some(grpc::internal::Secret::new(SECRET).unwrap()),
+        )
+        .unwrap();
+        Watched {
+            m,
+            proxy,
+            direct,
+            friend,
+            _dir: dir,
+        }
+    }
+
+    /// The server (reached through the proxy) and tablet holding row `r`.
+    fn holder(&self) -> (std::sync::Arc<dyn TabletService>, u64) {
+        for (name, addr) in servers(&self.m) {
+            assert_eq!(addr, self.proxy.addr);
+            let s = self.friend.dial_server(&addr, &name).unwrap();
+            for id in s.tablet_ids().unwrap() {
+                let cells = s.read_row(id, b"r", &engine::ScanSpec::default());
+                if cells.is_ok_and(|c| !c.is_empty()) {
+                    return (s, id);
+                }
+            }
+        }
+        panic!("no server holds row r");
+    }
+}
+
+/// Writes `bytes` on a new connection to `addr` and reads what comes
+/// back until the server closes or stays quiet for 3 s.
+fn replay(addr: &str, bytes: &[u8]) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    c.write_all(bytes).unwrap();
+    let mut buf = [0u8; 16 << 10];
+    while let Ok(n) = c.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+    }
+}
+
+#[test]
+fn a_captured_call_replayed_is_refused_and_an_altered_one_too() {
+    let w = Watched::start(&[]);
+    let (s, tablet) = w.holder();
+    let cells = s
+        .read_row(tablet, b"r", &engine::ScanSpec::default())
+        .unwrap();
+    assert_eq!(cells[0].value, b"kept-CCCC\n");
+    // Everything the friend sent so far, sent again as it was (its
+    // connection's preface, settings and every request, tokens included),
+    // straight to the daemon within the token window: refused.
+    let captured: Vec<Vec<u8>> = w.proxy.sent.lock().unwrap().clone();
+    assert!(!captured.is_empty() && !captured[0].is_empty());
+    for c in &captured {
+        replay(&w.direct, c);
+    }
+    let refused = tests::wait_until(Duration::from_secs(20), || {
+        w.m.log_text().contains("a replayed call")
+    });
+    assert!(refused, "{}", tests::tail(&w.m.log_text(), 20));
+
+    // A write whose body is changed on the way, its token intact: refused,
+    // and the change is not applied.
+    w.proxy.rewrite(Way::Up, b"tampered-AAAA", b"tampered-BBBB");
+    let m =
+        engine::RowMutation::new(b"r").set_at("cf", b"q", engine::now_micros(), b"tampered-AAAA");
+    let e = s.apply(tablet, &[m], false, None).unwrap_err().to_string();
+    assert!(
+        e.contains("a body other than the one its token covers"),
+        "{e}"
+    );
+    w.proxy.clear();
+    let now = w.m.ok("cat t/r/cf/q");
+    assert_eq!(now, "kept-CCCC\n");
+
+    // A reply changed on the way: not believed, for a call and for each
+    // message of a scan's stream.
+    w.proxy.rewrite(Way::Down, b"kept-CCCC", b"kept-DDDD");
+    let r = s.read_row(tablet, b"r", &engine::ScanSpec::default());
+    assert!(r.is_err(), "an altered reply was believed: {r:?}");
+    let scanned = s
+        .scan_part(tablet, &engine::ScanSpec::default())
+        .and_then(|(mut cells, _)| {
+            let mut all = Vec::new();
+            while let Some(c) = cells.next_cell()? {
+                all.push(c);
+            }
+            Ok(all)
+        });
+    assert!(
+        scanned.is_err(),
+        "an altered scan was believed: {scanned:?}"
+    );
+    w.proxy.clear();
+    let cells = s
+        .read_row(tablet, b"r", &engine::ScanSpec::default())
+        .unwrap();
+    assert_eq!(cells[0].value, b"kept-CCCC\n");
+    // Without TLS, what crosses is in clear for whoever watches.
+    assert!(w.proxy.saw(b"kept-CCCC"));
+    assert_eq!(w.m.ok("cat t/r/cf/q"), "kept-CCCC\n");
 }

@@ -1,19 +1,27 @@
 //! The check of a call's credentials on its headers, as a tower layer in
-//! front of the service: a call without a valid token is answered
+//! front of the service: a call without a valid token (for this route, to
+//! this daemon, in the window, with a nonce not seen before) is answered
 //! UNAUTHENTICATED before a byte of its body is read, let alone decoded
 //! (a tonic interceptor would do the same, but it is not told the route,
-//! which the token covers).
+//! which the token covers). The handler then compares the body with the
+//! digest the token covers.
 
-use super::secret::Secret;
+use super::nonces::{Fresh, Nonces};
+use super::secret::{now_secs, Secret};
 use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
+use tonic::Status;
 
 /// The layer; `secret` None lets every call through.
 #[derive(Clone)]
 pub(crate) struct Authenticate {
     pub(crate) secret: Option<Secret>,
+    /// This daemon's advertised address, which tokens must name.
+    pub(crate) target: Arc<str>,
+    pub(crate) nonces: Arc<Nonces>,
 }
 
 impl<S> tower::Layer<S> for Authenticate {
@@ -21,7 +29,7 @@ impl<S> tower::Layer<S> for Authenticate {
     fn layer(&self, inner: S) -> Authenticated<S> {
         Authenticated {
             inner,
-            secret: self.secret.clone(),
+            auth: self.clone(),
         }
     }
 }
@@ -30,7 +38,7 @@ impl<S> tower::Layer<S> for Authenticate {
 #[derive(Clone)]
 pub(crate) struct Authenticated<S> {
     inner: S,
-    secret: Option<Secret>,
+    auth: Authenticate,
 }
 
 /// The caller's IP, as the connection recorded it.
@@ -40,6 +48,49 @@ pub(crate) fn peer_ip<B>(req: &http::Request<B>) -> Option<IpAddr> {
         .get::<TcpConnectInfo>()
         .and_then(|i| i.remote_addr())
         .map(|a| a.ip())
+}
+
+/// Logs a refusal of `peer` (once a minute per address).
+pub(crate) fn log_refusal(peer: Option<IpAddr>, why: &str) {
+    let peer = super::quiet::ip_key(peer);
+    if let Some(more) = super::quiet::should_log(&peer) {
+        log::warn!(
+            "refused an internal call from {peer}: {why} \
+             ({more} more refused since this was last logged)"
+        );
+    }
+}
+
+impl Authenticate {
+    fn check<B>(&self, req: &mut http::Request<B>) -> Result<(), Status> {
+        let Some(secret) = &self.secret else {
+            return Ok(());
+        };
+        let method = req.uri().path().rsplit('/').next().unwrap_or("");
+        let now = now_secs();
+        let refuse = |why: &str| {
+            log_refusal(peer_ip(req), why);
+            Status::unauthenticated(why.to_string())
+        };
+        let claims = secret
+            .check(req.headers(), method, &self.target, now)
+            .map_err(refuse)?;
+        match self.nonces.admit(claims.secs, claims.nonce.value(), now) {
+            Fresh::Yes => {}
+            Fresh::Replayed => return Err(refuse("a replayed call (its nonce was seen)")),
+            Fresh::Full => {
+                log_refusal(
+                    None,
+                    "too many calls in the token window to check for replays",
+                );
+                return Err(Status::unavailable(
+                    "too many calls in the last minute to check for replays; retry",
+                ));
+            }
+        }
+        req.extensions_mut().insert(claims);
+        Ok(())
+    }
 }
 
 type Answer<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
@@ -61,17 +112,9 @@ where
     }
 
     fn call(&mut self, mut req: http::Request<tonic::body::Body>) -> Self::Future {
-        if let Some(secret) = &self.secret {
-            let method = req.uri().path().rsplit('/').next().unwrap_or("");
-            match secret.check(req.headers(), method, peer_ip(&req)) {
-                Ok(claims) => {
-                    req.extensions_mut().insert(claims);
-                }
-                Err(status) => {
-                    let answer = status.into_http();
-                    return Box::pin(async move { Ok(answer) });
-                }
-            }
+        if let Err(status) = self.auth.check(&mut req) {
+            let answer = status.into_http();
+            return Box::pin(async move { Ok(answer) });
         }
         Box::pin(self.inner.call(req))
     }

@@ -1,19 +1,122 @@
-//! The internal service's codec: each message is its serde form in bincode
-//! (the messages are the engine's own types, so no second schema to keep in
-//! step; both ends run the same build of the daemon). Decoding is bounded:
-//! by the message's bytes (bincode's limit) and by how deep values nest
-//! (see `depth.rs`), so no payload can overflow a stack.
+//! The internal service's codec. Each message travels as its serde form
+//! in bincode (the messages are the engine's own types, so no second schema
+//! to keep in step; both ends run the same build of the daemon), but the
+//! codec only carries bytes: a request's body is decoded by its handler,
+//! after the bytes are found to be those its token covers (see
+//! `secret.rs`), and a reply's by the caller after its proof checks out.
+//! Decoding is bounded: by the message's bytes (bincode's limit) and by how
+//! deep values nest (see `depth.rs`), so no payload can overflow a stack.
 
 use super::depth::{Bounded, Budget, MAX_DECODE_DEPTH};
 use bincode::Options;
-use bytes::{Buf, BufMut};
+use bytes::{Buf, BufMut, Bytes};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use std::marker::PhantomData;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::Status;
 
-/// Encodes `E` and decodes `D` with bincode.
+/// What crosses the wire: bytes, read and written whole.
+pub trait Frame: Sized + Send + 'static {
+    /// The bytes to send.
+    fn into_bytes(self) -> Bytes;
+    /// The message from the bytes received.
+    fn from_bytes(b: Bytes) -> Result<Self, Status>;
+}
+
+/// A `T` encoded, not yet decoded.
+pub struct Sealed<T> {
+    bytes: Bytes,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Sealed<T> {
+    /// The encoded bytes (what a token or proof covers).
+    pub(crate) fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl<T: Serialize> Sealed<T> {
+    /// `v`, encoded.
+    pub(crate) fn seal(v: &T) -> Result<Sealed<T>, Status> {
+        // Into a Vec, then one copy: bincode writes a byte string one byte
+        // at a time (the engine's `Vec<u8>` fields are sequences to serde),
+        // and each write through the buffer's `Write` adapter is a call.
+        let bytes = bincode::serialize(v)
+            .map_err(|e| Status::internal(format!("cannot encode a message: {e}")))?;
+        Ok(Sealed {
+            bytes: bytes.into(),
+            _t: PhantomData,
+        })
+    }
+}
+
+impl<T: DeserializeOwned> Sealed<T> {
+    /// The message, decoded with bounds.
+    pub(crate) fn open(&self) -> Result<T, Status> {
+        decode_bounded(&self.bytes)
+            .map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))
+    }
+}
+
+impl<T: 'static> Frame for Sealed<T> {
+    fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+    fn from_bytes(bytes: Bytes) -> Result<Self, Status> {
+        Ok(Sealed {
+            bytes,
+            _t: PhantomData,
+        })
+    }
+}
+
+/// Bytes of a MAC.
+pub(crate) const TAG: usize = 32;
+
+/// A message of a stream with its own proof: a tag (empty without a
+/// secret, else [`TAG`] bytes) before the encoded message.
+pub struct Tagged<T> {
+    pub(crate) tag: Option<[u8; TAG]>,
+    pub(crate) body: Sealed<T>,
+}
+
+impl<T: 'static> Frame for Tagged<T> {
+    fn into_bytes(self) -> Bytes {
+        let mut b = Vec::with_capacity(1 + TAG + self.body.bytes.len());
+        match self.tag {
+            Some(t) => {
+                b.push(TAG as u8);
+                b.extend_from_slice(&t);
+            }
+            None => b.push(0),
+        }
+        b.extend_from_slice(&self.body.bytes);
+        b.into()
+    }
+    fn from_bytes(mut b: Bytes) -> Result<Self, Status> {
+        let malformed = || Status::invalid_argument("a stream message without its tag");
+        if !b.has_remaining() {
+            return Err(malformed());
+        }
+        let tag = match b.get_u8() {
+            0 => None,
+            n if n as usize == TAG && b.remaining() >= TAG => {
+                let mut t = [0; TAG];
+                b.copy_to_slice(&mut t);
+                Some(t)
+            }
+            _ => return Err(malformed()),
+        };
+        Ok(Tagged {
+            tag,
+            body: Sealed::from_bytes(b)?,
+        })
+    }
+}
+
+/// Encodes `E` and decodes `D`, both bytes.
 pub struct WireCodec<E, D>(PhantomData<(E, D)>);
 
 impl<E, D> Default for WireCodec<E, D> {
@@ -22,11 +125,7 @@ impl<E, D> Default for WireCodec<E, D> {
     }
 }
 
-impl<E, D> Codec for WireCodec<E, D>
-where
-    E: Serialize + Send + 'static,
-    D: DeserializeOwned + Send + 'static,
-{
+impl<E: Frame, D: Frame> Codec for WireCodec<E, D> {
     type Encode = E;
     type Decode = D;
     type Encoder = WireEncoder<E>;
@@ -43,17 +142,12 @@ where
 /// The encoding half of [`WireCodec`].
 pub struct WireEncoder<E>(PhantomData<E>);
 
-impl<E: Serialize> Encoder for WireEncoder<E> {
+impl<E: Frame> Encoder for WireEncoder<E> {
     type Item = E;
     type Error = Status;
 
     fn encode(&mut self, item: E, dst: &mut EncodeBuf<'_>) -> Result<(), Status> {
-        // Into a Vec, then one copy: bincode writes a byte string one byte
-        // at a time (the engine's `Vec<u8>` fields are sequences to serde),
-        // and each write through the buffer's `Write` adapter is a call.
-        let bytes = bincode::serialize(&item)
-            .map_err(|e| Status::internal(format!("cannot encode a message: {e}")))?;
-        dst.put_slice(&bytes);
+        dst.put(item.into_bytes());
         Ok(())
     }
 }
@@ -61,17 +155,14 @@ impl<E: Serialize> Encoder for WireEncoder<E> {
 /// The decoding half of [`WireCodec`].
 pub struct WireDecoder<D>(PhantomData<D>);
 
-impl<D: DeserializeOwned> Decoder for WireDecoder<D> {
+impl<D: Frame> Decoder for WireDecoder<D> {
     type Item = D;
     type Error = Status;
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<D>, Status> {
-        // From one contiguous slice, for the same reason: through `Read`,
-        // every byte of a value is a `read_exact` (about 20 µs a 1 KB cell).
-        let bytes = src.copy_to_bytes(src.remaining());
-        decode_bounded(&bytes)
-            .map(Some)
-            .map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))
+        // One contiguous slice: through `Read`, every byte of a value would
+        // be a `read_exact` (about 20 µs a 1 KB cell).
+        D::from_bytes(src.copy_to_bytes(src.remaining())).map(Some)
     }
 }
 

@@ -11,13 +11,15 @@ mod auth;
 pub(crate) mod codec;
 mod depth;
 pub(crate) mod messages;
+mod nonces;
 mod quiet;
 mod remote;
 mod secret;
 mod service;
 
+pub use nonces::DEFAULT_REPLAY_CACHE;
 pub use remote::Dialer;
-pub use secret::{Secret, MIN_SECRET_BYTES};
+pub use secret::{Secret, MIN_SECRET_BYTES, TOKEN_WINDOW_SECS};
 
 use crate::guard::{self, Guard, Limits};
 use crate::server::{self, Error, Running, MAX_MESSAGE};
@@ -97,12 +99,28 @@ pub fn encode_apply(server: &str, tablet: u64, ms: Vec<engine::RowMutation>) -> 
 }
 
 /// How a node takes and makes calls.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Config {
     /// The cluster's shared secret (None: calls carry no token).
     pub secret: Option<Secret>,
     /// What one caller may cost the listener.
     pub limits: Limits,
+    /// The address other daemons dial, which their tokens name (None: the
+    /// address listened on).
+    pub advertise: Option<String>,
+    /// Nonces of admitted calls remembered in the token window.
+    pub replay_cache: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            secret: None,
+            limits: Limits::default(),
+            advertise: None,
+            replay_cache: DEFAULT_REPLAY_CACHE,
+        }
+    }
 }
 
 /// Whether a route carries data (large requests allowed): only `Call`,
@@ -140,7 +158,12 @@ impl Node {
 
     /// Listens on `listen` as `config` says.
     pub fn start_with(listen: SocketAddr, config: Config) -> Result<Node, Error> {
-        let Config { secret, limits } = config;
+        let Config {
+            secret,
+            limits,
+            advertise,
+            replay_cache,
+        } = config;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .max_blocking_threads(64)
@@ -149,6 +172,7 @@ impl Node {
             .build()
             .map_err(Error::Runtime)?;
         let (listener, addr) = server::bind(listen)?;
+        let advertised: Arc<str> = advertise.unwrap_or_else(|| addr.to_string()).into();
         let target: Target = Arc::default();
         let served = Arc::new(AtomicU64::new(0));
         let largest = limits.max_request.max(limits.max_control);
@@ -171,6 +195,8 @@ impl Node {
                 // body is read or decoded.
                 .layer(auth::Authenticate {
                     secret: secret_check,
+                    target: advertised,
+                    nonces: Arc::new(nonces::Nonces::new(replay_cache)),
                 })
                 .add_service(service)
                 .serve_with_incoming_shutdown(server::incoming(listener)?, async {

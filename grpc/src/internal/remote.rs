@@ -5,6 +5,7 @@
 //! Engine threads are not async: each call is spawned on the internal
 //! runtime and its caller waits for the answer.
 
+use super::codec::{Sealed, Tagged};
 use super::gen::cluster_client::ClusterClient;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
 use super::secret::{Nonce, Secret};
@@ -46,31 +47,34 @@ impl Peer {
             .max_encoding_message_size(MAX_MESSAGE)
     }
 
-    /// A request carrying this daemon's token, and the nonce its reply
-    /// must prove.
-    fn request<T>(&self, msg: T, timeout: Duration) -> (Request<T>, Option<Nonce>) {
-        let mut req = Request::new(msg);
-        req.set_timeout(timeout);
-        let nonce = self.secret.as_ref().map(|s| s.attach(&mut req));
-        (req, nonce)
-    }
-
-    /// Refuses a reply from a peer that does not prove it knows the secret
-    /// (a daemon that registered without being given it).
-    fn check_reply<T>(
+    /// A request on route `method` carrying `msg` and this daemon's token
+    /// (which covers the route, the peer's address and the body), and the
+    /// nonce its reply must prove.
+    fn request<T: serde::Serialize>(
         &self,
-        resp: Response<T>,
-        nonce: Option<Nonce>,
-    ) -> std::result::Result<T, Status> {
-        proven(self.secret.as_ref(), &self.addr, resp, nonce)
+        msg: &T,
+        method: &str,
+        timeout: Duration,
+    ) -> std::result::Result<(Request<Sealed<T>>, Option<Nonce>), Status> {
+        let mut req = Request::new(Sealed::seal(msg)?);
+        req.set_timeout(timeout);
+        let nonce = match &self.secret {
+            Some(s) => {
+                let body = req.get_ref().bytes().to_vec();
+                Some(s.attach(&mut req, method, &self.addr, &body))
+            }
+            None => None,
+        };
+        Ok((req, nonce))
     }
 
     /// Sends `call` and waits for the reply.
     fn call(&self, call: Call, timeout: Duration) -> std::result::Result<Reply, Status> {
-        let (req, nonce) = self.request(call, timeout);
+        let data = super::service::data_op(&call.op);
+        let method = if data { "Call" } else { "Control" };
+        let (req, nonce) = self.request(&call, method, timeout)?;
         let mut client = self.client();
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let data = super::service::data_op(&req.get_ref().op);
         self.rt.spawn(async move {
             let r = if data {
                 client.call(req).await
@@ -80,34 +84,60 @@ impl Peer {
             let _ = tx.send(r);
         });
         match rx.blocking_recv() {
-            Ok(r) => self.check_reply(r?, nonce),
+            Ok(r) => proven(self.secret.as_ref(), &self.addr, method, r?, nonce),
             Err(_) => Err(Status::unavailable("the internal RPC runtime stopped")),
         }
     }
 }
 
-/// `resp`'s message, if its sender proved it knows the secret (when this
-/// daemon has one).
-fn proven<T>(
+/// Logs (once a minute per peer) and refuses what `addr` sent.
+fn unproven(addr: &str, what: &str) -> Status {
+    if let Some(more) = super::quiet::should_log(&super::quiet::peer_key(addr)) {
+        log::warn!(
+            "{addr} does not prove it knows the cluster secret ({what}): its answers are \
+             ignored ({more} more since this was last logged)"
+        );
+    }
+    Status::unauthenticated(format!(
+        "{addr} does not prove it knows the cluster secret ({what})"
+    ))
+}
+
+/// `resp`'s message, if its sender proved it knows the secret and sent
+/// these bytes (when this daemon has a secret).
+fn proven(
     secret: Option<&Secret>,
     addr: &str,
-    resp: Response<T>,
+    method: &str,
+    resp: Response<Sealed<Reply>>,
     nonce: Option<Nonce>,
-) -> std::result::Result<T, Status> {
+) -> std::result::Result<Reply, Status> {
     if let (Some(s), Some(n)) = (secret, nonce) {
-        if !s.verify_reply(n, resp.metadata()) {
-            if let Some(more) = super::quiet::should_log(&super::quiet::peer_key(addr)) {
-                log::warn!(
-                    "{addr} does not prove it knows the cluster secret: its answers are \
-                     ignored ({more} more since this was last logged)"
-                );
-            }
-            return Err(Status::unauthenticated(format!(
-                "{addr} does not prove it knows the cluster secret"
-            )));
+        if !s.verify_reply(method, n, resp.get_ref().bytes(), resp.metadata()) {
+            return Err(unproven(addr, "a reply"));
         }
     }
-    Ok(resp.into_inner())
+    resp.into_inner().open()
+}
+
+/// Message `seq` of a scan's stream, if its tag proves the peer sent it
+/// (when this daemon has a secret).
+fn open_chunk(
+    secret: Option<&Secret>,
+    nonce: Option<Nonce>,
+    seq: u64,
+    addr: &str,
+    m: Tagged<ScanChunk>,
+) -> std::result::Result<ScanChunk, Status> {
+    if let (Some(s), Some(n)) = (secret, nonce) {
+        let ok = m
+            .tag
+            .is_some_and(|t| s.verify_chunk(n, seq, m.body.bytes(), &t));
+        if !ok {
+            return Err(unproven(addr, "a scan's message"));
+        }
+    }
+    m.body.open()
 }
 
 /// Decodes a reply's result.
@@ -272,34 +302,32 @@ impl TabletService for RemoteServer {
         };
         // A scan may run long: the deadline covers its start only; a
         // stalled peer is caught by the connection's keep-alive.
-        let (req, nonce) = self.peer.request(call, DATA_TIMEOUT);
+        let (req, nonce) = match self.peer.request(&call, "Scan", DATA_TIMEOUT) {
+            Ok(r) => r,
+            Err(s) => return Err(server_unreachable(&self.name, &self.peer.addr, tablet, &s)),
+        };
         let mut client = self.peer.client();
         let (secret, addr) = (self.peer.secret.clone(), self.peer.addr.clone());
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         self.peer.rt.spawn(async move {
-            let answer = client
-                .scan(req)
-                .await
-                .and_then(|r| proven(secret.as_ref(), &addr, r, nonce));
-            let mut stream = match answer {
-                Ok(stream) => stream,
+            let mut stream = match client.scan(req).await {
+                Ok(stream) => stream.into_inner(),
                 Err(s) => {
                     let _ = tx.send(Err(s)).await;
                     return;
                 }
             };
+            let mut seq = 0;
             loop {
-                match stream.message().await {
-                    Ok(Some(chunk)) => {
-                        if tx.send(Ok(chunk)).await.is_err() {
-                            return; // the reader hung up: drop the stream
-                        }
-                    }
+                let chunk = match stream.message().await {
+                    Ok(Some(m)) => open_chunk(secret.as_ref(), nonce, seq, &addr, m),
                     Ok(None) => return,
-                    Err(s) => {
-                        let _ = tx.send(Err(s)).await;
-                        return;
-                    }
+                    Err(s) => Err(s),
+                };
+                seq += 1;
+                let failed = chunk.is_err();
+                if tx.send(chunk).await.is_err() || failed {
+                    return; // the reader hung up, or the stream is done for
                 }
             }
         });

@@ -1,9 +1,10 @@
 //! The server side: answers other daemons' calls on this daemon's tablet
 //! servers and master, after checking the cluster's secret.
 
+use super::codec::{Sealed, Tagged};
 use super::gen::cluster_server::Cluster;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
-use super::secret::{Nonce, Secret};
+use super::secret::{sha256, Claims, Nonce, Secret};
 
 use engine::protocol::{MasterService, Sequencer, TableDef, TabletMeta, TabletService, WireError};
 use engine::schema::TableSchema;
@@ -50,30 +51,56 @@ fn quick(op: &Op) -> bool {
 }
 
 impl ClusterService {
-    /// The daemon's cluster, and the nonce the reply proves this daemon's
-    /// own with (the interceptor checked the caller's token, on the
-    /// headers, before the body was read).
-    fn admit<T>(&self, req: &Request<T>) -> Result<(Bigtable, Option<Nonce>), Status> {
-        let nonce = req.extensions().get::<Nonce>().copied();
-        if self.secret.is_some() && nonce.is_none() {
-            return Err(Status::unauthenticated("wrong or missing cluster secret"));
-        }
+    /// The daemon's cluster, the request decoded, and the nonce the reply
+    /// proves this daemon's own with. The layer in front checked the
+    /// caller's token on the headers; here the body must be the one the
+    /// token covers before it is decoded.
+    fn admit<T: serde::de::DeserializeOwned>(
+        &self,
+        req: Request<Sealed<T>>,
+    ) -> Result<(Bigtable, T, Option<Nonce>), Status> {
+        let claims = req.extensions().get::<Claims>().copied();
+        let nonce = match (&self.secret, claims) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err(Status::unauthenticated("wrong or missing cluster secret"))
+            }
+            (Some(_), Some(c)) => {
+                if sha256(req.get_ref().bytes()) != c.digest {
+                    let why = "a body other than the one its token covers";
+                    super::auth::log_refusal(req.remote_addr().map(|a| a.ip()), why);
+                    return Err(Status::unauthenticated(why));
+                }
+                Some(c.nonce)
+            }
+        };
+        let msg = req.into_inner().open()?;
         self.served.fetch_add(1, Ordering::Relaxed);
         let bt = self
             .target
             .get()
             .cloned()
             .ok_or_else(|| Status::unavailable("the daemon is starting"))?;
-        Ok((bt, nonce))
+        Ok((bt, msg, nonce))
     }
 
-    /// A reply carrying the proof that this daemon knows the secret.
-    fn answer<T>(&self, msg: T, nonce: Option<Nonce>) -> Response<T> {
-        let mut resp = Response::new(msg);
+    /// A reply, with the proof that this daemon knows the secret and sent
+    /// these bytes.
+    fn answer(
+        &self,
+        method: &str,
+        reply: Reply,
+        nonce: Option<Nonce>,
+    ) -> Result<Response<Sealed<Reply>>, Status> {
+        let sealed = Sealed::seal(&reply)?;
+        let mut resp = Response::new(sealed);
         if let (Some(secret), Some(n)) = (&self.secret, nonce) {
-            secret.prove(n, resp.metadata_mut());
+            let (meta, sealed, _) = resp.into_parts();
+            let mut meta = meta;
+            secret.prove(method, n, sealed.bytes(), &mut meta);
+            resp = Response::from_parts(meta, sealed, Default::default());
         }
-        resp
+        Ok(resp)
     }
 }
 
@@ -209,14 +236,34 @@ fn dispatch(bt: &Bigtable, call: Call) -> Result<Vec<u8>, WireError> {
     }
 }
 
+/// Sends a scan's messages, each tagged with its number and the call's
+/// nonce when the cluster has a secret (so none can be altered, dropped or
+/// reordered unnoticed).
+struct Tagger {
+    tx: tokio::sync::mpsc::Sender<Result<Tagged<ScanChunk>, Status>>,
+    proof: Option<(Secret, Nonce)>,
+    seq: u64,
+}
+
+impl Tagger {
+    /// False once the caller hung up.
+    fn send(&mut self, c: ScanChunk) -> bool {
+        let msg = Sealed::seal(&c).map(|body| {
+            let tag = self
+                .proof
+                .as_ref()
+                .map(|(s, n)| s.tag_chunk(*n, self.seq, body.bytes()));
+            Tagged { tag, body }
+        });
+        self.seq += 1;
+        self.tx.blocking_send(msg).is_ok()
+    }
+}
+
 /// Sends `spec`'s part of tablet `tablet` in chunks until done or the
 /// caller hangs up.
-fn stream_scan(
-    bt: &Bigtable,
-    call: ScanCall,
-    tx: tokio::sync::mpsc::Sender<Result<ScanChunk, Status>>,
-) {
-    let send = |c: ScanChunk| tx.blocking_send(Ok(c)).is_ok();
+fn stream_scan(bt: &Bigtable, call: ScanCall, mut tx: Tagger) {
+    let mut send = |c: ScanChunk| tx.send(c);
     let Some(s) = bt.local_server(&call.server) else {
         send(ScanChunk::Failed(WireError::NotServing {
             server: call.server,
@@ -267,9 +314,12 @@ impl ClusterService {
     /// Runs one call that came by the data route (`data`) or the control
     /// route: each takes only its own operations, so that a large request
     /// never passes as a control call's.
-    async fn run(&self, req: Request<Call>, data: bool) -> Result<Response<Reply>, Status> {
-        let (bt, nonce) = self.admit(&req)?;
-        let call = req.into_inner();
+    async fn run(
+        &self,
+        req: Request<Sealed<Call>>,
+        data: bool,
+    ) -> Result<Response<Sealed<Reply>>, Status> {
+        let (bt, call, nonce) = self.admit(req)?;
         if data_op(&call.op) != data {
             return Err(Status::invalid_argument(
                 "an operation sent by the wrong route",
@@ -289,27 +339,34 @@ impl ClusterService {
         } else {
             tokio::task::block_in_place(|| dispatch(&bt, call))
         };
-        Ok(self.answer(Reply(r), nonce))
+        self.answer(if data { "Call" } else { "Control" }, Reply(r), nonce)
     }
 }
 
 #[tonic::async_trait]
 impl Cluster for ClusterService {
-    async fn call(&self, req: Request<Call>) -> Result<Response<Reply>, Status> {
+    async fn call(&self, req: Request<Sealed<Call>>) -> Result<Response<Sealed<Reply>>, Status> {
         self.run(req, true).await
     }
 
-    async fn control(&self, req: Request<Call>) -> Result<Response<Reply>, Status> {
+    async fn control(&self, req: Request<Sealed<Call>>) -> Result<Response<Sealed<Reply>>, Status> {
         self.run(req, false).await
     }
 
-    type ScanStream = ReceiverStream<Result<ScanChunk, Status>>;
+    type ScanStream = ReceiverStream<Result<Tagged<ScanChunk>, Status>>;
 
-    async fn scan(&self, req: Request<ScanCall>) -> Result<Response<Self::ScanStream>, Status> {
-        let (bt, nonce) = self.admit(&req)?;
-        let call = req.into_inner();
+    async fn scan(
+        &self,
+        req: Request<Sealed<ScanCall>>,
+    ) -> Result<Response<Self::ScanStream>, Status> {
+        let (bt, call, nonce) = self.admit(req)?;
         let (tx, rx) = tokio::sync::mpsc::channel(4);
-        tokio::task::spawn_blocking(move || stream_scan(&bt, call, tx));
-        Ok(self.answer(ReceiverStream::new(rx), nonce))
+        let tagger = Tagger {
+            tx,
+            proof: self.secret.clone().zip(nonce),
+            seq: 0,
+        };
+        tokio::task::spawn_blocking(move || stream_scan(&bt, call, tagger));
+        Ok(Response::new(ReceiverStream::new(rx)))
     }
 }

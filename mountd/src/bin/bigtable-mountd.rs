@@ -152,6 +152,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
             let config = grpc::internal::Config {
                 secret,
                 limits: cfg.rpc_limits.clone(),
+                advertise: rpc.advertise.clone(),
+                replay_cache: rpc.replay_cache,
             };
             let node =
                 grpc::internal::Node::start_with(rpc.listen, config).map_err(|e| e.to_string())?;
