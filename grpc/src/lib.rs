@@ -18,11 +18,13 @@ mod names;
 mod server;
 mod status;
 mod timing;
+mod tls;
 mod value_type;
 
 pub use guard::{refused, Limits, Refused};
 pub use names::{check_instance_id, DEFAULT_INSTANCE};
 pub use server::{parse_addr, start, start_with, Changes, Error, Running, Shared};
+pub use tls::{Tls, TlsFiles};
 
 /// The Table Admin API's messages (and client).
 pub use googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2 as admin_v2;

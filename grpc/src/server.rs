@@ -190,7 +190,7 @@ where
 /// Serves both services on `addr` (port 0: any free port; see
 /// `Running::addr`) with the default limits.
 pub fn start(shared: Shared, addr: SocketAddr) -> Result<Running, Error> {
-    start_with(shared, addr, &crate::Limits::default())
+    start_with(shared, addr, &crate::Limits::default(), None)
 }
 
 /// The public API's methods whose requests carry data (large allowed).
@@ -201,11 +201,14 @@ fn data_method(method: &str) -> bool {
     )
 }
 
-/// Serves both services on `addr`, bounded by `limits`.
+/// Serves both services on `addr`, bounded by `limits`, over TLS when
+/// `tls` is given (a handler finds the client's certificate, if it
+/// presented one of `grpc_client_ca`, with `Request::peer_certs`).
 pub fn start_with(
     shared: Shared,
     addr: SocketAddr,
     limits: &crate::Limits,
+    tls: Option<Arc<crate::Tls>>,
 ) -> Result<Running, Error> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -226,16 +229,26 @@ pub fn start_with(
         .max_encoding_message_size(MAX_MESSAGE);
     let limits = limits.clone();
     let running = run(rt, "bt-grpc-main", addr, move |stop| async move {
-        crate::guard::server(tonic::transport::Server::builder(), &limits)
+        let router = crate::guard::server(tonic::transport::Server::builder(), &limits)
             .layer(crate::guard::Guard::new(&limits, data_method))
             .layer(tower::layer::layer_fn(crate::timing::Timed))
             .add_service(data)
-            .add_service(admin)
-            .serve_with_incoming_shutdown(incoming(listener)?, async {
-                let _ = stop.await;
-            })
-            .await
-            .map_err(std::io::Error::other)
+            .add_service(admin);
+        let stop = async {
+            let _ = stop.await;
+        };
+        match tls {
+            Some(tls) => {
+                let incoming = crate::tls::incoming(listener, tls, "gRPC API")?;
+                router.serve_with_incoming_shutdown(incoming, stop).await
+            }
+            None => {
+                router
+                    .serve_with_incoming_shutdown(incoming(listener)?, stop)
+                    .await
+            }
+        }
+        .map_err(std::io::Error::other)
     })?;
     log::info!("serving the Bigtable v2 gRPC API on {addr}");
     Ok(running)

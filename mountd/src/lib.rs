@@ -11,6 +11,8 @@
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+pub mod certs;
 pub mod daemon;
 pub mod fusemount;
 pub mod mountopts;
+pub mod private;

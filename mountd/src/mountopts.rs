@@ -47,6 +47,9 @@
 //! | `cluster_advertise=HOST:PORT` | the address other daemons dial (default: `cluster_listen`'s, which must then name a host) |
 //! | `cluster_secret_file=FILE` | the cluster's shared secret (at least 16 printable bytes); required unless `cluster_listen` is on loopback |
 //! | `cluster_dial_self` | send even this daemon's own requests through the internal RPC (to measure what the protocol costs) |
+//! | `cluster_ca=FILE`, `cluster_cert=FILE`, `cluster_key=FILE` | mutual TLS on the internal RPC (PEM): the cluster's CA, and this daemon's certificate and key; every peer must present a certificate of that CA; reloaded when the files change |
+//! | `grpc_cert=FILE`, `grpc_key=FILE` | TLS on the public gRPC API (PEM); reloaded when the files change |
+//! | `grpc_client_ca=FILE` | let gRPC clients present certificates of this CA (with `grpc_cert`) |
 //! | `cluster_replay_cache=N` | nonces of admitted internal calls remembered for the token window (60 s) so that a replayed call is refused (default 1000000; when full, new calls are refused as UNAVAILABLE until old ones age out) |
 //! | `rpc_max_request=SIZE` | largest data request (writes, batches) either gRPC server takes (default 80m); larger: RESOURCE_EXHAUSTED |
 //! | `rpc_max_control=SIZE` | largest control, admin or read request (default 4m) |
@@ -174,6 +177,18 @@ pub struct MountConfig {
     pub cluster_secret_file: Option<PathBuf>,
     /// This daemon's own requests over the internal RPC too (`cluster_dial_self`).
     pub cluster_dial_self: bool,
+    /// Mutual TLS on the internal RPC (`cluster_ca=`, `cluster_cert=`, `cluster_key=`).
+    pub cluster_ca: Option<PathBuf>,
+    /// See `cluster_ca`.
+    pub cluster_cert: Option<PathBuf>,
+    /// See `cluster_ca`.
+    pub cluster_key: Option<PathBuf>,
+    /// TLS on the public API (`grpc_cert=`, `grpc_key=`, `grpc_client_ca=`).
+    pub grpc_cert: Option<PathBuf>,
+    /// See `grpc_cert`.
+    pub grpc_key: Option<PathBuf>,
+    /// See `grpc_cert`.
+    pub grpc_client_ca: Option<PathBuf>,
     /// Nonces remembered against replays (`cluster_replay_cache=`).
     pub cluster_replay_cache: usize,
     /// What one client may cost either gRPC server (`rpc_*`).
@@ -195,6 +210,8 @@ pub struct ClusterRpc {
     pub dial_self: bool,
     /// Nonces remembered against replays.
     pub replay_cache: usize,
+    /// Mutual TLS (None: plain text).
+    pub tls: Option<grpc::TlsFiles>,
 }
 
 impl MountConfig {
@@ -255,6 +272,12 @@ impl MountConfig {
             cluster_advertise: None,
             cluster_secret_file: None,
             cluster_dial_self: false,
+            cluster_ca: None,
+            cluster_cert: None,
+            cluster_key: None,
+            grpc_cert: None,
+            grpc_key: None,
+            grpc_client_ca: None,
             cluster_replay_cache: grpc::internal::DEFAULT_REPLAY_CACHE,
             rpc_limits: grpc::Limits::default(),
             given: Vec::new(),
@@ -272,18 +295,28 @@ impl MountConfig {
         if self.client_only() && (self.cluster_listen.is_none() || self.etcd.is_none()) {
             return Err("tablet_servers=0 (a client-only daemon) needs lock=etcd://… shared with the daemons that serve, and cluster_listen".into());
         }
+        let tls = match (&self.cluster_ca, &self.cluster_cert, &self.cluster_key) {
+            (None, None, None) => None,
+            (Some(ca), Some(cert), Some(key)) => Some(grpc::TlsFiles {
+                ca: Some(ca.clone()),
+                cert: cert.clone(),
+                key: key.clone(),
+            }),
+            _ => return Err("cluster_ca, cluster_cert and cluster_key go together".into()),
+        };
         let Some(listen) = self.cluster_listen else {
             if self.cluster_advertise.is_some()
                 || self.cluster_secret_file.is_some()
                 || self.cluster_dial_self
+                || tls.is_some()
             {
-                return Err("cluster_advertise, cluster_secret_file and cluster_dial_self need cluster_listen".into());
+                return Err("cluster_advertise, cluster_secret_file, cluster_ca/cert/key and cluster_dial_self need cluster_listen".into());
             }
             return Ok(None);
         };
-        if !listen.ip().is_loopback() && self.cluster_secret_file.is_none() {
+        if !listen.ip().is_loopback() && self.cluster_secret_file.is_none() && tls.is_none() {
             return Err(format!(
-                "cluster_listen={listen} is reachable from other machines: give cluster_secret_file=FILE so that only daemons of the cluster are served"
+                "cluster_listen={listen} is reachable from other machines: give cluster_ca, cluster_cert and cluster_key (mutual TLS), or cluster_secret_file=FILE, so that only daemons of the cluster are served"
             ));
         }
         if listen.ip().is_unspecified() && self.cluster_advertise.is_none() {
@@ -297,7 +330,43 @@ impl MountConfig {
             secret_file: self.cluster_secret_file.clone(),
             dial_self: self.cluster_dial_self,
             replay_cache: self.cluster_replay_cache,
+            tls,
         }))
+    }
+
+    /// TLS on the public API, when asked for.
+    pub fn grpc_tls(&self) -> Result<Option<grpc::TlsFiles>, String> {
+        match (&self.grpc_cert, &self.grpc_key) {
+            (None, None) if self.grpc_client_ca.is_none() => Ok(None),
+            (Some(cert), Some(key)) => Ok(Some(grpc::TlsFiles {
+                ca: self.grpc_client_ca.clone(),
+                cert: cert.clone(),
+                key: key.clone(),
+            })),
+            _ => Err("grpc_cert and grpc_key go together (and grpc_client_ca needs them)".into()),
+        }
+    }
+
+    /// Every option naming a file that holds a secret, with the file: each
+    /// must be private (see `private::private_file`).
+    pub fn private_files(&self) -> Vec<(&'static str, PathBuf)> {
+        let mut out = Vec::new();
+        let mut add = |k: &'static str, p: &Option<PathBuf>| {
+            if let Some(p) = p {
+                out.push((k, p.clone()));
+            }
+        };
+        add("cluster_secret_file", &self.cluster_secret_file);
+        add("cluster_key", &self.cluster_key);
+        add("grpc_key", &self.grpc_key);
+        if let Some(s3) = &self.s3 {
+            add("s3_credentials", &s3.credentials);
+        }
+        if let Some(e) = &self.etcd {
+            add("etcd_user_file", &e.user_file);
+            add("etcd_key", &e.key);
+        }
+        out
     }
 
     /// FUSE worker threads to run.
@@ -376,6 +445,12 @@ impl MountConfig {
                 self.cluster_secret_file = Some(PathBuf::from(need(key, value)?))
             }
             "cluster_dial_self" => self.cluster_dial_self = true,
+            "cluster_ca" => self.cluster_ca = Some(PathBuf::from(need(key, value)?)),
+            "cluster_cert" => self.cluster_cert = Some(PathBuf::from(need(key, value)?)),
+            "cluster_key" => self.cluster_key = Some(PathBuf::from(need(key, value)?)),
+            "grpc_cert" => self.grpc_cert = Some(PathBuf::from(need(key, value)?)),
+            "grpc_key" => self.grpc_key = Some(PathBuf::from(need(key, value)?)),
+            "grpc_client_ca" => self.grpc_client_ca = Some(PathBuf::from(need(key, value)?)),
             "cluster_replay_cache" => {
                 self.cluster_replay_cache =
                     whole(key, value, 1000, 100_000_000, " nonces")? as usize
@@ -1003,6 +1078,37 @@ mod tests {
         assert_eq!(c.instance, "prod-1");
         assert!(c.apply("instance=a@b").is_err());
         assert!(c.apply("instance=").is_err());
+    }
+
+    #[test]
+    fn tls_and_private_file_options() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        c.apply_list("cluster_listen=0.0.0.0:7100,cluster_advertise=10.0.0.5:7100")
+            .unwrap();
+        c.apply_list("cluster_ca=/c/ca.pem,cluster_cert=/c/n.pem")
+            .unwrap();
+        assert!(c.cluster().unwrap_err().contains("go together"));
+        c.apply("cluster_key=/c/n-key.pem").unwrap();
+        // Mutual TLS without a secret is enough off loopback.
+        let rpc = c.cluster().unwrap().unwrap();
+        assert_eq!(rpc.tls.unwrap().key, PathBuf::from("/c/n-key.pem"));
+        c.apply("grpc_cert=/g/c.pem").unwrap();
+        assert!(c.grpc_tls().is_err());
+        c.apply_list("grpc_key=/g/k.pem,grpc_client_ca=/g/ca.pem")
+            .unwrap();
+        assert!(c.grpc_tls().unwrap().unwrap().ca.is_some());
+        c.apply_list("cluster_secret_file=/s,lock=etcd://h:1,etcd_user_file=/u")
+            .unwrap();
+        let named: Vec<&str> = c.private_files().iter().map(|(k, _)| *k).collect();
+        assert_eq!(
+            named,
+            [
+                "cluster_secret_file",
+                "cluster_key",
+                "grpc_key",
+                "etcd_user_file"
+            ]
+        );
     }
 
     #[test]

@@ -222,6 +222,9 @@ impl Seaweed {
             ),
         )
         .expect("write the credentials file");
+        // A mount refuses a credentials file others can read.
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .expect("make the credentials file private");
         path
     }
 

@@ -13,6 +13,8 @@ const SECRET: &str = "e2e-cluster-secret-0123456789";
 fn mount_over_rpc(dir: &tempfile::TempDir) -> Mount {
     let secret = dir.path().join("secret");
     std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
+    // The daemon refuses a secret others can read.
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     Mount::with_options(&[
         "cluster_listen=127.0.0.1:0",
         &format!("cluster_secret_file={}", secret.display()),

@@ -395,3 +395,286 @@ fn a_captured_call_replayed_is_refused_and_an_altered_one_too() {
     assert!(w.proxy.saw(b"kept-CCCC"));
     assert_eq!(w.m.ok("cat t/r/cf/q"), "kept-CCCC\n");
 }
+
+/// `bigtable-bench certs DIR --names NAMES --extra-san 127.0.0.1`.
+fn certs(dir: &std::path::Path, names: &str) {
+    let out = std::process::Command::new(tests::bin("bigtable-bench"))
+        .arg("certs")
+        .arg(dir)
+        .args(["--names", names, "--extra-san", "127.0.0.1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+fn tls_files(dir: &std::path::Path, name: &str) -> grpc::TlsFiles {
+    grpc::TlsFiles {
+        ca: Some(dir.join("ca.pem")),
+        cert: dir.join(format!("{name}.pem")),
+        key: dir.join(format!("{name}-key.pem")),
+    }
+}
+
+/// A node of the internal RPC with `tls` (and no secret).
+fn node(tls: Option<grpc::TlsFiles>) -> grpc::internal::Node {
+    let config = grpc::internal::Config {
+        tls: tls.map(|f| grpc::Tls::load(f, true).unwrap()),
+        ..Default::default()
+    };
+    grpc::internal::Node::start_with("127.0.0.1:0".parse().unwrap(), config).unwrap()
+}
+
+#[test]
+fn mutual_tls_refuses_peers_without_a_cluster_certificate_and_hides_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ours, theirs) = (dir.path().join("ours"), dir.path().join("theirs"));
+    certs(&ours, "daemon,friend");
+    certs(&theirs, "rogue");
+    let f = tls_files(&ours, "daemon");
+    let port = proxy::free_port();
+    let direct = format!("127.0.0.1:{port}");
+    let proxy = Proxy::start("127.0.0.1:0", direct.clone());
+    let m = Mount::with_options(&[
+        &format!("cluster_listen={direct}"),
+        &format!("cluster_advertise={}", proxy.addr),
+        &format!("cluster_ca={}", f.ca.as_ref().unwrap().display()),
+        &format!("cluster_cert={}", f.cert.display()),
+        &format!("cluster_key={}", f.key.display()),
+        // The daemon's own calls cross the proxy too, over mTLS.
+        "cluster_dial_self",
+    ]);
+    m.table("t", "cf\n");
+    m.ok("mkdir -p t/r/cf && echo wire-value-VVVV > t/r/cf/q");
+    assert_eq!(m.ok("cat t/r/cf/q"), "wire-value-VVVV\n");
+    m.ok("ls t; cat t/r/cf/q");
+    // What crossed the wire: plenty, but not the value.
+    let crossed: usize = proxy.sent.lock().unwrap().iter().map(Vec::len).sum();
+    assert!(crossed > 1000, "the calls did not cross the proxy");
+    assert!(!proxy.saw(b"wire-value-VVVV"), "the value crossed in clear");
+    assert!(!proxy.saw(b"t/r") && !proxy.saw(b"Apply"));
+
+    let (name, addr) = servers(&m)[0].clone();
+    assert_eq!(addr, proxy.addr);
+    // A node with a certificate of the cluster's CA is served...
+    let friend = node(Some(tls_files(&ours, "friend")));
+    let s = friend.dial_server(&addr, &name).unwrap();
+    assert!(s.report().is_ok(), "a cluster certificate is accepted");
+    // ...one without a certificate, or with another CA's, is not.
+    for (who, tls) in [
+        ("plain", None),
+        ("rogue", Some(tls_files(&theirs, "rogue"))),
+    ] {
+        let n = node(tls);
+        let s = n.dial_server(&direct, &name).unwrap();
+        let ids = s.tablet_ids();
+        assert!(ids.is_err(), "{who} listed tablets: {ids:?}");
+        let e = s.unload(1);
+        assert!(e.is_err(), "{who}");
+        n.stop();
+    }
+    let logged = tests::wait_until(Duration::from_secs(20), || {
+        let log = m.log_text();
+        log.contains("refused a connection to the internal RPC from 127.0.0.1: TLS")
+            && log
+                .matches("refused a connection to the internal RPC")
+                .count()
+                >= 2
+    });
+    assert!(logged, "{}", tests::tail(&m.log_text(), 20));
+    // A daemon whose certificate is not the cluster's is not believed as a
+    // server either: the friend reaching the rogue fails.
+    let rogue = node(Some(tls_files(&theirs, "rogue")));
+    let s = friend.dial_server(&rogue.addr.to_string(), "ts0").unwrap();
+    assert!(s.report().is_err());
+    rogue.stop();
+    friend.stop();
+    assert_eq!(m.ok("cat t/r/cf/q"), "wire-value-VVVV\n");
+}
+
+/// Starts bigtable-mountd with `opts` and expects it to refuse to start;
+/// returns what it said.
+fn refused_at_mount(opts: &[String]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, mnt) = (dir.path().join("data"), dir.path().join("mnt"));
+    std::fs::create_dir(&mnt).unwrap();
+    let mut child = std::process::Command::new(tests::bin("bigtable-mountd"))
+        .arg(&data)
+        .arg(&mnt)
+        .arg("-f")
+        .arg("-o")
+        .arg(opts.join(","))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut status = None;
+    tests::wait_until(Duration::from_secs(30), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+        tests::unmount(&mnt);
+        panic!("the daemon started with {opts:?}");
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+#[test]
+fn a_secret_or_key_file_others_can_read_is_refused_at_mount() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("secret");
+    std::fs::write(&secret, format!("{SECRET}\n")).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let said = refused_at_mount(&[
+        "cluster_listen=127.0.0.1:0".into(),
+        format!("cluster_secret_file={}", secret.display()),
+    ]);
+    assert!(
+        said.contains("cluster_secret_file=") && said.contains("chmod 600"),
+        "{said}"
+    );
+    // A key the group can read, too.
+    let certs_dir = dir.path().join("certs");
+    certs(&certs_dir, "daemon");
+    let f = tls_files(&certs_dir, "daemon");
+    std::fs::set_permissions(&f.key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let said = refused_at_mount(&[
+        "cluster_listen=127.0.0.1:0".into(),
+        format!("cluster_ca={}", f.ca.as_ref().unwrap().display()),
+        format!("cluster_cert={}", f.cert.display()),
+        format!("cluster_key={}", f.key.display()),
+    ]);
+    assert!(
+        said.contains("cluster_key=") && said.contains("0640"),
+        "{said}"
+    );
+    // Made private, the same options mount.
+    std::fs::set_permissions(&f.key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let m = Mount::with_options(&[
+        "cluster_listen=127.0.0.1:0",
+        &format!("cluster_ca={}", f.ca.as_ref().unwrap().display()),
+        &format!("cluster_cert={}", f.cert.display()),
+        &format!("cluster_key={}", f.key.display()),
+    ]);
+    m.table("t", "cf\n");
+}
+
+#[test]
+fn the_public_api_over_tls_hides_values_and_refuses_plain_text() {
+    use grpc::v2::bigtable_client::BigtableClient;
+    use grpc::v2::ReadRowsRequest;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint};
+    let dir = tempfile::tempdir().unwrap();
+    certs(dir.path(), "server");
+    let f = tls_files(dir.path(), "server");
+    let m = Mount::with_options(&[
+        "grpc=127.0.0.1:0",
+        &format!("grpc_cert={}", f.cert.display()),
+        &format!("grpc_key={}", f.key.display()),
+    ]);
+    m.table("t", "cf\n");
+    m.ok("mkdir -p t/r/cf && echo api-value-WWWW > t/r/cf/q");
+    let proxy = Proxy::start("127.0.0.1:0", m.grpc_addr());
+    let ca = std::fs::read(f.ca.as_ref().unwrap()).unwrap();
+    let rt = runtime();
+    let read = |scheme: &str, tls: bool| {
+        rt.block_on(async {
+            let mut e = Endpoint::from_shared(format!("{scheme}://{}", proxy.addr))
+                .unwrap()
+                .connect_timeout(Duration::from_secs(10))
+                .timeout(Duration::from_secs(20));
+            if tls {
+                e = e
+                    .tls_config(
+                        ClientTlsConfig::new()
+                            .ca_certificate(Certificate::from_pem(&ca))
+                            .domain_name("127.0.0.1"),
+                    )
+                    .unwrap();
+            }
+            let channel = e.connect().await.map_err(|e| e.to_string())?;
+            let mut c = BigtableClient::new(channel);
+            let req = ReadRowsRequest {
+                table_name: "projects/p/instances/default/tables/t".into(),
+                ..Default::default()
+            };
+            let mut stream = c
+                .read_rows(req)
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            let mut values = Vec::new();
+            while let Some(r) = stream.message().await.map_err(|e| e.to_string())? {
+                values.extend(r.chunks.into_iter().map(|c| c.value));
+            }
+            Ok::<_, String>(values)
+        })
+    };
+    let values = read("https", true).unwrap();
+    assert_eq!(values, vec![b"api-value-WWWW\n".to_vec()]);
+    assert!(!proxy.saw(b"api-value-WWWW"), "the value crossed in clear");
+    // A plain-text client gets nothing.
+    let plain = read("http", false);
+    assert!(plain.is_err(), "{plain:?}");
+    assert!(!proxy.saw(b"api-value-WWWW"));
+    let logged = tests::wait_until(Duration::from_secs(20), || {
+        m.log_text()
+            .contains("refused a connection to the gRPC API from 127.0.0.1: TLS")
+    });
+    assert!(logged, "{}", tests::tail(&m.log_text(), 20));
+    assert_eq!(m.ok("cat t/r/cf/q"), "api-value-WWWW\n");
+}
+
+#[test]
+fn certificates_are_reloaded_when_their_files_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let (old, new, live) = (
+        dir.path().join("old"),
+        dir.path().join("new"),
+        dir.path().join("live"),
+    );
+    certs(&old, "daemon,friend");
+    certs(&new, "daemon,friend");
+    std::fs::create_dir(&live).unwrap();
+    let install = |from: &std::path::Path| {
+        for f in ["ca.pem", "daemon.pem", "daemon-key.pem"] {
+            std::fs::copy(from.join(f), live.join(f)).unwrap();
+        }
+    };
+    install(&old);
+    let f = tls_files(&live, "daemon");
+    let m = Mount::with_options(&[
+        "cluster_listen=127.0.0.1:0",
+        &format!("cluster_ca={}", f.ca.as_ref().unwrap().display()),
+        &format!("cluster_cert={}", f.cert.display()),
+        &format!("cluster_key={}", f.key.display()),
+    ]);
+    let (name, addr) = servers(&m)[0].clone();
+    let served = |ca_dir: &std::path::Path| {
+        let n = node(Some(tls_files(ca_dir, "friend")));
+        let ok = n.dial_server(&addr, &name).unwrap().report().is_ok();
+        n.stop();
+        ok
+    };
+    assert!(served(&old));
+    assert!(!served(&new));
+    // New files in place (a renewal with a new CA): the next connections
+    // use them, without a restart.
+    install(&new);
+    assert!(
+        tests::wait_until(Duration::from_secs(30), || served(&new)),
+        "{}",
+        tests::tail(&m.log_text(), 20)
+    );
+    assert!(!served(&old));
+    assert!(m.log_text().contains("reloaded the TLS certificate"));
+}

@@ -31,6 +31,9 @@ impl Shared {
         let weed = Seaweed::start(name);
         let secret = weed.data_dir().join("cluster-secret");
         std::fs::write(&secret, "a-secret-of-more-than-sixteen-bytes\n").unwrap();
+        // The daemon refuses a secret others can read.
+        std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
         Shared {
             weed,
             etcd: Arc::new(Etcd::start()),

@@ -43,10 +43,14 @@ pub(crate) struct Authenticated<S> {
 
 /// The caller's IP, as the connection recorded it.
 pub(crate) fn peer_ip<B>(req: &http::Request<B>) -> Option<IpAddr> {
-    use tonic::transport::server::TcpConnectInfo;
-    req.extensions()
-        .get::<TcpConnectInfo>()
+    use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+    let x = req.extensions();
+    x.get::<TcpConnectInfo>()
         .and_then(|i| i.remote_addr())
+        .or_else(|| {
+            x.get::<TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|i| i.get_ref().remote_addr())
+        })
         .map(|a| a.ip())
 }
 

@@ -12,7 +12,7 @@ pub(crate) mod codec;
 mod depth;
 pub(crate) mod messages;
 mod nonces;
-mod quiet;
+pub(crate) mod quiet;
 mod remote;
 mod secret;
 mod service;
@@ -23,6 +23,7 @@ pub use secret::{Secret, MIN_SECRET_BYTES, TOKEN_WINDOW_SECS};
 
 use crate::guard::{self, Guard, Limits};
 use crate::server::{self, Error, Running, MAX_MESSAGE};
+use crate::tls::Tls;
 use engine::Bigtable;
 use service::{ClusterService, Target};
 use std::net::SocketAddr;
@@ -110,6 +111,9 @@ pub struct Config {
     pub advertise: Option<String>,
     /// Nonces of admitted calls remembered in the token window.
     pub replay_cache: usize,
+    /// Mutual TLS: peers (both ways) must present a certificate of the
+    /// cluster's CA (None: plain text).
+    pub tls: Option<Arc<Tls>>,
 }
 
 impl Default for Config {
@@ -119,6 +123,7 @@ impl Default for Config {
             limits: Limits::default(),
             advertise: None,
             replay_cache: DEFAULT_REPLAY_CACHE,
+            tls: None,
         }
     }
 }
@@ -140,6 +145,7 @@ pub struct Node {
     served: Arc<AtomicU64>,
     rt: tokio::runtime::Handle,
     running: Running,
+    tls: Option<Arc<Tls>>,
 }
 
 impl Node {
@@ -163,6 +169,7 @@ impl Node {
             limits,
             advertise,
             replay_cache,
+            tls,
         } = config;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
@@ -186,8 +193,9 @@ impl Node {
         .max_encoding_message_size(MAX_MESSAGE);
         let secret_check = secret.clone();
         let handle = rt.handle().clone();
+        let server_tls = tls.clone();
         let running = server::run(rt, "bt-internal-main", addr, move |stop| async move {
-            guard::server(tonic::transport::Server::builder(), &limits)
+            let router = guard::server(tonic::transport::Server::builder(), &limits)
                 .initial_stream_window_size(STREAM_WINDOW)
                 .initial_connection_window_size(CONNECTION_WINDOW)
                 .layer(Guard::new(&limits, data_route))
@@ -198,12 +206,21 @@ impl Node {
                     target: advertised,
                     nonces: Arc::new(nonces::Nonces::new(replay_cache)),
                 })
-                .add_service(service)
-                .serve_with_incoming_shutdown(server::incoming(listener)?, async {
-                    let _ = stop.await;
-                })
-                .await
-                .map_err(std::io::Error::other)
+                .add_service(service);
+            let stop = async {
+                let _ = stop.await;
+            };
+            match server_tls {
+                Some(tls) => {
+                    let incoming = crate::tls::incoming(listener, tls, "internal RPC")?;
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+                None => {
+                    let incoming = server::incoming(listener)?;
+                    router.serve_with_incoming_shutdown(incoming, stop).await
+                }
+            }
+            .map_err(std::io::Error::other)
         })?;
         log::info!("serving the cluster's internal RPC on {addr}");
         Ok(Node {
@@ -213,6 +230,7 @@ impl Node {
             served,
             rt: handle,
             running,
+            tls,
         })
     }
 
@@ -221,7 +239,12 @@ impl Node {
     /// request then crosses the network protocol).
     pub fn attach(&self, bt: &Bigtable, dial_local: bool) {
         let _ = self.target.set(bt.clone());
-        let dialer = Dialer::new(bt.lock_service(), self.rt.clone(), self.secret.clone());
+        let dialer = Dialer::new(
+            bt.lock_service(),
+            self.rt.clone(),
+            self.secret.clone(),
+            self.tls.clone(),
+        );
         bt.set_dialer(Box::new(dialer), dial_local);
     }
 
@@ -232,7 +255,8 @@ impl Node {
         addr: &str,
         name: &str,
     ) -> Option<Arc<dyn engine::protocol::TabletService>> {
-        Dialer::without_directory(self.rt.clone(), self.secret.clone()).server_at(addr, name)
+        Dialer::without_directory(self.rt.clone(), self.secret.clone(), self.tls.clone())
+            .server_at(addr, name)
     }
 
     /// Calls (and scans) this node has admitted since it started.

@@ -515,16 +515,23 @@ pub struct Dialer {
     lock: Option<Arc<dyn LockService>>,
     rt: Handle,
     secret: Option<Secret>,
+    tls: Option<Arc<crate::tls::Tls>>,
     peers: RwLock<HashMap<String, Peer>>,
     servers: RwLock<HashMap<String, Arc<RemoteServer>>>,
 }
 
 impl Dialer {
-    pub(crate) fn new(lock: Arc<dyn LockService>, rt: Handle, secret: Option<Secret>) -> Dialer {
+    pub(crate) fn new(
+        lock: Arc<dyn LockService>,
+        rt: Handle,
+        secret: Option<Secret>,
+        tls: Option<Arc<crate::tls::Tls>>,
+    ) -> Dialer {
         Dialer {
             lock: Some(lock),
             rt,
             secret,
+            tls,
             peers: RwLock::new(HashMap::new()),
             servers: RwLock::new(HashMap::new()),
         }
@@ -532,11 +539,16 @@ impl Dialer {
 
     /// A dialer that knows no lock service: it reaches only the servers it
     /// is given the addresses of ([`Dialer::server_at`]).
-    pub(crate) fn without_directory(rt: Handle, secret: Option<Secret>) -> Dialer {
+    pub(crate) fn without_directory(
+        rt: Handle,
+        secret: Option<Secret>,
+        tls: Option<Arc<crate::tls::Tls>>,
+    ) -> Dialer {
         Dialer {
             lock: None,
             rt,
             secret,
+            tls,
             peers: RwLock::new(HashMap::new()),
             servers: RwLock::new(HashMap::new()),
         }
@@ -559,7 +571,12 @@ impl Dialer {
         // Connects on first use, and again after a failure.
         let channel = {
             let _in_runtime = self.rt.enter();
-            endpoint.connect_lazy()
+            match &self.tls {
+                Some(tls) => {
+                    endpoint.connect_with_connector_lazy(crate::tls::Connector { tls: tls.clone() })
+                }
+                None => endpoint.connect_lazy(),
+            }
         };
         let peer = Peer {
             addr: addr.to_string(),

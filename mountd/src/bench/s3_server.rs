@@ -35,6 +35,11 @@ impl S3Server {
             format!("[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n"),
         )
         .with_context(|| format!("writing {}", credentials.display()))?;
+        // The daemon refuses a credentials file others can read.
+        std::fs::set_permissions(
+            &credentials,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )?;
         Ok(S3Server {
             endpoint: server.endpoint.clone(),
             _server: server,

@@ -91,6 +91,22 @@ enum Cmd {
     /// Figure 6 on one Bigtable served by 1 and by 3 daemons (one SeaweedFS,
     /// one etcd), clients on every mount at once (needs root, --features bench-s3).
     Cluster(bench::cluster_bench::ClusterOpts),
+    /// Not a benchmark: makes a small CA (DIR/ca.pem, ca-key.pem; reused if
+    /// there) and a certificate and key per daemon (DIR/NAME.pem,
+    /// NAME-key.pem, keys 0600) for `cluster_ca`/`cluster_cert`/`cluster_key`.
+    Certs(CertsOpts),
+}
+
+#[derive(Args, Debug)]
+struct CertsOpts {
+    /// Where the files go.
+    dir: PathBuf,
+    /// Each daemon's name as the others dial it (its host name or IP).
+    #[arg(long, value_delimiter = ',', required = true)]
+    names: Vec<String>,
+    /// Names or IPs every certificate also carries (e.g. 127.0.0.1).
+    #[arg(long, value_delimiter = ',')]
+    extra_san: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -210,6 +226,12 @@ fn run(cli: Cli) -> Result<()> {
         Some(Cmd::Engine(o)) => run_engine(c, work_base, o),
         Some(Cmd::Grpc) => {
             bench::grpc_bench::run(&engine_args(c, work_base, EngineOpts::default()))
+        }
+        Some(Cmd::Certs(o)) => {
+            for f in mountd::certs::make(&o.dir, &o.names, &o.extra_san)? {
+                println!("{}", f.display());
+            }
+            Ok(())
         }
         Some(Cmd::Rpc) => bench::rpc_bench::run(&engine_args(c, work_base, EngineOpts::default())),
         Some(Cmd::Goals(o)) => bench::goals::run(&bench::goals::GoalsArgs {

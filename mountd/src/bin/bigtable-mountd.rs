@@ -98,6 +98,10 @@ fn absolute_paths(cfg: &mut MountConfig) -> Result<(), String> {
 }
 
 fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String> {
+    // A secret others can read may already be out: refuse it, as ssh does.
+    for (option, path) in cfg.private_files() {
+        mountd::private::private_file(option, &path)?;
+    }
     if let Some(p) = &cfg.pid_file {
         write_pid_file(p)?;
     }
@@ -153,6 +157,10 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 secret,
                 limits: cfg.rpc_limits.clone(),
                 advertise: rpc.advertise.clone(),
+                tls: match &rpc.tls {
+                    Some(files) => Some(grpc::Tls::load(files.clone(), true)?),
+                    None => None,
+                },
                 replay_cache: rpc.replay_cache,
             };
             let node =
@@ -241,7 +249,11 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 changes: Some(Arc::new(KernelCaches(fs.clone()))),
                 instance: cfg.instance.clone(),
             };
-            match grpc::start_with(shared, addr, &cfg.rpc_limits) {
+            let tls = match cfg.grpc_tls()? {
+                Some(files) => Some(grpc::Tls::load(files, false)?),
+                None => None,
+            };
+            match grpc::start_with(shared, addr, &cfg.rpc_limits, tls) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     let _ = fusemount::unmount(cfg);
