@@ -219,13 +219,16 @@ pub fn start_with(
         .map_err(Error::Runtime)?;
     let (listener, addr) = bind(addr)?;
     let shared = Arc::new(shared);
+    // Announced sizes beyond the largest the guard lets through are
+    // refused on the message's 5-byte header.
+    let largest = limits.max_request.max(limits.max_control);
     let data = BigtableServer::new(DataService {
         shared: shared.clone(),
     })
-    .max_decoding_message_size(MAX_MESSAGE)
+    .max_decoding_message_size(largest)
     .max_encoding_message_size(MAX_MESSAGE);
     let admin = BigtableTableAdminServer::new(AdminService { shared })
-        .max_decoding_message_size(MAX_MESSAGE)
+        .max_decoding_message_size(largest)
         .max_encoding_message_size(MAX_MESSAGE);
     let limits = limits.clone();
     let running = run(rt, "bt-grpc-main", addr, move |stop| async move {

@@ -45,7 +45,7 @@
 //! | `etcd_lease=S` | the daemon's session lease on etcd in seconds (default 10): how long its locks outlive its loss of etcd |
 //! | `cluster_listen=[HOST:]PORT` | take other daemons' calls to this daemon's tablet servers and master on this address (the internal RPC; a bare port means loopback; off by default) |
 //! | `cluster_advertise=HOST:PORT` | the address other daemons dial (default: `cluster_listen`'s, which must then name a host) |
-//! | `cluster_secret_file=FILE` | the cluster's shared secret (at least 16 printable bytes); required unless `cluster_listen` is on loopback |
+//! | `cluster_secret_file=FILE` | the cluster's shared secret (at least 16 printable bytes, in a file only its owner can read); off loopback, this or mutual TLS (`cluster_ca`/`cluster_cert`/`cluster_key`) is required |
 //! | `cluster_dial_self` | send even this daemon's own requests through the internal RPC (to measure what the protocol costs) |
 //! | `cluster_ca=FILE`, `cluster_cert=FILE`, `cluster_key=FILE` | mutual TLS on the internal RPC (PEM): the cluster's CA, and this daemon's certificate and key; every peer must present a certificate of that CA; reloaded when the files change |
 //! | `grpc_cert=FILE`, `grpc_key=FILE` | TLS on the public gRPC API (PEM); reloaded when the files change |
