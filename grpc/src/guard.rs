@@ -70,18 +70,32 @@ pub struct Refused {
     pub over_budget: u64,
     /// Bodies that did not arrive in time.
     pub too_slow: u64,
+    /// Internal calls without a valid token, or whose body was not the one
+    /// their token covers.
+    pub unauthenticated: u64,
+    /// Internal calls refused as replays.
+    pub replayed: u64,
+    /// Connections whose TLS handshake failed or timed out (both servers).
+    pub tls: u64,
 }
 
 static TOO_LARGE: AtomicU64 = AtomicU64::new(0);
 static OVER_BUDGET: AtomicU64 = AtomicU64::new(0);
 static TOO_SLOW: AtomicU64 = AtomicU64::new(0);
+pub(crate) static UNAUTHENTICATED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static REPLAYED: AtomicU64 = AtomicU64::new(0);
+pub(crate) static TLS_REFUSED: AtomicU64 = AtomicU64::new(0);
 
-/// Requests refused so far (both servers).
+/// Requests and connections refused so far (both servers), for
+/// `.bigtable/status` and `/metrics`.
 pub fn refused() -> Refused {
     Refused {
         too_large: TOO_LARGE.load(Ordering::Relaxed),
         over_budget: OVER_BUDGET.load(Ordering::Relaxed),
         too_slow: TOO_SLOW.load(Ordering::Relaxed),
+        unauthenticated: UNAUTHENTICATED.load(Ordering::Relaxed),
+        replayed: REPLAYED.load(Ordering::Relaxed),
+        tls: TLS_REFUSED.load(Ordering::Relaxed),
     }
 }
 

@@ -56,6 +56,7 @@ pub(crate) fn peer_ip<B>(req: &http::Request<B>) -> Option<IpAddr> {
 
 /// Logs a refusal of `peer` (once a minute per address).
 pub(crate) fn log_refusal(peer: Option<IpAddr>, why: &str) {
+    crate::guard::UNAUTHENTICATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let peer = super::quiet::ip_key(peer);
     if let Some(more) = super::quiet::should_log(&peer) {
         log::warn!(
@@ -81,12 +82,17 @@ impl Authenticate {
             .map_err(refuse)?;
         match self.nonces.admit(claims.secs, claims.nonce.value(), now) {
             Fresh::Yes => {}
-            Fresh::Replayed => return Err(refuse("a replayed call (its nonce was seen)")),
+            Fresh::Replayed => {
+                crate::guard::REPLAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                return Err(refuse("a replayed call (its nonce was seen)"));
+            }
             Fresh::Full => {
-                log_refusal(
-                    None,
-                    "too many calls in the token window to check for replays",
-                );
+                if let Some(more) = super::quiet::should_log("the replay cache") {
+                    log::warn!(
+                        "refused internal calls: the replay cache is full \
+                         (cluster_replay_cache; {more} more since this was last logged)"
+                    );
+                }
                 return Err(Status::unavailable(
                     "too many calls in the last minute to check for replays; retry",
                 ));
