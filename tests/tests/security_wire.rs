@@ -172,6 +172,16 @@ fn streams_stopping_short(
     n: usize,
     len: u32,
 ) -> Vec<raw::Answer> {
+    streams_stopping_short_on(rt, addr, CALL, n, len)
+}
+
+fn streams_stopping_short_on(
+    rt: &tokio::runtime::Runtime,
+    addr: &str,
+    path: &'static str,
+    n: usize,
+    len: u32,
+) -> Vec<raw::Answer> {
     let sent = Arc::new(AtomicU64::new(0));
     rt.block_on(async {
         let mut conn = raw::connect(addr).await;
@@ -182,7 +192,7 @@ fn streams_stopping_short(
         });
         let mut tasks = Vec::new();
         for _ in 0..n {
-            let (mut send, answer) = raw::open(&mut conn, addr, CALL, &[], false).await;
+            let (mut send, answer) = raw::open(&mut conn, addr, path, &[], false).await;
             let body = body.clone();
             let sent = sent.clone();
             tasks.push(tokio::spawn(async move {
@@ -677,4 +687,38 @@ fn certificates_are_reloaded_when_their_files_change() {
     );
     assert!(!served(&old));
     assert!(m.log_text().contains("reloaded the TLS certificate"));
+}
+
+#[test]
+fn the_public_api_bounds_streams_stopping_short_too() {
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "rpc_buffer=32m"]);
+    m.table("t", "cf\n");
+    m.ok("mkdir -p t/r/cf && echo kept > t/r/cf/q");
+    let addr = m.grpc_addr();
+    let pid = m.pid();
+    let before = tests::rss_kib(pid);
+    let rt = runtime();
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = sample_rss(pid, stop.clone());
+    let path = "/google.bigtable.v2.Bigtable/MutateRow";
+    let answers = streams_stopping_short_on(&rt, &addr, path, 12, (80 << 20) - 1);
+    stop.store(true, Ordering::Relaxed);
+    let peak = sampler.join().unwrap();
+    let grown_mib = peak.saturating_sub(before) / 1024;
+    eprintln!("RSS {before} KiB before, {peak} KiB at the peak (+{grown_mib} MiB)");
+    assert!(grown_mib < 200, "the daemon grew {grown_mib} MiB");
+    assert!(answers.iter().any(|a| a.code == Some(8)), "{answers:?}");
+    // A read request larger than a control call may be (4 MiB): refused
+    // once its bytes pass that.
+    rt.block_on(async {
+        let a = raw::call(
+            &addr,
+            "/google.bigtable.v2.Bigtable/ReadRows",
+            &[],
+            &vec![0; 5 << 20],
+        )
+        .await;
+        assert_eq!(a.code, Some(8), "{a:?}");
+    });
+    assert_eq!(m.ok("cat t/r/cf/q"), "kept\n");
 }
