@@ -722,3 +722,61 @@ fn the_public_api_bounds_streams_stopping_short_too() {
     });
     assert_eq!(m.ok("cat t/r/cf/q"), "kept\n");
 }
+
+#[test]
+fn public_api_clients_may_present_certificates_of_the_client_ca_only() {
+    use grpc::v2::bigtable_client::BigtableClient;
+    use grpc::v2::PingAndWarmRequest;
+    use tonic::transport::{Certificate, ClientTlsConfig, Endpoint, Identity};
+    let dir = tempfile::tempdir().unwrap();
+    let (ours, theirs) = (dir.path().join("ours"), dir.path().join("theirs"));
+    certs(&ours, "server,alice");
+    certs(&theirs, "mallory");
+    let f = tls_files(&ours, "server");
+    let m = Mount::with_options(&[
+        "grpc=127.0.0.1:0",
+        &format!("grpc_cert={}", f.cert.display()),
+        &format!("grpc_key={}", f.key.display()),
+        &format!("grpc_client_ca={}", f.ca.as_ref().unwrap().display()),
+    ]);
+    let addr = m.grpc_addr();
+    let ca = std::fs::read(f.ca.as_ref().unwrap()).unwrap();
+    let rt = runtime();
+    let ping = |who: Option<(&std::path::Path, &str)>| {
+        rt.block_on(async {
+            let mut tls = ClientTlsConfig::new()
+                .ca_certificate(Certificate::from_pem(&ca))
+                .domain_name("127.0.0.1");
+            if let Some((d, name)) = who {
+                let cert = std::fs::read(d.join(format!("{name}.pem"))).unwrap();
+                let key = std::fs::read(d.join(format!("{name}-key.pem"))).unwrap();
+                tls = tls.identity(Identity::from_pem(cert, key));
+            }
+            let channel = Endpoint::from_shared(format!("https://{addr}"))
+                .unwrap()
+                .tls_config(tls)
+                .unwrap()
+                .timeout(Duration::from_secs(20))
+                .connect()
+                .await
+                .map_err(|e| e.to_string())?;
+            BigtableClient::new(channel)
+                .ping_and_warm(PingAndWarmRequest {
+                    name: "projects/p/instances/default".into(),
+                    ..Default::default()
+                })
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+    };
+    assert_eq!(ping(None), Ok(()), "a client without a certificate");
+    assert_eq!(ping(Some((&ours, "alice"))), Ok(()), "a client of the CA");
+    let e = ping(Some((&theirs, "mallory")));
+    assert!(e.is_err(), "another CA's client certificate was taken");
+    let logged = tests::wait_until(Duration::from_secs(20), || {
+        m.log_text()
+            .contains("refused a connection to the gRPC API from 127.0.0.1: TLS")
+    });
+    assert!(logged, "{}", tests::tail(&m.log_text(), 20));
+}
