@@ -32,6 +32,10 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// Largest HTTP/2 header list a client may send.
     pub max_header_list: u32,
+    /// Connections open at once, the whole server; more are closed at once.
+    pub max_connections: usize,
+    /// How long a new connection may stay silent before it is closed.
+    pub header_timeout: Duration,
 }
 
 /// The default largest data request: a cell of the engine's largest value
@@ -47,6 +51,10 @@ pub const DEFAULT_MAX_STREAMS: u32 = 64;
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default header list (tokens and routing headers are far smaller).
 pub const DEFAULT_MAX_HEADER_LIST: u32 = 16 << 10;
+/// The default number of connections open at once.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// The default time a new connection may stay silent.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for Limits {
     fn default() -> Limits {
@@ -57,6 +65,8 @@ impl Default for Limits {
             max_streams: DEFAULT_MAX_STREAMS,
             body_timeout: DEFAULT_BODY_TIMEOUT,
             max_header_list: DEFAULT_MAX_HEADER_LIST,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
         }
     }
 }
@@ -116,6 +126,107 @@ pub(crate) fn server<L>(
         // Streams opened and reset at once (the "rapid reset" attack).
         .http2_max_pending_accept_reset_streams(Some(32))
         .http2_max_local_error_reset_streams(Some(256))
+}
+
+/// The connections a server holds: each takes a permit of the server's
+/// cap (released when it closes), and must send its first bytes within
+/// the header timeout, else it is closed (an idle TCP connection used to
+/// stay open for good, before HTTP/2 keep-alive even started).
+#[derive(Clone)]
+pub(crate) struct Conns {
+    permits: Arc<tokio::sync::Semaphore>,
+    header_timeout: Duration,
+}
+
+impl Conns {
+    pub(crate) fn new(limits: &Limits) -> Conns {
+        Conns {
+            permits: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
+            header_timeout: limits.header_timeout,
+        }
+    }
+
+    /// `io`, counted; None (and `io` closed) when the server holds as many
+    /// as it may. Called inside the server's runtime.
+    pub(crate) fn admit<T>(&self, io: T) -> Option<Conn<T>> {
+        match self.permits.clone().try_acquire_owned() {
+            Ok(permit) => Some(Conn {
+                io,
+                first: Some(Box::pin(tokio::time::sleep(self.header_timeout))),
+                _permit: permit,
+            }),
+            Err(_) => {
+                OVER_BUDGET.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+}
+
+/// A connection a server holds (see [`Conns`]).
+pub(crate) struct Conn<T> {
+    io: T,
+    /// Until the first bytes come.
+    first: Option<Pin<Box<tokio::time::Sleep>>>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Conn<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = &mut *self;
+        if let Some(d) = this.first.as_mut() {
+            if d.as_mut().poll(cx).is_ready() {
+                TOO_SLOW.fetch_add(1, Ordering::Relaxed);
+                return Poll::Ready(Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    "a connection that sent nothing in time",
+                )));
+            }
+        }
+        let before = buf.filled().len();
+        let r = Pin::new(&mut this.io).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.first = None;
+        }
+        r
+    }
+}
+
+impl<T: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for Conn<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+impl<T: tonic::transport::server::Connected> tonic::transport::server::Connected for Conn<T> {
+    type ConnectInfo = T::ConnectInfo;
+    fn connect_info(&self) -> T::ConnectInfo {
+        self.io.connect_info()
+    }
 }
 
 /// The bytes being received, the whole server.

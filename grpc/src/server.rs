@@ -145,16 +145,21 @@ pub(crate) fn bind(addr: SocketAddr) -> Result<(std::net::TcpListener, SocketAdd
 /// The connections `listener` accepts, with TCP_NODELAY: without it a small
 /// streamed response waits for the client's delayed ACK (~40 ms a call).
 /// Called inside the server's runtime.
+/// Each is counted against `conns` (one over the cap is closed at once).
 pub(crate) fn incoming(
     listener: std::net::TcpListener,
-) -> std::io::Result<impl tokio_stream::Stream<Item = std::io::Result<tokio::net::TcpStream>>> {
+    conns: crate::guard::Conns,
+) -> std::io::Result<
+    impl tokio_stream::Stream<Item = std::io::Result<crate::guard::Conn<tokio::net::TcpStream>>>,
+> {
     let listener = tokio::net::TcpListener::from_std(listener)?;
     Ok(
-        tokio_stream::wrappers::TcpListenerStream::new(listener).map(|s| {
-            if let Ok(s) = &s {
+        tokio_stream::wrappers::TcpListenerStream::new(listener).filter_map(move |s| match s {
+            Ok(s) => {
                 let _ = s.set_nodelay(true);
+                conns.admit(s).map(Ok)
             }
-            s
+            Err(e) => Some(Err(e)),
         }),
     )
 }
@@ -240,15 +245,15 @@ pub fn start_with(
         let stop = async {
             let _ = stop.await;
         };
+        let conns = crate::guard::Conns::new(&limits);
         match tls {
             Some(tls) => {
-                let incoming = crate::tls::incoming(listener, tls, "gRPC API")?;
+                let incoming = crate::tls::incoming(listener, tls, conns, "gRPC API")?;
                 router.serve_with_incoming_shutdown(incoming, stop).await
             }
             None => {
-                router
-                    .serve_with_incoming_shutdown(incoming(listener)?, stop)
-                    .await
+                let incoming = incoming(listener, conns)?;
+                router.serve_with_incoming_shutdown(incoming, stop).await
             }
         }
         .map_err(std::io::Error::other)

@@ -222,9 +222,12 @@ fn log_refusal(what: &str, peer: std::net::IpAddr, why: &str) {
 pub(crate) fn incoming(
     listener: std::net::TcpListener,
     tls: Arc<Tls>,
+    conns: crate::guard::Conns,
     what: &'static str,
 ) -> std::io::Result<
-    impl tokio_stream::Stream<Item = std::io::Result<tokio_rustls::server::TlsStream<TcpStream>>>,
+    impl tokio_stream::Stream<
+        Item = std::io::Result<crate::guard::Conn<tokio_rustls::server::TlsStream<TcpStream>>>,
+    >,
 > {
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let (tx, rx) = tokio::sync::mpsc::channel(16);
@@ -246,11 +249,16 @@ pub(crate) fn incoming(
             let _ = tcp.set_nodelay(true);
             let acceptor = tls.acceptor();
             let tx = tx.clone();
+            let conns = conns.clone();
             tokio::spawn(async move {
                 let _permit = permit;
                 match tokio::time::timeout(HANDSHAKE, acceptor.accept(tcp)).await {
                     Ok(Ok(s)) => {
-                        let _ = tx.send(Ok(s)).await;
+                        if let Some(s) = conns.admit(s) {
+                            let _ = tx.send(Ok(s)).await;
+                        } else {
+                            log_refusal(what, peer.ip(), "too many connections");
+                        }
                     }
                     Ok(Err(e)) => log_refusal(what, peer.ip(), &format!("TLS: {e}")),
                     Err(_) => log_refusal(what, peer.ip(), "TLS handshake not done in time"),

@@ -55,6 +55,8 @@
 //! | `rpc_max_control=SIZE` | largest control, admin or read request (default 4m) |
 //! | `rpc_buffer=SIZE` | bytes of requests a gRPC server receives at once, all clients together (default 256m); beyond: RESOURCE_EXHAUSTED |
 //! | `rpc_max_streams=N` | streams one gRPC connection may have open at once (default 64) |
+//! | `rpc_max_connections=N` | connections either gRPC server holds at once (default 1024); more are closed at once |
+//! | `rpc_header_timeout=S` | how long a new gRPC connection may stay silent before it is closed (default 10) |
 //! | `rpc_body_timeout=S` | how long a request's body may take to arrive (default 30); later: DEADLINE_EXCEEDED |
 //! | `ro` | read-only mount |
 //! | `nosuid`, `nodev`, `noexec`, `noatime` | the usual mount flags |
@@ -470,6 +472,17 @@ impl MountConfig {
             }
             "rpc_max_streams" => {
                 self.rpc_limits.max_streams = whole(key, value, 1, 10_000, " streams")? as u32
+            }
+            "rpc_max_connections" => {
+                self.rpc_limits.max_connections =
+                    whole(key, value, 1, 1_000_000, " connections")? as usize
+            }
+            "rpc_header_timeout" => {
+                let t = parse_seconds(need(key, value)?)?;
+                if t.is_zero() {
+                    return Err("rpc_header_timeout: must be more than 0".into());
+                }
+                self.rpc_limits.header_timeout = t;
             }
             "rpc_body_timeout" => {
                 let t = parse_seconds(need(key, value)?)?;

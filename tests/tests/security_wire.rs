@@ -780,3 +780,42 @@ fn public_api_clients_may_present_certificates_of_the_client_ca_only() {
     });
     assert!(logged, "{}", tests::tail(&m.log_text(), 20));
 }
+
+#[test]
+fn silent_connections_are_closed_and_their_number_is_bounded() {
+    use std::io::Read;
+    let m = Mount::with_options(&[
+        "cluster_listen=127.0.0.1:0",
+        "rpc_max_connections=4",
+        "rpc_header_timeout=2",
+    ]);
+    let (_, addr) = servers(&m)[0].clone();
+    // Read until the server closes the connection (or 30 s pass).
+    let closed = |c: &mut std::net::TcpStream| {
+        c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let mut buf = [0u8; 4096];
+        loop {
+            match c.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) => return e.kind() != std::io::ErrorKind::WouldBlock,
+            }
+        }
+    };
+    let mut idle: Vec<_> = (0..4)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    // A fifth is closed at once (the four are within their 2 s).
+    let mut fifth = std::net::TcpStream::connect(&addr).unwrap();
+    assert!(closed(&mut fifth));
+    // The silent four are closed after the header timeout...
+    for c in &mut idle {
+        assert!(closed(c), "a silent connection stayed open");
+    }
+    // ...and a caller that speaks is served again.
+    let rt = runtime();
+    rt.block_on(async {
+        let a = raw::call(&addr, CALL, &[], &[0xff; 16]).await;
+        assert_eq!(a.code, Some(3), "{a:?}");
+    });
+}

@@ -210,13 +210,14 @@ impl Node {
             let stop = async {
                 let _ = stop.await;
             };
+            let conns = guard::Conns::new(&limits);
             match server_tls {
                 Some(tls) => {
-                    let incoming = crate::tls::incoming(listener, tls, "internal RPC")?;
+                    let incoming = crate::tls::incoming(listener, tls, conns, "internal RPC")?;
                     router.serve_with_incoming_shutdown(incoming, stop).await
                 }
                 None => {
-                    let incoming = server::incoming(listener)?;
+                    let incoming = server::incoming(listener, conns)?;
                     router.serve_with_incoming_shutdown(incoming, stop).await
                 }
             }
