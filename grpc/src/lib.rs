@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod admin;
+pub mod auth;
 mod data;
 mod drop;
 mod filter;
@@ -19,6 +20,7 @@ mod status;
 mod timing;
 mod value_type;
 
+pub use auth::Auth;
 pub use names::{check_instance_id, DEFAULT_INSTANCE};
 pub use server::{parse_addr, start, Changes, Error, Running, Shared};
 

@@ -9,7 +9,8 @@ pub mod rows;
 
 use crate::gen::data::bigtable_server::Bigtable as DataApi;
 use crate::server::{blocking, Shared};
-use crate::{names, status, v2};
+use crate::{auth, names, status, v2};
+use engine::access::{R, W};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -34,12 +35,15 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::ReadRowsRequest>,
     ) -> Result<Response<Self::ReadRowsStream>, Status> {
-        let plan = read_rows::Plan::new(&self.shared, req.get_ref())?;
+        let who = self.shared.auth.identify(&req)?;
+        let mut plan = read_rows::Plan::new(&self.shared, req.get_ref())?;
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
         let shared = self.shared.clone();
         // A missing table fails the call itself, not the stream.
         let (plan, shared) = blocking(move || {
-            shared.bt.schema(&plan.table).map_err(status::from_engine)?;
+            let s = shared.bt.schema(&plan.table).map_err(status::from_engine)?;
+            auth::table(&who, &plan.table, &s, R)?;
+            plan.families = auth::readable(&who, &s);
             Ok((plan, shared))
         })
         .await?;
@@ -56,9 +60,12 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::SampleRowKeysRequest>,
     ) -> Result<Response<Self::SampleRowKeysStream>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let table = self.shared.table(&req.get_ref().table_name)?;
         let shared = self.shared.clone();
         let samples = blocking(move || {
+            let s = shared.bt.schema(&table).map_err(status::from_engine)?;
+            auth::table(&who, &table, &s, R)?;
             let tablets = shared.bt.tablets(&table).map_err(status::from_engine)?;
             let mut offset = 0i64;
             let mut out = Vec::new();
@@ -90,11 +97,15 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::MutateRowRequest>,
     ) -> Result<Response<v2::MutateRowResponse>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let table = self.shared.table(&req.table_name)?;
         let m = mutate::row_mutation(&req.row_key, &req.mutations)?;
         let shared = self.shared.clone();
         blocking(move || {
+            let s = shared.bt.schema(&table).map_err(status::from_engine)?;
+            auth::table(&who, &table, &s, W)?;
+            auth::mutations(&who, &s, &m.mutations)?;
             let r = shared
                 .bt
                 .apply(&table, &m, engine::WriteOptions::default())
@@ -110,6 +121,7 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::MutateRowsRequest>,
     ) -> Result<Response<Self::MutateRowsStream>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let table = self.shared.table(&req.table_name)?;
         if req.entries.is_empty() {
@@ -118,7 +130,11 @@ impl DataApi for DataService {
         mutate::check_mutation_count(req.entries.iter().map(|e| e.mutations.len()).sum())?;
         let shared = self.shared.clone();
         let resp = blocking(move || {
-            let r = modify::mutate_rows(&shared.bt, &table, &req.entries);
+            let s = shared.bt.schema(&table).map_err(status::from_engine)?;
+            auth::table(&who, &table, &s, W)?;
+            let r = modify::mutate_rows(&shared.bt, &table, &req.entries, |m| {
+                auth::mutations(&who, &s, &m.mutations)
+            });
             let rows: Vec<&[u8]> = req.entries.iter().map(|e| e.row_key.as_slice()).collect();
             shared.rows_changed(&table, &rows);
             r
@@ -133,11 +149,12 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::CheckAndMutateRowRequest>,
     ) -> Result<Response<v2::CheckAndMutateRowResponse>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let table = self.shared.table(&req.table_name)?;
         let shared = self.shared.clone();
         let matched = blocking(move || {
-            let r = modify::check_and_mutate(&shared.bt, &table, &req);
+            let r = modify::check_and_mutate(&shared.bt, &table, &req, &who);
             shared.rows_changed(&table, &[&req.row_key]);
             r
         })
@@ -151,6 +168,7 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::PingAndWarmRequest>,
     ) -> Result<Response<v2::PingAndWarmResponse>, Status> {
+        self.shared.auth.identify(&req)?;
         names::parent(&req.get_ref().name)?;
         Ok(Response::new(v2::PingAndWarmResponse {}))
     }
@@ -159,11 +177,12 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::ReadModifyWriteRowRequest>,
     ) -> Result<Response<v2::ReadModifyWriteRowResponse>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let table = self.shared.table(&req.table_name)?;
         let shared = self.shared.clone();
         let row = blocking(move || {
-            let r = modify::read_modify_write(&shared.bt, &table, &req);
+            let r = modify::read_modify_write(&shared.bt, &table, &req, &who);
             shared.rows_changed(&table, &[&req.row_key]);
             r
         })

@@ -20,6 +20,8 @@ pub struct Plan {
     /// 0: no limit.
     pub limit: u64,
     pub reversed: bool,
+    /// Only these families (those the caller may read; None: all).
+    pub families: Option<Vec<String>>,
 }
 
 impl Plan {
@@ -38,6 +40,7 @@ impl Plan {
             local,
             limit,
             reversed: req.reversed,
+            families: None,
         })
     }
 }
@@ -54,6 +57,7 @@ fn scan_range<'a>(
     let spec = ScanSpec {
         rows: range.clone(),
         filter: plan.filter.clone().filter(|_| plan.local.is_none()),
+        families: plan.families.clone(),
         ..Default::default()
     };
     let mut scanner = bt.scan(&plan.table, spec).map_err(status::from_engine)?;
@@ -84,6 +88,9 @@ pub fn run(
 ) -> Result<(), Status> {
     // Fail before any response if the table is missing.
     bt.schema(&plan.table).map_err(status::from_engine)?;
+    if plan.families.as_ref().is_some_and(|f| f.is_empty()) {
+        return Ok(());
+    }
     let mut out = Chunker::new(send);
     let mut sent = 0u64;
     let full = |sent: u64| plan.limit != 0 && sent >= plan.limit;

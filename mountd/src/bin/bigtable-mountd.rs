@@ -143,6 +143,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // master may load tablets onto this daemon's servers as soon as they
     // register.
     let rpc = cfg.cluster()?;
+    cfg.check_grpc_auth()?;
+    let tokens = mountd::access::tokens(cfg)?;
     let node = match &rpc {
         Some(rpc) => {
             let secret = match &rpc.secret_file {
@@ -223,9 +225,9 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         }
     };
     fs.start_notifier(session.notifier());
-    // Cloud Bigtable's API on the same engine: gRPC callers act with the
-    // daemon's authority (as with the emulator), so it listens on loopback
-    // unless told otherwise.
+    // Cloud Bigtable's API on the same engine: each caller has the rights
+    // its token's user has in the mount (or, trusting loopback, the
+    // daemon's user's); a bare port listens on loopback.
     let grpc = match cfg.grpc {
         Some(addr) => {
             let shared = grpc::Shared {
@@ -234,6 +236,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 group: nix::unistd::getgid().as_raw(),
                 changes: Some(Arc::new(KernelCaches(fs.clone()))),
                 instance: cfg.instance.clone(),
+                auth: mountd::access::grpc_auth(cfg, &tokens),
             };
             match grpc::start(shared, addr) {
                 Ok(r) => Some(r),
