@@ -25,6 +25,50 @@ type Stream<T> = ReceiverStream<Result<T, Status>>;
 /// Responses buffered between the scan thread and the connection.
 const STREAM_DEPTH: usize = 4;
 
+/// Sends what `reader` reads, a piece at a time: each piece is read on a
+/// blocking thread once the client has taken the previous one, and waiting
+/// for the client holds no thread (a client that never reads would
+/// otherwise hold a blocking thread each, and with enough of them every
+/// other call would wait).
+async fn stream_rows(
+    mut reader: read_rows::Reader,
+    tx: mpsc::Sender<Result<v2::ReadRowsResponse, Status>>,
+) {
+    while !reader.done() {
+        // Room for one more response: the client has read enough.
+        let Ok(permit) = tx.reserve().await else {
+            return;
+        };
+        let piece = tokio::task::spawn_blocking(move || {
+            let r = reader.next();
+            (reader, r)
+        })
+        .await;
+        let Ok((r, piece)) = piece else {
+            permit.send(Err(Status::internal("the scan failed")));
+            return;
+        };
+        reader = r;
+        match piece {
+            Err(e) => {
+                permit.send(Err(e));
+                return;
+            }
+            Ok(responses) => {
+                let mut responses = responses.into_iter();
+                if let Some(first) = responses.next() {
+                    permit.send(Ok(first));
+                }
+                for r in responses {
+                    if tx.send(Ok(r)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl DataApi for DataService {
     type ReadRowsStream = Stream<v2::ReadRowsResponse>;
@@ -47,12 +91,10 @@ impl DataApi for DataService {
             Ok((plan, shared))
         })
         .await?;
-        tokio::task::spawn_blocking(move || {
-            let done = read_rows::run(&shared.bt, &plan, |r| tx.blocking_send(Ok(r)).is_ok());
-            if let Err(e) = done {
-                let _ = tx.blocking_send(Err(e));
-            }
-        });
+        tokio::spawn(stream_rows(
+            read_rows::Reader::new(shared.bt.clone(), plan),
+            tx,
+        ));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 

@@ -9,14 +9,17 @@ use std::collections::BTreeMap;
 use tonic::{Code, Status};
 
 /// Applies every valid entry that `allowed` lets through (each row
-/// atomically) and reports each entry.
+/// atomically) and reports each entry. Each entry is checked once against
+/// the schema before the batch goes to the engine, so bad entries cost
+/// linear time (the engine names only the first bad entry of a batch).
 pub fn mutate_rows(
     bt: &Bigtable,
     table: &str,
     entries: &[v2::mutate_rows_request::Entry],
     allowed: impl Fn(&RowMutation) -> Result<(), Status>,
 ) -> Result<v2::MutateRowsResponse, Status> {
-    bt.schema(table).map_err(status::from_engine)?;
+    let mut schema = bt.schema(table).map_err(status::from_engine)?;
+    let max_value = bt.max_value_size();
     let mut results: Vec<Status> = vec![Status::ok(""); entries.len()];
     // (entry index, mutation) of the entries that converted.
     let mut pending: Vec<(usize, RowMutation)> = Vec::new();
@@ -26,8 +29,26 @@ pub fn mutate_rows(
             Err(s) => results[i] = s,
         }
     }
-    // The engine checks a whole batch before applying any of it and names
-    // the first bad entry: take that one out and try the rest again.
+    // A daemon that learns the schema from the master may not know a new
+    // family yet: read the tables again once, not once per entry.
+    let check = |schema: &engine::schema::TableSchema, m: &RowMutation| {
+        engine::mutation::validate(schema, m, max_value).map_err(|e| e.in_table(table))
+    };
+    let unknown_family = pending
+        .iter()
+        .any(|(_, m)| check(&schema, m).is_err_and(|e| e.is_unknown_family()));
+    if unknown_family && bt.refresh_tables().is_ok() {
+        schema = bt.schema(table).map_err(status::from_engine)?;
+    }
+    pending.retain(|(i, m)| match check(&schema, m) {
+        Ok(()) => true,
+        Err(e) => {
+            results[*i] = status::from_engine(e);
+            false
+        }
+    });
+    // What remains is valid unless the schema changed meanwhile; then the
+    // engine names the first bad entry: take that one out and try again.
     while !pending.is_empty() {
         let batch: Vec<RowMutation> = pending.iter().map(|(_, m)| m.clone()).collect();
         match bt.apply_batch(table, &batch, WriteOptions::default()) {
