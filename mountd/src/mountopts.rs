@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
 //! | `grpc_tokens=FILE` | bearer tokens of the gRPC API and the console, one `TOKEN UID:GID[,GID…]` or `TOKEN USER` a line; FILE must be the daemon user's and mode 0600 or 0400 (see docs/clients.md) |
+//! | `http_hosts=NAME[:NAME…]` | host names the console answers to besides IP addresses and `localhost` (other `Host:` headers get 421: DNS rebinding) |
 //! | `grpc_trust_loopback` | a gRPC caller on a loopback address that sends no token acts as the daemon's user (refused with `allow_other`) |
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; a close commits on its FUSE thread while another stays free, else on a commit worker) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 300; the daemon invalidates what it or a gRPC call changes) |
@@ -157,6 +158,8 @@ pub struct MountConfig {
     /// Where to serve the console: metrics, status page, key visualizer
     /// (`http=PORT|HOST:PORT`; off if unset).
     pub http: Option<std::net::SocketAddr>,
+    /// Host names the console answers to (`http_hosts=`).
+    pub http_hosts: Vec<String>,
     /// Bearer tokens of the gRPC API and the console (`grpc_tokens=`).
     pub grpc_tokens: Option<PathBuf>,
     /// Callers on loopback without a token act as the daemon's user
@@ -246,6 +249,7 @@ impl MountConfig {
             http: None,
             grpc_tokens: None,
             grpc_trust_loopback: false,
+            http_hosts: Vec::new(),
             instance: grpc::DEFAULT_INSTANCE.to_string(),
             etcd: None,
             cluster_listen: None,
@@ -355,6 +359,13 @@ impl MountConfig {
             }
             "grpc_tokens" => self.grpc_tokens = Some(PathBuf::from(need(key, value)?)),
             "grpc_trust_loopback" => self.grpc_trust_loopback = true,
+            "http_hosts" => {
+                self.http_hosts = need(key, value)?
+                    .split(':')
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_string)
+                    .collect()
+            }
             "instance" => {
                 let v = need(key, value)?;
                 grpc::check_instance_id(v).map_err(|e| e.message().to_string())?;

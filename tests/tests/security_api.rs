@@ -670,3 +670,133 @@ fn twenty_thousand_bad_entries_cost_linear_time() {
     assert!(spent < 8.0, "{spent} s of CPU for one MutateRows");
     assert_eq!(m.ok("cat t/good/f/q"), "v");
 }
+
+/// GET `path` from the console with `Host: host` (and a bearer token):
+/// (status code, body).
+fn http_get(addr: &str, path: &str, host: &str, token: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let auth = token.map_or(String::new(), |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {host}\r\n{auth}\r\n").unwrap();
+    let mut resp = Vec::new();
+    s.read_to_end(&mut resp).unwrap();
+    let resp = String::from_utf8_lossy(&resp).into_owned();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (code, body.to_string())
+}
+
+fn console_addr(m: &Mount) -> String {
+    let mut addr = None;
+    let found = testkit::wait_until(std::time::Duration::from_secs(30), || {
+        addr = m.log_text().lines().find_map(|l| {
+            l.split("serving the console")
+                .nth(1)
+                .and_then(|r| r.split("http://").nth(1))
+                .map(|a| a.trim().trim_end_matches('/').to_string())
+        });
+        addr.is_some()
+    });
+    assert!(found, "no console in the log:\n{}", m.log_text());
+    addr.unwrap()
+}
+
+/// Characters XML 1.0 does not allow, even as references.
+fn xml_forbidden(c: char) -> bool {
+    (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{FFFE}' || c == '\u{FFFF}'
+}
+
+#[test]
+fn the_console_shows_a_0700_tables_keys_only_to_who_may_read_it() {
+    let tokens = TokenFile::new(0o600);
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "http=127.0.0.1:0", &tokens.option()]);
+    let (api, web) = (m.grpc_addr(), console_addr(&m));
+    let mut root = Api::new(&api, Some(ROOT));
+    // Tablet boundaries at known keys: the status page lists every tablet's range.
+    for (t, split) in [
+        ("secret", &b"hidden-key-4711"[..]),
+        ("open", &b"ctl\x01\x02\x1b-key"[..]),
+    ] {
+        let req = a::CreateTableRequest {
+            parent: parent(),
+            table_id: t.into(),
+            table: Some(a::Table {
+                column_families: [("f".to_string(), a::ColumnFamily::default())].into(),
+                ..Default::default()
+            }),
+            initial_splits: vec![a::create_table_request::Split {
+                key: split.to_vec(),
+            }],
+        };
+        root.rt.block_on(root.admin.create_table(req)).unwrap();
+        let row = String::from_utf8_lossy(split).into_owned();
+        root.set(t, &row, "f", "q", "v").unwrap();
+        root.read(t, None).unwrap();
+    }
+    m.ok("chmod 0700 secret");
+    let host = web.clone();
+    // Root's token sees both tables' keys.
+    let (code, page) = http_get(&web, "/", &host, Some(ROOT));
+    assert_eq!(code, 200);
+    assert!(page.contains("hidden-key-4711"), "{page}");
+    // Anonymous viewers (others) and uid 65534 see none of the 0700 table.
+    for token in [None, Some(NOBODY)] {
+        for path in ["/", "/keyviz", "/keyviz.svg", "/keyviz.json", "/metrics"] {
+            let (code, body) = http_get(&web, path, &host, token);
+            assert_eq!(code, 200, "{path}: {body}");
+            assert!(
+                !body.contains("hidden-key"),
+                "{path} as {token:?} shows the key:\n{body}"
+            );
+        }
+    }
+    // A token that is not in the file is refused, not taken as anonymous.
+    assert_eq!(
+        http_get(&web, "/", &host, Some("no-such-token-at-all")).0,
+        401
+    );
+    // Keys with control bytes: valid XML in the SVG, visible escapes on the page.
+    let (_, page) = http_get(&web, "/", &host, None);
+    assert!(page.contains("ctl\\x01\\x02\\x1b-key"), "{page}");
+    for path in ["/", "/keyviz", "/keyviz.svg"] {
+        let (_, body) = http_get(&web, path, &host, None);
+        assert!(!body.chars().any(xml_forbidden), "{path}: {body:?}");
+    }
+}
+
+#[test]
+fn the_console_refuses_foreign_hosts_and_outlives_clients_that_never_read() {
+    use std::io::Write;
+    let m = Mount::with_options(&["http=127.0.0.1:0", "http_hosts=console.example.org"]);
+    let web = console_addr(&m);
+    let port = web.rsplit(':').next().unwrap().to_string();
+    // DNS rebinding: a page of evil.example.com whose name now points here.
+    for host in ["evil.example.com", &format!("evil.example.com:{port}")] {
+        assert_eq!(http_get(&web, "/", host, None).0, 421, "{host}");
+    }
+    for host in [
+        web.clone(),
+        format!("localhost:{port}"),
+        "console.example.org".into(),
+    ] {
+        assert_eq!(http_get(&web, "/", &host, None).0, 200, "{host}");
+    }
+    // Clients that never send a request and never read their answers.
+    let mut idle = Vec::new();
+    for i in 0..2 {
+        let mut s = std::net::TcpStream::connect(&web).unwrap();
+        if i == 1 {
+            for _ in 0..64 {
+                let _ = write!(s, "GET /metrics HTTP/1.1\r\nHost: {web}\r\n\r\n");
+            }
+        }
+        idle.push(s);
+    }
+    for _ in 0..10 {
+        let (code, body) = http_get(&web, "/metrics", &web, None);
+        assert_eq!(code, 200, "{body}");
+    }
+    drop(idle);
+}

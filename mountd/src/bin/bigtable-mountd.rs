@@ -255,6 +255,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
             let src = console::Sources {
                 fs: fs.clone(),
                 bt: bt.clone(),
+                tokens: tokens.clone(),
+                hosts: cfg.http_hosts.clone(),
             };
             match console::Console::start(src, addr) {
                 Ok(c) => Some(c),
