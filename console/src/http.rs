@@ -2,6 +2,7 @@
 //! connection to one of a few worker threads; each connection has read and
 //! write timeouts and carries one request (`Connection: close`), so a
 //! client that never sends or never reads holds a worker at most that long.
+//! With a certificate and key, every connection is TLS (rustls).
 
 use crossbeam_channel::{bounded, Receiver, Sender, TrySendError};
 use std::io::{BufRead, BufReader, Read, Write};
@@ -51,6 +52,7 @@ impl Server {
     /// Serves `handle` on `listener`.
     pub fn start(
         listener: TcpListener,
+        tls: Option<Arc<rustls::ServerConfig>>,
         handle: impl Fn(&Request) -> Reply + Send + Sync + 'static,
     ) -> std::io::Result<Server> {
         let addr = listener.local_addr()?;
@@ -61,12 +63,21 @@ impl Server {
         for i in 0..WORKERS {
             let rx = rx.clone();
             let handle = handle.clone();
+            let tls = tls.clone();
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("bt-console-{i}"))
                     .spawn(move || {
                         for s in rx {
-                            serve(s, &*handle);
+                            let _ = s.set_read_timeout(Some(TIMEOUT));
+                            let _ = s.set_write_timeout(Some(TIMEOUT));
+                            match &tls {
+                                None => serve(s, &*handle),
+                                Some(cfg) => match rustls::ServerConnection::new(cfg.clone()) {
+                                    Ok(c) => serve(rustls::StreamOwned::new(c, s), &*handle),
+                                    Err(e) => log::warn!("console: TLS: {e}"),
+                                },
+                            }
                         }
                     })?,
             );
@@ -106,7 +117,7 @@ impl Server {
     }
 }
 
-fn read_request(s: &TcpStream) -> Option<Request> {
+fn read_request(s: &mut impl Read) -> Option<Request> {
     let mut r = BufReader::new(s.take(MAX_HEAD));
     let mut line = String::new();
     r.read_line(&mut line).ok()?;
@@ -145,10 +156,8 @@ fn reason(code: u16) -> &'static str {
     }
 }
 
-fn serve(mut s: TcpStream, handle: &dyn Fn(&Request) -> Reply) {
-    let _ = s.set_read_timeout(Some(TIMEOUT));
-    let _ = s.set_write_timeout(Some(TIMEOUT));
-    let (code, ctype, body) = match read_request(&s) {
+fn serve(mut s: impl Read + Write, handle: &dyn Fn(&Request) -> Reply) {
+    let (code, ctype, body) = match read_request(&mut s) {
         Some(req) => handle(&req),
         None => (400, "text/plain; charset=utf-8", b"bad request\n".to_vec()),
     };
@@ -164,6 +173,7 @@ fn serve(mut s: TcpStream, handle: &dyn Fn(&Request) -> Reply) {
     if let Err(e) = s
         .write_all(head.as_bytes())
         .and_then(|()| s.write_all(&body))
+        .and_then(|()| s.flush())
     {
         log::debug!("console: answering a request: {e}");
     }

@@ -13,6 +13,7 @@ mod html;
 mod http;
 mod metrics;
 mod page;
+mod tls;
 
 use engine::access::{Identity, Tokens, R};
 use std::collections::BTreeSet;
@@ -41,6 +42,8 @@ pub enum Error {
     Listen { addr: SocketAddr, why: String },
     #[error("console: {0}")]
     Thread(#[from] std::io::Error),
+    #[error("console: {0}")]
+    Tls(String),
 }
 
 /// A running console; [`Console::stop`] ends it.
@@ -49,16 +52,26 @@ pub struct Console {
 }
 
 impl Console {
-    /// Listens on `addr` and serves from `src` on a few threads of its own.
-    pub fn start(src: Sources, addr: SocketAddr) -> Result<Console, Error> {
+    /// Listens on `addr` and serves from `src` on a few threads of its own,
+    /// over TLS with `tls`'s certificate chain and key files (PEM).
+    pub fn start(
+        src: Sources,
+        addr: SocketAddr,
+        tls: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Result<Console, Error> {
+        let tls = match tls {
+            Some((cert, key)) => Some(tls::config(cert, key).map_err(Error::Tls)?),
+            None => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         let listener = std::net::TcpListener::bind(addr).map_err(|e| Error::Listen {
             addr,
             why: e.to_string(),
         })?;
         engine::keyviz::enable();
-        let server = http::Server::start(listener, move |req| answer(&src, req))?;
+        let server = http::Server::start(listener, tls, move |req| answer(&src, req))?;
         log::info!(
-            "serving the console (metrics, status page, key visualizer) on http://{}/",
+            "serving the console (metrics, status page, key visualizer) on {scheme}://{}/",
             server.addr
         );
         Ok(Console { server })

@@ -13,6 +13,7 @@
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
 //! | `grpc_tokens=FILE` | bearer tokens of the gRPC API and the console, one `TOKEN UID:GID[,GID…]` or `TOKEN USER` a line; FILE must be the daemon user's and mode 0600 or 0400 (see docs/clients.md) |
+//! | `http_cert=FILE`, `http_key=FILE` | serve the console over TLS with this certificate chain and key (PEM; the key readable by its owner only) |
 //! | `http_hosts=NAME[:NAME…]` | host names the console answers to besides IP addresses and `localhost` (other `Host:` headers get 421: DNS rebinding) |
 //! | `grpc_trust_loopback` | a gRPC caller on a loopback address that sends no token acts as the daemon's user (refused with `allow_other`) |
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; a close commits on its FUSE thread while another stays free, else on a commit worker) |
@@ -158,6 +159,10 @@ pub struct MountConfig {
     /// Where to serve the console: metrics, status page, key visualizer
     /// (`http=PORT|HOST:PORT`; off if unset).
     pub http: Option<std::net::SocketAddr>,
+    /// The console's TLS certificate chain and key (`http_cert=`, `http_key=`).
+    pub http_cert: Option<PathBuf>,
+    /// See `http_cert`.
+    pub http_key: Option<PathBuf>,
     /// Host names the console answers to (`http_hosts=`).
     pub http_hosts: Vec<String>,
     /// Bearer tokens of the gRPC API and the console (`grpc_tokens=`).
@@ -250,6 +255,8 @@ impl MountConfig {
             grpc_tokens: None,
             grpc_trust_loopback: false,
             http_hosts: Vec::new(),
+            http_cert: None,
+            http_key: None,
             instance: grpc::DEFAULT_INSTANCE.to_string(),
             etcd: None,
             cluster_listen: None,
@@ -359,6 +366,8 @@ impl MountConfig {
             }
             "grpc_tokens" => self.grpc_tokens = Some(PathBuf::from(need(key, value)?)),
             "grpc_trust_loopback" => self.grpc_trust_loopback = true,
+            "http_cert" => self.http_cert = Some(PathBuf::from(need(key, value)?)),
+            "http_key" => self.http_key = Some(PathBuf::from(need(key, value)?)),
             "http_hosts" => {
                 self.http_hosts = need(key, value)?
                     .split(':')

@@ -694,7 +694,7 @@ fn console_addr(m: &Mount) -> String {
         addr = m.log_text().lines().find_map(|l| {
             l.split("serving the console")
                 .nth(1)
-                .and_then(|r| r.split("http://").nth(1))
+                .and_then(|r| r.split("://").nth(1))
                 .map(|a| a.trim().trim_end_matches('/').to_string())
         });
         addr.is_some()
@@ -799,4 +799,75 @@ fn the_console_refuses_foreign_hosts_and_outlives_clients_that_never_read() {
         assert_eq!(code, 200, "{body}");
     }
     drop(idle);
+}
+
+/// A self-signed certificate for 127.0.0.1 and its key (mode `key_mode`).
+fn certificate(dir: &std::path::Path, key_mode: u32) -> (PathBuf, PathBuf) {
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let out = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=127.0.0.1",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .output()
+        .expect("openssl is needed for this test");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(key_mode)).unwrap();
+    (cert, key)
+}
+
+#[test]
+fn the_console_speaks_tls_with_a_certificate_and_refuses_an_exposed_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = certificate(dir.path(), 0o600);
+    let m = Mount::with_options(&[
+        "http=127.0.0.1:0",
+        &format!("http_cert={}", cert.display()),
+        &format!("http_key={}", key.display()),
+    ]);
+    let web = console_addr(&m);
+    assert!(m.log_text().contains(&format!("https://{web}/")));
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "60", "--cacert"])
+        .arg(&cert)
+        .arg(format!("https://{web}/"))
+        .output()
+        .expect("curl is needed for this test");
+    let page = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && page.contains("bigtable-fs console"),
+        "{page}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Plain HTTP gets no page.
+    let plain = Command::new("curl")
+        .args(["-sS", "--max-time", "60"])
+        .arg(format!("http://{web}/"))
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&plain.stdout).contains("bigtable-fs console"));
+    // A key others may read is refused, as ssh refuses one.
+    let (cert, key) = certificate(dir.path(), 0o644);
+    let why = refused(&format!(
+        "http=127.0.0.1:0,http_cert={},http_key={}",
+        cert.display(),
+        key.display()
+    ));
+    assert!(why.contains("chmod 600"), "{why}");
 }

@@ -258,7 +258,12 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 tokens: tokens.clone(),
                 hosts: cfg.http_hosts.clone(),
             };
-            match console::Console::start(src, addr) {
+            let tls = match (&cfg.http_cert, &cfg.http_key) {
+                (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+                (None, None) => None,
+                _ => return Err("http_cert= and http_key= go together".into()),
+            };
+            match console::Console::start(src, addr, tls) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     if let Some(g) = grpc {
