@@ -99,11 +99,14 @@ fn viewer(src: &Sources, req: &http::Request) -> Result<Identity, Reply> {
         Some(h) => engine::access::bearer(h.as_bytes())
             .and_then(|t| src.tokens.lookup(t))
             .cloned()
-            .ok_or((
-                401,
-                "text/plain; charset=utf-8",
-                b"unknown token\n".to_vec(),
-            )),
+            .ok_or_else(|| {
+                telemetry::refused("console", "unauthenticated");
+                (
+                    401,
+                    "text/plain; charset=utf-8",
+                    b"unknown token\n".to_vec(),
+                )
+            }),
     }
 }
 
@@ -186,6 +189,7 @@ fn answer(src: &Sources, req: &http::Request) -> Reply {
         .is_some_and(|h| host_allowed(h, &src.hosts))
     {
         log::info!("console: refused Host {:?}", req.header("host"));
+        telemetry::refused("console", "host");
         return (421, text, b"unknown Host (see http_hosts=)\n".to_vec());
     }
     if req.method != "GET" {

@@ -28,12 +28,12 @@ impl Auth {
         match req.metadata().get("authorization") {
             Some(v) => {
                 let token = bearer(v.as_bytes()).ok_or_else(|| {
-                    Status::unauthenticated("the authorization header is not `Bearer TOKEN`")
+                    unauthenticated("the authorization header is not `Bearer TOKEN`")
                 })?;
                 self.tokens
                     .lookup(token)
                     .cloned()
-                    .ok_or_else(|| Status::unauthenticated("unknown bearer token"))
+                    .ok_or_else(|| unauthenticated("unknown bearer token"))
             }
             None => {
                 let local = req
@@ -41,7 +41,7 @@ impl Auth {
                     .is_some_and(|a| a.ip().to_canonical().is_loopback());
                 match &self.loopback {
                     Some(id) if local => Ok(id.clone()),
-                    _ => Err(Status::unauthenticated(
+                    _ => Err(unauthenticated(
                         "no credentials: send `authorization: Bearer TOKEN` (a token of the daemon's grpc_tokens file)",
                     )),
                 }
@@ -50,7 +50,14 @@ impl Auth {
     }
 }
 
-fn denied(who: &Identity, what: &str) -> Status {
+fn unauthenticated(why: &str) -> Status {
+    telemetry::refused("grpc", "unauthenticated");
+    Status::unauthenticated(why)
+}
+
+/// A refusal of what `who` may not do, logged and counted.
+pub fn denied(who: &Identity, what: &str) -> Status {
+    telemetry::refused("grpc", "permission");
     log::info!("grpc: uid {} refused: {what}", who.uid);
     Status::permission_denied(format!("permission denied: {what}"))
 }

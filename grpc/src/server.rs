@@ -62,11 +62,10 @@ impl Shared {
         if who.may(self.owner, self.group, 0o755, want) {
             return Ok(());
         }
-        log::info!("grpc: uid {} refused: {what}", who.uid);
-        Err(Status::permission_denied(format!(
-            "permission denied: only the daemon's user (uid {}) may {what}",
-            self.owner
-        )))
+        Err(crate::auth::denied(
+            who,
+            &format!("only the daemon's user (uid {}) may {what}", self.owner),
+        ))
     }
 
     pub(crate) fn rows_changed(&self, table: &str, rows: &[&[u8]]) {

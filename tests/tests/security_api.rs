@@ -711,7 +711,13 @@ fn xml_forbidden(c: char) -> bool {
 #[test]
 fn the_console_shows_a_0700_tables_keys_only_to_who_may_read_it() {
     let tokens = TokenFile::new(0o600);
-    let m = Mount::with_options(&["grpc=127.0.0.1:0", "http=127.0.0.1:0", &tokens.option()]);
+    // merge=0: the master must not merge the small tablets back together.
+    let m = Mount::with_options(&[
+        "grpc=127.0.0.1:0",
+        "http=127.0.0.1:0",
+        "merge=0",
+        &tokens.option(),
+    ]);
     let (api, web) = (m.grpc_addr(), console_addr(&m));
     let mut root = Api::new(&api, Some(ROOT));
     // Tablet boundaries at known keys: the status page lists every tablet's range.
@@ -783,6 +789,15 @@ fn the_console_refuses_foreign_hosts_and_outlives_clients_that_never_read() {
     ] {
         assert_eq!(http_get(&web, "/", &host, None).0, 200, "{host}");
     }
+    let (_, metrics) = http_get(&web, "/metrics", &web, None);
+    let counted: f64 = metrics
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("bigtable_refused_calls_total{port=\"console\",reason=\"host\"} ")
+        })
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no refusal counter:\n{metrics}"));
+    assert!(counted >= 2.0, "{counted}");
     // Clients that never send a request and never read their answers.
     let mut idle = Vec::new();
     for i in 0..2 {
