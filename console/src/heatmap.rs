@@ -296,6 +296,25 @@ mod tests {
         assert_eq!(Metric::from_query(""), Metric::Accesses);
     }
 
+    /// Characters XML 1.0 does not allow, even as references.
+    fn xml_forbidden(c: char) -> bool {
+        (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{FFFE}' || c == '\u{FFFF}'
+    }
+
+    #[test]
+    fn svg_is_valid_xml_whatever_the_keys_hold() {
+        let mut h = map();
+        h.tables[0].starts[1] = b"k\x00\x01\x1b[31m\x7f<&\xff\"'".to_vec();
+        h.tables[0].table = "t\x02".into();
+        let out = svg(&h, Metric::Accesses);
+        assert!(!out.chars().any(xml_forbidden), "{out:?}");
+        assert!(
+            out.contains("k\\x00\\x01\\x1b[31m\\x7f&lt;&amp;\u{FFFD}&quot;&#39;"),
+            "{out}"
+        );
+        assert!(!page(&h, Metric::Accesses).chars().any(xml_forbidden));
+    }
+
     #[test]
     fn json_holds_every_count() {
         let j: serde_json::Value = serde_json::from_str(&json(&map())).unwrap_or_default();

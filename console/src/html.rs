@@ -11,6 +11,14 @@ pub fn esc(s: &str) -> String {
             '>' => o.push_str("&gt;"),
             '"' => o.push_str("&quot;"),
             '\'' => o.push_str("&#39;"),
+            // Control characters are not allowed in XML (the SVG), even
+            // as references: show them as \xNN.
+            c if c.is_control() && !matches!(c, '\t' | '\n' | '\r')
+                || c == '\u{FFFE}'
+                || c == '\u{FFFF}' =>
+            {
+                let _ = std::fmt::Write::write_fmt(&mut o, format_args!("\\x{:02x}", c as u32));
+            }
             c => o.push(c),
         }
     }

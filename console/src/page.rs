@@ -7,7 +7,7 @@ use crate::html::{bar, bytes, esc, frame, word, words};
 use crate::Sources;
 use engine::TabletInfo;
 use fs::StatusFile;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;
 
 const REFRESH_SECS: u32 = 5;
@@ -16,9 +16,15 @@ fn key(k: &[u8]) -> String {
     esc(&String::from_utf8_lossy(k))
 }
 
-fn tablets(src: &Sources) -> Vec<TabletInfo> {
+/// The tablets of the tables the viewer may read.
+fn tablets(src: &Sources, readable: &BTreeSet<String>) -> Vec<TabletInfo> {
     let mut all = Vec::new();
-    for t in src.bt.list_tables() {
+    for t in src
+        .bt
+        .list_tables()
+        .into_iter()
+        .filter(|t| readable.contains(t))
+    {
         all.extend(src.bt.tablets(&t).unwrap_or_default());
     }
     all
@@ -87,7 +93,9 @@ fn servers(src: &Sources, all: &[TabletInfo], o: &mut String) {
     }
 }
 
-fn master(src: &Sources, o: &mut String) {
+/// The master; its events (which name row keys) only for a viewer who may
+/// read every table.
+fn master(src: &Sources, all_readable: bool, o: &mut String) {
     let text = String::from_utf8_lossy(&src.fs.status_text(StatusFile::Master)).into_owned();
     o.push_str("<h2>Master</h2><table id=\"master\">");
     let mut events = Vec::new();
@@ -124,7 +132,9 @@ fn master(src: &Sources, o: &mut String) {
         }
     }
     o.push_str("</table><h2>Recent events</h2>");
-    if events.is_empty() {
+    if !all_readable {
+        o.push_str("<p class=\"muted\">shown only to a viewer who may read every table</p>");
+    } else if events.is_empty() {
         o.push_str("<p class=\"muted\">none</p>");
     } else {
         o.push_str("<ol id=\"events\" reversed>");
@@ -197,11 +207,13 @@ fn tables(all: &[TabletInfo], o: &mut String) {
 }
 
 /// The page.
-pub fn render(src: &Sources) -> String {
-    let all = tablets(src);
+/// The page as a viewer who may read the tables in `readable` sees it.
+pub fn render(src: &Sources, readable: &BTreeSet<String>) -> String {
+    let all = tablets(src, readable);
+    let all_readable = src.bt.list_tables().iter().all(|t| readable.contains(t));
     let mut o = String::new();
     servers(src, &all, &mut o);
-    master(src, &mut o);
+    master(src, all_readable, &mut o);
     storage(src, &mut o);
     tables(&all, &mut o);
     frame("bigtable-fs console", REFRESH_SECS, &o)

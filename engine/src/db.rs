@@ -194,6 +194,11 @@ impl Bigtable {
     pub fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
         Ok(self.table(table)?.schema())
     }
+    /// The largest value a mutation may write (`Options::max_value_size`):
+    /// what [`crate::mutation::validate`] takes to check one as a batch would.
+    pub fn max_value_size(&self) -> usize {
+        self.env().opts.max_value_size
+    }
     /// Replaces a table's schema; a dropped family must hold no data (Error::FamilyNotEmpty).
     pub fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
         self.master(|m| m.set_schema(table, schema.clone()))

@@ -8,6 +8,7 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+pub mod access;
 pub mod aggregate;
 mod data;
 mod error;

@@ -8,8 +8,7 @@
 use std::fs;
 
 /// Read, write, execute bits as in `access(2)`.
-pub const R: u32 = 4;
-pub const W: u32 = 2;
+pub use engine::access::{R, W};
 
 /// Who makes a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -52,19 +51,10 @@ impl Caller {
         self.uid == 0
     }
 
-    /// Whether the bits `want` (R, W) are granted by owner/group/mode.
+    /// Whether the bits `want` (R, W) are granted by owner/group/mode: the
+    /// decision the gRPC API makes too (`engine::access`).
     pub fn may(&self, owner: u32, group: u32, mode: u32, want: u32) -> bool {
-        if self.is_root() {
-            return true;
-        }
-        let bits = if self.uid == owner {
-            mode >> 6
-        } else if self.gid == group || self.groups.contains(&group) {
-            mode >> 3
-        } else {
-            mode
-        } & 7;
-        bits & want == want
+        engine::access::may(self.uid, self.gid, &self.groups, owner, group, mode, want)
     }
 }
 

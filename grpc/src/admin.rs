@@ -1,11 +1,13 @@
 //! The Table Admin subset: CreateTable, ListTables, GetTable, DeleteTable,
-//! ModifyColumnFamilies, DropRowRange. Tables made here belong to the
-//! daemon's user and group, as if that user had made them in the mount.
+//! ModifyColumnFamilies, DropRowRange. Each takes what the same change takes
+//! in the mount (see `auth.rs`): tables made here belong to their caller,
+//! as if it had made them with `mkdir` in the mount's root.
 
 use crate::admin_v2::{self as a, modify_column_families_request::modification::Mod};
 use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdmin;
 use crate::server::{blocking, Shared};
-use crate::{drop, gc, names, status, value_type};
+use crate::{auth, drop, gc, names, status, value_type};
+use engine::access::{Identity, R, W};
 use engine::schema::{FamilySchema, TableSchema};
 use engine::RowRange;
 use std::sync::Arc;
@@ -36,12 +38,13 @@ fn table_message(name: String, schema: Option<&TableSchema>) -> a::Table {
     t
 }
 
-fn family(shared: &Shared, name: &str, cf: &a::ColumnFamily) -> Result<FamilySchema, Status> {
+/// A new family, owned by its maker.
+fn family(who: &Identity, name: &str, cf: &a::ColumnFamily) -> Result<FamilySchema, Status> {
     let mut f = FamilySchema::new(name);
     f.gc = gc::from_api(cf.gc_rule.as_ref())?;
     f.aggregate = value_type::from_api(cf.value_type.as_ref())?;
-    f.owner = shared.owner;
-    f.group = shared.group;
+    f.owner = who.uid;
+    f.group = who.gid;
     f.validate().map_err(status::from_engine)?;
     Ok(f)
 }
@@ -61,19 +64,21 @@ impl BigtableTableAdmin for AdminService {
         &self,
         req: Request<a::CreateTableRequest>,
     ) -> Result<Response<a::Table>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let parent = names::parent(&req.parent)?.to_string();
         names::check_table_id(&req.table_id)?;
+        self.shared.root(&who, W, "create a table")?;
         let mut schema = TableSchema {
-            owner: self.shared.owner,
-            group: self.shared.group,
+            owner: who.uid,
+            group: who.gid,
             ..Default::default()
         };
         if let Some(t) = &req.table {
             for (name, cf) in &t.column_families {
                 schema
                     .families
-                    .insert(name.clone(), family(&self.shared, name, cf)?);
+                    .insert(name.clone(), family(&who, name, cf)?);
             }
         }
         schema.validate().map_err(status::from_engine)?;
@@ -112,6 +117,7 @@ impl BigtableTableAdmin for AdminService {
         &self,
         req: Request<a::ListTablesRequest>,
     ) -> Result<Response<a::ListTablesResponse>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let parent = names::parent(&req.parent)?.to_string();
         let instance = names::instance(&parent)?.to_string();
@@ -123,16 +129,18 @@ impl BigtableTableAdmin for AdminService {
                 let Some(t) = names::table_id(&engine, &instance, &shared.instance) else {
                     continue;
                 };
-                // A table deleted meanwhile is left out.
-                let schema = if with_schema {
-                    match shared.bt.schema(&engine) {
-                        Ok(s) => Some(s),
-                        Err(_) => continue,
-                    }
-                } else {
-                    None
+                // A table deleted meanwhile is left out, and so is one the
+                // caller may not read.
+                let Ok(schema) = shared.bt.schema(&engine) else {
+                    continue;
                 };
-                out.push(table_message(names::full(&parent, t), schema.as_deref()));
+                if !who.on_table(&schema, R) {
+                    continue;
+                }
+                out.push(table_message(
+                    names::full(&parent, t),
+                    with_schema.then_some(&*schema),
+                ));
             }
             Ok(out)
         })
@@ -147,10 +155,16 @@ impl BigtableTableAdmin for AdminService {
         &self,
         req: Request<a::GetTableRequest>,
     ) -> Result<Response<a::Table>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let id = self.shared.table(&req.name)?;
         let shared = self.shared.clone();
-        let schema = blocking(move || shared.bt.schema(&id).map_err(status::from_engine)).await?;
+        let schema = blocking(move || {
+            let s = shared.bt.schema(&id).map_err(status::from_engine)?;
+            auth::table(&who, &id, &s, R)?;
+            Ok(s)
+        })
+        .await?;
         let with_schema = wants_schema(req.view, true);
         Ok(Response::new(table_message(
             req.name.clone(),
@@ -162,10 +176,16 @@ impl BigtableTableAdmin for AdminService {
         &self,
         req: Request<a::DeleteTableRequest>,
     ) -> Result<Response<()>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let id = self.shared.table(&req.name)?;
+        self.shared.root(&who, W, "delete a table")?;
         let shared = self.shared.clone();
         blocking(move || {
+            // `rm -r` of the table: its rows and every family's cells go.
+            let s = shared.bt.schema(&id).map_err(status::from_engine)?;
+            auth::table(&who, &id, &s, R | W)?;
+            auth::every_family(&who, &s, W)?;
             let r = shared.bt.delete_table(&id).map_err(status::from_engine);
             shared.table_changed(&id);
             r
@@ -179,6 +199,7 @@ impl BigtableTableAdmin for AdminService {
         &self,
         req: Request<a::ModifyColumnFamiliesRequest>,
     ) -> Result<Response<a::Table>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let id = self.shared.table(&req.name)?;
         if req.modifications.is_empty() {
@@ -187,6 +208,17 @@ impl BigtableTableAdmin for AdminService {
         let shared = self.shared.clone();
         let schema = blocking(move || {
             let old = shared.bt.schema(&id).map_err(status::from_engine)?;
+            // Writing `.schema`: write permission on the table; changing or
+            // dropping a family also on that family, unless the caller owns
+            // the table.
+            auth::table(&who, &id, &old, W)?;
+            let may_change = |f: &FamilySchema| {
+                if who.uid == old.owner {
+                    Ok(())
+                } else {
+                    auth::family(&who, f, W)
+                }
+            };
             let mut new = (*old).clone();
             let mut dropped = Vec::new();
             // Every modification is checked against the new schema before
@@ -200,13 +232,13 @@ impl BigtableTableAdmin for AdminService {
                                 "column family {name} already exists"
                             )));
                         }
-                        new.families
-                            .insert(name.clone(), family(&shared, name, cf)?);
+                        new.families.insert(name.clone(), family(&who, name, cf)?);
                     }
                     Some(Mod::Update(cf)) => {
                         let f = new.families.get_mut(name).ok_or_else(|| {
                             Status::not_found(format!("column family {name} does not exist"))
                         })?;
+                        may_change(f)?;
                         f.gc = gc::from_api(cf.gc_rule.as_ref())?;
                         // The type is fixed when the family is made; an
                         // update may repeat it but not change it.
@@ -222,11 +254,12 @@ impl BigtableTableAdmin for AdminService {
                         }
                     }
                     Some(Mod::Drop(true)) => {
-                        if new.families.remove(name).is_none() {
+                        let Some(f) = new.families.remove(name) else {
                             return Err(Status::not_found(format!(
                                 "column family {name} does not exist"
                             )));
-                        }
+                        };
+                        may_change(&f)?;
                         dropped.push(name.clone());
                     }
                     Some(Mod::Drop(false)) | None => {
@@ -261,6 +294,7 @@ impl BigtableTableAdmin for AdminService {
         req: Request<a::DropRowRangeRequest>,
     ) -> Result<Response<()>, Status> {
         use a::drop_row_range_request::Target;
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let id = self.shared.table(&req.name)?;
         let rows = match &req.target {
@@ -274,6 +308,10 @@ impl BigtableTableAdmin for AdminService {
         };
         let shared = self.shared.clone();
         let n = blocking(move || {
+            // `rm -r` of the rows: every family's cells go.
+            let s = shared.bt.schema(&id).map_err(status::from_engine)?;
+            auth::table(&who, &id, &s, W)?;
+            auth::every_family(&who, &s, W)?;
             let r = drop::delete_rows(&shared.bt, &id, rows, None).map_err(status::from_engine);
             shared.table_changed(&id);
             r

@@ -11,7 +11,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -71,42 +71,10 @@ impl Default for Limits {
     }
 }
 
-/// Requests refused by these limits since the daemon started.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Refused {
-    /// Larger than their method allows.
-    pub too_large: u64,
-    /// Over the server's budget of bytes being received.
-    pub over_budget: u64,
-    /// Bodies that did not arrive in time.
-    pub too_slow: u64,
-    /// Internal calls without a valid token, or whose body was not the one
-    /// their token covers.
-    pub unauthenticated: u64,
-    /// Internal calls refused as replays.
-    pub replayed: u64,
-    /// Connections whose TLS handshake failed or timed out (both servers).
-    pub tls: u64,
-}
-
-static TOO_LARGE: AtomicU64 = AtomicU64::new(0);
-static OVER_BUDGET: AtomicU64 = AtomicU64::new(0);
-static TOO_SLOW: AtomicU64 = AtomicU64::new(0);
-pub(crate) static UNAUTHENTICATED: AtomicU64 = AtomicU64::new(0);
-pub(crate) static REPLAYED: AtomicU64 = AtomicU64::new(0);
-pub(crate) static TLS_REFUSED: AtomicU64 = AtomicU64::new(0);
-
-/// Requests and connections refused so far (both servers), for
-/// `.bigtable/status` and `/metrics`.
-pub fn refused() -> Refused {
-    Refused {
-        too_large: TOO_LARGE.load(Ordering::Relaxed),
-        over_budget: OVER_BUDGET.load(Ordering::Relaxed),
-        too_slow: TOO_SLOW.load(Ordering::Relaxed),
-        unauthenticated: UNAUTHENTICATED.load(Ordering::Relaxed),
-        replayed: REPLAYED.load(Ordering::Relaxed),
-        tls: TLS_REFUSED.load(Ordering::Relaxed),
-    }
+/// Counts a refusal of these limits in `bigtable_refused_calls_total`
+/// (port `rpc`: both gRPC servers).
+fn count(reason: &str) {
+    telemetry::refused("rpc", reason);
 }
 
 /// Whether a method (the last part of its path) carries data (large
@@ -156,7 +124,7 @@ impl Conns {
                 _permit: permit,
             }),
             Err(_) => {
-                OVER_BUDGET.fetch_add(1, Ordering::Relaxed);
+                count("connections");
                 None
             }
         }
@@ -180,7 +148,7 @@ impl<T: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for Conn<T> {
         let this = &mut *self;
         if let Some(d) = this.first.as_mut() {
             if d.as_mut().poll(cx).is_ready() {
-                TOO_SLOW.fetch_add(1, Ordering::Relaxed);
+                count("too_slow");
                 return Poll::Ready(Err(std::io::Error::new(
                     std::io::ErrorKind::TimedOut,
                     "a connection that sent nothing in time",
@@ -347,12 +315,8 @@ impl Bounded {
         self.budget.release(std::mem::take(&mut self.charged));
     }
 
-    fn refuse(
-        &mut self,
-        counter: &AtomicU64,
-        s: Status,
-    ) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
-        counter.fetch_add(1, Ordering::Relaxed);
+    fn refuse(&mut self, reason: &str, s: Status) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        count(reason);
         self.finish();
         Poll::Ready(Some(Err(s)))
     }
@@ -382,7 +346,7 @@ impl Body for Bounded {
                 "the request's body did not arrive within {:?}",
                 this.timeout
             ));
-            return this.refuse(&TOO_SLOW, s);
+            return this.refuse("too_slow", s);
         }
         match Pin::new(&mut this.inner).poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
@@ -393,14 +357,14 @@ impl Body for Bounded {
                             "{} are limited to {} bytes",
                             this.what, this.max
                         ));
-                        return this.refuse(&TOO_LARGE, s);
+                        return this.refuse("too_large", s);
                     }
                     this.left -= n;
                     if !this.budget.charge(n) {
                         let s = Status::resource_exhausted(
                             "the server is receiving too many requests at once; retry",
                         );
-                        return this.refuse(&OVER_BUDGET, s);
+                        return this.refuse("over_budget", s);
                     }
                     this.charged += n;
                 }

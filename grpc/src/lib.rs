@@ -8,6 +8,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod admin;
+pub mod auth;
 mod data;
 mod drop;
 mod filter;
@@ -21,7 +22,8 @@ mod timing;
 mod tls;
 mod value_type;
 
-pub use guard::{refused, Limits, Refused};
+pub use auth::Auth;
+pub use guard::Limits;
 pub use names::{check_instance_id, DEFAULT_INSTANCE};
 pub use server::{parse_addr, start, start_with, Changes, Error, Running, Shared};
 pub use tls::{Tls, TlsFiles};

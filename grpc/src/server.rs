@@ -19,8 +19,9 @@ pub(crate) const MAX_MESSAGE: usize = 256 * 1024 * 1024;
 pub struct Shared {
     /// The engine the calls read and write (the mount's own).
     pub bt: Bigtable,
-    /// Owner and group of tables and families made through the API: callers
-    /// act as the daemon's user.
+    /// The daemon's user and group: the owner of the mount's root (0755),
+    /// so making or deleting a table takes what `mkdir` or `rmdir` there
+    /// takes. Tables are made with their caller as owner.
     pub owner: u32,
     /// See `owner`.
     pub group: u32,
@@ -29,6 +30,8 @@ pub struct Shared {
     /// The instance whose tables are the engine's tables of the same name
     /// (the mount's top level); see `names.rs`.
     pub instance: String,
+    /// Who callers are (see [`crate::Auth`]).
+    pub auth: crate::Auth,
 }
 
 /// Told what each call changed, once the change is made (also after a call
@@ -46,6 +49,23 @@ impl Shared {
     /// The engine table a request's `projects/P/instances/I/tables/T` names.
     pub(crate) fn table(&self, name: &str) -> Result<String, Status> {
         crate::names::table(name, &self.instance)
+    }
+
+    /// Refuses unless `who` has `want` on the mount's root (the daemon's
+    /// user's, 0755): what `mkdir` and `rmdir` of a table take.
+    pub(crate) fn root(
+        &self,
+        who: &engine::access::Identity,
+        want: u32,
+        what: &str,
+    ) -> Result<(), Status> {
+        if who.may(self.owner, self.group, 0o755, want) {
+            return Ok(());
+        }
+        Err(crate::auth::denied(
+            who,
+            &format!("only the daemon's user (uid {}) may {what}", self.owner),
+        ))
     }
 
     pub(crate) fn rows_changed(&self, table: &str, rows: &[&[u8]]) {

@@ -207,7 +207,7 @@ impl Tls {
 /// Logs a refused connection (once a minute per address and reason: the
 /// reasons are rustls's, a small set).
 fn log_refusal(what: &str, peer: std::net::IpAddr, why: &str) {
-    crate::guard::TLS_REFUSED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    telemetry::refused("tls", "handshake");
     let key = format!("{} {why}", crate::internal::quiet::ip_key(Some(peer)));
     if let Some(more) = crate::internal::quiet::should_log(&key) {
         log::warn!(

@@ -11,6 +11,7 @@
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+pub mod access;
 pub mod certs;
 pub mod daemon;
 pub mod fusemount;

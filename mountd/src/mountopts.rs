@@ -12,6 +12,10 @@
 //! | option | meaning |
 //! |---|---|
 //! | `allow_other` | let every user use the mount (permissions are enforced per table and family) |
+//! | `grpc_tokens=FILE` | bearer tokens of the gRPC API and the console, one `TOKEN UID:GID[,GID…]` or `TOKEN USER` a line; FILE must be the daemon user's and mode 0600 or 0400 (see docs/clients.md) |
+//! | `http_cert=FILE`, `http_key=FILE` | serve the console over TLS with this certificate chain and key (PEM; the key readable by its owner only) |
+//! | `http_hosts=NAME[:NAME…]` | host names the console answers to besides IP addresses and `localhost` (other `Host:` headers get 421: DNS rebinding) |
+//! | `grpc_trust_loopback` | a gRPC caller on a loopback address that sends no token acts as the daemon's user (refused with `allow_other`) |
 //! | `threads=N` | FUSE threads reading requests (default: the number of CPUs, at least 2; a close commits on its FUSE thread while another stays free, else on a commit worker) |
 //! | `attr_timeout=S`, `entry_timeout=S` | kernel cache lifetimes of files' names and attributes in seconds (default 300; the daemon invalidates what it or a gRPC call changes) |
 //! | `dir_timeout=S` | the same for table, row and family directories (default 300; the daemon invalidates what it or a gRPC call changes) |
@@ -166,6 +170,17 @@ pub struct MountConfig {
     /// Where to serve the console: metrics, status page, key visualizer
     /// (`http=PORT|HOST:PORT`; off if unset).
     pub http: Option<std::net::SocketAddr>,
+    /// The console's TLS certificate chain and key (`http_cert=`, `http_key=`).
+    pub http_cert: Option<PathBuf>,
+    /// See `http_cert`.
+    pub http_key: Option<PathBuf>,
+    /// Host names the console answers to (`http_hosts=`).
+    pub http_hosts: Vec<String>,
+    /// Bearer tokens of the gRPC API and the console (`grpc_tokens=`).
+    pub grpc_tokens: Option<PathBuf>,
+    /// Callers on loopback without a token act as the daemon's user
+    /// (`grpc_trust_loopback`).
+    pub grpc_trust_loopback: bool,
     /// The gRPC API's instance whose tables are the mount's top level
     /// (`instance=NAME`); other instances' tables are `NAME@TABLE`.
     pub instance: String,
@@ -268,6 +283,11 @@ impl MountConfig {
             master_mirrors: Vec::new(),
             grpc: None,
             http: None,
+            grpc_tokens: None,
+            grpc_trust_loopback: false,
+            http_hosts: Vec::new(),
+            http_cert: None,
+            http_key: None,
             instance: grpc::DEFAULT_INSTANCE.to_string(),
             etcd: None,
             cluster_listen: None,
@@ -289,6 +309,19 @@ impl MountConfig {
     /// `tablet_servers=0`: a daemon that runs no tablet server and no master.
     pub fn client_only(&self) -> bool {
         self.tablet_servers == Some(0)
+    }
+
+    /// The gRPC API's authentication options, checked together: a caller
+    /// must have some way in, and loopback is no boundary when every local
+    /// user may use the mount.
+    pub fn check_grpc_auth(&self) -> Result<(), String> {
+        if self.grpc_trust_loopback && self.allow_other {
+            return Err("grpc_trust_loopback lets any local user act as the daemon's user: it cannot go with allow_other (give grpc_tokens=FILE instead)".into());
+        }
+        if self.grpc.is_some() && self.grpc_tokens.is_none() && !self.grpc_trust_loopback {
+            return Err("grpc= needs grpc_tokens=FILE (bearer tokens of its callers) or grpc_trust_loopback".into());
+        }
+        Ok(())
     }
 
     /// The internal RPC's settings, checked together (None when the daemon
@@ -361,6 +394,8 @@ impl MountConfig {
         add("cluster_secret_file", &self.cluster_secret_file);
         add("cluster_key", &self.cluster_key);
         add("grpc_key", &self.grpc_key);
+        add("grpc_tokens", &self.grpc_tokens);
+        add("http_key", &self.http_key);
         if let Some(s3) = &self.s3 {
             add("s3_credentials", &s3.credentials);
         }
@@ -416,6 +451,17 @@ impl MountConfig {
             // A bare port is loopback, as with grpc=: the pages show row keys.
             "http" => {
                 self.http = Some(grpc::parse_addr(need(key, value)?).map_err(|e| e.to_string())?)
+            }
+            "grpc_tokens" => self.grpc_tokens = Some(PathBuf::from(need(key, value)?)),
+            "grpc_trust_loopback" => self.grpc_trust_loopback = true,
+            "http_cert" => self.http_cert = Some(PathBuf::from(need(key, value)?)),
+            "http_key" => self.http_key = Some(PathBuf::from(need(key, value)?)),
+            "http_hosts" => {
+                self.http_hosts = need(key, value)?
+                    .split(':')
+                    .filter(|h| !h.is_empty())
+                    .map(str::to_string)
+                    .collect()
             }
             "instance" => {
                 let v = need(key, value)?;
@@ -1161,6 +1207,22 @@ mod tests {
         assert_eq!(c.grpc.unwrap().to_string(), "0.0.0.0:9000");
         assert!(c.apply("grpc=nope").is_err());
         assert!(c.apply("grpc").is_err());
+    }
+
+    #[test]
+    fn grpc_auth_options() {
+        let mut c = MountConfig::new("/d".into(), "/m".into());
+        assert!(c.check_grpc_auth().is_ok());
+        c.apply("grpc=8086").unwrap();
+        assert!(c.check_grpc_auth().unwrap_err().contains("grpc_tokens"));
+        c.apply("grpc_trust_loopback").unwrap();
+        assert!(c.check_grpc_auth().is_ok());
+        c.apply("allow_other").unwrap();
+        assert!(c.check_grpc_auth().unwrap_err().contains("allow_other"));
+        c.grpc_trust_loopback = false;
+        c.apply("grpc_tokens=/etc/bt-tokens").unwrap();
+        assert!(c.check_grpc_auth().is_ok());
+        assert!(c.apply("grpc_tokens").is_err());
     }
 
     #[test]

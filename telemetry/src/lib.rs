@@ -8,7 +8,7 @@ pub use prometheus;
 
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
-use prometheus::{HistogramOpts, HistogramVec};
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -135,10 +135,62 @@ impl Drop for Timer {
     }
 }
 
-/// Every histogram family, for the exposition format (families with no
-/// observation yet are listed empty, so that every metric is always there).
+/// Calls the network ports refused, by port and reason.
+fn refusals() -> Option<&'static IntCounterVec> {
+    static R: OnceLock<Option<IntCounterVec>> = OnceLock::new();
+    R.get_or_init(|| {
+        let opts = Opts::new(
+            "bigtable_refused_calls_total",
+            "Calls and connections refused by the gRPC servers and the console, by port and reason",
+        );
+        let c = IntCounterVec::new(opts, &["port", "reason"]).ok()?;
+        // Listed from the start (at zero).
+        for (port, reason) in REFUSALS {
+            let _ = c.get_metric_with_label_values(&[port, reason]);
+        }
+        Some(c)
+    })
+    .as_ref()
+}
+
+/// The (port, reason) pairs counted: on the public API and the console,
+/// no credentials or an unknown token, a permission the caller lacks, a
+/// foreign `Host:`; on the internal RPC, a call without a valid token or
+/// a replayed one; on both gRPC servers (`rpc`), a request over its size
+/// or the byte budget, a body or connection too slow, a connection over
+/// the limit; a failed TLS handshake on any port.
+const REFUSALS: [(&str, &str); 11] = [
+    ("grpc", "unauthenticated"),
+    ("grpc", "permission"),
+    ("console", "unauthenticated"),
+    ("console", "host"),
+    ("cluster", "unauthenticated"),
+    ("cluster", "replayed"),
+    ("rpc", "too_large"),
+    ("rpc", "over_budget"),
+    ("rpc", "too_slow"),
+    ("rpc", "connections"),
+    ("tls", "handshake"),
+];
+
+/// Counts a call `port` refused for `reason` (see `REFUSALS`).
+pub fn refused(port: &str, reason: &str) {
+    if let Some(c) = refusals() {
+        if let Ok(m) = c.get_metric_with_label_values(&[port, reason]) {
+            m.inc();
+        }
+    }
+}
+
+/// Every histogram family and the refusal counters, for the exposition
+/// format (families with no observation yet are listed empty, so that
+/// every metric is always there).
 pub fn gather() -> Vec<MetricFamily> {
-    families().iter().flat_map(|f| f.collect()).collect()
+    let mut out: Vec<MetricFamily> = families().iter().flat_map(|f| f.collect()).collect();
+    if let Some(r) = refusals() {
+        out.extend(r.collect());
+    }
+    out
 }
 
 #[cfg(test)]
@@ -151,7 +203,7 @@ mod tests {
         observe(Latency::Chunk, "test_read", Duration::from_millis(3));
         time(Latency::Chunk, "test_read", || ());
         let fams = gather();
-        assert_eq!(fams.len(), Latency::ALL.len());
+        assert_eq!(fams.len(), Latency::ALL.len() + 1);
         let chunk = fams
             .iter()
             .find(|f| f.name() == Latency::Chunk.name())

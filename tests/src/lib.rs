@@ -147,6 +147,11 @@ impl Mount {
         .map(|s| s.to_string())
         .collect();
         options.extend(extra.iter().map(|s| s.to_string()));
+        // The daemon refuses to trust loopback when every user may use the
+        // mount: such a mount is the mounting user's alone.
+        if extra.contains(&"grpc_trust_loopback") {
+            options.retain(|o| o != "allow_other");
+        }
         let mut m = Mount {
             _dir: dir,
             data,

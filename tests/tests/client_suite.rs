@@ -151,7 +151,7 @@ for tc in ET.parse(sys.argv[1]).iter("testcase"):
 fn the_official_python_clients_system_tests_pass() {
     check_python();
     let src = suite_source();
-    let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
     let addr = m.grpc_addr();
     let work = tempfile::tempdir().unwrap();
     let junit = work.path().join("junit.xml");

@@ -26,7 +26,7 @@ fn python_client_and_the_mount_share_the_data() {
         Ok(_) => {}
     }
     // Port 0: the daemon picks a free port and logs it.
-    let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
     let addr = m.grpc_addr();
     // Written through the mount, read by the Python client.
     m.table("fromfs", "f\n");
@@ -73,6 +73,7 @@ fn grpc_writes_reach_the_kernels_caches_of_the_mount_at_once() {
     // invalidations can make the mount show a gRPC write.
     let m = Mount::with_options(&[
         "grpc=127.0.0.1:0",
+        "grpc_trust_loopback",
         "dir_timeout=3600",
         "entry_timeout=3600",
         "attr_timeout=3600",
@@ -125,7 +126,7 @@ fn python(addr: &str, code: &str) -> String {
 
 #[test]
 fn instances_keep_their_tables_apart_and_the_mount_shows_them() {
-    let m = Mount::with_options(&["grpc=127.0.0.1:0", "instance=main"]);
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback", "instance=main"]);
     let addr = m.grpc_addr();
     // A table made in the mount is the default instance's; one named
     // INSTANCE@TABLE is another instance's.
@@ -159,7 +160,7 @@ print(c.instance("third").table("t").exists())
 
 #[test]
 fn increments_wrap_and_regexes_take_raw_bytes_through_grpc_and_the_mount() {
-    let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
     let addr = m.grpc_addr();
     m.table("t", "f\n");
     let out = python(
@@ -197,7 +198,7 @@ with BigtableDataClient(project="p") as c, c.get_table("default", "t") as t:
 
 #[test]
 fn requests_are_checked_as_cloud_bigtable_checks_them() {
-    let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
     let addr = m.grpc_addr();
     m.table("t", "f\n");
     let out = python(
@@ -248,7 +249,7 @@ fn python_client_adds_to_aggregate_families() {
     // As the client's own system tests make and use them (Int64 Sum family
     // made by the admin client, AddToCell by raw request and by the data
     // client); the mount shows the type and the number.
-    let m = Mount::with_options(&["grpc=127.0.0.1:0"]);
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
     let addr = m.grpc_addr();
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scripts/aggregate_client.py");
     let out = Command::new(tests::python())

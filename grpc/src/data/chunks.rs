@@ -20,6 +20,8 @@ pub struct Chunker<S: FnMut(ReadRowsResponse) -> bool> {
     bytes: usize,
     /// False once `send` reported the client gone.
     pub open: bool,
+    /// Responses handed to `send`.
+    pub sent: usize,
 }
 
 impl<S: FnMut(ReadRowsResponse) -> bool> Chunker<S> {
@@ -29,6 +31,7 @@ impl<S: FnMut(ReadRowsResponse) -> bool> Chunker<S> {
             current: ReadRowsResponse::default(),
             bytes: 0,
             open: true,
+            sent: 0,
         }
     }
 
@@ -48,6 +51,7 @@ impl<S: FnMut(ReadRowsResponse) -> bool> Chunker<S> {
         }
         let resp = std::mem::take(&mut self.current);
         self.bytes = 0;
+        self.sent += 1;
         if !(self.send)(resp) {
             self.open = false;
         }

@@ -9,7 +9,8 @@ pub mod rows;
 
 use crate::gen::data::bigtable_server::Bigtable as DataApi;
 use crate::server::{blocking, Shared};
-use crate::{names, status, v2};
+use crate::{auth, names, status, v2};
+use engine::access::{R, W};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -24,6 +25,50 @@ type Stream<T> = ReceiverStream<Result<T, Status>>;
 /// Responses buffered between the scan thread and the connection.
 const STREAM_DEPTH: usize = 4;
 
+/// Sends what `reader` reads, a piece at a time: each piece is read on a
+/// blocking thread once the client has taken the previous one, and waiting
+/// for the client holds no thread (a client that never reads would
+/// otherwise hold a blocking thread each, and with enough of them every
+/// other call would wait).
+async fn stream_rows(
+    mut reader: read_rows::Reader,
+    tx: mpsc::Sender<Result<v2::ReadRowsResponse, Status>>,
+) {
+    while !reader.done() {
+        // Room for one more response: the client has read enough.
+        let Ok(permit) = tx.reserve().await else {
+            return;
+        };
+        let piece = tokio::task::spawn_blocking(move || {
+            let r = reader.next();
+            (reader, r)
+        })
+        .await;
+        let Ok((r, piece)) = piece else {
+            permit.send(Err(Status::internal("the scan failed")));
+            return;
+        };
+        reader = r;
+        match piece {
+            Err(e) => {
+                permit.send(Err(e));
+                return;
+            }
+            Ok(responses) => {
+                let mut responses = responses.into_iter();
+                if let Some(first) = responses.next() {
+                    permit.send(Ok(first));
+                }
+                for r in responses {
+                    if tx.send(Ok(r)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[tonic::async_trait]
 impl DataApi for DataService {
     type ReadRowsStream = Stream<v2::ReadRowsResponse>;
@@ -34,21 +79,22 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::ReadRowsRequest>,
     ) -> Result<Response<Self::ReadRowsStream>, Status> {
-        let plan = read_rows::Plan::new(&self.shared, req.get_ref())?;
+        let who = self.shared.auth.identify(&req)?;
+        let mut plan = read_rows::Plan::new(&self.shared, req.get_ref())?;
         let (tx, rx) = mpsc::channel(STREAM_DEPTH);
         let shared = self.shared.clone();
         // A missing table fails the call itself, not the stream.
         let (plan, shared) = blocking(move || {
-            shared.bt.schema(&plan.table).map_err(status::from_engine)?;
+            let s = shared.bt.schema(&plan.table).map_err(status::from_engine)?;
+            auth::table(&who, &plan.table, &s, R)?;
+            plan.families = auth::readable(&who, &s);
             Ok((plan, shared))
         })
         .await?;
-        tokio::task::spawn_blocking(move || {
-            let done = read_rows::run(&shared.bt, &plan, |r| tx.blocking_send(Ok(r)).is_ok());
-            if let Err(e) = done {
-                let _ = tx.blocking_send(Err(e));
-            }
-        });
+        tokio::spawn(stream_rows(
+            read_rows::Reader::new(shared.bt.clone(), plan),
+            tx,
+        ));
         Ok(Response::new(ReceiverStream::new(rx)))
     }
 
@@ -56,9 +102,12 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::SampleRowKeysRequest>,
     ) -> Result<Response<Self::SampleRowKeysStream>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let table = self.shared.table(&req.get_ref().table_name)?;
         let shared = self.shared.clone();
         let samples = blocking(move || {
+            let s = shared.bt.schema(&table).map_err(status::from_engine)?;
+            auth::table(&who, &table, &s, R)?;
             let tablets = shared.bt.tablets(&table).map_err(status::from_engine)?;
             let mut offset = 0i64;
             let mut out = Vec::new();
@@ -90,11 +139,15 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::MutateRowRequest>,
     ) -> Result<Response<v2::MutateRowResponse>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let table = self.shared.table(&req.table_name)?;
         let m = mutate::row_mutation(&req.row_key, &req.mutations)?;
         let shared = self.shared.clone();
         blocking(move || {
+            let s = shared.bt.schema(&table).map_err(status::from_engine)?;
+            auth::table(&who, &table, &s, W)?;
+            auth::mutations(&who, &s, &m.mutations)?;
             let r = shared
                 .bt
                 .apply(&table, &m, engine::WriteOptions::default())
@@ -110,6 +163,7 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::MutateRowsRequest>,
     ) -> Result<Response<Self::MutateRowsStream>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let table = self.shared.table(&req.table_name)?;
         if req.entries.is_empty() {
@@ -118,7 +172,11 @@ impl DataApi for DataService {
         mutate::check_mutation_count(req.entries.iter().map(|e| e.mutations.len()).sum())?;
         let shared = self.shared.clone();
         let resp = blocking(move || {
-            let r = modify::mutate_rows(&shared.bt, &table, &req.entries);
+            let s = shared.bt.schema(&table).map_err(status::from_engine)?;
+            auth::table(&who, &table, &s, W)?;
+            let r = modify::mutate_rows(&shared.bt, &table, &req.entries, |m| {
+                auth::mutations(&who, &s, &m.mutations)
+            });
             let rows: Vec<&[u8]> = req.entries.iter().map(|e| e.row_key.as_slice()).collect();
             shared.rows_changed(&table, &rows);
             r
@@ -133,11 +191,12 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::CheckAndMutateRowRequest>,
     ) -> Result<Response<v2::CheckAndMutateRowResponse>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let table = self.shared.table(&req.table_name)?;
         let shared = self.shared.clone();
         let matched = blocking(move || {
-            let r = modify::check_and_mutate(&shared.bt, &table, &req);
+            let r = modify::check_and_mutate(&shared.bt, &table, &req, &who);
             shared.rows_changed(&table, &[&req.row_key]);
             r
         })
@@ -151,6 +210,7 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::PingAndWarmRequest>,
     ) -> Result<Response<v2::PingAndWarmResponse>, Status> {
+        self.shared.auth.identify(&req)?;
         names::parent(&req.get_ref().name)?;
         Ok(Response::new(v2::PingAndWarmResponse {}))
     }
@@ -159,11 +219,12 @@ impl DataApi for DataService {
         &self,
         req: Request<v2::ReadModifyWriteRowRequest>,
     ) -> Result<Response<v2::ReadModifyWriteRowResponse>, Status> {
+        let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let table = self.shared.table(&req.table_name)?;
         let shared = self.shared.clone();
         let row = blocking(move || {
-            let r = modify::read_modify_write(&shared.bt, &table, &req);
+            let r = modify::read_modify_write(&shared.bt, &table, &req, &who);
             shared.rows_changed(&table, &[&req.row_key]);
             r
         })

@@ -2,29 +2,53 @@
 //! entry), CheckAndMutateRow and ReadModifyWriteRow.
 
 use super::mutate;
-use crate::{status, v2};
+use crate::{auth, status, v2};
+use engine::access::{Identity, R, W};
 use engine::{Bigtable, Error, Mutation, RowFilter, RowMutation, RowOp, RowTxn, WriteOptions};
 use std::collections::BTreeMap;
 use tonic::{Code, Status};
 
-/// Applies every valid entry (each row atomically) and reports each entry.
+/// Applies every valid entry that `allowed` lets through (each row
+/// atomically) and reports each entry. Each entry is checked once against
+/// the schema before the batch goes to the engine, so bad entries cost
+/// linear time (the engine names only the first bad entry of a batch).
 pub fn mutate_rows(
     bt: &Bigtable,
     table: &str,
     entries: &[v2::mutate_rows_request::Entry],
+    allowed: impl Fn(&RowMutation) -> Result<(), Status>,
 ) -> Result<v2::MutateRowsResponse, Status> {
-    bt.schema(table).map_err(status::from_engine)?;
+    let mut schema = bt.schema(table).map_err(status::from_engine)?;
+    let max_value = bt.max_value_size();
     let mut results: Vec<Status> = vec![Status::ok(""); entries.len()];
     // (entry index, mutation) of the entries that converted.
     let mut pending: Vec<(usize, RowMutation)> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        match mutate::row_mutation(&e.row_key, &e.mutations) {
+        match mutate::row_mutation(&e.row_key, &e.mutations).and_then(|m| allowed(&m).map(|()| m)) {
             Ok(m) => pending.push((i, m)),
             Err(s) => results[i] = s,
         }
     }
-    // The engine checks a whole batch before applying any of it and names
-    // the first bad entry: take that one out and try the rest again.
+    // A daemon that learns the schema from the master may not know a new
+    // family yet: read the tables again once, not once per entry.
+    let check = |schema: &engine::schema::TableSchema, m: &RowMutation| {
+        engine::mutation::validate(schema, m, max_value).map_err(|e| e.in_table(table))
+    };
+    let unknown_family = pending
+        .iter()
+        .any(|(_, m)| check(&schema, m).is_err_and(|e| e.is_unknown_family()));
+    if unknown_family && bt.refresh_tables().is_ok() {
+        schema = bt.schema(table).map_err(status::from_engine)?;
+    }
+    pending.retain(|(i, m)| match check(&schema, m) {
+        Ok(()) => true,
+        Err(e) => {
+            results[*i] = status::from_engine(e);
+            false
+        }
+    });
+    // What remains is valid unless the schema changed meanwhile; then the
+    // engine names the first bad entry: take that one out and try again.
     while !pending.is_empty() {
         let batch: Vec<RowMutation> = pending.iter().map(|(_, m)| m.clone()).collect();
         match bt.apply_batch(table, &batch, WriteOptions::default()) {
@@ -58,15 +82,23 @@ pub fn mutate_rows(
 
 /// Applies `true_mutations` if the predicate outputs a cell of the row (no
 /// predicate: if the row has any cell), else `false_mutations`, atomically
-/// under the row lock. Returns whether the predicate matched.
+/// under the row lock. Returns whether the predicate matched. `who` needs
+/// write permission on the table and each family written; the predicate
+/// sees only the families `who` may read.
 pub fn check_and_mutate(
     bt: &Bigtable,
     table: &str,
     req: &v2::CheckAndMutateRowRequest,
+    who: &Identity,
 ) -> Result<bool, Status> {
     super::rows::check_row_key(&req.row_key)?;
-    let predicate =
+    let schema = bt.schema(table).map_err(status::from_engine)?;
+    auth::table(who, table, &schema, W)?;
+    let mut predicate =
         crate::filter::from_api(req.predicate_filter.as_ref())?.unwrap_or(RowFilter::PassAll);
+    if let Some(readable) = auth::readable(who, &schema) {
+        predicate = auth::over(&readable, predicate);
+    }
     let convert = |ms: &[v2::Mutation]| -> Result<Vec<Mutation>, Status> {
         ms.iter().map(mutate::one).collect()
     };
@@ -76,6 +108,8 @@ pub fn check_and_mutate(
         return Err(Status::invalid_argument("No mutations provided"));
     }
     mutate::check_mutation_count(on_true.len() + on_false.len())?;
+    auth::mutations(who, &schema, &on_true)?;
+    auth::mutations(who, &schema, &on_false)?;
     bt.check_and_mutate_filter(
         table,
         &req.row_key,
@@ -87,16 +121,26 @@ pub fn check_and_mutate(
     .map_err(status::from_engine)
 }
 
-/// Applies the rules atomically and returns the new cells.
+/// Applies the rules atomically and returns the new cells. `who` needs
+/// write permission on the table, and read and write permission on each
+/// family (it is told the values), as `append` and `increment` in `.mutate`.
 pub fn read_modify_write(
     bt: &Bigtable,
     table: &str,
     req: &v2::ReadModifyWriteRowRequest,
+    who: &Identity,
 ) -> Result<v2::Row, Status> {
     use v2::read_modify_write_rule::Rule;
     super::rows::check_row_key(&req.row_key)?;
     if req.rules.is_empty() {
         return Err(Status::invalid_argument("no rules given"));
+    }
+    let schema = bt.schema(table).map_err(status::from_engine)?;
+    auth::table(who, table, &schema, W)?;
+    for r in &req.rules {
+        if let Some(f) = schema.families.get(&r.family_name) {
+            auth::family(who, f, R | W)?;
+        }
     }
     let mut ops = Vec::with_capacity(req.rules.len());
     for r in &req.rules {

@@ -1,12 +1,11 @@
 //! ReadRows: the request's rows, filtered, in key order (or reversed),
-//! streamed as chunks. Runs on a blocking thread; `send` returns false once
-//! the client has gone, which ends the scan.
+//! streamed as chunks, a piece at a time (see [`Reader`]).
 
 use super::chunks::Chunker;
 use crate::filter::{self, FCell};
 use crate::server::Shared;
 use crate::{status, v2};
-use engine::{Bigtable, RowRange, ScanSpec};
+use engine::{Bigtable, RowRange, ScanSpec, Scanner};
 use std::collections::VecDeque;
 use tonic::Status;
 
@@ -20,6 +19,8 @@ pub struct Plan {
     /// 0: no limit.
     pub limit: u64,
     pub reversed: bool,
+    /// Only these families (those the caller may read; None: all).
+    pub families: Option<Vec<String>>,
 }
 
 impl Plan {
@@ -38,6 +39,7 @@ impl Plan {
             local,
             limit,
             reversed: req.reversed,
+            families: None,
         })
     }
 }
@@ -45,81 +47,142 @@ impl Plan {
 /// A row key and its cells.
 type Row = (Vec<u8>, Vec<FCell>);
 
-/// The rows of one range that pass the filter, in key order.
-fn scan_range<'a>(
-    bt: &'a Bigtable,
-    plan: &'a Plan,
-    range: &RowRange,
-) -> Result<impl Iterator<Item = Result<Row, Status>> + 'a, Status> {
-    let spec = ScanSpec {
-        rows: range.clone(),
-        filter: plan.filter.clone().filter(|_| plan.local.is_none()),
-        ..Default::default()
-    };
-    let mut scanner = bt.scan(&plan.table, spec).map_err(status::from_engine)?;
-    Ok(std::iter::from_fn(move || loop {
-        match scanner.next_row() {
-            Err(e) => return Some(Err(status::from_engine(e))),
-            Ok(None) => return None,
-            Ok(Some((key, cells))) => {
-                let mut cells: Vec<FCell> = match &plan.local {
-                    Some(f) => f.apply(&key, cells).into_iter().map(FCell::from).collect(),
-                    None => cells.into_iter().map(FCell::from).collect(),
-                };
-                // Stable: an interleave's duplicates keep their order.
-                cells.sort_by(FCell::order);
-                if !cells.is_empty() {
-                    return Some(Ok((key, cells)));
-                }
-            }
+/// The next row of `scanner` that passes the filter.
+fn next_row(plan: &Plan, scanner: &mut Scanner) -> Result<Option<Row>, Status> {
+    loop {
+        let Some((key, cells)) = scanner.next_row().map_err(status::from_engine)? else {
+            return Ok(None);
+        };
+        let mut cells: Vec<FCell> = match &plan.local {
+            Some(f) => f.apply(&key, cells).into_iter().map(FCell::from).collect(),
+            None => cells.into_iter().map(FCell::from).collect(),
+        };
+        // Stable: an interleave's duplicates keep their order.
+        cells.sort_by(FCell::order);
+        if !cells.is_empty() {
+            return Ok(Some((key, cells)));
         }
-    }))
+    }
 }
 
-/// Streams the rows of `plan` through `send`.
-pub fn run(
-    bt: &Bigtable,
-    plan: &Plan,
-    send: impl FnMut(v2::ReadRowsResponse) -> bool,
-) -> Result<(), Status> {
-    // Fail before any response if the table is missing.
-    bt.schema(&plan.table).map_err(status::from_engine)?;
-    let mut out = Chunker::new(send);
-    let mut sent = 0u64;
-    let full = |sent: u64| plan.limit != 0 && sent >= plan.limit;
-    if !plan.reversed {
-        for range in &plan.ranges {
-            for row in scan_range(bt, plan, range)? {
-                let (key, cells) = row?;
-                out.row(&key, cells);
-                sent += 1;
-                if full(sent) || !out.open {
-                    out.flush();
-                    return Ok(());
-                }
-            }
+/// A ReadRows in progress. Each [`Reader::next`] runs on a blocking thread
+/// and returns about one response's worth; between calls the reader holds
+/// no thread, so a client that does not read holds none either.
+pub struct Reader {
+    bt: Bigtable,
+    plan: Plan,
+    /// Ranges not yet begun, in the order they are read.
+    ranges: VecDeque<RowRange>,
+    scanner: Option<Scanner>,
+    /// Reversed: the current range's rows, sent from the back.
+    tail: VecDeque<Row>,
+    sent: u64,
+    done: bool,
+}
+
+impl Reader {
+    /// A reader of `plan` (its table checked already).
+    pub fn new(bt: Bigtable, plan: Plan) -> Reader {
+        let mut ranges: VecDeque<RowRange> = plan.ranges.iter().cloned().collect();
+        if plan.reversed {
+            ranges = ranges.into_iter().rev().collect();
         }
-    } else {
-        // The engine scans forward: keep a range's last rows (at most the
-        // limit) and send them newest key first.
-        for range in plan.ranges.iter().rev() {
-            let mut tail: VecDeque<Row> = VecDeque::new();
-            for row in scan_range(bt, plan, range)? {
-                tail.push_back(row?);
-                if plan.limit != 0 && tail.len() as u64 > plan.limit - sent {
-                    tail.pop_front();
+        // A caller who may read no family of the table reads nothing.
+        let done = plan.families.as_ref().is_some_and(|f| f.is_empty());
+        Reader {
+            bt,
+            plan,
+            ranges,
+            scanner: None,
+            tail: VecDeque::new(),
+            sent: 0,
+            done,
+        }
+    }
+
+    /// Whether every response has been returned.
+    pub fn done(&self) -> bool {
+        self.done
+    }
+
+    fn scanner(&self, range: RowRange) -> Result<Scanner, Status> {
+        let spec = ScanSpec {
+            rows: range,
+            filter: self
+                .plan
+                .filter
+                .clone()
+                .filter(|_| self.plan.local.is_none()),
+            families: self.plan.families.clone(),
+            ..Default::default()
+        };
+        self.bt
+            .scan(&self.plan.table, spec)
+            .map_err(status::from_engine)
+    }
+
+    /// The next row to send, in the order asked for.
+    fn row(&mut self) -> Result<Option<Row>, Status> {
+        if self.plan.reversed {
+            // The engine scans forward: keep a range's last rows (at most
+            // the limit) and send them newest key first.
+            while self.tail.is_empty() {
+                let Some(range) = self.ranges.pop_front() else {
+                    return Ok(None);
+                };
+                let mut scanner = self.scanner(range)?;
+                let room = self.plan.limit.saturating_sub(self.sent);
+                while let Some(row) = next_row(&self.plan, &mut scanner)? {
+                    self.tail.push_back(row);
+                    if self.plan.limit != 0 && self.tail.len() as u64 > room {
+                        self.tail.pop_front();
+                    }
                 }
             }
-            while let Some((key, cells)) = tail.pop_back() {
-                out.row(&key, cells);
-                sent += 1;
-                if full(sent) || !out.open {
-                    out.flush();
-                    return Ok(());
-                }
+            return Ok(self.tail.pop_back());
+        }
+        loop {
+            if self.scanner.is_none() {
+                let Some(range) = self.ranges.pop_front() else {
+                    return Ok(None);
+                };
+                self.scanner = Some(self.scanner(range)?);
+            }
+            let Some(scanner) = self.scanner.as_mut() else {
+                continue;
+            };
+            match next_row(&self.plan, scanner)? {
+                Some(row) => return Ok(Some(row)),
+                None => self.scanner = None,
             }
         }
     }
-    out.flush();
-    Ok(())
+
+    /// Reads on until at least one full response is ready (or the rows
+    /// end), and returns the responses.
+    pub fn next(&mut self) -> Result<Vec<v2::ReadRowsResponse>, Status> {
+        let mut batch = Vec::new();
+        if self.done {
+            return Ok(batch);
+        }
+        let mut out = Chunker::new(|r| {
+            batch.push(r);
+            true
+        });
+        while out.sent == 0 {
+            let Some((key, cells)) = self.row()? else {
+                self.done = true;
+                break;
+            };
+            out.row(&key, cells);
+            self.sent += 1;
+            if self.plan.limit != 0 && self.sent >= self.plan.limit {
+                self.done = true;
+                break;
+            }
+        }
+        out.flush();
+        drop(out);
+        Ok(batch)
+    }
 }

@@ -56,7 +56,7 @@ pub(crate) fn peer_ip<B>(req: &http::Request<B>) -> Option<IpAddr> {
 
 /// Logs a refusal of `peer` (once a minute per address).
 pub(crate) fn log_refusal(peer: Option<IpAddr>, why: &str) {
-    crate::guard::UNAUTHENTICATED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    telemetry::refused("cluster", "unauthenticated");
     let peer = super::quiet::ip_key(peer);
     if let Some(more) = super::quiet::should_log(&peer) {
         log::warn!(
@@ -83,7 +83,7 @@ impl Authenticate {
         match self.nonces.admit(claims.secs, claims.nonce.value(), now) {
             Fresh::Yes => {}
             Fresh::Replayed => {
-                crate::guard::REPLAYED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                telemetry::refused("cluster", "replayed");
                 return Err(refuse("a replayed call (its nonce was seen)"));
             }
             Fresh::Full => {

@@ -26,6 +26,10 @@ pub async fn env() -> Env {
         owner: 0,
         group: 0,
         changes: None,
+        auth: grpc::Auth {
+            loopback: Some(engine::access::Identity::new(0, 0)),
+            ..Default::default()
+        },
         instance: "i".into(),
     };
     let server = grpc::start(shared, "127.0.0.1:0".parse().unwrap()).unwrap();

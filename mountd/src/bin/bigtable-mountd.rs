@@ -147,6 +147,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // master may load tablets onto this daemon's servers as soon as they
     // register.
     let rpc = cfg.cluster()?;
+    cfg.check_grpc_auth()?;
+    let tokens = mountd::access::tokens(cfg)?;
     let node = match &rpc {
         Some(rpc) => {
             let secret = match &rpc.secret_file {
@@ -237,9 +239,9 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         }
     };
     fs.start_notifier(session.notifier());
-    // Cloud Bigtable's API on the same engine: gRPC callers act with the
-    // daemon's authority (as with the emulator), so it listens on loopback
-    // unless told otherwise.
+    // Cloud Bigtable's API on the same engine: each caller has the rights
+    // its token's user has in the mount (or, trusting loopback, the
+    // daemon's user's); a bare port listens on loopback.
     let grpc = match cfg.grpc {
         Some(addr) => {
             let shared = grpc::Shared {
@@ -248,6 +250,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
                 group: nix::unistd::getgid().as_raw(),
                 changes: Some(Arc::new(KernelCaches(fs.clone()))),
                 instance: cfg.instance.clone(),
+                auth: mountd::access::grpc_auth(cfg, &tokens),
             };
             let tls = match cfg.grpc_tls()? {
                 Some(files) => Some(grpc::Tls::load(files, false)?),
@@ -270,8 +273,15 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
             let src = console::Sources {
                 fs: fs.clone(),
                 bt: bt.clone(),
+                tokens: tokens.clone(),
+                hosts: cfg.http_hosts.clone(),
             };
-            match console::Console::start(src, addr) {
+            let tls = match (&cfg.http_cert, &cfg.http_key) {
+                (Some(c), Some(k)) => Some((c.as_path(), k.as_path())),
+                (None, None) => None,
+                _ => return Err("http_cert= and http_key= go together".into()),
+            };
+            match console::Console::start(src, addr, tls) {
                 Ok(c) => Some(c),
                 Err(e) => {
                     if let Some(g) = grpc {
