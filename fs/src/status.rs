@@ -172,6 +172,8 @@ impl StatusFile {
                     ("reader_waits", s.reader_waits.0),
                     ("reader_waits_expired", s.reader_waits.1),
                     ("page_stores", s.page_stores),
+                    // Scans refused for a filter over its limits.
+                    ("filter_limit_hits", engine::filter::limit_hits()),
                     (
                         "fuse_requests",
                         crate::options::FUSE_REQUESTS.load(Ordering::Relaxed),

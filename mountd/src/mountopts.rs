@@ -22,6 +22,9 @@
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
+//! | `filter_max_cells=N` | cells one row's filter evaluation may add (interleave outputs, labels) before the read fails with E2BIG (default 262144) |
+//! | `filter_max_bytes=SIZE` | bytes of values one row's filter output may copy before the read fails with E2BIG (default 64m) |
+//! | `filter_regex_bytes=SIZE` | compiled size of all regexes of one filter together (default 2m; one regex at most 1m); a filter over it is refused with EINVAL |
 //! | `merge=SIZE` | adjacent tablets both below SIZE are merged (default 16m; 0: never) |
 //! | `compaction_threads=N` | background compaction threads per tablet server |
 //! | `tablet_servers=N` | tablet servers the daemon runs (default 3); 0: a client-only daemon that runs no server and no master and reaches another daemon's (needs `lock=etcd://…` and `cluster_listen`) |
@@ -120,6 +123,8 @@ pub struct MountConfig {
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
+    /// What one row filter may cost (`filter_*=`).
+    pub filter_limits: engine::filter::FilterLimits,
     pub compaction_threads: Option<usize>,
     pub tablet_servers: Option<usize>,
     pub sync: bool,
@@ -215,6 +220,7 @@ impl MountConfig {
             block_cache_bytes: None,
             scan_cache_bytes: None,
             max_value_size: None,
+            filter_limits: engine::filter::FilterLimits::DEFAULT,
             compaction_threads: None,
             tablet_servers: None,
             sync: false,
@@ -393,6 +399,13 @@ impl MountConfig {
             "cache" => self.block_cache_bytes = Some(parse_size(need(key, value)?)?),
             "scan_cache" => self.scan_cache_bytes = Some(parse_size(need(key, value)?)?),
             "max_value" => self.max_value_size = Some(parse_size(need(key, value)?)? as usize),
+            "filter_max_cells" => {
+                self.filter_limits.max_cells = whole(key, value, 1, 1 << 30, "")? as usize
+            }
+            "filter_max_bytes" => self.filter_limits.max_bytes = parse_size(need(key, value)?)?,
+            "filter_regex_bytes" => {
+                self.filter_limits.regex_bytes = parse_size(need(key, value)?)? as usize
+            }
             "compaction_threads" => {
                 self.compaction_threads = Some(
                     need(key, value)?

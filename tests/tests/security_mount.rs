@@ -82,3 +82,68 @@ fn a_standby_takes_over_although_nobody_tried_to_hold_the_master_lock() {
     m.remount();
     still_serves(&m, "after");
 }
+
+/// The daemon's resident memory, in KiB.
+fn rss(m: &Mount) -> u64 {
+    tests::rss_kib(m.pid())
+}
+
+/// `cat`'s stderr and whether it failed, reading `path` as nobody.
+fn nobody_reads(m: &Mount, path: &str) -> (bool, String) {
+    let o = m.sh_as_nobody(&format!("cat '{path}' > /dev/null"));
+    (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn a_filter_that_doubles_every_cell_forty_times_is_refused() {
+    let m = Mount::new();
+    m.table("t", "f\n");
+    let mut batch = String::new();
+    for r in 0..20 {
+        for q in 0..20 {
+            batch.push_str(&format!("set r{r} f:q{q} {}\n", "v".repeat(100)));
+        }
+    }
+    m.mutate("t", batch.as_bytes());
+    let before = rss(&m);
+    let filter = format!("chain({}all)", "interleave(all,all),".repeat(40));
+    let (ok, err) = nobody_reads(&m, &format!("t/.scan/filter={filter}"));
+    assert!(!ok, "the doubling filter was answered");
+    assert!(err.contains("Argument list too long"), "{err}");
+    let after = rss(&m);
+    assert!(
+        after < before + 256 * 1024,
+        "the daemon grew from {before} to {after} KiB"
+    );
+    let stats = m.ok("cat .bigtable/stats");
+    assert!(
+        stats.lines().any(|l| l.starts_with("filter_limit_hits=") && l != "filter_limit_hits=0"),
+        "{stats}"
+    );
+    assert!(m.log_text().contains("row filter refused"));
+    // A filter that doubles once is served.
+    let out = m.ok("cat 't/.scan/filter=chain(interleave(all,all),all)&limit=1'");
+    assert_eq!(out.lines().count(), 40, "{out}");
+    still_serves(&m, "after");
+}
+
+#[test]
+fn the_scan_filter_parser_refuses_deep_nesting_and_small_limits_hold() {
+    let m = Mount::with_options(&["filter_max_cells=100"]);
+    m.table("t", "f\n");
+    let mut batch = String::new();
+    for q in 0..60 {
+        batch.push_str(&format!("set r f:q{q} v\n"));
+    }
+    m.mutate("t", batch.as_bytes());
+    let deep = format!("{}all{}", "chain(".repeat(100), ")".repeat(100));
+    let (ok, err) = nobody_reads(&m, &format!("t/.scan/filter={deep}"));
+    assert!(!ok && err.contains("Invalid argument"), "{err}");
+    // 60 cells doubled once: 120 > 100 copies.
+    let (ok, err) = nobody_reads(&m, "t/.scan/filter=interleave(all,all)");
+    assert!(!ok && err.contains("Argument list too long"), "{err}");
+    // 60 cells through one branch: within the limit.
+    let (ok, err) = nobody_reads(&m, "t/.scan/filter=interleave(all)");
+    assert!(ok, "{err}");
+    still_serves(&m, "after");
+}

@@ -138,6 +138,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     } else {
         cfg.thread_count().saturating_sub(1)
     };
+    engine::filter::set_limits(cfg.filter_limits);
     let mut opts = cfg.engine_options();
     // The internal RPC listens before the engine starts: the other daemons'
     // master may load tablets onto this daemon's servers as soon as they
