@@ -56,12 +56,18 @@ pub struct Ctx {
     pub(crate) local_locks: Arc<LocalLocks>,
     /// `.chubby/`, when a lock service is attached.
     pub(crate) lockdir: Option<Arc<dyn LockAttrs>>,
+    /// Bytes of uncommitted write buffers, per uid and in total.
+    pub(crate) write_budget: Arc<crate::write_budget::WriteBudget>,
 }
 
 impl Ctx {
     pub fn new(store: Arc<dyn crate::store::Store>, opts: FsOptions) -> Ctx {
         Ctx {
             data: StoreView::new(store),
+            write_budget: crate::write_budget::WriteBudget::new(
+                opts.limits.buffer_per_uid,
+                opts.limits.buffer_total,
+            ),
             opts,
             inodes: Arc::new(InodeTable::new()),
             handles: Handles::default(),
@@ -358,6 +364,10 @@ impl Ctx {
                 self.pages.waits_expired.load(Ordering::Relaxed),
             ),
             page_stores: self.pages.stores.load(Ordering::Relaxed),
+            write_buffers: (
+                self.write_budget.used(),
+                self.write_budget.refusals.load(Ordering::Relaxed),
+            ),
             lock: self
                 .lockdir
                 .as_ref()

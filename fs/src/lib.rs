@@ -54,6 +54,7 @@ mod schema_file;
 mod status;
 mod store;
 mod view;
+mod write_budget;
 
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
@@ -65,6 +66,7 @@ pub use crate::fuse::{BusyPoll, FuseFs, COMMIT_WORKERS, DEFAULT_BUSY_POLL};
 pub use crate::options::FsOptions;
 pub use crate::status::StatusFile;
 pub use crate::store::{RowStream, Store};
+pub use crate::write_budget::WriteLimits;
 /// The FUSE crate this is built on (for the binaries that mount it).
 pub use fuser;
 

@@ -89,6 +89,8 @@ pub struct StatusSources<'a> {
     pub reader_waits: (u64, u64),
     /// Opens that handed the kernel a cell's pages.
     pub page_stores: u64,
+    /// Bytes held by uncommitted write buffers, and writes refused for them.
+    pub write_buffers: (u64, u64),
     /// The lock service's backend and session (`lock_*` lines).
     pub lock: Vec<String>,
 }
@@ -172,6 +174,8 @@ impl StatusFile {
                     ("reader_waits", s.reader_waits.0),
                     ("reader_waits_expired", s.reader_waits.1),
                     ("page_stores", s.page_stores),
+                    ("write_buffer_bytes", s.write_buffers.0),
+                    ("write_buffer_refusals", s.write_buffers.1),
                     // Scans refused for a filter over its limits.
                     ("filter_limit_hits", engine::filter::limit_hits()),
                     (

@@ -25,6 +25,10 @@
 //! | `filter_max_cells=N` | cells one row's filter evaluation may add (interleave outputs, labels) before the read fails with E2BIG (default 262144) |
 //! | `filter_max_bytes=SIZE` | bytes of values one row's filter output may copy before the read fails with E2BIG (default 64m) |
 //! | `filter_regex_bytes=SIZE` | compiled size of all regexes of one filter together (default 2m; one regex at most 1m); a filter over it is refused with EINVAL |
+//! | `mutate_max_line=SIZE` | longest `.mutate` line; a longer one (even unfinished) fails the write with EFBIG (default 193m: a 64 MiB value all `%XX`-escaped) |
+//! | `mutate_max_group=SIZE` | `.mutate` text (plus 256 bytes a line) grouped in memory at once: one row's lines, or a whole batch whose rows are not together; more fails with EFBIG (default 512m) |
+//! | `write_buffer_uid=SIZE` | bytes one user's open cells and unfinished `.mutate` lines may hold before they are committed; a write past it fails with EDQUOT (default 256m) |
+//! | `write_buffer_total=SIZE` | the same for all users together; ENOSPC (default 1g) |
 //! | `merge=SIZE` | adjacent tablets both below SIZE are merged (default 16m; 0: never) |
 //! | `compaction_threads=N` | background compaction threads per tablet server |
 //! | `tablet_servers=N` | tablet servers the daemon runs (default 3); 0: a client-only daemon that runs no server and no master and reaches another daemon's (needs `lock=etcd://…` and `cluster_listen`) |
@@ -125,6 +129,8 @@ pub struct MountConfig {
     pub max_value_size: Option<usize>,
     /// What one row filter may cost (`filter_*=`).
     pub filter_limits: engine::filter::FilterLimits,
+    /// What writers may hold in memory (`mutate_max_*=`, `write_buffer_*=`).
+    pub write_limits: fs::WriteLimits,
     pub compaction_threads: Option<usize>,
     pub tablet_servers: Option<usize>,
     pub sync: bool,
@@ -221,6 +227,7 @@ impl MountConfig {
             scan_cache_bytes: None,
             max_value_size: None,
             filter_limits: engine::filter::FilterLimits::DEFAULT,
+            write_limits: fs::WriteLimits::default(),
             compaction_threads: None,
             tablet_servers: None,
             sync: false,
@@ -403,6 +410,14 @@ impl MountConfig {
                 self.filter_limits.max_cells = whole(key, value, 1, 1 << 30, "")? as usize
             }
             "filter_max_bytes" => self.filter_limits.max_bytes = parse_size(need(key, value)?)?,
+            "mutate_max_line" => {
+                self.write_limits.mutate_max_line = parse_size(need(key, value)?)? as usize
+            }
+            "mutate_max_group" => {
+                self.write_limits.mutate_max_group = parse_size(need(key, value)?)? as usize
+            }
+            "write_buffer_uid" => self.write_limits.buffer_per_uid = parse_size(need(key, value)?)?,
+            "write_buffer_total" => self.write_limits.buffer_total = parse_size(need(key, value)?)?,
             "filter_regex_bytes" => {
                 self.filter_limits.regex_bytes = parse_size(need(key, value)?)? as usize
             }

@@ -91,7 +91,10 @@ fn rss(m: &Mount) -> u64 {
 /// `cat`'s stderr and whether it failed, reading `path` as nobody.
 fn nobody_reads(m: &Mount, path: &str) -> (bool, String) {
     let o = m.sh_as_nobody(&format!("cat '{path}' > /dev/null"));
-    (o.status.success(), String::from_utf8_lossy(&o.stderr).into_owned())
+    (
+        o.status.success(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -117,7 +120,9 @@ fn a_filter_that_doubles_every_cell_forty_times_is_refused() {
     );
     let stats = m.ok("cat .bigtable/stats");
     assert!(
-        stats.lines().any(|l| l.starts_with("filter_limit_hits=") && l != "filter_limit_hits=0"),
+        stats
+            .lines()
+            .any(|l| l.starts_with("filter_limit_hits=") && l != "filter_limit_hits=0"),
         "{stats}"
     );
     assert!(m.log_text().contains("row filter refused"));
@@ -145,5 +150,95 @@ fn the_scan_filter_parser_refuses_deep_nesting_and_small_limits_hold() {
     // 60 cells through one branch: within the limit.
     let (ok, err) = nobody_reads(&m, "t/.scan/filter=interleave(all)");
     assert!(ok, "{err}");
+    still_serves(&m, "after");
+}
+
+/// A table anyone may write, with a family anyone may write.
+fn open_table(m: &Mount, name: &str) {
+    m.table(name, "f mode=0777\n");
+    m.ok(&format!("chmod 0777 {name}"));
+}
+
+#[test]
+fn a_mutate_line_without_newline_is_bounded() {
+    let m = Mount::with_options(&["mutate_max_line=1m"]);
+    open_table(&m, "t");
+    let before = rss(&m);
+    // 64 MiB of one unfinished line.
+    let o = m.sh_as_nobody("head -c 67108864 /dev/zero | tr '\\0' a > t/.mutate");
+    assert!(!o.status.success(), "an endless line was taken");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("File too large"), "{err}");
+    let after = rss(&m);
+    assert!(
+        after < before + 48 * 1024,
+        "the daemon grew from {before} to {after} KiB"
+    );
+    still_serves(&m, "after");
+}
+
+#[test]
+fn sixty_four_appends_to_one_cell_cost_one_value() {
+    let m = Mount::new();
+    open_table(&m, "t");
+    let before = rss(&m);
+    let o = m.sh_as_nobody(
+        "v=$(head -c 131072 /dev/zero | tr '\\0' a); \
+         for i in $(seq 64); do echo \"append r f:q $v\"; done > t/.mutate",
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(m.ok("wc -c < t/r/f/q").trim(), (64 * 131072).to_string());
+    let after = rss(&m);
+    // Applied one by one they held 1.66 GB; folded, a few copies of 8 MiB.
+    assert!(
+        after < before + 400 * 1024,
+        "the daemon grew from {before} to {after} KiB"
+    );
+    still_serves(&m, "after");
+}
+
+#[test]
+fn sparse_writes_to_open_cells_are_held_to_the_users_share() {
+    let m = Mount::with_options(&["write_buffer_uid=100m"]);
+    open_table(&m, "t");
+    m.ok("printf 'set r0 f:x 1\\nset r1 f:x 1\\nset r2 f:x 1\\n' > t/.mutate");
+    // Each open cell takes a 1-byte write at 64 MiB - 1; all stay open.
+    let script = r#"
+import errno, os
+fds, out = [], []
+for i in range(3):
+    fd = os.open("t/r%d/f/q" % i, os.O_WRONLY | os.O_CREAT, 0o644)
+    fds.append(fd)
+    try:
+        os.pwrite(fd, b"x", (64 << 20) - 1)
+        out.append("ok")
+    except OSError as e:
+        out.append(errno.errorcode[e.errno])
+print(" ".join(out))
+for fd in fds:
+    try:
+        os.close(fd)
+    except OSError:
+        pass
+"#;
+    let o = m.sh_as_nobody(&format!("/usr/bin/python3 -c '{script}'"));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(
+        out.trim(),
+        "ok EDQUOT EDQUOT",
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let stats = m.ok("cat .bigtable/stats");
+    assert!(
+        stats
+            .lines()
+            .any(|l| l.starts_with("write_buffer_refusals=") && l != "write_buffer_refusals=0"),
+        "{stats}"
+    );
+    // Closed, they give their bytes back (RELEASE may follow close a little).
+    assert!(wait_until(Duration::from_secs(20), || m
+        .ok("cat .bigtable/stats")
+        .contains("write_buffer_bytes=0\n")));
     still_serves(&m, "after");
 }

@@ -260,6 +260,11 @@ impl Ctx {
                     if !c.writable {
                         return Err(Errno::EBADF);
                     }
+                    if let Some(charge) = &mut c.charge {
+                        if let Err(e) = charge.resize(size) {
+                            return Err(self.buffer_refused(&c.node, e));
+                        }
+                    }
                     c.data.resize(size as usize, 0);
                     c.append_only = false;
                     c.dirty = true;

@@ -222,6 +222,11 @@ impl Ctx {
                 .and_then(|o| o.results.into_iter().next())
             {
                 c.data = v;
+                if let Some(charge) = &mut c.charge {
+                    // Held in memory all the same; a refusal leaves the
+                    // old charge (the commit is done either way).
+                    let _ = charge.resize(c.data.len() as u64);
+                }
             }
             c.base_len = c.data.len();
         } else {

@@ -198,6 +198,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         description: cfg.given.join(","),
         // A batch larger than memory waits in an unlinked file beside the data.
         spool_dir: Some(cfg.data_dir.clone()),
+        limits: cfg.write_limits,
     };
     // The same cell is `.chubby/` in the mount.
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));
