@@ -242,3 +242,26 @@ for fd in fds:
         .contains("write_buffer_bytes=0\n")));
     still_serves(&m, "after");
 }
+
+#[test]
+fn another_users_schema_write_cannot_change_a_family_it_may_not_write() {
+    let m = Mount::new();
+    m.table("t", "f mode=0700\ng mode=0777\n");
+    m.ok("chmod 0777 t && printf 'set r f:secret s\\nset b g:open o\\n' > t/.mutate");
+    let before = m.ok("cat t/.schema");
+    let o = m.sh_as_nobody("printf 'f max_age=1ms\\n' >> t/.schema");
+    assert!(!o.status.success(), "nobody changed f's settings");
+    assert_eq!(m.ok("cat t/.schema"), before);
+    assert_eq!(m.ok("cat t/r/f/secret"), "s");
+    // A scan answers nothing about f: the first row nobody sees is b.
+    let o = m.sh_as_nobody("cat 't/.scan/limit=1'");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("b\t"), "{out}");
+    let o = m.sh_as_nobody("cat 't/.scan/column=f:s.*'");
+    assert!(
+        o.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    still_serves(&m, "after");
+}

@@ -299,15 +299,7 @@ impl Ctx {
         };
         let (new, dropped) = crate::schema_file::apply(&cur, text, replace_all)
             .map_err(|e| self.data.fail(&what, &e))?;
-        if crate::schema_file::changes_permissions(&cur, &new)
-            && !(s.caller.is_root() || s.caller.uid == cur.owner)
-        {
-            return Err(self.data.refuse(
-                &what,
-                Errno::EPERM,
-                "only the table's owner may change a family's owner, group or mode",
-            ));
-        }
+        self.check_schema_change(&s.caller, &cur, &new, &what, true)?;
         self.data
             .store
             .set_schema(&s.table, new)

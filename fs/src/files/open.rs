@@ -144,9 +144,11 @@ impl Ctx {
                             .collect(),
                     );
                 }
-                // A filter must not see what the caller may not read (a
-                // condition could reveal it): it reads readable families only.
-                if let (Some(r), Some(_)) = (&readable, &q.spec.filter) {
+                // No part of the query may see what the caller may not read:
+                // a filter's condition, `column=` or `limit=` over an
+                // unreadable family would answer yes or no about its cells.
+                // The engine reads the readable families only.
+                if let Some(r) = &readable {
                     let mut fams: Vec<String> = r.clone();
                     fams.sort();
                     q.spec.families = Some(fams);
