@@ -351,7 +351,18 @@ impl Ctx {
 
     /// The current text of a status file.
     pub(crate) fn status_content(&self, f: StatusFile) -> Vec<u8> {
+        self.status_content_for(f, None)
+    }
+
+    /// The text of a status file as `reader` may see it (None: all of it):
+    /// row keys of tables it may not read are left out.
+    pub(crate) fn status_content_for(
+        &self,
+        f: StatusFile,
+        reader: Option<&crate::perms::Caller>,
+    ) -> Vec<u8> {
         f.content(&StatusSources {
+            reader,
             store: self.data.store.as_ref(),
             stats: &self.data.stats,
             opts: &self.opts,

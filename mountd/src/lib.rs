@@ -13,4 +13,5 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 pub mod daemon;
 pub mod fusemount;
+pub mod logfile;
 pub mod mountopts;

@@ -265,3 +265,19 @@ fn another_users_schema_write_cannot_change_a_family_it_may_not_write() {
     );
     still_serves(&m, "after");
 }
+
+#[test]
+fn tablet_boundaries_of_a_private_table_are_hidden_from_others() {
+    let m = Mount::new();
+    m.table("private", "f\n");
+    m.ok("chmod 0700 private && printf 'set secretkey f:q 1\\nset zz f:q 1\\n' > private/.mutate");
+    m.ok("echo 'split private secretkey' > .bigtable/control");
+    assert!(wait_until(Duration::from_secs(30), || m
+        .ok("cat .bigtable/tablets")
+        .contains("secretkey")));
+    let o = m.sh_as_nobody("cat .bigtable/tablets");
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success() && out.contains("private "), "{out}");
+    assert!(!out.contains("secretkey"), "{out}");
+    still_serves(&m, "after");
+}

@@ -192,9 +192,9 @@ impl Ctx {
                 })
             }
             Node::Status(f) => {
-                let fh = self
-                    .handles
-                    .insert(Handle::Content(self.status_content(*f)));
+                let fh = self.handles.insert(Handle::Content(
+                    self.status_content_for(*f, Some(&caller.clone().with_groups())),
+                ));
                 Ok(Opened {
                     fh,
                     direct_io: true,
