@@ -29,6 +29,7 @@
 //! | `mutate_max_group=SIZE` | `.mutate` text (plus 256 bytes a line) grouped in memory at once: one row's lines, or a whole batch whose rows are not together; more fails with EFBIG (default 512m) |
 //! | `write_buffer_uid=SIZE` | bytes one user's open cells and unfinished `.mutate` lines may hold before they are committed; a write past it fails with EDQUOT (default 256m) |
 //! | `write_buffer_total=SIZE` | the same for all users together; ENOSPC (default 1g) |
+//! | `chubby_nodes=N`, `chubby_bytes=SIZE` | nodes and bytes of file contents each user but root may own in the embedded lock cell (`.chubby/`); more fails with EDQUOT (defaults 10000 and 16m) |
 //! | `merge=SIZE` | adjacent tablets both below SIZE are merged (default 16m; 0: never) |
 //! | `compaction_threads=N` | background compaction threads per tablet server |
 //! | `tablet_servers=N` | tablet servers the daemon runs (default 3); 0: a client-only daemon that runs no server and no master and reaches another daemon's (needs `lock=etcd://…` and `cluster_listen`) |
@@ -60,6 +61,11 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Default nodes each user may own in the embedded lock cell.
+pub const DEFAULT_CHUBBY_NODES: u64 = 10_000;
+/// Default bytes of file contents each user may own there.
+pub const DEFAULT_CHUBBY_BYTES: u64 = 16 << 20;
 
 /// Default kernel cache lifetime of names and attributes, in seconds.
 pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
@@ -127,6 +133,8 @@ pub struct MountConfig {
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
+    /// Each user's quota in the embedded cell (`chubby_nodes=`, `chubby_bytes=`).
+    pub chubby_quota: (u64, u64),
     /// What one row filter may cost (`filter_*=`).
     pub filter_limits: engine::filter::FilterLimits,
     /// What writers may hold in memory (`mutate_max_*=`, `write_buffer_*=`).
@@ -227,6 +235,7 @@ impl MountConfig {
             scan_cache_bytes: None,
             max_value_size: None,
             filter_limits: engine::filter::FilterLimits::DEFAULT,
+            chubby_quota: (DEFAULT_CHUBBY_NODES, DEFAULT_CHUBBY_BYTES),
             write_limits: fs::WriteLimits::default(),
             compaction_threads: None,
             tablet_servers: None,
@@ -406,6 +415,8 @@ impl MountConfig {
             "cache" => self.block_cache_bytes = Some(parse_size(need(key, value)?)?),
             "scan_cache" => self.scan_cache_bytes = Some(parse_size(need(key, value)?)?),
             "max_value" => self.max_value_size = Some(parse_size(need(key, value)?)? as usize),
+            "chubby_nodes" => self.chubby_quota.0 = whole(key, value, 0, u64::MAX, "")?,
+            "chubby_bytes" => self.chubby_quota.1 = parse_size(need(key, value)?)?,
             "filter_max_cells" => {
                 self.filter_limits.max_cells = whole(key, value, 1, 1 << 30, "")? as usize
             }

@@ -281,3 +281,24 @@ fn tablet_boundaries_of_a_private_table_are_hidden_from_others() {
     assert!(!out.contains("secretkey"), "{out}");
     still_serves(&m, "after");
 }
+
+#[test]
+fn each_user_is_held_to_a_quota_in_the_lock_directory() {
+    let m = Mount::with_options(&["chubby_nodes=20", "chubby_bytes=64k"]);
+    let o = m.sh_as_nobody(
+        "cd .chubby && i=0; while [ $i -lt 40 ]; do touch f$i || exit 7; i=$((i+1)); done",
+    );
+    assert!(!o.status.success(), "nobody made 40 nodes");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("Disk quota exceeded"), "{err}");
+    assert_eq!(m.ok("ls .chubby | grep -c '^f'").trim(), "20");
+    // Bytes: 64 KiB in all, whatever the number of files.
+    m.sh_as_nobody("rm -f .chubby/f1* .chubby/f2* .chubby/f3*");
+    let o = m.sh_as_nobody(
+        "head -c 40000 /dev/zero > .chubby/f1 && head -c 40000 /dev/zero > .chubby/f2",
+    );
+    assert!(!o.status.success(), "nobody stored 80,000 bytes");
+    // Root is not held to it, and the daemon serves.
+    m.ok("for i in $(seq 30); do : > .chubby/root$i; done");
+    still_serves(&m, "after");
+}

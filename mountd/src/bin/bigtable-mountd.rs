@@ -110,6 +110,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // of the mount may make locks there and remove only their own.
     let cell_opts = chubby::CellOptions {
         root_mode: 0o1777,
+        quota_nodes: cfg.chubby_quota.0,
+        quota_bytes: cfg.chubby_quota.1,
         ..chubby::CellOptions::default()
     };
     // The cell locks the data directory against a second daemon: it is
