@@ -292,6 +292,9 @@ fn each_user_is_held_to_a_quota_in_the_lock_directory() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("Disk quota exceeded"), "{err}");
     assert_eq!(m.ok("ls .chubby | grep -c '^f'").trim(), "20");
+    assert!(m
+        .ok("cat .chubby/.status")
+        .contains("quota nodes 20 bytes 65536 refusals 1"));
     // Bytes: 64 KiB in all, whatever the number of files.
     m.sh_as_nobody("rm -f .chubby/f1* .chubby/f2* .chubby/f3*");
     let o = m.sh_as_nobody(

@@ -117,6 +117,7 @@ impl LocalCell {
             events: Events::default(),
             opts,
             recovery,
+            quota_refusals: 0,
         };
         state.reap_all_ephemeral()?;
         Ok(Arc::new(LocalCell {

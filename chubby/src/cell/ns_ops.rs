@@ -44,6 +44,7 @@ impl State {
         let lock_delay_ms =
             self.check_lock_delay(spec.lock_delay.unwrap_or(self.opts.default_lock_delay))?;
         if !creds.is_root() && self.ns.usage(creds.uid).nodes >= self.opts.quota_nodes {
+            self.quota_refusals += 1;
             return Err(Error::QuotaExceeded(format!(
                 "uid {} owns {} nodes (chubby_nodes)",
                 creds.uid, self.opts.quota_nodes
@@ -122,6 +123,7 @@ impl State {
             let after =
                 (self.ns.usage(owner).bytes + data.len() as u64).saturating_sub(old.len() as u64);
             if owner != 0 && data.len() > old.len() && after > self.opts.quota_bytes {
+                self.quota_refusals += 1;
                 return Err(Error::QuotaExceeded(format!(
                     "uid {owner}'s files would hold {after} bytes; the limit is {} (chubby_bytes)",
                     self.opts.quota_bytes
