@@ -114,6 +114,7 @@ fn a_filter_that_doubles_every_cell_forty_times_is_refused() {
     assert!(!ok, "the doubling filter was answered");
     assert!(err.contains("Argument list too long"), "{err}");
     let after = rss(&m);
+    eprintln!("daemon RSS {before} KiB before the attack, {after} KiB after");
     assert!(
         after < before + 256 * 1024,
         "the daemon grew from {before} to {after} KiB"
@@ -170,6 +171,7 @@ fn a_mutate_line_without_newline_is_bounded() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(err.contains("File too large"), "{err}");
     let after = rss(&m);
+    eprintln!("daemon RSS {before} KiB before the attack, {after} KiB after");
     assert!(
         after < before + 48 * 1024,
         "the daemon grew from {before} to {after} KiB"
@@ -189,6 +191,7 @@ fn sixty_four_appends_to_one_cell_cost_one_value() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(m.ok("wc -c < t/r/f/q").trim(), (64 * 131072).to_string());
     let after = rss(&m);
+    eprintln!("daemon RSS {before} KiB before the attack, {after} KiB after");
     // Applied one by one they held 1.66 GB; folded, a few copies of 8 MiB.
     assert!(
         after < before + 400 * 1024,
