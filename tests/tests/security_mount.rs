@@ -308,3 +308,19 @@ fn each_user_is_held_to_a_quota_in_the_lock_directory() {
     m.ok("for i in $(seq 30); do : > .chubby/root$i; done");
     still_serves(&m, "after");
 }
+
+#[test]
+fn a_scan_of_a_table_whose_families_are_all_unreadable_shows_nothing() {
+    let m = Mount::new();
+    m.table("closed", "f mode=0700\n");
+    m.ok("printf 'set r f:secret s\\n' > closed/.mutate");
+    for q in ["all", "limit=1", "column=f:.*", "filter=qualifier(secret)"] {
+        let o = m.sh_as_nobody(&format!("cat 'closed/.scan/{q}'"));
+        assert!(
+            o.stdout.is_empty(),
+            "{q}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    assert_eq!(m.ok("cat 'closed/.scan/all'").lines().count(), 1);
+}
