@@ -42,9 +42,9 @@ pub struct Ctx {
     /// Places in listings of directories that were not opened.
     pub(crate) cursors: crate::cursors::Cursors,
     /// Whether table listings send rows with attributes.
-    pub(crate) plus_hints: crate::dirs::PlusHints,
+    pub(crate) plus_hints: crate::plus_hints::PlusHints,
     /// Rows scanned for table listings and not sent yet.
-    pub(crate) readahead: crate::dirs::Readahead,
+    pub(crate) readahead: crate::readahead::Readahead,
     pub(crate) inval: Invalidator,
     /// The mounted session, for handing the kernel a cell's pages at open
     /// (see `pages.rs`).
