@@ -67,6 +67,18 @@ pub fn allowed(creds: &Credentials, perm: Perm, want: u32) -> bool {
     bits & want == want
 }
 
+/// Whether `creds` may take a lock on a node with permissions `perm`.
+/// On a node owned by root (the engine's, and anything an administrator
+/// sets up) a lock needs write permission, so that a reader cannot hold up
+/// the master or the numbers counter; elsewhere read or write permission
+/// suffices, as for flock(2) on a file one may open.
+pub fn may_lock(creds: &Credentials, perm: Perm) -> bool {
+    if perm.uid == 0 {
+        return allowed(creds, perm, WRITE);
+    }
+    allowed(creds, perm, READ) || allowed(creds, perm, WRITE)
+}
+
 /// `allowed`, as a typed error naming the path.
 pub fn check(creds: &Credentials, perm: Perm, want: u32, path: &str) -> Result<()> {
     if allowed(creds, perm, want) {
@@ -120,6 +132,34 @@ mod tests {
         assert!(matches!(
             check(&other, p, READ, "/x"),
             Err(Error::PermissionDenied(_))
+        ));
+    }
+
+    #[test]
+    fn locking_a_node_of_root_needs_write_permission() {
+        let alice = Credentials::user(10, 10);
+        let roots = Perm {
+            uid: 0,
+            gid: 0,
+            mode: 0o644,
+        };
+        assert!(!may_lock(&alice, roots));
+        assert!(may_lock(
+            &alice,
+            Perm {
+                mode: 0o666,
+                ..roots
+            }
+        ));
+        assert!(may_lock(&Credentials::root(), Perm { mode: 0, ..roots }));
+        let bobs = Perm { uid: 11, ..roots };
+        assert!(may_lock(&alice, bobs), "read permission suffices elsewhere");
+        assert!(!may_lock(
+            &alice,
+            Perm {
+                mode: 0o600,
+                ..bobs
+            }
         ));
     }
 

@@ -43,6 +43,9 @@ pub enum Error {
         /// Why it was rejected.
         reason: &'static str,
     },
+    /// A user's nodes or bytes in the cell over the cell's quota (EDQUOT).
+    #[error("quota exceeded: {0}")]
+    QuotaExceeded(String),
     /// A name over 255 bytes or a path over 4096 (ENAMETOOLONG).
     #[error("name too long: {0}")]
     NameTooLong(String),
@@ -105,6 +108,7 @@ impl Error {
             Error::PermissionDenied(_) => libc::EACCES,
             Error::NotPermitted(_) => libc::EPERM,
             Error::TooLarge { .. } => libc::EFBIG,
+            Error::QuotaExceeded(_) => libc::EDQUOT,
             Error::InvalidName { .. } | Error::InvalidArgument(_) => libc::EINVAL,
             Error::NameTooLong(_) => libc::ENAMETOOLONG,
             Error::BadHandle(_) => libc::EBADF,

@@ -80,6 +80,8 @@ fn time(ns: u64) -> SystemTime {
 #[derive(Debug, Default)]
 pub struct Namespace {
     nodes: HashMap<NodeId, Node>,
+    /// Nodes and bytes of contents each uid owns (for quotas).
+    usage: HashMap<u32, Usage>,
     next_id: NodeId,
     /// Highest lock generation ever handed out in the cell. Generations are
     /// drawn from this one counter (by node creation and writer-mode grants)
@@ -88,7 +90,45 @@ pub struct Namespace {
     lock_gen_max: u64,
 }
 
+/// What one uid owns in the cell.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    pub nodes: u64,
+    pub bytes: u64,
+}
+
 impl Namespace {
+    /// What `uid` owns now.
+    pub fn usage(&self, uid: u32) -> Usage {
+        self.usage.get(&uid).copied().unwrap_or_default()
+    }
+
+    /// Adds (or with `sign` false takes away) a node of `uid` holding `bytes`.
+    fn count(&mut self, uid: u32, bytes: usize, sign: bool) {
+        let u = self.usage.entry(uid).or_default();
+        if sign {
+            u.nodes += 1;
+            u.bytes += bytes as u64;
+        } else {
+            u.nodes = u.nodes.saturating_sub(1);
+            u.bytes = u.bytes.saturating_sub(bytes as u64);
+        }
+        if *u == Usage::default() {
+            self.usage.remove(&uid);
+        }
+    }
+
+    fn count_node(&mut self, id: NodeId, sign: bool) {
+        if let Some(n) = self.nodes.get(&id) {
+            let bytes = match &n.body {
+                Body::File(d) => d.len(),
+                Body::Dir(_) => 0,
+            };
+            let uid = n.meta.uid;
+            self.count(uid, bytes, sign);
+        }
+    }
+
     /// A namespace holding only the root directory.
     pub fn with_root(meta: Meta) -> Namespace {
         let mut ns = Namespace::default();
@@ -104,6 +144,7 @@ impl Namespace {
         );
         ns.next_id = ROOT_ID + 1;
         ns.lock_gen_max = ns.nodes.get(&ROOT_ID).map_or(0, |n| n.meta.lock_gen);
+        ns.count_node(ROOT_ID, true);
         ns
     }
 
@@ -111,6 +152,7 @@ impl Namespace {
     pub fn from_nodes(nodes: Vec<Node>, next_id: NodeId, lock_gen_max: u64) -> Result<Namespace> {
         let mut ns = Namespace {
             nodes: HashMap::with_capacity(nodes.len()),
+            usage: HashMap::new(),
             next_id,
             lock_gen_max,
         };
@@ -141,9 +183,11 @@ impl Namespace {
             }
             ns.next_id = ns.next_id.max(node.id + 1);
             ns.lock_gen_max = ns.lock_gen_max.max(node.meta.lock_gen);
+            let id = node.id;
             if ns.nodes.insert(node.id, node).is_some() {
                 return Err(Error::corruption("duplicate node id"));
             }
+            ns.count_node(id, true);
         }
         if !ns.nodes.contains_key(&ROOT_ID) {
             return Err(Error::corruption("snapshot has no root"));
@@ -319,6 +363,7 @@ impl Namespace {
         }
         let (parent, name) = (node.parent, node.name.clone());
         self.children_mut(parent)?.remove(&name);
+        self.count_node(id, false);
         self.nodes.remove(&id);
         Ok(())
     }
@@ -376,6 +421,7 @@ impl Namespace {
                         body,
                     },
                 );
+                self.count(*uid, 0, true);
                 self.next_id = self.next_id.max(id + 1);
             }
             Record::SetContents {
@@ -384,12 +430,14 @@ impl Namespace {
                 generation,
                 time_ns,
             } => {
+                self.count_node(*id, false);
                 let node = self.node_mut(*id)?;
                 match &mut node.body {
                     Body::File(d) => *d = data.clone(),
                     Body::Dir(_) => return Err(Error::corruption("contents on a directory")),
                 }
                 node.meta.content_gen = *generation;
+                self.count_node(*id, true);
                 self.touch(*id, *time_ns)?;
             }
             Record::Remove { id, time_ns } => {
@@ -434,11 +482,13 @@ impl Namespace {
                 mode,
                 time_ns,
             } => {
+                self.count_node(*id, false);
                 let m = &mut self.node_mut(*id)?.meta;
                 m.uid = *uid;
                 m.gid = *gid;
                 m.mode = *mode;
                 m.ctime_ns = *time_ns;
+                self.count_node(*id, true);
             }
             Record::SetLockDelay {
                 id,

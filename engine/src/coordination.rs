@@ -14,6 +14,10 @@
 //! A tablet server serves only while it holds its file's lock; the master
 //! declares a server dead when it can take that lock itself. Schemas are
 //! also in METADATA; when both exist, the lock service's copy wins.
+//!
+//! Every node below `/bigtable` is root's alone (files 0600, directories
+//! 0700): other users of a shared cell (`.chubby/` is 1777) can neither
+//! read these nor lock them, so none can hold up a master's election.
 
 use crate::schema::{self, NumericNames, TableSchema};
 use crate::{Error, Result};
@@ -29,6 +33,15 @@ pub const SERVERS_DIR: &str = "/bigtable/servers";
 const MASTER_FILE: &str = "/bigtable/master";
 const ROOT_TABLET_FILE: &str = "/bigtable/root-tablet";
 const NUMBERS_FILE: &str = "/bigtable/numbers";
+const TABLES_DIR: &str = "/bigtable/tables";
+/// The engine's files: root's alone. Taking a lock on a node of root needs
+/// write permission, so no other user can read, lock or write them.
+const PRIVATE_FILE: u32 = 0o600;
+/// The directories under `/bigtable`: root's alone (server addresses, table
+/// names and schemas stay out of other users' sight).
+const PRIVATE_DIR: u32 = 0o700;
+/// `/bigtable` itself may be listed: it shows only the fixed names above.
+const ROOT_DIR: u32 = 0o755;
 /// How long a daemon waits for the numbers counter's lock.
 const NUMBERS_WAIT: Duration = Duration::from_secs(30);
 
@@ -44,18 +57,45 @@ fn new_owner() -> OwnerKey {
     (1u64 << 63) | (u64::from(std::process::id()) << 24) | (n & 0xFF_FFFF)
 }
 
-/// Creates the engine's directories in the lock service.
+/// Creates the engine's directories and files in the lock service, and
+/// takes other users' access away from those an older version made
+/// readable by everyone.
 pub fn ensure_layout(lock: &dyn LockService) -> Result<()> {
     let creds = Credentials::root();
-    for dir in [ROOT, SERVERS_DIR, "/bigtable/tables"] {
-        ensure_dir(lock, &creds, dir)?;
+    ensure_dir(lock, &creds, ROOT, ROOT_DIR)?;
+    for dir in [SERVERS_DIR, TABLES_DIR] {
+        ensure_dir(lock, &creds, dir, PRIVATE_DIR)?;
     }
-    let file = |path: &str| match lock.create(&creds, path, &NodeSpec::file(0o644)) {
-        Ok(_) | Err(chubby::Error::Exists(_)) => Ok(()),
+    let file = |path: &str| match lock.create(&creds, path, &NodeSpec::file(PRIVATE_FILE)) {
+        Ok(_) => Ok(()),
+        Err(chubby::Error::Exists(_)) => make_private(lock, path, PRIVATE_FILE),
         Err(e) => Err(lock_err(&format!("create {path}"), e)),
     };
     file(MASTER_FILE)?;
-    file(ROOT_TABLET_FILE)
+    file(ROOT_TABLET_FILE)?;
+    match lock.stat(&creds, NUMBERS_FILE.into()) {
+        Ok(_) => make_private(lock, NUMBERS_FILE, PRIVATE_FILE),
+        Err(chubby::Error::NotFound(_)) => Ok(()),
+        Err(e) => Err(lock_err(&format!("stat {NUMBERS_FILE}"), e)),
+    }
+}
+
+/// Sets an existing node of the engine to `mode` and root's ownership if
+/// it is not so already.
+fn make_private(lock: &dyn LockService, path: &str, mode: u32) -> Result<()> {
+    let creds = Credentials::root();
+    let st = lock
+        .stat(&creds, path.into())
+        .map_err(|e| lock_err(&format!("stat {path}"), e))?;
+    if st.uid != 0 || st.gid != 0 {
+        lock.chown(&creds, path.into(), Some(0), Some(0))
+            .map_err(|e| lock_err(&format!("chown {path}"), e))?;
+    }
+    if st.mode & 0o7777 != mode {
+        lock.chmod(&creds, path.into(), mode)
+            .map_err(|e| lock_err(&format!("chmod {path}"), e))?;
+    }
+    Ok(())
 }
 
 /// A session with one lock held through one handle: a tablet server's
@@ -81,7 +121,7 @@ impl Lease {
         let path = format!("{SERVERS_DIR}/{name}");
         let spec = NodeSpec {
             ephemeral: true,
-            ..NodeSpec::file(0o644)
+            ..NodeSpec::file(PRIVATE_FILE)
         };
         let lease = Self::take(lock, &path, Some(spec), holder_line(name, addr))?
             .ok_or_else(|| Error::Lock(format!("{path} is locked by another server")))?;
@@ -273,7 +313,7 @@ pub fn reserve_numbers(lock: &dyn LockService, floor: u64, count: u64) -> Result
                 &OpenOptions {
                     read: true,
                     write: true,
-                    create: Some(NodeSpec::file(0o644)),
+                    create: Some(NodeSpec::file(PRIVATE_FILE)),
                     exclusive: false,
                 },
             )
@@ -353,7 +393,7 @@ pub struct Schemas<'a>(pub &'a dyn LockService);
 
 impl Schemas<'_> {
     fn table_dir(table: &str) -> String {
-        format!("{ROOT}/tables/{table}")
+        format!("{TABLES_DIR}/{table}")
     }
 
     /// The schema stored for `table`, if any.
@@ -383,14 +423,14 @@ impl Schemas<'_> {
     /// Stores `table`'s schema and ACL (each file replaced atomically).
     pub fn store_schema(&self, table: &str, s: &TableSchema) -> Result<()> {
         let dir = Self::table_dir(table);
-        ensure_dir(self.0, &Credentials::root(), &dir)?;
+        ensure_dir(self.0, &Credentials::root(), &dir, PRIVATE_DIR)?;
         let text = schema::format(s, &NumericNames);
         let acl = format!("owner={} group={} mode={:04o}\n", s.owner, s.group, s.mode);
         for (name, body) in [("schema", text), ("acl", acl)] {
             let path = format!("{dir}/{name}");
-            if let Err(e) = self
-                .0
-                .create(&Credentials::root(), &path, &NodeSpec::file(0o644))
+            if let Err(e) =
+                self.0
+                    .create(&Credentials::root(), &path, &NodeSpec::file(PRIVATE_FILE))
             {
                 if !matches!(e, chubby::Error::Exists(_)) {
                     return Err(lock_err("store schema", e));
@@ -422,9 +462,10 @@ impl Schemas<'_> {
     }
 }
 
-fn ensure_dir(lock: &dyn LockService, creds: &Credentials, dir: &str) -> Result<()> {
-    match lock.create(creds, dir, &NodeSpec::dir(0o755)) {
-        Ok(_) | Err(chubby::Error::Exists(_)) => Ok(()),
+fn ensure_dir(lock: &dyn LockService, creds: &Credentials, dir: &str, mode: u32) -> Result<()> {
+    match lock.create(creds, dir, &NodeSpec::dir(mode)) {
+        Ok(_) => Ok(()),
+        Err(chubby::Error::Exists(_)) => make_private(lock, dir, mode),
         Err(e) => Err(lock_err(&format!("create {dir}"), e)),
     }
 }
@@ -504,6 +545,54 @@ mod tests {
             .unwrap()
             .unwrap();
         assert!(m1.held());
+    }
+
+    #[test]
+    fn the_engines_nodes_are_roots_alone() {
+        let (_d, lock) = cell();
+        // An older layout: readable by everyone.
+        let root = Credentials::root();
+        lock.create(&root, ROOT, &NodeSpec::dir(0o755)).unwrap();
+        lock.create(&root, MASTER_FILE, &NodeSpec::file(0o644))
+            .unwrap();
+        lock.create(&root, NUMBERS_FILE, &NodeSpec::file(0o666))
+            .unwrap();
+        ensure_layout(&*lock).unwrap();
+        reserve_numbers(&*lock, 1, 1).unwrap();
+        Schemas(&*lock)
+            .store_schema("t", &TableSchema::with_families([FamilySchema::new("f")]))
+            .unwrap();
+        let _m = Lease::try_master(lock.clone(), "m0", None, Duration::from_millis(1))
+            .unwrap()
+            .unwrap();
+        let _s =
+            Lease::register_server(lock.clone(), "ts-0", None, Duration::from_millis(1)).unwrap();
+        let mode = |p: &str| lock.stat(&root, p.into()).unwrap().mode;
+        for f in [
+            MASTER_FILE,
+            ROOT_TABLET_FILE,
+            NUMBERS_FILE,
+            "/bigtable/servers/ts-0",
+        ] {
+            assert_eq!(mode(f), 0o600, "{f}");
+        }
+        for d in [SERVERS_DIR, TABLES_DIR, "/bigtable/tables/t"] {
+            assert_eq!(mode(d), 0o700, "{d}");
+        }
+        let nobody = Credentials {
+            uid: 65534,
+            gid: 65534,
+            groups: Vec::new(),
+        };
+        for f in [MASTER_FILE, NUMBERS_FILE] {
+            assert!(lock.read(&nobody, f.into()).is_err(), "{f} read");
+            assert!(
+                lock.try_lock(&nobody, 7, f.into(), LockMode::Shared)
+                    .is_err(),
+                "{f} locked"
+            );
+        }
+        assert!(lock.list(&nobody, TABLES_DIR).is_err());
     }
 
     #[test]

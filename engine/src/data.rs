@@ -1,6 +1,7 @@
 //! The public data model: cells, mutations, conditions and scan specifications.
 
 use crate::key::Timestamp;
+pub use crate::storage::{BloomKind, Compression};
 use crate::value::Value;
 use std::ops::Bound;
 
@@ -290,26 +291,4 @@ impl Default for RowRange {
     fn default() -> Self {
         RowRange::all()
     }
-}
-
-/// Per-block compression of a locality group's SSTables.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Compression {
-    /// Blocks are stored as they are.
-    None,
-    /// Blocks are lz4-compressed.
-    #[default]
-    Lz4,
-}
-
-/// What a locality group's Bloom filters answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum BloomKind {
-    /// No filter.
-    None,
-    /// "Might this row be here?"
-    Row,
-    /// "Might this row be here?" and "might this row/column be here?"
-    #[default]
-    RowColumn,
 }

@@ -54,6 +54,10 @@ pub enum Error {
     /// A row filter that is malformed or too large.
     #[error("invalid row filter: {0}")]
     BadFilter(String),
+    /// A row filter whose evaluation or compilation goes over its limits
+    /// ([`crate::filter::FilterLimits`]).
+    #[error("row filter too costly: {0}")]
+    FilterTooLarge(String),
     /// A garbage-collection rule that is malformed or too deep.
     #[error("invalid garbage-collection rule: {0}")]
     BadGcRule(String),

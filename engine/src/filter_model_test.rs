@@ -425,3 +425,126 @@ fn bad_filters_are_refused_before_reading() {
         );
     }
 }
+
+/// The cells of `base` grouped by row.
+fn rows_of(base: &[Cell]) -> Vec<(Vec<u8>, Vec<Cell>)> {
+    let mut out: Vec<(Vec<u8>, Vec<Cell>)> = Vec::new();
+    for c in base {
+        match out.last_mut() {
+            Some((r, cells)) if *r == c.row => cells.push(c.clone()),
+            _ => out.push((c.row.clone(), vec![c.clone()])),
+        }
+    }
+    out
+}
+
+proptest::proptest! {
+    /// Random filters (deeper and wider than the model test's) over random
+    /// rows under small limits: the evaluation either stays within them —
+    /// at most the row's cells plus `max_cells` out, and then exactly what
+    /// the unbounded evaluation outputs — or is refused as too large.
+    #[test]
+    fn random_filters_stay_within_their_limits(
+        seed in proptest::prelude::any::<u64>(),
+        max_cells in 0usize..64,
+        max_bytes in 0u64..32,
+    ) {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let entries = table(&mut rng);
+        let f = filter(&mut rng, 5, false);
+        let base = read(&entries, &ScanSpec::default());
+        let limits = FilterLimits { max_cells, max_bytes, ..FilterLimits::DEFAULT };
+        let bounded = Compiled::with_limits(&f, limits).unwrap();
+        let free = Compiled::with_limits(
+            &f,
+            FilterLimits { max_cells: usize::MAX, max_bytes: u64::MAX, ..FilterLimits::DEFAULT },
+        )
+        .unwrap();
+        for (row, cells) in rows_of(&base) {
+            // Samples draw at random: compare only filters without them.
+            let sampled = format!("{f:?}").contains("RowSample");
+            match bounded.try_apply(&row, cells.clone()) {
+                Ok(out) => {
+                    proptest::prop_assert!(out.len() <= cells.len() + max_cells);
+                    if !sampled {
+                        proptest::prop_assert_eq!(out, free.try_apply(&row, cells).unwrap());
+                    }
+                }
+                Err(e) => proptest::prop_assert!(
+                    matches!(e, crate::Error::FilterTooLarge(_)),
+                    "{e}"
+                ),
+            }
+        }
+    }
+}
+
+#[test]
+fn doubling_every_cell_forty_times_is_refused() {
+    let mut f = vec![RowFilter::PassAll; 0];
+    for _ in 0..40 {
+        f.push(RowFilter::Interleave(vec![
+            RowFilter::PassAll,
+            RowFilter::PassAll,
+        ]));
+    }
+    f.push(RowFilter::PassAll);
+    let f = RowFilter::Chain(f);
+    let cells: Vec<Cell> = (0..4u8)
+        .map(|i| Cell {
+            row: b"r".to_vec(),
+            family: "a".into(),
+            qualifier: vec![i],
+            timestamp: 1,
+            value: b"v".to_vec().into(),
+        })
+        .collect();
+    let before = limit_hits();
+    let c = f.compile().unwrap();
+    let e = c.try_apply(b"r", cells.clone()).unwrap_err();
+    assert!(matches!(e, crate::Error::FilterTooLarge(_)), "{e}");
+    assert!(limit_hits() > before);
+    // Through a scan, the read fails the same way.
+    let entries: Vec<(Vec<u8>, Vec<u8>)> = {
+        let mut v = Vec::new();
+        for (i, c) in cells.iter().enumerate() {
+            let m = RowMutation::new(c.row.clone()).set_at("a", c.qualifier.clone(), 1, b"v");
+            v.extend(to_entries(&m, i as u64 + 1, 0));
+        }
+        v.sort();
+        v
+    };
+    let spec = ScanSpec {
+        filter: Some(f),
+        ..Default::default()
+    };
+    let it = Box::new(VecIterator::new(Arc::new(entries)));
+    let got = CellReader::new(it, &spec, schema(), u64::MAX, 0)
+        .unwrap()
+        .collect::<Result<Vec<_>>>();
+    assert!(
+        matches!(got, Err(crate::Error::FilterTooLarge(_))),
+        "{got:?}"
+    );
+}
+
+#[test]
+fn a_filters_regexes_share_one_budget() {
+    // One big alternation compiles alone, but not 64 times in one filter
+    // under a budget of a quarter MiB.
+    let big: Vec<u8> = (0..400)
+        .map(|i| format!("w{i}x|"))
+        .collect::<String>()
+        .into_bytes();
+    let one = RowFilter::ValueRegex(big.clone());
+    let limits = FilterLimits {
+        regex_bytes: 256 << 10,
+        ..FilterLimits::DEFAULT
+    };
+    assert!(Compiled::with_limits(&one, limits).is_ok());
+    let many = RowFilter::Chain(vec![RowFilter::ValueRegex(big); 64]);
+    assert!(matches!(
+        Compiled::with_limits(&many, limits),
+        Err(crate::Error::BadRegex { .. })
+    ));
+}

@@ -53,6 +53,7 @@ mod recovery;
 mod scan;
 mod sstable;
 mod status;
+mod storage;
 mod tablet;
 mod tablet_server;
 mod txn;

@@ -153,7 +153,7 @@ pub struct CellReader {
 
 /// A scan's row filter and the limits that count its output.
 struct Filtering {
-    plan: Plan,
+    plan: Arc<Plan>,
     row_limit: Option<u64>,
     cell_limit: Option<u64>,
     rows: u64,
@@ -184,7 +184,7 @@ impl CellReader {
         let (start_key, end_key) = key_bounds(&spec.rows);
         let filtering = match &spec.filter {
             Some(f) => Some(Box::new(Filtering {
-                plan: Plan::new(f)?,
+                plan: Plan::cached(f)?,
                 row_limit: spec.row_limit,
                 cell_limit: spec.cell_limit,
                 rows: 0,
@@ -324,7 +324,7 @@ impl CellReader {
                 cells.push(c);
             }
             if let Some(f) = self.filtering.as_deref_mut() {
-                let out = f.plan.finish_row(&row, cells);
+                let out = f.plan.finish_row(&row, cells)?;
                 f.queue.extend(out.into_iter().map(|l| l.cell));
             }
         }

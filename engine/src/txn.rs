@@ -86,6 +86,10 @@ pub struct TxnOutcome {
     /// Whether the guard held (true when there was none): `ops` ran if true,
     /// `otherwise` if false.
     pub guard_held: bool,
-    /// New values written by Increment/Append ops, in op order.
+    /// New values written by Increment/Append ops, in op order. An op whose
+    /// value a later increment or append of the same column replaced (no
+    /// op touching the column between them) has an empty entry: only the
+    /// last value is written, as all of them share the transaction's
+    /// timestamp and only the last was ever visible.
     pub results: Vec<Vec<u8>>,
 }

@@ -42,9 +42,9 @@ pub struct Ctx {
     /// Places in listings of directories that were not opened.
     pub(crate) cursors: crate::cursors::Cursors,
     /// Whether table listings send rows with attributes.
-    pub(crate) plus_hints: crate::dirs::PlusHints,
+    pub(crate) plus_hints: crate::plus_hints::PlusHints,
     /// Rows scanned for table listings and not sent yet.
-    pub(crate) readahead: crate::dirs::Readahead,
+    pub(crate) readahead: crate::readahead::Readahead,
     pub(crate) inval: Invalidator,
     /// The mounted session, for handing the kernel a cell's pages at open
     /// (see `pages.rs`).
@@ -56,12 +56,18 @@ pub struct Ctx {
     pub(crate) local_locks: Arc<LocalLocks>,
     /// `.chubby/`, when a lock service is attached.
     pub(crate) lockdir: Option<Arc<dyn LockAttrs>>,
+    /// Bytes of uncommitted write buffers, per uid and in total.
+    pub(crate) write_budget: Arc<crate::write_budget::WriteBudget>,
 }
 
 impl Ctx {
     pub fn new(store: Arc<dyn crate::store::Store>, opts: FsOptions) -> Ctx {
         Ctx {
             data: StoreView::new(store),
+            write_budget: crate::write_budget::WriteBudget::new(
+                opts.limits.buffer_per_uid,
+                opts.limits.buffer_total,
+            ),
             opts,
             inodes: Arc::new(InodeTable::new()),
             handles: Handles::default(),
@@ -345,7 +351,18 @@ impl Ctx {
 
     /// The current text of a status file.
     pub(crate) fn status_content(&self, f: StatusFile) -> Vec<u8> {
+        self.status_content_for(f, None)
+    }
+
+    /// The text of a status file as `reader` may see it (None: all of it):
+    /// row keys of tables it may not read are left out.
+    pub(crate) fn status_content_for(
+        &self,
+        f: StatusFile,
+        reader: Option<&crate::perms::Caller>,
+    ) -> Vec<u8> {
         f.content(&StatusSources {
+            reader,
             store: self.data.store.as_ref(),
             stats: &self.data.stats,
             opts: &self.opts,
@@ -358,6 +375,10 @@ impl Ctx {
                 self.pages.waits_expired.load(Ordering::Relaxed),
             ),
             page_stores: self.pages.stores.load(Ordering::Relaxed),
+            write_buffers: (
+                self.write_budget.used(),
+                self.write_budget.refusals.load(Ordering::Relaxed),
+            ),
             lock: self
                 .lockdir
                 .as_ref()

@@ -17,6 +17,9 @@ pub fn errno(e: &engine::Error) -> Errno {
         E::RowKeyTooLong(_) => Errno::ENAMETOOLONG,
         E::ValueTooLarge { .. } => Errno::EFBIG,
         E::BadRegex { .. } | E::BadFilter(_) => Errno::EINVAL,
+        // A filter whose evaluation would grow without bound: the scan is
+        // refused, as an argument list too long is.
+        E::FilterTooLarge(_) => Errno::E2BIG,
         E::BadSchema { .. } => Errno::EINVAL,
         E::BadGcRule(_) => Errno::EINVAL,
         E::BadBatchEntry { source, .. } => errno(source),

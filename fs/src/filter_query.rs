@@ -41,8 +41,9 @@ pub fn parse(text: &[u8]) -> Result<RowFilter, String> {
         ));
     }
     f.validate().map_err(|e| e.to_string())?;
-    // Compiling checks the regexes now rather than at the first read.
-    f.compile().map_err(|e| e.to_string())?;
+    // Compiling checks the regexes now rather than at the first read; the
+    // plan is kept, so the reads of this filter do not compile it again.
+    engine::filter::Plan::cached(&f).map_err(|e| e.to_string())?;
     Ok(f)
 }
 

@@ -67,6 +67,8 @@ pub struct CellHandle {
     /// (`cp -p` sets it before it closes): the commit is the version of
     /// that timestamp (µs) rather than the server's.
     pub mtime: Option<u64>,
+    /// What `data` holds of the write-buffer budget (writers only).
+    pub charge: Option<crate::write_budget::Charge>,
 }
 
 /// `.schema` open for reading or writing.
@@ -88,6 +90,8 @@ pub struct MutateHandle {
     pub table: String,
     pub caller: Caller,
     pub parser: BatchParser,
+    /// What the batch's unfinished line holds of the write-buffer budget.
+    pub charge: crate::write_budget::Charge,
     /// The first error of the batch (errno and message); later writes and the
     /// close fail with it.
     pub failed: Option<(fuser::Errno, String)>,

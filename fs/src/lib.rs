@@ -5,13 +5,15 @@
 //! or an in-memory store in tests) without FUSE types beyond errno and
 //! attributes, so the whole mapping is tested without a mount; [`FuseFs`]
 //! adapts it to `fuser`. `fs/README.md` maps every file to its layer; each
-//! module imports only from the layers listed before it:
+//! file imports only from its own layer or lower ones, which
+//! `tests/tests/structure.rs` checks:
 //!
 //! 1. parsers and plumbing: `names`, `query`, `mutate`, `schema_file`,
 //!    `output`, `perms`, `errno`, `options`, `counts`, `store`, `pending`,
-//!    `notify`, `pages`, `pool`, `local_locks`, `status`, `reply`, `memory`
+//!    `notify`, `pages`, `pool`, `local_locks`, `status`, `reply`, `memory`,
+//!    `write_budget`, `filter_query`, `mock`
 //! 2. `node`: what an inode stands for
-//! 3. `inodes`, `handles`, `cursors`
+//! 3. `inodes`, `handles`, `cursors`, `plus_hints`, `readahead`
 //! 4. `view` (engine queries) and `attr` (pure attribute functions)
 //! 5. `ctx`: the data path's shared state
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
@@ -47,13 +49,16 @@ mod output;
 mod pages;
 mod pending;
 mod perms;
+mod plus_hints;
 mod pool;
 mod query;
+mod readahead;
 mod reply;
 mod schema_file;
 mod status;
 mod store;
 mod view;
+mod write_budget;
 
 #[cfg(any(test, feature = "mock"))]
 pub mod mock;
@@ -65,6 +70,7 @@ pub use crate::fuse::{BusyPoll, FuseFs, COMMIT_WORKERS, DEFAULT_BUSY_POLL};
 pub use crate::options::FsOptions;
 pub use crate::status::StatusFile;
 pub use crate::store::{RowStream, Store};
+pub use crate::write_budget::WriteLimits;
 /// The FUSE crate this is built on (for the binaries that mount it).
 pub use fuser;
 

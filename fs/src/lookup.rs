@@ -1,18 +1,12 @@
 //! Names to nodes: `lookup` and the resolution every name-taking operation uses.
 
 use crate::ctx::Ctx;
-use crate::names::{parse_lenient, parse_strict, parse_version_name, KeyName};
+use crate::names::{parse_lenient, parse_strict, parse_version_name, table_name, KeyName};
 use crate::node::{
     Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
 };
 use crate::options::{Entry, FsResult, Stats};
 use fuser::{Errno, FileAttr};
-
-/// A table name as a directory name: UTF-8, not hidden, no NUL.
-pub fn table_name(name: &[u8]) -> Option<&str> {
-    let s = std::str::from_utf8(name).ok()?;
-    (!s.is_empty() && !s.starts_with('.')).then_some(s)
-}
 
 fn family_name(name: &[u8]) -> Option<&str> {
     let s = std::str::from_utf8(name).ok()?;

@@ -243,6 +243,12 @@ pub fn parse_version_name(name: &[u8]) -> Option<u64> {
     (version_name(ts) == s && ts <= engine::key::MAX_TIMESTAMP).then_some(ts)
 }
 
+/// A table name as a directory name: UTF-8, not hidden, no NUL.
+pub fn table_name(name: &[u8]) -> Option<&str> {
+    let s = std::str::from_utf8(name).ok()?;
+    (!s.is_empty() && !s.starts_with('.')).then_some(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -40,6 +40,8 @@ pub struct FsOptions {
     /// Where a `.mutate` batch larger than memory waits for its close (an
     /// unlinked file; None: the system's temp directory).
     pub spool_dir: Option<PathBuf>,
+    /// Bounds on what writers may hold in memory.
+    pub limits: crate::write_budget::WriteLimits,
 }
 
 impl Default for FsOptions {
@@ -56,6 +58,7 @@ impl Default for FsOptions {
             statfs_path: None,
             description: String::new(),
             spool_dir: None,
+            limits: crate::write_budget::WriteLimits::default(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The `.schema` file: the engine's schema text with user and group names
 //! resolved through the system's user database.
 
-use engine::schema::{self, NameResolver, TableSchema};
+use engine::schema::{self, FamilySchema, NameResolver, TableSchema};
 use nix::unistd::{Gid, Group, Uid, User};
 
 /// Resolves names with getpwnam/getgrnam (and numbers as themselves).
@@ -72,6 +72,15 @@ pub fn changes_permissions(old: &TableSchema, new: &TableSchema) -> bool {
             .get(&f.name)
             .is_some_and(|o| (o.owner, o.group, o.mode) != (f.owner, f.group, f.mode))
     })
+}
+
+/// The families of `old` that `new` drops or whose settings it changes
+/// (a non-owner needs write permission on each of them).
+pub fn changed_families<'a>(old: &'a TableSchema, new: &TableSchema) -> Vec<&'a FamilySchema> {
+    old.families
+        .values()
+        .filter(|o| new.families.get(&o.name) != Some(*o))
+        .collect()
 }
 
 #[cfg(test)]

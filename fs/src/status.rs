@@ -78,6 +78,8 @@ impl StatusFile {
 
 /// What the status files report from.
 pub struct StatusSources<'a> {
+    /// Who reads the file (None: the daemon itself, which sees everything).
+    pub reader: Option<&'a crate::perms::Caller>,
     pub store: &'a dyn Store,
     pub stats: &'a Stats,
     pub opts: &'a FsOptions,
@@ -89,6 +91,8 @@ pub struct StatusSources<'a> {
     pub reader_waits: (u64, u64),
     /// Opens that handed the kernel a cell's pages.
     pub page_stores: u64,
+    /// Bytes held by uncommitted write buffers, and writes refused for them.
+    pub write_buffers: (u64, u64),
     /// The lock service's backend and session (`lock_*` lines).
     pub lock: Vec<String>,
 }
@@ -131,9 +135,20 @@ impl StatusFile {
                     "# table id start end memtable_bytes sstable_bytes sstables server"
                 );
                 for t in s.store.list_tables() {
+                    // A table's row keys are its data: shown only to who may
+                    // read the table (others see `?` for each boundary).
+                    let may_read = match (s.reader, s.store.schema(&t)) {
+                        (None, _) => true,
+                        (Some(r), Ok(sc)) => r.may(sc.owner, sc.group, sc.mode, crate::perms::R),
+                        (Some(_), Err(_)) => false,
+                    };
                     for tab in s.store.tablets(&t).unwrap_or_default() {
                         let key = |k: &[u8]| {
-                            String::from_utf8_lossy(&crate::names::encode_field(k)).into_owned()
+                            if may_read {
+                                String::from_utf8_lossy(&crate::names::encode_field(k)).into_owned()
+                            } else {
+                                "?".to_string()
+                            }
                         };
                         let _ = writeln!(
                             out,
@@ -172,6 +187,10 @@ impl StatusFile {
                     ("reader_waits", s.reader_waits.0),
                     ("reader_waits_expired", s.reader_waits.1),
                     ("page_stores", s.page_stores),
+                    ("write_buffer_bytes", s.write_buffers.0),
+                    ("write_buffer_refusals", s.write_buffers.1),
+                    // Scans refused for a filter over its limits.
+                    ("filter_limit_hits", engine::filter::limit_hits()),
                     (
                         "fuse_requests",
                         crate::options::FUSE_REQUESTS.load(Ordering::Relaxed),

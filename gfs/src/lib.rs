@@ -33,6 +33,7 @@ mod power;
 #[cfg(not(feature = "testing"))]
 #[path = "power_hooks_off.rs"]
 mod power;
+mod requests;
 mod sysio;
 mod uring;
 mod zeros;

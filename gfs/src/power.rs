@@ -50,7 +50,7 @@ use std::sync::{Arc, Weak};
 use testkit::power::{PowerSwitch, UndoLog};
 use testkit::rng::SplitMix64;
 
-use crate::io::{Chain, Step};
+use crate::requests::{Chain, Step};
 use crate::sysio;
 
 /// How many models are installed: the fast path skips everything at zero.

@@ -2,7 +2,7 @@
 //! (built without the `testing` feature, which brings `power.rs`): every
 //! write, sync and namespace change is done the ordinary way.
 
-use crate::io::Chain;
+use crate::requests::Chain;
 use std::fs::File;
 use std::io;
 use std::path::Path;

@@ -16,7 +16,7 @@
 //! before it returns: buffers are borrowed, not handed over, which keeps the
 //! API synchronous and the memory safety argument local.
 
-use crate::io::{Chain, Counters, ReadReq, Step};
+use crate::requests::{Chain, Counters, ReadReq, Step};
 use io_uring::{cqueue, opcode, squeue, types, IoUring};
 use std::cell::RefCell;
 use std::fs::File;

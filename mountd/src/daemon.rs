@@ -8,7 +8,7 @@
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// The child's end of the readiness pipe.
 pub struct Ready {
@@ -36,15 +36,7 @@ impl Ready {
     }
 }
 
-/// The default log file of a daemonized mountd.
-pub fn default_log_file() -> PathBuf {
-    let var = Path::new("/var/log");
-    if nix::unistd::access(var, nix::unistd::AccessFlags::W_OK).is_ok() {
-        var.join("bigtable-mountd.log")
-    } else {
-        std::env::temp_dir().join(format!("bigtable-mountd-{}.log", nix::unistd::getuid()))
-    }
-}
+pub use crate::logfile::default_log_file;
 
 /// Forks. In the parent, waits for the child's word and exits (never
 /// returns). In the child, detaches from the terminal, sends stdout/stderr to
@@ -76,11 +68,7 @@ pub fn daemonize(log_file: &Path) -> Result<Ready, String> {
             drop(r);
             nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
             let _ = std::env::set_current_dir("/");
-            let log = OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(log_file)
-                .map_err(|e| format!("log file {}: {e}", log_file.display()))?;
+            let log = crate::logfile::open_log(log_file)?;
             let null = OpenOptions::new()
                 .read(true)
                 .open("/dev/null")

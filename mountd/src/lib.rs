@@ -15,5 +15,6 @@ pub mod access;
 pub mod certs;
 pub mod daemon;
 pub mod fusemount;
+pub mod logfile;
 pub mod mountopts;
 pub mod private;

@@ -26,6 +26,14 @@
 //! | `logfile=PATH` | where a daemonized mountd logs (default /var/log/bigtable-mountd.log, else /tmp) |
 //! | `pidfile=PATH` | write the daemon's pid there |
 //! | `memtable=SIZE`, `split=SIZE`, `cache=SIZE`, `scan_cache=SIZE`, `max_value=SIZE` | engine sizes (k, m, g suffixes) |
+//! | `filter_max_cells=N` | cells one row's filter evaluation may add (interleave outputs, labels) before the read fails with E2BIG (default 262144) |
+//! | `filter_max_bytes=SIZE` | bytes of values one row's filter output may copy before the read fails with E2BIG (default 64m) |
+//! | `filter_regex_bytes=SIZE` | compiled size of all regexes of one filter together (default 2m; one regex at most 1m); a filter over it is refused with EINVAL |
+//! | `mutate_max_line=SIZE` | longest `.mutate` line; a longer one (even unfinished) fails the write with EFBIG (default 193m: a 64 MiB value all `%XX`-escaped) |
+//! | `mutate_max_group=SIZE` | `.mutate` text (plus 256 bytes a line) grouped in memory at once: one row's lines, or a whole batch whose rows are not together; more fails with EFBIG (default 512m) |
+//! | `write_buffer_uid=SIZE` | bytes one user's open cells and unfinished `.mutate` lines may hold before they are committed; a write past it fails with EDQUOT (default 256m) |
+//! | `write_buffer_total=SIZE` | the same for all users together; ENOSPC (default 1g) |
+//! | `chubby_nodes=N`, `chubby_bytes=SIZE` | nodes and bytes of file contents each user but root may own in the embedded lock cell (`.chubby/`); more fails with EDQUOT (defaults 10000 and 16m) |
 //! | `merge=SIZE` | adjacent tablets both below SIZE are merged (default 16m; 0: never) |
 //! | `compaction_threads=N` | background compaction threads per tablet server |
 //! | `tablet_servers=N` | tablet servers the daemon runs (default 3); 0: a client-only daemon that runs no server and no master and reaches another daemon's (needs `lock=etcd://…` and `cluster_listen`) |
@@ -68,6 +76,11 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
+
+/// Default nodes each user may own in the embedded lock cell.
+pub const DEFAULT_CHUBBY_NODES: u64 = 10_000;
+/// Default bytes of file contents each user may own there.
+pub const DEFAULT_CHUBBY_BYTES: u64 = 16 << 20;
 
 /// Default kernel cache lifetime of names and attributes, in seconds.
 pub const DEFAULT_DIR_TTL_SECS: u64 = 300;
@@ -135,6 +148,12 @@ pub struct MountConfig {
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
+    /// Each user's quota in the embedded cell (`chubby_nodes=`, `chubby_bytes=`).
+    pub chubby_quota: (u64, u64),
+    /// What one row filter may cost (`filter_*=`).
+    pub filter_limits: engine::filter::FilterLimits,
+    /// What writers may hold in memory (`mutate_max_*=`, `write_buffer_*=`).
+    pub write_limits: fs::WriteLimits,
     pub compaction_threads: Option<usize>,
     pub tablet_servers: Option<usize>,
     pub sync: bool,
@@ -261,6 +280,9 @@ impl MountConfig {
             block_cache_bytes: None,
             scan_cache_bytes: None,
             max_value_size: None,
+            filter_limits: engine::filter::FilterLimits::DEFAULT,
+            chubby_quota: (DEFAULT_CHUBBY_NODES, DEFAULT_CHUBBY_BYTES),
+            write_limits: fs::WriteLimits::default(),
             compaction_threads: None,
             tablet_servers: None,
             sync: false,
@@ -569,6 +591,23 @@ impl MountConfig {
             "cache" => self.block_cache_bytes = Some(parse_size(need(key, value)?)?),
             "scan_cache" => self.scan_cache_bytes = Some(parse_size(need(key, value)?)?),
             "max_value" => self.max_value_size = Some(parse_size(need(key, value)?)? as usize),
+            "chubby_nodes" => self.chubby_quota.0 = whole(key, value, 0, u64::MAX, "")?,
+            "chubby_bytes" => self.chubby_quota.1 = parse_size(need(key, value)?)?,
+            "filter_max_cells" => {
+                self.filter_limits.max_cells = whole(key, value, 1, 1 << 30, "")? as usize
+            }
+            "filter_max_bytes" => self.filter_limits.max_bytes = parse_size(need(key, value)?)?,
+            "mutate_max_line" => {
+                self.write_limits.mutate_max_line = parse_size(need(key, value)?)? as usize
+            }
+            "mutate_max_group" => {
+                self.write_limits.mutate_max_group = parse_size(need(key, value)?)? as usize
+            }
+            "write_buffer_uid" => self.write_limits.buffer_per_uid = parse_size(need(key, value)?)?,
+            "write_buffer_total" => self.write_limits.buffer_total = parse_size(need(key, value)?)?,
+            "filter_regex_bytes" => {
+                self.filter_limits.regex_bytes = parse_size(need(key, value)?)? as usize
+            }
             "compaction_threads" => {
                 self.compaction_threads = Some(
                     need(key, value)?

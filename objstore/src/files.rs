@@ -6,8 +6,7 @@
 use crate::client::Client;
 use crate::disk_cache::{DiskCache, Lookup};
 use crate::error::to_gfs;
-use crate::keys::Keys;
-use crate::store::Shared;
+use crate::shared::Shared;
 use bytes::Bytes;
 use gfs::{ReadableFile, Result, WritableFile};
 use object_store::path::Path;
@@ -143,7 +142,7 @@ impl WritableFile for SegmentWriter {
                     // Shared by several daemons: a master sealed this one
                     // log (its server was declared dead); the others stay.
                     if self.shared.is_shared() {
-                        return Err(crate::store::sealed_error(&self.name));
+                        return Err(crate::shared::sealed_error(&self.name));
                     }
                     self.shared.fence(&format!(
                         "log {} segment {} was taken by another daemon",
@@ -187,7 +186,7 @@ pub(crate) struct ObjectReader {
     pub(crate) key: Path,
     pub(crate) etag: String,
     pub(crate) size: u64,
-    pub(crate) _open: crate::store::OpenGuard,
+    pub(crate) _open: crate::shared::OpenGuard,
 }
 
 impl ObjectReader {
@@ -329,22 +328,4 @@ impl ReadableFile for LogReader {
     fn len(&self) -> Result<u64> {
         Ok(self.bytes.len() as u64)
     }
-}
-
-/// The segments of log `name`, in order, and their total size.
-pub(crate) fn segments(c: &Client, keys: &Keys, name: &str) -> Result<(Vec<Path>, u64, u64)> {
-    let metas = c.list(&keys.log_dir(name)).map_err(|e| to_gfs(name, e))?;
-    let mut segs = Vec::new();
-    let (mut size, mut next) = (0, 0);
-    for m in metas {
-        if let Some((n, seq)) = keys.segment_of(m.location.as_ref()) {
-            if n == name {
-                size += m.size;
-                next = next.max(seq + 1);
-                segs.push((seq, m.location));
-            }
-        }
-    }
-    segs.sort_by_key(|(s, _)| *s);
-    Ok((segs.into_iter().map(|(_, p)| p).collect(), size, next))
 }

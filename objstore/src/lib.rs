@@ -34,6 +34,7 @@ mod files;
 mod inventory;
 mod keys;
 mod owner;
+mod shared;
 mod stats;
 mod store;
 

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use parking_lot::MutexGuard;
 
-use crate::acl::{self, Credentials, READ, WRITE};
+use crate::acl::{self, Credentials};
 use crate::error::{Error, Result};
 use crate::locks::Blocked;
 use crate::record::Record;
@@ -20,19 +20,18 @@ use super::LocalCell;
 pub const POLL: Duration = Duration::from_millis(50);
 
 impl State {
-    /// Resolves a lock target. Locking by path needs read or write permission
-    /// (what opening the file for flock(2) would need).
+    /// Resolves a lock target. Locking needs read or write permission (what
+    /// opening the file for flock(2) would need), and write permission on a
+    /// node owned by root ([`acl::may_lock`]) whether by path or by handle.
     pub fn lock_target(
         &self,
         creds: &Credentials,
         target: Target<'_>,
     ) -> Result<(NodeId, Option<HandleId>)> {
-        let (id, handle) = self.resolve_target(creds, target)?;
-        if handle.is_none() {
-            let perm = self.ns.node(id)?.meta.perm();
-            if !acl::allowed(creds, perm, READ) && !acl::allowed(creds, perm, WRITE) {
-                return Err(Error::PermissionDenied(self.ns.path_of(id)));
-            }
+        let (id, _) = self.resolve_target(creds, target)?;
+        let perm = self.ns.node(id)?.meta.perm();
+        if !acl::may_lock(creds, perm) {
+            return Err(Error::PermissionDenied(self.ns.path_of(id)));
         }
         Ok((id, target_handle(target)))
     }

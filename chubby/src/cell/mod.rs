@@ -42,6 +42,10 @@ pub struct CellOptions {
     pub root_gid: u32,
     /// Write a snapshot and start a new log once the log reaches this size.
     pub snapshot_after_bytes: u64,
+    /// Nodes each user but root may own (EDQUOT beyond).
+    pub quota_nodes: u64,
+    /// Bytes of file contents each user but root may own (EDQUOT beyond).
+    pub quota_bytes: u64,
 }
 
 impl Default for CellOptions {
@@ -53,6 +57,8 @@ impl Default for CellOptions {
             root_uid: 0,
             root_gid: 0,
             snapshot_after_bytes: 4 << 20,
+            quota_nodes: u64::MAX,
+            quota_bytes: u64::MAX,
         }
     }
 }
@@ -111,6 +117,7 @@ impl LocalCell {
             events: Events::default(),
             opts,
             recovery,
+            quota_refusals: 0,
         };
         state.reap_all_ephemeral()?;
         Ok(Arc::new(LocalCell {

@@ -43,6 +43,13 @@ impl State {
         }
         let lock_delay_ms =
             self.check_lock_delay(spec.lock_delay.unwrap_or(self.opts.default_lock_delay))?;
+        if !creds.is_root() && self.ns.usage(creds.uid).nodes >= self.opts.quota_nodes {
+            self.quota_refusals += 1;
+            return Err(Error::QuotaExceeded(format!(
+                "uid {} owns {} nodes (chubby_nodes)",
+                creds.uid, self.opts.quota_nodes
+            )));
+        }
         let pmeta = &self.ns.node(parent)?.meta;
         // A set-group-ID directory hands its group (and, to directories, the bit) down.
         let (gid, mut mode) = if pmeta.mode & S_ISGID != 0 {
@@ -109,6 +116,19 @@ impl State {
         let node = self.ns.node(id)?;
         if node.children().is_some() {
             return Err(Error::IsDir(self.ns.path_of(id)));
+        }
+        // Contents count against the file's owner (root's are not counted).
+        if let Body::File(old) = &node.body {
+            let owner = node.meta.uid;
+            let after =
+                (self.ns.usage(owner).bytes + data.len() as u64).saturating_sub(old.len() as u64);
+            if owner != 0 && data.len() > old.len() && after > self.opts.quota_bytes {
+                self.quota_refusals += 1;
+                return Err(Error::QuotaExceeded(format!(
+                    "uid {owner}'s files would hold {after} bytes; the limit is {} (chubby_bytes)",
+                    self.opts.quota_bytes
+                )));
+            }
         }
         let generation = node.meta.content_gen + 1;
         self.commit(Record::SetContents {

@@ -197,6 +197,10 @@ impl LockService for LocalCell {
             "locks held {locked} holders {holders} waiters {waiters}"
         ));
         out.push(format!("subscribers {}", st.events.subscriber_count()));
+        out.push(format!(
+            "quota nodes {} bytes {} refusals {}",
+            st.opts.quota_nodes, st.opts.quota_bytes, st.quota_refusals
+        ));
         let now = SystemTime::now();
         for (id, s) in st.sessions.sessions() {
             let age = now.duration_since(s.opened).unwrap_or_default();

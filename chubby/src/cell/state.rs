@@ -24,6 +24,8 @@ pub struct State {
     pub events: Events,
     pub opts: CellOptions,
     pub recovery: RecoveryInfo,
+    /// Creates and writes refused for a user's quota (`.chubby/.status`).
+    pub quota_refusals: u64,
 }
 
 impl State {

@@ -13,7 +13,7 @@ use etcd_client::{Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp, TxnOpRes
 use super::node::{self, Waiter};
 use super::ns::Found;
 use super::{EtcdCell, Held};
-use crate::acl::{self, Credentials, READ, WRITE};
+use crate::acl::{self, Credentials};
 use crate::error::{Error, Result};
 use crate::sequencer::Sequencer;
 use crate::service::LockGrant;
@@ -245,18 +245,16 @@ impl EtcdCell {
         Ok(())
     }
 
-    /// Resolves a lock target; by path it needs read or write permission.
+    /// Resolves a lock target; it needs read or write permission, and write
+    /// permission on a node owned by root ([`acl::may_lock`]).
     fn lock_target(
         &self,
         creds: &Credentials,
         target: Target<'_>,
     ) -> Result<(Found, Option<HandleId>)> {
-        let (f, handle) = self.resolve_target(creds, target)?;
-        if handle.is_none() {
-            let perm = f.val.perm();
-            if !acl::allowed(creds, perm, READ) && !acl::allowed(creds, perm, WRITE) {
-                return Err(Error::PermissionDenied(f.path));
-            }
+        let (f, _) = self.resolve_target(creds, target)?;
+        if !acl::may_lock(creds, f.val.perm()) {
+            return Err(Error::PermissionDenied(f.path));
         }
         let h = match target {
             Target::Handle(h) => Some(h),

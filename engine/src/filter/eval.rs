@@ -3,7 +3,14 @@
 //! Cells travel through the tree as indices into the row's cells (plus
 //! whether the value was stripped and the labels added), so chains and
 //! interleaves never copy values; the output is materialised once.
+//!
+//! Every cell an interleave outputs and every label added is charged to
+//! the row's budget, [`FilterLimits::max_cells`]; the values the output copies
+//! are charged to [`FilterLimits::max_bytes`]. Over either, the row fails
+//! with [`Error::FilterTooLarge`] rather than growing without bound
+//! (`chain(interleave(all,all),…)` doubles every cell per level).
 
+use super::limits::{self, FilterLimits, MAX_ONE_REGEX};
 use super::{in_range, RowFilter};
 use crate::data::{Cell, TimeRange};
 use crate::error::{Error, Result};
@@ -20,10 +27,11 @@ pub struct Labeled {
     pub labels: Vec<String>,
 }
 
-/// A filter ready to run: regexes compiled.
+/// A filter ready to run: regexes compiled, limits fixed.
 #[derive(Debug, Clone)]
 pub struct Compiled {
     pub(crate) node: Node,
+    pub(crate) limits: FilterLimits,
 }
 
 #[derive(Debug, Clone)]
@@ -62,12 +70,20 @@ pub(crate) enum Node {
 
 /// Compiles a filter regex: RE2 over bytes (Unicode off, raw bytes and
 /// `\C` allowed, see `re2.rs`), anchored at both ends.
+#[cfg(test)]
 pub(crate) fn whole_match_regex(what: &str, pattern: &[u8]) -> Result<Regex> {
+    bounded_regex(what, pattern, MAX_ONE_REGEX)
+}
+
+/// [`whole_match_regex`] with its program and its lazy DFA's cache each
+/// held to `size` bytes.
+fn bounded_regex(what: &str, pattern: &[u8], size: usize) -> Result<Regex> {
     let p = super::re2::to_regex_syntax(pattern);
     let build = |s: &str| {
         RegexBuilder::new(s)
             .unicode(false)
-            .size_limit(1 << 20)
+            .size_limit(size)
+            .dfa_size_limit(size)
             .build()
             .map_err(|e| Error::BadRegex {
                 pattern: String::from_utf8_lossy(pattern).into_owned(),
@@ -80,12 +96,47 @@ pub(crate) fn whole_match_regex(what: &str, pattern: &[u8]) -> Result<Regex> {
     build(&format!(r"\A(?:{p})\z"))
 }
 
+/// How many regexes a filter holds.
+fn regexes(f: &RowFilter) -> usize {
+    match f {
+        RowFilter::Chain(v) | RowFilter::Interleave(v) => v.iter().map(regexes).sum(),
+        RowFilter::Condition {
+            predicate,
+            true_filter,
+            false_filter,
+        } => {
+            regexes(predicate)
+                + [true_filter, false_filter]
+                    .into_iter()
+                    .flatten()
+                    .map(|f| regexes(f))
+                    .sum::<usize>()
+        }
+        RowFilter::RowKeyRegex(_)
+        | RowFilter::FamilyNameRegex(_)
+        | RowFilter::ColumnQualifierRegex(_)
+        | RowFilter::ValueRegex(_) => 1,
+        _ => 0,
+    }
+}
+
 impl Node {
-    pub(crate) fn compile(f: &RowFilter) -> Result<Node> {
-        let all = |v: &[RowFilter]| v.iter().map(Node::compile).collect::<Result<Vec<_>>>();
+    /// Compiles `f`, its regexes sharing `regex_bytes` equally.
+    pub(crate) fn compile(f: &RowFilter, regex_bytes: usize) -> Result<Node> {
+        let each = (regex_bytes / regexes(f).max(1)).min(MAX_ONE_REGEX);
+        Node::compile_with(f, each)
+    }
+
+    fn compile_with(f: &RowFilter, each: usize) -> Result<Node> {
+        let whole_match_regex = |what: &str, p: &[u8]| bounded_regex(what, p, each);
+        let all = |v: &[RowFilter]| {
+            v.iter()
+                .map(|f| Node::compile_with(f, each))
+                .collect::<Result<Vec<_>>>()
+        };
         let opt = |f: &Option<Box<RowFilter>>| -> Result<Option<Box<Node>>> {
             f.as_deref()
-                .map(|f| Node::compile(f).map(Box::new))
+                .map(|f| Node::compile_with(f, each).map(Box::new))
                 .transpose()
         };
         Ok(match f {
@@ -96,7 +147,7 @@ impl Node {
                 true_filter,
                 false_filter,
             } => Node::Condition {
-                predicate: Box::new(Node::compile(predicate)?),
+                predicate: Box::new(Node::compile_with(predicate, each)?),
                 true_filter: opt(true_filter)?,
                 false_filter: opt(false_filter)?,
             },
@@ -176,18 +227,57 @@ struct Row<'a> {
     cells: &'a [Cell],
     /// What sinks sent straight to the result.
     sunk: Vec<Out>,
+    /// Copies of cells the row's evaluation may still make.
+    budget: usize,
+    limit: usize,
+}
+
+impl Row<'_> {
+    /// Charges `n` copies of cells to the row's budget.
+    fn charge(&mut self, n: usize) -> Result<()> {
+        match self.budget.checked_sub(n) {
+            Some(left) => {
+                self.budget = left;
+                Ok(())
+            }
+            None => Err(too_large(format!(
+                "its evaluation makes more than {} copies of cells in one row (filter_max_cells)",
+                self.limit
+            ))),
+        }
+    }
+}
+
+/// A limit hit: counted, logged (without the row's key) and refused.
+fn too_large(why: String) -> Error {
+    limits::note_hit();
+    log::warn!("row filter refused: {why}");
+    Error::FilterTooLarge(why)
 }
 
 impl Compiled {
     pub(crate) fn new(f: &RowFilter) -> Result<Compiled> {
+        Compiled::with_limits(f, limits::limits())
+    }
+
+    /// Compiles `f` under `limits` rather than the process's.
+    pub fn with_limits(f: &RowFilter, limits: FilterLimits) -> Result<Compiled> {
         Ok(Compiled {
-            node: Node::compile(f)?,
+            node: Node::compile(f, limits.regex_bytes)?,
+            limits,
         })
     }
 
     /// The filter's output for one row whose cells are in read order
-    /// (family, qualifier, newest first).
+    /// (family, qualifier, newest first); nothing if the row is over the
+    /// filter's limits ([`Compiled::try_apply`] says so).
     pub fn apply(&self, row: &[u8], cells: Vec<Cell>) -> Vec<Labeled> {
+        self.try_apply(row, cells).unwrap_or_default()
+    }
+
+    /// The filter's output for one row, or [`Error::FilterTooLarge`] if
+    /// its evaluation goes over the limits.
+    pub fn try_apply(&self, row: &[u8], cells: Vec<Cell>) -> Result<Vec<Labeled>> {
         let input: Vec<Out> = (0..cells.len())
             .map(|idx| Out {
                 idx,
@@ -199,13 +289,15 @@ impl Compiled {
             key: row,
             cells: &cells,
             sunk: Vec::new(),
+            budget: self.limits.max_cells,
+            limit: self.limits.max_cells,
         };
-        let mut out = eval(&self.node, &mut r, input);
+        let mut out = eval(&self.node, &mut r, input)?;
         if !r.sunk.is_empty() {
             out.append(&mut r.sunk);
             out.sort_by_key(|o| o.idx);
         }
-        materialise(cells, out)
+        materialise(cells, out, self.limits.max_bytes)
     }
 
     /// Whether the filter outputs any cell for the row (a condition's test,
@@ -215,11 +307,23 @@ impl Compiled {
     }
 }
 
-/// Turns indices back into cells, moving each value out on its last use.
-fn materialise(cells: Vec<Cell>, out: Vec<Out>) -> Vec<Labeled> {
+/// Turns indices back into cells, moving each value out on its last use;
+/// refused if the copies would take more than `max_bytes`.
+fn materialise(cells: Vec<Cell>, out: Vec<Out>, max_bytes: u64) -> Result<Vec<Labeled>> {
     let mut last_use = vec![usize::MAX; cells.len()];
     for (i, o) in out.iter().enumerate() {
         last_use[o.idx] = i;
+    }
+    let copied: u64 = out
+        .iter()
+        .enumerate()
+        .filter(|(i, o)| !o.strip && last_use[o.idx] != *i)
+        .map(|(_, o)| cells[o.idx].value.len() as u64)
+        .sum();
+    if copied > max_bytes {
+        return Err(too_large(format!(
+            "its output copies {copied} bytes of values in one row; the limit is {max_bytes} (filter_max_bytes)"
+        )));
     }
     let mut cells: Vec<Option<Cell>> = cells.into_iter().map(Some).collect();
     let mut result = Vec::with_capacity(out.len());
@@ -241,7 +345,7 @@ fn materialise(cells: Vec<Cell>, out: Vec<Out>) -> Vec<Labeled> {
             });
         }
     }
-    result
+    Ok(result)
 }
 
 /// A copy of a cell without copying its value.
@@ -255,25 +359,28 @@ fn strip_clone(c: &Cell) -> Cell {
     }
 }
 
-fn eval(node: &Node, r: &mut Row<'_>, input: Vec<Out>) -> Vec<Out> {
+fn eval(node: &Node, r: &mut Row<'_>, input: Vec<Out>) -> Result<Vec<Out>> {
     if input.is_empty() {
-        return input;
+        return Ok(input);
     }
     let keep = |input: Vec<Out>, f: &dyn Fn(&Cell) -> bool| -> Vec<Out> {
         input.into_iter().filter(|o| f(&r.cells[o.idx])).collect()
     };
-    match node {
+    Ok(match node {
         Node::Chain(v) => {
             let mut cur = input;
             for n in v {
-                cur = eval(n, r, cur);
+                cur = eval(n, r, cur)?;
             }
             cur
         }
         Node::Interleave(v) => {
             let mut all: Vec<Out> = Vec::new();
             for n in v {
-                all.extend(eval(n, r, input.clone()));
+                // What each branch outputs is kept: copies of the input.
+                let out = eval(n, r, input.clone())?;
+                r.charge(out.len())?;
+                all.extend(out);
             }
             // Stable: copies of one cell keep the order of the filters.
             all.sort_by_key(|o| o.idx);
@@ -284,10 +391,10 @@ fn eval(node: &Node, r: &mut Row<'_>, input: Vec<Out>) -> Vec<Out> {
             true_filter,
             false_filter,
         } => {
-            let held = !eval(predicate, r, input.clone()).is_empty();
+            let held = !eval(predicate, r, input.clone())?.is_empty();
             let branch = if held { true_filter } else { false_filter };
             match branch {
-                Some(n) => eval(n, r, input),
+                Some(n) => eval(n, r, input)?,
                 None => Vec::new(),
             }
         }
@@ -366,14 +473,17 @@ fn eval(node: &Node, r: &mut Row<'_>, input: Vec<Out>) -> Vec<Out> {
                 o
             })
             .collect(),
-        Node::Label(l) => input
-            .into_iter()
-            .map(|mut o| {
-                o.labels.push(l.clone());
-                o
-            })
-            .collect(),
-    }
+        Node::Label(l) => {
+            r.charge(input.len())?;
+            input
+                .into_iter()
+                .map(|mut o| {
+                    o.labels.push(l.clone());
+                    o
+                })
+                .collect()
+        }
+    })
 }
 
 #[cfg(test)]

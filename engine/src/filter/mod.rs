@@ -14,6 +14,7 @@
 //! - `plan.rs`: what a scan can decide from keys alone before copying a
 //!   value (the key-only prefix of a top-level chain).
 //! - `re2.rs`: RE2 byte patterns in the `regex` crate's syntax.
+//! - `limits.rs`: what one filter may cost (cells, copied bytes, regex size).
 //!
 //! Regexes follow RE2's rules as Cloud Bigtable applies them: byte regexes
 //! (Unicode off; raw bytes that are not UTF-8 allowed, `\C` any byte) that
@@ -21,10 +22,12 @@
 //! match `\n` unless the pattern sets `(?s)`.
 
 mod eval;
+mod limits;
 mod plan;
 mod re2;
 
 pub use eval::{Compiled, Labeled};
+pub use limits::{limit_hits, limits, set_limits, FilterLimits};
 pub use plan::Plan;
 
 use crate::data::TimeRange;

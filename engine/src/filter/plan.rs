@@ -8,9 +8,20 @@
 //! (interleave, sink), hence only the chain's leading leaves qualify.
 
 use super::eval::{Compiled, Node};
+use super::limits::{limits, FilterLimits};
 use super::{Labeled, RowFilter};
 use crate::data::Cell;
 use crate::error::Result;
+use parking_lot::Mutex;
+use std::sync::Arc;
+
+/// Plans kept compiled, newest last: a scan's filter is compiled once, not
+/// again for each tablet and batch it reads (or each open of its file).
+const CACHED: usize = 8;
+
+type Cache = Mutex<Vec<(RowFilter, FilterLimits, Arc<Plan>)>>;
+
+static CACHE: Cache = Mutex::new(Vec::new());
 
 /// A filter split for a scan.
 #[derive(Debug, Clone)]
@@ -26,10 +37,33 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// `f`'s plan under the process's limits: compiled now, or the same
+    /// filter's plan compiled a moment ago.
+    pub fn cached(f: &RowFilter) -> Result<Arc<Plan>> {
+        let l = limits();
+        {
+            let mut c = CACHE.lock();
+            if let Some(i) = c.iter().position(|(g, gl, _)| *gl == l && g == f) {
+                let hit = c.remove(i);
+                let plan = hit.2.clone();
+                c.push(hit);
+                return Ok(plan);
+            }
+        }
+        let plan = Arc::new(Plan::new(f)?);
+        let mut c = CACHE.lock();
+        if c.len() >= CACHED {
+            c.remove(0);
+        }
+        c.push((f.clone(), l, plan.clone()));
+        Ok(plan)
+    }
+
     /// Validates and compiles `f`.
     pub fn new(f: &RowFilter) -> Result<Plan> {
         f.validate()?;
         let compiled = Compiled::new(f)?;
+        let limits = compiled.limits;
         let parts: Vec<Node> = match compiled.node {
             Node::Chain(v) => flatten(v),
             n => vec![n],
@@ -57,6 +91,7 @@ impl Plan {
             time_tests,
             rest: (!rest.is_empty()).then(|| Compiled {
                 node: Node::Chain(rest),
+                limits,
             }),
         })
     }
@@ -88,17 +123,18 @@ impl Plan {
         self.rest.is_some()
     }
 
-    /// The output for one row's cells that passed the tests above.
-    pub fn finish_row(&self, row: &[u8], cells: Vec<Cell>) -> Vec<Labeled> {
+    /// The output for one row's cells that passed the tests above;
+    /// [`crate::Error::FilterTooLarge`] if it is over the filter's limits.
+    pub fn finish_row(&self, row: &[u8], cells: Vec<Cell>) -> Result<Vec<Labeled>> {
         match &self.rest {
-            Some(c) => c.apply(row, cells),
-            None => cells
+            Some(c) => c.try_apply(row, cells),
+            None => Ok(cells
                 .into_iter()
                 .map(|cell| Labeled {
                     cell,
                     labels: Vec::new(),
                 })
-                .collect(),
+                .collect()),
         }
     }
 }

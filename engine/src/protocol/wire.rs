@@ -47,6 +47,7 @@ pub enum WireError {
     Unavailable(String),
     /// The store failed under the remote server (its message).
     Store(String),
+    FilterTooLarge(String),
 }
 
 impl From<&Error> for WireError {
@@ -88,6 +89,7 @@ impl From<&Error> for WireError {
                 tablet: *tablet,
             },
             Error::Unavailable(s) => WireError::Unavailable(s.clone()),
+            Error::FilterTooLarge(s) => WireError::FilterTooLarge(s.clone()),
             Error::Fs(e) => WireError::Store(e.to_string()),
             Error::Shared(e) => WireError::from(&**e),
         }
@@ -118,6 +120,7 @@ impl From<WireError> for Error {
             WireError::ShuttingDown => Error::ShuttingDown,
             WireError::NotServing { server, tablet } => Error::NotServing { server, tablet },
             WireError::Unavailable(s) => Error::Unavailable(s),
+            WireError::FilterTooLarge(s) => Error::FilterTooLarge(s),
             WireError::Store(s) => Error::Fs(gfs::Error::Io {
                 name: "a remote tablet server's store".into(),
                 source: std::io::Error::other(s),

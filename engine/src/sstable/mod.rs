@@ -23,8 +23,8 @@ pub use block_cache::BlockCache;
 pub use builder::TableBuilder;
 pub use table::Table;
 
-use crate::data::{BloomKind, Compression};
 use crate::key::Timestamp;
+use crate::storage::{BloomKind, Compression};
 
 /// Entries between restart points in data blocks: a seek scans at most this many.
 pub const DATA_RESTART_INTERVAL: usize = 16;

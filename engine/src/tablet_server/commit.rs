@@ -536,10 +536,11 @@ impl TabletServer {
             Some(Guard::Filter(f)) => self.row_matches(s, &t.row, f)?,
         };
         let ops = if held { &t.ops } else { &t.otherwise };
+        let superseded = superseded_rmw(ops);
         // Values this transaction has written so far, for later ops of the same column.
         let mut overlay: HashMap<(String, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
         let mut results = Vec::new();
-        for op in ops {
+        for (i, op) in ops.iter().enumerate() {
             let (family, qualifier, new) = match op {
                 RowOp::Mutate(mu) => {
                     match mu {
@@ -585,11 +586,32 @@ impl TabletServer {
                     qualifier,
                     data,
                 } => {
-                    let old = self.current_value(s, t, &m, &overlay, family, qualifier)?;
-                    let new = mutation::append(old.as_deref(), data, self.env.opts.max_value_size)?;
+                    // Extended in place: N appends of one column cost O(N)
+                    // bytes, not a new copy of the growing value each.
+                    let key = (family.clone(), qualifier.clone());
+                    let old = match overlay.remove(&key) {
+                        Some(v) => v,
+                        None => self.current_value(s, t, &m, &overlay, family, qualifier)?,
+                    };
+                    let mut new = old.unwrap_or_default();
+                    let size = new.len().saturating_add(data.len());
+                    if size > self.env.opts.max_value_size {
+                        return Err(Error::ValueTooLarge {
+                            size,
+                            limit: self.env.opts.max_value_size,
+                        });
+                    }
+                    new.extend_from_slice(data);
                     (family, qualifier, new)
                 }
             };
+            if superseded[i] {
+                // A later op of this transaction replaces the value (at the
+                // same timestamp): only that one is written and reported.
+                overlay.insert((family.clone(), qualifier.clone()), Some(new));
+                results.push(Vec::new());
+                continue;
+            }
             overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
             m.mutations.push(Mutation::SetCell {
                 family: family.clone(),
@@ -639,5 +661,88 @@ impl TabletServer {
         Ok(self
             .cell_of(s, &t.row, family, qualifier)?
             .map(|c| c.value.into_vec()))
+    }
+}
+
+/// For each op, whether it is an increment or append whose value a later
+/// increment or append of the same column replaces, with no op touching the
+/// column between them: its value need not be written (all of a
+/// transaction's versions share one timestamp, so only the last shows).
+fn superseded_rmw(ops: &[RowOp]) -> Vec<bool> {
+    let mut out = vec![false; ops.len()];
+    // The last read-modify-write op of each column not yet followed by
+    // another op touching the column.
+    let mut open: HashMap<(&str, &[u8]), usize> = HashMap::new();
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            RowOp::Increment {
+                family, qualifier, ..
+            }
+            | RowOp::Append {
+                family, qualifier, ..
+            } => {
+                if let Some(prev) = open.insert((family.as_str(), qualifier.as_slice()), i) {
+                    out[prev] = true;
+                }
+            }
+            RowOp::Mutate(mu) => match mu {
+                Mutation::SetCell {
+                    family, qualifier, ..
+                }
+                | Mutation::DeleteCells {
+                    family, qualifier, ..
+                }
+                | Mutation::AddToCell {
+                    family, qualifier, ..
+                } => {
+                    open.remove(&(family.as_str(), qualifier.as_slice()));
+                }
+                Mutation::DeleteFamily { family } => open.retain(|(f, _), _| f != family),
+                Mutation::DeleteRow => open.clear(),
+            },
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_last_of_a_columns_appends_and_increments_is_written() {
+        let app = |q: &[u8]| RowOp::Append {
+            family: "f".into(),
+            qualifier: q.to_vec(),
+            data: b"x".to_vec(),
+        };
+        let inc = |q: &[u8]| RowOp::Increment {
+            family: "f".into(),
+            qualifier: q.to_vec(),
+            delta: 1,
+        };
+        let set = |q: &[u8]| {
+            RowOp::Mutate(Mutation::SetCell {
+                family: "f".into(),
+                qualifier: q.to_vec(),
+                timestamp: None,
+                value: Vec::new(),
+            })
+        };
+        let ops = vec![
+            app(b"a"),
+            inc(b"n"),
+            app(b"a"),
+            app(b"b"),
+            set(b"a"),
+            app(b"a"),
+            inc(b"n"),
+            RowOp::Mutate(Mutation::DeleteRow),
+            inc(b"n"),
+        ];
+        assert_eq!(
+            superseded_rmw(&ops),
+            vec![true, true, false, false, false, false, false, false, false]
+        );
     }
 }

@@ -1,9 +1,9 @@
 //! `opendir`, `readdir` and `readdirplus`: snapshots of small directories,
 //! streamed rows of tables.
 
-use super::readahead::Ahead;
 use super::*;
 use crate::cursors::Resume;
+use crate::readahead::Ahead;
 use std::collections::VecDeque;
 
 impl Ctx {

@@ -9,17 +9,11 @@
 
 mod change;
 mod list;
-mod plus;
-mod readahead;
-
-pub(crate) use plus::PlusHints;
-pub(crate) use readahead::Readahead;
 
 use crate::ctx::Ctx;
 use crate::cursors::LAST;
 use crate::handles::{DirHandle, Handle};
-use crate::lookup::table_name;
-use crate::names::{display_name, parse_strict, version_name, KeyName};
+use crate::names::{display_name, parse_strict, table_name, version_name, KeyName};
 use crate::node::{
     Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
 };

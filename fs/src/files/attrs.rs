@@ -75,7 +75,7 @@ impl Ctx {
     /// accepted and ignored.
     pub fn setattr(
         &self,
-        _caller: &Caller,
+        caller: &Caller,
         ino: u64,
         fh: Option<u64>,
         set: SetAttr,
@@ -87,7 +87,7 @@ impl Ctx {
             return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
         }
         if let Some(size) = set.size {
-            self.truncate(&node, fh, size)?;
+            self.truncate(caller, &node, fh, size)?;
         }
         if let Some(t) = set.mtime {
             self.set_mtime(&node, t)?;
@@ -246,7 +246,13 @@ impl Ctx {
         )
     }
 
-    pub(super) fn truncate(&self, node: &Node, fh: Option<u64>, size: u64) -> FsResult<()> {
+    pub(super) fn truncate(
+        &self,
+        caller: &Caller,
+        node: &Node,
+        fh: Option<u64>,
+        size: u64,
+    ) -> FsResult<()> {
         let what = format!("truncate {node}");
         if size as usize > self.opts.max_value_size {
             return Err(self
@@ -259,6 +265,11 @@ impl Ctx {
                 Handle::Cell(c) if c.node == *node => {
                     if !c.writable {
                         return Err(Errno::EBADF);
+                    }
+                    if let Some(charge) = &mut c.charge {
+                        if let Err(e) = charge.resize(size) {
+                            return Err(self.buffer_refused(&c.node, e));
+                        }
                     }
                     c.data.resize(size as usize, 0);
                     c.append_only = false;
@@ -342,6 +353,7 @@ impl Ctx {
                 text.resize(size as usize, b'\n');
                 let (new, _) = crate::schema_file::apply(&cur, &text, true)
                     .map_err(|e| self.data.fail(&what, &e))?;
+                self.check_schema_change(caller, &cur, &new, &what, true)?;
                 self.data
                     .store
                     .set_schema(t, new)

@@ -14,6 +14,15 @@ impl Ctx {
             Ok(l) => l,
             Err(e) => return Err(self.batch_failed(m, batch_errno(&e), e.to_string(), &what)),
         };
+        // An unfinished line waits in memory: it counts as a write buffer.
+        if let Err(e) = m.charge.resize(m.parser.partial_len() as u64) {
+            let why = if e == Errno::EDQUOT {
+                "this user's open files hold too much not yet committed (write_buffer_uid)"
+            } else {
+                "open files hold too much not yet committed (write_buffer_total)"
+            };
+            return Err(self.batch_failed(m, e, why.to_string(), &what));
+        }
         self.check_lines(m, &lines, &what)
     }
 
@@ -261,6 +270,8 @@ const TRIM_AFTER_OPS: usize = 10_000;
 fn batch_errno(e: &BatchError) -> Errno {
     if e.io {
         Errno::EIO
+    } else if e.too_big {
+        Errno::EFBIG
     } else {
         Errno::EINVAL
     }

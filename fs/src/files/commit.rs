@@ -222,6 +222,11 @@ impl Ctx {
                 .and_then(|o| o.results.into_iter().next())
             {
                 c.data = v;
+                if let Some(charge) = &mut c.charge {
+                    // Held in memory all the same; a refusal leaves the
+                    // old charge (the commit is done either way).
+                    let _ = charge.resize(c.data.len() as u64);
+                }
             }
             c.base_len = c.data.len();
         } else {
@@ -294,15 +299,7 @@ impl Ctx {
         };
         let (new, dropped) = crate::schema_file::apply(&cur, text, replace_all)
             .map_err(|e| self.data.fail(&what, &e))?;
-        if crate::schema_file::changes_permissions(&cur, &new)
-            && !(s.caller.is_root() || s.caller.uid == cur.owner)
-        {
-            return Err(self.data.refuse(
-                &what,
-                Errno::EPERM,
-                "only the table's owner may change a family's owner, group or mode",
-            ));
-        }
+        self.check_schema_change(&s.caller, &cur, &new, &what, true)?;
         self.data
             .store
             .set_schema(&s.table, new)

@@ -132,6 +132,14 @@ impl Ctx {
                         ),
                     ));
                 }
+                // The buffer holds the whole value up to `end`: that much is
+                // charged to the writer's uid and the daemon before it grows.
+                let len = c.data.len().max(end) as u64;
+                if let Some(charge) = &mut c.charge {
+                    if let Err(e) = charge.resize(len) {
+                        return Err(self.buffer_refused(&c.node, e));
+                    }
+                }
                 if !c.append_mode {
                     c.append_only = false;
                 }
@@ -165,6 +173,27 @@ impl Ctx {
             Handle::Dir(_) => return Err(Errno::EISDIR),
         }
         u32::try_from(data.len()).map_err(|_| Errno::EINVAL)
+    }
+
+    /// A write refused by the write-buffer budget (EDQUOT: the uid's share;
+    /// ENOSPC: the daemon's), logged as other refusals are.
+    pub(super) fn buffer_refused(&self, node: &Node, e: Errno) -> Errno {
+        let which = if e == Errno::EDQUOT {
+            format!(
+                "this user's open files hold {} bytes not yet committed (write_buffer_uid)",
+                self.opts.limits.buffer_per_uid
+            )
+        } else {
+            format!(
+                "open files hold {} bytes not yet committed (write_buffer_total)",
+                self.opts.limits.buffer_total
+            )
+        };
+        self.data.refuse(
+            &format!("write {node}"),
+            e,
+            &format!("{which}; close some first"),
+        )
     }
 
     /// FUSE `copy_file_range` (cp, mv across rows): a read from one handle

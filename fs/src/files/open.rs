@@ -41,7 +41,7 @@ impl Ctx {
                 {
                     return Err(Errno::ENOENT);
                 }
-                Ok(self.open_value(&node, cur, writable, trunc, append))
+                Ok(self.open_value(caller, &node, cur, writable, trunc, append))
             }
             Node::Version {
                 table,
@@ -57,7 +57,7 @@ impl Ctx {
                 if cur.is_none() {
                     return Err(Errno::ENOENT);
                 }
-                Ok(self.open_value(&node, cur, writable, trunc, false))
+                Ok(self.open_value(caller, &node, cur, writable, trunc, false))
             }
             Node::Schema(t) => {
                 let s = self.data.schema(t)?;
@@ -87,7 +87,12 @@ impl Ctx {
                 let fh = self.handles.insert(Handle::Mutate(MutateHandle {
                     table: t.to_string(),
                     caller: caller.clone().with_groups(),
-                    parser: BatchParser::new(self.opts.spool_dir.as_deref()),
+                    parser: BatchParser::with_limits(
+                        self.opts.spool_dir.as_deref(),
+                        self.opts.limits.mutate_max_line,
+                        self.opts.limits.mutate_max_group,
+                    ),
+                    charge: self.write_budget.charge(caller.uid),
                     failed: None,
                     results: Vec::new(),
                     // Only a reader can read them: a write-only batch of a
@@ -139,9 +144,11 @@ impl Ctx {
                             .collect(),
                     );
                 }
-                // A filter must not see what the caller may not read (a
-                // condition could reveal it): it reads readable families only.
-                if let (Some(r), Some(_)) = (&readable, &q.spec.filter) {
+                // No part of the query may see what the caller may not read:
+                // a filter's condition, `column=` or `limit=` over an
+                // unreadable family would answer yes or no about its cells.
+                // The engine reads the readable families only.
+                if let Some(r) = &readable {
                     let mut fams: Vec<String> = r.clone();
                     fams.sort();
                     q.spec.families = Some(fams);
@@ -185,9 +192,9 @@ impl Ctx {
                 })
             }
             Node::Status(f) => {
-                let fh = self
-                    .handles
-                    .insert(Handle::Content(self.status_content(*f)));
+                let fh = self.handles.insert(Handle::Content(
+                    self.status_content_for(*f, Some(&caller.clone().with_groups())),
+                ));
                 Ok(Opened {
                     fh,
                     direct_io: true,
@@ -202,6 +209,7 @@ impl Ctx {
     /// A handle on a cell or version holding `cur` (or nothing yet).
     pub(super) fn open_value(
         &self,
+        caller: &Caller,
         node: &Node,
         cur: Option<engine::Cell>,
         writable: bool,
@@ -256,6 +264,7 @@ impl Ctx {
             created_as: None,
             unlinked: false,
             mtime: None,
+            charge: writable.then(|| self.write_budget.charge(caller.uid)),
         });
         let fh = if writable {
             self.handles.insert_writer(handle, ino)
@@ -432,7 +441,14 @@ impl Ctx {
             Some(cur) => {
                 let attr = self.value_attr(ino, &fam, Some(&cur));
                 let trunc = flags & libc::O_TRUNC != 0;
-                let o = self.open_value(&node, Some(cur), true, trunc, flags & libc::O_APPEND != 0);
+                let o = self.open_value(
+                    caller,
+                    &node,
+                    Some(cur),
+                    true,
+                    trunc,
+                    flags & libc::O_APPEND != 0,
+                );
                 return Ok((self.entry(&node, attr), o));
             }
             None => {
@@ -464,6 +480,7 @@ impl Ctx {
                         failed: None,
                         unlinked: false,
                         mtime: None,
+                        charge: Some(self.write_budget.charge(caller.uid)),
                     }),
                     ino,
                 );

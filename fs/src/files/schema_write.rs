@@ -24,11 +24,61 @@ impl Ctx {
         let what = format!("write {}/{SCHEMA}", s.table);
         let cur = self.data.schema(&s.table)?;
         let text = &s.data[from..from + nl + 1];
-        if let Err(e) = crate::schema_file::apply(&cur, text, !s.append_mode) {
-            let code = self.data.fail(&what, &e);
+        let new = match crate::schema_file::apply(&cur, text, !s.append_mode) {
+            Ok((new, _)) => new,
+            Err(e) => {
+                let code = self.data.fail(&what, &e);
+                s.failed = Some(code);
+                s.dirty = false;
+                return Err(code);
+            }
+        };
+        // Families the text has not reached yet are not dropped until close.
+        if let Err(code) = self.check_schema_change(&s.caller, &cur, &new, &what, false) {
             s.failed = Some(code);
             s.dirty = false;
             return Err(code);
+        }
+        Ok(())
+    }
+
+    /// Whether `caller` may make `new` of table `table`'s schema `cur`:
+    /// the table's owner (or root) may change anything; anyone else needs
+    /// write permission on every family whose settings change or that is
+    /// dropped (a `max_age=1ms` wipes a family as surely as deleting its
+    /// cells), and may not change a family's owner, group or mode.
+    pub(super) fn check_schema_change(
+        &self,
+        caller: &Caller,
+        cur: &TableSchema,
+        new: &TableSchema,
+        what: &dyn std::fmt::Display,
+        drops: bool,
+    ) -> FsResult<()> {
+        if caller.is_root() || caller.uid == cur.owner {
+            return Ok(());
+        }
+        if crate::schema_file::changes_permissions(cur, new) {
+            return Err(self.data.refuse(
+                what,
+                Errno::EPERM,
+                "only the table's owner may change a family's owner, group or mode",
+            ));
+        }
+        for f in crate::schema_file::changed_families(cur, new) {
+            if !drops && !new.families.contains_key(&f.name) {
+                continue;
+            }
+            if !caller.may(f.owner, f.group, f.mode, W) {
+                return Err(self.data.refuse(
+                    what,
+                    Errno::EACCES,
+                    &format!(
+                        "changing family {:?} needs write permission on it (or owning the table)",
+                        f.name
+                    ),
+                ));
+            }
         }
         Ok(())
     }

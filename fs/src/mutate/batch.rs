@@ -9,9 +9,14 @@ use std::path::Path;
 /// Parses a batch as it is written: complete lines are parsed at once, so a
 /// bad line fails the `write` that completes it. Only the text is kept (in a
 /// [`Spool`]); close parses it again, a chunk of rows at a time.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct BatchParser {
     partial: Vec<u8>,
+    /// Longest line taken, newline excluded (`mutate_max_line=`).
+    max_line: usize,
+    /// Most text (plus [`LINE_COST`] a line) grouped in memory at once
+    /// (`mutate_max_group=`).
+    max_group: usize,
     line_no: usize,
     /// Lines holding a mutation.
     ops: usize,
@@ -47,14 +52,49 @@ impl RowOrder {
     }
 }
 
+/// Default longest `.mutate` line: a largest value (64 MiB) written with
+/// every byte `%XX`-escaped, and room for its row key and column.
+pub const DEFAULT_MAX_LINE: usize = 3 * engine::DEFAULT_MAX_VALUE + (1 << 20);
+/// Default bytes of batch text grouped in memory at once.
+pub const DEFAULT_MAX_GROUP: usize = 512 << 20;
+/// What a parsed line costs in memory beyond its text (its `Op` and the
+/// grouping's bookkeeping), counted against the grouping limit.
+pub const LINE_COST: usize = 256;
+
+fn group_too_big(max: usize, scattered: bool) -> String {
+    if scattered {
+        format!(
+            "the batch's rows are not together, so it is grouped in memory as a whole, and it is over {max} bytes (mutate_max_group; write each row's lines together)"
+        )
+    } else {
+        format!("one row's lines are over {max} bytes (mutate_max_group)")
+    }
+}
+
 impl BatchParser {
     /// A parser whose text spills to a file in `spool_dir` (None: the
     /// system's temp directory) once it outgrows memory.
     pub fn new(spool_dir: Option<&Path>) -> BatchParser {
+        BatchParser::with_limits(spool_dir, DEFAULT_MAX_LINE, DEFAULT_MAX_GROUP)
+    }
+
+    /// [`BatchParser::new`] with these limits on a line and on text grouped at once.
+    pub fn with_limits(spool_dir: Option<&Path>, max_line: usize, max_group: usize) -> BatchParser {
         BatchParser {
+            partial: Vec::new(),
+            max_line,
+            max_group,
+            line_no: 0,
+            ops: 0,
+            bytes: 0,
             spool: Spool::new(spool_dir),
-            ..Default::default()
+            order: RowOrder::default(),
         }
+    }
+
+    /// Bytes of a line not yet ended, held in memory.
+    pub fn partial_len(&self) -> usize {
+        self.partial.len()
     }
 
     /// Feeds written bytes; returns the lines completed by them.
@@ -73,6 +113,15 @@ impl BatchParser {
                 self.push_line(&full, &mut out)?;
             }
         }
+        if self.partial.len() + rest.len() > self.max_line {
+            return Err(BatchError::too_big(
+                self.line_no + 1,
+                format!(
+                    "line is longer than {} bytes (mutate_max_line)",
+                    self.max_line
+                ),
+            ));
+        }
         self.partial.extend_from_slice(rest);
         Ok(out)
     }
@@ -82,6 +131,15 @@ impl BatchParser {
         self.line_no += 1;
         let line = self.line_no;
         let body = text.strip_suffix(b"\n").unwrap_or(text);
+        if body.len() > self.max_line {
+            return Err(BatchError::too_big(
+                line,
+                format!(
+                    "line is longer than {} bytes (mutate_max_line)",
+                    self.max_line
+                ),
+            ));
+        }
         match parse_line(body) {
             Ok(Some(op)) => {
                 self.order.see(op.row());
@@ -91,11 +149,25 @@ impl BatchParser {
             Ok(None) => {}
             Err(reason) => return Err(BatchError::at(line, reason)),
         }
+        // Rows out of order are grouped as a whole at close: refuse such a
+        // batch as soon as it is too big rather than at close.
+        if self.order.scattered
+            && self
+                .bytes
+                .saturating_add(self.ops.saturating_mul(LINE_COST))
+                > self.max_group
+        {
+            return Err(BatchError::too_big(
+                line,
+                group_too_big(self.max_group, true),
+            ));
+        }
         let spooled = self.spool.push(body).and_then(|_| self.spool.push(b"\n"));
         spooled.map_err(|e| BatchError {
             line,
             reason: format!("cannot keep the batch's text: {e}"),
             io: true,
+            too_big: false,
         })
     }
 
@@ -108,11 +180,13 @@ impl BatchParser {
             self.push_line(&text, &mut last)?;
         }
         let dir = self.spool.dir().map(Path::to_path_buf);
-        let done = std::mem::replace(self, BatchParser::new(dir.as_deref()));
+        let fresh = BatchParser::with_limits(dir.as_deref(), self.max_line, self.max_group);
+        let done = std::mem::replace(self, fresh);
         let batch = Batch {
             spool: done.spool,
             scattered: done.order.scattered,
             ops: done.ops,
+            max_group: done.max_group,
         };
         Ok((last, batch))
     }
@@ -130,7 +204,13 @@ impl BatchParser {
     /// Drops what was written (O_TRUNC): a new, empty batch.
     pub fn reset(&mut self) {
         let dir = self.spool.dir().map(Path::to_path_buf);
-        *self = BatchParser::new(dir.as_deref());
+        *self = BatchParser::with_limits(dir.as_deref(), self.max_line, self.max_group);
+    }
+}
+
+impl Default for BatchParser {
+    fn default() -> Self {
+        BatchParser::new(None)
     }
 }
 
@@ -140,6 +220,7 @@ pub struct Batch {
     spool: Spool,
     scattered: bool,
     ops: usize,
+    max_group: usize,
 }
 
 /// Text per chunk of rows read back at once (a bound on memory, not on rows).
@@ -179,7 +260,9 @@ impl Batch {
             line: 0,
             reason: format!("cannot read the batch's text back: {e}"),
             io: true,
+            too_big: false,
         };
+        let max_group = self.max_group;
         let scattered = self.scattered;
         let mut reader = self.spool.reader().map_err(io_err)?;
         let mut text = Vec::new();
@@ -203,7 +286,12 @@ impl Batch {
                 (rows, bytes) = (0, 0);
             }
             rows += usize::from(new_row);
-            bytes += body.len();
+            bytes += body.len() + LINE_COST;
+            if bytes > max_group {
+                return Err(
+                    BatchError::too_big(line_no, group_too_big(max_group, scattered)).into(),
+                );
+            }
             lines.push(Line { line: line_no, op });
         }
         drop(reader);

@@ -5,6 +5,72 @@ use super::{BatchError, Line, Op};
 use engine::{Condition, Guard, Mutation, Predicate, RowOp, RowTxn, TimeRange, TxnOutcome};
 use std::collections::HashMap;
 
+/// Repeated appends (or increments) of one column in a row's transaction
+/// become one: `append r f:q A` then `append r f:q B` is `append r f:q AB`
+/// when nothing between them touches the column. Applied one by one, N
+/// appends of a growing value cost O(N²) bytes in memory, in the log and in
+/// the results; folded they cost O(N). The row reads the same afterwards
+/// (the versions a transaction writes share its timestamp, so only the
+/// last was ever visible); the results show one `value` line for them.
+#[derive(Default)]
+struct Folds {
+    /// Where in the row's ops the last append or increment of each column
+    /// is, while nothing after it touched the column.
+    last: HashMap<(String, Vec<u8>), usize>,
+}
+
+impl Folds {
+    fn push(&mut self, ops: &mut Vec<RowOp>, op: RowOp) {
+        match &op {
+            RowOp::Mutate(m) => match m {
+                Mutation::SetCell {
+                    family, qualifier, ..
+                }
+                | Mutation::DeleteCells {
+                    family, qualifier, ..
+                }
+                | Mutation::AddToCell {
+                    family, qualifier, ..
+                } => {
+                    self.last.remove(&(family.clone(), qualifier.clone()));
+                }
+                Mutation::DeleteFamily { family } => self.last.retain(|(f, _), _| f != family),
+                Mutation::DeleteRow => self.last.clear(),
+            },
+            RowOp::Increment {
+                family,
+                qualifier,
+                delta,
+            } => {
+                let key = (family.clone(), qualifier.clone());
+                if let Some(RowOp::Increment { delta: d, .. }) =
+                    self.last.get(&key).and_then(|&i| ops.get_mut(i))
+                {
+                    // Counters wrap (engine::mutation::increment): so does the sum.
+                    *d = d.wrapping_add(*delta);
+                    return;
+                }
+                self.last.insert(key, ops.len());
+            }
+            RowOp::Append {
+                family, qualifier, ..
+            } => {
+                let key = (family.clone(), qualifier.clone());
+                if let Some(RowOp::Append { data: d, .. }) =
+                    self.last.get(&key).and_then(|&i| ops.get_mut(i))
+                {
+                    if let RowOp::Append { data, .. } = op {
+                        d.extend_from_slice(&data);
+                    }
+                    return;
+                }
+                self.last.insert(key, ops.len());
+            }
+        }
+        ops.push(op);
+    }
+}
+
 /// One row's transaction and the line that began it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Txn {
@@ -46,6 +112,7 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
         row: Vec<u8>,
         guard: Option<(usize, Guard, bool)>,
         ops: Vec<RowOp>,
+        folds: Folds,
     }
     let mut rows: Vec<Row> = Vec::new();
     let mut index: HashMap<Vec<u8>, usize> = HashMap::new();
@@ -56,6 +123,7 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
                 row: op.row().to_vec(),
                 guard: None,
                 ops: Vec::new(),
+                folds: Folds::default(),
             });
             rows.len() - 1
         });
@@ -163,7 +231,7 @@ pub fn group(lines: Vec<Line>) -> Result<Vec<Txn>, BatchError> {
                 data: value,
             },
         };
-        r.ops.push(row_op);
+        r.folds.push(&mut r.ops, row_op);
     }
     let mut out = Vec::with_capacity(rows.len());
     for r in rows {

@@ -46,7 +46,7 @@ mod parse;
 mod results;
 mod spool;
 
-pub use batch::BatchParser;
+pub use batch::{BatchParser, DEFAULT_MAX_GROUP, DEFAULT_MAX_LINE};
 pub use group::{group, Txn};
 pub use parse::parse_line;
 pub use results::format_results;
@@ -178,6 +178,8 @@ pub struct BatchError {
     pub reason: String,
     /// Not the text's fault: keeping or reading it back failed.
     pub io: bool,
+    /// Over a size limit (`mutate_max_line=`, `mutate_max_group=`): EFBIG.
+    pub too_big: bool,
 }
 
 impl BatchError {
@@ -186,6 +188,14 @@ impl BatchError {
             line,
             reason,
             io: false,
+            too_big: false,
+        }
+    }
+
+    fn too_big(line: usize, reason: String) -> BatchError {
+        BatchError {
+            too_big: true,
+            ..BatchError::at(line, reason)
         }
     }
 }

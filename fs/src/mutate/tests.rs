@@ -323,3 +323,80 @@ fn time_range_deletes_and_filter_guards() {
     p.feed(b"if r filter=all\nif r f:q\nset r f:q v\n").unwrap();
     assert!(txns_in(&mut p, 100).is_err(), "two guards on one row");
 }
+
+#[test]
+fn an_unfinished_line_and_a_batchs_grouping_are_bounded() {
+    let mut p = BatchParser::with_limits(None, 16, 1 << 20);
+    p.feed(b"set r f:q 0123").unwrap();
+    let e = p.feed(b"456789").unwrap_err();
+    assert!(e.too_big && e.line == 1, "{e}");
+    assert!(p.partial_len() <= 16);
+    // A whole line in one write is held to the same limit.
+    let mut p = BatchParser::with_limits(None, 16, 1 << 20);
+    let e = p.feed(b"set r f:q 0123456789\n").unwrap_err();
+    assert!(e.too_big, "{e}");
+    // Rows out of order are grouped whole: refused once over the limit.
+    let mut p = BatchParser::with_limits(None, 1 << 10, 3 * (batch::LINE_COST + 16));
+    p.feed(b"set a f:q 1\nset b f:q 2\n").unwrap();
+    let e = p.feed(b"set a f:q 3\nset c f:q 4\n").unwrap_err();
+    assert!(e.too_big, "{e}");
+    // One row's lines are grouped together: the same limit at close.
+    let mut p = BatchParser::with_limits(None, 1 << 10, 3 * (batch::LINE_COST + 16));
+    p.feed(b"set a f:q 1\nset a f:q 2\nset a f:q 3\nset a f:q 4\n")
+        .unwrap();
+    let (_, mut batch) = p.finish().unwrap();
+    let e = batch
+        .for_each_chunk::<BatchError>(100, |_| Ok(()))
+        .unwrap_err();
+    assert!(e.too_big, "{e}");
+}
+
+#[test]
+fn repeated_appends_and_increments_of_a_column_fold_into_one() {
+    let lines: Vec<Line> = [
+        "append r f:q a",
+        "increment r f:n 2",
+        "append r f:q b",
+        "increment r f:n -5",
+        "append r f:p x",
+        "append r f:q c",
+        "set r f:q z",
+        "append r f:q d",
+        "increment r f:n 9223372036854775807",
+        "increment r f:n 9",
+    ]
+    .iter()
+    .enumerate()
+    .map(|(i, l)| Line {
+        line: i + 1,
+        op: one(l),
+    })
+    .collect();
+    let txns = group(lines).unwrap();
+    let ops = txns[0].ops();
+    let app = |q: &str, d: &str| engine::RowOp::Append {
+        family: "f".into(),
+        qualifier: q.as_bytes().to_vec(),
+        data: d.as_bytes().to_vec(),
+    };
+    let inc = |d: i64| engine::RowOp::Increment {
+        family: "f".into(),
+        qualifier: b"n".to_vec(),
+        delta: d,
+    };
+    assert_eq!(
+        ops,
+        &[
+            app("q", "abc"),
+            inc((2i64 - 5).wrapping_add(i64::MAX).wrapping_add(9)),
+            app("p", "x"),
+            engine::RowOp::Mutate(engine::Mutation::SetCell {
+                family: "f".into(),
+                qualifier: b"q".to_vec(),
+                timestamp: None,
+                value: b"z".to_vec(),
+            }),
+            app("q", "d"),
+        ]
+    );
+}

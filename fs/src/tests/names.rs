@@ -362,6 +362,126 @@ fn family_permissions_apply_to_batches_and_scans() {
     use crate::store::Store;
 }
 
+/// What `who` reads from a `.scan` query of table t.
+fn scan_as(t: &T, who: &Caller, query: &str) -> Result<String, Errno> {
+    let ino = t.ino(&format!("/t/.scan/{query}"))?;
+    let fh = t.fs.open(who, ino, libc::O_RDONLY)?.fh;
+    let out = t.fs.read(fh, 0, 1 << 16);
+    t.fs.release(fh)?;
+    Ok(String::from_utf8(out?).unwrap())
+}
+
+#[test]
+fn a_scan_cannot_answer_about_a_family_it_may_not_read() {
+    let t = T::new();
+    t.put(
+        "/t/.schema",
+        b"f mode=0700 owner=0
+g mode=0777
+",
+        TRUNC,
+    )
+    .unwrap();
+    t.mutate(
+        "set a f:secret s
+set b g:open o
+set c f:other s
+",
+    )
+    .unwrap();
+    let nobody = Caller::new(65534, 65534, 0);
+    // column= and limit= over the unreadable family say nothing: the rows
+    // that hold only its cells do not count, as if they were empty.
+    assert_eq!(scan_as(&t, &nobody, "column=f:secret").unwrap(), "");
+    assert_eq!(scan_as(&t, &nobody, "column=f:s.*").unwrap(), "");
+    assert_eq!(
+        scan_as(&t, &root_caller(), "column=f:s.*")
+            .unwrap()
+            .lines()
+            .count(),
+        1
+    );
+    let first = scan_as(&t, &nobody, "limit=1").unwrap();
+    assert!(first.starts_with("b	"), "{first}");
+    // Nor does a filter.
+    let out = scan_as(&t, &nobody, "filter=qualifier(secret)").unwrap();
+    assert_eq!(out, "");
+}
+
+fn root_caller() -> Caller {
+    Caller::root()
+}
+
+#[test]
+fn changing_a_familys_settings_needs_write_permission_on_it() {
+    let t = T::new();
+    // Anyone may write the table's .schema, but family f is root's alone.
+    t.put(
+        "/t/.schema",
+        b"f mode=0700 owner=0
+g mode=0777
+",
+        TRUNC,
+    )
+    .unwrap();
+    let table = t.ino("/t").unwrap();
+    t.fs.setattr(
+        &t.root,
+        table,
+        None,
+        SetAttr {
+            mode: Some(0o777),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    t.mutate(
+        "set r f:secret s
+",
+    )
+    .unwrap();
+    let nobody = Caller::new(65534, 65534, 0);
+    let write_as = |who: &Caller, text: &[u8], flags: i32| -> Result<(), Errno> {
+        let ino = t.ino("/t/.schema")?;
+        let fh = t.fs.open(who, ino, flags)?.fh;
+        let r =
+            t.fs.write(fh, 0, text, None)
+                .and_then(|_| t.fs.flush(fh, None));
+        t.fs.release(fh)?;
+        r
+    };
+    let append = libc::O_WRONLY | libc::O_APPEND;
+    use crate::store::Store;
+    let before = t.store.schema("t").unwrap().families["f"].clone();
+    assert_eq!(
+        write_as(&nobody, b"f max_age=1ms\n", append),
+        Err(Errno::EACCES)
+    );
+    assert_eq!(
+        t.store.schema("t").unwrap().families["f"],
+        before,
+        "nobody changed f's settings"
+    );
+    // Its own writable family, and a new one, are fine.
+    write_as(&nobody, b"g max_versions=2\nh\n", append).unwrap();
+    assert_eq!(t.store.schema("t").unwrap().families.len(), 3);
+    // Truncating .schema (dropping f) is refused too.
+    let ino = t.ino("/t/.schema").unwrap();
+    assert!(t
+        .fs
+        .setattr(
+            &nobody,
+            ino,
+            None,
+            SetAttr {
+                size: Some(0),
+                ..Default::default()
+            },
+        )
+        .is_err());
+    assert!(t.store.schema("t").unwrap().families.contains_key("f"));
+}
+
 #[test]
 fn dropping_a_family_with_data_is_refused() {
     let t = T::new();

@@ -5,7 +5,7 @@
 //! afresh at the next checkpoint, so losing any directory but the last loses
 //! nothing.
 
-use super::{checkpoint, oplog};
+use super::checkpoint;
 use crate::{Error, FileStore, IoMode, LocalStore, Result, WritableFile};
 use parking_lot::Mutex;
 use std::path::{Path, PathBuf};
@@ -34,7 +34,7 @@ pub(crate) struct Mirrors {
 
 /// The generation of a checkpoint or log file name.
 pub(crate) fn generation(name: &str) -> Option<u64> {
-    checkpoint::parse_name(name).or_else(|| oplog::parse_log_name(name))
+    checkpoint::parse_name(name).or_else(|| parse_log_name(name))
 }
 
 impl Mirrors {
@@ -166,7 +166,7 @@ impl Mirrors {
     /// Starts log file `seq` in every copy (replacing a leftover of that
     /// number); returns the writers by copy.
     pub(crate) fn create_log(&self, seq: u64) -> Result<Vec<(usize, Box<dyn WritableFile>)>> {
-        let name = oplog::log_name(seq);
+        let name = log_name(seq);
         self.each("starting a log", |store| {
             let mut w = match store.create(&name) {
                 Ok(w) => w,
@@ -215,7 +215,7 @@ impl Mirrors {
     /// under us keeps taking writes to its unlinked files); loses those that
     /// do not.
     pub(crate) fn check(&self, seq: u64) {
-        let name = oplog::log_name(seq);
+        let name = log_name(seq);
         for (i, c) in self.copies.iter().enumerate() {
             if c.store.lock().is_none() {
                 continue;
@@ -252,4 +252,14 @@ fn same_dir(a: &Path, b: &Path) -> bool {
             (std::fs::canonicalize(a), std::fs::canonicalize(b)),
             (Ok(x), Ok(y)) if x == y
         )
+}
+
+/// The name of the operation log file that starts at record `seq`.
+pub(crate) fn log_name(seq: u64) -> String {
+    format!("oplog-{seq:020}")
+}
+
+/// The `seq` of an operation log file's name.
+pub(crate) fn parse_log_name(name: &str) -> Option<u64> {
+    name.strip_prefix("oplog-")?.parse().ok()
 }

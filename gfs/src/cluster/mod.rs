@@ -24,6 +24,7 @@ mod chunk;
 mod client;
 mod coding;
 mod fds;
+mod gate;
 mod header_map;
 mod lease;
 mod maintenance;
@@ -39,7 +40,7 @@ mod throttle;
 mod write;
 
 #[cfg(test)]
-use server::Fault;
+use gate::Fault;
 pub use status::{ClusterHealth, ScrubHealth, ServerHealth};
 
 use crate::io::Io;

@@ -14,6 +14,7 @@
 
 use super::coding::{Decoder, Encoder};
 use super::mirror::Mirrors;
+pub(crate) use super::mirror::{log_name, parse_log_name};
 use crate::{Error, Result, WritableFile};
 use std::sync::Arc;
 
@@ -232,14 +233,6 @@ pub(crate) fn parse(buf: &[u8]) -> std::result::Result<Parsed, String> {
         good_len: pos as u64,
         torn: None,
     })
-}
-
-pub(crate) fn log_name(seq: u64) -> String {
-    format!("oplog-{seq:020}")
-}
-
-pub(crate) fn parse_log_name(name: &str) -> Option<u64> {
-    name.strip_prefix("oplog-")?.parse().ok()
 }
 
 /// The log file being appended to, in every copy of the master's files.

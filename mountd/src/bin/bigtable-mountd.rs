@@ -114,6 +114,8 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     // of the mount may make locks there and remove only their own.
     let cell_opts = chubby::CellOptions {
         root_mode: 0o1777,
+        quota_nodes: cfg.chubby_quota.0,
+        quota_bytes: cfg.chubby_quota.1,
         ..chubby::CellOptions::default()
     };
     // The cell locks the data directory against a second daemon: it is
@@ -142,6 +144,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     } else {
         cfg.thread_count().saturating_sub(1)
     };
+    engine::filter::set_limits(cfg.filter_limits);
     let mut opts = cfg.engine_options();
     // The internal RPC listens before the engine starts: the other daemons'
     // master may load tablets onto this daemon's servers as soon as they
@@ -213,6 +216,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         description: cfg.given.join(","),
         // A batch larger than memory waits in an unlinked file beside the data.
         spool_dir: Some(cfg.data_dir.clone()),
+        limits: cfg.write_limits,
     };
     // The same cell is `.chubby/` in the mount.
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));

@@ -101,3 +101,55 @@ fn group_members_and_sticky_directories() {
     ));
     cell.unlink(&a, "/sticky/a").unwrap();
 }
+
+#[test]
+fn each_user_is_held_to_a_quota_of_nodes_and_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let cell = LocalCell::open(
+        dir.path(),
+        CellOptions {
+            quota_nodes: 2,
+            quota_bytes: 10,
+            ..opts()
+        },
+    )
+    .unwrap();
+    setup(&cell);
+    let (a, b) = (alice(), bob());
+    let quota = |r: crate::Result<crate::Stat>| matches!(r, Err(Error::QuotaExceeded(_)));
+    cell.create(&a, "/pub/1", &NodeSpec::file(0o644)).unwrap();
+    cell.create(&a, "/pub/2", &NodeSpec::dir(0o755)).unwrap();
+    let e = cell
+        .create(&a, "/pub/3", &NodeSpec::file(0o644))
+        .unwrap_err();
+    assert!(matches!(e, Error::QuotaExceeded(_)), "{e:?}");
+    assert_eq!(e.errno(), libc::EDQUOT);
+    // Others and root are not held by alice's count.
+    cell.create(&b, "/pub/b", &NodeSpec::file(0o666)).unwrap();
+    cell.create(&root(), "/pub/r", &NodeSpec::file(0o666))
+        .unwrap();
+    // Bytes: counted against the file's owner, whoever writes.
+    cell.set_contents(&a, "/pub/1".into(), b"0123456789")
+        .unwrap();
+    assert!(quota(cell.set_contents(
+        &a,
+        "/pub/1".into(),
+        b"0123456789a"
+    )));
+    cell.set_contents(&a, "/pub/1".into(), b"short").unwrap();
+    assert!(!quota(cell.set_contents(&a, "/pub/b".into(), b"x")));
+    // Removing a node gives its share back, and so does a restart's recount.
+    cell.rmdir(&a, "/pub/2").unwrap();
+    cell.create(&a, "/pub/3", &NodeSpec::file(0o644)).unwrap();
+    drop(cell);
+    let cell = LocalCell::open(
+        dir.path(),
+        CellOptions {
+            quota_nodes: 2,
+            quota_bytes: 10,
+            ..opts()
+        },
+    )
+    .unwrap();
+    assert!(quota(cell.create(&a, "/pub/4", &NodeSpec::file(0o644))));
+}

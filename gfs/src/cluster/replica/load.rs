@@ -7,7 +7,7 @@ use super::{Loaded, Replica, State};
 use crate::cluster::chunk::{
     self, Entry, Layout, Superblock, TailSlot, BLOCK, SLOT_LEN, SUPER_LEN,
 };
-use crate::cluster::server::Gate;
+use crate::cluster::gate::Gate;
 use crate::io::{Chain, Io, ReadReq};
 use parking_lot::{Mutex, RwLock};
 use std::fs::{File, OpenOptions};

@@ -14,8 +14,8 @@
 use super::chunk::{
     self, AppendSums, EncodedSums, Entry, Layout, Superblock, TailSlot, BLOCK, SLOT_LEN, SUPER_LEN,
 };
+use super::gate::Gate;
 use super::header_map::HeaderMap;
-use super::server::Gate;
 use parking_lot::{Mutex, RwLock};
 use std::fs::{File, OpenOptions};
 use std::io;
