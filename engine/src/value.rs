@@ -7,10 +7,16 @@
 //! slice does in other engines; [`Value::into_vec`] copies it out when it is
 //! kept long.
 
-use crate::sstable::Block;
 use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
+
+/// Bytes a [`Value`] may hold a range of: a decompressed SSTable block
+/// (implemented beside the block, so that values name no SSTable type).
+pub(crate) trait Backing: Send + Sync {
+    /// All the bytes; a value holds `start..end` of them.
+    fn bytes(&self) -> &[u8];
+}
 
 /// The bytes of a cell (see the module comment). Reads as `&[u8]`; cheap to
 /// clone (a block's range is reference-counted).
@@ -22,7 +28,7 @@ enum Repr {
     Owned(Vec<u8>),
     /// `block`'s entry bytes `start..end` (inside the block: see [`Value::of_block`]).
     Block {
-        block: Arc<Block>,
+        block: Arc<dyn Backing>,
         start: u32,
         end: u32,
     },
@@ -36,10 +42,14 @@ impl Value {
 
     /// Bytes `start..end` of `block`'s data; the caller has checked the range
     /// (a block's entry values are, when parsed). Blocks are below 4 GiB.
-    pub(crate) fn of_block(block: &Arc<Block>, start: usize, end: usize) -> Value {
+    pub(crate) fn of_block<B: Backing + 'static>(
+        block: &Arc<B>,
+        start: usize,
+        end: usize,
+    ) -> Value {
         match (u32::try_from(start), u32::try_from(end)) {
             (Ok(start), Ok(end)) if start <= end => Value(Repr::Block {
-                block: Arc::clone(block),
+                block: Arc::clone(block) as Arc<dyn Backing>,
                 start,
                 end,
             }),
@@ -81,7 +91,7 @@ impl Deref for Value {
         match &self.0 {
             Repr::Owned(v) => v,
             Repr::Block { block, start, end } => block
-                .data()
+                .bytes()
                 .get(*start as usize..*end as usize)
                 .unwrap_or(&[]),
         }
@@ -197,6 +207,7 @@ impl<'de> serde::Deserialize<'de> for Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sstable::Block;
 
     fn block(data: &[u8]) -> Arc<Block> {
         // Entries area `data` (never parsed here), one restart at 0.
@@ -225,7 +236,7 @@ mod tests {
         let mut v = Value::of_block(&b, 0, 4);
         v.make_mut().push(9);
         assert_eq!(v, [0u8, 0, 0, 0, 9]);
-        assert_eq!(b.data().len(), 8, "the block is untouched");
+        assert_eq!(b.bytes().len(), 8, "the block is untouched");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 use super::format::{corruption, get_varint_usize, read_u32_le};
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::iterator::InternalIterator;
-use crate::value::Value;
+use crate::value::{Backing, Value};
 use crate::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::Arc;
@@ -71,6 +71,13 @@ impl std::fmt::Debug for Block {
             .field("len", &self.data.len())
             .field("num_restarts", &self.num_restarts)
             .finish()
+    }
+}
+
+/// A value read from a block holds a range of its bytes.
+impl Backing for Block {
+    fn bytes(&self) -> &[u8] {
+        &self.data
     }
 }
 
@@ -149,11 +156,6 @@ impl Block {
     /// Bytes held (for cache weighing).
     pub fn size(&self) -> usize {
         self.data.len() + self.restart_keys.heap_bytes() + 4 * self.restart_next.len()
-    }
-
-    /// The block's bytes (what [`crate::value::Value`] ranges index).
-    pub(crate) fn data(&self) -> &[u8] {
-        &self.data
     }
 
     /// The number of the table file the block was read from (for errors).

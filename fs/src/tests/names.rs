@@ -83,7 +83,7 @@ fn ls_unopened(
             if got.len() == per_call {
                 return true;
             }
-            // A readdirplus reply may send rows by name only (dirs/plus.rs).
+            // A readdirplus reply may send rows by name only (plus_hints.rs).
             assert!(plus || e.attr.is_none());
             got.push((e.offset, String::from_utf8_lossy(e.name).into_owned()));
             false
