@@ -5,7 +5,7 @@
 
 use crate::admin_v2::{self as a, modify_column_families_request::modification::Mod};
 use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdmin;
-use crate::server::{blocking, Shared};
+use crate::shared::{blocking, Shared};
 use crate::{auth, drop, gc, names, status, value_type};
 use engine::access::{Identity, R, W};
 use engine::schema::{FamilySchema, TableSchema};

@@ -17,6 +17,7 @@ mod guard;
 pub mod internal;
 mod names;
 mod server;
+mod shared;
 mod status;
 mod timing;
 mod tls;
@@ -25,7 +26,8 @@ mod value_type;
 pub use auth::Auth;
 pub use guard::Limits;
 pub use names::{check_instance_id, DEFAULT_INSTANCE};
-pub use server::{parse_addr, start, start_with, Changes, Error, Running, Shared};
+pub use server::{parse_addr, start, start_with, Error, Running};
+pub use shared::{Changes, Shared};
 pub use tls::{Tls, TlsFiles};
 
 /// The Table Admin API's messages (and client).

@@ -5,81 +5,14 @@ use crate::admin::AdminService;
 use crate::data::DataService;
 use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdminServer;
 use crate::gen::data::bigtable_server::BigtableServer;
-use engine::Bigtable;
+use crate::shared::Shared;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
 use tokio::sync::oneshot;
 use tokio_stream::StreamExt;
-use tonic::Status;
 
 /// Largest request or response message (the API's clients allow 256 MiB).
 pub(crate) const MAX_MESSAGE: usize = 256 * 1024 * 1024;
-
-/// What every handler shares.
-pub struct Shared {
-    /// The engine the calls read and write (the mount's own).
-    pub bt: Bigtable,
-    /// The daemon's user and group: the owner of the mount's root (0755),
-    /// so making or deleting a table takes what `mkdir` or `rmdir` there
-    /// takes. Tables are made with their caller as owner.
-    pub owner: u32,
-    /// See `owner`.
-    pub group: u32,
-    /// Told what each call changed (see [`Changes`]).
-    pub changes: Option<Arc<dyn Changes>>,
-    /// The instance whose tables are the engine's tables of the same name
-    /// (the mount's top level); see `names.rs`.
-    pub instance: String,
-    /// Who callers are (see [`crate::Auth`]).
-    pub auth: crate::Auth,
-}
-
-/// Told what each call changed, once the change is made (also after a call
-/// that failed part way), so that caches over the same engine, such as the
-/// mount's kernel caches, drop what they hold.
-pub trait Changes: Send + Sync {
-    /// Cells of these rows of `table` were written or deleted.
-    fn rows(&self, table: &str, rows: &[&[u8]]);
-    /// `table` was created or deleted, its families changed, or a range of
-    /// its rows dropped.
-    fn table(&self, table: &str);
-}
-
-impl Shared {
-    /// The engine table a request's `projects/P/instances/I/tables/T` names.
-    pub(crate) fn table(&self, name: &str) -> Result<String, Status> {
-        crate::names::table(name, &self.instance)
-    }
-
-    /// Refuses unless `who` has `want` on the mount's root (the daemon's
-    /// user's, 0755): what `mkdir` and `rmdir` of a table take.
-    pub(crate) fn root(
-        &self,
-        who: &engine::access::Identity,
-        want: u32,
-        what: &str,
-    ) -> Result<(), Status> {
-        if who.may(self.owner, self.group, 0o755, want) {
-            return Ok(());
-        }
-        Err(crate::auth::denied(
-            who,
-            &format!("only the daemon's user (uid {}) may {what}", self.owner),
-        ))
-    }
-
-    pub(crate) fn rows_changed(&self, table: &str, rows: &[&[u8]]) {
-        if let Some(c) = &self.changes {
-            c.rows(table, rows);
-        }
-    }
-
-    pub(crate) fn table_changed(&self, table: &str) {
-        if let Some(c) = &self.changes {
-            c.table(table);
-        }
-    }
-}
 
 /// Errors starting the server.
 #[derive(Debug, thiserror::Error)]
@@ -110,15 +43,6 @@ pub fn parse_addr(s: &str) -> Result<SocketAddr, Error> {
         return Ok(SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), port));
     }
     s.parse().map_err(|_| Error::BadAddress(s.into()))
-}
-
-/// Runs `f` on the blocking pool (engine calls block).
-pub async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> Result<T, Status> + Send + 'static,
-) -> Result<T, Status> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| Status::internal(format!("handler failed: {e}")))?
 }
 
 /// A running server; dropping it (or [`Running::stop`]) shuts it down.

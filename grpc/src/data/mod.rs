@@ -8,7 +8,7 @@ pub mod read_rows;
 pub mod rows;
 
 use crate::gen::data::bigtable_server::Bigtable as DataApi;
-use crate::server::{blocking, Shared};
+use crate::shared::{blocking, Shared};
 use crate::{auth, names, status, v2};
 use engine::access::{R, W};
 use std::sync::Arc;

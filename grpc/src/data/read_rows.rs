@@ -3,7 +3,7 @@
 
 use super::chunks::Chunker;
 use crate::filter::{self, FCell};
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::{status, v2};
 use engine::{Bigtable, RowRange, ScanSpec, Scanner};
 use std::collections::VecDeque;
