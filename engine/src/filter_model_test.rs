@@ -1,6 +1,6 @@
 //! Every filter and combinator against a brute-force model, over random
 //! tables, through [`CellReader`] (the key-only plan and the row stage) and
-//! through [`Compiled::apply`] (labels included).
+//! through [`Compiled::try_apply`] (labels included).
 
 use crate::data::{Cell, RowMutation, TimeRange};
 use crate::filter::*;
@@ -358,7 +358,8 @@ fn filters_match_the_model() {
                 .position(|c| c.row != row)
                 .map_or(base.len(), |k| i + k);
             let got: Vec<(Cell, Vec<String>)> = c
-                .apply(&row, base[i..j].to_vec())
+                .try_apply(&row, base[i..j].to_vec())
+                .unwrap()
                 .into_iter()
                 .map(|l| (l.cell, l.labels))
                 .collect();

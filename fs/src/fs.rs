@@ -65,15 +65,6 @@ impl Fs {
         self.cx.status_content(f)
     }
 
-    /// [`Fs::status_text`] as user `uid` (groups `gids`) may see it: row
-    /// keys of tables it may not read are left out (`.bigtable/tablets`
-    /// shows `?` for their boundaries).
-    pub fn status_text_as(&self, f: crate::StatusFile, uid: u32, gids: &[u32]) -> Vec<u8> {
-        let mut caller = crate::perms::Caller::new(uid, gids.first().copied().unwrap_or(uid), 0);
-        caller.groups = gids.to_vec();
-        self.cx.status_content_for(f, Some(&caller))
-    }
-
     #[cfg(test)]
     pub(crate) fn ctx(&self) -> &Ctx {
         &self.cx

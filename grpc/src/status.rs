@@ -20,6 +20,9 @@ pub fn code(e: &Error) -> Code {
         | Error::NotACounter(_) => Code::InvalidArgument,
         Error::BadBatchEntry { source, .. } => code(source),
         Error::ShuttingDown | Error::Unavailable(_) | Error::NotServing { .. } => Code::Unavailable,
+        // One row's filter output over its bound: the caller's request
+        // costs too much, as Cloud Bigtable says of oversized responses.
+        Error::FilterTooLarge(_) => Code::ResourceExhausted,
         _ => Code::Internal,
     }
 }

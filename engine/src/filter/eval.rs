@@ -269,14 +269,8 @@ impl Compiled {
     }
 
     /// The filter's output for one row whose cells are in read order
-    /// (family, qualifier, newest first); nothing if the row is over the
-    /// filter's limits ([`Compiled::try_apply`] says so).
-    pub fn apply(&self, row: &[u8], cells: Vec<Cell>) -> Vec<Labeled> {
-        self.try_apply(row, cells).unwrap_or_default()
-    }
-
-    /// The filter's output for one row, or [`Error::FilterTooLarge`] if
-    /// its evaluation goes over the limits.
+    /// (family, qualifier, newest first), or [`Error::FilterTooLarge`] if
+    /// its evaluation goes over the limits (never a silently short row).
     pub fn try_apply(&self, row: &[u8], cells: Vec<Cell>) -> Result<Vec<Labeled>> {
         let input: Vec<Out> = (0..cells.len())
             .map(|idx| Out {
@@ -302,8 +296,8 @@ impl Compiled {
 
     /// Whether the filter outputs any cell for the row (a condition's test,
     /// and check-and-mutate's predicate).
-    pub fn matches(&self, row: &[u8], cells: Vec<Cell>) -> bool {
-        !self.apply(row, cells).is_empty()
+    pub fn matches(&self, row: &[u8], cells: Vec<Cell>) -> Result<bool> {
+        Ok(!self.try_apply(row, cells)?.is_empty())
     }
 }
 

@@ -54,7 +54,12 @@ fn next_row(plan: &Plan, scanner: &mut Scanner) -> Result<Option<Row>, Status> {
             return Ok(None);
         };
         let mut cells: Vec<FCell> = match &plan.local {
-            Some(f) => f.apply(&key, cells).into_iter().map(FCell::from).collect(),
+            Some(f) => f
+                .try_apply(&key, cells)
+                .map_err(status::from_engine)?
+                .into_iter()
+                .map(FCell::from)
+                .collect(),
             None => cells.into_iter().map(FCell::from).collect(),
         };
         // Stable: an interleave's duplicates keep their order.
