@@ -612,6 +612,7 @@ fn the_public_api_over_tls_hides_values_and_refuses_plain_text() {
     let f = tls_files(dir.path(), "server");
     let m = Mount::with_options(&[
         "grpc=127.0.0.1:0",
+        "grpc_trust_loopback",
         &format!("grpc_cert={}", f.cert.display()),
         &format!("grpc_key={}", f.key.display()),
     ]);
@@ -715,7 +716,7 @@ fn certificates_are_reloaded_when_their_files_change() {
 
 #[test]
 fn the_public_api_bounds_streams_stopping_short_too() {
-    let m = Mount::with_options(&["grpc=127.0.0.1:0", "rpc_buffer=32m"]);
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback", "rpc_buffer=32m"]);
     m.table("t", "cf\n");
     m.ok("mkdir -p t/r/cf && echo kept > t/r/cf/q");
     let addr = m.grpc_addr();
@@ -759,6 +760,7 @@ fn public_api_clients_may_present_certificates_of_the_client_ca_only() {
     let f = tls_files(&ours, "server");
     let m = Mount::with_options(&[
         "grpc=127.0.0.1:0",
+        "grpc_trust_loopback",
         &format!("grpc_cert={}", f.cert.display()),
         &format!("grpc_key={}", f.key.display()),
         &format!("grpc_client_ca={}", f.ca.as_ref().unwrap().display()),
@@ -810,6 +812,7 @@ fn silent_connections_are_closed_and_their_number_is_bounded() {
     use std::io::Read;
     let m = Mount::with_options(&[
         "cluster_listen=127.0.0.1:0",
+        "cluster_trust_loopback",
         "rpc_max_connections=4",
         "rpc_header_timeout=2",
     ]);
