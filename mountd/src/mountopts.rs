@@ -59,6 +59,7 @@
 //! | `cluster_advertise=HOST:PORT` | the address other daemons dial (default: `cluster_listen`'s, which must then name a host) |
 //! | `cluster_secret_file=FILE` | the cluster's shared secret (at least 16 printable bytes, in a file only its owner can read); off loopback, this or mutual TLS (`cluster_ca`/`cluster_cert`/`cluster_key`) is required |
 //! | `cluster_dial_self` | send even this daemon's own requests through the internal RPC (to measure what the protocol costs) |
+//! | `cluster_trust_loopback` | serve a loopback `cluster_listen` without a secret or certificates: every local user may call this daemon's tablet servers and master (refused with `allow_other`; without it, a daemon alone makes a secret of its own and daemons sharing an etcd need one) |
 //! | `cluster_ca=FILE`, `cluster_cert=FILE`, `cluster_key=FILE` | mutual TLS on the internal RPC (PEM): the cluster's CA, and this daemon's certificate and key; every peer must present a certificate of that CA; reloaded when the files change |
 //! | `grpc_cert=FILE`, `grpc_key=FILE` | TLS on the public gRPC API (PEM); reloaded when the files change |
 //! | `grpc_client_ca=FILE` | let gRPC clients present certificates of this CA (with `grpc_cert`) |
@@ -213,6 +214,9 @@ pub struct MountConfig {
     pub cluster_secret_file: Option<PathBuf>,
     /// This daemon's own requests over the internal RPC too (`cluster_dial_self`).
     pub cluster_dial_self: bool,
+    /// A loopback listener with no secret and no certificates
+    /// (`cluster_trust_loopback`).
+    pub cluster_trust_loopback: bool,
     /// Mutual TLS on the internal RPC (`cluster_ca=`, `cluster_cert=`, `cluster_key=`).
     pub cluster_ca: Option<PathBuf>,
     /// See `cluster_ca`.
@@ -248,6 +252,10 @@ pub struct ClusterRpc {
     pub replay_cache: usize,
     /// Mutual TLS (None: plain text).
     pub tls: Option<grpc::TlsFiles>,
+    /// No secret or certificates were given for a loopback listener of a
+    /// daemon alone: it makes a secret of its own, so that only it can
+    /// call its servers.
+    pub own_secret: bool,
 }
 
 impl MountConfig {
@@ -316,6 +324,7 @@ impl MountConfig {
             cluster_advertise: None,
             cluster_secret_file: None,
             cluster_dial_self: false,
+            cluster_trust_loopback: false,
             cluster_ca: None,
             cluster_cert: None,
             cluster_key: None,
@@ -365,15 +374,31 @@ impl MountConfig {
             if self.cluster_advertise.is_some()
                 || self.cluster_secret_file.is_some()
                 || self.cluster_dial_self
+                || self.cluster_trust_loopback
                 || tls.is_some()
             {
-                return Err("cluster_advertise, cluster_secret_file, cluster_ca/cert/key and cluster_dial_self need cluster_listen".into());
+                return Err("cluster_advertise, cluster_secret_file, cluster_ca/cert/key, cluster_dial_self and cluster_trust_loopback need cluster_listen".into());
             }
             return Ok(None);
         };
         if !listen.ip().is_loopback() && self.cluster_secret_file.is_none() && tls.is_none() {
             return Err(format!(
                 "cluster_listen={listen} is reachable from other machines: give cluster_ca, cluster_cert and cluster_key (mutual TLS), or cluster_secret_file=FILE, so that only daemons of the cluster are served"
+            ));
+        }
+        let unauthenticated = self.cluster_secret_file.is_none() && tls.is_none();
+        if self.cluster_trust_loopback && !unauthenticated {
+            return Err("cluster_trust_loopback is for a listener without cluster_secret_file or cluster_ca/cert/key".into());
+        }
+        if self.cluster_trust_loopback && self.allow_other {
+            return Err("cluster_trust_loopback lets every local user call this daemon's tablet servers and master: it cannot go with allow_other (give cluster_secret_file=FILE instead)".into());
+        }
+        // Loopback is no boundary between the machine's users: without a
+        // secret or certificates, a daemon alone makes a secret of its own,
+        // and daemons that share an etcd (which must share one) are refused.
+        if unauthenticated && !self.cluster_trust_loopback && self.etcd.is_some() {
+            return Err(format!(
+                "cluster_listen={listen} without cluster_secret_file or cluster_ca/cert/key would let every local user call this daemon's tablet servers and master: give the daemons sharing this etcd a secret (or certificates), or cluster_trust_loopback if every local user may"
             ));
         }
         if listen.ip().is_unspecified() && self.cluster_advertise.is_none() {
@@ -388,6 +413,7 @@ impl MountConfig {
             dial_self: self.cluster_dial_self,
             replay_cache: self.cluster_replay_cache,
             tls,
+            own_secret: unauthenticated && !self.cluster_trust_loopback,
         }))
     }
 
@@ -515,6 +541,7 @@ impl MountConfig {
                 self.cluster_secret_file = Some(PathBuf::from(need(key, value)?))
             }
             "cluster_dial_self" => self.cluster_dial_self = true,
+            "cluster_trust_loopback" => self.cluster_trust_loopback = true,
             "cluster_ca" => self.cluster_ca = Some(PathBuf::from(need(key, value)?)),
             "cluster_cert" => self.cluster_cert = Some(PathBuf::from(need(key, value)?)),
             "cluster_key" => self.cluster_key = Some(PathBuf::from(need(key, value)?)),
@@ -1217,6 +1244,8 @@ mod tests {
         let rpc = c.cluster().unwrap().unwrap();
         assert_eq!(rpc.listen.to_string(), "127.0.0.1:7100");
         assert_eq!((rpc.advertise, rpc.secret_file), (None, None));
+        // Alone on loopback without a secret: one of its own.
+        assert!(rpc.own_secret);
         c.apply("cluster_listen=0.0.0.0:7100").unwrap();
         assert!(c.cluster().unwrap_err().contains("cluster_secret_file"));
         c.apply("cluster_secret_file=/etc/bt.secret").unwrap();
@@ -1224,6 +1253,22 @@ mod tests {
         c.apply("cluster_advertise=10.0.0.5:7100").unwrap();
         assert!(c.cluster().unwrap().is_some());
         assert!(c.apply("cluster_advertise=7100").is_err());
+        assert!(!c.cluster().unwrap().unwrap().own_secret);
+        // Sharing an etcd on loopback: a secret, or trust said outright
+        // (and never with allow_other).
+        let mut l = MountConfig::new("/d".into(), "/m".into());
+        l.apply_list("lock=etcd://h:1,cluster_listen=7100").unwrap();
+        assert!(l.cluster().unwrap_err().contains("every local user"));
+        l.apply("cluster_trust_loopback").unwrap();
+        assert!(!l.cluster().unwrap().unwrap().own_secret);
+        l.apply("allow_other").unwrap();
+        assert!(l.cluster().unwrap_err().contains("allow_other"));
+        l.allow_other = false;
+        l.apply("cluster_secret_file=/s").unwrap();
+        assert!(l
+            .cluster()
+            .unwrap_err()
+            .contains("without cluster_secret_file"));
         let mut d = MountConfig::new("/d".into(), "/m".into());
         d.apply("cluster_dial_self").unwrap();
         assert!(d.cluster().is_err(), "dial_self without listen");

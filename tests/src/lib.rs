@@ -149,7 +149,7 @@ impl Mount {
         options.extend(extra.iter().map(|s| s.to_string()));
         // The daemon refuses to trust loopback when every user may use the
         // mount: such a mount is the mounting user's alone.
-        if extra.contains(&"grpc_trust_loopback") {
+        if extra.contains(&"grpc_trust_loopback") || extra.contains(&"cluster_trust_loopback") {
             options.retain(|o| o != "allow_other");
         }
         let mut m = Mount {
@@ -430,6 +430,28 @@ impl Drop for Mount {
             }
         }
         unmount(&self.mnt);
+    }
+}
+
+/// A cluster secret in a private file (the daemon refuses one others can
+/// read), for daemons that share an etcd; `option` is the mount option
+/// naming it. The file goes with the value.
+pub struct ClusterSecret {
+    _dir: tempfile::TempDir,
+    /// `cluster_secret_file=PATH`.
+    pub option: String,
+}
+
+/// A fresh [`ClusterSecret`].
+pub fn cluster_secret() -> ClusterSecret {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("cluster-secret");
+    std::fs::write(&f, format!("secret-{:032x}\n", rand::random::<u128>())).unwrap();
+    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+    ClusterSecret {
+        option: format!("cluster_secret_file={}", f.display()),
+        _dir: dir,
     }
 }
 

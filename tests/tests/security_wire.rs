@@ -131,9 +131,32 @@ fn an_unauthenticated_call_is_refused_on_its_headers_before_its_body() {
 }
 
 #[test]
-fn a_deeply_nested_filter_is_refused_not_a_stack_overflow() {
-    // No secret on loopback: the decoder itself is what stands in the way.
+fn a_loopback_listener_without_a_secret_serves_only_its_own_daemon() {
+    // No secret, no certificates, no shared etcd: the daemon makes a secret
+    // of its own, so a local user who dials the port gets nothing, while
+    // the daemon's own requests (cluster_dial_self) go through.
     let m = Mount::with_options(&["cluster_listen=127.0.0.1:0", "cluster_dial_self"]);
+    m.table("t", "cf\n");
+    m.ok("mkdir -p t/r/cf && echo kept > t/r/cf/q");
+    let (name, addr) = servers(&m)[0].clone();
+    let rt = runtime();
+    rt.block_on(async {
+        let body = grpc::internal::encode_scan_call(&name, 1, &engine::ScanSpec::default());
+        let a = raw::call(&addr, SCAN, &[], &body).await;
+        assert_eq!(a.code, Some(16), "{a:?}");
+    });
+    assert_eq!(m.ok("cat t/r/cf/q"), "kept\n");
+}
+
+#[test]
+fn a_deeply_nested_filter_is_refused_not_a_stack_overflow() {
+    // No secret on a trusted loopback: the decoder itself is what stands in
+    // the way.
+    let m = Mount::with_options(&[
+        "cluster_listen=127.0.0.1:0",
+        "cluster_dial_self",
+        "cluster_trust_loopback",
+    ]);
     m.table("t", "cf\n");
     m.ok("mkdir -p t/r/cf && echo kept > t/r/cf/q");
     let (name, addr) = servers(&m)[0].clone();
@@ -216,12 +239,13 @@ fn streams_stopping_short_on(
 
 #[test]
 fn many_streams_stopping_short_of_a_huge_message_leave_the_daemon_alive_and_bounded() {
-    // No secret on loopback, so that the bodies are read at all (with a
-    // secret they are refused unread, above); a small budget of bytes
-    // being received, 32 MiB, so that the bound is clear.
+    // No secret on a trusted loopback, so that the bodies are read at all
+    // (with a secret they are refused unread, above); a small budget of
+    // bytes being received, 32 MiB, so that the bound is clear.
     let m = Mount::with_options(&[
         "cluster_listen=127.0.0.1:0",
         "cluster_dial_self",
+        "cluster_trust_loopback",
         "rpc_buffer=32m",
         "rpc_body_timeout=15",
     ]);

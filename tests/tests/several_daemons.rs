@@ -28,11 +28,21 @@ fn server_addrs(m: &Mount) -> Vec<String> {
 #[test]
 fn a_client_only_daemon_reads_and_writes_what_another_serves() {
     let etcd = Arc::new(Etcd::start());
-    let a = Mount::on_etcd(etcd.clone(), "/bt", &["cluster_listen=127.0.0.1:0"]);
+    // Daemons sharing an etcd share a secret (loopback is no boundary).
+    let secret = tests::cluster_secret();
+    let a = Mount::on_etcd(
+        etcd.clone(),
+        "/bt",
+        &["cluster_listen=127.0.0.1:0", &secret.option],
+    );
     let mut b = Mount::on_etcd(
         etcd.clone(),
         "/bt",
-        &["tablet_servers=0", "cluster_listen=127.0.0.1:0"],
+        &[
+            "tablet_servers=0",
+            "cluster_listen=127.0.0.1:0",
+            &secret.option,
+        ],
     );
     // B serves nothing: every server it lists is A's.
     let addrs = server_addrs(&b);
@@ -63,11 +73,21 @@ fn a_client_only_daemon_reads_and_writes_what_another_serves() {
 #[test]
 fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_delay() {
     let etcd = Arc::new(Etcd::start());
-    let mut a = Mount::on_etcd(etcd.clone(), "/bt", &["cluster_listen=127.0.0.1:0"]);
+    // Daemons sharing an etcd share a secret (loopback is no boundary).
+    let secret = tests::cluster_secret();
+    let mut a = Mount::on_etcd(
+        etcd.clone(),
+        "/bt",
+        &["cluster_listen=127.0.0.1:0", &secret.option],
+    );
     let b = Mount::on_etcd(
         etcd.clone(),
         "/bt",
-        &["tablet_servers=0", "cluster_listen=127.0.0.1:0"],
+        &[
+            "tablet_servers=0",
+            "cluster_listen=127.0.0.1:0",
+            &secret.option,
+        ],
     );
     a.ok("touch .chubby/leader && setfattr -n user.chubby.lock_delay_ms -v 4000 .chubby/leader");
     let mut holder = Command::new("flock")

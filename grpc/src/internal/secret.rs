@@ -104,6 +104,12 @@ impl Secret {
         Secret::new(text.trim())
     }
 
+    /// A secret no one else knows, for a daemon that calls only itself.
+    pub fn random() -> Secret {
+        let bytes: [u8; 32] = rand::random();
+        Secret(hmac::Key::new(hmac::HMAC_SHA256, &bytes))
+    }
+
     /// A secret from its text: at least [`MIN_SECRET_BYTES`] printable bytes.
     pub fn new(text: &str) -> Result<Secret, String> {
         if text.len() < MIN_SECRET_BYTES {

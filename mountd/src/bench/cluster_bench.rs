@@ -421,10 +421,15 @@ fn run_cluster(
     let o = &args.opts;
     let prefix = format!("daemons{count}");
     let per = o.servers_per_daemon as usize;
+    // Daemons that share an etcd share a secret (a private file).
+    let secret = work.join(format!("{prefix}-secret"));
+    std::fs::write(&secret, format!("bench-{:032x}\n", rand::random::<u128>()))?;
+    std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
     let mut opts = format!(
-        "{},lock=etcd://{}/{prefix},tablet_servers={per},cluster_listen=127.0.0.1:0,merge=0",
+        "{},lock=etcd://{}/{prefix},tablet_servers={per},cluster_listen=127.0.0.1:0,cluster_secret_file={},merge=0",
         s3.mount_options(&prefix),
-        lock.endpoint
+        lock.endpoint,
+        secret.display()
     );
     if let Some(extra) = &o.options {
         opts.push(',');

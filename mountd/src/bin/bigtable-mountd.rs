@@ -156,6 +156,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         Some(rpc) => {
             let secret = match &rpc.secret_file {
                 Some(f) => Some(grpc::internal::Secret::from_file(f)?),
+                None if rpc.own_secret => Some(grpc::internal::Secret::random()),
                 None => None,
             };
             let config = grpc::internal::Config {
