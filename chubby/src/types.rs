@@ -16,6 +16,17 @@ pub(crate) const ROOT_ID: NodeId = 1;
 /// Largest file contents accepted (Chubby files are small).
 pub const MAX_CONTENTS: usize = 256 * 1024;
 
+/// Refuses contents over [`MAX_CONTENTS`] (both backends' `set_contents`).
+pub(crate) fn check_contents(data: &[u8]) -> crate::error::Result<()> {
+    if data.len() > MAX_CONTENTS {
+        return Err(crate::error::Error::TooLarge {
+            size: data.len(),
+            max: MAX_CONTENTS,
+        });
+    }
+    Ok(())
+}
+
 /// A client session: a process or component whose death releases its locks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct SessionId(pub u64);

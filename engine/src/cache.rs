@@ -5,7 +5,8 @@
 //! - [`BlockCache`](crate::sstable::BlockCache): decompressed SSTable blocks
 //!   keyed by (file number, block offset) — helps reads that touch data near
 //!   what was read recently. It lives with the tables that fill it; this module
-//!   holds what both caches share ([`CacheStats`], the entry overhead).
+//!   holds what both caches share ([`CacheStats`], the entry overhead, and
+//!   `CountedCache`, the counted S3-FIFO core both wrap).
 //! - [`ScanCache`]: the raw SSTable entries of one row of one tablet — helps
 //!   reads that repeat the same row.
 
@@ -35,6 +36,67 @@ pub(crate) fn estimated_items(capacity: u64, avg_item: u64) -> usize {
     usize::try_from(capacity / avg_item)
         .unwrap_or(usize::MAX)
         .max(64)
+}
+
+/// What both caches are built on: a quick_cache S3-FIFO cache keyed by two
+/// numbers and weighted by bytes, with its hit and miss counters.
+pub(crate) struct CountedCache<V, W> {
+    cache: Cache<(u64, u64), V, W>,
+    hits: Counter,
+    misses: Counter,
+}
+
+impl<V: Clone, W: Weighter<(u64, u64), V> + Clone> CountedCache<V, W> {
+    /// A cache of `capacity` bytes, sized for entries of about `avg_item`.
+    pub(crate) fn new(capacity: u64, avg_item: u64, weighter: W) -> Self {
+        CountedCache {
+            cache: Cache::with_weighter(estimated_items(capacity, avg_item), capacity, weighter),
+            hits: Counter::default(),
+            misses: Counter::default(),
+        }
+    }
+
+    /// The entry at `key`, counting a hit or a miss.
+    pub(crate) fn get(&self, key: (u64, u64)) -> Option<V> {
+        let found = self.cache.get(&key);
+        self.count(found.is_some());
+        found
+    }
+
+    /// The entry at `key`, counting nothing (for lookups that count once
+    /// for several probes).
+    pub(crate) fn peek(&self, key: (u64, u64)) -> Option<V> {
+        self.cache.get(&key)
+    }
+
+    /// Counts one hit or one miss.
+    pub(crate) fn count(&self, hit: bool) {
+        let counter = if hit { &self.hits } else { &self.misses };
+        counter.incr();
+    }
+
+    pub(crate) fn insert(&self, key: (u64, u64), value: V) {
+        self.cache.insert(key, value);
+    }
+
+    pub(crate) fn remove(&self, key: (u64, u64)) {
+        self.cache.remove(&key);
+    }
+
+    /// Keeps only the entries `keep` approves of. O(cache size).
+    pub(crate) fn retain(&self, keep: impl Fn(&(u64, u64), &V) -> bool) {
+        self.cache.retain(keep);
+    }
+
+    pub(crate) fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.get(),
+            misses: self.misses.get(),
+            bytes: self.cache.weight(),
+            capacity: self.cache.capacity(),
+            entries: self.cache.len() as u64,
+        }
+    }
 }
 
 #[derive(Clone)]
@@ -69,23 +131,15 @@ fn row_key(tablet: u64, row: &[u8]) -> (u64, u64) {
 /// publish its (stale) result afterwards: it takes [`ScanCache::generation`]
 /// before reading and inserts with [`ScanCache::insert_if_current`].
 pub struct ScanCache {
-    cache: Cache<(u64, u64), ScanValue, ScanWeighter>,
+    cache: CountedCache<ScanValue, ScanWeighter>,
     generations: RwLock<HashMap<u64, u64>>,
-    hits: Counter,
-    misses: Counter,
 }
 
 impl ScanCache {
     pub fn new(capacity_bytes: u64) -> Self {
         ScanCache {
-            cache: Cache::with_weighter(
-                estimated_items(capacity_bytes, 1024),
-                capacity_bytes,
-                ScanWeighter,
-            ),
+            cache: CountedCache::new(capacity_bytes, 1024, ScanWeighter),
             generations: RwLock::new(HashMap::new()),
-            hits: Counter::default(),
-            misses: Counter::default(),
         }
     }
 
@@ -105,16 +159,11 @@ impl ScanCache {
         let found = tablets.iter().find_map(|&tablet| {
             let current = self.generation(tablet);
             self.cache
-                .get(&(tablet, hash))
+                .peek((tablet, hash))
                 .filter(|v| v.generation == current && v.row.row() == row)
                 .map(|v| v.row)
         });
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.incr();
+        self.cache.count(found.is_some());
         found
     }
 
@@ -142,7 +191,7 @@ impl ScanCache {
 
     /// Drops one row of a tablet.
     pub fn invalidate(&self, tablet: u64, row: &[u8]) {
-        self.cache.remove(&row_key(tablet, row));
+        self.cache.remove(row_key(tablet, row));
     }
 
     /// Drops every row of a tablet in O(1) (see the type's documentation).
@@ -151,13 +200,7 @@ impl ScanCache {
     }
 
     pub fn stats(&self) -> CacheStats {
-        CacheStats {
-            hits: self.hits.get(),
-            misses: self.misses.get(),
-            bytes: self.cache.weight(),
-            capacity: self.cache.capacity(),
-            entries: self.cache.len() as u64,
-        }
+        self.cache.stats()
     }
 }
 

@@ -27,6 +27,29 @@ pub struct Cell {
     pub value: Value,
 }
 
+/// A row gathered from a cell stream: its key, its cells, and the first cell
+/// of the next row, read ahead (if any).
+pub(crate) type GatheredRow = (Vec<u8>, Vec<Cell>, Option<Cell>);
+
+/// Gathers the row whose first cell `next` yields, reading on until a cell of
+/// another row (handed back for the caller to keep) or the end.
+pub(crate) fn gather_row<E>(
+    mut next: impl FnMut() -> Result<Option<Cell>, E>,
+) -> Result<Option<GatheredRow>, E> {
+    let Some(first) = next()? else {
+        return Ok(None);
+    };
+    let row = first.row.clone();
+    let mut cells = vec![first];
+    while let Some(c) = next()? {
+        if c.row != row {
+            return Ok(Some((row, cells, Some(c))));
+        }
+        cells.push(c);
+    }
+    Ok(Some((row, cells, None)))
+}
+
 /// A half-open range of timestamps `[start, end)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TimeRange {

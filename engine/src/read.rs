@@ -19,7 +19,7 @@
 //!
 //! Entries of families no longer in the schema are skipped.
 
-use crate::data::{Cell, RowRange, TimeRange};
+use crate::data::{gather_row, Cell, RowRange, TimeRange};
 use crate::error::{Error, Result};
 use crate::filter::Plan;
 use crate::iterator::InternalIterator;
@@ -332,18 +332,11 @@ impl CellReader {
 
     /// The next row with at least one visible cell, and its cells.
     pub fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>> {
-        let Some(first) = self.next_cell()? else {
+        let Some((row, cells, ahead)) = gather_row(|| self.next_cell())? else {
             return Ok(None);
         };
-        let row = first.row.clone();
-        let mut cells = vec![first];
-        while let Some(c) = self.next_cell()? {
-            if c.row != row {
-                self.pending = Some(c);
-                break;
-            }
-            cells.push(c);
-        }
+        // next_cell took any earlier read-ahead cell already.
+        self.pending = ahead;
         Ok(Some((row, cells)))
     }
 

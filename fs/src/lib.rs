@@ -44,6 +44,7 @@ mod mutate;
 mod names;
 mod node;
 mod notify;
+mod offsets;
 mod options;
 mod output;
 mod pages;

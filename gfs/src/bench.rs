@@ -11,8 +11,7 @@
 //!
 //! Run it once per [`IoMode`] to see what io_uring buys over pread/pwrite.
 
-use crate::{Cluster, ClusterOptions, FileStore, IoMode, IoStats, Result, WritableFile};
-use parking_lot::{Condvar, Mutex};
+use crate::{Cluster, ClusterOptions, FileStore, GroupLog, IoMode, IoStats, Result};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -130,59 +129,6 @@ impl BenchReport {
                 self.io.uring_batches, self.io.uring_ops, self.io.syscall_ops
             ),
         ]
-    }
-}
-
-/// Appends with group commit: the first writer to find the file free writes
-/// every queued record with one `append_sync`.
-struct GroupCommit {
-    state: Mutex<GroupState>,
-    done: Condvar,
-}
-
-struct GroupState {
-    file: Option<Box<dyn WritableFile>>,
-    queue: Vec<Vec<u8>>,
-    queued: u64,
-    durable: u64,
-    failed: Option<String>,
-    commits: u64,
-}
-
-impl GroupCommit {
-    fn append(&self, record: Vec<u8>) -> Result<()> {
-        let mut st = self.state.lock();
-        st.queue.push(record);
-        st.queued += 1;
-        let ticket = st.queued;
-        loop {
-            if st.durable >= ticket {
-                return Ok(());
-            }
-            if let Some(e) = &st.failed {
-                return Err(crate::Error::io(
-                    "bench log",
-                    std::io::Error::other(e.clone()),
-                ));
-            }
-            if let Some(mut file) = st.file.take() {
-                let batch = std::mem::take(&mut st.queue);
-                let upto = st.queued;
-                drop(st);
-                let bufs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
-                let res = file.append_sync(&bufs);
-                st = self.state.lock();
-                st.file = Some(file);
-                st.commits += 1;
-                match res {
-                    Ok(_) => st.durable = upto,
-                    Err(e) => st.failed = Some(e.to_string()),
-                }
-                self.done.notify_all();
-            } else {
-                self.done.wait(&mut st);
-            }
-        }
     }
 }
 
@@ -309,17 +255,7 @@ fn run_in(opts: &BenchOptions, root: &std::path::Path) -> Result<BenchReport> {
     let cluster = Cluster::open(co)?;
 
     // Appends through a group commit.
-    let log = Arc::new(GroupCommit {
-        state: Mutex::new(GroupState {
-            file: Some(cluster.create("append.log")?),
-            queue: Vec::new(),
-            queued: 0,
-            durable: 0,
-            failed: None,
-            commits: 0,
-        }),
-        done: Condvar::new(),
-    });
+    let log = Arc::new(GroupLog::new(cluster.create("append.log")?));
     let records = (opts.append_bytes / opts.record_bytes.max(1) as u64).max(1);
     let rb = opts.record_bytes;
     let append = drive(opts.writers, records, opts.time_cap, rb as u64, |_, rng| {
@@ -327,7 +263,7 @@ fn run_in(opts: &BenchOptions, root: &std::path::Path) -> Result<BenchReport> {
         rng.fill(&mut r);
         log.append(r)
     })?;
-    let commits = log.state.lock().commits;
+    let commits = log.batches();
 
     // The file read: random data, written and synced untimed.
     let block = opts.block_bytes.max(1);

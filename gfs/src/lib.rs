@@ -20,6 +20,7 @@ mod cluster;
 #[cfg(feature = "testing")]
 mod crash;
 mod error;
+mod group_log;
 mod io;
 mod local;
 mod map;
@@ -44,6 +45,7 @@ pub use cluster::{
 #[cfg(feature = "testing")]
 pub use crash::{CrashReport, CrashStore, OpKind};
 pub use error::{Error, Result};
+pub use group_log::GroupLog;
 pub use io::{IoMode, IoStats, ParseIoModeError};
 pub use local::LocalStore;
 pub use map::Mapped;

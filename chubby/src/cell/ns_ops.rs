@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 use crate::namespace::{now_ns, Body};
 use crate::record::Record;
 use crate::types::{
-    DirEntry, Event, NodeId, NodeKind, NodeSpec, Stat, Target, MAX_CONTENTS, ROOT_ID,
+    check_contents, DirEntry, Event, NodeId, NodeKind, NodeSpec, Stat, Target, ROOT_ID,
 };
 
 use super::state::State;
@@ -99,12 +99,7 @@ impl State {
         target: Target<'_>,
         data: &[u8],
     ) -> Result<Stat> {
-        if data.len() > MAX_CONTENTS {
-            return Err(Error::TooLarge {
-                size: data.len(),
-                max: MAX_CONTENTS,
-            });
-        }
+        check_contents(data)?;
         let (id, handle) = self.resolve_target(creds, target)?;
         match handle {
             Some(h) if !h.write => {

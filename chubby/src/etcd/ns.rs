@@ -14,7 +14,7 @@ use crate::acl::{self, Credentials, READ, SEARCH, WRITE};
 use crate::error::{Error, Result};
 use crate::path;
 use crate::session::Handle;
-use crate::types::{DirEntry, NodeKind, NodeSpec, Stat, Target, MAX_CONTENTS, ROOT_ID};
+use crate::types::{check_contents, DirEntry, NodeKind, NodeSpec, Stat, Target, ROOT_ID};
 
 const S_ISUID: u32 = 0o4000;
 const S_ISGID: u32 = 0o2000;
@@ -305,12 +305,7 @@ impl EtcdCell {
         target: Target<'_>,
         data: &[u8],
     ) -> Result<Stat> {
-        if data.len() > MAX_CONTENTS {
-            return Err(Error::TooLarge {
-                size: data.len(),
-                max: MAX_CONTENTS,
-            });
-        }
+        check_contents(data)?;
         let f = self.update(creds, target, |f, h, v, _| {
             match h {
                 Some(h) if !h.write => {

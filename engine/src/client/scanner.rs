@@ -102,18 +102,11 @@ impl Scanner {
 
     /// The next row with every selected cell of it.
     pub fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>> {
-        let Some(first) = self.next_cell()? else {
+        let Some((row, cells, ahead)) = gather_row(|| self.next_cell())? else {
             return Ok(None);
         };
-        let row = first.row.clone();
-        let mut cells = vec![first];
-        while let Some(c) = self.next_cell()? {
-            if c.row != row {
-                self.pending = Some(c);
-                break;
-            }
-            cells.push(c);
-        }
+        // next_cell took any earlier read-ahead cell already.
+        self.pending = ahead;
         Ok(Some((row, cells)))
     }
 }

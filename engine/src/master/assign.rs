@@ -8,8 +8,8 @@ use crate::client::{read_table_defs, MetaRow, Scanner};
 use crate::coordination::{root_location, set_root_location, Schemas};
 use crate::data::{Mutation, RowRange};
 use crate::metadata::{
-    effective_tablets, root_end, table_def_key, tablet_row_key, TableDef, TabletMeta,
-    FAMILY_LOCATION, FAMILY_TABLET, METADATA_ID, METADATA_NAME, Q_INFO, Q_SERVER,
+    effective_tablets, root_end, table_def_key, tablet_row_cells, tablet_row_key, TableDef,
+    TabletMeta, FAMILY_LOCATION, FAMILY_TABLET, METADATA_ID, METADATA_NAME,
 };
 use crate::recovery;
 use crate::scan::ScanSpec;
@@ -100,20 +100,7 @@ impl Master {
     pub(super) fn write_tablet_row(&self, meta: &TabletMeta, server: &str) -> Result<()> {
         let seq = self.sequencer()?;
         let key = tablet_row_key(meta.table, meta.end.as_deref());
-        let mutations = vec![
-            Mutation::SetCell {
-                family: FAMILY_TABLET.into(),
-                qualifier: Q_INFO.to_vec(),
-                timestamp: None,
-                value: meta.encode(),
-            },
-            Mutation::SetCell {
-                family: FAMILY_LOCATION.into(),
-                qualifier: Q_SERVER.to_vec(),
-                timestamp: None,
-                value: server.as_bytes().to_vec(),
-            },
-        ];
+        let mutations = tablet_row_cells(meta, server.as_bytes());
         self.client.write_metadata(&key, mutations, Some(&seq))
     }
 

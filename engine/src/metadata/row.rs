@@ -6,6 +6,7 @@
 //! the first row at or after [`lookup_key`]`(table, r)`. Table definitions
 //! are rows `be64(0) 0x02 name` inside the root tablet.
 
+use super::codec::TabletMeta;
 use crate::data::Mutation;
 use crate::schema::{FamilySchema, GcRule, TableSchema};
 use crate::{Error, Result};
@@ -67,6 +68,26 @@ pub fn tablet_row_key(table: u64, end: Option<&[u8]>) -> Vec<u8> {
         None => k.push(1),
     }
     k
+}
+
+/// The cells of a tablet's METADATA row: its descriptor and its location
+/// (`server`; empty = unassigned). The master and tablet servers both write
+/// them.
+pub(crate) fn tablet_row_cells(meta: &TabletMeta, server: &[u8]) -> Vec<Mutation> {
+    vec![
+        Mutation::SetCell {
+            family: FAMILY_TABLET.into(),
+            qualifier: Q_INFO.to_vec(),
+            timestamp: None,
+            value: meta.encode(),
+        },
+        Mutation::SetCell {
+            family: FAMILY_LOCATION.into(),
+            qualifier: Q_SERVER.to_vec(),
+            timestamp: None,
+            value: server.to_vec(),
+        },
+    ]
 }
 
 /// The smallest row key at or after which the tablet holding `row` of

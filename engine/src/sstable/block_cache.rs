@@ -3,9 +3,7 @@
 //! Weighted by bytes, like the scan cache (see [`crate::cache`]).
 
 use super::block::Block;
-use crate::cache::{estimated_items, CacheStats, ENTRY_OVERHEAD};
-use crate::counter::Counter;
-use quick_cache::sync::Cache;
+use crate::cache::{CacheStats, CountedCache, ENTRY_OVERHEAD};
 use quick_cache::Weighter;
 use std::sync::Arc;
 
@@ -20,34 +18,19 @@ impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
 
 /// Decompressed SSTable blocks shared by every table of a tablet server.
 pub struct BlockCache {
-    cache: Cache<(u64, u64), Arc<Block>, BlockWeighter>,
-    hits: Counter,
-    misses: Counter,
+    cache: CountedCache<Arc<Block>, BlockWeighter>,
 }
 
 impl BlockCache {
     pub fn new(capacity_bytes: u64) -> Self {
         BlockCache {
-            cache: Cache::with_weighter(
-                estimated_items(capacity_bytes, 16 * 1024),
-                capacity_bytes,
-                BlockWeighter,
-            ),
-            hits: Counter::default(),
-            misses: Counter::default(),
+            cache: CountedCache::new(capacity_bytes, 16 * 1024, BlockWeighter),
         }
     }
 
     /// The block at `offset` of table `file_number`, counting a hit or miss.
     pub fn get(&self, file_number: u64, offset: u64) -> Option<Arc<Block>> {
-        let r = self.cache.get(&(file_number, offset));
-        let counter = if r.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
-        counter.incr();
-        r
+        self.cache.get((file_number, offset))
     }
 
     pub fn insert(&self, file_number: u64, offset: u64, block: Arc<Block>) {
@@ -61,13 +44,7 @@ impl BlockCache {
     }
 
     pub fn stats(&self) -> CacheStats {
-        CacheStats {
-            hits: self.hits.get(),
-            misses: self.misses.get(),
-            bytes: self.cache.weight(),
-            capacity: self.cache.capacity(),
-            entries: self.cache.len() as u64,
-        }
+        self.cache.stats()
     }
 }
 

@@ -11,8 +11,7 @@ use crate::iterator::InternalIterator;
 use crate::memtable::Memtable;
 use crate::merge::MergingIterator;
 use crate::metadata::{
-    tablet_row_key, SstMeta, TabletMeta, FAMILY_LOCATION, FAMILY_LOG, FAMILY_TABLET, METADATA_ID,
-    Q_EVENT, Q_INFO, Q_SERVER,
+    tablet_row_cells, tablet_row_key, SstMeta, TabletMeta, FAMILY_LOG, METADATA_ID, Q_EVENT,
 };
 use crate::tablet::{next_files_version, ClipIterator, Sst, Tablet, TabletVersion};
 use crate::{Error, Mutation, Result};
@@ -313,24 +312,8 @@ impl TabletServer {
         if meta.table == METADATA_ID && meta.start.is_empty() {
             return self.env.root.save(meta);
         }
-        let mut mutations = vec![
-            Mutation::SetCell {
-                family: FAMILY_TABLET.into(),
-                qualifier: Q_INFO.to_vec(),
-                timestamp: None,
-                value: meta.encode(),
-            },
-            Mutation::SetCell {
-                family: FAMILY_LOCATION.into(),
-                qualifier: Q_SERVER.to_vec(),
-                timestamp: None,
-                value: if serving {
-                    self.name.as_bytes().to_vec()
-                } else {
-                    Vec::new()
-                },
-            },
-        ];
+        let server = if serving { self.name.as_bytes() } else { b"" };
+        let mut mutations = tablet_row_cells(meta, server);
         if let Some(e) = event {
             mutations.push(Mutation::SetCell {
                 family: FAMILY_LOG.into(),

@@ -12,6 +12,7 @@ use super::interrupt::{self, ProcRef};
 use super::{creds, errno, is_lock_fh, join, LockDir, LockNode, EVENTS, STATUS};
 use crate::ctx::Ctx;
 use crate::node::Node;
+use crate::offsets::{slice_at, write_at};
 use crate::options::{Entry, FsResult};
 use crate::perms::Caller;
 use chubby::{
@@ -98,20 +99,6 @@ impl LockHandle {
             LockHandle::Events { ino, .. } | LockHandle::Status { ino, .. } => *ino,
         }
     }
-}
-
-fn write_at(buf: &mut Vec<u8>, offset: usize, data: &[u8]) {
-    let end = offset + data.len();
-    if buf.len() < end {
-        buf.resize(end, 0);
-    }
-    buf[offset..end].copy_from_slice(data);
-}
-
-fn slice_at(data: &[u8], offset: u64, size: u32) -> Vec<u8> {
-    let start = (offset as usize).min(data.len());
-    let end = start.saturating_add(size as usize).min(data.len());
-    data[start..end].to_vec()
 }
 
 impl LockDir {

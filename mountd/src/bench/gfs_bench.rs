@@ -11,84 +11,10 @@ use super::common::{
     TempDir, VALUE_BYTES,
 };
 use anyhow::{anyhow, bail, Context, Result};
-use gfs::{FileStore, IoMode, LocalStore, WritableFile};
+use gfs::{FileStore, GroupLog, IoMode, LocalStore};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Condvar, Mutex};
 use std::time::Duration;
-
-/// Appends with group commit: whoever finds the file free becomes the leader
-/// and writes every record queued so far with one write + fdatasync.
-pub struct GroupLog {
-    state: Mutex<LogState>,
-    done: Condvar,
-}
-
-struct LogState {
-    /// `None` while a leader is writing.
-    file: Option<Box<dyn WritableFile>>,
-    queue: Vec<Vec<u8>>,
-    /// Tickets: records queued so far, and how many of them are durable.
-    queued: u64,
-    durable: u64,
-    failed: Option<String>,
-    batches: u64,
-}
-
-impl GroupLog {
-    pub fn new(file: Box<dyn WritableFile>) -> GroupLog {
-        GroupLog {
-            state: Mutex::new(LogState {
-                file: Some(file),
-                queue: Vec::new(),
-                queued: 0,
-                durable: 0,
-                failed: None,
-                batches: 0,
-            }),
-            done: Condvar::new(),
-        }
-    }
-
-    /// Appends `record`; returns once it is on stable storage.
-    pub fn append(&self, record: &[u8]) -> Result<()> {
-        let poisoned = || anyhow!("group log lock poisoned");
-        let mut st = self.state.lock().map_err(|_| poisoned())?;
-        st.queue.push(record.to_vec());
-        st.queued += 1;
-        let ticket = st.queued;
-        loop {
-            if st.durable >= ticket {
-                return Ok(());
-            }
-            if let Some(e) = &st.failed {
-                bail!("group commit failed: {e}");
-            }
-            if let Some(mut file) = st.file.take() {
-                let batch = std::mem::take(&mut st.queue);
-                let upto = st.queued;
-                drop(st);
-                let bufs: Vec<&[u8]> = batch.iter().map(Vec::as_slice).collect();
-                let written = file.append_sync(&bufs);
-                st = self.state.lock().map_err(|_| poisoned())?;
-                st.file = Some(file);
-                st.batches += 1;
-                match written {
-                    Ok(_) => st.durable = upto,
-                    Err(e) => st.failed = Some(e.to_string()),
-                }
-                self.done.notify_all();
-            } else {
-                st = self.done.wait(st).map_err(|_| poisoned())?;
-            }
-        }
-    }
-
-    /// Write + fdatasync submissions so far.
-    pub fn batches(&self) -> u64 {
-        self.state.lock().map(|s| s.batches).unwrap_or(0)
-    }
-}
 
 /// What `gfs` was asked to do.
 pub struct GfsArgs {
@@ -117,7 +43,7 @@ fn run_mode(dir: &Path, mode: IoMode, args: &GfsArgs) -> Result<ModeRun> {
     let records = (args.size / VALUE_BYTES as u64).max(1);
     let log = GroupLog::new(store.create("append.log")?);
     let append = run_ops(args.writers, records, args.time_cap, |ctx, _| {
-        log.append(ctx.value())
+        Ok(log.append(ctx.value().to_vec())?)
     })?;
     let batches = log.batches();
     drop(log);
@@ -383,7 +309,7 @@ mod tests {
                 let log = log.clone();
                 s.spawn(move || {
                     for _ in 0..50 {
-                        log.append(&[t; 10]).unwrap();
+                        log.append(vec![t; 10]).unwrap();
                     }
                 });
             }
