@@ -12,7 +12,8 @@ use proptest::prelude::*;
 use std::collections::{BTreeMap, BTreeSet};
 
 const TABLES: [&str; 2] = ["t", "u"];
-const ROWS: [&str; 3] = ["a", "b", "c"];
+/// "ab" shares a prefix with "a", for `.scan/prefix=`.
+const ROWS: [&str; 4] = ["a", "ab", "b", "c"];
 const FAMS: [&str; 3] = ["f", "g", "h"];
 const QUALS: [&str; 2] = ["x", "y"];
 /// Timestamps at or above this were given by the store's clock (file
@@ -134,7 +135,9 @@ struct Model {
 #[derive(Clone, Debug)]
 enum MutLine {
     Set(usize, usize, usize, String, Option<u64>),
-    Delete(usize, usize, usize),
+    /// Every version, or the one at a timestamp.
+    Delete(usize, usize, usize, Option<u64>),
+    DeleteFamily(usize, usize),
     DeleteRow(usize),
 }
 
@@ -155,8 +158,9 @@ enum Op {
     /// (family, qualifier), after a `mkdir -p` of the target's family.
     Rename(usize, usize, usize, usize, usize, usize),
     Mutate(usize, Vec<MutLine>),
-    /// `.scan/<query>`: table, start, end, prefix (row indices).
-    Scan(usize, Option<usize>, Option<usize>, Option<usize>),
+    /// `.scan/<query>`: table, start, end, prefix (row indices), every
+    /// version (`versions=all`) or the newest.
+    Scan(usize, Option<usize>, Option<usize>, Option<usize>, bool),
     AddFamily(usize, usize),
     DropFamily(usize, usize),
     /// Writing `.versions/<q>/<ts>`: that exact version (docs/mount.md, Versions).
@@ -173,10 +177,12 @@ fn value() -> impl Strategy<Value = String> {
 
 fn mut_line() -> impl Strategy<Value = MutLine> {
     prop_oneof![
-        3 => (0..3usize, 0..3usize, 0..2usize, value(), proptest::option::of(1..10u64))
+        3 => (0..4usize, 0..3usize, 0..2usize, value(), proptest::option::of(1..10u64))
             .prop_map(|(r, f, q, v, ts)| MutLine::Set(r, f, q, v, ts.map(|t| t * 100))),
-        1 => (0..3usize, 0..3usize, 0..2usize).prop_map(|(r, f, q)| MutLine::Delete(r, f, q)),
-        1 => (0..3usize).prop_map(MutLine::DeleteRow),
+        2 => (0..4usize, 0..3usize, 0..2usize, proptest::option::of(1..10u64))
+            .prop_map(|(r, f, q, ts)| MutLine::Delete(r, f, q, ts.map(|t| t * 100))),
+        1 => (0..4usize, 0..3usize).prop_map(|(r, f)| MutLine::DeleteFamily(r, f)),
+        1 => (0..4usize).prop_map(MutLine::DeleteRow),
     ]
 }
 
@@ -184,7 +190,7 @@ fn op() -> impl Strategy<Value = Op> {
     // Mostly the table and families that exist from the start, so that most
     // operations reach data rather than ENOENT.
     let t = prop_oneof![3 => Just(0usize), 1 => Just(1usize)];
-    let r = 0..3usize;
+    let r = 0..4usize;
     let f = prop_oneof![3 => Just(0usize), 3 => Just(1usize), 1 => Just(2usize)];
     let q = 0..2usize;
     prop_oneof![
@@ -209,9 +215,10 @@ fn op() -> impl Strategy<Value = Op> {
             t.clone(),
             proptest::option::of(r.clone()),
             proptest::option::of(r.clone()),
-            proptest::option::of(r.clone())
+            proptest::option::of(r.clone()),
+            any::<bool>()
         )
-            .prop_map(|(t, s, e, p)| Op::Scan(t, s, e, p)),
+            .prop_map(|(t, s, e, p, a)| Op::Scan(t, s, e, p, a)),
         1 => (t.clone(), f.clone()).prop_map(|(t, f)| Op::AddFamily(t, f)),
         1 => (t.clone(), f.clone()).prop_map(|(t, f)| Op::DropFamily(t, f)),
         1 => (t.clone(), 1..10u64).prop_map(|(t, ts)| Op::At(t, ts * 100 + 50)),
@@ -425,8 +432,25 @@ impl Model {
                         // A delete brings no data: directories made with
                         // mkdir "last while the mount runs" (docs/mount.md,
                         // Rows and families). See `excluded`.
-                        MutLine::Delete(r, f, q) => {
-                            tb.delete_cell(ROWS[r], FAMS[f], QUALS[q]);
+                        MutLine::Delete(r, f, q, ts) => {
+                            let (row, fam, qual) = (ROWS[r], FAMS[f], QUALS[q]);
+                            let mut vs = tb.delete_cell(row, fam, qual).unwrap_or_default();
+                            if let Some(ts) = ts {
+                                // "`delete` with one timestamp … delete exactly
+                                // one version" (docs/batches-and-scans.md).
+                                vs.remove(&ts);
+                                for (ts, v) in vs {
+                                    tb.set(row, fam, qual, ts, v);
+                                }
+                            }
+                        }
+                        MutLine::DeleteFamily(r, f) => {
+                            if let Some(fams) = tb.rows.get_mut(ROWS[r]) {
+                                fams.remove(FAMS[f]);
+                                if fams.is_empty() {
+                                    tb.rows.remove(ROWS[r]);
+                                }
+                            }
                         }
                         // A row exists while it has a cell; deleterow leaves
                         // only directories made with mkdir.
@@ -437,7 +461,7 @@ impl Model {
                 }
                 ok()
             }
-            Op::Scan(t, start, end, prefix) => {
+            Op::Scan(t, start, end, prefix, all) => {
                 let tb = self.table(t)?;
                 let mut out = Vec::new();
                 for (r, fams) in &tb.rows {
@@ -449,8 +473,11 @@ impl Model {
                     }
                     for (f, quals) in fams {
                         for (q, vs) in quals {
-                            let v = newest(vs, u64::MAX).unwrap_or_default();
-                            out.push(format!("{r}\t{f}:{q}\t{}", text(v)));
+                            // Newest first; one version unless `versions=all`.
+                            let n = if all { vs.len() } else { 1 };
+                            for v in vs.values().rev().take(n) {
+                                out.push(format!("{r}\t{f}:{q}\t{}", text(v)));
+                            }
                         }
                     }
                 }
@@ -522,7 +549,7 @@ fn known_families(m: &Model, t: usize, lines: &[MutLine]) -> Vec<MutLine> {
     lines
         .iter()
         .filter(|l| match l {
-            MutLine::Set(_, f, ..) | MutLine::Delete(_, f, _) => {
+            MutLine::Set(_, f, ..) | MutLine::Delete(_, f, ..) | MutLine::DeleteFamily(_, f) => {
                 fams.is_some_and(|fs| fs.contains(FAMS[*f]))
             }
             MutLine::DeleteRow(_) => true,
@@ -619,8 +646,12 @@ fn run(t: &T, m: &Model, op: &Op) -> Answer {
                         let ts = ts.map(|ts| format!(" {ts}")).unwrap_or_default();
                         format!("set {} {}:{} {v}{ts}\n", ROWS[*r], FAMS[*f], QUALS[*q])
                     }
-                    MutLine::Delete(r, f, q) => {
-                        format!("delete {} {}:{}\n", ROWS[*r], FAMS[*f], QUALS[*q])
+                    MutLine::Delete(r, f, q, ts) => {
+                        let ts = ts.map(|ts| format!(" {ts}")).unwrap_or_default();
+                        format!("delete {} {}:{}{ts}\n", ROWS[*r], FAMS[*f], QUALS[*q])
+                    }
+                    MutLine::DeleteFamily(r, f) => {
+                        format!("deletefamily {} {}\n", ROWS[*r], FAMS[*f])
                     }
                     MutLine::DeleteRow(r) => format!("deleterow {}\n", ROWS[*r]),
                 };
@@ -633,8 +664,11 @@ fn run(t: &T, m: &Model, op: &Op) -> Answer {
             t.fs.release(fh)?;
             unit(r.map(|_| ()))
         }
-        Op::Scan(i, start, end, prefix) => {
+        Op::Scan(i, start, end, prefix, all) => {
             let mut keys = Vec::new();
+            if all {
+                keys.push("versions=all".to_string());
+            }
             if let Some(s) = start {
                 keys.push(format!("start={}", ROWS[s]));
             }
@@ -708,13 +742,17 @@ fn run(t: &T, m: &Model, op: &Op) -> Answer {
 /// A directory's entries without the dot files (`.schema`, `.mutate`),
 /// sorted.
 fn names(t: &T, path: &str) -> Result<Vec<String>, Errno> {
-    let mut n: Vec<String> = t
-        .ls(path)?
-        .into_iter()
-        .filter(|n| !n.starts_with('.'))
-        .collect();
+    let mut n = listed(t, path)?;
     n.sort();
     Ok(n)
+}
+
+/// The same in the listing's order.
+fn listed(t: &T, path: &str) -> Result<Vec<String>, Errno> {
+    Ok(t.ls(path)?
+        .into_iter()
+        .filter(|n| !n.starts_with('.'))
+        .collect())
 }
 
 /// The whole visible tree, from the model: tables, rows, families, cells
@@ -751,7 +789,9 @@ fn fs_tree(t: &T) -> Result<Vec<String>, Errno> {
     let mut out = Vec::new();
     for name in names(t, "/")? {
         out.push(format!("/{name}"));
-        for r in names(t, &format!("/{name}"))? {
+        // "`ls table` lists rows in key order" (docs/mount.md, Listing),
+        // the empty directories among them.
+        for r in listed(t, &format!("/{name}"))? {
             let row = format!("/{name}/{r}");
             out.push(row.clone());
             for f in names(t, &row)? {
@@ -806,7 +846,7 @@ fn excluded(m: &Model, op: &Op) -> bool {
         return false;
     };
     known_families(m, *t, lines).iter().any(|l| match l {
-        MutLine::Delete(r, f, _) => {
+        MutLine::Delete(r, f, ..) => {
             tb.pending_rows.contains(ROWS[*r])
                 || tb
                     .pending_fams
@@ -856,7 +896,7 @@ fn the_model_sees_what_the_docs_promise() {
         Op::Mutate(0, vec![MutLine::Set(1, 1, 1, "w".into(), Some(300))]),
         Op::At(0, 350),
         Op::Mutate(0, vec![MutLine::DeleteRow(1)]),
-        Op::Scan(0, None, None, None),
+        Op::Scan(0, None, None, None, true),
     ])
     .unwrap();
 }
