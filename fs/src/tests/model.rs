@@ -148,6 +148,9 @@ enum Op {
     MkRow(usize, usize),
     MkFam(usize, usize, usize),
     Put(usize, usize, usize, usize, String),
+    /// `echo v >> t/r/f/q`: "`O_APPEND` writes commit as an atomic append"
+    /// (docs/mount.md, Cells are whole-value files).
+    Append(usize, usize, usize, usize, String),
     /// `mkdir -p t/r/f && echo v > t/r/f/q` (docs/mount.md, Rows and families).
     PutP(usize, usize, usize, usize, String),
     Get(usize, usize, usize, usize),
@@ -202,6 +205,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(t, r, f, q, v)| Op::Put(t, r, f, q, v)),
         8 => (t.clone(), r.clone(), f.clone(), q.clone(), value())
             .prop_map(|(t, r, f, q, v)| Op::PutP(t, r, f, q, v)),
+        3 => (t.clone(), r.clone(), f.clone(), q.clone(), value())
+            .prop_map(|(t, r, f, q, v)| Op::Append(t, r, f, q, v)),
         3 => (t.clone(), r.clone(), f.clone(), q.clone()).prop_map(|(t, r, f, q)| Op::Get(t, r, f, q)),
         3 => (t.clone(), r.clone(), f.clone(), q.clone())
             .prop_map(|(t, r, f, q)| Op::Unlink(t, r, f, q)),
@@ -328,6 +333,19 @@ impl Model {
                 // A closed file is one new version (docs/cell-semantics.md,
                 // first paragraph).
                 tb.set(ROWS[r], FAMS[f], QUALS[q], ts, v.clone().into_bytes());
+                tb.data_written(ROWS[r], FAMS[f]);
+                ok()
+            }
+            Op::Append(t, r, f, q, ref v) => {
+                let ts = self.tick();
+                let tb = self.fam_dir(t, r, f)?;
+                let mut new = tb
+                    .cell(ROWS[r], FAMS[f], QUALS[q])
+                    .and_then(|vs| newest(vs, u64::MAX))
+                    .unwrap_or_default()
+                    .to_vec();
+                new.extend_from_slice(v.as_bytes());
+                tb.set(ROWS[r], FAMS[f], QUALS[q], ts, new);
                 tb.data_written(ROWS[r], FAMS[f]);
                 ok()
             }
@@ -571,6 +589,8 @@ fn at_tree(tb: &Table, ts: u64) -> Vec<String> {
             for (q, vs) in quals {
                 if let Some(v) = newest(vs, ts) {
                     out.push(format!("{r}/{f}/{q}={}", text(v)));
+                    // "with `.versions` limited the same way".
+                    out.extend(vs.range(..=ts).map(|(ts, v)| format!("  {ts}={}", text(v))));
                 }
             }
         }
@@ -589,6 +609,11 @@ fn run(t: &T, m: &Model, op: &Op) -> Answer {
             &format!("/{}/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f], QUALS[q]),
             v.as_bytes(),
             TRUNC,
+        )),
+        Op::Append(i, r, f, q, ref v) => unit(t.put(
+            &format!("/{}/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f], QUALS[q]),
+            v.as_bytes(),
+            WR | libc::O_APPEND,
         )),
         Op::PutP(i, r, f, q, ref v) => {
             mkdir_p(run(t, m, &Op::MkRow(i, r)))?;
@@ -731,6 +756,12 @@ fn run(t: &T, m: &Model, op: &Op) -> Answer {
                     for q in names(t, &format!("{base}/{r}/{f}"))? {
                         let v = t.get(&format!("{base}/{r}/{f}/{q}"))?;
                         out.push(format!("{r}/{f}/{q}={}", text(&v)));
+                        let dir = format!("{base}/{r}/{f}/.versions/{q}");
+                        for name in t.ls(&dir)? {
+                            let v = t.get(&format!("{dir}/{name}"))?;
+                            let ts: u64 = name.parse().unwrap_or(0);
+                            out.push(format!("  {ts}={}", text(&v)));
+                        }
                     }
                 }
             }
