@@ -126,10 +126,22 @@ impl Table {
     }
 }
 
+/// A cell open for writing, its buffer not yet committed.
+#[derive(Debug)]
+struct Open {
+    at: (usize, usize, usize, usize),
+    value: String,
+    /// False once the cell was unlinked or replaced by a rename: "its
+    /// `close` … commits nothing" (docs/cell-semantics.md).
+    live: bool,
+}
+
 #[derive(Debug, Default)]
 struct Model {
     tables: BTreeMap<String, Table>,
     clock: u64,
+    /// At most one descriptor held across operations.
+    open: Option<Open>,
 }
 
 #[derive(Clone, Debug)]
@@ -170,8 +182,16 @@ enum Op {
     PutVersion(usize, usize, usize, usize, u64, String),
     /// `rm .versions/<q>/<ts>`: one version.
     RmVersion(usize, usize, usize, usize, u64),
+    /// Open an existing cell with `O_TRUNC`, write, and keep it open;
+    /// nothing if a descriptor is open already.
+    OpenWrite(usize, usize, usize, usize, String),
+    /// Close that descriptor: its buffer is one new version.
+    Close,
     /// The tree under `.at/<ts>/`.
     At(usize, u64),
+    /// The operation on the n-th cell that exists (modulo their number), so
+    /// that operations on cells mostly reach one; run as that operation.
+    OnCell(usize, Box<Op>),
 }
 
 fn value() -> impl Strategy<Value = String> {
@@ -227,6 +247,19 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (t.clone(), f.clone()).prop_map(|(t, f)| Op::AddFamily(t, f)),
         1 => (t.clone(), f.clone()).prop_map(|(t, f)| Op::DropFamily(t, f)),
         1 => (t.clone(), 1..10u64).prop_map(|(t, ts)| Op::At(t, ts * 100 + 50)),
+        3 => (t.clone(), r.clone(), f.clone(), q.clone(), value())
+            .prop_map(|(t, r, f, q, v)| Op::OpenWrite(t, r, f, q, v)),
+        3 => Just(Op::Close),
+        12 => (any::<usize>(), prop_oneof![
+            (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Rename(0, 0, 0, 0, f, q)),
+            Just(Op::Get(0, 0, 0, 0)),
+            Just(Op::Unlink(0, 0, 0, 0)),
+            value().prop_map(|v| Op::OpenWrite(0, 0, 0, 0, v)),
+            value().prop_map(|v| Op::Append(0, 0, 0, 0, v)),
+            (1..10u64, value()).prop_map(|(ts, v)| Op::PutVersion(0, 0, 0, 0, ts * 100, v)),
+            Just(Op::RmVersion(0, 0, 0, 0, 0)),
+        ])
+            .prop_map(|(n, op)| Op::OnCell(n, Box::new(op))),
         2 => (t.clone(), r.clone(), f.clone(), q.clone(), 1..10u64, value())
             .prop_map(|(t, r, f, q, ts, v)| Op::PutVersion(t, r, f, q, ts * 100, v)),
         2 => (t, r, f, q, 1..10u64)
@@ -363,6 +396,10 @@ impl Model {
                 let tb = self.fam_dir(t, r, f)?;
                 tb.delete_cell(ROWS[r], FAMS[f], QUALS[q])
                     .ok_or(Errno::ENOENT)?;
+                if let Some(o) = self.open.as_mut().filter(|o| o.at == (t, r, f, q)) {
+                    o.live = false;
+                }
+                let tb = self.table(t)?;
                 // "`rm` of the last cell leaves the directories for `rmdir`".
                 tb.keep_dirs(ROWS[r], FAMS[f]);
                 ok()
@@ -427,6 +464,15 @@ impl Model {
                 tb.data_written(row, FAMS[f2]);
                 if f != f2 {
                     tb.pending_rows.insert(row.into());
+                }
+                // "Descriptors open on it follow it …; one open on a cell the
+                // rename replaced commits nothing" (docs/cell-semantics.md).
+                if let Some(o) = self.open.as_mut() {
+                    if o.at == (t, r, f, q) {
+                        o.at = (t, r, f2, q2);
+                    } else if o.at == (t, r, f2, q2) {
+                        o.live = false;
+                    }
                 }
                 ok()
             }
@@ -552,6 +598,36 @@ impl Model {
                     .insert((row.into(), fam.into(), qual.into()));
                 ok()
             }
+            Op::OpenWrite(t, r, f, q, ref v) => {
+                if self.open.is_some() {
+                    return ok();
+                }
+                let tb = self.fam_dir(t, r, f)?;
+                tb.cell(ROWS[r], FAMS[f], QUALS[q]).ok_or(Errno::ENOENT)?;
+                self.open = Some(Open {
+                    at: (t, r, f, q),
+                    value: v.clone(),
+                    live: true,
+                });
+                ok()
+            }
+            Op::Close => {
+                let Some(o) = self.open.take() else {
+                    return ok();
+                };
+                if o.live {
+                    let ts = self.tick();
+                    let (t, r, f, q) = o.at;
+                    let tb = self.table(t)?;
+                    tb.set(ROWS[r], FAMS[f], QUALS[q], ts, o.value.into_bytes());
+                    tb.data_written(ROWS[r], FAMS[f]);
+                }
+                ok()
+            }
+            Op::OnCell(..) => {
+                let op = concrete(self, op);
+                self.apply(&op)
+            }
             Op::At(t, ts) => {
                 let tb = self.table(t)?;
                 Ok(at_tree(tb, ts))
@@ -599,7 +675,7 @@ fn at_tree(tb: &Table, ts: u64) -> Vec<String> {
 }
 
 /// The filesystem's side of each operation.
-fn run(t: &T, m: &Model, op: &Op) -> Answer {
+fn run(t: &T, m: &Model, fh: &std::cell::Cell<Option<u64>>, op: &Op) -> Answer {
     match *op {
         Op::MkTable(i) => unit(t.mkdir(&format!("/{}", TABLES[i]))),
         Op::RmTable(i) => unit(t.rmdir(&format!("/{}", TABLES[i]))),
@@ -616,9 +692,9 @@ fn run(t: &T, m: &Model, op: &Op) -> Answer {
             WR | libc::O_APPEND,
         )),
         Op::PutP(i, r, f, q, ref v) => {
-            mkdir_p(run(t, m, &Op::MkRow(i, r)))?;
-            mkdir_p(run(t, m, &Op::MkFam(i, r, f)))?;
-            run(t, m, &Op::Put(i, r, f, q, v.clone()))
+            mkdir_p(run(t, m, fh, &Op::MkRow(i, r)))?;
+            mkdir_p(run(t, m, fh, &Op::MkFam(i, r, f)))?;
+            run(t, m, fh, &Op::Put(i, r, f, q, v.clone()))
         }
         Op::Get(i, r, f, q) => t
             .get(&format!(
@@ -633,7 +709,7 @@ fn run(t: &T, m: &Model, op: &Op) -> Answer {
         Op::RmRow(i, r) => unit(t.rmdir(&format!("/{}/{}", TABLES[i], ROWS[r]))),
         Op::RmFam(i, r, f) => unit(t.rmdir(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]))),
         Op::Rename(i, r, f, q, f2, q2) => {
-            mkdir_p(run(t, m, &Op::MkFam(i, r, f2)))?;
+            mkdir_p(run(t, m, fh, &Op::MkFam(i, r, f2)))?;
             let from = t.ino(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]));
             let to = t.ino(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f2]));
             let (from, to) = (from?, to?);
@@ -748,6 +824,28 @@ fn run(t: &T, m: &Model, op: &Op) -> Answer {
             "/{}/{}/{}/.versions/{}/{ts:016}",
             TABLES[i], ROWS[r], FAMS[f], QUALS[q]
         ))),
+        Op::OpenWrite(i, r, f, q, ref v) => {
+            if fh.get().is_some() {
+                return ok();
+            }
+            let ino = t.ino(&format!(
+                "/{}/{}/{}/{}",
+                TABLES[i], ROWS[r], FAMS[f], QUALS[q]
+            ))?;
+            let h = t.fs.open(&t.root, ino, TRUNC)?.fh;
+            fh.set(Some(h));
+            t.fs.write(h, 0, v.as_bytes(), None)?;
+            ok()
+        }
+        Op::Close => {
+            let Some(h) = fh.take() else {
+                return ok();
+            };
+            let r = t.fs.flush(h, None);
+            t.fs.release(h)?;
+            unit(r)
+        }
+        Op::OnCell(..) => run(t, m, fh, &concrete(m, op)),
         Op::At(i, ts) => {
             let base = format!("/{}/.at/{ts}", TABLES[i]);
             let mut out = Vec::new();
@@ -863,7 +961,29 @@ fn fs_tree(t: &T) -> Result<Vec<String>, Errno> {
 /// `rmdir` must remove), and come back if the family is added again.
 /// Minimal: `mkdir t/a t/a/g; printf 'f\n' > t/.schema; printf 'g\n' >>
 /// t/.schema; ls t/a` shows `g`.
+///
+/// Bug 4: a cell removed by `.mutate` (or by `rm` of its last version)
+/// while a descriptor holds it open for writing still answers `lookup`, but
+/// `open` answers ENOENT, so it cannot be written again until that
+/// descriptor closes: with `t/b/f/x` open for writing, `printf 'deleterow
+/// b\n' > t/.mutate; mkdir -p t/b/f; echo 2 > t/b/f/x` fails with ENOENT.
 fn excluded(m: &Model, op: &Op) -> bool {
+    if let Some(o) = m.open.as_ref().filter(|o| o.live) {
+        let (t, r, f, q) = o.at;
+        let hits = |l: &MutLine| match *l {
+            MutLine::Delete(lr, lf, lq, _) => (lr, lf, lq) == (r, f, q),
+            MutLine::DeleteFamily(lr, lf) => (lr, lf) == (r, f),
+            MutLine::DeleteRow(lr) => lr == r,
+            MutLine::Set(..) => false,
+        };
+        match op {
+            Op::Mutate(mt, lines) if *mt == t && lines.iter().any(hits) => return true,
+            Op::RmVersion(vt, vr, vf, vq, _) if (*vt, *vr, *vf, *vq) == (t, r, f, q) => {
+                return true
+            }
+            _ => {}
+        }
+    }
     if let Op::DropFamily(t, f) = op {
         return m.tables.get(TABLES[*t]).is_some_and(|tb| {
             tb.pending_fams.iter().any(|(_, pf)| pf == FAMS[*f])
@@ -887,14 +1007,58 @@ fn excluded(m: &Model, op: &Op) -> bool {
     })
 }
 
+/// `Op::OnCell` as the operation it names, on the model's state.
+fn concrete(m: &Model, op: &Op) -> Op {
+    let Op::OnCell(n, inner) = op else {
+        return op.clone();
+    };
+    let pos = |names: &[&str], x: &str| names.iter().position(|n| *n == x).unwrap_or(0);
+    let mut cells = Vec::new();
+    for (t, tb) in &m.tables {
+        for (r, fams) in &tb.rows {
+            for (f, quals) in fams {
+                for (q, vs) in quals {
+                    let at = (
+                        pos(&TABLES, t),
+                        pos(&ROWS, r),
+                        pos(&FAMS, f),
+                        pos(&QUALS, q),
+                    );
+                    cells.push((at, vs));
+                }
+            }
+        }
+    }
+    if cells.is_empty() {
+        return (**inner).clone();
+    }
+    let ((t, r, f, q), vs) = cells[n % cells.len()];
+    match &**inner {
+        Op::Rename(.., f2, q2) => Op::Rename(t, r, f, q, *f2, *q2),
+        Op::Get(..) => Op::Get(t, r, f, q),
+        Op::Unlink(..) => Op::Unlink(t, r, f, q),
+        Op::OpenWrite(.., v) => Op::OpenWrite(t, r, f, q, v.clone()),
+        Op::Append(.., v) => Op::Append(t, r, f, q, v.clone()),
+        Op::PutVersion(.., ts, v) => Op::PutVersion(t, r, f, q, *ts, v.clone()),
+        // One of its versions with a timestamp the model knows.
+        _ => {
+            let known: Vec<u64> = vs.keys().copied().filter(|ts| *ts < AUTO).collect();
+            let ts = known.get(n % known.len().max(1)).copied().unwrap_or(100);
+            Op::RmVersion(t, r, f, q, ts)
+        }
+    }
+}
+
 fn check(ops: &[Op]) -> Result<(), TestCaseError> {
     let t = T::new();
     let mut m = Model::new();
+    let fh = std::cell::Cell::new(None);
     for (i, op) in ops.iter().enumerate() {
+        let op = &concrete(&m, op);
         if excluded(&m, op) {
             continue;
         }
-        let got = run(&t, &m, op);
+        let got = run(&t, &m, &fh, op);
         let want = m.apply(op);
         prop_assert_eq!(&got, &want, "step {} {:?}", i, op);
         let tree = fs_tree(&t);
@@ -969,4 +1133,19 @@ fn known_bug_3_replaced_inode_collides() {
     let made = t.put("/t/a/f/x", b"3", TRUNC);
     t.fs.release(fh).unwrap();
     assert_eq!(made, Ok(()));
+}
+
+#[test]
+#[ignore = "bug 4: a cell deleted while open for writing answers lookup, not open"]
+fn known_bug_4_deleted_open_cell_cannot_be_written() {
+    let t = T::new();
+    t.mutate("set b f:x 1\n").unwrap();
+    let ino = t.ino("/t/b/f/x").unwrap();
+    let fh = t.fs.open(&t.root, ino, TRUNC).unwrap().fh;
+    t.mutate("deleterow b\n").unwrap();
+    t.mkdir("/t/b").unwrap();
+    t.mkdir("/t/b/f").unwrap();
+    let put = t.put("/t/b/f/x", b"2", TRUNC);
+    t.fs.release(fh).unwrap();
+    assert_eq!(put, Ok(()));
 }
