@@ -675,7 +675,18 @@ fn at_tree(tb: &Table, ts: u64) -> Vec<String> {
 }
 
 /// The filesystem's side of each operation.
-fn run(t: &T, m: &Model, fh: &std::cell::Cell<Option<u64>>, op: &Op) -> Answer {
+/// The descriptor held across operations: its handle and its inode.
+type Held = std::cell::Cell<Option<(u64, u64)>>;
+
+/// What the kernel does when a name goes: it evicts the inode and forgets
+/// it, unless a descriptor holds it.
+fn evict(t: &T, fh: &Held, ino: u64) {
+    if fh.get().is_none_or(|(_, held)| held != ino) {
+        t.fs.forget(ino, u64::MAX);
+    }
+}
+
+fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
     match *op {
         Op::MkTable(i) => unit(t.mkdir(&format!("/{}", TABLES[i]))),
         Op::RmTable(i) => unit(t.rmdir(&format!("/{}", TABLES[i]))),
@@ -702,10 +713,15 @@ fn run(t: &T, m: &Model, fh: &std::cell::Cell<Option<u64>>, op: &Op) -> Answer {
                 TABLES[i], ROWS[r], FAMS[f], QUALS[q]
             ))
             .map(|v| vec![text(&v)]),
-        Op::Unlink(i, r, f, q) => unit(t.unlink(&format!(
-            "/{}/{}/{}/{}",
-            TABLES[i], ROWS[r], FAMS[f], QUALS[q]
-        ))),
+        Op::Unlink(i, r, f, q) => {
+            let path = format!("/{}/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f], QUALS[q]);
+            let gone = t.ino(&path).ok();
+            t.unlink(&path)?;
+            if let Some(ino) = gone {
+                evict(t, fh, ino);
+            }
+            ok()
+        }
         Op::RmRow(i, r) => unit(t.rmdir(&format!("/{}/{}", TABLES[i], ROWS[r]))),
         Op::RmFam(i, r, f) => unit(t.rmdir(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]))),
         Op::Rename(i, r, f, q, f2, q2) => {
@@ -728,13 +744,12 @@ fn run(t: &T, m: &Model, fh: &std::cell::Cell<Option<u64>>, op: &Op) -> Answer {
                 QUALS[q2].as_bytes(),
                 0,
             )?;
-            // The kernel evicts the inode the rename replaced (no descriptor
-            // holds it here) and forgets it. Bug 3: while a descriptor holds
-            // it, a later cell made at that name answers EIO ("inode number
-            // collision"): with `t/a/f/x` open, `mv t/a/g/x t/a/f/x; mv
-            // t/a/f/x t/a/f/y; echo 3 > t/a/f/x`.
+            // The kernel evicts the inode the rename replaced. Bug 3: while a
+            // descriptor holds it, a later cell made at that name answers
+            // EIO ("inode number collision"): with `t/a/f/x` open, `mv
+            // t/a/g/x t/a/f/x; mv t/a/f/x t/a/f/y; echo 3 > t/a/f/x`.
             if let Some(e) = replaced {
-                t.fs.forget(e.attr.ino.0, u64::MAX);
+                evict(t, fh, e.attr.ino.0);
             }
             ok()
         }
@@ -833,12 +848,12 @@ fn run(t: &T, m: &Model, fh: &std::cell::Cell<Option<u64>>, op: &Op) -> Answer {
                 TABLES[i], ROWS[r], FAMS[f], QUALS[q]
             ))?;
             let h = t.fs.open(&t.root, ino, TRUNC)?.fh;
-            fh.set(Some(h));
+            fh.set(Some((h, ino)));
             t.fs.write(h, 0, v.as_bytes(), None)?;
             ok()
         }
         Op::Close => {
-            let Some(h) = fh.take() else {
+            let Some((h, _)) = fh.take() else {
                 return ok();
             };
             let r = t.fs.flush(h, None);
