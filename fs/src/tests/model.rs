@@ -686,10 +686,16 @@ fn evict(t: &T, fh: &Held, ino: u64) {
     }
 }
 
+/// `rmdir`: the kernel looks the name up first.
+fn rmdir(t: &T, path: &str) -> Answer {
+    t.ino(path)?;
+    unit(t.rmdir(path))
+}
+
 fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
     match *op {
         Op::MkTable(i) => unit(t.mkdir(&format!("/{}", TABLES[i]))),
-        Op::RmTable(i) => unit(t.rmdir(&format!("/{}", TABLES[i]))),
+        Op::RmTable(i) => rmdir(t, &format!("/{}", TABLES[i])),
         Op::MkRow(i, r) => unit(t.mkdir(&format!("/{}/{}", TABLES[i], ROWS[r]))),
         Op::MkFam(i, r, f) => unit(t.mkdir(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]))),
         Op::Put(i, r, f, q, ref v) => unit(t.put(
@@ -715,15 +721,13 @@ fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
             .map(|v| vec![text(&v)]),
         Op::Unlink(i, r, f, q) => {
             let path = format!("/{}/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f], QUALS[q]);
-            let gone = t.ino(&path).ok();
+            let gone = t.ino(&path)?;
             t.unlink(&path)?;
-            if let Some(ino) = gone {
-                evict(t, fh, ino);
-            }
+            evict(t, fh, gone);
             ok()
         }
-        Op::RmRow(i, r) => unit(t.rmdir(&format!("/{}/{}", TABLES[i], ROWS[r]))),
-        Op::RmFam(i, r, f) => unit(t.rmdir(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]))),
+        Op::RmRow(i, r) => rmdir(t, &format!("/{}/{}", TABLES[i], ROWS[r])),
+        Op::RmFam(i, r, f) => rmdir(t, &format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f])),
         Op::Rename(i, r, f, q, f2, q2) => {
             mkdir_p(run(t, m, fh, &Op::MkFam(i, r, f2)))?;
             let from = t.ino(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]));
@@ -835,10 +839,14 @@ fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
             v.as_bytes(),
             TRUNC,
         )),
-        Op::RmVersion(i, r, f, q, ts) => unit(t.unlink(&format!(
-            "/{}/{}/{}/.versions/{}/{ts:016}",
-            TABLES[i], ROWS[r], FAMS[f], QUALS[q]
-        ))),
+        Op::RmVersion(i, r, f, q, ts) => {
+            let path = format!(
+                "/{}/{}/{}/.versions/{}/{ts:016}",
+                TABLES[i], ROWS[r], FAMS[f], QUALS[q]
+            );
+            t.ino(&path)?;
+            unit(t.unlink(&path))
+        }
         Op::OpenWrite(i, r, f, q, ref v) => {
             if fh.get().is_some() {
                 return ok();
