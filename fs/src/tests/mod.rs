@@ -2,6 +2,7 @@
 //! mount would see, without a mount.
 
 mod files;
+mod model;
 mod names;
 
 use crate::dirs::DirOut;

@@ -1,0 +1,1186 @@
+//! A reference model of the mount, in the manner of mountpoint-s3's: proptest
+//! runs random sequences of operations on `Fs` over the mock store and on
+//! [`Model`], a few maps of tables, rows, families and versioned cells, and
+//! compares each operation's answer (errno included) and then the whole
+//! visible tree. A failing sequence shrinks to a minimal one.
+//!
+//! Where the documented behaviour differs from the naive expectation, the
+//! model follows the documentation, and says which line.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::{BTreeMap, BTreeSet};
+
+const TABLES: [&str; 2] = ["t", "u"];
+/// "ab" shares a prefix with "a", for `.scan/prefix=`.
+const ROWS: [&str; 4] = ["a", "ab", "b", "c"];
+const FAMS: [&str; 3] = ["f", "g", "h"];
+const QUALS: [&str; 2] = ["x", "y"];
+/// Timestamps at or above this were given by the store's clock (file
+/// writes); explicit ones (`.mutate set … <ts>`) are below it.
+const AUTO: u64 = 1 << 50;
+
+type Versions = BTreeMap<u64, Vec<u8>>;
+/// row → family → qualifier → versions; empty maps are pruned.
+type Rows = BTreeMap<String, BTreeMap<String, BTreeMap<String, Versions>>>;
+
+#[derive(Clone, Debug, Default)]
+struct Table {
+    families: BTreeSet<String>,
+    rows: Rows,
+    /// Empty row and family directories (docs/mount.md, "Rows and
+    /// families": "`mkdir row` and `mkdir row/family` make empty
+    /// directories that last while the mount runs" and "`rm` of the last
+    /// cell leaves the directories for `rmdir`").
+    pending_rows: BTreeSet<String>,
+    pending_fams: BTreeSet<(String, String)>,
+    /// A `.versions/<qualifier>` whose last version was removed: it keeps
+    /// its family directory listed (fs/src/pending.rs, `has_family`), not
+    /// its row (`has_row`).
+    pending_cols: BTreeSet<(String, String, String)>,
+}
+
+impl Table {
+    fn cell(&self, r: &str, f: &str, q: &str) -> Option<&Versions> {
+        self.rows.get(r)?.get(f)?.get(q)
+    }
+
+    fn row_visible(&self, r: &str) -> bool {
+        self.rows.contains_key(r)
+            || self.pending_rows.contains(r)
+            || self.pending_fams.iter().any(|(pr, _)| pr == r)
+    }
+
+    fn fam_visible(&self, r: &str, f: &str) -> bool {
+        self.rows.get(r).is_some_and(|fs| fs.contains_key(f))
+            || self.pending_fams.contains(&(r.to_string(), f.to_string()))
+            || self
+                .pending_cols
+                .iter()
+                .any(|(pr, pf, _)| pr == r && pf == f)
+    }
+
+    fn visible_rows(&self) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = self.rows.keys().cloned().collect();
+        out.extend(self.pending_rows.iter().cloned());
+        out.extend(self.pending_fams.iter().map(|(r, _)| r.clone()));
+        out
+    }
+
+    fn visible_fams(&self, r: &str) -> BTreeSet<String> {
+        let mut out: BTreeSet<String> = self
+            .rows
+            .get(r)
+            .map(|fs| fs.keys().cloned().collect())
+            .unwrap_or_default();
+        out.extend(
+            self.pending_fams
+                .iter()
+                .filter(|(pr, _)| pr == r)
+                .map(|(_, f)| f.clone()),
+        );
+        out.extend(
+            self.pending_cols
+                .iter()
+                .filter(|(pr, ..)| pr == r)
+                .map(|(_, f, _)| f.clone()),
+        );
+        out
+    }
+
+    fn set(&mut self, r: &str, f: &str, q: &str, ts: u64, v: Vec<u8>) {
+        self.rows
+            .entry(r.into())
+            .or_default()
+            .entry(f.into())
+            .or_default()
+            .entry(q.into())
+            .or_default()
+            .insert(ts, v);
+    }
+
+    fn delete_cell(&mut self, r: &str, f: &str, q: &str) -> Option<Versions> {
+        let fams = self.rows.get_mut(r)?;
+        let quals = fams.get_mut(f)?;
+        let old = quals.remove(q);
+        if quals.is_empty() {
+            fams.remove(f);
+        }
+        if fams.is_empty() {
+            self.rows.remove(r);
+        }
+        old
+    }
+
+    /// Data reached the store under this row and family: its placeholders
+    /// go (fs/src/pending.rs, `data_written`), so a later delete through
+    /// `.mutate` lets the row vanish ("A row exists while it has a cell").
+    fn data_written(&mut self, r: &str, f: &str) {
+        self.pending_rows.remove(r);
+        self.pending_fams.remove(&(r.to_string(), f.to_string()));
+    }
+
+    fn keep_dirs(&mut self, r: &str, f: &str) {
+        self.pending_rows.insert(r.into());
+        self.pending_fams.insert((r.into(), f.into()));
+    }
+}
+
+/// A cell open for writing, its buffer not yet committed.
+#[derive(Debug)]
+struct Open {
+    at: (usize, usize, usize, usize),
+    value: String,
+    /// False once the cell was unlinked or replaced by a rename: "its
+    /// `close` … commits nothing" (docs/cell-semantics.md).
+    live: bool,
+    /// A rename replaced it (see bug 3 in `excluded`).
+    replaced: bool,
+}
+
+#[derive(Debug, Default)]
+struct Model {
+    tables: BTreeMap<String, Table>,
+    clock: u64,
+    /// At most one descriptor held across operations.
+    open: Option<Open>,
+}
+
+#[derive(Clone, Debug)]
+enum MutLine {
+    Set(usize, usize, usize, String, Option<u64>),
+    /// Every version, or the one at a timestamp.
+    Delete(usize, usize, usize, Option<u64>),
+    DeleteFamily(usize, usize),
+    DeleteRow(usize),
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    MkTable(usize),
+    RmTable(usize),
+    MkRow(usize, usize),
+    MkFam(usize, usize, usize),
+    Put(usize, usize, usize, usize, String),
+    /// `echo v >> t/r/f/q`: "`O_APPEND` writes commit as an atomic append"
+    /// (docs/mount.md, Cells are whole-value files).
+    Append(usize, usize, usize, usize, String),
+    /// `mkdir -p t/r/f && echo v > t/r/f/q` (docs/mount.md, Rows and families).
+    PutP(usize, usize, usize, usize, String),
+    Get(usize, usize, usize, usize),
+    Unlink(usize, usize, usize, usize),
+    RmRow(usize, usize),
+    RmFam(usize, usize, usize),
+    /// A cell renamed within its row: table, row, (family, qualifier) →
+    /// (family, qualifier), after a `mkdir -p` of the target's family.
+    Rename(usize, usize, usize, usize, usize, usize),
+    Mutate(usize, Vec<MutLine>),
+    /// `.scan/<query>`: table, start, end, prefix (row indices), every
+    /// version (`versions=all`) or the newest.
+    Scan(usize, Option<usize>, Option<usize>, Option<usize>, bool),
+    AddFamily(usize, usize),
+    DropFamily(usize, usize),
+    /// Writing `.versions/<q>/<ts>`: that exact version (docs/mount.md, Versions).
+    PutVersion(usize, usize, usize, usize, u64, String),
+    /// `rm .versions/<q>/<ts>`: one version.
+    RmVersion(usize, usize, usize, usize, u64),
+    /// Open an existing cell with `O_TRUNC`, write, and keep it open;
+    /// nothing if a descriptor is open already.
+    OpenWrite(usize, usize, usize, usize, String),
+    /// Close that descriptor: its buffer is one new version.
+    Close,
+    /// The tree under `.at/<ts>/`.
+    At(usize, u64),
+    /// The operation on the n-th cell that exists (modulo their number), so
+    /// that operations on cells mostly reach one; run as that operation.
+    OnCell(usize, Box<Op>),
+}
+
+fn value() -> impl Strategy<Value = String> {
+    "[a-c]{0,3}"
+}
+
+fn mut_line() -> impl Strategy<Value = MutLine> {
+    prop_oneof![
+        3 => (0..4usize, 0..3usize, 0..2usize, value(), proptest::option::of(1..10u64))
+            .prop_map(|(r, f, q, v, ts)| MutLine::Set(r, f, q, v, ts.map(|t| t * 100))),
+        2 => (0..4usize, 0..3usize, 0..2usize, proptest::option::of(1..10u64))
+            .prop_map(|(r, f, q, ts)| MutLine::Delete(r, f, q, ts.map(|t| t * 100))),
+        1 => (0..4usize, 0..3usize).prop_map(|(r, f)| MutLine::DeleteFamily(r, f)),
+        1 => (0..4usize).prop_map(MutLine::DeleteRow),
+    ]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    // Mostly the table and families that exist from the start, so that most
+    // operations reach data rather than ENOENT.
+    let t = prop_oneof![3 => Just(0usize), 1 => Just(1usize)];
+    let r = 0..4usize;
+    let f = prop_oneof![3 => Just(0usize), 3 => Just(1usize), 1 => Just(2usize)];
+    let q = 0..2usize;
+    prop_oneof![
+        1 => t.clone().prop_map(Op::MkTable),
+        1 => t.clone().prop_map(Op::RmTable),
+        4 => (t.clone(), r.clone()).prop_map(|(t, r)| Op::MkRow(t, r)),
+        4 => (t.clone(), r.clone(), f.clone()).prop_map(|(t, r, f)| Op::MkFam(t, r, f)),
+        3 => (t.clone(), r.clone(), f.clone(), q.clone(), value())
+            .prop_map(|(t, r, f, q, v)| Op::Put(t, r, f, q, v)),
+        8 => (t.clone(), r.clone(), f.clone(), q.clone(), value())
+            .prop_map(|(t, r, f, q, v)| Op::PutP(t, r, f, q, v)),
+        3 => (t.clone(), r.clone(), f.clone(), q.clone(), value())
+            .prop_map(|(t, r, f, q, v)| Op::Append(t, r, f, q, v)),
+        3 => (t.clone(), r.clone(), f.clone(), q.clone()).prop_map(|(t, r, f, q)| Op::Get(t, r, f, q)),
+        3 => (t.clone(), r.clone(), f.clone(), q.clone())
+            .prop_map(|(t, r, f, q)| Op::Unlink(t, r, f, q)),
+        2 => (t.clone(), r.clone()).prop_map(|(t, r)| Op::RmRow(t, r)),
+        2 => (t.clone(), r.clone(), f.clone()).prop_map(|(t, r, f)| Op::RmFam(t, r, f)),
+        2 => (t.clone(), r.clone(), f.clone(), q.clone(), f.clone(), q.clone())
+            .prop_map(|(t, r, f, q, f2, q2)| Op::Rename(t, r, f, q, f2, q2)),
+        4 => (t.clone(), proptest::collection::vec(mut_line(), 1..4))
+            .prop_map(|(t, l)| Op::Mutate(t, l)),
+        2 => (
+            t.clone(),
+            proptest::option::of(r.clone()),
+            proptest::option::of(r.clone()),
+            proptest::option::of(r.clone()),
+            any::<bool>()
+        )
+            .prop_map(|(t, s, e, p, a)| Op::Scan(t, s, e, p, a)),
+        1 => (t.clone(), f.clone()).prop_map(|(t, f)| Op::AddFamily(t, f)),
+        1 => (t.clone(), f.clone()).prop_map(|(t, f)| Op::DropFamily(t, f)),
+        1 => (t.clone(), 1..10u64).prop_map(|(t, ts)| Op::At(t, ts * 100 + 50)),
+        3 => (t.clone(), r.clone(), f.clone(), q.clone(), value())
+            .prop_map(|(t, r, f, q, v)| Op::OpenWrite(t, r, f, q, v)),
+        3 => Just(Op::Close),
+        12 => (any::<usize>(), prop_oneof![
+            (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Rename(0, 0, 0, 0, f, q)),
+            Just(Op::Get(0, 0, 0, 0)),
+            Just(Op::Unlink(0, 0, 0, 0)),
+            value().prop_map(|v| Op::OpenWrite(0, 0, 0, 0, v)),
+            value().prop_map(|v| Op::Append(0, 0, 0, 0, v)),
+            (1..10u64, value()).prop_map(|(ts, v)| Op::PutVersion(0, 0, 0, 0, ts * 100, v)),
+            Just(Op::RmVersion(0, 0, 0, 0, 0)),
+        ])
+            .prop_map(|(n, op)| Op::OnCell(n, Box::new(op))),
+        2 => (t.clone(), r.clone(), f.clone(), q.clone(), 1..10u64, value())
+            .prop_map(|(t, r, f, q, ts, v)| Op::PutVersion(t, r, f, q, ts * 100, v)),
+        2 => (t, r, f, q, 1..10u64)
+            .prop_map(|(t, r, f, q, ts)| Op::RmVersion(t, r, f, q, ts * 100)),
+    ]
+}
+
+/// What an operation answers, compared between the two sides.
+type Answer = Result<Vec<String>, Errno>;
+
+fn ok() -> Answer {
+    Ok(Vec::new())
+}
+
+fn unit(r: Result<(), Errno>) -> Answer {
+    r.map(|()| Vec::new())
+}
+
+/// `mkdir -p`: a directory that exists already is no error.
+fn mkdir_p(a: Answer) -> Answer {
+    match a {
+        Err(Errno::EEXIST) => ok(),
+        a => a,
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+impl Model {
+    fn new() -> Model {
+        // T::new's table: families f and g.
+        let mut t = Table::default();
+        t.families.extend(["f".to_string(), "g".to_string()]);
+        let mut m = Model::default();
+        m.tables.insert("t".into(), t);
+        m
+    }
+
+    fn tick(&mut self) -> u64 {
+        self.clock += 1;
+        AUTO + self.clock
+    }
+
+    fn table(&mut self, t: usize) -> Result<&mut Table, Errno> {
+        self.tables.get_mut(TABLES[t]).ok_or(Errno::ENOENT)
+    }
+
+    /// The family directory a cell's path names must resolve.
+    fn fam_dir(&mut self, t: usize, r: usize, f: usize) -> Result<&mut Table, Errno> {
+        let tb = self.table(t)?;
+        if !tb.row_visible(ROWS[r]) || !tb.fam_visible(ROWS[r], FAMS[f]) {
+            return Err(Errno::ENOENT);
+        }
+        Ok(tb)
+    }
+
+    fn apply(&mut self, op: &Op) -> Answer {
+        match *op {
+            Op::MkTable(t) => {
+                if self.tables.contains_key(TABLES[t]) {
+                    return Err(Errno::EEXIST);
+                }
+                self.tables.insert(TABLES[t].into(), Table::default());
+                ok()
+            }
+            Op::RmTable(t) => {
+                // docs/mount.md, Tables: "`rmdir` removes an empty one".
+                if self.table(t)?.visible_rows().is_empty() {
+                    self.tables.remove(TABLES[t]);
+                    ok()
+                } else {
+                    Err(Errno::ENOTEMPTY)
+                }
+            }
+            Op::MkRow(t, r) => {
+                let tb = self.table(t)?;
+                if tb.row_visible(ROWS[r]) {
+                    return Err(Errno::EEXIST);
+                }
+                tb.pending_rows.insert(ROWS[r].into());
+                ok()
+            }
+            Op::MkFam(t, r, f) => {
+                let tb = self.table(t)?;
+                if !tb.row_visible(ROWS[r]) {
+                    return Err(Errno::ENOENT);
+                }
+                // "`mkdir row/family` fails with ENOENT if the family is
+                // not in the schema" (docs/mount.md, Rows and families).
+                if !tb.families.contains(FAMS[f]) {
+                    return Err(Errno::ENOENT);
+                }
+                if tb.fam_visible(ROWS[r], FAMS[f]) {
+                    return Err(Errno::EEXIST);
+                }
+                tb.pending_fams.insert((ROWS[r].into(), FAMS[f].into()));
+                ok()
+            }
+            Op::Put(t, r, f, q, ref v) => {
+                let ts = self.tick();
+                let tb = self.fam_dir(t, r, f)?;
+                // A closed file is one new version (docs/cell-semantics.md,
+                // first paragraph).
+                tb.set(ROWS[r], FAMS[f], QUALS[q], ts, v.clone().into_bytes());
+                tb.data_written(ROWS[r], FAMS[f]);
+                ok()
+            }
+            Op::Append(t, r, f, q, ref v) => {
+                let ts = self.tick();
+                let tb = self.fam_dir(t, r, f)?;
+                let mut new = tb
+                    .cell(ROWS[r], FAMS[f], QUALS[q])
+                    .and_then(|vs| newest(vs, u64::MAX))
+                    .unwrap_or_default()
+                    .to_vec();
+                new.extend_from_slice(v.as_bytes());
+                tb.set(ROWS[r], FAMS[f], QUALS[q], ts, new);
+                tb.data_written(ROWS[r], FAMS[f]);
+                ok()
+            }
+            Op::PutP(t, r, f, q, ref v) => {
+                mkdir_p(self.apply(&Op::MkRow(t, r)))?;
+                mkdir_p(self.apply(&Op::MkFam(t, r, f)))?;
+                self.apply(&Op::Put(t, r, f, q, v.clone()))
+            }
+            Op::Get(t, r, f, q) => {
+                let tb = self.fam_dir(t, r, f)?;
+                let vs = tb.cell(ROWS[r], FAMS[f], QUALS[q]).ok_or(Errno::ENOENT)?;
+                Ok(vec![text(newest(vs, u64::MAX).unwrap_or_default())])
+            }
+            Op::Unlink(t, r, f, q) => {
+                let tb = self.fam_dir(t, r, f)?;
+                tb.delete_cell(ROWS[r], FAMS[f], QUALS[q])
+                    .ok_or(Errno::ENOENT)?;
+                if let Some(o) = self.open.as_mut().filter(|o| o.at == (t, r, f, q)) {
+                    o.live = false;
+                }
+                let tb = self.table(t)?;
+                // "`rm` of the last cell leaves the directories for `rmdir`".
+                tb.keep_dirs(ROWS[r], FAMS[f]);
+                ok()
+            }
+            Op::RmRow(t, r) => {
+                let tb = self.table(t)?;
+                if tb.rows.contains_key(ROWS[r]) {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                if !tb.row_visible(ROWS[r]) {
+                    return Err(Errno::ENOENT);
+                }
+                tb.pending_rows.remove(ROWS[r]);
+                tb.pending_fams.retain(|(pr, _)| pr != ROWS[r]);
+                tb.pending_cols.retain(|(pr, ..)| pr != ROWS[r]);
+                ok()
+            }
+            Op::RmFam(t, r, f) => {
+                let tb = self.table(t)?;
+                if !tb.row_visible(ROWS[r]) || !tb.families.contains(FAMS[f]) {
+                    return Err(Errno::ENOENT);
+                }
+                if tb
+                    .rows
+                    .get(ROWS[r])
+                    .is_some_and(|fs| fs.contains_key(FAMS[f]))
+                {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                let cols = tb.pending_cols.len();
+                tb.pending_cols
+                    .retain(|(pr, pf, _)| !(pr == ROWS[r] && pf == FAMS[f]));
+                let had_cols = cols != tb.pending_cols.len();
+                if !tb.pending_fams.remove(&(ROWS[r].into(), FAMS[f].into())) && !had_cols {
+                    return Err(Errno::ENOENT);
+                }
+                // The row directory stays until it is removed itself.
+                tb.pending_rows.insert(ROWS[r].into());
+                ok()
+            }
+            Op::Rename(t, r, f, q, f2, q2) => {
+                mkdir_p(self.apply(&Op::MkFam(t, r, f2)))?;
+                let tb = self.fam_dir(t, r, f)?;
+                if !tb.fam_visible(ROWS[r], FAMS[f2]) {
+                    return Err(Errno::ENOENT);
+                }
+                let row = ROWS[r];
+                tb.cell(row, FAMS[f], QUALS[q]).ok_or(Errno::ENOENT)?;
+                if (f, q) == (f2, q2) {
+                    return ok();
+                }
+                let vs = tb
+                    .delete_cell(row, FAMS[f], QUALS[q])
+                    .ok_or(Errno::ENOENT)?;
+                // Every version moves, replacing the target's (docs/cell-semantics.md, Rename).
+                tb.delete_cell(row, FAMS[f2], QUALS[q2]);
+                for (ts, v) in vs {
+                    tb.set(row, FAMS[f2], QUALS[q2], ts, v);
+                }
+                // The source's directory stays (as after `rm`).
+                tb.pending_fams.insert((row.into(), FAMS[f].into()));
+                tb.data_written(row, FAMS[f2]);
+                if f != f2 {
+                    tb.pending_rows.insert(row.into());
+                }
+                // "Descriptors open on it follow it …; one open on a cell the
+                // rename replaced commits nothing" (docs/cell-semantics.md).
+                if let Some(o) = self.open.as_mut() {
+                    if o.at == (t, r, f, q) {
+                        o.at = (t, r, f2, q2);
+                    } else if o.at == (t, r, f2, q2) {
+                        o.live = false;
+                        o.replaced = true;
+                    }
+                }
+                ok()
+            }
+            Op::Mutate(t, ref lines) => {
+                let lines = known_families(self, t, lines);
+                let mut autos = Vec::new();
+                for l in &lines {
+                    if matches!(l, MutLine::Set(.., None)) {
+                        autos.push(self.tick());
+                    }
+                }
+                let tb = self.table(t)?;
+                let mut autos = autos.into_iter();
+                for l in lines {
+                    match l {
+                        MutLine::Set(r, f, q, v, ts) => {
+                            let ts = ts.or_else(|| autos.next()).unwrap_or(AUTO);
+                            tb.set(ROWS[r], FAMS[f], QUALS[q], ts, v.into_bytes());
+                            tb.data_written(ROWS[r], FAMS[f]);
+                        }
+                        // A delete brings no data: directories made with
+                        // mkdir "last while the mount runs" (docs/mount.md,
+                        // Rows and families). See `excluded`.
+                        MutLine::Delete(r, f, q, ts) => {
+                            let (row, fam, qual) = (ROWS[r], FAMS[f], QUALS[q]);
+                            let mut vs = tb.delete_cell(row, fam, qual).unwrap_or_default();
+                            if let Some(ts) = ts {
+                                // "`delete` with one timestamp … delete exactly
+                                // one version" (docs/batches-and-scans.md).
+                                vs.remove(&ts);
+                                for (ts, v) in vs {
+                                    tb.set(row, fam, qual, ts, v);
+                                }
+                            }
+                        }
+                        MutLine::DeleteFamily(r, f) => {
+                            if let Some(fams) = tb.rows.get_mut(ROWS[r]) {
+                                fams.remove(FAMS[f]);
+                                if fams.is_empty() {
+                                    tb.rows.remove(ROWS[r]);
+                                }
+                            }
+                        }
+                        // A row exists while it has a cell; deleterow leaves
+                        // only directories made with mkdir.
+                        MutLine::DeleteRow(r) => {
+                            tb.rows.remove(ROWS[r]);
+                        }
+                    }
+                }
+                ok()
+            }
+            Op::Scan(t, start, end, prefix, all) => {
+                let tb = self.table(t)?;
+                let mut out = Vec::new();
+                for (r, fams) in &tb.rows {
+                    if start.is_some_and(|s| r.as_str() < ROWS[s])
+                        || end.is_some_and(|e| r.as_str() >= ROWS[e])
+                        || prefix.is_some_and(|p| !r.starts_with(ROWS[p]))
+                    {
+                        continue;
+                    }
+                    for (f, quals) in fams {
+                        for (q, vs) in quals {
+                            // Newest first; one version unless `versions=all`.
+                            let n = if all { vs.len() } else { 1 };
+                            for v in vs.values().rev().take(n) {
+                                out.push(format!("{r}\t{f}:{q}\t{}", text(v)));
+                            }
+                        }
+                    }
+                }
+                Ok(out)
+            }
+            Op::AddFamily(t, f) => {
+                self.table(t)?.families.insert(FAMS[f].into());
+                ok()
+            }
+            Op::DropFamily(t, f) => {
+                let tb = self.table(t)?;
+                // "a family the new text omits is dropped if it holds no
+                // data, else the write fails with ENOTEMPTY" (docs/mount.md,
+                // `.schema`).
+                if tb.rows.values().any(|fs| fs.contains_key(FAMS[f])) {
+                    return Err(Errno::ENOTEMPTY);
+                }
+                // Its empty directories go too (see `excluded`, bug 2).
+                tb.families.remove(FAMS[f]);
+                tb.pending_fams.retain(|(_, pf)| pf != FAMS[f]);
+                ok()
+            }
+            Op::PutVersion(t, r, f, q, ts, ref v) => {
+                let tb = self.fam_dir(t, r, f)?;
+                // Versions are written into a cell's column, which exists
+                // while the cell does (or after its last version is removed).
+                let col = (
+                    ROWS[r].to_string(),
+                    FAMS[f].to_string(),
+                    QUALS[q].to_string(),
+                );
+                if tb.cell(ROWS[r], FAMS[f], QUALS[q]).is_none() && !tb.pending_cols.contains(&col)
+                {
+                    return Err(Errno::ENOENT);
+                }
+                tb.set(ROWS[r], FAMS[f], QUALS[q], ts, v.clone().into_bytes());
+                tb.data_written(ROWS[r], FAMS[f]);
+                ok()
+            }
+            Op::RmVersion(t, r, f, q, ts) => {
+                let tb = self.fam_dir(t, r, f)?;
+                let (row, fam, qual) = (ROWS[r], FAMS[f], QUALS[q]);
+                let vs = tb.cell(row, fam, qual).ok_or(Errno::ENOENT)?;
+                if !vs.contains_key(&ts) {
+                    return Err(Errno::ENOENT);
+                }
+                let mut vs = tb.delete_cell(row, fam, qual).unwrap_or_default();
+                vs.remove(&ts);
+                for (ts, v) in vs {
+                    tb.set(row, fam, qual, ts, v);
+                }
+                tb.keep_dirs(row, fam);
+                tb.pending_cols
+                    .insert((row.into(), fam.into(), qual.into()));
+                ok()
+            }
+            Op::OpenWrite(t, r, f, q, ref v) => {
+                if self.open.is_some() {
+                    return ok();
+                }
+                let tb = self.fam_dir(t, r, f)?;
+                tb.cell(ROWS[r], FAMS[f], QUALS[q]).ok_or(Errno::ENOENT)?;
+                self.open = Some(Open {
+                    at: (t, r, f, q),
+                    value: v.clone(),
+                    live: true,
+                    replaced: false,
+                });
+                ok()
+            }
+            Op::Close => {
+                let Some(o) = self.open.take() else {
+                    return ok();
+                };
+                if o.live {
+                    let ts = self.tick();
+                    let (t, r, f, q) = o.at;
+                    let tb = self.table(t)?;
+                    tb.set(ROWS[r], FAMS[f], QUALS[q], ts, o.value.into_bytes());
+                    tb.data_written(ROWS[r], FAMS[f]);
+                }
+                ok()
+            }
+            Op::OnCell(..) => {
+                let op = concrete(self, op);
+                self.apply(&op)
+            }
+            Op::At(t, ts) => {
+                let tb = self.table(t)?;
+                Ok(at_tree(tb, ts))
+            }
+        }
+    }
+}
+
+/// The lines of a batch whose family is in the schema: a batch naming an
+/// unknown family is refused whole, which the model does not try to say.
+fn known_families(m: &Model, t: usize, lines: &[MutLine]) -> Vec<MutLine> {
+    let fams = m.tables.get(TABLES[t]).map(|tb| &tb.families);
+    lines
+        .iter()
+        .filter(|l| match l {
+            MutLine::Set(_, f, ..) | MutLine::Delete(_, f, ..) | MutLine::DeleteFamily(_, f) => {
+                fams.is_some_and(|fs| fs.contains(FAMS[*f]))
+            }
+            MutLine::DeleteRow(_) => true,
+        })
+        .cloned()
+        .collect()
+}
+
+fn newest(vs: &Versions, at: u64) -> Option<&[u8]> {
+    vs.range(..=at).next_back().map(|(_, v)| v.as_slice())
+}
+
+/// `.at/<ts>/`: "every cell's newest version with a timestamp at or before
+/// it" (docs/mount.md, time travel); rows without one are absent.
+fn at_tree(tb: &Table, ts: u64) -> Vec<String> {
+    let mut out = Vec::new();
+    for (r, fams) in &tb.rows {
+        for (f, quals) in fams {
+            for (q, vs) in quals {
+                if let Some(v) = newest(vs, ts) {
+                    out.push(format!("{r}/{f}/{q}={}", text(v)));
+                    // "with `.versions` limited the same way".
+                    out.extend(vs.range(..=ts).map(|(ts, v)| format!("  {ts}={}", text(v))));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The filesystem's side of each operation.
+/// The descriptor held across operations: its handle and its inode.
+type Held = std::cell::Cell<Option<(u64, u64)>>;
+
+/// What the kernel does when a name goes: it evicts the inode and forgets
+/// it, unless a descriptor holds it.
+fn evict(t: &T, fh: &Held, ino: u64) {
+    if fh.get().is_none_or(|(_, held)| held != ino) {
+        t.fs.forget(ino, u64::MAX);
+    }
+}
+
+/// `rmdir`: the kernel looks the name up first.
+fn rmdir(t: &T, path: &str) -> Answer {
+    t.ino(path)?;
+    unit(t.rmdir(path))
+}
+
+fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
+    match *op {
+        Op::MkTable(i) => unit(t.mkdir(&format!("/{}", TABLES[i]))),
+        Op::RmTable(i) => rmdir(t, &format!("/{}", TABLES[i])),
+        Op::MkRow(i, r) => unit(t.mkdir(&format!("/{}/{}", TABLES[i], ROWS[r]))),
+        Op::MkFam(i, r, f) => unit(t.mkdir(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]))),
+        Op::Put(i, r, f, q, ref v) => unit(t.put(
+            &format!("/{}/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f], QUALS[q]),
+            v.as_bytes(),
+            TRUNC,
+        )),
+        Op::Append(i, r, f, q, ref v) => unit(t.put(
+            &format!("/{}/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f], QUALS[q]),
+            v.as_bytes(),
+            WR | libc::O_APPEND,
+        )),
+        Op::PutP(i, r, f, q, ref v) => {
+            mkdir_p(run(t, m, fh, &Op::MkRow(i, r)))?;
+            mkdir_p(run(t, m, fh, &Op::MkFam(i, r, f)))?;
+            run(t, m, fh, &Op::Put(i, r, f, q, v.clone()))
+        }
+        Op::Get(i, r, f, q) => t
+            .get(&format!(
+                "/{}/{}/{}/{}",
+                TABLES[i], ROWS[r], FAMS[f], QUALS[q]
+            ))
+            .map(|v| vec![text(&v)]),
+        Op::Unlink(i, r, f, q) => {
+            let path = format!("/{}/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f], QUALS[q]);
+            let gone = t.ino(&path)?;
+            t.unlink(&path)?;
+            evict(t, fh, gone);
+            ok()
+        }
+        Op::RmRow(i, r) => rmdir(t, &format!("/{}/{}", TABLES[i], ROWS[r])),
+        Op::RmFam(i, r, f) => rmdir(t, &format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f])),
+        Op::Rename(i, r, f, q, f2, q2) => {
+            mkdir_p(run(t, m, fh, &Op::MkFam(i, r, f2)))?;
+            let from = t.ino(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]));
+            let to = t.ino(&format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f2]));
+            let (from, to) = (from?, to?);
+            // The kernel looks the source up first, and answers a rename
+            // of a name onto itself without asking the filesystem.
+            t.fs.lookup(from, QUALS[q].as_bytes())?;
+            if (f, q) == (f2, q2) {
+                return ok();
+            }
+            let replaced = t.fs.lookup(to, QUALS[q2].as_bytes()).ok();
+            t.fs.rename(
+                &t.root,
+                from,
+                QUALS[q].as_bytes(),
+                to,
+                QUALS[q2].as_bytes(),
+                0,
+            )?;
+            // The kernel evicts the inode the rename replaced. Bug 3: while a
+            // descriptor holds it, a later cell made at that name answers
+            // EIO ("inode number collision"): with `t/a/f/x` open, `mv
+            // t/a/g/x t/a/f/x; mv t/a/f/x t/a/f/y; echo 3 > t/a/f/x`.
+            if let Some(e) = replaced {
+                evict(t, fh, e.attr.ino.0);
+            }
+            ok()
+        }
+        Op::Mutate(i, ref lines) => {
+            let mut batch = String::new();
+            for l in &known_families(m, i, lines) {
+                batch += &match l {
+                    MutLine::Set(r, f, q, v, ts) => {
+                        let v = if v.is_empty() { "%" } else { v };
+                        let ts = ts.map(|ts| format!(" {ts}")).unwrap_or_default();
+                        format!("set {} {}:{} {v}{ts}\n", ROWS[*r], FAMS[*f], QUALS[*q])
+                    }
+                    MutLine::Delete(r, f, q, ts) => {
+                        let ts = ts.map(|ts| format!(" {ts}")).unwrap_or_default();
+                        format!("delete {} {}:{}{ts}\n", ROWS[*r], FAMS[*f], QUALS[*q])
+                    }
+                    MutLine::DeleteFamily(r, f) => {
+                        format!("deletefamily {} {}\n", ROWS[*r], FAMS[*f])
+                    }
+                    MutLine::DeleteRow(r) => format!("deleterow {}\n", ROWS[*r]),
+                };
+            }
+            let ino = t.ino(&format!("/{}/.mutate", TABLES[i]))?;
+            let fh = t.fs.open(&t.root, ino, libc::O_WRONLY)?.fh;
+            let r =
+                t.fs.write(fh, 0, batch.as_bytes(), None)
+                    .and_then(|_| t.fs.flush(fh, None));
+            t.fs.release(fh)?;
+            unit(r.map(|_| ()))
+        }
+        Op::Scan(i, start, end, prefix, all) => {
+            let mut keys = Vec::new();
+            if all {
+                keys.push("versions=all".to_string());
+            }
+            if let Some(s) = start {
+                keys.push(format!("start={}", ROWS[s]));
+            }
+            if let Some(e) = end {
+                keys.push(format!("end={}", ROWS[e]));
+            }
+            if let Some(p) = prefix {
+                keys.push(format!("prefix={}", ROWS[p]));
+            }
+            let query = if keys.is_empty() {
+                "all".to_string()
+            } else {
+                keys.join("&")
+            };
+            let out = t.get(&format!("/{}/.scan/{query}", TABLES[i]))?;
+            // row, column, timestamp, value: the timestamp is the store's.
+            Ok(text(&out)
+                .lines()
+                .map(|l| {
+                    let f: Vec<&str> = l.split('\t').collect();
+                    format!("{}\t{}\t{}", f[0], f[1], f.get(3).unwrap_or(&""))
+                })
+                .collect())
+        }
+        Op::AddFamily(i, f) => unit(t.put(
+            &format!("/{}/.schema", TABLES[i]),
+            format!("{}\n", FAMS[f]).as_bytes(),
+            WR | libc::O_APPEND,
+        )),
+        Op::DropFamily(i, f) => {
+            // The whole schema without the family (the model's families:
+            // the trees were equal before this step).
+            let rest: String = m
+                .tables
+                .get(TABLES[i])
+                .into_iter()
+                .flat_map(|tb| &tb.families)
+                .filter(|x| x.as_str() != FAMS[f])
+                .map(|x| format!("{x}\n"))
+                .collect();
+            unit(t.put(&format!("/{}/.schema", TABLES[i]), rest.as_bytes(), TRUNC))
+        }
+        Op::PutVersion(i, r, f, q, ts, ref v) => unit(t.put(
+            &format!(
+                "/{}/{}/{}/.versions/{}/{ts:016}",
+                TABLES[i], ROWS[r], FAMS[f], QUALS[q]
+            ),
+            v.as_bytes(),
+            TRUNC,
+        )),
+        Op::RmVersion(i, r, f, q, ts) => {
+            let path = format!(
+                "/{}/{}/{}/.versions/{}/{ts:016}",
+                TABLES[i], ROWS[r], FAMS[f], QUALS[q]
+            );
+            t.ino(&path)?;
+            unit(t.unlink(&path))
+        }
+        Op::OpenWrite(i, r, f, q, ref v) => {
+            if fh.get().is_some() {
+                return ok();
+            }
+            let ino = t.ino(&format!(
+                "/{}/{}/{}/{}",
+                TABLES[i], ROWS[r], FAMS[f], QUALS[q]
+            ))?;
+            let h = t.fs.open(&t.root, ino, TRUNC)?.fh;
+            fh.set(Some((h, ino)));
+            t.fs.write(h, 0, v.as_bytes(), None)?;
+            ok()
+        }
+        Op::Close => {
+            let Some((h, _)) = fh.take() else {
+                return ok();
+            };
+            let r = t.fs.flush(h, None);
+            t.fs.release(h)?;
+            unit(r)
+        }
+        Op::OnCell(..) => run(t, m, fh, &concrete(m, op)),
+        Op::At(i, ts) => {
+            let base = format!("/{}/.at/{ts}", TABLES[i]);
+            let mut out = Vec::new();
+            for r in names(t, &base)? {
+                for f in names(t, &format!("{base}/{r}"))? {
+                    for q in names(t, &format!("{base}/{r}/{f}"))? {
+                        let v = t.get(&format!("{base}/{r}/{f}/{q}"))?;
+                        out.push(format!("{r}/{f}/{q}={}", text(&v)));
+                        let dir = format!("{base}/{r}/{f}/.versions/{q}");
+                        for name in t.ls(&dir)? {
+                            let v = t.get(&format!("{dir}/{name}"))?;
+                            let ts: u64 = name.parse().unwrap_or(0);
+                            out.push(format!("  {ts}={}", text(&v)));
+                        }
+                    }
+                }
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// A directory's entries without the dot files (`.schema`, `.mutate`),
+/// sorted.
+fn names(t: &T, path: &str) -> Result<Vec<String>, Errno> {
+    let mut n = listed(t, path)?;
+    n.sort();
+    Ok(n)
+}
+
+/// The same in the listing's order.
+fn listed(t: &T, path: &str) -> Result<Vec<String>, Errno> {
+    Ok(t.ls(path)?
+        .into_iter()
+        .filter(|n| !n.starts_with('.'))
+        .collect())
+}
+
+/// The whole visible tree, from the model: tables, rows, families, cells
+/// with their values, and each cell's versions (explicit timestamps by
+/// name, the store clock's as `auto`) with their values.
+fn model_tree(m: &Model) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, tb) in &m.tables {
+        out.push(format!("/{name}"));
+        for r in tb.visible_rows() {
+            out.push(format!("/{name}/{r}"));
+            for f in tb.visible_fams(&r) {
+                out.push(format!("/{name}/{r}/{f}"));
+                let quals = tb.rows.get(&r).and_then(|fs| fs.get(&f));
+                for (q, vs) in quals.into_iter().flatten() {
+                    let v = newest(vs, u64::MAX).unwrap_or_default();
+                    out.push(format!("/{name}/{r}/{f}/{q}={}", text(v)));
+                    for (ts, v) in vs {
+                        let ts = if *ts >= AUTO {
+                            "auto".to_string()
+                        } else {
+                            ts.to_string()
+                        };
+                        out.push(format!("  {ts}={}", text(v)));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn fs_tree(t: &T) -> Result<Vec<String>, Errno> {
+    let mut out = Vec::new();
+    for name in names(t, "/")? {
+        out.push(format!("/{name}"));
+        // "`ls table` lists rows in key order" (docs/mount.md, Listing),
+        // the empty directories among them.
+        for r in listed(t, &format!("/{name}"))? {
+            let row = format!("/{name}/{r}");
+            out.push(row.clone());
+            for f in names(t, &row)? {
+                let fam = format!("{row}/{f}");
+                out.push(fam.clone());
+                for q in names(t, &fam)? {
+                    let v = t.get(&format!("{fam}/{q}"))?;
+                    out.push(format!("{fam}/{q}={}", text(&v)));
+                    let dir = format!("{fam}/.versions/{q}");
+                    for ts in t.ls(&dir)? {
+                        let v = t.get(&format!("{dir}/{ts}"))?;
+                        let n: u64 = ts.parse().unwrap_or(0);
+                        let ts = if n >= AUTO {
+                            "auto".to_string()
+                        } else {
+                            n.to_string()
+                        };
+                        out.push(format!("  {ts}={}", text(&v)));
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether the operation reaches a case excluded because of a known bug.
+///
+/// Bug 1: a `.mutate` `delete` forgets the row's and the family's empty
+/// directories made with mkdir (`files/batch.rs` calls
+/// `Pending::data_written` for deletes as for sets), so `mkdir t/c;
+/// printf 'delete c f:x\n' > t/.mutate` makes `t/c` vanish, where
+/// docs/mount.md says such directories "last while the mount runs".
+///
+/// Bug 2: dropping a family from `.schema` does not forget its empty
+/// directories made with mkdir (`Pending` keeps them): they hide while the
+/// family is gone, yet keep their row listed (an empty row directory that
+/// `rmdir` must remove), and come back if the family is added again.
+/// Minimal: `mkdir t/a t/a/g; printf 'f\n' > t/.schema; printf 'g\n' >>
+/// t/.schema; ls t/a` shows `g`.
+///
+/// Bug 4: a cell removed by `.mutate` (or by `rm` of its last version)
+/// while a descriptor holds it open for writing still answers `lookup`, but
+/// `open` answers ENOENT, so it cannot be written again until that
+/// descriptor closes: with `t/b/f/x` open for writing, `printf 'deleterow
+/// b\n' > t/.mutate; mkdir -p t/b/f; echo 2 > t/b/f/x` fails with ENOENT.
+///
+/// Bug 3 (see `run`'s rename): while the descriptor is open on a cell a
+/// rename replaced, only reads and its close run.
+fn excluded(m: &Model, op: &Op) -> bool {
+    if m.open.as_ref().is_some_and(|o| o.replaced)
+        && !matches!(op, Op::Close | Op::Get(..) | Op::Scan(..) | Op::At(..))
+    {
+        return true;
+    }
+    if let Some(o) = m.open.as_ref().filter(|o| o.live) {
+        let (t, r, f, q) = o.at;
+        let hits = |l: &MutLine| match *l {
+            MutLine::Delete(lr, lf, lq, _) => (lr, lf, lq) == (r, f, q),
+            MutLine::DeleteFamily(lr, lf) => (lr, lf) == (r, f),
+            MutLine::DeleteRow(lr) => lr == r,
+            MutLine::Set(..) => false,
+        };
+        match op {
+            Op::Mutate(mt, lines) if *mt == t && lines.iter().any(hits) => return true,
+            Op::RmVersion(vt, vr, vf, vq, _) if (*vt, *vr, *vf, *vq) == (t, r, f, q) => {
+                return true
+            }
+            _ => {}
+        }
+    }
+    if let Op::DropFamily(t, f) = op {
+        return m.tables.get(TABLES[*t]).is_some_and(|tb| {
+            tb.pending_fams.iter().any(|(_, pf)| pf == FAMS[*f])
+                || tb.pending_cols.iter().any(|(_, pf, _)| pf == FAMS[*f])
+        });
+    }
+    let Op::Mutate(t, lines) = op else {
+        return false;
+    };
+    let Some(tb) = m.tables.get(TABLES[*t]) else {
+        return false;
+    };
+    known_families(m, *t, lines).iter().any(|l| match l {
+        MutLine::Delete(r, f, ..) => {
+            tb.pending_rows.contains(ROWS[*r])
+                || tb
+                    .pending_fams
+                    .contains(&(ROWS[*r].into(), FAMS[*f].into()))
+        }
+        _ => false,
+    })
+}
+
+/// `Op::OnCell` as the operation it names, on the model's state.
+fn concrete(m: &Model, op: &Op) -> Op {
+    let Op::OnCell(n, inner) = op else {
+        return op.clone();
+    };
+    let pos = |names: &[&str], x: &str| names.iter().position(|n| *n == x).unwrap_or(0);
+    let mut cells = Vec::new();
+    for (t, tb) in &m.tables {
+        for (r, fams) in &tb.rows {
+            for (f, quals) in fams {
+                for (q, vs) in quals {
+                    let at = (
+                        pos(&TABLES, t),
+                        pos(&ROWS, r),
+                        pos(&FAMS, f),
+                        pos(&QUALS, q),
+                    );
+                    cells.push((at, vs));
+                }
+            }
+        }
+    }
+    if cells.is_empty() {
+        return (**inner).clone();
+    }
+    let ((t, r, f, q), vs) = cells[n % cells.len()];
+    match &**inner {
+        Op::Rename(.., f2, q2) => Op::Rename(t, r, f, q, *f2, *q2),
+        Op::Get(..) => Op::Get(t, r, f, q),
+        Op::Unlink(..) => Op::Unlink(t, r, f, q),
+        Op::OpenWrite(.., v) => Op::OpenWrite(t, r, f, q, v.clone()),
+        Op::Append(.., v) => Op::Append(t, r, f, q, v.clone()),
+        Op::PutVersion(.., ts, v) => Op::PutVersion(t, r, f, q, *ts, v.clone()),
+        // One of its versions with a timestamp the model knows.
+        _ => {
+            let known: Vec<u64> = vs.keys().copied().filter(|ts| *ts < AUTO).collect();
+            let ts = known.get(n % known.len().max(1)).copied().unwrap_or(100);
+            Op::RmVersion(t, r, f, q, ts)
+        }
+    }
+}
+
+fn check(ops: &[Op]) -> Result<(), TestCaseError> {
+    let t = T::new();
+    let mut m = Model::new();
+    let fh = std::cell::Cell::new(None);
+    for (i, op) in ops.iter().enumerate() {
+        let op = &concrete(&m, op);
+        if excluded(&m, op) {
+            continue;
+        }
+        let got = run(&t, &m, &fh, op);
+        let want = m.apply(op);
+        prop_assert_eq!(&got, &want, "step {} {:?}", i, op);
+        let tree = fs_tree(&t);
+        prop_assert_eq!(tree, Ok(model_tree(&m)), "tree after step {} {:?}", i, op);
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(testkit::fuzz::config(128))]
+
+    /// `FUZZ_CASES=n` runs n sequences.
+    #[test]
+    fn the_mount_behaves_as_the_model(ops in proptest::collection::vec(op(), 1..40)) {
+        check(&ops)?;
+    }
+}
+
+#[test]
+fn the_model_sees_what_the_docs_promise() {
+    // mkdir -p then echo, rm of the last cell keeps the directories,
+    // deleterow through .mutate after a write lets the row vanish.
+    check(&[
+        Op::MkRow(0, 0),
+        Op::MkFam(0, 0, 0),
+        Op::Put(0, 0, 0, 0, "v".into()),
+        Op::Unlink(0, 0, 0, 0),
+        Op::RmFam(0, 0, 0),
+        Op::RmRow(0, 0),
+        Op::Mutate(0, vec![MutLine::Set(1, 1, 1, "w".into(), Some(300))]),
+        Op::At(0, 350),
+        Op::Mutate(0, vec![MutLine::DeleteRow(1)]),
+        Op::Scan(0, None, None, None, true),
+    ])
+    .unwrap();
+}
+
+// The bugs the model found, excluded from the random sequences above; each
+// fails until fixed (`cargo test -p fs --lib known_bug -- --ignored`).
+
+#[test]
+#[ignore = "bug 1: a .mutate delete forgets directories made with mkdir"]
+fn known_bug_1_delete_forgets_mkdir_row() {
+    let t = T::new();
+    t.mkdir("/t/c").unwrap();
+    t.mutate("delete c f:x\n").unwrap();
+    assert_eq!(t.ls("/t").unwrap(), vec![".schema", ".mutate", "c"]);
+}
+
+#[test]
+#[ignore = "bug 2: a dropped family's empty directories come back with it"]
+fn known_bug_2_dropped_family_directory_returns() {
+    let t = T::new();
+    t.mkdir("/t/a").unwrap();
+    t.mkdir("/t/a/g").unwrap();
+    t.put("/t/.schema", b"f\n", TRUNC).unwrap();
+    t.put("/t/.schema", b"g\n", WR | libc::O_APPEND).unwrap();
+    assert_eq!(t.ls("/t/a").unwrap(), Vec::<String>::new());
+}
+
+#[test]
+#[ignore = "bug 3: a cell made where a rename replaced one still held answers EIO"]
+fn known_bug_3_replaced_inode_collides() {
+    let t = T::new();
+    t.mutate("set a g:x 1\nset a f:x 2\n").unwrap();
+    let (g, f) = (t.ino("/t/a/g").unwrap(), t.ino("/t/a/f").unwrap());
+    t.ino("/t/a/g/x").unwrap();
+    let held = t.ino("/t/a/f/x").unwrap();
+    let fh = t.fs.open(&t.root, held, libc::O_RDONLY).unwrap().fh;
+    t.fs.rename(&t.root, g, b"x", f, b"x", 0).unwrap();
+    t.fs.rename(&t.root, f, b"x", f, b"y", 0).unwrap();
+    let made = t.put("/t/a/f/x", b"3", TRUNC);
+    t.fs.release(fh).unwrap();
+    assert_eq!(made, Ok(()));
+}
+
+#[test]
+#[ignore = "bug 4: a cell deleted while open for writing answers lookup, not open"]
+fn known_bug_4_deleted_open_cell_cannot_be_written() {
+    let t = T::new();
+    t.mutate("set b f:x 1\n").unwrap();
+    let ino = t.ino("/t/b/f/x").unwrap();
+    let fh = t.fs.open(&t.root, ino, TRUNC).unwrap().fh;
+    t.mutate("deleterow b\n").unwrap();
+    t.mkdir("/t/b").unwrap();
+    t.mkdir("/t/b/f").unwrap();
+    let put = t.put("/t/b/f/x", b"2", TRUNC);
+    t.fs.release(fh).unwrap();
+    assert_eq!(put, Ok(()));
+}
