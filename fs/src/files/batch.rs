@@ -213,11 +213,14 @@ impl Ctx {
                 row: Key::from(row.as_slice()),
             });
             for op in t.txn.ops.iter().chain(&t.txn.otherwise) {
+                // A delete writes no data: the row's and family's
+                // directories made by mkdir stay (they last while the mount
+                // runs, as docs/mount.md says).
                 let cell = match op {
-                    RowOp::Mutate(Mutation::SetCell {
+                    RowOp::Mutate(Mutation::DeleteCells {
                         family, qualifier, ..
-                    })
-                    | RowOp::Mutate(Mutation::DeleteCells {
+                    }) => Some((family, qualifier, false)),
+                    RowOp::Mutate(Mutation::SetCell {
                         family, qualifier, ..
                     })
                     | RowOp::Mutate(Mutation::AddToCell {
@@ -228,7 +231,7 @@ impl Ctx {
                     }
                     | RowOp::Append {
                         family, qualifier, ..
-                    } => Some((family, qualifier)),
+                    } => Some((family, qualifier, true)),
                     RowOp::Mutate(Mutation::DeleteFamily { family }) => {
                         self.invalidate_row(table, row, Some(family));
                         None
@@ -238,7 +241,7 @@ impl Ctx {
                         None
                     }
                 };
-                if let Some((f, q)) = cell {
+                if let Some((f, q, writes)) = cell {
                     self.invalidate(&Node::Cell {
                         table: Name::from(table),
                         view: View::Now,
@@ -246,7 +249,9 @@ impl Ctx {
                         family: Name::from(f.as_str()),
                         qualifier: q.clone(),
                     });
-                    self.data.pending.data_written(table, row, f);
+                    if writes {
+                        self.data.pending.data_written(table, row, f);
+                    }
                 }
             }
             if row_known {

@@ -976,12 +976,6 @@ fn fs_tree(t: &T) -> Result<Vec<String>, Errno> {
 
 /// Whether the operation reaches a case excluded because of a known bug.
 ///
-/// Bug 1: a `.mutate` `delete` forgets the row's and the family's empty
-/// directories made with mkdir (`files/batch.rs` calls
-/// `Pending::data_written` for deletes as for sets), so `mkdir t/c;
-/// printf 'delete c f:x\n' > t/.mutate` makes `t/c` vanish, where
-/// docs/mount.md says such directories "last while the mount runs".
-///
 /// Bug 2: dropping a family from `.schema` does not forget its empty
 /// directories made with mkdir (`Pending` keeps them): they hide while the
 /// family is gone, yet keep their row listed (an empty row directory that
@@ -1025,21 +1019,7 @@ fn excluded(m: &Model, op: &Op) -> bool {
                 || tb.pending_cols.iter().any(|(_, pf, _)| pf == FAMS[*f])
         });
     }
-    let Op::Mutate(t, lines) = op else {
-        return false;
-    };
-    let Some(tb) = m.tables.get(TABLES[*t]) else {
-        return false;
-    };
-    known_families(m, *t, lines).iter().any(|l| match l {
-        MutLine::Delete(r, f, ..) => {
-            tb.pending_rows.contains(ROWS[*r])
-                || tb
-                    .pending_fams
-                    .contains(&(ROWS[*r].into(), FAMS[*f].into()))
-        }
-        _ => false,
-    })
+    false
 }
 
 /// `Op::OnCell` as the operation it names, on the model's state.
@@ -1134,9 +1114,11 @@ fn the_model_sees_what_the_docs_promise() {
 // The bugs the model found, excluded from the random sequences above; each
 // fails until fixed (`cargo test -p fs --lib known_bug -- --ignored`).
 
+/// Was bug 1: a `.mutate` `delete` forgot the row's and the family's empty
+/// directories made with mkdir (docs/mount.md: they last while the mount
+/// runs).
 #[test]
-#[ignore = "bug 1: a .mutate delete forgets directories made with mkdir"]
-fn known_bug_1_delete_forgets_mkdir_row() {
+fn a_delete_keeps_directories_made_with_mkdir() {
     let t = T::new();
     t.mkdir("/t/c").unwrap();
     t.mutate("delete c f:x\n").unwrap();
