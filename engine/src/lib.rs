@@ -68,7 +68,7 @@ pub use filter::RowFilter;
 pub use options::{Options, TabletInfo};
 pub use protocol::ServerReport;
 pub use scan::ScanSpec;
-pub use txn::{Guard, RowOp, RowTxn, TxnOutcome};
+pub use txn::{Guard, Reach, RowOp, RowTxn, TxnOutcome};
 pub use value::Value;
 
 /// Parsers of on-disk input, reachable for the engine's fuzz tests

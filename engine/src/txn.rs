@@ -51,6 +51,47 @@ pub enum RowOp {
     },
 }
 
+/// What part of a row one [`RowOp`] touches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach<'a> {
+    /// One column, read and rewritten: an increment or an append.
+    ReadModifyWrite(&'a str, &'a [u8]),
+    /// One column, written or deleted.
+    Column(&'a str, &'a [u8]),
+    /// Every column of a family.
+    Family(&'a str),
+    /// The whole row.
+    Row,
+}
+
+impl RowOp {
+    /// What part of the row this op touches: where repeated appends and
+    /// increments of one column may be folded, and what stops the folding.
+    pub fn reach(&self) -> Reach<'_> {
+        match self {
+            RowOp::Increment {
+                family, qualifier, ..
+            }
+            | RowOp::Append {
+                family, qualifier, ..
+            } => Reach::ReadModifyWrite(family, qualifier),
+            RowOp::Mutate(m) => match m {
+                Mutation::SetCell {
+                    family, qualifier, ..
+                }
+                | Mutation::DeleteCells {
+                    family, qualifier, ..
+                }
+                | Mutation::AddToCell {
+                    family, qualifier, ..
+                } => Reach::Column(family, qualifier),
+                Mutation::DeleteFamily { family } => Reach::Family(family),
+                Mutation::DeleteRow => Reach::Row,
+            },
+        }
+    }
+}
+
 /// Operations on one row applied atomically: under the row lock, the guard
 /// (if any) is evaluated, read-modify-write ops read the row as it is, and
 /// everything is committed as one log record. This is check-and-mutate in

@@ -15,7 +15,7 @@ use crate::log::{CommitLog, Encoded, LogRecord};
 use crate::memtable::Memtable;
 use crate::mutation;
 use crate::tablet::{Tablet, TabletVersion};
-use crate::txn::{Guard, RowOp, RowTxn, TxnOutcome};
+use crate::txn::{Guard, Reach, RowOp, RowTxn, TxnOutcome};
 use crate::{Error, Result};
 use chubby::Sequencer;
 use crossbeam_channel::Sender;
@@ -674,32 +674,17 @@ fn superseded_rmw(ops: &[RowOp]) -> Vec<bool> {
     // another op touching the column.
     let mut open: HashMap<(&str, &[u8]), usize> = HashMap::new();
     for (i, op) in ops.iter().enumerate() {
-        match op {
-            RowOp::Increment {
-                family, qualifier, ..
-            }
-            | RowOp::Append {
-                family, qualifier, ..
-            } => {
-                if let Some(prev) = open.insert((family.as_str(), qualifier.as_slice()), i) {
+        match op.reach() {
+            Reach::ReadModifyWrite(family, qualifier) => {
+                if let Some(prev) = open.insert((family, qualifier), i) {
                     out[prev] = true;
                 }
             }
-            RowOp::Mutate(mu) => match mu {
-                Mutation::SetCell {
-                    family, qualifier, ..
-                }
-                | Mutation::DeleteCells {
-                    family, qualifier, ..
-                }
-                | Mutation::AddToCell {
-                    family, qualifier, ..
-                } => {
-                    open.remove(&(family.as_str(), qualifier.as_slice()));
-                }
-                Mutation::DeleteFamily { family } => open.retain(|(f, _), _| f != family),
-                Mutation::DeleteRow => open.clear(),
-            },
+            Reach::Column(family, qualifier) => {
+                open.remove(&(family, qualifier));
+            }
+            Reach::Family(family) => open.retain(|(f, _), _| *f != family),
+            Reach::Row => open.clear(),
         }
     }
     out

@@ -2,7 +2,7 @@
 //! at most one guard a row.
 
 use super::{BatchError, Line, Op};
-use engine::{Condition, Guard, Mutation, Predicate, RowOp, RowTxn, TimeRange, TxnOutcome};
+use engine::{Condition, Guard, Mutation, Predicate, Reach, RowOp, RowTxn, TimeRange, TxnOutcome};
 use std::collections::HashMap;
 
 /// Repeated appends (or increments) of one column in a row's transaction
@@ -21,53 +21,40 @@ struct Folds {
 
 impl Folds {
     fn push(&mut self, ops: &mut Vec<RowOp>, op: RowOp) {
-        match &op {
-            RowOp::Mutate(m) => match m {
-                Mutation::SetCell {
-                    family, qualifier, ..
-                }
-                | Mutation::DeleteCells {
-                    family, qualifier, ..
-                }
-                | Mutation::AddToCell {
-                    family, qualifier, ..
-                } => {
-                    self.last.remove(&(family.clone(), qualifier.clone()));
-                }
-                Mutation::DeleteFamily { family } => self.last.retain(|(f, _), _| f != family),
-                Mutation::DeleteRow => self.last.clear(),
-            },
-            RowOp::Increment {
-                family,
-                qualifier,
-                delta,
-            } => {
-                let key = (family.clone(), qualifier.clone());
-                if let Some(RowOp::Increment { delta: d, .. }) =
-                    self.last.get(&key).and_then(|&i| ops.get_mut(i))
-                {
-                    // Counters wrap (engine::mutation::increment): so does the sum.
-                    *d = d.wrapping_add(*delta);
-                    return;
-                }
-                self.last.insert(key, ops.len());
+        match op.reach() {
+            Reach::Column(family, qualifier) => {
+                self.last.remove(&(family.to_string(), qualifier.to_vec()));
             }
-            RowOp::Append {
-                family, qualifier, ..
-            } => {
-                let key = (family.clone(), qualifier.clone());
-                if let Some(RowOp::Append { data: d, .. }) =
-                    self.last.get(&key).and_then(|&i| ops.get_mut(i))
-                {
-                    if let RowOp::Append { data, .. } = op {
-                        d.extend_from_slice(&data);
+            Reach::Family(family) => self.last.retain(|(f, _), _| f != family),
+            Reach::Row => self.last.clear(),
+            Reach::ReadModifyWrite(family, qualifier) => {
+                let key = (family.to_string(), qualifier.to_vec());
+                if let Some(prev) = self.last.get(&key).and_then(|&i| ops.get_mut(i)) {
+                    if fold_into(prev, &op) {
+                        return;
                     }
-                    return;
                 }
                 self.last.insert(key, ops.len());
             }
         }
         ops.push(op);
+    }
+}
+
+/// Folds `op` into `prev`, an earlier op of the same column, when both are
+/// increments (the deltas add, wrapping as counters do:
+/// engine::mutation::increment) or both appends (the bytes join).
+fn fold_into(prev: &mut RowOp, op: &RowOp) -> bool {
+    match (prev, op) {
+        (RowOp::Increment { delta: d, .. }, RowOp::Increment { delta, .. }) => {
+            *d = d.wrapping_add(*delta);
+            true
+        }
+        (RowOp::Append { data: d, .. }, RowOp::Append { data, .. }) => {
+            d.extend_from_slice(data);
+            true
+        }
+        _ => false,
     }
 }
 
