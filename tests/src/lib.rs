@@ -95,14 +95,31 @@ pub fn unmount(path: &Path) -> bool {
 
 /// Resident memory of a process in KiB.
 pub fn rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmRSS:")
+}
+
+/// A `/proc/PID/status` figure in kB (0 if the process is gone).
+fn status_kib(pid: u32, field: &str) -> u64 {
     fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
         .and_then(|s| {
             s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .find_map(|l| l.strip_prefix(field))
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// The kernel's record of a process's highest resident memory (VmHWM) in
+/// KiB: every spike counts, however brief, where sampling could miss one.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    status_kib(pid, "VmHWM:")
+}
+
+/// Starts the kernel's peak-memory record of a process afresh from its
+/// current RSS (writing 5 to `clear_refs`; root or the process's owner).
+pub fn reset_peak_rss(pid: u32) {
+    fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
 }
 
 /// A mounted store in its own temporary directory.

@@ -11,7 +11,7 @@ mod raw;
 use bytes::Bytes;
 use engine::protocol::TabletService;
 use proxy::{Proxy, Way};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tests::Mount;
@@ -175,18 +175,6 @@ fn a_deeply_nested_filter_is_refused_not_a_stack_overflow() {
     assert_eq!(m.ok("cat t/r/cf/q"), "kept\n");
 }
 
-/// Samples the daemon's RSS until told to stop; returns the highest.
-fn sample_rss(pid: u32, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<u64> {
-    std::thread::spawn(move || {
-        let mut peak = 0;
-        while !stop.load(Ordering::Relaxed) {
-            peak = peak.max(tests::rss_kib(pid));
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        peak
-    })
-}
-
 /// `n` streams on one connection that each announce a message of `len`
 /// bytes and send all of it but the last byte; returns each one's answer.
 fn streams_stopping_short(
@@ -257,11 +245,9 @@ fn many_streams_stopping_short_of_a_huge_message_leave_the_daemon_alive_and_boun
     let rt = runtime();
     // Twelve streams each stopping one byte short of a message just under
     // the largest request (80 MiB): 960 MiB if each were buffered.
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = sample_rss(pid, stop.clone());
+    tests::reset_peak_rss(pid);
     let answers = streams_stopping_short(&rt, &addr, 12, (80 << 20) - 1);
-    stop.store(true, Ordering::Relaxed);
-    let peak = sampler.join().unwrap();
+    let peak = tests::peak_rss_kib(pid);
     let grown_mib = peak.saturating_sub(before) / 1024;
     eprintln!("RSS {before} KiB before, {peak} KiB at the peak (+{grown_mib} MiB)");
     assert!(
@@ -723,12 +709,10 @@ fn the_public_api_bounds_streams_stopping_short_too() {
     let pid = m.pid();
     let before = tests::rss_kib(pid);
     let rt = runtime();
-    let stop = Arc::new(AtomicBool::new(false));
-    let sampler = sample_rss(pid, stop.clone());
+    tests::reset_peak_rss(pid);
     let path = "/google.bigtable.v2.Bigtable/MutateRow";
     let answers = streams_stopping_short_on(&rt, &addr, path, 12, (80 << 20) - 1);
-    stop.store(true, Ordering::Relaxed);
-    let peak = sampler.join().unwrap();
+    let peak = tests::peak_rss_kib(pid);
     let grown_mib = peak.saturating_sub(before) / 1024;
     eprintln!("RSS {before} KiB before, {peak} KiB at the peak (+{grown_mib} MiB)");
     assert!(grown_mib < 200, "the daemon grew {grown_mib} MiB");
