@@ -407,6 +407,23 @@ impl Mount {
             .unwrap()
     }
 
+    /// (server name, `addr=`) of each serving line of `.bigtable/servers`.
+    pub fn servers(&self) -> Vec<(String, String)> {
+        self.ok("cat .bigtable/servers")
+            .lines()
+            .filter(|l| l.contains(" state=serving "))
+            .map(|l| {
+                let word = |k: &str| {
+                    l.split_whitespace()
+                        .find_map(|w| w.strip_prefix(k))
+                        .unwrap_or_default()
+                        .to_string()
+                };
+                (word("server="), word("addr="))
+            })
+            .collect()
+    }
+
     /// Creates a table with the given `.schema` text.
     pub fn table(&self, name: &str, schema: &str) {
         fs::create_dir(self.path(name)).unwrap();

@@ -22,28 +22,11 @@ fn mount_over_rpc(dir: &tempfile::TempDir) -> Mount {
     ])
 }
 
-/// (server name, addr) of each line of `.bigtable/servers`.
-fn servers(m: &Mount) -> Vec<(String, String)> {
-    m.ok("cat .bigtable/servers")
-        .lines()
-        .filter(|l| l.contains(" state=serving "))
-        .map(|l| {
-            let word = |k: &str| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix(k))
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            (word("server="), word("addr="))
-        })
-        .collect()
-}
-
 #[test]
 fn a_daemon_whose_requests_cross_the_internal_rpc_serves_the_mount() {
     let dir = tempfile::tempdir().unwrap();
     let m = mount_over_rpc(&dir);
-    let listed = servers(&m);
+    let listed = m.servers();
     assert_eq!(listed.len(), 3, "{listed:?}");
     for (name, addr) in &listed {
         assert!(addr.starts_with("127.0.0.1:"), "{name} registered {addr:?}");
@@ -60,7 +43,7 @@ fn a_daemon_whose_requests_cross_the_internal_rpc_serves_the_mount() {
     let (victim, _) = listed[0].clone();
     m.ok(&format!("echo 'kill {victim}' > .bigtable/control"));
     let back = tests::wait_until(Duration::from_secs(60), || {
-        !servers(&m).iter().any(|(n, _)| *n == victim)
+        !m.servers().iter().any(|(n, _)| *n == victim)
     });
     assert!(
         back,
@@ -83,7 +66,7 @@ fn a_caller_without_the_cluster_secret_is_refused() {
     let m = mount_over_rpc(&dir);
     m.table("t", "cf\n");
     m.ok("mkdir -p t/r/cf && echo secret-value > t/r/cf/q");
-    let (name, addr) = servers(&m)[0].clone();
+    let (name, addr) = m.servers()[0].clone();
     let local = "127.0.0.1:0".parse().unwrap();
     // With the cluster's secret, a stranger's node reaches the server...
     let good = grpc::internal::Secret::new(SECRET).unwrap();

@@ -28,23 +28,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// (server name, addr) of each serving line of `.bigtable/servers`.
-fn servers(m: &Mount) -> Vec<(String, String)> {
-    m.ok("cat .bigtable/servers")
-        .lines()
-        .filter(|l| l.contains(" state=serving "))
-        .map(|l| {
-            let word = |k: &str| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix(k))
-                    .unwrap_or_default()
-                    .to_string()
-            };
-            (word("server="), word("addr="))
-        })
-        .collect()
-}
-
 fn secret_file(dir: &tempfile::TempDir) -> String {
     use std::os::unix::fs::PermissionsExt;
     let f = dir.path().join("secret");
@@ -95,7 +78,7 @@ fn an_unauthenticated_call_is_refused_on_its_headers_before_its_body() {
     ]);
     m.table("t", "cf\n");
     m.ok("mkdir -p t/r/cf && echo kept > t/r/cf/q");
-    let (_, addr) = servers(&m)[0].clone();
+    let (_, addr) = m.servers()[0].clone();
     let rt = runtime();
     rt.block_on(async {
         // Headers, then a body that never comes: the refusal does not wait
@@ -138,7 +121,7 @@ fn a_loopback_listener_without_a_secret_serves_only_its_own_daemon() {
     let m = Mount::with_options(&["cluster_listen=127.0.0.1:0", "cluster_dial_self"]);
     m.table("t", "cf\n");
     m.ok("mkdir -p t/r/cf && echo kept > t/r/cf/q");
-    let (name, addr) = servers(&m)[0].clone();
+    let (name, addr) = m.servers()[0].clone();
     let rt = runtime();
     rt.block_on(async {
         let body = grpc::internal::encode_scan_call(&name, 1, &engine::ScanSpec::default());
@@ -159,7 +142,7 @@ fn a_deeply_nested_filter_is_refused_not_a_stack_overflow() {
     ]);
     m.table("t", "cf\n");
     m.ok("mkdir -p t/r/cf && echo kept > t/r/cf/q");
-    let (name, addr) = servers(&m)[0].clone();
+    let (name, addr) = m.servers()[0].clone();
     let rt = runtime();
     rt.block_on(async {
         let a = raw::call(&addr, SCAN, &[], &nested_scan("s", 10_000)).await;
@@ -239,7 +222,7 @@ fn many_streams_stopping_short_of_a_huge_message_leave_the_daemon_alive_and_boun
     ]);
     m.table("t", "cf\n");
     m.ok("mkdir -p t/r/cf && echo kept > t/r/cf/q");
-    let (_, addr) = servers(&m)[0].clone();
+    let (_, addr) = m.servers()[0].clone();
     let pid = m.pid();
     let before = tests::rss_kib(pid);
     let rt = runtime();
@@ -324,7 +307,7 @@ impl Watched {
 
     /// The server (reached through the proxy) and tablet holding row `r`.
     fn holder(&self) -> (std::sync::Arc<dyn TabletService>, u64) {
-        for (name, addr) in servers(&self.m) {
+        for (name, addr) in self.m.servers() {
             assert_eq!(addr, self.proxy.addr);
             let s = self.friend.dial_server(&addr, &name).unwrap();
             for id in s.tablet_ids().unwrap() {
@@ -473,7 +456,7 @@ fn mutual_tls_refuses_peers_without_a_cluster_certificate_and_hides_values() {
     assert!(!proxy.saw(b"wire-value-VVVV"), "the value crossed in clear");
     assert!(!proxy.saw(b"t/r") && !proxy.saw(b"Apply"));
 
-    let (name, addr) = servers(&m)[0].clone();
+    let (name, addr) = m.servers()[0].clone();
     assert_eq!(addr, proxy.addr);
     // A node with a certificate of the cluster's CA is served...
     let friend = node(Some(tls_files(&ours, "friend")));
@@ -679,7 +662,7 @@ fn certificates_are_reloaded_when_their_files_change() {
         &format!("cluster_cert={}", f.cert.display()),
         &format!("cluster_key={}", f.key.display()),
     ]);
-    let (name, addr) = servers(&m)[0].clone();
+    let (name, addr) = m.servers()[0].clone();
     let served = |ca_dir: &std::path::Path| {
         let n = node(Some(tls_files(ca_dir, "friend")));
         let ok = n.dial_server(&addr, &name).unwrap().report().is_ok();
@@ -800,7 +783,7 @@ fn silent_connections_are_closed_and_their_number_is_bounded() {
         "rpc_max_connections=4",
         "rpc_header_timeout=2",
     ]);
-    let (_, addr) = servers(&m)[0].clone();
+    let (_, addr) = m.servers()[0].clone();
     // Read until the server closes the connection (or 30 s pass).
     let closed = |c: &mut std::net::TcpStream| {
         c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();

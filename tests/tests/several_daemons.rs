@@ -13,16 +13,7 @@ use tests::{wait_until, Mount};
 
 /// `addr=` of every serving line of `.bigtable/servers`.
 fn server_addrs(m: &Mount) -> Vec<String> {
-    m.ok("cat .bigtable/servers")
-        .lines()
-        .filter(|l| l.contains(" state=serving "))
-        .map(|l| {
-            l.split_whitespace()
-                .find_map(|w| w.strip_prefix("addr="))
-                .unwrap_or_default()
-                .to_string()
-        })
-        .collect()
+    m.servers().into_iter().map(|(_, addr)| addr).collect()
 }
 
 #[test]
