@@ -67,7 +67,7 @@ pub use error::{Error, Result};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdCell, EtcdOptions};
 pub use sequencer::Sequencer;
-pub use service::{LockGrant, LockService};
+pub use service::{LockGrant, LockRequest, LockService, Wait};
 pub use types::{
     DirEntry, Event, HandleId, LockHolder, LockMode, NodeId, NodeKind, NodeSpec, OpenOptions,
     OwnerKey, SessionId, Stat, Target, WatchEvent, MAX_CONTENTS,

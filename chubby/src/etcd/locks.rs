@@ -16,7 +16,7 @@ use super::{EtcdCell, Held};
 use crate::acl::{self, Credentials};
 use crate::error::{Error, Result};
 use crate::sequencer::Sequencer;
-use crate::service::LockGrant;
+use crate::service::{LockGrant, LockRequest, Wait};
 use crate::types::{HandleId, LockHolder, LockMode, NodeId, OwnerKey, Target};
 
 /// Longest a waiter sleeps before looking at etcd and `cancelled()` again.
@@ -284,18 +284,25 @@ impl EtcdCell {
         }
     }
 
-    /// Asks for the lock: queues, then waits (unless `wait` is false).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn acquire(
+    /// Asks for the lock: queues, then waits (unless `Wait::No`).
+    pub(super) fn acquire_on_etcd(
         &self,
-        creds: &Credentials,
-        owner: OwnerKey,
-        target: Target<'_>,
-        mode: LockMode,
-        wait: bool,
-        deadline: Option<Instant>,
-        cancelled: &dyn Fn() -> bool,
+        req: LockRequest<'_>,
+        wait: Wait<'_>,
     ) -> Result<LockGrant> {
+        let LockRequest {
+            creds,
+            owner,
+            target,
+            mode,
+        } = req;
+        let (wait, deadline, cancelled): (bool, _, &dyn Fn() -> bool) = match wait {
+            Wait::No => (false, None, &|| false),
+            Wait::Until {
+                deadline,
+                cancelled,
+            } => (true, deadline, cancelled),
+        };
         if wait && cancelled() {
             return Err(Error::Interrupted);
         }
