@@ -68,9 +68,6 @@ impl Drop for Writer {
 }
 
 impl WritableFile for Writer {
-    fn append(&mut self, data: &[u8]) -> Result<u64> {
-        self.write(&[data], false)
-    }
     fn append_vectored(&mut self, bufs: &[&[u8]]) -> Result<u64> {
         self.write(bufs, false)
     }
