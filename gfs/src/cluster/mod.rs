@@ -229,15 +229,10 @@ pub(crate) struct Inner {
     pub(crate) master: Master,
     pub(crate) servers: Vec<ChunkServer>,
     pub(crate) counters: Counters,
-    /// Replicas found bad by readers or writers, for the repair thread to drop.
-    pub(crate) bad_reports: Mutex<Vec<(u64, usize)>>,
-    /// One re-replication pass at a time (two could copy the same chunk).
-    pub(crate) repair_lock: Mutex<()>,
-    pub(crate) repair_signal: Signal,
-    pub(crate) repair_throttle: throttle::Throttle,
-    pub(crate) copying: Mutex<repair::Copying>,
+    /// Re-replication's state (`repair.rs`).
+    pub(crate) repairs: repair::Repairs,
+    /// The background scrub's state (`scrub.rs`).
     pub(crate) scrub: scrub::Scrub,
-    pub(crate) scrub_throttle: throttle::Throttle,
     pub(crate) heartbeat_signal: Signal,
     pub(crate) stop: AtomicBool,
 }
@@ -292,13 +287,8 @@ impl Cluster {
             master,
             servers,
             counters: Counters::default(),
-            bad_reports: Mutex::new(Vec::new()),
-            repair_lock: Mutex::new(()),
-            repair_signal: Signal::default(),
-            repair_throttle: throttle::Throttle::new(opts.repair_rate),
-            copying: Mutex::new(repair::Copying::default()),
-            scrub: scrub::Scrub::default(),
-            scrub_throttle: throttle::Throttle::new(opts.scrub_rate),
+            repairs: repair::Repairs::new(opts.repair_rate),
+            scrub: scrub::Scrub::new(opts.scrub_rate),
             heartbeat_signal: Signal::default(),
             stop: AtomicBool::new(false),
             opts,
@@ -351,7 +341,7 @@ impl Cluster {
     pub fn wait_for_repair(&self, timeout: Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            self.inner.repair_signal.notify();
+            self.inner.repairs.wake();
             let h = self.inner.health();
             if h.under_replicated == 0 && h.repair_queue == 0 {
                 return true;
@@ -443,9 +433,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.inner.stop.store(true, Ordering::Release);
-        self.inner.repair_signal.notify();
+        self.inner.repairs.wake();
         self.inner.heartbeat_signal.notify();
-        self.inner.scrub.signal.notify();
+        self.inner.scrub.wake();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }

@@ -112,7 +112,7 @@ impl Inner {
         for &s in servers {
             self.forget_replica(handle, s);
         }
-        self.repair_signal.notify();
+        self.repairs.wake();
         let (reps, missing) = self.write_set(handle)?;
         if !missing.is_empty() {
             return self.drop_replicas_locked(ctl, &missing);
