@@ -44,8 +44,6 @@ mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod events;
-#[cfg(test)]
-mod fuzz;
 mod locks;
 mod namespace;
 mod path;
@@ -55,6 +53,8 @@ mod service;
 mod session;
 mod snapshot;
 mod store;
+#[cfg(test)]
+mod tests;
 mod types;
 mod wal;
 

@@ -565,6 +565,4 @@ impl Inner {
 }
 
 #[cfg(test)]
-mod background_tests;
-#[cfg(test)]
 mod tests;

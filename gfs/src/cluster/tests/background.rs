@@ -1,8 +1,8 @@
 //! Tests of the background work: scrub, throttled parallel re-replication,
 //! readers moving to new copies, and damage found at load.
 
-use super::tests::{assert_plain, bytes, flip_data, handle_of, opts, read_all};
-use super::*;
+use super::super::*;
+use super::{assert_plain, bytes, flip_data, handle_of, opts, read_all};
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
