@@ -43,7 +43,7 @@ impl Writer {
 
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
         let _t = telemetry::timer(telemetry::Latency::Chunk, "append");
-        self.inner.client_io();
+        self.inner.scrub.client_io();
         let off = self.inner.append(
             self.id,
             &self.name,
@@ -237,7 +237,7 @@ impl Reader {
 
     fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
         let _t = telemetry::timer(telemetry::Latency::Chunk, "read");
-        self.inner.client_io();
+        self.inner.scrub.client_io();
         let mut view = self.view_for(ranges)?;
         // Split every range into per-chunk pieces.
         struct Piece {
@@ -386,7 +386,7 @@ impl ReadableFile for Reader {
         len: usize,
         check: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<Vec<u8>> {
-        self.inner.client_io();
+        self.inner.scrub.client_io();
         if len > 0 {
             if let Some(bytes) = self.read_one_unchecked(offset, len, check)? {
                 return Ok(bytes);

@@ -225,7 +225,7 @@ impl Inner {
             match self.repair_chunk(h) {
                 Ok(true) => {
                     bump(&self.counters.repaired);
-                    self.scrub_repaired(h);
+                    self.scrub.repaired(h);
                 }
                 Ok(false) => {}
                 Err(e) => {

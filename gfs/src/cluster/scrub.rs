@@ -75,6 +75,19 @@ impl Scrub {
     pub(crate) fn rate(&self) -> u64 {
         self.throttle.rate()
     }
+
+    /// A client read or wrote: background scrubbing yields.
+    pub(crate) fn client_io(&self) {
+        self.client_ops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Chunk `h` got a new replica: if the scrub had found it bad, that is
+    /// a repair of what the scrub found.
+    pub(crate) fn repaired(&self, h: u64) {
+        if self.flagged.lock().remove(&h) {
+            self.progress.lock().repaired += 1;
+        }
+    }
 }
 
 pub(crate) fn scrub_loop(inner: Arc<Inner>) {
@@ -165,19 +178,6 @@ fn unix_now() -> u64 {
 }
 
 impl Inner {
-    /// A client read or wrote: background scrubbing yields.
-    pub(crate) fn client_io(&self) {
-        self.scrub.client_ops.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Chunk `h` got a new replica: if the scrub had found it bad, that is
-    /// a repair of what the scrub found.
-    pub(crate) fn scrub_repaired(&self, h: u64) {
-        if self.scrub.flagged.lock().remove(&h) {
-            self.scrub.progress.lock().repaired += 1;
-        }
-    }
-
     /// Verifies every replica once, calling `pace(bytes)` before each read;
     /// bad ones are reported and re-replicated. Returns whether the pass
     /// got to the end.
