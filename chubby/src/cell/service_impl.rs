@@ -125,19 +125,14 @@ impl LockService for LocalCell {
     }
 
     fn acquire(&self, req: LockRequest<'_>, wait: Wait<'_>) -> Result<LockGrant> {
-        let LockRequest {
-            creds,
-            owner,
-            target,
-            mode,
-        } = req;
+        let (owner, mode) = (req.owner, req.mode);
         if let Wait::Until { cancelled, .. } = wait {
             if cancelled() {
                 return Err(Error::Interrupted);
             }
         }
         let mut st = self.state.lock();
-        let (node, handle) = st.lock_target(creds, target)?;
+        let (node, handle) = st.lock_target(req.creds, req.target)?;
         if let Some(res) = st.convert(node, owner, mode, handle) {
             self.cond.notify_all();
             return res;

@@ -290,12 +290,7 @@ impl EtcdCell {
         req: LockRequest<'_>,
         wait: Wait<'_>,
     ) -> Result<LockGrant> {
-        let LockRequest {
-            creds,
-            owner,
-            target,
-            mode,
-        } = req;
+        let (owner, mode) = (req.owner, req.mode);
         let (wait, deadline, cancelled): (bool, _, &dyn Fn() -> bool) = match wait {
             Wait::No => (false, None, &|| false),
             Wait::Until {
@@ -306,7 +301,7 @@ impl EtcdCell {
         if wait && cancelled() {
             return Err(Error::Interrupted);
         }
-        let (f, handle) = self.lock_target(creds, target)?;
+        let (f, handle) = self.lock_target(req.creds, req.target)?;
         let handle = handle.or_else(|| self.held(f.val.id, owner).and_then(|h| h.handle));
         if let Some(h) = self.held(f.val.id, owner) {
             if h.mode == mode {

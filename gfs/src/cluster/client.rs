@@ -30,7 +30,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str, len: u64, log: bool) -> Writer {
-        inner.open_handle(id);
+        inner.master.open_handle(id);
         Writer {
             inner,
             id,
@@ -63,7 +63,7 @@ impl Drop for Writer {
         if self.log {
             self.inner.cut_zeros(self.id);
         }
-        self.inner.close_handle(self.id);
+        self.inner.master.close_handle(self.id);
     }
 }
 
@@ -123,7 +123,7 @@ pub(crate) struct Reader {
 
 impl Reader {
     pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str) -> Reader {
-        inner.open_handle(id);
+        inner.master.open_handle(id);
         let view = inner.view(id).unwrap_or(View {
             chunks: Vec::new(),
             placements: 0,
@@ -371,7 +371,7 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        self.inner.close_handle(self.id);
+        self.inner.master.close_handle(self.id);
     }
 }
 
@@ -400,23 +400,11 @@ impl ReadableFile for Reader {
         self.read_ranges(ranges)
     }
     fn len(&self) -> Result<u64> {
-        self.inner.file_len(self.id, &self.name)
+        self.inner.master.file_len(self.id, &self.name)
     }
 }
 
 impl Inner {
-    pub(crate) fn open_handle(&self, id: u64) {
-        if let Some(f) = self.master.state.lock().files.get_mut(&id) {
-            f.open += 1;
-        }
-    }
-
-    pub(crate) fn close_handle(&self, id: u64) {
-        if let Some(f) = self.master.state.lock().files.get_mut(&id) {
-            f.open = f.open.saturating_sub(1);
-        }
-    }
-
     /// The chunks of file `id` (live or in the trash) with their replicas.
     fn view(&self, id: u64) -> Option<View> {
         let st = self.master.state.lock();

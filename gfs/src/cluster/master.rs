@@ -699,6 +699,39 @@ impl Master {
     }
 
     /// (log sequence number, bytes in the current log, its generation).
+    /// A live file's id and length.
+    pub(crate) fn lookup(&self, name: &str) -> Result<(u64, u64)> {
+        let st = self.state.lock();
+        let id = *st
+            .names
+            .get(name)
+            .ok_or_else(|| Error::NotFound(name.to_string()))?;
+        Ok((id, st.file_len(id)))
+    }
+
+    /// The length of file `id` (named `name` for the error).
+    pub(crate) fn file_len(&self, id: u64, name: &str) -> Result<u64> {
+        let st = self.state.lock();
+        if !st.files.contains_key(&id) {
+            return Err(Error::NotFound(name.to_string()));
+        }
+        Ok(st.file_len(id))
+    }
+
+    /// A reader or writer opened file `id` (an open file is not purged).
+    pub(crate) fn open_handle(&self, id: u64) {
+        if let Some(f) = self.state.lock().files.get_mut(&id) {
+            f.open += 1;
+        }
+    }
+
+    /// ... and closed it.
+    pub(crate) fn close_handle(&self, id: u64) {
+        if let Some(f) = self.state.lock().files.get_mut(&id) {
+            f.open = f.open.saturating_sub(1);
+        }
+    }
+
     pub(crate) fn log_position(&self) -> (u64, u64, u64) {
         let log = self.log.lock();
         (log.lsn(), log.bytes(), log.seq)

@@ -479,7 +479,7 @@ impl FileStore for Cluster {
 
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>> {
         validate(name)?;
-        let (id, len) = self.inner.lookup(name)?;
+        let (id, len) = self.inner.master.lookup(name)?;
         Ok(Box::new(client::Writer::new(
             self.inner.clone(),
             id,
@@ -491,7 +491,7 @@ impl FileStore for Cluster {
 
     fn open(&self, name: &str) -> Result<Arc<dyn ReadableFile>> {
         validate(name)?;
-        let (id, _) = self.inner.lookup(name)?;
+        let (id, _) = self.inner.master.lookup(name)?;
         Ok(Arc::new(client::Reader::new(self.inner.clone(), id, name)))
     }
 
@@ -534,7 +534,7 @@ impl FileStore for Cluster {
 
     fn size(&self, name: &str) -> Result<u64> {
         validate(name)?;
-        Ok(self.inner.lookup(name)?.1)
+        Ok(self.inner.master.lookup(name)?.1)
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
@@ -549,18 +549,6 @@ impl FileStore for Cluster {
 
     fn status(&self) -> Vec<String> {
         self.inner.status_lines()
-    }
-}
-
-impl Inner {
-    /// A live file's id and length.
-    pub(crate) fn lookup(&self, name: &str) -> Result<(u64, u64)> {
-        let st = self.master.state.lock();
-        let id = *st
-            .names
-            .get(name)
-            .ok_or_else(|| Error::NotFound(name.to_string()))?;
-        Ok((id, st.file_len(id)))
     }
 }
 

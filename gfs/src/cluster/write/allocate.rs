@@ -18,14 +18,6 @@ use std::time::Instant;
 const HANDLE_RESERVATION: u64 = 1024;
 
 impl Inner {
-    pub(crate) fn file_len(&self, id: u64, name: &str) -> Result<u64> {
-        let st = self.master.state.lock();
-        if !st.files.contains_key(&id) {
-            return Err(Error::NotFound(name.to_string()));
-        }
-        Ok(st.file_len(id))
-    }
-
     /// The file's last chunk and the file offset where it starts; gives the
     /// file its first chunk if it has none.
     pub(super) fn last_chunk(&self, id: u64, name: &str) -> Result<(Arc<ChunkCtl>, u64)> {

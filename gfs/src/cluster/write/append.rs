@@ -29,7 +29,7 @@ impl Inner {
     ) -> Result<u64> {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         if total == 0 {
-            let len = self.file_len(id, name)?;
+            let len = self.master.file_len(id, name)?;
             if sync {
                 self.sync_file(id, name, unsynced)?;
             }
