@@ -7,18 +7,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use mountd::mountopts::{
-    parse_daemon_args, parse_helper_args, parse_seconds, parse_size, MountConfig,
+    parse_daemon_args, parse_helper_args, parse_seconds, parse_size, MountConfig, OPTIONS,
 };
 use proptest::prelude::*;
 use std::path::PathBuf;
 use testkit::fuzz::config;
 
-/// One `-o` option, grammar-shaped or arbitrary.
+/// One `-o` option, grammar-shaped (every declared option's name, with a
+/// value or bare) or arbitrary.
 fn option() -> impl Strategy<Value = String> {
+    let names: Vec<&str> = OPTIONS.iter().map(|o| o.name).collect();
+    let names = names.join("|");
+    let valued = format!("({names}|x-[a-z]{{0,4}}|[a-z_]{{1,10}})=[-+0-9a-zA-Z.:/eE]{{0,24}}");
+    let bare = format!("({names}|defaults|auto|noauto|user|[a-z]{{1,8}})");
     prop_oneof![
-        "(threads|commit_workers|attr_timeout|entry_timeout|log|memtable|split|cache|scan_cache|max_value|compaction_threads|store|chunkservers|replication|chunk_size|x-[a-z]{0,4}|[a-z_]{1,10})=[-+0-9a-zA-Z.:/eE]{0,24}",
-        "(allow_other|sync|ro|rw|nosuid|suid|nodev|dev|noexec|exec|noatime|defaults|auto|noauto|user|[a-z]{1,8})",
-        "[ -~]{0,30}",
+        proptest::string::string_regex(&valued).unwrap(),
+        proptest::string::string_regex(&bare).unwrap(),
+        proptest::string::string_regex("[ -~]{0,30}").unwrap(),
     ]
 }
 

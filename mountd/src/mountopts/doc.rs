@@ -56,8 +56,17 @@ mod tests {
             std::fs::write(path, format!("{}{want}{}", &page[..start], &page[end..])).unwrap();
             return;
         }
+        let differs = want
+            .lines()
+            .zip(
+                page[start..end]
+                    .lines()
+                    .chain(std::iter::repeat("(nothing)")),
+            )
+            .find(|(w, d)| w != d);
         panic!(
-            "docs/mount.md's option table differs from mountd/src/mountopts/table.rs; \
+            "docs/mount.md's option table differs from mountd/src/mountopts/table.rs \
+             (declared, then documented: {differs:?}); \
              run `UPDATE_DOCS=1 cargo test -p mountd option_table` to write the declared one"
         );
     }
