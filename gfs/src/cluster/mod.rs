@@ -31,6 +31,7 @@ mod maintenance;
 mod master;
 mod mirror;
 mod oplog;
+mod placement;
 mod repair;
 mod replica;
 mod scrub;
@@ -227,7 +228,7 @@ pub(crate) struct Inner {
     pub(crate) layout: chunk::Layout,
     pub(crate) io: Io,
     pub(crate) master: Master,
-    pub(crate) servers: Vec<ChunkServer>,
+    pub(crate) servers: placement::Servers,
     pub(crate) counters: Counters,
     /// Re-replication's state (`repair.rs`).
     pub(crate) repairs: repair::Repairs,
@@ -285,7 +286,7 @@ impl Cluster {
             replication,
             io,
             master,
-            servers,
+            servers: placement::Servers::new(servers),
             counters: Counters::default(),
             repairs: repair::Repairs::new(opts.repair_rate),
             scrub: scrub::Scrub::new(opts.scrub_rate),

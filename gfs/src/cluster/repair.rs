@@ -273,7 +273,7 @@ impl Inner {
         }
         // A server holding a replica that is not current cannot take the copy
         // until that replica is gone.
-        let Some(&dest) = self.place(1, &locations, h).first() else {
+        let Some(&dest) = self.servers.place(1, &locations, h).first() else {
             return Ok(false);
         };
         if self.servers[dest].replica(h).is_some() {

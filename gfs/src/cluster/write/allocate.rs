@@ -45,22 +45,6 @@ impl Inner {
         }
     }
 
-    /// Chunkservers for `n` new replicas, least loaded first, none in `exclude`.
-    pub(crate) fn place(&self, n: usize, exclude: &[usize], salt: u64) -> Vec<usize> {
-        let count = self.servers.len().max(1);
-        let mut c: Vec<(usize, usize, usize)> = self
-            .servers
-            .iter()
-            .filter(|s| s.placeable() && !exclude.contains(&s.id))
-            .map(|s| {
-                let spin = (s.id + salt as usize) % count;
-                (s.replica_count(), spin, s.id)
-            })
-            .collect();
-        c.sort_unstable();
-        c.into_iter().take(n).map(|(.., id)| id).collect()
-    }
-
     /// Creates empty replicas of chunk `handle` on `servers` (headers
     /// written in one submission; made durable by their first sync);
     /// returns the ones that worked.
@@ -129,7 +113,7 @@ impl Inner {
         prev: Option<(&Arc<ChunkCtl>, u64)>,
         handle: u64,
     ) -> Result<()> {
-        let servers = self.place(self.replication, &[], handle);
+        let servers = self.servers.place(self.replication, &[], handle);
         if servers.is_empty() {
             // No chunkserver can take a new chunk: all full or down.
             return Err(Error::io(name, io::Error::from_raw_os_error(libc::ENOSPC)));
