@@ -39,12 +39,8 @@ pub struct Ctx {
     pub(crate) opts: FsOptions,
     pub(crate) inodes: Arc<InodeTable>,
     pub(crate) handles: Handles,
-    /// Places in listings of directories that were not opened.
-    pub(crate) cursors: crate::cursors::Cursors,
-    /// Whether table listings send rows with attributes.
-    pub(crate) plus_hints: crate::plus_hints::PlusHints,
-    /// Rows scanned for table listings and not sent yet.
-    pub(crate) readahead: crate::readahead::Readahead,
+    /// What listings keep between requests.
+    pub(crate) listing: crate::listing::Listing,
     pub(crate) inval: Invalidator,
     /// The mounted session, for handing the kernel a cell's pages at open
     /// (see `pages.rs`).
@@ -71,9 +67,7 @@ impl Ctx {
             opts,
             inodes: Arc::new(InodeTable::new()),
             handles: Handles::default(),
-            cursors: Default::default(),
-            plus_hints: Default::default(),
-            readahead: Default::default(),
+            listing: Default::default(),
             inval: Invalidator::default(),
             kernel: Default::default(),
             pages: Default::default(),

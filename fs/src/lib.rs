@@ -13,7 +13,7 @@
 //!    `notify`, `pages`, `pool`, `local_locks`, `status`, `reply`, `memory`,
 //!    `write_budget`, `filter_query`, `mock`
 //! 2. `node`: what an inode stands for
-//! 3. `inodes`, `handles`, `cursors`, `plus_hints`, `readahead`
+//! 3. `inodes`, `handles`, `listing`
 //! 4. `view` (engine queries) and `attr` (pure attribute functions)
 //! 5. `ctx`: the data path's shared state
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
@@ -27,7 +27,6 @@
 mod attr;
 mod counts;
 mod ctx;
-mod cursors;
 mod dirs;
 mod errno;
 mod files;
@@ -36,6 +35,7 @@ mod fs;
 mod fuse;
 mod handles;
 mod inodes;
+mod listing;
 mod local_locks;
 mod lockdir;
 mod lookup;
@@ -50,10 +50,8 @@ mod output;
 mod pages;
 mod pending;
 mod perms;
-mod plus_hints;
 mod pool;
 mod query;
-mod readahead;
 mod reply;
 mod schema_file;
 mod status;

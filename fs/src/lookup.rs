@@ -188,7 +188,7 @@ impl Ctx {
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
         let (node, mut attr) = self.resolve(&p, name)?;
         if let Node::Row { table, .. } = &node {
-            self.plus_hints.entered(table);
+            self.listing.entered(table);
         }
         attr.ino = fuser::INodeNo(self.register(&node)?);
         Ok(self.entry(&node, attr))

@@ -13,7 +13,7 @@ impl Ctx {
         umask: u32,
     ) -> FsResult<crate::options::Entry> {
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
-        self.readahead.forget(parent);
+        self.listing.forget_ahead(parent);
         let what = format!("mkdir {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
             return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
@@ -167,7 +167,7 @@ impl Ctx {
     /// FUSE `rmdir`.
     pub fn rmdir(&self, _caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
-        self.readahead.forget(parent);
+        self.listing.forget_ahead(parent);
         let what = format!("rmdir {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
             return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));

@@ -2,8 +2,7 @@
 //! streamed rows of tables.
 
 use super::*;
-use crate::cursors::Resume;
-use crate::readahead::Ahead;
+use crate::listing::{Ahead, Resume};
 use std::collections::VecDeque;
 
 impl Ctx {
@@ -61,7 +60,7 @@ impl Ctx {
             }
             Node::ScanDir(_) | Node::AtDir(_) => {}
             Node::Row { table, view, row } => {
-                self.plus_hints.entered(table);
+                self.listing.entered(table);
                 let schema = self.data.schema(table)?;
                 let mut fams = self.data.row_families(table, *view, row)?;
                 if view.is_now() {
@@ -327,7 +326,7 @@ impl Ctx {
         if !node.is_dir() {
             return Err(Errno::ENOTDIR);
         }
-        let resume = self.cursors.resume(ino, offset);
+        let resume = self.listing.resume(ino, offset);
         if !self.emit_dots(&node, offset, plus, add) {
             return Ok(());
         }
@@ -360,7 +359,7 @@ impl Ctx {
                 };
                 let n = entries.len();
                 for (i, e) in entries.iter().enumerate().skip(start) {
-                    let off = self.cursors.place(ino, i as u64, &e.name, i + 1 == n);
+                    let off = self.listing.place(ino, i as u64, &e.name, i + 1 == n);
                     if !self.emit(e, off, plus, add)? {
                         return Ok(());
                     }
@@ -410,7 +409,7 @@ impl Ctx {
         }
         // One shared name for every row node of the listing.
         let table_name = Name::from(table);
-        let plus = plus && self.plus_hints.reply_plus(&table_name, after.is_none());
+        let plus = plus && self.listing.reply_plus(&table_name, after.is_none());
         let schema = if plus {
             Some(self.data.schema(table)?)
         } else {
@@ -418,7 +417,7 @@ impl Ctx {
         };
         let mut limit = ROW_BATCH;
         let mut ahead = match after {
-            Some(_) => self.readahead.take(ino, next),
+            Some(_) => self.listing.take_ahead(ino, next),
             None => None,
         };
         // The last row sent; copied into `after` only when a scan needs it.
@@ -438,7 +437,7 @@ impl Ctx {
             };
             while let Some(row) = rows.pop_front() {
                 let off = self
-                    .cursors
+                    .listing
                     .place(ino, next, &row, exhausted && rows.is_empty());
                 let node = Node::Row {
                     table: table_name.clone(),
@@ -460,7 +459,8 @@ impl Ctx {
                     if let Node::Row { row, .. } = e.node {
                         rows.push_front(row.to_vec());
                     }
-                    self.readahead.put(ino, Ahead::new(next, rows, exhausted));
+                    self.listing
+                        .put_ahead(ino, Ahead::new(next, rows, exhausted));
                     return Ok(());
                 }
                 next += 1;
@@ -595,7 +595,7 @@ impl Ctx {
         d.cursors = d.cursors.split_off(&keep_from);
         d.prev_batch = first;
         let table_name = Name::from(table);
-        let plus = plus && self.plus_hints.reply_plus(&table_name, offset < ROW_BASE);
+        let plus = plus && self.listing.reply_plus(&table_name, offset < ROW_BASE);
         let schema = if plus {
             Some(self.data.schema(table)?)
         } else {

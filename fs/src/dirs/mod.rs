@@ -11,8 +11,8 @@ mod change;
 mod list;
 
 use crate::ctx::Ctx;
-use crate::cursors::LAST;
 use crate::handles::{DirHandle, Handle};
+use crate::listing::LAST;
 use crate::names::{display_name, parse_strict, table_name, version_name, KeyName};
 use crate::node::{
     Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
@@ -30,7 +30,7 @@ const ROW_BASE: u64 = 16;
 /// Rows fetched per `readdir` of a table (a reply holds about a page of names).
 const ROW_BATCH: u64 = 128;
 /// Rows fetched at most per scan of a long listing (4× more each scan);
-/// those a reply has no room for wait for the next (see `readahead.rs`).
+/// those a reply has no room for wait for the next (see `listing/readahead.rs`).
 const MAX_ROW_BATCH: u64 = 1024;
 
 pub use crate::handles::Listed;

@@ -606,7 +606,7 @@ impl Filesystem for FuseFs {
                     Generation(0),
                 ),
                 // A row the reader is not expected to enter (see
-                // `plus_hints.rs`): the kernel makes no inode for it.
+                // `listing/plus_hints.rs`): the kernel makes no inode for it.
                 None => {
                     reply.add_name_only(INodeNo(e.ino), e.offset, e.kind, OsStr::from_bytes(e.name))
                 }

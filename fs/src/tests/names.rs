@@ -83,7 +83,7 @@ fn ls_unopened(
             if got.len() == per_call {
                 return true;
             }
-            // A readdirplus reply may send rows by name only (plus_hints.rs).
+            // A readdirplus reply may send rows by name only (listing/plus_hints.rs).
             assert!(plus || e.attr.is_none());
             got.push((e.offset, String::from_utf8_lossy(e.name).into_owned()));
             false
@@ -95,7 +95,7 @@ fn ls_unopened(
         offset = last;
         out.extend(
             got.into_iter()
-                .map(|(o, n)| (n, o & crate::cursors::LAST != 0)),
+                .map(|(o, n)| (n, o & crate::listing::LAST != 0)),
         );
         between(call);
     }
@@ -129,7 +129,7 @@ fn an_unopened_listing_goes_on_from_a_forgotten_offset() {
         let Some(&(last, _)) = got.last() else { break };
         offset = last;
         all.extend(got);
-        if last & crate::cursors::LAST != 0 {
+        if last & crate::listing::LAST != 0 {
             break;
         }
     }
