@@ -8,10 +8,9 @@
 
 use crate::attr::{make_attr, volatile};
 use crate::handles::{Handle, Handles};
-use crate::inodes::InodeTable;
+use crate::kernel::KernelCache;
 use crate::local_locks::LocalLocks;
-use crate::node::{LockNode, Name, Node};
-use crate::notify::{Inval, Invalidator};
+use crate::node::{LockNode, Node};
 use crate::options::{micros_to_time, Entry, FsOptions, FsResult};
 use crate::status::{StatusFile, StatusSources};
 use crate::view::StoreView;
@@ -37,14 +36,11 @@ pub trait LockAttrs: Send + Sync {
 pub struct Ctx {
     pub(crate) data: StoreView,
     pub(crate) opts: FsOptions,
-    pub(crate) inodes: Arc<InodeTable>,
+    /// The inodes the kernel holds and invalidation of its caches.
+    pub(crate) kernel: KernelCache,
     pub(crate) handles: Handles,
     /// What listings keep between requests.
     pub(crate) listing: crate::listing::Listing,
-    pub(crate) inval: Invalidator,
-    /// The mounted session, for handing the kernel a cell's pages at open
-    /// (see `pages.rs`).
-    pub(crate) kernel: std::sync::OnceLock<fuser::Notifier>,
     /// The versions whose pages the kernel may cache (see `pages.rs`).
     pub(crate) pages: crate::pages::PageVersions,
     pub(crate) started: SystemTime,
@@ -65,11 +61,9 @@ impl Ctx {
                 opts.limits.buffer_total,
             ),
             opts,
-            inodes: Arc::new(InodeTable::new()),
+            kernel: KernelCache::default(),
             handles: Handles::default(),
             listing: Default::default(),
-            inval: Invalidator::default(),
-            kernel: Default::default(),
             pages: Default::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
@@ -79,10 +73,7 @@ impl Ctx {
 
     /// Starts cache invalidation through a mounted session's notifier.
     pub(crate) fn start_notifier(&self, notifier: fuser::Notifier) {
-        let _ = self.kernel.set(notifier.clone());
-        self.inval.start(notifier);
-        // Mounted: hand back the memory of inodes the kernel forgets.
-        crate::inodes::start_idle_trim(&self.inodes);
+        self.kernel.start(notifier);
     }
 
     pub(crate) fn write_options(&self) -> WriteOptions {
@@ -108,7 +99,11 @@ impl Ctx {
     /// A directory's attributes: its mtime and ctime are the mount's start,
     /// or when a name in it was last made or removed through the mount.
     pub(crate) fn dir_attr(&self, ino: u64, perm: u32, uid: u32, gid: u32) -> FileAttr {
-        let t = self.inodes.dir_changed_at(ino).unwrap_or(self.started);
+        let t = self
+            .kernel
+            .inodes()
+            .dir_changed_at(ino)
+            .unwrap_or(self.started);
         self.make_attr(ino, FileType::Directory, perm, uid, gid, 0, t)
     }
 
@@ -120,7 +115,7 @@ impl Ctx {
         } else {
             SystemTime::now()
         };
-        self.inodes.set_reported(ino, size, ts);
+        self.kernel.inodes().set_reported(ino, size, ts);
         self.make_attr(
             ino,
             FileType::RegularFile,
@@ -138,12 +133,14 @@ impl Ctx {
     /// But not while a reader reads the committed value through the page
     /// cache: the kernel clamps its reads to the size it was told last.
     fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
-        if !node.view().is_some_and(|v| v.is_now()) || self.pages.has_readers(self.ino_of(node)) {
+        if !node.view().is_some_and(|v| v.is_now())
+            || self.pages.has_readers(self.kernel.ino_of(node))
+        {
             return None;
         }
         let size = self.writer_size(node)?;
         Some(self.make_attr(
-            self.ino_of(node),
+            self.kernel.ino_of(node),
             FileType::RegularFile,
             fam.mode & 0o666,
             fam.owner,
@@ -166,7 +163,7 @@ impl Ctx {
     }
 
     fn node_attr_now(&self, node: &Node) -> FsResult<FileAttr> {
-        let ino = self.ino_of(node);
+        let ino = self.kernel.ino_of(node);
         match node {
             Node::Lock(l) => match &self.lockdir {
                 Some(ld) => ld.lock_attr(self, l),
@@ -337,7 +334,7 @@ impl Ctx {
 
     /// The `.chubby/` inode behind `ino`, if it is one.
     pub(crate) fn lock_node(&self, ino: u64) -> Option<LockNode> {
-        match &*self.inodes.get(ino)? {
+        match &*self.kernel.inodes().get(ino)? {
             Node::Lock(l) => Some(l.clone()),
             _ => None,
         }
@@ -360,8 +357,8 @@ impl Ctx {
             store: self.data.store.as_ref(),
             stats: &self.data.stats,
             opts: &self.opts,
-            invalidations: self.inval.sent(),
-            inodes: self.inodes.len(),
+            invalidations: self.kernel.invalidations_sent(),
+            inodes: self.kernel.inodes().len(),
             open_handles: self.handles.len(),
             pending_dirs: self.data.pending.len(),
             reader_waits: (
@@ -388,7 +385,7 @@ impl Ctx {
     /// open of the file has written.
     pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
         let mut merely_open = None;
-        for h in self.handles.writers_of(self.ino_of(node)) {
+        for h in self.handles.writers_of(self.kernel.ino_of(node)) {
             if let Handle::Cell(c) = &*h.lock() {
                 if c.node != *node || c.unlinked || !(c.dirty || c.created) {
                     continue;
@@ -402,75 +399,6 @@ impl Ctx {
         merely_open
     }
 
-    // ---- invalidation ----
-
-    /// The kernel may cache `node`: tell it the node changed.
-    pub(crate) fn invalidate(&self, node: &Node) {
-        if self.inodes.is_known(node) {
-            self.inval.send(Inval::Inode(self.ino_of(node)));
-        }
-    }
-
-    /// A name under `parent` went away or changed.
-    pub(crate) fn invalidate_entry(&self, parent: &Node, name: Vec<u8>) {
-        if self.inodes.is_known(parent) {
-            self.inval.send(Inval::Entry {
-                parent: self.ino_of(parent),
-                name,
-            });
-        }
-    }
-
-    /// Everything the kernel caches in a row may have changed (deleterow,
-    /// deletefamily, a batch): drop the names and attributes.
-    pub(crate) fn invalidate_row(&self, table: &str, row: &[u8], family: Option<&str>) {
-        for (ino, node) in self.inodes.in_row(table, row) {
-            if family.is_some() && node.family() != family {
-                continue;
-            }
-            self.inval.send(Inval::Inode(ino));
-            if let Some((parent, name)) = node.parent_and_name() {
-                self.invalidate_entry(&parent, name);
-            }
-        }
-    }
-
-    /// Rows that a writer other than the mount (the gRPC API) changed: drop
-    /// what the kernel caches of them, and the table's listing, before the
-    /// writer is answered.
-    pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
-        for row in rows {
-            // Known inodes of the row: the row, its families and cells.
-            self.invalidate_row(table, row, None);
-        }
-        self.invalidate(&Node::Table(Name::from(table)));
-        self.settle();
-    }
-
-    /// A table that a writer other than the mount created, deleted, or
-    /// changed the families or dropped rows of.
-    pub fn table_changed_elsewhere(&self, table: &str) {
-        for (ino, node) in self.inodes.in_table(table) {
-            self.inval.send(Inval::Inode(ino));
-            if let Some((parent, name)) = node.parent_and_name() {
-                self.invalidate_entry(&parent, name);
-            }
-        }
-        self.invalidate_entry(&Node::Root, table.as_bytes().to_vec());
-        self.invalidate(&Node::Root);
-        self.settle();
-    }
-
-    /// The cached inodes of a table whose attributes a schema or permission
-    /// change may alter: with `family`, only that family's; without, all.
-    pub(crate) fn invalidate_table(&self, table: &str, family: Option<&str>) {
-        for (ino, node) in self.inodes.in_table(table) {
-            if family.is_none() || node.family() == family {
-                self.inval.send(Inval::Inode(ino));
-            }
-        }
-    }
-
     /// fsync of a directory: make the commit log durable.
     pub fn sync(&self) -> FsResult<()> {
         self.data
@@ -479,27 +407,10 @@ impl Ctx {
             .map_err(|e| self.data.fail(&"fsync", &e))
     }
 
-    /// The inode number the kernel knows `node` by (see
-    /// [`InodeTable::ino_of`]): every attribute and entry is built with it.
-    pub(crate) fn ino_of(&self, node: &Node) -> u64 {
-        self.inodes.ino_of(node)
-    }
-
-    /// Whether the kernel holds this inode number.
-    pub fn knows(&self, ino: u64) -> bool {
-        self.inodes.get(ino).is_some()
-    }
-
-    /// Waits briefly until the invalidations this request queued reached the
-    /// kernel (called before replying to requests that change data).
-    pub fn settle(&self) {
-        self.inval.settle();
-    }
-
     /// Forget `n` kernel references to an inode.
     pub fn forget(&self, ino: u64, n: u64) {
         // The kernel evicts an inode's pages before it forgets the inode.
-        if self.inodes.forget(ino, n) {
+        if self.kernel.inodes().forget(ino, n) {
             self.pages.drop_ino(ino);
         }
     }

@@ -104,13 +104,13 @@ impl Fs {
 
     /// Whether the kernel holds this inode number.
     pub(crate) fn knows(&self, ino: u64) -> bool {
-        self.cx.knows(ino)
+        self.cx.kernel.knows(ino)
     }
 
     /// Waits briefly until the invalidations this request queued reached the
     /// kernel (called before replying to requests that change data).
     pub(crate) fn settle(&self) {
-        self.cx.settle();
+        self.cx.kernel.settle();
     }
 
     /// fsync of a directory: make the commit log durable.
@@ -164,7 +164,7 @@ impl Fs {
             None => self
                 .cx
                 .mkdir(caller, parent, name, mode, umask)
-                .inspect(|_| self.cx.inodes.dir_changed(parent)),
+                .inspect(|_| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
 
@@ -175,7 +175,7 @@ impl Fs {
             None => self
                 .cx
                 .unlink(caller, parent, name)
-                .inspect(|()| self.cx.inodes.dir_changed(parent)),
+                .inspect(|()| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
 
@@ -186,7 +186,7 @@ impl Fs {
             None => self
                 .cx
                 .rmdir(caller, parent, name)
-                .inspect(|()| self.cx.inodes.dir_changed(parent)),
+                .inspect(|()| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
 
@@ -207,8 +207,8 @@ impl Fs {
                 .cx
                 .rename(caller, parent, name, newparent, newname, flags)
                 .inspect(|()| {
-                    self.cx.inodes.dir_changed(parent);
-                    self.cx.inodes.dir_changed(newparent);
+                    self.cx.kernel.inodes().dir_changed(parent);
+                    self.cx.kernel.inodes().dir_changed(newparent);
                 }),
         }
     }
@@ -378,7 +378,7 @@ impl Fs {
                 let source = self.cx.page_source(fh);
                 let ok = r.is_ok();
                 if ok {
-                    self.cx.settle();
+                    self.cx.kernel.settle();
                 }
                 done(r);
                 // Noted once the kernel has the pages (see `pages.rs`).
@@ -466,12 +466,12 @@ impl Fs {
 
     /// See [`Ctx::rows_changed_elsewhere`].
     pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
-        self.cx.rows_changed_elsewhere(table, rows)
+        self.cx.kernel.rows_changed_elsewhere(table, rows)
     }
 
     /// See [`Ctx::table_changed_elsewhere`].
     pub fn table_changed_elsewhere(&self, table: &str) {
-        self.cx.table_changed_elsewhere(table)
+        self.cx.kernel.table_changed_elsewhere(table)
     }
 
     /// Whether releasing `fh` may commit (see [`Ctx::release_commits`]).

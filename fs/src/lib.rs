@@ -13,7 +13,7 @@
 //!    `notify`, `pages`, `pool`, `local_locks`, `status`, `reply`, `memory`,
 //!    `write_budget`, `filter_query`, `mock`
 //! 2. `node`: what an inode stands for
-//! 3. `inodes`, `handles`, `listing`
+//! 3. `kernel` (inodes, invalidation), `handles`, `listing`
 //! 4. `view` (engine queries) and `attr` (pure attribute functions)
 //! 5. `ctx`: the data path's shared state
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
@@ -34,7 +34,7 @@ mod filter_query;
 mod fs;
 mod fuse;
 mod handles;
-mod inodes;
+mod kernel;
 mod listing;
 mod local_locks;
 mod lockdir;

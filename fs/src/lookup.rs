@@ -185,7 +185,7 @@ impl Ctx {
     /// FUSE `lookup`: resolves and takes a kernel reference.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
         Stats::add(&self.data.stats.lookups, 1);
-        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let p = self.kernel.node(parent)?;
         let (node, mut attr) = self.resolve(&p, name)?;
         if let Node::Row { table, .. } = &node {
             self.listing.entered(table);
@@ -196,7 +196,7 @@ impl Ctx {
 
     /// Takes a kernel reference on `node`.
     pub(crate) fn register(&self, node: &Node) -> FsResult<u64> {
-        self.inodes.register(node).map_err(|_| {
+        self.kernel.inodes().register(node).map_err(|_| {
             log::error!("inode number collision for {node}");
             Errno::EIO
         })
@@ -205,7 +205,7 @@ impl Ctx {
     /// FUSE `getattr`.
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<(FileAttr, std::time::Duration)> {
         Stats::add(&self.data.stats.getattrs, 1);
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let node = self.kernel.node(ino)?;
         // An open file is described by its handle (it may be uncommitted or unlinked).
         if let Some(attr) = fh.and_then(|fh| self.handle_attr(fh, &node)) {
             return Ok((attr, self.attr_ttl(&node)));

@@ -12,7 +12,7 @@ impl Ctx {
         mode: u32,
         umask: u32,
     ) -> FsResult<crate::options::Entry> {
-        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let p = self.kernel.node(parent)?;
         self.listing.forget_ahead(parent);
         let what = format!("mkdir {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
@@ -166,7 +166,7 @@ impl Ctx {
 
     /// FUSE `rmdir`.
     pub fn rmdir(&self, _caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
-        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let p = self.kernel.node(parent)?;
         self.listing.forget_ahead(parent);
         let what = format!("rmdir {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
@@ -206,7 +206,7 @@ impl Ctx {
                     .delete_table(t)
                     .map_err(|e| self.data.fail(&what, &e))?;
                 self.data.pending.drop_table(t);
-                self.invalidate_table(t, None);
+                self.kernel.invalidate_table(t, None);
                 log::info!("deleted table {t}");
                 Ok(())
             }

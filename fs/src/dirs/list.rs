@@ -8,7 +8,7 @@ use std::collections::VecDeque;
 impl Ctx {
     /// FUSE `opendir`.
     pub fn opendir(&self, ino: u64) -> FsResult<u64> {
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let node = self.kernel.node(ino)?;
         if !node.is_dir() {
             return Err(Errno::ENOTDIR);
         }
@@ -74,7 +74,8 @@ impl Ctx {
                         family: Name::from(f.as_str()),
                     };
                     let fs = &schema.families[&f];
-                    let attr = self.dir_attr(self.ino_of(&node), fs.mode, fs.owner, fs.group);
+                    let attr =
+                        self.dir_attr(self.kernel.ino_of(&node), fs.mode, fs.owner, fs.group);
                     out.push(Listed {
                         name: f.into_bytes(),
                         node,
@@ -112,7 +113,7 @@ impl Ctx {
                         family: family.clone(),
                         qualifier: q.clone(),
                     };
-                    let attr = self.value_attr(self.ino_of(&node), &fam, cell.as_ref());
+                    let attr = self.value_attr(self.kernel.ino_of(&node), &fam, cell.as_ref());
                     out.push(Listed {
                         name: display_name(&q),
                         node,
@@ -141,7 +142,8 @@ impl Ctx {
                         family: family.clone(),
                         qualifier: q.clone(),
                     };
-                    let attr = self.dir_attr(self.ino_of(&node), fam.mode, fam.owner, fam.group);
+                    let attr =
+                        self.dir_attr(self.kernel.ino_of(&node), fam.mode, fam.owner, fam.group);
                     out.push(Listed {
                         name: display_name(&q),
                         node,
@@ -170,7 +172,7 @@ impl Ctx {
                         qualifier: qualifier.clone(),
                         ts: c.timestamp,
                     };
-                    let attr = self.value_attr(self.ino_of(&node), &fam, Some(&c));
+                    let attr = self.value_attr(self.kernel.ino_of(&node), &fam, Some(&c));
                     out.push(Listed {
                         name: version_name(c.timestamp).into_bytes(),
                         node,
@@ -292,9 +294,9 @@ impl Ctx {
         let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
         for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
             if offset < off {
-                let attr = plus.then(|| self.dir_attr(self.ino_of(n), 0o755, 0, 0));
+                let attr = plus.then(|| self.dir_attr(self.kernel.ino_of(n), 0o755, 0, 0));
                 if add(&DirOut {
-                    ino: self.ino_of(n),
+                    ino: self.kernel.ino_of(n),
                     offset: off,
                     kind: FileType::Directory,
                     name,
@@ -322,7 +324,7 @@ impl Ctx {
             return Ok(());
         }
         Stats::add(&self.data.stats.readdirs, 1);
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let node = self.kernel.node(ino)?;
         if !node.is_dir() {
             return Err(Errno::ENOTDIR);
         }
@@ -446,7 +448,7 @@ impl Ctx {
                 };
                 let attr = schema
                     .as_ref()
-                    .map(|s| self.dir_attr(self.ino_of(&node), s.mode, s.owner, s.group));
+                    .map(|s| self.dir_attr(self.kernel.ino_of(&node), s.mode, s.owner, s.group));
                 let e = Listed {
                     name: display_name(node.row().unwrap_or_default()),
                     node,
@@ -545,7 +547,7 @@ impl Ctx {
             None
         };
         if add(&DirOut {
-            ino: self.ino_of(&e.node),
+            ino: self.kernel.ino_of(&e.node),
             offset: off,
             kind: e.kind,
             name: &e.name,
@@ -558,7 +560,7 @@ impl Ctx {
             // readdirplus entries count as lookups.
             let ino = self.register(&e.node)?;
             if let Some((size, ts)) = e.version {
-                self.inodes.set_reported(ino, size, ts);
+                self.kernel.inodes().set_reported(ino, size, ts);
             }
         }
         Ok(true)
@@ -618,7 +620,7 @@ impl Ctx {
                 };
                 let attr = schema
                     .as_ref()
-                    .map(|s| self.dir_attr(self.ino_of(&node), s.mode, s.owner, s.group));
+                    .map(|s| self.dir_attr(self.kernel.ino_of(&node), s.mode, s.owner, s.group));
                 let e = Listed {
                     name,
                     node,

@@ -43,7 +43,7 @@ impl Ctx {
             .family_schema(node.table()?, node.family()?)
             .ok()?;
         let mut a = self.make_attr(
-            self.ino_of(node),
+            self.kernel.ino_of(node),
             fuser::FileType::RegularFile,
             fam.mode & 0o666,
             fam.owner,
@@ -59,7 +59,9 @@ impl Ctx {
             // reads (a newer one may have been committed since its open).
             let t = crate::options::micros_to_time(ts);
             (a.mtime, a.ctime, a.atime) = (t, t, t);
-            self.inodes.set_reported(self.ino_of(node), len, ts);
+            self.kernel
+                .inodes()
+                .set_reported(self.kernel.ino_of(node), len, ts);
         } else if !dirty {
             if let Ok(cur) = self.node_attr(node) {
                 a.mtime = cur.mtime;
@@ -80,7 +82,7 @@ impl Ctx {
         fh: Option<u64>,
         set: SetAttr,
     ) -> FsResult<(FileAttr, Duration)> {
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let node = self.kernel.node(ino)?;
         let what = format!("setattr {node}");
         let perms = set.mode.is_some() || set.uid.is_some() || set.gid.is_some();
         if node.read_only() && (perms || set.size.is_some() || set.times) {
@@ -107,7 +109,7 @@ impl Ctx {
                             .store
                             .set_schema(t, s)
                             .map_err(|e| self.data.fail(&what, &e))?;
-                        self.invalidate_table(t, None);
+                        self.kernel.invalidate_table(t, None);
                     }
                 }
                 Node::Family { table, family, .. } | Node::VersionsDir { table, family, .. } => {
@@ -126,7 +128,7 @@ impl Ctx {
                             .store
                             .set_schema(table, s)
                             .map_err(|e| self.data.fail(&what, &e))?;
-                        self.invalidate_table(table, Some(family));
+                        self.kernel.invalidate_table(table, Some(family));
                     }
                 }
                 Node::Root | Node::StatusDir => {
@@ -191,7 +193,7 @@ impl Ctx {
         let newest = versions.iter().map(|v| v.timestamp).max();
         // An open writer's uncommitted value: committed at `ts` later.
         let mut pending = false;
-        for h in self.handles.writers_of(self.ino_of(node)) {
+        for h in self.handles.writers_of(self.kernel.ino_of(node)) {
             if let Handle::Cell(c) = &mut *h.lock() {
                 if c.node == *node && !c.unlinked && (c.dirty || c.created) {
                     if newest.is_some_and(|n| n >= ts) {
@@ -230,8 +232,8 @@ impl Ctx {
             .store
             .apply(table, &m, self.write_options())
             .map_err(|e| self.data.fail(&what, &e))?;
-        self.pages.drop_ino(self.ino_of(node));
-        self.invalidate(node);
+        self.pages.drop_ino(self.kernel.ino_of(node));
+        self.kernel.invalidate(node);
         Ok(())
     }
 

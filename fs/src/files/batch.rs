@@ -207,7 +207,7 @@ impl Ctx {
     fn batch_changed(&self, table: &str, txns: &[Txn]) {
         for t in txns {
             let row = &t.txn.row;
-            let row_known = self.inodes.is_known(&Node::Row {
+            let row_known = self.kernel.inodes().is_known(&Node::Row {
                 table: Name::from(table),
                 view: View::Now,
                 row: Key::from(row.as_slice()),
@@ -233,16 +233,16 @@ impl Ctx {
                         family, qualifier, ..
                     } => Some((family, qualifier, true)),
                     RowOp::Mutate(Mutation::DeleteFamily { family }) => {
-                        self.invalidate_row(table, row, Some(family));
+                        self.kernel.invalidate_row(table, row, Some(family));
                         None
                     }
                     RowOp::Mutate(Mutation::DeleteRow) => {
-                        self.invalidate_row(table, row, None);
+                        self.kernel.invalidate_row(table, row, None);
                         None
                     }
                 };
                 if let Some((f, q, writes)) = cell {
-                    self.invalidate(&Node::Cell {
+                    self.kernel.invalidate(&Node::Cell {
                         table: Name::from(table),
                         view: View::Now,
                         row: Key::from(row.as_slice()),
@@ -255,13 +255,13 @@ impl Ctx {
                 }
             }
             if row_known {
-                self.invalidate_row(table, row, None);
+                self.kernel.invalidate_row(table, row, None);
             }
         }
         // The kernel keeps listings of directories it lists unopened: rows
         // may have come or gone.
         if !txns.is_empty() {
-            self.invalidate(&Node::Table(Name::from(table)));
+            self.kernel.invalidate(&Node::Table(Name::from(table)));
         }
     }
 }

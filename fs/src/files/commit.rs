@@ -124,7 +124,7 @@ impl Ctx {
     /// from listings and from the kernel's cache of names.
     pub(super) fn abandon_created(&self, c: &mut CellHandle) {
         if let Some((parent, name)) = self.forget_created(c) {
-            self.invalidate_entry(&parent, name);
+            self.kernel.invalidate_entry(&parent, name);
         }
     }
 
@@ -263,13 +263,14 @@ impl Ctx {
             // (pages of an older version; concurrent appends merged; a
             // version behind the newest). The next open that finds its
             // size stale reads around the cache once.
-            self.invalidate(&c.node);
+            self.kernel.invalidate(&c.node);
         } else if let Ok(Some(cur)) = self.data.store.read_cell(table, row, family, qualifier) {
             // No pages are cached, and the kernel's size came from this
             // handle's writes: if that is the committed value's, remember
             // the version so that the next open may use the page cache.
             if cur.value.len() == c.data.len() {
-                self.inodes
+                self.kernel
+                    .inodes()
                     .set_reported(c.ino, cur.value.len() as u64, cur.timestamp);
             }
         }
@@ -282,8 +283,8 @@ impl Ctx {
                 family: family.clone(),
                 qualifier: qualifier.clone(),
             };
-            self.pages.drop_ino(self.ino_of(&newest));
-            self.invalidate(&newest);
+            self.pages.drop_ino(self.kernel.ino_of(&newest));
+            self.kernel.invalidate(&newest);
         }
         Ok(())
     }
@@ -310,8 +311,8 @@ impl Ctx {
         s.dirty = false;
         s.wrote = false;
         s.base_len = s.data.len();
-        self.invalidate_table(&s.table, None);
-        self.inval.settle();
+        self.kernel.invalidate_table(&s.table, None);
+        self.kernel.settle();
         Ok(())
     }
 }

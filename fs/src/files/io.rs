@@ -63,7 +63,7 @@ impl Ctx {
     /// moves to the committed one if that is.
     fn follow_reported(&self, c: &mut CellHandle) {
         let ino = c.ino;
-        let told = self.inodes.reported(ino);
+        let told = self.kernel.inodes().reported(ino);
         if told == Some((c.data.len() as u64, c.ts)) {
             return;
         }
@@ -78,7 +78,7 @@ impl Ctx {
             // Neither: what the kernel holds is unknown; drop it soon.
             _ => {
                 self.pages.drop_ino(ino);
-                self.invalidate(&c.node);
+                self.kernel.invalidate(&c.node);
             }
         }
     }

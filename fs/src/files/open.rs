@@ -19,7 +19,7 @@ impl Ctx {
     }
 
     pub(super) fn open_handle(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let node = self.kernel.node(ino)?;
         let writable = acc_writable(flags);
         let what = format!("open {node}");
         if writable && node.read_only() {
@@ -216,7 +216,7 @@ impl Ctx {
         trunc: bool,
         append: bool,
     ) -> Opened {
-        let ino = self.ino_of(node);
+        let ino = self.kernel.ino_of(node);
         let (value, ts) = cur.map_or((Vec::new(), 0), |c| (c.value.into_vec(), c.timestamp));
         // Writers bypass the page cache: their unclosed bytes (and an O_TRUNC
         // open) would otherwise land in pages that readers share, and readers
@@ -231,7 +231,7 @@ impl Ctx {
         }
         let reader = !writable;
         // Cached pages and size are this very version's: keep them.
-        let agree = self.inodes.reported(ino) == Some((value.len() as u64, ts))
+        let agree = self.kernel.inodes().reported(ino) == Some((value.len() as u64, ts))
             && self.pages.agree(ino, ts);
         let fresh = reader && agree && self.pages.reader_opened(ino);
         let direct = !fresh;
@@ -239,7 +239,7 @@ impl Ctx {
             // The kernel's size or pages are of another version: this open
             // reads around them, and they are dropped for the next one.
             self.pages.drop_ino(ino);
-            self.invalidate(node);
+            self.kernel.invalidate(node);
         }
         if fresh {
             self.store_pages(ino, ts, &value);
@@ -282,7 +282,7 @@ impl Ctx {
     /// Hands the kernel the pages of a cell a reader just opened through the
     /// cache, so that its reads need no READ (see `pages.rs`).
     fn store_pages(&self, ino: u64, ts: u64, value: &[u8]) {
-        let Some(kernel) = self.kernel.get() else {
+        let Some(kernel) = self.kernel.notifier() else {
             return;
         };
         if value.is_empty() || value.len() > STORE_MAX || !self.pages.begin_store(ino) {
@@ -306,7 +306,7 @@ impl Ctx {
         name: &[u8],
         flags: i32,
     ) -> FsResult<(Entry, Opened)> {
-        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let p = self.kernel.node(parent)?;
         let what = format!("create {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
             return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
@@ -382,7 +382,7 @@ impl Ctx {
                 };
                 let attr = self.node_attr(&node)?;
                 self.register(&node)?;
-                let opened = self.open(caller, self.ino_of(&node), flags | libc::O_TRUNC)?;
+                let opened = self.open(caller, self.kernel.ino_of(&node), flags | libc::O_TRUNC)?;
                 return Ok((self.entry(&node, attr), opened));
             }
             n if !n.is_dir() => return Err(Errno::ENOTDIR),
@@ -453,7 +453,7 @@ impl Ctx {
             }
             None => {
                 // A new name in the directory: its mtime moves.
-                self.inodes.dir_changed(parent);
+                self.kernel.inodes().dir_changed(parent);
                 if matches!(node, Node::Cell { .. }) {
                     self.data
                         .pending

@@ -12,7 +12,7 @@ const ABSENT_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 impl Ctx {
     /// FUSE `unlink`.
     pub fn unlink(&self, _caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
-        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
+        let p = self.kernel.node(parent)?;
         let what = format!("unlink {p}/{}", String::from_utf8_lossy(name));
         if p.read_only() {
             return Err(self.data.refuse(&what, Errno::EROFS, "read-only view"));
@@ -21,7 +21,7 @@ impl Ctx {
             // The file hides until created again (see Pending::hide).
             Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
                 if self.data.pending.hide(t, &String::from_utf8_lossy(name)) {
-                    self.invalidate_entry(&p, name.to_vec());
+                    self.kernel.invalidate_entry(&p, name.to_vec());
                     Ok(())
                 } else {
                     Err(Errno::ENOENT)
@@ -61,7 +61,7 @@ impl Ctx {
                 // The directories stay until rmdir, as on any filesystem.
                 self.data.pending.add_row(table, row);
                 self.data.pending.add_family(table, row, family);
-                self.invalidate(&Node::VersionsColumn {
+                self.kernel.invalidate(&Node::VersionsColumn {
                     table: table.clone(),
                     view: View::Now,
                     row: row.clone(),
@@ -101,7 +101,7 @@ impl Ctx {
                 self.data.pending.add_row(table, row);
                 self.data.pending.add_family(table, row, family);
                 self.data.pending.add_column(table, row, family, qualifier);
-                self.invalidate(&Node::Cell {
+                self.kernel.invalidate(&Node::Cell {
                     table: table.clone(),
                     view: View::Now,
                     row: row.clone(),
@@ -178,11 +178,11 @@ impl Ctx {
             }
             break;
         }
-        self.inodes.exchange(a, b);
+        self.kernel.inodes().exchange(a, b);
         self.data.pending.data_written(table, row, fa);
         self.data.pending.data_written(table, row, fb);
-        self.invalidate(a);
-        self.invalidate(b);
+        self.kernel.invalidate(a);
+        self.kernel.invalidate(b);
         Ok(())
     }
 
@@ -225,8 +225,8 @@ impl Ctx {
         newname: &[u8],
         flags: u32,
     ) -> FsResult<()> {
-        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
-        let np = self.inodes.get(newparent).ok_or(Errno::ENOENT)?;
+        let p = self.kernel.node(parent)?;
+        let np = self.kernel.node(newparent)?;
         let what = format!(
             "rename {p}/{} to {np}/{}",
             String::from_utf8_lossy(name),
@@ -362,13 +362,13 @@ impl Ctx {
             }
             break;
         }
-        self.inodes.rebind(&from, &to);
+        self.kernel.inodes().rebind(&from, &to);
         self.data.pending.add_family(table, row, family);
         self.data.pending.data_written(table, row, f2);
         if family != f2 {
             self.data.pending.add_row(table, row);
         }
-        self.invalidate(&Node::Cell {
+        self.kernel.invalidate(&Node::Cell {
             table: table.clone(),
             view: View::Now,
             row: row.clone(),

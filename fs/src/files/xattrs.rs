@@ -43,7 +43,7 @@ impl Ctx {
     /// FUSE `getxattr`: `user.bigtable.key` (the full row key or qualifier),
     /// `user.bigtable.timestamp` and `user.bigtable.counter`.
     pub fn getxattr(&self, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let node = self.kernel.node(ino)?;
         self.xattrs(&node)
             .into_iter()
             .find(|(n, _)| n.as_bytes() == name)
@@ -53,7 +53,7 @@ impl Ctx {
 
     /// FUSE `listxattr`: NUL-terminated names.
     pub fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
+        let node = self.kernel.node(ino)?;
         let mut out = Vec::new();
         for (n, _) in self.xattrs(&node) {
             out.extend_from_slice(n.as_bytes());

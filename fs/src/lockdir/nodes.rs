@@ -193,7 +193,7 @@ impl LockDir {
                     .map(|rest| format!("{to}{rest}"))
             }
         };
-        cx.inodes.rebind_with(|n| match n {
+        cx.kernel.inodes().rebind_with(|n| match n {
             Node::Lock(LockNode::Entry(p)) => under(p).map(|p| Node::Lock(LockNode::Entry(p))),
             Node::Lock(LockNode::Events(p)) => under(p).map(|p| Node::Lock(LockNode::Events(p))),
             _ => None,

@@ -303,7 +303,7 @@ impl Node {
 
     /// The natural inode number of this node: a hash of its value, never 0
     /// or 1 (1 is the root). What the kernel is told is
-    /// [`crate::inodes::InodeTable::ino_of`]: a renamed cell keeps its number.
+    /// [`crate::kernel::inodes::InodeTable::ino_of`]: a renamed cell keeps its number.
     pub fn natural_ino(&self) -> u64 {
         if *self == Node::Root {
             return ROOT_INO;

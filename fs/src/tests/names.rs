@@ -296,15 +296,15 @@ fn readdirplus_registers_entries_with_attributes() {
         family: "f".into(),
         qualifier: b"a".to_vec(),
     };
-    assert!(t.fs.ctx().inodes.is_known(&cell));
+    assert!(t.fs.ctx().kernel.inodes().is_known(&cell));
     // The kernel was told this version's size: the first open of the cell
     // may fill the page cache, with no invalidation to send first.
-    let sent = t.fs.ctx().inval.sent();
+    let sent = t.fs.ctx().kernel.invalidations_sent();
     let o =
         t.fs.open(&t.root, cell.natural_ino(), libc::O_RDONLY)
             .unwrap();
     assert!(o.keep_cache && !o.direct_io, "{o:?}");
-    assert_eq!(t.fs.ctx().inval.sent(), sent);
+    assert_eq!(t.fs.ctx().kernel.invalidations_sent(), sent);
     t.fs.release(o.fh).unwrap();
 }
 
