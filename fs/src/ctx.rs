@@ -7,10 +7,10 @@
 //! them or to the lock directory.
 
 use crate::attr::{make_attr, volatile};
-use crate::handles::{Handle, Handles};
 use crate::kernel::KernelCache;
 use crate::local_locks::LocalLocks;
 use crate::node::{LockNode, Node};
+use crate::open_files::OpenFiles;
 use crate::options::{micros_to_time, Entry, FsOptions, FsResult};
 use crate::status::{StatusFile, StatusSources};
 use crate::view::StoreView;
@@ -38,33 +38,25 @@ pub struct Ctx {
     pub(crate) opts: FsOptions,
     /// The inodes the kernel holds and invalidation of its caches.
     pub(crate) kernel: KernelCache,
-    pub(crate) handles: Handles,
+    /// Open handles, the page cache gate and the write budget.
+    pub(crate) open: OpenFiles,
     /// What listings keep between requests.
     pub(crate) listing: crate::listing::Listing,
-    /// The versions whose pages the kernel may cache (see `pages.rs`).
-    pub(crate) pages: crate::pages::PageVersions,
     pub(crate) started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
     pub(crate) local_locks: Arc<LocalLocks>,
     /// `.chubby/`, when a lock service is attached.
     pub(crate) lockdir: Option<Arc<dyn LockAttrs>>,
-    /// Bytes of uncommitted write buffers, per uid and in total.
-    pub(crate) write_budget: Arc<crate::write_budget::WriteBudget>,
 }
 
 impl Ctx {
     pub fn new(store: Arc<dyn crate::store::Store>, opts: FsOptions) -> Ctx {
         Ctx {
             data: StoreView::new(store),
-            write_budget: crate::write_budget::WriteBudget::new(
-                opts.limits.buffer_per_uid,
-                opts.limits.buffer_total,
-            ),
+            open: OpenFiles::new(opts.limits.buffer_per_uid, opts.limits.buffer_total),
             opts,
             kernel: KernelCache::default(),
-            handles: Handles::default(),
             listing: Default::default(),
-            pages: Default::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
             lockdir: None,
@@ -134,11 +126,11 @@ impl Ctx {
     /// cache: the kernel clamps its reads to the size it was told last.
     fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
         if !node.view().is_some_and(|v| v.is_now())
-            || self.pages.has_readers(self.kernel.ino_of(node))
+            || self.open.pages().has_readers(self.kernel.ino_of(node))
         {
             return None;
         }
-        let size = self.writer_size(node)?;
+        let size = self.open.writer_size(self.kernel.ino_of(node), node)?;
         Some(self.make_attr(
             self.kernel.ino_of(node),
             FileType::RegularFile,
@@ -359,44 +351,20 @@ impl Ctx {
             opts: &self.opts,
             invalidations: self.kernel.invalidations_sent(),
             inodes: self.kernel.inodes().len(),
-            open_handles: self.handles.len(),
+            open_handles: self.open.handles().len(),
             pending_dirs: self.data.pending.len(),
             reader_waits: (
-                self.pages.waits.load(Ordering::Relaxed),
-                self.pages.waits_expired.load(Ordering::Relaxed),
+                self.open.pages().waits.load(Ordering::Relaxed),
+                self.open.pages().waits_expired.load(Ordering::Relaxed),
             ),
-            page_stores: self.pages.stores.load(Ordering::Relaxed),
-            write_buffers: (
-                self.write_budget.used(),
-                self.write_budget.refusals.load(Ordering::Relaxed),
-            ),
+            page_stores: self.open.pages().stores.load(Ordering::Relaxed),
+            write_buffers: self.open.budget_figures(),
             lock: self
                 .lockdir
                 .as_ref()
                 .map(|l| l.lock_summary())
                 .unwrap_or_default(),
         })
-    }
-
-    /// The size of a file as an open writer of it sees it (the kernel's
-    /// view while it is written), if one has uncommitted changes. One that
-    /// wrote since its last commit comes first: a created file's first
-    /// handle, still empty, may be released (and commit) after the next
-    /// open of the file has written.
-    pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
-        let mut merely_open = None;
-        for h in self.handles.writers_of(self.kernel.ino_of(node)) {
-            if let Handle::Cell(c) = &*h.lock() {
-                if c.node != *node || c.unlinked || !(c.dirty || c.created) {
-                    continue;
-                }
-                if c.wrote {
-                    return Some(c.data.len() as u64);
-                }
-                merely_open.get_or_insert(c.data.len() as u64);
-            }
-        }
-        merely_open
     }
 
     /// fsync of a directory: make the commit log durable.
@@ -411,7 +379,7 @@ impl Ctx {
     pub fn forget(&self, ino: u64, n: u64) {
         // The kernel evicts an inode's pages before it forgets the inode.
         if self.kernel.inodes().forget(ino, n) {
-            self.pages.drop_ino(ino);
+            self.open.pages().drop_ino(ino);
         }
     }
 }

@@ -271,9 +271,9 @@ impl Fs {
     }
 
     /// Whether opening `ino` with `flags` may wait for readers to close (see
-    /// `pages.rs`), and so belongs on a worker rather than a FUSE thread.
+    /// `open_files/pages.rs`), and so belongs on a worker rather than a FUSE thread.
     pub(crate) fn open_waits(&self, ino: u64, flags: i32) -> bool {
-        crate::files::acc_writable(flags) && self.cx.pages.has_readers(ino)
+        crate::files::acc_writable(flags) && self.cx.open.pages().has_readers(ino)
     }
 
     /// FUSE `create` with mode 0644 (a cell takes its family's mode anyway).
@@ -381,9 +381,9 @@ impl Fs {
                     self.cx.kernel.settle();
                 }
                 done(r);
-                // Noted once the kernel has the pages (see `pages.rs`).
+                // Noted once the kernel has the pages (see `open_files/pages.rs`).
                 if let (true, Some((ino, ts))) = (ok, source) {
-                    self.cx.pages.filled(ino, ts);
+                    self.cx.open.pages().filled(ino, ts);
                 }
             }
         }

@@ -10,10 +10,11 @@
 //!
 //! 1. parsers and plumbing: `names`, `query`, `mutate`, `schema_file`,
 //!    `output`, `perms`, `errno`, `options`, `counts`, `store`, `pending`,
-//!    `notify`, `pages`, `pool`, `local_locks`, `status`, `reply`, `memory`,
+//!    `notify`, `pool`, `local_locks`, `status`, `reply`, `memory`,
 //!    `write_budget`, `filter_query`, `mock`
 //! 2. `node`: what an inode stands for
-//! 3. `kernel` (inodes, invalidation), `handles`, `listing`
+//! 3. the components `kernel` (inodes, invalidation), `open_files`
+//!    (handles, pages, write budget) and `listing`
 //! 4. `view` (engine queries) and `attr` (pure attribute functions)
 //! 5. `ctx`: the data path's shared state
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
@@ -33,7 +34,6 @@ mod files;
 mod filter_query;
 mod fs;
 mod fuse;
-mod handles;
 mod kernel;
 mod listing;
 mod local_locks;
@@ -45,9 +45,9 @@ mod names;
 mod node;
 mod notify;
 mod offsets;
+mod open_files;
 mod options;
 mod output;
-mod pages;
 mod pending;
 mod perms;
 mod pool;

@@ -12,7 +12,7 @@ impl Ctx {
         if !node.is_dir() {
             return Err(Errno::ENOTDIR);
         }
-        Ok(self.handles.insert(Handle::Dir(DirHandle {
+        Ok(self.open.handles().insert(Handle::Dir(DirHandle {
             node: (*node).clone(),
             snapshot: None,
             cursors: Default::default(),
@@ -23,7 +23,7 @@ impl Ctx {
 
     /// FUSE `releasedir`.
     pub fn releasedir(&self, fh: u64) {
-        self.handles.remove(fh);
+        self.open.handles().remove(fh);
     }
 
     /// The entries of a small directory (everything but a table's rows).
@@ -244,7 +244,7 @@ impl Ctx {
         add: &mut dyn FnMut(&DirOut<'_>) -> bool,
     ) -> FsResult<()> {
         Stats::add(&self.data.stats.readdirs, 1);
-        let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
+        let h = self.open.handles().get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         let Handle::Dir(d) = &mut *g else {
             return Err(Errno::EBADF);

@@ -11,12 +11,12 @@ mod change;
 mod list;
 
 use crate::ctx::Ctx;
-use crate::handles::{DirHandle, Handle};
 use crate::listing::LAST;
 use crate::names::{display_name, parse_strict, table_name, version_name, KeyName};
 use crate::node::{
     Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
 };
+use crate::open_files::handles::{DirHandle, Handle};
 use crate::options::{FsResult, Stats};
 use crate::perms::{Caller, W};
 use engine::schema::TableSchema;
@@ -33,7 +33,7 @@ const ROW_BATCH: u64 = 128;
 /// those a reply has no room for wait for the next (see `listing/readahead.rs`).
 const MAX_ROW_BATCH: u64 = 1024;
 
-pub use crate::handles::Listed;
+pub use crate::open_files::handles::Listed;
 
 pub use crate::reply::DirOut;
 

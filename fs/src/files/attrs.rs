@@ -8,7 +8,7 @@ use std::sync::Arc;
 impl Ctx {
     /// Attributes of an open file as its handle sees it.
     pub(crate) fn handle_attr(&self, fh: u64, node: &Node) -> Option<FileAttr> {
-        self.cell_handle_attr(&self.handles.get(fh)?, node)
+        self.cell_handle_attr(&self.open.handles().get(fh)?, node)
     }
 
     /// Attributes of `node`, gone from the store, as a handle that was
@@ -16,7 +16,7 @@ impl Ctx {
     /// A writer's view first: the kernel keeps one size per inode, and it
     /// is the one the writes moved.
     pub(crate) fn unlinked_attr(&self, node: &Node) -> Option<FileAttr> {
-        let mut handles = self.handles.cells_where(|n| n == node);
+        let mut handles = self.open.handles().cells_where(|n| n == node);
         handles.sort_by_key(|h| !matches!(&*h.lock(), Handle::Cell(c) if c.writable));
         handles
             .iter()
@@ -193,7 +193,7 @@ impl Ctx {
         let newest = versions.iter().map(|v| v.timestamp).max();
         // An open writer's uncommitted value: committed at `ts` later.
         let mut pending = false;
-        for h in self.handles.writers_of(self.kernel.ino_of(node)) {
+        for h in self.open.handles().writers_of(self.kernel.ino_of(node)) {
             if let Handle::Cell(c) = &mut *h.lock() {
                 if c.node == *node && !c.unlinked && (c.dirty || c.created) {
                     if newest.is_some_and(|n| n >= ts) {
@@ -232,7 +232,7 @@ impl Ctx {
             .store
             .apply(table, &m, self.write_options())
             .map_err(|e| self.data.fail(&what, &e))?;
-        self.pages.drop_ino(self.kernel.ino_of(node));
+        self.open.pages().drop_ino(self.kernel.ino_of(node));
         self.kernel.invalidate(node);
         Ok(())
     }
@@ -261,7 +261,7 @@ impl Ctx {
                 .data
                 .refuse(&what, Errno::EFBIG, "above the value limit"));
         }
-        if let Some(h) = fh.and_then(|fh| self.handles.get(fh)) {
+        if let Some(h) = fh.and_then(|fh| self.open.handles().get(fh)) {
             let mut g = h.lock();
             match &mut *g {
                 Handle::Cell(c) if c.node == *node => {

@@ -9,10 +9,10 @@ impl Ctx {
     /// descriptor table (`closer`) that did not write through this open
     /// file commits nothing (None: commit whoever closes).
     pub fn flush(&self, fh: u64, closer: Option<u64>) -> FsResult<()> {
-        let Some(h) = self.handles.get(fh) else {
+        let Some(h) = self.open.handles().get(fh) else {
             return Ok(());
         };
-        if closer.is_some_and(|c| !self.handles.commits_on_close(fh, c)) {
+        if closer.is_some_and(|c| !self.open.handles().commits_on_close(fh, c)) {
             return Ok(());
         }
         let mut g = h.lock();
@@ -44,7 +44,7 @@ impl Ctx {
     /// commit worker): what [`Ctx::release`] commits or abandons. A reader's
     /// release, or a writer's whose close committed, only drops its handle.
     pub fn release_commits(&self, fh: u64) -> bool {
-        let Some(h) = self.handles.get(fh) else {
+        let Some(h) = self.open.handles().get(fh) else {
             return false;
         };
         let g = h.lock();
@@ -60,16 +60,16 @@ impl Ctx {
     /// FUSE `release` (last close): commits anything left (a truncation or
     /// creation without writes) and drops the handle.
     pub fn release(&self, fh: u64) -> FsResult<()> {
-        let Some(h) = self.handles.remove(fh) else {
+        let Some(h) = self.open.handles().remove(fh) else {
             return Ok(());
         };
         let mut g = h.lock();
         let r = match &mut *g {
             Handle::Cell(c) => {
                 if c.writable {
-                    self.pages.writer_closed(c.ino);
+                    self.open.pages().writer_closed(c.ino);
                 } else if !c.direct {
-                    self.pages.reader_closed(c.ino);
+                    self.open.pages().reader_closed(c.ino);
                 }
                 let r = if c.dirty && c.failed.is_none() {
                     self.commit_cell(c)
@@ -94,7 +94,7 @@ impl Ctx {
 
     /// FUSE `fsync`: commits and makes the commit log durable.
     pub fn fsync(&self, fh: u64) -> FsResult<()> {
-        if let Some(h) = self.handles.get(fh) {
+        if let Some(h) = self.open.handles().get(fh) {
             let mut g = h.lock();
             match &mut *g {
                 Handle::Cell(c) if c.failed.is_some() => {
@@ -153,7 +153,7 @@ impl Ctx {
     /// they created and never committed is gone from listings. Whether
     /// such a created cell was there (its unlink succeeds).
     pub(super) fn orphan_handles(&self, which: impl Fn(&Node) -> bool) -> bool {
-        self.orphan(self.handles.cells_where(which))
+        self.orphan(self.open.handles().cells_where(which))
     }
 
     /// [`Ctx::orphan_handles`] of handles already looked up.
@@ -256,8 +256,8 @@ impl Ctx {
         }
         self.data.pending.data_written(table, row, family);
         // Readers may have cached pages of an older version: forget them
-        // before they are invalidated (see `pages.rs`).
-        let paged = self.pages.drop_ino(c.ino);
+        // before they are invalidated (see `open_files/pages.rs`).
+        let paged = self.open.pages().drop_ino(c.ino);
         if paged || c.append_only || ts.is_some() {
             // What the store holds may differ from what the kernel cached
             // (pages of an older version; concurrent appends merged; a
@@ -283,7 +283,7 @@ impl Ctx {
                 family: family.clone(),
                 qualifier: qualifier.clone(),
             };
-            self.pages.drop_ino(self.kernel.ino_of(&newest));
+            self.open.pages().drop_ino(self.kernel.ino_of(&newest));
             self.kernel.invalidate(&newest);
         }
         Ok(())

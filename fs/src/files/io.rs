@@ -13,7 +13,7 @@ impl Ctx {
     /// a `read(2)` of a descriptor that bypasses the cache.
     pub fn read_for(&self, fh: u64, offset: u64, size: u32, page_fill: bool) -> FsResult<Vec<u8>> {
         Stats::add(&self.data.stats.reads, 1);
-        let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
+        let h = self.open.handles().get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         let out = match &mut *g {
             // A writer's map faults pages into the inode's one page cache.
@@ -23,7 +23,7 @@ impl Ctx {
             // and the writer's map shows that until they close. (Readers
             // opened since bypass the cache; the writer's own read(2)
             // bypasses it too and reads its buffer.)
-            Handle::Cell(c) if page_fill && c.writable && self.pages.has_readers(c.ino) => {
+            Handle::Cell(c) if page_fill && c.writable && self.open.pages().has_readers(c.ino) => {
                 match self.data.value_of(&c.node) {
                     Some(Ok(Some(cur))) => slice_at(&cur.value, offset, size),
                     Some(Err(e)) => return Err(e),
@@ -77,7 +77,7 @@ impl Ctx {
             }
             // Neither: what the kernel holds is unknown; drop it soon.
             _ => {
-                self.pages.drop_ino(ino);
+                self.open.pages().drop_ino(ino);
                 self.kernel.invalidate(&c.node);
             }
         }
@@ -88,24 +88,24 @@ impl Ctx {
     /// fills them when it is mapped (mmap faults read through the one page
     /// cache of the inode, with the mapping file's handle): a reader's with
     /// the version it opened, a writer's with bytes nobody committed, which
-    /// no later open may trust (see `pages.rs`).
+    /// no later open may trust (see `open_files/pages.rs`).
     pub fn page_source(&self, fh: u64) -> Option<(u64, u64)> {
-        let h = self.handles.get(fh)?;
+        let h = self.open.handles().get(fh)?;
         let g = h.lock();
         match &*g {
-            Handle::Cell(c) if c.writable => Some((c.ino, crate::pages::UNCOMMITTED)),
+            Handle::Cell(c) if c.writable => Some((c.ino, crate::open_files::pages::UNCOMMITTED)),
             Handle::Cell(c) => Some((c.ino, c.ts)),
             _ => None,
         }
     }
 
     /// FUSE `write`, by the descriptor table `owner` (see
-    /// [`crate::handles::Handles::commits_on_close`]).
+    /// [`crate::open_files::handles::Handles::commits_on_close`]).
     pub fn write(&self, fh: u64, offset: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
         Stats::add(&self.data.stats.writes, 1);
         Stats::add(&self.data.stats.write_bytes, data.len() as u64);
-        let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
-        self.handles.wrote(fh, owner);
+        let h = self.open.handles().get(fh).ok_or(Errno::EBADF)?;
+        self.open.handles().wrote(fh, owner);
         let mut g = h.lock();
         match &mut *g {
             Handle::Cell(c) => {

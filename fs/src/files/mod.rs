@@ -15,11 +15,11 @@ mod schema_write;
 mod xattrs;
 
 use crate::ctx::Ctx;
-use crate::handles::{CellHandle, Handle, MutateHandle, ScanHandle, SchemaHandle};
 use crate::mutate::{format_results, BatchError, BatchParser, Line, Op, Txn};
 use crate::names::{parse_lenient, parse_version_name, KeyName};
 use crate::node::{Key, Name, Node, View, MUTATE, SCHEMA, VERSIONS};
 use crate::offsets::{slice_at, write_at};
+use crate::open_files::handles::{CellHandle, Handle, MutateHandle, ScanHandle, SchemaHandle};
 use crate::options::{Entry, FsResult, Stats};
 use crate::perms::{Caller, R, W};
 use engine::schema::TableSchema;

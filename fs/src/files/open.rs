@@ -66,7 +66,7 @@ impl Ctx {
                 } else {
                     crate::schema_file::render(&s)
                 };
-                let fh = self.handles.insert(Handle::Schema(SchemaHandle {
+                let fh = self.open.handles().insert(Handle::Schema(SchemaHandle {
                     table: t.to_string(),
                     caller: caller.clone().with_groups(),
                     append_mode: append,
@@ -84,7 +84,7 @@ impl Ctx {
             }
             Node::Mutate(t) => {
                 self.data.schema(t)?;
-                let fh = self.handles.insert(Handle::Mutate(MutateHandle {
+                let fh = self.open.handles().insert(Handle::Mutate(MutateHandle {
                     table: t.to_string(),
                     caller: caller.clone().with_groups(),
                     parser: BatchParser::with_limits(
@@ -92,7 +92,7 @@ impl Ctx {
                         self.opts.limits.mutate_max_line,
                         self.opts.limits.mutate_max_group,
                     ),
-                    charge: self.write_budget.charge(caller.uid),
+                    charge: self.open.charge(caller.uid),
                     failed: None,
                     results: Vec::new(),
                     // Only a reader can read them: a write-only batch of a
@@ -154,7 +154,7 @@ impl Ctx {
                     q.spec.families = Some(fams);
                 }
                 Stats::add(&self.data.stats.scans, 1);
-                let fh = self.handles.insert(Handle::Scan(ScanHandle {
+                let fh = self.open.handles().insert(Handle::Scan(ScanHandle {
                     table: table.to_string(),
                     query: q,
                     readable,
@@ -184,7 +184,7 @@ impl Ctx {
                     ));
                 }
                 let _ = f;
-                let fh = self.handles.insert(Handle::Control(Vec::new()));
+                let fh = self.open.handles().insert(Handle::Control(Vec::new()));
                 Ok(Opened {
                     fh,
                     direct_io: true,
@@ -192,7 +192,7 @@ impl Ctx {
                 })
             }
             Node::Status(f) => {
-                let fh = self.handles.insert(Handle::Content(
+                let fh = self.open.handles().insert(Handle::Content(
                     self.status_content_for(*f, Some(&caller.clone().with_groups())),
                 ));
                 Ok(Opened {
@@ -221,8 +221,8 @@ impl Ctx {
         // Writers bypass the page cache: their unclosed bytes (and an O_TRUNC
         // open) would otherwise land in pages that readers share, and readers
         // must only ever see committed values. A reader uses the cache unless
-        // a writer has the cell open (see `pages.rs`).
-        if writable && !self.pages.writer_opened(ino, self.opts.reader_wait) {
+        // a writer has the cell open (see `open_files/pages.rs`).
+        if writable && !self.open.pages().writer_opened(ino, self.opts.reader_wait) {
             log::info!(
                 "{node}: a reader kept the cell open through the page cache for {:?} \
                  (reader_wait); the writer goes on",
@@ -232,13 +232,13 @@ impl Ctx {
         let reader = !writable;
         // Cached pages and size are this very version's: keep them.
         let agree = self.kernel.inodes().reported(ino) == Some((value.len() as u64, ts))
-            && self.pages.agree(ino, ts);
-        let fresh = reader && agree && self.pages.reader_opened(ino);
+            && self.open.pages().agree(ino, ts);
+        let fresh = reader && agree && self.open.pages().reader_opened(ino);
         let direct = !fresh;
         if reader && !agree {
             // The kernel's size or pages are of another version: this open
             // reads around them, and they are dropped for the next one.
-            self.pages.drop_ino(ino);
+            self.open.pages().drop_ino(ino);
             self.kernel.invalidate(node);
         }
         if fresh {
@@ -264,12 +264,12 @@ impl Ctx {
             created_as: None,
             unlinked: false,
             mtime: None,
-            charge: writable.then(|| self.write_budget.charge(caller.uid)),
+            charge: writable.then(|| self.open.charge(caller.uid)),
         });
         let fh = if writable {
-            self.handles.insert_writer(handle, ino)
+            self.open.handles().insert_writer(handle, ino)
         } else {
-            self.handles.insert(handle)
+            self.open.handles().insert(handle)
         };
         Opened {
             fh,
@@ -280,12 +280,12 @@ impl Ctx {
     }
 
     /// Hands the kernel the pages of a cell a reader just opened through the
-    /// cache, so that its reads need no READ (see `pages.rs`).
+    /// cache, so that its reads need no READ (see `open_files/pages.rs`).
     fn store_pages(&self, ino: u64, ts: u64, value: &[u8]) {
         let Some(kernel) = self.kernel.notifier() else {
             return;
         };
-        if value.is_empty() || value.len() > STORE_MAX || !self.pages.begin_store(ino) {
+        if value.is_empty() || value.len() > STORE_MAX || !self.open.pages().begin_store(ino) {
             return;
         }
         let stored = match kernel.store(fuser::INodeNo(ino), 0, value) {
@@ -295,7 +295,7 @@ impl Ctx {
                 None
             }
         };
-        self.pages.end_store(ino, stored);
+        self.open.pages().end_store(ino, stored);
     }
 
     /// FUSE `create`: a new cell (or exact version) file, committed on close.
@@ -461,8 +461,8 @@ impl Ctx {
                 }
                 // Nothing is committed, so no reader holds pages of it; the
                 // writer is registered so that none does until it closes.
-                self.pages.writer_opened(ino, Duration::ZERO);
-                let fh = self.handles.insert_writer(
+                self.open.pages().writer_opened(ino, Duration::ZERO);
+                let fh = self.open.handles().insert_writer(
                     Handle::Cell(CellHandle {
                         node: node.clone(),
                         ino,
@@ -480,7 +480,7 @@ impl Ctx {
                         failed: None,
                         unlinked: false,
                         mtime: None,
-                        charge: Some(self.write_budget.charge(caller.uid)),
+                        charge: Some(self.open.charge(caller.uid)),
                     }),
                     ino,
                 );

@@ -140,7 +140,7 @@ impl Ctx {
         };
         let deadline = std::time::Instant::now() + CREATOR_WAIT;
         loop {
-            let handles = self.handles.cells_where(|n| n == a || n == b);
+            let handles = self.open.handles().cells_where(|n| n == a || n == b);
             let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
             let va = self.data.versions(table, View::Now, row, fa, qa)?;
             let vb = self.data.versions(table, View::Now, row, fb, qb)?;
@@ -306,8 +306,8 @@ impl Ctx {
         let absent_deadline = std::time::Instant::now() + ABSENT_WAIT;
         loop {
             // Looked up before any is held: the lookup locks every handle.
-            let replaced = self.handles.cells_where(|n| *n == to);
-            let handles = self.handles.cells_where(|n| *n == from);
+            let replaced = self.open.handles().cells_where(|n| *n == to);
+            let handles = self.open.handles().cells_where(|n| *n == from);
             let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
             let versions = self.data.versions(table, View::Now, row, family, &src)?;
             if versions.is_empty() {

@@ -17,7 +17,7 @@ pub struct KernelCache {
     inodes: Arc<InodeTable>,
     inval: Invalidator,
     /// The mounted session, for handing the kernel a cell's pages at open
-    /// (see `pages.rs`).
+    /// (see `open_files/pages.rs`).
     notifier: OnceLock<fuser::Notifier>,
 }
 
