@@ -277,7 +277,7 @@ impl Ctx {
                 match self.data.newest(table, *view, row, family, qualifier)? {
                     Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
                     None if view.is_now()
-                        && self.data.pending.has_cell(table, row, family, qualifier) =>
+                        && self.data.pending().has_cell(table, row, family, qualifier) =>
                     {
                         Ok(self.value_attr(ino, &f, None))
                     }
@@ -346,13 +346,13 @@ impl Ctx {
     ) -> Vec<u8> {
         f.content(&StatusSources {
             reader,
-            store: self.data.store.as_ref(),
-            stats: &self.data.stats,
+            store: self.data.store(),
+            stats: self.data.stats(),
             opts: &self.opts,
             invalidations: self.kernel.invalidations_sent(),
             inodes: self.kernel.inodes().len(),
             open_handles: self.open.handles().len(),
-            pending_dirs: self.data.pending.len(),
+            pending_dirs: self.data.pending().len(),
             reader_waits: (
                 self.open.pages().waits.load(Ordering::Relaxed),
                 self.open.pages().waits_expired.load(Ordering::Relaxed),
@@ -370,7 +370,7 @@ impl Ctx {
     /// fsync of a directory: make the commit log durable.
     pub fn sync(&self) -> FsResult<()> {
         self.data
-            .store
+            .store()
             .sync()
             .map_err(|e| self.data.fail(&"fsync", &e))
     }

@@ -56,7 +56,10 @@ impl Ctx {
                 let t = t.clone();
                 match n {
                     _ if (n == SCHEMA.as_bytes() || n == MUTATE.as_bytes())
-                        && self.data.pending.is_hidden(&t, &String::from_utf8_lossy(n)) =>
+                        && self
+                            .data
+                            .pending()
+                            .is_hidden(&t, &String::from_utf8_lossy(n)) =>
                     {
                         Err(Errno::ENOENT)
                     }
@@ -184,7 +187,7 @@ impl Ctx {
 
     /// FUSE `lookup`: resolves and takes a kernel reference.
     pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
-        Stats::add(&self.data.stats.lookups, 1);
+        Stats::add(&self.data.stats().lookups, 1);
         let p = self.kernel.node(parent)?;
         let (node, mut attr) = self.resolve(&p, name)?;
         if let Node::Row { table, .. } = &node {
@@ -204,7 +207,7 @@ impl Ctx {
 
     /// FUSE `getattr`.
     pub fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<(FileAttr, std::time::Duration)> {
-        Stats::add(&self.data.stats.getattrs, 1);
+        Stats::add(&self.data.stats().getattrs, 1);
         let node = self.kernel.node(ino)?;
         // An open file is described by its handle (it may be uncommitted or unlinked).
         if let Some(attr) = fh.and_then(|fh| self.handle_attr(fh, &node)) {

@@ -28,9 +28,9 @@ pub fn view_range(view: View) -> TimeRange {
 
 /// The engine's tables, the pending directories and the error counter.
 pub struct StoreView {
-    pub store: Arc<dyn Store>,
-    pub pending: Pending,
-    pub stats: Stats,
+    store: Arc<dyn Store>,
+    pending: Pending,
+    stats: Stats,
 }
 
 impl StoreView {
@@ -40,6 +40,21 @@ impl StoreView {
             pending: Pending::default(),
             stats: Stats::default(),
         }
+    }
+
+    /// The engine (or the tests' store) behind the view.
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// Directories made with `mkdir` that hold no cell yet.
+    pub fn pending(&self) -> &Pending {
+        &self.pending
+    }
+
+    /// The mount's operation counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
     }
 
     /// Logs an engine error for `what` and turns it into an errno.

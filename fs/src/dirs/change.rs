@@ -37,7 +37,7 @@ impl Ctx {
                     ..Default::default()
                 };
                 self.data
-                    .store
+                    .store()
                     .create_table(t, schema)
                     .map_err(|e| self.data.fail(&what, &e))?;
                 log::info!("created table {t}");
@@ -74,7 +74,7 @@ impl Ctx {
                 if self.data.row_exists(t, View::Now, &key)? {
                     return Err(self.data.refuse(&what, Errno::EEXIST, "row exists"));
                 }
-                self.data.pending.add_row(t, &key);
+                self.data.pending().add_row(t, &key);
                 Node::Row {
                     table: t.clone(),
                     view: View::Now,
@@ -99,7 +99,7 @@ impl Ctx {
                         "family exists in this row",
                     ));
                 }
-                self.data.pending.add_family(table, row, f);
+                self.data.pending().add_family(table, row, f);
                 Node::Family {
                     table: table.clone(),
                     view: View::Now,
@@ -143,7 +143,7 @@ impl Ctx {
                 if self.data.column_exists(table, View::Now, row, family, &q)? {
                     return Err(self.data.refuse(&what, Errno::EEXIST, "column exists"));
                 }
-                self.data.pending.add_column(table, row, family, &q);
+                self.data.pending().add_column(table, row, family, &q);
                 Node::VersionsColumn {
                     table: table.clone(),
                     view: View::Now,
@@ -188,24 +188,24 @@ impl Ctx {
                 };
                 let mut rows = self
                     .data
-                    .store
+                    .store()
                     .scan(t, spec)
                     .map_err(|e| self.data.fail(&what, &e))?;
                 if rows
                     .next_row()
                     .map_err(|e| self.data.fail(&what, &e))?
                     .is_some()
-                    || !self.data.pending.rows_after(t, None, 1).is_empty()
+                    || !self.data.pending().rows_after(t, None, 1).is_empty()
                 {
                     return Err(self
                         .data
                         .refuse(&what, Errno::ENOTEMPTY, "the table has rows"));
                 }
                 self.data
-                    .store
+                    .store()
                     .delete_table(t)
                     .map_err(|e| self.data.fail(&what, &e))?;
-                self.data.pending.drop_table(t);
+                self.data.pending().drop_table(t);
                 self.kernel.invalidate_table(t, None);
                 log::info!("deleted table {t}");
                 Ok(())
@@ -235,7 +235,7 @@ impl Ctx {
                         .data
                         .refuse(&what, Errno::ENOTEMPTY, "the row has cells"));
                 }
-                if self.data.pending.remove_row(t, &row) {
+                if self.data.pending().remove_row(t, &row) {
                     Ok(())
                 } else {
                     Err(Errno::ENOENT)
@@ -257,9 +257,9 @@ impl Ctx {
                         "the family has cells in this row",
                     ));
                 }
-                if self.data.pending.remove_family(table, row, f) {
+                if self.data.pending().remove_family(table, row, f) {
                     // The row directory stays until it is removed itself.
-                    self.data.pending.add_row(table, row);
+                    self.data.pending().add_row(table, row);
                     Ok(())
                 } else {
                     Err(Errno::ENOENT)
@@ -290,9 +290,9 @@ impl Ctx {
                         "the column has versions",
                     ));
                 }
-                if self.data.pending.remove_column(table, row, family, &q) {
-                    self.data.pending.add_row(table, row);
-                    self.data.pending.add_family(table, row, family);
+                if self.data.pending().remove_column(table, row, family, &q) {
+                    self.data.pending().add_row(table, row);
+                    self.data.pending().add_family(table, row, family);
                     Ok(())
                 } else {
                     Err(Errno::ENOENT)

@@ -39,7 +39,7 @@ impl Ctx {
                         Node::Lock(crate::node::LockNode::root()),
                     ));
                 }
-                let mut tables = self.data.store.list_tables();
+                let mut tables = self.data.store().list_tables();
                 tables.sort();
                 out.extend(
                     tables
@@ -64,7 +64,7 @@ impl Ctx {
                 let schema = self.data.schema(table)?;
                 let mut fams = self.data.row_families(table, *view, row)?;
                 if view.is_now() {
-                    fams.extend(self.data.pending.families_of(table, row));
+                    fams.extend(self.data.pending().families_of(table, row));
                 }
                 for f in fams.into_iter().filter(|f| schema.families.contains_key(f)) {
                     let node = Node::Family {
@@ -96,7 +96,7 @@ impl Ctx {
                 let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
                 let mut created = Vec::new();
                 if view.is_now() {
-                    created = self.data.pending.cells_of(table, row, family);
+                    created = self.data.pending().cells_of(table, row, family);
                     created.retain(|q| !have.contains(q));
                 }
                 let mut entries: Vec<(Vec<u8>, Option<engine::Cell>)> = cells
@@ -132,7 +132,7 @@ impl Ctx {
                 let fam = self.data.family_schema(table, family)?;
                 let mut cols = self.data.family_columns(table, *view, row, family)?;
                 if view.is_now() {
-                    cols.extend(self.data.pending.columns_of(table, row, family));
+                    cols.extend(self.data.pending().columns_of(table, row, family));
                 }
                 for q in cols {
                     let node = Node::VersionsColumn {
@@ -214,7 +214,7 @@ impl Ctx {
         let what = format!("listing of {table}");
         let mut stream = self
             .data
-            .store
+            .store()
             .scan(table, spec)
             .map_err(|e| self.data.fail(&what, &e))?;
         // In key order, as the scan returns them.
@@ -223,7 +223,7 @@ impl Ctx {
             rows.push(row);
         }
         if view.is_now() {
-            let pending = self.data.pending.rows_after(table, after, limit as usize);
+            let pending = self.data.pending().rows_after(table, after, limit as usize);
             if !pending.is_empty() {
                 rows.extend(pending);
                 rows.sort_unstable();
@@ -243,7 +243,7 @@ impl Ctx {
         plus: bool,
         add: &mut dyn FnMut(&DirOut<'_>) -> bool,
     ) -> FsResult<()> {
-        Stats::add(&self.data.stats.readdirs, 1);
+        Stats::add(&self.data.stats().readdirs, 1);
         let h = self.open.handles().get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         let Handle::Dir(d) = &mut *g else {
@@ -323,7 +323,7 @@ impl Ctx {
         if offset & LAST != 0 {
             return Ok(());
         }
-        Stats::add(&self.data.stats.readdirs, 1);
+        Stats::add(&self.data.stats().readdirs, 1);
         let node = self.kernel.node(ino)?;
         if !node.is_dir() {
             return Err(Errno::ENOTDIR);
@@ -503,7 +503,7 @@ impl Ctx {
     ) -> FsResult<bool> {
         for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
             let off = i as u64 + 3;
-            if off <= offset || self.data.pending.is_hidden(table, name) {
+            if off <= offset || self.data.pending().is_hidden(table, name) {
                 continue;
             }
             let node = if i == 0 {

@@ -106,7 +106,7 @@ impl Ctx {
                     s.group = set.gid.unwrap_or(s.group);
                     if s != *cur {
                         self.data
-                            .store
+                            .store()
                             .set_schema(t, s)
                             .map_err(|e| self.data.fail(&what, &e))?;
                         self.kernel.invalidate_table(t, None);
@@ -125,7 +125,7 @@ impl Ctx {
                     // a real change touches the schema.
                     if s != *cur {
                         self.data
-                            .store
+                            .store()
                             .set_schema(table, s)
                             .map_err(|e| self.data.fail(&what, &e))?;
                         self.kernel.invalidate_table(table, Some(family));
@@ -210,7 +210,7 @@ impl Ctx {
             return Ok(());
         }
         let Some(cur) = versions.iter().max_by_key(|v| v.timestamp) else {
-            return if self.data.pending.has_cell(table, row, family, qualifier) {
+            return if self.data.pending().has_cell(table, row, family, qualifier) {
                 Ok(())
             } else {
                 Err(Errno::ENOENT)
@@ -229,7 +229,7 @@ impl Ctx {
             .delete_cells(family, qualifier.clone(), TimeRange::exactly(cur.timestamp))
             .set_at(family, qualifier.clone(), ts, cur.value.clone());
         self.data
-            .store
+            .store()
             .apply(table, &m, self.write_options())
             .map_err(|e| self.data.fail(&what, &e))?;
         self.open.pages().drop_ino(self.kernel.ino_of(node));
@@ -325,7 +325,9 @@ impl Ctx {
                 };
                 let mut value = match cur {
                     Some(c) => c.value.into_vec(),
-                    None if self.data.pending.has_cell(table, row, family, qualifier) => Vec::new(),
+                    None if self.data.pending().has_cell(table, row, family, qualifier) => {
+                        Vec::new()
+                    }
                     None => return Err(Errno::ENOENT),
                 };
                 if value.len() as u64 == size {
@@ -342,10 +344,10 @@ impl Ctx {
                     }],
                 };
                 self.data
-                    .store
+                    .store()
                     .apply(table, &m, self.write_options())
                     .map_err(|e| self.data.fail(&what, &e))?;
-                self.data.pending.data_written(table, row, family);
+                self.data.pending().data_written(table, row, family);
                 Ok(())
             }
             Node::Mutate(_) => Ok(()),
@@ -357,7 +359,7 @@ impl Ctx {
                     .map_err(|e| self.data.fail(&what, &e))?;
                 self.check_schema_change(caller, &cur, &new, &what, true)?;
                 self.data
-                    .store
+                    .store()
                     .set_schema(t, new)
                     .map_err(|e| self.data.fail(&what, &e))
             }

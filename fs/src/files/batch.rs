@@ -131,7 +131,7 @@ impl Ctx {
         what: &str,
     ) -> Errno {
         log::info!("{what}: {why}");
-        Stats::add(&self.data.stats.errors, 1);
+        Stats::add(&self.data.stats().errors, 1);
         m.results
             .extend_from_slice(format!("error {why}\n").as_bytes());
         m.failed = Some((code, why));
@@ -172,7 +172,7 @@ impl Ctx {
             let raw: Vec<RowTxn> = txns.iter().map(|t| t.txn.clone()).collect();
             let outcomes = self
                 .data
-                .store
+                .store()
                 .apply_txns(&table, &raw, self.write_options())
                 .map_err(|e| {
                     let line = match &e {
@@ -190,13 +190,13 @@ impl Ctx {
             self.batch_changed(&table, &txns);
             Ok::<(), Failed>(())
         });
-        Stats::add(&self.data.stats.batch_rows, rows);
+        Stats::add(&self.data.stats().batch_rows, rows);
         m.results.extend_from_slice(&results);
         if let Err(f) = applied {
             let (code, why) = f.describe();
             return Err(self.batch_failed(m, code, why, &what));
         }
-        Stats::add(&self.data.stats.batches, 1);
+        Stats::add(&self.data.stats().batches, 1);
         if batch.ops() >= TRIM_AFTER_OPS {
             crate::memory::give_back();
         }
@@ -250,7 +250,7 @@ impl Ctx {
                         qualifier: q.clone(),
                     });
                     if writes {
-                        self.data.pending.data_written(table, row, f);
+                        self.data.pending().data_written(table, row, f);
                     }
                 }
             }

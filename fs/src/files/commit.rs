@@ -115,7 +115,7 @@ impl Ctx {
             }
         }
         self.data
-            .store
+            .store()
             .sync()
             .map_err(|e| self.data.fail(&"fsync", &e))
     }
@@ -141,7 +141,7 @@ impl Ctx {
                 ..
             } = &c.node
             {
-                self.data.pending.drop_cell(table, row, family, qualifier);
+                self.data.pending().drop_cell(table, row, family, qualifier);
             }
             c.created = false;
         }
@@ -213,7 +213,7 @@ impl Ctx {
             );
             let out = self
                 .data
-                .store
+                .store()
                 .apply_txns(table, &[txn], opts)
                 .map_err(|e| self.data.fail(&what, &e))?;
             if let Some(v) = out
@@ -240,21 +240,21 @@ impl Ctx {
                 }],
             };
             self.data
-                .store
+                .store()
                 .apply(table, &m, opts)
                 .map_err(|e| self.data.fail(&what, &e))?;
             c.append_only = false;
         }
-        Stats::add(&self.data.stats.commits, 1);
+        Stats::add(&self.data.stats().commits, 1);
         c.mtime = None;
         c.dirty = false;
         c.wrote = false;
         c.created_as = None;
         if c.created {
             c.created = false;
-            self.data.pending.drop_cell(table, row, family, qualifier);
+            self.data.pending().drop_cell(table, row, family, qualifier);
         }
-        self.data.pending.data_written(table, row, family);
+        self.data.pending().data_written(table, row, family);
         // Readers may have cached pages of an older version: forget them
         // before they are invalidated (see `open_files/pages.rs`).
         let paged = self.open.pages().drop_ino(c.ino);
@@ -264,7 +264,7 @@ impl Ctx {
             // version behind the newest). The next open that finds its
             // size stale reads around the cache once.
             self.kernel.invalidate(&c.node);
-        } else if let Ok(Some(cur)) = self.data.store.read_cell(table, row, family, qualifier) {
+        } else if let Ok(Some(cur)) = self.data.store().read_cell(table, row, family, qualifier) {
             // No pages are cached, and the kernel's size came from this
             // handle's writes: if that is the committed value's, remember
             // the version so that the next open may use the page cache.
@@ -302,7 +302,7 @@ impl Ctx {
             .map_err(|e| self.data.fail(&what, &e))?;
         self.check_schema_change(&s.caller, &cur, &new, &what, true)?;
         self.data
-            .store
+            .store()
             .set_schema(&s.table, new)
             .map_err(|e| self.data.fail(&what, &e))?;
         if !dropped.is_empty() {

@@ -23,7 +23,7 @@ impl Ctx {
                 continue;
             }
             log::info!(".bigtable/control: {line}");
-            if let Err(e) = self.data.store.control(line) {
+            if let Err(e) = self.data.store().control(line) {
                 let what = format!(".bigtable/control: {line:?}");
                 return Err(match e.root() {
                     engine::Error::InvalidArgument(_) | engine::Error::TableNotFound(_) => {

@@ -12,7 +12,7 @@ impl Ctx {
     /// (the READ names no lock owner: a map's fault or readahead), not for
     /// a `read(2)` of a descriptor that bypasses the cache.
     pub fn read_for(&self, fh: u64, offset: u64, size: u32, page_fill: bool) -> FsResult<Vec<u8>> {
-        Stats::add(&self.data.stats.reads, 1);
+        Stats::add(&self.data.stats().reads, 1);
         let h = self.open.handles().get(fh).ok_or(Errno::EBADF)?;
         let mut g = h.lock();
         let out = match &mut *g {
@@ -51,7 +51,7 @@ impl Ctx {
             Handle::Scan(s) => self.read_scan(s, offset, size)?,
             Handle::Dir(_) => return Err(Errno::EISDIR),
         };
-        Stats::add(&self.data.stats.read_bytes, out.len() as u64);
+        Stats::add(&self.data.stats().read_bytes, out.len() as u64);
         Ok(out)
     }
 
@@ -102,8 +102,8 @@ impl Ctx {
     /// FUSE `write`, by the descriptor table `owner` (see
     /// [`crate::open_files::handles::Handles::commits_on_close`]).
     pub fn write(&self, fh: u64, offset: u64, data: &[u8], owner: Option<u64>) -> FsResult<u32> {
-        Stats::add(&self.data.stats.writes, 1);
-        Stats::add(&self.data.stats.write_bytes, data.len() as u64);
+        Stats::add(&self.data.stats().writes, 1);
+        Stats::add(&self.data.stats().write_bytes, data.len() as u64);
         let h = self.open.handles().get(fh).ok_or(Errno::EBADF)?;
         self.open.handles().wrote(fh, owner);
         let mut g = h.lock();

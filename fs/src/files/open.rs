@@ -37,7 +37,8 @@ impl Ctx {
             } => {
                 let cur = self.data.newest(table, *view, row, family, qualifier)?;
                 if cur.is_none()
-                    && !(view.is_now() && self.data.pending.has_cell(table, row, family, qualifier))
+                    && !(view.is_now()
+                        && self.data.pending().has_cell(table, row, family, qualifier))
                 {
                     return Err(Errno::ENOENT);
                 }
@@ -153,7 +154,7 @@ impl Ctx {
                     fams.sort();
                     q.spec.families = Some(fams);
                 }
-                Stats::add(&self.data.stats.scans, 1);
+                Stats::add(&self.data.stats().scans, 1);
                 let fh = self.open.handles().insert(Handle::Scan(ScanHandle {
                     table: table.to_string(),
                     query: q,
@@ -371,10 +372,10 @@ impl Ctx {
             }
             Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
                 let name = String::from_utf8_lossy(name).into_owned();
-                if excl && !self.data.pending.is_hidden(t, &name) {
+                if excl && !self.data.pending().is_hidden(t, &name) {
                     return Err(Errno::EEXIST);
                 }
-                self.data.pending.unhide(t, &name);
+                self.data.pending().unhide(t, &name);
                 let node = if name == SCHEMA {
                     Node::Schema(t.clone())
                 } else {
@@ -430,7 +431,7 @@ impl Ctx {
             && (existing.is_some()
                 || self
                     .data
-                    .pending
+                    .pending()
                     .has_cell(&table, &row, &family, &qualifier))
         {
             return Err(Errno::EEXIST);
@@ -456,7 +457,7 @@ impl Ctx {
                 self.kernel.inodes().dir_changed(parent);
                 if matches!(node, Node::Cell { .. }) {
                     self.data
-                        .pending
+                        .pending()
                         .add_cell(&table, &row, &family, &qualifier);
                 }
                 // Nothing is committed, so no reader holds pages of it; the

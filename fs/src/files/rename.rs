@@ -20,7 +20,7 @@ impl Ctx {
         match &*p {
             // The file hides until created again (see Pending::hide).
             Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
-                if self.data.pending.hide(t, &String::from_utf8_lossy(name)) {
+                if self.data.pending().hide(t, &String::from_utf8_lossy(name)) {
                     self.kernel.invalidate_entry(&p, name.to_vec());
                     Ok(())
                 } else {
@@ -45,8 +45,8 @@ impl Ctx {
                     .is_none()
                 {
                     return if created {
-                        self.data.pending.add_row(table, row);
-                        self.data.pending.add_family(table, row, family);
+                        self.data.pending().add_row(table, row);
+                        self.data.pending().add_family(table, row, family);
                         Ok(())
                     } else {
                         Err(Errno::ENOENT)
@@ -55,12 +55,12 @@ impl Ctx {
                 let m =
                     RowMutation::new(row.to_vec()).delete_cells(family, q.clone(), TimeRange::ALL);
                 self.data
-                    .store
+                    .store()
                     .apply(table, &m, self.write_options())
                     .map_err(|e| self.data.fail(&what, &e))?;
                 // The directories stay until rmdir, as on any filesystem.
-                self.data.pending.add_row(table, row);
-                self.data.pending.add_family(table, row, family);
+                self.data.pending().add_row(table, row);
+                self.data.pending().add_family(table, row, family);
                 self.kernel.invalidate(&Node::VersionsColumn {
                     table: table.clone(),
                     view: View::Now,
@@ -95,12 +95,14 @@ impl Ctx {
                     TimeRange::exactly(ts),
                 );
                 self.data
-                    .store
+                    .store()
                     .apply(table, &m, self.write_options())
                     .map_err(|e| self.data.fail(&what, &e))?;
-                self.data.pending.add_row(table, row);
-                self.data.pending.add_family(table, row, family);
-                self.data.pending.add_column(table, row, family, qualifier);
+                self.data.pending().add_row(table, row);
+                self.data.pending().add_family(table, row, family);
+                self.data
+                    .pending()
+                    .add_column(table, row, family, qualifier);
                 self.kernel.invalidate(&Node::Cell {
                     table: table.clone(),
                     view: View::Now,
@@ -146,8 +148,8 @@ impl Ctx {
             let vb = self.data.versions(table, View::Now, row, fb, qb)?;
             if va.is_empty() || vb.is_empty() {
                 // Both must exist; one just created waits for its commit.
-                let pending = (va.is_empty() && self.data.pending.has_cell(table, row, fa, qa))
-                    || (vb.is_empty() && self.data.pending.has_cell(table, row, fb, qb));
+                let pending = (va.is_empty() && self.data.pending().has_cell(table, row, fa, qa))
+                    || (vb.is_empty() && self.data.pending().has_cell(table, row, fb, qb));
                 drop(guards);
                 if !pending {
                     return Err(Errno::ENOENT);
@@ -168,7 +170,7 @@ impl Ctx {
                 m = m.set_at(fb, qb.clone(), v.timestamp, v.value.clone());
             }
             self.data
-                .store
+                .store()
                 .apply(table, &m, self.write_options())
                 .map_err(|e| self.data.fail(&what, &e))?;
             for g in guards.iter_mut() {
@@ -179,8 +181,8 @@ impl Ctx {
             break;
         }
         self.kernel.inodes().exchange(a, b);
-        self.data.pending.data_written(table, row, fa);
-        self.data.pending.data_written(table, row, fb);
+        self.data.pending().data_written(table, row, fa);
+        self.data.pending().data_written(table, row, fb);
         self.kernel.invalidate(a);
         self.kernel.invalidate(b);
         Ok(())
@@ -206,8 +208,8 @@ impl Ctx {
                 },
             ) = (&c.node, to)
             {
-                self.data.pending.drop_cell(table, row, family, qualifier);
-                self.data.pending.add_cell(table, row, f2, q2);
+                self.data.pending().drop_cell(table, row, family, qualifier);
+                self.data.pending().add_cell(table, row, f2, q2);
             }
             c.created_as = Some((parent.clone(), name.to_vec()));
         }
@@ -311,7 +313,7 @@ impl Ctx {
             let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
             let versions = self.data.versions(table, View::Now, row, family, &src)?;
             if versions.is_empty() {
-                if !self.data.pending.has_cell(table, row, family, &src) {
+                if !self.data.pending().has_cell(table, row, family, &src) {
                     // Neither stored nor pending: gone, unless a release
                     // committed it between the two looks (its value then
                     // shows on a second look, once its commit is done).
@@ -339,7 +341,7 @@ impl Ctx {
             }
             if flags & libc::RENAME_NOREPLACE != 0
                 && (self.data.newest(table, View::Now, row, f2, &dst)?.is_some()
-                    || self.data.pending.has_cell(table, row, f2, &dst))
+                    || self.data.pending().has_cell(table, row, f2, &dst))
             {
                 return Err(Errno::EEXIST);
             }
@@ -350,7 +352,7 @@ impl Ctx {
             }
             m = m.delete_cells(family, src.clone(), TimeRange::ALL);
             self.data
-                .store
+                .store()
                 .apply(table, &m, self.write_options())
                 .map_err(|e| self.data.fail(&what, &e))?;
             // The file `to` named is gone: its descriptors commit nothing more.
@@ -363,10 +365,10 @@ impl Ctx {
             break;
         }
         self.kernel.inodes().rebind(&from, &to);
-        self.data.pending.add_family(table, row, family);
-        self.data.pending.data_written(table, row, f2);
+        self.data.pending().add_family(table, row, family);
+        self.data.pending().data_written(table, row, f2);
         if family != f2 {
-            self.data.pending.add_row(table, row);
+            self.data.pending().add_row(table, row);
         }
         self.kernel.invalidate(&Node::Cell {
             table: table.clone(),

@@ -26,7 +26,7 @@ impl Ctx {
             if s.stream.is_none() {
                 s.stream = Some(
                     self.data
-                        .store
+                        .store()
                         .scan(&s.table, s.query.spec.clone())
                         .map_err(|e| self.data.fail(&what, &e))?,
                 );

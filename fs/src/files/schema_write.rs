@@ -101,7 +101,7 @@ impl Ctx {
             };
             let mut rows = self
                 .data
-                .store
+                .store()
                 .scan(&s.table, spec)
                 .map_err(|e| self.data.fail(&what, &e))?;
             if rows
