@@ -1,10 +1,12 @@
-//! The context every data-path operation works in: the store view, the
-//! inode table, the open handles and kernel cache invalidation, with the
-//! helpers they share (attributes of nodes, invalidation of cached names).
+//! The context every data-path operation works in: the components, each
+//! owning its state (the store view, the kernel cache, the open files, the
+//! listing state), the mount's options, and what the operations share
+//! across components (attributes of any node, the status files' text).
 //!
-//! The operations themselves are `impl Ctx` blocks in the modules above
-//! this one (`lookup`, `dirs`, `files`); [`crate::Fs`] routes requests to
-//! them or to the lock directory.
+//! The operations themselves are functions over a `&Ctx` in the modules
+//! above this one (`lookup`, `dirs`, `files`), which reach each component
+//! by its field and its methods only; [`crate::Fs`] routes requests to them
+//! or to the lock directory.
 
 use crate::attr::{make_attr, volatile};
 use crate::kernel::KernelCache;

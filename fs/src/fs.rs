@@ -12,6 +12,7 @@ use crate::perms::Caller;
 use crate::reply::{DirOut, Opened, SetAttr};
 use crate::status::Statfs;
 use crate::store::Store;
+use crate::{dirs, files, lookup};
 use chubby::LockService;
 use fuser::FileAttr;
 use std::sync::Arc;
@@ -94,7 +95,7 @@ impl Fs {
 
     /// FUSE `lookup` (`.chubby/` names resolve through their node type).
     pub(crate) fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
-        self.cx.lookup(parent, name)
+        lookup::lookup(&self.cx, parent, name)
     }
 
     /// Forget `n` kernel references to an inode.
@@ -126,7 +127,7 @@ impl Fs {
                 return Ok((a, self.cx.opts.attr_timeout));
             }
         }
-        self.cx.getattr(ino, fh)
+        lookup::getattr(&self.cx, ino, fh)
     }
 
     /// FUSE `setattr`.
@@ -139,7 +140,7 @@ impl Fs {
     ) -> FsResult<(FileAttr, Duration)> {
         match self.lock_ino(ino) {
             Some(ld) => ld.setattr(&self.cx, caller, ino, fh, set),
-            None => self.cx.setattr(caller, ino, fh, set),
+            None => files::attrs::setattr(&self.cx, caller, ino, fh, set),
         }
     }
 
@@ -161,9 +162,7 @@ impl Fs {
     ) -> FsResult<Entry> {
         match self.lock_ino(parent) {
             Some(ld) => ld.mkdir(&self.cx, caller, parent, name, mode, umask),
-            None => self
-                .cx
-                .mkdir(caller, parent, name, mode, umask)
+            None => dirs::change::mkdir(&self.cx, caller, parent, name, mode, umask)
                 .inspect(|_| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
@@ -172,9 +171,7 @@ impl Fs {
     pub(crate) fn unlink(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.unlink(&self.cx, caller, parent, name),
-            None => self
-                .cx
-                .unlink(caller, parent, name)
+            None => files::rename::unlink(&self.cx, caller, parent, name)
                 .inspect(|()| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
@@ -183,9 +180,7 @@ impl Fs {
     pub(crate) fn rmdir(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.rmdir(&self.cx, caller, parent, name),
-            None => self
-                .cx
-                .rmdir(caller, parent, name)
+            None => dirs::change::rmdir(&self.cx, caller, parent, name)
                 .inspect(|()| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
@@ -203,13 +198,13 @@ impl Fs {
     ) -> FsResult<()> {
         match self.lock_ino(parent).or_else(|| self.lock_ino(newparent)) {
             Some(ld) => ld.rename(&self.cx, caller, parent, name, newparent, newname, flags),
-            None => self
-                .cx
-                .rename(caller, parent, name, newparent, newname, flags)
-                .inspect(|()| {
-                    self.cx.kernel.inodes().dir_changed(parent);
-                    self.cx.kernel.inodes().dir_changed(newparent);
-                }),
+            None => {
+                files::rename::rename(&self.cx, caller, parent, name, newparent, newname, flags)
+                    .inspect(|()| {
+                        self.cx.kernel.inodes().dir_changed(parent);
+                        self.cx.kernel.inodes().dir_changed(newparent);
+                    })
+            }
         }
     }
 
@@ -217,7 +212,7 @@ impl Fs {
     pub(crate) fn opendir(&self, caller: &Caller, ino: u64) -> FsResult<u64> {
         match self.lock_ino(ino) {
             Some(ld) => ld.opendir(&self.cx, caller, ino),
-            None => self.cx.opendir(ino),
+            None => dirs::list::opendir(&self.cx, ino),
         }
     }
 
@@ -232,7 +227,7 @@ impl Fs {
     ) -> FsResult<()> {
         match self.lock_fh(fh) {
             Some(ld) => ld.readdir(&self.cx, fh, offset, plus, add),
-            None => self.cx.readdir(fh, offset, plus, add),
+            None => dirs::list::readdir(&self.cx, fh, offset, plus, add),
         }
     }
 
@@ -248,7 +243,7 @@ impl Fs {
     ) -> FsResult<()> {
         match self.lock_ino(ino) {
             Some(ld) => ld.readdir_unopened(&self.cx, caller, ino, offset, plus, add),
-            None => self.cx.readdir_unopened(ino, offset, plus, add),
+            None => dirs::list::readdir_unopened(&self.cx, ino, offset, plus, add),
         }
     }
 
@@ -256,7 +251,7 @@ impl Fs {
     pub(crate) fn releasedir(&self, fh: u64) {
         match self.lock_fh(fh) {
             Some(ld) => ld.releasedir(fh),
-            None => self.cx.releasedir(fh),
+            None => dirs::list::releasedir(&self.cx, fh),
         }
     }
 
@@ -266,14 +261,14 @@ impl Fs {
     pub(crate) fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
         match self.lock_ino(ino) {
             Some(ld) => ld.open(&self.cx, caller, ino, flags).map(lock_opened),
-            None => self.cx.open(caller, ino, flags),
+            None => files::open::open(&self.cx, caller, ino, flags),
         }
     }
 
     /// Whether opening `ino` with `flags` may wait for readers to close (see
     /// `open_files/pages.rs`), and so belongs on a worker rather than a FUSE thread.
     pub(crate) fn open_waits(&self, ino: u64, flags: i32) -> bool {
-        crate::files::acc_writable(flags) && self.cx.open.pages().has_readers(ino)
+        files::acc_writable(flags) && self.cx.open.pages().has_readers(ino)
     }
 
     /// FUSE `create` with mode 0644 (a cell takes its family's mode anyway).
@@ -302,7 +297,7 @@ impl Fs {
             Some(ld) => ld
                 .create(&self.cx, caller, parent, name, mode, umask, flags)
                 .map(|(e, o)| (e, lock_opened(o))),
-            None => self.cx.create(caller, parent, name, flags),
+            None => files::open::create(&self.cx, caller, parent, name, flags),
         }
     }
 
@@ -352,14 +347,14 @@ impl Fs {
     /// status files).
     #[cfg(test)]
     pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
-        self.cx.read(fh, offset, size)
+        files::io::read(&self.cx, fh, offset, size)
     }
 
     /// FUSE `read` of any file: `done` is called at once, or later by a
     /// thread waiting for an event (a blocking read of a `.chubby/` events
     /// file).
     /// `page_fill`: the READ fills the kernel's page cache (see
-    /// [`Ctx::read_for`]).
+    /// [`files::io::read_for`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn read_then(
         &self,
@@ -374,8 +369,8 @@ impl Fs {
         match self.lock_fh(fh) {
             Some(ld) => ld.read(caller, fh, offset, size, nonblock, done),
             None => {
-                let r = self.cx.read_for(fh, offset, size, page_fill);
-                let source = self.cx.page_source(fh);
+                let r = files::io::read_for(&self.cx, fh, offset, size, page_fill);
+                let source = files::io::page_source(&self.cx, fh);
                 let ok = r.is_ok();
                 if ok {
                     self.cx.kernel.settle();
@@ -399,7 +394,7 @@ impl Fs {
     ) -> FsResult<u32> {
         match self.lock_fh(fh) {
             Some(ld) => ld.write(fh, offset, data),
-            None => self.cx.write(fh, offset, data, owner),
+            None => files::io::write(&self.cx, fh, offset, data, owner),
         }
     }
 
@@ -412,8 +407,7 @@ impl Fs {
         offset_out: u64,
         len: u64,
     ) -> FsResult<u32> {
-        self.cx
-            .copy_file_range(fh_in, offset_in, fh_out, offset_out, len)
+        files::io::copy_file_range(&self.cx, fh_in, offset_in, fh_out, offset_out, len)
     }
 
     /// The first part of FUSE `flush`: a `.chubby/` file is flushed here
@@ -435,9 +429,9 @@ impl Fs {
     }
 
     /// The commit of a data file's FLUSH (see [`Fs::flush_locks`]) by the
-    /// descriptor table `closer` (see [`Ctx::flush`]).
+    /// descriptor table `closer` (see [`files::commit::flush`]).
     pub(crate) fn flush(&self, fh: u64, closer: Option<u64>) -> FsResult<()> {
-        self.cx.flush(fh, closer)
+        files::commit::flush(&self.cx, fh, closer)
     }
 
     /// The first part of FUSE `release`, like [`Fs::flush_locks`]: for a
@@ -461,7 +455,7 @@ impl Fs {
 
     /// The commit and close of a data file's RELEASE.
     pub(crate) fn release(&self, fh: u64) -> FsResult<()> {
-        self.cx.release(fh)
+        files::commit::release(&self.cx, fh)
     }
 
     /// See [`Ctx::rows_changed_elsewhere`].
@@ -474,16 +468,16 @@ impl Fs {
         self.cx.kernel.table_changed_elsewhere(table)
     }
 
-    /// Whether releasing `fh` may commit (see [`Ctx::release_commits`]).
+    /// Whether releasing `fh` may commit (see [`files::commit::release_commits`]).
     pub(crate) fn release_commits(&self, fh: u64) -> bool {
-        self.cx.release_commits(fh)
+        files::commit::release_commits(&self.cx, fh)
     }
 
     /// FUSE `fsync`.
     pub(crate) fn fsync(&self, fh: u64) -> FsResult<()> {
         match self.lock_fh(fh) {
             Some(ld) => ld.fsync(fh),
-            None => self.cx.fsync(fh),
+            None => files::commit::fsync(&self.cx, fh),
         }
     }
 
@@ -493,7 +487,7 @@ impl Fs {
     pub(crate) fn getxattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
         match self.lock_ino(ino) {
             Some(ld) => ld.getxattr(&self.cx, caller, ino, name),
-            None => self.cx.getxattr(ino, name),
+            None => files::xattrs::getxattr(&self.cx, ino, name),
         }
     }
 
@@ -501,7 +495,7 @@ impl Fs {
     pub(crate) fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
         match self.lock_ino(ino) {
             Some(ld) => ld.listxattr(&self.cx, ino),
-            None => self.cx.listxattr(ino),
+            None => files::xattrs::listxattr(&self.cx, ino),
         }
     }
 

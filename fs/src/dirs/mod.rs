@@ -7,23 +7,11 @@
 //! memory does not grow with the table, and rows inserted meanwhile neither
 //! repeat nor hide rows.
 
-mod change;
-mod list;
+pub(crate) mod change;
+pub(crate) mod list;
 
-use crate::ctx::Ctx;
-use crate::listing::LAST;
-use crate::names::{display_name, parse_strict, table_name, version_name, KeyName};
-use crate::node::{
-    Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
-};
-use crate::open_files::handles::{DirHandle, Handle};
-use crate::options::{FsResult, Stats};
-use crate::perms::{Caller, W};
-use engine::schema::TableSchema;
-use engine::{RowFilter, RowRange, ScanSpec};
-use fuser::{Errno, FileType};
-use std::collections::BTreeSet;
-use std::ops::Bound;
+use crate::node::Node;
+use fuser::FileType;
 
 /// Offsets below this are `.`, `..` and the fixed entries of a table.
 const ROW_BASE: u64 = 16;
@@ -34,10 +22,6 @@ const ROW_BATCH: u64 = 128;
 const MAX_ROW_BATCH: u64 = 1024;
 
 pub use crate::open_files::handles::Listed;
-
-pub use crate::reply::DirOut;
-
-pub use crate::node::parent_and_name;
 
 fn dir(name: Vec<u8>, node: Node) -> Listed {
     Listed {
@@ -51,7 +35,7 @@ fn dir(name: Vec<u8>, node: Node) -> Listed {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::node::{parent_and_name, Node, View};
 
     #[test]
     fn parents_and_names() {

@@ -95,7 +95,7 @@ impl LockDir {
     pub(crate) fn entry(&self, cx: &Ctx, node: LockNode, st: &Stat) -> FsResult<Entry> {
         let node = Node::Lock(node);
         let attr = self.stat_attr(cx, node.natural_ino(), st);
-        cx.register(&node)?;
+        crate::lookup::register(cx, &node)?;
         Ok(cx.entry(&node, attr))
     }
 
@@ -387,7 +387,7 @@ impl LockDir {
             }
             if plus && i >= 2 {
                 // readdirplus entries (but "." and "..") count as lookups.
-                cx.register(node)?;
+                crate::lookup::register(cx, node)?;
             }
         }
         Ok(())
