@@ -65,29 +65,10 @@ impl Ctx {
         }
     }
 
-    /// Starts cache invalidation through a mounted session's notifier.
-    pub(crate) fn start_notifier(&self, notifier: fuser::Notifier) {
-        self.kernel.start(notifier);
-    }
-
     pub(crate) fn write_options(&self) -> WriteOptions {
         WriteOptions {
             sync: self.opts.sync_writes,
         }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn make_attr(
-        &self,
-        ino: u64,
-        kind: FileType,
-        perm: u32,
-        uid: u32,
-        gid: u32,
-        size: u64,
-        mtime: SystemTime,
-    ) -> FileAttr {
-        make_attr(ino, kind, perm, uid, gid, size, mtime)
     }
 
     /// A directory's attributes: its mtime and ctime are the mount's start,
@@ -98,7 +79,7 @@ impl Ctx {
             .inodes()
             .dir_changed_at(ino)
             .unwrap_or(self.started);
-        self.make_attr(ino, FileType::Directory, perm, uid, gid, 0, t)
+        make_attr(ino, FileType::Directory, perm, uid, gid, 0, t)
     }
 
     /// Attributes of a cell or version file holding `cell` (or nothing yet).
@@ -110,7 +91,7 @@ impl Ctx {
             SystemTime::now()
         };
         self.kernel.inodes().set_reported(ino, size, ts);
-        self.make_attr(
+        make_attr(
             ino,
             FileType::RegularFile,
             fam.mode & 0o666,
@@ -133,7 +114,7 @@ impl Ctx {
             return None;
         }
         let size = self.open.writer_size(self.kernel.ino_of(node), node)?;
-        Some(self.make_attr(
+        Some(make_attr(
             self.kernel.ino_of(node),
             FileType::RegularFile,
             fam.mode & 0o666,
@@ -166,8 +147,8 @@ impl Ctx {
             Node::Root => Ok(self.dir_attr(ino, 0o755, self.opts.uid, self.opts.gid)),
             Node::StatusDir => Ok(self.dir_attr(ino, 0o555, self.opts.uid, self.opts.gid)),
             Node::Status(f) => {
-                let len = self.status_content(*f).len() as u64;
-                Ok(self.make_attr(
+                let len = self.status_content(*f, None).len() as u64;
+                Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     // control: root writes commands, anyone reads the usage.
@@ -186,7 +167,7 @@ impl Ctx {
             Node::Schema(t) => {
                 let s = self.data.schema(t)?;
                 let len = crate::schema_file::render(&s).len() as u64;
-                Ok(self.make_attr(
+                Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     s.mode & 0o666,
@@ -198,7 +179,7 @@ impl Ctx {
             }
             Node::Mutate(t) => {
                 let s = self.data.schema(t)?;
-                Ok(self.make_attr(
+                Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     s.mode & 0o666,
@@ -214,7 +195,7 @@ impl Ctx {
             }
             Node::Scan { table, .. } => {
                 let s = self.data.schema(table)?;
-                Ok(self.make_attr(
+                Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     s.mode & 0o444,
@@ -334,14 +315,9 @@ impl Ctx {
         }
     }
 
-    /// The current text of a status file.
-    pub(crate) fn status_content(&self, f: StatusFile) -> Vec<u8> {
-        self.status_content_for(f, None)
-    }
-
     /// The text of a status file as `reader` may see it (None: all of it):
     /// row keys of tables it may not read are left out.
-    pub(crate) fn status_content_for(
+    pub(crate) fn status_content(
         &self,
         f: StatusFile,
         reader: Option<&crate::perms::Caller>,
@@ -367,22 +343,6 @@ impl Ctx {
                 .map(|l| l.lock_summary())
                 .unwrap_or_default(),
         })
-    }
-
-    /// fsync of a directory: make the commit log durable.
-    pub fn sync(&self) -> FsResult<()> {
-        self.data
-            .store()
-            .sync()
-            .map_err(|e| self.data.fail(&"fsync", &e))
-    }
-
-    /// Forget `n` kernel references to an inode.
-    pub fn forget(&self, ino: u64, n: u64) {
-        // The kernel evicts an inode's pages before it forgets the inode.
-        if self.kernel.inodes().forget(ino, n) {
-            self.open.pages().drop_ino(ino);
-        }
     }
 }
 

@@ -57,13 +57,13 @@ impl Fs {
         if let Some(ld) = &self.lockdir {
             ld.start_notifier(notifier.clone());
         }
-        self.cx.start_notifier(notifier);
+        self.cx.kernel.start(notifier);
     }
 
     /// The current text of a `.bigtable/` file (the console serves the
     /// same figures).
     pub fn status_text(&self, f: crate::StatusFile) -> Vec<u8> {
-        self.cx.status_content(f)
+        self.cx.status_content(f, None)
     }
 
     #[cfg(test)]
@@ -100,7 +100,10 @@ impl Fs {
 
     /// Forget `n` kernel references to an inode.
     pub(crate) fn forget(&self, ino: u64, n: u64) {
-        self.cx.forget(ino, n);
+        // The kernel evicts an inode's pages before it forgets the inode.
+        if self.cx.kernel.inodes().forget(ino, n) {
+            self.cx.open.pages().drop_ino(ino);
+        }
     }
 
     /// Whether the kernel holds this inode number.
@@ -116,7 +119,7 @@ impl Fs {
 
     /// fsync of a directory: make the commit log durable.
     pub(crate) fn sync(&self) -> FsResult<()> {
-        self.cx.sync()
+        self.cx.data.sync()
     }
 
     /// FUSE `getattr`; an open file is described by its handle.

@@ -57,6 +57,11 @@ impl StoreView {
         &self.stats
     }
 
+    /// fsync of a directory: make the commit log durable.
+    pub fn sync(&self) -> FsResult<()> {
+        self.store.sync().map_err(|e| self.fail(&"fsync", &e))
+    }
+
     /// Logs an engine error for `what` and turns it into an errno.
     pub(crate) fn fail(&self, what: &dyn std::fmt::Display, e: &engine::Error) -> Errno {
         let code = errno(e);

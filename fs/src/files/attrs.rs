@@ -1,6 +1,7 @@
 //! Attributes of open files, `setattr` (chmod/chown of tables and
 //! families) and truncation.
 
+use crate::attr::make_attr;
 use crate::ctx::Ctx;
 use crate::node::{Node, View};
 use crate::open_files::handles::Handle;
@@ -46,7 +47,7 @@ fn cell_handle_attr(cx: &Ctx, h: &Arc<Mutex<Handle>>, node: &Node) -> Option<Fil
         )
     };
     let fam = cx.data.family_schema(node.table()?, node.family()?).ok()?;
-    let mut a = cx.make_attr(
+    let mut a = make_attr(
         cx.kernel.ino_of(node),
         fuser::FileType::RegularFile,
         fam.mode & 0o666,

@@ -196,7 +196,7 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
         }
         Node::Status(f) => {
             let fh = cx.open.handles().insert(Handle::Content(
-                cx.status_content_for(*f, Some(&caller.clone().with_groups())),
+                cx.status_content(*f, Some(&caller.clone().with_groups())),
             ));
             Ok(Opened {
                 fh,
