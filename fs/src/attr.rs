@@ -48,7 +48,7 @@ pub fn volatile(node: &Node) -> bool {
             | Node::Scan { .. }
             | Node::AtDir(_)
             | Node::VersionsDir { .. }
-            | Node::VersionsColumn { .. }
+            | Node::VersionsColumn(_)
             | Node::Version { .. }
             | Node::Lock(LockNode::Status)
     ) || node.view().is_some_and(|v| !v.is_now())

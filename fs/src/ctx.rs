@@ -230,60 +230,31 @@ impl Ctx {
                 }
                 Ok(self.dir_attr(ino, f.mode, f.owner, f.group))
             }
-            Node::VersionsColumn {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => {
-                let f = self.data.family_schema(table, family)?;
-                if !self
-                    .data
-                    .column_exists(table, *view, row, family, qualifier)?
-                {
+            Node::VersionsColumn(c) => {
+                let f = self.data.family_schema(&c.table, &c.family)?;
+                if !self.data.column_exists(c)? {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.dir_attr(ino, f.mode, f.owner, f.group))
             }
-            Node::Cell {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => {
-                let f = self.data.family_schema(table, family)?;
+            Node::Cell(c) => {
+                let f = self.data.family_schema(&c.table, &c.family)?;
                 if let Some(a) = self.writer_attr(node, &f) {
                     return Ok(a);
                 }
-                match self.data.newest(table, *view, row, family, qualifier)? {
-                    Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
-                    None if view.is_now()
-                        && self.data.pending().has_cell(table, row, family, qualifier) =>
-                    {
-                        Ok(self.value_attr(ino, &f, None))
-                    }
+                match self.data.newest(c)? {
+                    Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
+                    None if self.data.is_pending_cell(c) => Ok(self.value_attr(ino, &f, None)),
                     None => Err(Errno::ENOENT),
                 }
             }
-            Node::Version {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => {
-                let f = self.data.family_schema(table, family)?;
+            Node::Version { cell, ts } => {
+                let f = self.data.family_schema(&cell.table, &cell.family)?;
                 if let Some(a) = self.writer_attr(node, &f) {
                     return Ok(a);
                 }
-                match self
-                    .data
-                    .version(table, *view, row, family, qualifier, *ts)?
-                {
-                    Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
+                match self.data.version(cell, *ts)? {
+                    Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
                     None => Err(Errno::ENOENT),
                 }
             }

@@ -3,7 +3,7 @@
 use crate::ctx::Ctx;
 use crate::names::{parse_lenient, parse_strict, parse_version_name, table_name, KeyName};
 use crate::node::{
-    Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+    CellAddr, Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
 };
 use crate::options::{Entry, FsResult, Stats};
 use fuser::{Errno, FileAttr};
@@ -115,13 +115,13 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
                 .data
                 .resolve_qualifier(table, *view, row, family, &kn)?
                 .ok_or(Errno::ENOENT)?;
-            Ok(Node::Cell {
+            Ok(Node::Cell(CellAddr {
                 table: table.clone(),
                 view: *view,
                 row: row.clone(),
                 family: family.clone(),
                 qualifier: q,
-            })
+            }))
         }
         Node::VersionsDir {
             table,
@@ -134,28 +134,18 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
                 .data
                 .resolve_qualifier(table, *view, row, family, &kn)?
                 .ok_or(Errno::ENOENT)?;
-            Ok(Node::VersionsColumn {
+            Ok(Node::VersionsColumn(CellAddr {
                 table: table.clone(),
                 view: *view,
                 row: row.clone(),
                 family: family.clone(),
                 qualifier: q,
-            })
+            }))
         }
-        Node::VersionsColumn {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => {
+        Node::VersionsColumn(c) => {
             let ts = parse_version_name(n).ok_or(Errno::ENOENT)?;
             Ok(Node::Version {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: qualifier.clone(),
+                cell: c.clone(),
                 ts,
             })
         }

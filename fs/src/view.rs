@@ -4,7 +4,7 @@
 
 use crate::errno::errno;
 use crate::names::KeyName;
-use crate::node::{Node, View};
+use crate::node::{CellAddr, Node, View};
 use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
@@ -24,6 +24,12 @@ pub fn view_range(view: View) -> TimeRange {
             end: t.saturating_add(1),
         },
     }
+}
+
+/// Whether a cell the engine returned is of column `c` (a column regex
+/// may match more than the one column).
+fn is_of(x: &Cell, c: &CellAddr) -> bool {
+    *x.family == *c.family && x.qualifier == c.qualifier
 }
 
 /// The engine's tables, the pending directories and the error counter.
@@ -167,119 +173,89 @@ impl StoreView {
         }
     }
 
-    pub(crate) fn column_exists(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> FsResult<bool> {
-        if view.is_now() {
+    /// Whether a column has a visible version in its view (or, live, is a
+    /// pending `.versions/` directory).
+    pub(crate) fn column_exists(&self, c: &CellAddr) -> FsResult<bool> {
+        if c.view.is_now() {
             // A live cell exists iff it has a newest version: the engine's
             // column read seeks straight to it (Bloom-filtered), where a
             // regex scan of the row would read the whole row.
-            return Ok(self.pending.has_column(table, row, family, qualifier)
-                || self.newest(table, view, row, family, qualifier)?.is_some());
+            return Ok(self
+                .pending
+                .has_column(&c.table, &c.row, &c.family, &c.qualifier)
+                || self.newest(c)?.is_some());
         }
         let spec = ScanSpec {
             cell_limit: Some(1),
-            ..StoreView::column_spec(view, family, qualifier, Some(1))
+            ..StoreView::column_spec(c.view, &c.family, &c.qualifier, Some(1))
         };
         Ok(self
-            .read_row(table, row, &spec)?
+            .read_row(&c.table, &c.row, &spec)?
             .iter()
-            .any(|c| c.family == family && c.qualifier == qualifier))
+            .any(|x| is_of(x, c)))
     }
 
-    /// The newest visible version of a cell in `view`.
-    pub(crate) fn newest(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> FsResult<Option<Cell>> {
-        if view.is_now() {
+    /// The newest visible version of a cell in its view.
+    pub(crate) fn newest(&self, c: &CellAddr) -> FsResult<Option<Cell>> {
+        if c.view.is_now() {
             return self
                 .store
-                .read_cell(table, row, family, qualifier)
+                .read_cell(&c.table, &c.row, &c.family, &c.qualifier)
                 .map_err(|e| match e {
                     engine::Error::TableNotFound(_) | engine::Error::UnknownFamily { .. } => {
                         Errno::ENOENT
                     }
-                    e => self.fail(&format!("read of a cell in {table}"), &e),
+                    e => self.fail(&format!("read of a cell in {}", c.table), &e),
                 });
         }
-        let spec = StoreView::column_spec(view, family, qualifier, Some(1));
+        let spec = StoreView::column_spec(c.view, &c.family, &c.qualifier, Some(1));
         Ok(self
-            .read_row(table, row, &spec)?
+            .read_row(&c.table, &c.row, &spec)?
             .into_iter()
-            .find(|c| c.family == family && c.qualifier == qualifier))
+            .find(|x| is_of(x, c)))
+    }
+
+    /// Whether `c` is a live cell made with `creat` that holds no value yet.
+    pub(crate) fn is_pending_cell(&self, c: &CellAddr) -> bool {
+        c.view.is_now()
+            && self
+                .pending
+                .has_cell(&c.table, &c.row, &c.family, &c.qualifier)
     }
 
     /// The value a cell or version file holds (None for other nodes).
     pub(crate) fn value_of(&self, node: &Node) -> Option<FsResult<Option<Cell>>> {
         Some(match node {
-            Node::Cell {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => self.newest(table, *view, row, family, qualifier),
-            Node::Version {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => self.version(table, *view, row, family, qualifier, *ts),
+            Node::Cell(c) => self.newest(c),
+            Node::Version { cell, ts } => self.version(cell, *ts),
             _ => return None,
         })
     }
 
-    /// One exact version, if visible in `view`.
-    pub(crate) fn version(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-        ts: u64,
-    ) -> FsResult<Option<Cell>> {
-        if view.max_ts().is_some_and(|t| ts > t) {
+    /// One exact version, if visible in the column's view.
+    pub(crate) fn version(&self, c: &CellAddr, ts: u64) -> FsResult<Option<Cell>> {
+        if c.view.max_ts().is_some_and(|t| ts > t) {
             return Ok(None);
         }
         let spec = ScanSpec {
             time_range: TimeRange::exactly(ts),
-            ..StoreView::column_spec(View::Now, family, qualifier, Some(1))
+            ..StoreView::column_spec(View::Now, &c.family, &c.qualifier, Some(1))
         };
         Ok(self
-            .read_row(table, row, &spec)?
+            .read_row(&c.table, &c.row, &spec)?
             .into_iter()
-            .find(|c| c.family == family && c.qualifier == qualifier && c.timestamp == ts))
+            .find(|x| is_of(x, c) && x.timestamp == ts))
     }
 
     /// Every visible version of a column, newest first.
-    pub(crate) fn versions(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> FsResult<Vec<Cell>> {
-        let spec = StoreView::column_spec(view, family, qualifier, None);
+    pub(crate) fn versions(&self, c: &CellAddr) -> FsResult<Vec<Cell>> {
+        let spec = StoreView::column_spec(c.view, &c.family, &c.qualifier, None);
         let mut v: Vec<Cell> = self
-            .read_row(table, row, &spec)?
+            .read_row(&c.table, &c.row, &spec)?
             .into_iter()
-            .filter(|c| c.family == family && c.qualifier == qualifier)
+            .filter(|x| is_of(x, c))
             .collect();
-        v.sort_by_key(|c| std::cmp::Reverse(c.timestamp));
+        v.sort_by_key(|x| std::cmp::Reverse(x.timestamp));
         Ok(v)
     }
 

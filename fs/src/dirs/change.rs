@@ -2,7 +2,9 @@
 
 use crate::ctx::Ctx;
 use crate::names::{parse_strict, table_name, KeyName};
-use crate::node::{Key, Name, Node, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS};
+use crate::node::{
+    CellAddr, Key, Name, Node, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+};
 use crate::options::FsResult;
 use crate::perms::{Caller, W};
 use engine::schema::TableSchema;
@@ -112,7 +114,7 @@ pub(crate) fn mkdir(
         Node::Family { .. } if name == VERSIONS.as_bytes() => {
             return Err(cx.data.refuse(&what, Errno::EEXIST, "reserved name"))
         }
-        Node::Family { .. } | Node::VersionsColumn { .. } => {
+        Node::Family { .. } | Node::VersionsColumn(_) => {
             return Err(cx
                 .data
                 .refuse(&what, Errno::EPERM, "cells are files, not directories"))
@@ -140,17 +142,14 @@ pub(crate) fn mkdir(
                     ))
                 }
             };
-            if cx.data.column_exists(table, View::Now, row, family, &q)? {
+            let col = CellAddr::now(table.clone(), row.clone(), family.clone(), q);
+            if cx.data.column_exists(&col)? {
                 return Err(cx.data.refuse(&what, Errno::EEXIST, "column exists"));
             }
-            cx.data.pending().add_column(table, row, family, &q);
-            Node::VersionsColumn {
-                table: table.clone(),
-                view: View::Now,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: q,
-            }
+            cx.data
+                .pending()
+                .add_column(table, row, family, &col.qualifier);
+            Node::VersionsColumn(col)
         }
         n if !n.is_dir() => return Err(Errno::ENOTDIR),
         _ => {
@@ -264,7 +263,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
         Node::Family { .. } if name == VERSIONS.as_bytes() => {
             Err(cx.data.refuse(&what, Errno::EBUSY, "a virtual directory"))
         }
-        Node::Family { .. } | Node::VersionsColumn { .. } => Err(Errno::ENOTDIR),
+        Node::Family { .. } | Node::VersionsColumn(_) => Err(Errno::ENOTDIR),
         Node::VersionsDir {
             table, row, family, ..
         } => {

@@ -7,7 +7,7 @@ use crate::listing::LAST;
 use crate::listing::{Ahead, Resume};
 use crate::names::{display_name, version_name};
 use crate::node::parent_and_name;
-use crate::node::{Key, Name, Node, StatusFile, View, MUTATE, SCHEMA, STATUS_DIR};
+use crate::node::{CellAddr, Key, Name, Node, StatusFile, View, MUTATE, SCHEMA, STATUS_DIR};
 use crate::open_files::handles::Listed;
 use crate::open_files::handles::{DirHandle, Handle};
 use crate::options::{FsResult, Stats};
@@ -117,13 +117,13 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
             entries.extend(created.into_iter().map(|q| (q, None)));
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             for (q, cell) in entries {
-                let node = Node::Cell {
+                let node = Node::Cell(CellAddr {
                     table: table.clone(),
                     view: *view,
                     row: row.clone(),
                     family: family.clone(),
                     qualifier: q.clone(),
-                };
+                });
                 let attr = cx.value_attr(cx.kernel.ino_of(&node), &fam, cell.as_ref());
                 out.push(Listed {
                     name: display_name(&q),
@@ -146,13 +146,13 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
                 cols.extend(cx.data.pending().columns_of(table, row, family));
             }
             for q in cols {
-                let node = Node::VersionsColumn {
+                let node = Node::VersionsColumn(CellAddr {
                     table: table.clone(),
                     view: *view,
                     row: row.clone(),
                     family: family.clone(),
                     qualifier: q.clone(),
-                };
+                });
                 let attr = cx.dir_attr(cx.kernel.ino_of(&node), fam.mode, fam.owner, fam.group);
                 out.push(Listed {
                     name: display_name(&q),
@@ -163,23 +163,13 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
                 });
             }
         }
-        Node::VersionsColumn {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => {
-            let fam = cx.data.family_schema(table, family)?;
-            let mut versions = cx.data.versions(table, *view, row, family, qualifier)?;
+        Node::VersionsColumn(col) => {
+            let fam = cx.data.family_schema(&col.table, &col.family)?;
+            let mut versions = cx.data.versions(col)?;
             versions.reverse(); // oldest first, as ls sorts them
             for c in versions {
                 let node = Node::Version {
-                    table: table.clone(),
-                    view: *view,
-                    row: row.clone(),
-                    family: family.clone(),
-                    qualifier: qualifier.clone(),
+                    cell: col.clone(),
                     ts: c.timestamp,
                 };
                 let attr = cx.value_attr(cx.kernel.ino_of(&node), &fam, Some(&c));

@@ -35,17 +35,17 @@ fn dir(name: Vec<u8>, node: Node) -> Listed {
 
 #[cfg(test)]
 mod tests {
-    use crate::node::{parent_and_name, Node, View};
+    use crate::node::{parent_and_name, CellAddr, Node, View};
 
     #[test]
     fn parents_and_names() {
-        let cell = Node::Cell {
+        let cell = Node::Cell(CellAddr {
             table: "t".into(),
             view: View::At(5),
             row: b"r/x".to_vec().into(),
             family: "f".into(),
             qualifier: b".q".to_vec(),
-        };
+        });
         let (p, n) = parent_and_name(&cell).unwrap();
         assert_eq!(n, b"%2Eq");
         let (pp, pn) = parent_and_name(&p).unwrap();

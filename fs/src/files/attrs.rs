@@ -3,7 +3,7 @@
 
 use crate::attr::make_attr;
 use crate::ctx::Ctx;
-use crate::node::{Node, View};
+use crate::node::Node;
 use crate::open_files::handles::Handle;
 use crate::options::FsResult;
 use crate::perms::Caller;
@@ -172,13 +172,9 @@ pub(crate) fn setattr(
 /// make an older value the newest: EINVAL. Other nodes' times are not
 /// kept (accepted and ignored).
 pub(super) fn set_mtime(cx: &Ctx, node: &Node, t: std::time::SystemTime) -> FsResult<()> {
-    let Node::Cell {
-        table,
-        view: View::Now,
-        row,
-        family,
-        qualifier,
-    } = node
+    let Some(col) = node
+        .value_cell()
+        .filter(|c| c.view.is_now() && matches!(node, Node::Cell(_)))
     else {
         return Ok(());
     };
@@ -192,7 +188,7 @@ pub(super) fn set_mtime(cx: &Ctx, node: &Node, t: std::time::SystemTime) -> FsRe
             cx.data
                 .refuse(&what, Errno::EINVAL, "a cell's time is after 1970")
         })?;
-    let versions = cx.data.versions(table, View::Now, row, family, qualifier)?;
+    let versions = cx.data.versions(col)?;
     let newest = versions.iter().map(|v| v.timestamp).max();
     // An open writer's uncommitted value: committed at `ts` later.
     let mut pending = false;
@@ -213,7 +209,7 @@ pub(super) fn set_mtime(cx: &Ctx, node: &Node, t: std::time::SystemTime) -> FsRe
         return Ok(());
     }
     let Some(cur) = versions.iter().max_by_key(|v| v.timestamp) else {
-        return if cx.data.pending().has_cell(table, row, family, qualifier) {
+        return if cx.data.is_pending_cell(col) {
             Ok(())
         } else {
             Err(Errno::ENOENT)
@@ -228,12 +224,16 @@ pub(super) fn set_mtime(cx: &Ctx, node: &Node, t: std::time::SystemTime) -> FsRe
     {
         return Err(refuse_mtime(cx, &what, ts));
     }
-    let m = RowMutation::new(row.to_vec())
-        .delete_cells(family, qualifier.clone(), TimeRange::exactly(cur.timestamp))
-        .set_at(family, qualifier.clone(), ts, cur.value.clone());
+    let m = RowMutation::new(col.row.to_vec())
+        .delete_cells(
+            &col.family,
+            col.qualifier.clone(),
+            TimeRange::exactly(cur.timestamp),
+        )
+        .set_at(&col.family, col.qualifier.clone(), ts, cur.value.clone());
     cx.data
         .store()
-        .apply(table, &m, cx.write_options())
+        .apply(&col.table, &m, cx.write_options())
         .map_err(|e| cx.data.fail(&what, &e))?;
     cx.open.pages().drop_ino(cx.kernel.ino_of(node));
     cx.kernel.invalidate(node);
@@ -298,35 +298,19 @@ pub(super) fn truncate(
         }
     }
     match node {
-        Node::Cell {
-            table,
-            view: View::Now,
-            row,
-            family,
-            qualifier,
-        }
-        | Node::Version {
-            table,
-            view: View::Now,
-            row,
-            family,
-            qualifier,
-            ..
-        } => {
+        Node::Cell(col) | Node::Version { cell: col, .. } if col.view.is_now() => {
             let ts = if let Node::Version { ts, .. } = node {
                 Some(*ts)
             } else {
                 None
             };
             let cur = match ts {
-                Some(t) => cx
-                    .data
-                    .version(table, View::Now, row, family, qualifier, t)?,
-                None => cx.data.newest(table, View::Now, row, family, qualifier)?,
+                Some(t) => cx.data.version(col, t)?,
+                None => cx.data.newest(col)?,
             };
             let mut value = match cur {
                 Some(c) => c.value.into_vec(),
-                None if cx.data.pending().has_cell(table, row, family, qualifier) => Vec::new(),
+                None if cx.data.is_pending_cell(col) => Vec::new(),
                 None => return Err(Errno::ENOENT),
             };
             if value.len() as u64 == size {
@@ -334,19 +318,21 @@ pub(super) fn truncate(
             }
             value.resize(size as usize, 0);
             let m = RowMutation {
-                row: row.to_vec(),
+                row: col.row.to_vec(),
                 mutations: vec![Mutation::SetCell {
-                    family: family.to_string(),
-                    qualifier: qualifier.clone(),
+                    family: col.family.to_string(),
+                    qualifier: col.qualifier.clone(),
                     timestamp: ts,
                     value,
                 }],
             };
             cx.data
                 .store()
-                .apply(table, &m, cx.write_options())
+                .apply(&col.table, &m, cx.write_options())
                 .map_err(|e| cx.data.fail(&what, &e))?;
-            cx.data.pending().data_written(table, row, family);
+            cx.data
+                .pending()
+                .data_written(&col.table, &col.row, &col.family);
             Ok(())
         }
         Node::Mutate(_) => Ok(()),

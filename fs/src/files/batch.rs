@@ -3,7 +3,7 @@
 
 use crate::ctx::Ctx;
 use crate::mutate::{format_results, BatchError, Line, Op, Txn};
-use crate::node::{Key, Name, Node, View, MUTATE};
+use crate::node::{CellAddr, Key, Name, Node, View, MUTATE};
 use crate::open_files::handles::MutateHandle;
 use crate::options::{FsResult, Stats};
 use crate::perms::{Caller, R, W};
@@ -255,13 +255,12 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                 }
             };
             if let Some((f, q, writes)) = cell {
-                cx.kernel.invalidate(&Node::Cell {
-                    table: Name::from(table),
-                    view: View::Now,
-                    row: Key::from(row.as_slice()),
-                    family: Name::from(f.as_str()),
-                    qualifier: q.clone(),
-                });
+                cx.kernel.invalidate(&Node::Cell(CellAddr::now(
+                    Name::from(table),
+                    Key::from(row.as_slice()),
+                    Name::from(f.as_str()),
+                    q.clone(),
+                )));
                 if writes {
                     cx.data.pending().data_written(table, row, f);
                 }

@@ -2,7 +2,7 @@
 //! version on close (or fsync); `.schema` is applied the same way.
 
 use crate::ctx::Ctx;
-use crate::node::{Node, View, SCHEMA};
+use crate::node::{Node, SCHEMA};
 use crate::open_files::handles::{CellHandle, Handle, SchemaHandle};
 use crate::options::{FsResult, Stats};
 use engine::{Mutation, RowMutation, RowOp, RowTxn};
@@ -137,15 +137,10 @@ pub(super) fn abandon_created(cx: &Ctx, c: &mut CellHandle) {
 fn forget_created(cx: &Ctx, c: &mut CellHandle) -> Option<(Node, Vec<u8>)> {
     let created_as = c.created_as.take();
     if created_as.is_some() && c.created {
-        if let Node::Cell {
-            table,
-            row,
-            family,
-            qualifier,
-            ..
-        } = &c.node
-        {
-            cx.data.pending().drop_cell(table, row, family, qualifier);
+        if let Node::Cell(col) = &c.node {
+            cx.data
+                .pending()
+                .drop_cell(&col.table, &col.row, &col.family, &col.qualifier);
         }
         c.created = false;
     }
@@ -187,24 +182,14 @@ pub(super) fn commit_cell(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
         return Ok(());
     }
     let what = format!("commit {}", c.node);
-    let (table, row, family, qualifier, ts) = match &c.node {
-        Node::Cell {
-            table,
-            row,
-            family,
-            qualifier,
-            ..
-        } => (table, row, family, qualifier, c.mtime),
-        Node::Version {
-            table,
-            row,
-            family,
-            qualifier,
-            ts,
-            ..
-        } => (table, row, family, qualifier, Some(*ts)),
-        _ => return Err(Errno::EIO),
+    let Some(col) = c.node.value_cell() else {
+        return Err(Errno::EIO);
     };
+    let ts = match &c.node {
+        Node::Version { ts, .. } => Some(*ts),
+        _ => c.mtime,
+    };
+    let (table, row, family, qualifier) = (&col.table, &col.row, &col.family, &col.qualifier);
     let opts = cx.write_options();
     if c.append_only && !c.created && c.mtime.is_none() && c.data.len() > c.base_len {
         let txn = RowTxn::new(
@@ -280,13 +265,7 @@ pub(super) fn commit_cell(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
     }
     if ts.is_some() {
         // The newest value may have changed too.
-        let newest = Node::Cell {
-            table: table.clone(),
-            view: View::Now,
-            row: row.clone(),
-            family: family.clone(),
-            qualifier: qualifier.clone(),
-        };
+        let newest = Node::Cell(col.live());
         cx.open.pages().drop_ino(cx.kernel.ino_of(&newest));
         cx.kernel.invalidate(&newest);
     }

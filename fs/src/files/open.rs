@@ -5,7 +5,7 @@ use super::acc_writable;
 use crate::ctx::Ctx;
 use crate::mutate::BatchParser;
 use crate::names::{parse_lenient, parse_version_name, KeyName};
-use crate::node::{Node, View, MUTATE, SCHEMA, VERSIONS};
+use crate::node::{CellAddr, Node, View, MUTATE, SCHEMA, VERSIONS};
 use crate::open_files::handles::{CellHandle, Handle, MutateHandle, ScanHandle, SchemaHandle};
 use crate::options::{Entry, FsResult, Stats};
 use crate::perms::{Caller, R};
@@ -36,30 +36,15 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
     let trunc = flags & libc::O_TRUNC != 0;
     let append = flags & libc::O_APPEND != 0;
     match &*node {
-        Node::Cell {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => {
-            let cur = cx.data.newest(table, *view, row, family, qualifier)?;
-            if cur.is_none()
-                && !(view.is_now() && cx.data.pending().has_cell(table, row, family, qualifier))
-            {
+        Node::Cell(c) => {
+            let cur = cx.data.newest(c)?;
+            if cur.is_none() && !cx.data.is_pending_cell(c) {
                 return Err(Errno::ENOENT);
             }
             Ok(open_value(cx, caller, &node, cur, writable, trunc, append))
         }
-        Node::Version {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-            ts,
-        } => {
-            let cur = cx.data.version(table, *view, row, family, qualifier, *ts)?;
+        Node::Version { cell, ts } => {
+            let cur = cx.data.version(cell, *ts)?;
             if cur.is_none() {
                 return Err(Errno::ENOENT);
             }
@@ -256,7 +241,7 @@ pub(super) fn open_value(
         writable,
         append_mode: append && writable,
         base_len: data.len(),
-        append_only: append && writable && !truncated && matches!(node, Node::Cell { .. }),
+        append_only: append && writable && !truncated && matches!(node, Node::Cell(_)),
         data,
         dirty,
         wrote: false,
@@ -341,21 +326,9 @@ pub(crate) fn create(
                     .data
                     .refuse(&what, Errno::ENAMETOOLONG, "qualifier too long"));
             }
-            Node::Cell {
-                table: table.clone(),
-                view: View::Now,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: q,
-            }
+            Node::Cell(CellAddr::now(table.clone(), row.clone(), family.clone(), q))
         }
-        Node::VersionsColumn {
-            table,
-            row,
-            family,
-            qualifier,
-            ..
-        } => {
+        Node::VersionsColumn(c) => {
             let ts = parse_version_name(name).ok_or_else(|| {
                 cx.data.refuse(
                     &what,
@@ -363,14 +336,7 @@ pub(crate) fn create(
                     "a version file is named by its timestamp: 16 or more decimal digits",
                 )
             })?;
-            Node::Version {
-                table: table.clone(),
-                view: View::Now,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-                ts,
-            }
+            Node::Version { cell: c.live(), ts }
         }
         Node::Table(t) if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() => {
             let name = String::from_utf8_lossy(name).into_owned();
@@ -395,48 +361,16 @@ pub(crate) fn create(
                 .refuse(&what, Errno::EPERM, "only cells and versions are files"))
         }
     };
-    let (table, row, family, qualifier) = match &node {
-        Node::Cell {
-            table,
-            row,
-            family,
-            qualifier,
-            ..
-        }
-        | Node::Version {
-            table,
-            row,
-            family,
-            qualifier,
-            ..
-        } => (
-            table.clone(),
-            row.clone(),
-            family.clone(),
-            qualifier.clone(),
-        ),
-        _ => return Err(Errno::EIO),
-    };
+    let col = node.value_cell().ok_or(Errno::EIO)?;
     // It may exist after all (a racing creator, or a name the kernel had not cached).
     let existing = match &node {
-        Node::Version { ts, .. } => {
-            cx.data
-                .version(&table, View::Now, &row, &family, &qualifier, *ts)?
-        }
-        _ => cx
-            .data
-            .newest(&table, View::Now, &row, &family, &qualifier)?,
+        Node::Version { ts, .. } => cx.data.version(col, *ts)?,
+        _ => cx.data.newest(col)?,
     };
-    if excl
-        && (existing.is_some()
-            || cx
-                .data
-                .pending()
-                .has_cell(&table, &row, &family, &qualifier))
-    {
+    if excl && (existing.is_some() || cx.data.is_pending_cell(col)) {
         return Err(Errno::EEXIST);
     }
-    let fam = cx.data.family_schema(&table, &family)?;
+    let fam = cx.data.family_schema(&col.table, &col.family)?;
     let ino = crate::lookup::register(cx, &node)?;
     let opened = match existing {
         Some(cur) => {
@@ -456,10 +390,10 @@ pub(crate) fn create(
         None => {
             // A new name in the directory: its mtime moves.
             cx.kernel.inodes().dir_changed(parent);
-            if matches!(node, Node::Cell { .. }) {
+            if matches!(node, Node::Cell(_)) {
                 cx.data
                     .pending()
-                    .add_cell(&table, &row, &family, &qualifier);
+                    .add_cell(&col.table, &col.row, &col.family, &col.qualifier);
             }
             // Nothing is committed, so no reader holds pages of it; the
             // writer is registered so that none does until it closes.
@@ -475,7 +409,7 @@ pub(crate) fn create(
                     data: Vec::new(),
                     dirty: true,
                     wrote: false,
-                    created: matches!(node, Node::Cell { .. }),
+                    created: matches!(node, Node::Cell(_)),
                     created_as: Some(((*p).clone(), name.to_vec())),
                     direct: true,
                     ts: 0,

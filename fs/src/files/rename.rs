@@ -2,7 +2,7 @@
 
 use crate::ctx::Ctx;
 use crate::names::{parse_lenient, parse_version_name, KeyName};
-use crate::node::{Node, View, MUTATE, SCHEMA, VERSIONS};
+use crate::node::{CellAddr, Node, View, MUTATE, SCHEMA, VERSIONS};
 use crate::open_files::handles::{CellHandle, Handle};
 use crate::options::FsResult;
 use crate::perms::Caller;
@@ -44,9 +44,11 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
                 .ok_or(Errno::ENOENT)?;
             // Open handles on the cell or its versions commit nothing
             // from now on (a created, uncommitted cell goes with them).
-            let created =
-                super::commit::orphan_handles(cx, |n| n.is_column_of(table, row, family, &q));
-            if cx.data.newest(table, View::Now, row, family, &q)?.is_none() {
+            let col = CellAddr::now(table.clone(), row.clone(), family.clone(), q);
+            let created = super::commit::orphan_handles(cx, |n| {
+                n.is_column_of(table, row, family, &col.qualifier)
+            });
+            if cx.data.newest(&col)?.is_none() {
                 return if created {
                     cx.data.pending().add_row(table, row);
                     cx.data.pending().add_family(table, row, family);
@@ -55,7 +57,11 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
                     Err(Errno::ENOENT)
                 };
             }
-            let m = RowMutation::new(row.to_vec()).delete_cells(family, q.clone(), TimeRange::ALL);
+            let m = RowMutation::new(row.to_vec()).delete_cells(
+                family,
+                col.qualifier.clone(),
+                TimeRange::ALL,
+            );
             cx.data
                 .store()
                 .apply(table, &m, cx.write_options())
@@ -63,37 +69,23 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
             // The directories stay until rmdir, as on any filesystem.
             cx.data.pending().add_row(table, row);
             cx.data.pending().add_family(table, row, family);
-            cx.kernel.invalidate(&Node::VersionsColumn {
-                table: table.clone(),
-                view: View::Now,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: q,
-            });
+            cx.kernel.invalidate(&Node::VersionsColumn(col));
             Ok(())
         }
-        Node::VersionsColumn {
-            table,
-            row,
-            family,
-            qualifier,
-            ..
-        } => {
+        // A live column (the view is not read-only).
+        Node::VersionsColumn(col) => {
             let ts = parse_version_name(name).ok_or(Errno::ENOENT)?;
+            let (table, row, family) = (&col.table, &col.row, &col.family);
             super::commit::orphan_handles(cx, |n| {
-                n.is_column_of(table, row, family, qualifier)
+                n.is_column_of(table, row, family, &col.qualifier)
                     && matches!(n, Node::Version { ts: t, .. } if *t == ts)
             });
-            if cx
-                .data
-                .version(table, View::Now, row, family, qualifier, ts)?
-                .is_none()
-            {
+            if cx.data.version(col, ts)?.is_none() {
                 return Err(Errno::ENOENT);
             }
             let m = RowMutation::new(row.to_vec()).delete_cells(
                 family,
-                qualifier.clone(),
+                col.qualifier.clone(),
                 TimeRange::exactly(ts),
             );
             cx.data
@@ -102,14 +94,10 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
                 .map_err(|e| cx.data.fail(&what, &e))?;
             cx.data.pending().add_row(table, row);
             cx.data.pending().add_family(table, row, family);
-            cx.data.pending().add_column(table, row, family, qualifier);
-            cx.kernel.invalidate(&Node::Cell {
-                table: table.clone(),
-                view: View::Now,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-            });
+            cx.data
+                .pending()
+                .add_column(table, row, family, &col.qualifier);
+            cx.kernel.invalidate(&Node::Cell(col.clone()));
             Ok(())
         }
         n if !n.is_dir() => Err(Errno::ENOTDIR),
@@ -121,33 +109,21 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
 /// mutation swaps every version of both; their descriptors and inode
 /// numbers are swapped with them.
 fn exchange(cx: &Ctx, a: &Node, b: &Node, what: &str) -> FsResult<()> {
-    let (
-        Node::Cell {
-            table,
-            row,
-            family: fa,
-            qualifier: qa,
-            ..
-        },
-        Node::Cell {
-            family: fb,
-            qualifier: qb,
-            ..
-        },
-    ) = (a, b)
-    else {
+    let (Node::Cell(ca), Node::Cell(cb)) = (a, b) else {
         return Err(Errno::EINVAL);
     };
+    let (table, row) = (&ca.table, &ca.row);
+    let (fa, qa, fb, qb) = (&ca.family, &ca.qualifier, &cb.family, &cb.qualifier);
     let deadline = std::time::Instant::now() + CREATOR_WAIT;
     loop {
         let handles = cx.open.handles().cells_where(|n| n == a || n == b);
         let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
-        let va = cx.data.versions(table, View::Now, row, fa, qa)?;
-        let vb = cx.data.versions(table, View::Now, row, fb, qb)?;
+        let va = cx.data.versions(ca)?;
+        let vb = cx.data.versions(cb)?;
         if va.is_empty() || vb.is_empty() {
             // Both must exist; one just created waits for its commit.
-            let pending = (va.is_empty() && cx.data.pending().has_cell(table, row, fa, qa))
-                || (vb.is_empty() && cx.data.pending().has_cell(table, row, fb, qb));
+            let pending = (va.is_empty() && cx.data.is_pending_cell(ca))
+                || (vb.is_empty() && cx.data.is_pending_cell(cb));
             drop(guards);
             if !pending {
                 return Err(Errno::ENOENT);
@@ -191,23 +167,10 @@ fn exchange(cx: &Ctx, a: &Node, b: &Node, what: &str) -> FsResult<()> {
 /// creation not yet committed is listed there).
 fn move_handle(cx: &Ctx, c: &mut CellHandle, to: &Node, parent: &Node, name: &[u8]) {
     if c.created && c.created_as.is_some() {
-        if let (
-            Node::Cell {
-                table,
-                row,
-                family,
-                qualifier,
-                ..
-            },
-            Node::Cell {
-                family: f2,
-                qualifier: q2,
-                ..
-            },
-        ) = (&c.node, to)
-        {
-            cx.data.pending().drop_cell(table, row, family, qualifier);
-            cx.data.pending().add_cell(table, row, f2, q2);
+        if let (Node::Cell(from), Node::Cell(to)) = (&c.node, to) {
+            let pending = cx.data.pending();
+            pending.drop_cell(&from.table, &from.row, &from.family, &from.qualifier);
+            pending.add_cell(&from.table, &from.row, &to.family, &to.qualifier);
         }
         c.created_as = Some((parent.clone(), name.to_vec()));
     }
@@ -283,20 +246,10 @@ pub(crate) fn rename(
     if family == f2 && src == dst {
         return Ok(());
     }
-    let from = Node::Cell {
-        table: table.clone(),
-        view: View::Now,
-        row: row.clone(),
-        family: family.clone(),
-        qualifier: src.clone(),
-    };
-    let to = Node::Cell {
-        table: table.clone(),
-        view: View::Now,
-        row: row.clone(),
-        family: f2.clone(),
-        qualifier: dst.clone(),
-    };
+    let src = CellAddr::now(table.clone(), row.clone(), family.clone(), src);
+    let dst = src.sibling(f2.clone(), dst);
+    let from = Node::Cell(src.clone());
+    let to = Node::Cell(dst.clone());
     if flags & libc::RENAME_EXCHANGE != 0 {
         return exchange(cx, &from, &to, &what);
     }
@@ -309,9 +262,9 @@ pub(crate) fn rename(
         let replaced = cx.open.handles().cells_where(|n| *n == to);
         let handles = cx.open.handles().cells_where(|n| *n == from);
         let mut guards: Vec<_> = handles.iter().map(|h| h.lock()).collect();
-        let versions = cx.data.versions(table, View::Now, row, family, &src)?;
+        let versions = cx.data.versions(&src)?;
         if versions.is_empty() {
-            if !cx.data.pending().has_cell(table, row, family, &src) {
+            if !cx.data.is_pending_cell(&src) {
                 // Neither stored nor pending: gone, unless a release
                 // committed it between the two looks (its value then
                 // shows on a second look, once its commit is done).
@@ -338,16 +291,16 @@ pub(crate) fn rename(
             }
         }
         if flags & libc::RENAME_NOREPLACE != 0
-            && (cx.data.newest(table, View::Now, row, f2, &dst)?.is_some()
-                || cx.data.pending().has_cell(table, row, f2, &dst))
+            && (cx.data.newest(&dst)?.is_some() || cx.data.is_pending_cell(&dst))
         {
             return Err(Errno::EEXIST);
         }
-        let mut m = RowMutation::new(row.to_vec()).delete_cells(f2, dst.clone(), TimeRange::ALL);
+        let mut m =
+            RowMutation::new(row.to_vec()).delete_cells(f2, dst.qualifier.clone(), TimeRange::ALL);
         for v in versions.iter().rev() {
-            m = m.set_at(f2, dst.clone(), v.timestamp, v.value.clone());
+            m = m.set_at(f2, dst.qualifier.clone(), v.timestamp, v.value.clone());
         }
-        m = m.delete_cells(family, src.clone(), TimeRange::ALL);
+        m = m.delete_cells(family, src.qualifier.clone(), TimeRange::ALL);
         cx.data
             .store()
             .apply(table, &m, cx.write_options())
@@ -367,12 +320,6 @@ pub(crate) fn rename(
     if family != f2 {
         cx.data.pending().add_row(table, row);
     }
-    cx.kernel.invalidate(&Node::Cell {
-        table: table.clone(),
-        view: View::Now,
-        row: row.clone(),
-        family: f2.clone(),
-        qualifier: dst,
-    });
+    cx.kernel.invalidate(&to);
     Ok(())
 }

@@ -10,15 +10,9 @@ pub(super) fn xattrs(cx: &Ctx, node: &Node) -> Vec<(&'static str, Vec<u8>)> {
     let mut out = Vec::new();
     match node {
         Node::Row { row, .. } => out.push(("user.bigtable.key", row.to_vec())),
-        Node::Cell {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => {
-            out.push(("user.bigtable.key", qualifier.clone()));
-            if let Ok(Some(c)) = cx.data.newest(table, *view, row, family, qualifier) {
+        Node::Cell(col) => {
+            out.push(("user.bigtable.key", col.qualifier.clone()));
+            if let Ok(Some(c)) = cx.data.newest(col) {
                 out.push((
                     "user.bigtable.timestamp",
                     c.timestamp.to_string().into_bytes(),
@@ -30,11 +24,9 @@ pub(super) fn xattrs(cx: &Ctx, node: &Node) -> Vec<(&'static str, Vec<u8>)> {
                 }
             }
         }
-        Node::VersionsColumn { qualifier, .. } => {
-            out.push(("user.bigtable.key", qualifier.clone()))
-        }
-        Node::Version { qualifier, ts, .. } => {
-            out.push(("user.bigtable.key", qualifier.clone()));
+        Node::VersionsColumn(col) => out.push(("user.bigtable.key", col.qualifier.clone())),
+        Node::Version { cell, ts } => {
+            out.push(("user.bigtable.key", cell.qualifier.clone()));
             out.push(("user.bigtable.timestamp", ts.to_string().into_bytes()));
         }
         _ => {}

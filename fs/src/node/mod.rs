@@ -64,6 +64,18 @@ struct DataPath<'a> {
     ts: Option<u64>,
 }
 
+impl CellAddr {
+    /// The column as a [`DataPath`] with inode tag `tag`.
+    fn data_path(&self, tag: u8, ts: Option<u64>) -> DataPath<'_> {
+        DataPath {
+            family: Some(&self.family),
+            qualifier: Some(&self.qualifier),
+            ts,
+            ..DataPath::base(tag, &self.table, self.view, &self.row)
+        }
+    }
+}
+
 impl<'a> DataPath<'a> {
     fn base(tag: u8, table: &'a str, view: View, row: &'a [u8]) -> DataPath<'a> {
         DataPath {
@@ -83,6 +95,69 @@ impl<'a> DataPath<'a> {
 pub type Name = std::sync::Arc<str>;
 /// A row key in a [`Node`], shared by the row's family and cell inodes.
 pub type Key = std::sync::Arc<[u8]>;
+
+/// One column of a row as a view shows it: what a cell file, its
+/// `.versions/<qualifier>/` directory and each of its version files name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CellAddr {
+    pub table: Name,
+    pub view: View,
+    pub row: Key,
+    pub family: Name,
+    pub qualifier: Vec<u8>,
+}
+
+impl CellAddr {
+    /// The live column `family:qualifier` of `row`.
+    pub fn now(table: Name, row: Key, family: Name, qualifier: Vec<u8>) -> CellAddr {
+        CellAddr {
+            table,
+            view: View::Now,
+            row,
+            family,
+            qualifier,
+        }
+    }
+
+    /// Another column of the same row, in the same view.
+    pub fn sibling(&self, family: Name, qualifier: Vec<u8>) -> CellAddr {
+        CellAddr {
+            table: self.table.clone(),
+            view: self.view,
+            row: self.row.clone(),
+            family,
+            qualifier,
+        }
+    }
+
+    /// The same column in the live table.
+    pub fn live(&self) -> CellAddr {
+        CellAddr {
+            view: View::Now,
+            ..self.clone()
+        }
+    }
+
+    /// The family directory the column lies in.
+    pub fn family_node(&self) -> Node {
+        Node::Family {
+            table: self.table.clone(),
+            view: self.view,
+            row: self.row.clone(),
+            family: self.family.clone(),
+        }
+    }
+
+    /// The `.versions/` directory of the column's family.
+    pub fn versions_dir(&self) -> Node {
+        Node::VersionsDir {
+            table: self.table.clone(),
+            view: self.view,
+            row: self.row.clone(),
+            family: self.family.clone(),
+        }
+    }
+}
 
 /// One inode of the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -126,13 +201,7 @@ pub enum Node {
         family: Name,
     },
     /// A cell: the newest version of one column.
-    Cell {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-        qualifier: Vec<u8>,
-    },
+    Cell(CellAddr),
     /// `<family>/.versions/`
     VersionsDir {
         table: Name,
@@ -141,20 +210,10 @@ pub enum Node {
         family: Name,
     },
     /// `<family>/.versions/<qualifier>/`
-    VersionsColumn {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-        qualifier: Vec<u8>,
-    },
+    VersionsColumn(CellAddr),
     /// `<family>/.versions/<qualifier>/<ts>`: one version.
     Version {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-        qualifier: Vec<u8>,
+        cell: CellAddr,
         ts: u64,
     },
     // ---- lockdir hook: `.chubby/`, the lock service's namespace ----
@@ -174,9 +233,18 @@ impl Node {
                 | Node::Schema(_)
                 | Node::Mutate(_)
                 | Node::Scan { .. }
-                | Node::Cell { .. }
+                | Node::Cell(_)
                 | Node::Version { .. }
         )
+    }
+
+    /// The column whose value this node's file holds: a cell's, or a
+    /// version file's (`None` for every other node).
+    pub fn value_cell(&self) -> Option<&CellAddr> {
+        match self {
+            Node::Cell(c) | Node::Version { cell: c, .. } => Some(c),
+            _ => None,
+        }
     }
 
     /// The table this node belongs to.
@@ -208,17 +276,7 @@ impl Node {
                 family: Some(family),
                 ..DataPath::base(11, table, *view, row)
             },
-            Node::Cell {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => DataPath {
-                family: Some(family),
-                qualifier: Some(qualifier),
-                ..DataPath::base(12, table, *view, row)
-            },
+            Node::Cell(c) => c.data_path(12, None),
             Node::VersionsDir {
                 table,
                 view,
@@ -228,30 +286,8 @@ impl Node {
                 family: Some(family),
                 ..DataPath::base(13, table, *view, row)
             },
-            Node::VersionsColumn {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => DataPath {
-                family: Some(family),
-                qualifier: Some(qualifier),
-                ..DataPath::base(14, table, *view, row)
-            },
-            Node::Version {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => DataPath {
-                family: Some(family),
-                qualifier: Some(qualifier),
-                ts: Some(*ts),
-                ..DataPath::base(15, table, *view, row)
-            },
+            Node::VersionsColumn(c) => c.data_path(14, None),
+            Node::Version { cell, ts } => cell.data_path(15, Some(*ts)),
             _ => return None,
         })
     }
@@ -259,14 +295,16 @@ impl Node {
     /// Whether this is the live cell `family:qualifier` of `row` or one of
     /// its version files (what unlinking that cell removes).
     pub fn is_column_of(&self, table: &str, row: &[u8], family: &str, qualifier: &[u8]) -> bool {
-        matches!(self, Node::Cell { .. } | Node::Version { .. })
-            && self.data_path().is_some_and(|p| {
-                p.view.is_now()
-                    && p.table == table
-                    && p.row == row
-                    && p.family == Some(family)
-                    && p.qualifier == Some(qualifier)
-            })
+        match self {
+            Node::Cell(c) | Node::Version { cell: c, .. } => {
+                c.view.is_now()
+                    && *c.table == *table
+                    && *c.row == *row
+                    && *c.family == *family
+                    && c.qualifier == qualifier
+            }
+            _ => false,
+        }
     }
 
     /// The row this node lies in.
@@ -477,21 +515,7 @@ pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
             },
             s(family),
         ),
-        Node::Cell {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => (
-            Node::Family {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            display_name(qualifier),
-        ),
+        Node::Cell(c) => (c.family_node(), display_name(&c.qualifier)),
         Node::VersionsDir {
             table,
             view,
@@ -506,36 +530,9 @@ pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
             },
             s(VERSIONS),
         ),
-        Node::VersionsColumn {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => (
-            Node::VersionsDir {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            display_name(qualifier),
-        ),
-        Node::Version {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-            ts,
-        } => (
-            Node::VersionsColumn {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-            },
+        Node::VersionsColumn(c) => (c.versions_dir(), display_name(&c.qualifier)),
+        Node::Version { cell, ts } => (
+            Node::VersionsColumn(cell.clone()),
             version_name(*ts).into_bytes(),
         ),
     })

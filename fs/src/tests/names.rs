@@ -289,13 +289,13 @@ fn readdirplus_registers_entries_with_attributes() {
     })
     .unwrap();
     assert!(sizes.contains(&("a".to_string(), 5)));
-    let cell = crate::node::Node::Cell {
+    let cell = crate::node::Node::Cell(crate::node::CellAddr {
         table: "t".into(),
         view: crate::node::View::Now,
         row: b"r".to_vec().into(),
         family: "f".into(),
         qualifier: b"a".to_vec(),
-    };
+    });
     assert!(t.fs.ctx().kernel.inodes().is_known(&cell));
     // The kernel was told this version's size: the first open of the cell
     // may fill the page cache, with no invalidation to send first.
