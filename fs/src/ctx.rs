@@ -160,13 +160,17 @@ impl Ctx {
                     SystemTime::now(),
                 ))
             }
-            Node::Table(t) => {
+            Node::Table(t) | Node::ScanDir(t) | Node::AtDir(t) | Node::AtRoot { table: t, .. } => {
                 let s = self.data.schema(t)?;
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
-            Node::Schema(t) => {
+            Node::Schema(t) | Node::Mutate(t) => {
                 let s = self.data.schema(t)?;
-                let len = crate::schema_file::render(&s).len() as u64;
+                // `.mutate` reads empty (its results are per handle).
+                let len = match node {
+                    Node::Schema(_) => crate::schema_file::render(&s).len() as u64,
+                    _ => 0,
+                };
                 Ok(make_attr(
                     ino,
                     FileType::RegularFile,
@@ -176,22 +180,6 @@ impl Ctx {
                     len,
                     self.started,
                 ))
-            }
-            Node::Mutate(t) => {
-                let s = self.data.schema(t)?;
-                Ok(make_attr(
-                    ino,
-                    FileType::RegularFile,
-                    s.mode & 0o666,
-                    s.owner,
-                    s.group,
-                    0,
-                    self.started,
-                ))
-            }
-            Node::ScanDir(t) | Node::AtDir(t) | Node::AtRoot { table: t, .. } => {
-                let s = self.data.schema(t)?;
-                Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
             Node::Scan { table, .. } => {
                 let s = self.data.schema(table)?;

@@ -70,24 +70,30 @@ impl StoreView {
 
     /// Logs an engine error for `what` and turns it into an errno.
     pub(crate) fn fail(&self, what: &dyn std::fmt::Display, e: &engine::Error) -> Errno {
-        let code = errno(e);
-        Stats::add(&self.stats.errors, 1);
-        if code == Errno::EIO {
-            log::error!("{what}: {e}");
-        } else {
-            log::info!("{what}: {e}");
-        }
-        code
+        self.count_error(what, errno(e), (Errno::EIO, log::Level::Error), e)
     }
 
     /// Logs a refusal made by the filesystem itself.
     pub(crate) fn refuse(&self, what: &dyn std::fmt::Display, code: Errno, why: &str) -> Errno {
+        self.count_error(what, code, (Errno::ENOENT, log::Level::Debug), &why)
+    }
+
+    /// Counts an error answered and logs it: at info level, or at `level`
+    /// when `code` is `special` (an I/O error is loud, a missing name quiet).
+    fn count_error(
+        &self,
+        what: &dyn std::fmt::Display,
+        code: Errno,
+        (special, level): (Errno, log::Level),
+        why: &dyn std::fmt::Display,
+    ) -> Errno {
         Stats::add(&self.stats.errors, 1);
-        if code == Errno::ENOENT {
-            log::debug!("{what}: {why}");
+        let level = if code == special {
+            level
         } else {
-            log::info!("{what}: {why}");
-        }
+            log::Level::Info
+        };
+        log::log!(level, "{what}: {why}");
         code
     }
 

@@ -101,31 +101,18 @@ pub(crate) fn setattr(
     }
     if perms {
         match &*node {
-            Node::Table(t) => {
-                let cur = cx.data.schema(t)?;
-                let mut s = (*cur).clone();
-                if let Some(m) = set.mode {
-                    s.mode = m & 0o7777;
-                }
-                s.owner = set.uid.unwrap_or(s.owner);
-                s.group = set.gid.unwrap_or(s.group);
-                if s != *cur {
-                    cx.data
-                        .store()
-                        .set_schema(t, s)
-                        .map_err(|e| cx.data.fail(&what, &e))?;
-                    cx.kernel.invalidate_table(t, None);
-                }
-            }
-            Node::Family { table, family, .. } | Node::VersionsDir { table, family, .. } => {
+            // A table's permissions, or a family's, live in its schema.
+            Node::Table(table) | Node::Family { table, .. } | Node::VersionsDir { table, .. } => {
+                let family = node.family();
                 let cur = cx.data.schema(table)?;
                 let mut s = (*cur).clone();
-                let f = s.families.get_mut(&**family).ok_or(Errno::ENOENT)?;
-                if let Some(m) = set.mode {
-                    f.mode = m & 0o7777;
+                match family {
+                    None => set_perms(&set, &mut s.mode, &mut s.owner, &mut s.group),
+                    Some(family) => {
+                        let f = s.families.get_mut(family).ok_or(Errno::ENOENT)?;
+                        set_perms(&set, &mut f.mode, &mut f.owner, &mut f.group);
+                    }
                 }
-                f.owner = set.uid.unwrap_or(f.owner);
-                f.group = set.gid.unwrap_or(f.group);
                 // tar and cp -p chmod every family directory they make: only
                 // a real change touches the schema.
                 if s != *cur {
@@ -133,7 +120,7 @@ pub(crate) fn setattr(
                         .store()
                         .set_schema(table, s)
                         .map_err(|e| cx.data.fail(&what, &e))?;
-                    cx.kernel.invalidate_table(table, Some(family));
+                    cx.kernel.invalidate_table(table, family);
                 }
             }
             Node::Root | Node::StatusDir => {
@@ -238,6 +225,16 @@ pub(super) fn set_mtime(cx: &Ctx, node: &Node, t: std::time::SystemTime) -> FsRe
     cx.open.pages().drop_ino(cx.kernel.ino_of(node));
     cx.kernel.invalidate(node);
     Ok(())
+}
+
+/// Applies a `setattr`'s mode, owner and group (those it sets) to a
+/// table's or family's permissions.
+fn set_perms(set: &SetAttr, mode: &mut u32, owner: &mut u32, group: &mut u32) {
+    if let Some(m) = set.mode {
+        *mode = m & 0o7777;
+    }
+    *owner = set.uid.unwrap_or(*owner);
+    *group = set.gid.unwrap_or(*group);
 }
 
 fn refuse_mtime(cx: &Ctx, what: &str, ts: u64) -> Errno {

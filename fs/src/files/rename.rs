@@ -57,18 +57,7 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
                     Err(Errno::ENOENT)
                 };
             }
-            let m = RowMutation::new(row.to_vec()).delete_cells(
-                family,
-                col.qualifier.clone(),
-                TimeRange::ALL,
-            );
-            cx.data
-                .store()
-                .apply(table, &m, cx.write_options())
-                .map_err(|e| cx.data.fail(&what, &e))?;
-            // The directories stay until rmdir, as on any filesystem.
-            cx.data.pending().add_row(table, row);
-            cx.data.pending().add_family(table, row, family);
+            delete_versions(cx, &col, TimeRange::ALL, &what)?;
             cx.kernel.invalidate(&Node::VersionsColumn(col));
             Ok(())
         }
@@ -83,17 +72,7 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
             if cx.data.version(col, ts)?.is_none() {
                 return Err(Errno::ENOENT);
             }
-            let m = RowMutation::new(row.to_vec()).delete_cells(
-                family,
-                col.qualifier.clone(),
-                TimeRange::exactly(ts),
-            );
-            cx.data
-                .store()
-                .apply(table, &m, cx.write_options())
-                .map_err(|e| cx.data.fail(&what, &e))?;
-            cx.data.pending().add_row(table, row);
-            cx.data.pending().add_family(table, row, family);
+            delete_versions(cx, col, TimeRange::exactly(ts), &what)?;
             cx.data
                 .pending()
                 .add_column(table, row, family, &col.qualifier);
@@ -103,6 +82,22 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
         n if !n.is_dir() => Err(Errno::ENOTDIR),
         _ => Err(cx.data.refuse(&what, Errno::EPERM, "not a cell or version")),
     }
+}
+
+/// Deletes the versions of a live column in `range`; its row and family
+/// directories stay until rmdir, as on any filesystem.
+fn delete_versions(cx: &Ctx, col: &CellAddr, range: TimeRange, what: &str) -> FsResult<()> {
+    let m =
+        RowMutation::new(col.row.to_vec()).delete_cells(&col.family, col.qualifier.clone(), range);
+    cx.data
+        .store()
+        .apply(&col.table, &m, cx.write_options())
+        .map_err(|e| cx.data.fail(&what, &e))?;
+    cx.data.pending().add_row(&col.table, &col.row);
+    cx.data
+        .pending()
+        .add_family(&col.table, &col.row, &col.family);
+    Ok(())
 }
 
 /// `renameat2(RENAME_EXCHANGE)` of two cells of one row: one row

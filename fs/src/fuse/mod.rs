@@ -10,7 +10,7 @@ mod busy_poll;
 use crate::fs::Fs;
 use crate::options::MAX_WRITE;
 use crate::reply::{DirOut, SetAttr};
-use answer::{caller, catching, fopen, guard, Answer};
+use answer::{answer_xattr, caller, catching, fopen, guard, Answer};
 pub use busy_poll::{BusyPoll, DEFAULT_BUSY_POLL};
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
@@ -697,23 +697,14 @@ impl Filesystem for FuseFs {
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.request("getxattr", || {
-            match self.fs.getxattr(&caller(req), ino.0, name.as_bytes()) {
-                Ok(v) if size == 0 => reply.size(v.len() as u32),
-                Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
-                Ok(v) => reply.data(&v),
-                Err(e) => reply.error(e),
-            }
+            let r = self.fs.getxattr(&caller(req), ino.0, name.as_bytes());
+            answer_xattr(reply, size, r)
         })
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let r = self.fs.listxattr(ino.0);
-        self.request("listxattr", || match r {
-            Ok(v) if size == 0 => reply.size(v.len() as u32),
-            Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
-            Ok(v) => reply.data(&v),
-            Err(e) => reply.error(e),
-        })
+        self.request("listxattr", || answer_xattr(reply, size, r))
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {

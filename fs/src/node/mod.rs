@@ -376,30 +376,24 @@ impl Node {
                 out.push(2);
                 put(out, f.name().as_bytes());
             }
-            Node::Table(t) => {
-                out.push(3);
-                put(out, t.as_bytes());
-            }
-            Node::Schema(t) => {
-                out.push(4);
-                put(out, t.as_bytes());
-            }
-            Node::Mutate(t) => {
-                out.push(5);
-                put(out, t.as_bytes());
-            }
-            Node::ScanDir(t) => {
-                out.push(6);
+            Node::Table(t)
+            | Node::Schema(t)
+            | Node::Mutate(t)
+            | Node::ScanDir(t)
+            | Node::AtDir(t) => {
+                out.push(match self {
+                    Node::Table(_) => 3,
+                    Node::Schema(_) => 4,
+                    Node::Mutate(_) => 5,
+                    Node::ScanDir(_) => 6,
+                    _ => 8,
+                });
                 put(out, t.as_bytes());
             }
             Node::Scan { table, query } => {
                 out.push(7);
                 put(out, table.as_bytes());
                 put(out, query);
-            }
-            Node::AtDir(t) => {
-                out.push(8);
-                put(out, t.as_bytes());
             }
             Node::AtRoot { table, ts } => {
                 out.push(9);
