@@ -13,10 +13,10 @@
 //!    `notify`, `pool`, `local_locks`, `status`, `reply`, `memory`,
 //!    `write_budget`, `filter_query`, `mock`
 //! 2. `node`: what an inode stands for
-//! 3. the components `kernel` (inodes, invalidation), `open_files`
-//!    (handles, pages, write budget) and `listing`
-//! 4. `view` (engine queries) and `attr` (pure attribute functions)
-//! 5. `ctx`: the data path's shared state
+//! 3. the components, each owning its state: `kernel` (inodes,
+//!    invalidation), `open_files` (handles, pages, write budget), `listing`
+//! 4. `view` (the store view component) and `attr` (pure attribute functions)
+//! 5. `ctx`: the components side by side, and what crosses them
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
 //! 7. `fs`: [`Fs`], which routes each request to the data path or `lockdir`
 //! 8. `fuse`: [`FuseFs`], argument conversion and replies, and busy polling
