@@ -19,7 +19,6 @@ use crate::view::StoreView;
 use engine::schema::FamilySchema;
 use engine::{Cell, WriteOptions};
 use fuser::{Errno, FileAttr, FileType};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -44,11 +43,11 @@ pub struct Ctx {
     pub(crate) open: OpenFiles,
     /// What listings keep between requests.
     pub(crate) listing: crate::listing::Listing,
-    pub(crate) started: SystemTime,
+    started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
     pub(crate) local_locks: Arc<LocalLocks>,
     /// `.chubby/`, when a lock service is attached.
-    pub(crate) lockdir: Option<Arc<dyn LockAttrs>>,
+    lockdir: Option<Arc<dyn LockAttrs>>,
 }
 
 impl Ctx {
@@ -63,6 +62,16 @@ impl Ctx {
             local_locks: Arc::default(),
             lockdir: None,
         }
+    }
+
+    /// Shows `.chubby/`, served by `lockdir`.
+    pub(crate) fn attach_lockdir(&mut self, lockdir: Arc<dyn LockAttrs>) {
+        self.lockdir = Some(lockdir);
+    }
+
+    /// Whether `.chubby/` exists (a lock service is attached).
+    pub(crate) fn has_lockdir(&self) -> bool {
+        self.lockdir.is_some()
     }
 
     pub(crate) fn write_options(&self) -> WriteOptions {
@@ -107,15 +116,14 @@ impl Ctx {
     /// committed size here would shrink the kernel's view under the writer.
     /// But not while a reader reads the committed value through the page
     /// cache: the kernel clamps its reads to the size it was told last.
-    fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
-        if !node.view().is_some_and(|v| v.is_now())
-            || self.open.pages().has_readers(self.kernel.ino_of(node))
-        {
+    /// (`ino` is `node`'s inode number.)
+    fn writer_attr(&self, ino: u64, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
+        if !node.view().is_some_and(|v| v.is_now()) || self.open.pages().has_readers(ino) {
             return None;
         }
-        let size = self.open.writer_size(self.kernel.ino_of(node), node)?;
+        let size = self.open.writer_size(ino, node)?;
         Some(make_attr(
-            self.kernel.ino_of(node),
+            ino,
             FileType::RegularFile,
             fam.mode & 0o666,
             fam.owner,
@@ -227,7 +235,7 @@ impl Ctx {
             }
             Node::Cell(c) => {
                 let f = self.data.family_schema(&c.table, &c.family)?;
-                if let Some(a) = self.writer_attr(node, &f) {
+                if let Some(a) = self.writer_attr(ino, node, &f) {
                     return Ok(a);
                 }
                 match self.data.newest(c)? {
@@ -238,7 +246,7 @@ impl Ctx {
             }
             Node::Version { cell, ts } => {
                 let f = self.data.family_schema(&cell.table, &cell.family)?;
-                if let Some(a) = self.writer_attr(node, &f) {
+                if let Some(a) = self.writer_attr(ino, node, &f) {
                     return Ok(a);
                 }
                 match self.data.version(cell, *ts)? {
@@ -290,11 +298,8 @@ impl Ctx {
             inodes: self.kernel.inodes().len(),
             open_handles: self.open.handles().len(),
             pending_dirs: self.data.pending().len(),
-            reader_waits: (
-                self.open.pages().waits.load(Ordering::Relaxed),
-                self.open.pages().waits_expired.load(Ordering::Relaxed),
-            ),
-            page_stores: self.open.pages().stores.load(Ordering::Relaxed),
+            reader_waits: self.open.pages().reader_waits(),
+            page_stores: self.open.pages().stores(),
             write_buffers: self.open.budget_figures(),
             lock: self
                 .lockdir

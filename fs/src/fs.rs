@@ -47,7 +47,7 @@ impl Fs {
     /// not exist).
     pub fn with_lock_service(mut self, svc: Arc<dyn LockService>) -> Fs {
         let ld = Arc::new(LockDir::new(svc));
-        self.cx.lockdir = Some(ld.clone());
+        self.cx.attach_lockdir(ld.clone());
         self.lockdir = Some(ld);
         self
     }

@@ -42,7 +42,7 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
                 return Ok(Node::StatusDir);
             }
             // lockdir hook
-            if n == crate::node::lock::DIR_NAME.as_bytes() && cx.lockdir.is_some() {
+            if n == crate::node::lock::DIR_NAME.as_bytes() && cx.has_lockdir() {
                 return Ok(Node::Lock(crate::node::LockNode::root()));
             }
             let t = table_name(n).ok_or(Errno::ENOENT)?;

@@ -45,7 +45,7 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
         Node::Root => {
             out.push(dir(STATUS_DIR.into(), Node::StatusDir));
             // lockdir hook
-            if cx.lockdir.is_some() {
+            if cx.has_lockdir() {
                 out.push(dir(
                     crate::node::lock::DIR_NAME.into(),
                     Node::Lock(crate::node::LockNode::root()),

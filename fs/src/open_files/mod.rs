@@ -12,7 +12,6 @@ use crate::node::Node;
 use crate::write_budget::{Charge, WriteBudget};
 use handles::{Handle, Handles};
 use pages::PageVersions;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// Open handles, page versions and the write budget (see the module comment).
@@ -52,10 +51,7 @@ impl OpenFiles {
 
     /// Bytes held by uncommitted write buffers, and writes refused for them.
     pub fn budget_figures(&self) -> (u64, u64) {
-        (
-            self.budget.used(),
-            self.budget.refusals.load(Ordering::Relaxed),
-        )
+        (self.budget.used(), self.budget.refusals())
     }
 
     /// The size of `node` (inode number `ino`) as an open writer of it sees
