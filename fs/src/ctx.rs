@@ -10,6 +10,7 @@
 
 use crate::attr::{make_attr, volatile};
 use crate::kernel::KernelCache;
+use crate::listing::Listing;
 use crate::local_locks::LocalLocks;
 use crate::node::{LockNode, Node};
 use crate::open_files::OpenFiles;
@@ -33,8 +34,9 @@ pub trait LockAttrs: Send + Sync {
     fn lock_summary(&self) -> Vec<String>;
 }
 
-/// The shared state of the data path.
+/// The data path's components side by side; each keeps its state private.
 pub struct Ctx {
+    /// The store view: engine queries, pending directories, counters.
     pub(crate) data: StoreView,
     pub(crate) opts: FsOptions,
     /// The inodes the kernel holds and invalidation of its caches.
@@ -42,7 +44,8 @@ pub struct Ctx {
     /// Open handles, the page cache gate and the write budget.
     pub(crate) open: OpenFiles,
     /// What listings keep between requests.
-    pub(crate) listing: crate::listing::Listing,
+    pub(crate) listing: Listing,
+    /// When the mount started: the times of what has no time of its own.
     started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
     pub(crate) local_locks: Arc<LocalLocks>,
