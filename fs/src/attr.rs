@@ -47,7 +47,7 @@ pub fn volatile(node: &Node) -> bool {
             | Node::ScanDir(_)
             | Node::Scan { .. }
             | Node::AtDir(_)
-            | Node::VersionsDir { .. }
+            | Node::VersionsDir(_)
             | Node::VersionsColumn(_)
             | Node::Version { .. }
             | Node::Lock(LockNode::Status)

@@ -211,23 +211,12 @@ impl Ctx {
                 }
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
-            Node::Family {
-                table,
-                view,
-                row,
-                family,
-            }
-            | Node::VersionsDir {
-                table,
-                view,
-                row,
-                family,
-            } => {
-                let f = self.data.family_schema(table, family)?;
-                if !self.data.family_exists(table, *view, row, family)? {
+            Node::Family(f) | Node::VersionsDir(f) => {
+                let s = self.data.family_schema(&f.table, &f.family)?;
+                if !self.data.family_exists(f)? {
                     return Err(Errno::ENOENT);
                 }
-                Ok(self.dir_attr(ino, f.mode, f.owner, f.group))
+                Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
             Node::VersionsColumn(c) => {
                 let f = self.data.family_schema(&c.table, &c.family)?;
@@ -325,7 +314,7 @@ fn ttl(node: &Node, timeout: Duration, dir_timeout: Duration) -> Duration {
     match node {
         _ if volatile(node) => Duration::ZERO,
         Node::Lock(_) => timeout.min(LOCK_TTL),
-        Node::Table(_) | Node::Row { .. } | Node::Family { .. } => dir_timeout,
+        Node::Table(_) | Node::Row { .. } | Node::Family(_) => dir_timeout,
         _ => timeout,
     }
 }

@@ -3,7 +3,7 @@
 use crate::ctx::Ctx;
 use crate::names::{parse_lenient, parse_strict, parse_version_name, table_name, KeyName};
 use crate::node::{
-    CellAddr, Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+    FamilyAddr, Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
 };
 use crate::options::{Entry, FsResult, Stats};
 use fuser::{Errno, FileAttr};
@@ -89,58 +89,25 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
         Node::AtRoot { table, ts } => row_node(cx, table, View::At(*ts), n),
         Node::Row { table, view, row } => {
             let f = family_name(n).ok_or(Errno::ENOENT)?;
-            Ok(Node::Family {
+            Ok(Node::Family(FamilyAddr {
                 table: table.clone(),
                 view: *view,
                 row: row.clone(),
                 family: Name::from(f),
-            })
+            }))
         }
-        Node::Family {
-            table,
-            view,
-            row,
-            family,
-        } => {
+        Node::Family(f) => {
             if n == VERSIONS.as_bytes() {
-                return Ok(Node::VersionsDir {
-                    table: table.clone(),
-                    view: *view,
-                    row: row.clone(),
-                    family: family.clone(),
-                });
+                return Ok(Node::VersionsDir(f.clone()));
             }
             let kn = parse_lenient(n).ok_or(Errno::ENOENT)?;
-            let q = cx
-                .data
-                .resolve_qualifier(table, *view, row, family, &kn)?
-                .ok_or(Errno::ENOENT)?;
-            Ok(Node::Cell(CellAddr {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: q,
-            }))
+            let q = cx.data.resolve_qualifier(f, &kn)?.ok_or(Errno::ENOENT)?;
+            Ok(Node::Cell(f.column(q)))
         }
-        Node::VersionsDir {
-            table,
-            view,
-            row,
-            family,
-        } => {
+        Node::VersionsDir(f) => {
             let kn = parse_strict(n).ok_or(Errno::ENOENT)?;
-            let q = cx
-                .data
-                .resolve_qualifier(table, *view, row, family, &kn)?
-                .ok_or(Errno::ENOENT)?;
-            Ok(Node::VersionsColumn(CellAddr {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: q,
-            }))
+            let q = cx.data.resolve_qualifier(f, &kn)?.ok_or(Errno::ENOENT)?;
+            Ok(Node::VersionsColumn(f.column(q)))
         }
         Node::VersionsColumn(c) => {
             let ts = parse_version_name(n).ok_or(Errno::ENOENT)?;

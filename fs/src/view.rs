@@ -4,7 +4,7 @@
 
 use crate::errno::errno;
 use crate::names::KeyName;
-use crate::node::{CellAddr, Node, View};
+use crate::node::{CellAddr, FamilyAddr, Node, View};
 use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
@@ -146,22 +146,18 @@ impl StoreView {
         Ok(!self.read_row(table, row, &spec)?.is_empty())
     }
 
-    pub(crate) fn family_exists(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-    ) -> FsResult<bool> {
-        if view.is_now() && self.pending.has_family(table, row, family) {
+    /// Whether a family has a visible cell in its row (or, live, is a
+    /// pending directory).
+    pub(crate) fn family_exists(&self, f: &FamilyAddr) -> FsResult<bool> {
+        if f.view.is_now() && self.pending.has_family(&f.table, &f.row, &f.family) {
             return Ok(true);
         }
         let spec = ScanSpec {
-            families: Some(vec![family.to_string()]),
+            families: Some(vec![f.family.to_string()]),
             cell_limit: Some(1),
-            ..StoreView::read_spec(view)
+            ..StoreView::read_spec(f.view)
         };
-        Ok(!self.read_row(table, row, &spec)?.is_empty())
+        Ok(!self.read_row(&f.table, &f.row, &spec)?.is_empty())
     }
 
     pub(crate) fn column_spec(
@@ -266,21 +262,15 @@ impl StoreView {
     }
 
     /// The newest visible cell of every column of a family in a row.
-    pub(crate) fn family_cells(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-    ) -> FsResult<Vec<Cell>> {
+    pub(crate) fn family_cells(&self, f: &FamilyAddr) -> FsResult<Vec<Cell>> {
         let spec = ScanSpec {
-            families: Some(vec![family.to_string()]),
-            ..StoreView::read_spec(view)
+            families: Some(vec![f.family.to_string()]),
+            ..StoreView::read_spec(f.view)
         };
         Ok(self
-            .read_row(table, row, &spec)?
+            .read_row(&f.table, &f.row, &spec)?
             .into_iter()
-            .filter(|c| c.family == family)
+            .filter(|c| *c.family == *f.family)
             .collect())
     }
 
@@ -299,15 +289,9 @@ impl StoreView {
     }
 
     /// Qualifiers with any visible version in a family of a row.
-    pub(crate) fn family_columns(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-    ) -> FsResult<BTreeSet<Vec<u8>>> {
+    pub(crate) fn family_columns(&self, f: &FamilyAddr) -> FsResult<BTreeSet<Vec<u8>>> {
         Ok(self
-            .family_cells(table, view, row, family)?
+            .family_cells(f)?
             .into_iter()
             .map(|c| c.qualifier)
             .collect())
@@ -348,23 +332,20 @@ impl StoreView {
     /// Resolves a qualifier name within a family of a row.
     pub(crate) fn resolve_qualifier(
         &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
+        f: &FamilyAddr,
         name: &KeyName,
     ) -> FsResult<Option<Vec<u8>>> {
         match name {
             KeyName::Key(k) => Ok(Some(k.clone())),
             KeyName::Hashed { .. } => {
                 let spec = ScanSpec {
-                    families: Some(vec![family.to_string()]),
-                    time_range: view_range(view),
+                    families: Some(vec![f.family.to_string()]),
+                    time_range: view_range(f.view),
                     max_versions: Some(1),
                     ..Default::default()
                 };
                 Ok(self
-                    .read_row(table, row, &spec)?
+                    .read_row(&f.table, &f.row, &spec)?
                     .into_iter()
                     .map(|c| c.qualifier)
                     .find(|q| name.matches(q)))

@@ -3,7 +3,7 @@
 use crate::ctx::Ctx;
 use crate::names::{parse_strict, table_name, KeyName};
 use crate::node::{
-    CellAddr, Key, Name, Node, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+    FamilyAddr, Key, Name, Node, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
 };
 use crate::options::FsResult;
 use crate::perms::{Caller, W};
@@ -98,42 +98,39 @@ pub(crate) fn mkdir(
             if !caller.may(fam.owner, fam.group, fam.mode, W) {
                 return Err(cx.data.refuse(&what, Errno::EACCES, "family not writable"));
             }
-            if cx.data.family_exists(table, View::Now, row, f)? {
+            let made = FamilyAddr {
+                table: table.clone(),
+                view: View::Now,
+                row: row.clone(),
+                family: Name::from(f),
+            };
+            if cx.data.family_exists(&made)? {
                 return Err(cx
                     .data
                     .refuse(&what, Errno::EEXIST, "family exists in this row"));
             }
             cx.data.pending().add_family(table, row, f);
-            Node::Family {
-                table: table.clone(),
-                view: View::Now,
-                row: row.clone(),
-                family: Name::from(f),
-            }
+            Node::Family(made)
         }
-        Node::Family { .. } if name == VERSIONS.as_bytes() => {
+        Node::Family(_) if name == VERSIONS.as_bytes() => {
             return Err(cx.data.refuse(&what, Errno::EEXIST, "reserved name"))
         }
-        Node::Family { .. } | Node::VersionsColumn(_) => {
+        Node::Family(_) | Node::VersionsColumn(_) => {
             return Err(cx
                 .data
                 .refuse(&what, Errno::EPERM, "cells are files, not directories"))
         }
-        Node::VersionsDir {
-            table, row, family, ..
-        } => {
+        // A live family (the view is not read-only).
+        Node::VersionsDir(fa) => {
             let q = match parse_strict(name) {
                 Some(KeyName::Key(k)) => k,
-                Some(h) => cx
-                    .data
-                    .resolve_qualifier(table, View::Now, row, family, &h)?
-                    .ok_or_else(|| {
-                        cx.data.refuse(
-                            &what,
-                            Errno::EINVAL,
-                            "a hashed name can only name an existing column",
-                        )
-                    })?,
+                Some(h) => cx.data.resolve_qualifier(fa, &h)?.ok_or_else(|| {
+                    cx.data.refuse(
+                        &what,
+                        Errno::EINVAL,
+                        "a hashed name can only name an existing column",
+                    )
+                })?,
                 None => {
                     return Err(cx.data.refuse(
                         &what,
@@ -142,13 +139,13 @@ pub(crate) fn mkdir(
                     ))
                 }
             };
-            let col = CellAddr::now(table.clone(), row.clone(), family.clone(), q);
+            let col = fa.column(q);
             if cx.data.column_exists(&col)? {
                 return Err(cx.data.refuse(&what, Errno::EEXIST, "column exists"));
             }
             cx.data
                 .pending()
-                .add_column(table, row, family, &col.qualifier);
+                .add_column(&col.table, &col.row, &col.family, &col.qualifier);
             Node::VersionsColumn(col)
         }
         n if !n.is_dir() => return Err(Errno::ENOTDIR),
@@ -260,18 +257,15 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
                 Err(Errno::ENOENT)
             }
         }
-        Node::Family { .. } if name == VERSIONS.as_bytes() => {
+        Node::Family(_) if name == VERSIONS.as_bytes() => {
             Err(cx.data.refuse(&what, Errno::EBUSY, "a virtual directory"))
         }
-        Node::Family { .. } | Node::VersionsColumn(_) => Err(Errno::ENOTDIR),
-        Node::VersionsDir {
-            table, row, family, ..
-        } => {
+        Node::Family(_) | Node::VersionsColumn(_) => Err(Errno::ENOTDIR),
+        // A live family (the view is not read-only).
+        Node::VersionsDir(fa) => {
+            let (table, row, family) = (&fa.table, &fa.row, &fa.family);
             let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
-            let q = cx
-                .data
-                .resolve_qualifier(table, View::Now, row, family, &kn)?
-                .ok_or(Errno::ENOENT)?;
+            let q = cx.data.resolve_qualifier(fa, &kn)?.ok_or(Errno::ENOENT)?;
             let spec = crate::view::StoreView::column_spec(View::Now, family, &q, Some(1));
             if cx
                 .data

@@ -7,7 +7,7 @@ use crate::listing::LAST;
 use crate::listing::{Ahead, Resume};
 use crate::names::{display_name, version_name};
 use crate::node::parent_and_name;
-use crate::node::{CellAddr, Key, Name, Node, StatusFile, View, MUTATE, SCHEMA, STATUS_DIR};
+use crate::node::{FamilyAddr, Key, Name, Node, StatusFile, View, MUTATE, SCHEMA, STATUS_DIR};
 use crate::open_files::handles::Listed;
 use crate::open_files::handles::{DirHandle, Handle};
 use crate::options::{FsResult, Stats};
@@ -79,12 +79,12 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
                 fams.extend(cx.data.pending().families_of(table, row));
             }
             for f in fams.into_iter().filter(|f| schema.families.contains_key(f)) {
-                let node = Node::Family {
+                let node = Node::Family(FamilyAddr {
                     table: table.clone(),
                     view: *view,
                     row: row.clone(),
                     family: Name::from(f.as_str()),
-                };
+                });
                 let fs = &schema.families[&f];
                 let attr = cx.dir_attr(cx.kernel.ino_of(&node), fs.mode, fs.owner, fs.group);
                 out.push(Listed {
@@ -96,18 +96,13 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
                 });
             }
         }
-        Node::Family {
-            table,
-            view,
-            row,
-            family,
-        } => {
-            let fam = cx.data.family_schema(table, family)?;
-            let mut cells = cx.data.family_cells(table, *view, row, family)?;
+        Node::Family(f) => {
+            let fam = cx.data.family_schema(&f.table, &f.family)?;
+            let mut cells = cx.data.family_cells(f)?;
             let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
             let mut created = Vec::new();
-            if view.is_now() {
-                created = cx.data.pending().cells_of(table, row, family);
+            if f.view.is_now() {
+                created = cx.data.pending().cells_of(&f.table, &f.row, &f.family);
                 created.retain(|q| !have.contains(q));
             }
             let mut entries: Vec<(Vec<u8>, Option<engine::Cell>)> = cells
@@ -117,13 +112,7 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
             entries.extend(created.into_iter().map(|q| (q, None)));
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             for (q, cell) in entries {
-                let node = Node::Cell(CellAddr {
-                    table: table.clone(),
-                    view: *view,
-                    row: row.clone(),
-                    family: family.clone(),
-                    qualifier: q.clone(),
-                });
+                let node = Node::Cell(f.column(q.clone()));
                 let attr = cx.value_attr(cx.kernel.ino_of(&node), &fam, cell.as_ref());
                 out.push(Listed {
                     name: display_name(&q),
@@ -134,25 +123,14 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
                 });
             }
         }
-        Node::VersionsDir {
-            table,
-            view,
-            row,
-            family,
-        } => {
-            let fam = cx.data.family_schema(table, family)?;
-            let mut cols = cx.data.family_columns(table, *view, row, family)?;
-            if view.is_now() {
-                cols.extend(cx.data.pending().columns_of(table, row, family));
+        Node::VersionsDir(f) => {
+            let fam = cx.data.family_schema(&f.table, &f.family)?;
+            let mut cols = cx.data.family_columns(f)?;
+            if f.view.is_now() {
+                cols.extend(cx.data.pending().columns_of(&f.table, &f.row, &f.family));
             }
             for q in cols {
-                let node = Node::VersionsColumn(CellAddr {
-                    table: table.clone(),
-                    view: *view,
-                    row: row.clone(),
-                    family: family.clone(),
-                    qualifier: q.clone(),
-                });
+                let node = Node::VersionsColumn(f.column(q.clone()));
                 let attr = cx.dir_attr(cx.kernel.ino_of(&node), fam.mode, fam.owner, fam.group);
                 out.push(Listed {
                     name: display_name(&q),

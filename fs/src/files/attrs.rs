@@ -3,7 +3,7 @@
 
 use crate::attr::make_attr;
 use crate::ctx::Ctx;
-use crate::node::Node;
+use crate::node::{FamilyAddr, Node};
 use crate::open_files::handles::Handle;
 use crate::options::FsResult;
 use crate::perms::Caller;
@@ -102,7 +102,9 @@ pub(crate) fn setattr(
     if perms {
         match &*node {
             // A table's permissions, or a family's, live in its schema.
-            Node::Table(table) | Node::Family { table, .. } | Node::VersionsDir { table, .. } => {
+            Node::Table(table)
+            | Node::Family(FamilyAddr { table, .. })
+            | Node::VersionsDir(FamilyAddr { table, .. }) => {
                 let family = node.family();
                 let cur = cx.data.schema(table)?;
                 let mut s = (*cur).clone();

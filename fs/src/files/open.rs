@@ -5,7 +5,7 @@ use super::acc_writable;
 use crate::ctx::Ctx;
 use crate::mutate::BatchParser;
 use crate::names::{parse_lenient, parse_version_name, KeyName};
-use crate::node::{CellAddr, Node, View, MUTATE, SCHEMA, VERSIONS};
+use crate::node::{Node, MUTATE, SCHEMA, VERSIONS};
 use crate::open_files::handles::{CellHandle, Handle, MutateHandle, ScanHandle, SchemaHandle};
 use crate::options::{Entry, FsResult, Stats};
 use crate::perms::{Caller, R};
@@ -301,32 +301,28 @@ pub(crate) fn create(
     }
     let excl = flags & libc::O_EXCL != 0;
     let node = match &*p {
-        Node::Family {
-            table, row, family, ..
-        } => {
+        // A live family (the view is not read-only).
+        Node::Family(fa) => {
             if name == VERSIONS.as_bytes() {
                 return Err(Errno::EEXIST);
             }
             let kn = parse_lenient(name).ok_or(Errno::EINVAL)?;
             let q = match &kn {
                 KeyName::Key(k) => k.clone(),
-                KeyName::Hashed { .. } => cx
-                    .data
-                    .resolve_qualifier(table, View::Now, row, family, &kn)?
-                    .ok_or_else(|| {
-                        cx.data.refuse(
-                            &what,
-                            Errno::EINVAL,
-                            "a hashed name can only name an existing cell",
-                        )
-                    })?,
+                KeyName::Hashed { .. } => cx.data.resolve_qualifier(fa, &kn)?.ok_or_else(|| {
+                    cx.data.refuse(
+                        &what,
+                        Errno::EINVAL,
+                        "a hashed name can only name an existing cell",
+                    )
+                })?,
             };
             if q.len() > engine::MAX_QUALIFIER {
                 return Err(cx
                     .data
                     .refuse(&what, Errno::ENAMETOOLONG, "qualifier too long"));
             }
-            Node::Cell(CellAddr::now(table.clone(), row.clone(), family.clone(), q))
+            Node::Cell(fa.column(q))
         }
         Node::VersionsColumn(c) => {
             let ts = parse_version_name(name).ok_or_else(|| {

@@ -2,7 +2,7 @@
 
 use crate::ctx::Ctx;
 use crate::names::{parse_lenient, parse_version_name, KeyName};
-use crate::node::{CellAddr, Node, View, MUTATE, SCHEMA, VERSIONS};
+use crate::node::{CellAddr, Node, MUTATE, SCHEMA, VERSIONS};
 use crate::open_files::handles::{CellHandle, Handle};
 use crate::options::FsResult;
 use crate::perms::Caller;
@@ -33,18 +33,15 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
                 Err(Errno::ENOENT)
             }
         }
-        Node::Family { .. } if name == VERSIONS.as_bytes() => Err(Errno::EISDIR),
-        Node::Family {
-            table, row, family, ..
-        } => {
+        Node::Family(_) if name == VERSIONS.as_bytes() => Err(Errno::EISDIR),
+        // A live family (the view is not read-only).
+        Node::Family(fa) => {
+            let (table, row, family) = (&fa.table, &fa.row, &fa.family);
             let kn = parse_lenient(name).ok_or(Errno::ENOENT)?;
-            let q = cx
-                .data
-                .resolve_qualifier(table, View::Now, row, family, &kn)?
-                .ok_or(Errno::ENOENT)?;
+            let q = cx.data.resolve_qualifier(fa, &kn)?.ok_or(Errno::ENOENT)?;
             // Open handles on the cell or its versions commit nothing
             // from now on (a created, uncommitted cell goes with them).
-            let col = CellAddr::now(table.clone(), row.clone(), family.clone(), q);
+            let col = fa.column(q);
             let created = super::commit::orphan_handles(cx, |n| {
                 n.is_column_of(table, row, family, &col.qualifier)
             });
@@ -193,25 +190,15 @@ pub(crate) fn rename(
     if p.read_only() || np.read_only() {
         return Err(cx.data.refuse(&what, Errno::EROFS, "read-only view"));
     }
-    let (
-        Node::Family {
-            table, row, family, ..
-        },
-        Node::Family {
-            table: t2,
-            row: r2,
-            family: f2,
-            ..
-        },
-    ) = (&*p, &*np)
-    else {
+    let (Node::Family(fa), Node::Family(fb)) = (&*p, &*np) else {
         return Err(cx.data.refuse(
             &what,
             Errno::EXDEV,
             "only a cell can be renamed, within its row",
         ));
     };
-    if table != t2 || row != r2 {
+    let (table, row, family, f2) = (&fa.table, &fa.row, &fa.family, &fb.family);
+    if *table != fb.table || *row != fb.row {
         return Err(cx.data.refuse(
             &what,
             Errno::EXDEV,
@@ -223,26 +210,17 @@ pub(crate) fn rename(
     }
     let src = cx
         .data
-        .resolve_qualifier(
-            table,
-            View::Now,
-            row,
-            family,
-            &parse_lenient(name).ok_or(Errno::ENOENT)?,
-        )?
+        .resolve_qualifier(fa, &parse_lenient(name).ok_or(Errno::ENOENT)?)?
         .ok_or(Errno::ENOENT)?;
     let dst = match parse_lenient(newname).ok_or(Errno::EINVAL)? {
         KeyName::Key(k) => k,
-        kn => cx
-            .data
-            .resolve_qualifier(table, View::Now, row, f2, &kn)?
-            .ok_or(Errno::EINVAL)?,
+        kn => cx.data.resolve_qualifier(fb, &kn)?.ok_or(Errno::EINVAL)?,
     };
     if family == f2 && src == dst {
         return Ok(());
     }
-    let src = CellAddr::now(table.clone(), row.clone(), family.clone(), src);
-    let dst = src.sibling(f2.clone(), dst);
+    let src = fa.column(src);
+    let dst = fb.column(dst);
     let from = Node::Cell(src.clone());
     let to = Node::Cell(dst.clone());
     if flags & libc::RENAME_EXCHANGE != 0 {

@@ -435,7 +435,7 @@ impl InodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::{CellAddr, View};
+    use crate::node::{CellAddr, FamilyAddr, View};
 
     fn row(r: &[u8]) -> Node {
         Node::Row {
@@ -469,12 +469,12 @@ mod tests {
     fn row_and_table_indexes() {
         let t = InodeTable::new();
         t.register(&row(b"a")).unwrap();
-        t.register(&Node::Family {
+        t.register(&Node::Family(FamilyAddr {
             table: "t".into(),
             view: View::Now,
             row: b"a".to_vec().into(),
             family: "f".into(),
-        })
+        }))
         .unwrap();
         t.register(&row(b"b")).unwrap();
         t.register(&Node::Table("t".into())).unwrap();

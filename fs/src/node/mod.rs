@@ -119,17 +119,6 @@ impl CellAddr {
         }
     }
 
-    /// Another column of the same row, in the same view.
-    pub fn sibling(&self, family: Name, qualifier: Vec<u8>) -> CellAddr {
-        CellAddr {
-            table: self.table.clone(),
-            view: self.view,
-            row: self.row.clone(),
-            family,
-            qualifier,
-        }
-    }
-
     /// The same column in the live table.
     pub fn live(&self) -> CellAddr {
         CellAddr {
@@ -138,23 +127,53 @@ impl CellAddr {
         }
     }
 
-    /// The family directory the column lies in.
-    pub fn family_node(&self) -> Node {
-        Node::Family {
+    /// The family the column lies in.
+    pub fn family_addr(&self) -> FamilyAddr {
+        FamilyAddr {
             table: self.table.clone(),
             view: self.view,
             row: self.row.clone(),
             family: self.family.clone(),
         }
     }
+}
 
-    /// The `.versions/` directory of the column's family.
-    pub fn versions_dir(&self) -> Node {
-        Node::VersionsDir {
+/// One column family of a row as a view shows it: what a family directory
+/// and its `.versions/` directory name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FamilyAddr {
+    pub table: Name,
+    pub view: View,
+    pub row: Key,
+    pub family: Name,
+}
+
+impl FamilyAddr {
+    /// Column `qualifier` of the family.
+    pub fn column(&self, qualifier: Vec<u8>) -> CellAddr {
+        CellAddr {
             table: self.table.clone(),
             view: self.view,
             row: self.row.clone(),
             family: self.family.clone(),
+            qualifier,
+        }
+    }
+
+    /// The row directory the family lies in.
+    pub fn row_node(&self) -> Node {
+        Node::Row {
+            table: self.table.clone(),
+            view: self.view,
+            row: self.row.clone(),
+        }
+    }
+
+    /// The family as a [`DataPath`] with inode tag `tag`.
+    fn data_path(&self, tag: u8) -> DataPath<'_> {
+        DataPath {
+            family: Some(&self.family),
+            ..DataPath::base(tag, &self.table, self.view, &self.row)
         }
     }
 }
@@ -194,21 +213,11 @@ pub enum Node {
         row: Key,
     },
     /// A column family directory inside a row.
-    Family {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-    },
+    Family(FamilyAddr),
     /// A cell: the newest version of one column.
     Cell(CellAddr),
     /// `<family>/.versions/`
-    VersionsDir {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-    },
+    VersionsDir(FamilyAddr),
     /// `<family>/.versions/<qualifier>/`
     VersionsColumn(CellAddr),
     /// `<family>/.versions/<qualifier>/<ts>`: one version.
@@ -267,25 +276,9 @@ impl Node {
     fn data_path(&self) -> Option<DataPath<'_>> {
         Some(match self {
             Node::Row { table, view, row } => DataPath::base(10, table, *view, row),
-            Node::Family {
-                table,
-                view,
-                row,
-                family,
-            } => DataPath {
-                family: Some(family),
-                ..DataPath::base(11, table, *view, row)
-            },
+            Node::Family(f) => f.data_path(11),
             Node::Cell(c) => c.data_path(12, None),
-            Node::VersionsDir {
-                table,
-                view,
-                row,
-                family,
-            } => DataPath {
-                family: Some(family),
-                ..DataPath::base(13, table, *view, row)
-            },
+            Node::VersionsDir(f) => f.data_path(13),
             Node::VersionsColumn(c) => c.data_path(14, None),
             Node::Version { cell, ts } => cell.data_path(15, Some(*ts)),
             _ => return None,
@@ -496,35 +489,13 @@ pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
             },
             display_name(row),
         ),
-        Node::Family {
-            table,
-            view,
-            row,
-            family,
-        } => (
-            Node::Row {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-            },
-            s(family),
+        Node::Family(f) => (f.row_node(), s(&f.family)),
+        Node::Cell(c) => (Node::Family(c.family_addr()), display_name(&c.qualifier)),
+        Node::VersionsDir(f) => (Node::Family(f.clone()), s(VERSIONS)),
+        Node::VersionsColumn(c) => (
+            Node::VersionsDir(c.family_addr()),
+            display_name(&c.qualifier),
         ),
-        Node::Cell(c) => (c.family_node(), display_name(&c.qualifier)),
-        Node::VersionsDir {
-            table,
-            view,
-            row,
-            family,
-        } => (
-            Node::Family {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            s(VERSIONS),
-        ),
-        Node::VersionsColumn(c) => (c.versions_dir(), display_name(&c.qualifier)),
         Node::Version { cell, ts } => (
             Node::VersionsColumn(cell.clone()),
             version_name(*ts).into_bytes(),

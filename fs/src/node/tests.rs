@@ -15,18 +15,18 @@ fn inode_numbers_are_stable_and_distinct() {
     assert_eq!(cell(b"a").natural_ino(), cell(b"a").natural_ino());
     assert_ne!(cell(b"a").natural_ino(), cell(b"b").natural_ino());
     // Length prefixes keep ("ab","c") and ("a","bc") apart.
-    let a = Node::Family {
+    let a = Node::Family(FamilyAddr {
         table: "t".into(),
         view: View::Now,
         row: b"ab".to_vec().into(),
         family: "c".into(),
-    };
-    let b = Node::Family {
+    });
+    let b = Node::Family(FamilyAddr {
         table: "t".into(),
         view: View::Now,
         row: b"a".to_vec().into(),
         family: "bc".into(),
-    };
+    });
     assert_ne!(a.natural_ino(), b.natural_ino());
     let at = Node::Row {
         table: "t".into(),
