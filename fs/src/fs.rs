@@ -461,12 +461,15 @@ impl Fs {
         files::commit::release(&self.cx, fh)
     }
 
-    /// See [`Ctx::rows_changed_elsewhere`].
+    /// Rows that a writer other than the mount (the gRPC API) changed: drops
+    /// what the kernel caches of them, and the table's listing, before the
+    /// writer is answered.
     pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
         self.cx.kernel.rows_changed_elsewhere(table, rows)
     }
 
-    /// See [`Ctx::table_changed_elsewhere`].
+    /// A table that a writer other than the mount created, deleted, or
+    /// changed the families or dropped rows of.
     pub fn table_changed_elsewhere(&self, table: &str) {
         self.cx.kernel.table_changed_elsewhere(table)
     }

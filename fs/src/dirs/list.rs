@@ -290,7 +290,7 @@ fn emit_dots(
 
 /// FUSE `readdir`/`readdirplus` of a directory that was not opened (the
 /// kernel sends no OPENDIR when we decline it): the place in the
-/// listing comes from the offset (see [`crate::cursors`]).
+/// listing comes from the offset (see [`crate::listing`]).
 pub(crate) fn readdir_unopened(
     cx: &Ctx,
     ino: u64,
