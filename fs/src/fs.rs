@@ -1,8 +1,11 @@
 //! [`Fs`]: the filesystem as the FUSE adapter (and the tests) see it. It
-//! owns the data path's context and the lock directory, and routes every
-//! request: inodes and file handles of `.chubby/` go to [`LockDir`], the
-//! rest to the data-path operations (`lookup`, `dirs`, `files`). This is
-//! the only place that tells the two apart.
+//! composes the data path's context and the lock directory, and routes
+//! every request that may concern `.chubby/`: its inodes and file handles
+//! go to [`LockDir`], the rest to the data-path operations (`lookup`,
+//! `dirs`, `files`). This is the only place that tells the two apart; the
+//! requests that never concern `.chubby/` (lookup, the commit of a flush or
+//! release, copy_file_range, fsyncdir, statfs, access) go from the adapter
+//! straight to their operation on [`Fs::ctx`], with no hop through here.
 
 use crate::ctx::Ctx;
 use crate::lockdir::events::PollWaker;
@@ -10,7 +13,6 @@ use crate::lockdir::{is_lock_fh, Done, LockDir, LockOpened, LockReply, LockReque
 use crate::options::{Entry, FsOptions, FsResult};
 use crate::perms::Caller;
 use crate::reply::{DirOut, Opened, SetAttr};
-use crate::status::Statfs;
 use crate::store::Store;
 use crate::{dirs, files, lookup};
 use chubby::LockService;
@@ -66,7 +68,8 @@ impl Fs {
         self.cx.status_content(f, None)
     }
 
-    #[cfg(test)]
+    /// The data path's context: the adapter calls the operations that
+    /// never concern `.chubby/` on it directly.
     pub(crate) fn ctx(&self) -> &Ctx {
         &self.cx
     }
@@ -93,7 +96,9 @@ impl Fs {
 
     // ---- names and attributes ----
 
-    /// FUSE `lookup` (`.chubby/` names resolve through their node type).
+    /// FUSE `lookup` (`.chubby/` names resolve through their node type;
+    /// the adapter calls [`lookup::lookup`] itself).
+    #[cfg(test)]
     pub(crate) fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
         lookup::lookup(&self.cx, parent, name)
     }
@@ -104,22 +109,6 @@ impl Fs {
         if self.cx.kernel.inodes().forget(ino, n) {
             self.cx.open.pages().drop_ino(ino);
         }
-    }
-
-    /// Whether the kernel holds this inode number.
-    pub(crate) fn knows(&self, ino: u64) -> bool {
-        self.cx.kernel.knows(ino)
-    }
-
-    /// Waits briefly until the invalidations this request queued reached the
-    /// kernel (called before replying to requests that change data).
-    pub(crate) fn settle(&self) {
-        self.cx.kernel.settle();
-    }
-
-    /// fsync of a directory: make the commit log durable.
-    pub(crate) fn sync(&self) -> FsResult<()> {
-        self.cx.data.sync()
     }
 
     /// FUSE `getattr`; an open file is described by its handle.
@@ -145,11 +134,6 @@ impl Fs {
             Some(ld) => ld.setattr(&self.cx, caller, ino, fh, set),
             None => files::attrs::setattr(&self.cx, caller, ino, fh, set),
         }
-    }
-
-    /// FUSE `statfs`.
-    pub(crate) fn statfs(&self) -> Statfs {
-        crate::status::statfs(&self.cx.opts)
     }
 
     // ---- directories ----
@@ -325,11 +309,11 @@ impl Fs {
         let ino = e.attr.ino.0;
         let flushed = match self.flush_locks(caller, ino, o.fh, 0) {
             Some(r) => r,
-            None => self.flush(o.fh, None),
+            None => files::commit::flush(&self.cx, o.fh, None),
         };
         let released = match self.release_locks(ino, o.fh, None) {
             Some(r) => r,
-            None => self.release(o.fh),
+            None => files::commit::release(&self.cx, o.fh),
         };
         flushed.and(released).map(|()| e)
     }
@@ -401,7 +385,9 @@ impl Fs {
         }
     }
 
-    /// FUSE `copy_file_range` between data files.
+    /// FUSE `copy_file_range` between data files (the adapter calls
+    /// [`files::io::copy_file_range`] itself).
+    #[cfg(test)]
     pub(crate) fn copy_file_range(
         &self,
         fh_in: u64,
@@ -433,6 +419,7 @@ impl Fs {
 
     /// The commit of a data file's FLUSH (see [`Fs::flush_locks`]) by the
     /// descriptor table `closer` (see [`files::commit::flush`]).
+    #[cfg(test)]
     pub(crate) fn flush(&self, fh: u64, closer: Option<u64>) -> FsResult<()> {
         files::commit::flush(&self.cx, fh, closer)
     }
@@ -457,6 +444,7 @@ impl Fs {
     }
 
     /// The commit and close of a data file's RELEASE.
+    #[cfg(test)]
     pub(crate) fn release(&self, fh: u64) -> FsResult<()> {
         files::commit::release(&self.cx, fh)
     }
@@ -472,11 +460,6 @@ impl Fs {
     /// changed the families or dropped rows of.
     pub fn table_changed_elsewhere(&self, table: &str) {
         self.cx.kernel.table_changed_elsewhere(table)
-    }
-
-    /// Whether releasing `fh` may commit (see [`files::commit::release_commits`]).
-    pub(crate) fn release_commits(&self, fh: u64) -> bool {
-        files::commit::release_commits(&self.cx, fh)
     }
 
     /// FUSE `fsync`.
