@@ -401,7 +401,7 @@ impl Fs {
 
     /// The first part of FUSE `flush`: a `.chubby/` file is flushed here
     /// (`Some`); for a data file the closing process's fcntl locks go, and
-    /// the commit, [`Fs::flush`], is left to the caller (`None`), which may
+    /// the commit, [`files::commit::flush`], is left to the caller (`None`), which may
     /// run it off the FUSE thread.
     pub(crate) fn flush_locks(
         &self,
@@ -426,7 +426,7 @@ impl Fs {
 
     /// The first part of FUSE `release`, like [`Fs::flush_locks`]: for a
     /// data file the description's flock goes, and fcntl locks taken
-    /// through it (a read-only open is not flushed); [`Fs::release`] is left.
+    /// through it (a read-only open is not flushed); [`files::commit::release`] is left.
     pub(crate) fn release_locks(
         &self,
         ino: u64,
