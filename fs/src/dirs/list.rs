@@ -43,12 +43,13 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
     let mut out = Vec::new();
     match node {
         Node::Root => {
-            out.push(dir(STATUS_DIR.into(), Node::StatusDir));
+            out.push(dir(STATUS_DIR.into(), Node::StatusDir, None));
             // lockdir hook
             if cx.has_lockdir() {
                 out.push(dir(
                     crate::node::lock::DIR_NAME.into(),
                     Node::Lock(crate::node::LockNode::root()),
+                    None,
                 ));
             }
             let mut tables = cx.data.store().list_tables();
@@ -56,7 +57,7 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
             out.extend(
                 tables
                     .into_iter()
-                    .map(|t| dir(t.clone().into_bytes(), Node::Table(Name::from(t)))),
+                    .map(|t| dir(t.clone().into_bytes(), Node::Table(Name::from(t)), None)),
             );
         }
         Node::StatusDir => {
@@ -87,13 +88,7 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
                 });
                 let fs = &schema.families[&f];
                 let attr = cx.dir_attr(cx.kernel.ino_of(&node), fs.mode, fs.owner, fs.group);
-                out.push(Listed {
-                    name: f.into_bytes(),
-                    node,
-                    kind: FileType::Directory,
-                    attr: Some(attr),
-                    version: None,
-                });
+                out.push(dir(f.into_bytes(), node, Some(attr)));
             }
         }
         Node::Family(f) => {
@@ -132,13 +127,7 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
             for q in cols {
                 let node = Node::VersionsColumn(f.column(q.clone()));
                 let attr = cx.dir_attr(cx.kernel.ino_of(&node), fam.mode, fam.owner, fam.group);
-                out.push(Listed {
-                    name: display_name(&q),
-                    node,
-                    kind: FileType::Directory,
-                    attr: Some(attr),
-                    version: None,
-                });
+                out.push(dir(display_name(&q), node, Some(attr)));
             }
         }
         Node::VersionsColumn(col) => {
@@ -433,13 +422,7 @@ fn rows_unopened(
             let attr = schema
                 .as_ref()
                 .map(|s| cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group));
-            let e = Listed {
-                name: display_name(node.row().unwrap_or_default()),
-                node,
-                kind: FileType::Directory,
-                attr,
-                version: None,
-            };
+            let e = dir(display_name(node.row().unwrap_or_default()), node, attr);
             if !emit(cx, &e, off, plus, add)? {
                 // The reply is full: this row and the rest wait for the next.
                 if let Node::Row { row, .. } = e.node {
@@ -604,13 +587,7 @@ pub(super) fn readdir_rows(
             let attr = schema
                 .as_ref()
                 .map(|s| cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group));
-            let e = Listed {
-                name,
-                node,
-                kind: FileType::Directory,
-                attr,
-                version: None,
-            };
+            let e = dir(name, node, attr);
             if !emit(cx, &e, off, plus, add)? {
                 return Ok(());
             }

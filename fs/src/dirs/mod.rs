@@ -11,7 +11,7 @@ pub(crate) mod change;
 pub(crate) mod list;
 
 use crate::node::Node;
-use fuser::FileType;
+use fuser::{FileAttr, FileType};
 
 /// Offsets below this are `.`, `..` and the fixed entries of a table.
 const ROW_BASE: u64 = 16;
@@ -23,12 +23,13 @@ const MAX_ROW_BATCH: u64 = 1024;
 
 pub use crate::open_files::handles::Listed;
 
-fn dir(name: Vec<u8>, node: Node) -> Listed {
+/// A directory entry, with its attributes if the listing has them.
+fn dir(name: Vec<u8>, node: Node, attr: Option<FileAttr>) -> Listed {
     Listed {
         name,
         node,
         kind: FileType::Directory,
-        attr: None,
+        attr,
         version: None,
     }
 }
