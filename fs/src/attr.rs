@@ -47,8 +47,8 @@ pub fn volatile(node: &Node) -> bool {
             | Node::ScanDir(_)
             | Node::Scan { .. }
             | Node::AtDir(_)
-            | Node::VersionsDir { .. }
-            | Node::VersionsColumn { .. }
+            | Node::VersionsDir(_)
+            | Node::VersionsColumn(_)
             | Node::Version { .. }
             | Node::Lock(LockNode::Status)
     ) || node.view().is_some_and(|v| !v.is_now())

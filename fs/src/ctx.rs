@@ -1,24 +1,25 @@
-//! The context every data-path operation works in: the store view, the
-//! inode table, the open handles and kernel cache invalidation, with the
-//! helpers they share (attributes of nodes, invalidation of cached names).
+//! The context every data-path operation works in: the components, each
+//! owning its state (the store view, the kernel cache, the open files, the
+//! listing state), the mount's options, and what the operations share
+//! across components (attributes of any node, the status files' text).
 //!
-//! The operations themselves are `impl Ctx` blocks in the modules above
-//! this one (`lookup`, `dirs`, `files`); [`crate::Fs`] routes requests to
-//! them or to the lock directory.
+//! The operations themselves are functions over a `&Ctx` in the modules
+//! above this one (`lookup`, `dirs`, `files`), which reach each component
+//! by its field and its methods only; [`crate::Fs`] routes requests to them
+//! or to the lock directory.
 
 use crate::attr::{make_attr, volatile};
-use crate::handles::{Handle, Handles};
-use crate::inodes::InodeTable;
+use crate::kernel::KernelCache;
+use crate::listing::Listing;
 use crate::local_locks::LocalLocks;
-use crate::node::{LockNode, Name, Node};
-use crate::notify::{Inval, Invalidator};
+use crate::node::{LockNode, Node};
+use crate::open_files::OpenFiles;
 use crate::options::{micros_to_time, Entry, FsOptions, FsResult};
 use crate::status::{StatusFile, StatusSources};
 use crate::view::StoreView;
 use engine::schema::FamilySchema;
 use engine::{Cell, WriteOptions};
 use fuser::{Errno, FileAttr, FileType};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -33,62 +34,47 @@ pub trait LockAttrs: Send + Sync {
     fn lock_summary(&self) -> Vec<String>;
 }
 
-/// The shared state of the data path.
+/// The data path's components side by side; each keeps its state private.
 pub struct Ctx {
+    /// The store view: engine queries, pending directories, counters.
     pub(crate) data: StoreView,
     pub(crate) opts: FsOptions,
-    pub(crate) inodes: Arc<InodeTable>,
-    pub(crate) handles: Handles,
-    /// Places in listings of directories that were not opened.
-    pub(crate) cursors: crate::cursors::Cursors,
-    /// Whether table listings send rows with attributes.
-    pub(crate) plus_hints: crate::plus_hints::PlusHints,
-    /// Rows scanned for table listings and not sent yet.
-    pub(crate) readahead: crate::readahead::Readahead,
-    pub(crate) inval: Invalidator,
-    /// The mounted session, for handing the kernel a cell's pages at open
-    /// (see `pages.rs`).
-    pub(crate) kernel: std::sync::OnceLock<fuser::Notifier>,
-    /// The versions whose pages the kernel may cache (see `pages.rs`).
-    pub(crate) pages: crate::pages::PageVersions,
-    pub(crate) started: SystemTime,
+    /// The inodes the kernel holds and invalidation of its caches.
+    pub(crate) kernel: KernelCache,
+    /// Open handles, the page cache gate and the write budget.
+    pub(crate) open: OpenFiles,
+    /// What listings keep between requests.
+    pub(crate) listing: Listing,
+    /// When the mount started: the times of what has no time of its own.
+    started: SystemTime,
     /// flock/fcntl locks on files outside `.chubby/`.
     pub(crate) local_locks: Arc<LocalLocks>,
     /// `.chubby/`, when a lock service is attached.
-    pub(crate) lockdir: Option<Arc<dyn LockAttrs>>,
-    /// Bytes of uncommitted write buffers, per uid and in total.
-    pub(crate) write_budget: Arc<crate::write_budget::WriteBudget>,
+    lockdir: Option<Arc<dyn LockAttrs>>,
 }
 
 impl Ctx {
     pub fn new(store: Arc<dyn crate::store::Store>, opts: FsOptions) -> Ctx {
         Ctx {
             data: StoreView::new(store),
-            write_budget: crate::write_budget::WriteBudget::new(
-                opts.limits.buffer_per_uid,
-                opts.limits.buffer_total,
-            ),
+            open: OpenFiles::new(opts.limits.buffer_per_uid, opts.limits.buffer_total),
             opts,
-            inodes: Arc::new(InodeTable::new()),
-            handles: Handles::default(),
-            cursors: Default::default(),
-            plus_hints: Default::default(),
-            readahead: Default::default(),
-            inval: Invalidator::default(),
-            kernel: Default::default(),
-            pages: Default::default(),
+            kernel: KernelCache::default(),
+            listing: Default::default(),
             started: SystemTime::now(),
             local_locks: Arc::default(),
             lockdir: None,
         }
     }
 
-    /// Starts cache invalidation through a mounted session's notifier.
-    pub(crate) fn start_notifier(&self, notifier: fuser::Notifier) {
-        let _ = self.kernel.set(notifier.clone());
-        self.inval.start(notifier);
-        // Mounted: hand back the memory of inodes the kernel forgets.
-        crate::inodes::start_idle_trim(&self.inodes);
+    /// Shows `.chubby/`, served by `lockdir`.
+    pub(crate) fn attach_lockdir(&mut self, lockdir: Arc<dyn LockAttrs>) {
+        self.lockdir = Some(lockdir);
+    }
+
+    /// Whether `.chubby/` exists (a lock service is attached).
+    pub(crate) fn has_lockdir(&self) -> bool {
+        self.lockdir.is_some()
     }
 
     pub(crate) fn write_options(&self) -> WriteOptions {
@@ -97,25 +83,15 @@ impl Ctx {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn make_attr(
-        &self,
-        ino: u64,
-        kind: FileType,
-        perm: u32,
-        uid: u32,
-        gid: u32,
-        size: u64,
-        mtime: SystemTime,
-    ) -> FileAttr {
-        make_attr(ino, kind, perm, uid, gid, size, mtime)
-    }
-
     /// A directory's attributes: its mtime and ctime are the mount's start,
     /// or when a name in it was last made or removed through the mount.
     pub(crate) fn dir_attr(&self, ino: u64, perm: u32, uid: u32, gid: u32) -> FileAttr {
-        let t = self.inodes.dir_changed_at(ino).unwrap_or(self.started);
-        self.make_attr(ino, FileType::Directory, perm, uid, gid, 0, t)
+        let t = self
+            .kernel
+            .inodes()
+            .dir_changed_at(ino)
+            .unwrap_or(self.started);
+        make_attr(ino, FileType::Directory, perm, uid, gid, 0, t)
     }
 
     /// Attributes of a cell or version file holding `cell` (or nothing yet).
@@ -126,8 +102,8 @@ impl Ctx {
         } else {
             SystemTime::now()
         };
-        self.inodes.set_reported(ino, size, ts);
-        self.make_attr(
+        self.kernel.inodes().set_reported(ino, size, ts);
+        make_attr(
             ino,
             FileType::RegularFile,
             fam.mode & 0o666,
@@ -143,13 +119,14 @@ impl Ctx {
     /// committed size here would shrink the kernel's view under the writer.
     /// But not while a reader reads the committed value through the page
     /// cache: the kernel clamps its reads to the size it was told last.
-    fn writer_attr(&self, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
-        if !node.view().is_some_and(|v| v.is_now()) || self.pages.has_readers(self.ino_of(node)) {
+    /// (`ino` is `node`'s inode number.)
+    fn writer_attr(&self, ino: u64, node: &Node, fam: &FamilySchema) -> Option<FileAttr> {
+        if !node.view().is_some_and(|v| v.is_now()) || self.open.pages().has_readers(ino) {
             return None;
         }
-        let size = self.writer_size(node)?;
-        Some(self.make_attr(
-            self.ino_of(node),
+        let size = self.open.writer_size(ino, node)?;
+        Some(make_attr(
+            ino,
             FileType::RegularFile,
             fam.mode & 0o666,
             fam.owner,
@@ -172,7 +149,7 @@ impl Ctx {
     }
 
     fn node_attr_now(&self, node: &Node) -> FsResult<FileAttr> {
-        let ino = self.ino_of(node);
+        let ino = self.kernel.ino_of(node);
         match node {
             Node::Lock(l) => match &self.lockdir {
                 Some(ld) => ld.lock_attr(self, l),
@@ -181,8 +158,8 @@ impl Ctx {
             Node::Root => Ok(self.dir_attr(ino, 0o755, self.opts.uid, self.opts.gid)),
             Node::StatusDir => Ok(self.dir_attr(ino, 0o555, self.opts.uid, self.opts.gid)),
             Node::Status(f) => {
-                let len = self.status_content(*f).len() as u64;
-                Ok(self.make_attr(
+                let len = self.status_content(*f, None).len() as u64;
+                Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     // control: root writes commands, anyone reads the usage.
@@ -194,14 +171,18 @@ impl Ctx {
                     SystemTime::now(),
                 ))
             }
-            Node::Table(t) => {
+            Node::Table(t) | Node::ScanDir(t) | Node::AtDir(t) | Node::AtRoot { table: t, .. } => {
                 let s = self.data.schema(t)?;
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
-            Node::Schema(t) => {
+            Node::Schema(t) | Node::Mutate(t) => {
                 let s = self.data.schema(t)?;
-                let len = crate::schema_file::render(&s).len() as u64;
-                Ok(self.make_attr(
+                // `.mutate` reads empty (its results are per handle).
+                let len = match node {
+                    Node::Schema(_) => crate::schema_file::render(&s).len() as u64,
+                    _ => 0,
+                };
+                Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     s.mode & 0o666,
@@ -211,25 +192,9 @@ impl Ctx {
                     self.started,
                 ))
             }
-            Node::Mutate(t) => {
-                let s = self.data.schema(t)?;
-                Ok(self.make_attr(
-                    ino,
-                    FileType::RegularFile,
-                    s.mode & 0o666,
-                    s.owner,
-                    s.group,
-                    0,
-                    self.started,
-                ))
-            }
-            Node::ScanDir(t) | Node::AtDir(t) | Node::AtRoot { table: t, .. } => {
-                let s = self.data.schema(t)?;
-                Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
-            }
             Node::Scan { table, .. } => {
                 let s = self.data.schema(table)?;
-                Ok(self.make_attr(
+                Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     s.mode & 0o444,
@@ -246,78 +211,38 @@ impl Ctx {
                 }
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
-            Node::Family {
-                table,
-                view,
-                row,
-                family,
+            Node::Family(f) | Node::VersionsDir(f) => {
+                let s = self.data.family_schema(&f.table, &f.family)?;
+                if !self.data.family_exists(f)? {
+                    return Err(Errno::ENOENT);
+                }
+                Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
-            | Node::VersionsDir {
-                table,
-                view,
-                row,
-                family,
-            } => {
-                let f = self.data.family_schema(table, family)?;
-                if !self.data.family_exists(table, *view, row, family)? {
+            Node::VersionsColumn(c) => {
+                let f = self.data.family_schema(&c.table, &c.family)?;
+                if !self.data.column_exists(c)? {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.dir_attr(ino, f.mode, f.owner, f.group))
             }
-            Node::VersionsColumn {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => {
-                let f = self.data.family_schema(table, family)?;
-                if !self
-                    .data
-                    .column_exists(table, *view, row, family, qualifier)?
-                {
-                    return Err(Errno::ENOENT);
-                }
-                Ok(self.dir_attr(ino, f.mode, f.owner, f.group))
-            }
-            Node::Cell {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => {
-                let f = self.data.family_schema(table, family)?;
-                if let Some(a) = self.writer_attr(node, &f) {
+            Node::Cell(c) => {
+                let f = self.data.family_schema(&c.table, &c.family)?;
+                if let Some(a) = self.writer_attr(ino, node, &f) {
                     return Ok(a);
                 }
-                match self.data.newest(table, *view, row, family, qualifier)? {
-                    Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
-                    None if view.is_now()
-                        && self.data.pending.has_cell(table, row, family, qualifier) =>
-                    {
-                        Ok(self.value_attr(ino, &f, None))
-                    }
+                match self.data.newest(c)? {
+                    Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
+                    None if self.data.is_pending_cell(c) => Ok(self.value_attr(ino, &f, None)),
                     None => Err(Errno::ENOENT),
                 }
             }
-            Node::Version {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => {
-                let f = self.data.family_schema(table, family)?;
-                if let Some(a) = self.writer_attr(node, &f) {
+            Node::Version { cell, ts } => {
+                let f = self.data.family_schema(&cell.table, &cell.family)?;
+                if let Some(a) = self.writer_attr(ino, node, &f) {
                     return Ok(a);
                 }
-                match self
-                    .data
-                    .version(table, *view, row, family, qualifier, *ts)?
-                {
-                    Some(c) => Ok(self.value_attr(ino, &f, Some(&c))),
+                match self.data.version(cell, *ts)? {
+                    Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
                     None => Err(Errno::ENOENT),
                 }
             }
@@ -343,171 +268,37 @@ impl Ctx {
 
     /// The `.chubby/` inode behind `ino`, if it is one.
     pub(crate) fn lock_node(&self, ino: u64) -> Option<LockNode> {
-        match &*self.inodes.get(ino)? {
+        match &*self.kernel.inodes().get(ino)? {
             Node::Lock(l) => Some(l.clone()),
             _ => None,
         }
     }
 
-    /// The current text of a status file.
-    pub(crate) fn status_content(&self, f: StatusFile) -> Vec<u8> {
-        self.status_content_for(f, None)
-    }
-
     /// The text of a status file as `reader` may see it (None: all of it):
     /// row keys of tables it may not read are left out.
-    pub(crate) fn status_content_for(
+    pub(crate) fn status_content(
         &self,
         f: StatusFile,
         reader: Option<&crate::perms::Caller>,
     ) -> Vec<u8> {
         f.content(&StatusSources {
             reader,
-            store: self.data.store.as_ref(),
-            stats: &self.data.stats,
+            store: self.data.store(),
+            stats: self.data.stats(),
             opts: &self.opts,
-            invalidations: self.inval.sent(),
-            inodes: self.inodes.len(),
-            open_handles: self.handles.len(),
-            pending_dirs: self.data.pending.len(),
-            reader_waits: (
-                self.pages.waits.load(Ordering::Relaxed),
-                self.pages.waits_expired.load(Ordering::Relaxed),
-            ),
-            page_stores: self.pages.stores.load(Ordering::Relaxed),
-            write_buffers: (
-                self.write_budget.used(),
-                self.write_budget.refusals.load(Ordering::Relaxed),
-            ),
+            invalidations: self.kernel.invalidations_sent(),
+            inodes: self.kernel.inodes().len(),
+            open_handles: self.open.handles().len(),
+            pending_dirs: self.data.pending().len(),
+            reader_waits: self.open.pages().reader_waits(),
+            page_stores: self.open.pages().stores(),
+            write_buffers: self.open.budget_figures(),
             lock: self
                 .lockdir
                 .as_ref()
                 .map(|l| l.lock_summary())
                 .unwrap_or_default(),
         })
-    }
-
-    /// The size of a file as an open writer of it sees it (the kernel's
-    /// view while it is written), if one has uncommitted changes. One that
-    /// wrote since its last commit comes first: a created file's first
-    /// handle, still empty, may be released (and commit) after the next
-    /// open of the file has written.
-    pub(crate) fn writer_size(&self, node: &Node) -> Option<u64> {
-        let mut merely_open = None;
-        for h in self.handles.writers_of(self.ino_of(node)) {
-            if let Handle::Cell(c) = &*h.lock() {
-                if c.node != *node || c.unlinked || !(c.dirty || c.created) {
-                    continue;
-                }
-                if c.wrote {
-                    return Some(c.data.len() as u64);
-                }
-                merely_open.get_or_insert(c.data.len() as u64);
-            }
-        }
-        merely_open
-    }
-
-    // ---- invalidation ----
-
-    /// The kernel may cache `node`: tell it the node changed.
-    pub(crate) fn invalidate(&self, node: &Node) {
-        if self.inodes.is_known(node) {
-            self.inval.send(Inval::Inode(self.ino_of(node)));
-        }
-    }
-
-    /// A name under `parent` went away or changed.
-    pub(crate) fn invalidate_entry(&self, parent: &Node, name: Vec<u8>) {
-        if self.inodes.is_known(parent) {
-            self.inval.send(Inval::Entry {
-                parent: self.ino_of(parent),
-                name,
-            });
-        }
-    }
-
-    /// Everything the kernel caches in a row may have changed (deleterow,
-    /// deletefamily, a batch): drop the names and attributes.
-    pub(crate) fn invalidate_row(&self, table: &str, row: &[u8], family: Option<&str>) {
-        for (ino, node) in self.inodes.in_row(table, row) {
-            if family.is_some() && node.family() != family {
-                continue;
-            }
-            self.inval.send(Inval::Inode(ino));
-            if let Some((parent, name)) = node.parent_and_name() {
-                self.invalidate_entry(&parent, name);
-            }
-        }
-    }
-
-    /// Rows that a writer other than the mount (the gRPC API) changed: drop
-    /// what the kernel caches of them, and the table's listing, before the
-    /// writer is answered.
-    pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
-        for row in rows {
-            // Known inodes of the row: the row, its families and cells.
-            self.invalidate_row(table, row, None);
-        }
-        self.invalidate(&Node::Table(Name::from(table)));
-        self.settle();
-    }
-
-    /// A table that a writer other than the mount created, deleted, or
-    /// changed the families or dropped rows of.
-    pub fn table_changed_elsewhere(&self, table: &str) {
-        for (ino, node) in self.inodes.in_table(table) {
-            self.inval.send(Inval::Inode(ino));
-            if let Some((parent, name)) = node.parent_and_name() {
-                self.invalidate_entry(&parent, name);
-            }
-        }
-        self.invalidate_entry(&Node::Root, table.as_bytes().to_vec());
-        self.invalidate(&Node::Root);
-        self.settle();
-    }
-
-    /// The cached inodes of a table whose attributes a schema or permission
-    /// change may alter: with `family`, only that family's; without, all.
-    pub(crate) fn invalidate_table(&self, table: &str, family: Option<&str>) {
-        for (ino, node) in self.inodes.in_table(table) {
-            if family.is_none() || node.family() == family {
-                self.inval.send(Inval::Inode(ino));
-            }
-        }
-    }
-
-    /// fsync of a directory: make the commit log durable.
-    pub fn sync(&self) -> FsResult<()> {
-        self.data
-            .store
-            .sync()
-            .map_err(|e| self.data.fail(&"fsync", &e))
-    }
-
-    /// The inode number the kernel knows `node` by (see
-    /// [`InodeTable::ino_of`]): every attribute and entry is built with it.
-    pub(crate) fn ino_of(&self, node: &Node) -> u64 {
-        self.inodes.ino_of(node)
-    }
-
-    /// Whether the kernel holds this inode number.
-    pub fn knows(&self, ino: u64) -> bool {
-        self.inodes.get(ino).is_some()
-    }
-
-    /// Waits briefly until the invalidations this request queued reached the
-    /// kernel (called before replying to requests that change data).
-    pub fn settle(&self) {
-        self.inval.settle();
-    }
-
-    /// Forget `n` kernel references to an inode.
-    pub fn forget(&self, ino: u64, n: u64) {
-        // The kernel evicts an inode's pages before it forgets the inode.
-        if self.inodes.forget(ino, n) {
-            self.pages.drop_ino(ino);
-        }
     }
 }
 
@@ -523,7 +314,7 @@ fn ttl(node: &Node, timeout: Duration, dir_timeout: Duration) -> Duration {
     match node {
         _ if volatile(node) => Duration::ZERO,
         Node::Lock(_) => timeout.min(LOCK_TTL),
-        Node::Table(_) | Node::Row { .. } | Node::Family { .. } => dir_timeout,
+        Node::Table(_) | Node::Row { .. } | Node::Family(_) => dir_timeout,
         _ => timeout,
     }
 }

@@ -1,8 +1,11 @@
 //! [`Fs`]: the filesystem as the FUSE adapter (and the tests) see it. It
-//! owns the data path's context and the lock directory, and routes every
-//! request: inodes and file handles of `.chubby/` go to [`LockDir`], the
-//! rest to the data-path operations (`lookup`, `dirs`, `files`). This is
-//! the only place that tells the two apart.
+//! composes the data path's context and the lock directory, and routes
+//! every request that may concern `.chubby/`: its inodes and file handles
+//! go to [`LockDir`], the rest to the data-path operations (`lookup`,
+//! `dirs`, `files`). This is the only place that tells the two apart; the
+//! requests that never concern `.chubby/` (lookup, the commit of a flush or
+//! release, copy_file_range, fsyncdir, statfs, access) go from the adapter
+//! straight to their operation on [`Fs::ctx`], with no hop through here.
 
 use crate::ctx::Ctx;
 use crate::lockdir::events::PollWaker;
@@ -10,8 +13,8 @@ use crate::lockdir::{is_lock_fh, Done, LockDir, LockOpened, LockReply, LockReque
 use crate::options::{Entry, FsOptions, FsResult};
 use crate::perms::Caller;
 use crate::reply::{DirOut, Opened, SetAttr};
-use crate::status::Statfs;
 use crate::store::Store;
+use crate::{dirs, files, lookup};
 use chubby::LockService;
 use fuser::FileAttr;
 use std::sync::Arc;
@@ -46,7 +49,7 @@ impl Fs {
     /// not exist).
     pub fn with_lock_service(mut self, svc: Arc<dyn LockService>) -> Fs {
         let ld = Arc::new(LockDir::new(svc));
-        self.cx.lockdir = Some(ld.clone());
+        self.cx.attach_lockdir(ld.clone());
         self.lockdir = Some(ld);
         self
     }
@@ -56,16 +59,17 @@ impl Fs {
         if let Some(ld) = &self.lockdir {
             ld.start_notifier(notifier.clone());
         }
-        self.cx.start_notifier(notifier);
+        self.cx.kernel.start(notifier);
     }
 
     /// The current text of a `.bigtable/` file (the console serves the
     /// same figures).
     pub fn status_text(&self, f: crate::StatusFile) -> Vec<u8> {
-        self.cx.status_content(f)
+        self.cx.status_content(f, None)
     }
 
-    #[cfg(test)]
+    /// The data path's context: the adapter calls the operations that
+    /// never concern `.chubby/` on it directly.
     pub(crate) fn ctx(&self) -> &Ctx {
         &self.cx
     }
@@ -92,30 +96,19 @@ impl Fs {
 
     // ---- names and attributes ----
 
-    /// FUSE `lookup` (`.chubby/` names resolve through their node type).
+    /// FUSE `lookup` (`.chubby/` names resolve through their node type;
+    /// the adapter calls [`lookup::lookup`] itself).
+    #[cfg(test)]
     pub(crate) fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
-        self.cx.lookup(parent, name)
+        lookup::lookup(&self.cx, parent, name)
     }
 
     /// Forget `n` kernel references to an inode.
     pub(crate) fn forget(&self, ino: u64, n: u64) {
-        self.cx.forget(ino, n);
-    }
-
-    /// Whether the kernel holds this inode number.
-    pub(crate) fn knows(&self, ino: u64) -> bool {
-        self.cx.knows(ino)
-    }
-
-    /// Waits briefly until the invalidations this request queued reached the
-    /// kernel (called before replying to requests that change data).
-    pub(crate) fn settle(&self) {
-        self.cx.settle();
-    }
-
-    /// fsync of a directory: make the commit log durable.
-    pub(crate) fn sync(&self) -> FsResult<()> {
-        self.cx.sync()
+        // The kernel evicts an inode's pages before it forgets the inode.
+        if self.cx.kernel.inodes().forget(ino, n) {
+            self.cx.open.pages().drop_ino(ino);
+        }
     }
 
     /// FUSE `getattr`; an open file is described by its handle.
@@ -126,7 +119,7 @@ impl Fs {
                 return Ok((a, self.cx.opts.attr_timeout));
             }
         }
-        self.cx.getattr(ino, fh)
+        lookup::getattr(&self.cx, ino, fh)
     }
 
     /// FUSE `setattr`.
@@ -139,13 +132,8 @@ impl Fs {
     ) -> FsResult<(FileAttr, Duration)> {
         match self.lock_ino(ino) {
             Some(ld) => ld.setattr(&self.cx, caller, ino, fh, set),
-            None => self.cx.setattr(caller, ino, fh, set),
+            None => files::attrs::setattr(&self.cx, caller, ino, fh, set),
         }
-    }
-
-    /// FUSE `statfs`.
-    pub(crate) fn statfs(&self) -> Statfs {
-        crate::status::statfs(&self.cx.opts)
     }
 
     // ---- directories ----
@@ -161,10 +149,8 @@ impl Fs {
     ) -> FsResult<Entry> {
         match self.lock_ino(parent) {
             Some(ld) => ld.mkdir(&self.cx, caller, parent, name, mode, umask),
-            None => self
-                .cx
-                .mkdir(caller, parent, name, mode, umask)
-                .inspect(|_| self.cx.inodes.dir_changed(parent)),
+            None => dirs::change::mkdir(&self.cx, caller, parent, name, mode, umask)
+                .inspect(|_| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
 
@@ -172,10 +158,8 @@ impl Fs {
     pub(crate) fn unlink(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.unlink(&self.cx, caller, parent, name),
-            None => self
-                .cx
-                .unlink(caller, parent, name)
-                .inspect(|()| self.cx.inodes.dir_changed(parent)),
+            None => files::rename::unlink(&self.cx, caller, parent, name)
+                .inspect(|()| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
 
@@ -183,10 +167,8 @@ impl Fs {
     pub(crate) fn rmdir(&self, caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
         match self.lock_ino(parent) {
             Some(ld) => ld.rmdir(&self.cx, caller, parent, name),
-            None => self
-                .cx
-                .rmdir(caller, parent, name)
-                .inspect(|()| self.cx.inodes.dir_changed(parent)),
+            None => dirs::change::rmdir(&self.cx, caller, parent, name)
+                .inspect(|()| self.cx.kernel.inodes().dir_changed(parent)),
         }
     }
 
@@ -203,13 +185,13 @@ impl Fs {
     ) -> FsResult<()> {
         match self.lock_ino(parent).or_else(|| self.lock_ino(newparent)) {
             Some(ld) => ld.rename(&self.cx, caller, parent, name, newparent, newname, flags),
-            None => self
-                .cx
-                .rename(caller, parent, name, newparent, newname, flags)
-                .inspect(|()| {
-                    self.cx.inodes.dir_changed(parent);
-                    self.cx.inodes.dir_changed(newparent);
-                }),
+            None => {
+                files::rename::rename(&self.cx, caller, parent, name, newparent, newname, flags)
+                    .inspect(|()| {
+                        self.cx.kernel.inodes().dir_changed(parent);
+                        self.cx.kernel.inodes().dir_changed(newparent);
+                    })
+            }
         }
     }
 
@@ -217,7 +199,7 @@ impl Fs {
     pub(crate) fn opendir(&self, caller: &Caller, ino: u64) -> FsResult<u64> {
         match self.lock_ino(ino) {
             Some(ld) => ld.opendir(&self.cx, caller, ino),
-            None => self.cx.opendir(ino),
+            None => dirs::list::opendir(&self.cx, ino),
         }
     }
 
@@ -232,7 +214,7 @@ impl Fs {
     ) -> FsResult<()> {
         match self.lock_fh(fh) {
             Some(ld) => ld.readdir(&self.cx, fh, offset, plus, add),
-            None => self.cx.readdir(fh, offset, plus, add),
+            None => dirs::list::readdir(&self.cx, fh, offset, plus, add),
         }
     }
 
@@ -248,7 +230,7 @@ impl Fs {
     ) -> FsResult<()> {
         match self.lock_ino(ino) {
             Some(ld) => ld.readdir_unopened(&self.cx, caller, ino, offset, plus, add),
-            None => self.cx.readdir_unopened(ino, offset, plus, add),
+            None => dirs::list::readdir_unopened(&self.cx, ino, offset, plus, add),
         }
     }
 
@@ -256,7 +238,7 @@ impl Fs {
     pub(crate) fn releasedir(&self, fh: u64) {
         match self.lock_fh(fh) {
             Some(ld) => ld.releasedir(fh),
-            None => self.cx.releasedir(fh),
+            None => dirs::list::releasedir(&self.cx, fh),
         }
     }
 
@@ -266,14 +248,14 @@ impl Fs {
     pub(crate) fn open(&self, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
         match self.lock_ino(ino) {
             Some(ld) => ld.open(&self.cx, caller, ino, flags).map(lock_opened),
-            None => self.cx.open(caller, ino, flags),
+            None => files::open::open(&self.cx, caller, ino, flags),
         }
     }
 
     /// Whether opening `ino` with `flags` may wait for readers to close (see
-    /// `pages.rs`), and so belongs on a worker rather than a FUSE thread.
+    /// `open_files/pages.rs`), and so belongs on a worker rather than a FUSE thread.
     pub(crate) fn open_waits(&self, ino: u64, flags: i32) -> bool {
-        crate::files::acc_writable(flags) && self.cx.pages.has_readers(ino)
+        files::acc_writable(flags) && self.cx.open.pages().has_readers(ino)
     }
 
     /// FUSE `create` with mode 0644 (a cell takes its family's mode anyway).
@@ -302,7 +284,7 @@ impl Fs {
             Some(ld) => ld
                 .create(&self.cx, caller, parent, name, mode, umask, flags)
                 .map(|(e, o)| (e, lock_opened(o))),
-            None => self.cx.create(caller, parent, name, flags),
+            None => files::open::create(&self.cx, caller, parent, name, flags),
         }
     }
 
@@ -327,11 +309,11 @@ impl Fs {
         let ino = e.attr.ino.0;
         let flushed = match self.flush_locks(caller, ino, o.fh, 0) {
             Some(r) => r,
-            None => self.flush(o.fh, None),
+            None => files::commit::flush(&self.cx, o.fh, None),
         };
         let released = match self.release_locks(ino, o.fh, None) {
             Some(r) => r,
-            None => self.release(o.fh),
+            None => files::commit::release(&self.cx, o.fh),
         };
         flushed.and(released).map(|()| e)
     }
@@ -352,14 +334,14 @@ impl Fs {
     /// status files).
     #[cfg(test)]
     pub(crate) fn read(&self, fh: u64, offset: u64, size: u32) -> FsResult<Vec<u8>> {
-        self.cx.read(fh, offset, size)
+        files::io::read(&self.cx, fh, offset, size)
     }
 
     /// FUSE `read` of any file: `done` is called at once, or later by a
     /// thread waiting for an event (a blocking read of a `.chubby/` events
     /// file).
     /// `page_fill`: the READ fills the kernel's page cache (see
-    /// [`Ctx::read_for`]).
+    /// [`files::io::read_for`]).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn read_then(
         &self,
@@ -374,16 +356,16 @@ impl Fs {
         match self.lock_fh(fh) {
             Some(ld) => ld.read(caller, fh, offset, size, nonblock, done),
             None => {
-                let r = self.cx.read_for(fh, offset, size, page_fill);
-                let source = self.cx.page_source(fh);
+                let r = files::io::read_for(&self.cx, fh, offset, size, page_fill);
+                let source = files::io::page_source(&self.cx, fh);
                 let ok = r.is_ok();
                 if ok {
-                    self.cx.settle();
+                    self.cx.kernel.settle();
                 }
                 done(r);
-                // Noted once the kernel has the pages (see `pages.rs`).
+                // Noted once the kernel has the pages (see `open_files/pages.rs`).
                 if let (true, Some((ino, ts))) = (ok, source) {
-                    self.cx.pages.filled(ino, ts);
+                    self.cx.open.pages().filled(ino, ts);
                 }
             }
         }
@@ -399,11 +381,13 @@ impl Fs {
     ) -> FsResult<u32> {
         match self.lock_fh(fh) {
             Some(ld) => ld.write(fh, offset, data),
-            None => self.cx.write(fh, offset, data, owner),
+            None => files::io::write(&self.cx, fh, offset, data, owner),
         }
     }
 
-    /// FUSE `copy_file_range` between data files.
+    /// FUSE `copy_file_range` between data files (the adapter calls
+    /// [`files::io::copy_file_range`] itself).
+    #[cfg(test)]
     pub(crate) fn copy_file_range(
         &self,
         fh_in: u64,
@@ -412,13 +396,12 @@ impl Fs {
         offset_out: u64,
         len: u64,
     ) -> FsResult<u32> {
-        self.cx
-            .copy_file_range(fh_in, offset_in, fh_out, offset_out, len)
+        files::io::copy_file_range(&self.cx, fh_in, offset_in, fh_out, offset_out, len)
     }
 
     /// The first part of FUSE `flush`: a `.chubby/` file is flushed here
     /// (`Some`); for a data file the closing process's fcntl locks go, and
-    /// the commit, [`Fs::flush`], is left to the caller (`None`), which may
+    /// the commit, [`files::commit::flush`], is left to the caller (`None`), which may
     /// run it off the FUSE thread.
     pub(crate) fn flush_locks(
         &self,
@@ -435,14 +418,15 @@ impl Fs {
     }
 
     /// The commit of a data file's FLUSH (see [`Fs::flush_locks`]) by the
-    /// descriptor table `closer` (see [`Ctx::flush`]).
+    /// descriptor table `closer` (see [`files::commit::flush`]).
+    #[cfg(test)]
     pub(crate) fn flush(&self, fh: u64, closer: Option<u64>) -> FsResult<()> {
-        self.cx.flush(fh, closer)
+        files::commit::flush(&self.cx, fh, closer)
     }
 
     /// The first part of FUSE `release`, like [`Fs::flush_locks`]: for a
     /// data file the description's flock goes, and fcntl locks taken
-    /// through it (a read-only open is not flushed); [`Fs::release`] is left.
+    /// through it (a read-only open is not flushed); [`files::commit::release`] is left.
     pub(crate) fn release_locks(
         &self,
         ino: u64,
@@ -460,30 +444,29 @@ impl Fs {
     }
 
     /// The commit and close of a data file's RELEASE.
+    #[cfg(test)]
     pub(crate) fn release(&self, fh: u64) -> FsResult<()> {
-        self.cx.release(fh)
+        files::commit::release(&self.cx, fh)
     }
 
-    /// See [`Ctx::rows_changed_elsewhere`].
+    /// Rows that a writer other than the mount (the gRPC API) changed: drops
+    /// what the kernel caches of them, and the table's listing, before the
+    /// writer is answered.
     pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
-        self.cx.rows_changed_elsewhere(table, rows)
+        self.cx.kernel.rows_changed_elsewhere(table, rows)
     }
 
-    /// See [`Ctx::table_changed_elsewhere`].
+    /// A table that a writer other than the mount created, deleted, or
+    /// changed the families or dropped rows of.
     pub fn table_changed_elsewhere(&self, table: &str) {
-        self.cx.table_changed_elsewhere(table)
-    }
-
-    /// Whether releasing `fh` may commit (see [`Ctx::release_commits`]).
-    pub(crate) fn release_commits(&self, fh: u64) -> bool {
-        self.cx.release_commits(fh)
+        self.cx.kernel.table_changed_elsewhere(table)
     }
 
     /// FUSE `fsync`.
     pub(crate) fn fsync(&self, fh: u64) -> FsResult<()> {
         match self.lock_fh(fh) {
             Some(ld) => ld.fsync(fh),
-            None => self.cx.fsync(fh),
+            None => files::commit::fsync(&self.cx, fh),
         }
     }
 
@@ -493,7 +476,7 @@ impl Fs {
     pub(crate) fn getxattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
         match self.lock_ino(ino) {
             Some(ld) => ld.getxattr(&self.cx, caller, ino, name),
-            None => self.cx.getxattr(ino, name),
+            None => files::xattrs::getxattr(&self.cx, ino, name),
         }
     }
 
@@ -501,7 +484,7 @@ impl Fs {
     pub(crate) fn listxattr(&self, ino: u64) -> FsResult<Vec<u8>> {
         match self.lock_ino(ino) {
             Some(ld) => ld.listxattr(&self.cx, ino),
-            None => self.cx.listxattr(ino),
+            None => files::xattrs::listxattr(&self.cx, ino),
         }
     }
 

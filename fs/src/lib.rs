@@ -10,12 +10,13 @@
 //!
 //! 1. parsers and plumbing: `names`, `query`, `mutate`, `schema_file`,
 //!    `output`, `perms`, `errno`, `options`, `counts`, `store`, `pending`,
-//!    `notify`, `pages`, `pool`, `local_locks`, `status`, `reply`, `memory`,
+//!    `notify`, `pool`, `local_locks`, `status`, `reply`, `memory`,
 //!    `write_budget`, `filter_query`, `mock`
 //! 2. `node`: what an inode stands for
-//! 3. `inodes`, `handles`, `cursors`, `plus_hints`, `readahead`
-//! 4. `view` (engine queries) and `attr` (pure attribute functions)
-//! 5. `ctx`: the data path's shared state
+//! 3. the components, each owning its state: `kernel` (inodes,
+//!    invalidation), `open_files` (handles, pages, write budget), `listing`
+//! 4. `view` (the store view component) and `attr` (pure attribute functions)
+//! 5. `ctx`: the components side by side, and what crosses them
 //! 6. operations: `lookup`, `dirs`, `files`, and the lock directory `lockdir`
 //! 7. `fs`: [`Fs`], which routes each request to the data path or `lockdir`
 //! 8. `fuse`: [`FuseFs`], argument conversion and replies, and busy polling
@@ -27,15 +28,14 @@
 mod attr;
 mod counts;
 mod ctx;
-mod cursors;
 mod dirs;
 mod errno;
 mod files;
 mod filter_query;
 mod fs;
 mod fuse;
-mod handles;
-mod inodes;
+mod kernel;
+mod listing;
 mod local_locks;
 mod lockdir;
 mod lookup;
@@ -45,15 +45,13 @@ mod names;
 mod node;
 mod notify;
 mod offsets;
+mod open_files;
 mod options;
 mod output;
-mod pages;
 mod pending;
 mod perms;
-mod plus_hints;
 mod pool;
 mod query;
-mod readahead;
 mod reply;
 mod schema_file;
 mod status;

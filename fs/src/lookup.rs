@@ -3,7 +3,7 @@
 use crate::ctx::Ctx;
 use crate::names::{parse_lenient, parse_strict, parse_version_name, table_name, KeyName};
 use crate::node::{
-    Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+    FamilyAddr, Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
 };
 use crate::options::{Entry, FsResult, Stats};
 use fuser::{Errno, FileAttr};
@@ -24,201 +24,159 @@ pub fn parse_at_name(name: &[u8]) -> Option<u64> {
     (ts.to_string() == s || format!("{ts:016}") == s).then_some(ts)
 }
 
-impl Ctx {
-    /// The node `name` stands for under `parent`, with fresh attributes.
-    /// ENOENT if there is nothing by that name.
-    pub(crate) fn resolve(&self, parent: &Node, name: &[u8]) -> FsResult<(Node, FileAttr)> {
-        let node = self.child_node(parent, name)?;
-        let attr = self.node_attr(&node)?;
-        Ok((node, attr))
-    }
+/// The node `name` stands for under `parent`, with fresh attributes.
+/// ENOENT if there is nothing by that name.
+pub(crate) fn resolve(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<(Node, FileAttr)> {
+    let node = child_node(cx, parent, name)?;
+    let attr = cx.node_attr(&node)?;
+    Ok((node, attr))
+}
 
-    /// The node a name would be (existence of data aside, except where the
-    /// name must be resolved against data: hashed names).
-    pub(crate) fn child_node(&self, parent: &Node, name: &[u8]) -> FsResult<Node> {
-        let n = name;
-        match parent {
-            Node::Root => {
-                if n == STATUS_DIR.as_bytes() {
-                    return Ok(Node::StatusDir);
-                }
-                // lockdir hook
-                if n == crate::node::lock::DIR_NAME.as_bytes() && self.lockdir.is_some() {
-                    return Ok(Node::Lock(crate::node::LockNode::root()));
-                }
-                let t = table_name(n).ok_or(Errno::ENOENT)?;
-                Ok(Node::Table(Name::from(t)))
+/// The node a name would be (existence of data aside, except where the
+/// name must be resolved against data: hashed names).
+pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node> {
+    let n = name;
+    match parent {
+        Node::Root => {
+            if n == STATUS_DIR.as_bytes() {
+                return Ok(Node::StatusDir);
             }
-            Node::StatusDir => StatusFile::from_name(n)
-                .map(Node::Status)
-                .ok_or(Errno::ENOENT),
-            Node::Table(t) => {
-                let t = t.clone();
-                match n {
-                    _ if (n == SCHEMA.as_bytes() || n == MUTATE.as_bytes())
-                        && self.data.pending.is_hidden(&t, &String::from_utf8_lossy(n)) =>
-                    {
-                        Err(Errno::ENOENT)
-                    }
-                    _ if n == SCHEMA.as_bytes() => Ok(Node::Schema(t)),
-                    _ if n == MUTATE.as_bytes() => Ok(Node::Mutate(t)),
-                    _ if n == SCAN.as_bytes() => Ok(Node::ScanDir(t)),
-                    _ if n == AT.as_bytes() => Ok(Node::AtDir(t)),
-                    _ => self.row_node(&t, View::Now, n),
-                }
+            // lockdir hook
+            if n == crate::node::lock::DIR_NAME.as_bytes() && cx.has_lockdir() {
+                return Ok(Node::Lock(crate::node::LockNode::root()));
             }
-            Node::ScanDir(t) => {
-                crate::query::parse(n).map_err(|why| {
-                    self.data.refuse(
-                        &format!("{parent}/{}", String::from_utf8_lossy(n)),
-                        Errno::EINVAL,
-                        &why,
-                    )
-                })?;
-                Ok(Node::Scan {
-                    table: t.clone(),
-                    query: n.to_vec(),
-                })
-            }
-            Node::AtDir(t) => {
-                let ts = parse_at_name(n).ok_or(Errno::ENOENT)?;
-                Ok(Node::AtRoot {
-                    table: t.clone(),
-                    ts,
-                })
-            }
-            Node::AtRoot { table, ts } => self.row_node(table, View::At(*ts), n),
-            Node::Row { table, view, row } => {
-                let f = family_name(n).ok_or(Errno::ENOENT)?;
-                Ok(Node::Family {
-                    table: table.clone(),
-                    view: *view,
-                    row: row.clone(),
-                    family: Name::from(f),
-                })
-            }
-            Node::Family {
-                table,
-                view,
-                row,
-                family,
-            } => {
-                if n == VERSIONS.as_bytes() {
-                    return Ok(Node::VersionsDir {
-                        table: table.clone(),
-                        view: *view,
-                        row: row.clone(),
-                        family: family.clone(),
-                    });
-                }
-                let kn = parse_lenient(n).ok_or(Errno::ENOENT)?;
-                let q = self
-                    .data
-                    .resolve_qualifier(table, *view, row, family, &kn)?
-                    .ok_or(Errno::ENOENT)?;
-                Ok(Node::Cell {
-                    table: table.clone(),
-                    view: *view,
-                    row: row.clone(),
-                    family: family.clone(),
-                    qualifier: q,
-                })
-            }
-            Node::VersionsDir {
-                table,
-                view,
-                row,
-                family,
-            } => {
-                let kn = parse_strict(n).ok_or(Errno::ENOENT)?;
-                let q = self
-                    .data
-                    .resolve_qualifier(table, *view, row, family, &kn)?
-                    .ok_or(Errno::ENOENT)?;
-                Ok(Node::VersionsColumn {
-                    table: table.clone(),
-                    view: *view,
-                    row: row.clone(),
-                    family: family.clone(),
-                    qualifier: q,
-                })
-            }
-            Node::VersionsColumn {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => {
-                let ts = parse_version_name(n).ok_or(Errno::ENOENT)?;
-                Ok(Node::Version {
-                    table: table.clone(),
-                    view: *view,
-                    row: row.clone(),
-                    family: family.clone(),
-                    qualifier: qualifier.clone(),
-                    ts,
-                })
-            }
-            Node::Lock(l) => Ok(Node::Lock(l.child(n)?)),
-            _ => Err(Errno::ENOTDIR),
+            let t = table_name(n).ok_or(Errno::ENOENT)?;
+            Ok(Node::Table(Name::from(t)))
         }
-    }
-
-    /// A row directory's node: strict names only (a directory has one name).
-    fn row_node(&self, table: &str, view: View, name: &[u8]) -> FsResult<Node> {
-        let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
-        let row = match &kn {
-            KeyName::Key(k) => k.clone(),
-            KeyName::Hashed { .. } => self
-                .data
-                .resolve_row(table, view, &kn)?
-                .ok_or(Errno::ENOENT)?,
-        };
-        Ok(Node::Row {
-            table: Name::from(table),
-            view,
-            row: Key::from(row),
-        })
-    }
-
-    /// FUSE `lookup`: resolves and takes a kernel reference.
-    pub fn lookup(&self, parent: u64, name: &[u8]) -> FsResult<Entry> {
-        Stats::add(&self.data.stats.lookups, 1);
-        let p = self.inodes.get(parent).ok_or(Errno::ENOENT)?;
-        let (node, mut attr) = self.resolve(&p, name)?;
-        if let Node::Row { table, .. } = &node {
-            self.plus_hints.entered(table);
+        Node::StatusDir => StatusFile::from_name(n)
+            .map(Node::Status)
+            .ok_or(Errno::ENOENT),
+        Node::Table(t) => {
+            let t = t.clone();
+            match n {
+                _ if (n == SCHEMA.as_bytes() || n == MUTATE.as_bytes())
+                    && cx.data.pending().is_hidden(&t, &String::from_utf8_lossy(n)) =>
+                {
+                    Err(Errno::ENOENT)
+                }
+                _ if n == SCHEMA.as_bytes() => Ok(Node::Schema(t)),
+                _ if n == MUTATE.as_bytes() => Ok(Node::Mutate(t)),
+                _ if n == SCAN.as_bytes() => Ok(Node::ScanDir(t)),
+                _ if n == AT.as_bytes() => Ok(Node::AtDir(t)),
+                _ => row_node(cx, &t, View::Now, n),
+            }
         }
-        attr.ino = fuser::INodeNo(self.register(&node)?);
-        Ok(self.entry(&node, attr))
-    }
-
-    /// Takes a kernel reference on `node`.
-    pub(crate) fn register(&self, node: &Node) -> FsResult<u64> {
-        self.inodes.register(node).map_err(|_| {
-            log::error!("inode number collision for {node}");
-            Errno::EIO
-        })
-    }
-
-    /// FUSE `getattr`.
-    pub fn getattr(&self, ino: u64, fh: Option<u64>) -> FsResult<(FileAttr, std::time::Duration)> {
-        Stats::add(&self.data.stats.getattrs, 1);
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
-        // An open file is described by its handle (it may be uncommitted or unlinked).
-        if let Some(attr) = fh.and_then(|fh| self.handle_attr(fh, &node)) {
-            return Ok((attr, self.attr_ttl(&node)));
+        Node::ScanDir(t) => {
+            crate::query::parse(n).map_err(|why| {
+                cx.data.refuse(
+                    &format!("{parent}/{}", String::from_utf8_lossy(n)),
+                    Errno::EINVAL,
+                    &why,
+                )
+            })?;
+            Ok(Node::Scan {
+                table: t.clone(),
+                query: n.to_vec(),
+            })
         }
-        match self.node_attr(&node) {
-            // fstat of a descriptor whose file was unlinked (the kernel
-            // names no handle in a GETATTR from fstat): its handle answers.
-            Err(e) if e == Errno::ENOENT => self
-                .unlinked_attr(&node)
-                .map(|a| (a, self.attr_ttl(&node)))
-                .ok_or(e),
-            r => Ok((r?, self.attr_ttl(&node))),
+        Node::AtDir(t) => {
+            let ts = parse_at_name(n).ok_or(Errno::ENOENT)?;
+            Ok(Node::AtRoot {
+                table: t.clone(),
+                ts,
+            })
         }
+        Node::AtRoot { table, ts } => row_node(cx, table, View::At(*ts), n),
+        Node::Row { table, view, row } => {
+            let f = family_name(n).ok_or(Errno::ENOENT)?;
+            Ok(Node::Family(FamilyAddr {
+                table: table.clone(),
+                view: *view,
+                row: row.clone(),
+                family: Name::from(f),
+            }))
+        }
+        Node::Family(f) => {
+            if n == VERSIONS.as_bytes() {
+                return Ok(Node::VersionsDir(f.clone()));
+            }
+            let kn = parse_lenient(n).ok_or(Errno::ENOENT)?;
+            let q = cx.data.resolve_qualifier(f, &kn)?.ok_or(Errno::ENOENT)?;
+            Ok(Node::Cell(f.column(q)))
+        }
+        Node::VersionsDir(f) => {
+            let kn = parse_strict(n).ok_or(Errno::ENOENT)?;
+            let q = cx.data.resolve_qualifier(f, &kn)?.ok_or(Errno::ENOENT)?;
+            Ok(Node::VersionsColumn(f.column(q)))
+        }
+        Node::VersionsColumn(c) => {
+            let ts = parse_version_name(n).ok_or(Errno::ENOENT)?;
+            Ok(Node::Version {
+                cell: c.clone(),
+                ts,
+            })
+        }
+        Node::Lock(l) => Ok(Node::Lock(l.child(n)?)),
+        _ => Err(Errno::ENOTDIR),
+    }
+}
+
+/// A row directory's node: strict names only (a directory has one name).
+fn row_node(cx: &Ctx, table: &str, view: View, name: &[u8]) -> FsResult<Node> {
+    let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
+    let row = match &kn {
+        KeyName::Key(k) => k.clone(),
+        KeyName::Hashed { .. } => cx
+            .data
+            .resolve_row(table, view, &kn)?
+            .ok_or(Errno::ENOENT)?,
+    };
+    Ok(Node::Row {
+        table: Name::from(table),
+        view,
+        row: Key::from(row),
+    })
+}
+
+/// FUSE `lookup`: resolves and takes a kernel reference.
+pub(crate) fn lookup(cx: &Ctx, parent: u64, name: &[u8]) -> FsResult<Entry> {
+    Stats::add(&cx.data.stats().lookups, 1);
+    let p = cx.kernel.node(parent)?;
+    let (node, mut attr) = resolve(cx, &p, name)?;
+    if let Node::Row { table, .. } = &node {
+        cx.listing.entered(table);
+    }
+    attr.ino = fuser::INodeNo(register(cx, &node)?);
+    Ok(cx.entry(&node, attr))
+}
+
+/// Takes a kernel reference on `node`.
+pub(crate) fn register(cx: &Ctx, node: &Node) -> FsResult<u64> {
+    cx.kernel.inodes().register(node).map_err(|_| {
+        log::error!("inode number collision for {node}");
+        Errno::EIO
+    })
+}
+
+/// FUSE `getattr`.
+pub(crate) fn getattr(
+    cx: &Ctx,
+    ino: u64,
+    fh: Option<u64>,
+) -> FsResult<(FileAttr, std::time::Duration)> {
+    Stats::add(&cx.data.stats().getattrs, 1);
+    let node = cx.kernel.node(ino)?;
+    // An open file is described by its handle (it may be uncommitted or unlinked).
+    if let Some(attr) = fh.and_then(|fh| crate::files::attrs::handle_attr(cx, fh, &node)) {
+        return Ok((attr, cx.attr_ttl(&node)));
+    }
+    match cx.node_attr(&node) {
+        // fstat of a descriptor whose file was unlinked (the kernel
+        // names no handle in a GETATTR from fstat): its handle answers.
+        Err(e) if e == Errno::ENOENT => crate::files::attrs::unlinked_attr(cx, &node)
+            .map(|a| (a, cx.attr_ttl(&node)))
+            .ok_or(e),
+        r => Ok((r?, cx.attr_ttl(&node))),
     }
 }
 

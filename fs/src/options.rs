@@ -23,7 +23,7 @@ pub struct FsOptions {
     /// family directories (the daemon invalidates them when it changes them).
     pub dir_timeout: Duration,
     /// How long a writer's open waits for readers that hold the cell through
-    /// the page cache to close (see `pages.rs`).
+    /// the page cache to close (see `open_files/pages.rs`).
     pub reader_wait: Duration,
     /// fsync the commit log on every close (not only on fsync).
     pub sync_writes: bool,

@@ -4,7 +4,7 @@
 
 use crate::errno::errno;
 use crate::names::KeyName;
-use crate::node::{Node, View};
+use crate::node::{CellAddr, FamilyAddr, Node, View};
 use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
@@ -26,11 +26,17 @@ pub fn view_range(view: View) -> TimeRange {
     }
 }
 
+/// Whether a cell the engine returned is of column `c` (a column regex
+/// may match more than the one column).
+fn is_of(x: &Cell, c: &CellAddr) -> bool {
+    *x.family == *c.family && x.qualifier == c.qualifier
+}
+
 /// The engine's tables, the pending directories and the error counter.
 pub struct StoreView {
-    pub store: Arc<dyn Store>,
-    pub pending: Pending,
-    pub stats: Stats,
+    store: Arc<dyn Store>,
+    pending: Pending,
+    stats: Stats,
 }
 
 impl StoreView {
@@ -42,26 +48,52 @@ impl StoreView {
         }
     }
 
+    /// The engine (or the tests' store) behind the view.
+    pub fn store(&self) -> &dyn Store {
+        self.store.as_ref()
+    }
+
+    /// Directories made with `mkdir` that hold no cell yet.
+    pub fn pending(&self) -> &Pending {
+        &self.pending
+    }
+
+    /// The mount's operation counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// fsync of a directory: make the commit log durable.
+    pub fn sync(&self) -> FsResult<()> {
+        self.store.sync().map_err(|e| self.fail(&"fsync", &e))
+    }
+
     /// Logs an engine error for `what` and turns it into an errno.
     pub(crate) fn fail(&self, what: &dyn std::fmt::Display, e: &engine::Error) -> Errno {
-        let code = errno(e);
-        Stats::add(&self.stats.errors, 1);
-        if code == Errno::EIO {
-            log::error!("{what}: {e}");
-        } else {
-            log::info!("{what}: {e}");
-        }
-        code
+        self.count_error(what, errno(e), (Errno::EIO, log::Level::Error), e)
     }
 
     /// Logs a refusal made by the filesystem itself.
     pub(crate) fn refuse(&self, what: &dyn std::fmt::Display, code: Errno, why: &str) -> Errno {
+        self.count_error(what, code, (Errno::ENOENT, log::Level::Debug), &why)
+    }
+
+    /// Counts an error answered and logs it: at info level, or at `level`
+    /// when `code` is `special` (an I/O error is loud, a missing name quiet).
+    fn count_error(
+        &self,
+        what: &dyn std::fmt::Display,
+        code: Errno,
+        (special, level): (Errno, log::Level),
+        why: &dyn std::fmt::Display,
+    ) -> Errno {
         Stats::add(&self.stats.errors, 1);
-        if code == Errno::ENOENT {
-            log::debug!("{what}: {why}");
+        let level = if code == special {
+            level
         } else {
-            log::info!("{what}: {why}");
-        }
+            log::Level::Info
+        };
+        log::log!(level, "{what}: {why}");
         code
     }
 
@@ -114,22 +146,18 @@ impl StoreView {
         Ok(!self.read_row(table, row, &spec)?.is_empty())
     }
 
-    pub(crate) fn family_exists(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-    ) -> FsResult<bool> {
-        if view.is_now() && self.pending.has_family(table, row, family) {
+    /// Whether a family has a visible cell in its row (or, live, is a
+    /// pending directory).
+    pub(crate) fn family_exists(&self, f: &FamilyAddr) -> FsResult<bool> {
+        if f.view.is_now() && self.pending.has_family(&f.table, &f.row, &f.family) {
             return Ok(true);
         }
         let spec = ScanSpec {
-            families: Some(vec![family.to_string()]),
+            families: Some(vec![f.family.to_string()]),
             cell_limit: Some(1),
-            ..StoreView::read_spec(view)
+            ..StoreView::read_spec(f.view)
         };
-        Ok(!self.read_row(table, row, &spec)?.is_empty())
+        Ok(!self.read_row(&f.table, &f.row, &spec)?.is_empty())
     }
 
     pub(crate) fn column_spec(
@@ -147,138 +175,102 @@ impl StoreView {
         }
     }
 
-    pub(crate) fn column_exists(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> FsResult<bool> {
-        if view.is_now() {
+    /// Whether a column has a visible version in its view (or, live, is a
+    /// pending `.versions/` directory).
+    pub(crate) fn column_exists(&self, c: &CellAddr) -> FsResult<bool> {
+        if c.view.is_now() {
             // A live cell exists iff it has a newest version: the engine's
             // column read seeks straight to it (Bloom-filtered), where a
             // regex scan of the row would read the whole row.
-            return Ok(self.pending.has_column(table, row, family, qualifier)
-                || self.newest(table, view, row, family, qualifier)?.is_some());
+            return Ok(self
+                .pending
+                .has_column(&c.table, &c.row, &c.family, &c.qualifier)
+                || self.newest(c)?.is_some());
         }
         let spec = ScanSpec {
             cell_limit: Some(1),
-            ..StoreView::column_spec(view, family, qualifier, Some(1))
+            ..StoreView::column_spec(c.view, &c.family, &c.qualifier, Some(1))
         };
         Ok(self
-            .read_row(table, row, &spec)?
+            .read_row(&c.table, &c.row, &spec)?
             .iter()
-            .any(|c| c.family == family && c.qualifier == qualifier))
+            .any(|x| is_of(x, c)))
     }
 
-    /// The newest visible version of a cell in `view`.
-    pub(crate) fn newest(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> FsResult<Option<Cell>> {
-        if view.is_now() {
+    /// The newest visible version of a cell in its view.
+    pub(crate) fn newest(&self, c: &CellAddr) -> FsResult<Option<Cell>> {
+        if c.view.is_now() {
             return self
                 .store
-                .read_cell(table, row, family, qualifier)
+                .read_cell(&c.table, &c.row, &c.family, &c.qualifier)
                 .map_err(|e| match e {
                     engine::Error::TableNotFound(_) | engine::Error::UnknownFamily { .. } => {
                         Errno::ENOENT
                     }
-                    e => self.fail(&format!("read of a cell in {table}"), &e),
+                    e => self.fail(&format!("read of a cell in {}", c.table), &e),
                 });
         }
-        let spec = StoreView::column_spec(view, family, qualifier, Some(1));
+        let spec = StoreView::column_spec(c.view, &c.family, &c.qualifier, Some(1));
         Ok(self
-            .read_row(table, row, &spec)?
+            .read_row(&c.table, &c.row, &spec)?
             .into_iter()
-            .find(|c| c.family == family && c.qualifier == qualifier))
+            .find(|x| is_of(x, c)))
+    }
+
+    /// Whether `c` is a live cell made with `creat` that holds no value yet.
+    pub(crate) fn is_pending_cell(&self, c: &CellAddr) -> bool {
+        c.view.is_now()
+            && self
+                .pending
+                .has_cell(&c.table, &c.row, &c.family, &c.qualifier)
     }
 
     /// The value a cell or version file holds (None for other nodes).
     pub(crate) fn value_of(&self, node: &Node) -> Option<FsResult<Option<Cell>>> {
         Some(match node {
-            Node::Cell {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => self.newest(table, *view, row, family, qualifier),
-            Node::Version {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => self.version(table, *view, row, family, qualifier, *ts),
+            Node::Cell(c) => self.newest(c),
+            Node::Version { cell, ts } => self.version(cell, *ts),
             _ => return None,
         })
     }
 
-    /// One exact version, if visible in `view`.
-    pub(crate) fn version(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-        ts: u64,
-    ) -> FsResult<Option<Cell>> {
-        if view.max_ts().is_some_and(|t| ts > t) {
+    /// One exact version, if visible in the column's view.
+    pub(crate) fn version(&self, c: &CellAddr, ts: u64) -> FsResult<Option<Cell>> {
+        if c.view.max_ts().is_some_and(|t| ts > t) {
             return Ok(None);
         }
         let spec = ScanSpec {
             time_range: TimeRange::exactly(ts),
-            ..StoreView::column_spec(View::Now, family, qualifier, Some(1))
+            ..StoreView::column_spec(View::Now, &c.family, &c.qualifier, Some(1))
         };
         Ok(self
-            .read_row(table, row, &spec)?
+            .read_row(&c.table, &c.row, &spec)?
             .into_iter()
-            .find(|c| c.family == family && c.qualifier == qualifier && c.timestamp == ts))
+            .find(|x| is_of(x, c) && x.timestamp == ts))
     }
 
     /// Every visible version of a column, newest first.
-    pub(crate) fn versions(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> FsResult<Vec<Cell>> {
-        let spec = StoreView::column_spec(view, family, qualifier, None);
+    pub(crate) fn versions(&self, c: &CellAddr) -> FsResult<Vec<Cell>> {
+        let spec = StoreView::column_spec(c.view, &c.family, &c.qualifier, None);
         let mut v: Vec<Cell> = self
-            .read_row(table, row, &spec)?
+            .read_row(&c.table, &c.row, &spec)?
             .into_iter()
-            .filter(|c| c.family == family && c.qualifier == qualifier)
+            .filter(|x| is_of(x, c))
             .collect();
-        v.sort_by_key(|c| std::cmp::Reverse(c.timestamp));
+        v.sort_by_key(|x| std::cmp::Reverse(x.timestamp));
         Ok(v)
     }
 
     /// The newest visible cell of every column of a family in a row.
-    pub(crate) fn family_cells(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-    ) -> FsResult<Vec<Cell>> {
+    pub(crate) fn family_cells(&self, f: &FamilyAddr) -> FsResult<Vec<Cell>> {
         let spec = ScanSpec {
-            families: Some(vec![family.to_string()]),
-            ..StoreView::read_spec(view)
+            families: Some(vec![f.family.to_string()]),
+            ..StoreView::read_spec(f.view)
         };
         Ok(self
-            .read_row(table, row, &spec)?
+            .read_row(&f.table, &f.row, &spec)?
             .into_iter()
-            .filter(|c| c.family == family)
+            .filter(|c| *c.family == *f.family)
             .collect())
     }
 
@@ -297,15 +289,9 @@ impl StoreView {
     }
 
     /// Qualifiers with any visible version in a family of a row.
-    pub(crate) fn family_columns(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
-    ) -> FsResult<BTreeSet<Vec<u8>>> {
+    pub(crate) fn family_columns(&self, f: &FamilyAddr) -> FsResult<BTreeSet<Vec<u8>>> {
         Ok(self
-            .family_cells(table, view, row, family)?
+            .family_cells(f)?
             .into_iter()
             .map(|c| c.qualifier)
             .collect())
@@ -346,23 +332,20 @@ impl StoreView {
     /// Resolves a qualifier name within a family of a row.
     pub(crate) fn resolve_qualifier(
         &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        family: &str,
+        f: &FamilyAddr,
         name: &KeyName,
     ) -> FsResult<Option<Vec<u8>>> {
         match name {
             KeyName::Key(k) => Ok(Some(k.clone())),
             KeyName::Hashed { .. } => {
                 let spec = ScanSpec {
-                    families: Some(vec![family.to_string()]),
-                    time_range: view_range(view),
+                    families: Some(vec![f.family.to_string()]),
+                    time_range: view_range(f.view),
                     max_versions: Some(1),
                     ..Default::default()
                 };
                 Ok(self
-                    .read_row(table, row, &spec)?
+                    .read_row(&f.table, &f.row, &spec)?
                     .into_iter()
                     .map(|c| c.qualifier)
                     .find(|q| name.matches(q)))

@@ -50,7 +50,7 @@ pub struct WriteBudget {
     total: u64,
     used: Mutex<Used>,
     /// Writes refused for a limit (`write_buffer_refusals` in `.bigtable/stats`).
-    pub refusals: AtomicU64,
+    refusals: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -71,6 +71,11 @@ impl WriteBudget {
     }
 
     /// Bytes held now, in total.
+    /// Writes refused for a limit so far.
+    pub fn refusals(&self) -> u64 {
+        self.refusals.load(Ordering::Relaxed)
+    }
+
     pub fn used(&self) -> u64 {
         self.used.lock().total
     }

@@ -1,636 +1,597 @@
 //! `opendir`, `readdir` and `readdirplus`: snapshots of small directories,
 //! streamed rows of tables.
 
-use super::*;
-use crate::cursors::Resume;
-use crate::readahead::Ahead;
+use super::{dir, MAX_ROW_BATCH, ROW_BASE, ROW_BATCH};
+use crate::ctx::Ctx;
+use crate::listing::LAST;
+use crate::listing::{Ahead, Resume};
+use crate::names::{display_name, version_name};
+use crate::node::parent_and_name;
+use crate::node::{FamilyAddr, Key, Name, Node, StatusFile, View, MUTATE, SCHEMA, STATUS_DIR};
+use crate::open_files::handles::Listed;
+use crate::open_files::handles::{DirHandle, Handle};
+use crate::options::{FsResult, Stats};
+use crate::reply::DirOut;
+use engine::{RowFilter, RowRange, ScanSpec};
+use fuser::{Errno, FileType};
+use std::collections::BTreeSet;
 use std::collections::VecDeque;
+use std::ops::Bound;
 
-impl Ctx {
-    /// FUSE `opendir`.
-    pub fn opendir(&self, ino: u64) -> FsResult<u64> {
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
-        if !node.is_dir() {
-            return Err(Errno::ENOTDIR);
-        }
-        Ok(self.handles.insert(Handle::Dir(DirHandle {
-            node: (*node).clone(),
-            snapshot: None,
-            cursors: Default::default(),
-            next_offset: ROW_BASE,
-            prev_batch: ROW_BASE,
-        })))
+/// FUSE `opendir`.
+pub(crate) fn opendir(cx: &Ctx, ino: u64) -> FsResult<u64> {
+    let node = cx.kernel.node(ino)?;
+    if !node.is_dir() {
+        return Err(Errno::ENOTDIR);
     }
+    Ok(cx.open.handles().insert(Handle::Dir(DirHandle {
+        node: (*node).clone(),
+        snapshot: None,
+        cursors: Default::default(),
+        next_offset: ROW_BASE,
+        prev_batch: ROW_BASE,
+    })))
+}
 
-    /// FUSE `releasedir`.
-    pub fn releasedir(&self, fh: u64) {
-        self.handles.remove(fh);
-    }
+/// FUSE `releasedir`.
+pub(crate) fn releasedir(cx: &Ctx, fh: u64) {
+    cx.open.handles().remove(fh);
+}
 
-    /// The entries of a small directory (everything but a table's rows).
-    pub(super) fn list_small(&self, node: &Node) -> FsResult<Vec<Listed>> {
-        let mut out = Vec::new();
-        match node {
-            Node::Root => {
-                out.push(dir(STATUS_DIR.into(), Node::StatusDir));
-                // lockdir hook
-                if self.lockdir.is_some() {
-                    out.push(dir(
-                        crate::node::lock::DIR_NAME.into(),
-                        Node::Lock(crate::node::LockNode::root()),
-                    ));
-                }
-                let mut tables = self.data.store.list_tables();
-                tables.sort();
-                out.extend(
-                    tables
-                        .into_iter()
-                        .map(|t| dir(t.clone().into_bytes(), Node::Table(Name::from(t)))),
-                );
+/// The entries of a small directory (everything but a table's rows).
+pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
+    let mut out = Vec::new();
+    match node {
+        Node::Root => {
+            out.push(dir(STATUS_DIR.into(), Node::StatusDir, None));
+            // lockdir hook
+            if cx.has_lockdir() {
+                out.push(dir(
+                    crate::node::lock::DIR_NAME.into(),
+                    Node::Lock(crate::node::LockNode::root()),
+                    None,
+                ));
             }
-            Node::StatusDir => {
-                for f in StatusFile::ALL {
-                    out.push(Listed {
-                        name: f.name().into(),
-                        node: Node::Status(f),
-                        kind: FileType::RegularFile,
-                        attr: None,
-                        version: None,
-                    });
-                }
-            }
-            Node::ScanDir(_) | Node::AtDir(_) => {}
-            Node::Row { table, view, row } => {
-                self.plus_hints.entered(table);
-                let schema = self.data.schema(table)?;
-                let mut fams = self.data.row_families(table, *view, row)?;
-                if view.is_now() {
-                    fams.extend(self.data.pending.families_of(table, row));
-                }
-                for f in fams.into_iter().filter(|f| schema.families.contains_key(f)) {
-                    let node = Node::Family {
-                        table: table.clone(),
-                        view: *view,
-                        row: row.clone(),
-                        family: Name::from(f.as_str()),
-                    };
-                    let fs = &schema.families[&f];
-                    let attr = self.dir_attr(self.ino_of(&node), fs.mode, fs.owner, fs.group);
-                    out.push(Listed {
-                        name: f.into_bytes(),
-                        node,
-                        kind: FileType::Directory,
-                        attr: Some(attr),
-                        version: None,
-                    });
-                }
-            }
-            Node::Family {
-                table,
-                view,
-                row,
-                family,
-            } => {
-                let fam = self.data.family_schema(table, family)?;
-                let mut cells = self.data.family_cells(table, *view, row, family)?;
-                let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
-                let mut created = Vec::new();
-                if view.is_now() {
-                    created = self.data.pending.cells_of(table, row, family);
-                    created.retain(|q| !have.contains(q));
-                }
-                let mut entries: Vec<(Vec<u8>, Option<engine::Cell>)> = cells
-                    .drain(..)
-                    .map(|c| (c.qualifier.clone(), Some(c)))
-                    .collect();
-                entries.extend(created.into_iter().map(|q| (q, None)));
-                entries.sort_by(|a, b| a.0.cmp(&b.0));
-                for (q, cell) in entries {
-                    let node = Node::Cell {
-                        table: table.clone(),
-                        view: *view,
-                        row: row.clone(),
-                        family: family.clone(),
-                        qualifier: q.clone(),
-                    };
-                    let attr = self.value_attr(self.ino_of(&node), &fam, cell.as_ref());
-                    out.push(Listed {
-                        name: display_name(&q),
-                        node,
-                        kind: FileType::RegularFile,
-                        attr: Some(attr),
-                        version: cell.map(|c| (c.value.len() as u64, c.timestamp)),
-                    });
-                }
-            }
-            Node::VersionsDir {
-                table,
-                view,
-                row,
-                family,
-            } => {
-                let fam = self.data.family_schema(table, family)?;
-                let mut cols = self.data.family_columns(table, *view, row, family)?;
-                if view.is_now() {
-                    cols.extend(self.data.pending.columns_of(table, row, family));
-                }
-                for q in cols {
-                    let node = Node::VersionsColumn {
-                        table: table.clone(),
-                        view: *view,
-                        row: row.clone(),
-                        family: family.clone(),
-                        qualifier: q.clone(),
-                    };
-                    let attr = self.dir_attr(self.ino_of(&node), fam.mode, fam.owner, fam.group);
-                    out.push(Listed {
-                        name: display_name(&q),
-                        node,
-                        kind: FileType::Directory,
-                        attr: Some(attr),
-                        version: None,
-                    });
-                }
-            }
-            Node::VersionsColumn {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => {
-                let fam = self.data.family_schema(table, family)?;
-                let mut versions = self.data.versions(table, *view, row, family, qualifier)?;
-                versions.reverse(); // oldest first, as ls sorts them
-                for c in versions {
-                    let node = Node::Version {
-                        table: table.clone(),
-                        view: *view,
-                        row: row.clone(),
-                        family: family.clone(),
-                        qualifier: qualifier.clone(),
-                        ts: c.timestamp,
-                    };
-                    let attr = self.value_attr(self.ino_of(&node), &fam, Some(&c));
-                    out.push(Listed {
-                        name: version_name(c.timestamp).into_bytes(),
-                        node,
-                        kind: FileType::RegularFile,
-                        attr: Some(attr),
-                        version: Some((c.value.len() as u64, c.timestamp)),
-                    });
-                }
-            }
-            _ => return Err(Errno::ENOTDIR),
+            let mut tables = cx.data.store().list_tables();
+            tables.sort();
+            out.extend(
+                tables
+                    .into_iter()
+                    .map(|t| dir(t.clone().into_bytes(), Node::Table(Name::from(t)), None)),
+            );
         }
-        Ok(out)
-    }
-
-    /// Up to `limit` rows after `after`, from the store and (live view) the
-    /// pending directories, merged in key order.
-    pub(super) fn row_batch(
-        &self,
-        table: &str,
-        view: View,
-        after: Option<&[u8]>,
-        limit: u64,
-    ) -> FsResult<Vec<Vec<u8>>> {
-        let spec = ScanSpec {
-            rows: RowRange {
-                start: after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_vec())),
-                end: Bound::Unbounded,
-            },
-            time_range: crate::view::view_range(view),
-            max_versions: Some(1),
-            row_limit: Some(limit),
-            // A row's name is all a listing needs: one cell, no value.
-            filter: Some(RowFilter::Chain(vec![
-                RowFilter::CellsPerRowLimit(1),
-                RowFilter::StripValue,
-            ])),
-            ..Default::default()
-        };
-        let what = format!("listing of {table}");
-        let mut stream = self
-            .data
-            .store
-            .scan(table, spec)
-            .map_err(|e| self.data.fail(&what, &e))?;
-        // In key order, as the scan returns them.
-        let mut rows = Vec::new();
-        while let Some((row, _)) = stream.next_row().map_err(|e| self.data.fail(&what, &e))? {
-            rows.push(row);
-        }
-        if view.is_now() {
-            let pending = self.data.pending.rows_after(table, after, limit as usize);
-            if !pending.is_empty() {
-                rows.extend(pending);
-                rows.sort_unstable();
-                rows.dedup();
-            }
-        }
-        rows.truncate(limit as usize);
-        Ok(rows)
-    }
-
-    /// FUSE `readdir`/`readdirplus`. `add` returns true when the reply is full
-    /// (the entry was not taken).
-    pub fn readdir(
-        &self,
-        fh: u64,
-        offset: u64,
-        plus: bool,
-        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-    ) -> FsResult<()> {
-        Stats::add(&self.data.stats.readdirs, 1);
-        let h = self.handles.get(fh).ok_or(Errno::EBADF)?;
-        let mut g = h.lock();
-        let Handle::Dir(d) = &mut *g else {
-            return Err(Errno::EBADF);
-        };
-        let node = d.node.clone();
-        if !self.emit_dots(&node, offset, plus, add) {
-            return Ok(());
-        }
-        match &node {
-            Node::Table(t) => {
-                let t = t.clone();
-                self.readdir_rows(d, &t, View::Now, true, offset, plus, add)
-            }
-            Node::AtRoot { table, ts } => {
-                let t = table.clone();
-                self.readdir_rows(d, &t, View::At(*ts), false, offset, plus, add)
-            }
-            _ => {
-                if offset <= 2 || d.snapshot.is_none() {
-                    d.snapshot = Some(self.list_small(&node)?);
-                }
-                let entries = d.snapshot.as_deref().unwrap_or_default();
-                for (i, e) in entries.iter().enumerate() {
-                    let off = i as u64 + 3;
-                    if off <= offset {
-                        continue;
-                    }
-                    if !self.emit(e, off, plus, add)? {
-                        return Ok(());
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// Sends "." and ".." (offsets 1 and 2) where `offset` is before them;
-    /// false when the reply is full. The kernel ignores the attributes of
-    /// these two in a readdirplus reply, so they cost no store read.
-    fn emit_dots(
-        &self,
-        node: &Node,
-        offset: u64,
-        plus: bool,
-        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-    ) -> bool {
-        let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
-        for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
-            if offset < off {
-                let attr = plus.then(|| self.dir_attr(self.ino_of(n), 0o755, 0, 0));
-                if add(&DirOut {
-                    ino: self.ino_of(n),
-                    offset: off,
-                    kind: FileType::Directory,
-                    name,
-                    attr,
-                    ttl: self.entry_ttl(n),
-                }) {
-                    return false;
-                }
-            }
-        }
-        true
-    }
-
-    /// FUSE `readdir`/`readdirplus` of a directory that was not opened (the
-    /// kernel sends no OPENDIR when we decline it): the place in the
-    /// listing comes from the offset (see [`crate::cursors`]).
-    pub fn readdir_unopened(
-        &self,
-        ino: u64,
-        offset: u64,
-        plus: bool,
-        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-    ) -> FsResult<()> {
-        if offset & LAST != 0 {
-            return Ok(());
-        }
-        Stats::add(&self.data.stats.readdirs, 1);
-        let node = self.inodes.get(ino).ok_or(Errno::ENOENT)?;
-        if !node.is_dir() {
-            return Err(Errno::ENOTDIR);
-        }
-        let resume = self.cursors.resume(ino, offset);
-        if !self.emit_dots(&node, offset, plus, add) {
-            return Ok(());
-        }
-        match &*node {
-            Node::Table(t) => {
-                self.rows_unopened(ino, t, View::Now, true, offset, resume, plus, add)
-            }
-            Node::AtRoot { table, ts } => {
-                self.rows_unopened(ino, table, View::At(*ts), false, offset, resume, plus, add)
-            }
-            _ => {
-                let entries = self.list_small(&node)?;
-                let start = match resume {
-                    None => 0,
-                    // After the entry named; if it went away, after where it would sort.
-                    Some(Resume {
-                        name: Some(name), ..
-                    }) => entries
-                        .iter()
-                        .position(|e| e.name == name)
-                        .map(|p| p + 1)
-                        .or_else(|| entries.iter().position(|e| e.name > name))
-                        .unwrap_or(entries.len()),
-                    // A forgotten offset: after the entry with its number.
-                    Some(Resume {
-                        ordinal,
-                        name: None,
-                    }) => usize::try_from(ordinal)
-                        .map_or(entries.len(), |o| o.saturating_add(1).min(entries.len())),
-                };
-                let n = entries.len();
-                for (i, e) in entries.iter().enumerate().skip(start) {
-                    let off = self.cursors.place(ino, i as u64, &e.name, i + 1 == n);
-                    if !self.emit(e, off, plus, add)? {
-                        return Ok(());
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    /// A table's rows for [`Self::readdir_unopened`]: after the fixed
-    /// entries, rows after `after` in key order, fetched about a reply at a time.
-    #[allow(clippy::too_many_arguments)]
-    fn rows_unopened(
-        &self,
-        ino: u64,
-        table: &str,
-        view: View,
-        specials: bool,
-        offset: u64,
-        resume: Option<Resume>,
-        plus: bool,
-        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-    ) -> FsResult<()> {
-        // The row to go on after, and the number of the next one.
-        let (mut after, mut next) = match resume {
-            None => (None, 0),
-            Some(Resume {
-                ordinal,
-                name: Some(name),
-            }) => (Some(name), ordinal + 1),
-            Some(Resume {
-                ordinal,
-                name: None,
-            }) => {
-                log::info!(
-                    "listing of {table}: the offset of row {ordinal} was forgotten; counting rows from the start"
-                );
-                match self.nth_row(table, view, ordinal)? {
-                    Some(row) => (Some(row), ordinal + 1),
-                    // Fewer rows now than when it was listed: nothing follows.
-                    None => return Ok(()),
-                }
-            }
-        };
-        if after.is_none() && specials && !self.emit_specials(table, offset, plus, add)? {
-            return Ok(());
-        }
-        // One shared name for every row node of the listing.
-        let table_name = Name::from(table);
-        let plus = plus && self.plus_hints.reply_plus(&table_name, after.is_none());
-        let schema = if plus {
-            Some(self.data.schema(table)?)
-        } else {
-            None
-        };
-        let mut limit = ROW_BATCH;
-        let mut ahead = match after {
-            Some(_) => self.readahead.take(ino, next),
-            None => None,
-        };
-        // The last row sent; copied into `after` only when a scan needs it.
-        let mut last: Option<Key> = None;
-        loop {
-            let (mut rows, exhausted) = match ahead.take() {
-                Some(a) => (a.rows, a.exhausted),
-                None => {
-                    if let Some(k) = last.take() {
-                        after = Some(k.to_vec());
-                    }
-                    let rows = self.row_batch(table, view, after.as_deref(), limit)?;
-                    let exhausted = (rows.len() as u64) < limit;
-                    limit = (limit * 4).min(MAX_ROW_BATCH);
-                    (VecDeque::from(rows), exhausted)
-                }
-            };
-            while let Some(row) = rows.pop_front() {
-                let off = self
-                    .cursors
-                    .place(ino, next, &row, exhausted && rows.is_empty());
-                let node = Node::Row {
-                    table: table_name.clone(),
-                    view,
-                    row: Key::from(row),
-                };
-                let attr = schema
-                    .as_ref()
-                    .map(|s| self.dir_attr(self.ino_of(&node), s.mode, s.owner, s.group));
-                let e = Listed {
-                    name: display_name(node.row().unwrap_or_default()),
-                    node,
-                    kind: FileType::Directory,
-                    attr,
+        Node::StatusDir => {
+            for f in StatusFile::ALL {
+                out.push(Listed {
+                    name: f.name().into(),
+                    node: Node::Status(f),
+                    kind: FileType::RegularFile,
+                    attr: None,
                     version: None,
+                });
+            }
+        }
+        Node::ScanDir(_) | Node::AtDir(_) => {}
+        Node::Row { table, view, row } => {
+            cx.listing.entered(table);
+            let schema = cx.data.schema(table)?;
+            let mut fams = cx.data.row_families(table, *view, row)?;
+            if view.is_now() {
+                fams.extend(cx.data.pending().families_of(table, row));
+            }
+            for f in fams.into_iter().filter(|f| schema.families.contains_key(f)) {
+                let node = Node::Family(FamilyAddr {
+                    table: table.clone(),
+                    view: *view,
+                    row: row.clone(),
+                    family: Name::from(f.as_str()),
+                });
+                let fs = &schema.families[&f];
+                let attr = cx.dir_attr(cx.kernel.ino_of(&node), fs.mode, fs.owner, fs.group);
+                out.push(dir(f.into_bytes(), node, Some(attr)));
+            }
+        }
+        Node::Family(f) => {
+            let fam = cx.data.family_schema(&f.table, &f.family)?;
+            let mut cells = cx.data.family_cells(f)?;
+            let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
+            let mut created = Vec::new();
+            if f.view.is_now() {
+                created = cx.data.pending().cells_of(&f.table, &f.row, &f.family);
+                created.retain(|q| !have.contains(q));
+            }
+            let mut entries: Vec<(Vec<u8>, Option<engine::Cell>)> = cells
+                .drain(..)
+                .map(|c| (c.qualifier.clone(), Some(c)))
+                .collect();
+            entries.extend(created.into_iter().map(|q| (q, None)));
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            for (q, cell) in entries {
+                let node = Node::Cell(f.column(q.clone()));
+                let attr = cx.value_attr(cx.kernel.ino_of(&node), &fam, cell.as_ref());
+                out.push(Listed {
+                    name: display_name(&q),
+                    node,
+                    kind: FileType::RegularFile,
+                    attr: Some(attr),
+                    version: cell.map(|c| (c.value.len() as u64, c.timestamp)),
+                });
+            }
+        }
+        Node::VersionsDir(f) => {
+            let fam = cx.data.family_schema(&f.table, &f.family)?;
+            let mut cols = cx.data.family_columns(f)?;
+            if f.view.is_now() {
+                cols.extend(cx.data.pending().columns_of(&f.table, &f.row, &f.family));
+            }
+            for q in cols {
+                let node = Node::VersionsColumn(f.column(q.clone()));
+                let attr = cx.dir_attr(cx.kernel.ino_of(&node), fam.mode, fam.owner, fam.group);
+                out.push(dir(display_name(&q), node, Some(attr)));
+            }
+        }
+        Node::VersionsColumn(col) => {
+            let fam = cx.data.family_schema(&col.table, &col.family)?;
+            let mut versions = cx.data.versions(col)?;
+            versions.reverse(); // oldest first, as ls sorts them
+            for c in versions {
+                let node = Node::Version {
+                    cell: col.clone(),
+                    ts: c.timestamp,
                 };
-                if !self.emit(&e, off, plus, add)? {
-                    // The reply is full: this row and the rest wait for the next.
-                    if let Node::Row { row, .. } = e.node {
-                        rows.push_front(row.to_vec());
-                    }
-                    self.readahead.put(ino, Ahead::new(next, rows, exhausted));
+                let attr = cx.value_attr(cx.kernel.ino_of(&node), &fam, Some(&c));
+                out.push(Listed {
+                    name: version_name(c.timestamp).into_bytes(),
+                    node,
+                    kind: FileType::RegularFile,
+                    attr: Some(attr),
+                    version: Some((c.value.len() as u64, c.timestamp)),
+                });
+            }
+        }
+        _ => return Err(Errno::ENOTDIR),
+    }
+    Ok(out)
+}
+
+/// Up to `limit` rows after `after`, from the store and (live view) the
+/// pending directories, merged in key order.
+pub(super) fn row_batch(
+    cx: &Ctx,
+    table: &str,
+    view: View,
+    after: Option<&[u8]>,
+    limit: u64,
+) -> FsResult<Vec<Vec<u8>>> {
+    let spec = ScanSpec {
+        rows: RowRange {
+            start: after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_vec())),
+            end: Bound::Unbounded,
+        },
+        time_range: crate::view::view_range(view),
+        max_versions: Some(1),
+        row_limit: Some(limit),
+        // A row's name is all a listing needs: one cell, no value.
+        filter: Some(RowFilter::Chain(vec![
+            RowFilter::CellsPerRowLimit(1),
+            RowFilter::StripValue,
+        ])),
+        ..Default::default()
+    };
+    let what = format!("listing of {table}");
+    let mut stream = cx
+        .data
+        .store()
+        .scan(table, spec)
+        .map_err(|e| cx.data.fail(&what, &e))?;
+    // In key order, as the scan returns them.
+    let mut rows = Vec::new();
+    while let Some((row, _)) = stream.next_row().map_err(|e| cx.data.fail(&what, &e))? {
+        rows.push(row);
+    }
+    if view.is_now() {
+        let pending = cx.data.pending().rows_after(table, after, limit as usize);
+        if !pending.is_empty() {
+            rows.extend(pending);
+            rows.sort_unstable();
+            rows.dedup();
+        }
+    }
+    rows.truncate(limit as usize);
+    Ok(rows)
+}
+
+/// FUSE `readdir`/`readdirplus`. `add` returns true when the reply is full
+/// (the entry was not taken).
+pub(crate) fn readdir(
+    cx: &Ctx,
+    fh: u64,
+    offset: u64,
+    plus: bool,
+    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+) -> FsResult<()> {
+    Stats::add(&cx.data.stats().readdirs, 1);
+    let h = cx.open.handles().get(fh).ok_or(Errno::EBADF)?;
+    let mut g = h.lock();
+    let Handle::Dir(d) = &mut *g else {
+        return Err(Errno::EBADF);
+    };
+    let node = d.node.clone();
+    if !emit_dots(cx, &node, offset, plus, add) {
+        return Ok(());
+    }
+    match &node {
+        Node::Table(t) => {
+            let t = t.clone();
+            readdir_rows(cx, d, &t, View::Now, true, offset, plus, add)
+        }
+        Node::AtRoot { table, ts } => {
+            let t = table.clone();
+            readdir_rows(cx, d, &t, View::At(*ts), false, offset, plus, add)
+        }
+        _ => {
+            if offset <= 2 || d.snapshot.is_none() {
+                d.snapshot = Some(list_small(cx, &node)?);
+            }
+            let entries = d.snapshot.as_deref().unwrap_or_default();
+            for (i, e) in entries.iter().enumerate() {
+                let off = i as u64 + 3;
+                if off <= offset {
+                    continue;
+                }
+                if !emit(cx, e, off, plus, add)? {
                     return Ok(());
                 }
-                next += 1;
-                if let Node::Row { row, .. } = e.node {
-                    last = Some(row);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Sends "." and ".." (offsets 1 and 2) where `offset` is before them;
+/// false when the reply is full. The kernel ignores the attributes of
+/// these two in a readdirplus reply, so they cost no store read.
+fn emit_dots(
+    cx: &Ctx,
+    node: &Node,
+    offset: u64,
+    plus: bool,
+    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+) -> bool {
+    let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
+    for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
+        if offset < off {
+            let attr = plus.then(|| cx.dir_attr(cx.kernel.ino_of(n), 0o755, 0, 0));
+            if add(&DirOut {
+                ino: cx.kernel.ino_of(n),
+                offset: off,
+                kind: FileType::Directory,
+                name,
+                attr,
+                ttl: cx.entry_ttl(n),
+            }) {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// FUSE `readdir`/`readdirplus` of a directory that was not opened (the
+/// kernel sends no OPENDIR when we decline it): the place in the
+/// listing comes from the offset (see [`crate::listing`]).
+pub(crate) fn readdir_unopened(
+    cx: &Ctx,
+    ino: u64,
+    offset: u64,
+    plus: bool,
+    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+) -> FsResult<()> {
+    if offset & LAST != 0 {
+        return Ok(());
+    }
+    Stats::add(&cx.data.stats().readdirs, 1);
+    let node = cx.kernel.node(ino)?;
+    if !node.is_dir() {
+        return Err(Errno::ENOTDIR);
+    }
+    let resume = cx.listing.resume(ino, offset);
+    if !emit_dots(cx, &node, offset, plus, add) {
+        return Ok(());
+    }
+    match &*node {
+        Node::Table(t) => rows_unopened(cx, ino, t, View::Now, true, offset, resume, plus, add),
+        Node::AtRoot { table, ts } => rows_unopened(
+            cx,
+            ino,
+            table,
+            View::At(*ts),
+            false,
+            offset,
+            resume,
+            plus,
+            add,
+        ),
+        _ => {
+            let entries = list_small(cx, &node)?;
+            let start = match resume {
+                None => 0,
+                // After the entry named; if it went away, after where it would sort.
+                Some(Resume {
+                    name: Some(name), ..
+                }) => entries
+                    .iter()
+                    .position(|e| e.name == name)
+                    .map(|p| p + 1)
+                    .or_else(|| entries.iter().position(|e| e.name > name))
+                    .unwrap_or(entries.len()),
+                // A forgotten offset: after the entry with its number.
+                Some(Resume {
+                    ordinal,
+                    name: None,
+                }) => usize::try_from(ordinal)
+                    .map_or(entries.len(), |o| o.saturating_add(1).min(entries.len())),
+            };
+            let n = entries.len();
+            for (i, e) in entries.iter().enumerate().skip(start) {
+                let off = cx.listing.place(ino, i as u64, &e.name, i + 1 == n);
+                if !emit(cx, e, off, plus, add)? {
+                    return Ok(());
                 }
             }
-            if exhausted {
+            Ok(())
+        }
+    }
+}
+
+/// A table's rows for [`readdir_unopened`]: after the fixed
+/// entries, rows after `after` in key order, fetched about a reply at a time.
+#[allow(clippy::too_many_arguments)]
+fn rows_unopened(
+    cx: &Ctx,
+    ino: u64,
+    table: &str,
+    view: View,
+    specials: bool,
+    offset: u64,
+    resume: Option<Resume>,
+    plus: bool,
+    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+) -> FsResult<()> {
+    // The row to go on after, and the number of the next one.
+    let (mut after, mut next) = match resume {
+        None => (None, 0),
+        Some(Resume {
+            ordinal,
+            name: Some(name),
+        }) => (Some(name), ordinal + 1),
+        Some(Resume {
+            ordinal,
+            name: None,
+        }) => {
+            log::info!(
+                "listing of {table}: the offset of row {ordinal} was forgotten; counting rows from the start"
+            );
+            match nth_row(cx, table, view, ordinal)? {
+                Some(row) => (Some(row), ordinal + 1),
+                // Fewer rows now than when it was listed: nothing follows.
+                None => return Ok(()),
+            }
+        }
+    };
+    if after.is_none() && specials && !emit_specials(cx, table, offset, plus, add)? {
+        return Ok(());
+    }
+    // One shared name for every row node of the listing.
+    let table_name = Name::from(table);
+    let plus = plus && cx.listing.reply_plus(&table_name, after.is_none());
+    let schema = if plus {
+        Some(cx.data.schema(table)?)
+    } else {
+        None
+    };
+    let mut limit = ROW_BATCH;
+    let mut ahead = match after {
+        Some(_) => cx.listing.take_ahead(ino, next),
+        None => None,
+    };
+    // The last row sent; copied into `after` only when a scan needs it.
+    let mut last: Option<Key> = None;
+    loop {
+        let (mut rows, exhausted) = match ahead.take() {
+            Some(a) => (a.rows, a.exhausted),
+            None => {
+                if let Some(k) = last.take() {
+                    after = Some(k.to_vec());
+                }
+                let rows = row_batch(cx, table, view, after.as_deref(), limit)?;
+                let exhausted = (rows.len() as u64) < limit;
+                limit = (limit * 4).min(MAX_ROW_BATCH);
+                (VecDeque::from(rows), exhausted)
+            }
+        };
+        while let Some(row) = rows.pop_front() {
+            let off = cx
+                .listing
+                .place(ino, next, &row, exhausted && rows.is_empty());
+            let node = Node::Row {
+                table: table_name.clone(),
+                view,
+                row: Key::from(row),
+            };
+            let attr = schema
+                .as_ref()
+                .map(|s| cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group));
+            let e = dir(display_name(node.row().unwrap_or_default()), node, attr);
+            if !emit(cx, &e, off, plus, add)? {
+                // The reply is full: this row and the rest wait for the next.
+                if let Node::Row { row, .. } = e.node {
+                    rows.push_front(row.to_vec());
+                }
+                cx.listing.put_ahead(ino, Ahead::new(next, rows, exhausted));
                 return Ok(());
             }
-        }
-    }
-
-    /// Row number `ordinal` (from 0) of a table's listing, counted from the
-    /// start; `None` if it has fewer rows.
-    fn nth_row(&self, table: &str, view: View, ordinal: u64) -> FsResult<Option<Vec<u8>>> {
-        let mut after: Option<Vec<u8>> = None;
-        let mut left = ordinal + 1;
-        while left > 0 {
-            let rows = self.row_batch(table, view, after.as_deref(), left.min(4096))?;
-            let Some(last) = rows.last() else {
-                return Ok(None);
-            };
-            left -= rows.len() as u64;
-            after = Some(last.clone());
-        }
-        Ok(after)
-    }
-
-    /// A table's `.schema` and `.mutate` (offsets 3 and 4) where `offset`
-    /// is before them; false when the reply is full.
-    fn emit_specials(
-        &self,
-        table: &str,
-        offset: u64,
-        plus: bool,
-        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-    ) -> FsResult<bool> {
-        for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
-            let off = i as u64 + 3;
-            if off <= offset || self.data.pending.is_hidden(table, name) {
-                continue;
-            }
-            let node = if i == 0 {
-                Node::Schema(table.into())
-            } else {
-                Node::Mutate(table.into())
-            };
-            let e = Listed {
-                name: name.as_bytes().to_vec(),
-                node,
-                kind: FileType::RegularFile,
-                attr: None,
-                version: None,
-            };
-            if !self.emit(&e, off, plus, add)? {
-                return Ok(false);
+            next += 1;
+            if let Node::Row { row, .. } = e.node {
+                last = Some(row);
             }
         }
-        Ok(true)
+        if exhausted {
+            return Ok(());
+        }
     }
+}
 
-    /// Sends one entry; false when the reply is full.
-    pub(super) fn emit(
-        &self,
-        e: &Listed,
-        off: u64,
-        plus: bool,
-        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-    ) -> FsResult<bool> {
-        let attr = if plus {
-            match e.attr {
-                Some(a) => Some(a),
-                None => match self.node_attr(&e.node) {
-                    Ok(a) => Some(a),
-                    // Gone since it was listed: skip it.
-                    Err(Errno::ENOENT) => return Ok(true),
-                    Err(err) => return Err(err),
-                },
-            }
-        } else {
-            None
+/// Row number `ordinal` (from 0) of a table's listing, counted from the
+/// start; `None` if it has fewer rows.
+fn nth_row(cx: &Ctx, table: &str, view: View, ordinal: u64) -> FsResult<Option<Vec<u8>>> {
+    let mut after: Option<Vec<u8>> = None;
+    let mut left = ordinal + 1;
+    while left > 0 {
+        let rows = row_batch(cx, table, view, after.as_deref(), left.min(4096))?;
+        let Some(last) = rows.last() else {
+            return Ok(None);
         };
-        if add(&DirOut {
-            ino: self.ino_of(&e.node),
-            offset: off,
-            kind: e.kind,
-            name: &e.name,
-            attr,
-            ttl: self.entry_ttl(&e.node),
-        }) {
+        left -= rows.len() as u64;
+        after = Some(last.clone());
+    }
+    Ok(after)
+}
+
+/// A table's `.schema` and `.mutate` (offsets 3 and 4) where `offset`
+/// is before them; false when the reply is full.
+fn emit_specials(
+    cx: &Ctx,
+    table: &str,
+    offset: u64,
+    plus: bool,
+    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+) -> FsResult<bool> {
+    for (i, name) in [SCHEMA, MUTATE].iter().enumerate() {
+        let off = i as u64 + 3;
+        if off <= offset || cx.data.pending().is_hidden(table, name) {
+            continue;
+        }
+        let node = if i == 0 {
+            Node::Schema(table.into())
+        } else {
+            Node::Mutate(table.into())
+        };
+        let e = Listed {
+            name: name.as_bytes().to_vec(),
+            node,
+            kind: FileType::RegularFile,
+            attr: None,
+            version: None,
+        };
+        if !emit(cx, &e, off, plus, add)? {
             return Ok(false);
         }
-        if plus {
-            // readdirplus entries count as lookups.
-            let ino = self.register(&e.node)?;
-            if let Some((size, ts)) = e.version {
-                self.inodes.set_reported(ino, size, ts);
-            }
-        }
-        Ok(true)
     }
+    Ok(true)
+}
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn readdir_rows(
-        &self,
-        d: &mut DirHandle,
-        table: &str,
-        view: View,
-        specials: bool,
-        offset: u64,
-        plus: bool,
-        add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-    ) -> FsResult<()> {
-        let mut after: Option<Vec<u8>> = None;
-        if offset < ROW_BASE {
-            if specials && !self.emit_specials(table, offset, plus, add)? {
-                return Ok(());
-            }
-        } else {
-            match d.cursors.get(&offset) {
-                Some(k) => after = Some(k.clone()),
-                None => {
-                    log::info!("readdir of {table}: offset {offset} is no longer known");
-                    return Err(Errno::EINVAL);
-                }
+/// Sends one entry; false when the reply is full.
+pub(super) fn emit(
+    cx: &Ctx,
+    e: &Listed,
+    off: u64,
+    plus: bool,
+    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+) -> FsResult<bool> {
+    let attr = if plus {
+        match e.attr {
+            Some(a) => Some(a),
+            None => match cx.node_attr(&e.node) {
+                Ok(a) => Some(a),
+                // Gone since it was listed: skip it.
+                Err(Errno::ENOENT) => return Ok(true),
+                Err(err) => return Err(err),
+            },
+        }
+    } else {
+        None
+    };
+    if add(&DirOut {
+        ino: cx.kernel.ino_of(&e.node),
+        offset: off,
+        kind: e.kind,
+        name: &e.name,
+        attr,
+        ttl: cx.entry_ttl(&e.node),
+    }) {
+        return Ok(false);
+    }
+    if plus {
+        // readdirplus entries count as lookups.
+        let ino = crate::lookup::register(cx, &e.node)?;
+        if let Some((size, ts)) = e.version {
+            cx.kernel.inodes().set_reported(ino, size, ts);
+        }
+    }
+    Ok(true)
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(super) fn readdir_rows(
+    cx: &Ctx,
+    d: &mut DirHandle,
+    table: &str,
+    view: View,
+    specials: bool,
+    offset: u64,
+    plus: bool,
+    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+) -> FsResult<()> {
+    let mut after: Option<Vec<u8>> = None;
+    if offset < ROW_BASE {
+        if specials && !emit_specials(cx, table, offset, plus, add)? {
+            return Ok(());
+        }
+    } else {
+        match d.cursors.get(&offset) {
+            Some(k) => after = Some(k.clone()),
+            None => {
+                log::info!("readdir of {table}: offset {offset} is no longer known");
+                return Err(Errno::EINVAL);
             }
         }
-        // Keep the cursors of this call and the previous one only.
-        let first = d.next_offset;
-        let keep_from = d.prev_batch;
-        d.cursors = d.cursors.split_off(&keep_from);
-        d.prev_batch = first;
-        let table_name = Name::from(table);
-        let plus = plus && self.plus_hints.reply_plus(&table_name, offset < ROW_BASE);
-        let schema = if plus {
-            Some(self.data.schema(table)?)
-        } else {
-            None
-        };
-        loop {
-            let rows = self.row_batch(table, view, after.as_deref(), ROW_BATCH)?;
-            if rows.is_empty() {
+    }
+    // Keep the cursors of this call and the previous one only.
+    let first = d.next_offset;
+    let keep_from = d.prev_batch;
+    d.cursors = d.cursors.split_off(&keep_from);
+    d.prev_batch = first;
+    let table_name = Name::from(table);
+    let plus = plus && cx.listing.reply_plus(&table_name, offset < ROW_BASE);
+    let schema = if plus {
+        Some(cx.data.schema(table)?)
+    } else {
+        None
+    };
+    loop {
+        let rows = row_batch(cx, table, view, after.as_deref(), ROW_BATCH)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for row in rows {
+            let off = d.next_offset;
+            d.next_offset += 1;
+            d.cursors.insert(off, row.clone());
+            let name = display_name(&row);
+            let node = Node::Row {
+                table: table_name.clone(),
+                view,
+                row: Key::from(row.as_slice()),
+            };
+            let attr = schema
+                .as_ref()
+                .map(|s| cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group));
+            let e = dir(name, node, attr);
+            if !emit(cx, &e, off, plus, add)? {
                 return Ok(());
             }
-            for row in rows {
-                let off = d.next_offset;
-                d.next_offset += 1;
-                d.cursors.insert(off, row.clone());
-                let name = display_name(&row);
-                let node = Node::Row {
-                    table: table_name.clone(),
-                    view,
-                    row: Key::from(row.as_slice()),
-                };
-                let attr = schema
-                    .as_ref()
-                    .map(|s| self.dir_attr(self.ino_of(&node), s.mode, s.owner, s.group));
-                let e = Listed {
-                    name,
-                    node,
-                    kind: FileType::Directory,
-                    attr,
-                    version: None,
-                };
-                if !self.emit(&e, off, plus, add)? {
-                    return Ok(());
-                }
-                after = Some(row);
-            }
+            after = Some(row);
         }
     }
 }

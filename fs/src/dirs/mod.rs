@@ -7,61 +7,46 @@
 //! memory does not grow with the table, and rows inserted meanwhile neither
 //! repeat nor hide rows.
 
-mod change;
-mod list;
+pub(crate) mod change;
+pub(crate) mod list;
 
-use crate::ctx::Ctx;
-use crate::cursors::LAST;
-use crate::handles::{DirHandle, Handle};
-use crate::names::{display_name, parse_strict, table_name, version_name, KeyName};
-use crate::node::{
-    Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
-};
-use crate::options::{FsResult, Stats};
-use crate::perms::{Caller, W};
-use engine::schema::TableSchema;
-use engine::{RowFilter, RowRange, ScanSpec};
-use fuser::{Errno, FileType};
-use std::collections::BTreeSet;
-use std::ops::Bound;
+use crate::node::Node;
+use fuser::{FileAttr, FileType};
 
 /// Offsets below this are `.`, `..` and the fixed entries of a table.
 const ROW_BASE: u64 = 16;
 /// Rows fetched per `readdir` of a table (a reply holds about a page of names).
 const ROW_BATCH: u64 = 128;
 /// Rows fetched at most per scan of a long listing (4× more each scan);
-/// those a reply has no room for wait for the next (see `readahead.rs`).
+/// those a reply has no room for wait for the next (see `listing/readahead.rs`).
 const MAX_ROW_BATCH: u64 = 1024;
 
-pub use crate::handles::Listed;
+pub use crate::open_files::handles::Listed;
 
-pub use crate::reply::DirOut;
-
-pub use crate::node::parent_and_name;
-
-fn dir(name: Vec<u8>, node: Node) -> Listed {
+/// A directory entry, with its attributes if the listing has them.
+fn dir(name: Vec<u8>, node: Node, attr: Option<FileAttr>) -> Listed {
     Listed {
         name,
         node,
         kind: FileType::Directory,
-        attr: None,
+        attr,
         version: None,
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::node::{parent_and_name, CellAddr, Node, View};
 
     #[test]
     fn parents_and_names() {
-        let cell = Node::Cell {
+        let cell = Node::Cell(CellAddr {
             table: "t".into(),
             view: View::At(5),
             row: b"r/x".to_vec().into(),
             family: "f".into(),
             qualifier: b".q".to_vec(),
-        };
+        });
         let (p, n) = parent_and_name(&cell).unwrap();
         assert_eq!(n, b"%2Eq");
         let (pp, pn) = parent_and_name(&p).unwrap();

@@ -2,37 +2,37 @@
 //! complete (and the rest at close). An unknown or failing command fails
 //! the `write` (or `close`) with EINVAL and a logged reason.
 
-use super::*;
+use crate::ctx::Ctx;
+use crate::options::FsResult;
+use fuser::Errno;
 
-impl Ctx {
-    /// Runs the complete lines in `buf` (all of it when `all`), leaving an
-    /// unfinished line behind.
-    pub(super) fn run_control(&self, buf: &mut Vec<u8>, all: bool) -> FsResult<()> {
-        let end = if all {
-            buf.len()
-        } else {
-            match buf.iter().rposition(|&b| b == b'\n') {
-                Some(i) => i + 1,
-                None => return Ok(()),
-            }
-        };
-        let text: Vec<u8> = buf.drain(..end).collect();
-        let text = String::from_utf8_lossy(&text);
-        for line in text.lines().map(str::trim) {
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            log::info!(".bigtable/control: {line}");
-            if let Err(e) = self.data.store.control(line) {
-                let what = format!(".bigtable/control: {line:?}");
-                return Err(match e.root() {
-                    engine::Error::InvalidArgument(_) | engine::Error::TableNotFound(_) => {
-                        self.data.refuse(&what, Errno::EINVAL, &e.to_string())
-                    }
-                    _ => self.data.fail(&what, &e),
-                });
-            }
+/// Runs the complete lines in `buf` (all of it when `all`), leaving an
+/// unfinished line behind.
+pub(super) fn run_control(cx: &Ctx, buf: &mut Vec<u8>, all: bool) -> FsResult<()> {
+    let end = if all {
+        buf.len()
+    } else {
+        match buf.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None => return Ok(()),
         }
-        Ok(())
+    };
+    let text: Vec<u8> = buf.drain(..end).collect();
+    let text = String::from_utf8_lossy(&text);
+    for line in text.lines().map(str::trim) {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        log::info!(".bigtable/control: {line}");
+        if let Err(e) = cx.data.store().control(line) {
+            let what = format!(".bigtable/control: {line:?}");
+            return Err(match e.root() {
+                engine::Error::InvalidArgument(_) | engine::Error::TableNotFound(_) => {
+                    cx.data.refuse(&what, Errno::EINVAL, &e.to_string())
+                }
+                _ => cx.data.fail(&what, &e),
+            });
+        }
     }
+    Ok(())
 }

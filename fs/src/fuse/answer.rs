@@ -5,8 +5,8 @@ use crate::options::{Entry, FsResult};
 use crate::perms::Caller;
 use crate::reply::Opened;
 use fuser::{
-    FileAttr, FileHandle, FopenFlags, Generation, ReplyAttr, ReplyData, ReplyEmpty, ReplyEntry,
-    ReplyOpen, ReplyWrite, Request,
+    Errno, FileAttr, FileHandle, FopenFlags, Generation, ReplyAttr, ReplyData, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyWrite, ReplyXattr, Request,
 };
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::time::Duration;
@@ -32,6 +32,18 @@ pub(super) fn catching(op: &str, f: impl FnOnce()) {
             .or_else(|| p.downcast_ref::<&str>().copied())
             .unwrap_or("?");
         log::error!("{op}: internal error (answered EIO): {msg}");
+    }
+}
+
+/// Sends extended attribute data (a value, or the list of names) to a
+/// caller with a `size`-byte buffer: its length when `size` is 0, ERANGE
+/// when it does not fit.
+pub(super) fn answer_xattr(reply: ReplyXattr, size: u32, r: FsResult<Vec<u8>>) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
+        Ok(v) => reply.data(&v),
+        Err(e) => reply.error(e),
     }
 }
 

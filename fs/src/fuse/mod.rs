@@ -10,7 +10,8 @@ mod busy_poll;
 use crate::fs::Fs;
 use crate::options::MAX_WRITE;
 use crate::reply::{DirOut, SetAttr};
-use answer::{caller, catching, fopen, guard, Answer};
+use crate::{files, lookup};
+use answer::{answer_xattr, caller, catching, fopen, guard, Answer};
 pub use busy_poll::{BusyPoll, DEFAULT_BUSY_POLL};
 use fuser::{
     AccessFlags, BsdFileFlags, Errno, FileHandle, Filesystem, Generation, INodeNo, InitFlags,
@@ -196,7 +197,7 @@ impl Filesystem for FuseFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.request("lookup", || {
-            reply.answer(self.fs.lookup(parent.0, name.as_bytes()))
+            reply.answer(lookup::lookup(self.fs.ctx(), parent.0, name.as_bytes()))
         })
     }
 
@@ -244,7 +245,7 @@ impl Filesystem for FuseFs {
         self.request("setattr", || {
             match self.fs.setattr(&caller(req), ino.0, fh.map(|f| f.0), set) {
                 Ok((a, ttl)) => {
-                    self.fs.settle();
+                    self.fs.ctx().kernel.settle();
                     reply.attr(&ttl, &a)
                 }
                 Err(e) => reply.error(e),
@@ -283,7 +284,7 @@ impl Filesystem for FuseFs {
             let r = self
                 .fs
                 .mknod(&caller(req), parent.0, name.as_bytes(), mode, umask);
-            self.fs.settle();
+            self.fs.ctx().kernel.settle();
             reply.answer(r)
         })
     }
@@ -338,7 +339,7 @@ impl Filesystem for FuseFs {
         self.request("unlink", || {
             match self.fs.unlink(&caller(req), parent.0, name.as_bytes()) {
                 Ok(()) => {
-                    self.fs.settle();
+                    self.fs.ctx().kernel.settle();
                     reply.ok()
                 }
                 Err(e) => reply.error(e),
@@ -350,7 +351,7 @@ impl Filesystem for FuseFs {
         self.request("rmdir", || {
             match self.fs.rmdir(&caller(req), parent.0, name.as_bytes()) {
                 Ok(()) => {
-                    self.fs.settle();
+                    self.fs.ctx().kernel.settle();
                     reply.ok()
                 }
                 Err(e) => reply.error(e),
@@ -378,7 +379,7 @@ impl Filesystem for FuseFs {
                 flags.bits(),
             ) {
                 Ok(()) => {
-                    self.fs.settle();
+                    self.fs.ctx().kernel.settle();
                     reply.ok()
                 }
                 Err(e) => reply.error(e),
@@ -491,12 +492,14 @@ impl Filesystem for FuseFs {
                 None => {
                     let fs = self.fs.clone();
                     self.commit(move || {
-                        catching("flush", || match fs.flush(fh.0, Some(lock_owner.0)) {
-                            Ok(()) => {
-                                fs.settle();
-                                reply.ok()
+                        catching("flush", || {
+                            match files::commit::flush(fs.ctx(), fh.0, Some(lock_owner.0)) {
+                                Ok(()) => {
+                                    fs.ctx().kernel.settle();
+                                    reply.ok()
+                                }
+                                Err(e) => reply.error(e),
                             }
-                            Err(e) => reply.error(e),
                         })
                     })
                 }
@@ -521,11 +524,16 @@ impl Filesystem for FuseFs {
                 Some(Err(e)) => reply.error(e),
                 // A reader's handle is dropped here: handing it to a worker
                 // would cost a thread switch per file a walk reads.
-                None if !self.fs.release_commits(fh.0) => reply.answer(self.fs.release(fh.0)),
+                None if !files::commit::release_commits(self.fs.ctx(), fh.0) => {
+                    reply.answer(files::commit::release(self.fs.ctx(), fh.0))
+                }
                 None => {
                     let fs = self.fs.clone();
-                    self.commits
-                        .run(move || catching("release", || reply.answer(fs.release(fh.0))))
+                    self.commits.run(move || {
+                        catching("release", || {
+                            reply.answer(files::commit::release(fs.ctx(), fh.0))
+                        })
+                    })
                 }
             }
         })
@@ -543,7 +551,7 @@ impl Filesystem for FuseFs {
         self.commits.run(move || {
             guard("fsync", || match fs.fsync(fh.0) {
                 Ok(()) => {
-                    fs.settle();
+                    fs.ctx().kernel.settle();
                     reply.ok()
                 }
                 Err(e) => reply.error(e),
@@ -606,7 +614,7 @@ impl Filesystem for FuseFs {
                     Generation(0),
                 ),
                 // A row the reader is not expected to enter (see
-                // `plus_hints.rs`): the kernel makes no inode for it.
+                // `listing/plus_hints.rs`): the kernel makes no inode for it.
                 None => {
                     reply.add_name_only(INodeNo(e.ino), e.offset, e.kind, OsStr::from_bytes(e.name))
                 }
@@ -645,7 +653,7 @@ impl Filesystem for FuseFs {
     ) {
         let fs = self.fs.clone();
         self.commits
-            .run(move || guard("fsyncdir", || reply.answer(fs.sync())))
+            .run(move || guard("fsyncdir", || reply.answer(fs.ctx().data.sync())))
     }
 
     fn copy_file_range(
@@ -662,16 +670,20 @@ impl Filesystem for FuseFs {
         reply: ReplyWrite,
     ) {
         self.request("copy_file_range", || {
-            reply.answer(
-                self.fs
-                    .copy_file_range(fh_in.0, offset_in, fh_out.0, offset_out, len),
-            )
+            reply.answer(files::io::copy_file_range(
+                self.fs.ctx(),
+                fh_in.0,
+                offset_in,
+                fh_out.0,
+                offset_out,
+                len,
+            ))
         })
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         crate::counts::count("statfs");
-        let s = self.fs.statfs();
+        let s = crate::status::statfs(&self.fs.ctx().opts);
         reply.statfs(
             s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
         );
@@ -697,23 +709,14 @@ impl Filesystem for FuseFs {
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         self.request("getxattr", || {
-            match self.fs.getxattr(&caller(req), ino.0, name.as_bytes()) {
-                Ok(v) if size == 0 => reply.size(v.len() as u32),
-                Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
-                Ok(v) => reply.data(&v),
-                Err(e) => reply.error(e),
-            }
+            let r = self.fs.getxattr(&caller(req), ino.0, name.as_bytes());
+            answer_xattr(reply, size, r)
         })
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
         let r = self.fs.listxattr(ino.0);
-        self.request("listxattr", || match r {
-            Ok(v) if size == 0 => reply.size(v.len() as u32),
-            Ok(v) if v.len() > size as usize => reply.error(Errno::ERANGE),
-            Ok(v) => reply.data(&v),
-            Err(e) => reply.error(e),
-        })
+        self.request("listxattr", || answer_xattr(reply, size, r))
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -816,7 +819,7 @@ impl Filesystem for FuseFs {
         // Permissions are checked by the kernel (default_permissions); this
         // only says whether the inode is still known.
         crate::counts::count("access");
-        if self.fs.knows(ino.0) {
+        if self.fs.ctx().kernel.knows(ino.0) {
             reply.ok()
         } else {
             reply.error(Errno::ENOENT)

@@ -6,6 +6,7 @@
 
 use super::files::{DirHandle, LockHandle};
 use super::{creds, errno, join, LockDir, LockNode, EVENTS, STATUS};
+use crate::attr::make_attr;
 use crate::ctx::Ctx;
 use crate::node::Node;
 use crate::options::{Entry, FsResult};
@@ -27,12 +28,12 @@ fn reserved(dir: &str, name: &[u8]) -> bool {
 
 impl LockDir {
     /// A lock-service node's attributes as the kernel sees them.
-    pub(crate) fn stat_attr(&self, cx: &Ctx, ino: u64, st: &Stat) -> FileAttr {
+    pub(crate) fn stat_attr(&self, ino: u64, st: &Stat) -> FileAttr {
         let kind = match st.kind {
             NodeKind::Dir => FileType::Directory,
             NodeKind::File => FileType::RegularFile,
         };
-        let mut a = cx.make_attr(ino, kind, st.mode, st.uid, st.gid, st.size, st.mtime);
+        let mut a = make_attr(ino, kind, st.mode, st.uid, st.gid, st.size, st.mtime);
         a.ctime = st.ctime;
         a.nlink = st.nlink;
         a
@@ -49,7 +50,7 @@ impl LockDir {
                     .svc
                     .stat(&root, Target::Path(path))
                     .map_err(|e| errno(&format!("stat {node}"), &e))?;
-                Ok(self.stat_attr(cx, ino, &st))
+                Ok(self.stat_attr(ino, &st))
             }
             LockNode::Events(dir) => {
                 let st = ld
@@ -60,7 +61,7 @@ impl LockDir {
                     return Err(Errno::ENOTDIR);
                 }
                 // Readable by whoever may list the directory.
-                Ok(cx.make_attr(
+                Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     st.mode & 0o444,
@@ -70,7 +71,7 @@ impl LockDir {
                     st.mtime,
                 ))
             }
-            LockNode::Status => Ok(cx.make_attr(
+            LockNode::Status => Ok(make_attr(
                 ino,
                 FileType::RegularFile,
                 0o444,
@@ -94,8 +95,8 @@ impl LockDir {
     /// Takes a kernel reference on a new or found node and builds its entry.
     pub(crate) fn entry(&self, cx: &Ctx, node: LockNode, st: &Stat) -> FsResult<Entry> {
         let node = Node::Lock(node);
-        let attr = self.stat_attr(cx, node.natural_ino(), st);
-        cx.register(&node)?;
+        let attr = self.stat_attr(node.natural_ino(), st);
+        crate::lookup::register(cx, &node)?;
         Ok(cx.entry(&node, attr))
     }
 
@@ -193,7 +194,7 @@ impl LockDir {
                     .map(|rest| format!("{to}{rest}"))
             }
         };
-        cx.inodes.rebind_with(|n| match n {
+        cx.kernel.inodes().rebind_with(|n| match n {
             Node::Lock(LockNode::Entry(p)) => under(p).map(|p| Node::Lock(LockNode::Entry(p))),
             Node::Lock(LockNode::Events(p)) => under(p).map(|p| Node::Lock(LockNode::Events(p))),
             _ => None,
@@ -387,7 +388,7 @@ impl LockDir {
             }
             if plus && i >= 2 {
                 // readdirplus entries (but "." and "..") count as lookups.
-                cx.register(node)?;
+                crate::lookup::register(cx, node)?;
             }
         }
         Ok(())

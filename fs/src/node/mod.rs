@@ -64,6 +64,18 @@ struct DataPath<'a> {
     ts: Option<u64>,
 }
 
+impl CellAddr {
+    /// The column as a [`DataPath`] with inode tag `tag`.
+    fn data_path(&self, tag: u8, ts: Option<u64>) -> DataPath<'_> {
+        DataPath {
+            family: Some(&self.family),
+            qualifier: Some(&self.qualifier),
+            ts,
+            ..DataPath::base(tag, &self.table, self.view, &self.row)
+        }
+    }
+}
+
 impl<'a> DataPath<'a> {
     fn base(tag: u8, table: &'a str, view: View, row: &'a [u8]) -> DataPath<'a> {
         DataPath {
@@ -83,6 +95,88 @@ impl<'a> DataPath<'a> {
 pub type Name = std::sync::Arc<str>;
 /// A row key in a [`Node`], shared by the row's family and cell inodes.
 pub type Key = std::sync::Arc<[u8]>;
+
+/// One column of a row as a view shows it: what a cell file, its
+/// `.versions/<qualifier>/` directory and each of its version files name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CellAddr {
+    pub table: Name,
+    pub view: View,
+    pub row: Key,
+    pub family: Name,
+    pub qualifier: Vec<u8>,
+}
+
+impl CellAddr {
+    /// The live column `family:qualifier` of `row`.
+    pub fn now(table: Name, row: Key, family: Name, qualifier: Vec<u8>) -> CellAddr {
+        CellAddr {
+            table,
+            view: View::Now,
+            row,
+            family,
+            qualifier,
+        }
+    }
+
+    /// The same column in the live table.
+    pub fn live(&self) -> CellAddr {
+        CellAddr {
+            view: View::Now,
+            ..self.clone()
+        }
+    }
+
+    /// The family the column lies in.
+    pub fn family_addr(&self) -> FamilyAddr {
+        FamilyAddr {
+            table: self.table.clone(),
+            view: self.view,
+            row: self.row.clone(),
+            family: self.family.clone(),
+        }
+    }
+}
+
+/// One column family of a row as a view shows it: what a family directory
+/// and its `.versions/` directory name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct FamilyAddr {
+    pub table: Name,
+    pub view: View,
+    pub row: Key,
+    pub family: Name,
+}
+
+impl FamilyAddr {
+    /// Column `qualifier` of the family.
+    pub fn column(&self, qualifier: Vec<u8>) -> CellAddr {
+        CellAddr {
+            table: self.table.clone(),
+            view: self.view,
+            row: self.row.clone(),
+            family: self.family.clone(),
+            qualifier,
+        }
+    }
+
+    /// The row directory the family lies in.
+    pub fn row_node(&self) -> Node {
+        Node::Row {
+            table: self.table.clone(),
+            view: self.view,
+            row: self.row.clone(),
+        }
+    }
+
+    /// The family as a [`DataPath`] with inode tag `tag`.
+    fn data_path(&self, tag: u8) -> DataPath<'_> {
+        DataPath {
+            family: Some(&self.family),
+            ..DataPath::base(tag, &self.table, self.view, &self.row)
+        }
+    }
+}
 
 /// One inode of the filesystem.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -119,42 +213,16 @@ pub enum Node {
         row: Key,
     },
     /// A column family directory inside a row.
-    Family {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-    },
+    Family(FamilyAddr),
     /// A cell: the newest version of one column.
-    Cell {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-        qualifier: Vec<u8>,
-    },
+    Cell(CellAddr),
     /// `<family>/.versions/`
-    VersionsDir {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-    },
+    VersionsDir(FamilyAddr),
     /// `<family>/.versions/<qualifier>/`
-    VersionsColumn {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-        qualifier: Vec<u8>,
-    },
+    VersionsColumn(CellAddr),
     /// `<family>/.versions/<qualifier>/<ts>`: one version.
     Version {
-        table: Name,
-        view: View,
-        row: Key,
-        family: Name,
-        qualifier: Vec<u8>,
+        cell: CellAddr,
         ts: u64,
     },
     // ---- lockdir hook: `.chubby/`, the lock service's namespace ----
@@ -174,9 +242,18 @@ impl Node {
                 | Node::Schema(_)
                 | Node::Mutate(_)
                 | Node::Scan { .. }
-                | Node::Cell { .. }
+                | Node::Cell(_)
                 | Node::Version { .. }
         )
+    }
+
+    /// The column whose value this node's file holds: a cell's, or a
+    /// version file's (`None` for every other node).
+    pub fn value_cell(&self) -> Option<&CellAddr> {
+        match self {
+            Node::Cell(c) | Node::Version { cell: c, .. } => Some(c),
+            _ => None,
+        }
     }
 
     /// The table this node belongs to.
@@ -199,59 +276,11 @@ impl Node {
     fn data_path(&self) -> Option<DataPath<'_>> {
         Some(match self {
             Node::Row { table, view, row } => DataPath::base(10, table, *view, row),
-            Node::Family {
-                table,
-                view,
-                row,
-                family,
-            } => DataPath {
-                family: Some(family),
-                ..DataPath::base(11, table, *view, row)
-            },
-            Node::Cell {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => DataPath {
-                family: Some(family),
-                qualifier: Some(qualifier),
-                ..DataPath::base(12, table, *view, row)
-            },
-            Node::VersionsDir {
-                table,
-                view,
-                row,
-                family,
-            } => DataPath {
-                family: Some(family),
-                ..DataPath::base(13, table, *view, row)
-            },
-            Node::VersionsColumn {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-            } => DataPath {
-                family: Some(family),
-                qualifier: Some(qualifier),
-                ..DataPath::base(14, table, *view, row)
-            },
-            Node::Version {
-                table,
-                view,
-                row,
-                family,
-                qualifier,
-                ts,
-            } => DataPath {
-                family: Some(family),
-                qualifier: Some(qualifier),
-                ts: Some(*ts),
-                ..DataPath::base(15, table, *view, row)
-            },
+            Node::Family(f) => f.data_path(11),
+            Node::Cell(c) => c.data_path(12, None),
+            Node::VersionsDir(f) => f.data_path(13),
+            Node::VersionsColumn(c) => c.data_path(14, None),
+            Node::Version { cell, ts } => cell.data_path(15, Some(*ts)),
             _ => return None,
         })
     }
@@ -259,14 +288,16 @@ impl Node {
     /// Whether this is the live cell `family:qualifier` of `row` or one of
     /// its version files (what unlinking that cell removes).
     pub fn is_column_of(&self, table: &str, row: &[u8], family: &str, qualifier: &[u8]) -> bool {
-        matches!(self, Node::Cell { .. } | Node::Version { .. })
-            && self.data_path().is_some_and(|p| {
-                p.view.is_now()
-                    && p.table == table
-                    && p.row == row
-                    && p.family == Some(family)
-                    && p.qualifier == Some(qualifier)
-            })
+        match self {
+            Node::Cell(c) | Node::Version { cell: c, .. } => {
+                c.view.is_now()
+                    && *c.table == *table
+                    && *c.row == *row
+                    && *c.family == *family
+                    && c.qualifier == qualifier
+            }
+            _ => false,
+        }
     }
 
     /// The row this node lies in.
@@ -303,7 +334,7 @@ impl Node {
 
     /// The natural inode number of this node: a hash of its value, never 0
     /// or 1 (1 is the root). What the kernel is told is
-    /// [`crate::inodes::InodeTable::ino_of`]: a renamed cell keeps its number.
+    /// [`crate::kernel::inodes::InodeTable::ino_of`]: a renamed cell keeps its number.
     pub fn natural_ino(&self) -> u64 {
         if *self == Node::Root {
             return ROOT_INO;
@@ -338,30 +369,24 @@ impl Node {
                 out.push(2);
                 put(out, f.name().as_bytes());
             }
-            Node::Table(t) => {
-                out.push(3);
-                put(out, t.as_bytes());
-            }
-            Node::Schema(t) => {
-                out.push(4);
-                put(out, t.as_bytes());
-            }
-            Node::Mutate(t) => {
-                out.push(5);
-                put(out, t.as_bytes());
-            }
-            Node::ScanDir(t) => {
-                out.push(6);
+            Node::Table(t)
+            | Node::Schema(t)
+            | Node::Mutate(t)
+            | Node::ScanDir(t)
+            | Node::AtDir(t) => {
+                out.push(match self {
+                    Node::Table(_) => 3,
+                    Node::Schema(_) => 4,
+                    Node::Mutate(_) => 5,
+                    Node::ScanDir(_) => 6,
+                    _ => 8,
+                });
                 put(out, t.as_bytes());
             }
             Node::Scan { table, query } => {
                 out.push(7);
                 put(out, table.as_bytes());
                 put(out, query);
-            }
-            Node::AtDir(t) => {
-                out.push(8);
-                put(out, t.as_bytes());
             }
             Node::AtRoot { table, ts } => {
                 out.push(9);
@@ -464,78 +489,15 @@ pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
             },
             display_name(row),
         ),
-        Node::Family {
-            table,
-            view,
-            row,
-            family,
-        } => (
-            Node::Row {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-            },
-            s(family),
+        Node::Family(f) => (f.row_node(), s(&f.family)),
+        Node::Cell(c) => (Node::Family(c.family_addr()), display_name(&c.qualifier)),
+        Node::VersionsDir(f) => (Node::Family(f.clone()), s(VERSIONS)),
+        Node::VersionsColumn(c) => (
+            Node::VersionsDir(c.family_addr()),
+            display_name(&c.qualifier),
         ),
-        Node::Cell {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => (
-            Node::Family {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            display_name(qualifier),
-        ),
-        Node::VersionsDir {
-            table,
-            view,
-            row,
-            family,
-        } => (
-            Node::Family {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            s(VERSIONS),
-        ),
-        Node::VersionsColumn {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-        } => (
-            Node::VersionsDir {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-            },
-            display_name(qualifier),
-        ),
-        Node::Version {
-            table,
-            view,
-            row,
-            family,
-            qualifier,
-            ts,
-        } => (
-            Node::VersionsColumn {
-                table: table.clone(),
-                view: *view,
-                row: row.clone(),
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-            },
+        Node::Version { cell, ts } => (
+            Node::VersionsColumn(cell.clone()),
             version_name(*ts).into_bytes(),
         ),
     })

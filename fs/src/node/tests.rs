@@ -1,13 +1,12 @@
 use super::*;
 
 fn cell(q: &[u8]) -> Node {
-    Node::Cell {
-        table: "t".into(),
-        view: View::Now,
-        row: b"r".to_vec().into(),
-        family: "f".into(),
-        qualifier: q.to_vec(),
-    }
+    Node::Cell(CellAddr::now(
+        "t".into(),
+        b"r".to_vec().into(),
+        "f".into(),
+        q.to_vec(),
+    ))
 }
 
 #[test]
@@ -16,18 +15,18 @@ fn inode_numbers_are_stable_and_distinct() {
     assert_eq!(cell(b"a").natural_ino(), cell(b"a").natural_ino());
     assert_ne!(cell(b"a").natural_ino(), cell(b"b").natural_ino());
     // Length prefixes keep ("ab","c") and ("a","bc") apart.
-    let a = Node::Family {
+    let a = Node::Family(FamilyAddr {
         table: "t".into(),
         view: View::Now,
         row: b"ab".to_vec().into(),
         family: "c".into(),
-    };
-    let b = Node::Family {
+    });
+    let b = Node::Family(FamilyAddr {
         table: "t".into(),
         view: View::Now,
         row: b"a".to_vec().into(),
         family: "bc".into(),
-    };
+    });
     assert_ne!(a.natural_ino(), b.natural_ino());
     let at = Node::Row {
         table: "t".into(),
@@ -46,13 +45,13 @@ fn inode_numbers_are_stable_and_distinct() {
 #[test]
 fn views_are_read_only() {
     assert!(!cell(b"a").read_only());
-    let at = Node::Cell {
+    let at = Node::Cell(CellAddr {
         table: "t".into(),
         view: View::At(1),
         row: b"r".to_vec().into(),
         family: "f".into(),
         qualifier: b"q".to_vec(),
-    };
+    });
     assert!(at.read_only());
     assert!(Node::Status(StatusFile::Stats).read_only());
     assert!(!Node::Mutate("t".into()).read_only());
@@ -83,11 +82,13 @@ fn data_nodes_encode_field_by_field() {
     put(&mut want, b"q");
     want.extend_from_slice(&9u64.to_le_bytes());
     let v = Node::Version {
-        table: "t".into(),
-        view: View::At(7),
-        row: b"r".to_vec().into(),
-        family: "f".into(),
-        qualifier: b"q".to_vec(),
+        cell: CellAddr {
+            table: "t".into(),
+            view: View::At(7),
+            row: b"r".to_vec().into(),
+            family: "f".into(),
+            qualifier: b"q".to_vec(),
+        },
         ts: 9,
     };
     let mut got = Vec::new();

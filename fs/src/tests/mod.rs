@@ -5,11 +5,10 @@ mod files;
 mod model;
 mod names;
 
-use crate::dirs::DirOut;
-use crate::files::SetAttr;
 use crate::mock::MockStore;
 use crate::node::ROOT_INO;
 use crate::perms::Caller;
+use crate::reply::{DirOut, SetAttr};
 use crate::{Fs, FsOptions};
 use fuser::{Errno, FileType};
 use std::sync::Arc;

@@ -83,7 +83,7 @@ fn ls_unopened(
             if got.len() == per_call {
                 return true;
             }
-            // A readdirplus reply may send rows by name only (plus_hints.rs).
+            // A readdirplus reply may send rows by name only (listing/plus_hints.rs).
             assert!(plus || e.attr.is_none());
             got.push((e.offset, String::from_utf8_lossy(e.name).into_owned()));
             false
@@ -95,7 +95,7 @@ fn ls_unopened(
         offset = last;
         out.extend(
             got.into_iter()
-                .map(|(o, n)| (n, o & crate::cursors::LAST != 0)),
+                .map(|(o, n)| (n, o & crate::listing::LAST != 0)),
         );
         between(call);
     }
@@ -129,7 +129,7 @@ fn an_unopened_listing_goes_on_from_a_forgotten_offset() {
         let Some(&(last, _)) = got.last() else { break };
         offset = last;
         all.extend(got);
-        if last & crate::cursors::LAST != 0 {
+        if last & crate::listing::LAST != 0 {
             break;
         }
     }
@@ -289,22 +289,22 @@ fn readdirplus_registers_entries_with_attributes() {
     })
     .unwrap();
     assert!(sizes.contains(&("a".to_string(), 5)));
-    let cell = crate::node::Node::Cell {
+    let cell = crate::node::Node::Cell(crate::node::CellAddr {
         table: "t".into(),
         view: crate::node::View::Now,
         row: b"r".to_vec().into(),
         family: "f".into(),
         qualifier: b"a".to_vec(),
-    };
-    assert!(t.fs.ctx().inodes.is_known(&cell));
+    });
+    assert!(t.fs.ctx().kernel.inodes().is_known(&cell));
     // The kernel was told this version's size: the first open of the cell
     // may fill the page cache, with no invalidation to send first.
-    let sent = t.fs.ctx().inval.sent();
+    let sent = t.fs.ctx().kernel.invalidations_sent();
     let o =
         t.fs.open(&t.root, cell.natural_ino(), libc::O_RDONLY)
             .unwrap();
     assert!(o.keep_cache && !o.direct_io, "{o:?}");
-    assert_eq!(t.fs.ctx().inval.sent(), sent);
+    assert_eq!(t.fs.ctx().kernel.invalidations_sent(), sent);
     t.fs.release(o.fh).unwrap();
 }
 

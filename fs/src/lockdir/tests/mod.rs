@@ -5,10 +5,10 @@ mod locks;
 
 use super::locks::OFFSET_MAX;
 use super::*;
-use crate::files::SetAttr;
 use crate::mock::MockStore;
 use crate::node::{Node, ROOT_INO};
 use crate::perms::Caller;
+use crate::reply::SetAttr;
 use crate::Fs;
 use crate::FsOptions;
 use chubby::{CellOptions, LocalCell, NodeSpec};

@@ -178,7 +178,7 @@ impl InodeTable {
     /// cell (see [`Aliases`]). Every number told to the kernel comes from here.
     pub fn ino_of(&self, node: &Node) -> u64 {
         let natural = node.natural_ino();
-        if self.aliased.load(Ordering::Acquire) == 0 || !matches!(node, Node::Cell { .. }) {
+        if self.aliased.load(Ordering::Acquire) == 0 || !matches!(node, Node::Cell(_)) {
             return natural;
         }
         self.aliases.read().ino_of(natural)
@@ -283,7 +283,7 @@ impl InodeTable {
     /// `from`'s number while the kernel holds it.
     pub fn rebind(&self, from: &Node, to: &Node) {
         let mut g = self.inner.write();
-        if matches!(from, Node::Cell { .. }) && matches!(to, Node::Cell { .. }) {
+        if matches!(from, Node::Cell(_)) && matches!(to, Node::Cell(_)) {
             let moved = self.ino_of(from);
             let held = g.by_ino.get(&moved).is_some_and(|e| *e.node == *from);
             let mut a = self.aliases.write();
@@ -435,7 +435,7 @@ impl InodeTable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::node::View;
+    use crate::node::{CellAddr, FamilyAddr, View};
 
     fn row(r: &[u8]) -> Node {
         Node::Row {
@@ -469,12 +469,12 @@ mod tests {
     fn row_and_table_indexes() {
         let t = InodeTable::new();
         t.register(&row(b"a")).unwrap();
-        t.register(&Node::Family {
+        t.register(&Node::Family(FamilyAddr {
             table: "t".into(),
             view: View::Now,
             row: b"a".to_vec().into(),
             family: "f".into(),
-        })
+        }))
         .unwrap();
         t.register(&row(b"b")).unwrap();
         t.register(&Node::Table("t".into())).unwrap();
@@ -497,12 +497,13 @@ mod tests {
     #[test]
     fn rebind_moves_an_inode_to_its_new_name() {
         let t = InodeTable::new();
-        let cell = |q: &[u8]| Node::Cell {
-            table: "t".into(),
-            view: View::Now,
-            row: b"r".to_vec().into(),
-            family: "f".into(),
-            qualifier: q.to_vec(),
+        let cell = |q: &[u8]| {
+            Node::Cell(CellAddr::now(
+                "t".into(),
+                b"r".to_vec().into(),
+                "f".into(),
+                q.to_vec(),
+            ))
         };
         let ino = t.register(&cell(b"a")).unwrap();
         t.rebind(&cell(b"a"), &cell(b"b"));
@@ -513,13 +514,12 @@ mod tests {
     }
 
     fn cell_in(f: &str, q: &[u8]) -> Node {
-        Node::Cell {
-            table: "t".into(),
-            view: View::Now,
-            row: b"r".to_vec().into(),
-            family: f.into(),
-            qualifier: q.to_vec(),
-        }
+        Node::Cell(CellAddr::now(
+            "t".into(),
+            b"r".to_vec().into(),
+            f.into(),
+            q.to_vec(),
+        ))
     }
 
     #[test]

@@ -19,6 +19,7 @@
 //! A hint only: concurrent listings of one table share it, and a wrong guess
 //! costs time, never a wrong answer.
 
+use super::Listing;
 use crate::node::Name;
 use ahash::AHashMap as HashMap;
 use parking_lot::Mutex;
@@ -41,14 +42,14 @@ struct Table {
 
 /// See the module comment.
 #[derive(Default)]
-pub struct PlusHints {
+pub(super) struct PlusHints {
     tables: Mutex<HashMap<Name, Table>>,
 }
 
-impl PlusHints {
+impl Listing {
     /// A row of `table` was entered: looked up, or listed.
     pub fn entered(&self, table: &Name) {
-        let mut g = self.tables.lock();
+        let mut g = self.plus_hints.tables.lock();
         if let Some(t) = g.get_mut(table) {
             t.entered += 1;
             return;
@@ -68,7 +69,7 @@ impl PlusHints {
     /// Whether the next reply of a listing of `table` carries attributes;
     /// `first`: it is the listing's first reply.
     pub fn reply_plus(&self, table: &Name, first: bool) -> bool {
-        let mut g = self.tables.lock();
+        let mut g = self.plus_hints.tables.lock();
         let t = match g.get_mut(table) {
             Some(t) => t,
             None if first => {
@@ -98,7 +99,7 @@ mod tests {
 
     #[test]
     fn a_listing_nobody_descends_into_carries_names_after_its_first_reply() {
-        let h = PlusHints::default();
+        let h = Listing::default();
         let t = Name::from("t");
         assert!(h.reply_plus(&t, true));
         assert!(!h.reply_plus(&t, false));
@@ -110,7 +111,7 @@ mod tests {
 
     #[test]
     fn rows_entered_between_replies_bring_attributes_back() {
-        let h = PlusHints::default();
+        let h = Listing::default();
         let t = Name::from("t");
         assert!(h.reply_plus(&t, true));
         assert!(!h.reply_plus(&t, false));
@@ -122,7 +123,7 @@ mod tests {
 
     #[test]
     fn a_walk_after_a_walk_gets_attributes_throughout() {
-        let h = PlusHints::default();
+        let h = Listing::default();
         let (t, u) = (Name::from("t"), Name::from("u"));
         assert!(h.reply_plus(&t, true));
         assert!(!h.reply_plus(&t, false));

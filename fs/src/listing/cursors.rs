@@ -21,6 +21,8 @@ use ahash::AHashMap as HashMap;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
 
+use super::Listing;
+
 /// Set in the offset of a listing's last entry.
 pub const LAST: u64 = 1 << 62;
 /// The offset of the first entry after the fixed ones (below: `.`, `..`
@@ -70,7 +72,7 @@ impl Inner {
 
 /// See the module comment.
 #[derive(Default)]
-pub struct Cursors {
+pub(super) struct Cursors {
     inner: Mutex<Inner>,
 }
 
@@ -83,13 +85,13 @@ pub struct Resume {
     pub name: Option<Vec<u8>>,
 }
 
-impl Cursors {
+impl Listing {
     /// The offset of entry number `ordinal` of directory `ino`, named
     /// `name` (`last`: the listing ends with it).
     pub fn place(&self, ino: u64, ordinal: u64, name: &[u8], last: bool) -> u64 {
         let off = FIRST + ordinal;
         if !last {
-            let mut g = self.inner.lock();
+            let mut g = self.cursors.inner.lock();
             let placed = g.dirs.entry(ino).or_default();
             // A listing started again (or two interleave): keep order.
             let mut dropped = 0;
@@ -113,7 +115,7 @@ impl Cursors {
     pub fn resume(&self, ino: u64, offset: u64) -> Option<Resume> {
         let off = offset & !LAST;
         let ordinal = off.checked_sub(FIRST)?;
-        let g = self.inner.lock();
+        let g = self.cursors.inner.lock();
         let name = g.dirs.get(&ino).and_then(|placed| {
             let i = placed.partition_point(|(o, _)| *o < ordinal);
             placed
@@ -131,7 +133,7 @@ mod tests {
 
     #[test]
     fn offsets_number_their_entry_and_name_it() {
-        let c = Cursors::default();
+        let c = Listing::default();
         let a = c.place(5, 0, b"a", false);
         let b = c.place(5, 1, b"b", false);
         let z = c.place(6, 7, b"z", true);
@@ -149,7 +151,7 @@ mod tests {
 
     #[test]
     fn a_forgotten_offset_still_gives_its_entry_number() {
-        let c = Cursors::default();
+        let c = Listing::default();
         let first = c.place(1, 3, b"x", false);
         for i in 0..CAPACITY as u64 {
             c.place(2, i, b"y", false);
@@ -161,12 +163,12 @@ mod tests {
                 name: None
             })
         );
-        assert_eq!(c.inner.lock().total, CAPACITY);
+        assert_eq!(c.cursors.inner.lock().total, CAPACITY);
     }
 
     #[test]
     fn a_listing_started_again_replaces_the_names_after_its_start() {
-        let c = Cursors::default();
+        let c = Listing::default();
         for (i, n) in [b"a", b"b", b"c"].iter().enumerate() {
             c.place(9, i as u64, *n, false);
         }
@@ -176,13 +178,13 @@ mod tests {
         assert_eq!(name(0).unwrap(), b"a");
         assert_eq!(name(1).unwrap(), b"a2");
         assert_eq!(name(2), None);
-        assert_eq!(c.inner.lock().total, 2);
+        assert_eq!(c.cursors.inner.lock().total, 2);
         // Eviction forgets the oldest first, whatever the directory.
         for i in 0..CAPACITY as u64 - 1 {
             c.place(10, i, b"y", false);
         }
         assert_eq!(name(0), None);
         assert_eq!(name(1).unwrap(), b"a2");
-        assert_eq!(c.inner.lock().total, CAPACITY);
+        assert_eq!(c.cursors.inner.lock().total, CAPACITY);
     }
 }

@@ -68,10 +68,10 @@ pub struct PageVersions {
     /// Signalled when an inode's last cached reader closes.
     readers_gone: Condvar,
     /// Writers' opens that waited for readers, and those that gave up.
-    pub waits: AtomicU64,
-    pub waits_expired: AtomicU64,
+    waits: AtomicU64,
+    waits_expired: AtomicU64,
     /// Opens that handed the kernel a cell's pages themselves.
-    pub stores: AtomicU64,
+    stores: AtomicU64,
 }
 impl PageVersions {
     /// A READ reply from version `ts` of `ino` was sent.
@@ -190,6 +190,19 @@ impl PageVersions {
                 g.remove(&ino);
             }
         }
+    }
+
+    /// Writers' opens that waited for cached readers, and those that gave up.
+    pub fn reader_waits(&self) -> (u64, u64) {
+        (
+            self.waits.load(Ordering::Relaxed),
+            self.waits_expired.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Opens that handed the kernel a cell's pages themselves.
+    pub fn stores(&self) -> u64 {
+        self.stores.load(Ordering::Relaxed)
     }
 
     /// Whether a handle reads `ino` through the cache now.

@@ -8,6 +8,7 @@
 //! since may or may not show, as POSIX allows for entries changed after
 //! `opendir`; after [`FRESH`] they are dropped and the store scanned again.
 
+use super::Listing;
 use ahash::AHashMap as HashMap;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -41,24 +42,24 @@ impl Ahead {
 
 /// See the module comment.
 #[derive(Default)]
-pub struct Readahead {
+pub(super) struct Readahead {
     dirs: Mutex<HashMap<u64, Ahead>>,
 }
 
-impl Readahead {
+impl Listing {
     /// The rows of directory `ino` from entry `ordinal` on, if they were read
     /// lately.
-    pub fn take(&self, ino: u64, ordinal: u64) -> Option<Ahead> {
-        let a = self.dirs.lock().remove(&ino)?;
+    pub fn take_ahead(&self, ino: u64, ordinal: u64) -> Option<Ahead> {
+        let a = self.readahead.dirs.lock().remove(&ino)?;
         (a.ordinal == ordinal && a.read.elapsed() < FRESH && !a.rows.is_empty()).then_some(a)
     }
 
     /// Keeps `ahead` for the next reply of directory `ino`.
-    pub fn put(&self, ino: u64, ahead: Ahead) {
+    pub fn put_ahead(&self, ino: u64, ahead: Ahead) {
         if ahead.rows.is_empty() {
             return;
         }
-        let mut g = self.dirs.lock();
+        let mut g = self.readahead.dirs.lock();
         if g.len() >= CAPACITY && !g.contains_key(&ino) {
             g.retain(|_, a| a.read.elapsed() < FRESH);
             if g.len() >= CAPACITY {
@@ -69,8 +70,8 @@ impl Readahead {
     }
 
     /// Drops whatever waits for directory `ino` (its rows changed).
-    pub fn forget(&self, ino: u64) {
-        self.dirs.lock().remove(&ino);
+    pub fn forget_ahead(&self, ino: u64) {
+        self.readahead.dirs.lock().remove(&ino);
     }
 }
 
@@ -84,28 +85,28 @@ mod tests {
 
     #[test]
     fn rows_wait_for_the_reply_that_goes_on_from_them() {
-        let r = Readahead::default();
-        r.put(7, Ahead::new(10, rows(&["k", "l"]), true));
+        let r = Listing::default();
+        r.put_ahead(7, Ahead::new(10, rows(&["k", "l"]), true));
         // Another place in the listing: they are dropped.
-        assert!(r.take(7, 11).is_none());
-        assert!(r.take(7, 10).is_none());
-        r.put(7, Ahead::new(10, rows(&["k", "l"]), false));
-        let a = r.take(7, 10).unwrap();
+        assert!(r.take_ahead(7, 11).is_none());
+        assert!(r.take_ahead(7, 10).is_none());
+        r.put_ahead(7, Ahead::new(10, rows(&["k", "l"]), false));
+        let a = r.take_ahead(7, 10).unwrap();
         assert_eq!(a.rows, rows(&["k", "l"]));
         assert!(!a.exhausted);
         // Taken once.
-        assert!(r.take(7, 10).is_none());
-        r.put(7, Ahead::new(10, rows(&["k"]), false));
-        r.forget(7);
-        assert!(r.take(7, 10).is_none());
+        assert!(r.take_ahead(7, 10).is_none());
+        r.put_ahead(7, Ahead::new(10, rows(&["k"]), false));
+        r.forget_ahead(7);
+        assert!(r.take_ahead(7, 10).is_none());
     }
 
     #[test]
     fn stale_rows_are_not_used() {
-        let r = Readahead::default();
+        let r = Listing::default();
         let mut a = Ahead::new(0, rows(&["a"]), false);
         a.read -= FRESH;
-        r.put(1, a);
-        assert!(r.take(1, 0).is_none());
+        r.put_ahead(1, a);
+        assert!(r.take_ahead(1, 0).is_none());
     }
 }

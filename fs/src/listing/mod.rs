@@ -1,0 +1,23 @@
+//! The listing component: what table and directory listings keep between
+//! requests. Its state is private; each part's methods sit beside it:
+//! `cursors.rs` the offsets of directories listed without OPENDIR,
+//! `plus_hints.rs` whether a table listing's rows carry attributes, and
+//! `readahead.rs` rows scanned for a listing that a reply had no room for.
+
+mod cursors;
+mod plus_hints;
+mod readahead;
+
+pub use cursors::{Resume, LAST};
+pub use readahead::Ahead;
+
+/// Places in listings, plus hints and rows read ahead (see the module comment).
+#[derive(Default)]
+pub struct Listing {
+    /// Places in listings of directories that were not opened.
+    cursors: cursors::Cursors,
+    /// Whether table listings send rows with attributes.
+    plus_hints: plus_hints::PlusHints,
+    /// Rows scanned for table listings and not sent yet.
+    readahead: readahead::Readahead,
+}
