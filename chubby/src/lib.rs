@@ -44,8 +44,6 @@ mod error;
 #[cfg(feature = "etcd")]
 mod etcd;
 mod events;
-#[cfg(test)]
-mod fuzz;
 mod locks;
 mod namespace;
 mod path;
@@ -55,6 +53,8 @@ mod service;
 mod session;
 mod snapshot;
 mod store;
+#[cfg(test)]
+mod tests;
 mod types;
 mod wal;
 
@@ -67,7 +67,7 @@ pub use error::{Error, Result};
 #[cfg(feature = "etcd")]
 pub use etcd::{EtcdCell, EtcdOptions};
 pub use sequencer::Sequencer;
-pub use service::{LockGrant, LockService};
+pub use service::{LockGrant, LockRequest, LockService, Wait};
 pub use types::{
     DirEntry, Event, HandleId, LockHolder, LockMode, NodeId, NodeKind, NodeSpec, OpenOptions,
     OwnerKey, SessionId, Stat, Target, WatchEvent, MAX_CONTENTS,

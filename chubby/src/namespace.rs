@@ -8,7 +8,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use crate::acl::{self, Credentials, Perm};
 use crate::error::{Error, Result};
 use crate::path;
-use crate::record::Record;
+use crate::record::{NewNode, Record};
 use crate::types::{NodeId, NodeKind, Stat, ROOT_ID};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -25,6 +25,23 @@ pub struct Meta {
 }
 
 impl Meta {
+    /// A root directory (0755, root's) made at time 1 with this lock-delay:
+    /// the tests' starting point.
+    #[cfg(test)]
+    pub fn test_root(lock_delay_ms: u64) -> Meta {
+        Meta {
+            uid: 0,
+            gid: 0,
+            mode: 0o755,
+            mtime_ns: 1,
+            ctime_ns: 1,
+            lock_delay_ms,
+            ephemeral: false,
+            content_gen: 0,
+            lock_gen: 0,
+        }
+    }
+
     pub fn perm(&self) -> Perm {
         Perm {
             uid: self.uid,
@@ -372,7 +389,7 @@ impl Namespace {
     /// the tree: corruption (or a bug in the caller's validation).
     pub fn apply(&mut self, rec: &Record) -> Result<()> {
         match rec {
-            Record::Create {
+            Record::Create(NewNode {
                 id,
                 parent,
                 name,
@@ -384,7 +401,7 @@ impl Namespace {
                 lock_delay_ms,
                 lock_gen,
                 time_ns,
-            } => {
+            }) => {
                 path::check_name(name)?;
                 if self.nodes.contains_key(id) {
                     return Err(Error::corruption(format!("node id {id} reused")));
@@ -523,21 +540,11 @@ mod tests {
     use super::*;
 
     fn meta() -> Meta {
-        Meta {
-            uid: 0,
-            gid: 0,
-            mode: 0o755,
-            mtime_ns: 1,
-            ctime_ns: 1,
-            lock_delay_ms: 0,
-            ephemeral: false,
-            content_gen: 0,
-            lock_gen: 0,
-        }
+        Meta::test_root(0)
     }
 
     fn create(id: NodeId, parent: NodeId, name: &str, kind: NodeKind) -> Record {
-        Record::Create {
+        Record::Create(NewNode {
             id,
             parent,
             name: name.into(),
@@ -549,7 +556,7 @@ mod tests {
             lock_delay_ms: 0,
             lock_gen: id * 10,
             time_ns: 7,
-        }
+        })
     }
 
     #[test]

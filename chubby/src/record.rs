@@ -5,22 +5,58 @@ use crate::codec::{Reader, Writer};
 use crate::error::{Error, Result};
 use crate::types::{NodeId, NodeKind};
 
+/// A node made by `Record::Create`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewNode {
+    pub id: NodeId,
+    pub parent: NodeId,
+    pub name: String,
+    pub kind: NodeKind,
+    pub uid: u32,
+    pub gid: u32,
+    pub mode: u32,
+    pub ephemeral: bool,
+    pub lock_delay_ms: u64,
+    /// A fresh generation, so a recreated node never repeats an old one.
+    pub lock_gen: u64,
+    pub time_ns: u64,
+}
+
+impl NewNode {
+    fn encode(&self, w: &mut Writer) {
+        w.u64(self.id);
+        w.u64(self.parent);
+        w.str(&self.name);
+        encode_kind(w, self.kind);
+        w.u32(self.uid);
+        w.u32(self.gid);
+        w.u32(self.mode);
+        w.bool(self.ephemeral);
+        w.u64(self.lock_delay_ms);
+        w.u64(self.lock_gen);
+        w.u64(self.time_ns);
+    }
+
+    fn decode(r: &mut Reader<'_>) -> Result<NewNode> {
+        Ok(NewNode {
+            id: r.u64()?,
+            parent: r.u64()?,
+            name: r.string()?,
+            kind: decode_kind(r)?,
+            uid: r.u32()?,
+            gid: r.u32()?,
+            mode: r.u32()?,
+            ephemeral: r.bool()?,
+            lock_delay_ms: r.u64()?,
+            lock_gen: r.u64()?,
+            time_ns: r.u64()?,
+        })
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Record {
-    Create {
-        id: NodeId,
-        parent: NodeId,
-        name: String,
-        kind: NodeKind,
-        uid: u32,
-        gid: u32,
-        mode: u32,
-        ephemeral: bool,
-        lock_delay_ms: u64,
-        /// A fresh generation, so a recreated node never repeats an old one.
-        lock_gen: u64,
-        time_ns: u64,
-    },
+    Create(NewNode),
     SetContents {
         id: NodeId,
         data: Vec<u8>,
@@ -28,7 +64,10 @@ pub enum Record {
         time_ns: u64,
     },
     /// Unlink or rmdir.
-    Remove { id: NodeId, time_ns: u64 },
+    Remove {
+        id: NodeId,
+        time_ns: u64,
+    },
     /// Moves a node, replacing whatever `new_parent/new_name` held.
     Rename {
         id: NodeId,
@@ -54,7 +93,10 @@ pub enum Record {
         time_ns: u64,
     },
     /// A writer-mode acquisition: generations must never go backwards.
-    LockGeneration { id: NodeId, generation: u64 },
+    LockGeneration {
+        id: NodeId,
+        generation: u64,
+    },
 }
 
 pub fn encode_kind(w: &mut Writer, kind: NodeKind) {
@@ -75,31 +117,9 @@ pub fn decode_kind(r: &mut Reader<'_>) -> Result<NodeKind> {
 impl Record {
     pub fn encode(&self, w: &mut Writer) {
         match self {
-            Record::Create {
-                id,
-                parent,
-                name,
-                kind,
-                uid,
-                gid,
-                mode,
-                ephemeral,
-                lock_delay_ms,
-                lock_gen,
-                time_ns,
-            } => {
+            Record::Create(n) => {
                 w.u8(1);
-                w.u64(*id);
-                w.u64(*parent);
-                w.str(name);
-                encode_kind(w, *kind);
-                w.u32(*uid);
-                w.u32(*gid);
-                w.u32(*mode);
-                w.bool(*ephemeral);
-                w.u64(*lock_delay_ms);
-                w.u64(*lock_gen);
-                w.u64(*time_ns);
+                n.encode(w);
             }
             Record::SetContents {
                 id,
@@ -174,19 +194,7 @@ impl Record {
 
     pub fn decode(r: &mut Reader<'_>) -> Result<Record> {
         let rec = match r.u8()? {
-            1 => Record::Create {
-                id: r.u64()?,
-                parent: r.u64()?,
-                name: r.string()?,
-                kind: decode_kind(r)?,
-                uid: r.u32()?,
-                gid: r.u32()?,
-                mode: r.u32()?,
-                ephemeral: r.bool()?,
-                lock_delay_ms: r.u64()?,
-                lock_gen: r.u64()?,
-                time_ns: r.u64()?,
-            },
+            1 => Record::Create(NewNode::decode(r)?),
             2 => Record::SetContents {
                 id: r.u64()?,
                 data: r.bytes()?.to_vec(),
@@ -237,7 +245,7 @@ mod tests {
     #[test]
     fn every_record_round_trips() {
         let recs = vec![
-            Record::Create {
+            Record::Create(NewNode {
                 id: 5,
                 parent: 1,
                 name: "master".into(),
@@ -249,7 +257,7 @@ mod tests {
                 lock_delay_ms: 5000,
                 lock_gen: 12,
                 time_ns: 42,
-            },
+            }),
             Record::SetContents {
                 id: 5,
                 data: b"hello".to_vec(),

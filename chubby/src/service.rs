@@ -25,6 +25,53 @@ pub struct LockGrant {
     pub sequencer: Sequencer,
 }
 
+/// Who asks for which lock, in which mode. A path target needs read or
+/// write permission; a lock taken through a handle is tied to that handle
+/// and its session.
+#[derive(Clone, Copy, Debug)]
+pub struct LockRequest<'a> {
+    /// Whose permissions are checked.
+    pub creds: &'a Credentials,
+    /// Who holds the lock once granted.
+    pub owner: OwnerKey,
+    /// The node, by path or by handle.
+    pub target: Target<'a>,
+    /// Shared or exclusive.
+    pub mode: LockMode,
+}
+
+impl<'a> LockRequest<'a> {
+    /// `owner` asks for `target` in `mode` with `creds`' permissions.
+    pub fn new(
+        creds: &'a Credentials,
+        owner: OwnerKey,
+        target: Target<'a>,
+        mode: LockMode,
+    ) -> LockRequest<'a> {
+        LockRequest {
+            creds,
+            owner,
+            target,
+            mode,
+        }
+    }
+}
+
+/// Whether a lock request waits, and until when.
+#[derive(Clone, Copy)]
+pub enum Wait<'a> {
+    /// Fail with `WouldBlock` rather than wait.
+    No,
+    /// Wait in arrival order until `deadline` (`TimedOut`) or until
+    /// `cancelled()` is true (`Interrupted`).
+    Until {
+        /// When to give up (None: never).
+        deadline: Option<Instant>,
+        /// Polled while waiting, and once more just before granting.
+        cancelled: &'a dyn Fn() -> bool,
+    },
+}
+
 /// A Chubby-like lock service: a namespace of directories and small files,
 /// each of which is also a reader/writer lock.
 ///
@@ -107,15 +154,16 @@ pub trait LockService: Send + Sync {
     /// Takes the lock without waiting: `WouldBlock` if held incompatibly, in
     /// lock-delay, or others are waiting. Asking again for a mode already held
     /// succeeds; shared→exclusive upgrades if sole holder, exclusive→shared
-    /// downgrades at once. A path target needs read or write permission; a
-    /// lock taken through a handle is tied to that handle and its session.
+    /// downgrades at once.
     fn try_lock(
         &self,
         creds: &Credentials,
         owner: OwnerKey,
         target: Target<'_>,
         mode: LockMode,
-    ) -> Result<LockGrant>;
+    ) -> Result<LockGrant> {
+        self.acquire(LockRequest::new(creds, owner, target, mode), Wait::No)
+    }
     /// Waits for the lock in arrival order. Gives up with `TimedOut` at
     /// `deadline`, and with `Interrupted` as soon as `cancelled()` is true
     /// (polled at least every 50 ms, and once more just before granting, so a
@@ -131,7 +179,24 @@ pub trait LockService: Send + Sync {
         mode: LockMode,
         deadline: Option<Instant>,
         cancelled: &dyn Fn() -> bool,
-    ) -> Result<LockGrant>;
+    ) -> Result<LockGrant> {
+        let req = LockRequest {
+            creds,
+            owner,
+            target,
+            mode,
+        };
+        self.acquire(
+            req,
+            Wait::Until {
+                deadline,
+                cancelled,
+            },
+        )
+    }
+    /// What `try_lock` (`Wait::No`) and `lock_wait` do; backends implement
+    /// this one.
+    fn acquire(&self, req: LockRequest<'_>, wait: Wait<'_>) -> Result<LockGrant>;
     /// Orderly release by `owner`: no lock-delay. Returns whether it held one.
     fn unlock(&self, owner: OwnerKey, target: Target<'_>) -> Result<bool>;
     /// `owner` died: releases all its locks, each starting its lock-delay.

@@ -141,22 +141,12 @@ pub fn decode(bytes: &[u8]) -> Result<(u64, Namespace)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Record;
+    use crate::record::{NewNode, Record};
     use crate::types::ROOT_ID;
 
     fn sample() -> Namespace {
-        let mut ns = Namespace::with_root(Meta {
-            uid: 0,
-            gid: 0,
-            mode: 0o755,
-            mtime_ns: 1,
-            ctime_ns: 1,
-            lock_delay_ms: 5000,
-            ephemeral: false,
-            content_gen: 0,
-            lock_gen: 0,
-        });
-        ns.apply(&Record::Create {
+        let mut ns = Namespace::with_root(Meta::test_root(5000));
+        ns.apply(&Record::Create(NewNode {
             id: 2,
             parent: ROOT_ID,
             name: "f".into(),
@@ -168,7 +158,7 @@ mod tests {
             lock_delay_ms: 300,
             lock_gen: 4,
             time_ns: 5,
-        })
+        }))
         .unwrap();
         ns.apply(&Record::SetContents {
             id: 2,

@@ -185,6 +185,7 @@ impl Store {
 mod tests {
     use super::*;
     use crate::disk::LocalDisk;
+    use crate::record::NewNode;
     use crate::types::{NodeKind, ROOT_ID};
     use std::fs;
     use std::path::Path;
@@ -195,21 +196,11 @@ mod tests {
     }
 
     fn root() -> Meta {
-        Meta {
-            uid: 0,
-            gid: 0,
-            mode: 0o755,
-            mtime_ns: 1,
-            ctime_ns: 1,
-            lock_delay_ms: 5000,
-            ephemeral: false,
-            content_gen: 0,
-            lock_gen: 0,
-        }
+        Meta::test_root(5000)
     }
 
     fn create(id: u64, name: &str) -> Record {
-        Record::Create {
+        Record::Create(NewNode {
             id,
             parent: ROOT_ID,
             name: name.into(),
@@ -221,7 +212,7 @@ mod tests {
             lock_delay_ms: 0,
             lock_gen: id,
             time_ns: 3,
-        }
+        })
     }
 
     #[test]

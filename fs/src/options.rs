@@ -35,8 +35,9 @@ pub struct FsOptions {
     pub gid: u32,
     /// Where `statfs` measures free space (the data directory).
     pub statfs_path: Option<PathBuf>,
-    /// The mount's options, shown in `.bigtable/mount`.
-    pub description: String,
+    /// `.bigtable/mount`'s text, rendered by whoever mounts (mountd: every
+    /// option in effect, as `name=value` lines).
+    pub mount_status: String,
     /// Where a `.mutate` batch larger than memory waits for its close (an
     /// unlinked file; None: the system's temp directory).
     pub spool_dir: Option<PathBuf>,
@@ -56,7 +57,7 @@ impl Default for FsOptions {
             uid: 0,
             gid: 0,
             statfs_path: None,
-            description: String::new(),
+            mount_status: String::new(),
             spool_dir: None,
             limits: crate::write_budget::WriteLimits::default(),
         }

@@ -210,16 +210,7 @@ impl StatusFile {
                     let _ = writeln!(out, "fuse_{op}={n}");
                 }
             }
-            StatusFile::Mount => {
-                let o = s.opts;
-                let _ = writeln!(out, "options={}", o.description);
-                let _ = writeln!(out, "attr_timeout_ms={}", o.attr_timeout.as_millis());
-                let _ = writeln!(out, "entry_timeout_ms={}", o.entry_timeout.as_millis());
-                let _ = writeln!(out, "dir_timeout_ms={}", o.dir_timeout.as_millis());
-                let _ = writeln!(out, "reader_wait_ms={}", o.reader_wait.as_millis());
-                let _ = writeln!(out, "sync={}", o.sync_writes);
-                let _ = writeln!(out, "max_value_size={}", o.max_value_size);
-            }
+            StatusFile::Mount => out.push_str(&s.opts.mount_status),
             StatusFile::Servers => {
                 for l in s.store.servers_report() {
                     let _ = writeln!(out, "{l}");

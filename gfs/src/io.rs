@@ -1,18 +1,21 @@
 //! How [`crate::LocalStore`] moves bytes: io_uring or plain syscalls.
 //!
-//! [`Io`] is the one place that picks the path for each operation, so the
-//! store's code is the same in both modes and a benchmark can switch between
-//! them with [`IoMode`]. It also counts what actually ran ([`IoStats`]), which
-//! is how tests and status files prove io_uring was used.
+//! [`Io`] is the one place that picks the path, so the store's code is the
+//! same in both modes and a benchmark can switch between them with
+//! [`IoMode`]. Each path implements [`FileIo`]: `sysio::Syscalls`,
+//! `uring::UringIo` (which falls back to the former), and in test builds
+//! `power::PowerCutIo` decorates either with the power-cut model. `Io` also
+//! counts what actually ran ([`IoStats`]), which is how tests and status
+//! files prove io_uring was used.
 
 pub use crate::requests::IoStats;
-pub(crate) use crate::requests::{Chain, Counters, ReadReq, Step};
-use crate::{power, sysio, uring};
+pub(crate) use crate::requests::{Chain, Counters, FileIo, ReadReq, Reads, WriteReq};
+use crate::sysio::Syscalls;
+use crate::uring::{self, UringIo};
 use std::fmt;
 use std::fs::File;
 use std::io;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Which kernel interface carries file data.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -49,14 +52,71 @@ impl FromStr for IoMode {
     }
 }
 
-/// Warn once per process when a thread cannot get a ring; repeating it per
-/// operation would flood the log while the fallback keeps working.
-static RING_WARNED: AtomicBool = AtomicBool::new(false);
+/// The path of a mode: matched on per call, not called through a vtable.
+enum Path {
+    Uring(UringIo),
+    Syscall(Syscalls),
+}
+
+impl FileIo for Path {
+    fn read(&self, file: &File, ranges: &[(u64, usize)], ctr: &Counters) -> Reads {
+        match self {
+            Path::Uring(p) => p.read(file, ranges, ctr),
+            Path::Syscall(p) => p.read(file, ranges, ctr),
+        }
+    }
+
+    fn write(&self, w: WriteReq<'_>, ctr: &Counters) -> io::Result<()> {
+        match self {
+            Path::Uring(p) => p.write(w, ctr),
+            Path::Syscall(p) => p.write(w, ctr),
+        }
+    }
+
+    fn read_multi(&self, reqs: &[ReadReq<'_>], ctr: &Counters) -> Vec<io::Result<Vec<u8>>> {
+        match self {
+            Path::Uring(p) => p.read_multi(reqs, ctr),
+            Path::Syscall(p) => p.read_multi(reqs, ctr),
+        }
+    }
+
+    fn run_chains(&self, chains: &[Chain<'_>], ctr: &Counters) -> Vec<io::Result<()>> {
+        match self {
+            Path::Uring(p) => p.run_chains(chains, ctr),
+            Path::Syscall(p) => p.run_chains(chains, ctr),
+        }
+    }
+
+    fn sync(&self, file: &File, data_only: bool, ctr: &Counters) -> io::Result<()> {
+        match self {
+            Path::Uring(p) => p.sync(file, data_only, ctr),
+            Path::Syscall(p) => p.sync(file, data_only, ctr),
+        }
+    }
+}
+
+/// What `Io` runs on: in test builds the power-cut decorator around the
+/// mode's path, else the path itself.
+#[cfg(feature = "testing")]
+type Stack = crate::power::PowerCutIo<Path>;
+#[cfg(not(feature = "testing"))]
+type Stack = Path;
+
+#[cfg(feature = "testing")]
+fn stack(path: Path) -> Stack {
+    crate::power::PowerCutIo(path)
+}
+
+#[cfg(not(feature = "testing"))]
+fn stack(path: Path) -> Stack {
+    path
+}
 
 /// Performs positional reads, writes and syncs in the chosen mode.
 pub(crate) struct Io {
     mode: IoMode,
     counters: Counters,
+    path: Stack,
 }
 
 impl Io {
@@ -81,9 +141,14 @@ impl Io {
     }
 
     fn with_mode(mode: IoMode) -> Io {
+        let path = match mode {
+            IoMode::Uring => Path::Uring(UringIo),
+            IoMode::Syscall => Path::Syscall(Syscalls),
+        };
         Io {
             mode,
             counters: Counters::default(),
+            path: stack(path),
         }
     }
 
@@ -97,20 +162,8 @@ impl Io {
 
     /// Reads each `(offset, len)` range; a returned buffer is shorter than
     /// asked only where the file ended first.
-    pub(crate) fn read(&self, file: &File, ranges: &[(u64, usize)]) -> io::Result<Vec<Vec<u8>>> {
-        if self.mode == IoMode::Uring {
-            match uring::with_ring(|r| r.read(file, ranges, &self.counters)) {
-                Ok(res) => return res,
-                Err(e) => self.warn_no_ring(&e),
-            }
-        }
-        ranges
-            .iter()
-            .map(|&(offset, len)| {
-                self.counters.syscall();
-                sysio::read(file, offset, len)
-            })
-            .collect()
+    pub(crate) fn read(&self, file: &File, ranges: &[(u64, usize)]) -> Reads {
+        self.path.read(file, ranges, &self.counters)
     }
 
     /// Writes `bufs` back to back at `offset`, all of them; with `sync` the
@@ -122,97 +175,30 @@ impl Io {
         bufs: &[&[u8]],
         sync: bool,
     ) -> io::Result<()> {
-        if let Some(r) = power::write(file, offset, bufs, sync) {
-            return r;
-        }
-        // An unsynced write only copies into the page cache, which ext4 will
-        // not do from io_uring's submitting thread: the ring hands it to a
-        // worker thread and back, two context switches that cost more than
-        // the copy (measured: unsynced log appends 2-3x faster by pwritev).
-        if self.mode == IoMode::Uring && sync {
-            match uring::with_ring(|r| r.write(file, offset, bufs, sync, &self.counters)) {
-                Ok(res) => return res,
-                Err(e) => self.warn_no_ring(&e),
-            }
-        }
-        self.counters.syscall();
-        sysio::write(file, offset, bufs)?;
-        if sync {
-            self.counters.syscall();
-            sysio::sync(file, true)?;
-        }
-        Ok(())
+        let w = WriteReq {
+            file,
+            offset,
+            bufs,
+            sync,
+        };
+        self.path.write(w, &self.counters)
     }
 
     /// Reads every request (files may differ) in one batch where possible;
     /// each gets its own result. A buffer is short only at end of file.
     pub(crate) fn read_multi(&self, reqs: &[ReadReq<'_>]) -> Vec<io::Result<Vec<u8>>> {
-        if self.mode == IoMode::Uring {
-            match uring::with_ring(|r| r.read_multi(reqs, &self.counters)) {
-                Ok(res) => return res,
-                Err(e) => self.warn_no_ring(&e),
-            }
-        }
-        reqs.iter()
-            .map(|r| {
-                self.counters.syscall();
-                sysio::read(r.file, r.offset, r.len)
-            })
-            .collect()
+        self.path.read_multi(reqs, &self.counters)
     }
 
     /// Runs independent chains of writes and syncs, all in one submission
     /// where possible; each chain gets its own result.
-    /// Chains without a sync run by plain system calls, as in [`Io::write`].
     pub(crate) fn run_chains(&self, chains: &[Chain<'_>]) -> Vec<io::Result<()>> {
-        if let Some(r) = power::run_chains(chains) {
-            return r;
-        }
-        let syncs = chains
-            .iter()
-            .any(|c| c.steps.iter().any(|s| matches!(s, Step::Sync { .. })));
-        if self.mode == IoMode::Uring && syncs {
-            match uring::with_ring(|r| r.run_chains(chains, &self.counters)) {
-                Ok(res) => return res,
-                Err(e) => self.warn_no_ring(&e),
-            }
-        }
-        chains
-            .iter()
-            .map(|chain| {
-                for step in &chain.steps {
-                    self.counters.syscall();
-                    match step {
-                        Step::Write { file, offset, bufs } => sysio::write(file, *offset, bufs)?,
-                        Step::Sync {
-                            file, data_only, ..
-                        } => sysio::sync(file, *data_only)?,
-                    }
-                }
-                Ok(())
-            })
-            .collect()
+        self.path.run_chains(chains, &self.counters)
     }
 
     /// fdatasync (`data_only`) or fsync; the latter also works on directories.
     pub(crate) fn sync(&self, file: &File, data_only: bool) -> io::Result<()> {
-        if let Some(r) = power::sync(file, data_only) {
-            return r;
-        }
-        if self.mode == IoMode::Uring {
-            match uring::with_ring(|r| r.sync(file, data_only, &self.counters)) {
-                Ok(res) => return res,
-                Err(e) => self.warn_no_ring(&e),
-            }
-        }
-        self.counters.syscall();
-        sysio::sync(file, data_only)
-    }
-
-    fn warn_no_ring(&self, e: &io::Error) {
-        if !RING_WARNED.swap(true, Ordering::Relaxed) {
-            log::warn!("no io_uring on this thread ({e}); using plain system calls here");
-        }
+        self.path.sync(file, data_only, &self.counters)
     }
 }
 

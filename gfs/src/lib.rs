@@ -136,7 +136,9 @@ pub trait FileStore: Send + Sync + 'static {
 /// storage (they survive a crash of the machine).
 pub trait WritableFile: Send {
     /// Appends `data` at the end; returns the offset at which it was written.
-    fn append(&mut self, data: &[u8]) -> Result<u64>;
+    fn append(&mut self, data: &[u8]) -> Result<u64> {
+        self.append_vectored(&[data])
+    }
     /// Appends several buffers as one write (one submission).
     fn append_vectored(&mut self, bufs: &[&[u8]]) -> Result<u64>;
     /// Appends `bufs` and makes them durable in the same submission (write + linked fsync).

@@ -443,9 +443,6 @@ impl LocalWriter {
 }
 
 impl WritableFile for LocalWriter {
-    fn append(&mut self, data: &[u8]) -> Result<u64> {
-        self.write(&[data], false)
-    }
     fn append_vectored(&mut self, bufs: &[&[u8]]) -> Result<u64> {
         self.write(bufs, false)
     }

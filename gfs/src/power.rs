@@ -50,7 +50,7 @@ use std::sync::{Arc, Weak};
 use testkit::power::{PowerSwitch, UndoLog};
 use testkit::rng::SplitMix64;
 
-use crate::requests::{Chain, Step};
+use crate::requests::{Chain, Counters, FileIo, ReadReq, Reads, Step, WriteReq};
 use crate::sysio;
 
 /// How many models are installed: the fast path skips everything at zero.
@@ -295,14 +295,46 @@ impl State {
     }
 }
 
+/// The power-cut model in front of another path (a decorator): a write,
+/// sync or chain of a file a model covers goes through the model, one
+/// system call at a time; everything else, and every read, goes to the
+/// path inside. With no model installed that costs one atomic load.
+pub(crate) struct PowerCutIo<I>(pub(crate) I);
+
+impl<I: FileIo> FileIo for PowerCutIo<I> {
+    fn read(&self, file: &File, ranges: &[(u64, usize)], ctr: &Counters) -> Reads {
+        self.0.read(file, ranges, ctr)
+    }
+
+    fn write(&self, w: WriteReq<'_>, ctr: &Counters) -> io::Result<()> {
+        match write(w.file, w.offset, w.bufs, w.sync) {
+            Some(r) => r,
+            None => self.0.write(w, ctr),
+        }
+    }
+
+    fn read_multi(&self, reqs: &[ReadReq<'_>], ctr: &Counters) -> Vec<io::Result<Vec<u8>>> {
+        self.0.read_multi(reqs, ctr)
+    }
+
+    fn run_chains(&self, chains: &[Chain<'_>], ctr: &Counters) -> Vec<io::Result<()>> {
+        match run_chains(chains) {
+            Some(r) => r,
+            None => self.0.run_chains(chains, ctr),
+        }
+    }
+
+    fn sync(&self, file: &File, data_only: bool, ctr: &Counters) -> io::Result<()> {
+        match sync(file, data_only) {
+            Some(r) => r,
+            None => self.0.sync(file, data_only, ctr),
+        }
+    }
+}
+
 /// A write of `bufs` at `offset` (synced after with `sync`), if a model
 /// covers the file; `None` means do it the ordinary way.
-pub(crate) fn write(
-    file: &File,
-    offset: u64,
-    bufs: &[&[u8]],
-    sync: bool,
-) -> Option<io::Result<()>> {
+fn write(file: &File, offset: u64, bufs: &[&[u8]], sync: bool) -> Option<io::Result<()>> {
     let m = model_of(file)?;
     let mut s = m.state.lock();
     Some(
@@ -312,14 +344,14 @@ pub(crate) fn write(
 }
 
 /// An fsync or fdatasync, if a model covers the file.
-pub(crate) fn sync(file: &File, data_only: bool) -> Option<io::Result<()>> {
+fn sync(file: &File, data_only: bool) -> Option<io::Result<()>> {
     let m = model_of(file)?;
     let result = m.state.lock().sync(file, data_only);
     Some(result)
 }
 
 /// Chains of writes and syncs, if a model covers a file of theirs.
-pub(crate) fn run_chains(chains: &[Chain<'_>]) -> Option<Vec<io::Result<()>>> {
+fn run_chains(chains: &[Chain<'_>]) -> Option<Vec<io::Result<()>>> {
     if !installed() {
         return None;
     }

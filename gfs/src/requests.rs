@@ -1,8 +1,10 @@
 //! The requests [`crate::io::Io`] carries out, shared by the paths that carry
-//! them out (`io.rs`, `uring.rs`) and the power-cut model (`power.rs`):
-//! batches of reads, chains of writes and syncs, and the counters of what ran.
+//! them out (`sysio.rs`, `uring.rs`) and the power-cut model (`power.rs`):
+//! batches of reads, chains of writes and syncs, the counters of what ran,
+//! and [`FileIo`], the trait each of them implements.
 
 use std::fs::File;
+use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What a store has done so far, by path.
@@ -39,6 +41,38 @@ impl Counters {
             syscall_ops: self.syscall_ops.load(Ordering::Relaxed),
         }
     }
+}
+
+/// One way of carrying out the requests: plain system calls
+/// (`sysio::Syscalls`), io_uring (`uring::UringIo`), and in test builds the
+/// power-cut model in front of either (`power::PowerCutIo`, a decorator).
+/// [`crate::io::Io`] picks one per mode; the paths are generic or matched
+/// on, never called through a vtable. Each counts what it ran in `ctr`.
+pub(crate) trait FileIo {
+    /// Reads each `(offset, len)` range; a returned buffer is shorter than
+    /// asked only where the file ended first.
+    fn read(&self, file: &File, ranges: &[(u64, usize)], ctr: &Counters) -> Reads;
+    /// Carries out one write (and its sync).
+    fn write(&self, w: WriteReq<'_>, ctr: &Counters) -> io::Result<()>;
+    /// Reads every request (files may differ); each gets its own result.
+    fn read_multi(&self, reqs: &[ReadReq<'_>], ctr: &Counters) -> Vec<io::Result<Vec<u8>>>;
+    /// Runs independent chains of writes and syncs; each gets its own result.
+    fn run_chains(&self, chains: &[Chain<'_>], ctr: &Counters) -> Vec<io::Result<()>>;
+    /// fdatasync (`data_only`) or fsync; the latter also works on directories.
+    fn sync(&self, file: &File, data_only: bool, ctr: &Counters) -> io::Result<()>;
+}
+
+/// Buffers read, one per range asked for.
+pub(crate) type Reads = io::Result<Vec<Vec<u8>>>;
+
+/// One write: all of `bufs` back to back at `offset` of `file`; with `sync`
+/// the data is also made durable before it returns.
+#[derive(Clone, Copy)]
+pub(crate) struct WriteReq<'a> {
+    pub(crate) file: &'a File,
+    pub(crate) offset: u64,
+    pub(crate) bufs: &'a [&'a [u8]],
+    pub(crate) sync: bool,
 }
 
 /// One read of a batch: `len` bytes at `offset` of `file`.

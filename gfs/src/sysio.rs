@@ -3,6 +3,7 @@
 //! Used in [`crate::IoMode::Syscall`] (the baseline a benchmark compares
 //! io_uring against) and as the fallback where no ring can be set up.
 
+use crate::requests::{Chain, Counters, FileIo, ReadReq, Reads, Step, WriteReq};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -14,6 +15,63 @@ const MAX_IOV: usize = 1024;
 const SMALL_IOV: usize = 8;
 /// Consecutive EAGAINs tolerated before giving up, so nothing spins forever.
 const MAX_AGAIN: u32 = 1000;
+
+/// One system call per operation, each counted.
+pub(crate) struct Syscalls;
+
+impl FileIo for Syscalls {
+    fn read(&self, file: &File, ranges: &[(u64, usize)], ctr: &Counters) -> Reads {
+        ranges
+            .iter()
+            .map(|&(offset, len)| {
+                ctr.syscall();
+                read(file, offset, len)
+            })
+            .collect()
+    }
+
+    fn write(&self, w: WriteReq<'_>, ctr: &Counters) -> io::Result<()> {
+        ctr.syscall();
+        write(w.file, w.offset, w.bufs)?;
+        if w.sync {
+            ctr.syscall();
+            self::sync(w.file, true)?;
+        }
+        Ok(())
+    }
+
+    fn read_multi(&self, reqs: &[ReadReq<'_>], ctr: &Counters) -> Vec<io::Result<Vec<u8>>> {
+        reqs.iter()
+            .map(|r| {
+                ctr.syscall();
+                read(r.file, r.offset, r.len)
+            })
+            .collect()
+    }
+
+    fn run_chains(&self, chains: &[Chain<'_>], ctr: &Counters) -> Vec<io::Result<()>> {
+        chains
+            .iter()
+            .map(|chain| {
+                for step in &chain.steps {
+                    ctr.syscall();
+                    match step {
+                        Step::Write { file, offset, bufs } => write(file, *offset, bufs)?,
+                        Step::Sync {
+                            file, data_only, ..
+                        } => self::sync(file, *data_only)?,
+                    }
+                }
+                Ok(())
+            })
+            .collect()
+    }
+
+    fn sync(&self, file: &File, data_only: bool, ctr: &Counters) -> io::Result<()> {
+        ctr.syscall();
+        self::sync(file, data_only)
+    }
+}
 
 /// Reads up to `len` bytes at `offset`; returns fewer only at end of file.
 pub(crate) fn read(file: &File, offset: u64, len: usize) -> io::Result<Vec<u8>> {

@@ -25,6 +25,7 @@ fn option() -> impl Strategy<Value = String> {
 fn check(cfg: &MountConfig) {
     let _ = cfg.thread_count();
     let _ = cfg.engine_options();
+    let _ = cfg.status();
 }
 
 proptest! {

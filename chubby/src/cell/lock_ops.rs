@@ -1,5 +1,7 @@
-//! Lock acquisition and release. Waiting happens here because it needs the
-//! condition variable next to the state's mutex.
+//! The state's lock helpers (resolving a target, granting, converting a
+//! held lock) and waiting for a turn, which needs the condition variable
+//! next to the state's mutex. `service_impl.rs` takes and releases locks
+//! with them.
 
 use std::time::{Duration, Instant};
 
@@ -36,7 +38,7 @@ impl State {
         Ok((id, target_handle(target)))
     }
 
-    fn grant_of(&self, node: NodeId, mode: LockMode) -> Result<LockGrant> {
+    pub(super) fn grant_of(&self, node: NodeId, mode: LockMode) -> Result<LockGrant> {
         let generation = self.ns.node(node)?.meta.lock_gen;
         Ok(LockGrant {
             mode,
@@ -51,7 +53,7 @@ impl State {
 
     /// Gives `owner` the lock in `mode` (the caller has checked it may). A
     /// writer-mode grant first makes the bumped generation durable.
-    fn grant(
+    pub(super) fn grant(
         &mut self,
         node: NodeId,
         owner: OwnerKey,
@@ -73,7 +75,7 @@ impl State {
 
     /// What to do with a request from an owner that already holds the lock:
     /// `Some(result)` if it is settled without queueing.
-    fn convert(
+    pub(super) fn convert(
         &mut self,
         node: NodeId,
         owner: OwnerKey,
@@ -108,64 +110,9 @@ fn target_handle(target: Target<'_>) -> Option<HandleId> {
 }
 
 impl LocalCell {
-    pub(super) fn try_lock_impl(
-        &self,
-        creds: &Credentials,
-        owner: OwnerKey,
-        target: Target<'_>,
-        mode: LockMode,
-    ) -> Result<LockGrant> {
-        let mut st = self.state.lock();
-        let (node, handle) = st.lock_target(creds, target)?;
-        if let Some(res) = st.convert(node, owner, mode, handle) {
-            self.cond.notify_all();
-            return res;
-        }
-        if st.locks.held(node, owner).is_some() {
-            return Err(Error::WouldBlock);
-        }
-        match st.locks.check(node, owner, mode, None, Instant::now()) {
-            Ok(()) => st.grant(node, owner, mode, handle),
-            Err(_) => Err(Error::WouldBlock),
-        }
-    }
-
-    pub(super) fn lock_wait_impl(
-        &self,
-        creds: &Credentials,
-        owner: OwnerKey,
-        target: Target<'_>,
-        mode: LockMode,
-        deadline: Option<Instant>,
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<LockGrant> {
-        if cancelled() {
-            return Err(Error::Interrupted);
-        }
-        let mut st = self.state.lock();
-        let (node, handle) = st.lock_target(creds, target)?;
-        if let Some(res) = st.convert(node, owner, mode, handle) {
-            self.cond.notify_all();
-            return res;
-        }
-        if st.locks.held(node, owner).is_some() {
-            // An upgrade that must wait gives up the shared lock first, as
-            // flock(2) does; two waiting upgraders cannot deadlock.
-            st.release(node, owner, false);
-            self.cond.notify_all();
-        }
-        let ticket = st.locks.enqueue(node, owner, mode);
-        let res = self.wait_turn(
-            &mut st, node, owner, mode, handle, ticket, deadline, cancelled,
-        );
-        st.locks.dequeue(node, ticket, Instant::now());
-        // Our grant or departure may let the next waiter in.
-        self.cond.notify_all();
-        res
-    }
-
+    /// Waits, with the state's mutex, until `ticket` may take the lock.
     #[allow(clippy::too_many_arguments)]
-    fn wait_turn(
+    pub(super) fn wait_turn(
         &self,
         st: &mut MutexGuard<'_, State>,
         node: NodeId,
@@ -214,45 +161,5 @@ impl LocalCell {
                 return Err(Error::Interrupted);
             }
         }
-    }
-
-    pub(super) fn unlock_impl(&self, owner: OwnerKey, target: Target<'_>) -> Result<bool> {
-        let mut st = self.state.lock();
-        let (node, _) = st.resolve_target(&Credentials::root(), target)?;
-        let released = st.release(node, owner, false);
-        if released {
-            self.cond.notify_all();
-        }
-        Ok(released)
-    }
-
-    pub(super) fn release_owner_dead_impl(&self, owner: OwnerKey) -> usize {
-        let mut st = self.state.lock();
-        let mut n = 0;
-        for node in st.locks.nodes_of(owner) {
-            if st.release(node, owner, true) {
-                n += 1;
-            }
-        }
-        if n > 0 {
-            self.cond.notify_all();
-        }
-        n
-    }
-
-    pub(super) fn sequencer_impl(&self, owner: OwnerKey, target: Target<'_>) -> Option<Sequencer> {
-        let st = self.state.lock();
-        let (node, _) = st.resolve_target(&Credentials::root(), target).ok()?;
-        let held = st.locks.held(node, owner)?;
-        st.grant_of(node, held.mode).ok().map(|g| g.sequencer)
-    }
-
-    pub(super) fn check_sequencer_impl(&self, seq: &Sequencer) -> bool {
-        let st = self.state.lock();
-        let Ok(node) = st.resolve_path(&Credentials::root(), &seq.path) else {
-            return false;
-        };
-        let generation = st.ns.get(node).map(|n| n.meta.lock_gen);
-        st.locks.mode_held(node) == Some(seq.mode) && generation == Some(seq.generation)
     }
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::acl::{self, Credentials, READ, SEARCH, WRITE};
 use crate::error::{Error, Result};
 use crate::namespace::{now_ns, Body};
-use crate::record::Record;
+use crate::record::{NewNode, Record};
 use crate::types::{
     check_contents, DirEntry, Event, NodeId, NodeKind, NodeSpec, Stat, Target, ROOT_ID,
 };
@@ -61,7 +61,7 @@ impl State {
             mode |= S_ISGID;
         }
         let id = self.ns.next_id();
-        self.commit(Record::Create {
+        self.commit(Record::Create(NewNode {
             id,
             parent,
             name: name.to_string(),
@@ -73,7 +73,7 @@ impl State {
             lock_delay_ms,
             lock_gen: self.ns.lock_gen_max() + 1,
             time_ns: now_ns(),
-        })?;
+        }))?;
         self.emit(parent, Event::ChildAdded(name.to_string()));
         Ok(id)
     }

@@ -7,12 +7,12 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::Receiver;
 
 use crate::acl::{Credentials, READ};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::sequencer::Sequencer;
-use crate::service::{LockGrant, LockService};
+use crate::service::{LockGrant, LockRequest, LockService, Wait};
 use crate::types::{
-    DirEntry, Event, HandleId, LockHolder, LockMode, NodeSpec, OpenOptions, OwnerKey, SessionId,
-    Stat, Target, WatchEvent,
+    DirEntry, Event, HandleId, LockHolder, NodeSpec, OpenOptions, OwnerKey, SessionId, Stat,
+    Target, WatchEvent,
 };
 
 use super::LocalCell;
@@ -124,34 +124,70 @@ impl LockService for LocalCell {
         self.mutate(|st| st.set_ephemeral(creds, target, ephemeral))
     }
 
-    fn try_lock(
-        &self,
-        creds: &Credentials,
-        owner: OwnerKey,
-        target: Target<'_>,
-        mode: LockMode,
-    ) -> Result<LockGrant> {
-        self.try_lock_impl(creds, owner, target, mode)
-    }
-
-    fn lock_wait(
-        &self,
-        creds: &Credentials,
-        owner: OwnerKey,
-        target: Target<'_>,
-        mode: LockMode,
-        deadline: Option<Instant>,
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<LockGrant> {
-        self.lock_wait_impl(creds, owner, target, mode, deadline, cancelled)
+    fn acquire(&self, req: LockRequest<'_>, wait: Wait<'_>) -> Result<LockGrant> {
+        let (owner, mode) = (req.owner, req.mode);
+        if let Wait::Until { cancelled, .. } = wait {
+            if cancelled() {
+                return Err(Error::Interrupted);
+            }
+        }
+        let mut st = self.state.lock();
+        let (node, handle) = st.lock_target(req.creds, req.target)?;
+        if let Some(res) = st.convert(node, owner, mode, handle) {
+            self.cond.notify_all();
+            return res;
+        }
+        let Wait::Until {
+            deadline,
+            cancelled,
+        } = wait
+        else {
+            if st.locks.held(node, owner).is_some() {
+                return Err(Error::WouldBlock);
+            }
+            return match st.locks.check(node, owner, mode, None, Instant::now()) {
+                Ok(()) => st.grant(node, owner, mode, handle),
+                Err(_) => Err(Error::WouldBlock),
+            };
+        };
+        if st.locks.held(node, owner).is_some() {
+            // An upgrade that must wait gives up the shared lock first, as
+            // flock(2) does; two waiting upgraders cannot deadlock.
+            st.release(node, owner, false);
+            self.cond.notify_all();
+        }
+        let ticket = st.locks.enqueue(node, owner, mode);
+        let res = self.wait_turn(
+            &mut st, node, owner, mode, handle, ticket, deadline, cancelled,
+        );
+        st.locks.dequeue(node, ticket, Instant::now());
+        // Our grant or departure may let the next waiter in.
+        self.cond.notify_all();
+        res
     }
 
     fn unlock(&self, owner: OwnerKey, target: Target<'_>) -> Result<bool> {
-        self.unlock_impl(owner, target)
+        let mut st = self.state.lock();
+        let (node, _) = st.resolve_target(&Credentials::root(), target)?;
+        let released = st.release(node, owner, false);
+        if released {
+            self.cond.notify_all();
+        }
+        Ok(released)
     }
 
     fn release_owner_dead(&self, owner: OwnerKey) -> usize {
-        self.release_owner_dead_impl(owner)
+        let mut st = self.state.lock();
+        let mut n = 0;
+        for node in st.locks.nodes_of(owner) {
+            if st.release(node, owner, true) {
+                n += 1;
+            }
+        }
+        if n > 0 {
+            self.cond.notify_all();
+        }
+        n
     }
 
     fn holders(&self, target: Target<'_>) -> Result<Vec<LockHolder>> {
@@ -161,11 +197,19 @@ impl LockService for LocalCell {
     }
 
     fn sequencer(&self, owner: OwnerKey, target: Target<'_>) -> Option<Sequencer> {
-        self.sequencer_impl(owner, target)
+        let st = self.state.lock();
+        let (node, _) = st.resolve_target(&Credentials::root(), target).ok()?;
+        let held = st.locks.held(node, owner)?;
+        st.grant_of(node, held.mode).ok().map(|g| g.sequencer)
     }
 
     fn check_sequencer(&self, seq: &Sequencer) -> bool {
-        self.check_sequencer_impl(seq)
+        let st = self.state.lock();
+        let Ok(node) = st.resolve_path(&Credentials::root(), &seq.path) else {
+            return false;
+        };
+        let generation = st.ns.get(node).map(|n| n.meta.lock_gen);
+        st.locks.mode_held(node) == Some(seq.mode) && generation == Some(seq.generation)
     }
 
     fn subscribe(&self, creds: &Credentials, target: Target<'_>) -> Result<Receiver<Event>> {

@@ -16,7 +16,7 @@ use super::{EtcdCell, Held};
 use crate::acl::{self, Credentials};
 use crate::error::{Error, Result};
 use crate::sequencer::Sequencer;
-use crate::service::LockGrant;
+use crate::service::{LockGrant, LockRequest, Wait};
 use crate::types::{HandleId, LockHolder, LockMode, NodeId, OwnerKey, Target};
 
 /// Longest a waiter sleeps before looking at etcd and `cancelled()` again.
@@ -284,22 +284,24 @@ impl EtcdCell {
         }
     }
 
-    /// Asks for the lock: queues, then waits (unless `wait` is false).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn acquire(
+    /// Asks for the lock: queues, then waits (unless `Wait::No`).
+    pub(super) fn acquire_on_etcd(
         &self,
-        creds: &Credentials,
-        owner: OwnerKey,
-        target: Target<'_>,
-        mode: LockMode,
-        wait: bool,
-        deadline: Option<Instant>,
-        cancelled: &dyn Fn() -> bool,
+        req: LockRequest<'_>,
+        wait: Wait<'_>,
     ) -> Result<LockGrant> {
+        let (owner, mode) = (req.owner, req.mode);
+        let (wait, deadline, cancelled): (bool, _, &dyn Fn() -> bool) = match wait {
+            Wait::No => (false, None, &|| false),
+            Wait::Until {
+                deadline,
+                cancelled,
+            } => (true, deadline, cancelled),
+        };
         if wait && cancelled() {
             return Err(Error::Interrupted);
         }
-        let (f, handle) = self.lock_target(creds, target)?;
+        let (f, handle) = self.lock_target(req.creds, req.target)?;
         let handle = handle.or_else(|| self.held(f.val.id, owner).and_then(|h| h.handle));
         if let Some(h) = self.held(f.val.id, owner) {
             if h.mode == mode {

@@ -3,7 +3,7 @@
 //! the namespace and lock operations.
 
 use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crossbeam_channel::Receiver;
 
@@ -12,10 +12,10 @@ use crate::acl::{self, Credentials, READ, WRITE};
 use crate::error::{Error, Result};
 use crate::path;
 use crate::sequencer::Sequencer;
-use crate::service::{LockGrant, LockService};
+use crate::service::{LockGrant, LockRequest, LockService, Wait};
 use crate::types::{
-    DirEntry, Event, HandleId, LockHolder, LockMode, NodeKind, NodeSpec, OpenOptions, OwnerKey,
-    SessionId, Stat, Target, WatchEvent,
+    DirEntry, Event, HandleId, LockHolder, NodeKind, NodeSpec, OpenOptions, OwnerKey, SessionId,
+    Stat, Target, WatchEvent,
 };
 
 impl EtcdCell {
@@ -157,26 +157,8 @@ impl LockService for EtcdCell {
         self.set_ephemeral_impl(creds, target, ephemeral)
     }
 
-    fn try_lock(
-        &self,
-        creds: &Credentials,
-        owner: OwnerKey,
-        target: Target<'_>,
-        mode: LockMode,
-    ) -> Result<LockGrant> {
-        self.acquire(creds, owner, target, mode, false, None, &|| false)
-    }
-
-    fn lock_wait(
-        &self,
-        creds: &Credentials,
-        owner: OwnerKey,
-        target: Target<'_>,
-        mode: LockMode,
-        deadline: Option<Instant>,
-        cancelled: &dyn Fn() -> bool,
-    ) -> Result<LockGrant> {
-        self.acquire(creds, owner, target, mode, true, deadline, cancelled)
+    fn acquire(&self, req: LockRequest<'_>, wait: Wait<'_>) -> Result<LockGrant> {
+        self.acquire_on_etcd(req, wait)
     }
 
     fn unlock(&self, owner: OwnerKey, target: Target<'_>) -> Result<bool> {

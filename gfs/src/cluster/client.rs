@@ -30,7 +30,7 @@ pub(crate) struct Writer {
 
 impl Writer {
     pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str, len: u64, log: bool) -> Writer {
-        inner.open_handle(id);
+        inner.master.open_handle(id);
         Writer {
             inner,
             id,
@@ -43,7 +43,7 @@ impl Writer {
 
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
         let _t = telemetry::timer(telemetry::Latency::Chunk, "append");
-        self.inner.client_io();
+        self.inner.scrub.client_io();
         let off = self.inner.append(
             self.id,
             &self.name,
@@ -63,14 +63,11 @@ impl Drop for Writer {
         if self.log {
             self.inner.cut_zeros(self.id);
         }
-        self.inner.close_handle(self.id);
+        self.inner.master.close_handle(self.id);
     }
 }
 
 impl WritableFile for Writer {
-    fn append(&mut self, data: &[u8]) -> Result<u64> {
-        self.write(&[data], false)
-    }
     fn append_vectored(&mut self, bufs: &[&[u8]]) -> Result<u64> {
         self.write(bufs, false)
     }
@@ -126,7 +123,7 @@ pub(crate) struct Reader {
 
 impl Reader {
     pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str) -> Reader {
-        inner.open_handle(id);
+        inner.master.open_handle(id);
         let view = inner.view(id).unwrap_or(View {
             chunks: Vec::new(),
             placements: 0,
@@ -240,7 +237,7 @@ impl Reader {
 
     fn read_ranges(&self, ranges: &[(u64, usize)]) -> Result<Vec<Vec<u8>>> {
         let _t = telemetry::timer(telemetry::Latency::Chunk, "read");
-        self.inner.client_io();
+        self.inner.scrub.client_io();
         let mut view = self.view_for(ranges)?;
         // Split every range into per-chunk pieces.
         struct Piece {
@@ -374,7 +371,7 @@ impl Reader {
 
 impl Drop for Reader {
     fn drop(&mut self) {
-        self.inner.close_handle(self.id);
+        self.inner.master.close_handle(self.id);
     }
 }
 
@@ -389,7 +386,7 @@ impl ReadableFile for Reader {
         len: usize,
         check: &mut dyn FnMut(&[u8]) -> bool,
     ) -> Result<Vec<u8>> {
-        self.inner.client_io();
+        self.inner.scrub.client_io();
         if len > 0 {
             if let Some(bytes) = self.read_one_unchecked(offset, len, check)? {
                 return Ok(bytes);
@@ -403,23 +400,11 @@ impl ReadableFile for Reader {
         self.read_ranges(ranges)
     }
     fn len(&self) -> Result<u64> {
-        self.inner.file_len(self.id, &self.name)
+        self.inner.master.file_len(self.id, &self.name)
     }
 }
 
 impl Inner {
-    pub(crate) fn open_handle(&self, id: u64) {
-        if let Some(f) = self.master.state.lock().files.get_mut(&id) {
-            f.open += 1;
-        }
-    }
-
-    pub(crate) fn close_handle(&self, id: u64) {
-        if let Some(f) = self.master.state.lock().files.get_mut(&id) {
-            f.open = f.open.saturating_sub(1);
-        }
-    }
-
     /// The chunks of file `id` (live or in the trash) with their replicas.
     fn view(&self, id: u64) -> Option<View> {
         let st = self.master.state.lock();

@@ -176,7 +176,7 @@ impl Inner {
         for (s, h) in deletions {
             self.servers[s].delete(h);
         }
-        self.repair_signal.notify();
+        self.repairs.wake();
         Ok(())
     }
 
@@ -238,7 +238,7 @@ impl Inner {
                 log::warn!("gfs: chunk {:016x}: {e}", r.handle);
             }
         }
-        self.repair_signal.notify();
+        self.repairs.wake();
     }
 
     /// A chunkserver came back: keep its replicas that are current and
@@ -310,7 +310,7 @@ impl Inner {
         for (h, _) in scan.unreadable {
             server.delete(h);
         }
-        self.repair_signal.notify();
+        self.repairs.wake();
     }
 
     /// Purges trashed files past the delay that nobody has open, and deletes

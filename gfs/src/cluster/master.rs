@@ -699,6 +699,39 @@ impl Master {
     }
 
     /// (log sequence number, bytes in the current log, its generation).
+    /// A live file's id and length.
+    pub(crate) fn lookup(&self, name: &str) -> Result<(u64, u64)> {
+        let st = self.state.lock();
+        let id = *st
+            .names
+            .get(name)
+            .ok_or_else(|| Error::NotFound(name.to_string()))?;
+        Ok((id, st.file_len(id)))
+    }
+
+    /// The length of file `id` (named `name` for the error).
+    pub(crate) fn file_len(&self, id: u64, name: &str) -> Result<u64> {
+        let st = self.state.lock();
+        if !st.files.contains_key(&id) {
+            return Err(Error::NotFound(name.to_string()));
+        }
+        Ok(st.file_len(id))
+    }
+
+    /// A reader or writer opened file `id` (an open file is not purged).
+    pub(crate) fn open_handle(&self, id: u64) {
+        if let Some(f) = self.state.lock().files.get_mut(&id) {
+            f.open += 1;
+        }
+    }
+
+    /// ... and closed it.
+    pub(crate) fn close_handle(&self, id: u64) {
+        if let Some(f) = self.state.lock().files.get_mut(&id) {
+            f.open = f.open.saturating_sub(1);
+        }
+    }
+
     pub(crate) fn log_position(&self) -> (u64, u64, u64) {
         let log = self.log.lock();
         (log.lsn(), log.bytes(), log.seq)
@@ -848,19 +881,23 @@ mod tests {
         assert!(files.len() <= 4, "{files:?}");
     }
 
+    /// Makes files `a` and `b` in a new master in `dir`; returns its log.
+    fn log_of_two(dir: &Path, a: &str, b: &str) -> PathBuf {
+        {
+            let m = open(dir);
+            create(&m, a);
+            create(&m, b);
+        }
+        let log = LocalStore::open(dir).unwrap().list("oplog-").unwrap().pop();
+        dir.join(log.unwrap())
+    }
+
     #[test]
     fn torn_log_tail_is_tolerated() {
         let dir = tempfile::tempdir().unwrap();
-        {
-            let m = open(dir.path());
-            create(&m, "kept");
-            create(&m, "torn");
-        }
-        let store = LocalStore::open(dir.path()).unwrap();
-        let log = store.list("oplog-").unwrap().pop().unwrap();
-        let data = read_all(&store, &log).unwrap();
+        let path = log_of_two(dir.path(), "kept", "torn");
+        let data = std::fs::read(&path).unwrap();
         // Cut the last record anywhere inside it.
-        let path = dir.path().join(&log);
         std::fs::write(&path, &data[..data.len() - 3]).unwrap();
         let m = open(dir.path());
         assert_eq!(m.recovery.torn_bytes, data.len() as u64 / 2 - 3);
@@ -876,18 +913,7 @@ mod tests {
     #[test]
     fn damage_before_the_tail_refuses_to_start() {
         let dir = tempfile::tempdir().unwrap();
-        {
-            let m = open(dir.path());
-            create(&m, "a");
-            create(&m, "b");
-        }
-        let log = LocalStore::open(dir.path())
-            .unwrap()
-            .list("oplog-")
-            .unwrap()
-            .pop()
-            .unwrap();
-        let path = dir.path().join(log);
+        let path = log_of_two(dir.path(), "a", "b");
         let mut data = std::fs::read(&path).unwrap();
         data[14] ^= 0xff;
         std::fs::write(&path, &data).unwrap();

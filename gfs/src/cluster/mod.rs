@@ -229,15 +229,10 @@ pub(crate) struct Inner {
     pub(crate) master: Master,
     pub(crate) servers: Vec<ChunkServer>,
     pub(crate) counters: Counters,
-    /// Replicas found bad by readers or writers, for the repair thread to drop.
-    pub(crate) bad_reports: Mutex<Vec<(u64, usize)>>,
-    /// One re-replication pass at a time (two could copy the same chunk).
-    pub(crate) repair_lock: Mutex<()>,
-    pub(crate) repair_signal: Signal,
-    pub(crate) repair_throttle: throttle::Throttle,
-    pub(crate) copying: Mutex<repair::Copying>,
+    /// Re-replication's state (`repair.rs`).
+    pub(crate) repairs: repair::Repairs,
+    /// The background scrub's state (`scrub.rs`).
     pub(crate) scrub: scrub::Scrub,
-    pub(crate) scrub_throttle: throttle::Throttle,
     pub(crate) heartbeat_signal: Signal,
     pub(crate) stop: AtomicBool,
 }
@@ -292,13 +287,8 @@ impl Cluster {
             master,
             servers,
             counters: Counters::default(),
-            bad_reports: Mutex::new(Vec::new()),
-            repair_lock: Mutex::new(()),
-            repair_signal: Signal::default(),
-            repair_throttle: throttle::Throttle::new(opts.repair_rate),
-            copying: Mutex::new(repair::Copying::default()),
-            scrub: scrub::Scrub::default(),
-            scrub_throttle: throttle::Throttle::new(opts.scrub_rate),
+            repairs: repair::Repairs::new(opts.repair_rate),
+            scrub: scrub::Scrub::new(opts.scrub_rate),
             heartbeat_signal: Signal::default(),
             stop: AtomicBool::new(false),
             opts,
@@ -351,7 +341,7 @@ impl Cluster {
     pub fn wait_for_repair(&self, timeout: Duration) -> bool {
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            self.inner.repair_signal.notify();
+            self.inner.repairs.wake();
             let h = self.inner.health();
             if h.under_replicated == 0 && h.repair_queue == 0 {
                 return true;
@@ -443,9 +433,9 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         self.inner.stop.store(true, Ordering::Release);
-        self.inner.repair_signal.notify();
+        self.inner.repairs.wake();
         self.inner.heartbeat_signal.notify();
-        self.inner.scrub.signal.notify();
+        self.inner.scrub.wake();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
@@ -489,7 +479,7 @@ impl FileStore for Cluster {
 
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>> {
         validate(name)?;
-        let (id, len) = self.inner.lookup(name)?;
+        let (id, len) = self.inner.master.lookup(name)?;
         Ok(Box::new(client::Writer::new(
             self.inner.clone(),
             id,
@@ -501,7 +491,7 @@ impl FileStore for Cluster {
 
     fn open(&self, name: &str) -> Result<Arc<dyn ReadableFile>> {
         validate(name)?;
-        let (id, _) = self.inner.lookup(name)?;
+        let (id, _) = self.inner.master.lookup(name)?;
         Ok(Arc::new(client::Reader::new(self.inner.clone(), id, name)))
     }
 
@@ -544,7 +534,7 @@ impl FileStore for Cluster {
 
     fn size(&self, name: &str) -> Result<u64> {
         validate(name)?;
-        Ok(self.inner.lookup(name)?.1)
+        Ok(self.inner.master.lookup(name)?.1)
     }
 
     fn list(&self, prefix: &str) -> Result<Vec<String>> {
@@ -562,19 +552,5 @@ impl FileStore for Cluster {
     }
 }
 
-impl Inner {
-    /// A live file's id and length.
-    pub(crate) fn lookup(&self, name: &str) -> Result<(u64, u64)> {
-        let st = self.master.state.lock();
-        let id = *st
-            .names
-            .get(name)
-            .ok_or_else(|| Error::NotFound(name.to_string()))?;
-        Ok((id, st.file_len(id)))
-    }
-}
-
-#[cfg(test)]
-mod background_tests;
 #[cfg(test)]
 mod tests;

@@ -10,10 +10,12 @@
 
 use super::chunk;
 use super::replica::{read_verified, Append, ReadFail, ReadPiece, Replica};
+use super::throttle::Throttle;
 use super::write::Placed;
-use super::{bump, Inner};
+use super::{bump, Inner, Signal};
 use crate::io::Chain;
 use crate::{Error, Result};
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -29,12 +31,57 @@ pub(crate) struct Copying {
     pub(crate) round_done: u64,
 }
 
+/// The repair thread's own state: the bad replicas reported to it, what
+/// wakes it, its pace, and what it is copying.
+pub(crate) struct Repairs {
+    /// Replicas found bad by readers or writers, for the repair thread to drop.
+    reports: Mutex<Vec<(u64, usize)>>,
+    /// One re-replication pass at a time (two could copy the same chunk).
+    one_pass: Mutex<()>,
+    signal: Signal,
+    throttle: Throttle,
+    copying: Mutex<Copying>,
+}
+
+impl Repairs {
+    /// Copies at most `rate` bytes a second (0: no limit).
+    pub(crate) fn new(rate: u64) -> Repairs {
+        Repairs {
+            reports: Mutex::new(Vec::new()),
+            one_pass: Mutex::new(()),
+            signal: Signal::default(),
+            throttle: Throttle::new(rate),
+            copying: Mutex::new(Copying::default()),
+        }
+    }
+
+    /// Wakes the repair thread: a replica or a server may need it.
+    pub(crate) fn wake(&self) {
+        self.signal.notify();
+    }
+
+    /// Reports waiting for the repair thread.
+    pub(crate) fn pending_reports(&self) -> usize {
+        self.reports.lock().len()
+    }
+
+    /// The copy budget per second (0: none).
+    pub(crate) fn rate(&self) -> u64 {
+        self.throttle.rate()
+    }
+
+    /// The chunks being copied and the round's progress.
+    pub(crate) fn copying(&self) -> MutexGuard<'_, Copying> {
+        self.copying.lock()
+    }
+}
+
 /// Bytes copied per read while re-replicating.
 const COPY_PIECE: u64 = 16 * chunk::BLOCK;
 
 pub(crate) fn repair_loop(inner: Arc<Inner>) {
     while !inner.stopping() {
-        inner.repair_signal.wait(inner.opts.heartbeat);
+        inner.repairs.signal.wait(inner.opts.heartbeat);
         if inner.stopping() {
             break;
         }
@@ -58,8 +105,8 @@ impl Inner {
                 self.servers[server].dir.display()
             );
         }
-        self.bad_reports.lock().push((handle, server));
-        self.repair_signal.notify();
+        self.repairs.reports.lock().push((handle, server));
+        self.repairs.wake();
     }
 
     /// Reports what a failed read says about a replica.
@@ -82,7 +129,7 @@ impl Inner {
 
     /// Drops every reported replica from its chunk.
     pub(crate) fn process_bad_reports(&self) {
-        let reports = std::mem::take(&mut *self.bad_reports.lock());
+        let reports = std::mem::take(&mut *self.repairs.reports.lock());
         for (handle, server) in reports {
             let ctl = {
                 let st = self.master.state.lock();
@@ -141,7 +188,7 @@ impl Inner {
     /// Drops the replicas reported bad, then copies under-replicated chunks.
     /// One pass at a time (two could copy the same chunk twice).
     pub(crate) fn repair_pass(&self) {
-        let _one = self.repair_lock.lock();
+        let _one = self.repairs.one_pass.lock();
         self.process_bad_reports();
         self.repair_round();
     }
@@ -157,7 +204,7 @@ impl Inner {
             .repair_queue
             .store(todo.len() as u64, Ordering::Relaxed);
         {
-            let mut p = self.copying.lock();
+            let mut p = self.repairs.copying.lock();
             p.round_chunks = todo.len() as u64;
             p.round_done = 0;
         }
@@ -170,15 +217,15 @@ impl Inner {
             }
             // A round can take long at its rate: drop newly reported
             // replicas meanwhile (their chunks wait for the next round).
-            if !self.bad_reports.lock().is_empty() {
+            if !self.repairs.reports.lock().is_empty() {
                 self.process_bad_reports();
             }
             self.counters.repair_queue.fetch_sub(1, Ordering::Relaxed);
-            self.copying.lock().active.insert(h, (0, 0));
+            self.repairs.copying.lock().active.insert(h, (0, 0));
             match self.repair_chunk(h) {
                 Ok(true) => {
                     bump(&self.counters.repaired);
-                    self.scrub_repaired(h);
+                    self.scrub.repaired(h);
                 }
                 Ok(false) => {}
                 Err(e) => {
@@ -186,7 +233,7 @@ impl Inner {
                     log::warn!("gfs: re-replicating chunk {h:016x}: {e}");
                 }
             }
-            let mut p = self.copying.lock();
+            let mut p = self.repairs.copying.lock();
             p.active.remove(&h);
             p.round_done += 1;
         };
@@ -343,10 +390,10 @@ impl Inner {
                 return Err(Error::io(&name, io::Error::other("shutting down")));
             }
             let n = COPY_PIECE.min(target - *copied);
-            if let Some(p) = self.copying.lock().active.get_mut(&h) {
+            if let Some(p) = self.repairs.copying.lock().active.get_mut(&h) {
                 *p = (*copied, target);
             }
-            if paced && !self.repair_throttle.take(n, || self.stopping()) {
+            if paced && !self.repairs.throttle.take(n, || self.stopping()) {
                 return Err(Error::io(&name, io::Error::other("shutting down")));
             }
             let Some((s, r)) = sources.get(*src) else {

@@ -5,6 +5,7 @@
 //! bad: dropped and copied afresh from a good replica. A pass starts every
 //! `scrub_interval` (the first right after start).
 
+use super::throttle::Throttle;
 use super::{Inner, Signal};
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -38,14 +39,55 @@ pub struct ScrubHealth {
 }
 
 /// The scrub's shared state.
-#[derive(Default)]
 pub(crate) struct Scrub {
-    pub(crate) progress: parking_lot::Mutex<ScrubHealth>,
+    progress: parking_lot::Mutex<ScrubHealth>,
     /// Chunks the scrub found bad and that are not yet re-replicated.
     flagged: parking_lot::Mutex<HashSet<u64>>,
     /// Client reads and writes so far: the scrub waits while this moves.
-    pub(crate) client_ops: std::sync::atomic::AtomicU64,
-    pub(crate) signal: Signal,
+    client_ops: std::sync::atomic::AtomicU64,
+    signal: Signal,
+    throttle: Throttle,
+}
+
+impl Scrub {
+    /// Reads at most `rate` bytes a second (0: the scrub is off).
+    pub(crate) fn new(rate: u64) -> Scrub {
+        Scrub {
+            progress: Default::default(),
+            flagged: Default::default(),
+            client_ops: Default::default(),
+            signal: Signal::default(),
+            throttle: Throttle::new(rate),
+        }
+    }
+
+    /// Wakes the scrub thread (to stop).
+    pub(crate) fn wake(&self) {
+        self.signal.notify();
+    }
+
+    /// What the scrub is doing.
+    pub(crate) fn progress(&self) -> ScrubHealth {
+        self.progress.lock().clone()
+    }
+
+    /// The read budget per second.
+    pub(crate) fn rate(&self) -> u64 {
+        self.throttle.rate()
+    }
+
+    /// A client read or wrote: background scrubbing yields.
+    pub(crate) fn client_io(&self) {
+        self.client_ops.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Chunk `h` got a new replica: if the scrub had found it bad, that is
+    /// a repair of what the scrub found.
+    pub(crate) fn repaired(&self, h: u64) {
+        if self.flagged.lock().remove(&h) {
+            self.progress.lock().repaired += 1;
+        }
+    }
 }
 
 pub(crate) fn scrub_loop(inner: Arc<Inner>) {
@@ -61,7 +103,7 @@ pub(crate) fn scrub_loop(inner: Arc<Inner>) {
         }
         let started = Instant::now();
         let done = inner.scrub_pass(&mut |n| {
-            idle.wait(&inner) && inner.scrub_throttle.take(n, || inner.stopping())
+            idle.wait(&inner) && inner.scrub.throttle.take(n, || inner.stopping())
         });
         if done {
             let mut p = inner.scrub.progress.lock();
@@ -136,19 +178,6 @@ fn unix_now() -> u64 {
 }
 
 impl Inner {
-    /// A client read or wrote: background scrubbing yields.
-    pub(crate) fn client_io(&self) {
-        self.scrub.client_ops.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Chunk `h` got a new replica: if the scrub had found it bad, that is
-    /// a repair of what the scrub found.
-    pub(crate) fn scrub_repaired(&self, h: u64) {
-        if self.scrub.flagged.lock().remove(&h) {
-            self.scrub.progress.lock().repaired += 1;
-        }
-    }
-
     /// Verifies every replica once, calling `pace(bytes)` before each read;
     /// bad ones are reported and re-replicated. Returns whether the pass
     /// got to the end.

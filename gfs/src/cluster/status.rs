@@ -142,7 +142,7 @@ impl Inner {
             })
             .collect();
         let (repairing, repair_round) = {
-            let p = self.copying.lock();
+            let p = self.repairs.copying();
             (
                 p.active.iter().map(|(h, (d, t))| (*h, *d, *t)).collect(),
                 (p.round_done, p.round_chunks),
@@ -158,7 +158,7 @@ impl Inner {
             repair_queue: get(&c.repair_queue),
             repairing,
             repair_round,
-            pending_reports: self.bad_reports.lock().len(),
+            pending_reports: self.repairs.pending_reports(),
             repaired: get(&c.repaired),
             repair_bytes: get(&c.repair_bytes),
             repair_failures: get(&c.repair_failures),
@@ -170,7 +170,7 @@ impl Inner {
             version_bumps: get(&c.version_bumps),
             read_retries: get(&c.read_retries),
             write_failovers: get(&c.write_failovers),
-            scrub: self.scrub.progress.lock().clone(),
+            scrub: self.scrub.progress(),
         }
     }
 
@@ -242,7 +242,7 @@ impl Inner {
             h.repair_round.0,
             h.repair_round.1,
             self.opts.repair_parallel.max(1),
-            self.repair_throttle.rate(),
+            self.repairs.rate(),
             h.pending_reports,
             h.repaired,
             h.repair_bytes,
@@ -265,7 +265,7 @@ impl Inner {
         out.push(format!(
             "gfs scrub: state={} rate={} pass={} scanned={} total={} pass_bytes={} corruptions={} repaired={} last_pass_end={} last_pass_secs={:.3} last_pass_bytes={}",
             s.state,
-            self.scrub_throttle.rate(),
+            self.scrub.rate(),
             s.pass,
             s.scanned,
             s.total,

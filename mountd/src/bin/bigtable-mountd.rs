@@ -193,28 +193,17 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         master_wait,
         node.as_ref().map(|(n, dial_self)| (n, *dial_self)),
     )?;
-    // In a cluster of daemons, a write through another daemon's mount does
-    // not reach this kernel's caches: they keep names and attributes for a
-    // second unless told otherwise.
-    let ttl = |key: &str, set: std::time::Duration| {
-        let given = cfg.given.iter().any(|o| o.starts_with(&format!("{key}=")));
-        if rpc.is_some() && !given {
-            std::time::Duration::from_secs(1)
-        } else {
-            set
-        }
-    };
     let fs_opts = FsOptions {
-        attr_timeout: ttl("attr_timeout", cfg.attr_timeout),
-        entry_timeout: ttl("entry_timeout", cfg.entry_timeout),
-        dir_timeout: ttl("dir_timeout", cfg.dir_timeout),
+        attr_timeout: cfg.kernel_ttl("attr_timeout", cfg.attr_timeout),
+        entry_timeout: cfg.kernel_ttl("entry_timeout", cfg.entry_timeout),
+        dir_timeout: cfg.kernel_ttl("dir_timeout", cfg.dir_timeout),
         reader_wait: cfg.reader_wait,
         sync_writes: cfg.sync,
         max_value_size: max_value,
         uid: nix::unistd::getuid().as_raw(),
         gid: nix::unistd::getgid().as_raw(),
         statfs_path: Some(cfg.data_dir.clone()),
-        description: cfg.given.join(","),
+        mount_status: cfg.status(),
         // A batch larger than memory waits in an unlinked file beside the data.
         spool_dir: Some(cfg.data_dir.clone()),
         limits: cfg.write_limits,

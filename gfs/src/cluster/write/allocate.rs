@@ -2,13 +2,12 @@
 //! reserved in the master's log a batch at a time), and the placement and
 //! creation of their replicas.
 
-use super::{merge, open_all, unavailable, Placed};
+use super::{open_all, unavailable, Placed};
 use crate::cluster::chunk;
 use crate::cluster::lease::Lease;
 use crate::cluster::master::ChunkCtl;
 use crate::cluster::oplog::Op;
 use crate::cluster::Inner;
-use crate::io::Chain;
 use crate::{Error, Result};
 use std::io;
 use std::sync::atomic::Ordering;
@@ -19,14 +18,6 @@ use std::time::Instant;
 const HANDLE_RESERVATION: u64 = 1024;
 
 impl Inner {
-    pub(crate) fn file_len(&self, id: u64, name: &str) -> Result<u64> {
-        let st = self.master.state.lock();
-        if !st.files.contains_key(&id) {
-            return Err(Error::NotFound(name.to_string()));
-        }
-        Ok(st.file_len(id))
-    }
-
     /// The file's last chunk and the file offset where it starts; gives the
     /// file its first chunk if it has none.
     pub(super) fn last_chunk(&self, id: u64, name: &str) -> Result<(Arc<ChunkCtl>, u64)> {
@@ -89,20 +80,7 @@ impl Inner {
             }
         }
         let opens = open_all(made.iter().map(|m| &*m.1), false);
-        let chains: Vec<Chain<'_>> = opens
-            .iter()
-            .zip(&made)
-            .map(|(o, (_, _, header))| {
-                let mut c = Chain::new();
-                if let Ok(o) = o {
-                    o.init_chain(&mut c, header);
-                }
-                c
-            })
-            .collect();
-        let res = self.io.run_chains(&chains);
-        drop(chains);
-        let res = merge(&opens, res);
+        let res = self.run_opened(&opens, |i, o, c| o.init_chain(c, &made[i].2));
         drop(opens);
         let mut ok = Vec::new();
         for ((s, r, ..), res) in made.into_iter().zip(res) {

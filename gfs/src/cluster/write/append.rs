@@ -29,7 +29,7 @@ impl Inner {
     ) -> Result<u64> {
         let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         if total == 0 {
-            let len = self.file_len(id, name)?;
+            let len = self.master.file_len(id, name)?;
             if sync {
                 self.sync_file(id, name, unsynced)?;
             }
@@ -238,29 +238,19 @@ impl Inner {
             .zip(&mapped)
             .map(|(o, &m)| m && o.as_ref().is_ok_and(|o| o.store_append(len, piece, &enc)))
             .collect();
-        let chains: Vec<Chain<'_>> = opens
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let mut c = Chain::new();
-                match o {
-                    Ok(_) if stored.get(i) == Some(&true) => {}
-                    Ok(o) if i < written.len() => {
-                        let how = Append {
-                            mapped_entries: mapped[i],
-                            ..how
-                        };
-                        o.append_chain(&mut c, len, piece, &enc, how)
-                    }
-                    Ok(o) => o.sync_chain(&mut c),
-                    Err(_) => {}
-                }
-                c
-            })
-            .collect();
-        let results = self.io.run_chains(&chains);
-        drop(chains);
-        let results = merge(&opens, results);
+        let results = self.run_opened(&opens, |i, o, c| {
+            if stored.get(i) == Some(&true) {
+                // Stored into the mapped pages already.
+            } else if i < written.len() {
+                let how = Append {
+                    mapped_entries: mapped[i],
+                    ..how
+                };
+                o.append_chain(c, len, piece, &enc, how)
+            } else {
+                o.sync_chain(c)
+            }
+        });
         drop(opens);
         let mut results = results.into_iter();
         let mut ok = 0;
@@ -285,20 +275,8 @@ impl Inner {
             }
         }
         for (h, set) in &earlier_sets {
-            let mut any = set.is_empty();
-            for (s, r) in set {
-                match results.next() {
-                    Some(Ok(())) => {
-                        r.synced();
-                        any = true;
-                    }
-                    Some(Err(e)) => {
-                        self.note_write_error(*s, &e);
-                        self.report_bad(*h, *s, &format!("sync failed: {e}"), false);
-                    }
-                    None => {}
-                }
-            }
+            let (synced, _) = self.note_syncs(*h, set, &mut results);
+            let any = synced || set.is_empty();
             if !any {
                 drop(guards);
                 return Err(unavailable(

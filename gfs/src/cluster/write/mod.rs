@@ -34,6 +34,7 @@
 use super::replica::{Open, Replica};
 use super::server::Health;
 use super::Inner;
+use crate::io::Chain;
 use crate::Error;
 use std::io;
 use std::sync::Arc;
@@ -68,6 +69,58 @@ impl Inner {
             );
             self.heartbeat_signal.notify();
         }
+    }
+}
+
+impl Inner {
+    /// Runs one chain per opened replica in one submission (`fill` builds
+    /// the chain of the `i`th) and returns each replica's outcome.
+    fn run_opened<'o, 'r>(
+        &self,
+        opens: &'o [io::Result<Open<'r>>],
+        mut fill: impl FnMut(usize, &'o Open<'r>, &mut Chain<'o>),
+    ) -> Vec<io::Result<()>> {
+        let chains: Vec<Chain<'o>> = opens
+            .iter()
+            .enumerate()
+            .map(|(i, o)| {
+                let mut c = Chain::new();
+                if let Ok(o) = o {
+                    fill(i, o, &mut c);
+                }
+                c
+            })
+            .collect();
+        let res = self.io.run_chains(&chains);
+        drop(chains);
+        merge(opens, res)
+    }
+
+    /// Takes one chunk's sync outcomes (one per replica of `reps`, in
+    /// order): marks the replicas that synced, reports those that failed.
+    /// Returns whether any synced, and the last failure.
+    fn note_syncs(
+        &self,
+        handle: u64,
+        reps: &[Placed],
+        res: &mut impl Iterator<Item = io::Result<()>>,
+    ) -> (bool, Option<io::Error>) {
+        let (mut any, mut last_err) = (false, None);
+        for (s, r) in reps {
+            match res.next() {
+                Some(Ok(())) => {
+                    r.synced();
+                    any = true;
+                }
+                Some(Err(e)) => {
+                    self.note_write_error(*s, &e);
+                    self.report_bad(handle, *s, &format!("sync failed: {e}"), false);
+                    last_err = Some(e);
+                }
+                None => {}
+            }
+        }
+        (any, last_err)
     }
 }
 

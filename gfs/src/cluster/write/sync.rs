@@ -2,9 +2,8 @@
 //! submission, then the master's records), and cutting the zeros a log's
 //! replicas keep ahead of their data.
 
-use super::{merge, open_all, Placed};
+use super::{open_all, Placed};
 use crate::cluster::Inner;
-use crate::io::Chain;
 use crate::{Error, Result};
 use std::io;
 
@@ -32,36 +31,11 @@ impl Inner {
                 .flat_map(|(_, reps)| reps.iter().map(|p| &*p.1)),
             true,
         );
-        let chains: Vec<Chain<'_>> = opens
-            .iter()
-            .map(|o| {
-                let mut c = Chain::new();
-                if let Ok(o) = o {
-                    o.sync_chain(&mut c);
-                }
-                c
-            })
-            .collect();
-        let res = self.io.run_chains(&chains);
-        drop(chains);
-        let mut res = merge(&opens, res).into_iter();
+        let mut res = self
+            .run_opened(&opens, |_, o, c| o.sync_chain(c))
+            .into_iter();
         for (h, reps) in targets {
-            let mut any = false;
-            let mut last_err = None;
-            for (s, r) in reps {
-                match res.next() {
-                    Some(Ok(())) => {
-                        r.synced();
-                        any = true;
-                    }
-                    Some(Err(e)) => {
-                        self.note_write_error(*s, &e);
-                        self.report_bad(*h, *s, &format!("sync failed: {e}"), false);
-                        last_err = Some(e);
-                    }
-                    None => {}
-                }
-            }
+            let (any, last_err) = self.note_syncs(*h, reps, &mut res);
             if !any {
                 let e = last_err.unwrap_or_else(|| io::Error::other("no replica to sync"));
                 return Err(Error::io(name, e));

@@ -1,11 +1,10 @@
 //! Each chunk's current replicas: the set that can take writes, new
 //! versions that make dropped replicas stale, and forgetting a replica.
 
-use super::{merge, open_all, unavailable, Placed};
+use super::{open_all, unavailable, Placed};
 use crate::cluster::master::ChunkCtl;
 use crate::cluster::oplog::Op;
 use crate::cluster::{bump, Inner};
-use crate::io::Chain;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;
 
@@ -53,20 +52,7 @@ impl Inner {
         // out until both agree again.
         let guards: Vec<_> = replicas.iter().map(|(_, r)| r.lock_io()).collect();
         let opens = open_all(replicas.iter().map(|p| &*p.1), false);
-        let chains: Vec<Chain<'_>> = opens
-            .iter()
-            .zip(&sbs)
-            .map(|(o, sb)| {
-                let mut c = Chain::new();
-                if let Ok(o) = o {
-                    o.version_chain(&mut c, sb);
-                }
-                c
-            })
-            .collect();
-        let res = self.io.run_chains(&chains);
-        drop(chains);
-        let res = merge(&opens, res);
+        let res = self.run_opened(&opens, |i, o, c| o.version_chain(c, &sbs[i]));
         drop(opens);
         let mut ok = Vec::new();
         let mut failed = Vec::new();
@@ -126,7 +112,7 @@ impl Inner {
         for &s in servers {
             self.forget_replica(handle, s);
         }
-        self.repair_signal.notify();
+        self.repairs.wake();
         let (reps, missing) = self.write_set(handle)?;
         if !missing.is_empty() {
             return self.drop_replicas_locked(ctl, &missing);

@@ -1,8 +1,8 @@
 //! Tests of the background work: scrub, throttled parallel re-replication,
 //! readers moving to new copies, and damage found at load.
 
-use super::tests::{assert_plain, bytes, flip_data, handle_of, opts, read_all};
-use super::*;
+use super::super::*;
+use super::{assert_plain, bytes, flip_data, handle_of, opts, read_all};
 use std::os::unix::fs::FileExt;
 use std::time::Instant;
 
@@ -213,34 +213,43 @@ fn a_damaged_last_block_at_load_is_corruption_but_a_torn_one_is_not() {
     assert_eq!(read_all(&c, "f"), data);
 }
 
-#[test]
-fn a_damaged_checksum_entry_at_load_is_corruption_and_the_chunk_is_copied_whole() {
-    let dir = tempfile::tempdir().unwrap();
-    // One chunk of 196 KiB: three full blocks and a partial fourth.
-    let size = 4 * chunk::BLOCK;
-    let o = || {
-        let mut o = opts(dir.path(), 3);
-        o.chunk_size = size;
-        o
-    };
-    let data = bytes(8, 196 << 10);
-    let (victim_server, victim) = {
-        let c = Cluster::open(o()).unwrap();
-        write_file(&c, "f", &data);
-        c.replica_files()[0].clone()
-    };
-    // One flipped reserved byte in block 1's entry.
-    let layout = chunk::Layout::new(size);
+/// File `f` of 196 KiB in one chunk of four blocks (three full, a partial
+/// fourth) on `replicas` servers: the options, the data, and the first
+/// replica's server and file.
+fn one_small_chunk(
+    dir: &std::path::Path,
+    replicas: usize,
+    seed: u64,
+) -> (ClusterOptions, Vec<u8>, (usize, PathBuf)) {
+    let mut o = opts(dir, replicas);
+    o.chunk_size = 4 * chunk::BLOCK;
+    let data = bytes(seed, 196 << 10);
+    let c = Cluster::open(o.clone()).unwrap();
+    write_file(&c, "f", &data);
+    let victim = c.replica_files()[0].clone();
+    (o, data, victim)
+}
+
+/// Flips one reserved byte in block 1's checksum entry of a replica file.
+fn flip_entry_byte(victim: &std::path::Path, chunk_size: u64) {
     let f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
-        .open(&victim)
+        .open(victim)
         .unwrap();
-    let at = layout.entry_off(1) + 5;
+    let at = chunk::Layout::new(chunk_size).entry_off(1) + 5;
     let mut b = [0u8];
     f.read_exact_at(&mut b, at).unwrap();
     f.write_all_at(&[b[0] ^ 1], at).unwrap();
-    let c = Cluster::open(o()).unwrap();
+}
+
+#[test]
+fn a_damaged_checksum_entry_at_load_is_corruption_and_the_chunk_is_copied_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, data, (victim_server, victim)) = one_small_chunk(dir.path(), 3, 8);
+    let size = o.chunk_size;
+    flip_entry_byte(&victim, size);
+    let c = Cluster::open(o.clone()).unwrap();
     let h = c.health();
     assert_eq!(h.corruptions_detected, 1, "{h:?}");
     assert_eq!(h.servers[victim_server].corrupt, 1, "{h:?}");
@@ -258,7 +267,12 @@ fn a_damaged_checksum_entry_at_load_is_corruption_and_the_chunk_is_copied_whole(
     );
     for (_, p) in &files {
         let len = std::fs::metadata(p).unwrap().len();
-        assert_eq!(len, layout.data_off + data.len() as u64, "{}", p.display());
+        assert_eq!(
+            len,
+            chunk::Layout::new(size).data_off + data.len() as u64,
+            "{}",
+            p.display()
+        );
     }
     assert_eq!(c.scrub(), 0);
     assert_eq!(read_all(&c, "f"), data);
@@ -282,15 +296,7 @@ fn a_damaged_checksum_entry_found_when_a_server_rejoins_is_replaced() {
     assert!(wait(Duration::from_secs(30), || c.health().servers[2]
         .replicas
         == 0));
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&victim)
-        .unwrap();
-    let at = chunk::Layout::new(size).entry_off(1) + 5;
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, at).unwrap();
-    f.write_all_at(&[b[0] ^ 1], at).unwrap();
+    flip_entry_byte(&victim, size);
     c.set_offline(2, false);
     assert!(wait(Duration::from_secs(30), || {
         let h = c.health();
@@ -310,30 +316,12 @@ fn a_damaged_checksum_entry_found_when_a_server_rejoins_is_replaced() {
 #[test]
 fn a_sole_copy_with_a_damaged_checksum_entry_is_kept_as_it_is() {
     let dir = tempfile::tempdir().unwrap();
-    let size = 4 * chunk::BLOCK;
-    let o = || {
-        let mut o = opts(dir.path(), 1);
-        o.chunk_size = size;
-        o
-    };
-    let data = bytes(9, 196 << 10);
-    let (_, victim) = {
-        let c = Cluster::open(o()).unwrap();
-        write_file(&c, "f", &data);
-        c.replica_files()[0].clone()
-    };
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&victim)
-        .unwrap();
-    let at = chunk::Layout::new(size).entry_off(1) + 5;
-    let mut b = [0u8];
-    f.read_exact_at(&mut b, at).unwrap();
-    f.write_all_at(&[b[0] ^ 1], at).unwrap();
+    let (o, data, (_, victim)) = one_small_chunk(dir.path(), 1, 9);
+    let size = o.chunk_size;
+    flip_entry_byte(&victim, size);
     let before = std::fs::read(&victim).unwrap();
     for _ in 0..2 {
-        let c = Cluster::open(o()).unwrap();
+        let c = Cluster::open(o.clone()).unwrap();
         let h = c.health();
         assert_eq!((h.corruptions_detected, h.lost), (1, 1), "{h:?}");
         // Nothing wrong is served, and nothing is cut or deleted: the

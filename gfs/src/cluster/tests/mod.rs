@@ -1,6 +1,8 @@
 //! Tests of the whole cluster through [`FileStore`], and its fault drills.
 
 use super::*;
+
+mod background;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
