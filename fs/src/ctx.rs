@@ -285,6 +285,7 @@ impl Ctx {
             reader,
             store: self.data.store(),
             stats: self.data.stats(),
+            store_calls: self.data.store_calls(),
             opts: &self.opts,
             invalidations: self.kernel.invalidations_sent(),
             inodes: self.kernel.inodes().len(),

@@ -9,6 +9,7 @@ use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
 use crate::store::Store;
+use crate::store_calls::{Counted, StoreCalls};
 use engine::schema::{FamilySchema, TableSchema};
 use engine::{Cell, RowRange, ScanSpec, TimeRange};
 use fuser::Errno;
@@ -34,7 +35,8 @@ fn is_of(x: &Cell, c: &CellAddr) -> bool {
 
 /// The engine's tables, the pending directories and the error counter.
 pub struct StoreView {
-    store: Arc<dyn Store>,
+    /// The store, its calls counted.
+    store: Counted,
     pending: Pending,
     stats: Stats,
 }
@@ -42,7 +44,7 @@ pub struct StoreView {
 impl StoreView {
     pub fn new(store: Arc<dyn Store>) -> StoreView {
         StoreView {
-            store,
+            store: Counted::new(store),
             pending: Pending::default(),
             stats: Stats::default(),
         }
@@ -50,7 +52,12 @@ impl StoreView {
 
     /// The engine (or the tests' store) behind the view.
     pub fn store(&self) -> &dyn Store {
-        self.store.as_ref()
+        &self.store
+    }
+
+    /// The calls made to the store so far, per method.
+    pub fn store_calls(&self) -> &StoreCalls {
+        self.store.calls()
     }
 
     /// Directories made with `mkdir` that hold no cell yet.
