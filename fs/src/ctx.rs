@@ -138,7 +138,18 @@ impl Ctx {
 
     /// Fresh attributes of any node; ENOENT if it no longer exists.
     pub fn node_attr(&self, node: &Node) -> FsResult<FileAttr> {
-        let mut attr = self.node_attr_now(node)?;
+        self.attr_of(node, false)
+    }
+
+    /// A lookup's attributes of a node: as [`Ctx::node_attr`], but a row,
+    /// family or cell that the cell the walk's previous lookup read (the
+    /// row memo) shows exists is answered from it, without a read.
+    pub fn lookup_attr(&self, node: &Node) -> FsResult<FileAttr> {
+        self.attr_of(node, true)
+    }
+
+    fn attr_of(&self, node: &Node, walk: bool) -> FsResult<FileAttr> {
+        let mut attr = self.node_attr_now(node, walk)?;
         if attr.kind == FileType::Directory && volatile(node) {
             // The kernel keeps a listing until the directory's mtime moves:
             // these change without a word to it, so their mtime always moves.
@@ -148,7 +159,7 @@ impl Ctx {
         Ok(attr)
     }
 
-    fn node_attr_now(&self, node: &Node) -> FsResult<FileAttr> {
+    fn node_attr_now(&self, node: &Node, walk: bool) -> FsResult<FileAttr> {
         let ino = self.kernel.ino_of(node);
         match node {
             Node::Lock(l) => match &self.lockdir {
@@ -206,14 +217,14 @@ impl Ctx {
             }
             Node::Row { table, view, row } => {
                 let s = self.data.schema(table)?;
-                if !self.data.row_exists(table, *view, row)? {
+                if !self.data.row_exists(table, *view, row, walk)? {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
             Node::Family(f) | Node::VersionsDir(f) => {
                 let s = self.data.family_schema(&f.table, &f.family)?;
-                if !self.data.family_exists(f)? {
+                if !self.data.family_exists(f, walk)? {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
@@ -230,7 +241,7 @@ impl Ctx {
                 if let Some(a) = self.writer_attr(ino, node, &f) {
                     return Ok(a);
                 }
-                match self.data.newest(c)? {
+                match self.data.newest_in(c, walk)? {
                     Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
                     None if self.data.is_pending_cell(c) => Ok(self.value_attr(ino, &f, None)),
                     None => Err(Errno::ENOENT),

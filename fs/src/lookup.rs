@@ -24,11 +24,12 @@ pub fn parse_at_name(name: &[u8]) -> Option<u64> {
     (ts.to_string() == s || format!("{ts:016}") == s).then_some(ts)
 }
 
-/// The node `name` stands for under `parent`, with fresh attributes.
+/// The node `name` stands for under `parent`, with its attributes (a
+/// lookup's: answered from the row memo where it can, see `row_memo.rs`).
 /// ENOENT if there is nothing by that name.
 pub(crate) fn resolve(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<(Node, FileAttr)> {
     let node = child_node(cx, parent, name)?;
-    let attr = cx.node_attr(&node)?;
+    let attr = cx.lookup_attr(&node)?;
     Ok((node, attr))
 }
 

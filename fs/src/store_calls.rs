@@ -1,8 +1,10 @@
 //! The calls the mount makes to the store, per method (`.bigtable/stats`):
 //! what one `cat` or `echo x > cell` costs in tablet-server calls, beside
 //! the FUSE requests `counts.rs` counts. [`Counted`] wraps the store and
-//! counts each call with a relaxed atomic add.
+//! counts each call with a relaxed atomic add; it also drops what the row
+//! memo keeps of every row it writes (`row_memo.rs`).
 
+use crate::row_memo::RowMemo;
 use crate::store::{RowStream, Store};
 use engine::schema::TableSchema;
 use engine::{Cell, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions};
@@ -101,10 +103,12 @@ impl StoreCalls {
     }
 }
 
-/// A store whose calls are counted.
+/// A store whose calls are counted, and whose writes drop what the row
+/// memo keeps of the rows written.
 pub struct Counted {
     inner: Arc<dyn Store>,
     calls: StoreCalls,
+    memo: RowMemo,
 }
 
 impl Counted {
@@ -112,12 +116,18 @@ impl Counted {
         Counted {
             inner,
             calls: StoreCalls::default(),
+            memo: RowMemo::default(),
         }
     }
 
     /// The calls made so far.
     pub fn calls(&self) -> &StoreCalls {
         &self.calls
+    }
+
+    /// The cells lookups read lately, dropped as their rows are written.
+    pub fn memo(&self) -> &RowMemo {
+        &self.memo
     }
 
     fn count(&self, c: Call) -> &dyn Store {
@@ -131,10 +141,14 @@ impl Store for Counted {
         self.count(Call::ListTables).list_tables()
     }
     fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
-        self.count(Call::CreateTable).create_table(name, schema)
+        let r = self.count(Call::CreateTable).create_table(name, schema);
+        self.memo.forget_all();
+        r
     }
     fn delete_table(&self, name: &str) -> Result<()> {
-        self.count(Call::DeleteTable).delete_table(name)
+        let r = self.count(Call::DeleteTable).delete_table(name);
+        self.memo.forget_all();
+        r
     }
     fn refresh_tables(&self) -> Result<()> {
         self.count(Call::RefreshTables).refresh_tables()
@@ -143,10 +157,14 @@ impl Store for Counted {
         self.count(Call::Schema).schema(table)
     }
     fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
-        self.count(Call::SetSchema).set_schema(table, schema)
+        let r = self.count(Call::SetSchema).set_schema(table, schema);
+        self.memo.forget_all();
+        r
     }
     fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
-        self.count(Call::Apply).apply(table, m, opts)
+        let r = self.count(Call::Apply).apply(table, m, opts);
+        self.memo.forget_row(table, &m.row);
+        r
     }
     fn apply_txns(
         &self,
@@ -154,7 +172,11 @@ impl Store for Counted {
         txns: &[RowTxn],
         opts: WriteOptions,
     ) -> Result<Vec<TxnOutcome>> {
-        self.count(Call::ApplyTxns).apply_txns(table, txns, opts)
+        let r = self.count(Call::ApplyTxns).apply_txns(table, txns, opts);
+        for t in txns {
+            self.memo.forget_row(table, &t.row);
+        }
+        r
     }
     fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
         self.count(Call::ReadRow).read_row(table, row, spec)

@@ -141,22 +141,71 @@ impl StoreView {
         })
     }
 
-    /// Whether a row has a visible cell in `view` (or is a pending directory).
-    pub(crate) fn row_exists(&self, table: &str, view: View, row: &[u8]) -> FsResult<bool> {
+    /// Reads the first visible cell `spec` selects in a row and keeps it
+    /// in the row memo for the lookups that follow (see `row_memo.rs`).
+    fn first_cell(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        spec: &ScanSpec,
+    ) -> FsResult<Option<Cell>> {
+        let memo = self.store.memo();
+        let epoch = memo.epoch(table, row);
+        let first = self.read_row(table, row, spec)?.into_iter().next();
+        if let Some(c) = &first {
+            memo.keep(table, view.max_ts(), row, c.clone(), epoch);
+        }
+        Ok(first)
+    }
+
+    /// A cell of the row the row memo keeps that `wanted` accepts: what a
+    /// read made for the walk's previous lookup brought back.
+    fn memo_cell(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        wanted: impl Fn(&Cell) -> bool,
+    ) -> Option<Cell> {
+        self.store.memo().get(table, view.max_ts(), row, wanted)
+    }
+
+    /// Whether a row has a visible cell in `view` (or is a pending
+    /// directory). In a path walk (`walk`), a cell the row memo keeps
+    /// answers yes without a read.
+    pub(crate) fn row_exists(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        walk: bool,
+    ) -> FsResult<bool> {
         if view.is_now() && self.pending.has_row(table, row) {
+            return Ok(true);
+        }
+        if walk && self.memo_cell(table, view, row, |_| true).is_some() {
             return Ok(true);
         }
         let spec = ScanSpec {
             cell_limit: Some(1),
             ..StoreView::read_spec(view)
         };
-        Ok(!self.read_row(table, row, &spec)?.is_empty())
+        Ok(self.first_cell(table, view, row, &spec)?.is_some())
     }
 
     /// Whether a family has a visible cell in its row (or, live, is a
-    /// pending directory).
-    pub(crate) fn family_exists(&self, f: &FamilyAddr) -> FsResult<bool> {
+    /// pending directory). In a path walk (`walk`), a cell of the family
+    /// the row memo keeps answers yes without a read.
+    pub(crate) fn family_exists(&self, f: &FamilyAddr, walk: bool) -> FsResult<bool> {
         if f.view.is_now() && self.pending.has_family(&f.table, &f.row, &f.family) {
+            return Ok(true);
+        }
+        if walk
+            && self
+                .memo_cell(&f.table, f.view, &f.row, |c| *c.family == *f.family)
+                .is_some()
+        {
             return Ok(true);
         }
         let spec = ScanSpec {
@@ -164,7 +213,30 @@ impl StoreView {
             cell_limit: Some(1),
             ..StoreView::read_spec(f.view)
         };
-        Ok(!self.read_row(&f.table, &f.row, &spec)?.is_empty())
+        Ok(self.first_cell(&f.table, f.view, &f.row, &spec)?.is_some())
+    }
+
+    /// [`StoreView::newest`], or in a path walk the cell the row memo
+    /// keeps if it is this column's.
+    pub(crate) fn newest_in(&self, c: &CellAddr, walk: bool) -> FsResult<Option<Cell>> {
+        if walk {
+            if let Some(x) = self.memo_cell(&c.table, c.view, &c.row, |x| is_of(x, c)) {
+                return Ok(Some(x));
+            }
+        }
+        self.newest(c)
+    }
+
+    /// Rows changed by a writer other than the mount: the memo forgets them.
+    pub(crate) fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
+        for r in rows {
+            self.store.memo().forget_row(table, r);
+        }
+    }
+
+    /// A table changed by a writer other than the mount.
+    pub(crate) fn table_changed_elsewhere(&self) {
+        self.store.memo().forget_all();
     }
 
     pub(crate) fn column_spec(
@@ -312,7 +384,7 @@ impl StoreView {
         name: &KeyName,
     ) -> FsResult<Option<Vec<u8>>> {
         match name {
-            KeyName::Key(k) => Ok(self.row_exists(table, view, k)?.then(|| k.clone())),
+            KeyName::Key(k) => Ok(self.row_exists(table, view, k, false)?.then(|| k.clone())),
             KeyName::Hashed { prefix, .. } => {
                 let spec = ScanSpec {
                     rows: RowRange::prefix(prefix),

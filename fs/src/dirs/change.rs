@@ -79,7 +79,7 @@ pub(crate) fn mkdir(
                 }
             };
             cx.data.schema(t)?;
-            if cx.data.row_exists(t, View::Now, &key)? {
+            if cx.data.row_exists(t, View::Now, &key, false)? {
                 return Err(cx.data.refuse(&what, Errno::EEXIST, "row exists"));
             }
             cx.data.pending().add_row(t, &key);
@@ -104,7 +104,7 @@ pub(crate) fn mkdir(
                 row: row.clone(),
                 family: Name::from(f),
             };
-            if cx.data.family_exists(&made)? {
+            if cx.data.family_exists(&made, false)? {
                 return Err(cx
                     .data
                     .refuse(&what, Errno::EEXIST, "family exists in this row"));
