@@ -9,6 +9,11 @@
 //! afresh), entries last [`MEMO_TTL`], and every write through the mount
 //! drops the entries of the rows it touches ([`crate::store_calls::Counted`]
 //! calls [`RowMemo::forget_row`]), so the mount reads its own writes.
+//!
+//! A row found empty is kept too, for `mkdir` alone: the lookup the kernel
+//! makes before it just read that the row (and so any family of it) has no
+//! cell, so the mkdir of the row, and of a family in it, need not read that
+//! again to refuse with EEXIST. (A lookup never answers ENOENT from here.)
 
 use engine::Cell;
 use parking_lot::Mutex;
@@ -30,8 +35,9 @@ const MAX_ROWS: usize = 1024;
 /// A view of the row: `None` the live one, `Some(t)` as of `t` (`.at/<t>/`).
 pub type ViewTs = Option<u64>;
 
-/// What is kept of one row: per view, a cell and when it was read.
-type Kept = Vec<(ViewTs, Cell, Instant)>;
+/// What is kept of one row: per view, a cell (None: the row had none) and
+/// when it was read.
+type Kept = Vec<(ViewTs, Option<Cell>, Instant)>;
 
 /// Write counters, one per stripe of rows.
 const STRIPES: usize = 64;
@@ -67,9 +73,10 @@ impl RowMemo {
         self.epochs[stripe(table, row)].load(Ordering::Acquire)
     }
 
-    /// Keeps `cell`, read from `row` of `table` in `view` by a read that
-    /// started at `epoch`, unless a write to the row's stripe came since.
-    pub fn keep(&self, table: &str, view: ViewTs, row: &[u8], cell: Cell, epoch: u64) {
+    /// Keeps `cell` (None: the row has no cell), read from `row` of `table`
+    /// in `view` by a read that started at `epoch`, unless a write to the
+    /// row's stripe came since.
+    pub fn keep(&self, table: &str, view: ViewTs, row: &[u8], cell: Option<Cell>, epoch: u64) {
         let now = Instant::now();
         let mut g = self.rows.lock();
         if self.epoch(table, row) != epoch {
@@ -103,8 +110,23 @@ impl RowMemo {
         }
         let kept = g.get(&(table.to_string(), row.to_vec()))?;
         kept.iter()
-            .find(|(v, c, at)| *v == view && at.elapsed() < MEMO_TTL && wanted(c))
-            .map(|(_, c, _)| c.clone())
+            .find_map(|(v, c, at)| match c {
+                Some(c) if *v == view && at.elapsed() < MEMO_TTL && wanted(c) => Some(c),
+                _ => None,
+            })
+            .cloned()
+    }
+
+    /// Whether the live row was read empty a moment ago (for `mkdir`).
+    pub fn read_empty(&self, table: &str, row: &[u8]) -> bool {
+        let g = self.rows.lock();
+        if g.is_empty() {
+            return false;
+        }
+        g.get(&(table.to_string(), row.to_vec())).is_some_and(|k| {
+            k.iter()
+                .any(|(v, c, at)| v.is_none() && c.is_none() && at.elapsed() < MEMO_TTL)
+        })
     }
 
     /// Drops what is kept of `row` (every view): it was just written.

@@ -142,21 +142,30 @@ impl StoreView {
     }
 
     /// Reads the first visible cell `spec` selects in a row and keeps it
-    /// in the row memo for the lookups that follow (see `row_memo.rs`).
+    /// in the row memo for the lookups that follow (see `row_memo.rs`);
+    /// with `whole_row` (`spec` selects every family), an empty answer too.
     fn first_cell(
         &self,
         table: &str,
         view: View,
         row: &[u8],
         spec: &ScanSpec,
+        whole_row: bool,
     ) -> FsResult<Option<Cell>> {
         let memo = self.store.memo();
         let epoch = memo.epoch(table, row);
         let first = self.read_row(table, row, spec)?.into_iter().next();
-        if let Some(c) = &first {
-            memo.keep(table, view.max_ts(), row, c.clone(), epoch);
+        if first.is_some() || whole_row {
+            memo.keep(table, view.max_ts(), row, first.clone(), epoch);
         }
         Ok(first)
+    }
+
+    /// Whether a live row was read empty a moment ago (by the lookup the
+    /// kernel makes before a `mkdir`): then neither it nor a family of it
+    /// exists, and the mkdir need not read again (see `row_memo.rs`).
+    pub(crate) fn row_read_empty(&self, table: &str, row: &[u8]) -> bool {
+        self.store.memo().read_empty(table, row)
     }
 
     /// A cell of the row the row memo keeps that `wanted` accepts: what a
@@ -191,7 +200,7 @@ impl StoreView {
             cell_limit: Some(1),
             ..StoreView::read_spec(view)
         };
-        Ok(self.first_cell(table, view, row, &spec)?.is_some())
+        Ok(self.first_cell(table, view, row, &spec, true)?.is_some())
     }
 
     /// Whether a family has a visible cell in its row (or, live, is a
@@ -213,7 +222,9 @@ impl StoreView {
             cell_limit: Some(1),
             ..StoreView::read_spec(f.view)
         };
-        Ok(self.first_cell(&f.table, f.view, &f.row, &spec)?.is_some())
+        Ok(self
+            .first_cell(&f.table, f.view, &f.row, &spec, false)?
+            .is_some())
     }
 
     /// [`StoreView::newest`], or in a path walk the cell the row memo

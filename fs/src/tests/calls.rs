@@ -204,3 +204,57 @@ fn the_memo_follows_the_mounts_writes() {
     t.unlink("/t/r/f/c").unwrap();
     assert_eq!(t.ino("/t/r/f/c"), Err(Errno::ENOENT));
 }
+
+/// A write of a cell in a new row as `bigtable-bench fs` and `mkdir -p
+/// t/n/f && echo x > t/n/f/q` make it: the open finds no row, so the row
+/// and the family are made, and the open tried again creates the cell.
+#[test]
+fn echo_into_a_new_row() {
+    let t = table();
+    let mut m = Meter::new(&t);
+    let tbl = walk(&t, &mut m, &[b"t"]).unwrap();
+    assert_eq!(t.fs.lookup(tbl, b"n").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    // mkdir(2) looks the name up again (an error reply leaves no negative entry).
+    assert_eq!(t.fs.lookup(tbl, b"n").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    let row =
+        t.fs.mkdir(&t.root, tbl, b"n", 0o755, 0o022)
+            .unwrap()
+            .attr
+            .ino
+            .0;
+    m.step("mkdir");
+    assert_eq!(t.fs.lookup(row, b"f").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    let fam =
+        t.fs.mkdir(&t.root, row, b"f", 0o755, 0o022)
+            .unwrap()
+            .attr
+            .ino
+            .0;
+    m.step("mkdir");
+    assert_eq!(t.fs.lookup(fam, b"q").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    let fh =
+        t.fs.create(&t.root, fam, b"q", TRUNC | libc::O_CREAT)
+            .unwrap()
+            .1
+            .fh;
+    m.step("create");
+    write_and_close(&t, &mut m, fh);
+    let steps = m.done("echo into a new row");
+    assert_eq!(t.get("/t/n/f/q").unwrap(), b"x\n");
+    assert_eq!(
+        steps,
+        "lookup:0 lookup:1 lookup:1 mkdir:0 lookup:1 mkdir:0 lookup:1 create:0 write:0 flush:1 release:0 = 5"
+    );
+    assert_eq!(t.mkdir("/t/n"), Err(Errno::EEXIST));
+    assert_eq!(t.mkdir("/t/n/f"), Err(Errno::EEXIST));
+    // A row read empty a moment ago and made since is no longer new.
+    assert_eq!(t.ino("/t/m"), Err(Errno::ENOENT));
+    t.mkdir("/t/m").unwrap();
+    assert_eq!(t.mkdir("/t/m"), Err(Errno::EEXIST));
+    t.mkdir("/t/m/f").unwrap();
+    assert_eq!(t.mkdir("/t/m/f"), Err(Errno::EEXIST));
+}
