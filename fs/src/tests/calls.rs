@@ -130,12 +130,17 @@ fn echo_over_a_cell() {
     let ino = walk(&t, &mut m, &[b"t", b"r", b"f", b"c"]).unwrap();
     let fh = t.fs.open(&t.root, ino, TRUNC).unwrap().fh;
     m.step("open");
+    // The kernel asks before the first write whether the file has
+    // capabilities to drop.
+    let cap = t.fs.getxattr(&t.root, ino, b"security.capability");
+    assert_eq!(cap.err(), Some(Errno::NO_XATTR));
+    m.step("getxattr");
     write_and_close(&t, &mut m, fh);
     let steps = m.done("echo over a cell");
     assert_eq!(t.get("/t/r/f/c").unwrap(), b"x\n");
     assert_eq!(
         steps,
-        "lookup:0 lookup:1 lookup:0 lookup:0 open:0 write:0 flush:1 release:0 = 2"
+        "lookup:0 lookup:1 lookup:0 lookup:0 open:0 getxattr:0 write:0 flush:1 release:0 = 2"
     );
 }
 
