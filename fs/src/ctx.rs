@@ -136,14 +136,17 @@ impl Ctx {
         ))
     }
 
-    /// Fresh attributes of any node; ENOENT if it no longer exists.
+    /// Fresh attributes of any node (a row or family directory may be
+    /// answered from the row memo: see `row_memo.rs`); ENOENT if it no
+    /// longer exists.
     pub fn node_attr(&self, node: &Node) -> FsResult<FileAttr> {
         self.attr_of(node, false)
     }
 
-    /// A lookup's attributes of a node: as [`Ctx::node_attr`], but a row,
-    /// family or cell that the cell the walk's previous lookup read (the
-    /// row memo) shows exists is answered from it, without a read.
+    /// A lookup's attributes of a node: as [`Ctx::node_attr`], but a cell
+    /// that the walk's previous lookup read (the row memo) is answered from
+    /// it, without a read. (Rows and families are answered from the memo
+    /// by both.)
     pub fn lookup_attr(&self, node: &Node) -> FsResult<FileAttr> {
         self.attr_of(node, true)
     }
@@ -217,14 +220,16 @@ impl Ctx {
             }
             Node::Row { table, view, row } => {
                 let s = self.data.schema(table)?;
-                if !self.data.row_exists(table, *view, row, walk)? {
+                // Directories may be answered from the row memo in a getattr too
+                // (the kernel asks again after every create in them).
+                if !self.data.row_exists(table, *view, row, true)? {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
             Node::Family(f) | Node::VersionsDir(f) => {
                 let s = self.data.family_schema(&f.table, &f.family)?;
-                if !self.data.family_exists(f, walk)? {
+                if !self.data.family_exists(f, true)? {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))

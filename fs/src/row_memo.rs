@@ -1,14 +1,16 @@
-//! The cell a lookup's read of a row (or of a family in it) brought back,
-//! kept for a moment so that the lookups that follow it in the same path
-//! walk (`t/row` → `t/row/family` → `t/row/family/cell`) are answered
-//! without a call of their own: a family holding that cell exists, and
-//! that cell's attributes are its own.
+//! What the mount saw of a row a moment ago, kept so that the requests
+//! that follow need no call of their own: the cell a lookup's read of a
+//! row (or of a family in it) brought back answers the path walk's next
+//! lookups (`t/row` → `t/row/family` → `t/row/family/cell`: a family holding
+//! that cell exists, and that cell's attributes are its own), and a write
+//! through the mount leaves behind that its row and family now exist (the
+//! kernel asks for the directories' attributes again after a create).
 //!
 //! Only positive answers come from here (a name the memo does not show is
-//! read from the store), only lookups use it (an open reads the value
-//! afresh), entries last [`MEMO_TTL`], and every write through the mount
-//! drops the entries of the rows it touches ([`crate::store_calls::Counted`]
-//! calls [`RowMemo::forget_row`]), so the mount reads its own writes.
+//! read from the store), an open reads the value afresh, entries last
+//! [`MEMO_TTL`], and every write through the mount drops the entries of the
+//! rows it touches ([`crate::store_calls::Counted`] calls
+//! [`RowMemo::forget_row`]), so the mount reads its own writes.
 //!
 //! A row found empty is kept too, for `mkdir` alone: the lookup the kernel
 //! makes before it just read that the row (and so any family of it) has no
@@ -35,9 +37,19 @@ const MAX_ROWS: usize = 1024;
 /// A view of the row: `None` the live one, `Some(t)` as of `t` (`.at/<t>/`).
 pub type ViewTs = Option<u64>;
 
-/// What is kept of one row: per view, a cell (None: the row had none) and
-/// when it was read.
-type Kept = Vec<(ViewTs, Option<Cell>, Instant)>;
+/// What was seen of a row.
+#[derive(Clone)]
+enum Seen {
+    /// A cell read (the newest visible version of its column).
+    Cell(Cell),
+    /// The row had no cell (live).
+    Empty,
+    /// The mount wrote a cell of this family (live; its version unknown).
+    Wrote(String),
+}
+
+/// What is kept of one row: per view, what was seen and when.
+type Kept = Vec<(ViewTs, Seen, Instant)>;
 
 /// Write counters, one per stripe of rows.
 const STRIPES: usize = 64;
@@ -77,6 +89,21 @@ impl RowMemo {
     /// in `view` by a read that started at `epoch`, unless a write to the
     /// row's stripe came since.
     pub fn keep(&self, table: &str, view: ViewTs, row: &[u8], cell: Option<Cell>, epoch: u64) {
+        let seen = match cell {
+            Some(c) => Seen::Cell(c),
+            None => Seen::Empty,
+        };
+        self.keep_seen(table, view, row, vec![seen], epoch);
+    }
+
+    /// Keeps that the mount's write of cells of `families` in `row`, which
+    /// left the row's stripe at `epoch`, was the last write to it.
+    pub fn keep_written(&self, table: &str, row: &[u8], families: Vec<String>, epoch: u64) {
+        let seen = families.into_iter().map(Seen::Wrote).collect();
+        self.keep_seen(table, None, row, seen, epoch);
+    }
+
+    fn keep_seen(&self, table: &str, view: ViewTs, row: &[u8], seen: Vec<Seen>, epoch: u64) {
         let now = Instant::now();
         let mut g = self.rows.lock();
         if self.epoch(table, row) != epoch {
@@ -93,7 +120,7 @@ impl RowMemo {
         }
         let kept = g.entry((table.to_string(), row.to_vec())).or_default();
         kept.retain(|(v, _, at)| *v != view && now.duration_since(*at) < MEMO_TTL);
-        kept.push((view, cell, now));
+        kept.extend(seen.into_iter().map(|s| (view, s, now)));
     }
 
     /// The cell kept for the row, if it is recent and `wanted` accepts it.
@@ -111,10 +138,32 @@ impl RowMemo {
         let kept = g.get(&(table.to_string(), row.to_vec()))?;
         kept.iter()
             .find_map(|(v, c, at)| match c {
-                Some(c) if *v == view && at.elapsed() < MEMO_TTL && wanted(c) => Some(c),
+                Seen::Cell(c) if *v == view && at.elapsed() < MEMO_TTL && wanted(c) => Some(c),
                 _ => None,
             })
             .cloned()
+    }
+
+    /// Whether a cell of `family` (any family: None) was seen in the row a
+    /// moment ago, read or written.
+    pub fn has_cell_of(&self, table: &str, view: ViewTs, row: &[u8], family: Option<&str>) -> bool {
+        let g = self.rows.lock();
+        if g.is_empty() {
+            return false;
+        }
+        let Some(kept) = g.get(&(table.to_string(), row.to_vec())) else {
+            return false;
+        };
+        let of = |f: &str| family.is_none_or(|want| want == f);
+        kept.iter().any(|(v, c, at)| {
+            *v == view
+                && at.elapsed() < MEMO_TTL
+                && match c {
+                    Seen::Cell(c) => of(&c.family),
+                    Seen::Wrote(f) => of(f),
+                    Seen::Empty => false,
+                }
+        })
     }
 
     /// Whether the live row was read empty a moment ago (for `mkdir`).
@@ -124,18 +173,21 @@ impl RowMemo {
             return false;
         }
         g.get(&(table.to_string(), row.to_vec())).is_some_and(|k| {
-            k.iter()
-                .any(|(v, c, at)| v.is_none() && c.is_none() && at.elapsed() < MEMO_TTL)
+            k.iter().any(|(v, c, at)| {
+                v.is_none() && matches!(c, Seen::Empty) && at.elapsed() < MEMO_TTL
+            })
         })
     }
 
     /// Drops what is kept of `row` (every view): it was just written.
-    pub fn forget_row(&self, table: &str, row: &[u8]) {
+    /// Returns the row's stripe's epoch after this write.
+    pub fn forget_row(&self, table: &str, row: &[u8]) -> u64 {
         let mut g = self.rows.lock();
-        self.epochs[stripe(table, row)].fetch_add(1, Ordering::AcqRel);
+        let epoch = self.epochs[stripe(table, row)].fetch_add(1, Ordering::AcqRel) + 1;
         if !g.is_empty() {
             g.remove(&(table.to_string(), row.to_vec()));
         }
+        epoch
     }
 
     /// Drops everything kept (a table or schema changed).

@@ -7,7 +7,9 @@
 use crate::row_memo::RowMemo;
 use crate::store::{RowStream, Store};
 use engine::schema::TableSchema;
-use engine::{Cell, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions};
+use engine::{
+    Cell, Mutation, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -162,8 +164,29 @@ impl Store for Counted {
         r
     }
     fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
+        let before = self.memo.epoch(table, &m.row);
         let r = self.count(Call::Apply).apply(table, m, opts);
-        self.memo.forget_row(table, &m.row);
+        let after = self.memo.forget_row(table, &m.row);
+        // Cells set at the server's time, with no other write to the row's
+        // stripe meanwhile: their row and families exist now.
+        if r.is_ok() && after == before + 1 {
+            let fams: Option<Vec<String>> = m
+                .mutations
+                .iter()
+                .map(|x| match x {
+                    // A version of its own time may be one GC hides at once.
+                    Mutation::SetCell {
+                        family,
+                        timestamp: None,
+                        ..
+                    } => Some(family.clone()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(fams) = fams.filter(|f| !f.is_empty()) {
+                self.memo.keep_written(table, &m.row, fams, after);
+            }
+        }
         r
     }
     fn apply_txns(
@@ -174,7 +197,7 @@ impl Store for Counted {
     ) -> Result<Vec<TxnOutcome>> {
         let r = self.count(Call::ApplyTxns).apply_txns(table, txns, opts);
         for t in txns {
-            self.memo.forget_row(table, &t.row);
+            let _ = self.memo.forget_row(table, &t.row);
         }
         r
     }

@@ -193,7 +193,12 @@ impl StoreView {
         if view.is_now() && self.pending.has_row(table, row) {
             return Ok(true);
         }
-        if walk && self.memo_cell(table, view, row, |_| true).is_some() {
+        if walk
+            && self
+                .store
+                .memo()
+                .has_cell_of(table, view.max_ts(), row, None)
+        {
             return Ok(true);
         }
         let spec = ScanSpec {
@@ -212,8 +217,9 @@ impl StoreView {
         }
         if walk
             && self
-                .memo_cell(&f.table, f.view, &f.row, |c| *c.family == *f.family)
-                .is_some()
+                .store
+                .memo()
+                .has_cell_of(&f.table, f.view.max_ts(), &f.row, Some(&f.family))
         {
             return Ok(true);
         }

@@ -263,3 +263,31 @@ fn echo_into_a_new_row() {
     t.mkdir("/t/m/f").unwrap();
     assert_eq!(t.mkdir("/t/m/f"), Err(Errno::EEXIST));
 }
+
+/// `cat` of a cell just written (as the sequential read after the writes in
+/// `bigtable-bench fs`): the kernel kept the names, but asks again for the
+/// attributes of the family (a create in it) and of the cell (a write).
+#[test]
+fn cat_after_echo() {
+    let t = table();
+    let fam = t.ino("/t/r/f").unwrap();
+    let fh =
+        t.fs.create(&t.root, fam, b"new", TRUNC | libc::O_CREAT)
+            .unwrap();
+    let ino = fh.0.attr.ino.0;
+    let mut m = Meter::new(&t);
+    write_and_close(&t, &mut m, fh.1.fh);
+    t.fs.getattr(fam, None).unwrap();
+    m.step("getattr");
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 2);
+    m.step("getattr");
+    let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
+    m.step("open");
+    t.fs.release(fh).unwrap();
+    m.step("release");
+    let steps = m.done("cat after echo");
+    assert_eq!(
+        steps,
+        "write:0 flush:1 release:0 getattr:0 getattr:1 open:1 release:0 = 3"
+    );
+}
