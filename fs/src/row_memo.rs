@@ -48,41 +48,52 @@ enum Seen {
     Wrote(String),
 }
 
-/// What is kept of one row: per view, what was seen and when.
-type Kept = Vec<(ViewTs, Seen, Instant)>;
+/// What was seen of one row in one view, and when.
+struct Kept {
+    table: String,
+    row: Vec<u8>,
+    view: ViewTs,
+    seen: Seen,
+    at: Instant,
+}
 
 /// Write counters, one per stripe of rows.
-const STRIPES: usize = 64;
+const STRIPES: u64 = 64;
 
-/// The last cell read of recently looked-up rows, per table and row key.
+/// What was seen of recently looked-up or written rows, by a hash of the
+/// table and row key (no key is copied to look one up).
 pub struct RowMemo {
-    rows: Mutex<HashMap<(String, Vec<u8>), Kept>>,
+    rows: Mutex<HashMap<u64, Vec<Kept>>>,
     /// Writes so far to the rows of each stripe: a read that a write
     /// overtook (the write's forget came between the read and its keep)
     /// must not be kept.
-    epochs: [AtomicU64; STRIPES],
+    epochs: [AtomicU64; STRIPES as usize],
 }
 
 impl Default for RowMemo {
     fn default() -> Self {
         RowMemo {
             rows: Mutex::default(),
-            epochs: [const { AtomicU64::new(0) }; STRIPES],
+            epochs: [const { AtomicU64::new(0) }; STRIPES as usize],
         }
     }
 }
 
-fn stripe(table: &str, row: &[u8]) -> usize {
+fn hash(table: &str, row: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     table.hash(&mut h);
     row.hash(&mut h);
-    (h.finish() % STRIPES as u64) as usize
+    h.finish()
 }
 
 impl RowMemo {
+    fn epoch_of(&self, h: u64) -> &AtomicU64 {
+        &self.epochs[(h % STRIPES) as usize]
+    }
+
     /// What a read of `row` passes to [`RowMemo::keep`]: taken before it.
     pub fn epoch(&self, table: &str, row: &[u8]) -> u64 {
-        self.epochs[stripe(table, row)].load(Ordering::Acquire)
+        self.epoch_of(hash(table, row)).load(Ordering::Acquire)
     }
 
     /// Keeps `cell` (None: the row has no cell), read from `row` of `table`
@@ -104,23 +115,50 @@ impl RowMemo {
     }
 
     fn keep_seen(&self, table: &str, view: ViewTs, row: &[u8], seen: Vec<Seen>, epoch: u64) {
+        let h = hash(table, row);
         let now = Instant::now();
         let mut g = self.rows.lock();
-        if self.epoch(table, row) != epoch {
+        if self.epoch_of(h).load(Ordering::Acquire) != epoch {
             return;
         }
         if g.len() >= MAX_ROWS {
-            g.retain(|_, k| {
-                k.iter()
-                    .any(|(_, _, at)| now.duration_since(*at) < MEMO_TTL)
-            });
+            g.retain(|_, k| k.iter().any(|e| now.duration_since(e.at) < MEMO_TTL));
             if g.len() >= MAX_ROWS {
                 g.clear();
             }
         }
-        let kept = g.entry((table.to_string(), row.to_vec())).or_default();
-        kept.retain(|(v, _, at)| *v != view && now.duration_since(*at) < MEMO_TTL);
-        kept.extend(seen.into_iter().map(|s| (view, s, now)));
+        let kept = g.entry(h).or_default();
+        kept.retain(|e| {
+            !(e.view == view && e.table == table && e.row == row)
+                && now.duration_since(e.at) < MEMO_TTL
+        });
+        kept.extend(seen.into_iter().map(|seen| Kept {
+            table: table.to_string(),
+            row: row.to_vec(),
+            view,
+            seen,
+            at: now,
+        }));
+    }
+
+    /// The first of what is seen of the row in `view` a moment ago that
+    /// `pick` takes.
+    fn find<R>(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        pick: impl Fn(&Seen) -> Option<R>,
+    ) -> Option<R> {
+        let g = self.rows.lock();
+        if g.is_empty() {
+            return None;
+        }
+        g.get(&hash(table, row))?
+            .iter()
+            .filter(|e| e.view == view && e.at.elapsed() < MEMO_TTL)
+            .filter(|e| e.table == table && e.row == row)
+            .find_map(|e| pick(&e.seen))
     }
 
     /// The cell kept for the row, if it is recent and `wanted` accepts it.
@@ -131,61 +169,39 @@ impl RowMemo {
         row: &[u8],
         wanted: impl Fn(&Cell) -> bool,
     ) -> Option<Cell> {
-        let g = self.rows.lock();
-        if g.is_empty() {
-            return None;
-        }
-        let kept = g.get(&(table.to_string(), row.to_vec()))?;
-        kept.iter()
-            .find_map(|(v, c, at)| match c {
-                Seen::Cell(c) if *v == view && at.elapsed() < MEMO_TTL && wanted(c) => Some(c),
-                _ => None,
-            })
-            .cloned()
+        self.find(table, view, row, |s| match s {
+            Seen::Cell(c) if wanted(c) => Some(c.clone()),
+            _ => None,
+        })
     }
 
     /// Whether a cell of `family` (any family: None) was seen in the row a
     /// moment ago, read or written.
     pub fn has_cell_of(&self, table: &str, view: ViewTs, row: &[u8], family: Option<&str>) -> bool {
-        let g = self.rows.lock();
-        if g.is_empty() {
-            return false;
-        }
-        let Some(kept) = g.get(&(table.to_string(), row.to_vec())) else {
-            return false;
-        };
         let of = |f: &str| family.is_none_or(|want| want == f);
-        kept.iter().any(|(v, c, at)| {
-            *v == view
-                && at.elapsed() < MEMO_TTL
-                && match c {
-                    Seen::Cell(c) => of(&c.family),
-                    Seen::Wrote(f) => of(f),
-                    Seen::Empty => false,
-                }
+        self.find(table, view, row, |s| match s {
+            Seen::Cell(c) if of(&c.family) => Some(()),
+            Seen::Wrote(f) if of(f) => Some(()),
+            _ => None,
         })
+        .is_some()
     }
 
     /// Whether the live row was read empty a moment ago (for `mkdir`).
     pub fn read_empty(&self, table: &str, row: &[u8]) -> bool {
-        let g = self.rows.lock();
-        if g.is_empty() {
-            return false;
-        }
-        g.get(&(table.to_string(), row.to_vec())).is_some_and(|k| {
-            k.iter().any(|(v, c, at)| {
-                v.is_none() && matches!(c, Seen::Empty) && at.elapsed() < MEMO_TTL
-            })
-        })
+        self.find(table, None, row, |s| matches!(s, Seen::Empty).then_some(()))
+            .is_some()
     }
 
     /// Drops what is kept of `row` (every view): it was just written.
     /// Returns the row's stripe's epoch after this write.
     pub fn forget_row(&self, table: &str, row: &[u8]) -> u64 {
+        let h = hash(table, row);
         let mut g = self.rows.lock();
-        let epoch = self.epochs[stripe(table, row)].fetch_add(1, Ordering::AcqRel) + 1;
+        let epoch = self.epoch_of(h).fetch_add(1, Ordering::AcqRel) + 1;
         if !g.is_empty() {
-            g.remove(&(table.to_string(), row.to_vec()));
+            // Rows of the same hash go too: they are read again.
+            g.remove(&h);
         }
         epoch
     }
@@ -197,5 +213,55 @@ impl RowMemo {
             e.fetch_add(1, Ordering::AcqRel);
         }
         g.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RowMemo;
+    use engine::Cell;
+
+    fn cell(family: &str) -> Cell {
+        Cell {
+            row: b"r".to_vec(),
+            family: family.into(),
+            qualifier: b"q".to_vec(),
+            timestamp: 7,
+            value: b"v".to_vec().into(),
+        }
+    }
+
+    #[test]
+    fn a_read_a_write_overtook_is_not_kept() {
+        let m = RowMemo::default();
+        let before = m.epoch("t", b"r");
+        m.forget_row("t", b"r");
+        m.keep("t", None, b"r", Some(cell("f")), before);
+        assert!(!m.has_cell_of("t", None, b"r", None));
+        m.keep("t", None, b"r", Some(cell("f")), m.epoch("t", b"r"));
+        assert!(m.has_cell_of("t", None, b"r", Some("f")));
+        assert!(!m.has_cell_of("t", None, b"r", Some("g")));
+        assert!(!m.has_cell_of("t", Some(5), b"r", None), "another view");
+        assert!(!m.has_cell_of("t", None, b"other", None));
+        m.forget_row("t", b"r");
+        assert!(m.get("t", None, b"r", |_| true).is_none());
+    }
+
+    #[test]
+    fn empty_rows_and_writes() {
+        let m = RowMemo::default();
+        m.keep("t", None, b"r", None, m.epoch("t", b"r"));
+        assert!(m.read_empty("t", b"r"));
+        assert!(!m.has_cell_of("t", None, b"r", None));
+        let after = m.forget_row("t", b"r");
+        m.keep_written("t", b"r", vec!["f".into()], after);
+        assert!(!m.read_empty("t", b"r"));
+        assert!(m.has_cell_of("t", None, b"r", Some("f")));
+        assert!(
+            m.get("t", None, b"r", |_| true).is_none(),
+            "no cell to answer with"
+        );
+        m.forget_all();
+        assert!(!m.has_cell_of("t", None, b"r", None));
     }
 }
