@@ -16,8 +16,9 @@ fn server_addrs(m: &Mount) -> Vec<String> {
     m.servers().into_iter().map(|(_, addr)| addr).collect()
 }
 
-#[test]
-fn a_client_only_daemon_reads_and_writes_what_another_serves() {
+/// An etcd and two daemons on it: A serves, B serves nothing
+/// (`tablet_servers=0`) and reaches A's servers over the internal RPC.
+fn serving_and_client_only() -> (Arc<Etcd>, Mount, Mount) {
     let etcd = Arc::new(Etcd::start());
     // Daemons sharing an etcd share a secret (loopback is no boundary).
     let secret = tests::cluster_secret();
@@ -26,7 +27,7 @@ fn a_client_only_daemon_reads_and_writes_what_another_serves() {
         "/bt",
         &["cluster_listen=127.0.0.1:0", &secret.option],
     );
-    let mut b = Mount::on_etcd(
+    let b = Mount::on_etcd(
         etcd.clone(),
         "/bt",
         &[
@@ -35,6 +36,12 @@ fn a_client_only_daemon_reads_and_writes_what_another_serves() {
             &secret.option,
         ],
     );
+    (etcd, a, b)
+}
+
+#[test]
+fn a_client_only_daemon_reads_and_writes_what_another_serves() {
+    let (_etcd, a, mut b) = serving_and_client_only();
     // B serves nothing: every server it lists is A's.
     let addrs = server_addrs(&b);
     assert_eq!(addrs.len(), 3, "{}", b.ok("cat .bigtable/servers"));
@@ -124,22 +131,7 @@ fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_dela
 /// counts docs/mount.md states ("Server calls per file operation").
 #[test]
 fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() {
-    let etcd = Arc::new(Etcd::start());
-    let secret = tests::cluster_secret();
-    let a = Mount::on_etcd(
-        etcd.clone(),
-        "/bt",
-        &["cluster_listen=127.0.0.1:0", &secret.option],
-    );
-    let b = Mount::on_etcd(
-        etcd.clone(),
-        "/bt",
-        &[
-            "tablet_servers=0",
-            "cluster_listen=127.0.0.1:0",
-            &secret.option,
-        ],
-    );
+    let (_etcd, a, b) = serving_and_client_only();
     a.table("t", "cf\n");
     // Rows of one cell each, a fresh one for every measurement (nothing of
     // it in either kernel's caches).
