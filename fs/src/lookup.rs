@@ -147,7 +147,19 @@ pub(crate) fn lookup(cx: &Ctx, parent: u64, name: &[u8]) -> FsResult<Entry> {
     if let Node::Row { table, .. } = &node {
         cx.listing.entered(table);
     }
-    attr.ino = fuser::INodeNo(register(cx, &node)?);
+    let ino = register(cx, &node)?;
+    attr.ino = fuser::INodeNo(ino);
+    if node.value_cell().is_some() && cx.kernel.inodes().reported(ino).is_none() {
+        // A file the kernel had no inode for: the attributes were made
+        // before the inode was (so they could not note what the kernel
+        // is told); note them now, so that the open after this lookup
+        // may use the page cache instead of reading around it.
+        let ts = attr
+            .mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        cx.kernel.inodes().set_reported(ino, attr.size, ts);
+    }
     Ok(cx.entry(&node, attr))
 }
 
