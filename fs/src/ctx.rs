@@ -96,8 +96,15 @@ impl Ctx {
 
     /// Attributes of a cell or version file holding `cell` (or nothing yet).
     pub(crate) fn value_attr(&self, ino: u64, fam: &FamilySchema, cell: Option<&Cell>) -> FileAttr {
-        let (size, ts) = cell.map_or((0, 0), |c| (c.value.len() as u64, c.timestamp));
-        let mtime = if cell.is_some() {
+        let sized = cell.map(|c| (c.value.len() as u64, c.timestamp));
+        self.sized_attr(ino, fam, sized)
+    }
+
+    /// Attributes of a cell or version file holding a value of this size
+    /// and version (or nothing yet).
+    fn sized_attr(&self, ino: u64, fam: &FamilySchema, sized: Option<(u64, u64)>) -> FileAttr {
+        let (size, ts) = sized.unwrap_or((0, 0));
+        let mtime = if sized.is_some() {
             micros_to_time(ts)
         } else {
             SystemTime::now()
@@ -246,7 +253,10 @@ impl Ctx {
                 if let Some(a) = self.writer_attr(ino, node, &f) {
                     return Ok(a);
                 }
-                match self.data.newest_in(c, walk)? {
+                if let Some(seen) = walk.then(|| self.data.seen_cell(c)).flatten() {
+                    return Ok(self.sized_attr(ino, &f, Some((seen.len, seen.timestamp))));
+                }
+                match self.data.newest(c)? {
                     Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
                     None if self.data.is_pending_cell(c) => Ok(self.value_attr(ino, &f, None)),
                     None => Err(Errno::ENOENT),

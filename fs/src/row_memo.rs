@@ -37,11 +37,33 @@ const MAX_ROWS: usize = 1024;
 /// A view of the row: `None` the live one, `Some(t)` as of `t` (`.at/<t>/`).
 pub type ViewTs = Option<u64>;
 
+/// What the memo keeps of a cell read (the newest visible version of its
+/// column): its column, version and size, not its value (which may be
+/// large, and share a block of the cache).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellSeen {
+    pub family: String,
+    pub qualifier: Vec<u8>,
+    pub timestamp: u64,
+    pub len: u64,
+}
+
+impl CellSeen {
+    fn of(c: &Cell) -> CellSeen {
+        CellSeen {
+            family: c.family.clone(),
+            qualifier: c.qualifier.clone(),
+            timestamp: c.timestamp,
+            len: c.value.len() as u64,
+        }
+    }
+}
+
 /// What was seen of a row.
 #[derive(Clone)]
 enum Seen {
-    /// A cell read (the newest visible version of its column).
-    Cell(Cell),
+    /// A cell read.
+    Cell(CellSeen),
     /// The row had no cell (live).
     Empty,
     /// The mount wrote a cell of this family (live; its version unknown).
@@ -99,9 +121,9 @@ impl RowMemo {
     /// Keeps `cell` (None: the row has no cell), read from `row` of `table`
     /// in `view` by a read that started at `epoch`, unless a write to the
     /// row's stripe came since.
-    pub fn keep(&self, table: &str, view: ViewTs, row: &[u8], cell: Option<Cell>, epoch: u64) {
+    pub fn keep(&self, table: &str, view: ViewTs, row: &[u8], cell: Option<&Cell>, epoch: u64) {
         let seen = match cell {
-            Some(c) => Seen::Cell(c),
+            Some(c) => Seen::Cell(CellSeen::of(c)),
             None => Seen::Empty,
         };
         self.keep_seen(table, view, row, vec![seen], epoch);
@@ -167,8 +189,8 @@ impl RowMemo {
         table: &str,
         view: ViewTs,
         row: &[u8],
-        wanted: impl Fn(&Cell) -> bool,
-    ) -> Option<Cell> {
+        wanted: impl Fn(&CellSeen) -> bool,
+    ) -> Option<CellSeen> {
         self.find(table, view, row, |s| match s {
             Seen::Cell(c) if wanted(c) => Some(c.clone()),
             _ => None,
@@ -236,9 +258,15 @@ mod tests {
         let m = RowMemo::default();
         let before = m.epoch("t", b"r");
         m.forget_row("t", b"r");
-        m.keep("t", None, b"r", Some(cell("f")), before);
+        m.keep("t", None, b"r", Some(&cell("f")), before);
         assert!(!m.has_cell_of("t", None, b"r", None));
-        m.keep("t", None, b"r", Some(cell("f")), m.epoch("t", b"r"));
+        m.keep("t", None, b"r", Some(&cell("f")), m.epoch("t", b"r"));
+        let seen = m.get("t", None, b"r", |_| true).unwrap();
+        assert_eq!(
+            (seen.len, seen.timestamp),
+            (1, 7),
+            "size and version, no value"
+        );
         assert!(m.has_cell_of("t", None, b"r", Some("f")));
         assert!(!m.has_cell_of("t", None, b"r", Some("g")));
         assert!(!m.has_cell_of("t", Some(5), b"r", None), "another view");

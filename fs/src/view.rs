@@ -8,6 +8,7 @@ use crate::node::{CellAddr, FamilyAddr, Node, View};
 use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
+use crate::row_memo::CellSeen;
 use crate::store::Store;
 use crate::store_calls::{Counted, StoreCalls};
 use engine::schema::{FamilySchema, TableSchema};
@@ -156,7 +157,7 @@ impl StoreView {
         let epoch = memo.epoch(table, row);
         let first = self.read_row(table, row, spec)?.into_iter().next();
         if first.is_some() || whole_row {
-            memo.keep(table, view.max_ts(), row, first.clone(), epoch);
+            memo.keep(table, view.max_ts(), row, first.as_ref(), epoch);
         }
         Ok(first)
     }
@@ -166,18 +167,6 @@ impl StoreView {
     /// exists, and the mkdir need not read again (see `row_memo.rs`).
     pub(crate) fn row_read_empty(&self, table: &str, row: &[u8]) -> bool {
         self.store.memo().read_empty(table, row)
-    }
-
-    /// A cell of the row the row memo keeps that `wanted` accepts: what a
-    /// read made for the walk's previous lookup brought back.
-    fn memo_cell(
-        &self,
-        table: &str,
-        view: View,
-        row: &[u8],
-        wanted: impl Fn(&Cell) -> bool,
-    ) -> Option<Cell> {
-        self.store.memo().get(table, view.max_ts(), row, wanted)
     }
 
     /// Whether a row has a visible cell in `view` (or is a pending
@@ -233,15 +222,14 @@ impl StoreView {
             .is_some())
     }
 
-    /// [`StoreView::newest`], or in a path walk the cell the row memo
-    /// keeps if it is this column's.
-    pub(crate) fn newest_in(&self, c: &CellAddr, walk: bool) -> FsResult<Option<Cell>> {
-        if walk {
-            if let Some(x) = self.memo_cell(&c.table, c.view, &c.row, |x| is_of(x, c)) {
-                return Ok(Some(x));
-            }
-        }
-        self.newest(c)
+    /// The size and version of the cell `c` as the walk's previous lookup
+    /// read it (the row memo), if it did.
+    pub(crate) fn seen_cell(&self, c: &CellAddr) -> Option<CellSeen> {
+        self.store
+            .memo()
+            .get(&c.table, c.view.max_ts(), &c.row, |x| {
+                *x.family == *c.family && x.qualifier == c.qualifier
+            })
     }
 
     /// Rows changed by a writer other than the mount: the memo forgets them.
