@@ -96,8 +96,15 @@ impl Ctx {
 
     /// Attributes of a cell or version file holding `cell` (or nothing yet).
     pub(crate) fn value_attr(&self, ino: u64, fam: &FamilySchema, cell: Option<&Cell>) -> FileAttr {
-        let (size, ts) = cell.map_or((0, 0), |c| (c.value.len() as u64, c.timestamp));
-        let mtime = if cell.is_some() {
+        let sized = cell.map(|c| (c.value.len() as u64, c.timestamp));
+        self.sized_attr(ino, fam, sized)
+    }
+
+    /// Attributes of a cell or version file holding a value of this size
+    /// and version (or nothing yet).
+    fn sized_attr(&self, ino: u64, fam: &FamilySchema, sized: Option<(u64, u64)>) -> FileAttr {
+        let (size, ts) = sized.unwrap_or((0, 0));
+        let mtime = if sized.is_some() {
             micros_to_time(ts)
         } else {
             SystemTime::now()
@@ -136,9 +143,23 @@ impl Ctx {
         ))
     }
 
-    /// Fresh attributes of any node; ENOENT if it no longer exists.
+    /// Fresh attributes of any node (a row or family directory may be
+    /// answered from the row memo: see `row_memo.rs`); ENOENT if it no
+    /// longer exists.
     pub fn node_attr(&self, node: &Node) -> FsResult<FileAttr> {
-        let mut attr = self.node_attr_now(node)?;
+        self.attr_of(node, false)
+    }
+
+    /// A lookup's attributes of a node: as [`Ctx::node_attr`], but a cell
+    /// that the walk's previous lookup read (the row memo) is answered from
+    /// it, without a read. (Rows and families are answered from the memo
+    /// by both.)
+    pub fn lookup_attr(&self, node: &Node) -> FsResult<FileAttr> {
+        self.attr_of(node, true)
+    }
+
+    fn attr_of(&self, node: &Node, walk: bool) -> FsResult<FileAttr> {
+        let mut attr = self.node_attr_now(node, walk)?;
         if attr.kind == FileType::Directory && volatile(node) {
             // The kernel keeps a listing until the directory's mtime moves:
             // these change without a word to it, so their mtime always moves.
@@ -148,7 +169,7 @@ impl Ctx {
         Ok(attr)
     }
 
-    fn node_attr_now(&self, node: &Node) -> FsResult<FileAttr> {
+    fn node_attr_now(&self, node: &Node, walk: bool) -> FsResult<FileAttr> {
         let ino = self.kernel.ino_of(node);
         match node {
             Node::Lock(l) => match &self.lockdir {
@@ -206,14 +227,16 @@ impl Ctx {
             }
             Node::Row { table, view, row } => {
                 let s = self.data.schema(table)?;
-                if !self.data.row_exists(table, *view, row)? {
+                // Directories may be answered from the row memo in a getattr too
+                // (the kernel asks again after every create in them).
+                if !self.data.row_exists(table, *view, row, true)? {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }
             Node::Family(f) | Node::VersionsDir(f) => {
                 let s = self.data.family_schema(&f.table, &f.family)?;
-                if !self.data.family_exists(f)? {
+                if !self.data.family_exists(f, true)? {
                     return Err(Errno::ENOENT);
                 }
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
@@ -229,6 +252,9 @@ impl Ctx {
                 let f = self.data.family_schema(&c.table, &c.family)?;
                 if let Some(a) = self.writer_attr(ino, node, &f) {
                     return Ok(a);
+                }
+                if let Some(seen) = walk.then(|| self.data.seen_cell(c)).flatten() {
+                    return Ok(self.sized_attr(ino, &f, Some((seen.len, seen.timestamp))));
                 }
                 match self.data.newest(c)? {
                     Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
@@ -285,6 +311,7 @@ impl Ctx {
             reader,
             store: self.data.store(),
             stats: self.data.stats(),
+            store_calls: self.data.store_calls(),
             opts: &self.opts,
             invalidations: self.kernel.invalidations_sent(),
             inodes: self.kernel.inodes().len(),

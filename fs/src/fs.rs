@@ -453,12 +453,14 @@ impl Fs {
     /// what the kernel caches of them, and the table's listing, before the
     /// writer is answered.
     pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
+        self.cx.data.rows_changed_elsewhere(table, rows);
         self.cx.kernel.rows_changed_elsewhere(table, rows)
     }
 
     /// A table that a writer other than the mount created, deleted, or
     /// changed the families or dropped rows of.
     pub fn table_changed_elsewhere(&self, table: &str) {
+        self.cx.data.table_changed_elsewhere();
         self.cx.kernel.table_changed_elsewhere(table)
     }
 

@@ -9,7 +9,7 @@
 //! `tests/tests/structure.rs` checks:
 //!
 //! 1. parsers and plumbing: `names`, `query`, `mutate`, `schema_file`,
-//!    `output`, `perms`, `errno`, `options`, `counts`, `store`, `pending`,
+//!    `output`, `perms`, `errno`, `options`, `counts`, `store`, `row_memo`, `store_calls`, `pending`,
 //!    `notify`, `pool`, `local_locks`, `status`, `reply`, `memory`,
 //!    `write_budget`, `filter_query`, `mock`
 //! 2. `node`: what an inode stands for
@@ -53,9 +53,11 @@ mod perms;
 mod pool;
 mod query;
 mod reply;
+mod row_memo;
 mod schema_file;
 mod status;
 mod store;
+mod store_calls;
 mod view;
 mod write_budget;
 

@@ -24,11 +24,12 @@ pub fn parse_at_name(name: &[u8]) -> Option<u64> {
     (ts.to_string() == s || format!("{ts:016}") == s).then_some(ts)
 }
 
-/// The node `name` stands for under `parent`, with fresh attributes.
+/// The node `name` stands for under `parent`, with its attributes (a
+/// lookup's: answered from the row memo where it can, see `row_memo.rs`).
 /// ENOENT if there is nothing by that name.
 pub(crate) fn resolve(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<(Node, FileAttr)> {
     let node = child_node(cx, parent, name)?;
-    let attr = cx.node_attr(&node)?;
+    let attr = cx.lookup_attr(&node)?;
     Ok((node, attr))
 }
 
@@ -146,7 +147,19 @@ pub(crate) fn lookup(cx: &Ctx, parent: u64, name: &[u8]) -> FsResult<Entry> {
     if let Node::Row { table, .. } = &node {
         cx.listing.entered(table);
     }
-    attr.ino = fuser::INodeNo(register(cx, &node)?);
+    let ino = register(cx, &node)?;
+    attr.ino = fuser::INodeNo(ino);
+    if node.value_cell().is_some() && cx.kernel.inodes().reported(ino).is_none() {
+        // A file the kernel had no inode for: the attributes were made
+        // before the inode was (so they could not note what the kernel
+        // is told); note them now, so that the open after this lookup
+        // may use the page cache instead of reading around it.
+        let ts = attr
+            .mtime
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_micros() as u64);
+        cx.kernel.inodes().set_reported(ino, attr.size, ts);
+    }
     Ok(cx.entry(&node, attr))
 }
 

@@ -82,6 +82,8 @@ pub struct StatusSources<'a> {
     pub reader: Option<&'a crate::perms::Caller>,
     pub store: &'a dyn Store,
     pub stats: &'a Stats,
+    /// The calls made to the store, per method.
+    pub store_calls: &'a crate::store_calls::StoreCalls,
     pub opts: &'a FsOptions,
     pub invalidations: u64,
     pub inodes: usize,
@@ -208,6 +210,13 @@ impl StatusFile {
                 }
                 for (op, n) in crate::counts::seen() {
                     let _ = writeln!(out, "fuse_{op}={n}");
+                }
+                // Store calls per FUSE request: the tablet-server calls
+                // (reads, writes, scans) summed, then each method's count.
+                let calls = s.store_calls;
+                let _ = writeln!(out, "store_tablet_calls={}", calls.tablet_calls());
+                for c in crate::store_calls::Call::ALL {
+                    let _ = writeln!(out, "store_{}={}", c.name(), calls.get(c));
                 }
             }
             StatusFile::Mount => out.push_str(&s.opts.mount_status),

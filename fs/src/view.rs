@@ -8,7 +8,9 @@ use crate::node::{CellAddr, FamilyAddr, Node, View};
 use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
+use crate::row_memo::CellSeen;
 use crate::store::Store;
+use crate::store_calls::{Counted, StoreCalls};
 use engine::schema::{FamilySchema, TableSchema};
 use engine::{Cell, RowRange, ScanSpec, TimeRange};
 use fuser::Errno;
@@ -34,7 +36,8 @@ fn is_of(x: &Cell, c: &CellAddr) -> bool {
 
 /// The engine's tables, the pending directories and the error counter.
 pub struct StoreView {
-    store: Arc<dyn Store>,
+    /// The store, its calls counted.
+    store: Counted,
     pending: Pending,
     stats: Stats,
 }
@@ -42,7 +45,7 @@ pub struct StoreView {
 impl StoreView {
     pub fn new(store: Arc<dyn Store>) -> StoreView {
         StoreView {
-            store,
+            store: Counted::new(store),
             pending: Pending::default(),
             stats: Stats::default(),
         }
@@ -50,7 +53,12 @@ impl StoreView {
 
     /// The engine (or the tests' store) behind the view.
     pub fn store(&self) -> &dyn Store {
-        self.store.as_ref()
+        &self.store
+    }
+
+    /// The calls made to the store so far, per method.
+    pub fn store_calls(&self) -> &StoreCalls {
+        self.store.calls()
     }
 
     /// Directories made with `mkdir` that hold no cell yet.
@@ -134,22 +142,74 @@ impl StoreView {
         })
     }
 
-    /// Whether a row has a visible cell in `view` (or is a pending directory).
-    pub(crate) fn row_exists(&self, table: &str, view: View, row: &[u8]) -> FsResult<bool> {
+    /// Reads the first visible cell `spec` selects in a row and keeps it
+    /// in the row memo for the lookups that follow (see `row_memo.rs`);
+    /// with `whole_row` (`spec` selects every family), an empty answer too.
+    fn first_cell(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        spec: &ScanSpec,
+        whole_row: bool,
+    ) -> FsResult<Option<Cell>> {
+        let memo = self.store.memo();
+        let epoch = memo.epoch(table, row);
+        let first = self.read_row(table, row, spec)?.into_iter().next();
+        if first.is_some() || whole_row {
+            memo.keep(table, view.max_ts(), row, first.as_ref(), epoch);
+        }
+        Ok(first)
+    }
+
+    /// Whether a live row was read empty a moment ago (by the lookup the
+    /// kernel makes before a `mkdir`): then neither it nor a family of it
+    /// exists, and the mkdir need not read again (see `row_memo.rs`).
+    pub(crate) fn row_read_empty(&self, table: &str, row: &[u8]) -> bool {
+        self.store.memo().read_empty(table, row)
+    }
+
+    /// Whether a row has a visible cell in `view` (or is a pending
+    /// directory). In a path walk (`walk`), a cell the row memo keeps
+    /// answers yes without a read.
+    pub(crate) fn row_exists(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+        walk: bool,
+    ) -> FsResult<bool> {
         if view.is_now() && self.pending.has_row(table, row) {
+            return Ok(true);
+        }
+        if walk
+            && self
+                .store
+                .memo()
+                .has_cell_of(table, view.max_ts(), row, None)
+        {
             return Ok(true);
         }
         let spec = ScanSpec {
             cell_limit: Some(1),
             ..StoreView::read_spec(view)
         };
-        Ok(!self.read_row(table, row, &spec)?.is_empty())
+        Ok(self.first_cell(table, view, row, &spec, true)?.is_some())
     }
 
     /// Whether a family has a visible cell in its row (or, live, is a
-    /// pending directory).
-    pub(crate) fn family_exists(&self, f: &FamilyAddr) -> FsResult<bool> {
+    /// pending directory). In a path walk (`walk`), a cell of the family
+    /// the row memo keeps answers yes without a read.
+    pub(crate) fn family_exists(&self, f: &FamilyAddr, walk: bool) -> FsResult<bool> {
         if f.view.is_now() && self.pending.has_family(&f.table, &f.row, &f.family) {
+            return Ok(true);
+        }
+        if walk
+            && self
+                .store
+                .memo()
+                .has_cell_of(&f.table, f.view.max_ts(), &f.row, Some(&f.family))
+        {
             return Ok(true);
         }
         let spec = ScanSpec {
@@ -157,7 +217,31 @@ impl StoreView {
             cell_limit: Some(1),
             ..StoreView::read_spec(f.view)
         };
-        Ok(!self.read_row(&f.table, &f.row, &spec)?.is_empty())
+        Ok(self
+            .first_cell(&f.table, f.view, &f.row, &spec, false)?
+            .is_some())
+    }
+
+    /// The size and version of the cell `c` as the walk's previous lookup
+    /// read it (the row memo), if it did.
+    pub(crate) fn seen_cell(&self, c: &CellAddr) -> Option<CellSeen> {
+        self.store
+            .memo()
+            .get(&c.table, c.view.max_ts(), &c.row, |x| {
+                *x.family == *c.family && x.qualifier == c.qualifier
+            })
+    }
+
+    /// Rows changed by a writer other than the mount: the memo forgets them.
+    pub(crate) fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
+        for r in rows {
+            self.store.memo().forget_row(table, r);
+        }
+    }
+
+    /// A table changed by a writer other than the mount.
+    pub(crate) fn table_changed_elsewhere(&self) {
+        self.store.memo().forget_all();
     }
 
     pub(crate) fn column_spec(
@@ -305,7 +389,7 @@ impl StoreView {
         name: &KeyName,
     ) -> FsResult<Option<Vec<u8>>> {
         match name {
-            KeyName::Key(k) => Ok(self.row_exists(table, view, k)?.then(|| k.clone())),
+            KeyName::Key(k) => Ok(self.row_exists(table, view, k, false)?.then(|| k.clone())),
             KeyName::Hashed { prefix, .. } => {
                 let spec = ScanSpec {
                     rows: RowRange::prefix(prefix),

@@ -16,8 +16,9 @@ fn server_addrs(m: &Mount) -> Vec<String> {
     m.servers().into_iter().map(|(_, addr)| addr).collect()
 }
 
-#[test]
-fn a_client_only_daemon_reads_and_writes_what_another_serves() {
+/// An etcd and two daemons on it: A serves, B serves nothing
+/// (`tablet_servers=0`) and reaches A's servers over the internal RPC.
+fn serving_and_client_only() -> (Arc<Etcd>, Mount, Mount) {
     let etcd = Arc::new(Etcd::start());
     // Daemons sharing an etcd share a secret (loopback is no boundary).
     let secret = tests::cluster_secret();
@@ -26,7 +27,7 @@ fn a_client_only_daemon_reads_and_writes_what_another_serves() {
         "/bt",
         &["cluster_listen=127.0.0.1:0", &secret.option],
     );
-    let mut b = Mount::on_etcd(
+    let b = Mount::on_etcd(
         etcd.clone(),
         "/bt",
         &[
@@ -35,6 +36,12 @@ fn a_client_only_daemon_reads_and_writes_what_another_serves() {
             &secret.option,
         ],
     );
+    (etcd, a, b)
+}
+
+#[test]
+fn a_client_only_daemon_reads_and_writes_what_another_serves() {
+    let (_etcd, a, mut b) = serving_and_client_only();
     // B serves nothing: every server it lists is A's.
     let addrs = server_addrs(&b);
     assert_eq!(addrs.len(), 3, "{}", b.ok("cat .bigtable/servers"));
@@ -116,4 +123,61 @@ fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_dela
         waited >= Duration::from_millis(4000),
         "granted {waited:?} after the kill"
     );
+}
+
+/// The tablet-server calls one file operation makes (`.bigtable/stats`'
+/// `store_tablet_calls`), in the daemon that serves the table and in one
+/// that serves nothing (where each call crosses the internal RPC): the
+/// counts docs/mount.md states ("Server calls per file operation").
+#[test]
+fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() {
+    let (_etcd, a, b) = serving_and_client_only();
+    a.table("t", "cf\n");
+    // Rows of one cell each, a fresh one for every measurement (nothing of
+    // it in either kernel's caches).
+    let rows = 40;
+    let batch: String = (0..rows).map(|i| format!("set r{i} cf:q v\n")).collect();
+    a.mutate("t", batch.as_bytes());
+    let calls = |m: &Mount| -> u64 {
+        m.ok("cat .bigtable/stats")
+            .lines()
+            .find_map(|l| l.strip_prefix("store_tablet_calls=")?.parse().ok())
+            .expect("store_tablet_calls in .bigtable/stats")
+    };
+    let mut next = 0;
+    // The fewest calls of two tries on fresh rows (a path walk stalled past
+    // the row memo's 100 ms by a loaded machine makes one more).
+    let mut cost = |m: &Mount, script: &str| -> u64 {
+        (0..2)
+            .map(|_| {
+                let row = format!("r{next}");
+                next += 1;
+                let before = calls(m);
+                m.ok(&script.replace("ROW", &row));
+                calls(m) - before
+            })
+            .min()
+            .unwrap()
+    };
+    for (m, who) in [(&a, "serving daemon"), (&b, "client-only daemon")] {
+        // `cat`: the row's lookup (whose cell answers the family's and
+        // the cell's), and the open.
+        assert_eq!(cost(m, "cat t/ROW/cf/q"), 2, "cat in the {who}");
+        // `echo >` over a cell: the row's lookup, the commit.
+        assert_eq!(
+            cost(m, "echo x > t/ROW/cf/q"),
+            2,
+            "echo over a cell in the {who}"
+        );
+        // `echo >` of a new cell: and the lookup that finds no such name.
+        assert_eq!(cost(m, "echo x > t/ROW/cf/new"), 3, "echo new in the {who}");
+        // `stat`: the row's lookup.
+        assert_eq!(
+            cost(m, "stat t/ROW/cf/q >/dev/null"),
+            1,
+            "stat in the {who}"
+        );
+        // `ls` of a row: the row's lookup, the listing.
+        assert_eq!(cost(m, "ls t/ROW >/dev/null"), 2, "ls in the {who}");
+    }
 }

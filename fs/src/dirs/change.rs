@@ -79,7 +79,13 @@ pub(crate) fn mkdir(
                 }
             };
             cx.data.schema(t)?;
-            if cx.data.row_exists(t, View::Now, &key)? {
+            // The kernel's lookup before the mkdir read the row empty a
+            // moment ago: no second read (a row made meanwhile elsewhere
+            // gets a mkdir that succeeds instead of EEXIST).
+            let exists = cx.data.pending().has_row(t, &key)
+                || (!cx.data.row_read_empty(t, &key)
+                    && cx.data.row_exists(t, View::Now, &key, false)?);
+            if exists {
                 return Err(cx.data.refuse(&what, Errno::EEXIST, "row exists"));
             }
             cx.data.pending().add_row(t, &key);
@@ -104,7 +110,9 @@ pub(crate) fn mkdir(
                 row: row.clone(),
                 family: Name::from(f),
             };
-            if cx.data.family_exists(&made)? {
+            let exists = cx.data.pending().has_family(table, row, f)
+                || (!cx.data.row_read_empty(table, row) && cx.data.family_exists(&made, false)?);
+            if exists {
                 return Err(cx
                     .data
                     .refuse(&what, Errno::EEXIST, "family exists in this row"));

@@ -253,15 +253,17 @@ pub(super) fn commit_cell(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
         // version behind the newest). The next open that finds its
         // size stale reads around the cache once.
         cx.kernel.invalidate(&c.node);
-    } else if let Ok(Some(cur)) = cx.data.store().read_cell(table, row, family, qualifier) {
+    } else {
         // No pages are cached, and the kernel's size came from this
-        // handle's writes: if that is the committed value's, remember
-        // the version so that the next open may use the page cache.
-        if cur.value.len() == c.data.len() {
-            cx.kernel
-                .inodes()
-                .set_reported(c.ino, cur.value.len() as u64, cur.timestamp);
-        }
+        // handle's writes: the next open may use the page cache if the
+        // committed value has that size. Which version the commit made
+        // need not be read back (a call to the server): no pages of any
+        // version are held, so any version of that size agrees.
+        cx.kernel.inodes().set_reported(
+            c.ino,
+            c.data.len() as u64,
+            crate::kernel::inodes::SIZE_ONLY,
+        );
     }
     if ts.is_some() {
         // The newest value may have changed too.

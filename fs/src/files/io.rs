@@ -82,7 +82,16 @@ fn follow_reported(cx: &Ctx, c: &mut CellHandle) {
         return;
     };
     match cur {
-        Ok(Some(cur)) if told == Some((cur.value.len() as u64, cur.timestamp)) => {
+        Ok(Some(cur))
+            if cx
+                .kernel
+                .inodes()
+                .reported_is(ino, cur.value.len() as u64, cur.timestamp) =>
+        {
+            // Pinned: a size a commit told alone now names this version.
+            cx.kernel
+                .inodes()
+                .set_reported(ino, cur.value.len() as u64, cur.timestamp);
             c.data = cur.value.into_vec();
             c.ts = cur.timestamp;
         }

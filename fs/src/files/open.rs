@@ -36,6 +36,26 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
     let trunc = flags & libc::O_TRUNC != 0;
     let append = flags & libc::O_APPEND != 0;
     match &*node {
+        // `>` over a cell the lookup found (O_TRUNC without O_APPEND):
+        // its value is replaced whole, so it need not be read; unless
+        // readers hold its pages (the gate waits with the version it read)
+        // or it is a created cell not committed yet (then it is not dirty).
+        Node::Cell(c)
+            if writable
+                && trunc
+                && !append
+                && !cx.data.is_pending_cell(c)
+                && !cx.open.pages().has_readers(ino) =>
+        {
+            let o = open_value(cx, caller, &node, None, true, true, false);
+            // As over a value read: the close commits the (empty) value.
+            if let Some(h) = cx.open.handles().get(o.fh) {
+                if let Handle::Cell(h) = &mut *h.lock() {
+                    h.dirty = true;
+                }
+            }
+            Ok(o)
+        }
         Node::Cell(c) => {
             let cur = cx.data.newest(c)?;
             if cur.is_none() && !cx.data.is_pending_cell(c) {
@@ -219,8 +239,12 @@ pub(super) fn open_value(
     }
     let reader = !writable;
     // Cached pages and size are this very version's: keep them.
-    let agree = cx.kernel.inodes().reported(ino) == Some((value.len() as u64, ts))
+    let agree = cx.kernel.inodes().reported_is(ino, value.len() as u64, ts)
         && cx.open.pages().agree(ino, ts);
+    if agree {
+        // Pin the version (a commit may have told the size alone).
+        cx.kernel.inodes().set_reported(ino, value.len() as u64, ts);
+    }
     let fresh = reader && agree && cx.open.pages().reader_opened(ino);
     let direct = !fresh;
     if reader && !agree {
@@ -358,8 +382,17 @@ pub(crate) fn create(
         }
     };
     let col = node.value_cell().ok_or(Errno::EIO)?;
+    // `>` of a cell (O_TRUNC, neither O_EXCL nor O_APPEND) replaces
+    // whatever value it has: it needs no read of it, unless readers hold
+    // its pages (then the open path below waits for them).
+    let replaces = matches!(node, Node::Cell(_))
+        && flags & libc::O_TRUNC != 0
+        && flags & libc::O_APPEND == 0
+        && !excl
+        && !cx.open.pages().has_readers(cx.kernel.ino_of(&node));
     // It may exist after all (a racing creator, or a name the kernel had not cached).
     let existing = match &node {
+        _ if replaces => None,
         Node::Version { ts, .. } => cx.data.version(col, *ts)?,
         _ => cx.data.newest(col)?,
     };
@@ -391,9 +424,15 @@ pub(crate) fn create(
                     .pending()
                     .add_cell(&col.table, &col.row, &col.family, &col.qualifier);
             }
-            // Nothing is committed, so no reader holds pages of it; the
-            // writer is registered so that none does until it closes.
-            cx.open.pages().writer_opened(ino, Duration::ZERO);
+            // Nothing is committed (or, replaced, no reader held its
+            // pages a moment ago); the writer is registered so that none
+            // does until it closes.
+            let wait = if replaces {
+                cx.opts.reader_wait
+            } else {
+                Duration::ZERO
+            };
+            cx.open.pages().writer_opened(ino, wait);
             let fh = cx.open.handles().insert_writer(
                 Handle::Cell(CellHandle {
                     node: node.clone(),

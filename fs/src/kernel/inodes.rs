@@ -27,6 +27,12 @@ struct Entry {
     changed: Option<SystemTime>,
 }
 
+/// The version told with a size that a writer's commit set: the kernel's
+/// size is the committed value's and it holds no pages of the cell, so any
+/// version of that size agrees with it (the commit is not read back to
+/// learn which version it made).
+pub const SIZE_ONLY: u64 = u64::MAX;
+
 #[derive(Default)]
 struct Inner {
     /// Inodes dropped since memory was last handed back to the system.
@@ -402,6 +408,12 @@ impl InodeTable {
             .filter(|(_, e)| e.node.table() == Some(table))
             .map(|(i, e)| (*i, e.node.clone()))
             .collect()
+    }
+
+    /// Whether the kernel was last told `size` and version `ts` of `ino`
+    /// (a size told with [`SIZE_ONLY`] agrees with any version of it).
+    pub fn reported_is(&self, ino: u64, size: u64, ts: u64) -> bool {
+        matches!(self.reported(ino), Some((s, t)) if s == size && (t == ts || t == SIZE_ONLY))
     }
 
     pub fn set_reported(&self, ino: u64, size: u64, mtime: u64) {

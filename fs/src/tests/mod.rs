@@ -1,6 +1,7 @@
 //! The whole filesystem against the in-memory store: every operation a
 //! mount would see, without a mount.
 
+mod calls;
 mod files;
 mod model;
 mod names;

@@ -14,7 +14,7 @@ use super::common::{
     check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, Measured, Table, TempDir,
     VALUE_BYTES,
 };
-use super::workloads::{fig6_suite, read_seq, Fig6, Fig6Results, KvStore, Plan, Written};
+use super::workloads::{fig6_suite_marked, read_seq, Fig6, Fig6Results, KvStore, Plan, Written};
 use anyhow::{bail, Context, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{ErrorKind, Write};
@@ -184,6 +184,67 @@ pub struct FsResults {
     pub fig6: Fig6Results,
     /// A second sequential read of the cells `fig6`'s sequential read read.
     pub reread: Measured,
+    /// What each workload cost the mount (none on other filesystems).
+    pub costs: Vec<(Fig6, Cost)>,
+}
+
+/// FUSE requests and tablet-server calls a workload made, from the
+/// mount's `.bigtable/stats` (they include the few of reading it).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Cost {
+    pub fuse_requests: u64,
+    pub store_calls: u64,
+}
+
+impl Cost {
+    /// The mount's counters now; None if `root` is no bigtable mount.
+    fn read(root: &Path) -> Option<Cost> {
+        let text = fs::read_to_string(root.join(".bigtable/stats")).ok()?;
+        let get = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix('=')?.parse().ok())
+        };
+        Some(Cost {
+            fuse_requests: get("fuse_requests")?,
+            store_calls: get("store_tablet_calls")?,
+        })
+    }
+
+    fn since(self, before: Cost) -> Cost {
+        Cost {
+            fuse_requests: self.fuse_requests.saturating_sub(before.fuse_requests),
+            store_calls: self.store_calls.saturating_sub(before.store_calls),
+        }
+    }
+
+    /// (requests, calls) per file of `m`.
+    fn per_file(self, m: &Measured) -> Option<(f64, f64)> {
+        (m.ops > 0).then(|| {
+            let n = m.ops as f64;
+            (self.fuse_requests as f64 / n, self.store_calls as f64 / n)
+        })
+    }
+}
+
+/// Reads the mount's counters at each mark of a suite and keeps each
+/// workload's share.
+struct CostMeter<'a> {
+    root: &'a Path,
+    last: Option<Cost>,
+    costs: Vec<(Fig6, Cost)>,
+}
+
+impl CostMeter<'_> {
+    fn mark(&mut self, done: Option<Fig6>) {
+        let Some(before) = self.last else {
+            return;
+        };
+        let now = Cost::read(self.root);
+        if let (Some(w), Some(now)) = (done, now) {
+            self.costs.push((w, now.since(before)));
+        }
+        self.last = now;
+    }
 }
 
 impl FsResults {
@@ -212,10 +273,21 @@ pub fn run_target(root: &Path, sync: bool, plan: Plan) -> Result<FsResults> {
                 sync,
             )?);
         }
-        let fig6 = fig6_suite(&tables[0], &tables[1], &tables[2], plan)?;
+        let mut meter = CostMeter {
+            root,
+            last: Cost::read(root),
+            costs: Vec::new(),
+        };
+        let fig6 = fig6_suite_marked(&tables[0], &tables[1], &tables[2], plan, &mut |w| {
+            meter.mark(w)
+        })?;
         let written = Written::from_fill(plan.n, &fig6.kv.seq_write);
         let reread = read_seq(&tables[0], &written, plan)?;
-        Ok(FsResults { fig6, reread })
+        Ok(FsResults {
+            fig6,
+            reread,
+            costs: meter.costs,
+        })
     })();
     for t in &tables {
         if let Err(e) = t.remove() {
@@ -515,10 +587,17 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         "ours/bindfs",
         "paper",
         "ours/paper",
+        "requests/file",
+        "calls/file",
     ]);
     let mut workloads = serde_json::Map::new();
     for w in Fig6::ALL {
         let m: &Measured = ours.fig6.get(w);
+        let per_file = ours
+            .costs
+            .iter()
+            .find(|(x, _)| *x == w)
+            .and_then(|(_, c)| c.per_file(m));
         let (pt, tf) = (rate_of(&peers.passthrough, w), rate_of(&peers.tmpfs, w));
         let fmt_opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
         table.row(vec![
@@ -529,9 +608,15 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             fmt_ratio(Some(m.rate()), pt),
             format!("{:.0}", w.paper()),
             fmt_ratio(Some(m.rate()), Some(w.paper())),
+            per_file.map_or("-".into(), |(r, _)| format!("{r:.1}")),
+            per_file.map_or("-".into(), |(_, c)| format!("{c:.1}")),
         ]);
         let mut j = m.json();
         if let serde_json::Value::Object(o) = &mut j {
+            if let Some((r, c)) = per_file {
+                o.insert("fuse_requests_per_file".into(), serde_json::json!(r));
+                o.insert("store_calls_per_file".into(), serde_json::json!(c));
+            }
             o.insert("paper".into(), serde_json::json!(w.paper()));
             o.insert(
                 "vs_paper".into(),
@@ -556,9 +641,14 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         fmt_ratio(Some(ours.reread.rate()), pt),
         "-".into(),
         "-".into(),
+        "-".into(),
+        "-".into(),
     ]);
     println!("{}", table.render());
-    println!("(* = stopped at the time cap; rates are cells (files) per second)");
+    println!(
+        "(* = stopped at the time cap; rates are cells (files) per second; requests \
+         and calls per file: FUSE requests and tablet-server calls, from .bigtable/stats)"
+    );
     let warm = |r: Option<f64>| r.map_or("-".to_string(), |v| format!("{v:.2}x"));
     let peer_warm = |r: &Option<Result<FsResults>>| match r {
         Some(Ok(r)) => r.warm_over_cold(),

@@ -139,7 +139,7 @@ pub fn run_rocksdb(dir: &Path, sync: bool, cache_bytes: u64, plan: Plan) -> Resu
         let cache = rocksdb::Cache::new_lru_cache(cache_bytes as usize)?;
         let seq = Rocks::open(&seq_dir, sync, &cache)?;
         let rand = Rocks::open(&rand_dir, sync, &cache)?;
-        kv_suite(&seq, &rand, plan)
+        kv_suite(&seq, &rand, plan, &mut |_| {})
     })();
     let _ = std::fs::remove_dir_all(&seq_dir);
     let _ = std::fs::remove_dir_all(&rand_dir);
@@ -156,7 +156,7 @@ pub fn run_fjall(dir: &Path, sync: bool, cache_bytes: u64, plan: Plan) -> Result
             .with_context(|| format!("opening fjall in {}", path.display()))?;
         let seq = Fjall::open(&keyspace, "seq", sync)?;
         let rand = Fjall::open(&keyspace, "rand", sync)?;
-        kv_suite(&seq, &rand, plan)
+        kv_suite(&seq, &rand, plan, &mut |_| {})
     })();
     let _ = std::fs::remove_dir_all(&path);
     result

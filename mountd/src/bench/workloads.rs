@@ -245,20 +245,37 @@ pub fn scan_all(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Me
     Ok(m)
 }
 
+/// Told where a suite is: after each workload `Some(it)`, after a stretch
+/// that is none of them (the rest of a fill, a flush) `None`, so that a
+/// caller can measure each workload's cost (the mount's requests per file).
+pub type Mark<'a> = &'a mut dyn FnMut(Option<Fig6>);
+
 /// The five key/value workloads, in the paper's order of phases: both fills,
 /// the rest of a capped sequential fill ([`fill_rest`]), a flush, then the
-/// reads and the scan of the sequentially filled store.
-pub fn kv_suite(seq: &dyn KvStore, rand: &dyn KvStore, plan: Plan) -> Result<KvResults> {
+/// reads and the scan of the sequentially filled store; `mark` is called
+/// after each phase (`&mut |_| {}` ignores it).
+pub fn kv_suite(
+    seq: &dyn KvStore,
+    rand: &dyn KvStore,
+    plan: Plan,
+    mark: Mark<'_>,
+) -> Result<KvResults> {
     let seq_write = fill_seq(seq, plan)?;
+    mark(Some(Fig6::SeqWrite));
     let rand_write = fill_random(rand, plan)?;
+    mark(Some(Fig6::RandWrite));
     let written = fill_rest(seq, plan.n, Written::from_fill(plan.n, &seq_write))?;
     let t = Instant::now();
     seq.flush()?;
     rand.flush()?;
     let flush_secs = t.elapsed().as_secs_f64();
+    mark(None);
     let seq_read = read_seq(seq, &written, plan)?;
+    mark(Some(Fig6::SeqRead));
     let rand_read = read_random(seq, &written, plan)?;
+    mark(Some(Fig6::RandRead));
     let scan = scan_all(seq, &written, plan)?;
+    mark(Some(Fig6::Scan));
     Ok(KvResults {
         seq_write,
         rand_write,
@@ -298,11 +315,24 @@ pub fn fig6_suite(
     mem: &dyn KvStore,
     plan: Plan,
 ) -> Result<Fig6Results> {
-    let kv = kv_suite(seq, rand, plan)?;
+    fig6_suite_marked(seq, rand, mem, plan, &mut |_| {})
+}
+
+/// [`fig6_suite`], calling `mark` after each phase (see [`Mark`]).
+pub fn fig6_suite_marked(
+    seq: &dyn KvStore,
+    rand: &dyn KvStore,
+    mem: &dyn KvStore,
+    plan: Plan,
+    mark: Mark<'_>,
+) -> Result<Fig6Results> {
+    let kv = kv_suite(seq, rand, plan, mark)?;
     let mem_fill = fill_seq(mem, plan)?;
     mem.flush()?;
+    mark(None);
     let written = Written::from_fill(plan.n, &mem_fill);
     let mem_read = read_random(mem, &written, plan)?;
+    mark(Some(Fig6::RandReadMem));
     Ok(Fig6Results {
         kv,
         mem_fill,
@@ -351,7 +381,7 @@ mod tests {
     fn suite_runs_every_workload_to_completion() {
         let seq = MapStore(Mutex::new(BTreeMap::new()));
         let rand = MapStore(Mutex::new(BTreeMap::new()));
-        let r = kv_suite(&seq, &rand, plan(500)).unwrap();
+        let r = kv_suite(&seq, &rand, plan(500), &mut |_| {}).unwrap();
         assert_eq!(r.seq_write.ops, 500);
         assert_eq!(r.rand_write.ops, 500);
         assert_eq!(r.seq_read.ops, 500);

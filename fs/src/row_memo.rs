@@ -1,0 +1,295 @@
+//! What the mount saw of a row a moment ago, kept so that the requests
+//! that follow need no call of their own: the cell a lookup's read of a
+//! row (or of a family in it) brought back answers the path walk's next
+//! lookups (`t/row` → `t/row/family` → `t/row/family/cell`: a family holding
+//! that cell exists, and that cell's attributes are its own), and a write
+//! through the mount leaves behind that its row and family now exist (the
+//! kernel asks for the directories' attributes again after a create).
+//!
+//! Only positive answers come from here (a name the memo does not show is
+//! read from the store), an open reads the value afresh, entries last
+//! [`MEMO_TTL`], and every write through the mount drops the entries of the
+//! rows it touches ([`crate::store_calls::Counted`] calls
+//! [`RowMemo::forget_row`]), so the mount reads its own writes.
+//!
+//! A row found empty is kept too, for `mkdir` alone: the lookup the kernel
+//! makes before it just read that the row (and so any family of it) has no
+//! cell, so the mkdir of the row, and of a family in it, need not read that
+//! again to refuse with EEXIST. (A lookup never answers ENOENT from here.)
+
+use engine::Cell;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a row's cell answers lookups: long enough for a path walk's
+/// next lookup (microseconds later, milliseconds on a busy machine), short
+/// against the kernel's own caching of names and attributes (`dir_timeout`,
+/// `entry_timeout`), which already lets a walk see a change made through
+/// another daemon that late.
+pub const MEMO_TTL: Duration = Duration::from_millis(100);
+
+/// At most this many rows are kept (a walk over many rows drops the oldest).
+const MAX_ROWS: usize = 1024;
+
+/// A view of the row: `None` the live one, `Some(t)` as of `t` (`.at/<t>/`).
+pub type ViewTs = Option<u64>;
+
+/// What the memo keeps of a cell read (the newest visible version of its
+/// column): its column, version and size, not its value (which may be
+/// large, and share a block of the cache).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CellSeen {
+    pub family: String,
+    pub qualifier: Vec<u8>,
+    pub timestamp: u64,
+    pub len: u64,
+}
+
+impl CellSeen {
+    fn of(c: &Cell) -> CellSeen {
+        CellSeen {
+            family: c.family.clone(),
+            qualifier: c.qualifier.clone(),
+            timestamp: c.timestamp,
+            len: c.value.len() as u64,
+        }
+    }
+}
+
+/// What was seen of a row.
+#[derive(Clone)]
+enum Seen {
+    /// A cell read.
+    Cell(CellSeen),
+    /// The row had no cell (live).
+    Empty,
+    /// The mount wrote a cell of this family (live; its version unknown).
+    Wrote(String),
+}
+
+/// What was seen of one row in one view, and when.
+struct Kept {
+    table: String,
+    row: Vec<u8>,
+    view: ViewTs,
+    seen: Seen,
+    at: Instant,
+}
+
+/// Write counters, one per stripe of rows.
+const STRIPES: u64 = 64;
+
+/// What was seen of recently looked-up or written rows, by a hash of the
+/// table and row key (no key is copied to look one up).
+pub struct RowMemo {
+    rows: Mutex<HashMap<u64, Vec<Kept>>>,
+    /// Writes so far to the rows of each stripe: a read that a write
+    /// overtook (the write's forget came between the read and its keep)
+    /// must not be kept.
+    epochs: [AtomicU64; STRIPES as usize],
+}
+
+impl Default for RowMemo {
+    fn default() -> Self {
+        RowMemo {
+            rows: Mutex::default(),
+            epochs: [const { AtomicU64::new(0) }; STRIPES as usize],
+        }
+    }
+}
+
+fn hash(table: &str, row: &[u8]) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    table.hash(&mut h);
+    row.hash(&mut h);
+    h.finish()
+}
+
+impl RowMemo {
+    fn epoch_of(&self, h: u64) -> &AtomicU64 {
+        &self.epochs[(h % STRIPES) as usize]
+    }
+
+    /// What a read of `row` passes to [`RowMemo::keep`]: taken before it.
+    pub fn epoch(&self, table: &str, row: &[u8]) -> u64 {
+        self.epoch_of(hash(table, row)).load(Ordering::Acquire)
+    }
+
+    /// Keeps `cell` (None: the row has no cell), read from `row` of `table`
+    /// in `view` by a read that started at `epoch`, unless a write to the
+    /// row's stripe came since.
+    pub fn keep(&self, table: &str, view: ViewTs, row: &[u8], cell: Option<&Cell>, epoch: u64) {
+        let seen = match cell {
+            Some(c) => Seen::Cell(CellSeen::of(c)),
+            None => Seen::Empty,
+        };
+        self.keep_seen(table, view, row, vec![seen], epoch);
+    }
+
+    /// Keeps that the mount's write of cells of `families` in `row`, which
+    /// left the row's stripe at `epoch`, was the last write to it.
+    pub fn keep_written(&self, table: &str, row: &[u8], families: Vec<String>, epoch: u64) {
+        let seen = families.into_iter().map(Seen::Wrote).collect();
+        self.keep_seen(table, None, row, seen, epoch);
+    }
+
+    fn keep_seen(&self, table: &str, view: ViewTs, row: &[u8], seen: Vec<Seen>, epoch: u64) {
+        let h = hash(table, row);
+        let now = Instant::now();
+        let mut g = self.rows.lock();
+        if self.epoch_of(h).load(Ordering::Acquire) != epoch {
+            return;
+        }
+        if g.len() >= MAX_ROWS {
+            g.retain(|_, k| k.iter().any(|e| now.duration_since(e.at) < MEMO_TTL));
+            if g.len() >= MAX_ROWS {
+                g.clear();
+            }
+        }
+        let kept = g.entry(h).or_default();
+        kept.retain(|e| {
+            !(e.view == view && e.table == table && e.row == row)
+                && now.duration_since(e.at) < MEMO_TTL
+        });
+        kept.extend(seen.into_iter().map(|seen| Kept {
+            table: table.to_string(),
+            row: row.to_vec(),
+            view,
+            seen,
+            at: now,
+        }));
+    }
+
+    /// The first of what is seen of the row in `view` a moment ago that
+    /// `pick` takes.
+    fn find<R>(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        pick: impl Fn(&Seen) -> Option<R>,
+    ) -> Option<R> {
+        let g = self.rows.lock();
+        if g.is_empty() {
+            return None;
+        }
+        g.get(&hash(table, row))?
+            .iter()
+            .filter(|e| e.view == view && e.at.elapsed() < MEMO_TTL)
+            .filter(|e| e.table == table && e.row == row)
+            .find_map(|e| pick(&e.seen))
+    }
+
+    /// The cell kept for the row, if it is recent and `wanted` accepts it.
+    pub fn get(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        wanted: impl Fn(&CellSeen) -> bool,
+    ) -> Option<CellSeen> {
+        self.find(table, view, row, |s| match s {
+            Seen::Cell(c) if wanted(c) => Some(c.clone()),
+            _ => None,
+        })
+    }
+
+    /// Whether a cell of `family` (any family: None) was seen in the row a
+    /// moment ago, read or written.
+    pub fn has_cell_of(&self, table: &str, view: ViewTs, row: &[u8], family: Option<&str>) -> bool {
+        let of = |f: &str| family.is_none_or(|want| want == f);
+        self.find(table, view, row, |s| match s {
+            Seen::Cell(c) if of(&c.family) => Some(()),
+            Seen::Wrote(f) if of(f) => Some(()),
+            _ => None,
+        })
+        .is_some()
+    }
+
+    /// Whether the live row was read empty a moment ago (for `mkdir`).
+    pub fn read_empty(&self, table: &str, row: &[u8]) -> bool {
+        self.find(table, None, row, |s| matches!(s, Seen::Empty).then_some(()))
+            .is_some()
+    }
+
+    /// Drops what is kept of `row` (every view): it was just written.
+    /// Returns the row's stripe's epoch after this write.
+    pub fn forget_row(&self, table: &str, row: &[u8]) -> u64 {
+        let h = hash(table, row);
+        let mut g = self.rows.lock();
+        let epoch = self.epoch_of(h).fetch_add(1, Ordering::AcqRel) + 1;
+        if !g.is_empty() {
+            // Rows of the same hash go too: they are read again.
+            g.remove(&h);
+        }
+        epoch
+    }
+
+    /// Drops everything kept (a table or schema changed).
+    pub fn forget_all(&self) {
+        let mut g = self.rows.lock();
+        for e in &self.epochs {
+            e.fetch_add(1, Ordering::AcqRel);
+        }
+        g.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RowMemo;
+    use engine::Cell;
+
+    fn cell(family: &str) -> Cell {
+        Cell {
+            row: b"r".to_vec(),
+            family: family.into(),
+            qualifier: b"q".to_vec(),
+            timestamp: 7,
+            value: b"v".to_vec().into(),
+        }
+    }
+
+    #[test]
+    fn a_read_a_write_overtook_is_not_kept() {
+        let m = RowMemo::default();
+        let before = m.epoch("t", b"r");
+        m.forget_row("t", b"r");
+        m.keep("t", None, b"r", Some(&cell("f")), before);
+        assert!(!m.has_cell_of("t", None, b"r", None));
+        m.keep("t", None, b"r", Some(&cell("f")), m.epoch("t", b"r"));
+        let seen = m.get("t", None, b"r", |_| true).unwrap();
+        assert_eq!(
+            (seen.len, seen.timestamp),
+            (1, 7),
+            "size and version, no value"
+        );
+        assert!(m.has_cell_of("t", None, b"r", Some("f")));
+        assert!(!m.has_cell_of("t", None, b"r", Some("g")));
+        assert!(!m.has_cell_of("t", Some(5), b"r", None), "another view");
+        assert!(!m.has_cell_of("t", None, b"other", None));
+        m.forget_row("t", b"r");
+        assert!(m.get("t", None, b"r", |_| true).is_none());
+    }
+
+    #[test]
+    fn empty_rows_and_writes() {
+        let m = RowMemo::default();
+        m.keep("t", None, b"r", None, m.epoch("t", b"r"));
+        assert!(m.read_empty("t", b"r"));
+        assert!(!m.has_cell_of("t", None, b"r", None));
+        let after = m.forget_row("t", b"r");
+        m.keep_written("t", b"r", vec!["f".into()], after);
+        assert!(!m.read_empty("t", b"r"));
+        assert!(m.has_cell_of("t", None, b"r", Some("f")));
+        assert!(
+            m.get("t", None, b"r", |_| true).is_none(),
+            "no cell to answer with"
+        );
+        m.forget_all();
+        assert!(!m.has_cell_of("t", None, b"r", None));
+    }
+}

@@ -1,0 +1,293 @@
+//! Store calls per file operation: each FUSE request a `cat`, an
+//! `echo x >`, a `stat` and an `ls` send (with nothing in the kernel's
+//! caches), and the tablet-server calls (reads, writes, scans) each one
+//! makes. docs/mount.md states these counts ("Server calls per file
+//! operation"); this test asserts them.
+
+use super::{T, TRUNC};
+use crate::node::ROOT_INO;
+use crate::reply::DirOut;
+use crate::store_calls::{Call, StoreCalls};
+use fuser::Errno;
+
+/// A counter of tablet-server calls between steps.
+struct Meter<'a> {
+    calls: &'a StoreCalls,
+    last: u64,
+    schema_last: u64,
+    steps: Vec<(&'static str, u64)>,
+}
+
+impl<'a> Meter<'a> {
+    fn new(t: &'a T) -> Meter<'a> {
+        let calls = t.fs.ctx().data.store_calls();
+        Meter {
+            calls,
+            last: calls.tablet_calls(),
+            schema_last: calls.get(Call::Schema),
+            steps: Vec::new(),
+        }
+    }
+
+    /// Records the calls since the last step as `request`'s.
+    fn step(&mut self, request: &'static str) {
+        let now = self.calls.tablet_calls();
+        self.steps.push((request, now - self.last));
+        self.last = now;
+    }
+
+    /// The steps as `request:calls …` and the total after `=`; prints
+    /// them with the schema lookups made (answered by the client's cache,
+    /// not a server).
+    fn done(self, op: &str) -> String {
+        let total: u64 = self.steps.iter().map(|(_, n)| n).sum();
+        let steps: Vec<String> = self.steps.iter().map(|(r, n)| format!("{r}:{n}")).collect();
+        let out = format!("{} = {total}", steps.join(" "));
+        let schemas = self.calls.get(Call::Schema) - self.schema_last;
+        println!("{op}: {out} (schema lookups: {schemas})");
+        out
+    }
+}
+
+/// A table `t` (families f, g) with row `r` holding `f:c`.
+fn table() -> T {
+    let t = T::new();
+    t.mutate("set r f:c hello\n").unwrap();
+    t
+}
+
+/// Looks up `path` component by component, one step per lookup.
+fn walk(t: &T, m: &mut Meter<'_>, path: &[&[u8]]) -> Result<u64, Errno> {
+    let mut ino = ROOT_INO;
+    for name in path {
+        let r = t.fs.lookup(ino, name);
+        m.step("lookup");
+        ino = r?.attr.ino.0;
+    }
+    Ok(ino)
+}
+
+/// `cat` of the cell at `path`, which holds `value`: the calls per request.
+fn cat(t: &T, path: &[&[u8]], value: &[u8]) -> String {
+    let mut m = Meter::new(t);
+    let ino = walk(t, &mut m, path).unwrap();
+    let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
+    m.step("open");
+    assert_eq!(t.fs.read(fh, 0, 4096).unwrap(), value);
+    m.step("read");
+    t.fs.release(fh).unwrap();
+    m.step("release");
+    m.done("cat")
+}
+
+/// `x\n` written to `fh`, then its close (FLUSH and RELEASE).
+fn write_and_close(t: &T, m: &mut Meter<'_>, fh: u64) {
+    t.fs.write(fh, 0, b"x\n", None).unwrap();
+    m.step("write");
+    t.fs.flush(fh, None).unwrap();
+    m.step("flush");
+    t.fs.release(fh).unwrap();
+    m.step("release");
+}
+
+#[test]
+fn cat_of_a_cell() {
+    let t = table();
+    let steps = cat(&t, &[b"t", b"r", b"f", b"c"], b"hello");
+    assert_eq!(
+        steps,
+        "lookup:0 lookup:1 lookup:0 lookup:0 open:1 read:0 release:0 = 2"
+    );
+}
+
+/// `echo x > cell` of a new cell in an existing row.
+#[test]
+fn echo_into_a_new_cell() {
+    let t = table();
+    let mut m = Meter::new(&t);
+    let fam = walk(&t, &mut m, &[b"t", b"r", b"f"]).unwrap();
+    assert_eq!(t.fs.lookup(fam, b"new").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    let fh =
+        t.fs.create(&t.root, fam, b"new", TRUNC | libc::O_CREAT)
+            .unwrap();
+    m.step("create");
+    let fh = fh.1.fh;
+    write_and_close(&t, &mut m, fh);
+    let steps = m.done("echo into a new cell");
+    assert_eq!(t.get("/t/r/f/new").unwrap(), b"x\n");
+    assert_eq!(
+        steps,
+        "lookup:0 lookup:1 lookup:0 lookup:1 create:0 write:0 flush:1 release:0 = 3"
+    );
+}
+
+/// `echo x > cell` over an existing cell.
+#[test]
+fn echo_over_a_cell() {
+    let t = table();
+    let mut m = Meter::new(&t);
+    let ino = walk(&t, &mut m, &[b"t", b"r", b"f", b"c"]).unwrap();
+    let fh = t.fs.open(&t.root, ino, TRUNC).unwrap().fh;
+    m.step("open");
+    // The kernel asks before the first write whether the file has
+    // capabilities to drop.
+    let cap = t.fs.getxattr(&t.root, ino, b"security.capability");
+    assert_eq!(cap.err(), Some(Errno::NO_XATTR));
+    m.step("getxattr");
+    write_and_close(&t, &mut m, fh);
+    let steps = m.done("echo over a cell");
+    assert_eq!(t.get("/t/r/f/c").unwrap(), b"x\n");
+    assert_eq!(
+        steps,
+        "lookup:0 lookup:1 lookup:0 lookup:0 open:0 getxattr:0 write:0 flush:1 release:0 = 2"
+    );
+}
+
+/// `stat` of a cell: the lookups (whose replies carry the attributes), and
+/// a `getattr` once the kernel's copy of them has expired.
+#[test]
+fn stat_of_a_cell() {
+    let t = table();
+    let mut m = Meter::new(&t);
+    let ino = walk(&t, &mut m, &[b"t", b"r", b"f", b"c"]).unwrap();
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
+    m.step("getattr");
+    let steps = m.done("stat");
+    assert_eq!(steps, "lookup:0 lookup:1 lookup:0 lookup:0 getattr:1 = 2");
+}
+
+/// `ls` of a row (listed without OPENDIR, as the mount asks the kernel to).
+#[test]
+fn ls_of_a_row() {
+    let t = table();
+    t.mutate("set r g:d v\n").unwrap();
+    let mut m = Meter::new(&t);
+    let row = walk(&t, &mut m, &[b"t", b"r"]).unwrap();
+    let mut names = Vec::new();
+    let mut offset = 0;
+    loop {
+        let mut got = Vec::new();
+        t.fs.readdir_unopened(&t.root, row, offset, true, &mut |e: &DirOut<'_>| {
+            got.push((e.offset, String::from_utf8_lossy(e.name).into_owned()));
+            false
+        })
+        .unwrap();
+        m.step("readdirplus");
+        let Some(last) = got.last() else { break };
+        offset = last.0;
+        names.extend(got.into_iter().map(|(_, n)| n));
+    }
+    let steps = m.done("ls");
+    assert_eq!(names, [".", "..", "f", "g"]);
+    assert_eq!(steps, "lookup:0 lookup:1 readdirplus:1 readdirplus:0 = 2");
+}
+
+/// `cat` of a cell that is not its row's first: the row's read did not
+/// bring it, so the family's lookup and the cell's read their own.
+#[test]
+fn cat_of_a_cell_after_others() {
+    let t = table();
+    t.mutate("set r g:d one\nset r g:e two\n").unwrap();
+    let steps = cat(&t, &[b"t", b"r", b"g", b"e"], b"two");
+    assert_eq!(
+        steps,
+        "lookup:0 lookup:1 lookup:1 lookup:1 open:1 read:0 release:0 = 4"
+    );
+}
+
+/// What a lookup answers from the row memo is the mount's own latest
+/// write: a write drops what the memo keeps of its row.
+#[test]
+fn the_memo_follows_the_mounts_writes() {
+    let t = table();
+    t.ino("/t/r/f/c").unwrap();
+    t.put("/t/r/f/c", b"longer value", TRUNC).unwrap();
+    let ino = t.ino("/t/r/f/c").unwrap();
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 12);
+    t.ino("/t/r").unwrap();
+    t.unlink("/t/r/f/c").unwrap();
+    assert_eq!(t.ino("/t/r/f/c"), Err(Errno::ENOENT));
+}
+
+/// A write of a cell in a new row as `bigtable-bench fs` and `mkdir -p
+/// t/n/f && echo x > t/n/f/q` make it: the open finds no row, so the row
+/// and the family are made, and the open tried again creates the cell.
+#[test]
+fn echo_into_a_new_row() {
+    let t = table();
+    let mut m = Meter::new(&t);
+    let tbl = walk(&t, &mut m, &[b"t"]).unwrap();
+    assert_eq!(t.fs.lookup(tbl, b"n").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    // mkdir(2) looks the name up again (an error reply leaves no negative entry).
+    assert_eq!(t.fs.lookup(tbl, b"n").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    let row =
+        t.fs.mkdir(&t.root, tbl, b"n", 0o755, 0o022)
+            .unwrap()
+            .attr
+            .ino
+            .0;
+    m.step("mkdir");
+    assert_eq!(t.fs.lookup(row, b"f").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    let fam =
+        t.fs.mkdir(&t.root, row, b"f", 0o755, 0o022)
+            .unwrap()
+            .attr
+            .ino
+            .0;
+    m.step("mkdir");
+    assert_eq!(t.fs.lookup(fam, b"q").err(), Some(Errno::ENOENT));
+    m.step("lookup");
+    let fh =
+        t.fs.create(&t.root, fam, b"q", TRUNC | libc::O_CREAT)
+            .unwrap()
+            .1
+            .fh;
+    m.step("create");
+    write_and_close(&t, &mut m, fh);
+    let steps = m.done("echo into a new row");
+    assert_eq!(t.get("/t/n/f/q").unwrap(), b"x\n");
+    assert_eq!(
+        steps,
+        "lookup:0 lookup:1 lookup:1 mkdir:0 lookup:1 mkdir:0 lookup:1 create:0 write:0 flush:1 release:0 = 5"
+    );
+    assert_eq!(t.mkdir("/t/n"), Err(Errno::EEXIST));
+    assert_eq!(t.mkdir("/t/n/f"), Err(Errno::EEXIST));
+    // A row read empty a moment ago and made since is no longer new.
+    assert_eq!(t.ino("/t/m"), Err(Errno::ENOENT));
+    t.mkdir("/t/m").unwrap();
+    assert_eq!(t.mkdir("/t/m"), Err(Errno::EEXIST));
+    t.mkdir("/t/m/f").unwrap();
+    assert_eq!(t.mkdir("/t/m/f"), Err(Errno::EEXIST));
+}
+
+/// `cat` of a cell just written (as the sequential read after the writes in
+/// `bigtable-bench fs`): the kernel kept the names, but asks again for the
+/// attributes of the family (a create in it) and of the cell (a write).
+#[test]
+fn cat_after_echo() {
+    let t = table();
+    let fam = t.ino("/t/r/f").unwrap();
+    let fh =
+        t.fs.create(&t.root, fam, b"new", TRUNC | libc::O_CREAT)
+            .unwrap();
+    let ino = fh.0.attr.ino.0;
+    let mut m = Meter::new(&t);
+    write_and_close(&t, &mut m, fh.1.fh);
+    t.fs.getattr(fam, None).unwrap();
+    m.step("getattr");
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 2);
+    m.step("getattr");
+    let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
+    m.step("open");
+    t.fs.release(fh).unwrap();
+    m.step("release");
+    let steps = m.done("cat after echo");
+    assert_eq!(
+        steps,
+        "write:0 flush:1 release:0 getattr:0 getattr:1 open:1 release:0 = 3"
+    );
+}
