@@ -202,6 +202,7 @@ impl Ctx {
             _ => return Err(Errno::EIO),
         };
         let opts = self.write_options();
+        let mut written = None;
         if c.append_only && !c.created && c.mtime.is_none() && c.data.len() > c.base_len {
             let txn = RowTxn::new(
                 row.to_vec(),
@@ -239,10 +240,12 @@ impl Ctx {
                     value: c.data.clone(),
                 }],
             };
-            self.data
-                .store
-                .apply(table, &m, opts)
-                .map_err(|e| self.data.fail(&what, &e))?;
+            written = Some(
+                self.data
+                    .store
+                    .apply(table, &m, opts)
+                    .map_err(|e| self.data.fail(&what, &e))?,
+            );
             c.append_only = false;
         }
         Stats::add(&self.data.stats.commits, 1);
@@ -264,14 +267,11 @@ impl Ctx {
             // version behind the newest). The next open that finds its
             // size stale reads around the cache once.
             self.invalidate(&c.node);
-        } else if let Ok(Some(cur)) = self.data.store.read_cell(table, row, family, qualifier) {
+        } else if let Some(w) = written {
             // No pages are cached, and the kernel's size came from this
-            // handle's writes: if that is the committed value's, remember
-            // the version so that the next open may use the page cache.
-            if cur.value.len() == c.data.len() {
-                self.inodes
-                    .set_reported(c.ino, cur.value.len() as u64, cur.timestamp);
-            }
+            // handle's writes, which are the committed value: remember its
+            // version so that the next open may use the page cache.
+            self.inodes.set_reported(c.ino, w.bytes, w.timestamp);
         }
         if ts.is_some() {
             // The newest value may have changed too.
