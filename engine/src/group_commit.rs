@@ -114,6 +114,8 @@ pub enum Turn<'a, T, R> {
 /// no follower waits forever, and passes the lead on.
 pub struct Leader<'a, T, R> {
     gc: &'a GroupCommit<T, R>,
+    /// The leader's time in group commit, its batch's write included.
+    _timer: telemetry::Timer,
     mine: Arc<Slot<R>>,
     items: Vec<T>,
     slots: Vec<Arc<Slot<R>>>,
@@ -153,7 +155,7 @@ impl<T, R> GroupCommit<T, R> {
     /// it gets the same error, as [`Error::Shared`]), or once this caller is
     /// to lead the next batch.
     pub fn submit(&self, item: T, sync: bool) -> Turn<'_, T, R> {
-        let _t = telemetry::timer(telemetry::Latency::Commit, "wait");
+        let timer = telemetry::timer(telemetry::Latency::Commit, "wait");
         let slot = Arc::new(Slot {
             state: AtomicU8::new(WAITING),
             result: Mutex::new(None),
@@ -179,7 +181,7 @@ impl<T, R> GroupCommit<T, R> {
                     .unwrap_or_else(|| Err(Error::corruption("group commit: result missing"))),
             );
         }
-        Turn::Lead(self.lead(slot))
+        Turn::Lead(self.lead(slot, timer))
     }
 
     /// Waits until the slot is done or chosen to lead; returns which.
@@ -206,7 +208,7 @@ impl<T, R> GroupCommit<T, R> {
     }
 
     /// Takes one batch from the front of the queue (which holds `mine`).
-    fn lead(&self, mine: Arc<Slot<R>>) -> Leader<'_, T, R> {
+    fn lead(&self, mine: Arc<Slot<R>>, timer: telemetry::Timer) -> Leader<'_, T, R> {
         if !self.window.is_zero() {
             std::thread::sleep(self.window);
         }
@@ -229,6 +231,7 @@ impl<T, R> GroupCommit<T, R> {
         }
         Leader {
             gc: self,
+            _timer: timer,
             mine,
             items,
             slots,

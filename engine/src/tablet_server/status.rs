@@ -7,6 +7,7 @@ use crate::counter::Counter;
 use crate::group_commit::GroupCommitStats;
 use crate::options::TabletInfo;
 use crate::protocol::{ServedTablet, ServerReport, TabletStatus};
+use crate::tablet::TabletVersion;
 use crate::Result;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -101,9 +102,7 @@ impl TabletStatus for TabletServer {
         let mut sstable_bytes = 0;
         for s in &tablets {
             let v = s.tablet.version();
-            memtable_bytes += (v.mem.approximate_bytes()
-                + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>())
-                as u64;
+            memtable_bytes += memtable_bytes_of(&v);
             sstable_bytes += s.tablet.sstable_bytes(&v);
         }
         Ok(ServerReport {
@@ -150,9 +149,7 @@ impl TabletStatus for TabletServer {
                     table: s.table.name.clone(),
                     start: t.start.clone(),
                     end: t.end.clone(),
-                    memtable_bytes: (v.mem.approximate_bytes()
-                        + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>())
-                        as u64,
+                    memtable_bytes: memtable_bytes_of(&v),
                     sstable_bytes: t.sstable_bytes(&v),
                     sstables: v.files.len(),
                     server: self.name.clone(),
@@ -182,4 +179,9 @@ impl TabletStatus for TabletServer {
             crate::status::kv(&l, "log_")
         ))
     }
+}
+
+/// Bytes in a tablet version's memtables, the frozen ones included.
+fn memtable_bytes_of(v: &TabletVersion) -> u64 {
+    (v.mem.approximate_bytes() + v.imm.iter().map(|m| m.approximate_bytes()).sum::<usize>()) as u64
 }
