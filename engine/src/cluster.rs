@@ -9,7 +9,7 @@ use crate::env::{now_micros, Env};
 use crate::master::Master;
 use crate::metadata::METADATA_ID;
 use crate::options::Options;
-use crate::protocol::{MasterService, TabletService};
+use crate::protocol::{MasterService, TabletLifecycle, TabletService};
 use crate::tablet_server::TabletServer;
 use crate::{Error, Result};
 use chubby::LockService;

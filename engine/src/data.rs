@@ -223,6 +223,31 @@ impl RowMutation {
     }
 }
 
+/// What a committed write wrote, so that its caller need not read it
+/// back: the timestamp the server gave its cells that name none (for
+/// several rows, the newest), and the bytes of the values it set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Written {
+    /// The timestamp of the cells that named none.
+    pub timestamp: Timestamp,
+    /// Bytes of the values set.
+    pub bytes: u64,
+}
+
+/// A read of one column of one row: its newest `max_versions` versions
+/// (all if None).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnRead<'a> {
+    /// The row.
+    pub row: &'a [u8],
+    /// The column's family.
+    pub family: &'a str,
+    /// The column's qualifier.
+    pub qualifier: &'a [u8],
+    /// How many versions at most, newest first (all if None).
+    pub max_versions: Option<u32>,
+}
+
 /// Write options.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct WriteOptions {

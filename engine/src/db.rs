@@ -13,7 +13,7 @@ use crate::protocol::{Dialer, MasterService, TabletService};
 use crate::read::CellReader;
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
-use crate::txn::RowOp;
+use crate::txn::{Guard, RowOp};
 use crate::txn::{RowTxn, TxnOutcome};
 use crate::{Error, Result};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -203,21 +203,33 @@ impl Bigtable {
     pub fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
         self.master(|m| m.set_schema(table, schema.clone()))
     }
-    /// Applies one row's mutations atomically.
-    pub fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
+    /// Applies one row's mutations atomically; returns what it wrote (its
+    /// timestamp and size: no need to read it back).
+    pub fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<Written> {
         self.apply_batch(table, std::slice::from_ref(m), opts)
             .map_err(unwrap_batch_error)
     }
-    /// Validates every mutation first (nothing applied on error); then applies each row's atomically.
-    pub fn apply_batch(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
+    /// Validates every mutation first (nothing applied on error); then
+    /// applies each row's atomically; returns what they wrote.
+    pub fn apply_batch(
+        &self,
+        table: &str,
+        ms: &[RowMutation],
+        opts: WriteOptions,
+    ) -> Result<Written> {
         self.with_fresh_schema(|| self.apply_batch_once(table, ms, opts))
     }
-    fn apply_batch_once(&self, table: &str, ms: &[RowMutation], opts: WriteOptions) -> Result<()> {
+    fn apply_batch_once(
+        &self,
+        table: &str,
+        ms: &[RowMutation],
+        opts: WriteOptions,
+    ) -> Result<Written> {
         let t = self.table(table)?;
         mutation::validate_batch(&t.schema(), ms, self.env().opts.max_value_size)
             .map_err(|e| e.in_table(&t.name))?;
         if ms.is_empty() {
-            return Ok(());
+            return Ok(Written::default());
         }
         self.client()?.apply(t.id, ms, opts.sync)
     }
@@ -320,13 +332,8 @@ impl Bigtable {
         on_no_match: Vec<Mutation>,
         opts: WriteOptions,
     ) -> Result<bool> {
-        let txn = RowTxn {
-            row: row.to_vec(),
-            guard: Some(cond.clone().into()),
-            ops: on_match.into_iter().map(RowOp::Mutate).collect(),
-            otherwise: on_no_match.into_iter().map(RowOp::Mutate).collect(),
-        };
-        Ok(self.one_txn(table, txn, opts)?.guard_held)
+        let guard = cond.clone().into();
+        self.guarded(table, row, guard, on_match, on_no_match, opts)
     }
     /// Cloud Bigtable's `CheckAndMutateRow`: applies `on_match` if `predicate`
     /// outputs any cell of the row, else `on_no_match`, atomically; returns
@@ -340,9 +347,23 @@ impl Bigtable {
         on_no_match: Vec<Mutation>,
         opts: WriteOptions,
     ) -> Result<bool> {
+        let guard = predicate.clone().into();
+        self.guarded(table, row, guard, on_match, on_no_match, opts)
+    }
+    /// Applies `on_match` if `guard` holds on the row, else `on_no_match`,
+    /// atomically; returns whether it held.
+    fn guarded(
+        &self,
+        table: &str,
+        row: &[u8],
+        guard: Guard,
+        on_match: Vec<Mutation>,
+        on_no_match: Vec<Mutation>,
+        opts: WriteOptions,
+    ) -> Result<bool> {
         let txn = RowTxn {
             row: row.to_vec(),
-            guard: Some(predicate.clone().into()),
+            guard: Some(guard),
             ops: on_match.into_iter().map(RowOp::Mutate).collect(),
             otherwise: on_no_match.into_iter().map(RowOp::Mutate).collect(),
         };
@@ -407,7 +428,13 @@ impl Bigtable {
         if row.len() > MAX_ROW_KEY {
             return Err(Error::RowKeyTooLong(row.len()));
         }
-        client.read_column(id, row, family, qualifier, max_versions)
+        let column = ColumnRead {
+            row,
+            family,
+            qualifier,
+            max_versions,
+        };
+        client.read_column(id, column)
     }
     /// A streaming scan in row order; each tablet's part is a consistent
     /// snapshot taken when the scan reaches it.

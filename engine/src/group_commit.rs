@@ -1,29 +1,25 @@
 //! Group commit: many writers, one log write (and at most one fsync) per group.
 //!
-//! LevelDB's leader/follower scheme. Each caller of [`GroupCommit::submit`]
-//! queues its item. The caller at the front of the queue, when no batch is in
-//! progress, becomes the leader: it takes every queued item (up to a byte cap),
-//! runs the processing function once for all of them with the lock released,
-//! chooses the next leader, then hands each follower its result in its own
-//! slot (waiters never poll the queue's lock). Meanwhile new
-//! callers keep queueing, so under load each batch carries everything that
-//! arrived during the previous one: the fsync cost is shared.
+//! LevelDB's leader/follower scheme (`DBImpl::Write`). Each caller of
+//! [`GroupCommit::submit`] queues its item. The caller at the front of the
+//! queue, when no batch is in progress, gets a [`Leader`] token back instead
+//! of a result: it takes every queued item (up to a byte cap), writes them
+//! itself, as one batch, and hands the results back through the token, which
+//! chooses the next leader, then gives each follower its result in its own
+//! slot (waiters never poll the queue's lock). Meanwhile new callers keep
+//! queueing, so under load each batch carries everything that arrived during
+//! the previous one: the fsync cost is shared.
 //!
-//! The processing function is fixed at construction (it is the same for every
-//! item: assign sequence numbers, append to the commit log, choose the
-//! memtables), and returns one result per item: for the tablet server, what
-//! each writer then inserts itself while the next batch is being logged.
 //! A leader may first wait a *window* for more items to queue (an option,
 //! off by default): where each batch is a request to a remote store, fewer,
-//! larger batches cost less. The
-//! tablet server sends synced writes through it, whose fsync the batch
-//! shares; an unsynced write logs itself under the commit lock, which on a
-//! busy machine costs less than being handed to a leader and woken again.
+//! larger batches cost less. The tablet server sends synced writes through
+//! it, whose fsync the batch shares; an unsynced write logs itself under the
+//! commit lock, which on a busy machine costs less than being handed to a
+//! leader and woken again.
 
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::VecDeque;
-use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::thread::Thread;
@@ -38,10 +34,6 @@ const YIELDS_BEFORE_SLEEP: u32 = 16;
 /// the yielding callers spinning, taking the cores from the I/O workers
 /// and the leader.
 const SPIN_BATCH_NANOS: u64 = 20_000;
-
-/// Processes one batch: the items in submission order and whether any of them
-/// asked for a sync. Must return exactly one result per item, in order.
-pub type ProcessFn<T, R> = dyn Fn(Vec<T>, bool) -> Result<Vec<R>> + Send + Sync;
 
 /// Counters for stats and benchmarks.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -101,7 +93,6 @@ pub struct GroupCommit<T, R = ()> {
     /// How long a leader waits for more items before taking the queue.
     window: Duration,
     size_of: fn(&T) -> usize,
-    process: Box<ProcessFn<T, R>>,
     batches: AtomicU64,
     items: AtomicU64,
     syncs: AtomicU64,
@@ -110,14 +101,32 @@ pub struct GroupCommit<T, R = ()> {
     batch_nanos: AtomicU64,
 }
 
+/// What [`GroupCommit::submit`] hands back: the item's result (another
+/// caller wrote its batch), or the lead of a batch to write.
+pub enum Turn<'a, T, R> {
+    Done(Result<R>),
+    Lead(Leader<'a, T, R>),
+}
+
+/// The lead of one batch: [`Leader::take`] gives its items, which the
+/// caller writes as one; [`Leader::finish`] hands out the results. Dropped
+/// unfinished (an early return, a panic), it fails the batch's items, so
+/// no follower waits forever, and passes the lead on.
+pub struct Leader<'a, T, R> {
+    gc: &'a GroupCommit<T, R>,
+    /// The leader's time in group commit, its batch's write included.
+    _timer: telemetry::Timer,
+    mine: Arc<Slot<R>>,
+    items: Vec<T>,
+    slots: Vec<Arc<Slot<R>>>,
+    sync: bool,
+    started: Instant,
+}
+
 impl<T, R> GroupCommit<T, R> {
     /// `max_batch_bytes` caps a batch by the sum of `size_of` over its items
     /// (a batch always takes at least its leader's item, however large).
-    pub fn new(
-        max_batch_bytes: usize,
-        size_of: fn(&T) -> usize,
-        process: Box<ProcessFn<T, R>>,
-    ) -> Self {
+    pub fn new(max_batch_bytes: usize, size_of: fn(&T) -> usize) -> Self {
         GroupCommit {
             inner: Mutex::new(Inner {
                 queue: VecDeque::new(),
@@ -126,7 +135,6 @@ impl<T, R> GroupCommit<T, R> {
             max_batch_bytes,
             window: Duration::ZERO,
             size_of,
-            process,
             batches: AtomicU64::new(0),
             items: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
@@ -143,10 +151,11 @@ impl<T, R> GroupCommit<T, R> {
     }
 
     /// Queues `item` and returns once a batch containing it has been
-    /// processed, with that item's result. If the batch failed, every item of
-    /// it gets the same error (as [`Error::Shared`]).
-    pub fn submit(&self, item: T, sync: bool) -> Result<R> {
-        let _t = telemetry::timer(telemetry::Latency::Commit, "wait");
+    /// written, with that item's result (if the batch failed, every item of
+    /// it gets the same error, as [`Error::Shared`]), or once this caller is
+    /// to lead the next batch.
+    pub fn submit(&self, item: T, sync: bool) -> Turn<'_, T, R> {
+        let timer = telemetry::timer(telemetry::Latency::Commit, "wait");
         let slot = Arc::new(Slot {
             state: AtomicU8::new(WAITING),
             result: Mutex::new(None),
@@ -165,13 +174,14 @@ impl<T, R> GroupCommit<T, R> {
             !std::mem::replace(&mut g.busy, true)
         };
         if !lead && self.wait(&slot, sync) == DONE {
-            return slot
-                .result
-                .lock()
-                .take()
-                .unwrap_or_else(|| Err(Error::corruption("group commit: result missing")));
+            return Turn::Done(
+                slot.result
+                    .lock()
+                    .take()
+                    .unwrap_or_else(|| Err(Error::corruption("group commit: result missing"))),
+            );
         }
-        self.lead(&slot)
+        Turn::Lead(self.lead(slot, timer))
     }
 
     /// Waits until the slot is done or chosen to lead; returns which.
@@ -197,15 +207,14 @@ impl<T, R> GroupCommit<T, R> {
         }
     }
 
-    /// Leads one batch from the front of the queue (which holds `mine`),
-    /// hands out the results, chooses the next leader; returns `mine`'s result.
-    fn lead(&self, mine: &Arc<Slot<R>>) -> Result<R> {
+    /// Takes one batch from the front of the queue (which holds `mine`).
+    fn lead(&self, mine: Arc<Slot<R>>, timer: telemetry::Timer) -> Leader<'_, T, R> {
         if !self.window.is_zero() {
             std::thread::sleep(self.window);
         }
         let mut items = Vec::new();
         let mut slots = Vec::new();
-        let mut any_sync = false;
+        let mut sync = false;
         {
             let mut g = self.inner.lock();
             let mut bytes = 0usize;
@@ -215,72 +224,20 @@ impl<T, R> GroupCommit<T, R> {
                 }
                 let Some(q) = g.queue.pop_front() else { break };
                 bytes = bytes.saturating_add(q.size);
-                any_sync |= q.sync;
+                sync |= q.sync;
                 items.push(q.item);
                 slots.push(q.slot);
             }
         }
-
-        let n = items.len();
-        let started = Instant::now();
-        let results = self.run(items, any_sync);
-        if !any_sync {
-            // Synced batches are not the ones callers spin for.
-            let took = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            let avg = self.batch_nanos.load(Ordering::Relaxed);
-            self.batch_nanos
-                .store(avg - avg / 8 + took / 8, Ordering::Relaxed);
+        Leader {
+            gc: self,
+            _timer: timer,
+            mine,
+            items,
+            slots,
+            sync,
+            started: Instant::now(),
         }
-        self.batches.fetch_add(1, Ordering::Relaxed);
-        self.items.fetch_add(n as u64, Ordering::Relaxed);
-        self.max_batch.fetch_max(n as u64, Ordering::Relaxed);
-        if any_sync {
-            self.syncs.fetch_add(1, Ordering::Relaxed);
-        }
-
-        // The next leader first, so that its batch starts while this one's
-        // callers are being woken.
-        {
-            let mut g = self.inner.lock();
-            match g.queue.front() {
-                Some(next) => next.slot.set(LEAD),
-                None => g.busy = false,
-            }
-        }
-        let mut own = None;
-        for (slot, r) in slots.into_iter().zip(results) {
-            if Arc::ptr_eq(&slot, mine) {
-                own = Some(r);
-            } else {
-                *slot.result.lock() = Some(r);
-                slot.set(DONE);
-            }
-        }
-        own.unwrap_or_else(|| Err(Error::corruption("group commit: leader's result missing")))
-    }
-
-    /// Runs the processing function and turns its outcome into exactly one
-    /// result per item. A panic in it becomes an error for the batch rather
-    /// than leaving every queued caller waiting forever.
-    fn run(&self, items: Vec<T>, any_sync: bool) -> Vec<Result<R>> {
-        let n = items.len();
-        let outcome = catch_unwind(AssertUnwindSafe(|| (self.process)(items, any_sync)));
-        let err = match outcome {
-            Ok(Ok(v)) if v.len() == n => return v.into_iter().map(Ok).collect(),
-            Ok(Ok(v)) => Error::corruption(format!(
-                "group commit: processing returned {} results for {n} items",
-                v.len()
-            )),
-            Ok(Err(e)) => e,
-            Err(_) => {
-                log::error!("group commit: batch processing panicked");
-                Error::corruption("group commit: batch processing panicked")
-            }
-        };
-        let shared = Arc::new(err);
-        (0..n)
-            .map(|_| Err(Error::Shared(Arc::clone(&shared))))
-            .collect()
     }
 
     pub fn stats(&self) -> GroupCommitStats {
@@ -293,41 +250,149 @@ impl<T, R> GroupCommit<T, R> {
     }
 }
 
+impl<T, R> Leader<'_, T, R> {
+    /// The batch's items in submission order, and whether any asked for a
+    /// sync.
+    pub fn take(&mut self) -> (Vec<T>, bool) {
+        (std::mem::take(&mut self.items), self.sync)
+    }
+
+    /// Hands out the batch's results (exactly one per item taken, in order;
+    /// an error goes to every item), chooses the next leader; returns the
+    /// leader's own result.
+    pub fn finish(mut self, results: Result<Vec<R>>) -> Result<R> {
+        let slots = std::mem::take(&mut self.slots);
+        let n = slots.len();
+        self.account(n);
+        let results = match results {
+            Ok(v) if v.len() == n => Ok(v),
+            Ok(v) => Err(Error::corruption(format!(
+                "group commit: {} results for {n} items",
+                v.len()
+            ))),
+            Err(e) => Err(e),
+        };
+        let mut own = None;
+        match results {
+            Ok(v) => {
+                for (slot, r) in slots.into_iter().zip(v) {
+                    self.give(slot, Ok(r), &mut own);
+                }
+            }
+            Err(e) => {
+                let shared = Arc::new(e);
+                for slot in slots {
+                    let e = Error::Shared(Arc::clone(&shared));
+                    self.give(slot, Err(e), &mut own);
+                }
+            }
+        }
+        own.unwrap_or_else(|| Err(Error::corruption("group commit: leader's result missing")))
+    }
+
+    /// Counts the batch and chooses the next leader first, so that its
+    /// batch starts while this one's callers are being woken.
+    fn account(&self, n: usize) {
+        let gc = self.gc;
+        if !self.sync {
+            // Synced batches are not the ones callers spin for.
+            let took = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let avg = gc.batch_nanos.load(Ordering::Relaxed);
+            gc.batch_nanos
+                .store(avg - avg / 8 + took / 8, Ordering::Relaxed);
+        }
+        gc.batches.fetch_add(1, Ordering::Relaxed);
+        gc.items.fetch_add(n as u64, Ordering::Relaxed);
+        gc.max_batch.fetch_max(n as u64, Ordering::Relaxed);
+        if self.sync {
+            gc.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        let mut g = gc.inner.lock();
+        match g.queue.front() {
+            Some(next) => next.slot.set(LEAD),
+            None => g.busy = false,
+        }
+    }
+
+    /// Gives `slot` its result (the leader's own is kept in `own`).
+    fn give(&self, slot: Arc<Slot<R>>, r: Result<R>, own: &mut Option<Result<R>>) {
+        if Arc::ptr_eq(&slot, &self.mine) {
+            *own = Some(r);
+        } else {
+            *slot.result.lock() = Some(r);
+            slot.set(DONE);
+        }
+    }
+}
+
+impl<T, R> Drop for Leader<'_, T, R> {
+    fn drop(&mut self) {
+        if self.slots.is_empty() {
+            return;
+        }
+        log::error!("group commit: a leader stopped before finishing its batch");
+        let slots = std::mem::take(&mut self.slots);
+        let n = slots.len();
+        self.account(n);
+        let shared = Arc::new(Error::corruption(
+            "group commit: the batch's leader stopped before writing it",
+        ));
+        let mut own = None;
+        for slot in slots {
+            self.give(slot, Err(Error::Shared(Arc::clone(&shared))), &mut own);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// What a caller does with its turn: leads with `write` when it leads.
+    fn commit<T, R>(
+        gc: &GroupCommit<T, R>,
+        item: T,
+        sync: bool,
+        write: impl FnOnce(Vec<T>, bool) -> Result<Vec<R>>,
+    ) -> Result<R> {
+        match gc.submit(item, sync) {
+            Turn::Done(r) => r,
+            Turn::Lead(mut leader) => {
+                let (items, sync) = leader.take();
+                let written = write(items, sync);
+                leader.finish(written)
+            }
+        }
+    }
+
     type Log = Arc<Mutex<Vec<(u32, u32)>>>;
 
-    fn recorder(log: Log, delay: Duration) -> Box<ProcessFn<(u32, u32), u64>> {
-        Box::new(move |items: Vec<(u32, u32)>, _sync| {
-            std::thread::sleep(delay);
-            let mut l = log.lock();
-            let mut out = Vec::new();
-            for it in items {
-                l.push(it);
-                out.push(l.len() as u64);
-            }
-            Ok(out)
-        })
+    fn record(log: &Log, delay: Duration, items: Vec<(u32, u32)>) -> Result<Vec<u64>> {
+        std::thread::sleep(delay);
+        let mut l = log.lock();
+        let mut out = Vec::new();
+        for it in items {
+            l.push(it);
+            out.push(l.len() as u64);
+        }
+        Ok(out)
     }
 
     #[test]
     fn many_threads_grouped_fifo_and_processed_before_return() {
         let log: Log = Arc::default();
-        let gc = Arc::new(GroupCommit::new(
-            1 << 20,
-            |_: &(u32, u32)| 16,
-            recorder(Arc::clone(&log), Duration::from_micros(200)),
-        ));
+        let gc = Arc::new(GroupCommit::new(1 << 20, |_: &(u32, u32)| 16));
         let threads: Vec<_> = (0..16u32)
             .map(|t| {
                 let gc = Arc::clone(&gc);
                 let log = Arc::clone(&log);
                 std::thread::spawn(move || {
                     for i in 0..200u32 {
-                        let pos = gc.submit((t, i), i % 10 == 0).unwrap();
+                        let pos = commit(&gc, (t, i), i % 10 == 0, |items, _| {
+                            record(&log, Duration::from_micros(200), items)
+                        })
+                        .unwrap();
                         // Processed before submit returned, at the position reported.
                         let l = log.lock();
                         assert_eq!(l[pos as usize - 1], (t, i));
@@ -355,24 +420,20 @@ mod tests {
     #[test]
     fn byte_cap_limits_batches() {
         let seen: Arc<Mutex<Vec<usize>>> = Arc::default();
-        let s2 = Arc::clone(&seen);
-        let gc = Arc::new(GroupCommit::new(
-            100,
-            |v: &Vec<u8>| v.len(),
-            Box::new(move |items: Vec<Vec<u8>>, _| {
-                s2.lock().push(items.iter().map(Vec::len).sum());
-                std::thread::sleep(Duration::from_millis(1));
-                Ok(vec![(); items.len()])
-            }),
-        ));
+        let gc = Arc::new(GroupCommit::new(100, |v: &Vec<u8>| v.len()));
+        let write = |seen: &Mutex<Vec<usize>>, items: Vec<Vec<u8>>| {
+            seen.lock().push(items.iter().map(Vec::len).sum());
+            std::thread::sleep(Duration::from_millis(1));
+            Ok(vec![(); items.len()])
+        };
         let hs: Vec<_> = (0..8)
             .map(|_| {
-                let gc = Arc::clone(&gc);
+                let (gc, seen) = (Arc::clone(&gc), Arc::clone(&seen));
                 std::thread::spawn(move || {
                     for _ in 0..20 {
-                        gc.submit(vec![0; 40], false).unwrap();
+                        commit(&gc, vec![0; 40], false, |i, _| write(&seen, i)).unwrap();
                     }
-                    gc.submit(vec![0; 500], false).unwrap();
+                    commit(&gc, vec![0; 500], false, |i, _| write(&seen, i)).unwrap();
                 })
             })
             .collect();
@@ -387,22 +448,21 @@ mod tests {
 
     #[test]
     fn error_reaches_every_item_of_the_batch() {
-        let gc = Arc::new(GroupCommit::<u32, ()>::new(
-            1 << 20,
-            |_| 1,
-            Box::new(|items: Vec<u32>, _| {
-                std::thread::sleep(Duration::from_millis(2));
-                if items.contains(&13) {
-                    Err(Error::corruption("disk on fire"))
-                } else {
-                    Ok(vec![(); items.len()])
-                }
-            }),
-        ));
+        let gc = Arc::new(GroupCommit::<u32, ()>::new(1 << 20, |_| 1));
         let hs: Vec<_> = (0..20u32)
             .map(|i| {
                 let gc = Arc::clone(&gc);
-                std::thread::spawn(move || (i, gc.submit(i, true)))
+                std::thread::spawn(move || {
+                    let r = commit(&gc, i, true, |items, _| {
+                        std::thread::sleep(Duration::from_millis(2));
+                        if items.contains(&13) {
+                            Err(Error::corruption("disk on fire"))
+                        } else {
+                            Ok(vec![(); items.len()])
+                        }
+                    });
+                    (i, r)
+                })
             })
             .collect();
         let mut failed = 0;
@@ -418,24 +478,21 @@ mod tests {
         }
         assert!(failed >= 1);
         // The queue still works after a failed batch.
-        assert!(gc.submit(1, false).is_ok());
+        assert!(commit(&gc, 1, false, |i, _| Ok(vec![(); i.len()])).is_ok());
     }
 
     #[test]
-    fn panic_and_wrong_result_count_become_errors() {
-        let gc = GroupCommit::<u32, ()>::new(
-            64,
-            |_| 1,
-            Box::new(|items: Vec<u32>, _| {
-                if items[0] == 0 {
-                    panic!("boom");
-                }
-                Ok(Vec::new())
-            }),
-        );
-        assert!(gc.submit(0, false).is_err());
-        assert!(gc.submit(1, false).is_err());
+    fn a_dropped_leader_or_a_wrong_result_count_becomes_an_error() {
+        let gc = GroupCommit::<u32, ()>::new(64, |_| 1);
+        // A leader that panics (or returns early) drops its token unfinished.
+        let Turn::Lead(leader) = gc.submit(0, false) else {
+            panic!("a lone caller leads");
+        };
+        drop(leader);
+        assert!(commit(&gc, 1, false, |_, _| Ok(Vec::new())).is_err());
         assert_eq!(gc.stats().batches, 2);
+        // The lead passed on: the queue still works.
+        assert!(commit(&gc, 2, false, |i, _| Ok(vec![(); i.len()])).is_ok());
     }
 
     /// With a window, a leader waits for the items queued behind it: four
@@ -443,12 +500,7 @@ mod tests {
     #[test]
     fn window_gathers_callers_into_one_batch() {
         let gc = Arc::new(
-            GroupCommit::<u32, ()>::new(
-                1 << 20,
-                |_| 1,
-                Box::new(|items, _| Ok(vec![(); items.len()])),
-            )
-            .with_window(Duration::from_secs(5)),
+            GroupCommit::<u32, ()>::new(1 << 20, |_| 1).with_window(Duration::from_secs(5)),
         );
         let go = Arc::new(std::sync::Barrier::new(4));
         let hs: Vec<_> = (0..4u32)
@@ -456,7 +508,7 @@ mod tests {
                 let (gc, go) = (Arc::clone(&gc), Arc::clone(&go));
                 std::thread::spawn(move || {
                     go.wait();
-                    gc.submit(i, true)
+                    commit(&gc, i, true, |items, _| Ok(vec![(); items.len()]))
                 })
             })
             .collect();

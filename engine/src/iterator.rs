@@ -89,3 +89,15 @@ impl InternalIterator for VecIterator {
         &self.entries[self.pos].1
     }
 }
+
+/// Every entry from `it`'s position on (the tests' way to compare an
+/// iterator with a model).
+#[cfg(test)]
+pub(crate) fn drain(it: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    while it.valid() {
+        out.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    out
+}

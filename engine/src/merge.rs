@@ -127,7 +127,7 @@ impl InternalIterator for MergingIterator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iterator::VecIterator;
+    use crate::iterator::{drain, VecIterator};
     use crate::Error;
     use rand::{Rng, SeedableRng};
     use std::sync::Arc;
@@ -171,15 +171,6 @@ mod tests {
         all
     }
 
-    fn collect_from(it: &mut MergingIterator) -> Entries {
-        let mut out = Vec::new();
-        while it.valid() {
-            out.push((it.key().to_vec(), it.value().to_vec()));
-            it.next().unwrap();
-        }
-        out
-    }
-
     #[test]
     fn matches_sorted_model() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(5);
@@ -188,7 +179,7 @@ mod tests {
             let want = model(&children);
             let mut it = merged(&children);
             it.seek_to_first().unwrap();
-            assert_eq!(collect_from(&mut it), want);
+            assert_eq!(drain(&mut it), want);
             for _ in 0..10 {
                 let len = rng.gen_range(0..3);
                 let t: Vec<u8> = (0..len).map(|_| rng.gen_range(b'a'..b'f')).collect();
@@ -197,7 +188,7 @@ mod tests {
                 if let Some((_, v)) = tail.first() {
                     assert_eq!(it.current_child(), Some(v[0] as usize));
                 }
-                assert_eq!(collect_from(&mut it), tail);
+                assert_eq!(drain(&mut it), tail);
             }
         }
     }

@@ -132,6 +132,17 @@ pub fn validate_batch(schema: &TableSchema, batch: &[RowMutation], max_value: us
     Ok(())
 }
 
+/// Bytes of the values `m`'s `SetCell`s write (what a commit reports).
+pub fn value_bytes(m: &RowMutation) -> u64 {
+    m.mutations
+        .iter()
+        .map(|op| match op {
+            Mutation::SetCell { value, .. } => value.len() as u64,
+            _ => 0,
+        })
+        .sum()
+}
+
 /// How many sequence numbers [`to_entries`] uses for `m`.
 pub fn seq_count(m: &RowMutation) -> u64 {
     m.mutations.len() as u64

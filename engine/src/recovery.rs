@@ -291,7 +291,7 @@ mod tests {
         for i in 0..200u32 {
             for table in [1u64, 2] {
                 let row = format!("row{i:04}");
-                log.append(
+                log.append_records(
                     &[LogRecord {
                         table: table.to_string(),
                         entries: vec![entry(row.as_bytes(), seq)],
@@ -302,7 +302,7 @@ mod tests {
                 seq += 1;
             }
         }
-        log.append(&[], true).unwrap();
+        log.append_records(&[], true).unwrap();
         drop(log);
         let report = sort_log(&store, "logs/dead", 2).unwrap();
         assert!(report.runs.len() > 1, "several pieces: {report:?}");

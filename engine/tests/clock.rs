@@ -144,3 +144,26 @@ fn a_tablet_recovered_from_a_dead_servers_log_counts_its_redone_cells() {
     assert_eq!(report(&bt, &to).clock_raised, 1);
     bt.close().unwrap();
 }
+
+/// A commit reports what it wrote, so that its caller need not read the
+/// cell back: the timestamp the server gave the cell and the value's size;
+/// for a batch, the newest timestamp and the sizes summed.
+#[test]
+fn a_commit_reports_the_timestamp_and_size_it_wrote() {
+    let bt = open(Options::default());
+    let m = RowMutation::new("r").set("f", "q", "twelve bytes");
+    let w = bt.apply("t", &m, WriteOptions::default()).unwrap();
+    assert_eq!(newest(&bt, "r"), (w.timestamp, "twelve bytes".to_string()));
+    assert_eq!(w.bytes, 12);
+    let batch = [
+        RowMutation::new("a").set("f", "q", "1234"),
+        RowMutation::new("b").set("f", "q", "123456"),
+    ];
+    let w = bt
+        .apply_batch("t", &batch, WriteOptions::default())
+        .unwrap();
+    let (a, _) = newest(&bt, "a");
+    let (b, _) = newest(&bt, "b");
+    assert_eq!(w.timestamp, a.max(b));
+    assert_eq!(w.bytes, 10);
+}

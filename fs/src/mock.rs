@@ -5,7 +5,7 @@ use crate::store::{RowStream, Store};
 use engine::schema::TableSchema;
 use engine::{
     Cell, Error, Guard, Mutation, Predicate, Result, RowMutation, RowOp, RowTxn, ScanSpec,
-    TabletInfo, TxnOutcome, WriteOptions,
+    TabletInfo, TxnOutcome, WriteOptions, Written,
 };
 use parking_lot::Mutex;
 use std::cmp::Reverse;
@@ -336,12 +336,33 @@ impl Store for MockStore {
         t.schema = Arc::new(schema);
         Ok(())
     }
-    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
+    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<Written> {
+        // One timestamp for the row's cells that name none, as the engine
+        // stamps a row, and it is what the write reports.
+        let ts = self.now();
+        let stamp = |mu: &Mutation| match mu {
+            Mutation::SetCell {
+                family,
+                qualifier,
+                timestamp: None,
+                value,
+            } => Mutation::SetCell {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                timestamp: Some(ts),
+                value: value.clone(),
+            },
+            other => other.clone(),
+        };
         let txn = RowTxn::new(
             m.row.clone(),
-            m.mutations.iter().cloned().map(RowOp::Mutate).collect(),
+            m.mutations.iter().map(stamp).map(RowOp::Mutate).collect(),
         );
-        self.apply_txns(table, &[txn], opts).map(|_| ())
+        self.apply_txns(table, &[txn], opts)?;
+        Ok(Written {
+            timestamp: ts,
+            bytes: engine::mutation::value_bytes(m),
+        })
     }
     fn apply_txns(
         &self,

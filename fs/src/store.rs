@@ -4,7 +4,9 @@
 //! filesystem can be tested without a mount.
 
 use engine::schema::TableSchema;
-use engine::{Cell, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions};
+use engine::{
+    Cell, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions, Written,
+};
 use std::sync::Arc;
 
 /// A stream of rows from a scan.
@@ -31,8 +33,8 @@ pub trait Store: Send + Sync + 'static {
     fn schema(&self, table: &str) -> Result<Arc<TableSchema>>;
     /// Replaces a table's schema (writes to `.schema`, family mkdir and rmdir).
     fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()>;
-    /// Applies one row's mutations atomically.
-    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()>;
+    /// Applies one row's mutations atomically; returns what it wrote.
+    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<Written>;
     /// Applies several rows' transactions, each atomic on its row, in one
     /// commit (a `.mutate` batch); returns each one's outcome in order.
     fn apply_txns(
@@ -100,7 +102,7 @@ impl Store for engine::Bigtable {
     fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
         engine::Bigtable::set_schema(self, table, schema)
     }
-    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
+    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<Written> {
         engine::Bigtable::apply(self, table, m, opts)
     }
     fn apply_txns(

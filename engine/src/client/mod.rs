@@ -207,16 +207,23 @@ impl Client {
     }
 
     /// Applies validated row mutations of `table`; each row atomically.
-    pub fn apply(&self, table: u64, ms: &[RowMutation], sync: bool) -> Result<()> {
+    /// Returns what they wrote.
+    pub fn apply(&self, table: u64, ms: &[RowMutation], sync: bool) -> Result<Written> {
         let rows: Vec<&[u8]> = ms.iter().map(|m| m.row.as_slice()).collect();
+        let mut written = Written::default();
         self.per_tablet("write", table, &rows, |s, loc, idx| {
-            if idx.len() == ms.len() {
+            let w = if idx.len() == ms.len() {
                 // One tablet holds them all (indices in order): no copies.
-                return s.apply(loc.tablet, ms, sync, None);
-            }
-            let part: Vec<RowMutation> = idx.iter().map(|&i| ms[i].clone()).collect();
-            s.apply(loc.tablet, &part, sync, None)
-        })
+                s.apply(loc.tablet, ms, sync, None)?
+            } else {
+                let part: Vec<RowMutation> = idx.iter().map(|&i| ms[i].clone()).collect();
+                s.apply(loc.tablet, &part, sync, None)?
+            };
+            written.timestamp = written.timestamp.max(w.timestamp);
+            written.bytes += w.bytes;
+            Ok(())
+        })?;
+        Ok(written)
     }
 
     /// Runs validated row transactions of `table`; outcomes in input order.
@@ -239,17 +246,8 @@ impl Client {
         self.with_tablet(table, row, |s, l| s.read_row(l.tablet, row, spec))
     }
 
-    pub fn read_column(
-        &self,
-        table: u64,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-        max_versions: Option<u32>,
-    ) -> Result<Vec<Cell>> {
-        self.with_tablet(table, row, |s, l| {
-            s.read_column(l.tablet, row, family, qualifier, max_versions)
-        })
+    pub fn read_column(&self, table: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
+        self.with_tablet(table, column.row, |s, l| s.read_column(l.tablet, column))
     }
 
     /// Writes one METADATA row (synced), fenced by `fence` when given.
@@ -263,7 +261,8 @@ impl Client {
             row: key.to_vec(),
             mutations,
         }];
-        self.with_tablet(METADATA_ID, key, |s, l| s.apply(l.tablet, &m, true, fence))
+        self.with_tablet(METADATA_ID, key, |s, l| s.apply(l.tablet, &m, true, fence))?;
+        Ok(())
     }
 
     /// Figures for status: `key=value` words.

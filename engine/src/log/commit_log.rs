@@ -1,7 +1,25 @@
-//! The commit log of one tablet server: numbered files in a directory.
+//! The commit log of one tablet server: numbered files in a directory,
+//! written by two *lanes* (the paper's two log-writing threads, section 6),
+//! each with a thread and a current file; one lane is active.
 //!
-//! Appends are written by two *lanes* (see [`lanes`]), each with a thread and
-//! a current file; this module keeps the numbered files themselves.
+//! An append is handed to the active lane; if it has not completed within
+//! `slow_threshold` (a GFS latency spike) or it fails, the same records are
+//! handed to the other lane, which becomes the active one, and the append
+//! returns as soon as either lane has written them. A record may thus end
+//! up in both files: replay merges the files by sequence number and elides
+//! the copies.
+//!
+//! An unsynced append may also be written by its caller, into an idle
+//! lane's file taken while the caller still holds what numbers its records
+//! (the tablet server's commit lock; see [`CommitLog::reserve_inline`]): the
+//! next append can then be numbered, and written into the other lane, while
+//! this one is being written. Files are taken in sequence order, so each
+//! file stays in it.
+//!
+//! Unsynced appends are kept in memory until their file is synced (a sync
+//! on the other lane must write them again first). So that this memory, and
+//! what a machine crash can take, stay bounded without callers ever syncing,
+//! a lane's thread syncs its file once `sync_bytes` were appended unsynced.
 //!
 //! Files are never appended to after a restart (a file from a crashed run may
 //! end in a torn write); `open` starts fresh files. A lane rolls to a new file
@@ -12,26 +30,31 @@
 //! earlier runs are scanned (or learnt during replay) before they can be
 //! deleted. A lane's current file is never deleted; a file stops being current
 //! only once its last write has completed.
+//!
+//! - `shared.rs`: the files and what each lane holds unsynced;
+//! - `lanes.rs`: a lane, its thread and channel.
 
+mod lanes;
+mod shared;
+#[cfg(test)]
+mod tests;
+
+use super::list_logs;
 use super::reader::LogReader;
 use super::record::LogRecord;
 #[cfg(test)]
 use super::replay::{replay_files, ReplayReport};
 use super::writer::LogWriter;
-use super::{list_logs, log_file_name};
 use crate::key::SeqNo;
 use crate::{Error, Result};
-use crossbeam_channel::unbounded;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
 use gfs::FileStore;
+use lanes::Lane;
 use parking_lot::{Condvar, Mutex};
-use std::collections::BTreeMap;
+use shared::{FileInfo, Files, Shared};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
-
-mod lanes;
-
-use lanes::{lane_main, Lane, LaneFile};
+use std::time::{Duration, Instant};
 
 /// Settings of a [`CommitLog`].
 #[derive(Debug, Clone)]
@@ -79,38 +102,6 @@ pub struct CommitLogStats {
     pub files: usize,
 }
 
-struct FileInfo {
-    /// Highest sequence number that may be in the file; `None` for a file of
-    /// an earlier run not scanned yet.
-    max_seq: Option<SeqNo>,
-    /// The lane whose current file this is.
-    lane: Option<usize>,
-}
-
-struct Shared {
-    store: Arc<dyn FileStore>,
-    dir: String,
-    opts: CommitLogOptions,
-    files: Mutex<Files>,
-    rolls: AtomicU64,
-    background_syncs: AtomicU64,
-    /// Per lane: the batches written to it since its last successful sync
-    /// (to its current file or, after a roll whose sync failed, an earlier
-    /// one). A sync acknowledges every record before it, so before a lane
-    /// syncs, what the other lane or an earlier file holds unsynced is
-    /// written again into its file, where the sync covers it.
-    unsynced: [Mutex<Vec<Batch>>; 2],
-}
-
-/// Encoded records written together, their highest sequence number, and
-/// the number of the file they went to.
-type Batch = (Arc<Vec<Vec<u8>>>, SeqNo, u64);
-
-struct Files {
-    map: BTreeMap<u64, FileInfo>,
-    next_number: u64,
-}
-
 /// The commit log of one tablet server.
 pub struct CommitLog {
     shared: Arc<Shared>,
@@ -129,46 +120,6 @@ pub struct CommitLog {
     bytes: AtomicU64,
     syncs: AtomicU64,
     switches: AtomicU64,
-}
-
-impl Shared {
-    fn name(&self, number: u64) -> String {
-        log_file_name(&self.dir, number)
-    }
-
-    /// Creates the next numbered file.
-    fn create_file(&self) -> Result<(u64, LogWriter)> {
-        let number = {
-            let mut f = self.files.lock();
-            let n = f.next_number;
-            f.next_number += 1;
-            n
-        };
-        let name = self.name(number);
-        let file = self.store.create_log(&name)?;
-        Ok((number, LogWriter::new(file, name)))
-    }
-
-    /// Makes `number` the current file of `lane`, retiring `old`.
-    fn install(&self, lane: usize, number: u64, old: Option<u64>) {
-        let mut f = self.files.lock();
-        f.map.insert(
-            number,
-            FileInfo {
-                max_seq: Some(0),
-                lane: Some(lane),
-            },
-        );
-        if let Some(info) = old.and_then(|o| f.map.get_mut(&o)) {
-            info.lane = None;
-        }
-    }
-
-    fn note_seq(&self, number: u64, seq: SeqNo) {
-        if let Some(info) = self.files.lock().map.get_mut(&number) {
-            info.max_seq = Some(info.max_seq.unwrap_or(0).max(seq));
-        }
-    }
 }
 
 impl CommitLog {
@@ -199,32 +150,7 @@ impl CommitLog {
             background_syncs: AtomicU64::new(0),
             unsynced: Default::default(),
         });
-        let mut lanes = Vec::with_capacity(2);
-        for lane in 0..2 {
-            let (number, w) = shared.create_file()?;
-            shared.install(lane, number, None);
-            let (tx, rx) = unbounded();
-            let s = Arc::clone(&shared);
-            let file: LaneFile = Arc::new(Mutex::new(Some((number, w))));
-            let queued = Arc::new(AtomicUsize::new(0));
-            let (f, q) = (Arc::clone(&file), Arc::clone(&queued));
-            let thread = std::thread::Builder::new()
-                .name(format!("commit-log-{lane}"))
-                .spawn(move || lane_main(s, lane, f, q, rx))
-                .map_err(|e| gfs::Error::Io {
-                    name: shared.dir.clone(),
-                    source: e,
-                })?;
-            lanes.push(Lane {
-                tx: Some(tx),
-                thread: Some(thread),
-                file,
-                queued,
-            });
-        }
-        let lanes: [Lane; 2] = lanes
-            .try_into()
-            .map_err(|_| Error::corruption("commit log: lane setup"))?;
+        let lanes = [Lane::start(&shared, 0)?, Lane::start(&shared, 1)?];
         Ok(CommitLog {
             shared,
             lanes,
@@ -245,26 +171,6 @@ impl CommitLog {
     /// [`FileStore::durable_appends`]): a sync then adds nothing.
     pub fn durable_appends(&self) -> bool {
         self.shared.store.durable_appends()
-    }
-
-    /// Appends `records` in one write (and, with `sync`, one fsync in the same
-    /// submission). Every record must have entries with well-formed internal
-    /// keys. When this returns Ok the records are in the log of at least one
-    /// lane.
-    pub fn append(&self, records: &[LogRecord], sync: bool) -> Result<()> {
-        let mut max_seq = 0;
-        let mut payloads = Vec::with_capacity(records.len());
-        for r in records {
-            let (_, hi) = r.seq_range().ok_or_else(|| {
-                Error::invalid(format!(
-                    "log record for table {:?} has no entries or a malformed key",
-                    r.table
-                ))
-            })?;
-            max_seq = max_seq.max(hi);
-            payloads.push(r.encode());
-        }
-        self.append_encoded(payloads, max_seq, sync)
     }
 
     /// Reads every log file in the directory and calls `f`, in sequence
@@ -370,6 +276,300 @@ impl CommitLog {
             files: self.shared.files.lock().map.len(),
         }
     }
+    /// [`CommitLog::append`] of records not yet encoded (the tests' way in).
+    /// Every record must have entries with well-formed internal keys.
+    #[cfg(test)]
+    pub fn append_records(&self, records: &[LogRecord], sync: bool) -> Result<()> {
+        let mut max_seq = 0;
+        let mut payloads = Vec::with_capacity(records.len());
+        for r in records {
+            let (_, hi) = r.seq_range().ok_or_else(|| {
+                Error::invalid(format!(
+                    "log record for table {:?} has no entries or a malformed key",
+                    r.table
+                ))
+            })?;
+            max_seq = max_seq.max(hi);
+            payloads.push(r.encode());
+        }
+        self.append(payloads, max_seq, sync)
+    }
+
+    /// Appends encoded records (see [`LogRecord::encode_ahead`]), whose
+    /// highest sequence number is `max_seq`, in one write (and, with `sync`,
+    /// one fsync in the same submission). When this returns Ok the records
+    /// are in the log of at least one lane.
+    pub fn append(&self, payloads: Vec<Vec<u8>>, max_seq: SeqNo, sync: bool) -> Result<()> {
+        let _t = telemetry::timer(telemetry::Latency::Commit, "log_write");
+        if payloads.is_empty() && !sync {
+            return Ok(());
+        }
+        let records = payloads.len();
+        let bytes: usize = payloads.iter().map(Vec::len).sum();
+        let payloads = Arc::new(payloads);
+
+        let _serial = self.append_lock.lock();
+        let first = self.active.load(Ordering::Acquire);
+        // An unsynced append with nothing queued on the active lane is written
+        // by the caller itself (a write into the OS's cache): two thread
+        // switches cost more than the write. Synced appends go through the
+        // lane thread, so that a slow one can be raced by the other lane.
+        // A lane busy rolling its file leaves the inline append to the other.
+        let idle = |l: usize| self.lanes[l].idle();
+        let inline = !sync;
+        let first = if inline && !idle(first) && idle(1 - first) {
+            self.switch_to(1 - first);
+            1 - first
+        } else {
+            first
+        };
+        if inline && idle(first) {
+            let started = Instant::now();
+            match self.append_inline(first, &payloads, max_seq) {
+                Ok(()) => {
+                    self.count(records, bytes, sync);
+                    self.switch_if_slow(first, started);
+                    return Ok(());
+                }
+                Err(e) => {
+                    let res = self.repeat_on_other(first, &payloads, max_seq, sync, e);
+                    if res.is_ok() {
+                        self.count(records, bytes, sync);
+                    }
+                    return res;
+                }
+            }
+        }
+
+        if sync {
+            self.sync_idle_lane(1 - first);
+        }
+        let rx1 = self.send(first, &payloads, max_seq, sync);
+        let first_err = match rx1.recv_timeout(self.shared.opts.slow_threshold) {
+            Ok(Ok(())) => {
+                self.count(records, bytes, sync);
+                return Ok(());
+            }
+            Ok(Err(e)) => {
+                log::warn!("commit log {}: lane {first} failed: {e}", self.shared.dir);
+                Some(e)
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                log::warn!(
+                    "commit log {}: lane {first} slower than {:?}; switching lanes",
+                    self.shared.dir,
+                    self.shared.opts.slow_threshold
+                );
+                None
+            }
+            Err(RecvTimeoutError::Disconnected) => Some(Error::ShuttingDown),
+        };
+
+        let second = 1 - first;
+        self.switch_to(second);
+        let rx2 = self.send(second, &payloads, max_seq, sync);
+        let res = match first_err {
+            Some(e1) => rx2.recv().unwrap_or(Err(e1)),
+            None => first_success(&rx1, &rx2),
+        };
+        if res.is_ok() {
+            self.count(records, bytes, sync);
+        }
+        res
+    }
+
+    /// Takes an idle lane's file for one unsynced append, to be written
+    /// after the caller lets go of whatever orders its sequence numbers:
+    /// two such appends can then be written at once, one into each lane's
+    /// file. Taking the files in sequence order keeps each file in that
+    /// order. `None` when neither lane is idle.
+    pub fn reserve_inline(&self) -> Option<InlineSlot<'_>> {
+        let _serial = self.append_lock.lock();
+        let first = self.active.load(Ordering::Acquire);
+        [first, 1 - first].into_iter().find_map(|lane| {
+            if !self.lanes[lane].idle() {
+                return None;
+            }
+            let cur = self.lanes[lane].file.try_lock()?;
+            self.inflight.fetch_add(1, Ordering::AcqRel);
+            Some(InlineSlot {
+                lane,
+                cur,
+                inflight: Inflight(self),
+            })
+        })
+    }
+
+    /// Waits until every append taken by [`CommitLog::reserve_inline`] is
+    /// done (a repeat on the other lane included). The caller holds what
+    /// orders sequence numbers, so no new one can start: every earlier
+    /// record is then in a lane's file and in its lane's unsynced list,
+    /// where a sync finds it.
+    pub fn wait_inline(&self) {
+        if self.inflight.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut g = self.inflight_lock.lock();
+        while self.inflight.load(Ordering::Acquire) != 0 {
+            self.inflight_done.wait(&mut g);
+        }
+    }
+
+    /// Before a sync on the other lane: if `lane` is idle and holds
+    /// unsynced records in its current file, syncs that file here, which is
+    /// cheaper than the other lane writing them again (see
+    /// `Shared::cover_unsynced`, which still does for a busy lane).
+    fn sync_idle_lane(&self, lane: usize) {
+        if self.shared.unsynced[lane].lock().is_empty() || !self.lanes[lane].idle() {
+            return;
+        }
+        let Some(mut cur) = self.lanes[lane].file.try_lock() else {
+            return;
+        };
+        // A failure marks the file failed: the lane's next write rolls.
+        let _ = self.shared.sync_current(lane, &mut cur);
+    }
+
+    /// After a write to `lane` that began at `started`: a write slower than
+    /// `slow_threshold` moves logging to the other lane.
+    fn switch_if_slow(&self, lane: usize, started: Instant) {
+        if started.elapsed() > self.shared.opts.slow_threshold {
+            log::warn!(
+                "commit log {}: lane {lane} slower than {:?}; switching lanes",
+                self.shared.dir,
+                self.shared.opts.slow_threshold
+            );
+            self.switch_to(1 - lane);
+        }
+    }
+
+    fn switch_to(&self, lane: usize) {
+        self.active.store(lane, Ordering::Release);
+        self.switches.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Writes `payloads` to `lane`'s file from the calling thread.
+    fn append_inline(
+        &self,
+        lane: usize,
+        payloads: &Arc<Vec<Vec<u8>>>,
+        max_seq: SeqNo,
+    ) -> Result<()> {
+        self.write_held(lane, self.lanes[lane].file.lock(), payloads, max_seq)
+    }
+
+    /// Writes unsynced `payloads` into `lane`'s file, which the caller
+    /// holds, and lets go of it. A file that failed or is full is replaced
+    /// by the lane's thread, off this caller's path.
+    fn write_held(
+        &self,
+        lane: usize,
+        mut cur: parking_lot::MutexGuard<'_, Option<(u64, LogWriter)>>,
+        payloads: &Arc<Vec<Vec<u8>>>,
+        max_seq: SeqNo,
+    ) -> Result<()> {
+        let res = self.shared.write(lane, &mut cur, payloads, max_seq, false);
+        let chore = self.shared.chore(&cur);
+        drop(cur);
+        if chore.is_some() {
+            // An empty job: the thread writes nothing, then does the chore.
+            drop(self.send(lane, &Arc::new(Vec::new()), 0, false));
+        }
+        res
+    }
+
+    /// After `lane` failed to write `payloads` (error `e`): moves logging to
+    /// the other lane and has its thread write them; its result, or `e`
+    /// if that thread is gone.
+    fn repeat_on_other(
+        &self,
+        lane: usize,
+        payloads: &Arc<Vec<Vec<u8>>>,
+        max_seq: SeqNo,
+        sync: bool,
+        e: Error,
+    ) -> Result<()> {
+        log::warn!("commit log {}: lane {lane} failed: {e}", self.shared.dir);
+        self.switch_to(1 - lane);
+        self.send(1 - lane, payloads, max_seq, sync)
+            .recv()
+            .unwrap_or(Err(e))
+    }
+
+    fn count(&self, records: usize, bytes: usize, sync: bool) {
+        self.appends.fetch_add(1, Ordering::Relaxed);
+        self.records.fetch_add(records as u64, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+        if sync {
+            self.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Hands a job to a lane; the receiver yields its result.
+    fn send(
+        &self,
+        lane: usize,
+        payloads: &Arc<Vec<Vec<u8>>>,
+        max_seq: SeqNo,
+        sync: bool,
+    ) -> Receiver<Result<()>> {
+        self.lanes[lane].send(payloads, max_seq, sync)
+    }
+}
+
+/// A lane's file held for one unsynced append (see
+/// [`CommitLog::reserve_inline`]).
+pub struct InlineSlot<'a> {
+    lane: usize,
+    cur: parking_lot::MutexGuard<'a, Option<(u64, LogWriter)>>,
+    inflight: Inflight<'a>,
+}
+
+/// Counts an inline append in flight until dropped.
+struct Inflight<'a>(&'a CommitLog);
+
+impl Drop for Inflight<'_> {
+    fn drop(&mut self) {
+        let log = self.0;
+        if log.inflight.fetch_sub(1, Ordering::AcqRel) == 1 {
+            // Under the lock: a waiter checks the count under it.
+            let _g = log.inflight_lock.lock();
+            log.inflight_done.notify_all();
+        }
+    }
+}
+
+impl InlineSlot<'_> {
+    /// Writes the records, whose highest sequence number is `max_seq`. If
+    /// the lane fails or is slow, logging moves to the other lane; a failed
+    /// write is repeated there by that lane's thread, after this lane's
+    /// file is let go (holding it, two failing writers could each wait for
+    /// the other's lane). The repeat may land after later records in that
+    /// file; replay takes records by their sequence numbers.
+    pub fn write(self, payloads: Vec<Vec<u8>>, max_seq: SeqNo) -> Result<()> {
+        let InlineSlot {
+            lane,
+            cur,
+            inflight,
+        } = self;
+        let log = inflight.0;
+        let records = payloads.len();
+        let bytes: usize = payloads.iter().map(Vec::len).sum();
+        let payloads = Arc::new(payloads);
+        let started = Instant::now();
+        let res = match log.write_held(lane, cur, &payloads, max_seq) {
+            Ok(()) => {
+                log.switch_if_slow(lane, started);
+                Ok(())
+            }
+            Err(e) => log.repeat_on_other(lane, &payloads, max_seq, false, e),
+        };
+        if res.is_ok() {
+            log.count(records, bytes, false);
+        }
+        drop(inflight);
+        res
+    }
 }
 
 impl Drop for CommitLog {
@@ -377,12 +577,10 @@ impl Drop for CommitLog {
         // Closing the channels ends the lane threads once their queued jobs
         // are written; each syncs its file on the way out.
         for lane in &mut self.lanes {
-            lane.tx = None;
+            lane.close();
         }
         for lane in &mut self.lanes {
-            if let Some(t) = lane.thread.take() {
-                let _ = t.join();
-            }
+            lane.join();
         }
     }
 }
@@ -399,298 +597,35 @@ fn scan_max_seq(store: &dyn FileStore, name: &str) -> Result<SeqNo> {
     Ok(max)
 }
 
-#[cfg(test)]
-pub(super) mod tests {
-    use super::*;
-    use crate::key::{self, Kind};
-    use crate::log::replay::replay_dir;
-    use gfs::MemStore;
-
-    pub(super) fn rec(row: &str, seqs: &[u64]) -> LogRecord {
-        LogRecord {
-            table: "t".into(),
-            entries: seqs
-                .iter()
-                .map(|&s| {
-                    (
-                        key::encode(row.as_bytes(), b"f", b"q", 1, s, Kind::Put),
-                        format!("v{s}").into_bytes(),
-                    )
-                })
-                .collect(),
-        }
-    }
-
-    pub(super) fn opts(roll_size: u64) -> CommitLogOptions {
-        CommitLogOptions {
-            roll_size,
-            // Large: tests not about switching must not switch on a busy machine.
-            slow_threshold: Duration::from_secs(30),
-            ..CommitLogOptions::default()
-        }
-    }
-
-    pub(super) fn replay_all(log: &CommitLog, min_seq: u64) -> (Vec<LogRecord>, ReplayReport) {
-        let mut out = Vec::new();
-        let rep = log
-            .replay(min_seq, |r| {
-                out.push(r);
-                Ok(())
-            })
-            .unwrap();
-        (out, rep)
-    }
-
-    pub(super) fn seqs_of(recs: &[LogRecord]) -> Vec<u64> {
-        recs.iter().map(|r| r.seq_range().unwrap().1).collect()
-    }
-
-    #[test]
-    fn append_reopen_replay_with_min_seq() {
-        let store = Arc::new(MemStore::new());
-        {
-            let log = CommitLog::open(store.clone(), "srv1/log", opts(1 << 20)).unwrap();
-            let (none, rep) = replay_all(&log, 0);
-            assert!(none.is_empty());
-            assert_eq!(rep.files, 2);
-            for s in 1..=10u64 {
-                log.append(&[rec(&format!("r{s}"), &[s])], s % 2 == 0)
-                    .unwrap();
-            }
-            log.append(&[rec("multi", &[11, 12]), rec("x", &[13])], true)
-                .unwrap();
-            assert!(log.append(&[], false).is_ok());
-            let st = log.stats();
-            assert_eq!((st.appends, st.records, st.syncs), (11, 12, 6));
-        }
-        let log = CommitLog::open(store.clone(), "srv1/log/", opts(1 << 20)).unwrap();
-        assert_eq!(log.files().len(), 4);
-        let (all, rep) = replay_all(&log, 0);
-        assert_eq!(seqs_of(&all), (1..=10).chain([12, 13]).collect::<Vec<_>>());
-        assert_eq!(all[10], rec("multi", &[11, 12]));
-        assert_eq!((rep.records, rep.applied, rep.skipped), (12, 12, 0));
-        assert_eq!(rep.max_seq, 13);
-        assert_eq!(rep.bytes_dropped, 0);
-        // A record with any entry above min_seq is replayed whole.
-        let (some, rep) = replay_all(&log, 11);
-        assert_eq!(some, vec![rec("multi", &[11, 12]), rec("x", &[13])]);
-        assert_eq!(rep.skipped, 10);
-    }
-
-    #[test]
-    fn rejects_records_without_sequence_numbers() {
-        let store = Arc::new(MemStore::new());
-        let log = CommitLog::open(store, "d", opts(1 << 20)).unwrap();
-        let empty = LogRecord {
-            table: "t".into(),
-            entries: vec![],
+/// Waits for the first of two lanes to succeed; if both fail, the second
+/// lane's error (the first one's was a timeout, not a failure, until then).
+fn first_success(a: &Receiver<Result<()>>, b: &Receiver<Result<()>>) -> Result<()> {
+    let mut a_open = true;
+    let mut b_open = true;
+    let mut last_err = None;
+    while a_open || b_open {
+        let mut sel = crossbeam_channel::Select::new();
+        let ia = a_open.then(|| sel.recv(a));
+        let ib = b_open.then(|| sel.recv(b));
+        let op = sel.select();
+        let idx = op.index();
+        let (r, from_a) = if Some(idx) == ia {
+            (op.recv(a), true)
+        } else if Some(idx) == ib {
+            (op.recv(b), false)
+        } else {
+            return Err(Error::corruption("commit log: unexpected select result"));
         };
-        assert!(matches!(
-            log.append(&[empty], false),
-            Err(Error::InvalidArgument(_))
-        ));
-        let bad = LogRecord {
-            table: "t".into(),
-            entries: vec![(b"junk".to_vec(), vec![])],
-        };
-        assert!(matches!(
-            log.append(&[bad], true),
-            Err(Error::InvalidArgument(_))
-        ));
-    }
-
-    #[test]
-    fn rolls_and_replays_across_files() {
-        let store = Arc::new(MemStore::new());
-        {
-            let log = CommitLog::open(store.clone(), "d", opts(4096)).unwrap();
-            for s in 1..=300u64 {
-                log.append(&[rec(&format!("row{s:05}"), &[s])], false)
-                    .unwrap();
-            }
-            // 12.8 KB in 4 KiB files: at least two rolls however the two
-            // lanes happened to share the appends.
-            assert!(log.stats().rolls >= 2, "{:?}", log.stats());
+        match r {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => last_err = Some(e),
+            Err(_) => {}
         }
-        let log = CommitLog::open(store.clone(), "d", opts(4096)).unwrap();
-        assert!(log.files().len() >= 6);
-        let (all, rep) = replay_all(&log, 0);
-        assert_eq!(seqs_of(&all), (1..=300).collect::<Vec<_>>());
-        assert_eq!(rep.duplicates, 0);
-        let (tail, _) = replay_all(&log, 250);
-        assert_eq!(seqs_of(&tail), (251..=300).collect::<Vec<_>>());
-    }
-
-    /// Deleting obsolete files never loses a record above the watermark,
-    /// whether file maxima are tracked live or found by scanning after a restart.
-    #[test]
-    fn delete_obsolete_keeps_live_entries() {
-        let store = Arc::new(MemStore::new());
-        let log = CommitLog::open(store.clone(), "d", opts(2048)).unwrap();
-        for s in 1..=200u64 {
-            // Every tenth record spans two sequence numbers, low and high.
-            let r = if s % 10 == 0 {
-                rec("span", &[s * 10, s * 10 + 9])
-            } else {
-                rec(&format!("r{s}"), &[s * 10])
-            };
-            log.append(&[r], false).unwrap();
-        }
-        let maxima: BTreeMap<String, u64> = log
-            .files()
-            .into_iter()
-            .map(|n| (n.clone(), scan_max_seq(&*store, &n).unwrap()))
-            .collect();
-        let deleted = log.delete_obsolete(1005).unwrap();
-        assert!(!deleted.is_empty());
-        // Every file is either deleted or kept; a roll the lane thread
-        // finished meanwhile may have added a new current file.
-        let now = log.files();
-        for name in maxima.keys() {
-            assert!(deleted.contains(name) != now.contains(name), "{name}");
-        }
-        for name in &deleted {
-            assert!(!store.exists(name).unwrap());
-            assert!(maxima[name] <= 1005, "{name} held seq {}", maxima[name]);
-        }
-        for name in now {
-            match maxima.get(&name) {
-                Some(&max) => assert!(max > 1005 || log.current_files().contains(&name)),
-                None => assert!(log.current_files().contains(&name), "{name}"),
-            }
-        }
-        let current = log.current_files();
-        assert!(current.iter().all(|c| store.exists(c).unwrap()));
-        let (live, _) = replay_all(&log, 1005);
-        let want: Vec<u64> = (100..=200u64)
-            .map(|s| if s % 10 == 0 { s * 10 + 9 } else { s * 10 })
-            .collect();
-        assert_eq!(seqs_of(&live), want);
-        drop(log);
-
-        // After a restart the maxima are unknown and found by scanning.
-        let log = CommitLog::open(store.clone(), "d", opts(2048)).unwrap();
-        log.delete_obsolete(1500).unwrap();
-        let (live, _) = replay_all(&log, 1500);
-        let want: Vec<u64> = want.into_iter().filter(|&s| s > 1500).collect();
-        assert_eq!(seqs_of(&live), want);
-        // Everything is obsolete: only the current (empty) files remain.
-        log.delete_obsolete(u64::MAX).unwrap();
-        assert_eq!(log.files().len(), 2);
-        let (none, _) = replay_all(&log, 0);
-        assert!(none.is_empty());
-    }
-
-    #[test]
-    fn a_local_log_copied_while_its_writer_lives_replays_every_synced_append() {
-        // What a kill -9 leaves: the files as the OS has them, the writer
-        // never dropped, so the zeros written ahead of synced appends stay.
-        let live = tempfile::tempdir().unwrap();
-        let store = Arc::new(gfs::LocalStore::open(live.path()).unwrap());
-        let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
-        for s in 1..=300u64 {
-            log.append(&[rec("r", &[s])], s % 3 == 0).unwrap();
-        }
-        let copy = tempfile::tempdir().unwrap();
-        std::fs::create_dir(copy.path().join("d")).unwrap();
-        let mut zero_tailed = 0;
-        for name in log.files() {
-            let bytes = std::fs::read(live.path().join(&name)).unwrap();
-            zero_tailed += usize::from(bytes.last() == Some(&0));
-            std::fs::write(copy.path().join(&name), bytes).unwrap();
-        }
-        assert!(zero_tailed > 0, "no zeros ahead of the synced appends");
-        let copied = Arc::new(gfs::LocalStore::open(copy.path()).unwrap());
-        let reopened = CommitLog::open(copied, "d", opts(1 << 20)).unwrap();
-        let (all, rep) = replay_all(&reopened, 0);
-        assert_eq!(seqs_of(&all), (1..=300).collect::<Vec<_>>());
-        assert_eq!(rep.corrupt_regions, 0);
-        // A clean close cuts the zeros.
-        let names = log.files();
-        drop(log);
-        for name in names {
-            let bytes = std::fs::read(live.path().join(&name)).unwrap();
-            assert!(bytes.last() != Some(&0), "{name} ends in zeros");
+        if from_a {
+            a_open = false;
+        } else {
+            b_open = false;
         }
     }
-
-    #[test]
-    fn torn_tail_of_a_crashed_run_is_tolerated_and_never_appended_to() {
-        let store = Arc::new(MemStore::new());
-        let first;
-        {
-            let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
-            first = log.current_files()[0].clone();
-            for s in 1..=5u64 {
-                log.append(&[rec("r", &[s])], false).unwrap();
-            }
-        }
-        let len = store.size(&first).unwrap() as usize;
-        store.truncate(&first, len - 3).unwrap();
-        let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
-        let (all, rep) = replay_all(&log, 0);
-        assert_eq!(seqs_of(&all), vec![1, 2, 3, 4]);
-        assert_eq!(rep.torn_tails, 1);
-        assert_eq!(rep.corrupt_regions, 0);
-        log.append(&[rec("r", &[6])], true).unwrap();
-        assert_eq!(store.size(&first).unwrap() as usize, len - 3);
-        assert!(!log.current_files().contains(&first));
-    }
-
-    #[test]
-    fn corrupt_record_in_the_middle_is_reported_and_later_ones_replayed() {
-        let store = Arc::new(MemStore::new());
-        let name;
-        {
-            let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
-            name = log.current_files()[0].clone();
-            log.append(&[rec("a", &[1])], false).unwrap();
-            // Fill past the first block so later records survive the damage.
-            let big = LogRecord {
-                table: "t".into(),
-                entries: vec![(
-                    key::encode(b"b", b"f", b"q", 1, 2, Kind::Put),
-                    vec![9; 40_000],
-                )],
-            };
-            log.append(&[big], false).unwrap();
-            log.append(&[rec("c", &[3])], false).unwrap();
-        }
-        store.corrupt(&name, 100).unwrap();
-        let log = CommitLog::open(store.clone(), "d", opts(1 << 20)).unwrap();
-        let (all, rep) = replay_all(&log, 0);
-        assert_eq!(seqs_of(&all), vec![1, 3]);
-        assert_eq!(rep.corrupt_regions, 1);
-        assert!(rep.bytes_dropped > 30_000);
-    }
-
-    #[test]
-    fn replay_dir_merges_and_elides_duplicates() {
-        let store = MemStore::new();
-        let mut a = LogWriter::new(store.create("x/000001.log").unwrap(), "a");
-        let mut b = LogWriter::new(store.create("x/000002.log").unwrap(), "b");
-        let enc = |s: &[u64]| rec("r", s).encode();
-        a.add_records(&[enc(&[1]), enc(&[2]), enc(&[5])], false)
-            .unwrap();
-        b.add_records(&[enc(&[2]), enc(&[3]), enc(&[4]), enc(&[6])], false)
-            .unwrap();
-        store.create("x/notes.txt").unwrap();
-        let mut seen = Vec::new();
-        let rep = replay_dir(&store, "x", 0, |r| {
-            seen.push(r.seq_range().unwrap().0);
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(seen, vec![1, 2, 3, 4, 5, 6]);
-        assert_eq!((rep.files, rep.records, rep.duplicates), (2, 7, 1));
-        // An error from the callback stops the replay.
-        let err = replay_dir(&store, "x", 0, |_| Err(Error::ShuttingDown));
-        assert!(matches!(err, Err(Error::ShuttingDown)));
-    }
-
-    #[test]
-    fn commit_log_is_send_and_sync() {
-        fn check<T: Send + Sync>() {}
-        check::<CommitLog>();
-    }
+    Err(last_err.unwrap_or(Error::ShuttingDown))
 }

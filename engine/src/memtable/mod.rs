@@ -146,19 +146,11 @@ impl InternalIterator for MemtableIterator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::iterator::drain;
     use crate::key::Kind;
 
     fn k(row: &str, ts: u64, seq: u64) -> Vec<u8> {
         key::encode(row.as_bytes(), b"f", b"q", ts, seq, Kind::Put)
-    }
-
-    fn collect(it: &mut MemtableIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
-        let mut out = Vec::new();
-        while it.valid() {
-            out.push((it.key().to_vec(), it.value().to_vec()));
-            it.next().unwrap();
-        }
-        out
     }
 
     #[test]
@@ -175,7 +167,7 @@ mod tests {
         let mut it = m.iter();
         assert!(!it.valid());
         it.seek_to_first().unwrap();
-        let all = collect(&mut it);
+        let all = drain(&mut it);
         let vals: Vec<&[u8]> = all.iter().map(|(_, v)| v.as_slice()).collect();
         // Newer timestamp first within a column, rows ascending.
         assert_eq!(vals, vec![&b"a2"[..], b"a1", b"b1"]);
@@ -245,6 +237,6 @@ mod tests {
         assert_eq!(m.max_seq(), 3500);
         let mut it = m.iter();
         it.seek_to_first().unwrap();
-        assert_eq!(collect(&mut it).len(), 2000);
+        assert_eq!(drain(&mut it).len(), 2000);
     }
 }

@@ -18,7 +18,7 @@ pub use crate::metadata::{TableDef, TabletMeta};
 pub use crate::options::TabletInfo;
 pub use chubby::Sequencer;
 
-use crate::data::{Cell, RowMutation};
+use crate::data::{Cell, ColumnRead, RowMutation, Written};
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
 use crate::txn::{RowTxn, TxnOutcome};
@@ -38,43 +38,71 @@ pub type ScanPart = (Box<dyn CellSource>, Option<Vec<u8>>);
 /// A tablet server as its clients and the master see it. Every request
 /// names a tablet; a server that does not serve it answers
 /// [`crate::Error::NotServing`], and the caller looks the tablet up again.
-pub trait TabletService: Send + Sync {
+///
+/// Its requests come in six traits by job, so that a tablet server
+/// implements each in the file that does that job (no layer of forwarding
+/// between the protocol and the work); one in another daemon implements
+/// them over the network. Every type implementing all six is a
+/// `TabletService`.
+pub trait TabletService:
+    TabletLifecycle + TabletWrites + TabletReads + TabletAssignment + TabletMaintenance + TabletStatus
+{
+}
+
+impl<T> TabletService for T where
+    T: TabletLifecycle
+        + TabletWrites
+        + TabletReads
+        + TabletAssignment
+        + TabletMaintenance
+        + TabletStatus
+{
+}
+
+/// Who the server is, and whether it serves.
+pub trait TabletLifecycle: Send + Sync {
     /// The server's name (its file in the lock service's servers directory).
     fn name(&self) -> &str;
     /// Whether it still holds its lock and takes requests.
     fn is_serving(&self) -> bool;
+    /// fsyncs the commit log.
+    fn sync(&self) -> Result<()>;
+    /// Stops serving at once: the master has declared the server dead.
+    fn fence(&self);
+    /// Simulates the loss of the server's machine (operators' `kill`).
+    fn kill(&self) -> Result<()>;
+}
 
-    // ------------------------------------------------------------ data
-
-    /// Applies validated row mutations, all in tablet `tablet`. With a
-    /// `fence`, the write is refused unless that lock is still held.
+/// Writes to one tablet.
+pub trait TabletWrites: Send + Sync {
+    /// Applies validated row mutations, all in tablet `tablet`, each row
+    /// atomically; returns what they wrote. With a `fence`, the write is
+    /// refused unless that lock is still held.
     fn apply(
         &self,
         tablet: u64,
         ms: &[RowMutation],
         sync: bool,
         fence: Option<&Sequencer>,
-    ) -> Result<()>;
+    ) -> Result<Written>;
     /// Runs validated row transactions (check-and-mutate,
     /// read-modify-write), all in tablet `tablet`, in order.
     fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>>;
+}
+
+/// Reads of one tablet.
+pub trait TabletReads: Send + Sync {
     /// One row's cells as `spec` selects them.
     fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>>;
     /// The versions of one column of one row, newest first.
-    fn read_column(
-        &self,
-        tablet: u64,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-        max_versions: Option<u32>,
-    ) -> Result<Vec<Cell>>;
+    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>>;
     /// Tablet `tablet`'s part of a scan, from a snapshot taken now, and the
     /// tablet's end row (None for the table's last tablet).
     fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<ScanPart>;
+}
 
-    // ------------------------------------------------------------ master
-
+/// What the master asks: which tablets the server serves.
+pub trait TabletAssignment: Send + Sync {
     /// Starts serving a tablet (recovering its log if it has one to redo).
     fn load(&self, meta: TabletMeta) -> Result<()>;
     /// Stops serving a tablet after a minor compaction; returns its state.
@@ -85,25 +113,10 @@ pub trait TabletService: Send + Sync {
     /// with this definition from now on (a server in another daemon than
     /// the master's has no other way to learn it at once).
     fn learn_table(&self, def: &TableDef) -> Result<()>;
-    /// Stops serving at once: the master has declared the server dead.
-    fn fence(&self);
-    /// The tablets served now.
-    fn tablet_ids(&self) -> Result<Vec<u64>>;
-    /// The tablets served now with their loads and files.
-    fn served(&self) -> Result<Vec<ServedTablet>>;
-    /// SSTables its daemon is writing that METADATA does not name yet.
-    fn files_in_flight(&self) -> Result<Vec<u64>>;
-    /// Figures for balancing and status.
-    fn report(&self) -> Result<ServerReport>;
+}
 
-    // ------------------------------------------------------------ operators
-
-    /// The served tablets with their sizes.
-    fn tablet_infos(&self) -> Result<Vec<TabletInfo>>;
-    /// Requests served by tablet `id` since it was loaded.
-    fn tablet_requests(&self, id: u64) -> Result<u64>;
-    /// fsyncs the commit log.
-    fn sync(&self) -> Result<()>;
+/// Compactions and splits asked for now (they also happen in the background).
+pub trait TabletMaintenance: Send + Sync {
     /// Writes out the memtables of `table`'s tablets (all if None).
     fn flush(&self, table: Option<u64>) -> Result<()>;
     /// Compacts every served tablet of `table`.
@@ -112,12 +125,26 @@ pub trait TabletService: Send + Sync {
     fn split_now(&self, table: u64) -> Result<()>;
     /// Splits served tablets of `table` at those of `rows` inside them.
     fn split_at_rows(&self, table: u64, rows: &[Vec<u8>]) -> Result<()>;
+}
+
+/// Figures for the master's balancing and for operators.
+pub trait TabletStatus: Send + Sync {
+    /// The tablets served now.
+    fn tablet_ids(&self) -> Result<Vec<u64>>;
+    /// The tablets served now with their loads and files.
+    fn served(&self) -> Result<Vec<ServedTablet>>;
+    /// SSTables its daemon is writing that METADATA does not name yet.
+    fn files_in_flight(&self) -> Result<Vec<u64>>;
+    /// Figures for balancing and status.
+    fn report(&self) -> Result<ServerReport>;
+    /// The served tablets with their sizes.
+    fn tablet_infos(&self) -> Result<Vec<TabletInfo>>;
+    /// Requests served by tablet `id` since it was loaded.
+    fn tablet_requests(&self, id: u64) -> Result<u64>;
     /// Group-commit figures of the server's log.
     fn group_commit_stats(&self) -> Result<GroupCommitStats>;
     /// Group-commit and log figures as `key=value` words.
     fn commit_line(&self) -> Result<String>;
-    /// Simulates the loss of the server's machine (operators' `kill`).
-    fn kill(&self) -> Result<()>;
 }
 
 /// The master as tablet servers and the `Bigtable` handle see it.

@@ -13,6 +13,7 @@ use crate::merge::MergingIterator;
 use crate::metadata::{
     tablet_row_cells, tablet_row_key, SstMeta, TabletMeta, FAMILY_LOG, METADATA_ID, Q_EVENT,
 };
+use crate::protocol::{TabletLifecycle, TabletMaintenance};
 use crate::tablet::{next_files_version, ClipIterator, Sst, Tablet, TabletVersion};
 use crate::{Error, Mutation, Result};
 use std::cell::RefCell;
@@ -57,7 +58,7 @@ impl TabletServer {
                     let _ = self.wake_rx.recv_timeout(Duration::from_millis(200));
                 }
             }
-            self.set_activity(&key, None);
+            self.activity.set(&key, None);
         }
     }
 
@@ -67,7 +68,7 @@ impl TabletServer {
         let say = |what: &str, s: &Served| {
             let text = format!("{what} tablet={} table={}", s.tablet.id, s.table.name);
             JOB.with(|j| *j.borrow_mut() = Some((key.to_string(), text.clone())));
-            self.set_activity(key, Some(text))
+            self.activity.set(key, Some(text))
         };
         // 1. Frozen memtables first: they hold writes back and pin the log.
         for s in &all {
@@ -155,7 +156,7 @@ impl TabletServer {
     fn progress(&self, written: u64, total: u64) {
         JOB.with(|j| {
             if let Some((key, text)) = &*j.borrow() {
-                self.set_activity(
+                self.activity.set(
                     key,
                     Some(format!(
                         "{text} entries_written={written} input_entries={total}"
@@ -231,10 +232,7 @@ impl TabletServer {
             files,
         })?;
         self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        {
-            let _g = self.stall_lock.lock();
-            self.stall_cv.notify_all();
-        }
+        self.stall.release();
         self.delete_obsolete_logs()
     }
 
@@ -458,7 +456,7 @@ impl TabletServer {
         // Numbered before the gate closes: taking a number may wait for
         // the lock service.
         let (id_a, id_b) = (self.env.numbers.next_id()?, self.env.numbers.next_id()?);
-        let _gate = s.gate.write();
+        let _gate = s.close();
         if t.retired.load(Ordering::Acquire) {
             return Ok(false);
         }
@@ -482,14 +480,7 @@ impl TabletServer {
         };
         let a = make(id_a, t.start.clone(), Some(row.clone()));
         let b = make(id_b, row.clone(), t.end.clone());
-        let served = |x: Arc<Tablet>| {
-            Arc::new(Served {
-                tablet: x,
-                table: s.table.clone(),
-                gate: Default::default(),
-                requests: Default::default(),
-            })
-        };
+        let served = |x: Arc<Tablet>| Arc::new(Served::new(x, s.table.clone()));
         let (a, b) = (served(a), served(b));
         let key_of = |x: &Tablet| x.start.escape_ascii().to_string();
         // The left half's new row first, then the right half takes over the
@@ -506,18 +497,14 @@ impl TabletServer {
             .load(Ordering::Acquire)
         {
             log::warn!("{}: test hook: dying in the middle of a split", self.name);
-            self.kill();
+            self.kill()?;
             return Err(self.not_serving(t.id));
         }
         self.record(
             &b.meta(&self.log_dir),
             Some(&format!("split from {}", t.id)),
         )?;
-        self.tablets.update(|tablets| {
-            tablets.remove(&t.id);
-            tablets.insert(a.tablet.id, a.clone());
-            tablets.insert(b.tablet.id, b.clone());
-        });
+        self.tablets.split(t.id, a.clone(), b.clone());
         t.retired.store(true, Ordering::Release);
         self.counters.splits.fetch_add(1, Ordering::Relaxed);
         if !self
@@ -534,11 +521,21 @@ impl TabletServer {
         Ok(true)
     }
 
-    // ---------------------------------------------------------------- admin
+    /// Whether a tablet is to be split: past the split size, and holding no
+    /// file it shares with a sibling. Until a split's halves have rewritten
+    /// their shared files, their sizes count those files whole (HBase does
+    /// not split a region holding references either).
+    fn wants_split(&self, s: &Served) -> bool {
+        let t = &s.tablet;
+        let v = t.version();
+        !is_root(t) && t.sstable_bytes(&v) > self.env.opts.split_bytes && !t.has_foreign_files(&v)
+    }
+}
 
+impl TabletMaintenance for TabletServer {
     /// Freezes and writes out the memtables of the tablets of `table` (all
     /// tablets if None).
-    pub fn flush(&self, table: Option<u64>) -> Result<()> {
+    fn flush(&self, table: Option<u64>) -> Result<()> {
         self.live()?;
         for s in self.served_tablets() {
             if table.is_some_and(|id| id != s.table.id) {
@@ -572,7 +569,7 @@ impl TabletServer {
     }
 
     /// Compacts the served tablets of `table`.
-    pub fn compact(&self, table: u64, major: bool) -> Result<()> {
+    fn compact(&self, table: u64, major: bool) -> Result<()> {
         self.flush(Some(table))?;
         for s in self.served_tablets() {
             if s.table.id != table {
@@ -601,7 +598,7 @@ impl TabletServer {
 
     /// Splits the served tablets of `table` at each of `rows` that falls
     /// strictly inside one of them (a new table's initial splits).
-    pub fn split_at_rows(&self, table: u64, rows: &[Vec<u8>]) -> Result<()> {
+    fn split_at_rows(&self, table: u64, rows: &[Vec<u8>]) -> Result<()> {
         self.live()?;
         for row in rows {
             let inside = |t: &Tablet| {
@@ -623,20 +620,10 @@ impl TabletServer {
         Ok(())
     }
 
-    /// Whether a tablet is to be split: past the split size, and holding no
-    /// file it shares with a sibling. Until a split's halves have rewritten
-    /// their shared files, their sizes count those files whole (HBase does
-    /// not split a region holding references either).
-    fn wants_split(&self, s: &Served) -> bool {
-        let t = &s.tablet;
-        let v = t.version();
-        !is_root(t) && t.sstable_bytes(&v) > self.env.opts.split_bytes && !t.has_foreign_files(&v)
-    }
-
     /// Splits the served tablets of `table` past the split threshold now;
     /// their halves split again, if they are still too large, once they
     /// have rewritten the files they share.
-    pub fn split_now(&self, table: u64) -> Result<()> {
+    fn split_now(&self, table: u64) -> Result<()> {
         self.live()?;
         loop {
             let mut did = false;

@@ -10,10 +10,12 @@
 use super::publish::{Batch, Publisher};
 use super::{Served, TabletServer};
 use crate::data::*;
+use crate::group_commit::{GroupCommit, GroupCommitStats, Turn};
 use crate::key;
 use crate::log::{CommitLog, Encoded, LogRecord};
 use crate::memtable::Memtable;
 use crate::mutation;
+use crate::protocol::{TabletLifecycle, TabletWrites};
 use crate::tablet::{Tablet, TabletVersion};
 use crate::txn::{Guard, Reach, RowOp, RowTxn, TxnOutcome};
 use crate::{Error, Result};
@@ -39,16 +41,9 @@ const MAX_IMMUTABLE: usize = 4;
 /// waiting behind one still ends in sleep.)
 const YIELD_FOR_COMMIT_LOCK: Duration = Duration::from_micros(500);
 
-/// The row-lock stripes a write holds (one, for a single row, without a Vec).
-#[allow(dead_code)] // held for their Drop
-enum RowLocks<'a> {
-    One(MutexGuard<'a, ()>),
-    Many(Vec<MutexGuard<'a, ()>>),
-}
-
 /// One row's part of a write: its tablet, its entries and their log record,
 /// both with sequence numbers 0.. that the commit leader rebases.
-pub(super) struct Pending {
+struct Pending {
     tablet: Arc<Tablet>,
     entries: Vec<Entry>,
     /// Encoded before the commit lock is taken.
@@ -59,17 +54,19 @@ pub(super) struct Pending {
 }
 
 /// What one caller commits.
-pub(super) struct WriteGroup {
+struct WriteGroup {
     rows: Vec<Pending>,
-    pub(super) bytes: usize,
+    bytes: usize,
     /// Sequence numbers from this batch on must exceed this (a tablet loaded
     /// from elsewhere brings the numbers it already used).
     floor: u64,
 }
 
-/// The commit log, the sequence counters and the commit lock.
+/// The commit log, group commit, the sequence counters and the commit lock.
 pub(super) struct CommitCore {
     log: CommitLog,
+    /// Batches the writes that wait for a sync (see [`CommitCore::commit`]).
+    group: GroupCommit<WriteGroup, Ticket>,
     /// Next sequence number to assign (touched only under `open`).
     next_seq: AtomicU64,
     /// The visible sequence number: reads use it as their snapshot.
@@ -125,9 +122,15 @@ impl Drop for Ticket {
 }
 
 impl CommitCore {
-    pub(super) fn new(log: CommitLog, memtable_bytes: usize, wake_tx: Sender<()>) -> CommitCore {
+    pub(super) fn new(
+        log: CommitLog,
+        memtable_bytes: usize,
+        wake_tx: Sender<()>,
+        batch_window: Duration,
+    ) -> CommitCore {
         CommitCore {
             log,
+            group: GroupCommit::new(8 << 20, |g: &WriteGroup| g.bytes).with_window(batch_window),
             next_seq: AtomicU64::new(1),
             publisher: Arc::default(),
             memtable_bytes,
@@ -156,7 +159,38 @@ impl CommitCore {
     }
 
     pub(super) fn sync(&self) -> Result<()> {
-        self.log.append(&[], true)
+        self.log.append(Vec::new(), 0, true)
+    }
+
+    pub(super) fn group_stats(&self) -> GroupCommitStats {
+        self.group.stats()
+    }
+
+    /// Commits one caller's rows. A synced write waits for an fsync, which
+    /// group commit shares; an unsynced one logs its own rows (handing them
+    /// to a leader and being woken again cost more than its own write),
+    /// except where every append is a request to a remote store: there
+    /// batching is what pays, synced or not.
+    fn commit(&self, group: WriteGroup, sync: bool) -> Result<Ticket> {
+        if sync || self.log.durable_appends() {
+            self.commit_grouped(group, true)
+        } else {
+            self.commit_one(group)
+        }
+    }
+
+    /// Commits `group` with the others queued meanwhile: the caller that
+    /// gets the lead writes the batch for all of them (LevelDB's
+    /// `DBImpl::Write`).
+    fn commit_grouped(&self, group: WriteGroup, sync: bool) -> Result<Ticket> {
+        match self.group.submit(group, sync) {
+            Turn::Done(ticket) => ticket,
+            Turn::Lead(mut leader) => {
+                let (groups, sync) = leader.take();
+                let written = self.lead(groups, sync);
+                leader.finish(written)
+            }
+        }
     }
 
     pub(super) fn log(&self) -> &CommitLog {
@@ -165,19 +199,19 @@ impl CommitCore {
 
     /// Commits one unsynced write alone, like a batch of one (logged after
     /// the commit lock is released when a log lane is idle).
-    pub(super) fn commit_one(&self, group: WriteGroup) -> Result<Ticket> {
+    fn commit_one(&self, group: WriteGroup) -> Result<Ticket> {
         self.lead(vec![group], false)?
             .pop()
             .ok_or_else(|| Error::corruption("commit: no ticket for a write"))
     }
 
-    /// Logs one batch (run by a group-commit leader, or by
+    /// Logs one batch (by a group-commit leader, or by
     /// [`CommitCore::commit_one`]): under the commit lock, assign sequence
     /// numbers, take a log lane, choose each row's memtable (freezing the
     /// ones this batch fills); then write the log once. Each writer then
     /// inserts its own entries ([`Ticket::finish`]) while the next batch is
     /// being logged.
-    pub(super) fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<Ticket>> {
+    fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<Ticket>> {
         // Where appends are durable as they return, a synced batch needs no
         // sync (nor to wait for the other lane's write to sync it too).
         let sync = sync && !self.log.durable_appends();
@@ -233,7 +267,7 @@ impl CommitCore {
                     if sync {
                         self.log.wait_inline();
                     }
-                    self.log.append_encoded(payloads, max_seq, sync)?;
+                    self.log.append(payloads, max_seq, sync)?;
                 }
             }
         }
@@ -322,46 +356,86 @@ pub(super) fn clone_version(v: &TabletVersion) -> TabletVersion {
     }
 }
 
+impl TabletWrites for TabletServer {
+    /// Applies validated row mutations, all in tablet `tablet`. With a
+    /// `fence`, the write is refused unless that lock is still held (how
+    /// METADATA refuses a server that has been declared dead).
+    fn apply(
+        &self,
+        tablet: u64,
+        ms: &[RowMutation],
+        sync: bool,
+        fence: Option<&Sequencer>,
+    ) -> Result<Written> {
+        if ms.is_empty() {
+            return Ok(Written::default());
+        }
+        let s = self.route(tablet, ms.iter().map(|m| m.row.as_slice()))?;
+        let _gate = s.admit();
+        if fence.is_some_and(|f| !self.env.lock.check_sequencer(f)) {
+            return Err(Error::Lock(
+                "the writer's lock is no longer held (fenced)".into(),
+            ));
+        }
+        let _locks = self
+            .row_locks
+            .lock(s.table.id, ms.iter().map(|m| m.row.as_slice()));
+        self.commit_rows(&s, ms, sync)
+    }
+
+    /// Runs validated row transactions, all in tablet `tablet`, in order.
+    fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
+        let s = self.route(tablet, txns.iter().map(|t| t.row.as_slice()))?;
+        let _gate = s.admit();
+        let mut out = Vec::with_capacity(txns.len());
+        // Plain transactions are committed together; one that reads the row
+        // first flushes what is pending so it sees earlier ones.
+        let mut plain: Vec<RowMutation> = Vec::new();
+        for t in txns {
+            let simple = t.guard.is_none() && t.ops.iter().all(|o| matches!(o, RowOp::Mutate(_)));
+            if simple {
+                plain.push(RowMutation {
+                    row: t.row.clone(),
+                    mutations: t
+                        .ops
+                        .iter()
+                        .filter_map(|o| match o {
+                            RowOp::Mutate(m) => Some(m.clone()),
+                            _ => None,
+                        })
+                        .collect(),
+                });
+                out.push(TxnOutcome {
+                    guard_held: true,
+                    results: Vec::new(),
+                });
+                continue;
+            }
+            self.flush_plain(&s, &mut plain, sync)?;
+            let _lock = self
+                .row_locks
+                .lock(s.table.id, std::iter::once(t.row.as_slice()));
+            let (m, outcome) = self.resolve_txn(&s, t)?;
+            if !m.mutations.is_empty() {
+                self.commit_rows(&s, &[&m], sync)?;
+            }
+            out.push(outcome);
+        }
+        self.flush_plain(&s, &mut plain, sync)?;
+        Ok(out)
+    }
+}
+
 impl TabletServer {
     /// Makes every later sequence number exceed `floor`, and waits until
     /// reads see everything up to it.
     pub(super) fn raise_floor(&self, floor: u64) -> Result<()> {
-        self.commit
-            .submit(
-                WriteGroup {
-                    rows: Vec::new(),
-                    bytes: 0,
-                    floor,
-                },
-                false,
-            )
-            .map(Ticket::finish)
-    }
-
-    fn stripe(&self, table: u64, row: &[u8]) -> usize {
-        let h = seahash::hash(row) ^ table.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (h % self.row_locks.len() as u64) as usize
-    }
-
-    /// Locks the stripes of all `rows`, in index order so lockers never deadlock.
-    fn lock_rows<'a, 'r>(
-        &'a self,
-        table: u64,
-        rows: impl Iterator<Item = &'r [u8]>,
-    ) -> RowLocks<'a> {
-        let mut idx: Vec<usize> = Vec::new();
-        let mut rows = rows.map(|r| self.stripe(table, r));
-        let Some(first) = rows.next() else {
-            return RowLocks::Many(Vec::new());
+        let group = WriteGroup {
+            rows: Vec::new(),
+            bytes: 0,
+            floor,
         };
-        let Some(second) = rows.next() else {
-            return RowLocks::One(self.row_locks[first].lock());
-        };
-        idx.extend([first, second]);
-        idx.extend(rows);
-        idx.sort_unstable();
-        idx.dedup();
-        RowLocks::Many(idx.into_iter().map(|i| self.row_locks[i].lock()).collect())
+        self.core.commit_grouped(group, false).map(Ticket::finish)
     }
 
     /// The served tablet `id` if it holds every row of `rows`.
@@ -376,14 +450,23 @@ impl TabletServer {
 
     /// Commits validated row mutations. The caller holds the tablet's gate
     /// (shared) and the rows' locks.
-    fn commit_rows<M: Borrow<RowMutation>>(&self, s: &Served, ms: &[M], sync: bool) -> Result<()> {
+    fn commit_rows<M: Borrow<RowMutation>>(
+        &self,
+        s: &Served,
+        ms: &[M],
+        sync: bool,
+    ) -> Result<Written> {
         if s.tablet.retired.load(Ordering::Acquire) {
             return Err(self.not_serving(s.tablet.id));
         }
         let mut rows = Vec::with_capacity(ms.len());
+        let mut written = Written::default();
         for m in ms {
             let m = m.borrow();
             let ts = self.env.next_timestamp();
+            // Timestamps only grow, but a row may name its own.
+            written.timestamp = written.timestamp.max(ts);
+            written.bytes += mutation::value_bytes(m);
             let record = LogRecord {
                 table: s.table.id.to_string(),
                 entries: mutation::to_entries(m, 0, ts),
@@ -410,20 +493,10 @@ impl TabletServer {
             bytes,
             floor: 0,
         };
-        // A synced write waits for an fsync, which group commit shares; an
-        // unsynced one logs its own rows (handing them to a leader and
-        // being woken again cost more than its own write), except where
-        // every append is a request to a remote store: there batching is
-        // what pays, synced or not.
-        let ticket = if sync || self.core.log().durable_appends() {
-            self.commit.submit(group, true)?
-        } else {
-            self.core.commit_one(group)?
-        };
-        ticket.finish();
+        self.core.commit(group, sync)?.finish();
         self.counters.writes.add(ms.len() as u64);
         s.requests.add(ms.len() as u64);
-        Ok(())
+        Ok(written)
     }
 
     /// Back-pressure: wait while the tablet has too many frozen memtables.
@@ -438,85 +511,20 @@ impl TabletServer {
         }
         self.counters.stalls.fetch_add(1, Ordering::Relaxed);
         self.wake();
-        let mut g = self.stall_lock.lock();
-        while full() && self.is_serving() {
-            self.stall_cv.wait_for(&mut g, Duration::from_millis(50));
-        }
+        self.stall.wait_while(|| full() && self.is_serving());
     }
 
     pub(super) fn freeze(&self, t: &Tablet) {
         self.core.freeze(t);
     }
 
-    /// Applies validated row mutations, all in tablet `tablet`. With a
-    /// `fence`, the write is refused unless that lock is still held (how
-    /// METADATA refuses a server that has been declared dead).
-    pub fn apply(
-        &self,
-        tablet: u64,
-        ms: &[RowMutation],
-        sync: bool,
-        fence: Option<&Sequencer>,
-    ) -> Result<()> {
-        if ms.is_empty() {
-            return Ok(());
-        }
-        let s = self.route(tablet, ms.iter().map(|m| m.row.as_slice()))?;
-        let _gate = s.gate.read();
-        if fence.is_some_and(|f| !self.env.lock.check_sequencer(f)) {
-            return Err(Error::Lock(
-                "the writer's lock is no longer held (fenced)".into(),
-            ));
-        }
-        let _locks = self.lock_rows(s.table.id, ms.iter().map(|m| m.row.as_slice()));
-        self.commit_rows(&s, ms, sync)
-    }
-
-    /// Runs validated row transactions, all in tablet `tablet`, in order.
-    pub fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
-        let s = self.route(tablet, txns.iter().map(|t| t.row.as_slice()))?;
-        let _gate = s.gate.read();
-        let mut out = Vec::with_capacity(txns.len());
-        // Plain transactions are committed together; one that reads the row
-        // first flushes what is pending so it sees earlier ones.
-        let mut plain: Vec<RowMutation> = Vec::new();
-        for t in txns {
-            let simple = t.guard.is_none() && t.ops.iter().all(|o| matches!(o, RowOp::Mutate(_)));
-            if simple {
-                plain.push(RowMutation {
-                    row: t.row.clone(),
-                    mutations: t
-                        .ops
-                        .iter()
-                        .filter_map(|o| match o {
-                            RowOp::Mutate(m) => Some(m.clone()),
-                            _ => None,
-                        })
-                        .collect(),
-                });
-                out.push(TxnOutcome {
-                    guard_held: true,
-                    results: Vec::new(),
-                });
-                continue;
-            }
-            self.flush_plain(&s, &mut plain, sync)?;
-            let _lock = self.lock_rows(s.table.id, std::iter::once(t.row.as_slice()));
-            let (m, outcome) = self.resolve_txn(&s, t)?;
-            if !m.mutations.is_empty() {
-                self.commit_rows(&s, &[&m], sync)?;
-            }
-            out.push(outcome);
-        }
-        self.flush_plain(&s, &mut plain, sync)?;
-        Ok(out)
-    }
-
     fn flush_plain(&self, s: &Served, plain: &mut Vec<RowMutation>, sync: bool) -> Result<()> {
         if plain.is_empty() {
             return Ok(());
         }
-        let _locks = self.lock_rows(s.table.id, plain.iter().map(|m| m.row.as_slice()));
+        let _locks = self
+            .row_locks
+            .lock(s.table.id, plain.iter().map(|m| m.row.as_slice()));
         self.commit_rows(s, plain, sync)?;
         plain.clear();
         Ok(())

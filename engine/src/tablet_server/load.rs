@@ -11,7 +11,8 @@ use super::{Served, TabletServer};
 use crate::client::read_table_defs;
 use crate::compaction::open_sst;
 use crate::memtable::Memtable;
-use crate::metadata::{TabletMeta, METADATA_ID};
+use crate::metadata::{TableDef, TabletMeta, METADATA_ID};
+use crate::protocol::TabletAssignment;
 use crate::recovery;
 use crate::tablet::{next_files_version, Sst, Tablet, TabletVersion};
 use crate::{key, Error, Result};
@@ -19,10 +20,51 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 impl TabletServer {
+    /// Raises the daemon's clock to the newest timestamp among `newest` (of
+    /// the tablet's files and redone entries) that a server may have
+    /// assigned, before the tablet takes writes: its last server's clock may
+    /// have run ahead of this one's. Split halves need nothing more: they
+    /// stay on their server (one clock), and their inherited memtables
+    /// reach a next server as files or as redone log entries, both counted.
+    fn raise_clock(&self, tablet: u64, mut newest: Vec<u64>) {
+        newest.sort_unstable_by(|a, b| b.cmp(a));
+        let mut beyond = None;
+        for ts in newest {
+            match self.env.raise_clock(ts) {
+                None => {
+                    beyond.get_or_insert(ts);
+                }
+                Some(jump) => {
+                    if jump > 0 {
+                        let c = &self.counters;
+                        c.clock_raised.fetch_add(1, Ordering::Relaxed);
+                        c.clock_raise_max_us.fetch_max(jump, Ordering::Relaxed);
+                        log::info!(
+                            "{}: tablet {tablet} holds cells stamped up to {jump} us ahead of \
+                             this clock; raised it",
+                            self.name
+                        );
+                    }
+                    break;
+                }
+            }
+        }
+        if let Some(ts) = beyond {
+            log::info!(
+                "{}: tablet {tablet} holds a cell stamped {ts}, more than {} s ahead of this \
+                 clock: a timestamp a user chose, so the clock is not raised to it",
+                self.name,
+                crate::env::Env::MAX_CLOCK_SKEW_MICROS / 1_000_000
+            );
+        }
+    }
+}
+
+impl TabletAssignment for TabletServer {
     /// Starts serving the tablet `meta` describes.
-    pub fn load(&self, meta: TabletMeta) -> Result<()> {
+    fn load(&self, meta: TabletMeta) -> Result<()> {
         self.live()?;
-        if self.tablets.contains_key(&meta.id) {
+        if self.tablets.contains(meta.id) {
             return Ok(());
         }
         let table = match self.env.catalog.by_id(meta.table) {
@@ -69,12 +111,7 @@ impl TabletServer {
                 files,
             },
         ));
-        let served = Arc::new(Served {
-            tablet: tablet.clone(),
-            table,
-            gate: Default::default(),
-            requests: Default::default(),
-        });
+        let served = Arc::new(Served::new(tablet.clone(), table));
         let mut event = "began serving".to_string();
         // Recovered SSTables stay in flight until METADATA lists them.
         let mut fresh: Vec<u64> = Vec::new();
@@ -84,7 +121,7 @@ impl TabletServer {
             let mut newest_redone = None;
             let activity = format!("load{}", meta.id);
             let doing = format!("recovery tablet={} log={}", meta.id, redo.log);
-            self.set_activity(&activity, Some(doing.clone()));
+            self.activity.set(&activity, Some(doing.clone()));
             let mut redone = 0u64;
             let read = recovery::read_tablet(
                 &self.env.store,
@@ -104,14 +141,12 @@ impl TabletServer {
                     redone += 1;
                     // How far along, for the status files and page.
                     if redone.is_multiple_of(16 << 10) {
-                        self.set_activity(
-                            &activity,
-                            Some(format!("{doing} entries_redone={redone}")),
-                        );
+                        self.activity
+                            .set(&activity, Some(format!("{doing} entries_redone={redone}")));
                     }
                 },
             );
-            self.set_activity(&format!("load{}", meta.id), None);
+            self.activity.set(&format!("load{}", meta.id), None);
             let read = read?;
             let n = mem.len() as u64;
             self.counters
@@ -147,7 +182,7 @@ impl TabletServer {
         let recorded = self.record_as(&served.meta(&self.log_dir), Some(&event), true, &self.quick);
         self.env.numbers.release(fresh);
         recorded?;
-        self.tablets.insert(meta.id, served);
+        self.tablets.insert(served);
         self.counters.loads.fetch_add(1, Ordering::Relaxed);
         log::info!(
             "{}: serving tablet {} of table {}",
@@ -158,52 +193,13 @@ impl TabletServer {
         Ok(())
     }
 
-    /// Raises the daemon's clock to the newest timestamp among `newest` (of
-    /// the tablet's files and redone entries) that a server may have
-    /// assigned, before the tablet takes writes: its last server's clock may
-    /// have run ahead of this one's. Split halves need nothing more: they
-    /// stay on their server (one clock), and their inherited memtables
-    /// reach a next server as files or as redone log entries, both counted.
-    fn raise_clock(&self, tablet: u64, mut newest: Vec<u64>) {
-        newest.sort_unstable_by(|a, b| b.cmp(a));
-        let mut beyond = None;
-        for ts in newest {
-            match self.env.raise_clock(ts) {
-                None => {
-                    beyond.get_or_insert(ts);
-                }
-                Some(jump) => {
-                    if jump > 0 {
-                        let c = &self.counters;
-                        c.clock_raised.fetch_add(1, Ordering::Relaxed);
-                        c.clock_raise_max_us.fetch_max(jump, Ordering::Relaxed);
-                        log::info!(
-                            "{}: tablet {tablet} holds cells stamped up to {jump} us ahead of \
-                             this clock; raised it",
-                            self.name
-                        );
-                    }
-                    break;
-                }
-            }
-        }
-        if let Some(ts) = beyond {
-            log::info!(
-                "{}: tablet {tablet} holds a cell stamped {ts}, more than {} s ahead of this \
-                 clock: a timestamp a user chose, so the clock is not raised to it",
-                self.name,
-                crate::env::Env::MAX_CLOCK_SKEW_MICROS / 1_000_000
-            );
-        }
-    }
-
     /// Stops serving tablet `id` after writing its memtables out; returns
     /// its final descriptor (no redo point: nothing is left in the log).
-    pub fn unload(&self, id: u64) -> Result<TabletMeta> {
+    fn unload(&self, id: u64) -> Result<TabletMeta> {
         let s = self.served(id)?;
         let t = &s.tablet;
         let _claim = t.claim();
-        let _gate = s.gate.write();
+        let _gate = s.close();
         if t.retired.load(Ordering::Acquire) {
             return Err(self.not_serving(id));
         }
@@ -229,18 +225,24 @@ impl TabletServer {
             t.retired.store(false, Ordering::Release);
             return Err(e);
         }
-        self.tablets.remove(&id);
+        self.tablets.remove(id);
         self.counters.unloads.fetch_add(1, Ordering::Relaxed);
         Ok(meta)
     }
 
     /// Stops serving tablet `id` at once, without a compaction (its table
     /// was dropped).
-    pub fn drop_tablet(&self, id: u64) {
-        if let Some(s) = self.tablets.remove(&id) {
-            let _gate = s.gate.write();
+    fn drop_tablet(&self, id: u64) -> Result<()> {
+        if let Some(s) = self.tablets.remove(id) {
+            let _gate = s.close();
             s.tablet.retired.store(true, Ordering::Release);
         }
+        Ok(())
+    }
+
+    fn learn_table(&self, def: &TableDef) -> Result<()> {
+        self.env.catalog.put(def);
+        Ok(())
     }
 }
 

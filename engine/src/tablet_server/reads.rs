@@ -10,6 +10,7 @@ use crate::key;
 use crate::merge::MergingIterator;
 use crate::packed_row::PackedRow;
 use crate::point::ColumnLookup;
+use crate::protocol::{CellSource, ScanPart, TabletReads};
 use crate::read::CellReader;
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
@@ -131,28 +132,6 @@ impl TabletServer {
         Ok(sources)
     }
 
-    /// The visible cells of one row selected by `spec` (its row range is ignored).
-    pub fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        let s = self.read_target(tablet, row)?;
-        let snapshot = self.core.visible_seq();
-        let v = s.tablet.version();
-        let schema = s.table.schema();
-        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref())?;
-        let mut spec = spec.clone();
-        spec.rows = RowRange {
-            start: Bound::Included(row.to_vec()),
-            end: Bound::Included(row.to_vec()),
-        };
-        let reader = CellReader::new(
-            Box::new(MergingIterator::new(sources)),
-            &spec,
-            schema,
-            snapshot,
-            now_micros(),
-        )?;
-        reader.collect()
-    }
-
     /// Whether `filter` outputs any cell of `row` (a check-and-mutate predicate).
     pub(super) fn row_matches(
         &self,
@@ -160,52 +139,37 @@ impl TabletServer {
         row: &[u8],
         filter: &crate::filter::RowFilter,
     ) -> Result<bool> {
-        let snapshot = self.core.visible_seq();
-        let v = s.tablet.version();
-        let schema = s.table.schema();
-        let sources = self.row_sources(&v, &schema, row, None)?;
         let mut spec = ScanSpec::row(row);
         spec.filter = Some(filter.clone());
         spec.cell_limit = Some(1);
-        let mut reader = CellReader::new(
+        Ok(self.row_reader(s, row, &spec)?.next_cell()?.is_some())
+    }
+
+    /// One row of a served tablet as `spec` selects it (its row range is
+    /// the row), read from a snapshot taken now.
+    fn row_reader(&self, s: &Served, row: &[u8], spec: &ScanSpec) -> Result<CellReader> {
+        let snapshot = self.core.visible_seq();
+        let v = s.tablet.version();
+        let schema = s.table.schema();
+        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref())?;
+        CellReader::new(
             Box::new(MergingIterator::new(sources)),
-            &spec,
+            spec,
             schema,
             snapshot,
             now_micros(),
-        )?;
-        Ok(reader.next_cell()?.is_some())
-    }
-
-    /// The newest `max_versions` visible versions of one column (all if None).
-    pub fn read_column(
-        &self,
-        tablet: u64,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-        max_versions: Option<u32>,
-    ) -> Result<Vec<Cell>> {
-        check_row(row)?;
-        self.with_served(tablet, |s| {
-            if !s.tablet.contains(row) {
-                return Err(self.not_serving(tablet));
-            }
-            self.count_read(s);
-            self.column_of(s, row, family, qualifier, max_versions)
-        })
+        )
     }
 
     /// One column's versions: a point lookup in each source (see
     /// [`crate::point`]), or the general reader for a column with many versions.
-    fn column_of(
-        &self,
-        s: &Served,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-        max_versions: Option<u32>,
-    ) -> Result<Vec<Cell>> {
+    fn column_of(&self, s: &Served, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
+        let ColumnRead {
+            row,
+            family,
+            qualifier,
+            max_versions,
+        } = column;
         let snapshot = self.core.visible_seq();
         let v = s.tablet.current();
         let schema = s.table.schema_now();
@@ -272,13 +236,44 @@ impl TabletServer {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Cell>> {
-        Ok(self.column_of(s, row, family, qualifier, Some(1))?.pop())
+        let column = ColumnRead {
+            row,
+            family,
+            qualifier,
+            max_versions: Some(1),
+        };
+        Ok(self.column_of(s, column)?.pop())
+    }
+}
+
+impl TabletReads for TabletServer {
+    /// The visible cells of one row selected by `spec` (its row range is ignored).
+    fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
+        let s = self.read_target(tablet, row)?;
+        let mut spec = spec.clone();
+        spec.rows = RowRange {
+            start: Bound::Included(row.to_vec()),
+            end: Bound::Included(row.to_vec()),
+        };
+        self.row_reader(&s, row, &spec)?.collect()
+    }
+
+    /// The newest `max_versions` visible versions of one column (all if None).
+    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
+        check_row(column.row)?;
+        self.with_served(tablet, |s| {
+            if !s.tablet.contains(column.row) {
+                return Err(self.not_serving(tablet));
+            }
+            self.count_read(s);
+            self.column_of(s, column)
+        })
     }
 
     /// Tablet `tablet`'s part of a scan: `spec`'s rows clipped to the tablet,
     /// read from a snapshot taken now. Returns the reader and the tablet's
     /// end row (where the scan goes on), or None for the table's last tablet.
-    pub fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<(CellReader, Option<Vec<u8>>)> {
+    fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<ScanPart> {
         let s = self.served(tablet)?;
         self.counters.scans.incr();
         s.requests.incr();
@@ -321,6 +316,13 @@ impl TabletServer {
             self.core.visible_seq(),
             now_micros(),
         )?;
-        Ok((reader, t.end.clone()))
+        Ok((Box::new(reader), t.end.clone()))
+    }
+}
+
+/// A scan part's cells, as the protocol hands them out.
+impl CellSource for CellReader {
+    fn next_cell(&mut self) -> Result<Option<Cell>> {
+        CellReader::next_cell(self)
     }
 }

@@ -191,6 +191,7 @@ pub(super) fn commit_cell(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
     };
     let (table, row, family, qualifier) = (&col.table, &col.row, &col.family, &col.qualifier);
     let opts = cx.write_options();
+    let mut written = None;
     if c.append_only && !c.created && c.mtime.is_none() && c.data.len() > c.base_len {
         let txn = RowTxn::new(
             row.to_vec(),
@@ -228,10 +229,12 @@ pub(super) fn commit_cell(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
                 value: c.data.clone(),
             }],
         };
-        cx.data
-            .store()
-            .apply(table, &m, opts)
-            .map_err(|e| cx.data.fail(&what, &e))?;
+        written = Some(
+            cx.data
+                .store()
+                .apply(table, &m, opts)
+                .map_err(|e| cx.data.fail(&what, &e))?,
+        );
         c.append_only = false;
     }
     Stats::add(&cx.data.stats().commits, 1);
@@ -253,17 +256,12 @@ pub(super) fn commit_cell(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
         // version behind the newest). The next open that finds its
         // size stale reads around the cache once.
         cx.kernel.invalidate(&c.node);
-    } else {
+    } else if let Some(w) = written {
         // No pages are cached, and the kernel's size came from this
-        // handle's writes: the next open may use the page cache if the
-        // committed value has that size. Which version the commit made
-        // need not be read back (a call to the server): no pages of any
-        // version are held, so any version of that size agrees.
-        cx.kernel.inodes().set_reported(
-            c.ino,
-            c.data.len() as u64,
-            crate::kernel::inodes::SIZE_ONLY,
-        );
+        // handle's writes, which are the committed value: remember the
+        // version the commit reported (no read back) so that the next
+        // open may use the page cache.
+        cx.kernel.inodes().set_reported(c.ino, w.bytes, w.timestamp);
     }
     if ts.is_some() {
         // The newest value may have changed too.

@@ -27,12 +27,6 @@ struct Entry {
     changed: Option<SystemTime>,
 }
 
-/// The version told with a size that a writer's commit set: the kernel's
-/// size is the committed value's and it holds no pages of the cell, so any
-/// version of that size agrees with it (the commit is not read back to
-/// learn which version it made).
-pub const SIZE_ONLY: u64 = u64::MAX;
-
 #[derive(Default)]
 struct Inner {
     /// Inodes dropped since memory was last handed back to the system.
@@ -410,10 +404,9 @@ impl InodeTable {
             .collect()
     }
 
-    /// Whether the kernel was last told `size` and version `ts` of `ino`
-    /// (a size told with [`SIZE_ONLY`] agrees with any version of it).
+    /// Whether the kernel was last told `size` and version `ts` of `ino`.
     pub fn reported_is(&self, ino: u64, size: u64, ts: u64) -> bool {
-        matches!(self.reported(ino), Some((s, t)) if s == size && (t == ts || t == SIZE_ONLY))
+        matches!(self.reported(ino), Some((s, t)) if s == size && t == ts)
     }
 
     pub fn set_reported(&self, ino: u64, size: u64, mtime: u64) {

@@ -52,7 +52,7 @@ pub fn mutate_rows(
     while !pending.is_empty() {
         let batch: Vec<RowMutation> = pending.iter().map(|(_, m)| m.clone()).collect();
         match bt.apply_batch(table, &batch, WriteOptions::default()) {
-            Ok(()) => break,
+            Ok(_) => break,
             Err(e) => match e.root() {
                 Error::BadBatchEntry { index, .. } if *index < pending.len() => {
                     let (i, _) = pending.remove(*index);

@@ -13,10 +13,11 @@ use super::{CONNECTION_WINDOW, MAX_MESSAGE, STREAM_WINDOW};
 use chubby::LockService;
 use engine::protocol::{
     self, CellSource, GroupCommitStats, MasterService, ScanPart, ServedTablet, ServerReport,
-    TableDef, TabletInfo, TabletMeta, TabletService,
+    TableDef, TabletAssignment, TabletInfo, TabletLifecycle, TabletMaintenance, TabletMeta,
+    TabletReads, TabletService, TabletStatus, TabletWrites,
 };
 use engine::schema::TableSchema;
-use engine::{Cell, Error, Result, RowMutation, RowTxn, ScanSpec, TxnOutcome};
+use engine::{Cell, ColumnRead, Error, Result, RowMutation, RowTxn, ScanSpec, TxnOutcome, Written};
 use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -239,20 +240,36 @@ impl CellSource for RemoteCells {
     }
 }
 
-impl TabletService for RemoteServer {
+impl TabletLifecycle for RemoteServer {
     fn name(&self) -> &str {
         &self.name
     }
     fn is_serving(&self) -> bool {
         self.data(Op::IsServing, 0).unwrap_or(false)
     }
+    fn sync(&self) -> Result<()> {
+        self.admin(Op::Sync)
+    }
+    fn fence(&self) {
+        // Best effort: a server the master could reap has lost its lock and
+        // fences itself when it notices.
+        if let Err(e) = self.admin::<()>(Op::Fence) {
+            log::debug!("could not tell {} to stop serving: {e}", self.name);
+        }
+    }
+    fn kill(&self) -> Result<()> {
+        self.admin(Op::Kill)
+    }
+}
+
+impl TabletWrites for RemoteServer {
     fn apply(
         &self,
         tablet: u64,
         ms: &[RowMutation],
         sync: bool,
         fence: Option<&protocol::Sequencer>,
-    ) -> Result<()> {
+    ) -> Result<Written> {
         let op = Op::Apply {
             tablet,
             ms: ms.to_vec(),
@@ -269,6 +286,9 @@ impl TabletService for RemoteServer {
         };
         self.data(op, tablet)
     }
+}
+
+impl TabletReads for RemoteServer {
     fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
         let op = Op::ReadRow {
             tablet,
@@ -277,20 +297,13 @@ impl TabletService for RemoteServer {
         };
         self.data(op, tablet)
     }
-    fn read_column(
-        &self,
-        tablet: u64,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-        max_versions: Option<u32>,
-    ) -> Result<Vec<Cell>> {
+    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
         let op = Op::ReadColumn {
             tablet,
-            row: row.to_vec(),
-            family: family.to_string(),
-            qualifier: qualifier.to_vec(),
-            max_versions,
+            row: column.row.to_vec(),
+            family: column.family.to_string(),
+            qualifier: column.qualifier.to_vec(),
+            max_versions: column.max_versions,
         };
         self.data(op, tablet)
     }
@@ -353,6 +366,9 @@ impl TabletService for RemoteServer {
             }),
         }
     }
+}
+
+impl TabletAssignment for RemoteServer {
     fn load(&self, meta: TabletMeta) -> Result<()> {
         self.admin(Op::Load {
             meta: meta.encode(),
@@ -374,13 +390,27 @@ impl TabletService for RemoteServer {
             0,
         )
     }
-    fn fence(&self) {
-        // Best effort: a server the master could reap has lost its lock and
-        // fences itself when it notices.
-        if let Err(e) = self.admin::<()>(Op::Fence) {
-            log::debug!("could not tell {} to stop serving: {e}", self.name);
-        }
+}
+
+impl TabletMaintenance for RemoteServer {
+    fn flush(&self, table: Option<u64>) -> Result<()> {
+        self.admin(Op::Flush { table })
     }
+    fn compact(&self, table: u64, major: bool) -> Result<()> {
+        self.admin(Op::Compact { table, major })
+    }
+    fn split_now(&self, table: u64) -> Result<()> {
+        self.admin(Op::SplitNow { table })
+    }
+    fn split_at_rows(&self, table: u64, rows: &[Vec<u8>]) -> Result<()> {
+        self.admin(Op::SplitAtRows {
+            table,
+            rows: rows.to_vec(),
+        })
+    }
+}
+
+impl TabletStatus for RemoteServer {
     fn tablet_ids(&self) -> Result<Vec<u64>> {
         self.data(Op::TabletIds, 0)
     }
@@ -399,32 +429,11 @@ impl TabletService for RemoteServer {
     fn tablet_requests(&self, id: u64) -> Result<u64> {
         self.data(Op::TabletRequests { id }, 0)
     }
-    fn sync(&self) -> Result<()> {
-        self.admin(Op::Sync)
-    }
-    fn flush(&self, table: Option<u64>) -> Result<()> {
-        self.admin(Op::Flush { table })
-    }
-    fn compact(&self, table: u64, major: bool) -> Result<()> {
-        self.admin(Op::Compact { table, major })
-    }
-    fn split_now(&self, table: u64) -> Result<()> {
-        self.admin(Op::SplitNow { table })
-    }
-    fn split_at_rows(&self, table: u64, rows: &[Vec<u8>]) -> Result<()> {
-        self.admin(Op::SplitAtRows {
-            table,
-            rows: rows.to_vec(),
-        })
-    }
     fn group_commit_stats(&self) -> Result<GroupCommitStats> {
         self.data(Op::GroupCommitStats, 0)
     }
     fn commit_line(&self) -> Result<String> {
         self.data(Op::CommitLine, 0)
-    }
-    fn kill(&self) -> Result<()> {
-        self.admin(Op::Kill)
     }
 }
 

@@ -140,7 +140,15 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
             family,
             qualifier,
             max_versions,
-        } => reply(s.read_column(tablet, &row, &family, &qualifier, max_versions)),
+        } => {
+            let column = engine::ColumnRead {
+                row: &row,
+                family: &family,
+                qualifier: &qualifier,
+                max_versions,
+            };
+            reply(s.read_column(tablet, column))
+        }
         Op::Load { meta } => {
             let meta = TabletMeta::decode(&meta).map_err(|e| WireError::from(&e))?;
             reply(s.load(meta))

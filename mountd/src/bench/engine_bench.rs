@@ -60,7 +60,8 @@ impl EngineTable {
 impl KvStore for EngineTable {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let m = RowMutation::new(key).set(FAMILY, QUALIFIER, value);
-        Ok(self.db.apply(&self.table, &m, self.write)?)
+        self.db.apply(&self.table, &m, self.write)?;
+        Ok(())
     }
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
         Ok(self
@@ -89,7 +90,12 @@ impl KvStore for EngineTable {
     fn put_unsynced(&self, key: &[u8], value: &[u8]) -> Option<Result<()>> {
         let m = RowMutation::new(key).set(FAMILY, QUALIFIER, value);
         let unsynced = WriteOptions { sync: false };
-        Some(self.db.apply(&self.table, &m, unsynced).map_err(Into::into))
+        Some(
+            self.db
+                .apply(&self.table, &m, unsynced)
+                .map(|_| ())
+                .map_err(Into::into),
+        )
     }
 }
 
