@@ -9,6 +9,7 @@ use crate::store::{RowStream, Store};
 use engine::schema::TableSchema;
 use engine::{
     Cell, Mutation, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions,
+    Written,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -163,7 +164,7 @@ impl Store for Counted {
         self.memo.forget_all();
         r
     }
-    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<()> {
+    fn apply(&self, table: &str, m: &RowMutation, opts: WriteOptions) -> Result<Written> {
         let before = self.memo.epoch(table, &m.row);
         let r = self.count(Call::Apply).apply(table, m, opts);
         let after = self.memo.forget_row(table, &m.row);
