@@ -22,6 +22,7 @@ mod status;
 mod timing;
 mod tls;
 mod value_type;
+mod wire;
 
 pub use auth::Auth;
 pub use guard::Limits;
