@@ -21,6 +21,7 @@ mod shared;
 mod status;
 mod timing;
 mod tls;
+mod unserved;
 mod value_type;
 mod wire;
 

@@ -223,3 +223,40 @@ async fn admin_rpcs() {
         .unwrap_err();
     assert_eq!(gone.code(), Code::NotFound);
 }
+
+/// A method not served, in a served service or in one not served at all,
+/// is UNIMPLEMENTED with a message that names it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unimplemented_methods_are_named() {
+    use a::bigtable_instance_admin_client::BigtableInstanceAdminClient;
+    let mut e = env().await;
+    let s = e
+        .admin
+        .check_consistency(a::CheckConsistencyRequest {
+            name: tname("t"),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::Unimplemented);
+    assert!(
+        s.message().starts_with(
+            "method google.bigtable.admin.v2.BigtableTableAdmin/CheckConsistency is not implemented: "
+        ),
+        "{}",
+        s.message()
+    );
+    assert!(s.message().contains("ModifyColumnFamilies"));
+    let s = BigtableInstanceAdminClient::new(e.ch.clone())
+        .get_instance(a::GetInstanceRequest { name: P.into() })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::Unimplemented);
+    assert!(
+        s.message().starts_with(
+            "method google.bigtable.admin.v2.BigtableInstanceAdmin/GetInstance is not implemented: "
+        ),
+        "{}",
+        s.message()
+    );
+}
