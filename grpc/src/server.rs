@@ -184,7 +184,6 @@ pub fn start_with(
         let router = crate::guard::server(tonic::transport::Server::builder(), &limits)
             .layer(crate::guard::Guard::new(&limits, data_method))
             .layer(tower::layer::layer_fn(crate::timing::Timed))
-            .layer(tower::layer::layer_fn(crate::unserved::Named))
             .add_service(data)
             .add_service(admin);
         let stop = async {

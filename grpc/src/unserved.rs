@@ -1,12 +1,10 @@
 //! UNIMPLEMENTED replies that say what is not served. A method this server
 //! does not have (a Table Admin method beyond the subset, or a whole
 //! service such as instance admin) is answered by tonic with an empty
-//! message; this layer names the method and what is served instead.
+//! message; the calls' layer (`timing.rs`) names the method and what is
+//! served instead.
 
 use http::header::HeaderValue;
-use std::future::Future;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
 /// What this server serves, for the message.
 const SERVED: &str = "this server serves the Data API's ReadRows, SampleRowKeys, \
@@ -14,37 +12,8 @@ const SERVED: &str = "this server serves the Data API's ReadRows, SampleRowKeys,
     and the Table Admin API's CreateTable, ListTables, GetTable, DeleteTable, \
     ModifyColumnFamilies and DropRowRange";
 
-/// The services, with UNIMPLEMENTED replies named.
-#[derive(Clone)]
-pub(crate) struct Named<S>(pub(crate) S);
-
-impl<S, B, RB> tower::Service<http::Request<B>> for Named<S>
-where
-    S: tower::Service<http::Request<B>, Response = http::Response<RB>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<S::Response, S::Error>> + Send>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.0.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        // A clone of the URI shares its bytes.
-        let uri = req.uri().clone();
-        let f = self.0.call(req);
-        Box::pin(async move {
-            let mut r = f.await?;
-            name(uri.path(), r.headers_mut());
-            Ok(r)
-        })
-    }
-}
-
 /// Gives a trailers-only UNIMPLEMENTED reply without a message one.
-fn name(path: &str, headers: &mut http::HeaderMap) {
+pub(crate) fn name(path: &str, headers: &mut http::HeaderMap) {
     let unimplemented = headers
         .get("grpc-status")
         .is_some_and(|s| s.as_bytes() == b"12");
