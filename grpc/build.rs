@@ -6,6 +6,8 @@
 use tonic_build::manual::{Builder, Method, Service};
 
 const CODEC: &str = "tonic_prost::ProstCodec";
+/// The admin replies' maps carry every entry's value (see src/wire.rs).
+const ADMIN_CODEC: &str = "crate::wire::AdminCodec";
 const INTERNAL_CODEC: &str = "crate::internal::codec::WireCodec";
 
 /// (method, request type, response type, server-streaming)
@@ -76,7 +78,7 @@ fn snake(name: &str) -> String {
     out
 }
 
-fn service(package: &str, name: &str, types: &str, specs: &[Spec]) -> Service {
+fn service(package: &str, name: &str, types: &str, codec: &str, specs: &[Spec]) -> Service {
     let ty = |t: &str| {
         if t.starts_with("crate::") {
             t.to_string()
@@ -91,7 +93,7 @@ fn service(package: &str, name: &str, types: &str, specs: &[Spec]) -> Service {
             .route_name(*method)
             .input_type(ty(req))
             .output_type(ty(resp))
-            .codec_path(CODEC);
+            .codec_path(codec);
         if *streaming {
             m = m.server_streaming();
         }
@@ -105,12 +107,14 @@ fn main() {
         "google.bigtable.v2",
         "Bigtable",
         "googleapis_tonic_google_bigtable_v2::google::bigtable::v2",
+        CODEC,
         DATA,
     );
     let admin = service(
         "google.bigtable.admin.v2",
         "BigtableTableAdmin",
         "googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2",
+        ADMIN_CODEC,
         ADMIN,
     );
     Builder::new()

@@ -49,7 +49,7 @@ pub fn compile_column_regex(pattern: &str) -> Result<Regex> {
             .build()
             .map_err(|e| Error::BadRegex {
                 pattern: pattern.to_string(),
-                reason: e.to_string(),
+                reason: crate::filter::one_line_error(&e, p),
             })
     };
     // Compile the bare pattern first: it proves the parentheses balance, so

@@ -21,7 +21,9 @@ mod shared;
 mod status;
 mod timing;
 mod tls;
+mod unserved;
 mod value_type;
+mod wire;
 
 pub use auth::Auth;
 pub use guard::Limits;

@@ -87,7 +87,7 @@ fn bounded_regex(what: &str, pattern: &[u8], size: usize) -> Result<Regex> {
             .build()
             .map_err(|e| Error::BadRegex {
                 pattern: String::from_utf8_lossy(pattern).into_owned(),
-                reason: format!("{what} regex: {e}"),
+                reason: format!("{what} regex: {}", super::re2::one_line_error(&e, s)),
             })
     };
     // The bare pattern first: it proves the parentheses balance, so the

@@ -25,6 +25,7 @@ mod eval;
 mod limits;
 mod plan;
 mod re2;
+pub(crate) use re2::one_line_error;
 
 pub use eval::{Compiled, Labeled};
 pub use limits::{limit_hits, limits, set_limits, FilterLimits};

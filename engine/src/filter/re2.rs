@@ -16,6 +16,41 @@
 
 use std::fmt::Write;
 
+/// The `regex` crate's error for `translated` (a pattern in its syntax) on
+/// one line, as Cloud Bigtable and the emulator give it: a syntax error is
+/// what is wrong and where (`unclosed group at offset 1 ("(")`) instead
+/// of the crate's multi-line diagram with a caret.
+pub(crate) fn one_line_error(e: &regex::Error, translated: &str) -> String {
+    if let regex::Error::Syntax(_) = e {
+        // Parsed again as the crate parses it (bytes, Unicode off), to
+        // have the error's kind and span apart.
+        let again = regex_syntax::ParserBuilder::new()
+            .unicode(false)
+            .utf8(false)
+            .build()
+            .parse(translated);
+        let found = match &again {
+            Err(regex_syntax::Error::Parse(a)) => Some((a.kind().to_string(), *a.span())),
+            Err(regex_syntax::Error::Translate(h)) => Some((h.kind().to_string(), *h.span())),
+            _ => None,
+        };
+        if let Some((kind, span)) = found {
+            let at = span.start.offset;
+            return match translated.get(at..span.end.offset) {
+                Some(f) if !f.is_empty() => format!("{kind} at offset {at} ({f:?})"),
+                _ => format!("{kind} at offset {at}"),
+            };
+        }
+    }
+    let text = e.to_string();
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines.join(" ")
+}
+
 /// `pattern` in the `regex` crate's syntax (see the module comment).
 pub(crate) fn to_regex_syntax(pattern: &[u8]) -> String {
     let mut out = String::with_capacity(pattern.len());
@@ -70,6 +105,28 @@ fn push_byte(out: &mut String, b: u8, literal: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn errors_are_one_line() {
+        let err = |p: &str| {
+            let t = to_regex_syntax(p.as_bytes());
+            let e = regex::bytes::RegexBuilder::new(&t)
+                .unicode(false)
+                .build()
+                .unwrap_err();
+            one_line_error(&e, &t)
+        };
+        assert_eq!(err("a("), "unclosed group at offset 1 (\"(\")");
+        assert_eq!(err("a)"), "unopened group at offset 1 (\")\")");
+        assert!(err("*").starts_with("repetition"), "{}", err("*"));
+        assert!(err("\\").contains("offset 0"), "{}", err("\\"));
+        assert!(!err("a\n(").contains('\n'));
+        let big = regex::bytes::RegexBuilder::new("a{1000}{1000}")
+            .size_limit(100)
+            .build()
+            .unwrap_err();
+        assert!(!one_line_error(&big, "").contains('\n'));
+    }
 
     #[test]
     fn raw_bytes_become_hex_escapes() {

@@ -13,6 +13,8 @@ pub struct Env {
     _server: grpc::Running,
     pub data: BigtableClient<Channel>,
     pub admin: BigtableTableAdminClient<Channel>,
+    /// For clients of services the server does not have.
+    pub ch: Channel,
 }
 
 pub async fn env() -> Env {
@@ -42,7 +44,8 @@ pub async fn env() -> Env {
         bt,
         _server: server,
         data: BigtableClient::new(ch.clone()).max_decoding_message_size(64 << 20),
-        admin: BigtableTableAdminClient::new(ch),
+        admin: BigtableTableAdminClient::new(ch.clone()),
+        ch,
     }
 }
 

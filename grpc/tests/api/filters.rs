@@ -156,4 +156,16 @@ async fn row_filters() {
         let err = read(&mut e, with_filter("t", bad)).await.unwrap_err();
         assert_eq!(err.code(), Code::InvalidArgument);
     }
+    // A bad regex's message is one line saying what and where, as Cloud
+    // Bigtable's is (not the regex crate's caret diagram).
+    for bad in [
+        F::FamilyNameRegexFilter("a(".into()),
+        F::ValueRegexFilter(b"x\n[".to_vec()),
+    ] {
+        let err = read(&mut e, with_filter("t", bad)).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        let m = err.message();
+        assert!(!m.contains('\n'), "{m}");
+        assert!(m.contains("unclosed") && m.contains("at offset"), "{m}");
+    }
 }
