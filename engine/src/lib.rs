@@ -31,8 +31,6 @@ mod db;
 mod duration;
 mod env;
 pub mod filter;
-#[cfg(test)]
-mod filter_model_test;
 mod gc_rule;
 mod group_commit;
 mod log;
@@ -47,8 +45,6 @@ mod packed_row;
 mod point;
 pub mod protocol;
 pub mod read;
-#[cfg(test)]
-mod read_model_test;
 mod recovery;
 mod scan;
 mod sstable;
@@ -80,3 +76,6 @@ pub mod fuzz {
     pub use crate::sstable::{Block, BlockIter, Table, TableBuilder, TableOptions};
     pub use crate::visibility::EntryKey;
 }
+
+#[cfg(test)]
+mod tests;

@@ -2,6 +2,7 @@
 //! SSTable), merging and major compactions, and splits. Every change of a
 //! tablet's files is recorded in its METADATA row before it is used.
 
+use super::commit::freeze;
 use super::{Served, TabletServer};
 use crate::client::Client;
 use crate::compaction::{needs_merge, sst_name, write_outputs, OutputCtx, Router};
@@ -31,196 +32,202 @@ thread_local! {
     static JOB: RefCell<Option<(String, String)>> = const { RefCell::new(None) };
 }
 
-impl TabletServer {
-    /// One background worker: runs the most urgent job it can claim.
-    pub(super) fn background_loop(self: Arc<Self>, i: usize) {
-        let mut last_error: Option<Instant> = None;
-        let key = format!("worker{i}");
-        while self.is_serving() {
-            match self.run_one_job(&key) {
-                Ok(true) => continue,
-                Ok(false) => {
-                    let _ = self.wake_rx.recv_timeout(Duration::from_millis(500));
-                }
-                Err(e) => {
-                    if !self.is_serving() {
-                        break;
-                    }
-                    if matches!(e, Error::ShuttingDown) {
-                        // The engine stopping under a job (its METADATA
-                        // update refused): not a failure, the job runs
-                        // again after a restart.
-                        log::debug!("{}: background job stopped: {e}", self.name);
-                    } else if last_error.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
-                        log::error!("{}: background compaction failed: {e}", self.name);
-                    }
-                    last_error = Some(Instant::now());
-                    let _ = self.wake_rx.recv_timeout(Duration::from_millis(200));
-                }
+/// One background worker: runs the most urgent job it can claim.
+pub(super) fn background_loop(server: Arc<TabletServer>, i: usize) {
+    let mut last_error: Option<Instant> = None;
+    let key = format!("worker{i}");
+    while server.is_serving() {
+        match run_one_job(&server, &key) {
+            Ok(true) => continue,
+            Ok(false) => {
+                let _ = server.wake_rx.recv_timeout(Duration::from_millis(500));
             }
-            self.activity.set(&key, None);
+            Err(e) => {
+                if !server.is_serving() {
+                    break;
+                }
+                if matches!(e, Error::ShuttingDown) {
+                    // The engine stopping under a job (its METADATA
+                    // update refused): not a failure, the job runs
+                    // again after a restart.
+                    log::debug!("{}: background job stopped: {e}", server.name);
+                } else if last_error.is_none_or(|t| t.elapsed() > Duration::from_secs(5)) {
+                    log::error!("{}: background compaction failed: {e}", server.name);
+                }
+                last_error = Some(Instant::now());
+                let _ = server.wake_rx.recv_timeout(Duration::from_millis(200));
+            }
+        }
+        server.activity.set(&key, None);
+    }
+}
+
+fn run_one_job(server: &TabletServer, key: &str) -> Result<bool> {
+    JOB.with(|j| *j.borrow_mut() = None);
+    let all = server.served_tablets();
+    let say = |what: &str, s: &Served| {
+        let text = format!("{what} tablet={} table={}", s.tablet.id, s.table.name);
+        JOB.with(|j| *j.borrow_mut() = Some((key.to_string(), text.clone())));
+        server.activity.set(key, Some(text))
+    };
+    // 1. Frozen memtables first: they hold writes back and pin the log.
+    for s in &all {
+        if !s.tablet.version().imm.is_empty() {
+            if let Some(_c) = s.tablet.try_claim() {
+                say("minor_compaction", s);
+                let _t = telemetry::timer(telemetry::Latency::Compaction, "minor");
+                flush_imm(server, s)?;
+                return Ok(true);
+            }
         }
     }
-
-    fn run_one_job(&self, key: &str) -> Result<bool> {
-        JOB.with(|j| *j.borrow_mut() = None);
-        let all = self.served_tablets();
-        let say = |what: &str, s: &Served| {
-            let text = format!("{what} tablet={} table={}", s.tablet.id, s.table.name);
-            JOB.with(|j| *j.borrow_mut() = Some((key.to_string(), text.clone())));
-            self.activity.set(key, Some(text))
-        };
-        // 1. Frozen memtables first: they hold writes back and pin the log.
-        for s in &all {
-            if !s.tablet.version().imm.is_empty() {
-                if let Some(_c) = s.tablet.try_claim() {
-                    say("minor_compaction", s);
-                    let _t = telemetry::timer(telemetry::Latency::Compaction, "minor");
-                    self.flush_imm(s)?;
+    // 2. Splits (never of the root tablet).
+    for s in &all {
+        if wants_split(server, s) {
+            if let Some(_c) = s.tablet.try_claim() {
+                say("split", s);
+                if split(server, s)? {
                     return Ok(true);
                 }
             }
         }
-        // 2. Splits (never of the root tablet).
-        for s in &all {
-            if self.wants_split(s) {
-                if let Some(_c) = s.tablet.try_claim() {
-                    say("split", s);
-                    if self.split(s)? {
-                        return Ok(true);
-                    }
-                }
-            }
-        }
-        // 3. Merging compactions of groups with too many files on one key.
-        let trigger = self.env.opts.merge_trigger;
-        for s in &all {
-            let v = s.tablet.version();
-            let mut per_group: BTreeMap<&str, Vec<&SstMeta>> = BTreeMap::new();
-            for f in &v.files {
-                per_group
-                    .entry(f.meta.group.as_str())
-                    .or_default()
-                    .push(&f.meta);
-            }
-            if let Some((g, _)) = per_group
-                .iter()
-                .find(|(_, files)| needs_merge(files, trigger))
-            {
-                let g = g.to_string();
-                if let Some(_c) = s.tablet.try_claim() {
-                    say("merging_compaction", s);
-                    let _t = telemetry::timer(telemetry::Latency::Compaction, "merging");
-                    self.merge_group(s, &g)?;
-                    return Ok(true);
-                }
-            }
-        }
-        // 4. Children still holding files their parent shared with a sibling.
-        for s in &all {
-            if s.tablet.has_foreign_files(&s.tablet.version()) {
-                if let Some(_c) = s.tablet.try_claim() {
-                    say("merging_compaction", s);
-                    let _t = telemetry::timer(telemetry::Latency::Compaction, "merging");
-                    self.rewrite_foreign(s)?;
-                    return Ok(true);
-                }
-            }
-        }
-        // 5. Periodic major compactions.
-        for s in &all {
-            let t = &s.tablet;
-            let v = t.version();
-            let groups = v
-                .files
-                .iter()
-                .map(|f| f.meta.group.as_str())
-                .collect::<std::collections::HashSet<_>>()
-                .len();
-            let due = t.last_major.lock().elapsed() > self.env.opts.major_interval
-                && v.files.len() > groups;
-            if due {
-                if let Some(_c) = t.try_claim() {
-                    say("major_compaction", s);
-                    let _t = telemetry::timer(telemetry::Latency::Compaction, "major");
-                    self.major_compact(s)?;
-                    return Ok(true);
-                }
-            }
-        }
-        Ok(false)
     }
-
-    /// Says how far the running compaction is: entries written of about
-    /// `total` read (fewer are written where collection drops some).
-    fn progress(&self, written: u64, total: u64) {
-        JOB.with(|j| {
-            if let Some((key, text)) = &*j.borrow() {
-                self.activity.set(
-                    key,
-                    Some(format!(
-                        "{text} entries_written={written} input_entries={total}"
-                    )),
-                );
+    // 3. Merging compactions of groups with too many files on one key.
+    let trigger = server.env.opts.merge_trigger;
+    for s in &all {
+        let v = s.tablet.version();
+        let mut per_group: BTreeMap<&str, Vec<&SstMeta>> = BTreeMap::new();
+        for f in &v.files {
+            per_group
+                .entry(f.meta.group.as_str())
+                .or_default()
+                .push(&f.meta);
+        }
+        if let Some((g, _)) = per_group
+            .iter()
+            .find(|(_, files)| needs_merge(files, trigger))
+        {
+            let g = g.to_string();
+            if let Some(_c) = s.tablet.try_claim() {
+                say("merging_compaction", s);
+                let _t = telemetry::timer(telemetry::Latency::Compaction, "merging");
+                merge_group(server, s, &g)?;
+                return Ok(true);
             }
-        });
-    }
-
-    /// `next` with a progress report every so many entries.
-    fn reporting<'a>(
-        &'a self,
-        total: u64,
-        mut next: impl FnMut() -> Result<Option<(Vec<u8>, Vec<u8>)>> + 'a,
-    ) -> impl FnMut() -> Result<Option<(Vec<u8>, Vec<u8>)>> + 'a {
-        let mut written = 0u64;
-        move || {
-            let e = next()?;
-            if e.is_some() {
-                written += 1;
-                if written.is_multiple_of(PROGRESS_EVERY) {
-                    self.progress(written, total);
-                }
-            }
-            Ok(e)
         }
     }
-
-    fn output_ctx<'a>(&'a self, new_number: &'a dyn Fn() -> Result<u64>) -> OutputCtx<'a> {
-        OutputCtx {
-            store: &self.env.store,
-            cache: &self.env.block_cache,
-            target_bytes: self.env.opts.sstable_target_bytes,
-            new_number,
+    // 4. Children still holding files their parent shared with a sibling.
+    for s in &all {
+        if s.tablet.has_foreign_files(&s.tablet.version()) {
+            if let Some(_c) = s.tablet.try_claim() {
+                say("merging_compaction", s);
+                let _t = telemetry::timer(telemetry::Latency::Compaction, "merging");
+                rewrite_foreign(server, s)?;
+                return Ok(true);
+            }
         }
     }
-
-    /// Writes a memtable's entries inside the tablet's range into SSTables.
-    pub(super) fn write_memtable(&self, s: &Served, m: &Arc<Memtable>) -> Result<Vec<Arc<Sst>>> {
-        let schema = s.table.schema();
-        let (lo, hi) = s.tablet.key_bounds();
-        let clipped = ClipIterator::new(m.iter(), lo, hi);
-        let mut filter =
-            CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
-        let new_number = || self.env.numbers.new_output();
-        write_outputs(
-            &self.output_ctx(&new_number),
-            &Router::by_schema(&schema),
-            self.reporting(m.len() as u64, || filter.next_entry()),
-        )
-    }
-
-    /// Minor compaction: the oldest frozen memtable becomes SSTables. The
-    /// caller holds the tablet's claim.
-    pub(super) fn flush_imm(&self, s: &Served) -> Result<()> {
+    // 5. Periodic major compactions.
+    for s in &all {
         let t = &s.tablet;
         let v = t.version();
-        let Some(m) = v.imm.first().cloned() else {
-            return Ok(());
-        };
-        self.core.wait_sealed(&m);
-        let outputs = self.write_memtable(s, &m)?;
-        let flushed = m.max_seq().max(t.flushed_seq.load(Ordering::Acquire));
-        self.install(s, &[], outputs, flushed, |cur, files| TabletVersion {
+        let groups = v
+            .files
+            .iter()
+            .map(|f| f.meta.group.as_str())
+            .collect::<std::collections::HashSet<_>>()
+            .len();
+        let due = t.last_major.lock().elapsed() > server.env.opts.major_interval
+            && v.files.len() > groups;
+        if due {
+            if let Some(_c) = t.try_claim() {
+                say("major_compaction", s);
+                let _t = telemetry::timer(telemetry::Latency::Compaction, "major");
+                major_compact(server, s)?;
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+/// Says how far the running compaction is: entries written of about
+/// `total` read (fewer are written where collection drops some).
+fn progress(server: &TabletServer, written: u64, total: u64) {
+    JOB.with(|j| {
+        if let Some((key, text)) = &*j.borrow() {
+            server.activity.set(
+                key,
+                Some(format!(
+                    "{text} entries_written={written} input_entries={total}"
+                )),
+            );
+        }
+    });
+}
+
+/// `next` with a progress report every so many entries.
+fn reporting<'a>(
+    server: &'a TabletServer,
+    total: u64,
+    mut next: impl FnMut() -> Result<Option<(Vec<u8>, Vec<u8>)>> + 'a,
+) -> impl FnMut() -> Result<Option<(Vec<u8>, Vec<u8>)>> + 'a {
+    let mut written = 0u64;
+    move || {
+        let e = next()?;
+        if e.is_some() {
+            written += 1;
+            if written.is_multiple_of(PROGRESS_EVERY) {
+                progress(server, written, total);
+            }
+        }
+        Ok(e)
+    }
+}
+
+fn output_ctx<'a>(
+    server: &'a TabletServer,
+    new_number: &'a dyn Fn() -> Result<u64>,
+) -> OutputCtx<'a> {
+    OutputCtx {
+        store: &server.env.store,
+        cache: &server.env.block_cache,
+        target_bytes: server.env.opts.sstable_target_bytes,
+        new_number,
+    }
+}
+
+/// Writes a memtable's entries inside the tablet's range into SSTables.
+pub(super) fn write_memtable(
+    server: &TabletServer,
+    s: &Served,
+    m: &Arc<Memtable>,
+) -> Result<Vec<Arc<Sst>>> {
+    let schema = s.table.schema();
+    let (lo, hi) = s.tablet.key_bounds();
+    let clipped = ClipIterator::new(m.iter(), lo, hi);
+    let mut filter = CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
+    let new_number = || server.env.numbers.new_output();
+    write_outputs(
+        &output_ctx(server, &new_number),
+        &Router::by_schema(&schema),
+        reporting(server, m.len() as u64, || filter.next_entry()),
+    )
+}
+
+/// Minor compaction: the oldest frozen memtable becomes SSTables. The
+/// caller holds the tablet's claim.
+pub(super) fn flush_imm(server: &TabletServer, s: &Served) -> Result<()> {
+    let t = &s.tablet;
+    let v = t.version();
+    let Some(m) = v.imm.first().cloned() else {
+        return Ok(());
+    };
+    server.core.wait_sealed(&m);
+    let outputs = write_memtable(server, s, &m)?;
+    let flushed = m.max_seq().max(t.flushed_seq.load(Ordering::Acquire));
+    install(server, s, &[], outputs, flushed, |cur, files| {
+        TabletVersion {
             files_version: next_files_version(),
             mem: cur.mem.clone(),
             imm: cur
@@ -230,306 +237,309 @@ impl TabletServer {
                 .cloned()
                 .collect(),
             files,
-        })?;
-        self.counters.flushes.fetch_add(1, Ordering::Relaxed);
-        self.stall.release();
-        self.delete_obsolete_logs()
-    }
+        }
+    })?;
+    server.counters.flushes.fetch_add(1, Ordering::Relaxed);
+    server.stall.release();
+    delete_obsolete_logs(server)
+}
 
-    /// Records a compaction's result in METADATA and installs the new version.
-    fn install(
-        &self,
-        s: &Served,
-        inputs: &[Arc<Sst>],
-        outputs: Vec<Arc<Sst>>,
-        flushed_seq: u64,
-        make: impl FnOnce(&TabletVersion, Vec<Arc<Sst>>) -> TabletVersion,
-    ) -> Result<()> {
-        let t = &s.tablet;
-        let numbers: Vec<u64> = outputs.iter().map(|o| o.meta.number).collect();
-        if t.retired.load(Ordering::Acquire) {
-            // Split or unloaded while we worked: the output is garbage.
-            self.env.numbers.release(numbers.iter().copied());
-            for n in numbers {
-                let _ = self.env.store.delete(&sst_name(n));
-            }
-            return Ok(());
+/// Records a compaction's result in METADATA and installs the new version.
+fn install(
+    server: &TabletServer,
+    s: &Served,
+    inputs: &[Arc<Sst>],
+    outputs: Vec<Arc<Sst>>,
+    flushed_seq: u64,
+    make: impl FnOnce(&TabletVersion, Vec<Arc<Sst>>) -> TabletVersion,
+) -> Result<()> {
+    let t = &s.tablet;
+    let numbers: Vec<u64> = outputs.iter().map(|o| o.meta.number).collect();
+    if t.retired.load(Ordering::Acquire) {
+        // Split or unloaded while we worked: the output is garbage.
+        server.env.numbers.release(numbers.iter().copied());
+        for n in numbers {
+            let _ = server.env.store.delete(&sst_name(n));
         }
-        let removed: Vec<u64> = inputs.iter().map(|f| f.meta.number).collect();
-        let mut meta = s.meta(&self.log_dir);
-        meta.files.retain(|f| !removed.contains(&f.number));
-        meta.files.extend(outputs.iter().map(|o| o.meta.clone()));
-        if let Some(r) = &mut meta.redo {
-            r.seq = r.seq.max(flushed_seq);
-        }
-        let recorded = self.record(&meta, None);
-        self.env.numbers.release(numbers);
-        if let Err(e) = recorded {
-            for o in &outputs {
-                let _ = self.env.store.delete(&sst_name(o.meta.number));
-            }
-            return Err(e);
-        }
-        t.update(|cur| {
-            let mut files: Vec<Arc<Sst>> = cur
-                .files
-                .iter()
-                .filter(|f| !removed.contains(&f.meta.number))
-                .cloned()
-                .chain(outputs)
-                .collect();
-            files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
-            make(cur, files)
-        });
-        t.flushed_seq.fetch_max(flushed_seq, Ordering::AcqRel);
-        Ok(())
+        return Ok(());
     }
-
-    /// Writes a tablet's descriptor (and this server as its location) to its
-    /// METADATA row, fenced by this server's lock; the root tablet's goes to
-    /// its file. `event` is added to the row's event log.
-    pub(super) fn record(&self, meta: &TabletMeta, event: Option<&str>) -> Result<()> {
-        self.record_as(meta, event, true, &self.client)
+    let removed: Vec<u64> = inputs.iter().map(|f| f.meta.number).collect();
+    let mut meta = s.meta(&server.log_dir);
+    meta.files.retain(|f| !removed.contains(&f.number));
+    meta.files.extend(outputs.iter().map(|o| o.meta.clone()));
+    if let Some(r) = &mut meta.redo {
+        r.seq = r.seq.max(flushed_seq);
     }
-
-    /// [`Self::record`], naming this server as the location only if
-    /// `serving`, through `client` (loads and unloads, which the master waits
-    /// for, use one that gives up soon: if METADATA's server is dead, the
-    /// master must get back to recovering it).
-    pub(super) fn record_as(
-        &self,
-        meta: &TabletMeta,
-        event: Option<&str>,
-        serving: bool,
-        client: &Client,
-    ) -> Result<()> {
-        if !self.lease.held() {
-            self.fence();
-            return Err(self.not_serving(meta.id));
+    let recorded = record(server, &meta, None);
+    server.env.numbers.release(numbers);
+    if let Err(e) = recorded {
+        for o in &outputs {
+            let _ = server.env.store.delete(&sst_name(o.meta.number));
         }
-        if meta.table == METADATA_ID && meta.start.is_empty() {
-            return self.env.root.save(meta);
-        }
-        let server = if serving { self.name.as_bytes() } else { b"" };
-        let mut mutations = tablet_row_cells(meta, server);
-        if let Some(e) = event {
-            mutations.push(Mutation::SetCell {
-                family: FAMILY_LOG.into(),
-                qualifier: Q_EVENT.to_vec(),
-                timestamp: None,
-                value: format!("{} {e}", self.name).into_bytes(),
-            });
-        }
-        let key = tablet_row_key(meta.table, meta.end.as_deref());
-        client.write_metadata(&key, mutations, Some(&self.lease.sequencer))
+        return Err(e);
     }
-
-    fn delete_obsolete_logs(&self) -> Result<()> {
-        // Entries up to `visible` are all in memtables; a tablet with unflushed
-        // data still needs the log from its redo point on.
-        let visible = self.core.visible_seq();
-        let mut min_live = visible;
-        for s in self.served_tablets() {
-            let t = &s.tablet;
-            let v = t.version();
-            if t.has_unflushed(&v) {
-                min_live = min_live.min(t.flushed_seq.load(Ordering::Acquire));
-            }
-        }
-        self.core.log().delete_obsolete(min_live)?;
-        Ok(())
-    }
-
-    /// Merging compaction of the newest files of one locality group.
-    fn merge_group(&self, s: &Served, group: &str) -> Result<()> {
-        let v = s.tablet.version();
-        let take = self.env.opts.merge_trigger / 2 + 1;
-        let in_group: Vec<Arc<Sst>> = v
+    t.update(|cur| {
+        let mut files: Vec<Arc<Sst>> = cur
             .files
             .iter()
-            .filter(|f| f.meta.group == group)
+            .filter(|f| !removed.contains(&f.meta.number))
             .cloned()
+            .chain(outputs)
             .collect();
-        if in_group.len() <= take || in_group.len() == v.files.len() {
-            // Merging every file is a major compaction: do that instead.
-            return self.major_compact(s);
-        }
-        let inputs: Vec<Arc<Sst>> = in_group.into_iter().take(take).collect();
-        let router = Router::fixed(&s.table.schema(), group);
-        self.rewrite_files(s, &inputs, false, &router)?;
-        self.counters.merges.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
+        files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
+        make(cur, files)
+    });
+    t.flushed_seq.fetch_max(flushed_seq, Ordering::AcqRel);
+    Ok(())
+}
 
-    /// Rewrites, clipped to the tablet's range, the files it shares with a
-    /// sibling since a split (a merging compaction of just those, one per
-    /// locality group), so that the parent's files can go. Files wholly
-    /// inside the range stay as they are: a major compaction here rewrote
-    /// every file of both children after each split, as many bytes again as
-    /// a sequential load wrote.
-    fn rewrite_foreign(&self, s: &Served) -> Result<()> {
-        let foreign = s.tablet.foreign_files(&s.tablet.version());
-        let mut by_group: BTreeMap<&str, Vec<Arc<Sst>>> = BTreeMap::new();
-        for f in &foreign {
-            by_group
-                .entry(f.meta.group.as_str())
-                .or_default()
-                .push(Arc::clone(f));
-        }
-        let schema = s.table.schema();
-        for (group, inputs) in by_group {
-            self.rewrite_files(s, &inputs, false, &Router::fixed(&schema, group))?;
-            self.counters.merges.fetch_add(1, Ordering::Relaxed);
-        }
-        Ok(())
-    }
+/// Writes a tablet's descriptor (and this server as its location) to its
+/// METADATA row, fenced by this server's lock; the root tablet's goes to
+/// its file. `event` is added to the row's event log.
+pub(super) fn record(server: &TabletServer, meta: &TabletMeta, event: Option<&str>) -> Result<()> {
+    record_as(server, meta, event, true, &server.client)
+}
 
-    /// Major compaction: every SSTable of the tablet into one set per group;
-    /// deleted and collected data is dropped. The caller holds the claim.
-    fn major_compact(&self, s: &Served) -> Result<()> {
-        let v = s.tablet.version();
-        *s.tablet.last_major.lock() = Instant::now();
-        if v.files.is_empty() {
-            return Ok(());
-        }
-        let router = Router::by_schema(&s.table.schema());
-        self.rewrite_files(s, &v.files, true, &router)?;
-        self.counters.majors.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+/// [`record`], naming this server as the location only if
+/// `serving`, through `client` (loads and unloads, which the master waits
+/// for, use one that gives up soon: if METADATA's server is dead, the
+/// master must get back to recovering it).
+pub(super) fn record_as(
+    server: &TabletServer,
+    meta: &TabletMeta,
+    event: Option<&str>,
+    serving: bool,
+    client: &Client,
+) -> Result<()> {
+    if !server.lease.held() {
+        server.fence();
+        return Err(server.not_serving(meta.id));
     }
+    if meta.table == METADATA_ID && meta.start.is_empty() {
+        return server.env.root.save(meta);
+    }
+    let location = if serving { server.name.as_bytes() } else { b"" };
+    let mut mutations = tablet_row_cells(meta, location);
+    if let Some(e) = event {
+        mutations.push(Mutation::SetCell {
+            family: FAMILY_LOG.into(),
+            qualifier: Q_EVENT.to_vec(),
+            timestamp: None,
+            value: format!("{} {e}", server.name).into_bytes(),
+        });
+    }
+    let key = tablet_row_key(meta.table, meta.end.as_deref());
+    client.write_metadata(&key, mutations, Some(&server.lease.sequencer))
+}
 
-    /// Merges `inputs` (clipped to the tablet's range, filtered as a major or
-    /// a merging compaction) into new SSTables routed by `router`, and
-    /// installs them in their place.
-    fn rewrite_files(
-        &self,
-        s: &Served,
-        inputs: &[Arc<Sst>],
-        major: bool,
-        router: &Router,
-    ) -> Result<()> {
+fn delete_obsolete_logs(server: &TabletServer) -> Result<()> {
+    // Entries up to `visible` are all in memtables; a tablet with unflushed
+    // data still needs the log from its redo point on.
+    let visible = server.core.visible_seq();
+    let mut min_live = visible;
+    for s in server.served_tablets() {
         let t = &s.tablet;
-        let iters: Vec<Box<dyn InternalIterator>> = inputs
-            .iter()
-            .map(|f| Box::new(f.table.iter_uncached()) as Box<dyn InternalIterator>)
-            .collect();
-        let (lo, hi) = t.key_bounds();
-        let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
-        let mut filter =
-            CompactionFilter::new(Box::new(clipped), major, s.table.schema(), now_micros())?;
-        let new_number = || self.env.numbers.new_output();
-        let total = inputs.iter().map(|f| f.meta.entries).sum();
-        let outputs = write_outputs(
-            &self.output_ctx(&new_number),
-            router,
-            self.reporting(total, || filter.next_entry()),
-        )?;
-        self.install(
-            s,
-            inputs,
-            outputs,
-            t.flushed_seq.load(Ordering::Acquire),
-            |cur, files| TabletVersion {
+        let v = t.version();
+        if t.has_unflushed(&v) {
+            min_live = min_live.min(t.flushed_seq.load(Ordering::Acquire));
+        }
+    }
+    server.core.log().delete_obsolete(min_live)?;
+    Ok(())
+}
+
+/// Merging compaction of the newest files of one locality group.
+fn merge_group(server: &TabletServer, s: &Served, group: &str) -> Result<()> {
+    let v = s.tablet.version();
+    let take = server.env.opts.merge_trigger / 2 + 1;
+    let in_group: Vec<Arc<Sst>> = v
+        .files
+        .iter()
+        .filter(|f| f.meta.group == group)
+        .cloned()
+        .collect();
+    if in_group.len() <= take || in_group.len() == v.files.len() {
+        // Merging every file is a major compaction: do that instead.
+        return major_compact(server, s);
+    }
+    let inputs: Vec<Arc<Sst>> = in_group.into_iter().take(take).collect();
+    let router = Router::fixed(&s.table.schema(), group);
+    rewrite_files(server, s, &inputs, false, &router)?;
+    server.counters.merges.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Rewrites, clipped to the tablet's range, the files it shares with a
+/// sibling since a split (a merging compaction of just those, one per
+/// locality group), so that the parent's files can go. Files wholly
+/// inside the range stay as they are: a major compaction here rewrote
+/// every file of both children after each split, as many bytes again as
+/// a sequential load wrote.
+fn rewrite_foreign(server: &TabletServer, s: &Served) -> Result<()> {
+    let foreign = s.tablet.foreign_files(&s.tablet.version());
+    let mut by_group: BTreeMap<&str, Vec<Arc<Sst>>> = BTreeMap::new();
+    for f in &foreign {
+        by_group
+            .entry(f.meta.group.as_str())
+            .or_default()
+            .push(Arc::clone(f));
+    }
+    let schema = s.table.schema();
+    for (group, inputs) in by_group {
+        rewrite_files(server, s, &inputs, false, &Router::fixed(&schema, group))?;
+        server.counters.merges.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
+/// Major compaction: every SSTable of the tablet into one set per group;
+/// deleted and collected data is dropped. The caller holds the claim.
+fn major_compact(server: &TabletServer, s: &Served) -> Result<()> {
+    let v = s.tablet.version();
+    *s.tablet.last_major.lock() = Instant::now();
+    if v.files.is_empty() {
+        return Ok(());
+    }
+    let router = Router::by_schema(&s.table.schema());
+    rewrite_files(server, s, &v.files, true, &router)?;
+    server.counters.majors.fetch_add(1, Ordering::Relaxed);
+    Ok(())
+}
+
+/// Merges `inputs` (clipped to the tablet's range, filtered as a major or
+/// a merging compaction) into new SSTables routed by `router`, and
+/// installs them in their place.
+fn rewrite_files(
+    server: &TabletServer,
+    s: &Served,
+    inputs: &[Arc<Sst>],
+    major: bool,
+    router: &Router,
+) -> Result<()> {
+    let t = &s.tablet;
+    let iters: Vec<Box<dyn InternalIterator>> = inputs
+        .iter()
+        .map(|f| Box::new(f.table.iter_uncached()) as Box<dyn InternalIterator>)
+        .collect();
+    let (lo, hi) = t.key_bounds();
+    let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
+    let mut filter =
+        CompactionFilter::new(Box::new(clipped), major, s.table.schema(), now_micros())?;
+    let new_number = || server.env.numbers.new_output();
+    let total = inputs.iter().map(|f| f.meta.entries).sum();
+    let outputs = write_outputs(
+        &output_ctx(server, &new_number),
+        router,
+        reporting(server, total, || filter.next_entry()),
+    )?;
+    install(
+        server,
+        s,
+        inputs,
+        outputs,
+        t.flushed_seq.load(Ordering::Acquire),
+        |cur, files| TabletVersion {
+            files_version: next_files_version(),
+            mem: cur.mem.clone(),
+            imm: cur.imm.clone(),
+            files,
+        },
+    )
+}
+
+/// Splits a tablet near the middle of its data (see [`Tablet::split_row`];
+/// paper §5.3: the server commits the split to METADATA, then tells the
+/// master). The caller holds the claim. Returns false when no good split
+/// row exists.
+fn split(server: &TabletServer, s: &Arc<Served>) -> Result<bool> {
+    let Some(row) = s.tablet.split_row(&s.tablet.version()) else {
+        return Ok(false);
+    };
+    split_at(server, s, row)
+}
+
+/// Splits a tablet at `row`, which must lie strictly inside it. The
+/// caller holds the claim. Returns false if the tablet retired meanwhile.
+fn split_at(server: &TabletServer, s: &Arc<Served>, row: Vec<u8>) -> Result<bool> {
+    let t = &s.tablet;
+    // Numbered before the gate closes: taking a number may wait for
+    // the lock service.
+    let (id_a, id_b) = (server.env.numbers.next_id()?, server.env.numbers.next_id()?);
+    let _gate = s.close();
+    if t.retired.load(Ordering::Acquire) {
+        return Ok(false);
+    }
+    freeze(server, t);
+    let v = t.version();
+    let flushed = t.flushed_seq.load(Ordering::Acquire);
+    let make = |id: u64, start: Vec<u8>, end: Option<Vec<u8>>| {
+        Arc::new(Tablet::new(
+            id,
+            t.table_id,
+            start,
+            end,
+            flushed,
+            TabletVersion {
                 files_version: next_files_version(),
-                mem: cur.mem.clone(),
-                imm: cur.imm.clone(),
-                files,
+                mem: Arc::new(Memtable::new()),
+                imm: v.imm.clone(),
+                files: v.files.clone(),
             },
-        )
+        ))
+    };
+    let a = make(id_a, t.start.clone(), Some(row.clone()));
+    let b = make(id_b, row.clone(), t.end.clone());
+    let served = |x: Arc<Tablet>| Arc::new(Served::new(x, s.table.clone()));
+    let (a, b) = (served(a), served(b));
+    let key_of = |x: &Tablet| x.start.escape_ascii().to_string();
+    // The left half's new row first, then the right half takes over the
+    // parent's row: a crash between leaves overlapping rows, which any
+    // reader of METADATA resolves to this split.
+    record(
+        server,
+        &a.meta(&server.log_dir),
+        Some(&format!("split from {} at {}", t.id, key_of(&b.tablet))),
+    )?;
+    if server
+        .env
+        .hooks
+        .split_stops_after_left
+        .load(Ordering::Acquire)
+    {
+        log::warn!("{}: test hook: dying in the middle of a split", server.name);
+        server.kill()?;
+        return Err(server.not_serving(t.id));
     }
-
-    /// Splits a tablet near the middle of its data (see [`Tablet::split_row`];
-    /// paper §5.3: the server commits the split to METADATA, then tells the
-    /// master). The caller holds the claim. Returns false when no good split
-    /// row exists.
-    fn split(&self, s: &Arc<Served>) -> Result<bool> {
-        let Some(row) = s.tablet.split_row(&s.tablet.version()) else {
-            return Ok(false);
-        };
-        self.split_at(s, row)
-    }
-
-    /// Splits a tablet at `row`, which must lie strictly inside it. The
-    /// caller holds the claim. Returns false if the tablet retired meanwhile.
-    fn split_at(&self, s: &Arc<Served>, row: Vec<u8>) -> Result<bool> {
-        let t = &s.tablet;
-        // Numbered before the gate closes: taking a number may wait for
-        // the lock service.
-        let (id_a, id_b) = (self.env.numbers.next_id()?, self.env.numbers.next_id()?);
-        let _gate = s.close();
-        if t.retired.load(Ordering::Acquire) {
-            return Ok(false);
+    record(
+        server,
+        &b.meta(&server.log_dir),
+        Some(&format!("split from {}", t.id)),
+    )?;
+    server.tablets.split(t.id, a.clone(), b.clone());
+    t.retired.store(true, Ordering::Release);
+    server.counters.splits.fetch_add(1, Ordering::Relaxed);
+    if !server
+        .env
+        .hooks
+        .drop_split_notifications
+        .load(Ordering::Acquire)
+    {
+        if let Some(m) = server.env.active_master() {
+            m.tablet_split(&server.name, t.id, &[a.tablet.id, b.tablet.id]);
         }
-        self.freeze(t);
-        let v = t.version();
-        let flushed = t.flushed_seq.load(Ordering::Acquire);
-        let make = |id: u64, start: Vec<u8>, end: Option<Vec<u8>>| {
-            Arc::new(Tablet::new(
-                id,
-                t.table_id,
-                start,
-                end,
-                flushed,
-                TabletVersion {
-                    files_version: next_files_version(),
-                    mem: Arc::new(Memtable::new()),
-                    imm: v.imm.clone(),
-                    files: v.files.clone(),
-                },
-            ))
-        };
-        let a = make(id_a, t.start.clone(), Some(row.clone()));
-        let b = make(id_b, row.clone(), t.end.clone());
-        let served = |x: Arc<Tablet>| Arc::new(Served::new(x, s.table.clone()));
-        let (a, b) = (served(a), served(b));
-        let key_of = |x: &Tablet| x.start.escape_ascii().to_string();
-        // The left half's new row first, then the right half takes over the
-        // parent's row: a crash between leaves overlapping rows, which any
-        // reader of METADATA resolves to this split.
-        self.record(
-            &a.meta(&self.log_dir),
-            Some(&format!("split from {} at {}", t.id, key_of(&b.tablet))),
-        )?;
-        if self
-            .env
-            .hooks
-            .split_stops_after_left
-            .load(Ordering::Acquire)
-        {
-            log::warn!("{}: test hook: dying in the middle of a split", self.name);
-            self.kill()?;
-            return Err(self.not_serving(t.id));
-        }
-        self.record(
-            &b.meta(&self.log_dir),
-            Some(&format!("split from {}", t.id)),
-        )?;
-        self.tablets.split(t.id, a.clone(), b.clone());
-        t.retired.store(true, Ordering::Release);
-        self.counters.splits.fetch_add(1, Ordering::Relaxed);
-        if !self
-            .env
-            .hooks
-            .drop_split_notifications
-            .load(Ordering::Acquire)
-        {
-            if let Some(m) = self.env.active_master() {
-                m.tablet_split(&self.name, t.id, &[a.tablet.id, b.tablet.id]);
-            }
-        }
-        self.wake();
-        Ok(true)
     }
+    server.wake();
+    Ok(true)
+}
 
-    /// Whether a tablet is to be split: past the split size, and holding no
-    /// file it shares with a sibling. Until a split's halves have rewritten
-    /// their shared files, their sizes count those files whole (HBase does
-    /// not split a region holding references either).
-    fn wants_split(&self, s: &Served) -> bool {
-        let t = &s.tablet;
-        let v = t.version();
-        !is_root(t) && t.sstable_bytes(&v) > self.env.opts.split_bytes && !t.has_foreign_files(&v)
-    }
+/// Whether a tablet is to be split: past the split size, and holding no
+/// file it shares with a sibling. Until a split's halves have rewritten
+/// their shared files, their sizes count those files whole (HBase does
+/// not split a region holding references either).
+fn wants_split(server: &TabletServer, s: &Served) -> bool {
+    let t = &s.tablet;
+    let v = t.version();
+    !is_root(t) && t.sstable_bytes(&v) > server.env.opts.split_bytes && !t.has_foreign_files(&v)
 }
 
 impl TabletMaintenance for TabletServer {
@@ -545,7 +555,7 @@ impl TabletMaintenance for TabletServer {
             if s.tablet.retired.load(Ordering::Acquire) {
                 continue;
             }
-            self.freeze(&s.tablet);
+            freeze(self, &s.tablet);
             // Flush what is frozen now, oldest first; memtables frozen later
             // (by writes during the flush, such as this flush's own METADATA
             // records when the tablet is a METADATA tablet) are not waited
@@ -558,7 +568,7 @@ impl TabletMaintenance for TabletServer {
                 .iter()
                 .any(|m| frozen.iter().any(|f| Arc::ptr_eq(f, m)))
             {
-                self.flush_imm(&s)?;
+                flush_imm(self, &s)?;
             }
         }
         // A tablet that split or moved meanwhile was skipped above (its
@@ -580,7 +590,7 @@ impl TabletMaintenance for TabletServer {
                 continue;
             }
             if major {
-                self.major_compact(&s)?;
+                major_compact(self, &s)?;
             } else {
                 let group = s
                     .tablet
@@ -589,7 +599,7 @@ impl TabletMaintenance for TabletServer {
                     .first()
                     .map(|f| f.meta.group.clone());
                 if let Some(g) = group {
-                    self.merge_group(&s, &g)?;
+                    merge_group(self, &s, &g)?;
                 }
             }
         }
@@ -613,7 +623,7 @@ impl TabletMaintenance for TabletServer {
                 let _c = s.tablet.claim();
                 // Checked again under the claim: a split may have raced.
                 if !s.tablet.retired.load(Ordering::Acquire) && inside(&s.tablet) {
-                    self.split_at(&s, row.clone())?;
+                    split_at(self, &s, row.clone())?;
                 }
             }
         }
@@ -631,9 +641,9 @@ impl TabletMaintenance for TabletServer {
                 if s.table.id != table {
                     continue;
                 }
-                if self.wants_split(&s) {
+                if wants_split(self, &s) {
                     let _c = s.tablet.claim();
-                    if !s.tablet.retired.load(Ordering::Acquire) && self.split(&s)? {
+                    if !s.tablet.retired.load(Ordering::Acquire) && split(self, &s)? {
                         did = true;
                     }
                 }

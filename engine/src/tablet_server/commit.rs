@@ -8,6 +8,7 @@
 //! next log write, and `publish.rs` makes them visible in order.
 
 use super::publish::{Batch, Publisher};
+use super::reads::{cell_of, row_matches};
 use super::{Served, TabletServer};
 use crate::data::*;
 use crate::group_commit::{GroupCommit, GroupCommitStats, Turn};
@@ -370,7 +371,7 @@ impl TabletWrites for TabletServer {
         if ms.is_empty() {
             return Ok(Written::default());
         }
-        let s = self.route(tablet, ms.iter().map(|m| m.row.as_slice()))?;
+        let s = route(self, tablet, ms.iter().map(|m| m.row.as_slice()))?;
         let _gate = s.admit();
         if fence.is_some_and(|f| !self.env.lock.check_sequencer(f)) {
             return Err(Error::Lock(
@@ -380,12 +381,12 @@ impl TabletWrites for TabletServer {
         let _locks = self
             .row_locks
             .lock(s.table.id, ms.iter().map(|m| m.row.as_slice()));
-        self.commit_rows(&s, ms, sync)
+        commit_rows(self, &s, ms, sync)
     }
 
     /// Runs validated row transactions, all in tablet `tablet`, in order.
     fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
-        let s = self.route(tablet, txns.iter().map(|t| t.row.as_slice()))?;
+        let s = route(self, tablet, txns.iter().map(|t| t.row.as_slice()))?;
         let _gate = s.admit();
         let mut out = Vec::with_capacity(txns.len());
         // Plain transactions are committed together; one that reads the row
@@ -411,265 +412,266 @@ impl TabletWrites for TabletServer {
                 });
                 continue;
             }
-            self.flush_plain(&s, &mut plain, sync)?;
+            flush_plain(self, &s, &mut plain, sync)?;
             let _lock = self
                 .row_locks
                 .lock(s.table.id, std::iter::once(t.row.as_slice()));
-            let (m, outcome) = self.resolve_txn(&s, t)?;
+            let (m, outcome) = resolve_txn(self, &s, t)?;
             if !m.mutations.is_empty() {
-                self.commit_rows(&s, &[&m], sync)?;
+                commit_rows(self, &s, &[&m], sync)?;
             }
             out.push(outcome);
         }
-        self.flush_plain(&s, &mut plain, sync)?;
+        flush_plain(self, &s, &mut plain, sync)?;
         Ok(out)
     }
 }
 
-impl TabletServer {
-    /// Makes every later sequence number exceed `floor`, and waits until
-    /// reads see everything up to it.
-    pub(super) fn raise_floor(&self, floor: u64) -> Result<()> {
-        let group = WriteGroup {
-            rows: Vec::new(),
-            bytes: 0,
-            floor,
+/// Makes every later sequence number exceed `floor`, and waits until
+/// reads see everything up to it.
+pub(super) fn raise_floor(server: &TabletServer, floor: u64) -> Result<()> {
+    let group = WriteGroup {
+        rows: Vec::new(),
+        bytes: 0,
+        floor,
+    };
+    server.core.commit_grouped(group, false).map(Ticket::finish)
+}
+
+/// The served tablet `id` if it holds every row of `rows`.
+fn route<'r>(
+    server: &TabletServer,
+    id: u64,
+    mut rows: impl Iterator<Item = &'r [u8]>,
+) -> Result<Arc<Served>> {
+    let s = server.served(id)?;
+    if rows.all(|r| s.tablet.contains(r)) {
+        Ok(s)
+    } else {
+        Err(server.not_serving(id))
+    }
+}
+
+/// Commits validated row mutations. The caller holds the tablet's gate
+/// (shared) and the rows' locks.
+fn commit_rows<M: Borrow<RowMutation>>(
+    server: &TabletServer,
+    s: &Served,
+    ms: &[M],
+    sync: bool,
+) -> Result<Written> {
+    if s.tablet.retired.load(Ordering::Acquire) {
+        return Err(server.not_serving(s.tablet.id));
+    }
+    let mut rows = Vec::with_capacity(ms.len());
+    let mut written = Written::default();
+    for m in ms {
+        let m = m.borrow();
+        let ts = server.env.next_timestamp();
+        // Timestamps only grow, but a row may name its own.
+        written.timestamp = written.timestamp.max(ts);
+        written.bytes += mutation::value_bytes(m);
+        let record = LogRecord {
+            table: s.table.id.to_string(),
+            entries: mutation::to_entries(m, 0, ts),
         };
-        self.core.commit_grouped(group, false).map(Ticket::finish)
+        let encoded = record.encode_ahead()?;
+        let entries = record.entries;
+        rows.push(Pending {
+            tablet: s.tablet.clone(),
+            bytes: entries.iter().map(|(k, v)| k.len() + v.len()).sum(),
+            entries,
+            encoded,
+            ops: m.mutations.len() as u64,
+        });
     }
+    crate::keyviz::record_writes(
+        &s.table.name,
+        ms.iter().map(|m| &m.borrow().row),
+        rows.iter().map(|p| p.bytes as u64),
+    );
+    wait_for_room(server, s);
+    let bytes = rows.iter().map(|p| p.bytes).sum();
+    let group = WriteGroup {
+        rows,
+        bytes,
+        floor: 0,
+    };
+    server.core.commit(group, sync)?.finish();
+    server.counters.writes.add(ms.len() as u64);
+    s.requests.add(ms.len() as u64);
+    Ok(written)
+}
 
-    /// The served tablet `id` if it holds every row of `rows`.
-    fn route<'r>(&self, id: u64, mut rows: impl Iterator<Item = &'r [u8]>) -> Result<Arc<Served>> {
-        let s = self.served(id)?;
-        if rows.all(|r| s.tablet.contains(r)) {
-            Ok(s)
-        } else {
-            Err(self.not_serving(id))
+/// Back-pressure: wait while the tablet has too many frozen memtables.
+/// METADATA never waits: its writers are the flushes that make room.
+fn wait_for_room(server: &TabletServer, s: &Served) {
+    let full = || {
+        s.table.id != crate::metadata::METADATA_ID && s.tablet.version().imm.len() >= MAX_IMMUTABLE
+    };
+    if !full() {
+        return;
+    }
+    server.counters.stalls.fetch_add(1, Ordering::Relaxed);
+    server.wake();
+    server.stall.wait_while(|| full() && server.is_serving());
+}
+
+pub(super) fn freeze(server: &TabletServer, t: &Tablet) {
+    server.core.freeze(t);
+}
+
+fn flush_plain(
+    server: &TabletServer,
+    s: &Served,
+    plain: &mut Vec<RowMutation>,
+    sync: bool,
+) -> Result<()> {
+    if plain.is_empty() {
+        return Ok(());
+    }
+    let _locks = server
+        .row_locks
+        .lock(s.table.id, plain.iter().map(|m| m.row.as_slice()));
+    commit_rows(server, s, plain, sync)?;
+    plain.clear();
+    Ok(())
+}
+
+/// Evaluates a transaction's guard and read-modify-write ops against the
+/// row as it is now (the caller holds the row lock), giving the plain
+/// mutation to commit.
+fn resolve_txn(server: &TabletServer, s: &Served, t: &RowTxn) -> Result<(RowMutation, TxnOutcome)> {
+    let mut m = RowMutation::new(t.row.clone());
+    let held = match &t.guard {
+        None => true,
+        Some(Guard::Cell(c)) => {
+            let cur = cell_of(server, s, &t.row, &c.family, &c.qualifier)?;
+            mutation::check(c, cur.as_ref().map(|c| &c.value[..]))
         }
-    }
-
-    /// Commits validated row mutations. The caller holds the tablet's gate
-    /// (shared) and the rows' locks.
-    fn commit_rows<M: Borrow<RowMutation>>(
-        &self,
-        s: &Served,
-        ms: &[M],
-        sync: bool,
-    ) -> Result<Written> {
-        if s.tablet.retired.load(Ordering::Acquire) {
-            return Err(self.not_serving(s.tablet.id));
-        }
-        let mut rows = Vec::with_capacity(ms.len());
-        let mut written = Written::default();
-        for m in ms {
-            let m = m.borrow();
-            let ts = self.env.next_timestamp();
-            // Timestamps only grow, but a row may name its own.
-            written.timestamp = written.timestamp.max(ts);
-            written.bytes += mutation::value_bytes(m);
-            let record = LogRecord {
-                table: s.table.id.to_string(),
-                entries: mutation::to_entries(m, 0, ts),
-            };
-            let encoded = record.encode_ahead()?;
-            let entries = record.entries;
-            rows.push(Pending {
-                tablet: s.tablet.clone(),
-                bytes: entries.iter().map(|(k, v)| k.len() + v.len()).sum(),
-                entries,
-                encoded,
-                ops: m.mutations.len() as u64,
-            });
-        }
-        crate::keyviz::record_writes(
-            &s.table.name,
-            ms.iter().map(|m| &m.borrow().row),
-            rows.iter().map(|p| p.bytes as u64),
-        );
-        self.wait_for_room(s);
-        let bytes = rows.iter().map(|p| p.bytes).sum();
-        let group = WriteGroup {
-            rows,
-            bytes,
-            floor: 0,
-        };
-        self.core.commit(group, sync)?.finish();
-        self.counters.writes.add(ms.len() as u64);
-        s.requests.add(ms.len() as u64);
-        Ok(written)
-    }
-
-    /// Back-pressure: wait while the tablet has too many frozen memtables.
-    /// METADATA never waits: its writers are the flushes that make room.
-    fn wait_for_room(&self, s: &Served) {
-        let full = || {
-            s.table.id != crate::metadata::METADATA_ID
-                && s.tablet.version().imm.len() >= MAX_IMMUTABLE
-        };
-        if !full() {
-            return;
-        }
-        self.counters.stalls.fetch_add(1, Ordering::Relaxed);
-        self.wake();
-        self.stall.wait_while(|| full() && self.is_serving());
-    }
-
-    pub(super) fn freeze(&self, t: &Tablet) {
-        self.core.freeze(t);
-    }
-
-    fn flush_plain(&self, s: &Served, plain: &mut Vec<RowMutation>, sync: bool) -> Result<()> {
-        if plain.is_empty() {
-            return Ok(());
-        }
-        let _locks = self
-            .row_locks
-            .lock(s.table.id, plain.iter().map(|m| m.row.as_slice()));
-        self.commit_rows(s, plain, sync)?;
-        plain.clear();
-        Ok(())
-    }
-
-    /// Evaluates a transaction's guard and read-modify-write ops against the
-    /// row as it is now (the caller holds the row lock), giving the plain
-    /// mutation to commit.
-    fn resolve_txn(&self, s: &Served, t: &RowTxn) -> Result<(RowMutation, TxnOutcome)> {
-        let mut m = RowMutation::new(t.row.clone());
-        let held = match &t.guard {
-            None => true,
-            Some(Guard::Cell(c)) => {
-                let cur = self.cell_of(s, &t.row, &c.family, &c.qualifier)?;
-                mutation::check(c, cur.as_ref().map(|c| &c.value[..]))
-            }
-            Some(Guard::Filter(f)) => self.row_matches(s, &t.row, f)?,
-        };
-        let ops = if held { &t.ops } else { &t.otherwise };
-        let superseded = superseded_rmw(ops);
-        // Values this transaction has written so far, for later ops of the same column.
-        let mut overlay: HashMap<(String, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
-        let mut results = Vec::new();
-        for (i, op) in ops.iter().enumerate() {
-            let (family, qualifier, new) = match op {
-                RowOp::Mutate(mu) => {
-                    match mu {
-                        Mutation::SetCell {
-                            family,
-                            qualifier,
-                            value,
-                            ..
-                        } => {
-                            overlay
-                                .insert((family.clone(), qualifier.clone()), Some(value.clone()));
-                        }
-                        Mutation::DeleteCells {
-                            family, qualifier, ..
-                        } => {
-                            overlay.remove(&(family.clone(), qualifier.clone()));
-                        }
-                        Mutation::DeleteFamily { family } => {
-                            overlay.retain(|(f, _), _| f != family)
-                        }
-                        Mutation::DeleteRow => overlay.clear(),
-                        // Aggregate families refuse read-modify-write ops,
-                        // so no later op reads this column.
-                        Mutation::AddToCell { .. } => {}
-                    }
-                    m.mutations.push(mu.clone());
-                    continue;
-                }
-                RowOp::Increment {
-                    family,
-                    qualifier,
-                    delta,
-                } => {
-                    let old = self.current_value(s, t, &m, &overlay, family, qualifier)?;
-                    (
+        Some(Guard::Filter(f)) => row_matches(server, s, &t.row, f)?,
+    };
+    let ops = if held { &t.ops } else { &t.otherwise };
+    let superseded = superseded_rmw(ops);
+    // Values this transaction has written so far, for later ops of the same column.
+    let mut overlay: HashMap<(String, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
+    let mut results = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        let (family, qualifier, new) = match op {
+            RowOp::Mutate(mu) => {
+                match mu {
+                    Mutation::SetCell {
                         family,
                         qualifier,
-                        mutation::increment(old.as_deref(), *delta)?,
-                    )
-                }
-                RowOp::Append {
-                    family,
-                    qualifier,
-                    data,
-                } => {
-                    // Extended in place: N appends of one column cost O(N)
-                    // bytes, not a new copy of the growing value each.
-                    let key = (family.clone(), qualifier.clone());
-                    let old = match overlay.remove(&key) {
-                        Some(v) => v,
-                        None => self.current_value(s, t, &m, &overlay, family, qualifier)?,
-                    };
-                    let mut new = old.unwrap_or_default();
-                    let size = new.len().saturating_add(data.len());
-                    if size > self.env.opts.max_value_size {
-                        return Err(Error::ValueTooLarge {
-                            size,
-                            limit: self.env.opts.max_value_size,
-                        });
+                        value,
+                        ..
+                    } => {
+                        overlay.insert((family.clone(), qualifier.clone()), Some(value.clone()));
                     }
-                    new.extend_from_slice(data);
-                    (family, qualifier, new)
+                    Mutation::DeleteCells {
+                        family, qualifier, ..
+                    } => {
+                        overlay.remove(&(family.clone(), qualifier.clone()));
+                    }
+                    Mutation::DeleteFamily { family } => overlay.retain(|(f, _), _| f != family),
+                    Mutation::DeleteRow => overlay.clear(),
+                    // Aggregate families refuse read-modify-write ops,
+                    // so no later op reads this column.
+                    Mutation::AddToCell { .. } => {}
                 }
-            };
-            if superseded[i] {
-                // A later op of this transaction replaces the value (at the
-                // same timestamp): only that one is written and reported.
-                overlay.insert((family.clone(), qualifier.clone()), Some(new));
-                results.push(Vec::new());
+                m.mutations.push(mu.clone());
                 continue;
             }
-            overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
-            m.mutations.push(Mutation::SetCell {
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-                timestamp: None,
-                value: new.clone(),
-            });
-            results.push(new);
+            RowOp::Increment {
+                family,
+                qualifier,
+                delta,
+            } => {
+                let old = current_value(server, s, t, &m, &overlay, family, qualifier)?;
+                (
+                    family,
+                    qualifier,
+                    mutation::increment(old.as_deref(), *delta)?,
+                )
+            }
+            RowOp::Append {
+                family,
+                qualifier,
+                data,
+            } => {
+                // Extended in place: N appends of one column cost O(N)
+                // bytes, not a new copy of the growing value each.
+                let key = (family.clone(), qualifier.clone());
+                let old = match overlay.remove(&key) {
+                    Some(v) => v,
+                    None => current_value(server, s, t, &m, &overlay, family, qualifier)?,
+                };
+                let mut new = old.unwrap_or_default();
+                let size = new.len().saturating_add(data.len());
+                if size > server.env.opts.max_value_size {
+                    return Err(Error::ValueTooLarge {
+                        size,
+                        limit: server.env.opts.max_value_size,
+                    });
+                }
+                new.extend_from_slice(data);
+                (family, qualifier, new)
+            }
+        };
+        if superseded[i] {
+            // A later op of this transaction replaces the value (at the
+            // same timestamp): only that one is written and reported.
+            overlay.insert((family.clone(), qualifier.clone()), Some(new));
+            results.push(Vec::new());
+            continue;
         }
-        Ok((
-            m,
-            TxnOutcome {
-                guard_held: held,
-                results,
-            },
-        ))
-    }
-
-    /// The value a read-modify-write op starts from: what this transaction
-    /// wrote to the column, else what is stored (unless this transaction
-    /// deleted it).
-    fn current_value(
-        &self,
-        s: &Served,
-        t: &RowTxn,
-        pending: &RowMutation,
-        overlay: &HashMap<(String, Vec<u8>), Option<Vec<u8>>>,
-        family: &str,
-        qualifier: &[u8],
-    ) -> Result<Option<Vec<u8>>> {
-        if let Some(v) = overlay.get(&(family.to_string(), qualifier.to_vec())) {
-            return Ok(v.clone());
-        }
-        let deleted = pending.mutations.iter().any(|m| match m {
-            Mutation::DeleteRow => true,
-            Mutation::DeleteFamily { family: f } => f == family,
-            Mutation::DeleteCells {
-                family: f,
-                qualifier: q,
-                range,
-            } => f == family && q == qualifier && *range == TimeRange::ALL,
-            Mutation::SetCell { .. } | Mutation::AddToCell { .. } => false,
+        overlay.insert((family.clone(), qualifier.clone()), Some(new.clone()));
+        m.mutations.push(Mutation::SetCell {
+            family: family.clone(),
+            qualifier: qualifier.clone(),
+            timestamp: None,
+            value: new.clone(),
         });
-        if deleted {
-            return Ok(None);
-        }
-        Ok(self
-            .cell_of(s, &t.row, family, qualifier)?
-            .map(|c| c.value.into_vec()))
+        results.push(new);
     }
+    Ok((
+        m,
+        TxnOutcome {
+            guard_held: held,
+            results,
+        },
+    ))
+}
+
+/// The value a read-modify-write op starts from: what this transaction
+/// wrote to the column, else what is stored (unless this transaction
+/// deleted it).
+fn current_value(
+    server: &TabletServer,
+    s: &Served,
+    t: &RowTxn,
+    pending: &RowMutation,
+    overlay: &HashMap<(String, Vec<u8>), Option<Vec<u8>>>,
+    family: &str,
+    qualifier: &[u8],
+) -> Result<Option<Vec<u8>>> {
+    if let Some(v) = overlay.get(&(family.to_string(), qualifier.to_vec())) {
+        return Ok(v.clone());
+    }
+    let deleted = pending.mutations.iter().any(|m| match m {
+        Mutation::DeleteRow => true,
+        Mutation::DeleteFamily { family: f } => f == family,
+        Mutation::DeleteCells {
+            family: f,
+            qualifier: q,
+            range,
+        } => f == family && q == qualifier && *range == TimeRange::ALL,
+        Mutation::SetCell { .. } | Mutation::AddToCell { .. } => false,
+    });
+    if deleted {
+        return Ok(None);
+    }
+    Ok(cell_of(server, s, &t.row, family, qualifier)?.map(|c| c.value.into_vec()))
 }
 
 /// For each op, whether it is an increment or append whose value a later

@@ -7,6 +7,8 @@
 //! row points only at this server's log. Unloading does a minor compaction
 //! first, so the next server has no log to read (a fast move).
 
+use super::background::{flush_imm, record_as, write_memtable};
+use super::commit::{freeze, raise_floor};
 use super::{Served, TabletServer};
 use crate::client::read_table_defs;
 use crate::compaction::open_sst;
@@ -19,44 +21,42 @@ use crate::{key, Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-impl TabletServer {
-    /// Raises the daemon's clock to the newest timestamp among `newest` (of
-    /// the tablet's files and redone entries) that a server may have
-    /// assigned, before the tablet takes writes: its last server's clock may
-    /// have run ahead of this one's. Split halves need nothing more: they
-    /// stay on their server (one clock), and their inherited memtables
-    /// reach a next server as files or as redone log entries, both counted.
-    fn raise_clock(&self, tablet: u64, mut newest: Vec<u64>) {
-        newest.sort_unstable_by(|a, b| b.cmp(a));
-        let mut beyond = None;
-        for ts in newest {
-            match self.env.raise_clock(ts) {
-                None => {
-                    beyond.get_or_insert(ts);
+/// Raises the daemon's clock to the newest timestamp among `newest` (of
+/// the tablet's files and redone entries) that a server may have
+/// assigned, before the tablet takes writes: its last server's clock may
+/// have run ahead of this one's. Split halves need nothing more: they
+/// stay on their server (one clock), and their inherited memtables
+/// reach a next server as files or as redone log entries, both counted.
+fn raise_clock(server: &TabletServer, tablet: u64, mut newest: Vec<u64>) {
+    newest.sort_unstable_by(|a, b| b.cmp(a));
+    let mut beyond = None;
+    for ts in newest {
+        match server.env.raise_clock(ts) {
+            None => {
+                beyond.get_or_insert(ts);
+            }
+            Some(jump) => {
+                if jump > 0 {
+                    let c = &server.counters;
+                    c.clock_raised.fetch_add(1, Ordering::Relaxed);
+                    c.clock_raise_max_us.fetch_max(jump, Ordering::Relaxed);
+                    log::info!(
+                        "{}: tablet {tablet} holds cells stamped up to {jump} us ahead of \
+                         this clock; raised it",
+                        server.name
+                    );
                 }
-                Some(jump) => {
-                    if jump > 0 {
-                        let c = &self.counters;
-                        c.clock_raised.fetch_add(1, Ordering::Relaxed);
-                        c.clock_raise_max_us.fetch_max(jump, Ordering::Relaxed);
-                        log::info!(
-                            "{}: tablet {tablet} holds cells stamped up to {jump} us ahead of \
-                             this clock; raised it",
-                            self.name
-                        );
-                    }
-                    break;
-                }
+                break;
             }
         }
-        if let Some(ts) = beyond {
-            log::info!(
-                "{}: tablet {tablet} holds a cell stamped {ts}, more than {} s ahead of this \
-                 clock: a timestamp a user chose, so the clock is not raised to it",
-                self.name,
-                crate::env::Env::MAX_CLOCK_SKEW_MICROS / 1_000_000
-            );
-        }
+    }
+    if let Some(ts) = beyond {
+        log::info!(
+            "{}: tablet {tablet} holds a cell stamped {ts}, more than {} s ahead of this \
+             clock: a timestamp a user chose, so the clock is not raised to it",
+            server.name,
+            crate::env::Env::MAX_CLOCK_SKEW_MICROS / 1_000_000
+        );
     }
 }
 
@@ -158,7 +158,7 @@ impl TabletAssignment for TabletServer {
             floor = floor.max(max);
             newest.extend(newest_redone);
             if n > 0 {
-                let outputs = self.write_memtable(&served, &mem)?;
+                let outputs = write_memtable(self, &served, &mem)?;
                 fresh.extend(outputs.iter().map(|o| o.meta.number));
                 tablet.update(|cur| {
                     let mut files: Vec<_> = cur.files.iter().cloned().chain(outputs).collect();
@@ -176,10 +176,16 @@ impl TabletAssignment for TabletServer {
                 redo.log
             );
         }
-        self.raise_clock(meta.id, newest);
-        self.raise_floor(floor)?;
+        raise_clock(self, meta.id, newest);
+        raise_floor(self, floor)?;
         tablet.flushed_seq.store(floor, Ordering::Release);
-        let recorded = self.record_as(&served.meta(&self.log_dir), Some(&event), true, &self.quick);
+        let recorded = record_as(
+            self,
+            &served.meta(&self.log_dir),
+            Some(&event),
+            true,
+            &self.quick,
+        );
         self.env.numbers.release(fresh);
         recorded?;
         self.tablets.insert(served);
@@ -203,9 +209,9 @@ impl TabletAssignment for TabletServer {
         if t.retired.load(Ordering::Acquire) {
             return Err(self.not_serving(id));
         }
-        self.freeze(t);
+        freeze(self, t);
         while !t.version().imm.is_empty() {
-            self.flush_imm(&s)?;
+            flush_imm(self, &s)?;
         }
         let mut meta = s.meta(&self.log_dir);
         meta.redo = None;
@@ -213,7 +219,8 @@ impl TabletAssignment for TabletServer {
         let recorded = if t.table_id == METADATA_ID && t.start.is_empty() {
             self.env.root.save(&meta)
         } else {
-            self.record_as(
+            record_as(
+                self,
                 &meta,
                 Some("stopped serving (unloaded)"),
                 false,

@@ -21,6 +21,9 @@
 //!   and unloading it (`TabletAssignment`)
 //! - `status.rs`: what the server reports (`TabletStatus`), its counters
 //!   and what its background threads are doing
+//!
+//! `TabletServer`'s own methods are all in this file; the jobs of the other
+//! files are functions over `&TabletServer` in the file that does the work.
 
 mod background;
 mod commit;
@@ -135,7 +138,7 @@ impl TabletServer {
             threads.push(
                 std::thread::Builder::new()
                     .name(format!("{name}-bg{i}"))
-                    .spawn(move || s.background_loop(i))
+                    .spawn(move || background::background_loop(s, i))
                     .map_err(|e| Error::invalid(format!("cannot start a thread: {e}")))?,
             );
         }

@@ -54,208 +54,211 @@ fn merged(mut sources: Vec<Box<dyn InternalIterator>>) -> Box<dyn InternalIterat
     Box::new(MergingIterator::new(sources))
 }
 
-impl TabletServer {
-    fn read_target(&self, tablet: u64, row: &[u8]) -> Result<Arc<Served>> {
-        check_row(row)?;
-        let s = self.served(tablet)?;
-        if !s.tablet.contains(row) {
-            return Err(self.not_serving(tablet));
-        }
-        self.count_read(&s);
-        crate::keyviz::record(&s.table.name, row, crate::keyviz::Access::Read);
-        Ok(s)
+fn read_target(server: &TabletServer, tablet: u64, row: &[u8]) -> Result<Arc<Served>> {
+    check_row(row)?;
+    let s = server.served(tablet)?;
+    if !s.tablet.contains(row) {
+        return Err(server.not_serving(tablet));
     }
+    count_read(server, &s);
+    crate::keyviz::record(&s.table.name, row, crate::keyviz::Access::Read);
+    Ok(s)
+}
 
-    fn count_read(&self, s: &Served) {
-        self.counters.reads.incr();
-        s.requests.incr();
+fn count_read(server: &TabletServer, s: &Served) {
+    server.counters.reads.incr();
+    s.requests.incr();
+}
+
+/// Sources of one row in a tablet: memtables plus the row's SSTable
+/// entries, served from the scan cache when possible.
+fn row_sources(
+    server: &TabletServer,
+    v: &TabletVersion,
+    schema: &TableSchema,
+    row: &[u8],
+    families: Option<&[String]>,
+) -> Result<Vec<Box<dyn InternalIterator>>> {
+    let mut sources = memtable_sources(v);
+    // files_version is unique to this tablet's SSTable set, so entries
+    // cached for an older set are never found again (they age out).
+    let cache_id = match families {
+        None => v.files_version,
+        Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
+    };
+    let scan_cache = &server.env.scan_cache;
+    // A read of some families can use the row cached whole: the cell
+    // reader skips the other families (a walk lists a row, then its
+    // family, and would otherwise cache and read the row twice).
+    let ids = [cache_id, v.files_version];
+    let ids = if families.is_some() {
+        &ids[..]
+    } else {
+        &ids[..1]
+    };
+    if let Some(hit) = scan_cache.get_first(ids, row) {
+        sources.push(Box::new(hit.iter()));
+        return Ok(sources);
     }
-
-    /// Sources of one row in a tablet: memtables plus the row's SSTable
-    /// entries, served from the scan cache when possible.
-    fn row_sources(
-        &self,
-        v: &TabletVersion,
-        schema: &TableSchema,
-        row: &[u8],
-        families: Option<&[String]>,
-    ) -> Result<Vec<Box<dyn InternalIterator>>> {
-        let mut sources = memtable_sources(v);
-        // files_version is unique to this tablet's SSTable set, so entries
-        // cached for an older set are never found again (they age out).
-        let cache_id = match families {
-            None => v.files_version,
-            Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
-        };
-        let scan_cache = &self.env.scan_cache;
-        // A read of some families can use the row cached whole: the cell
-        // reader skips the other families (a walk lists a row, then its
-        // family, and would otherwise cache and read the row twice).
-        let ids = [cache_id, v.files_version];
-        let ids = if families.is_some() {
-            &ids[..]
-        } else {
-            &ids[..1]
-        };
-        if let Some(hit) = scan_cache.get_first(ids, row) {
-            sources.push(Box::new(hit.iter()));
+    let row_enc = key::row_prefix(row);
+    let iters: Vec<Box<dyn InternalIterator>> = select_files(&v.files, families, schema)
+        .into_iter()
+        .filter(|f| f.table.may_contain_row_enc(&row_enc))
+        .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
+        .collect();
+    // Small rows are read once into the scan cache; a wide row is read
+    // straight from its SSTables (copying it whole would cost more than
+    // the cache saves).
+    let mut merged = MergingIterator::new(iters);
+    let end = key::row_end(row);
+    merged.seek(&key::row_start(row))?;
+    let mut packed = PackedRow::builder(row);
+    while merged.valid() && merged.key() < end.as_slice() {
+        if packed.packed_bytes() > SCAN_CACHE_ROW_BYTES {
+            for f in select_files(&v.files, families, schema) {
+                if f.table.may_contain_row(row) {
+                    sources.push(Box::new(f.table.iter()));
+                }
+            }
             return Ok(sources);
         }
-        let row_enc = key::row_prefix(row);
-        let iters: Vec<Box<dyn InternalIterator>> = select_files(&v.files, families, schema)
-            .into_iter()
-            .filter(|f| f.table.may_contain_row_enc(&row_enc))
-            .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
-            .collect();
-        // Small rows are read once into the scan cache; a wide row is read
-        // straight from its SSTables (copying it whole would cost more than
-        // the cache saves).
-        let mut merged = MergingIterator::new(iters);
-        let end = key::row_end(row);
-        merged.seek(&key::row_start(row))?;
-        let mut packed = PackedRow::builder(row);
-        while merged.valid() && merged.key() < end.as_slice() {
-            if packed.packed_bytes() > SCAN_CACHE_ROW_BYTES {
-                for f in select_files(&v.files, families, schema) {
-                    if f.table.may_contain_row(row) {
-                        sources.push(Box::new(f.table.iter()));
-                    }
-                }
-                return Ok(sources);
-            }
-            packed.push(merged.key(), merged.value());
-            merged.next()?;
-        }
-        let packed = packed.finish();
-        sources.push(Box::new(packed.iter()));
-        scan_cache.insert(cache_id, packed);
-        Ok(sources)
+        packed.push(merged.key(), merged.value());
+        merged.next()?;
     }
+    let packed = packed.finish();
+    sources.push(Box::new(packed.iter()));
+    scan_cache.insert(cache_id, packed);
+    Ok(sources)
+}
 
-    /// Whether `filter` outputs any cell of `row` (a check-and-mutate predicate).
-    pub(super) fn row_matches(
-        &self,
-        s: &Served,
-        row: &[u8],
-        filter: &crate::filter::RowFilter,
-    ) -> Result<bool> {
-        let mut spec = ScanSpec::row(row);
-        spec.filter = Some(filter.clone());
-        spec.cell_limit = Some(1);
-        Ok(self.row_reader(s, row, &spec)?.next_cell()?.is_some())
+/// Whether `filter` outputs any cell of `row` (a check-and-mutate predicate).
+pub(super) fn row_matches(
+    server: &TabletServer,
+    s: &Served,
+    row: &[u8],
+    filter: &crate::filter::RowFilter,
+) -> Result<bool> {
+    let mut spec = ScanSpec::row(row);
+    spec.filter = Some(filter.clone());
+    spec.cell_limit = Some(1);
+    Ok(row_reader(server, s, row, &spec)?.next_cell()?.is_some())
+}
+
+/// One row of a served tablet as `spec` selects it (its row range is
+/// the row), read from a snapshot taken now.
+fn row_reader(
+    server: &TabletServer,
+    s: &Served,
+    row: &[u8],
+    spec: &ScanSpec,
+) -> Result<CellReader> {
+    let snapshot = server.core.visible_seq();
+    let v = s.tablet.version();
+    let schema = s.table.schema();
+    let sources = row_sources(server, &v, &schema, row, spec.families.as_deref())?;
+    CellReader::new(
+        Box::new(MergingIterator::new(sources)),
+        spec,
+        schema,
+        snapshot,
+        now_micros(),
+    )
+}
+
+/// One column's versions: a point lookup in each source (see
+/// [`crate::point`]), or the general reader for a column with many versions.
+fn column_of(server: &TabletServer, s: &Served, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
+    let ColumnRead {
+        row,
+        family,
+        qualifier,
+        max_versions,
+    } = column;
+    let snapshot = server.core.visible_seq();
+    let v = s.tablet.current();
+    let schema = s.table.schema_now();
+    let Some(fam) = schema.family(family) else {
+        return Ok(Vec::new()); // as the reader skips families not in the schema
+    };
+    let mut lookup = ColumnLookup::new(row, family, qualifier, snapshot);
+    // The column itself, or a family or row tombstone covering it.
+    let files: SelectedFiles = select_files(&v.files, Some(&[family]), &schema)
+        .into_iter()
+        .filter(|f| {
+            f.table.overlaps(lookup.row_enc(), lookup.end())
+                && f.table
+                    .may_contain_any_column(lookup.row_enc(), &lookup.bloom_columns())
+        })
+        .collect();
+    // An aggregate cell folds its operands: the reader does that.
+    let mut complete =
+        fam.aggregate.is_none() && (v.mem.is_empty() || lookup.gather(&mut v.mem.iter())?);
+    for m in v.imm.iter().rev() {
+        complete = complete && lookup.gather(&mut m.iter())?;
     }
-
-    /// One row of a served tablet as `spec` selects it (its row range is
-    /// the row), read from a snapshot taken now.
-    fn row_reader(&self, s: &Served, row: &[u8], spec: &ScanSpec) -> Result<CellReader> {
-        let snapshot = self.core.visible_seq();
-        let v = s.tablet.version();
-        let schema = s.table.schema();
-        let sources = self.row_sources(&v, &schema, row, spec.families.as_deref())?;
-        CellReader::new(
-            Box::new(MergingIterator::new(sources)),
-            spec,
-            schema,
-            snapshot,
-            now_micros(),
-        )
+    for f in &files {
+        complete = complete && lookup.gather(&mut f.table.iter_below(lookup.end()))?;
     }
-
-    /// One column's versions: a point lookup in each source (see
-    /// [`crate::point`]), or the general reader for a column with many versions.
-    fn column_of(&self, s: &Served, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
-        let ColumnRead {
-            row,
-            family,
-            qualifier,
-            max_versions,
-        } = column;
-        let snapshot = self.core.visible_seq();
-        let v = s.tablet.current();
-        let schema = s.table.schema_now();
-        let Some(fam) = schema.family(family) else {
-            return Ok(Vec::new()); // as the reader skips families not in the schema
-        };
-        let mut lookup = ColumnLookup::new(row, family, qualifier, snapshot);
-        // The column itself, or a family or row tombstone covering it.
-        let files: SelectedFiles = select_files(&v.files, Some(&[family]), &schema)
-            .into_iter()
-            .filter(|f| {
-                f.table.overlaps(lookup.row_enc(), lookup.end())
-                    && f.table
-                        .may_contain_any_column(lookup.row_enc(), &lookup.bloom_columns())
-            })
-            .collect();
-        // An aggregate cell folds its operands: the reader does that.
-        let mut complete =
-            fam.aggregate.is_none() && (v.mem.is_empty() || lookup.gather(&mut v.mem.iter())?);
-        for m in v.imm.iter().rev() {
-            complete = complete && lookup.gather(&mut m.iter())?;
-        }
-        for f in &files {
-            complete = complete && lookup.gather(&mut f.table.iter_below(lookup.end()))?;
-        }
-        // The clock only matters to an age rule (a system call saved per read).
-        let now = if fam.gc.uses_age() { now_micros() } else { 0 };
-        if complete {
-            return lookup.resolve(
-                Some(&fam.gc),
-                TimeRange::ALL,
-                max_versions,
-                now,
-                row,
-                family,
-                qualifier,
-            );
-        }
-        // Many versions: the reader seeks straight to the column in each
-        // source and stops once it has the versions wanted.
-        let mut sources = memtable_sources(&v);
-        for f in files {
-            sources.push(Box::new(f.table.iter()));
-        }
-        let reader = CellReader::column(
-            merged(sources),
-            Guard::into_inner(schema),
-            row,
-            family,
-            qualifier,
+    // The clock only matters to an age rule (a system call saved per read).
+    let now = if fam.gc.uses_age() { now_micros() } else { 0 };
+    if complete {
+        return lookup.resolve(
+            Some(&fam.gc),
             TimeRange::ALL,
             max_versions,
-            snapshot,
             now,
-        )?;
-        reader.collect()
-    }
-
-    /// The newest visible version of one cell of a served tablet.
-    pub(super) fn cell_of(
-        &self,
-        s: &Served,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> Result<Option<Cell>> {
-        let column = ColumnRead {
             row,
             family,
             qualifier,
-            max_versions: Some(1),
-        };
-        Ok(self.column_of(s, column)?.pop())
+        );
     }
+    // Many versions: the reader seeks straight to the column in each
+    // source and stops once it has the versions wanted.
+    let mut sources = memtable_sources(&v);
+    for f in files {
+        sources.push(Box::new(f.table.iter()));
+    }
+    let reader = CellReader::column(
+        merged(sources),
+        Guard::into_inner(schema),
+        row,
+        family,
+        qualifier,
+        TimeRange::ALL,
+        max_versions,
+        snapshot,
+        now,
+    )?;
+    reader.collect()
+}
+
+/// The newest visible version of one cell of a served tablet.
+pub(super) fn cell_of(
+    server: &TabletServer,
+    s: &Served,
+    row: &[u8],
+    family: &str,
+    qualifier: &[u8],
+) -> Result<Option<Cell>> {
+    let column = ColumnRead {
+        row,
+        family,
+        qualifier,
+        max_versions: Some(1),
+    };
+    Ok(column_of(server, s, column)?.pop())
 }
 
 impl TabletReads for TabletServer {
     /// The visible cells of one row selected by `spec` (its row range is ignored).
     fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        let s = self.read_target(tablet, row)?;
+        let s = read_target(self, tablet, row)?;
         let mut spec = spec.clone();
         spec.rows = RowRange {
             start: Bound::Included(row.to_vec()),
             end: Bound::Included(row.to_vec()),
         };
-        self.row_reader(&s, row, &spec)?.collect()
+        row_reader(self, &s, row, &spec)?.collect()
     }
 
     /// The newest `max_versions` visible versions of one column (all if None).
@@ -265,8 +268,8 @@ impl TabletReads for TabletServer {
             if !s.tablet.contains(column.row) {
                 return Err(self.not_serving(tablet));
             }
-            self.count_read(s);
-            self.column_of(s, column)
+            count_read(self, s);
+            column_of(self, s, column)
         })
     }
 

@@ -8,7 +8,7 @@
 
 use super::master::ChunkCtl;
 use super::replica::{read_verified, ReadFail, ReadPiece};
-use super::write::Placed;
+use super::write::{append, cut_zeros, sync_file, Placed};
 use super::{bump, Inner};
 use crate::{Error, ReadableFile, Result, WritableFile};
 use parking_lot::RwLock;
@@ -44,7 +44,8 @@ impl Writer {
     fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
         let _t = telemetry::timer(telemetry::Latency::Chunk, "append");
         self.inner.scrub.client_io();
-        let off = self.inner.append(
+        let off = append(
+            &self.inner,
             self.id,
             &self.name,
             bufs,
@@ -61,7 +62,7 @@ impl Writer {
 impl Drop for Writer {
     fn drop(&mut self) {
         if self.log {
-            self.inner.cut_zeros(self.id);
+            cut_zeros(&self.inner, self.id);
         }
         self.inner.master.close_handle(self.id);
     }
@@ -76,8 +77,8 @@ impl WritableFile for Writer {
     }
     fn sync(&mut self) -> Result<()> {
         let _t = telemetry::timer(telemetry::Latency::Chunk, "sync");
-        self.inner
-            .sync_file(self.id, &self.name, &mut self.unsynced)
+
+        sync_file(&self.inner, self.id, &self.name, &mut self.unsynced)
     }
     fn len(&self) -> u64 {
         self.len
@@ -124,7 +125,7 @@ pub(crate) struct Reader {
 impl Reader {
     pub(crate) fn new(inner: Arc<Inner>, id: u64, name: &str) -> Reader {
         inner.master.open_handle(id);
-        let view = inner.view(id).unwrap_or(View {
+        let view = view(&inner, id).unwrap_or(View {
             chunks: Vec::new(),
             placements: 0,
         });
@@ -138,11 +139,8 @@ impl Reader {
     }
 
     fn refresh(&self) -> Result<Arc<View>> {
-        let v = Arc::new(
-            self.inner
-                .view(self.id)
-                .ok_or_else(|| Error::NotFound(self.name.clone()))?,
-        );
+        let v =
+            Arc::new(view(&self.inner, self.id).ok_or_else(|| Error::NotFound(self.name.clone()))?);
         *self.view.write() = v.clone();
         Ok(v)
     }
@@ -404,32 +402,30 @@ impl ReadableFile for Reader {
     }
 }
 
-impl Inner {
-    /// The chunks of file `id` (live or in the trash) with their replicas.
-    fn view(&self, id: u64) -> Option<View> {
-        let st = self.master.state.lock();
-        let placements = self.counters.placements.load(Ordering::Acquire);
-        let f = st.files.get(&id)?;
-        let mut start = 0;
-        let mut chunks = Vec::with_capacity(f.chunks.len());
-        for h in &f.chunks {
-            let c = st.chunks.get(h)?;
-            let replicas = c
-                .locations
-                .iter()
-                .filter_map(|&s| self.servers[s].replica(*h).map(|r| (s, r)))
-                .collect();
-            let len = c
-                .sealed_len
-                .unwrap_or_else(|| c.ctl.len.load(Ordering::Acquire));
-            chunks.push(ChunkView {
-                handle: *h,
-                start,
-                ctl: c.ctl.clone(),
-                replicas,
-            });
-            start += len;
-        }
-        Some(View { chunks, placements })
+/// The chunks of file `id` (live or in the trash) with their replicas.
+fn view(inner: &Inner, id: u64) -> Option<View> {
+    let st = inner.master.state.lock();
+    let placements = inner.counters.placements.load(Ordering::Acquire);
+    let f = st.files.get(&id)?;
+    let mut start = 0;
+    let mut chunks = Vec::with_capacity(f.chunks.len());
+    for h in &f.chunks {
+        let c = st.chunks.get(h)?;
+        let replicas = c
+            .locations
+            .iter()
+            .filter_map(|&s| inner.servers[s].replica(*h).map(|r| (s, r)))
+            .collect();
+        let len = c
+            .sealed_len
+            .unwrap_or_else(|| c.ctl.len.load(Ordering::Acquire));
+        chunks.push(ChunkView {
+            handle: *h,
+            start,
+            ctl: c.ctl.clone(),
+            replicas,
+        });
+        start += len;
     }
+    Some(View { chunks, placements })
 }

@@ -18,6 +18,12 @@
 //! - `scrub.rs`: the background scrub of every replica while clients are idle;
 //! - `maintenance.rs`: startup reconciliation, heartbeats, garbage collection;
 //! - `client.rs`: the [`FileStore`] readers and writers; `status.rs`: health.
+//!
+//! They share one core, [`Inner`], whose own methods (in this file) are only
+//! what crosses the pieces: `stopping`, and reporting a bad replica (a read,
+//! a write or the scrub finds it; repair acts on it). Each piece's work (an
+//! append, a sync, a heartbeat, a repair or scrub pass, status) is a
+//! function over `&Inner` in that piece's file.
 
 mod checkpoint;
 mod chunk;
@@ -42,6 +48,9 @@ mod write;
 
 #[cfg(test)]
 use gate::Fault;
+use maintenance::start_servers;
+use scrub::scrub_now;
+use status::{health, status_lines};
 pub use status::{ClusterHealth, ScrubHealth, ServerHealth};
 
 use crate::io::Io;
@@ -50,6 +59,7 @@ use crate::{Error, FileStore, IoMode, ReadableFile, Result, WritableFile};
 use master::Master;
 use oplog::Op;
 use parking_lot::{Condvar, Mutex};
+use replica::ReadFail;
 use server::ChunkServer;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -242,6 +252,42 @@ impl Inner {
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
     }
+
+    /// A replica failed: never serve it again, and have the repair thread
+    /// drop it and copy the chunk elsewhere.
+    pub(crate) fn report_bad(&self, handle: u64, server: usize, why: &str, corrupt: bool) {
+        let newly = self.servers[server]
+            .replica(handle)
+            .is_some_and(|r| r.mark_bad());
+        if newly {
+            if corrupt {
+                bump(&self.counters.corruptions);
+            }
+            log::warn!(
+                "gfs: chunk {handle:016x} on chunkserver {server} ({}): {why}; re-replicating",
+                self.servers[server].dir.display()
+            );
+        }
+        self.repairs.report(handle, server);
+    }
+
+    /// Reports what a failed read says about a replica.
+    pub(crate) fn report_read_failure(&self, handle: u64, server: usize, f: &ReadFail) {
+        match f {
+            ReadFail::Corrupt(d) => self.report_bad(handle, server, d, true),
+            ReadFail::Io(e) => {
+                self.servers[server].gate.stats.read_error();
+                self.report_bad(handle, server, &format!("read error: {e}"), false);
+                self.heartbeat_signal.notify();
+            }
+            ReadFail::Short { have } => {
+                self.report_bad(handle, server, &format!("holds only {have} bytes"), false)
+            }
+            // Down server or already known bad: the heartbeat or an earlier
+            // report deals with it.
+            ReadFail::Unavailable(_) => {}
+        }
+    }
 }
 
 /// The replicated store: a master and its chunkservers, in this process.
@@ -294,7 +340,7 @@ impl Cluster {
             stop: AtomicBool::new(false),
             opts,
         });
-        inner.start_servers()?;
+        start_servers(&inner)?;
         let mut threads = Vec::new();
         for (name, f) in [
             (
@@ -334,7 +380,7 @@ impl Cluster {
 
     /// The health of the cluster and each chunkserver.
     pub fn health(&self) -> ClusterHealth {
-        self.inner.health()
+        health(&self.inner)
     }
 
     /// Waits until no chunk is under-replicated (or `timeout` passes);
@@ -343,7 +389,7 @@ impl Cluster {
         let deadline = std::time::Instant::now() + timeout;
         loop {
             self.inner.repairs.wake();
-            let h = self.inner.health();
+            let h = health(&self.inner);
             if h.under_replicated == 0 && h.repair_queue == 0 {
                 return true;
             }
@@ -359,7 +405,7 @@ impl Cluster {
     /// every heartbeat and whenever something is reported).
     #[cfg(test)]
     pub(crate) fn repair_now(&self) {
-        self.inner.repair_pass();
+        repair::repair_pass(&self.inner);
     }
 
     /// Verifies every replica on every chunkserver now, at full speed (the
@@ -367,7 +413,7 @@ impl Cluster {
     /// idle); bad ones are reported and re-replicated. Returns how many
     /// replicas failed.
     pub fn scrub(&self) -> usize {
-        self.inner.scrub_now()
+        scrub_now(&self.inner)
     }
 
     /// Runs a heartbeat now: probes the chunkservers, collects garbage,
@@ -381,7 +427,7 @@ impl Cluster {
     /// now; returns how many files were purged.
     #[cfg(test)]
     pub(crate) fn collect_garbage(&self) -> Result<usize> {
-        self.inner.collect_garbage()
+        maintenance::collect_garbage(&self.inner)
     }
 
     /// Writes a checkpoint of the master's state and starts a new log.
@@ -549,7 +595,7 @@ impl FileStore for Cluster {
     }
 
     fn status(&self) -> Vec<String> {
-        self.inner.status_lines()
+        status_lines(&self.inner)
     }
 }
 

@@ -102,7 +102,7 @@ pub(crate) fn scrub_loop(inner: Arc<Inner>) {
             return;
         }
         let started = Instant::now();
-        let done = inner.scrub_pass(&mut |n| {
+        let done = scrub_pass(&inner, &mut |n| {
             idle.wait(&inner) && inner.scrub.throttle.take(n, || inner.stopping())
         });
         if done {
@@ -177,70 +177,68 @@ fn unix_now() -> u64 {
         .unwrap_or(0)
 }
 
-impl Inner {
-    /// Verifies every replica once, calling `pace(bytes)` before each read;
-    /// bad ones are reported and re-replicated. Returns whether the pass
-    /// got to the end.
-    pub(crate) fn scrub_pass(&self, pace: &mut dyn FnMut(u64) -> bool) -> bool {
-        let work: Vec<(usize, u64)> = self
-            .servers
-            .iter()
-            .filter(|s| s.serving())
-            .flat_map(|s| {
-                let mut hs = s.handles();
-                hs.sort_unstable();
-                hs.into_iter().map(move |h| (s.id, h))
-            })
-            .collect();
-        {
-            let mut p = self.scrub.progress.lock();
-            p.state = "running";
-            p.pass += 1;
-            p.scanned = 0;
-            p.total = work.len() as u64;
-            p.bytes = 0;
-        }
-        for (sid, h) in work {
-            let s = &self.servers[sid];
-            let replica = s.replica(h).filter(|r| !r.is_bad());
-            if let Some(r) = replica.filter(|_| s.serving() && s.gate.check_read().is_ok()) {
-                let mut counted = |n: u64| {
-                    let go = pace(n);
-                    if go {
-                        self.scrub.progress.lock().bytes += n;
-                    }
-                    go
-                };
-                match r.scrub_paced(&self.io, &mut counted) {
-                    Ok(true) => {}
-                    Ok(false) => return false,
-                    // A replica deleted or a server failed meanwhile is not
-                    // corrupt; anything else is.
-                    Err(_) if r.is_bad() || !s.serving() || s.gate.check_read().is_err() => {}
-                    Err(why) => {
-                        s.gate.stats.corrupt();
-                        self.scrub.flagged.lock().insert(h);
-                        self.scrub.progress.lock().corruptions += 1;
-                        self.report_bad(h, sid, &format!("scrub: {why}"), true);
-                    }
+/// Verifies every replica once, calling `pace(bytes)` before each read;
+/// bad ones are reported and re-replicated. Returns whether the pass
+/// got to the end.
+pub(crate) fn scrub_pass(inner: &Inner, pace: &mut dyn FnMut(u64) -> bool) -> bool {
+    let work: Vec<(usize, u64)> = inner
+        .servers
+        .iter()
+        .filter(|s| s.serving())
+        .flat_map(|s| {
+            let mut hs = s.handles();
+            hs.sort_unstable();
+            hs.into_iter().map(move |h| (s.id, h))
+        })
+        .collect();
+    {
+        let mut p = inner.scrub.progress.lock();
+        p.state = "running";
+        p.pass += 1;
+        p.scanned = 0;
+        p.total = work.len() as u64;
+        p.bytes = 0;
+    }
+    for (sid, h) in work {
+        let s = &inner.servers[sid];
+        let replica = s.replica(h).filter(|r| !r.is_bad());
+        if let Some(r) = replica.filter(|_| s.serving() && s.gate.check_read().is_ok()) {
+            let mut counted = |n: u64| {
+                let go = pace(n);
+                if go {
+                    inner.scrub.progress.lock().bytes += n;
+                }
+                go
+            };
+            match r.scrub_paced(&inner.io, &mut counted) {
+                Ok(true) => {}
+                Ok(false) => return false,
+                // A replica deleted or a server failed meanwhile is not
+                // corrupt; anything else is.
+                Err(_) if r.is_bad() || !s.serving() || s.gate.check_read().is_err() => {}
+                Err(why) => {
+                    s.gate.stats.corrupt();
+                    inner.scrub.flagged.lock().insert(h);
+                    inner.scrub.progress.lock().corruptions += 1;
+                    inner.report_bad(h, sid, &format!("scrub: {why}"), true);
                 }
             }
-            self.scrub.progress.lock().scanned += 1;
         }
-        true
+        inner.scrub.progress.lock().scanned += 1;
     }
+    true
+}
 
-    /// Verifies every replica now, unpaced; returns how many failed.
-    pub(crate) fn scrub_now(&self) -> usize {
-        let before = self.scrub.progress.lock().corruptions;
-        self.scrub_pass(&mut |_| !self.stopping());
-        let mut p = self.scrub.progress.lock();
-        p.last_pass_end = Some(unix_now());
-        p.state = if self.opts.scrub_rate == 0 {
-            "off"
-        } else {
-            "waiting"
-        };
-        (p.corruptions - before) as usize
-    }
+/// Verifies every replica now, unpaced; returns how many failed.
+pub(crate) fn scrub_now(inner: &Inner) -> usize {
+    let before = inner.scrub.progress.lock().corruptions;
+    scrub_pass(inner, &mut |_| !inner.stopping());
+    let mut p = inner.scrub.progress.lock();
+    p.last_pass_end = Some(unix_now());
+    p.state = if inner.opts.scrub_rate == 0 {
+        "off"
+    } else {
+        "waiting"
+    };
+    (p.corruptions - before) as usize
 }

@@ -1,6 +1,7 @@
 //! Health of the cluster, as numbers ([`ClusterHealth`]) and as the status
 //! lines shown in the mount's `.bigtable/` directory.
 
+use super::repair::endangered;
 pub use super::scrub::ScrubHealth;
 use super::server::Health;
 use super::Inner;
@@ -105,187 +106,185 @@ impl ClusterHealth {
     }
 }
 
-impl Inner {
-    pub(crate) fn health(&self) -> ClusterHealth {
-        let (todo, lost) = self.endangered();
-        let (files, chunks) = {
-            let st = self.master.state.lock();
-            (st.names.len(), st.chunks.len())
-        };
-        let c = &self.counters;
-        let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-        let servers = self
-            .servers
-            .iter()
-            .map(|s| {
-                let st = &s.gate.stats;
-                ServerHealth {
-                    id: s.id,
-                    dir: s.dir.clone(),
-                    state: match s.health() {
-                        _ if s.gate.is_offline() => "failed: offline".to_string(),
-                        Health::Healthy => "healthy".to_string(),
-                        Health::Full(w) => format!("full: {w}"),
-                        Health::Failed(w) => format!("failed: {w}"),
-                    },
-                    replicas: s.replica_count(),
-                    bytes: s.bytes(),
-                    free_bytes: s.free(),
-                    reads: get(&st.reads),
-                    read_bytes: get(&st.read_bytes),
-                    writes: get(&st.writes),
-                    write_bytes: get(&st.write_bytes),
-                    read_errors: get(&st.read_errors),
-                    write_errors: get(&st.write_errors),
-                    corrupt: get(&st.corrupt),
-                }
-            })
-            .collect();
-        let (repairing, repair_round) = {
-            let p = self.repairs.copying();
-            (
-                p.active.iter().map(|(h, (d, t))| (*h, *d, *t)).collect(),
-                (p.round_done, p.round_chunks),
-            )
-        };
-        ClusterHealth {
-            servers,
-            replication: self.replication,
-            files,
-            chunks,
-            under_replicated: todo.len(),
-            lost,
-            repair_queue: get(&c.repair_queue),
-            repairing,
-            repair_round,
-            pending_reports: self.repairs.pending_reports(),
-            repaired: get(&c.repaired),
-            repair_bytes: get(&c.repair_bytes),
-            repair_failures: get(&c.repair_failures),
-            corruptions_detected: get(&c.corruptions),
-            stale_replicas_deleted: get(&c.stale_deleted),
-            orphans_deleted: get(&c.orphans_deleted),
-            replicas_dropped: get(&c.replicas_dropped),
-            files_purged: get(&c.files_purged),
-            version_bumps: get(&c.version_bumps),
-            read_retries: get(&c.read_retries),
-            write_failovers: get(&c.write_failovers),
-            scrub: self.scrub.progress(),
-        }
+pub(crate) fn health(inner: &Inner) -> ClusterHealth {
+    let (todo, lost) = endangered(inner);
+    let (files, chunks) = {
+        let st = inner.master.state.lock();
+        (st.names.len(), st.chunks.len())
+    };
+    let c = &inner.counters;
+    let get = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let servers = inner
+        .servers
+        .iter()
+        .map(|s| {
+            let st = &s.gate.stats;
+            ServerHealth {
+                id: s.id,
+                dir: s.dir.clone(),
+                state: match s.health() {
+                    _ if s.gate.is_offline() => "failed: offline".to_string(),
+                    Health::Healthy => "healthy".to_string(),
+                    Health::Full(w) => format!("full: {w}"),
+                    Health::Failed(w) => format!("failed: {w}"),
+                },
+                replicas: s.replica_count(),
+                bytes: s.bytes(),
+                free_bytes: s.free(),
+                reads: get(&st.reads),
+                read_bytes: get(&st.read_bytes),
+                writes: get(&st.writes),
+                write_bytes: get(&st.write_bytes),
+                read_errors: get(&st.read_errors),
+                write_errors: get(&st.write_errors),
+                corrupt: get(&st.corrupt),
+            }
+        })
+        .collect();
+    let (repairing, repair_round) = {
+        let p = inner.repairs.copying();
+        (
+            p.active.iter().map(|(h, (d, t))| (*h, *d, *t)).collect(),
+            (p.round_done, p.round_chunks),
+        )
+    };
+    ClusterHealth {
+        servers,
+        replication: inner.replication,
+        files,
+        chunks,
+        under_replicated: todo.len(),
+        lost,
+        repair_queue: get(&c.repair_queue),
+        repairing,
+        repair_round,
+        pending_reports: inner.repairs.pending_reports(),
+        repaired: get(&c.repaired),
+        repair_bytes: get(&c.repair_bytes),
+        repair_failures: get(&c.repair_failures),
+        corruptions_detected: get(&c.corruptions),
+        stale_replicas_deleted: get(&c.stale_deleted),
+        orphans_deleted: get(&c.orphans_deleted),
+        replicas_dropped: get(&c.replicas_dropped),
+        files_purged: get(&c.files_purged),
+        version_bumps: get(&c.version_bumps),
+        read_retries: get(&c.read_retries),
+        write_failovers: get(&c.write_failovers),
+        scrub: inner.scrub.progress(),
     }
+}
 
-    pub(crate) fn status_lines(&self) -> Vec<String> {
-        let h = self.health();
-        let up = h.servers.iter().filter(|s| s.state == "healthy").count();
-        let (lsn, log_bytes, generation) = self.master.log_position();
-        let rec = &self.master.recovery;
-        let mut out = vec![
-            format!(
-                "gfs: state={} chunkservers={up}/{} replication={} chunk_size={} files={} chunks={} under_replicated={} lost={} io={}",
-                h.state(),
-                h.servers.len(),
-                h.replication,
-                self.opts.chunk_size,
-                h.files,
-                h.chunks,
-                h.under_replicated,
-                h.lost,
-                self.io.mode()
-            ),
-            format!(
-                "gfs master: dir={} copies={} copies_ok={} generation={generation} log_records={lsn} log_bytes={log_bytes} recovered_from_checkpoint={} recovered_from_copy={} copies_recreated={} replayed_records={} torn_tail_bytes={}",
-                self.opts.master_dir.display(),
-                self.master.mirrors.copies.len(),
-                self.master.mirrors.live(),
-                rec.checkpoint,
-                rec.from_copy,
-                rec.recreated,
-                rec.replayed,
-                rec.torn_bytes
-            ),
-        ];
-        out.extend(self.master.mirrors.status_lines());
-        for s in &h.servers {
-            let free = s
-                .free_bytes
-                .map_or_else(|| "?".to_string(), |f| f.to_string());
-            out.push(format!(
-                "gfs chunkserver {}: dir={} state={} replicas={} bytes={} free={free} reads={} read_bytes={} writes={} write_bytes={} read_errors={} write_errors={} corrupt={}",
-                s.id,
-                s.dir.display(),
-                s.state.replace(' ', "_"),
-                s.replicas,
-                s.bytes,
-                s.reads,
-                s.read_bytes,
-                s.writes,
-                s.write_bytes,
-                s.read_errors,
-                s.write_errors,
-                s.corrupt
-            ));
-        }
-        let io = self.io.stats();
-        let copying = if h.repairing.is_empty() {
-            "-".to_string()
-        } else {
-            let hs: Vec<String> = h
-                .repairing
-                .iter()
-                .map(|c| format!("{:016x}", c.0))
-                .collect();
-            hs.join(",")
-        };
+pub(crate) fn status_lines(inner: &Inner) -> Vec<String> {
+    let h = health(inner);
+    let up = h.servers.iter().filter(|s| s.state == "healthy").count();
+    let (lsn, log_bytes, generation) = inner.master.log_position();
+    let rec = &inner.master.recovery;
+    let mut out = vec![
+        format!(
+            "gfs: state={} chunkservers={up}/{} replication={} chunk_size={} files={} chunks={} under_replicated={} lost={} io={}",
+            h.state(),
+            h.servers.len(),
+            h.replication,
+            inner.opts.chunk_size,
+            h.files,
+            h.chunks,
+            h.under_replicated,
+            h.lost,
+            inner.io.mode()
+        ),
+        format!(
+            "gfs master: dir={} copies={} copies_ok={} generation={generation} log_records={lsn} log_bytes={log_bytes} recovered_from_checkpoint={} recovered_from_copy={} copies_recreated={} replayed_records={} torn_tail_bytes={}",
+            inner.opts.master_dir.display(),
+            inner.master.mirrors.copies.len(),
+            inner.master.mirrors.live(),
+            rec.checkpoint,
+            rec.from_copy,
+            rec.recreated,
+            rec.replayed,
+            rec.torn_bytes
+        ),
+    ];
+    out.extend(inner.master.mirrors.status_lines());
+    for s in &h.servers {
+        let free = s
+            .free_bytes
+            .map_or_else(|| "?".to_string(), |f| f.to_string());
         out.push(format!(
-            "gfs repair: queue={} copying={copying} round_done={} round_chunks={} parallel={} rate={} pending_reports={} repaired={} copied_bytes={} failures={} corruptions_detected={} stale_deleted={} orphans_deleted={} dropped={} purged_files={} version_bumps={} read_retries={} write_failovers={}",
-            h.repair_queue,
-            h.repair_round.0,
-            h.repair_round.1,
-            self.opts.repair_parallel.max(1),
-            self.repairs.rate(),
-            h.pending_reports,
-            h.repaired,
-            h.repair_bytes,
-            h.repair_failures,
-            h.corruptions_detected,
-            h.stale_replicas_deleted,
-            h.orphans_deleted,
-            h.replicas_dropped,
-            h.files_purged,
-            h.version_bumps,
-            h.read_retries,
-            h.write_failovers
-        ));
-        for (c, done, total) in &h.repairing {
-            out.push(format!(
-                "gfs copying: chunk={c:016x} copied_bytes={done} chunk_bytes={total}"
-            ));
-        }
-        let s = &h.scrub;
-        out.push(format!(
-            "gfs scrub: state={} rate={} pass={} scanned={} total={} pass_bytes={} corruptions={} repaired={} last_pass_end={} last_pass_secs={:.3} last_pass_bytes={}",
-            s.state,
-            self.scrub.rate(),
-            s.pass,
-            s.scanned,
-            s.total,
+            "gfs chunkserver {}: dir={} state={} replicas={} bytes={} free={free} reads={} read_bytes={} writes={} write_bytes={} read_errors={} write_errors={} corrupt={}",
+            s.id,
+            s.dir.display(),
+            s.state.replace(' ', "_"),
+            s.replicas,
             s.bytes,
-            s.corruptions,
-            s.repaired,
-            s.last_pass_end.map_or_else(|| "-".to_string(), utc),
-            s.last_pass_secs,
-            s.last_pass_bytes
+            s.reads,
+            s.read_bytes,
+            s.writes,
+            s.write_bytes,
+            s.read_errors,
+            s.write_errors,
+            s.corrupt
         ));
-        out.push(format!(
-            "gfs io: mode={} open_replica_files={} uring_batches={} uring_ops={} syscall_ops={}",
-            self.io.mode(),
-            self.servers.first().map_or(0, |s| s.gate.fds.open_count()),
-            io.uring_batches,
-            io.uring_ops,
-            io.syscall_ops
-        ));
-        out
     }
+    let io = inner.io.stats();
+    let copying = if h.repairing.is_empty() {
+        "-".to_string()
+    } else {
+        let hs: Vec<String> = h
+            .repairing
+            .iter()
+            .map(|c| format!("{:016x}", c.0))
+            .collect();
+        hs.join(",")
+    };
+    out.push(format!(
+        "gfs repair: queue={} copying={copying} round_done={} round_chunks={} parallel={} rate={} pending_reports={} repaired={} copied_bytes={} failures={} corruptions_detected={} stale_deleted={} orphans_deleted={} dropped={} purged_files={} version_bumps={} read_retries={} write_failovers={}",
+        h.repair_queue,
+        h.repair_round.0,
+        h.repair_round.1,
+        inner.opts.repair_parallel.max(1),
+        inner.repairs.rate(),
+        h.pending_reports,
+        h.repaired,
+        h.repair_bytes,
+        h.repair_failures,
+        h.corruptions_detected,
+        h.stale_replicas_deleted,
+        h.orphans_deleted,
+        h.replicas_dropped,
+        h.files_purged,
+        h.version_bumps,
+        h.read_retries,
+        h.write_failovers
+    ));
+    for (c, done, total) in &h.repairing {
+        out.push(format!(
+            "gfs copying: chunk={c:016x} copied_bytes={done} chunk_bytes={total}"
+        ));
+    }
+    let s = &h.scrub;
+    out.push(format!(
+        "gfs scrub: state={} rate={} pass={} scanned={} total={} pass_bytes={} corruptions={} repaired={} last_pass_end={} last_pass_secs={:.3} last_pass_bytes={}",
+        s.state,
+        inner.scrub.rate(),
+        s.pass,
+        s.scanned,
+        s.total,
+        s.bytes,
+        s.corruptions,
+        s.repaired,
+        s.last_pass_end.map_or_else(|| "-".to_string(), utc),
+        s.last_pass_secs,
+        s.last_pass_bytes
+    ));
+    out.push(format!(
+        "gfs io: mode={} open_replica_files={} uring_batches={} uring_ops={} syscall_ops={}",
+        inner.io.mode(),
+        inner.servers.first().map_or(0, |s| s.gate.fds.open_count()),
+        io.uring_batches,
+        io.uring_ops,
+        io.syscall_ops
+    ));
+    out
 }
 
 /// Seconds since the epoch as `YYYY-MM-DDTHH:MM:SSZ`.

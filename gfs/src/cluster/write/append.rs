@@ -1,7 +1,10 @@
 //! Record append: a record goes whole into the file's last chunk, on every
 //! current replica in one submission (see the module comment of `mod.rs`).
 
-use super::{merge, open_all, unavailable, Placed};
+use super::allocate::{extend_file, last_chunk};
+use super::sync::{cut_chunk_zeros, master_durable, sync_file};
+use super::versions::{drop_replicas_locked, new_version, write_set};
+use super::{merge, note_syncs, note_write_error, open_all, run_opened, unavailable, Placed};
 use crate::cluster::chunk::{self, BLOCK};
 use crate::cluster::lease::Lease;
 use crate::cluster::master::ChunkCtl;
@@ -13,341 +16,344 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-impl Inner {
-    /// Appends `bufs` at the end of file `id`; returns the file offset of the
-    /// first byte. `unsynced` holds the chunks this writer appended to without
-    /// syncing; a synced append syncs them in the same submission. A `log`'s
-    /// replicas keep zeros ahead of their data (see `zeros.rs`).
-    pub(crate) fn append(
-        &self,
-        id: u64,
-        name: &str,
-        bufs: &[&[u8]],
-        sync: bool,
-        log: bool,
-        unsynced: &mut Vec<u64>,
-    ) -> Result<u64> {
-        let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        if total == 0 {
-            let len = self.master.file_len(id, name)?;
-            if sync {
-                self.sync_file(id, name, unsynced)?;
-            }
-            return Ok(len);
-        }
-        let chunk_size = self.opts.chunk_size;
-        let mut rest: Vec<&[u8]> = bufs.iter().copied().filter(|b| !b.is_empty()).collect();
-        let mut left = total;
-        let mut first = None;
-        let mut rounds = 0;
-        while left > 0 {
-            rounds += 1;
-            if rounds > 10_000 {
-                return Err(unavailable(
-                    name,
-                    "append keeps losing races for the last chunk",
-                ));
-            }
-            let (ctl, start) = self.last_chunk(id, name)?;
-            let mut m = ctl.m.lock();
-            if ctl.sealed.load(Ordering::Acquire) {
-                continue;
-            }
-            let len = ctl.len.load(Ordering::Acquire);
-            let cap = chunk_size.min(ctl.capacity.load(Ordering::Acquire));
-            let room = cap.saturating_sub(len);
-            let n = if left <= room {
-                left
-            } else if left <= chunk_size || room == 0 {
-                // Does not fit: close this chunk and continue in a new one.
-                self.extend_file(id, name, Some((&ctl, len)))?;
-                if log {
-                    self.cut_chunk_zeros(ctl.handle);
-                }
-                continue;
-            } else {
-                room
-            };
-            let (piece, remainder) = split(&rest, n as usize);
-            let earlier: Vec<u64> = if sync {
-                unsynced
-                    .iter()
-                    .copied()
-                    .filter(|&h| h != ctl.handle)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let how = Append {
-                sync,
-                zeros: log,
-                mapped_entries: log && !sync,
-            };
-            self.mutate(&ctl, &mut m, name, len, &piece, how, &earlier)?;
-            drop(m);
-            if sync {
-                unsynced.clear();
-            } else if !unsynced.contains(&ctl.handle) {
-                unsynced.push(ctl.handle);
-            }
-            first.get_or_insert(start + len);
-            rest = remainder;
-            left -= n;
-        }
+/// Appends `bufs` at the end of file `id`; returns the file offset of the
+/// first byte. `unsynced` holds the chunks this writer appended to without
+/// syncing; a synced append syncs them in the same submission. A `log`'s
+/// replicas keep zeros ahead of their data (see `zeros.rs`).
+pub(crate) fn append(
+    inner: &Inner,
+    id: u64,
+    name: &str,
+    bufs: &[&[u8]],
+    sync: bool,
+    log: bool,
+    unsynced: &mut Vec<u64>,
+) -> Result<u64> {
+    let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+    if total == 0 {
+        let len = inner.master.file_len(id, name)?;
         if sync {
-            self.master_durable(id)?;
+            sync_file(inner, id, name, unsynced)?;
         }
-        first.ok_or_else(|| unavailable(name, "nothing appended"))
+        return Ok(len);
     }
-
-    /// Bytes of the partial last block at `len`, read (verified) from a replica.
-    pub(super) fn load_tail(&self, handle: u64, len: u64, replicas: &[Placed]) -> Result<Vec<u8>> {
-        let k = len % BLOCK;
-        if k == 0 {
-            return Ok(Vec::new());
-        }
-        for (s, r) in replicas {
-            let piece = ReadPiece {
-                replica: r,
-                offset: len - k,
-                len: k as usize,
-            };
-            match read_verified(&self.io, &[piece]).pop() {
-                Some(Ok(b)) => return Ok(b),
-                Some(Err(e)) => self.report_read_failure(handle, *s, &e),
-                None => {}
-            }
-        }
-        Err(unavailable(
-            &format!("chunk {handle:016x}"),
-            "no replica could supply the last block",
-        ))
-    }
-
-    /// One append of `piece` at `len` in the chunk of `ctl`, whose lock `m`
-    /// the caller holds. `earlier`: other chunks to fdatasync with it.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn mutate(
-        &self,
-        ctl: &ChunkCtl,
-        m: &mut crate::cluster::master::ChunkMut,
-        name: &str,
-        len: u64,
-        piece: &[&[u8]],
-        how: Append,
-        earlier: &[u64],
-    ) -> Result<()> {
-        let sync = how.sync;
-        let handle = ctl.handle;
-        let (mut reps, mut gone) = self.write_set(handle)?;
-        if m.tail.is_none() {
-            m.tail = Some(self.load_tail(handle, len, &reps)?);
-            m.tail_hash = None;
-        }
-        gone.extend(reps.iter().filter(|(_, r)| r.is_bad()).map(|(s, _)| *s));
-        reps.retain(|(_, r)| !r.is_bad());
-        // A replica that cannot take this write is dropped first, with a new
-        // version on the rest: it must not come back as current later.
-        let now = Instant::now();
-        if !gone.is_empty() {
-            reps = self.drop_replicas_locked(ctl, &gone)?;
-            if let Some((s, _)) = reps.first() {
-                m.lease = Some(Lease::new(*s, now, self.opts.lease));
-            }
-        }
-        let lease_ok = m
-            .lease
-            .as_mut()
-            .is_some_and(|l| l.extend(now, self.opts.lease));
-        if !lease_ok {
-            reps = self.new_version(handle, &reps)?;
-            if let Some((s, _)) = reps.first() {
-                m.lease = Some(Lease::new(*s, now, self.opts.lease));
-            }
-        }
-        if reps.is_empty() {
+    let chunk_size = inner.opts.chunk_size;
+    let mut rest: Vec<&[u8]> = bufs.iter().copied().filter(|b| !b.is_empty()).collect();
+    let mut left = total;
+    let mut first = None;
+    let mut rounds = 0;
+    while left > 0 {
+        rounds += 1;
+        if rounds > 10_000 {
             return Err(unavailable(
                 name,
-                format!("chunk {handle:016x} has no live replica"),
+                "append keeps losing races for the last chunk",
             ));
         }
-        // Every replica of a chunk is made in one format (a copy takes its
-        // source's), so one set of entries serves them all.
-        let sum = reps[0].1.layout().sum;
-        if let Some((s, r)) = reps.iter().find(|(_, r)| r.layout().sum != sum) {
-            return Err(Error::Corruption {
-                name: name.to_string(),
-                detail: format!(
-                    "chunk {handle:016x}: the replica on server {s} hashes its blocks with {:?}, another with {sum:?}",
-                    r.layout().sum
-                ),
-            });
+        let (ctl, start) = last_chunk(inner, id, name)?;
+        let mut m = ctl.m.lock();
+        if ctl.sealed.load(Ordering::Acquire) {
+            continue;
         }
-        let tail = m.tail.as_deref().unwrap_or(&[]);
-        let n: u64 = piece.iter().map(|b| b.len() as u64).sum();
-        let (sums, next_hash) = chunk::append_sums_from(sum, len, tail, m.tail_hash.take(), piece);
-        let enc = sums.encoded();
-        let earlier_sets: Vec<(u64, Vec<Placed>)> = earlier
-            .iter()
-            .map(|&h| (h, self.write_set(h).map(|w| w.0).unwrap_or_default()))
-            .collect();
-
-        let guards: Vec<_> = reps.iter().map(|(_, r)| r.lock_io()).collect();
-        let mut written: Vec<&Placed> = Vec::new();
-        let mut failed: Vec<(usize, io::Error)> = Vec::new();
-        for p in &reps {
-            let r = &p.1;
-            if len + n > r.chunk_size() {
-                failed.push((
-                    p.0,
-                    io::Error::other("append beyond the replica's capacity"),
-                ));
-                continue;
+        let len = ctl.len.load(Ordering::Acquire);
+        let cap = chunk_size.min(ctl.capacity.load(Ordering::Acquire));
+        let room = cap.saturating_sub(len);
+        let n = if left <= room {
+            left
+        } else if left <= chunk_size || room == 0 {
+            // Does not fit: close this chunk and continue in a new one.
+            extend_file(inner, id, name, Some((&ctl, len)))?;
+            if log {
+                cut_chunk_zeros(inner, ctl.handle);
             }
-            if r.len() != len {
-                failed.push((
-                    p.0,
-                    io::Error::other("replica length differs from the chunk's"),
-                ));
-                continue;
-            }
-            if let Err(e) = r.gate.check_write() {
-                failed.push((p.0, e));
-                continue;
-            }
-            written.push(p);
+            continue;
+        } else {
+            room
+        };
+        let (piece, remainder) = split(&rest, n as usize);
+        let earlier: Vec<u64> = if sync {
+            unsynced
+                .iter()
+                .copied()
+                .filter(|&h| h != ctl.handle)
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let how = Append {
+            sync,
+            zeros: log,
+            mapped_entries: log && !sync,
+        };
+        mutate(inner, &ctl, &mut m, name, len, &piece, how, &earlier)?;
+        drop(m);
+        if sync {
+            unsynced.clear();
+        } else if !unsynced.contains(&ctl.handle) {
+            unsynced.push(ctl.handle);
         }
-        let earlier_reps = earlier_sets
-            .iter()
-            .flat_map(|(_, set)| set.iter().map(|p| &*p.1));
-        let opens: Vec<io::Result<Open<'_>>> = written
-            .iter()
-            .map(|p| p.1.open(sync))
-            .chain(earlier_reps.map(|r| r.open(true)))
-            .collect();
-        // An unsynced log append stores its entries through each replica's
-        // header map once the data is written, and where it fits in the
-        // zeros ahead, its data too: no system call (see `header_map.rs`).
-        let mapped: Vec<bool> = opens
-            .iter()
-            .take(written.len())
-            .map(|o| how.mapped_entries && o.as_ref().is_ok_and(|o| o.map_header()))
-            .collect();
-        let stored: Vec<bool> = opens
-            .iter()
-            .zip(&mapped)
-            .map(|(o, &m)| m && o.as_ref().is_ok_and(|o| o.store_append(len, piece, &enc)))
-            .collect();
-        let results = self.run_opened(&opens, |i, o, c| {
-            if stored.get(i) == Some(&true) {
-                // Stored into the mapped pages already.
-            } else if i < written.len() {
-                let how = Append {
-                    mapped_entries: mapped[i],
-                    ..how
-                };
-                o.append_chain(c, len, piece, &enc, how)
-            } else {
-                o.sync_chain(c)
-            }
-        });
-        drop(opens);
-        let mut results = results.into_iter();
-        let mut ok = 0;
-        for (i, (s, r)) in written.into_iter().enumerate() {
-            match results.next() {
-                Some(Ok(())) => {
-                    // The data is written: now the entries that make the
-                    // append part of the replica.
-                    if mapped[i] && !stored[i] && !r.store_entries(&enc) {
-                        failed.push((*s, io::Error::other("replica header unmapped")));
-                        continue;
-                    }
-                    r.commit_append(len + n, &sums);
-                    r.gate.stats.write(n);
-                    if sync {
-                        r.synced();
-                    }
-                    ok += 1;
-                }
-                Some(Err(e)) => failed.push((*s, e)),
-                None => failed.push((*s, io::Error::other("missing completion"))),
-            }
-        }
-        for (h, set) in &earlier_sets {
-            let (synced, _) = self.note_syncs(*h, set, &mut results);
-            let any = synced || set.is_empty();
-            if !any {
-                drop(guards);
-                return Err(unavailable(
-                    name,
-                    format!("no replica of chunk {h:016x} synced"),
-                ));
-            }
-        }
-        drop(guards);
-        for (s, e) in &failed {
-            self.note_write_error(*s, e);
-        }
-        if ok == 0 {
-            // Nothing took the record: leave every replica as it was (their
-            // tables may hold entries of the failed append past the end).
-            self.restore_tables(&reps, &sums);
-            let e = failed
-                .into_iter()
-                .next()
-                .map(|(_, e)| e)
-                .unwrap_or_else(|| io::Error::other("no replica written"));
-            return Err(Error::io(name, e));
-        }
-        if !failed.is_empty() {
-            bump(&self.counters.write_failovers);
-            let servers: Vec<usize> = failed.iter().map(|(s, _)| *s).collect();
-            log::warn!(
-                "gfs: chunk {handle:016x}: write failed on chunkservers {servers:?}; dropping those replicas"
-            );
-            let reps = self.drop_replicas_locked(ctl, &servers)?;
-            if let Some((s, _)) = reps.first() {
-                m.lease = Some(Lease::new(*s, now, self.opts.lease));
-            }
-        }
-        sums.apply_tail(m.tail.get_or_insert_with(Vec::new));
-        m.tail_hash = Some(next_hash);
-        ctl.len.store(len + n, Ordering::Release);
-        Ok(())
+        first.get_or_insert(start + len);
+        rest = remainder;
+        left -= n;
     }
+    if sync {
+        master_durable(inner, id)?;
+    }
+    first.ok_or_else(|| unavailable(name, "nothing appended"))
+}
 
-    /// Rewrites the checksum entries a failed append may have touched with
-    /// what they held before. Best effort: a replica that fails this too is
-    /// left for the scrub to find.
-    pub(super) fn restore_tables(&self, reps: &[Placed], sums: &chunk::AppendSums) {
-        let count = sums.entries.len() as u64;
-        if count == 0 {
-            return;
+/// Bytes of the partial last block at `len`, read (verified) from a replica.
+pub(super) fn load_tail(
+    inner: &Inner,
+    handle: u64,
+    len: u64,
+    replicas: &[Placed],
+) -> Result<Vec<u8>> {
+    let k = len % BLOCK;
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    for (s, r) in replicas {
+        let piece = ReadPiece {
+            replica: r,
+            offset: len - k,
+            len: k as usize,
+        };
+        match read_verified(&inner.io, &[piece]).pop() {
+            Some(Ok(b)) => return Ok(b),
+            Some(Err(e)) => inner.report_read_failure(handle, *s, &e),
+            None => {}
         }
-        let _guards: Vec<_> = reps.iter().map(|(_, r)| r.lock_io()).collect();
-        let bytes: Vec<Vec<u8>> = reps
-            .iter()
-            .map(|(_, r)| r.table_bytes(sums.first_block, count))
-            .collect();
-        let opens = open_all(reps.iter().map(|p| &*p.1), false);
-        let chains: Vec<Chain<'_>> = opens
-            .iter()
-            .zip(&bytes)
-            .map(|(o, b)| {
-                let mut c = Chain::new();
-                if let Ok(o) = o {
-                    o.table_chain(&mut c, sums.first_block, b);
+    }
+    Err(unavailable(
+        &format!("chunk {handle:016x}"),
+        "no replica could supply the last block",
+    ))
+}
+
+/// One append of `piece` at `len` in the chunk of `ctl`, whose lock `m`
+/// the caller holds. `earlier`: other chunks to fdatasync with it.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn mutate(
+    inner: &Inner,
+    ctl: &ChunkCtl,
+    m: &mut crate::cluster::master::ChunkMut,
+    name: &str,
+    len: u64,
+    piece: &[&[u8]],
+    how: Append,
+    earlier: &[u64],
+) -> Result<()> {
+    let sync = how.sync;
+    let handle = ctl.handle;
+    let (mut reps, mut gone) = write_set(inner, handle)?;
+    if m.tail.is_none() {
+        m.tail = Some(load_tail(inner, handle, len, &reps)?);
+        m.tail_hash = None;
+    }
+    gone.extend(reps.iter().filter(|(_, r)| r.is_bad()).map(|(s, _)| *s));
+    reps.retain(|(_, r)| !r.is_bad());
+    // A replica that cannot take this write is dropped first, with a new
+    // version on the rest: it must not come back as current later.
+    let now = Instant::now();
+    if !gone.is_empty() {
+        reps = drop_replicas_locked(inner, ctl, &gone)?;
+        if let Some((s, _)) = reps.first() {
+            m.lease = Some(Lease::new(*s, now, inner.opts.lease));
+        }
+    }
+    let lease_ok = m
+        .lease
+        .as_mut()
+        .is_some_and(|l| l.extend(now, inner.opts.lease));
+    if !lease_ok {
+        reps = new_version(inner, handle, &reps)?;
+        if let Some((s, _)) = reps.first() {
+            m.lease = Some(Lease::new(*s, now, inner.opts.lease));
+        }
+    }
+    if reps.is_empty() {
+        return Err(unavailable(
+            name,
+            format!("chunk {handle:016x} has no live replica"),
+        ));
+    }
+    // Every replica of a chunk is made in one format (a copy takes its
+    // source's), so one set of entries serves them all.
+    let sum = reps[0].1.layout().sum;
+    if let Some((s, r)) = reps.iter().find(|(_, r)| r.layout().sum != sum) {
+        return Err(Error::Corruption {
+            name: name.to_string(),
+            detail: format!(
+                "chunk {handle:016x}: the replica on server {s} hashes its blocks with {:?}, another with {sum:?}",
+                r.layout().sum
+            ),
+        });
+    }
+    let tail = m.tail.as_deref().unwrap_or(&[]);
+    let n: u64 = piece.iter().map(|b| b.len() as u64).sum();
+    let (sums, next_hash) = chunk::append_sums_from(sum, len, tail, m.tail_hash.take(), piece);
+    let enc = sums.encoded();
+    let earlier_sets: Vec<(u64, Vec<Placed>)> = earlier
+        .iter()
+        .map(|&h| (h, write_set(inner, h).map(|w| w.0).unwrap_or_default()))
+        .collect();
+
+    let guards: Vec<_> = reps.iter().map(|(_, r)| r.lock_io()).collect();
+    let mut written: Vec<&Placed> = Vec::new();
+    let mut failed: Vec<(usize, io::Error)> = Vec::new();
+    for p in &reps {
+        let r = &p.1;
+        if len + n > r.chunk_size() {
+            failed.push((
+                p.0,
+                io::Error::other("append beyond the replica's capacity"),
+            ));
+            continue;
+        }
+        if r.len() != len {
+            failed.push((
+                p.0,
+                io::Error::other("replica length differs from the chunk's"),
+            ));
+            continue;
+        }
+        if let Err(e) = r.gate.check_write() {
+            failed.push((p.0, e));
+            continue;
+        }
+        written.push(p);
+    }
+    let earlier_reps = earlier_sets
+        .iter()
+        .flat_map(|(_, set)| set.iter().map(|p| &*p.1));
+    let opens: Vec<io::Result<Open<'_>>> = written
+        .iter()
+        .map(|p| p.1.open(sync))
+        .chain(earlier_reps.map(|r| r.open(true)))
+        .collect();
+    // An unsynced log append stores its entries through each replica's
+    // header map once the data is written, and where it fits in the
+    // zeros ahead, its data too: no system call (see `header_map.rs`).
+    let mapped: Vec<bool> = opens
+        .iter()
+        .take(written.len())
+        .map(|o| how.mapped_entries && o.as_ref().is_ok_and(|o| o.map_header()))
+        .collect();
+    let stored: Vec<bool> = opens
+        .iter()
+        .zip(&mapped)
+        .map(|(o, &m)| m && o.as_ref().is_ok_and(|o| o.store_append(len, piece, &enc)))
+        .collect();
+    let results = run_opened(inner, &opens, |i, o, c| {
+        if stored.get(i) == Some(&true) {
+            // Stored into the mapped pages already.
+        } else if i < written.len() {
+            let how = Append {
+                mapped_entries: mapped[i],
+                ..how
+            };
+            o.append_chain(c, len, piece, &enc, how)
+        } else {
+            o.sync_chain(c)
+        }
+    });
+    drop(opens);
+    let mut results = results.into_iter();
+    let mut ok = 0;
+    for (i, (s, r)) in written.into_iter().enumerate() {
+        match results.next() {
+            Some(Ok(())) => {
+                // The data is written: now the entries that make the
+                // append part of the replica.
+                if mapped[i] && !stored[i] && !r.store_entries(&enc) {
+                    failed.push((*s, io::Error::other("replica header unmapped")));
+                    continue;
                 }
-                c
-            })
-            .collect();
-        let res = self.io.run_chains(&chains);
-        drop(chains);
-        for ((s, _), res) in reps.iter().zip(merge(&opens, res)) {
-            if let Err(e) = res {
-                log::warn!("gfs: chunkserver {s}: restoring checksums after a failed append: {e}");
+                r.commit_append(len + n, &sums);
+                r.gate.stats.write(n);
+                if sync {
+                    r.synced();
+                }
+                ok += 1;
             }
+            Some(Err(e)) => failed.push((*s, e)),
+            None => failed.push((*s, io::Error::other("missing completion"))),
+        }
+    }
+    for (h, set) in &earlier_sets {
+        let (synced, _) = note_syncs(inner, *h, set, &mut results);
+        let any = synced || set.is_empty();
+        if !any {
+            drop(guards);
+            return Err(unavailable(
+                name,
+                format!("no replica of chunk {h:016x} synced"),
+            ));
+        }
+    }
+    drop(guards);
+    for (s, e) in &failed {
+        note_write_error(inner, *s, e);
+    }
+    if ok == 0 {
+        // Nothing took the record: leave every replica as it was (their
+        // tables may hold entries of the failed append past the end).
+        restore_tables(inner, &reps, &sums);
+        let e = failed
+            .into_iter()
+            .next()
+            .map(|(_, e)| e)
+            .unwrap_or_else(|| io::Error::other("no replica written"));
+        return Err(Error::io(name, e));
+    }
+    if !failed.is_empty() {
+        bump(&inner.counters.write_failovers);
+        let servers: Vec<usize> = failed.iter().map(|(s, _)| *s).collect();
+        log::warn!(
+            "gfs: chunk {handle:016x}: write failed on chunkservers {servers:?}; dropping those replicas"
+        );
+        let reps = drop_replicas_locked(inner, ctl, &servers)?;
+        if let Some((s, _)) = reps.first() {
+            m.lease = Some(Lease::new(*s, now, inner.opts.lease));
+        }
+    }
+    sums.apply_tail(m.tail.get_or_insert_with(Vec::new));
+    m.tail_hash = Some(next_hash);
+    ctl.len.store(len + n, Ordering::Release);
+    Ok(())
+}
+
+/// Rewrites the checksum entries a failed append may have touched with
+/// what they held before. Best effort: a replica that fails this too is
+/// left for the scrub to find.
+pub(super) fn restore_tables(inner: &Inner, reps: &[Placed], sums: &chunk::AppendSums) {
+    let count = sums.entries.len() as u64;
+    if count == 0 {
+        return;
+    }
+    let _guards: Vec<_> = reps.iter().map(|(_, r)| r.lock_io()).collect();
+    let bytes: Vec<Vec<u8>> = reps
+        .iter()
+        .map(|(_, r)| r.table_bytes(sums.first_block, count))
+        .collect();
+    let opens = open_all(reps.iter().map(|p| &*p.1), false);
+    let chains: Vec<Chain<'_>> = opens
+        .iter()
+        .zip(&bytes)
+        .map(|(o, b)| {
+            let mut c = Chain::new();
+            if let Ok(o) = o {
+                o.table_chain(&mut c, sums.first_block, b);
+            }
+            c
+        })
+        .collect();
+    let res = inner.io.run_chains(&chains);
+    drop(chains);
+    for ((s, _), res) in reps.iter().zip(merge(&opens, res)) {
+        if let Err(e) = res {
+            log::warn!("gfs: chunkserver {s}: restoring checksums after a failed append: {e}");
         }
     }
 }

@@ -44,6 +44,11 @@ mod append;
 mod sync;
 mod versions;
 
+pub(crate) use allocate::create_replicas;
+pub(crate) use append::append;
+pub(crate) use sync::{cut_zeros, sync_file};
+pub(crate) use versions::{drop_replicas_locked, forget_replica, write_set};
+
 /// A replica with the server that holds it.
 pub(crate) type Placed = (usize, Arc<Replica>);
 
@@ -51,77 +56,73 @@ fn unavailable(name: &str, why: impl Into<String>) -> Error {
     Error::io(name, io::Error::other(why.into()))
 }
 
-impl Inner {
-    /// Accounts a failed write to server `s`: a full disk stops new
-    /// placements there; other errors make the heartbeat look at it now.
-    pub(crate) fn note_write_error(&self, s: usize, e: &io::Error) {
-        let server = &self.servers[s];
-        server.gate.stats.write_error();
-        if e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == io::ErrorKind::StorageFull {
-            if server.placeable() {
-                log::warn!("gfs: chunkserver {s} ({}): disk full", server.dir.display());
-                server.set_health(Health::Full("disk full (ENOSPC)".into()));
-            }
-        } else {
-            log::warn!(
-                "gfs: chunkserver {s} ({}): write error: {e}",
-                server.dir.display()
-            );
-            self.heartbeat_signal.notify();
+/// Accounts a failed write to server `s`: a full disk stops new
+/// placements there; other errors make the heartbeat look at it now.
+pub(crate) fn note_write_error(inner: &Inner, s: usize, e: &io::Error) {
+    let server = &inner.servers[s];
+    server.gate.stats.write_error();
+    if e.raw_os_error() == Some(libc::ENOSPC) || e.kind() == io::ErrorKind::StorageFull {
+        if server.placeable() {
+            log::warn!("gfs: chunkserver {s} ({}): disk full", server.dir.display());
+            server.set_health(Health::Full("disk full (ENOSPC)".into()));
         }
+    } else {
+        log::warn!(
+            "gfs: chunkserver {s} ({}): write error: {e}",
+            server.dir.display()
+        );
+        inner.heartbeat_signal.notify();
     }
 }
 
-impl Inner {
-    /// Runs one chain per opened replica in one submission (`fill` builds
-    /// the chain of the `i`th) and returns each replica's outcome.
-    fn run_opened<'o, 'r>(
-        &self,
-        opens: &'o [io::Result<Open<'r>>],
-        mut fill: impl FnMut(usize, &'o Open<'r>, &mut Chain<'o>),
-    ) -> Vec<io::Result<()>> {
-        let chains: Vec<Chain<'o>> = opens
-            .iter()
-            .enumerate()
-            .map(|(i, o)| {
-                let mut c = Chain::new();
-                if let Ok(o) = o {
-                    fill(i, o, &mut c);
-                }
-                c
-            })
-            .collect();
-        let res = self.io.run_chains(&chains);
-        drop(chains);
-        merge(opens, res)
-    }
-
-    /// Takes one chunk's sync outcomes (one per replica of `reps`, in
-    /// order): marks the replicas that synced, reports those that failed.
-    /// Returns whether any synced, and the last failure.
-    fn note_syncs(
-        &self,
-        handle: u64,
-        reps: &[Placed],
-        res: &mut impl Iterator<Item = io::Result<()>>,
-    ) -> (bool, Option<io::Error>) {
-        let (mut any, mut last_err) = (false, None);
-        for (s, r) in reps {
-            match res.next() {
-                Some(Ok(())) => {
-                    r.synced();
-                    any = true;
-                }
-                Some(Err(e)) => {
-                    self.note_write_error(*s, &e);
-                    self.report_bad(handle, *s, &format!("sync failed: {e}"), false);
-                    last_err = Some(e);
-                }
-                None => {}
+/// Runs one chain per opened replica in one submission (`fill` builds
+/// the chain of the `i`th) and returns each replica's outcome.
+fn run_opened<'o, 'r>(
+    inner: &Inner,
+    opens: &'o [io::Result<Open<'r>>],
+    mut fill: impl FnMut(usize, &'o Open<'r>, &mut Chain<'o>),
+) -> Vec<io::Result<()>> {
+    let chains: Vec<Chain<'o>> = opens
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let mut c = Chain::new();
+            if let Ok(o) = o {
+                fill(i, o, &mut c);
             }
+            c
+        })
+        .collect();
+    let res = inner.io.run_chains(&chains);
+    drop(chains);
+    merge(opens, res)
+}
+
+/// Takes one chunk's sync outcomes (one per replica of `reps`, in
+/// order): marks the replicas that synced, reports those that failed.
+/// Returns whether any synced, and the last failure.
+fn note_syncs(
+    inner: &Inner,
+    handle: u64,
+    reps: &[Placed],
+    res: &mut impl Iterator<Item = io::Result<()>>,
+) -> (bool, Option<io::Error>) {
+    let (mut any, mut last_err) = (false, None);
+    for (s, r) in reps {
+        match res.next() {
+            Some(Ok(())) => {
+                r.synced();
+                any = true;
+            }
+            Some(Err(e)) => {
+                note_write_error(inner, *s, &e);
+                inner.report_bad(handle, *s, &format!("sync failed: {e}"), false);
+                last_err = Some(e);
+            }
+            None => {}
         }
-        (any, last_err)
     }
+    (any, last_err)
 }
 
 /// Opens every replica for a batch of chains.
