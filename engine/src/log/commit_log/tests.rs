@@ -402,14 +402,10 @@ impl FileStore for FlakyStore {
 }
 
 fn wait_until(cond: impl Fn() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !cond() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "condition not reached"
-        );
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    assert!(
+        testkit::wait_until(Duration::from_secs(10), cond),
+        "condition not reached"
+    );
 }
 
 #[test]
