@@ -65,6 +65,12 @@ const ADMIN: &[Spec] = &[
         false,
     ),
     ("DropRowRange", "DropRowRangeRequest", "crate::Empty", false),
+    (
+        "UpdateTable",
+        "UpdateTableRequest",
+        "crate::Operation",
+        false,
+    ),
 ];
 
 fn snake(name: &str) -> String {

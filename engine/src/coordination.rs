@@ -409,8 +409,8 @@ impl Schemas<'_> {
         };
         let text = String::from_utf8(text)
             .map_err(|_| Error::corruption(format!("{dir}/schema is not UTF-8")))?;
-        let families = schema::parse(&text, &NumericNames)?;
-        let mut s = TableSchema::with_families(families);
+        // The families and the `.table` line (deletion protection).
+        let (mut s, _) = TableSchema::default().apply_text(&text, &NumericNames, true)?;
         if let Ok((acl, _)) = self
             .0
             .read(&Credentials::root(), format!("{dir}/acl").as_str().into())
@@ -603,6 +603,7 @@ mod tests {
         let mut s = TableSchema::with_families([FamilySchema::new("anchor")]);
         s.owner = 1000;
         s.mode = 0o750;
+        s.deletion_protection = true;
         c.store_schema("web", &s).unwrap();
         assert_eq!(c.load_schema("web").unwrap(), Some(s));
         c.drop_table("web").unwrap();

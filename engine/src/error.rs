@@ -21,6 +21,15 @@ pub enum Error {
     /// A schema change would drop a family that still has cells.
     #[error("column family {0:?} still holds data")]
     FamilyNotEmpty(String),
+    /// The table has deletion protection: deleting it or dropping a family
+    /// is refused until it is turned off.
+    #[error("table {table} has deletion protection: {what} is refused (turn it off first)")]
+    DeletionProtected {
+        /// The protected table.
+        table: String,
+        /// What was refused.
+        what: String,
+    },
     /// A request that is malformed in itself (names, ranges, limits).
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -13,6 +13,7 @@ pub fn errno(e: &engine::Error) -> Errno {
         E::TableExists(_) => Errno::EEXIST,
         E::UnknownFamily { .. } => Errno::ENOENT,
         E::FamilyNotEmpty(_) => Errno::ENOTEMPTY,
+        E::DeletionProtected { .. } => Errno::EPERM,
         E::InvalidArgument(_) => Errno::EINVAL,
         E::RowKeyTooLong(_) => Errno::ENAMETOOLONG,
         E::ValueTooLarge { .. } => Errno::EFBIG,

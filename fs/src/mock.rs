@@ -308,11 +308,13 @@ impl Store for MockStore {
         Ok(())
     }
     fn delete_table(&self, name: &str) -> Result<()> {
-        self.tables
-            .lock()
-            .remove(name)
-            .map(|_| ())
-            .ok_or_else(|| Error::TableNotFound(name.into()))
+        let mut g = self.tables.lock();
+        let t = g
+            .get(name)
+            .ok_or_else(|| Error::TableNotFound(name.into()))?;
+        t.schema.check_deletable(name)?;
+        g.remove(name);
+        Ok(())
     }
     fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
         self.tables
@@ -326,6 +328,7 @@ impl Store for MockStore {
         let t = g
             .get_mut(table)
             .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        t.schema.check_change(table, &schema)?;
         for f in t.schema.families.keys() {
             if !schema.families.contains_key(f)
                 && t.rows.values().any(|r| r.keys().any(|(rf, _)| rf == f))

@@ -112,6 +112,25 @@ impl StoreView {
         })
     }
 
+    /// EPERM while `table` has deletion protection: the mount removes
+    /// nothing by name in it, since `rm -r` empties a table cell by cell
+    /// before its `rmdir` could be refused.
+    pub(crate) fn check_unprotected(
+        &self,
+        table: &str,
+        what: &dyn std::fmt::Display,
+    ) -> FsResult<()> {
+        if self.schema(table)?.deletion_protection {
+            return Err(self.refuse(
+                what,
+                Errno::EPERM,
+                "the table has deletion protection \
+                 (`.table deletion_protection=false` in its .schema turns it off)",
+            ));
+        }
+        Ok(())
+    }
+
     pub(crate) fn family_schema(&self, table: &str, family: &str) -> FsResult<FamilySchema> {
         if let Some(f) = self.schema(table)?.families.get(family) {
             return Ok(f.clone());

@@ -18,13 +18,14 @@ pub struct AdminService {
 }
 
 /// The API's view of a table: its name and (unless NAME_ONLY) its families.
-fn table_message(name: String, schema: Option<&TableSchema>) -> a::Table {
+pub(crate) fn table_message(name: String, schema: Option<&TableSchema>) -> a::Table {
     let mut t = a::Table {
         name,
         granularity: a::table::TimestampGranularity::Millis as i32,
         ..Default::default()
     };
     if let Some(s) = schema {
+        t.deletion_protection = s.deletion_protection;
         for (f, fs) in &s.families {
             t.column_families.insert(
                 f.clone(),
@@ -270,6 +271,8 @@ impl BigtableTableAdmin for AdminService {
                 }
             }
             new.validate().map_err(status::from_engine)?;
+            // Refused before the data of a dropped family is deleted.
+            old.check_change(&id, &new).map_err(status::from_engine)?;
             // The API drops a family with its data; the engine drops only
             // empty families, so empty them first.
             let r = (|| {
@@ -319,5 +322,12 @@ impl BigtableTableAdmin for AdminService {
         .await?;
         log::info!("grpc: dropped {n} rows of {}", req.name);
         Ok(Response::new(()))
+    }
+
+    async fn update_table(
+        &self,
+        req: Request<a::UpdateTableRequest>,
+    ) -> Result<Response<crate::Operation>, Status> {
+        crate::table_ops::update_table(&self.shared, req).await
     }
 }

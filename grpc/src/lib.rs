@@ -19,6 +19,7 @@ mod names;
 mod server;
 mod shared;
 mod status;
+mod table_ops;
 mod timing;
 mod tls;
 mod unserved;
@@ -54,3 +55,6 @@ mod gen {
 
 /// `google.protobuf.Empty`, as prost maps it.
 pub(crate) type Empty = ();
+
+/// `google.longrunning.Operation`, as admin changes return it.
+pub use googleapis_tonic_google_longrunning::google::longrunning::Operation;

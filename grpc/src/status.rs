@@ -9,7 +9,7 @@ pub fn code(e: &Error) -> Code {
         Error::TableNotFound(_) => Code::NotFound,
         Error::TableExists(_) => Code::AlreadyExists,
         Error::UnknownFamily { .. } => Code::NotFound,
-        Error::FamilyNotEmpty(_) => Code::FailedPrecondition,
+        Error::FamilyNotEmpty(_) | Error::DeletionProtected { .. } => Code::FailedPrecondition,
         Error::InvalidArgument(_)
         | Error::RowKeyTooLong(_)
         | Error::ValueTooLarge { .. }

@@ -49,6 +49,7 @@ impl Master {
     pub fn delete_table(&self, name: &str) -> Result<()> {
         let _ops = self.ops.lock();
         let t = self.env.catalog.get(name)?;
+        t.schema().check_deletable(name)?;
         self.env.catalog.remove(name);
         let rows = self.table_rows(t.id)?;
         let ids: Vec<u64> = rows.iter().map(|r| r.meta.id).collect();
@@ -82,6 +83,7 @@ impl Master {
         let _ops = self.ops.lock();
         let t = self.env.catalog.get(name)?;
         let old = t.schema();
+        old.check_change(name, &schema)?;
         for fam in old.families.keys() {
             if !schema.families.contains_key(fam) {
                 let spec = ScanSpec {

@@ -48,6 +48,10 @@ pub enum WireError {
     /// The store failed under the remote server (its message).
     Store(String),
     FilterTooLarge(String),
+    DeletionProtected {
+        table: String,
+        what: String,
+    },
 }
 
 impl From<&Error> for WireError {
@@ -90,6 +94,10 @@ impl From<&Error> for WireError {
             },
             Error::Unavailable(s) => WireError::Unavailable(s.clone()),
             Error::FilterTooLarge(s) => WireError::FilterTooLarge(s.clone()),
+            Error::DeletionProtected { table, what } => WireError::DeletionProtected {
+                table: table.clone(),
+                what: what.clone(),
+            },
             Error::Fs(e) => WireError::Store(e.to_string()),
             Error::Shared(e) => WireError::from(&**e),
         }
@@ -121,6 +129,9 @@ impl From<WireError> for Error {
             WireError::NotServing { server, tablet } => Error::NotServing { server, tablet },
             WireError::Unavailable(s) => Error::Unavailable(s),
             WireError::FilterTooLarge(s) => Error::FilterTooLarge(s),
+            WireError::DeletionProtected { table, what } => {
+                Error::DeletionProtected { table, what }
+            }
             WireError::Store(s) => Error::Fs(gfs::Error::Io {
                 name: "a remote tablet server's store".into(),
                 source: std::io::Error::other(s),

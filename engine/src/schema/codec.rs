@@ -56,6 +56,12 @@ impl TableSchema {
                 out.push(type_byte(f.aggregate));
             }
         }
+        // Table flags after the families, only when one is set: a schema
+        // without any is written as before, byte for byte.
+        if self.deletion_protection {
+            out.push(FLAGS_TAG);
+            put_u32(&mut out, FLAG_DELETION_PROTECTION);
+        }
         out
     }
 
@@ -138,6 +144,18 @@ impl TableSchema {
                 )));
             }
         }
+        let mut flags = 0;
+        if !r.buf.is_empty() {
+            if r.u8()? != FLAGS_TAG {
+                return Err(Error::corruption("table schema: trailing bytes"));
+            }
+            flags = r.u32()?;
+            if flags & !FLAG_DELETION_PROTECTION != 0 {
+                return Err(Error::corruption(format!(
+                    "table schema: unknown table flags {flags:#x}"
+                )));
+            }
+        }
         if !r.buf.is_empty() {
             return Err(Error::corruption("table schema: trailing bytes"));
         }
@@ -146,6 +164,7 @@ impl TableSchema {
             owner,
             group,
             mode,
+            deletion_protection: flags & FLAG_DELETION_PROTECTION != 0,
         };
         s.validate()
             .map_err(|e| Error::corruption(format!("table schema: {e}")))?;
@@ -154,6 +173,10 @@ impl TableSchema {
 }
 
 const ENCODING_MAGIC: &[u8] = b"BTSCHEMA1";
+/// Starts the optional table flags after the families (a u32 follows).
+const FLAGS_TAG: u8 = 1;
+/// The table flag of deletion protection.
+const FLAG_DELETION_PROTECTION: u32 = 1;
 /// The magic of a schema with an aggregate family (same length).
 const TYPED_MAGIC: &[u8] = b"BTSCHEMA2";
 
@@ -311,6 +334,30 @@ mod tests {
             assert_eq!(same, s);
             assert!(dropped.is_empty());
         }
+    }
+
+    #[test]
+    fn deletion_protection_roundtrips_and_leaves_others_unchanged() {
+        let plain = TableSchema::with_families([FamilySchema::new("a")]);
+        let mut protected = plain.clone();
+        protected.deletion_protection = true;
+        let bytes = protected.encode();
+        // The flags follow the schema as it was written before.
+        assert_eq!(bytes.len(), plain.encode().len() + 5);
+        assert_eq!(&bytes[..plain.encode().len()], &plain.encode()[..]);
+        assert_eq!(TableSchema::decode(&bytes).unwrap(), protected);
+        assert!(
+            !TableSchema::decode(&plain.encode())
+                .unwrap()
+                .deletion_protection
+        );
+        let mut unknown = plain.encode();
+        unknown.push(FLAGS_TAG);
+        unknown.extend_from_slice(&2u32.to_be_bytes());
+        assert!(TableSchema::decode(&unknown).is_err());
+        let mut extra = bytes.clone();
+        extra.push(0);
+        assert!(TableSchema::decode(&extra).is_err());
     }
 
     #[test]

@@ -42,6 +42,8 @@ pub use crate::gc_rule::{GcMode, GcRule};
 pub use text::{format, format_family, parse, parse_lines, NameResolver, NumericNames};
 
 mod codec;
+mod protect;
+mod table_line;
 mod text;
 
 /// One column family's settings.
@@ -231,6 +233,9 @@ pub struct TableSchema {
     pub group: u32,
     /// Permission bits of the table directory.
     pub mode: u32,
+    /// Whether deleting the table or dropping a family is refused
+    /// (Cloud Bigtable's `deletion_protection`; see `protect.rs`).
+    pub deletion_protection: bool,
 }
 
 impl Default for TableSchema {
@@ -240,6 +245,7 @@ impl Default for TableSchema {
             owner: 0,
             group: 0,
             mode: DEFAULT_MODE,
+            deletion_protection: false,
         }
     }
 }
@@ -435,6 +441,7 @@ impl TableSchema {
             owner: self.owner,
             group: self.group,
             mode: self.mode,
+            deletion_protection: self.deletion_protection,
         };
         out.validate()
             .map_err(|e| bad(0, format!("resulting schema is invalid: {e}")))?;

@@ -104,7 +104,13 @@ impl TableSchema {
         resolver: &dyn NameResolver,
         replace_all: bool,
     ) -> Result<(TableSchema, Vec<String>)> {
-        self.merge_families(parse_lines(text, resolver)?, replace_all)
+        let (families, table) = super::table_line::split(text)?;
+        let (mut s, dropped) =
+            self.merge_families(parse_lines(&families, resolver)?, replace_all)?;
+        if let Some(t) = table {
+            t.apply(&mut s);
+        }
+        Ok((s, dropped))
     }
 }
 
@@ -133,8 +139,10 @@ pub fn parse_lines(text: &str, resolver: &dyn NameResolver) -> Result<Vec<Family
 
 /// Parses `.schema` text into complete family settings, in line order
 /// (omitted settings take defaults or their locality group's settings).
+/// A `.table` line is skipped.
 pub fn parse(text: &str, resolver: &dyn NameResolver) -> Result<Vec<FamilySchema>> {
-    let lines = parse_lines(text, resolver)?;
+    let (text, _) = super::table_line::split(text)?;
+    let lines = parse_lines(&text, resolver)?;
     let order: Vec<String> = lines.iter().map(|l| l.family.name.clone()).collect();
     let (mut s, _) = TableSchema::default().merge_families(lines, true)?;
     Ok(order.iter().filter_map(|n| s.families.remove(n)).collect())
@@ -358,9 +366,14 @@ fn id_str(id: u32, name: Option<String>, back: impl Fn(&str) -> Option<u32>) -> 
 }
 
 /// Writes one line per family, sorted by name, with every setting, so that
-/// parsing the text gives the same families back.
+/// parsing the text gives the same families back (after the `.table` line,
+/// when the table has a setting of its own).
 pub fn format(schema: &TableSchema, resolver: &dyn NameResolver) -> String {
     let mut out = String::new();
+    if let Some(l) = super::table_line::format(schema) {
+        out.push_str(&l);
+        out.push('\n');
+    }
     for f in schema.families.values() {
         out.push_str(&format_family(f, resolver));
         out.push('\n');

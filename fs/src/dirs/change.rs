@@ -182,7 +182,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
                 return Err(cx.data.refuse(&what, Errno::EBUSY, "the status directory"));
             }
             let t = table_name(name).ok_or(Errno::ENOENT)?;
-            cx.data.schema(t)?;
+            cx.data.check_unprotected(t, &what)?;
             let spec = ScanSpec {
                 row_limit: Some(1),
                 max_versions: Some(1),
@@ -219,6 +219,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
             if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() {
                 return Err(Errno::ENOTDIR);
             }
+            cx.data.check_unprotected(t, &what)?;
             let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
             let row = match &kn {
                 KeyName::Key(k) => k.clone(),
@@ -244,6 +245,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
         Node::Row { table, row, .. } => {
             let f = std::str::from_utf8(name).map_err(|_| Errno::ENOENT)?;
             cx.data.family_schema(table, f)?;
+            cx.data.check_unprotected(table, &what)?;
             let spec = ScanSpec {
                 families: Some(vec![f.to_string()]),
                 cell_limit: Some(1),
@@ -272,6 +274,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
         // A live family (the view is not read-only).
         Node::VersionsDir(fa) => {
             let (table, row, family) = (&fa.table, &fa.row, &fa.family);
+            cx.data.check_unprotected(table, &what)?;
             let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
             let q = cx.data.resolve_qualifier(fa, &kn)?.ok_or(Errno::ENOENT)?;
             let spec = crate::view::StoreView::column_spec(View::Now, family, &q, Some(1));

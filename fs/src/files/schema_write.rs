@@ -63,6 +63,13 @@ pub(super) fn check_schema_change(
     if caller.is_root() || caller.uid == cur.owner {
         return Ok(());
     }
+    if cur.deletion_protection != new.deletion_protection {
+        return Err(cx.data.refuse(
+            what,
+            Errno::EPERM,
+            "only the table's owner may change its deletion protection",
+        ));
+    }
     if crate::schema_file::changes_permissions(cur, new) {
         return Err(cx.data.refuse(
             what,
@@ -95,7 +102,9 @@ pub(super) fn check_schema_change(
 pub(super) fn check_schema_truncation(cx: &Ctx, s: &SchemaHandle) -> FsResult<()> {
     let what = format!("truncate {}/{SCHEMA}", s.table);
     let cur = cx.data.schema(&s.table)?;
-    let (_, dropped) = crate::schema_file::apply(&cur, &s.data, !s.append_mode)
+    let (new, dropped) = crate::schema_file::apply(&cur, &s.data, !s.append_mode)
+        .map_err(|e| cx.data.fail(&what, &e))?;
+    cur.check_change(&s.table, &new)
         .map_err(|e| cx.data.fail(&what, &e))?;
     for family in dropped {
         let spec = ScanSpec {

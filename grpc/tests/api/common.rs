@@ -18,6 +18,11 @@ pub struct Env {
 }
 
 pub async fn env() -> Env {
+    env_with(engine::access::Tokens::default()).await
+}
+
+/// A server that also knows these bearer tokens.
+pub async fn env_with(tokens: engine::access::Tokens) -> Env {
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let bt =
         tokio::task::spawn_blocking(move || Bigtable::open(store, Options::default()).unwrap())
@@ -30,7 +35,7 @@ pub async fn env() -> Env {
         changes: None,
         auth: grpc::Auth {
             loopback: Some(engine::access::Identity::new(0, 0)),
-            ..Default::default()
+            tokens,
         },
         instance: "i".into(),
     };

@@ -7,3 +7,4 @@ mod aggregate;
 mod common;
 mod data;
 mod filters;
+mod protect;

@@ -1,0 +1,127 @@
+//! Table Admin calls beyond creating, altering and deleting: UpdateTable
+//! (`deletion_protection`) and the long-running operations it returns.
+//!
+//! Every change served here is finished when its call answers, so its
+//! operation comes back `done`, with its metadata and response packed as
+//! `Any`: a client's `operation.result()` returns at once, without asking
+//! `google.longrunning.Operations` for it.
+
+use crate::admin::table_message;
+use crate::admin_v2 as a;
+use crate::shared::{blocking, Shared};
+use crate::wire::FullMaps;
+use crate::{auth, status, Operation};
+use engine::access::Identity;
+use engine::schema::TableSchema;
+use googleapis_tonic_google_longrunning::google::longrunning::operation;
+use prost::bytes::BufMut;
+use prost::Message;
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+const TYPES: &str = "type.googleapis.com/google.bigtable.admin.v2";
+
+impl FullMaps for Operation {
+    fn encode_full(self, buf: &mut impl BufMut) {
+        self.encode_raw(buf);
+    }
+}
+
+/// The UpdateTable fields this server changes.
+const UPDATABLE: &[&str] = &["deletion_protection"];
+
+/// UpdateTable: sets `deletion_protection` (the only field served), which
+/// only the table's owner (or root) may change, as in the mount's `.schema`.
+pub(crate) async fn update_table(
+    shared: &Arc<Shared>,
+    req: Request<a::UpdateTableRequest>,
+) -> Result<Response<Operation>, Status> {
+    let who = shared.auth.identify(&req)?;
+    let start = now();
+    let req = req.into_inner();
+    let table = req
+        .table
+        .ok_or_else(|| Status::invalid_argument("table is required"))?;
+    let paths = req.update_mask.map(|m| m.paths).unwrap_or_default();
+    if paths.is_empty() {
+        return Err(Status::invalid_argument(
+            "update_mask is required (this server updates deletion_protection)",
+        ));
+    }
+    if let Some(p) = paths.iter().find(|p| !UPDATABLE.contains(&p.as_str())) {
+        return Err(Status::unimplemented(format!(
+            "updating {p:?} is not served; UpdateTable serves {}",
+            UPDATABLE.join(", ")
+        )));
+    }
+    let id = shared.table(&table.name)?;
+    let protect = table.deletion_protection;
+    let sh = shared.clone();
+    let schema = blocking(move || {
+        let old = sh.bt.schema(&id).map_err(status::from_engine)?;
+        owner_or_root(&who, &id, &old, "change the deletion protection of")?;
+        let mut new = (*old).clone();
+        new.deletion_protection = protect;
+        if new != *old {
+            let r = sh.bt.set_schema(&id, new.clone());
+            sh.table_changed(&id);
+            r.map_err(status::from_engine)?;
+            log::info!("grpc: table {id} deletion_protection={protect}");
+        }
+        Ok(new)
+    })
+    .await?;
+    let meta = a::UpdateTableMetadata {
+        name: table.name.clone(),
+        start_time: Some(start),
+        end_time: Some(now()),
+    };
+    let reply = table_message(table.name.clone(), Some(&schema));
+    Ok(Response::new(done(
+        &table.name,
+        ("UpdateTableMetadata", &meta),
+        ("Table", reply),
+    )))
+}
+
+/// Refuses unless `who` owns the table or is root (what `chmod` takes).
+fn owner_or_root(who: &Identity, id: &str, t: &TableSchema, what: &str) -> Result<(), Status> {
+    if who.uid == 0 || who.uid == t.owner {
+        return Ok(());
+    }
+    Err(auth::denied(
+        who,
+        &format!(
+            "only the owner of table {id} (uid {}) may {what} it",
+            t.owner
+        ),
+    ))
+}
+
+/// A finished operation on `resource`, with its metadata and response
+/// (the response's maps carry every value, as the calls' replies do).
+pub(crate) fn done(
+    resource: &str,
+    (meta_type, meta): (&str, &impl Message),
+    (reply_type, reply): (&str, impl FullMaps),
+) -> Operation {
+    let mut value = Vec::new();
+    reply.encode_full(&mut value);
+    Operation {
+        name: format!("{resource}/operations/{}", engine::now_micros()),
+        metadata: Some(prost_types::Any {
+            type_url: format!("{TYPES}.{meta_type}"),
+            value: meta.encode_to_vec(),
+        }),
+        done: true,
+        result: Some(operation::Result::Response(prost_types::Any {
+            type_url: format!("{TYPES}.{reply_type}"),
+            value,
+        })),
+    }
+}
+
+/// Now, as a protobuf timestamp.
+fn now() -> prost_types::Timestamp {
+    prost_types::Timestamp::from(std::time::SystemTime::now())
+}

@@ -1,0 +1,163 @@
+//! Deletion protection over the Table Admin API: UpdateTable sets it (a
+//! finished long-running operation), GetTable and ListTables show it, and
+//! DeleteTable and dropping a family fail with FAILED_PRECONDITION.
+
+use crate::common::*;
+use grpc::admin_v2 as a;
+use prost::Message;
+use tonic::Code;
+
+fn update(t: &str, protect: bool, paths: &[&str]) -> a::UpdateTableRequest {
+    a::UpdateTableRequest {
+        table: Some(a::Table {
+            name: tname(t),
+            deletion_protection: protect,
+            ..Default::default()
+        }),
+        update_mask: Some(prost_types::FieldMask {
+            paths: paths.iter().map(|p| p.to_string()).collect(),
+        }),
+        ignore_warnings: false,
+    }
+}
+
+async fn get(e: &mut Env, t: &str) -> a::Table {
+    e.admin
+        .get_table(a::GetTableRequest {
+            name: tname(t),
+            view: a::table::View::Full as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+fn drop_family(t: &str, f: &str) -> a::ModifyColumnFamiliesRequest {
+    a::ModifyColumnFamiliesRequest {
+        name: tname(t),
+        modifications: vec![a::modify_column_families_request::Modification {
+            id: f.into(),
+            r#mod: Some(a::modify_column_families_request::modification::Mod::Drop(
+                true,
+            )),
+            ..Default::default()
+        }],
+        ignore_warnings: false,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deletion_protection_refuses_delete_and_drop() {
+    let tokens =
+        engine::access::Tokens::parse("stranger-token-0123456789abcdef 4242:4242\n", |_| None)
+            .unwrap();
+    let mut e = env_with(tokens).await;
+    create(&mut e, "t", &["cf1", "cf2"]).await;
+    mutate(&mut e, "t", "r", vec![set("cf2", "q", 1000, b"kept")])
+        .await
+        .unwrap();
+    assert!(!get(&mut e, "t").await.deletion_protection);
+
+    let op = e
+        .admin
+        .update_table(update("t", true, &["deletion_protection"]))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(op.done, "{op:?}");
+    let Some(
+        googleapis_tonic_google_longrunning::google::longrunning::operation::Result::Response(any),
+    ) = op.result
+    else {
+        panic!("no response in {:?}", op.result);
+    };
+    assert!(any.type_url.ends_with("google.bigtable.admin.v2.Table"));
+    let t = a::Table::decode(&any.value[..]).unwrap();
+    assert!(t.deletion_protection);
+    assert_eq!(t.name, tname("t"));
+    let meta = op.metadata.unwrap();
+    assert!(meta.type_url.ends_with("UpdateTableMetadata"));
+    assert!(get(&mut e, "t").await.deletion_protection);
+    assert!(e.bt.schema("t").unwrap().deletion_protection);
+    let listed = e
+        .admin
+        .list_tables(a::ListTablesRequest {
+            parent: P.into(),
+            view: a::table::View::SchemaView as i32,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(listed
+        .tables
+        .iter()
+        .any(|t| t.name == tname("t") && t.deletion_protection));
+
+    let s = e
+        .admin
+        .delete_table(a::DeleteTableRequest { name: tname("t") })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
+    assert!(s.message().contains("deletion protection"), "{s:?}");
+    let s = e
+        .admin
+        .modify_column_families(drop_family("t", "cf2"))
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
+    // Nothing was deleted on the way: the family and its cell are there.
+    assert!(get(&mut e, "t").await.column_families.contains_key("cf2"));
+    let rows = read(
+        &mut e,
+        grpc::v2::ReadRowsRequest {
+            table_name: tname("t"),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].1[0].3, b"kept");
+
+    // Only fields served, and a mask is required.
+    let s = e
+        .admin
+        .update_table(update("t", false, &["change_stream_config"]))
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::Unimplemented, "{s:?}");
+    let s = e
+        .admin
+        .update_table(update("t", false, &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+    assert!(get(&mut e, "t").await.deletion_protection);
+    // Another user may not turn it off.
+    let mut req = tonic::Request::new(update("t", false, &["deletion_protection"]));
+    req.metadata_mut().insert(
+        "authorization",
+        "Bearer stranger-token-0123456789abcdef".parse().unwrap(),
+    );
+    let s = e.admin.update_table(req).await.unwrap_err();
+    assert_eq!(s.code(), Code::PermissionDenied, "{s:?}");
+    assert!(get(&mut e, "t").await.deletion_protection);
+
+    // Turned off by its owner, both work again.
+    e.admin
+        .update_table(update("t", false, &["deletion_protection"]))
+        .await
+        .unwrap();
+    assert!(!get(&mut e, "t").await.deletion_protection);
+    e.admin
+        .modify_column_families(drop_family("t", "cf2"))
+        .await
+        .unwrap();
+    e.admin
+        .delete_table(a::DeleteTableRequest { name: tname("t") })
+        .await
+        .unwrap();
+    assert!(!e.bt.list_tables().contains(&"t".to_string()));
+}
