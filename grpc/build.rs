@@ -71,6 +71,12 @@ const ADMIN: &[Spec] = &[
         "crate::Operation",
         false,
     ),
+    (
+        "UndeleteTable",
+        "UndeleteTableRequest",
+        "crate::Operation",
+        false,
+    ),
 ];
 
 fn snake(name: &str) -> String {

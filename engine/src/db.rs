@@ -99,7 +99,7 @@ impl Bigtable {
         &self.inner.cluster
     }
 
-    fn client(&self) -> Result<&Arc<Client>> {
+    pub(crate) fn client(&self) -> Result<&Arc<Client>> {
         if self.inner.closed.load(Ordering::Acquire) {
             return Err(Error::ShuttingDown);
         }
@@ -154,7 +154,7 @@ impl Bigtable {
     /// Runs `f` on the active master, waiting for one during a failover;
     /// a daemon without a master then reads the tables again, so that what
     /// it just changed is what it sees.
-    fn master<T>(&self, f: impl Fn(&dyn MasterService) -> Result<T>) -> Result<T> {
+    pub(crate) fn master<T>(&self, f: impl Fn(&dyn MasterService) -> Result<T>) -> Result<T> {
         let client = self.client()?;
         let r = client.retry("master", || match self.env().active_master() {
             Some(m) => f(&*m),
@@ -605,7 +605,9 @@ impl Bigtable {
         self.env().lock.clone()
     }
     /// Runs an operator command: `kill <server>`, `kill-master`,
-    /// `move <table> <row> <server>`, `split <table> <row>`.
+    /// `move <table> <row> <server>`, `split <table> <row>`,
+    /// `delete <table>` (whole, into the trash), `undelete <id> [<name>]`,
+    /// `purge <id>`.
     pub fn control(&self, command: &str) -> Result<()> {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
@@ -618,12 +620,27 @@ impl Bigtable {
                 self.master(|m| m.move_tablet(table, row.as_bytes(), server))
             }
             ["split", table, row] => self.split_at_rows(table, &[row.as_bytes().to_vec()]),
+            ["undelete", id, name @ ..] if name.len() <= 1 => self
+                .undelete_table(trash_id(id)?, name.first().copied())
+                .map(|_| ()),
+            ["purge", id] => self.purge_trash(trash_id(id)?),
+            ["delete", table] => self.delete_table(table),
             _ => Err(Error::invalid(format!(
                 "unknown command {command:?}: use `kill <server>`, `kill-master`, \
-                 `move <table> <row> <server>` or `split <table> <row>`"
+                 `move <table> <row> <server>`, `split <table> <row>`, \
+                 `delete <table>`, `undelete <id> [<name>]` or `purge <id>`"
             ))),
         }
     }
+}
+
+/// A trash entry's id as a `.bigtable/control` command gives it.
+fn trash_id(s: &str) -> Result<u64> {
+    s.parse().map_err(|_| {
+        Error::invalid(format!(
+            "{s:?} is not a trash entry's id (see .bigtable/trash)"
+        ))
+    })
 }
 
 /// A one-entry batch reports its error as itself, not as "batch entry 0".

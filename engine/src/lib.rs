@@ -52,6 +52,7 @@ mod status;
 mod storage;
 mod tablet;
 mod tablet_server;
+mod trash;
 mod txn;
 mod value;
 mod visibility;
@@ -64,6 +65,7 @@ pub use filter::RowFilter;
 pub use options::{Options, TabletInfo};
 pub use protocol::ServerReport;
 pub use scan::ScanSpec;
+pub use trash::{TrashCost, TrashEntry};
 pub use txn::{Guard, Reach, RowOp, RowTxn, TxnOutcome};
 pub use value::Value;
 

@@ -50,6 +50,9 @@ pub struct Options {
     /// How long a client retries a tablet that is moving or recovering
     /// before it gives up with `Unavailable`.
     pub retry_deadline: Duration,
+    /// How long a deleted table is kept in the trash before the master
+    /// collects it (zero: deleted at once, no trash).
+    pub trash_period: Duration,
 }
 
 impl Default for Options {
@@ -74,6 +77,7 @@ impl Default for Options {
             server_lock_delay: Duration::from_millis(500),
             master_interval: Duration::from_millis(100),
             retry_deadline: Duration::from_secs(60),
+            trash_period: Duration::from_secs(86_400),
         }
     }
 }

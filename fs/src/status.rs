@@ -27,11 +27,13 @@ pub enum StatusFile {
     Master,
     /// Root writes operator commands here (`kill`, `move`).
     Control,
+    /// One line per deleted table in the trash (docs/trash.md).
+    Trash,
 }
 
 impl StatusFile {
     /// Every file, in listing order.
-    pub const ALL: [StatusFile; 8] = [
+    pub const ALL: [StatusFile; 9] = [
         StatusFile::Status,
         StatusFile::Tables,
         StatusFile::Tablets,
@@ -40,6 +42,7 @@ impl StatusFile {
         StatusFile::Servers,
         StatusFile::Master,
         StatusFile::Control,
+        StatusFile::Trash,
     ];
     /// The file's name under `.bigtable/`.
     pub fn name(self) -> &'static str {
@@ -52,6 +55,7 @@ impl StatusFile {
             StatusFile::Servers => "servers",
             StatusFile::Master => "master",
             StatusFile::Control => "control",
+            StatusFile::Trash => "trash",
         }
     }
     /// The file called `name`, if any.
@@ -67,7 +71,10 @@ pub const CONTROL_USAGE: &str = "# write one command a line (root only):\n\
 # kill <server>                  expire a tablet server's lock session\n\
 # kill-master                    expire the active master's session\n\
 # move <table> <row> <server>    move the tablet holding <row> to <server>\n\
-# split <table> <row>            split the tablet holding <row> at <row>\n";
+# split <table> <row>            split the tablet holding <row> at <row>\n\
+# delete <table>                 delete a whole table (into the trash)\n\
+# undelete <id> [<name>]         bring table <id> of .bigtable/trash back\n\
+# purge <id>                     delete table <id> of .bigtable/trash for good\n";
 
 impl StatusFile {
     /// Whether the file takes writes (only `control`, and only from root).
@@ -232,6 +239,28 @@ impl StatusFile {
             }
             StatusFile::Control => {
                 out.push_str(CONTROL_USAGE);
+            }
+            StatusFile::Trash => {
+                let _ = writeln!(
+                    out,
+                    "# id name deleted_us owner group mode tablets files bytes"
+                );
+                for (e, c) in s.store.trash().unwrap_or_default() {
+                    let sc = &e.schema;
+                    let _ = writeln!(
+                        out,
+                        "{} {} {} {} {} {:04o} {} {} {}",
+                        e.id,
+                        e.name,
+                        e.deleted_at,
+                        sc.owner,
+                        sc.group,
+                        sc.mode,
+                        c.tablets,
+                        c.files,
+                        c.bytes
+                    );
+                }
             }
         }
         out.into_bytes()

@@ -69,6 +69,10 @@ pub trait Store: Send + Sync + 'static {
     fn master_report(&self) -> Vec<String> {
         Vec::new()
     }
+    /// The deleted tables kept in the trash (`.bigtable/trash`).
+    fn trash(&self) -> Result<Vec<(engine::TrashEntry, engine::TrashCost)>> {
+        Ok(Vec::new())
+    }
     /// Runs an operator command written to `.bigtable/control`.
     fn control(&self, command: &str) -> Result<()> {
         Err(engine::Error::invalid(format!(
@@ -136,6 +140,9 @@ impl Store for engine::Bigtable {
     }
     fn status(&self) -> Vec<String> {
         engine::Bigtable::status(self)
+    }
+    fn trash(&self) -> Result<Vec<(engine::TrashEntry, engine::TrashCost)>> {
+        engine::Bigtable::trash(self)
     }
     fn servers_report(&self) -> Vec<String> {
         engine::Bigtable::servers_report(self)

@@ -236,4 +236,7 @@ impl Store for Counted {
     fn control(&self, command: &str) -> Result<()> {
         self.inner.control(command)
     }
+    fn trash(&self) -> Result<Vec<(engine::TrashEntry, engine::TrashCost)>> {
+        self.inner.trash()
+    }
 }

@@ -6,6 +6,7 @@
 use crate::admin_v2::{self as a, modify_column_families_request::modification::Mod};
 use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdmin;
 use crate::shared::{blocking, Shared};
+use crate::table_message::table_message;
 use crate::{auth, drop, gc, names, status, value_type};
 use engine::access::{Identity, R, W};
 use engine::schema::{FamilySchema, TableSchema};
@@ -15,28 +16,6 @@ use tonic::{Request, Response, Status};
 
 pub struct AdminService {
     pub shared: Arc<Shared>,
-}
-
-/// The API's view of a table: its name and (unless NAME_ONLY) its families.
-pub(crate) fn table_message(name: String, schema: Option<&TableSchema>) -> a::Table {
-    let mut t = a::Table {
-        name,
-        granularity: a::table::TimestampGranularity::Millis as i32,
-        ..Default::default()
-    };
-    if let Some(s) = schema {
-        t.deletion_protection = s.deletion_protection;
-        for (f, fs) in &s.families {
-            t.column_families.insert(
-                f.clone(),
-                a::ColumnFamily {
-                    gc_rule: gc::to_api(&fs.gc),
-                    value_type: value_type::to_api(fs.aggregate),
-                },
-            );
-        }
-    }
-    t
 }
 
 /// A new family, owned by its maker.
@@ -329,5 +308,12 @@ impl BigtableTableAdmin for AdminService {
         req: Request<a::UpdateTableRequest>,
     ) -> Result<Response<crate::Operation>, Status> {
         crate::table_ops::update_table(&self.shared, req).await
+    }
+
+    async fn undelete_table(
+        &self,
+        req: Request<a::UndeleteTableRequest>,
+    ) -> Result<Response<crate::Operation>, Status> {
+        crate::table_ops::undelete_table(&self.shared, req).await
     }
 }

@@ -19,6 +19,7 @@ mod names;
 mod server;
 mod shared;
 mod status;
+mod table_message;
 mod table_ops;
 mod timing;
 mod tls;

@@ -1,17 +1,18 @@
 //! Table Admin calls beyond creating, altering and deleting: UpdateTable
-//! (`deletion_protection`) and the long-running operations it returns.
+//! (`deletion_protection`), UndeleteTable (from the trash) and the
+//! long-running operations they return.
 //!
 //! Every change served here is finished when its call answers, so its
 //! operation comes back `done`, with its metadata and response packed as
 //! `Any`: a client's `operation.result()` returns at once, without asking
 //! `google.longrunning.Operations` for it.
 
-use crate::admin::table_message;
 use crate::admin_v2 as a;
 use crate::shared::{blocking, Shared};
+use crate::table_message::table_message;
 use crate::wire::FullMaps;
 use crate::{auth, status, Operation};
-use engine::access::Identity;
+use engine::access::{Identity, R, W};
 use engine::schema::TableSchema;
 use googleapis_tonic_google_longrunning::google::longrunning::operation;
 use prost::bytes::BufMut;
@@ -76,12 +77,55 @@ pub(crate) async fn update_table(
         start_time: Some(start),
         end_time: Some(now()),
     };
-    let reply = table_message(table.name.clone(), Some(&schema));
-    Ok(Response::new(done(
+    Ok(table_done(
         &table.name,
         ("UpdateTableMetadata", &meta),
-        ("Table", reply),
-    )))
+        &schema,
+    ))
+}
+
+/// UndeleteTable: brings back the table of that name deleted last, if it
+/// is still in the trash, under its name. It takes what deleting it took
+/// (see `delete_table`): only who could delete a table may bring it back.
+pub(crate) async fn undelete_table(
+    shared: &Arc<Shared>,
+    req: Request<a::UndeleteTableRequest>,
+) -> Result<Response<Operation>, Status> {
+    let who = shared.auth.identify(&req)?;
+    let start = now();
+    let req = req.into_inner();
+    let id = shared.table(&req.name)?;
+    shared.root(&who, W, "undelete a table")?;
+    let sh = shared.clone();
+    let schema = blocking(move || {
+        let entry = sh
+            .bt
+            .trash()
+            .map_err(status::from_engine)?
+            .into_iter()
+            .map(|(e, _)| e)
+            .filter(|e| e.name == id && e.deleted_at != 0)
+            .max_by_key(|e| e.deleted_at)
+            .ok_or_else(|| Status::not_found(format!("no table {id} in the trash")))?;
+        auth::table(&who, &id, &entry.schema, R | W)?;
+        auth::every_family(&who, &entry.schema, W)?;
+        let r = sh.bt.undelete_table(entry.id, None);
+        sh.table_changed(&id);
+        r.map_err(status::from_engine)?;
+        log::info!("grpc: undeleted table {id}");
+        Ok(entry.schema)
+    })
+    .await?;
+    let meta = a::UndeleteTableMetadata {
+        name: req.name.clone(),
+        start_time: Some(start),
+        end_time: Some(now()),
+    };
+    Ok(table_done(
+        &req.name,
+        ("UndeleteTableMetadata", &meta),
+        &schema,
+    ))
 }
 
 /// Refuses unless `who` owns the table or is root (what `chmod` takes).
@@ -96,6 +140,16 @@ fn owner_or_root(who: &Identity, id: &str, t: &TableSchema, what: &str) -> Resul
             t.owner
         ),
     ))
+}
+
+/// A finished operation on table `name` whose response is the table.
+fn table_done(
+    name: &str,
+    meta: (&str, &impl Message),
+    schema: &TableSchema,
+) -> Response<Operation> {
+    let reply = table_message(name.to_string(), Some(schema));
+    Response::new(done(name, meta, ("Table", reply)))
 }
 
 /// A finished operation on `resource`, with its metadata and response

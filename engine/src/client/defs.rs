@@ -21,6 +21,20 @@ pub(crate) struct ReadDef {
     pub missing_in_lock: bool,
 }
 
+/// The `table` family of METADATA's rows in `[start, end)`: table
+/// definitions, and the trash's rows (`crate::trash`).
+pub(crate) fn table_family_rows(client: &Arc<Client>, start: Vec<u8>, end: Vec<u8>) -> Scanner {
+    let spec = ScanSpec {
+        rows: RowRange {
+            start: Bound::Included(start),
+            end: Bound::Excluded(end),
+        },
+        families: Some(vec![FAMILY_TABLE.into()]),
+        ..ScanSpec::default()
+    };
+    Scanner::new(client.clone(), METADATA_ID, spec)
+}
+
 /// Every table METADATA defines, each with the lock service's schema where
 /// it has one.
 pub(crate) fn read_table_defs(
@@ -28,15 +42,7 @@ pub(crate) fn read_table_defs(
     lock: &dyn LockService,
 ) -> Result<Vec<ReadDef>> {
     let (start, end) = table_def_range();
-    let spec = ScanSpec {
-        rows: RowRange {
-            start: Bound::Included(start.clone()),
-            end: Bound::Excluded(end),
-        },
-        families: Some(vec![FAMILY_TABLE.into()]),
-        ..ScanSpec::default()
-    };
-    let mut scan = Scanner::new(client.clone(), METADATA_ID, spec);
+    let mut scan = table_family_rows(client, start.clone(), end);
     let mut defs = Vec::new();
     while let Some((row, cells)) = scan.next_row()? {
         let Some(name) = row.get(start.len()..) else {

@@ -8,7 +8,7 @@ mod defs;
 mod locate;
 mod scanner;
 
-pub(crate) use defs::read_table_defs;
+pub(crate) use defs::{read_table_defs, table_family_rows};
 pub use locate::{parse_meta_row, Location, MetaRow};
 pub use scanner::Scanner;
 

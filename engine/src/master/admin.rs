@@ -25,7 +25,7 @@ impl Master {
             return Err(Error::TableExists(name.to_string()));
         }
         let def = TableDef {
-            id: self.env.catalog.next_id(),
+            id: self.next_table_id()?,
             name: name.to_string(),
             schema,
         };
@@ -50,6 +50,9 @@ impl Master {
         let _ops = self.ops.lock();
         let t = self.env.catalog.get(name)?;
         t.schema().check_deletable(name)?;
+        if !self.env.opts.trash_period.is_zero() {
+            return self.trash_table(&t);
+        }
         self.env.catalog.remove(name);
         let rows = self.table_rows(t.id)?;
         let ids: Vec<u64> = rows.iter().map(|r| r.meta.id).collect();
@@ -117,7 +120,7 @@ impl Master {
     /// so that a write through any mount is served with the schema it was
     /// checked against. One that cannot be told learns it from METADATA
     /// within a second or when it loads a tablet of the table.
-    fn tell_servers(&self, def: &TableDef) {
+    pub(super) fn tell_servers(&self, def: &TableDef) {
         for s in self.env.servers() {
             if let Err(e) = s.learn_table(def) {
                 log::warn!(

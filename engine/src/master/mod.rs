@@ -13,6 +13,7 @@ mod admin;
 mod assign;
 mod balance;
 mod gc;
+mod trash;
 
 use crate::client::Client;
 use crate::coordination::{list_servers, reap_server, Lease};
@@ -62,6 +63,7 @@ pub struct MasterCounters {
     pub logs_sorted: AtomicU64,
     pub files_collected: AtomicU64,
     pub logs_collected: AtomicU64,
+    pub trash_purged: AtomicU64,
 }
 
 pub struct Master {
@@ -237,6 +239,7 @@ impl Master {
         }
         if gc && self.ready.load(Ordering::Acquire) {
             self.state.lock().last_gc = Some(Instant::now());
+            self.expire_trash()?;
             self.collect()?;
         }
         Ok(())
@@ -454,6 +457,12 @@ impl crate::protocol::MasterService for Master {
     }
     fn set_schema(&self, name: &str, schema: crate::schema::TableSchema) -> Result<()> {
         Master::set_schema(self, name, schema)
+    }
+    fn undelete_table(&self, id: u64, name: Option<&str>) -> Result<String> {
+        Master::undelete_table(self, id, name)
+    }
+    fn purge_trash(&self, id: u64) -> Result<()> {
+        Master::purge_trash(self, id)
     }
     fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()> {
         Master::move_tablet(self, table, row, to)

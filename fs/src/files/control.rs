@@ -3,6 +3,7 @@
 //! the `write` (or `close`) with EINVAL and a logged reason.
 
 use crate::ctx::Ctx;
+use crate::node::Node;
 use crate::options::FsResult;
 use fuser::Errno;
 
@@ -24,6 +25,7 @@ pub(super) fn run_control(cx: &Ctx, buf: &mut Vec<u8>, all: bool) -> FsResult<()
             continue;
         }
         log::info!(".bigtable/control: {line}");
+        let restored = restored_name(cx, line);
         if let Err(e) = cx.data.store().control(line) {
             let what = format!(".bigtable/control: {line:?}");
             return Err(match e.root() {
@@ -33,6 +35,28 @@ pub(super) fn run_control(cx: &Ctx, buf: &mut Vec<u8>, all: bool) -> FsResult<()
                 _ => cx.data.fail(&what, &e),
             });
         }
+        if let Some(name) = restored {
+            // The kernel may hold the root's listing, or "no such name".
+            cx.kernel.invalidate(&Node::Root);
+            cx.kernel.invalidate_entry(&Node::Root, name.into_bytes());
+        }
     }
     Ok(())
+}
+
+/// The table an `undelete <id> [<name>]` line brings back, if it is one.
+fn restored_name(cx: &Ctx, line: &str) -> Option<String> {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    match words.as_slice() {
+        ["undelete", _, name] => Some(name.to_string()),
+        ["undelete", id] => cx
+            .data
+            .store()
+            .trash()
+            .ok()?
+            .into_iter()
+            .find(|(e, _)| e.id.to_string() == *id)
+            .map(|(e, _)| e.name),
+        _ => None,
+    }
 }

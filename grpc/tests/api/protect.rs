@@ -21,6 +21,25 @@ fn update(t: &str, protect: bool, paths: &[&str]) -> a::UpdateTableRequest {
     }
 }
 
+async fn read_all(e: &mut Env, t: &str) -> Vec<(Vec<u8>, Vec<Cell>)> {
+    read(
+        e,
+        grpc::v2::ReadRowsRequest {
+            table_name: tname(t),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+async fn delete(e: &mut Env, t: &str) -> Result<(), tonic::Status> {
+    e.admin
+        .delete_table(a::DeleteTableRequest { name: tname(t) })
+        .await
+        .map(|_| ())
+}
+
 async fn get(e: &mut Env, t: &str) -> a::Table {
     e.admin
         .get_table(a::GetTableRequest {
@@ -94,11 +113,7 @@ async fn deletion_protection_refuses_delete_and_drop() {
         .iter()
         .any(|t| t.name == tname("t") && t.deletion_protection));
 
-    let s = e
-        .admin
-        .delete_table(a::DeleteTableRequest { name: tname("t") })
-        .await
-        .unwrap_err();
+    let s = delete(&mut e, "t").await.unwrap_err();
     assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
     assert!(s.message().contains("deletion protection"), "{s:?}");
     let s = e
@@ -109,15 +124,7 @@ async fn deletion_protection_refuses_delete_and_drop() {
     assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
     // Nothing was deleted on the way: the family and its cell are there.
     assert!(get(&mut e, "t").await.column_families.contains_key("cf2"));
-    let rows = read(
-        &mut e,
-        grpc::v2::ReadRowsRequest {
-            table_name: tname("t"),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
+    let rows = read_all(&mut e, "t").await;
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].1[0].3, b"kept");
 
@@ -155,9 +162,67 @@ async fn deletion_protection_refuses_delete_and_drop() {
         .modify_column_families(drop_family("t", "cf2"))
         .await
         .unwrap();
-    e.admin
-        .delete_table(a::DeleteTableRequest { name: tname("t") })
+    delete(&mut e, "t").await.unwrap();
+    assert!(!e.bt.list_tables().contains(&"t".to_string()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undelete_brings_back_a_deleted_table() {
+    let mut e = env().await;
+    create(&mut e, "t", &["cf"]).await;
+    mutate(&mut e, "t", "r", vec![set("cf", "q", 1000, b"old")])
         .await
         .unwrap();
-    assert!(!e.bt.list_tables().contains(&"t".to_string()));
+    delete(&mut e, "t").await.unwrap();
+    assert_eq!(
+        e.admin
+            .get_table(a::GetTableRequest {
+                name: tname("t"),
+                view: 0,
+            })
+            .await
+            .unwrap_err()
+            .code(),
+        Code::NotFound
+    );
+    let trash = e.bt.trash().unwrap();
+    assert_eq!(trash.len(), 1, "{trash:?}");
+    assert_eq!(trash[0].0.name, "t");
+    assert!(trash[0].1.tablets >= 1);
+    // The name is free at once; while a table holds it, undelete refuses.
+    create(&mut e, "t", &["other"]).await;
+    let undelete = |t: &str| a::UndeleteTableRequest { name: tname(t) };
+    let s = e.admin.undelete_table(undelete("t")).await.unwrap_err();
+    assert_eq!(s.code(), Code::AlreadyExists, "{s:?}");
+    let s = e.admin.undelete_table(undelete("never")).await.unwrap_err();
+    assert_eq!(s.code(), Code::NotFound, "{s:?}");
+    delete(&mut e, "t").await.unwrap();
+    let op = e
+        .admin
+        .undelete_table(undelete("t"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(op.done);
+    assert!(op
+        .metadata
+        .unwrap()
+        .type_url
+        .ends_with("UndeleteTableMetadata"));
+    // The table deleted last is back: the second one.
+    assert!(get(&mut e, "t").await.column_families.contains_key("other"));
+    // The first is still in the trash; back under another name, whole.
+    let trash = e.bt.trash().unwrap();
+    assert_eq!(trash.len(), 1, "{trash:?}");
+    assert!(trash[0].0.schema.families.contains_key("cf"));
+    let id = trash[0].0.id;
+    let bt = e.bt.clone();
+    tokio::task::spawn_blocking(move || bt.undelete_table(id, Some("t1")))
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(e.bt.trash().unwrap().is_empty());
+    let rows = read_all(&mut e, "t1").await;
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].1[0].3, b"old");
 }

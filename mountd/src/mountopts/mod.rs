@@ -87,6 +87,8 @@ pub struct MountConfig {
     pub split_bytes: Option<u64>,
     /// Adjacent tablets both smaller than this are merged (0: never).
     pub merge_bytes: Option<u64>,
+    /// How long a deleted table stays in the trash (`trash_days=`).
+    pub trash_period: Option<Duration>,
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
@@ -226,6 +228,7 @@ impl MountConfig {
             log_batch_window: None,
             split_bytes: None,
             merge_bytes: None,
+            trash_period: None,
             block_cache_bytes: None,
             scan_cache_bytes: None,
             max_value_size: None,
@@ -616,6 +619,9 @@ impl MountConfig {
         }
         if let Some(v) = self.merge_bytes {
             o.merge_bytes = v;
+        }
+        if let Some(v) = self.trash_period {
+            o.trash_period = v;
         }
         if let Some(v) = self.block_cache_bytes {
             o.block_cache_bytes = v;

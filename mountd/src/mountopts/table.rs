@@ -362,6 +362,16 @@ pub static OPTIONS: &[MountOption] = &[
         "the master merges adjacent tablets of a table both smaller than this (0: never, e.g. to keep tablets pre-split with `split <table> <row>` in `.bigtable/control`)",
         set |c, v| c.merge_bytes = Some(v.size()?),
         show |c| size(c.engine_options().merge_bytes)),
+    opt!("trash_days" "DAYS", Is("1"),
+        "how long a deleted table is kept in `.bigtable/trash` before the master collects it, in days (fractions allowed, up to 3650; 0: no trash, deleting is final); see [trash.md](trash.md)",
+        set |c, v| {
+            let d: f64 = v.number()?;
+            if !(0.0..=3650.0).contains(&d) {
+                return Err("trash_days: use 0 to 3650".to_string());
+            }
+            c.trash_period = Some(Duration::from_secs_f64(d * 86_400.0));
+        },
+        show |c| num(c.engine_options().trash_period.as_secs_f64() / 86_400.0)),
     opt!("compaction_threads" "N", Is("2"),
         "background compaction threads per tablet server (0 counts as 1)",
         set |c, v| c.compaction_threads = Some(v.number()?),

@@ -1,0 +1,28 @@
+//! The API's view of a table, as the Table Admin calls return it.
+
+use crate::admin_v2 as a;
+use crate::{gc, value_type};
+use engine::schema::TableSchema;
+
+/// The table's name and (unless NAME_ONLY) its families and deletion
+/// protection.
+pub(crate) fn table_message(name: String, schema: Option<&TableSchema>) -> a::Table {
+    let mut t = a::Table {
+        name,
+        granularity: a::table::TimestampGranularity::Millis as i32,
+        ..Default::default()
+    };
+    if let Some(s) = schema {
+        t.deletion_protection = s.deletion_protection;
+        for (f, fs) in &s.families {
+            t.column_families.insert(
+                f.clone(),
+                a::ColumnFamily {
+                    gc_rule: gc::to_api(&fs.gc),
+                    value_type: value_type::to_api(fs.aggregate),
+                },
+            );
+        }
+    }
+    t
+}
