@@ -77,6 +77,18 @@ const ADMIN: &[Spec] = &[
         "crate::Operation",
         false,
     ),
+    (
+        "GenerateConsistencyToken",
+        "GenerateConsistencyTokenRequest",
+        "GenerateConsistencyTokenResponse",
+        false,
+    ),
+    (
+        "CheckConsistency",
+        "CheckConsistencyRequest",
+        "CheckConsistencyResponse",
+        false,
+    ),
 ];
 
 fn snake(name: &str) -> String {

@@ -316,4 +316,18 @@ impl BigtableTableAdmin for AdminService {
     ) -> Result<Response<crate::Operation>, Status> {
         crate::table_ops::undelete_table(&self.shared, req).await
     }
+
+    async fn generate_consistency_token(
+        &self,
+        req: Request<a::GenerateConsistencyTokenRequest>,
+    ) -> Result<Response<a::GenerateConsistencyTokenResponse>, Status> {
+        crate::consistency::generate(&self.shared, req).await
+    }
+
+    async fn check_consistency(
+        &self,
+        req: Request<a::CheckConsistencyRequest>,
+    ) -> Result<Response<a::CheckConsistencyResponse>, Status> {
+        crate::consistency::check(&self.shared, req).await
+    }
 }

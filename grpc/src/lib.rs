@@ -9,6 +9,7 @@
 
 mod admin;
 pub mod auth;
+mod consistency;
 mod data;
 mod drop;
 mod filter;

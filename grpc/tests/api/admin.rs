@@ -239,13 +239,13 @@ async fn unimplemented_methods_are_named() {
     };
     let s = e
         .admin
-        .check_consistency(a::CheckConsistencyRequest {
-            name: tname("t"),
+        .create_authorized_view(a::CreateAuthorizedViewRequest {
+            parent: tname("t"),
             ..Default::default()
         })
         .await
         .unwrap_err();
-    named(s, "BigtableTableAdmin/CheckConsistency");
+    named(s, "BigtableTableAdmin/CreateAuthorizedView");
     let s = BigtableInstanceAdminClient::new(e.ch.clone())
         .get_instance(a::GetInstanceRequest { name: P.into() })
         .await

@@ -226,3 +226,48 @@ async fn undelete_brings_back_a_deleted_table() {
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].1[0].3, b"old");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consistency_tokens_are_served() {
+    let mut e = env().await;
+    create(&mut e, "t", &["cf"]).await;
+    mutate(&mut e, "t", "r", vec![set("cf", "q", 1000, b"v")])
+        .await
+        .unwrap();
+    let token = e
+        .admin
+        .generate_consistency_token(a::GenerateConsistencyTokenRequest { name: tname("t") })
+        .await
+        .unwrap()
+        .into_inner()
+        .consistency_token;
+    assert!(!token.is_empty());
+    let check = |t: &str, token: &str| a::CheckConsistencyRequest {
+        name: tname(t),
+        consistency_token: token.into(),
+        mode: None,
+    };
+    let r = e
+        .admin
+        .check_consistency(check("t", &token))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(r.consistent);
+    for (t, tok, code) in [
+        ("t", "garbage", Code::InvalidArgument),
+        ("t", "bt1-99999999999999999", Code::InvalidArgument),
+        ("never", token.as_str(), Code::NotFound),
+    ] {
+        let s = e.admin.check_consistency(check(t, tok)).await.unwrap_err();
+        assert_eq!(s.code(), code, "{t} {tok}: {s:?}");
+    }
+    let s = e
+        .admin
+        .generate_consistency_token(a::GenerateConsistencyTokenRequest {
+            name: tname("never"),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::NotFound);
+}
