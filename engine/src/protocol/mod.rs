@@ -159,20 +159,11 @@ pub trait MasterService: Send + Sync {
     fn delete_table(&self, name: &str) -> Result<()>;
     /// Replaces a table's schema.
     fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()>;
-    /// Brings a trashed table back (under `name`, or its old name).
-    fn undelete_table(&self, id: u64, name: Option<&str>) -> Result<String> {
-        let _ = (id, name);
-        Err(crate::Error::invalid(
-            "the trash is served by a master in this daemon only",
-        ))
-    }
+    /// Brings a trashed table back (under `name`, or its old name);
+    /// returns the name.
+    fn undelete_table(&self, id: u64, name: Option<&str>) -> Result<String>;
     /// Deletes a trashed table for good.
-    fn purge_trash(&self, id: u64) -> Result<()> {
-        let _ = id;
-        Err(crate::Error::invalid(
-            "the trash is served by a master in this daemon only",
-        ))
-    }
+    fn purge_trash(&self, id: u64) -> Result<()>;
     /// Moves the tablet holding `row` of `table` to server `to`.
     fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()>;
     /// A tablet server split `parent` into `children`.

@@ -118,6 +118,14 @@ pub enum Op {
     Wake,
     KillMaster,
     MasterReport,
+    // Added after the others, so that their encodings stay as they were.
+    UndeleteTable {
+        id: u64,
+        name: Option<String>,
+    },
+    PurgeTrash {
+        id: u64,
+    },
 }
 
 /// The answer: the operation's result in bincode, or its error.

@@ -482,6 +482,15 @@ impl MasterService for RemoteMaster {
             name: name.to_string(),
         })
     }
+    fn undelete_table(&self, id: u64, name: Option<&str>) -> Result<String> {
+        self.ask(Op::UndeleteTable {
+            id,
+            name: name.map(str::to_string),
+        })
+    }
+    fn purge_trash(&self, id: u64) -> Result<()> {
+        self.ask(Op::PurgeTrash { id })
+    }
     fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()> {
         self.ask(Op::SetSchema {
             name: name.to_string(),

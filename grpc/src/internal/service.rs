@@ -211,6 +211,8 @@ fn master_op(m: &dyn MasterService, op: Op) -> Result<Vec<u8>, WireError> {
             encode(&())
         }
         Op::MasterReport => encode(&m.report()),
+        Op::UndeleteTable { id, name } => reply(m.undelete_table(id, name.as_deref())),
+        Op::PurgeTrash { id } => reply(m.purge_trash(id)),
         _ => Err(WireError::InvalidArgument(
             "a tablet-server operation sent to a master".into(),
         )),
