@@ -500,6 +500,10 @@ fn commit_rows<M: Borrow<RowMutation>>(
     server.core.commit(group, sync)?.finish();
     server.counters.writes.add(ms.len() as u64);
     s.requests.add(ms.len() as u64);
+    s.load.bytes.add(bytes as u64);
+    for m in ms {
+        s.load.touch(&m.borrow().row);
+    }
     Ok(written)
 }
 

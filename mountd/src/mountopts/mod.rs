@@ -87,6 +87,10 @@ pub struct MountConfig {
     pub split_bytes: Option<u64>,
     /// Adjacent tablets both smaller than this are merged (0: never).
     pub merge_bytes: Option<u64>,
+    /// Load (units a second) above which a tablet is split (0: never).
+    pub load_split_rate: Option<u64>,
+    /// How long a tablet's load must stay above it.
+    pub load_split_after: Option<Duration>,
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
@@ -226,6 +230,8 @@ impl MountConfig {
             log_batch_window: None,
             split_bytes: None,
             merge_bytes: None,
+            load_split_rate: None,
+            load_split_after: None,
             block_cache_bytes: None,
             scan_cache_bytes: None,
             max_value_size: None,
@@ -616,6 +622,12 @@ impl MountConfig {
         }
         if let Some(v) = self.merge_bytes {
             o.merge_bytes = v;
+        }
+        if let Some(v) = self.load_split_rate {
+            o.load_split_rate = v;
+        }
+        if let Some(v) = self.load_split_after {
+            o.load_split_after = v;
         }
         if let Some(v) = self.block_cache_bytes {
             o.block_cache_bytes = v;
