@@ -18,7 +18,8 @@
 //!    of the squares of the servers' loads, so with steady loads moves stop,
 //!    and a tablet that moved waits out a cooldown before it moves again.
 //! 3. **Even out counts.** While the servers' tablet counts differ by two
-//!    or more, the coldest movable tablet of the fullest server moves to the
+//!    or more, the coldest movable tablet (the newest of equally cold
+//!    ones) of the fullest server moves to the
 //!    emptiest, unless that would leave the emptiest busier than the
 //!    fullest by [`MIN_GAP`] (a nearly cold tablet may go anywhere). In a
 //!    steady state no server holds more than
@@ -151,7 +152,9 @@ pub fn next_move(servers: &[ServerLoad]) -> Option<Move> {
         .tablets
         .iter()
         .filter(|t| t.movable && !t.cooling)
-        .min_by_key(|t| (t.load, t.bytes, t.id))?;
+        // Among equally cold ones the newest (just split or made): older
+        // tablets keep their places.
+        .min_by_key(|t| (t.load, t.bytes, std::cmp::Reverse(t.id)))?;
     let (from, to) = (fullest.load() - t.load, emptiest.load() + t.load);
     if to >= from + MIN_GAP && 2 * t.load >= MIN_GAP {
         return None;

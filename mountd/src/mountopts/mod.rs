@@ -91,6 +91,8 @@ pub struct MountConfig {
     pub load_split_rate: Option<u64>,
     /// How long a tablet's load must stay above it.
     pub load_split_after: Option<Duration>,
+    /// The master moves and load-splits no tablet (`no_balance`).
+    pub no_balance: bool,
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
@@ -232,6 +234,7 @@ impl MountConfig {
             merge_bytes: None,
             load_split_rate: None,
             load_split_after: None,
+            no_balance: false,
             block_cache_bytes: None,
             scan_cache_bytes: None,
             max_value_size: None,
@@ -629,6 +632,7 @@ impl MountConfig {
         if let Some(v) = self.load_split_after {
             o.load_split_after = v;
         }
+        o.balance = !self.no_balance;
         if let Some(v) = self.block_cache_bytes {
             o.block_cache_bytes = v;
         }
