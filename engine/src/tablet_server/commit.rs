@@ -372,6 +372,9 @@ impl TabletWrites for TabletServer {
             return Ok(Written::default());
         }
         let s = route(self, tablet, ms.iter().map(|m| m.row.as_slice()))?;
+        // Outside the gate: a split or unload holds the claim the flush
+        // needs while it waits to close the gate.
+        wait_for_room(self, &s);
         let _gate = s.admit();
         if fence.is_some_and(|f| !self.env.lock.check_sequencer(f)) {
             return Err(Error::Lock(
@@ -387,6 +390,7 @@ impl TabletWrites for TabletServer {
     /// Runs validated row transactions, all in tablet `tablet`, in order.
     fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
         let s = route(self, tablet, txns.iter().map(|t| t.row.as_slice()))?;
+        wait_for_room(self, &s);
         let _gate = s.admit();
         let mut out = Vec::with_capacity(txns.len());
         // Plain transactions are committed together; one that reads the row
@@ -490,7 +494,6 @@ fn commit_rows<M: Borrow<RowMutation>>(
         ms.iter().map(|m| &m.borrow().row),
         rows.iter().map(|p| p.bytes as u64),
     );
-    wait_for_room(server, s);
     let bytes = rows.iter().map(|p| p.bytes).sum();
     let group = WriteGroup {
         rows,
@@ -508,7 +511,11 @@ fn commit_rows<M: Borrow<RowMutation>>(
 }
 
 /// Back-pressure: wait while the tablet has too many frozen memtables.
-/// METADATA never waits: its writers are the flushes that make room.
+/// METADATA never waits: its writers are the flushes that make room. The
+/// caller must not hold the tablet's gate: a split or unload holds the
+/// claim the flush needs while it closes the gate. So the limit is soft:
+/// writers that passed meanwhile, and a batch of transactions, may freeze
+/// more.
 fn wait_for_room(server: &TabletServer, s: &Served) {
     let full = || {
         s.table.id != crate::metadata::METADATA_ID && s.tablet.version().imm.len() >= MAX_IMMUTABLE
