@@ -63,8 +63,16 @@ impl gfs::FileStore for SlowCreate {
     }
 }
 
-/// Tiny memtables, flushed by one worker, so writers stall often; values
-/// of 2 KiB fill a memtable every few writes.
+/// Writer `w`'s rows, one write each, with values of 2 KiB that fill a
+/// memtable every few writes.
+fn write_rows(bt: &Bigtable, w: u64) {
+    for i in 0..ROWS {
+        let m = RowMutation::new(row(w, i)).set("f", b"q".to_vec(), vec![b'v'; 2048]);
+        bt.apply("t", &m, WriteOptions::default()).unwrap();
+    }
+}
+
+/// Tiny memtables, flushed by one worker, so writers stall often.
 fn workload(dir: &std::path::Path) {
     let local: Arc<dyn gfs::FileStore> = Arc::new(gfs::LocalStore::open(dir).unwrap());
     let store: Arc<dyn gfs::FileStore> = Arc::new(SlowCreate(local));
@@ -79,17 +87,9 @@ fn workload(dir: &std::path::Path) {
         .unwrap();
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
+        let bt = &bt;
         let writers: Vec<_> = (0..WRITERS)
-            .map(|w| {
-                let bt = &bt;
-                s.spawn(move || {
-                    for i in 0..ROWS {
-                        let m =
-                            RowMutation::new(row(w, i)).set("f", b"q".to_vec(), vec![b'v'; 2048]);
-                        bt.apply("t", &m, WriteOptions::default()).unwrap();
-                    }
-                })
-            })
+            .map(|w| s.spawn(move || write_rows(bt, w)))
             .collect();
         // Splits, each inside whichever tablet holds its row, while the
         // writers stall.
@@ -106,6 +106,16 @@ fn workload(dir: &std::path::Path) {
         }
         done.store(true, Ordering::Release);
     });
+    // The case this test is about happened: writers stalled, tablets split.
+    let reports = bt.server_reports();
+    assert!(
+        reports.iter().map(|r| r.stalls).sum::<u64>() > 0,
+        "no writer stalled"
+    );
+    assert!(
+        reports.iter().map(|r| r.splits).sum::<u64>() > 0,
+        "nothing split"
+    );
     for w in 0..WRITERS {
         for i in 0..ROWS {
             let got = bt.read_cell("t", row(w, i).as_bytes(), "f", b"q").unwrap();

@@ -513,7 +513,8 @@ fn commit_rows<M: Borrow<RowMutation>>(
 /// Back-pressure: wait while the tablet has too many frozen memtables.
 /// METADATA never waits: its writers are the flushes that make room. The
 /// caller must not hold the tablet's gate: a split or unload holds the
-/// claim the flush needs while it closes the gate. So the limit is soft:
+/// claim the flush needs while it closes the gate, and may retire the tablet
+/// meanwhile. So the limit is soft:
 /// writers that passed meanwhile, and a batch of transactions, may freeze
 /// more.
 fn wait_for_room(server: &TabletServer, s: &Served) {
@@ -525,7 +526,12 @@ fn wait_for_room(server: &TabletServer, s: &Served) {
     }
     server.counters.stalls.fetch_add(1, Ordering::Relaxed);
     server.wake();
-    server.stall.wait_while(|| full() && server.is_serving());
+    // A tablet split or unloaded meanwhile is never flushed again: stop
+    // waiting, and the commit, under the gate, refuses it.
+    let retired = || s.tablet.retired.load(Ordering::Acquire);
+    server
+        .stall
+        .wait_while(|| full() && !retired() && server.is_serving());
 }
 
 pub(super) fn freeze(server: &TabletServer, t: &Tablet) {
