@@ -16,10 +16,12 @@ pub const DEFAULT_MAX_VALUE: usize = 64 * 1024 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Cell {
     /// The row key.
+    #[serde(with = "crate::byte_string")]
     pub row: Vec<u8>,
     /// The column family.
     pub family: String,
     /// The column qualifier within the family.
+    #[serde(with = "crate::byte_string")]
     pub qualifier: Vec<u8>,
     /// The version's timestamp, in microseconds.
     pub timestamp: Timestamp,

@@ -313,12 +313,16 @@ pub fn record(table: &str, row: &[u8], a: Access) {
 /// Records a scan as a read of the row it starts at (or of the tablet's
 /// first row).
 pub fn record_scan(table: &str, start: &std::ops::Bound<Vec<u8>>, tablet_start: &[u8]) {
+    record(table, scan_row(start, tablet_start), Access::Read);
+}
+
+/// The row a scan part counts at: where it starts in its tablet.
+pub fn scan_row<'a>(start: &'a std::ops::Bound<Vec<u8>>, tablet_start: &'a [u8]) -> &'a [u8] {
     use std::ops::Bound::{Excluded, Included};
-    let row = match start {
+    match start {
         Included(k) | Excluded(k) if k.as_slice() > tablet_start => k.as_slice(),
         _ => tablet_start,
-    };
-    record(table, row, Access::Read);
+    }
 }
 
 /// Records writes of rows, with their sizes in bytes.

@@ -35,8 +35,15 @@ pub struct Options {
     pub background_threads: usize,
     /// Adjacent tablets of a table both smaller than this are merged (0: never).
     pub merge_bytes: u64,
-    /// Whether the master moves tablets to even out load.
+    /// Whether the master moves tablets to even out load (and splits hot
+    /// ones, see `load_split_rate`).
     pub balance: bool,
+    /// A tablet whose load (requests a second, plus a request for every
+    /// 4 KiB they move) stays above this for `load_split_after` is split
+    /// at the row that halves it, however small it is (0: never).
+    pub load_split_rate: u64,
+    /// How long a tablet's load must stay above `load_split_rate`.
+    pub load_split_after: Duration,
     /// Tablet servers the daemon runs.
     pub tablet_servers: usize,
     /// The address other daemons dial to reach this daemon's tablet servers
@@ -72,6 +79,8 @@ impl Default for Options {
             background_threads: 2,
             merge_bytes: 16 << 20,
             balance: true,
+            load_split_rate: 2000,
+            load_split_after: Duration::from_secs(10),
             tablet_servers: 3,
             advertise: None,
             server_lock_delay: Duration::from_millis(500),

@@ -194,13 +194,13 @@ impl std::hash::Hash for Value {
 /// their form.
 impl serde::Serialize for Value {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-        (**self).serialize(s)
+        crate::byte_string::serialize(self, s)
     }
 }
 
 impl<'de> serde::Deserialize<'de> for Value {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Value, D::Error> {
-        Vec::<u8>::deserialize(d).map(Value::from)
+        crate::byte_string::deserialize(d).map(Value::from)
     }
 }
 

@@ -20,7 +20,8 @@ pub struct Etcd {
     /// Behind a mutex so that a test can kill and restart a server it
     /// shares (through an `Arc`) with the mounts that use it.
     child: std::sync::Mutex<Option<Child>>,
-    /// The client endpoint, `127.0.0.1:PORT` (no scheme).
+    /// The client endpoint, `HOST:PORT` (no scheme; HOST 127.0.0.1 unless
+    /// started with [`Etcd::start_on`]).
     pub endpoint: String,
     dir: tempfile::TempDir,
     args: Vec<String>,
@@ -28,9 +29,9 @@ pub struct Etcd {
 
 /// A port that is free now (the kernel's choice, so never 2379/2380 in use
 /// by a real cluster).
-fn free_port() -> u16 {
+fn free_port(host: &str) -> u16 {
     loop {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let l = TcpListener::bind((host, 0)).expect("bind a free port");
         let p = l.local_addr().expect("local address").port();
         if p != 2379 && p != 2380 {
             return p;
@@ -41,17 +42,23 @@ fn free_port() -> u16 {
 impl Etcd {
     /// Starts a server; panics, saying why, if it does not answer within a minute.
     pub fn start() -> Etcd {
+        Etcd::start_on("127.0.0.1")
+    }
+
+    /// The same, listening on address `host` (one of this machine's, such
+    /// as a bridge that other network namespaces reach it by).
+    pub fn start_on(host: &str) -> Etcd {
         let dir = tempfile::tempdir().expect("temp dir");
-        let (client, peer) = (free_port(), free_port());
+        let (client, peer) = (free_port(host), free_port(host));
         let data = dir.path().join("data");
         let args = vec![
             "--name=test".to_string(),
             format!("--data-dir={}", data.display()),
-            format!("--listen-client-urls=http://127.0.0.1:{client}"),
-            format!("--advertise-client-urls=http://127.0.0.1:{client}"),
-            format!("--listen-peer-urls=http://127.0.0.1:{peer}"),
-            format!("--initial-advertise-peer-urls=http://127.0.0.1:{peer}"),
-            format!("--initial-cluster=test=http://127.0.0.1:{peer}"),
+            format!("--listen-client-urls=http://{host}:{client}"),
+            format!("--advertise-client-urls=http://{host}:{client}"),
+            format!("--listen-peer-urls=http://{host}:{peer}"),
+            format!("--initial-advertise-peer-urls=http://{host}:{peer}"),
+            format!("--initial-cluster=test=http://{host}:{peer}"),
             "--initial-cluster-state=new".into(),
             // Short elections: a restarted member leads again quickly.
             "--heartbeat-interval=50".into(),
@@ -59,7 +66,7 @@ impl Etcd {
         ];
         let e = Etcd {
             child: std::sync::Mutex::new(None),
-            endpoint: format!("127.0.0.1:{client}"),
+            endpoint: format!("{host}:{client}"),
             dir,
             args,
         };

@@ -37,8 +37,10 @@ pub fn weed_bin() -> PathBuf {
 /// A running SeaweedFS with S3.
 pub struct Seaweed {
     child: Option<Child>,
-    /// The S3 endpoint, `http://127.0.0.1:PORT`.
+    /// The S3 endpoint, `http://HOST:PORT` (HOST 127.0.0.1 unless
+    /// started with [`Seaweed::start_on`]).
     pub endpoint: String,
+    host: String,
     /// The bucket made for the test.
     pub bucket: String,
     master_port: u16,
@@ -51,24 +53,24 @@ pub struct Seaweed {
 
 /// A port that is free now, and whose +10000 (SeaweedFS's gRPC port for
 /// it) is free too.
-fn free_port() -> u16 {
+fn free_port(host: &str) -> u16 {
     loop {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind a free port");
+        let l = TcpListener::bind((host, 0)).expect("bind a free port");
         let p = l.local_addr().expect("local address").port();
-        if p < 55000 && TcpListener::bind(("127.0.0.1", p + 10000)).is_ok() {
+        if p < 55000 && TcpListener::bind((host, p + 10000)).is_ok() {
             return p;
         }
     }
 }
 
-/// The answer to a plain HTTP request on loopback, if any came.
-fn http(port: u16, method: &str, path: &str, body: &[u8]) -> Option<String> {
+/// The answer to a plain HTTP request to `host`, if any came.
+fn http(host: &str, port: u16, method: &str, path: &str, body: &[u8]) -> Option<String> {
     use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    let mut s = std::net::TcpStream::connect((host, port)).ok()?;
     s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
     write!(
         s,
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n\r\n",
+        "{method} {path} HTTP/1.0\r\nHost: {host}\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .ok()?;
@@ -90,6 +92,12 @@ impl Seaweed {
     /// Starts a server and makes bucket `bucket`; panics, saying why, if
     /// it does not answer within a minute.
     pub fn start(bucket: &str) -> Seaweed {
+        Seaweed::start_on(bucket, "127.0.0.1")
+    }
+
+    /// The same, listening on address `host` (one of this machine's, such
+    /// as a bridge that other network namespaces reach it by).
+    pub fn start_on(bucket: &str, host: &str) -> Seaweed {
         let dir = tempfile::tempdir().expect("temp dir");
         let cfg = dir.path().join("s3.json");
         std::fs::write(
@@ -100,12 +108,17 @@ impl Seaweed {
         )
         .expect("write s3.json");
         std::fs::create_dir(dir.path().join("data")).expect("data dir");
-        let (m, v, f, s) = (free_port(), free_port(), free_port(), free_port());
+        let (m, v, f, s) = (
+            free_port(host),
+            free_port(host),
+            free_port(host),
+            free_port(host),
+        );
         let args = vec![
             "server".to_string(),
             format!("-dir={}", dir.path().join("data").display()),
-            "-ip=127.0.0.1".into(),
-            "-ip.bind=127.0.0.1".into(),
+            format!("-ip={host}"),
+            format!("-ip.bind={host}"),
             format!("-master.port={m}"),
             format!("-volume.port={v}"),
             "-filer".into(),
@@ -122,7 +135,8 @@ impl Seaweed {
         ];
         let mut w = Seaweed {
             child: None,
-            endpoint: format!("http://127.0.0.1:{s}"),
+            endpoint: format!("http://{host}:{s}"),
+            host: host.to_string(),
             bucket: bucket.to_string(),
             master_port: m,
             filer_port: f,
@@ -134,7 +148,7 @@ impl Seaweed {
         w.wait_ready();
         let out = Command::new(weed_bin())
             .arg("shell")
-            .arg(format!("-master=127.0.0.1:{m}"))
+            .arg(format!("-master={host}:{m}"))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -188,11 +202,13 @@ impl Seaweed {
         // means the S3 gateway answers (403 without a signature), the master
         // has a leader, and, once the bucket exists, a write into it works.
         let ready = crate::wait_until(Duration::from_secs(180), || {
-            http(port, "GET", "/", b"").is_some()
-                && http(master, "GET", "/cluster/status", b"").is_some_and(|b| b.contains("Leader"))
+            let h = self.host.as_str();
+            http(h, port, "GET", "/", b"").is_some()
+                && http(h, master, "GET", "/cluster/status", b"")
+                    .is_some_and(|b| b.contains("Leader"))
                 && (!self.bucket_made
-                    || http(filer, "PUT", &probe, b"ready").is_some_and(|a| ok_status(&a))
-                        && http(filer, "DELETE", &probe, b"").is_some_and(|a| ok_status(&a)))
+                    || http(h, filer, "PUT", &probe, b"ready").is_some_and(|a| ok_status(&a))
+                        && http(h, filer, "DELETE", &probe, b"").is_some_and(|a| ok_status(&a)))
         });
         assert!(
             ready,

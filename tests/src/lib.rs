@@ -133,6 +133,9 @@ pub struct Mount {
     /// The etcd the lock service is on (`lock=etcd://…`), if any: it
     /// outlives the daemon (fields drop after `Drop::drop` stopped it).
     pub etcd: Option<std::sync::Arc<testkit::etcd::Etcd>>,
+    /// The simulated machine the daemon runs in, if any (it outlives the
+    /// daemon too).
+    machine: Option<std::sync::Arc<testkit::machine::Machine>>,
 }
 
 impl Mount {
@@ -143,6 +146,15 @@ impl Mount {
 
     /// Mounts with extra `-o` options.
     pub fn with_options(extra: &[&str]) -> Mount {
+        Mount::in_machine(extra, None)
+    }
+
+    /// Mounts with extra `-o` options, the daemon in `machine` (its own
+    /// network namespace and CPU cgroup) if one is given.
+    pub fn in_machine(
+        extra: &[&str],
+        machine: Option<std::sync::Arc<testkit::machine::Machine>>,
+    ) -> Mount {
         let dir = tempfile::Builder::new()
             .prefix("bt-e2e-")
             .tempdir()
@@ -177,6 +189,7 @@ impl Mount {
             options,
             child: None,
             etcd: None,
+            machine,
         };
         m.start();
         m
@@ -189,10 +202,20 @@ impl Mount {
         prefix: &str,
         extra: &[&str],
     ) -> Mount {
+        Mount::on_etcd_in(etcd, prefix, extra, None)
+    }
+
+    /// The same, the daemon in `machine` if one is given.
+    pub fn on_etcd_in(
+        etcd: std::sync::Arc<testkit::etcd::Etcd>,
+        prefix: &str,
+        extra: &[&str],
+        machine: Option<std::sync::Arc<testkit::machine::Machine>>,
+    ) -> Mount {
         let lock = format!("lock=etcd://{}{prefix}", etcd.endpoint);
         let mut opts = vec![lock.as_str(), "etcd_lease=2"];
         opts.extend_from_slice(extra);
-        let mut m = Mount::with_options(&opts);
+        let mut m = Mount::in_machine(&opts, machine);
         m.etcd = Some(etcd);
         m
     }
@@ -214,17 +237,19 @@ impl Mount {
             .append(true)
             .open(&self.log)
             .unwrap();
-        let mut child = Command::new(bin("bigtable-mountd"))
-            .arg(&self.data)
+        let mut cmd = Command::new(bin("bigtable-mountd"));
+        cmd.arg(&self.data)
             .arg(&self.mnt)
             .arg("-f")
             .arg("-o")
             .arg(self.options.join(","))
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+            .stderr(log);
+        if let Some(m) = &self.machine {
+            m.enter(&mut cmd).unwrap();
+        }
+        let mut child = cmd.spawn().unwrap();
         let mnt = self.mnt.clone();
         let mut exited = None;
         let up = wait_until(Duration::from_secs(60), || {

@@ -2,19 +2,15 @@
 //! dropping tables, moving tablets (by hand or to balance load, paper §5.4)
 //! and merging small neighbouring tablets.
 
-use super::balance::{next_merge, next_move, ServerLoad, TabletLoad};
 use super::Master;
 use crate::catalog::validate_table_name;
 use crate::client::Scanner;
 use crate::coordination::Schemas;
-use crate::metadata::{table_def_key, tablet_row_key, TableDef, TabletMeta, METADATA_ID};
-use crate::protocol::TabletService;
+use crate::metadata::{table_def_key, tablet_row_key, TableDef, TabletMeta};
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
 use crate::{Error, Result};
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 
 impl Master {
     pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
@@ -152,7 +148,7 @@ impl Master {
 
     /// Unloads a tablet from `from` (a minor compaction first, so the move is
     /// fast) and loads it on `to`.
-    fn move_one(&self, id: u64, from: &str, to: &str) -> Result<()> {
+    pub(super) fn move_one(&self, id: u64, from: &str, to: &str) -> Result<()> {
         if from == to {
             return Ok(());
         }
@@ -180,88 +176,10 @@ impl Master {
         Ok(())
     }
 
-    /// The live servers and their tablets, for balancing.
-    fn loads(&self) -> Vec<(Arc<dyn TabletService>, ServerLoad)> {
-        let mut st = self.state.lock();
-        let mut out = Vec::new();
-        for name in st.live.clone() {
-            let Some(s) = self.env.server(&name) else {
-                continue;
-            };
-            let Ok(served) = s.served() else {
-                continue;
-            };
-            let tablets = served
-                .into_iter()
-                .map(|t| {
-                    let before = st.last_requests.insert(t.id, t.requests).unwrap_or(0);
-                    TabletLoad {
-                        id: t.id,
-                        table: t.table_id,
-                        movable: !(t.table_id == METADATA_ID && t.start.is_empty()),
-                        start: t.start,
-                        end: t.end,
-                        bytes: t.bytes,
-                        requests: t.requests.saturating_sub(before),
-                        clean: t.clean,
-                    }
-                })
-                .collect();
-            out.push((
-                s,
-                ServerLoad {
-                    name: name.clone(),
-                    tablets,
-                },
-            ));
-        }
-        out
-    }
-
-    /// One balancing round: at most one move.
-    pub(super) fn balance(&self) -> Result<()> {
-        let _ops = self.ops.lock();
-        let loads: Vec<ServerLoad> = self.loads().into_iter().map(|(_, l)| l).collect();
-        if let Some((id, from, to)) = next_move(&loads) {
-            self.move_one(id, &from, &to)?;
-        }
-        Ok(())
-    }
-
-    /// Merges one pair of small neighbouring tablets, if there is one.
-    pub(super) fn merge_small(&self) -> Result<()> {
-        let _ops = self.ops.lock();
-        let limit = self.env.opts.merge_bytes;
-        if limit == 0 {
-            return Ok(());
-        }
-        let mut by_table: BTreeMap<u64, Vec<(TabletLoad, String)>> = BTreeMap::new();
-        for (s, l) in self.loads() {
-            for t in l.tablets {
-                if t.table != METADATA_ID {
-                    by_table
-                        .entry(t.table)
-                        .or_default()
-                        .push((t, s.name().to_string()));
-                }
-            }
-        }
-        for (_, mut ts) in by_table {
-            ts.sort_by(|a, b| a.0.start.cmp(&b.0.start));
-            let loads: Vec<TabletLoad> = ts.iter().map(|(t, _)| t.clone()).collect();
-            if let Some(i) = next_merge(&loads, limit) {
-                let (a, sa) = &ts[i];
-                let (b, sb) = &ts[i + 1];
-                return self.merge(a.id, sa, b.id, sb);
-            }
-        }
-        Ok(())
-    }
-
     /// Merges adjacent tablets `a` (left) and `b`: both are unloaded, the
     /// right one's row widened to cover both, then the left row deleted (a
     /// crash between leaves overlapping rows, read back as "not merged").
-    fn merge(&self, a: u64, sa: &str, b: u64, sb: &str) -> Result<()> {
+    pub(super) fn merge(&self, a: u64, sa: &str, b: u64, sb: &str) -> Result<()> {
         let (Some(src_a), Some(src_b)) = (self.env.server(sa), self.env.server(sb)) else {
             return Ok(());
         };

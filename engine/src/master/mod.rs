@@ -13,6 +13,8 @@ mod admin;
 mod assign;
 mod balance;
 mod gc;
+mod load;
+mod rebalance;
 mod trash;
 
 use crate::client::Client;
@@ -21,7 +23,7 @@ use crate::env::Env;
 use crate::{Error, Result};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -44,8 +46,8 @@ struct State {
     last_reconcile: Option<Instant>,
     last_balance: Option<Instant>,
     last_gc: Option<Instant>,
-    /// Requests per tablet at the last balancing round.
-    last_requests: HashMap<u64, u64>,
+    /// Tablet loads between balancing rounds.
+    load: load::LoadTracker,
     /// The last error of a round, for status and startup failures.
     last_error: Option<String>,
     /// Whether that error was damage no retry can fix.

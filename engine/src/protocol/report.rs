@@ -104,4 +104,9 @@ pub struct ServedTablet {
     pub clean: bool,
     /// The numbers of the SSTables it reads.
     pub files: Vec<u64>,
+    /// Bytes its requests wrote and read since it was loaded.
+    pub traffic_bytes: u64,
+    /// The row that halves its recent load, from a sample of the rows its
+    /// requests touched (None: too few, or one row holds most of them).
+    pub load_split: Option<Vec<u8>>,
 }

@@ -372,6 +372,9 @@ impl TabletWrites for TabletServer {
             return Ok(Written::default());
         }
         let s = route(self, tablet, ms.iter().map(|m| m.row.as_slice()))?;
+        // Outside the gate: a split or unload holds the claim the flush
+        // needs while it waits to close the gate.
+        wait_for_room(self, &s);
         let _gate = s.admit();
         if fence.is_some_and(|f| !self.env.lock.check_sequencer(f)) {
             return Err(Error::Lock(
@@ -387,6 +390,7 @@ impl TabletWrites for TabletServer {
     /// Runs validated row transactions, all in tablet `tablet`, in order.
     fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
         let s = route(self, tablet, txns.iter().map(|t| t.row.as_slice()))?;
+        wait_for_room(self, &s);
         let _gate = s.admit();
         let mut out = Vec::with_capacity(txns.len());
         // Plain transactions are committed together; one that reads the row
@@ -490,7 +494,6 @@ fn commit_rows<M: Borrow<RowMutation>>(
         ms.iter().map(|m| &m.borrow().row),
         rows.iter().map(|p| p.bytes as u64),
     );
-    wait_for_room(server, s);
     let bytes = rows.iter().map(|p| p.bytes).sum();
     let group = WriteGroup {
         rows,
@@ -500,11 +503,20 @@ fn commit_rows<M: Borrow<RowMutation>>(
     server.core.commit(group, sync)?.finish();
     server.counters.writes.add(ms.len() as u64);
     s.requests.add(ms.len() as u64);
+    s.load.bytes.add(bytes as u64);
+    for m in ms {
+        s.load.touch(&m.borrow().row);
+    }
     Ok(written)
 }
 
 /// Back-pressure: wait while the tablet has too many frozen memtables.
-/// METADATA never waits: its writers are the flushes that make room.
+/// METADATA never waits: its writers are the flushes that make room. The
+/// caller must not hold the tablet's gate: a split or unload holds the
+/// claim the flush needs while it closes the gate, and may retire the tablet
+/// meanwhile. So the limit is soft:
+/// writers that passed meanwhile, and a batch of transactions, may freeze
+/// more.
 fn wait_for_room(server: &TabletServer, s: &Served) {
     let full = || {
         s.table.id != crate::metadata::METADATA_ID && s.tablet.version().imm.len() >= MAX_IMMUTABLE
@@ -514,7 +526,12 @@ fn wait_for_room(server: &TabletServer, s: &Served) {
     }
     server.counters.stalls.fetch_add(1, Ordering::Relaxed);
     server.wake();
-    server.stall.wait_while(|| full() && server.is_serving());
+    // A tablet split or unloaded meanwhile is never flushed again: stop
+    // waiting, and the commit, under the gate, refuses it.
+    let retired = || s.tablet.retired.load(Ordering::Acquire);
+    server
+        .stall
+        .wait_while(|| full() && !retired() && server.is_serving());
 }
 
 pub(super) fn freeze(server: &TabletServer, t: &Tablet) {

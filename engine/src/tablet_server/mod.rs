@@ -28,6 +28,7 @@
 mod background;
 mod commit;
 mod load;
+pub mod load_sample;
 mod publish;
 mod reads;
 mod row_locks;

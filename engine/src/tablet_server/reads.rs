@@ -60,14 +60,22 @@ fn read_target(server: &TabletServer, tablet: u64, row: &[u8]) -> Result<Arc<Ser
     if !s.tablet.contains(row) {
         return Err(server.not_serving(tablet));
     }
-    count_read(server, &s);
+    count_read(server, &s, row);
     crate::keyviz::record(&s.table.name, row, crate::keyviz::Access::Read);
     Ok(s)
 }
 
-fn count_read(server: &TabletServer, s: &Served) {
+fn count_read(server: &TabletServer, s: &Served, row: &[u8]) {
     server.counters.reads.incr();
     s.requests.incr();
+    s.load.touch(row);
+}
+
+/// Adds the bytes of cells read to their tablet's load.
+fn count_bytes(s: &Served, cells: &[Cell]) {
+    s.load
+        .bytes
+        .add(cells.iter().map(|c| c.value.len() as u64).sum());
 }
 
 /// Sources of one row in a tablet: memtables plus the row's SSTable
@@ -258,7 +266,9 @@ impl TabletReads for TabletServer {
             start: Bound::Included(row.to_vec()),
             end: Bound::Included(row.to_vec()),
         };
-        row_reader(self, &s, row, &spec)?.collect()
+        let cells = row_reader(self, &s, row, &spec)?.collect::<Result<Vec<Cell>>>()?;
+        count_bytes(&s, &cells);
+        Ok(cells)
     }
 
     /// The newest `max_versions` visible versions of one column (all if None).
@@ -268,8 +278,10 @@ impl TabletReads for TabletServer {
             if !s.tablet.contains(column.row) {
                 return Err(self.not_serving(tablet));
             }
-            count_read(self, s);
-            column_of(self, s, column)
+            count_read(self, s, column.row);
+            let cells = column_of(self, s, column)?;
+            count_bytes(s, &cells);
+            Ok(cells)
         })
     }
 
@@ -280,6 +292,8 @@ impl TabletReads for TabletServer {
         let s = self.served(tablet)?;
         self.counters.scans.incr();
         s.requests.incr();
+        s.load
+            .touch(crate::keyviz::scan_row(&spec.rows.start, &s.tablet.start));
         crate::keyviz::record_scan(&s.table.name, &spec.rows.start, &s.tablet.start);
         let t = &s.tablet;
         let v = t.version();

@@ -85,6 +85,8 @@ impl TabletStatus for TabletServer {
                     requests: x.requests.get(),
                     clean: !t.has_foreign_files(&v),
                     files: v.files.iter().map(|f| f.meta.number).collect(),
+                    traffic_bytes: x.load.bytes.get(),
+                    load_split: x.load.split_row(&t.start, t.end.as_deref()),
                 }
             })
             .collect())

@@ -2,6 +2,7 @@
 //! pass and splits and unloads close, and its request count; the map of
 //! them, read without a lock.
 
+use super::load_sample::LoadSample;
 use crate::catalog::TableEntry;
 use crate::counter::Counter;
 use crate::cow_map::CowMap;
@@ -21,6 +22,8 @@ pub struct Served {
     gate: RwLock<()>,
     /// Reads and writes served, for the master's load balancing.
     pub requests: Counter,
+    /// Their bytes and a sample of their rows, for the same.
+    pub load: LoadSample,
 }
 
 impl Served {
@@ -47,6 +50,7 @@ impl Served {
             table,
             gate: RwLock::new(()),
             requests: Counter::default(),
+            load: LoadSample::default(),
         }
     }
 

@@ -37,13 +37,16 @@ pub enum Op {
     },
     ReadRow {
         tablet: u64,
+        #[serde(with = "engine::byte_string")]
         row: Vec<u8>,
         spec: Box<ScanSpec>,
     },
     ReadColumn {
         tablet: u64,
+        #[serde(with = "engine::byte_string")]
         row: Vec<u8>,
         family: String,
+        #[serde(with = "engine::byte_string")]
         qualifier: Vec<u8>,
         max_versions: Option<u32>,
     },
@@ -225,5 +228,52 @@ mod tests {
         let err = Reply(Err(WireError::Unavailable("x".into())));
         let back: Reply = bincode::deserialize(&bincode::serialize(&err).unwrap()).unwrap();
         assert!(matches!(back.0, Err(WireError::Unavailable(m)) if m == "x"));
+    }
+
+    /// A cell as it was laid out when its byte strings were sequences.
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct OldCell {
+        row: Vec<u8>,
+        family: String,
+        qualifier: Vec<u8>,
+        timestamp: u64,
+        value: Vec<u8>,
+    }
+
+    #[test]
+    fn byte_strings_keep_the_sequence_layout_both_ways() {
+        let value: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let cell = Cell {
+            row: b"row\xff".to_vec(),
+            family: "cf".into(),
+            qualifier: vec![0, 1, 200],
+            timestamp: 42,
+            value: engine::Value::from(value.clone()),
+        };
+        let old = OldCell {
+            row: cell.row.clone(),
+            family: "cf".into(),
+            qualifier: cell.qualifier.clone(),
+            timestamp: 42,
+            value,
+        };
+        let new_bytes = bincode::serialize(&cell).unwrap();
+        assert_eq!(new_bytes, bincode::serialize(&old).unwrap());
+        let back: Cell = crate::internal::codec::decode_bounded(&new_bytes).unwrap();
+        assert_eq!(back, cell);
+        let back: OldCell = bincode::deserialize(&new_bytes).unwrap();
+        assert_eq!(back, old);
+        let call = Op::ReadColumn {
+            tablet: 1,
+            row: b"r".to_vec(),
+            family: "cf".into(),
+            qualifier: b"q".to_vec(),
+            max_versions: Some(1),
+        };
+        let b = bincode::serialize(&call).unwrap();
+        let back: Op = crate::internal::codec::decode_bounded(&b).unwrap();
+        assert!(
+            matches!(back, Op::ReadColumn { row, qualifier, .. } if row == b"r" && qualifier == b"q")
+        );
     }
 }

@@ -17,15 +17,17 @@
 //! operation (`/proc/PID/stat`), from which what more machines would do
 //! can be estimated.
 //!
-//! The daemons run with `merge=0`: the master would otherwise merge the
-//! small pre-split tablets back together within seconds. The layout is
+//! The daemons run with `merge=0` and `no_balance`: the master would
+//! otherwise merge the small pre-split tablets back together within
+//! seconds, and move tablets after the load of each workload. The layout is
 //! checked (and restored) before every workload, and the tablets each
 //! server held after it are printed.
 
 use super::common::{
     check_interrupted, fmt_bytes, interrupted, row_key, Measured, Table, TempDir, VALUE_BYTES,
 };
-use super::fs_bench::FsTable;
+use super::fs_bench::{Cost, FsTable};
+use super::machines::{Machine, Net};
 use super::s3_server::S3Server;
 use super::scale_bench::{mountd_binary, Daemon};
 use super::workloads::{
@@ -66,6 +68,26 @@ pub struct ClusterOpts {
     /// Extra mount options for every daemon (e.g. `cache=64m`).
     #[arg(short = 'o', long)]
     pub options: Option<String>,
+    /// Daemon counts to measure with each daemon on a simulated machine
+    /// of its own (network namespace and CPU cgroup; root only); replaces
+    /// `--daemons`.
+    #[arg(long, value_delimiter = ',')]
+    pub machines: Vec<usize>,
+    /// CPU cores each machine may use (its cgroup's quota; default none).
+    #[arg(long)]
+    pub cpus_per_machine: Option<f64>,
+}
+
+/// The paper's per-server efficiency at 50 tablet servers (Figure 6:
+/// aggregate rate over 50 times one server's).
+fn paper_efficiency(w: Fig6) -> f64 {
+    match w {
+        Fig6::SeqWrite | Fig6::RandWrite => 0.42,
+        Fig6::SeqRead => 0.56,
+        Fig6::RandRead => 0.49,
+        Fig6::Scan => 0.68,
+        _ => 0.79,
+    }
 }
 
 /// What `cluster` was asked to do; `plan.threads` are per mount.
@@ -86,12 +108,14 @@ struct LockServer {
 }
 
 impl LockServer {
+    /// etcd listening on address `host` of this machine.
     #[cfg(feature = "bench-s3")]
-    fn start() -> Result<LockServer> {
+    fn start_on(host: &str) -> Result<LockServer> {
         // The launcher panics, saying why, when the server does not come up.
-        let etcd = std::panic::catch_unwind(testkit::etcd::Etcd::start).map_err(|_| {
-            anyhow::anyhow!("etcd did not start (why is above; BIGTABLE_ETCD names `etcd`)")
-        })?;
+        let etcd =
+            std::panic::catch_unwind(|| testkit::etcd::Etcd::start_on(host)).map_err(|_| {
+                anyhow::anyhow!("etcd did not start (why is above; BIGTABLE_ETCD names `etcd`)")
+            })?;
         Ok(LockServer {
             endpoint: etcd.endpoint.clone(),
             _etcd: etcd,
@@ -99,7 +123,7 @@ impl LockServer {
     }
 
     #[cfg(not(feature = "bench-s3"))]
-    fn start() -> Result<LockServer> {
+    fn start_on(_: &str) -> Result<LockServer> {
         bail!(
             "cluster needs the bench built with the server launchers: \
              cargo build --release -p mountd --features bench-s3"
@@ -355,6 +379,11 @@ struct Run {
     /// idle), and this process.
     daemon_cpu_ms: f64,
     bench_cpu_ms: f64,
+    /// With machines: each machine's CPU milliseconds per operation
+    /// (its cgroup's, idle included).
+    machine_cpu_ms: Vec<f64>,
+    /// Tablet-server calls per operation, over all mounts.
+    calls_per_op: Option<f64>,
 }
 
 impl Run {
@@ -370,6 +399,8 @@ impl Run {
             "tablets": self.spread,
             "daemon_cpu_ms_per_op": super::common::round3(self.daemon_cpu_ms),
             "bench_cpu_ms_per_op": super::common::round3(self.bench_cpu_ms),
+            "machine_cpu_ms_per_op": self.machine_cpu_ms.iter().map(|v| super::common::round3(*v)).collect::<Vec<_>>(),
+            "calls_per_op": self.calls_per_op.map(super::common::round3),
         })
     }
 }
@@ -417,6 +448,7 @@ fn run_cluster(
     s3: &S3Server,
     lock: &LockServer,
     work: &Path,
+    net: Option<&Net>,
 ) -> Result<ClusterRun> {
     let o = &args.opts;
     let prefix = format!("daemons{count}");
@@ -425,8 +457,15 @@ fn run_cluster(
     let secret = work.join(format!("{prefix}-secret"));
     std::fs::write(&secret, format!("bench-{:032x}\n", rand::random::<u128>()))?;
     std::fs::set_permissions(&secret, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+    // Dropped after the daemons (declared before them).
+    let machines: Vec<Machine> = match net {
+        Some(n) => (0..count)
+            .map(|i| n.machine(i as u8, o.cpus_per_machine))
+            .collect::<Result<_>>()?,
+        None => Vec::new(),
+    };
     let mut opts = format!(
-        "{},lock=etcd://{}/{prefix},tablet_servers={per},cluster_listen=127.0.0.1:0,cluster_secret_file={},merge=0",
+        "{},lock=etcd://{}/{prefix},tablet_servers={per},cluster_secret_file={},merge=0,no_balance",
         s3.mount_options(&prefix),
         lock.endpoint,
         secret.display()
@@ -435,7 +474,6 @@ fn run_cluster(
         opts.push(',');
         opts.push_str(extra);
     }
-    let opts = Some(opts);
     let bin = mountd_binary(&o.mountd);
     let mut members: Vec<Member> = Vec::new();
     for i in 0..count {
@@ -444,7 +482,13 @@ fn run_cluster(
         std::fs::create_dir_all(&data)?;
         std::fs::create_dir_all(&mnt)?;
         eprintln!("  mounting daemon {i} at {} ...", mnt.display());
-        let daemon = Daemon::start(&bin, &data, &mnt, &opts)?;
+        // Its internal RPC on its machine's address, else on loopback.
+        let listen = machines.get(i).map_or("127.0.0.1".into(), Machine::ip);
+        let opts = Some(format!("{opts},cluster_listen={listen}:0"));
+        let daemon = Daemon::start_with(&bin, &data, &mnt, &opts, |cmd| match machines.get(i) {
+            Some(m) => m.enter(cmd),
+            None => Ok(()),
+        })?;
         members.push(Member {
             pid: daemon.pid(),
             daemon: Some(daemon),
@@ -506,6 +550,8 @@ fn run_cluster(
         eprintln!("  {} ...", w.label());
         let before = server_ops(&mnt0)?;
         let cpu_before = (daemons_cpu(), cpu_secs("self"));
+        let machines_before: Vec<Duration> = machines.iter().map(Machine::cpu_used).collect();
+        let costs_before: Vec<Option<Cost>> = members.iter().map(|m| Cost::read(&m.mnt)).collect();
         let m = match (w, &written) {
             (Fig6::SeqWrite, _) => fill_seq(table, plan)?,
             (Fig6::RandWrite, _) => fill_random(table, plan)?,
@@ -520,6 +566,17 @@ fn run_cluster(
         );
         let after = server_ops(&mnt0)?;
         let per_op = |secs: f64| secs * 1000.0 / m.ops.max(1) as f64;
+        let machine_cpu_ms = machines
+            .iter()
+            .zip(&machines_before)
+            .map(|(x, b)| per_op(x.cpu_used().saturating_sub(*b).as_secs_f64()))
+            .collect();
+        let calls: Option<u64> = members
+            .iter()
+            .zip(&costs_before)
+            .map(|(x, b)| Some(Cost::read(&x.mnt)?.since((*b)?).store_calls))
+            .sum();
+        let calls_per_op = calls.map(|c| c as f64 / m.ops.max(1) as f64);
         if w == Fig6::SeqWrite {
             written = Some(Written::from_fill(plan.n, &m));
         }
@@ -537,12 +594,15 @@ fn run_cluster(
                 spread: spread(&mnt0, name),
                 daemon_cpu_ms: per_op((cpu.0 - idle_cores * m.secs).max(0.0)),
                 bench_cpu_ms: per_op(cpu.1),
+                machine_cpu_ms,
+                calls_per_op,
                 m,
             },
         ));
     }
     eprintln!("  stopping {count} daemon(s) ...");
     drop(members);
+    drop(machines);
     Ok(ClusterRun {
         daemons: count,
         servers,
@@ -574,6 +634,8 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
     }
     if let (Some(a), Some(b)) = (first, last) {
         header.push(format!("{}/{}", b.daemons, a.daemons));
+        header.push("per server".into());
+        header.push("paper @50".into());
     }
     let hdr: Vec<&str> = header.iter().map(String::as_str).collect();
     let mut t = Table::new(&hdr);
@@ -589,6 +651,12 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
         if let (Some(a), Some(b)) = (first, last) {
             let rate = |c: &ClusterRun| c.runs.get(i).map(|(_, r)| r.m.rate());
             row.push(super::common::fmt_ratio(rate(b), rate(a)));
+            // Per-server efficiency: the scaling factor over the growth
+            // in servers, as the paper's Figure 6 reports it.
+            let grow = b.servers as f64 / a.servers.max(1) as f64;
+            let eff = rate(b).zip(rate(a)).map(|(x, y)| x / y.max(1e-9) / grow);
+            row.push(eff.map_or("-".into(), |e| format!("{e:.2}")));
+            row.push(format!("{:.2}", paper_efficiency(*w)));
         }
         t.row(row);
     }
@@ -603,6 +671,14 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
     );
     println!("{}", t.render());
     println!("(* = stopped at the time cap; rates are cells (files) per second over all mounts)");
+    if !args.opts.machines.is_empty() {
+        println!(
+            "each daemon on a machine of its own: network namespace on a bridge, CPU quota {}",
+            args.opts
+                .cpus_per_machine
+                .map_or("none".into(), |c| format!("{c} core(s)"))
+        );
+    }
     for c in clusters {
         println!(
             "{} daemon(s), {} tablets per table, idle daemons {:.2} cores; per workload: CPU ms per operation (daemons net of idle + bench), ops/s per tablet server [its tablets after]:",
@@ -616,6 +692,22 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
                 r.bench_cpu_ms,
                 fmt_per_server(r),
                 r.spread
+            );
+            let machines: Vec<String> = r
+                .machine_cpu_ms
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("m{i}:{v:.3}"))
+                .collect();
+            println!(
+                "  {:<17} calls/file {}  CPU ms per file per machine {}",
+                "",
+                r.calls_per_op.map_or("-".into(), |c| format!("{c:.2}")),
+                if machines.is_empty() {
+                    "-".into()
+                } else {
+                    machines.join(" ")
+                }
             );
         }
     }
@@ -645,6 +737,8 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
         "time_cap_secs": args.plan.time_cap.as_secs_f64(),
         "servers_per_daemon": args.opts.servers_per_daemon,
         "tablets_per_server": args.opts.tablets_per_server,
+        "machines": !args.opts.machines.is_empty(),
+        "cpus_per_machine": args.opts.cpus_per_machine,
         "clusters": runs,
     })
 }
@@ -652,29 +746,41 @@ fn report(args: &ClusterArgs, clusters: &[ClusterRun]) -> Value {
 /// Starts SeaweedFS and etcd, measures each daemon count, prints the
 /// table and the JSON line, and stops every server it started.
 pub fn run(args: &ClusterArgs) -> Result<Value> {
-    if args.opts.daemons.contains(&0) {
-        bail!("--daemons: every count must be at least 1");
+    let counts = if args.opts.machines.is_empty() {
+        &args.opts.daemons
+    } else {
+        &args.opts.machines
+    };
+    if counts.contains(&0) || counts.iter().any(|&c| c > 200) {
+        bail!("--daemons/--machines: every count must be 1 to 200");
     }
     let work = TempDir::new_in(&args.work_base, "bigtable-bench-cluster")?;
     eprintln!(
-        "bigtable-bench cluster: daemons {:?}, {} cells per table, {} thread(s) per mount, time cap {:.0}s per workload, data in {}",
-        args.opts.daemons,
+        "bigtable-bench cluster: daemons {counts:?}{}, {} cells per table, {} thread(s) per mount, time cap {:.0}s per workload, data in {}",
+        if args.opts.machines.is_empty() { "" } else { " on machines of their own" },
         args.plan.n,
         args.plan.threads,
         args.plan.time_cap.as_secs_f64(),
         work.path().display()
     );
-    eprintln!("starting SeaweedFS and etcd ...");
-    let s3 = S3Server::start(work.path())?;
-    let lock = LockServer::start()?;
+    // The machines' bridge first: SeaweedFS and etcd listen on it.
+    let net = if args.opts.machines.is_empty() {
+        None
+    } else {
+        Some(Net::create()?)
+    };
+    let host = net.as_ref().map_or("127.0.0.1".into(), Net::host_ip);
+    eprintln!("starting SeaweedFS and etcd on {host} ...");
+    let s3 = S3Server::start_on(work.path(), &host)?;
+    let lock = LockServer::start_on(&host)?;
     let mut clusters = Vec::new();
-    for &count in &args.opts.daemons {
+    for &count in counts {
         if interrupted() {
             break;
         }
         eprintln!("{count} daemon(s):");
         clusters.push(
-            run_cluster(args, count, &s3, &lock, work.path())
+            run_cluster(args, count, &s3, &lock, work.path(), net.as_ref())
                 .with_context(|| format!("with {count} daemon(s)"))?,
         );
     }
@@ -690,6 +796,7 @@ pub fn run(args: &ClusterArgs) -> Result<Value> {
     println!("{line}");
     drop(lock);
     drop(s3);
+    // The bridge goes last (at the end of scope).
     Ok(line)
 }
 

@@ -198,7 +198,7 @@ pub struct Cost {
 
 impl Cost {
     /// The mount's counters now; None if `root` is no bigtable mount.
-    fn read(root: &Path) -> Option<Cost> {
+    pub fn read(root: &Path) -> Option<Cost> {
         let text = fs::read_to_string(root.join(".bigtable/stats")).ok()?;
         let get = |k: &str| {
             text.lines()
@@ -210,7 +210,7 @@ impl Cost {
         })
     }
 
-    fn since(self, before: Cost) -> Cost {
+    pub fn since(self, before: Cost) -> Cost {
         Cost {
             fuse_requests: self.fuse_requests.saturating_sub(before.fuse_requests),
             store_calls: self.store_calls.saturating_sub(before.store_calls),

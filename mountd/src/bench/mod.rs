@@ -8,6 +8,7 @@ pub mod fs_bench;
 pub mod gfs_bench;
 pub mod goals;
 pub mod grpc_bench;
+pub mod machines;
 #[cfg(feature = "peers")]
 pub mod peers;
 pub mod rpc_bench;

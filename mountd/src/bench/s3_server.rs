@@ -21,14 +21,22 @@ pub struct S3Server {
 impl S3Server {
     /// Starts SeaweedFS (`BIGTABLE_WEED`, else `weed` on the PATH) and
     /// writes its keys to a credentials file in `work`.
-    #[cfg(feature = "bench-s3")]
     pub fn start(work: &Path) -> Result<S3Server> {
+        S3Server::start_on(work, "127.0.0.1")
+    }
+
+    /// The same, listening on address `host` of this machine.
+    #[cfg(feature = "bench-s3")]
+    pub fn start_on(work: &Path, host: &str) -> Result<S3Server> {
         use anyhow::Context;
         use testkit::seaweed::{Seaweed, ACCESS_KEY, SECRET_KEY};
         // The launcher panics, saying why, when the server does not come up.
-        let server = std::panic::catch_unwind(|| Seaweed::start(BUCKET)).map_err(|_| {
-            anyhow::anyhow!("SeaweedFS did not start (why is above; BIGTABLE_WEED names `weed`)")
-        })?;
+        let server =
+            std::panic::catch_unwind(|| Seaweed::start_on(BUCKET, host)).map_err(|_| {
+                anyhow::anyhow!(
+                    "SeaweedFS did not start (why is above; BIGTABLE_WEED names `weed`)"
+                )
+            })?;
         let credentials = work.join("s3-credentials");
         std::fs::write(
             &credentials,
@@ -48,7 +56,7 @@ impl S3Server {
     }
 
     #[cfg(not(feature = "bench-s3"))]
-    pub fn start(_: &Path) -> Result<S3Server> {
+    pub fn start_on(_: &Path, _: &str) -> Result<S3Server> {
         anyhow::bail!(
             "--store s3 needs the bench built with the S3 server launcher: \
              cargo build --release -p mountd --features bench-s3"

@@ -66,17 +66,28 @@ pub struct Daemon {
 impl Daemon {
     /// Mounts `data` at `mnt` with `bin` (and `extra` mount options).
     pub fn start(bin: &Path, data: &Path, mnt: &Path, extra: &Option<String>) -> Result<Daemon> {
+        Daemon::start_with(bin, data, mnt, extra, |_| Ok(()))
+    }
+
+    /// The same, with `prepare` applied to the command first (e.g. to
+    /// start it on a simulated machine).
+    pub fn start_with(
+        bin: &Path,
+        data: &Path,
+        mnt: &Path,
+        extra: &Option<String>,
+        prepare: impl FnOnce(&mut Command) -> Result<()>,
+    ) -> Result<Daemon> {
         let pidfile = data.with_extension("pid");
         let mut opts = format!("pidfile={},log=warn", pidfile.display());
         if let Some(e) = extra {
             opts.push(',');
             opts.push_str(e);
         }
-        let out = Command::new(bin)
-            .arg(data)
-            .arg(mnt)
-            .arg("-o")
-            .arg(&opts)
+        let mut cmd = Command::new(bin);
+        cmd.arg(data).arg(mnt).arg("-o").arg(&opts);
+        prepare(&mut cmd)?;
+        let out = cmd
             .output()
             .with_context(|| format!("starting {}", bin.display()))?;
         if !out.status.success() {

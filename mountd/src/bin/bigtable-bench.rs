@@ -11,7 +11,7 @@
 //! bigtable-bench gfs [--writers 16] [--block 64KiB] [--no-fio]
 //! bigtable-bench scale [--rows 10000,100000,1000000] [--walks ls,find,...] [--mountd PATH] [-o OPTIONS]
 //! bigtable-bench goals [--mountd PATH]
-//! bigtable-bench cluster [--daemons 1,3] [--size 8MiB] [--threads 2]   (built with --features bench-s3)
+//! bigtable-bench cluster [--daemons 1,3 | --machines 1,3 [--cpus-per-machine 0.5]] [--size 8MiB] [--threads 2]   (built with --features bench-s3)
 //! ```
 //! Every workload stops at its op count or its time cap (`--time-cap`), and
 //! every run removes its temp dirs and unmounts what it mounted, also on
@@ -426,6 +426,13 @@ mod tests {
         }
         match parse(&["cluster", "--daemons", "2", "--servers-per-daemon", "3"]).command {
             Some(Cmd::Cluster(o)) => assert_eq!((o.daemons, o.servers_per_daemon), (vec![2], 3)),
+            other => panic!("{other:?}"),
+        }
+        match parse(&["cluster", "--machines", "1,3", "--cpus-per-machine", "0.5"]).command {
+            Some(Cmd::Cluster(o)) => {
+                assert_eq!(o.machines, vec![1, 3]);
+                assert_eq!(o.cpus_per_machine, Some(0.5));
+            }
             other => panic!("{other:?}"),
         }
     }

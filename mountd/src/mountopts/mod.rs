@@ -89,6 +89,12 @@ pub struct MountConfig {
     pub merge_bytes: Option<u64>,
     /// How long a deleted table stays in the trash (`trash_days=`).
     pub trash_period: Option<Duration>,
+    /// Load (units a second) above which a tablet is split (0: never).
+    pub load_split_rate: Option<u64>,
+    /// How long a tablet's load must stay above it.
+    pub load_split_after: Option<Duration>,
+    /// The master moves and load-splits no tablet (`no_balance`).
+    pub no_balance: bool,
     pub block_cache_bytes: Option<u64>,
     pub scan_cache_bytes: Option<u64>,
     pub max_value_size: Option<usize>,
@@ -229,6 +235,9 @@ impl MountConfig {
             split_bytes: None,
             merge_bytes: None,
             trash_period: None,
+            load_split_rate: None,
+            load_split_after: None,
+            no_balance: false,
             block_cache_bytes: None,
             scan_cache_bytes: None,
             max_value_size: None,
@@ -623,6 +632,13 @@ impl MountConfig {
         if let Some(v) = self.trash_period {
             o.trash_period = v;
         }
+        if let Some(v) = self.load_split_rate {
+            o.load_split_rate = v;
+        }
+        if let Some(v) = self.load_split_after {
+            o.load_split_after = v;
+        }
+        o.balance = !self.no_balance;
         if let Some(v) = self.block_cache_bytes {
             o.block_cache_bytes = v;
         }
