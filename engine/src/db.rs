@@ -106,11 +106,11 @@ impl Bigtable {
         Ok(&self.inner.cluster.client)
     }
 
-    fn env(&self) -> &Arc<Env> {
+    pub(crate) fn env(&self) -> &Arc<Env> {
         &self.inner.cluster.env
     }
 
-    fn table(&self, name: &str) -> Result<Arc<TableEntry>> {
+    pub(crate) fn table(&self, name: &str) -> Result<Arc<TableEntry>> {
         self.client()?;
         let cluster = &self.inner.cluster;
         match self.env().catalog.get(name) {
@@ -605,7 +605,8 @@ impl Bigtable {
         self.env().lock.clone()
     }
     /// Runs an operator command: `kill <server>`, `kill-master`,
-    /// `move <table> <row> <server>`, `split <table> <row>`.
+    /// `move <table> <row> <server>`, `split <table> <row>`, `gc` (a
+    /// garbage collection now).
     pub fn control(&self, command: &str) -> Result<()> {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
@@ -618,9 +619,10 @@ impl Bigtable {
                 self.master(|m| m.move_tablet(table, row.as_bytes(), server))
             }
             ["split", table, row] => self.split_at_rows(table, &[row.as_bytes().to_vec()]),
+            ["gc"] => self.inner.cluster.collect_garbage(),
             _ => Err(Error::invalid(format!(
                 "unknown command {command:?}: use `kill <server>`, `kill-master`, \
-                 `move <table> <row> <server>` or `split <table> <row>`"
+                 `move <table> <row> <server>`, `split <table> <row>` or `gc`"
             ))),
         }
     }

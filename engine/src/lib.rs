@@ -47,6 +47,7 @@ pub mod protocol;
 pub mod read;
 mod recovery;
 mod scan;
+pub mod snapshot;
 mod sstable;
 mod status;
 mod storage;

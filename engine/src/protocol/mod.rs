@@ -7,9 +7,11 @@
 //! code reaches both.
 
 mod report;
+mod snapshot;
 mod wire;
 
 pub use report::{ServedTablet, ServerReport};
+pub use snapshot::{HeldTablet, TabletSnapshots, WriteHold};
 pub use wire::WireError;
 
 pub use crate::coordination::{list_servers, master_address, server_address};
@@ -39,13 +41,19 @@ pub type ScanPart = (Box<dyn CellSource>, Option<Vec<u8>>);
 /// names a tablet; a server that does not serve it answers
 /// [`crate::Error::NotServing`], and the caller looks the tablet up again.
 ///
-/// Its requests come in six traits by job, so that a tablet server
+/// Its requests come in seven traits by job, so that a tablet server
 /// implements each in the file that does that job (no layer of forwarding
 /// between the protocol and the work); one in another daemon implements
-/// them over the network. Every type implementing all six is a
+/// them over the network. Every type implementing all seven is a
 /// `TabletService`.
 pub trait TabletService:
-    TabletLifecycle + TabletWrites + TabletReads + TabletAssignment + TabletMaintenance + TabletStatus
+    TabletLifecycle
+    + TabletWrites
+    + TabletReads
+    + TabletAssignment
+    + TabletMaintenance
+    + TabletStatus
+    + TabletSnapshots
 {
 }
 
@@ -56,6 +64,7 @@ impl<T> TabletService for T where
         + TabletAssignment
         + TabletMaintenance
         + TabletStatus
+        + TabletSnapshots
 {
 }
 

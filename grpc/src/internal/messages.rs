@@ -118,6 +118,18 @@ pub enum Op {
     Wake,
     KillMaster,
     MasterReport,
+    // tablet server: snapshots' (last, so the variants before keep their
+    // numbers on the wire)
+    HoldWrites {
+        table: u64,
+        hold_ms: u64,
+    },
+    ReleaseWrites {
+        hold: u64,
+    },
+    Unpin {
+        hold: u64,
+    },
 }
 
 /// The answer: the operation's result in bincode, or its error.

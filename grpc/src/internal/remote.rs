@@ -14,7 +14,7 @@ use chubby::LockService;
 use engine::protocol::{
     self, CellSource, GroupCommitStats, MasterService, ScanPart, ServedTablet, ServerReport,
     TableDef, TabletAssignment, TabletInfo, TabletLifecycle, TabletMaintenance, TabletMeta,
-    TabletReads, TabletService, TabletStatus, TabletWrites,
+    TabletReads, TabletService, TabletSnapshots, TabletStatus, TabletWrites,
 };
 use engine::schema::TableSchema;
 use engine::{Cell, ColumnRead, Error, Result, RowMutation, RowTxn, ScanSpec, TxnOutcome, Written};
@@ -407,6 +407,19 @@ impl TabletMaintenance for RemoteServer {
             table,
             rows: rows.to_vec(),
         })
+    }
+}
+
+impl TabletSnapshots for RemoteServer {
+    fn hold_writes(&self, table: u64, hold_ms: u64) -> Result<protocol::WriteHold> {
+        self.data(Op::HoldWrites { table, hold_ms }, 0)
+    }
+    fn release_writes(&self, hold: u64) -> Result<Vec<protocol::HeldTablet>> {
+        // Writes the tablets' memtable parts out.
+        self.admin(Op::ReleaseWrites { hold })
+    }
+    fn unpin(&self, hold: u64) -> Result<()> {
+        self.data(Op::Unpin { hold }, 0)
     }
 }
 

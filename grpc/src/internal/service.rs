@@ -177,6 +177,9 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
         Op::GroupCommitStats => reply(s.group_commit_stats()),
         Op::CommitLine => reply(s.commit_line()),
         Op::Kill => reply(s.kill()),
+        Op::HoldWrites { table, hold_ms } => reply(s.hold_writes(table, hold_ms)),
+        Op::ReleaseWrites { hold } => reply(s.release_writes(hold)),
+        Op::Unpin { hold } => reply(s.unpin(hold)),
         _ => Err(WireError::InvalidArgument(
             "a master operation sent to a tablet server".into(),
         )),

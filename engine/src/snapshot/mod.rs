@@ -1,0 +1,109 @@
+//! Snapshots of a table (docs/snapshots.md): a manifest naming the
+//! table's SSTables as they were at one instant, kept beside the table in
+//! the file store; GC keeps every file a manifest names. Nothing is copied
+//! but what was still only in memtables.
+//!
+//! - `manifest.rs`: the manifest and its bytes (docs/formats/snapshot.md)
+//! - `store.rs`: where manifests live, publishing one atomically, what GC
+//!   must keep
+//! - `take.rs`: taking one across every server at one instant
+//! - `view.rs`: reading one, the table as it was
+
+mod manifest;
+mod store;
+mod take;
+mod view;
+
+pub use manifest::{Manifest, SnapTablet};
+pub(crate) use store::live_files;
+#[cfg(test)]
+pub(crate) use take::Step;
+pub use view::SnapshotView;
+
+use crate::{Bigtable, Result};
+
+/// What a listing shows of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SnapshotInfo {
+    /// Its name, unique within its table.
+    pub name: String,
+    /// When the cut was taken (µs since the epoch).
+    pub taken_micros: u64,
+    /// Tablets the table had at the cut.
+    pub tablets: usize,
+    /// SSTables it names, and their bytes (shared with the table and
+    /// other snapshots: not what deleting it frees).
+    pub files: usize,
+    /// Bytes of those files.
+    pub bytes: u64,
+}
+
+impl From<&Manifest> for SnapshotInfo {
+    fn from(m: &Manifest) -> SnapshotInfo {
+        SnapshotInfo {
+            name: m.name.clone(),
+            taken_micros: m.taken_micros,
+            tablets: m.tablets.len(),
+            files: m.files().len(),
+            bytes: m.bytes(),
+        }
+    }
+}
+
+impl Bigtable {
+    /// Takes snapshot `name` of `table`: consistent at one instant across
+    /// all its tablets (every write acknowledged before the call is in it,
+    /// none that starts after it returns), whatever splits and moves
+    /// happen meanwhile. Writes to the table wait for the moment the cut
+    /// takes (one call to each server).
+    pub fn take_snapshot(&self, table: &str, name: &str) -> Result<SnapshotInfo> {
+        let t = self.table(table)?;
+        let m = take::take(self.env(), &t, name, None)?;
+        Ok(SnapshotInfo::from(&m))
+    }
+
+    /// [`Bigtable::take_snapshot`], stopping at `step` as a crash would.
+    #[cfg(test)]
+    pub(crate) fn take_snapshot_crashing(&self, table: &str, name: &str, step: Step) -> Result<()> {
+        let t = self.table(table)?;
+        take::take(self.env(), &t, name, Some(step)).map(|_| ())
+    }
+
+    /// The snapshots of `table` (which may have been deleted since), by name.
+    pub fn list_snapshots(&self, table: &str) -> Result<Vec<SnapshotInfo>> {
+        crate::catalog::validate_table_name(table)?;
+        let files = &*self.env().store;
+        let mut out = Vec::new();
+        for name in store::names(files, table)? {
+            match store::read(files, table, &name) {
+                Ok(m) => out.push(SnapshotInfo::from(&m)),
+                // Deleted since the listing.
+                Err(crate::Error::SnapshotNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Snapshot `name` of `table`, whole.
+    pub fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest> {
+        crate::catalog::validate_table_name(table)?;
+        store::read(&*self.env().store, table, name)
+    }
+
+    /// Snapshot `name` of `table`, opened for reading.
+    pub fn snapshot_view(&self, table: &str, name: &str) -> Result<SnapshotView> {
+        let m = self.snapshot_manifest(table, name)?;
+        Ok(SnapshotView::new(self.env().clone(), m))
+    }
+
+    /// Deletes snapshot `name` of `table`. Its files go at the next
+    /// collection unless the table or another snapshot still names them.
+    pub fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        crate::catalog::validate_table_name(table)?;
+        store::delete(&*self.env().store, table, name)
+    }
+}
+
+#[cfg(test)]
+mod tests;
