@@ -154,7 +154,7 @@ impl Bigtable {
     /// Runs `f` on the active master, waiting for one during a failover;
     /// a daemon without a master then reads the tables again, so that what
     /// it just changed is what it sees.
-    fn master<T>(&self, f: impl Fn(&dyn MasterService) -> Result<T>) -> Result<T> {
+    pub(crate) fn master<T>(&self, f: impl Fn(&dyn MasterService) -> Result<T>) -> Result<T> {
         let client = self.client()?;
         let r = client.retry("master", || match self.env().active_master() {
             Some(m) => f(&*m),

@@ -115,7 +115,7 @@ impl Master {
     /// so that a write through any mount is served with the schema it was
     /// checked against. One that cannot be told learns it from METADATA
     /// within a second or when it loads a tablet of the table.
-    fn tell_servers(&self, def: &TableDef) {
+    pub(super) fn tell_servers(&self, def: &TableDef) {
         for s in self.env.servers() {
             if let Err(e) = s.learn_table(def) {
                 log::warn!(

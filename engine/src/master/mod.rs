@@ -13,6 +13,7 @@ mod admin;
 mod assign;
 mod balance;
 mod gc;
+mod restore;
 
 use crate::client::Client;
 use crate::coordination::{list_servers, reap_server, Lease};
@@ -457,6 +458,12 @@ impl crate::protocol::MasterService for Master {
     }
     fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()> {
         Master::move_tablet(self, table, row, to)
+    }
+    fn clone_snapshot(&self, table: &str, snapshot: &str, to: &str) -> Result<()> {
+        Master::clone_snapshot(self, table, snapshot, to)
+    }
+    fn restore_snapshot(&self, table: &str, snapshot: &str) -> Result<()> {
+        Master::restore_snapshot(self, table, snapshot)
     }
     fn tablet_split(&self, server: &str, parent: u64, children: &[u64]) {
         Master::tablet_split(self, server, parent, children)

@@ -168,6 +168,10 @@ pub trait MasterService: Send + Sync {
     fn delete_table(&self, name: &str) -> Result<()>;
     /// Replaces a table's schema.
     fn set_schema(&self, name: &str, schema: TableSchema) -> Result<()>;
+    /// Makes new table `to` from snapshot `snapshot` of `table`.
+    fn clone_snapshot(&self, table: &str, snapshot: &str, to: &str) -> Result<()>;
+    /// Makes table `table` what its snapshot `snapshot` holds.
+    fn restore_snapshot(&self, table: &str, snapshot: &str) -> Result<()>;
     /// Moves the tablet holding `row` of `table` to server `to`.
     fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()>;
     /// A tablet server split `parent` into `children`.

@@ -15,7 +15,7 @@ mod take;
 mod view;
 
 pub use manifest::{Manifest, SnapTablet};
-pub(crate) use store::live_files;
+pub(crate) use store::{live_files, read as read_manifest};
 #[cfg(test)]
 pub(crate) use take::Step;
 pub use view::SnapshotView;
@@ -95,6 +95,20 @@ impl Bigtable {
     pub fn snapshot_view(&self, table: &str, name: &str) -> Result<SnapshotView> {
         let m = self.snapshot_manifest(table, name)?;
         Ok(SnapshotView::new(self.env().clone(), m))
+    }
+
+    /// A new table `to` as snapshot `name` of `table` was: it shares the
+    /// snapshot's files (none is copied); writes to either table never
+    /// show in the other.
+    pub fn clone_snapshot(&self, table: &str, name: &str, to: &str) -> Result<()> {
+        self.master(|m| m.clone_snapshot(table, name, to))
+    }
+
+    /// Makes `table` what snapshot `name` holds, schema included. Writes
+    /// not yet in the snapshot are gone, including any acknowledged while
+    /// the restore runs: stop the writers first.
+    pub fn restore_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        self.master(|m| m.restore_snapshot(table, name))
     }
 
     /// Deletes snapshot `name` of `table`. Its files go at the next

@@ -381,3 +381,118 @@ fn gc_keeps_a_snapshots_files_until_it_is_deleted_then_frees_only_those() {
     assert_eq!(rows(bt.scan("t", ScanSpec::default()).unwrap()).len(), 550);
     bt.close().unwrap();
 }
+
+/// Every SSTable in the store that neither a served tablet, a file in
+/// flight nor a manifest of `extra` names.
+fn unnamed(bt: &Bigtable, store: &Arc<dyn gfs::FileStore>, extra: &[&super::Manifest]) -> Vec<u64> {
+    let named: HashSet<u64> = extra.iter().flat_map(|m| m.files()).collect();
+    unreferenced(bt, store)
+        .into_iter()
+        .filter(|f| !named.contains(f))
+        .collect()
+}
+
+fn table_rows(bt: &Bigtable, table: &str) -> HashMap<Vec<u8>, Vec<u8>> {
+    rows(bt.scan(table, ScanSpec::default()).unwrap())
+}
+
+#[test]
+fn a_clone_shares_the_files_diverges_outlives_its_original_and_a_restore_brings_a_table_back() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = open(&store);
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, 0..400, "a");
+    bt.flush().unwrap();
+    fill(&bt, 400..500, "b");
+    bt.take_snapshot("t", "s").unwrap();
+    let manifest = bt.snapshot_manifest("t", "s").unwrap();
+    let at_snapshot = table_rows(&bt, "t");
+    assert_eq!(at_snapshot.len(), 500);
+    let before: Vec<String> = store.list("sst/").unwrap();
+    bt.clone_snapshot("t", "s", "c").unwrap();
+    // Nothing copied: the clone's tablets name the snapshot's files.
+    assert_eq!(store.list("sst/").unwrap(), before);
+    let c_id = bt.table("c").unwrap().id;
+    let c_files: HashSet<u64> = bt
+        .env()
+        .servers()
+        .iter()
+        .flat_map(|s| s.served().unwrap())
+        .filter(|t| t.table_id == c_id)
+        .flat_map(|t| t.files)
+        .collect();
+    assert_eq!(c_files, manifest.files().into_iter().collect());
+    assert_eq!(table_rows(&bt, "c"), at_snapshot);
+    assert!(matches!(
+        bt.clone_snapshot("t", "s", "c"),
+        Err(Error::TableExists(_))
+    ));
+    // The two diverge.
+    let set = |table: &str, row: &str, v: &str| {
+        bt.apply(
+            table,
+            &RowMutation::new(row).set("f", "q", v),
+            WriteOptions::default(),
+        )
+        .unwrap();
+    };
+    set("t", "r00001", "t-new");
+    set("c", "r00001", "c-new");
+    set("t", "t-only", "1");
+    set("c", "c-only", "1");
+    bt.apply(
+        "c",
+        &RowMutation::new("r00002").delete_row(),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    bt.flush().unwrap();
+    bt.compact("t", true).unwrap();
+    bt.compact("c", true).unwrap();
+    let t = table_rows(&bt, "t");
+    let c = table_rows(&bt, "c");
+    assert_eq!(t[b"r00001".as_slice()], b"t-new".to_vec());
+    assert_eq!(c[b"r00001".as_slice()], b"c-new".to_vec());
+    assert!(t.contains_key(b"t-only".as_slice()) && !c.contains_key(b"t-only".as_slice()));
+    assert!(c.contains_key(b"c-only".as_slice()) && !t.contains_key(b"c-only".as_slice()));
+    assert!(t.contains_key(b"r00002".as_slice()) && !c.contains_key(b"r00002".as_slice()));
+    // The original goes: the clone and the snapshot stay whole, and GC
+    // leaves only what one of them names.
+    bt.delete_table("t").unwrap();
+    gc(&bt);
+    assert_eq!(table_rows(&bt, "c"), c);
+    let view = bt.snapshot_view("t", "s").unwrap();
+    assert_eq!(rows(view.scan(ScanSpec::default()).unwrap()), at_snapshot);
+    for f in manifest.files() {
+        assert!(
+            store.exists(&sst_name(f)).unwrap(),
+            "file {f} of the snapshot"
+        );
+    }
+    assert_eq!(unnamed(&bt, &store, &[&manifest]), Vec::<u64>::new());
+    bt.delete_snapshot("t", "s").unwrap();
+    gc(&bt);
+    assert_eq!(unnamed(&bt, &store, &[]), Vec::<u64>::new());
+    assert_eq!(table_rows(&bt, "c"), c);
+    // Restore in place: the clone becomes its own snapshot again.
+    bt.take_snapshot("c", "c1").unwrap();
+    set("c", "r00003", "later");
+    set("c", "later-row", "1");
+    bt.apply(
+        "c",
+        &RowMutation::new("r00004").delete_row(),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    assert_ne!(table_rows(&bt, "c"), c);
+    bt.restore_snapshot("c", "c1").unwrap();
+    assert_eq!(table_rows(&bt, "c"), c);
+    set("c", "after-restore", "1");
+    assert_eq!(table_rows(&bt, "c").len(), c.len() + 1);
+    assert!(matches!(
+        bt.restore_snapshot("c", "nope"),
+        Err(Error::SnapshotNotFound(_))
+    ));
+    bt.close().unwrap();
+}

@@ -130,6 +130,16 @@ pub enum Op {
     Unpin {
         hold: u64,
     },
+    // master: snapshots'
+    CloneSnapshot {
+        table: String,
+        snapshot: String,
+        to: String,
+    },
+    RestoreSnapshot {
+        table: String,
+        snapshot: String,
+    },
 }
 
 /// The answer: the operation's result in bincode, or its error.

@@ -508,6 +508,19 @@ impl MasterService for RemoteMaster {
             to: to.to_string(),
         })
     }
+    fn clone_snapshot(&self, table: &str, snapshot: &str, to: &str) -> Result<()> {
+        self.ask(Op::CloneSnapshot {
+            table: table.to_string(),
+            snapshot: snapshot.to_string(),
+            to: to.to_string(),
+        })
+    }
+    fn restore_snapshot(&self, table: &str, snapshot: &str) -> Result<()> {
+        self.ask(Op::RestoreSnapshot {
+            table: table.to_string(),
+            snapshot: snapshot.to_string(),
+        })
+    }
     fn tablet_split(&self, server: &str, parent: u64, children: &[u64]) {
         self.tell(Op::TabletSplit {
             server: server.to_string(),

@@ -214,6 +214,12 @@ fn master_op(m: &dyn MasterService, op: Op) -> Result<Vec<u8>, WireError> {
             encode(&())
         }
         Op::MasterReport => encode(&m.report()),
+        Op::CloneSnapshot {
+            table,
+            snapshot,
+            to,
+        } => reply(m.clone_snapshot(&table, &snapshot, &to)),
+        Op::RestoreSnapshot { table, snapshot } => reply(m.restore_snapshot(&table, &snapshot)),
         _ => Err(WireError::InvalidArgument(
             "a tablet-server operation sent to a master".into(),
         )),
