@@ -40,20 +40,7 @@ impl Master {
         m.schema.validate()?;
         let _ops = self.ops.lock();
         let t = self.env.catalog.get(table)?;
-        let rows = self.table_rows(t.id)?;
-        let ids: Vec<u64> = rows.iter().map(|r| r.meta.id).collect();
-        let _held = self.hold(&ids);
-        for s in self.env.servers() {
-            for served in s.served().unwrap_or_default() {
-                if served.table_id == t.id {
-                    s.drop_tablet(served.id)?;
-                }
-            }
-        }
-        for r in rows {
-            self.delete_row(&r.key)?;
-        }
-        self.client.forget_table(t.id);
+        self.drop_tablets(t.id)?;
         let def = TableDef {
             id: t.id,
             name: table.to_string(),
@@ -61,6 +48,28 @@ impl Master {
         };
         self.install_snapshot(&def, &m)?;
         self.note(format!("restored {table} to its snapshot {snapshot}"));
+        Ok(())
+    }
+
+    /// Drops every tablet of table `table` from its server (what its
+    /// memtables held with it) and from METADATA. The caller holds `ops`.
+    pub(super) fn drop_tablets(&self, table: u64) -> Result<()> {
+        let rows = self.table_rows(table)?;
+        let ids: Vec<u64> = rows.iter().map(|r| r.meta.id).collect();
+        let _held = self.hold(&ids);
+        for s in self.env.servers() {
+            // A server that cannot answer is reaped and its tablets, with
+            // the table gone from METADATA, are not loaded again.
+            for served in s.served().unwrap_or_default() {
+                if served.table_id == table {
+                    s.drop_tablet(served.id)?;
+                }
+            }
+        }
+        for r in rows {
+            self.delete_row(&r.key)?;
+        }
+        self.client.forget_table(table);
         Ok(())
     }
 

@@ -311,17 +311,28 @@ fn a_snapshot_cut_short_at_any_step_leaves_nothing_after_recovery_and_gc() {
     bt.close().unwrap();
 }
 
-#[test]
-fn gc_keeps_a_snapshots_files_until_it_is_deleted_then_frees_only_those() {
+/// A new table `t` with `in_files` rows written out and `in_memtables`
+/// more only in memtables, and its snapshot `name`.
+fn snapshot_of_new_table(
+    name: &str,
+    in_files: u32,
+    in_memtables: u32,
+) -> (Arc<dyn gfs::FileStore>, Bigtable, super::Manifest) {
     let _ = env_logger::builder().is_test(true).try_init();
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let bt = open(&store);
     bt.create_table("t", schema()).unwrap();
-    fill(&bt, 0..500, "old");
+    fill(&bt, 0..in_files, "a");
     bt.flush().unwrap();
-    fill(&bt, 500..600, "mem");
-    bt.take_snapshot("t", "a").unwrap();
-    let manifest = bt.snapshot_manifest("t", "a").unwrap();
+    fill(&bt, in_files..in_files + in_memtables, "b");
+    bt.take_snapshot("t", name).unwrap();
+    let manifest = bt.snapshot_manifest("t", name).unwrap();
+    (store, bt, manifest)
+}
+
+#[test]
+fn gc_keeps_a_snapshots_files_until_it_is_deleted_then_frees_only_those() {
+    let (store, bt, manifest) = snapshot_of_new_table("a", 500, 100);
     // The table moves on: overwritten, partly deleted, compacted.
     fill(&bt, 0..600, "new");
     for i in 0..50 {
@@ -345,7 +356,7 @@ fn gc_keeps_a_snapshots_files_until_it_is_deleted_then_frees_only_those() {
     let got = rows(view.scan(ScanSpec::default()).unwrap());
     assert_eq!(got.len(), 600);
     for i in 0..600u32 {
-        let tag = if i < 500 { "old" } else { "mem" };
+        let tag = if i < 500 { "a" } else { "b" };
         assert_eq!(
             got[format!("r{i:05}").as_bytes()],
             format!("{tag}{i}").into_bytes()
@@ -353,7 +364,7 @@ fn gc_keeps_a_snapshots_files_until_it_is_deleted_then_frees_only_those() {
     }
     let one = view.read_row(b"r00007", &ScanSpec::default()).unwrap();
     assert_eq!(one.len(), 1);
-    assert_eq!(one[0].value.to_vec(), b"old7".to_vec());
+    assert_eq!(one[0].value.to_vec(), b"a7".to_vec());
     let live = rows(bt.scan("t", ScanSpec::default()).unwrap());
     assert_eq!(live.len(), 550);
     // Deleted: its files go, the table's stay.
@@ -398,15 +409,7 @@ fn table_rows(bt: &Bigtable, table: &str) -> HashMap<Vec<u8>, Vec<u8>> {
 
 #[test]
 fn a_clone_shares_the_files_diverges_outlives_its_original_and_a_restore_brings_a_table_back() {
-    let _ = env_logger::builder().is_test(true).try_init();
-    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
-    let bt = open(&store);
-    bt.create_table("t", schema()).unwrap();
-    fill(&bt, 0..400, "a");
-    bt.flush().unwrap();
-    fill(&bt, 400..500, "b");
-    bt.take_snapshot("t", "s").unwrap();
-    let manifest = bt.snapshot_manifest("t", "s").unwrap();
+    let (store, bt, manifest) = snapshot_of_new_table("s", 400, 100);
     let at_snapshot = table_rows(&bt, "t");
     assert_eq!(at_snapshot.len(), 500);
     let before: Vec<String> = store.list("sst/").unwrap();
