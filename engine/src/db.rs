@@ -606,7 +606,8 @@ impl Bigtable {
     }
     /// Runs an operator command: `kill <server>`, `kill-master`,
     /// `move <table> <row> <server>`, `split <table> <row>`, `gc` (a
-    /// garbage collection now).
+    /// garbage collection now), `clone <table> <snapshot> <new table>`,
+    /// `restore <table> <snapshot>`.
     pub fn control(&self, command: &str) -> Result<()> {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
@@ -620,9 +621,12 @@ impl Bigtable {
             }
             ["split", table, row] => self.split_at_rows(table, &[row.as_bytes().to_vec()]),
             ["gc"] => self.inner.cluster.collect_garbage(),
+            ["clone", table, snapshot, to] => self.clone_snapshot(table, snapshot, to),
+            ["restore", table, snapshot] => self.restore_snapshot(table, snapshot),
             _ => Err(Error::invalid(format!(
                 "unknown command {command:?}: use `kill <server>`, `kill-master`, \
-                 `move <table> <row> <server>`, `split <table> <row>` or `gc`"
+                 `move <table> <row> <server>`, `split <table> <row>`, `gc`, \
+                 `clone <table> <snapshot> <new table>` or `restore <table> <snapshot>`"
             ))),
         }
     }

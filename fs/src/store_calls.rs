@@ -236,4 +236,16 @@ impl Store for Counted {
     fn control(&self, command: &str) -> Result<()> {
         self.inner.control(command)
     }
+    fn snapshots(&self, table: &str) -> Result<Vec<(String, u64)>> {
+        self.inner.snapshots(table)
+    }
+    fn take_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        self.inner.take_snapshot(table, name)
+    }
+    fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        self.inner.delete_snapshot(table, name)
+    }
+    fn snapshot_taken(&self, table: &str, name: &str) -> Result<u64> {
+        self.inner.snapshot_taken(table, name)
+    }
 }

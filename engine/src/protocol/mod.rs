@@ -142,7 +142,8 @@ pub trait TabletStatus: Send + Sync {
     fn tablet_ids(&self) -> Result<Vec<u64>>;
     /// The tablets served now with their loads and files.
     fn served(&self) -> Result<Vec<ServedTablet>>;
-    /// SSTables its daemon is writing that METADATA does not name yet.
+    /// SSTables its daemon is writing that METADATA does not name yet, and
+    /// those a snapshot being taken has pinned.
     fn files_in_flight(&self) -> Result<Vec<u64>>;
     /// Figures for balancing and status.
     fn report(&self) -> Result<ServerReport>;

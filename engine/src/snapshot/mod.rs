@@ -18,7 +18,7 @@ pub use manifest::{Manifest, SnapTablet};
 pub(crate) use store::{live_files, read as read_manifest};
 #[cfg(test)]
 pub(crate) use take::Step;
-pub use view::SnapshotView;
+pub use view::{SnapshotView, Views};
 
 use crate::{Bigtable, Result};
 
@@ -93,8 +93,10 @@ impl Bigtable {
 
     /// Snapshot `name` of `table`, opened for reading.
     pub fn snapshot_view(&self, table: &str, name: &str) -> Result<SnapshotView> {
-        let m = self.snapshot_manifest(table, name)?;
-        Ok(SnapshotView::new(self.env().clone(), m))
+        self.env().snapshot_views.get(table, name, || {
+            let m = self.snapshot_manifest(table, name)?;
+            Ok(SnapshotView::new(self.env().clone(), m))
+        })
     }
 
     /// A new table `to` as snapshot `name` of `table` was: it shares the
@@ -115,6 +117,7 @@ impl Bigtable {
     /// collection unless the table or another snapshot still names them.
     pub fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         crate::catalog::validate_table_name(table)?;
+        self.env().snapshot_views.forget(table, name);
         store::delete(&*self.env().store, table, name)
     }
 }

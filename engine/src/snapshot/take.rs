@@ -36,6 +36,10 @@ pub(crate) type Crash = Option<Step>;
 /// Takes snapshot `name` of `table`, retrying while tablets move.
 pub(crate) fn take(env: &Env, table: &TableEntry, name: &str, crash: Crash) -> Result<Manifest> {
     store::validate_name(name)?;
+    if table.id == crate::metadata::METADATA_ID {
+        // Its writers are the servers' own records, which a hold would stall.
+        return Err(Error::invalid("METADATA has no snapshots"));
+    }
     if env.store.exists(&store::path(&table.name, name))? {
         return Err(Error::SnapshotExists(format!("{}/{name}", table.name)));
     }

@@ -228,8 +228,12 @@ fn a_snapshot_holds_exactly_the_writes_acknowledged_before_it_while_tablets_spli
             "{name}: {before} before, {after} after"
         );
         log::info!(
-            "{name}: {before} before, {between} during, {after} after, {} tablets",
-            info.tablets
+            "{name}: {before} before, {between} during, {after} after, {} tablets, \
+             {} files, {} bytes, taken in {:?}",
+            info.tablets,
+            info.files,
+            info.bytes,
+            end.duration_since(*start)
         );
     }
     let listed: Vec<String> = bt

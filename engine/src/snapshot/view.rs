@@ -19,8 +19,51 @@ use crate::schema::TableSchema;
 use crate::tablet::{select_files, Sst};
 use crate::Result;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::ops::Bound;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long an opened view is used again before its manifest is read
+/// anew (a snapshot deleted through another daemon is seen after this).
+const VIEW_TTL: Duration = Duration::from_secs(2);
+
+/// Views opened lately, by table and snapshot name: the mount reads a
+/// snapshot one cell at a time, and opening one reads its manifest and
+/// then each tablet's SSTable indexes.
+#[derive(Default)]
+pub struct Views {
+    open: Mutex<HashMap<(String, String), (Instant, SnapshotView)>>,
+}
+
+impl Views {
+    /// The view of `table`/`name`, opened by `open` unless one is fresh.
+    pub(crate) fn get(
+        &self,
+        table: &str,
+        name: &str,
+        open: impl FnOnce() -> Result<SnapshotView>,
+    ) -> Result<SnapshotView> {
+        let key = (table.to_string(), name.to_string());
+        if let Some((at, v)) = self.open.lock().get(&key) {
+            if at.elapsed() < VIEW_TTL {
+                return Ok(v.clone());
+            }
+        }
+        let v = open()?;
+        let mut views = self.open.lock();
+        views.retain(|_, (at, _)| at.elapsed() < VIEW_TTL);
+        views.insert(key, (Instant::now(), v.clone()));
+        Ok(v)
+    }
+
+    /// Forgets `table`/`name` (deleted or restored over).
+    pub(crate) fn forget(&self, table: &str, name: &str) {
+        self.open
+            .lock()
+            .remove(&(table.to_string(), name.to_string()));
+    }
+}
 
 /// A snapshot opened for reading (cheap to clone).
 #[derive(Clone)]
