@@ -503,3 +503,39 @@ fn a_clone_shares_the_files_diverges_outlives_its_original_and_a_restore_brings_
     ));
     bt.close().unwrap();
 }
+
+#[test]
+fn a_hold_that_runs_out_lets_writes_go_on_and_its_release_fails() {
+    let (_store, bt, _) = snapshot_of_new_table("a", 10, 10);
+    let t = bt.table("t").unwrap().id;
+    let holds: Vec<_> = bt
+        .env()
+        .servers()
+        .into_iter()
+        .map(|s| {
+            let h = s.hold_writes(t, 200).unwrap();
+            (s, h)
+        })
+        .collect();
+    assert!(holds.iter().any(|(_, h)| !h.tablets.is_empty()));
+    // Waits for the hold, then goes on by itself once it runs out.
+    fill(&bt, 10..11, "late");
+    for (s, h) in &holds {
+        let r = s.release_writes(h.hold);
+        assert!(
+            matches!(r, Err(Error::Unavailable(_))),
+            "{}: {r:?}",
+            s.name()
+        );
+        s.unpin(h.hold).unwrap();
+    }
+    bt.take_snapshot("t", "b").unwrap();
+    let got = rows(
+        bt.snapshot_view("t", "b")
+            .unwrap()
+            .scan(ScanSpec::default())
+            .unwrap(),
+    );
+    assert_eq!(got[b"r00010".as_slice()], b"late10".to_vec());
+    bt.close().unwrap();
+}
