@@ -21,6 +21,7 @@ pub(crate) use take::Step;
 pub use view::{SnapshotView, Views};
 
 use crate::{Bigtable, Result};
+use std::sync::Arc;
 
 /// What a listing shows of a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,12 +52,25 @@ impl From<&Manifest> for SnapshotInfo {
 }
 
 impl Bigtable {
+    /// The store manifests and SSTables are in: this daemon's, unless it
+    /// serves nothing (`tablet_servers=0` on its own empty store), which
+    /// cannot reach the files (clone and restore, done by the master, can).
+    fn snapshot_store(&self) -> Result<&Arc<dyn gfs::FileStore>> {
+        if self.cluster().is_client_only() {
+            return Err(crate::Error::invalid(
+                "snapshots are taken and read in a daemon that serves the store",
+            ));
+        }
+        Ok(&self.env().store)
+    }
+
     /// Takes snapshot `name` of `table`: consistent at one instant across
     /// all its tablets (every write acknowledged before the call is in it,
     /// none that starts after it returns), whatever splits and moves
     /// happen meanwhile. Writes to the table wait for the moment the cut
     /// takes (one call to each server).
     pub fn take_snapshot(&self, table: &str, name: &str) -> Result<SnapshotInfo> {
+        self.snapshot_store()?;
         let t = self.table(table)?;
         let m = take::take(self.env(), &t, name, None)?;
         Ok(SnapshotInfo::from(&m))
@@ -72,7 +86,7 @@ impl Bigtable {
     /// The snapshots of `table` (which may have been deleted since), by name.
     pub fn list_snapshots(&self, table: &str) -> Result<Vec<SnapshotInfo>> {
         crate::catalog::validate_table_name(table)?;
-        let files = &*self.env().store;
+        let files = &**self.snapshot_store()?;
         let mut out = Vec::new();
         for name in store::names(files, table)? {
             match store::read(files, table, &name) {
@@ -88,7 +102,7 @@ impl Bigtable {
     /// Snapshot `name` of `table`, whole.
     pub fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest> {
         crate::catalog::validate_table_name(table)?;
-        store::read(&*self.env().store, table, name)
+        store::read(&**self.snapshot_store()?, table, name)
     }
 
     /// Snapshot `name` of `table`, opened for reading.
@@ -117,8 +131,9 @@ impl Bigtable {
     /// collection unless the table or another snapshot still names them.
     pub fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         crate::catalog::validate_table_name(table)?;
+        let files = self.snapshot_store()?;
         self.env().snapshot_views.forget(table, name);
-        store::delete(&*self.env().store, table, name)
+        store::delete(&**files, table, name)
     }
 }
 
