@@ -44,9 +44,22 @@ pub(crate) fn take(env: &Env, table: &TableEntry, name: &str, crash: Crash) -> R
         return Err(Error::SnapshotExists(format!("{}/{name}", table.name)));
     }
     let mut last = None;
+    let started = std::time::Instant::now();
     for attempt in 0..ATTEMPTS {
         match try_once(env, table, name, crash) {
-            Ok(m) => return Ok(m),
+            Ok((m, held)) => {
+                log::info!(
+                    "snapshot {name} of {}: {} tablets, {} files, {} bytes; writes held {held:?}, \
+                     taken in {:?} ({} tries)",
+                    table.name,
+                    m.tablets.len(),
+                    m.files().len(),
+                    m.bytes(),
+                    started.elapsed(),
+                    attempt + 1
+                );
+                return Ok(m);
+            }
             Err(e @ (Error::Unavailable(_) | Error::NotServing { .. })) => {
                 last = Some(e);
                 // Staggered, so two snapshots of one table stop colliding.
@@ -73,7 +86,13 @@ fn decode(held: &[HeldTablet]) -> Result<Vec<SnapTablet>> {
     Ok(tablets)
 }
 
-fn try_once(env: &Env, table: &TableEntry, name: &str, crash: Crash) -> Result<Manifest> {
+/// One try: the manifest, and how long the first server held writes.
+fn try_once(
+    env: &Env,
+    table: &TableEntry,
+    name: &str,
+    crash: Crash,
+) -> Result<(Manifest, Duration)> {
     let servers: Vec<Arc<dyn TabletService>> = env
         .servers()
         .into_iter()
@@ -82,6 +101,7 @@ fn try_once(env: &Env, table: &TableEntry, name: &str, crash: Crash) -> Result<M
     let mut holds: Vec<(Arc<dyn TabletService>, u64)> = Vec::new();
     let result = (|| {
         let mut cut = Vec::new();
+        let holding = std::time::Instant::now();
         for s in &servers {
             let h = s.hold_writes(table.id, HOLD_MS)?;
             holds.push((s.clone(), h.hold));
@@ -96,6 +116,7 @@ fn try_once(env: &Env, table: &TableEntry, name: &str, crash: Crash) -> Result<M
         if crash == Some(Step::Held) {
             return Err(Error::ShuttingDown);
         }
+        let held_for = holding.elapsed();
         let mut held = Vec::new();
         for (s, h) in &holds {
             held.extend(s.release_writes(*h)?);
@@ -112,7 +133,7 @@ fn try_once(env: &Env, table: &TableEntry, name: &str, crash: Crash) -> Result<M
             tablets: decode(&held)?,
         };
         store::publish(&*env.store, &manifest)?;
-        Ok(manifest)
+        Ok((manifest, held_for))
     })();
     if matches!(result, Err(Error::ShuttingDown)) && crash.is_some() {
         // A crash: nothing is let go; the pins run out by themselves.
