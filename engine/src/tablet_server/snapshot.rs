@@ -49,6 +49,7 @@ struct Held {
     /// Whether it let them go on being told (true) or by running out.
     done: Receiver<bool>,
     captured: Vec<Captured>,
+    since: Instant,
 }
 
 /// Files pinned for one snapshot, and since when.
@@ -260,22 +261,26 @@ impl TabletSnapshots for TabletServer {
                 })
                 .collect(),
         };
-        self.holds.held.lock().insert(
+        let mut held = self.holds.held.lock();
+        // A hold its taker never released (it died) keeps the memtables it
+        // captured: dropped once it can no longer be released anyway.
+        held.retain(|_, h| h.since.elapsed() < 2 * MAX_HOLD);
+        held.insert(
             hold,
             Held {
                 release: release_tx,
                 done: done_rx,
                 captured,
+                since: Instant::now(),
             },
         );
         Ok(reply)
     }
 
     fn release_writes(&self, hold: u64) -> Result<Vec<HeldTablet>> {
-        let held =
-            self.holds.held.lock().remove(&hold).ok_or_else(|| {
-                Error::InvalidArgument(format!("no hold {hold} on {}", self.name))
-            })?;
+        let held = self.holds.held.lock().remove(&hold).ok_or_else(|| {
+            Error::Unavailable(format!("no hold {hold} on {} (it ran out)", self.name))
+        })?;
         let _ = held.release.send(());
         if !held.done.recv().unwrap_or(false) {
             self.holds.pins.lock().remove(&hold);
