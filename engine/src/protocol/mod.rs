@@ -46,25 +46,23 @@ pub type ScanPart = (Box<dyn CellSource>, Option<Vec<u8>>);
 /// between the protocol and the work); one in another daemon implements
 /// them over the network. Every type implementing all seven is a
 /// `TabletService`.
-pub trait TabletService:
-    TabletLifecycle
-    + TabletWrites
-    + TabletReads
-    + TabletAssignment
-    + TabletMaintenance
-    + TabletStatus
-    + TabletSnapshots
+pub trait TabletService: TabletData + TabletAdmin {}
+
+impl<T: TabletData + TabletAdmin> TabletService for T {}
+
+/// What clients ask of a tablet server: its state, writes and reads.
+pub trait TabletData: TabletLifecycle + TabletWrites + TabletReads {}
+
+impl<T: TabletLifecycle + TabletWrites + TabletReads> TabletData for T {}
+
+/// What the master and operators ask of it.
+pub trait TabletAdmin:
+    TabletAssignment + TabletMaintenance + TabletStatus + TabletSnapshots
 {
 }
 
-impl<T> TabletService for T where
-    T: TabletLifecycle
-        + TabletWrites
-        + TabletReads
-        + TabletAssignment
-        + TabletMaintenance
-        + TabletStatus
-        + TabletSnapshots
+impl<T> TabletAdmin for T where
+    T: TabletAssignment + TabletMaintenance + TabletStatus + TabletSnapshots
 {
 }
 
