@@ -12,6 +12,9 @@ use crate::{Error, Result};
 const MAGIC: &[u8; 8] = b"btsnap1\n";
 /// The body's format.
 const VERSION: u8 = 1;
+/// Optional fields after the tablets: a tag, then the value as bytes, so
+/// a reader skips a tag it does not know.
+const FIELD_EXPIRE: u64 = 1;
 /// The most a manifest may weigh (a table of about 100k tablets).
 pub const MAX_BYTES: u64 = 256 << 20;
 
@@ -40,6 +43,8 @@ pub struct Manifest {
     pub schema: TableSchema,
     /// The tablets, in row order, covering every row once.
     pub tablets: Vec<SnapTablet>,
+    /// When the collection deletes it (µs since the epoch); None: never.
+    pub expire_micros: Option<u64>,
 }
 
 impl Manifest {
@@ -79,6 +84,14 @@ impl Manifest {
             put_varint(&mut body, t.cut);
             put_bytes(&mut body, &t.meta.encode());
         }
+        // Absent fields are not written, so a manifest without them has
+        // the bytes it had before they existed.
+        if let Some(e) = self.expire_micros {
+            let mut v = Vec::new();
+            put_varint(&mut v, e);
+            put_varint(&mut body, FIELD_EXPIRE);
+            put_bytes(&mut body, &v);
+        }
         let mut out = Vec::with_capacity(16 + body.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&seahash::hash(&body).to_le_bytes());
@@ -116,8 +129,14 @@ impl Manifest {
             let meta = TabletMeta::decode(d.bytes()?)?;
             tablets.push(SnapTablet { cut, meta });
         }
-        if !d.is_empty() {
-            return Err(bad("trailing bytes"));
+        let mut expire_micros = None;
+        while !d.is_empty() {
+            let tag = d.varint()?;
+            let value = d.bytes()?;
+            if tag == FIELD_EXPIRE {
+                let mut v = Decoder::new(value, "snapshot manifest expiry");
+                expire_micros = Some(v.varint()?);
+            }
         }
         check_cover(tablets.iter().map(|t| &t.meta)).map_err(|e| bad(&e))?;
         Ok(Manifest {
@@ -127,6 +146,7 @@ impl Manifest {
             taken_micros,
             schema,
             tablets,
+            expire_micros,
         })
     }
 }
@@ -199,7 +219,27 @@ mod tests {
                 tablet(1, "", Some("m"), &[4, 5]),
                 tablet(2, "m", None, &[5, 6]),
             ],
+            expire_micros: None,
         }
+    }
+
+    #[test]
+    fn expiry_round_trips_and_unknown_fields_are_skipped() {
+        let mut m = manifest();
+        let plain = m.encode();
+        m.expire_micros = Some(1_800_000_000_000_000);
+        let with = m.encode();
+        // Without an expiry, the bytes are those of the first format.
+        assert_eq!(&with[..plain.len()][16..], &plain[16..]);
+        assert_eq!(Manifest::decode(&with).unwrap(), m);
+        // A field a later version adds is skipped.
+        let mut body = with[16..].to_vec();
+        put_varint(&mut body, 99);
+        put_bytes(&mut body, b"later");
+        let mut later = MAGIC.to_vec();
+        later.extend_from_slice(&seahash::hash(&body).to_le_bytes());
+        later.extend_from_slice(&body);
+        assert_eq!(Manifest::decode(&later).unwrap(), m);
     }
 
     #[test]

@@ -37,6 +37,8 @@ pub struct SnapshotInfo {
     pub files: usize,
     /// Bytes of those files.
     pub bytes: u64,
+    /// When the collection deletes it (µs since the epoch); None: never.
+    pub expire_micros: Option<u64>,
 }
 
 impl From<&Manifest> for SnapshotInfo {
@@ -44,6 +46,7 @@ impl From<&Manifest> for SnapshotInfo {
         SnapshotInfo {
             name: m.name.clone(),
             taken_micros: m.taken_micros,
+            expire_micros: m.expire_micros,
             tablets: m.tablets.len(),
             files: m.files().len(),
             bytes: m.bytes(),
@@ -70,9 +73,36 @@ impl Bigtable {
     /// happen meanwhile. Writes to the table wait for the moment the cut
     /// takes (one call to each server).
     pub fn take_snapshot(&self, table: &str, name: &str) -> Result<SnapshotInfo> {
+        self.take_snapshot_expiring(table, name, None)
+    }
+
+    /// [`Bigtable::take_snapshot`] with an expiry (µs since the epoch):
+    /// the master's collection deletes it once that time has passed.
+    pub fn take_snapshot_expiring(
+        &self,
+        table: &str,
+        name: &str,
+        expire_micros: Option<u64>,
+    ) -> Result<SnapshotInfo> {
         self.snapshot_store()?;
         let t = self.table(table)?;
-        let m = take::take(self.env(), &t, name, None)?;
+        let m = take::take(self.env(), &t, name, expire_micros, None)?;
+        Ok(SnapshotInfo::from(&m))
+    }
+
+    /// Sets or clears snapshot `name`'s expiry (the manifest is rewritten
+    /// whole, in place).
+    pub fn set_snapshot_expiry(
+        &self,
+        table: &str,
+        name: &str,
+        expire_micros: Option<u64>,
+    ) -> Result<SnapshotInfo> {
+        crate::catalog::validate_table_name(table)?;
+        let files = &**self.snapshot_store()?;
+        let mut m = store::read(files, table, name)?;
+        m.expire_micros = expire_micros;
+        store::replace(files, &m)?;
         Ok(SnapshotInfo::from(&m))
     }
 
@@ -80,7 +110,7 @@ impl Bigtable {
     #[cfg(test)]
     pub(crate) fn take_snapshot_crashing(&self, table: &str, name: &str, step: Step) -> Result<()> {
         let t = self.table(table)?;
-        take::take(self.env(), &t, name, Some(step)).map(|_| ())
+        take::take(self.env(), &t, name, None, Some(step)).map(|_| ())
     }
 
     /// The snapshots of `table` (which may have been deleted since), by name.
@@ -91,6 +121,22 @@ impl Bigtable {
         for name in store::names(files, table)? {
             match store::read(files, table, &name) {
                 Ok(m) => out.push(SnapshotInfo::from(&m)),
+                // Deleted since the listing.
+                Err(crate::Error::SnapshotNotFound(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every snapshot's manifest, of tables that exist or not (each read
+    /// whole: for listings across tables, such as the API's backups).
+    pub fn all_snapshot_manifests(&self) -> Result<Vec<Manifest>> {
+        let files = &**self.snapshot_store()?;
+        let mut out = Vec::new();
+        for (table, name) in store::all(files)? {
+            match store::read(files, &table, &name) {
+                Ok(m) => out.push(m),
                 // Deleted since the listing.
                 Err(crate::Error::SnapshotNotFound(_)) => {}
                 Err(e) => return Err(e),

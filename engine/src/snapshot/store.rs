@@ -39,10 +39,22 @@ pub fn path(table: &str, name: &str) -> String {
 
 /// Writes `m` atomically; fails if a snapshot of that name exists.
 pub fn publish(store: &dyn FileStore, m: &Manifest) -> Result<()> {
-    let to = path(&m.table, &m.name);
-    if store.exists(&to)? {
+    if store.exists(&path(&m.table, &m.name))? {
         return Err(Error::SnapshotExists(format!("{}/{}", m.table, m.name)));
     }
+    write(store, m)
+}
+
+/// Rewrites an existing manifest atomically (the rename replaces it).
+pub fn replace(store: &dyn FileStore, m: &Manifest) -> Result<()> {
+    if !store.exists(&path(&m.table, &m.name))? {
+        return Err(Error::SnapshotNotFound(format!("{}/{}", m.table, m.name)));
+    }
+    write(store, m)
+}
+
+fn write(store: &dyn FileStore, m: &Manifest) -> Result<()> {
+    let to = path(&m.table, &m.name);
     let tmp = format!("{DIR}{}/{TMP}{}.{}", m.table, now_micros(), m.name);
     let body = m.encode();
     let written = (|| {
@@ -87,6 +99,20 @@ pub fn names(store: &dyn FileStore, table: &str) -> Result<Vec<String>> {
         .collect())
 }
 
+/// Every snapshot in the store as (table, name), of tables that exist or
+/// not.
+pub fn all(store: &dyn FileStore) -> Result<Vec<(String, String)>> {
+    Ok(store
+        .list(DIR)?
+        .into_iter()
+        .filter_map(|n| {
+            let (table, name) = n.strip_prefix(DIR)?.split_once('/')?;
+            (!name.contains('/') && !name.starts_with('.'))
+                .then(|| (table.to_string(), name.to_string()))
+        })
+        .collect())
+}
+
 /// Deletes snapshot `name` of `table`; its files are GC's once nothing
 /// else names them.
 pub fn delete(store: &dyn FileStore, table: &str, name: &str) -> Result<()> {
@@ -99,7 +125,8 @@ pub fn delete(store: &dyn FileStore, table: &str, name: &str) -> Result<()> {
 }
 
 /// What GC must keep: every SSTable a manifest names. Deletes temporary
-/// manifests a crash left. A manifest that cannot be read stops the
+/// manifests a crash left, and manifests whose expiry has passed (their
+/// files then go unless something else names them). A manifest that cannot be read stops the
 /// collection (an error), since its files cannot be told apart.
 pub fn live_files(store: &dyn FileStore) -> Result<HashSet<u64>> {
     let mut live = HashSet::new();
@@ -121,6 +148,18 @@ pub fn live_files(store: &dyn FileStore) -> Result<HashSet<u64>> {
             continue;
         }
         match read_file(store, &name) {
+            Ok(m) if m.expire_micros.is_some_and(|e| e <= now) => {
+                match store.delete(&name) {
+                    Ok(()) | Err(gfs::Error::NotFound(_)) => {
+                        log::info!("deleted the expired snapshot {}/{}", m.table, m.name)
+                    }
+                    // Kept, with its files, until the next collection.
+                    Err(e) => {
+                        log::warn!("could not delete the expired {name}: {e}");
+                        live.extend(m.files());
+                    }
+                }
+            }
             Ok(m) => live.extend(m.files()),
             // Deleted since the listing.
             Err(Error::Fs(gfs::Error::NotFound(_))) => {}

@@ -34,7 +34,13 @@ pub(crate) enum Step {
 pub(crate) type Crash = Option<Step>;
 
 /// Takes snapshot `name` of `table`, retrying while tablets move.
-pub(crate) fn take(env: &Env, table: &TableEntry, name: &str, crash: Crash) -> Result<Manifest> {
+pub(crate) fn take(
+    env: &Env,
+    table: &TableEntry,
+    name: &str,
+    expire_micros: Option<u64>,
+    crash: Crash,
+) -> Result<Manifest> {
     store::validate_name(name)?;
     if table.id == crate::metadata::METADATA_ID {
         // Its writers are the servers' own records, which a hold would stall.
@@ -46,7 +52,7 @@ pub(crate) fn take(env: &Env, table: &TableEntry, name: &str, crash: Crash) -> R
     let mut last = None;
     let started = std::time::Instant::now();
     for attempt in 0..ATTEMPTS {
-        match try_once(env, table, name, crash) {
+        match try_once(env, table, name, expire_micros, crash) {
             Ok((m, held)) => {
                 log::info!(
                     "snapshot {name} of {}: {} tablets, {} files, {} bytes; writes held {held:?}, \
@@ -91,6 +97,7 @@ fn try_once(
     env: &Env,
     table: &TableEntry,
     name: &str,
+    expire_micros: Option<u64>,
     crash: Crash,
 ) -> Result<(Manifest, Duration)> {
     let servers: Vec<Arc<dyn TabletService>> = env
@@ -131,6 +138,7 @@ fn try_once(
             taken_micros,
             schema,
             tablets: decode(&held)?,
+            expire_micros,
         };
         store::publish(&*env.store, &manifest)?;
         Ok((manifest, held_for))
