@@ -9,6 +9,7 @@
 
 mod admin;
 pub mod auth;
+mod backups;
 mod data;
 mod drop;
 mod filter;
@@ -51,6 +52,11 @@ mod gen {
         ));
     }
 }
+
+/// `google.longrunning.Operation`, which the backup calls return.
+pub(crate) use googleapis_tonic_google_bigtable_admin_v2::google::longrunning::{
+    operation::Result as LroResult, Operation,
+};
 
 /// `google.protobuf.Empty`, as prost maps it.
 pub(crate) type Empty = ();

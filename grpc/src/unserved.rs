@@ -10,7 +10,8 @@ use http::header::HeaderValue;
 const SERVED: &str = "this server serves the Data API's ReadRows, SampleRowKeys, \
     MutateRow, MutateRows, CheckAndMutateRow, PingAndWarm and ReadModifyWriteRow, \
     and the Table Admin API's CreateTable, ListTables, GetTable, DeleteTable, \
-    ModifyColumnFamilies and DropRowRange";
+    ModifyColumnFamilies, DropRowRange, CreateBackup, GetBackup, ListBackups, \
+    UpdateBackup, DeleteBackup and RestoreTable";
 
 /// Gives a trailers-only UNIMPLEMENTED reply without a message one.
 pub(crate) fn name(path: &str, headers: &mut http::HeaderMap) {
