@@ -551,3 +551,49 @@ fn a_hold_that_runs_out_lets_writes_go_on_and_its_release_fails() {
     assert_eq!(got[b"r00010".as_slice()], b"late10".to_vec());
     bt.close().unwrap();
 }
+
+#[test]
+fn the_collection_deletes_a_snapshot_once_its_expiry_has_passed_and_only_then() {
+    let (store, bt, old) = snapshot_of_new_table("old", 200, 50);
+    let far = crate::env::now_micros() + 3600 * 1_000_000;
+    bt.take_snapshot_expiring("t", "later", Some(far)).unwrap();
+    bt.take_snapshot("t", "never").unwrap();
+    assert_eq!(
+        bt.set_snapshot_expiry("t", "old", Some(far))
+            .unwrap()
+            .expire_micros,
+        Some(far)
+    );
+    // The table moves on, so the snapshots' files are theirs alone.
+    fill(&bt, 0..250, "new");
+    bt.flush().unwrap();
+    bt.compact("t", true).unwrap();
+    gc(&bt);
+    let names = |bt: &Bigtable| -> Vec<String> {
+        let mut n: Vec<String> = bt
+            .list_snapshots("t")
+            .unwrap()
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&bt), ["later", "never", "old"]);
+    // Expired: the next collection deletes it; the others stay whole.
+    bt.set_snapshot_expiry("t", "old", Some(1)).unwrap();
+    gc(&bt);
+    assert_eq!(names(&bt), ["later", "never"]);
+    let later = bt.snapshot_manifest("t", "later").unwrap();
+    let never = bt.snapshot_manifest("t", "never").unwrap();
+    assert!(unnamed(&bt, &store, &[&later, &never]).is_empty());
+    for f in later.files() {
+        assert!(store.exists(&sst_name(f)).unwrap(), "file {f}");
+    }
+    assert!(!old.files().is_empty());
+    assert!(matches!(
+        bt.set_snapshot_expiry("t", "old", None),
+        Err(Error::SnapshotNotFound(_))
+    ));
+    bt.close().unwrap();
+}
