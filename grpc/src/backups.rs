@@ -131,6 +131,10 @@ fn backup_message(cluster: &str, table_parent: &str, id: &str, m: &Manifest) -> 
         end_time: Some(timestamp(m.taken_micros)),
         size_bytes: m.bytes() as i64,
         state: a::backup::State::Ready as i32,
+        encryption_info: Some(a::EncryptionInfo {
+            encryption_type: a::encryption_info::EncryptionType::GoogleDefaultEncryption as i32,
+            ..Default::default()
+        }),
         ..Default::default()
     }
 }
@@ -175,6 +179,38 @@ fn find(shared: &Shared, instance: &str, id: &str) -> Result<(Manifest, String),
             Some((m, t))
         })
         .ok_or_else(|| Status::not_found(format!("backup {id} does not exist")))
+}
+
+/// ListBackups' filter, in the subset clients send: `field:value` terms
+/// (the field contains the value), in parentheses or not, joined by AND,
+/// on `name`, `source_table` and `state`. Anything else is refused rather
+/// than ignored.
+fn filter(f: &str) -> Result<Vec<(String, String)>, Status> {
+    let bad = || {
+        Status::invalid_argument(format!(
+            "unsupported filter {f:?}: this server takes `field:value` terms on name, \
+             source_table and state, joined by AND"
+        ))
+    };
+    let mut terms = Vec::new();
+    for term in f.split(" AND ").map(str::trim).filter(|t| !t.is_empty()) {
+        let term = term.trim_start_matches('(').trim_end_matches(')').trim();
+        let (k, v) = term.split_once(':').ok_or_else(bad)?;
+        let (k, v) = (k.trim(), v.trim().trim_matches('"'));
+        if !matches!(k, "name" | "source_table" | "state") {
+            return Err(bad());
+        }
+        terms.push((k.to_string(), v.to_string()));
+    }
+    Ok(terms)
+}
+
+fn matches(b: &a::Backup, terms: &[(String, String)]) -> bool {
+    terms.iter().all(|(k, v)| match k.as_str() {
+        "name" => b.name.contains(v.as_str()),
+        "source_table" => b.source_table.contains(v.as_str()),
+        _ => v == "READY",
+    })
 }
 
 /// The reply's cluster: the request's, or for `-` the instance's id.
@@ -287,6 +323,7 @@ pub async fn list_backups(
     let (instance, _) = cluster(&req.parent)?;
     let instance = instance.to_string();
     let cl = cluster_name(&req.parent, &instance);
+    let terms = filter(&req.filter)?;
     let s = shared.clone();
     let mut backups = blocking(move || {
         let all = s.bt.all_snapshot_manifests().map_err(status::from_engine)?;
@@ -301,6 +338,7 @@ pub async fn list_backups(
             .collect::<Vec<_>>())
     })
     .await?;
+    backups.retain(|b| matches(b, &terms));
     backups.sort_by(|x, y| x.name.cmp(&y.name));
     Ok(Response::new(a::ListBackupsResponse {
         backups,
@@ -445,5 +483,16 @@ mod tests {
         assert!(expiry(Some(&at(Duration::from_secs(7 * 3600)))).is_ok());
         assert!(expiry(Some(&at(Duration::from_secs(91 * 24 * 3600)))).is_err());
         assert!(expiry(None).is_err());
+        let t = filter("(source_table:projects/p/instances/i/tables/t) AND (state:READY)").unwrap();
+        assert_eq!(
+            t[0],
+            (
+                "source_table".into(),
+                "projects/p/instances/i/tables/t".into()
+            )
+        );
+        assert_eq!(t.len(), 2);
+        assert!(filter("size_bytes > 10").is_err());
+        assert!(filter("").unwrap().is_empty());
     }
 }

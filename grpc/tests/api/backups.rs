@@ -124,6 +124,29 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
             .collect();
         assert_eq!(ids, ["b1", "b2"], "{parent}");
     }
+    // The filter the Python client's Table.list_backups sends.
+    let list = e
+        .admin
+        .list_backups(a::ListBackupsRequest {
+            parent: C.into(),
+            filter: format!("source_table:{}", tname("t2")),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(list.backups.len(), 1);
+    assert_eq!(list.backups[0].name, bname("b2"));
+    let s = e
+        .admin
+        .list_backups(a::ListBackupsRequest {
+            parent: C.into(),
+            filter: "size_bytes > 10".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::InvalidArgument);
 
     // Only the expiry can change, within the bounds.
     let later = from_now(10 * DAY);
