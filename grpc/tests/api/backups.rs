@@ -23,6 +23,38 @@ fn from_now(d: Duration) -> Timestamp {
     }
 }
 
+fn restore_req(table: &str, backup: &str) -> a::RestoreTableRequest {
+    a::RestoreTableRequest {
+        parent: P.into(),
+        table_id: table.into(),
+        source: Some(a::restore_table_request::Source::Backup(bname(backup))),
+    }
+}
+
+/// A done operation's metadata and result.
+fn finished<M: Message + Default>(
+    op: googleapis_tonic_google_bigtable_admin_v2::google::longrunning::Operation,
+) -> (M, Option<Lro>) {
+    assert!(op.done);
+    (M::decode(&*op.metadata.unwrap().value).unwrap(), op.result)
+}
+
+async fn get(e: &mut Env, b: &str) -> a::Backup {
+    e.admin
+        .get_backup(a::GetBackupRequest { name: bname(b) })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+/// The code a call fails with.
+async fn code<T>(call: impl std::future::Future<Output = Result<T, tonic::Status>>) -> Code {
+    match call.await {
+        Ok(_) => panic!("the call succeeded"),
+        Err(s) => s.code(),
+    }
+}
+
 const DAY: Duration = Duration::from_secs(24 * 3600);
 
 fn create_req(b: &str, table: &str, expire: Timestamp) -> a::CreateBackupRequest {
@@ -62,11 +94,10 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
         .await
         .unwrap()
         .into_inner();
-    assert!(op.done);
-    let meta = a::CreateBackupMetadata::decode(&*op.metadata.unwrap().value).unwrap();
+    let (meta, result) = finished::<a::CreateBackupMetadata>(op);
     assert_eq!(meta.name, bname("b1"));
     assert_eq!(meta.source_table, tname("t"));
-    let Some(Lro::Response(resp)) = op.result else {
+    let Some(Lro::Response(resp)) = result else {
         panic!("no response");
     };
     assert!(resp.type_url.ends_with("google.bigtable.admin.v2.Backup"));
@@ -85,12 +116,7 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
     assert_eq!(snaps.len(), 1);
     assert_eq!(snaps[0].name, "b1");
 
-    let got = e
-        .admin
-        .get_backup(a::GetBackupRequest { name: bname("b1") })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = get(&mut e, "b1").await;
     assert_eq!(got, b);
 
     // Ids are unique across the instance, whatever the table.
@@ -137,16 +163,15 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
         .into_inner();
     assert_eq!(list.backups.len(), 1);
     assert_eq!(list.backups[0].name, bname("b2"));
-    let s = e
-        .admin
-        .list_backups(a::ListBackupsRequest {
+    assert_eq!(
+        code(e.admin.list_backups(a::ListBackupsRequest {
             parent: C.into(),
             filter: "size_bytes > 10".into(),
             ..Default::default()
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(s.code(), Code::InvalidArgument);
+        }))
+        .await,
+        Code::InvalidArgument
+    );
 
     // Only the expiry can change, within the bounds.
     let later = from_now(10 * DAY);
@@ -169,31 +194,25 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
         .unwrap()
         .into_inner();
     assert_eq!(updated.expire_time.unwrap().seconds, later.seconds);
-    let got = e
-        .admin
-        .get_backup(a::GetBackupRequest { name: bname("b1") })
-        .await
-        .unwrap()
-        .into_inner();
+    let got = get(&mut e, "b1").await;
     assert_eq!(got.expire_time.unwrap().seconds, later.seconds);
     for (m, t) in [
         (mask("source_table"), later),
         (None, later),
         (mask("expire_time"), from_now(Duration::from_secs(3600))),
     ] {
-        let s = e
-            .admin
-            .update_backup(a::UpdateBackupRequest {
+        assert_eq!(
+            code(e.admin.update_backup(a::UpdateBackupRequest {
                 backup: Some(a::Backup {
                     name: bname("b1"),
                     expire_time: Some(t),
                     ..Default::default()
                 }),
                 update_mask: m,
-            })
-            .await
-            .unwrap_err();
-        assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+            }))
+            .await,
+            Code::InvalidArgument
+        );
     }
 
     // Restore into a new table, even after the source is deleted, and read
@@ -204,16 +223,11 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
         .unwrap();
     let op = e
         .admin
-        .restore_table(a::RestoreTableRequest {
-            parent: P.into(),
-            table_id: "restored".into(),
-            source: Some(a::restore_table_request::Source::Backup(bname("b1"))),
-        })
+        .restore_table(restore_req("restored", "b1"))
         .await
         .unwrap()
         .into_inner();
-    assert!(op.done);
-    let meta = a::RestoreTableMetadata::decode(&*op.metadata.unwrap().value).unwrap();
+    let (meta, _) = finished::<a::RestoreTableMetadata>(op);
     assert_eq!(meta.name, tname("restored"));
     let rows = read(&mut e, req("restored")).await.unwrap();
     assert_eq!(rows.len(), want.len());
@@ -232,16 +246,10 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
         );
     }
     // A table of that name exists now.
-    let s = e
-        .admin
-        .restore_table(a::RestoreTableRequest {
-            parent: P.into(),
-            table_id: "restored".into(),
-            source: Some(a::restore_table_request::Source::Backup(bname("b1"))),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(s.code(), Code::AlreadyExists, "{s:?}");
+    assert_eq!(
+        code(e.admin.restore_table(restore_req("restored", "b1"))).await,
+        Code::AlreadyExists
+    );
 
     e.admin
         .delete_backup(a::DeleteBackupRequest { name: bname("b1") })
@@ -257,11 +265,7 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
             .await
             .unwrap_err(),
         e.admin
-            .restore_table(a::RestoreTableRequest {
-                parent: P.into(),
-                table_id: "again".into(),
-                source: Some(a::restore_table_request::Source::Backup(bname("b1"))),
-            })
+            .restore_table(restore_req("again", "b1"))
             .await
             .unwrap_err(),
     ] {
@@ -286,45 +290,43 @@ async fn expiry_out_of_bounds_and_bad_names_are_refused() {
             nanos: 0,
         },
     ] {
-        let s = e
-            .admin
-            .create_backup(create_req("b", "t", expire))
-            .await
-            .unwrap_err();
-        assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+        assert_eq!(
+            code(e.admin.create_backup(create_req("b", "t", expire))).await,
+            Code::InvalidArgument
+        );
     }
     let mut no_expiry = create_req("b", "t", from_now(DAY));
     no_expiry.backup.as_mut().unwrap().expire_time = None;
-    let s = e.admin.create_backup(no_expiry).await.unwrap_err();
-    assert_eq!(s.code(), Code::InvalidArgument);
-    let s = e
-        .admin
-        .create_backup(create_req("b", "missing", from_now(DAY)))
-        .await
-        .unwrap_err();
-    assert_eq!(s.code(), Code::NotFound, "{s:?}");
-    let s = e
-        .admin
-        .create_backup(create_req(".b", "t", from_now(DAY)))
-        .await
-        .unwrap_err();
-    assert_eq!(s.code(), Code::InvalidArgument);
-    let s = e
-        .admin
-        .get_backup(a::GetBackupRequest {
+    assert_eq!(
+        code(e.admin.create_backup(no_expiry)).await,
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        code(
+            e.admin
+                .create_backup(create_req("b", "missing", from_now(DAY)))
+        )
+        .await,
+        Code::NotFound
+    );
+    assert_eq!(
+        code(e.admin.create_backup(create_req(".b", "t", from_now(DAY)))).await,
+        Code::InvalidArgument
+    );
+    assert_eq!(
+        code(e.admin.get_backup(a::GetBackupRequest {
             name: bname("none"),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(s.code(), Code::NotFound);
-    let s = e
-        .admin
-        .get_backup(a::GetBackupRequest {
+        }))
+        .await,
+        Code::NotFound
+    );
+    assert_eq!(
+        code(e.admin.get_backup(a::GetBackupRequest {
             name: "projects/p/instances/i/backups/b".into(),
-        })
-        .await
-        .unwrap_err();
-    assert_eq!(s.code(), Code::InvalidArgument);
+        }))
+        .await,
+        Code::InvalidArgument
+    );
     // Nothing was made.
     assert!(tokio::task::block_in_place(|| e.bt.list_snapshots("t"))
         .unwrap()
