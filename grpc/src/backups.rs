@@ -6,7 +6,9 @@
 //! (CreateBackup refuses a name any of its tables' snapshots has), so the
 //! mount's `.snapshots/B` and the backup are one thing. This daemon is one
 //! cluster: any cluster id is taken, and replies name the one the request
-//! named (for the `-` wildcard, the instance's id). The expiry is the
+//! named when it was made (the manifest keeps it; a snapshot made in the
+//! mount is in every cluster, named as the request names it, or by the
+//! instance's id for the `-` wildcard). The expiry is the
 //! manifest's; the master's collection deletes expired ones. The
 //! long-running calls are done when they reply (a snapshot or a clone takes
 //! milliseconds to seconds), so clients never poll.
@@ -123,6 +125,11 @@ fn expiry(t: Option<&Timestamp>) -> Result<u64, Status> {
 
 /// The API's view of a snapshot.
 fn backup_message(cluster: &str, table_parent: &str, id: &str, m: &Manifest) -> a::Backup {
+    // The cluster it was made in, if made through the API.
+    let cluster = match &m.cluster {
+        Some(c) => format!("{table_parent}/clusters/{c}"),
+        None => cluster.to_string(),
+    };
     a::Backup {
         name: format!("{cluster}/backups/{}", m.name),
         source_table: names::full(table_parent, id),
@@ -166,14 +173,22 @@ fn schema_of(shared: &Shared, m: &Manifest) -> Arc<TableSchema> {
         .unwrap_or_else(|_| Arc::new(m.schema.clone()))
 }
 
-/// Snapshot `id` of a table of `instance`, and the table's id there.
-fn find(shared: &Shared, instance: &str, id: &str) -> Result<(Manifest, String), Status> {
+/// Whether a snapshot is a backup of cluster `c` (or `-`, every one): one
+/// made through the API names its cluster, one made in the mount is in
+/// every cluster.
+fn in_cluster(m: &Manifest, c: &str) -> bool {
+    c == "-" || m.cluster.as_deref().is_none_or(|x| x == c)
+}
+
+/// Snapshot `id` of a table of `instance` in cluster `c`, and the table's
+/// id there.
+fn find(shared: &Shared, instance: &str, c: &str, id: &str) -> Result<(Manifest, String), Status> {
     let all = shared
         .bt
         .all_snapshot_manifests()
         .map_err(status::from_engine)?;
     all.into_iter()
-        .filter(|m| m.name == id)
+        .filter(|m| m.name == id && in_cluster(m, c))
         .find_map(|m| {
             let t = names::table_id(&m.table, instance, &shared.instance)?.to_string();
             Some((m, t))
@@ -234,8 +249,13 @@ pub async fn create_backup(
 ) -> Result<Response<Operation>, Status> {
     let who = shared.auth.identify(&req)?;
     let req = req.into_inner();
-    let (instance, _) = cluster(&req.parent)?;
-    let instance = instance.to_string();
+    let (instance, c) = cluster(&req.parent)?;
+    let (instance, c) = (instance.to_string(), c.to_string());
+    if c == "-" {
+        return Err(Status::invalid_argument(
+            "a backup is made in a named cluster, not `-`",
+        ));
+    }
     check_backup_id(&req.backup_id)?;
     let b = req
         .backup
@@ -253,12 +273,12 @@ pub async fn create_backup(
         // `mkdir .snapshots/B`: write access to the table.
         let schema = s.bt.schema(&table).map_err(status::from_engine)?;
         auth::table(&who, &table, &schema, W)?;
-        if find(&s, &instance, &id).is_ok() {
+        if find(&s, &instance, "-", &id).is_ok() {
             return Err(Status::already_exists(format!(
                 "backup {id} already exists"
             )));
         }
-        s.bt.take_snapshot_expiring(&table, &id, Some(expire))
+        s.bt.take_snapshot_expiring(&table, &id, Some(expire), Some(&c))
             .map_err(status::from_engine)?;
         s.bt.snapshot_manifest(&table, &id)
             .map_err(status::from_engine)
@@ -289,9 +309,10 @@ async fn checked(
 ) -> Result<(Manifest, String, String), Status> {
     let (cl, instance, id) = backup_name(name)?;
     let (cl, instance, id) = (cl.to_string(), instance.to_string(), id.to_string());
+    let c = cl.rsplit_once("/clusters/").map_or("", |p| p.1).to_string();
     let s = shared.clone();
     let (m, t) = blocking(move || {
-        let (m, t) = find(&s, &instance, &id)?;
+        let (m, t) = find(&s, &instance, &c, &id)?;
         auth::table(&who, &m.table, &schema_of(&s, &m), want)?;
         Ok((m, t))
     })
@@ -320,8 +341,8 @@ pub async fn list_backups(
 ) -> Result<Response<a::ListBackupsResponse>, Status> {
     let who = shared.auth.identify(&req)?;
     let req = req.into_inner();
-    let (instance, _) = cluster(&req.parent)?;
-    let instance = instance.to_string();
+    let (instance, c) = cluster(&req.parent)?;
+    let (instance, c) = (instance.to_string(), c.to_string());
     let cl = cluster_name(&req.parent, &instance);
     let terms = filter(&req.filter)?;
     let s = shared.clone();
@@ -331,6 +352,9 @@ pub async fn list_backups(
             .into_iter()
             .filter_map(|m| {
                 let t = names::table_id(&m.table, &instance, &s.instance)?.to_string();
+                if !in_cluster(&m, &c) {
+                    return None;
+                }
                 // One the caller may not read is left out, as in ListTables.
                 who.on_table(&schema_of(&s, &m), R)
                     .then(|| backup_message(&cl, instance_parent(&cl), &t, &m))

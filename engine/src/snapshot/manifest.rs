@@ -15,6 +15,7 @@ const VERSION: u8 = 1;
 /// Optional fields after the tablets: a tag, then the value as bytes, so
 /// a reader skips a tag it does not know.
 const FIELD_EXPIRE: u64 = 1;
+const FIELD_CLUSTER: u64 = 2;
 /// The most a manifest may weigh (a table of about 100k tablets).
 pub const MAX_BYTES: u64 = 256 << 20;
 
@@ -45,6 +46,9 @@ pub struct Manifest {
     pub tablets: Vec<SnapTablet>,
     /// When the collection deletes it (µs since the epoch); None: never.
     pub expire_micros: Option<u64>,
+    /// The cluster a backup was made in, as the gRPC API names it (the
+    /// engine does not use it).
+    pub cluster: Option<String>,
 }
 
 impl Manifest {
@@ -92,6 +96,10 @@ impl Manifest {
             put_varint(&mut body, FIELD_EXPIRE);
             put_bytes(&mut body, &v);
         }
+        if let Some(c) = &self.cluster {
+            put_varint(&mut body, FIELD_CLUSTER);
+            put_str(&mut body, c);
+        }
         let mut out = Vec::with_capacity(16 + body.len());
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&seahash::hash(&body).to_le_bytes());
@@ -129,13 +137,16 @@ impl Manifest {
             let meta = TabletMeta::decode(d.bytes()?)?;
             tablets.push(SnapTablet { cut, meta });
         }
-        let mut expire_micros = None;
+        let (mut expire_micros, mut cluster) = (None, None);
         while !d.is_empty() {
             let tag = d.varint()?;
             let value = d.bytes()?;
             if tag == FIELD_EXPIRE {
                 let mut v = Decoder::new(value, "snapshot manifest expiry");
                 expire_micros = Some(v.varint()?);
+            } else if tag == FIELD_CLUSTER {
+                let c = std::str::from_utf8(value).map_err(|_| bad("cluster is not UTF-8"))?;
+                cluster = Some(c.to_string());
             }
         }
         check_cover(tablets.iter().map(|t| &t.meta)).map_err(|e| bad(&e))?;
@@ -147,6 +158,7 @@ impl Manifest {
             schema,
             tablets,
             expire_micros,
+            cluster,
         })
     }
 }
@@ -220,6 +232,7 @@ mod tests {
                 tablet(2, "m", None, &[5, 6]),
             ],
             expire_micros: None,
+            cluster: None,
         }
     }
 
@@ -228,6 +241,7 @@ mod tests {
         let mut m = manifest();
         let plain = m.encode();
         m.expire_micros = Some(1_800_000_000_000_000);
+        m.cluster = Some("c1".into());
         let with = m.encode();
         // Without an expiry, the bytes are those of the first format.
         assert_eq!(&with[..plain.len()][16..], &plain[16..]);

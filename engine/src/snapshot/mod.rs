@@ -73,20 +73,22 @@ impl Bigtable {
     /// happen meanwhile. Writes to the table wait for the moment the cut
     /// takes (one call to each server).
     pub fn take_snapshot(&self, table: &str, name: &str) -> Result<SnapshotInfo> {
-        self.take_snapshot_expiring(table, name, None)
+        self.take_snapshot_expiring(table, name, None, None)
     }
 
     /// [`Bigtable::take_snapshot`] with an expiry (µs since the epoch):
-    /// the master's collection deletes it once that time has passed.
+    /// the master's collection deletes it once that time has passed; and
+    /// for a backup, the API's cluster it was made in.
     pub fn take_snapshot_expiring(
         &self,
         table: &str,
         name: &str,
         expire_micros: Option<u64>,
+        cluster: Option<&str>,
     ) -> Result<SnapshotInfo> {
         self.snapshot_store()?;
         let t = self.table(table)?;
-        let m = take::take(self.env(), &t, name, expire_micros, None)?;
+        let m = take::take(self.env(), &t, name, (expire_micros, cluster), None)?;
         Ok(SnapshotInfo::from(&m))
     }
 
@@ -110,7 +112,7 @@ impl Bigtable {
     #[cfg(test)]
     pub(crate) fn take_snapshot_crashing(&self, table: &str, name: &str, step: Step) -> Result<()> {
         let t = self.table(table)?;
-        take::take(self.env(), &t, name, None, Some(step)).map(|_| ())
+        take::take(self.env(), &t, name, (None, None), Some(step)).map(|_| ())
     }
 
     /// The snapshots of `table` (which may have been deleted since), by name.

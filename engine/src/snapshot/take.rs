@@ -33,12 +33,15 @@ pub(crate) enum Step {
 /// `None` but in tests.
 pub(crate) type Crash = Option<Step>;
 
+/// The manifest's optional fields: the expiry (µs) and the API's cluster.
+pub(crate) type Extra<'a> = (Option<u64>, Option<&'a str>);
+
 /// Takes snapshot `name` of `table`, retrying while tablets move.
 pub(crate) fn take(
     env: &Env,
     table: &TableEntry,
     name: &str,
-    expire_micros: Option<u64>,
+    extra: Extra<'_>,
     crash: Crash,
 ) -> Result<Manifest> {
     store::validate_name(name)?;
@@ -52,7 +55,7 @@ pub(crate) fn take(
     let mut last = None;
     let started = std::time::Instant::now();
     for attempt in 0..ATTEMPTS {
-        match try_once(env, table, name, expire_micros, crash) {
+        match try_once(env, table, name, extra, crash) {
             Ok((m, held)) => {
                 log::info!(
                     "snapshot {name} of {}: {} tablets, {} files, {} bytes; writes held {held:?}, \
@@ -97,7 +100,7 @@ fn try_once(
     env: &Env,
     table: &TableEntry,
     name: &str,
-    expire_micros: Option<u64>,
+    extra: Extra<'_>,
     crash: Crash,
 ) -> Result<(Manifest, Duration)> {
     let servers: Vec<Arc<dyn TabletService>> = env
@@ -138,7 +141,8 @@ fn try_once(
             taken_micros,
             schema,
             tablets: decode(&held)?,
-            expire_micros,
+            expire_micros: extra.0,
+            cluster: extra.1.map(str::to_string),
         };
         store::publish(&*env.store, &manifest)?;
         Ok((manifest, held_for))

@@ -556,7 +556,8 @@ fn a_hold_that_runs_out_lets_writes_go_on_and_its_release_fails() {
 fn the_collection_deletes_a_snapshot_once_its_expiry_has_passed_and_only_then() {
     let (store, bt, old) = snapshot_of_new_table("old", 200, 50);
     let far = crate::env::now_micros() + 3600 * 1_000_000;
-    bt.take_snapshot_expiring("t", "later", Some(far)).unwrap();
+    bt.take_snapshot_expiring("t", "later", Some(far), None)
+        .unwrap();
     bt.take_snapshot("t", "never").unwrap();
     assert_eq!(
         bt.set_snapshot_expiry("t", "old", Some(far))

@@ -149,7 +149,21 @@ async fn backups_are_created_listed_updated_restored_and_deleted() {
             .map(|b| b.name.rsplit('/').next().unwrap().to_string())
             .collect();
         assert_eq!(ids, ["b1", "b2"], "{parent}");
+        // Named by the cluster they were made in.
+        assert!(
+            list.backups.iter().all(|b| b.name.starts_with(C)),
+            "{list:?}"
+        );
     }
+    // Not in another cluster.
+    let other = e
+        .admin
+        .get_backup(a::GetBackupRequest {
+            name: "projects/p/instances/i/clusters/c2/backups/b1".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(other.code(), Code::NotFound);
     // The filter the Python client's Table.list_backups sends.
     let list = e
         .admin
