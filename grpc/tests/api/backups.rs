@@ -346,3 +346,69 @@ async fn expiry_out_of_bounds_and_bad_names_are_refused() {
         .unwrap()
         .is_empty());
 }
+
+/// The mount's checks: a caller without write access to the table may not
+/// make or delete its backups, one without read access does not see them,
+/// and only the daemon's user may restore (it makes a table).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn backups_take_the_mounts_permissions() {
+    let mut e = env_as(engine::access::Identity::new(1000, 1000)).await;
+    let bt = e.bt.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut s =
+            engine::schema::TableSchema::with_families([engine::schema::FamilySchema::new("f")]);
+        (s.owner, s.group, s.mode) = (0, 0, 0o755);
+        bt.create_table("open", s.clone()).unwrap();
+        s.mode = 0o700;
+        bt.create_table("closed", s).unwrap();
+        bt.take_snapshot("open", "b-open").unwrap();
+        bt.take_snapshot("closed", "b-closed").unwrap();
+    })
+    .await
+    .unwrap();
+    let denied = Code::PermissionDenied;
+    assert_eq!(
+        code(
+            e.admin
+                .create_backup(create_req("b", "open", from_now(DAY)))
+        )
+        .await,
+        denied
+    );
+    assert_eq!(get(&mut e, "b-open").await.name, bname("b-open"));
+    assert_eq!(
+        code(e.admin.get_backup(a::GetBackupRequest {
+            name: bname("b-closed")
+        }))
+        .await,
+        denied
+    );
+    let list = e
+        .admin
+        .list_backups(a::ListBackupsRequest {
+            parent: C.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let names: Vec<_> = list.backups.iter().map(|b| b.name.clone()).collect();
+    assert_eq!(names, [bname("b-open")]);
+    assert_eq!(
+        code(e.admin.delete_backup(a::DeleteBackupRequest {
+            name: bname("b-open")
+        }))
+        .await,
+        denied
+    );
+    assert_eq!(
+        code(e.admin.restore_table(restore_req("mine", "b-open"))).await,
+        denied
+    );
+    assert_eq!(
+        tokio::task::block_in_place(|| e.bt.list_snapshots("open"))
+            .unwrap()
+            .len(),
+        1
+    );
+}

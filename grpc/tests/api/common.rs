@@ -18,6 +18,11 @@ pub struct Env {
 }
 
 pub async fn env() -> Env {
+    env_as(engine::access::Identity::new(0, 0)).await
+}
+
+/// A server whose callers (on loopback, without a token) are `who`.
+pub async fn env_as(who: engine::access::Identity) -> Env {
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let bt =
         tokio::task::spawn_blocking(move || Bigtable::open(store, Options::default()).unwrap())
@@ -29,7 +34,7 @@ pub async fn env() -> Env {
         group: 0,
         changes: None,
         auth: grpc::Auth {
-            loopback: Some(engine::access::Identity::new(0, 0)),
+            loopback: Some(who),
             ..Default::default()
         },
         instance: "i".into(),
