@@ -89,6 +89,28 @@ const ADMIN: &[Spec] = &[
         "CheckConsistencyResponse",
         false,
     ),
+    // Backups (src/backups.rs).
+    (
+        "CreateBackup",
+        "CreateBackupRequest",
+        "crate::Operation",
+        false,
+    ),
+    ("GetBackup", "GetBackupRequest", "Backup", false),
+    (
+        "ListBackups",
+        "ListBackupsRequest",
+        "ListBackupsResponse",
+        false,
+    ),
+    ("UpdateBackup", "UpdateBackupRequest", "Backup", false),
+    ("DeleteBackup", "DeleteBackupRequest", "crate::Empty", false),
+    (
+        "RestoreTable",
+        "RestoreTableRequest",
+        "crate::Operation",
+        false,
+    ),
 ];
 
 fn snake(name: &str) -> String {

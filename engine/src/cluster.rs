@@ -158,6 +158,18 @@ impl Cluster {
         Some(m.clone() as Arc<dyn MasterService>)
     }
 
+    /// Runs a garbage collection now if this daemon's master is active
+    /// (the operator's `gc`); Unavailable if the master is elsewhere.
+    pub fn collect_garbage(&self) -> Result<()> {
+        let m = self.masters.lock().iter().find(|m| m.is_active()).cloned();
+        match m {
+            Some(m) => m.collect_now(),
+            None => Err(crate::Error::Unavailable(
+                "the active master is in another daemon".into(),
+            )),
+        }
+    }
+
     /// Whether this daemon runs no tablet server and no master: its client
     /// reaches those of the other daemons.
     pub fn is_client_only(&self) -> bool {

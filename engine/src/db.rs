@@ -106,11 +106,11 @@ impl Bigtable {
         Ok(&self.inner.cluster.client)
     }
 
-    fn env(&self) -> &Arc<Env> {
+    pub(crate) fn env(&self) -> &Arc<Env> {
         &self.inner.cluster.env
     }
 
-    fn table(&self, name: &str) -> Result<Arc<TableEntry>> {
+    pub(crate) fn table(&self, name: &str) -> Result<Arc<TableEntry>> {
         self.client()?;
         let cluster = &self.inner.cluster;
         match self.env().catalog.get(name) {
@@ -607,7 +607,8 @@ impl Bigtable {
     /// Runs an operator command: `kill <server>`, `kill-master`,
     /// `move <table> <row> <server>`, `split <table> <row>`,
     /// `delete <table>` (whole, into the trash), `undelete <id> [<name>]`,
-    /// `purge <id>`.
+    /// `purge <id>`, `gc` (a garbage collection now),
+    /// `clone <table> <snapshot> <new table>`, `restore <table> <snapshot>`.
     pub fn control(&self, command: &str) -> Result<()> {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
@@ -625,10 +626,14 @@ impl Bigtable {
                 .map(|_| ()),
             ["purge", id] => self.purge_trash(trash_id(id)?),
             ["delete", table] => self.delete_table(table),
+            ["gc"] => self.inner.cluster.collect_garbage(),
+            ["clone", table, snapshot, to] => self.clone_snapshot(table, snapshot, to),
+            ["restore", table, snapshot] => self.restore_snapshot(table, snapshot),
             _ => Err(Error::invalid(format!(
                 "unknown command {command:?}: use `kill <server>`, `kill-master`, \
                  `move <table> <row> <server>`, `split <table> <row>`, \
-                 `delete <table>`, `undelete <id> [<name>]` or `purge <id>`"
+                 `delete <table>`, `undelete <id> [<name>]`, `purge <id>`, `gc`, \
+                 `clone <table> <snapshot> <new table>` or `restore <table> <snapshot>`"
             ))),
         }
     }

@@ -10,6 +10,12 @@ pub enum Error {
     /// A table of that name exists already.
     #[error("table already exists: {0}")]
     TableExists(String),
+    /// No snapshot of that name (`table/name`).
+    #[error("snapshot not found: {0}")]
+    SnapshotNotFound(String),
+    /// A snapshot of that name exists already (`table/name`).
+    #[error("snapshot already exists: {0}")]
+    SnapshotExists(String),
     /// A mutation or read names a family the table's schema does not have.
     #[error("unknown column family {family:?} in table {table}")]
     UnknownFamily {

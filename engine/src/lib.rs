@@ -48,6 +48,7 @@ pub mod protocol;
 pub mod read;
 mod recovery;
 mod scan;
+pub mod snapshot;
 mod sstable;
 mod status;
 mod storage;

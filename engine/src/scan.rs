@@ -41,4 +41,28 @@ impl ScanSpec {
             ..Default::default()
         }
     }
+
+    /// This read limited to the tablet `[start, end)`: it starts no
+    /// earlier than the tablet, and ends no later.
+    pub fn clipped(&self, start: &[u8], end: Option<&[u8]>) -> ScanSpec {
+        let mut part = self.clone();
+        let starts_before = match &part.rows.start {
+            Bound::Unbounded => true,
+            Bound::Included(k) | Bound::Excluded(k) => k.as_slice() < start,
+        };
+        if starts_before {
+            part.rows.start = Bound::Included(start.to_vec());
+        }
+        if let Some(end) = end {
+            let tablet_end_first = match &part.rows.end {
+                Bound::Unbounded => true,
+                Bound::Included(e) => end <= e.as_slice(),
+                Bound::Excluded(e) => end < e.as_slice(),
+            };
+            if tablet_end_first {
+                part.rows.end = Bound::Excluded(end.to_vec());
+            }
+        }
+        part
+    }
 }

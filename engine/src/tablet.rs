@@ -282,32 +282,58 @@ pub fn select_files<'a, S: AsRef<str>>(
         .collect()
 }
 
-/// An iterator limited to the encoded key range `[lo, hi)`.
+/// An iterator limited to the encoded key range `[lo, hi)`, and, with
+/// [`ClipIterator::up_to`], to the entries written up to a sequence number.
 pub struct ClipIterator<I> {
     inner: I,
     lo: Vec<u8>,
     hi: Option<Vec<u8>>,
+    max_seq: Option<u64>,
 }
 
 impl<I: InternalIterator> ClipIterator<I> {
     pub fn new(inner: I, lo: Vec<u8>, hi: Option<Vec<u8>>) -> Self {
-        ClipIterator { inner, lo, hi }
+        ClipIterator {
+            inner,
+            lo,
+            hi,
+            max_seq: None,
+        }
+    }
+
+    /// Skips the entries of sequence numbers above `seq` (what a snapshot's
+    /// cut leaves out of a memtable that took writes after it).
+    pub fn up_to(mut self, seq: u64) -> Self {
+        self.max_seq = Some(seq);
+        self
+    }
+
+    fn skip_later(&mut self) -> Result<()> {
+        if let Some(max) = self.max_seq {
+            while self.inner.valid() && key::split(self.inner.key()).is_some_and(|p| p.seq > max) {
+                self.inner.next()?;
+            }
+        }
+        Ok(())
     }
 }
 
 impl<I: InternalIterator> InternalIterator for ClipIterator<I> {
     fn seek_to_first(&mut self) -> Result<()> {
-        self.inner.seek(&self.lo)
+        self.inner.seek(&self.lo)?;
+        self.skip_later()
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         if target < self.lo.as_slice() {
-            self.inner.seek(&self.lo)
+            self.inner.seek(&self.lo)?;
         } else {
-            self.inner.seek(target)
+            self.inner.seek(target)?;
         }
+        self.skip_later()
     }
     fn next(&mut self) -> Result<()> {
-        self.inner.next()
+        self.inner.next()?;
+        self.skip_later()
     }
     fn valid(&self) -> bool {
         self.inner.valid() && self.hi.as_deref().is_none_or(|h| self.inner.key() < h)

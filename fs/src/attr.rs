@@ -47,6 +47,7 @@ pub fn volatile(node: &Node) -> bool {
             | Node::ScanDir(_)
             | Node::Scan { .. }
             | Node::AtDir(_)
+            | Node::SnapDir(_)
             | Node::VersionsDir(_)
             | Node::VersionsColumn(_)
             | Node::Version { .. }

@@ -166,6 +166,18 @@ impl Ctx {
             attr.mtime = SystemTime::now();
             attr.ctime = attr.mtime;
         }
+        // A snapshot never changes: its time is when it was taken.
+        if let Node::AtRoot { table, .. } = node {
+            if let Some((t, snap)) = crate::names::split_snapshot_table(table) {
+                let taken = self
+                    .data
+                    .store()
+                    .snapshot_taken(t, snap)
+                    .map_err(|e| crate::errno::errno(&e))?;
+                attr.mtime = std::time::UNIX_EPOCH + std::time::Duration::from_micros(taken);
+                attr.ctime = attr.mtime;
+            }
+        }
         Ok(attr)
     }
 
@@ -192,7 +204,11 @@ impl Ctx {
                     SystemTime::now(),
                 ))
             }
-            Node::Table(t) | Node::ScanDir(t) | Node::AtDir(t) | Node::AtRoot { table: t, .. } => {
+            Node::Table(t)
+            | Node::ScanDir(t)
+            | Node::AtDir(t)
+            | Node::SnapDir(t)
+            | Node::AtRoot { table: t, .. } => {
                 let s = self.data.schema(t)?;
                 Ok(self.dir_attr(ino, s.mode, s.owner, s.group))
             }

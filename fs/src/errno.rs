@@ -11,6 +11,8 @@ pub fn errno(e: &engine::Error) -> Errno {
     match e {
         E::TableNotFound(_) => Errno::ENOENT,
         E::TableExists(_) => Errno::EEXIST,
+        E::SnapshotNotFound(_) => Errno::ENOENT,
+        E::SnapshotExists(_) => Errno::EEXIST,
         E::UnknownFamily { .. } => Errno::ENOENT,
         E::FamilyNotEmpty(_) => Errno::ENOTEMPTY,
         E::DeletionProtected { .. } => Errno::EPERM,

@@ -1,9 +1,12 @@
 //! Names to nodes: `lookup` and the resolution every name-taking operation uses.
 
 use crate::ctx::Ctx;
-use crate::names::{parse_lenient, parse_strict, parse_version_name, table_name, KeyName};
+use crate::names::{
+    parse_lenient, parse_strict, parse_version_name, snapshot_table, table_name, KeyName,
+};
 use crate::node::{
-    FamilyAddr, Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+    FamilyAddr, Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, SNAPSHOTS,
+    SNAPSHOT_TS, STATUS_DIR, VERSIONS,
 };
 use crate::options::{Entry, FsResult, Stats};
 use fuser::{Errno, FileAttr};
@@ -64,6 +67,7 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
                 _ if n == MUTATE.as_bytes() => Ok(Node::Mutate(t)),
                 _ if n == SCAN.as_bytes() => Ok(Node::ScanDir(t)),
                 _ if n == AT.as_bytes() => Ok(Node::AtDir(t)),
+                _ if n == SNAPSHOTS.as_bytes() => Ok(Node::SnapDir(t)),
                 _ => row_node(cx, &t, View::Now, n),
             }
         }
@@ -86,6 +90,17 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
                 table: t.clone(),
                 ts,
             })
+        }
+        Node::SnapDir(t) => {
+            let snap = std::str::from_utf8(n).map_err(|_| Errno::ENOENT)?;
+            Ok(Node::AtRoot {
+                table: Name::from(snapshot_table(t, snap)),
+                ts: SNAPSHOT_TS,
+            })
+        }
+        // A snapshot's `.scan/`.
+        Node::AtRoot { table, .. } if n == SCAN.as_bytes() && table.contains('/') => {
+            Ok(Node::ScanDir(table.clone()))
         }
         Node::AtRoot { table, ts } => row_node(cx, table, View::At(*ts), n),
         Node::Row { table, view, row } => {

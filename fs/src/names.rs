@@ -249,6 +249,17 @@ pub fn table_name(name: &[u8]) -> Option<&str> {
     (!s.is_empty() && !s.starts_with('.')).then_some(s)
 }
 
+/// A snapshot read as a table: `<table>/<snapshot>`, a name no table has
+/// (what `<table>/.snapshots/<snapshot>/` and the nodes under it name).
+pub fn snapshot_table(table: &str, snapshot: &str) -> String {
+    format!("{table}/{snapshot}")
+}
+
+/// The table and snapshot a [`snapshot_table`] name stands for.
+pub fn split_snapshot_table(name: &str) -> Option<(&str, &str)> {
+    name.split_once('/')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -74,7 +74,10 @@ pub const CONTROL_USAGE: &str = "# write one command a line (root only):\n\
 # split <table> <row>            split the tablet holding <row> at <row>\n\
 # delete <table>                 delete a whole table (into the trash)\n\
 # undelete <id> [<name>]         bring table <id> of .bigtable/trash back\n\
-# purge <id>                     delete table <id> of .bigtable/trash for good\n";
+# purge <id>                     delete table <id> of .bigtable/trash for good\n\
+# gc                             run a garbage collection now\n\
+# clone <table> <snap> <new>     make table <new> from snapshot <snap> of <table>\n\
+# restore <table> <snap>         make <table> what its snapshot <snap> holds\n";
 
 impl StatusFile {
     /// Whether the file takes writes (only `control`, and only from root).

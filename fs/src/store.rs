@@ -3,7 +3,9 @@
 //! its filesystem against a mock client), so every operation of the
 //! filesystem can be tested without a mount.
 
+use crate::names::split_snapshot_table;
 use engine::schema::TableSchema;
+use engine::snapshot::SnapshotView;
 use engine::{
     Cell, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions, Written,
 };
@@ -79,6 +81,36 @@ pub trait Store: Send + Sync + 'static {
             "this store takes no commands ({command:?})"
         )))
     }
+    /// The snapshots of `table`, by name, with when each was taken (µs).
+    fn snapshots(&self, table: &str) -> Result<Vec<(String, u64)>> {
+        Err(engine::Error::invalid(format!(
+            "this store keeps no snapshots ({table})"
+        )))
+    }
+    /// Takes snapshot `name` of `table`.
+    fn take_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        Err(engine::Error::invalid(format!(
+            "this store keeps no snapshots ({table}/{name})"
+        )))
+    }
+    /// Deletes snapshot `name` of `table`.
+    fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        Err(engine::Error::invalid(format!(
+            "this store keeps no snapshots ({table}/{name})"
+        )))
+    }
+    /// When snapshot `name` of `table` was taken (µs since the epoch).
+    fn snapshot_taken(&self, table: &str, name: &str) -> Result<u64> {
+        Err(engine::Error::SnapshotNotFound(format!("{table}/{name}")))
+    }
+}
+
+/// A table name that stands for a snapshot, opened.
+fn snapshot_of(bt: &engine::Bigtable, table: &str) -> Result<Option<SnapshotView>> {
+    match split_snapshot_table(table) {
+        Some((t, s)) => Ok(Some(bt.snapshot_view(t, s)?)),
+        None => Ok(None),
+    }
 }
 
 impl RowStream for engine::Scanner {
@@ -101,7 +133,10 @@ impl Store for engine::Bigtable {
         engine::Bigtable::delete_table(self, name)
     }
     fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
-        engine::Bigtable::schema(self, table)
+        match snapshot_of(self, table)? {
+            Some(v) => Ok(v.schema()),
+            None => engine::Bigtable::schema(self, table),
+        }
     }
     fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
         engine::Bigtable::set_schema(self, table, schema)
@@ -118,7 +153,10 @@ impl Store for engine::Bigtable {
         engine::Bigtable::apply_txns(self, table, txns, opts)
     }
     fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        engine::Bigtable::read_row(self, table, row, spec)
+        match snapshot_of(self, table)? {
+            Some(v) => v.read_row(row, spec),
+            None => engine::Bigtable::read_row(self, table, row, spec),
+        }
     }
     fn read_cell(
         &self,
@@ -127,10 +165,24 @@ impl Store for engine::Bigtable {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Cell>> {
-        engine::Bigtable::read_cell(self, table, row, family, qualifier)
+        match snapshot_of(self, table)? {
+            Some(v) => {
+                let spec = ScanSpec {
+                    families: Some(vec![family.to_string()]),
+                    max_versions: Some(1),
+                    ..ScanSpec::default()
+                };
+                let cells = v.read_row(row, &spec)?;
+                Ok(cells.into_iter().find(|c| c.qualifier == qualifier))
+            }
+            None => engine::Bigtable::read_cell(self, table, row, family, qualifier),
+        }
     }
     fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>> {
-        Ok(Box::new(engine::Bigtable::scan(self, table, spec)?))
+        match snapshot_of(self, table)? {
+            Some(v) => Ok(Box::new(v.scan(spec)?)),
+            None => Ok(Box::new(engine::Bigtable::scan(self, table, spec)?)),
+        }
     }
     fn sync(&self) -> Result<()> {
         engine::Bigtable::sync(self)
@@ -152,5 +204,18 @@ impl Store for engine::Bigtable {
     }
     fn control(&self, command: &str) -> Result<()> {
         engine::Bigtable::control(self, command)
+    }
+    fn snapshots(&self, table: &str) -> Result<Vec<(String, u64)>> {
+        let list = engine::Bigtable::list_snapshots(self, table)?;
+        Ok(list.into_iter().map(|s| (s.name, s.taken_micros)).collect())
+    }
+    fn take_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        engine::Bigtable::take_snapshot(self, table, name).map(|_| ())
+    }
+    fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        engine::Bigtable::delete_snapshot(self, table, name)
+    }
+    fn snapshot_taken(&self, table: &str, name: &str) -> Result<u64> {
+        Ok(self.snapshot_view(table, name)?.manifest().taken_micros)
     }
 }

@@ -239,4 +239,16 @@ impl Store for Counted {
     fn trash(&self) -> Result<Vec<(engine::TrashEntry, engine::TrashCost)>> {
         self.inner.trash()
     }
+    fn snapshots(&self, table: &str) -> Result<Vec<(String, u64)>> {
+        self.inner.snapshots(table)
+    }
+    fn take_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        self.inner.take_snapshot(table, name)
+    }
+    fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        self.inner.delete_snapshot(table, name)
+    }
+    fn snapshot_taken(&self, table: &str, name: &str) -> Result<u64> {
+        self.inner.snapshot_taken(table, name)
+    }
 }

@@ -7,7 +7,7 @@ use crate::admin_v2::{self as a, modify_column_families_request::modification::M
 use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdmin;
 use crate::shared::{blocking, Shared};
 use crate::table_message::table_message;
-use crate::{auth, drop, gc, names, status, value_type};
+use crate::{auth, backups, drop, gc, names, status, value_type};
 use engine::access::{Identity, R, W};
 use engine::schema::{FamilySchema, TableSchema};
 use engine::RowRange;
@@ -329,5 +329,47 @@ impl BigtableTableAdmin for AdminService {
         req: Request<a::CheckConsistencyRequest>,
     ) -> Result<Response<a::CheckConsistencyResponse>, Status> {
         crate::consistency::check(&self.shared, req).await
+    }
+
+    async fn create_backup(
+        &self,
+        req: Request<a::CreateBackupRequest>,
+    ) -> Result<Response<crate::Operation>, Status> {
+        backups::create_backup(&self.shared, req).await
+    }
+
+    async fn get_backup(
+        &self,
+        req: Request<a::GetBackupRequest>,
+    ) -> Result<Response<a::Backup>, Status> {
+        backups::get_backup(&self.shared, req).await
+    }
+
+    async fn list_backups(
+        &self,
+        req: Request<a::ListBackupsRequest>,
+    ) -> Result<Response<a::ListBackupsResponse>, Status> {
+        backups::list_backups(&self.shared, req).await
+    }
+
+    async fn update_backup(
+        &self,
+        req: Request<a::UpdateBackupRequest>,
+    ) -> Result<Response<a::Backup>, Status> {
+        backups::update_backup(&self.shared, req).await
+    }
+
+    async fn delete_backup(
+        &self,
+        req: Request<a::DeleteBackupRequest>,
+    ) -> Result<Response<()>, Status> {
+        backups::delete_backup(&self.shared, req).await
+    }
+
+    async fn restore_table(
+        &self,
+        req: Request<a::RestoreTableRequest>,
+    ) -> Result<Response<crate::Operation>, Status> {
+        backups::restore_table(&self.shared, req).await
     }
 }

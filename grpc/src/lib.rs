@@ -9,6 +9,7 @@
 
 mod admin;
 pub mod auth;
+mod backups;
 mod consistency;
 mod data;
 mod drop;
@@ -59,4 +60,4 @@ mod gen {
 pub(crate) type Empty = ();
 
 /// `google.longrunning.Operation`, as admin changes return it.
-pub use googleapis_tonic_google_longrunning::google::longrunning::Operation;
+pub use googleapis_tonic_google_bigtable_admin_v2::google::longrunning::Operation;

@@ -7,7 +7,8 @@ use tonic::{Code, Status};
 pub fn code(e: &Error) -> Code {
     match e.root() {
         Error::TableNotFound(_) => Code::NotFound,
-        Error::TableExists(_) => Code::AlreadyExists,
+        Error::TableExists(_) | Error::SnapshotExists(_) => Code::AlreadyExists,
+        Error::SnapshotNotFound(_) => Code::NotFound,
         Error::UnknownFamily { .. } => Code::NotFound,
         Error::FamilyNotEmpty(_) | Error::DeletionProtected { .. } => Code::FailedPrecondition,
         Error::InvalidArgument(_)

@@ -14,7 +14,7 @@ use crate::wire::FullMaps;
 use crate::{auth, status, Operation};
 use engine::access::{Identity, R, W};
 use engine::schema::TableSchema;
-use googleapis_tonic_google_longrunning::google::longrunning::operation;
+use googleapis_tonic_google_bigtable_admin_v2::google::longrunning::operation;
 use prost::bytes::BufMut;
 use prost::Message;
 use std::sync::Arc;

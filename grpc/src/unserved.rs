@@ -11,7 +11,8 @@ const SERVED: &str = "this server serves the Data API's ReadRows, SampleRowKeys,
     MutateRow, MutateRows, CheckAndMutateRow, PingAndWarm and ReadModifyWriteRow, \
     and the Table Admin API's CreateTable, ListTables, GetTable, DeleteTable, \
     ModifyColumnFamilies, DropRowRange, UpdateTable, UndeleteTable, \
-    GenerateConsistencyToken and CheckConsistency";
+    GenerateConsistencyToken, CheckConsistency, CreateBackup, GetBackup, \
+    ListBackups, UpdateBackup, DeleteBackup and RestoreTable";
 
 /// Gives a trailers-only UNIMPLEMENTED reply without a message one.
 pub(crate) fn name(path: &str, headers: &mut http::HeaderMap) {

@@ -598,3 +598,57 @@ fn a_daemon_without_the_secret_gets_nothing_and_serves_nothing() {
     }
     stranger.stop();
 }
+
+#[test]
+fn a_snapshot_spans_two_daemons_servers_and_clones_through_either_daemon() {
+    let s = Shared::start("three-snapshots");
+    let a = s.daemon(&[]);
+    let b = s.daemon(&[]);
+    for m in [&a, &b] {
+        wait_serving(m, 2);
+    }
+    a.table("t", "cf\n");
+    a.ok("mkdir -p t/r1/cf t/r5/cf && echo one > t/r1/cf/q && echo five > t/r5/cf/q");
+    // Two tablets, one on each daemon's server.
+    control(&a, "split t r3");
+    assert!(
+        wait_until(Duration::from_secs(30), || tablets_of(&a, "t").len() == 2),
+        "{:?}",
+        tablets_of(&a, "t")
+    );
+    // The first tablet (listed from `%`) on A's server, the second on B's.
+    let (on_a, on_b) = (server_of(&a, &a).name, server_of(&a, &b).name);
+    for (row, start, to) in [("r1", "%", &on_a), ("r5", "r3", &on_b)] {
+        if !tablets_of(&a, "t").contains(&(start.to_string(), to.clone())) {
+            control(&a, &format!("move t {row} {to}"));
+        }
+    }
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            let t = tablets_of(&a, "t");
+            t.len() == 2 && t[0].1 != t[1].1
+        }),
+        "{:?}",
+        tablets_of(&a, "t")
+    );
+    // Taken through B: the hold and the release reach A's server by RPC.
+    b.ok("mkdir t/.snapshots/s");
+    a.ok("echo later > t/r5/cf/q && echo later > t/r1/cf/q");
+    assert_eq!(b.ok("ls t/.snapshots/"), "s\n");
+    assert_eq!(a.ok("ls t/.snapshots/"), "s\n");
+    for m in [&a, &b] {
+        assert_eq!(
+            m.ok("cat t/.snapshots/s/r1/cf/q t/.snapshots/s/r5/cf/q"),
+            "one\nfive\n"
+        );
+    }
+    // A clone through each daemon: one of them holds the master.
+    for (m, c) in [(&a, "ca"), (&b, "cb")] {
+        control(m, &format!("clone t s {c}"));
+        assert_eq!(m.ok(&format!("cat {c}/r1/cf/q {c}/r5/cf/q")), "one\nfive\n");
+    }
+    assert_eq!(a.ok("cat t/r5/cf/q"), "later\n");
+    b.ok("rmdir t/.snapshots/s");
+    assert_eq!(a.ok("ls t/.snapshots/"), "");
+    assert_eq!(b.ok("cat cb/r5/cf/q"), "five\n");
+}

@@ -10,6 +10,7 @@ mod scanner;
 
 pub(crate) use defs::{read_table_defs, table_family_rows};
 pub use locate::{parse_meta_row, Location, MetaRow};
+pub(crate) use scanner::Parts;
 pub use scanner::Scanner;
 
 use crate::counter::Counter;

@@ -3,17 +3,36 @@
 
 use super::Client;
 use crate::data::*;
-use crate::protocol::CellSource;
+use crate::protocol::{CellSource, ScanPart};
 use crate::scan::ScanSpec;
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;
 
+/// Where a scan's parts come from: the live table's tablets, or those of
+/// a snapshot ([`crate::snapshot::SnapshotView`]).
+pub(crate) trait Parts: Send {
+    /// The part of `spec` in the tablet holding `row`, and that tablet's end.
+    fn part(&self, row: &[u8], spec: &ScanSpec) -> Result<ScanPart>;
+}
+
+/// The live table's tablets, through their servers.
+struct Live {
+    client: Arc<Client>,
+    table: u64,
+}
+
+impl Parts for Live {
+    fn part(&self, row: &[u8], spec: &ScanSpec) -> Result<ScanPart> {
+        self.client
+            .with_tablet(self.table, row, |s, l| s.scan_part(l.tablet, spec))
+    }
+}
+
 /// The rows of a scan, read one tablet at a time as they are asked for
 /// (see [`crate::Bigtable::scan`]).
 pub struct Scanner {
-    client: Arc<Client>,
-    table: u64,
+    parts: Box<dyn Parts>,
     spec: ScanSpec,
     /// Where the next tablet's part starts (None: done).
     resume: Option<Bound<Vec<u8>>>,
@@ -27,9 +46,13 @@ pub struct Scanner {
 
 impl Scanner {
     pub(crate) fn new(client: Arc<Client>, table: u64, spec: ScanSpec) -> Scanner {
+        Scanner::over(Box::new(Live { client, table }), spec)
+    }
+
+    /// A scan of the parts `parts` gives.
+    pub(crate) fn over(parts: Box<dyn Parts>, spec: ScanSpec) -> Scanner {
         Scanner {
-            client,
-            table,
+            parts,
             resume: Some(spec.rows.start.clone()),
             spec,
             reader: None,
@@ -52,9 +75,7 @@ impl Scanner {
         part.row_limit = None;
         part.cell_limit = None;
         part.rows.start = resume;
-        let (reader, end) = self
-            .client
-            .with_tablet(self.table, &row, |s, l| s.scan_part(l.tablet, &part))?;
+        let (reader, end) = self.parts.part(&row, &part)?;
         // Go on at the tablet's end unless the scan ends first.
         self.resume = end
             .filter(|e| match &self.spec.rows.end {

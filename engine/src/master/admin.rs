@@ -50,24 +50,9 @@ impl Master {
             return self.trash_table(&t);
         }
         self.env.catalog.remove(name);
-        let rows = self.table_rows(t.id)?;
-        let ids: Vec<u64> = rows.iter().map(|r| r.meta.id).collect();
-        let _held = self.hold(&ids);
-        for s in self.env.servers() {
-            // A server that cannot answer is reaped and its tablets, with
-            // the table gone from METADATA, are not loaded again.
-            for served in s.served().unwrap_or_default() {
-                if served.table_id == t.id {
-                    s.drop_tablet(served.id)?;
-                }
-            }
-        }
-        for r in rows {
-            self.delete_row(&r.key)?;
-        }
+        self.drop_tablets(t.id)?;
         self.delete_row(&table_def_key(name))?;
         Schemas(&*self.env.lock).drop_table(name)?;
-        self.client.forget_table(t.id);
         self.note(format!("dropped table {name}"));
         // The main loop takes `admin` before `ops` (loading the catalog):
         // never hold `ops` while waiting for `admin`.

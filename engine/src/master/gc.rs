@@ -1,6 +1,6 @@
 //! Garbage collection (paper §5.3): mark every SSTable and commit log that
-//! METADATA (or the root tablet's descriptor) still refers to, then sweep
-//! the rest. Files being written are protected by the in-flight set, read
+//! METADATA (or the root tablet's descriptor) or a snapshot's manifest
+//! still refers to, then sweep the rest. Files being written are protected by the in-flight set, read
 //! before METADATA so that a file recorded in between is seen in one of the
 //! two.
 
@@ -16,6 +16,12 @@ use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
 impl Master {
+    /// One collection now, between the main loop's rounds.
+    pub(crate) fn collect_now(&self) -> Result<()> {
+        let _admin = self.admin.lock();
+        self.collect()
+    }
+
     pub(super) fn collect(&self) -> Result<()> {
         let store = &self.env.store;
         let names = store.list("sst/")?;
@@ -59,6 +65,13 @@ impl Master {
                 live.extend(t.files.iter().copied());
             }
         }
+        // A snapshot pins its cut's files until its manifest names them:
+        // pins are asked after METADATA, manifests after pins, so a file
+        // leaving METADATA meanwhile is in one of the three.
+        for s in self.env.servers() {
+            in_flight.extend(s.files_in_flight()?);
+        }
+        live.extend(crate::snapshot::live_files(&**store)?);
         for name in names {
             match sst_number(&name) {
                 Some(n) if live.contains(&n) || in_flight.contains(&n) => {}

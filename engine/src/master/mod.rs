@@ -15,6 +15,7 @@ mod balance;
 mod gc;
 mod load;
 mod rebalance;
+mod restore;
 mod trash;
 
 use crate::client::Client;
@@ -468,6 +469,12 @@ impl crate::protocol::MasterService for Master {
     }
     fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()> {
         Master::move_tablet(self, table, row, to)
+    }
+    fn clone_snapshot(&self, table: &str, snapshot: &str, to: &str) -> Result<()> {
+        Master::clone_snapshot(self, table, snapshot, to)
+    }
+    fn restore_snapshot(&self, table: &str, snapshot: &str) -> Result<()> {
+        Master::restore_snapshot(self, table, snapshot)
     }
     fn tablet_split(&self, server: &str, parent: u64, children: &[u64]) {
         Master::tablet_split(self, server, parent, children)

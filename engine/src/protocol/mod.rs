@@ -7,9 +7,11 @@
 //! code reaches both.
 
 mod report;
+mod snapshot;
 mod wire;
 
 pub use report::{ServedTablet, ServerReport};
+pub use snapshot::{HeldTablet, TabletSnapshots, WriteHold};
 pub use wire::WireError;
 
 pub use crate::coordination::{list_servers, master_address, server_address};
@@ -39,23 +41,28 @@ pub type ScanPart = (Box<dyn CellSource>, Option<Vec<u8>>);
 /// names a tablet; a server that does not serve it answers
 /// [`crate::Error::NotServing`], and the caller looks the tablet up again.
 ///
-/// Its requests come in six traits by job, so that a tablet server
+/// Its requests come in seven traits by job, so that a tablet server
 /// implements each in the file that does that job (no layer of forwarding
 /// between the protocol and the work); one in another daemon implements
-/// them over the network. Every type implementing all six is a
+/// them over the network. Every type implementing all seven is a
 /// `TabletService`.
-pub trait TabletService:
-    TabletLifecycle + TabletWrites + TabletReads + TabletAssignment + TabletMaintenance + TabletStatus
+pub trait TabletService: TabletData + TabletAdmin {}
+
+impl<T: TabletData + TabletAdmin> TabletService for T {}
+
+/// What clients ask of a tablet server: its state, writes and reads.
+pub trait TabletData: TabletLifecycle + TabletWrites + TabletReads {}
+
+impl<T: TabletLifecycle + TabletWrites + TabletReads> TabletData for T {}
+
+/// What the master and operators ask of it.
+pub trait TabletAdmin:
+    TabletAssignment + TabletMaintenance + TabletStatus + TabletSnapshots
 {
 }
 
-impl<T> TabletService for T where
-    T: TabletLifecycle
-        + TabletWrites
-        + TabletReads
-        + TabletAssignment
-        + TabletMaintenance
-        + TabletStatus
+impl<T> TabletAdmin for T where
+    T: TabletAssignment + TabletMaintenance + TabletStatus + TabletSnapshots
 {
 }
 
@@ -133,7 +140,8 @@ pub trait TabletStatus: Send + Sync {
     fn tablet_ids(&self) -> Result<Vec<u64>>;
     /// The tablets served now with their loads and files.
     fn served(&self) -> Result<Vec<ServedTablet>>;
-    /// SSTables its daemon is writing that METADATA does not name yet.
+    /// SSTables its daemon is writing that METADATA does not name yet, and
+    /// those a snapshot being taken has pinned.
     fn files_in_flight(&self) -> Result<Vec<u64>>;
     /// Figures for balancing and status.
     fn report(&self) -> Result<ServerReport>;
@@ -164,6 +172,10 @@ pub trait MasterService: Send + Sync {
     fn undelete_table(&self, id: u64, name: Option<&str>) -> Result<String>;
     /// Deletes a trashed table for good.
     fn purge_trash(&self, id: u64) -> Result<()>;
+    /// Makes new table `to` from snapshot `snapshot` of `table`.
+    fn clone_snapshot(&self, table: &str, snapshot: &str, to: &str) -> Result<()>;
+    /// Makes table `table` what its snapshot `snapshot` holds.
+    fn restore_snapshot(&self, table: &str, snapshot: &str) -> Result<()>;
     /// Moves the tablet holding `row` of `table` to server `to`.
     fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()>;
     /// A tablet server split `parent` into `children`.

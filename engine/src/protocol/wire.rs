@@ -52,6 +52,10 @@ pub enum WireError {
         table: String,
         what: String,
     },
+    // After the others, so that the variants before keep their numbers on
+    // the wire.
+    SnapshotNotFound(String),
+    SnapshotExists(String),
 }
 
 impl From<&Error> for WireError {
@@ -59,6 +63,8 @@ impl From<&Error> for WireError {
         match e {
             Error::TableNotFound(s) => WireError::TableNotFound(s.clone()),
             Error::TableExists(s) => WireError::TableExists(s.clone()),
+            Error::SnapshotNotFound(s) => WireError::SnapshotNotFound(s.clone()),
+            Error::SnapshotExists(s) => WireError::SnapshotExists(s.clone()),
             Error::UnknownFamily { table, family } => WireError::UnknownFamily {
                 table: table.clone(),
                 family: family.clone(),
@@ -109,6 +115,8 @@ impl From<WireError> for Error {
         match e {
             WireError::TableNotFound(s) => Error::TableNotFound(s),
             WireError::TableExists(s) => Error::TableExists(s),
+            WireError::SnapshotNotFound(s) => Error::SnapshotNotFound(s),
+            WireError::SnapshotExists(s) => Error::SnapshotExists(s),
             WireError::UnknownFamily { table, family } => Error::UnknownFamily { table, family },
             WireError::FamilyNotEmpty(s) => Error::FamilyNotEmpty(s),
             WireError::InvalidArgument(s) => Error::InvalidArgument(s),

@@ -19,6 +19,8 @@
 //!   (`TabletMaintenance`)
 //! - `load.rs`: loading a tablet (with recovery from a dead server's log)
 //!   and unloading it (`TabletAssignment`)
+//! - `snapshot.rs`: a table's writes held for a snapshot's cut, the cut's
+//!   memtable part written out, its files pinned (`TabletSnapshots`)
 //! - `status.rs`: what the server reports (`TabletStatus`), its counters
 //!   and what its background threads are doing
 //!
@@ -32,6 +34,7 @@ pub mod load_sample;
 mod publish;
 mod reads;
 mod row_locks;
+mod snapshot;
 mod stall;
 mod status;
 mod tablets;
@@ -85,6 +88,8 @@ pub struct TabletServer {
     threads: Mutex<Vec<JoinHandle<()>>>,
     /// What the background threads are doing, for status.
     activity: Activity,
+    /// Snapshots' holds on writes and pins on files.
+    holds: snapshot::Holds,
 }
 
 impl TabletServer {
@@ -132,6 +137,7 @@ impl TabletServer {
             lease,
             threads: Mutex::new(Vec::new()),
             activity: Activity::default(),
+            holds: snapshot::Holds::default(),
         });
         let mut threads = Vec::new();
         for i in 0..server.env.opts.background_threads.max(1) {

@@ -307,25 +307,7 @@ impl TabletReads for TabletServer {
         for f in files {
             sources.push(Box::new(f.table.iter()));
         }
-        let mut part = spec.clone();
-        // Start no earlier than the tablet, end no later.
-        let starts_before = match &part.rows.start {
-            Bound::Unbounded => true,
-            Bound::Included(k) | Bound::Excluded(k) => k.as_slice() < t.start.as_slice(),
-        };
-        if starts_before {
-            part.rows.start = Bound::Included(t.start.clone());
-        }
-        if let Some(end) = &t.end {
-            let tablet_end_first = match &part.rows.end {
-                Bound::Unbounded => true,
-                Bound::Included(e) => end.as_slice() <= e.as_slice(),
-                Bound::Excluded(e) => end.as_slice() < e.as_slice(),
-            };
-            if tablet_end_first {
-                part.rows.end = Bound::Excluded(end.clone());
-            }
-        }
+        let part = spec.clipped(&t.start, t.end.as_deref());
         let reader = CellReader::new(
             Box::new(MergingIterator::new(sources)),
             &part,

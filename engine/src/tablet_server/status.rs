@@ -93,7 +93,9 @@ impl TabletStatus for TabletServer {
     }
 
     fn files_in_flight(&self) -> Result<Vec<u64>> {
-        Ok(self.env.numbers.in_flight().into_iter().collect())
+        let mut files: Vec<u64> = self.env.numbers.in_flight().into_iter().collect();
+        files.extend(self.holds.pinned());
+        Ok(files)
     }
 
     fn report(&self) -> Result<ServerReport> {

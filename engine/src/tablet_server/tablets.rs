@@ -12,6 +12,7 @@ use parking_lot::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// One tablet being served.
 pub struct Served {
@@ -62,6 +63,11 @@ impl Served {
     /// Held by a split or an unload: no write is in the tablet meanwhile.
     pub(super) fn close(&self) -> RwLockWriteGuard<'_, ()> {
         self.gate.write()
+    }
+
+    /// [`Served::close`], waiting at most `wait` (a snapshot's hold).
+    pub(super) fn close_within(&self, wait: Duration) -> Option<RwLockWriteGuard<'_, ()>> {
+        self.gate.try_write_for(wait)
     }
 }
 

@@ -3,7 +3,7 @@
 use crate::ctx::Ctx;
 use crate::names::{parse_strict, table_name, KeyName};
 use crate::node::{
-    FamilyAddr, Key, Name, Node, View, AT, MUTATE, SCAN, SCHEMA, STATUS_DIR, VERSIONS,
+    FamilyAddr, Key, Name, Node, View, AT, MUTATE, SCAN, SCHEMA, SNAPSHOTS, STATUS_DIR, VERSIONS,
 };
 use crate::options::FsResult;
 use crate::perms::{Caller, W};
@@ -51,8 +51,9 @@ pub(crate) fn mkdir(
             log::info!("created table {t}");
             Node::Table(Name::from(t))
         }
+        Node::SnapDir(t) => super::snapshots::make(cx, &what, t, name)?,
         Node::Table(t) => {
-            if [SCHEMA, MUTATE, SCAN, AT]
+            if [SCHEMA, MUTATE, SCAN, AT, SNAPSHOTS]
                 .iter()
                 .any(|r| r.as_bytes() == name)
             {
@@ -212,8 +213,9 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
             log::info!("deleted table {t}");
             Ok(())
         }
+        Node::SnapDir(t) => super::snapshots::remove(cx, &what, t, name),
         Node::Table(t) => {
-            if name == SCAN.as_bytes() || name == AT.as_bytes() {
+            if [SCAN, AT, SNAPSHOTS].iter().any(|r| r.as_bytes() == name) {
                 return Err(cx.data.refuse(&what, Errno::EBUSY, "a virtual directory"));
             }
             if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() {

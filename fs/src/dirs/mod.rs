@@ -9,6 +9,7 @@
 
 pub(crate) mod change;
 pub(crate) mod list;
+pub(crate) mod snapshots;
 
 use crate::node::Node;
 use fuser::{FileAttr, FileType};

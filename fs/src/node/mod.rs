@@ -12,7 +12,7 @@ pub mod lock;
 #[cfg(test)]
 mod tests;
 
-use crate::names::{display_name, version_name};
+use crate::names::{display_name, split_snapshot_table, version_name};
 pub use crate::status::StatusFile;
 pub use lock::LockNode;
 
@@ -46,6 +46,9 @@ pub const SCHEMA: &str = ".schema";
 pub const MUTATE: &str = ".mutate";
 pub const SCAN: &str = ".scan";
 pub const AT: &str = ".at";
+pub const SNAPSHOTS: &str = ".snapshots";
+/// The view a snapshot's tree is shown in: every version it holds.
+pub const SNAPSHOT_TS: u64 = u64::MAX - 1;
 /// Reserved name inside a family directory.
 pub const VERSIONS: &str = ".versions";
 /// Reserved name in the root.
@@ -201,11 +204,15 @@ pub enum Node {
     },
     /// `/<table>/.at/`
     AtDir(Name),
-    /// `/<table>/.at/<ts>/`: the rows of the table as of `ts`.
+    /// `/<table>/.at/<ts>/`: the rows of the table as of `ts`; with
+    /// `table` a [`crate::names::snapshot_table`] name and `ts`
+    /// [`SNAPSHOT_TS`], `/<table>/.snapshots/<snapshot>/`.
     AtRoot {
         table: Name,
         ts: u64,
     },
+    /// `/<table>/.snapshots/`
+    SnapDir(Name),
     /// A row directory.
     Row {
         table: Name,
@@ -264,7 +271,8 @@ impl Node {
             | Node::Schema(t)
             | Node::Mutate(t)
             | Node::ScanDir(t)
-            | Node::AtDir(t) => Some(t),
+            | Node::AtDir(t)
+            | Node::SnapDir(t) => Some(t),
             Node::Scan { table, .. } | Node::AtRoot { table, .. } => Some(table),
             n => n.data_path().map(|p| p.table),
         }
@@ -397,6 +405,10 @@ impl Node {
                 out.push(16);
                 l.encode(out);
             }
+            Node::SnapDir(t) => {
+                out.push(17);
+                put(out, t.as_bytes());
+            }
             // Every other node lies inside a row.
             n => {
                 let Some(p) = n.data_path() else { return };
@@ -439,6 +451,7 @@ impl fmt::Display for Node {
                 write!(f, "/{table}/{SCAN}/{}", String::from_utf8_lossy(query))
             }
             Node::AtDir(t) => write!(f, "/{t}/{AT}"),
+            Node::SnapDir(t) => write!(f, "/{t}/{SNAPSHOTS}"),
             Node::AtRoot { table, ts } => write!(f, "/{table}/{AT}/{ts}"),
             // Every other node lies inside a row.
             n => {
@@ -478,7 +491,11 @@ pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
         Node::ScanDir(t) => (Node::Table(t.clone()), s(SCAN)),
         Node::Scan { table, query } => (Node::ScanDir(table.clone()), query.clone()),
         Node::AtDir(t) => (Node::Table(t.clone()), s(AT)),
-        Node::AtRoot { table, ts } => (Node::AtDir(table.clone()), ts.to_string().into_bytes()),
+        Node::SnapDir(t) => (Node::Table(t.clone()), s(SNAPSHOTS)),
+        Node::AtRoot { table, ts } => match split_snapshot_table(table) {
+            Some((t, snap)) => (Node::SnapDir(Name::from(t)), s(snap)),
+            None => (Node::AtDir(table.clone()), ts.to_string().into_bytes()),
+        },
         Node::Row { table, view, row } => (
             match view {
                 View::Now => Node::Table(table.clone()),

@@ -129,6 +129,28 @@ pub enum Op {
     PurgeTrash {
         id: u64,
     },
+    // tablet server: snapshots' (after the others, so the variants before
+    // keep their numbers on the wire)
+    HoldWrites {
+        table: u64,
+        hold_ms: u64,
+    },
+    ReleaseWrites {
+        hold: u64,
+    },
+    Unpin {
+        hold: u64,
+    },
+    // master: snapshots'
+    CloneSnapshot {
+        table: String,
+        snapshot: String,
+        to: String,
+    },
+    RestoreSnapshot {
+        table: String,
+        snapshot: String,
+    },
 }
 
 /// The answer: the operation's result in bincode, or its error.

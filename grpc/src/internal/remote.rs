@@ -14,7 +14,7 @@ use chubby::LockService;
 use engine::protocol::{
     self, CellSource, GroupCommitStats, MasterService, ScanPart, ServedTablet, ServerReport,
     TableDef, TabletAssignment, TabletInfo, TabletLifecycle, TabletMaintenance, TabletMeta,
-    TabletReads, TabletService, TabletStatus, TabletWrites,
+    TabletReads, TabletService, TabletSnapshots, TabletStatus, TabletWrites,
 };
 use engine::schema::TableSchema;
 use engine::{Cell, ColumnRead, Error, Result, RowMutation, RowTxn, ScanSpec, TxnOutcome, Written};
@@ -410,6 +410,19 @@ impl TabletMaintenance for RemoteServer {
     }
 }
 
+impl TabletSnapshots for RemoteServer {
+    fn hold_writes(&self, table: u64, hold_ms: u64) -> Result<protocol::WriteHold> {
+        self.data(Op::HoldWrites { table, hold_ms }, 0)
+    }
+    fn release_writes(&self, hold: u64) -> Result<Vec<protocol::HeldTablet>> {
+        // Writes the tablets' memtable parts out.
+        self.admin(Op::ReleaseWrites { hold })
+    }
+    fn unpin(&self, hold: u64) -> Result<()> {
+        self.data(Op::Unpin { hold }, 0)
+    }
+}
+
 impl TabletStatus for RemoteServer {
     fn tablet_ids(&self) -> Result<Vec<u64>> {
         self.data(Op::TabletIds, 0)
@@ -502,6 +515,19 @@ impl MasterService for RemoteMaster {
             table: table.to_string(),
             row: row.to_vec(),
             to: to.to_string(),
+        })
+    }
+    fn clone_snapshot(&self, table: &str, snapshot: &str, to: &str) -> Result<()> {
+        self.ask(Op::CloneSnapshot {
+            table: table.to_string(),
+            snapshot: snapshot.to_string(),
+            to: to.to_string(),
+        })
+    }
+    fn restore_snapshot(&self, table: &str, snapshot: &str) -> Result<()> {
+        self.ask(Op::RestoreSnapshot {
+            table: table.to_string(),
+            snapshot: snapshot.to_string(),
         })
     }
     fn tablet_split(&self, server: &str, parent: u64, children: &[u64]) {

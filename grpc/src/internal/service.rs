@@ -177,6 +177,9 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
         Op::GroupCommitStats => reply(s.group_commit_stats()),
         Op::CommitLine => reply(s.commit_line()),
         Op::Kill => reply(s.kill()),
+        Op::HoldWrites { table, hold_ms } => reply(s.hold_writes(table, hold_ms)),
+        Op::ReleaseWrites { hold } => reply(s.release_writes(hold)),
+        Op::Unpin { hold } => reply(s.unpin(hold)),
         _ => Err(WireError::InvalidArgument(
             "a master operation sent to a tablet server".into(),
         )),
@@ -213,6 +216,12 @@ fn master_op(m: &dyn MasterService, op: Op) -> Result<Vec<u8>, WireError> {
         Op::MasterReport => encode(&m.report()),
         Op::UndeleteTable { id, name } => reply(m.undelete_table(id, name.as_deref())),
         Op::PurgeTrash { id } => reply(m.purge_trash(id)),
+        Op::CloneSnapshot {
+            table,
+            snapshot,
+            to,
+        } => reply(m.clone_snapshot(&table, &snapshot, &to)),
+        Op::RestoreSnapshot { table, snapshot } => reply(m.restore_snapshot(&table, &snapshot)),
         _ => Err(WireError::InvalidArgument(
             "a tablet-server operation sent to a master".into(),
         )),

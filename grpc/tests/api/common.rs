@@ -23,6 +23,15 @@ pub async fn env() -> Env {
 
 /// A server that also knows these bearer tokens.
 pub async fn env_with(tokens: engine::access::Tokens) -> Env {
+    server(engine::access::Identity::new(0, 0), tokens).await
+}
+
+/// A server whose callers (on loopback, without a token) are `who`.
+pub async fn env_as(who: engine::access::Identity) -> Env {
+    server(who, engine::access::Tokens::default()).await
+}
+
+async fn server(who: engine::access::Identity, tokens: engine::access::Tokens) -> Env {
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let bt =
         tokio::task::spawn_blocking(move || Bigtable::open(store, Options::default()).unwrap())
@@ -34,7 +43,7 @@ pub async fn env_with(tokens: engine::access::Tokens) -> Env {
         group: 0,
         changes: None,
         auth: grpc::Auth {
-            loopback: Some(engine::access::Identity::new(0, 0)),
+            loopback: Some(who),
             tokens,
         },
         instance: "i".into(),

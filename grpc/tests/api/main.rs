@@ -4,6 +4,7 @@
 
 mod admin;
 mod aggregate;
+mod backups;
 mod common;
 mod data;
 mod filters;

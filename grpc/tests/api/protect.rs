@@ -85,7 +85,9 @@ async fn deletion_protection_refuses_delete_and_drop() {
         .into_inner();
     assert!(op.done, "{op:?}");
     let Some(
-        googleapis_tonic_google_longrunning::google::longrunning::operation::Result::Response(any),
+        googleapis_tonic_google_bigtable_admin_v2::google::longrunning::operation::Result::Response(
+            any,
+        ),
     ) = op.result
     else {
         panic!("no response in {:?}", op.result);
