@@ -475,6 +475,15 @@ fn a_clone_shares_the_files_diverges_outlives_its_original_and_a_restore_brings_
     // The original goes: the clone and the snapshot stay whole, and GC
     // leaves only what one of them names.
     bt.delete_table("t").unwrap();
+    // The trash keeps the original's files until it is purged.
+    let trashed: Vec<u64> = bt.trash().unwrap().into_iter().map(|(e, _)| e.id).collect();
+    assert_eq!(trashed.len(), 1, "the original is in the trash");
+    gc(&bt);
+    assert!(
+        !unnamed(&bt, &store, &[&manifest]).is_empty(),
+        "the trash keeps the files only the original names"
+    );
+    bt.purge_trash(trashed[0]).unwrap();
     gc(&bt);
     assert_eq!(table_rows(&bt, "c"), c);
     let view = bt.snapshot_view("t", "s").unwrap();
