@@ -48,6 +48,24 @@ impl Etcd {
     /// The same, listening on address `host` (one of this machine's, such
     /// as a bridge that other network namespaces reach it by).
     pub fn start_on(host: &str) -> Etcd {
+        // A free port can be taken by another process between the probe
+        // and etcd's bind: then etcd exits at once, and new ports are tried.
+        for _ in 0..4 {
+            let e = Etcd::spawn_on(host);
+            if e.ready() {
+                return e;
+            }
+            if !e.log().contains("address already in use") {
+                panic!("etcd was not ready within a minute; its log:\n{}", e.log());
+            }
+        }
+        let e = Etcd::spawn_on(host);
+        e.wait_ready();
+        e
+    }
+
+    /// A server started on fresh free ports, not yet known to be ready.
+    fn spawn_on(host: &str) -> Etcd {
         let dir = tempfile::tempdir().expect("temp dir");
         let (client, peer) = (free_port(host), free_port(host));
         let data = dir.path().join("data");
@@ -71,7 +89,6 @@ impl Etcd {
             args,
         };
         e.spawn();
-        e.wait_ready();
         e
     }
 
@@ -98,15 +115,28 @@ impl Etcd {
     }
 
     fn wait_ready(&self) {
-        let ready = crate::wait_until(Duration::from_secs(60), || {
-            // etcdctl 3.4 prints the health on stderr: its status says it.
-            self.etcdctl(&["endpoint", "health"]).is_some()
-        });
         assert!(
-            ready,
+            self.ready(),
             "etcd was not ready within a minute; its log:\n{}",
             self.log()
         );
+    }
+
+    /// Whether the server answers within a minute (false at once if it
+    /// exited).
+    fn ready(&self) -> bool {
+        crate::wait_until(Duration::from_secs(60), || {
+            self.exited()
+                // etcdctl 3.4 prints the health on stderr: its status says it.
+                || self.etcdctl(&["endpoint", "health"]).is_some()
+        }) && !self.exited()
+    }
+
+    fn exited(&self) -> bool {
+        let mut child = self.child.lock().unwrap_or_else(|p| p.into_inner());
+        child
+            .as_mut()
+            .is_none_or(|c| !matches!(c.try_wait(), Ok(None)))
     }
 
     /// Runs `etcdctl` (API v3) against this server; its standard output if

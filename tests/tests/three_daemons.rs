@@ -577,8 +577,20 @@ fn a_daemon_without_the_secret_gets_nothing_and_serves_nothing() {
     );
     // ...but its calls are refused and logged, and the master believes no
     // answer from it: it gets no tablet, not even when told to take one.
+    // It calls them as it starts; a read through its mount, once that is
+    // up, makes it call again (its client must locate the table on a or b).
+    // In a thread of its own, which the stranger's kill at the end
+    // releases, since the stranger may never answer it.
+    let (mnt, table) = (stranger.mnt.clone(), stranger.mnt.join("t"));
+    std::thread::spawn(move || {
+        if wait_until(Duration::from_secs(60), || {
+            tests::mount_type(&mnt).is_some()
+        }) {
+            let _ = std::fs::read_dir(&table);
+        }
+    });
     assert!(
-        wait_until(Duration::from_secs(30), || a
+        wait_until(Duration::from_secs(60), || a
             .log_text()
             .contains("refused an internal call")
             || b.log_text().contains("refused an internal call")),
