@@ -31,6 +31,8 @@ pub struct Bigtable {
 struct Handle {
     cluster: Arc<Cluster>,
     closed: AtomicBool,
+    /// Snapshot views opened lately (the mount reads one a cell at a time).
+    snapshot_views: crate::snapshot::view::Views,
 }
 
 impl Drop for Handle {
@@ -76,6 +78,7 @@ impl Bigtable {
             inner: Arc::new(Handle {
                 cluster: Cluster::launch(files, lock, opts)?,
                 closed: AtomicBool::new(false),
+                snapshot_views: Default::default(),
             }),
         })
     }
@@ -603,6 +606,10 @@ impl Bigtable {
     /// The lock service the cluster coordinates through.
     pub fn lock_service(&self) -> Arc<dyn chubby::LockService> {
         self.env().lock.clone()
+    }
+    /// The snapshot views this handle opened lately.
+    pub(crate) fn snapshot_views(&self) -> &crate::snapshot::view::Views {
+        &self.inner.snapshot_views
     }
     /// Runs an operator command: `kill <server>`, `kill-master`,
     /// `move <table> <row> <server>`, `split <table> <row>`,

@@ -51,7 +51,6 @@ pub struct Env {
     pub root: RootStore,
     pub hooks: Hooks,
     /// Snapshots opened for reading lately (the mount reads one cell at a time).
-    pub snapshot_views: crate::snapshot::Views,
     /// Set when the daemon stops: requests give up instead of retrying.
     pub stopping: AtomicBool,
     last_ts: AtomicU64,
@@ -100,7 +99,6 @@ impl Env {
             catalog: Catalog::default(),
             numbers,
             hooks: Hooks::default(),
-            snapshot_views: Default::default(),
             stopping: AtomicBool::new(false),
             last_ts: AtomicU64::new(0),
             servers: CowMap::default(),

@@ -631,8 +631,16 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
         &format!("seed {seed}: final"),
     );
     assert!(checks > steps / 10);
-    let tablets = bt.tablets("t").unwrap();
-    assert!(!tablets.is_empty());
+    // The balancer may be moving a tablet just now (unloaded on one
+    // server, not yet loaded on the other): wait until it is served.
+    let mut tablets = Vec::new();
+    assert!(
+        testkit::wait_until(std::time::Duration::from_secs(60), || {
+            tablets = bt.tablets("t").unwrap_or_default();
+            !tablets.is_empty()
+        }),
+        "seed {seed}: no tablet of t served"
+    );
     if rpc {
         // At least every read and scan since the last reopening went
         // over the network protocol.

@@ -12,13 +12,13 @@
 mod manifest;
 mod store;
 mod take;
-mod view;
+pub(crate) mod view;
 
 pub use manifest::{Manifest, SnapTablet};
 pub(crate) use store::{live_files, read as read_manifest};
 #[cfg(test)]
 pub(crate) use take::Step;
-pub use view::{SnapshotView, Views};
+pub use view::SnapshotView;
 
 use crate::{Bigtable, Result};
 use std::sync::Arc;
@@ -155,7 +155,7 @@ impl Bigtable {
 
     /// Snapshot `name` of `table`, opened for reading.
     pub fn snapshot_view(&self, table: &str, name: &str) -> Result<SnapshotView> {
-        self.env().snapshot_views.get(table, name, || {
+        self.snapshot_views().get(table, name, || {
             let m = self.snapshot_manifest(table, name)?;
             Ok(SnapshotView::new(self.env().clone(), m))
         })
@@ -180,7 +180,7 @@ impl Bigtable {
     pub fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         crate::catalog::validate_table_name(table)?;
         let files = self.snapshot_store()?;
-        self.env().snapshot_views.forget(table, name);
+        self.snapshot_views().forget(table, name);
         store::delete(&**files, table, name)
     }
 }
