@@ -132,11 +132,17 @@ fn a_snapshot_holds_exactly_the_writes_acknowledged_before_it_while_tablets_spli
         .collect();
     // Splits and moves meanwhile.
     let mover = {
-        let (bt, stop) = (bt.clone(), stop.clone());
+        let (bt, stop, done) = (bt.clone(), stop.clone(), done.clone());
         std::thread::spawn(move || {
+            let total = || done.iter().map(|d| d.load(Ordering::Acquire)).sum::<u64>();
             let mut moves = 0u64;
             let mut i = 0u64;
             while !stop.load(Ordering::Acquire) {
+                // One split or move per round of new writes, not a busy loop.
+                let before = total();
+                testkit::wait_until(Duration::from_secs(10), || {
+                    total() > before || stop.load(Ordering::Acquire)
+                });
                 let _ = bt.split_now("t");
                 let servers: Vec<String> =
                     bt.server_reports().into_iter().map(|r| r.name).collect();
@@ -148,7 +154,6 @@ fn a_snapshot_holds_exactly_the_writes_acknowledged_before_it_while_tablets_spli
                     }
                 }
                 i += 1;
-                std::thread::sleep(Duration::from_millis(5));
             }
             moves
         })
