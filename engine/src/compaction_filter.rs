@@ -83,10 +83,12 @@ impl CompactionFilter {
             let change = self.tracker.position(&k);
             if !k.is_row_level() {
                 if change >= Change::Family {
+                    // The hidden change family too, collected after its
+                    // retention (docs/changes.md).
                     let family = std::str::from_utf8(&k.family()?)
                         .ok()
-                        .and_then(|n| self.schema.family(n));
-                    self.gc = family.map(|f| f.gc.clone());
+                        .and_then(|n| self.schema.stored_family(n));
+                    self.gc = family.as_ref().map(|f| f.gc.clone());
                     self.aggregate = family.and_then(|f| f.aggregate);
                     self.tracker.set_aggregate(self.aggregate.is_some());
                     if self.major && self.gc.is_none() {

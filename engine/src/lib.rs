@@ -20,6 +20,7 @@ pub mod schema;
 
 mod cache;
 mod catalog;
+pub mod changes;
 mod client;
 mod cluster;
 mod coding;

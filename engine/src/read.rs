@@ -25,7 +25,7 @@ use crate::filter::Plan;
 use crate::iterator::InternalIterator;
 use crate::key::{self, Kind, SeqNo};
 use crate::scan::ScanSpec;
-use crate::schema::{Aggregator, GcRule, TableSchema};
+use crate::schema::{Aggregator, GcRule, TableSchema, CHANGES_FAMILY};
 use crate::value::Value;
 use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
 use regex::bytes::{Regex, RegexBuilder};
@@ -580,12 +580,15 @@ impl CellReader {
         let Ok(name) = std::str::from_utf8(&raw) else {
             return Ok(None);
         };
-        let Some(f) = self.schema.family(name) else {
-            return Ok(None);
-        };
-        if self.families.as_ref().is_some_and(|s| !s.contains(name)) {
+        // The hidden change family is read only when named (by the change
+        // reader; users cannot name it).
+        let named = self.families.as_ref().map(|s| s.contains(name));
+        if named == Some(false) || (named.is_none() && name == CHANGES_FAMILY) {
             return Ok(None);
         }
+        let Some(f) = self.schema.stored_family(name) else {
+            return Ok(None);
+        };
         Ok(Some((f.name.clone(), f.gc.clone(), f.aggregate)))
     }
 

@@ -9,7 +9,7 @@ use crate::iterator::InternalIterator;
 use crate::key;
 use crate::memtable::Memtable;
 use crate::metadata::SstMeta;
-use crate::schema::TableSchema;
+use crate::schema::{TableSchema, CHANGES_GROUP};
 use crate::sstable::Table;
 use crate::Result;
 use arc_swap::{ArcSwap, Guard};
@@ -247,7 +247,11 @@ pub fn select_files<'a, S: AsRef<str>>(
     schema: &TableSchema,
 ) -> SelectedFiles<'a> {
     let Some(fams) = families else {
-        return files.iter().collect();
+        // Every family a reader may see: not the change log's files.
+        return files
+            .iter()
+            .filter(|f| f.meta.group != CHANGES_GROUP)
+            .collect();
     };
     let wanted = |x: &String| fams.iter().any(|f| f.as_ref() == x.as_str());
     if !files.iter().any(|f| f.meta.row_tombstones) {

@@ -13,6 +13,7 @@
 use crate::error::{Error, Result};
 use crate::key::{self, Kind, SeqNo, Timestamp, TOMBSTONE_TS};
 use crate::mutation::decode_range;
+use crate::schema::CHANGES_FAMILY;
 
 /// An internal key split into its encoded parts (borrowed, nothing decoded).
 #[derive(Debug, Clone, Copy)]
@@ -162,6 +163,9 @@ pub struct Tracker {
     aggregate: bool,
     /// Whether the cell at `last_put_ts` was visible.
     last_visible: bool,
+    /// Whether the current family is the hidden change log: its records
+    /// outlive the deletes they record (docs/changes.md).
+    change_log: bool,
 }
 
 impl Tracker {
@@ -197,6 +201,7 @@ impl Tracker {
         }
         if change >= Change::Family {
             self.family_tomb = 0;
+            self.change_log = k.family_is(CHANGES_FAMILY.as_bytes());
         }
         if change >= Change::Column {
             self.column_enc.clear();
@@ -260,6 +265,13 @@ impl Tracker {
             Kind::Put => {
                 if k.timestamp == TOMBSTONE_TS {
                     return Err(shape("cell at the tombstone timestamp"));
+                }
+                if self.change_log {
+                    // Every change record stands: no delete hides it, and
+                    // two at one timestamp are two changes.
+                    let index = self.visible;
+                    self.visible += 1;
+                    return Ok(Verdict::Visible { index });
                 }
                 let ts = k.timestamp;
                 let twin = self.last_put_ts == Some(ts);

@@ -62,6 +62,10 @@ impl TableSchema {
             out.push(FLAGS_TAG);
             put_u32(&mut out, FLAG_DELETION_PROTECTION);
         }
+        if self.change_retention > 0 {
+            out.push(CHANGE_RETENTION_TAG);
+            out.extend_from_slice(&self.change_retention.to_be_bytes());
+        }
         out
     }
 
@@ -145,16 +149,19 @@ impl TableSchema {
             }
         }
         let mut flags = 0;
-        if !r.buf.is_empty() {
-            if r.u8()? != FLAGS_TAG {
-                return Err(Error::corruption("table schema: trailing bytes"));
-            }
+        if r.buf.first() == Some(&FLAGS_TAG) {
+            r.u8()?;
             flags = r.u32()?;
             if flags & !FLAG_DELETION_PROTECTION != 0 {
                 return Err(Error::corruption(format!(
                     "table schema: unknown table flags {flags:#x}"
                 )));
             }
+        }
+        let mut change_retention = 0;
+        if r.buf.first() == Some(&CHANGE_RETENTION_TAG) {
+            r.u8()?;
+            change_retention = r.u64()?;
         }
         if !r.buf.is_empty() {
             return Err(Error::corruption("table schema: trailing bytes"));
@@ -165,6 +172,7 @@ impl TableSchema {
             group,
             mode,
             deletion_protection: flags & FLAG_DELETION_PROTECTION != 0,
+            change_retention,
         };
         s.validate()
             .map_err(|e| Error::corruption(format!("table schema: {e}")))?;
@@ -177,6 +185,8 @@ const ENCODING_MAGIC: &[u8] = b"BTSCHEMA1";
 const FLAGS_TAG: u8 = 1;
 /// The table flag of deletion protection.
 const FLAG_DELETION_PROTECTION: u32 = 1;
+/// Starts the optional change-log retention (a BE64 of microseconds follows).
+const CHANGE_RETENTION_TAG: u8 = 2;
 /// The magic of a schema with an aggregate family (same length).
 const TYPED_MAGIC: &[u8] = b"BTSCHEMA2";
 
@@ -358,6 +368,21 @@ mod tests {
         let mut extra = bytes.clone();
         extra.push(0);
         assert!(TableSchema::decode(&extra).is_err());
+    }
+
+    #[test]
+    fn change_retention_roundtrips_after_the_flags() {
+        let plain = TableSchema::with_families([FamilySchema::new("a")]);
+        let mut logged = plain.clone();
+        logged.change_retention = 3_600_000_000;
+        let bytes = logged.encode();
+        assert_eq!(&bytes[..plain.encode().len()], &plain.encode()[..]);
+        assert_eq!(TableSchema::decode(&bytes).unwrap(), logged);
+        logged.deletion_protection = true;
+        assert_eq!(TableSchema::decode(&logged.encode()).unwrap(), logged);
+        let mut over = plain.clone();
+        over.change_retention = super::super::MAX_CHANGE_RETENTION + 1;
+        assert!(TableSchema::decode(&over.encode()).is_err());
     }
 
     #[test]

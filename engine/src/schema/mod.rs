@@ -39,8 +39,10 @@ pub const DEFAULT_MODE: u32 = 0o755;
 
 pub use crate::aggregate::Aggregator;
 pub use crate::gc_rule::{GcMode, GcRule};
+pub use changes::{CHANGES_FAMILY, CHANGES_GROUP, MAX_CHANGE_RETENTION};
 pub use text::{format, format_family, parse, parse_lines, NameResolver, NumericNames};
 
+mod changes;
 mod codec;
 mod protect;
 mod table_line;
@@ -236,6 +238,9 @@ pub struct TableSchema {
     /// Whether deleting the table or dropping a family is refused
     /// (Cloud Bigtable's `deletion_protection`; see `protect.rs`).
     pub deletion_protection: bool,
+    /// How long the table's change log keeps each change, in microseconds;
+    /// 0: no change log (see `changes.rs`, docs/changes.md).
+    pub change_retention: u64,
 }
 
 impl Default for TableSchema {
@@ -246,6 +251,7 @@ impl Default for TableSchema {
             group: 0,
             mode: DEFAULT_MODE,
             deletion_protection: false,
+            change_retention: 0,
         }
     }
 }
@@ -282,12 +288,17 @@ impl TableSchema {
                 .families
                 .push(f.name.clone());
         }
-        groups.into_values().collect()
+        let mut out: Vec<LocalityGroup> = groups.into_values().collect();
+        if let Some(g) = self.changes_group() {
+            out.push(g);
+        }
+        out
     }
 
     /// Checks every family and that families sharing a locality group agree
     /// on its settings.
     pub fn validate(&self) -> Result<()> {
+        self.check_change_retention()?;
         if self.mode > 0o7777 {
             return Err(Error::invalid(format!(
                 "table mode {:o} is above 7777",
@@ -442,6 +453,7 @@ impl TableSchema {
             group: self.group,
             mode: self.mode,
             deletion_protection: self.deletion_protection,
+            change_retention: self.change_retention,
         };
         out.validate()
             .map_err(|e| bad(0, format!("resulting schema is invalid: {e}")))?;

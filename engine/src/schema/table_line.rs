@@ -1,6 +1,7 @@
 //! The `.table` line of `.schema`: settings of the table itself rather than
 //! of one family (a family's name never starts with '.', so the line is not
-//! taken for one). Today it holds `deletion_protection=true|false`; the line
+//! taken for one). It holds `deletion_protection=true|false` and
+//! `change_retention=DURATION|off` (the change log, docs/changes.md); the line
 //! is written only when a setting differs from its default, so a table
 //! without one reads as it always has.
 
@@ -14,6 +15,8 @@ pub const TABLE_LINE: &str = ".table";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(super) struct TableLine {
     deletion_protection: Option<bool>,
+    /// Microseconds; 0 turns the log off.
+    change_retention: Option<u64>,
 }
 
 impl TableLine {
@@ -23,6 +26,9 @@ impl TableLine {
     pub(super) fn apply(self, s: &mut TableSchema) {
         if let Some(p) = self.deletion_protection {
             s.deletion_protection = p;
+        }
+        if let Some(r) = self.change_retention {
+            s.change_retention = r;
         }
     }
 }
@@ -68,12 +74,33 @@ pub(super) fn split(text: &str) -> Result<(String, Option<TableLine>)> {
                         }
                     });
                 }
+                "change_retention" => {
+                    if t.change_retention.is_some() {
+                        return Err(bad(line, format!("{k} is given twice")));
+                    }
+                    let micros = match v {
+                        "off" | "0" => 0,
+                        _ => crate::duration::parse_duration(v).map_err(|e| {
+                            bad(
+                                line,
+                                format!("change_retention: {}", e.replace("max_age", "value")),
+                            )
+                        })?,
+                    };
+                    if micros > super::MAX_CHANGE_RETENTION {
+                        return Err(bad(
+                            line,
+                            format!("change_retention {v:?} is above the limit of 7d"),
+                        ));
+                    }
+                    t.change_retention = Some(micros);
+                }
                 _ => {
                     return Err(bad(
                         line,
                         format!(
-                            "unknown {TABLE_LINE} setting {k:?}; the known one is \
-                             deletion_protection"
+                            "unknown {TABLE_LINE} setting {k:?}; the known ones are \
+                             deletion_protection and change_retention"
                         ),
                     ))
                 }
@@ -87,8 +114,15 @@ pub(super) fn split(text: &str) -> Result<(String, Option<TableLine>)> {
 
 /// The line for `s` (without newline), if any setting is not its default.
 pub(super) fn format(s: &TableSchema) -> Option<String> {
-    s.deletion_protection
-        .then(|| format!("{TABLE_LINE} deletion_protection=true"))
+    let mut line = TABLE_LINE.to_string();
+    if s.deletion_protection {
+        line.push_str(" deletion_protection=true");
+    }
+    if s.change_retention > 0 {
+        line.push_str(" change_retention=");
+        line.push_str(&crate::duration::duration_str(s.change_retention));
+    }
+    (line.len() > TABLE_LINE.len()).then_some(line)
 }
 
 #[cfg(test)]
@@ -123,6 +157,19 @@ mod tests {
             )
             .unwrap();
         assert!(!off.deletion_protection);
+        // The change log: set, printed, kept by a rewrite, turned off.
+        let (c, _) = s
+            .apply_text(".table change_retention=36h\n", &Names, false)
+            .unwrap();
+        assert_eq!(c.change_retention, 36 * 3_600_000_000);
+        let text = format(&c, &Names);
+        assert!(text.starts_with(".table change_retention="), "{text}");
+        assert_eq!(c.apply_text(&text, &Names, true).unwrap().0, c);
+        assert_eq!(c.apply_text("a\n", &Names, true).unwrap().0, c);
+        let (off, _) = c
+            .apply_text(".table change_retention=off\n", &Names, false)
+            .unwrap();
+        assert!(!off.logs_changes());
         // Families still parse alongside, and errors keep their line numbers.
         assert_eq!(
             parse(".table deletion_protection=true\nb\n", &Names)
@@ -136,6 +183,9 @@ mod tests {
             (".table colour=red\n", 1),
             (".table deletion_protection\n", 1),
             (".table\nb bogus=1\n", 2),
+            (".table change_retention=8d\n", 1),
+            (".table change_retention=soon\n", 1),
+            (".table change_retention=1h change_retention=2h\n", 1),
         ] {
             match s.apply_text(text, &Names, false) {
                 Err(Error::BadSchema { line: l, .. }) => assert_eq!(l, line, "{text}"),

@@ -10,6 +10,7 @@
 use super::publish::{Batch, Publisher};
 use super::reads::{cell_of, row_matches};
 use super::{Served, TabletServer};
+use crate::changes::{self, watermark::Stamps};
 use crate::data::*;
 use crate::group_commit::{GroupCommit, GroupCommitStats, Turn};
 use crate::key;
@@ -17,6 +18,7 @@ use crate::log::{CommitLog, Encoded, LogRecord};
 use crate::memtable::Memtable;
 use crate::mutation;
 use crate::protocol::{TabletLifecycle, TabletWrites};
+use crate::schema::CHANGES_FAMILY;
 use crate::tablet::{Tablet, TabletVersion};
 use crate::txn::{Guard, Reach, RowOp, RowTxn, TxnOutcome};
 use crate::{Error, Result};
@@ -469,15 +471,34 @@ fn commit_rows<M: Borrow<RowMutation>>(
     }
     let mut rows = Vec::with_capacity(ms.len());
     let mut written = Written::default();
+    // A change-logged table's writes hold their commit timestamps open
+    // until visible: the change log's watermark stays below them.
+    let logs_changes = s.table.schema().logs_changes();
+    let mut stamps = Stamps {
+        inflight: &server.inflight,
+        ts: Vec::new(),
+    };
     for m in ms {
         let m = m.borrow();
-        let ts = server.env.next_timestamp();
+        let ts = if logs_changes {
+            let ts = server.inflight.stamp(|| server.env.next_timestamp());
+            stamps.ts.push(ts);
+            ts
+        } else {
+            server.env.next_timestamp()
+        };
         // Timestamps only grow, but a row may name its own.
         written.timestamp = written.timestamp.max(ts);
         written.bytes += mutation::value_bytes(m);
+        let mut entries = mutation::to_entries(m, 0, ts);
+        if logs_changes {
+            // In the same log record as the change: logged, and lost, with it.
+            entries.push(change_entry(m, ts));
+        }
+        let ops = entries.len() as u64;
         let record = LogRecord {
             table: s.table.id.to_string(),
-            entries: mutation::to_entries(m, 0, ts),
+            entries,
         };
         let encoded = record.encode_ahead()?;
         let entries = record.entries;
@@ -486,7 +507,7 @@ fn commit_rows<M: Borrow<RowMutation>>(
             bytes: entries.iter().map(|(k, v)| k.len() + v.len()).sum(),
             entries,
             encoded,
-            ops: m.mutations.len() as u64,
+            ops,
         });
     }
     crate::keyviz::record_writes(
@@ -501,6 +522,7 @@ fn commit_rows<M: Borrow<RowMutation>>(
         floor: 0,
     };
     server.core.commit(group, sync)?.finish();
+    drop(stamps);
     server.counters.writes.add(ms.len() as u64);
     s.requests.add(ms.len() as u64);
     s.load.bytes.add(bytes as u64);
@@ -508,6 +530,23 @@ fn commit_rows<M: Borrow<RowMutation>>(
         s.load.touch(&m.borrow().row);
     }
     Ok(written)
+}
+
+/// The change record of `m` committed at `ts`, with the sequence number
+/// after its ops'.
+fn change_entry(m: &RowMutation, ts: u64) -> Entry {
+    let ops = changes::record::resolved(m, ts);
+    (
+        key::encode(
+            &m.row,
+            CHANGES_FAMILY.as_bytes(),
+            b"",
+            ts,
+            mutation::seq_count(m),
+            key::Kind::Put,
+        ),
+        changes::record::encode_value(&ops, false),
+    )
 }
 
 /// Back-pressure: wait while the tablet has too many frozen memtables.

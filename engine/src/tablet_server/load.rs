@@ -256,7 +256,7 @@ impl TabletAssignment for TabletServer {
 /// The newest cell timestamp of a tablet's file: METADATA's record, or,
 /// for a row written before METADATA recorded it, the file's properties;
 /// `None` for a file older still (no bound from it) or without cells.
-fn newest_cell(f: &Sst) -> Option<u64> {
+pub(super) fn newest_cell(f: &Sst) -> Option<u64> {
     f.meta
         .timestamps
         .or_else(|| f.table.timestamps())

@@ -90,6 +90,8 @@ pub struct TabletServer {
     activity: Activity,
     /// Snapshots' holds on writes and pins on files.
     holds: snapshot::Holds,
+    /// Commit timestamps of change-logged writes not yet visible.
+    inflight: crate::changes::watermark::InFlight,
 }
 
 impl TabletServer {
@@ -138,6 +140,7 @@ impl TabletServer {
             threads: Mutex::new(Vec::new()),
             activity: Activity::default(),
             holds: snapshot::Holds::default(),
+            inflight: Default::default(),
         });
         let mut threads = Vec::new();
         for i in 0..server.env.opts.background_threads.max(1) {

@@ -3,6 +3,7 @@
 //! SSTables) and never blocks writers or compactions.
 
 use super::{Served, TabletServer};
+use crate::changes::WATERMARK_QUALIFIER;
 use crate::data::*;
 use crate::env::now_micros;
 use crate::iterator::InternalIterator;
@@ -13,7 +14,7 @@ use crate::point::ColumnLookup;
 use crate::protocol::{CellSource, ScanPart, TabletReads};
 use crate::read::CellReader;
 use crate::scan::ScanSpec;
-use crate::schema::TableSchema;
+use crate::schema::{TableSchema, CHANGES_FAMILY};
 use crate::tablet::{select_files, SelectedFiles, TabletVersion};
 use crate::{Error, Result};
 use arc_swap::Guard;
@@ -296,8 +297,16 @@ impl TabletReads for TabletServer {
             .touch(crate::keyviz::scan_row(&spec.rows.start, &s.tablet.start));
         crate::keyviz::record_scan(&s.table.name, &spec.rows.start, &s.tablet.start);
         let t = &s.tablet;
+        // A read of the change log: up to the watermark, taken before the
+        // snapshot so that everything up to it is in the snapshot.
+        let change_read = matches!(spec.families.as_deref(), Some([f]) if f == CHANGES_FAMILY);
+        let watermark = change_read.then(|| self.inflight.watermark(now_micros));
         let v = t.version();
         let schema = s.table.schema();
+        let mut part = spec.clipped(&t.start, t.end.as_deref());
+        if let Some(w) = watermark {
+            part.time_range.end = part.time_range.end.min(w.saturating_add(1));
+        }
         let files = select_files(&v.files, spec.families.as_deref(), &schema);
         let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
         sources.push(Box::new(v.mem.iter()));
@@ -305,9 +314,14 @@ impl TabletReads for TabletServer {
             sources.push(Box::new(m.iter()));
         }
         for f in files {
+            // Changes since T skip the files whose newest record is older:
+            // the change log's index by time.
+            if change_read && super::load::newest_cell(f).is_some_and(|n| n < part.time_range.start)
+            {
+                continue;
+            }
             sources.push(Box::new(f.table.iter()));
         }
-        let part = spec.clipped(&t.start, t.end.as_deref());
         let reader = CellReader::new(
             Box::new(MergingIterator::new(sources)),
             &part,
@@ -315,7 +329,35 @@ impl TabletReads for TabletServer {
             self.core.visible_seq(),
             now_micros(),
         )?;
-        Ok((Box::new(reader), t.end.clone()))
+        match watermark {
+            Some(w) => {
+                let row = match &part.rows.start {
+                    Bound::Included(r) | Bound::Excluded(r) => r.clone(),
+                    Bound::Unbounded => Vec::new(),
+                };
+                let marker = Cell {
+                    row,
+                    family: CHANGES_FAMILY.to_string(),
+                    qualifier: WATERMARK_QUALIFIER.to_vec(),
+                    timestamp: w,
+                    value: Default::default(),
+                };
+                Ok((Box::new(Marked(Some(marker), reader)), t.end.clone()))
+            }
+            None => Ok((Box::new(reader), t.end.clone())),
+        }
+    }
+}
+
+/// A change-log scan part: the watermark marker, then the records.
+struct Marked(Option<Cell>, CellReader);
+
+impl CellSource for Marked {
+    fn next_cell(&mut self) -> Result<Option<Cell>> {
+        match self.0.take() {
+            Some(c) => Ok(Some(c)),
+            None => self.1.next_cell(),
+        }
     }
 }
 

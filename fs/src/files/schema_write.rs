@@ -70,6 +70,13 @@ pub(super) fn check_schema_change(
             "only the table's owner may change its deletion protection",
         ));
     }
+    if cur.change_retention != new.change_retention {
+        return Err(cx.data.refuse(
+            what,
+            Errno::EPERM,
+            "only the table's owner may change its change log's retention",
+        ));
+    }
     if crate::schema_file::changes_permissions(cur, new) {
         return Err(cx.data.refuse(
             what,

@@ -1,0 +1,308 @@
+//! Reads a row range's change records in commit-timestamp order, from a
+//! position on, up to the watermark of the servers read (nothing can
+//! appear behind it later). Memory is bounded: when a window of time holds
+//! more records than asked for, the window is halved and read again.
+
+use super::record::{decode_value, encode_value, ChangeRecord};
+use super::WATERMARK_QUALIFIER;
+use crate::data::TimeRange;
+use crate::db::Bigtable;
+use crate::env::now_micros;
+use crate::error::{Error, Result};
+use crate::scan::ScanSpec;
+use crate::schema::CHANGES_FAMILY;
+use std::ops::Bound;
+
+/// Most records one read holds at once, whatever is asked.
+pub const MAX_BATCH: usize = 10_000;
+
+/// Where a reader is in the stream: every record with a commit timestamp
+/// below `ts` has been delivered, and the first `skip` records at exactly
+/// `ts` (records at one timestamp are ordered by row, then bytes). A
+/// position resumes the same selection of rows it was taken from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Position {
+    /// Commit timestamp (µs) reached.
+    pub ts: u64,
+    /// Records at exactly `ts` already delivered.
+    pub skip: u32,
+}
+
+impl Position {
+    /// The token text: `<ts>` or `<ts>.<skip>`.
+    pub fn to_token(self) -> String {
+        if self.skip == 0 {
+            self.ts.to_string()
+        } else {
+            format!("{}.{}", self.ts, self.skip)
+        }
+    }
+
+    /// The position after a record committed at `commit_ts` read from here
+    /// (records come in order: its timestamp is at least `self.ts`).
+    pub fn after_record(self, commit_ts: u64) -> Position {
+        if commit_ts == self.ts {
+            Position {
+                ts: commit_ts,
+                skip: self.skip.saturating_add(1),
+            }
+        } else {
+            Position {
+                ts: commit_ts,
+                skip: 1,
+            }
+        }
+    }
+
+    /// Parses [`Position::to_token`]'s text strictly.
+    pub fn parse(s: &str) -> Result<Position> {
+        let bad = || {
+            Error::invalid(format!(
+                "change token {s:?} is not <µs> or <µs>.<n> (decimal, no sign)"
+            ))
+        };
+        let digits = |t: &str| {
+            (!t.is_empty() && t.len() <= 20 && t.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| t.parse::<u64>().ok())
+                .flatten()
+        };
+        let (ts, skip) = match s.split_once('.') {
+            Some((a, b)) => (
+                digits(a).ok_or_else(bad)?,
+                digits(b)
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(bad)?,
+            ),
+            None => (digits(s).ok_or_else(bad)?, 0),
+        };
+        Ok(Position { ts, skip })
+    }
+}
+
+/// What to read.
+#[derive(Debug, Clone, Default)]
+pub struct ChangeQuery {
+    /// First row (inclusive).
+    pub start: Vec<u8>,
+    /// Row end (exclusive); `None`: the table's end.
+    pub end: Option<Vec<u8>>,
+    /// Resume after this position (ts 0: the oldest change retained).
+    pub after: Position,
+    /// Only records committed before this timestamp.
+    pub until: Option<u64>,
+    /// At most this many records (capped at [`MAX_BATCH`]).
+    pub max_records: usize,
+}
+
+/// One read's result.
+#[derive(Debug, Clone, Default)]
+pub struct ChangeBatch {
+    /// In commit-timestamp order.
+    pub records: Vec<ChangeRecord>,
+    /// Where to resume (after the last record, or at the watermark).
+    pub next: Position,
+    /// Every record at or below this timestamp has been delivered once
+    /// `records` are consumed (when the batch was not cut short).
+    pub watermark: u64,
+    /// Whether `until` was reached: nothing more will come.
+    pub done: bool,
+}
+
+/// The records of one window, complete up to `end` (exclusive).
+struct Window {
+    records: Vec<ChangeRecord>,
+    end: u64,
+}
+
+impl Bigtable {
+    /// Reads the next changes of `table` (see [`ChangeQuery`]).
+    pub fn read_changes(&self, table: &str, q: &ChangeQuery) -> Result<ChangeBatch> {
+        let t = self.table(table)?;
+        let schema = t.schema();
+        if !schema.logs_changes() {
+            return Err(Error::invalid(format!(
+                "table {table} keeps no change log (set `.table change_retention=1d` in its \
+                 .schema, or change_stream_config)"
+            )));
+        }
+        let oldest = now_micros().saturating_sub(schema.change_retention);
+        if q.after.ts != 0 && q.after.ts < oldest {
+            return Err(Error::invalid(format!(
+                "change token {} is older than table {table}'s change retention ({}); \
+                 the oldest change kept is from {oldest} µs",
+                q.after.to_token(),
+                crate::duration::duration_str(schema.change_retention)
+            )));
+        }
+        let max = q.max_records.clamp(1, MAX_BATCH);
+        let stop = q.until.unwrap_or(u64::MAX);
+        // The beginning is the oldest change kept.
+        let after = if q.after.ts == 0 {
+            Position {
+                ts: oldest,
+                skip: 0,
+            }
+        } else {
+            q.after
+        };
+        let start = after.ts;
+        if start >= stop {
+            return Ok(ChangeBatch {
+                next: after,
+                watermark: start.saturating_sub(1),
+                done: true,
+                ..Default::default()
+            });
+        }
+        // Halve the window until it holds few enough records (a window of
+        // one microsecond is taken whole: it holds at most a record a row).
+        let cap = max + after.skip as usize;
+        // No server's watermark is past its clock: the window ends there.
+        let mut end = stop.min(now_micros().saturating_add(1));
+        let w = loop {
+            if end <= start {
+                return Ok(ChangeBatch {
+                    next: after,
+                    watermark: start.saturating_sub(1),
+                    done: start >= stop,
+                    ..Default::default()
+                });
+            }
+            match self.read_window(t.id, q, start, end, cap)? {
+                Some(w) => break w,
+                None if end - start <= 1 => {
+                    return Err(Error::invalid(format!(
+                        "more than {cap} changes at one timestamp {start}"
+                    )))
+                }
+                None => end = start + (end - start) / 2,
+            }
+        };
+        let mut records = w.records;
+        records.sort_by(|a, b| {
+            (a.commit_ts, &a.row)
+                .cmp(&(b.commit_ts, &b.row))
+                .then_with(|| {
+                    encode_value(&a.mutations, a.gc).cmp(&encode_value(&b.mutations, b.gc))
+                })
+        });
+        let skip = records
+            .iter()
+            .take_while(|r| r.commit_ts == start)
+            .count()
+            .min(after.skip as usize);
+        records.drain(..skip);
+        let cut = records.len() > max;
+        records.truncate(max);
+        let next = match records.last() {
+            Some(last) if cut => {
+                let at = records
+                    .iter()
+                    .filter(|r| r.commit_ts == last.commit_ts)
+                    .count() as u32;
+                let before = if last.commit_ts == start {
+                    after.skip
+                } else {
+                    0
+                };
+                Position {
+                    ts: last.commit_ts,
+                    skip: before + at,
+                }
+            }
+            _ if w.end > start => Position { ts: w.end, skip: 0 },
+            _ => after,
+        };
+        Ok(ChangeBatch {
+            records,
+            next,
+            watermark: w.end.saturating_sub(1),
+            done: !cut && w.end >= stop,
+        })
+    }
+
+    /// Reads the records in `[start, end)` of every tablet of the query's
+    /// rows; `None` if more than `cap` (the caller narrows the window).
+    fn read_window(
+        &self,
+        table: u64,
+        q: &ChangeQuery,
+        start: u64,
+        end: u64,
+        cap: usize,
+    ) -> Result<Option<Window>> {
+        let client = self.client()?;
+        let mut records = Vec::new();
+        let mut complete = end;
+        let mut row = q.start.clone();
+        loop {
+            let spec = ScanSpec {
+                rows: crate::data::RowRange {
+                    start: Bound::Included(row.clone()),
+                    end: q.end.clone().map_or(Bound::Unbounded, Bound::Excluded),
+                },
+                families: Some(vec![CHANGES_FAMILY.to_string()]),
+                time_range: TimeRange { start, end },
+                ..Default::default()
+            };
+            let (mut cells, tablet_end) =
+                client.with_tablet(table, &row, |s, l| s.scan_part(l.tablet, &spec))?;
+            let mut marked = false;
+            while let Some(c) = cells.next_cell()? {
+                if c.family != CHANGES_FAMILY {
+                    continue;
+                }
+                if c.qualifier == WATERMARK_QUALIFIER {
+                    marked = true;
+                    complete = complete.min(c.timestamp.saturating_add(1));
+                    continue;
+                }
+                if records.len() >= cap {
+                    return Ok(None);
+                }
+                records.push(decode_value(c.row, c.timestamp, &c.value)?);
+            }
+            if !marked {
+                return Err(Error::corruption(
+                    "a tablet server's change scan had no watermark",
+                ));
+            }
+            match tablet_end {
+                Some(e) if q.end.as_ref().is_none_or(|x| e < *x) => row = e,
+                _ => break,
+            }
+        }
+        records.retain(|r| r.commit_ts < complete);
+        Ok(Some(Window {
+            records,
+            end: complete,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_parse_strictly() {
+        for (s, p) in [("0", (0, 0)), ("17", (17, 0)), ("17.3", (17, 3))] {
+            let got = Position::parse(s).unwrap();
+            assert_eq!((got.ts, got.skip), p);
+            assert_eq!(got.to_token(), s);
+        }
+        for s in [
+            "",
+            ".",
+            "1.",
+            ".1",
+            "-1",
+            "+1",
+            "1.2.3",
+            "1x",
+            "99999999999999999999999",
+        ] {
+            assert!(Position::parse(s).is_err(), "{s}");
+        }
+    }
+}

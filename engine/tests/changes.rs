@@ -1,0 +1,280 @@
+//! The change log (docs/changes.md): every acknowledged mutation once, in
+//! commit order, through deletes, compactions, splits, restarts and
+//! concurrent writers; resumable from any position; replayable into
+//! another table to make it equal.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use engine::changes::{ChangeQuery, ChangeRecord, Position};
+use engine::schema::{FamilySchema, TableSchema};
+use engine::*;
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn options() -> Options {
+    Options {
+        memtable_bytes: 16 << 10,
+        sstable_target_bytes: 16 << 10,
+        split_bytes: 64 << 10,
+        log_file_bytes: 32 << 10,
+        merge_bytes: 0,
+        ..Options::default()
+    }
+}
+
+fn logged() -> TableSchema {
+    TableSchema {
+        change_retention: 3_600_000_000,
+        ..TableSchema::with_families([FamilySchema::new("f"), FamilySchema::new("g")])
+    }
+}
+
+/// Every change from `after` until the watermark passes `until_ts`, read
+/// `batch` at a time; checks each batch is in commit order.
+fn read_all(bt: &Bigtable, table: &str, after: Position, batch: usize) -> Vec<ChangeRecord> {
+    let mut out: Vec<ChangeRecord> = Vec::new();
+    let mut q = ChangeQuery {
+        after,
+        max_records: batch,
+        ..Default::default()
+    };
+    let goal = now_micros();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let b = bt.read_changes(table, &q).unwrap();
+        let cut = b.records.len() == batch;
+        out.extend(b.records);
+        q.after = b.next;
+        if !cut && b.watermark >= goal {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the watermark never passed now");
+    }
+    for w in out.windows(2) {
+        assert!(
+            (w[0].commit_ts, &w[0].row) <= (w[1].commit_ts, &w[1].row),
+            "out of order"
+        );
+    }
+    out
+}
+
+/// A cell's coordinates and value.
+type Version = (Vec<u8>, String, Vec<u8>, u64, Vec<u8>);
+
+fn all_versions(bt: &Bigtable, table: &str) -> Vec<Version> {
+    bt.scan(table, ScanSpec::default())
+        .unwrap()
+        .map(|c| {
+            let c = c.unwrap();
+            (
+                c.row,
+                c.family,
+                c.qualifier,
+                c.timestamp,
+                c.value.into_vec(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn changes_are_logged_in_order_hidden_from_reads_and_replay_into_an_equal_table() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, options()).unwrap();
+    bt.create_table("t", logged()).unwrap();
+    bt.create_table(
+        "plain",
+        TableSchema::with_families([FamilySchema::new("f")]),
+    )
+    .unwrap();
+    let err = bt
+        .read_changes("plain", &ChangeQuery::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("no change log"), "{err}");
+    let w = WriteOptions::default();
+    let muts = vec![
+        RowMutation::new("a")
+            .set("f", "q", "1")
+            .set_at("g", "x", 5, "five"),
+        RowMutation::new("b").set("f", "q", "2"),
+        RowMutation::new("a").delete_cells("g", "x", TimeRange::ALL),
+        RowMutation::new("b").delete_row(),
+        RowMutation::new("c")
+            .set("f", "q\0bin", vec![0u8, 255])
+            .delete_family("g"),
+        RowMutation::new("b").set("f", "q", "again"),
+    ];
+    for m in &muts {
+        bt.apply("t", m, w).unwrap();
+    }
+    let got = read_all(&bt, "t", Position::default(), 100);
+    assert_eq!(got.len(), muts.len());
+    for (r, m) in got.iter().zip(&muts) {
+        assert_eq!(r.row, m.row);
+        assert!(!r.gc);
+        assert_eq!(r.mutations.len(), m.mutations.len());
+    }
+    // Users never see the log.
+    let cells = bt.read_row("t", b"b", &ScanSpec::default()).unwrap();
+    assert!(cells.iter().all(|c| c.family == "f"), "{cells:?}");
+    // It outlives the row delete and a major compaction.
+    bt.flush().unwrap();
+    bt.compact("t", true).unwrap();
+    let again = read_all(&bt, "t", Position::default(), 2);
+    assert_eq!(again, got);
+    // Resuming from every position loses and repeats nothing.
+    let mut pos = Position::default();
+    let mut one_by_one = Vec::new();
+    while one_by_one.len() < got.len() {
+        let b = bt
+            .read_changes(
+                "t",
+                &ChangeQuery {
+                    after: Position::parse(&pos.to_token()).unwrap(),
+                    max_records: 1,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        one_by_one.extend(b.records);
+        pos = b.next;
+    }
+    assert_eq!(one_by_one, got);
+    // A row range reads its rows only.
+    let only_b = bt
+        .read_changes(
+            "t",
+            &ChangeQuery {
+                start: b"b".to_vec(),
+                end: Some(b"c".to_vec()),
+                max_records: 100,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(only_b.records.len(), 3);
+    // Replaying the log into another table makes it equal, versions and all.
+    bt.create_table(
+        "u",
+        TableSchema::with_families([FamilySchema::new("f"), FamilySchema::new("g")]),
+    )
+    .unwrap();
+    for r in &got {
+        let m = RowMutation {
+            row: r.row.clone(),
+            mutations: r.mutations.clone(),
+        };
+        bt.apply("u", &m, w).unwrap();
+    }
+    assert_eq!(all_versions(&bt, "u"), all_versions(&bt, "t"));
+    // A token older than the retention is refused clearly.
+    let err = bt
+        .read_changes(
+            "t",
+            &ChangeQuery {
+                after: Position { ts: 1, skip: 0 },
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(err.to_string().contains("older than"), "{err}");
+    bt.close().unwrap();
+}
+
+#[test]
+fn the_log_survives_a_restart_through_log_recovery() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    {
+        let bt = Bigtable::open(store.clone(), options()).unwrap();
+        bt.create_table("t", logged()).unwrap();
+        for i in 0..300 {
+            bt.apply(
+                "t",
+                &RowMutation::new(format!("r{i:05}")).set("f", "q", format!("v{i}")),
+                WriteOptions::default(),
+            )
+            .unwrap();
+        }
+        std::mem::forget(bt);
+    }
+    let bt = Bigtable::open(store, options()).unwrap();
+    let got = read_all(&bt, "t", Position::default(), 50);
+    let rows: Vec<String> = got
+        .iter()
+        .map(|r| String::from_utf8(r.row.clone()).unwrap())
+        .collect();
+    let want: Vec<String> = (0..300).map(|i| format!("r{i:05}")).collect();
+    assert_eq!(rows, want);
+    bt.close().unwrap();
+}
+
+#[test]
+fn concurrent_writers_and_splits_lose_and_repeat_nothing() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Arc::new(Bigtable::open(store, options()).unwrap());
+    bt.create_table("t", logged()).unwrap();
+    let acked: Arc<Mutex<HashSet<Vec<u8>>>> = Arc::default();
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4)
+        .map(|w| {
+            let (bt, acked, stop) = (bt.clone(), acked.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) && i < 1500 {
+                    let row = format!("{:04}-{w}", (i * 7919) % 10_000).into_bytes();
+                    let v = format!("w{w}i{i}");
+                    bt.apply(
+                        "t",
+                        &RowMutation::new(row).set("f", "q", v.clone()),
+                        WriteOptions::default(),
+                    )
+                    .unwrap();
+                    acked.lock().unwrap().insert(v.into_bytes());
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    // A reader follows meanwhile, small batches, while tablets split.
+    let mut seen: Vec<ChangeRecord> = Vec::new();
+    let mut q = ChangeQuery {
+        max_records: 37,
+        ..Default::default()
+    };
+    let mut splits = 0;
+    while writers.iter().any(|w| !w.is_finished()) {
+        let b = bt.read_changes("t", &q).unwrap();
+        seen.extend(b.records);
+        q.after = b.next;
+        if splits < 3 && seen.len() > 1000 * (splits + 1) {
+            bt.flush().unwrap();
+            bt.split_now("t").unwrap();
+            splits += 1;
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    seen.extend(read_all(&bt, "t", q.after, 37));
+    assert!(bt.tablets("t").unwrap().len() > 1, "the table split");
+    let values: Vec<Vec<u8>> = seen
+        .iter()
+        .map(|r| match &r.mutations[0] {
+            Mutation::SetCell { value, .. } => value.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let unique: HashSet<Vec<u8>> = values.iter().cloned().collect();
+    assert_eq!(unique.len(), values.len(), "a change was repeated");
+    let acked = acked.lock().unwrap();
+    let lost = acked.difference(&unique).count();
+    let extra = unique.difference(&acked).count();
+    assert_eq!((lost, extra), (0, 0), "lost and unacknowledged changes");
+    for w in seen.windows(2) {
+        assert!(w[0].commit_ts <= w[1].commit_ts, "out of commit order");
+    }
+    bt.close().unwrap();
+}
