@@ -24,6 +24,17 @@ pub struct Sst {
     pub table: Arc<Table>,
 }
 
+impl Sst {
+    /// The newest cell timestamp in the file: from METADATA, else from the
+    /// file's properties (files written before either knew it: None).
+    pub fn newest_cell(&self) -> Option<u64> {
+        self.meta
+            .timestamps
+            .or_else(|| self.table.timestamps())
+            .map(|t| t.max)
+    }
+}
+
 /// The sources of a tablet at one moment.
 pub struct TabletVersion {
     /// Identifies this set of SSTables (changes on every flush and compaction;

@@ -13,12 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 fn options() -> Options {
+    // Small memtables and split size: the tests flush and split often.
     Options {
-        memtable_bytes: 16 << 10,
-        sstable_target_bytes: 16 << 10,
         split_bytes: 64 << 10,
-        log_file_bytes: 32 << 10,
-        merge_bytes: 0,
+        memtable_bytes: 16 << 10,
         ..Options::default()
     }
 }
@@ -200,6 +198,17 @@ fn the_log_survives_a_restart_through_log_recovery() {
         std::mem::forget(bt);
     }
     let bt = Bigtable::open(store, options()).unwrap();
+    // One read fills its batch, however the windows were halved.
+    let first = bt
+        .read_changes(
+            "t",
+            &ChangeQuery {
+                max_records: 50,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+    assert_eq!(first.records.len(), 50);
     let got = read_all(&bt, "t", Position::default(), 50);
     let rows: Vec<String> = got
         .iter()

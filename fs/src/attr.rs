@@ -46,6 +46,8 @@ pub fn volatile(node: &Node) -> bool {
             | Node::Status(_)
             | Node::ScanDir(_)
             | Node::Scan { .. }
+            | Node::ChangesDir(_)
+            | Node::Changes { .. }
             | Node::AtDir(_)
             | Node::SnapDir(_)
             | Node::VersionsDir(_)

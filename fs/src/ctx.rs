@@ -181,6 +181,27 @@ impl Ctx {
         Ok(attr)
     }
 
+    /// A `.changes/` file's size ([`crate::change_sizes`]): where its
+    /// furthest reader is, plus the lines of the changes known beyond
+    /// (some: `tail -f` reads as many bytes as the size grew).
+    fn changes_size(&self, ino: u64, table: &str, query: &[u8]) -> u64 {
+        let (read_to, pos) = crate::change_sizes::furthest(ino);
+        let Ok(name) = crate::change_query::parse(query) else {
+            return read_to;
+        };
+        let after = pos.unwrap_or(name.query.after);
+        let q = engine::changes::ChangeQuery {
+            after,
+            max_records: 256,
+            ..name.query
+        };
+        let mut lines = Vec::new();
+        if let Ok(b) = self.data.store().read_changes(table, &q) {
+            crate::change_lines::write_batch(&b.records, after, name.family.as_deref(), &mut lines);
+        }
+        read_to + lines.len() as u64
+    }
+
     fn node_attr_now(&self, node: &Node, walk: bool) -> FsResult<FileAttr> {
         let ino = self.kernel.ino_of(node);
         match node {
@@ -206,6 +227,7 @@ impl Ctx {
             }
             Node::Table(t)
             | Node::ScanDir(t)
+            | Node::ChangesDir(t)
             | Node::AtDir(t)
             | Node::SnapDir(t)
             | Node::AtRoot { table: t, .. } => {
@@ -229,15 +251,19 @@ impl Ctx {
                     self.started,
                 ))
             }
-            Node::Scan { table, .. } => {
+            Node::Scan { table, .. } | Node::Changes { table, .. } => {
                 let s = self.data.schema(table)?;
+                let size = match node {
+                    Node::Changes { query, .. } => self.changes_size(ino, table, query),
+                    _ => 0,
+                };
                 Ok(make_attr(
                     ino,
                     FileType::RegularFile,
                     s.mode & 0o444,
                     s.owner,
                     s.group,
-                    0,
+                    size,
                     SystemTime::now(),
                 ))
             }

@@ -26,6 +26,9 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 mod attr;
+mod change_lines;
+mod change_query;
+mod change_sizes;
 mod counts;
 mod ctx;
 mod dirs;

@@ -5,7 +5,7 @@ use crate::names::{
     parse_lenient, parse_strict, parse_version_name, snapshot_table, table_name, KeyName,
 };
 use crate::node::{
-    FamilyAddr, Key, Name, Node, StatusFile, View, AT, MUTATE, SCAN, SCHEMA, SNAPSHOTS,
+    FamilyAddr, Key, Name, Node, StatusFile, View, AT, CHANGES, MUTATE, SCAN, SCHEMA, SNAPSHOTS,
     SNAPSHOT_TS, STATUS_DIR, VERSIONS,
 };
 use crate::options::{Entry, FsResult, Stats};
@@ -66,6 +66,7 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
                 _ if n == SCHEMA.as_bytes() => Ok(Node::Schema(t)),
                 _ if n == MUTATE.as_bytes() => Ok(Node::Mutate(t)),
                 _ if n == SCAN.as_bytes() => Ok(Node::ScanDir(t)),
+                _ if n == CHANGES.as_bytes() => Ok(Node::ChangesDir(t)),
                 _ if n == AT.as_bytes() => Ok(Node::AtDir(t)),
                 _ if n == SNAPSHOTS.as_bytes() => Ok(Node::SnapDir(t)),
                 _ => row_node(cx, &t, View::Now, n),
@@ -80,6 +81,19 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
                 )
             })?;
             Ok(Node::Scan {
+                table: t.clone(),
+                query: n.to_vec(),
+            })
+        }
+        Node::ChangesDir(t) => {
+            crate::change_query::parse(n).map_err(|why| {
+                cx.data.refuse(
+                    &format!("{parent}/{}", String::from_utf8_lossy(n)),
+                    Errno::EINVAL,
+                    &why,
+                )
+            })?;
+            Ok(Node::Changes {
                 table: t.clone(),
                 query: n.to_vec(),
             })

@@ -57,6 +57,17 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Option<Cell>>;
     /// The rows `spec` selects, read as the stream is pulled.
     fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>>;
+    /// The next changes of a table that keeps a change log (`.changes/`).
+    fn read_changes(
+        &self,
+        table: &str,
+        q: &engine::changes::ChangeQuery,
+    ) -> Result<engine::changes::ChangeBatch> {
+        let _ = q;
+        Err(engine::Error::invalid(format!(
+            "table {table} keeps no change log in this store"
+        )))
+    }
     /// Makes every write applied so far durable.
     fn sync(&self) -> Result<()>;
     /// A table's tablets and their servers (`.bigtable/tables`, `.bigtable/tablets`).
@@ -177,6 +188,13 @@ impl Store for engine::Bigtable {
             }
             None => engine::Bigtable::read_cell(self, table, row, family, qualifier),
         }
+    }
+    fn read_changes(
+        &self,
+        table: &str,
+        q: &engine::changes::ChangeQuery,
+    ) -> Result<engine::changes::ChangeBatch> {
+        engine::Bigtable::read_changes(self, table, q)
     }
     fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>> {
         match snapshot_of(self, table)? {

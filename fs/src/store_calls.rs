@@ -218,6 +218,13 @@ impl Store for Counted {
     fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>> {
         self.count(Call::Scan).scan(table, spec)
     }
+    fn read_changes(
+        &self,
+        table: &str,
+        q: &engine::changes::ChangeQuery,
+    ) -> Result<engine::changes::ChangeBatch> {
+        self.count(Call::Scan).read_changes(table, q)
+    }
     fn sync(&self) -> Result<()> {
         self.count(Call::Sync).sync()
     }

@@ -145,79 +145,69 @@ impl Bigtable {
         } else {
             q.after
         };
-        let start = after.ts;
-        if start >= stop {
-            return Ok(ChangeBatch {
-                next: after,
-                watermark: start.saturating_sub(1),
-                done: true,
-                ..Default::default()
+        // No server's watermark is past its clock: reading ends there.
+        let limit = stop.min(now_micros().saturating_add(1));
+        let mut out: Vec<ChangeRecord> = Vec::new();
+        let mut pos = after;
+        let mut watermark = pos.ts.saturating_sub(1);
+        let mut cut = false;
+        while pos.ts < limit {
+            let start = pos.ts;
+            // Halve the window until it holds few enough records (a window
+            // of one microsecond is taken whole: a record a row at most).
+            let cap = (max - out.len()) + pos.skip as usize;
+            let mut end = limit;
+            let w = loop {
+                match self.read_window(t.id, q, start, end, cap)? {
+                    Some(w) => break w,
+                    None if end - start <= 1 => {
+                        return Err(Error::invalid(format!(
+                            "more than {cap} changes at one timestamp {start}"
+                        )))
+                    }
+                    None => end = start + (end - start) / 2,
+                }
+            };
+            let mut records = w.records;
+            records.sort_by(|a, b| {
+                (a.commit_ts, &a.row)
+                    .cmp(&(b.commit_ts, &b.row))
+                    .then_with(|| {
+                        encode_value(&a.mutations, a.gc).cmp(&encode_value(&b.mutations, b.gc))
+                    })
             });
+            let skip = records
+                .iter()
+                .take_while(|r| r.commit_ts == start)
+                .count()
+                .min(pos.skip as usize);
+            records.drain(..skip);
+            let room = max - out.len();
+            if records.len() > room {
+                records.truncate(room);
+                for r in &records {
+                    pos = pos.after_record(r.commit_ts);
+                }
+                out.extend(records);
+                cut = true;
+                break;
+            }
+            out.extend(records);
+            watermark = w.end.saturating_sub(1);
+            if w.end > start {
+                pos = Position { ts: w.end, skip: 0 };
+            }
+            // The batch is full, or the watermark stopped the window, or
+            // it reached the end: done. Else it was halved: go on.
+            if out.len() >= max || w.end < end || w.end >= limit {
+                break;
+            }
         }
-        // Halve the window until it holds few enough records (a window of
-        // one microsecond is taken whole: it holds at most a record a row).
-        let cap = max + after.skip as usize;
-        // No server's watermark is past its clock: the window ends there.
-        let mut end = stop.min(now_micros().saturating_add(1));
-        let w = loop {
-            if end <= start {
-                return Ok(ChangeBatch {
-                    next: after,
-                    watermark: start.saturating_sub(1),
-                    done: start >= stop,
-                    ..Default::default()
-                });
-            }
-            match self.read_window(t.id, q, start, end, cap)? {
-                Some(w) => break w,
-                None if end - start <= 1 => {
-                    return Err(Error::invalid(format!(
-                        "more than {cap} changes at one timestamp {start}"
-                    )))
-                }
-                None => end = start + (end - start) / 2,
-            }
-        };
-        let mut records = w.records;
-        records.sort_by(|a, b| {
-            (a.commit_ts, &a.row)
-                .cmp(&(b.commit_ts, &b.row))
-                .then_with(|| {
-                    encode_value(&a.mutations, a.gc).cmp(&encode_value(&b.mutations, b.gc))
-                })
-        });
-        let skip = records
-            .iter()
-            .take_while(|r| r.commit_ts == start)
-            .count()
-            .min(after.skip as usize);
-        records.drain(..skip);
-        let cut = records.len() > max;
-        records.truncate(max);
-        let next = match records.last() {
-            Some(last) if cut => {
-                let at = records
-                    .iter()
-                    .filter(|r| r.commit_ts == last.commit_ts)
-                    .count() as u32;
-                let before = if last.commit_ts == start {
-                    after.skip
-                } else {
-                    0
-                };
-                Position {
-                    ts: last.commit_ts,
-                    skip: before + at,
-                }
-            }
-            _ if w.end > start => Position { ts: w.end, skip: 0 },
-            _ => after,
-        };
         Ok(ChangeBatch {
-            records,
-            next,
-            watermark: w.end.saturating_sub(1),
-            done: !cut && w.end >= stop,
+            records: out,
+            next: pos,
+            watermark,
+            done: !cut && pos.ts >= stop,
         })
     }
 

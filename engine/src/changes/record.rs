@@ -3,6 +3,7 @@
 //! (docs/formats/changes.md). It holds the row mutation as applied, every
 //! timestamp resolved, so replaying it elsewhere writes the same cells.
 
+use crate::coding::{put_bytes, put_str, put_varint, Decoder};
 use crate::data::{Mutation, RowMutation, TimeRange};
 use crate::error::{Error, Result};
 use crate::key::Timestamp;
@@ -51,7 +52,7 @@ pub fn resolved(m: &RowMutation, commit_ts: Timestamp) -> Vec<Mutation> {
 /// The stored value of a record of `ops`.
 pub fn encode_value(ops: &[Mutation], gc: bool) -> Vec<u8> {
     let mut out = vec![VERSION, if gc { SOURCE_GC } else { SOURCE_USER }];
-    put_u32(&mut out, ops.len() as u32);
+    put_varint(&mut out, ops.len() as u64);
     for op in ops {
         match op {
             Mutation::SetCell {
@@ -61,9 +62,9 @@ pub fn encode_value(ops: &[Mutation], gc: bool) -> Vec<u8> {
                 value,
             } => {
                 out.push(1);
-                put_bytes(&mut out, family.as_bytes());
+                put_str(&mut out, family);
                 put_bytes(&mut out, qualifier);
-                out.extend_from_slice(&timestamp.unwrap_or(0).to_be_bytes());
+                put_varint(&mut out, timestamp.unwrap_or(0));
                 put_bytes(&mut out, value);
             }
             Mutation::DeleteCells {
@@ -72,14 +73,14 @@ pub fn encode_value(ops: &[Mutation], gc: bool) -> Vec<u8> {
                 range,
             } => {
                 out.push(2);
-                put_bytes(&mut out, family.as_bytes());
+                put_str(&mut out, family);
                 put_bytes(&mut out, qualifier);
-                out.extend_from_slice(&range.start.to_be_bytes());
-                out.extend_from_slice(&range.end.to_be_bytes());
+                put_varint(&mut out, range.start);
+                put_varint(&mut out, range.end);
             }
             Mutation::DeleteFamily { family } => {
                 out.push(3);
-                put_bytes(&mut out, family.as_bytes());
+                put_str(&mut out, family);
             }
             Mutation::DeleteRow => out.push(4),
             Mutation::AddToCell {
@@ -89,10 +90,10 @@ pub fn encode_value(ops: &[Mutation], gc: bool) -> Vec<u8> {
                 input,
             } => {
                 out.push(5);
-                put_bytes(&mut out, family.as_bytes());
+                put_str(&mut out, family);
                 put_bytes(&mut out, qualifier);
-                out.extend_from_slice(&timestamp.to_be_bytes());
-                out.extend_from_slice(&input.to_be_bytes());
+                put_varint(&mut out, *timestamp);
+                put_varint(&mut out, *input as u64);
             }
         }
     }
@@ -101,7 +102,7 @@ pub fn encode_value(ops: &[Mutation], gc: bool) -> Vec<u8> {
 
 /// Decodes a stored value (of the record of `row` at `commit_ts`).
 pub fn decode_value(row: Vec<u8>, commit_ts: Timestamp, v: &[u8]) -> Result<ChangeRecord> {
-    let mut r = Reader { buf: v };
+    let mut r = Decoder::new(v, "change record");
     if r.u8()? != VERSION {
         return Err(Error::corruption("change record: unknown version"));
     }
@@ -110,28 +111,28 @@ pub fn decode_value(row: Vec<u8>, commit_ts: Timestamp, v: &[u8]) -> Result<Chan
         SOURCE_GC => true,
         b => return Err(Error::corruption(format!("change record: source {b}"))),
     };
-    let n = r.u32()? as usize;
+    let n = r.varint()?;
     // Each op takes at least one byte: a count beyond that is corrupt.
-    if n > r.buf.len() {
+    if n > v.len() as u64 {
         return Err(Error::corruption(
             "change record: op count beyond its bytes",
         ));
     }
-    let mut mutations = Vec::with_capacity(n);
+    let mut mutations = Vec::with_capacity(n as usize);
     for _ in 0..n {
         let op = match r.u8()? {
             1 => Mutation::SetCell {
                 family: r.string()?,
                 qualifier: r.bytes()?.to_vec(),
-                timestamp: Some(r.u64()?),
+                timestamp: Some(r.varint()?),
                 value: r.bytes()?.to_vec(),
             },
             2 => Mutation::DeleteCells {
                 family: r.string()?,
                 qualifier: r.bytes()?.to_vec(),
                 range: TimeRange {
-                    start: r.u64()?,
-                    end: r.u64()?,
+                    start: r.varint()?,
+                    end: r.varint()?,
                 },
             },
             3 => Mutation::DeleteFamily {
@@ -141,14 +142,14 @@ pub fn decode_value(row: Vec<u8>, commit_ts: Timestamp, v: &[u8]) -> Result<Chan
             5 => Mutation::AddToCell {
                 family: r.string()?,
                 qualifier: r.bytes()?.to_vec(),
-                timestamp: r.u64()?,
-                input: r.u64()? as i64,
+                timestamp: r.varint()?,
+                input: r.varint()? as i64,
             },
             b => return Err(Error::corruption(format!("change record: op {b}"))),
         };
         mutations.push(op);
     }
-    if !r.buf.is_empty() {
+    if !r.is_empty() {
         return Err(Error::corruption("change record: trailing bytes"));
     }
     Ok(ChangeRecord {
@@ -157,50 +158,6 @@ pub fn decode_value(row: Vec<u8>, commit_ts: Timestamp, v: &[u8]) -> Result<Chan
         gc,
         mutations,
     })
-}
-
-fn put_u32(out: &mut Vec<u8>, v: u32) {
-    out.extend_from_slice(&v.to_be_bytes());
-}
-
-fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
-    put_u32(out, b.len() as u32);
-    out.extend_from_slice(b);
-}
-
-struct Reader<'a> {
-    buf: &'a [u8],
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        if self.buf.len() < n {
-            return Err(Error::corruption("change record: truncated"));
-        }
-        let (a, b) = self.buf.split_at(n);
-        self.buf = b;
-        Ok(a)
-    }
-    fn u8(&mut self) -> Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> Result<u32> {
-        let b = self.take(4)?;
-        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn u64(&mut self) -> Result<u64> {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(self.take(8)?);
-        Ok(u64::from_be_bytes(a))
-    }
-    fn bytes(&mut self) -> Result<&'a [u8]> {
-        let n = self.u32()? as usize;
-        self.take(n)
-    }
-    fn string(&mut self) -> Result<String> {
-        String::from_utf8(self.bytes()?.to_vec())
-            .map_err(|_| Error::corruption("change record: family is not UTF-8"))
-    }
 }
 
 #[cfg(test)]

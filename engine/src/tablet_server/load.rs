@@ -16,7 +16,7 @@ use crate::memtable::Memtable;
 use crate::metadata::{TableDef, TabletMeta, METADATA_ID};
 use crate::protocol::TabletAssignment;
 use crate::recovery;
-use crate::tablet::{next_files_version, Sst, Tablet, TabletVersion};
+use crate::tablet::{next_files_version, Tablet, TabletVersion};
 use crate::{key, Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -96,7 +96,7 @@ impl TabletAssignment for TabletServer {
             )?);
         }
         files.sort_by_key(|f| std::cmp::Reverse(f.meta.max_seq));
-        let mut newest: Vec<u64> = files.iter().filter_map(|f| newest_cell(f)).collect();
+        let mut newest: Vec<u64> = files.iter().filter_map(|f| f.newest_cell()).collect();
         let mut floor = meta.max_seq();
         let tablet = Arc::new(Tablet::new(
             meta.id,
@@ -253,22 +253,13 @@ impl TabletAssignment for TabletServer {
     }
 }
 
-/// The newest cell timestamp of a tablet's file: METADATA's record, or,
-/// for a row written before METADATA recorded it, the file's properties;
-/// `None` for a file older still (no bound from it) or without cells.
-pub(super) fn newest_cell(f: &Sst) -> Option<u64> {
-    f.meta
-        .timestamps
-        .or_else(|| f.table.timestamps())
-        .map(|t| t.max)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::compaction::sst_name;
     use crate::metadata::SstMeta;
     use crate::sstable::{BlockCache, TableBuilder, TableOptions, TimeRange};
+    use crate::tablet::Sst;
     use gfs::FileStore;
 
     /// A file `number` with one cell stamped `ts`, opened as a tablet's
@@ -302,10 +293,10 @@ mod tests {
     fn a_files_newest_cell_comes_from_metadata_else_from_its_properties() {
         let store: Arc<dyn FileStore> = Arc::new(gfs::MemStore::new());
         let recorded = Some(TimeRange { min: 1, max: 50 });
-        assert_eq!(newest_cell(&file(&store, 1, 40, false, recorded)), Some(50));
+        assert_eq!(file(&store, 1, 40, false, recorded).newest_cell(), Some(50));
         // A METADATA row written before rows recorded timestamps.
-        assert_eq!(newest_cell(&file(&store, 2, 40, false, None)), Some(40));
+        assert_eq!(file(&store, 2, 40, false, None).newest_cell(), Some(40));
         // ... naming a file written before files recorded them: no bound.
-        assert_eq!(newest_cell(&file(&store, 3, 40, true, None)), None);
+        assert_eq!(file(&store, 3, 40, true, None).newest_cell(), None);
     }
 }

@@ -316,8 +316,7 @@ impl TabletReads for TabletServer {
         for f in files {
             // Changes since T skip the files whose newest record is older:
             // the change log's index by time.
-            if change_read && super::load::newest_cell(f).is_some_and(|n| n < part.time_range.start)
-            {
+            if change_read && f.newest_cell().is_some_and(|n| n < part.time_range.start) {
                 continue;
             }
             sources.push(Box::new(f.table.iter()));

@@ -3,7 +3,8 @@
 use crate::ctx::Ctx;
 use crate::names::{parse_strict, table_name, KeyName};
 use crate::node::{
-    FamilyAddr, Key, Name, Node, View, AT, MUTATE, SCAN, SCHEMA, SNAPSHOTS, STATUS_DIR, VERSIONS,
+    FamilyAddr, Key, Name, Node, View, AT, CHANGES, MUTATE, SCAN, SCHEMA, SNAPSHOTS, STATUS_DIR,
+    VERSIONS,
 };
 use crate::options::FsResult;
 use crate::perms::{Caller, W};
@@ -53,7 +54,7 @@ pub(crate) fn mkdir(
         }
         Node::SnapDir(t) => super::snapshots::make(cx, &what, t, name)?,
         Node::Table(t) => {
-            if [SCHEMA, MUTATE, SCAN, AT, SNAPSHOTS]
+            if [SCHEMA, MUTATE, SCAN, CHANGES, AT, SNAPSHOTS]
                 .iter()
                 .any(|r| r.as_bytes() == name)
             {
@@ -215,7 +216,10 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
         }
         Node::SnapDir(t) => super::snapshots::remove(cx, &what, t, name),
         Node::Table(t) => {
-            if [SCAN, AT, SNAPSHOTS].iter().any(|r| r.as_bytes() == name) {
+            if [SCAN, CHANGES, AT, SNAPSHOTS]
+                .iter()
+                .any(|r| r.as_bytes() == name)
+            {
                 return Err(cx.data.refuse(&what, Errno::EBUSY, "a virtual directory"));
             }
             if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() {

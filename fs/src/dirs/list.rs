@@ -71,7 +71,7 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
                 });
             }
         }
-        Node::ScanDir(_) | Node::AtDir(_) => {}
+        Node::ScanDir(_) | Node::ChangesDir(_) | Node::AtDir(_) => {}
         Node::SnapDir(t) => out.extend(super::snapshots::list(cx, t)?),
         Node::Row { table, view, row } => {
             cx.listing.entered(table);

@@ -57,7 +57,7 @@ pub(crate) fn release_commits(cx: &Ctx, fh: u64) -> bool {
         Handle::Schema(s) => s.dirty,
         Handle::Mutate(m) => m.failed.is_none() && !m.parser.is_empty(),
         Handle::Control(_) => true,
-        Handle::Scan(_) | Handle::Content(_) | Handle::Dir(_) => false,
+        Handle::Scan(_) | Handle::Changes(_) | Handle::Content(_) | Handle::Dir(_) => false,
     }
 }
 

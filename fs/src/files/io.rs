@@ -60,6 +60,7 @@ pub(crate) fn read_for(
             m.results[start..end].to_vec()
         }
         Handle::Scan(s) => super::scan::read_scan(cx, s, offset, size)?,
+        Handle::Changes(c) => super::changes::read_changes(cx, c, offset, size)?,
         Handle::Dir(_) => return Err(Errno::EISDIR),
     };
     Stats::add(&cx.data.stats().read_bytes, out.len() as u64);
@@ -195,7 +196,7 @@ pub(crate) fn write(
             buf.extend_from_slice(data);
             super::control::run_control(cx, buf, false)?;
         }
-        Handle::Scan(_) | Handle::Content(_) => return Err(Errno::EROFS),
+        Handle::Scan(_) | Handle::Changes(_) | Handle::Content(_) => return Err(Errno::EROFS),
         Handle::Dir(_) => return Err(Errno::EISDIR),
     }
     u32::try_from(data.len()).map_err(|_| Errno::EINVAL)

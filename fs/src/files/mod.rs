@@ -5,6 +5,7 @@
 
 pub(crate) mod attrs;
 pub(crate) mod batch;
+pub(crate) mod changes;
 pub(crate) mod commit;
 pub(crate) mod control;
 pub(crate) mod io;

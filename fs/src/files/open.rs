@@ -117,6 +117,9 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
                 ..Default::default()
             })
         }
+        Node::Changes { table, query } => {
+            super::changes::open_changes(cx, caller, ino, table, query, &what)
+        }
         Node::Scan { table, query } => {
             let mut q = crate::query::parse(query)
                 .map_err(|why| cx.data.refuse(&what, Errno::EINVAL, &why))?;

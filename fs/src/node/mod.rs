@@ -45,6 +45,7 @@ impl View {
 pub const SCHEMA: &str = ".schema";
 pub const MUTATE: &str = ".mutate";
 pub const SCAN: &str = ".scan";
+pub const CHANGES: &str = ".changes";
 pub const AT: &str = ".at";
 pub const SNAPSHOTS: &str = ".snapshots";
 /// The view a snapshot's tree is shown in: every version it holds.
@@ -202,6 +203,14 @@ pub enum Node {
         table: Name,
         query: Vec<u8>,
     },
+    /// `/<table>/.changes/`
+    ChangesDir(Name),
+    /// `/<table>/.changes/<query>`: the table's change stream (the query
+    /// is the raw filename, `crate::change_query`)
+    Changes {
+        table: Name,
+        query: Vec<u8>,
+    },
     /// `/<table>/.at/`
     AtDir(Name),
     /// `/<table>/.at/<ts>/`: the rows of the table as of `ts`; with
@@ -249,6 +258,7 @@ impl Node {
                 | Node::Schema(_)
                 | Node::Mutate(_)
                 | Node::Scan { .. }
+                | Node::Changes { .. }
                 | Node::Cell(_)
                 | Node::Version { .. }
         )
@@ -271,9 +281,12 @@ impl Node {
             | Node::Schema(t)
             | Node::Mutate(t)
             | Node::ScanDir(t)
+            | Node::ChangesDir(t)
             | Node::AtDir(t)
             | Node::SnapDir(t) => Some(t),
-            Node::Scan { table, .. } | Node::AtRoot { table, .. } => Some(table),
+            Node::Scan { table, .. } | Node::Changes { table, .. } | Node::AtRoot { table, .. } => {
+                Some(table)
+            }
             n => n.data_path().map(|p| p.table),
         }
     }
@@ -334,6 +347,8 @@ impl Node {
             Node::StatusDir
             | Node::ScanDir(_)
             | Node::Scan { .. }
+            | Node::ChangesDir(_)
+            | Node::Changes { .. }
             | Node::AtDir(_)
             | Node::AtRoot { .. } => true,
             n => n.view().is_some_and(|v| !v.is_now()),
@@ -409,6 +424,15 @@ impl Node {
                 out.push(17);
                 put(out, t.as_bytes());
             }
+            Node::ChangesDir(t) => {
+                out.push(18);
+                put(out, t.as_bytes());
+            }
+            Node::Changes { table, query } => {
+                out.push(19);
+                put(out, table.as_bytes());
+                put(out, query);
+            }
             // Every other node lies inside a row.
             n => {
                 let Some(p) = n.data_path() else { return };
@@ -450,6 +474,10 @@ impl fmt::Display for Node {
             Node::Scan { table, query } => {
                 write!(f, "/{table}/{SCAN}/{}", String::from_utf8_lossy(query))
             }
+            Node::ChangesDir(t) => write!(f, "/{t}/{CHANGES}"),
+            Node::Changes { table, query } => {
+                write!(f, "/{table}/{CHANGES}/{}", String::from_utf8_lossy(query))
+            }
             Node::AtDir(t) => write!(f, "/{t}/{AT}"),
             Node::SnapDir(t) => write!(f, "/{t}/{SNAPSHOTS}"),
             Node::AtRoot { table, ts } => write!(f, "/{table}/{AT}/{ts}"),
@@ -490,6 +518,8 @@ pub fn parent_and_name(node: &Node) -> Option<(Node, Vec<u8>)> {
         Node::Mutate(t) => (Node::Table(t.clone()), s(MUTATE)),
         Node::ScanDir(t) => (Node::Table(t.clone()), s(SCAN)),
         Node::Scan { table, query } => (Node::ScanDir(table.clone()), query.clone()),
+        Node::ChangesDir(t) => (Node::Table(t.clone()), s(CHANGES)),
+        Node::Changes { table, query } => (Node::ChangesDir(table.clone()), query.clone()),
         Node::AtDir(t) => (Node::Table(t.clone()), s(AT)),
         Node::SnapDir(t) => (Node::Table(t.clone()), s(SNAPSHOTS)),
         Node::AtRoot { table, ts } => match split_snapshot_table(table) {

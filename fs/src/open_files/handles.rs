@@ -117,6 +117,29 @@ pub struct ScanHandle {
     pub done: bool,
 }
 
+/// `.changes/<query>` open: the change stream from the query's position,
+/// as lines; a read at its end returns what is new (nothing: EOF, and a
+/// later read goes on), so `tail -f` follows it.
+pub struct ChangesHandle {
+    /// Its file's inode (`crate::change_sizes` keeps the file's size).
+    pub ino: u64,
+    pub table: String,
+    pub name: crate::change_query::ChangeName,
+    /// Where the stream goes on.
+    pub pos: engine::changes::Position,
+    /// Output bytes from file offset `start` on.
+    pub buf: Vec<u8>,
+    pub start: u64,
+    /// `until=` reached.
+    pub done: bool,
+}
+
+impl Drop for ChangesHandle {
+    fn drop(&mut self) {
+        crate::change_sizes::close(self.ino);
+    }
+}
+
 /// A directory being listed.
 pub struct DirHandle {
     pub node: Node,
@@ -138,6 +161,7 @@ pub enum Handle {
     Schema(SchemaHandle),
     Mutate(MutateHandle),
     Scan(ScanHandle),
+    Changes(ChangesHandle),
     /// Fixed contents (status files).
     Content(Vec<u8>),
     /// `.bigtable/control` open for writing: the unfinished command line.

@@ -1,0 +1,165 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! A table's change stream through the mount (docs/changes.md): `head`,
+//! `cat` and `tail -f` of `.changes/`, resuming from a token, the
+//! replication pipe into another table's `.mutate`, permissions and bad
+//! tokens.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use testkit::wait_until;
+use tests::Mount;
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
+/// A `tail -f` of a file in the mount, killed when dropped.
+struct Tail {
+    child: Child,
+    out: std::path::PathBuf,
+}
+
+impl Tail {
+    fn start(m: &Mount, args: &[&str], rel: &str, out: std::path::PathBuf) -> Tail {
+        let file = std::fs::File::create(&out).unwrap();
+        let child = Command::new("tail")
+            .args(args)
+            .args(["-s", "0.2", rel])
+            .current_dir(m.path(""))
+            .stdout(Stdio::from(file))
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        Tail { child, out }
+    }
+
+    fn text(&self) -> String {
+        std::fs::read_to_string(&self.out).unwrap_or_default()
+    }
+}
+
+impl Drop for Tail {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.out);
+    }
+}
+
+/// Every version of every cell, as the scan prints them.
+fn versions(m: &Mount, table: &str) -> String {
+    m.ok(&format!("cat '{table}/.scan/versions=all'"))
+}
+
+#[test]
+fn the_change_stream_follows_resumes_and_replicates_a_table() {
+    let m = Mount::new();
+    m.table("t", "f\ng\n");
+    m.ok("echo '.table change_retention=1d' >> t/.schema");
+    assert!(m.ok("cat t/.schema").contains(".table change_retention=1d"));
+    m.table("u", "f\ng\n");
+    // A table without a log has no stream.
+    let e = m.fails("cat u/.changes/all");
+    assert!(e.contains("Invalid argument"), "{e}");
+    m.mutate(
+        "t",
+        b"set r1 f:a one\nset r1 g:b two 5\nset r2 f:a three\nset r%20x f:q%3A1 sp%20ace\n",
+    );
+    m.mutate("t", b"delete r1 g:b\nset r1 f:a four 7\n");
+    m.mutate("t", b"deleterow r2\nset r3 g:z zz\ndeletefamily r3 g\n");
+    m.mutate("t", b"set r1 f:a five\ndelete r1 f:a 3..8\n");
+    // The stream's head: a change line, then its ops.
+    let head = m.ok("head -n 2 t/.changes/all");
+    let lines: Vec<&str> = head.lines().collect();
+    assert!(lines[0].starts_with("# change "), "{head}");
+    assert!(lines[1].starts_with("set r1 f:a one "), "{head}");
+    // `cat` with until= in the past ends; the pipe replicates the table,
+    // timestamps and deletes included.
+    let until = now_us();
+    let all = m.ok(&format!("cat t/.changes/until={until}"));
+    assert_eq!(
+        all.lines().filter(|l| l.starts_with("# change")).count(),
+        7,
+        "{all}"
+    );
+    m.ok(&format!("cat t/.changes/until={until} > u/.mutate"));
+    assert_eq!(versions(&m, "u"), versions(&m, "t"));
+    assert!(!versions(&m, "t").is_empty());
+    // Resuming from any change's token gives exactly the rest.
+    let tokens: Vec<String> = all
+        .lines()
+        .filter_map(|l| l.strip_prefix("# change "))
+        .map(|l| l.split_whitespace().nth(1).unwrap().to_string())
+        .collect();
+    for (i, tok) in tokens.iter().enumerate() {
+        let rest = m.ok(&format!("cat 't/.changes/since={tok}&until={until}'"));
+        let n = rest.lines().filter(|l| l.starts_with("# change")).count();
+        assert_eq!(n, tokens.len() - i - 1, "after token {tok}:\n{rest}");
+    }
+    // family= keeps one family's ops; prefix= some rows.
+    let g = m.ok(&format!("cat 't/.changes/family=g&until={until}'"));
+    assert!(
+        g.lines()
+            .all(|l| l.starts_with('#') || l.contains(" g") || l.starts_with("deleterow")),
+        "{g}"
+    );
+    let r3 = m.ok(&format!("cat 't/.changes/prefix=r3&until={until}'"));
+    assert_eq!(
+        r3.lines().filter(|l| l.starts_with("# change")).count(),
+        1,
+        "{r3}"
+    );
+    // A backlog of many changes: tail -f catches up, then follows.
+    let many: String = (0..600)
+        .map(|i| format!("set bulk{i:04} f:n {i}\n"))
+        .collect();
+    m.mutate("t", many.as_bytes());
+    // `tail -n +1 -f` shows the whole stream once, backlog included, and
+    // goes on; a plain `tail -f` shows the last lines, then new changes.
+    let tmp = |n: &str| std::env::temp_dir().join(format!("h53-{n}-{}", std::process::id()));
+    let whole = Tail::start(&m, &["-n", "+1", "-f"], "t/.changes/all", tmp("whole"));
+    let last = Tail::start(&m, &["-f"], "t/.changes/all", tmp("last"));
+    assert!(
+        wait_until(Duration::from_secs(60), || {
+            whole.text().contains("set bulk0599 ") && last.text().lines().count() >= 10
+        }),
+        "tail -f never showed the backlog: {}\n---\n{}",
+        whole.text(),
+        last.text()
+    );
+    m.mutate("t", b"set r9 f:new later\n");
+    assert!(
+        wait_until(Duration::from_secs(30), || {
+            whole.text().contains("set r9 f:new later")
+                && last.text().contains("set r9 f:new later")
+        }),
+        "tail -f did not follow a new write: {}\n---\n{}",
+        whole.text(),
+        last.text()
+    );
+    let seen = whole.text();
+    assert_eq!(
+        seen.lines().filter(|l| l.starts_with("set bulk")).count(),
+        600,
+        "tail -f lost or repeated changes"
+    );
+    assert!(seen.starts_with("# change "), "{seen}");
+    assert!(seen.contains("set r1 f:a five "));
+    drop(whole);
+    drop(last);
+    // Bad and expired tokens are refused.
+    for name in ["since=abc", "since=1", "since=5&until=3", "colour=red"] {
+        let e = m.fails(&format!("cat 't/.changes/{name}'"));
+        assert!(e.contains("Invalid argument"), "{name}: {e}");
+    }
+    // Only who may read the table (every family of it) reads its changes.
+    m.ok("chmod 0750 t");
+    let o = m.sh_as_nobody("cat t/.changes/all");
+    assert!(!o.status.success(), "nobody read the changes: {o:?}");
+    m.ok("chmod 0755 t");
+    let o = m.sh_as_nobody(&format!("cat t/.changes/until={until}"));
+    assert!(o.status.success(), "{o:?}");
+}
