@@ -55,6 +55,8 @@ impl BigtableTableAdmin for AdminService {
             ..Default::default()
         };
         if let Some(t) = &req.table {
+            schema.change_retention =
+                crate::change_config::retention_of(t.change_stream_config.as_ref())?;
             for (name, cf) in &t.column_families {
                 schema
                     .families

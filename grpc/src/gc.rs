@@ -5,9 +5,12 @@ use crate::admin_v2::{gc_rule, GcRule as ApiRule};
 use engine::schema::GcRule;
 use tonic::Status;
 
-fn duration_micros(d: &prost_types::Duration) -> Result<u64, Status> {
+/// A positive API duration in µs (a max_age, a change retention).
+pub(crate) fn duration_micros(d: &prost_types::Duration) -> Result<u64, Status> {
     if d.seconds < 0 || d.nanos < 0 || (d.seconds == 0 && d.nanos == 0) {
-        return Err(Status::invalid_argument("max_age must be positive"));
+        return Err(Status::invalid_argument(
+            "a duration (max_age, retention) must be positive",
+        ));
     }
     Ok((d.seconds as u64)
         .saturating_mul(1_000_000)
@@ -47,6 +50,14 @@ pub fn from_api(r: Option<&ApiRule>) -> Result<GcRule, Status> {
     Ok(rule)
 }
 
+/// µs as an API duration.
+pub(crate) fn duration_of(us: u64) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: (us / 1_000_000) as i64,
+        nanos: ((us % 1_000_000) * 1000) as i32,
+    }
+}
+
 /// The API rule for an engine rule (keep-everything: no rule).
 pub fn to_api(r: &GcRule) -> Option<ApiRule> {
     if *r == GcRule::KEEP_ALL {
@@ -55,10 +66,7 @@ pub fn to_api(r: &GcRule) -> Option<ApiRule> {
     Some(ApiRule {
         rule: Some(match r {
             GcRule::MaxVersions(n) => gc_rule::Rule::MaxNumVersions(*n as i32),
-            GcRule::MaxAge(us) => gc_rule::Rule::MaxAge(prost_types::Duration {
-                seconds: (us / 1_000_000) as i64,
-                nanos: ((us % 1_000_000) * 1000) as i32,
-            }),
+            GcRule::MaxAge(us) => gc_rule::Rule::MaxAge(duration_of(*us)),
             GcRule::Union(rs) => gc_rule::Rule::Union(gc_rule::Union {
                 rules: rs.iter().filter_map(to_api_node).collect(),
             }),

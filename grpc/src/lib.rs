@@ -10,6 +10,7 @@
 mod admin;
 pub mod auth;
 mod backups;
+mod change_config;
 mod consistency;
 mod data;
 mod drop;

@@ -14,6 +14,7 @@ pub(crate) fn table_message(name: String, schema: Option<&TableSchema>) -> a::Ta
     };
     if let Some(s) = schema {
         t.deletion_protection = s.deletion_protection;
+        t.change_stream_config = crate::change_config::to_api(s.change_retention);
         for (f, fs) in &s.families {
             t.column_families.insert(
                 f.clone(),

@@ -29,7 +29,11 @@ impl FullMaps for Operation {
 }
 
 /// The UpdateTable fields this server changes.
-const UPDATABLE: &[&str] = &["deletion_protection"];
+const UPDATABLE: &[&str] = &[
+    "deletion_protection",
+    "change_stream_config",
+    "change_stream_config.retention_period",
+];
 
 /// UpdateTable: sets `deletion_protection` (the only field served), which
 /// only the table's owner (or root) may change, as in the mount's `.schema`.
@@ -46,7 +50,8 @@ pub(crate) async fn update_table(
     let paths = req.update_mask.map(|m| m.paths).unwrap_or_default();
     if paths.is_empty() {
         return Err(Status::invalid_argument(
-            "update_mask is required (this server updates deletion_protection)",
+            "update_mask is required (this server updates deletion_protection and \
+             change_stream_config)",
         ));
     }
     if let Some(p) = paths.iter().find(|p| !UPDATABLE.contains(&p.as_str())) {
@@ -56,18 +61,38 @@ pub(crate) async fn update_table(
         )));
     }
     let id = shared.table(&table.name)?;
-    let protect = table.deletion_protection;
+    let protect = paths
+        .iter()
+        .any(|p| p == "deletion_protection")
+        .then_some(table.deletion_protection);
+    // Given in the mask but absent from the table: the log is turned off.
+    let retention = match paths.iter().any(|p| p.starts_with("change_stream_config")) {
+        true => Some(crate::change_config::retention_of(
+            table.change_stream_config.as_ref(),
+        )?),
+        false => None,
+    };
     let sh = shared.clone();
     let schema = blocking(move || {
         let old = sh.bt.schema(&id).map_err(status::from_engine)?;
-        owner_or_root(&who, &id, &old, "change the deletion protection of")?;
+        owner_or_root(&who, &id, &old, "change the settings of")?;
         let mut new = (*old).clone();
-        new.deletion_protection = protect;
+        if let Some(p) = protect {
+            new.deletion_protection = p;
+        }
+        if let Some(r) = retention {
+            new.change_retention = r;
+        }
+        new.validate().map_err(status::from_engine)?;
         if new != *old {
             let r = sh.bt.set_schema(&id, new.clone());
             sh.table_changed(&id);
             r.map_err(status::from_engine)?;
-            log::info!("grpc: table {id} deletion_protection={protect}");
+            log::info!(
+                "grpc: table {id} deletion_protection={} change_retention={}us",
+                new.deletion_protection,
+                new.change_retention
+            );
         }
         Ok(new)
     })

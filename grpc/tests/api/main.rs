@@ -5,6 +5,7 @@
 mod admin;
 mod aggregate;
 mod backups;
+mod change_config;
 mod common;
 mod data;
 mod filters;

@@ -133,7 +133,7 @@ async fn deletion_protection_refuses_delete_and_drop() {
     // Only fields served, and a mask is required.
     let s = e
         .admin
-        .update_table(update("t", false, &["change_stream_config"]))
+        .update_table(update("t", false, &["automated_backup_policy"]))
         .await
         .unwrap_err();
     assert_eq!(s.code(), Code::Unimplemented, "{s:?}");
