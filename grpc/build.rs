@@ -46,6 +46,18 @@ const DATA: &[Spec] = &[
         "ReadModifyWriteRowResponse",
         false,
     ),
+    (
+        "GenerateInitialChangeStreamPartitions",
+        "GenerateInitialChangeStreamPartitionsRequest",
+        "GenerateInitialChangeStreamPartitionsResponse",
+        true,
+    ),
+    (
+        "ReadChangeStream",
+        "ReadChangeStreamRequest",
+        "ReadChangeStreamResponse",
+        true,
+    ),
 ];
 
 const ADMIN: &[Spec] = &[

@@ -6,6 +6,7 @@ mod admin;
 mod aggregate;
 mod backups;
 mod change_config;
+mod change_stream;
 mod common;
 mod data;
 mod filters;
