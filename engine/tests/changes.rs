@@ -287,3 +287,55 @@ fn concurrent_writers_and_splits_lose_and_repeat_nothing() {
     }
     bt.close().unwrap();
 }
+
+/// The change log's cost to writes: the same unsynced single-row writes
+/// into a table without and with a log, in one run (prints writes/s; run
+/// with `--ignored --nocapture`).
+#[test]
+#[ignore]
+fn measure_the_change_logs_cost_to_writes() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, Options::default()).unwrap();
+    bt.create_table(
+        "plain",
+        TableSchema::with_families([FamilySchema::new("f")]),
+    )
+    .unwrap();
+    bt.create_table("logged", logged()).unwrap();
+    let value = vec![7u8; 100];
+    for round in 0..2 {
+        for table in ["plain", "logged"] {
+            let n = 20_000;
+            let start = Instant::now();
+            for i in 0..n {
+                bt.apply(
+                    table,
+                    &RowMutation::new(format!("r{round}-{i:06}")).set("f", "q", value.clone()),
+                    WriteOptions::default(),
+                )
+                .unwrap();
+            }
+            let rate = n as f64 / start.elapsed().as_secs_f64();
+            println!("round {round} {table}: {rate:.0} writes/s");
+        }
+    }
+    let start = Instant::now();
+    let mut q = ChangeQuery {
+        max_records: 10_000,
+        ..Default::default()
+    };
+    let mut read = 0;
+    loop {
+        let b = bt.read_changes("logged", &q).unwrap();
+        read += b.records.len();
+        q.after = b.next;
+        if b.records.is_empty() {
+            break;
+        }
+    }
+    println!(
+        "read {read} changes at {:.0}/s",
+        read as f64 / start.elapsed().as_secs_f64()
+    );
+    bt.close().unwrap();
+}
