@@ -339,3 +339,65 @@ fn measure_the_change_logs_cost_to_writes() {
     );
     bt.close().unwrap();
 }
+
+/// Every way rows go is in the log: DropRowRange's and the mount's
+/// `rm -r` (a `DeleteRow` per row, in batches) and a family's cells
+/// (`DeleteFamily`); a snapshot restore, which would bypass it, is refused.
+#[test]
+fn row_range_deletes_are_logged_and_a_restore_that_would_bypass_the_log_is_refused() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, options()).unwrap();
+    bt.create_table("t", logged()).unwrap();
+    let w = WriteOptions::default();
+    let rows: Vec<String> = (0..40).map(|i| format!("r{i:03}")).collect();
+    let puts: Vec<RowMutation> = rows
+        .iter()
+        .map(|r| {
+            RowMutation::new(r.as_str())
+                .set("f", "q", "v")
+                .set("g", "q", "w")
+        })
+        .collect();
+    bt.apply_batch("t", &puts, w).unwrap();
+    bt.take_snapshot("t", "s").unwrap();
+    // As grpc's drop::delete_rows does for DropRowRange: scan, delete rows.
+    let doomed: Vec<RowMutation> = bt
+        .scan(
+            "t",
+            ScanSpec {
+                rows: RowRange::prefix(b"r01"),
+                max_versions: Some(1),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+        .map(|c| c.unwrap().row)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .map(|r| RowMutation::new(r).delete_row())
+        .collect();
+    assert_eq!(doomed.len(), 10);
+    bt.apply_batch("t", &doomed, w).unwrap();
+    bt.apply("t", &RowMutation::new("r020").delete_family("g"), w)
+        .unwrap();
+    let got = read_all(&bt, "t", Position::default(), 100);
+    let deleted: HashSet<Vec<u8>> = got
+        .iter()
+        .filter(|r| r.mutations == vec![Mutation::DeleteRow])
+        .map(|r| r.row.clone())
+        .collect();
+    let want: HashSet<Vec<u8>> = doomed.iter().map(|m| m.row.clone()).collect();
+    assert_eq!(deleted, want);
+    assert!(got
+        .iter()
+        .any(|r| r.row == b"r020"
+            && r.mutations == vec![Mutation::DeleteFamily { family: "g".into() }]));
+    let err = bt.restore_snapshot("t", "s").unwrap_err();
+    assert!(err.to_string().contains("change log"), "{err}");
+    // Nothing was restored: the deleted rows stay deleted.
+    assert!(bt
+        .read_row("t", b"r010", &ScanSpec::default())
+        .unwrap()
+        .is_empty());
+    bt.close().unwrap();
+}

@@ -40,6 +40,14 @@ impl Master {
         m.schema.validate()?;
         let _ops = self.ops.lock();
         let t = self.env.catalog.get(table)?;
+        // A restore replaces the rows wholesale and would rewind the change
+        // log with them: a reader of the log would miss it (docs/changes.md).
+        if t.schema().logs_changes() || m.schema.logs_changes() {
+            return Err(Error::invalid(format!(
+                "table {table} keeps a change log, which a restore would bypass: \
+                 turn change_retention off first, or clone the snapshot instead"
+            )));
+        }
         self.drop_tablets(t.id)?;
         let def = TableDef {
             id: t.id,
