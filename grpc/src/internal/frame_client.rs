@@ -175,7 +175,7 @@ impl Pool {
         }
         if let (Some(s), Some(n)) = (secret, nonce) {
             if !s.verify_reply_tag(method, n, &body, &tag) {
-                return Err(super::remote::unproven(&self.addr, "a reply"));
+                return Err(super::quiet::unproven(&self.addr, "a reply"));
             }
         }
         super::codec::decode_bounded(&body)

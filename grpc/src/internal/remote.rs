@@ -98,19 +98,6 @@ impl Peer {
     }
 }
 
-/// Logs (once a minute per peer) and refuses what `addr` sent.
-pub(crate) fn unproven(addr: &str, what: &str) -> Status {
-    if let Some(more) = super::quiet::should_log(&super::quiet::peer_key(addr)) {
-        log::warn!(
-            "{addr} does not prove it knows the cluster secret ({what}): its answers are \
-             ignored ({more} more since this was last logged)"
-        );
-    }
-    Status::unauthenticated(format!(
-        "{addr} does not prove it knows the cluster secret ({what})"
-    ))
-}
-
 /// `resp`'s message, if its sender proved it knows the secret and sent
 /// these bytes (when this daemon has a secret).
 fn proven(
@@ -122,7 +109,7 @@ fn proven(
 ) -> std::result::Result<Reply, Status> {
     if let (Some(s), Some(n)) = (secret, nonce) {
         if !s.verify_reply(method, n, resp.get_ref().bytes(), resp.metadata()) {
-            return Err(unproven(addr, "a reply"));
+            return Err(super::quiet::unproven(addr, "a reply"));
         }
     }
     resp.into_inner().open()
@@ -142,7 +129,7 @@ fn open_chunk(
             .tag
             .is_some_and(|t| s.verify_chunk(n, seq, m.body.bytes(), &t));
         if !ok {
-            return Err(unproven(addr, "a scan's message"));
+            return Err(super::quiet::unproven(addr, "a scan's message"));
         }
     }
     m.body.open()
