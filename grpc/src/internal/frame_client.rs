@@ -182,3 +182,67 @@ impl Pool {
             .map_err(|e| Status::invalid_argument(format!("malformed message: {e}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::internal::messages::Op;
+    use std::io::Read;
+    use std::net::TcpListener;
+
+    fn is_serving() -> Call {
+        Call {
+            server: Some("ts0".into()),
+            op: Op::IsServing,
+        }
+    }
+
+    /// A callee at the returned address that reads one request, then does
+    /// what `then` does with the connection.
+    fn callee(then: impl FnOnce(&mut TcpStream) + Send + 'static) -> String {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut b = [0; 256];
+            let _ = c.read(&mut b);
+            then(&mut c);
+        });
+        addr
+    }
+
+    #[test]
+    fn a_silent_callee_fails_the_call_long_before_its_timeout() {
+        let addr = callee(|c| {
+            // Alive at the TCP level, never answering (a frozen daemon).
+            std::thread::sleep(Duration::from_secs(30));
+            let _ = c.write_all(&[]);
+        });
+        let t = Instant::now();
+        let e = Pool::new(&addr)
+            .call(None, &is_serving(), "Control", Duration::from_secs(600))
+            .unwrap_err();
+        assert_eq!(e.code(), Code::DeadlineExceeded, "{e}");
+        assert!(t.elapsed() < Duration::from_secs(25), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn heartbeats_keep_a_long_call_alive() {
+        let addr = callee(|c| {
+            // Working longer than a caller waits in silence, saying so.
+            for _ in 0..12 {
+                std::thread::sleep(Duration::from_secs(1));
+                c.write_all(&[frame::HEARTBEAT]).unwrap();
+            }
+            let reply = bincode::serialize(&Reply(Ok(bincode::serialize(&true).unwrap()))).unwrap();
+            c.write_all(&frame::reply(0, None, &reply)).unwrap();
+        });
+        let pool = Pool::new(&addr);
+        let reply = pool
+            .call(None, &is_serving(), "Control", Duration::from_secs(600))
+            .unwrap();
+        let serving: bool = bincode::deserialize(&reply.0.unwrap()).unwrap();
+        assert!(serving);
+        assert_eq!(pool.idle.lock().len(), 1, "the connection is kept");
+    }
+}
