@@ -94,10 +94,12 @@ pub enum Mutation {
         /// The family written to.
         family: String,
         /// The column within the family.
+        #[serde(with = "crate::byte_string")]
         qualifier: Vec<u8>,
         /// The version's timestamp.
         timestamp: Option<Timestamp>,
         /// The bytes written.
+        #[serde(with = "crate::byte_string")]
         value: Vec<u8>,
     },
     /// Deletes the versions of one column whose timestamps lie in `range`
@@ -106,6 +108,7 @@ pub enum Mutation {
         /// The family of the column.
         family: String,
         /// The column within the family.
+        #[serde(with = "crate::byte_string")]
         qualifier: Vec<u8>,
         /// The timestamps whose versions are deleted.
         range: TimeRange,
@@ -125,6 +128,7 @@ pub enum Mutation {
         /// The aggregate family written to.
         family: String,
         /// The column within the family.
+        #[serde(with = "crate::byte_string")]
         qualifier: Vec<u8>,
         /// The cell's timestamp.
         timestamp: Timestamp,
@@ -137,6 +141,7 @@ pub enum Mutation {
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RowMutation {
     /// The row changed.
+    #[serde(with = "crate::byte_string")]
     pub row: Vec<u8>,
     /// The changes, applied in order.
     pub mutations: Vec<Mutation>,

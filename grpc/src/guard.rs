@@ -73,7 +73,7 @@ impl Default for Limits {
 
 /// Counts a refusal of these limits in `bigtable_refused_calls_total`
 /// (port `rpc`: both gRPC servers).
-fn count(reason: &str) {
+pub(crate) fn count(reason: &str) {
     telemetry::refused("rpc", reason);
 }
 
@@ -117,19 +117,30 @@ impl Conns {
     /// `io`, counted; None (and `io` closed) when the server holds as many
     /// as it may. Called inside the server's runtime.
     pub(crate) fn admit<T>(&self, io: T) -> Option<Conn<T>> {
-        match self.permits.clone().try_acquire_owned() {
-            Ok(permit) => Some(Conn {
-                io,
-                first: Some(Box::pin(tokio::time::sleep(self.header_timeout))),
-                _permit: permit,
-            }),
-            Err(_) => {
-                count("connections");
-                None
-            }
+        Some(self.wrap(io, self.permit()?))
+    }
+
+    /// A place for one more connection, if the server has one.
+    pub(crate) fn permit(&self) -> Option<Permit> {
+        let p = self.permits.clone().try_acquire_owned().ok();
+        if p.is_none() {
+            count("connections");
+        }
+        p
+    }
+
+    /// `io`, counted by `permit`. Called inside the server's runtime.
+    pub(crate) fn wrap<T>(&self, io: T, permit: Permit) -> Conn<T> {
+        Conn {
+            io,
+            first: Some(Box::pin(tokio::time::sleep(self.header_timeout))),
+            _permit: permit,
         }
     }
 }
+
+/// One connection's place in a server's cap.
+pub(crate) type Permit = tokio::sync::OwnedSemaphorePermit;
 
 /// A connection a server holds (see [`Conns`]).
 pub(crate) struct Conn<T> {
@@ -199,20 +210,20 @@ impl<T: tonic::transport::server::Connected> tonic::transport::server::Connected
 
 /// The bytes being received, the whole server.
 #[derive(Debug)]
-struct Budget {
+pub(crate) struct Budget {
     used: AtomicUsize,
     max: usize,
 }
 
 impl Budget {
-    fn charge(&self, n: usize) -> bool {
+    pub(crate) fn charge(&self, n: usize) -> bool {
         self.used
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |u| {
                 (u + n <= self.max).then_some(u + n)
             })
             .is_ok()
     }
-    fn release(&self, n: usize) {
+    pub(crate) fn release(&self, n: usize) {
         self.used.fetch_sub(n, Ordering::AcqRel);
     }
 }
@@ -226,6 +237,11 @@ pub(crate) struct Guard {
 }
 
 impl Guard {
+    /// The budget of bytes being received, to share with another transport.
+    pub(crate) fn budget(&self) -> Arc<Budget> {
+        self.budget.clone()
+    }
+
     pub(crate) fn new(limits: &Limits, data: Classify) -> Guard {
         Guard {
             budget: Arc::new(Budget {

@@ -283,9 +283,11 @@ fn write_cell(mnt: &Path, table: &str, row: &str, q: &str, value: &str) -> std::
 #[test]
 fn killing_the_daemon_with_most_tablets_loses_no_acknowledged_write() {
     let s = Shared::start("three-kill");
-    let a = s.daemon(&[]);
-    let b = s.daemon(&[]);
-    let mut c = s.daemon(&[]);
+    // No balancing: the count balancer would move the victim's tablets
+    // away between the operator's moves below.
+    let a = s.daemon(&["no_balance"]);
+    let b = s.daemon(&["no_balance"]);
+    let mut c = s.daemon(&["no_balance"]);
     wait_serving(&a, 3);
     // Four tablets of one table, all on C's server: C hosts the most.
     a.table("w", "cf\n");
@@ -486,10 +488,13 @@ fn a_frozen_daemon_is_fenced_and_applies_nothing_twice() {
     // C freezes past its session, with an increment held in its mount.
     // SAFETY: signalling the daemon this test started.
     unsafe { libc::kill(c.pid() as i32, libc::SIGSTOP) };
+    // The shell enters the mount itself: `current_dir` would chdir before
+    // exec, and spawn() waits for the exec, which the frozen mount holds.
     let held = std::process::Command::new("sh")
         .arg("-c")
-        .arg("printf 'increment r cf:n 1\n' > n/.mutate")
-        .current_dir(&c.mnt)
+        .arg("cd \"$1\" && printf 'increment r cf:n 1\n' > n/.mutate")
+        .arg("sh")
+        .arg(&c.mnt)
         .spawn()
         .unwrap();
     let resume = scopeguard_resume(c.pid());

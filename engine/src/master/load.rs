@@ -47,6 +47,9 @@ struct Seen {
 pub struct LoadTracker {
     tablets: HashMap<u64, Seen>,
     splits: VecDeque<(u64, Vec<u8>, Instant)>,
+    /// Tablets a reported split made, whose start row (the split's row) is
+    /// recorded in `splits` when a server first reports them.
+    reported: VecDeque<(u64, Instant)>,
 }
 
 impl LoadTracker {
@@ -58,9 +61,16 @@ impl LoadTracker {
         served: Vec<ServedTablet>,
         cfg: &LoadConfig,
     ) -> Vec<TabletLoad> {
+        self.reported
+            .retain(|(_, at)| now.saturating_duration_since(*at) < SPLIT_COOLDOWN);
         served
             .into_iter()
             .map(|t| {
+                if let Some(i) = self.reported.iter().position(|(id, _)| *id == t.id) {
+                    if let Some((_, at)) = self.reported.remove(i) {
+                        self.split(t.table_id, t.start.clone(), at);
+                    }
+                }
                 let seen = self.tablets.entry(t.id).or_insert_with(|| Seen {
                     requests: t.requests,
                     bytes: t.traffic_bytes,
@@ -130,6 +140,20 @@ impl LoadTracker {
         self.splits.push_back((table, row, now));
         while self.splits.len() > SPLITS_KEPT {
             self.splits.pop_front();
+        }
+    }
+
+    /// A server reported splitting a tablet into `children` (in row order)
+    /// at `now`: an operator's `split`, a load split or a size split. The
+    /// rows between them, learned when the children are first reported,
+    /// count as splits made at `now`, so that the master's merge of small
+    /// tablets does not undo an operator's split within the cooldown.
+    pub fn split_reported(&mut self, children: &[u64], now: Instant) {
+        for id in children.iter().skip(1) {
+            self.reported.push_back((*id, now));
+        }
+        while self.reported.len() > SPLITS_KEPT {
+            self.reported.pop_front();
         }
     }
 
@@ -241,5 +265,36 @@ mod tests {
         assert!(!tr.split_recently(7, b"n", t0));
         assert!(!tr.split_recently(8, b"m", t0));
         assert!(!tr.split_recently(7, b"m", t0 + SPLIT_COOLDOWN));
+    }
+
+    #[test]
+    fn a_reported_split_is_remembered_at_its_second_halfs_start() {
+        // An operator's `split t m`: the server reports children 11 and 12;
+        // the next round sees 12 start at "m", and the small-tablet merge
+        // must leave the two halves apart for the cooldown.
+        let mut tr = LoadTracker::default();
+        let t0 = Instant::now();
+        tr.split_reported(&[11, 12], t0);
+        assert!(!tr.split_recently(7, b"m", t0), "the row is not known yet");
+        let mut right = served(12, 0, 0);
+        right.start = b"m".to_vec();
+        let mut left = served(11, 0, 0);
+        left.end = Some(b"m".to_vec());
+        let later = t0 + Duration::from_secs(2);
+        let loads = tr.observe(later, vec![left, right], &CFG);
+        assert!(tr.split_recently(7, b"m", later));
+        assert!(
+            !tr.split_recently(7, b"a", later),
+            "the first half's start is no split"
+        );
+        let merge = super::super::balance::next_merge(&loads, 1 << 20, 0, |row| {
+            tr.split_recently(7, row, later)
+        });
+        assert_eq!(merge, None, "an operator's split is not merged back");
+        assert!(!tr.split_recently(7, b"m", t0 + SPLIT_COOLDOWN));
+        // Reported children never seen are forgotten after the cooldown.
+        tr.split_reported(&[20, 21], t0);
+        tr.observe(t0 + SPLIT_COOLDOWN, vec![], &CFG);
+        assert!(tr.reported.is_empty());
     }
 }

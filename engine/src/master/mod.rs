@@ -352,6 +352,11 @@ impl Master {
             .splits_reported
             .fetch_add(1, Ordering::Relaxed);
         self.note(format!("{server} split tablet {parent} into {children:?}"));
+        // Not merged back within the cooldown, like a load split.
+        self.state
+            .lock()
+            .load
+            .split_reported(children, Instant::now());
         self.wake();
     }
 

@@ -298,4 +298,56 @@ mod tests {
             matches!(back, Op::ReadColumn { row, qualifier, .. } if row == b"r" && qualifier == b"q")
         );
     }
+
+    /// A write's mutation as it was laid out before its byte strings were
+    /// serde byte strings.
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    enum OldMutation {
+        SetCell {
+            family: String,
+            qualifier: Vec<u8>,
+            timestamp: Option<u64>,
+            value: Vec<u8>,
+        },
+        DeleteCells {
+            family: String,
+            qualifier: Vec<u8>,
+            range: engine::TimeRange,
+        },
+    }
+
+    #[derive(Serialize, Deserialize, PartialEq, Debug)]
+    struct OldRowMutation {
+        row: Vec<u8>,
+        mutations: Vec<OldMutation>,
+    }
+
+    #[test]
+    fn a_writes_byte_strings_keep_the_sequence_layout() {
+        let m = engine::RowMutation::new(b"row\xff".to_vec())
+            .set_at("cf", vec![0, 1, 200], 7, vec![9u8; 300])
+            .delete_cells("cf", b"q".to_vec(), engine::TimeRange::ALL);
+        let old = OldRowMutation {
+            row: b"row\xff".to_vec(),
+            mutations: vec![
+                OldMutation::SetCell {
+                    family: "cf".into(),
+                    qualifier: vec![0, 1, 200],
+                    timestamp: Some(7),
+                    value: vec![9u8; 300],
+                },
+                OldMutation::DeleteCells {
+                    family: "cf".into(),
+                    qualifier: b"q".to_vec(),
+                    range: engine::TimeRange::ALL,
+                },
+            ],
+        };
+        let b = bincode::serialize(&m).unwrap();
+        assert_eq!(b, bincode::serialize(&old).unwrap());
+        let back: engine::RowMutation = crate::internal::codec::decode_bounded(&b).unwrap();
+        assert_eq!(back, m);
+        let back: OldRowMutation = bincode::deserialize(&b).unwrap();
+        assert_eq!(back, old);
+    }
 }

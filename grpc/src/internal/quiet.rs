@@ -40,6 +40,19 @@ pub(crate) fn should_log(peer: &str) -> Option<u64> {
         .should_log(peer, Instant::now())
 }
 
+/// Logs (once a minute per peer) and refuses what `addr` sent.
+pub(crate) fn unproven(addr: &str, what: &str) -> tonic::Status {
+    if let Some(more) = should_log(&peer_key(addr)) {
+        log::warn!(
+            "{addr} does not prove it knows the cluster secret ({what}): its answers are \
+             ignored ({more} more since this was last logged)"
+        );
+    }
+    tonic::Status::unauthenticated(format!(
+        "{addr} does not prove it knows the cluster secret ({what})"
+    ))
+}
+
 struct Seen {
     peers: HashMap<String, (Instant, u64)>,
     max: usize,

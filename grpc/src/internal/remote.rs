@@ -6,6 +6,7 @@
 //! runtime and its caller waits for the answer.
 
 use super::codec::{Sealed, Tagged};
+use super::frame_client::Pool;
 use super::gen::cluster_client::ClusterClient;
 use super::messages::{Call, Op, Reply, ScanCall, ScanChunk};
 use super::secret::{Nonce, Secret};
@@ -39,6 +40,9 @@ struct Peer {
     channel: Channel,
     rt: Handle,
     secret: Option<Secret>,
+    /// Calls and controls go framed (`frame.rs`) when the peer is reached
+    /// without TLS; scans, and everything over TLS, by HTTP/2.
+    frames: Option<Arc<Pool>>,
 }
 
 impl Peer {
@@ -73,6 +77,9 @@ impl Peer {
     fn call(&self, call: Call, timeout: Duration) -> std::result::Result<Reply, Status> {
         let data = super::service::data_op(&call.op);
         let method = if data { "Call" } else { "Control" };
+        if let Some(pool) = &self.frames {
+            return pool.call(self.secret.as_ref(), &call, method, timeout);
+        }
         let (req, nonce) = self.request(&call, method, timeout)?;
         let mut client = self.client();
         let (tx, rx) = tokio::sync::oneshot::channel();
@@ -91,19 +98,6 @@ impl Peer {
     }
 }
 
-/// Logs (once a minute per peer) and refuses what `addr` sent.
-fn unproven(addr: &str, what: &str) -> Status {
-    if let Some(more) = super::quiet::should_log(&super::quiet::peer_key(addr)) {
-        log::warn!(
-            "{addr} does not prove it knows the cluster secret ({what}): its answers are \
-             ignored ({more} more since this was last logged)"
-        );
-    }
-    Status::unauthenticated(format!(
-        "{addr} does not prove it knows the cluster secret ({what})"
-    ))
-}
-
 /// `resp`'s message, if its sender proved it knows the secret and sent
 /// these bytes (when this daemon has a secret).
 fn proven(
@@ -115,7 +109,7 @@ fn proven(
 ) -> std::result::Result<Reply, Status> {
     if let (Some(s), Some(n)) = (secret, nonce) {
         if !s.verify_reply(method, n, resp.get_ref().bytes(), resp.metadata()) {
-            return Err(unproven(addr, "a reply"));
+            return Err(super::quiet::unproven(addr, "a reply"));
         }
     }
     resp.into_inner().open()
@@ -135,7 +129,7 @@ fn open_chunk(
             .tag
             .is_some_and(|t| s.verify_chunk(n, seq, m.body.bytes(), &t));
         if !ok {
-            return Err(unproven(addr, "a scan's message"));
+            return Err(super::quiet::unproven(addr, "a scan's message"));
         }
     }
     m.body.open()
@@ -627,6 +621,7 @@ impl Dialer {
             channel,
             rt: self.rt.clone(),
             secret: self.secret.clone(),
+            frames: self.tls.is_none().then(|| Arc::new(Pool::new(addr))),
         };
         self.peers.write().insert(addr.to_string(), peer.clone());
         Some(peer)

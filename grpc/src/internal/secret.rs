@@ -169,13 +169,32 @@ impl Secret {
         secs: u64,
         nonce: u64,
     ) -> Nonce {
-        let msg = Self::call_message(method, target, secs, nonce, digest);
-        let tag = hmac::sign(&self.0, msg.as_bytes());
-        let token = format!("{secs}.{nonce}.{}.{}", hex(digest), hex(tag.as_ref()));
+        let token = self.token_at(method, target, digest, secs, nonce);
         if let Ok(v) = MetadataValue::try_from(token.as_str()) {
             req.metadata_mut().insert(AUTH, v);
         }
         Nonce(nonce)
+    }
+
+    /// The token of a call on route `method` to `target` whose body is
+    /// `body` (as [`Secret::attach`] puts in a header), and its nonce.
+    pub(crate) fn token(&self, method: &str, target: &str, body: &[u8]) -> (String, Nonce) {
+        let nonce = rand::random();
+        let token = self.token_at(method, target, &sha256(body), now_secs(), nonce);
+        (token, Nonce(nonce))
+    }
+
+    fn token_at(
+        &self,
+        method: &str,
+        target: &str,
+        digest: &[u8; 32],
+        secs: u64,
+        nonce: u64,
+    ) -> String {
+        let msg = Self::call_message(method, target, secs, nonce, digest);
+        let tag = hmac::sign(&self.0, msg.as_bytes());
+        format!("{secs}.{nonce}.{}.{}", hex(digest), hex(tag.as_ref()))
     }
 
     /// The claims of a call's token if this secret made it for route
@@ -196,7 +215,8 @@ impl Secret {
         self.verify_token(token, method, target, now)
     }
 
-    fn verify_token(
+    /// [`Secret::check`] of a token given as text.
+    pub(crate) fn verify_token(
         &self,
         token: &str,
         method: &str,
@@ -234,6 +254,22 @@ impl Secret {
 
     fn reply_head(method: &str, nonce: Nonce) -> String {
         format!("bigtable internal reply v2\n{method}\n{}\n", nonce.0)
+    }
+
+    /// The proof of a reply to the call `nonce` on route `method`.
+    pub(crate) fn reply_tag(&self, method: &str, nonce: Nonce, body: &[u8]) -> [u8; 32] {
+        self.mac(&Self::reply_head(method, nonce), body)
+    }
+
+    /// Whether `tag` is [`Secret::reply_tag`] of this reply.
+    pub(crate) fn verify_reply_tag(
+        &self,
+        method: &str,
+        nonce: Nonce,
+        body: &[u8],
+        tag: &[u8],
+    ) -> bool {
+        same(&self.reply_tag(method, nonce, body), tag)
     }
 
     /// The reply's proof that this daemon knows the secret and sent `body`.

@@ -229,7 +229,7 @@ fn master_op(m: &dyn MasterService, op: Op) -> Result<Vec<u8>, WireError> {
 }
 
 /// Runs one call on this daemon's server or master.
-fn dispatch(bt: &Bigtable, call: Call) -> Result<Vec<u8>, WireError> {
+pub(crate) fn dispatch(bt: &Bigtable, call: Call) -> Result<Vec<u8>, WireError> {
     match call.server {
         Some(name) => match bt.local_server(&name) {
             Some(s) => server_op(&*s, call.op),

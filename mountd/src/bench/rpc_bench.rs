@@ -2,7 +2,9 @@
 //! key/value workloads on one engine whose client and master call its
 //! tablet servers in process, then on one whose every call crosses the
 //! internal gRPC service on loopback (`cluster_dial_self`), each fresh on
-//! local disk; per operation: the time, and the internal calls it made.
+//! local disk; per operation: the time, the CPU the whole process used
+//! (both ends of every call, in one process) and the internal calls it
+//! made.
 
 use super::common::{fmt_bytes, Measured, Table, TempDir, VALUE_BYTES};
 use super::engine_bench::{EngineArgs, EngineTable};
@@ -30,6 +32,8 @@ struct Figure {
     m: Measured,
     /// Internal calls served during it (0 in process).
     calls: u64,
+    /// CPU seconds the process used during it (caller and callee).
+    cpu: f64,
 }
 
 impl Figure {
@@ -39,6 +43,11 @@ impl Figure {
             return 0.0;
         }
         self.m.secs * 1e6 * threads as f64 / self.m.ops as f64
+    }
+
+    /// CPU microseconds per operation, both ends together.
+    fn cpu_micros(&self) -> f64 {
+        self.cpu * 1e6 / self.m.ops.max(1) as f64
     }
 }
 
@@ -71,10 +80,12 @@ fn run_one(dir: &Path, plan: Plan, rpc: bool) -> Result<Vec<Figure>> {
         let mut out = Vec::new();
         let measure = |out: &mut Vec<Figure>, f: &dyn Fn() -> Result<Measured>| -> Result<()> {
             let before = calls();
+            let cpu = super::cluster_bench::cpu_secs("self");
             let m = f()?;
             out.push(Figure {
                 m,
                 calls: calls() - before,
+                cpu: super::cluster_bench::cpu_secs("self") - cpu,
             });
             Ok(())
         };
@@ -119,6 +130,9 @@ pub fn run(args: &EngineArgs) -> Result<()> {
         "µs/op",
         "calls/op",
         "ratio",
+        "CPU µs/op: in process",
+        "over the RPC",
+        "CPU ratio",
     ]);
     let mut workloads = serde_json::Map::new();
     for ((name, l), r) in WORKLOADS.iter().zip(&local).zip(&remote) {
@@ -136,6 +150,14 @@ pub fn run(args: &EngineArgs) -> Result<()> {
             format!("{:.1}", r.micros(plan.threads)),
             format!("{per_op:.2}"),
             format!("{ratio:.2}×"),
+            format!("{:.1}", l.cpu_micros()),
+            format!("{:.1}", r.cpu_micros()),
+            // Below a few clock ticks (10 ms each) there is no ratio.
+            if l.cpu >= 0.05 {
+                format!("{:.1}×", r.cpu_micros() / l.cpu_micros())
+            } else {
+                "-".to_string()
+            },
         ]);
         workloads.insert(
             name.replace(' ', "_"),
@@ -144,11 +166,12 @@ pub fn run(args: &EngineArgs) -> Result<()> {
                 "rpc": r.m.json(),
                 "rpc_calls": r.calls,
                 "ratio": ratio,
+                "cpu_us_per_op": { "in_process": l.cpu_micros(), "rpc": r.cpu_micros() },
             }),
         );
     }
     println!("{}", table.render());
-    println!("(µs/op: what one of the {} threads waits per operation; calls/op: internal calls served per operation; scan: cells)", plan.threads);
+    println!("(µs/op: what one of the {} threads waits per operation; calls/op: internal calls served per operation; CPU: the whole process's, both ends of each call, per operation; scan: cells)", plan.threads);
     let line = serde_json::json!({
         "bench": "rpc",
         "rows": plan.n,
