@@ -110,6 +110,24 @@ fn a_table_comes_back_from_another_prefix_after_its_store_lost_it() {
     // A name taken is refused, with EEXIST (bash names the errno).
     let e = m.fails("bash -c \"echo 'backup t two offsite' > .bigtable/control\"");
     assert!(e.contains("File exists"), "{e}");
+    // Control lines fail with the errno of what is wrong.
+    for (line, errno) in [
+        (
+            "restore-backup offsite t nosuch u",
+            "No such file or directory",
+        ),
+        ("backup t nosuch offsite", "No such file or directory"),
+        ("backup t one nowhere", "Invalid argument"),
+        ("restore-backup offsite t one t", "File exists"),
+    ] {
+        let e = m.fails(&format!("bash -c \"echo '{line}' > .bigtable/control\""));
+        assert!(e.contains(errno), "{line}: {e}");
+    }
+    // A protected table is not restored in place (that drops its writes).
+    m.ok("echo '.table deletion_protection=true' >> t/.schema");
+    let e = m.fails("bash -c \"echo 'restore t two' > .bigtable/control\"");
+    assert!(e.contains("Operation not permitted"), "{e}");
+    m.ok("echo '.table deletion_protection=false' >> t/.schema");
     let want = scan(&m, "t");
     // The table goes for good from its store: snapshots, trash, files.
     m.ok("rmdir t/.snapshots/one t/.snapshots/two && rm -r t");

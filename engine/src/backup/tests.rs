@@ -154,3 +154,24 @@ fn a_damaged_copy_fails_the_restore_and_leaves_no_table() {
     assert!(matches!(&*job.state.lock(), JobState::Failed(_)));
     bt.close().unwrap();
 }
+
+#[test]
+fn a_protected_table_is_not_restored_in_place() {
+    let (_, _, bt) = setup();
+    write(&bt, 0, 20, 1);
+    bt.take_snapshot("t", "s").unwrap();
+    write(&bt, 20, 30, 1);
+    let mut protected = (*bt.schema("t").unwrap()).clone();
+    protected.deletion_protection = true;
+    bt.set_schema("t", protected.clone()).unwrap();
+    let want = cells(&bt, "t");
+    let e = bt.control("restore t s").unwrap_err();
+    assert!(matches!(e.root(), Error::DeletionProtected { .. }), "{e}");
+    assert_eq!(cells(&bt, "t"), want, "nothing was dropped");
+    // Unprotected, it is restored.
+    protected.deletion_protection = false;
+    bt.set_schema("t", protected).unwrap();
+    bt.control("restore t s").unwrap();
+    assert_eq!(cells(&bt, "t").len(), 20);
+    bt.close().unwrap();
+}

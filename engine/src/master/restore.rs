@@ -40,6 +40,7 @@ impl Master {
         m.schema.validate()?;
         let _ops = self.ops.lock();
         let t = self.env.catalog.get(table)?;
+        t.schema().check_restorable(table)?;
         self.drop_tablets(t.id)?;
         let def = TableDef {
             id: t.id,
