@@ -123,6 +123,8 @@ const ADMIN: &[Spec] = &[
         "crate::Operation",
         false,
     ),
+    // Into a backup store (src/backup_copy.rs).
+    ("CopyBackup", "CopyBackupRequest", "crate::Operation", false),
 ];
 
 fn snake(name: &str) -> String {

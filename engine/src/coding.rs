@@ -21,6 +21,29 @@ pub fn put_str(out: &mut Vec<u8>, s: &str) {
     put_bytes(out, s.as_bytes());
 }
 
+/// A whole-file record: `magic`, the body's seahash (little-endian), the
+/// body (snapshot manifests, backup records).
+pub fn frame(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(16 + body.len());
+    out.extend_from_slice(magic);
+    out.extend_from_slice(&seahash::hash(body).to_le_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+/// The body of a [`frame`]d record, if its magic and checksum hold.
+pub fn unframe<'a>(buf: &'a [u8], magic: &[u8; 8], what: &str) -> Result<&'a [u8]> {
+    let bad = |why: &str| Error::corruption(format!("{what}: {why}"));
+    let rest = buf.strip_prefix(magic).ok_or_else(|| bad("bad magic"))?;
+    let (sum, body) = rest
+        .split_first_chunk::<8>()
+        .ok_or_else(|| bad("truncated"))?;
+    if u64::from_le_bytes(*sum) != seahash::hash(body) {
+        return Err(bad("checksum mismatch"));
+    }
+    Ok(body)
+}
+
 /// A cursor over an encoded buffer; `what` names the record in errors.
 pub struct Decoder<'a> {
     buf: &'a [u8],

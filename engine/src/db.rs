@@ -33,6 +33,8 @@ struct Handle {
     closed: AtomicBool,
     /// Snapshot views opened lately (the mount reads one a cell at a time).
     snapshot_views: crate::snapshot::view::Views,
+    /// Backup stores and the copies to and from them.
+    backups: crate::backup::Backups,
 }
 
 impl Drop for Handle {
@@ -79,6 +81,7 @@ impl Bigtable {
                 cluster: Cluster::launch(files, lock, opts)?,
                 closed: AtomicBool::new(false),
                 snapshot_views: Default::default(),
+                backups: Default::default(),
             }),
         })
     }
@@ -611,11 +614,18 @@ impl Bigtable {
     pub(crate) fn snapshot_views(&self) -> &crate::snapshot::view::Views {
         &self.inner.snapshot_views
     }
+    /// The backup stores and copies of this handle.
+    pub(crate) fn backups(&self) -> &crate::backup::Backups {
+        &self.inner.backups
+    }
     /// Runs an operator command: `kill <server>`, `kill-master`,
     /// `move <table> <row> <server>`, `split <table> <row>`,
     /// `delete <table>` (whole, into the trash), `undelete <id> [<name>]`,
     /// `purge <id>`, `gc` (a garbage collection now),
-    /// `clone <table> <snapshot> <new table>`, `restore <table> <snapshot>`.
+    /// `clone <table> <snapshot> <new table>`, `restore <table> <snapshot>`,
+    /// `backup <table> <snapshot> <store>`, `copy-backup <store> <table>
+    /// <backup> <to store>`, `restore-backup <store> <table> <backup> <new
+    /// table>`, `delete-backup <store> <table> <backup>`.
     pub fn control(&self, command: &str) -> Result<()> {
         let words: Vec<&str> = command.split_whitespace().collect();
         match words.as_slice() {
@@ -633,14 +643,32 @@ impl Bigtable {
                 .map(|_| ()),
             ["purge", id] => self.purge_trash(trash_id(id)?),
             ["delete", table] => self.delete_table(table),
-            ["gc"] => self.inner.cluster.collect_garbage(),
+            ["gc"] => {
+                self.inner.cluster.collect_garbage()?;
+                self.collect_expired_backups().map(|_| ())
+            }
             ["clone", table, snapshot, to] => self.clone_snapshot(table, snapshot, to),
             ["restore", table, snapshot] => self.restore_snapshot(table, snapshot),
+            // Copies run in the background (`.bigtable/backups`).
+            ["backup", table, snapshot, store] => {
+                self.start_copy_backup(crate::backup::Source::Snapshot, table, snapshot, store)
+            }
+            ["copy-backup", store, table, name, to] => {
+                self.start_copy_backup(crate::backup::Source::Store(store), table, name, to)
+            }
+            ["restore-backup", store, table, name, to] => {
+                self.start_restore_backup(store, table, name, to)
+            }
+            ["delete-backup", store, table, name] => self.delete_backup(store, table, name),
             _ => Err(Error::invalid(format!(
                 "unknown command {command:?}: use `kill <server>`, `kill-master`, \
                  `move <table> <row> <server>`, `split <table> <row>`, \
                  `delete <table>`, `undelete <id> [<name>]`, `purge <id>`, `gc`, \
-                 `clone <table> <snapshot> <new table>` or `restore <table> <snapshot>`"
+                 `clone <table> <snapshot> <new table>`, `restore <table> <snapshot>`, \
+                 `backup <table> <snapshot> <store>`, \
+                 `copy-backup <store> <table> <backup> <to store>`, \
+                 `restore-backup <store> <table> <backup> <new table>` or \
+                 `delete-backup <store> <table> <backup>`"
             ))),
         }
     }

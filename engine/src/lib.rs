@@ -10,6 +10,7 @@
 
 pub mod access;
 pub mod aggregate;
+pub mod backup;
 pub mod byte_string;
 mod data;
 mod error;

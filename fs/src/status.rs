@@ -29,11 +29,13 @@ pub enum StatusFile {
     Control,
     /// One line per deleted table in the trash (docs/trash.md).
     Trash,
+    /// Copies to and from backup stores, and their backups (docs/backups.md).
+    Backups,
 }
 
 impl StatusFile {
     /// Every file, in listing order.
-    pub const ALL: [StatusFile; 9] = [
+    pub const ALL: [StatusFile; 10] = [
         StatusFile::Status,
         StatusFile::Tables,
         StatusFile::Tablets,
@@ -43,6 +45,7 @@ impl StatusFile {
         StatusFile::Master,
         StatusFile::Control,
         StatusFile::Trash,
+        StatusFile::Backups,
     ];
     /// The file's name under `.bigtable/`.
     pub fn name(self) -> &'static str {
@@ -56,6 +59,7 @@ impl StatusFile {
             StatusFile::Master => "master",
             StatusFile::Control => "control",
             StatusFile::Trash => "trash",
+            StatusFile::Backups => "backups",
         }
     }
     /// The file called `name`, if any.
@@ -77,7 +81,11 @@ pub const CONTROL_USAGE: &str = "# write one command a line (root only):\n\
 # purge <id>                     delete table <id> of .bigtable/trash for good\n\
 # gc                             run a garbage collection now\n\
 # clone <table> <snap> <new>     make table <new> from snapshot <snap> of <table>\n\
-# restore <table> <snap>         make <table> what its snapshot <snap> holds\n";
+# restore <table> <snap>         make <table> what its snapshot <snap> holds\n\
+# backup <table> <snap> <store>  copy snapshot <snap> to backup store <store>\n\
+# copy-backup <store> <table> <name> <to store>   copy a backup between stores\n\
+# restore-backup <store> <table> <name> <new>     make table <new> from a backup\n\
+# delete-backup <store> <table> <name>            delete a backup (.bigtable/backups)\n";
 
 impl StatusFile {
     /// Whether the file takes writes (only `control`, and only from root).
@@ -242,6 +250,11 @@ impl StatusFile {
             }
             StatusFile::Control => {
                 out.push_str(CONTROL_USAGE);
+            }
+            StatusFile::Backups => {
+                for l in s.store.backups_report() {
+                    let _ = writeln!(out, "{l}");
+                }
             }
             StatusFile::Trash => {
                 let _ = writeln!(

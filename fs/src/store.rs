@@ -86,6 +86,10 @@ pub trait Store: Send + Sync + 'static {
     fn trash(&self) -> Result<Vec<(engine::TrashEntry, engine::TrashCost)>> {
         Ok(Vec::new())
     }
+    /// `.bigtable/backups`: copies under way, and the backup stores' backups.
+    fn backups_report(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Runs an operator command written to `.bigtable/control`.
     fn control(&self, command: &str) -> Result<()> {
         Err(engine::Error::invalid(format!(
@@ -222,6 +226,9 @@ impl Store for engine::Bigtable {
     }
     fn control(&self, command: &str) -> Result<()> {
         engine::Bigtable::control(self, command)
+    }
+    fn backups_report(&self) -> Vec<String> {
+        engine::Bigtable::backups_report(self)
     }
     fn snapshots(&self, table: &str) -> Result<Vec<(String, u64)>> {
         let list = engine::Bigtable::list_snapshots(self, table)?;

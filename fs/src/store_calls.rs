@@ -243,6 +243,9 @@ impl Store for Counted {
     fn control(&self, command: &str) -> Result<()> {
         self.inner.control(command)
     }
+    fn backups_report(&self) -> Vec<String> {
+        self.inner.backups_report()
+    }
     fn trash(&self) -> Result<Vec<(engine::TrashEntry, engine::TrashCost)>> {
         self.inner.trash()
     }

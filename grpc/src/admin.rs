@@ -340,6 +340,13 @@ impl BigtableTableAdmin for AdminService {
         backups::create_backup(&self.shared, req).await
     }
 
+    async fn copy_backup(
+        &self,
+        req: Request<a::CopyBackupRequest>,
+    ) -> Result<Response<crate::Operation>, Status> {
+        crate::backup_copy::copy_backup(&self.shared, req).await
+    }
+
     async fn get_backup(
         &self,
         req: Request<a::GetBackupRequest>,

@@ -13,6 +13,11 @@
 //! long-running calls are done when they reply (a snapshot or a clone takes
 //! milliseconds to seconds), so clients never poll.
 //!
+//! A cluster id that names one of the mount's backup stores
+//! (`backup_store=NAME=…`) is that store: a backup made there is copied
+//! out of the table's store (docs/backups.md), CopyBackup copies into it
+//! (`backup_copy.rs`), and a restore from it copies the files back.
+//!
 //! Permissions are the mount's on `.snapshots/`: creating, updating and
 //! deleting need write access to the table (its schema at the snapshot if
 //! it was deleted since), reading needs read access; a restore makes a
@@ -48,7 +53,7 @@ impl FullMaps for a::ListBackupsResponse {
 }
 
 /// `projects/P/instances/I/clusters/C`: (instance, cluster).
-fn cluster(parent: &str) -> Result<(&str, &str), Status> {
+pub(crate) fn cluster(parent: &str) -> Result<(&str, &str), Status> {
     let bad = || {
         Status::invalid_argument(format!(
             "invalid parent {parent:?}: expected projects/<project>/instances/<instance>/clusters/<cluster>"
@@ -63,7 +68,7 @@ fn cluster(parent: &str) -> Result<(&str, &str), Status> {
 }
 
 /// `…/clusters/C/backups/B`: (cluster's name, instance, backup id).
-fn backup_name(name: &str) -> Result<(&str, &str, &str), Status> {
+pub(crate) fn backup_name(name: &str) -> Result<(&str, &str, &str), Status> {
     let (parent, b) = name.rsplit_once("/backups/").ok_or_else(|| {
         Status::invalid_argument(format!(
             "invalid backup name {name:?}: expected projects/<p>/instances/<i>/clusters/<c>/backups/<b>"
@@ -75,7 +80,7 @@ fn backup_name(name: &str) -> Result<(&str, &str, &str), Status> {
 }
 
 /// The API's backup ids, which are also valid snapshot names.
-fn check_backup_id(id: &str) -> Result<(), Status> {
+pub(crate) fn check_backup_id(id: &str) -> Result<(), Status> {
     names::check_table_id(id).map_err(|_| {
         Status::invalid_argument(format!(
             "invalid backup id {id:?}: expected [_a-zA-Z0-9][-_.a-zA-Z0-9]* (at most 50 bytes)"
@@ -88,7 +93,7 @@ fn micros(t: &Timestamp) -> Result<u64, Status> {
     u64::try_from(us).map_err(|_| Status::invalid_argument("expire_time before 1970"))
 }
 
-fn timestamp(us: u64) -> Timestamp {
+pub(crate) fn timestamp(us: u64) -> Timestamp {
     Timestamp {
         seconds: (us / 1_000_000) as i64,
         nanos: ((us % 1_000_000) * 1000) as i32,
@@ -96,7 +101,7 @@ fn timestamp(us: u64) -> Timestamp {
 }
 
 /// The expiry asked, in µs, if within Cloud Bigtable's bounds.
-fn expiry(t: Option<&Timestamp>) -> Result<u64, Status> {
+pub(crate) fn expiry(t: Option<&Timestamp>) -> Result<u64, Status> {
     let t = t.ok_or_else(|| Status::invalid_argument("a backup needs an expire_time"))?;
     let at = micros(t)?;
     let now = engine::now_micros();
@@ -113,7 +118,12 @@ fn expiry(t: Option<&Timestamp>) -> Result<u64, Status> {
 }
 
 /// The API's view of a snapshot.
-fn backup_message(cluster: &str, table_parent: &str, id: &str, m: &Manifest) -> a::Backup {
+pub(crate) fn backup_message(
+    cluster: &str,
+    table_parent: &str,
+    id: &str,
+    m: &Manifest,
+) -> a::Backup {
     // The cluster it was made in, if made through the API.
     let cluster = match &m.cluster {
         Some(c) => format!("{table_parent}/clusters/{c}"),
@@ -147,19 +157,47 @@ fn schema_of(shared: &Shared, m: &Manifest) -> Arc<TableSchema> {
 /// Whether a snapshot is a backup of cluster `c` (or `-`, every one): one
 /// made through the API names its cluster, one made in the mount is in
 /// every cluster.
-fn in_cluster(m: &Manifest, c: &str) -> bool {
-    c == "-" || m.cluster.as_deref().is_none_or(|x| x == c)
+fn in_cluster(m: &Manifest, c: &str, stores: &[String]) -> bool {
+    c == "-"
+        || match m.cluster.as_deref() {
+            Some(x) => x == c,
+            None => !stores.iter().any(|s| s == c),
+        }
+}
+
+/// The backup store a backup is in (its cluster names one), or None: a
+/// snapshot in the table's store.
+pub(crate) fn store_of(shared: &Shared, m: &Manifest) -> Option<String> {
+    let c = m.cluster.as_deref()?;
+    shared.bt.backup_stores().into_iter().find(|s| s == c)
+}
+
+/// Every backup: the snapshots of the tables' store, then those copied to
+/// backup stores (a record's cluster is its store's name). A snapshot whose
+/// cluster names a backup store is one being copied there: left out.
+fn every_backup(shared: &Shared) -> Result<Vec<Manifest>, Status> {
+    let stores = shared.bt.backup_stores();
+    let mut all: Vec<Manifest> = shared
+        .bt
+        .all_snapshot_manifests()
+        .map_err(status::from_engine)?
+        .into_iter()
+        .filter(|m| !m.cluster.as_ref().is_some_and(|c| stores.contains(c)))
+        .collect();
+    for st in &stores {
+        let records = shared.bt.list_backups(st).map_err(status::from_engine)?;
+        all.extend(records.into_iter().map(|r| r.manifest));
+    }
+    Ok(all)
 }
 
 /// Snapshot `id` of a table of `instance` in cluster `c`, and the table's
 /// id there.
 fn find(shared: &Shared, instance: &str, c: &str, id: &str) -> Result<(Manifest, String), Status> {
-    let all = shared
-        .bt
-        .all_snapshot_manifests()
-        .map_err(status::from_engine)?;
+    let stores = shared.bt.backup_stores();
+    let all = every_backup(shared)?;
     all.into_iter()
-        .filter(|m| m.name == id && in_cluster(m, c))
+        .filter(|m| m.name == id && in_cluster(m, c, &stores))
         .find_map(|m| {
             let t = names::table_id(&m.table, instance, &shared.instance)?.to_string();
             Some((m, t))
@@ -208,7 +246,7 @@ fn cluster_name(cluster_parent: &str, instance: &str) -> String {
 }
 
 /// `projects/P/instances/I` of a cluster's name.
-fn instance_parent(cluster_parent: &str) -> &str {
+pub(crate) fn instance_parent(cluster_parent: &str) -> &str {
     cluster_parent
         .rsplit_once("/clusters/")
         .map_or(cluster_parent, |(p, _)| p)
@@ -251,6 +289,14 @@ pub async fn create_backup(
         }
         s.bt.take_snapshot_expiring(&table, &id, Some(expire), Some(&c))
             .map_err(status::from_engine)?;
+        if s.bt.backup_stores().contains(&c) {
+            // A backup store's cluster: the snapshot is copied out, and
+            // kept only there.
+            let copied =
+                s.bt.copy_backup(engine::backup::Source::Snapshot, &table, &id, &c);
+            let _ = s.bt.delete_snapshot(&table, &id);
+            return copied.map(|r| r.manifest).map_err(status::from_engine);
+        }
         s.bt.snapshot_manifest(&table, &id)
             .map_err(status::from_engine)
     })
@@ -272,7 +318,7 @@ pub async fn create_backup(
 }
 
 /// Finds a backup by name and checks `want` on its table.
-async fn checked(
+pub(crate) async fn checked(
     shared: &Arc<Shared>,
     who: Identity,
     name: &str,
@@ -318,12 +364,13 @@ pub async fn list_backups(
     let terms = filter(&req.filter)?;
     let s = shared.clone();
     let mut backups = blocking(move || {
-        let all = s.bt.all_snapshot_manifests().map_err(status::from_engine)?;
+        let stores = s.bt.backup_stores();
+        let all = every_backup(&s)?;
         Ok(all
             .into_iter()
             .filter_map(|m| {
                 let t = names::table_id(&m.table, &instance, &s.instance)?.to_string();
-                if !in_cluster(&m, &c) {
+                if !in_cluster(&m, &c, &stores) {
                     return None;
                 }
                 // One the caller may not read is left out, as in ListTables.
@@ -360,6 +407,13 @@ pub async fn update_backup(
     let (m, t, cl) = checked(shared, who, &b.name, W).await?;
     let s = shared.clone();
     let m = blocking(move || {
+        if let Some(store) = store_of(&s, &m) {
+            return s
+                .bt
+                .set_backup_expiry(&store, &m.table, &m.name, Some(expire))
+                .map(|r| r.manifest)
+                .map_err(status::from_engine);
+        }
         s.bt.set_snapshot_expiry(&m.table, &m.name, Some(expire))
             .map_err(status::from_engine)?;
         s.bt.snapshot_manifest(&m.table, &m.name)
@@ -382,9 +436,15 @@ pub async fn delete_backup(
     let name = req.into_inner().name;
     let (m, _, _) = checked(shared, who, &name, W).await?;
     let s = shared.clone();
-    blocking(move || {
-        s.bt.delete_snapshot(&m.table, &m.name)
-            .map_err(status::from_engine)
+    blocking(move || match store_of(&s, &m) {
+        Some(store) => {
+            s.bt.delete_backup(&store, &m.table, &m.name)
+                .map_err(status::from_engine)
+        }
+        None => {
+            s.bt.delete_snapshot(&m.table, &m.name)
+                .map_err(status::from_engine)
+        }
     })
     .await?;
     log::info!("grpc: deleted backup {name}");
@@ -416,10 +476,14 @@ pub async fn restore_table(
     let to = names::engine_table(&instance, &req.table_id, &shared.instance);
     let s = shared.clone();
     let (from, snap, into) = (m.table.clone(), m.name.clone(), to.clone());
+    let store = store_of(shared, &m);
     blocking(move || {
-        let r =
-            s.bt.clone_snapshot(&from, &snap, &into)
-                .map_err(status::from_engine);
+        let r = match &store {
+            // Copied back into the table's store first.
+            Some(st) => s.bt.restore_backup(st, &from, &snap, &into),
+            None => s.bt.clone_snapshot(&from, &snap, &into),
+        }
+        .map_err(status::from_engine);
         s.table_changed(&into);
         r
     })

@@ -9,6 +9,7 @@
 
 mod admin;
 pub mod auth;
+mod backup_copy;
 mod backups;
 mod change_config;
 mod consistency;

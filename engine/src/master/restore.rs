@@ -40,6 +40,7 @@ impl Master {
         m.schema.validate()?;
         let _ops = self.ops.lock();
         let t = self.env.catalog.get(table)?;
+        t.schema().check_restorable(table)?;
         // A restore replaces the rows wholesale and would rewind the change
         // log with them: a reader of the log would miss it (docs/changes.md).
         if t.schema().logs_changes() || m.schema.logs_changes() {

@@ -17,6 +17,20 @@ impl TableSchema {
         Ok(())
     }
 
+    /// Refuses restoring table `table` in place from a snapshot while it is
+    /// protected: a restore drops every cell written since (HBase's
+    /// restore_snapshot needs the table disabled; a protected table is one
+    /// its owner said must not lose data).
+    pub fn check_restorable(&self, table: &str) -> Result<()> {
+        if self.deletion_protection {
+            return Err(Error::DeletionProtected {
+                table: table.to_string(),
+                what: "restoring it from a snapshot".into(),
+            });
+        }
+        Ok(())
+    }
+
     /// Refuses replacing this schema by `new` when that drops a family
     /// while the table is protected (now: turning protection off and
     /// dropping in one change is refused too).

@@ -3,7 +3,7 @@
 //! in docs/formats/snapshot.md; a manifest is written whole, then renamed
 //! into place (see [`super::store`]).
 
-use crate::coding::{put_bytes, put_str, put_varint, Decoder};
+use crate::coding::{frame, put_bytes, put_str, put_varint, unframe, Decoder};
 use crate::metadata::TabletMeta;
 use crate::schema::TableSchema;
 use crate::{Error, Result};
@@ -100,23 +100,13 @@ impl Manifest {
             put_varint(&mut body, FIELD_CLUSTER);
             put_str(&mut body, c);
         }
-        let mut out = Vec::with_capacity(16 + body.len());
-        out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&seahash::hash(&body).to_le_bytes());
-        out.extend_from_slice(&body);
-        out
+        frame(MAGIC, &body)
     }
 
     /// Parses a manifest file (Error::Corruption if damaged).
     pub fn decode(buf: &[u8]) -> Result<Manifest> {
         let bad = |why: &str| Error::corruption(format!("snapshot manifest: {why}"));
-        let rest = buf.strip_prefix(MAGIC).ok_or_else(|| bad("bad magic"))?;
-        let (sum, body) = rest
-            .split_first_chunk::<8>()
-            .ok_or_else(|| bad("truncated"))?;
-        if u64::from_le_bytes(*sum) != seahash::hash(body) {
-            return Err(bad("checksum mismatch"));
-        }
+        let body = unframe(buf, MAGIC, "snapshot manifest")?;
         let mut d = Decoder::new(body, "snapshot manifest");
         let version = d.u8()?;
         if version != VERSION {

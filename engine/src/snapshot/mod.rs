@@ -15,7 +15,10 @@ mod take;
 pub(crate) mod view;
 
 pub use manifest::{Manifest, SnapTablet};
-pub(crate) use store::{live_files, read as read_manifest};
+pub use store::validate_name as validate_snapshot_name;
+pub(crate) use store::{
+    live_files, per_table, publish as publish_manifest, read as read_manifest, read_whole,
+};
 #[cfg(test)]
 pub(crate) use take::Step;
 pub use view::SnapshotView;
@@ -58,7 +61,7 @@ impl Bigtable {
     /// The store manifests and SSTables are in: this daemon's, unless it
     /// serves nothing (`tablet_servers=0` on its own empty store), which
     /// cannot reach the files (clone and restore, done by the master, can).
-    fn snapshot_store(&self) -> Result<&Arc<dyn gfs::FileStore>> {
+    pub(crate) fn snapshot_store(&self) -> Result<&Arc<dyn gfs::FileStore>> {
         if self.cluster().is_client_only() {
             return Err(crate::Error::invalid(
                 "snapshots are taken and read in a daemon that serves the store",
@@ -186,4 +189,4 @@ impl Bigtable {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -80,12 +80,17 @@ pub fn read(store: &dyn FileStore, table: &str, name: &str) -> Result<Manifest> 
 }
 
 fn read_file(store: &dyn FileStore, file: &str) -> Result<Manifest> {
+    Manifest::decode(&read_whole(store, file, MAX_BYTES)?)
+}
+
+/// A small file read whole, refused (as damaged) past `max` bytes.
+pub fn read_whole(store: &dyn FileStore, file: &str, max: u64) -> Result<Vec<u8>> {
     let f = store.open(file)?;
     let len = f.len()?;
-    if len > MAX_BYTES {
+    if len > max {
         return Err(Error::corruption(format!("{file}: {len} bytes is too big")));
     }
-    Manifest::decode(&f.read_at(0, len as usize)?)
+    Ok(f.read_at(0, len as usize)?)
 }
 
 /// The names of `table`'s snapshots, sorted.
@@ -102,12 +107,22 @@ pub fn names(store: &dyn FileStore, table: &str) -> Result<Vec<String>> {
 /// Every snapshot in the store as (table, name), of tables that exist or
 /// not.
 pub fn all(store: &dyn FileStore) -> Result<Vec<(String, String)>> {
+    per_table(store, DIR, |_| true)
+}
+
+/// The files `<dir><table>/<name>` as (table, name), for the names that are
+/// snapshot names (no temporary file) and that `keep` keeps.
+pub fn per_table(
+    store: &dyn FileStore,
+    dir: &str,
+    keep: impl Fn(&str) -> bool,
+) -> Result<Vec<(String, String)>> {
     Ok(store
-        .list(DIR)?
+        .list(dir)?
         .into_iter()
         .filter_map(|n| {
-            let (table, name) = n.strip_prefix(DIR)?.split_once('/')?;
-            (!name.contains('/') && !name.starts_with('.'))
+            let (table, name) = n.strip_prefix(dir)?.split_once('/')?;
+            (!name.contains('/') && !name.starts_with('.') && keep(name))
                 .then(|| (table.to_string(), name.to_string()))
         })
         .collect())

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::wait_until;
 
-fn options() -> Options {
+pub(crate) fn options() -> Options {
     Options {
         // Not smaller: with four writers on a loaded machine, memtables
         // this small pile up past the stall limit, and a split waiting for
@@ -46,7 +46,7 @@ fn rows(scan: crate::Scanner) -> HashMap<Vec<u8>, Vec<u8>> {
     out
 }
 
-fn gc(bt: &Bigtable) {
+pub(crate) fn gc(bt: &Bigtable) {
     let mut last = None;
     let done = wait_until(Duration::from_secs(60), || match bt.control("gc") {
         Ok(()) => true,

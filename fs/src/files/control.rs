@@ -1,6 +1,7 @@
 //! `.bigtable/control`: operator commands, one a line, run as each line is
-//! complete (and the rest at close). An unknown or failing command fails
-//! the `write` (or `close`) with EINVAL and a logged reason.
+//! complete (and the rest at close). An unknown command fails the `write`
+//! (or `close`) with EINVAL, a failing one with its error's errno (ENOENT,
+//! EEXIST, EPERM, ...), and a logged reason.
 
 use crate::ctx::Ctx;
 use crate::node::Node;
@@ -28,8 +29,11 @@ pub(super) fn run_control(cx: &Ctx, buf: &mut Vec<u8>, all: bool) -> FsResult<()
         let restored = restored_name(cx, line);
         if let Err(e) = cx.data.store().control(line) {
             let what = format!(".bigtable/control: {line:?}");
+            // The errno of what went wrong (ENOENT, EEXIST, EPERM for a
+            // protected table, EAGAIN, ...); EIO only for a failure of the
+            // store itself.
             return Err(match e.root() {
-                engine::Error::InvalidArgument(_) | engine::Error::TableNotFound(_) => {
+                engine::Error::InvalidArgument(_) => {
                     cx.data.refuse(&what, Errno::EINVAL, &e.to_string())
                 }
                 _ => cx.data.fail(&what, &e),

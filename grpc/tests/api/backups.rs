@@ -412,3 +412,109 @@ async fn backups_take_the_mounts_permissions() {
         1
     );
 }
+
+/// Every cell of a table (all versions).
+async fn all_cells(e: &mut Env, t: &str) -> Vec<(Vec<u8>, Vec<Cell>)> {
+    read(
+        e,
+        grpc::v2::ReadRowsRequest {
+            table_name: tname(t),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_backup_copies_into_a_backup_store_and_restores_from_it() {
+    let mut e = env().await;
+    let offsite: std::sync::Arc<dyn gfs::FileStore> = std::sync::Arc::new(gfs::MemStore::new());
+    e.bt.add_backup_store("offsite", offsite.clone()).unwrap();
+    create(&mut e, "t", &["f"]).await;
+    for i in 0..30 {
+        for ts in [1000, 2000] {
+            let v = format!("v{i}-{ts}");
+            mutate(
+                &mut e,
+                "t",
+                &format!("r{i:03}"),
+                vec![set("f", "q", ts, v.as_bytes())],
+            )
+            .await
+            .unwrap();
+        }
+    }
+    let want = all_cells(&mut e, "t").await;
+    e.admin
+        .create_backup(create_req("b1", "t", from_now(2 * DAY)))
+        .await
+        .unwrap();
+    let off = "projects/p/instances/i/clusters/offsite";
+    let copy = |parent: &str| a::CopyBackupRequest {
+        parent: parent.into(),
+        backup_id: "b2".into(),
+        source_backup: bname("b1"),
+        expire_time: Some(from_now(3 * DAY)),
+    };
+    // Only into a backup store.
+    assert_eq!(
+        code(e.admin.copy_backup(copy(C))).await,
+        Code::FailedPrecondition
+    );
+    let op = e.admin.copy_backup(copy(off)).await.unwrap().into_inner();
+    let (meta, _) = finished::<a::CopyBackupMetadata>(op);
+    assert_eq!(meta.name, format!("{off}/backups/b2"));
+    assert_eq!(meta.progress.unwrap().progress_percent, 100);
+    assert!(!offsite.list("files/").unwrap().is_empty());
+    // Listed in its cluster only, and under `-`.
+    let ids = |l: a::ListBackupsResponse| -> Vec<String> {
+        l.backups.into_iter().map(|b| b.name).collect()
+    };
+    let in_off = e
+        .admin
+        .list_backups(a::ListBackupsRequest {
+            parent: off.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(in_off), [format!("{off}/backups/b2")]);
+    let every = e
+        .admin
+        .list_backups(a::ListBackupsRequest {
+            parent: "projects/p/instances/i/clusters/-".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(ids(every), [bname("b1"), format!("{off}/backups/b2")]);
+    // The table and its snapshot go; the copy restores it whole.
+    e.admin
+        .delete_backup(a::DeleteBackupRequest { name: bname("b1") })
+        .await
+        .unwrap();
+    let op = e
+        .admin
+        .restore_table(a::RestoreTableRequest {
+            parent: P.into(),
+            table_id: "u".into(),
+            source: Some(a::restore_table_request::Source::Backup(format!(
+                "{off}/backups/b2"
+            ))),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(op.done);
+    assert_eq!(all_cells(&mut e, "u").await, want);
+    e.admin
+        .delete_backup(a::DeleteBackupRequest {
+            name: format!("{off}/backups/b2"),
+        })
+        .await
+        .unwrap();
+    assert!(offsite.list("files/").unwrap().is_empty());
+}

@@ -15,4 +15,5 @@ pub mod rpc_bench;
 pub mod s3_bench;
 pub mod s3_server;
 pub mod scale_bench;
+pub mod snapshot_bench;
 pub mod workloads;

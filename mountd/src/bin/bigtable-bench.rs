@@ -88,6 +88,9 @@ enum Cmd {
     /// (both stores) and with --sync, a fresh mount with --threads and with
     /// one thread, then a table of goals met and missed (needs root).
     Goals(GoalsOpts),
+    /// What a snapshot, a backup (full, then incremental) and a clone cost
+    /// as a table grows, on the engine API and a local store.
+    Snapshot(SnapshotOpts),
     /// Figure 6 on one Bigtable served by 1 and by 3 daemons (one SeaweedFS,
     /// one etcd), clients on every mount at once (needs root, --features bench-s3).
     Cluster(bench::cluster_bench::ClusterOpts),
@@ -95,6 +98,13 @@ enum Cmd {
     /// there) and a certificate and key per daemon (DIR/NAME.pem,
     /// NAME-key.pem, keys 0600) for `cluster_ca`/`cluster_cert`/`cluster_key`.
     Certs(CertsOpts),
+}
+
+#[derive(Args, Debug)]
+struct SnapshotOpts {
+    /// Table sizes in rows.
+    #[arg(long, value_delimiter = ',', default_values_t = [10_000u64, 100_000, 1_000_000])]
+    rows: Vec<u64>,
 }
 
 #[derive(Args, Debug)]
@@ -274,6 +284,12 @@ fn run(cli: Cli) -> Result<()> {
             walks: o.walks,
         })
         .map(drop),
+        Some(Cmd::Snapshot(o)) => {
+            bench::snapshot_bench::run(&bench::snapshot_bench::SnapshotArgs {
+                rows: o.rows,
+                work_base,
+            })
+        }
         Some(Cmd::Gfs(o)) => bench::gfs_bench::run(&bench::gfs_bench::GfsArgs {
             work_base,
             size: c.size.unwrap_or(64 << 20),

@@ -134,6 +134,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         None => local_cell.clone(),
     };
     let files = cfg.file_store()?;
+    let backup_stores = cfg.backup_file_stores()?;
     // A close commits on the FUSE thread that read it while another thread
     // stays free; but where a commit is a request to a remote store (a PUT
     // of milliseconds), that would stall every request queued behind it on
@@ -193,6 +194,10 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         master_wait,
         node.as_ref().map(|(n, dial_self)| (n, *dial_self)),
     )?;
+    for (name, store) in backup_stores {
+        bt.add_backup_store(&name, store)
+            .map_err(|e| format!("backup_store={name}: {e}"))?;
+    }
     let fs_opts = FsOptions {
         attr_timeout: cfg.kernel_ttl("attr_timeout", cfg.attr_timeout),
         entry_timeout: cfg.kernel_ttl("entry_timeout", cfg.entry_timeout),

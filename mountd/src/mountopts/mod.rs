@@ -57,6 +57,9 @@ pub struct S3Options {
     pub disk_cache: Option<u64>,
 }
 
+/// A backup store and the name the mount gives it.
+pub type NamedStore = (String, std::sync::Arc<dyn gfs::FileStore>);
+
 /// Everything a mount is configured with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MountConfig {
@@ -123,6 +126,9 @@ pub struct MountConfig {
     /// Chunkserver directories (`chunkservers=/disk1/cs:/disk2/cs`); default
     /// DATA_DIR/chunkserver-0..2.
     pub chunkservers: Vec<PathBuf>,
+    /// Backup stores (`backup_store=NAME=s3://BUCKET[/PREFIX]` or
+    /// `NAME=/DIR`, repeatable): where backups are copied to and from.
+    pub backup_stores: Vec<(String, String)>,
     /// Replicas per chunk (0: one per chunkserver, at most 3).
     pub replication: usize,
     pub chunk_size: Option<u64>,
@@ -256,6 +262,7 @@ impl MountConfig {
             s3: None,
             nomap: false,
             chunkservers: Vec::new(),
+            backup_stores: Vec::new(),
             replication: 0,
             chunk_size: None,
             scrub_rate: None,
@@ -612,6 +619,43 @@ impl MountConfig {
         let cluster = gfs::Cluster::open(o)
             .map_err(|e| format!("chunk cluster in {}: {e}", dir.display()))?;
         Ok(cluster)
+    }
+
+    /// Opens the backup stores: an S3 prefix with the store's endpoint,
+    /// region and credentials (shared: several daemons may write backups
+    /// there), or a plain directory.
+    pub fn backup_file_stores(&self) -> Result<Vec<NamedStore>, String> {
+        let mut out: Vec<NamedStore> = Vec::new();
+        for (name, url) in &self.backup_stores {
+            let err = |e: String| format!("backup_store={name}={url}: {e}");
+            if url.starts_with("s3://") {
+                let mut c = objstore::S3Config::from_url(url).map_err(|e| err(e.to_string()))?;
+                if let Some(o) = &self.s3 {
+                    c.endpoint = o.endpoint.clone();
+                    if let Some(r) = &o.region {
+                        c.region = r.clone();
+                    }
+                    if let Some(f) = &o.credentials {
+                        c.credentials = Some(
+                            objstore::Credentials::from_file(f, None)
+                                .map_err(|e| err(e.to_string()))?,
+                        );
+                    }
+                    if let Some(t) = o.timeout {
+                        c.timeout = t;
+                    }
+                }
+                c.shared = true;
+                c.disk_cache_bytes = 0;
+                c.cache_dir = None;
+                let store = objstore::S3Store::open(c).map_err(|e| err(e.to_string()))?;
+                out.push((name.clone(), std::sync::Arc::new(store)));
+            } else {
+                let files = gfs::LocalStore::open(url).map_err(|e| err(e.to_string()))?;
+                out.push((name.clone(), std::sync::Arc::new(files)));
+            }
+        }
+        Ok(out)
     }
 
     /// The engine's options with this mount's sizes.

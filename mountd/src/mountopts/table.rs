@@ -499,6 +499,20 @@ pub static OPTIONS: &[MountOption] = &[
         "with `store=local`, read SSTables with `pread` instead of mapping them (see \"Memory\": a disk error on a mapped page kills the daemon, where a `pread` fails one read)",
         set |c, _| c.nomap = true,
         show |c| flag(c.nomap)),
+    opt!("backup_store" "NAME=s3://BUCKET[/PREFIX]|NAME=/DIR", Text("none"),
+    "a store backups are copied to and restored from (repeat it for several): an S3 prefix, reached with the `s3_*` options, or a directory; NAME is what `.bigtable/control` lines and gRPC cluster ids call it (see [backups.md](backups.md))",
+    set |c, v| {
+        let (name, url) = v.need()?.split_once('=').ok_or("backup_store=NAME=URL")?;
+        engine::snapshot::validate_snapshot_name(name).map_err(|e| format!("backup_store: {e}"))?;
+        if !url.starts_with("s3://") && !url.starts_with('/') {
+            return Err("backup_store=NAME=s3://BUCKET[/PREFIX] or NAME=/DIR".to_string());
+        }
+        c.backup_stores.retain(|(n, _)| n != name);
+        c.backup_stores.push((name.to_string(), url.to_string()));
+    },
+    show |c| (!c.backup_stores.is_empty()).then(|| {
+        c.backup_stores.iter().map(|(n, u)| format!("{n}={u}")).collect::<Vec<_>>().join(" ")
+    })),
     opt!("chunkservers" "DIR:DIR:…", Text("`DATA_DIR/chunkserver-0..2`"),
         "chunkserver directories (put them on different disks to survive a disk)",
         set |c, v| {
