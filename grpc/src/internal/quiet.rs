@@ -40,9 +40,16 @@ pub(crate) fn should_log(peer: &str) -> Option<u64> {
         .should_log(peer, Instant::now())
 }
 
+/// The key a peer's unproven answers are counted under: apart from its
+/// refused calls (keyed by [`ip_key`]), so that one kind's log does not
+/// silence the other's for a minute (daemons on one host share an IP).
+fn unproven_key(addr: &str) -> String {
+    format!("answers of {}", peer_key(addr))
+}
+
 /// Logs (once a minute per peer) and refuses what `addr` sent.
 pub(crate) fn unproven(addr: &str, what: &str) -> tonic::Status {
-    if let Some(more) = should_log(&peer_key(addr)) {
+    if let Some(more) = should_log(&unproven_key(addr)) {
         log::warn!(
             "{addr} does not prove it knows the cluster secret ({what}): its answers are \
              ignored ({more} more since this was last logged)"
@@ -104,6 +111,13 @@ mod tests {
         assert_eq!(should_log("quiet-test-peer"), Some(0));
         assert_eq!(should_log("quiet-test-peer"), None);
         assert_eq!(should_log("quiet-test-other"), Some(0));
+    }
+
+    #[test]
+    fn a_peers_unproven_answer_does_not_silence_its_refused_calls() {
+        let _ = unproven("10.9.8.7:5000", "a reply");
+        assert_eq!(should_log(&ip_key("10.9.8.7".parse().ok())), Some(0));
+        assert_eq!(unproven_key("10.9.8.7:5001"), unproven_key("10.9.8.7:5000"));
     }
 
     #[test]
