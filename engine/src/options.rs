@@ -44,6 +44,10 @@ pub struct Options {
     pub load_split_rate: u64,
     /// How long a tablet's load must stay above `load_split_rate`.
     pub load_split_after: Duration,
+    /// How long the two halves of any split (an operator's, a load or a
+    /// size split) are kept from the master's merge of small tablets, as
+    /// HBase's normalizer leaves young regions alone.
+    pub split_cooldown: Duration,
     /// Tablet servers the daemon runs.
     pub tablet_servers: usize,
     /// The address other daemons dial to reach this daemon's tablet servers
@@ -81,6 +85,7 @@ impl Default for Options {
             balance: true,
             load_split_rate: 2000,
             load_split_after: Duration::from_secs(10),
+            split_cooldown: Duration::from_secs(600),
             tablet_servers: 3,
             advertise: None,
             server_lock_delay: Duration::from_millis(500),

@@ -15,8 +15,6 @@ pub const BYTES_PER_UNIT: u64 = 4096;
 /// A tablet that moved is not moved again for this long (so that noise in
 /// the rates cannot bounce it between two servers).
 pub const MOVE_COOLDOWN: Duration = Duration::from_secs(30);
-/// Two tablets split apart for their load do not merge for this long.
-pub const SPLIT_COOLDOWN: Duration = Duration::from_secs(600);
 /// Counters read closer together than this leave the rate as it was.
 const MIN_INTERVAL: Duration = Duration::from_millis(500);
 /// Load-split rows remembered.
@@ -29,6 +27,8 @@ pub struct LoadConfig {
     pub split_rate: u64,
     /// How long a tablet must stay hot before it is split.
     pub split_after: Duration,
+    /// How long the two halves of a split are kept from merging back.
+    pub split_cooldown: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -62,7 +62,7 @@ impl LoadTracker {
         cfg: &LoadConfig,
     ) -> Vec<TabletLoad> {
         self.reported
-            .retain(|(_, at)| now.saturating_duration_since(*at) < SPLIT_COOLDOWN);
+            .retain(|(_, at)| now.saturating_duration_since(*at) < cfg.split_cooldown);
         served
             .into_iter()
             .map(|t| {
@@ -157,11 +157,11 @@ impl LoadTracker {
         }
     }
 
-    /// Whether `table` was split at `row` for its load within the
-    /// cooldown (its halves must not merge back).
-    pub fn split_recently(&self, table: u64, row: &[u8], now: Instant) -> bool {
+    /// Whether `table` was split at `row` within `cooldown` (its halves
+    /// must not merge back yet).
+    pub fn split_recently(&self, table: u64, row: &[u8], now: Instant, cooldown: Duration) -> bool {
         self.splits.iter().any(|(t, r, at)| {
-            *t == table && r == row && now.saturating_duration_since(*at) < SPLIT_COOLDOWN
+            *t == table && r == row && now.saturating_duration_since(*at) < cooldown
         })
     }
 }
@@ -188,6 +188,7 @@ mod tests {
     const CFG: LoadConfig = LoadConfig {
         split_rate: 100,
         split_after: Duration::from_secs(3),
+        split_cooldown: Duration::from_secs(600),
     };
 
     #[test]
@@ -261,10 +262,10 @@ mod tests {
         let mut tr = LoadTracker::default();
         let t0 = Instant::now();
         tr.split(7, b"m".to_vec(), t0);
-        assert!(tr.split_recently(7, b"m", t0 + Duration::from_secs(1)));
-        assert!(!tr.split_recently(7, b"n", t0));
-        assert!(!tr.split_recently(8, b"m", t0));
-        assert!(!tr.split_recently(7, b"m", t0 + SPLIT_COOLDOWN));
+        assert!(tr.split_recently(7, b"m", t0 + Duration::from_secs(1), CFG.split_cooldown));
+        assert!(!tr.split_recently(7, b"n", t0, CFG.split_cooldown));
+        assert!(!tr.split_recently(8, b"m", t0, CFG.split_cooldown));
+        assert!(!tr.split_recently(7, b"m", t0 + CFG.split_cooldown, CFG.split_cooldown));
     }
 
     #[test]
@@ -275,26 +276,29 @@ mod tests {
         let mut tr = LoadTracker::default();
         let t0 = Instant::now();
         tr.split_reported(&[11, 12], t0);
-        assert!(!tr.split_recently(7, b"m", t0), "the row is not known yet");
+        assert!(
+            !tr.split_recently(7, b"m", t0, CFG.split_cooldown),
+            "the row is not known yet"
+        );
         let mut right = served(12, 0, 0);
         right.start = b"m".to_vec();
         let mut left = served(11, 0, 0);
         left.end = Some(b"m".to_vec());
         let later = t0 + Duration::from_secs(2);
         let loads = tr.observe(later, vec![left, right], &CFG);
-        assert!(tr.split_recently(7, b"m", later));
+        assert!(tr.split_recently(7, b"m", later, CFG.split_cooldown));
         assert!(
-            !tr.split_recently(7, b"a", later),
+            !tr.split_recently(7, b"a", later, CFG.split_cooldown),
             "the first half's start is no split"
         );
         let merge = super::super::balance::next_merge(&loads, 1 << 20, 0, |row| {
-            tr.split_recently(7, row, later)
+            tr.split_recently(7, row, later, CFG.split_cooldown)
         });
         assert_eq!(merge, None, "an operator's split is not merged back");
-        assert!(!tr.split_recently(7, b"m", t0 + SPLIT_COOLDOWN));
+        assert!(!tr.split_recently(7, b"m", t0 + CFG.split_cooldown, CFG.split_cooldown));
         // Reported children never seen are forgotten after the cooldown.
         tr.split_reported(&[20, 21], t0);
-        tr.observe(t0 + SPLIT_COOLDOWN, vec![], &CFG);
+        tr.observe(t0 + CFG.split_cooldown, vec![], &CFG);
         assert!(tr.reported.is_empty());
     }
 }

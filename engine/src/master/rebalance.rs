@@ -18,6 +18,7 @@ impl Master {
         LoadConfig {
             split_rate: self.env.opts.load_split_rate,
             split_after: self.env.opts.load_split_after,
+            split_cooldown: self.env.opts.split_cooldown,
         }
     }
 
@@ -104,7 +105,8 @@ impl Master {
             let pick = {
                 let st = self.state.lock();
                 next_merge(&loads, limit, self.env.opts.load_split_rate, |row| {
-                    st.load.split_recently(table, row, now)
+                    st.load
+                        .split_recently(table, row, now, self.env.opts.split_cooldown)
                 })
             };
             if let Some(i) = pick {
