@@ -413,19 +413,6 @@ async fn backups_take_the_mounts_permissions() {
     );
 }
 
-/// Every cell of a table (all versions).
-async fn all_cells(e: &mut Env, t: &str) -> Vec<(Vec<u8>, Vec<Cell>)> {
-    read(
-        e,
-        grpc::v2::ReadRowsRequest {
-            table_name: tname(t),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_backup_copies_into_a_backup_store_and_restores_from_it() {
     let mut e = env().await;
@@ -445,7 +432,7 @@ async fn copy_backup_copies_into_a_backup_store_and_restores_from_it() {
             .unwrap();
         }
     }
-    let want = all_cells(&mut e, "t").await;
+    let want = read_all(&mut e, "t").await;
     e.admin
         .create_backup(create_req("b1", "t", from_now(2 * DAY)))
         .await
@@ -509,7 +496,7 @@ async fn copy_backup_copies_into_a_backup_store_and_restores_from_it() {
         .unwrap()
         .into_inner();
     assert!(op.done);
-    assert_eq!(all_cells(&mut e, "u").await, want);
+    assert_eq!(read_all(&mut e, "u").await, want);
     e.admin
         .delete_backup(a::DeleteBackupRequest {
             name: format!("{off}/backups/b2"),

@@ -26,14 +26,8 @@ fn retention(t: &str, seconds: Option<i64>) -> a::UpdateTableRequest {
 }
 
 async fn shown(e: &mut Env, t: &str) -> Option<i64> {
-    e.admin
-        .get_table(a::GetTableRequest {
-            name: tname(t),
-            view: a::table::View::Full as i32,
-        })
+    get_table(e, t)
         .await
-        .unwrap()
-        .into_inner()
         .change_stream_config
         .and_then(|c| c.retention_period)
         .map(|d| d.seconds)

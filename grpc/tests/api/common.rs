@@ -123,6 +123,31 @@ pub async fn mutate(
         .map(|_| ())
 }
 
+/// Every cell of a table (all versions).
+pub async fn read_all(e: &mut Env, t: &str) -> Vec<(Vec<u8>, Vec<Cell>)> {
+    read(
+        e,
+        v2::ReadRowsRequest {
+            table_name: tname(t),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap()
+}
+
+/// GetTable with the full view.
+pub async fn get_table(e: &mut Env, t: &str) -> a::Table {
+    e.admin
+        .get_table(a::GetTableRequest {
+            name: tname(t),
+            view: a::table::View::Full as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
 /// (family, qualifier, timestamp, value, labels)
 pub type Cell = (String, Vec<u8>, i64, Vec<u8>, Vec<String>);
 

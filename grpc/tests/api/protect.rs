@@ -21,34 +21,11 @@ fn update(t: &str, protect: bool, paths: &[&str]) -> a::UpdateTableRequest {
     }
 }
 
-async fn read_all(e: &mut Env, t: &str) -> Vec<(Vec<u8>, Vec<Cell>)> {
-    read(
-        e,
-        grpc::v2::ReadRowsRequest {
-            table_name: tname(t),
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap()
-}
-
 async fn delete(e: &mut Env, t: &str) -> Result<(), tonic::Status> {
     e.admin
         .delete_table(a::DeleteTableRequest { name: tname(t) })
         .await
         .map(|_| ())
-}
-
-async fn get(e: &mut Env, t: &str) -> a::Table {
-    e.admin
-        .get_table(a::GetTableRequest {
-            name: tname(t),
-            view: a::table::View::Full as i32,
-        })
-        .await
-        .unwrap()
-        .into_inner()
 }
 
 fn drop_family(t: &str, f: &str) -> a::ModifyColumnFamiliesRequest {
@@ -75,7 +52,7 @@ async fn deletion_protection_refuses_delete_and_drop() {
     mutate(&mut e, "t", "r", vec![set("cf2", "q", 1000, b"kept")])
         .await
         .unwrap();
-    assert!(!get(&mut e, "t").await.deletion_protection);
+    assert!(!get_table(&mut e, "t").await.deletion_protection);
 
     let op = e
         .admin
@@ -98,7 +75,7 @@ async fn deletion_protection_refuses_delete_and_drop() {
     assert_eq!(t.name, tname("t"));
     let meta = op.metadata.unwrap();
     assert!(meta.type_url.ends_with("UpdateTableMetadata"));
-    assert!(get(&mut e, "t").await.deletion_protection);
+    assert!(get_table(&mut e, "t").await.deletion_protection);
     assert!(e.bt.schema("t").unwrap().deletion_protection);
     let listed = e
         .admin
@@ -125,7 +102,10 @@ async fn deletion_protection_refuses_delete_and_drop() {
         .unwrap_err();
     assert_eq!(s.code(), Code::FailedPrecondition, "{s:?}");
     // Nothing was deleted on the way: the family and its cell are there.
-    assert!(get(&mut e, "t").await.column_families.contains_key("cf2"));
+    assert!(get_table(&mut e, "t")
+        .await
+        .column_families
+        .contains_key("cf2"));
     let rows = read_all(&mut e, "t").await;
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].1[0].3, b"kept");
@@ -143,7 +123,7 @@ async fn deletion_protection_refuses_delete_and_drop() {
         .await
         .unwrap_err();
     assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
-    assert!(get(&mut e, "t").await.deletion_protection);
+    assert!(get_table(&mut e, "t").await.deletion_protection);
     // Another user may not turn it off.
     let mut req = tonic::Request::new(update("t", false, &["deletion_protection"]));
     req.metadata_mut().insert(
@@ -152,14 +132,14 @@ async fn deletion_protection_refuses_delete_and_drop() {
     );
     let s = e.admin.update_table(req).await.unwrap_err();
     assert_eq!(s.code(), Code::PermissionDenied, "{s:?}");
-    assert!(get(&mut e, "t").await.deletion_protection);
+    assert!(get_table(&mut e, "t").await.deletion_protection);
 
     // Turned off by its owner, both work again.
     e.admin
         .update_table(update("t", false, &["deletion_protection"]))
         .await
         .unwrap();
-    assert!(!get(&mut e, "t").await.deletion_protection);
+    assert!(!get_table(&mut e, "t").await.deletion_protection);
     e.admin
         .modify_column_families(drop_family("t", "cf2"))
         .await
@@ -212,7 +192,10 @@ async fn undelete_brings_back_a_deleted_table() {
         .type_url
         .ends_with("UndeleteTableMetadata"));
     // The table deleted last is back: the second one.
-    assert!(get(&mut e, "t").await.column_families.contains_key("other"));
+    assert!(get_table(&mut e, "t")
+        .await
+        .column_families
+        .contains_key("other"));
     // The first is still in the trash; back under another name, whole.
     let trash = e.bt.trash().unwrap();
     assert_eq!(trash.len(), 1, "{trash:?}");
