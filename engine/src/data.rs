@@ -137,6 +137,27 @@ pub enum Mutation {
     },
 }
 
+impl Mutation {
+    /// This op as written at `ts`: a `SetCell` that names no timestamp
+    /// gets `ts`, as the server stamps it; every other op is unchanged.
+    pub fn stamped(&self, ts: Timestamp) -> Mutation {
+        match self {
+            Mutation::SetCell {
+                family,
+                qualifier,
+                timestamp: None,
+                value,
+            } => Mutation::SetCell {
+                family: family.clone(),
+                qualifier: qualifier.clone(),
+                timestamp: Some(ts),
+                value: value.clone(),
+            },
+            other => other.clone(),
+        }
+    }
+}
+
 /// Mutations of one row, applied atomically and in order.
 #[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub struct RowMutation {

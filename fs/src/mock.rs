@@ -343,23 +343,12 @@ impl Store for MockStore {
         // One timestamp for the row's cells that name none, as the engine
         // stamps a row, and it is what the write reports.
         let ts = self.now();
-        let stamp = |mu: &Mutation| match mu {
-            Mutation::SetCell {
-                family,
-                qualifier,
-                timestamp: None,
-                value,
-            } => Mutation::SetCell {
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-                timestamp: Some(ts),
-                value: value.clone(),
-            },
-            other => other.clone(),
-        };
         let txn = RowTxn::new(
             m.row.clone(),
-            m.mutations.iter().map(stamp).map(RowOp::Mutate).collect(),
+            m.mutations
+                .iter()
+                .map(|mu| RowOp::Mutate(mu.stamped(ts)))
+                .collect(),
         );
         self.apply_txns(table, &[txn], opts)?;
         Ok(Written {

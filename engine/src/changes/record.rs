@@ -30,23 +30,7 @@ pub struct ChangeRecord {
 /// The ops of `m` as committed at `commit_ts`: a `SetCell` without a
 /// timestamp gets the commit timestamp, as its cell did.
 pub fn resolved(m: &RowMutation, commit_ts: Timestamp) -> Vec<Mutation> {
-    m.mutations
-        .iter()
-        .map(|op| match op {
-            Mutation::SetCell {
-                family,
-                qualifier,
-                timestamp: None,
-                value,
-            } => Mutation::SetCell {
-                family: family.clone(),
-                qualifier: qualifier.clone(),
-                timestamp: Some(commit_ts),
-                value: value.clone(),
-            },
-            other => other.clone(),
-        })
-        .collect()
+    m.mutations.iter().map(|op| op.stamped(commit_ts)).collect()
 }
 
 /// The stored value of a record of `ops`.
