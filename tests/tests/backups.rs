@@ -103,12 +103,22 @@ fn a_table_comes_back_from_another_prefix_after_its_store_lost_it() {
     m.table("t", "f\n");
     // Past a memtable (4 MiB): files the later writes leave alone.
     fill(&m, "t", 3000, 1000);
+    // A snapshot writes what the memtables hold into files of its own, so
+    // only files the tablet had before it can be shared with a later one:
+    // wait for the frozen memtable's flush to give the tablet one.
+    let flushed = tests::wait_until(Duration::from_secs(120), || {
+        m.ok("cat .bigtable/tablets").lines().any(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            w.first() == Some(&"t") && w.get(6).and_then(|n| n.parse::<u64>().ok()) > Some(0)
+        })
+    });
+    assert!(flushed, "no SSTable: {}", m.ok("cat .bigtable/tablets"));
     m.ok("mkdir t/.snapshots/one");
     run(&m, "backup t one offsite", "backup", "one");
     assert!(listed_ready(&m, "one"));
-    // A second backup copies only what the first did not hold. New rows
-    // only: overwriting the first rows would leave garbage that a
-    // compaction may rewrite the first files for before the snapshot.
+    // A second backup copies only what the first did not hold (the flushed
+    // file). New rows only: overwriting the first rows would leave garbage
+    // that a compaction may rewrite the first files for.
     fill_rows(&m, "t", 3000..3100, 100);
     m.ok("mkdir t/.snapshots/two");
     let copy = run(&m, "backup t two offsite", "backup", "two");
