@@ -298,7 +298,13 @@ impl Ctx {
                 if let Some(seen) = walk.then(|| self.data.seen_cell(c)).flatten() {
                     return Ok(self.sized_attr(ino, &f, Some((seen.len, seen.timestamp))));
                 }
-                match self.data.newest(c)? {
+                // A name in a row this mount just made empty holds nothing yet.
+                let newest = if c.view.is_now() && self.data.made_empty(&c.table, &c.row) {
+                    None
+                } else {
+                    self.data.newest(c)?
+                };
+                match newest {
                     Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
                     None if self.data.is_pending_cell(c) => Ok(self.value_attr(ino, &f, None)),
                     None => Err(Errno::ENOENT),

@@ -12,10 +12,13 @@
 //! rows it touches ([`crate::store_calls::Counted`] calls
 //! [`RowMemo::forget_row`]), so the mount reads its own writes.
 //!
-//! A row found empty is kept too, for `mkdir` alone: the lookup the kernel
+//! A row found empty is kept too, for `mkdir`: the lookup the kernel
 //! makes before it just read that the row (and so any family of it) has no
 //! cell, so the mkdir of the row, and of a family in it, need not read that
-//! again to refuse with EEXIST. (A lookup never answers ENOENT from here.)
+//! again to refuse with EEXIST; and the names under a row so made hold
+//! nothing yet (`mkdir -p t/row/fam && echo v > t/row/fam/q` reads the row
+//! once). A lookup of any other name never answers ENOENT from here: after
+//! another daemon's `close`, an open here must find the file.
 
 use engine::Cell;
 use parking_lot::Mutex;

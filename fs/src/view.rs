@@ -188,6 +188,15 @@ impl StoreView {
         self.store.memo().read_empty(table, row)
     }
 
+    /// Whether a live row is a directory this mount made with `mkdir`
+    /// right after reading the row empty, with no write to it since:
+    /// nothing lies in it but what is pending here, so the names looked
+    /// up under it (`mkdir -p t/row/fam && echo v > t/row/fam/q`) are
+    /// answered without a read (see `row_memo.rs`).
+    pub(crate) fn made_empty(&self, table: &str, row: &[u8]) -> bool {
+        self.row_read_empty(table, row) && self.pending.has_row(table, row)
+    }
+
     /// Whether a row has a visible cell in `view` (or is a pending
     /// directory). In a path walk (`walk`), a cell the row memo keeps
     /// answers yes without a read.
@@ -222,6 +231,9 @@ impl StoreView {
     pub(crate) fn family_exists(&self, f: &FamilyAddr, walk: bool) -> FsResult<bool> {
         if f.view.is_now() && self.pending.has_family(&f.table, &f.row, &f.family) {
             return Ok(true);
+        }
+        if f.view.is_now() && self.made_empty(&f.table, &f.row) {
+            return Ok(false);
         }
         if walk
             && self
