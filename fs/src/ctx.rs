@@ -150,10 +150,10 @@ impl Ctx {
         self.attr_of(node, false)
     }
 
-    /// A lookup's attributes of a node: as [`Ctx::node_attr`], but a cell
-    /// that the walk's previous lookup read (the row memo) is answered from
-    /// it, without a read. (Rows and families are answered from the memo
-    /// by both.)
+    /// A lookup's or getattr's attributes of a node: as [`Ctx::node_attr`],
+    /// but a cell that a read or write of its row a moment ago saw (the
+    /// row memo) is answered from it, without a read. (Rows and families
+    /// are answered from the memo by both.)
     pub fn lookup_attr(&self, node: &Node) -> FsResult<FileAttr> {
         self.attr_of(node, true)
     }

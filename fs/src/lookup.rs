@@ -212,7 +212,9 @@ pub(crate) fn getattr(
     if let Some(attr) = fh.and_then(|fh| crate::files::attrs::handle_attr(cx, fh, &node)) {
         return Ok((attr, cx.attr_ttl(&node)));
     }
-    match cx.node_attr(&node) {
+    // Answered from the row memo where it can, as a lookup is: the kernel
+    // asks again after its own write or create.
+    match cx.lookup_attr(&node) {
         // fstat of a descriptor whose file was unlinked (the kernel
         // names no handle in a GETATTR from fstat): its handle answers.
         Err(e) if e == Errno::ENOENT => crate::files::attrs::unlinked_attr(cx, &node)

@@ -4,7 +4,9 @@
 //! lookups (`t/row` → `t/row/family` → `t/row/family/cell`: a family holding
 //! that cell exists, and that cell's attributes are its own), and a write
 //! through the mount leaves behind that its row and family now exist (the
-//! kernel asks for the directories' attributes again after a create).
+//! kernel asks for the directories' attributes again after a create), and,
+//! for a write of one cell, that cell's version and size from the write's
+//! reply (the kernel asks for a file's attributes again after writing it).
 //!
 //! Only positive answers come from here (a name the memo does not show is
 //! read from the store), an open reads the value afresh, entries last
@@ -133,9 +135,20 @@ impl RowMemo {
     }
 
     /// Keeps that the mount's write of cells of `families` in `row`, which
-    /// left the row's stripe at `epoch`, was the last write to it.
-    pub fn keep_written(&self, table: &str, row: &[u8], families: Vec<String>, epoch: u64) {
-        let seen = families.into_iter().map(Seen::Wrote).collect();
+    /// left the row's stripe at `epoch`, was the last write to it; and, for
+    /// a write of one cell, that cell as the write's reply described it
+    /// (its version and size), which answers the getattr the kernel makes
+    /// after its own write.
+    pub fn keep_written(
+        &self,
+        table: &str,
+        row: &[u8],
+        families: Vec<String>,
+        cell: Option<CellSeen>,
+        epoch: u64,
+    ) {
+        let mut seen: Vec<Seen> = families.into_iter().map(Seen::Wrote).collect();
+        seen.extend(cell.map(Seen::Cell));
         self.keep_seen(table, None, row, seen, epoch);
     }
 
@@ -285,7 +298,7 @@ mod tests {
         assert!(m.read_empty("t", b"r"));
         assert!(!m.has_cell_of("t", None, b"r", None));
         let after = m.forget_row("t", b"r");
-        m.keep_written("t", b"r", vec!["f".into()], after);
+        m.keep_written("t", b"r", vec!["f".into()], None, after);
         assert!(!m.read_empty("t", b"r"));
         assert!(m.has_cell_of("t", None, b"r", Some("f")));
         assert!(
@@ -294,5 +307,15 @@ mod tests {
         );
         m.forget_all();
         assert!(!m.has_cell_of("t", None, b"r", None));
+        let written = super::CellSeen {
+            family: "f".into(),
+            qualifier: b"q".to_vec(),
+            timestamp: 9,
+            len: 3,
+        };
+        let after = m.forget_row("t", b"r");
+        m.keep_written("t", b"r", vec!["f".into()], Some(written.clone()), after);
+        assert_eq!(m.get("t", None, b"r", |_| true), Some(written));
+        assert!(!m.read_empty("t", b"r"));
     }
 }

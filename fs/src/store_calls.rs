@@ -4,7 +4,7 @@
 //! counts each call with a relaxed atomic add; it also drops what the row
 //! memo keeps of every row it writes (`row_memo.rs`).
 
-use crate::row_memo::RowMemo;
+use crate::row_memo::{CellSeen, RowMemo};
 use crate::store::{RowStream, Store};
 use engine::schema::TableSchema;
 use engine::{
@@ -184,8 +184,23 @@ impl Store for Counted {
                     _ => None,
                 })
                 .collect();
-            if let Some(fams) = fams.filter(|f| !f.is_empty()) {
-                self.memo.keep_written(table, &m.row, fams, after);
+            if let (Some(fams), Ok(w)) = (fams.filter(|f| !f.is_empty()), &r) {
+                // One cell set: the reply says its version and size.
+                let cell = match m.mutations.as_slice() {
+                    [Mutation::SetCell {
+                        family,
+                        qualifier,
+                        value,
+                        ..
+                    }] => Some(CellSeen {
+                        family: family.clone(),
+                        qualifier: qualifier.clone(),
+                        timestamp: w.timestamp,
+                        len: value.len() as u64,
+                    }),
+                    _ => None,
+                };
+                self.memo.keep_written(table, &m.row, fams, cell, after);
             }
         }
         r
