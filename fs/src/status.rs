@@ -236,6 +236,10 @@ impl StatusFile {
                 for c in crate::store_calls::Call::ALL {
                     let _ = writeln!(out, "store_{}={}", c.name(), calls.get(c));
                 }
+                // ... and the tablet-server calls each kind of request made.
+                for (op, n) in crate::counts::calls_seen() {
+                    let _ = writeln!(out, "calls_{op}={n}");
+                }
             }
             StatusFile::Mount => out.push_str(&s.opts.mount_status),
             StatusFile::Servers => {

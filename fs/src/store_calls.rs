@@ -135,6 +135,9 @@ impl Counted {
 
     fn count(&self, c: Call) -> &dyn Store {
         self.calls.add(c);
+        if c.reaches_tablet_server() {
+            crate::counts::call_made();
+        }
         self.inner.as_ref()
     }
 }

@@ -25,7 +25,8 @@ pub(super) fn guard(op: &str, f: impl FnOnce()) {
 /// The part of a request that runs later on a commit worker: guarded the
 /// same way, but not counted again.
 pub(super) fn catching(op: &str, f: impl FnOnce()) {
-    if let Err(p) = catch_unwind(AssertUnwindSafe(f)) {
+    let r = crate::counts::during(op, || catch_unwind(AssertUnwindSafe(f)));
+    if let Err(p) = r {
         let msg = p
             .downcast_ref::<String>()
             .map(String::as_str)
