@@ -179,5 +179,19 @@ fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() 
         );
         // `ls` of a row: the row's lookup, the listing.
         assert_eq!(cost(m, "ls t/ROW >/dev/null"), 2, "ls in the {who}");
+        // A new row: the lookup of its name (ENOENT) before the mkdir, the
+        // commit; the names under the row just made need no read.
+        assert_eq!(
+            cost(m, "mkdir -p t/nROW/cf && echo x > t/nROW/cf/q"),
+            2,
+            "new row in the {who}"
+        );
+        // `cat` after `echo >`: the cell's attributes come from the
+        // write's reply, so the open is the only call after the commit.
+        assert_eq!(
+            cost(m, "echo x > t/ROW/cf/q && cat t/ROW/cf/q >/dev/null"),
+            3,
+            "cat after echo in the {who}"
+        );
     }
 }
