@@ -188,12 +188,28 @@ pub struct FsResults {
     pub costs: Vec<(Fig6, Cost)>,
 }
 
+/// The FUSE requests whose tablet-server calls the bench shows apart
+/// (`calls_<op>` of `.bigtable/stats`); the rest are summed as "other".
+const CALLERS: [&str; 8] = [
+    "lookup",
+    "getattr",
+    "mkdir",
+    "create",
+    "open",
+    "flush",
+    "release",
+    "readdirplus",
+];
+
 /// FUSE requests and tablet-server calls a workload made, from the
 /// mount's `.bigtable/stats` (they include the few of reading it).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Cost {
     pub fuse_requests: u64,
     pub store_calls: u64,
+    /// The calls made by each request of [`CALLERS`] (none from a mount
+    /// whose stats do not say).
+    pub calls_by_request: [u64; CALLERS.len()],
 }
 
 impl Cost {
@@ -207,14 +223,43 @@ impl Cost {
         Some(Cost {
             fuse_requests: get("fuse_requests")?,
             store_calls: get("store_tablet_calls")?,
+            calls_by_request: CALLERS.map(|op| get(&format!("calls_{op}")).unwrap_or(0)),
         })
     }
 
     pub fn since(self, before: Cost) -> Cost {
+        let mut by = self.calls_by_request;
+        for (n, b) in by.iter_mut().zip(before.calls_by_request) {
+            *n = n.saturating_sub(b);
+        }
         Cost {
             fuse_requests: self.fuse_requests.saturating_sub(before.fuse_requests),
             store_calls: self.store_calls.saturating_sub(before.store_calls),
+            calls_by_request: by,
         }
+    }
+
+    /// The calls per file of `m` by the request that made them, e.g.
+    /// `lookup 2.0, flush 1.0` (calls of other requests as `other`).
+    fn by_request(&self, m: &Measured) -> Option<String> {
+        if m.ops == 0 {
+            return None;
+        }
+        let n = m.ops as f64;
+        let named: u64 = self.calls_by_request.iter().sum();
+        let other = self.store_calls.saturating_sub(named);
+        let parts: Vec<String> = CALLERS
+            .iter()
+            .zip(self.calls_by_request)
+            .chain(std::iter::once((&"other", other)))
+            .filter(|(_, c)| *c as f64 / n >= 0.05)
+            .map(|(op, c)| format!("{op} {:.1}", c as f64 / n))
+            .collect();
+        Some(if parts.is_empty() {
+            "none".into()
+        } else {
+            parts.join(", ")
+        })
     }
 
     /// (requests, calls) per file of `m`.
@@ -649,6 +694,12 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         "(* = stopped at the time cap; rates are cells (files) per second; requests \
          and calls per file: FUSE requests and tablet-server calls, from .bigtable/stats)"
     );
+    println!("tablet-server calls per file, by the FUSE request that made them:");
+    for (w, c) in &ours.costs {
+        if let Some(by) = c.by_request(ours.fig6.get(*w)) {
+            println!("  {}: {by}", w.label());
+        }
+    }
     let warm = |r: Option<f64>| r.map_or("-".to_string(), |v| format!("{v:.2}x"));
     let peer_warm = |r: &Option<Result<FsResults>>| match r {
         Some(Ok(r)) => r.warm_over_cold(),
