@@ -77,22 +77,23 @@ pub fn call_made() {
     }
 }
 
-/// `(operation, tablet-server calls)` for every operation that made one.
-pub fn calls_seen() -> Vec<(&'static str, u64)> {
+/// `(operation, count)` for every operation whose count in `counts` is not 0.
+fn nonzero(counts: &[AtomicU64; OPS.len()]) -> Vec<(&'static str, u64)> {
     OPS.iter()
-        .zip(CALLS.iter())
+        .zip(counts.iter())
         .map(|(o, c)| (*o, c.load(Ordering::Relaxed)))
         .filter(|(_, n)| *n > 0)
         .collect()
 }
 
+/// `(operation, tablet-server calls)` for every operation that made one.
+pub fn calls_seen() -> Vec<(&'static str, u64)> {
+    nonzero(&CALLS)
+}
+
 /// `(operation, requests)` for every operation seen so far.
 pub fn seen() -> Vec<(&'static str, u64)> {
-    OPS.iter()
-        .zip(COUNTS.iter())
-        .map(|(o, c)| (*o, c.load(Ordering::Relaxed)))
-        .filter(|(_, n)| *n > 0)
-        .collect()
+    nonzero(&COUNTS)
 }
 
 #[cfg(test)]
