@@ -133,6 +133,11 @@ pub(crate) fn cost(client: &Arc<Client>, id: u64) -> Result<TrashCost> {
 }
 
 impl Bigtable {
+    /// How long a deleted table stays in the trash (zero: no trash).
+    pub fn trash_period(&self) -> std::time::Duration {
+        self.env().opts.trash_period
+    }
+
     /// The tables in the trash, with what each keeps in the store.
     pub fn trash(&self) -> Result<Vec<(TrashEntry, TrashCost)>> {
         let client = self.client()?;

@@ -55,6 +55,7 @@ mod pending;
 mod perms;
 mod pool;
 mod query;
+mod removal_guard;
 mod reply;
 mod row_memo;
 mod schema_file;

@@ -108,6 +108,19 @@ pub trait Store: Send + Sync + 'static {
             "this store keeps no snapshots ({table}/{name})"
         )))
     }
+    /// Takes snapshot `name` of `table`, which the master collects once
+    /// `expire_micros` (µs since the epoch) has passed.
+    fn take_snapshot_expiring(&self, table: &str, name: &str, expire_micros: u64) -> Result<()> {
+        let _ = expire_micros;
+        Err(engine::Error::invalid(format!(
+            "this store keeps no snapshots ({table}/{name})"
+        )))
+    }
+    /// How long a deleted table stays in the trash (zero: no trash, and
+    /// removals take no snapshot).
+    fn trash_period(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
     /// Deletes snapshot `name` of `table`.
     fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         Err(engine::Error::invalid(format!(
@@ -236,6 +249,13 @@ impl Store for engine::Bigtable {
     }
     fn take_snapshot(&self, table: &str, name: &str) -> Result<()> {
         engine::Bigtable::take_snapshot(self, table, name).map(|_| ())
+    }
+    fn take_snapshot_expiring(&self, table: &str, name: &str, expire_micros: u64) -> Result<()> {
+        engine::Bigtable::take_snapshot_expiring(self, table, name, Some(expire_micros), None)
+            .map(|_| ())
+    }
+    fn trash_period(&self) -> std::time::Duration {
+        engine::Bigtable::trash_period(self)
     }
     fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         engine::Bigtable::delete_snapshot(self, table, name)

@@ -273,6 +273,13 @@ impl Store for Counted {
     fn take_snapshot(&self, table: &str, name: &str) -> Result<()> {
         self.inner.take_snapshot(table, name)
     }
+    fn take_snapshot_expiring(&self, table: &str, name: &str, expire_micros: u64) -> Result<()> {
+        self.inner
+            .take_snapshot_expiring(table, name, expire_micros)
+    }
+    fn trash_period(&self) -> std::time::Duration {
+        self.inner.trash_period()
+    }
     fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         self.inner.delete_snapshot(table, name)
     }

@@ -8,6 +8,7 @@ use crate::node::{CellAddr, FamilyAddr, Node, View};
 use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
+use crate::removal_guard::RemovalGuard;
 use crate::row_memo::CellSeen;
 use crate::store::Store;
 use crate::store_calls::{Counted, StoreCalls};
@@ -40,6 +41,8 @@ pub struct StoreView {
     store: Counted,
     pending: Pending,
     stats: Stats,
+    /// The removal snapshots' streaks (`removal_guard.rs`).
+    removals: RemovalGuard,
 }
 
 impl StoreView {
@@ -48,6 +51,7 @@ impl StoreView {
             store: Counted::new(store),
             pending: Pending::default(),
             stats: Stats::default(),
+            removals: RemovalGuard::default(),
         }
     }
 
@@ -128,6 +132,15 @@ impl StoreView {
                  (`.table deletion_protection=false` in its .schema turns it off)",
             ));
         }
+        Ok(())
+    }
+
+    /// Before a removal by name inside `table` (a cell, a version, a row,
+    /// family or column directory): EPERM while it is protected, else the
+    /// removal snapshot if this removal starts a streak.
+    pub(crate) fn check_removal(&self, table: &str, what: &dyn std::fmt::Display) -> FsResult<()> {
+        self.check_unprotected(table, what)?;
+        self.removals.before_removal(&self.store, table);
         Ok(())
     }
 

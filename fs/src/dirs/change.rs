@@ -225,7 +225,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
             if name == SCHEMA.as_bytes() || name == MUTATE.as_bytes() {
                 return Err(Errno::ENOTDIR);
             }
-            cx.data.check_unprotected(t, &what)?;
+            cx.data.check_removal(t, &what)?;
             let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
             let row = match &kn {
                 KeyName::Key(k) => k.clone(),
@@ -251,7 +251,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
         Node::Row { table, row, .. } => {
             let f = std::str::from_utf8(name).map_err(|_| Errno::ENOENT)?;
             cx.data.family_schema(table, f)?;
-            cx.data.check_unprotected(table, &what)?;
+            cx.data.check_removal(table, &what)?;
             let spec = ScanSpec {
                 families: Some(vec![f.to_string()]),
                 cell_limit: Some(1),
@@ -280,7 +280,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
         // A live family (the view is not read-only).
         Node::VersionsDir(fa) => {
             let (table, row, family) = (&fa.table, &fa.row, &fa.family);
-            cx.data.check_unprotected(table, &what)?;
+            cx.data.check_removal(table, &what)?;
             let kn = parse_strict(name).ok_or(Errno::ENOENT)?;
             let q = cx.data.resolve_qualifier(fa, &kn)?.ok_or(Errno::ENOENT)?;
             let spec = crate::view::StoreView::column_spec(View::Now, family, &q, Some(1));

@@ -37,7 +37,7 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
         // A live family (the view is not read-only).
         Node::Family(fa) => {
             let (table, row, family) = (&fa.table, &fa.row, &fa.family);
-            cx.data.check_unprotected(table, &what)?;
+            cx.data.check_removal(table, &what)?;
             let kn = parse_lenient(name).ok_or(Errno::ENOENT)?;
             let q = cx.data.resolve_qualifier(fa, &kn)?.ok_or(Errno::ENOENT)?;
             // Open handles on the cell or its versions commit nothing
@@ -63,7 +63,7 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
         Node::VersionsColumn(col) => {
             let ts = parse_version_name(name).ok_or(Errno::ENOENT)?;
             let (table, row, family) = (&col.table, &col.row, &col.family);
-            cx.data.check_unprotected(table, &what)?;
+            cx.data.check_removal(table, &what)?;
             super::commit::orphan_handles(cx, |n| {
                 n.is_column_of(table, row, family, &col.qualifier)
                     && matches!(n, Node::Version { ts: t, .. } if *t == ts)
