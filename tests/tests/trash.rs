@@ -27,6 +27,8 @@ fn deletion_protection_stops_rm_rmdir_and_family_drops() {
     assert!(e.contains("Operation not permitted"), "{e}");
     let e = m.fails("rm t/r/g/q");
     assert!(e.contains("Operation not permitted"), "{e}");
+    // Refused removals take no removal snapshot.
+    assert_eq!(m.ok("ls t/.snapshots/"), "");
     // Dropping a family, by rewriting the whole file.
     let e = m.fails("python3 -c \"f = open('t/.schema', 'w'); f.write('f\\n'); f.close()\"");
     assert!(e.contains("Operation not permitted"), "{e}");
@@ -132,4 +134,80 @@ fn the_trash_is_collected_when_its_period_runs_out() {
     });
     assert!(gone, "{:?}", trash(&m));
     assert!(m.log_text().contains(&format!("purged table t (id {id})")));
+}
+
+/// The removal snapshots of `table`, oldest first.
+fn removal_snapshots(m: &Mount, table: &str) -> Vec<String> {
+    let mut s: Vec<String> = m
+        .ok(&format!("ls {table}/.snapshots/"))
+        .lines()
+        .filter(|l| l.starts_with("removed-"))
+        .map(String::from)
+        .collect();
+    s.sort();
+    s
+}
+
+/// Every cell of `table` as `row/family/qualifier=value` lines, sorted.
+fn cells(m: &Mount, table: &str) -> String {
+    m.ok(&format!(
+        "cd {table} && for f in */*/*; do if [ -f \"$f\" ]; then printf '%s=%s\\n' \"$f\" \"$(cat \"$f\")\"; fi; done | sort"
+    ))
+}
+
+#[test]
+fn rm_r_of_a_table_is_undone_by_undelete_and_its_removal_snapshot() {
+    let m = Mount::new();
+    m.table("t", "f\ng\n");
+    let mut batch = String::new();
+    let mut want = Vec::new();
+    for r in 0..20 {
+        for (fam, q) in [("f", "a"), ("f", "b"), ("g", "c")] {
+            batch += &format!("set row{r:02} {fam}:{q} v{r}{fam}{q}\n");
+            want.push(format!("row{r:02}/{fam}/{q}=v{r}{fam}{q}"));
+        }
+    }
+    want.sort();
+    let want = want.join("\n") + "\n";
+    m.mutate("t", batch.as_bytes());
+    assert_eq!(cells(&m, "t"), want);
+    assert!(removal_snapshots(&m, "t").is_empty());
+
+    // The real rm, bottom up: every cell deleted, then the table trashed.
+    m.ok("rm -r t");
+    assert!(!m.ok("ls").lines().any(|l| l == "t"));
+    let id = trash_id(&m, "t");
+    m.ok(&format!("echo 'undelete {id}' > .bigtable/control"));
+    assert!(m.ok("ls").lines().any(|l| l == "t"));
+    // The removal snapshot, taken before the first unlink, holds it all.
+    let snaps = removal_snapshots(&m, "t");
+    assert!(!snaps.is_empty(), "{}", m.ok("ls -a t/.snapshots/"));
+    m.ok(&format!(
+        "echo 'restore t {}' > .bigtable/control",
+        snaps[0]
+    ));
+    assert_eq!(cells(&m, "t"), want);
+}
+
+#[test]
+fn one_removal_streak_takes_one_snapshot_and_none_without_the_trash() {
+    let m = Mount::new();
+    m.table("u", "f\n");
+    m.mutate("u", b"set r f:a one\nset r f:b two\n");
+    m.ok("rm u/r/f/a");
+    let snaps = removal_snapshots(&m, "u");
+    assert_eq!(snaps.len(), 1, "{snaps:?}");
+    assert_eq!(m.ok(&format!("cat u/.snapshots/{}/r/f/a", snaps[0])), "one");
+    assert_eq!(m.ok(&format!("cat u/.snapshots/{}/r/f/b", snaps[0])), "two");
+    // The next removal is in the same streak: no second snapshot.
+    m.ok("rm u/r/f/b");
+    assert_eq!(removal_snapshots(&m, "u"), snaps);
+    drop(m);
+
+    // trash_days=0: deleting is final, and removals take no snapshot.
+    let m = Mount::with_options(&["trash_days=0"]);
+    m.table("w", "f\n");
+    m.mutate("w", b"set r f:a one\n");
+    m.ok("rm w/r/f/a");
+    assert_eq!(m.ok("ls w/.snapshots/"), "");
 }
