@@ -116,6 +116,16 @@ pub trait Store: Send + Sync + 'static {
             "this store keeps no snapshots ({table}/{name})"
         )))
     }
+    /// Sets snapshot `name` of `table` to expire at `expire_micros`.
+    fn set_snapshot_expiry(&self, table: &str, name: &str, expire_micros: u64) -> Result<()> {
+        let _ = expire_micros;
+        Err(engine::Error::SnapshotNotFound(format!("{table}/{name}")))
+    }
+    /// Snapshot `name` of `table`'s manifest (its table's id, when it was
+    /// taken, its expiry).
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<engine::snapshot::Manifest> {
+        Err(engine::Error::SnapshotNotFound(format!("{table}/{name}")))
+    }
     /// How long a deleted table stays in the trash (zero: no trash, and
     /// removals take no snapshot).
     fn trash_period(&self) -> std::time::Duration {
@@ -256,6 +266,12 @@ impl Store for engine::Bigtable {
     }
     fn trash_period(&self) -> std::time::Duration {
         engine::Bigtable::trash_period(self)
+    }
+    fn set_snapshot_expiry(&self, table: &str, name: &str, expire_micros: u64) -> Result<()> {
+        engine::Bigtable::set_snapshot_expiry(self, table, name, Some(expire_micros)).map(|_| ())
+    }
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<engine::snapshot::Manifest> {
+        engine::Bigtable::snapshot_manifest(self, table, name)
     }
     fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         engine::Bigtable::delete_snapshot(self, table, name)

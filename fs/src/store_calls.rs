@@ -280,6 +280,12 @@ impl Store for Counted {
     fn trash_period(&self) -> std::time::Duration {
         self.inner.trash_period()
     }
+    fn set_snapshot_expiry(&self, table: &str, name: &str, expire_micros: u64) -> Result<()> {
+        self.inner.set_snapshot_expiry(table, name, expire_micros)
+    }
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<engine::snapshot::Manifest> {
+        self.inner.snapshot_manifest(table, name)
+    }
     fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         self.inner.delete_snapshot(table, name)
     }

@@ -144,6 +144,12 @@ impl StoreView {
         Ok(())
     }
 
+    /// After `rmdir` of `table`: its streak's removal snapshot is kept
+    /// as long as the table in the trash.
+    pub(crate) fn table_deleted(&self, table: &str) {
+        self.removals.table_deleted(&self.store, table);
+    }
+
     pub(crate) fn family_schema(&self, table: &str, family: &str) -> FsResult<FamilySchema> {
         if let Some(f) = self.schema(table)?.families.get(family) {
             return Ok(f.clone());

@@ -156,7 +156,7 @@ fn cells(m: &Mount, table: &str) -> String {
 }
 
 #[test]
-fn rm_r_of_a_table_is_undone_by_undelete_and_its_removal_snapshot() {
+fn rm_r_of_a_table_is_undone_by_undelete_from_its_removal_snapshot() {
     let m = Mount::new();
     m.table("t", "f\ng\n");
     let mut batch = String::new();
@@ -179,14 +179,30 @@ fn rm_r_of_a_table_is_undone_by_undelete_and_its_removal_snapshot() {
     let id = trash_id(&m, "t");
     m.ok(&format!("echo 'undelete {id}' > .bigtable/control"));
     assert!(m.ok("ls").lines().any(|l| l == "t"));
-    // The removal snapshot, taken before the first unlink, holds it all.
+    // It came back empty, so undelete restored it from the removal
+    // snapshot, taken before the first unlink: every cell is back.
     let snaps = removal_snapshots(&m, "t");
     assert!(!snaps.is_empty(), "{}", m.ok("ls -a t/.snapshots/"));
+    assert_eq!(cells(&m, "t"), want);
+    assert!(m.log_text().contains(&format!(
+        "undelete of t: it came back empty, restored from its removal snapshot {}",
+        snaps[0]
+    )));
+    // The snapshot holds it all, restored by hand too.
+    m.ok("rm t/row00/f/a");
     m.ok(&format!(
         "echo 'restore t {}' > .bigtable/control",
         snaps[0]
     ));
     assert_eq!(cells(&m, "t"), want);
+
+    // A table deleted whole comes back as it was, not from an older
+    // removal snapshot.
+    m.ok("rm t/row01/f/a");
+    m.ok("echo 'delete t' > .bigtable/control");
+    let id = trash_id(&m, "t");
+    m.ok(&format!("echo 'undelete {id}' > .bigtable/control"));
+    assert!(!cells(&m, "t").contains("row01/f/a="));
 }
 
 #[test]

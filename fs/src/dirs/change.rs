@@ -210,6 +210,7 @@ pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsR
                 .delete_table(t)
                 .map_err(|e| cx.data.fail(&what, &e))?;
             cx.data.pending().drop_table(t);
+            cx.data.table_deleted(t);
             cx.kernel.invalidate_table(t, None);
             log::info!("deleted table {t}");
             Ok(())

@@ -27,6 +27,7 @@ pub(super) fn run_control(cx: &Ctx, buf: &mut Vec<u8>, all: bool) -> FsResult<()
         }
         log::info!(".bigtable/control: {line}");
         let restored = restored_name(cx, line);
+        let undeleting = super::undelete::entry(cx, line);
         if let Err(e) = cx.data.store().control(line) {
             let what = format!(".bigtable/control: {line:?}");
             // The errno of what went wrong (ENOENT, EEXIST, EPERM for a
@@ -42,7 +43,11 @@ pub(super) fn run_control(cx: &Ctx, buf: &mut Vec<u8>, all: bool) -> FsResult<()
         if let Some(name) = restored {
             // The kernel may hold the root's listing, or "no such name".
             cx.kernel.invalidate(&Node::Root);
-            cx.kernel.invalidate_entry(&Node::Root, name.into_bytes());
+            cx.kernel
+                .invalidate_entry(&Node::Root, name.clone().into_bytes());
+            if let Some(e) = undeleting {
+                super::undelete::restore_emptied(cx, &e, &name);
+            }
         }
     }
     Ok(())

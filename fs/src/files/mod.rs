@@ -13,6 +13,7 @@ pub(crate) mod open;
 pub(crate) mod rename;
 pub(crate) mod scan;
 pub(crate) mod schema_write;
+pub(crate) mod undelete;
 pub(crate) mod xattrs;
 
 /// Largest `.schema` text accepted.
