@@ -28,8 +28,10 @@ fn store_files(m: &Mount, dir: &str) -> Vec<String> {
 
 #[test]
 fn a_snapshot_is_taken_browsed_cloned_restored_and_deleted_with_shell_tools() {
-    // A local store: its files are plain files the test can count.
-    let m = Mount::with_options(&["store=local"]);
+    // A local store: its files are plain files the test can count. No
+    // trash, so its `rm` takes no removal snapshot (docs/trash.md) and
+    // `.snapshots/` lists only what the test takes.
+    let m = Mount::with_options(&["store=local", "trash_days=0"]);
     m.table("t", "f\n");
     m.ok("mkdir -p t/r1/f t/r2/f && echo one > t/r1/f/q && echo two > t/r2/f/q");
     let before = now_secs();
