@@ -363,7 +363,7 @@ pub static OPTIONS: &[MountOption] = &[
         set |c, v| c.merge_bytes = Some(v.size()?),
         show |c| size(c.engine_options().merge_bytes)),
     opt!("trash_days" "DAYS", Is("1"),
-        "how long a deleted table is kept in `.bigtable/trash` before the master collects it, in days (fractions allowed, up to 3650; 0: no trash, deleting is final); see [trash.md](trash.md)",
+        "how long a deleted table is kept in `.bigtable/trash` before the master collects it, in days (fractions allowed, up to 3650; 0: no trash, deleting is final), and the removal snapshots that let `rm -r TABLE` be undone; see [trash.md](trash.md)",
         set |c, v| {
             let d: f64 = v.number()?;
             if !(0.0..=3650.0).contains(&d) {
