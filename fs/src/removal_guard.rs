@@ -7,6 +7,7 @@
 //! would collect the table, and none is taken while the trash is off.
 
 use crate::store::Store;
+use engine::Result;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,6 +18,28 @@ pub const QUIET: Duration = Duration::from_secs(60);
 pub const PREFIX: &str = "removed-";
 /// Tables remembered at most; older streaks are forgotten beyond it.
 const MAX_TABLES: usize = 4096;
+
+/// What the guard needs of the store (any [`Store`]; the tests' own).
+pub trait Snapshots {
+    /// How long a deleted table stays in the trash (zero: no trash).
+    fn trash_period(&self) -> Duration;
+    /// Takes snapshot `name` of `table`, expiring at `expire` (µs).
+    fn take_expiring(&self, table: &str, name: &str, expire: u64) -> Result<()>;
+    /// Sets snapshot `name` of `table` to expire at `expire` (µs).
+    fn set_expiry(&self, table: &str, name: &str, expire: u64) -> Result<()>;
+}
+
+impl<S: Store + ?Sized> Snapshots for S {
+    fn trash_period(&self) -> Duration {
+        Store::trash_period(self)
+    }
+    fn take_expiring(&self, table: &str, name: &str, expire: u64) -> Result<()> {
+        self.take_snapshot_expiring(table, name, expire)
+    }
+    fn set_expiry(&self, table: &str, name: &str, expire: u64) -> Result<()> {
+        self.set_snapshot_expiry(table, name, expire)
+    }
+}
 
 /// A table's streak of removals in this mount.
 struct Streak {
@@ -39,7 +62,7 @@ impl RemovalGuard {
     /// removal snapshot if this removal starts a streak. A snapshot that
     /// cannot be taken is logged and the removal goes on (a daemon that
     /// serves no store takes none), to be tried again at the next one.
-    pub fn before_removal(&self, store: &dyn Store, table: &str) {
+    pub fn before_removal(&self, store: &dyn Snapshots, table: &str) {
         let period = store.trash_period();
         if period.is_zero() {
             return;
@@ -55,7 +78,7 @@ impl RemovalGuard {
         let taken = since_epoch();
         let name = format!("{PREFIX}{}", taken.as_micros());
         let expire = (taken + period).as_micros() as u64;
-        match store.take_snapshot_expiring(table, &name, expire) {
+        match store.take_expiring(table, &name, expire) {
             Ok(()) => {
                 log::info!("took removal snapshot {name} of {table} (kept {period:?})");
                 if streaks.len() >= MAX_TABLES {
@@ -78,7 +101,7 @@ impl RemovalGuard {
     /// streak that emptied it (if one is under way) is kept `trash_days`
     /// from now, as long as the table in the trash, and that marks it as
     /// the one `undelete` restores (`files/undelete.rs`).
-    pub fn table_deleted(&self, store: &dyn Store, table: &str) {
+    pub fn table_deleted(&self, store: &dyn Snapshots, table: &str) {
         let Some(s) = self.streaks.lock().remove(table) else {
             return;
         };
@@ -86,7 +109,7 @@ impl RemovalGuard {
             return;
         }
         let expire = (since_epoch() + store.trash_period()).as_micros() as u64;
-        match store.set_snapshot_expiry(table, &s.snapshot, expire) {
+        match store.set_expiry(table, &s.snapshot, expire) {
             Ok(()) => log::info!(
                 "{table} deleted: its removal snapshot {} is kept with it",
                 s.snapshot
@@ -104,4 +127,80 @@ pub fn since_epoch() -> Duration {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Records the snapshots taken and the expiries set.
+    #[derive(Default)]
+    struct Fake {
+        period: Duration,
+        fail: std::sync::atomic::AtomicBool,
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl Snapshots for Fake {
+        fn trash_period(&self) -> Duration {
+            self.period
+        }
+        fn take_expiring(&self, table: &str, name: &str, _: u64) -> Result<()> {
+            if self.fail.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(engine::Error::Unavailable("down".into()));
+            }
+            self.calls.lock().push(format!("take {table} {name}"));
+            Ok(())
+        }
+        fn set_expiry(&self, table: &str, name: &str, _: u64) -> Result<()> {
+            self.calls.lock().push(format!("expiry {table} {name}"));
+            Ok(())
+        }
+    }
+
+    fn fake(period: Duration) -> Fake {
+        Fake {
+            period,
+            ..Fake::default()
+        }
+    }
+
+    #[test]
+    fn one_snapshot_per_streak_and_table_none_without_the_trash() {
+        let g = RemovalGuard::default();
+        let off = fake(Duration::ZERO);
+        g.before_removal(&off, "t");
+        assert!(off.calls.lock().is_empty());
+
+        let on = fake(Duration::from_secs(86_400));
+        g.before_removal(&on, "t");
+        g.before_removal(&on, "t");
+        g.before_removal(&on, "u");
+        let calls = on.calls.lock().clone();
+        assert_eq!(calls.len(), 2, "{calls:?}");
+        assert!(calls[0].starts_with("take t removed-"), "{calls:?}");
+        assert!(calls[1].starts_with("take u removed-"), "{calls:?}");
+
+        // rmdir of t keeps its streak's snapshot; the next removal (of a
+        // new table of that name) starts a new streak.
+        g.table_deleted(&on, "t");
+        let name = calls[0].trim_start_matches("take t ");
+        assert_eq!(on.calls.lock()[2], format!("expiry t {name}"));
+        g.table_deleted(&on, "t");
+        assert_eq!(on.calls.lock().len(), 3);
+        g.before_removal(&on, "t");
+        assert_eq!(on.calls.lock().len(), 4);
+    }
+
+    #[test]
+    fn a_failed_snapshot_is_tried_again_at_the_next_removal() {
+        let g = RemovalGuard::default();
+        let s = fake(Duration::from_secs(60));
+        s.fail.store(true, std::sync::atomic::Ordering::Relaxed);
+        g.before_removal(&s, "t");
+        assert!(s.calls.lock().is_empty());
+        s.fail.store(false, std::sync::atomic::Ordering::Relaxed);
+        g.before_removal(&s, "t");
+        assert_eq!(s.calls.lock().len(), 1);
+    }
 }
