@@ -222,6 +222,19 @@ fn one_removal_streak_takes_one_snapshot_and_none_without_the_trash() {
     // The next removal is in the same streak: no second snapshot.
     m.ok("rm u/r/f/b");
     assert_eq!(removal_snapshots(&m, "u"), snaps);
+    // Undeleted under another name it comes back empty (snapshots are
+    // kept by table name); the log names the snapshot to clone.
+    m.ok("rm -r u");
+    let id = trash_id(&m, "u");
+    m.ok(&format!("echo 'undelete {id} u2' > .bigtable/control"));
+    assert_eq!(m.ok("ls u2"), "");
+    let hint = format!("`clone u {} NEW` makes a table of it", snaps[0]);
+    assert!(m.log_text().contains(&hint), "{hint}");
+    m.ok(&format!(
+        "echo 'clone u {} u3' > .bigtable/control",
+        snaps[0]
+    ));
+    assert_eq!(m.ok("cat u3/r/f/a u3/r/f/b"), "onetwo");
     drop(m);
 
     // trash_days=0: deleting is final, and removals take no snapshot.
