@@ -5,9 +5,10 @@
 # the headless browser tests/tests/console.rs loads the console in), protoc
 # (etcd's client is generated from its .proto files at build time), the
 # official Python client of Cloud Bigtable and what its own system tests
-# need, SeaweedFS (the S3 server the object-store tests start), and FUSE over
-# io_uring where the kernel offers it. Safe to run again: it installs only
-# what is missing. README's test command runs it before `cargo test`.
+# need, Google's Bigtable emulator (cbtemulator), SeaweedFS (the S3 server
+# the object-store tests start), and FUSE over io_uring where the kernel
+# offers it. Safe to run again: it installs only what is missing. README's
+# test command runs it before `cargo test`.
 #
 # Environment: CARGO_TARGET_DIR (where the Python environment goes, beside
 # the build: <target>/python), BIGTABLE_NO_URING=1 (leave the kernel's
@@ -53,6 +54,16 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     # shellcheck disable=SC2207
     apt_install $(printf '%s\n' "${missing[@]}" | sort -u)
+fi
+
+# Google's Cloud Bigtable emulator, the oracle of tests/tests/emulator_oracle.rs
+# and the peer of `bigtable-bench grpc`: a Debian package from the Google Cloud
+# CLI's apt repository. Where apt has no such package, say so and go on: that
+# test then fails saying what is missing.
+emulator=/usr/lib/google-cloud-sdk/platform/bigtable-emulator/cbtemulator
+if [ ! -x "$emulator" ] && ! command -v cbtemulator >/dev/null 2>&1; then
+    apt_install google-cloud-cli-bigtable-emulator ||
+        say "could not install google-cloud-cli-bigtable-emulator (add the Google Cloud CLI's apt repository): tests/tests/emulator_oracle.rs needs cbtemulator"
 fi
 
 # 2. Python packages: the official Cloud Bigtable client (tests/tests/grpc.rs
