@@ -61,19 +61,29 @@ const DATA: &[Spec] = &[
 ];
 
 const ADMIN: &[Spec] = &[
-    ("CreateTable", "CreateTableRequest", "Table", false),
+    (
+        "CreateTable",
+        "crate::wire::OrderedCreate",
+        "crate::wire::OrderedTable",
+        false,
+    ),
     (
         "ListTables",
         "ListTablesRequest",
-        "ListTablesResponse",
+        "crate::wire::TableList",
         false,
     ),
-    ("GetTable", "GetTableRequest", "Table", false),
+    (
+        "GetTable",
+        "GetTableRequest",
+        "crate::wire::OrderedTable",
+        false,
+    ),
     ("DeleteTable", "DeleteTableRequest", "crate::Empty", false),
     (
         "ModifyColumnFamilies",
         "ModifyColumnFamiliesRequest",
-        "Table",
+        "crate::wire::OrderedTable",
         false,
     ),
     ("DropRowRange", "DropRowRangeRequest", "crate::Empty", false),

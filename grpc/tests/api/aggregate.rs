@@ -11,7 +11,7 @@ use grpc::admin_v2::{
 use grpc::v2::{self, mutation::Mutation as M, value::Kind as V};
 use tonic::Code;
 
-fn int64_aggregate(agg: aggregate::Aggregator) -> a::ColumnFamily {
+pub(crate) fn int64_aggregate(agg: aggregate::Aggregator) -> a::ColumnFamily {
     a::ColumnFamily {
         gc_rule: None,
         value_type: Some(a::Type {

@@ -11,3 +11,4 @@ mod common;
 mod data;
 mod filters;
 mod protect;
+mod wire;
