@@ -1,7 +1,7 @@
 //! The daemon's own reply bytes, as clients other than this crate's decode
 //! them: every map entry with its value, families in the order they were
 //! made (as Cloud Bigtable returns them, and as it counts a row's cells),
-//! one-line errors.
+//! `gc_rule {}` echoed, one-line errors.
 
 use crate::aggregate::int64_aggregate;
 use crate::common::*;
@@ -303,6 +303,44 @@ async fn every_reply_writes_every_map_value() {
     let any = fields(&op).into_iter().find(|(t, _)| *t == 5).unwrap().1;
     let table = fields(&any).into_iter().find(|(t, _)| *t == 2).unwrap().1;
     empty(&table, "UpdateTable's operation");
+}
+
+/// `gc_rule {}` comes back as sent (cbt shows "" for it), no rule as none
+/// (`<never>`); both keep every version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_gc_rule_is_echoed() {
+    let mut e = env().await;
+    let sent = a::ColumnFamily {
+        gc_rule: Some(a::GcRule { rule: None }),
+        value_type: None,
+    };
+    create(&mut e, "t", &["none"]).await;
+    let reply = modify(&e, "t", vec![made("empty", sent.clone())]).await;
+    let t = a::Table::decode(&reply[..]).unwrap();
+    assert_eq!(
+        t.column_families["empty"].gc_rule,
+        Some(a::GcRule::default())
+    );
+    assert_eq!(t.column_families["none"].gc_rule, None);
+    // An update to `{}` as well, and GetTable says the same.
+    let update = Modification {
+        id: "none".into(),
+        r#mod: Some(Mod::Update(sent)),
+        ..Default::default()
+    };
+    modify(&e, "t", vec![update]).await;
+    let t = get_table(&mut e, "t").await;
+    assert_eq!(
+        t.column_families["none"].gc_rule,
+        Some(a::GcRule::default())
+    );
+    // Nothing is collected under it.
+    for ts in 1..=5 {
+        mutate(&mut e, "t", "r", vec![set("empty", "q", ts * 1000, b"v")])
+            .await
+            .unwrap();
+    }
+    assert_eq!(read_all(&mut e, "t").await[0].1.len(), 5);
 }
 
 /// A regex that does not compile is INVALID_ARGUMENT on one line.
