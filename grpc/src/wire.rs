@@ -108,6 +108,65 @@ impl FullMaps for a::ListTablesResponse {
     }
 }
 
+/// Replies without maps: prost's own encoding.
+macro_rules! no_maps {
+    ($($t:ty),*) => {
+        $(impl FullMaps for $t {
+            fn encode_full(self, buf: &mut impl BufMut) {
+                self.encode_raw(buf);
+            }
+        })*
+    };
+}
+
+no_maps!(
+    a::Cluster,
+    a::ListClustersResponse,
+    a::AppProfile,
+    a::ListAppProfilesResponse,
+    crate::iam_v1::Policy,
+    crate::iam_v1::TestIamPermissionsResponse
+);
+
+impl FullMaps for a::Instance {
+    fn encode_full(mut self, buf: &mut impl BufMut) {
+        // labels (5) and tags (12), every value written even when empty.
+        let labels: std::collections::BTreeMap<_, _> =
+            std::mem::take(&mut self.labels).into_iter().collect();
+        for (k, v) in labels {
+            str_entry(5, &k, &v, buf);
+        }
+        let tags: std::collections::BTreeMap<_, _> =
+            std::mem::take(&mut self.tags).into_iter().collect();
+        for (k, v) in tags {
+            str_entry(12, &k, &v, buf);
+        }
+        self.encode_raw(buf);
+    }
+}
+
+impl FullMaps for a::ListInstancesResponse {
+    fn encode_full(mut self, buf: &mut impl BufMut) {
+        for i in std::mem::take(&mut self.instances) {
+            let mut bytes = Vec::new();
+            i.encode_full(&mut bytes);
+            encoding::encode_key(1, WireType::LengthDelimited, buf);
+            encoding::encode_varint(bytes.len() as u64, buf);
+            buf.put_slice(&bytes);
+        }
+        self.encode_raw(buf);
+    }
+}
+
+/// One `map<string, string>` entry with both its key and its value.
+fn str_entry(tag: u32, key: &String, value: &String, buf: &mut impl BufMut) {
+    let len = encoding::string::encoded_len(1, key) + encoding::string::encoded_len(2, value);
+    encoding::encode_key(tag, WireType::LengthDelimited, buf);
+    encoding::encode_varint(len as u64, buf);
+    encoding::string::encode(1, key, buf);
+    encoding::string::encode(2, value, buf);
+}
+
 /// A CreateTableRequest with the order its `column_families` entries came
 /// in: the decoded map forgets it, and a table made with several families
 /// makes them in the order the client wrote them.

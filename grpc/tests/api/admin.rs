@@ -247,10 +247,25 @@ async fn unimplemented_methods_are_named() {
         .unwrap_err();
     named(s, "BigtableTableAdmin/CreateAuthorizedView");
     let s = BigtableInstanceAdminClient::new(e.ch.clone())
-        .get_instance(a::GetInstanceRequest { name: P.into() })
+        .list_hot_tablets(a::ListHotTabletsRequest {
+            parent: format!("{P}/clusters/cluster"),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
-    named(s, "BigtableInstanceAdmin/GetInstance");
+    named(s, "BigtableInstanceAdmin/ListHotTablets");
+    // A service not served at all.
+    use googleapis_tonic_google_bigtable_admin_v2::google::longrunning as lro;
+    let s = lro::operations_client::OperationsClient::new(e.ch.clone())
+        .get_operation(lro::GetOperationRequest { name: "x".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::Unimplemented);
+    let m = s.message();
+    assert!(
+        m.starts_with("method google.longrunning.Operations/GetOperation is not implemented: "),
+        "{m}"
+    );
 }
 
 /// A family without a GC rule goes out as `column_families { key: "f"

@@ -387,3 +387,24 @@ pub const LIST_TABLES: &str = "/google.bigtable.admin.v2.BigtableTableAdmin/List
 pub const MODIFY_FAMILIES: &str =
     "/google.bigtable.admin.v2.BigtableTableAdmin/ModifyColumnFamilies";
 pub const UPDATE_TABLE: &str = "/google.bigtable.admin.v2.BigtableTableAdmin/UpdateTable";
+
+/// A done operation's metadata and result.
+pub fn finished<M: prost::Message + Default>(
+    op: googleapis_tonic_google_bigtable_admin_v2::google::longrunning::Operation,
+) -> (
+    M,
+    Option<googleapis_tonic_google_bigtable_admin_v2::google::longrunning::operation::Result>,
+) {
+    assert!(op.done);
+    (M::decode(&*op.metadata.unwrap().value).unwrap(), op.result)
+}
+
+/// The code a call fails with.
+pub async fn code<T>(
+    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+) -> tonic::Code {
+    match call.await {
+        Ok(_) => panic!("the call succeeded"),
+        Err(s) => s.code(),
+    }
+}
