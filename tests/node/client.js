@@ -217,7 +217,61 @@ async function data(table) {
   await assert.rejects(instance.table('nosuchtable').getRows(), e => e.code === 5);
 }
 
+// Instance admin as the client's system tests set up: an instance with one
+// cluster (the operation awaited), app profiles, metadata, and deletes.
+async function instances() {
+  step('createInstance with a cluster, and its operation');
+  const inst = bigtable.instance('nodeinst');
+  const [, op] = await inst.create({
+    clusters: [{id: 'nodeinst-c1', location: 'us-central1-c', nodes: 1}],
+    labels: {made_by: 'node'},
+    displayName: 'node instance',
+  });
+  await op.promise();
+  assert.equal((await inst.exists())[0], true);
+
+  step('getInstances, getMetadata, setMetadata');
+  const [list] = await bigtable.getInstances();
+  assert.ok(list.map(i => i.id).includes('nodeinst'), list.map(i => i.id).join());
+  let [meta] = await inst.getMetadata();
+  assert.equal(meta.displayName, 'node instance');
+  await inst.setMetadata({displayName: 'renamed'});
+  [meta] = await inst.getMetadata();
+  assert.equal(meta.displayName, 'renamed');
+
+  step('getClusters');
+  const [clusters] = await inst.getClusters();
+  assert.equal(clusters.length, 1);
+
+  step('app profiles: create, get, list, update, delete');
+  const [profile] = await inst.createAppProfile('nodeprofile', {
+    routing: 'any',
+    description: 'made by node',
+    ignoreWarnings: true,
+  });
+  assert.equal(profile.id, 'nodeprofile');
+  const [pm] = await profile.getMetadata();
+  assert.equal(pm.description, 'made by node');
+  await profile.setMetadata({description: 'changed', ignoreWarnings: true});
+  const [profiles] = await inst.getAppProfiles();
+  const found = profiles.find(p => p.id === 'nodeprofile');
+  assert.ok(found, profiles.map(p => p.id).join());
+  assert.equal(found.metadata.description, 'changed');
+  await profile.delete({ignoreWarnings: true});
+
+  step('a table in the new instance, then the instance deleted');
+  const t = inst.table('t');
+  await t.create({families: ['f']});
+  await t.insert([{key: 'r', data: {f: {q: 'in nodeinst'}}}]);
+  const [r] = await t.row('r').get();
+  assert.equal(r.data.f.q[0].value, 'in nodeinst');
+  await t.delete();
+  await inst.delete();
+  assert.equal((await inst.exists())[0], false);
+}
+
 async function main() {
+  await instances();
   const table = await admin();
   await data(table);
   step('delete the tables');
