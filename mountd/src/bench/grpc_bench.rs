@@ -147,7 +147,11 @@ fn run_grpc(dir: &Path, args: &EngineArgs) -> Result<Fig6Results> {
             Ok(GrpcTable {
                 rt: rt.clone(),
                 client: BigtableClient::new(channel.clone()),
-                name: format!("projects/bench/instances/bench/tables/{name}"),
+                // The engine's table `name` is the default instance's.
+                name: format!(
+                    "projects/bench/instances/{}/tables/{name}",
+                    grpc::DEFAULT_INSTANCE
+                ),
                 db: Some(db.clone()),
             })
         };
