@@ -26,8 +26,13 @@ impl FCell {
     /// Row order of cells: family (in the order `schema` made them),
     /// qualifier, newest first.
     pub fn order(schema: &TableSchema, a: &FCell, b: &FCell) -> Ordering {
-        (schema.family_rank(&a.family), &a.family)
-            .cmp(&(schema.family_rank(&b.family), &b.family))
+        let family = || {
+            (schema.family_rank(&a.family), &a.family)
+                .cmp(&(schema.family_rank(&b.family), &b.family))
+        };
+        // Ranks are looked up only between families.
+        let same = a.family == b.family;
+        (if same { Ordering::Equal } else { family() })
             .then_with(|| a.qualifier.cmp(&b.qualifier))
             .then_with(|| b.timestamp.cmp(&a.timestamp))
     }

@@ -324,9 +324,12 @@ impl TableSchema {
     /// Puts one row's cells (read in family name order) family by family in
     /// creation order, keeping their order within a family.
     pub fn order_row(&self, cells: &mut [crate::data::Cell]) {
-        let sorted = cells
-            .windows(2)
-            .all(|w| self.family_rank(&w[0].family) <= self.family_rank(&w[1].family));
+        // Most rows are in order already (one family, or families made in
+        // name order): look ranks up only where the family changes.
+        let sorted = cells.windows(2).all(|w| {
+            w[0].family == w[1].family
+                || self.family_rank(&w[0].family) <= self.family_rank(&w[1].family)
+        });
         if !sorted {
             cells.sort_by_key(|c| self.family_rank(&c.family));
         }

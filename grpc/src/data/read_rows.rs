@@ -71,8 +71,11 @@ fn next_row(
                 .collect(),
             None => cells.into_iter().map(FCell::from).collect(),
         };
-        // Stable: an interleave's duplicates keep their order.
-        cells.sort_by(|a, b| FCell::order(schema, a, b));
+        // Stable: an interleave's duplicates keep their order. (Without a
+        // filter here the row is in order already.)
+        if plan.local.is_some() {
+            cells.sort_by(|a, b| FCell::order(schema, a, b));
+        }
         if !cells.is_empty() {
             return Ok(Some((key, cells)));
         }
