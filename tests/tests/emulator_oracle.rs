@@ -499,12 +499,24 @@ impl Gen {
                         kind: Some(k),
                     })
                 };
-                M::AddToCell(v2::mutation::AddToCell {
-                    family_name: SUM.into(),
-                    column_qualifier: v(V::RawValue(self.qual())),
-                    timestamp: v(V::RawTimestampMicros(self.ts())),
-                    input: v(V::IntValue(i64::try_from(self.n(200)).unwrap() - 100)),
-                })
+                let n = i64::try_from(self.n(200)).unwrap() - 100;
+                let (q, ts) = (self.qual(), self.ts());
+                if self.chance(70) {
+                    M::AddToCell(v2::mutation::AddToCell {
+                        family_name: SUM.into(),
+                        column_qualifier: v(V::RawValue(q)),
+                        timestamp: v(V::RawTimestampMicros(ts)),
+                        input: v(V::IntValue(n)),
+                    })
+                } else {
+                    // A merge of a sum's state: 8 big-endian bytes.
+                    M::MergeToCell(v2::mutation::MergeToCell {
+                        family_name: SUM.into(),
+                        column_qualifier: v(V::RawValue(q)),
+                        timestamp: v(V::RawTimestampMicros(ts)),
+                        input: v(V::RawValue(n.to_be_bytes().to_vec())),
+                    })
+                }
             }
         };
         v2::Mutation { mutation: Some(m) }
