@@ -61,19 +61,29 @@ const DATA: &[Spec] = &[
 ];
 
 const ADMIN: &[Spec] = &[
-    ("CreateTable", "CreateTableRequest", "Table", false),
+    (
+        "CreateTable",
+        "crate::wire::OrderedCreate",
+        "crate::wire::OrderedTable",
+        false,
+    ),
     (
         "ListTables",
         "ListTablesRequest",
-        "ListTablesResponse",
+        "crate::wire::TableList",
         false,
     ),
-    ("GetTable", "GetTableRequest", "Table", false),
+    (
+        "GetTable",
+        "GetTableRequest",
+        "crate::wire::OrderedTable",
+        false,
+    ),
     ("DeleteTable", "DeleteTableRequest", "crate::Empty", false),
     (
         "ModifyColumnFamilies",
         "ModifyColumnFamiliesRequest",
-        "Table",
+        "crate::wire::OrderedTable",
         false,
     ),
     ("DropRowRange", "DropRowRangeRequest", "crate::Empty", false),
@@ -127,6 +137,105 @@ const ADMIN: &[Spec] = &[
     ("CopyBackup", "CopyBackupRequest", "crate::Operation", false),
 ];
 
+/// google.bigtable.admin.v2.BigtableInstanceAdmin (src/instance_admin.rs).
+const INSTANCE_ADMIN: &[Spec] = &[
+    (
+        "CreateInstance",
+        "CreateInstanceRequest",
+        "crate::Operation",
+        false,
+    ),
+    ("GetInstance", "GetInstanceRequest", "Instance", false),
+    (
+        "ListInstances",
+        "ListInstancesRequest",
+        "ListInstancesResponse",
+        false,
+    ),
+    ("UpdateInstance", "Instance", "Instance", false),
+    (
+        "PartialUpdateInstance",
+        "PartialUpdateInstanceRequest",
+        "crate::Operation",
+        false,
+    ),
+    (
+        "DeleteInstance",
+        "DeleteInstanceRequest",
+        "crate::Empty",
+        false,
+    ),
+    (
+        "CreateCluster",
+        "CreateClusterRequest",
+        "crate::Operation",
+        false,
+    ),
+    ("GetCluster", "GetClusterRequest", "Cluster", false),
+    (
+        "ListClusters",
+        "ListClustersRequest",
+        "ListClustersResponse",
+        false,
+    ),
+    ("UpdateCluster", "Cluster", "crate::Operation", false),
+    (
+        "PartialUpdateCluster",
+        "PartialUpdateClusterRequest",
+        "crate::Operation",
+        false,
+    ),
+    (
+        "DeleteCluster",
+        "DeleteClusterRequest",
+        "crate::Empty",
+        false,
+    ),
+    (
+        "CreateAppProfile",
+        "CreateAppProfileRequest",
+        "AppProfile",
+        false,
+    ),
+    ("GetAppProfile", "GetAppProfileRequest", "AppProfile", false),
+    (
+        "ListAppProfiles",
+        "ListAppProfilesRequest",
+        "ListAppProfilesResponse",
+        false,
+    ),
+    (
+        "UpdateAppProfile",
+        "UpdateAppProfileRequest",
+        "crate::Operation",
+        false,
+    ),
+    (
+        "DeleteAppProfile",
+        "DeleteAppProfileRequest",
+        "crate::Empty",
+        false,
+    ),
+    (
+        "GetIamPolicy",
+        "crate::iam_v1::GetIamPolicyRequest",
+        "crate::iam_v1::Policy",
+        false,
+    ),
+    (
+        "SetIamPolicy",
+        "crate::iam_v1::SetIamPolicyRequest",
+        "crate::iam_v1::Policy",
+        false,
+    ),
+    (
+        "TestIamPermissions",
+        "crate::iam_v1::TestIamPermissionsRequest",
+        "crate::iam_v1::TestIamPermissionsResponse",
+        false,
+    ),
+];
+
 fn snake(name: &str) -> String {
     let mut out = String::new();
     for (i, c) in name.chars().enumerate() {
@@ -177,10 +286,17 @@ fn main() {
         ADMIN_CODEC,
         ADMIN,
     );
+    let instance_admin = service(
+        "google.bigtable.admin.v2",
+        "BigtableInstanceAdmin",
+        "googleapis_tonic_google_bigtable_admin_v2::google::bigtable::admin::v2",
+        ADMIN_CODEC,
+        INSTANCE_ADMIN,
+    );
     Builder::new()
         .build_client(false)
         .build_transport(false)
-        .compile(&[data, admin]);
+        .compile(&[data, admin, instance_admin]);
     // The daemons' internal service: serde messages in a compact binary
     // codec (see src/internal/), client and server.
     let internal = Service::builder()

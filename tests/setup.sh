@@ -5,13 +5,15 @@
 # the headless browser tests/tests/console.rs loads the console in), protoc
 # (etcd's client is generated from its .proto files at build time), the
 # official Python client of Cloud Bigtable and what its own system tests
-# need, SeaweedFS (the S3 server the object-store tests start), and FUSE over
-# io_uring where the kernel offers it. Safe to run again: it installs only
-# what is missing. README's test command runs it before `cargo test`.
+# need, Node.js and the official Node.js client, Google's Bigtable emulator
+# (cbtemulator), SeaweedFS (the S3 server the object-store tests start), and
+# FUSE over io_uring where the kernel offers it. Safe to run again: it
+# installs only what is missing. README's test command runs it before
+# `cargo test`.
 #
-# Environment: CARGO_TARGET_DIR (where the Python environment goes, beside
-# the build: <target>/python), BIGTABLE_NO_URING=1 (leave the kernel's
-# io_uring switch alone).
+# Environment: CARGO_TARGET_DIR (where the Python environment and the Node.js
+# client go, beside the build: <target>/python, <target>/node),
+# BIGTABLE_NO_URING=1 (leave the kernel's io_uring switch alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -53,6 +55,16 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     # shellcheck disable=SC2207
     apt_install $(printf '%s\n' "${missing[@]}" | sort -u)
+fi
+
+# Google's Cloud Bigtable emulator, the oracle of tests/tests/emulator_oracle.rs
+# and the peer of `bigtable-bench grpc`: a Debian package from the Google Cloud
+# CLI's apt repository. Where apt has no such package, say so and go on: that
+# test then fails saying what is missing.
+emulator=/usr/lib/google-cloud-sdk/platform/bigtable-emulator/cbtemulator
+if [ ! -x "$emulator" ] && ! command -v cbtemulator >/dev/null 2>&1; then
+    apt_install google-cloud-cli-bigtable-emulator ||
+        say "could not install google-cloud-cli-bigtable-emulator (add the Google Cloud CLI's apt repository): tests/tests/emulator_oracle.rs needs cbtemulator"
 fi
 
 # 2. Python packages: the official Cloud Bigtable client (tests/tests/grpc.rs
@@ -98,7 +110,26 @@ if [ ${#wanted[@]} -gt 0 ]; then
     fi
 fi
 
-# 3. FUSE over io_uring: the kernel offers it to new mounts only while the
+# 3. The official Node.js client of Cloud Bigtable, pinned (7.x wants Node
+# 22; Debian's and this machine's Node is 20), in a directory beside the
+# build, where tests/tests/node_client.rs finds it (<target>/node).
+node_client=6.5.0
+node_dir=$target/node
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    apt_install nodejs npm
+fi
+have_node_client() {
+    [ -f "$node_dir/node_modules/@google-cloud/bigtable/package.json" ] &&
+        node -e 'process.exit(require(process.argv[1]).version === process.argv[2] ? 0 : 1)' \
+            "$node_dir/node_modules/@google-cloud/bigtable/package.json" "$node_client"
+}
+if ! have_node_client; then
+    say "installing @google-cloud/bigtable@$node_client in $node_dir"
+    mkdir -p "$node_dir"
+    npm install --silent --no-audit --no-fund --prefix "$node_dir" "@google-cloud/bigtable@$node_client" >/dev/null
+fi
+
+# 4. FUSE over io_uring: the kernel offers it to new mounts only while the
 # fuse module's enable_uring parameter is on. The suite drives both transports
 # (tests/tests/transport.rs mounts one with -o uring=0).
 if [ -z "${BIGTABLE_NO_URING:-}" ]; then

@@ -182,7 +182,9 @@ impl Bigtable {
     }
 
     /// Creates a table with this schema (Error::TableExists if it exists).
-    pub fn create_table(&self, name: &str, schema: TableSchema) -> Result<()> {
+    pub fn create_table(&self, name: &str, mut schema: TableSchema) -> Result<()> {
+        // As it reads back (the stored form keeps only the order).
+        schema.renumber();
         self.master(|m| m.create_table(name, schema.clone()))
     }
     /// Deletes a table and all its data.
@@ -206,7 +208,8 @@ impl Bigtable {
         self.env().opts.max_value_size
     }
     /// Replaces a table's schema; a dropped family must hold no data (Error::FamilyNotEmpty).
-    pub fn set_schema(&self, table: &str, schema: TableSchema) -> Result<()> {
+    pub fn set_schema(&self, table: &str, mut schema: TableSchema) -> Result<()> {
+        schema.renumber();
         self.master(|m| m.set_schema(table, schema.clone()))
     }
     /// Applies one row's mutations atomically; returns what it wrote (its

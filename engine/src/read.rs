@@ -14,7 +14,8 @@
 //! 4. the scan's selections: families, column regex, time range, versions
 //!    per column (the newest N inside the time range);
 //! 5. the scan's row filter ([`crate::filter`]), if any: its key-only
-//!    leading part while reading, the rest on each row's gathered cells;
+//!    leading part while reading, the rest on each row's gathered cells,
+//!    put family by family in the families' creation order;
 //! 6. row and cell limits, counting what the filter outputs.
 //!
 //! Entries of families no longer in the schema are skipped.
@@ -323,6 +324,9 @@ impl CellReader {
                 }
                 cells.push(c);
             }
+            // The filter sees the row family by family in creation order,
+            // as Cloud Bigtable's does (CellsPerRowLimitFilter counts so).
+            self.schema.order_row(&mut cells);
             if let Some(f) = self.filtering.as_deref_mut() {
                 let out = f.plan.finish_row(&row, cells)?;
                 f.queue.extend(out.into_iter().map(|l| l.cell));

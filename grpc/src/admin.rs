@@ -7,6 +7,7 @@ use crate::admin_v2::{self as a, modify_column_families_request::modification::M
 use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdmin;
 use crate::shared::{blocking, Shared};
 use crate::table_message::table_message;
+use crate::wire::{OrderedCreate, OrderedTable, TableList};
 use crate::{auth, backups, drop, gc, names, status, value_type};
 use engine::access::{Identity, R, W};
 use engine::schema::{FamilySchema, TableSchema};
@@ -42,10 +43,10 @@ fn wants_schema(view: i32, default_schema: bool) -> bool {
 impl BigtableTableAdmin for AdminService {
     async fn create_table(
         &self,
-        req: Request<a::CreateTableRequest>,
-    ) -> Result<Response<a::Table>, Status> {
+        req: Request<OrderedCreate>,
+    ) -> Result<Response<OrderedTable>, Status> {
         let who = self.shared.auth.identify(&req)?;
-        let req = req.into_inner();
+        let OrderedCreate { req, order } = req.into_inner();
         let parent = names::parent(&req.parent)?.to_string();
         names::check_table_id(&req.table_id)?;
         self.shared.root(&who, W, "create a table")?;
@@ -57,10 +58,19 @@ impl BigtableTableAdmin for AdminService {
         if let Some(t) = &req.table {
             schema.change_retention =
                 crate::change_config::retention_of(t.change_stream_config.as_ref())?;
+            // In the order the request gave them (a map repeated on the
+            // wire keeps its last value).
+            for name in &order {
+                if let Some(cf) = t.column_families.get(name) {
+                    if !schema.families.contains_key(name) {
+                        schema.add_family(family(&who, name, cf)?);
+                    }
+                }
+            }
             for (name, cf) in &t.column_families {
-                schema
-                    .families
-                    .insert(name.clone(), family(&who, name, cf)?);
+                if !schema.families.contains_key(name) {
+                    schema.add_family(family(&who, name, cf)?);
+                }
             }
         }
         schema.validate().map_err(status::from_engine)?;
@@ -98,7 +108,7 @@ impl BigtableTableAdmin for AdminService {
     async fn list_tables(
         &self,
         req: Request<a::ListTablesRequest>,
-    ) -> Result<Response<a::ListTablesResponse>, Status> {
+    ) -> Result<Response<TableList>, Status> {
         let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let parent = names::parent(&req.parent)?.to_string();
@@ -127,7 +137,7 @@ impl BigtableTableAdmin for AdminService {
             Ok(out)
         })
         .await?;
-        Ok(Response::new(a::ListTablesResponse {
+        Ok(Response::new(TableList {
             tables,
             next_page_token: String::new(),
         }))
@@ -136,7 +146,7 @@ impl BigtableTableAdmin for AdminService {
     async fn get_table(
         &self,
         req: Request<a::GetTableRequest>,
-    ) -> Result<Response<a::Table>, Status> {
+    ) -> Result<Response<OrderedTable>, Status> {
         let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let id = self.shared.table(&req.name)?;
@@ -180,7 +190,7 @@ impl BigtableTableAdmin for AdminService {
     async fn modify_column_families(
         &self,
         req: Request<a::ModifyColumnFamiliesRequest>,
-    ) -> Result<Response<a::Table>, Status> {
+    ) -> Result<Response<OrderedTable>, Status> {
         let who = self.shared.auth.identify(&req)?;
         let req = req.into_inner();
         let id = self.shared.table(&req.name)?;
@@ -214,7 +224,8 @@ impl BigtableTableAdmin for AdminService {
                                 "column family {name} already exists"
                             )));
                         }
-                        new.families.insert(name.clone(), family(&who, name, cf)?);
+                        // Made after every family the table has.
+                        new.add_family(family(&who, name, cf)?);
                     }
                     Some(Mod::Update(cf)) => {
                         let f = new.families.get_mut(name).ok_or_else(|| {

@@ -5,6 +5,7 @@
 
 use crate::v2;
 use engine::filter::Labeled;
+use engine::schema::TableSchema;
 use engine::{RowFilter, TimeRange};
 use std::cmp::Ordering;
 use std::ops::Bound;
@@ -22,10 +23,16 @@ pub struct FCell {
 }
 
 impl FCell {
-    /// Row order of cells: family, qualifier, newest first.
-    pub fn order(a: &FCell, b: &FCell) -> Ordering {
-        a.family
-            .cmp(&b.family)
+    /// Row order of cells: family (in the order `schema` made them),
+    /// qualifier, newest first.
+    pub fn order(schema: &TableSchema, a: &FCell, b: &FCell) -> Ordering {
+        let family = || {
+            (schema.family_rank(&a.family), &a.family)
+                .cmp(&(schema.family_rank(&b.family), &b.family))
+        };
+        // Ranks are looked up only between families.
+        let same = a.family == b.family;
+        (if same { Ordering::Equal } else { family() })
             .then_with(|| a.qualifier.cmp(&b.qualifier))
             .then_with(|| b.timestamp.cmp(&a.timestamp))
     }

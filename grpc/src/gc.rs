@@ -39,8 +39,16 @@ fn convert(r: &ApiRule) -> Result<GcRule, Status> {
                 GcRule::Intersection(all(&i.rules)?)
             }
         }
-        None => GcRule::KEEP_ALL,
+        None => sent_empty(),
     })
+}
+
+/// A `gc_rule {}` as a client sent it: it keeps everything, like no rule,
+/// but is echoed back as `{}` (cbt shows "" for it and `<never>` for no
+/// rule). Stored as an intersection of keep-everything, which collects
+/// nothing and reads back in every format as it was written.
+fn sent_empty() -> GcRule {
+    GcRule::Intersection(vec![GcRule::KEEP_ALL])
 }
 
 /// The engine rule for an API rule (none: keep everything, as the API does).
@@ -62,6 +70,9 @@ pub(crate) fn duration_of(us: u64) -> prost_types::Duration {
 pub fn to_api(r: &GcRule) -> Option<ApiRule> {
     if *r == GcRule::KEEP_ALL {
         return None;
+    }
+    if *r == sent_empty() {
+        return Some(ApiRule { rule: None });
     }
     Some(ApiRule {
         rule: Some(match r {
@@ -132,5 +143,11 @@ mod tests {
         );
         assert_eq!(to_api(&e), Some(nested));
         assert!(from_api(Some(&versions(0))).is_err());
+        // `gc_rule {}` keeps everything and comes back as sent.
+        let empty = from_api(Some(&ApiRule { rule: None })).unwrap();
+        assert!(!empty.collects(1_000, 0, u64::MAX));
+        assert_eq!(to_api(&empty), Some(ApiRule { rule: None }));
+        // As the lock service's .schema text stores it, and back.
+        assert_eq!(GcRule::parse_text(&empty.to_text()), Ok(empty));
     }
 }

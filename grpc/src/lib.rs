@@ -1,6 +1,8 @@
 //! Cloud Bigtable's v2 gRPC API served over the engine: the Data API
-//! (`google.bigtable.v2.Bigtable`) and a Table Admin subset
-//! (`google.bigtable.admin.v2.BigtableTableAdmin`). The daemon runs it beside
+//! (`google.bigtable.v2.Bigtable`), a Table Admin subset
+//! (`google.bigtable.admin.v2.BigtableTableAdmin`) and the Instance Admin's
+//! instances, clusters and app profiles
+//! (`google.bigtable.admin.v2.BigtableInstanceAdmin`). The daemon runs it beside
 //! the mount on the same engine, so what a client writes is in the mount at
 //! once and the other way round.
 #![warn(missing_docs)]
@@ -8,6 +10,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod admin;
+mod app_profiles;
 pub mod auth;
 mod backup_copy;
 mod backups;
@@ -18,6 +21,8 @@ mod drop;
 mod filter;
 mod gc;
 mod guard;
+mod instance_admin;
+mod instance_store;
 pub mod internal;
 mod names;
 mod server;
@@ -56,7 +61,17 @@ mod gen {
             "/google.bigtable.admin.v2.BigtableTableAdmin.rs"
         ));
     }
+    pub mod instance_admin {
+        #![allow(clippy::all)]
+        include!(concat!(
+            env!("OUT_DIR"),
+            "/google.bigtable.admin.v2.BigtableInstanceAdmin.rs"
+        ));
+    }
 }
+
+/// `google.iam.v1`, as the instance admin's IAM calls carry it.
+pub(crate) use googleapis_tonic_google_bigtable_admin_v2::google::iam::v1 as iam_v1;
 
 /// `google.protobuf.Empty`, as prost maps it.
 pub(crate) type Empty = ();

@@ -1,10 +1,13 @@
-//! Running the two services on one HTTP/2 listener (plain text) on a thread
-//! of its own with a small tokio runtime, beside the mount's threads.
+//! Running the services (data, table admin, instance admin) on one HTTP/2
+//! listener (plain text) on a thread of its own with a small tokio
+//! runtime, beside the mount's threads.
 
 use crate::admin::AdminService;
 use crate::data::DataService;
 use crate::gen::admin::bigtable_table_admin_server::BigtableTableAdminServer;
 use crate::gen::data::bigtable_server::BigtableServer;
+use crate::gen::instance_admin::bigtable_instance_admin_server::BigtableInstanceAdminServer;
+use crate::instance_admin::InstanceAdmin;
 use crate::shared::Shared;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::Arc;
@@ -176,6 +179,11 @@ pub fn start_with(
     })
     .max_decoding_message_size(largest)
     .max_encoding_message_size(MAX_MESSAGE);
+    let instance_admin = BigtableInstanceAdminServer::new(InstanceAdmin {
+        shared: shared.clone(),
+    })
+    .max_decoding_message_size(largest)
+    .max_encoding_message_size(MAX_MESSAGE);
     let admin = BigtableTableAdminServer::new(AdminService { shared })
         .max_decoding_message_size(largest)
         .max_encoding_message_size(MAX_MESSAGE);
@@ -185,7 +193,8 @@ pub fn start_with(
             .layer(crate::guard::Guard::new(&limits, data_method))
             .layer(tower::layer::layer_fn(crate::timing::Timed))
             .add_service(data)
-            .add_service(admin);
+            .add_service(admin)
+            .add_service(instance_admin);
         let stop = async {
             let _ = stop.await;
         };

@@ -1,6 +1,6 @@
 //! UNIMPLEMENTED replies that say what is not served. A method this server
 //! does not have (a Table Admin method beyond the subset, or a whole
-//! service such as instance admin) is answered by tonic with an empty
+//! service such as google.longrunning.Operations) is answered by tonic with an empty
 //! message; the calls' layer (`timing.rs`) names the method and what is
 //! served instead.
 
@@ -8,11 +8,14 @@ use http::header::HeaderValue;
 
 /// What this server serves, for the message.
 const SERVED: &str = "this server serves the Data API's ReadRows, SampleRowKeys, \
-    MutateRow, MutateRows, CheckAndMutateRow, PingAndWarm and ReadModifyWriteRow, \
-    and the Table Admin API's CreateTable, ListTables, GetTable, DeleteTable, \
-    ModifyColumnFamilies, DropRowRange, UpdateTable, UndeleteTable, \
-    GenerateConsistencyToken, CheckConsistency, CreateBackup, GetBackup, \
-    ListBackups, UpdateBackup, DeleteBackup and RestoreTable";
+    MutateRow, MutateRows, CheckAndMutateRow, PingAndWarm, ReadModifyWriteRow, \
+    GenerateInitialChangeStreamPartitions and ReadChangeStream; the Table Admin API's \
+    CreateTable, ListTables, GetTable, DeleteTable, ModifyColumnFamilies, DropRowRange, \
+    UpdateTable, UndeleteTable, GenerateConsistencyToken, CheckConsistency, CreateBackup, \
+    GetBackup, ListBackups, UpdateBackup, DeleteBackup, RestoreTable and CopyBackup; and \
+    the Instance Admin API's instance, cluster and app profile calls and \
+    TestIamPermissions (no authorized, logical or materialized views, hot tablets, \
+    snapshots, SQL, or google.longrunning.Operations: every operation is returned done)";
 
 /// Gives a trailers-only UNIMPLEMENTED reply without a message one.
 pub(crate) fn name(path: &str, headers: &mut http::HeaderMap) {

@@ -24,33 +24,217 @@ impl FullMaps for () {
 }
 
 impl FullMaps for a::Table {
-    fn encode_full(mut self, buf: &mut impl BufMut) {
-        // The fields in number order: name (1), the maps (2, 3), the rest.
-        let name = std::mem::take(&mut self.name);
-        if !name.is_empty() {
-            encoding::string::encode(1, &name, buf);
+    fn encode_full(self, buf: &mut impl BufMut) {
+        OrderedTable {
+            table: self,
+            order: Vec::new(),
         }
-        for (k, v) in std::mem::take(&mut self.cluster_states) {
-            entry(2, &k, &v, buf);
-        }
-        for (k, v) in std::mem::take(&mut self.column_families) {
-            entry(3, &k, &v, buf);
-        }
-        self.encode_raw(buf);
+        .encode_full(buf)
     }
 }
 
-impl FullMaps for a::ListTablesResponse {
-    fn encode_full(mut self, buf: &mut impl BufMut) {
-        for t in std::mem::take(&mut self.tables) {
+/// A `Table` reply whose families go out in the order they were made, as
+/// Cloud Bigtable returns them (a decoded map forgets the order; the bytes
+/// keep it, and clients that keep insertion order show it).
+pub(crate) struct OrderedTable {
+    pub table: a::Table,
+    /// The families' names in creation order; any other family follows.
+    pub order: Vec<String>,
+}
+
+impl FullMaps for OrderedTable {
+    fn encode_full(self, buf: &mut impl BufMut) {
+        let OrderedTable { mut table, order } = self;
+        // The fields in number order: name (1), the maps (2, 3), the rest.
+        let name = std::mem::take(&mut table.name);
+        if !name.is_empty() {
+            encoding::string::encode(1, &name, buf);
+        }
+        let states: std::collections::BTreeMap<_, _> = std::mem::take(&mut table.cluster_states)
+            .into_iter()
+            .collect();
+        for (k, v) in states {
+            entry(2, &k, &v, buf);
+        }
+        let mut families = std::mem::take(&mut table.column_families);
+        for k in order {
+            if let Some(v) = families.remove(&k) {
+                entry(3, &k, &v, buf);
+            }
+        }
+        let rest: std::collections::BTreeMap<_, _> = families.into_iter().collect();
+        for (k, v) in rest {
+            entry(3, &k, &v, buf);
+        }
+        table.encode_raw(buf);
+    }
+}
+
+/// A `ListTablesResponse` whose tables are [`OrderedTable`]s.
+pub(crate) struct TableList {
+    pub tables: Vec<OrderedTable>,
+    pub next_page_token: String,
+}
+
+impl FullMaps for TableList {
+    fn encode_full(self, buf: &mut impl BufMut) {
+        for t in self.tables {
             let mut bytes = Vec::new();
             t.encode_full(&mut bytes);
             encoding::encode_key(1, WireType::LengthDelimited, buf);
             encoding::encode_varint(bytes.len() as u64, buf);
             buf.put_slice(&bytes);
         }
+        if !self.next_page_token.is_empty() {
+            encoding::string::encode(2, &self.next_page_token, buf);
+        }
+    }
+}
+
+impl FullMaps for a::ListTablesResponse {
+    fn encode_full(self, buf: &mut impl BufMut) {
+        TableList {
+            tables: self
+                .tables
+                .into_iter()
+                .map(|table| OrderedTable {
+                    table,
+                    order: Vec::new(),
+                })
+                .collect(),
+            next_page_token: self.next_page_token,
+        }
+        .encode_full(buf)
+    }
+}
+
+/// Replies without maps: prost's own encoding.
+macro_rules! no_maps {
+    ($($t:ty),*) => {
+        $(impl FullMaps for $t {
+            fn encode_full(self, buf: &mut impl BufMut) {
+                self.encode_raw(buf);
+            }
+        })*
+    };
+}
+
+no_maps!(
+    a::Cluster,
+    a::ListClustersResponse,
+    a::AppProfile,
+    a::ListAppProfilesResponse,
+    crate::iam_v1::Policy,
+    crate::iam_v1::TestIamPermissionsResponse
+);
+
+impl FullMaps for a::Instance {
+    fn encode_full(mut self, buf: &mut impl BufMut) {
+        // labels (5) and tags (12), every value written even when empty.
+        let labels: std::collections::BTreeMap<_, _> =
+            std::mem::take(&mut self.labels).into_iter().collect();
+        for (k, v) in labels {
+            str_entry(5, &k, &v, buf);
+        }
+        let tags: std::collections::BTreeMap<_, _> =
+            std::mem::take(&mut self.tags).into_iter().collect();
+        for (k, v) in tags {
+            str_entry(12, &k, &v, buf);
+        }
         self.encode_raw(buf);
     }
+}
+
+impl FullMaps for a::ListInstancesResponse {
+    fn encode_full(mut self, buf: &mut impl BufMut) {
+        for i in std::mem::take(&mut self.instances) {
+            let mut bytes = Vec::new();
+            i.encode_full(&mut bytes);
+            encoding::encode_key(1, WireType::LengthDelimited, buf);
+            encoding::encode_varint(bytes.len() as u64, buf);
+            buf.put_slice(&bytes);
+        }
+        self.encode_raw(buf);
+    }
+}
+
+/// One `map<string, string>` entry with both its key and its value.
+fn str_entry(tag: u32, key: &String, value: &String, buf: &mut impl BufMut) {
+    let len = encoding::string::encoded_len(1, key) + encoding::string::encoded_len(2, value);
+    encoding::encode_key(tag, WireType::LengthDelimited, buf);
+    encoding::encode_varint(len as u64, buf);
+    encoding::string::encode(1, key, buf);
+    encoding::string::encode(2, value, buf);
+}
+
+/// A CreateTableRequest with the order its `column_families` entries came
+/// in: the decoded map forgets it, and a table made with several families
+/// makes them in the order the client wrote them.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct OrderedCreate {
+    pub req: a::CreateTableRequest,
+    /// The families' names in the request's order (repeats left in).
+    pub order: Vec<String>,
+}
+
+impl Message for OrderedCreate {
+    fn encode_raw(&self, buf: &mut impl BufMut) {
+        self.req.encode_raw(buf)
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        // `table` (3): its bytes read once, merged and scanned for names.
+        if tag != 3 || wire_type != WireType::LengthDelimited {
+            return self.req.merge_field(tag, wire_type, buf, ctx);
+        }
+        let mut bytes = Vec::new();
+        encoding::bytes::merge(wire_type, &mut bytes, buf, ctx.clone())?;
+        let table = self.req.table.get_or_insert_with(Default::default);
+        table.merge(&bytes[..])?;
+        self.order.extend(map_keys(&bytes, 3)?);
+        Ok(())
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.req.encoded_len()
+    }
+
+    fn clear(&mut self) {
+        self.req.clear();
+        self.order.clear();
+    }
+}
+
+/// The keys of a message's `map<string, _>` field `tag`, in wire order.
+fn map_keys(mut buf: &[u8], tag: u32) -> Result<Vec<String>, prost::DecodeError> {
+    let mut keys = Vec::new();
+    while !buf.is_empty() {
+        let (t, wt) = encoding::decode_key(&mut buf)?;
+        if t != tag || wt != WireType::LengthDelimited {
+            encoding::skip_field(wt, t, &mut buf, encoding::DecodeContext::default())?;
+            continue;
+        }
+        let mut entry = Vec::new();
+        encoding::bytes::merge(wt, &mut entry, &mut buf, encoding::DecodeContext::default())?;
+        let mut e = &entry[..];
+        let mut key = String::new();
+        while !e.is_empty() {
+            let (et, ewt) = encoding::decode_key(&mut e)?;
+            if et == 1 && ewt == WireType::LengthDelimited {
+                encoding::string::merge(ewt, &mut key, &mut e, encoding::DecodeContext::default())?;
+            } else {
+                encoding::skip_field(ewt, et, &mut e, encoding::DecodeContext::default())?;
+            }
+        }
+        keys.push(key);
+    }
+    Ok(keys)
 }
 
 /// One `map<string, V>` entry with both its key and its value, empty or not.

@@ -13,12 +13,15 @@
 //! - [`alloc`]: an allocator that records a thread's largest allocation;
 //! - [`seaweed`]: a real S3 server (SeaweedFS) on loopback for a test;
 //! - [`etcd`]: a real etcd on loopback for a test;
+//! - [`emulator`]: Google's Cloud Bigtable emulator on loopback, the oracle
+//!   and benchmark peer of the gRPC API;
 //! - [`machine`]: simulated machines (a network namespace and a CPU
 //!   cgroup each) for the several-daemon tests and benchmark.
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod alloc;
 pub mod disk;
+pub mod emulator;
 pub mod etcd;
 pub mod fuzz;
 pub mod machine;

@@ -3,6 +3,11 @@
 //! existed read back the same. A schema with an aggregate family is written
 //! under a second magic, with one type byte after each family; one without
 //! is written as before, byte for byte.
+//!
+//! Families are written in creation order and read back in the order
+//! written; schemas stored before the order was kept have them by name,
+//! which reads as name order (and a binary from before reads the new order
+//! as a set, sorting by name).
 
 use super::{FamilySchema, TableSchema};
 use crate::aggregate::Aggregator;
@@ -21,7 +26,7 @@ impl TableSchema {
         put_u32(&mut out, self.group);
         put_u32(&mut out, self.mode);
         put_u32(&mut out, self.families.len() as u32);
-        for f in self.families.values() {
+        for f in self.ordered() {
             put_str(&mut out, &f.name);
             // A flat rule as it always was; a nested one as mode 2 and its tree.
             let (v, a, mode) = match f.gc.as_flat() {
@@ -82,7 +87,7 @@ impl TableSchema {
         let mode = r.u32()?;
         let n = r.u32()?;
         let mut families = BTreeMap::new();
-        for _ in 0..n {
+        for rank in 0..n {
             let name = r.string()?;
             let has_versions = r.flag()?;
             let versions = r.u32()?;
@@ -141,6 +146,7 @@ impl TableSchema {
                 owner,
                 group,
                 aggregate,
+                rank,
             };
             if families.insert(name.clone(), f).is_some() {
                 return Err(Error::corruption(format!(
@@ -383,6 +389,39 @@ mod tests {
         let mut over = plain.clone();
         over.change_retention = super::super::MAX_CHANGE_RETENTION + 1;
         assert!(TableSchema::decode(&over.encode()).is_err());
+    }
+
+    #[test]
+    fn families_keep_creation_order() {
+        let mut s = TableSchema::with_families([FamilySchema::new("z"), FamilySchema::new("a")]);
+        s.add_family(FamilySchema::new("m"));
+        let names = |s: &TableSchema| -> Vec<String> {
+            s.ordered().iter().map(|f| f.name.clone()).collect()
+        };
+        assert_eq!(names(&s), ["z", "a", "m"]);
+        let back = TableSchema::decode(&s.encode()).unwrap();
+        assert_eq!(names(&back), ["z", "a", "m"]);
+        assert_eq!(back, s);
+        // Through the lock service's text too.
+        let (text, _) = TableSchema::default()
+            .apply_text(&format(&s, &Names), &Names, true)
+            .unwrap();
+        assert_eq!(text, s);
+        // Dropped and made again: the newest.
+        let mut again = back.clone();
+        let z = again.families.remove("z").unwrap();
+        again.add_family(z);
+        assert_eq!(names(&again), ["a", "m", "z"]);
+        // A schema written in name order (as every one was before) reads
+        // in name order.
+        let mut old = s.clone();
+        for (i, f) in old.families.values_mut().enumerate() {
+            f.rank = i as u32;
+        }
+        assert_eq!(
+            names(&TableSchema::decode(&old.encode()).unwrap()),
+            ["a", "m", "z"]
+        );
     }
 
     #[test]

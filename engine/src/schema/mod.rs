@@ -74,7 +74,14 @@ pub struct FamilySchema {
     /// The aggregator of an aggregate (Int64) family; `None` for a plain
     /// family of bytes. Fixed when the family is made.
     pub aggregate: Option<Aggregator>,
+    /// Where the family comes in the table's creation order (see
+    /// [`TableSchema::ordered`]); [`UNPLACED`] for one not yet in a table.
+    pub rank: u32,
 }
+
+/// The rank of a family not yet placed in its table's creation order: it
+/// comes after every placed family (see [`TableSchema::add_family`]).
+pub const UNPLACED: u32 = u32::MAX;
 
 impl FamilySchema {
     /// A family with every setting at its default (owner and group 0).
@@ -91,6 +98,7 @@ impl FamilySchema {
             owner: 0,
             group: 0,
             aggregate: None,
+            rank: UNPLACED,
         }
     }
 
@@ -257,11 +265,73 @@ impl Default for TableSchema {
 }
 
 impl TableSchema {
-    /// A schema with these families and default table permissions.
+    /// A schema with these families, made in this order, and default table
+    /// permissions.
     pub fn with_families(families: impl IntoIterator<Item = FamilySchema>) -> Self {
-        TableSchema {
-            families: families.into_iter().map(|f| (f.name.clone(), f)).collect(),
-            ..Default::default()
+        let mut s = TableSchema::default();
+        for f in families {
+            s.add_family(f);
+        }
+        s.renumber();
+        s
+    }
+
+    /// Adds (or replaces) `f` as the family made last: Cloud Bigtable
+    /// returns a table's families in the order they were made, and a row's
+    /// cells family by family in that order (CellsPerRowLimitFilter counts
+    /// them so).
+    pub fn add_family(&mut self, mut f: FamilySchema) {
+        f.rank = self.next_rank();
+        self.families.insert(f.name.clone(), f);
+    }
+
+    /// The rank a family made now takes.
+    fn next_rank(&self) -> u32 {
+        self.families
+            .values()
+            .map(|f| f.rank)
+            .filter(|&r| r != UNPLACED)
+            .max()
+            .map_or(0, |r| r + 1)
+    }
+
+    /// The families in creation order (by rank, then name: schemas stored
+    /// before the order was kept read as name order).
+    pub fn ordered(&self) -> Vec<&FamilySchema> {
+        let mut v: Vec<&FamilySchema> = self.families.values().collect();
+        v.sort_by(|a, b| (a.rank, &a.name).cmp(&(b.rank, &b.name)));
+        v
+    }
+
+    /// Renumbers the ranks 0, 1, … in creation order, unplaced families
+    /// last by name: what the stored form reads back as, so that a schema
+    /// compares equal to itself read back.
+    pub fn renumber(&mut self) {
+        let order: Vec<String> = self.ordered().iter().map(|f| f.name.clone()).collect();
+        for (i, name) in order.iter().enumerate() {
+            if let Some(f) = self.families.get_mut(name) {
+                f.rank = i as u32;
+            }
+        }
+    }
+
+    /// A family's place in creation order, for sorting a row's cells
+    /// (a family not in the schema last).
+    pub fn family_rank(&self, name: &str) -> u32 {
+        self.families.get(name).map_or(UNPLACED, |f| f.rank)
+    }
+
+    /// Puts one row's cells (read in family name order) family by family in
+    /// creation order, keeping their order within a family.
+    pub fn order_row(&self, cells: &mut [crate::data::Cell]) {
+        // Most rows are in order already (one family, or families made in
+        // name order): look ranks up only where the family changes.
+        let sorted = cells.windows(2).all(|w| {
+            w[0].family == w[1].family
+                || self.family_rank(&w[0].family) <= self.family_rank(&w[1].family)
+        });
+        if !sorted {
+            cells.sort_by_key(|c| self.family_rank(&c.family));
         }
     }
 
@@ -367,6 +437,8 @@ impl TableSchema {
         // which line (None: by the family's current settings).
         let mut anchors: Vec<(Option<usize>, String, Setting)> = Vec::new();
         let mut touched: BTreeSet<&str> = BTreeSet::new();
+        // New families are made in line order, after the existing ones.
+        let mut next_rank = self.next_rank();
         for l in &lines {
             let name = l.family.name.as_str();
             touched.insert(name);
@@ -386,6 +458,13 @@ impl TableSchema {
             };
             f.apply(&l.family, &l.given)
                 .map_err(|reason| bad(l.line, reason))?;
+            f.rank = match self.families.get(name) {
+                Some(e) => e.rank,
+                None => {
+                    next_rank += 1;
+                    next_rank - 1
+                }
+            };
             let stays = existing.is_some_and(|e| e.locality_group == f.locality_group);
             for s in GROUP_SETTINGS {
                 if l.given.contains(&s) {
@@ -447,7 +526,7 @@ impl TableSchema {
                 }
             }
         }
-        let out = TableSchema {
+        let mut out = TableSchema {
             families: result,
             owner: self.owner,
             group: self.group,
@@ -455,6 +534,7 @@ impl TableSchema {
             deletion_protection: self.deletion_protection,
             change_retention: self.change_retention,
         };
+        out.renumber();
         out.validate()
             .map_err(|e| bad(0, format!("resulting schema is invalid: {e}")))?;
         for l in &lines {

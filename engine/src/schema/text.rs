@@ -374,7 +374,8 @@ pub fn format(schema: &TableSchema, resolver: &dyn NameResolver) -> String {
         out.push_str(&l);
         out.push('\n');
     }
-    for f in schema.families.values() {
+    // In creation order: read back, the lines make the families in it.
+    for f in schema.ordered() {
         out.push_str(&format_family(f, resolver));
         out.push('\n');
     }
@@ -466,7 +467,14 @@ pub(super) mod tests {
         assert_eq!(a.block_size, 4096);
         assert!(a.in_memory);
         assert_eq!((a.mode, a.owner, a.group), (0o750, 1000, 50));
-        assert_eq!(fams[1], FamilySchema::new("contents"));
+        // Ranked in line order.
+        assert_eq!(
+            fams[1],
+            FamilySchema {
+                rank: 1,
+                ..FamilySchema::new("contents")
+            }
+        );
     }
 
     #[test]

@@ -5,8 +5,10 @@ use super::chunks::Chunker;
 use crate::filter::{self, FCell};
 use crate::shared::Shared;
 use crate::{status, v2};
+use engine::schema::TableSchema;
 use engine::{Bigtable, RowRange, ScanSpec, Scanner};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use tonic::Status;
 
 /// The checked parts of a request.
@@ -47,12 +49,19 @@ impl Plan {
 /// A row key and its cells.
 type Row = (Vec<u8>, Vec<FCell>);
 
-/// The next row of `scanner` that passes the filter.
-fn next_row(plan: &Plan, scanner: &mut Scanner) -> Result<Option<Row>, Status> {
+/// The next row of `scanner` that passes the filter, its cells family by
+/// family in the order the families were made, as Cloud Bigtable sends
+/// a row (the engine reads them in name order).
+fn next_row(
+    plan: &Plan,
+    schema: &TableSchema,
+    scanner: &mut Scanner,
+) -> Result<Option<Row>, Status> {
     loop {
-        let Some((key, cells)) = scanner.next_row().map_err(status::from_engine)? else {
+        let Some((key, mut cells)) = scanner.next_row().map_err(status::from_engine)? else {
             return Ok(None);
         };
+        schema.order_row(&mut cells);
         let mut cells: Vec<FCell> = match &plan.local {
             Some(f) => f
                 .try_apply(&key, cells)
@@ -62,8 +71,11 @@ fn next_row(plan: &Plan, scanner: &mut Scanner) -> Result<Option<Row>, Status> {
                 .collect(),
             None => cells.into_iter().map(FCell::from).collect(),
         };
-        // Stable: an interleave's duplicates keep their order.
-        cells.sort_by(FCell::order);
+        // Stable: an interleave's duplicates keep their order. (Without a
+        // filter here the row is in order already.)
+        if plan.local.is_some() {
+            cells.sort_by(|a, b| FCell::order(schema, a, b));
+        }
         if !cells.is_empty() {
             return Ok(Some((key, cells)));
         }
@@ -79,6 +91,8 @@ pub struct Reader {
     /// Ranges not yet begun, in the order they are read.
     ranges: VecDeque<RowRange>,
     scanner: Option<Scanner>,
+    /// The table's schema as the current range began (families' order).
+    schema: Arc<TableSchema>,
     /// Reversed: the current range's rows, sent from the back.
     tail: VecDeque<Row>,
     sent: u64,
@@ -99,6 +113,7 @@ impl Reader {
             plan,
             ranges,
             scanner: None,
+            schema: Arc::default(),
             tail: VecDeque::new(),
             sent: 0,
             done,
@@ -110,7 +125,11 @@ impl Reader {
         self.done
     }
 
-    fn scanner(&self, range: RowRange) -> Result<Scanner, Status> {
+    fn scanner(&mut self, range: RowRange) -> Result<Scanner, Status> {
+        self.schema = self
+            .bt
+            .schema(&self.plan.table)
+            .map_err(status::from_engine)?;
         let spec = ScanSpec {
             rows: range,
             filter: self
@@ -137,7 +156,7 @@ impl Reader {
                 };
                 let mut scanner = self.scanner(range)?;
                 let room = self.plan.limit.saturating_sub(self.sent);
-                while let Some(row) = next_row(&self.plan, &mut scanner)? {
+                while let Some(row) = next_row(&self.plan, &self.schema, &mut scanner)? {
                     self.tail.push_back(row);
                     if self.plan.limit != 0 && self.tail.len() as u64 > room {
                         self.tail.pop_front();
@@ -156,7 +175,7 @@ impl Reader {
             let Some(scanner) = self.scanner.as_mut() else {
                 continue;
             };
-            match next_row(&self.plan, scanner)? {
+            match next_row(&self.plan, &self.schema, scanner)? {
                 Some(row) => return Ok(Some(row)),
                 None => self.scanner = None,
             }

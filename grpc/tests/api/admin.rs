@@ -247,38 +247,25 @@ async fn unimplemented_methods_are_named() {
         .unwrap_err();
     named(s, "BigtableTableAdmin/CreateAuthorizedView");
     let s = BigtableInstanceAdminClient::new(e.ch.clone())
-        .get_instance(a::GetInstanceRequest { name: P.into() })
+        .list_hot_tablets(a::ListHotTabletsRequest {
+            parent: format!("{P}/clusters/cluster"),
+            ..Default::default()
+        })
         .await
         .unwrap_err();
-    named(s, "BigtableInstanceAdmin/GetInstance");
-}
-
-/// A codec that keeps the reply's bytes, to see the daemon's encoding.
-struct Raw;
-
-impl tonic::codec::Codec for Raw {
-    type Encode = a::GetTableRequest;
-    type Decode = Vec<u8>;
-    type Encoder = tonic_prost::ProstEncoder<a::GetTableRequest>;
-    type Decoder = Raw;
-    fn encoder(&mut self) -> Self::Encoder {
-        tonic_prost::ProstEncoder::default()
-    }
-    fn decoder(&mut self) -> Self::Decoder {
-        Raw
-    }
-}
-
-impl tonic::codec::Decoder for Raw {
-    type Item = Vec<u8>;
-    type Error = tonic::Status;
-    fn decode(
-        &mut self,
-        buf: &mut tonic::codec::DecodeBuf<'_>,
-    ) -> Result<Option<Vec<u8>>, tonic::Status> {
-        use bytes::Buf;
-        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
-    }
+    named(s, "BigtableInstanceAdmin/ListHotTablets");
+    // A service not served at all.
+    use googleapis_tonic_google_bigtable_admin_v2::google::longrunning as lro;
+    let s = lro::operations_client::OperationsClient::new(e.ch.clone())
+        .get_operation(lro::GetOperationRequest { name: "x".into() })
+        .await
+        .unwrap_err();
+    assert_eq!(s.code(), Code::Unimplemented);
+    let m = s.message();
+    assert!(
+        m.starts_with("method google.longrunning.Operations/GetOperation is not implemented: "),
+        "{m}"
+    );
 }
 
 /// A family without a GC rule goes out as `column_families { key: "f"
@@ -288,20 +275,11 @@ impl tonic::codec::Decoder for Raw {
 async fn map_entries_carry_empty_values() {
     let mut e = env().await;
     create(&mut e, "t", &["f"]).await;
-    let mut g = tonic::client::Grpc::new(e.ch.clone());
-    g.ready().await.unwrap();
-    let path = http::uri::PathAndQuery::from_static(
-        "/google.bigtable.admin.v2.BigtableTableAdmin/GetTable",
-    );
     let req = a::GetTableRequest {
         name: tname("t"),
         view: a::table::View::SchemaView as i32,
     };
-    let bytes = g
-        .unary(tonic::Request::new(req), path, Raw)
-        .await
-        .unwrap()
-        .into_inner();
+    let bytes = raw_call(&e, GET_TABLE, req).await.unwrap();
     let entry = [0x1a, 0x05, 0x0a, 0x01, b'f', 0x12, 0x00];
     assert!(
         bytes.windows(entry.len()).any(|w| w == entry),

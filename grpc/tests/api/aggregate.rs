@@ -11,7 +11,7 @@ use grpc::admin_v2::{
 use grpc::v2::{self, mutation::Mutation as M, value::Kind as V};
 use tonic::Code;
 
-fn int64_aggregate(agg: aggregate::Aggregator) -> a::ColumnFamily {
+pub(crate) fn int64_aggregate(agg: aggregate::Aggregator) -> a::ColumnFamily {
     a::ColumnFamily {
         gc_rule: None,
         value_type: Some(a::Type {
@@ -62,10 +62,13 @@ fn merge(f: &str, q: &str, ts: i64, n: i64) -> v2::Mutation {
     }
 }
 
-/// (family, qualifier, timestamp, Int64 value) of every cell of row `r`.
+/// (family, qualifier, timestamp, Int64 value) of every cell of row `r`,
+/// by family name (a row's families come in the order they were made, here
+/// the order of a CreateTable's map, which this client sends in any order).
 async fn ints(e: &mut Env, t: &str) -> Vec<(String, String, i64, i64)> {
     let rows = read(e, req(t)).await.unwrap();
-    rows.into_iter()
+    let mut cells: Vec<_> = rows
+        .into_iter()
         .flat_map(|(_, cs)| cs)
         .map(|c| {
             let v: [u8; 8] = c.3.as_slice().try_into().expect("8-byte value");
@@ -76,7 +79,9 @@ async fn ints(e: &mut Env, t: &str) -> Vec<(String, String, i64, i64)> {
                 i64::from_be_bytes(v),
             )
         })
-        .collect()
+        .collect();
+    cells.sort_by(|a, b| a.0.cmp(&b.0));
+    cells
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

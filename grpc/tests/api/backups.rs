@@ -31,28 +31,12 @@ fn restore_req(table: &str, backup: &str) -> a::RestoreTableRequest {
     }
 }
 
-/// A done operation's metadata and result.
-fn finished<M: Message + Default>(
-    op: googleapis_tonic_google_bigtable_admin_v2::google::longrunning::Operation,
-) -> (M, Option<Lro>) {
-    assert!(op.done);
-    (M::decode(&*op.metadata.unwrap().value).unwrap(), op.result)
-}
-
 async fn get(e: &mut Env, b: &str) -> a::Backup {
     e.admin
         .get_backup(a::GetBackupRequest { name: bname(b) })
         .await
         .unwrap()
         .into_inner()
-}
-
-/// The code a call fails with.
-async fn code<T>(call: impl std::future::Future<Output = Result<T, tonic::Status>>) -> Code {
-    match call.await {
-        Ok(_) => panic!("the call succeeded"),
-        Err(s) => s.code(),
-    }
 }
 
 const DAY: Duration = Duration::from_secs(24 * 3600);

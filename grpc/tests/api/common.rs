@@ -32,7 +32,32 @@ pub async fn env_as(who: engine::access::Identity) -> Env {
 }
 
 async fn server(who: engine::access::Identity, tokens: engine::access::Tokens) -> Env {
-    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    server_on(Arc::new(gfs::MemStore::new()), who, tokens).await
+}
+
+/// A server over `store`: a second one over the same store after the first
+/// [`Env::close`]s is the daemon restarted.
+pub async fn env_on(store: Arc<dyn gfs::FileStore>) -> Env {
+    let root = engine::access::Identity::new(0, 0);
+    server_on(store, root, engine::access::Tokens::default()).await
+}
+
+impl Env {
+    /// Stops the server and closes the engine (its logs synced).
+    pub async fn close(self) {
+        let Env { bt, _server, .. } = self;
+        _server.stop();
+        tokio::task::spawn_blocking(move || bt.close().unwrap())
+            .await
+            .unwrap();
+    }
+}
+
+async fn server_on(
+    store: Arc<dyn gfs::FileStore>,
+    who: engine::access::Identity,
+    tokens: engine::access::Tokens,
+) -> Env {
     let bt =
         tokio::task::spawn_blocking(move || Bigtable::open(store, Options::default()).unwrap())
             .await
@@ -76,20 +101,35 @@ pub fn family(max_versions: Option<i32>) -> a::ColumnFamily {
     }
 }
 
+/// Makes table `t` with `families`, made in the order given (a
+/// CreateTable's map goes out in no particular order).
 pub async fn create(e: &mut Env, t: &str, families: &[&str]) {
-    let table = a::Table {
-        column_families: families
-            .iter()
-            .map(|f| (f.to_string(), family(None)))
-            .collect(),
-        ..Default::default()
-    };
+    use a::modify_column_families_request::{modification::Mod, Modification};
     e.admin
         .create_table(a::CreateTableRequest {
             parent: P.into(),
             table_id: t.into(),
-            table: Some(table),
+            table: Some(a::Table::default()),
             initial_splits: vec![],
+        })
+        .await
+        .unwrap();
+    if families.is_empty() {
+        return;
+    }
+    let modifications = families
+        .iter()
+        .map(|f| Modification {
+            id: f.to_string(),
+            r#mod: Some(Mod::Create(family(None))),
+            ..Default::default()
+        })
+        .collect();
+    e.admin
+        .modify_column_families(a::ModifyColumnFamiliesRequest {
+            name: tname(t),
+            modifications,
+            ignore_warnings: false,
         })
         .await
         .unwrap();
@@ -232,6 +272,16 @@ pub fn with_filter(t: &str, f: F) -> v2::ReadRowsRequest {
     }
 }
 
+/// The filters applied one after another.
+pub fn chain(fs: Vec<F>) -> F {
+    F::Chain(v2::row_filter::Chain {
+        filters: fs
+            .into_iter()
+            .map(|f| v2::RowFilter { filter: Some(f) })
+            .collect(),
+    })
+}
+
 pub fn keys(rows: &[(Vec<u8>, Vec<Cell>)]) -> Vec<String> {
     rows.iter()
         .map(|(k, _)| String::from_utf8_lossy(k).into_owned())
@@ -245,4 +295,116 @@ pub fn values(rows: &[(Vec<u8>, Vec<Cell>)]) -> Vec<String> {
                 .map(|c| String::from_utf8_lossy(&c.3).into_owned())
         })
         .collect()
+}
+
+/// A codec that sends `T` and keeps the reply's bytes, to see the daemon's
+/// own encoding (a decoded map forgets its entries' order and shape).
+pub struct Raw<T>(std::marker::PhantomData<T>);
+
+impl<T: prost::Message + Send + 'static> tonic::codec::Codec for Raw<T> {
+    type Encode = T;
+    type Decode = Vec<u8>;
+    type Encoder = tonic_prost::ProstEncoder<T>;
+    type Decoder = RawDecoder;
+    fn encoder(&mut self) -> Self::Encoder {
+        tonic_prost::ProstEncoder::default()
+    }
+    fn decoder(&mut self) -> Self::Decoder {
+        RawDecoder
+    }
+}
+
+pub struct RawDecoder;
+
+impl tonic::codec::Decoder for RawDecoder {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+    fn decode(
+        &mut self,
+        buf: &mut tonic::codec::DecodeBuf<'_>,
+    ) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use bytes::Buf;
+        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
+    }
+}
+
+/// The reply bytes of the unary call `path` (`/service/Method`) with `req`.
+pub async fn raw_call<T: prost::Message + Send + 'static>(
+    e: &Env,
+    path: &'static str,
+    req: T,
+) -> Result<Vec<u8>, tonic::Status> {
+    let mut g = tonic::client::Grpc::new(e.ch.clone());
+    g.ready().await.unwrap();
+    let path = http::uri::PathAndQuery::from_static(path);
+    g.unary(
+        tonic::Request::new(req),
+        path,
+        Raw(std::marker::PhantomData),
+    )
+    .await
+    .map(|r| r.into_inner())
+}
+
+/// The keys of a message's `map<string, _>` field `tag`, in the order the
+/// bytes give them, each with its entry's bytes (key and value).
+pub fn map_entries(bytes: &[u8], tag: u32) -> Vec<(String, Vec<u8>)> {
+    fields(bytes)
+        .into_iter()
+        .filter(|(t, _)| *t == tag)
+        .map(|(_, entry)| {
+            let key = fields(&entry)
+                .into_iter()
+                .find(|(t, _)| *t == 1)
+                .map(|(_, k)| String::from_utf8(k).unwrap())
+                .unwrap_or_default();
+            (key, entry)
+        })
+        .collect()
+}
+
+/// The length-delimited fields of a message, in order (others skipped).
+pub fn fields(mut buf: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    use prost::encoding::{decode_key, decode_varint, skip_field, DecodeContext, WireType};
+    let mut out = Vec::new();
+    while !buf.is_empty() {
+        let (tag, wt) = decode_key(&mut buf).unwrap();
+        if wt == WireType::LengthDelimited {
+            let n = decode_varint(&mut buf).unwrap() as usize;
+            out.push((tag, buf[..n].to_vec()));
+            buf = &buf[n..];
+        } else {
+            skip_field(wt, tag, &mut buf, DecodeContext::default()).unwrap();
+        }
+    }
+    out
+}
+
+/// Table Admin routes, for [`raw_call`].
+pub const GET_TABLE: &str = "/google.bigtable.admin.v2.BigtableTableAdmin/GetTable";
+pub const CREATE_TABLE: &str = "/google.bigtable.admin.v2.BigtableTableAdmin/CreateTable";
+pub const LIST_TABLES: &str = "/google.bigtable.admin.v2.BigtableTableAdmin/ListTables";
+pub const MODIFY_FAMILIES: &str =
+    "/google.bigtable.admin.v2.BigtableTableAdmin/ModifyColumnFamilies";
+pub const UPDATE_TABLE: &str = "/google.bigtable.admin.v2.BigtableTableAdmin/UpdateTable";
+
+/// A done operation's metadata and result.
+pub fn finished<M: prost::Message + Default>(
+    op: googleapis_tonic_google_bigtable_admin_v2::google::longrunning::Operation,
+) -> (
+    M,
+    Option<googleapis_tonic_google_bigtable_admin_v2::google::longrunning::operation::Result>,
+) {
+    assert!(op.done);
+    (M::decode(&*op.metadata.unwrap().value).unwrap(), op.result)
+}
+
+/// The code a call fails with.
+pub async fn code<T>(
+    call: impl std::future::Future<Output = Result<T, tonic::Status>>,
+) -> tonic::Code {
+    match call.await {
+        Ok(_) => panic!("the call succeeded"),
+        Err(s) => s.code(),
+    }
 }

@@ -10,4 +10,6 @@ mod change_stream;
 mod common;
 mod data;
 mod filters;
+mod instance_admin;
 mod protect;
+mod wire;

@@ -1,14 +1,17 @@
 //! `bigtable-bench grpc`: Figure 6 through the daemon's Cloud Bigtable gRPC
 //! API (a local server on loopback, the generated client) beside the same
-//! workloads on the engine API, each on a fresh engine.
+//! workloads on the engine API, each on a fresh engine, and through the same
+//! client against Google's emulator (`cbtemulator`, in memory only).
 
 use super::common::{
     fmt_bytes, fmt_rate, fmt_ratio, scan_should_stop, Table, TempDir, VALUE_BYTES,
 };
+use super::emulator_peer::EmulatorPeer;
 use super::engine_bench::{bench_schema, run_engine, EngineArgs, StoreKind};
 use super::workloads::{fig6_suite, Fig6, Fig6Results, KvStore, Plan};
 use anyhow::{anyhow, Context, Result};
 use engine::Bigtable;
+use grpc::admin_v2::{self as a, bigtable_table_admin_client::BigtableTableAdminClient};
 use grpc::v2::{self, bigtable_client::BigtableClient, row_filter::Filter};
 use std::path::Path;
 use std::sync::Arc;
@@ -23,7 +26,8 @@ struct GrpcTable {
     rt: Arc<tokio::runtime::Runtime>,
     client: BigtableClient<Channel>,
     name: String,
-    db: Bigtable,
+    /// The daemon's engine, flushed between phases (the emulator has none).
+    db: Option<Bigtable>,
 }
 
 impl GrpcTable {
@@ -104,7 +108,10 @@ impl KvStore for GrpcTable {
         Ok(self.read(rows, Some(deadline))?.0)
     }
     fn flush(&self) -> Result<()> {
-        Ok(self.db.flush()?)
+        match &self.db {
+            Some(db) => Ok(db.flush()?),
+            None => Ok(()),
+        }
     }
 }
 
@@ -140,8 +147,12 @@ fn run_grpc(dir: &Path, args: &EngineArgs) -> Result<Fig6Results> {
             Ok(GrpcTable {
                 rt: rt.clone(),
                 client: BigtableClient::new(channel.clone()),
-                name: format!("projects/bench/instances/bench/tables/{name}"),
-                db: db.clone(),
+                // The engine's table `name` is the default instance's.
+                name: format!(
+                    "projects/bench/instances/{}/tables/{name}",
+                    grpc::DEFAULT_INSTANCE
+                ),
+                db: Some(db.clone()),
             })
         };
         let (seq, rand, mem) = (
@@ -157,6 +168,49 @@ fn run_grpc(dir: &Path, args: &EngineArgs) -> Result<Fig6Results> {
         eprintln!("warning: closing the engine: {e}");
     }
     result
+}
+
+/// The six workloads through the same client against a fresh emulator.
+fn run_emulator(args: &EngineArgs) -> Result<(Fig6Results, Option<u64>)> {
+    let peer = EmulatorPeer::start()?;
+    let rt = Arc::new(
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?,
+    );
+    let channel = rt.block_on(Channel::from_shared(format!("http://{}", peer.addr))?.connect())?;
+    let parent = "projects/bench/instances/bench";
+    let table = |name: &str| -> Result<GrpcTable> {
+        let family = a::ColumnFamily {
+            gc_rule: Some(a::GcRule {
+                rule: Some(a::gc_rule::Rule::MaxNumVersions(1)),
+            }),
+            value_type: None,
+        };
+        let req = a::CreateTableRequest {
+            parent: parent.into(),
+            table_id: name.into(),
+            table: Some(a::Table {
+                column_families: [(FAMILY.to_string(), family)].into_iter().collect(),
+                ..Default::default()
+            }),
+            initial_splits: vec![],
+        };
+        let mut admin = BigtableTableAdminClient::new(channel.clone());
+        rt.block_on(admin.create_table(req))
+            .map_err(|s| anyhow!("CreateTable on the emulator: {s}"))?;
+        Ok(GrpcTable {
+            rt: rt.clone(),
+            client: BigtableClient::new(channel.clone()),
+            name: format!("{parent}/tables/{name}"),
+            db: None,
+        })
+    };
+    // The emulator has no locality groups: "mem" is a plain table there.
+    let (seq, rand, mem) = (table("seq")?, table("rand")?, table("mem")?);
+    let r = fig6_suite(&seq, &rand, &mem, args.plan)?;
+    Ok((r, peer.rss_bytes()))
 }
 
 pub fn run(args: &EngineArgs) -> Result<()> {
@@ -175,24 +229,59 @@ pub fn run(args: &EngineArgs) -> Result<()> {
     let direct = run_engine(&work.path().join("engine"), args, StoreKind::Local)?.fig6;
     eprintln!("running the gRPC API ...");
     let through = run_grpc(&work.path().join("grpc"), args)?;
-    let mut table = Table::new(&["workload (ops/s)", "engine", "grpc", "grpc/engine", "paper"]);
+    eprintln!("running Google's emulator (cbtemulator) ...");
+    let emulator = match run_emulator(args) {
+        Ok(r) => Some(r),
+        Err(e) => {
+            eprintln!("the emulator column is left out: {e:#}");
+            None
+        }
+    };
+    let mut table = Table::new(&[
+        "workload (ops/s)",
+        "engine",
+        "grpc",
+        "emulator",
+        "grpc/engine",
+        "grpc/emulator",
+        "paper",
+    ]);
     let mut workloads = serde_json::Map::new();
     for w in Fig6::ALL {
         let (e, g) = (direct.get(w), through.get(w));
+        let emu = emulator.as_ref().map(|(r, _)| r.get(w));
         table.row(vec![
             w.label().into(),
             fmt_rate(e),
             fmt_rate(g),
+            emu.map_or_else(|| "-".into(), fmt_rate),
             fmt_ratio(Some(g.rate()), Some(e.rate())),
+            fmt_ratio(Some(g.rate()), emu.map(|m| m.rate())),
             format!("{:.0}", w.paper()),
         ]);
         workloads.insert(
             w.key().into(),
-            serde_json::json!({ "engine": e.json(), "grpc": g.json(), "paper": w.paper() }),
+            serde_json::json!({
+                "engine": e.json(),
+                "grpc": g.json(),
+                "emulator": emu.map(|m| m.json()),
+                "paper": w.paper(),
+            }),
         );
     }
     println!("{}", table.render());
     println!("(* = stopped at the time cap; grpc = one MutateRow / ReadRows call per operation over loopback)");
+    println!(
+        "(grpc: every write goes to the commit log on disk before it is acknowledged; \
+         emulator: Google's cbtemulator, memory only{})",
+        emulator
+            .as_ref()
+            .and_then(|(_, rss)| *rss)
+            .map_or_else(String::new, |b| format!(
+                ", {} resident at the end",
+                fmt_bytes(b)
+            ))
+    );
     let line = serde_json::json!({
         "bench": "grpc",
         "rows": plan.n,

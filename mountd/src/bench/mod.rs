@@ -3,6 +3,7 @@
 
 pub mod cluster_bench;
 pub mod common;
+pub mod emulator_peer;
 pub mod engine_bench;
 pub mod fs_bench;
 pub mod gfs_bench;
