@@ -202,7 +202,7 @@ pub(crate) async fn update(
     let name = p.name.clone();
     Ok(Response::new(done(
         &name,
-        ("UpdateAppProfileMetadata", &a::UpdateAppProfileMetadata {}),
+        ("UpdateAppProfileMetadata", a::UpdateAppProfileMetadata {}),
         ("AppProfile", p),
     )))
 }

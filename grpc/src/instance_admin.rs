@@ -112,7 +112,7 @@ macro_rules! finished {
         let name = reply.name.clone();
         Ok(Response::new(done(
             &name,
-            (stringify!($meta), &meta),
+            (stringify!($meta), meta),
             ($reply_type, reply),
         )))
     }};
