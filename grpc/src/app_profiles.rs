@@ -5,8 +5,8 @@
 //! `default` (any cluster) until one of that id is stored.
 
 use crate::admin_v2::{self as a, app_profile::RoutingPolicy};
-use crate::instance_admin::{admin, child, cluster_id, get as instance};
 use crate::instance_store as store;
+use crate::instances::{admin, child, cluster_id, get as instance, project};
 use crate::shared::{blocking, Shared};
 use crate::table_ops::done;
 use crate::{names, Operation};
@@ -28,10 +28,6 @@ const FIELDS: &[&str] = &[
     "standard_isolation",
     "data_boost_isolation_read_only",
 ];
-
-fn project(name: &str) -> String {
-    name.split('/').nth(1).unwrap_or("").to_string()
-}
 
 /// The instance's `default` profile when none is stored.
 fn default_profile(parent: &str) -> a::AppProfile {
@@ -72,7 +68,7 @@ fn check(p: &a::AppProfile, cluster: &str) -> Result<(), Status> {
 /// The stored profile, or `default`'s, or NOT_FOUND.
 fn find(shared: &Shared, parent: &str, id: &str) -> Result<a::AppProfile, Status> {
     let inst = names::instance(parent)?;
-    instance(shared, &project(parent), inst)?;
+    instance(shared, project(parent), inst)?;
     match store::profile(&shared.bt, inst, id)? {
         Some(mut p) => {
             p.name = format!("{parent}/appProfiles/{id}");
@@ -100,7 +96,7 @@ pub(crate) async fn create(
     let sh = shared.clone();
     let (parent, id) = (req.parent, req.app_profile_id);
     let p = blocking(move || {
-        instance(&sh, &project(&parent), &inst)?;
+        instance(&sh, project(&parent), &inst)?;
         if store::profile(&sh.bt, &inst, &id)?.is_some() {
             return Err(Status::already_exists(format!(
                 "app profile {id} already exists"
@@ -144,7 +140,7 @@ pub(crate) async fn list(
     let inst = names::instance(&parent)?.to_string();
     let sh = shared.clone();
     let app_profiles = blocking(move || {
-        instance(&sh, &project(&parent), &inst)?;
+        instance(&sh, project(&parent), &inst)?;
         let mut out: Vec<a::AppProfile> = Vec::new();
         let stored = store::profiles(&sh.bt, &inst)?;
         if !stored.iter().any(|(id, _)| id == DEFAULT_PROFILE) {
@@ -206,7 +202,7 @@ pub(crate) async fn update(
     let name = p.name.clone();
     Ok(Response::new(done(
         &name,
-        ("UpdateAppProfileMetadata", &a::UpdateAppProfileMetadata {}),
+        ("UpdateAppProfileMetadata", a::UpdateAppProfileMetadata {}),
         ("AppProfile", p),
     )))
 }
@@ -223,7 +219,7 @@ pub(crate) async fn delete(
     admin(shared, &who, "delete an app profile")?;
     let sh = shared.clone();
     blocking(move || {
-        instance(&sh, &project(&parent), &inst)?;
+        instance(&sh, project(&parent), &inst)?;
         if store::profile(&sh.bt, &inst, &id)?.is_none() {
             return Err(Status::not_found(format!("app profile {id} not found")));
         }

@@ -80,7 +80,7 @@ pub async fn copy_backup(
     };
     Ok(Response::new(done(
         &backup.name.clone(),
-        ("CopyBackupMetadata", &meta),
+        ("CopyBackupMetadata", meta),
         ("Backup", backup),
     )))
 }

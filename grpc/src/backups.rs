@@ -312,7 +312,7 @@ pub async fn create_backup(
     };
     Ok(Response::new(done(
         &backup.name.clone(),
-        ("CreateBackupMetadata", &meta),
+        ("CreateBackupMetadata", meta),
         ("Backup", backup),
     )))
 }
@@ -517,7 +517,7 @@ pub async fn restore_table(
     };
     Ok(Response::new(done(
         &table,
-        ("RestoreTableMetadata", &meta),
+        ("RestoreTableMetadata", meta),
         ("Table", reply),
     )))
 }

@@ -23,6 +23,7 @@ mod gc;
 mod guard;
 mod instance_admin;
 mod instance_store;
+mod instances;
 pub mod internal;
 mod names;
 mod server;

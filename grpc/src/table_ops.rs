@@ -104,7 +104,7 @@ pub(crate) async fn update_table(
     };
     Ok(table_done(
         &table.name,
-        ("UpdateTableMetadata", &meta),
+        ("UpdateTableMetadata", meta),
         &schema,
     ))
 }
@@ -148,7 +148,7 @@ pub(crate) async fn undelete_table(
     };
     Ok(table_done(
         &req.name,
-        ("UndeleteTableMetadata", &meta),
+        ("UndeleteTableMetadata", meta),
         &schema,
     ))
 }
@@ -170,7 +170,7 @@ fn owner_or_root(who: &Identity, id: &str, t: &TableSchema, what: &str) -> Resul
 /// A finished operation on table `name` whose response is the table.
 fn table_done(
     name: &str,
-    meta: (&str, &impl Message),
+    meta: (&str, impl FullMaps),
     schema: &TableSchema,
 ) -> Response<Operation> {
     let reply = table_message(name.to_string(), Some(schema));
@@ -178,19 +178,21 @@ fn table_done(
 }
 
 /// A finished operation on `resource`, with its metadata and response
-/// (the response's maps carry every value, as the calls' replies do).
+/// (their maps carry every value, as the calls' replies do).
 pub(crate) fn done(
     resource: &str,
-    (meta_type, meta): (&str, &impl Message),
+    (meta_type, meta): (&str, impl FullMaps),
     (reply_type, reply): (&str, impl FullMaps),
 ) -> Operation {
     let mut value = Vec::new();
     reply.encode_full(&mut value);
+    let mut meta_value = Vec::new();
+    meta.encode_full(&mut meta_value);
     Operation {
         name: format!("{resource}/operations/{}", engine::now_micros()),
         metadata: Some(prost_types::Any {
             type_url: format!("{TYPES}.{meta_type}"),
-            value: meta.encode_to_vec(),
+            value: meta_value,
         }),
         done: true,
         result: Some(operation::Result::Response(prost_types::Any {

@@ -79,11 +79,7 @@ pub(crate) struct TableList {
 impl FullMaps for TableList {
     fn encode_full(self, buf: &mut impl BufMut) {
         for t in self.tables {
-            let mut bytes = Vec::new();
-            t.encode_full(&mut bytes);
-            encoding::encode_key(1, WireType::LengthDelimited, buf);
-            encoding::encode_varint(bytes.len() as u64, buf);
-            buf.put_slice(&bytes);
+            nested(1, t, buf);
         }
         if !self.next_page_token.is_empty() {
             encoding::string::encode(2, &self.next_page_token, buf);
@@ -120,6 +116,14 @@ macro_rules! no_maps {
 }
 
 no_maps!(
+    a::UpdateTableMetadata,
+    a::UndeleteTableMetadata,
+    a::CreateBackupMetadata,
+    a::RestoreTableMetadata,
+    a::CopyBackupMetadata,
+    a::UpdateClusterMetadata,
+    a::PartialUpdateClusterMetadata,
+    a::UpdateAppProfileMetadata,
     a::Cluster,
     a::ListClustersResponse,
     a::AppProfile,
@@ -148,14 +152,60 @@ impl FullMaps for a::Instance {
 impl FullMaps for a::ListInstancesResponse {
     fn encode_full(mut self, buf: &mut impl BufMut) {
         for i in std::mem::take(&mut self.instances) {
-            let mut bytes = Vec::new();
-            i.encode_full(&mut bytes);
-            encoding::encode_key(1, WireType::LengthDelimited, buf);
-            encoding::encode_varint(bytes.len() as u64, buf);
-            buf.put_slice(&bytes);
+            nested(1, i, buf);
         }
         self.encode_raw(buf);
     }
+}
+
+impl FullMaps for a::CreateInstanceRequest {
+    fn encode_full(mut self, buf: &mut impl BufMut) {
+        if let Some(i) = self.instance.take() {
+            nested(3, i, buf);
+        }
+        let clusters: std::collections::BTreeMap<_, _> =
+            std::mem::take(&mut self.clusters).into_iter().collect();
+        for (k, v) in clusters {
+            entry(4, &k, &v, buf);
+        }
+        self.encode_raw(buf);
+    }
+}
+
+impl FullMaps for a::PartialUpdateInstanceRequest {
+    fn encode_full(mut self, buf: &mut impl BufMut) {
+        if let Some(i) = self.instance.take() {
+            nested(1, i, buf);
+        }
+        self.encode_raw(buf);
+    }
+}
+
+impl FullMaps for a::CreateInstanceMetadata {
+    fn encode_full(mut self, buf: &mut impl BufMut) {
+        if let Some(r) = self.original_request.take() {
+            nested(1, r, buf);
+        }
+        self.encode_raw(buf);
+    }
+}
+
+impl FullMaps for a::UpdateInstanceMetadata {
+    fn encode_full(mut self, buf: &mut impl BufMut) {
+        if let Some(r) = self.original_request.take() {
+            nested(1, r, buf);
+        }
+        self.encode_raw(buf);
+    }
+}
+
+/// A message field `tag` written by [`FullMaps`].
+fn nested(tag: u32, m: impl FullMaps, buf: &mut impl BufMut) {
+    let mut bytes = Vec::new();
+    m.encode_full(&mut bytes);
+    encoding::encode_key(tag, WireType::LengthDelimited, buf);
+    encoding::encode_varint(bytes.len() as u64, buf);
+    buf.put_slice(&bytes);
 }
 
 /// One `map<string, string>` entry with both its key and its value.

@@ -339,7 +339,18 @@ async fn instance_settings_survive_a_restart() {
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let e = env_on(store.clone()).await;
     let mut c = client(&e);
-    c.create_instance(create_req("prod")).await.unwrap();
+    // The empty label goes out with its value in the operation's metadata
+    // (the request) and in its response (the instance).
+    let op = raw_call(
+        &e,
+        "/google.bigtable.admin.v2.BigtableInstanceAdmin/CreateInstance",
+        create_req("prod"),
+    )
+    .await
+    .unwrap();
+    let entry = [0x2a, 0x07, 0x0a, 0x03, b'e', b'n', b'v', 0x12, 0x00];
+    let n = op.windows(9).filter(|w| *w == entry).count();
+    assert_eq!(n, 2, "{op:02x?}");
     c.create_app_profile(create_profile("batch", profile("prod-c1")))
         .await
         .unwrap();
