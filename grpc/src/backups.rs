@@ -464,11 +464,9 @@ pub async fn restore_table(
     let Some(Source::Backup(backup)) = req.source else {
         return Err(Status::invalid_argument("give the backup to restore from"));
     };
-    if backup_name(&backup)?.1 != instance {
-        return Err(Status::invalid_argument(
-            "the backup must be in the new table's instance",
-        ));
-    }
+    // The backup may be another instance's (Backup.restore into another
+    // instance): its table is named under its own instance.
+    let backup_parent = instance_parent(backup_name(&backup)?.0).to_string();
     shared.root(&who, W, "create a table")?;
     // Reading the snapshot whole: the table and every family readable.
     let (m, t, _) = checked(shared, who.clone(), &backup, R).await?;
@@ -504,7 +502,7 @@ pub async fn restore_table(
                 backup: backup.clone(),
                 start_time: Some(timestamp(m.taken_micros)),
                 end_time: Some(timestamp(m.taken_micros)),
-                source_table: names::full(&parent, &t),
+                source_table: names::full(&backup_parent, &t),
                 source_backup: String::new(),
             },
         )),

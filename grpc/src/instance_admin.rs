@@ -148,8 +148,7 @@ impl BigtableInstanceAdmin for InstanceAdmin {
         check_instance(&instance)?;
         let cluster = match req.clusters.iter().next() {
             Some((cid, c)) => {
-                names::check_instance_id(cid)
-                    .map_err(|_| Status::invalid_argument(format!("invalid cluster id {cid:?}")))?;
+                names::check_cluster_id(cid)?;
                 check_cluster(c)?;
                 Some(a::Cluster {
                     name: cid.clone(),

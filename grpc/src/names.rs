@@ -31,6 +31,24 @@ pub fn check_instance_id(id: &str) -> Result<(), Status> {
     }
 }
 
+/// A cluster id the daemon accepts: an instance id's characters, up to 64
+/// of them (clients' tests make ids longer than Cloud's 30 from their
+/// instance's; a cluster id never stands in an engine table name).
+pub fn check_cluster_id(id: &str) -> Result<(), Status> {
+    let ok = (1..=64).contains(&id.len())
+        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
+    if ok {
+        Ok(())
+    } else {
+        Err(Status::invalid_argument(format!(
+            "invalid cluster id {id:?}: use 1-64 of [A-Za-z0-9_.-], starting with a letter or digit"
+        )))
+    }
+}
+
 /// `projects/P/instances/I`, checked.
 pub fn parent(name: &str) -> Result<&str, Status> {
     instance(name).map(|_| name)

@@ -147,24 +147,29 @@ for tc in ET.parse(sys.argv[1]).iter("testcase"):
         .collect()
 }
 
-#[test]
-fn the_official_python_clients_system_tests_pass() {
-    check_python();
-    let src = suite_source();
-    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
-    let addr = m.grpc_addr();
+/// What one pytest run gave.
+struct Run {
+    all: Vec<Outcome>,
+    /// pytest's output.
+    text: String,
+    status: Option<std::process::ExitStatus>,
+    took: Duration,
+}
+
+/// Runs pytest in the suite's source against the daemon at `addr` (emulator
+/// mode), with `args` (paths and options), within [`DEADLINE`].
+fn pytest(src: &Path, addr: &str, args: &[&str]) -> Run {
     let work = tempfile::tempdir().unwrap();
     let junit = work.path().join("junit.xml");
     let output = work.path().join("pytest.out");
-
     let mut cmd = Command::new(tests::python());
-    cmd.current_dir(&src)
-        .env("PYTHONPATH", &src)
-        .env("BIGTABLE_EMULATOR_HOST", &addr)
+    cmd.current_dir(src)
+        .env("PYTHONPATH", src)
+        .env("BIGTABLE_EMULATOR_HOST", addr)
         .env("PYTHONUNBUFFERED", "1")
         .args(["-m", "pytest", "-q", "-p", "no:cacheprovider"])
         .arg(format!("--junitxml={}", junit.display()))
-        .args(["tests/system/data", "tests/system/v2_client"]);
+        .args(args);
     let log = std::fs::File::create(&output).unwrap();
     let start = Instant::now();
     let mut child = cmd
@@ -195,8 +200,29 @@ fn the_official_python_clients_system_tests_pass() {
         status,
         tests::tail(&text, 60)
     );
+    Run {
+        all: outcomes(&junit),
+        text,
+        status,
+        took,
+    }
+}
 
-    let all = outcomes(&junit);
+#[test]
+fn the_official_python_clients_system_tests_pass() {
+    check_python();
+    let src = suite_source();
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
+    let Run {
+        all,
+        text,
+        status,
+        took,
+    } = pytest(
+        &src,
+        &m.grpc_addr(),
+        &["tests/system/data", "tests/system/v2_client"],
+    );
     let count = |k: &str| all.iter().filter(|o| o.kind == k).count();
     let (passed, skipped) = (count("passed"), count("skipped"));
     let bad: Vec<&Outcome> = all
@@ -233,4 +259,52 @@ fn the_official_python_clients_system_tests_pass() {
     // Every skip is the suite's own (emulator mode, missing credentials):
     // nothing here skips a test.
     assert!(status.is_some_and(|s| s.success()), "pytest: {status:?}");
+}
+
+/// The suite's backup test, which it skips in emulator mode
+/// (`skip_on_emulator`), run from a copy of its file with that skip lifted:
+/// a backup made, listed, its expiry updated, restored in its instance, and
+/// restored into a second instance the test creates (instance admin).
+#[test]
+fn the_python_clients_backup_test_passes_with_its_emulator_skip_lifted() {
+    check_python();
+    let src = suite_source();
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
+    let from = src.join("tests/system/v2_client");
+    // A sibling of v2_client (which the other test runs whole), with the
+    // fixtures it imports; removed whatever happens.
+    let dir = tempfile::Builder::new()
+        .prefix("lifted_")
+        .tempdir_in(src.join("tests/system"))
+        .unwrap();
+    for f in ["__init__.py", "_helpers.py", "conftest.py"] {
+        std::fs::copy(from.join(f), dir.path().join(f)).unwrap();
+    }
+    let text = std::fs::read_to_string(from.join("test_table_admin.py")).unwrap();
+    let test = text
+        .find("def test_table_backup(")
+        .expect("the suite has test_table_backup");
+    let skip = "    skip_on_emulator,\n";
+    let at = test
+        + text[test..]
+            .find(skip)
+            .expect("test_table_backup skips on the emulator");
+    let lifted = format!("{}{}", &text[..at], &text[at + skip.len()..]);
+    std::fs::write(dir.path().join("test_table_backup.py"), lifted).unwrap();
+    let file = dir.path().join("test_table_backup.py");
+    let node = format!("{}::test_table_backup", file.display());
+    let run = pytest(&src, &m.grpc_addr(), &[&node]);
+    let passed: Vec<&Outcome> = run.all.iter().filter(|o| o.kind == "passed").collect();
+    assert!(
+        passed.len() == 1 && run.all.len() == 1,
+        "test_table_backup did not pass: {:?}\n{}\n\ndaemon log:\n{}",
+        run.all,
+        tests::tail(&run.text, 80),
+        tests::tail(&m.log_text(), 40)
+    );
+    assert!(
+        run.status.is_some_and(|s| s.success()),
+        "pytest: {:?}",
+        run.status
+    );
 }
