@@ -17,25 +17,19 @@ const SEP: char = '@';
 /// An instance id the daemon accepts: what may stand in a resource name,
 /// without the `@` that separates instances in engine table names.
 pub fn check_instance_id(id: &str) -> Result<(), Status> {
-    let ok = id.len() <= 33
-        && id.starts_with(|c: char| c.is_ascii_alphanumeric())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b));
-    if ok {
-        Ok(())
-    } else {
-        Err(Status::invalid_argument(format!(
-            "invalid instance id {id:?}: use 1-33 of [A-Za-z0-9_.-], starting with a letter or digit"
-        )))
-    }
+    check_id("instance", id, 33)
 }
 
 /// A cluster id the daemon accepts: an instance id's characters, up to 64
 /// of them (clients' tests make ids longer than Cloud's 30 from their
 /// instance's; a cluster id never stands in an engine table name).
 pub fn check_cluster_id(id: &str) -> Result<(), Status> {
-    let ok = (1..=64).contains(&id.len())
+    check_id("cluster", id, 64)
+}
+
+/// 1 to `max` of `[A-Za-z0-9_.-]`, starting with a letter or digit.
+fn check_id(what: &str, id: &str, max: usize) -> Result<(), Status> {
+    let ok = id.len() <= max
         && id.starts_with(|c: char| c.is_ascii_alphanumeric())
         && id
             .bytes()
@@ -44,7 +38,7 @@ pub fn check_cluster_id(id: &str) -> Result<(), Status> {
         Ok(())
     } else {
         Err(Status::invalid_argument(format!(
-            "invalid cluster id {id:?}: use 1-64 of [A-Za-z0-9_.-], starting with a letter or digit"
+            "invalid {what} id {id:?}: use 1-{max} of [A-Za-z0-9_.-], starting with a letter or digit"
         )))
     }
 }
