@@ -59,10 +59,10 @@ fn a_daemon_killed_holding_a_lock_frees_it_after_lease_and_lock_delay() {
         .unwrap();
     assert!(
         wait_until(Duration::from_secs(10), || m
-            .sh("flock -n -x .chubby/k true")
+            .sh("flock -n -E 75 -x .chubby/k true")
             .status
             .code()
-            == Some(1)),
+            == Some(75)),
         "the holder never took the lock"
     );
     m.kill9();
@@ -115,10 +115,10 @@ fn two_prefixes_on_one_etcd_are_two_cells() {
         .spawn()
         .unwrap();
     assert!(wait_until(Duration::from_secs(10), || a
-        .sh("flock -n -x .chubby/l true")
+        .sh("flock -n -E 75 -x .chubby/l true")
         .status
         .code()
-        == Some(1)));
+        == Some(75)));
     assert_eq!(b.sh("flock -n -x .chubby/l true").status.code(), Some(0));
     // SAFETY: signalling the holder's own process group.
     unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
