@@ -5,6 +5,7 @@
 //! ```text
 //! /bigtable/master              writer-locked by the active master; its name
 //! /bigtable/servers/<name>      one ephemeral file per tablet server, writer-locked by it
+//! /bigtable/daemons/<name>      one ephemeral file per daemon with a mount others invalidate
 //! /bigtable/root-tablet         the tablet server serving the root tablet
 //! /bigtable/tables/<t>/schema   the table's families, in the .schema text format
 //! /bigtable/tables/<t>/acl      the table directory's owner, group and mode
@@ -30,6 +31,9 @@ use std::time::Duration;
 
 const ROOT: &str = "/bigtable";
 pub const SERVERS_DIR: &str = "/bigtable/servers";
+/// Every daemon that takes the internal RPC, whether it runs tablet
+/// servers or not: where writers find the mounts to keep coherent.
+const DAEMONS_DIR: &str = "/bigtable/daemons";
 const MASTER_FILE: &str = "/bigtable/master";
 const ROOT_TABLET_FILE: &str = "/bigtable/root-tablet";
 const NUMBERS_FILE: &str = "/bigtable/numbers";
@@ -63,7 +67,7 @@ fn new_owner() -> OwnerKey {
 pub fn ensure_layout(lock: &dyn LockService) -> Result<()> {
     let creds = Credentials::root();
     ensure_dir(lock, &creds, ROOT, ROOT_DIR)?;
-    for dir in [SERVERS_DIR, TABLES_DIR] {
+    for dir in [SERVERS_DIR, TABLES_DIR, DAEMONS_DIR] {
         ensure_dir(lock, &creds, dir, PRIVATE_DIR)?;
     }
     let file = |path: &str| match lock.create(&creds, path, &NodeSpec::file(PRIVATE_FILE)) {
@@ -105,6 +109,7 @@ pub struct Lease {
     session: SessionId,
     owner: OwnerKey,
     handle: HandleId,
+    /// The lock's sequencer: what fences its holder's writes.
     pub sequencer: Sequencer,
     path: String,
 }
@@ -131,6 +136,28 @@ impl Lease {
             .set_lock_delay(&creds, path.as_str().into(), lock_delay)
             .map_err(|e| lock_err("set a server's lock-delay", e))?;
         Ok(lease)
+    }
+
+    /// Registers the daemon that takes the internal RPC at `addr`: its
+    /// ephemeral file in the daemons directory, locked (None: another
+    /// process holds that address's file).
+    pub fn register_daemon(lock: Arc<dyn LockService>, addr: &str) -> Result<Option<Lease>> {
+        let name: String = addr
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let path = format!("{DAEMONS_DIR}/{name}");
+        let spec = NodeSpec {
+            ephemeral: true,
+            ..NodeSpec::file(PRIVATE_FILE)
+        };
+        Self::take(lock, &path, Some(spec), holder_line(&name, Some(addr)))
     }
 
     /// Tries to become the master; `None` while another master holds the lock.
@@ -254,6 +281,22 @@ pub fn master_address(lock: &dyn LockService) -> Option<(String, String)> {
         .next()?
         .to_string();
     Some((name, holder_addr(&contents)?))
+}
+
+/// The addresses of every registered daemon (see [`Lease::register_daemon`]).
+pub fn daemon_addresses(lock: &dyn LockService) -> Vec<String> {
+    let creds = Credentials::root();
+    let Ok(entries) = lock.list(&creds, DAEMONS_DIR) else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|e| {
+            let path = format!("{DAEMONS_DIR}/{}", e.name);
+            let (contents, _) = lock.read(&creds, path.as_str().into()).ok()?;
+            holder_addr(&contents)
+        })
+        .collect()
 }
 
 /// Names of the files in the servers directory.

@@ -240,7 +240,10 @@ impl Bigtable {
         if ms.is_empty() {
             return Ok(Written::default());
         }
-        self.client()?.apply(t.id, ms, opts.sync)
+        let written = self.client()?.apply(t.id, ms, opts.sync);
+        let rows: Vec<&[u8]> = ms.iter().map(|m| m.row.as_slice()).collect();
+        self.env().wrote(&t.name, &rows);
+        written
     }
     /// Validates every transaction first; then runs each atomically on its row.
     pub fn apply_txns(
@@ -270,7 +273,10 @@ impl Bigtable {
         if txns.is_empty() {
             return Ok(Vec::new());
         }
-        self.client()?.apply_txns(t.id, txns, opts.sync)
+        let outcomes = self.client()?.apply_txns(t.id, txns, opts.sync);
+        let rows: Vec<&[u8]> = txns.iter().map(|x| x.row.as_slice()).collect();
+        self.env().wrote(&t.name, &rows);
+        outcomes
     }
     fn one_txn(&self, table: &str, txn: RowTxn, opts: WriteOptions) -> Result<TxnOutcome> {
         let mut out = self
@@ -535,6 +541,7 @@ impl Bigtable {
             }
         }
         lines.extend(env.store.status());
+        lines.extend(env.after_write_status());
         lines
     }
     /// Group-commit figures summed over the live tablet servers
@@ -608,6 +615,11 @@ impl Bigtable {
     /// `dial_local`, this daemon's own are reached that way too.
     pub fn set_dialer(&self, dialer: Box<dyn Dialer>, dial_local: bool) {
         self.env().set_dialer(dialer, dial_local);
+    }
+    /// Installs what is told of every write this daemon makes (cache
+    /// coherence between daemons).
+    pub fn set_after_write(&self, hook: Box<dyn crate::protocol::AfterWrite>) {
+        self.env().set_after_write(hook);
     }
     /// The lock service the cluster coordinates through.
     pub fn lock_service(&self) -> Arc<dyn chubby::LockService> {

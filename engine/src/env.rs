@@ -9,7 +9,7 @@ use crate::compaction::sst_number;
 use crate::cow_map::CowMap;
 use crate::metadata::RootStore;
 use crate::options::Options;
-use crate::protocol::{Dialer, MasterService, TabletService};
+use crate::protocol::{AfterWrite, Dialer, MasterService, TabletService};
 use crate::sstable::BlockCache;
 use crate::{Error, Result};
 use arc_swap::ArcSwapOption;
@@ -61,6 +61,9 @@ pub struct Env {
     /// Reach even this daemon's own servers and masters through the
     /// dialer (how one process exercises the network protocol).
     dial_local: AtomicBool,
+    /// Told of every write this daemon's clients make (cache coherence
+    /// between daemons: docs/coherence.md).
+    after_write: ArcSwapOption<Box<dyn AfterWrite>>,
     /// The private lock-service cell of a cluster opened without one.
     _cell_dir: Option<tempfile::TempDir>,
 }
@@ -105,6 +108,7 @@ impl Env {
             masters: RwLock::new(Vec::new()),
             dialer: ArcSwapOption::empty(),
             dial_local: AtomicBool::new(false),
+            after_write: ArcSwapOption::empty(),
             _cell_dir: cell_dir,
         }))
     }
@@ -162,6 +166,24 @@ impl Env {
     pub fn set_dialer(&self, dialer: Box<dyn Dialer>, dial_local: bool) {
         self.dialer.store(Some(Arc::new(dialer)));
         self.dial_local.store(dial_local, Ordering::Release);
+    }
+
+    /// Installs what is told of every write this daemon makes.
+    pub fn set_after_write(&self, hook: Box<dyn AfterWrite>) {
+        self.after_write.store(Some(Arc::new(hook)));
+    }
+
+    /// Rows of `table` were written (or a write to them failed midway):
+    /// tell the hook, which returns once the daemons caching them know.
+    pub(crate) fn wrote(&self, table: &str, rows: &[&[u8]]) {
+        if let Some(h) = self.after_write.load().as_ref() {
+            h.wrote(table, rows);
+        }
+    }
+
+    /// The write hook's figures (None without one).
+    pub(crate) fn after_write_status(&self) -> Option<String> {
+        self.after_write.load().as_ref().map(|h| h.status_line())
     }
 
     fn local(&self) -> bool {

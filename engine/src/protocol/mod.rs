@@ -14,7 +14,9 @@ pub use report::{ServedTablet, ServerReport};
 pub use snapshot::{HeldTablet, TabletSnapshots, WriteHold};
 pub use wire::WireError;
 
-pub use crate::coordination::{list_servers, master_address, server_address};
+pub use crate::coordination::{
+    daemon_addresses, list_servers, master_address, server_address, Lease,
+};
 pub use crate::group_commit::GroupCommitStats;
 pub use crate::metadata::{TableDef, TabletMeta};
 pub use crate::options::TabletInfo;
@@ -186,6 +188,18 @@ pub trait MasterService: Send + Sync {
     fn kill(&self);
     /// Status lines (`.bigtable/master`).
     fn report(&self) -> Vec<String>;
+}
+
+/// What a daemon does once its client wrote rows (installed by the daemon
+/// that keeps other daemons' kernel caches coherent, docs/coherence.md).
+pub trait AfterWrite: Send + Sync {
+    /// Rows `rows` of table `table` were written through this daemon (or a
+    /// write to them failed after it may have applied): returns once every
+    /// other daemon that watches them has dropped what it caches of them,
+    /// or its lease ran out.
+    fn wrote(&self, table: &str, rows: &[&[u8]]);
+    /// Its figures as `key=value` words, for `.bigtable/status`.
+    fn status_line(&self) -> String;
 }
 
 /// How a daemon reaches tablet servers and masters that run in other

@@ -34,6 +34,8 @@ type Writer = Arc<Mutex<TcpStream>>;
 /// What every connection's thread shares.
 pub(crate) struct FrameServer {
     pub(crate) target: Target,
+    /// Watches and invalidations between daemons.
+    pub(crate) coherence: Arc<super::coherence::Coherence>,
     pub(crate) secret: Option<Secret>,
     pub(crate) advertised: Arc<str>,
     pub(crate) nonces: Arc<Nonces>,
@@ -67,6 +69,7 @@ impl FrameServer {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         target: Target,
+        coherence: Arc<super::coherence::Coherence>,
         secret: Option<Secret>,
         advertised: Arc<str>,
         nonces: Arc<Nonces>,
@@ -76,6 +79,7 @@ impl FrameServer {
     ) -> Arc<FrameServer> {
         let s = Arc::new(FrameServer {
             target,
+            coherence,
             secret,
             advertised,
             nonces,
@@ -269,7 +273,10 @@ impl FrameServer {
         }
         let id = self.calls.fetch_add(1, Ordering::Relaxed);
         self.busy.lock().insert(id, (Instant::now(), w.clone()));
-        let result = dispatch(&bt, call);
+        let result = match self.coherence.handle(&call.op) {
+            Some(r) => r,
+            None => dispatch(&bt, call),
+        };
         self.busy.lock().remove(&id);
         let bytes = bincode::serialize(&Reply(result))
             .map_err(|e| refuse(Code::Internal, format!("cannot encode a reply: {e}"), false))?;

@@ -18,7 +18,7 @@ pub struct Call {
 
 /// The operations of the tablet-server and master protocol
 /// (`engine::protocol`), one variant each.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[allow(missing_docs)]
 pub enum Op {
     // tablet server: data
@@ -150,6 +150,22 @@ pub enum Op {
     RestoreSnapshot {
         table: String,
         snapshot: String,
+    },
+    // daemons' cache coherence (docs/coherence.md; after the others, so
+    // the variants before keep their numbers on the wire)
+    /// The daemon advertised at `addr` caches rows and asks to be told of
+    /// this daemon's writes for `lease_ms` (at most 3 s); the reply is the
+    /// lease's time left in ms and whether it held without a break.
+    Watch {
+        addr: String,
+        lease_ms: u64,
+    },
+    /// Rows of `table` changed (`whole`: any row may have); answered once
+    /// the receiving daemon's kernel dropped what it caches of them.
+    Invalidate {
+        table: String,
+        rows: Vec<Vec<u8>>,
+        whole: bool,
     },
 }
 

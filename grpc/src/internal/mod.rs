@@ -9,7 +9,9 @@
 
 mod auth;
 pub(crate) mod codec;
+mod coherence;
 mod depth;
+mod follow;
 mod frame;
 #[cfg(test)]
 mod frame_attacks;
@@ -22,6 +24,7 @@ mod remote;
 mod secret;
 mod service;
 
+pub use coherence::{CoherenceStats, Sink};
 pub use nonces::DEFAULT_REPLAY_CACHE;
 pub use remote::Dialer;
 pub use secret::{Secret, MIN_SECRET_BYTES, TOKEN_WINDOW_SECS};
@@ -152,6 +155,7 @@ pub struct Node {
     running: Running,
     tls: Option<Arc<Tls>>,
     frames: Arc<frame_server::FrameServer>,
+    coherence: Arc<coherence::Coherence>,
 }
 
 impl Node {
@@ -188,9 +192,11 @@ impl Node {
         let advertised: Arc<str> = advertise.unwrap_or_else(|| addr.to_string()).into();
         let target: Target = Arc::default();
         let served = Arc::new(AtomicU64::new(0));
+        let coherence = Arc::new(coherence::Coherence::new(advertised.clone()));
         let largest = limits.max_request.max(limits.max_control);
         let service = gen::cluster_server::ClusterServer::new(ClusterService {
             target: target.clone(),
+            coherence: coherence.clone(),
             secret: secret.clone(),
             served: served.clone(),
             inline: Default::default(),
@@ -205,6 +211,7 @@ impl Node {
         let nonces = Arc::new(nonces::Nonces::new(replay_cache));
         let frames = frame_server::FrameServer::new(
             target.clone(),
+            coherence.clone(),
             secret.clone(),
             advertised.clone(),
             nonces.clone(),
@@ -254,6 +261,7 @@ impl Node {
             running,
             tls,
             frames,
+            coherence,
         })
     }
 
@@ -269,6 +277,30 @@ impl Node {
             self.tls.clone(),
         );
         bt.set_dialer(Box::new(dialer), dial_local);
+        // Cache coherence: its own connections to the other daemons.
+        let c = &self.coherence;
+        let _ = c.bt.set(bt.clone());
+        let _ = c.dialer.set(Arc::new(Dialer::new(
+            bt.lock_service(),
+            self.rt.clone(),
+            self.secret.clone(),
+            self.tls.clone(),
+        )));
+        bt.set_after_write(Box::new(coherence::Hook(c.clone())));
+        follow::start(c, bt.lock_service());
+    }
+
+    /// From now on, other daemons' writes invalidate what `sink` (the
+    /// mount's kernel caches) holds (docs/coherence.md).
+    pub fn follow(&self, sink: Sink) {
+        let _ = self.coherence.sink.set(sink);
+        // Whatever was cached before could have missed invalidations.
+        self.coherence.drop_all();
+    }
+
+    /// The cache-coherence figures (`.bigtable/status`, benchmarks).
+    pub fn coherence_stats(&self) -> &CoherenceStats {
+        &self.coherence.stats
     }
 
     /// Tablet server `name` of the daemon at `addr`, called with this
@@ -289,6 +321,7 @@ impl Node {
 
     /// Stops serving and waits for the calls in flight.
     pub fn stop(self) {
+        self.coherence.stopped.store(true, Ordering::Release);
         self.frames.stop();
         self.running.stop();
     }

@@ -24,6 +24,8 @@ pub(crate) type Target = Arc<OnceLock<Bigtable>>;
 
 pub(crate) struct ClusterService {
     pub(crate) target: Target,
+    /// Watches and invalidations between daemons.
+    pub(crate) coherence: Arc<super::coherence::Coherence>,
     pub(crate) secret: Option<Secret>,
     /// Calls and scans admitted.
     pub(crate) served: Arc<AtomicU64>,
@@ -350,7 +352,9 @@ impl ClusterService {
         // costs two thread wake-ups, most of such a call. The others, and a
         // point call while one runs here, block in place: the runtime hands
         // this worker's other tasks to another thread meanwhile.
-        let r = if quick(&call.op) {
+        let r = if let Some(r) = tokio::task::block_in_place(|| self.coherence.handle(&call.op)) {
+            r
+        } else if quick(&call.op) {
             match self.inline.try_lock() {
                 Some(_one) => dispatch(&bt, call),
                 None => tokio::task::block_in_place(|| dispatch(&bt, call)),

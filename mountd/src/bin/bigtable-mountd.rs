@@ -238,6 +238,10 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
         }
     };
     fs.start_notifier(session.notifier());
+    // Other daemons' writes invalidate this kernel's caches from now on.
+    if let Some((n, _)) = &node {
+        n.follow(Arc::new(KernelCaches(fs.clone())));
+    }
     // Cloud Bigtable's API on the same engine: each caller has the rights
     // its token's user has in the mount (or, trusting loopback, the
     // daemon's user's); a bare port listens on loopback.

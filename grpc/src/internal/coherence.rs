@@ -1,0 +1,286 @@
+//! Cache coherence between daemons (docs/coherence.md), after Chubby's
+//! cache invalidation: a daemon whose kernel caches the cluster's rows
+//! holds a lease at every other daemon (`Watch`, renewed by `follow.rs`);
+//! a daemon that wrote rows tells each watcher with a live lease which
+//! (`Invalidate`) and returns from the write only once each has dropped
+//! them from its kernel, or its lease ran out. A lease is not extended
+//! while an invalidation to its holder is unanswered, so a daemon whose
+//! lease ends drops everything it caches no later than a writer stops
+//! waiting for it.
+
+use super::messages::Op;
+use super::remote::Dialer;
+use engine::protocol::{AfterWrite, WireError};
+use engine::Bigtable;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long a watcher's lease lasts from a renewal: the longest a write
+/// waits for a daemon that stopped answering.
+pub(crate) const LEASE: Duration = Duration::from_secs(3);
+/// Watchers a daemon keeps (one per other daemon); more are refused.
+const MAX_WATCHERS: usize = 1024;
+/// Rows one invalidation names; a write of more invalidates the table.
+const MAX_ROWS: usize = 1024;
+/// Bytes of row keys one invalidation carries, at most (the rest: the table).
+const MAX_ROW_BYTES: usize = 1 << 20;
+/// Between tries of an invalidation that failed (the watcher restarting).
+const RETRY: Duration = Duration::from_millis(20);
+
+/// A watcher's lease.
+struct Watcher {
+    expires: Instant,
+    /// Invalidations sent and not answered: the lease is not extended meanwhile.
+    pending: u32,
+}
+
+/// What the invalidated daemon's kernel is told (the mount's caches).
+pub type Sink = Arc<dyn crate::Changes>;
+
+/// Counters for `.bigtable/status` and the benchmark.
+#[derive(Default)]
+pub struct CoherenceStats {
+    /// Invalidations sent to other daemons and answered.
+    pub sent: AtomicU64,
+    /// Invalidations that gave up on a watcher when its lease ran out.
+    pub expired: AtomicU64,
+    /// Invalidations received from other daemons.
+    pub received: AtomicU64,
+    /// Times this daemon dropped all it caches (a lease lost or new).
+    pub dropped_all: AtomicU64,
+    /// Microseconds writes waited for watchers, summed.
+    pub wait_us: AtomicU64,
+    /// Writes that waited for at least one watcher.
+    pub waited_writes: AtomicU64,
+    /// Other daemons this daemon holds a live lease at now.
+    pub leases: AtomicU64,
+}
+
+/// One daemon's side of the protocol: who watches its writes, and what to
+/// tell its own kernel when another daemon writes.
+pub struct Coherence {
+    /// This daemon's advertised address (how watchers name themselves).
+    pub(crate) me: Arc<str>,
+    watchers: Mutex<HashMap<String, Watcher>>,
+    pub(crate) sink: OnceLock<Sink>,
+    pub(crate) bt: OnceLock<Bigtable>,
+    pub(crate) dialer: OnceLock<Arc<Dialer>>,
+    /// Set when the daemon stops: the renewing thread ends.
+    pub(crate) stopped: AtomicBool,
+    /// Figures.
+    pub stats: CoherenceStats,
+}
+
+impl Coherence {
+    pub(crate) fn new(me: Arc<str>) -> Coherence {
+        Coherence {
+            me,
+            watchers: Mutex::new(HashMap::new()),
+            sink: OnceLock::new(),
+            bt: OnceLock::new(),
+            dialer: OnceLock::new(),
+            stopped: AtomicBool::new(false),
+            stats: CoherenceStats::default(),
+        }
+    }
+
+    /// This daemon may have missed invalidations: its kernel drops all it
+    /// caches of every table.
+    pub(crate) fn drop_all(&self) {
+        let (Some(sink), Some(bt)) = (self.sink.get(), self.bt.get()) else {
+            return;
+        };
+        self.stats.dropped_all.fetch_add(1, Ordering::Relaxed);
+        for t in bt.list_tables() {
+            sink.table(&t);
+        }
+    }
+
+    /// Answers `Watch` and `Invalidate`; None for any other operation.
+    pub(crate) fn handle(&self, op: &Op) -> Option<Result<Vec<u8>, WireError>> {
+        match op {
+            Op::Watch { addr, lease_ms } => {
+                Some(self.watch(addr, *lease_ms).and_then(|g| encode(&g)))
+            }
+            Op::Invalidate { table, rows, whole } => {
+                self.stats.received.fetch_add(1, Ordering::Relaxed);
+                if let Some(sink) = self.sink.get() {
+                    if *whole {
+                        sink.table(table);
+                    } else {
+                        let rows: Vec<&[u8]> = rows.iter().map(|r| r.as_slice()).collect();
+                        sink.rows(table, &rows);
+                    }
+                }
+                Some(encode(&()))
+            }
+            _ => None,
+        }
+    }
+
+    /// Grants or renews the lease of the daemon at `addr`: the time left of
+    /// it, and whether it held one without a break until now (if not, it
+    /// must drop all it caches: writes may have passed it by).
+    fn watch(&self, addr: &str, lease_ms: u64) -> Result<(u64, bool), WireError> {
+        if addr == &*self.me {
+            return Err(WireError::InvalidArgument(
+                "a daemon watching itself".into(),
+            ));
+        }
+        let lease = Duration::from_millis(lease_ms).min(LEASE);
+        let now = Instant::now();
+        let mut w = self.watchers.lock();
+        let continuous = match w.get_mut(addr) {
+            Some(x) if x.expires > now => {
+                // Chubby's rule: no extension while an invalidation waits.
+                if x.pending == 0 {
+                    x.expires = now + lease;
+                }
+                true
+            }
+            _ => {
+                if w.len() >= MAX_WATCHERS {
+                    w.retain(|_, x| x.expires > now || x.pending > 0);
+                    if w.len() >= MAX_WATCHERS {
+                        return Err(WireError::Unavailable("too many watching daemons".into()));
+                    }
+                }
+                w.insert(
+                    addr.to_string(),
+                    Watcher {
+                        expires: now + lease,
+                        pending: 0,
+                    },
+                );
+                false
+            }
+        };
+        let left = w.get(addr).map_or(Duration::ZERO, |x| x.expires - now);
+        Ok((left.as_millis() as u64, continuous))
+    }
+
+    /// The invalidation of `rows` of `table`, bounded: too many rows or
+    /// bytes invalidate the whole table instead.
+    fn message(table: &str, rows: &[&[u8]]) -> Op {
+        let bytes: usize = rows.iter().map(|r| r.len()).sum();
+        let whole = rows.len() > MAX_ROWS || bytes > MAX_ROW_BYTES;
+        let mut list: Vec<Vec<u8>> = Vec::new();
+        if !whole {
+            for r in rows {
+                if !list.iter().any(|x| x == r) {
+                    list.push(r.to_vec());
+                }
+            }
+        }
+        Op::Invalidate {
+            table: table.to_string(),
+            rows: list,
+            whole,
+        }
+    }
+
+    /// Sends `op` to the watcher at `addr` until it answers or `until`
+    /// (its lease's end) passes; whether it answered.
+    fn tell(&self, dialer: &Dialer, addr: &str, op: &Op, until: Instant) -> bool {
+        loop {
+            let now = Instant::now();
+            if now >= until {
+                return false;
+            }
+            if dialer.daemon_call(addr, op.clone(), until - now).is_ok() {
+                return true;
+            }
+            std::thread::sleep(RETRY.min(until.saturating_duration_since(Instant::now())));
+        }
+    }
+
+    /// The watchers with a live lease, each marked as having one more
+    /// invalidation pending, with its lease's end.
+    fn take_watchers(&self) -> Vec<(String, Instant)> {
+        let now = Instant::now();
+        let mut w = self.watchers.lock();
+        w.retain(|_, x| x.expires > now || x.pending > 0);
+        w.iter_mut()
+            .filter(|(_, x)| x.expires > now)
+            .map(|(a, x)| {
+                x.pending += 1;
+                (a.clone(), x.expires)
+            })
+            .collect()
+    }
+
+    /// The invalidation to `addr` ended: answered, or its lease is over
+    /// (then the watcher is forgotten: it must register afresh).
+    fn done(&self, addr: &str, answered: bool) {
+        let mut w = self.watchers.lock();
+        if let Some(x) = w.get_mut(addr) {
+            x.pending = x.pending.saturating_sub(1);
+            if !answered {
+                w.remove(addr);
+            }
+        }
+        if answered {
+            self.stats.sent.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.stats.expired.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The hook the engine calls after each write this daemon makes.
+pub(crate) struct Hook(pub(crate) Arc<Coherence>);
+
+impl AfterWrite for Hook {
+    fn wrote(&self, table: &str, rows: &[&[u8]]) {
+        let c = &self.0;
+        let Some(dialer) = c.dialer.get() else {
+            return;
+        };
+        let targets = c.take_watchers();
+        if targets.is_empty() {
+            return;
+        }
+        let started = Instant::now();
+        let op = Coherence::message(table, rows);
+        if let [(addr, until)] = targets.as_slice() {
+            let ok = c.tell(dialer, addr, &op, *until);
+            c.done(addr, ok);
+        } else {
+            std::thread::scope(|s| {
+                for (addr, until) in &targets {
+                    let op = &op;
+                    s.spawn(move || {
+                        let ok = c.tell(dialer, addr, op, *until);
+                        c.done(addr, ok);
+                    });
+                }
+            });
+        }
+        let us = started.elapsed().as_micros() as u64;
+        c.stats.wait_us.fetch_add(us, Ordering::Relaxed);
+        c.stats.waited_writes.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn status_line(&self) -> String {
+        let s = &self.0.stats;
+        let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        format!(
+            "coherence_watchers={} coherence_leases={} coherence_sent={} coherence_expired={} coherence_received={} coherence_dropped_all={} coherence_waited_writes={} coherence_wait_us={}",
+            self.0.watchers.lock().len(),
+            g(&s.leases),
+            g(&s.sent),
+            g(&s.expired),
+            g(&s.received),
+            g(&s.dropped_all),
+            g(&s.waited_writes),
+            g(&s.wait_us),
+        )
+    }
+}
+
+fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, WireError> {
+    bincode::serialize(v).map_err(|e| WireError::Unavailable(format!("cannot encode a reply: {e}")))
+}

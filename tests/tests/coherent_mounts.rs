@@ -1,0 +1,175 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! Two daemons of one cluster whose kernels keep names and attributes for
+//! 300 s: a write through one is seen through the other as soon as its
+//! `close` returns, because the writer invalidates the other's kernel
+//! first (docs/coherence.md). And a daemon killed while it watches holds
+//! up the other's writes no longer than its lease.
+
+use std::io::ErrorKind;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use testkit::etcd::Etcd;
+use tests::{wait_until, Mount};
+
+/// Kernel caches as long as a lone daemon's: only invalidation can make
+/// the other mount see a change in time.
+const LONG: [&str; 3] = ["attr_timeout=300", "entry_timeout=300", "dir_timeout=300"];
+
+/// An etcd and two daemons on it: A serves, B runs no tablet server and
+/// reaches A's over the internal RPC; both with long kernel caches.
+fn two_daemons() -> (Arc<Etcd>, Mount, Mount) {
+    let etcd = Arc::new(Etcd::start());
+    let secret = tests::cluster_secret();
+    let mut a_opts = vec!["cluster_listen=127.0.0.1:0", secret.option.as_str()];
+    a_opts.extend(LONG);
+    let a = Mount::on_etcd(etcd.clone(), "/bt", &a_opts);
+    let mut b_opts = a_opts.clone();
+    b_opts.push("tablet_servers=0");
+    let b = Mount::on_etcd(etcd.clone(), "/bt", &b_opts);
+    // Each has a lease at the other once it is registered there: wait for
+    // both daemons to be listed and followed before writing.
+    for m in [&a, &b] {
+        assert!(
+            wait_until(Duration::from_secs(30), || followed(m) >= 1),
+            "{} follows no other daemon: {}",
+            m.mnt.display(),
+            m.ok("cat .bigtable/status")
+        );
+    }
+    (etcd, a, b)
+}
+
+/// The daemons `m` holds a lease at (`coherence_leases=` of
+/// `.bigtable/status`).
+fn followed(m: &Mount) -> usize {
+    m.ok("cat .bigtable/status")
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("coherence_leases="))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+fn read(p: &Path) -> std::io::Result<String> {
+    std::fs::read_to_string(p)
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// One round through `w` (the writer) and `r` (the reader): `r` caches the
+/// cell, its row and the table's listing first, then every change through
+/// `w` must show through `r` the moment the writer's call returns.
+fn round(w: &Mount, r: &Mount, i: usize) {
+    let (wp, rp) = (|s: &str| w.path(s), |s: &str| r.path(s));
+    // An overwritten cell of another size: contents and size.
+    let before = read(&rp("t/r/cf/q")).unwrap();
+    let len_before = std::fs::metadata(rp("t/r/cf/q")).unwrap().len();
+    let value = format!("{i}:{}", "x".repeat(i % 7 + (i * 13) % 50));
+    std::fs::write(wp("t/r/cf/q"), &value).unwrap();
+    assert_eq!(
+        read(&rp("t/r/cf/q")).unwrap(),
+        value,
+        "round {i}, was {before:?}"
+    );
+    let len = std::fs::metadata(rp("t/r/cf/q")).unwrap().len();
+    assert_eq!(
+        len,
+        value.len() as u64,
+        "round {i}: size (was {len_before})"
+    );
+    // A new cell in a row the reader has listed.
+    let listed = names(&rp("t/r/cf"));
+    let q = format!("n{i}");
+    std::fs::write(wp(&format!("t/r/cf/{q}")), b"new").unwrap();
+    assert!(
+        names(&rp("t/r/cf")).contains(&q),
+        "round {i}: {q} not listed through the other mount (was {listed:?})"
+    );
+    assert_eq!(read(&rp(&format!("t/r/cf/{q}"))).unwrap(), "new");
+    // That cell removed.
+    std::fs::remove_file(wp(&format!("t/r/cf/{q}"))).unwrap();
+    let gone = read(&rp(&format!("t/r/cf/{q}")));
+    assert_eq!(
+        gone.as_ref().map_err(|e| e.kind()),
+        Err(ErrorKind::NotFound),
+        "round {i}: removed cell still read through the other mount"
+    );
+    assert!(
+        !names(&rp("t/r/cf")).contains(&q),
+        "round {i}: {q} still listed"
+    );
+    // A new row in a table the reader has listed.
+    let _ = names(&rp("t"));
+    let row = format!("row{i}");
+    std::fs::create_dir_all(wp(&format!("t/{row}/cf"))).unwrap();
+    std::fs::write(wp(&format!("t/{row}/cf/x")), b"in a new row").unwrap();
+    assert!(
+        names(&rp("t")).contains(&row),
+        "round {i}: {row} not in the other mount's ls"
+    );
+    assert_eq!(read(&rp(&format!("t/{row}/cf/x"))).unwrap(), "in a new row");
+}
+
+#[test]
+fn a_write_through_one_daemon_is_seen_through_the_other_when_close_returns() {
+    let (_etcd, a, b) = two_daemons();
+    a.table("t", "cf\n");
+    std::fs::create_dir_all(a.path("t/r/cf")).unwrap();
+    std::fs::write(a.path("t/r/cf/q"), b"first").unwrap();
+    // B finds the table (a name it does not know is looked up afresh).
+    assert!(
+        wait_until(Duration::from_secs(10), || read(&b.path("t/r/cf/q"))
+            .is_ok()),
+        "B never saw the table"
+    );
+    // Many rounds both ways: a race between the write and the
+    // invalidation would show as a stale read in one of them.
+    for i in 0..30 {
+        round(&a, &b, 2 * i);
+        round(&b, &a, 2 * i + 1);
+    }
+    // The invalidations crossed the internal RPC (not expiry).
+    let status = b.ok("cat .bigtable/status");
+    let received = status
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("coherence_received="))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(received > 0, "{status}");
+}
+
+#[test]
+fn a_daemon_killed_while_it_watches_holds_writes_up_no_longer_than_its_lease() {
+    let (_etcd, a, mut b) = two_daemons();
+    a.table("t", "cf\n");
+    std::fs::create_dir_all(a.path("t/r/cf")).unwrap();
+    std::fs::write(a.path("t/r/cf/q"), b"first").unwrap();
+    assert!(
+        wait_until(Duration::from_secs(10), || read(&b.path("t/r/cf/q"))
+            .is_ok()),
+        "B never saw the table"
+    );
+    // B watches A's writes; it dies without a word.
+    b.kill9();
+    // A's next writes wait for B at most its lease (3 s); the bound here
+    // leaves room for a loaded machine, far below any session timeout.
+    let started = Instant::now();
+    for i in 0..5 {
+        std::fs::write(a.path("t/r/cf/q"), format!("after {i}")).unwrap();
+    }
+    let took = started.elapsed();
+    assert!(took < Duration::from_secs(15), "writes took {took:?}");
+    assert_eq!(read(&a.path("t/r/cf/q")).unwrap(), "after 4");
+    let status = a.ok("cat .bigtable/status");
+    assert!(
+        status.contains("coherence_expired="),
+        "no coherence figures: {status}"
+    );
+}
