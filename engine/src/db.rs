@@ -185,11 +185,15 @@ impl Bigtable {
     pub fn create_table(&self, name: &str, mut schema: TableSchema) -> Result<()> {
         // As it reads back (the stored form keeps only the order).
         schema.renumber();
-        self.master(|m| m.create_table(name, schema.clone()))
+        let r = self.master(|m| m.create_table(name, schema.clone()));
+        self.env().changed_table(name);
+        r
     }
     /// Deletes a table and all its data.
     pub fn delete_table(&self, name: &str) -> Result<()> {
-        self.master(|m| m.delete_table(name))
+        let r = self.master(|m| m.delete_table(name));
+        self.env().changed_table(name);
+        r
     }
     /// The names of every table.
     pub fn list_tables(&self) -> Vec<String> {
@@ -210,7 +214,9 @@ impl Bigtable {
     /// Replaces a table's schema; a dropped family must hold no data (Error::FamilyNotEmpty).
     pub fn set_schema(&self, table: &str, mut schema: TableSchema) -> Result<()> {
         schema.renumber();
-        self.master(|m| m.set_schema(table, schema.clone()))
+        let r = self.master(|m| m.set_schema(table, schema.clone()));
+        self.env().changed_table(table);
+        r
     }
     /// Applies one row's mutations atomically; returns what it wrote (its
     /// timestamp and size: no need to read it back).
@@ -655,15 +661,19 @@ impl Bigtable {
             ["split", table, row] => self.split_at_rows(table, &[row.as_bytes().to_vec()]),
             ["undelete", id, name @ ..] if name.len() <= 1 => self
                 .undelete_table(trash_id(id)?, name.first().copied())
-                .map(|_| ()),
+                .map(|t| self.env().changed_table(&t)),
             ["purge", id] => self.purge_trash(trash_id(id)?),
             ["delete", table] => self.delete_table(table),
             ["gc"] => {
                 self.inner.cluster.collect_garbage()?;
                 self.collect_expired_backups().map(|_| ())
             }
-            ["clone", table, snapshot, to] => self.clone_snapshot(table, snapshot, to),
-            ["restore", table, snapshot] => self.restore_snapshot(table, snapshot),
+            ["clone", table, snapshot, to] => self
+                .clone_snapshot(table, snapshot, to)
+                .map(|()| self.env().changed_table(to)),
+            ["restore", table, snapshot] => self
+                .restore_snapshot(table, snapshot)
+                .map(|()| self.env().changed_table(table)),
             // Copies run in the background (`.bigtable/backups`).
             ["backup", table, snapshot, store] => {
                 self.start_copy_backup(crate::backup::Source::Snapshot, table, snapshot, store)

@@ -181,6 +181,13 @@ impl Env {
         }
     }
 
+    /// Table `table` changed as a whole (see [`AfterWrite::changed_table`]).
+    pub(crate) fn changed_table(&self, table: &str) {
+        if let Some(h) = self.after_write.load().as_ref() {
+            h.changed_table(table);
+        }
+    }
+
     /// The write hook's figures (None without one).
     pub(crate) fn after_write_status(&self) -> Option<String> {
         self.after_write.load().as_ref().map(|h| h.status_line())

@@ -198,6 +198,9 @@ pub trait AfterWrite: Send + Sync {
     /// other daemon that watches them has dropped what it caches of them,
     /// or its lease ran out.
     fn wrote(&self, table: &str, rows: &[&[u8]]);
+    /// Table `table` was made, deleted, restored or its schema changed
+    /// through this daemon: as [`AfterWrite::wrote`], for every row.
+    fn changed_table(&self, table: &str);
     /// Its figures as `key=value` words, for `.bigtable/status`.
     fn status_line(&self) -> String;
 }

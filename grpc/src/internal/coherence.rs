@@ -27,6 +27,11 @@ const MAX_WATCHERS: usize = 1024;
 const MAX_ROWS: usize = 1024;
 /// Bytes of row keys one invalidation carries, at most (the rest: the table).
 const MAX_ROW_BYTES: usize = 1 << 20;
+/// A daemon's first seconds: the others may not have registered with it
+/// yet, so its writes are also sent to every daemon listed in the lock
+/// service (each waited for at most [`UNREGISTERED_WAIT`]).
+const GRACE: Duration = LEASE;
+const UNREGISTERED_WAIT: Duration = Duration::from_millis(500);
 /// Between tries of an invalidation that failed (the watcher restarting).
 const RETRY: Duration = Duration::from_millis(20);
 
@@ -70,6 +75,10 @@ pub struct Coherence {
     pub(crate) dialer: OnceLock<Arc<Dialer>>,
     /// Set when the daemon stops: the renewing thread ends.
     pub(crate) stopped: AtomicBool,
+    /// The other daemons registered in the lock service (`follow.rs`).
+    pub(crate) listed: Mutex<Vec<String>>,
+    /// When this daemon started following (see [`GRACE`]).
+    pub(crate) since: OnceLock<Instant>,
     /// Figures.
     pub stats: CoherenceStats,
 }
@@ -83,6 +92,8 @@ impl Coherence {
             bt: OnceLock::new(),
             dialer: OnceLock::new(),
             stopped: AtomicBool::new(false),
+            listed: Mutex::new(Vec::new()),
+            since: OnceLock::new(),
             stats: CoherenceStats::default(),
         }
     }
@@ -199,24 +210,33 @@ impl Coherence {
 
     /// The watchers with a live lease, each marked as having one more
     /// invalidation pending, with its lease's end.
-    fn take_watchers(&self) -> Vec<(String, Instant)> {
+    fn take_watchers(&self) -> Vec<(String, Instant, bool)> {
         let now = Instant::now();
         let mut w = self.watchers.lock();
         w.retain(|_, x| x.expires > now || x.pending > 0);
-        w.iter_mut()
+        let mut out: Vec<(String, Instant, bool)> = w
+            .iter_mut()
             .filter(|(_, x)| x.expires > now)
             .map(|(a, x)| {
                 x.pending += 1;
-                (a.clone(), x.expires)
+                (a.clone(), x.expires, true)
             })
-            .collect()
+            .collect();
+        if self.since.get().is_some_and(|t| t.elapsed() < GRACE) {
+            for a in self.listed.lock().iter() {
+                if !w.contains_key(a) {
+                    out.push((a.clone(), now + UNREGISTERED_WAIT, false));
+                }
+            }
+        }
+        out
     }
 
     /// The invalidation to `addr` ended: answered, or its lease is over
     /// (then the watcher is forgotten: it must register afresh).
-    fn done(&self, addr: &str, answered: bool) {
+    fn done(&self, addr: &str, watcher: bool, answered: bool) {
         let mut w = self.watchers.lock();
-        if let Some(x) = w.get_mut(addr) {
+        if let Some(x) = w.get_mut(addr).filter(|_| watcher) {
             x.pending = x.pending.saturating_sub(1);
             if !answered {
                 w.remove(addr);
@@ -233,8 +253,10 @@ impl Coherence {
 /// The hook the engine calls after each write this daemon makes.
 pub(crate) struct Hook(pub(crate) Arc<Coherence>);
 
-impl AfterWrite for Hook {
-    fn wrote(&self, table: &str, rows: &[&[u8]]) {
+impl Hook {
+    /// Sends `op` to every watcher with a live lease, in parallel, and
+    /// returns when each answered or its lease ran out.
+    fn tell_all(&self, op: Op) {
         let c = &self.0;
         let Some(dialer) = c.dialer.get() else {
             return;
@@ -244,17 +266,16 @@ impl AfterWrite for Hook {
             return;
         }
         let started = Instant::now();
-        let op = Coherence::message(table, rows);
-        if let [(addr, until)] = targets.as_slice() {
+        if let [(addr, until, watcher)] = targets.as_slice() {
             let ok = c.tell(dialer, addr, &op, *until);
-            c.done(addr, ok);
+            c.done(addr, *watcher, ok);
         } else {
             std::thread::scope(|s| {
-                for (addr, until) in &targets {
+                for (addr, until, watcher) in &targets {
                     let op = &op;
                     s.spawn(move || {
                         let ok = c.tell(dialer, addr, op, *until);
-                        c.done(addr, ok);
+                        c.done(addr, *watcher, ok);
                     });
                 }
             });
@@ -262,6 +283,20 @@ impl AfterWrite for Hook {
         let us = started.elapsed().as_micros() as u64;
         c.stats.wait_us.fetch_add(us, Ordering::Relaxed);
         c.stats.waited_writes.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+impl AfterWrite for Hook {
+    fn wrote(&self, table: &str, rows: &[&[u8]]) {
+        self.tell_all(Coherence::message(table, rows));
+    }
+
+    fn changed_table(&self, table: &str) {
+        self.tell_all(Op::Invalidate {
+            table: table.to_string(),
+            rows: Vec::new(),
+            whole: true,
+        });
     }
 
     fn status_line(&self) -> String {

@@ -24,6 +24,7 @@ const MARGIN: Duration = Duration::from_millis(250);
 
 /// Starts the renewing thread; it ends when `c` is dropped or stopped.
 pub(crate) fn start(c: &Arc<Coherence>, lock: Arc<dyn LockService>) {
+    let _ = c.since.set(Instant::now());
     let weak = Arc::downgrade(c);
     let spawned = std::thread::Builder::new()
         .name("bt-follow".into())
@@ -86,6 +87,7 @@ fn run(weak: Weak<Coherence>, lock: Arc<dyn LockService>) {
         let started = Instant::now();
         keep_registered(&lock, &c.me, &mut registered);
         let peers = peers(&*lock, &c.me);
+        *c.listed.lock() = peers.iter().cloned().collect();
         leases.retain(|a, _| peers.contains(a));
         let renewed: Vec<(String, Option<(Instant, bool)>)> = std::thread::scope(|s| {
             let handles: Vec<_> = peers

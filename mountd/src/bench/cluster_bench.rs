@@ -103,16 +103,16 @@ pub struct ClusterArgs {
 /// etcd on loopback, on free ports, in a fresh directory (the launcher the
 /// tests use, feature `bench-s3`). Dropping it kills the server by pid.
 #[cfg_attr(not(feature = "bench-s3"), allow(dead_code))]
-struct LockServer {
+pub(super) struct LockServer {
     #[cfg(feature = "bench-s3")]
     _etcd: testkit::etcd::Etcd,
-    endpoint: String,
+    pub(super) endpoint: String,
 }
 
 impl LockServer {
     /// etcd listening on address `host` of this machine.
     #[cfg(feature = "bench-s3")]
-    fn start_on(host: &str) -> Result<LockServer> {
+    pub(super) fn start_on(host: &str) -> Result<LockServer> {
         // The launcher panics, saying why, when the server does not come up.
         let etcd =
             std::panic::catch_unwind(|| testkit::etcd::Etcd::start_on(host)).map_err(|_| {
@@ -125,7 +125,7 @@ impl LockServer {
     }
 
     #[cfg(not(feature = "bench-s3"))]
-    fn start_on(_: &str) -> Result<LockServer> {
+    pub(super) fn start_on(_: &str) -> Result<LockServer> {
         bail!(
             "cluster needs the bench built with the server launchers: \
              cargo build --release -p mountd --features bench-s3"
@@ -135,10 +135,10 @@ impl LockServer {
 
 /// A daemon of the cluster: unmounted on drop, then killed by pid if it
 /// has not exited by itself.
-struct Member {
-    daemon: Option<Daemon>,
-    pid: u32,
-    mnt: PathBuf,
+pub(super) struct Member {
+    pub(super) daemon: Option<Daemon>,
+    pub(super) pid: u32,
+    pub(super) mnt: PathBuf,
 }
 
 fn alive(pid: u32) -> bool {
@@ -175,7 +175,11 @@ impl Drop for Member {
 }
 
 /// Waits until `check` holds, polling, giving up at `within` or Ctrl-C.
-fn wait_for(what: &str, within: Duration, mut check: impl FnMut() -> Result<bool>) -> Result<()> {
+pub(super) fn wait_for(
+    what: &str,
+    within: Duration,
+    mut check: impl FnMut() -> Result<bool>,
+) -> Result<()> {
     let deadline = Instant::now() + within;
     loop {
         if check()? {

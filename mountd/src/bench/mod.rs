@@ -2,6 +2,7 @@
 //! mount, through the gRPC API, and on the file layer, each beside its peers.
 
 pub mod cluster_bench;
+pub mod coherence_bench;
 pub mod common;
 pub mod emulator_peer;
 pub mod engine_bench;

@@ -94,6 +94,10 @@ enum Cmd {
     /// Figure 6 on one Bigtable served by 1 and by 3 daemons (one SeaweedFS,
     /// one etcd), clients on every mount at once (needs root, --features bench-s3).
     Cluster(bench::cluster_bench::ClusterOpts),
+    /// Two daemons' kernel caches kept coherent: what a write waits for the
+    /// other daemon, stale reads after close, and reads with kernel caches
+    /// of 300 s against 1 s (--features bench-s3, for etcd).
+    Coherence(bench::coherence_bench::CoherenceOpts),
     /// Not a benchmark: makes a small CA (DIR/ca.pem, ca-key.pem; reused if
     /// there) and a certificate and key per daemon (DIR/NAME.pem,
     /// NAME-key.pem, keys 0600) for `cluster_ca`/`cluster_cert`/`cluster_key`.
@@ -275,6 +279,10 @@ fn run(cli: Cli) -> Result<()> {
             work_base,
         })
         .map(drop),
+        Some(Cmd::Coherence(opts)) => {
+            bench::coherence_bench::run(&bench::coherence_bench::CoherenceArgs { opts, work_base })
+                .map(drop)
+        }
         Some(Cmd::Scale(o)) => bench::scale_bench::run(&bench::scale_bench::ScaleArgs {
             rows: o.rows,
             work_base,

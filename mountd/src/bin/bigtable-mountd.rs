@@ -199,9 +199,9 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
             .map_err(|e| format!("backup_store={name}: {e}"))?;
     }
     let fs_opts = FsOptions {
-        attr_timeout: cfg.kernel_ttl("attr_timeout", cfg.attr_timeout),
-        entry_timeout: cfg.kernel_ttl("entry_timeout", cfg.entry_timeout),
-        dir_timeout: cfg.kernel_ttl("dir_timeout", cfg.dir_timeout),
+        attr_timeout: cfg.attr_timeout,
+        entry_timeout: cfg.entry_timeout,
+        dir_timeout: cfg.dir_timeout,
         reader_wait: cfg.reader_wait,
         sync_writes: cfg.sync,
         max_value_size: max_value,

@@ -445,18 +445,9 @@ impl MountConfig {
         let ms = |d: Duration| d.as_millis().to_string();
         let mut lines = vec![
             ("options", self.given.join(",")),
-            (
-                "attr_timeout_ms",
-                ms(self.kernel_ttl("attr_timeout", self.attr_timeout)),
-            ),
-            (
-                "entry_timeout_ms",
-                ms(self.kernel_ttl("entry_timeout", self.entry_timeout)),
-            ),
-            (
-                "dir_timeout_ms",
-                ms(self.kernel_ttl("dir_timeout", self.dir_timeout)),
-            ),
+            ("attr_timeout_ms", ms(self.attr_timeout)),
+            ("entry_timeout_ms", ms(self.entry_timeout)),
+            ("dir_timeout_ms", ms(self.dir_timeout)),
             ("reader_wait_ms", ms(self.reader_wait)),
             ("sync", self.sync.to_string()),
             (
@@ -472,20 +463,6 @@ impl MountConfig {
             }
         }
         lines.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
-    }
-
-    /// How long the kernel may cache what `key` (`attr_timeout`,
-    /// `entry_timeout`, `dir_timeout`) covers. In a cluster of daemons, a
-    /// write through another daemon's mount does not reach this kernel's
-    /// caches: they keep names and attributes for a second unless told
-    /// otherwise.
-    pub fn kernel_ttl(&self, key: &str, set: Duration) -> Duration {
-        let given = self.given.iter().any(|o| o.starts_with(&format!("{key}=")));
-        if self.cluster_listen.is_some() && !given {
-            Duration::from_secs(1)
-        } else {
-            set
-        }
     }
 
     pub(crate) fn etcd_opts(&mut self) -> &mut EtcdLockOptions {

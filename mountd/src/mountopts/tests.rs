@@ -63,8 +63,8 @@ fn status_lines() {
         [
             "options=sync,memtable=1m,cluster_listen=7100,attr_timeout=2",
             "attr_timeout_ms=2000",
-            "entry_timeout_ms=1000",
-            "dir_timeout_ms=1000",
+            "entry_timeout_ms=300000",
+            "dir_timeout_ms=300000",
             "reader_wait_ms=1000",
             "sync=true",
             "max_value_size=67108864",
@@ -73,7 +73,7 @@ fn status_lines() {
     for want in [
         "memtable=1m",
         "attr_timeout=2",
-        "entry_timeout=1",
+        "entry_timeout=300",
         "cluster_listen=127.0.0.1:7100",
     ] {
         assert!(lines.contains(&want), "{want} in {status}");
