@@ -49,7 +49,8 @@ apt_install() {
 missing=()
 for p in fusermount3:fuse3 getfattr:attr setfattr:attr flock:util-linux setpriv:util-linux \
     taskset:util-linux tar:tar rsync:rsync python3:python3 mount:mount \
-    etcd:etcd-server etcdctl:etcd-client protoc:protobuf-compiler chromium:chromium; do
+    etcd:etcd-server etcdctl:etcd-client protoc:protobuf-compiler chromium:chromium \
+    inotifywait:inotify-tools; do
     command -v "${p%%:*}" >/dev/null 2>&1 || missing+=("${p##*:}")
 done
 if [ ${#missing[@]} -gt 0 ]; then
