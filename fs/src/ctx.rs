@@ -362,6 +362,7 @@ impl Ctx {
             store_calls: self.data.store_calls(),
             opts: &self.opts,
             invalidations: self.kernel.invalidations_sent(),
+            replays: self.kernel.replay_counts(),
             inodes: self.kernel.inodes().len(),
             open_handles: self.open.handles().len(),
             pending_dirs: self.data.pending().len(),

@@ -457,6 +457,20 @@ impl Fs {
         self.cx.kernel.rows_changed_elsewhere(table, rows)
     }
 
+    /// Rows another daemon of the cluster changed: as
+    /// [`Fs::rows_changed_elsewhere`], then the write is replayed through
+    /// the mount for inotify watchers (`kernel/replay.rs`), when started.
+    pub fn rows_changed_by_peer(&self, table: &str, rows: &[&[u8]]) {
+        let replays = self.cx.kernel.row_replays(table, rows);
+        self.rows_changed_elsewhere(table, rows);
+        self.cx.kernel.replay(replays);
+    }
+
+    /// Replays other daemons' writes through the mount at `mountpoint`.
+    pub fn start_replay(&self, mountpoint: std::path::PathBuf) {
+        self.cx.kernel.start_replay(mountpoint);
+    }
+
     /// A table that a writer other than the mount created, deleted, or
     /// changed the families or dropped rows of.
     pub fn table_changed_elsewhere(&self, table: &str) {

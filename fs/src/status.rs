@@ -104,6 +104,9 @@ pub struct StatusSources<'a> {
     pub store_calls: &'a crate::store_calls::StoreCalls,
     pub opts: &'a FsOptions,
     pub invalidations: u64,
+    /// Cells replayed for inotify after other daemons' writes, and rows
+    /// dropped for a full queue (`kernel/replay.rs`).
+    pub replays: (u64, u64),
     pub inodes: usize,
     pub open_handles: usize,
     pub pending_dirs: usize,
@@ -201,6 +204,8 @@ impl StatusFile {
                     ("readdirs", c.readdirs.load(Ordering::Relaxed)),
                     ("errors", c.errors.load(Ordering::Relaxed)),
                     ("invalidations", s.invalidations),
+                    ("replayed_cells", s.replays.0),
+                    ("replays_dropped", s.replays.1),
                     ("inodes", s.inodes as u64),
                     ("open_handles", s.open_handles as u64),
                     ("pending_dirs", s.pending_dirs as u64),

@@ -32,6 +32,10 @@ pub struct Shared {
 pub trait Changes: Send + Sync {
     /// Cells of these rows of `table` were written or deleted.
     fn rows(&self, table: &str, rows: &[&[u8]]);
+    /// The same, written through another daemon of the cluster.
+    fn rows_from_peer(&self, table: &str, rows: &[&[u8]]) {
+        self.rows(table, rows)
+    }
     /// `table` was created or deleted, its families changed, or a range of
     /// its rows dropped.
     fn table(&self, table: &str);

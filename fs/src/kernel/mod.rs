@@ -4,12 +4,15 @@
 //! operations name nodes and rows, and this decides what the kernel is told.
 
 pub mod inodes;
+pub mod replay;
 
 use crate::node::{Name, Node};
 use crate::notify::{Inval, Invalidator};
 use crate::options::FsResult;
 use fuser::Errno;
 use inodes::InodeTable;
+use replay::{Replayer, RowReplay};
+use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 /// The inodes the kernel knows and invalidation of what it caches.
@@ -19,6 +22,8 @@ pub struct KernelCache {
     /// The mounted session, for handing the kernel a cell's pages at open
     /// (see `open_files/pages.rs`).
     notifier: OnceLock<fuser::Notifier>,
+    /// Replays other daemons' writes for inotify (`replay.rs`).
+    replayer: Replayer,
 }
 
 impl Default for KernelCache {
@@ -27,6 +32,7 @@ impl Default for KernelCache {
             inodes: Arc::new(InodeTable::new()),
             inval: Invalidator::default(),
             notifier: OnceLock::new(),
+            replayer: Replayer::default(),
         }
     }
 }
@@ -38,6 +44,43 @@ impl KernelCache {
         self.inval.start(notifier);
         // Mounted: hand back the memory of inodes the kernel forgets.
         inodes::start_idle_trim(&self.inodes);
+    }
+
+    /// Replays other daemons' writes through the mount at `mountpoint`, so
+    /// that inotify watchers see them (`replay.rs`).
+    pub fn start_replay(&self, mountpoint: PathBuf) {
+        self.replayer.start(mountpoint);
+    }
+
+    /// What a replay of writes to `rows` of `table` touches: the live
+    /// cells and family directories of those rows the kernel knows (taken
+    /// before they are invalidated).
+    pub fn row_replays(&self, table: &str, rows: &[&[u8]]) -> Vec<RowReplay> {
+        rows.iter()
+            .map(|row| {
+                let mut r = RowReplay::default();
+                for (_, node) in self.inodes.in_row(table, row) {
+                    match &*node {
+                        Node::Cell(c) if c.view.is_now() => r.cells.extend(rel_path(&node)),
+                        Node::Family(f) if f.view.is_now() => r.families.extend(rel_path(&node)),
+                        _ => {}
+                    }
+                }
+                r
+            })
+            .collect()
+    }
+
+    /// Queues replays (after the invalidations were sent).
+    pub fn replay(&self, replays: Vec<RowReplay>) {
+        for r in replays {
+            self.replayer.send(r);
+        }
+    }
+
+    /// Cells replayed for inotify, and rows dropped for a full queue.
+    pub fn replay_counts(&self) -> (u64, u64) {
+        self.replayer.counts()
     }
 
     /// The inode table: numbers, reference counts, what was reported.
@@ -144,4 +187,25 @@ impl KernelCache {
             }
         }
     }
+}
+
+/// `node`'s path below the mount point (None for the root).
+fn rel_path(node: &Node) -> Option<PathBuf> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut names = Vec::new();
+    let mut at = node.clone();
+    while let Some((parent, name)) = at.parent_and_name() {
+        names.push(name);
+        at = parent;
+    }
+    if names.is_empty() {
+        return None;
+    }
+    Some(
+        names
+            .iter()
+            .rev()
+            .map(|n| std::ffi::OsStr::from_bytes(n))
+            .collect(),
+    )
 }

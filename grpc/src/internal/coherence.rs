@@ -9,7 +9,6 @@
 //! waiting for it.
 
 use super::messages::Op;
-use super::remote::Dialer;
 use engine::protocol::{AfterWrite, WireError};
 use engine::Bigtable;
 use parking_lot::Mutex;
@@ -34,6 +33,12 @@ const GRACE: Duration = LEASE;
 const UNREGISTERED_WAIT: Duration = Duration::from_millis(500);
 /// Between tries of an invalidation that failed (the watcher restarting).
 const RETRY: Duration = Duration::from_millis(20);
+
+/// How a daemon calls another daemon itself (the internal RPC's dialer).
+pub(crate) trait DaemonCalls: Send + Sync {
+    /// Asks the daemon at `addr` `op`; its reply's bytes.
+    fn daemon_call(&self, addr: &str, op: Op, timeout: Duration) -> engine::Result<Vec<u8>>;
+}
 
 /// A watcher's lease.
 struct Watcher {
@@ -72,7 +77,7 @@ pub struct Coherence {
     watchers: Mutex<HashMap<String, Watcher>>,
     pub(crate) sink: OnceLock<Sink>,
     pub(crate) bt: OnceLock<Bigtable>,
-    pub(crate) dialer: OnceLock<Arc<Dialer>>,
+    pub(crate) dialer: OnceLock<Arc<dyn DaemonCalls>>,
     /// Set when the daemon stops: the renewing thread ends.
     pub(crate) stopped: AtomicBool,
     /// The other daemons registered in the lock service (`follow.rs`).
@@ -123,7 +128,7 @@ impl Coherence {
                         sink.table(table);
                     } else {
                         let rows: Vec<&[u8]> = rows.iter().map(|r| r.as_slice()).collect();
-                        sink.rows(table, &rows);
+                        sink.rows_from_peer(table, &rows);
                     }
                 }
                 Some(encode(&()))
@@ -195,7 +200,7 @@ impl Coherence {
 
     /// Sends `op` to the watcher at `addr` until it answers or `until`
     /// (its lease's end) passes; whether it answered.
-    fn tell(&self, dialer: &Dialer, addr: &str, op: &Op, until: Instant) -> bool {
+    fn tell(&self, dialer: &dyn DaemonCalls, addr: &str, op: &Op, until: Instant) -> bool {
         loop {
             let now = Instant::now();
             if now >= until {
@@ -267,14 +272,14 @@ impl Hook {
         }
         let started = Instant::now();
         if let [(addr, until, watcher)] = targets.as_slice() {
-            let ok = c.tell(dialer, addr, &op, *until);
+            let ok = c.tell(&**dialer, addr, &op, *until);
             c.done(addr, *watcher, ok);
         } else {
             std::thread::scope(|s| {
                 for (addr, until, watcher) in &targets {
                     let op = &op;
                     s.spawn(move || {
-                        let ok = c.tell(dialer, addr, op, *until);
+                        let ok = c.tell(&**dialer, addr, op, *until);
                         c.done(addr, *watcher, ok);
                     });
                 }

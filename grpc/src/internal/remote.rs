@@ -627,18 +627,6 @@ impl Dialer {
         Some(peer)
     }
 
-    /// Asks the daemon at `addr` itself (not one of its servers) `op`, a
-    /// cache-coherence operation; its reply's bytes.
-    pub(crate) fn daemon_call(&self, addr: &str, op: Op, timeout: Duration) -> Result<Vec<u8>> {
-        let peer = self
-            .peer(addr)
-            .ok_or_else(|| Error::Unavailable(format!("bad daemon address {addr:?}")))?;
-        let reply = peer
-            .call(Call { server: None, op }, timeout)
-            .map_err(|s| Error::Unavailable(format!("{addr}: {}", s.message())))?;
-        reply.0.map_err(Error::from)
-    }
-
     /// Tablet server `name` of the daemon at `addr`.
     pub(crate) fn server_at(&self, addr: &str, name: &str) -> Option<Arc<dyn TabletService>> {
         let s = Arc::new(RemoteServer {
@@ -647,6 +635,20 @@ impl Dialer {
         });
         self.servers.write().insert(name.to_string(), s.clone());
         Some(s)
+    }
+}
+
+impl super::coherence::DaemonCalls for Dialer {
+    /// Asks the daemon at `addr` itself (not one of its servers) `op`, a
+    /// cache-coherence operation; its reply's bytes.
+    fn daemon_call(&self, addr: &str, op: Op, timeout: Duration) -> Result<Vec<u8>> {
+        let peer = self
+            .peer(addr)
+            .ok_or_else(|| Error::Unavailable(format!("bad daemon address {addr:?}")))?;
+        let reply = peer
+            .call(Call { server: None, op }, timeout)
+            .map_err(|s| Error::Unavailable(format!("{addr}: {}", s.message())))?;
+        reply.0.map_err(Error::from)
     }
 }
 

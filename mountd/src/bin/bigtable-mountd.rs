@@ -240,6 +240,7 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     fs.start_notifier(session.notifier());
     // Other daemons' writes invalidate this kernel's caches from now on.
     if let Some((n, _)) = &node {
+        fs.start_replay(cfg.mountpoint.clone());
         n.follow(Arc::new(KernelCaches(fs.clone())));
     }
     // Cloud Bigtable's API on the same engine: each caller has the rights
@@ -433,6 +434,10 @@ struct KernelCaches(Arc<Fs>);
 impl grpc::Changes for KernelCaches {
     fn rows(&self, table: &str, rows: &[&[u8]]) {
         self.0.rows_changed_elsewhere(table, rows)
+    }
+
+    fn rows_from_peer(&self, table: &str, rows: &[&[u8]]) {
+        self.0.rows_changed_by_peer(table, rows)
     }
 
     fn table(&self, table: &str) {
