@@ -61,19 +61,28 @@ fn keep_registered(lock: &Arc<dyn LockService>, me: &str, held: &mut Option<Leas
 
 /// Renews the lease at `addr`: when it ends (by this daemon's clock, no
 /// later than by the peer's) and whether it held without a break.
-fn renew(c: &Coherence, addr: &str) -> Option<(Instant, bool)> {
+fn renew(c: &Coherence, addr: &str, timeout: Duration) -> Option<(Instant, bool)> {
     let dialer = c.dialer.get()?;
     let sent = Instant::now();
     let op = Op::Watch {
         addr: c.me.to_string(),
         lease_ms: LEASE.as_millis() as u64,
     };
-    let bytes = dialer.daemon_call(addr, op, RENEW).ok()?;
+    let bytes = dialer.daemon_call(addr, op, timeout).ok()?;
     let (left_ms, continuous): (u64, bool) = super::codec::decode_bounded(&bytes).ok()?;
     Some((
         sent + Duration::from_millis(left_ms).saturating_sub(MARGIN),
         continuous,
     ))
+}
+
+/// Forgets the leases that ended; whether any did.
+fn lapse(c: &Coherence, leases: &mut HashMap<String, Instant>) -> bool {
+    let now = Instant::now();
+    let before = leases.len();
+    leases.retain(|_, end| *end > now);
+    c.stats.leases.store(leases.len() as u64, Ordering::Relaxed);
+    leases.len() < before
 }
 
 fn run(weak: Weak<Coherence>, lock: Arc<dyn LockService>) {
@@ -85,16 +94,28 @@ fn run(weak: Weak<Coherence>, lock: Arc<dyn LockService>) {
             return;
         }
         let started = Instant::now();
+        // Leases that ended are dropped first: no call may delay it past
+        // the time writers stop waiting for this daemon.
+        if lapse(&c, &mut leases) {
+            c.drop_all();
+        }
         keep_registered(&lock, &c.me, &mut registered);
         let peers = peers(&*lock, &c.me);
         *c.listed.lock() = peers.iter().cloned().collect();
         leases.retain(|a, _| peers.contains(a));
+        // A renewal may not outlast the first lease's end.
+        let first_end = leases.values().min().copied();
+        let timeout = first_end
+            .map_or(RENEW, |e| {
+                RENEW.min(e.saturating_duration_since(Instant::now()))
+            })
+            .max(RETRY_SOON);
         let renewed: Vec<(String, Option<(Instant, bool)>)> = std::thread::scope(|s| {
             let handles: Vec<_> = peers
                 .iter()
                 .map(|a| {
                     let c = &c;
-                    (a.clone(), s.spawn(move || renew(c, a)))
+                    (a.clone(), s.spawn(move || renew(c, a, timeout)))
                 })
                 .collect();
             handles
@@ -116,11 +137,7 @@ fn run(weak: Weak<Coherence>, lock: Arc<dyn LockService>) {
                 None => {}
             }
         }
-        let now = Instant::now();
-        let lapsed = leases.values().filter(|end| **end <= now).count();
-        leases.retain(|_, end| *end > now);
-        c.stats.leases.store(leases.len() as u64, Ordering::Relaxed);
-        if drop_all || lapsed > 0 {
+        if lapse(&c, &mut leases) || drop_all {
             c.drop_all();
         }
         // Wake for the next renewal, or when the first lease ends.
