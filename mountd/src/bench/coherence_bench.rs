@@ -40,6 +40,9 @@ pub struct CoherenceOpts {
     /// The daemon binary (default: bigtable-mountd beside this program, else on the PATH).
     #[arg(long)]
     pub mountd: Option<PathBuf>,
+    /// B does not replay A's writes for inotify watchers (`no_replay`).
+    #[arg(long)]
+    pub no_replay: bool,
 }
 
 /// What `coherence` was asked to do.
@@ -185,7 +188,10 @@ pub fn run(args: &CoherenceArgs) -> Result<Value> {
         &bin,
         work.path(),
         "b",
-        format!("{common},{long},tablet_servers=0"),
+        format!(
+            "{common},{long},tablet_servers=0{}",
+            if o.no_replay { ",no_replay" } else { "" }
+        ),
     )?;
     wait_for("B to follow A", Duration::from_secs(30), || {
         Ok(figure(&b.mnt, "status", "coherence_leases") >= 1

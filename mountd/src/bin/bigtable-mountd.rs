@@ -240,7 +240,9 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     fs.start_notifier(session.notifier());
     // Other daemons' writes invalidate this kernel's caches from now on.
     if let Some((n, _)) = &node {
-        fs.start_replay(cfg.mountpoint.clone());
+        if !cfg.no_replay {
+            fs.start_replay(cfg.mountpoint.clone());
+        }
         n.follow(Arc::new(KernelCaches(fs.clone())));
     }
     // Cloud Bigtable's API on the same engine: each caller has the rights

@@ -71,6 +71,8 @@ pub struct MountConfig {
     pub commit_workers: Option<usize>,
     /// Let the kernel send OPENDIR/RELEASEDIR (off: directories are listed unopened).
     pub opendir: bool,
+    /// Do not replay other daemons' writes for inotify (docs/coherence.md).
+    pub no_replay: bool,
     pub attr_timeout: Duration,
     pub entry_timeout: Duration,
     /// Names and attributes of table, row and family directories.
@@ -223,6 +225,7 @@ impl MountConfig {
             threads: None,
             commit_workers: None,
             opendir: false,
+            no_replay: false,
             // Whatever changes a file (a write or batch through the mount,
             // a gRPC call) invalidates what the kernel holds of it.
             attr_timeout: Duration::from_secs(DEFAULT_DIR_TTL_SECS),
