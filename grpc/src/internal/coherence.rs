@@ -324,3 +324,78 @@ impl AfterWrite for Hook {
 fn encode<T: serde::Serialize>(v: &T) -> Result<Vec<u8>, WireError> {
     bincode::serialize(v).map_err(|e| WireError::Unavailable(format!("cannot encode a reply: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn watch(c: &Coherence, addr: &str) -> (u64, bool) {
+        c.watch(addr, LEASE.as_millis() as u64).unwrap()
+    }
+
+    #[test]
+    fn a_lease_is_new_then_continuous_and_not_extended_while_an_invalidation_waits() {
+        let c = Coherence::new("me:1".into());
+        assert!(c.watch("me:1", 3000).is_err(), "a daemon watching itself");
+        let (left, continuous) = watch(&c, "b:1");
+        assert!(!continuous, "a new lease must make B drop everything");
+        assert!(left <= LEASE.as_millis() as u64 && left > 2000);
+        assert!(watch(&c, "b:1").1);
+        // An invalidation is pending: renewals do not extend the lease.
+        let taken = c.take_watchers();
+        assert_eq!(taken.len(), 1);
+        let end = taken[0].1;
+        std::thread::sleep(Duration::from_millis(30));
+        let (left, continuous) = watch(&c, "b:1");
+        assert!(continuous);
+        assert!(Instant::now() + Duration::from_millis(left) <= end + Duration::from_millis(5));
+        // Unanswered until its end: B is forgotten, and its next renewal
+        // says the lease broke.
+        c.done("b:1", true, false);
+        assert_eq!(c.stats.expired.load(Ordering::Relaxed), 1);
+        assert!(!watch(&c, "b:1").1);
+        // Answered: the lease is extended again.
+        c.take_watchers();
+        c.done("b:1", true, true);
+        assert!(watch(&c, "b:1").1);
+    }
+
+    #[test]
+    fn a_lease_is_at_most_three_seconds_and_watchers_are_bounded() {
+        let c = Coherence::new("me:1".into());
+        let (left, _) = c.watch("b:1", 3_600_000).unwrap();
+        assert!(left <= LEASE.as_millis() as u64);
+        for i in 0..MAX_WATCHERS - 1 {
+            c.watch(&format!("d{i}:1"), 3000).unwrap();
+        }
+        assert!(c.watch("one-too-many:1", 3000).is_err());
+        // Renewing one already there still works.
+        assert!(c.watch("b:1", 3000).is_ok());
+    }
+
+    #[test]
+    fn an_invalidation_names_each_row_once_or_the_whole_table() {
+        let rows: Vec<&[u8]> = vec![b"a", b"b", b"a"];
+        match Coherence::message("t", &rows) {
+            Op::Invalidate { table, rows, whole } => {
+                assert_eq!(table, "t");
+                assert_eq!(rows, vec![b"a".to_vec(), b"b".to_vec()]);
+                assert!(!whole);
+            }
+            other => panic!("{other:?}"),
+        }
+        let many: Vec<Vec<u8>> = (0..MAX_ROWS + 1)
+            .map(|i| i.to_string().into_bytes())
+            .collect();
+        let many: Vec<&[u8]> = many.iter().map(|r| r.as_slice()).collect();
+        assert!(matches!(
+            Coherence::message("t", &many),
+            Op::Invalidate { whole: true, ref rows, .. } if rows.is_empty()
+        ));
+        let big = vec![0u8; MAX_ROW_BYTES + 1];
+        assert!(matches!(
+            Coherence::message("t", &[big.as_slice()]),
+            Op::Invalidate { whole: true, .. }
+        ));
+    }
+}
