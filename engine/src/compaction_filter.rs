@@ -28,9 +28,34 @@ use crate::aggregate::Aggregator;
 use crate::error::Result;
 use crate::iterator::InternalIterator;
 use crate::key::Kind;
-use crate::schema::{GcRule, TableSchema};
+use crate::schema::{GcRule, TableSchema, CHANGES_FAMILY};
 use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
 use std::sync::Arc;
+
+/// A cell garbage collection dropped (a change-logged table's compaction
+/// reports them: docs/changes.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collected {
+    pub row: Vec<u8>,
+    pub family: String,
+    pub qualifier: Vec<u8>,
+    pub timestamp: u64,
+}
+
+/// What becomes of the cells the GC rules collect.
+enum GcLog {
+    /// Dropped.
+    Drop,
+    /// Kept (a later compaction that reports them drops them).
+    Keep,
+    /// Dropped and reported while their keys take under `cap` bytes;
+    /// then kept.
+    Report {
+        cells: Vec<Collected>,
+        bytes: usize,
+        cap: usize,
+    },
+}
 
 /// Filters a merged stream of internal entries into a compaction's output,
 /// yielding `(key, value)` pairs in key order.
@@ -49,6 +74,7 @@ pub struct CompactionFilter {
     column_collected: bool,
     /// Set after an error, so the `Iterator` impl stops instead of repeating it.
     failed: bool,
+    gc_log: GcLog,
 }
 
 impl CompactionFilter {
@@ -70,7 +96,35 @@ impl CompactionFilter {
             aggregate: None,
             column_collected: false,
             failed: false,
+            gc_log: GcLog::Drop,
         })
+    }
+
+    /// Keeps the cells the GC rules would drop: a change-logged table's
+    /// compaction that cannot report them (a memtable's flush).
+    pub fn keeping_collected(mut self) -> Self {
+        self.gc_log = GcLog::Keep;
+        self
+    }
+
+    /// Reports the cells the GC rules drop ([`Self::take_collected`]),
+    /// while their keys take under `cap` bytes: past that, they are kept
+    /// for a later compaction.
+    pub fn reporting_collected(mut self, cap: usize) -> Self {
+        self.gc_log = GcLog::Report {
+            cells: Vec::new(),
+            bytes: 0,
+            cap,
+        };
+        self
+    }
+
+    /// The cells reported as collected so far.
+    pub fn take_collected(&mut self) -> Vec<Collected> {
+        match &mut self.gc_log {
+            GcLog::Report { cells, .. } => std::mem::take(cells),
+            _ => Vec::new(),
+        }
     }
 
     /// The next entry to write, or `None` when the input is exhausted.
@@ -110,19 +164,25 @@ impl CompactionFilter {
                 Verdict::Fold { .. } => match &self.gc {
                     None => true,
                     Some(_) if self.major => !self.column_collected,
+                    // An operand goes with its cell, which a logged table
+                    // reports (or keeps) in a major compaction only.
+                    Some(_) if !matches!(self.gc_log, GcLog::Drop) => true,
                     Some(gc) => !gc.collects_by_age_alone(k.timestamp, self.now),
                 },
                 Verdict::Visible { index } => {
                     debug_assert_eq!(k.kind, Kind::Put);
-                    match &self.gc {
-                        None => true,
+                    let collects = match &self.gc {
+                        None => false,
                         Some(gc) if self.major => {
-                            self.column_collected =
-                                self.column_collected || gc.collects(index, k.timestamp, self.now);
-                            !self.column_collected
+                            self.column_collected || gc.collects(index, k.timestamp, self.now)
                         }
-                        Some(gc) => !gc.collects_by_age_alone(k.timestamp, self.now),
+                        Some(gc) => gc.collects_by_age_alone(k.timestamp, self.now),
+                    };
+                    let collected = collects && may_collect(&mut self.gc_log, &k)?;
+                    if self.major {
+                        self.column_collected = collected;
                     }
+                    !collected
                 }
             };
             if keep {
@@ -156,6 +216,33 @@ impl CompactionFilter {
             self.iter.next()?;
         }
         Ok(())
+    }
+}
+
+/// Whether the cell at `k`, which the GC rule collects, may go (and
+/// notes it if it is reported). The hidden change family's own
+/// retention is never reported.
+fn may_collect(log: &mut GcLog, k: &EntryKey<'_>) -> Result<bool> {
+    match log {
+        GcLog::Drop => Ok(true),
+        GcLog::Keep => Ok(k.family_is(CHANGES_FAMILY.as_bytes())),
+        GcLog::Report { cells, bytes, cap } => {
+            if k.family_is(CHANGES_FAMILY.as_bytes()) {
+                return Ok(true);
+            }
+            if *bytes >= *cap {
+                return Ok(false);
+            }
+            let c = Collected {
+                row: k.row()?,
+                family: String::from_utf8_lossy(&k.family()?).into_owned(),
+                qualifier: k.qualifier()?,
+                timestamp: k.timestamp,
+            };
+            *bytes += c.row.len() + c.family.len() + c.qualifier.len() + 64;
+            cells.push(c);
+            Ok(true)
+        }
     }
 }
 
