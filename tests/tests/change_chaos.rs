@@ -391,3 +391,39 @@ fn both_change_readers_see_every_acknowledged_write_once_through_split_merge_mov
         });
     }
 }
+
+#[test]
+fn the_python_client_puts_a_value_larger_than_its_message_limit_back_together() {
+    let m = Mount::with_options(&["grpc=127.0.0.1:0", "grpc_trust_loopback"]);
+    m.table("t", "f\n");
+    m.ok("echo '.table change_retention=1d' >> t/.schema");
+    // 5 MiB: over the client's 4 MiB message limit, so it must come in
+    // chunks (1 MiB each) that the client puts back together.
+    let size = 5 << 20;
+    m.ok(&format!(
+        "mkdir -p t/r/f && head -c {size} /dev/zero | tr '\\0' x > t/r/f/big && printf small > t/r/f/s"
+    ));
+    let end = tests::now_us();
+    let o = Command::new(tests::python())
+        .arg(script())
+        .args(["read", "t", "-", "-", "0", &end.to_string()])
+        .env("BIGTABLE_EMULATOR_HOST", m.grpc_addr())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let changes = parse(&String::from_utf8_lossy(&o.stdout));
+    let values: Vec<(String, usize)> = changes
+        .iter()
+        .flat_map(|c| &c.ops)
+        .filter_map(|op| {
+            let f: Vec<&str> = op.split(' ').collect();
+            (f[0] == "set" && !f[3].is_empty()).then(|| (f[2].to_string(), f[3].len()))
+        })
+        .collect();
+    assert!(
+        values.contains(&("f:big".to_string(), size)),
+        "{:?}",
+        values
+    );
+    assert!(values.contains(&("f:s".to_string(), 5)), "{values:?}");
+}
