@@ -2,7 +2,10 @@
 //! compaction drops by the families' GC rules are committed as change
 //! records marked GC (one per row, `DeleteCells` of each version) before
 //! the compaction is installed (docs/changes.md). A memtable's flush drops
-//! no collected cell of such a table: it could not report it.
+//! no collected cell of such a table: it could not report it. A major
+//! compaction's drop of a family no longer in the schema (cells written
+//! while it was dropped) is reported the same way, as a `DeleteFamily` of
+//! each row that had some, a user's record.
 
 use super::{commit, Served, TabletServer};
 use crate::compaction_filter::Collected;
@@ -23,20 +26,30 @@ pub(super) fn commit_collected(
     s: &Served,
     cells: Vec<Collected>,
 ) -> Result<()> {
-    let mut records: Vec<(Vec<u8>, Vec<Mutation>)> = Vec::new();
+    // GC's records, and the dropped families' (a user's doing: deletes).
+    let mut gc: Vec<(Vec<u8>, Vec<Mutation>)> = Vec::new();
+    let mut dropped: Vec<(Vec<u8>, Vec<Mutation>)> = Vec::new();
     for c in cells {
-        let op = Mutation::DeleteCells {
-            family: c.family,
-            qualifier: c.qualifier,
-            range: TimeRange::exactly(c.timestamp),
+        let (records, op) = match c.timestamp {
+            Some(ts) => (
+                &mut gc,
+                Mutation::DeleteCells {
+                    family: c.family,
+                    qualifier: c.qualifier,
+                    range: TimeRange::exactly(ts),
+                },
+            ),
+            None => (&mut dropped, Mutation::DeleteFamily { family: c.family }),
         };
         match records.last_mut() {
             Some((row, ops)) if *row == c.row && ops.len() < OPS_PER_RECORD => ops.push(op),
             _ => records.push((c.row, vec![op])),
         }
     }
-    for chunk in records.chunks(RECORDS_PER_COMMIT) {
-        commit::commit_records(server, s, chunk, true)?;
+    for (records, is_gc) in [(gc, true), (dropped, false)] {
+        for chunk in records.chunks(RECORDS_PER_COMMIT) {
+            commit::commit_records(server, s, chunk, is_gc)?;
+        }
     }
     Ok(())
 }
