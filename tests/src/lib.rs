@@ -59,6 +59,25 @@ pub fn python() -> PathBuf {
 
 pub use testkit::wait_until;
 
+/// Writes `data` to `path` (an existing file, or a new one) and closes it,
+/// with close's error: a cell's value and a `.mutate` batch are committed
+/// on close, and `std::fs::write` ignores close's errors.
+pub fn write_and_close(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    std::io::Write::write_all(&mut f, data)?;
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(f);
+    // SAFETY: `fd` was just taken from the file, which no longer owns it;
+    // it is closed once, here.
+    if unsafe { libc::close(fd) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The wall clock in microseconds since 1970 (commit timestamps' unit).
 pub fn now_us() -> u64 {
     std::time::SystemTime::now()

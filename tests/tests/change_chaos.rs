@@ -10,8 +10,6 @@
 //! from tokens seen mid-stream must lose and repeat nothing.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Write;
-use std::os::fd::IntoRawFd;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -147,20 +145,6 @@ fn check_resumes(who: &str, all: &[Change], end: u64, resume: impl Fn(&str) -> S
     }
 }
 
-/// Writes `data` to `path` and closes it, with close's error: a `.mutate`
-/// batch is applied on close (`std::fs::write` ignores close's errors).
-fn write_and_close(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
-    let mut f = std::fs::OpenOptions::new().write(true).open(path)?;
-    f.write_all(data)?;
-    let fd = f.into_raw_fd();
-    // SAFETY: `fd` was just taken from the file, which no longer owns it;
-    // it is closed once, here.
-    if unsafe { libc::close(fd) } != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// A daemon on the shared bucket and etcd: one tablet server, a master.
 fn daemon(weed: &Seaweed, etcd: &Arc<Etcd>, secret: &std::path::Path, extra: &[&str]) -> Mount {
     let mut opts = vec![
@@ -266,7 +250,7 @@ fn both_change_readers_see_every_acknowledged_write_once_through_split_merge_mov
                         .unwrap()
                         .insert(v.clone(), (row.clone(), false));
                     let line = format!("set {row} cf:w{i}-{n} {v}\n");
-                    if write_and_close(&mnt.join("t/.mutate"), line.as_bytes()).is_ok() {
+                    if tests::write_and_close(&mnt.join("t/.mutate"), line.as_bytes()).is_ok() {
                         tried.lock().unwrap().insert(v, (row, true));
                     }
                     n += 1;

@@ -242,7 +242,7 @@ fn three_daemons_serve_one_bigtable() {
 fn write_cell(mnt: &Path, table: &str, row: &str, q: &str, value: &str) -> std::io::Result<()> {
     let dir = mnt.join(table).join(row).join("cf");
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join(q), value)
+    tests::write_and_close(&dir.join(q), value.as_bytes())
 }
 
 #[test]
