@@ -28,9 +28,36 @@ use crate::aggregate::Aggregator;
 use crate::error::Result;
 use crate::iterator::InternalIterator;
 use crate::key::Kind;
-use crate::schema::{GcRule, TableSchema};
+use crate::schema::{GcRule, TableSchema, CHANGES_FAMILY};
 use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
 use std::sync::Arc;
+
+/// What a change-logged table's major compaction drops without a
+/// writer's delete, which it reports (docs/changes.md): a cell garbage
+/// collection dropped (`timestamp` set), or a row's entries of a family no
+/// longer in the schema (`timestamp` None).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Collected {
+    pub row: Vec<u8>,
+    pub family: String,
+    pub qualifier: Vec<u8>,
+    pub timestamp: Option<u64>,
+}
+
+/// What becomes of the cells the GC rules collect.
+enum GcLog {
+    /// Dropped.
+    Drop,
+    /// Kept (a later compaction that reports them drops them).
+    Keep,
+    /// Dropped and reported while their keys take under `cap` bytes;
+    /// then kept.
+    Report {
+        cells: Vec<Collected>,
+        bytes: usize,
+        cap: usize,
+    },
+}
 
 /// Filters a merged stream of internal entries into a compaction's output,
 /// yielding `(key, value)` pairs in key order.
@@ -49,6 +76,7 @@ pub struct CompactionFilter {
     column_collected: bool,
     /// Set after an error, so the `Iterator` impl stops instead of repeating it.
     failed: bool,
+    gc_log: GcLog,
 }
 
 impl CompactionFilter {
@@ -70,7 +98,35 @@ impl CompactionFilter {
             aggregate: None,
             column_collected: false,
             failed: false,
+            gc_log: GcLog::Drop,
         })
+    }
+
+    /// Keeps the cells the GC rules would drop: a change-logged table's
+    /// compaction that cannot report them (a memtable's flush).
+    pub fn keeping_collected(mut self) -> Self {
+        self.gc_log = GcLog::Keep;
+        self
+    }
+
+    /// Reports the cells the GC rules drop ([`Self::take_collected`]),
+    /// while their keys take under `cap` bytes: past that, they are kept
+    /// for a later compaction.
+    pub fn reporting_collected(mut self, cap: usize) -> Self {
+        self.gc_log = GcLog::Report {
+            cells: Vec::new(),
+            bytes: 0,
+            cap,
+        };
+        self
+    }
+
+    /// The cells reported as collected so far.
+    pub fn take_collected(&mut self) -> Vec<Collected> {
+        match &mut self.gc_log {
+            GcLog::Report { cells, .. } => std::mem::take(cells),
+            _ => Vec::new(),
+        }
     }
 
     /// The next entry to write, or `None` when the input is exhausted.
@@ -93,6 +149,17 @@ impl CompactionFilter {
                     self.tracker.set_aggregate(self.aggregate.is_some());
                     if self.major && self.gc.is_none() {
                         let end = prefix_end(k.family_prefix);
+                        if matches!(self.gc_log, GcLog::Report { .. })
+                            && !k.family_is(CHANGES_FAMILY.as_bytes())
+                        {
+                            // A cell still visible in a dropped family was
+                            // written while it was dropped: it goes with
+                            // the family, reported as the family's delete.
+                            let (row, family) = (k.row()?, k.family()?);
+                            if self.visible_before(&end)? {
+                                note_dropped_family(&mut self.gc_log, row, family);
+                            }
+                        }
                         self.iter.seek(&end)?;
                         continue;
                     }
@@ -110,19 +177,25 @@ impl CompactionFilter {
                 Verdict::Fold { .. } => match &self.gc {
                     None => true,
                     Some(_) if self.major => !self.column_collected,
+                    // An operand goes with its cell, which a logged table
+                    // reports (or keeps) in a major compaction only.
+                    Some(_) if !matches!(self.gc_log, GcLog::Drop) => true,
                     Some(gc) => !gc.collects_by_age_alone(k.timestamp, self.now),
                 },
                 Verdict::Visible { index } => {
                     debug_assert_eq!(k.kind, Kind::Put);
-                    match &self.gc {
-                        None => true,
+                    let collects = match &self.gc {
+                        None => false,
                         Some(gc) if self.major => {
-                            self.column_collected =
-                                self.column_collected || gc.collects(index, k.timestamp, self.now);
-                            !self.column_collected
+                            self.column_collected || gc.collects(index, k.timestamp, self.now)
                         }
-                        Some(gc) => !gc.collects_by_age_alone(k.timestamp, self.now),
+                        Some(gc) => gc.collects_by_age_alone(k.timestamp, self.now),
+                    };
+                    let collected = collects && may_collect(&mut self.gc_log, &k)?;
+                    if self.major {
+                        self.column_collected = collected;
                     }
+                    !collected
                 }
             };
             if keep {
@@ -138,6 +211,20 @@ impl CompactionFilter {
             }
             self.iter.next()?;
         }
+    }
+
+    /// Whether an entry from here to `end` (one row's family) is a cell no
+    /// tombstone hides; stops at the first.
+    fn visible_before(&mut self, end: &[u8]) -> Result<bool> {
+        while self.iter.valid() && self.iter.key() < end {
+            let e = EntryKey::parse(self.iter.key())?;
+            self.tracker.position(&e);
+            if let Verdict::Visible { .. } = self.tracker.classify(&e, self.iter.value())? {
+                return Ok(true);
+            }
+            self.iter.next()?;
+        }
+        Ok(false)
     }
 
     /// Folds into `value` the operands after the cell `head` at its column
@@ -156,6 +243,50 @@ impl CompactionFilter {
             self.iter.next()?;
         }
         Ok(())
+    }
+}
+
+/// Whether the cell at `k`, which the GC rule collects, may go (and
+/// notes it if it is reported). The hidden change family's own
+/// retention is never reported.
+fn may_collect(log: &mut GcLog, k: &EntryKey<'_>) -> Result<bool> {
+    match log {
+        GcLog::Drop => Ok(true),
+        GcLog::Keep => Ok(k.family_is(CHANGES_FAMILY.as_bytes())),
+        GcLog::Report { cells, bytes, cap } => {
+            if k.family_is(CHANGES_FAMILY.as_bytes()) {
+                return Ok(true);
+            }
+            if *bytes >= *cap {
+                return Ok(false);
+            }
+            let c = Collected {
+                row: k.row()?,
+                family: String::from_utf8_lossy(&k.family()?).into_owned(),
+                qualifier: k.qualifier()?,
+                timestamp: Some(k.timestamp),
+            };
+            *bytes += c.row.len() + c.family.len() + c.qualifier.len() + 64;
+            cells.push(c);
+            Ok(true)
+        }
+    }
+}
+
+/// Reports a row's cells of a family no longer in the schema, if the
+/// compaction has room; past the cap they go unreported.
+fn note_dropped_family(log: &mut GcLog, row: Vec<u8>, family: Vec<u8>) {
+    if let GcLog::Report { cells, bytes, cap } = log {
+        if *bytes < *cap {
+            let c = Collected {
+                row,
+                family: String::from_utf8_lossy(&family).into_owned(),
+                qualifier: Vec::new(),
+                timestamp: None,
+            };
+            *bytes += c.row.len() + c.family.len() + 64;
+            cells.push(c);
+        }
     }
 }
 
@@ -430,5 +561,42 @@ mod tests {
         let mut f = CompactionFilter::new(it, true, schema(GcRule::KEEP_ALL), 0).unwrap();
         assert!(matches!(f.next(), Some(Err(crate::Error::Corruption(_)))));
         assert!(f.next().is_none());
+    }
+
+    #[test]
+    fn a_logged_major_compaction_reports_what_gc_and_dropped_families_take() {
+        let input = entries(&[
+            RowMutation::new("r")
+                .set_at("f", "q", 1, "old")
+                .set_at("f", "q", 2, "new")
+                .set_at("g", "x", 5, "written while g was dropped"),
+            RowMutation::new("s").set_at("g", "x", 5, "deleted first"),
+            RowMutation::new("s").delete_family("g"),
+        ]);
+        // g is no longer in the schema; f keeps one version.
+        let schema = schema(GcRule::flat(Some(1), None, GcMode::Union));
+        let it = Box::new(VecIterator::new(Arc::new(input.clone())));
+        let mut f = CompactionFilter::new(it, true, schema.clone(), 0)
+            .unwrap()
+            .reporting_collected(1 << 20);
+        let out: Entries = f.by_ref().collect::<Result<_>>().unwrap();
+        assert_eq!(kinds(&out), vec![(b"q".to_vec(), 2, Kind::Put)]);
+        let got = f.take_collected();
+        let c = |row: &str, fam: &str, q: &str, ts| Collected {
+            row: row.as_bytes().to_vec(),
+            family: fam.into(),
+            qualifier: q.as_bytes().to_vec(),
+            timestamp: ts,
+        };
+        // Row s's family was deleted (a writer's record) before the drop.
+        assert_eq!(got, vec![c("r", "f", "q", Some(1)), c("r", "g", "", None)]);
+        // Kept, not dropped, when nothing can report them (a flush).
+        let it = Box::new(VecIterator::new(Arc::new(input)));
+        let kept: Entries = CompactionFilter::new(it, false, schema, 0)
+            .unwrap()
+            .keeping_collected()
+            .collect::<Result<_>>()
+            .unwrap();
+        assert!(kinds(&kept).contains(&(b"q".to_vec(), 1, Kind::Put)));
     }
 }

@@ -109,6 +109,11 @@ pub enum Error {
     /// No tablet server could serve the request before the retry deadline.
     #[error("unavailable: {0}")]
     Unavailable(String),
+    /// A write reached a server that failed before answering: it may or
+    /// may not have been applied. Not retried (a second try could apply
+    /// it twice: two versions of a cell, two change records).
+    #[error("the outcome of a write is unknown: {0}")]
+    OutcomeUnknown(String),
     /// The file store failed.
     #[error(transparent)]
     Fs(#[from] gfs::Error),

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use engine::changes::{ChangeQuery, ChangeRecord, Position};
-use engine::schema::{FamilySchema, TableSchema};
+use engine::schema::{FamilySchema, GcMode, GcRule, TableSchema};
 use engine::*;
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -399,5 +399,160 @@ fn row_range_deletes_are_logged_and_a_restore_that_would_bypass_the_log_is_refus
         .read_row("t", b"r010", &ScanSpec::default())
         .unwrap()
         .is_empty());
+    bt.close().unwrap();
+}
+
+/// (family, qualifier, timestamp) of each version the GC records delete;
+/// checks every op of a GC record is the delete of one version.
+fn collected(records: &[ChangeRecord]) -> Vec<(String, Vec<u8>, u64)> {
+    let mut out = Vec::new();
+    for r in records.iter().filter(|r| r.gc) {
+        for m in &r.mutations {
+            match m {
+                Mutation::DeleteCells {
+                    family,
+                    qualifier,
+                    range,
+                } => {
+                    assert_eq!(range.end, range.start + 1, "{r:?}");
+                    out.push((family.clone(), qualifier.clone(), range.start));
+                }
+                other => panic!("a GC record with {other:?}"),
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn garbage_collection_is_logged_as_such_once_and_retention_drops_old_changes() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, options()).unwrap();
+    let mut f = FamilySchema::new("f");
+    f.gc = GcRule::flat(Some(2), None, GcMode::Union);
+    let mut h = FamilySchema::new("h");
+    h.gc = GcRule::flat(None, Some(60_000_000), GcMode::Union);
+    let schema = TableSchema {
+        change_retention: 3_600_000_000,
+        ..TableSchema::with_families([f, FamilySchema::new("g"), h])
+    };
+    bt.create_table("t", schema.clone()).unwrap();
+    let w = WriteOptions::default();
+    let old = now_micros() - 600_000_000;
+    let mut m = RowMutation::new("a");
+    for ts in 1..=4 {
+        m = m.set_at("f", "q", ts, format!("v{ts}"));
+    }
+    m = m
+        .set_at("g", "x", 10, "ten")
+        .set_at("g", "x", 20, "twenty")
+        .set_at("h", "old", old, "expired")
+        .set("h", "new", "fresh");
+    bt.apply("t", &m, w).unwrap();
+    // A flush drops nothing it could not report; a major compaction
+    // drops the two oldest versions of f:q and h's expired cell.
+    bt.flush().unwrap();
+    bt.compact("t", true).unwrap();
+    let first = read_all(&bt, "t", Position::default(), 100);
+    assert_eq!(first.iter().filter(|r| !r.gc).count(), 1);
+    let want = vec![
+        ("f".to_string(), b"q".to_vec(), 1),
+        ("f".to_string(), b"q".to_vec(), 2),
+        ("h".to_string(), b"old".to_vec(), old),
+    ];
+    assert_eq!(collected(&first), want);
+    // A schema change that keeps one version of g: its older one goes at
+    // the next major compaction, logged as GC too; nothing is logged twice.
+    let mut shorter = schema.clone();
+    if let Some(g) = shorter.families.get_mut("g") {
+        g.gc = GcRule::flat(Some(1), None, GcMode::Union);
+    }
+    bt.set_schema("t", shorter).unwrap();
+    bt.compact("t", true).unwrap();
+    bt.compact("t", true).unwrap();
+    let all = read_all(&bt, "t", Position::default(), 100);
+    let mut want2 = want.clone();
+    want2.push(("g".to_string(), b"x".to_vec(), 10));
+    want2.sort();
+    assert_eq!(collected(&all), want2);
+    // The data is what the rules keep.
+    let cells: Vec<(String, Vec<u8>, u64)> = all_versions(&bt, "t")
+        .into_iter()
+        .map(|(_, f, q, ts, _)| (f, q, ts))
+        .collect();
+    assert_eq!(cells.len(), 4, "{cells:?}");
+
+    // Retention: a table keeping changes for 1 s drops them after it, and
+    // a token older than it is refused clearly.
+    bt.create_table(
+        "r",
+        TableSchema {
+            change_retention: 1_000_000,
+            ..TableSchema::with_families([FamilySchema::new("f")])
+        },
+    )
+    .unwrap();
+    bt.apply("r", &RowMutation::new("a").set("f", "q", "1"), w)
+        .unwrap();
+    let written = now_micros();
+    let got = bt.read_changes("r", &ChangeQuery::default()).unwrap();
+    assert_eq!(got.records.len(), 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while now_micros() < written + 1_500_000 {
+        assert!(Instant::now() < deadline);
+        std::thread::yield_now();
+    }
+    bt.flush().unwrap();
+    bt.compact("r", true).unwrap();
+    let got = bt.read_changes("r", &ChangeQuery::default()).unwrap();
+    assert!(got.records.is_empty(), "{:?}", got.records);
+    let err = bt
+        .read_changes(
+            "r",
+            &ChangeQuery {
+                after: Position {
+                    ts: written,
+                    skip: 0,
+                },
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("older than table r's change retention"),
+        "{err}"
+    );
+    bt.close().unwrap();
+}
+
+#[test]
+fn a_clone_of_a_logged_table_keeps_its_log_up_to_the_snapshot_and_logs_on() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, options()).unwrap();
+    bt.create_table("t", logged()).unwrap();
+    let w = WriteOptions::default();
+    bt.apply("t", &RowMutation::new("a").set("f", "q", "1"), w)
+        .unwrap();
+    bt.apply("t", &RowMutation::new("b").set("f", "q", "2"), w)
+        .unwrap();
+    bt.take_snapshot("t", "s").unwrap();
+    bt.apply("t", &RowMutation::new("c").set("f", "q", "after"), w)
+        .unwrap();
+    bt.clone_snapshot("t", "s", "u").unwrap();
+    bt.apply("u", &RowMutation::new("d").set("f", "q", "in the clone"), w)
+        .unwrap();
+    let rows = |table: &str| -> Vec<Vec<u8>> {
+        read_all(&bt, table, Position::default(), 100)
+            .into_iter()
+            .map(|r| r.row)
+            .collect()
+    };
+    // The clone's log is the source's up to the snapshot (it rebuilds the
+    // clone's data), then its own writes; the source's later ones are not
+    // in it.
+    assert_eq!(rows("u"), [b"a".to_vec(), b"b".to_vec(), b"d".to_vec()]);
+    assert_eq!(rows("t"), [b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
     bt.close().unwrap();
 }

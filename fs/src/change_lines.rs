@@ -1,7 +1,9 @@
 //! Change records as `.changes/` lines (docs/changes.md): per change a
 //! comment `# change <commit µs> <resume token>[ gc]`, then its ops in the
 //! `.mutate` syntax with every timestamp given, so that the lines written
-//! into another table's `.mutate` make the same cells.
+//! into another table's `.mutate` make the same cells. A garbage
+//! collection's ops are comments too (`# gc delete …`): `.mutate` skips
+//! them, and a replica collects by its own rules.
 
 use crate::names::encode_field;
 use engine::changes::{ChangeRecord, Position};
@@ -112,6 +114,10 @@ pub fn write_record(r: &ChangeRecord, token: &str, family: Option<&str>, out: &m
                 words.push(timestamp.to_string().into_bytes());
             }
         }
+        if r.gc {
+            // A comment `.mutate` skips: a replica applies its own GC rules.
+            out.extend_from_slice(b"# gc ");
+        }
         out.extend_from_slice(&words.join(&b' '));
         out.push(b'\n');
     }
@@ -184,5 +190,29 @@ mod tests {
         no_row_delete.mutations.pop();
         write_record(&no_row_delete, "t", Some("h"), &mut none);
         assert!(none.is_empty());
+    }
+
+    #[test]
+    fn garbage_collections_ops_are_comments_the_batch_skips() {
+        let r = ChangeRecord {
+            row: b"r".to_vec(),
+            commit_ts: 90,
+            gc: true,
+            mutations: vec![Mutation::DeleteCells {
+                family: "f".into(),
+                qualifier: b"q".to_vec(),
+                range: engine::TimeRange::exactly(7),
+            }],
+        };
+        let mut out = Vec::new();
+        write_record(&r, "90.1", None, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text, "# change 90 90.1 gc\n# gc delete r f:q 7..8\n");
+        for l in text.lines() {
+            assert_eq!(parse_line(l.as_bytes()).unwrap(), None, "{l}");
+        }
+        // Without the prefix, the op is the delete of that one version.
+        let op = text.lines().nth(1).unwrap().strip_prefix("# gc ").unwrap();
+        assert!(parse_line(op.as_bytes()).unwrap().is_some());
     }
 }

@@ -30,6 +30,9 @@ pub fn errno(e: &engine::Error) -> Errno {
         E::Corruption(_) => Errno::EIO,
         E::ShuttingDown => Errno::from_i32(libc::ESHUTDOWN),
         E::Lock(_) => Errno::EIO,
+        // The write may or may not have been applied: an I/O error, as a
+        // disk that failed mid-write gives.
+        E::OutcomeUnknown(_) => Errno::EIO,
         // The client retries these until its deadline; what is left is
         // "try again later" (a tablet still moving or recovering).
         E::NotServing { .. } | E::Unavailable(_) => Errno::EAGAIN,

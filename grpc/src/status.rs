@@ -21,6 +21,9 @@ pub fn code(e: &Error) -> Code {
         | Error::NotACounter(_) => Code::InvalidArgument,
         Error::BadBatchEntry { source, .. } => code(source),
         Error::ShuttingDown | Error::Unavailable(_) | Error::NotServing { .. } => Code::Unavailable,
+        // Not Unavailable: clients retry that, and a retry could apply the
+        // write twice.
+        Error::OutcomeUnknown(_) => Code::Unknown,
         // One row's filter output over its bound: the caller's request
         // costs too much, as Cloud Bigtable says of oversized responses.
         Error::FilterTooLarge(_) => Code::ResourceExhausted,

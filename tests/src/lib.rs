@@ -59,6 +59,33 @@ pub fn python() -> PathBuf {
 
 pub use testkit::wait_until;
 
+/// Writes `data` to `path` (an existing file, or a new one) and closes it,
+/// with close's error: a cell's value and a `.mutate` batch are committed
+/// on close, and `std::fs::write` ignores close's errors.
+pub fn write_and_close(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    std::io::Write::write_all(&mut f, data)?;
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(f);
+    // SAFETY: `fd` was just taken from the file, which no longer owns it;
+    // it is closed once, here.
+    if unsafe { libc::close(fd) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The wall clock in microseconds since 1970 (commit timestamps' unit).
+pub fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as u64
+}
+
 /// The filesystem type mounted at `path`, from /proc/self/mountinfo.
 pub fn mount_type(path: &Path) -> Option<String> {
     let want = path.to_str()?;
@@ -368,17 +395,45 @@ impl Mount {
 
     /// The address of the gRPC listener (`-o grpc=…`), as the daemon logged it.
     pub fn grpc_addr(&self) -> String {
+        self.logged_addr("serving the Bigtable v2 gRPC API on ")
+    }
+
+    /// The address of the cluster's internal RPC (`-o cluster_listen=…`),
+    /// as the daemon logged it.
+    pub fn rpc_addr(&self) -> String {
+        self.logged_addr("serving the cluster's internal RPC on ")
+    }
+
+    /// What follows `marker` on the first log line that has it (waiting
+    /// up to 30 s for the line).
+    fn logged_addr(&self, marker: &str) -> String {
         let mut addr = None;
         let found = wait_until(Duration::from_secs(30), || {
-            addr = self.log_text().lines().find_map(|l| {
-                l.split("serving the Bigtable v2 gRPC API on ")
-                    .nth(1)
-                    .map(|a| a.trim().to_string())
-            });
+            addr = self
+                .log_text()
+                .lines()
+                .find_map(|l| l.split(marker).nth(1).map(|a| a.trim().to_string()));
             addr.is_some()
         });
-        assert!(found, "no gRPC listener in the log:\n{}", self.log_text());
+        assert!(found, "no {marker:?} in the log:\n{}", self.log_text());
         addr.unwrap_or_default()
+    }
+
+    /// Runs an operator command through `.bigtable/control`.
+    pub fn control(&self, command: &str) {
+        self.ok(&format!("echo '{command}' > .bigtable/control"));
+    }
+
+    /// `.bigtable/tablets` rows of `table` as (start row, server).
+    pub fn tablets(&self, table: &str) -> Vec<(String, String)> {
+        self.ok("cat .bigtable/tablets")
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter_map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                (f.first() == Some(&table)).then(|| (f[2].to_string(), f[f.len() - 1].to_string()))
+            })
+            .collect()
     }
 
     /// Runs `sh -c script` in the mount directory.
@@ -458,6 +513,61 @@ impl Mount {
     /// Writes a `.mutate` batch to a table.
     pub fn mutate(&self, table: &str, batch: &[u8]) {
         fs::write(self.path(&format!("{table}/.mutate")), batch).unwrap();
+    }
+}
+
+/// A program whose output goes to a file (a `tail -f`, a stream reader),
+/// killed when dropped; the file is removed then.
+pub struct Background {
+    child: Child,
+    out: PathBuf,
+}
+
+impl Background {
+    /// Starts `cmd` with its stdout into `out` (stderr into `out.err`).
+    pub fn spawn(mut cmd: Command, out: PathBuf) -> Background {
+        let file = fs::File::create(&out).unwrap();
+        let err = fs::File::create(out.with_extension("err")).unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(file))
+            .stderr(Stdio::from(err))
+            .spawn()
+            .unwrap();
+        Background { child, out }
+    }
+
+    /// `tail ARGS -s 0.2 REL` in the mount directory.
+    pub fn tail_f(m: &Mount, args: &[&str], rel: &str, out: PathBuf) -> Background {
+        let mut cmd = Command::new("tail");
+        cmd.args(args)
+            .args(["-s", "0.2", rel])
+            .current_dir(m.path(""));
+        Background::spawn(cmd, out)
+    }
+
+    /// What it wrote so far.
+    pub fn text(&self) -> String {
+        fs::read_to_string(&self.out).unwrap_or_default()
+    }
+
+    /// What it wrote to stderr so far.
+    pub fn errors(&self) -> String {
+        fs::read_to_string(self.out.with_extension("err")).unwrap_or_default()
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_file(&self.out);
+        let _ = fs::remove_file(self.out.with_extension("err"));
     }
 }
 

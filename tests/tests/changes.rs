@@ -4,50 +4,9 @@
 //! replication pipe into another table's `.mutate`, permissions and bad
 //! tokens.
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use testkit::wait_until;
-use tests::Mount;
-
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_micros() as u64
-}
-
-/// A `tail -f` of a file in the mount, killed when dropped.
-struct Tail {
-    child: Child,
-    out: std::path::PathBuf,
-}
-
-impl Tail {
-    fn start(m: &Mount, args: &[&str], rel: &str, out: std::path::PathBuf) -> Tail {
-        let file = std::fs::File::create(&out).unwrap();
-        let child = Command::new("tail")
-            .args(args)
-            .args(["-s", "0.2", rel])
-            .current_dir(m.path(""))
-            .stdout(Stdio::from(file))
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        Tail { child, out }
-    }
-
-    fn text(&self) -> String {
-        std::fs::read_to_string(&self.out).unwrap_or_default()
-    }
-}
-
-impl Drop for Tail {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        let _ = std::fs::remove_file(&self.out);
-    }
-}
+use tests::{Background, Mount};
 
 /// Every version of every cell, as the scan prints them.
 fn versions(m: &Mount, table: &str) -> String {
@@ -78,7 +37,7 @@ fn the_change_stream_follows_resumes_and_replicates_a_table() {
     assert!(lines[1].starts_with("set r1 f:a one "), "{head}");
     // `cat` with until= in the past ends; the pipe replicates the table,
     // timestamps and deletes included.
-    let until = now_us();
+    let until = tests::now_us();
     let all = m.ok(&format!("cat t/.changes/until={until}"));
     assert_eq!(
         all.lines().filter(|l| l.starts_with("# change")).count(),
@@ -120,8 +79,8 @@ fn the_change_stream_follows_resumes_and_replicates_a_table() {
     // `tail -n +1 -f` shows the whole stream once, backlog included, and
     // goes on; a plain `tail -f` shows the last lines, then new changes.
     let tmp = |n: &str| std::env::temp_dir().join(format!("h53-{n}-{}", std::process::id()));
-    let whole = Tail::start(&m, &["-n", "+1", "-f"], "t/.changes/all", tmp("whole"));
-    let last = Tail::start(&m, &["-f"], "t/.changes/all", tmp("last"));
+    let whole = Background::tail_f(&m, &["-n", "+1", "-f"], "t/.changes/all", tmp("whole"));
+    let last = Background::tail_f(&m, &["-f"], "t/.changes/all", tmp("last"));
     assert!(
         wait_until(Duration::from_secs(60), || {
             whole.text().contains("set bulk0599 ") && last.text().lines().count() >= 10

@@ -158,27 +158,9 @@ fn servers(m: &Mount) -> Vec<Server> {
         .collect()
 }
 
-/// The address a daemon's internal RPC listens on, as it logged it.
-fn rpc_addr(m: &Mount) -> String {
-    let mut addr = None;
-    assert!(
-        wait_until(Duration::from_secs(30), || {
-            addr = m.log_text().lines().find_map(|l| {
-                l.split("serving the cluster's internal RPC on ")
-                    .nth(1)
-                    .map(|a| a.trim().to_string())
-            });
-            addr.is_some()
-        }),
-        "no internal RPC in the log:\n{}",
-        m.log_text()
-    );
-    addr.unwrap_or_default()
-}
-
 /// The live server daemon `d` runs, as `m` lists it.
 fn server_of(m: &Mount, d: &Mount) -> Server {
-    let addr = rpc_addr(d);
+    let addr = d.rpc_addr();
     let all = servers(m);
     all.iter()
         .find(|s| s.addr == addr && s.state == "serving")
@@ -245,7 +227,7 @@ fn three_daemons_serve_one_bigtable() {
     assert_eq!(b.ok("cat ta/r1/cf/q ta/r3/cf/x"), "from-a\none");
     // `kill` through A reaches C's server: its tablet is served elsewhere,
     // and C starts a server under a new name.
-    control(&a, &format!("kill {to}"));
+    a.control(&format!("kill {to}"));
     assert!(
         wait_until(Duration::from_secs(60), || !m_lists_server(&a, &to)
             && servers(&a).iter().filter(|s| s.state == "serving").count() == 3),
@@ -255,29 +237,12 @@ fn three_daemons_serve_one_bigtable() {
     assert_eq!(c.ok("cat ta/r1/cf/q"), "from-a\n");
 }
 
-/// `.bigtable/tablets` rows of `table` as (start row, server).
-fn tablets_of(m: &Mount, table: &str) -> Vec<(String, String)> {
-    m.ok("cat .bigtable/tablets")
-        .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.first() == Some(&table)).then(|| (f[2].to_string(), f[f.len() - 1].to_string()))
-        })
-        .collect()
-}
-
-/// Runs an operator command through `m`'s `.bigtable/control`.
-fn control(m: &Mount, command: &str) {
-    m.ok(&format!("echo '{command}' > .bigtable/control"));
-}
-
 /// Writes one cell through the mount at `mnt`: its row and family
 /// directories, then the value (acknowledged when the write returns).
 fn write_cell(mnt: &Path, table: &str, row: &str, q: &str, value: &str) -> std::io::Result<()> {
     let dir = mnt.join(table).join(row).join("cf");
     std::fs::create_dir_all(&dir)?;
-    std::fs::write(dir.join(q), value)
+    tests::write_and_close(&dir.join(q), value.as_bytes())
 }
 
 #[test]
@@ -292,21 +257,21 @@ fn killing_the_daemon_with_most_tablets_loses_no_acknowledged_write() {
     // Four tablets of one table, all on C's server: C hosts the most.
     a.table("w", "cf\n");
     for row in ["r2", "r4", "r6"] {
-        control(&a, &format!("split w {row}"));
+        a.control(&format!("split w {row}"));
     }
     assert!(
-        wait_until(Duration::from_secs(30), || tablets_of(&a, "w").len() == 4),
+        wait_until(Duration::from_secs(30), || a.tablets("w").len() == 4),
         "{:?}",
-        tablets_of(&a, "w")
+        a.tablets("w")
     );
     let victim = server_of(&a, &c).name;
     for row in ["r0", "r2", "r4", "r6"] {
-        control(&a, &format!("move w {row} {victim}"));
+        a.control(&format!("move w {row} {victim}"));
     }
     assert!(
-        tablets_of(&a, "w").iter().all(|(_, s)| *s == victim),
+        a.tablets("w").iter().all(|(_, s)| *s == victim),
         "{:?}",
-        tablets_of(&a, "w")
+        a.tablets("w")
     );
     let most = servers(&a).into_iter().max_by_key(|s| s.tablets).unwrap();
     assert_eq!(most.name, victim, "{:?}", servers(&a));
@@ -367,11 +332,12 @@ fn killing_the_daemon_with_most_tablets_loses_no_acknowledged_write() {
     let killed = Instant::now();
     // The master reassigns the dead daemon's tablets; writes go on.
     assert!(
-        wait_until(Duration::from_secs(90), || tablets_of(&a, "w")
+        wait_until(Duration::from_secs(90), || a
+            .tablets("w")
             .iter()
             .all(|(_, s)| *s != victim)),
         "C's tablets were not reassigned: {:?}",
-        tablets_of(&a, "w")
+        a.tablets("w")
     );
     let before = acked.lock().unwrap().len();
     assert!(acks(before + 40), "no writes after the reassignment");
@@ -444,20 +410,21 @@ fn the_master_daemon_dies_and_another_takes_over() {
         c.ok("cat .bigtable/master")
     );
     // A split and a move made through the new master are served.
-    control(&b, "split t r5");
+    b.control("split t r5");
     assert!(
-        wait_until(Duration::from_secs(30), || tablets_of(&b, "t").len() == 2),
+        wait_until(Duration::from_secs(30), || b.tablets("t").len() == 2),
         "{:?}",
-        tablets_of(&b, "t")
+        b.tablets("t")
     );
     let to = server_of(&b, &c).name;
-    control(&b, &format!("move t r7 {to}"));
+    b.control(&format!("move t r7 {to}"));
     assert!(
-        wait_until(Duration::from_secs(30), || tablets_of(&c, "t")
+        wait_until(Duration::from_secs(30), || c
+            .tablets("t")
             .iter()
             .any(|(start, s)| start == "r5" && *s == to)),
         "{:?}",
-        tablets_of(&c, "t")
+        c.tablets("t")
     );
     for r in 0..10 {
         assert_eq!(c.ok(&format!("cat t/r{r}/cf/q")), format!("v{r}"));
@@ -475,7 +442,7 @@ fn a_frozen_daemon_is_fenced_and_applies_nothing_twice() {
     wait_serving(&a, 3);
     a.table("n", "cf\n");
     let frozen = server_of(&a, &c).name;
-    control(&a, &format!("move n r {frozen}"));
+    a.control(&format!("move n r {frozen}"));
     for _ in 0..3 {
         a.mutate("n", b"increment r cf:n 1\n");
     }
@@ -499,11 +466,12 @@ fn a_frozen_daemon_is_fenced_and_applies_nothing_twice() {
         .unwrap();
     let resume = scopeguard_resume(c.pid());
     assert!(
-        wait_until(Duration::from_secs(60), || tablets_of(&a, "n")
+        wait_until(Duration::from_secs(60), || a
+            .tablets("n")
             .iter()
             .all(|(_, s)| *s != frozen)),
         "the frozen daemon's tablet was not reassigned: {:?}",
-        tablets_of(&a, "n")
+        a.tablets("n")
     );
     for _ in 0..3 {
         a.mutate("n", b"increment r cf:n 1\n");
@@ -562,7 +530,7 @@ fn a_daemon_without_the_secret_gets_nothing_and_serves_nothing() {
     for r in 0..4 {
         write_cell(&a.mnt, "t", &format!("r{r}"), "q", &format!("v{r}")).unwrap();
     }
-    control(&a, "split t r2");
+    a.control("split t r2");
     // A third daemon on the same bucket and etcd, without the secret (on
     // loopback it may run without one), registers its server...
     let mut stranger = s.stranger();
@@ -605,9 +573,9 @@ fn a_daemon_without_the_secret_gets_nothing_and_serves_nothing() {
     assert!(!o.status.success(), "a move to the stranger was accepted");
     for _ in 0..3 {
         assert!(
-            tablets_of(&a, "t").iter().all(|(_, s)| *s != theirs),
+            a.tablets("t").iter().all(|(_, s)| *s != theirs),
             "{:?}",
-            tablets_of(&a, "t")
+            a.tablets("t")
         );
         for r in 0..4 {
             assert_eq!(b.ok(&format!("cat t/r{r}/cf/q")), format!("v{r}"));
@@ -627,26 +595,26 @@ fn a_snapshot_spans_two_daemons_servers_and_clones_through_either_daemon() {
     a.table("t", "cf\n");
     a.ok("mkdir -p t/r1/cf t/r5/cf && echo one > t/r1/cf/q && echo five > t/r5/cf/q");
     // Two tablets, one on each daemon's server.
-    control(&a, "split t r3");
+    a.control("split t r3");
     assert!(
-        wait_until(Duration::from_secs(30), || tablets_of(&a, "t").len() == 2),
+        wait_until(Duration::from_secs(30), || a.tablets("t").len() == 2),
         "{:?}",
-        tablets_of(&a, "t")
+        a.tablets("t")
     );
     // The first tablet (listed from `%`) on A's server, the second on B's.
     let (on_a, on_b) = (server_of(&a, &a).name, server_of(&a, &b).name);
     for (row, start, to) in [("r1", "%", &on_a), ("r5", "r3", &on_b)] {
-        if !tablets_of(&a, "t").contains(&(start.to_string(), to.clone())) {
-            control(&a, &format!("move t {row} {to}"));
+        if !a.tablets("t").contains(&(start.to_string(), to.clone())) {
+            a.control(&format!("move t {row} {to}"));
         }
     }
     assert!(
         wait_until(Duration::from_secs(30), || {
-            let t = tablets_of(&a, "t");
+            let t = a.tablets("t");
             t.len() == 2 && t[0].1 != t[1].1
         }),
         "{:?}",
-        tablets_of(&a, "t")
+        a.tablets("t")
     );
     // Taken through B: the hold and the release reach A's server by RPC.
     b.ok("mkdir t/.snapshots/s");
@@ -661,7 +629,7 @@ fn a_snapshot_spans_two_daemons_servers_and_clones_through_either_daemon() {
     }
     // A clone through each daemon: one of them holds the master.
     for (m, c) in [(&a, "ca"), (&b, "cb")] {
-        control(m, &format!("clone t s {c}"));
+        m.control(&format!("clone t s {c}"));
         assert_eq!(m.ok(&format!("cat {c}/r1/cf/q {c}/r5/cf/q")), "one\nfive\n");
     }
     assert_eq!(a.ok("cat t/r5/cf/q"), "later\n");

@@ -1,7 +1,8 @@
 //! Reads a row range's change records in commit-timestamp order, from a
 //! position on, up to the watermark of the servers read (nothing can
-//! appear behind it later). Memory is bounded: when a window of time holds
-//! more records than asked for, the window is halved and read again.
+//! appear behind it later). Memory is bounded and the range is scanned once
+//! a read: the oldest records asked for are kept in a bounded heap, and
+//! when it overflows the window ends at the newest one it lets go.
 
 use super::record::{decode_value, encode_value, ChangeRecord};
 use super::WATERMARK_QUALIFIER;
@@ -11,6 +12,8 @@ use crate::env::now_micros;
 use crate::error::{Error, Result};
 use crate::scan::ScanSpec;
 use crate::schema::CHANGES_FAMILY;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::ops::Bound;
 
 /// Most records one read holds at once, whatever is asked.
@@ -112,6 +115,8 @@ pub struct ChangeBatch {
 struct Window {
     records: Vec<ChangeRecord>,
     end: u64,
+    /// More than the cap were found: `end` is where the kept ones stop.
+    full: bool,
 }
 
 impl Bigtable {
@@ -151,23 +156,16 @@ impl Bigtable {
         let mut pos = after;
         let mut watermark = pos.ts.saturating_sub(1);
         let mut cut = false;
-        while pos.ts < limit {
+        if pos.ts < limit {
             let start = pos.ts;
-            // Halve the window until it holds few enough records (a window
-            // of one microsecond is taken whole: a record a row at most).
-            let cap = (max - out.len()) + pos.skip as usize;
-            let mut end = limit;
-            let w = loop {
-                match self.read_window(t.id, q, start, end, cap)? {
-                    Some(w) => break w,
-                    None if end - start <= 1 => {
-                        return Err(Error::invalid(format!(
-                            "more than {cap} changes at one timestamp {start}"
-                        )))
-                    }
-                    None => end = start + (end - start) / 2,
-                }
-            };
+            // The records at `start` already delivered are read again.
+            let cap = max + pos.skip as usize;
+            let w = self.read_window(t.id, q, start, limit, cap)?;
+            if w.full && w.end <= start {
+                return Err(Error::invalid(format!(
+                    "more than {cap} changes at one timestamp {start}"
+                )));
+            }
             let mut records = w.records;
             records.sort_by(|a, b| {
                 (a.commit_ts, &a.row)
@@ -182,26 +180,19 @@ impl Bigtable {
                 .count()
                 .min(pos.skip as usize);
             records.drain(..skip);
-            let room = max - out.len();
-            if records.len() > room {
-                records.truncate(room);
+            if records.len() > max {
+                records.truncate(max);
                 for r in &records {
                     pos = pos.after_record(r.commit_ts);
                 }
-                out.extend(records);
                 cut = true;
-                break;
+            } else {
+                watermark = w.end.saturating_sub(1);
+                if w.end > start {
+                    pos = Position { ts: w.end, skip: 0 };
+                }
             }
-            out.extend(records);
-            watermark = w.end.saturating_sub(1);
-            if w.end > start {
-                pos = Position { ts: w.end, skip: 0 };
-            }
-            // The batch is full, or the watermark stopped the window, or
-            // it reached the end: done. Else it was halved: go on.
-            if out.len() >= max || w.end < end || w.end >= limit {
-                break;
-            }
+            out = records;
         }
         Ok(ChangeBatch {
             records: out,
@@ -212,7 +203,9 @@ impl Bigtable {
     }
 
     /// Reads the records in `[start, end)` of every tablet of the query's
-    /// rows; `None` if more than `cap` (the caller narrows the window).
+    /// rows, in one scan: the window ends earlier at the tablets' lowest
+    /// watermark, and at the oldest commit time of the records past the
+    /// `cap` oldest (every record before it is kept).
     fn read_window(
         &self,
         table: u64,
@@ -220,10 +213,11 @@ impl Bigtable {
         start: u64,
         end: u64,
         cap: usize,
-    ) -> Result<Option<Window>> {
+    ) -> Result<Window> {
         let client = self.client()?;
-        let mut records = Vec::new();
+        let mut records: BinaryHeap<ByTime> = BinaryHeap::new();
         let mut complete = end;
+        let mut full = false;
         let mut row = q.start.clone();
         loop {
             let spec = ScanSpec {
@@ -247,10 +241,20 @@ impl Bigtable {
                     complete = complete.min(c.timestamp.saturating_add(1));
                     continue;
                 }
-                if records.len() >= cap {
-                    return Ok(None);
+                if c.timestamp >= complete {
+                    continue;
                 }
-                records.push(decode_value(c.row, c.timestamp, &c.value)?);
+                records.push(ByTime(decode_value(c.row, c.timestamp, &c.value)?));
+                if records.len() > cap {
+                    full = true;
+                    // The newest goes, and every record at its time.
+                    if let Some(newest) = records.pop() {
+                        complete = newest.0.commit_ts;
+                    }
+                    while records.peek().is_some_and(|r| r.0.commit_ts >= complete) {
+                        records.pop();
+                    }
+                }
             }
             if !marked {
                 return Err(Error::corruption(
@@ -262,11 +266,33 @@ impl Bigtable {
                 _ => break,
             }
         }
+        let mut records: Vec<ChangeRecord> = records.into_iter().map(|r| r.0).collect();
         records.retain(|r| r.commit_ts < complete);
-        Ok(Some(Window {
+        Ok(Window {
             records,
             end: complete,
-        }))
+            full,
+        })
+    }
+}
+
+/// A record ordered by its commit time alone (the heap's newest on top).
+struct ByTime(ChangeRecord);
+
+impl PartialEq for ByTime {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.commit_ts == other.0.commit_ts
+    }
+}
+impl Eq for ByTime {}
+impl PartialOrd for ByTime {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByTime {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.commit_ts.cmp(&other.0.commit_ts)
     }
 }
 

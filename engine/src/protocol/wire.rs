@@ -56,6 +56,7 @@ pub enum WireError {
     // the wire.
     SnapshotNotFound(String),
     SnapshotExists(String),
+    OutcomeUnknown(String),
 }
 
 impl From<&Error> for WireError {
@@ -99,6 +100,7 @@ impl From<&Error> for WireError {
                 tablet: *tablet,
             },
             Error::Unavailable(s) => WireError::Unavailable(s.clone()),
+            Error::OutcomeUnknown(s) => WireError::OutcomeUnknown(s.clone()),
             Error::FilterTooLarge(s) => WireError::FilterTooLarge(s.clone()),
             Error::DeletionProtected { table, what } => WireError::DeletionProtected {
                 table: table.clone(),
@@ -136,6 +138,7 @@ impl From<WireError> for Error {
             WireError::ShuttingDown => Error::ShuttingDown,
             WireError::NotServing { server, tablet } => Error::NotServing { server, tablet },
             WireError::Unavailable(s) => Error::Unavailable(s),
+            WireError::OutcomeUnknown(s) => Error::OutcomeUnknown(s),
             WireError::FilterTooLarge(s) => Error::FilterTooLarge(s),
             WireError::DeletionProtected { table, what } => {
                 Error::DeletionProtected { table, what }

@@ -207,6 +207,9 @@ pub(super) fn write_memtable(
     let (lo, hi) = s.tablet.key_bounds();
     let clipped = ClipIterator::new(m.iter(), lo, hi);
     let mut filter = CompactionFilter::new(Box::new(clipped), false, schema.clone(), now_micros())?;
+    if schema.logs_changes() {
+        filter = filter.keeping_collected();
+    }
     let new_number = || server.env.numbers.new_output();
     write_outputs(
         &output_ctx(server, &new_number),
@@ -423,8 +426,11 @@ fn rewrite_files(
         .collect();
     let (lo, hi) = t.key_bounds();
     let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
-    let mut filter =
-        CompactionFilter::new(Box::new(clipped), major, s.table.schema(), now_micros())?;
+    let schema = s.table.schema();
+    let mut filter = CompactionFilter::new(Box::new(clipped), major, schema.clone(), now_micros())?;
+    if schema.logs_changes() {
+        filter = filter.reporting_collected(super::gc_changes::MAX_REPORTED_BYTES);
+    }
     let new_number = || server.env.numbers.new_output();
     let total = inputs.iter().map(|f| f.meta.entries).sum();
     let outputs = write_outputs(
@@ -432,6 +438,11 @@ fn rewrite_files(
         router,
         reporting(server, total, || filter.next_entry()),
     )?;
+    // Their records are durable before the cells go.
+    let collected = filter.take_collected();
+    if !collected.is_empty() {
+        super::gc_changes::commit_collected(server, s, collected)?;
+    }
     install(
         server,
         s,

@@ -496,32 +496,14 @@ fn commit_rows<M: Borrow<RowMutation>>(
             entries.push(change_entry(m, ts));
         }
         let ops = entries.len() as u64;
-        let record = LogRecord {
-            table: s.table.id.to_string(),
-            entries,
-        };
-        let encoded = record.encode_ahead()?;
-        let entries = record.entries;
-        rows.push(Pending {
-            tablet: s.tablet.clone(),
-            bytes: entries.iter().map(|(k, v)| k.len() + v.len()).sum(),
-            entries,
-            encoded,
-            ops,
-        });
+        rows.push(pending(s, entries, ops)?);
     }
     crate::keyviz::record_writes(
         &s.table.name,
         ms.iter().map(|m| &m.borrow().row),
         rows.iter().map(|p| p.bytes as u64),
     );
-    let bytes = rows.iter().map(|p| p.bytes).sum();
-    let group = WriteGroup {
-        rows,
-        bytes,
-        floor: 0,
-    };
-    server.core.commit(group, sync)?.finish();
+    let bytes = commit_pending(server, rows, sync)?;
     drop(stamps);
     server.counters.writes.add(ms.len() as u64);
     s.requests.add(ms.len() as u64);
@@ -530,6 +512,71 @@ fn commit_rows<M: Borrow<RowMutation>>(
         s.load.touch(&m.borrow().row);
     }
     Ok(written)
+}
+
+/// Commits change records alone (no data: garbage collection's, whose
+/// cells a compaction drops), one per `(row, ops)`, each at a commit
+/// timestamp of its own held open until visible, like a write's. The
+/// caller holds the tablet's claim, not its gate; no back-pressure wait
+/// (the caller is what makes room).
+pub(super) fn commit_records(
+    server: &TabletServer,
+    s: &Served,
+    records: &[(Vec<u8>, Vec<Mutation>)],
+    gc: bool,
+) -> Result<()> {
+    let _gate = s.admit();
+    if s.tablet.retired.load(Ordering::Acquire) {
+        return Err(server.not_serving(s.tablet.id));
+    }
+    let mut stamps = Stamps {
+        inflight: &server.inflight,
+        ts: Vec::new(),
+    };
+    let mut rows = Vec::with_capacity(records.len());
+    for (row, ops) in records {
+        let ts = server.inflight.stamp(|| server.env.next_timestamp());
+        stamps.ts.push(ts);
+        let entry = (
+            key::encode(row, CHANGES_FAMILY.as_bytes(), b"", ts, 0, key::Kind::Put),
+            changes::record::encode_value(ops, gc),
+        );
+        rows.push(pending(s, vec![entry], 1)?);
+    }
+    // Synced: the records are durable before the compaction that drops
+    // their cells is installed.
+    commit_pending(server, rows, true)?;
+    drop(stamps);
+    Ok(())
+}
+
+/// One row's entries as one commit-log record, encoded ahead of the lock.
+fn pending(s: &Served, entries: Vec<Entry>, ops: u64) -> Result<Pending> {
+    let record = LogRecord {
+        table: s.table.id.to_string(),
+        entries,
+    };
+    let encoded = record.encode_ahead()?;
+    let entries = record.entries;
+    Ok(Pending {
+        tablet: s.tablet.clone(),
+        bytes: entries.iter().map(|(k, v)| k.len() + v.len()).sum(),
+        entries,
+        encoded,
+        ops,
+    })
+}
+
+/// Commits `rows` and makes them visible; returns their bytes.
+fn commit_pending(server: &TabletServer, rows: Vec<Pending>, sync: bool) -> Result<usize> {
+    let bytes = rows.iter().map(|p| p.bytes).sum();
+    let group = WriteGroup {
+        rows,
+        bytes,
+        floor: 0,
+    };
+    server.core.commit(group, sync)?.finish();
+    Ok(bytes)
 }
 
 /// The change record of `m` committed at `ts`, with the sequence number

@@ -29,6 +29,7 @@
 
 mod background;
 mod commit;
+mod gc_changes;
 mod load;
 pub mod load_sample;
 mod publish;

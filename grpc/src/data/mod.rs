@@ -112,7 +112,13 @@ impl DataApi for DataService {
     ) -> Result<Response<Self::ReadChangeStreamStream>, Status> {
         let who = self.shared.auth.identify(&req)?;
         let table = self.shared.table(&req.get_ref().table_name)?;
-        let plan = change_stream::Plan::new(table, req.get_ref())?;
+        let mut plan = change_stream::Plan::new(table, req.get_ref())?;
+        let instance = req
+            .get_ref()
+            .table_name
+            .rsplit_once("/tables/")
+            .map_or("", |(p, _)| p);
+        let instance = names::instance(instance)?.to_string();
         let shared = self.shared.clone();
         // The first read in the call: a table without a log or an expired
         // token fails the call itself.
@@ -120,6 +126,7 @@ impl DataApi for DataService {
             let s = shared.bt.schema(&plan.table).map_err(status::from_engine)?;
             auth::table(&who, &plan.table, &s, R)?;
             let readable = auth::readable(&who, &s);
+            plan.cluster = crate::instances::cluster_id(&shared, &instance)?;
             let first = shared
                 .bt
                 .read_changes(&plan.table, &plan.query)

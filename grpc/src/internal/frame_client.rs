@@ -43,6 +43,21 @@ fn unreachable(addr: &str, e: impl std::fmt::Display) -> Status {
     Status::unavailable(format!("{addr}: {e}"))
 }
 
+/// The metadata key that marks a call sent whole and never answered: the
+/// callee may have done it (a write must not be sent again).
+const UNANSWERED: &str = "x-bt-unanswered";
+
+/// Whether `s` says that a call was sent and never answered.
+pub(crate) fn unanswered(s: &Status) -> bool {
+    s.metadata().get(UNANSWERED).is_some()
+}
+
+fn mark_unanswered(mut s: Status) -> Status {
+    s.metadata_mut()
+        .insert(UNANSWERED, tonic::metadata::MetadataValue::from_static("1"));
+    s
+}
+
 impl Pool {
     pub(crate) fn new(addr: &str) -> Pool {
         Pool {
@@ -115,7 +130,7 @@ impl Pool {
             .write_all(&f)
             .map_err(|e| unreachable(&self.addr, e))?;
         drop(f);
-        let received = self.answer(&mut c, timeout)?;
+        let received = self.answer(&mut c, timeout).map_err(mark_unanswered)?;
         let reply = self.open(secret, method, nonce, received);
         // A refused call's connection may have been closed by the callee:
         // only a clean reply's is kept.

@@ -170,21 +170,41 @@ pub struct RemoteServer {
 }
 
 impl RemoteServer {
-    fn ask<R: DeserializeOwned>(&self, op: Op, tablet: u64, timeout: Duration) -> Result<R> {
+    /// Calls the server. A `write` sent and never answered may have been
+    /// applied: it is not looked up and sent again (it could apply twice)
+    /// but fails as such.
+    fn ask<R: DeserializeOwned>(
+        &self,
+        op: Op,
+        tablet: u64,
+        timeout: Duration,
+        write: bool,
+    ) -> Result<R> {
         let call = Call {
             server: Some(self.name.clone()),
             op,
         };
         match self.peer.call(call, timeout) {
             Ok(reply) => decode(reply),
+            Err(s) if write && super::frame_client::unanswered(&s) => {
+                Err(Error::OutcomeUnknown(format!(
+                    "tablet server {} at {} did not answer: {}",
+                    self.name,
+                    self.peer.addr,
+                    s.message()
+                )))
+            }
             Err(s) => Err(server_unreachable(&self.name, &self.peer.addr, tablet, &s)),
         }
     }
     fn data<R: DeserializeOwned>(&self, op: Op, tablet: u64) -> Result<R> {
-        self.ask(op, tablet, DATA_TIMEOUT)
+        self.ask(op, tablet, DATA_TIMEOUT, false)
+    }
+    fn write<R: DeserializeOwned>(&self, op: Op, tablet: u64) -> Result<R> {
+        self.ask(op, tablet, DATA_TIMEOUT, true)
     }
     fn admin<R: DeserializeOwned>(&self, op: Op) -> Result<R> {
-        self.ask(op, 0, ADMIN_TIMEOUT)
+        self.ask(op, 0, ADMIN_TIMEOUT, false)
     }
 }
 
@@ -270,7 +290,7 @@ impl TabletWrites for RemoteServer {
             sync,
             fence: fence.map(|f| f.to_string()),
         };
-        self.data(op, tablet)
+        self.write(op, tablet)
     }
     fn apply_txns(&self, tablet: u64, txns: &[RowTxn], sync: bool) -> Result<Vec<TxnOutcome>> {
         let op = Op::ApplyTxns {
@@ -278,7 +298,7 @@ impl TabletWrites for RemoteServer {
             txns: txns.to_vec(),
             sync,
         };
-        self.data(op, tablet)
+        self.write(op, tablet)
     }
 }
 

@@ -98,6 +98,8 @@ pub struct MountConfig {
     pub load_split_rate: Option<u64>,
     /// How long a tablet's load must stay above it.
     pub load_split_after: Option<Duration>,
+    /// How long a split's halves are not merged back.
+    pub split_cooldown: Option<Duration>,
     /// The master moves and load-splits no tablet (`no_balance`).
     pub no_balance: bool,
     pub block_cache_bytes: Option<u64>,
@@ -246,6 +248,7 @@ impl MountConfig {
             trash_period: None,
             load_split_rate: None,
             load_split_after: None,
+            split_cooldown: None,
             no_balance: false,
             block_cache_bytes: None,
             scan_cache_bytes: None,
@@ -661,6 +664,9 @@ impl MountConfig {
         }
         if let Some(v) = self.load_split_after {
             o.load_split_after = v;
+        }
+        if let Some(v) = self.split_cooldown {
+            o.split_cooldown = v;
         }
         o.balance = !self.no_balance;
         if let Some(v) = self.block_cache_bytes {
