@@ -164,34 +164,36 @@ mod tests {
 
     #[test]
     fn a_verdict_says_how_close_and_whether_in_reach() {
-        let t = Target::AtLeast(1.0);
-        assert_eq!(verdict(t, None, None), "not measured");
-        assert_eq!(
-            verdict(t, Some(1.5), Some(&limit(3.0))),
-            "yes, 50% of the limit"
-        );
-        assert_eq!(
-            verdict(t, Some(0.6), Some(&limit(2.0))),
-            "no: short of goal, 30% of the limit"
-        );
-        assert_eq!(
-            verdict(t, Some(0.6), Some(&limit(0.8))),
-            "no: out of reach, the limit is below the goal"
-        );
-        assert_eq!(
-            verdict(t, Some(0.6), None),
-            "no: short of goal, no limit measured"
-        );
-        // A cost: the limit is the least it can be.
-        let c = Target::AtMost(1.5);
-        assert_eq!(
-            verdict(c, Some(2.0), Some(&limit(1.2))),
-            "no: short of goal, 60% of the limit"
-        );
-        assert_eq!(
-            verdict(c, Some(2.0), Some(&limit(1.6))),
-            "no: out of reach, the limit is below the goal"
-        );
+        let (rate, cost) = (Target::AtLeast(1.0), Target::AtMost(1.5));
+        let out_of_reach = "no: out of reach, the limit is below the goal";
+        let cases = [
+            (rate, None, None, "not measured"),
+            (rate, Some(1.5), Some(3.0), "yes, 50% of the limit"),
+            (
+                rate,
+                Some(0.6),
+                Some(2.0),
+                "no: short of goal, 30% of the limit",
+            ),
+            (rate, Some(0.6), Some(0.8), out_of_reach),
+            (
+                rate,
+                Some(0.6),
+                None,
+                "no: short of goal, no limit measured",
+            ),
+            // A cost: the limit is the least it can be.
+            (
+                cost,
+                Some(2.0),
+                Some(1.2),
+                "no: short of goal, 60% of the limit",
+            ),
+            (cost, Some(2.0), Some(1.6), out_of_reach),
+        ];
+        for (target, value, l, expect) in cases {
+            assert_eq!(verdict(target, value, l.map(limit).as_ref()), expect);
+        }
     }
 
     #[test]

@@ -517,19 +517,15 @@ fn render(results: &[SizeResult]) -> String {
         "limit",
         "limit/ours",
     ]);
+    // A step with a time of ours only.
+    let only = |rows: &str, step: String, time: String| {
+        let mut row = vec![rows.to_string(), step, time];
+        row.resize(9, "-".into());
+        row
+    };
     for r in results {
         let n = r.rows.to_string();
-        t.row(vec![
-            n.clone(),
-            "import (.mutate)".into(),
-            secs(r.import),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
+        t.row(only(&n, "import (.mutate)".into(), secs(r.import)));
         for w in &r.walks {
             let limit = w.limit(r.rows, r.round_trips);
             t.row(vec![
@@ -545,40 +541,11 @@ fn render(results: &[SizeResult]) -> String {
                 limit.map_or("-".into(), |l| format!("{:.0}%", 100.0 * l / w.ours)),
             ]);
         }
-        t.row(vec![
-            n.clone(),
-            ".scan/all".into(),
-            secs(r.scan),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
-        t.row(vec![
-            n,
-            "random cat (each)".into(),
-            secs(r.cat),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
+        t.row(only(&n, ".scan/all".into(), secs(r.scan)));
+        t.row(only(&n, "random cat (each)".into(), secs(r.cat)));
         if let Some(rt) = r.round_trips {
-            t.row(vec![
-                r.rows.to_string(),
-                format!("FUSE round trip: {:.1}us", 1e6 / rt),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ]);
+            let step = format!("FUSE round trip: {:.1}us", 1e6 / rt);
+            t.row(only(&n, step, "-".into()));
         }
     }
     let mut m = Table::new(&[
