@@ -3,7 +3,6 @@
 //! measured in the same run. A goal whose limit is below its target is out
 //! of reach; one short of its target says how close it came to the limit.
 
-use super::goals::Target;
 use super::limits;
 use super::workloads::Fig6;
 use serde_json::{json, Value};
@@ -11,6 +10,22 @@ use std::path::Path;
 
 /// Bytes one operation moves: a 1000-byte value and its 16-byte key.
 const OP_BYTES: f64 = (super::common::VALUE_BYTES + 16) as f64;
+
+/// Which way a figure has to go.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+impl Target {
+    pub fn text(self) -> String {
+        match self {
+            Target::AtLeast(x) => format!(">= {x:.2}x"),
+            Target::AtMost(x) => format!("<= {x:.2}x"),
+        }
+    }
+}
 
 /// A limit in the unit of a goal's figure, and what it was measured from.
 #[derive(Debug, Clone, PartialEq)]

@@ -11,7 +11,7 @@
 use super::common::TempDir;
 use super::engine_bench::{self, EngineArgs, StoreKind};
 use super::fs_bench::{self, FsArgs};
-use super::goal_limits::{self, Limit};
+use super::goal_limits::{self, Limit, Target};
 use super::scale_bench::{mountd_binary, Daemon};
 use super::workloads::{Fig6, Plan};
 use anyhow::Result;
@@ -36,22 +36,6 @@ const SYNC_SIZE: u64 = 64 << 20;
 /// Data per table through the mount (the `fs` default).
 const FS_SIZE: u64 = 16 << 20;
 const VALUE_BYTES: u64 = super::common::VALUE_BYTES as u64;
-
-/// Which way a figure has to go.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Target {
-    AtLeast(f64),
-    AtMost(f64),
-}
-
-impl Target {
-    fn text(self) -> String {
-        match self {
-            Target::AtLeast(x) => format!(">= {x:.2}x"),
-            Target::AtMost(x) => format!("<= {x:.2}x"),
-        }
-    }
-}
 
 /// One goal and what was measured for it (`None`: not measured, e.g. a
 /// peer that did not run), with the limit beside it where one applies.
