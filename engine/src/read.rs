@@ -164,6 +164,10 @@ struct Filtering {
     queue: VecDeque<Cell>,
     /// The first cell of the next row, read ahead while gathering one.
     ahead: Option<Cell>,
+    /// The filter asks for each row's first cell, stripped, and key order
+    /// is the filter's order: take that cell and skip the rest of the row
+    /// (a listing of row keys), with no row gathered or filter evaluated.
+    first_cell_only: bool,
 }
 
 impl CellReader {
@@ -183,8 +187,9 @@ impl CellReader {
             .map(compile_column_regex)
             .transpose()?;
         let (start_key, end_key) = key_bounds(&spec.rows);
-        let filtering = match &spec.filter {
+        let mut filtering = match &spec.filter {
             Some(f) => Some(Box::new(Filtering {
+                first_cell_only: false,
                 plan: Plan::cached(f)?,
                 row_limit: spec.row_limit,
                 cell_limit: spec.cell_limit,
@@ -196,6 +201,9 @@ impl CellReader {
             })),
             None => None,
         };
+        if let Some(f) = filtering.as_deref_mut() {
+            f.first_cell_only = f.plan.first_cell_stripped() && schema.ranks_follow_names();
+        }
         // With a filter the limits count its output, not what it reads.
         let unfiltered = filtering.is_none();
         let mut r = CellReader {
@@ -297,6 +305,18 @@ impl CellReader {
                 }
                 f.cells += 1;
                 return Ok(Some(c));
+            }
+            if f.first_cell_only {
+                let Some(mut first) = self.advance(false)? else {
+                    return Ok(None);
+                };
+                first.value = Value::new();
+                let end = prefix_end(self.tracker.row_enc());
+                self.skip_to(&end)?;
+                if let Some(f) = self.filtering.as_deref_mut() {
+                    f.queue.push_back(first);
+                }
+                continue;
             }
             let ahead = f.ahead.take();
             let needs_rows = f.plan.needs_rows();

@@ -123,6 +123,24 @@ impl Plan {
         self.rest.is_some()
     }
 
+    /// Whether what remains after the tests is the first cell of each row
+    /// with its value stripped (`CellsPerRowLimit(1)` and `StripValue`, in
+    /// either order): a listing of row keys, which a reader can answer by
+    /// taking each row's first cell and skipping the rest of the row, where
+    /// its first cell in key order is its first in the filter's order.
+    pub fn first_cell_stripped(&self) -> bool {
+        match &self.rest {
+            Some(Compiled {
+                node: Node::Chain(v),
+                ..
+            }) => matches!(
+                v.as_slice(),
+                [Node::RowLimit(1), Node::Strip] | [Node::Strip, Node::RowLimit(1)]
+            ),
+            _ => false,
+        }
+    }
+
     /// The output for one row's cells that passed the tests above;
     /// [`crate::Error::FilterTooLarge`] if it is over the filter's limits.
     pub fn finish_row(&self, row: &[u8], cells: Vec<Cell>) -> Result<Vec<Labeled>> {

@@ -321,6 +321,20 @@ impl TableSchema {
         self.families.get(name).map_or(UNPLACED, |f| f.rank)
     }
 
+    /// Whether the families were made in name order, so that a row's cells
+    /// in key order are in the filters' order too (see [`Self::order_row`]).
+    pub fn ranks_follow_names(&self) -> bool {
+        let mut ranks = self.families.values().map(|f| f.rank);
+        let Some(mut prev) = ranks.next() else {
+            return true;
+        };
+        ranks.all(|r| {
+            let ok = prev <= r;
+            prev = r;
+            ok
+        })
+    }
+
     /// Puts one row's cells (read in family name order) family by family in
     /// creation order, keeping their order within a family.
     pub fn order_row(&self, cells: &mut [crate::data::Cell]) {

@@ -362,9 +362,23 @@ impl Node {
         if *self == Node::Root {
             return ROOT_INO;
         }
-        let mut buf = Vec::with_capacity(64);
-        self.encode(&mut buf);
-        match seahash::hash(&buf) {
+        // One buffer per thread: a listing asks for a number per entry, and
+        // a fresh allocation each time was most of what one cost.
+        thread_local! {
+            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+        }
+        let h = BUF.with(|b| {
+            let mut buf = b.borrow_mut();
+            buf.clear();
+            self.encode(&mut buf);
+            let h = seahash::hash(&buf);
+            // A long key's buffer is not kept.
+            if buf.capacity() > 4096 {
+                *buf = Vec::new();
+            }
+            h
+        });
+        match h {
             0 | ROOT_INO => 2,
             h => h,
         }

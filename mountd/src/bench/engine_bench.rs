@@ -189,11 +189,18 @@ fn run_engine_with(
     let db = Bigtable::open(store, opts).context("opening the engine")?;
     let result = (|| {
         // First, so that the largest batch it reports is its own.
-        let group_commit = group_commit_probe(&db, dir, args.plan, kind.copies())?;
+        let mut group_commit = group_commit_probe(&db, dir, args.plan, kind.copies())?;
         let seq = EngineTable::create(&db, "seq", false, args.sync)?;
         let rand = EngineTable::create(&db, "rand", false, args.sync)?;
         let mem = EngineTable::create(&db, "mem", true, args.sync)?;
+        let before = db.group_commit_stats();
         let fig6 = fig6_suite(&seq, &rand, &mem, args.plan)?;
+        let after = db.group_commit_stats();
+        let batches = after.batches.saturating_sub(before.batches);
+        if batches > 0 {
+            group_commit.workload_mean_batch =
+                after.items.saturating_sub(before.items) as f64 / batches as f64;
+        }
         Ok::<_, anyhow::Error>((fig6, group_commit))
     })();
     let status = db.status();
@@ -225,6 +232,9 @@ pub struct GroupCommitProbe {
     /// file on the same disk: what one synced batch costs the disk there.
     pub copies: usize,
     pub copies_fsync_rate: f64,
+    /// The mean batch of the workloads' own writes (`--threads` writers; 0
+    /// before they ran): synced, their bound is the fsync rate times this.
+    pub workload_mean_batch: f64,
 }
 
 impl GroupCommitProbe {
@@ -264,6 +274,7 @@ impl GroupCommitProbe {
             "max_batch": self.max_batch,
             "fsync_per_sec": self.fsync_rate.round(),
             "vs_fsync_times_batch": round3(self.efficiency()),
+            "workload_mean_batch": round3(self.workload_mean_batch),
         })
     }
     pub fn line(&self) -> String {
@@ -380,6 +391,7 @@ fn group_commit_probe(
         fsync_rate,
         copies,
         copies_fsync_rate,
+        workload_mean_batch: 0.0,
     })
 }
 

@@ -14,6 +14,7 @@ use super::common::{
     check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, Measured, Table, TempDir,
     VALUE_BYTES,
 };
+use super::limits::{fuse_round_trips, through_fuse};
 use super::workloads::{fig6_suite_marked, read_seq, Fig6, Fig6Results, KvStore, Plan, Written};
 use anyhow::{bail, Context, Result};
 use std::fs::{self, File, OpenOptions};
@@ -186,6 +187,8 @@ pub struct FsResults {
     pub reread: Measured,
     /// What each workload cost the mount (none on other filesystems).
     pub costs: Vec<(Fig6, Cost)>,
+    /// What the warm re-read cost the mount.
+    pub reread_cost: Option<Cost>,
 }
 
 /// The FUSE requests whose tablet-server calls the bench shows apart
@@ -327,11 +330,14 @@ pub fn run_target(root: &Path, sync: bool, plan: Plan) -> Result<FsResults> {
             meter.mark(w)
         })?;
         let written = Written::from_fill(plan.n, &fig6.kv.seq_write);
+        let before = Cost::read(root);
         let reread = read_seq(&tables[0], &written, plan)?;
+        let reread_cost = before.zip(Cost::read(root)).map(|(b, a)| a.since(b));
         Ok(FsResults {
             fig6,
             reread,
             costs: meter.costs,
+            reread_cost,
         })
     })();
     for t in &tables {
@@ -584,6 +590,33 @@ fn json_of(r: &Option<Result<FsResults>>) -> serde_json::Value {
     }
 }
 
+/// FUSE round trips per second on the mount with `threads` callers, checked
+/// against the daemon's request counter where it has one (a kernel that
+/// answered them itself would make the limit a fiction); None if not
+/// measured.
+fn measure_round_trips(mnt: &Path, threads: usize) -> Option<f64> {
+    let before = Cost::read(mnt);
+    let measured = fuse_round_trips(mnt, threads);
+    let after = Cost::read(mnt);
+    match (measured, before.zip(after)) {
+        (Ok((n, rate)), Some((b, a))) if a.fuse_requests.saturating_sub(b.fuse_requests) >= n => {
+            Some(rate)
+        }
+        (Ok((n, _)), Some((b, a))) => {
+            eprintln!(
+                "warning: {n} round trips made but the daemon counted {}: no limits",
+                a.fuse_requests.saturating_sub(b.fuse_requests)
+            );
+            None
+        }
+        (Ok((_, rate)), None) => Some(rate),
+        (Err(e), _) => {
+            eprintln!("warning: FUSE round trip not measured: {e:#}");
+            None
+        }
+    }
+}
+
 /// Runs the workloads on the mount (and the peers), prints the table and
 /// the JSON line, and returns that line.
 pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
@@ -609,6 +642,7 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
     }
     eprintln!("running on {} ...", args.mountpoint.display());
     let ours = run_target(&args.mountpoint, args.sync, plan)?;
+    let round_trips = measure_round_trips(&args.mountpoint, plan.threads);
     let peers = if args.peers {
         run_peers(args)?
     } else {
@@ -634,6 +668,8 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         "ours/paper",
         "requests/file",
         "calls/file",
+        "limit",
+        "ours/limit",
     ]);
     let mut workloads = serde_json::Map::new();
     for w in Fig6::ALL {
@@ -644,6 +680,9 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             .find(|(x, _)| *x == w)
             .and_then(|(_, c)| c.per_file(m));
         let (pt, tf) = (rate_of(&peers.passthrough, w), rate_of(&peers.tmpfs, w));
+        let limit = per_file
+            .zip(round_trips)
+            .and_then(|((r, _), rt)| through_fuse(tf, r, rt));
         let fmt_opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
         table.row(vec![
             w.label().into(),
@@ -655,6 +694,8 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             fmt_ratio(Some(m.rate()), Some(w.paper())),
             per_file.map_or("-".into(), |(r, _)| format!("{r:.1}")),
             per_file.map_or("-".into(), |(_, c)| format!("{c:.1}")),
+            fmt_opt(limit),
+            fmt_ratio(Some(m.rate()), limit),
         ]);
         let mut j = m.json();
         if let serde_json::Value::Object(o) = &mut j {
@@ -669,6 +710,9 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             );
             o.insert("vs_passthrough".into(), json_ratio(Some(m.rate()), pt));
             o.insert("vs_tmpfs".into(), json_ratio(Some(m.rate()), tf));
+            o.insert("tmpfs".into(), serde_json::json!(tf.map(f64::round)));
+            o.insert("limit".into(), serde_json::json!(limit.map(f64::round)));
+            o.insert("vs_limit".into(), json_ratio(Some(m.rate()), limit));
         }
         workloads.insert(w.key().into(), j);
     }
@@ -678,6 +722,13 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
     };
     let (pt, tf) = (reread(&peers.passthrough), reread(&peers.tmpfs));
     let fmt_opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
+    let reread_requests = ours
+        .reread_cost
+        .and_then(|c| c.per_file(&ours.reread))
+        .map(|(r, _)| r);
+    let reread_limit = reread_requests
+        .zip(round_trips)
+        .and_then(|(r, rt)| through_fuse(tf, r, rt));
     table.row(vec![
         "re-read (warm)".into(),
         fmt_rate(&ours.reread),
@@ -686,14 +737,25 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         fmt_ratio(Some(ours.reread.rate()), pt),
         "-".into(),
         "-".into(),
+        reread_requests.map_or("-".into(), |r| format!("{r:.1}")),
         "-".into(),
-        "-".into(),
+        fmt_opt(reread_limit),
+        fmt_ratio(Some(ours.reread.rate()), reread_limit),
     ]);
     println!("{}", table.render());
     println!(
         "(* = stopped at the time cap; rates are cells (files) per second; requests \
          and calls per file: FUSE requests and tablet-server calls, from .bigtable/stats)"
     );
+    match round_trips {
+        Some(rt) => println!(
+            "FUSE round trip ({} threads, a getxattr the daemon answers with no work): {rt:.0}/s, \
+             {:.1} us each; limit = 1 / (1/tmpfs + requests per file / that)",
+            plan.threads,
+            plan.threads as f64 * 1e6 / rt
+        ),
+        None => println!("FUSE round trip: not measured, no limits"),
+    }
     println!("tablet-server calls per file, by the FUSE request that made them:");
     for (w, c) in &ours.costs {
         if let Some(by) = c.by_request(ours.fig6.get(*w)) {
@@ -725,6 +787,10 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         "time_cap_secs": plan.time_cap.as_secs_f64(),
         "workloads": workloads,
         "reread": ours.reread.json(),
+        "reread_requests_per_file": reread_requests,
+        "reread_tmpfs": tf.map(f64::round),
+        "reread_limit": reread_limit.map(f64::round),
+        "fuse_round_trips_per_sec": round_trips.map(f64::round),
         "warm_over_cold": json_ratio(ours.warm_over_cold(), Some(1.0)),
         "mem_fill": ours.fig6.mem_fill.json(),
         "passthrough": json_of(&peers.passthrough),

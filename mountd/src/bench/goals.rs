@@ -4,12 +4,14 @@
 //! the local store, then mounts a fresh daemon and runs the mount's workloads
 //! with the given number of threads and with one, each beside its peers
 //! exactly as `engine` and `fs` do (their tables and JSON lines are printed
-//! too). Then one table: each goal, its target, the figure measured and
-//! whether it is met; and a JSON line with all of it.
+//! too). Then one table: each goal, its target, the figure measured, the
+//! limit beside it (see [`goal_limits`]), and whether it is met, short of
+//! it or out of reach; and a JSON line with all of it.
 
 use super::common::TempDir;
 use super::engine_bench::{self, EngineArgs, StoreKind};
 use super::fs_bench::{self, FsArgs};
+use super::goal_limits::{self, Limit, Target};
 use super::scale_bench::{mountd_binary, Daemon};
 use super::workloads::{Fig6, Plan};
 use anyhow::Result;
@@ -35,29 +37,14 @@ const SYNC_SIZE: u64 = 64 << 20;
 const FS_SIZE: u64 = 16 << 20;
 const VALUE_BYTES: u64 = super::common::VALUE_BYTES as u64;
 
-/// Which way a figure has to go.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Target {
-    AtLeast(f64),
-    AtMost(f64),
-}
-
-impl Target {
-    fn text(self) -> String {
-        match self {
-            Target::AtLeast(x) => format!(">= {x:.2}x"),
-            Target::AtMost(x) => format!("<= {x:.2}x"),
-        }
-    }
-}
-
 /// One goal and what was measured for it (`None`: not measured, e.g. a
-/// peer that did not run).
+/// peer that did not run), with the limit beside it where one applies.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Check {
     pub goal: String,
     pub target: Target,
     pub value: Option<f64>,
+    pub limit: Option<Limit>,
 }
 
 impl Check {
@@ -66,6 +53,10 @@ impl Check {
             Target::AtLeast(t) => v >= t,
             Target::AtMost(t) => v <= t,
         })
+    }
+
+    pub fn verdict(&self) -> String {
+        goal_limits::verdict(self.target, self.value, self.limit.as_ref())
     }
 }
 
@@ -84,20 +75,22 @@ fn num(v: &Value, path: &[&str]) -> Option<f64> {
 }
 
 /// The checks, from the JSON lines of the runs (`Value::Null` for a run that
-/// failed or did not happen).
+/// failed or did not happen) and the machine's limits ([`goal_limits::machine`]).
 pub fn checks(
+    machine: &Value,
     engine: &Value,
     engine_sync: &Value,
     mounts: &[(usize, Value)],
     scale: &[Value],
 ) -> Vec<Check> {
     let mut out = Vec::new();
-    for (run, label) in [(engine, "unsynced"), (engine_sync, "--sync")] {
+    for (run, label, synced) in [(engine, "unsynced", false), (engine_sync, "--sync", true)] {
         for w in ENGINE_WORKLOADS {
             out.push(Check {
                 goal: format!("engine {label}: {} ours/best peer", w.label()),
                 target: Target::AtLeast(1.2),
                 value: num(run, &["workloads", w.key(), "vs_best_peer"]),
+                limit: goal_limits::engine(run, machine, w, synced),
             });
         }
     }
@@ -109,6 +102,7 @@ pub fn checks(
                 engine,
                 &["other_stores", "chunks", w.key(), "local_over_this"],
             ),
+            limit: goal_limits::replicas(engine, machine, w),
         });
     }
     for (store, bound, what) in [
@@ -128,6 +122,11 @@ pub fn checks(
             goal: format!("group commit, {store}, 16 synced writers, {batch}: of {what}"),
             target: Target::AtLeast(0.5),
             value: num(probe, &[bound]),
+            // The figure is already a share of the bound.
+            limit: Some(Limit {
+                value: 1.0,
+                what: format!("{what} itself"),
+            }),
         });
     }
     for (threads, run) in mounts {
@@ -137,6 +136,7 @@ pub fn checks(
                 goal: format!("mount, {threads} {t}: {} ours/bindfs", w.label()),
                 target: Target::AtLeast(1.0),
                 value: num(run, &["workloads", w.key(), "vs_passthrough"]),
+                limit: goal_limits::mount(run, w, "bindfs"),
             });
         }
         for w in Fig6::ALL {
@@ -144,12 +144,14 @@ pub fn checks(
                 goal: format!("mount, {threads} {t}: {} ours/paper", w.label()),
                 target: Target::AtLeast(1.0),
                 value: num(run, &["workloads", w.key(), "vs_paper"]),
+                limit: goal_limits::mount(run, w, "paper"),
             });
         }
         out.push(Check {
             goal: format!("mount, {threads} {t}: warm re-read / cold read"),
             target: Target::AtLeast(3.0),
             value: num(run, &["warm_over_cold"]),
+            limit: goal_limits::warm_over_cold(run),
         });
     }
     out.extend(scale_checks(scale));
@@ -172,6 +174,7 @@ fn scale_checks(sizes: &[Value]) -> Vec<Check> {
                 goal: format!("walk, {rows} rows: {name} ours/bindfs"),
                 target: Target::AtLeast(target),
                 value: num(&w, &["speedup"]),
+                limit: goal_limits::walk(&w),
             });
         }
     }
@@ -190,6 +193,7 @@ fn scale_checks(sizes: &[Value]) -> Vec<Check> {
                     goal: format!("walk: {name} cost per cell, {b} rows / {a} rows"),
                     target: Target::AtMost(1.3),
                     value,
+                    limit: None,
                 });
             }
         }
@@ -213,25 +217,33 @@ pub fn render(checks: &[Check]) -> String {
         .unwrap_or(4)
         .max(4);
     let mut s = format!(
-        "{:<width$}  {:>9}  {:>8}  met\n{}\n",
+        "{:<width$}  {:>9}  {:>8}  {:>8}  met\n{}\n",
         "goal",
         "target",
         "measured",
-        "-".repeat(width + 26)
+        "limit",
+        "-".repeat(width + 60)
     );
     for c in checks {
         let value = c.value.map_or("-".to_string(), |v| format!("{v:.2}x"));
-        let met = match c.met() {
-            Some(true) => "yes",
-            Some(false) => "no",
-            None => "not measured",
-        };
+        let limit = c
+            .limit
+            .as_ref()
+            .map_or("-".to_string(), |l| format!("{:.2}x", l.value));
         s.push_str(&format!(
-            "{:<width$}  {:>9}  {:>8}  {met}\n",
+            "{:<width$}  {:>9}  {:>8}  {:>8}  {}\n",
             c.goal,
             c.target.text(),
-            value
+            value,
+            limit,
+            c.verdict()
         ));
+    }
+    s.push_str("limits:\n");
+    for c in checks {
+        if let Some(l) = &c.limit {
+            s.push_str(&format!("  {}: {}\n", c.goal, l.what));
+        }
     }
     let (met, measured) = tally(checks);
     s.push_str(&format!(
@@ -251,6 +263,8 @@ fn or_null(what: &str, r: Result<Value>) -> Value {
 
 pub fn run(args: &GoalsArgs) -> Result<()> {
     let e = &args.engine;
+    eprintln!("== limits");
+    let machine = goal_limits::machine(&e.work_base, e.plan.threads);
     eprintln!("== engine, unsynced");
     let engine = or_null(
         "the unsynced engine run",
@@ -297,7 +311,7 @@ pub fn run(args: &GoalsArgs) -> Result<()> {
         eprintln!("bigtable-bench goals: the walks did not run: {err:#}");
         Vec::new()
     });
-    let checks = checks(&engine, &engine_sync, &mounts, &scale);
+    let checks = checks(&machine, &engine, &engine_sync, &mounts, &scale);
     let (met, measured) = tally(&checks);
     eprintln!();
     eprint!("{}", render(&checks));
@@ -308,7 +322,11 @@ pub fn run(args: &GoalsArgs) -> Result<()> {
             "target": c.target.text(),
             "value": c.value,
             "met": c.met(),
+            "limit": c.limit.as_ref().map(|l| l.value),
+            "limit_from": c.limit.as_ref().map(|l| l.what.clone()),
+            "verdict": c.verdict(),
         })).collect::<Vec<_>>(),
+        "limits": machine,
         "met": met,
         "measured": measured,
         "runs": {
@@ -389,6 +407,7 @@ mod tests {
             "warm_over_cold": 2.2,
         });
         let c = checks(
+            &Value::Null,
             &engine_line(0.8, 2.5),
             &Value::Null,
             &[(4, mount.clone()), (1, Value::Null)],

@@ -8,8 +8,10 @@ pub mod emulator_peer;
 pub mod engine_bench;
 pub mod fs_bench;
 pub mod gfs_bench;
+pub mod goal_limits;
 pub mod goals;
 pub mod grpc_bench;
+pub mod limits;
 pub mod machines;
 #[cfg(feature = "peers")]
 pub mod peers;

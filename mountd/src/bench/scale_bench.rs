@@ -12,6 +12,7 @@
 
 use super::common::{check_interrupted, fmt_bytes, FastRng, Table, TempDir};
 use super::fs_bench::{have_bindfs, mount_bindfs, mount_tmpfs, Mounted};
+use super::limits::fuse_round_trips;
 use anyhow::{bail, Context, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
@@ -293,11 +294,33 @@ fn random_cats(table: &Path, rows: u64) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64() / CATS as f64)
 }
 
+/// One walk's times (seconds) at one size.
+struct Walk {
+    name: &'static str,
+    ours: f64,
+    bindfs: Option<f64>,
+    /// The same walk on the tmpfs under bindfs, without FUSE: the walking
+    /// program's and the kernel's own work.
+    tmpfs: Option<f64>,
+    /// Our FUSE requests per cell.
+    per_cell: f64,
+}
+
+impl Walk {
+    /// The fastest any FUSE filesystem making our requests could walk: the
+    /// walk on tmpfs plus one round trip per request (none if not measured).
+    fn limit(&self, rows: u64, round_trips: Option<f64>) -> Option<f64> {
+        let rt = round_trips.filter(|r| *r > 0.0)?;
+        Some(self.tmpfs? + self.per_cell * rows as f64 / rt)
+    }
+}
+
 struct SizeResult {
     rows: u64,
     import: f64,
-    /// (walk, ours, bindfs, our FUSE requests per cell)
-    walks: Vec<(&'static str, f64, Option<f64>, f64)>,
+    walks: Vec<Walk>,
+    /// FUSE round trips per second, one caller (see [`fuse_round_trips`]).
+    round_trips: Option<f64>,
     scan: f64,
     cat: f64,
     rss_before: u64,
@@ -375,6 +398,13 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
             }
             None => None,
         };
+        let tmpfs = match &bindfs {
+            Some(_) => {
+                drop_caches();
+                Some(timed(&backing.join(TABLE), &script)?)
+            }
+            None => None,
+        };
         let per_cell = requests as f64 / rows as f64;
         // Printed at once: a later walk that fails must not take this one's
         // figures with it (the tables come only when the size is done).
@@ -383,9 +413,22 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
             secs(ours),
             theirs.map_or("-".into(), secs)
         );
-        walks.push((name, ours, theirs, per_cell));
+        walks.push(Walk {
+            name,
+            ours,
+            bindfs: theirs,
+            tmpfs,
+            per_cell,
+        });
     }
     drop(bindfs);
+    let round_trips = match fuse_round_trips(&mnt, 1) {
+        Ok((_, rate)) => Some(rate),
+        Err(e) => {
+            eprintln!("{rows} rows: FUSE round trip not measured: {e:#}");
+            None
+        }
+    };
 
     let start = Instant::now();
     let n = fs::read(table.join(".scan/all")).context("reading .scan/all")?;
@@ -405,6 +448,7 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
         rows,
         import,
         walks,
+        round_trips,
         scan,
         cat,
         rss_before,
@@ -438,17 +482,20 @@ pub fn run(args: &ScaleArgs) -> Result<Vec<serde_json::Value>> {
         let walks: Vec<serde_json::Value> = r
             .walks
             .iter()
-            .map(|(name, ours, theirs, req)| {
+            .map(|w| {
+                let limit = w.limit(r.rows, r.round_trips);
                 serde_json::json!({
-                    "walk": name, "secs": ours, "bindfs_secs": theirs,
-                    "speedup": theirs.map(|b| b / ours), "requests_per_cell": req,
+                    "walk": w.name, "secs": w.ours, "bindfs_secs": w.bindfs,
+                    "speedup": w.bindfs.map(|b| b / w.ours), "requests_per_cell": w.per_cell,
+                    "tmpfs_secs": w.tmpfs, "limit_secs": limit,
+                    "limit_speedup": w.bindfs.zip(limit).map(|(b, l)| b / l),
                 })
             })
             .collect();
         let line = serde_json::json!({
             "bench": "scale", "rows": r.rows, "import_secs": r.import,
             "walks": walks, "scan_secs": r.scan, "cat_secs": r.cat,
-            "rss_start": r.rss_before, "rss_peak": r.rss_peak,
+            "fuse_round_trips_per_sec": r.round_trips, "rss_start": r.rss_before, "rss_peak": r.rss_peak,
             "rss_settled": r.rss_settled, "rss_after_drop_caches": r.rss_dropped,
         });
         println!("{line}");
@@ -466,43 +513,40 @@ fn render(results: &[SizeResult]) -> String {
         "bindfs",
         "ours faster by",
         "requests/cell",
+        "tmpfs",
+        "limit",
+        "limit/ours",
     ]);
+    // A step with a time of ours only.
+    let only = |rows: &str, step: String, time: String| {
+        let mut row = vec![rows.to_string(), step, time];
+        row.resize(9, "-".into());
+        row
+    };
     for r in results {
         let n = r.rows.to_string();
-        t.row(vec![
-            n.clone(),
-            "import (.mutate)".into(),
-            secs(r.import),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
-        for (name, ours, theirs, req) in &r.walks {
+        t.row(only(&n, "import (.mutate)".into(), secs(r.import)));
+        for w in &r.walks {
+            let limit = w.limit(r.rows, r.round_trips);
             t.row(vec![
                 n.clone(),
-                (*name).into(),
-                secs(*ours),
-                theirs.map_or("-".into(), secs),
-                theirs.map_or("-".into(), |b| format!("{:.2}x", b / ours)),
-                format!("{req:.1}"),
+                w.name.into(),
+                secs(w.ours),
+                w.bindfs.map_or("-".into(), secs),
+                w.bindfs
+                    .map_or("-".into(), |b| format!("{:.2}x", b / w.ours)),
+                format!("{:.1}", w.per_cell),
+                w.tmpfs.map_or("-".into(), secs),
+                limit.map_or("-".into(), secs),
+                limit.map_or("-".into(), |l| format!("{:.0}%", 100.0 * l / w.ours)),
             ]);
         }
-        t.row(vec![
-            n.clone(),
-            ".scan/all".into(),
-            secs(r.scan),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
-        t.row(vec![
-            n,
-            "random cat (each)".into(),
-            secs(r.cat),
-            "-".into(),
-            "-".into(),
-            "-".into(),
-        ]);
+        t.row(only(&n, ".scan/all".into(), secs(r.scan)));
+        t.row(only(&n, "random cat (each)".into(), secs(r.cat)));
+        if let Some(rt) = r.round_trips {
+            let step = format!("FUSE round trip: {:.1}us", 1e6 / rt);
+            t.row(only(&n, step, "-".into()));
+        }
     }
     let mut m = Table::new(&[
         "rows",

@@ -1,0 +1,244 @@
+//! The limit beside each goal of `bigtable-bench goals`: what no software
+//! passes on this machine, in the goal's own unit (a ratio), from figures
+//! measured in the same run. A goal whose limit is below its target is out
+//! of reach; one short of its target says how close it came to the limit.
+
+use super::limits;
+use super::workloads::Fig6;
+use serde_json::{json, Value};
+use std::path::Path;
+
+/// Bytes one operation moves: a 1000-byte value and its 16-byte key.
+const OP_BYTES: f64 = (super::common::VALUE_BYTES + 16) as f64;
+
+/// Which way a figure has to go.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Target {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+impl Target {
+    pub fn text(self) -> String {
+        match self {
+            Target::AtLeast(x) => format!(">= {x:.2}x"),
+            Target::AtMost(x) => format!("<= {x:.2}x"),
+        }
+    }
+}
+
+/// A limit in the unit of a goal's figure, and what it was measured from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limit {
+    pub value: f64,
+    pub what: String,
+}
+
+/// The machine's limits that no bench run measures itself, measured at the
+/// start of `goals` (JSON, so that they land in its line).
+pub fn machine(work: &Path, threads: usize) -> Value {
+    let memory = limits::memory_bandwidth(threads);
+    let page_cache = limits::page_cache_write_bandwidth(work)
+        .map_err(|e| eprintln!("warning: page cache bandwidth not measured: {e:#}"))
+        .ok();
+    eprintln!(
+        "limits: memory copies {:.1} GB/s ({threads} threads), page cache writes {}",
+        memory / 1e9,
+        page_cache.map_or("-".into(), |b| format!("{:.1} GB/s", b / 1e9))
+    );
+    json!({
+        "memory_bytes_per_sec": memory.round(),
+        "page_cache_write_bytes_per_sec": page_cache.map(f64::round),
+    })
+}
+
+fn num(v: &Value, path: &[&str]) -> Option<f64> {
+    path.iter().try_fold(v, |v, k| v.get(k))?.as_f64()
+}
+
+fn is_write(w: Fig6) -> bool {
+    matches!(w, Fig6::SeqWrite | Fig6::RandWrite)
+}
+
+/// Engine workload `w` against the better peer: the limit on our rate over
+/// the peer's. Synced writes: the fsync rate times the workloads' mean
+/// batch; other writes: the memory bus copying each value twice (log and
+/// memtable); reads and scans: once.
+pub fn engine(run: &Value, machine: &Value, w: Fig6, synced: bool) -> Option<Limit> {
+    let peer = ["rocksdb", "fjall"]
+        .iter()
+        .filter_map(|p| num(run, &["workloads", w.key(), p, "ops_per_sec"]))
+        .fold(None, |m: Option<f64>, r| Some(m.map_or(r, |m| m.max(r))))?;
+    let (rate, what) = if synced && is_write(w) {
+        let probe = &run["group_commit"]["local"];
+        let fsync = num(probe, &["fsync_per_sec"])?;
+        let batch = num(probe, &["workload_mean_batch"]).filter(|b| *b > 0.0)?;
+        (
+            fsync * batch,
+            format!("fsync {fsync:.0}/s x batch {batch:.1}"),
+        )
+    } else {
+        let bw = num(machine, &["memory_bytes_per_sec"])?;
+        let copies = if is_write(w) { 2.0 } else { 1.0 };
+        (
+            bw / (copies * OP_BYTES),
+            format!("memory {:.1} GB/s, {copies:.0} copies", bw / 1e9),
+        )
+    };
+    ratio_limit(rate, peer, what)
+}
+
+fn ratio_limit(rate: f64, base: f64, what: String) -> Option<Limit> {
+    (base > 0.0 && rate > 0.0).then(|| Limit {
+        value: rate / base,
+        what: format!("{what}: {rate:.0}/s"),
+    })
+}
+
+/// Three replicas over one copy: the least it can cost is the local run
+/// plus two more copies of each write into the page cache.
+pub fn replicas(run: &Value, machine: &Value, w: Fig6) -> Option<Limit> {
+    let local = num(run, &["workloads", w.key(), "ops_per_sec"])?;
+    let bw = num(machine, &["page_cache_write_bytes_per_sec"]).filter(|b| *b > 0.0)?;
+    let extra = 2.0 * local * OP_BYTES / bw;
+    Some(Limit {
+        value: 1.0 + extra,
+        what: format!("+2 page-cache copies at {:.1} GB/s", bw / 1e9),
+    })
+}
+
+/// A mount workload against `base` ("bindfs" or "paper"): the workload on
+/// tmpfs plus one FUSE round trip per request it made.
+pub fn mount(run: &Value, w: Fig6, base: &str) -> Option<Limit> {
+    let limit = num(run, &["workloads", w.key(), "limit"])?;
+    let requests = num(run, &["workloads", w.key(), "fuse_requests_per_file"])?;
+    let base = match base {
+        "paper" => w.paper(),
+        _ => num(run, &["passthrough", w.key(), "ops_per_sec"])?,
+    };
+    ratio_limit(limit, base, format!("tmpfs + {requests:.1} round trips"))
+}
+
+/// Warm re-read over the cold read: the re-read's limit over the cold rate.
+pub fn warm_over_cold(run: &Value) -> Option<Limit> {
+    let limit = num(run, &["reread_limit"])?;
+    let requests = num(run, &["reread_requests_per_file"])?;
+    let cold = num(run, &["workloads", "seq_read", "ops_per_sec"])?;
+    ratio_limit(limit, cold, format!("tmpfs + {requests:.1} round trips"))
+}
+
+/// A walk against bindfs: the walk on tmpfs plus a round trip per request.
+pub fn walk(w: &Value) -> Option<Limit> {
+    let value = num(w, &["limit_speedup"])?;
+    let requests = num(w, &["requests_per_cell"])?;
+    Some(Limit {
+        value,
+        what: format!("tmpfs + {requests:.2} round trips/cell"),
+    })
+}
+
+/// How a figure stands against its target and limit.
+pub fn verdict(target: Target, value: Option<f64>, limit: Option<&Limit>) -> String {
+    let Some(v) = value else {
+        return "not measured".into();
+    };
+    // How close the figure is to the limit: a rate's share of the limit's,
+    // a cost's the other way round.
+    let share = limit.map(|l| match target {
+        Target::AtLeast(_) => v / l.value,
+        Target::AtMost(_) => l.value / v,
+    });
+    let met = match target {
+        Target::AtLeast(t) => v >= t,
+        Target::AtMost(t) => v <= t,
+    };
+    let reachable = limit.map(|l| match target {
+        Target::AtLeast(t) => l.value >= t,
+        Target::AtMost(t) => l.value <= t,
+    });
+    let pct = |s: f64| format!("{:.0}% of the limit", 100.0 * s);
+    match (met, reachable, share) {
+        (true, _, Some(s)) => format!("yes, {}", pct(s)),
+        (true, _, None) => "yes".into(),
+        (false, Some(false), _) => "no: out of reach, the limit is below the goal".into(),
+        (false, _, Some(s)) => format!("no: short of goal, {}", pct(s)),
+        (false, _, None) => "no: short of goal, no limit measured".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limit(value: f64) -> Limit {
+        Limit {
+            value,
+            what: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_verdict_says_how_close_and_whether_in_reach() {
+        let (rate, cost) = (Target::AtLeast(1.0), Target::AtMost(1.5));
+        let out_of_reach = "no: out of reach, the limit is below the goal";
+        let cases = [
+            (rate, None, None, "not measured"),
+            (rate, Some(1.5), Some(3.0), "yes, 50% of the limit"),
+            (
+                rate,
+                Some(0.6),
+                Some(2.0),
+                "no: short of goal, 30% of the limit",
+            ),
+            (rate, Some(0.6), Some(0.8), out_of_reach),
+            (
+                rate,
+                Some(0.6),
+                None,
+                "no: short of goal, no limit measured",
+            ),
+            // A cost: the limit is the least it can be.
+            (
+                cost,
+                Some(2.0),
+                Some(1.2),
+                "no: short of goal, 60% of the limit",
+            ),
+            (cost, Some(2.0), Some(1.6), out_of_reach),
+        ];
+        for (target, value, l, expect) in cases {
+            assert_eq!(verdict(target, value, l.map(limit).as_ref()), expect);
+        }
+    }
+
+    #[test]
+    fn limits_come_from_the_runs_figures() {
+        let machine = json!({"memory_bytes_per_sec": 10_160_000_000.0,
+                             "page_cache_write_bytes_per_sec": 1_016_000_000.0});
+        let run = json!({
+            "workloads": {"seq_write": {"ops_per_sec": 100_000.0,
+                "rocksdb": {"ops_per_sec": 50_000.0}, "fjall": {"ops_per_sec": 80_000.0}}},
+            "group_commit": {"local": {"fsync_per_sec": 1000.0, "workload_mean_batch": 4.0}},
+        });
+        // Unsynced: 10.16 GB/s over 2 x 1016 bytes = 5M/s, over fjall's 80k.
+        let l = engine(&run, &machine, Fig6::SeqWrite, false).unwrap();
+        assert!((l.value - 62.5).abs() < 1e-9, "{l:?}");
+        // Synced: 1000 fsyncs x 4 = 4000/s over 80k.
+        let l = engine(&run, &machine, Fig6::SeqWrite, true).unwrap();
+        assert!((l.value - 0.05).abs() < 1e-9, "{l:?}");
+        // No peer: no limit.
+        assert_eq!(engine(&run, &machine, Fig6::Scan, false), None);
+        // 100k writes/s of 1016 bytes at 1.016 GB/s: 0.1 s a second per copy.
+        let l = replicas(&run, &machine, Fig6::SeqWrite).unwrap();
+        assert!((l.value - 1.2).abs() < 1e-9, "{l:?}");
+        let mount_run = json!({
+            "workloads": {"scan": {"limit": 20_000.0, "fuse_requests_per_file": 4.0}},
+            "passthrough": {"scan": {"ops_per_sec": 5_000.0}},
+            "reread_limit": 30_000.0, "reread_requests_per_file": 2.0,
+        });
+        assert_eq!(mount(&mount_run, Fig6::Scan, "bindfs").unwrap().value, 4.0);
+        assert_eq!(mount(&mount_run, Fig6::SeqWrite, "bindfs"), None);
+        // No cold read measured: no limit for the ratio.
+        assert_eq!(warm_over_cold(&mount_run), None);
+    }
+}
