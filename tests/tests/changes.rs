@@ -122,3 +122,79 @@ fn the_change_stream_follows_resumes_and_replicates_a_table() {
     let o = m.sh_as_nobody(&format!("cat t/.changes/until={until}"));
     assert!(o.status.success(), "{o:?}");
 }
+
+/// The changes since `since` (a token; none: from the start) up to
+/// `until`, and the last change's token in them (or `since` again).
+fn round(m: &Mount, since: &Option<String>, until: u64) -> (String, Option<String>) {
+    let name = match since {
+        Some(tok) => format!("since={tok}&until={until}"),
+        None => format!("until={until}"),
+    };
+    let text = m.ok(&format!("cat 't/.changes/{name}'"));
+    let last = text
+        .lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("# change "))
+        .find_map(|l| l.split_whitespace().nth(1))
+        .map(str::to_string)
+        .or_else(|| since.clone());
+    (text, last)
+}
+
+#[test]
+fn replication_in_rounds_under_concurrent_writes_makes_an_equal_table() {
+    let m = Mount::new();
+    m.table("t", "f\ng\n");
+    m.ok("echo '.table change_retention=1d' >> t/.schema");
+    m.table("u", "f\ng\n");
+    use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+    let rounds = AtomicUsize::new(0);
+    let mut since = None;
+    std::thread::scope(|s| {
+        let mut writers = Vec::new();
+        for w in 0..2 {
+            let (m, rounds) = (&m, &rounds);
+            writers.push(s.spawn(move || {
+                let mutate = m.path("t/.mutate");
+                for i in 0..150u64 {
+                    if i == 75 {
+                        // Half written: go on once a round has run meanwhile.
+                        assert!(
+                            wait_until(Duration::from_secs(60), || rounds.load(SeqCst) > 0),
+                            "no replication round ran"
+                        );
+                    }
+                    let row = format!("w{w}r{}", i % 7);
+                    // Sets with the server's time and with an explicit one,
+                    // and every kind of delete, so that timestamps and
+                    // deletes must survive the round trip.
+                    let mut b = format!("set {row} f:a v{i}\nset {row} g:b x{i} {}\n", 1000 + i);
+                    match i % 5 {
+                        1 => b.push_str(&format!("delete {row} g:b 1000..{}\n", 1001 + i / 2)),
+                        2 => b.push_str(&format!("deletefamily w{w}r{} g\n", (i + 3) % 7)),
+                        3 => b.push_str(&format!("deleterow w{w}r{}\n", (i + 1) % 7)),
+                        4 => b.push_str(&format!("delete {row} f:a\n")),
+                        _ => {}
+                    }
+                    tests::write_and_close(&mutate, b.as_bytes()).unwrap();
+                }
+            }));
+        }
+        // Rounds while the writers write: each applies the changes since
+        // the last round's last token, up to now.
+        // (A writer that failed ends the rounds too; the scope re-raises.)
+        while !writers.iter().all(|w| w.is_finished()) {
+            let (text, last) = round(&m, &since, tests::now_us());
+            if !text.is_empty() {
+                m.mutate("u", text.as_bytes());
+            }
+            since = last;
+            rounds.fetch_add(1, SeqCst);
+        }
+    });
+    let (text, _) = round(&m, &since, tests::now_us());
+    m.mutate("u", text.as_bytes());
+    let (t, u) = (versions(&m, "t"), versions(&m, "u"));
+    assert!(t.lines().count() > 10, "{t}");
+    assert_eq!(u, t, "the replica differs after {rounds:?} rounds");
+}
