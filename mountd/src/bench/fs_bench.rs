@@ -14,7 +14,7 @@ use super::common::{
     check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, Measured, Table, TempDir,
     VALUE_BYTES,
 };
-use super::limits::{fuse_round_trips, through_fuse};
+use super::limits::{self, fuse_round_trips, through_fuse};
 use super::workloads::{fig6_suite_marked, read_seq, Fig6, Fig6Results, KvStore, Plan, Written};
 use anyhow::{bail, Context, Result};
 use std::fs::{self, File, OpenOptions};
@@ -209,6 +209,9 @@ const CALLERS: [&str; 8] = [
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Cost {
     pub fuse_requests: u64,
+    /// Of those, the ones the caller did not wait for (see
+    /// [`limits::unwaited_requests`]).
+    pub unwaited: u64,
     pub store_calls: u64,
     /// The calls made by each request of [`CALLERS`] (none from a mount
     /// whose stats do not say).
@@ -225,6 +228,7 @@ impl Cost {
         };
         Some(Cost {
             fuse_requests: get("fuse_requests")?,
+            unwaited: limits::unwaited_requests(&text),
             store_calls: get("store_tablet_calls")?,
             calls_by_request: CALLERS.map(|op| get(&format!("calls_{op}")).unwrap_or(0)),
         })
@@ -237,6 +241,7 @@ impl Cost {
         }
         Cost {
             fuse_requests: self.fuse_requests.saturating_sub(before.fuse_requests),
+            unwaited: self.unwaited.saturating_sub(before.unwaited),
             store_calls: self.store_calls.saturating_sub(before.store_calls),
             calls_by_request: by,
         }
@@ -271,6 +276,12 @@ impl Cost {
             let n = m.ops as f64;
             (self.fuse_requests as f64 / n, self.store_calls as f64 / n)
         })
+    }
+
+    /// Requests per file of `m` that its caller waited for: the round
+    /// trips of its limit.
+    fn waited_per_file(self, m: &Measured) -> Option<f64> {
+        (m.ops > 0).then(|| self.fuse_requests.saturating_sub(self.unwaited) as f64 / m.ops as f64)
     }
 }
 
@@ -666,7 +677,7 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         "ours/bindfs",
         "paper",
         "ours/paper",
-        "requests/file",
+        "requests/file (waited)",
         "calls/file",
         "limit",
         "ours/limit",
@@ -674,15 +685,13 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
     let mut workloads = serde_json::Map::new();
     for w in Fig6::ALL {
         let m: &Measured = ours.fig6.get(w);
-        let per_file = ours
-            .costs
-            .iter()
-            .find(|(x, _)| *x == w)
-            .and_then(|(_, c)| c.per_file(m));
+        let cost = ours.costs.iter().find(|(x, _)| *x == w).map(|(_, c)| *c);
+        let per_file = cost.and_then(|c| c.per_file(m));
+        let waited = cost.and_then(|c| c.waited_per_file(m));
         let (pt, tf) = (rate_of(&peers.passthrough, w), rate_of(&peers.tmpfs, w));
-        let limit = per_file
+        let limit = waited
             .zip(round_trips)
-            .and_then(|((r, _), rt)| through_fuse(tf, r, rt));
+            .and_then(|(r, rt)| through_fuse(tf, r, rt));
         let fmt_opt = |x: Option<f64>| x.map_or("-".to_string(), |v| format!("{v:.0}"));
         table.row(vec![
             w.label().into(),
@@ -692,7 +701,9 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             fmt_ratio(Some(m.rate()), pt),
             format!("{:.0}", w.paper()),
             fmt_ratio(Some(m.rate()), Some(w.paper())),
-            per_file.map_or("-".into(), |(r, _)| format!("{r:.1}")),
+            per_file
+                .zip(waited)
+                .map_or("-".into(), |((r, _), w)| format!("{r:.1} ({w:.1})")),
             per_file.map_or("-".into(), |(_, c)| format!("{c:.1}")),
             fmt_opt(limit),
             fmt_ratio(Some(m.rate()), limit),
@@ -702,6 +713,9 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             if let Some((r, c)) = per_file {
                 o.insert("fuse_requests_per_file".into(), serde_json::json!(r));
                 o.insert("store_calls_per_file".into(), serde_json::json!(c));
+            }
+            if let Some(w) = waited {
+                o.insert("fuse_waited_per_file".into(), serde_json::json!(w));
             }
             o.insert("paper".into(), serde_json::json!(w.paper()));
             o.insert(
@@ -726,7 +740,10 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         .reread_cost
         .and_then(|c| c.per_file(&ours.reread))
         .map(|(r, _)| r);
-    let reread_limit = reread_requests
+    let reread_waited = ours
+        .reread_cost
+        .and_then(|c| c.waited_per_file(&ours.reread));
+    let reread_limit = reread_waited
         .zip(round_trips)
         .and_then(|(r, rt)| through_fuse(tf, r, rt));
     table.row(vec![
@@ -737,7 +754,9 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         fmt_ratio(Some(ours.reread.rate()), pt),
         "-".into(),
         "-".into(),
-        reread_requests.map_or("-".into(), |r| format!("{r:.1}")),
+        reread_requests
+            .zip(reread_waited)
+            .map_or("-".into(), |(r, w)| format!("{r:.1} ({w:.1})")),
         "-".into(),
         fmt_opt(reread_limit),
         fmt_ratio(Some(ours.reread.rate()), reread_limit),
@@ -745,12 +764,13 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
     println!("{}", table.render());
     println!(
         "(* = stopped at the time cap; rates are cells (files) per second; requests \
-         and calls per file: FUSE requests and tablet-server calls, from .bigtable/stats)"
+         and calls per file: FUSE requests (those the caller waited for: all but RELEASE) \
+         and tablet-server calls, from .bigtable/stats)"
     );
     match round_trips {
         Some(rt) => println!(
             "FUSE round trip ({} threads, a getxattr the daemon answers with no work): {rt:.0}/s, \
-             {:.1} us each; limit = 1 / (1/tmpfs + requests per file / that)",
+             {:.1} us each; limit = 1 / (1/tmpfs + waited requests per file / that)",
             plan.threads,
             plan.threads as f64 * 1e6 / rt
         ),
@@ -788,6 +808,7 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
         "workloads": workloads,
         "reread": ours.reread.json(),
         "reread_requests_per_file": reread_requests,
+        "reread_waited_per_file": reread_waited,
         "reread_tmpfs": tf.map(f64::round),
         "reread_limit": reread_limit.map(f64::round),
         "fuse_round_trips_per_sec": round_trips.map(f64::round),

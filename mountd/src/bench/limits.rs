@@ -62,6 +62,18 @@ pub fn fuse_round_trips(path: &Path, threads: usize) -> Result<(u64, f64)> {
     Ok((n, n as f64 / secs.max(1e-9)))
 }
 
+/// Of the `fuse_requests` a mount's `.bigtable/stats` text counts, those
+/// no caller waits for: RELEASE, which the kernel sends once the file's
+/// last reference is gone and does not wait for (FORGET and RELEASEDIR,
+/// sent the same way, are not in `fuse_requests`). A limit charges a round
+/// trip only for the others.
+pub fn unwaited_requests(stats: &str) -> u64 {
+    stats
+        .lines()
+        .find_map(|l| l.strip_prefix("fuse_release=")?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 /// Bytes per second that `threads` threads copy between buffers of their own
 /// (64 MiB each, larger than any cache): what the memory bus gives a
 /// workload that moves each value once.
@@ -144,6 +156,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         assert!(page_cache_write_bandwidth(dir.path()).unwrap() > 0.0);
         assert!(!dir.path().join("page-cache-probe").exists());
+    }
+
+    #[test]
+    fn releases_are_the_requests_nobody_waits_for() {
+        let stats = "fuse_requests=100\nfuse_releasedir=3\nfuse_release=7\nfuse_open=9\n";
+        assert_eq!(unwaited_requests(stats), 7);
+        assert_eq!(unwaited_requests("fuse_requests=100\n"), 0);
     }
 
     #[test]

@@ -156,14 +156,15 @@ impl Daemon {
     }
 }
 
-/// The daemon's `fuse_requests` counter (0 if unknown).
+/// The daemon's `fuse_requests` counter less the requests no caller waits
+/// for (0 if unknown): each is a round trip of a walk's limit.
 fn fuse_requests(mnt: &Path) -> u64 {
-    fs::read_to_string(mnt.join(".bigtable/stats"))
-        .unwrap_or_default()
-        .lines()
+    let text = fs::read_to_string(mnt.join(".bigtable/stats")).unwrap_or_default();
+    text.lines()
         .find_map(|l| l.strip_prefix("fuse_requests="))
-        .and_then(|v| v.trim().parse().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
         .unwrap_or(0)
+        .saturating_sub(super::limits::unwaited_requests(&text))
 }
 
 fn drop_caches() {
@@ -302,7 +303,7 @@ struct Walk {
     /// The same walk on the tmpfs under bindfs, without FUSE: the walking
     /// program's and the kernel's own work.
     tmpfs: Option<f64>,
-    /// Our FUSE requests per cell.
+    /// Our FUSE requests per cell that the walk waited for (RELEASE excluded).
     per_cell: f64,
 }
 
