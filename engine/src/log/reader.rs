@@ -393,6 +393,53 @@ mod tests {
         assert_eq!(rep.corrupt_regions, 0);
     }
 
+    /// A log written into zeros laid ahead of its data (`create_log` on
+    /// the local store and the chunk layer) and cut by a crash: the zeros
+    /// after the last record read as its end, not as damage; a record torn
+    /// inside them (its header and part of its payload written, the rest
+    /// still zeros) is never returned, and every record before it is.
+    #[test]
+    fn a_record_torn_inside_the_zeros_ahead_is_dropped_and_the_rest_kept() {
+        let lens = [100, 2000, BLOCK_SIZE - 500, 300];
+        let s = MemStore::new();
+        write(&s, "l", &lens);
+        let data = s.size("l").unwrap() as usize;
+        let window = 1 << 20;
+        let mut w = s.open_append("l").unwrap();
+        w.append(&vec![0; window]).unwrap();
+        drop(w);
+        let (got, rep) = read_all(&s, "l");
+        assert_eq!(got.len(), lens.len());
+        assert_eq!(rep.corrupt_regions, 0, "{rep:?}");
+
+        // The next record, framed where the writer would have put it, and
+        // written up to each cut over the zeros.
+        let torn = payload(9, 5000);
+        let mut framed = Vec::new();
+        let mut offset = data % BLOCK_SIZE;
+        super::super::writer::frame(&torn, &mut framed, &mut offset);
+        let whole = s.open("l").unwrap().read_at(0, data + window).unwrap();
+        for cut in [
+            1,
+            HEADER_SIZE - 1,
+            HEADER_SIZE,
+            HEADER_SIZE + 1,
+            2500,
+            framed.len() - 1,
+        ] {
+            let mut bytes = whole.clone();
+            bytes[data..data + cut].copy_from_slice(&framed[..cut]);
+            let name = format!("cut{cut}");
+            s.create(&name).unwrap().append(&bytes).unwrap();
+            let (got, rep) = read_all(&s, &name);
+            assert_eq!(got.len(), lens.len(), "cut at {cut}: {rep:?}");
+            for (i, g) in got.iter().enumerate() {
+                assert_eq!(g, &payload(i, lens[i]), "cut at {cut}");
+            }
+            assert!(rep.bytes_dropped > 0, "cut at {cut}: {rep:?}");
+        }
+    }
+
     /// Block index where record `i` (starting at file offset `start`) puts its header.
     fn first_block(start: u64) -> u64 {
         let s = start as usize;

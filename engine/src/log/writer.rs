@@ -126,7 +126,7 @@ impl LogWriter {
 
 /// Appends the physical records of one payload to `out`; `offset` is the
 /// position within the current block and is advanced.
-fn frame(payload: &[u8], out: &mut Vec<u8>, offset: &mut usize) {
+pub(super) fn frame(payload: &[u8], out: &mut Vec<u8>, offset: &mut usize) {
     let mut left = payload;
     let mut begin = true;
     loop {
