@@ -887,6 +887,31 @@ mod tests {
     }
 
     #[test]
+    fn requests_per_file_by_kind() {
+        let stats = |lookups: u64, others: u64| {
+            let mut c = Cost {
+                fuse_requests: lookups + others,
+                ..Cost::default()
+            };
+            c.requests_by_kind[0] = lookups;
+            c
+        };
+        // 10 files: 40 lookups and 30 requests of kinds not shown apart
+        // (less than 0.05 a file is left out).
+        let cost = stats(41, 30).since(stats(1, 0));
+        let m = Measured {
+            ops: 10,
+            per_thread: vec![10],
+            secs: 1.0,
+            capped: false,
+        };
+        assert_eq!(cost.requests_by_kind(&m).unwrap(), "lookup 4.0, other 3.0");
+        assert_eq!(cost.per_file(&m), Some((7.0, 0.0)));
+        let none = Measured { ops: 0, ..m };
+        assert_eq!(cost.requests_by_kind(&none), None);
+    }
+
+    #[test]
     fn mount_table_lookup() {
         assert_eq!(unescape_mount(r"/mnt/a\040b"), "/mnt/a b");
         assert_eq!(unescape_mount("/plain"), "/plain");
