@@ -160,6 +160,9 @@ impl Ctx {
 
     fn attr_of(&self, node: &Node, walk: bool) -> FsResult<FileAttr> {
         let mut attr = self.node_attr_now(node, walk)?;
+        if matches!(node, Node::Table(_) | Node::AtRoot { .. }) {
+            attr.blksize = crate::attr::LISTING_BLKSIZE;
+        }
         if attr.kind == FileType::Directory && volatile(node) {
             // The kernel keeps a listing until the directory's mtime moves:
             // these change without a word to it, so their mtime always moves.

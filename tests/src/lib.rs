@@ -59,6 +59,19 @@ pub fn python() -> PathBuf {
 
 pub use testkit::wait_until;
 
+/// GET `path` from the HTTP server at `addr`: (status code, body).
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).unwrap();
+    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
+    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (code, body.to_string())
+}
+
 /// Writes `data` to `path` (an existing file, or a new one) and closes it,
 /// with close's error: a cell's value and a `.mutate` batch are committed
 /// on close, and `std::fs::write` ignores close's errors.
@@ -391,6 +404,23 @@ impl Mount {
 
     pub fn log_text(&self) -> String {
         fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The console's address (`-o http=…`; served over HTTP or, with
+    /// `http_cert`, HTTPS), as the daemon logged it.
+    pub fn console_addr(&self) -> String {
+        let mut addr = None;
+        let found = wait_until(Duration::from_secs(30), || {
+            addr = self.log_text().lines().find_map(|l| {
+                l.split("serving the console")
+                    .nth(1)
+                    .and_then(|r| r.split("://").nth(1))
+                    .map(|a| a.trim().trim_end_matches('/').to_string())
+            });
+            addr.is_some()
+        });
+        assert!(found, "no console in the log:\n{}", self.log_text());
+        addr.unwrap()
     }
 
     /// The address of the gRPC listener (`-o grpc=…`), as the daemon logged it.

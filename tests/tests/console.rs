@@ -4,44 +4,14 @@
 //! (headless Chromium) after a skewed workload.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use testkit::wait_until;
-use tests::Mount;
-
-/// The console's address, as the daemon logged it.
-fn console_addr(m: &Mount) -> String {
-    let mut addr = None;
-    let found = wait_until(Duration::from_secs(30), || {
-        addr = m.log_text().lines().find_map(|l| {
-            l.split("serving the console")
-                .nth(1)
-                .and_then(|r| r.split("http://").nth(1))
-                .map(|a| a.trim().trim_end_matches('/').to_string())
-        });
-        addr.is_some()
-    });
-    assert!(found, "no console in the log:\n{}", m.log_text());
-    addr.unwrap()
-}
-
-/// GET `path`: (status code, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).unwrap();
-    let (head, body) = resp.split_once("\r\n\r\n").unwrap();
-    let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (code, body.to_string())
-}
+use tests::{http_get, Mount};
 
 fn scrape(addr: &str) -> prometheus_parse::Scrape {
-    let (code, body) = get(addr, "/metrics");
+    let (code, body) = http_get(addr, "/metrics");
     assert_eq!(code, 200, "{body}");
     prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_string()))).unwrap()
 }
@@ -91,7 +61,7 @@ fn metrics_list_every_documented_figure_and_counters_move() {
     // `sync`: every close commits through the group commit (whose figures
     // and wait are among those checked).
     let m = Mount::with_options(&["http=127.0.0.1:0", "sync"]);
-    let addr = console_addr(&m);
+    let addr = m.console_addr();
     m.table("m", "f\n");
     let before = scrape(&addr);
     m.ok("for i in $(seq 1 20); do mkdir -p m/row$i/f && echo value$i > m/row$i/f/q; done");
@@ -165,7 +135,7 @@ fn metrics_list_every_documented_figure_and_counters_move() {
         value(&after, "bigtable_server_tablets", &[("server", name)]) >= 1.0,
         "{servers}"
     );
-    assert_eq!(get(&addr, "/nope").0, 404);
+    assert_eq!(http_get(&addr, "/nope").0, 404);
 }
 
 /// Headless Chromium, or a failure that says how to get it.
@@ -243,7 +213,7 @@ fn artifacts() -> PathBuf {
 #[test]
 fn a_browser_sees_the_servers_and_the_hot_band_of_a_skewed_workload() {
     let m = Mount::with_options(&["http=127.0.0.1:0"]);
-    let addr = console_addr(&m);
+    let addr = m.console_addr();
     m.table("skew", "f\n");
     // 100 rows written once each, then one row (row042) 300 times more.
     m.ok("for i in $(seq -w 0 99); do mkdir -p skew/row0$i/f && echo x > skew/row0$i/f/q; done");
@@ -332,13 +302,13 @@ fn a_browser_sees_the_servers_and_the_hot_band_of_a_skewed_workload() {
     }
 
     // The numbers behind the image, and the image itself.
-    let (code, json) = get(&addr, "/keyviz.json");
+    let (code, json) = http_get(&addr, "/keyviz.json");
     assert_eq!(code, 200);
     assert!(
         json.contains("\"table\":\"skew\"") && json.contains("\"writes\""),
         "{json}"
     );
-    let (code, svg) = get(&addr, "/keyviz.svg");
+    let (code, svg) = http_get(&addr, "/keyviz.svg");
     assert_eq!(code, 200);
     assert!(
         svg.starts_with("<svg") && svg.contains("data-table=\"skew\""),

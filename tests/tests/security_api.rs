@@ -688,21 +688,6 @@ fn http_get(addr: &str, path: &str, host: &str, token: Option<&str>) -> (u16, St
     (code, body.to_string())
 }
 
-fn console_addr(m: &Mount) -> String {
-    let mut addr = None;
-    let found = testkit::wait_until(std::time::Duration::from_secs(30), || {
-        addr = m.log_text().lines().find_map(|l| {
-            l.split("serving the console")
-                .nth(1)
-                .and_then(|r| r.split("://").nth(1))
-                .map(|a| a.trim().trim_end_matches('/').to_string())
-        });
-        addr.is_some()
-    });
-    assert!(found, "no console in the log:\n{}", m.log_text());
-    addr.unwrap()
-}
-
 /// Characters XML 1.0 does not allow, even as references.
 fn xml_forbidden(c: char) -> bool {
     (c.is_control() && !matches!(c, '\t' | '\n' | '\r')) || c == '\u{FFFE}' || c == '\u{FFFF}'
@@ -718,7 +703,7 @@ fn the_console_shows_a_0700_tables_keys_only_to_who_may_read_it() {
         "merge=0",
         &tokens.option(),
     ]);
-    let (api, web) = (m.grpc_addr(), console_addr(&m));
+    let (api, web) = (m.grpc_addr(), m.console_addr());
     let mut root = Api::new(&api, Some(ROOT));
     // Tablet boundaries at known keys: the status page lists every tablet's range.
     for (t, split) in [
@@ -776,7 +761,7 @@ fn the_console_shows_a_0700_tables_keys_only_to_who_may_read_it() {
 fn the_console_refuses_foreign_hosts_and_outlives_clients_that_never_read() {
     use std::io::Write;
     let m = Mount::with_options(&["http=127.0.0.1:0", "http_hosts=console.example.org"]);
-    let web = console_addr(&m);
+    let web = m.console_addr();
     let port = web.rsplit(':').next().unwrap().to_string();
     // DNS rebinding: a page of evil.example.com whose name now points here.
     for host in ["evil.example.com", &format!("evil.example.com:{port}")] {
@@ -856,7 +841,7 @@ fn the_console_speaks_tls_with_a_certificate_and_refuses_an_exposed_key() {
         &format!("http_cert={}", cert.display()),
         &format!("http_key={}", key.display()),
     ]);
-    let web = console_addr(&m);
+    let web = m.console_addr();
     assert!(m.log_text().contains(&format!("https://{web}/")));
     let out = Command::new("curl")
         .args(["-sS", "--max-time", "60", "--cacert"])

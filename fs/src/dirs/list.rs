@@ -385,8 +385,13 @@ fn rows_unopened(
     }
     // One shared name for every row node of the listing.
     let table_name = Name::from(table);
-    let plus = plus && cx.listing.reply_plus(&table_name, after.is_none());
-    let schema = if plus {
+    // Rows of this reply that carry attributes (the rest: names only).
+    let mut attrs = if plus {
+        cx.listing.reply_attrs(&table_name, after.is_none())
+    } else {
+        0
+    };
+    let schema = if attrs > 0 {
         Some(cx.data.schema(table)?)
     } else {
         None
@@ -420,11 +425,12 @@ fn rows_unopened(
                 view,
                 row: Key::from(row),
             };
-            let attr = schema
-                .as_ref()
-                .map(|s| cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group));
+            let attr = schema.as_ref().filter(|_| attrs > 0).map(|s| {
+                attrs -= 1;
+                cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group)
+            });
             let e = dir(display_name(node.row().unwrap_or_default()), node, attr);
-            if !emit(cx, &e, off, plus, add)? {
+            if !emit(cx, &e, off, attr.is_some(), add)? {
                 // The reply is full: this row and the rest wait for the next.
                 if let Node::Row { row, .. } = e.node {
                     rows.push_front(row.to_vec());
@@ -564,8 +570,12 @@ pub(super) fn readdir_rows(
     d.cursors = d.cursors.split_off(&keep_from);
     d.prev_batch = first;
     let table_name = Name::from(table);
-    let plus = plus && cx.listing.reply_plus(&table_name, offset < ROW_BASE);
-    let schema = if plus {
+    let mut attrs = if plus {
+        cx.listing.reply_attrs(&table_name, offset < ROW_BASE)
+    } else {
+        0
+    };
+    let schema = if attrs > 0 {
         Some(cx.data.schema(table)?)
     } else {
         None
@@ -585,11 +595,12 @@ pub(super) fn readdir_rows(
                 view,
                 row: Key::from(row.as_slice()),
             };
-            let attr = schema
-                .as_ref()
-                .map(|s| cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group));
+            let attr = schema.as_ref().filter(|_| attrs > 0).map(|s| {
+                attrs -= 1;
+                cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group)
+            });
             let e = dir(name, node, attr);
-            if !emit(cx, &e, off, plus, add)? {
+            if !emit(cx, &e, off, attr.is_some(), add)? {
                 return Ok(());
             }
             after = Some(row);

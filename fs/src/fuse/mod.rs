@@ -152,7 +152,9 @@ impl Filesystem for FuseFs {
             InitFlags::FUSE_BIG_WRITES,
             InitFlags::FUSE_MAX_PAGES,
             // We keep no setuid bits or capabilities: spare the kernel the
-            // security.capability lookup it makes before every write.
+            // security.capability lookup before page-cache writes (a
+            // truncating open still makes one: docs/mount.md, "FUSE
+            // requests per new file").
             InitFlags::FUSE_HANDLE_KILLPRIV_V2,
             // lockdir hook: flock(2) and fcntl locks come to the daemon.
             InitFlags::FUSE_POSIX_LOCKS,

@@ -9,6 +9,8 @@ mod plus_hints;
 mod readahead;
 
 pub use cursors::{Resume, LAST};
+#[cfg(test)]
+pub use plus_hints::FIRST_REPLY_ATTRS;
 pub use readahead::Ahead;
 
 /// Places in listings, plus hints and rows read ahead (see the module comment).

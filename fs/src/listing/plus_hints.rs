@@ -8,7 +8,10 @@
 //! per row. So entries carry attributes when the reader is likely to enter
 //! the rows:
 //!
-//! - in a listing's first reply (as the kernel's own READDIRPLUS_AUTO does);
+//! - in a listing's first reply (as the kernel's own READDIRPLUS_AUTO does),
+//!   its first [`FIRST_REPLY_ATTRS`] rows: a table directory asks for 1 MiB
+//!   replies (see `attr::listing_blksize`), thousands of rows, and an inode
+//!   for each would cost a plain `ls` more than the whole listing;
 //! - when rows of the table were entered since the listing's last reply (a
 //!   walk that descends as it reads, or after each batch it reads);
 //! - for a whole listing, when rows were entered since the table's previous
@@ -27,6 +30,10 @@ use parking_lot::Mutex;
 /// Tables remembered; past this the map starts again (a table forgotten is
 /// treated as one never listed).
 const CAPACITY: usize = 4096;
+
+/// Rows of a listing's first reply that carry attributes when nobody
+/// entered the table's rows (about what a 64 KiB first reply held).
+pub const FIRST_REPLY_ATTRS: u64 = 384;
 
 #[derive(Default, Clone, Copy)]
 struct Table {
@@ -68,7 +75,15 @@ impl Listing {
 
     /// Whether the next reply of a listing of `table` carries attributes;
     /// `first`: it is the listing's first reply.
+    #[cfg(test)]
     pub fn reply_plus(&self, table: &Name, first: bool) -> bool {
+        self.reply_attrs(table, first) > 0
+    }
+
+    /// How many rows of the next reply of a listing of `table` carry
+    /// attributes (the rest: names only); `first`: it is the listing's
+    /// first reply.
+    pub fn reply_attrs(&self, table: &Name, first: bool) -> u64 {
         let mut g = self.plus_hints.tables.lock();
         let t = match g.get_mut(table) {
             Some(t) => t,
@@ -77,19 +92,23 @@ impl Listing {
                     g.clear();
                 }
                 g.insert(table.clone(), Table::default());
-                return true;
+                return FIRST_REPLY_ATTRS;
             }
-            None => return false,
+            None => return 0,
         };
-        let plus = if first {
+        let all = if first {
             t.walked = t.entered != t.at_start;
             t.at_start = t.entered;
-            true
+            t.walked
         } else {
             t.walked || t.entered != t.at_reply
         };
         t.at_reply = t.entered;
-        plus
+        match (all, first) {
+            (true, _) => u64::MAX,
+            (false, true) => FIRST_REPLY_ATTRS,
+            (false, false) => 0,
+        }
     }
 }
 
@@ -107,6 +126,16 @@ mod tests {
         // The next listing too: nobody entered a row.
         assert!(h.reply_plus(&t, true));
         assert!(!h.reply_plus(&t, false));
+    }
+
+    #[test]
+    fn only_a_walked_tables_first_reply_carries_attributes_throughout() {
+        let h = Listing::default();
+        let t = Name::from("t");
+        assert_eq!(h.reply_attrs(&t, true), FIRST_REPLY_ATTRS);
+        assert_eq!(h.reply_attrs(&t, false), 0);
+        h.entered(&t);
+        assert_eq!(h.reply_attrs(&t, true), u64::MAX);
     }
 
     #[test]

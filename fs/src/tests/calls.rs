@@ -130,8 +130,8 @@ fn echo_over_a_cell() {
     let ino = walk(&t, &mut m, &[b"t", b"r", b"f", b"c"]).unwrap();
     let fh = t.fs.open(&t.root, ino, TRUNC).unwrap().fh;
     m.step("open");
-    // The kernel asks before the first write whether the file has
-    // capabilities to drop.
+    // The kernel asks, before it truncates the file (O_TRUNC), whether
+    // it has capabilities to drop.
     let cap = t.fs.getxattr(&t.root, ino, b"security.capability");
     assert_eq!(cap.err(), Some(Errno::NO_XATTR));
     m.step("getxattr");
@@ -229,7 +229,8 @@ fn echo_into_a_new_row() {
     let tbl = walk(&t, &mut m, &[b"t"]).unwrap();
     assert_eq!(t.fs.lookup(tbl, b"n").err(), Some(Errno::ENOENT));
     m.step("lookup");
-    // mkdir(2) looks the name up again (an error reply leaves no negative entry).
+    // mkdir(2) looks the name up again: an exclusive create revalidates
+    // even a negative entry (docs/mount.md, "FUSE requests per new file").
     assert_eq!(t.fs.lookup(tbl, b"n").err(), Some(Errno::ENOENT));
     m.step("lookup");
     let row =
@@ -239,6 +240,10 @@ fn echo_into_a_new_row() {
             .ino
             .0;
     m.step("mkdir");
+    // The mkdir marked the table's attributes stale in the kernel: the
+    // next walk's permission check asks for them.
+    t.fs.getattr(tbl, None).unwrap();
+    m.step("getattr");
     assert_eq!(t.fs.lookup(row, b"f").err(), Some(Errno::ENOENT));
     m.step("lookup");
     let fam =
@@ -248,6 +253,8 @@ fn echo_into_a_new_row() {
             .ino
             .0;
     m.step("mkdir");
+    t.fs.getattr(row, None).unwrap();
+    m.step("getattr");
     assert_eq!(t.fs.lookup(fam, b"q").err(), Some(Errno::ENOENT));
     m.step("lookup");
     let fh =
@@ -261,7 +268,7 @@ fn echo_into_a_new_row() {
     assert_eq!(t.get("/t/n/f/q").unwrap(), b"x\n");
     assert_eq!(
         steps,
-        "lookup:0 lookup:1 lookup:1 mkdir:0 lookup:0 mkdir:0 lookup:0 create:0 write:0 flush:1 release:0 = 3"
+        "lookup:0 lookup:1 lookup:1 mkdir:0 getattr:0 lookup:0 mkdir:0 getattr:0 lookup:0 create:0 write:0 flush:1 release:0 = 3"
     );
     assert_eq!(t.mkdir("/t/n"), Err(Errno::EEXIST));
     assert_eq!(t.mkdir("/t/n/f"), Err(Errno::EEXIST));

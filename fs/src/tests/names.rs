@@ -309,6 +309,32 @@ fn readdirplus_registers_entries_with_attributes() {
 }
 
 #[test]
+fn a_large_first_reply_carries_attributes_for_its_first_rows_only() {
+    let t = T::new();
+    let rows = crate::listing::FIRST_REPLY_ATTRS + 100;
+    let batch: String = (0..rows).map(|i| format!("set r{i:05} f:q v\n")).collect();
+    t.mutate(&batch).unwrap();
+    let ino = t.ino("/t").unwrap();
+    // A table asks for large listings (glibc sizes its buffer by this).
+    let (attr, _) = t.fs.getattr(ino, None).unwrap();
+    assert_eq!(attr.blksize, crate::attr::LISTING_BLKSIZE);
+    // One reply room for every row: only the first ones carry attributes.
+    let (mut with, mut without) = (0, 0);
+    t.fs.readdir_unopened(&t.root, ino, 0, true, &mut |e: &DirOut<'_>| {
+        if e.name.starts_with(b"r") {
+            match e.attr {
+                Some(_) => with += 1,
+                None => without += 1,
+            }
+        }
+        false
+    })
+    .unwrap();
+    assert_eq!(with, crate::listing::FIRST_REPLY_ATTRS);
+    assert_eq!(without, 100);
+}
+
+#[test]
 fn family_permissions_apply_to_batches_and_scans() {
     let t = T::new();
     t.put("/t/.schema", b"f mode=0700 owner=0\ng mode=0777\n", TRUNC)

@@ -204,6 +204,23 @@ const CALLERS: [&str; 8] = [
     "readdirplus",
 ];
 
+/// The kinds of FUSE request the bench shows apart (`fuse_<op>` of
+/// `.bigtable/stats`); the rest are summed as "other".
+const REQUESTS: [&str; 12] = [
+    "lookup",
+    "getattr",
+    "mkdir",
+    "create",
+    "open",
+    "read",
+    "write",
+    "flush",
+    "release",
+    "getxattr",
+    "setattr",
+    "readdirplus",
+];
+
 /// FUSE requests and tablet-server calls a workload made, from the
 /// mount's `.bigtable/stats` (they include the few of reading it).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
@@ -216,6 +233,8 @@ pub struct Cost {
     /// The calls made by each request of [`CALLERS`] (none from a mount
     /// whose stats do not say).
     pub calls_by_request: [u64; CALLERS.len()],
+    /// The requests of each kind of [`REQUESTS`].
+    pub requests_by_kind: [u64; REQUESTS.len()],
 }
 
 impl Cost {
@@ -231,43 +250,36 @@ impl Cost {
             unwaited: limits::unwaited_requests(&text),
             store_calls: get("store_tablet_calls")?,
             calls_by_request: CALLERS.map(|op| get(&format!("calls_{op}")).unwrap_or(0)),
+            requests_by_kind: REQUESTS.map(|op| get(&format!("fuse_{op}")).unwrap_or(0)),
         })
     }
 
     pub fn since(self, before: Cost) -> Cost {
-        let mut by = self.calls_by_request;
-        for (n, b) in by.iter_mut().zip(before.calls_by_request) {
-            *n = n.saturating_sub(b);
+        fn minus<const N: usize>(mut a: [u64; N], b: [u64; N]) -> [u64; N] {
+            for (n, b) in a.iter_mut().zip(b) {
+                *n = n.saturating_sub(b);
+            }
+            a
         }
         Cost {
             fuse_requests: self.fuse_requests.saturating_sub(before.fuse_requests),
             unwaited: self.unwaited.saturating_sub(before.unwaited),
             store_calls: self.store_calls.saturating_sub(before.store_calls),
-            calls_by_request: by,
+            calls_by_request: minus(self.calls_by_request, before.calls_by_request),
+            requests_by_kind: minus(self.requests_by_kind, before.requests_by_kind),
         }
+    }
+
+    /// The FUSE requests per file of `m` by kind, e.g. `lookup 4.0,
+    /// mkdir 2.0, …` (the other kinds as `other`).
+    fn requests_by_kind(&self, m: &Measured) -> Option<String> {
+        per_file_parts(m, &REQUESTS, &self.requests_by_kind, self.fuse_requests)
     }
 
     /// The calls per file of `m` by the request that made them, e.g.
     /// `lookup 2.0, flush 1.0` (calls of other requests as `other`).
     fn by_request(&self, m: &Measured) -> Option<String> {
-        if m.ops == 0 {
-            return None;
-        }
-        let n = m.ops as f64;
-        let named: u64 = self.calls_by_request.iter().sum();
-        let other = self.store_calls.saturating_sub(named);
-        let parts: Vec<String> = CALLERS
-            .iter()
-            .zip(self.calls_by_request)
-            .chain(std::iter::once((&"other", other)))
-            .filter(|(_, c)| *c as f64 / n >= 0.05)
-            .map(|(op, c)| format!("{op} {:.1}", c as f64 / n))
-            .collect();
-        Some(if parts.is_empty() {
-            "none".into()
-        } else {
-            parts.join(", ")
-        })
+        per_file_parts(m, &CALLERS, &self.calls_by_request, self.store_calls)
     }
 
     /// (requests, calls) per file of `m`.
@@ -283,6 +295,29 @@ impl Cost {
     fn waited_per_file(self, m: &Measured) -> Option<f64> {
         (m.ops > 0).then(|| self.fuse_requests.saturating_sub(self.unwaited) as f64 / m.ops as f64)
     }
+}
+
+/// `counts` of `names` (of `total` in all; the rest as `other`) per file
+/// of `m`, those of at least 0.05 a file: `lookup 2.0, flush 1.0`.
+fn per_file_parts(m: &Measured, names: &[&str], counts: &[u64], total: u64) -> Option<String> {
+    if m.ops == 0 {
+        return None;
+    }
+    let n = m.ops as f64;
+    let other = total.saturating_sub(counts.iter().sum());
+    let parts: Vec<String> = names
+        .iter()
+        .zip(counts)
+        .map(|(op, c)| (*op, *c))
+        .chain(std::iter::once(("other", other)))
+        .filter(|(_, c)| *c as f64 / n >= 0.05)
+        .map(|(op, c)| format!("{op} {:.1}", c as f64 / n))
+        .collect();
+    Some(if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(", ")
+    })
 }
 
 /// Reads the mount's counters at each mark of a suite and keeps each
@@ -717,6 +752,9 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             if let Some(w) = waited {
                 o.insert("fuse_waited_per_file".into(), serde_json::json!(w));
             }
+            if let Some(by) = cost.and_then(|c| c.requests_by_kind(m)) {
+                o.insert("fuse_requests_by_kind".into(), serde_json::json!(by));
+            }
             o.insert("paper".into(), serde_json::json!(w.paper()));
             o.insert(
                 "vs_paper".into(),
@@ -775,6 +813,12 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             plan.threads as f64 * 1e6 / rt
         ),
         None => println!("FUSE round trip: not measured, no limits"),
+    }
+    println!("FUSE requests per file, by kind:");
+    for (w, c) in &ours.costs {
+        if let Some(by) = c.requests_by_kind(ours.fig6.get(*w)) {
+            println!("  {}: {by}", w.label());
+        }
     }
     println!("tablet-server calls per file, by the FUSE request that made them:");
     for (w, c) in &ours.costs {
@@ -864,6 +908,31 @@ mod tests {
         assert_eq!(r.reread.ops, 200);
         // Tables removed afterwards.
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn requests_per_file_by_kind() {
+        let stats = |lookups: u64, others: u64| {
+            let mut c = Cost {
+                fuse_requests: lookups + others,
+                ..Cost::default()
+            };
+            c.requests_by_kind[0] = lookups;
+            c
+        };
+        // 10 files: 40 lookups and 30 requests of kinds not shown apart
+        // (less than 0.05 a file is left out).
+        let cost = stats(41, 30).since(stats(1, 0));
+        let m = Measured {
+            ops: 10,
+            per_thread: vec![10],
+            secs: 1.0,
+            capped: false,
+        };
+        assert_eq!(cost.requests_by_kind(&m).unwrap(), "lookup 4.0, other 3.0");
+        assert_eq!(cost.per_file(&m), Some((7.0, 0.0)));
+        let none = Measured { ops: 0, ..m };
+        assert_eq!(cost.requests_by_kind(&none), None);
     }
 
     #[test]

@@ -1,0 +1,190 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! The FUSE requests one file costs through a real mount, kind by kind and
+//! system call by system call, for the writes `bigtable-bench fs` makes
+//! (docs/mount.md, "FUSE requests per new file", lists them and the kernel
+//! code that sends each). Counted from the console's `/metrics`, which the
+//! daemon answers without a FUSE request, so the counting adds none.
+//!
+//! These are the counts of Linux 6.18: a kernel that sends one request
+//! more or fewer fails this test, and so does a daemon change that makes
+//! the kernel ask again (a shorter attribute or entry lifetime, a reply
+//! that invalidates a parent).
+
+use std::collections::BTreeMap;
+use std::fs::OpenOptions;
+use std::io::{ErrorKind, Write};
+use std::path::Path;
+use std::time::Duration;
+use tests::{http_get, wait_until, Mount};
+
+type Counts = BTreeMap<String, u64>;
+
+/// FUSE requests answered so far, by kind, from `/metrics` (forgets left
+/// out: the kernel sends them when it drops a name, at a time of its own),
+/// once the daemon holds `held` open files, the test's (the RELEASE of an
+/// earlier close has come).
+fn counts(addr: &str, held: usize) -> Counts {
+    let mut body = String::new();
+    let gauge = format!("bigtable_fs_open_handles {held}");
+    let settled = wait_until(Duration::from_secs(20), || {
+        let (code, text) = http_get(addr, "/metrics");
+        assert_eq!(code, 200, "{text}");
+        body = text;
+        body.lines().any(|l| l.trim() == gauge)
+    });
+    assert!(settled, "not {held} open files:\n{body}");
+    body.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("bigtable_fuse_operations_total{operation=\"")?;
+            let (op, value) = rest.split_once("\"}")?;
+            Some((op.to_string(), value.trim().parse().ok()?))
+        })
+        .filter(|(op, _)| op != "forget" && op != "batch_forget")
+        .collect()
+}
+
+/// The requests since `before` (kinds that made none left out).
+fn since(now: &Counts, before: &Counts) -> Counts {
+    now.iter()
+        .map(|(op, n)| (op.clone(), n - before.get(op).copied().unwrap_or(0)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+fn want(kinds: &[(&str, u64)]) -> Counts {
+    kinds.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+}
+
+/// Runs `step`, which leaves the test holding `held` files open, before
+/// and after, and checks the requests it made against `expected` (a
+/// close's RELEASE reaches the daemon after close returns: the kernel does
+/// not wait for it, and [`counts`] does).
+fn check(addr: &str, what: &str, held: [usize; 2], expected: &[(&str, u64)], step: impl FnOnce()) {
+    let before = counts(addr, held[0]);
+    step();
+    let after = counts(addr, held[1]);
+    assert_eq!(since(&after, &before), want(expected), "{what}");
+}
+
+fn open_for_write(path: &Path) -> std::io::Result<std::fs::File> {
+    OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)
+}
+
+/// A close whose error (the commit's) is reported.
+fn close(f: std::fs::File) {
+    use std::os::fd::IntoRawFd;
+    nix::unistd::close(f.into_raw_fd()).unwrap();
+}
+
+/// One new row written as `bigtable-bench fs` writes it: the open fails,
+/// then the row and family are made, then the open again, the write, the
+/// close; each system call's requests checked.
+fn new_row(m: &Mount, addr: &str, row: &str) {
+    let (dir, fam, cell) = (
+        m.path(&format!("t/{row}")),
+        m.path(&format!("t/{row}/f")),
+        m.path(&format!("t/{row}/f/q")),
+    );
+    // The walk finds no row: one LOOKUP answered ENOENT.
+    check(addr, "failed open", [0, 0], &[("lookup", 1)], || {
+        let e = open_for_write(&cell).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::NotFound);
+    });
+    // mkdir looks the name up again (an exclusive create revalidates
+    // even a cached negative entry), then makes it.
+    check(
+        addr,
+        "mkdir row",
+        [0, 0],
+        &[("lookup", 1), ("mkdir", 1)],
+        || std::fs::create_dir(&dir).unwrap(),
+    );
+    // The table's attributes were dropped by the mkdir in it: the walk's
+    // permission check asks for them (GETATTR) before the lookup.
+    check(
+        addr,
+        "mkdir family",
+        [0, 0],
+        &[("getattr", 1), ("lookup", 1), ("mkdir", 1)],
+        || std::fs::create_dir(&fam).unwrap(),
+    );
+    // The same for the row; then the new name's lookup and the create.
+    let mut file = None;
+    check(
+        addr,
+        "create",
+        [0, 1],
+        &[("getattr", 1), ("lookup", 1), ("create", 1)],
+        || file = Some(open_for_write(&cell).unwrap()),
+    );
+    let mut file = file.unwrap();
+    check(addr, "write", [1, 1], &[("write", 1)], || {
+        file.write_all(&[b'v'; 1000]).unwrap()
+    });
+    check(
+        addr,
+        "close",
+        [1, 0],
+        &[("flush", 1), ("release", 1)],
+        || close(file),
+    );
+}
+
+/// An overwrite of `t/{row}/f/q` as the random write makes it (open with
+/// O_TRUNC, write, close), with the requests `expected`.
+fn overwrite(m: &Mount, addr: &str, row: &str, what: &str, expected: &[(&str, u64)]) {
+    let cell = m.path(&format!("t/{row}/f/q"));
+    check(addr, what, [0, 0], expected, || {
+        let mut f = open_for_write(&cell).unwrap();
+        f.write_all(&[b'w'; 1000]).unwrap();
+        close(f);
+    });
+}
+
+#[test]
+fn a_new_file_costs_the_requests_the_docs_list() {
+    let m = Mount::with_options(&["http=127.0.0.1:0"]);
+    m.table("t", "f\n");
+    let addr = m.console_addr();
+    // A first row, unmeasured: the kernel learns the table's attributes.
+    std::fs::create_dir_all(m.path("t/r0/f")).unwrap();
+    tests::write_and_close(&m.path("t/r0/f/q"), b"first").unwrap();
+    // Sequential write, a new row: 12 requests.
+    new_row(&m, &addr, "r1");
+    // Random write over a cell: the truncation of an existing file asks
+    // for security.capability (the kernel's, before it removes privileges);
+    // the family's attributes, dropped by the create in it, are asked for
+    // once.
+    overwrite(
+        &m,
+        &addr,
+        "r1",
+        "first overwrite",
+        &[
+            ("getattr", 1),
+            ("open", 1),
+            ("getxattr", 1),
+            ("write", 1),
+            ("flush", 1),
+            ("release", 1),
+        ],
+    );
+    overwrite(
+        &m,
+        &addr,
+        "r1",
+        "overwrite",
+        &[
+            ("open", 1),
+            ("getxattr", 1),
+            ("write", 1),
+            ("flush", 1),
+            ("release", 1),
+        ],
+    );
+    assert_eq!(m.ok("cat t/r1/f/q"), "w".repeat(1000));
+}
