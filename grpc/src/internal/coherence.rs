@@ -8,7 +8,8 @@
 //! lease ends drops everything it caches no later than a writer stops
 //! waiting for it.
 
-use super::messages::Op;
+use super::lanes::{Item, Lane, Role, Waiter};
+use super::messages::{Invalidation, Op};
 use engine::protocol::{AfterWrite, WireError};
 use engine::Bigtable;
 use parking_lot::Mutex;
@@ -22,17 +23,11 @@ use std::time::{Duration, Instant};
 pub(crate) const LEASE: Duration = Duration::from_secs(3);
 /// Watchers a daemon keeps (one per other daemon); more are refused.
 const MAX_WATCHERS: usize = 1024;
-/// Rows one invalidation names; a write of more invalidates the table.
-const MAX_ROWS: usize = 1024;
-/// Bytes of row keys one invalidation carries, at most (the rest: the table).
-const MAX_ROW_BYTES: usize = 1 << 20;
 /// A daemon's first seconds: the others may not have registered with it
 /// yet, so its writes are also sent to every daemon listed in the lock
 /// service (each waited for at most [`UNREGISTERED_WAIT`]).
 const GRACE: Duration = LEASE;
 const UNREGISTERED_WAIT: Duration = Duration::from_millis(500);
-/// Between tries of an invalidation that failed (the watcher restarting).
-const RETRY: Duration = Duration::from_millis(20);
 
 /// How a daemon calls another daemon itself (the internal RPC's dialer).
 pub(crate) trait DaemonCalls: Send + Sync {
@@ -53,8 +48,11 @@ pub type Sink = Arc<dyn crate::Changes>;
 /// Counters for `.bigtable/status` and the benchmark.
 #[derive(Default)]
 pub struct CoherenceStats {
-    /// Invalidations sent to other daemons and answered.
+    /// Invalidations sent to other daemons and answered (one per write
+    /// and daemon).
     pub sent: AtomicU64,
+    /// Messages that carried them (several writes' at once when batched).
+    pub messages: AtomicU64,
     /// Invalidations that gave up on a watcher when its lease ran out.
     pub expired: AtomicU64,
     /// Invalidations received from other daemons.
@@ -75,6 +73,8 @@ pub struct Coherence {
     /// This daemon's advertised address (how watchers name themselves).
     pub(crate) me: Arc<str>,
     watchers: Mutex<HashMap<String, Watcher>>,
+    /// One sender per daemon told of writes (`lanes.rs`).
+    lanes: Mutex<HashMap<String, Arc<Lane>>>,
     pub(crate) sink: OnceLock<Sink>,
     pub(crate) bt: OnceLock<Bigtable>,
     pub(crate) dialer: OnceLock<Arc<dyn DaemonCalls>>,
@@ -93,6 +93,7 @@ impl Coherence {
         Coherence {
             me,
             watchers: Mutex::new(HashMap::new()),
+            lanes: Mutex::new(HashMap::new()),
             sink: OnceLock::new(),
             bt: OnceLock::new(),
             dialer: OnceLock::new(),
@@ -122,18 +123,30 @@ impl Coherence {
                 Some(self.watch(addr, *lease_ms).and_then(|g| encode(&g)))
             }
             Op::Invalidate { table, rows, whole } => {
-                self.stats.received.fetch_add(1, Ordering::Relaxed);
-                if let Some(sink) = self.sink.get() {
-                    if *whole {
-                        sink.table(table);
-                    } else {
-                        let rows: Vec<&[u8]> = rows.iter().map(|r| r.as_slice()).collect();
-                        sink.rows_from_peer(table, &rows);
-                    }
+                self.invalidate(table, rows, *whole);
+                Some(encode(&()))
+            }
+            Op::InvalidateMany { tables } => {
+                for i in tables {
+                    self.invalidate(&i.table, &i.rows, i.whole);
                 }
                 Some(encode(&()))
             }
             _ => None,
+        }
+    }
+
+    /// Another daemon wrote `rows` of `table` (or any row): this daemon's
+    /// kernel drops them.
+    fn invalidate(&self, table: &str, rows: &[Vec<u8>], whole: bool) {
+        self.stats.received.fetch_add(1, Ordering::Relaxed);
+        if let Some(sink) = self.sink.get() {
+            if whole {
+                sink.table(table);
+            } else {
+                let rows: Vec<&[u8]> = rows.iter().map(|r| r.as_slice()).collect();
+                sink.rows_from_peer(table, &rows);
+            }
         }
     }
 
@@ -178,41 +191,6 @@ impl Coherence {
         Ok((left.as_millis() as u64, continuous))
     }
 
-    /// The invalidation of `rows` of `table`, bounded: too many rows or
-    /// bytes invalidate the whole table instead.
-    fn message(table: &str, rows: &[&[u8]]) -> Op {
-        let bytes: usize = rows.iter().map(|r| r.len()).sum();
-        let whole = rows.len() > MAX_ROWS || bytes > MAX_ROW_BYTES;
-        let mut list: Vec<Vec<u8>> = Vec::new();
-        if !whole {
-            for r in rows {
-                if !list.iter().any(|x| x == r) {
-                    list.push(r.to_vec());
-                }
-            }
-        }
-        Op::Invalidate {
-            table: table.to_string(),
-            rows: list,
-            whole,
-        }
-    }
-
-    /// Sends `op` to the watcher at `addr` until it answers or `until`
-    /// (its lease's end) passes; whether it answered.
-    fn tell(&self, dialer: &dyn DaemonCalls, addr: &str, op: &Op, until: Instant) -> bool {
-        loop {
-            let now = Instant::now();
-            if now >= until {
-                return false;
-            }
-            if dialer.daemon_call(addr, op.clone(), until - now).is_ok() {
-                return true;
-            }
-            std::thread::sleep(RETRY.min(until.saturating_duration_since(Instant::now())));
-        }
-    }
-
     /// The watchers with a live lease, each marked as having one more
     /// invalidation pending, with its lease's end.
     fn take_watchers(&self) -> Vec<(String, Instant, bool)> {
@@ -239,7 +217,7 @@ impl Coherence {
 
     /// The invalidation to `addr` ended: answered, or its lease is over
     /// (then the watcher is forgotten: it must register afresh).
-    fn done(&self, addr: &str, watcher: bool, answered: bool) {
+    pub(crate) fn done(&self, addr: &str, watcher: bool, answered: bool) {
         let mut w = self.watchers.lock();
         if let Some(x) = w.get_mut(addr).filter(|_| watcher) {
             x.pending = x.pending.saturating_sub(1);
@@ -259,9 +237,10 @@ impl Coherence {
 pub(crate) struct Hook(pub(crate) Arc<Coherence>);
 
 impl Hook {
-    /// Sends `op` to every watcher with a live lease, in parallel, and
-    /// returns when each answered or its lease ran out.
-    fn tell_all(&self, op: Op) {
+    /// Queues `inv` for every watcher with a live lease (their senders
+    /// carry it, batched with concurrent writes' in one message per
+    /// round trip) and returns when each answered or its lease ran out.
+    fn tell_all(&self, inv: Invalidation) {
         let c = &self.0;
         let Some(dialer) = c.dialer.get() else {
             return;
@@ -271,33 +250,60 @@ impl Hook {
             return;
         }
         let started = Instant::now();
-        if let [(addr, until, watcher)] = targets.as_slice() {
-            let ok = c.tell(&**dialer, addr, &op, *until);
-            c.done(addr, *watcher, ok);
-        } else {
-            std::thread::scope(|s| {
-                for (addr, until, watcher) in &targets {
-                    let op = &op;
-                    s.spawn(move || {
-                        let ok = c.tell(&**dialer, addr, op, *until);
-                        c.done(addr, *watcher, ok);
-                    });
-                }
-            });
+        let inv = Arc::new(inv);
+        let waiter = Waiter::new(targets.len());
+        let mut lead = None;
+        for (addr, until, watcher) in targets {
+            let lane = c.lane(&addr);
+            let item = Item {
+                inv: inv.clone(),
+                until,
+                watcher,
+                waiter: waiter.clone(),
+            };
+            // This thread sends one idle lane's batch itself; the others'
+            // threads send theirs meanwhile.
+            if let Role::Lead = lane.push(c, item, lead.is_none()) {
+                lead = Some(lane);
+            }
         }
+        if let Some(lane) = lead {
+            lane.lead(c, &**dialer);
+        }
+        waiter.wait();
         let us = started.elapsed().as_micros() as u64;
         c.stats.wait_us.fetch_add(us, Ordering::Relaxed);
         c.stats.waited_writes.fetch_add(1, Ordering::Relaxed);
     }
 }
 
+impl Coherence {
+    /// The sender of invalidations to `addr`; lanes of daemons that are no
+    /// longer watchers nor listed are forgotten (a write that holds one
+    /// still completes through it).
+    fn lane(&self, addr: &str) -> Arc<Lane> {
+        let mut lanes = self.lanes.lock();
+        if let Some(l) = lanes.get(addr) {
+            return l.clone();
+        }
+        if lanes.len() >= 2 * MAX_WATCHERS {
+            let w = self.watchers.lock();
+            let listed = self.listed.lock();
+            lanes.retain(|a, _| w.contains_key(a) || listed.contains(a));
+        }
+        let l = Lane::new(addr);
+        lanes.insert(addr.to_string(), l.clone());
+        l
+    }
+}
+
 impl AfterWrite for Hook {
     fn wrote(&self, table: &str, rows: &[&[u8]]) {
-        self.tell_all(Coherence::message(table, rows));
+        self.tell_all(Invalidation::of(table, rows.iter().copied()));
     }
 
     fn changed_table(&self, table: &str) {
-        self.tell_all(Op::Invalidate {
+        self.tell_all(Invalidation {
             table: table.to_string(),
             rows: Vec::new(),
             whole: true,
@@ -308,10 +314,11 @@ impl AfterWrite for Hook {
         let s = &self.0.stats;
         let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
         format!(
-            "coherence_watchers={} coherence_leases={} coherence_sent={} coherence_expired={} coherence_received={} coherence_dropped_all={} coherence_waited_writes={} coherence_wait_us={}",
+            "coherence_watchers={} coherence_leases={} coherence_sent={} coherence_messages={} coherence_expired={} coherence_received={} coherence_dropped_all={} coherence_waited_writes={} coherence_wait_us={}",
             self.0.watchers.lock().len(),
             g(&s.leases),
             g(&s.sent),
+            g(&s.messages),
             g(&s.expired),
             g(&s.received),
             g(&s.dropped_all),
@@ -375,27 +382,19 @@ mod tests {
 
     #[test]
     fn an_invalidation_names_each_row_once_or_the_whole_table() {
+        use super::super::lanes::{MAX_ROWS, MAX_ROW_BYTES};
         let rows: Vec<&[u8]> = vec![b"a", b"b", b"a"];
-        match Coherence::message("t", &rows) {
-            Op::Invalidate { table, rows, whole } => {
-                assert_eq!(table, "t");
-                assert_eq!(rows, vec![b"a".to_vec(), b"b".to_vec()]);
-                assert!(!whole);
-            }
-            other => panic!("{other:?}"),
-        }
+        let i = Invalidation::of("t", rows.into_iter());
+        assert_eq!(i.table, "t");
+        assert_eq!(i.rows, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert!(!i.whole);
         let many: Vec<Vec<u8>> = (0..MAX_ROWS + 1)
             .map(|i| i.to_string().into_bytes())
             .collect();
-        let many: Vec<&[u8]> = many.iter().map(|r| r.as_slice()).collect();
-        assert!(matches!(
-            Coherence::message("t", &many),
-            Op::Invalidate { whole: true, ref rows, .. } if rows.is_empty()
-        ));
+        let i = Invalidation::of("t", many.iter().map(|r| r.as_slice()));
+        assert!(i.whole && i.rows.is_empty());
         let big = vec![0u8; MAX_ROW_BYTES + 1];
-        assert!(matches!(
-            Coherence::message("t", &[big.as_slice()]),
-            Op::Invalidate { whole: true, .. }
-        ));
+        let i = Invalidation::of("t", std::iter::once(big.as_slice()));
+        assert!(i.whole && i.rows.is_empty());
     }
 }

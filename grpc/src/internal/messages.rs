@@ -167,6 +167,19 @@ pub enum Op {
         rows: Vec<Vec<u8>>,
         whole: bool,
     },
+    /// Several tables' invalidations in one message (concurrent writes to
+    /// several tables, batched); answered as `Invalidate` is.
+    InvalidateMany {
+        tables: Vec<Invalidation>,
+    },
+}
+
+/// Rows of `table` that changed (`whole`: any row may have).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Invalidation {
+    pub table: String,
+    pub rows: Vec<Vec<u8>>,
+    pub whole: bool,
 }
 
 /// The answer: the operation's result in bincode, or its error.

@@ -17,6 +17,7 @@ mod frame;
 mod frame_attacks;
 mod frame_client;
 mod frame_server;
+mod lanes;
 pub(crate) mod messages;
 mod nonces;
 pub(crate) mod quiet;

@@ -73,17 +73,33 @@ pub(crate) fn sha256(bytes: &[u8]) -> [u8; 32] {
     out
 }
 
+/// Lower-case hex, in one allocation (every call hexes two or three
+/// digests: a `format!` per byte was some 100 allocations a call).
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(DIGITS[usize::from(b >> 4)] as char);
+        out.push(DIGITS[usize::from(b & 15)] as char);
+    }
+    out
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    if !text.len().is_multiple_of(2) {
+    fn digit(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    let t = text.as_bytes();
+    if !t.len().is_multiple_of(2) {
         return None;
     }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+    t.chunks_exact(2)
+        .map(|p| Some(digit(p[0])? << 4 | digit(p[1])?))
         .collect()
 }
 
@@ -418,5 +434,18 @@ mod tests {
         assert!(s.verify_chunk(Nonce(5), 3, b"cells", &t));
         assert!(!s.verify_chunk(Nonce(5), 4, b"cells", &t), "reordered");
         assert!(!s.verify_chunk(Nonce(5), 3, b"cellz", &t), "altered");
+    }
+
+    #[test]
+    fn hex_is_lower_case_two_digits_a_byte_and_reads_back() {
+        let all: Vec<u8> = (0..=255).collect();
+        let h = hex(&all);
+        let slow: String = all.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(h, slow);
+        assert_eq!(unhex(&h), Some(all));
+        assert_eq!(unhex("0A"), Some(vec![10]));
+        for bad in ["0", "0g", "+f", " 1"] {
+            assert_eq!(unhex(bad), None, "{bad:?}");
+        }
     }
 }

@@ -15,6 +15,10 @@
 //!   (a program rereading its files), once with the kernel keeping names
 //!   and attributes 300 s and once 1 s (another client-only daemon B2):
 //!   time, FUSE requests and the daemon's CPU per read.
+//! - **Concurrent writes.** `--writers` threads rewriting cells through A
+//!   while both B and B2 follow it: the time and A's CPU a write, and how
+//!   many invalidation messages carried the writes' invalidations (A's
+//!   sender batches concurrent writes to one daemon).
 
 use super::cluster_bench::{cpu_secs, wait_for, LockServer, Member};
 use super::common::{check_interrupted, Table, TempDir};
@@ -43,6 +47,9 @@ pub struct CoherenceOpts {
     /// B does not replay A's writes for inotify watchers (`no_replay`).
     #[arg(long)]
     pub no_replay: bool,
+    /// Threads writing at once through A in the last phase (two followers).
+    #[arg(long, default_value_t = 4)]
+    pub writers: usize,
 }
 
 /// What `coherence` was asked to do.
@@ -121,6 +128,59 @@ fn write_phase(
     })
 }
 
+/// The last phase: `writers` threads rewrite `writes` cells through `a`
+/// (each its own cells) while two daemons follow it.
+struct Concurrent {
+    per_write_us: f64,
+    cpu_us: f64,
+    waited_us: f64,
+    /// Invalidations (one per write and follower) and the messages that
+    /// carried them.
+    sent: u64,
+    messages: u64,
+}
+
+fn concurrent_phase(a: &Member, writes: usize, cells: usize, writers: usize) -> Result<Concurrent> {
+    let fig = |k: &str| figure(&a.mnt, "status", k);
+    let (waited0, sent0, messages0) = (
+        fig("coherence_wait_us"),
+        fig("coherence_sent"),
+        fig("coherence_messages"),
+    );
+    let pid = a.pid.to_string();
+    let cpu0 = cpu_secs(&pid);
+    let started = Instant::now();
+    std::thread::scope(|s| -> Result<()> {
+        let threads: Vec<_> = (0..writers)
+            .map(|t| {
+                let mnt = &a.mnt;
+                s.spawn(move || -> Result<()> {
+                    for n in (t..writes).step_by(writers) {
+                        let i = n % cells;
+                        std::fs::write(cell(mnt, i), format!("concurrent {n}"))
+                            .with_context(|| format!("writing cell {i}"))?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join()
+                .map_err(|_| anyhow::anyhow!("a writer panicked"))??;
+        }
+        Ok(())
+    })?;
+    let took = started.elapsed();
+    let cpu = cpu_secs(&pid) - cpu0;
+    Ok(Concurrent {
+        per_write_us: took.as_secs_f64() * 1e6 / writes as f64,
+        cpu_us: cpu * 1e6 / writes as f64,
+        waited_us: fig("coherence_wait_us").saturating_sub(waited0) as f64 / writes as f64,
+        sent: fig("coherence_sent").saturating_sub(sent0),
+        messages: fig("coherence_messages").saturating_sub(messages0),
+    })
+}
+
 /// How often a read phase walks the cells: longer than a 1 s kernel
 /// cache, as a program that rereads its files now and then.
 const PASS: Duration = Duration::from_millis(1200);
@@ -160,8 +220,8 @@ fn read_phase(m: &Member, cells: usize, secs: u64) -> Result<(f64, f64, f64)> {
 
 pub fn run(args: &CoherenceArgs) -> Result<Value> {
     let o = &args.opts;
-    if o.cells == 0 || o.writes == 0 {
-        bail!("--cells and --writes must be at least 1");
+    if o.cells == 0 || o.writes == 0 || o.writers == 0 {
+        bail!("--cells, --writes and --writers must be at least 1");
     }
     let bin = mountd_binary(&o.mountd);
     let etcd = LockServer::start_on("127.0.0.1")?;
@@ -220,6 +280,14 @@ pub fn run(args: &CoherenceArgs) -> Result<Value> {
     })?;
     eprintln!("  reads through B2 (1 s) ...");
     let short_reads = read_phase(&b2, o.cells, o.read_secs)?;
+    wait_for("A to have two followers", Duration::from_secs(30), || {
+        Ok(figure(&a.mnt, "status", "coherence_watchers") >= 2)
+    })?;
+    eprintln!(
+        "  writes by {} threads through A, B and B2 following ...",
+        o.writers
+    );
+    let conc = concurrent_phase(&a, o.writes, o.cells, o.writers)?;
     drop((b2, b, a));
 
     let mut t = Table::new(&["phase", "µs a write", "µs waited for B", "stale reads"]);
@@ -255,7 +323,12 @@ pub fn run(args: &CoherenceArgs) -> Result<Value> {
         "coherence: close on A to B's invalidation: inside the close ({:.0} µs waited a write, {} stale reads of {} through B); writes {:.0} µs with B following vs {:.0} µs alone",
         followed.waited_us, checked.stale, o.writes, followed.per_write_us, alone.per_write_us
     );
+    println!(
+        "{} writers through A, B and B2 following: {:.0} µs a write (wall / writes), {:.0} µs of A's CPU a write, {:.0} µs waited for the followers; {} invalidations in {} messages",
+        o.writers, conc.per_write_us, conc.cpu_us, conc.waited_us, conc.sent, conc.messages
+    );
     Ok(json!({
+        "concurrent": {"writers": o.writers, "us_per_write": conc.per_write_us, "a_cpu_us_per_write": conc.cpu_us, "wait_us_per_write": conc.waited_us, "invalidations": conc.sent, "messages": conc.messages},
         "writes": o.writes,
         "cells": o.cells,
         "alone_us_per_write": alone.per_write_us,
