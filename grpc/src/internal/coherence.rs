@@ -8,7 +8,7 @@
 //! lease ends drops everything it caches no later than a writer stops
 //! waiting for it.
 
-use super::lanes::{Item, Lane, Role, Waiter};
+use super::lanes::{DaemonCalls, Item, Lane, Owner, Role, Waiter};
 use super::messages::{Invalidation, Op};
 use engine::protocol::{AfterWrite, WireError};
 use engine::Bigtable;
@@ -28,12 +28,6 @@ const MAX_WATCHERS: usize = 1024;
 /// service (each waited for at most [`UNREGISTERED_WAIT`]).
 const GRACE: Duration = LEASE;
 const UNREGISTERED_WAIT: Duration = Duration::from_millis(500);
-
-/// How a daemon calls another daemon itself (the internal RPC's dialer).
-pub(crate) trait DaemonCalls: Send + Sync {
-    /// Asks the daemon at `addr` `op`; its reply's bytes.
-    fn daemon_call(&self, addr: &str, op: Op, timeout: Duration) -> engine::Result<Vec<u8>>;
-}
 
 /// A watcher's lease.
 struct Watcher {
@@ -294,6 +288,24 @@ impl Coherence {
         let l = Lane::new(addr);
         lanes.insert(addr.to_string(), l.clone());
         l
+    }
+}
+
+impl Owner for Coherence {
+    fn dialer(&self) -> Option<&Arc<dyn DaemonCalls>> {
+        self.dialer.get()
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    fn done(&self, addr: &str, watcher: bool, answered: bool) {
+        Coherence::done(self, addr, watcher, answered)
+    }
+
+    fn sent_message(&self) {
+        self.stats.messages.fetch_add(1, Ordering::Relaxed);
     }
 }
 

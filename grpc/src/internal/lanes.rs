@@ -12,13 +12,30 @@
 //! waits for each of its own invalidations: answered, or its watcher's
 //! lease over.
 
-use super::coherence::{Coherence, DaemonCalls};
 use super::messages::{Invalidation, Op};
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// How a daemon calls another daemon itself (the internal RPC's dialer).
+pub(crate) trait DaemonCalls: Send + Sync {
+    /// Asks the daemon at `addr` `op`; its reply's bytes.
+    fn daemon_call(&self, addr: &str, op: Op, timeout: Duration) -> engine::Result<Vec<u8>>;
+}
+
+/// What a lane needs of the protocol that owns it (coherence.rs): the
+/// leases' bookkeeping stays there, the lanes only send.
+pub(crate) trait Owner: Send + Sync + 'static {
+    /// The dialer, once the daemon has one.
+    fn dialer(&self) -> Option<&Arc<dyn DaemonCalls>>;
+    /// The daemon is stopping: lane threads end.
+    fn stopped(&self) -> bool;
+    /// One invalidation to `addr` is over, `answered` or not.
+    fn done(&self, addr: &str, watcher: bool, answered: bool);
+    /// One message was sent (counted).
+    fn sent_message(&self);
+}
 
 /// Rows one invalidation names; more invalidate the table.
 pub(crate) const MAX_ROWS: usize = 1024;
@@ -119,7 +136,7 @@ impl Lane {
 
     /// Queues `item`. An idle lane is led by the caller when `lead` (it
     /// then must call [`Lane::lead`]), else handed to its thread.
-    pub(crate) fn push(self: &Arc<Lane>, c: &Arc<Coherence>, item: Item, lead: bool) -> Role {
+    pub(crate) fn push<O: Owner>(self: &Arc<Lane>, c: &Arc<O>, item: Item, lead: bool) -> Role {
         let mut s = self.state.lock();
         s.queue.push(item);
         if s.sender != Sender::Idle {
@@ -135,9 +152,9 @@ impl Lane {
 
     /// Sends one batch on the caller's thread (the caller's own
     /// invalidation is in it), then hands what queued meanwhile on.
-    pub(crate) fn lead(self: &Arc<Lane>, c: &Arc<Coherence>, dialer: &dyn DaemonCalls) {
+    pub(crate) fn lead<O: Owner>(self: &Arc<Lane>, c: &Arc<O>, dialer: &dyn DaemonCalls) {
         let batch = take_batch(&mut self.state.lock().queue);
-        send(c, dialer, &self.addr, batch);
+        send(&**c, dialer, &self.addr, batch);
         let mut s = self.state.lock();
         if s.queue.is_empty() {
             s.sender = Sender::Idle;
@@ -148,9 +165,9 @@ impl Lane {
 
     /// Lets the lane's thread send what is queued (started if it is not
     /// running; if it cannot be, the caller sends all itself).
-    fn hand_to_thread(
+    fn hand_to_thread<O: Owner>(
         self: &Arc<Lane>,
-        c: &Arc<Coherence>,
+        c: &Arc<O>,
         mut s: parking_lot::MutexGuard<'_, State>,
     ) {
         s.sender = Sender::Thread;
@@ -167,14 +184,14 @@ impl Lane {
         if let Err(e) = spawned {
             log::warn!("cannot start a sender of invalidations: {e}");
             self.state.lock().thread = false;
-            if let Some(dialer) = c.dialer.get() {
-                self.drain(c, &**dialer);
+            if let Some(dialer) = c.dialer() {
+                self.drain(&**c, &**dialer);
             }
         }
     }
 
     /// Sends batches until the queue is empty, then leaves the lane idle.
-    fn drain(&self, c: &Coherence, dialer: &dyn DaemonCalls) {
+    fn drain<O: Owner>(&self, c: &O, dialer: &dyn DaemonCalls) {
         loop {
             let batch = {
                 let mut s = self.state.lock();
@@ -190,13 +207,13 @@ impl Lane {
 
     /// The lane's thread: sends whenever the lane is handed to it; ends
     /// when idle for [`IDLE`] or the daemon stops.
-    fn run(self: Arc<Lane>, c: &Arc<Coherence>) {
+    fn run<O: Owner>(self: Arc<Lane>, c: &Arc<O>) {
         let mut idle_since = Instant::now();
         loop {
             {
                 let mut s = self.state.lock();
                 while s.sender != Sender::Thread {
-                    let stop = c.stopped.load(Ordering::Acquire);
+                    let stop = c.stopped();
                     if stop || idle_since.elapsed() >= IDLE {
                         s.thread = false;
                         return;
@@ -204,8 +221,8 @@ impl Lane {
                     self.work.wait_for(&mut s, Duration::from_secs(1));
                 }
             }
-            match c.dialer.get() {
-                Some(dialer) => self.drain(c, &**dialer),
+            match c.dialer() {
+                Some(dialer) => self.drain(&**c, &**dialer),
                 None => {
                     // No dialer, nothing can be sent: the writers stop waiting.
                     let mut s = self.state.lock();
@@ -283,7 +300,7 @@ pub(crate) fn message(batch: &[Item]) -> Op {
 
 /// Sends `batch` to `addr` until it answers, each invalidation of it
 /// until its own lease's end; then each write is told.
-fn send(c: &Coherence, dialer: &dyn DaemonCalls, addr: &str, mut batch: Vec<Item>) {
+fn send<O: Owner>(c: &O, dialer: &dyn DaemonCalls, addr: &str, mut batch: Vec<Item>) {
     loop {
         let now = Instant::now();
         // Those whose lease ran out are over, unanswered.
@@ -299,7 +316,7 @@ fn send(c: &Coherence, dialer: &dyn DaemonCalls, addr: &str, mut batch: Vec<Item
             return;
         };
         let op = message(&batch);
-        c.stats.messages.fetch_add(1, Ordering::Relaxed);
+        c.sent_message();
         if dialer.daemon_call(addr, op, until - now).is_ok() {
             for i in &batch {
                 c.done(addr, i.watcher, true);
@@ -340,9 +357,10 @@ impl Invalidation {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::internal::coherence::Hook;
+    use crate::internal::coherence::{Coherence, Hook};
     use engine::protocol::AfterWrite;
     use std::collections::HashSet;
+    use std::sync::atomic::Ordering;
 
     /// (table, row) pairs a watcher was told of.
     type Rows = HashSet<(String, Vec<u8>)>;

@@ -658,7 +658,7 @@ impl Dialer {
     }
 }
 
-impl super::coherence::DaemonCalls for Dialer {
+impl super::lanes::DaemonCalls for Dialer {
     /// Asks the daemon at `addr` itself (not one of its servers) `op`, a
     /// cache-coherence operation; its reply's bytes.
     fn daemon_call(&self, addr: &str, op: Op, timeout: Duration) -> Result<Vec<u8>> {
