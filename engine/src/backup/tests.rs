@@ -13,7 +13,18 @@ use std::sync::Arc;
 fn setup() -> (Arc<dyn gfs::FileStore>, Arc<dyn gfs::FileStore>, Bigtable) {
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let offsite: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
-    let bt = Bigtable::open(store.clone(), options()).unwrap();
+    // No background splits, merges, moves or merging compactions: the
+    // files a backup shares with the one before are replaced only by the
+    // tests' own compactions, whenever the machine gets to them.
+    let opts = crate::Options {
+        split_bytes: 1 << 40,
+        merge_bytes: 0,
+        merge_trigger: 1000,
+        balance: false,
+        load_split_rate: 0,
+        ..options()
+    };
+    let bt = Bigtable::open(store.clone(), opts).unwrap();
     bt.add_backup_store("offsite", offsite.clone()).unwrap();
     bt.create_table("t", TableSchema::with_families([FamilySchema::new("f")]))
         .unwrap();
