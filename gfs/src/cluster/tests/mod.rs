@@ -668,6 +668,14 @@ fn removing_a_chunkserver_directory_under_write_load() {
         }
         assert_eq!(data.len() as u64, expect);
     }
+    // A write into a replica file opened before the removal still succeeds
+    // (the file lives on unlinked): if no write created one since, it is the
+    // heartbeat that finds the directory gone.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !c.health().servers[1].state.starts_with("failed") && Instant::now() < deadline {
+        c.heartbeat();
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(
         c.wait_for_repair(Duration::from_secs(20)),
         "{:?}",
