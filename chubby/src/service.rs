@@ -209,6 +209,32 @@ pub trait LockService: Send + Sync {
     /// True iff the named lock is held right now in that mode at that generation.
     fn check_sequencer(&self, seq: &Sequencer) -> bool;
 
+    // --- what the client already knows ---
+    //
+    // Liveness loops (a tablet server watching its own lock, a master
+    // watching the servers' and standing by for the master lock) ask these
+    // first, many times a second: a backend that is told of changes (etcd's
+    // watch) answers them without a request. `true` (or `Some`) is as of
+    // the last change it was told of; `false` (or `None`) means "ask":
+    // then the caller makes the exact call. The embedded cell, whose exact
+    // calls cost no request, keeps these defaults.
+
+    /// True when the changes pushed to this client show `seq`'s lock held
+    /// (its holder's session alive, by this client's clock if its own).
+    fn known_valid(&self, _seq: &Sequencer) -> bool {
+        false
+    }
+    /// True when the changes pushed to this client show the lock of the
+    /// node at `path` held by someone.
+    fn known_held(&self, _path: &str) -> bool {
+        false
+    }
+    /// The names in directory `dir` as the changes pushed to this client
+    /// show them (no permission check: for a trusted layer).
+    fn known_list(&self, _dir: &str) -> Option<Vec<String>> {
+        None
+    }
+
     // --- events and status ---
 
     /// Events about one node (a directory also gets child events), in order,

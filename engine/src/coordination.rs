@@ -228,9 +228,11 @@ impl Lease {
     }
 
     /// Whether the lock is still held (false once the session expired, the
-    /// file was deleted or someone else took the lock).
+    /// file was deleted or someone else took the lock). Asked many times a
+    /// second: answered from what the lock service was told (etcd's watch)
+    /// when that shows it held, else by the exact check.
     pub fn held(&self) -> bool {
-        self.lock.check_sequencer(&self.sequencer)
+        self.lock.known_valid(&self.sequencer) || self.lock.check_sequencer(&self.sequencer)
     }
 
     /// Ends the session as a crash would: the lock enters its lock-delay.
@@ -291,12 +293,28 @@ pub fn daemon_addresses(lock: &dyn LockService) -> Vec<String> {
     };
     entries
         .iter()
-        .filter_map(|e| {
-            let path = format!("{DAEMONS_DIR}/{}", e.name);
-            let (contents, _) = lock.read(&creds, path.as_str().into()).ok()?;
-            holder_addr(&contents)
-        })
+        .filter_map(|e| daemon_address(lock, &e.name))
         .collect()
+}
+
+/// The names in the daemons directory as the lock service was told of
+/// them (etcd's watch), else as a listing reads them.
+pub fn known_daemons(lock: &dyn LockService) -> Vec<String> {
+    match lock.known_list(DAEMONS_DIR) {
+        Some(names) => names,
+        None => lock
+            .list(&Credentials::root(), DAEMONS_DIR)
+            .map(|es| es.into_iter().map(|e| e.name).collect())
+            .unwrap_or_default(),
+    }
+}
+
+/// The address registered daemon `name` takes calls on (a name is made
+/// from its address, so this never changes).
+pub fn daemon_address(lock: &dyn LockService, name: &str) -> Option<String> {
+    let path = format!("{DAEMONS_DIR}/{name}");
+    let (contents, _) = lock.read(&Credentials::root(), path.as_str().into()).ok()?;
+    holder_addr(&contents)
 }
 
 /// Names of the files in the servers directory.
@@ -307,12 +325,38 @@ pub fn list_servers(lock: &dyn LockService) -> Result<Vec<String>> {
     Ok(entries.into_iter().map(|e| e.name).collect())
 }
 
+/// The servers directory as the lock service was told of it (etcd's
+/// watch), else as [`list_servers`] reads it: for the master's rounds, not
+/// for what must not miss a server that has just registered.
+pub fn known_servers(lock: &dyn LockService) -> Result<Vec<String>> {
+    match lock.known_list(SERVERS_DIR) {
+        Some(names) => Ok(names),
+        None => list_servers(lock),
+    }
+}
+
+/// Whether someone holds the lock of `path`, asked without a write: with
+/// `exact`, the holders the lock service reports (a read); else what it was
+/// told of (etcd's watch; the embedded cell always says no, so the caller
+/// goes on to try the lock as it always did).
+pub fn looks_held(lock: &dyn LockService, path: &str, exact: bool) -> bool {
+    if exact {
+        lock.holders(path.into()).is_ok_and(|h| !h.is_empty())
+    } else {
+        lock.known_held(path)
+    }
+}
+
 /// The master's check of a server (paper §5.2): if it can take the server's
 /// lock, the server is dead; the master then deletes its file so the server
-/// can never serve again. Returns whether the server is dead.
-pub fn reap_server(lock: &dyn LockService, name: &str) -> Result<bool> {
+/// can never serve again. Returns whether the server is dead. A lock that
+/// [`looks_held`] is not tried: trying writes to the lock service.
+pub fn reap_server(lock: &dyn LockService, name: &str, exact: bool) -> Result<bool> {
     let creds = Credentials::root();
     let path = format!("{SERVERS_DIR}/{name}");
+    if looks_held(lock, &path, exact) {
+        return Ok(false);
+    }
     // A server writes its file after taking its lock: an empty file is one
     // still registering (its ephemeral file vanishes if it dies meanwhile).
     match lock.read(&creds, path.as_str().into()) {
@@ -394,6 +438,12 @@ pub fn reserve_numbers(lock: &dyn LockService, floor: u64, count: u64) -> Result
     })();
     let _ = lock.close_session(session);
     result
+}
+
+/// Whether another master looks active (see [`looks_held`]): a standby
+/// then does not try the master lock.
+pub fn master_looks_held(lock: &dyn LockService, exact: bool) -> bool {
+    looks_held(lock, MASTER_FILE, exact)
 }
 
 /// The server named in `/bigtable/root-tablet` ("" if none).
@@ -567,12 +617,13 @@ mod tests {
         );
         assert_eq!(server_address(&*lock, "ts-9"), None);
         assert!(
-            !reap_server(&*lock, "ts-0").unwrap(),
+            !reap_server(&*lock, "ts-0", false).unwrap(),
             "a live server is not reaped"
         );
+        assert!(!reap_server(&*lock, "ts-0", true).unwrap());
         s.expire();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !reap_server(&*lock, "ts-0").unwrap() {
+        while !reap_server(&*lock, "ts-0", false).unwrap() {
             assert!(
                 std::time::Instant::now() < deadline,
                 "lock-delay never ended"

@@ -131,3 +131,35 @@ fn two_prefixes_on_one_etcd_are_two_cells() {
     assert!(etcd.keys("/one/").iter().all(|k| k.starts_with("/one/")));
     assert!(!etcd.keys("/two/").is_empty());
 }
+
+/// The `lock_requests sent=N` line of `.bigtable/status`: requests the
+/// daemon has sent to etcd.
+fn etcd_requests(m: &Mount) -> u64 {
+    let status = std::fs::read_to_string(m.path(".bigtable/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("lock_requests sent="))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no lock_requests line in .bigtable/status:\n{status}"))
+}
+
+/// An idle daemon's tablet servers and masters follow the locks through
+/// the cell's watch, not by asking etcd: they used to send it about 480
+/// requests a second (each server's check of its own lock every 20 ms,
+/// each master's round every 100 ms), now a few (the keep-alive and a
+/// master's exact round every 2 s).
+#[test]
+fn an_idle_daemon_asks_etcd_little() {
+    let m = Mount::with_etcd(&[]);
+    m.ok("mkdir t");
+    let (t0, n0) = (Instant::now(), etcd_requests(&m));
+    // A rate over a window, not a wait for a condition.
+    std::thread::sleep(Duration::from_secs(4));
+    let sent = etcd_requests(&m) - n0;
+    let per_sec = sent as f64 / t0.elapsed().as_secs_f64();
+    assert!(
+        per_sec < 30.0,
+        "an idle daemon sent etcd {sent} requests in {:?}",
+        t0.elapsed()
+    );
+}

@@ -9,12 +9,14 @@
 //! - locks are waiter keys under the lock's prefix, granted in
 //!   `create_revision` order; a sequencer carries the holder key's
 //!   `create_revision` ([`locks`]);
-//! - events come from one watch on the prefix ([`watch`]).
+//! - events come from one watch on the prefix ([`watch`]), which also
+//!   answers the liveness loops' questions without a request ([`known`]).
 //!
 //! The trait is synchronous: calls run on a small tokio runtime inside the
 //! cell, each bounded by [`EtcdOptions::op_timeout`].
 
 mod config;
+mod known;
 mod lease;
 mod locks;
 mod node;
@@ -79,6 +81,8 @@ pub struct EtcdCell {
     watch: Arc<WatchState>,
     stop: Arc<AtomicBool>,
     names: AtomicU64,
+    /// Requests sent to etcd (`status`'s `lock_requests`).
+    sent: AtomicU64,
     /// Signalled when a lock this daemon knows of may have become free.
     cond: Condvar,
 }
@@ -119,6 +123,7 @@ impl EtcdCell {
             stop: Arc::new(AtomicBool::new(false)),
             local: Mutex::new(Local::default()),
             names: AtomicU64::new(0),
+            sent: AtomicU64::new(0),
             cond: Condvar::new(),
             prefix,
             rt: Some(rt),
@@ -145,6 +150,7 @@ impl EtcdCell {
         F: Future<Output = std::result::Result<T, etcd_client::Error>> + Send + 'static,
     {
         let fut = f(self.client.clone());
+        self.sent.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = std::sync::mpsc::channel();
         self.spawn(async move {
             let _ = tx.send(fut.await);

@@ -181,6 +181,18 @@ impl LockService for EtcdCell {
         self.check_sequencer_impl(seq)
     }
 
+    fn known_valid(&self, seq: &Sequencer) -> bool {
+        self.known_valid_impl(seq)
+    }
+
+    fn known_held(&self, path: &str) -> bool {
+        self.known_held_impl(path)
+    }
+
+    fn known_list(&self, dir: &str) -> Option<Vec<String>> {
+        self.known_list_impl(dir)
+    }
+
     fn subscribe(&self, creds: &Credentials, target: Target<'_>) -> Result<Receiver<Event>> {
         let (f, _) = self.resolve_target(creds, target)?;
         acl::check(creds, f.val.perm(), READ, &f.path)?;
@@ -212,6 +224,7 @@ impl LockService for EtcdCell {
                 self.lease.failures.load(Ordering::SeqCst),
                 self.lease.sessions_lost.load(Ordering::SeqCst)
             ),
+            format!("lock_requests sent={}", self.requests()),
         ];
         {
             let w = self.watch.inner.lock();

@@ -3,13 +3,18 @@
 //! the same node id in one revision is a rename, not a deletion); waiter
 //! keys give LockAcquired/LockReleased. A compacted revision is handled by
 //! re-reading the prefix and starting again from there.
+//!
+//! The watch also keeps what it saw of the namespace's paths and of every
+//! lock's waiter keys, so that the engine's liveness loops (is my lock
+//! still held, is that server's, who is in the servers directory) are
+//! answered without a request to etcd ([`super::known`]).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
-use etcd_client::{EventType, GetOptions, KeyValue, WatchOptions};
+use etcd_client::{EventType, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse, WatchOptions};
 use parking_lot::{Condvar, Mutex};
 
 use super::node::{self, NodeVal, Waiter};
@@ -23,10 +28,21 @@ pub struct Inner {
     pub events: Events,
     /// Path of every node, and node of every path, as the watch saw them.
     pub paths: HashMap<NodeId, String>,
-    ids: HashMap<String, NodeId>,
+    /// Ordered, so that a directory's children are one range.
+    pub ids: BTreeMap<String, NodeId>,
+    /// Every lock's waiter keys as the watch saw them, by node.
+    pub locks: HashMap<NodeId, HashMap<String, Seen>>,
     /// Revision delivered so far.
     pub rev: i64,
     pub restarts: u64,
+}
+
+/// A waiter key as the watch saw it.
+#[derive(Clone, Debug)]
+pub struct Seen {
+    pub create_rev: i64,
+    pub lease: i64,
+    pub waiter: Waiter,
 }
 
 #[derive(Default)]
@@ -84,7 +100,11 @@ impl Inner {
 
     /// Rebuilds the path maps from a full read; nodes that vanished get
     /// Deleted, new ones ChildAdded on their parent.
-    fn reload(&mut self, prefix: &str, kvs: &[KeyValue], rev: i64) {
+    fn reload(&mut self, prefix: &str, kvs: &[KeyValue], lock_kvs: &[KeyValue], rev: i64) {
+        self.locks.clear();
+        for kv in lock_kvs {
+            self.saw_waiter(prefix, kv);
+        }
         let mut seen = HashSet::new();
         for kv in kvs {
             let Ok(key) = kv.key_str() else { continue };
@@ -116,6 +136,35 @@ impl Inner {
             self.forget(id);
         }
         self.rev = rev;
+    }
+
+    /// Records a waiter key's put (false: not a waiter key).
+    fn saw_waiter(&mut self, prefix: &str, kv: &KeyValue) -> bool {
+        let (Ok(key), Some(w)) = (kv.key_str(), Waiter::decode(kv.value())) else {
+            return false;
+        };
+        let Some(id) = lock_node(prefix, key) else {
+            return false;
+        };
+        let seen = Seen {
+            create_rev: kv.create_revision(),
+            lease: kv.lease(),
+            waiter: w,
+        };
+        self.locks
+            .entry(id)
+            .or_default()
+            .insert(key.to_string(), seen);
+        true
+    }
+
+    fn forget_waiter(&mut self, id: NodeId, key: &str) {
+        if let Some(keys) = self.locks.get_mut(&id) {
+            keys.remove(key);
+            if keys.is_empty() {
+                self.locks.remove(&id);
+            }
+        }
     }
 
     fn apply(&mut self, prefix: &str, events: &[etcd_client::Event]) {
@@ -195,6 +244,7 @@ impl Inner {
                 let was = prev.and_then(|p| Waiter::decode(p.value()));
                 match ev.event_type() {
                     EventType::Put => {
+                        self.saw_waiter(prefix, kv);
                         if let Some(w) = Waiter::decode(kv.value()) {
                             let before = was.filter(|w| w.granted).map(|w| w.mode);
                             if w.granted && before != Some(w.mode) {
@@ -203,6 +253,7 @@ impl Inner {
                         }
                     }
                     EventType::Delete => {
+                        self.forget_waiter(id, key);
                         if was.is_some_and(|w| w.granted) {
                             self.emit(id, Event::LockReleased);
                         }
@@ -222,13 +273,24 @@ fn lock_node(prefix: &str, key: &str) -> Option<NodeId> {
 impl EtcdCell {
     /// Reads every node and restarts the path maps at that revision.
     fn reload_paths(&self) -> Result<i64> {
-        let key = format!("{}/n/", self.prefix);
-        let r = self.run("read the namespace", |mut c| async move {
-            c.get(key, Some(GetOptions::new().with_prefix())).await
-        })?;
+        let pre = || Some(GetOptions::new().with_prefix());
+        let txn = Txn::new().and_then([
+            TxnOp::get(format!("{}/n/", self.prefix), pre()),
+            TxnOp::get(format!("{}/l/", self.prefix), pre()),
+        ]);
+        let r = self.txn("read the namespace", txn)?;
         let rev = Self::rev_of(r.header());
+        let mut gets = r.op_responses().into_iter().filter_map(|o| match o {
+            TxnOpResponse::Get(g) => Some(g),
+            _ => None,
+        });
+        let (Some(nodes), Some(locks)) = (gets.next(), gets.next()) else {
+            return Err(crate::error::Error::corruption(
+                "etcd answered a namespace read oddly",
+            ));
+        };
         let mut g = self.watch.inner.lock();
-        g.reload(&self.prefix, r.kvs(), rev);
+        g.reload(&self.prefix, nodes.kvs(), locks.kvs(), rev);
         drop(g);
         self.watch.cond.notify_all();
         Ok(rev)

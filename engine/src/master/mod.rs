@@ -19,7 +19,7 @@ mod restore;
 mod trash;
 
 use crate::client::Client;
-use crate::coordination::{list_servers, reap_server, Lease};
+use crate::coordination::{known_servers, list_servers, master_looks_held, reap_server, Lease};
 use crate::env::Env;
 use crate::{Error, Result};
 use crossbeam_channel::{Receiver, Sender};
@@ -32,6 +32,10 @@ use std::time::{Duration, Instant};
 
 /// Events kept for status.
 const RECENT: usize = 32;
+/// How often a round asks the lock service itself whether the master's
+/// and the servers' locks are held, instead of what its watch told it
+/// (a watch that lagged then delays a failover by at most this).
+const EXACT_EVERY: Duration = Duration::from_secs(2);
 
 #[derive(Default)]
 struct State {
@@ -47,6 +51,8 @@ struct State {
     last_reconcile: Option<Instant>,
     last_balance: Option<Instant>,
     last_gc: Option<Instant>,
+    /// The last round that asked the lock service itself.
+    last_exact: Option<Instant>,
     /// Tablet loads between balancing rounds.
     load: load::LoadTracker,
     /// The last error of a round, for status and startup failures.
@@ -197,8 +203,24 @@ impl Master {
         self.active.store(false, Ordering::Release);
     }
 
+    /// Whether this round asks the lock service itself (see [`EXACT_EVERY`]).
+    fn exact_round(&self) -> bool {
+        let mut s = self.state.lock();
+        let due = s.last_exact.is_none_or(|t| t.elapsed() >= EXACT_EVERY);
+        if due {
+            s.last_exact = Some(Instant::now());
+        }
+        due
+    }
+
     fn step(&self) -> Result<()> {
+        let exact = self.exact_round();
         if !self.is_active() {
+            // Trying the lock writes to the lock service: only once it
+            // may be free.
+            if master_looks_held(&*self.env.lock, exact) {
+                return Ok(());
+            }
             let Some(lease) = Lease::try_master(
                 self.env.lock.clone(),
                 &self.name,
@@ -223,7 +245,7 @@ impl Master {
             return Ok(());
         }
         let _admin = self.admin.lock();
-        self.check_servers()?;
+        self.check_servers(exact)?;
         let (reconcile, gc) = {
             let s = self.state.lock();
             let due = |t: Option<Instant>, every: Duration| t.is_none_or(|t| t.elapsed() >= every);
@@ -288,8 +310,15 @@ impl Master {
 
     /// The paper's server check: a server whose lock the master can take is
     /// dead. Its file is deleted, it is fenced, and its tablets reassigned.
-    fn check_servers(&self) -> Result<()> {
-        let mut names: BTreeSet<String> = list_servers(&*self.env.lock)?.into_iter().collect();
+    /// With `exact`, the lock service itself is asked, else what its watch
+    /// told it (see [`EXACT_EVERY`]).
+    fn check_servers(&self, exact: bool) -> Result<()> {
+        let listed = if exact {
+            list_servers(&*self.env.lock)?
+        } else {
+            known_servers(&*self.env.lock)?
+        };
+        let mut names: BTreeSet<String> = listed.into_iter().collect();
         names.extend(self.state.lock().live.iter().cloned());
         let mut live = BTreeSet::new();
         let known = self.state.lock().live.clone();
@@ -302,7 +331,7 @@ impl Master {
                 live.insert(name);
                 continue;
             }
-            if reap_server(&*self.env.lock, &name)? {
+            if reap_server(&*self.env.lock, &name, exact)? {
                 if let Some(s) = self.env.remove_server(&name) {
                     s.fence();
                 }

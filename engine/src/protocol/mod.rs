@@ -15,7 +15,8 @@ pub use snapshot::{HeldTablet, TabletSnapshots, WriteHold};
 pub use wire::WireError;
 
 pub use crate::coordination::{
-    daemon_addresses, list_servers, master_address, server_address, Lease,
+    daemon_address, daemon_addresses, known_daemons, known_servers, list_servers, master_address,
+    server_address, Lease,
 };
 pub use crate::group_commit::GroupCommitStats;
 pub use crate::metadata::{TableDef, TabletMeta};

@@ -7,7 +7,7 @@
 use super::coherence::{Coherence, LEASE};
 use super::messages::Op;
 use chubby::LockService;
-use engine::protocol::{daemon_addresses, list_servers, server_address, Lease};
+use engine::protocol::{daemon_address, known_daemons, known_servers, server_address, Lease};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -35,15 +35,35 @@ pub(crate) fn start(c: &Arc<Coherence>, lock: Arc<dyn LockService>) {
 }
 
 /// Every other daemon (registered, or running a tablet server): their
-/// advertised addresses.
-fn peers(lock: &dyn LockService, me: &str) -> BTreeSet<String> {
-    let servers = list_servers(lock).unwrap_or_default();
-    servers
+/// advertised addresses. The names come from what the lock service was
+/// told of (etcd's watch); an address is read once per name (`known`:
+/// a server's name is never reused, a daemon's is made from its address).
+fn peers(
+    lock: &dyn LockService,
+    me: &str,
+    known: &mut HashMap<String, String>,
+) -> BTreeSet<String> {
+    let servers = known_servers(lock).unwrap_or_default();
+    let daemons = known_daemons(lock);
+    let keys: BTreeSet<String> = servers
         .iter()
-        .filter_map(|name| server_address(lock, name))
-        .chain(daemon_addresses(lock))
-        .filter(|a| a != me)
-        .collect()
+        .map(|n| format!("s/{n}"))
+        .chain(daemons.iter().map(|n| format!("d/{n}")))
+        .collect();
+    known.retain(|k, _| keys.contains(k));
+    for key in &keys {
+        if known.contains_key(key) {
+            continue;
+        }
+        let addr = match key.split_at(2) {
+            ("s/", name) => server_address(lock, name),
+            (_, name) => daemon_address(lock, name),
+        };
+        if let Some(a) = addr {
+            known.insert(key.clone(), a);
+        }
+    }
+    known.values().filter(|a| *a != me).cloned().collect()
 }
 
 /// Keeps this daemon's file in the daemons directory (taken again if its
@@ -88,6 +108,7 @@ fn lapse(c: &Coherence, leases: &mut HashMap<String, Instant>) -> bool {
 fn run(weak: Weak<Coherence>, lock: Arc<dyn LockService>) {
     let mut leases: HashMap<String, Instant> = HashMap::new();
     let mut registered = None;
+    let mut addresses = HashMap::new();
     loop {
         let Some(c) = weak.upgrade() else { return };
         if c.stopped.load(Ordering::Acquire) {
@@ -100,7 +121,7 @@ fn run(weak: Weak<Coherence>, lock: Arc<dyn LockService>) {
             c.drop_all();
         }
         keep_registered(&lock, &c.me, &mut registered);
-        let peers = peers(&*lock, &c.me);
+        let peers = peers(&*lock, &c.me, &mut addresses);
         *c.listed.lock() = peers.iter().cloned().collect();
         leases.retain(|a, _| peers.contains(a));
         // A renewal may not outlast the first lease's end.
