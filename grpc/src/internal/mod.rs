@@ -24,6 +24,7 @@ pub(crate) mod quiet;
 mod remote;
 mod secret;
 mod service;
+mod spin;
 
 pub use coherence::{CoherenceStats, Sink};
 pub use nonces::DEFAULT_REPLAY_CACHE;
