@@ -130,7 +130,6 @@ impl Pool {
             .write_all(&f)
             .map_err(|e| unreachable(&self.addr, e))?;
         drop(f);
-        super::spin::for_reply(c.r.get_ref());
         let received = self.answer(&mut c, timeout).map_err(mark_unanswered)?;
         let reply = self.open(secret, method, nonce, received);
         // A refused call's connection may have been closed by the callee:

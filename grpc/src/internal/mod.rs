@@ -24,7 +24,6 @@ pub(crate) mod quiet;
 mod remote;
 mod secret;
 mod service;
-mod spin;
 
 pub use coherence::{CoherenceStats, Sink};
 pub use nonces::DEFAULT_REPLAY_CACHE;
