@@ -83,3 +83,55 @@ fn the_embedded_cell_knows_nothing_without_asking() {
     assert!(!c.known_held("/m"));
     assert_eq!(c.known_list("/"), None);
 }
+
+/// The `lock_requests sent=N` status line: requests a cell sent to etcd.
+fn requests(c: &EtcdCell) -> u64 {
+    c.status()
+        .iter()
+        .find_map(|l| l.strip_prefix("lock_requests sent="))
+        .and_then(|n| n.parse().ok())
+        .expect("a lock_requests line")
+}
+
+#[test]
+fn a_waiter_reads_its_lock_when_the_watch_sees_a_change_not_every_50_ms() {
+    let etcd = Etcd::start();
+    let (a, b) = (cell(&etcd), cell(&etcd));
+    let r = Credentials::root();
+    a.create(&r, "/l", &NodeSpec::file(0o644)).unwrap();
+    a.try_lock(&r, 1, "/l".into(), LockMode::Exclusive).unwrap();
+    let before = requests(&b);
+    let t = std::time::Instant::now();
+    let waited = b.lock_wait(
+        &r,
+        2,
+        "/l".into(),
+        LockMode::Exclusive,
+        Some(t + Duration::from_millis(1500)),
+        &|| false,
+    );
+    assert!(matches!(waited, Err(chubby::Error::TimedOut)), "{waited:?}");
+    // Queueing, one read, one read after a second, the dequeue, and the
+    // lookups: about 6 (polling every 50 ms read it 30 times).
+    let sent = requests(&b) - before;
+    assert!(
+        sent <= 12,
+        "a waiter sent {sent} requests in {:?}",
+        t.elapsed()
+    );
+    // A release wakes a waiter, which then takes the lock.
+    let b2 = std::sync::Arc::clone(&b);
+    let waiter = std::thread::spawn(move || {
+        b2.lock_wait(
+            &Credentials::root(),
+            2,
+            "/l".into(),
+            LockMode::Exclusive,
+            Some(std::time::Instant::now() + Duration::from_secs(30)),
+            &|| false,
+        )
+    });
+    assert!(a.unlock(1, "/l".into()).unwrap());
+    let g = waiter.join().unwrap().unwrap();
+    assert!(b.check_sequencer(&g.sequencer));
+}

@@ -86,7 +86,7 @@ impl EtcdCell {
         lost_leases.insert(id);
         held.clear();
         drop(local);
-        self.cond.notify_all();
+        self.watch.poke();
     }
 }
 

@@ -19,8 +19,11 @@ use crate::sequencer::Sequencer;
 use crate::service::{LockGrant, LockRequest, Wait};
 use crate::types::{HandleId, LockHolder, LockMode, NodeId, OwnerKey, Target};
 
-/// Longest a waiter sleeps before looking at etcd and `cancelled()` again.
+/// Longest a waiter sleeps before asking `cancelled()` again.
 const POLL: Duration = Duration::from_millis(50);
+/// Longest a waiter of a busy lock goes without reading it again: it reads
+/// it when the watch sees a change, this only in case the watch lags.
+const REREAD: Duration = Duration::from_secs(1);
 
 enum Blocked {
     Busy,
@@ -375,6 +378,8 @@ impl EtcdCell {
         cancelled: &dyn Fn() -> bool,
     ) -> Result<()> {
         loop {
+            // Before the read: a change after it wakes the wait below.
+            let seen = self.watch.changes();
             let v = self.view(f)?;
             if v.node.is_none() {
                 return Err(Error::NotFound(format!("{} was removed", f.path)));
@@ -395,19 +400,16 @@ impl EtcdCell {
                 }
                 Err(_) if !wait => return Err(Error::WouldBlock),
                 Err(Blocked::Delay(until)) => until.saturating_duration_since(now),
-                Err(Blocked::Busy) => POLL,
+                Err(Blocked::Busy) => REREAD,
             };
-            let mut sleep = sleep.clamp(Duration::from_millis(1), POLL);
+            let mut sleep = sleep.clamp(Duration::from_millis(1), REREAD);
             if let Some(d) = deadline {
                 if now >= d {
                     return Err(Error::TimedOut);
                 }
                 sleep = sleep.min(d - now);
             }
-            let mut local = self.local.lock();
-            self.cond.wait_for(&mut local, sleep);
-            drop(local);
-            if cancelled() {
+            if !self.watch.wait_change(seen, now + sleep, POLL, cancelled) {
                 return Err(Error::Interrupted);
             }
         }
@@ -546,7 +548,7 @@ impl EtcdCell {
             keys.push(marker);
         }
         let r = self.delete_keys(keys);
-        self.cond.notify_all();
+        self.watch.poke();
         r
     }
 

@@ -31,7 +31,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use etcd_client::{Client, Compare, CompareOp, PutOptions, Txn, TxnOp};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 use crate::session::Sessions;
@@ -83,8 +83,6 @@ pub struct EtcdCell {
     names: AtomicU64,
     /// Requests sent to etcd (`status`'s `lock_requests`).
     sent: AtomicU64,
-    /// Signalled when a lock this daemon knows of may have become free.
-    cond: Condvar,
 }
 
 fn etcd_err(what: &str, e: impl std::fmt::Display) -> Error {
@@ -124,7 +122,6 @@ impl EtcdCell {
             local: Mutex::new(Local::default()),
             names: AtomicU64::new(0),
             sent: AtomicU64::new(0),
-            cond: Condvar::new(),
             prefix,
             rt: Some(rt),
             client,

@@ -367,7 +367,7 @@ impl EtcdCell {
         if r.succeeded() {
             let id = f.val.id;
             self.local.lock().held.retain(|h| h.node != id);
-            self.cond.notify_all();
+            self.watch.poke();
             self.settle(Self::rev_of(r.header()));
         }
         Ok(r.succeeded())

@@ -34,6 +34,9 @@ pub struct Inner {
     pub locks: HashMap<NodeId, HashMap<String, Seen>>,
     /// Revision delivered so far.
     pub rev: i64,
+    /// Watch responses applied so far: a lock waiter reads its lock again
+    /// when this moves (see [`WatchState::wait_change`]).
+    pub changes: u64,
     pub restarts: u64,
 }
 
@@ -52,6 +55,40 @@ pub struct WatchState {
 }
 
 impl WatchState {
+    /// Wakes the lock waiters to read their locks again (a change made
+    /// or seen here: a release, a lost session).
+    pub fn poke(&self) {
+        self.inner.lock().changes += 1;
+        self.cond.notify_all();
+    }
+
+    /// The count of changes seen so far (for [`WatchState::wait_change`]).
+    pub fn changes(&self) -> u64 {
+        self.inner.lock().changes
+    }
+
+    /// Waits until the watch applies a change after `seen`, or `until`;
+    /// `cancelled()` is asked every `slice` (false: it was).
+    pub fn wait_change(
+        &self,
+        seen: u64,
+        until: Instant,
+        slice: Duration,
+        cancelled: &dyn Fn() -> bool,
+    ) -> bool {
+        let mut g = self.inner.lock();
+        loop {
+            let now = Instant::now();
+            if g.changes != seen || now >= until {
+                return true;
+            }
+            let _ = self.cond.wait_for(&mut g, slice.min(until - now));
+            if parking_lot::MutexGuard::unlocked(&mut g, cancelled) {
+                return false;
+            }
+        }
+    }
+
     pub fn wait_for(&self, rev: i64, limit: Duration) {
         let deadline = Instant::now() + limit;
         let mut g = self.inner.lock();
@@ -291,6 +328,7 @@ impl EtcdCell {
         };
         let mut g = self.watch.inner.lock();
         g.reload(&self.prefix, nodes.kvs(), locks.kvs(), rev);
+        g.changes += 1;
         drop(g);
         self.watch.cond.notify_all();
         Ok(rev)
@@ -337,6 +375,7 @@ pub fn start(cell: &Arc<EtcdCell>) -> Result<()> {
                         }
                         let mut g = state.inner.lock();
                         g.apply(&prefix, resp.events());
+                        g.changes += 1;
                         let last = resp
                             .events()
                             .iter()
