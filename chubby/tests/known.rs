@@ -23,10 +23,16 @@ fn cell(etcd: &Etcd) -> std::sync::Arc<EtcdCell> {
     EtcdCell::open(o).unwrap()
 }
 
-#[test]
-fn the_watch_follows_other_daemons_locks() {
+/// An etcd and two daemons' cells on one prefix of it.
+fn two_cells() -> (Etcd, std::sync::Arc<EtcdCell>, std::sync::Arc<EtcdCell>) {
     let etcd = Etcd::start();
     let (a, b) = (cell(&etcd), cell(&etcd));
+    (etcd, a, b)
+}
+
+#[test]
+fn the_watch_follows_other_daemons_locks() {
+    let (_etcd, a, b) = two_cells();
     let r = Credentials::root();
     a.create(&r, "/servers", &NodeSpec::dir(0o755)).unwrap();
     let s = a.open_session("server");
@@ -95,8 +101,7 @@ fn requests(c: &EtcdCell) -> u64 {
 
 #[test]
 fn a_waiter_reads_its_lock_when_the_watch_sees_a_change_not_every_50_ms() {
-    let etcd = Etcd::start();
-    let (a, b) = (cell(&etcd), cell(&etcd));
+    let (_etcd, a, b) = two_cells();
     let r = Credentials::root();
     a.create(&r, "/l", &NodeSpec::file(0o644)).unwrap();
     a.try_lock(&r, 1, "/l".into(), LockMode::Exclusive).unwrap();
