@@ -408,6 +408,28 @@ impl StoreView {
             .collect())
     }
 
+    /// [`StoreView::family_cells`] for a listing of the family: the
+    /// values read are kept a moment for the opens that follow (see
+    /// `listed_values.rs`).
+    pub(crate) fn listed_family_cells(&self, f: &FamilyAddr) -> FsResult<Vec<Cell>> {
+        if !f.view.is_now() {
+            return self.family_cells(f);
+        }
+        let memo = self.store.memo();
+        let epoch = memo.epoch(&f.table, &f.row);
+        let cells = self.family_cells(f)?;
+        memo.keep_listing(&f.table, &f.row, &f.family, &cells, epoch);
+        Ok(cells)
+    }
+
+    /// The newest version of `c` as its family's listing read it a moment
+    /// ago, if one did (each is handed out once).
+    pub(crate) fn listed_value(&self, c: &CellAddr) -> Option<Cell> {
+        self.store
+            .memo()
+            .take_listed(&c.table, c.view.max_ts(), &c.row, &c.family, &c.qualifier)
+    }
+
     /// Families with a visible cell in a row.
     pub(crate) fn row_families(
         &self,

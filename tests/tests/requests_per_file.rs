@@ -188,3 +188,78 @@ fn a_new_file_costs_the_requests_the_docs_list() {
     );
     assert_eq!(m.ok("cat t/r1/f/q"), "w".repeat(1000));
 }
+
+/// A counter of `/metrics` (0 when absent).
+fn metric(addr: &str, name: &str) -> u64 {
+    let (code, text) = http_get(addr, "/metrics");
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// `rows` rows `t/rNN/f/q` of 1000 bytes, made with one `.mutate` batch,
+/// their names then looked up (as `bigtable-bench fs`'s reads before its
+/// scan leave them in the kernel).
+fn rows_of_one_cell(m: &Mount, rows: usize) -> Vec<String> {
+    m.table("t", "f\n");
+    let names: Vec<String> = (0..rows).map(|i| format!("r{i:02}")).collect();
+    let batch: String = names
+        .iter()
+        .map(|r| format!("set {r} f:q {}\n", "v".repeat(1000)))
+        .collect();
+    m.mutate("t", batch.as_bytes());
+    for r in &names {
+        std::fs::metadata(m.path(&format!("t/{r}/f/q"))).unwrap();
+    }
+    names
+}
+
+/// The scan of `bigtable-bench fs`: the table listed, then each row's
+/// family, every cell opened and read. Each file is 4 requests (the
+/// family's READDIRPLUS, the empty one that ends its listing, OPEN,
+/// RELEASE); the family's listing reads the cells with their values, and
+/// each open takes its value from it: one tablet-server call a file.
+#[test]
+fn a_scanned_file_costs_four_requests_and_one_call() {
+    let m = Mount::with_options(&["http=127.0.0.1:0"]);
+    let addr = m.console_addr();
+    let rows = rows_of_one_cell(&m, 20);
+    let n = rows.len() as u64;
+    let before = counts(&addr, 0);
+    let open_calls = metric(&addr, "bigtable_fs_calls_open_total");
+    let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total");
+    let mut listed = Vec::new();
+    for e in std::fs::read_dir(m.path("t")).unwrap() {
+        listed.push(e.unwrap().file_name().into_string().unwrap());
+    }
+    listed.retain(|n| !n.starts_with('.'));
+    listed.sort();
+    assert_eq!(listed, rows);
+    for r in &rows {
+        for e in std::fs::read_dir(m.path(&format!("t/{r}/f"))).unwrap() {
+            let v = std::fs::read(e.unwrap().path()).unwrap();
+            assert_eq!(v, "v".repeat(1000).as_bytes());
+        }
+    }
+    let got = since(&counts(&addr, 0), &before);
+    // The table's listing: one READDIRPLUS with its rows, one empty.
+    assert_eq!(
+        got,
+        want(&[("open", n), ("readdirplus", 2 * n + 2), ("release", n)]),
+        "requests of the scan of {n} files"
+    );
+    let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total") - listing_calls;
+    assert_eq!(
+        listing_calls,
+        n + 1,
+        "a read of each family, a scan of the table"
+    );
+    // Each open comes microseconds after its family's listing; one that a
+    // loaded machine delayed past the listing's 100 ms reads the cell.
+    let open_calls = metric(&addr, "bigtable_fs_calls_open_total") - open_calls;
+    assert!(
+        open_calls < n / 2,
+        "{open_calls} of {n} opens read the cell"
+    );
+}

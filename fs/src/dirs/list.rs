@@ -39,7 +39,10 @@ pub(crate) fn releasedir(cx: &Ctx, fh: u64) {
 }
 
 /// The entries of a small directory (everything but a table's rows).
-pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
+/// `first`: the listing's first request, whose family cells' values are
+/// kept for the opens that follow (`listed_values.rs`); the requests that
+/// go on with a long listing list it again, and keep nothing more.
+pub(super) fn list_small(cx: &Ctx, node: &Node, first: bool) -> FsResult<Vec<Listed>> {
     let mut out = Vec::new();
     match node {
         Node::Root => {
@@ -94,7 +97,11 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
         }
         Node::Family(f) => {
             let fam = cx.data.family_schema(&f.table, &f.family)?;
-            let mut cells = cx.data.family_cells(f)?;
+            let mut cells = if first {
+                cx.data.listed_family_cells(f)?
+            } else {
+                cx.data.family_cells(f)?
+            };
             let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
             let mut created = Vec::new();
             if f.view.is_now() {
@@ -232,7 +239,7 @@ pub(crate) fn readdir(
         }
         _ => {
             if offset <= 2 || d.snapshot.is_none() {
-                d.snapshot = Some(list_small(cx, &node)?);
+                d.snapshot = Some(list_small(cx, &node, true)?);
             }
             let entries = d.snapshot.as_deref().unwrap_or_default();
             for (i, e) in entries.iter().enumerate() {
@@ -259,12 +266,16 @@ fn emit_dots(
     plus: bool,
     add: &mut dyn FnMut(&DirOut<'_>) -> bool,
 ) -> bool {
+    if offset >= 2 {
+        return true;
+    }
     let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
     for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
         if offset < off {
-            let attr = plus.then(|| cx.dir_attr(cx.kernel.ino_of(n), 0o755, 0, 0));
+            let ino = cx.kernel.ino_of(n);
+            let attr = plus.then(|| cx.dir_attr(ino, 0o755, 0, 0));
             if add(&DirOut {
-                ino: cx.kernel.ino_of(n),
+                ino,
                 offset: off,
                 kind: FileType::Directory,
                 name,
@@ -314,7 +325,7 @@ pub(crate) fn readdir_unopened(
             add,
         ),
         _ => {
-            let entries = list_small(cx, &node)?;
+            let entries = list_small(cx, &node, resume.is_none())?;
             let start = match resume {
                 None => 0,
                 // After the entry named; if it went away, after where it would sort.
