@@ -25,7 +25,7 @@ pub const MAX_VALUE: usize = 128 << 10;
 const MAX_LISTING: usize = 256 << 10;
 
 /// Bytes of values kept in all: past it, expired entries go, then all.
-const MAX_TOTAL: usize = 16 << 20;
+const MAX_TOTAL: usize = 4 << 20;
 
 /// One family's listing of a live row.
 struct Listing {

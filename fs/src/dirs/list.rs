@@ -225,7 +225,7 @@ pub(crate) fn readdir(
         return Err(Errno::EBADF);
     };
     let node = d.node.clone();
-    if !emit_dots(cx, &node, offset, plus, add) {
+    if !emit_dots(cx, &node, offset, add) {
         return Ok(());
     }
     match &node {
@@ -258,32 +258,24 @@ pub(crate) fn readdir(
 
 /// Sends "." and ".." (offsets 1 and 2) where `offset` is before them;
 /// false when the reply is full. The kernel ignores the attributes of
-/// these two in a readdirplus reply, so they cost no store read.
-fn emit_dots(
-    cx: &Ctx,
-    node: &Node,
-    offset: u64,
-    plus: bool,
-    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-) -> bool {
+/// these two in a readdirplus reply, so they go as names only.
+fn emit_dots(cx: &Ctx, node: &Node, offset: u64, add: &mut dyn FnMut(&DirOut<'_>) -> bool) -> bool {
     if offset >= 2 {
         return true;
     }
     let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
     for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
-        if offset < off {
-            let ino = cx.kernel.ino_of(n);
-            let attr = plus.then(|| cx.dir_attr(ino, 0o755, 0, 0));
-            if add(&DirOut {
-                ino,
+        if offset < off
+            && add(&DirOut {
+                ino: cx.kernel.ino_of(n),
                 offset: off,
                 kind: FileType::Directory,
                 name,
-                attr,
+                attr: None,
                 ttl: cx.entry_ttl(n),
-            }) {
-                return false;
-            }
+            })
+        {
+            return false;
         }
     }
     true
@@ -308,7 +300,7 @@ pub(crate) fn readdir_unopened(
         return Err(Errno::ENOTDIR);
     }
     let resume = cx.listing.resume(ino, offset);
-    if !emit_dots(cx, &node, offset, plus, add) {
+    if !emit_dots(cx, &node, offset, add) {
         return Ok(());
     }
     match &*node {
