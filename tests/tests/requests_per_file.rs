@@ -226,6 +226,8 @@ fn a_scanned_file_costs_four_requests_and_one_call() {
     let addr = m.console_addr();
     let rows = rows_of_one_cell(&m, 20);
     let n = rows.len() as u64;
+    // The mount's first listing sends an OPENDIR (declined, for good).
+    std::fs::read_dir(m.path("")).unwrap().for_each(drop);
     let before = counts(&addr, 0);
     let open_calls = metric(&addr, "bigtable_fs_calls_open_total");
     let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total");
@@ -262,4 +264,47 @@ fn a_scanned_file_costs_four_requests_and_one_call() {
         open_calls < n / 2,
         "{open_calls} of {n} opens read the cell"
     );
+}
+
+/// `ls -l` asks for every entry's security label and access ACL (and a
+/// directory's default ACL); the mount keeps no such names and says
+/// ENOTSUP, which `ls` remembers for the whole mount: one GETXATTR of
+/// each kind a listing instead of two or three an entry. The mount's own
+/// `user.` names are still there.
+#[test]
+fn ls_l_asks_for_acls_and_labels_once() {
+    let m = Mount::with_options(&["http=127.0.0.1:0"]);
+    let addr = m.console_addr();
+    let rows = rows_of_one_cell(&m, 20);
+    let xattrs = |script: &str| {
+        let before = counts(&addr, 0);
+        let out = m.ok(script);
+        let got = since(&counts(&addr, 0), &before);
+        println!("{script}: {got:?}");
+        (out, got.get("getxattr").copied().unwrap_or(0))
+    };
+    let (out, asked) = xattrs("ls -l t");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with('d')).count(),
+        rows.len()
+    );
+    assert!(
+        asked <= 3,
+        "ls -l of {} rows: {asked} GETXATTRs",
+        rows.len()
+    );
+    m.ok("mkdir -p t/r00/f && for i in $(seq 20); do echo $i > t/r00/f/c$i; done");
+    let (out, asked) = xattrs("ls -l t/r00/f");
+    assert_eq!(out.lines().filter(|l| l.starts_with('-')).count(), 21);
+    assert!(asked <= 3, "ls -l of 21 cells: {asked} GETXATTRs");
+    let (label, _) = xattrs(
+        "python3 -c \"import os
+try: os.getxattr('t/r00/f/q', 'security.selinux')
+except OSError as e: print(e.errno)\"",
+    );
+    assert_eq!(label.trim(), libc::ENOTSUP.to_string());
+    let (key, _) = xattrs(
+        "python3 -c \"import os; print(os.getxattr('t/r00/f/q', 'user.bigtable.key').decode())\"",
+    );
+    assert_eq!(key.trim(), "q");
 }
