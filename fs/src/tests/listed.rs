@@ -103,6 +103,10 @@ fn a_write_after_the_listing_is_read_afresh() {
     t.store.apply("t", &m, WriteOptions::default()).unwrap();
     t.fs.rows_changed_elsewhere("t", &[b"r"]);
     assert_eq!(cat(&t, a), (b"five".to_vec(), 1));
+    // An operator's command (`restore` in `.bigtable/control`) drops them.
+    list(&t, fam);
+    let _ = t.fs.ctx().data.store().control("restore t snap");
+    assert_eq!(cat(&t, b), (b"four".to_vec(), 1));
     // Another row's write leaves the listing's values.
     list(&t, fam);
     t.mutate("set s f:a x\n").unwrap();
