@@ -15,8 +15,9 @@
 //! rows it touches ([`crate::store_calls::Counted`] calls
 //! [`RowMemo::forget_row`]), so the mount reads its own writes.
 //!
-//! The values a family's listing read are kept beside it, for the opens
-//! that follow ([`crate::listed_values`]), and dropped with the row.
+//! The values a family's (or a row's) listing read are kept beside it,
+//! for the listings and opens that follow ([`crate::listed_values`]), and
+//! dropped with the row.
 //!
 //! A row found empty is kept too, for `mkdir`: the lookup the kernel
 //! makes before it just read that the row (and so any family of it) has no
@@ -239,10 +240,18 @@ impl RowMemo {
             .is_some()
     }
 
-    /// Keeps the cells of `family` a listing of the live `row` read (a
-    /// read that started at `epoch`), values and all, for the opens that
-    /// follow ([`RowMemo::take_listed`]).
-    pub fn keep_listing(&self, table: &str, row: &[u8], family: &str, cells: &[Cell], epoch: u64) {
+    /// Keeps the cells a listing of the live `row` read (of `family`, or
+    /// of the whole row: None), a read that started at `epoch`, values and
+    /// all, for the listings and opens that follow
+    /// ([`RowMemo::listed_family`], [`RowMemo::take_listed`]).
+    pub fn keep_listing(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: Option<&str>,
+        cells: &[Cell],
+        epoch: u64,
+    ) {
         let h = hash(table, row);
         let stripe = self.epoch_of(h);
         self.values.keep(h, (table, row, family), cells, || {
@@ -250,8 +259,24 @@ impl RowMemo {
         });
     }
 
+    /// The cells of `family` in `row` as a listing of the whole row read
+    /// them a moment ago, if it kept them all.
+    pub fn listed_family(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        family: &str,
+    ) -> Option<Vec<Cell>> {
+        if view.is_some() {
+            return None;
+        }
+        self.values
+            .family_cells(hash(table, row), (table, row, family))
+    }
+
     /// The newest version of `family:qualifier` in `row` as a listing of
-    /// the family read it a moment ago (each is handed out once).
+    /// the family (or row) read it a moment ago (each is handed out once).
     pub fn take_listed(
         &self,
         table: &str,

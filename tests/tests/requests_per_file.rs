@@ -266,6 +266,39 @@ fn a_scanned_file_costs_four_requests_and_one_call() {
     );
 }
 
+/// `grep -r` lists each row, then its family, then opens each cell: the
+/// row's listing reads the row's cells, which answer the family's listing
+/// and the opens (one call a row where it was three).
+#[test]
+fn a_walk_reads_each_row_once() {
+    let m = Mount::with_options(&["http=127.0.0.1:0"]);
+    let addr = m.console_addr();
+    let n = rows_of_one_cell(&m, 20).len() as u64;
+    std::fs::read_dir(m.path("")).unwrap().for_each(drop);
+    let before = counts(&addr, 0);
+    let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total");
+    let open_calls = metric(&addr, "bigtable_fs_calls_open_total");
+    let o = m.sh("grep -r zzz t");
+    assert_eq!(o.status.code(), Some(1), "nothing matches: {o:?}");
+    let got = since(&counts(&addr, 0), &before);
+    println!("grep -r of {n} rows: {got:?}");
+    // The rows' cells, and `.schema` and `.mutate`.
+    assert_eq!(got.get("open"), Some(&(n + 2)), "{got:?}");
+    let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total") - listing_calls;
+    let open_calls = metric(&addr, "bigtable_fs_calls_open_total") - open_calls;
+    println!("calls: listings {listing_calls}, opens {open_calls}");
+    // The table's scan and each row's read; a family listed more than
+    // 100 ms after its row's (a loaded machine) reads, as an open does.
+    assert!(
+        listing_calls < n + 1 + n / 2,
+        "{listing_calls} listing calls for {n} rows"
+    );
+    assert!(
+        open_calls < n / 2,
+        "{open_calls} of {n} opens read the cell"
+    );
+}
+
 /// `ls -l` asks for every entry's security label and access ACL (and a
 /// directory's default ACL); the mount keeps no such names and says
 /// ENOTSUP, which `ls` remembers for the whole mount: one GETXATTR of

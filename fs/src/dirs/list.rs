@@ -39,9 +39,10 @@ pub(crate) fn releasedir(cx: &Ctx, fh: u64) {
 }
 
 /// The entries of a small directory (everything but a table's rows).
-/// `first`: the listing's first request, whose family cells' values are
-/// kept for the opens that follow (`listed_values.rs`); the requests that
-/// go on with a long listing list it again, and keep nothing more.
+/// `first`: the listing's first request, whose cells (a family's, or a
+/// row's) are kept for the listings and opens that follow
+/// (`listed_values.rs`); the requests that go on with a long listing list
+/// it again, and keep nothing more.
 pub(super) fn list_small(cx: &Ctx, node: &Node, first: bool) -> FsResult<Vec<Listed>> {
     let mut out = Vec::new();
     match node {
@@ -79,7 +80,11 @@ pub(super) fn list_small(cx: &Ctx, node: &Node, first: bool) -> FsResult<Vec<Lis
         Node::Row { table, view, row } => {
             cx.listing.entered(table);
             let schema = cx.data.schema(table)?;
-            let mut fams = cx.data.row_families(table, *view, row)?;
+            let mut fams = if first {
+                cx.data.listed_row_families(table, *view, row)?
+            } else {
+                cx.data.row_families(table, *view, row)?
+            };
             if view.is_now() {
                 fams.extend(cx.data.pending().families_of(table, row));
             }

@@ -112,3 +112,37 @@ fn a_write_after_the_listing_is_read_afresh() {
     t.mutate("set s f:a x\n").unwrap();
     assert_eq!(cat(&t, b), (b"four".to_vec(), 0));
 }
+
+/// A walk (`grep -r`, `find`, `tar`) lists the row, then each family,
+/// then opens each cell: the row's listing read every family's cells, so
+/// the family's listing and the opens make no call of their own; a write
+/// in between is read afresh.
+#[test]
+fn a_rows_listing_answers_its_familys_listing_and_opens() {
+    let t = table();
+    t.mutate("set r g:c three\n").unwrap();
+    let row = t.ino("/t/r").unwrap();
+    let calls = t.fs.ctx().data.store_calls();
+    let before = calls.tablet_calls();
+    let fams = list(&t, row);
+    assert_eq!(calls.tablet_calls() - before, 1, "one read of the row");
+    let before = calls.tablet_calls();
+    let f = list(&t, ino_of(&fams, "f"));
+    let g = list(&t, ino_of(&fams, "g"));
+    assert_eq!(calls.tablet_calls() - before, 0, "the row's read answers");
+    let names: Vec<&str> = f.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(cat(&t, ino_of(&f, "b")), (b"two".to_vec(), 0));
+    assert_eq!(cat(&t, ino_of(&g, "c")), (b"three".to_vec(), 0));
+    // Once a value was taken, the row's listing no longer answers for a
+    // family's (it lacks that cell): the family is read.
+    let before = calls.tablet_calls();
+    assert_eq!(list(&t, ino_of(&fams, "f")).len(), 2);
+    assert_eq!(calls.tablet_calls() - before, 1);
+    // A write between the row's listing and the family's.
+    list(&t, row);
+    t.mutate("set r f:d four\n").unwrap();
+    let f = list(&t, ino_of(&fams, "f"));
+    assert_eq!(f.len(), 3, "the new cell is listed");
+    assert_eq!(cat(&t, ino_of(&f, "d")), (b"four".to_vec(), 0));
+}
