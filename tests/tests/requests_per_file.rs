@@ -198,12 +198,15 @@ fn metric(addr: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// `rows` rows `t/rNN/f/q` of 1000 bytes, made with one `.mutate` batch,
-/// their names then looked up (as `bigtable-bench fs`'s reads before its
-/// scan leave them in the kernel).
-fn rows_of_one_cell(m: &Mount, rows: usize) -> Vec<String> {
+/// A mount with its console, holding 20 rows `t/rNN/f/q` of 1000 bytes
+/// made with one `.mutate` batch, their names then looked up (as
+/// `bigtable-bench fs`'s reads before its scan leave them in the kernel):
+/// the mount, the console's address, the rows.
+fn twenty_rows() -> (Mount, String, Vec<String>) {
+    let m = Mount::with_options(&["http=127.0.0.1:0"]);
+    let addr = m.console_addr();
     m.table("t", "f\n");
-    let names: Vec<String> = (0..rows).map(|i| format!("r{i:02}")).collect();
+    let names: Vec<String> = (0..20).map(|i| format!("r{i:02}")).collect();
     let batch: String = names
         .iter()
         .map(|r| format!("set {r} f:q {}\n", "v".repeat(1000)))
@@ -212,7 +215,31 @@ fn rows_of_one_cell(m: &Mount, rows: usize) -> Vec<String> {
     for r in &names {
         std::fs::metadata(m.path(&format!("t/{r}/f/q"))).unwrap();
     }
-    names
+    (m, addr, names)
+}
+
+/// What `walk` cost: its requests, and the tablet-server calls of the
+/// listings and of the opens (the mount's first OPENDIR, declined for
+/// good, spent before).
+fn walk_cost(m: &Mount, addr: &str, walk: impl FnOnce()) -> (Counts, u64, u64) {
+    const LISTINGS: &str = "bigtable_fs_calls_readdirplus_total";
+    const OPENS: &str = "bigtable_fs_calls_open_total";
+    std::fs::read_dir(m.path("")).unwrap().for_each(drop);
+    let before = counts(addr, 0);
+    let (listings, opens) = (metric(addr, LISTINGS), metric(addr, OPENS));
+    walk();
+    let got = since(&counts(addr, 0), &before);
+    let listings = metric(addr, LISTINGS) - listings;
+    let opens = metric(addr, OPENS) - opens;
+    println!("{got:?}; calls: listings {listings}, opens {opens}");
+    (got, listings, opens)
+}
+
+/// Each open comes microseconds after its listing and takes the value the
+/// listing read; one that a loaded machine delayed past the listing's
+/// 100 ms reads the cell.
+fn opens_took_the_listed_values(opens: u64, n: u64) {
+    assert!(opens < n / 2, "{opens} of {n} opens read the cell");
 }
 
 /// The scan of `bigtable-bench fs`: the table listed, then each row's
@@ -222,48 +249,35 @@ fn rows_of_one_cell(m: &Mount, rows: usize) -> Vec<String> {
 /// each open takes its value from it: one tablet-server call a file.
 #[test]
 fn a_scanned_file_costs_four_requests_and_one_call() {
-    let m = Mount::with_options(&["http=127.0.0.1:0"]);
-    let addr = m.console_addr();
-    let rows = rows_of_one_cell(&m, 20);
+    let (m, addr, rows) = twenty_rows();
     let n = rows.len() as u64;
-    // The mount's first listing sends an OPENDIR (declined, for good).
-    std::fs::read_dir(m.path("")).unwrap().for_each(drop);
-    let before = counts(&addr, 0);
-    let open_calls = metric(&addr, "bigtable_fs_calls_open_total");
-    let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total");
-    let mut listed = Vec::new();
-    for e in std::fs::read_dir(m.path("t")).unwrap() {
-        listed.push(e.unwrap().file_name().into_string().unwrap());
-    }
-    listed.retain(|n| !n.starts_with('.'));
-    listed.sort();
-    assert_eq!(listed, rows);
-    for r in &rows {
-        for e in std::fs::read_dir(m.path(&format!("t/{r}/f"))).unwrap() {
-            let v = std::fs::read(e.unwrap().path()).unwrap();
-            assert_eq!(v, "v".repeat(1000).as_bytes());
+    let (got, listings, opens) = walk_cost(&m, &addr, || {
+        let mut listed = Vec::new();
+        for e in std::fs::read_dir(m.path("t")).unwrap() {
+            listed.push(e.unwrap().file_name().into_string().unwrap());
         }
-    }
-    let got = since(&counts(&addr, 0), &before);
+        listed.retain(|n| !n.starts_with('.'));
+        listed.sort();
+        assert_eq!(listed, rows);
+        for r in &rows {
+            for e in std::fs::read_dir(m.path(&format!("t/{r}/f"))).unwrap() {
+                let v = std::fs::read(e.unwrap().path()).unwrap();
+                assert_eq!(v, "v".repeat(1000).as_bytes());
+            }
+        }
+    });
     // The table's listing: one READDIRPLUS with its rows, one empty.
     assert_eq!(
         got,
         want(&[("open", n), ("readdirplus", 2 * n + 2), ("release", n)]),
         "requests of the scan of {n} files"
     );
-    let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total") - listing_calls;
     assert_eq!(
-        listing_calls,
+        listings,
         n + 1,
         "a read of each family, a scan of the table"
     );
-    // Each open comes microseconds after its family's listing; one that a
-    // loaded machine delayed past the listing's 100 ms reads the cell.
-    let open_calls = metric(&addr, "bigtable_fs_calls_open_total") - open_calls;
-    assert!(
-        open_calls < n / 2,
-        "{open_calls} of {n} opens read the cell"
-    );
+    opens_took_the_listed_values(opens, n);
 }
 
 /// `grep -r` lists each row, then its family, then opens each cell: the
@@ -271,32 +285,21 @@ fn a_scanned_file_costs_four_requests_and_one_call() {
 /// and the opens (one call a row where it was three).
 #[test]
 fn a_walk_reads_each_row_once() {
-    let m = Mount::with_options(&["http=127.0.0.1:0"]);
-    let addr = m.console_addr();
-    let n = rows_of_one_cell(&m, 20).len() as u64;
-    std::fs::read_dir(m.path("")).unwrap().for_each(drop);
-    let before = counts(&addr, 0);
-    let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total");
-    let open_calls = metric(&addr, "bigtable_fs_calls_open_total");
-    let o = m.sh("grep -r zzz t");
-    assert_eq!(o.status.code(), Some(1), "nothing matches: {o:?}");
-    let got = since(&counts(&addr, 0), &before);
-    println!("grep -r of {n} rows: {got:?}");
+    let (m, addr, rows) = twenty_rows();
+    let n = rows.len() as u64;
+    let (got, listings, opens) = walk_cost(&m, &addr, || {
+        let o = m.sh("grep -r zzz t");
+        assert_eq!(o.status.code(), Some(1), "nothing matches: {o:?}");
+    });
     // The rows' cells, and `.schema` and `.mutate`.
     assert_eq!(got.get("open"), Some(&(n + 2)), "{got:?}");
-    let listing_calls = metric(&addr, "bigtable_fs_calls_readdirplus_total") - listing_calls;
-    let open_calls = metric(&addr, "bigtable_fs_calls_open_total") - open_calls;
-    println!("calls: listings {listing_calls}, opens {open_calls}");
     // The table's scan and each row's read; a family listed more than
-    // 100 ms after its row's (a loaded machine) reads, as an open does.
+    // 100 ms after its row's (a loaded machine) reads.
     assert!(
-        listing_calls < n + 1 + n / 2,
-        "{listing_calls} listing calls for {n} rows"
+        listings < n + 1 + n / 2,
+        "{listings} listing calls for {n} rows"
     );
-    assert!(
-        open_calls < n / 2,
-        "{open_calls} of {n} opens read the cell"
-    );
+    opens_took_the_listed_values(opens, n);
 }
 
 /// `ls -l` asks for every entry's security label and access ACL (and a
@@ -306,9 +309,7 @@ fn a_walk_reads_each_row_once() {
 /// `user.` names are still there.
 #[test]
 fn ls_l_asks_for_acls_and_labels_once() {
-    let m = Mount::with_options(&["http=127.0.0.1:0"]);
-    let addr = m.console_addr();
-    let rows = rows_of_one_cell(&m, 20);
+    let (m, addr, rows) = twenty_rows();
     let xattrs = |script: &str| {
         let before = counts(&addr, 0);
         let out = m.ok(script);
