@@ -488,8 +488,14 @@ impl Fs {
 
     // ---- extended attributes ----
 
-    /// FUSE `getxattr`.
+    /// FUSE `getxattr`. Only `user.` names exist on the mount: a name of
+    /// another namespace (ACLs, security labels) is not supported, which
+    /// `ls -l` remembers for the whole mount (coreutils keeps the device
+    /// that answered ENOTSUP) instead of asking for every entry.
     pub(crate) fn getxattr(&self, caller: &Caller, ino: u64, name: &[u8]) -> FsResult<Vec<u8>> {
+        if !name.starts_with(b"user.") {
+            return Err(fuser::Errno::from_i32(libc::ENOTSUP));
+        }
         match self.lock_ino(ino) {
             Some(ld) => ld.getxattr(&self.cx, caller, ino, name),
             None => files::xattrs::getxattr(&self.cx, ino, name),

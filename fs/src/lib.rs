@@ -38,6 +38,7 @@ mod filter_query;
 mod fs;
 mod fuse;
 mod kernel;
+mod listed_values;
 mod listing;
 mod local_locks;
 mod lockdir;

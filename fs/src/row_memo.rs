@@ -9,10 +9,15 @@
 //! reply (the kernel asks for a file's attributes again after writing it).
 //!
 //! Only positive answers come from here (a name the memo does not show is
-//! read from the store), an open reads the value afresh, entries last
+//! read from the store), an open reads the value afresh unless its
+//! family's listing just read it (below), entries last
 //! [`MEMO_TTL`], and every write through the mount drops the entries of the
 //! rows it touches ([`crate::store_calls::Counted`] calls
 //! [`RowMemo::forget_row`]), so the mount reads its own writes.
+//!
+//! The values a family's (or a row's) listing read are kept beside it,
+//! for the listings and opens that follow ([`crate::listed_values`]), and
+//! dropped with the row.
 //!
 //! A row found empty is kept too, for `mkdir`: the lookup the kernel
 //! makes before it just read that the row (and so any family of it) has no
@@ -22,6 +27,7 @@
 //! once). A lookup of any other name never answers ENOENT from here: after
 //! another daemon's `close`, an open here must find the file.
 
+use crate::listed_values::ListedValues;
 use engine::Cell;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -95,6 +101,8 @@ pub struct RowMemo {
     /// overtook (the write's forget came between the read and its keep)
     /// must not be kept.
     epochs: [AtomicU64; STRIPES as usize],
+    /// The values of the cells of recent family listings.
+    values: ListedValues,
 }
 
 impl Default for RowMemo {
@@ -102,6 +110,7 @@ impl Default for RowMemo {
         RowMemo {
             rows: Mutex::default(),
             epochs: [const { AtomicU64::new(0) }; STRIPES as usize],
+            values: ListedValues::new(MEMO_TTL),
         }
     }
 }
@@ -231,6 +240,59 @@ impl RowMemo {
             .is_some()
     }
 
+    /// Keeps the cells a listing of the live `row` read (of `family`, or
+    /// of the whole row: None), a read that started at `epoch`, values and
+    /// all, for the listings and opens that follow
+    /// ([`RowMemo::listed_family`], [`RowMemo::take_listed`]).
+    pub fn keep_listing(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: Option<&str>,
+        cells: &[Cell],
+        epoch: u64,
+    ) {
+        let h = hash(table, row);
+        let stripe = self.epoch_of(h);
+        self.values.keep(h, (table, row, family), cells, || {
+            stripe.load(Ordering::Acquire) == epoch
+        });
+    }
+
+    /// The cells of `family` in `row` as a listing of the whole row read
+    /// them a moment ago, if it kept them all.
+    pub fn listed_family(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        family: &str,
+    ) -> Option<Vec<Cell>> {
+        if view.is_some() {
+            return None;
+        }
+        self.values
+            .family_cells(hash(table, row), (table, row, family))
+    }
+
+    /// The newest version of `family:qualifier` in `row` as a listing of
+    /// the family (or row) read it a moment ago (each is handed out once).
+    pub fn take_listed(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Option<Cell> {
+        // Only live rows' listings are kept.
+        if view.is_some() {
+            return None;
+        }
+        self.values
+            .take(hash(table, row), (table, row, family), qualifier)
+    }
+
     /// Drops what is kept of `row` (every view): it was just written.
     /// Returns the row's stripe's epoch after this write.
     pub fn forget_row(&self, table: &str, row: &[u8]) -> u64 {
@@ -241,6 +303,9 @@ impl RowMemo {
             // Rows of the same hash go too: they are read again.
             g.remove(&h);
         }
+        // After the epoch moved: a listing kept before is dropped here,
+        // one kept after sees the new epoch.
+        self.values.forget(h);
         epoch
     }
 
@@ -251,6 +316,7 @@ impl RowMemo {
             e.fetch_add(1, Ordering::AcqRel);
         }
         g.clear();
+        self.values.forget_all();
     }
 }
 

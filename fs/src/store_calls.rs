@@ -259,7 +259,11 @@ impl Store for Counted {
         self.inner.master_report()
     }
     fn control(&self, command: &str) -> Result<()> {
-        self.inner.control(command)
+        let r = self.inner.control(command);
+        // A command may change data (`restore`, `undelete`): nothing read
+        // before it answers for after.
+        self.memo.forget_all();
+        r
     }
     fn backups_report(&self) -> Vec<String> {
         self.inner.backups_report()

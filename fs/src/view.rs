@@ -408,6 +408,51 @@ impl StoreView {
             .collect())
     }
 
+    /// [`StoreView::family_cells`] for a listing of the family: answered
+    /// by the row's listing a moment ago if it kept the whole row, else
+    /// read; the values are kept a moment for the opens that follow (see
+    /// `listed_values.rs`).
+    pub(crate) fn listed_family_cells(&self, f: &FamilyAddr) -> FsResult<Vec<Cell>> {
+        if !f.view.is_now() {
+            return self.family_cells(f);
+        }
+        let memo = self.store.memo();
+        if let Some(cells) = memo.listed_family(&f.table, None, &f.row, &f.family) {
+            return Ok(cells);
+        }
+        let epoch = memo.epoch(&f.table, &f.row);
+        let cells = self.family_cells(f)?;
+        memo.keep_listing(&f.table, &f.row, Some(&f.family), &cells, epoch);
+        Ok(cells)
+    }
+
+    /// [`StoreView::row_families`] for a listing of the row: the cells
+    /// read (the newest of every column) are kept a moment for the
+    /// listings of its families and the opens that follow.
+    pub(crate) fn listed_row_families(
+        &self,
+        table: &str,
+        view: View,
+        row: &[u8],
+    ) -> FsResult<BTreeSet<String>> {
+        if !view.is_now() {
+            return self.row_families(table, view, row);
+        }
+        let memo = self.store.memo();
+        let epoch = memo.epoch(table, row);
+        let cells = self.read_row(table, row, &StoreView::read_spec(view))?;
+        memo.keep_listing(table, row, None, &cells, epoch);
+        Ok(cells.into_iter().map(|c| c.family).collect())
+    }
+
+    /// The newest version of `c` as its family's listing read it a moment
+    /// ago, if one did (each is handed out once).
+    pub(crate) fn listed_value(&self, c: &CellAddr) -> Option<Cell> {
+        self.store
+            .memo()
+            .take_listed(&c.table, c.view.max_ts(), &c.row, &c.family, &c.qualifier)
+    }
+
     /// Families with a visible cell in a row.
     pub(crate) fn row_families(
         &self,

@@ -188,3 +188,157 @@ fn a_new_file_costs_the_requests_the_docs_list() {
     );
     assert_eq!(m.ok("cat t/r1/f/q"), "w".repeat(1000));
 }
+
+/// A counter of `/metrics` (0 when absent).
+fn metric(addr: &str, name: &str) -> u64 {
+    let (code, text) = http_get(addr, "/metrics");
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A mount with its console, holding 20 rows `t/rNN/f/q` of 1000 bytes
+/// made with one `.mutate` batch, their names then looked up (as
+/// `bigtable-bench fs`'s reads before its scan leave them in the kernel):
+/// the mount, the console's address, the rows.
+fn twenty_rows() -> (Mount, String, Vec<String>) {
+    let m = Mount::with_options(&["http=127.0.0.1:0"]);
+    let addr = m.console_addr();
+    m.table("t", "f\n");
+    let names: Vec<String> = (0..20).map(|i| format!("r{i:02}")).collect();
+    let batch: String = names
+        .iter()
+        .map(|r| format!("set {r} f:q {}\n", "v".repeat(1000)))
+        .collect();
+    m.mutate("t", batch.as_bytes());
+    for r in &names {
+        std::fs::metadata(m.path(&format!("t/{r}/f/q"))).unwrap();
+    }
+    (m, addr, names)
+}
+
+/// What `walk` cost: its requests, and the tablet-server calls of the
+/// listings and of the opens (the mount's first OPENDIR, declined for
+/// good, spent before).
+fn walk_cost(m: &Mount, addr: &str, walk: impl FnOnce()) -> (Counts, u64, u64) {
+    const LISTINGS: &str = "bigtable_fs_calls_readdirplus_total";
+    const OPENS: &str = "bigtable_fs_calls_open_total";
+    std::fs::read_dir(m.path("")).unwrap().for_each(drop);
+    let before = counts(addr, 0);
+    let (listings, opens) = (metric(addr, LISTINGS), metric(addr, OPENS));
+    walk();
+    let got = since(&counts(addr, 0), &before);
+    let listings = metric(addr, LISTINGS) - listings;
+    let opens = metric(addr, OPENS) - opens;
+    println!("{got:?}; calls: listings {listings}, opens {opens}");
+    (got, listings, opens)
+}
+
+/// Each open comes microseconds after its listing and takes the value the
+/// listing read; one that a loaded machine delayed past the listing's
+/// 100 ms reads the cell.
+fn opens_took_the_listed_values(opens: u64, n: u64) {
+    assert!(opens < n / 2, "{opens} of {n} opens read the cell");
+}
+
+/// The scan of `bigtable-bench fs`: the table listed, then each row's
+/// family, every cell opened and read. Each file is 4 requests (the
+/// family's READDIRPLUS, the empty one that ends its listing, OPEN,
+/// RELEASE); the family's listing reads the cells with their values, and
+/// each open takes its value from it: one tablet-server call a file.
+#[test]
+fn a_scanned_file_costs_four_requests_and_one_call() {
+    let (m, addr, rows) = twenty_rows();
+    let n = rows.len() as u64;
+    let (got, listings, opens) = walk_cost(&m, &addr, || {
+        let mut listed = Vec::new();
+        for e in std::fs::read_dir(m.path("t")).unwrap() {
+            listed.push(e.unwrap().file_name().into_string().unwrap());
+        }
+        listed.retain(|n| !n.starts_with('.'));
+        listed.sort();
+        assert_eq!(listed, rows);
+        for r in &rows {
+            for e in std::fs::read_dir(m.path(&format!("t/{r}/f"))).unwrap() {
+                let v = std::fs::read(e.unwrap().path()).unwrap();
+                assert_eq!(v, "v".repeat(1000).as_bytes());
+            }
+        }
+    });
+    // The table's listing: one READDIRPLUS with its rows, one empty.
+    assert_eq!(
+        got,
+        want(&[("open", n), ("readdirplus", 2 * n + 2), ("release", n)]),
+        "requests of the scan of {n} files"
+    );
+    assert_eq!(
+        listings,
+        n + 1,
+        "a read of each family, a scan of the table"
+    );
+    opens_took_the_listed_values(opens, n);
+}
+
+/// `grep -r` lists each row, then its family, then opens each cell: the
+/// row's listing reads the row's cells, which answer the family's listing
+/// and the opens (one call a row where it was three).
+#[test]
+fn a_walk_reads_each_row_once() {
+    let (m, addr, rows) = twenty_rows();
+    let n = rows.len() as u64;
+    let (got, listings, opens) = walk_cost(&m, &addr, || {
+        let o = m.sh("grep -r zzz t");
+        assert_eq!(o.status.code(), Some(1), "nothing matches: {o:?}");
+    });
+    // The rows' cells, and `.schema` and `.mutate`.
+    assert_eq!(got.get("open"), Some(&(n + 2)), "{got:?}");
+    // The table's scan and each row's read; a family listed more than
+    // 100 ms after its row's (a loaded machine) reads.
+    assert!(
+        listings < n + 1 + n / 2,
+        "{listings} listing calls for {n} rows"
+    );
+    opens_took_the_listed_values(opens, n);
+}
+
+/// `ls -l` asks for every entry's security label and access ACL (and a
+/// directory's default ACL); the mount keeps no such names and says
+/// ENOTSUP, which `ls` remembers for the whole mount: one GETXATTR of
+/// each kind a listing instead of two or three an entry. The mount's own
+/// `user.` names are still there.
+#[test]
+fn ls_l_asks_for_acls_and_labels_once() {
+    let (m, addr, rows) = twenty_rows();
+    let xattrs = |script: &str| {
+        let before = counts(&addr, 0);
+        let out = m.ok(script);
+        let got = since(&counts(&addr, 0), &before);
+        println!("{script}: {got:?}");
+        (out, got.get("getxattr").copied().unwrap_or(0))
+    };
+    let (out, asked) = xattrs("ls -l t");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with('d')).count(),
+        rows.len()
+    );
+    assert!(
+        asked <= 3,
+        "ls -l of {} rows: {asked} GETXATTRs",
+        rows.len()
+    );
+    m.ok("mkdir -p t/r00/f && for i in $(seq 20); do echo $i > t/r00/f/c$i; done");
+    let (out, asked) = xattrs("ls -l t/r00/f");
+    assert_eq!(out.lines().filter(|l| l.starts_with('-')).count(), 21);
+    assert!(asked <= 3, "ls -l of 21 cells: {asked} GETXATTRs");
+    let (label, _) = xattrs(
+        "python3 -c \"import os
+try: os.getxattr('t/r00/f/q', 'security.selinux')
+except OSError as e: print(e.errno)\"",
+    );
+    assert_eq!(label.trim(), libc::ENOTSUP.to_string());
+    let (key, _) = xattrs(
+        "python3 -c \"import os; print(os.getxattr('t/r00/f/q', 'user.bigtable.key').decode())\"",
+    );
+    assert_eq!(key.trim(), "q");
+}

@@ -39,7 +39,11 @@ pub(crate) fn releasedir(cx: &Ctx, fh: u64) {
 }
 
 /// The entries of a small directory (everything but a table's rows).
-pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
+/// `first`: the listing's first request, whose cells (a family's, or a
+/// row's) are kept for the listings and opens that follow
+/// (`listed_values.rs`); the requests that go on with a long listing list
+/// it again, and keep nothing more.
+pub(super) fn list_small(cx: &Ctx, node: &Node, first: bool) -> FsResult<Vec<Listed>> {
     let mut out = Vec::new();
     match node {
         Node::Root => {
@@ -76,7 +80,11 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
         Node::Row { table, view, row } => {
             cx.listing.entered(table);
             let schema = cx.data.schema(table)?;
-            let mut fams = cx.data.row_families(table, *view, row)?;
+            let mut fams = if first {
+                cx.data.listed_row_families(table, *view, row)?
+            } else {
+                cx.data.row_families(table, *view, row)?
+            };
             if view.is_now() {
                 fams.extend(cx.data.pending().families_of(table, row));
             }
@@ -94,7 +102,11 @@ pub(super) fn list_small(cx: &Ctx, node: &Node) -> FsResult<Vec<Listed>> {
         }
         Node::Family(f) => {
             let fam = cx.data.family_schema(&f.table, &f.family)?;
-            let mut cells = cx.data.family_cells(f)?;
+            let mut cells = if first {
+                cx.data.listed_family_cells(f)?
+            } else {
+                cx.data.family_cells(f)?
+            };
             let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
             let mut created = Vec::new();
             if f.view.is_now() {
@@ -218,7 +230,7 @@ pub(crate) fn readdir(
         return Err(Errno::EBADF);
     };
     let node = d.node.clone();
-    if !emit_dots(cx, &node, offset, plus, add) {
+    if !emit_dots(cx, &node, offset, add) {
         return Ok(());
     }
     match &node {
@@ -232,7 +244,7 @@ pub(crate) fn readdir(
         }
         _ => {
             if offset <= 2 || d.snapshot.is_none() {
-                d.snapshot = Some(list_small(cx, &node)?);
+                d.snapshot = Some(list_small(cx, &node, true)?);
             }
             let entries = d.snapshot.as_deref().unwrap_or_default();
             for (i, e) in entries.iter().enumerate() {
@@ -251,28 +263,24 @@ pub(crate) fn readdir(
 
 /// Sends "." and ".." (offsets 1 and 2) where `offset` is before them;
 /// false when the reply is full. The kernel ignores the attributes of
-/// these two in a readdirplus reply, so they cost no store read.
-fn emit_dots(
-    cx: &Ctx,
-    node: &Node,
-    offset: u64,
-    plus: bool,
-    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
-) -> bool {
+/// these two in a readdirplus reply, so they go as names only.
+fn emit_dots(cx: &Ctx, node: &Node, offset: u64, add: &mut dyn FnMut(&DirOut<'_>) -> bool) -> bool {
+    if offset >= 2 {
+        return true;
+    }
     let parent = parent_and_name(node).map_or(Node::Root, |(p, _)| p);
     for (off, name, n) in [(1u64, &b"."[..], node), (2, &b".."[..], &parent)] {
-        if offset < off {
-            let attr = plus.then(|| cx.dir_attr(cx.kernel.ino_of(n), 0o755, 0, 0));
-            if add(&DirOut {
+        if offset < off
+            && add(&DirOut {
                 ino: cx.kernel.ino_of(n),
                 offset: off,
                 kind: FileType::Directory,
                 name,
-                attr,
+                attr: None,
                 ttl: cx.entry_ttl(n),
-            }) {
-                return false;
-            }
+            })
+        {
+            return false;
         }
     }
     true
@@ -297,7 +305,7 @@ pub(crate) fn readdir_unopened(
         return Err(Errno::ENOTDIR);
     }
     let resume = cx.listing.resume(ino, offset);
-    if !emit_dots(cx, &node, offset, plus, add) {
+    if !emit_dots(cx, &node, offset, add) {
         return Ok(());
     }
     match &*node {
@@ -314,7 +322,7 @@ pub(crate) fn readdir_unopened(
             add,
         ),
         _ => {
-            let entries = list_small(cx, &node)?;
+            let entries = list_small(cx, &node, resume.is_none())?;
             let start = match resume {
                 None => 0,
                 // After the entry named; if it went away, after where it would sort.

@@ -29,9 +29,10 @@ pub(crate) fn open(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> FsResult<
 pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> FsResult<Opened> {
     let node = cx.kernel.node(ino)?;
     let writable = acc_writable(flags);
-    let what = format!("open {node}");
+    // Named only when refused (an open of a cell never is).
+    let what = || format!("open {node}");
     if writable && node.read_only() {
-        return Err(cx.data.refuse(&what, Errno::EROFS, "read-only view"));
+        return Err(cx.data.refuse(&what(), Errno::EROFS, "read-only view"));
     }
     let trunc = flags & libc::O_TRUNC != 0;
     let append = flags & libc::O_APPEND != 0;
@@ -57,7 +58,17 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
             Ok(o)
         }
         Node::Cell(c) => {
-            let cur = cx.data.newest(c)?;
+            // A reader takes the value its family's listing read a moment
+            // ago (a scan: list, then open each), if one did.
+            let listed = if writable {
+                None
+            } else {
+                cx.data.listed_value(c)
+            };
+            let cur = match listed {
+                Some(cell) => Some(cell),
+                None => cx.data.newest(c)?,
+            };
             if cur.is_none() && !cx.data.is_pending_cell(c) {
                 return Err(Errno::ENOENT);
             }
@@ -118,11 +129,11 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
             })
         }
         Node::Changes { table, query } => {
-            super::changes::open_changes(cx, caller, ino, table, query, &what)
+            super::changes::open_changes(cx, caller, ino, table, query, &what())
         }
         Node::Scan { table, query } => {
             let mut q = crate::query::parse(query)
-                .map_err(|why| cx.data.refuse(&what, Errno::EINVAL, &why))?;
+                .map_err(|why| cx.data.refuse(&what(), Errno::EINVAL, &why))?;
             let schema = cx.data.schema(table)?;
             let caller = caller.clone().with_groups();
             let mut readable: Option<Vec<String>> = None;
@@ -130,11 +141,11 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
                 for f in fams {
                     let fs = schema.families.get(f).ok_or_else(|| {
                         cx.data
-                            .refuse(&what, Errno::ENOENT, &format!("no column family {f:?}"))
+                            .refuse(&what(), Errno::ENOENT, &format!("no column family {f:?}"))
                     })?;
                     if !caller.may(fs.owner, fs.group, fs.mode, R) {
                         return Err(cx.data.refuse(
-                            &what,
+                            &what(),
                             Errno::EACCES,
                             &format!("family {f} is not readable"),
                         ));
@@ -189,7 +200,7 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
         Node::Status(f) if writable => {
             if caller.uid != 0 {
                 return Err(cx.data.refuse(
-                    &what,
+                    &what(),
                     Errno::EACCES,
                     "only root may command the cluster",
                 ));

@@ -3,6 +3,7 @@
 
 mod calls;
 mod files;
+mod listed;
 mod model;
 mod names;
 

@@ -1,0 +1,148 @@
+//! A scan through the mount lists each family, then opens each cell: the
+//! listing read the values, so the opens take them (one tablet-server call
+//! a scanned file, not two); a write to the row in between, by any way in,
+//! is read afresh (`listed_values.rs`).
+
+use super::{T, TRUNC};
+use crate::reply::DirOut;
+use crate::store::Store;
+use engine::{RowMutation, WriteOptions};
+
+/// `t/r/f` holding `a` = one, `b` = two.
+fn table() -> T {
+    let t = T::new();
+    t.mutate("set r f:a one\nset r f:b two\n").unwrap();
+    t
+}
+
+/// The directory `ino` listed as the kernel lists it without OPENDIR
+/// (READDIRPLUS until one comes back empty): names and inodes.
+fn list(t: &T, ino: u64) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut offset = 0;
+    loop {
+        let mut got = Vec::new();
+        t.fs.readdir_unopened(&t.root, ino, offset, true, &mut |e: &DirOut<'_>| {
+            got.push((
+                e.offset,
+                String::from_utf8_lossy(e.name).into_owned(),
+                e.ino,
+            ));
+            false
+        })
+        .unwrap();
+        let Some(last) = got.last() else { break };
+        offset = last.0;
+        out.extend(
+            got.into_iter()
+                .filter(|(_, n, _)| n != "." && n != "..")
+                .map(|(_, n, i)| (n, i)),
+        );
+    }
+    out
+}
+
+/// The value of the file `ino` (open, read, release) and the
+/// tablet-server calls that took.
+fn cat(t: &T, ino: u64) -> (Vec<u8>, u64) {
+    let calls = t.fs.ctx().data.store_calls();
+    let before = calls.tablet_calls();
+    let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
+    let v = t.fs.read(fh, 0, 4096).unwrap();
+    t.fs.release(fh).unwrap();
+    (v, calls.tablet_calls() - before)
+}
+
+fn ino_of(listed: &[(String, u64)], name: &str) -> u64 {
+    listed.iter().find(|(n, _)| n == name).unwrap().1
+}
+
+#[test]
+fn a_listed_cell_opens_without_a_call() {
+    let t = table();
+    let fam = t.ino("/t/r/f").unwrap();
+    let calls = t.fs.ctx().data.store_calls();
+    let before = calls.tablet_calls();
+    let listed = list(&t, fam);
+    assert_eq!(calls.tablet_calls() - before, 1, "one read of the family");
+    let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(cat(&t, ino_of(&listed, "a")), (b"one".to_vec(), 0));
+    assert_eq!(cat(&t, ino_of(&listed, "b")), (b"two".to_vec(), 0));
+    // Each value is handed out once: a second open reads.
+    assert_eq!(cat(&t, ino_of(&listed, "a")), (b"one".to_vec(), 1));
+    // A writer's open reads too (its value may be appended to).
+    let a = ino_of(&listed, "a");
+    list(&t, fam);
+    let fh = t.fs.open(&t.root, a, libc::O_RDWR).unwrap().fh;
+    assert_eq!(t.fs.read(fh, 0, 4096).unwrap(), b"one");
+    t.fs.release(fh).unwrap();
+    assert_eq!(
+        cat(&t, a),
+        (b"one".to_vec(), 0),
+        "the writer took none: the reader that follows does"
+    );
+}
+
+#[test]
+fn a_write_after_the_listing_is_read_afresh() {
+    let t = table();
+    let fam = t.ino("/t/r/f").unwrap();
+    let listed = list(&t, fam);
+    let (a, b) = (ino_of(&listed, "a"), ino_of(&listed, "b"));
+    // A `.mutate` batch.
+    t.mutate("set r f:a three\n").unwrap();
+    assert_eq!(cat(&t, a), (b"three".to_vec(), 1));
+    // A write through the mount.
+    list(&t, fam);
+    t.put("/t/r/f/b", b"four", TRUNC).unwrap();
+    assert_eq!(cat(&t, b).0, b"four");
+    // A writer the mount is told of (the gRPC API, another daemon).
+    list(&t, fam);
+    let m = RowMutation::new(b"r".to_vec()).set("f", b"a".to_vec(), b"five".to_vec());
+    t.store.apply("t", &m, WriteOptions::default()).unwrap();
+    t.fs.rows_changed_elsewhere("t", &[b"r"]);
+    assert_eq!(cat(&t, a), (b"five".to_vec(), 1));
+    // An operator's command (`restore` in `.bigtable/control`) drops them.
+    list(&t, fam);
+    let _ = t.fs.ctx().data.store().control("restore t snap");
+    assert_eq!(cat(&t, b), (b"four".to_vec(), 1));
+    // Another row's write leaves the listing's values.
+    list(&t, fam);
+    t.mutate("set s f:a x\n").unwrap();
+    assert_eq!(cat(&t, b), (b"four".to_vec(), 0));
+}
+
+/// A walk (`grep -r`, `find`, `tar`) lists the row, then each family,
+/// then opens each cell: the row's listing read every family's cells, so
+/// the family's listing and the opens make no call of their own; a write
+/// in between is read afresh.
+#[test]
+fn a_rows_listing_answers_its_familys_listing_and_opens() {
+    let t = table();
+    t.mutate("set r g:c three\n").unwrap();
+    let row = t.ino("/t/r").unwrap();
+    let calls = t.fs.ctx().data.store_calls();
+    let before = calls.tablet_calls();
+    let fams = list(&t, row);
+    assert_eq!(calls.tablet_calls() - before, 1, "one read of the row");
+    let before = calls.tablet_calls();
+    let f = list(&t, ino_of(&fams, "f"));
+    let g = list(&t, ino_of(&fams, "g"));
+    assert_eq!(calls.tablet_calls() - before, 0, "the row's read answers");
+    let names: Vec<&str> = f.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    assert_eq!(cat(&t, ino_of(&f, "b")), (b"two".to_vec(), 0));
+    assert_eq!(cat(&t, ino_of(&g, "c")), (b"three".to_vec(), 0));
+    // Once a value was taken, the row's listing no longer answers for a
+    // family's (it lacks that cell): the family is read.
+    let before = calls.tablet_calls();
+    assert_eq!(list(&t, ino_of(&fams, "f")).len(), 2);
+    assert_eq!(calls.tablet_calls() - before, 1);
+    // A write between the row's listing and the family's.
+    list(&t, row);
+    t.mutate("set r f:d four\n").unwrap();
+    let f = list(&t, ino_of(&fams, "f"));
+    assert_eq!(f.len(), 3, "the new cell is listed");
+    assert_eq!(cat(&t, ino_of(&f, "d")), (b"four".to_vec(), 0));
+}
