@@ -20,8 +20,9 @@
 //! overwrites them, and the file's next sync, the chunk's seal, the
 //! writer's close or a load cuts them (as a log's zeros ahead are cut).
 //! The checksum entries stay buffered writes after the data, as for any
-//! append. A chunkserver whose directory refuses `O_DIRECT` (tmpfs, some
-//! overlay filesystems) is probed once at start and written buffered.
+//! append. A chunkserver whose directory refuses `O_DIRECT` (tmpfs on
+//! older kernels, some overlay filesystems) is probed once at start and
+//! written buffered.
 
 use std::fs::{File, OpenOptions};
 use std::io;
