@@ -206,6 +206,22 @@ impl Tablet {
             .collect()
     }
 
+    /// The tablet's files that hold no key inside its range (left to it by
+    /// a split, all on the sibling's side): dropping them writes nothing.
+    pub fn outside_files(&self, v: &TabletVersion) -> Vec<Arc<Sst>> {
+        let (lo, hi) = self.key_bounds();
+        v.files
+            .iter()
+            .filter(|f| {
+                f.meta.largest.as_slice() < lo.as_slice()
+                    || hi
+                        .as_deref()
+                        .is_some_and(|h| f.meta.smallest.as_slice() >= h)
+            })
+            .cloned()
+            .collect()
+    }
+
     /// Approximate bytes of SSTable data inside this tablet's range.
     pub fn sstable_bytes(&self, v: &TabletVersion) -> u64 {
         let (lo, hi) = self.key_bounds();

@@ -302,7 +302,7 @@ fn server_counter(bt: &Bigtable, name: &str) -> u64 {
 }
 
 #[test]
-fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
+fn disjoint_files_are_not_merged_and_a_split_rewrites_no_file_until_a_half_must_split() {
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     let opts = |split_bytes| Options {
         memtable_bytes: 1 << 20,
@@ -330,14 +330,19 @@ fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
         bt.close().unwrap();
     }
     // Reopened with a split size the table is past (its ~15 KiB of
-    // compressed files): it splits in the middle of one file, and each half
-    // rewrites just its part of that file. The split takes the file middle
-    // nearest the middle of the data (that of the second or third file), so
-    // neither half is past the split size again.
-    let bt = Bigtable::open(store, opts(12 << 10)).unwrap();
+    // compressed files): it splits in the middle of one file. Each half
+    // drops the files wholly on its sibling's side (writing nothing) and
+    // keeps the cut file, shared: neither half is past the split size
+    // again (the split takes the file middle nearest the middle of the
+    // data, that of the second or third file), so nothing needs it gone.
+    let bt = Bigtable::open(store.clone(), opts(12 << 10)).unwrap();
+    let names = || -> std::collections::BTreeSet<String> {
+        store.list("sst/").unwrap().into_iter().collect()
+    };
+    let before = names();
     bt.split_now("t").unwrap();
     wait_for(
-        "the split and both halves' rewrites",
+        "the split and both halves' dropped files",
         Duration::from_secs(60),
         || bt.tablets("t").unwrap().len() == 2 && server_counter(&bt, "merging_compactions") >= 2,
     );
@@ -351,18 +356,40 @@ fn disjoint_files_are_not_merged_and_a_split_rewrites_only_the_file_it_cuts() {
     // A major compaction of each half would have left one file each.
     assert_eq!(
         files, 5,
-        "the cut file became two, the other three stayed: {tablets:?}"
+        "each half holds the cut file and its side's others: {tablets:?}"
     );
-    for i in 0..800 {
-        let got = bt
-            .read_cell("t", format!("r{i:05}").as_bytes(), "f", b"q")
-            .unwrap();
-        assert_eq!(
-            got.map(|c| c.value.into_vec()),
-            Some(value(i).into_bytes()),
-            "row {i}"
-        );
-    }
+    let written: Vec<String> = names().difference(&before).cloned().collect();
+    assert!(
+        written.is_empty(),
+        "no file was written, the cut one is shared: {written:?}"
+    );
+    let read_all = |n: usize| {
+        for i in 0..n {
+            let got = bt
+                .read_cell("t", format!("r{i:05}").as_bytes(), "f", b"q")
+                .unwrap();
+            assert_eq!(
+                got.map(|c| c.value.into_vec()),
+                Some(value(i).into_bytes()),
+                "row {i}"
+            );
+        }
+    };
+    read_all(800);
+    // The right half grown past the split size must split again: first it
+    // rewrites its part of the shared file, then it splits.
+    let batch: Vec<RowMutation> = (800..1600)
+        .map(|i| RowMutation::new(format!("r{i:05}")).set("f", "q", value(i)))
+        .collect();
+    bt.apply_batch("t", &batch, WriteOptions::default())
+        .unwrap();
+    bt.flush().unwrap();
+    wait_for(
+        "the right half's rewrite and split",
+        Duration::from_secs(60),
+        || bt.tablets("t").unwrap().len() >= 3,
+    );
+    read_all(1600);
     bt.close().unwrap();
 }
 

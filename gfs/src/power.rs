@@ -226,6 +226,11 @@ pub(crate) fn covers(file: &File) -> bool {
     model_of(file).is_some()
 }
 
+/// Whether a model covers files under `path`.
+pub(crate) fn covers_path(path: &Path) -> bool {
+    installed() && model_for(path).is_some()
+}
+
 /// The model covering `path`, if any.
 fn model_for(path: &Path) -> Option<Arc<Model>> {
     let models = MODELS.lock();

@@ -11,6 +11,10 @@ pub(crate) fn covers(_file: &File) -> bool {
     false
 }
 
+pub(crate) fn covers_path(_path: &Path) -> bool {
+    false
+}
+
 pub(crate) fn namespace(_path: &Path) -> io::Result<()> {
     Ok(())
 }

@@ -116,13 +116,20 @@ fn run_one_job(server: &TabletServer, key: &str) -> Result<bool> {
             }
         }
     }
-    // 4. Children still holding files their parent shared with a sibling.
+    // 4. Children still holding files their parent shared with a sibling:
+    //    those wholly on the sibling's side are dropped (nothing to write);
+    //    the rest are rewritten only once the tablet must be clean.
     for s in &all {
-        if s.tablet.has_foreign_files(&s.tablet.version()) {
+        let v = s.tablet.version();
+        if !s.tablet.has_foreign_files(&v) {
+            continue;
+        }
+        let all_of_them = must_be_clean(server, s, &v);
+        if all_of_them || !s.tablet.outside_files(&v).is_empty() {
             if let Some(_c) = s.tablet.try_claim() {
                 say("merging_compaction", s);
                 let _t = telemetry::timer(telemetry::Latency::Compaction, "merging");
-                rewrite_foreign(server, s)?;
+                rewrite_foreign(server, s, all_of_them)?;
                 return Ok(true);
             }
         }
@@ -372,14 +379,33 @@ fn merge_group(server: &TabletServer, s: &Served, group: &str) -> Result<()> {
     Ok(())
 }
 
+/// Whether a tablet holding files it shares with a sibling must rewrite
+/// them now: to split again (past the split size; see [`wants_split`]) or
+/// to be merged with a neighbour (below the merge size; the master merges
+/// only tablets that share no file). Otherwise the shared files stay: both
+/// halves read them clipped to their ranges, the collector keeps a file
+/// while any tablet's METADATA row names it, and the halves' own merging
+/// and major compactions rewrite them in passing. Rewriting both halves
+/// after every split wrote every split tablet's data once more.
+fn must_be_clean(server: &TabletServer, s: &Served, v: &TabletVersion) -> bool {
+    let bytes = s.tablet.sstable_bytes(v);
+    bytes > server.env.opts.split_bytes || bytes < server.env.opts.merge_bytes
+}
+
 /// Rewrites, clipped to the tablet's range, the files it shares with a
 /// sibling since a split (a merging compaction of just those, one per
-/// locality group), so that the parent's files can go. Files wholly
-/// inside the range stay as they are: a major compaction here rewrote
-/// every file of both children after each split, as many bytes again as
-/// a sequential load wrote.
-fn rewrite_foreign(server: &TabletServer, s: &Served) -> Result<()> {
-    let foreign = s.tablet.foreign_files(&s.tablet.version());
+/// locality group), so that the parent's files can go; with `all` false,
+/// only those holding no key of its range, which it drops without writing.
+/// Files wholly inside the range stay as they are: a major compaction here
+/// rewrote every file of both children after each split, as many bytes
+/// again as a sequential load wrote.
+fn rewrite_foreign(server: &TabletServer, s: &Served, all: bool) -> Result<()> {
+    let v = s.tablet.version();
+    let foreign = if all {
+        s.tablet.foreign_files(&v)
+    } else {
+        s.tablet.outside_files(&v)
+    };
     let mut by_group: BTreeMap<&str, Vec<Arc<Sst>>> = BTreeMap::new();
     for f in &foreign {
         by_group

@@ -61,9 +61,8 @@ impl Writer {
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        if self.log {
-            cut_zeros(&self.inner, self.id);
-        }
+        // A log's zeros ahead, or the padding of a direct write.
+        cut_zeros(&self.inner, self.id);
         self.inner.master.close_handle(self.id);
     }
 }
@@ -182,13 +181,20 @@ impl Reader {
     }
 
     /// The replica a read at `spin` of chunk `chunk` tries first among
-    /// those not tried and not known bad.
+    /// those not tried and not known bad: one written through the page
+    /// cache if there is one (the others' recent data is on disk only; see
+    /// `direct.rs`).
     fn pick<'v>(view: &'v View, chunk: usize, spin: usize, tried: &[usize]) -> Option<&'v Placed> {
         let reps = &view.chunks.get(chunk)?.replicas;
         let n = reps.len();
-        (0..n)
+        let mut usable = (0..n)
             .map(|k| &reps[(spin + chunk + k) % n])
-            .find(|(s, r)| !tried.contains(s) && !r.is_bad())
+            .filter(|(s, r)| !tried.contains(s) && !r.is_bad());
+        let first = usable.next()?;
+        if !first.1.is_direct() {
+            return Some(first);
+        }
+        usable.find(|(_, r)| !r.is_direct()).or(Some(first))
     }
 
     /// [`ReadableFile::read_at_checked`] within one chunk: the bytes of one

@@ -43,6 +43,13 @@ impl FdCache {
         })
     }
 
+    /// The `O_DIRECT` handle of replica `id` (a key of its own from
+    /// [`FdCache::new_id`]), opening `path` if it is not cached.
+    pub(crate) fn get_direct(&self, id: u64, path: &Path) -> io::Result<Arc<File>> {
+        self.files
+            .get_or_insert_with(&id, || super::direct::open(path).map(Arc::new))
+    }
+
     pub(crate) fn insert(&self, id: u64, file: File) -> Arc<File> {
         let f = Arc::new(file);
         self.files.insert(id, f.clone());

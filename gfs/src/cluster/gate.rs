@@ -56,6 +56,9 @@ pub(crate) struct Gate {
     pub(crate) fds: Arc<FdCache>,
     offline: AtomicBool,
     fault: AtomicU8,
+    /// The server's directory takes `O_DIRECT` writes (probed at start;
+    /// see `direct.rs`).
+    direct: AtomicBool,
     pub(crate) stats: ServerStats,
 }
 
@@ -70,6 +73,7 @@ impl Gate {
             fds,
             offline: AtomicBool::new(false),
             fault: AtomicU8::new(NO_FAULT),
+            direct: AtomicBool::new(false),
             stats: ServerStats::default(),
         }
     }
@@ -95,6 +99,15 @@ impl Gate {
             Some(Fault::IoError) => FAULT_EIO,
         };
         self.fault.store(v, Ordering::Release);
+    }
+
+    /// Whether replicas here may be written around the page cache.
+    pub(crate) fn direct(&self) -> bool {
+        self.direct.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_direct(&self, on: bool) {
+        self.direct.store(on, Ordering::Release);
     }
 
     pub(crate) fn is_offline(&self) -> bool {

@@ -29,6 +29,7 @@ mod checkpoint;
 mod chunk;
 mod client;
 mod coding;
+mod direct;
 mod fds;
 mod gate;
 mod header_map;
@@ -105,6 +106,9 @@ pub struct ClusterOptions {
     pub scrub_interval: Duration,
     /// The scrub reads only after this long without client I/O.
     pub scrub_idle: Duration,
+    /// Write all but one replica of a chunk that is not a log around the
+    /// page cache (`O_DIRECT`) where the chunkserver's filesystem allows it.
+    pub direct_writes: bool,
 }
 
 /// Default re-replication budget: 32 MiB/s.
@@ -135,6 +139,7 @@ impl ClusterOptions {
             scrub_rate: DEFAULT_SCRUB_RATE,
             scrub_interval: Duration::from_secs(24 * 3600),
             scrub_idle: Duration::from_secs(1),
+            direct_writes: true,
         }
     }
 

@@ -146,6 +146,9 @@ impl ChunkServer {
         // replicas are made in it.
         crate::local::create_dir_synced(io, &chunks, stop)
             .map_err(|e| format!("{}: {e}", chunks.display()))?;
+        // A power-cut model sees only the writes it makes itself.
+        let direct = !crate::power::covers_path(&chunks) && super::direct::probe(&chunks);
+        self.gate.set_direct(direct);
         let marker = self.dir.join(MARKER);
         let id = match fs::read_to_string(&marker) {
             Ok(s) => s.trim().to_string(),

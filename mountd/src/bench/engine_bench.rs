@@ -138,6 +138,8 @@ pub struct EngineArgs {
     pub memtable: Option<u64>,
     /// Tablet-server counts for the scaling columns (paper Figure 6, right).
     pub scaling: Vec<usize>,
+    /// The chunk layer's `direct_writes` (two replicas around the page cache).
+    pub direct_writes: bool,
 }
 
 fn options(args: &EngineArgs) -> engine::Options {
@@ -174,6 +176,7 @@ fn open_store(dir: &Path, args: &EngineArgs, kind: StoreKind) -> Result<Arc<dyn 
             o.replication = 3;
             o.io_mode = args.io_mode;
             o.min_free_bytes = 32 << 20;
+            o.direct_writes = args.direct_writes;
             gfs::Cluster::open(o).context("opening the chunk layer")?
         }
     })
@@ -642,6 +645,7 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
         "threads": plan.threads,
         "sync": args.sync,
         "io_mode": args.io_mode.to_string(),
+        "direct_writes": args.direct_writes,
         "store": first_kind.label(),
         "block_cache_bytes": options(args).block_cache_bytes,
         "time_cap_secs": plan.time_cap.as_secs_f64(),
@@ -750,6 +754,7 @@ mod tests {
             // Small, so that the writes reach SSTables before the reads.
             memtable: Some(64 << 10),
             scaling: Vec::new(),
+            direct_writes: true,
             stores: vec![StoreKind::Local, StoreKind::Chunks],
         };
         for kind in [StoreKind::Local, StoreKind::Chunks] {

@@ -174,6 +174,10 @@ struct EngineOpts {
     /// With --store s3: mount options for both stores' engines (`cache=8m`).
     #[arg(short = 'o', long)]
     options: Option<String>,
+    /// The chunk layer writes every replica through the page cache (by
+    /// default two of three take SSTable data around it, with O_DIRECT).
+    #[arg(long)]
+    buffered_replicas: bool,
 }
 
 #[derive(Args, Debug)]
@@ -321,6 +325,7 @@ fn engine_args(c: &Common, work_base: PathBuf, o: EngineOpts) -> bench::engine_b
         block_cache: o.block_cache,
         memtable: o.memtable,
         scaling: o.scaling,
+        direct_writes: !o.buffered_replicas,
         stores: match o.store.as_str() {
             "local" => vec![StoreKind::Local],
             "chunks" => vec![StoreKind::Chunks],

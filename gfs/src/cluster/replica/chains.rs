@@ -4,6 +4,7 @@
 
 use super::{Append, Open};
 use crate::cluster::chunk::{EncodedSums, SLOT_LEN};
+use crate::cluster::direct::DirectAppend;
 use crate::io::Chain;
 use std::sync::atomic::Ordering;
 
@@ -57,20 +58,56 @@ impl Open<'_> {
         }
         chain.write(&self.file, data_off + len, bufs);
         if !how.mapped_entries {
-            if !sums.rest.is_empty() {
-                let off = self.replica.layout.entry_off(sums.first_block + 1);
-                chain.write(&self.file, off, &[&sums.rest]);
-            }
-            if !sums.first.is_empty() {
-                let off = self.replica.layout.entry_off(sums.first_block);
-                chain.write(&self.file, off, &[&sums.first]);
-            }
+            self.entries_chain(chain, sums);
         }
         if how.sync {
             // The whole file: a synced log append also makes the zeros
             // ahead durable, so the next ones overwrite written blocks and
             // their syncs commit no journal (see `zeros.rs`).
             self.sync_steps(chain, &sums.slot, None);
+        }
+    }
+
+    /// Whether this replica was opened to take its appends around the
+    /// page cache ([`Replica::open_append`]).
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct.is_some()
+    }
+
+    /// Adds the writes of an append around the page cache (see
+    /// `direct.rs`): the whole pages of `d` through the `O_DIRECT` handle,
+    /// then the checksum entries as [`Open::append_chain`] writes them.
+    /// Adds nothing unless [`Open::is_direct`].
+    pub(crate) fn direct_append_chain<'a>(
+        &'a self,
+        chain: &mut Chain<'a>,
+        d: &'a DirectAppend,
+        sums: &'a EncodedSums,
+    ) {
+        let Some(direct) = &self.direct else {
+            return;
+        };
+        self.replica.direct.store(true, Ordering::Release);
+        let data_off = self.replica.layout.data_off;
+        chain.write(direct, data_off + d.at, &[d.buf.bytes()]);
+        // The zeros padding the last page are cut like a log's zeros ahead
+        // (at a sync, a seal or when the writer closes).
+        let end = d.at + d.buf.bytes().len() as u64;
+        self.replica.zeroed_to.store(end, Ordering::Release);
+        self.entries_chain(chain, sums);
+    }
+
+    /// The checksum entries of an append: those of the blocks after the
+    /// first, then the first block's (which makes the append part of the
+    /// replica).
+    fn entries_chain<'a>(&'a self, chain: &mut Chain<'a>, sums: &'a EncodedSums) {
+        if !sums.rest.is_empty() {
+            let off = self.replica.layout.entry_off(sums.first_block + 1);
+            chain.write(&self.file, off, &[&sums.rest]);
+        }
+        if !sums.first.is_empty() {
+            let off = self.replica.layout.entry_off(sums.first_block);
+            chain.write(&self.file, off, &[&sums.first]);
         }
     }
 

@@ -254,11 +254,14 @@ impl Replica {
     ) -> Replica {
         let fd = gate.fds.new_id();
         gate.fds.insert(fd, file);
+        let direct_fd = gate.fds.new_id();
         Replica {
             handle,
             gate,
             path: path.to_path_buf(),
             fd,
+            direct_fd,
+            direct: AtomicBool::new(false),
             layout,
             zeroed_to: AtomicU64::new(state.len),
             state: RwLock::new(state),

@@ -45,6 +45,11 @@ pub(crate) struct Replica {
     pub(crate) path: PathBuf,
     /// Key of this replica's file in the server's open-file cache.
     fd: u64,
+    /// Key of its `O_DIRECT` handle there (see `direct.rs`).
+    direct_fd: u64,
+    /// Appends were written to it around the page cache: readers prefer
+    /// another replica, whose recent data is in the page cache.
+    direct: AtomicBool,
     layout: Layout,
     state: RwLock<State>,
     /// Held while this replica's file is being written, so a reader whose
@@ -60,7 +65,9 @@ pub(crate) struct Replica {
     /// the last durable state.
     next_slot: AtomicU64,
     /// For a log's chunk: where the zeros written ahead of the data end
-    /// (data offset; meaningless when not past `len`). See `zeros.rs`.
+    /// (data offset; meaningless when not past `len`). See `zeros.rs`. For
+    /// a replica written around the page cache: where the zeros padding
+    /// its last page end (see `direct.rs`).
     zeroed_to: AtomicU64,
     /// For a log's last chunk: its header mapped, for the checksum entries
     /// of unsynced appends (see `header_map.rs`). Changed under `io_lock`.
@@ -84,6 +91,7 @@ pub(crate) struct Append {
 impl Drop for Replica {
     fn drop(&mut self) {
         self.gate.fds.forget(self.fd);
+        self.gate.fds.forget(self.direct_fd);
     }
 }
 
@@ -92,6 +100,8 @@ impl Drop for Replica {
 pub(crate) struct Open<'r> {
     pub(crate) replica: &'r Replica,
     file: Arc<File>,
+    /// The `O_DIRECT` handle, if appends go around the page cache.
+    direct: Option<Arc<File>>,
     /// The directory, when the replica's entry in it is not yet durable.
     dir: Option<File>,
     /// The tail slot of the replica as it is now (what a sync that appends
@@ -150,6 +160,7 @@ impl Replica {
         crate::power::created(&path);
         let fd = gate.fds.new_id();
         gate.fds.insert(fd, file);
+        let direct_fd = gate.fds.new_id();
         let mut header = vec![0u8; layout.data_off as usize];
         header[..SUPER_LEN as usize].copy_from_slice(
             &Superblock {
@@ -165,6 +176,8 @@ impl Replica {
             gate,
             path,
             fd,
+            direct_fd,
+            direct: AtomicBool::new(false),
             layout,
             state: RwLock::new(State {
                 version,
@@ -210,15 +223,43 @@ impl Replica {
         Ok(Open {
             replica: self,
             file,
+            direct: None,
             dir,
             slot,
             len,
         })
     }
 
+    /// [`Replica::open`] for an append; `direct`: written around the page
+    /// cache if the file opens so (else buffered, as always).
+    pub(crate) fn open_append(&self, sync: bool, direct: bool) -> io::Result<Open<'_>> {
+        let mut o = self.open(sync)?;
+        if direct {
+            match self.gate.fds.get_direct(self.direct_fd, &self.path) {
+                Ok(f) => o.direct = Some(f),
+                Err(e) => {
+                    log::warn!(
+                        "gfs: chunkserver {}: {}: O_DIRECT refused ({e}); writing through the page cache",
+                        self.gate.server,
+                        self.path.display()
+                    );
+                    self.gate.set_direct(false);
+                }
+            }
+        }
+        Ok(o)
+    }
+
+    /// Whether appends were written to this replica around the page cache
+    /// (readers prefer another one).
+    pub(crate) fn is_direct(&self) -> bool {
+        self.direct.load(Ordering::Acquire)
+    }
+
     /// Closes the replica's file now (it is being deleted).
     pub(crate) fn close(&self) {
         self.gate.fds.forget(self.fd);
+        self.gate.fds.forget(self.direct_fd);
     }
 
     pub(crate) fn version(&self) -> u64 {

@@ -3,6 +3,7 @@
 use super::*;
 
 mod background;
+mod direct;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 use std::os::unix::fs::FileExt;
@@ -456,6 +457,9 @@ fn checked_reads_take_one_copy_and_report_a_replica_that_fails_the_callers_check
     let dir = tempfile::tempdir().unwrap();
     let mut o = opts(dir.path(), 3);
     o.heartbeat = Duration::from_secs(3600);
+    // Reads rotate over replicas all written through the page cache (with
+    // direct writes they keep to the one that is; see `tests/direct.rs`).
+    o.direct_writes = false;
     let c = Cluster::open(o).unwrap();
     let want = bytes(21, 100_000);
     let mut w = c.create("sst/000001.sst").unwrap();

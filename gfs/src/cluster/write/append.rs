@@ -6,6 +6,7 @@ use super::sync::{cut_chunk_zeros, master_durable, sync_file};
 use super::versions::{drop_replicas_locked, new_version, write_set};
 use super::{merge, note_syncs, note_write_error, open_all, run_opened, unavailable, Placed};
 use crate::cluster::chunk::{self, BLOCK};
+use crate::cluster::direct::DirectAppend;
 use crate::cluster::lease::Lease;
 use crate::cluster::master::ChunkCtl;
 use crate::cluster::replica::{read_verified, Append, Open, ReadPiece};
@@ -63,9 +64,8 @@ pub(crate) fn append(
         } else if left <= chunk_size || room == 0 {
             // Does not fit: close this chunk and continue in a new one.
             extend_file(inner, id, name, Some((&ctl, len)))?;
-            if log {
-                cut_chunk_zeros(inner, ctl.handle);
-            }
+            // A log's zeros ahead, or a direct write's padding.
+            cut_chunk_zeros(inner, ctl.handle);
             continue;
         } else {
             room
@@ -227,9 +227,24 @@ pub(super) fn mutate(
     let earlier_reps = earlier_sets
         .iter()
         .flat_map(|(_, set)| set.iter().map(|p| &*p.1));
+    // All replicas but one of a file that is not a log take an unsynced
+    // append around the page cache, from one aligned copy (see
+    // `direct.rs`); the sync that follows cuts the zeros padding its end.
+    let direct = (!how.zeros && !sync && inner.opts.direct_writes && written.len() > 1)
+        .then(|| DirectAppend::new(len, tail, BLOCK, piece))
+        .flatten();
+    let buffered = written.iter().position(|p| !p.1.is_direct()).unwrap_or(0);
     let opens: Vec<io::Result<Open<'_>>> = written
         .iter()
-        .map(|p| p.1.open(sync))
+        .enumerate()
+        .map(|(i, p)| {
+            let r = &p.1;
+            let around = direct.is_some()
+                && i != buffered
+                && r.gate.direct()
+                && !crate::power::covers_path(&r.path);
+            r.open_append(sync, around)
+        })
         .chain(earlier_reps.map(|r| r.open(true)))
         .collect();
     // An unsynced log append stores its entries through each replica's
@@ -248,6 +263,8 @@ pub(super) fn mutate(
     let results = run_opened(inner, &opens, |i, o, c| {
         if stored.get(i) == Some(&true) {
             // Stored into the mapped pages already.
+        } else if let (true, Some(d)) = (i < written.len() && o.is_direct(), &direct) {
+            o.direct_append_chain(c, d, &enc);
         } else if i < written.len() {
             let how = Append {
                 mapped_entries: mapped[i],

@@ -1,6 +1,7 @@
 //! Making a file's appends durable (its unsynced chunks fdatasynced in one
 //! submission, then the master's records), and cutting the zeros a log's
-//! replicas keep ahead of their data.
+//! replicas keep ahead of their data (and those padding the last page of a
+//! replica written around the page cache; see `direct.rs`).
 
 use super::versions::write_set;
 use super::{note_syncs, open_all, run_opened, Placed};
@@ -25,6 +26,15 @@ pub(crate) fn sync_file(inner: &Inner, id: u64, name: &str, unsynced: &mut Vec<u
 /// fdatasync of every replica of the given chunks, one submission; a
 /// chunk all of whose replicas fail is an error.
 pub(super) fn sync_chunks(inner: &Inner, name: &str, targets: &[(u64, Vec<Placed>)]) -> Result<()> {
+    // Replicas written around the page cache lose the zeros padding their
+    // last page first, so that what is made durable is just their data.
+    for (h, reps) in targets {
+        for (s, r) in reps.iter().filter(|(_, r)| r.is_direct()) {
+            if let Err(e) = r.cut_zeros() {
+                log::debug!("gfs: chunkserver {s}: chunk {h:016x} keeps its padding: {e}");
+            }
+        }
+    }
     let opens = open_all(
         targets
             .iter()
@@ -42,9 +52,9 @@ pub(super) fn sync_chunks(inner: &Inner, name: &str, targets: &[(u64, Vec<Placed
     Ok(())
 }
 
-/// Cuts the zeros the replicas of log `id`'s last chunk keep ahead of
-/// their data (its writer is closing; earlier chunks had theirs cut when
-/// they were sealed).
+/// Cuts the zeros the replicas of file `id`'s last chunk keep past their
+/// data (its writer is closing; earlier chunks had theirs cut when they
+/// were sealed): a log's zeros ahead, a direct write's padding.
 pub(crate) fn cut_zeros(inner: &Inner, id: u64) {
     let last = {
         let st = inner.master.state.lock();
