@@ -399,8 +399,17 @@ fn flipped_bytes_in_replicas_never_reach_readers_and_are_repaired() {
     let started = Instant::now();
     let mut rng = StdRng::seed_from_u64(seed());
     // No block or scan cache: every cat reads the chunk layer, and the
-    // client rotates over the replicas, so flipped blocks are read.
-    let mut m = Mount::with_options(&["memtable=256k", CHUNK_OPT, "cache=0", "scan_cache=0"]);
+    // client rotates over the replicas, so flipped blocks are read. With
+    // direct replicas reads would prefer each chunk's buffered replica and
+    // leave flips elsewhere to the scrub (gfs's own tests flip direct
+    // replicas): `nodirect` keeps every replica in the readers' rotation.
+    let mut m = Mount::with_options(&[
+        "memtable=256k",
+        CHUNK_OPT,
+        "cache=0",
+        "scan_cache=0",
+        "nodirect",
+    ]);
     m.table("t", "f\n");
     let (rows, quals) = (40, 10);
     for r in 0..rows {

@@ -136,6 +136,8 @@ pub struct MountConfig {
     /// Replicas per chunk (0: one per chunkserver, at most 3).
     pub replication: usize,
     pub chunk_size: Option<u64>,
+    /// Every replica written through the page cache (`nodirect`).
+    pub nodirect: bool,
     /// Background scrub and re-replication settings (unset: the cluster's defaults).
     pub scrub_rate: Option<u64>,
     pub scrub_interval: Option<Duration>,
@@ -271,6 +273,7 @@ impl MountConfig {
             backup_stores: Vec::new(),
             replication: 0,
             chunk_size: None,
+            nodirect: false,
             scrub_rate: None,
             scrub_interval: None,
             scrub_idle: None,
@@ -553,6 +556,9 @@ impl MountConfig {
         o.replication = self.replication;
         if let Some(c) = self.chunk_size {
             o.chunk_size = c;
+        }
+        if self.nodirect {
+            o.direct_writes = false;
         }
         if let Some(r) = self.scrub_rate {
             o.scrub_rate = r;
