@@ -41,14 +41,20 @@ pub fn machine(work: &Path, threads: usize) -> Value {
     let page_cache = limits::page_cache_write_bandwidth(work)
         .map_err(|e| eprintln!("warning: page cache bandwidth not measured: {e:#}"))
         .ok();
+    let direct = limits::direct_write_bandwidth(work)
+        .map_err(|e| eprintln!("warning: direct write bandwidth not measured: {e:#}"))
+        .ok();
+    let gbps = |b: Option<f64>| b.map_or("-".into(), |b| format!("{:.1} GB/s", b / 1e9));
     eprintln!(
-        "limits: memory copies {:.1} GB/s ({threads} threads), page cache writes {}",
+        "limits: memory copies {:.1} GB/s ({threads} threads), page cache writes {}, direct writes {}",
         memory / 1e9,
-        page_cache.map_or("-".into(), |b| format!("{:.1} GB/s", b / 1e9))
+        gbps(page_cache),
+        gbps(direct)
     );
     json!({
         "memory_bytes_per_sec": memory.round(),
         "page_cache_write_bytes_per_sec": page_cache.map(f64::round),
+        "direct_write_bytes_per_sec": direct.map(f64::round),
     })
 }
 
@@ -96,14 +102,26 @@ fn ratio_limit(rate: f64, base: f64, what: String) -> Option<Limit> {
 }
 
 /// Three replicas over one copy: the least it can cost is the local run
-/// plus two more copies of each write into the page cache.
+/// plus, for each write, two more log copies into the page cache (logs stay
+/// buffered) and, where the machine takes `O_DIRECT`, two more writes of
+/// its flushed data to the disk around the page cache (the chunk layer's
+/// direct replicas); without it, two more page-cache copies of that data.
 pub fn replicas(run: &Value, machine: &Value, w: Fig6) -> Option<Limit> {
     let local = num(run, &["workloads", w.key(), "ops_per_sec"])?;
-    let bw = num(machine, &["page_cache_write_bytes_per_sec"]).filter(|b| *b > 0.0)?;
-    let extra = 2.0 * local * OP_BYTES / bw;
+    let cache = num(machine, &["page_cache_write_bytes_per_sec"]).filter(|b| *b > 0.0)?;
+    let direct = num(machine, &["direct_write_bytes_per_sec"]).filter(|b| *b > 0.0);
+    let data = direct.unwrap_or(cache);
+    let extra = 2.0 * local * OP_BYTES * (1.0 / cache + 1.0 / data);
     Some(Limit {
         value: 1.0 + extra,
-        what: format!("+2 page-cache copies at {:.1} GB/s", bw / 1e9),
+        what: match direct {
+            Some(d) => format!(
+                "+2 log copies at {:.1} GB/s, +2 direct writes at {:.1} GB/s",
+                cache / 1e9,
+                d / 1e9
+            ),
+            None => format!("+4 page-cache copies at {:.1} GB/s", cache / 1e9),
+        },
     })
 }
 
@@ -238,9 +256,15 @@ mod tests {
         assert!((l.value - 0.05).abs() < 1e-9, "{l:?}");
         // No peer: no limit.
         assert_eq!(engine(&run, &machine, Fig6::Scan, false), None);
-        // 100k writes/s of 1016 bytes at 1.016 GB/s: 0.1 s a second per copy.
+        // 100k writes/s of 1016 bytes at 1.016 GB/s: 0.1 s a second per
+        // copy, four copies (two of the log, two of the flushed data).
         let l = replicas(&run, &machine, Fig6::SeqWrite).unwrap();
-        assert!((l.value - 1.2).abs() < 1e-9, "{l:?}");
+        assert!((l.value - 1.4).abs() < 1e-9, "{l:?}");
+        // The data's two copies written direct at 0.508 GB/s: 0.2 s each.
+        let mut direct = machine.clone();
+        direct["direct_write_bytes_per_sec"] = json!(508_000_000.0);
+        let l = replicas(&run, &direct, Fig6::SeqWrite).unwrap();
+        assert!((l.value - 1.6).abs() < 1e-9, "{l:?}");
         let mount_run = json!({
             "workloads": {"scan": {"limit": 20_000.0, "fuse_requests_per_file": 4.0}},
             "passthrough": {"scan": {"ops_per_sec": 5_000.0}},
