@@ -287,6 +287,15 @@ impl Compiled {
             limit: self.limits.max_cells,
         };
         let mut out = eval(&self.node, &mut r, input)?;
+        // Sinks and the tree's own output each pass the row once for free;
+        // together they may not pass more than `max_cells` copies beyond it.
+        let copies = (out.len() + r.sunk.len()).saturating_sub(cells.len());
+        if copies > self.limits.max_cells {
+            return Err(too_large(format!(
+                "its output holds {copies} copies of cells beyond the row's own; the limit is {} (filter_max_cells)",
+                self.limits.max_cells
+            )));
+        }
         if !r.sunk.is_empty() {
             out.append(&mut r.sunk);
             out.sort_by_key(|o| o.idx);
@@ -393,7 +402,13 @@ fn eval(node: &Node, r: &mut Row<'_>, input: Vec<Out>) -> Result<Vec<Out>> {
             }
         }
         Node::Sink => {
+            // The row's own cells may reach the output once for free; what
+            // sinks send beyond that (from interleaves, or predicates that
+            // sink) are copies like an interleave's.
+            let free = r.cells.len();
+            let before = r.sunk.len().saturating_sub(free);
             r.sunk.extend(input);
+            r.charge(r.sunk.len().saturating_sub(free) - before)?;
             Vec::new()
         }
         Node::PassAll => input,

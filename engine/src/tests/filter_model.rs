@@ -439,44 +439,112 @@ fn rows_of(base: &[Cell]) -> Vec<(Vec<u8>, Vec<Cell>)> {
     out
 }
 
+/// Random filters (deeper and wider than the model test's) over random
+/// rows under small limits: the evaluation either stays within them — at
+/// most the row's cells plus `max_cells` out, and then exactly what the
+/// unbounded evaluation outputs — or is refused as too large.
+fn check_limits(seed: u64, max_cells: usize, max_bytes: u64) -> std::result::Result<(), String> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let entries = table(&mut rng);
+    let f = filter(&mut rng, 5, false);
+    let base = read(&entries, &ScanSpec::default());
+    let limits = FilterLimits {
+        max_cells,
+        max_bytes,
+        ..FilterLimits::DEFAULT
+    };
+    let bounded = Compiled::with_limits(&f, limits).map_err(|e| e.to_string())?;
+    let free = Compiled::with_limits(
+        &f,
+        FilterLimits {
+            max_cells: usize::MAX,
+            max_bytes: u64::MAX,
+            ..FilterLimits::DEFAULT
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    // Samples draw at random: compare only filters without them.
+    let sampled = format!("{f:?}").contains("RowSample");
+    for (row, cells) in rows_of(&base) {
+        match bounded.try_apply(&row, cells.clone()) {
+            Ok(out) => {
+                if out.len() > cells.len() + max_cells {
+                    return Err(format!(
+                        "{} cells out of {} under {max_cells}: {f:?}",
+                        out.len(),
+                        cells.len()
+                    ));
+                }
+                let unbounded = free.try_apply(&row, cells).map_err(|e| e.to_string())?;
+                if !sampled && out != unbounded {
+                    return Err(format!("bounded and free differ: {f:?}"));
+                }
+            }
+            Err(crate::Error::FilterTooLarge(_)) => {}
+            Err(e) => return Err(format!("{e}: {f:?}")),
+        }
+    }
+    Ok(())
+}
+
 proptest::proptest! {
-    /// Random filters (deeper and wider than the model test's) over random
-    /// rows under small limits: the evaluation either stays within them —
-    /// at most the row's cells plus `max_cells` out, and then exactly what
-    /// the unbounded evaluation outputs — or is refused as too large.
     #[test]
     fn random_filters_stay_within_their_limits(
         seed in proptest::prelude::any::<u64>(),
         max_cells in 0usize..64,
         max_bytes in 0u64..32,
     ) {
-        let mut rng = StdRng::seed_from_u64(seed);
-        let entries = table(&mut rng);
-        let f = filter(&mut rng, 5, false);
-        let base = read(&entries, &ScanSpec::default());
-        let limits = FilterLimits { max_cells, max_bytes, ..FilterLimits::DEFAULT };
-        let bounded = Compiled::with_limits(&f, limits).unwrap();
-        let free = Compiled::with_limits(
-            &f,
-            FilterLimits { max_cells: usize::MAX, max_bytes: u64::MAX, ..FilterLimits::DEFAULT },
-        )
-        .unwrap();
-        for (row, cells) in rows_of(&base) {
-            // Samples draw at random: compare only filters without them.
-            let sampled = format!("{f:?}").contains("RowSample");
-            match bounded.try_apply(&row, cells.clone()) {
-                Ok(out) => {
-                    proptest::prop_assert!(out.len() <= cells.len() + max_cells);
-                    if !sampled {
-                        proptest::prop_assert_eq!(out, free.try_apply(&row, cells).unwrap());
-                    }
-                }
-                Err(e) => proptest::prop_assert!(
-                    matches!(e, crate::Error::FilterTooLarge(_)),
-                    "{e}"
-                ),
-            }
-        }
+        check_limits(seed, max_cells, max_bytes).map_err(proptest::test_runner::TestCaseError::fail)?;
+    }
+}
+
+/// Once found by the property above: sinks in a condition's predicate
+/// passed the row a second time without paying for the copies.
+#[test]
+fn a_sinking_predicate_found_once_stays_within_its_limits() {
+    check_limits(10620079431576926706, 0, 4).unwrap();
+}
+
+#[test]
+fn sinks_pass_the_row_once_free_and_pay_for_copies_beyond() {
+    let cells: Vec<Cell> = (0..4u8)
+        .map(|i| Cell {
+            row: b"r".to_vec(),
+            family: "a".into(),
+            qualifier: vec![i],
+            timestamp: 1,
+            value: b"v".to_vec().into(),
+        })
+        .collect();
+    let none = FilterLimits {
+        max_cells: 0,
+        ..FilterLimits::DEFAULT
+    };
+    let run = |f: RowFilter| {
+        Compiled::with_limits(&f, none)
+            .unwrap()
+            .try_apply(b"r", cells.clone())
+    };
+    // A sink alone passes the row: no copy.
+    assert_eq!(
+        run(RowFilter::Chain(vec![RowFilter::Sink])).unwrap().len(),
+        4
+    );
+    // Two sinks, or a sinking predicate whose condition then passes the
+    // row again, output each cell twice: copies, refused under no budget.
+    for f in [
+        RowFilter::Interleave(vec![RowFilter::Sink, RowFilter::Sink]),
+        RowFilter::Condition {
+            predicate: Box::new(RowFilter::Sink),
+            true_filter: None,
+            false_filter: Some(Box::new(RowFilter::PassAll)),
+        },
+    ] {
+        let got = run(f.clone());
+        assert!(
+            matches!(got, Err(crate::Error::FilterTooLarge(_))),
+            "{f:?}: {got:?}"
+        );
     }
 }
 
