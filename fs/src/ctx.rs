@@ -301,11 +301,12 @@ impl Ctx {
                 if let Some(seen) = walk.then(|| self.data.seen_cell(c)).flatten() {
                     return Ok(self.sized_attr(ino, &f, Some((seen.len, seen.timestamp))));
                 }
-                // A name in a row this mount just made empty holds nothing yet.
-                let newest = if c.view.is_now() && self.data.made_empty(&c.table, &c.row) {
+                // A name in a row read empty a moment ago (one this mount
+                // just made, say) holds nothing yet.
+                let newest = if c.view.is_now() && self.data.row_read_empty(&c.table, &c.row) {
                     None
                 } else {
-                    self.data.newest(c)?
+                    self.data.newest_for_attr(c)?
                 };
                 match newest {
                     Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),

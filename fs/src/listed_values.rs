@@ -6,7 +6,9 @@
 //! instead of two). A row directory's listing reads the newest cell of
 //! every column of the row to learn its families; kept the same way, it
 //! answers the listing of each family that follows (a walk: `grep -r`,
-//! `find`, `tar`) and the opens after it.
+//! `find`, `tar`) and the opens after it. The cell a lookup's or a
+//! getattr's read brought back is kept the same way
+//! ([`ListedValues::keep_one`]): the open after the walk (`cat`) takes it.
 //!
 //! Coherence is the row memo's ([`crate::row_memo`], which owns this):
 //! entries last as long as the row memo's, every write to a row through the mount, a
@@ -135,6 +137,75 @@ impl ListedValues {
             g.bytes -= old.bytes;
         }
         g.bytes += bytes;
+    }
+
+    /// Keeps the value of one cell of the live `row` (hash `h`) that a
+    /// lookup's or getattr's read brought back, for the open that follows
+    /// (`cat`: the walk's read of the row answers the open too), beside
+    /// what a listing of the row kept (`still` as for
+    /// [`ListedValues::keep`]). Such an entry answers no listing.
+    pub(crate) fn keep_one(
+        &self,
+        h: u64,
+        (table, row): (&str, &[u8]),
+        cell: &Cell,
+        still: impl FnOnce() -> bool,
+    ) {
+        let len = cell.value.len();
+        if len > MAX_VALUE {
+            return;
+        }
+        let owned = || Cell {
+            row: Vec::new(),
+            family: cell.family.clone(),
+            qualifier: cell.qualifier.clone(),
+            timestamp: cell.timestamp,
+            value: cell.value.to_vec().into(),
+        };
+        let mut g = self.kept.lock();
+        if !still() {
+            return;
+        }
+        if let Some(l) = self.fresh(&mut g, h, table, row) {
+            let had = l
+                .cells
+                .iter()
+                .any(|c| c.family == cell.family && c.qualifier == cell.qualifier);
+            if had || l.bytes + len > MAX_LISTING {
+                return;
+            }
+            if l.family.as_deref() != Some(cell.family.as_str()) {
+                l.family = None;
+            }
+            l.complete = false;
+            l.cells.push(owned());
+            l.bytes += len;
+            g.bytes += len;
+            return;
+        }
+        let now = Instant::now();
+        if g.bytes + len > MAX_TOTAL {
+            let ttl = self.ttl;
+            g.rows.retain(|_, l| now.duration_since(l.at) < ttl);
+            g.bytes = g.rows.values().map(|l| l.bytes).sum();
+            if g.bytes + len > MAX_TOTAL {
+                g.rows.clear();
+                g.bytes = 0;
+            }
+        }
+        let listing = Listing {
+            table: table.to_string(),
+            row: row.to_vec(),
+            family: Some(cell.family.clone()),
+            complete: false,
+            cells: vec![owned()],
+            bytes: len,
+            at: now,
+        };
+        if let Some(old) = g.rows.insert(h, listing) {
+            g.bytes -= old.bytes;
+        }
+        g.bytes += len;
     }
 
     /// The listing kept for the row of hash `h`, if it is `table`'s `row`
@@ -300,6 +371,26 @@ mod tests {
         v.keep(2, FAM, &[cell("a", 1)], || true);
         v.forget_all();
         assert!(v.take(2, AT, b"a").is_none());
+    }
+
+    #[test]
+    fn a_lookups_cell_joins_the_rows_listing_and_answers_no_listing() {
+        let v = ListedValues::new(Duration::from_secs(60));
+        v.keep_one(1, ("t", b"r"), &cell("a", 3), || false);
+        assert!(v.take(1, AT, b"a").is_none(), "a write overtook the read");
+        v.keep_one(1, ("t", b"r"), &cell("a", 3), || true);
+        assert!(v.family_cells(1, AT).is_none(), "not a listing");
+        assert_eq!(v.take(1, AT, b"a").unwrap().value.len(), 3);
+        assert!(v.take(1, AT, b"a").is_none(), "taken once");
+        // Beside a family's listing: both stay.
+        v.keep(1, FAM, &[cell("b", 2)], || true);
+        let mut g = cell("z", 1);
+        g.family = "g".into();
+        v.keep_one(1, ("t", b"r"), &g, || true);
+        assert!(v.take(1, AT, b"b").is_some());
+        assert!(v.take(1, ("t", b"r", "g"), b"z").is_some());
+        v.keep_one(1, ("t", b"r"), &cell("big", MAX_VALUE + 1), || true);
+        assert!(v.take(1, AT, b"big").is_none(), "over the largest value");
     }
 
     #[test]

@@ -8,24 +8,29 @@
 //! for a write of one cell, that cell's version and size from the write's
 //! reply (the kernel asks for a file's attributes again after writing it).
 //!
-//! Only positive answers come from here (a name the memo does not show is
-//! read from the store), an open reads the value afresh unless its
-//! family's listing just read it (below), entries last
-//! [`MEMO_TTL`], and every write through the mount drops the entries of the
-//! rows it touches ([`crate::store_calls::Counted`] calls
-//! [`RowMemo::forget_row`]), so the mount reads its own writes.
+//! Entries last [`MEMO_TTL`], and every write to a row drops the row's
+//! entries before it is acknowledged: a write through the mount
+//! ([`crate::store_calls::Counted`] calls [`RowMemo::forget_row`]), a
+//! `.mutate` batch, a gRPC call and another daemon's invalidation
+//! (docs/coherence.md) alike; a table-wide change and a
+//! `.bigtable/control` command (`restore`, an undelete) drop everything
+//! ([`RowMemo::forget_all`]), and a read that such a write overtook is not
+//! kept (the stripe's epoch). So what is kept is never older than the last
+//! write acknowledged anywhere, except where a version expired (`max_age`)
+//! in between.
 //!
 //! The values a family's (or a row's) listing read are kept beside it,
 //! for the listings and opens that follow ([`crate::listed_values`]), and
-//! dropped with the row.
+//! dropped with the row; so is the value of the cell a lookup's or a
+//! getattr's read brought back, for the open that follows the walk.
 //!
-//! A row found empty is kept too, for `mkdir`: the lookup the kernel
-//! makes before it just read that the row (and so any family of it) has no
-//! cell, so the mkdir of the row, and of a family in it, need not read that
-//! again to refuse with EEXIST; and the names under a row so made hold
-//! nothing yet (`mkdir -p t/row/fam && echo v > t/row/fam/q` reads the row
-//! once). A lookup of any other name never answers ENOENT from here: after
-//! another daemon's `close`, an open here must find the file.
+//! A live row found empty is kept too: the lookup of it that follows
+//! (`mkdir`'s, after a failed `open`'s) answers ENOENT without a read;
+//! the mkdir of the row, and of a family in it, need not read again to
+//! refuse with EEXIST; and the names under a row so made hold nothing yet
+//! (`mkdir -p t/row/fam && echo v > t/row/fam/q` reads the row once). The
+//! same invalidations drop it, so a row written through another daemon is
+//! found here as soon as that write returns.
 
 use crate::listed_values::ListedValues;
 use engine::Cell;
@@ -38,8 +43,8 @@ use std::time::{Duration, Instant};
 /// How long a row's cell answers lookups: long enough for a path walk's
 /// next lookup (microseconds later, milliseconds on a busy machine), short
 /// against the kernel's own caching of names and attributes (`dir_timeout`,
-/// `entry_timeout`), which already lets a walk see a change made through
-/// another daemon that late.
+/// `entry_timeout`); it bounds what no write's invalidation reaches (a
+/// version that expired by `max_age`).
 pub const MEMO_TTL: Duration = Duration::from_millis(100);
 
 /// At most this many rows are kept (a walk over many rows drops the oldest).
@@ -234,7 +239,8 @@ impl RowMemo {
         .is_some()
     }
 
-    /// Whether the live row was read empty a moment ago (for `mkdir`).
+    /// Whether the live row was read empty a moment ago (and no write to
+    /// it came since): it does not exist.
     pub fn read_empty(&self, table: &str, row: &[u8]) -> bool {
         self.find(table, None, row, |s| matches!(s, Seen::Empty).then_some(()))
             .is_some()
@@ -255,6 +261,17 @@ impl RowMemo {
         let h = hash(table, row);
         let stripe = self.epoch_of(h);
         self.values.keep(h, (table, row, family), cells, || {
+            stripe.load(Ordering::Acquire) == epoch
+        });
+    }
+
+    /// Keeps the value of `cell`, of the live `row`, that a lookup's or a
+    /// getattr's read (begun at `epoch`) brought back, for the open that
+    /// follows ([`RowMemo::take_listed`]).
+    pub fn keep_value(&self, table: &str, row: &[u8], cell: &Cell, epoch: u64) {
+        let h = hash(table, row);
+        let stripe = self.epoch_of(h);
+        self.values.keep_one(h, (table, row), cell, || {
             stripe.load(Ordering::Acquire) == epoch
         });
     }

@@ -197,28 +197,40 @@ impl StoreView {
         if first.is_some() || whole_row {
             memo.keep(table, view.max_ts(), row, first.as_ref(), epoch);
         }
+        // Its value too, for the open after the walk (`cat`).
+        if let (Some(c), true) = (&first, view.is_now()) {
+            memo.keep_value(table, row, c, epoch);
+        }
         Ok(first)
     }
 
-    /// Whether a live row was read empty a moment ago (by the lookup the
-    /// kernel makes before a `mkdir`): then neither it nor a family of it
-    /// exists, and the mkdir need not read again (see `row_memo.rs`).
+    /// [`StoreView::newest`] for a lookup's or getattr's attributes: the
+    /// value read is kept a moment for the open that follows.
+    pub(crate) fn newest_for_attr(&self, c: &CellAddr) -> FsResult<Option<Cell>> {
+        if !c.view.is_now() {
+            return self.newest(c);
+        }
+        let memo = self.store.memo();
+        let epoch = memo.epoch(&c.table, &c.row);
+        let cur = self.newest(c)?;
+        if let Some(v) = &cur {
+            memo.keep_value(&c.table, &c.row, v, epoch);
+        }
+        Ok(cur)
+    }
+
+    /// Whether a live row was read empty a moment ago (by the lookup of a
+    /// failed open, or the one the kernel makes before a `mkdir`), with no
+    /// write to it since: then neither it nor a family of it exists, and
+    /// the next lookup or the mkdir need not read again (see `row_memo.rs`).
     pub(crate) fn row_read_empty(&self, table: &str, row: &[u8]) -> bool {
         self.store.memo().read_empty(table, row)
     }
 
-    /// Whether a live row is a directory this mount made with `mkdir`
-    /// right after reading the row empty, with no write to it since:
-    /// nothing lies in it but what is pending here, so the names looked
-    /// up under it (`mkdir -p t/row/fam && echo v > t/row/fam/q`) are
-    /// answered without a read (see `row_memo.rs`).
-    pub(crate) fn made_empty(&self, table: &str, row: &[u8]) -> bool {
-        self.row_read_empty(table, row) && self.pending.has_row(table, row)
-    }
-
     /// Whether a row has a visible cell in `view` (or is a pending
     /// directory). In a path walk (`walk`), a cell the row memo keeps
-    /// answers yes without a read.
+    /// answers yes without a read; a live row read empty a moment ago
+    /// answers no without one.
     pub(crate) fn row_exists(
         &self,
         table: &str,
@@ -228,6 +240,9 @@ impl StoreView {
     ) -> FsResult<bool> {
         if view.is_now() && self.pending.has_row(table, row) {
             return Ok(true);
+        }
+        if view.is_now() && self.row_read_empty(table, row) {
+            return Ok(false);
         }
         if walk
             && self
@@ -251,7 +266,7 @@ impl StoreView {
         if f.view.is_now() && self.pending.has_family(&f.table, &f.row, &f.family) {
             return Ok(true);
         }
-        if f.view.is_now() && self.made_empty(&f.table, &f.row) {
+        if f.view.is_now() && self.row_read_empty(&f.table, &f.row) {
             return Ok(false);
         }
         if walk
