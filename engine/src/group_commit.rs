@@ -635,7 +635,11 @@ mod tests {
             .unwrap();
         }
         assert_eq!(gc.stats().items, 3);
-        assert!(gc.write_time() >= Duration::from_millis(1), "{:?}", gc.write_time());
+        assert!(
+            gc.write_time() >= Duration::from_millis(1),
+            "{:?}",
+            gc.write_time()
+        );
         let hs: Vec<_> = (0..8u32)
             .map(|i| {
                 let gc = Arc::clone(&gc);

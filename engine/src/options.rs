@@ -25,10 +25,11 @@ pub struct Options {
     /// is logged). On an object store, where each batch is one PUT, a
     /// window trades latency for fewer, larger PUTs.
     pub log_batch_window: Duration,
-    /// Where each log append is a request to a remote store (S3): instead
-    /// of `log_batch_window`, a leader waits only while others are writing
+    /// Where each log append is a request to a remote store (S3) and
+    /// `log_batch_window` is zero: a leader waits only while others are writing
     /// too, at most a quarter of the recent PUT time and 1 ms, and stops
-    /// once as many writes are queued as its last batch held.
+    /// once as many writes are queued as its last batch held (on by
+    /// default: it cannot touch a local or chunk-layer log).
     pub log_batch_window_adaptive: bool,
     /// Where each log append is a request to a remote store: how many
     /// group-commit batches may be out at once (1 or 2, one per log lane;
@@ -86,7 +87,7 @@ impl Default for Options {
             log_file_bytes: 64 << 20,
             slow_log_threshold: Duration::from_millis(200),
             log_batch_window: Duration::ZERO,
-            log_batch_window_adaptive: false,
+            log_batch_window_adaptive: true,
             log_puts_in_flight: 0,
             sstable_target_bytes: 32 << 20,
             merge_trigger: 6,

@@ -96,7 +96,11 @@ struct GatedLog {
 }
 
 impl GatedLog {
-    fn put(&mut self, data: &[u8], f: impl FnOnce(&mut Self) -> gfs::Result<u64>) -> gfs::Result<u64> {
+    fn put(
+        &mut self,
+        data: &[u8],
+        f: impl FnOnce(&mut Self) -> gfs::Result<u64>,
+    ) -> gfs::Result<u64> {
         if self.gate.pass(data) {
             return Err(gfs::Error::Io {
                 name: self.name.clone(),
@@ -244,10 +248,16 @@ fn a_held_b_stored(
     bt: &Bigtable,
     gate: &Gate,
     fail: u32,
-) -> (mpsc::Receiver<Result<Written>>, mpsc::Receiver<Result<Written>>) {
+) -> (
+    mpsc::Receiver<Result<Written>>,
+    mpsc::Receiver<Result<Written>>,
+) {
     gate.arm("row-a", fail);
     let a = put_async(bt, "row-a");
-    assert!(testkit::wait_until(WAIT, || gate.held() == 1), "a's PUT never came");
+    assert!(
+        testkit::wait_until(WAIT, || gate.held() == 1),
+        "a's PUT never came"
+    );
     let b = put_async(bt, "row-b");
     assert!(
         testkit::wait_until(WAIT, || gate.stored_with("row-b")),

@@ -89,7 +89,10 @@ fn pipe(mut from: TcpStream, mut to: TcpStream, delay: Duration) -> std::io::Res
                 match from.read(&mut buf) {
                     Ok(0) | Err(_) => break,
                     Ok(n) => {
-                        if tx.send((Instant::now() + delay, buf[..n].to_vec())).is_err() {
+                        if tx
+                            .send((Instant::now() + delay, buf[..n].to_vec()))
+                            .is_err()
+                        {
                             break;
                         }
                     }

@@ -156,7 +156,7 @@ impl CommitCore {
         CommitCore {
             group: GroupCommit::new(8 << 20, |g: &WriteGroup| g.bytes)
                 .with_window(shape.window)
-                .with_adaptive_window(remote && shape.adaptive_window),
+                .with_adaptive_window(remote && shape.adaptive_window && shape.window.is_zero()),
             puts_in_flight: if remote { shape.puts_in_flight } else { 1 },
             out: Mutex::new(0),
             out_done: Condvar::new(),

@@ -152,6 +152,7 @@ fn nomap_reads_a_local_store_without_mappings() {
 fn log_batch_window() {
     let mut c = MountConfig::new("/d".into(), "/m".into());
     assert!(c.engine_options().log_batch_window.is_zero());
+    assert!(c.engine_options().log_batch_window_adaptive);
     c.apply("log_batch_window=2000").unwrap();
     assert_eq!(
         c.engine_options().log_batch_window,
