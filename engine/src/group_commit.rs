@@ -12,7 +12,14 @@
 //!
 //! A leader may first wait a *window* for more items to queue (an option,
 //! off by default): where each batch is a request to a remote store, fewer,
-//! larger batches cost less. The tablet server sends synced writes through
+//! larger batches cost less. An *adaptive* window waits only while the
+//! last batch held more than one item (others are writing too), at most a
+//! quarter of the recent batch time and 1 ms, and ends early once as many
+//! items are queued as the last batch held.
+//!
+//! A leader may also hand the lead on before its batch is written
+//! ([`Leader::pass_on`]): the next batch is then gathered and written while
+//! this one's write is out (several writes in flight to a store far away). The tablet server sends synced writes through
 //! it, whose fsync the batch shares; an unsynced write logs itself under the
 //! commit lock, which on a busy machine costs less than being handed to a
 //! leader and woken again.
@@ -99,7 +106,17 @@ pub struct GroupCommit<T, R = ()> {
     max_batch: AtomicU64,
     /// Moving average of a batch's processing time.
     batch_nanos: AtomicU64,
+    /// Whether leaders wait an adaptive window (see the module's comment).
+    adaptive: bool,
+    /// Moving average of a batch's processing time, synced or not (the
+    /// adaptive window's scale).
+    write_nanos: AtomicU64,
+    /// Items in the last batch taken.
+    last_batch: AtomicU64,
 }
+
+/// The adaptive window's ceiling.
+const MAX_ADAPTIVE_WINDOW: Duration = Duration::from_millis(1);
 
 /// What [`GroupCommit::submit`] hands back: the item's result (another
 /// caller wrote its batch), or the lead of a batch to write.
@@ -121,6 +138,10 @@ pub struct Leader<'a, T, R> {
     slots: Vec<Arc<Slot<R>>>,
     sync: bool,
     started: Instant,
+    /// Whether the batch was taken from the queue yet.
+    taken: bool,
+    /// Whether the lead was handed on already ([`Leader::pass_on`]).
+    passed: bool,
 }
 
 impl<T, R> GroupCommit<T, R> {
@@ -140,7 +161,22 @@ impl<T, R> GroupCommit<T, R> {
             syncs: AtomicU64::new(0),
             max_batch: AtomicU64::new(0),
             batch_nanos: AtomicU64::new(0),
+            adaptive: false,
+            write_nanos: AtomicU64::new(0),
+            last_batch: AtomicU64::new(0),
         }
+    }
+
+    /// Makes each leader wait an adaptive window (see the module's comment)
+    /// instead of a fixed one.
+    pub fn with_adaptive_window(mut self, on: bool) -> Self {
+        self.adaptive = on;
+        self
+    }
+
+    /// Moving average of a batch's write time (zero before the first).
+    pub fn write_time(&self) -> Duration {
+        Duration::from_nanos(self.write_nanos.load(Ordering::Relaxed))
     }
 
     /// Makes each leader wait `window` for more items before it takes the
@@ -207,37 +243,65 @@ impl<T, R> GroupCommit<T, R> {
         }
     }
 
-    /// Takes one batch from the front of the queue (which holds `mine`).
+    /// The lead of the batch at the front of the queue (which holds
+    /// `mine`); [`Leader::take`] takes it.
     fn lead(&self, mine: Arc<Slot<R>>, timer: telemetry::Timer) -> Leader<'_, T, R> {
-        if !self.window.is_zero() {
-            std::thread::sleep(self.window);
-        }
-        let mut items = Vec::new();
-        let mut slots = Vec::new();
-        let mut sync = false;
-        {
-            let mut g = self.inner.lock();
-            let mut bytes = 0usize;
-            while let Some(front) = g.queue.front() {
-                if !items.is_empty() && bytes.saturating_add(front.size) > self.max_batch_bytes {
-                    break;
-                }
-                let Some(q) = g.queue.pop_front() else { break };
-                bytes = bytes.saturating_add(q.size);
-                sync |= q.sync;
-                items.push(q.item);
-                slots.push(q.slot);
-            }
-        }
         Leader {
             gc: self,
             _timer: timer,
             mine,
-            items,
-            slots,
-            sync,
+            items: Vec::new(),
+            slots: Vec::new(),
+            sync: false,
             started: Instant::now(),
+            taken: false,
+            passed: false,
         }
+    }
+
+    /// Waits the window, if any, before a batch is taken.
+    fn wait_window(&self) {
+        if !self.adaptive {
+            if !self.window.is_zero() {
+                std::thread::sleep(self.window);
+            }
+            return;
+        }
+        let want = self.last_batch.load(Ordering::Relaxed);
+        if want < 2 {
+            return;
+        }
+        let window = (self.write_time() / 4).min(MAX_ADAPTIVE_WINDOW);
+        let deadline = Instant::now() + window;
+        while (self.inner.lock().queue.len() as u64) < want {
+            let now = Instant::now();
+            if now >= deadline {
+                return;
+            }
+            std::thread::sleep((deadline - now).min(Duration::from_micros(50)));
+        }
+    }
+
+    /// Takes the batch from the front of the queue: the leader's item and
+    /// what queued behind it, up to the byte cap.
+    fn collect(&self) -> (Vec<T>, Vec<Arc<Slot<R>>>, bool) {
+        let mut items = Vec::new();
+        let mut slots = Vec::new();
+        let mut sync = false;
+        let mut g = self.inner.lock();
+        let mut bytes = 0usize;
+        while let Some(front) = g.queue.front() {
+            if !items.is_empty() && bytes.saturating_add(front.size) > self.max_batch_bytes {
+                break;
+            }
+            let Some(q) = g.queue.pop_front() else { break };
+            bytes = bytes.saturating_add(q.size);
+            sync |= q.sync;
+            items.push(q.item);
+            slots.push(q.slot);
+        }
+        self.last_batch.store(items.len() as u64, Ordering::Relaxed);
+        (items, slots, sync)
     }
 
     pub fn stats(&self) -> GroupCommitStats {
@@ -252,15 +316,43 @@ impl<T, R> GroupCommit<T, R> {
 
 impl<T, R> Leader<'_, T, R> {
     /// The batch's items in submission order, and whether any asked for a
-    /// sync.
+    /// sync: after the window, if any, what is queued then. (Taken once: a
+    /// second call gives nothing.)
     pub fn take(&mut self) -> (Vec<T>, bool) {
+        self.take_queued();
         (std::mem::take(&mut self.items), self.sync)
+    }
+
+    fn take_queued(&mut self) {
+        if self.taken {
+            return;
+        }
+        self.taken = true;
+        self.gc.wait_window();
+        let (items, slots, sync) = self.gc.collect();
+        self.items = items;
+        self.slots = slots;
+        self.sync = sync;
+        self.started = Instant::now();
+    }
+
+    /// Hands the lead to the next caller in the queue now, before this
+    /// batch is written, so that the next batch can be gathered and written
+    /// meanwhile. Batches may then complete out of order: the caller must
+    /// order what their results mean. Call after [`Leader::take`].
+    pub fn pass_on(&mut self) {
+        self.take_queued();
+        if !self.passed {
+            self.passed = true;
+            self.hand_on();
+        }
     }
 
     /// Hands out the batch's results (exactly one per item taken, in order;
     /// an error goes to every item), chooses the next leader; returns the
     /// leader's own result.
     pub fn finish(mut self, results: Result<Vec<R>>) -> Result<R> {
+        self.take_queued();
         let slots = std::mem::take(&mut self.slots);
         let n = slots.len();
         self.account(n);
@@ -292,22 +384,34 @@ impl<T, R> Leader<'_, T, R> {
 
     /// Counts the batch and chooses the next leader first, so that its
     /// batch starts while this one's callers are being woken.
-    fn account(&self, n: usize) {
+    fn account(&mut self, n: usize) {
         let gc = self.gc;
+        let took = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
         if !self.sync {
             // Synced batches are not the ones callers spin for.
-            let took = u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX);
             let avg = gc.batch_nanos.load(Ordering::Relaxed);
             gc.batch_nanos
                 .store(avg - avg / 8 + took / 8, Ordering::Relaxed);
         }
+        let avg = gc.write_nanos.load(Ordering::Relaxed);
+        gc.write_nanos
+            .store(avg - avg / 8 + took / 8, Ordering::Relaxed);
         gc.batches.fetch_add(1, Ordering::Relaxed);
         gc.items.fetch_add(n as u64, Ordering::Relaxed);
         gc.max_batch.fetch_max(n as u64, Ordering::Relaxed);
         if self.sync {
             gc.syncs.fetch_add(1, Ordering::Relaxed);
         }
-        let mut g = gc.inner.lock();
+        if !self.passed {
+            self.passed = true;
+            self.hand_on();
+        }
+    }
+
+    /// Makes the caller at the front of the queue the next leader, or
+    /// leaves the lead free.
+    fn hand_on(&self) {
+        let mut g = self.gc.inner.lock();
         match g.queue.front() {
             Some(next) => next.slot.set(LEAD),
             None => g.busy = false,
@@ -327,6 +431,8 @@ impl<T, R> Leader<'_, T, R> {
 
 impl<T, R> Drop for Leader<'_, T, R> {
     fn drop(&mut self) {
+        // Untaken, the leader's own item still heads the queue.
+        self.take_queued();
         if self.slots.is_empty() {
             return;
         }
@@ -493,6 +599,65 @@ mod tests {
         assert_eq!(gc.stats().batches, 2);
         // The lead passed on: the queue still works.
         assert!(commit(&gc, 2, false, |i, _| Ok(vec![(); i.len()])).is_ok());
+    }
+
+    /// A leader that passes the lead on lets the next caller lead its own
+    /// batch while the first is still unwritten; both get their results.
+    #[test]
+    fn a_passed_lead_lets_the_next_batch_start_first() {
+        let gc = Arc::new(GroupCommit::<u32, u32>::new(1 << 20, |_| 1));
+        let Turn::Lead(mut first) = gc.submit(1, false) else {
+            panic!("a lone caller leads");
+        };
+        let (items, _) = first.take();
+        assert_eq!(items, vec![1]);
+        first.pass_on();
+        let gc2 = Arc::clone(&gc);
+        // Without the pass, this caller would wait for `first` to finish.
+        let second = std::thread::spawn(move || commit(&gc2, 2, false, |i, _| Ok(i)));
+        assert_eq!(second.join().unwrap().unwrap(), 2);
+        assert_eq!(first.finish(Ok(vec![10])).unwrap(), 10);
+        assert_eq!(gc.stats().batches, 2);
+        // The queue still works.
+        assert_eq!(commit(&gc, 3, false, |i, _| Ok(i)).unwrap(), 3);
+    }
+
+    /// The adaptive window lets a lone caller through at once however slow
+    /// the batches are, and still batches what queues meanwhile.
+    #[test]
+    fn the_adaptive_window_serves_a_lone_caller_and_groups_many() {
+        let gc = Arc::new(GroupCommit::<u32, ()>::new(1 << 20, |_| 1).with_adaptive_window(true));
+        for i in 0..3 {
+            commit(&gc, i, false, |items, _| {
+                std::thread::sleep(Duration::from_millis(5));
+                Ok(vec![(); items.len()])
+            })
+            .unwrap();
+        }
+        assert_eq!(gc.stats().items, 3);
+        assert!(
+            gc.write_time() >= Duration::from_millis(1),
+            "{:?}",
+            gc.write_time()
+        );
+        let hs: Vec<_> = (0..8u32)
+            .map(|i| {
+                let gc = Arc::clone(&gc);
+                std::thread::spawn(move || {
+                    for _ in 0..20 {
+                        commit(&gc, i, true, |items, _| {
+                            std::thread::sleep(Duration::from_millis(2));
+                            Ok(vec![(); items.len()])
+                        })
+                        .unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        assert_eq!(gc.stats().items, 3 + 160);
     }
 
     /// With a window, a leader waits for the items queued behind it: four

@@ -25,6 +25,16 @@ pub struct Options {
     /// is logged). On an object store, where each batch is one PUT, a
     /// window trades latency for fewer, larger PUTs.
     pub log_batch_window: Duration,
+    /// Where each log append is a request to a remote store (S3) and
+    /// `log_batch_window` is zero: a leader waits only while others are writing
+    /// too, at most a quarter of the recent PUT time and 1 ms, and stops
+    /// once as many writes are queued as its last batch held (on by
+    /// default: it cannot touch a local or chunk-layer log).
+    pub log_batch_window_adaptive: bool,
+    /// Where each log append is a request to a remote store: how many
+    /// group-commit batches may be out at once (1 or 2, one per log lane;
+    /// 0: two while the recent PUT time is at least 5 ms, else one).
+    pub log_puts_in_flight: usize,
     /// Compaction output files are cut at about this size.
     pub sstable_target_bytes: u64,
     /// A locality group with more SSTables than this gets a merging compaction.
@@ -77,6 +87,8 @@ impl Default for Options {
             log_file_bytes: 64 << 20,
             slow_log_threshold: Duration::from_millis(200),
             log_batch_window: Duration::ZERO,
+            log_batch_window_adaptive: true,
+            log_puts_in_flight: 0,
             sstable_target_bytes: 32 << 20,
             merge_trigger: 6,
             major_interval: Duration::from_secs(3600),

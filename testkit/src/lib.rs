@@ -12,6 +12,7 @@
 //!   and byte damage for fuzz targets;
 //! - [`alloc`]: an allocator that records a thread's largest allocation;
 //! - [`seaweed`]: a real S3 server (SeaweedFS) on loopback for a test;
+//! - [`delay_proxy`]: a TCP proxy that makes a server look far away;
 //! - [`etcd`]: a real etcd on loopback for a test;
 //! - [`emulator`]: Google's Cloud Bigtable emulator on loopback, the oracle
 //!   and benchmark peer of the gRPC API;
@@ -20,6 +21,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod alloc;
+pub mod delay_proxy;
 pub mod disk;
 pub mod emulator;
 pub mod etcd;

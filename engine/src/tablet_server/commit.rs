@@ -24,7 +24,7 @@ use crate::txn::{Guard, Reach, RowOp, RowTxn, TxnOutcome};
 use crate::{Error, Result};
 use chubby::Sequencer;
 use crossbeam_channel::Sender;
-use parking_lot::{Mutex, MutexGuard};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,6 +43,19 @@ const MAX_IMMUTABLE: usize = 4;
 /// of what 1 ms did; a synced batch holds the lock for its fsync, so
 /// waiting behind one still ends in sleep.)
 const YIELD_FOR_COMMIT_LOCK: Duration = Duration::from_micros(500);
+
+/// Log appends at least this slow (on average) are where a second batch
+/// is written while the first is out, when `log_puts_in_flight` is 0: a
+/// PUT that waits on a far store rather than on this machine's cores.
+const PIPELINE_ABOVE: Duration = Duration::from_millis(5);
+
+/// How group commit shapes its batches (see [`crate::Options`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct CommitShape {
+    pub(super) window: Duration,
+    pub(super) adaptive_window: bool,
+    pub(super) puts_in_flight: usize,
+}
 
 /// One row's part of a write: its tablet, its entries and their log record,
 /// both with sequence numbers 0.. that the commit leader rebases.
@@ -76,6 +89,12 @@ pub(super) struct CommitCore {
     publisher: Arc<Publisher>,
     memtable_bytes: usize,
     wake_tx: Sender<()>,
+    /// Batches being written after their leader passed the lead on, and
+    /// how many may be (see [`CommitCore::commit_grouped`]).
+    out: Mutex<usize>,
+    out_done: Condvar,
+    /// 0: chosen by the recent PUT time.
+    puts_in_flight: usize,
     /// The commit lock; false once the server is fenced (nothing more
     /// reaches the log). Held from numbering a batch to choosing its
     /// memtables, and by a freeze, so a memtable is sealed after the last
@@ -129,11 +148,19 @@ impl CommitCore {
         log: CommitLog,
         memtable_bytes: usize,
         wake_tx: Sender<()>,
-        batch_window: Duration,
+        shape: CommitShape,
     ) -> CommitCore {
+        // Only where each append is a request to a remote store: the
+        // window and pipelining shape PUTs, not local writes.
+        let remote = log.durable_appends();
         CommitCore {
+            group: GroupCommit::new(8 << 20, |g: &WriteGroup| g.bytes)
+                .with_window(shape.window)
+                .with_adaptive_window(remote && shape.adaptive_window && shape.window.is_zero()),
+            puts_in_flight: if remote { shape.puts_in_flight } else { 1 },
+            out: Mutex::new(0),
+            out_done: Condvar::new(),
             log,
-            group: GroupCommit::new(8 << 20, |g: &WriteGroup| g.bytes).with_window(batch_window),
             next_seq: AtomicU64::new(1),
             publisher: Arc::default(),
             memtable_bytes,
@@ -185,15 +212,56 @@ impl CommitCore {
     /// Commits `group` with the others queued meanwhile: the caller that
     /// gets the lead writes the batch for all of them (LevelDB's
     /// `DBImpl::Write`).
+    ///
+    /// Where appends are PUTs to a store far away, a leader may hand the
+    /// lead on once its batch is numbered and has a log lane, and write it
+    /// while the next batch gathers and takes the other lane (at most
+    /// [`CommitCore::max_out`] batches out, one per lane). Each batch is
+    /// still one object; a writer is acknowledged only once every earlier
+    /// batch is done (stored, or failed and never made visible: see
+    /// [`Ticket::finish`]). Writes out at once touch different rows (a
+    /// writer holds its rows' locks until acknowledged), so recovering a
+    /// later batch whose earlier one was never stored applies no row's
+    /// write without that row's earlier writes; and nothing of either was
+    /// acknowledged.
     fn commit_grouped(&self, group: WriteGroup, sync: bool) -> Result<Ticket> {
         match self.group.submit(group, sync) {
             Turn::Done(ticket) => ticket,
             Turn::Lead(mut leader) => {
+                let max = self.max_out();
+                if max <= 1 {
+                    let (groups, sync) = leader.take();
+                    let written = self.lead(groups, sync, None);
+                    return leader.finish(written);
+                }
+                // Wait for a batch to come back before gathering this one,
+                // so it takes everything queued meanwhile.
+                let _out = self.out_slot(max);
                 let (groups, sync) = leader.take();
-                let written = self.lead(groups, sync);
+                let written = self.lead(groups, sync, Some(&mut || leader.pass_on()));
                 leader.finish(written)
             }
         }
+    }
+
+    /// How many batches may be out at once now.
+    fn max_out(&self) -> usize {
+        match self.puts_in_flight {
+            0 if self.group.write_time() >= PIPELINE_ABOVE => 2,
+            0 => 1,
+            n => n.min(2),
+        }
+    }
+
+    /// Waits until fewer than `max` batches are out, and counts one more
+    /// until the guard is dropped.
+    fn out_slot(&self, max: usize) -> OutSlot<'_> {
+        let mut n = self.out.lock();
+        while *n >= max {
+            self.out_done.wait(&mut n);
+        }
+        *n += 1;
+        OutSlot(self)
     }
 
     pub(super) fn log(&self) -> &CommitLog {
@@ -203,7 +271,7 @@ impl CommitCore {
     /// Commits one unsynced write alone, like a batch of one (logged after
     /// the commit lock is released when a log lane is idle).
     fn commit_one(&self, group: WriteGroup) -> Result<Ticket> {
-        self.lead(vec![group], false)?
+        self.lead(vec![group], false, None)?
             .pop()
             .ok_or_else(|| Error::corruption("commit: no ticket for a write"))
     }
@@ -213,8 +281,14 @@ impl CommitCore {
     /// numbers, take a log lane, choose each row's memtable (freezing the
     /// ones this batch fills); then write the log once. Each writer then
     /// inserts its own entries ([`Ticket::finish`]) while the next batch is
-    /// being logged.
-    fn lead(&self, groups: Vec<WriteGroup>, sync: bool) -> Result<Vec<Ticket>> {
+    /// being logged. `pass_on`, when given, is called before a batch that
+    /// took a lane is written: the next batch may then be written meanwhile.
+    fn lead(
+        &self,
+        groups: Vec<WriteGroup>,
+        sync: bool,
+        pass_on: Option<&mut dyn FnMut()>,
+    ) -> Result<Vec<Ticket>> {
         // Where appends are durable as they return, a synced batch needs no
         // sync (nor to wait for the other lane's write to sync it too).
         let sync = sync && !self.log.durable_appends();
@@ -293,6 +367,9 @@ impl CommitCore {
             .collect::<Vec<Ticket>>();
         drop(open);
         if let Some((slot, payloads, max_seq)) = deferred {
+            if let Some(pass_on) = pass_on {
+                pass_on();
+            }
             if let Err(e) = slot.write(payloads, max_seq) {
                 // Not logged: the batch completes without entering a memtable.
                 for mut t in tickets {
@@ -347,6 +424,17 @@ impl CommitCore {
             }
         });
         let _ = self.wake_tx.try_send(());
+    }
+}
+
+/// One batch out (see [`CommitCore::out_slot`]).
+struct OutSlot<'a>(&'a CommitCore);
+
+impl Drop for OutSlot<'_> {
+    fn drop(&mut self) {
+        let mut n = self.0.out.lock();
+        *n = n.saturating_sub(1);
+        self.0.out_done.notify_one();
     }
 }
 

@@ -46,7 +46,7 @@ use crate::env::Env;
 use crate::log::{CommitLog, CommitLogOptions};
 use crate::protocol::TabletLifecycle;
 use crate::{Error, Result};
-use commit::CommitCore;
+use commit::{CommitCore, CommitShape};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
 use row_locks::RowLocks;
@@ -121,7 +121,11 @@ impl TabletServer {
             log,
             env.opts.memtable_bytes,
             wake_tx.clone(),
-            env.opts.log_batch_window,
+            CommitShape {
+                window: env.opts.log_batch_window,
+                adaptive_window: env.opts.log_batch_window_adaptive,
+                puts_in_flight: env.opts.log_puts_in_flight,
+            },
         );
         let server = Arc::new(TabletServer {
             name: name.to_string(),

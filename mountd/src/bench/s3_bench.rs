@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The writer counts of the write phases.
-const WRITERS: [usize; 3] = [1, 4, 16];
+/// The writer counts of the write phases (unless `--writers` names others).
+pub const WRITERS: [usize; 3] = [1, 4, 16];
 /// Goals: S3's write rate with 16 writers at least this share of the chunk
 /// layer's; its warm reads at most this many times slower.
 const WRITE_GOAL: f64 = 0.5;
@@ -56,6 +56,11 @@ pub struct S3Args {
     pub options: Option<String>,
     /// The daemon for `fs` (see [`mountd_binary`]).
     pub mountd: Option<PathBuf>,
+    /// The writer counts of the write phases; the last one's rows are read.
+    pub writers: Vec<usize>,
+    /// Added to each direction between the engine and S3 by a delaying
+    /// proxy (a store that far away; zero: none).
+    pub s3_delay: Duration,
 }
 
 /// The two file layers compared.
@@ -289,7 +294,7 @@ fn run_engine_layer(layer: Layer, dir: &Path, options: &str, args: &S3Args) -> R
     let status = || db.status();
     let mut writes = Vec::new();
     let done = (|| {
-        for w in WRITERS {
+        for &w in &args.writers {
             eprintln!("  {}: {w} writer(s) ...", layer.label());
             let t = EngineTable::create(&db, &table_name(w), false, args.sync)?;
             let put = |k: &[u8], v: &[u8]| {
@@ -316,13 +321,18 @@ fn run_engine_layer(layer: Layer, dir: &Path, options: &str, args: &S3Args) -> R
             if warm { "warm" } else { "cold" }
         );
         let db = open_engine(dir, options)?;
-        let t = EngineTable::open(&db, &table_name(WRITERS[2]), args.sync);
+        let t = EngineTable::open(&db, &table_name(last_writers(args)), args.sync);
         let r = read_phase(&t, &written, plan, &|| db.status());
         let status = db.status();
         close_engine(db);
         reads.push((r?, status));
     }
     finish(writes, reads)
+}
+
+/// The writer count whose rows the read phases read.
+fn last_writers(args: &S3Args) -> usize {
+    args.writers.last().copied().unwrap_or(1)
 }
 
 fn last_written(writes: &[(usize, Phase)], plan: Plan) -> Result<Written> {
@@ -362,7 +372,7 @@ fn run_mount_layer(layer: Layer, dir: &Path, options: &str, args: &S3Args) -> Re
     let daemon = Daemon::start(&bin, &data, &mnt, &opts)?;
     let mut writes = Vec::new();
     let done = (|| {
-        for w in WRITERS {
+        for &w in &args.writers {
             eprintln!("  {}: {w} writer(s) ...", layer.label());
             let t = FsTable::create(&mnt, &table_name(w), "cf\n", args.sync)?;
             let put = |k: &[u8], v: &[u8]| t.put_timed(k, v);
@@ -385,7 +395,7 @@ fn run_mount_layer(layer: Layer, dir: &Path, options: &str, args: &S3Args) -> Re
             if warm { "warm" } else { "cold" }
         );
         let daemon = Daemon::start(&bin, &data, &mnt, &opts)?;
-        let t = FsTable::open(&mnt, &table_name(WRITERS[2]), args.sync);
+        let t = FsTable::open(&mnt, &table_name(last_writers(args)), args.sync);
         let r = read_phase(&t, &written, plan, &status);
         let s = status();
         daemon.stop()?;
@@ -403,15 +413,20 @@ pub fn run(args: &S3Args) -> Result<Value> {
         Through::Mount => "fs",
     };
     eprintln!(
-        "bigtable-bench {what} --store s3: {} rows of {VALUE_BYTES} B per write phase, writers {WRITERS:?}, {} readers, sync={}, time cap {:.0}s per phase, data in {}",
+        "bigtable-bench {what} --store s3: {} rows of {VALUE_BYTES} B per write phase, writers {:?}, {} readers, sync={}, S3 {} ms away each way, time cap {:.0}s per phase, data in {}",
         args.plan.n,
+        args.writers,
         args.plan.threads,
         if args.sync { "on" } else { "off" },
+        args.s3_delay.as_millis(),
         args.plan.time_cap.as_secs_f64(),
         work.path().display()
     );
     eprintln!("starting SeaweedFS ...");
-    let server = S3Server::start(work.path())?;
+    let mut server = S3Server::start(work.path())?;
+    if !args.s3_delay.is_zero() {
+        server.delay(args.s3_delay)?;
+    }
     let extra = args
         .options
         .as_deref()
@@ -518,12 +533,13 @@ fn report(args: &S3Args, what: &str, chunks: &LayerRun, s3: &LayerRun) -> Value 
         &mut t,
     );
     println!(
-        "{what}: the chunk layer (store=cluster) against S3 (SeaweedFS on loopback), {} rows per write phase, sync={}",
+        "{what}: the chunk layer (store=cluster) against S3 (SeaweedFS on loopback, {} ms away each way), {} rows per write phase, sync={}",
+        args.s3_delay.as_millis(),
         args.plan.n,
         if args.sync { "on" } else { "off" }
     );
     println!("{}", t.render());
-    println!("(* = stopped at the time cap; reads: the 16 writers' rows, once each in a fixed random order, by a freshly opened {})", if args.through == Through::Engine { "engine" } else { "mount" });
+    println!("(* = stopped at the time cap; reads: the last write phase's rows, once each in a fixed random order, by a freshly opened {})", if args.through == Through::Engine { "engine" } else { "mount" });
 
     let w16 = chunks
         .writes
@@ -567,6 +583,7 @@ fn report(args: &S3Args, what: &str, chunks: &LayerRun, s3: &LayerRun) -> Value 
         "rows_per_phase": args.plan.n,
         "readers": args.plan.threads,
         "sync": args.sync,
+        "s3_delay_ms": args.s3_delay.as_millis() as u64,
         "time_cap_secs": args.plan.time_cap.as_secs_f64(),
         "options": args.options,
         "figures": rows,
@@ -644,6 +661,8 @@ mod tests {
             sync: true,
             options: None,
             mountd: None,
+            writers: WRITERS.to_vec(),
+            s3_delay: Duration::ZERO,
         };
         let r =
             run_engine_layer(Layer::Chunks, &dir.path().join("c"), "store=cluster", &args).unwrap();

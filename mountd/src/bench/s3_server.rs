@@ -5,6 +5,7 @@
 
 use anyhow::Result;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// The bucket the bench makes.
 const BUCKET: &str = "bench";
@@ -14,6 +15,9 @@ const BUCKET: &str = "bench";
 pub struct S3Server {
     #[cfg(feature = "bench-s3")]
     _server: testkit::seaweed::Seaweed,
+    /// Between the engine and the server when it is made to look far away.
+    #[cfg(feature = "bench-s3")]
+    proxy: Option<testkit::delay_proxy::DelayProxy>,
     endpoint: String,
     credentials: PathBuf,
 }
@@ -51,8 +55,31 @@ impl S3Server {
         Ok(S3Server {
             endpoint: server.endpoint.clone(),
             _server: server,
+            proxy: None,
             credentials,
         })
+    }
+
+    /// Puts a proxy in front of the server that delays each direction by
+    /// `delay`: every later [`S3Server::mount_options`] goes through it.
+    #[cfg(feature = "bench-s3")]
+    pub fn delay(&mut self, delay: Duration) -> Result<()> {
+        use anyhow::Context;
+        let upstream: std::net::SocketAddr = self
+            .endpoint
+            .trim_start_matches("http://")
+            .parse()
+            .with_context(|| format!("the S3 endpoint {}", self.endpoint))?;
+        let proxy = testkit::delay_proxy::DelayProxy::start(upstream, delay)
+            .context("starting the delaying proxy")?;
+        self.endpoint = format!("http://{}", proxy.addr());
+        self.proxy = Some(proxy);
+        Ok(())
+    }
+
+    #[cfg(not(feature = "bench-s3"))]
+    pub fn delay(&mut self, _: Duration) -> Result<()> {
+        anyhow::bail!("--s3-delay-ms needs the bench built with --features bench-s3")
     }
 
     #[cfg(not(feature = "bench-s3"))]

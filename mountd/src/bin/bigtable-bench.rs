@@ -174,6 +174,13 @@ struct EngineOpts {
     /// With --store s3: mount options for both stores' engines (`cache=8m`).
     #[arg(short = 'o', long)]
     options: Option<String>,
+    /// With --store s3: the writer counts of the write phases (default 1,4,16).
+    #[arg(long, value_delimiter = ',')]
+    writers: Vec<usize>,
+    /// With --store s3: make S3 look this far away, in milliseconds added to
+    /// each direction by a delaying proxy (a request and its answer: twice).
+    #[arg(long, default_value_t = 0)]
+    s3_delay_ms: u64,
     /// The chunk layer writes every replica through the page cache (by
     /// default two of three take SSTable data around it, with O_DIRECT).
     #[arg(long)]
@@ -195,6 +202,13 @@ struct FsOpts {
     /// With --store s3: extra mount options for both daemons.
     #[arg(short = 'o', long)]
     options: Option<String>,
+    /// With --store s3: the writer counts of the write phases (default 1,4,16).
+    #[arg(long, value_delimiter = ',')]
+    writers: Vec<usize>,
+    /// With --store s3: make S3 look this far away, in milliseconds added to
+    /// each direction by a delaying proxy (a request and its answer: twice).
+    #[arg(long, default_value_t = 0)]
+    s3_delay_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -273,6 +287,8 @@ fn run(cli: Cli) -> Result<()> {
                 sync: c.sync,
                 options: o.options,
                 mountd: o.mountd,
+                writers: s3_writers(&o.writers),
+                s3_delay: Duration::from_millis(o.s3_delay_ms),
             })
             .map(drop),
         },
@@ -334,6 +350,15 @@ fn engine_args(c: &Common, work_base: PathBuf, o: EngineOpts) -> bench::engine_b
     }
 }
 
+/// `--writers`, or the default phases.
+fn s3_writers(asked: &[usize]) -> Vec<usize> {
+    if asked.is_empty() {
+        bench::s3_bench::WRITERS.to_vec()
+    } else {
+        asked.to_vec()
+    }
+}
+
 fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
     if o.store == "s3" {
         // The engine's sizes as the mount options that set them.
@@ -347,6 +372,8 @@ fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
             sync: c.sync,
             options: (!opts.is_empty()).then(|| opts.join(",")),
             mountd: None,
+            writers: s3_writers(&o.writers),
+            s3_delay: Duration::from_millis(o.s3_delay_ms),
         })
         .map(drop);
     }

@@ -89,6 +89,10 @@ pub struct MountConfig {
     pub memtable_bytes: Option<usize>,
     /// How long a commit waits for more writes to share its log write.
     pub log_batch_window: Option<Duration>,
+    /// `log_batch_window=auto`: the adaptive window.
+    pub log_batch_window_adaptive: Option<bool>,
+    /// Group-commit batches out at once on a remote store (0: chosen).
+    pub log_puts_in_flight: Option<usize>,
     pub split_bytes: Option<u64>,
     /// Adjacent tablets both smaller than this are merged (0: never).
     pub merge_bytes: Option<u64>,
@@ -245,6 +249,8 @@ impl MountConfig {
             pid_file: None,
             memtable_bytes: None,
             log_batch_window: None,
+            log_batch_window_adaptive: None,
+            log_puts_in_flight: None,
             split_bytes: None,
             merge_bytes: None,
             trash_period: None,
@@ -652,6 +658,12 @@ impl MountConfig {
         let mut o = engine::Options::default();
         if let Some(v) = self.log_batch_window {
             o.log_batch_window = v;
+        }
+        if let Some(v) = self.log_batch_window_adaptive {
+            o.log_batch_window_adaptive = v;
+        }
+        if let Some(v) = self.log_puts_in_flight {
+            o.log_puts_in_flight = v;
         }
         if let Some(v) = self.memtable_bytes {
             o.memtable_bytes = v;

@@ -462,10 +462,31 @@ pub static OPTIONS: &[MountOption] = &[
         "how much of the object store is cached on disk (0: no disk cache)",
         set |c, v| c.s3_opts().disk_cache = Some(v.size().map_err(|e| format!("{}: {e}", v.key))?),
         show |c| s3_show(c, |o| size(o.disk_cache.unwrap_or(objstore::DEFAULT_DISK_CACHE)))),
-    opt!("log_batch_window" "US", Is("0"),
-        "microseconds a commit waits for more writes to share its commit-log write (0: the next write starts as soon as the previous one is stored; at most 1000000). With `store=s3://…`, where each shared write is one PUT, a window of a few milliseconds makes fewer, larger PUTs at the cost of that much latency",
-        set |c, v| c.log_batch_window = Some(Duration::from_micros(v.whole(0, 1_000_000, " microseconds")?)),
-        show |c| micros(c.engine_options().log_batch_window)),
+    opt!("log_batch_window" "US|auto", Is("auto"),
+    "microseconds a commit waits for more writes to share its commit-log write (0: the next write starts as soon as the previous one is stored; at most 1000000). With `store=s3://…`, where each shared write is one PUT, a window of a few milliseconds makes fewer, larger PUTs at the cost of that much latency; `auto` waits only while others are writing too, at most a quarter of the recent PUT time and 1 ms, until as many writes are queued as the last PUT held (only on `store=s3://…`)",
+    set |c, v| {
+        if v.need()? == "auto" {
+            c.log_batch_window = Some(Duration::ZERO);
+            c.log_batch_window_adaptive = Some(true);
+        } else {
+            c.log_batch_window = Some(Duration::from_micros(v.whole(0, 1_000_000, " microseconds")?));
+            c.log_batch_window_adaptive = Some(false);
+        }
+    },
+    show |c| {
+        let o = c.engine_options();
+        if o.log_batch_window_adaptive { Some("auto".to_string()) } else { micros(o.log_batch_window) }
+    }),
+    opt!("log_puts_in_flight" "1|2|auto", Is("auto"),
+    "with `store=s3://…`: how many commit-log PUTs (group-commit batches) may be out at once, one per log lane; `auto`: two while a PUT takes 5 ms or more on average (a store far away), else one",
+    set |c, v| c.log_puts_in_flight = Some(match v.need()? {
+        "auto" => 0,
+        _ => v.whole(1, 2, "")? as usize,
+    }),
+    show |c| Some(match c.engine_options().log_puts_in_flight {
+        0 => "auto".to_string(),
+        n => n.to_string(),
+    })),
     opt!("lock" "embedded|etcd://HOST:PORT[,HOST:PORT…][/PREFIX]", Is("embedded"),
     "the lock service (master election, servers, `.chubby/`): the embedded cell in `DATA_DIR/chubby`, or an etcd cluster under PREFIX (default `/bigtable-fs`); see [etcd.md](etcd.md)",
     set |c, v| match v.need()? {

@@ -152,6 +152,7 @@ fn nomap_reads_a_local_store_without_mappings() {
 fn log_batch_window() {
     let mut c = MountConfig::new("/d".into(), "/m".into());
     assert!(c.engine_options().log_batch_window.is_zero());
+    assert!(c.engine_options().log_batch_window_adaptive);
     c.apply("log_batch_window=2000").unwrap();
     assert_eq!(
         c.engine_options().log_batch_window,
@@ -159,6 +160,23 @@ fn log_batch_window() {
     );
     assert!(c.apply("log_batch_window=1000001").is_err());
     assert!(c.apply("log_batch_window=2ms").is_err());
+    assert!(!c.engine_options().log_batch_window_adaptive);
+    c.apply("log_batch_window=auto").unwrap();
+    assert!(c.engine_options().log_batch_window_adaptive);
+    c.apply("log_batch_window=0").unwrap();
+    assert!(!c.engine_options().log_batch_window_adaptive);
+}
+
+#[test]
+fn log_puts_in_flight() {
+    let mut c = MountConfig::new("/d".into(), "/m".into());
+    assert_eq!(c.engine_options().log_puts_in_flight, 0);
+    c.apply("log_puts_in_flight=2").unwrap();
+    assert_eq!(c.engine_options().log_puts_in_flight, 2);
+    c.apply("log_puts_in_flight=auto").unwrap();
+    assert_eq!(c.engine_options().log_puts_in_flight, 0);
+    assert!(c.apply("log_puts_in_flight=3").is_err());
+    assert!(c.apply("log_puts_in_flight=0").is_err());
 }
 
 #[test]
