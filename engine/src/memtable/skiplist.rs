@@ -7,11 +7,17 @@
 //!
 //! Keys are ordered bytewise. Inserting a key that is already present keeps
 //! the first value.
+//!
+//! Each thread remembers where its last insert into a list went (RocksDB's
+//! splice): a key that lands right after it (a writer filling its own range
+//! in order) is linked from there, comparing with a node or two per level
+//! of its own height, instead of searching from the top (about 20 key
+//! comparisons, most of them cache misses, at 64 MiB of 1 KB values).
 
 use super::arena::{Arena, ALIGN};
 use std::cell::Cell;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 
 /// Enough levels for 4^12 = 16M entries at the usual cost per search.
 pub const MAX_HEIGHT: usize = 12;
@@ -92,8 +98,33 @@ fn random_height() -> usize {
     })
 }
 
+/// Where this thread's last insert into one list went: for each level, a
+/// node of that list at least that tall whose key is at most the inserted
+/// one (the inserted node itself on the levels it has, the head as the
+/// lowest key). Its pointers are only followed while `list` names the
+/// list being inserted into, which is then alive, and with it every node.
+#[derive(Clone, Copy)]
+struct Hint {
+    /// [`SkipList::id`] of the list (0: none).
+    list: u64,
+    prev: [*const Node; MAX_HEIGHT],
+}
+
+thread_local! {
+    static HINT: Cell<Hint> = const {
+        Cell::new(Hint {
+            list: 0,
+            prev: [ptr::null(); MAX_HEIGHT],
+        })
+    };
+}
+
+/// Ids of lists, never reused, so a hint never outlives its list's identity.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
 /// The skiplist. Readers and writers may run concurrently from any threads.
 pub struct SkipList {
+    id: u64,
     arena: Arena,
     head: NonNull<Node>,
     /// Height of the tallest node linked so far (at least 1).
@@ -119,6 +150,7 @@ impl SkipList {
         let arena = Arena::new();
         let head = Self::new_node(&arena, MAX_HEIGHT, &[], &[]);
         SkipList {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             arena,
             head,
             max_height: AtomicUsize::new(1),
@@ -212,12 +244,21 @@ impl SkipList {
         }
         let mut prev: [&Node; MAX_HEIGHT] = [self.head(); MAX_HEIGHT];
         let mut next: [*mut Node; MAX_HEIGHT] = [ptr::null_mut(); MAX_HEIGHT];
-        let mut x = self.head();
-        for level in (0..max.max(height)).rev() {
-            let (p, n) = self.splice(key, x, level);
-            prev[level] = p;
-            next[level] = n;
-            x = p;
+        let hint = HINT.get();
+        if hint.list == self.id {
+            // SAFETY: the hint names this list, which is alive (this is its
+            // method): its pointers are nodes of it or its head (see `Hint`).
+            prev = hint.prev.map(|p| unsafe { &*p });
+        }
+        if !self.hinted_splices(key, height, &mut prev, &mut next) {
+            prev = [self.head(); MAX_HEIGHT];
+            let mut x = self.head();
+            for level in (0..max.max(height)).rev() {
+                let (p, n) = self.splice(key, x, level);
+                prev[level] = p;
+                next[level] = n;
+                x = p;
+            }
         }
         let is_dup = |n: *mut Node| {
             // SAFETY: a non-null next pointer is a published node.
@@ -255,6 +296,44 @@ impl SkipList {
             }
         }
         self.len.fetch_add(1, Ordering::AcqRel);
+        let mut hint = Hint {
+            list: self.id,
+            prev: prev.map(|p| p as *const Node),
+        };
+        hint.prev[..height].fill(node.as_ptr());
+        HINT.set(hint);
+        true
+    }
+
+    /// Fills `prev` and `next` below `height` from this thread's last
+    /// insert (`prev` holds its hint, or the head everywhere), if `key`
+    /// lands right after it on the bottom level: nothing lies between the
+    /// hinted bottom node and `key`, so on every level the hinted node
+    /// sorts before `key` and only nodes inserted meanwhile lie between.
+    /// False (nothing to rely on) otherwise.
+    fn hinted_splices<'a>(
+        &'a self,
+        key: &[u8],
+        height: usize,
+        prev: &mut [&'a Node; MAX_HEIGHT],
+        next: &mut [*mut Node; MAX_HEIGHT],
+    ) -> bool {
+        let bottom = prev[0];
+        if ptr::eq(bottom, self.head()) || bottom.key() >= key {
+            return false;
+        }
+        // SAFETY: `bottom` is a node of this list (level 0 is every node's).
+        let n = unsafe { bottom.next(0) }.load(Ordering::Acquire);
+        // SAFETY: a non-null next pointer is a published node.
+        if unsafe { n.as_ref() }.is_some_and(|n| n.key() < key) {
+            return false;
+        }
+        next[0] = n;
+        for level in 1..height {
+            let (p, n) = self.splice(key, prev[level], level);
+            prev[level] = p;
+            next[level] = n;
+        }
         true
     }
 
@@ -348,6 +427,40 @@ mod tests {
         assert!(l.insert(b"big", &big));
         assert_eq!(l.first().map(|n| n.key().len()), Some(0));
         assert_eq!(l.seek(b"b").map(|n| n.value().len()), Some(big.len()));
+    }
+
+    #[test]
+    fn hinted_inserts_into_several_lists_stay_sorted() {
+        // One thread alternates between lists, goes up and down, and
+        // meets a new list after an old one is dropped: every hint it
+        // keeps must be for the list it inserts into.
+        let a = SkipList::new();
+        let mut b = SkipList::new();
+        let mut want_a = Vec::new();
+        let mut want_b = Vec::new();
+        for i in 0..3000u64 {
+            // Ascending runs of 50 that restart lower (a hint that misses).
+            let k = ((i % 50) + (i / 50) * 37 % 1000 * 100).to_be_bytes();
+            if a.insert(&k, b"a") {
+                want_a.push(k.to_vec());
+            }
+            if i == 1500 {
+                b = SkipList::new();
+                want_b.clear();
+            }
+            let kb = (u64::MAX - i).to_be_bytes();
+            assert!(b.insert(&kb, b"b"));
+            want_b.push(kb.to_vec());
+        }
+        want_a.sort();
+        want_a.dedup();
+        want_b.sort();
+        assert_eq!(collect(&a), want_a);
+        assert_eq!(collect(&b), want_b);
+        // A key equal to the hinted one is a duplicate, found from the hint.
+        let last = want_a.last().unwrap().clone();
+        assert!(!a.insert(&last, b"again"));
+        assert_eq!(a.len(), want_a.len());
     }
 
     #[test]
