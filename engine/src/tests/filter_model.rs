@@ -505,9 +505,9 @@ fn a_sinking_predicate_found_once_stays_within_its_limits() {
     check_limits(10620079431576926706, 0, 4).unwrap();
 }
 
-#[test]
-fn sinks_pass_the_row_once_free_and_pay_for_copies_beyond() {
-    let cells: Vec<Cell> = (0..4u8)
+/// Four cells of row `r`, family `a`, qualifiers 0 to 3, value `v`.
+fn four_cells() -> Vec<Cell> {
+    (0..4u8)
         .map(|i| Cell {
             row: b"r".to_vec(),
             family: "a".into(),
@@ -515,7 +515,12 @@ fn sinks_pass_the_row_once_free_and_pay_for_copies_beyond() {
             timestamp: 1,
             value: b"v".to_vec().into(),
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn sinks_pass_the_row_once_free_and_pay_for_copies_beyond() {
+    let cells = four_cells();
     let none = FilterLimits {
         max_cells: 0,
         ..FilterLimits::DEFAULT
@@ -559,15 +564,7 @@ fn doubling_every_cell_forty_times_is_refused() {
     }
     f.push(RowFilter::PassAll);
     let f = RowFilter::Chain(f);
-    let cells: Vec<Cell> = (0..4u8)
-        .map(|i| Cell {
-            row: b"r".to_vec(),
-            family: "a".into(),
-            qualifier: vec![i],
-            timestamp: 1,
-            value: b"v".to_vec().into(),
-        })
-        .collect();
+    let cells = four_cells();
     let before = limit_hits();
     let c = f.compile().unwrap();
     let e = c.try_apply(b"r", cells.clone()).unwrap_err();
