@@ -58,6 +58,28 @@ struct Kept {
     bytes: usize,
 }
 
+impl Kept {
+    /// Keeps `listing` for the row of hash `h` in place of what was kept
+    /// for it, first dropping expired listings (`ttl`), then all, if it
+    /// would not fit in [`MAX_TOTAL`].
+    fn insert(&mut self, h: u64, listing: Listing, ttl: Duration) {
+        let len = listing.bytes;
+        if self.bytes + len > MAX_TOTAL {
+            let now = listing.at;
+            self.rows.retain(|_, l| now.duration_since(l.at) < ttl);
+            self.bytes = self.rows.values().map(|l| l.bytes).sum();
+            if self.bytes + len > MAX_TOTAL {
+                self.rows.clear();
+                self.bytes = 0;
+            }
+        }
+        if let Some(old) = self.rows.insert(h, listing) {
+            self.bytes -= old.bytes;
+        }
+        self.bytes += len;
+    }
+}
+
 /// The values of recent family listings (see the module doc).
 pub struct ListedValues {
     kept: Mutex<Kept>,
@@ -115,15 +137,6 @@ impl ListedValues {
         if !still() {
             return;
         }
-        if g.bytes + bytes > MAX_TOTAL {
-            let ttl = self.ttl;
-            g.rows.retain(|_, l| now.duration_since(l.at) < ttl);
-            g.bytes = g.rows.values().map(|l| l.bytes).sum();
-            if g.bytes + bytes > MAX_TOTAL {
-                g.rows.clear();
-                g.bytes = 0;
-            }
-        }
         let listing = Listing {
             table: table.to_string(),
             row: row.to_vec(),
@@ -133,10 +146,7 @@ impl ListedValues {
             bytes,
             at: now,
         };
-        if let Some(old) = g.rows.insert(h, listing) {
-            g.bytes -= old.bytes;
-        }
-        g.bytes += bytes;
+        g.insert(h, listing, self.ttl);
     }
 
     /// Keeps the value of one cell of the live `row` (hash `h`) that a
@@ -184,15 +194,6 @@ impl ListedValues {
             return;
         }
         let now = Instant::now();
-        if g.bytes + len > MAX_TOTAL {
-            let ttl = self.ttl;
-            g.rows.retain(|_, l| now.duration_since(l.at) < ttl);
-            g.bytes = g.rows.values().map(|l| l.bytes).sum();
-            if g.bytes + len > MAX_TOTAL {
-                g.rows.clear();
-                g.bytes = 0;
-            }
-        }
         let listing = Listing {
             table: table.to_string(),
             row: row.to_vec(),
@@ -202,10 +203,7 @@ impl ListedValues {
             bytes: len,
             at: now,
         };
-        if let Some(old) = g.rows.insert(h, listing) {
-            g.bytes -= old.bytes;
-        }
-        g.bytes += len;
+        g.insert(h, listing, self.ttl);
     }
 
     /// The listing kept for the row of hash `h`, if it is `table`'s `row`
