@@ -92,6 +92,16 @@ fn write_and_close(t: &T, m: &mut Meter<'_>, fh: u64) {
     m.step("release");
 }
 
+/// An open of `ino`, a read finding `value` (counted with the open), and
+/// the release.
+fn open_and_read(t: &T, m: &mut Meter<'_>, ino: u64, value: &[u8]) {
+    let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
+    m.step("open");
+    assert_eq!(t.fs.read(fh, 0, 4096).unwrap(), value);
+    t.fs.release(fh).unwrap();
+    m.step("release");
+}
+
 #[test]
 fn cat_of_a_cell() {
     let t = table();
@@ -328,11 +338,7 @@ fn cat_later() {
     m.step("getattr");
     assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
     m.step("getattr");
-    let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
-    m.step("open");
-    assert_eq!(t.fs.read(fh, 0, 4096).unwrap(), b"hello");
-    t.fs.release(fh).unwrap();
-    m.step("release");
+    open_and_read(&t, &mut m, ino, b"hello");
     assert_eq!(
         m.done("cat later"),
         "getattr:1 getattr:0 open:0 release:0 = 1"
@@ -341,11 +347,7 @@ fn cat_later() {
     let mut m = Meter::new(&t);
     assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
     m.step("getattr");
-    let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
-    m.step("open");
-    assert_eq!(t.fs.read(fh, 0, 4096).unwrap(), b"hello");
-    t.fs.release(fh).unwrap();
-    m.step("release");
+    open_and_read(&t, &mut m, ino, b"hello");
     assert_eq!(m.done("cat from memory"), "getattr:1 open:0 release:0 = 1");
     // The value is handed out once: the next open reads.
     let mut m = Meter::new(&t);
