@@ -17,6 +17,15 @@
 //! quarter of the recent batch time and 1 ms, and ends early once as many
 //! items are queued as the last batch held.
 //!
+//! Where each batch is an fsync, a leader may instead *gather* (an option):
+//! wait for the writers the last batch released, who come back at once
+//! with their next write. Without it, synchronous writers split into groups
+//! that take turns (half of them queue while the other half's fsync runs),
+//! and every fsync carries half the writers. A gathering leader waits, at
+//! most a quarter of the recent batch time, until as many items are queued
+//! as the last batch held plus those that queued while it was written; a
+//! lone writer never waits.
+//!
 //! A leader may also hand the lead on before its batch is written
 //! ([`Leader::pass_on`]): the next batch is then gathered and written while
 //! this one's write is out (several writes in flight to a store far away). The tablet server sends synced writes through
@@ -113,6 +122,12 @@ pub struct GroupCommit<T, R = ()> {
     write_nanos: AtomicU64,
     /// Items in the last batch taken.
     last_batch: AtomicU64,
+    /// Whether leaders gather (see the module's comment), and the longest
+    /// they wait.
+    gather: Option<Duration>,
+    /// Writers seen at the end of the last batch: its items and those
+    /// queued meanwhile (what a gathering leader waits for).
+    writers: AtomicU64,
 }
 
 /// The adaptive window's ceiling.
@@ -164,7 +179,16 @@ impl<T, R> GroupCommit<T, R> {
             adaptive: false,
             write_nanos: AtomicU64::new(0),
             last_batch: AtomicU64::new(0),
+            gather: None,
+            writers: AtomicU64::new(0),
         }
+    }
+
+    /// Makes each leader gather the writers the last batch released (see
+    /// the module's comment), waiting at most `cap`; `None`: not.
+    pub fn with_gathering(mut self, cap: Option<Duration>) -> Self {
+        self.gather = cap;
+        self
     }
 
     /// Makes each leader wait an adaptive window (see the module's comment)
@@ -261,6 +285,10 @@ impl<T, R> GroupCommit<T, R> {
 
     /// Waits the window, if any, before a batch is taken.
     fn wait_window(&self) {
+        if let Some(cap) = self.gather {
+            self.gather_writers(cap);
+            return;
+        }
         if !self.adaptive {
             if !self.window.is_zero() {
                 std::thread::sleep(self.window);
@@ -279,6 +307,24 @@ impl<T, R> GroupCommit<T, R> {
                 return;
             }
             std::thread::sleep((deadline - now).min(Duration::from_micros(50)));
+        }
+    }
+
+    /// Waits, at most a quarter of the recent batch time and `cap`, until
+    /// as many items are queued as there were writers at the end of the
+    /// last batch. The writers it released come back within a wake-up, so
+    /// the leader yields its core to them rather than sleeping past them.
+    fn gather_writers(&self, cap: Duration) {
+        let want = self.writers.load(Ordering::Relaxed);
+        if want < 2 {
+            return;
+        }
+        let deadline = Instant::now() + (self.write_time() / 4).min(cap);
+        while (self.inner.lock().queue.len() as u64) < want {
+            if Instant::now() >= deadline {
+                return;
+            }
+            std::thread::yield_now();
         }
     }
 
@@ -401,6 +447,10 @@ impl<T, R> Leader<'_, T, R> {
         gc.max_batch.fetch_max(n as u64, Ordering::Relaxed);
         if self.sync {
             gc.syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        if gc.gather.is_some() {
+            let queued = gc.inner.lock().queue.len();
+            gc.writers.store((n + queued) as u64, Ordering::Relaxed);
         }
         if !self.passed {
             self.passed = true;
@@ -682,5 +732,89 @@ mod tests {
         }
         // Released together, the four queue within the first one's window.
         assert_eq!(gc.stats().max_batch, 4, "{:?}", gc.stats());
+    }
+
+    /// Waits (by polling, with a deadline) until `gc` has `n` items queued.
+    fn until_queued<T, R>(gc: &GroupCommit<T, R>, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while gc.inner.lock().queue.len() < n {
+            assert!(Instant::now() < deadline, "{n} items never queued");
+            std::thread::yield_now();
+        }
+    }
+
+    /// A gathering leader waits for the writer the last batch released:
+    /// three writers queued behind a batch of one, and the batch after it
+    /// takes them and the first writer's next item, four in all.
+    #[test]
+    fn gathering_waits_for_the_writers_the_last_batch_released() {
+        let gc = Arc::new(
+            GroupCommit::<u32, ()>::new(1 << 20, |_| 1)
+                .with_gathering(Some(Duration::from_secs(30))),
+        );
+        // A batch time long enough that the window is the cap.
+        gc.write_nanos.store(u64::MAX / 2, Ordering::Relaxed);
+        let writing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let first = {
+            let (gc, writing) = (Arc::clone(&gc), Arc::clone(&writing));
+            std::thread::spawn(move || {
+                for i in 0..2u32 {
+                    if i == 1 {
+                        // Slow to come back: without gathering, the next
+                        // leader would take the three without this one.
+                        std::thread::sleep(Duration::from_millis(200));
+                    }
+                    commit(&gc, i * 10, true, |items, _| {
+                        if items == [0] {
+                            writing.store(true, Ordering::Release);
+                            until_queued(&gc, 3);
+                        }
+                        Ok(vec![(); items.len()])
+                    })
+                    .unwrap();
+                }
+            })
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !writing.load(Ordering::Acquire) {
+            assert!(Instant::now() < deadline, "the first batch never started");
+            std::thread::yield_now();
+        }
+        let others: Vec<_> = (1..4u32)
+            .map(|i| {
+                let gc = Arc::clone(&gc);
+                std::thread::spawn(move || {
+                    commit(&gc, i, true, |items, _| Ok(vec![(); items.len()])).unwrap()
+                })
+            })
+            .collect();
+        first.join().unwrap();
+        for h in others {
+            h.join().unwrap();
+        }
+        let stats = gc.stats();
+        assert_eq!(
+            (stats.batches, stats.items, stats.max_batch),
+            (2, 5, 4),
+            "{stats:?}"
+        );
+    }
+
+    /// A lone writer never waits to gather, however long batches take.
+    #[test]
+    fn a_lone_writer_does_not_wait_to_gather() {
+        let gc = GroupCommit::<u32, ()>::new(1 << 20, |_| 1)
+            .with_gathering(Some(Duration::from_secs(30)));
+        gc.write_nanos.store(u64::MAX / 2, Ordering::Relaxed);
+        let started = Instant::now();
+        for i in 0..5 {
+            commit(&gc, i, true, |items, _| Ok(vec![(); items.len()])).unwrap();
+        }
+        assert_eq!(gc.stats().batches, 5);
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            started.elapsed()
+        );
     }
 }

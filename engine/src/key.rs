@@ -132,7 +132,12 @@ pub fn row_prefix(row: &[u8]) -> Vec<u8> {
 
 /// The encoded prefix shared by every key of one column: `esc(row) esc(family) esc(qualifier)`.
 pub fn column_prefix(row: &[u8], family: &[u8], qualifier: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(row.len() + family.len() + qualifier.len() + 6);
+    column_prefix_with_room(row, family, qualifier, 0)
+}
+
+/// [`column_prefix`] in a buffer with room for `more` bytes after it.
+fn column_prefix_with_room(row: &[u8], family: &[u8], qualifier: &[u8], more: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(row.len() + family.len() + qualifier.len() + 6 + more);
     escape_into(row, &mut v);
     escape_into(family, &mut v);
     escape_into(qualifier, &mut v);
@@ -156,7 +161,9 @@ pub fn encode(
     seq: SeqNo,
     kind: Kind,
 ) -> Vec<u8> {
-    let mut v = column_prefix(row, family, qualifier);
+    // Room for the trailer too: growing the buffer for it had been a
+    // reallocation per write (about 1% of a sequential fill's samples).
+    let mut v = column_prefix_with_room(row, family, qualifier, TRAILER_LEN);
     v.extend_from_slice(&(!ts).to_be_bytes());
     v.extend_from_slice(&(!seq).to_be_bytes());
     v.push(kind as u8);
@@ -316,6 +323,15 @@ pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn encode_allocates_once() {
+        // A key without zero bytes fills exactly the buffer it was given:
+        // the trailer did not make it grow (a reallocation per write).
+        let k = encode(b"row00000000001", b"cf", b"0", 42, 7, Kind::Put);
+        assert_eq!(k.len(), 14 + 2 + 2 + 2 + 1 + 2 + TRAILER_LEN);
+        assert_eq!(k.capacity(), k.len());
+    }
 
     #[test]
     fn roundtrip() {

@@ -466,6 +466,15 @@ impl Fs {
         self.cx.kernel.replay(replays);
     }
 
+    /// Other daemons share the store: every write one of them acknowledges
+    /// before `until` reaches this daemon first (its leases at all of them
+    /// last until then; docs/coherence.md). A reader's open is answered on
+    /// the kernel's pages alone only before it (`files/open.rs`); a daemon
+    /// never told so is alone with its store.
+    pub fn writes_reported_until(&self, until: std::time::Instant) {
+        self.cx.open.pages().writes_reported_until(until);
+    }
+
     /// Replays other daemons' writes through the mount at `mountpoint`.
     pub fn start_replay(&self, mountpoint: std::path::PathBuf) {
         self.cx.kernel.start_replay(mountpoint);

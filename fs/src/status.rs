@@ -114,6 +114,8 @@ pub struct StatusSources<'a> {
     pub reader_waits: (u64, u64),
     /// Opens that handed the kernel a cell's pages.
     pub page_stores: u64,
+    /// Readers' opens answered on the kernel's pages alone, without a call.
+    pub page_reopens: u64,
     /// Bytes held by uncommitted write buffers, and writes refused for them.
     pub write_buffers: (u64, u64),
     /// The lock service's backend and session (`lock_*` lines).
@@ -212,6 +214,7 @@ impl StatusFile {
                     ("reader_waits", s.reader_waits.0),
                     ("reader_waits_expired", s.reader_waits.1),
                     ("page_stores", s.page_stores),
+                    ("page_reopens", s.page_reopens),
                     ("write_buffer_bytes", s.write_buffers.0),
                     ("write_buffer_refusals", s.write_buffers.1),
                     // Scans refused for a filter over its limits.

@@ -39,6 +39,14 @@ pub trait Changes: Send + Sync {
     /// `table` was created or deleted, its families changed, or a range of
     /// its rows dropped.
     fn table(&self, table: &str);
+    /// Every write another daemon of the cluster acknowledges before
+    /// `until` is reported here first ([`Changes::rows_from_peer`]): this
+    /// daemon's leases at all of them last until then (docs/coherence.md).
+    /// Told after each renewal; the present when some daemon holds no
+    /// lease of this one.
+    fn writes_reported_until(&self, until: std::time::Instant) {
+        let _ = until;
+    }
 }
 
 impl Shared {

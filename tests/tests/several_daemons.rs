@@ -147,6 +147,19 @@ fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() 
             .find_map(|l| l.strip_prefix("store_tablet_calls=")?.parse().ok())
             .expect("store_tablet_calls in .bigtable/stats")
     };
+    // A re-read opens on the kernel's pages only while a daemon's leases
+    // at the other hold (docs/coherence.md): wait until they do.
+    let leases = |m: &Mount| -> u64 {
+        m.ok("cat .bigtable/status")
+            .split_whitespace()
+            .find_map(|w| w.strip_prefix("coherence_leases=")?.parse().ok())
+            .unwrap_or(0)
+    };
+    assert!(
+        wait_until(Duration::from_secs(30), || leases(&a) >= 1
+            && leases(&b) >= 1),
+        "the daemons hold no leases at each other"
+    );
     let mut next = 0;
     // The fewest calls of two tries on fresh rows (a path walk stalled past
     // the row memo's 100 ms by a loaded machine makes one more).
@@ -174,6 +187,14 @@ fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() 
         );
         // `echo >` of a new cell: and the lookup that finds no such name.
         assert_eq!(cost(m, "echo x > t/ROW/cf/new"), 3, "echo new in the {who}");
+        // `cat` again: the kernel holds the cell's pages, nothing wrote
+        // the row since, and this daemon's leases at the other hold: the
+        // second open makes no call.
+        assert_eq!(
+            cost(m, "cat t/ROW/cf/q >/dev/null && cat t/ROW/cf/q >/dev/null"),
+            1,
+            "re-read in the {who}"
+        );
         // `stat`: the row's lookup.
         assert_eq!(
             cost(m, "stat t/ROW/cf/q >/dev/null"),

@@ -50,11 +50,31 @@ pub struct Block {
     /// contiguous lines instead of one entry per probe scattered over the
     /// block (with large values, a cache and a TLB miss each).
     restart_keys: SortedKeys,
-    /// Per restart: the offset of the entry after its entry, with
-    /// [`NEXT_IS_RESTART`] set if that is the next restart's entry.
-    restart_next: Vec<u32>,
+    /// Per restart: where its entry's value lies, so that a seek landing
+    /// on a restart positions without decoding the entry (a cache miss of
+    /// its own in a block of large values).
+    restart_entries: Vec<RestartEntry>,
     file_number: u64,
     offset: u64,
+}
+
+/// Where a restart's entry's value starts, and the offset of the entry
+/// after it (where the value ends), with [`NEXT_IS_RESTART`] set if that is
+/// the next restart's entry.
+#[derive(Clone, Copy)]
+struct RestartEntry {
+    value: u32,
+    next: u32,
+}
+
+impl RestartEntry {
+    fn next_off(self) -> usize {
+        (self.next & !NEXT_IS_RESTART) as usize
+    }
+
+    fn next_is_restart(self) -> bool {
+        self.next & NEXT_IS_RESTART != 0
+    }
 }
 
 /// Marks a restart whose interval holds its own entry alone (as with large
@@ -108,7 +128,7 @@ impl Block {
             restarts_off,
             num_restarts: n,
             restart_keys: SortedKeys::default(),
-            restart_next: Vec::with_capacity(n),
+            restart_entries: Vec::with_capacity(n),
             file_number,
             offset,
         };
@@ -125,13 +145,19 @@ impl Block {
                 return Err(err("restart points not ascending"));
             }
             prev = Some(r);
-            if let Some(last) = block.restart_next.last_mut().filter(|n| **n as usize == r) {
-                *last |= NEXT_IS_RESTART;
+            if let Some(last) = block
+                .restart_entries
+                .last_mut()
+                .filter(|e| e.next as usize == r)
+            {
+                last.next |= NEXT_IS_RESTART;
             }
             if restarts_off == 0 {
                 // An empty block: its one restart points at no entry.
                 keys.push(&[]);
-                block.restart_next.push(0);
+                block
+                    .restart_entries
+                    .push(RestartEntry { value: 0, next: 0 });
                 continue;
             }
             let (shared, non_shared, value_len, p) = block.entry_at(r)?;
@@ -147,15 +173,40 @@ impl Block {
             if !keys.push(&block.data[p..p + non_shared]) {
                 return Err(err("block too large"));
             }
-            block.restart_next.push(next);
+            // Below `next`, so it fits too.
+            let value = (p + non_shared) as u32;
+            block.restart_entries.push(RestartEntry { value, next });
         }
         block.restart_keys = keys.finish();
         Ok(block)
     }
 
-    /// Bytes held (for cache weighing).
+    /// Bytes held: the data and what was parsed from it.
     pub fn size(&self) -> usize {
-        self.data.len() + self.restart_keys.heap_bytes() + 4 * self.restart_next.len()
+        self.data.len() + self.parsed_bytes()
+    }
+
+    /// Heap bytes of what was parsed from the data (the restart index).
+    fn parsed_bytes(&self) -> usize {
+        self.restart_keys.heap_bytes()
+            + std::mem::size_of::<RestartEntry>() * self.restart_entries.len()
+    }
+
+    /// What holding the block costs the process, for the block cache: a
+    /// block of a mapped file holds no copy of its bytes (they are the page
+    /// cache's, which the kernel reclaims and rereads as it likes), so only
+    /// what was parsed from them counts; an owned block counts its buffer.
+    pub fn cache_charge(&self) -> usize {
+        let data = match &self.data {
+            BlockBytes::Owned(v) => v.len(),
+            BlockBytes::Mapped { .. } => 0,
+        };
+        data + self.parsed_bytes() + std::mem::size_of::<Block>()
+    }
+
+    /// Whether the bytes are a range of a mapped file.
+    pub fn is_mapped(&self) -> bool {
+        matches!(self.data, BlockBytes::Mapped { .. })
     }
 
     /// The number of the table file the block was read from (for errors).
@@ -212,7 +263,13 @@ pub struct BlockIter {
     value_off: usize,
     value_len: usize,
     valid: bool,
+    /// The restart whose entry the cursor is at ([`NOT_AT_RESTART`] when
+    /// unknown): stepping on to the next restart's entry needs only the
+    /// restart index.
+    at_restart: usize,
 }
+
+const NOT_AT_RESTART: usize = usize::MAX;
 
 impl BlockIter {
     /// A cursor over `block`, not yet positioned.
@@ -224,6 +281,7 @@ impl BlockIter {
             value_off: 0,
             value_len: 0,
             valid: false,
+            at_restart: NOT_AT_RESTART,
         }
     }
 
@@ -232,11 +290,13 @@ impl BlockIter {
         self.block = block;
         self.next_off = 0;
         self.valid = false;
+        self.at_restart = NOT_AT_RESTART;
     }
 
     /// Drops the position (the iterator becomes invalid), keeping the block.
     pub fn clear(&mut self) {
         self.valid = false;
+        self.at_restart = NOT_AT_RESTART;
         self.next_off = self.block.restarts_off;
     }
 
@@ -248,10 +308,30 @@ impl BlockIter {
     fn seek_to_restart(&mut self, i: usize) {
         self.key.clear();
         self.valid = false;
+        self.at_restart = NOT_AT_RESTART;
         self.next_off = self.block.restart(i).unwrap_or(self.block.restarts_off);
     }
 
+    /// Positions at restart `i`'s entry from the restart index alone, without
+    /// reading the entry (with large values, a cache miss of its own).
+    /// False, changing nothing, if there is no such entry.
+    fn position_at_restart(&mut self, i: usize) -> bool {
+        let b = &self.block;
+        let Some(&e) = b.restart_entries.get(i).filter(|_| b.restarts_off != 0) else {
+            return false;
+        };
+        self.key.clear();
+        self.key.extend_from_slice(b.restart_keys.key(i));
+        self.value_off = e.value as usize;
+        self.value_len = e.next_off() - self.value_off;
+        self.next_off = e.next_off();
+        self.valid = true;
+        self.at_restart = i;
+        true
+    }
+
     fn parse_next(&mut self) -> Result<()> {
+        self.at_restart = NOT_AT_RESTART;
         let pos = self.next_off;
         if pos >= self.block.restarts_off {
             self.valid = false;
@@ -304,6 +384,9 @@ impl InternalIterator for BlockIter {
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
+        if self.position_at_restart(0) {
+            return Ok(());
+        }
         self.seek_to_restart(0);
         self.parse_next()
     }
@@ -314,14 +397,29 @@ impl InternalIterator for BlockIter {
         let b = &self.block;
         // The first restart whose key is >= target: the entry sought lies
         // after the restart before it, up to and including this one.
-        match b.restart_keys.count_below(target).checked_sub(1) {
+        let first = b.restart_keys.count_below(target);
+        let before = first.checked_sub(1);
+        // When no entry lies between that restart and the one before, the
+        // entry sought is the restart's own: its key and value are known
+        // from the restart index, and the entry's bytes need not be read
+        // (with large values, every entry is a restart).
+        let direct = before.is_none_or(|i| {
+            b.restart_entries
+                .get(i)
+                .is_some_and(|e| e.next_is_restart())
+        });
+        if direct && self.position_at_restart(first) {
+            return Ok(());
+        }
+        let b = &self.block;
+        match before {
             None => self.seek_to_restart(0),
             Some(before) => {
                 // That restart's key is below target: start after its entry,
                 // with its key (known) as the prefix base, unless the entry
                 // after it is the next restart's, which shares nothing.
-                let (next, fresh) = match b.restart_next.get(before) {
-                    Some(&n) => ((n & !NEXT_IS_RESTART) as usize, n & NEXT_IS_RESTART != 0),
+                let (next, fresh) = match b.restart_entries.get(before) {
+                    Some(&e) => (e.next_off(), e.next_is_restart()),
                     None => (b.restarts_off, true),
                 };
                 self.key.clear();
@@ -340,6 +438,19 @@ impl InternalIterator for BlockIter {
     }
 
     fn next(&mut self) -> Result<()> {
+        // The entry after a restart's that the next restart begins: known
+        // from the restart index.
+        let i = self.at_restart;
+        let next_is_restart = self.valid
+            && i != NOT_AT_RESTART
+            && self
+                .block
+                .restart_entries
+                .get(i)
+                .is_some_and(|e| e.next_is_restart());
+        if next_is_restart && self.position_at_restart(i + 1) {
+            return Ok(());
+        }
         self.parse_next()
     }
 }
@@ -416,8 +527,24 @@ mod tests {
                 let len = rng.gen_range(0..12);
                 let t: Vec<u8> = (0..len).map(|_| rng.gen_range(b'a'..b'f')).collect();
                 it.seek(&t).unwrap();
-                match entries.iter().find(|(k, _)| k.as_slice() >= t.as_slice()) {
-                    Some((k, _)) => assert_eq!(it.key(), k.as_slice()),
+                // The value and the entry after it too: a seek that lands on
+                // a restart positions from the restart index alone.
+                match entries
+                    .iter()
+                    .position(|(k, _)| k.as_slice() >= t.as_slice())
+                {
+                    Some(i) => {
+                        assert_eq!(it.key(), entries[i].0.as_slice());
+                        assert_eq!(it.value(), entries[i].1.as_slice());
+                        assert_eq!(&*it.shared_value(), entries[i].1.as_slice());
+                        it.next().unwrap();
+                        match entries.get(i + 1) {
+                            Some((k, v)) => {
+                                assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()))
+                            }
+                            None => assert!(!it.valid()),
+                        }
+                    }
                     None => assert!(!it.valid()),
                 }
             }

@@ -1,6 +1,8 @@
 //! The block cache (paper section 6): decompressed SSTable blocks shared by
 //! every table of a tablet server, keyed by (file number, block offset).
-//! Weighted by bytes, like the scan cache (see [`crate::cache`]).
+//! Weighted by what a block costs the process, like the scan cache (see
+//! [`crate::cache`]): a block of a mapped file is charged its restart index
+//! only, since its bytes are the page cache's (see [`Block::cache_charge`]).
 
 use super::block::Block;
 use crate::cache::{CacheStats, CountedCache, ENTRY_OVERHEAD};
@@ -12,7 +14,7 @@ struct BlockWeighter;
 
 impl Weighter<(u64, u64), Arc<Block>> for BlockWeighter {
     fn weight(&self, _key: &(u64, u64), block: &Arc<Block>) -> u64 {
-        block.size() as u64 + ENTRY_OVERHEAD
+        block.cache_charge() as u64 + ENTRY_OVERHEAD
     }
 }
 
@@ -24,7 +26,8 @@ pub struct BlockCache {
 impl BlockCache {
     pub fn new(capacity_bytes: u64) -> Self {
         BlockCache {
-            cache: CountedCache::new(capacity_bytes, 16 * 1024, BlockWeighter),
+            // Sized for mapped blocks, charged their restart index (a few KiB).
+            cache: CountedCache::new(capacity_bytes, 4 * 1024, BlockWeighter),
         }
     }
 
@@ -67,13 +70,15 @@ mod tests {
         assert!(c.get(1, 0).is_none());
         let b = block(1000);
         // The data, plus its one restart's key (empty) and bookkeeping.
-        assert_eq!(b.size(), 1008 + 16);
+        assert_eq!(b.size(), 1008 + 20);
+        let charge = b.cache_charge() as u64;
+        assert!(charge > 1028, "an owned block is charged its buffer");
         c.insert(1, 0, b);
-        assert_eq!(c.get(1, 0).unwrap().size(), 1024);
+        assert_eq!(c.get(1, 0).unwrap().size(), 1028);
         assert!(c.get(1, 4096).is_none());
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.entries), (1, 2, 1));
-        assert_eq!(s.bytes, 1024 + ENTRY_OVERHEAD);
+        assert_eq!(s.bytes, charge + ENTRY_OVERHEAD);
         c.evict_file(1);
         assert!(c.get(1, 0).is_none());
     }

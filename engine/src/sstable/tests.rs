@@ -447,6 +447,73 @@ fn mapped_tables_read_and_detect_damage_like_read_ones() {
     }
 }
 
+/// A block of a mapped file is charged its restart index in the block
+/// cache, not its bytes: a cache a quarter of the table's size keeps every
+/// block. A damaged block is still caught when it is first loaded into the
+/// cache, and is not cached.
+#[test]
+fn mapped_blocks_are_charged_their_index_and_checked_when_cached() {
+    let mut rng = StdRng::seed_from_u64(13);
+    // Large values, as the bench's: every entry is a restart.
+    let entries: Entries = random_entries(&mut rng, 400, 2)
+        .into_iter()
+        .map(|(k, _)| (k, (0..900).map(|_| rng.gen()).collect()))
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let store = gfs::LocalStore::open_with(dir.path().join("data"), Default::default()).unwrap();
+    let o = opts(8 << 10, Compression::None, BloomKind::RowColumn);
+    let info = fill(
+        TableBuilder::new(store.create("sst/a.sst").unwrap(), o),
+        &entries,
+    );
+    let capacity = info.file_size / 4;
+    let cache = Arc::new(super::BlockCache::new(capacity));
+    let t = open_table(&store, "sst/a.sst", 1, Some(cache.clone())).unwrap();
+    assert!(t.is_mapped());
+    assert_eq!(scan(&t).unwrap(), entries);
+    let s = cache.stats();
+    assert_eq!(s.entries, t.num_blocks() as u64, "every block stays cached");
+    assert!(s.bytes <= capacity, "{s:?}");
+    let block = cache.get(1, 0).unwrap();
+    assert!(block.is_mapped());
+    assert!(
+        block.cache_charge() * 4 < block.size(),
+        "charged {} of {} bytes",
+        block.cache_charge(),
+        block.size()
+    );
+    assert_eq!(scan(&t).unwrap(), entries);
+    assert_eq!(
+        cache.stats().misses,
+        s.misses,
+        "a second pass hits every block"
+    );
+    check_seeks(&t, &entries);
+
+    // The same table with a flipped byte in its first block's first value.
+    let path = dir.path().join("data/sst/a.sst");
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes[100] ^= 0x01;
+    std::fs::write(dir.path().join("data/sst/b.sst"), &bytes).unwrap();
+    let cache = Arc::new(super::BlockCache::new(capacity));
+    let t = open_table(&store, "sst/b.sst", 2, Some(cache.clone())).unwrap();
+    assert!(t.is_mapped());
+    for _ in 0..2 {
+        match t.iter().seek(&entries[0].0) {
+            Err(Error::Corruption(_)) => {}
+            other => panic!("a damaged block read as {other:?}"),
+        }
+        assert!(cache.get(2, 0).is_none(), "a damaged block is not cached");
+    }
+    let last = &entries[entries.len() - 1];
+    let mut it = t.iter();
+    it.seek(&last.0).unwrap();
+    assert_eq!(
+        (it.key(), it.value()),
+        (last.0.as_slice(), last.1.as_slice())
+    );
+}
+
 #[test]
 fn truncated_and_random_files_are_corruption_not_panics() {
     let mut rng = StdRng::seed_from_u64(5);

@@ -49,6 +49,11 @@ const YIELD_FOR_COMMIT_LOCK: Duration = Duration::from_micros(500);
 /// PUT that waits on a far store rather than on this machine's cores.
 const PIPELINE_ABOVE: Duration = Duration::from_millis(5);
 
+/// The longest a synced batch's leader waits for the writers the last
+/// batch released (and at most a quarter of a batch's time): they come
+/// back within a wake-up, or are not coming.
+const GATHER_CAP: Duration = Duration::from_micros(200);
+
 /// How group commit shapes its batches (see [`crate::Options`]).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct CommitShape {
@@ -151,12 +156,16 @@ impl CommitCore {
         shape: CommitShape,
     ) -> CommitCore {
         // Only where each append is a request to a remote store: the
-        // window and pipelining shape PUTs, not local writes.
+        // window and pipelining shape PUTs, not local writes. Where each
+        // batch is an fsync, `auto` gathers the writers the last one
+        // released instead.
         let remote = log.durable_appends();
+        let auto = shape.adaptive_window && shape.window.is_zero();
         CommitCore {
             group: GroupCommit::new(8 << 20, |g: &WriteGroup| g.bytes)
                 .with_window(shape.window)
-                .with_adaptive_window(remote && shape.adaptive_window && shape.window.is_zero()),
+                .with_adaptive_window(remote && auto)
+                .with_gathering((!remote && auto).then_some(GATHER_CAP)),
             puts_in_flight: if remote { shape.puts_in_flight } else { 1 },
             out: Mutex::new(0),
             out_done: Condvar::new(),

@@ -40,7 +40,7 @@ fn cell_handle_attr(cx: &Ctx, h: &Arc<Mutex<Handle>>, node: &Node) -> Option<Fil
         }
         let cached = !c.direct && !c.writable && c.ts != 0 && !c.unlinked;
         (
-            c.data.len() as u64,
+            c.value_len(),
             c.dirty || c.unlinked,
             cached.then_some(c.ts),
             c.unlinked,

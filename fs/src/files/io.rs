@@ -42,6 +42,7 @@ pub(crate) fn read_for(
             }
         }
         Handle::Cell(c) if !c.direct => {
+            read_unread(cx, c)?;
             follow_reported(cx, c);
             slice_at(&c.data, offset, size)
         }
@@ -65,6 +66,33 @@ pub(crate) fn read_for(
     };
     Stats::add(&cx.data.stats().read_bytes, out.len() as u64);
     Ok(out)
+}
+
+/// The value of a handle opened on the kernel's pages alone
+/// (`open.rs`), read at its first READ: the version it opened; if that
+/// is gone (a write since, whose collection hid it) the newest, which
+/// `follow_reported` then tells apart from what the kernel was told.
+fn read_unread(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
+    if c.unread.is_none() {
+        return Ok(());
+    }
+    let Node::Cell(addr) = &c.node else {
+        c.unread = None;
+        return Ok(());
+    };
+    let cur = match cx.data.version(addr, c.ts)? {
+        Some(v) => Some(v),
+        None => cx.data.newest(addr)?,
+    };
+    match cur {
+        Some(v) => {
+            c.ts = v.timestamp;
+            c.data = v.value.into_vec();
+        }
+        None => c.data.clear(),
+    }
+    c.unread = None;
+    Ok(())
 }
 
 /// A READ through the page cache is clamped to the size the kernel was

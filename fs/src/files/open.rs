@@ -58,6 +58,14 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
             Ok(o)
         }
         Node::Cell(c) => {
+            if !writable {
+                if let Some(o) = reopen_on_pages(cx, ino, &node, c) {
+                    return Ok(o);
+                }
+            }
+            // Taken before the value is read (or taken from a listing's
+            // read, which a write since would have dropped).
+            let stamp = cx.data.row_stamp(c);
             // A reader takes the value its family's listing read a moment
             // ago (a scan: list, then open each), if one did.
             let listed = if writable {
@@ -72,7 +80,16 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
             if cur.is_none() && !cx.data.is_pending_cell(c) {
                 return Err(Errno::ENOENT);
             }
-            Ok(open_value(cx, caller, &node, cur, writable, trunc, append))
+            let version = cur.as_ref().map(|v| (v.timestamp, v.value.len() as u64));
+            let o = open_value(cx, caller, &node, cur, writable, trunc, append);
+            // A reader through the cache: the next one may open on the
+            // pages alone while nothing changes the row.
+            if let (true, Some((ts, len))) = (o.keep_cache, version) {
+                cx.open
+                    .pages()
+                    .confirm(cx.kernel.ino_of(&node), ts, len, stamp);
+            }
+            Ok(o)
         }
         Node::Version { cell, ts } => {
             let cur = cx.data.version(cell, *ts)?;
@@ -228,6 +245,60 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
     }
 }
 
+/// The largest value a re-read opens on the kernel's pages alone. Its
+/// first READ, should the kernel have dropped the pages, reads the newest
+/// version if a write has hidden the opened one since: a value of one page
+/// then comes whole from one version, where a longer one could mix the
+/// pages the kernel kept with the newer version's.
+const ONE_PAGE: u64 = 4096;
+
+/// A reader's open of a live cell answered without a call: the kernel's
+/// pages are of the version an open found newest under the row stamp the
+/// row still has (so no write to the row was acknowledged since, through
+/// this mount, another way in, or another daemon: each drops the row's
+/// stamp before it is acknowledged), the kernel was told that version's
+/// size, and no collection by age can have removed it (see
+/// `open_files/pages.rs`). The handle reads the value only if a READ comes
+/// (the kernel dropped pages meanwhile). None: open as usual.
+fn reopen_on_pages(cx: &Ctx, ino: u64, node: &Node, c: &crate::node::CellAddr) -> Option<Opened> {
+    let (ts, len) = cx.open.pages().confirmed(ino, cx.data.row_stamp(c))?;
+    if len > ONE_PAGE
+        || !cx.kernel.inodes().reported_is(ino, len, ts)
+        || cx.data.is_pending_cell(c)
+        || !cx.data.newest_lasts(c)
+        || !cx.open.pages().reader_opened(ino)
+    {
+        return None;
+    }
+    cx.open.pages().reopened();
+    let fh = cx.open.handles().insert(Handle::Cell(CellHandle {
+        node: node.clone(),
+        ino,
+        writable: false,
+        append_mode: false,
+        base_len: 0,
+        append_only: false,
+        data: Vec::new(),
+        dirty: false,
+        wrote: false,
+        created: false,
+        direct: false,
+        ts,
+        unread: Some(len),
+        failed: None,
+        created_as: None,
+        unlinked: false,
+        mtime: None,
+        charge: None,
+    }));
+    Some(Opened {
+        fh,
+        direct_io: false,
+        keep_cache: true,
+        ..Default::default()
+    })
+}
+
 /// A handle on a cell or version holding `cur` (or nothing yet).
 pub(super) fn open_value(
     cx: &Ctx,
@@ -286,6 +357,7 @@ pub(super) fn open_value(
         created: false,
         direct,
         ts,
+        unread: None,
         failed: None,
         created_as: None,
         unlinked: false,
@@ -462,6 +534,7 @@ pub(crate) fn create(
                     created_as: Some(((*p).clone(), name.to_vec())),
                     direct: true,
                     ts: 0,
+                    unread: None,
                     failed: None,
                     unlinked: false,
                     mtime: None,

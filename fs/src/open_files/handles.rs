@@ -56,6 +56,10 @@ pub struct CellHandle {
     pub direct: bool,
     /// Timestamp of the version `data` was read from (0: none yet).
     pub ts: u64,
+    /// A reader opened on the kernel's pages alone (`files/open.rs`): the
+    /// value of version `ts` is not read yet, and this is its size. A READ
+    /// (the kernel dropped pages since) reads it first.
+    pub unread: Option<u64>,
     /// A write failed (EFBIG): the value is incomplete and is never
     /// committed; close reports the error.
     pub failed: Option<fuser::Errno>,
@@ -69,6 +73,13 @@ pub struct CellHandle {
     pub mtime: Option<u64>,
     /// What `data` holds of the write-buffer budget (writers only).
     pub charge: Option<crate::write_budget::Charge>,
+}
+
+impl CellHandle {
+    /// The size of the value as this handle sees it.
+    pub fn value_len(&self) -> u64 {
+        self.unread.unwrap_or(self.data.len() as u64)
+    }
 }
 
 /// `.schema` open for reading or writing.

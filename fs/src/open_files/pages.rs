@@ -34,7 +34,20 @@
 //! storing: so a store is only made by the one reader that may use the cache
 //! ([`PageVersions::begin_store`]), and while it runs other readers read
 //! around the cache.
+//!
+//! A warm re-read need not even ask the store (docs/mount.md, "Server
+//! calls per file operation"): an open that read the newest version of a
+//! cell [`PageVersions::confirm`]s it with the row's stamp taken before the
+//! read, and a later reader's open whose row stamp is unchanged (no write
+//! to the row was acknowledged since, by any way in: every such write drops
+//! the row memo's row before it is acknowledged), whose pages are noted as
+//! that very version, and while every other daemon's writes are known to
+//! reach this one ([`PageVersions::writes_reported_until`]), opens on the
+//! pages alone ([`PageVersions::confirmed`]). What no invalidation reports
+//! (a version collected by a family's `max_age`) the caller rules out by
+//! the family's rule.
 
+use crate::row_memo::RowStamp;
 use parking_lot::{Condvar, Mutex};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -58,11 +71,34 @@ struct Holders {
     storing: bool,
 }
 
+/// A version an open found to be its cell's newest.
+#[derive(Clone, Copy)]
+struct Newest {
+    ts: u64,
+    len: u64,
+    /// The row's stamp taken before the read that found it.
+    stamp: RowStamp,
+}
+
+/// Whether other daemons' writes are known to reach this one.
+#[derive(Clone, Copy)]
+enum Followed {
+    /// No other daemon writes to this daemon's store.
+    Alone,
+    /// Every write another daemon acknowledges before this instant was
+    /// reported to this daemon first (its leases last until then).
+    Until(Instant),
+}
+
 /// See the module comment.
-#[derive(Default)]
 pub struct PageVersions {
     /// Inode → timestamp of the version its cached pages came from.
     by_ino: Mutex<HashMap<u64, u64>>,
+    /// Inode → the version an open last found newest (see the module comment).
+    newest: Mutex<HashMap<u64, Newest>>,
+    followed: Mutex<Followed>,
+    /// Opens answered on the pages alone.
+    reopens: AtomicU64,
     /// Inode → the opens holding it (absent: none).
     holders: Mutex<HashMap<u64, Holders>>,
     /// Signalled when an inode's last cached reader closes.
@@ -73,6 +109,23 @@ pub struct PageVersions {
     /// Opens that handed the kernel a cell's pages themselves.
     stores: AtomicU64,
 }
+
+impl Default for PageVersions {
+    fn default() -> Self {
+        PageVersions {
+            by_ino: Mutex::default(),
+            newest: Mutex::default(),
+            followed: Mutex::new(Followed::Alone),
+            reopens: AtomicU64::new(0),
+            holders: Mutex::default(),
+            readers_gone: Condvar::new(),
+            waits: AtomicU64::new(0),
+            waits_expired: AtomicU64::new(0),
+            stores: AtomicU64::new(0),
+        }
+    }
+}
+
 impl PageVersions {
     /// A READ reply from version `ts` of `ino` was sent.
     pub fn filled(&self, ino: u64, ts: u64) {
@@ -91,7 +144,50 @@ impl PageVersions {
     /// Forgets `ino` before its pages are invalidated; true if the kernel
     /// may hold pages of it.
     pub fn drop_ino(&self, ino: u64) -> bool {
-        self.by_ino.lock().remove(&ino).is_some()
+        let had = self.by_ino.lock().remove(&ino).is_some();
+        self.newest.lock().remove(&ino);
+        had
+    }
+
+    /// An open of `ino` found version `ts` (`len` bytes) newest, by a read
+    /// (or a value kept from one) begun at `stamp`.
+    pub fn confirm(&self, ino: u64, ts: u64, len: u64, stamp: RowStamp) {
+        self.newest.lock().insert(ino, Newest { ts, len, stamp });
+    }
+
+    /// The version (timestamp, size) of `ino` that a reader may open on
+    /// the kernel's pages alone, its row's stamp being `stamp` now: the one
+    /// an open confirmed under that very stamp, if the pages the kernel
+    /// may hold are noted as that version and other daemons' writes are
+    /// known to reach this daemon now.
+    pub fn confirmed(&self, ino: u64, stamp: RowStamp) -> Option<(u64, u64)> {
+        let n = *self.newest.lock().get(&ino)?;
+        if n.stamp != stamp || self.by_ino.lock().get(&ino) != Some(&n.ts) {
+            return None;
+        }
+        match *self.followed.lock() {
+            Followed::Alone => {}
+            Followed::Until(t) if Instant::now() < t => {}
+            Followed::Until(_) => return None,
+        }
+        Some((n.ts, n.len))
+    }
+
+    /// Other daemons share the store: every write one of them acknowledges
+    /// before `until` reaches this daemon first (its leases at all of them
+    /// last until then); past it, no open is answered on the pages alone.
+    pub fn writes_reported_until(&self, until: Instant) {
+        *self.followed.lock() = Followed::Until(until);
+    }
+
+    /// An open was answered on the pages alone.
+    pub fn reopened(&self) {
+        self.reopens.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Opens answered on the pages alone.
+    pub fn reopens(&self) -> u64 {
+        self.reopens.load(Ordering::Relaxed)
     }
 
     /// A reader of `ino` asks to use the cache: registered and true unless a
@@ -262,6 +358,32 @@ mod tests {
         assert!(p.reader_opened(2));
         assert!(p.reader_opened(2));
         assert!(!p.begin_store(2), "another reader's READ may hold a page");
+    }
+
+    #[test]
+    fn a_confirmed_version_holds_while_its_stamp_pages_and_leases_do() {
+        let memo = crate::row_memo::RowMemo::default();
+        let p = PageVersions::default();
+        let stamp = memo.stamp("t", b"r");
+        p.confirm(1, 10, 5, stamp);
+        assert_eq!(p.confirmed(1, stamp), None, "no pages noted");
+        p.filled(1, 10);
+        assert_eq!(p.confirmed(1, stamp), Some((10, 5)));
+        assert_eq!(p.confirmed(2, stamp), None, "another inode");
+        memo.forget_row("t", b"r");
+        assert_eq!(p.confirmed(1, memo.stamp("t", b"r")), None, "a write");
+        let stamp = memo.stamp("t", b"r");
+        p.confirm(1, 10, 5, stamp);
+        p.writes_reported_until(Instant::now() + Duration::from_secs(600));
+        assert_eq!(p.confirmed(1, stamp), Some((10, 5)));
+        p.writes_reported_until(Instant::now());
+        assert_eq!(p.confirmed(1, stamp), None, "the leases ended");
+        p.writes_reported_until(Instant::now() + Duration::from_secs(600));
+        p.filled(1, 11);
+        assert_eq!(p.confirmed(1, stamp), None, "mixed pages");
+        p.drop_ino(1);
+        p.filled(1, 10);
+        assert_eq!(p.confirmed(1, stamp), None, "dropped with the pages");
     }
 
     #[test]

@@ -161,6 +161,21 @@ fn run(weak: Weak<Coherence>, lock: Arc<dyn LockService>) {
         if lapse(&c, &mut leases) || drop_all {
             c.drop_all();
         }
+        // After any drop: until when this daemon hears of every write.
+        if let Some(sink) = c.sink.get() {
+            let until = if peers.iter().all(|a| leases.contains_key(a)) {
+                // No other daemon: one that starts sends its first writes
+                // to this one, listed in the lock service.
+                leases
+                    .values()
+                    .min()
+                    .copied()
+                    .unwrap_or(started + 2 * RENEW)
+            } else {
+                Instant::now()
+            };
+            sink.writes_reported_until(until);
+        }
         // Wake for the next renewal, or when the first lease ends.
         let mut wake = started + if soon { RETRY_SOON } else { RENEW };
         if let Some(end) = leases.values().min() {

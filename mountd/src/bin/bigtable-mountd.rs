@@ -215,6 +215,11 @@ fn run(cfg: &MountConfig, ready: &mut Ready, stop: SigSet) -> Result<(), String>
     };
     // The same cell is `.chubby/` in the mount.
     let fs = Arc::new(Fs::new(Arc::new(bt.clone()), fs_opts).with_lock_service(cell));
+    if node.is_some() {
+        // Other daemons may write: until the leases say otherwise, their
+        // writes may pass this one by (docs/coherence.md).
+        fs.writes_reported_until(Instant::now());
+    }
     let mut fuse_fs =
         FuseFs::with_commit_workers(fs.clone(), cfg.commit_workers.unwrap_or(fs::COMMIT_WORKERS))
             .with_inline_commits(inline_commits);
@@ -444,6 +449,10 @@ impl grpc::Changes for KernelCaches {
 
     fn table(&self, table: &str) {
         self.0.table_changed_elsewhere(table)
+    }
+
+    fn writes_reported_until(&self, until: Instant) {
+        self.0.writes_reported_until(until)
     }
 }
 

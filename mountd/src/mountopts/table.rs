@@ -463,7 +463,7 @@ pub static OPTIONS: &[MountOption] = &[
         set |c, v| c.s3_opts().disk_cache = Some(v.size().map_err(|e| format!("{}: {e}", v.key))?),
         show |c| s3_show(c, |o| size(o.disk_cache.unwrap_or(objstore::DEFAULT_DISK_CACHE)))),
     opt!("log_batch_window" "US|auto", Is("auto"),
-    "microseconds a commit waits for more writes to share its commit-log write (0: the next write starts as soon as the previous one is stored; at most 1000000). With `store=s3://…`, where each shared write is one PUT, a window of a few milliseconds makes fewer, larger PUTs at the cost of that much latency; `auto` waits only while others are writing too, at most a quarter of the recent PUT time and 1 ms, until as many writes are queued as the last PUT held (only on `store=s3://…`)",
+    "microseconds a commit waits for more writes to share its commit-log write (0: the next write starts as soon as the previous one is stored; at most 1000000). With `store=s3://…`, where each shared write is one PUT, a window of a few milliseconds makes fewer, larger PUTs at the cost of that much latency; `auto` waits only while others are writing too, at most a quarter of the recent PUT time and 1 ms, until as many writes are queued as the last PUT held (on `store=s3://…`); on a local store or the chunk layer, `auto` makes a synced batch wait for the writers the last batch released (as many as it held plus those that queued during its fsync; at most a quarter of the recent batch time and 200 µs; a lone writer never waits), so that synchronous writers share each fsync instead of taking turns",
     set |c, v| {
         if v.need()? == "auto" {
             c.log_batch_window = Some(Duration::ZERO);
