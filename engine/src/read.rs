@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::filter::Plan;
 use crate::iterator::InternalIterator;
 use crate::key::{self, Kind, SeqNo};
-use crate::scan::ScanSpec;
+use crate::scan::{CellBudget, ScanSpec};
 use crate::schema::{Aggregator, GcRule, TableSchema, CHANGES_FAMILY};
 use crate::value::Value;
 use crate::visibility::{prefix_end, Change, EntryKey, Tracker, Verdict};
@@ -131,7 +131,8 @@ pub struct CellReader {
     time_range: TimeRange,
     max_versions: Option<u32>,
     row_limit: Option<u64>,
-    cell_limit: Option<u64>,
+    /// The cell and byte limits (none with a filter: see [`Filtering`]).
+    budget: CellBudget,
     /// `esc(row) esc(family) esc(qualifier)` of a single-column read.
     target_column: Option<Vec<u8>>,
     tracker: Tracker,
@@ -145,7 +146,6 @@ pub struct CellReader {
     row_known: bool,
     row_counted: bool,
     rows_emitted: u64,
-    cells_emitted: u64,
     done: bool,
     /// A cell read ahead by `next_row`.
     pending: Option<Cell>,
@@ -156,9 +156,8 @@ pub struct CellReader {
 struct Filtering {
     plan: Arc<Plan>,
     row_limit: Option<u64>,
-    cell_limit: Option<u64>,
+    budget: CellBudget,
     rows: u64,
-    cells: u64,
     last_row: Option<Vec<u8>>,
     /// The filter's output not yet returned.
     queue: VecDeque<Cell>,
@@ -192,9 +191,8 @@ impl CellReader {
                 first_cell_only: false,
                 plan: Plan::cached(f)?,
                 row_limit: spec.row_limit,
-                cell_limit: spec.cell_limit,
+                budget: CellBudget::of(spec),
                 rows: 0,
-                cells: 0,
                 last_row: None,
                 queue: VecDeque::new(),
                 ahead: None,
@@ -217,7 +215,11 @@ impl CellReader {
             time_range: spec.time_range,
             max_versions: spec.max_versions,
             row_limit: spec.row_limit.filter(|_| unfiltered),
-            cell_limit: spec.cell_limit.filter(|_| unfiltered),
+            budget: if unfiltered {
+                CellBudget::of(spec)
+            } else {
+                CellBudget::default()
+            },
             target_column: None,
             tracker: Tracker::new(),
             family: None,
@@ -226,7 +228,6 @@ impl CellReader {
             row_known: false,
             row_counted: false,
             rows_emitted: 0,
-            cells_emitted: 0,
             done: false,
             pending: None,
             filtering,
@@ -291,7 +292,7 @@ impl CellReader {
             let Some(f) = self.filtering.as_deref_mut() else {
                 return Ok(None);
             };
-            if f.cell_limit.is_some_and(|l| f.cells >= l) {
+            if f.budget.spent() {
                 return Ok(None);
             }
             if let Some(c) = f.queue.pop_front() {
@@ -303,7 +304,7 @@ impl CellReader {
                     f.rows += 1;
                     f.last_row = Some(c.row.clone());
                 }
-                f.cells += 1;
+                f.budget.spend(c.value.len());
                 return Ok(Some(c));
             }
             if f.first_cell_only {
@@ -529,7 +530,7 @@ impl CellReader {
                 self.iter.next()?;
                 continue;
             }
-            if self.cell_limit.is_some_and(|l| self.cells_emitted >= l)
+            if self.budget.spent()
                 || (!self.row_counted && self.row_limit.is_some_and(|l| self.rows_emitted >= l))
             {
                 self.done = true;
@@ -579,7 +580,7 @@ impl CellReader {
                 self.iter.next()?;
             }
             self.column.emitted += 1;
-            self.cells_emitted += 1;
+            self.budget.spend(value.len());
             if !self.row_counted {
                 self.row_counted = true;
                 self.rows_emitted += 1;

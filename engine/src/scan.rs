@@ -23,11 +23,51 @@ pub struct ScanSpec {
     pub row_limit: Option<u64>,
     /// Stop after this many cells.
     pub cell_limit: Option<u64>,
+    /// Stop once the values returned come to this many bytes: the cell
+    /// that reaches it is the last, so a read returns at least one cell.
+    /// A read that returns fewer bytes ended by itself (or by another
+    /// limit): the mount reads a small row whole this way, and knows it
+    /// saw all of it.
+    pub byte_limit: Option<u64>,
     /// Read as of this sequence snapshot (`None`: now). Set by the engine for consistent scans.
     pub snapshot: Option<u64>,
     /// A row filter run on what the fields above select, inside the tablet
-    /// server; `row_limit` and `cell_limit` then count its output.
+    /// server; `row_limit`, `cell_limit` and `byte_limit` then count its
+    /// output.
     pub filter: Option<RowFilter>,
+}
+
+/// A read's limits on the cells it returns (`cell_limit`, `byte_limit`),
+/// and what it has returned so far.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct CellBudget {
+    cell_limit: Option<u64>,
+    byte_limit: Option<u64>,
+    cells: u64,
+    bytes: u64,
+}
+
+impl CellBudget {
+    /// The limits `spec` sets.
+    pub(crate) fn of(spec: &ScanSpec) -> CellBudget {
+        CellBudget {
+            cell_limit: spec.cell_limit,
+            byte_limit: spec.byte_limit,
+            ..CellBudget::default()
+        }
+    }
+
+    /// Whether no more cells may be returned.
+    pub(crate) fn spent(&self) -> bool {
+        self.cell_limit.is_some_and(|l| self.cells >= l)
+            || self.byte_limit.is_some_and(|l| self.bytes >= l)
+    }
+
+    /// Counts a cell returned, of `value_len` bytes.
+    pub(crate) fn spend(&mut self, value_len: usize) {
+        self.cells += 1;
+        self.bytes += value_len as u64;
+    }
 }
 
 impl ScanSpec {

@@ -183,7 +183,11 @@ impl Model {
                     rows += 1;
                     last_row = Some(row.clone());
                 }
-                if spec.cell_limit.is_some_and(|l| out.len() as u64 >= l) {
+                if spec.cell_limit.is_some_and(|l| out.len() as u64 >= l)
+                    || spec
+                        .byte_limit
+                        .is_some_and(|l| out.iter().map(|c| c.value.len() as u64).sum::<u64>() >= l)
+                {
                     return out;
                 }
                 out.push(Cell {
@@ -315,6 +319,9 @@ fn rand_spec(rng: &mut StdRng, now: u64) -> ScanSpec {
     }
     if rng.gen_bool(0.1) {
         spec.cell_limit = Some(rng.gen_range(1..30));
+    }
+    if rng.gen_bool(0.1) {
+        spec.byte_limit = Some(rng.gen_range(1..300));
     }
     spec
 }

@@ -302,8 +302,11 @@ impl Ctx {
                     return Ok(self.sized_attr(ino, &f, Some((seen.len, seen.timestamp))));
                 }
                 // A name in a row read empty a moment ago (one this mount
-                // just made, say) holds nothing yet.
-                let newest = if c.view.is_now() && self.data.row_read_empty(&c.table, &c.row) {
+                // just made, say) holds nothing yet, nor one the walk's
+                // read of the whole row (or family) did not return.
+                let newest = if (c.view.is_now() && self.data.row_read_empty(&c.table, &c.row))
+                    || (walk && self.data.seen_without(c))
+                {
                     None
                 } else {
                     self.data.newest_for_attr(c)?
@@ -372,6 +375,7 @@ impl Ctx {
             pending_dirs: self.data.pending().len(),
             reader_waits: self.open.pages().reader_waits(),
             page_stores: self.open.pages().stores(),
+            page_reopens: self.open.pages().reopens(),
             write_buffers: self.open.budget_figures(),
             lock: self
                 .lockdir

@@ -418,6 +418,16 @@ impl Store for MockStore {
         if let Some(n) = spec.cell_limit {
             cells.truncate(n as usize);
         }
+        if let Some(limit) = spec.byte_limit {
+            // The cell that reaches the limit is the last.
+            let mut bytes = 0;
+            if let Some(last) = cells.iter().position(|c| {
+                bytes += c.value.len() as u64;
+                bytes >= limit
+            }) {
+                cells.truncate(last + 1);
+            }
+        }
         Ok(cells)
     }
     fn read_cell(

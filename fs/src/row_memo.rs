@@ -35,7 +35,7 @@
 use crate::listed_values::ListedValues;
 use engine::Cell;
 use parking_lot::Mutex;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -52,6 +52,14 @@ const MAX_ROWS: usize = 1024;
 
 /// A view of the row: `None` the live one, `Some(t)` as of `t` (`.at/<t>/`).
 pub type ViewTs = Option<u64>;
+
+/// A row (by hash) and its stripe's write epoch at some moment
+/// ([`RowMemo::stamp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowStamp {
+    row: u64,
+    epoch: u64,
+}
 
 /// What the memo keeps of a cell read (the newest visible version of its
 /// column): its column, version and size, not its value (which may be
@@ -84,6 +92,21 @@ enum Seen {
     Empty,
     /// The mount wrote a cell of this family (live; its version unknown).
     Wrote(String),
+    /// The read that kept the cells beside this one returned every column
+    /// of the row (None) or of this family: a name it did not return is
+    /// not there.
+    Whole(Option<String>),
+}
+
+/// What a read of a row kept by [`RowMemo::keep`] covered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Covered<'a> {
+    /// Some of the row's or a family's columns (a limit stopped the read).
+    Part,
+    /// Every column of the row.
+    Row,
+    /// Every column of this family.
+    Family(&'a str),
 }
 
 /// What was seen of one row in one view, and when.
@@ -137,15 +160,41 @@ impl RowMemo {
         self.epoch_of(hash(table, row)).load(Ordering::Acquire)
     }
 
-    /// Keeps `cell` (None: the row has no cell), read from `row` of `table`
-    /// in `view` by a read that started at `epoch`, unless a write to the
-    /// row's stripe came since.
-    pub fn keep(&self, table: &str, view: ViewTs, row: &[u8], cell: Option<&Cell>, epoch: u64) {
-        let seen = match cell {
-            Some(c) => Seen::Cell(CellSeen::of(c)),
-            None => Seen::Empty,
-        };
-        self.keep_seen(table, view, row, vec![seen], epoch);
+    /// The row and its stripe's epoch now: what a read begun now saw is
+    /// still the newest while [`RowMemo::stamp`] returns the same (no write
+    /// to the row was acknowledged since, whichever way it came in).
+    pub fn stamp(&self, table: &str, row: &[u8]) -> RowStamp {
+        let h = hash(table, row);
+        RowStamp {
+            row: h,
+            epoch: self.epoch_of(h).load(Ordering::Acquire),
+        }
+    }
+
+    /// Keeps `cells` (the newest version of each column read), read from
+    /// `row` of `table` in `view` by a read that started at `epoch` and
+    /// covered what `covered` says, unless a write to the row's stripe
+    /// came since. A read of the whole row that found no cell keeps that
+    /// the row is empty.
+    pub fn keep(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        cells: &[Cell],
+        covered: Covered<'_>,
+        epoch: u64,
+    ) {
+        let mut seen: Vec<Seen> = cells.iter().map(|c| Seen::Cell(CellSeen::of(c))).collect();
+        match covered {
+            Covered::Row if cells.is_empty() => seen.push(Seen::Empty),
+            Covered::Row => seen.push(Seen::Whole(None)),
+            Covered::Family(f) if !cells.is_empty() => seen.push(Seen::Whole(Some(f.into()))),
+            Covered::Family(_) | Covered::Part => {}
+        }
+        if !seen.is_empty() {
+            self.keep_seen(table, view, row, seen, epoch);
+        }
     }
 
     /// Keeps that the mount's write of cells of `families` in `row`, which
@@ -239,6 +288,41 @@ impl RowMemo {
         .is_some()
     }
 
+    /// Whether a read a moment ago returned every column of the row (or,
+    /// with `family`, every column of that family): then a column or a
+    /// family it did not return does not exist.
+    pub fn saw_all_of(&self, table: &str, view: ViewTs, row: &[u8], family: &str) -> bool {
+        self.find(table, view, row, |s| match s {
+            Seen::Whole(None) => Some(()),
+            Seen::Whole(Some(f)) if f == family => Some(()),
+            _ => None,
+        })
+        .is_some()
+    }
+
+    /// The row's families, if a read a moment ago returned every column
+    /// of it (and found some).
+    pub fn families(&self, table: &str, view: ViewTs, row: &[u8]) -> Option<BTreeSet<String>> {
+        let g = self.rows.lock();
+        let kept: Vec<&Kept> = g
+            .get(&hash(table, row))?
+            .iter()
+            .filter(|e| e.view == view && e.at.elapsed() < MEMO_TTL)
+            .filter(|e| e.table == table && e.row == row)
+            .collect();
+        if !kept.iter().any(|e| matches!(e.seen, Seen::Whole(None))) {
+            return None;
+        }
+        Some(
+            kept.iter()
+                .filter_map(|e| match &e.seen {
+                    Seen::Cell(c) => Some(c.family.clone()),
+                    _ => None,
+                })
+                .collect(),
+        )
+    }
+
     /// Whether the live row was read empty a moment ago (and no write to
     /// it came since): it does not exist.
     pub fn read_empty(&self, table: &str, row: &[u8]) -> bool {
@@ -276,8 +360,8 @@ impl RowMemo {
         });
     }
 
-    /// The cells of `family` in `row` as a listing of the whole row read
-    /// them a moment ago, if it kept them all.
+    /// The cells of `family` in `row` as a listing of the whole row (or of
+    /// the family) read them a moment ago, if it kept them all.
     pub fn listed_family(
         &self,
         table: &str,
@@ -339,7 +423,7 @@ impl RowMemo {
 
 #[cfg(test)]
 mod tests {
-    use super::RowMemo;
+    use super::{Covered, RowMemo};
     use engine::Cell;
 
     fn cell(family: &str) -> Cell {
@@ -357,9 +441,16 @@ mod tests {
         let m = RowMemo::default();
         let before = m.epoch("t", b"r");
         m.forget_row("t", b"r");
-        m.keep("t", None, b"r", Some(&cell("f")), before);
+        m.keep("t", None, b"r", &[cell("f")], Covered::Part, before);
         assert!(!m.has_cell_of("t", None, b"r", None));
-        m.keep("t", None, b"r", Some(&cell("f")), m.epoch("t", b"r"));
+        m.keep(
+            "t",
+            None,
+            b"r",
+            &[cell("f")],
+            Covered::Part,
+            m.epoch("t", b"r"),
+        );
         let seen = m.get("t", None, b"r", |_| true).unwrap();
         assert_eq!(
             (seen.len, seen.timestamp),
@@ -375,9 +466,51 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_read_answers_for_the_names_it_did_not_return() {
+        let m = RowMemo::default();
+        let e = m.epoch("t", b"r");
+        m.keep("t", None, b"r", &[cell("f"), cell("g")], Covered::Part, e);
+        assert!(!m.saw_all_of("t", None, b"r", "h"), "a limit stopped it");
+        assert_eq!(m.families("t", None, b"r"), None);
+        m.keep("t", None, b"r", &[cell("f"), cell("g")], Covered::Row, e);
+        assert!(m.saw_all_of("t", None, b"r", "h"));
+        assert!(!m.saw_all_of("t", Some(3), b"r", "h"), "another view");
+        let fams: Vec<String> = m.families("t", None, b"r").unwrap().into_iter().collect();
+        assert_eq!(fams, ["f", "g"]);
+        m.keep("t", None, b"r", &[cell("f")], Covered::Family("f"), e);
+        assert!(m.saw_all_of("t", None, b"r", "f"));
+        assert!(!m.saw_all_of("t", None, b"r", "g"), "only the family");
+        assert_eq!(m.families("t", None, b"r"), None);
+        m.keep("t", None, b"r", &[cell("f")], Covered::Row, e);
+        m.forget_row("t", b"r");
+        assert!(!m.saw_all_of("t", None, b"r", "h"), "a write drops it");
+    }
+
+    #[test]
+    fn a_stamp_moves_with_every_write_to_its_row() {
+        let m = RowMemo::default();
+        let s = m.stamp("t", b"r");
+        m.keep(
+            "t",
+            None,
+            b"r",
+            &[cell("f")],
+            Covered::Part,
+            m.epoch("t", b"r"),
+        );
+        assert_eq!(m.stamp("t", b"r"), s, "reads leave it");
+        assert_ne!(m.stamp("t", b"other"), s, "another row");
+        m.forget_row("t", b"r");
+        let after = m.stamp("t", b"r");
+        assert_ne!(after, s);
+        m.forget_all();
+        assert_ne!(m.stamp("t", b"r"), after);
+    }
+
+    #[test]
     fn empty_rows_and_writes() {
         let m = RowMemo::default();
-        m.keep("t", None, b"r", None, m.epoch("t", b"r"));
+        m.keep("t", None, b"r", &[], Covered::Row, m.epoch("t", b"r"));
         assert!(m.read_empty("t", b"r"));
         assert!(!m.has_cell_of("t", None, b"r", None));
         let after = m.forget_row("t", b"r");

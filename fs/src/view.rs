@@ -9,7 +9,7 @@ use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
 use crate::removal_guard::RemovalGuard;
-use crate::row_memo::CellSeen;
+use crate::row_memo::{CellSeen, Covered, RowStamp};
 use crate::store::Store;
 use crate::store_calls::{Counted, StoreCalls};
 use engine::schema::{FamilySchema, TableSchema};
@@ -17,6 +17,17 @@ use engine::{Cell, RowRange, ScanSpec, TimeRange};
 use fuser::Errno;
 use std::collections::BTreeSet;
 use std::sync::Arc;
+
+/// At most this many columns a lookup's read of a row (or family) returns:
+/// a row this small is read whole, and its read answers the lookups of
+/// every name in it (see [`StoreView::row_exists`]).
+const PEEK_CELLS: u64 = 64;
+
+/// At most about this many bytes of values that read returns (the cell
+/// that reaches it is the last): reading a row whole costs a lookup little
+/// more than reading its first cell, and a row of large values is not read
+/// whole.
+const PEEK_BYTES: u64 = 16 << 10;
 
 /// The timestamps a view shows.
 pub fn view_range(view: View) -> TimeRange {
@@ -180,28 +191,49 @@ impl StoreView {
         })
     }
 
-    /// Reads the first visible cell `spec` selects in a row and keeps it
-    /// in the row memo for the lookups that follow (see `row_memo.rs`);
-    /// with `whole_row` (`spec` selects every family), an empty answer too.
-    fn first_cell(
+    /// Reads the row's columns `spec` selects (the newest version of
+    /// each), up to [`PEEK_CELLS`] of them and [`PEEK_BYTES`] of values,
+    /// and keeps them in the row memo for the lookups that follow (see
+    /// `row_memo.rs`): a row or family so small that the read returned all
+    /// of it answers for every name in it, those it did not return too.
+    /// `family` is the one `spec` selects (None: every family). Returns
+    /// whether any cell was read.
+    fn peek(
         &self,
         table: &str,
         view: View,
         row: &[u8],
-        spec: &ScanSpec,
-        whole_row: bool,
-    ) -> FsResult<Option<Cell>> {
+        spec: ScanSpec,
+        family: Option<&str>,
+    ) -> FsResult<bool> {
+        let spec = ScanSpec {
+            cell_limit: Some(PEEK_CELLS),
+            byte_limit: Some(PEEK_BYTES),
+            ..spec
+        };
         let memo = self.store.memo();
         let epoch = memo.epoch(table, row);
-        let first = self.read_row(table, row, spec)?.into_iter().next();
-        if first.is_some() || whole_row {
-            memo.keep(table, view.max_ts(), row, first.as_ref(), epoch);
+        let cells = self.read_row(table, row, &spec)?;
+        let bytes: u64 = cells.iter().map(|c| c.value.len() as u64).sum();
+        let whole = (cells.len() as u64) < PEEK_CELLS && bytes < PEEK_BYTES;
+        let covered = match (whole, family) {
+            (false, _) => Covered::Part,
+            (true, None) => Covered::Row,
+            (true, Some(f)) => Covered::Family(f),
+        };
+        memo.keep(table, view.max_ts(), row, &cells, covered, epoch);
+        // Their values too, for the opens after the walk (`cat`), and a
+        // whole row's or family's for the listings that follow.
+        if view.is_now() {
+            if whole {
+                memo.keep_listing(table, row, family, &cells, epoch);
+            } else {
+                for c in &cells {
+                    memo.keep_value(table, row, c, epoch);
+                }
+            }
         }
-        // Its value too, for the open after the walk (`cat`).
-        if let (Some(c), true) = (&first, view.is_now()) {
-            memo.keep_value(table, row, c, epoch);
-        }
-        Ok(first)
+        Ok(!cells.is_empty())
     }
 
     /// [`StoreView::newest`] for a lookup's or getattr's attributes: the
@@ -252,16 +284,13 @@ impl StoreView {
         {
             return Ok(true);
         }
-        let spec = ScanSpec {
-            cell_limit: Some(1),
-            ..StoreView::read_spec(view)
-        };
-        Ok(self.first_cell(table, view, row, &spec, true)?.is_some())
+        self.peek(table, view, row, StoreView::read_spec(view), None)
     }
 
     /// Whether a family has a visible cell in its row (or, live, is a
     /// pending directory). In a path walk (`walk`), a cell of the family
-    /// the row memo keeps answers yes without a read.
+    /// the row memo keeps answers yes without a read, and a read of the
+    /// whole row (or family) a moment ago that found none answers no.
     pub(crate) fn family_exists(&self, f: &FamilyAddr, walk: bool) -> FsResult<bool> {
         if f.view.is_now() && self.pending.has_family(&f.table, &f.row, &f.family) {
             return Ok(true);
@@ -269,22 +298,29 @@ impl StoreView {
         if f.view.is_now() && self.row_read_empty(&f.table, &f.row) {
             return Ok(false);
         }
-        if walk
-            && self
-                .store
-                .memo()
-                .has_cell_of(&f.table, f.view.max_ts(), &f.row, Some(&f.family))
-        {
-            return Ok(true);
+        if walk {
+            let memo = self.store.memo();
+            let ts = f.view.max_ts();
+            if memo.has_cell_of(&f.table, ts, &f.row, Some(&f.family)) {
+                return Ok(true);
+            }
+            if memo.saw_all_of(&f.table, ts, &f.row, &f.family) {
+                return Ok(false);
+            }
         }
         let spec = ScanSpec {
             families: Some(vec![f.family.to_string()]),
-            cell_limit: Some(1),
             ..StoreView::read_spec(f.view)
         };
-        Ok(self
-            .first_cell(&f.table, f.view, &f.row, &spec, false)?
-            .is_some())
+        self.peek(&f.table, f.view, &f.row, spec, Some(&f.family))
+    }
+
+    /// Whether a read a moment ago returned every column of `c`'s family
+    /// in its row, and not `c`: in a path walk, it does not exist.
+    pub(crate) fn seen_without(&self, c: &CellAddr) -> bool {
+        self.store
+            .memo()
+            .saw_all_of(&c.table, c.view.max_ts(), &c.row, &c.family)
     }
 
     /// The size and version of the cell `c` as the walk's previous lookup
@@ -294,6 +330,27 @@ impl StoreView {
             .memo()
             .get(&c.table, c.view.max_ts(), &c.row, |x| {
                 *x.family == *c.family && x.qualifier == c.qualifier
+            })
+    }
+
+    /// The stamp of `c`'s row now (see [`crate::row_memo::RowMemo::stamp`]):
+    /// taken before a read of it, it says later whether a write to the
+    /// row was acknowledged since.
+    pub(crate) fn row_stamp(&self, c: &CellAddr) -> RowStamp {
+        self.store.memo().stamp(&c.table, &c.row)
+    }
+
+    /// Whether the newest version of a live cell of `c`'s family can only
+    /// change by a write (which drops the row's stamp): its garbage
+    /// collection never collects a column's newest version, whatever its
+    /// age. A family with an age limit that can (`max_age`, alone or in a
+    /// union) may lose it with no write, and no daemon is told.
+    pub(crate) fn newest_lasts(&self, c: &CellAddr) -> bool {
+        c.view.is_now()
+            && self.schema(&c.table).ok().is_some_and(|s| {
+                s.families
+                    .get(&*c.family)
+                    .is_some_and(|f| !f.gc.collects(0, 0, u64::MAX))
             })
     }
 
@@ -454,6 +511,10 @@ impl StoreView {
             return self.row_families(table, view, row);
         }
         let memo = self.store.memo();
+        // The walk's lookup of the row read all of it a moment ago.
+        if let Some(families) = memo.families(table, None, row) {
+            return Ok(families);
+        }
         let epoch = memo.epoch(table, row);
         let cells = self.read_row(table, row, &StoreView::read_spec(view))?;
         memo.keep_listing(table, row, None, &cells, epoch);

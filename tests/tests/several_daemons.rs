@@ -136,10 +136,12 @@ fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_dela
 fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() {
     let (_etcd, a, b) = serving_and_client_only();
     a.table("t", "cf\n");
-    // Rows of one cell each, a fresh one for every measurement (nothing of
-    // it in either kernel's caches).
-    let rows = 40;
-    let batch: String = (0..rows).map(|i| format!("set r{i} cf:q v\n")).collect();
+    // Rows of two cells each, a fresh one for every measurement (nothing
+    // of it in either kernel's caches).
+    let rows = 48;
+    let batch: String = (0..rows)
+        .map(|i| format!("set r{i} cf:q v\nset r{i} cf:z w\n"))
+        .collect();
     a.mutate("t", batch.as_bytes());
     let calls = |m: &Mount| -> u64 {
         m.ok("cat .bigtable/stats")
@@ -176,17 +178,23 @@ fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() 
             .unwrap()
     };
     for (m, who) in [(&a, "serving daemon"), (&b, "client-only daemon")] {
-        // `cat`: the row's lookup, whose cell answers the family's and
-        // the cell's lookups and the open.
+        // `cat`: the row's lookup, which read the (small) row whole and
+        // answers the family's and the cell's lookups and the open.
         assert_eq!(cost(m, "cat t/ROW/cf/q"), 1, "cat in the {who}");
+        assert_eq!(
+            cost(m, "cat t/ROW/cf/z"),
+            1,
+            "cat of another cell in the {who}"
+        );
         // `echo >` over a cell: the row's lookup, the commit.
         assert_eq!(
             cost(m, "echo x > t/ROW/cf/q"),
             2,
             "echo over a cell in the {who}"
         );
-        // `echo >` of a new cell: and the lookup that finds no such name.
-        assert_eq!(cost(m, "echo x > t/ROW/cf/new"), 3, "echo new in the {who}");
+        // `echo >` of a new cell: the same (the row's whole read shows
+        // no such name).
+        assert_eq!(cost(m, "echo x > t/ROW/cf/new"), 2, "echo new in the {who}");
         // `cat` again: the kernel holds the cell's pages, nothing wrote
         // the row since, and this daemon's leases at the other hold: the
         // second open makes no call.
@@ -201,8 +209,9 @@ fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() 
             1,
             "stat in the {who}"
         );
-        // `ls` of a row: the row's lookup, the listing.
-        assert_eq!(cost(m, "ls t/ROW >/dev/null"), 2, "ls in the {who}");
+        // `ls` of a row: the row's lookup, whose whole read answers the
+        // listing.
+        assert_eq!(cost(m, "ls t/ROW >/dev/null"), 1, "ls in the {who}");
         // A new row: the lookup of its name (ENOENT) before the mkdir, the
         // commit; the names under the row just made need no read.
         assert_eq!(

@@ -4,7 +4,7 @@
 use super::Client;
 use crate::data::*;
 use crate::protocol::{CellSource, ScanPart};
-use crate::scan::ScanSpec;
+use crate::scan::{CellBudget, ScanSpec};
 use crate::Result;
 use std::ops::Bound;
 use std::sync::Arc;
@@ -38,7 +38,7 @@ pub struct Scanner {
     resume: Option<Bound<Vec<u8>>>,
     reader: Option<Box<dyn CellSource>>,
     rows: u64,
-    cells: u64,
+    budget: CellBudget,
     last_row: Option<Vec<u8>>,
     /// A cell read ahead by next_row.
     pending: Option<Cell>,
@@ -54,10 +54,10 @@ impl Scanner {
         Scanner {
             parts,
             resume: Some(spec.rows.start.clone()),
+            budget: CellBudget::of(&spec),
             spec,
             reader: None,
             rows: 0,
-            cells: 0,
             last_row: None,
             pending: None,
         }
@@ -74,6 +74,7 @@ impl Scanner {
         let mut part = self.spec.clone();
         part.row_limit = None;
         part.cell_limit = None;
+        part.byte_limit = None;
         part.rows.start = resume;
         let (reader, end) = self.parts.part(&row, &part)?;
         // Go on at the tablet's end unless the scan ends first.
@@ -93,7 +94,7 @@ impl Scanner {
             return Ok(Some(c));
         }
         loop {
-            if self.spec.cell_limit.is_some_and(|l| self.cells >= l) {
+            if self.budget.spent() {
                 return Ok(None);
             }
             if let Some(r) = &mut self.reader {
@@ -110,7 +111,7 @@ impl Scanner {
                         last.clear();
                         last.extend_from_slice(&c.row);
                     }
-                    self.cells += 1;
+                    self.budget.spend(c.value.len());
                     return Ok(Some(c));
                 }
                 self.reader = None;

@@ -174,6 +174,10 @@ fn random_spec(rng: &mut StdRng) -> ScanSpec {
     if rng.gen_bool(0.2) {
         s.cell_limit = Some(rng.gen_range(0..6));
     }
+    if rng.gen_bool(0.2) {
+        // Values are a few bytes (`v<seq>`).
+        s.byte_limit = Some(rng.gen_range(0..16));
+    }
     s
 }
 
@@ -290,8 +294,11 @@ fn reference(
     // Row and cell limits.
     let mut out: Vec<Cell> = Vec::new();
     let mut rows = 0u64;
+    let mut bytes = 0u64;
     for c in cells {
-        if spec.cell_limit.is_some_and(|l| out.len() as u64 >= l) {
+        if spec.cell_limit.is_some_and(|l| out.len() as u64 >= l)
+            || spec.byte_limit.is_some_and(|l| bytes >= l)
+        {
             break;
         }
         let new_row = out.last().is_none_or(|l| l.row != c.row);
@@ -301,6 +308,7 @@ fn reference(
             }
             rows += 1;
         }
+        bytes += c.value.len() as u64;
         out.push(c);
     }
     out
@@ -364,8 +372,9 @@ fn reader_matches_reference() {
         }
         assert_eq!(flat, want, "case {case} by rows");
 
-        // Row keys alone (cell limit counts rows there, so leave it out).
-        if spec.cell_limit.is_none() {
+        // Row keys alone (the cell and byte limits count rows there, so
+        // leave them out).
+        if spec.cell_limit.is_none() && spec.byte_limit.is_none() {
             let mut r = CellReader::new(iter_of(&input), &spec, schema.clone(), snap, now).unwrap();
             let mut keys = Vec::new();
             while let Some(k) = r.next_row_key().unwrap() {
