@@ -262,6 +262,37 @@ pub struct Written {
     pub bytes: u64,
 }
 
+/// A read of one row that, finding it empty, says how far the emptiness
+/// goes ([`crate::Bigtable::peek_row`]): a lookup of a name that does not
+/// exist yet (a new row) then learns that the rows after it up to the next
+/// one do not exist either.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum RowPeek {
+    /// The row's cells that the read selected (at least one).
+    Cells(Vec<Cell>),
+    /// No row from the one read up to `until` (exclusive; None: the
+    /// table's end) has a cell the read selects.
+    Absent {
+        /// The next row with such a cell, or the end of the tablet read.
+        until: Option<Vec<u8>>,
+    },
+}
+
+impl RowPeek {
+    /// `cells`, the whole answer of a read of `row`: empty, they say
+    /// only that `row` itself is absent.
+    pub fn of_row(row: &[u8], cells: Vec<Cell>) -> RowPeek {
+        if cells.is_empty() {
+            // The least key after `row`.
+            let mut until = row.to_vec();
+            until.push(0);
+            RowPeek::Absent { until: Some(until) }
+        } else {
+            RowPeek::Cells(cells)
+        }
+    }
+}
+
 /// A read of one column of one row: its newest `max_versions` versions
 /// (all if None).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -393,13 +393,17 @@ impl Bigtable {
     /// The visible cells of one row selected by `spec` (its row range is ignored).
     pub fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
         let t = self.table(table)?;
-        if let Some(r) = &spec.column_regex {
-            crate::read::compile_column_regex(r)?;
-        }
-        if let Some(f) = &spec.filter {
-            f.compile()?;
-        }
+        check_spec(spec)?;
         self.client()?.read_row(t.id, row, spec)
+    }
+    /// [`Bigtable::read_row`], in one call to the row's tablet server,
+    /// and if the row has no cell `spec` selects, how far after it no row
+    /// has one (up to the next row or the end of the row's tablet): what
+    /// the mount's lookup of a new row learns for the new rows after it.
+    pub fn peek_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        let t = self.table(table)?;
+        check_spec(spec)?;
+        self.client()?.peek_row(t.id, row, spec)
     }
     /// The newest visible version of one cell.
     pub fn read_cell(
@@ -714,4 +718,16 @@ fn unwrap_batch_error(e: Error) -> Error {
         Error::BadBatchEntry { source, .. } => *source,
         e => e,
     }
+}
+
+/// Fails on a column regex or filter of `spec` that would not compile, here
+/// rather than in the tablet server.
+fn check_spec(spec: &ScanSpec) -> Result<()> {
+    if let Some(r) = &spec.column_regex {
+        crate::read::compile_column_regex(r)?;
+    }
+    if let Some(f) = &spec.filter {
+        f.compile()?;
+    }
+    Ok(())
 }

@@ -478,3 +478,45 @@ fn a_table_splits_at_given_rows_and_keeps_its_data() {
     assert_eq!(value(&bt, "k").as_deref(), Some(&b"v"[..]));
     bt.close().unwrap();
 }
+
+/// A read of a missing row says, in the same call, how far after it no row
+/// exists: up to the next row, or the end of the row's tablet; a deleted
+/// row counts as missing.
+#[test]
+fn peek_row_of_a_missing_row_tells_how_far_the_gap_goes() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, Options::default()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    for r in ["b", "d", "e", "n"] {
+        let m = RowMutation::new(r).set("f", "q", "v");
+        bt.apply("t", &m, WriteOptions::default()).unwrap();
+    }
+    bt.apply(
+        "t",
+        &RowMutation::new("e").delete_row(),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    bt.split_at_rows("t", &[b"m".to_vec()]).unwrap();
+    let spec = ScanSpec {
+        max_versions: Some(1),
+        ..Default::default()
+    };
+    let until = |row: &str| match bt.peek_row("t", row.as_bytes(), &spec).unwrap() {
+        RowPeek::Absent { until } => until.map(|u| String::from_utf8(u).unwrap()),
+        RowPeek::Cells(c) => panic!("{row} has {} cells", c.len()),
+    };
+    assert_eq!(until("a").as_deref(), Some("b"));
+    assert_eq!(until("c").as_deref(), Some("d"));
+    assert_eq!(
+        until("d0").as_deref(),
+        Some("m"),
+        "e was deleted; m ends the tablet"
+    );
+    assert_eq!(until("o"), None, "the table's end");
+    match bt.peek_row("t", b"d", &spec).unwrap() {
+        RowPeek::Cells(c) => assert_eq!(c.len(), 1),
+        other => panic!("d is there: {other:?}"),
+    }
+    bt.close().unwrap();
+}

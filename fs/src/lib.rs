@@ -58,6 +58,7 @@ mod pool;
 mod query;
 mod removal_guard;
 mod reply;
+mod row_gaps;
 mod row_memo;
 mod schema_file;
 mod status;

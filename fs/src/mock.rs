@@ -4,7 +4,7 @@
 use crate::store::{RowStream, Store};
 use engine::schema::TableSchema;
 use engine::{
-    Cell, Error, Guard, Mutation, Predicate, Result, RowMutation, RowOp, RowTxn, ScanSpec,
+    Cell, Error, Guard, Mutation, Predicate, Result, RowMutation, RowOp, RowPeek, RowTxn, ScanSpec,
     TabletInfo, TxnOutcome, WriteOptions, Written,
 };
 use parking_lot::Mutex;
@@ -429,6 +429,23 @@ impl Store for MockStore {
             }
         }
         Ok(cells)
+    }
+    fn peek_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        let cells = self.read_row(table, row, spec)?;
+        if !cells.is_empty() {
+            return Ok(RowPeek::Cells(cells));
+        }
+        // One tablet: the next row with a cell the read selects, or the end.
+        let g = self.tables.lock();
+        let t = g
+            .get(table)
+            .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        let until = t
+            .rows
+            .range::<Vec<u8>, _>((Bound::Excluded(row.to_vec()), Bound::Unbounded))
+            .find(|(k, r)| !select(k, r, spec).is_empty())
+            .map(|(k, _)| k.clone());
+        Ok(RowPeek::Absent { until })
     }
     fn read_cell(
         &self,

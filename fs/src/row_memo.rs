@@ -33,6 +33,7 @@
 //! found here as soon as that write returns.
 
 use crate::listed_values::ListedValues;
+use crate::row_gaps::RowGaps;
 use engine::Cell;
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap};
@@ -131,6 +132,8 @@ pub struct RowMemo {
     epochs: [AtomicU64; STRIPES as usize],
     /// The values of the cells of recent family listings.
     values: ListedValues,
+    /// Ranges of rows seen absent.
+    gaps: RowGaps,
 }
 
 impl Default for RowMemo {
@@ -139,6 +142,7 @@ impl Default for RowMemo {
             rows: Mutex::default(),
             epochs: [const { AtomicU64::new(0) }; STRIPES as usize],
             values: ListedValues::new(MEMO_TTL),
+            gaps: RowGaps::new(MEMO_TTL),
         }
     }
 }
@@ -323,11 +327,26 @@ impl RowMemo {
         )
     }
 
-    /// Whether the live row was read empty a moment ago (and no write to
-    /// it came since): it does not exist.
+    /// Whether the live row was read empty a moment ago, or lies in a
+    /// range of rows seen absent (and no write to it came since): it does
+    /// not exist.
     pub fn read_empty(&self, table: &str, row: &[u8]) -> bool {
         self.find(table, None, row, |s| matches!(s, Seen::Empty).then_some(()))
             .is_some()
+            || self.gaps.holds(table, row)
+    }
+
+    /// What a read that may find rows absent passes to
+    /// [`RowMemo::keep_absent`]: taken before it.
+    pub fn writes(&self) -> u64 {
+        self.gaps.writes()
+    }
+
+    /// Keeps that no live row of `table` from `from` up to `until`
+    /// (excluded; None: the table's end) exists, as a read begun at
+    /// `writes` found (less the rows written since).
+    pub fn keep_absent(&self, table: &str, from: &[u8], until: Option<Vec<u8>>, writes: u64) {
+        self.gaps.keep(table, from, until, writes);
     }
 
     /// Keeps the cells a listing of the live `row` read (of `family`, or
@@ -407,6 +426,7 @@ impl RowMemo {
         // After the epoch moved: a listing kept before is dropped here,
         // one kept after sees the new epoch.
         self.values.forget(h);
+        self.gaps.written(table, row);
         epoch
     }
 
@@ -418,6 +438,7 @@ impl RowMemo {
         }
         g.clear();
         self.values.forget_all();
+        self.gaps.clear();
     }
 }
 

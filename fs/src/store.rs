@@ -7,7 +7,8 @@ use crate::names::split_snapshot_table;
 use engine::schema::TableSchema;
 use engine::snapshot::SnapshotView;
 use engine::{
-    Cell, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions, Written,
+    Cell, Result, RowMutation, RowPeek, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions,
+    Written,
 };
 use std::sync::Arc;
 
@@ -47,6 +48,11 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Vec<TxnOutcome>>;
     /// The cells of one row that `spec` selects.
     fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>>;
+    /// [`Store::read_row`], and if the row has none of those cells, how
+    /// far after it no row has one (see [`engine::Bigtable::peek_row`]).
+    fn peek_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        Ok(RowPeek::of_row(row, self.read_row(table, row, spec)?))
+    }
     /// The newest version of one cell, if any.
     fn read_cell(
         &self,
@@ -194,6 +200,12 @@ impl Store for engine::Bigtable {
         match snapshot_of(self, table)? {
             Some(v) => v.read_row(row, spec),
             None => engine::Bigtable::read_row(self, table, row, spec),
+        }
+    }
+    fn peek_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        match snapshot_of(self, table)? {
+            Some(v) => Ok(RowPeek::of_row(row, v.read_row(row, spec)?)),
+            None => engine::Bigtable::peek_row(self, table, row, spec),
         }
     }
     fn read_cell(

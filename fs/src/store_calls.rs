@@ -8,8 +8,8 @@ use crate::row_memo::{CellSeen, RowMemo};
 use crate::store::{RowStream, Store};
 use engine::schema::TableSchema;
 use engine::{
-    Cell, Mutation, Result, RowMutation, RowTxn, ScanSpec, TabletInfo, TxnOutcome, WriteOptions,
-    Written,
+    Cell, Mutation, Result, RowMutation, RowPeek, RowTxn, ScanSpec, TabletInfo, TxnOutcome,
+    WriteOptions, Written,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -21,6 +21,7 @@ pub enum Call {
     Apply,
     ApplyTxns,
     ReadRow,
+    PeekRow,
     ReadCell,
     Scan,
     Sync,
@@ -35,10 +36,11 @@ pub enum Call {
 
 impl Call {
     /// Every counted method, in `.bigtable/stats` order.
-    pub const ALL: [Call; 13] = [
+    pub const ALL: [Call; 14] = [
         Call::Apply,
         Call::ApplyTxns,
         Call::ReadRow,
+        Call::PeekRow,
         Call::ReadCell,
         Call::Scan,
         Call::Sync,
@@ -57,6 +59,7 @@ impl Call {
             Call::Apply => "apply",
             Call::ApplyTxns => "apply_txns",
             Call::ReadRow => "read_row",
+            Call::PeekRow => "peek_row",
             Call::ReadCell => "read_cell",
             Call::Scan => "scan",
             Call::Sync => "sync",
@@ -75,7 +78,12 @@ impl Call {
     pub fn reaches_tablet_server(self) -> bool {
         matches!(
             self,
-            Call::Apply | Call::ApplyTxns | Call::ReadRow | Call::ReadCell | Call::Scan
+            Call::Apply
+                | Call::ApplyTxns
+                | Call::ReadRow
+                | Call::PeekRow
+                | Call::ReadCell
+                | Call::Scan
         )
     }
 }
@@ -222,6 +230,9 @@ impl Store for Counted {
     }
     fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
         self.count(Call::ReadRow).read_row(table, row, spec)
+    }
+    fn peek_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        self.count(Call::PeekRow).peek_row(table, row, spec)
     }
     fn read_cell(
         &self,

@@ -13,7 +13,7 @@ use crate::row_memo::{CellSeen, Covered, RowStamp};
 use crate::store::Store;
 use crate::store_calls::{Counted, StoreCalls};
 use engine::schema::{FamilySchema, TableSchema};
-use engine::{Cell, RowRange, ScanSpec, TimeRange};
+use engine::{Cell, RowPeek, RowRange, ScanSpec, TimeRange};
 use fuser::Errno;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -213,7 +213,27 @@ impl StoreView {
         };
         let memo = self.store.memo();
         let epoch = memo.epoch(table, row);
-        let cells = self.read_row(table, row, &spec)?;
+        let cells = if family.is_none() && view.is_now() {
+            // A live row found absent: and the rows after it up to the
+            // next (a new row's lookup, before the new rows that follow).
+            let writes = memo.writes();
+            let peeked = self
+                .store
+                .peek_row(table, row, &spec)
+                .map_err(|e| match e {
+                    engine::Error::TableNotFound(_) => Errno::ENOENT,
+                    e => self.fail(&format!("read of row in {table}"), &e),
+                })?;
+            match peeked {
+                RowPeek::Cells(cells) => cells,
+                RowPeek::Absent { until } => {
+                    memo.keep_absent(table, row, until, writes);
+                    Vec::new()
+                }
+            }
+        } else {
+            self.read_row(table, row, &spec)?
+        };
         let bytes: u64 = cells.iter().map(|c| c.value.len() as u64).sum();
         let whole = (cells.len() as u64) < PEEK_CELLS && bytes < PEEK_BYTES;
         let covered = match (whole, family) {

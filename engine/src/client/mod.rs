@@ -247,6 +247,10 @@ impl Client {
         self.with_tablet(table, row, |s, l| s.read_row(l.tablet, row, spec))
     }
 
+    pub fn peek_row(&self, table: u64, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        self.with_tablet(table, row, |s, l| s.peek_row(l.tablet, row, spec))
+    }
+
     pub fn read_column(&self, table: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
         self.with_tablet(table, column.row, |s, l| s.read_column(l.tablet, column))
     }

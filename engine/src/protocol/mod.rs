@@ -23,7 +23,7 @@ pub use crate::metadata::{TableDef, TabletMeta};
 pub use crate::options::TabletInfo;
 pub use chubby::Sequencer;
 
-use crate::data::{Cell, ColumnRead, RowMutation, Written};
+use crate::data::{Cell, ColumnRead, RowMutation, RowPeek, Written};
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
 use crate::txn::{RowTxn, TxnOutcome};
@@ -104,6 +104,13 @@ pub trait TabletWrites: Send + Sync {
 pub trait TabletReads: Send + Sync {
     /// One row's cells as `spec` selects them.
     fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>>;
+    /// [`TabletReads::read_row`], and if the row has no cell `spec`
+    /// selects, how far in the tablet no row has one (the next row that
+    /// does, or the tablet's end). A server that cannot tell says only
+    /// that the row is absent.
+    fn peek_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        Ok(RowPeek::of_row(row, self.read_row(tablet, row, spec)?))
+    }
     /// The versions of one column of one row, newest first.
     fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>>;
     /// Tablet `tablet`'s part of a scan, from a snapshot taken now, and the

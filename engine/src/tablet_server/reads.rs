@@ -272,6 +272,36 @@ impl TabletReads for TabletServer {
         Ok(cells)
     }
 
+    /// The row's cells; if it has none, the next row of the tablet with a
+    /// cell `spec` selects (read from the row on, one cell), else the
+    /// tablet's end. A write between the two reads is the caller's to
+    /// notice (the mount's row memo drops what a write overtook).
+    fn peek_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        let cells = self.read_row(tablet, row, spec)?;
+        if !cells.is_empty() {
+            return Ok(RowPeek::Cells(cells));
+        }
+        let next = ScanSpec {
+            rows: RowRange {
+                start: Bound::Excluded(row.to_vec()),
+                end: Bound::Unbounded,
+            },
+            families: spec.families.clone(),
+            column_regex: spec.column_regex.clone(),
+            time_range: spec.time_range,
+            max_versions: Some(1),
+            cell_limit: Some(1),
+            filter: spec.filter.clone(),
+            ..Default::default()
+        };
+        let (mut part, end) = self.scan_part(tablet, &next)?;
+        let until = match part.next_cell()? {
+            Some(c) => Some(c.row),
+            None => end,
+        };
+        Ok(RowPeek::Absent { until })
+    }
+
     /// The newest `max_versions` visible versions of one column (all if None).
     fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
         check_row(column.row)?;

@@ -41,6 +41,12 @@ pub enum Op {
         row: Vec<u8>,
         spec: Box<ScanSpec>,
     },
+    PeekRow {
+        tablet: u64,
+        #[serde(with = "engine::byte_string")]
+        row: Vec<u8>,
+        spec: Box<ScanSpec>,
+    },
     ReadColumn {
         tablet: u64,
         #[serde(with = "engine::byte_string")]

@@ -18,7 +18,9 @@ use engine::protocol::{
     TabletReads, TabletService, TabletSnapshots, TabletStatus, TabletWrites,
 };
 use engine::schema::TableSchema;
-use engine::{Cell, ColumnRead, Error, Result, RowMutation, RowTxn, ScanSpec, TxnOutcome, Written};
+use engine::{
+    Cell, ColumnRead, Error, Result, RowMutation, RowPeek, RowTxn, ScanSpec, TxnOutcome, Written,
+};
 use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
 use std::collections::HashMap;
@@ -305,6 +307,14 @@ impl TabletWrites for RemoteServer {
 impl TabletReads for RemoteServer {
     fn read_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
         let op = Op::ReadRow {
+            tablet,
+            row: row.to_vec(),
+            spec: Box::new(spec.clone()),
+        };
+        self.data(op, tablet)
+    }
+    fn peek_row(&self, tablet: u64, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
+        let op = Op::PeekRow {
             tablet,
             row: row.to_vec(),
             spec: Box::new(spec.clone()),

@@ -46,6 +46,7 @@ fn quick(op: &Op) -> bool {
         op,
         Op::IsServing
             | Op::ReadRow { .. }
+            | Op::PeekRow { .. }
             | Op::ReadColumn { .. }
             | Op::Apply { .. }
             | Op::ApplyTxns { .. }
@@ -136,6 +137,7 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
         }
         Op::ApplyTxns { tablet, txns, sync } => reply(s.apply_txns(tablet, &txns, sync)),
         Op::ReadRow { tablet, row, spec } => reply(s.read_row(tablet, &row, &spec)),
+        Op::PeekRow { tablet, row, spec } => reply(s.peek_row(tablet, &row, &spec)),
         Op::ReadColumn {
             tablet,
             row,
