@@ -308,8 +308,9 @@ fn opens_took_the_listed_values(opens: u64, n: u64) {
 /// The scan of `bigtable-bench fs`: the table listed, then each row's
 /// family, every cell opened and read. Each file is 4 requests (the
 /// family's READDIRPLUS, the empty one that ends its listing, OPEN,
-/// RELEASE); the family's listing reads the cells with their values, and
-/// each open takes its value from it: one tablet-server call a file.
+/// RELEASE); the family's listing reads the cells with their values (or
+/// takes them from its row's whole read a moment ago), and each open takes
+/// its value from it: at most one tablet-server call a file.
 #[test]
 fn a_scanned_file_costs_four_requests_and_one_call() {
     let (m, addr, rows) = twenty_rows();
@@ -335,10 +336,12 @@ fn a_scanned_file_costs_four_requests_and_one_call() {
         want(&[("open", n), ("readdirplus", 2 * n + 2), ("release", n)]),
         "requests of the scan of {n} files"
     );
-    assert_eq!(
-        listings,
-        n + 1,
-        "a read of each family, a scan of the table"
+    // The table's scan, and a read of each family, unless the lookup of
+    // its row a moment ago (`twenty_rows`) read the row whole: then that
+    // read answers the listing.
+    assert!(
+        (1..=n + 1).contains(&listings),
+        "{listings} listing calls: at most a read of each family and the table's scan"
     );
     opens_took_the_listed_values(opens, n);
 }
