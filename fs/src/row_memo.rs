@@ -457,6 +457,12 @@ mod tests {
         }
     }
 
+    /// Keeps a read of `t`/`r` that returned a cell of `f`, begun now.
+    fn keep_f(m: &RowMemo) {
+        let now = m.epoch("t", b"r");
+        m.keep("t", None, b"r", &[cell("f")], Covered::Part, now);
+    }
+
     #[test]
     fn a_read_a_write_overtook_is_not_kept() {
         let m = RowMemo::default();
@@ -464,14 +470,7 @@ mod tests {
         m.forget_row("t", b"r");
         m.keep("t", None, b"r", &[cell("f")], Covered::Part, before);
         assert!(!m.has_cell_of("t", None, b"r", None));
-        m.keep(
-            "t",
-            None,
-            b"r",
-            &[cell("f")],
-            Covered::Part,
-            m.epoch("t", b"r"),
-        );
+        keep_f(&m);
         let seen = m.get("t", None, b"r", |_| true).unwrap();
         assert_eq!(
             (seen.len, seen.timestamp),
@@ -511,14 +510,7 @@ mod tests {
     fn a_stamp_moves_with_every_write_to_its_row() {
         let m = RowMemo::default();
         let s = m.stamp("t", b"r");
-        m.keep(
-            "t",
-            None,
-            b"r",
-            &[cell("f")],
-            Covered::Part,
-            m.epoch("t", b"r"),
-        );
+        keep_f(&m);
         assert_eq!(m.stamp("t", b"r"), s, "reads leave it");
         assert_ne!(m.stamp("t", b"other"), s, "another row");
         m.forget_row("t", b"r");
