@@ -69,8 +69,8 @@ pub(crate) fn read_for(
 }
 
 /// The value of a handle opened on the kernel's pages alone
-/// (`open.rs`), read at its first READ: the version it opened; if that
-/// is gone (a write since, whose collection hid it) the newest, which
+/// (`open.rs`), read at its first READ: the version it opened (taken from
+/// a listing's read a moment ago if one kept it); if that is gone (a write since, whose collection hid it) the newest, which
 /// `follow_reported` then tells apart from what the kernel was told.
 fn read_unread(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
     if c.unread.is_none() {
@@ -80,9 +80,16 @@ fn read_unread(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
         c.unread = None;
         return Ok(());
     };
-    let cur = match cx.data.version(addr, c.ts)? {
+    // The kernel dropped the pages the open counted on (memory pressure,
+    // `drop_caches`): the value a listing or a lookup read a moment ago
+    // serves, if it is the version opened (a scan's open).
+    let listed = cx.data.listed_value(addr).filter(|v| v.timestamp == c.ts);
+    let cur = match listed {
         Some(v) => Some(v),
-        None => cx.data.newest(addr)?,
+        None => match cx.data.version(addr, c.ts)? {
+            Some(v) => Some(v),
+            None => cx.data.newest(addr)?,
+        },
     };
     match cur {
         Some(v) => {

@@ -582,6 +582,46 @@ fn a_reread_makes_no_call() {
     assert_eq!(t.fs.ctx().open.pages().reopens(), 2);
 }
 
+/// An open on the kernel's pages whose pages the kernel has since dropped
+/// (memory pressure, `drop_caches`): its READ takes the value the family's
+/// listing just read, if it is the version opened, instead of a call.
+#[test]
+fn a_read_of_dropped_pages_takes_the_listed_value() {
+    let t = table();
+    let ino = t.ino("/t/r/f/c").unwrap();
+    assert_eq!(open_and_fill(&t, ino).unwrap().0, b"hello");
+    // A listing of the family (a scan) keeps its values.
+    let fam = t.ino("/t/r/f").unwrap();
+    let mut offset = 0;
+    loop {
+        let mut got = Vec::new();
+        t.fs.readdir_unopened(&t.root, fam, offset, true, &mut |e: &DirOut<'_>| {
+            got.push(e.offset);
+            false
+        })
+        .unwrap();
+        let Some(last) = got.last() else { break };
+        offset = *last;
+    }
+    let mut m = Meter::new(&t);
+    let reopens = t.fs.ctx().open.pages().reopens();
+    let o = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap();
+    assert_eq!(
+        t.fs.ctx().open.pages().reopens(),
+        reopens + 1,
+        "opened on the pages"
+    );
+    m.step("open");
+    assert_eq!(t.fs.read(o.fh, 0, 4096).unwrap(), b"hello");
+    m.step("read");
+    t.fs.release(o.fh).unwrap();
+    m.step("release");
+    assert_eq!(
+        m.done("read of dropped pages"),
+        "open:0 read:0 release:0 = 0"
+    );
+}
+
 /// A value longer than a page is re-read with its call: a READ of pages
 /// the kernel dropped must come from the version the others came from.
 #[test]

@@ -372,6 +372,12 @@ impl KvStore for Spread {
     fn flush(&self) -> Result<()> {
         Ok(())
     }
+    fn forget_cached(&self) -> Result<()> {
+        for t in &self.tables {
+            t.forget_cached()?;
+        }
+        Ok(())
+    }
 }
 
 /// One workload on one cluster.

@@ -461,6 +461,14 @@ pub fn fmt_bytes(b: u64) -> String {
     format!("{b}B")
 }
 
+/// Writes out dirty pages and makes the kernel drop its page cache (root
+/// only: false elsewhere), so that the reads that follow are cold.
+pub fn drop_page_cache() -> bool {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "1\n").is_ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -178,6 +178,16 @@ impl KvStore for FsTable {
         // Nothing to ask of a filesystem: its daemon compacts on its own.
         Ok(())
     }
+
+    fn forget_cached(&self) -> Result<()> {
+        // The kernel's pages go (the names and attributes stay), as a long
+        // run's would: the reads that follow reach the filesystem. Root
+        // only, and for every filesystem alike.
+        if !super::common::drop_page_cache() {
+            eprintln!("warning: cannot drop the page cache (not root): random reads re-read pages");
+        }
+        Ok(())
+    }
 }
 
 /// The six workloads and the warm re-read on one target.

@@ -258,9 +258,7 @@ fn make_cold(layer: Layer, data_dir: &Path) {
             let _ = std::fs::remove_dir_all(data_dir.join("s3-cache"));
         }
         Layer::Chunks => {
-            // SAFETY: sync(2) takes no arguments and cannot fail.
-            unsafe { libc::sync() };
-            if std::fs::write("/proc/sys/vm/drop_caches", "1\n").is_err() {
+            if !super::common::drop_page_cache() {
                 eprintln!("warning: cannot drop the page cache (not root): the chunk layer's cold read is warm");
             }
         }
