@@ -185,10 +185,18 @@ impl StoreView {
     }
 
     pub(crate) fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> FsResult<Vec<Cell>> {
-        self.store.read_row(table, row, spec).map_err(|e| match e {
+        self.store
+            .read_row(table, row, spec)
+            .map_err(|e| self.row_read_failed(table, e))
+    }
+
+    /// A read of a row that failed, as the errno the caller sees (a table
+    /// gone: ENOENT; the rest is logged).
+    fn row_read_failed(&self, table: &str, e: engine::Error) -> Errno {
+        match e {
             engine::Error::TableNotFound(_) => Errno::ENOENT,
             e => self.fail(&format!("read of row in {table}"), &e),
-        })
+        }
     }
 
     /// Reads the row's columns `spec` selects (the newest version of
@@ -220,10 +228,7 @@ impl StoreView {
             let peeked = self
                 .store
                 .peek_row(table, row, &spec)
-                .map_err(|e| match e {
-                    engine::Error::TableNotFound(_) => Errno::ENOENT,
-                    e => self.fail(&format!("read of row in {table}"), &e),
-                })?;
+                .map_err(|e| self.row_read_failed(table, e))?;
             match peeked {
                 RowPeek::Cells(cells) => cells,
                 RowPeek::Absent { until } => {
