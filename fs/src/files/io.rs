@@ -70,7 +70,8 @@ pub(crate) fn read_for(
 
 /// The value of a handle opened on the kernel's pages alone
 /// (`open.rs`), read at its first READ: the version it opened (taken from
-/// a listing's read a moment ago if one kept it); if that is gone (a write since, whose collection hid it) the newest, which
+/// a listing's read a moment ago if one kept it); if that is gone (a
+/// write since, whose collection hid it) the newest, which
 /// `follow_reported` then tells apart from what the kernel was told.
 fn read_unread(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
     if c.unread.is_none() {
