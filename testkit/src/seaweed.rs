@@ -34,6 +34,14 @@ pub fn weed_bin() -> PathBuf {
     }
 }
 
+/// How waiting for a server ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Ready {
+    Yes,
+    Exited,
+    TimedOut,
+}
+
 /// A running SeaweedFS with S3.
 pub struct Seaweed {
     child: Option<Child>,
@@ -51,16 +59,30 @@ pub struct Seaweed {
     args: Vec<String>,
 }
 
-/// A port that is free now, and whose +10000 (SeaweedFS's gRPC port for
-/// it) is free too.
-fn free_port(host: &str) -> u16 {
-    loop {
-        let l = TcpListener::bind((host, 0)).expect("bind a free port");
-        let p = l.local_addr().expect("local address").port();
-        if p < 55000 && TcpListener::bind((host, p + 10000)).is_ok() {
-            return p;
+/// `N` ports for SeaweedFS's servers: each server also listens on its port
+/// plus 10000 (gRPC), so all 2N must be free and distinct (a volume port
+/// 10000 below the master's once made both bind the same gRPC port).
+fn free_ports<const N: usize>(host: &str) -> [u16; N] {
+    let mut held: Vec<TcpListener> = Vec::new();
+    let mut taken: Vec<u16> = Vec::new();
+    let mut ports = [0u16; N];
+    for slot in ports.iter_mut() {
+        loop {
+            let l = TcpListener::bind((host, 0)).expect("bind a free port");
+            let p = l.local_addr().expect("local address").port();
+            if p >= 55000 || taken.contains(&p) || taken.contains(&(p + 10000)) {
+                continue;
+            }
+            let Ok(grpc) = TcpListener::bind((host, p + 10000)) else {
+                continue;
+            };
+            taken.extend([p, p + 10000]);
+            held.extend([l, grpc]);
+            *slot = p;
+            break;
         }
     }
+    ports
 }
 
 /// The answer to a plain HTTP request to `host`, if any came.
@@ -98,6 +120,23 @@ impl Seaweed {
     /// The same, listening on address `host` (one of this machine's, such
     /// as a bridge that other network namespaces reach it by).
     pub fn start_on(bucket: &str, host: &str) -> Seaweed {
+        // A free port can be taken by another process between the probe and
+        // SeaweedFS's bind: then it exits, and new ports are tried.
+        for _ in 0..4 {
+            let mut w = Seaweed::spawn_on(bucket, host);
+            match w.ready(Duration::from_secs(180)) {
+                Ready::Yes => return w.with_bucket(),
+                Ready::Exited if w.log().contains("address already in use") => continue,
+                _ => w.not_ready(),
+            }
+        }
+        let mut w = Seaweed::spawn_on(bucket, host);
+        w.wait_ready();
+        w.with_bucket()
+    }
+
+    /// A server started on fresh free ports, not yet known to be ready.
+    fn spawn_on(bucket: &str, host: &str) -> Seaweed {
         let dir = tempfile::tempdir().expect("temp dir");
         let cfg = dir.path().join("s3.json");
         std::fs::write(
@@ -108,12 +147,7 @@ impl Seaweed {
         )
         .expect("write s3.json");
         std::fs::create_dir(dir.path().join("data")).expect("data dir");
-        let (m, v, f, s) = (
-            free_port(host),
-            free_port(host),
-            free_port(host),
-            free_port(host),
-        );
+        let [m, v, f, s] = free_ports::<4>(host);
         let args = vec![
             "server".to_string(),
             format!("-dir={}", dir.path().join("data").display()),
@@ -145,7 +179,12 @@ impl Seaweed {
             args,
         };
         w.spawn();
-        w.wait_ready();
+        w
+    }
+
+    /// Makes the test's bucket in a ready server.
+    fn with_bucket(mut self) -> Seaweed {
+        let (host, m, bucket) = (self.host.clone(), self.master_port, self.bucket.clone());
         let out = Command::new(weed_bin())
             .arg("shell")
             .arg(format!("-master={host}:{m}"))
@@ -167,9 +206,9 @@ impl Seaweed {
             "weed shell did not create bucket {bucket}: {text}{}",
             String::from_utf8_lossy(&out.stderr)
         );
-        w.bucket_made = true;
-        w.wait_ready();
-        w
+        self.bucket_made = true;
+        self.wait_ready();
+        self
     }
 
     fn spawn(&mut self) {
@@ -188,7 +227,21 @@ impl Seaweed {
         self.child = Some(child);
     }
 
-    fn wait_ready(&self) {
+    fn wait_ready(&mut self) {
+        if self.ready(Duration::from_secs(180)) != Ready::Yes {
+            self.not_ready();
+        }
+    }
+
+    fn not_ready(&self) -> ! {
+        panic!(
+            "SeaweedFS was not ready within 3 minutes; its log:\n{}",
+            self.log()
+        );
+    }
+
+    /// Waits until the server is ready, it exits, or `timeout` passes.
+    fn ready(&mut self, timeout: Duration) -> Ready {
         let port: u16 = self
             .endpoint
             .rsplit(':')
@@ -197,24 +250,39 @@ impl Seaweed {
             .expect("port");
         let (master, filer) = (self.master_port, self.filer_port);
         let probe = format!("/buckets/{}/.ready-probe", self.bucket);
+        let mut exited = false;
         // A fresh server takes a while to grow its first volumes, and a
         // restarted one to load them: until then writes hang or fail. Ready
         // means the S3 gateway answers (403 without a signature), the master
         // has a leader, and, once the bucket exists, a write into it works.
-        let ready = crate::wait_until(Duration::from_secs(180), || {
-            let h = self.host.as_str();
+        let host = self.host.clone();
+        let bucket_made = self.bucket_made;
+        let ready = crate::wait_until(timeout, || {
+            let h = host.as_str();
+            if self.has_exited() {
+                exited = true;
+                return true;
+            }
             http(h, port, "GET", "/", b"").is_some()
                 && http(h, master, "GET", "/cluster/status", b"")
                     .is_some_and(|b| b.contains("Leader"))
-                && (!self.bucket_made
+                && (!bucket_made
                     || http(h, filer, "PUT", &probe, b"ready").is_some_and(|a| ok_status(&a))
                         && http(h, filer, "DELETE", &probe, b"").is_some_and(|a| ok_status(&a)))
         });
-        assert!(
-            ready,
-            "SeaweedFS was not ready within 3 minutes; its log:\n{}",
-            self.log()
-        );
+        match (ready, exited) {
+            (_, true) => Ready::Exited,
+            (true, false) => Ready::Yes,
+            (false, false) => Ready::TimedOut,
+        }
+    }
+
+    /// Whether the server process has ended (a fatal error such as a port
+    /// in use ends it at once).
+    fn has_exited(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_none_or(|c| !matches!(c.try_wait(), Ok(None)))
     }
 
     /// The server's log so far.
@@ -291,5 +359,21 @@ impl Drop for Seaweed {
     fn drop(&mut self) {
         self.resume();
         self.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ports_and_their_grpc_ports_are_all_distinct() {
+        for _ in 0..50 {
+            let ports = free_ports::<4>("127.0.0.1");
+            let mut all: Vec<u16> = ports.iter().flat_map(|&p| [p, p + 10000]).collect();
+            all.sort_unstable();
+            all.dedup();
+            assert_eq!(all.len(), 8, "{ports:?}");
+        }
     }
 }
