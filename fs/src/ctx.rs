@@ -301,6 +301,15 @@ impl Ctx {
                 if let Some(seen) = walk.then(|| self.data.seen_cell(c)).flatten() {
                     return Ok(self.sized_attr(ino, &f, Some((seen.len, seen.timestamp))));
                 }
+                // The version an open found newest, if nothing wrote the row
+                // since (the `fstat` after an open; a READ of dropped pages
+                // makes the kernel ask for the atime it invalidated).
+                if walk && self.data.newest_lasts(c) && !self.data.is_pending_cell(c) {
+                    let stamp = self.data.row_stamp(c);
+                    if let Some((ts, len)) = self.open.pages().newest_known(ino, stamp) {
+                        return Ok(self.sized_attr(ino, &f, Some((len, ts))));
+                    }
+                }
                 // A name in a row read empty a moment ago (one this mount
                 // just made, say) holds nothing yet, nor one the walk's
                 // read of the whole row (or family) did not return.

@@ -161,8 +161,17 @@ impl PageVersions {
     /// may hold are noted as that version and other daemons' writes are
     /// known to reach this daemon now.
     pub fn confirmed(&self, ino: u64, stamp: RowStamp) -> Option<(u64, u64)> {
+        let (ts, len) = self.newest_known(ino, stamp)?;
+        (self.by_ino.lock().get(&ino) == Some(&ts)).then_some((ts, len))
+    }
+
+    /// The version (timestamp, size) of `ino` an open confirmed newest
+    /// under its row's stamp `stamp` now, while other daemons' writes are
+    /// known to reach this daemon: still the newest (a stat is answered by
+    /// it, whatever pages the kernel holds).
+    pub fn newest_known(&self, ino: u64, stamp: RowStamp) -> Option<(u64, u64)> {
         let n = *self.newest.lock().get(&ino)?;
-        if n.stamp != stamp || self.by_ino.lock().get(&ino) != Some(&n.ts) {
+        if n.stamp != stamp {
             return None;
         }
         match *self.followed.lock() {

@@ -5,7 +5,7 @@
 //! operation"); this test asserts them.
 
 use super::{T, TRUNC};
-use crate::node::ROOT_INO;
+use crate::node::{Node, ROOT_INO};
 use crate::reply::DirOut;
 use crate::store::Store;
 use crate::store_calls::{Call, StoreCalls};
@@ -580,6 +580,40 @@ fn a_reread_makes_no_call() {
     assert_eq!(t.fs.read(fh, 0, 4096).unwrap(), b"hello");
     t.fs.release(fh).unwrap();
     assert_eq!(t.fs.ctx().open.pages().reopens(), 2);
+}
+
+/// A stat of a cell an open found newest, once the row memo dropped the
+/// row's read (`cat` after its pages were dropped: the READ makes the
+/// kernel ask for the atime at the next `fstat`): answered from that
+/// version while nothing wrote the row, read again once something did.
+#[test]
+fn a_stat_of_a_cell_opened_earlier_makes_no_call() {
+    let t = table();
+    let ino = t.ino("/t/r/f/c").unwrap();
+    assert_eq!(open_and_fill(&t, ino).unwrap().0, b"hello");
+    let Node::Cell(c) = &*t.fs.ctx().kernel.node(ino).unwrap() else {
+        panic!("not a cell")
+    };
+    let start = std::time::Instant::now();
+    while t.fs.ctx().data.seen_cell(c).is_some() {
+        assert!(
+            start.elapsed() < crate::row_memo::MEMO_TTL * 50,
+            "the memo still holds the row after {:?}",
+            start.elapsed()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let mut m = Meter::new(&t);
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
+    m.step("getattr");
+    assert_eq!(m.done("stat later"), "getattr:0 = 0");
+    // A write to the row: the stat reads the new value.
+    set_cell(&t, b"r", "f", b"hello, world");
+    t.fs.ctx().data.rows_changed_elsewhere("t", &[b"r"]);
+    let mut m = Meter::new(&t);
+    assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 12);
+    m.step("getattr");
+    assert_eq!(m.done("stat after a write"), "getattr:1 = 1");
 }
 
 /// An open on the kernel's pages whose pages the kernel has since dropped
