@@ -158,6 +158,73 @@ fn a_replayed_token_a_wrong_secret_and_a_token_for_elsewhere_are_refused() {
     n.stop();
 }
 
+/// A batch's body: these calls, as a sender of reads encodes them.
+fn batch(calls: &[super::messages::Call]) -> Vec<u8> {
+    bincode::serialize(calls).unwrap()
+}
+
+fn read_call(tablet: u64) -> super::messages::Call {
+    super::messages::Call {
+        server: Some("ts0".into()),
+        op: super::messages::Op::ReadRow {
+            tablet,
+            row: b"r".to_vec(),
+            spec: Box::default(),
+        },
+    }
+}
+
+/// A batch may hold only point reads, at most `MAX_BATCH` of them, under a
+/// token for the `Batch` route: a write slipped into one, one too many
+/// reads, a malformed list, or a token of another route are refused
+/// before anything runs, and the listener serves afterwards.
+#[test]
+fn a_batch_holds_only_point_reads_under_its_own_token() {
+    use super::batch::MAX_BATCH;
+    use super::messages::{Call, Op};
+    let n = node();
+    let target = n.addr.to_string();
+    let s = Secret::new(SECRET).unwrap();
+    let invalid = tonic::Code::InvalidArgument as u8;
+    let write = Call {
+        server: Some("ts0".into()),
+        op: Op::Apply {
+            tablet: 1,
+            ms: vec![engine::RowMutation::new(b"r".to_vec()).set(
+                "f",
+                b"q".to_vec(),
+                b"v".to_vec(),
+            )],
+            sync: false,
+            fence: None,
+        },
+    };
+    let sneaked = batch(&[read_call(1), write, read_call(2)]);
+    let (code, why) = answer(&n, &encode_frame(Some(&s), "Batch", &target, &sneaked));
+    assert_eq!(code, invalid, "{why}");
+    assert!(why.contains("point reads"), "{why}");
+    let many: Vec<Call> = (0..=MAX_BATCH as u64).map(read_call).collect();
+    let (code, why) = answer(&n, &encode_frame(Some(&s), "Batch", &target, &batch(&many)));
+    assert_eq!(code, invalid, "{why}");
+    let mut cut = batch(&[read_call(1), read_call(2)]);
+    cut.truncate(cut.len() - 3);
+    let (code, why) = answer(&n, &encode_frame(Some(&s), "Batch", &target, &cut));
+    assert_eq!(code, invalid, "{why}");
+    assert!(why.contains("malformed"), "{why}");
+    // A token for the Control route on a batch.
+    let good = batch(&[read_call(1), read_call(2)]);
+    let mut other_route = encode_frame(Some(&s), "Control", &target, &good);
+    other_route[MAGIC.len()] = frame::route_byte("Batch");
+    let (code, why) = answer(&n, &other_route);
+    assert_eq!(code, tonic::Code::Unauthenticated as u8, "{why}");
+    // A good batch reaches the daemon (still starting here).
+    let (code, why) = answer(&n, &encode_frame(Some(&s), "Batch", &target, &good));
+    assert_eq!(code, tonic::Code::Unavailable as u8, "{why}");
+    assert!(why.contains("starting"), "{why}");
+    admitted(&n);
+    n.stop();
+}
+
 #[test]
 fn a_silent_connection_is_closed() {
     let n = Node::start_with(
