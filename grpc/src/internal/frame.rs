@@ -38,17 +38,16 @@ pub(crate) fn route_name(b: u8) -> Option<&'static str> {
     match b {
         1 => Some("Call"),
         2 => Some("Control"),
-        3 => Some("Batch"),
         _ => None,
     }
 }
 
 /// The byte of route `name`.
 pub(crate) fn route_byte(name: &str) -> u8 {
-    match name {
-        "Call" => 1,
-        "Batch" => 3,
-        _ => 2,
+    if name == "Call" {
+        1
+    } else {
+        2
     }
 }
 

@@ -4,7 +4,6 @@
 //! No runtime and no other thread: the call's cost is two socket
 //! operations and the callee's work.
 
-use super::batch::Gather;
 use super::frame::{self, Short};
 use super::messages::{Call, Reply};
 use super::secret::{Nonce, Secret};
@@ -38,8 +37,6 @@ struct Conn {
 pub(crate) struct Pool {
     addr: String,
     idle: Mutex<Vec<Conn>>,
-    /// Point reads waiting to go out together (`batch.rs`).
-    gather: Gather,
 }
 
 fn unreachable(addr: &str, e: impl std::fmt::Display) -> Status {
@@ -66,7 +63,6 @@ impl Pool {
         Pool {
             addr: addr.to_string(),
             idle: Mutex::new(Vec::new()),
-            gather: Gather::default(),
         }
     }
 
@@ -118,66 +114,7 @@ impl Pool {
         method: &str,
         timeout: Duration,
     ) -> Result<Reply, Status> {
-        self.exchange(secret, call, method, timeout)
-    }
-
-    /// Sends point read `call` (route `Control`), in one frame with the
-    /// reads other threads make of this peer meanwhile (`batch.rs`).
-    pub(crate) fn read(
-        &self,
-        secret: Option<&Secret>,
-        call: Call,
-        timeout: Duration,
-    ) -> Result<Reply, Status> {
-        static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if *OFF.get_or_init(|| std::env::var_os("BT_NO_BATCH").is_some()) {
-            return self.call(secret, &call, "Control", timeout);
-        }
-        let bytes = bincode::serialized_size(&call).map_or(usize::MAX, |n| n as usize);
-        let send = |calls: Vec<Call>| self.send_batch(secret, calls, timeout);
-        self.gather.run(call, bytes, &send)
-    }
-
-    /// One result per call of `calls`: one alone is an ordinary call; a
-    /// batch's calls its callee left unrun (their replies would have made
-    /// it too large) are sent again alone.
-    fn send_batch(
-        &self,
-        secret: Option<&Secret>,
-        calls: Vec<Call>,
-        timeout: Duration,
-    ) -> Vec<Result<Reply, Status>> {
-        if let [one] = &calls[..] {
-            return vec![self.call(secret, one, "Control", timeout)];
-        }
-        let n = calls.len();
-        match self.exchange::<_, Vec<Option<Reply>>>(secret, &calls, "Batch", timeout) {
-            Ok(replies) if replies.len() == n => replies
-                .into_iter()
-                .zip(&calls)
-                .map(|(r, c)| match r {
-                    Some(r) => Ok(r),
-                    None => self.call(secret, c, "Control", timeout),
-                })
-                .collect(),
-            Ok(replies) => {
-                let why = format!("{}: {} replies to {n} reads", self.addr, replies.len());
-                (0..n).map(|_| Err(Status::internal(why.clone()))).collect()
-            }
-            Err(e) => (0..n).map(|_| Err(e.clone())).collect(),
-        }
-    }
-
-    /// Sends `msg` on route `method` and waits for the reply, which must
-    /// prove the peer knows `secret` (when there is one).
-    fn exchange<T: serde::Serialize, R: serde::de::DeserializeOwned>(
-        &self,
-        secret: Option<&Secret>,
-        msg: &T,
-        method: &str,
-        timeout: Duration,
-    ) -> Result<R, Status> {
-        let body = bincode::serialize(msg)
+        let body = bincode::serialize(call)
             .map_err(|e| Status::internal(format!("cannot encode a message: {e}")))?;
         let (token, nonce) = match secret {
             Some(s) => {
@@ -240,13 +177,13 @@ impl Pool {
         })
     }
 
-    fn open<R: serde::de::DeserializeOwned>(
+    fn open(
         &self,
         secret: Option<&Secret>,
         method: &str,
         nonce: Option<Nonce>,
         Received { status, tag, body }: Received,
-    ) -> Result<R, Status> {
+    ) -> Result<Reply, Status> {
         if status != 0 {
             let msg = String::from_utf8_lossy(&body).into_owned();
             return Err(Status::new(Code::from_i32(i32::from(status)), msg));

@@ -6,7 +6,6 @@
 //! and its replay cache, so one check holds whichever way a call comes.
 
 use super::auth::log_refusal;
-use super::batch::{batchable, MAX_BATCH, REPLY_ROOM};
 use super::frame::{self, Short};
 use super::messages::{Call, Reply};
 use super::nonces::{Fresh, Nonces};
@@ -256,52 +255,30 @@ impl FrameServer {
                 return Err(refuse(Code::Unauthenticated, why, true));
             }
         }
-        let malformed = |e: bincode::Error| {
+        let call: Call = super::codec::decode_bounded(&body).map_err(|e| {
             refuse(
                 Code::InvalidArgument,
                 format!("malformed message: {e}"),
                 false,
             )
-        };
-        // A batch's calls, or the one call; each checked before any runs.
-        let calls = if method == "Batch" {
-            let calls: Vec<Call> = super::codec::decode_bounded(&body).map_err(malformed)?;
-            if calls.len() > MAX_BATCH || !calls.iter().all(|c| batchable(&c.op)) {
-                let why = format!("a batch holds at most {MAX_BATCH} point reads");
-                return Err(refuse(Code::InvalidArgument, why, false));
-            }
-            Calls::Batch(calls)
-        } else {
-            let call: Call = super::codec::decode_bounded(&body).map_err(malformed)?;
-            if data_op(&call.op) != (method == "Call") {
-                let why = "an operation sent by the wrong route";
-                return Err(refuse(Code::InvalidArgument, why, false));
-            }
-            Calls::One(call)
-        };
+        })?;
         drop(body);
-        let n = match &calls {
-            Calls::Batch(c) => c.len(),
-            Calls::One(_) => 1,
-        };
-        self.served.fetch_add(n as u64, Ordering::Relaxed);
+        self.served.fetch_add(1, Ordering::Relaxed);
         let Some(bt) = self.target.get().cloned() else {
             return Err(refuse(Code::Unavailable, "the daemon is starting", false));
         };
+        if data_op(&call.op) != (method == "Call") {
+            let why = "an operation sent by the wrong route";
+            return Err(refuse(Code::InvalidArgument, why, false));
+        }
         let id = self.calls.fetch_add(1, Ordering::Relaxed);
         self.busy.lock().insert(id, (Instant::now(), w.clone()));
-        let encoded = match calls {
-            Calls::Batch(calls) => bincode::serialize(&run_batch(&bt, calls)),
-            Calls::One(call) => {
-                let result = match self.coherence.handle(&call.op) {
-                    Some(r) => r,
-                    None => dispatch(&bt, call),
-                };
-                bincode::serialize(&Reply(result))
-            }
+        let result = match self.coherence.handle(&call.op) {
+            Some(r) => r,
+            None => dispatch(&bt, call),
         };
         self.busy.lock().remove(&id);
-        let bytes = encoded
+        let bytes = bincode::serialize(&Reply(result))
             .map_err(|e| refuse(Code::Internal, format!("cannot encode a reply: {e}"), false))?;
         let tag = match (&self.secret, &claims) {
             (Some(s), Some(c)) => Some(s.reply_tag(method, c.nonce, &bytes)),
@@ -345,30 +322,6 @@ impl FrameServer {
             }
         }
     }
-}
-
-/// What one frame asks.
-enum Calls {
-    One(Call),
-    /// Point reads (route `Batch`, `batch.rs`), answered in order.
-    Batch(Vec<Call>),
-}
-
-/// A batch's replies, in order; once they reach [`REPLY_ROOM`] bytes the
-/// rest are left unrun (None: their callers send them alone).
-fn run_batch(bt: &engine::Bigtable, calls: Vec<Call>) -> Vec<Option<Reply>> {
-    let mut bytes = 0;
-    calls
-        .into_iter()
-        .map(|c| {
-            if bytes >= REPLY_ROOM {
-                return None;
-            }
-            let r = dispatch(bt, c);
-            bytes += r.as_ref().map_or(64, Vec::len);
-            Some(Reply(r))
-        })
-        .collect()
 }
 
 /// Heartbeats once a second until the server is stopped or dropped.

@@ -8,7 +8,6 @@
 //! (see [`Secret`]); the messages are the engine's types in bincode.
 
 mod auth;
-mod batch;
 pub(crate) mod codec;
 mod coherence;
 mod depth;

@@ -80,9 +80,6 @@ impl Peer {
         let data = super::service::data_op(&call.op);
         let method = if data { "Call" } else { "Control" };
         if let Some(pool) = &self.frames {
-            if super::batch::batchable(&call.op) {
-                return pool.read(self.secret.as_ref(), call, timeout);
-            }
             return pool.call(self.secret.as_ref(), &call, method, timeout);
         }
         let (req, nonce) = self.request(&call, method, timeout)?;
