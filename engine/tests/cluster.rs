@@ -518,5 +518,20 @@ fn peek_row_of_a_missing_row_tells_how_far_the_gap_goes() {
         RowPeek::Cells(c) => assert_eq!(c.len(), 1),
         other => panic!("d is there: {other:?}"),
     }
+    // One peek is one request to its server, a read, even when it also
+    // looked for the next row: load balancing counts requests.
+    let counts = |bt: &Bigtable| {
+        bt.server_reports()
+            .iter()
+            .fold((0, 0, 0), |(q, r, s), x| (q + x.requests, r + x.reads, s + x.scans))
+    };
+    let before = counts(&bt);
+    until("c");
+    let after = counts(&bt);
+    assert_eq!(
+        (after.0 - before.0, after.1 - before.1, after.2 - before.2),
+        (1, 1, 0),
+        "requests, reads and scans of one peek at a missing row"
+    );
     bt.close().unwrap();
 }

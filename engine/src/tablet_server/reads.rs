@@ -294,7 +294,10 @@ impl TabletReads for TabletServer {
             filter: spec.filter.clone(),
             ..Default::default()
         };
-        let (mut part, end) = self.scan_part(tablet, &next)?;
+        // The same request: counted once (as the read above), not again as
+        // a scan, so that load balancing sees one request.
+        let s = self.served(tablet)?;
+        let (mut part, end) = scan_part_of(self, &s, &next)?;
         let until = match part.next_cell()? {
             Some(c) => Some(c.row),
             None => end,
@@ -326,55 +329,61 @@ impl TabletReads for TabletServer {
         s.load
             .touch(crate::keyviz::scan_row(&spec.rows.start, &s.tablet.start));
         crate::keyviz::record_scan(&s.table.name, &spec.rows.start, &s.tablet.start);
-        let t = &s.tablet;
-        // A read of the change log: up to the watermark, taken before the
-        // snapshot so that everything up to it is in the snapshot.
-        let change_read = matches!(spec.families.as_deref(), Some([f]) if f == CHANGES_FAMILY);
-        let watermark = change_read.then(|| self.inflight.watermark(now_micros));
-        let v = t.version();
-        let schema = s.table.schema();
-        let mut part = spec.clipped(&t.start, t.end.as_deref());
-        if let Some(w) = watermark {
-            part.time_range.end = part.time_range.end.min(w.saturating_add(1));
+        scan_part_of(self, &s, spec)
+    }
+}
+
+/// Served tablet `s`'s part of a scan (see [`TabletReads::scan_part`]),
+/// not counted: the caller counts the request.
+fn scan_part_of(server: &TabletServer, s: &Served, spec: &ScanSpec) -> Result<ScanPart> {
+    let t = &s.tablet;
+    // A read of the change log: up to the watermark, taken before the
+    // snapshot so that everything up to it is in the snapshot.
+    let change_read = matches!(spec.families.as_deref(), Some([f]) if f == CHANGES_FAMILY);
+    let watermark = change_read.then(|| server.inflight.watermark(now_micros));
+    let v = t.version();
+    let schema = s.table.schema();
+    let mut part = spec.clipped(&t.start, t.end.as_deref());
+    if let Some(w) = watermark {
+        part.time_range.end = part.time_range.end.min(w.saturating_add(1));
+    }
+    let files = select_files(&v.files, spec.families.as_deref(), &schema);
+    let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
+    sources.push(Box::new(v.mem.iter()));
+    for m in v.imm.iter().rev() {
+        sources.push(Box::new(m.iter()));
+    }
+    for f in files {
+        // Changes since T skip the files whose newest record is older:
+        // the change log's index by time.
+        if change_read && f.newest_cell().is_some_and(|n| n < part.time_range.start) {
+            continue;
         }
-        let files = select_files(&v.files, spec.families.as_deref(), &schema);
-        let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
-        sources.push(Box::new(v.mem.iter()));
-        for m in v.imm.iter().rev() {
-            sources.push(Box::new(m.iter()));
+        sources.push(Box::new(f.table.iter()));
+    }
+    let reader = CellReader::new(
+        Box::new(MergingIterator::new(sources)),
+        &part,
+        schema,
+        server.core.visible_seq(),
+        now_micros(),
+    )?;
+    match watermark {
+        Some(w) => {
+            let row = match &part.rows.start {
+                Bound::Included(r) | Bound::Excluded(r) => r.clone(),
+                Bound::Unbounded => Vec::new(),
+            };
+            let marker = Cell {
+                row,
+                family: CHANGES_FAMILY.to_string(),
+                qualifier: WATERMARK_QUALIFIER.to_vec(),
+                timestamp: w,
+                value: Default::default(),
+            };
+            Ok((Box::new(Marked(Some(marker), reader)), t.end.clone()))
         }
-        for f in files {
-            // Changes since T skip the files whose newest record is older:
-            // the change log's index by time.
-            if change_read && f.newest_cell().is_some_and(|n| n < part.time_range.start) {
-                continue;
-            }
-            sources.push(Box::new(f.table.iter()));
-        }
-        let reader = CellReader::new(
-            Box::new(MergingIterator::new(sources)),
-            &part,
-            schema,
-            self.core.visible_seq(),
-            now_micros(),
-        )?;
-        match watermark {
-            Some(w) => {
-                let row = match &part.rows.start {
-                    Bound::Included(r) | Bound::Excluded(r) => r.clone(),
-                    Bound::Unbounded => Vec::new(),
-                };
-                let marker = Cell {
-                    row,
-                    family: CHANGES_FAMILY.to_string(),
-                    qualifier: WATERMARK_QUALIFIER.to_vec(),
-                    timestamp: w,
-                    value: Default::default(),
-                };
-                Ok((Box::new(Marked(Some(marker), reader)), t.end.clone()))
-            }
-            None => Ok((Box::new(reader), t.end.clone())),
-        }
+        None => Ok((Box::new(reader), t.end.clone())),
     }
 }
 
