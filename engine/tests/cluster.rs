@@ -521,9 +521,9 @@ fn peek_row_of_a_missing_row_tells_how_far_the_gap_goes() {
     // One peek is one request to its server, a read, even when it also
     // looked for the next row: load balancing counts requests.
     let counts = |bt: &Bigtable| {
-        bt.server_reports()
-            .iter()
-            .fold((0, 0, 0), |(q, r, s), x| (q + x.requests, r + x.reads, s + x.scans))
+        bt.server_reports().iter().fold((0, 0, 0), |(q, r, s), x| {
+            (q + x.requests, r + x.reads, s + x.scans)
+        })
     };
     let before = counts(&bt);
     until("c");

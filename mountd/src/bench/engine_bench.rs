@@ -239,6 +239,11 @@ pub struct GroupCommitProbe {
     /// The mean batch of the workloads' own writes (`--threads` writers; 0
     /// before they ran): synced, their bound is the fsync rate times this.
     pub workload_mean_batch: f64,
+    /// Rounds per second of [`PROBE_WRITERS`] threads in which one writes
+    /// their records in one write and fdatasyncs while the others wait,
+    /// then all are woken (`group_rounds`): the fsync and the wake-ups of a
+    /// perfect group commit on this machine, without the engine.
+    pub group_rounds_rate: f64,
 }
 
 impl GroupCommitProbe {
@@ -256,6 +261,17 @@ impl GroupCommitProbe {
     /// Throughput over (fsync rounds of all copies at once) × mean batch.
     pub fn copies_efficiency(&self) -> f64 {
         self.vs_bound(self.copies_fsync_rate)
+    }
+    /// What a perfect group commit of [`PROBE_WRITERS`] writers does on
+    /// this machine (one fsync and the wake-ups a round), as a share of
+    /// the fsync bound (capped at 1): the limit of [`Self::efficiency`].
+    pub fn rounds_share(&self) -> f64 {
+        let bound = self.fsync_rate * self.mean_batch();
+        if bound > 0.0 {
+            (self.group_rounds_rate * PROBE_WRITERS as f64 / bound).min(1.0)
+        } else {
+            0.0
+        }
     }
     /// Throughput over `syncs_per_sec` × mean batch.
     fn vs_bound(&self, syncs_per_sec: f64) -> f64 {
@@ -279,6 +295,8 @@ impl GroupCommitProbe {
             "fsync_per_sec": self.fsync_rate.round(),
             "vs_fsync_times_batch": round3(self.efficiency()),
             "workload_mean_batch": round3(self.workload_mean_batch),
+            "group_rounds_per_sec": self.group_rounds_rate.round(),
+            "rounds_share_of_fsync_bound": round3(self.rounds_share()),
         })
     }
     pub fn line(&self) -> String {
@@ -289,6 +307,10 @@ impl GroupCommitProbe {
             self.max_batch,
             self.fsync_rate,
             self.efficiency()
+        ) + &format!(
+            "; {PROBE_WRITERS} threads' rounds of one write + fsync + wake-ups {:.0}/s, {:.2} of that bound",
+            self.group_rounds_rate,
+            self.rounds_share()
         ) + &if self.copies > 1 {
             format!(
                 "; {} copies' fsyncs at once {:.0} rounds/s; writes / (that x mean batch) = {:.2}",
@@ -377,6 +399,64 @@ fn fsync_rounds(dir: &Path, files: usize) -> Result<f64> {
     result
 }
 
+/// Rounds per second in which `writers` threads meet, one of them writes
+/// `writers` records of 1000 bytes in one write (in place, as
+/// `fsync_rounds`) and fdatasyncs while the others wait, and all are woken:
+/// a group commit with nothing but its fsync and its wake-ups.
+fn group_rounds(dir: &Path, writers: usize) -> Result<f64> {
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Barrier;
+    let path = dir.join("group-rounds-probe");
+    let result = (|| {
+        let f = preallocated(&path, PROBE_FILE_BYTES).context("group rounds probe")?;
+        let batch = vec![7u8; VALUE_BYTES * writers];
+        let barrier = Barrier::new(writers);
+        let (stop, failed) = (AtomicBool::new(false), AtomicBool::new(false));
+        let start = Instant::now();
+        let mut rounds = 0u64;
+        std::thread::scope(|s| {
+            for _ in 1..writers {
+                let (barrier, stop) = (&barrier, &stop);
+                s.spawn(move || loop {
+                    barrier.wait(); // submitted
+                    barrier.wait(); // woken by the leader
+                    if stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                });
+            }
+            loop {
+                barrier.wait();
+                let at = (rounds * batch.len() as u64) % (PROBE_FILE_BYTES - batch.len() as u64);
+                if f.write_all_at(&batch, at)
+                    .and_then(|()| f.sync_data())
+                    .is_err()
+                {
+                    failed.store(true, Ordering::Release);
+                }
+                rounds += 1;
+                let done = failed.load(Ordering::Acquire)
+                    || rounds >= 4000
+                    || start.elapsed().as_secs_f64() >= 1.0;
+                if done {
+                    stop.store(true, Ordering::Release);
+                }
+                barrier.wait();
+                if done {
+                    return;
+                }
+            }
+        });
+        if failed.load(Ordering::Acquire) {
+            anyhow::bail!("group rounds probe: a write or fdatasync failed");
+        }
+        Ok(rounds as f64 / start.elapsed().as_secs_f64().max(1e-9))
+    })();
+    let _ = std::fs::remove_file(&path);
+    result
+}
+
 /// A new file at `path` of `len` bytes, written (zeros, 1 MiB at a time)
 /// and synced: its blocks and size are on disk.
 fn preallocated(path: &Path, len: u64) -> std::io::Result<std::fs::File> {
@@ -406,6 +486,7 @@ fn group_commit_probe(
     } else {
         fsync_rate
     };
+    let group_rounds_rate = group_rounds(dir, PROBE_WRITERS)?;
     let probe = Plan {
         n: plan.n.min(8000),
         threads: PROBE_WRITERS,
@@ -423,6 +504,7 @@ fn group_commit_probe(
         copies,
         copies_fsync_rate,
         workload_mean_batch: 0.0,
+        group_rounds_rate,
     })
 }
 
