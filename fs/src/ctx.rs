@@ -310,6 +310,8 @@ impl Ctx {
                         return Ok(self.sized_attr(ino, &f, Some((len, ts))));
                     }
                 }
+                // Before the store's read (see `is_pending_cell`).
+                let created = self.data.is_pending_cell(c);
                 // A name in a row read empty a moment ago (one this mount
                 // just made, say) holds nothing yet, nor one the walk's
                 // read of the whole row (or family) did not return.
@@ -322,7 +324,7 @@ impl Ctx {
                 };
                 match newest {
                     Some(v) => Ok(self.value_attr(ino, &f, Some(&v))),
-                    None if self.data.is_pending_cell(c) => Ok(self.value_attr(ino, &f, None)),
+                    None if created => Ok(self.value_attr(ino, &f, None)),
                     None => Err(Errno::ENOENT),
                 }
             }

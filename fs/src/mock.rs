@@ -28,6 +28,9 @@ pub struct MockStore {
     clock: AtomicU64,
     /// Values above this many bytes are refused, as the engine does.
     max_value: usize,
+    /// Run once, after the next row read returns its cells (tests place
+    /// a concurrent event between a read and what follows it).
+    after_read: Mutex<Option<Box<dyn FnOnce() + Send>>>,
 }
 
 impl Default for MockStore {
@@ -36,6 +39,7 @@ impl Default for MockStore {
             tables: Mutex::new(BTreeMap::new()),
             clock: AtomicU64::new(1_700_000_000_000_000),
             max_value: engine::DEFAULT_MAX_VALUE,
+            after_read: Mutex::new(None),
         }
     }
 }
@@ -105,6 +109,74 @@ impl MockStore {
             max_value,
             ..Default::default()
         }
+    }
+
+    /// Runs `f` once, right after the next row or cell read has read
+    /// (and let go of the store).
+    pub fn after_next_read(&self, f: impl FnOnce() + Send + 'static) {
+        *self.after_read.lock() = Some(Box::new(f));
+    }
+
+    fn read_row_now(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
+        let g = self.tables.lock();
+        let t = g
+            .get(table)
+            .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        let mut cells = t
+            .rows
+            .get(row)
+            .map(|r| select(row, r, spec))
+            .unwrap_or_default();
+        if let Some(n) = spec.cell_limit {
+            cells.truncate(n as usize);
+        }
+        if let Some(limit) = spec.byte_limit {
+            // The cell that reaches the limit is the last.
+            let mut bytes = 0;
+            if let Some(last) = cells.iter().position(|c| {
+                bytes += c.value.len() as u64;
+                bytes >= limit
+            }) {
+                cells.truncate(last + 1);
+            }
+        }
+        Ok(cells)
+    }
+
+    /// `r`, once the read it is the result of let go of the store and the
+    /// hook of [`MockStore::after_next_read`] (if any) ran.
+    fn then_after_read<R>(&self, r: R) -> R {
+        let then = self.after_read.lock().take();
+        if let Some(f) = then {
+            f();
+        }
+        r
+    }
+
+    fn read_cell_now(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Cell>> {
+        let g = self.tables.lock();
+        let t = g
+            .get(table)
+            .ok_or_else(|| Error::TableNotFound(table.into()))?;
+        Ok(t.rows.get(row).and_then(|r| {
+            let (Reverse(ts), v) = r
+                .get(&(family.to_string(), qualifier.to_vec()))?
+                .iter()
+                .next()?;
+            Some(Cell {
+                row: row.to_vec(),
+                family: family.into(),
+                qualifier: qualifier.to_vec(),
+                timestamp: *ts,
+                value: v.clone().into(),
+            })
+        }))
     }
 
     fn now(&self) -> u64 {
@@ -406,29 +478,7 @@ impl Store for MockStore {
         Ok(out)
     }
     fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        let g = self.tables.lock();
-        let t = g
-            .get(table)
-            .ok_or_else(|| Error::TableNotFound(table.into()))?;
-        let mut cells = t
-            .rows
-            .get(row)
-            .map(|r| select(row, r, spec))
-            .unwrap_or_default();
-        if let Some(n) = spec.cell_limit {
-            cells.truncate(n as usize);
-        }
-        if let Some(limit) = spec.byte_limit {
-            // The cell that reaches the limit is the last.
-            let mut bytes = 0;
-            if let Some(last) = cells.iter().position(|c| {
-                bytes += c.value.len() as u64;
-                bytes >= limit
-            }) {
-                cells.truncate(last + 1);
-            }
-        }
-        Ok(cells)
+        self.then_after_read(self.read_row_now(table, row, spec))
     }
     fn peek_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
         let cells = self.read_row(table, row, spec)?;
@@ -454,23 +504,7 @@ impl Store for MockStore {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Cell>> {
-        let g = self.tables.lock();
-        let t = g
-            .get(table)
-            .ok_or_else(|| Error::TableNotFound(table.into()))?;
-        Ok(t.rows.get(row).and_then(|r| {
-            let (Reverse(ts), v) = r
-                .get(&(family.to_string(), qualifier.to_vec()))?
-                .iter()
-                .next()?;
-            Some(Cell {
-                row: row.to_vec(),
-                family: family.into(),
-                qualifier: qualifier.to_vec(),
-                timestamp: *ts,
-                value: v.clone().into(),
-            })
-        }))
+        self.then_after_read(self.read_cell_now(table, row, family, qualifier))
     }
     fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>> {
         let g = self.tables.lock();

@@ -449,6 +449,9 @@ impl StoreView {
     }
 
     /// Whether `c` is a live cell made with `creat` that holds no value yet.
+    /// Ask before reading the cell from the store: the placeholder goes
+    /// only once its release committed the cell, so one of the two finds
+    /// it; asked after, a commit between the two made it look absent.
     pub(crate) fn is_pending_cell(&self, c: &CellAddr) -> bool {
         c.view.is_now()
             && self

@@ -1,5 +1,12 @@
 //! `opendir`, `readdir` and `readdirplus`: snapshots of small directories,
 //! streamed rows of tables.
+//!
+//! A listing takes the pending placeholders (cells created and not yet
+//! committed, rows, families and columns made empty) before it reads the
+//! store: a placeholder goes only once what it stands for is stored (a
+//! release commits its created cell, then drops it), so each name is in
+//! one or the other. Read the other way round, a commit between the two
+//! reads hid the name from the listing.
 
 use super::{dir, MAX_ROW_BATCH, ROW_BASE, ROW_BATCH};
 use crate::ctx::Ctx;
@@ -80,14 +87,18 @@ pub(super) fn list_small(cx: &Ctx, node: &Node, first: bool) -> FsResult<Vec<Lis
         Node::Row { table, view, row } => {
             cx.listing.entered(table);
             let schema = cx.data.schema(table)?;
+            // Placeholders first (see the module's note).
+            let pending = if view.is_now() {
+                cx.data.pending().families_of(table, row)
+            } else {
+                Vec::new()
+            };
             let mut fams = if first {
                 cx.data.listed_row_families(table, *view, row)?
             } else {
                 cx.data.row_families(table, *view, row)?
             };
-            if view.is_now() {
-                fams.extend(cx.data.pending().families_of(table, row));
-            }
+            fams.extend(pending);
             for f in fams.into_iter().filter(|f| schema.families.contains_key(f)) {
                 let node = Node::Family(FamilyAddr {
                     table: table.clone(),
@@ -102,17 +113,19 @@ pub(super) fn list_small(cx: &Ctx, node: &Node, first: bool) -> FsResult<Vec<Lis
         }
         Node::Family(f) => {
             let fam = cx.data.family_schema(&f.table, &f.family)?;
+            // Created cells first (see the module's note).
+            let mut created = if f.view.is_now() {
+                cx.data.pending().cells_of(&f.table, &f.row, &f.family)
+            } else {
+                Vec::new()
+            };
             let mut cells = if first {
                 cx.data.listed_family_cells(f)?
             } else {
                 cx.data.family_cells(f)?
             };
             let have: BTreeSet<Vec<u8>> = cells.iter().map(|c| c.qualifier.clone()).collect();
-            let mut created = Vec::new();
-            if f.view.is_now() {
-                created = cx.data.pending().cells_of(&f.table, &f.row, &f.family);
-                created.retain(|q| !have.contains(q));
-            }
+            created.retain(|q| !have.contains(q));
             let mut entries: Vec<(Vec<u8>, Option<engine::Cell>)> = cells
                 .drain(..)
                 .map(|c| (c.qualifier.clone(), Some(c)))
@@ -133,10 +146,14 @@ pub(super) fn list_small(cx: &Ctx, node: &Node, first: bool) -> FsResult<Vec<Lis
         }
         Node::VersionsDir(f) => {
             let fam = cx.data.family_schema(&f.table, &f.family)?;
+            // Placeholders first (see the module's note).
+            let pending = if f.view.is_now() {
+                cx.data.pending().columns_of(&f.table, &f.row, &f.family)
+            } else {
+                Vec::new()
+            };
             let mut cols = cx.data.family_columns(f)?;
-            if f.view.is_now() {
-                cols.extend(cx.data.pending().columns_of(&f.table, &f.row, &f.family));
-            }
+            cols.extend(pending);
             for q in cols {
                 let node = Node::VersionsColumn(f.column(q.clone()));
                 let attr = cx.dir_attr(cx.kernel.ino_of(&node), fam.mode, fam.owner, fam.group);
@@ -191,6 +208,12 @@ pub(super) fn row_batch(
         ])),
         ..Default::default()
     };
+    // Placeholders first (see the module's note).
+    let pending = if view.is_now() {
+        cx.data.pending().rows_after(table, after, limit as usize)
+    } else {
+        Vec::new()
+    };
     let what = format!("listing of {table}");
     let mut stream = cx
         .data
@@ -202,13 +225,10 @@ pub(super) fn row_batch(
     while let Some((row, _)) = stream.next_row().map_err(|e| cx.data.fail(&what, &e))? {
         rows.push(row);
     }
-    if view.is_now() {
-        let pending = cx.data.pending().rows_after(table, after, limit as usize);
-        if !pending.is_empty() {
-            rows.extend(pending);
-            rows.sort_unstable();
-            rows.dedup();
-        }
+    if !pending.is_empty() {
+        rows.extend(pending);
+        rows.sort_unstable();
+        rows.dedup();
     }
     rows.truncate(limit as usize);
     Ok(rows)

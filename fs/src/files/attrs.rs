@@ -177,6 +177,8 @@ pub(super) fn set_mtime(cx: &Ctx, node: &Node, t: std::time::SystemTime) -> FsRe
             cx.data
                 .refuse(&what, Errno::EINVAL, "a cell's time is after 1970")
         })?;
+    // Before the store's read (see `is_pending_cell`).
+    let created = cx.data.is_pending_cell(col);
     let versions = cx.data.versions(col)?;
     let newest = versions.iter().map(|v| v.timestamp).max();
     // An open writer's uncommitted value: committed at `ts` later.
@@ -198,11 +200,7 @@ pub(super) fn set_mtime(cx: &Ctx, node: &Node, t: std::time::SystemTime) -> FsRe
         return Ok(());
     }
     let Some(cur) = versions.iter().max_by_key(|v| v.timestamp) else {
-        return if cx.data.is_pending_cell(col) {
-            Ok(())
-        } else {
-            Err(Errno::ENOENT)
-        };
+        return if created { Ok(()) } else { Err(Errno::ENOENT) };
     };
     if cur.timestamp == ts {
         return Ok(());
@@ -303,13 +301,15 @@ pub(super) fn truncate(
             } else {
                 None
             };
+            // Before the store's read (see `is_pending_cell`).
+            let created = cx.data.is_pending_cell(col);
             let cur = match ts {
                 Some(t) => cx.data.version(col, t)?,
                 None => cx.data.newest(col)?,
             };
             let mut value = match cur {
                 Some(c) => c.value.into_vec(),
-                None if cx.data.is_pending_cell(col) => Vec::new(),
+                None if created => Vec::new(),
                 None => return Err(Errno::ENOENT),
             };
             if value.len() as u64 == size {

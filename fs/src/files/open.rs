@@ -66,6 +66,8 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
             // Taken before the value is read (or taken from a listing's
             // read, which a write since would have dropped).
             let stamp = cx.data.row_stamp(c);
+            // Before the store's read (see `is_pending_cell`).
+            let pending = cx.data.is_pending_cell(c);
             // A reader takes the value its family's listing read a moment
             // ago (a scan: list, then open each), if one did.
             let listed = if writable {
@@ -77,7 +79,7 @@ pub(super) fn open_handle(cx: &Ctx, caller: &Caller, ino: u64, flags: i32) -> Fs
                 Some(cell) => Some(cell),
                 None => cx.data.newest(c)?,
             };
-            if cur.is_none() && !cx.data.is_pending_cell(c) {
+            if cur.is_none() && !pending {
                 return Err(Errno::ENOENT);
             }
             let version = cur.as_ref().map(|v| (v.timestamp, v.value.len() as u64));
@@ -476,13 +478,15 @@ pub(crate) fn create(
         && flags & libc::O_APPEND == 0
         && !excl
         && !cx.open.pages().has_readers(cx.kernel.ino_of(&node));
-    // It may exist after all (a racing creator, or a name the kernel had not cached).
+    // It may exist after all (a racing creator, or a name the kernel had
+    // not cached); its placeholder is asked first (see `is_pending_cell`).
+    let pending = cx.data.is_pending_cell(col);
     let existing = match &node {
         _ if replaces => None,
         Node::Version { ts, .. } => cx.data.version(col, *ts)?,
         _ => cx.data.newest(col)?,
     };
-    if excl && (existing.is_some() || cx.data.is_pending_cell(col)) {
+    if excl && (existing.is_some() || pending) {
         return Err(Errno::EEXIST);
     }
     let fam = cx.data.family_schema(&col.table, &col.family)?;

@@ -150,3 +150,47 @@ fn a_rows_listing_answers_its_familys_listing_and_opens() {
     assert_eq!(f.len(), 3, "the new cell is listed");
     assert_eq!(cat(&t, ino_of(&f, "d")), (b"four".to_vec(), 0));
 }
+
+/// A cell whose creator's release commits it while its family is being
+/// listed is in the listing: the listing takes the created cells before
+/// it reads the store. (Read the other way round, a commit between the
+/// store's read and the placeholders' missed the cell: `mv` of a file
+/// just closed, then `ls`, under load.)
+#[test]
+fn a_cell_committed_during_its_familys_listing_is_listed() {
+    let t = std::sync::Arc::new(table());
+    let fam = t.ino("/t/r/f").unwrap();
+    let (_, o) =
+        t.fs.create(&t.root, fam, b"new", TRUNC | libc::O_CREAT)
+            .unwrap();
+    // The listing reads the family from the store (not the lookups' read).
+    t.fs.rows_changed_elsewhere("t", &[b"r"]);
+    let t2 = t.clone();
+    t.store
+        .after_next_read(move || t2.fs.release(o.fh).unwrap());
+    let names: Vec<String> = list(&t, fam).into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["a", "b", "new"]);
+    assert_eq!(t.get("/t/r/f/new").unwrap(), b"", "committed meanwhile");
+}
+
+/// The same race for an open of a created cell: its creator's release
+/// commits it while the open reads the store. The open finds it (it
+/// answered ENOENT). (A stat meanwhile is answered by the creator's
+/// handle, which is open until its release.)
+#[test]
+fn a_cell_committed_during_an_open_is_found() {
+    let t = std::sync::Arc::new(table());
+    let fam = t.ino("/t/r/f").unwrap();
+    let (entry, o) =
+        t.fs.create(&t.root, fam, b"new", TRUNC | libc::O_CREAT)
+            .unwrap();
+    let ino = entry.attr.ino.0;
+    t.fs.rows_changed_elsewhere("t", &[b"r"]);
+    let t2 = t.clone();
+    t.store
+        .after_next_read(move || t2.fs.release(o.fh).unwrap());
+    let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
+    assert_eq!(t.fs.read(fh, 0, 4096).unwrap(), b"");
+    t.fs.release(fh).unwrap();
+    assert_eq!(t.get("/t/r/f/new").unwrap(), b"", "committed meanwhile");
+}
