@@ -117,32 +117,6 @@ impl MockStore {
         *self.after_read.lock() = Some(Box::new(f));
     }
 
-    fn read_row_now(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        let g = self.tables.lock();
-        let t = g
-            .get(table)
-            .ok_or_else(|| Error::TableNotFound(table.into()))?;
-        let mut cells = t
-            .rows
-            .get(row)
-            .map(|r| select(row, r, spec))
-            .unwrap_or_default();
-        if let Some(n) = spec.cell_limit {
-            cells.truncate(n as usize);
-        }
-        if let Some(limit) = spec.byte_limit {
-            // The cell that reaches the limit is the last.
-            let mut bytes = 0;
-            if let Some(last) = cells.iter().position(|c| {
-                bytes += c.value.len() as u64;
-                bytes >= limit
-            }) {
-                cells.truncate(last + 1);
-            }
-        }
-        Ok(cells)
-    }
-
     /// `r`, once the read it is the result of let go of the store and the
     /// hook of [`MockStore::after_next_read`] (if any) ran.
     fn then_after_read<R>(&self, r: R) -> R {
@@ -151,32 +125,6 @@ impl MockStore {
             f();
         }
         r
-    }
-
-    fn read_cell_now(
-        &self,
-        table: &str,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> Result<Option<Cell>> {
-        let g = self.tables.lock();
-        let t = g
-            .get(table)
-            .ok_or_else(|| Error::TableNotFound(table.into()))?;
-        Ok(t.rows.get(row).and_then(|r| {
-            let (Reverse(ts), v) = r
-                .get(&(family.to_string(), qualifier.to_vec()))?
-                .iter()
-                .next()?;
-            Some(Cell {
-                row: row.to_vec(),
-                family: family.into(),
-                qualifier: qualifier.to_vec(),
-                timestamp: *ts,
-                value: v.clone().into(),
-            })
-        }))
     }
 
     fn now(&self) -> u64 {
@@ -478,7 +426,32 @@ impl Store for MockStore {
         Ok(out)
     }
     fn read_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<Vec<Cell>> {
-        self.then_after_read(self.read_row_now(table, row, spec))
+        let read = || -> Result<Vec<Cell>> {
+            let g = self.tables.lock();
+            let t = g
+                .get(table)
+                .ok_or_else(|| Error::TableNotFound(table.into()))?;
+            let mut cells = t
+                .rows
+                .get(row)
+                .map(|r| select(row, r, spec))
+                .unwrap_or_default();
+            if let Some(n) = spec.cell_limit {
+                cells.truncate(n as usize);
+            }
+            if let Some(limit) = spec.byte_limit {
+                // The cell that reaches the limit is the last.
+                let mut bytes = 0;
+                if let Some(last) = cells.iter().position(|c| {
+                    bytes += c.value.len() as u64;
+                    bytes >= limit
+                }) {
+                    cells.truncate(last + 1);
+                }
+            }
+            Ok(cells)
+        };
+        self.then_after_read(read())
     }
     fn peek_row(&self, table: &str, row: &[u8], spec: &ScanSpec) -> Result<RowPeek> {
         let cells = self.read_row(table, row, spec)?;
@@ -504,7 +477,26 @@ impl Store for MockStore {
         family: &str,
         qualifier: &[u8],
     ) -> Result<Option<Cell>> {
-        self.then_after_read(self.read_cell_now(table, row, family, qualifier))
+        let read = || -> Result<Option<Cell>> {
+            let g = self.tables.lock();
+            let t = g
+                .get(table)
+                .ok_or_else(|| Error::TableNotFound(table.into()))?;
+            Ok(t.rows.get(row).and_then(|r| {
+                let (Reverse(ts), v) = r
+                    .get(&(family.to_string(), qualifier.to_vec()))?
+                    .iter()
+                    .next()?;
+                Some(Cell {
+                    row: row.to_vec(),
+                    family: family.into(),
+                    qualifier: qualifier.to_vec(),
+                    timestamp: *ts,
+                    value: v.clone().into(),
+                })
+            }))
+        };
+        self.then_after_read(read())
     }
     fn scan(&self, table: &str, spec: ScanSpec) -> Result<Box<dyn RowStream>> {
         let g = self.tables.lock();

@@ -430,6 +430,15 @@ impl RowMemo {
         epoch
     }
 
+    /// Drops everything kept as if [`MEMO_TTL`] had passed: no write
+    /// happened, so row stamps stay (tests stand it for the wait).
+    #[cfg(test)]
+    pub fn expire_all(&self) {
+        self.rows.lock().clear();
+        self.values.forget_all();
+        self.gaps.clear();
+    }
+
     /// Drops everything kept (a table or schema changed).
     pub fn forget_all(&self) {
         let mut g = self.rows.lock();

@@ -379,6 +379,13 @@ impl StoreView {
             })
     }
 
+    /// What the row memo keeps, dropped as its age would drop it (no
+    /// write: row stamps stay).
+    #[cfg(test)]
+    pub(crate) fn memo_expired(&self) {
+        self.store.memo().expire_all();
+    }
+
     /// Rows changed by a writer other than the mount: the memo forgets them.
     pub(crate) fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
         for r in rows {
