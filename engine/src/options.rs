@@ -10,6 +10,19 @@ pub struct Options {
     pub max_value_size: usize,
     /// A tablet's memtable is frozen and written out (minor compaction) past this size.
     pub memtable_bytes: usize,
+    /// Bytes all of a tablet server's memtables (frozen ones included) may
+    /// hold: past it, the largest are frozen and written out early
+    /// (RocksDB's write buffer manager, HBase's global memstore limit).
+    pub memtable_budget: u64,
+    /// Old log files a tablet server keeps: past this many, the tablets
+    /// whose unwritten entries keep the oldest ones are written out, so
+    /// that the log (and a recovery's replay of it) stays bounded however
+    /// little those tablets are written (HBase's `maxlogs`).
+    pub log_max_files: usize,
+    /// A memtable whose oldest entry is older than this is written out
+    /// (zero: never), so that a quiet tablet's writes do not stay only in
+    /// the log (HBase's periodic flush).
+    pub memtable_max_age: Duration,
     /// A tablet splits when its SSTables pass this size.
     pub split_bytes: u64,
     /// Block cache capacity.
@@ -81,6 +94,9 @@ impl Default for Options {
         Options {
             max_value_size: DEFAULT_MAX_VALUE,
             memtable_bytes: 64 << 20,
+            memtable_budget: 256 << 20,
+            log_max_files: 16,
+            memtable_max_age: Duration::from_secs(3600),
             split_bytes: 128 << 20,
             block_cache_bytes: 256 << 20,
             scan_cache_bytes: 32 << 20,

@@ -211,20 +211,8 @@ impl CommitLog {
         let mut deleted = Vec::new();
         for (number, known) in candidates {
             let name = self.shared.name(number);
-            let max = match known {
-                Some(m) => m,
-                None => match scan_max_seq(&*self.shared.store, &name) {
-                    Ok(m) => {
-                        if let Some(i) = self.shared.files.lock().map.get_mut(&number) {
-                            i.max_seq = Some(m);
-                        }
-                        m
-                    }
-                    Err(e) => {
-                        log::warn!("{name}: cannot scan, keeping it: {e}");
-                        continue;
-                    }
-                },
+            let Some(max) = self.max_seq_of(number, known) else {
+                continue;
             };
             if max > min_live_seq {
                 continue;
@@ -237,6 +225,47 @@ impl CommitLog {
             deleted.push(name);
         }
         Ok(deleted)
+    }
+
+    /// The highest sequence number in old file `number` (`known` if the
+    /// file's record says it, else read from the file once and recorded);
+    /// None when the file cannot be read.
+    fn max_seq_of(&self, number: u64, known: Option<SeqNo>) -> Option<SeqNo> {
+        if known.is_some() {
+            return known;
+        }
+        let name = self.shared.name(number);
+        match scan_max_seq(&*self.shared.store, &name) {
+            Ok(m) => {
+                if let Some(i) = self.shared.files.lock().map.get_mut(&number) {
+                    i.max_seq = Some(m);
+                }
+                Some(m)
+            }
+            Err(e) => {
+                log::warn!("{name}: cannot scan, keeping it: {e}");
+                None
+            }
+        }
+    }
+
+    /// Where more than `keep` old files (those no lane writes) are kept:
+    /// the sequence number every entry up to which must be in SSTables for
+    /// all but the newest `keep` of them to be deleted. None when there
+    /// are no more than `keep`, or that file cannot be read.
+    pub fn retention_target(&self, keep: usize) -> Option<SeqNo> {
+        let (number, known) = {
+            let f = self.shared.files.lock();
+            let old: Vec<(u64, Option<SeqNo>)> = f
+                .map
+                .iter()
+                .filter(|(_, i)| i.lane.is_none())
+                .map(|(&n, i)| (n, i.max_seq))
+                .collect();
+            let excess = old.len().checked_sub(keep).filter(|&n| n > 0)?;
+            old[excess - 1]
+        };
+        self.max_seq_of(number, known)
     }
 
     /// Names of the two lanes' current files, lane 0 first.

@@ -15,7 +15,8 @@ use crate::key::{self, SeqNo};
 use crate::Result;
 use skiplist::{Node, SkipList};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 /// A concurrent sorted map of internal key → value.
 #[derive(Default)]
@@ -25,6 +26,16 @@ pub struct Memtable {
     /// Set when the memtable is frozen: the last sequence number a write
     /// may still be inserting into it (0: none).
     sealed: AtomicU64,
+    /// When the first entry went in: nanoseconds since [`epoch`], plus one
+    /// (0: empty). A memtable's age is how long its oldest write has been
+    /// only in memory and the log.
+    first_insert: AtomicU64,
+}
+
+/// The instant memtable ages are counted from.
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
 
 impl Memtable {
@@ -40,7 +51,25 @@ impl Memtable {
         if let Some(parts) = key::split(key) {
             self.max_seq.fetch_max(parts.seq, Ordering::AcqRel);
         }
+        if self.first_insert.load(Ordering::Relaxed) == 0 {
+            let now = epoch().elapsed().as_nanos() as u64 + 1;
+            let _ =
+                self.first_insert
+                    .compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed);
+        }
         self.list.insert(key, value);
+    }
+
+    /// How long ago the first entry went in (None while empty).
+    pub fn age(&self) -> Option<Duration> {
+        match self.first_insert.load(Ordering::Relaxed) {
+            0 => None,
+            t => Some(
+                epoch()
+                    .elapsed()
+                    .saturating_sub(Duration::from_nanos(t - 1)),
+            ),
+        }
     }
 
     /// Bytes of entries with their skiplist nodes (the arena's chunks hold

@@ -31,6 +31,16 @@ pub struct ServerReport {
     pub splits: u64,
     /// Writes that waited for a memtable to be written out.
     pub stalls: u64,
+    /// Memtables written out early because the server's memtables passed
+    /// `memtable_budget`.
+    #[serde(default)]
+    pub memory_flushes: u64,
+    /// ... because its log kept more than `log_max_files` old files.
+    #[serde(default)]
+    pub log_flushes: u64,
+    /// ... because their first entry was older than `memtable_max_age`.
+    #[serde(default)]
+    pub age_flushes: u64,
     /// Tablets loaded.
     pub loads: u64,
     /// Tablets unloaded.
@@ -57,7 +67,8 @@ impl ServerReport {
         format!(
             "server={} state={} tablets={} memtable_bytes={} sstable_bytes={} requests={} \
              writes={} reads={} scans={} minor_compactions={} merging_compactions={} \
-             major_compactions={} splits={} stalls={} loads={} unloads={} \
+             major_compactions={} splits={} stalls={} memory_flushes={} log_flushes={} \
+             age_flushes={} loads={} unloads={} \
              recovery_bytes_read={} recovered_entries={} last_seq={} clock_raised={} \
              clock_raise_max_us={}",
             self.name,
@@ -74,6 +85,9 @@ impl ServerReport {
             self.major_compactions,
             self.splits,
             self.stalls,
+            self.memory_flushes,
+            self.log_flushes,
+            self.age_flushes,
             self.loads,
             self.unloads,
             self.recovery_bytes_read,

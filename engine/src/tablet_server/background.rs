@@ -64,6 +64,8 @@ pub(super) fn background_loop(server: Arc<TabletServer>, i: usize) {
 
 fn run_one_job(server: &TabletServer, key: &str) -> Result<bool> {
     JOB.with(|j| *j.borrow_mut() = None);
+    // 0. Memtables the server's memory, its log or their age want out.
+    super::pressure::relieve(server)?;
     let all = server.served_tablets();
     let say = |what: &str, s: &Served| {
         let text = format!("{what} tablet={} table={}", s.tablet.id, s.table.name);
@@ -342,7 +344,7 @@ pub(super) fn record_as(
     client.write_metadata(&key, mutations, Some(&server.lease.sequencer))
 }
 
-fn delete_obsolete_logs(server: &TabletServer) -> Result<()> {
+pub(super) fn delete_obsolete_logs(server: &TabletServer) -> Result<()> {
     // Entries up to `visible` are all in memtables; a tablet with unflushed
     // data still needs the log from its redo point on.
     let visible = server.core.visible_seq();

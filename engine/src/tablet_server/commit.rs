@@ -93,6 +93,10 @@ pub(super) struct CommitCore {
     /// The visible sequence number: reads use it as their snapshot.
     publisher: Arc<Publisher>,
     memtable_bytes: usize,
+    /// Bytes committed since start, and how many between two wake-ups of
+    /// a background thread to check the memtable budget (`pressure.rs`).
+    written: AtomicU64,
+    budget_step: u64,
     wake_tx: Sender<()>,
     /// Batches being written after their leader passed the lead on, and
     /// how many may be (see [`CommitCore::commit_grouped`]).
@@ -152,6 +156,7 @@ impl CommitCore {
     pub(super) fn new(
         log: CommitLog,
         memtable_bytes: usize,
+        memtable_budget: u64,
         wake_tx: Sender<()>,
         shape: CommitShape,
     ) -> CommitCore {
@@ -173,6 +178,8 @@ impl CommitCore {
             next_seq: AtomicU64::new(1),
             publisher: Arc::default(),
             memtable_bytes,
+            written: AtomicU64::new(0),
+            budget_step: (memtable_budget / 8).max(1),
             wake_tx,
             open: Mutex::new(true),
         }
@@ -359,10 +366,16 @@ impl CommitCore {
         }
         self.next_seq.store(seq, Ordering::Release);
         let mems: Vec<Arc<Memtable>> = tablets.iter().map(|t| t.current().mem.clone()).collect();
+        let mut total = 0;
         for (tablet, bytes) in incoming {
             if tablet.current().mem.approximate_bytes() + bytes >= self.memtable_bytes {
                 self.freeze_locked(&tablet, last);
             }
+            total += bytes as u64;
+        }
+        let before = self.written.fetch_add(total, Ordering::Relaxed);
+        if before / self.budget_step != (before + total) / self.budget_step {
+            let _ = self.wake_tx.try_send(());
         }
         let batch = self.publisher.begin(last, rows_per_group.len());
         let mut rows = mems.into_iter().zip(entries);

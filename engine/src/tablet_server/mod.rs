@@ -16,7 +16,8 @@
 //! - `tablets.rs`: the served tablets (`Served`, `Tablets`)
 //! - `reads.rs`: row, column and scan reads of one tablet (`TabletReads`)
 //! - `background.rs`: minor, merging and major compactions, splits
-//!   (`TabletMaintenance`)
+//!   (`TabletMaintenance`); `pressure.rs`: memtables written out early
+//!   for the server's memory budget, its log's length or their age
 //! - `load.rs`: loading a tablet (with recovery from a dead server's log)
 //!   and unloading it (`TabletAssignment`)
 //! - `snapshot.rs`: a table's writes held for a snapshot's cut, the cut's
@@ -32,6 +33,7 @@ mod commit;
 mod gc_changes;
 mod load;
 pub mod load_sample;
+mod pressure;
 mod publish;
 mod reads;
 mod row_locks;
@@ -93,6 +95,7 @@ pub struct TabletServer {
     holds: snapshot::Holds,
     /// Commit timestamps of change-logged writes not yet visible.
     inflight: crate::changes::watermark::InFlight,
+    pressure: pressure::Pressure,
 }
 
 impl TabletServer {
@@ -120,6 +123,7 @@ impl TabletServer {
         let core = CommitCore::new(
             log,
             env.opts.memtable_bytes,
+            env.opts.memtable_budget,
             wake_tx.clone(),
             CommitShape {
                 window: env.opts.log_batch_window,
@@ -146,6 +150,7 @@ impl TabletServer {
             activity: Activity::default(),
             holds: snapshot::Holds::default(),
             inflight: Default::default(),
+            pressure: Default::default(),
         });
         let mut threads = Vec::new();
         for i in 0..server.env.opts.background_threads.max(1) {

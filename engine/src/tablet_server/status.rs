@@ -23,6 +23,11 @@ pub(super) struct Counters {
     pub(super) majors: AtomicU64,
     pub(super) splits: AtomicU64,
     pub(super) stalls: AtomicU64,
+    /// Memtables frozen early: for the memory budget, the log's length,
+    /// their age (`pressure.rs`).
+    pub(super) memory_freezes: AtomicU64,
+    pub(super) log_freezes: AtomicU64,
+    pub(super) age_freezes: AtomicU64,
     /// Bytes of a dead server's sorted log read while loading tablets.
     pub(super) recovery_bytes: AtomicU64,
     pub(super) recovered_entries: AtomicU64,
@@ -129,6 +134,9 @@ impl TabletStatus for TabletServer {
             major_compactions: get(&c.majors),
             splits: get(&c.splits),
             stalls: get(&c.stalls),
+            memory_flushes: get(&c.memory_freezes),
+            log_flushes: get(&c.log_freezes),
+            age_flushes: get(&c.age_freezes),
             loads: get(&c.loads),
             unloads: get(&c.unloads),
             recovery_bytes_read: get(&c.recovery_bytes),

@@ -87,6 +87,12 @@ pub struct MountConfig {
     pub log_file: Option<PathBuf>,
     pub pid_file: Option<PathBuf>,
     pub memtable_bytes: Option<usize>,
+    /// What all of a tablet server's memtables may hold (`memtable_budget=`).
+    pub memtable_budget: Option<u64>,
+    /// Old log files a tablet server keeps (`log_max_files=`).
+    pub log_max_files: Option<usize>,
+    /// Oldest a memtable's first entry may get (`memtable_max_age=`; 0: no limit).
+    pub memtable_max_age: Option<Duration>,
     /// How long a commit waits for more writes to share its log write.
     pub log_batch_window: Option<Duration>,
     /// `log_batch_window=auto`: the adaptive window.
@@ -248,6 +254,9 @@ impl MountConfig {
             log_file: None,
             pid_file: None,
             memtable_bytes: None,
+            memtable_budget: None,
+            log_max_files: None,
+            memtable_max_age: None,
             log_batch_window: None,
             log_batch_window_adaptive: None,
             log_puts_in_flight: None,
@@ -667,6 +676,15 @@ impl MountConfig {
         }
         if let Some(v) = self.memtable_bytes {
             o.memtable_bytes = v;
+        }
+        if let Some(v) = self.memtable_budget {
+            o.memtable_budget = v;
+        }
+        if let Some(v) = self.log_max_files {
+            o.log_max_files = v;
+        }
+        if let Some(v) = self.memtable_max_age {
+            o.memtable_max_age = v;
         }
         if let Some(v) = self.split_bytes {
             o.split_bytes = v;

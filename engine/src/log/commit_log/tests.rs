@@ -191,6 +191,58 @@ fn delete_obsolete_keeps_live_entries() {
     assert!(none.is_empty());
 }
 
+/// The retention target is what deleting down to `keep` old files needs:
+/// the newest of the files past `keep`, its highest number, whether
+/// recorded live or found by scanning after a restart.
+#[test]
+fn the_retention_target_frees_all_but_the_newest_old_files() {
+    let store = Arc::new(MemStore::new());
+    let log = CommitLog::open(store.clone(), "r", opts(2048)).unwrap();
+    for s in 1..=2000u64 {
+        log.append_records(&[rec(&format!("r{s}"), &[s])], false)
+            .unwrap();
+    }
+    let current = log.current_files();
+    let old: Vec<String> = log
+        .files()
+        .into_iter()
+        .filter(|n| !current.contains(n))
+        .collect();
+    assert!(old.len() > 4, "{old:?}");
+    assert_eq!(log.retention_target(old.len()), None);
+    assert_eq!(log.retention_target(old.len() + 5), None);
+    let keep = 3;
+    let target = log.retention_target(keep).unwrap();
+    let last_to_go = &old[old.len() - keep - 1];
+    // What the file's record says may be in it: at least what is.
+    assert!(target >= scan_max_seq(&*store, last_to_go).unwrap());
+    log.delete_obsolete(target).unwrap();
+    let left: Vec<String> = log
+        .files()
+        .into_iter()
+        .filter(|n| !current.contains(n))
+        .collect();
+    // The two lanes' files interleave, so a newer file may go too; a roll
+    // the lane thread finished meanwhile may have made one more old.
+    assert!(left.len() <= keep + 1, "{left:?}");
+    assert!(left.iter().all(|n| n.as_str() > last_to_go.as_str()));
+    drop(log);
+
+    let log = CommitLog::open(store.clone(), "r", opts(2048)).unwrap();
+    // The old lanes' files are old files now, their maxima unknown.
+    let target = log.retention_target(1).unwrap();
+    log.delete_obsolete(target).unwrap();
+    let current = log.current_files();
+    assert!(
+        log.files()
+            .into_iter()
+            .filter(|n| !current.contains(n))
+            .count()
+            <= 1
+    );
+    assert_eq!(log.retention_target(1), None);
+}
+
 #[test]
 fn a_local_log_copied_while_its_writer_lives_replays_every_synced_append() {
     // What a kill -9 leaves: the files as the OS has them, the writer
