@@ -250,22 +250,35 @@ impl CommitLog {
     }
 
     /// Where more than `keep` old files (those no lane writes) are kept:
-    /// the sequence number every entry up to which must be in SSTables for
-    /// all but the newest `keep` of them to be deleted. None when there
-    /// are no more than `keep`, or that file cannot be read.
+    /// the lowest sequence number such that, once every entry up to it is
+    /// in SSTables, [`CommitLog::delete_obsolete`] leaves `keep` of them
+    /// (the two lanes' files interleave in sequence numbers, so that is the
+    /// files' maxima in order, not their numbers). None when there are no
+    /// more than `keep`; a file that cannot be read is kept and counted.
     pub fn retention_target(&self, keep: usize) -> Option<SeqNo> {
-        let (number, known) = {
+        let old: Vec<(u64, Option<SeqNo>)> = {
             let f = self.shared.files.lock();
-            let old: Vec<(u64, Option<SeqNo>)> = f
-                .map
+            f.map
                 .iter()
                 .filter(|(_, i)| i.lane.is_none())
                 .map(|(&n, i)| (n, i.max_seq))
-                .collect();
-            let excess = old.len().checked_sub(keep).filter(|&n| n > 0)?;
-            old[excess - 1]
+                .collect()
         };
-        self.max_seq_of(number, known)
+        if old.len() <= keep {
+            return None;
+        }
+        let files = old.len();
+        let mut maxima: Vec<SeqNo> = old
+            .into_iter()
+            .filter_map(|(n, known)| self.max_seq_of(n, known))
+            .collect();
+        let unreadable = files - maxima.len();
+        let excess = maxima.len().checked_sub(keep.saturating_sub(unreadable))?;
+        if excess == 0 {
+            return None;
+        }
+        maxima.sort_unstable();
+        Some(maxima[excess - 1])
     }
 
     /// Names of the two lanes' current files, lane 0 first.

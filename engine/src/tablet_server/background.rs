@@ -3,6 +3,7 @@
 //! tablet's files is recorded in its METADATA row before it is used.
 
 use super::commit::freeze;
+use super::pressure::{self, delete_obsolete_logs};
 use super::{Served, TabletServer};
 use crate::client::Client;
 use crate::compaction::{needs_merge, sst_name, write_outputs, OutputCtx, Router};
@@ -65,7 +66,7 @@ pub(super) fn background_loop(server: Arc<TabletServer>, i: usize) {
 fn run_one_job(server: &TabletServer, key: &str) -> Result<bool> {
     JOB.with(|j| *j.borrow_mut() = None);
     // 0. Memtables the server's memory, its log or their age want out.
-    super::pressure::relieve(server)?;
+    pressure::relieve(server)?;
     let all = server.served_tablets();
     let say = |what: &str, s: &Served| {
         let text = format!("{what} tablet={} table={}", s.tablet.id, s.table.name);
@@ -342,22 +343,6 @@ pub(super) fn record_as(
     }
     let key = tablet_row_key(meta.table, meta.end.as_deref());
     client.write_metadata(&key, mutations, Some(&server.lease.sequencer))
-}
-
-pub(super) fn delete_obsolete_logs(server: &TabletServer) -> Result<()> {
-    // Entries up to `visible` are all in memtables; a tablet with unflushed
-    // data still needs the log from its redo point on.
-    let visible = server.core.visible_seq();
-    let mut min_live = visible;
-    for s in server.served_tablets() {
-        let t = &s.tablet;
-        let v = t.version();
-        if t.has_unflushed(&v) {
-            min_live = min_live.min(t.flushed_seq.load(Ordering::Acquire));
-        }
-    }
-    server.core.log().delete_obsolete(min_live)?;
-    Ok(())
 }
 
 /// Merging compaction of the newest files of one locality group.

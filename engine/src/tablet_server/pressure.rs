@@ -16,7 +16,6 @@
 //! The background threads check before each job, and a writer wakes one
 //! each time an eighth of the budget has been written since.
 
-use super::background::delete_obsolete_logs;
 use super::commit::freeze;
 use super::{Served, TabletServer};
 use crate::Result;
@@ -133,6 +132,24 @@ pub(super) fn relieve(server: &TabletServer) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Deletes the log files whose entries are all in SSTables (after every
+/// minor compaction, and when the log is long).
+pub(super) fn delete_obsolete_logs(server: &TabletServer) -> Result<()> {
+    // Entries up to `visible` are all in memtables; a tablet with unflushed
+    // data still needs the log from its redo point on.
+    let visible = server.core.visible_seq();
+    let mut min_live = visible;
+    for s in server.served_tablets() {
+        let t = &s.tablet;
+        let v = t.version();
+        if t.has_unflushed(&v) {
+            min_live = min_live.min(t.flushed_seq.load(Ordering::Acquire));
+        }
+    }
+    server.core.log().delete_obsolete(min_live)?;
     Ok(())
 }
 
