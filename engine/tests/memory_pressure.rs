@@ -6,6 +6,7 @@
 
 use engine::schema::{FamilySchema, TableSchema};
 use engine::*;
+use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -171,5 +172,132 @@ fn a_memtable_older_than_its_limit_is_written_out() {
     );
     assert!(report(&bt, "age_flushes") >= 1);
     check(&bt, "t", 3);
+    bt.close().unwrap();
+}
+
+/// A store whose new files (SSTables; logs are `create_log`) wait while
+/// the gate is shut: memtables cannot be written out.
+struct Gated {
+    inner: Arc<dyn gfs::FileStore>,
+    shut: Mutex<bool>,
+    opened: Condvar,
+}
+
+impl Gated {
+    fn set(&self, shut: bool) {
+        *self.shut.lock() = shut;
+        self.opened.notify_all();
+    }
+}
+
+/// Opens the gate when dropped: a failing test must not leave the
+/// engine's threads waiting in it, or dropping the engine never returns.
+struct OpenOnDrop(Arc<Gated>);
+
+impl Drop for OpenOnDrop {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
+}
+
+impl gfs::FileStore for Gated {
+    fn create(&self, name: &str) -> gfs::Result<Box<dyn gfs::WritableFile>> {
+        let mut shut = self.shut.lock();
+        while *shut {
+            self.opened.wait(&mut shut);
+        }
+        drop(shut);
+        self.inner.create(name)
+    }
+    fn create_log(&self, name: &str) -> gfs::Result<Box<dyn gfs::WritableFile>> {
+        self.inner.create_log(name)
+    }
+    fn open_append(&self, name: &str) -> gfs::Result<Box<dyn gfs::WritableFile>> {
+        self.inner.open_append(name)
+    }
+    fn open(&self, name: &str) -> gfs::Result<Arc<dyn gfs::ReadableFile>> {
+        self.inner.open(name)
+    }
+    fn delete(&self, name: &str) -> gfs::Result<()> {
+        self.inner.delete(name)
+    }
+    fn rename(&self, from: &str, to: &str) -> gfs::Result<()> {
+        self.inner.rename(from, to)
+    }
+    fn replace(&self, name: &str, bufs: &[&[u8]]) -> gfs::Result<()> {
+        self.inner.replace(name, bufs)
+    }
+    fn exists(&self, name: &str) -> gfs::Result<bool> {
+        self.inner.exists(name)
+    }
+    fn size(&self, name: &str) -> gfs::Result<u64> {
+        self.inner.size(name)
+    }
+    fn list(&self, prefix: &str) -> gfs::Result<Vec<String>> {
+        self.inner.list(prefix)
+    }
+    fn durable_appends(&self) -> bool {
+        self.inner.durable_appends()
+    }
+    fn shared_by_daemons(&self) -> bool {
+        self.inner.shared_by_daemons()
+    }
+    fn seal_logs(&self, dir: &str) -> gfs::Result<usize> {
+        self.inner.seal_logs(dir)
+    }
+}
+
+#[test]
+fn writers_wait_while_memtables_that_cannot_be_written_out_pass_twice_the_budget() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let budget: u64 = 256 << 10;
+    let store = Arc::new(Gated {
+        inner: Arc::new(gfs::MemStore::new()),
+        shut: Mutex::new(false),
+        opened: Condvar::new(),
+    });
+    let bt = Arc::new(
+        Bigtable::open(
+            store.clone(),
+            Options {
+                memtable_bytes: 64 << 20,
+                memtable_budget: budget,
+                ..options()
+            },
+        )
+        .unwrap(),
+    );
+    // 64 tables of 32 KiB: each is frozen once or twice at most, so no
+    // tablet's own limit on frozen memtables holds its writers back.
+    let tables: Vec<String> = (0..64).map(|i| format!("t{i:02}")).collect();
+    for t in &tables {
+        bt.create_table(t, schema()).unwrap();
+    }
+    store.set(true);
+    let _open = OpenOnDrop(store.clone());
+    let writer = {
+        let bt = bt.clone();
+        let tables = tables.clone();
+        std::thread::spawn(move || {
+            for t in &tables {
+                fill(&bt, t, 32);
+            }
+        })
+    };
+    wait_for("the writer to wait", Duration::from_secs(60), || {
+        report(&bt, "stalls") >= 1 || writer.is_finished()
+    });
+    assert!(
+        !writer.is_finished(),
+        "2 MiB written with nothing written out"
+    );
+    // Twice the budget, and the batch that passed it.
+    let held = report(&bt, "memtable_bytes");
+    assert!(held <= 2 * budget + (64 << 10), "{held} bytes in memtables");
+    store.set(false);
+    writer.join().unwrap();
+    for t in &tables {
+        check(&bt, t, 32);
+    }
     bt.close().unwrap();
 }

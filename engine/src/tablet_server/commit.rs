@@ -185,6 +185,11 @@ impl CommitCore {
         }
     }
 
+    /// Bytes committed since start (to all tablets).
+    pub(super) fn written(&self) -> u64 {
+        self.written.load(Ordering::Relaxed)
+    }
+
     /// Closes the log to writers; a batch being written completes first,
     /// including one written after it let go of the commit lock.
     pub(super) fn fence(&self) {
@@ -714,8 +719,14 @@ fn change_entry(m: &RowMutation, ts: u64) -> Entry {
 /// writers that passed meanwhile, and a batch of transactions, may freeze
 /// more.
 fn wait_for_room(server: &TabletServer, s: &Served) {
+    // METADATA never waits: writing memtables out records them there.
+    if s.table.id == crate::metadata::METADATA_ID {
+        return;
+    }
+    let budget = server.env.opts.memtable_budget;
     let full = || {
-        s.table.id != crate::metadata::METADATA_ID && s.tablet.version().imm.len() >= MAX_IMMUTABLE
+        s.tablet.version().imm.len() >= MAX_IMMUTABLE
+            || server.pressure.over_limit(server.core.written(), budget)
     };
     if !full() {
         return;

@@ -10,7 +10,8 @@
 //! - `commit.rs`: the write path (`TabletWrites`; `CommitCore`: the commit
 //!   lock, group commit, sequence numbers, the log)
 //! - `row_locks.rs`: the striped row locks a write holds; `stall.rs`: where
-//!   writers wait while a tablet has too many frozen memtables
+//!   writers wait while a tablet has too many frozen memtables, or the
+//!   server's memtables pass twice their budget
 //! - `publish.rs`: making batches visible to reads in sequence order once
 //!   their writers have inserted them
 //! - `tablets.rs`: the served tablets (`Served`, `Tablets`)

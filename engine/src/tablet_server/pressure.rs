@@ -14,19 +14,38 @@
 //! - age: a memtable whose first entry is older than `memtable_max_age`.
 //!
 //! The background threads check before each job, and a writer wakes one
-//! each time an eighth of the budget has been written since.
+//! each time an eighth of the budget has been written since. Writers wait
+//! (`commit.rs`, with a tablet's own limit on frozen memtables) while the
+//! memtables pass twice the budget: the disk has fallen that far behind.
 
 use super::commit::freeze;
 use super::{Served, TabletServer};
 use crate::Result;
 use parking_lot::Mutex;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// One check at a time (every background thread runs it).
+/// What the last check found, and one check at a time (every background
+/// thread runs it).
 #[derive(Default)]
 pub(super) struct Pressure {
     checking: Mutex<()>,
+    /// Bytes in the server's memtables at the last check, and the bytes
+    /// committed by its start.
+    total: AtomicU64,
+    written: AtomicU64,
+}
+
+impl Pressure {
+    /// Whether writers must wait: the memtables as the last check found
+    /// them, plus everything committed since, pass twice the budget (the
+    /// disk is that far behind; HBase blocks updates likewise). What was
+    /// written out since counts until the next check, which every flush
+    /// is followed by.
+    pub(super) fn over_limit(&self, written_now: u64, budget: u64) -> bool {
+        let since = written_now.saturating_sub(self.written.load(Ordering::Acquire));
+        self.total.load(Ordering::Acquire).saturating_add(since) > budget.saturating_mul(2)
+    }
 }
 
 /// Whether RocksDB's rule asks for a freeze: `active` bytes in memtables
@@ -61,6 +80,7 @@ pub(super) fn relieve(server: &TabletServer) -> Result<()> {
         return Ok(());
     };
     let opts = &server.env.opts;
+    let written = server.core.written();
     let tablets: Vec<Arc<Served>> = server
         .served_tablets()
         .into_iter()
@@ -83,6 +103,15 @@ pub(super) fn relieve(server: &TabletServer) -> Result<()> {
             .iter()
             .map(|m| m.approximate_bytes() as u64)
             .sum::<u64>();
+    }
+    let total = sizes.iter().sum::<u64>() + frozen;
+    let was_over = server
+        .pressure
+        .over_limit(server.core.written(), opts.memtable_budget);
+    server.pressure.total.store(total, Ordering::Release);
+    server.pressure.written.store(written, Ordering::Release);
+    if was_over {
+        server.stall.release();
     }
     for i in to_freeze(&sizes, frozen, opts.memtable_budget.max(1)) {
         freeze(server, &tablets[i].tablet);

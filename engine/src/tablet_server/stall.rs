@@ -1,5 +1,7 @@
 //! Back-pressure: writers wait while a tablet has too many frozen
-//! memtables, and are woken when a flush makes room or the server stops.
+//! memtables or the server's memtables pass twice their budget
+//! (`pressure.rs`), and are woken when a flush makes room, a check finds
+//! it made, or the server stops.
 
 use parking_lot::{Condvar, Mutex};
 use std::time::Duration;
