@@ -200,14 +200,7 @@ impl CommitLog {
     /// (the caller guarantees those are safe in SSTables). The lanes' current
     /// files are kept. Returns the names deleted.
     pub fn delete_obsolete(&self, min_live_seq: SeqNo) -> Result<Vec<String>> {
-        let candidates: Vec<(u64, Option<SeqNo>)> = {
-            let f = self.shared.files.lock();
-            f.map
-                .iter()
-                .filter(|(_, i)| i.lane.is_none())
-                .map(|(&n, i)| (n, i.max_seq))
-                .collect()
-        };
+        let candidates = self.old_files();
         let mut deleted = Vec::new();
         for (number, known) in candidates {
             let name = self.shared.name(number);
@@ -225,6 +218,17 @@ impl CommitLog {
             deleted.push(name);
         }
         Ok(deleted)
+    }
+
+    /// The files no lane writes, oldest first, with the highest sequence
+    /// number each may hold where known.
+    fn old_files(&self) -> Vec<(u64, Option<SeqNo>)> {
+        let f = self.shared.files.lock();
+        f.map
+            .iter()
+            .filter(|(_, i)| i.lane.is_none())
+            .map(|(&n, i)| (n, i.max_seq))
+            .collect()
     }
 
     /// The highest sequence number in old file `number` (`known` if the
@@ -256,14 +260,7 @@ impl CommitLog {
     /// files' maxima in order, not their numbers). None when there are no
     /// more than `keep`; a file that cannot be read is kept and counted.
     pub fn retention_target(&self, keep: usize) -> Option<SeqNo> {
-        let old: Vec<(u64, Option<SeqNo>)> = {
-            let f = self.shared.files.lock();
-            f.map
-                .iter()
-                .filter(|(_, i)| i.lane.is_none())
-                .map(|(&n, i)| (n, i.max_seq))
-                .collect()
-        };
+        let old = self.old_files();
         if old.len() <= keep {
             return None;
         }
