@@ -8,7 +8,7 @@ use engine::schema::{FamilySchema, TableSchema};
 use engine::*;
 use parking_lot::{Condvar, Mutex};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn options() -> Options {
     Options {
@@ -23,12 +23,11 @@ fn schema() -> TableSchema {
     TableSchema::with_families([FamilySchema::new("f")])
 }
 
-fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !ok() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait_for(what: &str, limit: Duration, ok: impl FnMut() -> bool) {
+    assert!(
+        testkit::wait_until(limit, ok),
+        "timed out waiting for {what}"
+    );
 }
 
 /// A `key=value` figure of the (only) server's report line.
