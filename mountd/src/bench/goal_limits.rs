@@ -165,6 +165,23 @@ pub fn walk(w: &Value) -> Option<Limit> {
     })
 }
 
+/// A walk's cost per cell at `large` rows over its cost at `small`: the
+/// least that growth can be is its limit's (the walk on tmpfs plus a round
+/// trip per request: the kernel's own walk grows too, with more dentries
+/// and inodes to make). Bindfs's growth in the same run is said beside it.
+pub fn walk_growth(small: &Value, large: &Value, rows: (f64, f64)) -> Option<Limit> {
+    let growth = |key: &str| {
+        let (a, b) = (num(small, &[key])? / rows.0, num(large, &[key])? / rows.1);
+        (a > 0.0 && b > 0.0).then(|| b / a)
+    };
+    let value = growth("limit_secs")?;
+    let bindfs = growth("bindfs_secs").map_or("-".into(), |g| format!("{g:.2}x"));
+    Some(Limit {
+        value,
+        what: format!("tmpfs + round trips per cell (bindfs grew {bindfs})"),
+    })
+}
+
 /// How a figure stands against its target and limit.
 pub fn verdict(target: Target, value: Option<f64>, limit: Option<&Limit>) -> String {
     let Some(v) = value else {
@@ -274,5 +291,12 @@ mod tests {
         assert_eq!(mount(&mount_run, Fig6::SeqWrite, "bindfs"), None);
         // No cold read measured: no limit for the ratio.
         assert_eq!(warm_over_cold(&mount_run), None);
+        // The limit's cost per cell grows from 1 us to 0.9 us: 0.9x.
+        let small = json!({"limit_secs": 0.01, "bindfs_secs": 0.02});
+        let large = json!({"limit_secs": 0.09, "bindfs_secs": 0.25});
+        let l = walk_growth(&small, &large, (10_000.0, 100_000.0)).unwrap();
+        assert!((l.value - 0.9).abs() < 1e-9, "{l:?}");
+        assert!(l.what.contains("bindfs grew 1.25x"), "{l:?}");
+        assert_eq!(walk_growth(&small, &json!({}), (1.0, 10.0)), None);
     }
 }

@@ -209,7 +209,7 @@ fn scale_checks(sizes: &[Value]) -> Vec<Check> {
                     goal: format!("walk: {name} cost per cell, {b} rows / {a} rows"),
                     target: Target::AtMost(1.3),
                     value,
-                    limit: None,
+                    limit: base.and_then(|s| goal_limits::walk_growth(&s, &w, (a, b))),
                 });
             }
         }
