@@ -5,6 +5,7 @@
 //! corruption must become `Error::Corruption`, never a panic or a wrong slice.
 
 use super::format::{corruption, get_varint_usize, read_u32_le};
+use super::huge_buffer::HugeBuffer;
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::iterator::InternalIterator;
 use crate::value::{Backing, Value};
@@ -12,11 +13,17 @@ use crate::{Error, Result};
 use smallvec::SmallVec;
 use std::sync::Arc;
 
-/// A block's bytes: a buffer of its own, or its range of a mapped table file.
+/// A block's bytes: a buffer of its own, its range of a mapped table file,
+/// or its range of an in-memory table's blocks.
 pub enum BlockBytes {
     Owned(Vec<u8>),
     Mapped {
         file: Arc<gfs::Mapped>,
+        start: usize,
+        end: usize,
+    },
+    Shared {
+        buf: Arc<HugeBuffer>,
         start: usize,
         end: usize,
     },
@@ -36,6 +43,8 @@ impl std::ops::Deref for BlockBytes {
             BlockBytes::Owned(v) => v,
             // In range: checked by `mapped`, and the mapping never shrinks.
             BlockBytes::Mapped { file, start, end } => file.get(*start..*end).unwrap_or(&[]),
+            // In range: made by `Table::open_in_memory` from the buffer's parts.
+            BlockBytes::Shared { buf, start, end } => buf.get(*start..*end).unwrap_or(&[]),
         }
     }
 }
@@ -200,6 +209,7 @@ impl Block {
         let data = match &self.data {
             BlockBytes::Owned(v) => v.len(),
             BlockBytes::Mapped { .. } => 0,
+            BlockBytes::Shared { start, end, .. } => end - start,
         };
         data + self.parsed_bytes() + std::mem::size_of::<Block>()
     }

@@ -15,6 +15,7 @@ mod block_cache;
 mod bloom;
 mod builder;
 pub(crate) mod format;
+mod huge_buffer;
 mod sorted_keys;
 mod table;
 

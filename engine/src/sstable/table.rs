@@ -9,6 +9,7 @@ use super::format::{
     block_checksum_ok, block_contents, corruption, unwrap_block, unwrap_read_block, BlockChecksum,
     BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
+use super::huge_buffer::HugeBuffer;
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
@@ -111,10 +112,24 @@ impl Table {
         let bufs = handles.iter().map(slice).collect::<Result<Vec<_>>>()?;
         let mut table = Table::from_meta(file, file_number, size, None, &footer, bufs)?;
         table.check_data_handles()?;
+        let datas = table
+            .handles
+            .iter()
+            .map(|h| unwrap_block(slice(h)?, table.checksum, file_number, h.offset))
+            .collect::<Result<Vec<_>>>()?;
+        // All blocks in one buffer of huge pages: reads probe them at random.
+        let (buf, starts) = HugeBuffer::concat(&datas);
+        drop(datas);
+        let buf = Arc::new(buf);
+        let ends = starts.iter().skip(1).copied().chain([buf.len()]);
         let mut blocks = Vec::with_capacity(table.handles.len());
-        for h in &table.handles {
-            let data = unwrap_block(slice(h)?, table.checksum, file_number, h.offset)?;
-            blocks.push(Arc::new(Block::new(data, file_number, h.offset)?));
+        for ((h, &start), end) in table.handles.iter().zip(&starts).zip(ends) {
+            let data = BlockBytes::Shared {
+                buf: Arc::clone(&buf),
+                start,
+                end,
+            };
+            blocks.push(Arc::new(Block::of_bytes(data, file_number, h.offset)?));
         }
         table.mem_blocks = Some(blocks);
         Ok(Arc::new(table))
