@@ -10,6 +10,7 @@
 
 pub mod access;
 pub mod aggregate;
+mod aligned_alloc;
 pub mod backup;
 pub mod byte_string;
 mod data;

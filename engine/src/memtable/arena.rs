@@ -8,9 +8,9 @@
 //! pointers into it stay valid for the arena's whole life. Full-size chunks
 //! of a dropped arena are kept (up to [`MAX_SPARE`]) for the next arenas.
 
+use crate::aligned_alloc::AlignedAlloc;
 use crossbeam_channel::Sender;
 use parking_lot::Mutex;
-use std::alloc::{self, Layout};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
@@ -47,38 +47,22 @@ static SPARE: Mutex<Vec<Chunk>> = parking_lot::const_mutex(Vec::new());
 const READY_AHEAD: usize = 4;
 
 /// One block of memory owned by the arena.
-struct Chunk {
-    ptr: NonNull<u8>,
-    layout: Layout,
-}
-
-// SAFETY: a chunk is plain memory owned by whoever holds the `Chunk`; it
-// moves between threads only through the spare pool, when no arena uses it.
-unsafe impl Send for Chunk {}
+struct Chunk(AlignedAlloc);
 
 impl Chunk {
     /// A new chunk of `size` bytes; a full-size one is aligned to
     /// [`MAX_CHUNK`].
     fn fresh(size: usize) -> Chunk {
         let align = if size == MAX_CHUNK { MAX_CHUNK } else { ALIGN };
-        let layout = match Layout::from_size_align(size, align) {
-            Ok(l) => l,
-            Err(_) => alloc::handle_alloc_error(Layout::new::<u64>()),
-        };
-        // SAFETY: `layout` has a nonzero size.
-        let raw = unsafe { alloc::alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        Chunk { ptr, layout }
+        Chunk(AlignedAlloc::new(size, align))
     }
 
     /// Writes one byte of every page, so that the kernel backs (and zeroes)
     /// the whole chunk now rather than when an insert first reaches it.
     fn fault_in(&self) {
-        for off in (0..self.layout.size()).step_by(4096) {
+        for off in (0..self.0.size()).step_by(4096) {
             // SAFETY: `off` is inside the chunk, which nobody else uses yet.
-            unsafe { self.ptr.as_ptr().add(off).write_volatile(0) };
+            unsafe { self.0.ptr().as_ptr().add(off).write_volatile(0) };
         }
     }
 }
@@ -133,13 +117,6 @@ fn set_idle_priority(idle: bool) {
     // SAFETY: pid 0 is the calling thread; `param` is a valid struct the
     // call only reads.
     let _ = unsafe { libc::sched_setscheduler(0, policy, &param) };
-}
-
-impl Drop for Chunk {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from `alloc::alloc(self.layout)` and is freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
-    }
 }
 
 struct State {
@@ -230,7 +207,7 @@ impl Arena {
         } else {
             Chunk::fresh(size)
         };
-        let ptr = chunk.ptr;
+        let ptr = chunk.0.ptr();
         s.chunks.push(chunk);
         self.reserved.fetch_add(size, Ordering::Relaxed);
         ptr
@@ -254,7 +231,7 @@ impl Drop for Arena {
         let mut spare = SPARE.lock();
         for c in chunks {
             // Only full-size chunks are kept; the rest are freed.
-            if c.layout.size() == MAX_CHUNK && spare.len() < MAX_SPARE {
+            if c.0.size() == MAX_CHUNK && spare.len() < MAX_SPARE {
                 spare.push(c);
             }
         }
@@ -302,7 +279,7 @@ mod tests {
         assert!(spare.len() <= MAX_SPARE);
         assert!(spare
             .iter()
-            .all(|c| c.layout.size() == MAX_CHUNK && c.layout.align() == MAX_CHUNK));
+            .all(|c| c.0.size() == MAX_CHUNK && c.0.align() == MAX_CHUNK));
     }
 
     #[test]

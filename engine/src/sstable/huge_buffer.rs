@@ -6,23 +6,19 @@
 //! huge pages cost more to fault in where a VM hands free memory back to
 //! its host, which is paid once, when the table opens.
 
-use std::alloc::{self, Layout};
-use std::ptr::NonNull;
+use crate::aligned_alloc::AlignedAlloc;
 
 /// One transparent huge page.
 const HUGE_PAGE: usize = 2 << 20;
 
 /// An immutable byte buffer asked of the kernel in huge pages.
 pub struct HugeBuffer {
-    ptr: NonNull<u8>,
-    layout: Layout,
+    mem: AlignedAlloc,
     len: usize,
 }
 
-// SAFETY: the buffer is plain memory, written only while being built (by
-// `concat`, before anyone else sees it) and read-only after.
-unsafe impl Send for HugeBuffer {}
-// SAFETY: as above: shared access only reads.
+// SAFETY: the buffer is written only while being built (by `concat`, before
+// anyone else sees it) and read-only after.
 unsafe impl Sync for HugeBuffer {}
 
 impl HugeBuffer {
@@ -30,29 +26,19 @@ impl HugeBuffer {
     pub fn concat(parts: &[Vec<u8>]) -> (HugeBuffer, Vec<usize>) {
         let len: usize = parts.iter().map(Vec::len).sum();
         // Whole huge pages, so that the last one can be huge too.
-        let size = len.max(1).next_multiple_of(HUGE_PAGE);
-        let layout = match Layout::from_size_align(size, HUGE_PAGE) {
-            Ok(l) => l,
-            Err(_) => alloc::handle_alloc_error(Layout::new::<u64>()),
-        };
-        // SAFETY: `layout` has a nonzero size.
-        let raw = unsafe { alloc::alloc(layout) };
-        let Some(ptr) = NonNull::new(raw) else {
-            alloc::handle_alloc_error(layout)
-        };
-        // SAFETY: the range is the allocation just made; the advice only
-        // changes how the kernel backs it, and failing (no THP) is harmless.
-        unsafe { libc::madvise(raw.cast(), size, libc::MADV_HUGEPAGE) };
+        let mem = AlignedAlloc::new(len.max(1).next_multiple_of(HUGE_PAGE), HUGE_PAGE);
+        mem.advise_huge_pages();
+        let raw = mem.ptr().as_ptr();
         let mut starts = Vec::with_capacity(parts.len());
         let mut at = 0;
         for p in parts {
-            // SAFETY: `at + p.len() <= len <= size`: inside the allocation,
-            // which does not overlap `p`.
+            // SAFETY: `at + p.len() <= len <= mem.size()`: inside the
+            // allocation, which does not overlap `p`.
             unsafe { std::ptr::copy_nonoverlapping(p.as_ptr(), raw.add(at), p.len()) };
             starts.push(at);
             at += p.len();
         }
-        (HugeBuffer { ptr, layout, len }, starts)
+        (HugeBuffer { mem, len }, starts)
     }
 }
 
@@ -61,14 +47,7 @@ impl std::ops::Deref for HugeBuffer {
     fn deref(&self) -> &[u8] {
         // SAFETY: the first `len` bytes were written by `concat` and the
         // allocation lives as long as `self`.
-        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-    }
-}
-
-impl Drop for HugeBuffer {
-    fn drop(&mut self) {
-        // SAFETY: `ptr` came from `alloc::alloc(self.layout)` and is freed once.
-        unsafe { alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+        unsafe { std::slice::from_raw_parts(self.mem.ptr().as_ptr(), self.len) }
     }
 }
 
