@@ -44,12 +44,16 @@ impl AlignedAlloc {
         self.layout.align()
     }
 
-    /// Asks the kernel to back the block with transparent huge pages (best
-    /// effort: without THP nothing changes).
-    pub(crate) fn advise_huge_pages(&self) {
-        // SAFETY: the range is this allocation; the advice only changes how
-        // the kernel backs it.
-        unsafe { libc::madvise(self.ptr.as_ptr().cast(), self.size(), libc::MADV_HUGEPAGE) };
+    /// Asks the kernel to back the block's first `len` bytes with
+    /// transparent huge pages (best effort: without THP nothing changes).
+    pub(crate) fn advise_huge_pages(&self, len: usize) {
+        let len = len.min(self.size());
+        if len == 0 {
+            return;
+        }
+        // SAFETY: the range is inside this allocation; the advice only
+        // changes how the kernel backs it.
+        unsafe { libc::madvise(self.ptr.as_ptr().cast(), len, libc::MADV_HUGEPAGE) };
     }
 }
 

@@ -10,6 +10,8 @@ use crate::aligned_alloc::AlignedAlloc;
 
 /// One transparent huge page.
 const HUGE_PAGE: usize = 2 << 20;
+/// A buffer smaller than a huge page: a cache line.
+const SMALL_ALIGN: usize = 64;
 
 /// An immutable byte buffer asked of the kernel in huge pages.
 pub struct HugeBuffer {
@@ -25,9 +27,14 @@ impl HugeBuffer {
     /// The parts one after another, and where each starts.
     pub fn concat(parts: &[Vec<u8>]) -> (HugeBuffer, Vec<usize>) {
         let len: usize = parts.iter().map(Vec::len).sum();
-        // Whole huge pages, so that the last one can be huge too.
-        let mem = AlignedAlloc::new(len.max(1).next_multiple_of(HUGE_PAGE), HUGE_PAGE);
-        mem.advise_huge_pages();
+        // Only whole huge pages are asked for; the tail past the last one,
+        // and a buffer smaller than one, take ordinary pages. (Rounding up
+        // made every small in-memory table cost 2 MiB: a test's thousands
+        // of them ran a machine out of memory.)
+        let huge = len / HUGE_PAGE * HUGE_PAGE;
+        let align = if huge > 0 { HUGE_PAGE } else { SMALL_ALIGN };
+        let mem = AlignedAlloc::new(len, align);
+        mem.advise_huge_pages(huge);
         let raw = mem.ptr().as_ptr();
         let mut starts = Vec::with_capacity(parts.len());
         let mut at = 0;
@@ -63,8 +70,13 @@ mod tests {
         assert_eq!(buf.len(), 5003);
         assert_eq!(&buf[..3], b"abc");
         assert!(buf[3..].iter().all(|&b| b == 7));
-        assert_eq!(buf.as_ptr() as usize % HUGE_PAGE, 0);
         let (empty, starts) = HugeBuffer::concat(&[]);
         assert!(empty.is_empty() && starts.is_empty());
+        // Past one huge page: aligned to it, and no bigger than its parts.
+        let (big, starts) = HugeBuffer::concat(&[vec![1u8; HUGE_PAGE], vec![2u8; 100]]);
+        assert_eq!(starts, vec![0, HUGE_PAGE]);
+        assert_eq!(big.as_ptr() as usize % HUGE_PAGE, 0);
+        assert_eq!(big.mem.size(), HUGE_PAGE + 100);
+        assert_eq!(buf.mem.size(), 5003);
     }
 }
