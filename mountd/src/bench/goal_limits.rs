@@ -165,17 +165,21 @@ pub fn walk(w: &Value) -> Option<Limit> {
     })
 }
 
+/// How a walk's `key` seconds per cell grew from `small` (`rows.0` rows)
+/// to `large` (`rows.1`).
+pub fn per_cell_growth(small: &Value, large: &Value, rows: (f64, f64), key: &str) -> Option<f64> {
+    let (a, b) = (num(small, &[key])? / rows.0, num(large, &[key])? / rows.1);
+    (a > 0.0).then(|| b / a)
+}
+
 /// A walk's cost per cell at `large` rows over its cost at `small`: the
 /// least that growth can be is its limit's (the walk on tmpfs plus a round
 /// trip per request: the kernel's own walk grows too, with more dentries
 /// and inodes to make). Bindfs's growth in the same run is said beside it.
 pub fn walk_growth(small: &Value, large: &Value, rows: (f64, f64)) -> Option<Limit> {
-    let growth = |key: &str| {
-        let (a, b) = (num(small, &[key])? / rows.0, num(large, &[key])? / rows.1);
-        (a > 0.0 && b > 0.0).then(|| b / a)
-    };
-    let value = growth("limit_secs")?;
-    let bindfs = growth("bindfs_secs").map_or("-".into(), |g| format!("{g:.2}x"));
+    let value = per_cell_growth(small, large, rows, "limit_secs")?;
+    let bindfs = per_cell_growth(small, large, rows, "bindfs_secs")
+        .map_or("-".into(), |g| format!("{g:.2}x"));
     Some(Limit {
         value,
         what: format!("tmpfs + round trips per cell (bindfs grew {bindfs})"),

@@ -200,11 +200,9 @@ fn scale_checks(sizes: &[Value]) -> Vec<Check> {
             for w in walks(large) {
                 let name = w["walk"].as_str().unwrap_or("?");
                 let base = walks(small).into_iter().find(|s| s["walk"] == w["walk"]);
-                let per_cell = |v: &Value, rows: f64| num(v, &["secs"]).map(|s| s / rows);
-                let value = match (base.as_ref().and_then(|s| per_cell(s, a)), per_cell(&w, b)) {
-                    (Some(x), Some(y)) if x > 0.0 => Some(y / x),
-                    _ => None,
-                };
+                let value = base
+                    .as_ref()
+                    .and_then(|s| goal_limits::per_cell_growth(s, &w, (a, b), "secs"));
                 out.push(Check {
                     goal: format!("walk: {name} cost per cell, {b} rows / {a} rows"),
                     target: Target::AtMost(1.3),
