@@ -15,7 +15,9 @@
 //! them. Only the replicas of a log's last chunk are mapped (a few per
 //! server), and only while it takes appends; the data window covers the
 //! zeros of one renewal (about a megabyte), so a server's mapped pages
-//! stay a few megabytes.
+//! stay a few megabytes. A sync unmaps the data window first (see
+//! `Replica::unmap_window`): writeback write-protects each mapped dirty
+//! page with a TLB shootdown of its own.
 
 use std::fs::File;
 

@@ -371,6 +371,18 @@ impl Replica {
         stored && self.store_entries(sums)
     }
 
+    /// Unmaps the window of zeros that unsynced appends store into, before
+    /// a sync writes them back: writeback write-protects every dirty page
+    /// still mapped, one TLB shootdown (an interrupt to every other CPU
+    /// running this process) per page, where one unmap flushes the whole
+    /// range once. The next unsynced append maps what is left of the
+    /// window. (Measured on the engine's unsynced writes on three
+    /// replicas: the shootdowns under the syncs were a tenth of all CPU.)
+    pub(crate) fn unmap_window(&self) {
+        let _io = self.io_lock.lock();
+        *self.window.lock() = None;
+    }
+
     /// Unmaps the header and cuts the zeros written ahead of a log's data
     /// (the chunk is sealed or the log closes), so the file holds only its
     /// data again. (A power-cut model sees only writes and syncs, so under

@@ -369,3 +369,54 @@ fn an_append_is_stored_only_inside_zeros_that_are_in_the_file() {
     assert!(!append(2000, &[data, data].concat()));
     assert_eq!(read(&io, &r, 0, 3000).unwrap(), [data, data, data].concat());
 }
+
+#[test]
+fn a_sync_finds_the_window_unmapped_and_the_next_append_maps_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+    let data = [3u8; 1000];
+    let append = |len: u64, tail: &[u8]| {
+        let sums = chunk::append_sums(r.layout.sum, len, tail, &[&data]);
+        let enc = sums.encoded();
+        let o = r.open(false).unwrap();
+        let _io = r.lock_io();
+        assert!(o.map_header());
+        let stored = o.store_append(len, &[&data], &enc);
+        if !stored {
+            let mut c = Chain::new();
+            let how = Append {
+                sync: false,
+                zeros: true,
+                mapped_entries: true,
+            };
+            o.append_chain(&mut c, len, &[&data], &enc, how);
+            assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+            assert!(r.store_entries(&enc));
+        }
+        r.commit_append(len + 1000, &sums);
+        stored
+    };
+    assert!(!append(0, &[]), "the first append writes the zeros");
+    assert!(append(1000, &data), "the second is stored into them");
+    assert!(r.window.lock().is_some());
+    r.unmap_window();
+    assert!(r.window.lock().is_none(), "unmapped before the sync");
+    let o = r.open(true).unwrap();
+    let mut c = Chain::new();
+    o.sync_chain(&mut c);
+    assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+    drop(o);
+    assert!(
+        append(2000, &[data, data].concat()),
+        "stored into a new mapping"
+    );
+    assert!(r.window.lock().is_some());
+    let all = [data, data, data].concat();
+    assert_eq!(read(&io, &r, 0, 3000).unwrap(), all);
+    // What was stored through the unmapped window reached the file.
+    r.cut_zeros().unwrap();
+    let l = Replica::load(Arc::new(Gate::new(0, FdCache::new(16))), &io, &r.path, 5).unwrap();
+    assert!(l.corrupt.is_none());
+    assert_eq!(l.replica.len(), 3000);
+    assert_eq!(read(&io, &l.replica, 0, 3000).unwrap(), all);
+}

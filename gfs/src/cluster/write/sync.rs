@@ -28,9 +28,13 @@ pub(crate) fn sync_file(inner: &Inner, id: u64, name: &str, unsynced: &mut Vec<u
 pub(super) fn sync_chunks(inner: &Inner, name: &str, targets: &[(u64, Vec<Placed>)]) -> Result<()> {
     // Replicas written around the page cache lose the zeros padding their
     // last page first, so that what is made durable is just their data.
+    // Log replicas unmap the window their unsynced appends were stored
+    // into, so that writeback finds their pages unmapped.
     for (h, reps) in targets {
-        for (s, r) in reps.iter().filter(|(_, r)| r.is_direct()) {
-            if let Err(e) = r.cut_zeros() {
+        for (s, r) in reps {
+            if !r.is_direct() {
+                r.unmap_window();
+            } else if let Err(e) = r.cut_zeros() {
                 log::debug!("gfs: chunkserver {s}: chunk {h:016x} keeps its padding: {e}");
             }
         }
