@@ -332,32 +332,37 @@ fn a_power_cut_model_over_another_directory_leaves_the_header_map_and_zero_cuts_
     assert_eq!(size(), r.layout.data_off + 1000, "and cut at the close");
 }
 
+/// An unsynced append of `data` to a log's replica at `len` (`tail`: the
+/// bytes of its last block so far): stored through the mappings where it
+/// fits in the zeros ahead, else written with them. Whether it was stored.
+fn unsynced_log_append(r: &Replica, io: &Io, len: u64, tail: &[u8], data: &[u8]) -> bool {
+    let sums = chunk::append_sums(r.layout.sum, len, tail, &[data]);
+    let enc = sums.encoded();
+    let o = r.open(false).unwrap();
+    let _io = r.lock_io();
+    assert!(o.map_header());
+    let stored = o.store_append(len, &[data], &enc);
+    if !stored {
+        let mut c = Chain::new();
+        let how = Append {
+            sync: false,
+            zeros: true,
+            mapped_entries: true,
+        };
+        o.append_chain(&mut c, len, &[data], &enc, how);
+        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        assert!(r.store_entries(&enc));
+    }
+    r.commit_append(len + data.len() as u64, &sums);
+    stored
+}
+
 #[test]
 fn an_append_is_stored_only_inside_zeros_that_are_in_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let (r, io) = new_replica(dir.path(), 4 * BLOCK);
     let data = [9u8; 1000];
-    let append = |len: u64, tail: &[u8]| {
-        let sums = chunk::append_sums(r.layout.sum, len, tail, &[&data]);
-        let enc = sums.encoded();
-        let o = r.open(false).unwrap();
-        let _io = r.lock_io();
-        assert!(o.map_header());
-        let stored = o.store_append(len, &[&data], &enc);
-        if !stored {
-            let mut c = Chain::new();
-            let how = Append {
-                sync: false,
-                zeros: true,
-                mapped_entries: true,
-            };
-            o.append_chain(&mut c, len, &[&data], &enc, how);
-            assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
-            assert!(r.store_entries(&enc));
-        }
-        r.commit_append(len + 1000, &sums);
-        stored
-    };
+    let append = |len: u64, tail: &[u8]| unsynced_log_append(&r, &io, len, tail, &data);
     // No zeros yet: written (with the zeros); then stored inside them.
     assert!(!append(0, &[]));
     assert!(append(1000, &data));
@@ -375,27 +380,7 @@ fn a_sync_finds_the_window_unmapped_and_the_next_append_maps_it_again() {
     let dir = tempfile::tempdir().unwrap();
     let (r, io) = new_replica(dir.path(), 4 * BLOCK);
     let data = [3u8; 1000];
-    let append = |len: u64, tail: &[u8]| {
-        let sums = chunk::append_sums(r.layout.sum, len, tail, &[&data]);
-        let enc = sums.encoded();
-        let o = r.open(false).unwrap();
-        let _io = r.lock_io();
-        assert!(o.map_header());
-        let stored = o.store_append(len, &[&data], &enc);
-        if !stored {
-            let mut c = Chain::new();
-            let how = Append {
-                sync: false,
-                zeros: true,
-                mapped_entries: true,
-            };
-            o.append_chain(&mut c, len, &[&data], &enc, how);
-            assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
-            assert!(r.store_entries(&enc));
-        }
-        r.commit_append(len + 1000, &sums);
-        stored
-    };
+    let append = |len: u64, tail: &[u8]| unsynced_log_append(&r, &io, len, tail, &data);
     assert!(!append(0, &[]), "the first append writes the zeros");
     assert!(append(1000, &data), "the second is stored into them");
     assert!(r.window.lock().is_some());
