@@ -379,6 +379,11 @@ impl Replica {
     /// window. (Measured on the engine's unsynced writes on three
     /// replicas: the shootdowns under the syncs were a tenth of all CPU.)
     pub(crate) fn unmap_window(&self) {
+        // Most replicas synced (an SSTable's, a sealed chunk's) map nothing:
+        // they need not wait for the I/O lock.
+        if self.window.lock().is_none() {
+            return;
+        }
         let _io = self.io_lock.lock();
         *self.window.lock() = None;
     }
