@@ -21,8 +21,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// Default polling window after a reply.
-pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(50);
+/// Default polling window after a reply. It must outlast a request cycle
+/// that includes a wake-up of the other CPU (a reply, the caller woken on a
+/// halted CPU, its next request: 100–150 µs on a 2-CPU VM): with a shorter
+/// window a single caller that once moves between CPUs keeps moving with
+/// every request (docs/mount.md, "Looking for the next request").
+pub const DEFAULT_BUSY_POLL: Duration = Duration::from_micros(200);
 
 /// How long a thread stands by (see [`BusyPoll::after_reply`]) before it
 /// goes back to reading: the longest a request can wait for a free thread
