@@ -367,8 +367,16 @@ impl CellReader {
 
     /// The key of the next row with at least one visible cell, skipping the
     /// rest of that row without copying values (directory listings). Each
-    /// row counts as one cell against the cell limit.
+    /// row counts as one cell against the cell limit. Under a filter, the
+    /// row of the filter's next cell; a filter that keeps each row's first
+    /// cell stripped (a listing's) is that row, read the same way.
     pub fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
+        if let Some(f) = self.filtering.as_deref() {
+            let unlimited = f.row_limit.is_none() && !f.budget.limited();
+            if !(f.first_cell_only && unlimited && f.queue.is_empty()) {
+                return Ok(self.next_cell()?.map(|c| c.row));
+            }
+        }
         let cell = match self.pending.take() {
             Some(c) => c,
             None => match self.guarded(false)? {

@@ -63,6 +63,11 @@ impl CellBudget {
             || self.byte_limit.is_some_and(|l| self.bytes >= l)
     }
 
+    /// Whether any limit is set.
+    pub(crate) fn limited(&self) -> bool {
+        self.cell_limit.is_some() || self.byte_limit.is_some()
+    }
+
     /// Counts a cell returned, of `value_len` bytes.
     pub(crate) fn spend(&mut self, value_len: usize) {
         self.cells += 1;

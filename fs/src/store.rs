@@ -16,6 +16,12 @@ use std::sync::Arc;
 pub trait RowStream: Send {
     /// The next row with its selected cells, in row order.
     fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>>;
+
+    /// The next row's key alone; a stream that can skip the row's cells
+    /// does (a listing's scan, whose filter keeps each row's first cell).
+    fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(self.next_row()?.map(|(row, _)| row))
+    }
 }
 
 /// The client operations the filesystem uses.
@@ -160,6 +166,9 @@ fn snapshot_of(bt: &engine::Bigtable, table: &str) -> Result<Option<SnapshotView
 impl RowStream for engine::Scanner {
     fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>> {
         engine::Scanner::next_row(self)
+    }
+    fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
+        engine::Scanner::next_row_key(self)
     }
 }
 

@@ -122,6 +122,44 @@ impl Scanner {
         }
     }
 
+    /// The key of the next row, its cells skipped where the tablet's part
+    /// can (see [`CellSource::next_row_key`]); a row counts as one cell of
+    /// no bytes against the limits.
+    pub fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
+        if let Some(c) = self.pending.take() {
+            // Read ahead by `next_row`, and counted then; the rest of its
+            // row is dropped below as repeats.
+            return Ok(Some(c.row));
+        }
+        loop {
+            if self.budget.spent() {
+                return Ok(None);
+            }
+            if let Some(r) = &mut self.reader {
+                if let Some(row) = r.next_row_key()? {
+                    if self.last_row.as_deref() == Some(row.as_slice()) {
+                        continue;
+                    }
+                    if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
+                        self.resume = None;
+                        self.reader = None;
+                        return Ok(None);
+                    }
+                    self.rows += 1;
+                    let last = self.last_row.get_or_insert_with(Vec::new);
+                    last.clear();
+                    last.extend_from_slice(&row);
+                    self.budget.spend(0);
+                    return Ok(Some(row));
+                }
+                self.reader = None;
+            }
+            if !self.open_next_tablet()? {
+                return Ok(None);
+            }
+        }
+    }
+
     /// The next row with every selected cell of it.
     pub fn next_row(&mut self) -> Result<Option<(Vec<u8>, Vec<Cell>)>> {
         let Some((row, cells, ahead)) = gather_row(|| self.next_cell())? else {

@@ -34,6 +34,13 @@ use crate::Result;
 pub trait CellSource: Send {
     /// The next cell, or None at the end of the part.
     fn next_cell(&mut self) -> Result<Option<Cell>>;
+
+    /// The row of the next cell; a source that can skip the rest of that
+    /// row without reading it does (a listing of row keys). A caller that
+    /// wants each row once drops repeats.
+    fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
+        Ok(self.next_cell()?.map(|c| c.row))
+    }
 }
 
 /// A tablet's part of a scan: its cells, and the tablet's end row (where

@@ -404,4 +404,7 @@ impl CellSource for CellReader {
     fn next_cell(&mut self) -> Result<Option<Cell>> {
         CellReader::next_cell(self)
     }
+    fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
+        CellReader::next_row_key(self)
+    }
 }

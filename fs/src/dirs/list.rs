@@ -222,7 +222,7 @@ pub(super) fn row_batch(
         .map_err(|e| cx.data.fail(&what, &e))?;
     // In key order, as the scan returns them.
     let mut rows = Vec::new();
-    while let Some((row, _)) = stream.next_row().map_err(|e| cx.data.fail(&what, &e))? {
+    while let Some(row) = stream.next_row_key().map_err(|e| cx.data.fail(&what, &e))? {
         rows.push(row);
     }
     if !pending.is_empty() {
