@@ -153,7 +153,7 @@ pub static OPTIONS: &[MountOption] = &[
         "the same for table, row and family directories (see \"Caching\")",
         set |c, v| c.dir_timeout = v.seconds()?,
         show |c| secs(c.dir_timeout)),
-    opt!("busy_poll" "US", Is("50"),
+    opt!("busy_poll" "US", Is("200"),
         "after answering a request, a FUSE thread looks for the next for this many microseconds before it sleeps (0: never; at most 10000): one thread polling `/dev/fuse`, or the io_uring queues' threads, yielding their CPUs meanwhile; see \"Busy polling\" and \"FUSE over io_uring\"",
         set |c, v| c.busy_poll = Duration::from_micros(v.whole(0, 10_000, " microseconds")?),
         show |c| micros(c.busy_poll)),
