@@ -99,17 +99,9 @@ impl Scanner {
             }
             if let Some(r) = &mut self.reader {
                 if let Some(c) = r.next_cell()? {
-                    if self.last_row.as_deref() != Some(c.row.as_slice()) {
-                        if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
-                            self.resume = None;
-                            self.reader = None;
-                            return Ok(None);
-                        }
-                        self.rows += 1;
-                        // Reuses the buffer: one allocation per scan, not per row.
-                        let last = self.last_row.get_or_insert_with(Vec::new);
-                        last.clear();
-                        last.extend_from_slice(&c.row);
+                    if self.last_row.as_deref() != Some(c.row.as_slice()) && !self.enter_row(&c.row)
+                    {
+                        return Ok(None);
                     }
                     self.budget.spend(c.value.len());
                     return Ok(Some(c));
@@ -120,6 +112,22 @@ impl Scanner {
                 return Ok(None);
             }
         }
+    }
+
+    /// Counts a new row `row`; false (and the scan ended) when the row
+    /// limit is reached.
+    fn enter_row(&mut self, row: &[u8]) -> bool {
+        if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
+            self.resume = None;
+            self.reader = None;
+            return false;
+        }
+        self.rows += 1;
+        // Reuses the buffer: one allocation per scan, not per row.
+        let last = self.last_row.get_or_insert_with(Vec::new);
+        last.clear();
+        last.extend_from_slice(row);
+        true
     }
 
     /// The key of the next row, its cells skipped where the tablet's part
@@ -140,15 +148,9 @@ impl Scanner {
                     if self.last_row.as_deref() == Some(row.as_slice()) {
                         continue;
                     }
-                    if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
-                        self.resume = None;
-                        self.reader = None;
+                    if !self.enter_row(&row) {
                         return Ok(None);
                     }
-                    self.rows += 1;
-                    let last = self.last_row.get_or_insert_with(Vec::new);
-                    last.clear();
-                    last.extend_from_slice(&row);
                     self.budget.spend(0);
                     return Ok(Some(row));
                 }
