@@ -19,14 +19,20 @@ pub struct Pool {
 }
 
 impl Pool {
-    /// Starts `n` workers; with none, jobs run on the caller's thread.
+    /// Starts `n` commit workers; with none, jobs run on the caller's thread.
     pub fn new(n: usize) -> Pool {
+        Pool::named("bt-commit", n)
+    }
+
+    /// Starts `n` workers named `name-<i>`; with none, jobs run on the
+    /// caller's thread.
+    pub fn named(name: &str, n: usize) -> Pool {
         let (tx, rx) = crossbeam_channel::unbounded::<Job>();
         let mut started = 0;
         for i in 0..n {
             let rx: Receiver<Job> = rx.clone();
             let spawned = std::thread::Builder::new()
-                .name(format!("bt-commit-{i}"))
+                .name(format!("{name}-{i}"))
                 .spawn(move || {
                     for job in rx {
                         job();
@@ -34,7 +40,7 @@ impl Pool {
                 });
             match spawned {
                 Ok(_) => started += 1,
-                Err(e) => log::error!("cannot start a commit worker: {e}"),
+                Err(e) => log::error!("cannot start worker {name}-{i}: {e}"),
             }
         }
         Pool {

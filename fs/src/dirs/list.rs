@@ -11,7 +11,7 @@
 use super::{dir, MAX_ROW_BATCH, ROW_BASE, ROW_BATCH};
 use crate::ctx::Ctx;
 use crate::listing::LAST;
-use crate::listing::{Ahead, Resume};
+use crate::listing::{offset_of, Ahead, Fill, ListedRow, Resume};
 use crate::names::{display_name, version_name};
 use crate::node::parent_and_name;
 use crate::node::{FamilyAddr, Key, Name, Node, StatusFile, View, MUTATE, SCHEMA, STATUS_DIR};
@@ -24,6 +24,7 @@ use fuser::{Errno, FileType};
 use std::collections::BTreeSet;
 use std::collections::VecDeque;
 use std::ops::Bound;
+use std::time::Duration;
 
 /// FUSE `opendir`.
 pub(crate) fn opendir(cx: &Ctx, ino: u64) -> FsResult<u64> {
@@ -424,57 +425,112 @@ fn rows_unopened(
     } else {
         None
     };
-    let mut limit = ROW_BATCH;
     let mut ahead = match after {
         Some(_) => cx.listing.take_ahead(ino, next),
         None => None,
     };
-    // The last row sent; copied into `after` only when a scan needs it.
-    let mut last: Option<Key> = None;
+    // A listing that goes on is a long one: scan in large batches at once.
+    let mut limit = if ahead.is_some() {
+        MAX_ROW_BATCH
+    } else {
+        ROW_BATCH
+    };
+    // The rows this reply sent (but a last one), their names kept for the
+    // offsets once the reply is built: one lock for them all.
+    let first = next;
+    let mut sent: Vec<Box<[u8]>> = Vec::new();
+    let place = |sent: Vec<Box<[u8]>>| cx.listing.place_run(ino, first, sent);
     loop {
         let (mut rows, exhausted) = match ahead.take() {
             Some(a) => (a.rows, a.exhausted),
             None => {
-                if let Some(k) = last.take() {
+                if let Some(k) = sent.last() {
                     after = Some(k.to_vec());
                 }
                 let rows = row_batch(cx, table, view, after.as_deref(), limit)?;
                 let exhausted = (rows.len() as u64) < limit;
                 limit = (limit * 4).min(MAX_ROW_BATCH);
-                (VecDeque::from(rows), exhausted)
+                (listed_rows(cx, table, view, rows), exhausted)
             }
         };
-        while let Some(row) = rows.pop_front() {
-            let off = cx
-                .listing
-                .place(ino, next, &row, exhausted && rows.is_empty());
-            let node = Node::Row {
-                table: table_name.clone(),
-                view,
-                row: Key::from(row),
-            };
-            let attr = schema.as_ref().filter(|_| attrs > 0).map(|s| {
-                attrs -= 1;
-                cx.dir_attr(cx.kernel.ino_of(&node), s.mode, s.owner, s.group)
-            });
-            let e = dir(display_name(node.row().unwrap_or_default()), node, attr);
-            if !emit(cx, &e, off, attr.is_some(), add)? {
-                // The reply is full: this row and the rest wait for the next.
-                if let Node::Row { row, .. } = e.node {
-                    rows.push_front(row.to_vec());
+        while let Some(r) = rows.pop_front() {
+            let last = exhausted && rows.is_empty();
+            let off = offset_of(next, last);
+            let taken = match schema.as_ref().filter(|_| attrs > 0) {
+                Some(s) => {
+                    attrs -= 1;
+                    let node = Node::Row {
+                        table: table_name.clone(),
+                        view,
+                        row: Key::from(r.row.as_slice()),
+                    };
+                    let attr = cx.dir_attr(r.ino, s.mode, s.owner, s.group);
+                    emit(cx, &dir(r.name.clone(), node, Some(attr)), off, true, add)?
                 }
-                cx.listing.put_ahead(ino, Ahead::new(next, rows, exhausted));
+                // A name only: nothing to build.
+                None => !add(&DirOut {
+                    ino: r.ino,
+                    offset: off,
+                    kind: FileType::Directory,
+                    name: &r.name,
+                    attr: None,
+                    ttl: Duration::ZERO,
+                }),
+            };
+            if !taken {
+                // The reply is full: this row and the rest wait for the
+                // next, whose rows are read meanwhile (a fill).
+                let want = sent.len() + 1;
+                place(sent);
+                rows.push_front(r);
+                let ahead = Ahead::new(next, rows, exhausted).with_fill(table_name, view, want);
+                cx.listing.put_ahead(ino, ahead);
                 return Ok(());
             }
             next += 1;
-            if let Node::Row { row, .. } = e.node {
-                last = Some(row);
+            if !last {
+                sent.push(r.row.into_boxed_slice());
             }
         }
         if exhausted {
+            place(sent);
             return Ok(());
         }
     }
+}
+
+/// Rows as a listing sends them (see [`ListedRow`]).
+fn listed_rows(cx: &Ctx, table: &str, view: View, rows: Vec<Vec<u8>>) -> VecDeque<ListedRow> {
+    rows.into_iter()
+        .map(|row| ListedRow {
+            name: display_name(&row),
+            ino: cx.kernel.row_ino(table, view, &row),
+            row,
+        })
+        .collect()
+}
+
+/// Reads the rows the next reply of directory `ino`'s listing will send, if
+/// the last reply asked for them (`fill`, from [`Listing::start_fill`]):
+/// run beside the reader, after that reply went (see `listing/readahead.rs`).
+///
+/// [`Listing::start_fill`]: crate::listing::Listing::start_fill
+pub(crate) fn fill_ahead(cx: &Ctx, ino: u64, fill: Fill) {
+    // A failure leaves the waiting rows as they were: the reply scans
+    // again itself (and reports what it meets).
+    let rows = row_batch(
+        cx,
+        &fill.table,
+        fill.view,
+        Some(&fill.after),
+        fill.want as u64,
+    )
+    .ok()
+    .map(|rows| {
+        let exhausted = rows.len() < fill.want;
+        (listed_rows(cx, &fill.table, fill.view, rows), exhausted)
+    });
+    cx.listing.finish_fill(ino, &fill, rows);
 }
 
 /// Row number `ordinal` (from 0) of a table's listing, counted from the

@@ -10,7 +10,7 @@ mod busy_poll;
 use crate::fs::Fs;
 use crate::options::MAX_WRITE;
 use crate::reply::{DirOut, SetAttr};
-use crate::{files, lookup};
+use crate::{dirs, files, lookup};
 use answer::{answer_xattr, caller, catching, fopen, guard, Answer};
 pub use busy_poll::{BusyPoll, DEFAULT_BUSY_POLL};
 use fuser::{
@@ -30,6 +30,8 @@ use std::time::SystemTime;
 pub struct FuseFs {
     fs: Arc<Fs>,
     commits: crate::pool::Pool,
+    /// Reads table listings' next rows while their replies are taken in.
+    listing_fills: crate::pool::Pool,
     /// Closes committed on the FUSE thread that read them, now, and how
     /// many may be at once (see [`FuseFs::with_inline_commits`]).
     inline_commits: AtomicUsize,
@@ -48,6 +50,8 @@ pub struct FuseFs {
 
 /// Workers for commits (see `pool.rs`): enough for many concurrent closes.
 pub const COMMIT_WORKERS: usize = 32;
+/// Workers reading table listings ahead (a few listings at once).
+const LISTING_FILLERS: usize = 2;
 
 impl FuseFs {
     /// With [`COMMIT_WORKERS`] commit workers.
@@ -60,6 +64,7 @@ impl FuseFs {
         FuseFs {
             fs,
             commits: crate::pool::Pool::new(n),
+            listing_fills: crate::pool::Pool::named("bt-listing", LISTING_FILLERS),
             inline_commits: AtomicUsize::new(0),
             max_inline_commits: 0,
             unopened_dirs: true,
@@ -117,6 +122,16 @@ impl FuseFs {
     }
 
     /// Runs a close's commit here if a FUSE thread stays free, else on a worker.
+    /// Starts the fill of the next reply's rows that a table listing's
+    /// reply asked for, now that the reply went (see `listing/readahead.rs`).
+    fn read_ahead(&self, ino: u64) {
+        if let Some(fill) = self.fs.ctx().listing.start_fill(ino) {
+            let fs = self.fs.clone();
+            self.listing_fills
+                .run(move || dirs::list::fill_ahead(fs.ctx(), ino, fill));
+        }
+    }
+
     fn commit(&self, job: impl FnOnce() + Send + 'static) {
         let taken = self
             .inline_commits
@@ -593,6 +608,9 @@ impl Filesystem for FuseFs {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
             }
+            if fh.0 == 0 {
+                self.read_ahead(_ino.0);
+            }
         })
     }
 
@@ -628,6 +646,9 @@ impl Filesystem for FuseFs {
             match r {
                 Ok(()) => reply.ok(),
                 Err(e) => reply.error(e),
+            }
+            if fh.0 == 0 {
+                self.read_ahead(_ino.0);
             }
         })
     }

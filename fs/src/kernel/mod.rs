@@ -6,7 +6,7 @@
 pub mod inodes;
 pub mod replay;
 
-use crate::node::{Name, Node};
+use crate::node::{Name, Node, View};
 use crate::notify::{Inval, Invalidator};
 use crate::options::FsResult;
 use fuser::Errno;
@@ -102,6 +102,12 @@ impl KernelCache {
     /// [`InodeTable::ino_of`]): every attribute and entry is built with it.
     pub fn ino_of(&self, node: &Node) -> u64 {
         self.inodes.ino_of(node)
+    }
+
+    /// [`KernelCache::ino_of`] a row, without building its node (only cells
+    /// are renamed, so a row's number is always its natural one).
+    pub fn row_ino(&self, table: &str, view: View, row: &[u8]) -> u64 {
+        Node::row_ino(table, view, row)
     }
 
     /// The node behind an inode number the kernel holds; ENOENT if it holds

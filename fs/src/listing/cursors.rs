@@ -85,29 +85,46 @@ pub struct Resume {
     pub name: Option<Vec<u8>>,
 }
 
+/// The offset of entry number `ordinal` of a listing (`last`: the listing
+/// ends with it).
+pub fn offset_of(ordinal: u64, last: bool) -> u64 {
+    (FIRST + ordinal) | if last { LAST } else { 0 }
+}
+
 impl Listing {
     /// The offset of entry number `ordinal` of directory `ino`, named
     /// `name` (`last`: the listing ends with it).
     pub fn place(&self, ino: u64, ordinal: u64, name: &[u8], last: bool) -> u64 {
-        let off = FIRST + ordinal;
         if !last {
-            let mut g = self.cursors.inner.lock();
-            let placed = g.dirs.entry(ino).or_default();
-            // A listing started again (or two interleave): keep order.
-            let mut dropped = 0;
-            while placed.back().is_some_and(|(o, _)| *o >= ordinal) {
-                placed.pop_back();
-                dropped += 1;
-            }
-            placed.push_back((ordinal, name.into()));
-            g.total = g.total + 1 - dropped;
-            match g.order.back_mut() {
-                Some((i, n)) if *i == ino => *n += 1,
-                _ => g.order.push_back((ino, 1)),
-            }
-            g.evict();
+            self.place_run(ino, ordinal, [Box::from(name)]);
         }
-        off | if last { LAST } else { 0 }
+        offset_of(ordinal, last)
+    }
+
+    /// Remembers the names of directory `ino`'s entries numbered from
+    /// `first` on, in order (none of them its last: see [`offset_of`]).
+    pub fn place_run(&self, ino: u64, first: u64, names: impl IntoIterator<Item = Box<[u8]>>) {
+        let mut g = self.cursors.inner.lock();
+        let placed = g.dirs.entry(ino).or_default();
+        // A listing started again (or two interleave): keep order.
+        let mut dropped = 0;
+        while placed.back().is_some_and(|(o, _)| *o >= first) {
+            placed.pop_back();
+            dropped += 1;
+        }
+        let before = placed.len();
+        placed.extend((first..).zip(names));
+        let added = placed.len() - before;
+        if added == 0 && dropped == 0 {
+            return;
+        }
+        g.total = g.total + added - dropped;
+        match g.order.back_mut() {
+            Some((i, n)) if *i == ino => *n += added,
+            _ if added > 0 => g.order.push_back((ino, added)),
+            _ => {}
+        }
+        g.evict();
     }
 
     /// Where a listing of `ino` goes on from `offset`; `None` for an offset

@@ -2,16 +2,17 @@
 //! requests. Its state is private; each part's methods sit beside it:
 //! `cursors.rs` the offsets of directories listed without OPENDIR,
 //! `plus_hints.rs` whether a table listing's rows carry attributes, and
-//! `readahead.rs` rows scanned for a listing that a reply had no room for.
+//! `readahead.rs` rows scanned for a listing that a reply had no room for,
+//! and the next reply's rows, read while the reader takes this one in.
 
 mod cursors;
 mod plus_hints;
 mod readahead;
 
-pub use cursors::{Resume, LAST};
+pub use cursors::{offset_of, Resume, LAST};
 #[cfg(test)]
 pub use plus_hints::FIRST_REPLY_ATTRS;
-pub use readahead::Ahead;
+pub use readahead::{Ahead, Fill, ListedRow};
 
 /// Places in listings, plus hints and rows read ahead (see the module comment).
 #[derive(Default)]

@@ -55,6 +55,9 @@ pub const VERSIONS: &str = ".versions";
 /// Reserved name in the root.
 pub const STATUS_DIR: &str = ".bigtable";
 
+/// A row's tag in the inode encoding (see [`DataPath`]).
+const ROW_TAG: u8 = 10;
+
 /// A node inside a row, described once (see [`Node::data_path`]).
 struct DataPath<'a> {
     /// The node's tag in the inode encoding (10..=15; 13 and up lie under
@@ -81,6 +84,29 @@ impl CellAddr {
 }
 
 impl<'a> DataPath<'a> {
+    /// Its part of [`Node::encode`]: the tag, then each part present.
+    fn encode(&self, out: &mut Vec<u8>) {
+        out.push(self.tag);
+        put(out, self.table.as_bytes());
+        match self.view {
+            View::Now => out.push(0),
+            View::At(t) => {
+                out.push(1);
+                out.extend_from_slice(&t.to_le_bytes());
+            }
+        }
+        put(out, self.row);
+        if let Some(f) = self.family {
+            put(out, f.as_bytes());
+        }
+        if let Some(q) = self.qualifier {
+            put(out, q);
+        }
+        if let Some(ts) = self.ts {
+            out.extend_from_slice(&ts.to_le_bytes());
+        }
+    }
+
     fn base(tag: u8, table: &'a str, view: View, row: &'a [u8]) -> DataPath<'a> {
         DataPath {
             tag,
@@ -296,7 +322,7 @@ impl Node {
     /// display use.
     fn data_path(&self) -> Option<DataPath<'_>> {
         Some(match self {
-            Node::Row { table, view, row } => DataPath::base(10, table, *view, row),
+            Node::Row { table, view, row } => DataPath::base(ROW_TAG, table, *view, row),
             Node::Family(f) => f.data_path(11),
             Node::Cell(c) => c.data_path(12, None),
             Node::VersionsDir(f) => f.data_path(13),
@@ -362,43 +388,17 @@ impl Node {
         if *self == Node::Root {
             return ROOT_INO;
         }
-        // One buffer per thread: a listing asks for a number per entry, and
-        // a fresh allocation each time was most of what one cost.
-        thread_local! {
-            static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-        }
-        let h = BUF.with(|b| {
-            let mut buf = b.borrow_mut();
-            buf.clear();
-            self.encode(&mut buf);
-            let h = seahash::hash(&buf);
-            // A long key's buffer is not kept.
-            if buf.capacity() > 4096 {
-                *buf = Vec::new();
-            }
-            h
-        });
-        match h {
-            0 | ROOT_INO => 2,
-            h => h,
-        }
+        hashed(|buf| self.encode(buf))
+    }
+
+    /// The natural number of `Node::Row { table, view, row }`, without
+    /// building the node: a listing numbers thousands of rows a reply.
+    pub fn row_ino(table: &str, view: View, row: &[u8]) -> u64 {
+        hashed(|buf| DataPath::base(ROW_TAG, table, view, row).encode(buf))
     }
 
     /// A self-delimiting encoding (the input of [`Node::natural_ino`]).
     fn encode(&self, out: &mut Vec<u8>) {
-        fn put(out: &mut Vec<u8>, b: &[u8]) {
-            out.extend_from_slice(&(b.len() as u32).to_le_bytes());
-            out.extend_from_slice(b);
-        }
-        fn view(out: &mut Vec<u8>, v: View) {
-            match v {
-                View::Now => out.push(0),
-                View::At(t) => {
-                    out.push(1);
-                    out.extend_from_slice(&t.to_le_bytes());
-                }
-            }
-        }
         match self {
             Node::Root => out.push(0),
             Node::StatusDir => out.push(1),
@@ -449,23 +449,42 @@ impl Node {
             }
             // Every other node lies inside a row.
             n => {
-                let Some(p) = n.data_path() else { return };
-                out.push(p.tag);
-                put(out, p.table.as_bytes());
-                view(out, p.view);
-                put(out, p.row);
-                if let Some(f) = p.family {
-                    put(out, f.as_bytes());
-                }
-                if let Some(q) = p.qualifier {
-                    put(out, q);
-                }
-                if let Some(ts) = p.ts {
-                    out.extend_from_slice(&ts.to_le_bytes());
+                if let Some(p) = n.data_path() {
+                    p.encode(out);
                 }
             }
         }
     }
+}
+
+/// The number hashed from an encoding that `encode` writes (never the
+/// root's nor 0).
+fn hashed(encode: impl FnOnce(&mut Vec<u8>)) -> u64 {
+    // One buffer per thread: a listing asks for a number per entry, and
+    // a fresh allocation each time was most of what one cost.
+    thread_local! {
+        static BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let h = BUF.with(|b| {
+        let mut buf = b.borrow_mut();
+        buf.clear();
+        encode(&mut buf);
+        let h = seahash::hash(&buf);
+        // A long key's buffer is not kept.
+        if buf.capacity() > 4096 {
+            *buf = Vec::new();
+        }
+        h
+    });
+    match h {
+        0 | ROOT_INO => 2,
+        h => h,
+    }
+}
+
+fn put(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(&(b.len() as u32).to_le_bytes());
+    out.extend_from_slice(b);
 }
 
 impl fmt::Display for Node {

@@ -40,6 +40,14 @@ fn inode_numbers_are_stable_and_distinct() {
     };
     assert_ne!(at.natural_ino(), now.natural_ino());
     assert!(cell(b"x").natural_ino() > ROOT_INO);
+    // A row's number, built with or without its node: the same, and the
+    // hash of the encoding the kernel has been told numbers by.
+    assert_eq!(Node::row_ino("t", View::Now, b"r"), now.natural_ino());
+    assert_eq!(Node::row_ino("t", View::At(5), b"r"), at.natural_ino());
+    let mut encoded = vec![10u8, 1, 0, 0, 0, b't', 0, 1, 0, 0, 0, b'r'];
+    assert_eq!(now.natural_ino(), seahash::hash(&encoded));
+    encoded.splice(6..7, [[1u8].as_slice(), &5u64.to_le_bytes()].concat());
+    assert_eq!(at.natural_ino(), seahash::hash(&encoded));
 }
 
 #[test]
