@@ -155,6 +155,24 @@ fn an_unopened_listing_goes_on_from_a_forgotten_offset() {
     assert!(list_from(*late).is_empty());
 }
 
+/// The rows (names from `r`) of `listed` come in order without repeats,
+/// and the `n` rows `r0000`, `r0002`, ... there throughout are all among them.
+fn rows_in_order_with_even_ones(listed: &[(String, bool)], n: usize) {
+    let rows: Vec<&String> = listed
+        .iter()
+        .map(|(n, _)| n)
+        .filter(|n| n.starts_with('r'))
+        .collect();
+    let mut sorted = rows.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(rows, sorted, "in order, without repeats");
+    for i in 0..n {
+        let want = format!("r{:04}", i * 2);
+        assert!(rows.contains(&&want), "{want} missing");
+    }
+}
+
 #[test]
 fn a_listing_reads_its_next_reply_ahead() {
     // After each reply the FUSE adapter runs the fill it asked for
@@ -186,22 +204,7 @@ fn a_listing_reads_its_next_reply_ahead() {
         }
         before = scans();
     });
-    let rows: Vec<&String> = listed
-        .iter()
-        .map(|(n, _)| n)
-        .filter(|n| n.starts_with('r'))
-        .collect();
-    let mut sorted = rows.clone();
-    sorted.sort();
-    sorted.dedup();
-    assert_eq!(rows, sorted, "in order, without repeats");
-    for i in 0..1000 {
-        assert!(
-            rows.contains(&&format!("r{:04}", i * 2)),
-            "r{:04} missing",
-            i * 2
-        );
-    }
+    rows_in_order_with_even_ones(&listed, 1000);
     assert!(replies >= 13, "{replies} replies");
     assert!(fills >= replies - 1, "{fills} fills for {replies} replies");
     assert_eq!(reply_scans, 0, "the replies after the first scanned");
@@ -228,22 +231,7 @@ fn unopened_listings_stream_and_survive_inserts() {
             ))
             .unwrap();
         });
-        let rows: Vec<&String> = listed
-            .iter()
-            .map(|(n, _)| n)
-            .filter(|n| n.starts_with('r'))
-            .collect();
-        let mut sorted = rows.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(rows, sorted, "in order, without repeats");
-        for i in 0..300 {
-            assert!(
-                rows.contains(&&format!("r{:04}", i * 2)),
-                "r{:04} missing",
-                i * 2
-            );
-        }
+        rows_in_order_with_even_ones(&listed, 300);
         assert_eq!(
             &listed[..4]
                 .iter()
