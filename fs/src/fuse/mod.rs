@@ -121,7 +121,6 @@ impl FuseFs {
         self
     }
 
-    /// Runs a close's commit here if a FUSE thread stays free, else on a worker.
     /// Starts the fill of the next reply's rows that a table listing's
     /// reply asked for, now that the reply went (see `listing/readahead.rs`).
     fn read_ahead(&self, ino: u64) {
@@ -132,6 +131,7 @@ impl FuseFs {
         }
     }
 
+    /// Runs a close's commit here if a FUSE thread stays free, else on a worker.
     fn commit(&self, job: impl FnOnce() + Send + 'static) {
         let taken = self
             .inline_commits
