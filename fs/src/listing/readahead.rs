@@ -28,7 +28,7 @@ const FRESH: Duration = Duration::from_secs(1);
 /// Listings with rows waiting, at most (each holds one scan batch).
 const CAPACITY: usize = 256;
 /// Rows one fill reads at most.
-pub const MAX_FILL: usize = 16 << 10;
+const MAX_FILL: usize = 16 << 10;
 /// How long a reply waits for a fill in flight before it scans itself
 /// (long in unit tests, which must not depend on the machine's load).
 const FILL_WAIT: Duration = Duration::from_millis(if cfg!(test) { 20_000 } else { 200 });
@@ -216,20 +216,18 @@ mod tests {
         assert!(r.take_ahead(1, 0).is_none());
     }
 
+    /// Rows waiting at entry `ordinal` that ask for a fill of `want` more.
+    fn asking(ordinal: u64, names: &[&str], exhausted: bool, want: usize) -> Ahead {
+        Ahead::new(ordinal, rows(names), exhausted).with_fill("t".into(), View::Now, want)
+    }
+
     #[test]
     fn a_fill_goes_on_after_the_waiting_rows() {
         let r = Listing::default();
-        let t: Name = "t".into();
         // A listing that ends with its waiting rows asks for none.
-        r.put_ahead(
-            1,
-            Ahead::new(0, rows(&["a"]), true).with_fill(t.clone(), View::Now, 5),
-        );
+        r.put_ahead(1, asking(0, &["a"], true, 5));
         assert!(r.start_fill(1).is_none());
-        r.put_ahead(
-            1,
-            Ahead::new(4, rows(&["a", "b"]), false).with_fill(t.clone(), View::Now, 5),
-        );
+        r.put_ahead(1, asking(4, &["a", "b"], false, 5));
         let fill = r.start_fill(1).unwrap();
         assert_eq!(
             (&*fill.table, fill.after.as_slice(), fill.want),
@@ -246,11 +244,7 @@ mod tests {
     #[test]
     fn a_fill_adds_nothing_to_rows_taken_or_dropped_meanwhile() {
         let r = Listing::default();
-        let t: Name = "t".into();
-        r.put_ahead(
-            1,
-            Ahead::new(0, rows(&["a"]), false).with_fill(t.clone(), View::Now, 5),
-        );
+        r.put_ahead(1, asking(0, &["a"], false, 5));
         let fill = r.start_fill(1).unwrap();
         r.forget_ahead(1);
         // Newer rows of another listing of the same directory.
@@ -258,10 +252,7 @@ mod tests {
         r.finish_fill(1, &fill, Some((rows(&["b"]), false)));
         assert_eq!(r.take_ahead(1, 0).unwrap().rows, rows(&["x"]));
         // A failed fill leaves the rows as they were.
-        r.put_ahead(
-            2,
-            Ahead::new(0, rows(&["a"]), false).with_fill(t, View::Now, 5),
-        );
+        r.put_ahead(2, asking(0, &["a"], false, 5));
         let fill = r.start_fill(2).unwrap();
         r.finish_fill(2, &fill, None);
         let a = r.take_ahead(2, 0).unwrap();
@@ -272,10 +263,7 @@ mod tests {
     #[test]
     fn a_reply_waits_for_the_fill_in_flight() {
         let r = std::sync::Arc::new(Listing::default());
-        r.put_ahead(
-            3,
-            Ahead::new(0, rows(&["a"]), false).with_fill("t".into(), View::Now, 1),
-        );
+        r.put_ahead(3, asking(0, &["a"], false, 1));
         let fill = r.start_fill(3).unwrap();
         let r2 = r.clone();
         let filler = std::thread::spawn(move || {

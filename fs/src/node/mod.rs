@@ -482,6 +482,7 @@ fn hashed(encode: impl FnOnce(&mut Vec<u8>)) -> u64 {
     }
 }
 
+/// A length-prefixed part of an encoding (keeps ("ab","c") and ("a","bc") apart).
 fn put(out: &mut Vec<u8>, b: &[u8]) {
     out.extend_from_slice(&(b.len() as u32).to_le_bytes());
     out.extend_from_slice(b);

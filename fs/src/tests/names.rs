@@ -155,6 +155,16 @@ fn an_unopened_listing_goes_on_from_a_forgotten_offset() {
     assert!(list_from(*late).is_empty());
 }
 
+/// A table `t` of `n` rows `r0000`, `r0002`, ..., each one cell `f:q`.
+fn even_rows(n: usize) -> T {
+    let t = T::new();
+    let batch: String = (0..n)
+        .map(|i| format!("set r{:04} f:q v\n", i * 2))
+        .collect();
+    t.mutate(&batch).unwrap();
+    t
+}
+
 /// The rows (names from `r`) of `listed` come in order without repeats,
 /// and the `n` rows `r0000`, `r0002`, ... there throughout are all among them.
 fn rows_in_order_with_even_ones(listed: &[(String, bool)], n: usize) {
@@ -179,12 +189,7 @@ fn a_listing_reads_its_next_reply_ahead() {
     // (listing/readahead.rs); the reply that goes on sends the filled rows
     // and scans nothing itself. Rows made meanwhile may or may not show;
     // every row there throughout shows once, in order.
-    let t = T::new();
-    let mut batch = String::new();
-    for i in 0..1000 {
-        batch.push_str(&format!("set r{:04} f:q v\n", i * 2));
-    }
-    t.mutate(&batch).unwrap();
+    let t = even_rows(1000);
     let ino = t.ino("/t").unwrap();
     let cx = t.fs.ctx();
     let scans = || cx.data.store_calls().get(crate::store_calls::Call::Scan);
@@ -253,12 +258,7 @@ fn unopened_listings_stream_and_survive_inserts() {
 
 #[test]
 fn row_listing_streams_and_survives_inserts() {
-    let t = T::new();
-    let mut batch = String::new();
-    for i in 0..600 {
-        batch.push_str(&format!("set r{:04} f:q v\n", i * 2));
-    }
-    t.mutate(&batch).unwrap();
+    let t = even_rows(600);
     let ino = t.ino("/t").unwrap();
     let fh = t.fs.opendir(&t.root, ino).unwrap();
     let mut seen: Vec<String> = Vec::new();
