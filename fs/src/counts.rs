@@ -5,6 +5,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// The operations counted, by the name `guard` is given.
 const OPS: [&str; 32] = [
@@ -60,13 +61,30 @@ pub fn count(op: &str) {
     COUNTS[index(op)].fetch_add(1, Ordering::Relaxed);
 }
 
+/// Nanoseconds the daemon spent running requests ([`during`]), on the
+/// FUSE threads and the commit workers.
+static HANDLING_NS: AtomicU64 = AtomicU64::new(0);
+
 /// Runs `f` (a request of `op`, or the part of it a commit worker runs)
-/// with the tablet-server calls it makes counted as `op`'s.
+/// with the tablet-server calls it makes counted as `op`'s, and its time
+/// as the daemon's handling time.
 pub fn during<R>(op: &str, f: impl FnOnce() -> R) -> R {
     let before = RUNNING.with(|r| r.replace(Some(index(op))));
+    let start = Instant::now();
     let out = f();
+    // A commit run inline within its request's run counts once.
+    if before.is_none() {
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        HANDLING_NS.fetch_add(ns, Ordering::Relaxed);
+    }
     RUNNING.with(|r| r.set(before));
     out
+}
+
+/// Microseconds spent running requests so far (`fuse_handling_us`): with
+/// one caller, the part of its wait that is the daemon's own code.
+pub fn handling_us() -> u64 {
+    HANDLING_NS.load(Ordering::Relaxed) / 1000
 }
 
 /// A tablet-server call made: counted for the request this thread runs
@@ -126,5 +144,25 @@ mod tests {
         });
         call_made();
         assert_eq!(of("listxattr"), before + 2);
+    }
+
+    #[test]
+    fn handling_time_adds_up() {
+        let nap = || std::thread::sleep(std::time::Duration::from_millis(3));
+        let before = handling_us();
+        during("statfs", nap);
+        assert!(handling_us() >= before + 3000);
+        // Nested (a commit run within its request), the time counts once:
+        // other tests' requests may add a little meanwhile.
+        let before = handling_us();
+        let took = std::thread::spawn(move || {
+            let t = Instant::now();
+            during("flush", || during("flush", nap));
+            t.elapsed().as_micros() as u64
+        })
+        .join()
+        .unwrap_or_default();
+        let added = handling_us() - before;
+        assert!(added >= 3000 && added < took * 3 / 2, "{added} of {took}");
     }
 }

@@ -192,6 +192,7 @@ impl StatusFile {
             }
             StatusFile::Stats => {
                 let c = s.stats;
+                let cpu = cpu_us();
                 let rows = [
                     ("lookups", c.lookups.load(Ordering::Relaxed)),
                     ("getattrs", c.getattrs.load(Ordering::Relaxed)),
@@ -230,6 +231,9 @@ impl StatusFile {
                     ("fuse_uring_replies", fuser::requests_over_io_uring()),
                     ("rss_bytes", crate::memory::rss_bytes()),
                     ("malloc_trims", crate::memory::trims()),
+                    ("fuse_handling_us", crate::counts::handling_us()),
+                    ("cpu_user_us", cpu.0),
+                    ("cpu_system_us", cpu.1),
                 ];
                 for (k, v) in rows {
                     let _ = writeln!(out, "{k}={v}");
@@ -330,4 +334,14 @@ pub struct Statfs {
     pub bsize: u32,
     pub namelen: u32,
     pub frsize: u32,
+}
+
+/// The daemon's CPU time so far, user and system, in microseconds (what a
+/// workload cost the daemon: `bigtable-bench fs` takes the difference).
+fn cpu_us() -> (u64, u64) {
+    use nix::sys::resource::{getrusage, UsageWho};
+    let us = |t: nix::sys::time::TimeVal| {
+        u64::try_from(t.tv_sec()).unwrap_or(0) * 1_000_000 + u64::try_from(t.tv_usec()).unwrap_or(0)
+    };
+    getrusage(UsageWho::RUSAGE_SELF).map_or((0, 0), |u| (us(u.user_time()), us(u.system_time())))
 }

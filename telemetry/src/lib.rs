@@ -8,7 +8,8 @@ pub use prometheus;
 
 use prometheus::core::Collector;
 use prometheus::proto::MetricFamily;
-use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, Opts};
+use prometheus::{Histogram, HistogramOpts, HistogramVec, IntCounterVec, Opts};
+use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -96,13 +97,42 @@ fn families() -> &'static [HistogramVec] {
     })
 }
 
+/// How many (kind, operation) histograms each thread keeps at hand; past
+/// that, an operation's histogram is looked up by its label every time.
+const HANDLES_PER_THREAD: usize = 64;
+
+thread_local! {
+    /// The histograms this thread recorded into, by kind and operation: a
+    /// FUSE thread records every request, and finding a histogram by its
+    /// label (hash the label, take the family's lock, look it up) cost
+    /// more than the observation itself.
+    static HANDLES: RefCell<Vec<(Latency, Box<str>, Histogram)>> = const { RefCell::new(Vec::new()) };
+}
+
 /// Records that one `operation` of `kind` took `d`.
 pub fn observe(kind: Latency, operation: &str, d: Duration) {
-    if let Some(f) = families().get(kind.index()) {
-        if let Ok(h) = f.get_metric_with_label_values(&[operation]) {
-            h.observe(d.as_secs_f64());
-        }
+    let secs = d.as_secs_f64();
+    let kept = HANDLES.with(|h| {
+        let h = h.borrow();
+        let found = h.iter().find(|(k, op, _)| *k == kind && **op == *operation);
+        found.map(|(_, _, hist)| hist.observe(secs)).is_some()
+    });
+    if kept {
+        return;
     }
+    let Some(Ok(hist)) = families()
+        .get(kind.index())
+        .map(|f| f.get_metric_with_label_values(&[operation]))
+    else {
+        return;
+    };
+    hist.observe(secs);
+    HANDLES.with(|h| {
+        let mut h = h.borrow_mut();
+        if h.len() < HANDLES_PER_THREAD {
+            h.push((kind, operation.into(), hist));
+        }
+    });
 }
 
 /// Runs `f`, recording how long it took.
@@ -215,5 +245,39 @@ mod tests {
             .unwrap();
         assert_eq!(m.get_histogram().get_sample_count(), 2);
         assert!(m.get_histogram().get_sample_sum() >= 0.003);
+    }
+
+    #[test]
+    fn a_thread_keeps_its_handles_apart_by_kind_and_operation() {
+        let count = |kind: Latency, op: &str| {
+            gather()
+                .iter()
+                .find(|f| f.name() == kind.name())
+                .and_then(|f| {
+                    f.get_metric()
+                        .iter()
+                        .find(|m| m.get_label().iter().any(|l| l.value() == op))
+                        .map(|m| m.get_histogram().get_sample_count())
+                })
+                .unwrap_or(0)
+        };
+        std::thread::spawn(|| {
+            for _ in 0..3 {
+                observe(Latency::Grpc, "handles_a", Duration::from_micros(5));
+                observe(Latency::ObjectStore, "handles_a", Duration::from_micros(5));
+            }
+            observe(Latency::Grpc, "handles_b", Duration::from_micros(5));
+            // Past the handles a thread keeps, observations still land.
+            for i in 0..HANDLES_PER_THREAD + 2 {
+                observe(Latency::Chunk, &format!("handles_many_{i}"), Duration::ZERO);
+            }
+        })
+        .join()
+        .unwrap();
+        assert_eq!(count(Latency::Grpc, "handles_a"), 3);
+        assert_eq!(count(Latency::ObjectStore, "handles_a"), 3);
+        assert_eq!(count(Latency::Grpc, "handles_b"), 1);
+        let last = format!("handles_many_{}", HANDLES_PER_THREAD + 1);
+        assert_eq!(count(Latency::Chunk, &last), 1);
     }
 }

@@ -26,6 +26,7 @@
 use super::common::{
     check_interrupted, fmt_bytes, interrupted, row_key, Measured, Table, TempDir, VALUE_BYTES,
 };
+use super::cpu::cpu_secs;
 use super::fs_bench::{Cost, FsTable};
 use super::machines::{Machine, Net};
 use super::s3_server::S3Server;
@@ -430,26 +431,6 @@ struct ClusterRun {
 
 fn server_ops(mnt: &Path) -> Result<BTreeMap<String, u64>> {
     Ok(servers(mnt)?.into_iter().map(|s| (s.name, s.ops)).collect())
-}
-
-/// CPU seconds (user + system) process `pid` has used, from /proc/PID/stat.
-pub(super) fn cpu_secs(pid: &str) -> f64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    // Fields after the command (which may hold spaces): utime and stime
-    // are the 12th and 13th.
-    let rest = text.rsplit_once(')').map_or("", |(_, r)| r);
-    let f: Vec<u64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    let ticks = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
-        .ok()
-        .flatten()
-        .unwrap_or(100)
-        .max(1);
-    f.iter().sum::<u64>() as f64 / ticks as f64
 }
 
 /// Mounts `count` daemons under `prefix`, lays out the tables, runs the
@@ -862,19 +843,6 @@ mod tests {
                     seq 6 0003 0006 0 0 0 ts1\n";
         assert_eq!(parse_tablets(text, "seq"), vec!["ts0", "ts1"]);
         assert!(parse_tablets(text, "none").is_empty());
-    }
-
-    #[test]
-    fn own_cpu_time_is_read() {
-        let t = cpu_secs("self");
-        assert!(t >= 0.0);
-        // Spin until the clock ticks over (10 ms a tick), however loaded.
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while cpu_secs("self") <= t {
-            assert!(Instant::now() < deadline, "no CPU time counted: {t}");
-            std::hint::black_box(0u64);
-        }
-        assert_eq!(cpu_secs("0"), 0.0);
     }
 
     #[test]

@@ -20,8 +20,9 @@
 //!   many invalidation messages carried the writes' invalidations (A's
 //!   sender batches concurrent writes to one daemon).
 
-use super::cluster_bench::{cpu_secs, wait_for, LockServer, Member};
+use super::cluster_bench::{wait_for, LockServer, Member};
 use super::common::{check_interrupted, Table, TempDir};
+use super::cpu::cpu_secs;
 use super::scale_bench::{mountd_binary, Daemon};
 use anyhow::{bail, Context, Result};
 use clap::Args;

@@ -11,9 +11,10 @@
 //! re-read") shows what the page cache gives against the first ("cold").
 
 use super::common::{
-    check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, Measured, Table, TempDir,
-    VALUE_BYTES,
+    check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, round3, Measured, Table,
+    TempDir, VALUE_BYTES,
 };
+use super::cpu::{self, CpuUse};
 use super::limits::{self, fuse_round_trips, through_fuse};
 use super::workloads::{fig6_suite_marked, read_seq, Fig6, Fig6Results, KvStore, Plan, Written};
 use anyhow::{bail, Context, Result};
@@ -245,6 +246,8 @@ pub struct Cost {
     pub calls_by_request: [u64; CALLERS.len()],
     /// The requests of each kind of [`REQUESTS`].
     pub requests_by_kind: [u64; REQUESTS.len()],
+    /// The daemon's, the callers' and the machine's CPU time.
+    pub cpu: CpuUse,
 }
 
 impl Cost {
@@ -261,6 +264,7 @@ impl Cost {
             store_calls: get("store_tablet_calls")?,
             calls_by_request: CALLERS.map(|op| get(&format!("calls_{op}")).unwrap_or(0)),
             requests_by_kind: REQUESTS.map(|op| get(&format!("fuse_{op}")).unwrap_or(0)),
+            cpu: CpuUse::now(&text),
         })
     }
 
@@ -277,7 +281,27 @@ impl Cost {
             store_calls: self.store_calls.saturating_sub(before.store_calls),
             calls_by_request: minus(self.calls_by_request, before.calls_by_request),
             requests_by_kind: minus(self.requests_by_kind, before.requests_by_kind),
+            cpu: self.cpu.since(before.cpu),
         }
+    }
+
+    /// Microseconds per file of `m`: the daemon's user and system CPU
+    /// time, the callers', every CPU's busy time, the daemon's time running
+    /// requests; and the share of the machine's CPUs busy meanwhile.
+    fn cpu_per_file(&self, m: &Measured) -> Option<([f64; 5], f64)> {
+        let c = &self.cpu;
+        (m.ops > 0 && c.busy_us > 0).then(|| {
+            let n = m.ops as f64;
+            let per = [
+                c.daemon_user_us,
+                c.daemon_system_us,
+                c.callers_us,
+                c.busy_us,
+                c.handling_us,
+            ]
+            .map(|us| us as f64 / n);
+            (per, c.busy_share(m.secs, cpu::cpus()))
+        })
     }
 
     /// The FUSE requests per file of `m` by kind, e.g. `lookup 4.0,
@@ -769,6 +793,25 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
             if let Some(by) = cost.and_then(|c| c.requests_by_kind(m)) {
                 o.insert("fuse_requests_by_kind".into(), serde_json::json!(by));
             }
+            if let Some((c, ([user, system, callers, busy, handling], share))) =
+                cost.and_then(|c| Some((c, c.cpu_per_file(m)?)))
+            {
+                o.insert(
+                    "cpu_us_per_file".into(),
+                    serde_json::json!({
+                        "daemon_user": round3(user),
+                        "daemon_system": round3(system),
+                        "callers": round3(callers),
+                        "busy": round3(busy),
+                        "busy_share": round3(share),
+                        "daemon_handling": round3(handling),
+                        "without_daemon_code": c
+                            .cpu
+                            .without_daemon_code(m.ops, m.secs, plan.threads, cpu::cpus())
+                            .map(f64::round),
+                    }),
+                );
+            }
             o.insert("paper".into(), serde_json::json!(w.paper()));
             o.insert(
                 "vs_paper".into(),
@@ -832,6 +875,27 @@ pub fn run(args: &FsArgs) -> Result<serde_json::Value> {
     for (w, c) in &ours.costs {
         if let Some(by) = c.requests_by_kind(ours.fig6.get(*w)) {
             println!("  {}: {by}", w.label());
+        }
+    }
+    println!(
+        "Per file, us: the daemon's time running requests, its CPU time (user + system), \
+         the callers' CPU time, all CPUs busy (the share of the {} CPUs busy); with one \
+         caller or the CPUs full, the rate if the daemon's own code cost nothing:",
+        cpu::cpus()
+    );
+    for (w, c) in &ours.costs {
+        let m = ours.fig6.get(*w);
+        if let Some(([user, system, callers, busy, handling], share)) = c.cpu_per_file(m) {
+            let bound = c
+                .cpu
+                .without_daemon_code(m.ops, m.secs, plan.threads, cpu::cpus())
+                .map_or(String::new(), |b| format!("; {b:.0} files/s"));
+            println!(
+                "  {}: handling {handling:.1}, CPU {user:.1} + {system:.1}, callers {callers:.1}, \
+                 busy {busy:.1} ({:.0}%){bound}",
+                w.label(),
+                share * 100.0
+            );
         }
     }
     println!("tablet-server calls per file, by the FUSE request that made them:");
@@ -914,6 +978,7 @@ mod tests {
             n: 200,
             threads: 2,
             time_cap: Duration::from_secs(20),
+            min_read: Duration::ZERO,
         };
         let r = run_target(dir.path(), false, plan).unwrap();
         for w in Fig6::ALL {

@@ -371,6 +371,7 @@ fn run_mounts(args: &GoalsArgs, thread_counts: &[usize]) -> Result<Value> {
                 n: FS_SIZE / VALUE_BYTES,
                 threads,
                 time_cap: args.engine.plan.time_cap,
+                min_read: std::time::Duration::ZERO,
             },
             sync: false,
             work_base: args.engine.work_base.clone(),

@@ -4,6 +4,7 @@
 pub mod cluster_bench;
 pub mod coherence_bench;
 pub mod common;
+pub mod cpu;
 pub mod emulator_peer;
 pub mod engine_bench;
 pub mod fs_bench;

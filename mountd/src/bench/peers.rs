@@ -173,6 +173,7 @@ mod tests {
             n: 2000,
             threads: 2,
             time_cap: Duration::from_secs(20),
+            min_read: Duration::ZERO,
         }
     }
 

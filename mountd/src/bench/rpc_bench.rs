@@ -80,12 +80,12 @@ fn run_one(dir: &Path, plan: Plan, rpc: bool) -> Result<Vec<Figure>> {
         let mut out = Vec::new();
         let measure = |out: &mut Vec<Figure>, f: &dyn Fn() -> Result<Measured>| -> Result<()> {
             let before = calls();
-            let cpu = super::cluster_bench::cpu_secs("self");
+            let cpu = super::cpu::cpu_secs("self");
             let m = f()?;
             out.push(Figure {
                 m,
                 calls: calls() - before,
-                cpu: super::cluster_bench::cpu_secs("self") - cpu,
+                cpu: super::cpu::cpu_secs("self") - cpu,
             });
             Ok(())
         };

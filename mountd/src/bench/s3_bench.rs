@@ -653,6 +653,7 @@ mod tests {
                 n: 200,
                 threads: 2,
                 time_cap: Duration::from_secs(20),
+                min_read: Duration::ZERO,
             },
             // Synced, so that every write goes through group commit and
             // the batch counters must see it.

@@ -233,6 +233,7 @@ fn plan(common: &Common, default_size: u64) -> Plan {
         n: (size / VALUE_BYTES as u64).max(1),
         threads: common.threads as usize,
         time_cap: common.time_cap,
+        min_read: Duration::ZERO,
     }
 }
 
