@@ -88,7 +88,12 @@ pub const GAUGES: &[&str] = &[
 const STATES: &[&str] = &["state", "mode", "io", "fuse_transport", "lock_backend"];
 
 /// The `stats` lines that are not one FUSE operation's count.
-const FUSE_TOTALS: &[&str] = &["fuse_requests", "fuse_forgets", "fuse_uring_replies"];
+const FUSE_TOTALS: &[&str] = &[
+    "fuse_requests",
+    "fuse_forgets",
+    "fuse_uring_replies",
+    "fuse_handling_us",
+];
 
 /// One sample: metric name (after `bigtable_`, before `_total`), labels, value.
 #[derive(Debug, Clone, PartialEq)]

@@ -112,11 +112,14 @@ thread_local! {
 /// Records that one `operation` of `kind` took `d`.
 pub fn observe(kind: Latency, operation: &str, d: Duration) {
     let secs = d.as_secs_f64();
-    let kept = HANDLES.with(|h| {
-        let h = h.borrow();
-        let found = h.iter().find(|(k, op, _)| *k == kind && **op == *operation);
-        found.map(|(_, _, hist)| hist.observe(secs)).is_some()
-    });
+    // `try_with`: a timer dropped while the thread's locals go records too.
+    let kept = HANDLES
+        .try_with(|h| {
+            let h = h.borrow();
+            let found = h.iter().find(|(k, op, _)| *k == kind && **op == *operation);
+            found.map(|(_, _, hist)| hist.observe(secs)).is_some()
+        })
+        .unwrap_or(false);
     if kept {
         return;
     }
@@ -127,7 +130,7 @@ pub fn observe(kind: Latency, operation: &str, d: Duration) {
         return;
     };
     hist.observe(secs);
-    HANDLES.with(|h| {
+    let _ = HANDLES.try_with(|h| {
         let mut h = h.borrow_mut();
         if h.len() < HANDLES_PER_THREAD {
             h.push((kind, operation.into(), hist));
