@@ -5,7 +5,7 @@
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The operations counted, by the name `guard` is given.
 const OPS: [&str; 32] = [
@@ -67,18 +67,19 @@ static HANDLING_NS: AtomicU64 = AtomicU64::new(0);
 
 /// Runs `f` (a request of `op`, or the part of it a commit worker runs)
 /// with the tablet-server calls it makes counted as `op`'s, and its time
-/// as the daemon's handling time.
-pub fn during<R>(op: &str, f: impl FnOnce() -> R) -> R {
+/// as the daemon's handling time; how long it ran.
+pub fn during<R>(op: &str, f: impl FnOnce() -> R) -> (R, Duration) {
     let before = RUNNING.with(|r| r.replace(Some(index(op))));
     let start = Instant::now();
     let out = f();
+    let took = start.elapsed();
     // A commit run inline within its request's run counts once.
     if before.is_none() {
-        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        let ns = u64::try_from(took.as_nanos()).unwrap_or(u64::MAX);
         HANDLING_NS.fetch_add(ns, Ordering::Relaxed);
     }
     RUNNING.with(|r| r.set(before));
-    out
+    (out, took)
 }
 
 /// Microseconds spent running requests so far (`fuse_handling_us`): with
@@ -157,7 +158,8 @@ mod tests {
         let before = handling_us();
         let took = std::thread::spawn(move || {
             let t = Instant::now();
-            during("flush", || during("flush", nap));
+            let (_, took) = during("flush", || during("flush", nap));
+            assert!(took >= Duration::from_millis(3));
             t.elapsed().as_micros() as u64
         })
         .join()

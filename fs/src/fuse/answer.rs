@@ -19,13 +19,20 @@ pub(super) fn caller(req: &Request) -> Caller {
 pub(super) fn guard(op: &str, f: impl FnOnce()) {
     crate::options::FUSE_REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     crate::counts::count(op);
-    telemetry::time(telemetry::Latency::Fuse, op, || catching(op, f))
+    let took = run(op, f);
+    telemetry::observe(telemetry::Latency::Fuse, op, took);
 }
 
 /// The part of a request that runs later on a commit worker: guarded the
 /// same way, but not counted again.
 pub(super) fn catching(op: &str, f: impl FnOnce()) {
-    let r = crate::counts::during(op, || catch_unwind(AssertUnwindSafe(f)));
+    run(op, f);
+}
+
+/// Runs `f` as `op`'s (see `counts::during`), logging a panic; how long
+/// it ran.
+fn run(op: &str, f: impl FnOnce()) -> Duration {
+    let (r, took) = crate::counts::during(op, || catch_unwind(AssertUnwindSafe(f)));
     if let Err(p) = r {
         let msg = p
             .downcast_ref::<String>()
@@ -34,6 +41,7 @@ pub(super) fn catching(op: &str, f: impl FnOnce()) {
             .unwrap_or("?");
         log::error!("{op}: internal error (answered EIO): {msg}");
     }
+    took
 }
 
 /// Sends extended attribute data (a value, or the list of names) to a
