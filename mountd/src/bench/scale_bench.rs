@@ -163,7 +163,7 @@ impl Daemon {
 /// The daemon's `fuse_requests` counter less the requests no caller waits
 /// for (each is a round trip of a walk's limit), and its time running
 /// requests in seconds (`fuse_handling_us`); 0 where unknown.
-fn fuse_requests(mnt: &Path) -> (u64, f64) {
+fn daemon_counts(mnt: &Path) -> (u64, f64) {
     let text = fs::read_to_string(mnt.join(".bigtable/stats")).unwrap_or_default();
     let get = |k: &str| {
         text.lines()
@@ -414,9 +414,9 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
         let (mut requests, mut handling) = (0, 0.0);
         loop {
             drop_caches();
-            let before = fuse_requests(&mnt);
+            let before = daemon_counts(&mnt);
             ours.push(timed(&table, &script)?);
-            let after = fuse_requests(&mnt);
+            let after = daemon_counts(&mnt);
             requests += after.0.saturating_sub(before.0);
             handling += (after.1 - before.1).max(0.0);
             if let Some(b) = &bindfs {
