@@ -68,12 +68,7 @@ pub struct CpuUse {
 impl CpuUse {
     /// Now, with the daemon's figures from its `.bigtable/stats` text.
     pub fn now(stats: &str) -> CpuUse {
-        let get = |k: &str| {
-            stats
-                .lines()
-                .find_map(|l| l.strip_prefix(k)?.strip_prefix('=')?.parse().ok())
-                .unwrap_or(0)
-        };
+        let get = |k: &str| super::limits::stat(stats, k).unwrap_or(0);
         CpuUse {
             daemon_user_us: get("cpu_user_us"),
             daemon_system_us: get("cpu_system_us"),

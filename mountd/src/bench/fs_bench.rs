@@ -254,10 +254,7 @@ impl Cost {
     /// The mount's counters now; None if `root` is no bigtable mount.
     pub fn read(root: &Path) -> Option<Cost> {
         let text = fs::read_to_string(root.join(".bigtable/stats")).ok()?;
-        let get = |k: &str| {
-            text.lines()
-                .find_map(|l| l.strip_prefix(k)?.strip_prefix('=')?.parse().ok())
-        };
+        let get = |k: &str| limits::stat(&text, k);
         Some(Cost {
             fuse_requests: get("fuse_requests")?,
             unwaited: limits::unwaited_requests(&text),

@@ -69,10 +69,14 @@ pub fn fuse_round_trips(path: &Path, threads: usize) -> Result<(u64, f64)> {
 /// sent the same way, are not in `fuse_requests`). A limit charges a round
 /// trip only for the others.
 pub fn unwaited_requests(stats: &str) -> u64 {
+    stat(stats, "fuse_release").unwrap_or(0)
+}
+
+/// The number on the `key=` line of a mount's `.bigtable/stats` text.
+pub fn stat(stats: &str, key: &str) -> Option<u64> {
     stats
         .lines()
-        .find_map(|l| l.strip_prefix("fuse_release=")?.trim().parse().ok())
-        .unwrap_or(0)
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix('=')?.trim().parse().ok())
 }
 
 /// Bytes per second that `threads` threads copy between buffers of their own

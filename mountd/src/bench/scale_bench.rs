@@ -165,12 +165,7 @@ impl Daemon {
 /// requests in seconds (`fuse_handling_us`); 0 where unknown.
 fn daemon_counts(mnt: &Path) -> (u64, f64) {
     let text = fs::read_to_string(mnt.join(".bigtable/stats")).unwrap_or_default();
-    let get = |k: &str| {
-        text.lines()
-            .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-    };
+    let get = |k: &str| super::limits::stat(&text, k).unwrap_or(0);
     let waited = get("fuse_requests").saturating_sub(super::limits::unwaited_requests(&text));
     (waited, get("fuse_handling_us") as f64 / 1e6)
 }
