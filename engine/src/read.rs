@@ -372,15 +372,24 @@ impl CellReader {
     /// cell stripped (a listing's) is that row, read the same way.
     pub fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
         if let Some(f) = self.filtering.as_deref() {
-            let unlimited = f.row_limit.is_none() && !f.budget.limited();
-            if !(f.first_cell_only && unlimited && f.queue.is_empty()) {
+            // A row limit is counted here; a cell or byte budget by the filter.
+            if !(f.first_cell_only && !f.budget.limited() && f.queue.is_empty()) {
                 return Ok(self.next_cell()?.map(|c| c.row));
+            }
+            if f.row_limit.is_some_and(|l| f.rows >= l) {
+                return Ok(None);
             }
         }
         let cell = match self.pending.take() {
+            // Counted when the filter let it out.
             Some(c) => c,
             None => match self.guarded(false)? {
-                Some(c) => c,
+                Some(c) => {
+                    if let Some(f) = self.filtering.as_deref_mut() {
+                        f.rows += 1;
+                    }
+                    c
+                }
                 None => return Ok(None),
             },
         };

@@ -635,9 +635,10 @@ fn row_keys_under_a_listing_filter_are_its_rows() {
     let listing = vec![RowFilter::CellsPerRowLimit(1), RowFilter::StripValue];
     let all = ["r1", "r2", "r4"].map(String::from).to_vec();
     assert_eq!(keys(listing.clone(), None, keep_all()), all);
-    // A row limit, and families out of name order, take the general path:
-    // the same rows.
+    // A row limit counts the rows listed; families out of name order take
+    // the general path: the same rows.
     assert_eq!(keys(listing.clone(), Some(2), keep_all()), all[..2]);
+    assert!(keys(listing.clone(), Some(0), keep_all()).is_empty());
     let b_first = Arc::new(TableSchema::with_families([
         FamilySchema::new("b"),
         FamilySchema::new("a"),
