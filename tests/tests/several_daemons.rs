@@ -106,8 +106,12 @@ fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_dela
             == Some(75)),
         "a lock taken through A never blocked B"
     );
-    a.kill9();
+    // Timed from the signal: A stops renewing its lease then, while the
+    // wait for its exit (and the unmount after) can take seconds on a
+    // loaded machine, long enough for the lease and the lock-delay to run
+    // out before it returns.
     let killed = Instant::now();
+    a.kill9();
     // SAFETY: signalling the holder's own process group.
     unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
     let _ = holder.wait();

@@ -252,6 +252,9 @@ pub struct GroupCommitProbe {
     /// then all are woken (`group_rounds`): the fsync and the wake-ups of a
     /// perfect group commit on this machine, without the engine.
     pub group_rounds_rate: f64,
+    /// The same rounds with each batch written and fdatasynced to `copies`
+    /// files at once (equal to `group_rounds_rate` for one copy).
+    pub copies_group_rounds_rate: f64,
 }
 
 impl GroupCommitProbe {
@@ -281,6 +284,18 @@ impl GroupCommitProbe {
             0.0
         }
     }
+    /// [`Self::rounds_share`] over all copies: what a perfect group commit
+    /// whose batch is written and synced to every copy at once does here,
+    /// as a share of the copies' fsync bound: the limit of
+    /// [`Self::copies_efficiency`].
+    pub fn copies_rounds_share(&self) -> f64 {
+        let bound = self.copies_fsync_rate * self.mean_batch();
+        if bound > 0.0 {
+            (self.copies_group_rounds_rate * PROBE_WRITERS as f64 / bound).min(1.0)
+        } else {
+            0.0
+        }
+    }
     /// Throughput over `syncs_per_sec` × mean batch.
     fn vs_bound(&self, syncs_per_sec: f64) -> f64 {
         let bound = syncs_per_sec * self.mean_batch();
@@ -305,6 +320,8 @@ impl GroupCommitProbe {
             "workload_mean_batch": round3(self.workload_mean_batch),
             "group_rounds_per_sec": self.group_rounds_rate.round(),
             "rounds_share_of_fsync_bound": round3(self.rounds_share()),
+            "copies_group_rounds_per_sec": self.copies_group_rounds_rate.round(),
+            "copies_rounds_share_of_bound": round3(self.copies_rounds_share()),
         })
     }
     pub fn line(&self) -> String {
@@ -321,10 +338,12 @@ impl GroupCommitProbe {
             self.rounds_share()
         ) + &if self.copies > 1 {
             format!(
-                "; {} copies' fsyncs at once {:.0} rounds/s; writes / (that x mean batch) = {:.2}",
+                "; {} copies' fsyncs at once {:.0} rounds/s; writes / (that x mean batch) = {:.2}; {PROBE_WRITERS} threads' rounds of it + wake-ups {:.0}/s, {:.2} of that bound",
                 self.copies,
                 self.copies_fsync_rate,
-                self.copies_efficiency()
+                self.copies_efficiency(),
+                self.copies_group_rounds_rate,
+                self.copies_rounds_share()
             )
         } else {
             String::new()
@@ -410,19 +429,38 @@ fn fsync_rounds(dir: &Path, files: usize) -> Result<f64> {
 /// Rounds per second in which `writers` threads meet, one of them writes
 /// `writers` records of 1000 bytes in one write (in place, as
 /// `fsync_rounds`) and fdatasyncs while the others wait, and all are woken:
-/// a group commit with nothing but its fsync and its wake-ups.
-fn group_rounds(dir: &Path, writers: usize) -> Result<f64> {
+/// a group commit with nothing but its fsync and its wake-ups. With
+/// `copies` above one, as many more threads each write the same batch to
+/// a file of their own and fdatasync it in the same round (the replicas of
+/// a synced append on the chunk layer, whose fsyncs run at once).
+fn group_rounds(dir: &Path, writers: usize, copies: usize) -> Result<f64> {
     use std::os::unix::fs::FileExt;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Barrier;
-    let path = dir.join("group-rounds-probe");
+    let copies = copies.max(1);
+    let paths: Vec<_> = (0..copies)
+        .map(|i| dir.join(format!("group-rounds-probe-{i}")))
+        .collect();
     let result = (|| {
-        let f = preallocated(&path, PROBE_FILE_BYTES).context("group rounds probe")?;
+        let mut files = Vec::new();
+        for p in &paths {
+            files.push(preallocated(p, PROBE_FILE_BYTES).context("group rounds probe")?);
+        }
         let batch = vec![7u8; VALUE_BYTES * writers];
-        let barrier = Barrier::new(writers);
+        let barrier = Barrier::new(writers + copies - 1);
         let (stop, failed) = (AtomicBool::new(false), AtomicBool::new(false));
+        let round = std::sync::atomic::AtomicU64::new(0);
+        let write = |f: &std::fs::File| {
+            let n = round.load(Ordering::Acquire);
+            let at = (n * batch.len() as u64) % (PROBE_FILE_BYTES - batch.len() as u64);
+            if f.write_all_at(&batch, at)
+                .and_then(|()| f.sync_data())
+                .is_err()
+            {
+                failed.store(true, Ordering::Release);
+            }
+        };
         let start = Instant::now();
-        let mut rounds = 0u64;
         std::thread::scope(|s| {
             for _ in 1..writers {
                 let (barrier, stop) = (&barrier, &stop);
@@ -434,16 +472,23 @@ fn group_rounds(dir: &Path, writers: usize) -> Result<f64> {
                     }
                 });
             }
+            for f in &files[1..] {
+                let (barrier, stop, write) = (&barrier, &stop, &write);
+                s.spawn(move || loop {
+                    barrier.wait();
+                    write(f);
+                    barrier.wait();
+                    if stop.load(Ordering::Acquire) {
+                        return;
+                    }
+                });
+            }
             loop {
                 barrier.wait();
-                let at = (rounds * batch.len() as u64) % (PROBE_FILE_BYTES - batch.len() as u64);
-                if f.write_all_at(&batch, at)
-                    .and_then(|()| f.sync_data())
-                    .is_err()
-                {
-                    failed.store(true, Ordering::Release);
-                }
-                rounds += 1;
+                write(&files[0]);
+                // Every copy of this round wrote its batch by the next
+                // barrier; the round count moves on for the next.
+                let rounds = round.fetch_add(1, Ordering::AcqRel) + 1;
                 let done = failed.load(Ordering::Acquire)
                     || rounds >= 4000
                     || start.elapsed().as_secs_f64() >= 1.0;
@@ -459,9 +504,12 @@ fn group_rounds(dir: &Path, writers: usize) -> Result<f64> {
         if failed.load(Ordering::Acquire) {
             anyhow::bail!("group rounds probe: a write or fdatasync failed");
         }
+        let rounds = round.load(Ordering::Acquire);
         Ok(rounds as f64 / start.elapsed().as_secs_f64().max(1e-9))
     })();
-    let _ = std::fs::remove_file(&path);
+    for p in &paths {
+        let _ = std::fs::remove_file(p);
+    }
     result
 }
 
@@ -494,7 +542,12 @@ fn group_commit_probe(
     } else {
         fsync_rate
     };
-    let group_rounds_rate = group_rounds(dir, PROBE_WRITERS)?;
+    let group_rounds_rate = group_rounds(dir, PROBE_WRITERS, 1)?;
+    let copies_group_rounds_rate = if copies > 1 {
+        group_rounds(dir, PROBE_WRITERS, copies)?
+    } else {
+        group_rounds_rate
+    };
     let probe = Plan {
         n: plan.n.min(8000),
         threads: PROBE_WRITERS,
@@ -514,6 +567,7 @@ fn group_commit_probe(
         copies_fsync_rate,
         workload_mean_batch: 0.0,
         group_rounds_rate,
+        copies_group_rounds_rate,
     })
 }
 

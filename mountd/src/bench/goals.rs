@@ -118,13 +118,15 @@ pub fn checks(
             (Some(mean), Some(max)) => format!("batch mean {mean:.1} max {max:.0}"),
             _ => "batch not measured".to_string(),
         };
-        // The figure is already a share of the bound; on one copy the
-        // bound is also capped by what 16 threads' rounds of a write, an
-        // fsync and the wake-ups do on this machine without the engine.
-        let rounds = (store == "local")
-            .then(|| num(probe, &["rounds_share_of_fsync_bound"]))
-            .flatten()
-            .filter(|&r| r < 1.0);
+        // The figure is already a share of the bound, which is also capped
+        // by what 16 threads' rounds of a write, an fsync (on every copy at
+        // once) and the wake-ups do on this machine without the engine.
+        let share = if store == "local" {
+            "rounds_share_of_fsync_bound"
+        } else {
+            "copies_rounds_share_of_bound"
+        };
+        let rounds = num(probe, &[share]).filter(|&r| r < 1.0);
         let limit = match rounds {
             Some(r) => Limit {
                 value: r,
@@ -485,6 +487,14 @@ mod tests {
         assert_eq!(limit(local), Some(0.42));
         assert!(local.limit.as_ref().unwrap().what.contains("wake-ups"));
         assert_eq!(local.met(), Some(false));
+        // On the chunk layer, the rounds that write and sync every copy.
+        engine["group_commit"]["chunks"]["copies_rounds_share_of_bound"] = json!(0.33);
+        let c = checks(&Value::Null, &engine, &Value::Null, &[], &[]);
+        let chunks = c
+            .iter()
+            .find(|c| c.goal.starts_with("group commit, chunks"))
+            .unwrap();
+        assert_eq!(limit(chunks), Some(0.33));
         let table = render(&c);
         assert!(table.contains(">= 1.20x"), "{table}");
         assert!(table.contains("<= 1.50x"), "{table}");
