@@ -267,40 +267,38 @@ impl GroupCommitProbe {
     }
     /// Throughput over fsync rate × mean batch (the goal: at least 0.5).
     pub fn efficiency(&self) -> f64 {
-        self.vs_bound(self.fsync_rate)
+        self.vs_bound(self.writes.rate(), self.fsync_rate)
     }
     /// Throughput over (fsync rounds of all copies at once) × mean batch.
     pub fn copies_efficiency(&self) -> f64 {
-        self.vs_bound(self.copies_fsync_rate)
+        self.vs_bound(self.writes.rate(), self.copies_fsync_rate)
     }
     /// What a perfect group commit of [`PROBE_WRITERS`] writers does on
     /// this machine (one fsync and the wake-ups a round), as a share of
     /// the fsync bound (capped at 1): the limit of [`Self::efficiency`].
     pub fn rounds_share(&self) -> f64 {
-        let bound = self.fsync_rate * self.mean_batch();
-        if bound > 0.0 {
-            (self.group_rounds_rate * PROBE_WRITERS as f64 / bound).min(1.0)
-        } else {
-            0.0
-        }
+        self.vs_bound(
+            self.group_rounds_rate * PROBE_WRITERS as f64,
+            self.fsync_rate,
+        )
+        .min(1.0)
     }
     /// [`Self::rounds_share`] over all copies: what a perfect group commit
     /// whose batch is written and synced to every copy at once does here,
     /// as a share of the copies' fsync bound: the limit of
     /// [`Self::copies_efficiency`].
     pub fn copies_rounds_share(&self) -> f64 {
-        let bound = self.copies_fsync_rate * self.mean_batch();
-        if bound > 0.0 {
-            (self.copies_group_rounds_rate * PROBE_WRITERS as f64 / bound).min(1.0)
-        } else {
-            0.0
-        }
+        self.vs_bound(
+            self.copies_group_rounds_rate * PROBE_WRITERS as f64,
+            self.copies_fsync_rate,
+        )
+        .min(1.0)
     }
-    /// Throughput over `syncs_per_sec` × mean batch.
-    fn vs_bound(&self, syncs_per_sec: f64) -> f64 {
+    /// `writes_per_sec` over `syncs_per_sec` × mean batch (0 unmeasured).
+    fn vs_bound(&self, writes_per_sec: f64, syncs_per_sec: f64) -> f64 {
         let bound = syncs_per_sec * self.mean_batch();
         if bound > 0.0 {
-            self.writes.rate() / bound
+            writes_per_sec / bound
         } else {
             0.0
         }

@@ -479,22 +479,19 @@ mod tests {
         let mut engine = engine_line(0.8, 2.5);
         engine["group_commit"]["local"]["rounds_share_of_fsync_bound"] = json!(0.42);
         engine["group_commit"]["local"]["vs_fsync_times_batch"] = json!(0.3);
-        let c = checks(&Value::Null, &engine, &Value::Null, &[], &[]);
-        let local = c
-            .iter()
-            .find(|c| c.goal.starts_with("group commit, local"))
-            .unwrap();
-        assert_eq!(limit(local), Some(0.42));
-        assert!(local.limit.as_ref().unwrap().what.contains("wake-ups"));
-        assert_eq!(local.met(), Some(false));
         // On the chunk layer, the rounds that write and sync every copy.
         engine["group_commit"]["chunks"]["copies_rounds_share_of_bound"] = json!(0.33);
         let c = checks(&Value::Null, &engine, &Value::Null, &[], &[]);
-        let chunks = c
-            .iter()
-            .find(|c| c.goal.starts_with("group commit, chunks"))
-            .unwrap();
-        assert_eq!(limit(chunks), Some(0.33));
+        let store = |name: &str| {
+            c.iter()
+                .find(|c| c.goal.starts_with(&format!("group commit, {name}")))
+                .unwrap()
+        };
+        let local = store("local");
+        assert_eq!(limit(local), Some(0.42));
+        assert!(local.limit.as_ref().unwrap().what.contains("wake-ups"));
+        assert_eq!(local.met(), Some(false));
+        assert_eq!(limit(store("chunks")), Some(0.33));
         let table = render(&c);
         assert!(table.contains(">= 1.20x"), "{table}");
         assert!(table.contains("<= 1.50x"), "{table}");
