@@ -73,9 +73,9 @@ impl Default for CommitLogOptions {
         CommitLogOptions {
             roll_size: 64 * 1024 * 1024,
             slow_threshold: Duration::from_millis(200),
-            // While a lane syncs, the other takes every append, and on the
-            // chunk layer a sync is three replicas' fdatasyncs: every
-            // megabyte, that held unsynced writes to about 20–30% less.
+            // While a lane syncs (on the chunk layer, three replicas'
+            // fdatasyncs) the other takes every append: syncing every
+            // megabyte cost unsynced writes 20–30% of their rate.
             sync_bytes: 8 * 1024 * 1024,
         }
     }

@@ -433,7 +433,7 @@ fn fsync_rounds(dir: &Path, files: usize) -> Result<f64> {
 /// a synced append on the chunk layer, whose fsyncs run at once).
 fn group_rounds(dir: &Path, writers: usize, copies: usize) -> Result<f64> {
     use std::os::unix::fs::FileExt;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
     use std::sync::Barrier;
     let copies = copies.max(1);
     let paths: Vec<_> = (0..copies)
@@ -447,7 +447,7 @@ fn group_rounds(dir: &Path, writers: usize, copies: usize) -> Result<f64> {
         let batch = vec![7u8; VALUE_BYTES * writers];
         let barrier = Barrier::new(writers + copies - 1);
         let (stop, failed) = (AtomicBool::new(false), AtomicBool::new(false));
-        let round = std::sync::atomic::AtomicU64::new(0);
+        let round = AtomicU64::new(0);
         let write = |f: &std::fs::File| {
             let n = round.load(Ordering::Acquire);
             let at = (n * batch.len() as u64) % (PROBE_FILE_BYTES - batch.len() as u64);
