@@ -484,8 +484,9 @@ fn group_rounds(dir: &Path, writers: usize, copies: usize) -> Result<f64> {
             loop {
                 barrier.wait();
                 write(&files[0]);
-                // Every copy of this round wrote its batch by the next
-                // barrier; the round count moves on for the next.
+                // The round's copies are written by the next barrier (one
+                // that starts late writes at the next round's offset: the
+                // same cost).
                 let rounds = round.fetch_add(1, Ordering::AcqRel) + 1;
                 let done = failed.load(Ordering::Acquire)
                     || rounds >= 4000

@@ -105,11 +105,17 @@ pub fn checks(
             limit: goal_limits::replicas(engine, machine, w),
         });
     }
-    for (store, bound, what) in [
-        ("local", "vs_fsync_times_batch", "the fsync bound"),
+    for (store, bound, share, what) in [
+        (
+            "local",
+            "vs_fsync_times_batch",
+            "rounds_share_of_fsync_bound",
+            "the fsync bound",
+        ),
         (
             "chunks",
             "vs_copies_fsync_times_batch",
+            "copies_rounds_share_of_bound",
             "the 3-copy fsync bound",
         ),
     ] {
@@ -121,11 +127,6 @@ pub fn checks(
         // The figure is already a share of the bound, which is also capped
         // by what 16 threads' rounds of a write, an fsync (on every copy at
         // once) and the wake-ups do on this machine without the engine.
-        let share = if store == "local" {
-            "rounds_share_of_fsync_bound"
-        } else {
-            "copies_rounds_share_of_bound"
-        };
         let rounds = num(probe, &[share]).filter(|&r| r < 1.0);
         let limit = match rounds {
             Some(r) => Limit {
