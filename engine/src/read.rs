@@ -110,7 +110,8 @@ pub(crate) fn take_version(
 /// Per-column state of the scan filters.
 #[derive(Default)]
 struct ColumnState {
-    /// Decoded qualifier, once a cell of the column is emitted.
+    /// Decoded qualifier, from the column's check until a cell of the
+    /// column takes it.
     qualifier: Option<Vec<u8>>,
     /// Whether the column regex was evaluated for this column.
     checked: bool,
@@ -558,13 +559,11 @@ impl CellReader {
                 self.row_known = true;
             }
             let row = self.row.clone();
-            let qualifier = match &self.column.qualifier {
-                Some(q) => q.clone(),
-                None => {
-                    let q = k.qualifier()?;
-                    self.column.qualifier = Some(q.clone());
-                    q
-                }
+            // Handed to the cell, not copied: a column's later version (in a
+            // read of several) decodes it again.
+            let qualifier = match self.column.qualifier.take() {
+                Some(q) => q,
+                None => k.qualifier()?,
             };
             let family = self
                 .family
