@@ -530,6 +530,14 @@ impl StoreView {
         let epoch = memo.epoch(&f.table, &f.row);
         let cells = self.family_cells(f)?;
         memo.keep_listing(&f.table, &f.row, Some(&f.family), &cells, epoch);
+        keep_listed(
+            memo,
+            &f.table,
+            &f.row,
+            &cells,
+            Covered::Family(&f.family),
+            epoch,
+        );
         Ok(cells)
     }
 
@@ -553,6 +561,7 @@ impl StoreView {
         let epoch = memo.epoch(table, row);
         let cells = self.read_row(table, row, &StoreView::read_spec(view))?;
         memo.keep_listing(table, row, None, &cells, epoch);
+        keep_listed(memo, table, row, &cells, Covered::Row, epoch);
         Ok(cells.into_iter().map(|c| c.family).collect())
     }
 
@@ -642,4 +651,25 @@ impl StoreView {
             }
         }
     }
+}
+
+/// Keeps in the row memo what a listing's read of a live row (or of one
+/// family in it) found, as a lookup's read would: the getattr the kernel
+/// makes after a listing (it dropped the directory's atime) and the
+/// lookups of the walk that follows need no read of their own, even once
+/// the opens have taken the listed values. A wide row keeps its first
+/// [`PEEK_CELLS`] columns, which answer for themselves only.
+fn keep_listed(
+    memo: &crate::row_memo::RowMemo,
+    table: &str,
+    row: &[u8],
+    cells: &[Cell],
+    covered: Covered<'_>,
+    epoch: u64,
+) {
+    let (cells, covered) = match cells.get(..PEEK_CELLS as usize) {
+        Some(first) if first.len() < cells.len() => (first, Covered::Part),
+        _ => (cells, covered),
+    };
+    memo.keep(table, None, row, cells, covered, epoch);
 }

@@ -194,3 +194,32 @@ fn a_cell_committed_during_an_open_is_found() {
     t.fs.release(fh).unwrap();
     assert_eq!(t.get("/t/r/f/new").unwrap(), b"", "committed meanwhile");
 }
+
+/// `tar` and `rsync` list a row, then a family, open its cells, then
+/// fstat the family and the row (the kernel asks: a listing dropped the
+/// directory's atime): the listings' reads answer those too, after the
+/// opens took every listed value; a write in between is read afresh.
+#[test]
+fn the_getattrs_after_a_walk_need_no_read() {
+    let t = table();
+    let row = t.ino("/t/r").unwrap();
+    t.fs.rows_changed_elsewhere("t", &[b"r"]);
+    let calls = t.fs.ctx().data.store_calls();
+    let before = calls.tablet_calls();
+    let fams = list(&t, row);
+    let fam = ino_of(&fams, "f");
+    let cells = list(&t, fam);
+    for (_, ino) in &cells {
+        cat(&t, *ino);
+    }
+    t.fs.getattr(fam, None).unwrap();
+    t.fs.getattr(row, None).unwrap();
+    assert_eq!(
+        calls.tablet_calls() - before,
+        1,
+        "the row's read answers all"
+    );
+    // A write to the row, then a getattr: read afresh (the family is gone).
+    t.mutate("delete r f:a\ndelete r f:b\n").unwrap();
+    assert_eq!(t.fs.getattr(fam, None).err(), Some(fuser::Errno::ENOENT));
+}
