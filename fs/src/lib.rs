@@ -32,6 +32,7 @@ mod change_sizes;
 mod counts;
 mod ctx;
 mod dirs;
+mod doing;
 mod errno;
 mod files;
 mod filter_query;

@@ -18,6 +18,7 @@ use crate::schema::{TableSchema, CHANGES_FAMILY};
 use crate::tablet::{select_files, SelectedFiles, TabletVersion};
 use crate::{Error, Result};
 use arc_swap::Guard;
+use std::hash::Hasher;
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -93,7 +94,16 @@ fn row_sources(
     // cached for an older set are never found again (they age out).
     let cache_id = match families {
         None => v.files_version,
-        Some(f) => seahash::hash(format!("{}\0{}", v.files_version, f.join("\0")).as_bytes()),
+        Some(f) => {
+            // Hashed as they come: no string is built per read.
+            let mut h = seahash::SeaHasher::new();
+            h.write_u64(v.files_version);
+            for name in f {
+                h.write(name.as_bytes());
+                h.write_u8(0);
+            }
+            h.finish()
+        }
     };
     let scan_cache = &server.env.scan_cache;
     // A read of some families can use the row cached whole: the cell

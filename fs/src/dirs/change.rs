@@ -1,6 +1,7 @@
 //! `mkdir` and `rmdir`: tables, rows, families and `.versions` columns.
 
 use crate::ctx::Ctx;
+use crate::doing::Doing;
 use crate::names::{parse_strict, table_name, KeyName};
 use crate::node::{
     FamilyAddr, Key, Name, Node, View, AT, CHANGES, MUTATE, SCAN, SCHEMA, SNAPSHOTS, STATUS_DIR,
@@ -23,7 +24,7 @@ pub(crate) fn mkdir(
 ) -> FsResult<crate::options::Entry> {
     let p = cx.kernel.node(parent)?;
     cx.listing.forget_ahead(parent);
-    let what = format!("mkdir {p}/{}", String::from_utf8_lossy(name));
+    let what = Doing::entry("mkdir", &p, name);
     if p.read_only() {
         return Err(cx.data.refuse(&what, Errno::EROFS, "read-only view"));
     }
@@ -174,7 +175,7 @@ pub(crate) fn mkdir(
 pub(crate) fn rmdir(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
     let p = cx.kernel.node(parent)?;
     cx.listing.forget_ahead(parent);
-    let what = format!("rmdir {p}/{}", String::from_utf8_lossy(name));
+    let what = Doing::entry("rmdir", &p, name);
     if p.read_only() {
         return Err(cx.data.refuse(&what, Errno::EROFS, "read-only view"));
     }

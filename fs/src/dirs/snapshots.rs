@@ -41,23 +41,33 @@ pub(super) fn list(cx: &Ctx, table: &str) -> FsResult<Vec<Listed>> {
 }
 
 /// `mkdir <table>/.snapshots/<name>`: takes the snapshot.
-pub(super) fn make(cx: &Ctx, what: &str, table: &str, raw: &[u8]) -> FsResult<Node> {
+pub(super) fn make(
+    cx: &Ctx,
+    what: &dyn std::fmt::Display,
+    table: &str,
+    raw: &[u8],
+) -> FsResult<Node> {
     let snap = name(raw)?;
     cx.data
         .store()
         .take_snapshot(table, snap)
-        .map_err(|e| cx.data.fail(&what, &e))?;
+        .map_err(|e| cx.data.fail(what, &e))?;
     log::info!("took snapshot {snap} of {table}");
     Ok(node(table, snap))
 }
 
 /// `rmdir <table>/.snapshots/<name>`: deletes the snapshot.
-pub(super) fn remove(cx: &Ctx, what: &str, table: &str, raw: &[u8]) -> FsResult<()> {
+pub(super) fn remove(
+    cx: &Ctx,
+    what: &dyn std::fmt::Display,
+    table: &str,
+    raw: &[u8],
+) -> FsResult<()> {
     let snap = name(raw)?;
     cx.data
         .store()
         .delete_snapshot(table, snap)
-        .map_err(|e| cx.data.fail(&what, &e))?;
+        .map_err(|e| cx.data.fail(what, &e))?;
     cx.kernel
         .invalidate_table(&snapshot_table(table, snap), None);
     log::info!("deleted snapshot {snap} of {table}");

@@ -2,6 +2,7 @@
 //! version on close (or fsync); `.schema` is applied the same way.
 
 use crate::ctx::Ctx;
+use crate::doing::Doing;
 use crate::node::{Node, SCHEMA};
 use crate::open_files::handles::{CellHandle, Handle, SchemaHandle};
 use crate::options::{FsResult, Stats};
@@ -181,7 +182,7 @@ pub(super) fn commit_cell(cx: &Ctx, c: &mut CellHandle) -> FsResult<()> {
         c.wrote = false;
         return Ok(());
     }
-    let what = format!("commit {}", c.node);
+    let what = Doing::node("commit", &c.node);
     let Some(col) = c.node.value_cell() else {
         return Err(Errno::EIO);
     };

@@ -3,6 +3,7 @@
 
 use super::acc_writable;
 use crate::ctx::Ctx;
+use crate::doing::Doing;
 use crate::mutate::BatchParser;
 use crate::names::{parse_lenient, parse_version_name, KeyName};
 use crate::node::{Node, MUTATE, SCHEMA, VERSIONS};
@@ -407,7 +408,7 @@ pub(crate) fn create(
     flags: i32,
 ) -> FsResult<(Entry, Opened)> {
     let p = cx.kernel.node(parent)?;
-    let what = format!("create {p}/{}", String::from_utf8_lossy(name));
+    let what = Doing::entry("create", &p, name);
     if p.read_only() {
         return Err(cx.data.refuse(&what, Errno::EROFS, "read-only view"));
     }

@@ -1,6 +1,7 @@
 //! `unlink` and `rename` of cells, versions and rows.
 
 use crate::ctx::Ctx;
+use crate::doing::Doing;
 use crate::names::{parse_lenient, parse_version_name, KeyName};
 use crate::node::{CellAddr, Node, MUTATE, SCHEMA, VERSIONS};
 use crate::open_files::handles::{CellHandle, Handle};
@@ -19,7 +20,7 @@ const ABSENT_WAIT: std::time::Duration = std::time::Duration::from_millis(50);
 /// FUSE `unlink`.
 pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> FsResult<()> {
     let p = cx.kernel.node(parent)?;
-    let what = format!("unlink {p}/{}", String::from_utf8_lossy(name));
+    let what = Doing::entry("unlink", &p, name);
     if p.read_only() {
         return Err(cx.data.refuse(&what, Errno::EROFS, "read-only view"));
     }
@@ -85,13 +86,18 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
 
 /// Deletes the versions of a live column in `range`; its row and family
 /// directories stay until rmdir, as on any filesystem.
-fn delete_versions(cx: &Ctx, col: &CellAddr, range: TimeRange, what: &str) -> FsResult<()> {
+fn delete_versions(
+    cx: &Ctx,
+    col: &CellAddr,
+    range: TimeRange,
+    what: &dyn std::fmt::Display,
+) -> FsResult<()> {
     let m =
         RowMutation::new(col.row.to_vec()).delete_cells(&col.family, col.qualifier.clone(), range);
     cx.data
         .store()
         .apply(&col.table, &m, cx.write_options())
-        .map_err(|e| cx.data.fail(&what, &e))?;
+        .map_err(|e| cx.data.fail(what, &e))?;
     cx.data.pending().add_row(&col.table, &col.row);
     cx.data
         .pending()
