@@ -7,6 +7,9 @@
 //! kernel asks for the directories' attributes again after a create), and,
 //! for a write of one cell, that cell's version and size from the write's
 //! reply (the kernel asks for a file's attributes again after writing it).
+//! A listing's read of a row (or a family) is kept as a lookup's is: the
+//! kernel asks for a directory's attributes after listing it (the listing
+//! dropped its atime), after the opens have taken the listed values.
 //!
 //! Entries last [`MEMO_TTL`], and every write to a row drops the row's
 //! entries before it is acknowledged: a write through the mount

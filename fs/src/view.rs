@@ -518,7 +518,7 @@ impl StoreView {
     /// [`StoreView::family_cells`] for a listing of the family: answered
     /// by the row's listing a moment ago if it kept the whole row, else
     /// read; the values are kept a moment for the opens that follow (see
-    /// `listed_values.rs`).
+    /// `listed_values.rs`), and what was read in the row memo.
     pub(crate) fn listed_family_cells(&self, f: &FamilyAddr) -> FsResult<Vec<Cell>> {
         if !f.view.is_now() {
             return self.family_cells(f);
@@ -543,7 +543,8 @@ impl StoreView {
 
     /// [`StoreView::row_families`] for a listing of the row: the cells
     /// read (the newest of every column) are kept a moment for the
-    /// listings of its families and the opens that follow.
+    /// listings of its families and the opens that follow, and in the row
+    /// memo for the getattrs and lookups.
     pub(crate) fn listed_row_families(
         &self,
         table: &str,
