@@ -28,6 +28,7 @@ mod cluster;
 mod coding;
 mod compaction;
 mod compaction_filter;
+mod concat;
 mod coordination;
 mod counter;
 mod cow_map;

@@ -7,9 +7,9 @@
 use super::Manifest;
 use crate::client::{Parts, Scanner};
 use crate::compaction::open_sst;
+use crate::concat;
 use crate::data::{Cell, RowRange};
 use crate::env::Env;
-use crate::iterator::InternalIterator;
 use crate::key::MAX_SEQ;
 use crate::merge::MergingIterator;
 use crate::protocol::ScanPart;
@@ -157,11 +157,11 @@ impl Parts for SnapshotView {
         let i = s.tablet_at(row);
         let t = &s.manifest.tablets[i].meta;
         let files = s.files(i)?;
-        let sources: Vec<Box<dyn InternalIterator>> =
+        let sources = concat::sources(
             select_files(&files, spec.families.as_deref(), &s.schema)
                 .into_iter()
-                .map(|f| Box::new(f.table.iter()) as Box<dyn InternalIterator>)
-                .collect();
+                .cloned(),
+        );
         let part = spec.clipped(&t.start, t.end.as_deref());
         let reader = CellReader::new(
             Box::new(MergingIterator::new(sources)),

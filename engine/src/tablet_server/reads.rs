@@ -4,6 +4,7 @@
 
 use super::{Served, TabletServer};
 use crate::changes::WATERMARK_QUALIFIER;
+use crate::concat;
 use crate::data::*;
 use crate::env::now_micros;
 use crate::iterator::InternalIterator;
@@ -357,22 +358,17 @@ fn scan_part_of(server: &TabletServer, s: &Served, spec: &ScanSpec) -> Result<Sc
     if let Some(w) = watermark {
         part.time_range.end = part.time_range.end.min(w.saturating_add(1));
     }
-    let files = select_files(&v.files, spec.families.as_deref(), &schema);
-    let mut sources: Vec<Box<dyn InternalIterator>> = Vec::new();
-    sources.push(Box::new(v.mem.iter()));
-    for m in v.imm.iter().rev() {
-        sources.push(Box::new(m.iter()));
-    }
-    for f in files {
+    let files = select_files(&v.files, spec.families.as_deref(), &schema)
+        .into_iter()
         // Changes since T skip the files whose newest record is older:
         // the change log's index by time.
-        if change_read && f.newest_cell().is_some_and(|n| n < part.time_range.start) {
-            continue;
-        }
-        sources.push(Box::new(f.table.iter()));
-    }
+        .filter(|f| !(change_read && f.newest_cell().is_some_and(|n| n < part.time_range.start)))
+        .cloned();
+    let mut sources = memtable_sources(&v);
+    // The disjoint files of a sequential load are read one after another.
+    sources.extend(concat::sources(files));
     let reader = CellReader::new(
-        Box::new(MergingIterator::new(sources)),
+        merged(sources),
         &part,
         schema,
         server.core.visible_seq(),
