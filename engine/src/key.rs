@@ -112,14 +112,16 @@ fn unescape_into<'a>(buf: &'a [u8], out: &mut Vec<u8>) -> Option<&'a [u8]> {
     }
 }
 
-/// Length of the escaped component at the front of `buf` (terminator included).
-fn escaped_len(buf: &[u8]) -> Option<usize> {
+/// Length of the escaped component at the front of `buf` (terminator
+/// included), and whether it escapes no zero (its bytes before the
+/// terminator are then the component itself).
+fn escaped_len(buf: &[u8]) -> Option<(usize, bool)> {
     let mut i = 0;
     loop {
         let pos = i + buf.get(i..)?.iter().position(|&b| b == 0)?;
         match *buf.get(pos + 1)? {
             0xFF => i = pos + 2,
-            0x01 => return Some(pos + 2),
+            0x01 => return Some((pos + 2, i == 0)),
             _ => return None,
         }
     }
@@ -262,13 +264,18 @@ pub struct KeyParts<'a> {
     pub seq: SeqNo,
     /// What the entry is.
     pub kind: Kind,
+    /// No component escapes a zero: each decodes to its bytes before the
+    /// terminator (see [`plain_component`]), with no second look.
+    pub plain: bool,
 }
 
 /// Splits an internal key without decoding its strings.
 pub fn split(key: &[u8]) -> Option<KeyParts<'_>> {
-    let r = escaped_len(key)?;
-    let f = r + escaped_len(&key[r..])?;
-    let q = f + escaped_len(&key[f..])?;
+    let (r, row_plain) = escaped_len(key)?;
+    let (f, family_plain) = escaped_len(&key[r..])?;
+    let f = r + f;
+    let (q, qualifier_plain) = escaped_len(&key[f..])?;
+    let q = f + q;
     let (timestamp, seq, kind) = decode_trailer(&key[q..])?;
     Some(KeyParts {
         row_enc: &key[..r],
@@ -277,7 +284,15 @@ pub fn split(key: &[u8]) -> Option<KeyParts<'_>> {
         timestamp,
         seq,
         kind,
+        plain: row_plain && family_plain && qualifier_plain,
     })
+}
+
+/// The component `enc` (one whole escaped component, terminator included)
+/// of a key whose components escape no zero ([`KeyParts::plain`]): its
+/// bytes before the terminator, with no decoding.
+pub fn plain_component(enc: &[u8]) -> &[u8] {
+    &enc[..enc.len().saturating_sub(2)]
 }
 
 /// Bytes after a key's column: timestamp, sequence, kind.
@@ -371,6 +386,26 @@ mod tests {
             let mut out = b"junk".to_vec();
             assert!(decode_row_into(s.row_enc, &mut out));
             assert_eq!(out, row);
+        }
+        // A key is plain only when no component escapes a zero; then each
+        // component is its bytes before the terminator.
+        for (row, family, qualifier) in [
+            (&b"r"[..], &b"f"[..], &b""[..]),
+            (b"", b"f", b"q"),
+            (b"r\0", b"f", b"q"),
+            (b"r", b"f", b"\0q"),
+            (b"r", b"\0", b"q"),
+        ] {
+            let k = encode(row, family, qualifier, 1, 1, Kind::Put);
+            let s = split(&k).unwrap();
+            let zeros = [row, family, qualifier].iter().any(|c| c.contains(&0));
+            assert_eq!(s.plain, !zeros, "{row:?} {family:?} {qualifier:?}");
+            if s.plain {
+                assert_eq!(plain_component(s.row_enc), row);
+                assert_eq!(plain_component(s.family_enc), family);
+                let q = &s.column_enc[s.row_enc.len() + s.family_enc.len()..];
+                assert_eq!(plain_component(q), qualifier);
+            }
         }
         // A zero followed by neither escape nor terminator is refused.
         assert_eq!(decode_row(b"a\0\x02"), None);

@@ -30,6 +30,8 @@ pub struct EntryKey<'a> {
     pub seq: SeqNo,
     /// What the entry is.
     pub kind: Kind,
+    /// No component escapes a zero (see [`key::KeyParts::plain`]).
+    pub plain: bool,
 }
 
 /// The escaped form of the empty string.
@@ -48,6 +50,7 @@ impl<'a> EntryKey<'a> {
             timestamp: p.timestamp,
             seq: p.seq,
             kind: p.kind,
+            plain: p.plain,
         })
     }
 
@@ -82,17 +85,28 @@ impl<'a> EntryKey<'a> {
 
     /// The decoded qualifier.
     pub fn qualifier(&self) -> Result<Vec<u8>> {
+        if self.plain {
+            return Ok(key::plain_component(self.qualifier_enc()).to_vec());
+        }
         key::decode_row(self.qualifier_enc())
             .ok_or_else(|| Error::corruption("malformed qualifier"))
     }
 
     /// The decoded row key.
     pub fn row(&self) -> Result<Vec<u8>> {
+        if self.plain {
+            return Ok(key::plain_component(self.row_enc).to_vec());
+        }
         key::decode_row(self.row_enc).ok_or_else(|| Error::corruption("malformed row"))
     }
 
     /// As [`EntryKey::row`], into `buf` (reusing its allocation).
     pub fn row_into(&self, buf: &mut Vec<u8>) -> Result<()> {
+        if self.plain {
+            buf.clear();
+            buf.extend_from_slice(key::plain_component(self.row_enc));
+            return Ok(());
+        }
         if key::decode_row_into(self.row_enc, buf) {
             Ok(())
         } else {
