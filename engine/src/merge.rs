@@ -15,12 +15,42 @@ pub struct MergingIterator {
     children: Vec<Box<dyn InternalIterator>>,
     /// Indices of valid children, heap-ordered; `heap[0]` is the current one.
     heap: Vec<usize>,
+    /// The runner-up: the heap position (1 or 2) of the smaller of the
+    /// top's two children, while known. It stays the runner-up as long as
+    /// the top stays on top, so a step that leaves the top on top (a long
+    /// stretch of one source) costs one comparison, not two.
+    runner: Runner,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Runner {
+    Unknown,
+    /// The top is the only child left.
+    Alone,
+    At(usize),
 }
 
 impl MergingIterator {
     pub fn new(children: Vec<Box<dyn InternalIterator>>) -> Self {
         let heap = Vec::with_capacity(children.len());
-        MergingIterator { children, heap }
+        MergingIterator {
+            children,
+            heap,
+            runner: Runner::Unknown,
+        }
+    }
+
+    /// The runner-up's heap position, found with at most one comparison.
+    fn runner(&mut self) -> Runner {
+        if self.runner == Runner::Unknown {
+            self.runner = match self.heap.len() {
+                0 | 1 => Runner::Alone,
+                2 => Runner::At(1),
+                _ if less(&self.children, self.heap[2], self.heap[1]) => Runner::At(2),
+                _ => Runner::At(1),
+            };
+        }
+        self.runner
     }
 
     /// Which child the current entry comes from (`None` when not valid).
@@ -31,6 +61,7 @@ impl MergingIterator {
 
     /// Rebuilds the heap from every valid child after a repositioning.
     fn rebuild(&mut self) {
+        self.runner = Runner::Unknown;
         self.heap.clear();
         self.heap
             .extend((0..self.children.len()).filter(|&i| self.children[i].valid()));
@@ -45,6 +76,7 @@ impl MergingIterator {
     ) -> Result<()> {
         for child in &mut self.children {
             if let Err(e) = f(child) {
+                self.runner = Runner::Unknown;
                 self.heap.clear();
                 return Err(e);
             }
@@ -95,12 +127,20 @@ impl InternalIterator for MergingIterator {
             return Ok(());
         };
         if let Err(e) = self.children[top].next() {
+            self.runner = Runner::Unknown;
             self.heap.clear();
             return Err(e);
         }
-        if !self.children[top].valid() {
+        if self.children[top].valid() {
+            match self.runner() {
+                Runner::Alone => return Ok(()),
+                Runner::At(r) if less(&self.children, top, self.heap[r]) => return Ok(()),
+                _ => {}
+            }
+        } else {
             self.heap.swap_remove(0);
         }
+        self.runner = Runner::Unknown;
         sift_down(&mut self.heap, &self.children, 0);
         Ok(())
     }
