@@ -165,9 +165,8 @@ impl<P: Piece> InternalIterator for ConcatIterator<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iterator::{drain, VecIterator};
+    use crate::iterator::{drain, Failing, VecIterator};
     use crate::merge::MergingIterator;
-    use crate::Error;
     use rand::{Rng, SeedableRng};
 
     type Entries = Vec<(Vec<u8>, Vec<u8>)>;
@@ -259,28 +258,7 @@ mod tests {
         assert!(!it.valid());
     }
 
-    /// Fails on its first positioning.
-    struct Failing;
-    impl InternalIterator for Failing {
-        fn seek_to_first(&mut self) -> Result<()> {
-            Err(Error::corruption("boom"))
-        }
-        fn seek(&mut self, _: &[u8]) -> Result<()> {
-            Err(Error::corruption("boom"))
-        }
-        fn next(&mut self) -> Result<()> {
-            Ok(())
-        }
-        fn valid(&self) -> bool {
-            false
-        }
-        fn key(&self) -> &[u8] {
-            &[]
-        }
-        fn value(&self) -> &[u8] {
-            &[]
-        }
-    }
+    /// A piece whose cursor fails on its first positioning.
     struct FailingPiece(&'static [u8], &'static [u8]);
     impl Piece for FailingPiece {
         fn smallest(&self) -> &[u8] {

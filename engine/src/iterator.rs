@@ -101,3 +101,29 @@ pub(crate) fn drain(it: &mut dyn InternalIterator) -> Vec<(Vec<u8>, Vec<u8>)> {
     }
     out
 }
+
+/// An iterator whose every positioning fails (the tests of error paths).
+#[cfg(test)]
+pub(crate) struct Failing;
+
+#[cfg(test)]
+impl InternalIterator for Failing {
+    fn seek_to_first(&mut self) -> Result<()> {
+        Err(crate::Error::corruption("boom"))
+    }
+    fn seek(&mut self, _: &[u8]) -> Result<()> {
+        Err(crate::Error::corruption("boom"))
+    }
+    fn next(&mut self) -> Result<()> {
+        Ok(())
+    }
+    fn valid(&self) -> bool {
+        false
+    }
+    fn key(&self) -> &[u8] {
+        &[]
+    }
+    fn value(&self) -> &[u8] {
+        &[]
+    }
+}

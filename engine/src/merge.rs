@@ -167,7 +167,7 @@ impl InternalIterator for MergingIterator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::iterator::{drain, VecIterator};
+    use crate::iterator::{drain, Failing, VecIterator};
     use crate::Error;
     use rand::{Rng, SeedableRng};
     use std::sync::Arc;
@@ -230,28 +230,6 @@ mod tests {
                 }
                 assert_eq!(drain(&mut it), tail);
             }
-        }
-    }
-
-    struct Failing;
-    impl InternalIterator for Failing {
-        fn seek_to_first(&mut self) -> Result<()> {
-            Err(Error::corruption("boom"))
-        }
-        fn seek(&mut self, _: &[u8]) -> Result<()> {
-            Err(Error::corruption("boom"))
-        }
-        fn next(&mut self) -> Result<()> {
-            Ok(())
-        }
-        fn valid(&self) -> bool {
-            false
-        }
-        fn key(&self) -> &[u8] {
-            &[]
-        }
-        fn value(&self) -> &[u8] {
-            &[]
         }
     }
 
