@@ -8,8 +8,8 @@ use super::{Served, TabletServer};
 use crate::client::Client;
 use crate::compaction::{needs_merge, sst_name, write_outputs, OutputCtx, Router};
 use crate::compaction_filter::CompactionFilter;
+use crate::concat;
 use crate::env::now_micros;
-use crate::iterator::InternalIterator;
 use crate::memtable::Memtable;
 use crate::merge::MergingIterator;
 use crate::metadata::{
@@ -433,10 +433,8 @@ fn rewrite_files(
     router: &Router,
 ) -> Result<()> {
     let t = &s.tablet;
-    let iters: Vec<Box<dyn InternalIterator>> = inputs
-        .iter()
-        .map(|f| Box::new(f.table.iter_uncached()) as Box<dyn InternalIterator>)
-        .collect();
+    // Disjoint inputs (a sequential load's files) are read in turn.
+    let iters = concat::sources(inputs.iter().map(|f| concat::Uncached(f.clone())));
     let (lo, hi) = t.key_bounds();
     let clipped = ClipIterator::new(MergingIterator::new(iters), lo, hi);
     let schema = s.table.schema();
