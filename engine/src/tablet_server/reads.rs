@@ -364,11 +364,17 @@ fn scan_part_of(server: &TabletServer, s: &Served, spec: &ScanSpec) -> Result<Sc
         // the change log's index by time.
         .filter(|f| !(change_read && f.newest_cell().is_some_and(|n| n < part.time_range.start)))
         .cloned();
-    let mut sources = memtable_sources(&v);
+    // Every memtable, even an empty one: the snapshot is taken after the
+    // version (see `memtable_sources`). An empty one is left out of the
+    // merge's heap when the scan positions it.
+    let mut sources: Vec<Box<dyn InternalIterator>> = vec![Box::new(v.mem.iter())];
+    for m in v.imm.iter().rev() {
+        sources.push(Box::new(m.iter()));
+    }
     // The disjoint files of a sequential load are read one after another.
     sources.extend(concat::sources(files));
     let reader = CellReader::new(
-        merged(sources),
+        Box::new(MergingIterator::new(sources)),
         &part,
         schema,
         server.core.visible_seq(),
