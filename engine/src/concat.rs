@@ -5,8 +5,8 @@
 //! disjoint; see `compaction::needs_merge`), and a scan through a heap of
 //! all of them would compare keys of files that cannot interleave on every
 //! step. [`sources`] chains such files into runs instead, so that a scan of
-//! a sequentially loaded tablet steps through one file at a time, with no
-//! heap at all when nothing else is unflushed.
+//! a sequentially loaded tablet steps through one file at a time, the
+//! merge's heap holding that run and only the memtables with entries.
 
 use crate::iterator::InternalIterator;
 use crate::tablet::Sst;
