@@ -15,6 +15,7 @@ use crate::local_locks::LocalLocks;
 use crate::node::{LockNode, Node};
 use crate::open_files::OpenFiles;
 use crate::options::{micros_to_time, Entry, FsOptions, FsResult};
+use crate::row_memo::Known;
 use crate::status::{StatusFile, StatusSources};
 use crate::view::StoreView;
 use engine::schema::FamilySchema;
@@ -298,7 +299,14 @@ impl Ctx {
                 if let Some(a) = self.writer_attr(ino, node, &f) {
                     return Ok(a);
                 }
-                if let Some(seen) = walk.then(|| self.data.seen_cell(c)).flatten() {
+                // One look at the memo: a read kept between two would make a
+                // cell it returned absent.
+                let known = if walk {
+                    self.data.known_cell(c)
+                } else {
+                    Known::Unknown
+                };
+                if let Known::Seen(seen) = &known {
                     return Ok(self.sized_attr(ino, &f, Some((seen.len, seen.timestamp))));
                 }
                 // The version an open found newest, if nothing wrote the row
@@ -316,7 +324,7 @@ impl Ctx {
                 // just made, say) holds nothing yet, nor one the walk's
                 // read of the whole row (or family) did not return.
                 let newest = if (c.view.is_now() && self.data.row_read_empty(&c.table, &c.row))
-                    || (walk && self.data.seen_without(c))
+                    || known == Known::Absent
                 {
                     None
                 } else {

@@ -113,6 +113,18 @@ pub enum Covered<'a> {
     Family(&'a str),
 }
 
+/// What the memo says of a name in a row ([`RowMemo::column`],
+/// [`RowMemo::family`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Known<T> {
+    /// A read (or a write) a moment ago saw it.
+    Seen(T),
+    /// A read a moment ago returned all of its family, and not it.
+    Absent,
+    /// Nothing kept says.
+    Unknown,
+}
+
 /// What was seen of one row in one view, and when.
 struct Kept {
     table: String,
@@ -269,20 +281,6 @@ impl RowMemo {
             .find_map(|e| pick(&e.seen))
     }
 
-    /// The cell kept for the row, if it is recent and `wanted` accepts it.
-    pub fn get(
-        &self,
-        table: &str,
-        view: ViewTs,
-        row: &[u8],
-        wanted: impl Fn(&CellSeen) -> bool,
-    ) -> Option<CellSeen> {
-        self.find(table, view, row, |s| match s {
-            Seen::Cell(c) if wanted(c) => Some(c.clone()),
-            _ => None,
-        })
-    }
-
     /// Whether a cell of `family` (any family: None) was seen in the row a
     /// moment ago, read or written.
     pub fn has_cell_of(&self, table: &str, view: ViewTs, row: &[u8], family: Option<&str>) -> bool {
@@ -295,16 +293,71 @@ impl RowMemo {
         .is_some()
     }
 
-    /// Whether a read a moment ago returned every column of the row (or,
-    /// with `family`, every column of that family): then a column or a
-    /// family it did not return does not exist.
-    pub fn saw_all_of(&self, table: &str, view: ViewTs, row: &[u8], family: &str) -> bool {
-        self.find(table, view, row, |s| match s {
-            Seen::Whole(None) => Some(()),
-            Seen::Whole(Some(f)) if f == family => Some(()),
+    /// What one read a moment ago said of `family` in the row: a cell of
+    /// it seen (or written), or every column of the family returned and
+    /// none of it, or nothing. One look: a read kept between two looks
+    /// would answer the second for a row the first did not see (the
+    /// family absent, when that read returned a cell of it).
+    pub fn family(&self, table: &str, view: ViewTs, row: &[u8], family: &str) -> Known<()> {
+        self.known(table, view, row, family, |s| match s {
+            Seen::Cell(c) if c.family == family => Some(()),
+            Seen::Wrote(f) if f == family => Some(()),
             _ => None,
         })
-        .is_some()
+    }
+
+    /// What one read a moment ago said of the column `family:qualifier`
+    /// in the row: its newest version and size, or that it is absent (the
+    /// read returned every column of its family, and not this one), or
+    /// nothing (one look, as [`RowMemo::family`]).
+    pub fn column(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Known<CellSeen> {
+        self.known(table, view, row, family, |s| match s {
+            Seen::Cell(c) if c.family == family && c.qualifier == qualifier => Some(c.clone()),
+            _ => None,
+        })
+    }
+
+    /// What is kept of the row in `view`, looked at once: what `pick`
+    /// takes, or absent where the read returned every column of `family`.
+    fn known<R>(
+        &self,
+        table: &str,
+        view: ViewTs,
+        row: &[u8],
+        family: &str,
+        pick: impl Fn(&Seen) -> Option<R>,
+    ) -> Known<R> {
+        let g = self.rows.lock();
+        let Some(kept) = g.get(&hash(table, row)) else {
+            return Known::Unknown;
+        };
+        let mut whole = false;
+        for e in kept
+            .iter()
+            .filter(|e| e.view == view && e.at.elapsed() < MEMO_TTL)
+            .filter(|e| e.table == table && e.row == row)
+        {
+            if let Some(r) = pick(&e.seen) {
+                return Known::Seen(r);
+            }
+            whole |= match &e.seen {
+                Seen::Whole(None) => true,
+                Seen::Whole(Some(f)) => f == family,
+                _ => false,
+            };
+        }
+        if whole {
+            Known::Absent
+        } else {
+            Known::Unknown
+        }
     }
 
     /// The row's families, if a read a moment ago returned every column
@@ -456,7 +509,7 @@ impl RowMemo {
 
 #[cfg(test)]
 mod tests {
-    use super::{Covered, RowMemo};
+    use super::{Covered, Known, RowMemo};
     use engine::Cell;
 
     fn cell(family: &str) -> Cell {
@@ -483,7 +536,9 @@ mod tests {
         m.keep("t", None, b"r", &[cell("f")], Covered::Part, before);
         assert!(!m.has_cell_of("t", None, b"r", None));
         keep_f(&m);
-        let seen = m.get("t", None, b"r", |_| true).unwrap();
+        let Known::Seen(seen) = m.column("t", None, b"r", "f", b"q") else {
+            panic!("not kept")
+        };
         assert_eq!(
             (seen.len, seen.timestamp),
             (1, 7),
@@ -494,28 +549,67 @@ mod tests {
         assert!(!m.has_cell_of("t", Some(5), b"r", None), "another view");
         assert!(!m.has_cell_of("t", None, b"other", None));
         m.forget_row("t", b"r");
-        assert!(m.get("t", None, b"r", |_| true).is_none());
+        assert_eq!(m.column("t", None, b"r", "f", b"q"), Known::Unknown);
     }
 
     #[test]
     fn a_whole_read_answers_for_the_names_it_did_not_return() {
         let m = RowMemo::default();
         let e = m.epoch("t", b"r");
+        let absent = |m: &RowMemo, view, f| m.family("t", view, b"r", f) == Known::Absent;
         m.keep("t", None, b"r", &[cell("f"), cell("g")], Covered::Part, e);
-        assert!(!m.saw_all_of("t", None, b"r", "h"), "a limit stopped it");
+        assert!(!absent(&m, None, "h"), "a limit stopped it");
         assert_eq!(m.families("t", None, b"r"), None);
         m.keep("t", None, b"r", &[cell("f"), cell("g")], Covered::Row, e);
-        assert!(m.saw_all_of("t", None, b"r", "h"));
-        assert!(!m.saw_all_of("t", Some(3), b"r", "h"), "another view");
+        assert!(absent(&m, None, "h"));
+        assert_eq!(m.column("t", None, b"r", "h", b"q"), Known::Absent);
+        assert!(!absent(&m, Some(3), "h"), "another view");
         let fams: Vec<String> = m.families("t", None, b"r").unwrap().into_iter().collect();
         assert_eq!(fams, ["f", "g"]);
         m.keep("t", None, b"r", &[cell("f")], Covered::Family("f"), e);
-        assert!(m.saw_all_of("t", None, b"r", "f"));
-        assert!(!m.saw_all_of("t", None, b"r", "g"), "only the family");
+        assert_eq!(m.family("t", None, b"r", "f"), Known::Seen(()));
+        assert_eq!(m.column("t", None, b"r", "f", b"other"), Known::Absent);
+        assert_eq!(
+            m.family("t", None, b"r", "g"),
+            Known::Unknown,
+            "only the family"
+        );
         assert_eq!(m.families("t", None, b"r"), None);
         m.keep("t", None, b"r", &[cell("f")], Covered::Row, e);
         m.forget_row("t", b"r");
-        assert!(!m.saw_all_of("t", None, b"r", "h"), "a write drops it");
+        assert!(!absent(&m, None, "h"), "a write drops it");
+    }
+
+    #[test]
+    fn a_whole_read_answers_for_the_cells_it_returned_too() {
+        // The lookup of a cell once asked "was it seen?" and then "was its
+        // family read whole?": a listing kept between the two (another
+        // thread's, after another daemon's write) made the cell it
+        // returned absent. One look answers both.
+        let m = RowMemo::default();
+        assert_eq!(m.column("t", None, b"r", "f", b"q"), Known::Unknown);
+        m.keep(
+            "t",
+            None,
+            b"r",
+            &[cell("f")],
+            Covered::Family("f"),
+            m.epoch("t", b"r"),
+        );
+        let Known::Seen(c) = m.column("t", None, b"r", "f", b"q") else {
+            panic!("the cell the read returned is not seen")
+        };
+        assert_eq!((c.timestamp, c.len), (7, 1));
+        m.keep(
+            "t",
+            None,
+            b"r",
+            &[cell("f")],
+            Covered::Row,
+            m.epoch("t", b"r"),
+        );
+        assert_eq!(m.family("t", None, b"r", "f"), Known::Seen(()));
+        assert_eq!(m.family("t", None, b"r", "g"), Known::Absent);
     }
 
     #[test]
@@ -542,8 +636,9 @@ mod tests {
         m.keep_written("t", b"r", vec!["f".into()], None, after);
         assert!(!m.read_empty("t", b"r"));
         assert!(m.has_cell_of("t", None, b"r", Some("f")));
-        assert!(
-            m.get("t", None, b"r", |_| true).is_none(),
+        assert_eq!(
+            m.column("t", None, b"r", "f", b"q"),
+            Known::Unknown,
             "no cell to answer with"
         );
         m.forget_all();
@@ -556,7 +651,7 @@ mod tests {
         };
         let after = m.forget_row("t", b"r");
         m.keep_written("t", b"r", vec!["f".into()], Some(written.clone()), after);
-        assert_eq!(m.get("t", None, b"r", |_| true), Some(written));
+        assert_eq!(m.column("t", None, b"r", "f", b"q"), Known::Seen(written));
         assert!(!m.read_empty("t", b"r"));
     }
 }

@@ -9,7 +9,7 @@ use crate::options::{FsResult, Stats};
 use crate::pending::Pending;
 use crate::query::exact_column_regex;
 use crate::removal_guard::RemovalGuard;
-use crate::row_memo::{CellSeen, Covered, RowStamp};
+use crate::row_memo::{CellSeen, Covered, Known, RowStamp};
 use crate::store::Store;
 use crate::store_calls::{Counted, StoreCalls};
 use engine::schema::{FamilySchema, TableSchema};
@@ -325,12 +325,10 @@ impl StoreView {
         }
         if walk {
             let memo = self.store.memo();
-            let ts = f.view.max_ts();
-            if memo.has_cell_of(&f.table, ts, &f.row, Some(&f.family)) {
-                return Ok(true);
-            }
-            if memo.saw_all_of(&f.table, ts, &f.row, &f.family) {
-                return Ok(false);
+            match memo.family(&f.table, f.view.max_ts(), &f.row, &f.family) {
+                Known::Seen(()) => return Ok(true),
+                Known::Absent => return Ok(false),
+                Known::Unknown => {}
             }
         }
         let spec = ScanSpec {
@@ -340,22 +338,13 @@ impl StoreView {
         self.peek(&f.table, f.view, &f.row, spec, Some(&f.family))
     }
 
-    /// Whether a read a moment ago returned every column of `c`'s family
-    /// in its row, and not `c`: in a path walk, it does not exist.
-    pub(crate) fn seen_without(&self, c: &CellAddr) -> bool {
+    /// What the walk's previous lookup read of the cell `c` (the row
+    /// memo): its size and version, or that it is absent (that read
+    /// returned every column of its family, and not `c`), or nothing.
+    pub(crate) fn known_cell(&self, c: &CellAddr) -> Known<CellSeen> {
         self.store
             .memo()
-            .saw_all_of(&c.table, c.view.max_ts(), &c.row, &c.family)
-    }
-
-    /// The size and version of the cell `c` as the walk's previous lookup
-    /// read it (the row memo), if it did.
-    pub(crate) fn seen_cell(&self, c: &CellAddr) -> Option<CellSeen> {
-        self.store
-            .memo()
-            .get(&c.table, c.view.max_ts(), &c.row, |x| {
-                *x.family == *c.family && x.qualifier == c.qualifier
-            })
+            .column(&c.table, c.view.max_ts(), &c.row, &c.family, &c.qualifier)
     }
 
     /// The stamp of `c`'s row now (see [`crate::row_memo::RowMemo::stamp`]):

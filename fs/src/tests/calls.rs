@@ -596,7 +596,10 @@ fn a_stat_of_a_cell_opened_earlier_makes_no_call() {
     };
     // What 100 ms later would be: the memo no longer holds the row.
     t.fs.ctx().data.memo_expired();
-    assert!(t.fs.ctx().data.seen_cell(c).is_none());
+    assert_eq!(
+        t.fs.ctx().data.known_cell(c),
+        crate::row_memo::Known::Unknown
+    );
     let mut m = Meter::new(&t);
     assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
     m.step("getattr");
