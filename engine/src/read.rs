@@ -147,10 +147,25 @@ pub struct CellReader {
     row_known: bool,
     row_counted: bool,
     rows_emitted: u64,
+    /// The end of the current row's keys, built in one buffer kept from
+    /// row to row (a listing skips each row's rest).
+    row_end: Vec<u8>,
     done: bool,
     /// A cell read ahead by `next_row`.
     pending: Option<Cell>,
     filtering: Option<Box<Filtering>>,
+}
+
+/// What an emitted cell carries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Want {
+    /// The whole cell.
+    Value,
+    /// The cell with an empty value.
+    Key,
+    /// The row and timestamp alone (no family, qualifier or value): a
+    /// listing of row keys.
+    Row,
 }
 
 /// A scan's row filter and the limits that count its output.
@@ -229,6 +244,7 @@ impl CellReader {
             row_known: false,
             row_counted: false,
             rows_emitted: 0,
+            row_end: Vec::new(),
             done: false,
             pending: None,
             filtering,
@@ -284,7 +300,7 @@ impl CellReader {
             }
             return r;
         }
-        self.guarded(true)
+        self.guarded(Want::Value)
     }
 
     /// The next cell the row filter outputs, within the limits.
@@ -309,12 +325,11 @@ impl CellReader {
                 return Ok(Some(c));
             }
             if f.first_cell_only {
-                let Some(mut first) = self.advance(false)? else {
+                let Some(mut first) = self.advance(Want::Key)? else {
                     return Ok(None);
                 };
                 first.value = Value::new();
-                let end = prefix_end(self.tracker.row_enc());
-                self.skip_to(&end)?;
+                self.skip_row()?;
                 if let Some(f) = self.filtering.as_deref_mut() {
                     f.queue.push_back(first);
                 }
@@ -324,7 +339,7 @@ impl CellReader {
             let needs_rows = f.plan.needs_rows();
             let first = match ahead {
                 Some(c) => c,
-                None => match self.advance(true)? {
+                None => match self.advance(Want::Value)? {
                     Some(c) => c,
                     None => return Ok(None),
                 },
@@ -337,7 +352,7 @@ impl CellReader {
             }
             let row = first.row.clone();
             let mut cells = vec![first];
-            while let Some(c) = self.advance(true)? {
+            while let Some(c) = self.advance(Want::Value)? {
                 if c.row != row {
                     if let Some(f) = self.filtering.as_deref_mut() {
                         f.ahead = Some(c);
@@ -384,7 +399,7 @@ impl CellReader {
         let cell = match self.pending.take() {
             // Counted when the filter let it out.
             Some(c) => c,
-            None => match self.guarded(false)? {
+            None => match self.guarded(Want::Row)? {
                 Some(c) => {
                     if let Some(f) = self.filtering.as_deref_mut() {
                         f.rows += 1;
@@ -394,17 +409,30 @@ impl CellReader {
                 None => return Ok(None),
             },
         };
-        let end = prefix_end(self.tracker.row_enc());
-        if let Err(e) = self.skip_to(&end) {
+        if let Err(e) = self.skip_row() {
             self.done = true;
             return Err(e);
         }
         Ok(Some(cell.row))
     }
 
+    /// Steps past the rest of the current row.
+    fn skip_row(&mut self) -> Result<()> {
+        let mut end = std::mem::take(&mut self.row_end);
+        end.clear();
+        end.extend_from_slice(self.tracker.row_enc());
+        if let Some(last) = end.last_mut() {
+            // As `prefix_end`: past every key with this row's prefix.
+            *last = 0x02;
+        }
+        let r = self.skip_to(&end);
+        self.row_end = end;
+        r
+    }
+
     /// `advance`, ending the scan after an error so iteration stops.
-    fn guarded(&mut self, want_value: bool) -> Result<Option<Cell>> {
-        let r = self.advance(want_value);
+    fn guarded(&mut self, want: Want) -> Result<Option<Cell>> {
+        let r = self.advance(want);
         if r.is_err() {
             self.done = true;
         }
@@ -425,7 +453,7 @@ impl CellReader {
         Ok(())
     }
 
-    fn advance(&mut self, want_value: bool) -> Result<Option<Cell>> {
+    fn advance(&mut self, want: Want) -> Result<Option<Cell>> {
         loop {
             if self.done || !self.iter.valid() {
                 self.done = true;
@@ -453,8 +481,7 @@ impl CellReader {
                     k.row_into(&mut self.row)?;
                     self.row_known = true;
                     if !f.plan.row_passes(&self.row) {
-                        let end = prefix_end(self.tracker.row_enc());
-                        self.skip_to(&end)?;
+                        self.skip_row()?;
                         continue;
                     }
                 }
@@ -493,6 +520,11 @@ impl CellReader {
                         self.skip_to(&target)?;
                         continue;
                     }
+                }
+                // The qualifier is decoded here only for a test of it;
+                // else when a cell of the column is emitted, if one is.
+                if !self.column.checked && !self.tests_columns() {
+                    self.column.checked = true;
                 }
                 if !self.column.checked {
                     self.column.checked = true;
@@ -559,17 +591,23 @@ impl CellReader {
                 self.row_known = true;
             }
             let row = self.row.clone();
-            // Handed to the cell, not copied: a column's later version (in a
-            // read of several) decodes it again.
-            let qualifier = match self.column.qualifier.take() {
-                Some(q) => q,
-                None => k.qualifier()?,
+            let want_value = want == Want::Value;
+            let (family, qualifier) = if want == Want::Row {
+                (String::new(), Vec::new())
+            } else {
+                // Handed to the cell, not copied: a column's later version
+                // (in a read of several) decodes it again.
+                let qualifier = match self.column.qualifier.take() {
+                    Some(q) => q,
+                    None => k.qualifier()?,
+                };
+                let family = self
+                    .family
+                    .as_ref()
+                    .map(|(n, _, _)| n.clone())
+                    .unwrap_or_default();
+                (family, qualifier)
             };
-            let family = self
-                .family
-                .as_ref()
-                .map(|(n, _, _)| n.clone())
-                .unwrap_or_default();
             // An aggregate cell is the fold of its operands at this timestamp.
             let aggregate = self.family.as_ref().and_then(|f| f.2);
             let (value, stepped) = match aggregate {
@@ -659,6 +697,16 @@ impl CellReader {
     }
 
     /// Whether the column regex accepts `k`'s column; also the decoded qualifier.
+    /// Whether a column's qualifier is tested (by the column regex, or by
+    /// the filter's column tests) before its cells are read.
+    fn tests_columns(&self) -> bool {
+        self.regex.is_some()
+            || self
+                .filtering
+                .as_deref()
+                .is_some_and(|f| f.plan.tests_columns())
+    }
+
     fn column_matches(&self, k: &EntryKey<'_>) -> Result<(bool, Vec<u8>)> {
         let q = k.qualifier()?;
         let Some(re) = &self.regex else {

@@ -47,6 +47,14 @@ pub fn key_hash(key: &[u8]) -> u64 {
     seahash::hash(key)
 }
 
+/// Whether `key` is listed under itself: nothing in it is escaped and it
+/// is short enough not to be hashed.
+pub fn is_own_name(key: &[u8]) -> bool {
+    !key.is_empty()
+        && key.len() <= NAME_MAX
+        && !key.iter().enumerate().any(|(i, &b)| needs_escape(i, b))
+}
+
 /// The filename under which `key` is listed: its escaped form, or a hashed
 /// name when that is too long.
 pub fn display_name(key: &[u8]) -> Vec<u8> {
@@ -263,6 +271,19 @@ pub fn split_snapshot_table(name: &str) -> Option<(&str, &str)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_is_its_own_name_exactly_when_its_display_name_is_itself() {
+        let long = vec![b'a'; NAME_MAX + 1];
+        let edge = vec![b'a'; NAME_MAX];
+        let keys: [&[u8]; 10] = [
+            b"row0001", b"", b".hidden", b"a.b", b"a/b", b"50%", b"a\0b", &long, &edge, b"\xff",
+        ];
+        for k in keys {
+            assert_eq!(is_own_name(k), display_name(k) == k, "{k:?}");
+        }
+        assert!(is_own_name(b"row0001") && is_own_name(&edge));
+    }
 
     #[test]
     fn ordinary_keys_are_unchanged() {

@@ -102,6 +102,11 @@ impl Plan {
         self.row_tests.iter().all(|n| n.row_test(row) == Some(true))
     }
 
+    /// Whether [`Plan::column_passes`] tests anything.
+    pub fn tests_columns(&self) -> bool {
+        !self.column_tests.is_empty()
+    }
+
     /// Whether cells of this column can output anything; a column that
     /// cannot is skipped without reading it.
     pub fn column_passes(&self, family: &str, qualifier: &[u8]) -> bool {

@@ -465,14 +465,20 @@ fn rows_unopened(
                         row: Key::from(r.row.as_slice()),
                     };
                     let attr = cx.dir_attr(r.ino, s.mode, s.owner, s.group);
-                    emit(cx, &dir(r.name.clone(), node, Some(attr)), off, true, add)?
+                    emit(
+                        cx,
+                        &dir(r.name().to_vec(), node, Some(attr)),
+                        off,
+                        true,
+                        add,
+                    )?
                 }
                 // A name only: nothing to build.
                 None => !add(&DirOut {
                     ino: r.ino,
                     offset: off,
                     kind: FileType::Directory,
-                    name: &r.name,
+                    name: r.name(),
                     attr: None,
                     ttl: Duration::ZERO,
                 }),
@@ -502,10 +508,9 @@ fn rows_unopened(
 /// Rows as a listing sends them (see [`ListedRow`]).
 fn listed_rows(cx: &Ctx, table: &str, view: View, rows: Vec<Vec<u8>>) -> VecDeque<ListedRow> {
     rows.into_iter()
-        .map(|row| ListedRow {
-            name: display_name(&row),
-            ino: cx.kernel.row_ino(table, view, &row),
-            row,
+        .map(|row| {
+            let ino = cx.kernel.row_ino(table, view, &row);
+            ListedRow::new(row, ino)
         })
         .collect()
 }

@@ -38,10 +38,24 @@ const FILL_WAIT: Duration = Duration::from_millis(if cfg!(test) { 20_000 } else 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListedRow {
     pub row: Vec<u8>,
-    /// Its name in the table directory.
-    pub name: Vec<u8>,
+    /// Its name in the table directory, where that is not the row key
+    /// itself (most keys are listed as they are: no copy of them is made).
+    pub escaped: Option<Vec<u8>>,
     /// Its inode number.
     pub ino: u64,
+}
+
+impl ListedRow {
+    /// The row `row`, numbered `ino`.
+    pub fn new(row: Vec<u8>, ino: u64) -> ListedRow {
+        let escaped = (!crate::names::is_own_name(&row)).then(|| crate::names::display_name(&row));
+        ListedRow { row, escaped, ino }
+    }
+
+    /// Its name in the table directory.
+    pub fn name(&self) -> &[u8] {
+        self.escaped.as_deref().unwrap_or(&self.row)
+    }
 }
 
 /// Rows of one listing that follow a place in it.
@@ -181,11 +195,7 @@ mod tests {
     fn rows(names: &[&str]) -> VecDeque<ListedRow> {
         names
             .iter()
-            .map(|n| ListedRow {
-                row: n.as_bytes().to_vec(),
-                name: n.as_bytes().to_vec(),
-                ino: n.len() as u64,
-            })
+            .map(|n| ListedRow::new(n.as_bytes().to_vec(), n.len() as u64))
             .collect()
     }
 

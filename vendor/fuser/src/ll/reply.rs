@@ -384,9 +384,12 @@ pub(crate) struct EntListBuf {
 }
 impl EntListBuf {
     pub(crate) fn new(max_size: usize) -> Self {
+        // A listing fills most of its reply: grown by doubling, the buffer
+        // was copied again and again (a large readdir asks for 128 KiB and
+        // more). The kernel's request bounds the size.
         Self {
             max_size,
-            buf: ResponseBuf::new(),
+            buf: ResponseBuf::with_capacity(max_size.min(1 << 20)),
         }
     }
 
@@ -406,7 +409,8 @@ impl EntListBuf {
         self.buf.extend_from_slice(ent[0]);
         self.buf.extend_from_slice(ent[1]);
         let padlen = entsize - entlen;
-        self.buf.resize(self.buf.len() + padlen, 0);
+        self.buf
+            .extend_from_slice(&[0u8; size_of::<u64>()][..padlen]);
         false
     }
 }
