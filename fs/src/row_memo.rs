@@ -162,6 +162,20 @@ impl Default for RowMemo {
     }
 }
 
+/// What is kept of `row` of `table` in `view` and still fresh.
+fn fresh<'a>(
+    rows: &'a HashMap<u64, Vec<Kept>>,
+    table: &'a str,
+    view: ViewTs,
+    row: &'a [u8],
+) -> impl Iterator<Item = &'a Kept> {
+    rows.get(&hash(table, row))
+        .into_iter()
+        .flatten()
+        .filter(move |e| e.view == view && e.at.elapsed() < MEMO_TTL)
+        .filter(move |e| e.table == table && e.row == row)
+}
+
 fn hash(table: &str, row: &[u8]) -> u64 {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     table.hash(&mut h);
@@ -274,11 +288,8 @@ impl RowMemo {
         if g.is_empty() {
             return None;
         }
-        g.get(&hash(table, row))?
-            .iter()
-            .filter(|e| e.view == view && e.at.elapsed() < MEMO_TTL)
-            .filter(|e| e.table == table && e.row == row)
-            .find_map(|e| pick(&e.seen))
+        let found = fresh(&g, table, view, row).find_map(|e| pick(&e.seen));
+        found
     }
 
     /// Whether a cell of `family` (any family: None) was seen in the row a
@@ -335,15 +346,8 @@ impl RowMemo {
         pick: impl Fn(&Seen) -> Option<R>,
     ) -> Known<R> {
         let g = self.rows.lock();
-        let Some(kept) = g.get(&hash(table, row)) else {
-            return Known::Unknown;
-        };
         let mut whole = false;
-        for e in kept
-            .iter()
-            .filter(|e| e.view == view && e.at.elapsed() < MEMO_TTL)
-            .filter(|e| e.table == table && e.row == row)
-        {
+        for e in fresh(&g, table, view, row) {
             if let Some(r) = pick(&e.seen) {
                 return Known::Seen(r);
             }
@@ -364,12 +368,7 @@ impl RowMemo {
     /// of it (and found some).
     pub fn families(&self, table: &str, view: ViewTs, row: &[u8]) -> Option<BTreeSet<String>> {
         let g = self.rows.lock();
-        let kept: Vec<&Kept> = g
-            .get(&hash(table, row))?
-            .iter()
-            .filter(|e| e.view == view && e.at.elapsed() < MEMO_TTL)
-            .filter(|e| e.table == table && e.row == row)
-            .collect();
+        let kept: Vec<&Kept> = fresh(&g, table, view, row).collect();
         if !kept.iter().any(|e| matches!(e.seen, Seen::Whole(None))) {
             return None;
         }
