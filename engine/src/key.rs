@@ -190,11 +190,18 @@ pub fn row_end(row: &[u8]) -> Vec<u8> {
 /// and below the next prefix (whose escaped form differs before that point or
 /// is longer).
 pub fn prefix_end(enc: &[u8]) -> Vec<u8> {
-    let mut v = enc.to_vec();
-    if let Some(last) = v.last_mut() {
+    let mut v = Vec::new();
+    prefix_end_into(enc, &mut v);
+    v
+}
+
+/// [`prefix_end`] into `out` (its old contents dropped, its buffer kept).
+pub fn prefix_end_into(enc: &[u8], out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(enc);
+    if let Some(last) = out.last_mut() {
         *last = 0x02;
     }
-    v
 }
 
 /// The smallest key strictly after every key of one column.

@@ -419,12 +419,7 @@ impl CellReader {
     /// Steps past the rest of the current row.
     fn skip_row(&mut self) -> Result<()> {
         let mut end = std::mem::take(&mut self.row_end);
-        end.clear();
-        end.extend_from_slice(self.tracker.row_enc());
-        if let Some(last) = end.last_mut() {
-            // As `prefix_end`: past every key with this row's prefix.
-            *last = 0x02;
-        }
+        key::prefix_end_into(self.tracker.row_enc(), &mut end);
         let r = self.skip_to(&end);
         self.row_end = end;
         r
@@ -521,24 +516,23 @@ impl CellReader {
                         continue;
                     }
                 }
-                // The qualifier is decoded here only for a test of it;
-                // else when a cell of the column is emitted, if one is.
-                if !self.column.checked && !self.tests_columns() {
-                    self.column.checked = true;
-                }
                 if !self.column.checked {
                     self.column.checked = true;
-                    let (mut matches, q) = self.column_matches(&k)?;
-                    if let (true, Some(f), Some((fam, _, _))) =
-                        (matches, self.filtering.as_deref(), self.family.as_ref())
-                    {
-                        matches = f.plan.column_passes(fam, &q);
-                    }
-                    self.column.qualifier = Some(q);
-                    if !matches {
-                        let end = prefix_end(k.column_enc);
-                        self.skip_to(&end)?;
-                        continue;
+                    // The qualifier is decoded here only for a test of it;
+                    // else when a cell of the column is emitted, if one is.
+                    if self.tests_columns() {
+                        let (mut matches, q) = self.column_matches(&k)?;
+                        if let (true, Some(f), Some((fam, _, _))) =
+                            (matches, self.filtering.as_deref(), self.family.as_ref())
+                        {
+                            matches = f.plan.column_passes(fam, &q);
+                        }
+                        self.column.qualifier = Some(q);
+                        if !matches {
+                            let end = prefix_end(k.column_enc);
+                            self.skip_to(&end)?;
+                            continue;
+                        }
                     }
                 }
             }
