@@ -690,7 +690,6 @@ impl CellReader {
         Ok(())
     }
 
-    /// Whether the column regex accepts `k`'s column; also the decoded qualifier.
     /// Whether a column's qualifier is tested (by the column regex, or by
     /// the filter's column tests) before its cells are read.
     fn tests_columns(&self) -> bool {
@@ -701,6 +700,7 @@ impl CellReader {
                 .is_some_and(|f| f.plan.tests_columns())
     }
 
+    /// Whether the column regex accepts `k`'s column; also the decoded qualifier.
     fn column_matches(&self, k: &EntryKey<'_>) -> Result<(bool, Vec<u8>)> {
         let q = k.qualifier()?;
         let Some(re) = &self.regex else {

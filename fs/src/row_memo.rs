@@ -292,13 +292,11 @@ impl RowMemo {
         found
     }
 
-    /// Whether a cell of `family` (any family: None) was seen in the row a
-    /// moment ago, read or written.
-    pub fn has_cell_of(&self, table: &str, view: ViewTs, row: &[u8], family: Option<&str>) -> bool {
-        let of = |f: &str| family.is_none_or(|want| want == f);
+    /// Whether a cell (of any family) was seen in the row a moment ago,
+    /// read or written. (Of one family: [`RowMemo::family`].)
+    pub fn has_cell(&self, table: &str, view: ViewTs, row: &[u8]) -> bool {
         self.find(table, view, row, |s| match s {
-            Seen::Cell(c) if of(&c.family) => Some(()),
-            Seen::Wrote(f) if of(f) => Some(()),
+            Seen::Cell(_) | Seen::Wrote(_) => Some(()),
             _ => None,
         })
         .is_some()
@@ -533,7 +531,7 @@ mod tests {
         let before = m.epoch("t", b"r");
         m.forget_row("t", b"r");
         m.keep("t", None, b"r", &[cell("f")], Covered::Part, before);
-        assert!(!m.has_cell_of("t", None, b"r", None));
+        assert!(!m.has_cell("t", None, b"r"));
         keep_f(&m);
         let Known::Seen(seen) = m.column("t", None, b"r", "f", b"q") else {
             panic!("not kept")
@@ -543,10 +541,10 @@ mod tests {
             (1, 7),
             "size and version, no value"
         );
-        assert!(m.has_cell_of("t", None, b"r", Some("f")));
-        assert!(!m.has_cell_of("t", None, b"r", Some("g")));
-        assert!(!m.has_cell_of("t", Some(5), b"r", None), "another view");
-        assert!(!m.has_cell_of("t", None, b"other", None));
+        assert_eq!(m.family("t", None, b"r", "f"), Known::Seen(()));
+        assert_ne!(m.family("t", None, b"r", "g"), Known::Seen(()));
+        assert!(!m.has_cell("t", Some(5), b"r"), "another view");
+        assert!(!m.has_cell("t", None, b"other"));
         m.forget_row("t", b"r");
         assert_eq!(m.column("t", None, b"r", "f", b"q"), Known::Unknown);
     }
@@ -630,18 +628,18 @@ mod tests {
         let m = RowMemo::default();
         m.keep("t", None, b"r", &[], Covered::Row, m.epoch("t", b"r"));
         assert!(m.read_empty("t", b"r"));
-        assert!(!m.has_cell_of("t", None, b"r", None));
+        assert!(!m.has_cell("t", None, b"r"));
         let after = m.forget_row("t", b"r");
         m.keep_written("t", b"r", vec!["f".into()], None, after);
         assert!(!m.read_empty("t", b"r"));
-        assert!(m.has_cell_of("t", None, b"r", Some("f")));
+        assert_eq!(m.family("t", None, b"r", "f"), Known::Seen(()));
         assert_eq!(
             m.column("t", None, b"r", "f", b"q"),
             Known::Unknown,
             "no cell to answer with"
         );
         m.forget_all();
-        assert!(!m.has_cell_of("t", None, b"r", None));
+        assert!(!m.has_cell("t", None, b"r"));
         let written = super::CellSeen {
             family: "f".into(),
             qualifier: b"q".to_vec(),

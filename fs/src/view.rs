@@ -301,12 +301,7 @@ impl StoreView {
         if view.is_now() && self.row_read_empty(table, row) {
             return Ok(false);
         }
-        if walk
-            && self
-                .store
-                .memo()
-                .has_cell_of(table, view.max_ts(), row, None)
-        {
+        if walk && self.store.memo().has_cell(table, view.max_ts(), row) {
             return Ok(true);
         }
         self.peek(table, view, row, StoreView::read_spec(view), None)
