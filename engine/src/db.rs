@@ -161,15 +161,21 @@ impl Bigtable {
     /// a daemon without a master then reads the tables again, so that what
     /// it just changed is what it sees.
     pub(crate) fn master<T>(&self, f: impl Fn(&dyn MasterService) -> Result<T>) -> Result<T> {
-        let client = self.client()?;
-        let r = client.retry("master", || match self.env().active_master() {
-            Some(m) => f(&*m),
-            None => Err(Error::Unavailable("no active master".into())),
-        });
+        let r = self.ask_master(f);
         if r.is_ok() {
             self.inner.cluster.refresh_catalog(true)?;
         }
         r
+    }
+
+    /// Runs `f` on the active master, retried as the client retries (a
+    /// failover elects another meanwhile); the catalog is left as it is.
+    pub(crate) fn ask_master<T>(&self, f: impl Fn(&dyn MasterService) -> Result<T>) -> Result<T> {
+        let client = self.client()?;
+        client.retry("master", || match self.env().active_master() {
+            Some(m) => f(&*m),
+            None => Err(Error::Unavailable("no active master".into())),
+        })
     }
 
     /// Live tablet servers.

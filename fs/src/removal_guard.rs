@@ -60,8 +60,8 @@ pub struct RemovalGuard {
 impl RemovalGuard {
     /// Called before a removal inside `table` is applied: takes the
     /// removal snapshot if this removal starts a streak. A snapshot that
-    /// cannot be taken is logged and the removal goes on (a daemon that
-    /// serves no store takes none), to be tried again at the next one.
+    /// cannot be taken is logged and the removal goes on, to be tried
+    /// again at the next one.
     pub fn before_removal(&self, store: &dyn Snapshots, table: &str) {
         let period = store.trash_period();
         if period.is_zero() {

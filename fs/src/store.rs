@@ -186,8 +186,8 @@ impl Store for engine::Bigtable {
         engine::Bigtable::delete_table(self, name)
     }
     fn schema(&self, table: &str) -> Result<Arc<TableSchema>> {
-        match snapshot_of(self, table)? {
-            Some(v) => Ok(v.schema()),
+        match split_snapshot_table(table) {
+            Some((t, s)) => self.snapshot_schema(t, s),
             None => engine::Bigtable::schema(self, table),
         }
     }
@@ -298,6 +298,6 @@ impl Store for engine::Bigtable {
         engine::Bigtable::delete_snapshot(self, table, name)
     }
     fn snapshot_taken(&self, table: &str, name: &str) -> Result<u64> {
-        Ok(self.snapshot_view(table, name)?.manifest().taken_micros)
+        engine::Bigtable::snapshot_taken(self, table, name)
     }
 }

@@ -68,6 +68,55 @@ fn a_client_only_daemon_reads_and_writes_what_another_serves() {
     assert_eq!(a.ok("cat ta/r1/cf/q ta/r1/cf/q2"), "from-a\nafter\n");
 }
 
+/// A removal through a daemon that serves nothing takes its removal
+/// snapshot as one through the daemon that serves does: that daemon's
+/// master takes it on the store only it reaches, so `rm -r` of a table
+/// there is undone by `undelete` (docs/trash.md).
+#[test]
+fn rm_r_in_a_client_only_daemon_is_undone_by_undelete_from_its_removal_snapshot() {
+    let (_etcd, a, b) = serving_and_client_only();
+    b.table("t", "f\ng\n");
+    b.mutate("t", b"set r1 f:a one\nset r2 g:b two\n");
+    b.ok("rm -r t");
+    assert!(!b.ok("ls").lines().any(|l| l == "t"), "{}", b.ok("ls"));
+    // B lists the trash from METADATA and undeletes through A's master.
+    let trash = b.ok("cat .bigtable/trash");
+    let id = trash
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect::<Vec<_>>())
+        .find(|w| w.get(1) == Some(&"t"))
+        .and_then(|w| w.first().map(|id| id.to_string()))
+        .unwrap_or_else(|| panic!("no t in the trash: {trash}"));
+    b.ok(&format!("echo 'undelete {id}' > .bigtable/control"));
+    // It came back empty and was restored from the snapshot the first
+    // unlink took: every cell is back, in both daemons.
+    assert_eq!(b.ok("cat t/r1/f/a t/r2/g/b"), "onetwo");
+    assert_eq!(a.ok("cat t/r1/f/a t/r2/g/b"), "onetwo");
+    let snaps: Vec<String> = b
+        .ok("ls t/.snapshots/")
+        .lines()
+        .filter(|l| l.starts_with("removed-"))
+        .map(String::from)
+        .collect();
+    assert_eq!(snaps.len(), 1, "{}", b.ok("ls -a t/.snapshots/"));
+    assert_eq!(a.ok("ls t/.snapshots/"), format!("{}\n", snaps[0]));
+    let log = b.log_text();
+    assert!(!log.contains("not taken"), "{log}");
+    assert!(
+        log.contains(&format!(
+            "undelete of t: it came back empty, restored from its removal snapshot {}",
+            snaps[0]
+        )),
+        "{log}"
+    );
+    // A snapshot taken, then deleted through B is gone in A too.
+    b.ok("mkdir t/.snapshots/by-hand");
+    assert!(a.ok("ls t/.snapshots/").lines().any(|l| l == "by-hand"));
+    b.ok("rmdir t/.snapshots/by-hand");
+    assert!(!a.ok("ls t/.snapshots/").lines().any(|l| l == "by-hand"));
+}
+
 #[test]
 fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_delay() {
     let etcd = Arc::new(Etcd::start());

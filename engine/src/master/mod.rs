@@ -21,6 +21,7 @@ mod trash;
 use crate::client::Client;
 use crate::coordination::{known_servers, list_servers, master_looks_held, reap_server, Lease};
 use crate::env::Env;
+use crate::snapshot::{ops, Manifest};
 use crate::{Error, Result};
 use crossbeam_channel::{Receiver, Sender};
 use parking_lot::Mutex;
@@ -503,6 +504,33 @@ impl crate::protocol::MasterService for Master {
     }
     fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()> {
         Master::move_tablet(self, table, row, to)
+    }
+    fn take_snapshot(
+        &self,
+        table: &str,
+        name: &str,
+        expire_micros: Option<u64>,
+        cluster: Option<&str>,
+    ) -> Result<Manifest> {
+        let t = self.env.catalog.get(table)?;
+        ops::take_snapshot(&self.env, &t, name, expire_micros, cluster)
+    }
+    fn set_snapshot_expiry(
+        &self,
+        table: &str,
+        name: &str,
+        expire_micros: Option<u64>,
+    ) -> Result<Manifest> {
+        ops::set_expiry(&self.env, table, name, expire_micros)
+    }
+    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Manifest>> {
+        ops::manifests(&self.env, table)
+    }
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest> {
+        ops::manifest(&self.env, table, name)
+    }
+    fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        ops::delete(&self.env, table, name)
     }
     fn clone_snapshot(&self, table: &str, snapshot: &str, to: &str) -> Result<()> {
         Master::clone_snapshot(self, table, snapshot, to)

@@ -26,6 +26,7 @@ pub use chubby::Sequencer;
 use crate::data::{Cell, ColumnRead, RowMutation, RowPeek, Written};
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
+use crate::snapshot::Manifest;
 use crate::txn::{RowTxn, TxnOutcome};
 use crate::Result;
 
@@ -193,6 +194,28 @@ pub trait MasterService: Send + Sync {
     fn clone_snapshot(&self, table: &str, snapshot: &str, to: &str) -> Result<()>;
     /// Makes table `table` what its snapshot `snapshot` holds.
     fn restore_snapshot(&self, table: &str, snapshot: &str) -> Result<()>;
+    /// Takes snapshot `name` of `table` (for a daemon that serves nothing
+    /// and cannot reach the files: `crate::snapshot`'s operations).
+    fn take_snapshot(
+        &self,
+        table: &str,
+        name: &str,
+        expire_micros: Option<u64>,
+        cluster: Option<&str>,
+    ) -> Result<Manifest>;
+    /// Sets or clears snapshot `name`'s expiry.
+    fn set_snapshot_expiry(
+        &self,
+        table: &str,
+        name: &str,
+        expire_micros: Option<u64>,
+    ) -> Result<Manifest>;
+    /// The manifests of `table`'s snapshots.
+    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Manifest>>;
+    /// Snapshot `name` of `table`'s manifest.
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest>;
+    /// Deletes snapshot `name` of `table`.
+    fn delete_snapshot(&self, table: &str, name: &str) -> Result<()>;
     /// Moves the tablet holding `row` of `table` to server `to`.
     fn move_tablet(&self, table: &str, row: &[u8], to: &str) -> Result<()>;
     /// A tablet server split `parent` into `children`.

@@ -7,9 +7,12 @@
 //! - `store.rs`: where manifests live, publishing one atomically, what GC
 //!   must keep
 //! - `take.rs`: taking one across every server at one instant
+//! - `ops.rs`: the operations where the files are (a daemon that serves
+//!   nothing asks the master's daemon to run them)
 //! - `view.rs`: reading one, the table as it was
 
 mod manifest;
+pub(crate) mod ops;
 mod store;
 mod take;
 pub(crate) mod view;
@@ -23,6 +26,7 @@ pub(crate) use store::{
 pub(crate) use take::Step;
 pub use view::SnapshotView;
 
+use crate::schema::TableSchema;
 use crate::{Bigtable, Result};
 use std::sync::Arc;
 
@@ -60,14 +64,31 @@ impl From<&Manifest> for SnapshotInfo {
 impl Bigtable {
     /// The store manifests and SSTables are in: this daemon's, unless it
     /// serves nothing (`tablet_servers=0` on its own empty store), which
-    /// cannot reach the files (clone and restore, done by the master, can).
+    /// cannot reach the files. Taking, listing, expiring and deleting
+    /// snapshots it asks of the active master's daemon instead (as clone
+    /// and restore, done by the master); reading one's data, and backups,
+    /// need the files.
     pub(crate) fn snapshot_store(&self) -> Result<&Arc<dyn gfs::FileStore>> {
         if self.cluster().is_client_only() {
             return Err(crate::Error::invalid(
-                "snapshots are taken and read in a daemon that serves the store",
+                "a snapshot's data is read in a daemon that serves the store",
             ));
         }
         Ok(&self.env().store)
+    }
+
+    /// Runs `here` on this daemon's store, or where it serves nothing,
+    /// `there` on the active master (whose daemon runs it on the store).
+    fn where_files_are<T>(
+        &self,
+        here: impl FnOnce() -> Result<T>,
+        there: impl Fn(&dyn crate::protocol::MasterService) -> Result<T>,
+    ) -> Result<T> {
+        if self.cluster().is_client_only() {
+            self.ask_master(there)
+        } else {
+            here()
+        }
     }
 
     /// Takes snapshot `name` of `table`: consistent at one instant across
@@ -89,9 +110,13 @@ impl Bigtable {
         expire_micros: Option<u64>,
         cluster: Option<&str>,
     ) -> Result<SnapshotInfo> {
-        self.snapshot_store()?;
-        let t = self.table(table)?;
-        let m = take::take(self.env(), &t, name, (expire_micros, cluster), None)?;
+        let m = self.where_files_are(
+            || {
+                let t = self.table(table)?;
+                ops::take_snapshot(self.env(), &t, name, expire_micros, cluster)
+            },
+            |m| m.take_snapshot(table, name, expire_micros, cluster),
+        )?;
         Ok(SnapshotInfo::from(&m))
     }
 
@@ -103,11 +128,10 @@ impl Bigtable {
         name: &str,
         expire_micros: Option<u64>,
     ) -> Result<SnapshotInfo> {
-        crate::catalog::validate_table_name(table)?;
-        let files = &**self.snapshot_store()?;
-        let mut m = store::read(files, table, name)?;
-        m.expire_micros = expire_micros;
-        store::replace(files, &m)?;
+        let m = self.where_files_are(
+            || ops::set_expiry(self.env(), table, name, expire_micros),
+            |m| m.set_snapshot_expiry(table, name, expire_micros),
+        )?;
         Ok(SnapshotInfo::from(&m))
     }
 
@@ -120,18 +144,11 @@ impl Bigtable {
 
     /// The snapshots of `table` (which may have been deleted since), by name.
     pub fn list_snapshots(&self, table: &str) -> Result<Vec<SnapshotInfo>> {
-        crate::catalog::validate_table_name(table)?;
-        let files = &**self.snapshot_store()?;
-        let mut out = Vec::new();
-        for name in store::names(files, table)? {
-            match store::read(files, table, &name) {
-                Ok(m) => out.push(SnapshotInfo::from(&m)),
-                // Deleted since the listing.
-                Err(crate::Error::SnapshotNotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        let list = self.where_files_are(
+            || ops::manifests(self.env(), table),
+            |m| m.snapshot_manifests(table),
+        )?;
+        Ok(list.iter().map(SnapshotInfo::from).collect())
     }
 
     /// Every snapshot's manifest, of tables that exist or not (each read
@@ -152,13 +169,34 @@ impl Bigtable {
 
     /// Snapshot `name` of `table`, whole.
     pub fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest> {
-        crate::catalog::validate_table_name(table)?;
-        store::read(&**self.snapshot_store()?, table, name)
+        self.where_files_are(
+            || ops::manifest(self.env(), table, name),
+            |m| m.snapshot_manifest(table, name),
+        )
+    }
+
+    /// When snapshot `name` of `table` was taken (µs since the epoch): from
+    /// its view, opened once and kept, where the files are.
+    pub fn snapshot_taken(&self, table: &str, name: &str) -> Result<u64> {
+        if self.cluster().is_client_only() {
+            return Ok(self.snapshot_manifest(table, name)?.taken_micros);
+        }
+        Ok(self.snapshot_view(table, name)?.manifest().taken_micros)
+    }
+
+    /// Snapshot `name` of `table`'s schema, as [`Bigtable::snapshot_taken`].
+    pub fn snapshot_schema(&self, table: &str, name: &str) -> Result<Arc<TableSchema>> {
+        if self.cluster().is_client_only() {
+            return Ok(Arc::new(self.snapshot_manifest(table, name)?.schema));
+        }
+        Ok(self.snapshot_view(table, name)?.schema())
     }
 
     /// Snapshot `name` of `table`, opened for reading.
     pub fn snapshot_view(&self, table: &str, name: &str) -> Result<SnapshotView> {
         self.snapshot_views().get(table, name, || {
+            // Its files are read here: not in a daemon that serves nothing.
+            self.snapshot_store()?;
             let m = self.snapshot_manifest(table, name)?;
             Ok(SnapshotView::new(self.env().clone(), m))
         })
@@ -181,10 +219,11 @@ impl Bigtable {
     /// Deletes snapshot `name` of `table`. Its files go at the next
     /// collection unless the table or another snapshot still names them.
     pub fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
-        crate::catalog::validate_table_name(table)?;
-        let files = self.snapshot_store()?;
         self.snapshot_views().forget(table, name);
-        store::delete(&**files, table, name)
+        self.where_files_are(
+            || ops::delete(self.env(), table, name),
+            |m| m.delete_snapshot(table, name),
+        )
     }
 }
 

@@ -178,6 +178,31 @@ pub enum Op {
     InvalidateMany {
         tables: Vec<Invalidation>,
     },
+    // master: snapshots, for a daemon that serves nothing and cannot reach
+    // the files (after the others, so the variants before keep their
+    // numbers on the wire); manifests go in their file's bytes.
+    TakeSnapshot {
+        table: String,
+        name: String,
+        expire_micros: Option<u64>,
+        cluster: Option<String>,
+    },
+    SetSnapshotExpiry {
+        table: String,
+        name: String,
+        expire_micros: Option<u64>,
+    },
+    SnapshotManifests {
+        table: String,
+    },
+    SnapshotManifest {
+        table: String,
+        name: String,
+    },
+    DeleteSnapshot {
+        table: String,
+        name: String,
+    },
 }
 
 /// Rows of `table` that changed (`whole`: any row may have).

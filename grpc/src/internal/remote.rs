@@ -18,6 +18,7 @@ use engine::protocol::{
     TabletReads, TabletService, TabletSnapshots, TabletStatus, TabletWrites,
 };
 use engine::schema::TableSchema;
+use engine::snapshot::Manifest;
 use engine::{
     Cell, ColumnRead, Error, Result, RowMutation, RowPeek, RowTxn, ScanSpec, TxnOutcome, Written,
 };
@@ -552,6 +553,53 @@ impl MasterService for RemoteMaster {
         self.ask(Op::RestoreSnapshot {
             table: table.to_string(),
             snapshot: snapshot.to_string(),
+        })
+    }
+    fn take_snapshot(
+        &self,
+        table: &str,
+        name: &str,
+        expire_micros: Option<u64>,
+        cluster: Option<&str>,
+    ) -> Result<Manifest> {
+        let bytes: Vec<u8> = self.ask(Op::TakeSnapshot {
+            table: table.to_string(),
+            name: name.to_string(),
+            expire_micros,
+            cluster: cluster.map(str::to_string),
+        })?;
+        Manifest::decode(&bytes)
+    }
+    fn set_snapshot_expiry(
+        &self,
+        table: &str,
+        name: &str,
+        expire_micros: Option<u64>,
+    ) -> Result<Manifest> {
+        let bytes: Vec<u8> = self.ask(Op::SetSnapshotExpiry {
+            table: table.to_string(),
+            name: name.to_string(),
+            expire_micros,
+        })?;
+        Manifest::decode(&bytes)
+    }
+    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Manifest>> {
+        let list: Vec<Vec<u8>> = self.ask(Op::SnapshotManifests {
+            table: table.to_string(),
+        })?;
+        list.iter().map(|b| Manifest::decode(b)).collect()
+    }
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest> {
+        let bytes: Vec<u8> = self.ask(Op::SnapshotManifest {
+            table: table.to_string(),
+            name: name.to_string(),
+        })?;
+        Manifest::decode(&bytes)
+    }
+    fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
+        self.ask(Op::DeleteSnapshot {
+            table: table.to_string(),
+            name: name.to_string(),
         })
     }
     fn tablet_split(&self, server: &str, parent: u64, children: &[u64]) {

@@ -8,6 +8,7 @@ use super::secret::{sha256, Claims, Nonce, Secret};
 
 use engine::protocol::{MasterService, Sequencer, TableDef, TabletMeta, TabletService, WireError};
 use engine::schema::TableSchema;
+use engine::snapshot::Manifest;
 use engine::Bigtable;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -157,7 +158,7 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
             let meta = TabletMeta::decode(&meta).map_err(|e| WireError::from(&e))?;
             reply(s.load(meta))
         }
-        Op::Unload { id } => reply(s.unload(id).map(|m| m.encode())),
+        Op::Unload { id } => reply(s.unload(id).map(|s| s.encode())),
         Op::DropTablet { id } => reply(s.drop_tablet(id)),
         Op::LearnTable { name, def } => {
             let def = TableDef::decode(&name, &def).map_err(|e| WireError::from(&e))?;
@@ -226,6 +227,31 @@ fn master_op(m: &dyn MasterService, op: Op) -> Result<Vec<u8>, WireError> {
             to,
         } => reply(m.clone_snapshot(&table, &snapshot, &to)),
         Op::RestoreSnapshot { table, snapshot } => reply(m.restore_snapshot(&table, &snapshot)),
+        Op::TakeSnapshot {
+            table,
+            name,
+            expire_micros,
+            cluster,
+        } => reply(
+            m.take_snapshot(&table, &name, expire_micros, cluster.as_deref())
+                .map(|s| s.encode()),
+        ),
+        Op::SetSnapshotExpiry {
+            table,
+            name,
+            expire_micros,
+        } => reply(
+            m.set_snapshot_expiry(&table, &name, expire_micros)
+                .map(|s| s.encode()),
+        ),
+        Op::SnapshotManifests { table } => reply(
+            m.snapshot_manifests(&table)
+                .map(|l| l.iter().map(Manifest::encode).collect::<Vec<_>>()),
+        ),
+        Op::SnapshotManifest { table, name } => {
+            reply(m.snapshot_manifest(&table, &name).map(|s| s.encode()))
+        }
+        Op::DeleteSnapshot { table, name } => reply(m.delete_snapshot(&table, &name)),
         _ => Err(WireError::InvalidArgument(
             "a tablet-server operation sent to a master".into(),
         )),
