@@ -511,23 +511,26 @@ impl crate::protocol::MasterService for Master {
         name: &str,
         expire_micros: Option<u64>,
         cluster: Option<&str>,
-    ) -> Result<Manifest> {
+    ) -> Result<Vec<u8>> {
         let t = self.env.catalog.get(table)?;
-        ops::take_snapshot(&self.env, &t, name, expire_micros, cluster)
+        ops::take_snapshot(&self.env, &t, name, expire_micros, cluster).map(|m| m.encode())
     }
     fn set_snapshot_expiry(
         &self,
         table: &str,
         name: &str,
         expire_micros: Option<u64>,
-    ) -> Result<Manifest> {
-        ops::set_expiry(&self.env, table, name, expire_micros)
+    ) -> Result<Vec<u8>> {
+        ops::set_expiry(&self.env, table, name, expire_micros).map(|m| m.encode())
     }
-    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Manifest>> {
-        ops::manifests(&self.env, table)
+    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Vec<u8>>> {
+        Ok(ops::manifests(&self.env, table)?
+            .iter()
+            .map(Manifest::encode)
+            .collect())
     }
-    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest> {
-        ops::manifest(&self.env, table, name)
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Vec<u8>> {
+        ops::manifest(&self.env, table, name).map(|m| m.encode())
     }
     fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         ops::delete(&self.env, table, name)

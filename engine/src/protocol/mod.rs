@@ -26,7 +26,6 @@ pub use chubby::Sequencer;
 use crate::data::{Cell, ColumnRead, RowMutation, RowPeek, Written};
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
-use crate::snapshot::Manifest;
 use crate::txn::{RowTxn, TxnOutcome};
 use crate::Result;
 
@@ -195,25 +194,26 @@ pub trait MasterService: Send + Sync {
     /// Makes table `table` what its snapshot `snapshot` holds.
     fn restore_snapshot(&self, table: &str, snapshot: &str) -> Result<()>;
     /// Takes snapshot `name` of `table` (for a daemon that serves nothing
-    /// and cannot reach the files: `crate::snapshot`'s operations).
+    /// and cannot reach the files: `crate::snapshot`'s operations); a
+    /// manifest comes in its file's bytes (`Manifest::encode`).
     fn take_snapshot(
         &self,
         table: &str,
         name: &str,
         expire_micros: Option<u64>,
         cluster: Option<&str>,
-    ) -> Result<Manifest>;
-    /// Sets or clears snapshot `name`'s expiry.
+    ) -> Result<Vec<u8>>;
+    /// Sets or clears snapshot `name`'s expiry; its manifest.
     fn set_snapshot_expiry(
         &self,
         table: &str,
         name: &str,
         expire_micros: Option<u64>,
-    ) -> Result<Manifest>;
+    ) -> Result<Vec<u8>>;
     /// The manifests of `table`'s snapshots.
-    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Manifest>>;
+    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Vec<u8>>>;
     /// Snapshot `name` of `table`'s manifest.
-    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest>;
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Vec<u8>>;
     /// Deletes snapshot `name` of `table`.
     fn delete_snapshot(&self, table: &str, name: &str) -> Result<()>;
     /// Moves the tablet holding `row` of `table` to server `to`.

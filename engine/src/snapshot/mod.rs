@@ -115,7 +115,7 @@ impl Bigtable {
                 let t = self.table(table)?;
                 ops::take_snapshot(self.env(), &t, name, expire_micros, cluster)
             },
-            |m| m.take_snapshot(table, name, expire_micros, cluster),
+            |m| decoded(m.take_snapshot(table, name, expire_micros, cluster)),
         )?;
         Ok(SnapshotInfo::from(&m))
     }
@@ -130,7 +130,7 @@ impl Bigtable {
     ) -> Result<SnapshotInfo> {
         let m = self.where_files_are(
             || ops::set_expiry(self.env(), table, name, expire_micros),
-            |m| m.set_snapshot_expiry(table, name, expire_micros),
+            |m| decoded(m.set_snapshot_expiry(table, name, expire_micros)),
         )?;
         Ok(SnapshotInfo::from(&m))
     }
@@ -146,7 +146,12 @@ impl Bigtable {
     pub fn list_snapshots(&self, table: &str) -> Result<Vec<SnapshotInfo>> {
         let list = self.where_files_are(
             || ops::manifests(self.env(), table),
-            |m| m.snapshot_manifests(table),
+            |m| {
+                m.snapshot_manifests(table)?
+                    .iter()
+                    .map(|b| Manifest::decode(b))
+                    .collect()
+            },
         )?;
         Ok(list.iter().map(SnapshotInfo::from).collect())
     }
@@ -171,7 +176,7 @@ impl Bigtable {
     pub fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest> {
         self.where_files_are(
             || ops::manifest(self.env(), table, name),
-            |m| m.snapshot_manifest(table, name),
+            |m| decoded(m.snapshot_manifest(table, name)),
         )
     }
 
@@ -225,6 +230,11 @@ impl Bigtable {
             |m| m.delete_snapshot(table, name),
         )
     }
+}
+
+/// A manifest the master's daemon sent in its file's bytes.
+fn decoded(bytes: Result<Vec<u8>>) -> Result<Manifest> {
+    Manifest::decode(&bytes?)
 }
 
 #[cfg(test)]

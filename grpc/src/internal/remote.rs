@@ -18,7 +18,6 @@ use engine::protocol::{
     TabletReads, TabletService, TabletSnapshots, TabletStatus, TabletWrites,
 };
 use engine::schema::TableSchema;
-use engine::snapshot::Manifest;
 use engine::{
     Cell, ColumnRead, Error, Result, RowMutation, RowPeek, RowTxn, ScanSpec, TxnOutcome, Written,
 };
@@ -561,40 +560,36 @@ impl MasterService for RemoteMaster {
         name: &str,
         expire_micros: Option<u64>,
         cluster: Option<&str>,
-    ) -> Result<Manifest> {
-        let bytes: Vec<u8> = self.ask(Op::TakeSnapshot {
+    ) -> Result<Vec<u8>> {
+        self.ask(Op::TakeSnapshot {
             table: table.to_string(),
             name: name.to_string(),
             expire_micros,
             cluster: cluster.map(str::to_string),
-        })?;
-        Manifest::decode(&bytes)
+        })
     }
     fn set_snapshot_expiry(
         &self,
         table: &str,
         name: &str,
         expire_micros: Option<u64>,
-    ) -> Result<Manifest> {
-        let bytes: Vec<u8> = self.ask(Op::SetSnapshotExpiry {
+    ) -> Result<Vec<u8>> {
+        self.ask(Op::SetSnapshotExpiry {
             table: table.to_string(),
             name: name.to_string(),
             expire_micros,
-        })?;
-        Manifest::decode(&bytes)
+        })
     }
-    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Manifest>> {
-        let list: Vec<Vec<u8>> = self.ask(Op::SnapshotManifests {
+    fn snapshot_manifests(&self, table: &str) -> Result<Vec<Vec<u8>>> {
+        self.ask(Op::SnapshotManifests {
             table: table.to_string(),
-        })?;
-        list.iter().map(|b| Manifest::decode(b)).collect()
+        })
     }
-    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Manifest> {
-        let bytes: Vec<u8> = self.ask(Op::SnapshotManifest {
+    fn snapshot_manifest(&self, table: &str, name: &str) -> Result<Vec<u8>> {
+        self.ask(Op::SnapshotManifest {
             table: table.to_string(),
             name: name.to_string(),
-        })?;
-        Manifest::decode(&bytes)
+        })
     }
     fn delete_snapshot(&self, table: &str, name: &str) -> Result<()> {
         self.ask(Op::DeleteSnapshot {

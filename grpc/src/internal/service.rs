@@ -8,7 +8,6 @@ use super::secret::{sha256, Claims, Nonce, Secret};
 
 use engine::protocol::{MasterService, Sequencer, TableDef, TabletMeta, TabletService, WireError};
 use engine::schema::TableSchema;
-use engine::snapshot::Manifest;
 use engine::Bigtable;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -232,25 +231,14 @@ fn master_op(m: &dyn MasterService, op: Op) -> Result<Vec<u8>, WireError> {
             name,
             expire_micros,
             cluster,
-        } => reply(
-            m.take_snapshot(&table, &name, expire_micros, cluster.as_deref())
-                .map(|s| s.encode()),
-        ),
+        } => reply(m.take_snapshot(&table, &name, expire_micros, cluster.as_deref())),
         Op::SetSnapshotExpiry {
             table,
             name,
             expire_micros,
-        } => reply(
-            m.set_snapshot_expiry(&table, &name, expire_micros)
-                .map(|s| s.encode()),
-        ),
-        Op::SnapshotManifests { table } => reply(
-            m.snapshot_manifests(&table)
-                .map(|l| l.iter().map(Manifest::encode).collect::<Vec<_>>()),
-        ),
-        Op::SnapshotManifest { table, name } => {
-            reply(m.snapshot_manifest(&table, &name).map(|s| s.encode()))
-        }
+        } => reply(m.set_snapshot_expiry(&table, &name, expire_micros)),
+        Op::SnapshotManifests { table } => reply(m.snapshot_manifests(&table)),
+        Op::SnapshotManifest { table, name } => reply(m.snapshot_manifest(&table, &name)),
         Op::DeleteSnapshot { table, name } => reply(m.delete_snapshot(&table, &name)),
         _ => Err(WireError::InvalidArgument(
             "a tablet-server operation sent to a master".into(),
