@@ -79,7 +79,10 @@ impl RemovalGuard {
         let name = format!("{PREFIX}{}", taken.as_micros());
         let expire = (taken + period).as_micros() as u64;
         match store.take_expiring(table, &name, expire) {
-            Ok(()) => {
+            // The name is this instant's: one that exists is this take's,
+            // retried after its answer was lost (a daemon that serves
+            // nothing asks another daemon's master for it).
+            Ok(()) | Err(engine::Error::SnapshotExists(_)) => {
                 log::info!("took removal snapshot {name} of {table} (kept {period:?})");
                 if streaks.len() >= MAX_TABLES {
                     streaks.retain(|_, s| now.duration_since(s.last) < QUIET);
@@ -138,6 +141,8 @@ mod tests {
     struct Fake {
         period: Duration,
         fail: std::sync::atomic::AtomicBool,
+        /// Takes answer that the snapshot exists, having taken it.
+        exists: std::sync::atomic::AtomicBool,
         calls: Mutex<Vec<String>>,
     }
 
@@ -150,6 +155,9 @@ mod tests {
                 return Err(engine::Error::Unavailable("down".into()));
             }
             self.calls.lock().push(format!("take {table} {name}"));
+            if self.exists.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(engine::Error::SnapshotExists(format!("{table}/{name}")));
+            }
             Ok(())
         }
         fn set_expiry(&self, table: &str, name: &str, _: u64) -> Result<()> {
@@ -202,5 +210,20 @@ mod tests {
         s.fail.store(false, std::sync::atomic::Ordering::Relaxed);
         g.before_removal(&s, "t");
         assert_eq!(s.calls.lock().len(), 1);
+    }
+
+    #[test]
+    fn a_take_retried_after_its_answer_was_lost_starts_the_streak() {
+        let g = RemovalGuard::default();
+        let s = fake(Duration::from_secs(60));
+        s.exists.store(true, std::sync::atomic::Ordering::Relaxed);
+        g.before_removal(&s, "t");
+        g.before_removal(&s, "t");
+        let calls = s.calls.lock().clone();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        // And it is the snapshot the table's rmdir keeps.
+        g.table_deleted(&s, "t");
+        let name = calls[0].trim_start_matches("take t ");
+        assert_eq!(s.calls.lock()[1], format!("expiry t {name}"));
     }
 }
