@@ -160,16 +160,7 @@ impl Bigtable {
     /// whole: for listings across tables, such as the API's backups).
     pub fn all_snapshot_manifests(&self) -> Result<Vec<Manifest>> {
         let files = &**self.snapshot_store()?;
-        let mut out = Vec::new();
-        for (table, name) in store::all(files)? {
-            match store::read(files, &table, &name) {
-                Ok(m) => out.push(m),
-                // Deleted since the listing.
-                Err(crate::Error::SnapshotNotFound(_)) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(out)
+        store::read_listed(files, store::all(files)?)
     }
 
     /// Snapshot `name` of `table`, whole.

@@ -41,16 +41,11 @@ pub(crate) fn set_expiry(
 /// since), by name.
 pub(crate) fn manifests(env: &Env, table: &str) -> Result<Vec<Manifest>> {
     validate_table_name(table)?;
-    let mut out = Vec::new();
-    for name in store::names(&*env.store, table)? {
-        match store::read(&*env.store, table, &name) {
-            Ok(m) => out.push(m),
-            // Deleted since the listing.
-            Err(crate::Error::SnapshotNotFound(_)) => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(out)
+    let names = store::names(&*env.store, table)?;
+    store::read_listed(
+        &*env.store,
+        names.into_iter().map(|n| (table.to_string(), n)),
+    )
 }
 
 /// Snapshot `name` of `table`, whole.

@@ -104,6 +104,23 @@ pub fn names(store: &dyn FileStore, table: &str) -> Result<Vec<String>> {
         .collect())
 }
 
+/// The manifests of the snapshots listed as (table, name), leaving out
+/// those deleted since the listing.
+pub fn read_listed(
+    store: &dyn FileStore,
+    listed: impl IntoIterator<Item = (String, String)>,
+) -> Result<Vec<Manifest>> {
+    let mut out = Vec::new();
+    for (table, name) in listed {
+        match read(store, &table, &name) {
+            Ok(m) => out.push(m),
+            Err(Error::SnapshotNotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
+
 /// Every snapshot in the store as (table, name), of tables that exist or
 /// not.
 pub fn all(store: &dyn FileStore) -> Result<Vec<(String, String)>> {
