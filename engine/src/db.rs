@@ -445,17 +445,8 @@ impl Bigtable {
         max_versions: Option<u32>,
     ) -> Result<Vec<Cell>> {
         let client = self.client()?;
-        let id = self
-            .env()
-            .catalog
-            .with(table, |t| {
-                let known = t.schema_now().families.contains_key(family);
-                known.then_some(t.id)
-            })?
-            .ok_or_else(|| Error::UnknownFamily {
-                table: table.to_string(),
-                family: family.to_string(),
-            })?;
+        let catalog = &self.env().catalog;
+        let id = catalog.with(table, |t| t.id)?;
         if row.len() > MAX_ROW_KEY {
             return Err(Error::RowKeyTooLong(row.len()));
         }
@@ -465,7 +456,19 @@ impl Bigtable {
             qualifier,
             max_versions,
         };
-        client.read_column(id, column)
+        let cells = client.read_column(id, column)?;
+        // A family the server does not know reads as nothing: only then is
+        // the family looked up here, to say so (a cell found needs no check,
+        // which saved a schema load and a lookup per read).
+        if cells.is_empty()
+            && !catalog.with(table, |t| t.schema_now().families.contains_key(family))?
+        {
+            return Err(Error::UnknownFamily {
+                table: table.to_string(),
+                family: family.to_string(),
+            });
+        }
+        Ok(cells)
     }
     /// A streaming scan in row order; each tablet's part is a consistent
     /// snapshot taken when the scan reaches it.

@@ -12,8 +12,8 @@ use super::Client;
 use crate::coordination::root_location;
 use crate::data::RowRange;
 use crate::metadata::{
-    lookup_key, parse_tablet_row_key, root_end, tablet_row_key, TabletMeta, FAMILY_LOCATION,
-    FAMILY_TABLET, METADATA_ID, Q_INFO, Q_SERVER,
+    lookup_key, lookup_key_small, parse_tablet_row_key, root_end, tablet_row_key, TabletMeta,
+    FAMILY_LOCATION, FAMILY_TABLET, METADATA_ID, Q_INFO, Q_SERVER,
 };
 use crate::scan::ScanSpec;
 use crate::{Error, Result};
@@ -149,7 +149,7 @@ impl Client {
         if table == METADATA_ID && row < root_end().as_slice() {
             return None;
         }
-        let k = lookup_key(table, row);
+        let k = lookup_key_small(table, row);
         let r = self.cache.with_map(|cache| {
             let (_, loc) = cache
                 .range::<[u8], _>((Bound::Included(k.as_slice()), Bound::Unbounded))

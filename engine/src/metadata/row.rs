@@ -10,6 +10,7 @@ use super::codec::TabletMeta;
 use crate::data::Mutation;
 use crate::schema::{FamilySchema, GcRule, TableSchema};
 use crate::{Error, Result};
+use smallvec::SmallVec;
 
 /// METADATA's own table id; user tables start at 1.
 pub const METADATA_ID: u64 = 0;
@@ -57,17 +58,22 @@ pub fn metadata_schema() -> TableSchema {
 
 /// Row key of the tablet of `table` ending at `end` (exclusive; None = last).
 pub fn tablet_row_key(table: u64, end: Option<&[u8]>) -> Vec<u8> {
+    let id = table.to_be_bytes();
     // Room for the byte `lookup_key` adds.
     let mut k = Vec::with_capacity(10 + end.map_or(0, <[u8]>::len));
-    k.extend_from_slice(&table.to_be_bytes());
-    match end {
-        Some(e) => {
-            k.push(0);
-            k.extend_from_slice(e);
-        }
-        None => k.push(1),
+    for part in tablet_row_key_parts(&id, end) {
+        k.extend_from_slice(part);
     }
     k
+}
+
+/// The pieces of a tablet's row key, in order: the table id (big-endian),
+/// then 0 and the end row, or 1 for the table's last tablet.
+fn tablet_row_key_parts<'a>(id: &'a [u8; 8], end: Option<&'a [u8]>) -> [&'a [u8]; 3] {
+    match end {
+        Some(e) => [id, &[0], e],
+        None => [id, &[1], &[]],
+    }
 }
 
 /// The cells of a tablet's METADATA row: its descriptor and its location
@@ -94,6 +100,18 @@ pub(crate) fn tablet_row_cells(meta: &TabletMeta, server: &[u8]) -> Vec<Mutation
 /// `table` is found: the tablet with the smallest end row greater than `row`.
 pub fn lookup_key(table: u64, row: &[u8]) -> Vec<u8> {
     let mut k = tablet_row_key(table, Some(row));
+    k.push(0);
+    k
+}
+
+/// [`lookup_key`] in a buffer on the stack for rows up to 53 bytes: a
+/// lookup in the client's location cache, once per read, allocates nothing.
+pub fn lookup_key_small(table: u64, row: &[u8]) -> SmallVec<[u8; 64]> {
+    let id = table.to_be_bytes();
+    let mut k = SmallVec::new();
+    for part in tablet_row_key_parts(&id, Some(row)) {
+        k.extend_from_slice(part);
+    }
     k.push(0);
     k
 }
@@ -191,6 +209,7 @@ mod tests {
         let rows = [tablet_row_key(5, Some(b"m")), tablet_row_key(5, None)];
         let find = |row: &[u8]| {
             let k = lookup_key(5, row);
+            assert_eq!(lookup_key_small(5, row).as_slice(), k.as_slice());
             rows.iter().position(|r| *r >= k)
         };
         assert_eq!(find(b"a"), Some(0));
