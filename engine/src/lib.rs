@@ -62,6 +62,7 @@ mod trash;
 mod txn;
 mod value;
 mod visibility;
+mod xorshift;
 
 pub use data::*;
 pub use db::{Bigtable, Scanner};

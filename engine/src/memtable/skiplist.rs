@@ -71,29 +71,12 @@ impl Node {
     }
 }
 
-thread_local! {
-    /// Per-thread state of the height generator (xorshift64).
-    static HEIGHT_RNG: Cell<u64> = const { Cell::new(0) };
-}
-
 fn random_height() -> usize {
-    HEIGHT_RNG.with(|c| {
-        let mut x = c.get();
-        if x == 0 {
-            // A distinct nonzero seed per thread: the address of its cell.
-            x = (c as *const Cell<u64> as u64) | 1;
-        }
+    crate::xorshift::with(|rng| {
         let mut h = 1;
-        loop {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            if h >= MAX_HEIGHT || x % BRANCHING != 0 {
-                break;
-            }
+        while h < MAX_HEIGHT && rng.next_u64() % BRANCHING == 0 {
             h += 1;
         }
-        c.set(x);
         h
     })
 }

@@ -7,14 +7,13 @@
 //! hundred requests a second it spans a few seconds) and costs one
 //! random draw per request, a short lock and a copy into a reused buffer
 //! per sampled one. (CockroachDB's load-based splitter samples keys the
-//! same way.) The draw is a per-thread xorshift step: `thread_rng`'s
-//! ChaCha cost 2% of a cached point read. A sample whose ring another
+//! same way.) The draw is a per-thread xorshift step ([`crate::xorshift`]):
+//! `thread_rng`'s ChaCha cost 2% of a cached point read. A sample whose ring another
 //! thread holds is dropped rather than waited for: under that much load
 //! the next one comes at once.
 
 use crate::counter::Counter;
 use parking_lot::Mutex;
-use std::cell::Cell;
 
 /// One request in this many is sampled.
 const EVERY: u32 = 8;
@@ -40,21 +39,9 @@ struct Ring {
     next: usize,
 }
 
-/// Whether this request is sampled: one in [`EVERY`], drawn from the
-/// calling thread's own xorshift generator.
+/// Whether this request is sampled: one in [`EVERY`].
 fn drawn() -> bool {
-    thread_local! {
-        // Odd, so never zero: xorshift stays at zero once there.
-        static STATE: Cell<u64> = Cell::new(rand::random::<u64>() | 1);
-    }
-    STATE.with(|s| {
-        let mut x = s.get();
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        s.set(x);
-        (x >> 32) % u64::from(EVERY) == 0
-    })
+    crate::xorshift::with(|rng| (rng.next_u64() >> 32) % u64::from(EVERY) == 0)
 }
 
 impl LoadSample {
