@@ -8,9 +8,9 @@
 //! random draw per request, a short lock and a copy into a reused buffer
 //! per sampled one. (CockroachDB's load-based splitter samples keys the
 //! same way.) The draw is a per-thread xorshift step ([`crate::xorshift`]):
-//! `thread_rng`'s ChaCha cost 2% of a cached point read. A sample whose ring another
-//! thread holds is dropped rather than waited for: under that much load
-//! the next one comes at once.
+//! `thread_rng`'s ChaCha cost 2% of a cached point read. A sample whose
+//! ring another thread holds is dropped rather than waited for: under that
+//! much load the next one comes at once.
 
 use crate::counter::Counter;
 use parking_lot::Mutex;
