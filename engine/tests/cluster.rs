@@ -535,3 +535,79 @@ fn peek_row_of_a_missing_row_tells_how_far_the_gap_goes() {
     );
     bt.close().unwrap();
 }
+
+#[test]
+fn servers_count_the_bytes_they_write_to_their_log_and_to_sstables() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    // No merging compaction of its own: every file written stays until
+    // the major compaction asked for below.
+    let opts = Options {
+        memtable_bytes: 4 << 20,
+        sstable_target_bytes: 4 << 20,
+        split_bytes: 1 << 30,
+        merge_trigger: 100,
+        ..Options::default()
+    };
+    let bt = Bigtable::open(store.clone(), opts).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    let sizes = || -> std::collections::BTreeMap<String, u64> {
+        store
+            .list("sst/")
+            .unwrap()
+            .into_iter()
+            .filter_map(|n| Some((n.clone(), store.size(&n).ok()?)))
+            .collect()
+    };
+    let totals = |bt: &Bigtable| {
+        bt.server_reports().iter().fold((0, 0, 0), |(l, f, c), r| {
+            (l + r.log_bytes, f + r.flushed_bytes, c + r.compacted_bytes)
+        })
+    };
+    let write = |from: usize| {
+        let batch: Vec<RowMutation> = (from..from + 300)
+            .map(|i| RowMutation::new(format!("r{i:05}")).set("f", "q", format!("{i:0>200}")))
+            .collect();
+        bt.apply_batch("t", &batch, WriteOptions::default())
+            .unwrap();
+    };
+    let (log0, flushed0, compacted0) = totals(&bt);
+    let files0 = sizes();
+    write(0);
+    let (log1, _, _) = totals(&bt);
+    assert!(
+        log1 - log0 >= 300 * 200,
+        "the log took 300 values of 200 bytes: {} bytes",
+        log1 - log0
+    );
+    bt.flush().unwrap();
+    // The files new since the start are what the flushes wrote (METADATA's
+    // own included: its server counts them too).
+    let new_bytes = |before: &std::collections::BTreeMap<String, u64>| -> u64 {
+        sizes()
+            .iter()
+            .filter(|(n, _)| !before.contains_key(*n))
+            .map(|(_, s)| s)
+            .sum()
+    };
+    wait_for("the flushes counted", Duration::from_secs(30), || {
+        let (_, f, c) = totals(&bt);
+        f - flushed0 == new_bytes(&files0) && c == compacted0
+    });
+    assert!(new_bytes(&files0) > 0, "the flush wrote a file");
+    write(300);
+    bt.flush().unwrap();
+    assert!(bt.tablets("t").unwrap()[0].sstables >= 2);
+    let (_, _, compacted1) = totals(&bt);
+    let files1 = sizes();
+    bt.compact("t", true).unwrap();
+    wait_for(
+        "the major compaction counted",
+        Duration::from_secs(30),
+        || {
+            let (_, _, c) = totals(&bt);
+            bt.tablets("t").unwrap()[0].sstables == 1 && c - compacted1 == new_bytes(&files1)
+        },
+    );
+    assert!(totals(&bt).2 > compacted1, "the compaction wrote a file");
+    bt.close().unwrap();
+}

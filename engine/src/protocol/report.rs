@@ -27,6 +27,15 @@ pub struct ServerReport {
     pub merging_compactions: u64,
     /// Major compactions done.
     pub major_compactions: u64,
+    /// Bytes appended to its commit log.
+    #[serde(default)]
+    pub log_bytes: u64,
+    /// Bytes of SSTables its minor compactions wrote.
+    #[serde(default)]
+    pub flushed_bytes: u64,
+    /// Bytes of SSTables its merging and major compactions wrote.
+    #[serde(default)]
+    pub compacted_bytes: u64,
     /// Tablets split.
     pub splits: u64,
     /// Writes that waited for a memtable to be written out.
@@ -67,7 +76,7 @@ impl ServerReport {
         format!(
             "server={} state={} tablets={} memtable_bytes={} sstable_bytes={} requests={} \
              writes={} reads={} scans={} minor_compactions={} merging_compactions={} \
-             major_compactions={} splits={} stalls={} memory_flushes={} log_flushes={} \
+             major_compactions={} log_bytes={} flushed_bytes={} compacted_bytes={} splits={} stalls={} memory_flushes={} log_flushes={} \
              age_flushes={} loads={} unloads={} \
              recovery_bytes_read={} recovered_entries={} last_seq={} clock_raised={} \
              clock_raise_max_us={}",
@@ -83,6 +92,9 @@ impl ServerReport {
             self.minor_compactions,
             self.merging_compactions,
             self.major_compactions,
+            self.log_bytes,
+            self.flushed_bytes,
+            self.compacted_bytes,
             self.splits,
             self.stalls,
             self.memory_flushes,

@@ -238,6 +238,7 @@ pub(super) fn flush_imm(server: &TabletServer, s: &Served) -> Result<()> {
     };
     server.core.wait_sealed(&m);
     let outputs = write_memtable(server, s, &m)?;
+    let bytes = output_bytes(&outputs);
     let flushed = m.max_seq().max(t.flushed_seq.load(Ordering::Acquire));
     install(server, s, &[], outputs, flushed, |cur, files| {
         TabletVersion {
@@ -253,8 +254,17 @@ pub(super) fn flush_imm(server: &TabletServer, s: &Served) -> Result<()> {
         }
     })?;
     server.counters.flushes.fetch_add(1, Ordering::Relaxed);
+    server
+        .counters
+        .flushed_bytes
+        .fetch_add(bytes, Ordering::Relaxed);
     server.stall.release();
     delete_obsolete_logs(server)
+}
+
+/// Bytes of a compaction's output files.
+fn output_bytes(outputs: &[Arc<Sst>]) -> u64 {
+    outputs.iter().map(|o| o.meta.size).sum()
 }
 
 /// Records a compaction's result in METADATA and installs the new version.
@@ -449,6 +459,10 @@ fn rewrite_files(
         router,
         reporting(server, total, || filter.next_entry()),
     )?;
+    server
+        .counters
+        .compacted_bytes
+        .fetch_add(output_bytes(&outputs), Ordering::Relaxed);
     // Their records are durable before the cells go.
     let collected = filter.take_collected();
     if !collected.is_empty() {

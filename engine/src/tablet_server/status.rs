@@ -21,6 +21,10 @@ pub(super) struct Counters {
     pub(super) flushes: AtomicU64,
     pub(super) merges: AtomicU64,
     pub(super) majors: AtomicU64,
+    /// Bytes of SSTables written by minor compactions, and by merging and
+    /// major ones: with the log's bytes, what a write costs the store.
+    pub(super) flushed_bytes: AtomicU64,
+    pub(super) compacted_bytes: AtomicU64,
     pub(super) splits: AtomicU64,
     pub(super) stalls: AtomicU64,
     /// Memtables frozen early: for the memory budget, the log's length,
@@ -132,6 +136,9 @@ impl TabletStatus for TabletServer {
             minor_compactions: get(&c.flushes),
             merging_compactions: get(&c.merges),
             major_compactions: get(&c.majors),
+            log_bytes: self.core.log().stats().bytes,
+            flushed_bytes: get(&c.flushed_bytes),
+            compacted_bytes: get(&c.compacted_bytes),
             splits: get(&c.splits),
             stalls: get(&c.stalls),
             memory_flushes: get(&c.memory_freezes),

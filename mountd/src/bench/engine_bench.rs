@@ -7,7 +7,7 @@ use super::common::{
     VALUE_BYTES,
 };
 use super::workloads::{
-    fig6_suite, fill_random, Fig6, Fig6Results, KvResults, KvStore, Plan, ENGINE_MIN_READ,
+    fig6_suite_marked, fill_random, Fig6, Fig6Results, KvResults, KvStore, Plan, ENGINE_MIN_READ,
 };
 use anyhow::{Context, Result};
 use engine::schema::{FamilySchema, TableSchema};
@@ -160,6 +160,55 @@ pub struct EngineRun {
     pub fig6: Fig6Results,
     pub group_commit: GroupCommitProbe,
     pub status: Vec<String>,
+    /// What each write workload wrote to the store while it ran.
+    pub written: Vec<(Fig6, StoreWrites)>,
+}
+
+impl EngineRun {
+    /// What workload `w` wrote per operation (`{"log", "sstables"}`), if
+    /// it is a write workload.
+    fn written_json(&self, w: Fig6) -> Option<serde_json::Value> {
+        let (_, b) = self.written.iter().find(|(x, _)| *x == w)?;
+        Some(b.json(self.fig6.get(w)))
+    }
+}
+
+/// Bytes the tablet servers wrote to their commit logs and to SSTables
+/// (minor, merging and major compactions), summed over the servers.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StoreWrites {
+    pub log: u64,
+    pub sstables: u64,
+}
+
+impl StoreWrites {
+    fn now(db: &Bigtable) -> StoreWrites {
+        db.server_reports()
+            .iter()
+            .fold(StoreWrites::default(), |t, r| StoreWrites {
+                log: t.log + r.log_bytes,
+                sstables: t.sstables + r.flushed_bytes + r.compacted_bytes,
+            })
+    }
+
+    fn since(self, before: StoreWrites) -> StoreWrites {
+        StoreWrites {
+            log: self.log.saturating_sub(before.log),
+            sstables: self.sstables.saturating_sub(before.sstables),
+        }
+    }
+
+    /// Per operation of `m`, as JSON fields of the workload.
+    fn json(self, m: &Measured) -> serde_json::Value {
+        let per = |b: u64| {
+            if m.ops == 0 {
+                serde_json::Value::Null
+            } else {
+                serde_json::json!((b as f64 / m.ops as f64).round())
+            }
+        };
+        serde_json::json!({ "log": per(self.log), "sstables": per(self.sstables) })
+    }
 }
 
 /// Runs the six workloads on a fresh engine in `dir` over `kind`.
@@ -205,24 +254,33 @@ fn run_engine_with(
         let rand = EngineTable::create(&db, "rand", false, args.sync)?;
         let mem = EngineTable::create(&db, "mem", true, args.sync)?;
         let before = db.group_commit_stats();
-        let fig6 = fig6_suite(&seq, &rand, &mem, reading(args.plan))?;
+        let mut written = Vec::new();
+        let mut last = StoreWrites::now(&db);
+        let fig6 = fig6_suite_marked(&seq, &rand, &mem, reading(args.plan), &mut |w| {
+            let now = StoreWrites::now(&db);
+            if let Some(w @ (Fig6::SeqWrite | Fig6::RandWrite)) = w {
+                written.push((w, now.since(last)));
+            }
+            last = now;
+        })?;
         let after = db.group_commit_stats();
         let batches = after.batches.saturating_sub(before.batches);
         if batches > 0 {
             group_commit.workload_mean_batch =
                 after.items.saturating_sub(before.items) as f64 / batches as f64;
         }
-        Ok::<_, anyhow::Error>((fig6, group_commit))
+        Ok::<_, anyhow::Error>((fig6, group_commit, written))
     })();
     let status = db.status();
     if let Err(e) = db.close() {
         eprintln!("warning: closing the engine: {e}");
     }
-    let (fig6, group_commit) = result?;
+    let (fig6, group_commit, written) = result?;
     Ok(EngineRun {
         fig6,
         group_commit,
         status,
+        written,
     })
 }
 
@@ -709,6 +767,9 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
             o.insert("fjall".into(), peer_json(&peers.fjall, w));
             o.insert("vs_fjall".into(), json_ratio(ours_rate, fj));
             o.insert("vs_best_peer".into(), json_ratio(ours_rate, best));
+            if let Some(b) = first.written_json(w) {
+                o.insert("written_per_op".into(), b);
+            }
         }
         workloads.insert(w.key().into(), j);
     }
@@ -762,6 +823,9 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
                 o.insert("vs_rocksdb".into(), json_ratio(rate, rk));
                 o.insert("vs_fjall".into(), json_ratio(rate, fj));
                 o.insert("vs_best_peer".into(), json_ratio(rate, best));
+                if let Some(b) = r.written_json(w) {
+                    o.insert("written_per_op".into(), b);
+                }
             }
             per.insert(w.key().into(), j);
         }
@@ -772,6 +836,24 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
     }
     let mut probes = serde_json::Map::new();
     for (kind, r) in &runs {
+        let per_write: Vec<String> = r
+            .written
+            .iter()
+            .map(|(w, b)| {
+                let ops = r.fig6.get(*w).ops.max(1) as f64;
+                format!(
+                    "{} log {:.0} B, SSTables {:.0} B",
+                    w.label(),
+                    b.log as f64 / ops,
+                    b.sstables as f64 / ops
+                )
+            })
+            .collect();
+        println!(
+            "{}: written to the store per write: {}",
+            kind.label(),
+            per_write.join("; ")
+        );
         println!("{}: {}", kind.label(), r.group_commit.line());
         probes.insert(kind.label().into(), r.group_commit.json());
     }
