@@ -35,6 +35,7 @@ mod power;
 #[path = "power_hooks_off.rs"]
 mod power;
 mod requests;
+mod shared_map;
 mod sysio;
 mod uring;
 mod zeros;

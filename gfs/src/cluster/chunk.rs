@@ -23,7 +23,7 @@
 //! of the replica: a process killed mid-append leaves the old length, never
 //! half a record. (An unsynced append to a log's chunk stores its entries
 //! through a mapping of the header once its data is written, in the same
-//! order: see `header_map.rs`.)
+//! order: see `shared_map.rs`.)
 //!
 //! That last write overwrites the entry of a block that may already hold
 //! synced data. Before an fdatasync the kernel may write back the pages of a

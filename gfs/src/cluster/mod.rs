@@ -32,7 +32,6 @@ mod coding;
 mod direct;
 mod fds;
 mod gate;
-mod header_map;
 mod lease;
 mod maintenance;
 mod master;

@@ -15,7 +15,7 @@ use super::chunk::{
     self, AppendSums, EncodedSums, Entry, Layout, Superblock, TailSlot, BLOCK, SLOT_LEN, SUPER_LEN,
 };
 use super::gate::Gate;
-use super::header_map::HeaderMap;
+use crate::shared_map::SharedMap;
 use parking_lot::{Mutex, RwLock};
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -70,11 +70,11 @@ pub(crate) struct Replica {
     /// its last page end (see `direct.rs`).
     zeroed_to: AtomicU64,
     /// For a log's last chunk: its header mapped, for the checksum entries
-    /// of unsynced appends (see `header_map.rs`). Changed under `io_lock`.
-    header: Mutex<Option<HeaderMap>>,
+    /// of unsynced appends (see `shared_map.rs`). Changed under `io_lock`.
+    header: Mutex<Option<SharedMap>>,
     /// For a log's last chunk: the zeros ahead of its data mapped, for the
     /// data of unsynced appends. Changed under `io_lock`.
-    window: Mutex<Option<HeaderMap>>,
+    window: Mutex<Option<SharedMap>>,
 }
 
 /// How an append is written to a replica.
@@ -311,7 +311,7 @@ impl Replica {
     fn map_header(&self, file: &File) -> bool {
         let mut h = self.header.lock();
         if h.is_none() && !crate::power::covers(file) {
-            *h = HeaderMap::of(file, self.layout.data_off);
+            *h = SharedMap::of(file, self.layout.data_off);
         }
         h.is_some()
     }
@@ -364,7 +364,7 @@ impl Replica {
             // SAFETY: the file holds `[at, end)` (just checked), and is cut
             // only by `cut_zeros`, which drops this mapping first under the
             // I/O lock the caller holds, and by a load, before any mapping.
-            *window = unsafe { HeaderMap::range(file, at, end - at) };
+            *window = unsafe { SharedMap::range(file, at, end - at) };
         }
         let stored = window.as_mut().is_some_and(|m| m.store_all(at, bufs));
         drop(window);

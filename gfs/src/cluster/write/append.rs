@@ -249,7 +249,7 @@ pub(super) fn mutate(
         .collect();
     // An unsynced log append stores its entries through each replica's
     // header map once the data is written, and where it fits in the
-    // zeros ahead, its data too: no system call (see `header_map.rs`).
+    // zeros ahead, its data too: no system call (see `shared_map.rs`).
     let mapped: Vec<bool> = opens
         .iter()
         .take(written.len())

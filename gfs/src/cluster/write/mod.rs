@@ -18,7 +18,7 @@
 //! replica a linked chain of data write, checksum writes and (for a synced
 //! append) fdatasync. An unsynced append to a log that falls inside the
 //! zeros its replicas keep ahead is instead stored into their mapped pages,
-//! data then entries (see `header_map.rs`): no system call at all. A replica that fails is dropped and the chunk's version
+//! data then entries (see `shared_map.rs`): no system call at all. A replica that fails is dropped and the chunk's version
 //! is bumped on the others, so the failed one is stale from then on; the
 //! append succeeds if any replica took it. The record is acknowledged only
 //! once it is on every current replica, which is why a retry is not needed

@@ -1,37 +1,38 @@
-//! The parts of a log chunk replica that unsynced appends store into
-//! instead of writing: its header (superblock and checksum table) and the
-//! window of zeros written ahead of its data (see `zeros.rs`), mapped
-//! shared and writable.
+//! Ranges of a file mapped shared and writable, which unsynced log appends
+//! store into instead of writing: a chunk replica's header (superblock and
+//! checksum table) and, on both stores, the window of zeros written ahead of
+//! a log's data (see `zeros.rs`).
 //!
-//! An unsynced append to a replica is two writes: its data, then the
-//! checksum entry that makes it part of the replica (see `chunk.rs`). On
-//! three replicas that is six system calls per append, and each buffered
-//! `pwrite` of a small record costs far more than copying its bytes (ext4
-//! walks its write path for every call: about 1.3-1.4 µs for 1000 bytes,
-//! against 0.17 µs per replica for a store into a mapped page, measured
-//! here). Through a shared mapping the data and the entry are stores into
-//! the same page-cache pages: they survive a `kill -9` as the `pwrite`s
-//! did, an fdatasync of the file writes them, and reads of the file see
-//! them. Only the replicas of a log's last chunk are mapped (a few per
-//! server), and only while it takes appends; the data window covers the
-//! zeros of one renewal (about a megabyte), so a server's mapped pages
-//! stay a few megabytes. A sync unmaps the data window first (see
-//! `Replica::unmap_window`): writeback write-protects each mapped dirty
-//! page with a TLB shootdown of its own.
+//! Each buffered `pwrite` of a small record costs far more than copying its
+//! bytes (ext4 walks its write path for every call: about 1.3-1.4 µs for
+//! 1000 bytes, against 0.17 µs for a store into a mapped page, measured
+//! here); an unsynced append to a chunk replica is two of them (its data,
+//! then the checksum entry that makes it part of the replica, see
+//! `cluster/chunk.rs`), six on three replicas. Through a shared mapping the
+//! bytes are stores into the same page-cache pages: they survive a `kill -9`
+//! as the `pwrite`s did, an fdatasync of the file writes them, and reads of
+//! the file see them. (A `kill -9` in the middle of a store can leave part
+//! of a record, never acknowledged: the log's reader drops it as a torn
+//! tail or a damaged block, as after a machine crash.) Only a log's last
+//! file (or chunk replica) is mapped, only while it takes appends, and the
+//! data window covers the zeros of one renewal (about a megabyte), so a
+//! server's mapped pages stay a few megabytes. A sync unmaps the data window
+//! first: writeback write-protects each mapped dirty page with a TLB
+//! shootdown of its own, where one unmap flushes them all.
 
 use std::fs::File;
 
-/// A range of a replica file, mapped shared and writable.
-pub(crate) struct HeaderMap {
+/// A range of a file, mapped shared and writable.
+pub(crate) struct SharedMap {
     map: memmap2::MmapMut,
     /// File offset of the mapping's first byte.
     off: u64,
 }
 
-impl HeaderMap {
+impl SharedMap {
     /// Maps the header of `file`, which is at least `len` bytes long;
     /// `None` if the system refuses (appends then write their entries).
-    pub(crate) fn of(file: &File, len: u64) -> Option<HeaderMap> {
+    pub(crate) fn of(file: &File, len: u64) -> Option<SharedMap> {
         // SAFETY: a replica file is created with its whole header and is
         // never cut below it (a load or a close cuts only data), so every
         // page of the mapping lies inside the file for the mapping's life.
@@ -47,7 +48,7 @@ impl HeaderMap {
     /// The file must hold the whole range, and must not be cut below its
     /// end for as long as the mapping lives: a store past the end of the
     /// file kills the process (`SIGBUS`).
-    pub(crate) unsafe fn range(file: &File, off: u64, len: u64) -> Option<HeaderMap> {
+    pub(crate) unsafe fn range(file: &File, off: u64, len: u64) -> Option<SharedMap> {
         let page = page_size();
         let start = off - off % page;
         let len = usize::try_from(off + len - start).ok().filter(|&l| l > 0)?;
@@ -60,9 +61,9 @@ impl HeaderMap {
                 .map_mut(file)
         };
         match map {
-            Ok(map) => Some(HeaderMap { map, off: start }),
+            Ok(map) => Some(SharedMap { map, off: start }),
             Err(e) => {
-                log::debug!("mapping {len} bytes of a replica at {start}: {e}; writing instead");
+                log::debug!("mapping {len} bytes of a file at {start}: {e}; writing instead");
                 None
             }
         }
@@ -118,7 +119,7 @@ mod tests {
             .open(&path)
             .unwrap();
         f.write_all(&[0u8; 8192]).unwrap();
-        let mut m = HeaderMap::of(&f, 4096).unwrap();
+        let mut m = SharedMap::of(&f, 4096).unwrap();
         assert!(m.store(100, b"entry"));
         assert!(!m.store(4094, b"past"));
         let mut got = [0u8; 5];
@@ -142,7 +143,7 @@ mod tests {
             .unwrap();
         f.write_all_at(&[0u8; 3 * 4096], 0).unwrap();
         // SAFETY: the file holds the range and is not cut in this test.
-        let mut m = unsafe { HeaderMap::range(&f, 5000, 6000) }.unwrap();
+        let mut m = unsafe { SharedMap::range(&f, 5000, 6000) }.unwrap();
         assert!(m.covers(4096, 10) && m.covers(10_990, 10));
         assert!(!m.covers(4000, 10) && !m.covers(10_995, 10));
         assert!(m.store_all(6000, &[b"ab", b"", b"cd"]));
