@@ -228,9 +228,22 @@ pub fn stacked(files: &[&SstMeta]) -> usize {
 
 /// Whether a locality group's files call for a merging compaction: more
 /// than `trigger` of them stacked on one key, or so many files that even
-/// disjoint ones cost more open tables and index memory than a rewrite.
-pub fn needs_merge(files: &[&SstMeta], trigger: usize) -> bool {
-    files.len() > trigger.saturating_mul(4) || stacked(files) > trigger
+/// disjoint ones cost more open tables and index memory than a rewrite,
+/// where a rewrite into files of `target_bytes` leaves at most half as
+/// many. Files already about that size stay as they are: a tablet that
+/// cannot split (one huge row, or options whose split size passes
+/// `4 × trigger` files) rewrote all of them, again and again.
+pub fn needs_merge(files: &[&SstMeta], trigger: usize, target_bytes: u64) -> bool {
+    stacked(files) > trigger
+        || (files.len() > trigger.saturating_mul(4) && merge_halves(files, target_bytes))
+}
+
+/// Whether rewriting `files` into files of `target_bytes` would leave at
+/// most half as many.
+fn merge_halves(files: &[&SstMeta], target_bytes: u64) -> bool {
+    let bytes: u64 = files.iter().map(|f| f.size).sum();
+    let after = bytes.div_ceil(target_bytes.max(1)).max(1);
+    files.len() as u64 >= 2 * after
 }
 
 #[cfg(test)]
@@ -270,11 +283,47 @@ mod tests {
             .map(|i| meta(&[b'a', i, 0], &[b'a', i, 9]))
             .collect();
         let seq_refs: Vec<&SstMeta> = seq.iter().collect();
-        assert!(!needs_merge(&seq_refs, 3), "10 disjoint files, trigger 3");
-        assert!(needs_merge(&seq_refs, 2), "10 files > 4 x trigger 2");
+        // Each file 0 bytes: a rewrite leaves one.
+        assert!(
+            !needs_merge(&seq_refs, 3, 100),
+            "10 disjoint files, trigger 3"
+        );
+        assert!(needs_merge(&seq_refs, 2, 100), "10 files > 4 x trigger 2");
         let random: Vec<SstMeta> = (0..4).map(|_| meta(b"a", b"z")).collect();
-        assert!(needs_merge(&random.iter().collect::<Vec<_>>(), 3));
-        assert!(!needs_merge(&random[..3].iter().collect::<Vec<_>>(), 3));
+        assert!(needs_merge(&random.iter().collect::<Vec<_>>(), 3, 100));
+        assert!(!needs_merge(
+            &random[..3].iter().collect::<Vec<_>>(),
+            3,
+            100
+        ));
+    }
+
+    #[test]
+    fn many_disjoint_files_of_the_target_size_are_left_alone() {
+        let sized = |size: u64| -> Vec<SstMeta> {
+            (0u8..10)
+                .map(|i| SstMeta {
+                    size,
+                    ..meta(&[b'a', i, 0], &[b'a', i, 9])
+                })
+                .collect()
+        };
+        // Full files: a rewrite leaves ten again (and was done forever).
+        let full = sized(100);
+        assert!(!needs_merge(&full.iter().collect::<Vec<_>>(), 2, 100));
+        let most = sized(60);
+        assert!(!needs_merge(&most.iter().collect::<Vec<_>>(), 2, 100));
+        // Small ones: five of them fit in one.
+        let small = sized(20);
+        assert!(needs_merge(&small.iter().collect::<Vec<_>>(), 2, 100));
+        // Stacked files are merged whatever their size.
+        let stacked: Vec<SstMeta> = (0..4)
+            .map(|_| SstMeta {
+                size: 100,
+                ..meta(b"a", b"z")
+            })
+            .collect();
+        assert!(needs_merge(&stacked.iter().collect::<Vec<_>>(), 3, 100));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::commit::freeze;
 use super::pressure::{self, delete_obsolete_logs};
 use super::{Served, TabletServer};
 use crate::client::Client;
-use crate::compaction::{needs_merge, sst_name, write_outputs, OutputCtx, Router};
+use crate::compaction::{needs_merge, sst_name, stacked, write_outputs, OutputCtx, Router};
 use crate::compaction_filter::CompactionFilter;
 use crate::concat;
 use crate::env::now_micros;
@@ -97,6 +97,7 @@ fn run_one_job(server: &TabletServer, key: &str) -> Result<bool> {
     }
     // 3. Merging compactions of groups with too many files on one key.
     let trigger = server.env.opts.merge_trigger;
+    let target = server.env.opts.sstable_target_bytes;
     for s in &all {
         let v = s.tablet.version();
         let mut per_group: BTreeMap<&str, Vec<&SstMeta>> = BTreeMap::new();
@@ -108,7 +109,7 @@ fn run_one_job(server: &TabletServer, key: &str) -> Result<bool> {
         }
         if let Some((g, _)) = per_group
             .iter()
-            .find(|(_, files)| needs_merge(files, trigger))
+            .find(|(_, files)| needs_merge(files, trigger, target))
         {
             let g = g.to_string();
             if let Some(_c) = s.tablet.try_claim() {
@@ -355,21 +356,30 @@ pub(super) fn record_as(
     client.write_metadata(&key, mutations, Some(&server.lease.sequencer))
 }
 
-/// Merging compaction of the newest files of one locality group.
+/// Merging compaction of one locality group: of its newest files where
+/// they stack up on one key, else (too many files) of all of them, so
+/// that the merge leaves fewer (the newest few could be full-size files
+/// that a merge writes out again as many).
 fn merge_group(server: &TabletServer, s: &Served, group: &str) -> Result<()> {
     let v = s.tablet.version();
-    let take = server.env.opts.merge_trigger / 2 + 1;
+    let trigger = server.env.opts.merge_trigger;
     let in_group: Vec<Arc<Sst>> = v
         .files
         .iter()
         .filter(|f| f.meta.group == group)
         .cloned()
         .collect();
-    if in_group.len() <= take || in_group.len() == v.files.len() {
+    let metas: Vec<&SstMeta> = in_group.iter().map(|f| &f.meta).collect();
+    let take = if stacked(&metas) > trigger {
+        trigger / 2 + 1
+    } else {
+        in_group.len()
+    };
+    let inputs: Vec<Arc<Sst>> = in_group.into_iter().take(take).collect();
+    if inputs.len() == v.files.len() {
         // Merging every file is a major compaction: do that instead.
         return major_compact(server, s);
     }
-    let inputs: Vec<Arc<Sst>> = in_group.into_iter().take(take).collect();
     let router = Router::fixed(&s.table.schema(), group);
     rewrite_files(server, s, &inputs, false, &router)?;
     server.counters.merges.fetch_add(1, Ordering::Relaxed);
