@@ -30,17 +30,6 @@ pub(crate) struct SharedMap {
 }
 
 impl SharedMap {
-    /// Maps the header of `file`, which is at least `len` bytes long;
-    /// `None` if the system refuses (appends then write their entries).
-    pub(crate) fn of(file: &File, len: u64) -> Option<SharedMap> {
-        // SAFETY: a replica file is created with its whole header and is
-        // never cut below it (a load or a close cuts only data), so every
-        // page of the mapping lies inside the file for the mapping's life.
-        // The bytes are only written through `store`, under the replica's
-        // I/O lock, as `pwrite`s of the same bytes would be.
-        unsafe { Self::range(file, 0, len) }
-    }
-
     /// Maps `len` bytes of `file` from `off` (rounded down to a page).
     ///
     /// # Safety
@@ -119,7 +108,8 @@ mod tests {
             .open(&path)
             .unwrap();
         f.write_all(&[0u8; 8192]).unwrap();
-        let mut m = SharedMap::of(&f, 4096).unwrap();
+        // SAFETY: the file holds 8192 bytes and is not cut while mapped.
+        let mut m = unsafe { SharedMap::range(&f, 0, 4096) }.unwrap();
         assert!(m.store(100, b"entry"));
         assert!(!m.store(4094, b"past"));
         let mut got = [0u8; 5];

@@ -198,16 +198,21 @@ impl StoreWrites {
         }
     }
 
-    /// Per operation of `m`, as JSON fields of the workload.
+    /// Bytes of log and of SSTables per operation of `m` (None if it ran
+    /// none).
+    fn per_op(self, m: &Measured) -> Option<(f64, f64)> {
+        let ops = (m.ops > 0).then_some(m.ops as f64)?;
+        Some((self.log as f64 / ops, self.sstables as f64 / ops))
+    }
+
+    /// [`StoreWrites::per_op`] as JSON fields of the workload.
     fn json(self, m: &Measured) -> serde_json::Value {
-        let per = |b: u64| {
-            if m.ops == 0 {
-                serde_json::Value::Null
-            } else {
-                serde_json::json!((b as f64 / m.ops as f64).round())
+        match self.per_op(m) {
+            Some((log, sstables)) => {
+                serde_json::json!({ "log": log.round(), "sstables": sstables.round() })
             }
-        };
-        serde_json::json!({ "log": per(self.log), "sstables": per(self.sstables) })
+            None => serde_json::json!({ "log": null, "sstables": null }),
+        }
     }
 }
 
@@ -839,14 +844,12 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
         let per_write: Vec<String> = r
             .written
             .iter()
-            .map(|(w, b)| {
-                let ops = r.fig6.get(*w).ops.max(1) as f64;
-                format!(
-                    "{} log {:.0} B, SSTables {:.0} B",
-                    w.label(),
-                    b.log as f64 / ops,
-                    b.sstables as f64 / ops
-                )
+            .filter_map(|(w, b)| {
+                let (log, sstables) = b.per_op(r.fig6.get(*w))?;
+                Some(format!(
+                    "{} log {log:.0} B, SSTables {sstables:.0} B",
+                    w.label()
+                ))
             })
             .collect();
         println!(

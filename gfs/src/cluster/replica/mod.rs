@@ -311,7 +311,13 @@ impl Replica {
     fn map_header(&self, file: &File) -> bool {
         let mut h = self.header.lock();
         if h.is_none() && !crate::power::covers(file) {
-            *h = SharedMap::of(file, self.layout.data_off);
+            // SAFETY: a replica file is created with its whole header and
+            // is never cut below it (a load or a close cuts only data), so
+            // every page of the mapping lies inside the file for the
+            // mapping's life. The bytes are only written through `store`,
+            // under the replica's I/O lock, as `pwrite`s of them would be.
+            // `None` if the system refuses: appends then write their entries.
+            *h = unsafe { SharedMap::range(file, 0, self.layout.data_off) };
         }
         h.is_some()
     }
