@@ -611,3 +611,39 @@ fn servers_count_the_bytes_they_write_to_their_log_and_to_sstables() {
     assert!(totals(&bt).2 > compacted1, "the compaction wrote a file");
     bt.close().unwrap();
 }
+
+#[test]
+fn files_cut_below_a_block_leave_a_merge_nothing_to_do() {
+    // A target under the 64 KiB block: files were cut by their pending
+    // block's raw bytes, at a fraction of the target once compressed, so
+    // the merge that judged them by stored bytes rewrote them forever.
+    let target = 16 << 10;
+    let opts = Options {
+        memtable_bytes: 256 << 10,
+        sstable_target_bytes: target,
+        split_bytes: 1 << 30,
+        merge_trigger: 2,
+        ..Options::default()
+    };
+    let bt = Bigtable::open(Arc::new(gfs::MemStore::new()), opts).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    for chunk in 0..8 {
+        let batch: Vec<RowMutation> = (chunk * 500..chunk * 500 + 500)
+            .map(|i| RowMutation::new(format!("r{i:06}")).set("f", "q", format!("{i:0>400}")))
+            .collect();
+        bt.apply_batch("t", &batch, WriteOptions::default())
+            .unwrap();
+    }
+    bt.flush().unwrap();
+    bt.compact("t", true).unwrap();
+    let t = &bt.tablets("t").unwrap()[0];
+    // Each file but the last holds at least the target's stored bytes, so
+    // a rewrite could not leave fewer than half as many.
+    assert!(
+        t.sstables as u64 <= t.sstable_bytes.div_ceil(target) + 1,
+        "{} files of {} bytes in all, target {target}",
+        t.sstables,
+        t.sstable_bytes
+    );
+    bt.close().unwrap();
+}

@@ -75,6 +75,14 @@ pub trait FileStore: Send + Sync + 'static {
     fn open(&self, name: &str) -> Result<Arc<dyn ReadableFile>>;
     /// Deletes a file. Open readers may keep reading it.
     fn delete(&self, name: &str) -> Result<()>;
+    /// Deletes files nothing refers to any more (a collector's sweep);
+    /// returns each one's result, in order. A deletion a crash undoes
+    /// leaves a file that is still unused and is swept again, so a store
+    /// need not make each one durable before the next: a local disk syncs
+    /// each directory once for the whole batch.
+    fn delete_unused(&self, names: &[String]) -> Vec<Result<()>> {
+        names.iter().map(|n| self.delete(n)).collect()
+    }
     /// Atomically renames `from` to `to`, replacing `to` if it exists.
     fn rename(&self, from: &str, to: &str) -> Result<()>;
     /// Durably writes a small file whole, atomically replacing any file of

@@ -97,6 +97,15 @@ impl Inner {
         self.io.sync(&f, false).map_err(|e| Error::io(name, e))
     }
 
+    /// Removes a file's name, its directory not yet synced; returns its path.
+    fn unlink(&self, name: &str) -> Result<PathBuf> {
+        validate(name)?;
+        let path = self.path(name);
+        crate::power::namespace(&path).map_err(|e| Error::io(name, e))?;
+        fs::remove_file(&path).map_err(|e| fail(name, e))?;
+        Ok(path)
+    }
+
     fn sync_dirs(&self, dirs: &mut Vec<PathBuf>, name: &str) -> Result<()> {
         while let Some(dir) = dirs.last() {
             self.sync_dir(dir, name)?;
@@ -309,14 +318,38 @@ impl FileStore for LocalStore {
     }
 
     fn delete(&self, name: &str) -> Result<()> {
-        validate(name)?;
-        let path = self.inner.path(name);
-        crate::power::namespace(&path).map_err(|e| Error::io(name, e))?;
-        fs::remove_file(&path).map_err(|e| fail(name, e))?;
+        let path = self.inner.unlink(name)?;
         match path.parent() {
             Some(parent) => self.inner.sync_dir(parent, name),
             None => Ok(()),
         }
+    }
+
+    fn delete_unused(&self, names: &[String]) -> Vec<Result<()>> {
+        let mut results = Vec::with_capacity(names.len());
+        let mut dirs: Vec<(PathBuf, Vec<usize>)> = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            match self.inner.unlink(name) {
+                Ok(path) => {
+                    if let Some(parent) = path.parent() {
+                        match dirs.iter_mut().find(|(d, _)| d == parent) {
+                            Some((_, at)) => at.push(i),
+                            None => dirs.push((parent.to_path_buf(), vec![i])),
+                        }
+                    }
+                    results.push(Ok(()));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        for (dir, at) in dirs {
+            if let Err(e) = self.inner.sync_dir(&dir, &names[at[0]]) {
+                for i in at {
+                    results[i] = Err(Error::io(&names[i], io::Error::other(e.to_string())));
+                }
+            }
+        }
+        results
     }
 
     fn rename(&self, from: &str, to: &str) -> Result<()> {
@@ -617,6 +650,35 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = LocalStore::open_with(dir.path().join("data"), mode).unwrap();
         (dir, s)
+    }
+
+    #[test]
+    fn unused_files_are_deleted_in_one_batch() {
+        let (_d, s) = store(IoMode::Syscall);
+        for name in ["sst/1.sst", "sst/2.sst", "logs/a/1.log"] {
+            s.create(name).unwrap().append_sync(&[b"x"]).unwrap();
+        }
+        let names: Vec<String> = [
+            "sst/1.sst",
+            "sst/9.sst",
+            "logs/a/1.log",
+            "sst/2.sst",
+            "../x",
+        ]
+        .map(String::from)
+        .into();
+        let results = s.delete_unused(&names);
+        assert_eq!(results.len(), names.len());
+        assert!(results[0].is_ok() && results[2].is_ok() && results[3].is_ok());
+        assert!(
+            matches!(results[1], Err(Error::NotFound(_))),
+            "{:?}",
+            results[1]
+        );
+        assert!(results[4].is_err(), "a bad name is refused");
+        for name in ["sst/1.sst", "sst/2.sst", "logs/a/1.log"] {
+            assert!(!s.exists(name).unwrap(), "{name} is gone");
+        }
     }
 
     #[test]

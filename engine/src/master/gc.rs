@@ -15,6 +15,9 @@ use crate::Result;
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 
+/// Unused files deleted between two looks at whether the master stops.
+const SWEEP_BATCH: usize = 256;
+
 impl Master {
     /// One collection now, between the main loop's rounds.
     pub(crate) fn collect_now(&self) -> Result<()> {
@@ -72,14 +75,24 @@ impl Master {
             in_flight.extend(s.files_in_flight()?);
         }
         live.extend(crate::snapshot::live_files(&**store)?);
-        for name in names {
-            match sst_number(&name) {
-                Some(n) if live.contains(&n) || in_flight.contains(&n) => {}
-                _ => match store.delete(&name) {
+        let unused: Vec<String> = names
+            .into_iter()
+            .filter(|name| {
+                !sst_number(name).is_some_and(|n| live.contains(&n) || in_flight.contains(&n))
+            })
+            .collect();
+        // In batches, so that a master told to stop does not first sweep a
+        // backlog of thousands of files.
+        for batch in unused.chunks(SWEEP_BATCH) {
+            if self.is_stopped() {
+                return Ok(());
+            }
+            for (name, result) in batch.iter().zip(store.delete_unused(batch)) {
+                match result {
                     Ok(()) | Err(gfs::Error::NotFound(_)) => {
                         // Its cached blocks may hold the file mapped, and
                         // with it the disk space it took.
-                        if let Some(n) = sst_number(&name) {
+                        if let Some(n) = sst_number(name) {
                             self.env.block_cache.evict_file(n);
                         }
                         self.counters
@@ -87,7 +100,7 @@ impl Master {
                             .fetch_add(1, Ordering::Relaxed);
                     }
                     Err(e) => log::warn!("could not delete unused {name}: {e}"),
-                },
+                }
             }
         }
         let mut dirs: HashSet<String> = HashSet::new();

@@ -119,6 +119,8 @@ pub struct TableBuilder {
     record_timestamps: bool,
     raw_key_bytes: u64,
     raw_value_bytes: u64,
+    /// Data blocks' bytes before compression, of those written so far.
+    raw_block_bytes: u64,
     bloom: Option<BloomBuilder>,
     last_row: Vec<u8>,
     last_column: Vec<u8>,
@@ -160,6 +162,7 @@ impl TableBuilder {
             record_timestamps: true,
             raw_key_bytes: 0,
             raw_value_bytes: 0,
+            raw_block_bytes: 0,
             bloom,
             last_row: Vec::new(),
             last_column: Vec::new(),
@@ -250,10 +253,23 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// Bytes written so far plus the block being built: compactions cut output
-    /// files when this reaches their target size.
+    /// Stored bytes so far plus the block being built, at the ratio the
+    /// written blocks were stored at (nothing before the first is written):
+    /// compactions cut output files when this reaches their target size.
+    /// Stored, not raw, because merges judge how many files a rewrite
+    /// leaves by stored sizes: a pending block counted raw cut files at a
+    /// fraction of a target smaller than a block, and merging such files
+    /// wrote as many again, forever.
     pub fn estimated_size(&self) -> u64 {
-        self.writer.offset + self.data_block.size_estimate() as u64
+        let stored = self.writer.offset;
+        let pending = self.data_block.size_estimate() as u64;
+        match self.raw_block_bytes {
+            0 => stored,
+            raw => stored.saturating_add(
+                u64::try_from(u128::from(pending) * u128::from(stored) / u128::from(raw))
+                    .unwrap_or(u64::MAX),
+            ),
+        }
     }
 
     /// Entries added so far.
@@ -275,9 +291,9 @@ impl TableBuilder {
             // Possibly the only block: remember its middle key while it is raw.
             self.single_block_mid = middle_entry_key(self.data_block.finish());
         }
-        let res = self
-            .writer
-            .write_data(self.data_block.finish(), self.opts.compression);
+        let block = self.data_block.finish();
+        self.raw_block_bytes += block.len() as u64;
+        let res = self.writer.write_data(block, self.opts.compression);
         self.data_block.reset();
         match res {
             Ok(handle) => {
