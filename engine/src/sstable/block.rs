@@ -270,6 +270,10 @@ pub struct BlockIter {
     /// Offset of the next entry to decode.
     next_off: usize,
     key: SmallVec<[u8; 64]>,
+    /// The key is restart `at_restart`'s, read from the restart index where
+    /// it lies rather than copied into `key` (a point read lands on a
+    /// restart and copies nothing).
+    key_in_index: bool,
     value_off: usize,
     value_len: usize,
     valid: bool,
@@ -288,6 +292,7 @@ impl BlockIter {
             block,
             next_off: 0,
             key: SmallVec::new(),
+            key_in_index: false,
             value_off: 0,
             value_len: 0,
             valid: false,
@@ -300,12 +305,14 @@ impl BlockIter {
         self.block = block;
         self.next_off = 0;
         self.valid = false;
+        self.key_in_index = false;
         self.at_restart = NOT_AT_RESTART;
     }
 
     /// Drops the position (the iterator becomes invalid), keeping the block.
     pub fn clear(&mut self) {
         self.valid = false;
+        self.key_in_index = false;
         self.at_restart = NOT_AT_RESTART;
         self.next_off = self.block.restarts_off;
     }
@@ -317,6 +324,7 @@ impl BlockIter {
 
     fn seek_to_restart(&mut self, i: usize) {
         self.key.clear();
+        self.key_in_index = false;
         self.valid = false;
         self.at_restart = NOT_AT_RESTART;
         self.next_off = self.block.restart(i).unwrap_or(self.block.restarts_off);
@@ -330,8 +338,7 @@ impl BlockIter {
         let Some(&e) = b.restart_entries.get(i).filter(|_| b.restarts_off != 0) else {
             return false;
         };
-        self.key.clear();
-        self.key.extend_from_slice(b.restart_keys.key(i));
+        self.key_in_index = true;
         self.value_off = e.value as usize;
         self.value_len = e.next_off() - self.value_off;
         self.next_off = e.next_off();
@@ -341,6 +348,13 @@ impl BlockIter {
     }
 
     fn parse_next(&mut self) -> Result<()> {
+        if self.key_in_index {
+            // Stepping off a restart's entry: its key is the next one's base.
+            self.key.clear();
+            self.key
+                .extend_from_slice(self.block.restart_keys.key(self.at_restart));
+            self.key_in_index = false;
+        }
         self.at_restart = NOT_AT_RESTART;
         let pos = self.next_off;
         if pos >= self.block.restarts_off {
@@ -378,7 +392,11 @@ impl InternalIterator for BlockIter {
     }
 
     fn key(&self) -> &[u8] {
-        &self.key
+        if self.key_in_index {
+            self.block.restart_keys.key(self.at_restart)
+        } else {
+            &self.key
+        }
     }
 
     fn value(&self) -> &[u8] {
@@ -433,6 +451,7 @@ impl InternalIterator for BlockIter {
                     None => (b.restarts_off, true),
                 };
                 self.key.clear();
+                self.key_in_index = false;
                 if !fresh {
                     self.key.extend_from_slice(b.restart_keys.key(before));
                 }
@@ -441,7 +460,7 @@ impl InternalIterator for BlockIter {
         }
         loop {
             self.parse_next()?;
-            if !self.valid || self.key.as_slice() >= target {
+            if !self.valid || self.key() >= target {
                 return Ok(());
             }
         }
