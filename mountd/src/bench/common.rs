@@ -191,7 +191,8 @@ pub fn default_base_dir() -> PathBuf {
 #[derive(Debug, Clone)]
 pub struct Measured {
     pub ops: u64,
-    /// Operations each thread completed (thread `t` ran the first of these of its [`share`]).
+    /// Operations each thread completed (with [`Deal::Shares`], thread `t`
+    /// ran the first of these of its [`share`]).
     pub per_thread: Vec<u64>,
     pub secs: f64,
     /// The time cap stopped it before every planned operation ran.
@@ -222,6 +223,8 @@ pub fn round3(x: f64) -> f64 {
 
 /// Per-thread state handed to each operation.
 pub struct Ctx {
+    /// Which of the phase's threads this is.
+    pub thread: usize,
     pub rng: FastRng,
     value: Vec<u8>,
 }
@@ -229,6 +232,7 @@ pub struct Ctx {
 impl Ctx {
     fn new(thread: usize, seed: u64) -> Ctx {
         Ctx {
+            thread,
             rng: FastRng::new(seed ^ ((thread as u64 + 1) << 32)),
             value: vec![0; VALUE_BYTES],
         }
@@ -279,70 +283,174 @@ pub fn share(n: u64, threads: usize, t: usize) -> Range<u64> {
     (n * t / threads)..(n * (t + 1) / threads)
 }
 
-/// Runs `ops` operations over `threads` threads; thread `t` runs the indices of
-/// [`share`] in order, calling `op(ctx, i)`. Stops early at `time_cap`, on
-/// Ctrl-C, or at the first error (which is returned).
-pub fn run_ops<F>(threads: usize, ops: u64, time_cap: Duration, op: F) -> Result<Measured>
+/// How a phase's indices are dealt out to its threads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deal {
+    /// Thread `t` runs its [`share`], in order, as the paper's clients each
+    /// took their own slice: what a capped fill wrote is then a prefix of
+    /// each share ([`super::workloads::Written::from_fill`]).
+    Shares,
+    /// Each thread runs its share in pieces of this many indices, and once
+    /// it is done, takes pieces from the front of the share with the most
+    /// left. A read pass over 64 MiB of cached data takes 10-50 ms, and with
+    /// shares alone a pass lasted as long as its slowest thread: with more
+    /// threads than cores the last of them ran alone while the other cores
+    /// idled (the reads kept 1.5-1.8 of 2 CPUs busy). The threads still read
+    /// apart from each other until the end (reading the same blocks at once
+    /// would measure the stores' cache locks instead).
+    Pieces(u64),
+}
+
+/// Hands out the index ranges of one phase (see [`Deal`]).
+struct Dealer {
+    deal: Deal,
+    /// Each thread's share: where its next piece starts, and its end.
+    next: Vec<AtomicU64>,
+    ends: Vec<u64>,
+}
+
+impl Dealer {
+    fn new(n: u64, threads: usize, deal: Deal) -> Dealer {
+        let shares: Vec<Range<u64>> = (0..threads).map(|t| share(n, threads, t)).collect();
+        Dealer {
+            deal,
+            next: shares.iter().map(|r| AtomicU64::new(r.start)).collect(),
+            ends: shares.iter().map(|r| r.end).collect(),
+        }
+    }
+
+    /// The next range for thread `t`.
+    fn take(&self, t: usize) -> Option<Range<u64>> {
+        let size = match self.deal {
+            Deal::Shares => u64::MAX,
+            Deal::Pieces(size) => size.max(1),
+        };
+        if let Some(r) = self.piece(t, size) {
+            return Some(r);
+        }
+        if self.deal == Deal::Shares {
+            return None;
+        }
+        loop {
+            let most = (0..self.ends.len())
+                .map(|j| (self.left(j), j))
+                .max()
+                .filter(|&(left, _)| left > 0)?;
+            if let Some(r) = self.piece(most.1, size) {
+                return Some(r);
+            }
+        }
+    }
+
+    /// How many indices of share `j` no thread has taken yet.
+    fn left(&self, j: usize) -> u64 {
+        self.ends[j].saturating_sub(self.next[j].load(Ordering::Relaxed))
+    }
+
+    /// Up to `size` indices from the front of share `j`.
+    fn piece(&self, j: usize, size: u64) -> Option<Range<u64>> {
+        let end = self.ends[j];
+        if self.next[j].load(Ordering::Relaxed) >= end {
+            return None;
+        }
+        let start = self.next[j].fetch_add(size.min(end), Ordering::Relaxed);
+        (start < end).then(|| start..start.saturating_add(size).min(end))
+    }
+}
+
+/// Runs `ops` operations over `threads` threads, dealt out as `deal` says;
+/// each thread calls `op(ctx, i)` for the indices it is dealt, in order.
+/// Stops early at `time_cap`, on Ctrl-C, or at the first error (which is
+/// returned).
+pub fn run_ops<F>(
+    threads: usize,
+    ops: u64,
+    time_cap: Duration,
+    deal: Deal,
+    op: F,
+) -> Result<Measured>
 where
     F: Fn(&mut Ctx, u64) -> Result<()> + Sync,
 {
+    run_dealt(
+        threads,
+        ops,
+        time_cap,
+        deal,
+        |ctx, range, deadline, abort| {
+            let mut n = 0u64;
+            for i in range {
+                if abort.should_stop() || Instant::now() >= deadline {
+                    return Ok(n);
+                }
+                op(ctx, i).map_err(|e| e.context(format!("operation {i}")))?;
+                n += 1;
+            }
+            Ok(n)
+        },
+    )
+}
+
+/// Runs `f(thread, range, deadline)` on the ranges of `0..n` dealt out as
+/// `deal` says; `f` returns how many items it handled (e.g. cells scanned)
+/// and should stop at the deadline. For scans, where one call covers many
+/// items.
+pub fn run_ranges<F>(
+    threads: usize,
+    n: u64,
+    time_cap: Duration,
+    deal: Deal,
+    f: F,
+) -> Result<Measured>
+where
+    F: Fn(usize, Range<u64>, Instant) -> Result<u64> + Sync,
+{
+    run_dealt(threads, n, time_cap, deal, |ctx, range, deadline, _| {
+        f(ctx.thread, range, deadline)
+    })
+}
+
+/// The threads of [`run_ops`] and [`run_ranges`]: each runs `f` with its
+/// own [`Ctx`] (one for all its ranges: a random workload's keys go on
+/// from one piece to the next) on the ranges it is dealt until there are
+/// none, the deadline passes or a thread fails; a range handled short of
+/// its end ends the thread's work.
+fn run_dealt<F>(threads: usize, n: u64, time_cap: Duration, deal: Deal, f: F) -> Result<Measured>
+where
+    F: Fn(&mut Ctx, Range<u64>, Instant, &Abort) -> Result<u64> + Sync,
+{
+    let threads = threads.max(1);
     let abort = Abort::new();
-    let done: Vec<AtomicU64> = (0..threads.max(1)).map(|_| AtomicU64::new(0)).collect();
+    let dealer = Dealer::new(n, threads, deal);
+    let done: Vec<AtomicU64> = (0..threads).map(|_| AtomicU64::new(0)).collect();
     let seed = time_seed();
     let start = Instant::now();
     let deadline = start + time_cap;
     std::thread::scope(|s| {
-        for t in 0..threads.max(1) {
-            let (abort, done, op) = (&abort, &done, &op);
+        for t in 0..threads {
+            let (abort, dealer, done, f) = (&abort, &dealer, &done, &f);
             s.spawn(move || {
                 let mut ctx = Ctx::new(t, seed);
-                let mut n = 0u64;
-                for i in share(ops, threads, t) {
+                let mut items = 0u64;
+                while let Some(range) = dealer.take(t) {
                     if abort.should_stop() || Instant::now() >= deadline {
                         break;
                     }
-                    if let Err(e) = op(&mut ctx, i) {
-                        abort.record(e.context(format!("operation {i}")));
-                        break;
+                    let want = range.end - range.start;
+                    match f(&mut ctx, range, deadline, abort) {
+                        Ok(k) => {
+                            items += k;
+                            if k < want {
+                                break;
+                            }
+                        }
+                        Err(e) => {
+                            abort.record(e);
+                            break;
+                        }
                     }
-                    n += 1;
                 }
-                done[t].store(n, Ordering::Relaxed);
-            });
-        }
-    });
-    let secs = start.elapsed().as_secs_f64();
-    abort.into_result()?;
-    check_interrupted()?;
-    let per_thread: Vec<u64> = done.iter().map(|d| d.load(Ordering::Relaxed)).collect();
-    let ops_done = per_thread.iter().sum();
-    Ok(Measured {
-        ops: ops_done,
-        per_thread,
-        secs,
-        capped: ops_done < ops,
-    })
-}
-
-/// Runs `f(thread, range, deadline)` on each thread's [`share`] of `0..n`;
-/// `f` returns how many items it handled (e.g. cells scanned) and should stop
-/// at the deadline. For scans, where one call covers many items.
-pub fn run_ranges<F>(threads: usize, n: u64, time_cap: Duration, f: F) -> Result<Measured>
-where
-    F: Fn(usize, Range<u64>, Instant) -> Result<u64> + Sync,
-{
-    let abort = Abort::new();
-    let done: Vec<AtomicU64> = (0..threads.max(1)).map(|_| AtomicU64::new(0)).collect();
-    let start = Instant::now();
-    let deadline = start + time_cap;
-    std::thread::scope(|s| {
-        for t in 0..threads.max(1) {
-            let (abort, done, f) = (&abort, &done, &f);
-            s.spawn(move || match f(t, share(n, threads, t), deadline) {
-                Ok(items) => {
-                    done[t].store(items, Ordering::Relaxed);
-                }
-                Err(e) => abort.record(e),
+                done[t].store(items, Ordering::Relaxed);
             });
         }
     });
@@ -474,6 +582,52 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_index_is_dealt_once() {
+        for deal in [
+            Deal::Shares,
+            Deal::Pieces(1),
+            Deal::Pieces(7),
+            Deal::Pieces(1000),
+        ] {
+            let seen: Vec<AtomicU64> = (0..1003).map(|_| AtomicU64::new(0)).collect();
+            let m = run_ops(4, 1003, Duration::from_secs(60), deal, |ctx, i| {
+                // A thread that is slow on its own share: others take it over.
+                if ctx.thread == 0 {
+                    std::thread::sleep(Duration::from_micros(50));
+                }
+                seen[i as usize].fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(m.ops, 1003, "{deal:?}");
+            assert!(!m.capped);
+            assert!(
+                seen.iter().all(|c| c.load(Ordering::Relaxed) == 1),
+                "{deal:?}"
+            );
+            if deal == Deal::Shares {
+                assert_eq!(m.per_thread, vec![250, 251, 251, 251]);
+            }
+        }
+    }
+
+    #[test]
+    fn pieces_start_in_each_threads_share_and_go_in_order() {
+        let d = Dealer::new(100, 2, Deal::Pieces(30));
+        assert_eq!(d.take(1), Some(50..80));
+        assert_eq!(d.take(1), Some(80..100));
+        // Thread 1's share is done: it takes the front of thread 0's.
+        assert_eq!(d.take(1), Some(0..30));
+        assert_eq!(d.take(0), Some(30..50));
+        assert_eq!(d.take(0), None);
+        assert_eq!(d.take(1), None);
+        let d = Dealer::new(10, 2, Deal::Shares);
+        assert_eq!(d.take(0), Some(0..5));
+        assert_eq!(d.take(0), None, "a share is dealt once");
+        assert_eq!(d.take(1), Some(5..10));
+    }
+
+    #[test]
     fn sizes_parse() {
         assert_eq!(parse_size("64MiB").unwrap(), 64 << 20);
         assert_eq!(parse_size("1GiB").unwrap(), 1 << 30);
@@ -529,10 +683,10 @@ mod tests {
 
     #[test]
     fn runner_counts_every_op_and_reports_errors() {
-        let m = run_ops(3, 100, Duration::from_secs(10), |_, _| Ok(())).unwrap();
+        let m = run_ops(3, 100, Duration::from_secs(10), Deal::Shares, |_, _| Ok(())).unwrap();
         assert_eq!(m.ops, 100);
         assert!(!m.capped);
-        let err = run_ops(2, 100, Duration::from_secs(10), |_, i| {
+        let err = run_ops(2, 100, Duration::from_secs(10), Deal::Pieces(8), |_, i| {
             if i == 70 {
                 bail!("boom")
             }
@@ -543,10 +697,16 @@ mod tests {
 
     #[test]
     fn runner_stops_at_time_cap() {
-        let m = run_ops(2, u64::MAX / 2, Duration::from_millis(50), |_, _| {
-            std::thread::sleep(Duration::from_millis(1));
-            Ok(())
-        })
+        let m = run_ops(
+            2,
+            u64::MAX / 2,
+            Duration::from_millis(50),
+            Deal::Pieces(1000),
+            |_, _| {
+                std::thread::sleep(Duration::from_millis(1));
+                Ok(())
+            },
+        )
         .unwrap();
         assert!(m.capped);
         assert!(m.secs < 2.0);
@@ -554,7 +714,10 @@ mod tests {
 
     #[test]
     fn ranges_sum_items() {
-        let m = run_ranges(4, 40, Duration::from_secs(5), |_, r, _| Ok(r.end - r.start)).unwrap();
+        let m = run_ranges(4, 40, Duration::from_secs(5), Deal::Shares, |_, r, _| {
+            Ok(r.end - r.start)
+        })
+        .unwrap();
         assert_eq!(m.ops, 40);
     }
 

@@ -7,7 +7,7 @@
 //! (one file per job, fdatasync after each write; it has no group commit).
 
 use super::common::{
-    check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, run_ops, Measured, Table,
+    check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, run_ops, Deal, Measured, Table,
     TempDir, VALUE_BYTES,
 };
 use anyhow::{anyhow, bail, Context, Result};
@@ -42,9 +42,13 @@ fn run_mode(dir: &Path, mode: IoMode, args: &GfsArgs) -> Result<ModeRun> {
     let store = LocalStore::open_with(dir, mode)?;
     let records = (args.size / VALUE_BYTES as u64).max(1);
     let log = GroupLog::new(store.create("append.log")?);
-    let append = run_ops(args.writers, records, args.time_cap, |ctx, _| {
-        Ok(log.append(ctx.value().to_vec())?)
-    })?;
+    let append = run_ops(
+        args.writers,
+        records,
+        args.time_cap,
+        Deal::Shares,
+        |ctx, _| Ok(log.append(ctx.value().to_vec())?),
+    )?;
     let batches = log.batches();
     drop(log);
 
@@ -62,14 +66,20 @@ fn run_mode(dir: &Path, mode: IoMode, args: &GfsArgs) -> Result<ModeRun> {
     check_interrupted()?;
     let file = store.open("read.dat")?;
     let block = args.block;
-    let read = run_ops(args.readers, args.reads, args.time_cap, |ctx, _| {
-        let offset = ctx.rng.below(blocks) * block as u64;
-        let got = file.read_at(offset, block)?;
-        if got.len() != block {
-            bail!("read {} bytes at {offset}, asked {block}", got.len());
-        }
-        Ok(())
-    })?;
+    let read = run_ops(
+        args.readers,
+        args.reads,
+        args.time_cap,
+        Deal::Shares,
+        |ctx, _| {
+            let offset = ctx.rng.below(blocks) * block as u64;
+            let got = file.read_at(offset, block)?;
+            if got.len() != block {
+                bail!("read {} bytes at {offset}, asked {block}", got.len());
+            }
+            Ok(())
+        },
+    )?;
     Ok(ModeRun {
         requested: mode,
         used: store.io_mode(),

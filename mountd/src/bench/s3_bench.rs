@@ -16,7 +16,9 @@
 //!   counters in its status lines) and the group-commit batches: S3 stores
 //!   one log object per batch, so writes/s is about mean batch / PUT time.
 
-use super::common::{check_interrupted, row_key, run_ops, Measured, Table, TempDir, VALUE_BYTES};
+use super::common::{
+    check_interrupted, row_key, run_ops, Deal, Measured, Table, TempDir, VALUE_BYTES,
+};
 use super::engine_bench::EngineTable;
 use super::fs_bench::FsTable;
 use super::s3_server::S3Server;
@@ -216,7 +218,7 @@ fn write_phase(
 ) -> Result<Phase> {
     let lat = Latencies::default();
     let before = Counters::parse(&status());
-    let m = run_ops(writers, plan.n, plan.time_cap, |ctx, i| {
+    let m = run_ops(writers, plan.n, plan.time_cap, Deal::Shares, |ctx, i| {
         let key = row_key(i);
         lat.record(put(key.as_bytes(), ctx.value())?);
         Ok(())
@@ -238,7 +240,7 @@ fn read_phase(
 ) -> Result<Phase> {
     let total = written.total();
     let before = Counters::parse(&status());
-    let m = run_ops(plan.threads, total, plan.time_cap, |_, k| {
+    let m = run_ops(plan.threads, total, plan.time_cap, Deal::Shares, |_, k| {
         let key = row_key(written.nth(scatter(k, total)));
         check_found(&key, table.get(key.as_bytes())?)
     })?;

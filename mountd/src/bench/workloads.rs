@@ -2,7 +2,7 @@
 //! trait so that the engine, RocksDB and fjall run exactly the same code: the
 //! same keys in the same order, the same values, threads, caps and sync setting.
 
-use super::common::{row_key, run_ops, run_ranges, share, Measured, VALUE_BYTES};
+use super::common::{row_key, run_ops, run_ranges, share, Deal, Measured, VALUE_BYTES};
 use anyhow::{bail, Result};
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -175,6 +175,14 @@ pub const ENGINE_MIN_READ: Duration = Duration::from_millis(500);
 /// cells takes 7 ms: 50 passes measured 0.3 s of the half second).
 const MAX_READ_PASSES: u32 = 200;
 
+/// Reads are dealt out in pieces of this many keys, so that every thread
+/// reads until the pass is done (see [`Deal::Pieces`]); a sequential read
+/// still reads each piece in key order (a 64 KiB block holds about 60).
+const READ_PIECES: Deal = Deal::Pieces(256);
+
+/// A scan pass is dealt out as this many key ranges per thread.
+const SCAN_PIECES_PER_THREAD: u64 = 8;
+
 impl Plan {
     /// The plan with read phases of at least `min_read`.
     pub fn reading_at_least(self, min_read: Duration) -> Plan {
@@ -203,18 +211,30 @@ fn passes(plan: Plan, mut pass: impl FnMut() -> Result<Measured>) -> Result<Meas
 
 /// Writes `n` keys in order (each thread its own contiguous range, as the paper's clients).
 pub fn fill_seq(store: &dyn KvStore, plan: Plan) -> Result<Measured> {
-    run_ops(plan.threads, plan.n, plan.time_cap, |ctx, i| {
-        let key = row_key(i);
-        store.put(key.as_bytes(), ctx.value())
-    })
+    run_ops(
+        plan.threads,
+        plan.n,
+        plan.time_cap,
+        Deal::Shares,
+        |ctx, i| {
+            let key = row_key(i);
+            store.put(key.as_bytes(), ctx.value())
+        },
+    )
 }
 
 /// Writes `n` values under uniformly random keys of the key space.
 pub fn fill_random(store: &dyn KvStore, plan: Plan) -> Result<Measured> {
-    run_ops(plan.threads, plan.n, plan.time_cap, |ctx, _| {
-        let key = row_key(ctx.rng.below(plan.n));
-        store.put(key.as_bytes(), ctx.value())
-    })
+    run_ops(
+        plan.threads,
+        plan.n,
+        plan.time_cap,
+        Deal::Shares,
+        |ctx, _| {
+            let key = row_key(ctx.rng.below(plan.n));
+            store.put(key.as_bytes(), ctx.value())
+        },
+    )
 }
 
 /// The keys the reads of `store` use after a sequential fill that wrote
@@ -253,35 +273,49 @@ pub fn check_found(key: &str, len: Option<usize>) -> Result<()> {
     }
 }
 
-/// Reads every written key in key order (each thread its own range).
+/// Reads every written key, each piece of keys a thread is dealt in key
+/// order.
 pub fn read_seq(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Measured> {
-    run_ops(plan.threads, written.total(), plan.time_cap, |_, k| {
-        let key = row_key(written.nth(k));
-        check_found(&key, store.get(key.as_bytes())?)
-    })
+    run_ops(
+        plan.threads,
+        written.total(),
+        plan.time_cap,
+        READ_PIECES,
+        |_, k| {
+            let key = row_key(written.nth(k));
+            check_found(&key, store.get(key.as_bytes())?)
+        },
+    )
 }
 
 /// Reads as many keys as were written, each chosen uniformly among them.
 pub fn read_random(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Measured> {
     let total = written.total();
-    run_ops(plan.threads, total, plan.time_cap, |ctx, _| {
+    run_ops(plan.threads, total, plan.time_cap, READ_PIECES, |ctx, _| {
         let key = row_key(written.nth(ctx.rng.below(total)));
         check_found(&key, store.get(key.as_bytes())?)
     })
 }
 
-/// One pass over every written key with the store's scanner, split into one
-/// key range per thread. Counts entries; fewer than written (uncapped) is an error.
+/// One pass over every written key with the store's scanner, split into key
+/// ranges the threads are dealt. Counts entries; fewer than written (uncapped) is an error.
 pub fn scan_all(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Measured> {
     let total = written.total();
-    let m = run_ranges(plan.threads, total, plan.time_cap, |_, r, deadline| {
-        if r.is_empty() {
-            return Ok(0);
-        }
-        let start = row_key(written.nth(r.start));
-        let end = row_key(written.nth(r.end - 1) + 1);
-        store.scan(start.as_bytes(), end.as_bytes(), deadline)
-    })?;
+    let pieces = Deal::Pieces(total.div_ceil(plan.threads.max(1) as u64 * SCAN_PIECES_PER_THREAD));
+    let m = run_ranges(
+        plan.threads,
+        total,
+        plan.time_cap,
+        pieces,
+        |_, r, deadline| {
+            if r.is_empty() {
+                return Ok(0);
+            }
+            let start = row_key(written.nth(r.start));
+            let end = row_key(written.nth(r.end - 1) + 1);
+            store.scan(start.as_bytes(), end.as_bytes(), deadline)
+        },
+    )?;
     // A scan that stopped short of the deadline must have seen every key once.
     let timed_out = m.secs >= plan.time_cap.as_secs_f64();
     if m.ops > total || (m.ops < total && !timed_out) {
