@@ -36,6 +36,12 @@ impl BlockCache {
         self.cache.get((file_number, offset))
     }
 
+    /// Counts a hit on a block found without a lookup (a thread's last
+    /// block, see `last_block.rs`).
+    pub(crate) fn count_hit(&self) {
+        self.cache.count(true);
+    }
+
     pub fn insert(&self, file_number: u64, offset: u64, block: Arc<Block>) {
         self.cache.insert((file_number, offset), block);
     }

@@ -16,6 +16,7 @@ mod bloom;
 mod builder;
 pub(crate) mod format;
 mod huge_buffer;
+mod last_block;
 mod sorted_keys;
 mod table;
 

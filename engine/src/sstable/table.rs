@@ -10,6 +10,7 @@ use super::format::{
     BlockHandle, Footer, Properties, BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::huge_buffer::HugeBuffer;
+use super::last_block;
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
@@ -25,6 +26,8 @@ use std::sync::Arc;
 pub struct Table {
     file: Arc<dyn ReadableFile>,
     file_number: u64,
+    /// Names the table to [`last_block`], unique in the process.
+    id: u64,
     size: u64,
     cache: Option<Arc<BlockCache>>,
     /// The index: every key of block `i` is <= separator `i`, and every key
@@ -196,6 +199,7 @@ impl Table {
         Ok(Table {
             file,
             file_number,
+            id: last_block::new_table_id(),
             size,
             cache,
             separators: separators.finish(),
@@ -437,6 +441,21 @@ impl Table {
 
     /// Data block `i` (in index order), from memory, the cache or the file
     /// (then added to the cache if `fill_cache`).
+    /// Block `i`, from this thread's last block of the table if it is that
+    /// one (counted as a cache hit: it is one, found sooner), else as
+    /// [`Table::block`] finds it, remembered for the thread's next read.
+    fn block_of_thread(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
+        if let Some(b) = last_block::get(self.id, i) {
+            if let Some(cache) = &self.cache {
+                cache.count_hit();
+            }
+            return Ok(b);
+        }
+        let b = self.block(i, fill_cache)?;
+        last_block::remember(self.id, i, &b);
+        Ok(b)
+    }
+
     fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
         let Some(&h) = self.handles.get(i) else {
             return Err(corruption(self.file_number, 0, "block index out of range"));
@@ -527,7 +546,7 @@ impl<T: Deref<Target = Table>> TableIterator<T> {
     fn load_block(&mut self, i: usize) -> Result<&mut BlockIter> {
         let same = self.block_idx == i && self.data.is_some();
         if !same {
-            let block = match self.table.block(i, self.fill_cache) {
+            let block = match self.table.block_of_thread(i, self.fill_cache) {
                 Ok(b) => b,
                 Err(e) => {
                     self.block_idx = usize::MAX;
@@ -589,7 +608,16 @@ impl<T: Deref<Target = Table> + Send> InternalIterator for TableIterator<T> {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let i = self.table.separators.count_below(target);
+        // The block this thread read last in this table, if `target` falls
+        // in it (the index search's answer, found with two comparisons).
+        let seps = &self.table.separators;
+        let i = last_block::index(self.table.id)
+            .filter(|&j| {
+                j < self.table.handles.len()
+                    && target <= seps.key(j)
+                    && j.checked_sub(1).is_none_or(|p| seps.key(p) < target)
+            })
+            .unwrap_or_else(|| seps.count_below(target));
         if i >= self.table.handles.len() {
             self.invalidate();
             return Ok(());

@@ -650,6 +650,70 @@ fn point_lookup_reads_one_block_and_cache_counts_hits() {
 }
 
 #[test]
+fn point_reads_in_key_order_find_their_block_without_a_lookup() {
+    let (entries, cache, t, reads) = cached_table(8);
+    let before = reads.load(Ordering::SeqCst);
+    // A new iterator per read, as point reads make them.
+    for (k, v) in &entries {
+        let mut it = t.iter();
+        it.seek(k).unwrap();
+        assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
+    }
+    // Each block read once; every other read counted as a hit.
+    let blocks = t.num_blocks() as u64;
+    assert_eq!((reads.load(Ordering::SeqCst) - before) as u64, blocks);
+    let s = cache.stats();
+    assert_eq!((s.misses, s.hits), (blocks, entries.len() as u64 - blocks));
+    // A key between blocks' keys, above all and below all.
+    let mut it = t.iter();
+    it.seek(&[0xFF; 4]).unwrap();
+    assert!(!it.valid());
+    it.seek(b"").unwrap();
+    assert_eq!(it.key(), entries[0].0.as_slice());
+}
+
+#[test]
+fn a_threads_last_block_is_never_another_tables() {
+    // Two tables of the same file number (as two stores in one process).
+    let mut rng = StdRng::seed_from_u64(9);
+    let (a, b) = (
+        random_entries(&mut rng, 2000, 2),
+        random_entries(&mut rng, 2000, 2),
+    );
+    let o = opts(1024, Compression::Lz4, BloomKind::RowColumn);
+    let (ta, _) = counted_table(&a, o, None);
+    let (tb, _) = counted_table(&b, o, None);
+    for i in 0..a.len().min(b.len()) {
+        for (t, e) in [(&ta, &a), (&tb, &b)] {
+            let mut it = t.iter();
+            it.seek(&e[i].0).unwrap();
+            assert_eq!(it.key(), e[i].0.as_slice());
+            assert_eq!(it.value(), e[i].1.as_slice());
+        }
+    }
+}
+
+#[test]
+fn a_threads_last_block_does_not_keep_it_alive() {
+    let mut rng = StdRng::seed_from_u64(10);
+    let entries = random_entries(&mut rng, 500, 2);
+    let o = opts(1024, Compression::Lz4, BloomKind::RowColumn);
+    // No block cache: a block lives only while an iterator holds it.
+    let (t, reads) = counted_table(&entries, o, None);
+    let probe = &entries[entries.len() / 2].0;
+    let mut it = t.iter();
+    it.seek(probe).unwrap();
+    let after_first = reads.load(Ordering::SeqCst);
+    // While held, the next read finds it; once dropped, it is read again.
+    let mut it2 = t.iter();
+    it2.seek(probe).unwrap();
+    assert_eq!(reads.load(Ordering::SeqCst), after_first);
+    drop((it, it2));
+    t.iter().seek(probe).unwrap();
+    assert_eq!(reads.load(Ordering::SeqCst), after_first + 1);
+}
+
+#[test]
 fn uncached_iterator_uses_the_cache_but_does_not_fill_it() {
     let (entries, cache, t, reads) = cached_table(7);
     // A point read caches its block.
