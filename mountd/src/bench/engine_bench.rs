@@ -145,9 +145,11 @@ pub struct EngineArgs {
 }
 
 fn options(args: &EngineArgs) -> engine::Options {
-    let mut opts = engine::Options::default();
-    // The tables stay where `place_tables` puts them (see there).
-    opts.balance = false;
+    let mut opts = engine::Options {
+        // The tables stay where `place_tables` puts them (see there).
+        balance: false,
+        ..Default::default()
+    };
     if let Some(b) = args.block_cache {
         opts.block_cache_bytes = b;
     }

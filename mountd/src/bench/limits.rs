@@ -83,15 +83,37 @@ pub fn stat(stats: &str, key: &str) -> Option<u64> {
 /// (64 MiB each, larger than any cache): what the memory bus gives a
 /// workload that moves each value once.
 pub fn memory_bandwidth(threads: usize) -> f64 {
+    memory_passes(threads, |src, dst| {
+        dst.copy_from_slice(std::hint::black_box(src));
+        std::hint::black_box(dst);
+    })
+}
+
+/// Bytes per second that `threads` threads read (summed as words) from
+/// buffers of their own of 64 MiB: what the memory bus gives a workload
+/// that reads each value once and copies none (a scan).
+pub fn memory_read_bandwidth(threads: usize) -> f64 {
+    memory_passes(threads, |src, _| {
+        let sum = std::hint::black_box(src)
+            .chunks_exact(8)
+            .map(|w| u64::from_le_bytes(w.try_into().unwrap_or_default()))
+            .fold(0u64, u64::wrapping_add);
+        std::hint::black_box(sum);
+    })
+}
+
+/// Bytes of `src` per second that `threads` threads pass through `pass`
+/// (each its own 64 MiB `src` and `dst`) for [`PROBE_TIME`].
+fn memory_passes(threads: usize, pass: impl Fn(&[u8], &mut [u8]) + Sync) -> f64 {
     const BUF: usize = 64 << 20;
     let threads = threads.max(1);
     // The clock starts when every thread has touched its buffers: their
     // page faults are not the memory bus.
     let ready = std::sync::Barrier::new(threads + 1);
-    let (copied, secs) = std::thread::scope(|s| {
+    let (moved, secs) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|_| {
-                let ready = &ready;
+                let (ready, pass) = (&ready, &pass);
                 s.spawn(move || {
                     let src = vec![1u8; BUF];
                     let mut dst = vec![0u8; BUF];
@@ -100,8 +122,7 @@ pub fn memory_bandwidth(threads: usize) -> f64 {
                     let start = Instant::now();
                     let mut n = 0u64;
                     while start.elapsed() < PROBE_TIME {
-                        dst.copy_from_slice(std::hint::black_box(&src));
-                        std::hint::black_box(&mut dst);
+                        pass(&src, &mut dst);
                         n += BUF as u64;
                     }
                     n
@@ -110,10 +131,10 @@ pub fn memory_bandwidth(threads: usize) -> f64 {
             .collect();
         ready.wait();
         let start = Instant::now();
-        let copied: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
-        (copied, start.elapsed().as_secs_f64())
+        let moved: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+        (moved, start.elapsed().as_secs_f64())
     });
-    copied as f64 / secs.max(1e-9)
+    moved as f64 / secs.max(1e-9)
 }
 
 /// Bytes per second written into the page cache by one thread appending
@@ -189,6 +210,9 @@ mod tests {
         let bw = memory_bandwidth(2);
         eprintln!("memory copies, 2 threads: {:.1} GB/s", bw / 1e9);
         assert!(bw > 0.0);
+        let read = memory_read_bandwidth(2);
+        eprintln!("memory reads, 2 threads: {:.1} GB/s", read / 1e9);
+        assert!(read > 0.0);
         let dir = tempfile::tempdir().unwrap();
         assert!(page_cache_write_bandwidth(dir.path()).unwrap() > 0.0);
         assert!(!dir.path().join("page-cache-probe").exists());
