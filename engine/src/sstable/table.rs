@@ -439,8 +439,6 @@ impl Table {
         )
     }
 
-    /// Data block `i` (in index order), from memory, the cache or the file
-    /// (then added to the cache if `fill_cache`).
     /// Block `i`, from this thread's last block of the table if it is that
     /// one (counted as a cache hit: it is one, found sooner), else as
     /// [`Table::block`] finds it, remembered for the thread's next read.
@@ -456,6 +454,8 @@ impl Table {
         Ok(b)
     }
 
+    /// Data block `i` (in index order), from memory, the cache or the file
+    /// (then added to the cache if `fill_cache`).
     fn block(&self, i: usize, fill_cache: bool) -> Result<Arc<Block>> {
         let Some(&h) = self.handles.get(i) else {
             return Err(corruption(self.file_number, 0, "block index out of range"));

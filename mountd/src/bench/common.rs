@@ -353,6 +353,7 @@ impl Dealer {
         if self.next[j].load(Ordering::Relaxed) >= end {
             return None;
         }
+        // Never past `2 * end`: a share's whole (`u64::MAX`) cannot overflow.
         let start = self.next[j].fetch_add(size.min(end), Ordering::Relaxed);
         (start < end).then(|| start..start.saturating_add(size).min(end))
     }
