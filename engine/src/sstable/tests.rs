@@ -650,7 +650,7 @@ fn point_lookup_reads_one_block_and_cache_counts_hits() {
 }
 
 #[test]
-fn point_reads_in_key_order_find_their_block_without_a_lookup() {
+fn point_reads_in_key_order_read_each_block_once_and_count_the_rest_as_hits() {
     let (entries, cache, t, reads) = cached_table(8);
     let before = reads.load(Ordering::SeqCst);
     // A new iterator per read, as point reads make them.
