@@ -143,6 +143,7 @@ fn reconcile(inner: &Inner, scans: Vec<(usize, Scan)>) -> Result<()> {
             }
         }
         c.locations = good.iter().map(|r| r.0).collect();
+        c.placement_changed();
         if let Some(cap) = good.iter().map(|r| r.3).min() {
             c.ctl.capacity.store(cap, Ordering::Release);
         }
@@ -294,6 +295,7 @@ fn rejoin(inner: &Inner, id: usize, scan: Scan) {
             && c.locations.len() < inner.replication
         {
             c.locations.push(id);
+            c.placement_changed();
             bump(&inner.counters.placements);
         } else if rep.version > c.version {
             log::error!(

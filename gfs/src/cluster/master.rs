@@ -11,6 +11,7 @@ use super::checkpoint::{self, ChunkImage, FileImage, Image};
 use super::lease::Lease;
 use super::mirror::{self, Mirrors};
 use super::oplog::{self, Op, OpLog};
+use super::replica::Replica;
 use crate::{Error, FileStore, IoMode, LocalStore, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -31,6 +32,18 @@ pub(crate) struct ChunkCtl {
     /// The chunk size its replicas were made with (the configured size may
     /// have changed since); unknown (`u64::MAX`) until a replica is seen.
     pub(crate) capacity: AtomicU64,
+    /// Moves on whenever the chunk's version or locations change (see
+    /// [`ChunkMeta::placement_changed`]): a write set an appender kept
+    /// ([`ChunkMut::write_set`]) is current while this stands still.
+    pub(crate) placement: AtomicU64,
+}
+
+/// The replicas the last append wrote, kept for the next one: finding them
+/// again takes the master's lock and each server's replica map per append.
+pub(crate) struct KeptWriteSet {
+    /// [`ChunkCtl::placement`] when they were found.
+    pub(crate) placement: u64,
+    pub(crate) replicas: Vec<(usize, Arc<Replica>)>,
 }
 
 /// The mutable state of a chunk, under its lock.
@@ -42,6 +55,8 @@ pub(crate) struct ChunkMut {
     pub(crate) tail_hash: Option<super::chunk::BlockHasher>,
     /// The primary's lease, if one is held.
     pub(crate) lease: Option<Lease>,
+    /// The last append's replicas (see [`KeptWriteSet`]).
+    pub(crate) write_set: Option<KeptWriteSet>,
 }
 
 impl ChunkCtl {
@@ -52,10 +67,12 @@ impl ChunkCtl {
                 tail: None,
                 tail_hash: None,
                 lease: None,
+                write_set: None,
             }),
             len: AtomicU64::new(len),
             sealed: AtomicBool::new(sealed),
             capacity: AtomicU64::new(u64::MAX),
+            placement: AtomicU64::new(0),
         })
     }
 }
@@ -66,7 +83,16 @@ pub(crate) struct ChunkMeta {
     pub(crate) sealed_len: Option<u64>,
     pub(crate) ctl: Arc<ChunkCtl>,
     /// Servers holding a current, good replica (learned, not persisted).
+    /// A change of this or of `version` calls [`Self::placement_changed`].
     pub(crate) locations: Vec<usize>,
+}
+
+impl ChunkMeta {
+    /// The chunk's version or locations changed: appenders find its
+    /// replicas again.
+    pub(crate) fn placement_changed(&self) {
+        self.ctl.placement.fetch_add(1, Ordering::AcqRel);
+    }
 }
 
 pub(crate) struct FileMeta {
@@ -208,6 +234,7 @@ impl MasterState {
             Op::SetVersion { handle, version } => {
                 if let Some(c) = self.chunks.get_mut(handle) {
                     c.version = *version;
+                    c.placement_changed();
                 }
             }
             Op::Rename { from, to, at } => {

@@ -319,6 +319,7 @@ fn fill_copy(
     match st.chunks.get_mut(&h) {
         Some(c) if !c.locations.contains(&dest) => {
             c.locations.push(dest);
+            c.placement_changed();
             bump(&inner.counters.placements);
         }
         Some(_) => {}

@@ -477,3 +477,56 @@ fn seahash_replicas_from_before_xxh3_are_read_scrubbed_and_copied_as_they_are() 
     assert_eq!(c.scrub(), 0);
     assert_eq!(read_all(&c, "old"), data);
 }
+
+#[test]
+fn appends_after_a_re_copy_reach_the_new_replica() {
+    // A writer keeps the replicas of its last append for the next one: a
+    // copy installed since must join them. The copy is paced slowly, so
+    // that appends made while it runs keep a set without it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut o = opts(dir.path(), 4);
+    o.repair_rate = 4 << 10;
+    let c = Cluster::open(o).unwrap();
+    let mut w = c.create_log("log/b").unwrap();
+    w.append_sync(&[b"head"]).unwrap();
+    let mut want = b"head".to_vec();
+    let mut append = |w: &mut Box<dyn WritableFile>, seed: u64| {
+        let b = bytes(seed, 1000);
+        w.append(&b).unwrap();
+        want.extend_from_slice(&b);
+    };
+    for seed in 0..20 {
+        append(&mut w, seed);
+    }
+    let locations = |c: &Cluster| c.inner.master.state.lock().chunks[&0].locations.clone();
+    let holders = locations(&c);
+    assert_eq!(holders.len(), 3);
+    let spare = (0..4).find(|s| !holders.contains(s)).unwrap();
+    let failed = |c: &Cluster, s: usize| c.health().servers[s].replicas == 0;
+    c.set_offline(holders[0], true);
+    assert!(wait(Duration::from_secs(30), || failed(&c, holders[0])));
+    for seed in 20..25 {
+        append(&mut w, seed);
+    }
+    assert!(
+        !locations(&c).contains(&spare),
+        "the copy was not slow enough"
+    );
+    assert!(
+        c.wait_for_repair(Duration::from_secs(60)),
+        "{:?}",
+        c.health()
+    );
+    assert!(locations(&c).contains(&spare), "{:?}", locations(&c));
+    for seed in 25..40 {
+        append(&mut w, seed);
+    }
+    w.sync().unwrap();
+    // Only the copy is left to read from: it must hold every append.
+    for &s in &holders[1..] {
+        c.set_offline(s, true);
+        assert!(wait(Duration::from_secs(30), || failed(&c, s)));
+    }
+    assert_eq!(read_all(&c, "log/b"), want);
+    std::mem::forget(w);
+}

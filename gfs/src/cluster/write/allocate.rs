@@ -159,6 +159,7 @@ fn extend_with(
     let lease = Lease::new(made[0].0, Instant::now(), inner.opts.lease);
     if let Some(c) = st.chunks.get_mut(&handle) {
         c.locations = made.iter().map(|(s, _)| *s).collect();
+        c.placement_changed();
         c.ctl
             .capacity
             .store(inner.opts.chunk_size, Ordering::Release);

@@ -8,7 +8,7 @@ use super::{merge, note_syncs, note_write_error, open_all, run_opened, unavailab
 use crate::cluster::chunk::{self, BLOCK};
 use crate::cluster::direct::DirectAppend;
 use crate::cluster::lease::Lease;
-use crate::cluster::master::ChunkCtl;
+use crate::cluster::master::{ChunkCtl, KeptWriteSet};
 use crate::cluster::replica::{read_verified, Append, Open, ReadPiece};
 use crate::cluster::{bump, Inner};
 use crate::io::Chain;
@@ -146,13 +146,27 @@ pub(super) fn mutate(
 ) -> Result<()> {
     let sync = how.sync;
     let handle = ctl.handle;
-    let (mut reps, mut gone) = write_set(inner, handle)?;
+    // The last append's replicas serve again while the chunk's placement
+    // stands still and none of them failed since.
+    let placement = ctl.placement.load(Ordering::Acquire);
+    let kept = m.write_set.take().filter(|w| {
+        w.placement == placement
+            && w.replicas
+                .iter()
+                .all(|(s, r)| !r.is_bad() && inner.servers[*s].serving())
+    });
+    let (mut reps, mut gone) = match kept {
+        Some(w) => (w.replicas, Vec::new()),
+        None => write_set(inner, handle)?,
+    };
     if m.tail.is_none() {
         m.tail = Some(load_tail(inner, handle, len, &reps)?);
         m.tail_hash = None;
     }
     gone.extend(reps.iter().filter(|(_, r)| r.is_bad()).map(|(s, _)| *s));
     reps.retain(|(_, r)| !r.is_bad());
+    // Kept for the next append only if this one changes nothing about them.
+    let mut keep = gone.is_empty();
     // A replica that cannot take this write is dropped first, with a new
     // version on the rest: it must not come back as current later.
     let now = Instant::now();
@@ -167,6 +181,7 @@ pub(super) fn mutate(
         .as_mut()
         .is_some_and(|l| l.extend(now, inner.opts.lease));
     if !lease_ok {
+        keep = false;
         reps = new_version(inner, handle, &reps)?;
         if let Some((s, _)) = reps.first() {
             m.lease = Some(Lease::new(*s, now, inner.opts.lease));
@@ -324,7 +339,12 @@ pub(super) fn mutate(
             .unwrap_or_else(|| io::Error::other("no replica written"));
         return Err(Error::io(name, e));
     }
-    if !failed.is_empty() {
+    if failed.is_empty() && keep {
+        m.write_set = Some(KeptWriteSet {
+            placement,
+            replicas: reps,
+        });
+    } else if !failed.is_empty() {
         bump(&inner.counters.write_failovers);
         let servers: Vec<usize> = failed.iter().map(|(s, _)| *s).collect();
         log::warn!(

@@ -79,6 +79,7 @@ pub(super) fn new_version(inner: &Inner, handle: u64, replicas: &[Placed]) -> Re
         .commit(&mut st, Op::SetVersion { handle, version: v }, true)?;
     if let Some(c) = st.chunks.get_mut(&handle) {
         c.locations = ok.iter().map(|(s, _)| *s).collect();
+        c.placement_changed();
         bump(&inner.counters.placements);
     }
     drop(st);
@@ -102,6 +103,7 @@ pub(crate) fn drop_replicas_locked(
         if let Some(c) = st.chunks.get_mut(&handle) {
             let before = c.locations.len();
             c.locations.retain(|s| !servers.contains(s));
+            c.placement_changed();
             let n = before - c.locations.len();
             bump(&inner.counters.placements);
             inner
