@@ -106,7 +106,8 @@ impl KvStore for EngineTable {
 pub enum StoreKind {
     /// `gfs::LocalStore`: one copy in a local directory (the fair comparison).
     Local,
-    /// The chunk layer (`gfs::Cluster`) with three chunkservers, 3 replicas.
+    /// The chunk layer (`gfs::Cluster`) with three chunkservers, 3 replicas
+    /// unless `--replicas` says otherwise.
     Chunks,
 }
 
@@ -142,6 +143,8 @@ pub struct EngineArgs {
     pub scaling: Vec<usize>,
     /// The chunk layer's `direct_writes` (two replicas around the page cache).
     pub direct_writes: bool,
+    /// Replicas of each chunk on the chunk layer (of its three chunkservers).
+    pub replicas: usize,
 }
 
 fn options(args: &EngineArgs) -> engine::Options {
@@ -233,7 +236,7 @@ fn open_store(dir: &Path, args: &EngineArgs, kind: StoreKind) -> Result<Arc<dyn 
                 .map(|i| dir.join(format!("chunkserver-{i}")))
                 .collect();
             let mut o = gfs::ClusterOptions::new(dir.join("master"), servers);
-            o.replication = 3;
+            o.replication = args.replicas;
             o.io_mode = args.io_mode;
             o.min_free_bytes = 32 << 20;
             o.direct_writes = args.direct_writes;
@@ -802,7 +805,7 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
     println!(
         "engine on {} ({})",
         first_kind.label(),
-        store_text(*first_kind)
+        store_text(*first_kind, args)
     );
     println!("{}", table.render());
     println!(
@@ -855,7 +858,7 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
             }
             per.insert(w.key().into(), j);
         }
-        println!("engine on {} ({})", kind.label(), store_text(*kind));
+        println!("engine on {} ({})", kind.label(), store_text(*kind, args));
         println!("{}", t.render());
         println!("({cost}: how many times slower this store is; goal for writes <= 1.5x)");
         stores_json.insert(kind.label().into(), serde_json::Value::Object(per));
@@ -906,6 +909,7 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
         "sync": args.sync,
         "io_mode": args.io_mode.to_string(),
         "direct_writes": args.direct_writes,
+        "replicas": args.replicas,
         "store": first_kind.label(),
         "block_cache_bytes": options(args).block_cache_bytes,
         "time_cap_secs": plan.time_cap.as_secs_f64(),
@@ -923,10 +927,13 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
     Ok(line)
 }
 
-fn store_text(kind: StoreKind) -> &'static str {
+fn store_text(kind: StoreKind, args: &EngineArgs) -> String {
     match kind {
-        StoreKind::Local => "gfs::LocalStore, one copy",
-        StoreKind::Chunks => "the chunk layer, 3 chunkservers, 3 replicas",
+        StoreKind::Local => "gfs::LocalStore, one copy".into(),
+        StoreKind::Chunks => format!(
+            "the chunk layer, 3 chunkservers, {} replicas",
+            args.replicas
+        ),
     }
 }
 
@@ -1016,6 +1023,7 @@ mod tests {
             memtable: Some(64 << 10),
             scaling: Vec::new(),
             direct_writes: true,
+            replicas: 3,
             stores: vec![StoreKind::Local, StoreKind::Chunks],
         };
         for kind in [StoreKind::Local, StoreKind::Chunks] {

@@ -185,6 +185,10 @@ struct EngineOpts {
     /// default two of three take SSTable data around it, with O_DIRECT).
     #[arg(long)]
     buffered_replicas: bool,
+    /// Replicas of each chunk on the chunk layer's three chunkservers, 1 to
+    /// 3 (default 3, what the replication goal compares with one copy).
+    #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
+    replicas: Option<u8>,
 }
 
 #[derive(Args, Debug)]
@@ -343,6 +347,7 @@ fn engine_args(c: &Common, work_base: PathBuf, o: EngineOpts) -> bench::engine_b
         memtable: o.memtable,
         scaling: o.scaling,
         direct_writes: !o.buffered_replicas,
+        replicas: o.replicas.map_or(3, usize::from),
         stores: match o.store.as_str() {
             "local" => vec![StoreKind::Local],
             "chunks" => vec![StoreKind::Chunks],
