@@ -11,7 +11,7 @@ use super::checkpoint::{self, ChunkImage, FileImage, Image};
 use super::lease::Lease;
 use super::mirror::{self, Mirrors};
 use super::oplog::{self, Op, OpLog};
-use super::replica::Replica;
+use super::replica::Placed;
 use crate::{Error, FileStore, IoMode, LocalStore, Result};
 use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -43,7 +43,7 @@ pub(crate) struct ChunkCtl {
 pub(crate) struct KeptWriteSet {
     /// [`ChunkCtl::placement`] when they were found.
     pub(crate) placement: u64,
-    pub(crate) replicas: Vec<(usize, Arc<Replica>)>,
+    pub(crate) replicas: Vec<Placed>,
 }
 
 /// The mutable state of a chunk, under its lock.

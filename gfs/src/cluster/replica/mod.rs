@@ -38,6 +38,9 @@ struct State {
     table: Vec<Entry>,
 }
 
+/// A replica with the server that holds it.
+pub(crate) type Placed = (usize, Arc<Replica>);
+
 /// A replica file and what is known about it.
 pub(crate) struct Replica {
     pub(crate) handle: u64,

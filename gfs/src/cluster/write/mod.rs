@@ -37,7 +37,6 @@ use super::Inner;
 use crate::io::Chain;
 use crate::Error;
 use std::io;
-use std::sync::Arc;
 
 mod allocate;
 mod append;
@@ -49,8 +48,7 @@ pub(crate) use append::append;
 pub(crate) use sync::{cut_zeros, sync_file};
 pub(crate) use versions::{drop_replicas_locked, forget_replica, write_set};
 
-/// A replica with the server that holds it.
-pub(crate) type Placed = (usize, Arc<Replica>);
+pub(crate) use super::replica::Placed;
 
 fn unavailable(name: &str, why: impl Into<String>) -> Error {
     Error::io(name, io::Error::other(why.into()))
