@@ -20,7 +20,8 @@
 //! reader takes a zeroed header with zeros to the end of the file as the end;
 //! on the chunk layer each replica of a log's chunk keeps its own window past
 //! its data (a replica's length is read off its checksum table, so the zeros
-//! are never part of it). Only small appends get zeros (see [`ahead`]): for
+//! are never part of it), renewed by a background thread before the appends
+//! reach its end (`cluster/zeroer.rs`). Only small appends get zeros (see [`ahead`]): for
 //! a large one the journal commit is a small part of its sync, and zeros
 //! would double the bytes it writes.
 //!
@@ -72,6 +73,38 @@ pub(crate) fn ahead(zeroed_to: u64, end: u64, len: u64, limit: u64) -> Option<Ze
     Some(Zeros { upto, pieces })
 }
 
+/// On the chunk layer a background thread renews a log replica's window
+/// (see `cluster/zeroer.rs`) once fewer than this lie ahead of its data:
+/// early enough that appends rarely reach the end and write zeros
+/// themselves.
+pub(crate) const EARLY: u64 = WINDOW / 2;
+
+/// Whether the zeros written up to `zeroed_to` ahead of data ending at
+/// `end` run low: some lie ahead (past them an append writes its own, see
+/// [`ahead`]), fewer than [`EARLY`], and the file may hold more (`limit`).
+pub(crate) fn runs_low(zeroed_to: u64, end: u64, limit: u64) -> bool {
+    zeroed_to > end && zeroed_to - end < EARLY && zeroed_to < limit
+}
+
+/// The zeros that renew a window that [`runs_low`]: from where they stop
+/// to a window past `end`, never past `limit`.
+pub(crate) fn refill(zeroed_to: u64, end: u64, limit: u64) -> Option<Zeros> {
+    if !runs_low(zeroed_to, end, limit) {
+        return None;
+    }
+    let upto = (end + WINDOW)
+        .next_multiple_of(ZEROS.len() as u64)
+        .min(limit);
+    let mut pieces = Vec::new();
+    let mut off = zeroed_to;
+    while off < upto {
+        let n = (upto - off).min(ZEROS.len() as u64);
+        pieces.push((off, &ZEROS[..n as usize]));
+        off += n;
+    }
+    Some(Zeros { upto, pieces })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +138,26 @@ mod tests {
         // Unsynced appends that went past the zeros: they start after the data.
         let past = span(ahead(first.1, first.1 + 5000, 100, u64::MAX)).unwrap();
         assert_eq!(past.0, first.1 + 5000);
+    }
+
+    #[test]
+    fn a_refill_extends_the_zeros_only_while_some_lie_ahead_and_few_do() {
+        // Plenty ahead, or none (an append past them writes its own): nothing.
+        assert_eq!(span(refill(WINDOW, 100, u64::MAX)), None);
+        assert_eq!(span(refill(WINDOW, WINDOW, u64::MAX)), None);
+        assert_eq!(span(refill(WINDOW, WINDOW + 10, u64::MAX)), None);
+        // Fewer than EARLY ahead: from where they stop to a window past the data.
+        let end = WINDOW - EARLY + 1;
+        let (at, upto) = span(refill(WINDOW, end, u64::MAX)).unwrap();
+        assert_eq!(at, WINDOW);
+        assert!(upto >= end + WINDOW);
+        // Never past the limit.
+        assert!(!runs_low(WINDOW, end, WINDOW));
+        assert_eq!(span(refill(WINDOW, end, WINDOW)), None);
+        assert_eq!(
+            span(refill(WINDOW, end, WINDOW + 4096)),
+            Some((WINDOW, WINDOW + 4096))
+        );
     }
 
     #[test]

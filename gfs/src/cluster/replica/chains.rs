@@ -45,8 +45,13 @@ impl Open<'_> {
         let data_off = self.replica.layout.data_off;
         if how.zeros {
             let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-            let to = self.replica.zeroed_to.load(Ordering::Acquire);
             let limit = self.replica.layout.chunk_size;
+            let mut to = self.replica.zeroed_to.load(Ordering::Acquire);
+            if crate::zeros::ahead(to, len + n, n, limit).is_some() {
+                // A refill in flight may be writing past `to`.
+                self.replica.wait_for_refill();
+                to = self.replica.zeroed_to.load(Ordering::Acquire);
+            }
             if let Some(z) = crate::zeros::ahead(to, len + n, n, limit) {
                 for (off, piece) in z.pieces {
                     chain.write(&self.file, data_off + off, &[piece]);

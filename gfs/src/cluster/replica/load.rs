@@ -264,6 +264,8 @@ impl Replica {
             direct: AtomicBool::new(false),
             layout,
             zeroed_to: AtomicU64::new(state.len),
+            refilling: Mutex::new(()),
+            refill_asked: AtomicBool::new(false),
             state: RwLock::new(state),
             io_lock: Mutex::new(()),
             bad: AtomicBool::new(false),

@@ -252,6 +252,86 @@ fn unsynced_log_appends_inside_the_zeros_are_stores_that_readers_and_a_restart_s
     }
 }
 
+/// A cluster whose chunks hold several windows of zeros (see `zeros.rs`).
+fn big_chunk_opts(dir: &Path) -> ClusterOptions {
+    let mut o = opts(dir, 3);
+    o.chunk_size = 8 << 20;
+    o
+}
+
+#[test]
+fn a_logs_zeros_are_renewed_in_the_background_before_the_appends_reach_their_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_off = chunk::Layout::new(8 << 20).data_off;
+    let c = Cluster::open(big_chunk_opts(dir.path())).unwrap();
+    let mut w = c.create_log("log/a").unwrap();
+    // The first append writes the first window itself.
+    w.append_sync(&[&bytes(1, 1000)]).unwrap();
+    let first = replica_sizes(&c);
+    assert_eq!(first.len(), 3);
+    let window_end = first.iter().copied().min().unwrap() - data_off;
+    assert!(window_end >= 1 << 20, "{first:?}");
+    // Unsynced appends into the window until fewer than EARLY bytes of
+    // zeros are left ahead of the data.
+    let mut end = 1000;
+    let mut seed = 2;
+    while window_end - end >= crate::zeros::EARLY {
+        w.append(&bytes(seed, 1000)).unwrap();
+        end += 1000;
+        seed += 1;
+    }
+    // With no further append, every replica gets a window past the data.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let renewed = loop {
+        let sizes = replica_sizes(&c);
+        if sizes.iter().all(|&s| s >= data_off + end + (1 << 20)) {
+            break true;
+        }
+        if Instant::now() >= deadline {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    assert!(renewed, "{:?} for data ending at {end}", replica_sizes(&c));
+    let written = read_all(&c, "log/a");
+    assert_eq!(written.len() as u64, end);
+    // A clean close cuts them.
+    drop(w);
+    assert!(replica_sizes(&c).iter().all(|&s| s == data_off + end));
+}
+
+#[test]
+fn appends_that_outrun_the_renewal_of_the_zeros_lose_nothing_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    // Records just under the size that gets zeros, so the appends reach
+    // the end of each window while its renewal may still be writing.
+    let data = bytes(17, 6 << 20);
+    let records: Vec<&[u8]> = data.chunks(60_000).collect();
+    {
+        let c = Cluster::open(big_chunk_opts(dir.path())).unwrap();
+        let mut w = c.create_log("log/a").unwrap();
+        for (i, r) in records.iter().enumerate() {
+            if i % 25 == 0 {
+                w.append_sync(&[r]).unwrap();
+            } else {
+                w.append(r).unwrap();
+            }
+        }
+        assert_eq!(read_all(&c, "log/a"), data);
+        // A killed writer: what the stores left in the page cache counts.
+        std::mem::forget(w);
+    }
+    let c = Cluster::open(big_chunk_opts(dir.path())).unwrap();
+    assert_eq!(read_all(&c, "log/a"), data);
+    let off = chunk::Layout::new(8 << 20).data_off as usize;
+    let files = c.replica_files();
+    assert_eq!(files.len(), 3);
+    for (_, p) in files {
+        let f = std::fs::read(&p).unwrap();
+        assert!(f[off..] == data[..], "{} differs from the log", p.display());
+    }
+}
+
 #[test]
 fn a_replica_failing_between_stored_appends_is_dropped_and_the_others_keep_the_log() {
     let dir = tempfile::tempdir().unwrap();

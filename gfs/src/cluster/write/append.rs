@@ -304,6 +304,9 @@ pub(super) fn mutate(
                 }
                 r.commit_append(len + n, &sums);
                 r.gate.stats.write(n);
+                if how.zeros && r.wants_zeros(len + n) {
+                    inner.zeroer.ask(r);
+                }
                 if sync {
                     r.synced();
                 }
