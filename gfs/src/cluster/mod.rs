@@ -45,7 +45,6 @@ mod server;
 mod status;
 mod throttle;
 mod write;
-mod zeroer;
 
 #[cfg(test)]
 use gate::Fault;
@@ -250,8 +249,8 @@ pub(crate) struct Inner {
     /// The background scrub's state (`scrub.rs`).
     pub(crate) scrub: scrub::Scrub,
     pub(crate) heartbeat_signal: Signal,
-    /// Renews the zeros ahead of logs' replicas (`zeroer.rs`).
-    pub(crate) zeroer: zeroer::Zeroer,
+    /// Renews the zeros ahead of logs' replicas (see `zeros.rs`).
+    pub(crate) zeros: crate::zeros::Renewer,
     pub(crate) stop: AtomicBool,
 }
 
@@ -344,7 +343,7 @@ impl Cluster {
             repairs: repair::Repairs::new(opts.repair_rate),
             scrub: scrub::Scrub::new(opts.scrub_rate),
             heartbeat_signal: Signal::default(),
-            zeroer: zeroer::Zeroer::new(),
+            zeros: crate::zeros::Renewer::new(opts.io_mode),
             stop: AtomicBool::new(false),
             opts,
         });
@@ -357,7 +356,6 @@ impl Cluster {
             ),
             ("gfs-repair", repair::repair_loop as fn(Arc<Inner>)),
             ("gfs-scrub", scrub::scrub_loop as fn(Arc<Inner>)),
-            ("gfs-zeros", zeroer::zero_loop as fn(Arc<Inner>)),
         ] {
             let i = inner.clone();
             let t = std::thread::Builder::new()
@@ -492,7 +490,6 @@ impl Drop for Cluster {
         self.inner.repairs.wake();
         self.inner.heartbeat_signal.notify();
         self.inner.scrub.wake();
-        self.inner.zeroer.wake();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }

@@ -47,8 +47,10 @@ impl Open<'_> {
             let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
             let limit = self.replica.layout.chunk_size;
             let mut to = self.replica.zeroed_to.load(Ordering::Acquire);
-            if crate::zeros::ahead(to, len + n, n, limit).is_some() {
-                // A refill in flight may be writing past `to`.
+            if len + n > to {
+                // A renewal in flight may be writing zeros past `to`, where
+                // this append writes (the caller's I/O lock keeps another
+                // from starting until the chain has run).
                 self.replica.wait_for_refill();
                 to = self.replica.zeroed_to.load(Ordering::Acquire);
             }

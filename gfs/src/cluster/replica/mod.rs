@@ -17,6 +17,7 @@ use super::chunk::{
 use super::gate::Gate;
 use crate::io::Io;
 use crate::shared_map::SharedMap;
+use crate::zeros::Renew;
 use parking_lot::{Mutex, RwLock};
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -74,7 +75,7 @@ pub(crate) struct Replica {
     /// its last page end (see `direct.rs`).
     zeroed_to: AtomicU64,
     /// Held while the background thread writes zeros past `zeroed_to`
-    /// (see `zeroer.rs`): an append that needs zeros beyond them, or a cut
+    /// (see `zeros.rs`): an append that needs zeros beyond them, or a cut
     /// of them, waits for it. Taken under `io_lock`, never the other way.
     refilling: Mutex<()>,
     /// The zeros' renewal was asked for and is not done.
@@ -96,6 +97,42 @@ pub(crate) struct Append {
     /// The checksum entries are stored through the header map once the
     /// data is written ([`Replica::store_entries`]), not written by the chain.
     pub(crate) mapped_entries: bool,
+}
+
+impl Renew for Replica {
+    /// Renews the zeros ahead of a log's data by the protocol of [`Renew`],
+    /// with the I/O lock as the appends' lock. A failed write leaves the
+    /// mark, and the next append past it writes its own zeros (and meets
+    /// the error itself).
+    fn renew(&self, io: &Io) {
+        let io_guard = self.io_lock.lock();
+        self.refill_asked.store(false, Ordering::Release);
+        let to = self.zeroed_to.load(Ordering::Acquire);
+        let Some(z) = crate::zeros::refill(to, self.len(), self.layout.chunk_size) else {
+            return;
+        };
+        if self.is_bad() || self.gate.check_write().is_err() {
+            return;
+        }
+        let Ok(file) = self.file() else {
+            return;
+        };
+        // Under a power-cut model appends write their own zeros, in order
+        // with their data (the model sees writes and syncs, not stores).
+        if crate::power::covers(&file) {
+            return;
+        }
+        let _refilling = self.refilling.lock();
+        drop(io_guard);
+        let off = self.layout.data_off;
+        for (at, piece) in z.pieces {
+            if let Err(e) = io.write(&file, off + at, &[piece], false) {
+                log::debug!("gfs: chunk {:016x}: zeros ahead: {e}", self.handle);
+                return;
+            }
+        }
+        self.zeroed_to.store(z.upto, Ordering::Release);
+    }
 }
 
 impl Drop for Replica {
@@ -408,51 +445,15 @@ impl Replica {
 
     /// After an append ending at `end` of a log's replica: whether the
     /// zeros ahead run low and nobody has asked for more yet (see
-    /// `zeroer.rs`). True at most once until [`Replica::refill_zeros`] ran.
+    /// `zeros.rs`). True at most once until [`Renew::renew`] ran.
     pub(crate) fn wants_zeros(&self, end: u64) -> bool {
         let to = self.zeroed_to.load(Ordering::Acquire);
         crate::zeros::runs_low(to, end, self.layout.chunk_size)
             && !self.refill_asked.swap(true, Ordering::AcqRel)
     }
 
-    /// Renews the zeros ahead of a log's data (see `zeros::refill`), off the
-    /// appends' path: what to write is decided under the I/O lock, and the
-    /// writes run under `refilling` alone, so appends into the zeros already
-    /// there go on; the mark moves only once the zeros are in the file. A
-    /// failed write leaves the mark, and the next append past it writes
-    /// its own zeros (and meets the error itself).
-    pub(crate) fn refill_zeros(&self, io: &Io) {
-        let io_guard = self.io_lock.lock();
-        self.refill_asked.store(false, Ordering::Release);
-        let to = self.zeroed_to.load(Ordering::Acquire);
-        let Some(z) = crate::zeros::refill(to, self.len(), self.layout.chunk_size) else {
-            return;
-        };
-        if self.is_bad() || self.gate.check_write().is_err() {
-            return;
-        }
-        // Under a power-cut model appends write their own zeros, in order
-        // with their data (the model sees writes and syncs, not stores).
-        let Ok(file) = self.file() else {
-            return;
-        };
-        if crate::power::covers(&file) {
-            return;
-        }
-        let _refilling = self.refilling.lock();
-        drop(io_guard);
-        let off = self.layout.data_off;
-        for (at, piece) in z.pieces {
-            if let Err(e) = io.write(&file, off + at, &[piece], false) {
-                log::debug!("gfs: chunk {:016x}: zeros ahead: {e}", self.handle);
-                return;
-            }
-        }
-        self.zeroed_to.store(z.upto, Ordering::Release);
-    }
-
     /// Waits for a refill of the zeros in flight (see
-    /// [`Replica::refill_zeros`]); the caller holds the I/O lock, so no other
+    /// [`Renew::renew`]); the caller holds the I/O lock, so no other
     /// starts until it lets go.
     pub(crate) fn wait_for_refill(&self) {
         drop(self.refilling.lock());

@@ -5,6 +5,7 @@ use super::*;
 use crate::cluster::fds::FdCache;
 use crate::io::{Chain, Io, IoMode};
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 fn new_replica(dir: &Path, chunk_size: u64) -> (Arc<Replica>, Io) {
     new_replica_with(dir, Layout::new(chunk_size))
@@ -404,4 +405,61 @@ fn a_sync_finds_the_window_unmapped_and_the_next_append_maps_it_again() {
     assert!(l.corrupt.is_none());
     assert_eq!(l.replica.len(), 3000);
     assert_eq!(read(&io, &l.replica, 0, 3000).unwrap(), all);
+}
+
+#[test]
+fn an_append_past_the_zeros_waits_for_their_renewal_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 64 * BLOCK);
+    let first = [1u8; 1000];
+    assert!(!unsynced_log_append(&r, &io, 0, &[], &first));
+    let to = r.zeroed_to.load(Ordering::Acquire);
+    assert!(to >= 1 << 20, "the first append wrote a window: {to}");
+    // Appends until the zeros run low: a renewal is due.
+    // All the data so far; an append is given its last block's bytes.
+    let mut all = first.to_vec();
+    let tail = |all: &[u8]| all[all.len() / BLOCK as usize * BLOCK as usize..].to_vec();
+    let mut len = 1000;
+    while !r.wants_zeros(len) {
+        let rec = [2u8; 1000];
+        assert!(unsynced_log_append(&r, &io, len, &tail(&all), &rec));
+        all.extend_from_slice(&rec);
+        len += 1000;
+    }
+    // Play a renewal in flight: it holds `refilling` and will write zeros
+    // from `to` on. An append large enough to write no zeros of its own,
+    // running past `to`, must wait for it rather than be overwritten.
+    let big: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+    let refilling = r.refilling.lock();
+    let appended = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            let mut at = len;
+            let mut all = all.clone();
+            while at + big.len() as u64 <= to {
+                let rec = [3u8; 1000];
+                unsynced_log_append(&r, &io, at, &tail(&all), &rec);
+                all.extend_from_slice(&rec);
+                at += 1000;
+            }
+            unsynced_log_append(&r, &io, at, &tail(&all), &big);
+            at
+        });
+        // Give the append time to reach the zeros' end (were it not to
+        // wait, its data would now be in the file, under the zeros below).
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while !t.is_finished() && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let file = r.file().unwrap();
+        let off = r.layout.data_off;
+        let zeros = vec![0u8; 256 << 10];
+        io.write(&file, off + to, &[&zeros], false).unwrap();
+        r.zeroed_to
+            .store(to + zeros.len() as u64, Ordering::Release);
+        drop(refilling);
+        t.join().unwrap()
+    });
+    let at = appended;
+    assert!(at < to && at + big.len() as u64 > to);
+    assert_eq!(read(&io, &r, at, big.len()).unwrap(), big);
 }

@@ -303,10 +303,20 @@ fn a_logs_zeros_are_renewed_in_the_background_before_the_appends_reach_their_end
 #[test]
 fn appends_that_outrun_the_renewal_of_the_zeros_lose_nothing_to_it() {
     let dir = tempfile::tempdir().unwrap();
-    // Records just under the size that gets zeros, so the appends reach
-    // the end of each window while its renewal may still be writing.
+    // Records just under the size that gets zeros and just over it (those
+    // write no zeros of their own), so the appends reach the end of each
+    // window, and go past it, while its renewal may still be writing.
     let data = bytes(17, 6 << 20);
-    let records: Vec<&[u8]> = data.chunks(60_000).collect();
+    let mut records: Vec<&[u8]> = Vec::new();
+    let mut rest = &data[..];
+    for size in [60_000, 70_000, 1_000, 65_537].into_iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (r, more) = rest.split_at(size.min(rest.len()));
+        records.push(r);
+        rest = more;
+    }
     {
         let c = Cluster::open(big_chunk_opts(dir.path())).unwrap();
         let mut w = c.create_log("log/a").unwrap();

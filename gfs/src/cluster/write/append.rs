@@ -305,7 +305,7 @@ pub(super) fn mutate(
                 r.commit_append(len + n, &sums);
                 r.gate.stats.write(n);
                 if how.zeros && r.wants_zeros(len + n) {
-                    inner.zeroer.ask(r);
+                    inner.zeros.ask(r.clone());
                 }
                 if sync {
                     r.synced();
