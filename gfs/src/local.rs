@@ -16,7 +16,9 @@
 use crate::io::{Io, IoMode};
 use crate::name::validate;
 use crate::shared_map::SharedMap;
+use crate::zeros::{Renew, Renewer};
 use crate::{Error, FileStore, Mapped, ReadableFile, Result, WritableFile};
+use parking_lot::Mutex;
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
@@ -35,6 +37,8 @@ struct Inner {
     io: Io,
     /// Whether readers may map files (see [`LocalStore::set_maps`]).
     maps: AtomicBool,
+    /// Renews the zeros ahead of logs (see `zeros.rs`).
+    zeros: Renewer,
 }
 
 impl LocalStore {
@@ -55,6 +59,7 @@ impl LocalStore {
         Ok(LocalStore {
             inner: Arc::new(Inner {
                 root,
+                zeros: Renewer::new(io.mode()),
                 io,
                 maps: AtomicBool::new(true),
             }),
@@ -270,12 +275,29 @@ impl LocalStore {
         Ok(LocalWriter {
             inner: inner.clone(),
             name: name.to_string(),
-            file,
+            file: Arc::new(file),
             len: 0,
             unsynced_dirs: dirs,
-            zeroed_to: None,
+            zeros: None,
             window: None,
         })
+    }
+}
+
+impl LocalStore {
+    /// A new empty commit log (see [`FileStore::create_log`]).
+    fn create_log_writer(&self, name: &str) -> Result<LocalWriter> {
+        let mut w = self.create_writer(name)?;
+        w.zeros = Some(Arc::new(LogZeros {
+            name: w.name.clone(),
+            file: w.file.clone(),
+            zeroed_to: AtomicU64::new(0),
+            end: AtomicU64::new(0),
+            deciding: Mutex::new(()),
+            refilling: Mutex::new(()),
+            asked: AtomicBool::new(false),
+        }));
+        Ok(w)
     }
 }
 
@@ -287,9 +309,7 @@ impl FileStore for LocalStore {
     /// A file whose synced appends land on zeros written ahead of them (see
     /// `LocalWriter::zero_ahead`).
     fn create_log(&self, name: &str) -> Result<Box<dyn WritableFile>> {
-        let mut w = self.create_writer(name)?;
-        w.zeroed_to = Some(0);
-        Ok(Box::new(w))
+        Ok(Box::new(self.create_log_writer(name)?))
     }
 
     fn open_append(&self, name: &str) -> Result<Box<dyn WritableFile>> {
@@ -298,10 +318,10 @@ impl FileStore for LocalStore {
         Ok(Box::new(LocalWriter {
             inner: self.inner.clone(),
             name: name.to_string(),
-            file,
+            file: Arc::new(file),
             len,
             unsynced_dirs: Vec::new(),
-            zeroed_to: None,
+            zeros: None,
             window: None,
         }))
     }
@@ -434,35 +454,77 @@ impl FileStore for LocalStore {
 struct LocalWriter {
     inner: Arc<Inner>,
     name: String,
-    file: File,
+    file: Arc<File>,
     /// Where the next append goes; only advanced by complete writes.
     len: u64,
     /// Directories changed by this file's creation, synced on first sync.
     unsynced_dirs: Vec<PathBuf>,
-    /// For a commit log (`create_log`): where the zeros written ahead of
-    /// the data end (0 until the first append).
-    zeroed_to: Option<u64>,
+    /// For a commit log (`create_log`): the zeros written ahead of the data.
+    zeros: Option<Arc<LogZeros>>,
     /// For a commit log: the zeros ahead of its data mapped shared and
     /// writable, which its unsynced appends store into instead of writing
     /// them (see [`LocalWriter::store_mapped`]).
     window: Option<SharedMap>,
 }
 
-impl LocalWriter {
-    /// Before a log append ending at `end`: zeros written past it (see
-    /// `zeros.rs`).
-    fn zero_ahead(&mut self, end: u64, len: u64) -> Result<()> {
-        let Some(to) = self.zeroed_to else {
-            return Ok(());
+/// A commit log's zeros ahead of its data (see `zeros.rs`), shared with the
+/// thread that renews them, by the protocol of [`Renew`].
+struct LogZeros {
+    name: String,
+    file: Arc<File>,
+    /// Where the zeros end (0 until the first append).
+    zeroed_to: AtomicU64,
+    /// Where the data ends, as of the last append.
+    end: AtomicU64,
+    /// Held by the writer while it writes past the zeros (its own zeros
+    /// and data there), and by the renewal while it decides what to write.
+    deciding: Mutex<()>,
+    /// Held while the renewal writes.
+    refilling: Mutex<()>,
+    /// The renewal was asked for and has not run.
+    asked: AtomicBool,
+}
+
+impl Renew for LogZeros {
+    fn renew(&self, io: &Io) {
+        let deciding = self.deciding.lock();
+        self.asked.store(false, Ordering::Release);
+        let to = self.zeroed_to.load(Ordering::Acquire);
+        let end = self.end.load(Ordering::Acquire);
+        let Some(z) = crate::zeros::refill(to, end, u64::MAX) else {
+            return;
         };
-        if let Some(z) = crate::zeros::ahead(to, end, len, u64::MAX) {
-            for (off, piece) in z.pieces {
+        // Under a power-cut model the writer writes its own zeros, in order
+        // with its data (the model sees writes and syncs, not stores).
+        if crate::power::covers(&self.file) {
+            return;
+        }
+        let _refilling = self.refilling.lock();
+        drop(deciding);
+        for (off, piece) in z.pieces {
+            if let Err(e) = io.write(&self.file, off, &[piece], false) {
+                log::debug!("{}: zeros ahead: {e}", self.name);
+                return;
+            }
+        }
+        self.zeroed_to.store(z.upto, Ordering::Release);
+    }
+}
+
+impl LocalWriter {
+    /// Before a log append of `len` bytes ending at `end`: zeros written
+    /// past it (see `zeros.rs`). The caller holds `z.deciding`, and no
+    /// renewal is writing.
+    fn zero_ahead(&self, z: &LogZeros, end: u64, len: u64) -> Result<()> {
+        let to = z.zeroed_to.load(Ordering::Acquire);
+        if let Some(w) = crate::zeros::ahead(to, end, len, u64::MAX) {
+            for (off, piece) in w.pieces {
                 self.inner
                     .io
                     .write(&self.file, off, &[piece], false)
                     .map_err(|e| Error::io(&self.name, e))?;
             }
-            self.zeroed_to = Some(z.upto);
+            z.zeroed_to.store(w.upto, Ordering::Release);
         }
         Ok(())
     }
@@ -476,7 +538,12 @@ impl LocalWriter {
     /// where the append does not lie inside zeros already in the file, or
     /// under a power-cut model, which sees only writes and syncs.
     fn store_mapped(&mut self, offset: u64, n: u64, bufs: &[&[u8]]) -> bool {
-        let Some(to) = self.zeroed_to.filter(|&to| offset + n <= to) else {
+        let Some(to) = self
+            .zeros
+            .as_ref()
+            .map(|z| z.zeroed_to.load(Ordering::Acquire))
+            .filter(|&to| offset + n <= to)
+        else {
             return false;
         };
         if !self.window.as_ref().is_some_and(|m| m.covers(offset, n)) {
@@ -494,14 +561,8 @@ impl LocalWriter {
             .is_some_and(|m| m.store_all(offset, bufs))
     }
 
-    fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
-        let offset = self.len;
-        let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        self.zero_ahead(offset + n, n)?;
-        if !sync && self.store_mapped(offset, n, bufs) {
-            self.len += n;
-            return Ok(offset);
-        }
+    /// Writes `bufs` at `offset` (and syncs them with the directories).
+    fn write_data(&mut self, offset: u64, bufs: &[&[u8]], sync: bool) -> Result<()> {
         // Writeback write-protects every dirty page still mapped, a TLB
         // shootdown each; one unmap flushes them all at once.
         if sync {
@@ -511,9 +572,42 @@ impl LocalWriter {
             .io
             .write(&self.file, offset, bufs, sync)
             .map_err(|e| Error::io(&self.name, e))?;
-        self.len += n;
         if sync {
             self.inner.sync_dirs(&mut self.unsynced_dirs, &self.name)?;
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, bufs: &[&[u8]], sync: bool) -> Result<u64> {
+        let offset = self.len;
+        let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        let end = offset + n;
+        let Some(z) = self.zeros.clone() else {
+            self.write_data(offset, bufs, sync)?;
+            self.len = end;
+            return Ok(offset);
+        };
+        let to = z.zeroed_to.load(Ordering::Acquire);
+        // Zeros to write first, or data past them: not while a renewal
+        // writes there, nor with one deciding what to write.
+        let past = end > to || crate::zeros::ahead(to, end, n, u64::MAX).is_some();
+        let deciding = past.then(|| {
+            let g = z.deciding.lock();
+            drop(z.refilling.lock());
+            g
+        });
+        if past {
+            self.zero_ahead(&z, end, n)?;
+        }
+        if sync || !self.store_mapped(offset, n, bufs) {
+            self.write_data(offset, bufs, sync)?;
+        }
+        drop(deciding);
+        self.len = end;
+        z.end.store(end, Ordering::Release);
+        let to = z.zeroed_to.load(Ordering::Acquire);
+        if crate::zeros::runs_low(to, end, u64::MAX) && !z.asked.swap(true, Ordering::AcqRel) {
+            self.inner.zeros.ask(z);
         }
         Ok(offset)
     }
@@ -544,7 +638,16 @@ impl Drop for LocalWriter {
     /// model sees only writes and syncs, so under one the zeros stay.)
     fn drop(&mut self) {
         self.window = None;
-        if self.zeroed_to.is_some_and(|to| to > self.len) && !crate::power::covers(&self.file) {
+        let Some(z) = &self.zeros else {
+            return;
+        };
+        // No renewal runs now, nor writes after this (it finds no zeros
+        // ahead of the data).
+        let _deciding = z.deciding.lock();
+        drop(z.refilling.lock());
+        let to = z.zeroed_to.swap(self.len, Ordering::AcqRel);
+        z.end.store(self.len, Ordering::Release);
+        if to > self.len && !crate::power::covers(&self.file) {
             if let Err(e) = self.file.set_len(self.len) {
                 log::debug!("{}: zeros after the data stay: {e}", self.name);
             }
@@ -1123,6 +1226,71 @@ mod tests {
     }
 
     #[test]
+    fn a_logs_zeros_are_renewed_in_the_background_before_its_appends_reach_their_end() {
+        let (_d, s) = store(IoMode::Uring);
+        let path = s.dir().join("log");
+        let size = || fs::metadata(&path).unwrap().len();
+        let mut w = s.create_log("log").unwrap();
+        w.append(&[1u8; 1000]).unwrap();
+        let first = size();
+        assert!(first >= 1 << 20, "the first append wrote a window: {first}");
+        // Appends into it until fewer than EARLY bytes of zeros are left.
+        let mut seed = 2u8;
+        while size() - w.len() >= crate::zeros::EARLY {
+            w.append(&[seed; 1000]).unwrap();
+            seed = seed.wrapping_add(1);
+        }
+        // With no further append, the file gets a window past the data.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while size() < w.len() + (1 << 20) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert!(size() >= w.len() + (1 << 20), "{} for {}", size(), w.len());
+        let len = w.len();
+        drop(w);
+        assert_eq!(size(), len, "a clean close cuts them");
+    }
+
+    #[test]
+    fn a_logs_append_past_its_zeros_waits_for_their_renewal_in_flight() {
+        let (_d, s) = store(IoMode::Syscall);
+        let mut w = s.create_log_writer("log").unwrap();
+        w.append(&[1u8; 1000]).unwrap();
+        let z = w.zeros.clone().unwrap();
+        let to = z.zeroed_to.load(Ordering::Acquire);
+        assert!(to >= 1 << 20, "the first append wrote a window: {to}");
+        // The test plays the renewal: no request goes to the real one.
+        z.asked.store(true, Ordering::Release);
+        let refilling = z.refilling.lock();
+        let big: Vec<u8> = (0..70_000u32).map(|i| (i % 251) as u8).collect();
+        let at = std::thread::scope(|sc| {
+            let t = sc.spawn(|| {
+                // Stores up to the zeros' end, then an append past it, too
+                // large to write zeros of its own.
+                while w.len() + big.len() as u64 <= to {
+                    w.append(&[2u8; 1000]).unwrap();
+                }
+                w.append(&big).unwrap()
+            });
+            // Give the append time to reach the zeros' end (were it not to
+            // wait, its data would now be in the file, under the zeros).
+            let deadline = std::time::Instant::now() + std::time::Duration::from_millis(200);
+            while !t.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::yield_now();
+            }
+            let zeros = vec![0u8; 256 << 10];
+            s.inner.io.write(&z.file, to, &[&zeros], false).unwrap();
+            z.zeroed_to
+                .store(to + zeros.len() as u64, Ordering::Release);
+            drop(refilling);
+            t.join().unwrap()
+        });
+        assert!(at < to && at + big.len() as u64 > to);
+        let back = s.open("log").unwrap().read_at(at, big.len()).unwrap();
+        assert!(back == big, "the append past the zeros was overwritten");
+    }
+
+    #[test]
     fn a_logs_appends_past_its_zeros_are_written() {
         let (_d, s) = store(IoMode::Syscall);
         let mut w = s.create_log("log").unwrap();
@@ -1146,10 +1314,10 @@ mod tests {
             let mut w = LocalWriter {
                 inner: s.inner.clone(),
                 name: "ro".to_string(),
-                file,
+                file: Arc::new(file),
                 len: 0,
                 unsynced_dirs: Vec::new(),
-                zeroed_to: None,
+                zeros: None,
                 window: None,
             };
             match w.append_sync(&[b"data"]) {
