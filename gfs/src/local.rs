@@ -450,6 +450,10 @@ impl FileStore for LocalStore {
     }
 }
 
+/// How far past its first store a log's window of zeros is mapped (see
+/// `shared_map.rs`): the zeros' renewals within it need no new mapping.
+const WINDOW_REACH: u64 = 16 << 20;
+
 /// A file being appended to at explicit offsets.
 struct LocalWriter {
     inner: Arc<Inner>,
@@ -546,19 +550,24 @@ impl LocalWriter {
         else {
             return false;
         };
-        if !self.window.as_ref().is_some_and(|m| m.covers(offset, n)) {
+        if !self.window.as_ref().is_some_and(|m| m.reaches(offset, n)) {
             self.window = None;
             if crate::power::covers(&self.file) {
                 return false;
             }
             // SAFETY: the file holds `[offset, to)`: the zeros up to `to`
             // were written before `zeroed_to` was set, and the file is cut
-            // only on drop, which unmaps first.
-            self.window = unsafe { SharedMap::range(&self.file, offset, to - offset) };
+            // only on drop, which unmaps first. Past `to` nothing is stored.
+            self.window = unsafe {
+                SharedMap::reaching(&self.file, offset, (to - offset).max(WINDOW_REACH), to)
+            };
         }
-        self.window
-            .as_mut()
-            .is_some_and(|m| m.store_all(offset, bufs))
+        let Some(w) = self.window.as_mut() else {
+            return false;
+        };
+        // SAFETY: as above, for the zeros renewed since the mapping.
+        unsafe { w.hold_to(to) };
+        w.store_all(offset, bufs)
     }
 
     /// Writes `bufs` at `offset` (and syncs them with the directories).

@@ -14,10 +14,11 @@
 //! the file see them. (A `kill -9` in the middle of a store can leave part
 //! of a record, never acknowledged: the log's reader drops it as a torn
 //! tail or a damaged block, as after a machine crash.) Only a log's last
-//! file (or chunk replica) is mapped, only while it takes appends, and the
-//! data window covers the zeros of one renewal (about a megabyte), so a
-//! server's mapped pages stay a few megabytes. A sync unmaps the data window
-//! first: writeback write-protects each mapped dirty page with a TLB
+//! file (or chunk replica) is mapped, only while it takes appends; the data
+//! window reaches past the zeros written so far (to the chunk's end, or 16
+//! MiB on the local store) so that their renewals need no new mapping, but
+//! only pages the appends stored into are ever touched, so a server's mapped
+//! pages stay a few megabytes. A sync unmaps the data window first: writeback write-protects each mapped dirty page with a TLB
 //! shootdown of its own, where one unmap flushes them all.
 
 use std::fs::File;
@@ -27,6 +28,10 @@ pub(crate) struct SharedMap {
     map: memmap2::MmapMut,
     /// File offset of the mapping's first byte.
     off: u64,
+    /// File offset below which stores may go: the file holds every byte
+    /// of the mapping below it. A mapping may reach past the end of the
+    /// file (see [`SharedMap::reaching`]); nothing is stored there.
+    held: u64,
 }
 
 impl SharedMap {
@@ -38,11 +43,28 @@ impl SharedMap {
     /// end for as long as the mapping lives: a store past the end of the
     /// file kills the process (`SIGBUS`).
     pub(crate) unsafe fn range(file: &File, off: u64, len: u64) -> Option<SharedMap> {
+        // SAFETY: the caller's promise, for the whole range.
+        unsafe { Self::reaching(file, off, len, off + len) }
+    }
+
+    /// Maps `len` bytes of `file` from `off` (rounded down to a page), of
+    /// which stores may go only below file offset `held` until
+    /// [`SharedMap::hold_to`] moves it: a mapping may reach past the end of
+    /// the file, so that a file growing ahead of its stores (a log's zeros)
+    /// need not be mapped again each time it grows. Pages past the end of
+    /// the file are never touched.
+    ///
+    /// # Safety
+    ///
+    /// The file must hold every byte of the range below `held`, and must
+    /// not be cut below `held` for as long as the mapping lives: a store
+    /// past the end of the file kills the process (`SIGBUS`).
+    pub(crate) unsafe fn reaching(file: &File, off: u64, len: u64, held: u64) -> Option<SharedMap> {
         let page = page_size();
         let start = off - off % page;
         let len = usize::try_from(off + len - start).ok().filter(|&l| l > 0)?;
-        // SAFETY: the caller promises the file covers the range for the
-        // mapping's life.
+        // SAFETY: the caller promises the file covers the range below
+        // `held` for the mapping's life; nothing is stored past it.
         let map = unsafe {
             memmap2::MmapOptions::new()
                 .offset(start)
@@ -50,7 +72,11 @@ impl SharedMap {
                 .map_mut(file)
         };
         match map {
-            Ok(map) => Some(SharedMap { map, off: start }),
+            Ok(map) => Some(SharedMap {
+                map,
+                off: start,
+                held,
+            }),
             Err(e) => {
                 log::debug!("mapping {len} bytes of a file at {start}: {e}; writing instead");
                 None
@@ -58,8 +84,25 @@ impl SharedMap {
         }
     }
 
-    /// Whether file bytes `[off, off + len)` lie inside the mapping.
+    /// Lets stores go below file offset `to` (never lowers the mark).
+    ///
+    /// # Safety
+    ///
+    /// As for [`SharedMap::reaching`]: the file holds every byte of the
+    /// mapping below `to`, and is not cut below it while the mapping lives.
+    pub(crate) unsafe fn hold_to(&mut self, to: u64) {
+        self.held = self.held.max(to);
+    }
+
+    /// Whether file bytes `[off, off + len)` lie inside the mapping, where
+    /// the file holds them.
     pub(crate) fn covers(&self, off: u64, len: u64) -> bool {
+        off >= self.off && off + len <= self.held.min(self.off + self.map.len() as u64)
+    }
+
+    /// Whether file bytes `[off, off + len)` lie inside the mapping's
+    /// reach, held by the file or not.
+    pub(crate) fn reaches(&self, off: u64, len: u64) -> bool {
         off >= self.off && off + len <= self.off + self.map.len() as u64
     }
 
@@ -143,5 +186,36 @@ mod tests {
         assert_eq!(&got, b"abcd");
         f.read_exact_at(&mut got, 10_998).unwrap();
         assert_eq!(got, [0u8; 4], "a refused store stores nothing");
+    }
+
+    #[test]
+    fn a_mapping_past_the_end_of_the_file_stores_only_where_the_file_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("r"))
+            .unwrap();
+        f.write_all_at(&[0u8; 4096], 0).unwrap();
+        // SAFETY: the file holds the first 4096 bytes and is not cut in
+        // this test; the mapping reaches four pages past its end.
+        let mut m = unsafe { SharedMap::reaching(&f, 0, 5 * 4096, 4096) }.unwrap();
+        assert!(m.reaches(0, 5 * 4096) && !m.reaches(0, 5 * 4096 + 1));
+        assert!(m.store(4090, b"end!!!"));
+        // Past what the file holds: refused (a store there would be SIGBUS).
+        assert!(!m.store(4094, b"past"));
+        assert!(!m.store(8192, b"past"));
+        // The file grows; the same mapping takes stores there.
+        f.write_all_at(&[0u8; 8192], 4096).unwrap();
+        // SAFETY: the file now holds 12288 bytes.
+        unsafe { m.hold_to(3 * 4096) };
+        assert!(m.store(8192, b"grown"));
+        assert!(!m.store(3 * 4096 - 2, b"past"));
+        let mut got = [0u8; 5];
+        f.read_exact_at(&mut got, 8192).unwrap();
+        assert_eq!(&got, b"grown");
+        f.read_exact_at(&mut got[..4], 4092).unwrap();
+        assert_eq!(&got[..4], b"d!!!");
     }
 }

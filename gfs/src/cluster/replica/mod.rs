@@ -407,10 +407,20 @@ impl Replica {
         }
         let at = self.layout.data_off + len;
         let mut window = self.window.lock();
-        if !window.as_ref().is_some_and(|m| m.covers(at, n)) {
+        if !window.as_ref().is_some_and(|m| m.reaches(at, n)) {
+            // The window reaches to the chunk's end, so the zeros' renewals
+            // need no new one: only a sync (or a cut) unmaps it.
+            let reach = self.layout.data_off + self.layout.chunk_size;
             *window = None;
+            // SAFETY: nothing is held yet: stores wait for `hold_to` below.
+            *window = unsafe { SharedMap::reaching(file, at, reach - at, at) };
+        }
+        let Some(w) = window.as_mut() else {
+            return false;
+        };
+        if !w.covers(at, n) {
             // The mark is set before the zeros' writes run: make sure they
-            // did (a replica whose write failed is dropped, but a mapping
+            // did (a replica whose write failed is dropped, but a store
             // past the end of its file would kill the process).
             let end = self.layout.data_off + zeroed;
             if !file.metadata().is_ok_and(|m| m.len() >= end) {
@@ -419,9 +429,9 @@ impl Replica {
             // SAFETY: the file holds `[at, end)` (just checked), and is cut
             // only by `cut_zeros`, which drops this mapping first under the
             // I/O lock the caller holds, and by a load, before any mapping.
-            *window = unsafe { SharedMap::range(file, at, end - at) };
+            unsafe { w.hold_to(end) };
         }
-        let stored = window.as_mut().is_some_and(|m| m.store_all(at, bufs));
+        let stored = w.store_all(at, bufs);
         drop(window);
         stored && self.store_entries(sums)
     }
