@@ -279,7 +279,6 @@ impl LocalStore {
             len: 0,
             unsynced_dirs: dirs,
             zeros: None,
-            window: None,
         })
     }
 }
@@ -295,6 +294,7 @@ impl LocalStore {
             end: AtomicU64::new(0),
             deciding: Mutex::new(()),
             refilling: Mutex::new(()),
+            window: Mutex::new(None),
             asked: AtomicBool::new(false),
         }));
         Ok(w)
@@ -322,7 +322,6 @@ impl FileStore for LocalStore {
             len,
             unsynced_dirs: Vec::new(),
             zeros: None,
-            window: None,
         }))
     }
 
@@ -465,10 +464,6 @@ struct LocalWriter {
     unsynced_dirs: Vec<PathBuf>,
     /// For a commit log (`create_log`): the zeros written ahead of the data.
     zeros: Option<Arc<LogZeros>>,
-    /// For a commit log: the zeros ahead of its data mapped shared and
-    /// writable, which its unsynced appends store into instead of writing
-    /// them (see [`LocalWriter::store_mapped`]).
-    window: Option<SharedMap>,
 }
 
 /// A commit log's zeros ahead of its data (see `zeros.rs`), shared with the
@@ -483,8 +478,13 @@ struct LogZeros {
     /// Held by the writer while it writes past the zeros (its own zeros
     /// and data there), and by the renewal while it decides what to write.
     deciding: Mutex<()>,
-    /// Held while the renewal writes.
+    /// Held while the renewal writes (and faults in what it wrote).
     refilling: Mutex<()>,
+    /// The zeros ahead of the data mapped shared and writable, which the
+    /// unsynced appends store into instead of writing them (see
+    /// [`LocalWriter::store_mapped`]); shared with a renewal only while it
+    /// faults in the pages it wrote.
+    window: Mutex<Option<Arc<SharedMap>>>,
     /// The renewal was asked for and has not run.
     asked: AtomicBool,
 }
@@ -512,6 +512,14 @@ impl Renew for LogZeros {
             }
         }
         self.zeroed_to.store(z.upto, Ordering::Release);
+        // The appends' window reaches over the new zeros: fault their pages
+        // in here, not one by one in the appends' stores.
+        let window = self.window.lock().clone();
+        if let Some(w) = window {
+            // SAFETY: the file holds the zeros just written, and the writer
+            // cuts it only after waiting for `refilling`.
+            unsafe { w.populate(to, z.upto - to) };
+        }
     }
 }
 
@@ -541,28 +549,30 @@ impl LocalWriter {
     /// fdatasync writes them back, and readers of the file see them. False
     /// where the append does not lie inside zeros already in the file, or
     /// under a power-cut model, which sees only writes and syncs.
-    fn store_mapped(&mut self, offset: u64, n: u64, bufs: &[&[u8]]) -> bool {
-        let Some(to) = self
-            .zeros
-            .as_ref()
-            .map(|z| z.zeroed_to.load(Ordering::Acquire))
-            .filter(|&to| offset + n <= to)
-        else {
+    fn store_mapped(&self, offset: u64, n: u64, bufs: &[&[u8]]) -> bool {
+        let Some(z) = &self.zeros else {
             return false;
         };
-        if !self.window.as_ref().is_some_and(|m| m.reaches(offset, n)) {
-            self.window = None;
+        let to = z.zeroed_to.load(Ordering::Acquire);
+        if offset + n > to {
+            return false;
+        }
+        let mut window = z.window.lock();
+        if !window.as_ref().is_some_and(|m| m.reaches(offset, n)) {
+            *window = None;
             if crate::power::covers(&self.file) {
                 return false;
             }
             // SAFETY: the file holds `[offset, to)`: the zeros up to `to`
             // were written before `zeroed_to` was set, and the file is cut
             // only on drop, which unmaps first. Past `to` nothing is stored.
-            self.window = unsafe {
+            *window = unsafe {
                 SharedMap::reaching(&self.file, offset, (to - offset).max(WINDOW_REACH), to)
-            };
+            }
+            .map(Arc::new);
         }
-        let Some(w) = self.window.as_mut() else {
+        // Shared only while a renewal faults pages in: write instead.
+        let Some(w) = window.as_mut().and_then(Arc::get_mut) else {
             return false;
         };
         // SAFETY: as above, for the zeros renewed since the mapping.
@@ -570,12 +580,18 @@ impl LocalWriter {
         w.store_all(offset, bufs)
     }
 
+    /// Unmaps a log's window of zeros: writeback write-protects every dirty
+    /// page still mapped, a TLB shootdown each; one unmap flushes them all.
+    fn unmap_window(&self) {
+        if let Some(z) = &self.zeros {
+            *z.window.lock() = None;
+        }
+    }
+
     /// Writes `bufs` at `offset` (and syncs them with the directories).
     fn write_data(&mut self, offset: u64, bufs: &[&[u8]], sync: bool) -> Result<()> {
-        // Writeback write-protects every dirty page still mapped, a TLB
-        // shootdown each; one unmap flushes them all at once.
         if sync {
-            self.window = None;
+            self.unmap_window();
         }
         self.inner
             .io
@@ -630,7 +646,7 @@ impl WritableFile for LocalWriter {
         self.write(bufs, true)
     }
     fn sync(&mut self) -> Result<()> {
-        self.window = None;
+        self.unmap_window();
         self.inner
             .io
             .sync(&self.file, true)
@@ -646,7 +662,7 @@ impl Drop for LocalWriter {
     /// A clean close leaves no zeros after a log's data. (A power-cut
     /// model sees only writes and syncs, so under one the zeros stay.)
     fn drop(&mut self) {
-        self.window = None;
+        self.unmap_window();
         let Some(z) = &self.zeros else {
             return;
         };
@@ -1327,7 +1343,6 @@ mod tests {
                 len: 0,
                 unsynced_dirs: Vec::new(),
                 zeros: None,
-                window: None,
             };
             match w.append_sync(&[b"data"]) {
                 Err(Error::Io { name, source }) => {

@@ -100,6 +100,34 @@ impl SharedMap {
         off >= self.off && off + len <= self.held.min(self.off + self.map.len() as u64)
     }
 
+    /// Faults in, writable, the mapping's pages of file bytes
+    /// `[off, off + len)` (those inside it), as stores into them would,
+    /// so the stores that follow take no faults. False if the system
+    /// refused (nothing is lost: the stores then fault as usual).
+    ///
+    /// # Safety
+    ///
+    /// The file holds the range for as long as this runs.
+    pub(crate) unsafe fn populate(&self, off: u64, len: u64) -> bool {
+        let end = (off + len).min(self.off + self.map.len() as u64);
+        let start = off.max(self.off);
+        if start >= end {
+            return true;
+        }
+        let page = page_size();
+        let from = (start - self.off) / page * page;
+        let to = (end - self.off)
+            .next_multiple_of(page)
+            .min(self.map.len() as u64);
+        self.map
+            .advise_range(
+                memmap2::Advice::PopulateWrite,
+                from as usize,
+                (to - from) as usize,
+            )
+            .is_ok()
+    }
+
     /// Whether file bytes `[off, off + len)` lie inside the mapping's
     /// reach, held by the file or not.
     pub(crate) fn reaches(&self, off: u64, len: u64) -> bool {
@@ -186,6 +214,33 @@ mod tests {
         assert_eq!(&got, b"abcd");
         f.read_exact_at(&mut got, 10_998).unwrap();
         assert_eq!(got, [0u8; 4], "a refused store stores nothing");
+    }
+
+    #[test]
+    fn populating_pages_changes_nothing_in_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.path().join("r"))
+            .unwrap();
+        let bytes: Vec<u8> = (0..4 * 4096u32).map(|i| (i % 253) as u8).collect();
+        f.write_all_at(&bytes, 0).unwrap();
+        // SAFETY: the file holds 4 pages and is not cut in this test; the
+        // mapping reaches two pages past its end.
+        let mut m = unsafe { SharedMap::reaching(&f, 100, 6 * 4096 - 100, 4 * 4096) }.unwrap();
+        // SAFETY: the file holds the range.
+        assert!(unsafe { m.populate(1000, 2 * 4096) });
+        // A range past the mapping's start or end is cut to it.
+        // SAFETY: the file holds the range.
+        assert!(unsafe { m.populate(0, 4096) });
+        let mut back = vec![0u8; bytes.len()];
+        f.read_exact_at(&mut back, 0).unwrap();
+        assert!(back == bytes, "populating changed the file");
+        assert!(m.store(5000, b"after"));
+        f.read_exact_at(&mut back[..5], 5000).unwrap();
+        assert_eq!(&back[..5], b"after");
     }
 
     #[test]

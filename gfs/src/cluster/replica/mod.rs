@@ -85,7 +85,9 @@ pub(crate) struct Replica {
     header: Mutex<Option<SharedMap>>,
     /// For a log's last chunk: the zeros ahead of its data mapped, for the
     /// data of unsynced appends. Changed under `io_lock`.
-    window: Mutex<Option<SharedMap>>,
+    /// Shared with a renewal of the zeros while it faults in the pages
+    /// it wrote (see `Renew for Replica`); a store needs it alone.
+    window: Mutex<Option<Arc<SharedMap>>>,
 }
 
 /// How an append is written to a replica.
@@ -132,6 +134,14 @@ impl Renew for Replica {
             }
         }
         self.zeroed_to.store(z.upto, Ordering::Release);
+        // The appends' window reaches over the new zeros: fault their pages
+        // in here, not one by one in the appends' stores.
+        let window = self.window.lock().clone();
+        if let Some(w) = window {
+            // SAFETY: the file holds the zeros just written, and no cut runs
+            // while `refilling` is held (`cut_zeros` waits for it).
+            unsafe { w.populate(off + to, z.upto - to) };
+        }
     }
 }
 
@@ -413,9 +423,10 @@ impl Replica {
             let reach = self.layout.data_off + self.layout.chunk_size;
             *window = None;
             // SAFETY: nothing is held yet: stores wait for `hold_to` below.
-            *window = unsafe { SharedMap::reaching(file, at, reach - at, at) };
+            *window = unsafe { SharedMap::reaching(file, at, reach - at, at) }.map(Arc::new);
         }
-        let Some(w) = window.as_mut() else {
+        // Shared only while a renewal faults pages in: write instead.
+        let Some(w) = window.as_mut().and_then(Arc::get_mut) else {
             return false;
         };
         if !w.covers(at, n) {
