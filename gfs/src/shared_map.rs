@@ -168,6 +168,16 @@ mod tests {
     use std::io::Write;
     use std::os::unix::fs::FileExt;
 
+    /// A new empty file, open for reading and writing.
+    fn new_file(dir: &std::path::Path) -> File {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(dir.join("r"))
+            .unwrap()
+    }
+
     #[test]
     fn stores_are_what_reads_and_a_reopen_see() {
         let dir = tempfile::tempdir().unwrap();
@@ -196,12 +206,7 @@ mod tests {
     #[test]
     fn a_range_maps_from_its_page_and_refuses_stores_outside_it() {
         let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(dir.path().join("r"))
-            .unwrap();
+        let f = new_file(dir.path());
         f.write_all_at(&[0u8; 3 * 4096], 0).unwrap();
         // SAFETY: the file holds the range and is not cut in this test.
         let mut m = unsafe { SharedMap::range(&f, 5000, 6000) }.unwrap();
@@ -219,12 +224,7 @@ mod tests {
     #[test]
     fn populating_pages_changes_nothing_in_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(dir.path().join("r"))
-            .unwrap();
+        let f = new_file(dir.path());
         let bytes: Vec<u8> = (0..4 * 4096u32).map(|i| (i % 253) as u8).collect();
         f.write_all_at(&bytes, 0).unwrap();
         // SAFETY: the file holds 4 pages and is not cut in this test; the
@@ -246,12 +246,7 @@ mod tests {
     #[test]
     fn a_mapping_past_the_end_of_the_file_stores_only_where_the_file_is() {
         let dir = tempfile::tempdir().unwrap();
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(dir.path().join("r"))
-            .unwrap();
+        let f = new_file(dir.path());
         f.write_all_at(&[0u8; 4096], 0).unwrap();
         // SAFETY: the file holds the first 4096 bytes and is not cut in
         // this test; the mapping reaches four pages past its end.

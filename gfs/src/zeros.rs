@@ -63,12 +63,19 @@ pub(crate) fn ahead(zeroed_to: u64, end: u64, len: u64, limit: u64) -> Option<Ze
         return None;
     }
     let at = zeroed_to.max(end);
-    let upto = (end + WINDOW)
+    let upto = window_end(end, limit);
+    (upto > at).then(|| between(at, upto))
+}
+
+/// Where a window of zeros past data ending at `end` stops.
+fn window_end(end: u64, limit: u64) -> u64 {
+    (end + WINDOW)
         .next_multiple_of(ZEROS.len() as u64)
-        .min(limit);
-    if upto <= at {
-        return None;
-    }
+        .min(limit)
+}
+
+/// The zeros of file offsets `[at, upto)`, in writes of at most 64 KiB.
+fn between(at: u64, upto: u64) -> Zeros {
     let mut pieces = Vec::new();
     let mut off = at;
     while off < upto {
@@ -76,7 +83,7 @@ pub(crate) fn ahead(zeroed_to: u64, end: u64, len: u64, limit: u64) -> Option<Ze
         pieces.push((off, &ZEROS[..n as usize]));
         off += n;
     }
-    Some(Zeros { upto, pieces })
+    Zeros { upto, pieces }
 }
 
 /// A log's zeros are renewed by a background thread ([`Renewer`]) once
@@ -94,20 +101,7 @@ pub(crate) fn runs_low(zeroed_to: u64, end: u64, limit: u64) -> bool {
 /// The zeros that renew a window that [`runs_low`]: from where they stop
 /// to a window past `end`, never past `limit`.
 pub(crate) fn refill(zeroed_to: u64, end: u64, limit: u64) -> Option<Zeros> {
-    if !runs_low(zeroed_to, end, limit) {
-        return None;
-    }
-    let upto = (end + WINDOW)
-        .next_multiple_of(ZEROS.len() as u64)
-        .min(limit);
-    let mut pieces = Vec::new();
-    let mut off = zeroed_to;
-    while off < upto {
-        let n = (upto - off).min(ZEROS.len() as u64);
-        pieces.push((off, &ZEROS[..n as usize]));
-        off += n;
-    }
-    Some(Zeros { upto, pieces })
+    runs_low(zeroed_to, end, limit).then(|| between(zeroed_to, window_end(end, limit)))
 }
 
 /// A log whose zeros ahead a [`Renewer`] renews.
