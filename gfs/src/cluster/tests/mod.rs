@@ -290,7 +290,7 @@ fn a_logs_zeros_are_renewed_in_the_background_before_the_appends_reach_their_end
         if Instant::now() >= deadline {
             break false;
         }
-        std::thread::sleep(Duration::from_millis(2));
+        std::thread::yield_now();
     };
     assert!(renewed, "{:?} for data ending at {end}", replica_sizes(&c));
     let written = read_all(&c, "log/a");
