@@ -111,9 +111,10 @@ pub(crate) fn refill(zeroed_to: u64, end: u64, limit: u64) -> Option<Zeros> {
 /// and a second one held while zeros are written in the background
 /// (`refilling`): `renew` decides what to write ([`refill`]) under the
 /// first, takes the second before letting the first go, writes, and only
-/// then moves the log's mark of where the zeros end. An append that finds
-/// it needs zeros past the mark ([`ahead`]) first waits for the second, so
-/// zeros never land on data; appends into the zeros already written go on
+/// then moves the log's mark of where the zeros end. An append that writes
+/// past the mark (its data, whatever its size) or writes zeros of its own
+/// ([`ahead`], which moves the mark) first waits for the second, so zeros
+/// never land on data; appends into the zeros already written go on
 /// meanwhile.
 pub(crate) trait Renew: Send + Sync {
     /// Writes the zeros due now, if any (see [`refill`]), through `io`.

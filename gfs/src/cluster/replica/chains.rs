@@ -47,10 +47,12 @@ impl Open<'_> {
             let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
             let limit = self.replica.layout.chunk_size;
             let mut to = self.replica.zeroed_to.load(Ordering::Acquire);
-            if len + n > to {
+            if len + n > to || crate::zeros::ahead(to, len + n, n, limit).is_some() {
                 // A renewal in flight may be writing zeros past `to`, where
-                // this append writes (the caller's I/O lock keeps another
-                // from starting until the chain has run).
+                // this append writes its data or zeros of its own (which
+                // move the mark, and later appends store past `to`). The
+                // caller's I/O lock keeps another renewal from starting
+                // until the chain has run.
                 self.replica.wait_for_refill();
                 to = self.replica.zeroed_to.load(Ordering::Acquire);
             }

@@ -480,3 +480,76 @@ fn an_append_past_the_zeros_waits_for_their_renewal_in_flight() {
     assert!(at < to && at + big.len() as u64 > to);
     assert_eq!(read(&io, &r, at, big.len()).unwrap(), big);
 }
+
+#[test]
+fn a_synced_append_that_writes_zeros_waits_for_their_renewal_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 64 * BLOCK);
+    let mut all = vec![1u8; 1000];
+    assert!(!unsynced_log_append(&r, &io, 0, &[], &all));
+    let to = r.zeroed_to.load(Ordering::Acquire);
+    let tail = |all: &[u8]| all[all.len() / BLOCK as usize * BLOCK as usize..].to_vec();
+    // Play a renewal in flight, as in the test above.
+    let refilling = r.refilling.lock();
+    let (start, rec) = std::thread::scope(|s| {
+        let t = s.spawn(|| {
+            // Stores up to close to the zeros' end.
+            let mut len = all.len() as u64;
+            while len + 1000 + (32 << 10) <= to {
+                let rec = [2u8; 1000];
+                assert!(unsynced_log_append(&r, &io, len, &tail(&all), &rec));
+                all.extend_from_slice(&rec);
+                len += 1000;
+            }
+            // A synced append this close to the end writes zeros past it
+            // itself (and moves the mark): it must wait for the renewal.
+            let rec = [3u8; 1000];
+            let sums = chunk::append_sums(r.layout.sum, len, &tail(&all), &[&rec]);
+            let enc = sums.encoded();
+            let o = r.open(true).unwrap();
+            let guard = r.lock_io();
+            let mut c = Chain::new();
+            let how = Append {
+                sync: true,
+                zeros: true,
+                mapped_entries: false,
+            };
+            o.append_chain(&mut c, len, &[&rec], &enc, how);
+            assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+            r.commit_append(len + 1000, &sums);
+            drop(guard);
+            drop(o);
+            all.extend_from_slice(&rec);
+            len += 1000;
+            // Then unsynced appends past where the renewal writes.
+            let start = len;
+            let rec: Vec<u8> = (0..200_000u32).map(|i| (i % 241) as u8).collect();
+            for piece in rec.chunks(1000) {
+                assert!(unsynced_log_append(&r, &io, len, &tail(&all), piece));
+                all.extend_from_slice(piece);
+                len += piece.len() as u64;
+            }
+            (start, rec)
+        });
+        // Give the appends time to run (were the synced one not to wait,
+        // the last ones' data would now be where the zeros below go).
+        let deadline = Instant::now() + Duration::from_millis(200);
+        while !t.is_finished() && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        let file = r.file().unwrap();
+        let zeros = vec![0u8; 256 << 10];
+        io.write(&file, r.layout.data_off + to, &[&zeros], false)
+            .unwrap();
+        // What the renewal would mark, unless the append moved it further.
+        r.zeroed_to
+            .fetch_max(to + zeros.len() as u64, Ordering::AcqRel);
+        drop(refilling);
+        t.join().unwrap()
+    });
+    assert!(start + (rec.len() as u64) > to);
+    assert!(
+        read(&io, &r, start, rec.len()).unwrap() == rec,
+        "overwritten by the renewal"
+    );
+}
