@@ -81,13 +81,22 @@ pub(crate) struct Replica {
     /// The zeros' renewal was asked for and is not done.
     refill_asked: AtomicBool,
     /// For a log's last chunk: its header mapped, for the checksum entries
-    /// of unsynced appends (see `shared_map.rs`). Changed under `io_lock`.
-    header: Mutex<Option<SharedMap>>,
+    /// of unsynced appends (see `shared_map.rs`), with the file it maps.
+    /// Changed under `io_lock`.
+    header: Mutex<Option<HeaderMap>>,
     /// For a log's last chunk: the zeros ahead of its data mapped, for the
     /// data of unsynced appends. Changed under `io_lock`.
     /// Shared with a renewal of the zeros while it faults in the pages
     /// it wrote (see `Renew for Replica`); a store needs it alone.
     window: Mutex<Option<Arc<SharedMap>>>,
+}
+
+/// A replica's header mapped, and its file held open with it: the appends
+/// that store through the mappings need no lookup in the server's
+/// open-file cache (see [`Replica::store_mapped`]).
+struct HeaderMap {
+    map: SharedMap,
+    file: Arc<File>,
 }
 
 /// How an append is written to a replica.
@@ -367,7 +376,7 @@ impl Replica {
     /// file, which sees only writes and syncs (asked only when mapping, as
     /// asking costs a system call while any model is installed). The caller
     /// holds the I/O lock.
-    fn map_header(&self, file: &File) -> bool {
+    fn map_header(&self, file: &Arc<File>) -> bool {
         let mut h = self.header.lock();
         if h.is_none() && !crate::power::covers(file) {
             // SAFETY: a replica file is created with its whole header and
@@ -376,7 +385,10 @@ impl Replica {
             // mapping's life. The bytes are only written through `store`,
             // under the replica's I/O lock, as `pwrite`s of them would be.
             // `None` if the system refuses: appends then write their entries.
-            *h = unsafe { SharedMap::range(file, 0, self.layout.data_off) };
+            *h = unsafe { SharedMap::range(file, 0, self.layout.data_off) }.map(|map| HeaderMap {
+                map,
+                file: file.clone(),
+            });
         }
         h.is_some()
     }
@@ -387,7 +399,7 @@ impl Replica {
     /// I/O lock.
     pub(crate) fn store_entries(&self, sums: &EncodedSums) -> bool {
         let mut h = self.header.lock();
-        let Some(map) = h.as_mut() else {
+        let Some(HeaderMap { map, .. }) = h.as_mut() else {
             return false;
         };
         let l = &self.layout;
@@ -445,6 +457,17 @@ impl Replica {
         let stored = w.store_all(at, bufs);
         drop(window);
         stored && self.store_entries(sums)
+    }
+
+    /// [`Replica::store_append`] through the file the header map holds
+    /// open, for an append that needs no file opened when it fits; false
+    /// also while the header is not mapped (the caller then opens the
+    /// replica and goes the usual way). The caller holds the I/O lock.
+    pub(crate) fn store_mapped(&self, len: u64, bufs: &[&[u8]], sums: &EncodedSums) -> bool {
+        let Some(file) = self.header.lock().as_ref().map(|h| h.file.clone()) else {
+            return false;
+        };
+        self.store_append(&file, len, bufs, sums)
     }
 
     /// Unmaps the window of zeros that unsynced appends store into, before

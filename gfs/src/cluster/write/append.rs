@@ -13,6 +13,7 @@ use crate::cluster::replica::{read_verified, Append, Open, ReadPiece};
 use crate::cluster::{bump, Inner};
 use crate::io::Chain;
 use crate::{Error, Result};
+use smallvec::SmallVec;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
@@ -70,7 +71,11 @@ pub(crate) fn append(
         } else {
             room
         };
-        let (piece, remainder) = split(&rest, n as usize);
+        let (piece, remainder) = if n == left {
+            (std::mem::take(&mut rest), Vec::new())
+        } else {
+            split(&rest, n as usize)
+        };
         let earlier: Vec<u64> = if sync {
             unsynced
                 .iter()
@@ -214,8 +219,8 @@ pub(super) fn mutate(
         .map(|&h| (h, write_set(inner, h).map(|w| w.0).unwrap_or_default()))
         .collect();
 
-    let guards: Vec<_> = reps.iter().map(|(_, r)| r.lock_io()).collect();
-    let mut written: Vec<&Placed> = Vec::new();
+    let guards: SmallVec<[_; 3]> = reps.iter().map(|(_, r)| r.lock_io()).collect();
+    let mut written: SmallVec<[&Placed; 3]> = SmallVec::new();
     let mut failed: Vec<(usize, io::Error)> = Vec::new();
     for p in &reps {
         let r = &p.1;
@@ -239,66 +244,80 @@ pub(super) fn mutate(
         }
         written.push(p);
     }
-    let earlier_reps = earlier_sets
-        .iter()
-        .flat_map(|(_, set)| set.iter().map(|p| &*p.1));
-    // All replicas but one of a file that is not a log take an unsynced
-    // append around the page cache, from one aligned copy (see
-    // `direct.rs`); the sync that follows cuts the zeros padding its end.
-    let direct = (!how.zeros && !sync && inner.opts.direct_writes && written.len() > 1)
-        .then(|| DirectAppend::new(len, tail, BLOCK, piece))
-        .flatten();
-    let buffered = written.iter().position(|p| !p.1.is_direct()).unwrap_or(0);
-    let opens: Vec<io::Result<Open<'_>>> = written
-        .iter()
-        .enumerate()
-        .map(|(i, p)| {
-            let r = &p.1;
-            let around = direct.is_some()
-                && i != buffered
-                && r.gate.direct()
-                && !crate::power::covers_path(&r.path);
-            r.open_append(sync, around)
-        })
-        .chain(earlier_reps.map(|r| r.open(true)))
-        .collect();
-    // An unsynced log append stores its entries through each replica's
-    // header map once the data is written, and where it fits in the
-    // zeros ahead, its data too: no system call (see `shared_map.rs`).
-    let mapped: Vec<bool> = opens
-        .iter()
-        .take(written.len())
-        .map(|o| how.mapped_entries && o.as_ref().is_ok_and(|o| o.map_header()))
-        .collect();
-    let stored: Vec<bool> = opens
-        .iter()
-        .zip(&mapped)
-        .map(|(o, &m)| m && o.as_ref().is_ok_and(|o| o.store_append(len, piece, &enc)))
-        .collect();
-    let results = run_opened(inner, &opens, |i, o, c| {
-        if stored.get(i) == Some(&true) {
-            // Stored into the mapped pages already.
-        } else if let (true, Some(d)) = (i < written.len() && o.is_direct(), &direct) {
-            o.direct_append_chain(c, d, &enc);
-        } else if i < written.len() {
-            let how = Append {
-                mapped_entries: mapped[i],
-                ..how
-            };
-            o.append_chain(c, len, piece, &enc, how)
-        } else {
-            o.sync_chain(c)
-        }
-    });
-    drop(opens);
+    // An unsynced log append that every replica stores into its mappings
+    // opens no file and submits no I/O (a replica that cannot store it
+    // stops the search, and all go the usual way: storing the same bytes
+    // again, or writing them, changes nothing).
+    let fast = how.mapped_entries
+        && earlier_sets.is_empty()
+        && !written.is_empty()
+        && written.iter().all(|p| p.1.store_mapped(len, piece, &enc));
+    let (mapped, stored, results) = if fast {
+        (Vec::new(), Vec::new(), Vec::new())
+    } else {
+        let earlier_reps = earlier_sets
+            .iter()
+            .flat_map(|(_, set)| set.iter().map(|p| &*p.1));
+        // All replicas but one of a file that is not a log take an unsynced
+        // append around the page cache, from one aligned copy (see
+        // `direct.rs`); the sync that follows cuts the zeros padding its end.
+        let direct = (!how.zeros && !sync && inner.opts.direct_writes && written.len() > 1)
+            .then(|| DirectAppend::new(len, tail, BLOCK, piece))
+            .flatten();
+        let buffered = written.iter().position(|p| !p.1.is_direct()).unwrap_or(0);
+        let opens: Vec<io::Result<Open<'_>>> = written
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let r = &p.1;
+                let around = direct.is_some()
+                    && i != buffered
+                    && r.gate.direct()
+                    && !crate::power::covers_path(&r.path);
+                r.open_append(sync, around)
+            })
+            .chain(earlier_reps.map(|r| r.open(true)))
+            .collect();
+        // An unsynced log append stores its entries through each replica's
+        // header map once the data is written, and where it fits in the
+        // zeros ahead, its data too: no system call (see `shared_map.rs`).
+        let mapped: Vec<bool> = opens
+            .iter()
+            .take(written.len())
+            .map(|o| how.mapped_entries && o.as_ref().is_ok_and(|o| o.map_header()))
+            .collect();
+        let stored: Vec<bool> = opens
+            .iter()
+            .zip(&mapped)
+            .map(|(o, &m)| m && o.as_ref().is_ok_and(|o| o.store_append(len, piece, &enc)))
+            .collect();
+        let results = run_opened(inner, &opens, |i, o, c| {
+            if stored.get(i) == Some(&true) {
+                // Stored into the mapped pages already.
+            } else if let (true, Some(d)) = (i < written.len() && o.is_direct(), &direct) {
+                o.direct_append_chain(c, d, &enc);
+            } else if i < written.len() {
+                let how = Append {
+                    mapped_entries: mapped[i],
+                    ..how
+                };
+                o.append_chain(c, len, piece, &enc, how)
+            } else {
+                o.sync_chain(c)
+            }
+        });
+        drop(opens);
+        (mapped, stored, results)
+    };
     let mut results = results.into_iter();
     let mut ok = 0;
     for (i, (s, r)) in written.into_iter().enumerate() {
-        match results.next() {
+        let result = if fast { Some(Ok(())) } else { results.next() };
+        match result {
             Some(Ok(())) => {
                 // The data is written: now the entries that make the
                 // append part of the replica.
-                if mapped[i] && !stored[i] && !r.store_entries(&enc) {
+                if !fast && mapped[i] && !stored[i] && !r.store_entries(&enc) {
                     failed.push((*s, io::Error::other("replica header unmapped")));
                     continue;
                 }
