@@ -137,6 +137,19 @@ fn memory_passes(threads: usize, pass: impl Fn(&[u8], &mut [u8]) + Sync) -> f64 
     moved as f64 / secs.max(1e-9)
 }
 
+/// The best of `runs` measurements of a bandwidth (at least one): a disk
+/// or a page cache shared with other work measures below what it can do
+/// more often than above, and a limit is what no program passes.
+pub fn best_of(runs: usize, mut probe: impl FnMut() -> Result<f64>) -> Result<f64> {
+    let mut best = probe()?;
+    for _ in 1..runs {
+        if let Ok(b) = probe() {
+            best = best.max(b);
+        }
+    }
+    Ok(best)
+}
+
 /// Bytes per second written into the page cache by one thread appending
 /// 1 MiB writes to a new file in `dir` (not synced; removed after): what a
 /// copy of the data costs a store whose writes the disk absorbs later.
@@ -221,6 +234,13 @@ mod tests {
             assert!(bw > 0.0);
         }
         assert!(!dir.path().join("direct-write-probe").exists());
+    }
+
+    #[test]
+    fn the_best_of_several_probes_is_kept_and_a_failed_one_skipped() {
+        let mut runs = [Ok(3.0), Err(anyhow::anyhow!("busy")), Ok(5.0), Ok(4.0)].into_iter();
+        assert_eq!(best_of(4, || runs.next().unwrap()).unwrap(), 5.0);
+        assert!(best_of(3, || Err(anyhow::anyhow!("refused"))).is_err());
     }
 
     #[test]
