@@ -553,3 +553,40 @@ fn a_synced_append_that_writes_zeros_waits_for_their_renewal_in_flight() {
         "overwritten by the renewal"
     );
 }
+
+#[test]
+fn an_unsynced_log_append_goes_through_the_file_its_header_map_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, io) = new_replica(dir.path(), 4 * BLOCK);
+    let first = [5u8; 1000];
+    let sums = chunk::append_sums(r.layout.sum, 0, &[], &[&first]);
+    let enc = sums.encoded();
+    let _io = r.lock_io();
+    // Nothing mapped yet: the caller must open the replica.
+    assert!(!r.store_mapped(0, &[&first], &enc));
+    {
+        let o = r.open(false).unwrap();
+        assert!(o.map_header());
+        let mut c = Chain::new();
+        let how = Append {
+            sync: false,
+            zeros: true,
+            mapped_entries: true,
+        };
+        o.append_chain(&mut c, 0, &[&first], &enc, how);
+        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+        assert!(r.store_entries(&enc));
+        r.commit_append(1000, &sums);
+    }
+    // The server's open-file cache lets go of the file: the header map
+    // still holds it, and the next append is stored through it.
+    r.close();
+    let next = [6u8; 1000];
+    let mut tail = first.to_vec();
+    let sums = chunk::append_sums(r.layout.sum, 1000, &tail, &[&next]);
+    assert!(r.store_mapped(1000, &[&next], &sums.encoded()));
+    r.commit_append(2000, &sums);
+    sums.apply_tail(&mut tail);
+    drop(_io);
+    assert_eq!(read(&io, &r, 0, 2000).unwrap(), [first, next].concat());
+}
