@@ -53,6 +53,27 @@ fn read(io: &Io, r: &Replica, off: u64, len: usize) -> Result<Vec<u8>, ReadFail>
     .unwrap()
 }
 
+/// A first unsynced log append of `data` to an empty replica, as the
+/// chunk layer writes one: zeros ahead and the data written, the entries
+/// stored through the header map (mapped here). The caller holds the I/O
+/// lock.
+fn first_mapped_log_append(io: &Io, r: &Replica, data: &[u8]) {
+    let sums = chunk::append_sums(r.layout.sum, 0, &[], &[data]);
+    let enc = sums.encoded();
+    let o = r.open(false).unwrap();
+    assert!(o.map_header(), "entries go through the header map");
+    let mut c = Chain::new();
+    let how = Append {
+        sync: false,
+        zeros: true,
+        mapped_entries: true,
+    };
+    o.append_chain(&mut c, 0, &[data], &enc, how);
+    assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
+    assert!(r.store_entries(&enc));
+    r.commit_append(data.len() as u64, &sums);
+}
+
 #[test]
 fn torn_means_missing_or_zero_pages() {
     let full = vec![7u8; 3 * PAGE + 10];
@@ -309,22 +330,9 @@ fn a_power_cut_model_over_another_directory_leaves_the_header_map_and_zero_cuts_
     let dir = tempfile::tempdir().unwrap();
     let (r, io) = new_replica(dir.path(), 4 * BLOCK);
     let data = [5u8; 1000];
-    let sums = chunk::append_sums(r.layout.sum, 0, &[], &[&data]);
-    let enc = sums.encoded();
     {
-        let o = r.open(false).unwrap();
         let _io = r.lock_io();
-        assert!(o.map_header(), "entries go through the header map");
-        let mut c = Chain::new();
-        let how = Append {
-            sync: false,
-            zeros: true,
-            mapped_entries: true,
-        };
-        o.append_chain(&mut c, 0, &[&data], &enc, how);
-        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
-        assert!(r.store_entries(&enc));
-        r.commit_append(data.len() as u64, &sums);
+        first_mapped_log_append(&io, &r, &data);
     }
     let size = || std::fs::metadata(&r.path).unwrap().len();
     assert!(size() > r.layout.data_off + 1000, "zeros written ahead");
@@ -564,20 +572,7 @@ fn an_unsynced_log_append_goes_through_the_file_its_header_map_holds() {
     let _io = r.lock_io();
     // Nothing mapped yet: the caller must open the replica.
     assert!(!r.store_mapped(0, &[&first], &enc));
-    {
-        let o = r.open(false).unwrap();
-        assert!(o.map_header());
-        let mut c = Chain::new();
-        let how = Append {
-            sync: false,
-            zeros: true,
-            mapped_entries: true,
-        };
-        o.append_chain(&mut c, 0, &[&first], &enc, how);
-        assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
-        assert!(r.store_entries(&enc));
-        r.commit_append(1000, &sums);
-    }
+    first_mapped_log_append(&io, &r, &first);
     // The server's open-file cache lets go of the file: the header map
     // still holds it, and the next append is stored through it.
     r.close();
