@@ -12,6 +12,7 @@
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
@@ -695,4 +696,57 @@ pub fn key_name(key: &[u8]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// A `flock -x` on a file, held by a process group of its own until
+/// [`LockHolder::kill`] or drop.
+pub struct LockHolder {
+    child: Child,
+    _scratch: tempfile::TempDir,
+}
+
+impl LockHolder {
+    /// Starts `flock -x lock` in `dir` and returns once it holds the lock:
+    /// `flock` runs its command only then, and the command leaves a file.
+    /// (A probe that finds the lock busy proves nothing: it is busy while
+    /// the holder still waits, and a holder killed waiting leaves no
+    /// lock-delay behind.)
+    pub fn take(dir: &Path, lock: &str) -> LockHolder {
+        let scratch = tempfile::tempdir().unwrap();
+        let held = scratch.path().join("held");
+        let child = Command::new("flock")
+            .args(["-x", lock, "sh", "-c", "touch \"$0\" && exec sleep 600"])
+            .arg(&held)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        // Built first: a holder that never takes the lock is killed too.
+        let holder = LockHolder {
+            child,
+            _scratch: scratch,
+        };
+        assert!(
+            wait_until(Duration::from_secs(10), || held.exists()),
+            "the holder never took {lock}"
+        );
+        holder
+    }
+
+    /// Kills the holder's process group (a holder that dies: its lock is
+    /// released by the kernel as for any dead process).
+    pub fn kill(&mut self) {
+        // SAFETY: signalling the holder's own process group.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for LockHolder {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.kill();
+        }
+    }
 }

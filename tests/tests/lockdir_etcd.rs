@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use testkit::etcd::Etcd;
-use tests::{wait_until, Mount};
+use tests::{wait_until, LockHolder, Mount};
 
 /// lockdir.rs's tests run on this mount.
 pub fn backend_mount() -> Mount {
@@ -52,36 +52,12 @@ fn a_daemon_killed_holding_a_lock_frees_it_after_lease_and_lock_delay() {
     // comes sooner than this after the kill.
     m.ok("setfattr -n user.chubby.lock_delay_ms -v 3000 .chubby/k");
     let lease = lease_of(&m);
-    // `flock` runs its command once it holds the lock: the file says so.
-    // (A probe that finds the lock busy does not: it is busy while the
-    // holder still waits, and a holder killed waiting leaves no lock-delay.)
-    let scratch = tempfile::tempdir().unwrap();
-    let held = scratch.path().join("held");
-    let mut holder = Command::new("flock")
-        .args([
-            "-x",
-            ".chubby/k",
-            "sh",
-            "-c",
-            "touch \"$0\" && exec sleep 600",
-        ])
-        .arg(&held)
-        .current_dir(&m.mnt)
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || held.exists()),
-        "the holder never took the lock"
-    );
+    let mut holder = LockHolder::take(&m.mnt, ".chubby/k");
     // Taken before the kill: `kill9` also waits for the exit and the
     // unmount, which on a loaded machine take a good part of a second.
     let killed = Instant::now();
     m.kill9();
-    // SAFETY: signalling the holder's own process group.
-    unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
-    let _ = holder.wait();
+    holder.kill();
     m.start();
     let o = m.sh("flock -w 60 -x .chubby/k true");
     let waited = killed.elapsed();

@@ -4,12 +4,10 @@
 //! internal RPC, both coordinating through one etcd. What either mount
 //! writes, the other reads.
 
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use testkit::etcd::Etcd;
-use tests::{wait_until, Mount};
+use tests::{wait_until, LockHolder, Mount};
 
 /// `addr=` of every serving line of `.bigtable/servers`.
 fn server_addrs(m: &Mount) -> Vec<String> {
@@ -137,29 +135,7 @@ fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_dela
         ],
     );
     a.ok("touch .chubby/leader && setfattr -n user.chubby.lock_delay_ms -v 4000 .chubby/leader");
-    // `flock` runs its command once it holds the lock: the file says so.
-    // (B finding the lock busy does not: it is busy while the holder still
-    // waits, and a holder killed waiting leaves no lock-delay behind.)
-    let scratch = tempfile::tempdir().unwrap();
-    let held = scratch.path().join("held");
-    let mut holder = Command::new("flock")
-        .args([
-            "-x",
-            ".chubby/leader",
-            "sh",
-            "-c",
-            "touch \"$0\" && exec sleep 600",
-        ])
-        .arg(&held)
-        .current_dir(&a.mnt)
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    assert!(
-        wait_until(Duration::from_secs(10), || held.exists()),
-        "the holder never took the lock"
-    );
+    let mut holder = LockHolder::take(&a.mnt, ".chubby/leader");
     // Only a conflict exits 75 (-E): flock exits 1 on any error too, which
     // under load proved nothing about the holder and let the test go on
     // before it held the lock.
@@ -177,9 +153,7 @@ fn a_lock_held_through_one_daemon_blocks_the_other_until_its_death_and_lock_dela
     // out before it returns.
     let killed = Instant::now();
     a.kill9();
-    // SAFETY: signalling the holder's own process group.
-    unsafe { libc::kill(-(holder.id() as i32), libc::SIGKILL) };
-    let _ = holder.wait();
+    holder.kill();
     let o = b.sh("flock -w 60 -x .chubby/leader true");
     assert_eq!(
         o.status.code(),
