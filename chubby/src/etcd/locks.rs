@@ -498,15 +498,18 @@ impl EtcdCell {
                     continue;
                 };
                 let id: Option<NodeId> = rest.split('/').next().and_then(|i| i.parse().ok());
-                let node_gone = id.is_some_and(|id| !nodes.paths.contains_key(&id));
+                // Until the watch has read the namespace every node looks
+                // gone: only the lock-delay rule applies then.
+                let node_gone =
+                    nodes.rev > 0 && id.is_some_and(|id| !nodes.paths.contains_key(&id));
                 // Only an orphaned marker starts its lock-delay: a live
                 // holder's is no concern of the sweep.
                 if live.contains(rest) {
                     continue;
                 }
                 let seen = *local.delay_seen.entry(key.to_string()).or_insert(now);
-                // A node the watch has not seen yet looks gone too: give
-                // it a lease period first.
+                // A node created since the watch last caught up looks gone
+                // too: give it a lease period first.
                 let gone_long = node_gone && now >= seen + self.opts.lease_ttl;
                 if gone_long || now >= seen + self.opts.max_lock_delay {
                     local.delay_seen.remove(key);
