@@ -39,6 +39,7 @@
 //! the data (a chunk size of 252 + 256·n blocks) works without them.
 
 use seahash::SeaHasher;
+use smallvec::SmallVec;
 use std::hash::Hasher;
 use xxhash_rust::xxh3::Xxh3;
 
@@ -364,8 +365,9 @@ pub(crate) fn length_from_table(table: &[Entry]) -> u64 {
 pub(crate) struct AppendSums {
     /// First block touched (the one holding offset `len`).
     pub(crate) first_block: u64,
-    /// New entries of blocks `first_block..`.
-    pub(crate) entries: Vec<Entry>,
+    /// New entries of blocks `first_block..` (one or two for the small
+    /// appends of a log: on the stack).
+    pub(crate) entries: SmallVec<[Entry; 2]>,
     /// The partial last block after the append is the old tail followed by
     /// `tail_bytes` (true), or `tail_bytes` alone (false: the append
     /// completed a block). Kept as a change rather than a copy: a 1000-byte
@@ -391,7 +393,7 @@ impl AppendSums {
 /// alone (it goes last) and the rest as one run.
 pub(crate) struct EncodedSums {
     pub(crate) first_block: u64,
-    pub(crate) first: Vec<u8>,
+    pub(crate) first: SmallVec<[u8; ENTRY_LEN as usize]>,
     pub(crate) rest: Vec<u8>,
     /// The tail slot of the replica after the append.
     pub(crate) slot: [u8; SLOT_LEN as usize],
@@ -404,7 +406,7 @@ impl AppendSums {
             first: self
                 .entries
                 .first()
-                .map(|e| e.encode().to_vec())
+                .map(|e| SmallVec::from_slice(&e.encode()))
                 .unwrap_or_default(),
             rest: encode_entries(self.entries.get(1..).unwrap_or(&[])),
             slot: TailSlot::of(self.tail_len, self.tail_entry).encode(),
@@ -429,7 +431,7 @@ pub(crate) fn append_sums_from(
         h.write(tail);
         h
     });
-    let mut entries = Vec::new();
+    let mut entries: SmallVec<[Entry; 2]> = SmallVec::new();
     let touched = bufs.iter().any(|b| !b.is_empty());
     // Length of the partial block being filled, and what of it this append wrote.
     let mut cur_len = tail.len();

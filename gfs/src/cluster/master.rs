@@ -110,8 +110,9 @@ pub(crate) struct FileMeta {
 #[derive(Default)]
 pub(crate) struct MasterState {
     pub(crate) names: BTreeMap<String, u64>,
-    pub(crate) files: HashMap<u64, FileMeta>,
-    pub(crate) chunks: HashMap<u64, ChunkMeta>,
+    /// Both looked up on every append (ahash: SipHash was 3% of one).
+    pub(crate) files: HashMap<u64, FileMeta, ahash::RandomState>,
+    pub(crate) chunks: HashMap<u64, ChunkMeta, ahash::RandomState>,
     pub(crate) next_file: u64,
     pub(crate) next_handle: u64,
     /// Handles below this are reserved in the log; `next_handle` must stay

@@ -17,6 +17,7 @@ use std::fs;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 /// The marker file that makes a directory a chunkserver's.
@@ -42,6 +43,19 @@ pub(crate) enum Health {
     Full(String),
     /// Down: its replicas are not used and are being copied elsewhere.
     Failed(String),
+}
+
+/// [`ChunkServer::kind`]'s values.
+const HEALTHY: u8 = 0;
+const FULL: u8 = 1;
+const FAILED: u8 = 2;
+
+fn kind_of(h: &Health) -> u8 {
+    match h {
+        Health::Healthy => HEALTHY,
+        Health::Full(_) => FULL,
+        Health::Failed(_) => FAILED,
+    }
 }
 
 /// What a heartbeat probe found.
@@ -75,6 +89,9 @@ pub(crate) struct ChunkServer {
     pub(crate) dir: PathBuf,
     pub(crate) gate: Arc<Gate>,
     health: Mutex<Health>,
+    /// `health`'s kind, for the checks every append makes (see
+    /// [`ChunkServer::serving`]): written under `health`'s lock.
+    kind: AtomicU8,
     replicas: RwLock<HashMap<u64, Arc<Replica>>>,
     /// Identity written in the marker file; a directory with another (or no)
     /// marker is a different disk.
@@ -90,6 +107,7 @@ impl ChunkServer {
             dir,
             gate: Arc::new(Gate::new(id, fds)),
             health: Mutex::new(Health::Failed("not started".into())),
+            kind: AtomicU8::new(FAILED),
             replicas: RwLock::new(HashMap::new()),
             incarnation: Mutex::new(None),
             min_free,
@@ -105,17 +123,21 @@ impl ChunkServer {
     }
 
     pub(crate) fn set_health(&self, h: Health) {
-        *self.health.lock() = h;
+        let mut g = self.health.lock();
+        self.kind.store(kind_of(&h), Ordering::Release);
+        *g = h;
     }
 
     /// Whether new replicas may be placed here.
     pub(crate) fn placeable(&self) -> bool {
-        matches!(*self.health.lock(), Health::Healthy)
+        self.kind.load(Ordering::Acquire) == HEALTHY
     }
 
-    /// Whether the replicas here may serve.
+    /// Whether the replicas here may serve. Every append asks, for each
+    /// replica: an atomic load, where the health's lock was a line every
+    /// writer wrote.
     pub(crate) fn serving(&self) -> bool {
-        !matches!(*self.health.lock(), Health::Failed(_))
+        self.kind.load(Ordering::Acquire) != FAILED
     }
 
     #[cfg(test)]
@@ -221,7 +243,7 @@ impl ChunkServer {
         }
         *self.replicas.write() = map;
         *self.incarnation.lock() = Some(id);
-        *self.health.lock() = Health::Healthy;
+        self.set_health(Health::Healthy);
         Ok(scan)
     }
 

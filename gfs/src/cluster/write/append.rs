@@ -18,6 +18,9 @@ use std::io;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+/// An append's buffers (a log record's few: on the stack).
+type Pieces<'a> = SmallVec<[&'a [u8]; 4]>;
+
 /// Appends `bufs` at the end of file `id`; returns the file offset of the
 /// first byte. `unsynced` holds the chunks this writer appended to without
 /// syncing; a synced append syncs them in the same submission. A `log`'s
@@ -40,7 +43,7 @@ pub(crate) fn append(
         return Ok(len);
     }
     let chunk_size = inner.opts.chunk_size;
-    let mut rest: Vec<&[u8]> = bufs.iter().copied().filter(|b| !b.is_empty()).collect();
+    let mut rest: Pieces<'_> = bufs.iter().copied().filter(|b| !b.is_empty()).collect();
     let mut left = total;
     let mut first = None;
     let mut rounds = 0;
@@ -72,7 +75,7 @@ pub(crate) fn append(
             room
         };
         let (piece, remainder) = if n == left {
-            (std::mem::take(&mut rest), Vec::new())
+            (std::mem::take(&mut rest), Pieces::new())
         } else {
             split(&rest, n as usize)
         };
@@ -418,9 +421,9 @@ pub(super) fn restore_tables(inner: &Inner, reps: &[Placed], sums: &chunk::Appen
 }
 
 /// Splits `bufs` after `n` bytes.
-fn split<'a>(bufs: &[&'a [u8]], mut n: usize) -> (Vec<&'a [u8]>, Vec<&'a [u8]>) {
-    let mut head = Vec::new();
-    let mut tail = Vec::new();
+fn split<'a>(bufs: &[&'a [u8]], mut n: usize) -> (Pieces<'a>, Pieces<'a>) {
+    let mut head = Pieces::new();
+    let mut tail = Pieces::new();
     for b in bufs {
         if n == 0 {
             tail.push(*b);
@@ -441,8 +444,8 @@ mod tests {
     #[test]
     fn split_cuts_inside_a_buffer() {
         let (h, t) = super::split(&[b"abc", b"defg", b"h"], 5);
-        assert_eq!(h, vec![&b"abc"[..], &b"de"[..]]);
-        assert_eq!(t, vec![&b"fg"[..], &b"h"[..]]);
+        assert_eq!(h.as_slice(), [&b"abc"[..], &b"de"[..]]);
+        assert_eq!(t.as_slice(), [&b"fg"[..], &b"h"[..]]);
         let (h, t) = super::split(&[b"abc"], 3);
         assert_eq!((h.len(), t.len()), (1, 0));
     }
