@@ -5,6 +5,9 @@
 //! block reads. Both run on `gfs::LocalStore` with io_uring and with plain
 //! syscalls, and, when fio is installed, the same block sizes through fio
 //! (one file per job, fdatasync after each write; it has no group commit).
+//! Then one writer's unsynced log appends on the local store against the
+//! chunk layer's three replicas, the per-append cost behind the engine's
+//! three-replica writes, alternated in rounds.
 
 use super::common::{
     check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, run_ops, Deal, Measured, Table,
@@ -87,6 +90,47 @@ fn run_mode(dir: &Path, mode: IoMode, args: &GfsArgs) -> Result<ModeRun> {
         batches,
         read,
     })
+}
+
+/// Rounds of the log-append comparison, alternating the two stores: a
+/// run's figure moves with whatever else the machine does at the time.
+const LOG_ROUNDS: usize = 3;
+
+/// One writer's unsynced appends of `VALUE_BYTES`-byte records to a log
+/// file (`create_log`: zeros kept ahead, appends stored into mapped pages)
+/// on `store`, as a tablet server's commit log makes them: the cost of one
+/// copy against the chunk layer's three replicas, without the engine
+/// around it.
+fn log_appends(store: &dyn FileStore, args: &GfsArgs) -> Result<Measured> {
+    let records = (args.size / VALUE_BYTES as u64).max(1);
+    // One writer: the lock is only what lets the closure write.
+    let w = std::sync::Mutex::new(store.create_log("log")?);
+    let m = run_ops(1, records, args.time_cap, Deal::Shares, |ctx, _| {
+        let mut w = w.lock().map_err(|_| anyhow!("the log's writer panicked"))?;
+        w.append(ctx.value())?;
+        Ok(())
+    })?;
+    drop(w);
+    store.delete("log")?;
+    Ok(m)
+}
+
+/// The chunk layer as the engine's benchmark opens it: three chunkservers,
+/// three replicas.
+fn open_chunks(dir: &Path) -> Result<std::sync::Arc<gfs::Cluster>> {
+    let servers = (0..3)
+        .map(|i| dir.join(format!("chunkserver-{i}")))
+        .collect();
+    let mut o = gfs::ClusterOptions::new(dir.join("master"), servers);
+    o.min_free_bytes = 32 << 20;
+    gfs::Cluster::open(o).context("opening the chunk layer")
+}
+
+/// Median of the rounds' rates.
+fn median_rate(runs: &[Measured]) -> f64 {
+    let mut r: Vec<f64> = runs.iter().map(Measured::rate).collect();
+    r.sort_by(f64::total_cmp);
+    r.get(r.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// fio's IOPS for one job description, or why there is none.
@@ -199,6 +243,19 @@ pub fn run(args: &GfsArgs) -> Result<()> {
         runs.push(r);
         let _ = std::fs::remove_dir_all(work.path().join(mode.to_string()));
     }
+    // Unsynced log appends, one copy against three replicas.
+    let (mut local_logs, mut chunk_logs) = (Vec::new(), Vec::new());
+    {
+        eprintln!("running unsynced log appends: LocalStore against the chunk layer, {LOG_ROUNDS} rounds ...");
+        let local = LocalStore::open_with(work.path().join("log-local"), IoMode::Uring)?;
+        let chunks = open_chunks(&work.path().join("log-chunks"))?;
+        for _ in 0..LOG_ROUNDS {
+            local_logs.push(log_appends(&local, args)?);
+            chunk_logs.push(log_appends(&*chunks, args)?);
+            check_interrupted()?;
+        }
+    }
+    let (local_log, chunk_log) = (median_rate(&local_logs), median_rate(&chunk_logs));
     let mut fio: Vec<(&str, Option<(f64, f64)>)> = Vec::new();
     let mut notes = Vec::new();
     if args.fio && have_fio() {
@@ -286,6 +343,21 @@ pub fn run(args: &GfsArgs) -> Result<()> {
             r.append.ops as f64 / r.batches.max(1) as f64
         );
     }
+    let ns = |rate: f64| if rate > 0.0 { 1e9 / rate } else { 0.0 };
+    println!(
+        "log appends, unsynced, one writer, {VALUE_BYTES} B (median of {LOG_ROUNDS} alternated rounds): LocalStore {local_log:.0}/s ({:.0} ns each), chunk layer with 3 replicas {chunk_log:.0}/s ({:.0} ns each): {} the time of one copy",
+        ns(local_log),
+        ns(chunk_log),
+        fmt_ratio(Some(local_log), Some(chunk_log)),
+    );
+    json_rows.insert(
+        "log_append".into(),
+        serde_json::json!({
+            "local_ops_per_sec": local_log.round(),
+            "chunks_ops_per_sec": chunk_log.round(),
+            "chunks_time_vs_local": json_ratio(Some(local_log), Some(chunk_log)),
+        }),
+    );
     for n in &notes {
         println!("{n}");
     }
