@@ -369,23 +369,35 @@ pub(crate) struct AppendSums {
     /// appends of a log: on the stack).
     pub(crate) entries: SmallVec<[Entry; 2]>,
     /// The partial last block after the append is the old tail followed by
-    /// `tail_bytes` (true), or `tail_bytes` alone (false: the append
-    /// completed a block). Kept as a change rather than a copy: a 1000-byte
-    /// append must not copy the ~32 KiB tail in front of it.
+    /// the appended bytes' last `tail_new` (true), or those alone (false:
+    /// the append completed a block). Kept as a change rather than a copy:
+    /// a 1000-byte append must not copy the ~32 KiB tail in front of it,
+    /// nor its own bytes twice.
     pub(crate) extends_tail: bool,
-    pub(crate) tail_bytes: Vec<u8>,
+    tail_new: usize,
     /// The tail slot's length and entry after the append.
     tail_len: u64,
     tail_entry: Entry,
 }
 
 impl AppendSums {
-    /// Turns the tail before the append into the tail after it.
-    pub(crate) fn apply_tail(&self, tail: &mut Vec<u8>) {
+    /// Turns the tail before the append into the tail after it; `bufs` are
+    /// the appended bytes these sums were computed over.
+    pub(crate) fn apply_tail(&self, tail: &mut Vec<u8>, bufs: &[&[u8]]) {
         if !self.extends_tail {
             tail.clear();
         }
-        tail.extend_from_slice(&self.tail_bytes);
+        let total: usize = bufs.iter().map(|b| b.len()).sum();
+        let mut skip = total.saturating_sub(self.tail_new);
+        for b in bufs {
+            match b.get(skip..) {
+                Some(rest) => {
+                    tail.extend_from_slice(rest);
+                    skip = 0;
+                }
+                None => skip -= b.len(),
+            }
+        }
     }
 }
 
@@ -436,7 +448,7 @@ pub(crate) fn append_sums_from(
     // Length of the partial block being filled, and what of it this append wrote.
     let mut cur_len = tail.len();
     let mut extends_tail = true;
-    let mut tail_bytes = Vec::new();
+    let mut tail_new = 0;
     for b in bufs {
         let mut rest: &[u8] = b;
         while !rest.is_empty() {
@@ -450,10 +462,10 @@ pub(crate) fn append_sums_from(
                 });
                 cur_len = 0;
                 extends_tail = false;
-                tail_bytes.clear();
+                tail_new = 0;
                 hasher = sum.hasher();
             } else {
-                tail_bytes.extend_from_slice(&rest[..take]);
+                tail_new += take;
             }
             rest = &rest[take..];
         }
@@ -477,7 +489,7 @@ pub(crate) fn append_sums_from(
         first_block,
         entries,
         extends_tail,
-        tail_bytes,
+        tail_new,
         tail_len,
         tail_entry,
     };
@@ -521,9 +533,12 @@ mod tests {
             assert_eq!(got.first_block, want.first_block);
             assert_eq!(got.entries, want.entries, "append {i}");
             let (mut got_tail, mut want_tail) = (tail.clone(), tail.clone());
-            got.apply_tail(&mut got_tail);
-            want.apply_tail(&mut want_tail);
+            got.apply_tail(&mut got_tail, &bufs);
+            want.apply_tail(&mut want_tail, &bufs);
             assert_eq!(got_tail, want_tail);
+            // The tail after it is the block the data's end lies in.
+            let end = len + *size as u64;
+            assert_eq!(got_tail, data[(end - end % BLOCK) as usize..end as usize]);
             tail = got_tail;
             state = Some(next);
             len += *size as u64;
@@ -681,7 +696,7 @@ mod tests {
                 table[s.first_block as usize + i] = *e;
             }
             len += piece as u64;
-            s.apply_tail(&mut tail);
+            s.apply_tail(&mut tail, &bufs);
             assert_eq!(tail.len() as u64, len % BLOCK);
             assert_eq!(tail, data[(len - len % BLOCK) as usize..len as usize]);
         }

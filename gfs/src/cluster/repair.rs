@@ -405,7 +405,7 @@ fn copy_range(
         }
         tmp.commit_append(*copied + n, &sums);
         tmp.gate.stats.write(n);
-        sums.apply_tail(tail);
+        sums.apply_tail(tail, &[&data]);
         *copied += n;
     }
 }

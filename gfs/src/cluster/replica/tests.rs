@@ -37,7 +37,7 @@ fn append(io: &Io, r: &Replica, tail: &mut Vec<u8>, data: &[u8]) {
     o.append_chain(&mut c, len, &[data], &enc, how);
     assert!(io.run_chains(&[c]).into_iter().all(|r| r.is_ok()));
     r.commit_append(len + data.len() as u64, &sums);
-    sums.apply_tail(tail);
+    sums.apply_tail(tail, &[data]);
 }
 
 fn read(io: &Io, r: &Replica, off: u64, len: usize) -> Result<Vec<u8>, ReadFail> {
@@ -581,7 +581,7 @@ fn an_unsynced_log_append_goes_through_the_file_its_header_map_holds() {
     let sums = chunk::append_sums(r.layout.sum, 1000, &tail, &[&next]);
     assert!(r.store_mapped(1000, &[&next], &sums.encoded()));
     r.commit_append(2000, &sums);
-    sums.apply_tail(&mut tail);
+    sums.apply_tail(&mut tail, &[&next]);
     drop(_io);
     assert_eq!(read(&io, &r, 0, 2000).unwrap(), [first, next].concat());
 }

@@ -380,7 +380,7 @@ pub(super) fn mutate(
             m.lease = Some(Lease::new(*s, now, inner.opts.lease));
         }
     }
-    sums.apply_tail(m.tail.get_or_insert_with(Vec::new));
+    sums.apply_tail(m.tail.get_or_insert_with(Vec::new), piece);
     m.tail_hash = Some(next_hash);
     ctl.len.store(len + n, Ordering::Release);
     Ok(())
