@@ -110,7 +110,7 @@ pub(crate) struct FileMeta {
 #[derive(Default)]
 pub(crate) struct MasterState {
     pub(crate) names: BTreeMap<String, u64>,
-    /// Both looked up on every append (ahash: SipHash was 3% of one).
+    /// Both looked up on every append (ahash: SipHash was about 3% of one).
     pub(crate) files: HashMap<u64, FileMeta, ahash::RandomState>,
     pub(crate) chunks: HashMap<u64, ChunkMeta, ahash::RandomState>,
     pub(crate) next_file: u64,
