@@ -217,6 +217,21 @@ impl Measured {
     }
 }
 
+/// The median of `v` (the mean of the middle two for an even count); 0 if empty.
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+    }
+}
+
+/// The median of `v`, `None` if it is empty (the side was not run).
+pub fn median_of(v: Vec<f64>) -> Option<f64> {
+    (!v.is_empty()).then(|| median(v))
+}
+
 pub fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
 }

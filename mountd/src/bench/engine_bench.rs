@@ -232,17 +232,28 @@ fn open_store(dir: &Path, args: &EngineArgs, kind: StoreKind) -> Result<Arc<dyn 
     Ok(match kind {
         StoreKind::Local => Arc::new(gfs::LocalStore::open_with(dir, args.io_mode)?),
         StoreKind::Chunks => {
-            let servers = (0..3)
-                .map(|i| dir.join(format!("chunkserver-{i}")))
-                .collect();
-            let mut o = gfs::ClusterOptions::new(dir.join("master"), servers);
-            o.replication = args.replicas;
-            o.io_mode = args.io_mode;
-            o.min_free_bytes = 32 << 20;
-            o.direct_writes = args.direct_writes;
-            gfs::Cluster::open(o).context("opening the chunk layer")?
+            open_chunk_layer(dir, args.replicas, args.io_mode, args.direct_writes)?
         }
     })
+}
+
+/// The chunk layer the benchmarks run on in `dir`: three chunkservers,
+/// `replicas` copies of each chunk.
+pub fn open_chunk_layer(
+    dir: &Path,
+    replicas: usize,
+    io_mode: gfs::IoMode,
+    direct_writes: bool,
+) -> Result<Arc<gfs::Cluster>> {
+    let servers = (0..3)
+        .map(|i| dir.join(format!("chunkserver-{i}")))
+        .collect();
+    let mut o = gfs::ClusterOptions::new(dir.join("master"), servers);
+    o.replication = replicas;
+    o.io_mode = io_mode;
+    o.min_free_bytes = 32 << 20;
+    o.direct_writes = direct_writes;
+    gfs::Cluster::open(o).context("opening the chunk layer")
 }
 
 /// The plan every store's Figure 6 suite runs: read phases of at least

@@ -10,9 +10,10 @@
 //! three-replica writes, alternated in rounds.
 
 use super::common::{
-    check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, run_ops, Deal, Measured, Table,
-    TempDir, VALUE_BYTES,
+    check_interrupted, fmt_bytes, fmt_rate, fmt_ratio, json_ratio, median, run_ops, Deal, Measured,
+    Table, TempDir, VALUE_BYTES,
 };
+use super::engine_bench::open_chunk_layer;
 use anyhow::{anyhow, bail, Context, Result};
 use gfs::{FileStore, GroupLog, IoMode, LocalStore};
 use std::path::{Path, PathBuf};
@@ -113,24 +114,6 @@ fn log_appends(store: &dyn FileStore, args: &GfsArgs) -> Result<Measured> {
     drop(w);
     store.delete("log")?;
     Ok(m)
-}
-
-/// The chunk layer as the engine's benchmark opens it: three chunkservers,
-/// three replicas.
-fn open_chunks(dir: &Path) -> Result<std::sync::Arc<gfs::Cluster>> {
-    let servers = (0..3)
-        .map(|i| dir.join(format!("chunkserver-{i}")))
-        .collect();
-    let mut o = gfs::ClusterOptions::new(dir.join("master"), servers);
-    o.min_free_bytes = 32 << 20;
-    gfs::Cluster::open(o).context("opening the chunk layer")
-}
-
-/// Median of the rounds' rates.
-fn median_rate(runs: &[Measured]) -> f64 {
-    let mut r: Vec<f64> = runs.iter().map(Measured::rate).collect();
-    r.sort_by(f64::total_cmp);
-    r.get(r.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// fio's IOPS for one job description, or why there is none.
@@ -248,14 +231,16 @@ pub fn run(args: &GfsArgs) -> Result<()> {
     {
         eprintln!("running unsynced log appends: LocalStore against the chunk layer, {LOG_ROUNDS} rounds ...");
         let local = LocalStore::open_with(work.path().join("log-local"), IoMode::Uring)?;
-        let chunks = open_chunks(&work.path().join("log-chunks"))?;
+        // As the engine's benchmark opens it: three replicas.
+        let chunks = open_chunk_layer(&work.path().join("log-chunks"), 3, IoMode::Uring, true)?;
         for _ in 0..LOG_ROUNDS {
             local_logs.push(log_appends(&local, args)?);
             chunk_logs.push(log_appends(&*chunks, args)?);
             check_interrupted()?;
         }
     }
-    let (local_log, chunk_log) = (median_rate(&local_logs), median_rate(&chunk_logs));
+    let rates = |runs: &[Measured]| median(runs.iter().map(Measured::rate).collect());
+    let (local_log, chunk_log) = (rates(&local_logs), rates(&chunk_logs));
     let mut fio: Vec<(&str, Option<(f64, f64)>)> = Vec::new();
     let mut notes = Vec::new();
     if args.fio && have_fio() {

@@ -10,7 +10,7 @@
 //! requests per cell the daemon answered, and the daemon's RSS: peak, settled
 //! after the walks, and after `echo 2 > /proc/sys/vm/drop_caches`.
 
-use super::common::{check_interrupted, fmt_bytes, FastRng, Table, TempDir};
+use super::common::{check_interrupted, fmt_bytes, median, median_of, FastRng, Table, TempDir};
 use super::fs_bench::{have_bindfs, mount_bindfs, mount_tmpfs, Mounted};
 use super::limits::fuse_round_trips;
 use anyhow::{bail, Context, Result};
@@ -484,21 +484,6 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
         rss_settled,
         rss_dropped,
     })
-}
-
-/// The median of `v` (the mean of the middle two for an even count); 0 if empty.
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => v[n / 2],
-        n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// The median of `v`, `None` if it is empty (the side was not run).
-fn median_of(v: Vec<f64>) -> Option<f64> {
-    (!v.is_empty()).then(|| median(v))
 }
 
 fn secs(s: f64) -> String {
