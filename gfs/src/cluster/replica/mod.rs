@@ -99,6 +99,14 @@ struct HeaderMap {
     file: Arc<File>,
 }
 
+/// Stores an append's checksum entries through a header map, in the order
+/// a chain writes them (the first block's last, as it is what makes the
+/// append part of the replica); false if the map does not reach them.
+fn store_sums(map: &mut SharedMap, layout: &Layout, sums: &EncodedSums) -> bool {
+    (sums.rest.is_empty() || map.store(layout.entry_off(sums.first_block + 1), &sums.rest))
+        && (sums.first.is_empty() || map.store(layout.entry_off(sums.first_block), &sums.first))
+}
+
 /// How an append is written to a replica.
 #[derive(Clone, Copy)]
 pub(crate) struct Append {
@@ -402,9 +410,7 @@ impl Replica {
         let Some(HeaderMap { map, .. }) = h.as_mut() else {
             return false;
         };
-        let l = &self.layout;
-        (sums.rest.is_empty() || map.store(l.entry_off(sums.first_block + 1), &sums.rest))
-            && (sums.first.is_empty() || map.store(l.entry_off(sums.first_block), &sums.first))
+        store_sums(map, &self.layout, sums)
     }
 
     /// Stores an unsynced log append through the mappings instead of
@@ -422,11 +428,38 @@ impl Replica {
         bufs: &[&[u8]],
         sums: &EncodedSums,
     ) -> bool {
+        self.store_through_maps(Some(file), len, bufs, sums)
+    }
+
+    /// [`Replica::store_append`] through the file the header map holds
+    /// open, for an append that needs no file opened when it fits; false
+    /// also while the header is not mapped (the caller then opens the
+    /// replica and goes the usual way). The caller holds the I/O lock.
+    pub(crate) fn store_mapped(&self, len: u64, bufs: &[&[u8]], sums: &EncodedSums) -> bool {
+        self.store_through_maps(None, len, bufs, sums)
+    }
+
+    /// [`Replica::store_append`] with `file`, or without one the header
+    /// map's. The header's lock is taken once for the whole store (each
+    /// locked instruction after the data's copy waits for its stores to
+    /// reach the cache: an append already pays that once per replica).
+    fn store_through_maps(
+        &self,
+        file: Option<&File>,
+        len: u64,
+        bufs: &[&[u8]],
+        sums: &EncodedSums,
+    ) -> bool {
         let n: u64 = bufs.iter().map(|b| b.len() as u64).sum();
         let zeroed = self.zeroed_to.load(Ordering::Acquire);
-        if len + n > zeroed || self.header.lock().is_none() {
+        if len + n > zeroed {
             return false;
         }
+        let mut header = self.header.lock();
+        let Some(HeaderMap { map, file: mapped }) = header.as_mut() else {
+            return false;
+        };
+        let file: &File = file.unwrap_or(mapped);
         let at = self.layout.data_off + len;
         let mut window = self.window.lock();
         if !window.as_ref().is_some_and(|m| m.reaches(at, n)) {
@@ -456,18 +489,7 @@ impl Replica {
         }
         let stored = w.store_all(at, bufs);
         drop(window);
-        stored && self.store_entries(sums)
-    }
-
-    /// [`Replica::store_append`] through the file the header map holds
-    /// open, for an append that needs no file opened when it fits; false
-    /// also while the header is not mapped (the caller then opens the
-    /// replica and goes the usual way). The caller holds the I/O lock.
-    pub(crate) fn store_mapped(&self, len: u64, bufs: &[&[u8]], sums: &EncodedSums) -> bool {
-        let Some(file) = self.header.lock().as_ref().map(|h| h.file.clone()) else {
-            return false;
-        };
-        self.store_append(&file, len, bufs, sums)
+        stored && store_sums(map, &self.layout, sums)
     }
 
     /// Unmaps the window of zeros that unsynced appends store into, before
