@@ -264,6 +264,7 @@ impl Replica {
             direct: AtomicBool::new(false),
             layout,
             zeroed_to: AtomicU64::new(state.len),
+            len: AtomicU64::new(state.len),
             refilling: Mutex::new(()),
             refill_asked: AtomicBool::new(false),
             state: RwLock::new(state),

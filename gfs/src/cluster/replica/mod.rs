@@ -57,6 +57,9 @@ pub(crate) struct Replica {
     direct: AtomicBool,
     layout: Layout,
     state: RwLock<State>,
+    /// `state.len`, stored with it under the write lock: an append checks
+    /// each replica's length, and a read lock is two locked instructions.
+    len: AtomicU64,
     /// Held while this replica's file is being written, so a reader whose
     /// check failed can tell a concurrent append from real corruption.
     io_lock: Mutex<()>,
@@ -258,6 +261,7 @@ impl Replica {
                 len: 0,
                 table: vec![Entry::default(); layout.blocks as usize],
             }),
+            len: AtomicU64::new(0),
             io_lock: Mutex::new(()),
             bad: AtomicBool::new(false),
             dir_synced: AtomicBool::new(false),
@@ -353,7 +357,7 @@ impl Replica {
     }
 
     pub(crate) fn len(&self) -> u64 {
-        self.state.read().len
+        self.len.load(Ordering::Acquire)
     }
 
     pub(crate) fn is_bad(&self) -> bool {
@@ -556,6 +560,7 @@ impl Replica {
             }
         }
         st.len = new_len;
+        self.len.store(new_len, Ordering::Release);
     }
 
     /// A sync chain of this replica succeeded.
