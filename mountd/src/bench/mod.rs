@@ -22,3 +22,4 @@ pub mod s3_server;
 pub mod scale_bench;
 pub mod snapshot_bench;
 pub mod workloads;
+pub mod write_rounds;

@@ -189,6 +189,11 @@ struct EngineOpts {
     /// 3 (default 3, what the replication goal compares with one copy).
     #[arg(long, value_parser = clap::value_parser!(u8).range(1..=3))]
     replicas: Option<u8>,
+    /// With both stores: after the main runs, this many rounds of the two
+    /// write workloads on each store, alternated, for the median of what
+    /// three replicas cost (goals runs 3)
+    #[arg(long, default_value_t = 0)]
+    write_rounds: usize,
 }
 
 #[derive(Args, Debug)]
@@ -272,7 +277,14 @@ fn run(cli: Cli) -> Result<()> {
         }
         Some(Cmd::Rpc) => bench::rpc_bench::run(&engine_args(c, work_base, EngineOpts::default())),
         Some(Cmd::Goals(o)) => bench::goals::run(&bench::goals::GoalsArgs {
-            engine: engine_args(c, work_base, EngineOpts::default()),
+            engine: engine_args(
+                c,
+                work_base,
+                EngineOpts {
+                    write_rounds: bench::goals::WRITE_ROUNDS,
+                    ..EngineOpts::default()
+                },
+            ),
             mountd: o.mountd,
             scale_rows: o.scale_rows,
         }),
@@ -348,6 +360,7 @@ fn engine_args(c: &Common, work_base: PathBuf, o: EngineOpts) -> bench::engine_b
         scaling: o.scaling,
         direct_writes: !o.buffered_replicas,
         replicas: o.replicas.map_or(3, usize::from),
+        write_rounds: o.write_rounds,
         stores: match o.store.as_str() {
             "local" => vec![StoreKind::Local],
             "chunks" => vec![StoreKind::Chunks],
