@@ -482,7 +482,7 @@ struct LogZeros {
     refilling: Mutex<()>,
     /// The zeros ahead of the data mapped shared and writable, which the
     /// unsynced appends store into instead of writing them (see
-    /// [`LocalWriter::store_mapped`]); shared with a renewal only while it
+    /// [`LocalWriter::store_mapped`]); shared with a renewal while it
     /// faults in the pages it wrote.
     window: Mutex<Option<Arc<SharedMap>>>,
     /// The renewal was asked for and has not run.
@@ -571,8 +571,9 @@ impl LocalWriter {
             }
             .map(Arc::new);
         }
-        // Shared only while a renewal faults pages in: write instead.
-        let Some(w) = window.as_mut().and_then(Arc::get_mut) else {
+        // A renewal may be faulting pages of it in meanwhile (see
+        // `SharedMap`): the stores go on.
+        let Some(w) = window.as_deref() else {
             return false;
         };
         // SAFETY: as above, for the zeros renewed since the mapping.

@@ -90,7 +90,7 @@ pub(crate) struct Replica {
     /// For a log's last chunk: the zeros ahead of its data mapped, for the
     /// data of unsynced appends. Changed under `io_lock`.
     /// Shared with a renewal of the zeros while it faults in the pages
-    /// it wrote (see `Renew for Replica`); a store needs it alone.
+    /// it wrote (see `Renew for Replica`), as stores go on.
     window: Mutex<Option<Arc<SharedMap>>>,
 }
 
@@ -105,7 +105,7 @@ struct HeaderMap {
 /// Stores an append's checksum entries through a header map, in the order
 /// a chain writes them (the first block's last, as it is what makes the
 /// append part of the replica); false if the map does not reach them.
-fn store_sums(map: &mut SharedMap, layout: &Layout, sums: &EncodedSums) -> bool {
+fn store_sums(map: &SharedMap, layout: &Layout, sums: &EncodedSums) -> bool {
     (sums.rest.is_empty() || map.store(layout.entry_off(sums.first_block + 1), &sums.rest))
         && (sums.first.is_empty() || map.store(layout.entry_off(sums.first_block), &sums.first))
 }
@@ -410,8 +410,8 @@ impl Replica {
     /// there is no map. Call once the append's data is written, under the
     /// I/O lock.
     pub(crate) fn store_entries(&self, sums: &EncodedSums) -> bool {
-        let mut h = self.header.lock();
-        let Some(HeaderMap { map, .. }) = h.as_mut() else {
+        let h = self.header.lock();
+        let Some(HeaderMap { map, .. }) = h.as_ref() else {
             return false;
         };
         store_sums(map, &self.layout, sums)
@@ -459,8 +459,8 @@ impl Replica {
         if len + n > zeroed {
             return false;
         }
-        let mut header = self.header.lock();
-        let Some(HeaderMap { map, file: mapped }) = header.as_mut() else {
+        let header = self.header.lock();
+        let Some(HeaderMap { map, file: mapped }) = header.as_ref() else {
             return false;
         };
         let file: &File = file.unwrap_or(mapped);
@@ -474,8 +474,9 @@ impl Replica {
             // SAFETY: nothing is held yet: stores wait for `hold_to` below.
             *window = unsafe { SharedMap::reaching(file, at, reach - at, at) }.map(Arc::new);
         }
-        // Shared only while a renewal faults pages in: write instead.
-        let Some(w) = window.as_mut().and_then(Arc::get_mut) else {
+        // A renewal may be faulting pages of it in meanwhile (see
+        // `SharedMap`): the stores go on.
+        let Some(w) = window.as_deref() else {
             return false;
         };
         if !w.covers(at, n) {
