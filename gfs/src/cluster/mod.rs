@@ -85,7 +85,9 @@ pub struct ClusterOptions {
     pub chunk_size: u64,
     /// io_uring (default) or plain system calls, for comparison.
     pub io_mode: IoMode,
-    /// How long a primary's lease on a chunk lasts.
+    /// How long a primary's lease on a chunk lasts (60 s by default; it
+    /// counts as over 20 ms early, as the clock it is read by lags by up to
+    /// a kernel tick).
     pub lease: Duration,
     /// How often the master checks chunkservers, repairs and collects garbage.
     pub heartbeat: Duration,

@@ -4,7 +4,7 @@
 
 use super::{note_write_error, open_all, run_opened, unavailable, Placed};
 use crate::cluster::chunk;
-use crate::cluster::lease::Lease;
+use crate::cluster::lease::{Lease, Tick};
 use crate::cluster::master::ChunkCtl;
 use crate::cluster::oplog::Op;
 use crate::cluster::Inner;
@@ -12,7 +12,6 @@ use crate::{Error, Result};
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
 
 /// Chunk handles reserved per log record (see [`Op::ReserveHandles`]).
 const HANDLE_RESERVATION: u64 = 1024;
@@ -156,7 +155,7 @@ fn extend_with(
         discard(&made);
         return Err(e);
     }
-    let lease = Lease::new(made[0].0, Instant::now(), inner.opts.lease);
+    let lease = Lease::new(made[0].0, Tick::now(), inner.opts.lease);
     if let Some(c) = st.chunks.get_mut(&handle) {
         c.locations = made.iter().map(|(s, _)| *s).collect();
         c.placement_changed();

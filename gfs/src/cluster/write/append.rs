@@ -7,7 +7,7 @@ use super::versions::{drop_replicas_locked, new_version, write_set};
 use super::{merge, note_syncs, note_write_error, open_all, run_opened, unavailable, Placed};
 use crate::cluster::chunk::{self, BLOCK};
 use crate::cluster::direct::DirectAppend;
-use crate::cluster::lease::Lease;
+use crate::cluster::lease::{Lease, Tick};
 use crate::cluster::master::{ChunkCtl, KeptWriteSet};
 use crate::cluster::replica::{read_verified, Append, Open, ReadPiece};
 use crate::cluster::{bump, Inner};
@@ -16,7 +16,6 @@ use crate::{Error, Result};
 use smallvec::SmallVec;
 use std::io;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
 
 /// An append's buffers (a log record's few: on the stack).
 type Pieces<'a> = SmallVec<[&'a [u8]; 4]>;
@@ -177,7 +176,7 @@ pub(super) fn mutate(
     let mut keep = gone.is_empty();
     // A replica that cannot take this write is dropped first, with a new
     // version on the rest: it must not come back as current later.
-    let now = Instant::now();
+    let now = Tick::now();
     if !gone.is_empty() {
         reps = drop_replicas_locked(inner, ctl, &gone)?;
         if let Some((s, _)) = reps.first() {
