@@ -146,7 +146,7 @@ pub struct EngineArgs {
     /// Replicas of each chunk on the chunk layer (of its three chunkservers).
     pub replicas: usize,
     /// With both stores: alternated rounds of the write workloads on each
-    /// after the main runs (see `write_rounds.rs`); 0 for none.
+    /// after the main runs (`write_rounds::after_engine`); 0 for none.
     pub write_rounds: usize,
 }
 
@@ -881,19 +881,6 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
         println!("({cost}: how many times slower this store is; goal for writes <= 1.5x)");
         stores_json.insert(kind.label().into(), serde_json::Value::Object(per));
     }
-    let both = runs.iter().any(|(k, _)| *k == StoreKind::Local)
-        && runs.iter().any(|(k, _)| *k == StoreKind::Chunks);
-    let write_rounds = if both && args.write_rounds > 0 {
-        eprintln!(
-            "running {} alternated rounds of the writes on each store ...",
-            args.write_rounds
-        );
-        super::write_rounds::run(work.path(), args, args.write_rounds)
-            .map_err(|e| eprintln!("warning: the alternated write rounds did not run: {e:#}"))
-            .unwrap_or(serde_json::Value::Null)
-    } else {
-        serde_json::Value::Null
-    };
     let mut probes = serde_json::Map::new();
     for (kind, r) in &runs {
         let per_write: Vec<String> = r
@@ -946,7 +933,6 @@ pub fn run(args: &EngineArgs) -> Result<serde_json::Value> {
         "time_cap_secs": plan.time_cap.as_secs_f64(),
         "workloads": workloads,
         "other_stores": stores_json,
-        "write_rounds": write_rounds,
         "group_commit": probes,
         "mem_fill": ours.mem_fill.json(),
         "flush_secs": { "ours": round3(ours.kv.flush_secs), "rocksdb": flush(&peers.rocksdb), "fjall": flush(&peers.fjall) },
@@ -1057,19 +1043,8 @@ mod tests {
             direct_writes: true,
             replicas: 3,
             stores: vec![StoreKind::Local, StoreKind::Chunks],
-            write_rounds: 2,
+            write_rounds: 0,
         };
-        // Two alternated rounds of the writes: every rate and the ratio.
-        let rounds = super::super::write_rounds::run(&dir.path().join("rounds"), &args, 2).unwrap();
-        assert_eq!(rounds["rounds"], 2);
-        for w in ["seq_write", "rand_write"] {
-            for store in ["local_ops_per_sec", "chunks_ops_per_sec"] {
-                let rates = rounds[w][store].as_array().unwrap();
-                assert_eq!(rates.len(), 2, "{w} {store}");
-                assert!(rates.iter().all(|r| r.as_f64() > Some(0.0)), "{w} {store}");
-            }
-            assert!(rounds[w]["local_over_this"].as_f64() > Some(0.0), "{w}");
-        }
         for kind in [StoreKind::Local, StoreKind::Chunks] {
             let dir = dir.path().join(kind.label());
             let r = run_engine(&dir, &args, kind).unwrap();

@@ -290,14 +290,13 @@ pub fn run(args: &GoalsArgs) -> Result<()> {
     eprintln!("== limits");
     let machine = goal_limits::machine(&e.work_base, e.plan.threads);
     eprintln!("== engine, unsynced");
-    let engine = or_null(
-        "the unsynced engine run",
-        engine_bench::run(&EngineArgs {
-            stores: vec![StoreKind::Local, StoreKind::Chunks],
-            sync: false,
-            ..e.clone()
-        }),
-    );
+    let unsynced = EngineArgs {
+        stores: vec![StoreKind::Local, StoreKind::Chunks],
+        sync: false,
+        ..e.clone()
+    };
+    let mut engine = or_null("the unsynced engine run", engine_bench::run(&unsynced));
+    super::write_rounds::after_engine(&unsynced, &mut engine);
     super::common::check_interrupted()?;
     eprintln!("== engine, --sync");
     let engine_sync = or_null(

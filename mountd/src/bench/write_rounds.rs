@@ -5,7 +5,7 @@
 //! 1.42x and 1.82x on this 2-core machine (whatever else it ran then); the
 //! median of rounds that alternate is the figure a goal can be judged by.
 
-use super::common::{median_of, round3, Measured};
+use super::common::{median_of, round3, Measured, TempDir};
 use super::engine_bench::{open_store, options, place_tables, EngineArgs, EngineTable, StoreKind};
 use super::workloads::{fill_random, fill_seq, Fig6, Plan};
 use anyhow::{Context, Result};
@@ -17,6 +17,35 @@ const WRITES: [Fig6; 2] = [Fig6::SeqWrite, Fig6::RandWrite];
 
 /// Rates of one store's write workloads in one round.
 type RoundRates = [f64; 2];
+
+/// After an engine run whose JSON line is `engine`: with both stores and
+/// `write_rounds` asked for, runs them, prints their JSON line and adds it
+/// to `engine` as `write_rounds` (where `goals` looks). A failure is
+/// reported and leaves `engine` as it was.
+pub fn after_engine(args: &EngineArgs, engine: &mut serde_json::Value) {
+    let both = [StoreKind::Local, StoreKind::Chunks]
+        .iter()
+        .all(|k| args.stores.contains(k));
+    if !both || args.write_rounds == 0 || engine.is_null() {
+        return;
+    }
+    eprintln!(
+        "running {} alternated rounds of the writes on each store ...",
+        args.write_rounds
+    );
+    let rounds = TempDir::new_in(&args.work_base, "bigtable-bench-rounds")
+        .and_then(|dir| run(dir.path(), args, args.write_rounds));
+    match rounds {
+        Ok(r) => {
+            println!(
+                "{}",
+                serde_json::json!({ "bench": "engine-write-rounds", "write_rounds": r })
+            );
+            engine["write_rounds"] = r;
+        }
+        Err(e) => eprintln!("warning: the alternated write rounds did not run: {e:#}"),
+    }
+}
 
 /// Runs `rounds` alternated rounds of the write workloads on both stores
 /// in `dir`; the JSON holds, per workload, each store's rates and the
@@ -102,4 +131,55 @@ fn one_round(db: &Bigtable, args: &EngineArgs, round: usize) -> Result<RoundRate
     }
     let [s, r] = measured?;
     Ok([s.rate(), r.rate()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_give_every_rate_and_the_ratio_and_land_in_the_engine_line() {
+        let dir = TempDir::new_in(&std::env::temp_dir(), "write-rounds-test").unwrap();
+        let args = EngineArgs {
+            work_base: dir.path().to_path_buf(),
+            plan: Plan {
+                n: 300,
+                threads: 2,
+                time_cap: std::time::Duration::from_secs(20),
+                min_read: std::time::Duration::ZERO,
+            },
+            sync: false,
+            peers: false,
+            io_mode: gfs::IoMode::Uring,
+            block_cache: None,
+            memtable: Some(64 << 10),
+            scaling: Vec::new(),
+            direct_writes: true,
+            replicas: 3,
+            stores: vec![StoreKind::Local, StoreKind::Chunks],
+            write_rounds: 2,
+        };
+        let mut line = serde_json::json!({ "bench": "engine" });
+        after_engine(&args, &mut line);
+        let rounds = &line["write_rounds"];
+        assert_eq!(rounds["rounds"], 2);
+        for w in ["seq_write", "rand_write"] {
+            for store in ["local_ops_per_sec", "chunks_ops_per_sec"] {
+                let rates = rounds[w][store].as_array().unwrap();
+                assert_eq!(rates.len(), 2, "{w} {store}");
+                assert!(rates.iter().all(|r| r.as_f64() > Some(0.0)), "{w} {store}");
+            }
+            assert!(rounds[w]["local_over_this"].as_f64() > Some(0.0), "{w}");
+        }
+        // One store only: nothing to compare, nothing run.
+        let mut line = serde_json::json!({ "bench": "engine" });
+        after_engine(
+            &EngineArgs {
+                stores: vec![StoreKind::Local],
+                ..args
+            },
+            &mut line,
+        );
+        assert!(line.get("write_rounds").is_none());
+    }
 }

@@ -396,7 +396,10 @@ fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
         })
         .map(drop);
     }
-    bench::engine_bench::run(&engine_args(c, work_base, o)).map(drop)
+    let args = engine_args(c, work_base, o);
+    let mut line = bench::engine_bench::run(&args)?;
+    bench::write_rounds::after_engine(&args, &mut line);
+    Ok(())
 }
 
 #[cfg(test)]
