@@ -1008,6 +1008,31 @@ fn scaling(work: &Path, args: &EngineArgs) -> Result<()> {
     Ok(())
 }
 
+/// The tests' runs: 300 rows by two threads on both stores in `dir`.
+#[cfg(test)]
+pub(super) fn small_args(dir: &Path) -> EngineArgs {
+    EngineArgs {
+        work_base: dir.to_path_buf(),
+        plan: Plan {
+            n: 300,
+            threads: 2,
+            time_cap: std::time::Duration::from_secs(20),
+            min_read: std::time::Duration::ZERO,
+        },
+        sync: false,
+        peers: false,
+        io_mode: gfs::IoMode::Uring,
+        block_cache: None,
+        // Small, so that the writes reach SSTables before the reads.
+        memtable: Some(64 << 10),
+        scaling: Vec::new(),
+        direct_writes: true,
+        replicas: 3,
+        stores: vec![StoreKind::Local, StoreKind::Chunks],
+        write_rounds: 0,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1025,26 +1050,7 @@ mod tests {
     #[test]
     fn engine_runs_all_six_workloads_on_disk() {
         let dir = TempDir::new_in(&std::env::temp_dir(), "engine-bench-test").unwrap();
-        let args = EngineArgs {
-            work_base: dir.path().to_path_buf(),
-            plan: Plan {
-                n: 300,
-                threads: 2,
-                time_cap: std::time::Duration::from_secs(20),
-                min_read: std::time::Duration::ZERO,
-            },
-            sync: false,
-            peers: false,
-            io_mode: gfs::IoMode::Uring,
-            block_cache: None,
-            // Small, so that the writes reach SSTables before the reads.
-            memtable: Some(64 << 10),
-            scaling: Vec::new(),
-            direct_writes: true,
-            replicas: 3,
-            stores: vec![StoreKind::Local, StoreKind::Chunks],
-            write_rounds: 0,
-        };
+        let args = small_args(dir.path());
         for kind in [StoreKind::Local, StoreKind::Chunks] {
             let dir = dir.path().join(kind.label());
             let r = run_engine(&dir, &args, kind).unwrap();

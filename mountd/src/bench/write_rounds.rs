@@ -141,23 +141,8 @@ mod tests {
     fn rounds_give_every_rate_and_the_ratio_and_land_in_the_engine_line() {
         let dir = TempDir::new_in(&std::env::temp_dir(), "write-rounds-test").unwrap();
         let args = EngineArgs {
-            work_base: dir.path().to_path_buf(),
-            plan: Plan {
-                n: 300,
-                threads: 2,
-                time_cap: std::time::Duration::from_secs(20),
-                min_read: std::time::Duration::ZERO,
-            },
-            sync: false,
-            peers: false,
-            io_mode: gfs::IoMode::Uring,
-            block_cache: None,
-            memtable: Some(64 << 10),
-            scaling: Vec::new(),
-            direct_writes: true,
-            replicas: 3,
-            stores: vec![StoreKind::Local, StoreKind::Chunks],
             write_rounds: 2,
+            ..super::super::engine_bench::small_args(dir.path())
         };
         let mut line = serde_json::json!({ "bench": "engine" });
         after_engine(&args, &mut line);
