@@ -7,7 +7,7 @@
 
 use super::common::{median_of, round3, Measured, TempDir};
 use super::engine_bench::{open_store, options, place_tables, EngineArgs, EngineTable, StoreKind};
-use super::workloads::{fill_random, fill_seq, Fig6, Plan};
+use super::workloads::{fill_random, fill_seq, Fig6};
 use anyhow::{Context, Result};
 use engine::Bigtable;
 use std::path::Path;
@@ -121,9 +121,8 @@ fn one_round(db: &Bigtable, args: &EngineArgs, round: usize) -> Result<RoundRate
     let seq = EngineTable::create(db, &seq_name, false, args.sync)?;
     let rand = EngineTable::create(db, &rand_name, false, args.sync)?;
     place_tables(db, &[&seq_name, &rand_name])?;
-    let plan: Plan = args.plan;
     let measured: Result<[Measured; 2]> =
-        (|| Ok([fill_seq(&seq, plan)?, fill_random(&rand, plan)?]))();
+        (|| Ok([fill_seq(&seq, args.plan)?, fill_random(&rand, args.plan)?]))();
     for t in [&seq_name, &rand_name] {
         if let Err(e) = db.delete_table(t) {
             eprintln!("warning: deleting table {t}: {e}");
