@@ -175,8 +175,28 @@ fn drop_caches() {
     let _ = fs::write("/proc/sys/vm/drop_caches", "2\n");
 }
 
-/// Runs `sh -c script` in `dir`, output discarded; its wall time.
-fn timed(dir: &Path, script: &str) -> Result<f64> {
+/// What one run of a walk took: wall seconds, and the CPU seconds of the
+/// walking programs (user and system, the kernel's work in their context
+/// included: every FUSE reply the walker's system calls take in).
+#[derive(Clone, Copy)]
+struct Timed {
+    wall: f64,
+    cpu: f64,
+}
+
+/// CPU seconds of this process's children that have ended and been waited
+/// for.
+fn children_cpu() -> f64 {
+    use nix::sys::resource::{getrusage, UsageWho};
+    getrusage(UsageWho::RUSAGE_CHILDREN).map_or(0.0, |u| {
+        let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 / 1e6;
+        secs(u.user_time()) + secs(u.system_time())
+    })
+}
+
+/// Runs `sh -c script` in `dir`, output discarded; its times.
+fn timed(dir: &Path, script: &str) -> Result<Timed> {
+    let cpu = children_cpu();
     let start = Instant::now();
     let status = Command::new("sh")
         .arg("-c")
@@ -186,6 +206,7 @@ fn timed(dir: &Path, script: &str) -> Result<f64> {
         .stderr(Stdio::piped())
         .output()
         .with_context(|| format!("running {script}"))?;
+    let wall = start.elapsed().as_secs_f64();
     if !status.status.success() {
         bail!(
             "{script:?} in {} failed: {}",
@@ -193,7 +214,10 @@ fn timed(dir: &Path, script: &str) -> Result<f64> {
             String::from_utf8_lossy(&status.stderr).trim()
         );
     }
-    Ok(start.elapsed().as_secs_f64())
+    Ok(Timed {
+        wall,
+        cpu: (children_cpu() - cpu).max(0.0),
+    })
 }
 
 /// The walks, each a shell command run inside the table directory.
@@ -310,6 +334,10 @@ struct Walk {
     per_cell: f64,
     /// Seconds the daemon spent running the walk's requests (a round's mean).
     handling: f64,
+    /// CPU seconds of the walking programs on our mount (see [`Timed`]).
+    cpu: f64,
+    /// The same on tmpfs.
+    tmpfs_cpu: Option<f64>,
 }
 
 impl Walk {
@@ -327,6 +355,20 @@ impl Walk {
     fn code_free(&self) -> Option<f64> {
         let rest = self.ours - self.handling;
         (self.handling > 0.0 && rest > 0.0).then_some(rest)
+    }
+
+    /// The walk with the daemon answering in no time: the walking
+    /// programs' own CPU on our mount (with the kernel's work on our
+    /// replies, which runs in their context), less what of it ran beside
+    /// the rest (a pipeline's programs overlap: on tmpfs, by their CPU
+    /// over the walk's wall time).
+    fn walker_floor(&self) -> Option<f64> {
+        let overlap = self
+            .tmpfs
+            .zip(self.tmpfs_cpu)
+            .map_or(0.0, |(wall, cpu)| (cpu - wall).max(0.0));
+        let floor = self.cpu - overlap;
+        (self.cpu > 0.0 && floor > 0.0).then_some(floor)
     }
 }
 
@@ -420,12 +462,19 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
                 drop_caches();
                 tmpfs.push(timed(&backing.join(TABLE), &script)?);
             }
-            if ours.len() >= SHORT_WALK_ROUNDS || ours[0] >= SHORT_WALK_SECS {
+            if ours.len() >= SHORT_WALK_ROUNDS || ours[0].wall >= SHORT_WALK_SECS {
                 break;
             }
         }
         let rounds = ours.len();
-        let (ours, theirs, tmpfs) = (median(ours), median_of(theirs), median_of(tmpfs));
+        let walls = |t: &[Timed]| t.iter().map(|t| t.wall).collect::<Vec<_>>();
+        let cpus = |t: &[Timed]| t.iter().map(|t| t.cpu).collect::<Vec<_>>();
+        let (cpu, tmpfs_cpu) = (median(cpus(&ours)), median_of(cpus(&tmpfs)));
+        let (ours, theirs, tmpfs) = (
+            median(walls(&ours)),
+            median_of(walls(&theirs)),
+            median_of(walls(&tmpfs)),
+        );
         let per_cell = requests as f64 / rounds as f64 / rows as f64;
         let handling = handling / rounds as f64;
         // Printed at once: a later walk that fails must not take this one's
@@ -447,6 +496,8 @@ fn run_size(args: &ScaleArgs, rows: u64) -> Result<SizeResult> {
             tmpfs,
             per_cell,
             handling,
+            cpu,
+            tmpfs_cpu,
         });
     }
     drop(bindfs);
@@ -519,6 +570,8 @@ pub fn run(args: &ScaleArgs) -> Result<Vec<serde_json::Value>> {
                     "limit_speedup": w.bindfs.zip(limit).map(|(b, l)| b / l),
                     "handling_secs": w.handling,
                     "code_free_speedup": w.bindfs.zip(w.code_free()).map(|(b, l)| b / l),
+                    "walker_cpu_secs": w.cpu, "tmpfs_walker_cpu_secs": w.tmpfs_cpu,
+                    "walker_floor_speedup": w.bindfs.zip(w.walker_floor()).map(|(b, l)| b / l),
                 })
             })
             .collect();
