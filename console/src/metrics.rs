@@ -81,6 +81,7 @@ pub const GAUGES: &[&str] = &[
     "fs_inodes",
     "fs_open_handles",
     "fs_pending_dirs",
+    "fs_kept_listing_bytes",
     "fs_rss_bytes",
 ];
 

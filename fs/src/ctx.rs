@@ -392,6 +392,7 @@ impl Ctx {
             inodes: self.kernel.inodes().len(),
             open_handles: self.open.handles().len(),
             pending_dirs: self.data.pending().len(),
+            kept_listing_bytes: self.listing.kept_bytes(),
             reader_waits: self.open.pages().reader_waits(),
             page_stores: self.open.pages().stores(),
             page_reopens: self.open.pages().reopens(),

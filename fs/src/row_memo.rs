@@ -145,6 +145,10 @@ pub struct RowMemo {
     /// overtook (the write's forget came between the read and its keep)
     /// must not be kept.
     epochs: [AtomicU64; STRIPES as usize],
+    /// Writes so far to the tables of each stripe (by a hash of the table
+    /// name): what a table listing kept is still whole while its table's
+    /// epoch stands ([`RowMemo::table_epoch`]).
+    table_epochs: [AtomicU64; STRIPES as usize],
     /// The values of the cells of recent family listings.
     values: ListedValues,
     /// Ranges of rows seen absent.
@@ -156,6 +160,7 @@ impl Default for RowMemo {
         RowMemo {
             rows: Mutex::default(),
             epochs: [const { AtomicU64::new(0) }; STRIPES as usize],
+            table_epochs: [const { AtomicU64::new(0) }; STRIPES as usize],
             values: ListedValues::new(MEMO_TTL),
             gaps: RowGaps::new(MEMO_TTL),
         }
@@ -191,6 +196,21 @@ impl RowMemo {
     /// What a read of `row` passes to [`RowMemo::keep`]: taken before it.
     pub fn epoch(&self, table: &str, row: &[u8]) -> u64 {
         self.epoch_of(hash(table, row)).load(Ordering::Acquire)
+    }
+
+    fn table_epoch_of(&self, table: &str) -> &AtomicU64 {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        table.hash(&mut h);
+        &self.table_epochs[(h.finish() % STRIPES) as usize]
+    }
+
+    /// The write epoch of `table`'s stripe of tables: it moves with every
+    /// write to a row of the table acknowledged since (whichever way it came
+    /// in: [`RowMemo::forget_row`] runs for each before it is acknowledged)
+    /// and with every table-wide change. A listing of the table read after
+    /// it was taken holds every row while it stands.
+    pub fn table_epoch(&self, table: &str) -> u64 {
+        self.table_epoch_of(table).load(Ordering::Acquire)
     }
 
     /// The row and its stripe's epoch now: what a read begun now saw is
@@ -472,6 +492,7 @@ impl RowMemo {
         let h = hash(table, row);
         let mut g = self.rows.lock();
         let epoch = self.epoch_of(h).fetch_add(1, Ordering::AcqRel) + 1;
+        self.table_epoch_of(table).fetch_add(1, Ordering::AcqRel);
         if !g.is_empty() {
             // Rows of the same hash go too: they are read again.
             g.remove(&h);
@@ -495,7 +516,7 @@ impl RowMemo {
     /// Drops everything kept (a table or schema changed).
     pub fn forget_all(&self) {
         let mut g = self.rows.lock();
-        for e in &self.epochs {
+        for e in self.epochs.iter().chain(&self.table_epochs) {
             e.fetch_add(1, Ordering::AcqRel);
         }
         g.clear();
@@ -523,6 +544,20 @@ mod tests {
     fn keep_f(m: &RowMemo) {
         let now = m.epoch("t", b"r");
         m.keep("t", None, b"r", &[cell("f")], Covered::Part, now);
+    }
+
+    #[test]
+    fn a_tables_epoch_moves_with_each_write_to_it_and_each_table_wide_change() {
+        let m = RowMemo::default();
+        let before = m.table_epoch("t");
+        assert_eq!(m.table_epoch("t"), before, "reading it moves nothing");
+        m.forget_row("t", b"r");
+        let written = m.table_epoch("t");
+        assert_ne!(written, before);
+        let other = m.table_epoch("u");
+        m.forget_all();
+        assert_ne!(m.table_epoch("t"), written);
+        assert_ne!(m.table_epoch("u"), other);
     }
 
     #[test]

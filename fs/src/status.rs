@@ -110,6 +110,8 @@ pub struct StatusSources<'a> {
     pub inodes: usize,
     pub open_handles: usize,
     pub pending_dirs: usize,
+    /// Bytes of whole table listings kept (`listing/kept.rs`).
+    pub kept_listing_bytes: usize,
     /// Writers' opens that waited for cached readers, and that gave up.
     pub reader_waits: (u64, u64),
     /// Opens that handed the kernel a cell's pages.
@@ -212,6 +214,7 @@ impl StatusFile {
                     ("inodes", s.inodes as u64),
                     ("open_handles", s.open_handles as u64),
                     ("pending_dirs", s.pending_dirs as u64),
+                    ("kept_listing_bytes", s.kept_listing_bytes as u64),
                     ("reader_waits", s.reader_waits.0),
                     ("reader_waits_expired", s.reader_waits.1),
                     ("page_stores", s.page_stores),

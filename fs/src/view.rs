@@ -370,6 +370,11 @@ impl StoreView {
         self.store.memo().expire_all();
     }
 
+    /// The write epoch of `table` (see [`crate::row_memo::RowMemo::table_epoch`]).
+    pub(crate) fn table_epoch(&self, table: &str) -> u64 {
+        self.store.memo().table_epoch(table)
+    }
+
     /// Rows changed by a writer other than the mount: the memo forgets them.
     pub(crate) fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
         for r in rows {

@@ -11,7 +11,9 @@
 use super::{dir, MAX_ROW_BATCH, ROW_BASE, ROW_BATCH};
 use crate::ctx::Ctx;
 use crate::listing::LAST;
-use crate::listing::{offset_of, Ahead, Fill, ListedRow, Resume};
+use crate::listing::{
+    offset_of, row_bytes, Ahead, Fill, KeptListing, ListedRow, Resume, KEPT_TABLE_BYTES,
+};
 use crate::names::{display_name, version_name};
 use crate::node::parent_and_name;
 use crate::node::{FamilyAddr, Key, Name, Node, StatusFile, View, MUTATE, SCHEMA, STATUS_DIR};
@@ -19,11 +21,14 @@ use crate::open_files::handles::Listed;
 use crate::open_files::handles::{DirHandle, Handle};
 use crate::options::{FsResult, Stats};
 use crate::reply::DirOut;
+use crate::store::RowStream;
+use engine::schema::TableSchema;
 use engine::{RowFilter, RowRange, ScanSpec};
 use fuser::{Errno, FileType};
 use std::collections::BTreeSet;
 use std::collections::VecDeque;
 use std::ops::Bound;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// FUSE `opendir`.
@@ -194,21 +199,6 @@ pub(super) fn row_batch(
     after: Option<&[u8]>,
     limit: u64,
 ) -> FsResult<Vec<Vec<u8>>> {
-    let spec = ScanSpec {
-        rows: RowRange {
-            start: after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_vec())),
-            end: Bound::Unbounded,
-        },
-        time_range: crate::view::view_range(view),
-        max_versions: Some(1),
-        row_limit: Some(limit),
-        // A row's name is all a listing needs: one cell, no value.
-        filter: Some(RowFilter::Chain(vec![
-            RowFilter::CellsPerRowLimit(1),
-            RowFilter::StripValue,
-        ])),
-        ..Default::default()
-    };
     // Placeholders first (see the module's note).
     let pending = if view.is_now() {
         cx.data.pending().rows_after(table, after, limit as usize)
@@ -216,11 +206,7 @@ pub(super) fn row_batch(
         Vec::new()
     };
     let what = format!("listing of {table}");
-    let mut stream = cx
-        .data
-        .store()
-        .scan(table, spec)
-        .map_err(|e| cx.data.fail(&what, &e))?;
+    let mut stream = row_scan(cx, table, view, after, Some(limit))?;
     // In key order, as the scan returns them.
     let mut rows = Vec::new();
     while let Some(row) = stream.next_row_key().map_err(|e| cx.data.fail(&what, &e))? {
@@ -233,6 +219,81 @@ pub(super) fn row_batch(
     }
     rows.truncate(limit as usize);
     Ok(rows)
+}
+
+/// A keys-only scan of `table`'s rows after `after` (up to `limit`).
+fn row_scan(
+    cx: &Ctx,
+    table: &str,
+    view: View,
+    after: Option<&[u8]>,
+    limit: Option<u64>,
+) -> FsResult<Box<dyn RowStream>> {
+    let spec = ScanSpec {
+        rows: RowRange {
+            start: after.map_or(Bound::Unbounded, |a| Bound::Excluded(a.to_vec())),
+            end: Bound::Unbounded,
+        },
+        time_range: crate::view::view_range(view),
+        max_versions: Some(1),
+        row_limit: limit,
+        // A row's name is all a listing needs: one cell, no value.
+        filter: Some(RowFilter::Chain(vec![
+            RowFilter::CellsPerRowLimit(1),
+            RowFilter::StripValue,
+        ])),
+        ..Default::default()
+    };
+    cx.data
+        .store()
+        .scan(table, spec)
+        .map_err(|e| cx.data.fail(&format!("listing of {table}"), &e))
+}
+
+/// The rows of a live table listing kept whole ([`crate::listing::Listing::kept`]),
+/// if they may answer its next reply; `first`: the listing's first reply.
+/// A listing kept at its second reading is read here, whole, at once.
+fn kept_rows(cx: &Ctx, table: &Name, first: bool) -> FsResult<Option<Arc<[ListedRow]>>> {
+    // What the store does not hold, and what no write's invalidation
+    // reaches (another daemon's writes while its lease is not known to
+    // hold), a kept listing would miss. Pending rows are looked at before
+    // the epoch is taken: a commit of one moves the epoch before the
+    // placeholder goes.
+    if !cx.data.pending().rows_after(table, None, 1).is_empty()
+        || !cx.open.pages().writes_reported_now()
+    {
+        return Ok(None);
+    }
+    let epoch = cx.data.table_epoch(table);
+    let ttl = cx.opts.dir_timeout;
+    match cx.listing.kept(table, epoch, first, ttl) {
+        KeptListing::Rows(rows) => Ok(Some(rows)),
+        KeptListing::Scan => Ok(None),
+        KeptListing::Keep => {
+            // Nor what expires with no write: a family collected by age.
+            let schema = cx.data.schema(table)?;
+            if schema.families.values().any(|f| f.gc.uses_age()) {
+                cx.listing.not_kept(table, epoch);
+                return Ok(None);
+            }
+            let what = format!("listing of {table}");
+            let mut stream = row_scan(cx, table, View::Now, None, None)?;
+            let (mut rows, mut bytes) = (Vec::new(), 0);
+            while let Some(row) = stream.next_row_key().map_err(|e| cx.data.fail(&what, &e))? {
+                let ino = cx.kernel.row_ino(table, View::Now, &row);
+                let r = ListedRow::new(row, ino);
+                bytes += row_bytes(&r);
+                if bytes > KEPT_TABLE_BYTES {
+                    cx.listing.not_kept(table, epoch);
+                    return Ok(None);
+                }
+                rows.push(r);
+            }
+            let rows: Arc<[ListedRow]> = rows.into();
+            cx.listing.keep_listing(table, epoch, rows.clone(), bytes);
+            Ok(Some(rows))
+        }
+    }
 }
 
 /// FUSE `readdir`/`readdirplus`. `add` returns true when the reply is full
@@ -425,6 +486,41 @@ fn rows_unopened(
     } else {
         None
     };
+    let kept = if view.is_now() && specials {
+        kept_rows(cx, &table_name, after.is_none())?
+    } else {
+        None
+    };
+    if let Some(kept) = kept {
+        // The rows after `after`, in key order as the scan's.
+        let start = after
+            .as_deref()
+            .map_or(0, |a| kept.partition_point(|r| r.row.as_slice() <= a));
+        let first = next;
+        let mut sent: Vec<Box<[u8]>> = Vec::new();
+        for (i, r) in kept.iter().enumerate().skip(start) {
+            let last = i + 1 == kept.len();
+            let off = offset_of(next, last);
+            if !send_row(
+                cx,
+                &table_name,
+                view,
+                schema.as_deref(),
+                &mut attrs,
+                r,
+                off,
+                add,
+            )? {
+                break;
+            }
+            next += 1;
+            if !last {
+                sent.push(r.row.clone().into_boxed_slice());
+            }
+        }
+        cx.listing.place_run(ino, first, sent);
+        return Ok(());
+    }
     let mut ahead = match after {
         Some(_) => cx.listing.take_ahead(ino, next),
         None => None,
@@ -456,34 +552,16 @@ fn rows_unopened(
         while let Some(r) = rows.pop_front() {
             let last = exhausted && rows.is_empty();
             let off = offset_of(next, last);
-            let taken = match schema.as_ref().filter(|_| attrs > 0) {
-                Some(s) => {
-                    attrs -= 1;
-                    let node = Node::Row {
-                        table: table_name.clone(),
-                        view,
-                        row: Key::from(r.row.as_slice()),
-                    };
-                    let attr = cx.dir_attr(r.ino, s.mode, s.owner, s.group);
-                    emit(
-                        cx,
-                        &dir(r.name().to_vec(), node, Some(attr)),
-                        off,
-                        true,
-                        add,
-                    )?
-                }
-                // A name only: nothing to build.
-                None => !add(&DirOut {
-                    ino: r.ino,
-                    offset: off,
-                    kind: FileType::Directory,
-                    name: r.name(),
-                    attr: None,
-                    ttl: Duration::ZERO,
-                }),
-            };
-            if !taken {
+            if !send_row(
+                cx,
+                &table_name,
+                view,
+                schema.as_deref(),
+                &mut attrs,
+                &r,
+                off,
+                add,
+            )? {
                 // The reply is full: this row and the rest wait for the
                 // next, whose rows are read meanwhile (a fill).
                 let want = sent.len() + 1;
@@ -502,6 +580,49 @@ fn rows_unopened(
             place(sent);
             return Ok(());
         }
+    }
+}
+
+/// Sends row `r` of a listing of `table` at offset `off`, with its
+/// attributes while `attrs` lasts (`schema` the table's, given when any
+/// row of the reply carries them); false when the reply is full.
+#[allow(clippy::too_many_arguments)]
+fn send_row(
+    cx: &Ctx,
+    table: &Name,
+    view: View,
+    schema: Option<&TableSchema>,
+    attrs: &mut u64,
+    r: &ListedRow,
+    off: u64,
+    add: &mut dyn FnMut(&DirOut<'_>) -> bool,
+) -> FsResult<bool> {
+    match schema.filter(|_| *attrs > 0) {
+        Some(s) => {
+            *attrs -= 1;
+            let node = Node::Row {
+                table: table.clone(),
+                view,
+                row: Key::from(r.row.as_slice()),
+            };
+            let attr = cx.dir_attr(r.ino, s.mode, s.owner, s.group);
+            emit(
+                cx,
+                &dir(r.name().to_vec(), node, Some(attr)),
+                off,
+                true,
+                add,
+            )
+        }
+        // A name only: nothing to build.
+        None => Ok(!add(&DirOut {
+            ino: r.ino,
+            offset: off,
+            kind: FileType::Directory,
+            name: r.name(),
+            attr: None,
+            ttl: Duration::ZERO,
+        })),
     }
 }
 

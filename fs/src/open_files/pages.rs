@@ -171,15 +171,20 @@ impl PageVersions {
     /// it, whatever pages the kernel holds).
     pub fn newest_known(&self, ino: u64, stamp: RowStamp) -> Option<(u64, u64)> {
         let n = *self.newest.lock().get(&ino)?;
-        if n.stamp != stamp {
+        if n.stamp != stamp || !self.writes_reported_now() {
             return None;
         }
-        match *self.followed.lock() {
-            Followed::Alone => {}
-            Followed::Until(t) if Instant::now() < t => {}
-            Followed::Until(_) => return None,
-        }
         Some((n.ts, n.len))
+    }
+
+    /// Whether every write another daemon acknowledges reaches this daemon
+    /// first now (or no other daemon shares the store): only then may what
+    /// the daemon kept answer for the store.
+    pub fn writes_reported_now(&self) -> bool {
+        match *self.followed.lock() {
+            Followed::Alone => true,
+            Followed::Until(t) => Instant::now() < t,
+        }
     }
 
     /// Other daemons share the store: every write one of them acknowledges

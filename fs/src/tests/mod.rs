@@ -3,6 +3,7 @@
 
 mod calls;
 mod files;
+mod kept_listings;
 mod listed;
 mod model;
 mod names;
@@ -26,14 +27,16 @@ const TRUNC: i32 = libc::O_WRONLY | libc::O_TRUNC;
 
 impl T {
     fn new() -> T {
+        T::with(FsOptions {
+            max_value_size: 1 << 20,
+            ..Default::default()
+        })
+    }
+
+    /// [`T::new`] with these options.
+    fn with(opts: FsOptions) -> T {
         let store = Arc::new(MockStore::default());
-        let fs = Fs::new(
-            store.clone(),
-            FsOptions {
-                max_value_size: 1 << 20,
-                ..Default::default()
-            },
-        );
+        let fs = Fs::new(store.clone(), opts);
         let t = T {
             fs,
             store,
