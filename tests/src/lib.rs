@@ -60,6 +60,13 @@ pub fn python() -> PathBuf {
 
 pub use testkit::wait_until;
 
+/// Makes the kernel drop its unused inodes, and with them its copies of
+/// directory listings (`echo 2 > /proc/sys/vm/drop_caches`); false if not
+/// root. What memory pressure does to an idle mount, on demand.
+pub fn drop_kernel_caches() -> bool {
+    fs::write("/proc/sys/vm/drop_caches", "2\n").is_ok()
+}
+
 /// GET `path` from the HTTP server at `addr`: (status code, body).
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
     use std::io::{Read, Write};

@@ -271,3 +271,60 @@ fn inotify_on_one_mount_reports_writes_through_the_other_as_close_write() {
         "{stats}"
     );
 }
+
+/// A table listing a daemon keeps whole (listed twice with no write in
+/// between, the kernel's own copy gone each time: docs/mount.md,
+/// "Caching") answers the listings after it with no call to a tablet
+/// server, and shows a row written or removed through the other daemon as
+/// soon as that write returns.
+#[test]
+fn a_listing_kept_by_one_daemon_shows_the_other_daemons_writes() {
+    if !tests::drop_kernel_caches() {
+        eprintln!("not root: cannot drop the kernel's listings; skipping");
+        return;
+    }
+    let (_etcd, a, b) = two_daemons();
+    first_cell(&a, &b);
+    a.mutate(
+        "t",
+        &(0..500)
+            .map(|i| format!("set k{i:04} cf:q v\n"))
+            .collect::<String>()
+            .into_bytes(),
+    );
+    for i in 0..5 {
+        for _ in 0..2 {
+            assert!(tests::drop_kernel_caches());
+            names(&b.path("t"));
+        }
+        assert!(b.stat("kept_listing_bytes") > 0, "round {i}: nothing kept");
+        let scans = b.stat("store_scan");
+        assert!(tests::drop_kernel_caches());
+        let listed = names(&b.path("t"));
+        assert_eq!(
+            b.stat("store_scan"),
+            scans,
+            "round {i}: the kept listing scanned"
+        );
+        let row = format!("row{i}");
+        assert!(!listed.contains(&row));
+        std::fs::create_dir_all(a.path(&format!("t/{row}/cf"))).unwrap();
+        std::fs::write(a.path(&format!("t/{row}/cf/x")), b"new").unwrap();
+        assert!(tests::drop_kernel_caches());
+        assert!(
+            names(&b.path("t")).contains(&row),
+            "round {i}: {row} written through A is not in B's listing"
+        );
+        // Kept again, then the row removed through A.
+        for _ in 0..2 {
+            assert!(tests::drop_kernel_caches());
+            names(&b.path("t"));
+        }
+        std::fs::remove_dir_all(a.path(&format!("t/{row}"))).unwrap();
+        assert!(tests::drop_kernel_caches());
+        assert!(
+            !names(&b.path("t")).contains(&row),
+            "round {i}: {row} removed through A is still in B's listing"
+        );
+    }
+}

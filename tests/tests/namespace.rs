@@ -285,3 +285,53 @@ fn rename_within_a_row_and_mv_across_rows() {
     assert_eq!(m.ok("cat t/s/f/b"), "1");
     m.ok("cp t/s/g/z t/r/f/copy && cmp t/s/g/z t/r/f/copy");
 }
+
+/// A table listed twice with the kernel's copy of its listing dropped in
+/// between is kept whole by the daemon (docs/mount.md, "Caching"): every
+/// change made with shell tools shows in the listing right after it.
+#[test]
+fn a_listing_the_daemon_keeps_follows_every_change() {
+    if !tests::drop_kernel_caches() {
+        eprintln!("not root: cannot drop the kernel's listings; skipping");
+        return;
+    }
+    let m = Mount::new();
+    m.table("t", "f\n");
+    let rows: String = (0..300).map(|i| format!("set k{i:03} f:q v\n")).collect();
+    m.mutate("t", rows.as_bytes());
+    let ls = || {
+        assert!(tests::drop_kernel_caches());
+        m.ok("ls t")
+    };
+    for (change, row, listed) in [
+        ("mkdir -p t/n1/f && echo v > t/n1/f/q", "n1", true),
+        ("echo 'set n2 f:q v' > t/.mutate", "n2", true),
+        ("rm -r t/n1", "n1", false),
+        ("echo 'deleterow n2' > t/.mutate", "n2", false),
+        ("mkdir t/n3", "n3", true),
+        ("rmdir t/n3", "n3", false),
+        (
+            "mv t/k000/f/q t/k001/f/moved && rm -r t/k000",
+            "k000",
+            false,
+        ),
+    ] {
+        ls();
+        ls();
+        assert!(
+            m.stat("kept_listing_bytes") > 0,
+            "not kept before `{change}`"
+        );
+        m.ok(change);
+        let out = ls();
+        assert_eq!(
+            out.lines().any(|l| l == row),
+            listed,
+            "after `{change}`: {row} listed: {out}"
+        );
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with('k')).count(),
+            if row == "k000" { 299 } else { 300 }
+        );
+    }
+}
