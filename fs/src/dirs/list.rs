@@ -486,6 +486,19 @@ fn rows_unopened(
     } else {
         None
     };
+    // Sends a row at an offset; false when the reply is full.
+    let mut send = |r: &ListedRow, off: u64| {
+        send_row(
+            cx,
+            &table_name,
+            view,
+            schema.as_deref(),
+            &mut attrs,
+            r,
+            off,
+            add,
+        )
+    };
     let kept = if view.is_now() && specials {
         kept_rows(cx, &table_name, after.is_none())?
     } else {
@@ -501,16 +514,7 @@ fn rows_unopened(
         for (i, r) in kept.iter().enumerate().skip(start) {
             let last = i + 1 == kept.len();
             let off = offset_of(next, last);
-            if !send_row(
-                cx,
-                &table_name,
-                view,
-                schema.as_deref(),
-                &mut attrs,
-                r,
-                off,
-                add,
-            )? {
+            if !send(r, off)? {
                 break;
             }
             next += 1;
@@ -552,16 +556,7 @@ fn rows_unopened(
         while let Some(r) = rows.pop_front() {
             let last = exhausted && rows.is_empty();
             let off = offset_of(next, last);
-            if !send_row(
-                cx,
-                &table_name,
-                view,
-                schema.as_deref(),
-                &mut attrs,
-                &r,
-                off,
-                add,
-            )? {
+            if !send(&r, off)? {
                 // The reply is full: this row and the rest wait for the
                 // next, whose rows are read meanwhile (a fill).
                 let want = sent.len() + 1;

@@ -3,7 +3,6 @@
 //! a row comes in or goes shows in the next listing.
 
 use super::T;
-use crate::reply::DirOut;
 use crate::store::Store;
 use crate::store_calls::Call;
 use crate::FsOptions;
@@ -23,34 +22,13 @@ fn table(rows: usize) -> T {
     t
 }
 
-/// The table listed as the kernel lists it without OPENDIR, `per_reply`
-/// entries a reply: its rows' names and inode numbers.
+/// The table's rows listed as the kernel lists them without OPENDIR,
+/// `per_reply` entries a reply: names and inode numbers.
 fn list(t: &T, per_reply: usize) -> Vec<(String, u64)> {
     let ino = t.ino("/t").unwrap();
-    let (mut out, mut offset) = (Vec::new(), 0);
-    loop {
-        let mut got = Vec::new();
-        t.fs.readdir_unopened(&t.root, ino, offset, true, &mut |e: &DirOut<'_>| {
-            if got.len() == per_reply {
-                return true;
-            }
-            got.push((
-                e.offset,
-                String::from_utf8_lossy(e.name).into_owned(),
-                e.ino,
-            ));
-            false
-        })
-        .unwrap();
-        let Some(last) = got.last() else { break };
-        offset = last.0;
-        out.extend(
-            got.into_iter()
-                .filter(|(_, n, _)| n.starts_with('r') || n.starts_with('n'))
-                .map(|(_, n, i)| (n, i)),
-        );
-    }
-    out
+    let mut rows = t.list_unopened(ino, per_reply);
+    rows.retain(|(n, _)| !n.starts_with('.'));
+    rows
 }
 
 fn names(t: &T) -> Vec<String> {

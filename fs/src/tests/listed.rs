@@ -4,7 +4,6 @@
 //! is read afresh (`listed_values.rs`).
 
 use super::{T, TRUNC};
-use crate::reply::DirOut;
 use crate::store::Store;
 use engine::{RowMutation, WriteOptions};
 
@@ -15,31 +14,9 @@ fn table() -> T {
     t
 }
 
-/// The directory `ino` listed as the kernel lists it without OPENDIR
-/// (READDIRPLUS until one comes back empty): names and inodes.
+/// The directory `ino` listed as the kernel lists it without OPENDIR.
 fn list(t: &T, ino: u64) -> Vec<(String, u64)> {
-    let mut out = Vec::new();
-    let mut offset = 0;
-    loop {
-        let mut got = Vec::new();
-        t.fs.readdir_unopened(&t.root, ino, offset, true, &mut |e: &DirOut<'_>| {
-            got.push((
-                e.offset,
-                String::from_utf8_lossy(e.name).into_owned(),
-                e.ino,
-            ));
-            false
-        })
-        .unwrap();
-        let Some(last) = got.last() else { break };
-        offset = last.0;
-        out.extend(
-            got.into_iter()
-                .filter(|(_, n, _)| n != "." && n != "..")
-                .map(|(_, n, i)| (n, i)),
-        );
-    }
-    out
+    t.list_unopened(ino, usize::MAX)
 }
 
 /// The value of the file `ino` (open, read, release) and the

@@ -115,6 +115,34 @@ impl T {
         Ok(out)
     }
 
+    /// The directory `ino` listed as the kernel lists it without OPENDIR
+    /// (READDIRPLUS until one comes back empty), at most `per_reply`
+    /// entries a reply: names and inodes, `.` and `..` left out.
+    fn list_unopened(&self, ino: u64, per_reply: usize) -> Vec<(String, u64)> {
+        let (mut out, mut offset) = (Vec::new(), 0);
+        loop {
+            let mut got = Vec::new();
+            self.fs
+                .readdir_unopened(&self.root, ino, offset, true, &mut |e: &DirOut<'_>| {
+                    if got.len() == per_reply {
+                        return true;
+                    }
+                    let name = String::from_utf8_lossy(e.name).into_owned();
+                    got.push((e.offset, name, e.ino));
+                    false
+                })
+                .unwrap();
+            let Some(last) = got.last() else { break };
+            offset = last.0;
+            out.extend(
+                got.into_iter()
+                    .filter(|(_, n, _)| n != "." && n != "..")
+                    .map(|(_, n, i)| (n, i)),
+            );
+        }
+        out
+    }
+
     fn ls(&self, path: &str) -> Result<Vec<String>, Errno> {
         let ino = self.ino(path)?;
         let fh = self.fs.opendir(&self.root, ino)?;
