@@ -43,6 +43,9 @@ const ROW_OVERHEAD: usize = std::mem::size_of::<ListedRow>();
 enum State {
     /// Listed at `epoch`: the next listing at the same epoch keeps it.
     Listed { epoch: u64, at: Instant },
+    /// A listing at `epoch` is reading the table whole to keep it: the
+    /// others scan meanwhile (rather than read it whole again).
+    Keeping { epoch: u64, at: Instant },
     Kept {
         epoch: u64,
         at: Instant,
@@ -130,7 +133,15 @@ impl Listing {
             }
             Some(State::NotKept { epoch: e }) if *e == epoch => return KeptListing::Scan,
             Some(State::Listed { epoch: e, at }) if first && *e == epoch && at.elapsed() < ttl => {
+                let keeping = State::Keeping {
+                    epoch,
+                    at: Instant::now(),
+                };
+                g.put(table, keeping);
                 return KeptListing::Keep;
+            }
+            Some(State::Keeping { epoch: e, at }) if *e == epoch && at.elapsed() < ttl => {
+                return KeptListing::Scan;
             }
             _ => {}
         }
@@ -213,6 +224,18 @@ mod tests {
         assert!(matches!(l.kept(&t, 3, true, TTL), KeptListing::Scan));
         assert_eq!(l.kept_bytes(), 0);
         assert!(matches!(l.kept(&t, 3, true, TTL), KeptListing::Keep));
+    }
+
+    #[test]
+    fn a_listing_beside_one_that_keeps_the_table_scans() {
+        let l = Listing::default();
+        let t = Name::from("t");
+        assert!(matches!(l.kept(&t, 1, true, TTL), KeptListing::Scan));
+        assert!(matches!(l.kept(&t, 1, true, TTL), KeptListing::Keep));
+        assert!(matches!(l.kept(&t, 1, true, TTL), KeptListing::Scan));
+        let (r, bytes) = rows(1);
+        l.keep_listing(&t, 1, r, bytes);
+        assert!(matches!(l.kept(&t, 1, true, TTL), KeptListing::Rows(_)));
     }
 
     #[test]
