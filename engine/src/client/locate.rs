@@ -120,6 +120,7 @@ impl Client {
                 cache.insert(loc.cache_key(), Arc::new(loc));
             }
         });
+        self.last.edited();
         match rows.first() {
             Some(r) if r.meta.table == table && r.meta.start.as_slice() <= row => {
                 Ok(Arc::new(Location {
@@ -149,12 +150,23 @@ impl Client {
         if table == METADATA_ID && row < root_end().as_slice() {
             return None;
         }
+        let mut f = Some(f);
+        let kept = self.last.with(table, row, |loc| f.take().map(|f| f(loc)));
+        if let Some(r) = kept.flatten() {
+            self.counters.cache_hits.incr();
+            return Some(r);
+        }
+        let f = f?;
+        let version = self.last.version();
         let k = lookup_key_small(table, row);
         let r = self.cache.with_map(|cache| {
             let (_, loc) = cache
                 .range::<[u8], _>((Bound::Included(k.as_slice()), Bound::Unbounded))
                 .next()?;
-            (loc.table == table && loc.contains(row)).then(|| f(loc))
+            (loc.table == table && loc.contains(row)).then(|| {
+                self.last.keep(version, loc);
+                f(loc)
+            })
         })?;
         self.counters.cache_hits.incr();
         Some(r)
@@ -199,6 +211,7 @@ impl Client {
                     cache.remove(&key);
                 }
             });
+            self.last.edited();
         }
     }
 
@@ -206,6 +219,7 @@ impl Client {
     pub fn forget_table(&self, table: u64) {
         self.cache
             .update(|cache| cache.retain(|_, l| l.table != table));
+        self.last.edited();
     }
 
     /// Up to `limit` METADATA rows from `from` on, read from the METADATA

@@ -1,10 +1,12 @@
 //! The client library: the only way the mount (and the master, and tablet
 //! servers writing METADATA) reach tablets. It finds them through METADATA
-//! with a location cache (`locate.rs`), retries a request whose tablet moved,
+//! with a location cache (`locate.rs`) and the location each thread used
+//! last (`last_location.rs`), retries a request whose tablet moved,
 //! split or is being recovered, and streams scans across tablets
 //! (`scanner.rs`).
 
 mod defs;
+mod last_location;
 mod locate;
 mod scanner;
 
@@ -44,6 +46,8 @@ pub struct Client {
     pub(crate) env: Arc<Env>,
     /// METADATA rows by key (table id, end row).
     cache: CowMap<Vec<u8>, Arc<Location>>,
+    /// The location each thread used last, and the cache's version.
+    last: last_location::LastLocation,
     /// The root tablet's server.
     root: RwLock<Option<String>>,
     /// How long a request keeps retrying.
@@ -81,6 +85,7 @@ impl Client {
             deadline,
             env,
             cache: CowMap::default(),
+            last: Default::default(),
             root: RwLock::new(None),
             counters: ClientCounters::default(),
         }
