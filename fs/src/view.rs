@@ -40,6 +40,12 @@ pub fn view_range(view: View) -> TimeRange {
     }
 }
 
+/// Whether family `f`'s garbage collection never collects a column's
+/// newest version, whatever its age: only a write changes it then.
+pub(crate) fn family_newest_lasts(f: &FamilySchema) -> bool {
+    !f.gc.collects(0, 0, u64::MAX)
+}
+
 /// Whether a cell the engine returned is of column `c` (a column regex
 /// may match more than the one column).
 fn is_of(x: &Cell, c: &CellAddr) -> bool {
@@ -356,11 +362,10 @@ impl StoreView {
     /// union) may lose it with no write, and no daemon is told.
     pub(crate) fn newest_lasts(&self, c: &CellAddr) -> bool {
         c.view.is_now()
-            && self.schema(&c.table).ok().is_some_and(|s| {
-                s.families
-                    .get(&*c.family)
-                    .is_some_and(|f| !f.gc.collects(0, 0, u64::MAX))
-            })
+            && self
+                .schema(&c.table)
+                .ok()
+                .is_some_and(|s| s.families.get(&*c.family).is_some_and(family_newest_lasts))
     }
 
     /// What the row memo keeps, dropped as its age would drop it (no

@@ -270,9 +270,14 @@ fn kept_rows(cx: &Ctx, table: &Name, first: bool) -> FsResult<Option<Arc<[Listed
         KeptListing::Rows(rows) => Ok(Some(rows)),
         KeptListing::Scan => Ok(None),
         KeptListing::Keep => {
-            // Nor what expires with no write: a family collected by age.
+            // Nor what expires with no write: a family whose newest
+            // versions its age may collect.
             let schema = cx.data.schema(table)?;
-            if schema.families.values().any(|f| f.gc.uses_age()) {
+            if !schema
+                .families
+                .values()
+                .all(crate::view::family_newest_lasts)
+            {
                 cx.listing.not_kept(table, epoch);
                 return Ok(None);
             }

@@ -15,7 +15,8 @@
 //! (through the mount, a `.mutate` batch, gRPC or another daemon's
 //! invalidation), as every table-wide change does; a listing whose epoch
 //! has moved is never used. The caller rules out what no write moves
-//! (tables with a family collected by age, time-travel views) and what the
+//! (tables with a family whose age limit may collect a column's newest
+//! version, time-travel views) and what the
 //! store does not hold (pending directories), and uses a kept listing only
 //! while other daemons' writes are known to reach this one. A kept listing
 //! lasts the kernel's `dir_timeout`, as the kernel's own copy would.
