@@ -12,7 +12,8 @@ use super::{dir, MAX_ROW_BATCH, ROW_BASE, ROW_BATCH};
 use crate::ctx::Ctx;
 use crate::listing::LAST;
 use crate::listing::{
-    offset_of, row_bytes, Ahead, Fill, KeptListing, ListedRow, Resume, KEPT_TABLE_BYTES,
+    offset_of, row_bytes, Ahead, Fill, KeptListing, ListedRow, PlacedNames, Resume,
+    KEPT_TABLE_BYTES,
 };
 use crate::names::{display_name, version_name};
 use crate::node::parent_and_name;
@@ -515,7 +516,7 @@ fn rows_unopened(
             .as_deref()
             .map_or(0, |a| kept.partition_point(|r| r.row.as_slice() <= a));
         let first = next;
-        let mut sent: Vec<Box<[u8]>> = Vec::new();
+        let mut sent = PlacedNames::default();
         for (i, r) in kept.iter().enumerate().skip(start) {
             let last = i + 1 == kept.len();
             let off = offset_of(next, last);
@@ -524,7 +525,7 @@ fn rows_unopened(
             }
             next += 1;
             if !last {
-                sent.push(r.row.clone().into_boxed_slice());
+                sent.push(&r.row);
             }
         }
         cx.listing.place_run(ino, first, sent);
@@ -543,8 +544,8 @@ fn rows_unopened(
     // The rows this reply sent (but a last one), their names kept for the
     // offsets once the reply is built: one lock for them all.
     let first = next;
-    let mut sent: Vec<Box<[u8]>> = Vec::new();
-    let place = |sent: Vec<Box<[u8]>>| cx.listing.place_run(ino, first, sent);
+    let mut sent = PlacedNames::default();
+    let place = |sent: PlacedNames| cx.listing.place_run(ino, first, sent);
     loop {
         let (mut rows, exhausted) = match ahead.take() {
             Some(a) => (a.rows, a.exhausted),
@@ -573,7 +574,7 @@ fn rows_unopened(
             }
             next += 1;
             if !last {
-                sent.push(r.row.into_boxed_slice());
+                sent.push(&r.row);
             }
         }
         if exhausted {

@@ -32,10 +32,119 @@ pub const FIRST: u64 = 16;
 /// in unit tests, so that they forget offsets with few entries.)
 const CAPACITY: usize = if cfg!(test) { 256 } else { 1 << 16 };
 
-/// The names of a directory's entries placed lately, by entry number: in
-/// increasing order, since a listing places its entries in order (a new
-/// listing from an earlier entry drops the ones after it).
-type Placed = VecDeque<(u64, Box<[u8]>)>;
+/// Names of consecutive entries, as a reply places them: one buffer for
+/// them all (a listing of a big table places thousands a reply).
+#[derive(Debug, Default)]
+pub struct PlacedNames {
+    bytes: Vec<u8>,
+    /// Where each name ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl PlacedNames {
+    pub fn push(&mut self, name: &[u8]) {
+        self.bytes.extend_from_slice(name);
+        self.ends.push(self.bytes.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Name `i`.
+    fn get(&self, i: usize) -> &[u8] {
+        let start = i.checked_sub(1).map_or(0, |j| self.ends[j]);
+        &self.bytes[start..self.ends[i]]
+    }
+
+    pub fn last(&self) -> Option<&[u8]> {
+        self.len().checked_sub(1).map(|i| self.get(i))
+    }
+
+    /// Keeps the first `n` names.
+    fn truncate(&mut self, n: usize) {
+        self.ends.truncate(n);
+        self.bytes.truncate(self.ends.last().copied().unwrap_or(0));
+    }
+
+    /// Drops the first `n` names.
+    fn drain_front(&mut self, n: usize) {
+        let cut = n.checked_sub(1).map_or(0, |j| self.ends[j]);
+        self.bytes.drain(..cut);
+        self.ends.drain(..n);
+        for e in &mut self.ends {
+            *e -= cut;
+        }
+    }
+
+    fn append(&mut self, other: &PlacedNames) {
+        let base = self.bytes.len();
+        self.bytes.extend_from_slice(&other.bytes);
+        self.ends.extend(other.ends.iter().map(|e| base + e));
+    }
+}
+
+/// Runs this short join the run before them (single names, a small
+/// directory's entries) rather than start one of their own.
+const JOIN_BELOW: usize = 16;
+
+/// The names of a directory's entries numbered `first + skip` on.
+struct Run {
+    first: u64,
+    /// Names forgotten from the front, not yet cut from the buffer.
+    skip: usize,
+    names: PlacedNames,
+}
+
+impl Run {
+    /// The number of its first name.
+    fn start(&self) -> u64 {
+        self.first + self.skip as u64
+    }
+
+    /// The number after its last name.
+    fn end(&self) -> u64 {
+        self.first + self.names.len() as u64
+    }
+
+    fn len(&self) -> usize {
+        self.names.len() - self.skip
+    }
+
+    fn get(&self, ordinal: u64) -> Option<&[u8]> {
+        (self.start()..self.end())
+            .contains(&ordinal)
+            .then(|| self.names.get((ordinal - self.first) as usize))
+    }
+
+    /// Forgets the names from number `ordinal` on; how many it forgot.
+    fn truncate_at(&mut self, ordinal: u64) -> usize {
+        let keep = ordinal.saturating_sub(self.first) as usize;
+        let before = self.len();
+        self.names.truncate(keep.max(self.skip));
+        before - self.len()
+    }
+
+    /// Forgets its first `n` names (fewer than it holds); the buffer is
+    /// cut once half of it is forgotten.
+    fn forget_front(&mut self, n: usize) {
+        self.skip += n;
+        if self.skip * 2 > self.names.len() {
+            self.names.drain_front(self.skip);
+            self.first += self.skip as u64;
+            self.skip = 0;
+        }
+    }
+}
+
+/// The names of a directory's entries placed lately, in runs by entry
+/// number: in increasing order, since a listing places its entries in order
+/// (a new listing from an earlier entry drops the ones after it).
+type Placed = VecDeque<Run>;
 
 #[derive(Default)]
 struct Inner {
@@ -59,8 +168,19 @@ impl Inner {
             }
             if let Some(placed) = self.dirs.get_mut(&ino) {
                 // Fewer may be left there: a later listing replaced them.
-                let gone = drop.min(placed.len());
-                placed.drain(..gone);
+                let mut gone = 0;
+                while let Some(r) = placed.front_mut() {
+                    let k = r.len().min(drop - gone);
+                    if k == r.len() {
+                        placed.pop_front();
+                    } else {
+                        r.forget_front(k);
+                    }
+                    gone += k;
+                    if gone == drop {
+                        break;
+                    }
+                }
                 self.total -= gone;
                 if placed.is_empty() {
                     self.dirs.remove(&ino);
@@ -96,25 +216,40 @@ impl Listing {
     /// `name` (`last`: the listing ends with it).
     pub fn place(&self, ino: u64, ordinal: u64, name: &[u8], last: bool) -> u64 {
         if !last {
-            self.place_run(ino, ordinal, [Box::from(name)]);
+            let mut one = PlacedNames::default();
+            one.push(name);
+            self.place_run(ino, ordinal, one);
         }
         offset_of(ordinal, last)
     }
 
     /// Remembers the names of directory `ino`'s entries numbered from
     /// `first` on, in order (none of them its last: see [`offset_of`]).
-    pub fn place_run(&self, ino: u64, first: u64, names: impl IntoIterator<Item = Box<[u8]>>) {
+    pub fn place_run(&self, ino: u64, first: u64, names: PlacedNames) {
         let mut g = self.cursors.inner.lock();
         let placed = g.dirs.entry(ino).or_default();
         // A listing started again (or two interleave): keep order.
         let mut dropped = 0;
-        while placed.back().is_some_and(|(o, _)| *o >= first) {
-            placed.pop_back();
-            dropped += 1;
+        while let Some(r) = placed.back_mut() {
+            if r.start() >= first {
+                dropped += r.len();
+                placed.pop_back();
+            } else {
+                dropped += r.truncate_at(first);
+                break;
+            }
         }
-        let before = placed.len();
-        placed.extend((first..).zip(names));
-        let added = placed.len() - before;
+        let added = names.len();
+        if !names.is_empty() {
+            match placed.back_mut() {
+                Some(r) if r.end() == first && added < JOIN_BELOW => r.names.append(&names),
+                _ => placed.push_back(Run {
+                    first,
+                    skip: 0,
+                    names,
+                }),
+            }
+        }
         if added == 0 && dropped == 0 {
             return;
         }
@@ -134,11 +269,8 @@ impl Listing {
         let ordinal = off.checked_sub(FIRST)?;
         let g = self.cursors.inner.lock();
         let name = g.dirs.get(&ino).and_then(|placed| {
-            let i = placed.partition_point(|(o, _)| *o < ordinal);
-            placed
-                .get(i)
-                .filter(|(o, _)| *o == ordinal)
-                .map(|(_, n)| n.to_vec())
+            let i = placed.partition_point(|r| r.end() <= ordinal);
+            placed.get(i)?.get(ordinal).map(<[u8]>::to_vec)
         });
         Some(Resume { ordinal, name })
     }
@@ -202,6 +334,68 @@ mod tests {
         }
         assert_eq!(name(0), None);
         assert_eq!(name(1).unwrap(), b"a2");
+        assert_eq!(c.cursors.inner.lock().total, CAPACITY);
+    }
+
+    #[test]
+    fn runs_of_names_resume_at_each_and_forget_from_the_front() {
+        let c = Listing::default();
+        let run = |names: &[&[u8]]| {
+            let mut p = PlacedNames::default();
+            for n in names {
+                p.push(n);
+            }
+            p
+        };
+        // Two replies' runs, then one reply started again inside the first.
+        c.place_run(4, 0, run(&[b"a", b"bb", b"ccc"]));
+        c.place_run(4, 3, run(&[b"d", b"e"]));
+        let name = |o: u64| c.resume(4, FIRST + o).and_then(|r| r.name);
+        assert_eq!(name(1).unwrap(), b"bb");
+        assert_eq!(name(4).unwrap(), b"e");
+        assert_eq!(name(5), None);
+        c.place_run(4, 2, run(&[b"c2"]));
+        assert_eq!(name(1).unwrap(), b"bb");
+        assert_eq!(name(2).unwrap(), b"c2");
+        assert_eq!(name(3), None);
+        assert_eq!(c.cursors.inner.lock().total, 3);
+        // Eviction takes the oldest names a few at a time, from the front.
+        let mut big = PlacedNames::default();
+        for _ in 0..CAPACITY - 2 {
+            big.push(b"y");
+        }
+        c.place_run(5, 0, big);
+        assert_eq!(c.cursors.inner.lock().total, CAPACITY);
+        assert_eq!(name(0), None);
+        assert_eq!(name(1).unwrap(), b"bb");
+        c.place(5, CAPACITY as u64 - 2, b"z", false);
+        c.place(5, CAPACITY as u64 - 1, b"z", false);
+        assert_eq!(name(1), None);
+        assert_eq!(name(2), None);
+        assert_eq!(c.resume(5, FIRST).unwrap().name.unwrap(), b"y");
+        assert_eq!(
+            c.resume(5, FIRST + CAPACITY as u64 - 2)
+                .unwrap()
+                .name
+                .unwrap(),
+            b"z"
+        );
+        assert_eq!(c.cursors.inner.lock().total, CAPACITY);
+        // Forgetting most of a run cuts its buffer; the rest still resolve.
+        let half = CAPACITY as u64 / 2 + 10;
+        for i in 0..half {
+            c.place(6, i, b"w", false);
+        }
+        assert_eq!(c.resume(5, FIRST + half - 1).unwrap().name, None);
+        assert_eq!(c.resume(5, FIRST + half).unwrap().name.unwrap(), b"y");
+        assert_eq!(
+            c.resume(5, FIRST + CAPACITY as u64 - 1)
+                .unwrap()
+                .name
+                .unwrap(),
+            b"z"
+        );
+        assert_eq!(c.resume(6, FIRST + half - 1).unwrap().name.unwrap(), b"w");
         assert_eq!(c.cursors.inner.lock().total, CAPACITY);
     }
 }

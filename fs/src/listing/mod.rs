@@ -11,7 +11,7 @@ mod kept;
 mod plus_hints;
 mod readahead;
 
-pub use cursors::{offset_of, Resume, LAST};
+pub use cursors::{offset_of, PlacedNames, Resume, LAST};
 pub use kept::{row_bytes, KeptListing, KEPT_TABLE_BYTES};
 #[cfg(test)]
 pub use plus_hints::FIRST_REPLY_ATTRS;

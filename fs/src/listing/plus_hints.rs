@@ -8,10 +8,14 @@
 //! per row. So entries carry attributes when the reader is likely to enter
 //! the rows:
 //!
-//! - in a listing's first reply (as the kernel's own READDIRPLUS_AUTO does),
-//!   its first [`FIRST_REPLY_ATTRS`] rows: a table directory asks for 1 MiB
-//!   replies (see `attr::listing_blksize`), thousands of rows, and an inode
-//!   for each would cost a plain `ls` more than the whole listing;
+//! - in a table's first listing's first reply (as the kernel's own
+//!   READDIRPLUS_AUTO does in every listing), its first
+//!   [`FIRST_REPLY_ATTRS`] rows: a table directory asks for 1 MiB replies
+//!   (see `attr::listing_blksize`), thousands of rows, and an inode for each
+//!   would cost a plain `ls` more than the whole listing. A table listed
+//!   again with no row entered since its previous listing began is being
+//!   listed, not walked: none (the kernel would make inodes for those rows
+//!   only to forget them);
 //! - when rows of the table were entered since the listing's last reply (a
 //!   walk that descends as it reads, or after each batch it reads);
 //! - for a whole listing, when rows were entered since the table's previous
@@ -82,7 +86,8 @@ impl Listing {
 
     /// How many rows of the next reply of a listing of `table` carry
     /// attributes (the rest: names only); `first`: it is the listing's
-    /// first reply.
+    /// first reply. Some only in the first reply of a table's first
+    /// listing; all when rows were entered (see the module comment).
     pub fn reply_attrs(&self, table: &Name, first: bool) -> u64 {
         let mut g = self.plus_hints.tables.lock();
         let t = match g.get_mut(table) {
@@ -104,10 +109,10 @@ impl Listing {
             t.walked || t.entered != t.at_reply
         };
         t.at_reply = t.entered;
-        match (all, first) {
-            (true, _) => u64::MAX,
-            (false, true) => FIRST_REPLY_ATTRS,
-            (false, false) => 0,
+        if all {
+            u64::MAX
+        } else {
+            0
         }
     }
 }
@@ -123,8 +128,9 @@ mod tests {
         assert!(h.reply_plus(&t, true));
         assert!(!h.reply_plus(&t, false));
         assert!(!h.reply_plus(&t, false));
-        // The next listing too: nobody entered a row.
-        assert!(h.reply_plus(&t, true));
+        // The next listing carries none: nobody entered a row since the
+        // first began, so this table is listed, not walked.
+        assert!(!h.reply_plus(&t, true));
         assert!(!h.reply_plus(&t, false));
     }
 
@@ -166,7 +172,10 @@ mod tests {
         assert!(h.reply_plus(&u, true));
         assert!(!h.reply_plus(&u, false));
         // A listing after which nobody entered a row ends the series.
-        assert!(h.reply_plus(&t, true));
+        assert!(!h.reply_plus(&t, true));
         assert!(!h.reply_plus(&t, false));
+        // An entry brings the attributes back.
+        h.entered(&t);
+        assert_eq!(h.reply_attrs(&t, true), u64::MAX);
     }
 }
