@@ -207,13 +207,11 @@ fn a_file_operation_makes_the_documented_tablet_server_calls_in_either_daemon() 
     );
     let mut next = 0;
     // The fewest calls of two tries on fresh rows (a path walk stalled past
-    // the row memo's 100 ms by a loaded machine makes one more), taken in
-    // falling key order: rows entered in key order are a walk, whose rows
-    // are read ahead in batches (docs/mount.md).
+    // the row memo's 100 ms by a loaded machine makes one more).
     let mut cost = |m: &Mount, script: &str| -> u64 {
         (0..2)
             .map(|_| {
-                let row = format!("r{}", rows - 1 - next);
+                let row = format!("r{next}");
                 next += 1;
                 let before = calls(m);
                 m.ok(&script.replace("ROW", &row));
