@@ -61,7 +61,6 @@ mod removal_guard;
 mod reply;
 mod row_gaps;
 mod row_memo;
-mod row_walks;
 mod schema_file;
 mod status;
 mod store;

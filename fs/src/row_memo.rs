@@ -51,11 +51,8 @@ use std::time::{Duration, Instant};
 /// version that expired by `max_age`).
 pub const MEMO_TTL: Duration = Duration::from_millis(100);
 
-/// At most this many rows are kept (past it, the expired go, then all):
-/// more than a walk enters in [`MEMO_TTL`] (about 2,500 rows here) with
-/// the rows it reads ahead (`row_walks.rs`), so that a walk's batch is
-/// not dropped with the rest while the walk is still in it.
-const MAX_ROWS: usize = 4096;
+/// At most this many rows are kept (a walk over many rows drops the oldest).
+const MAX_ROWS: usize = 1024;
 
 /// A view of the row: `None` the live one, `Some(t)` as of `t` (`.at/<t>/`).
 pub type ViewTs = Option<u64>;
@@ -140,9 +137,6 @@ struct Kept {
 /// Write counters, one per stripe of rows.
 const STRIPES: u64 = 64;
 
-/// Every row stripe's epoch at one moment ([`RowMemo::epochs`]).
-pub struct Epochs([u64; STRIPES as usize]);
-
 /// What was seen of recently looked-up or written rows, by a hash of the
 /// table and row key (no key is copied to look one up).
 pub struct RowMemo {
@@ -202,19 +196,6 @@ impl RowMemo {
     /// What a read of `row` passes to [`RowMemo::keep`]: taken before it.
     pub fn epoch(&self, table: &str, row: &[u8]) -> u64 {
         self.epoch_of(hash(table, row)).load(Ordering::Acquire)
-    }
-
-    /// Every row stripe's epoch now: what a read of many rows begun now
-    /// passes for each of them (see [`RowMemo::epoch_in`]).
-    pub fn epochs(&self) -> Epochs {
-        Epochs(std::array::from_fn(|i| {
-            self.epochs[i].load(Ordering::Acquire)
-        }))
-    }
-
-    /// Of `epochs`, the one a read of `row` alone would have taken.
-    pub fn epoch_in(&self, epochs: &Epochs, table: &str, row: &[u8]) -> u64 {
-        epochs.0[(hash(table, row) % STRIPES) as usize]
     }
 
     fn table_epoch_of(&self, table: &str) -> &AtomicU64 {

@@ -10,7 +10,6 @@ use crate::pending::Pending;
 use crate::query::exact_column_regex;
 use crate::removal_guard::RemovalGuard;
 use crate::row_memo::{CellSeen, Covered, Known, RowStamp};
-use crate::row_walks::{RowWalks, AHEAD_BYTES};
 use crate::store::Store;
 use crate::store_calls::{Counted, StoreCalls};
 use engine::schema::{FamilySchema, TableSchema};
@@ -61,8 +60,6 @@ pub struct StoreView {
     stats: Stats,
     /// The removal snapshots' streaks (`removal_guard.rs`).
     removals: RemovalGuard,
-    /// Tables whose rows are read in key order (`row_walks.rs`).
-    walks: RowWalks,
 }
 
 impl StoreView {
@@ -72,7 +69,6 @@ impl StoreView {
             pending: Pending::default(),
             stats: Stats::default(),
             removals: RemovalGuard::default(),
-            walks: RowWalks::default(),
         }
     }
 
@@ -209,80 +205,6 @@ impl StoreView {
         }
     }
 
-    /// Reads the whole of the live `row` and, while the table's rows are
-    /// read in key order (a walk: see `row_walks.rs`), the rows after it in
-    /// the same scan, each kept in the row memo and its values as the row's
-    /// own listing would keep them. Returns `row`'s cells; None when this
-    /// read is of the row alone, or the scan did not hold all of it (the
-    /// caller reads it itself).
-    fn read_ahead(&self, table: &str, row: &[u8]) -> FsResult<Option<Vec<Cell>>> {
-        let n = self.walks.rows_to_read(table, row);
-        if n <= 1 {
-            return Ok(None);
-        }
-        let memo = self.store.memo();
-        // Taken before the scan: each row's, as its own read would take it.
-        let epochs = memo.epochs();
-        let writes = memo.writes();
-        let spec = ScanSpec {
-            rows: RowRange {
-                start: std::ops::Bound::Included(row.to_vec()),
-                end: std::ops::Bound::Unbounded,
-            },
-            row_limit: Some(n),
-            byte_limit: Some(AHEAD_BYTES),
-            ..StoreView::read_spec(View::Now)
-        };
-        let what = format!("read ahead of {table}");
-        let mut stream = self
-            .store
-            .scan(table, spec)
-            .map_err(|e| self.row_read_failed(table, e))?;
-        let (mut rows, mut bytes) = (Vec::new(), 0);
-        while let Some((r, cells)) = stream.next_row().map_err(|e| self.fail(&what, &e))? {
-            bytes += cells.iter().map(|c| c.value.len() as u64).sum::<u64>();
-            rows.push((r, cells));
-        }
-        let first = rows.first().map(|(r, _)| r.clone());
-        // The byte limit may have cut the last row short.
-        let cut = bytes >= AHEAD_BYTES;
-        if cut {
-            rows.pop();
-        }
-        if first.as_deref() != Some(row) {
-            // No such row: none up to the first the scan found (or the
-            // table's end), as a lookup's own read would keep; and no walk.
-            self.walks.missed(table);
-            if first.is_none() && cut {
-                return Ok(None);
-            }
-            memo.keep_absent(table, row, first, writes);
-            let epoch = memo.epoch_in(&epochs, table, row);
-            keep_listed(memo, table, row, &[], Covered::Row, epoch);
-            return Ok(Some(Vec::new()));
-        }
-        let kept: u64 = rows
-            .iter()
-            .flat_map(|(_, cells)| cells)
-            .map(|c| c.value.len() as u64)
-            .sum();
-        self.walks.read(
-            table,
-            rows.len() as u64,
-            if rows.is_empty() { bytes } else { kept },
-        );
-        let mut mine = None;
-        for (r, cells) in rows {
-            let epoch = memo.epoch_in(&epochs, table, &r);
-            memo.keep_listing(table, &r, None, &cells, epoch);
-            keep_listed(memo, table, &r, &cells, Covered::Row, epoch);
-            if r == row {
-                mine = Some(cells);
-            }
-        }
-        Ok(mine)
-    }
-
     /// Reads the row's columns `spec` selects (the newest version of
     /// each), up to [`PEEK_CELLS`] of them and [`PEEK_BYTES`] of values,
     /// and keeps them in the row memo for the lookups that follow (see
@@ -303,11 +225,6 @@ impl StoreView {
             byte_limit: Some(PEEK_BYTES),
             ..spec
         };
-        if family.is_none() && view.is_now() {
-            if let Some(cells) = self.read_ahead(table, row)? {
-                return Ok(!cells.is_empty());
-            }
-        }
         let memo = self.store.memo();
         let epoch = memo.epoch(table, row);
         let cells = if family.is_none() && view.is_now() {
@@ -321,7 +238,6 @@ impl StoreView {
             match peeked {
                 RowPeek::Cells(cells) => cells,
                 RowPeek::Absent { until } => {
-                    self.walks.missed(table);
                     memo.keep_absent(table, row, until, writes);
                     Vec::new()
                 }
@@ -636,9 +552,6 @@ impl StoreView {
         // The walk's lookup of the row read all of it a moment ago.
         if let Some(families) = memo.families(table, None, row) {
             return Ok(families);
-        }
-        if let Some(cells) = self.read_ahead(table, row)? {
-            return Ok(cells.into_iter().map(|c| c.family).collect());
         }
         let epoch = memo.epoch(table, row);
         let cells = self.read_row(table, row, &StoreView::read_spec(view))?;

@@ -335,39 +335,3 @@ fn a_listing_the_daemon_keeps_follows_every_change() {
         );
     }
 }
-
-/// `tar` enters a table's rows in key order: the daemon reads them in
-/// batches (a scan each) instead of a read a row, and a cell written
-/// through the mount after its batch was read is what `tar` archives.
-#[test]
-fn a_walk_in_key_order_reads_rows_in_batches_and_sees_every_write() {
-    let m = Mount::new();
-    m.table("t", "f\n");
-    let rows: String = (0..500)
-        .map(|i| format!("set k{i:03} f:q v{i}\n"))
-        .collect();
-    m.mutate("t", rows.as_bytes());
-    let alone = || m.stat("store_peek_row") + m.stat("store_read_row");
-    let before = alone();
-    let scans = m.stat("store_scan");
-    let archived = m.ok("tar cf - t | tar tvf - | grep -c '/q$'");
-    assert_eq!(archived.trim(), "500");
-    // However slow the machine (a batch that expired is read again, by a
-    // scan), only the walk's first rows are read one by one.
-    let read_alone = alone() - before;
-    assert!(read_alone <= 20, "{read_alone} rows read one by one");
-    assert!(m.stat("store_scan") > scans);
-    // A row written after its batch was read: the walk's next lookups
-    // (k000..k003 read k003..k010 ahead) and the write come within the
-    // batch's lifetime on any but a crawling machine; the read must show
-    // the write either way.
-    if !tests::drop_kernel_caches() {
-        eprintln!("not root: cannot drop the kernel's names; skipping the rest");
-        return;
-    }
-    let out = m.ok(
-        "for r in k000 k001 k002 k003 k004; do test -d t/$r/f; done; \
-         echo changed > t/k006/f/q; cat t/k006/f/q t/k007/f/q",
-    );
-    assert_eq!(out, "changed\nv7");
-}

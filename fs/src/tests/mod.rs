@@ -7,7 +7,6 @@ mod kept_listings;
 mod listed;
 mod model;
 mod names;
-mod row_walks;
 
 use crate::mock::MockStore;
 use crate::node::ROOT_INO;
