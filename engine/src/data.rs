@@ -29,6 +29,51 @@ pub struct Cell {
     pub value: Value,
 }
 
+/// One cell of a scan, borrowed from the scanner until its next step: what
+/// a caller that only looks at each cell reads with no copy of its row,
+/// family or qualifier (as an LSM store's iterator hands out its current
+/// key and value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellView<'a> {
+    /// The row key.
+    pub row: &'a [u8],
+    /// The column family.
+    pub family: &'a str,
+    /// The column qualifier within the family.
+    pub qualifier: &'a [u8],
+    /// The version's timestamp, in microseconds.
+    pub timestamp: Timestamp,
+    /// The stored bytes (shared with the block they were read from, if
+    /// any).
+    pub value: &'a Value,
+}
+
+impl CellView<'_> {
+    /// The cell, copied out.
+    pub fn to_cell(&self) -> Cell {
+        Cell {
+            row: self.row.to_vec(),
+            family: self.family.to_string(),
+            qualifier: self.qualifier.to_vec(),
+            timestamp: self.timestamp,
+            value: self.value.clone(),
+        }
+    }
+}
+
+impl Cell {
+    /// The cell, borrowed.
+    pub fn view(&self) -> CellView<'_> {
+        CellView {
+            row: &self.row,
+            family: &self.family,
+            qualifier: &self.qualifier,
+            timestamp: self.timestamp,
+            value: &self.value,
+        }
+    }
+}
+
 /// A row gathered from a cell stream: its key, its cells, and the first cell
 /// of the next row, read ahead (if any).
 pub(crate) type GatheredRow = (Vec<u8>, Vec<Cell>, Option<Cell>);

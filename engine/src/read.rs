@@ -20,11 +20,11 @@
 //!
 //! Entries of families no longer in the schema are skipped.
 
-use crate::data::{gather_row, Cell, RowRange, TimeRange};
+use crate::data::{gather_row, Cell, CellView, RowRange, TimeRange};
 use crate::error::{Error, Result};
 use crate::filter::Plan;
 use crate::iterator::InternalIterator;
-use crate::key::{self, Kind, SeqNo};
+use crate::key::{self, Kind, SeqNo, Timestamp};
 use crate::scan::{CellBudget, ScanSpec};
 use crate::schema::{Aggregator, GcRule, TableSchema, CHANGES_FAMILY};
 use crate::value::Value;
@@ -154,6 +154,32 @@ pub struct CellReader {
     /// A cell read ahead by `next_row`.
     pending: Option<Cell>,
     filtering: Option<Box<Filtering>>,
+    /// What `step` stopped at, besides `row` and `family`.
+    emitted: Emitted,
+    /// Where [`CellReader::current`] finds the cell `advance_view` stopped
+    /// at.
+    viewing: Viewing,
+}
+
+/// The parts of the cell `step` stopped at that the reader does not hold
+/// already (its row is `row`, its family the current family's name).
+#[derive(Default)]
+struct Emitted {
+    /// Decoded into a buffer kept from cell to cell (unless a cell took it).
+    qualifier: Vec<u8>,
+    timestamp: Timestamp,
+    value: Value,
+}
+
+/// Where the cell of the last `advance_view` is.
+#[derive(Default)]
+enum Viewing {
+    #[default]
+    Nothing,
+    /// In `row`, `family` and `emitted`.
+    Parts,
+    /// A whole cell (read ahead, or out of a row filter).
+    Owned(Cell),
 }
 
 /// What an emitted cell carries.
@@ -247,6 +273,8 @@ impl CellReader {
             row_end: Vec::new(),
             done: false,
             pending: None,
+            emitted: Emitted::default(),
+            viewing: Viewing::Nothing,
             filtering,
         };
         match start_key {
@@ -290,6 +318,7 @@ impl CellReader {
 
     /// The next visible cell, or `None` at the end of the scan.
     pub fn next_cell(&mut self) -> Result<Option<Cell>> {
+        self.viewing = Viewing::Nothing;
         if let Some(c) = self.pending.take() {
             return Ok(Some(c));
         }
@@ -301,6 +330,44 @@ impl CellReader {
             return r;
         }
         self.guarded(Want::Value)
+    }
+
+    /// Steps to the next visible cell, as [`CellReader::next_cell`], and
+    /// keeps it for [`CellReader::current`] instead of handing it out:
+    /// false at the end of the scan. Its row, family and qualifier are not
+    /// copied into a cell of their own.
+    pub fn advance_view(&mut self) -> Result<bool> {
+        if self.pending.is_some() || self.filtering.is_some() {
+            let c = self.next_cell()?;
+            let found = c.is_some();
+            self.viewing = c.map_or(Viewing::Nothing, Viewing::Owned);
+            return Ok(found);
+        }
+        self.viewing = Viewing::Nothing;
+        let found = self.step(Want::Value);
+        if found.is_err() {
+            self.done = true;
+        }
+        if let Ok(true) = found {
+            self.viewing = Viewing::Parts;
+        }
+        found
+    }
+
+    /// The cell the last [`CellReader::advance_view`] stopped at (None
+    /// after any other step).
+    pub fn current(&self) -> Option<CellView<'_>> {
+        match &self.viewing {
+            Viewing::Nothing => None,
+            Viewing::Owned(c) => Some(c.view()),
+            Viewing::Parts => Some(CellView {
+                row: &self.row,
+                family: self.family.as_ref().map_or("", |(name, _, _)| name),
+                qualifier: &self.emitted.qualifier,
+                timestamp: self.emitted.timestamp,
+                value: &self.emitted.value,
+            }),
+        }
     }
 
     /// The next cell the row filter outputs, within the limits.
@@ -448,16 +515,44 @@ impl CellReader {
         Ok(())
     }
 
+    /// The next visible cell, handed out whole.
     fn advance(&mut self, want: Want) -> Result<Option<Cell>> {
+        if !self.step(want)? {
+            return Ok(None);
+        }
+        // Handed to the cell, not copied: the next cell decodes its own.
+        let (family, qualifier) = if want == Want::Row {
+            (String::new(), Vec::new())
+        } else {
+            let family = self
+                .family
+                .as_ref()
+                .map(|(n, _, _)| n.clone())
+                .unwrap_or_default();
+            (family, std::mem::take(&mut self.emitted.qualifier))
+        };
+        Ok(Some(Cell {
+            row: self.row.clone(),
+            family,
+            qualifier,
+            timestamp: self.emitted.timestamp,
+            value: std::mem::take(&mut self.emitted.value),
+        }))
+    }
+
+    /// Steps to the next visible cell: false at the end of the scan. The
+    /// cell's row is then in `row`, its family's name in `family` (unless
+    /// `want` is [`Want::Row`]) and the rest in `emitted`.
+    fn step(&mut self, want: Want) -> Result<bool> {
         loop {
             if self.done || !self.iter.valid() {
                 self.done = true;
-                return Ok(None);
+                return Ok(false);
             }
             let key = self.iter.key();
             if self.end_key.as_deref().is_some_and(|end| key >= end) {
                 self.done = true;
-                return Ok(None);
+                return Ok(false);
             }
             let k = EntryKey::parse(key)?;
             if k.seq > self.snapshot {
@@ -468,7 +563,7 @@ impl CellReader {
             if change == Change::Row {
                 if self.row_limit.is_some_and(|l| self.rows_emitted >= l) {
                     self.done = true;
-                    return Ok(None);
+                    return Ok(false);
                 }
                 self.row_known = false;
                 self.row_counted = false;
@@ -578,30 +673,22 @@ impl CellReader {
                 || (!self.row_counted && self.row_limit.is_some_and(|l| self.rows_emitted >= l))
             {
                 self.done = true;
-                return Ok(None);
+                return Ok(false);
             }
             if !self.row_known {
                 k.row_into(&mut self.row)?;
                 self.row_known = true;
             }
-            let row = self.row.clone();
             let want_value = want == Want::Value;
-            let (family, qualifier) = if want == Want::Row {
-                (String::new(), Vec::new())
-            } else {
-                // Handed to the cell, not copied: a column's later version
-                // (in a read of several) decodes it again.
-                let qualifier = match self.column.qualifier.take() {
-                    Some(q) => q,
-                    None => k.qualifier()?,
-                };
-                let family = self
-                    .family
-                    .as_ref()
-                    .map(|(n, _, _)| n.clone())
-                    .unwrap_or_default();
-                (family, qualifier)
-            };
+            if want != Want::Row {
+                // A qualifier decoded for a test of it is used as it is; a
+                // column's later version (in a read of several) decodes it
+                // again.
+                match self.column.qualifier.take() {
+                    Some(q) => self.emitted.qualifier = q,
+                    None => k.qualifier_into(&mut self.emitted.qualifier)?,
+                }
+            }
             // An aggregate cell is the fold of its operands at this timestamp.
             let aggregate = self.family.as_ref().and_then(|f| f.2);
             let (value, stepped) = match aggregate {
@@ -633,13 +720,9 @@ impl CellReader {
                 self.row_counted = true;
                 self.rows_emitted += 1;
             }
-            return Ok(Some(Cell {
-                row,
-                family,
-                qualifier,
-                timestamp: ts,
-                value,
-            }));
+            self.emitted.timestamp = ts;
+            self.emitted.value = value;
+            return Ok(true);
         }
     }
 

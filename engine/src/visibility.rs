@@ -92,6 +92,20 @@ impl<'a> EntryKey<'a> {
             .ok_or_else(|| Error::corruption("malformed qualifier"))
     }
 
+    /// As [`EntryKey::qualifier`], into `buf` (reusing its allocation).
+    pub fn qualifier_into(&self, buf: &mut Vec<u8>) -> Result<()> {
+        if self.plain {
+            buf.clear();
+            buf.extend_from_slice(key::plain_component(self.qualifier_enc()));
+            return Ok(());
+        }
+        if key::decode_row_into(self.qualifier_enc(), buf) {
+            Ok(())
+        } else {
+            Err(Error::corruption("malformed qualifier"))
+        }
+    }
+
     /// The decoded row key.
     pub fn row(&self) -> Result<Vec<u8>> {
         if self.plain {

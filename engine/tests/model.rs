@@ -575,6 +575,17 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                     &want,
                     &format!("seed {seed} step {step}: scan {spec:?}"),
                 );
+                // The same cells viewed in place, tablet after tablet.
+                let mut scan = bt.scan("t", spec.clone()).unwrap();
+                let mut viewed = Vec::new();
+                while let Some(c) = scan.next_view().unwrap() {
+                    viewed.push(c.to_cell());
+                }
+                same(
+                    &viewed,
+                    &want,
+                    &format!("seed {seed} step {step}: viewed scan {spec:?}"),
+                );
                 // Row keys alone (a listing): the rows of those cells, each
                 // once. A key counts as a cell of no bytes, so cell and byte
                 // limits cut the two reads in different places.

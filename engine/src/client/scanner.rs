@@ -42,6 +42,8 @@ pub struct Scanner {
     last_row: Option<Vec<u8>>,
     /// A cell read ahead by next_row.
     pending: Option<Cell>,
+    /// That cell while a view step stopped at it.
+    held: Option<Cell>,
 }
 
 impl Scanner {
@@ -60,6 +62,7 @@ impl Scanner {
             rows: 0,
             last_row: None,
             pending: None,
+            held: None,
         }
     }
 
@@ -117,17 +120,68 @@ impl Scanner {
     /// Counts a new row `row`; false (and the scan ended) when the row
     /// limit is reached.
     fn enter_row(&mut self, row: &[u8]) -> bool {
-        if self.spec.row_limit.is_some_and(|l| self.rows >= l) {
-            self.resume = None;
-            self.reader = None;
+        if !count_row(&mut self.rows, &mut self.last_row, self.spec.row_limit, row) {
+            self.end();
             return false;
         }
-        self.rows += 1;
-        // Reuses the buffer: one allocation per scan, not per row.
-        let last = self.last_row.get_or_insert_with(Vec::new);
-        last.clear();
-        last.extend_from_slice(row);
         true
+    }
+
+    fn end(&mut self) {
+        self.resume = None;
+        self.reader = None;
+    }
+
+    /// The next cell of the scan, as [`Scanner::next_cell`] (the iterator)
+    /// reads it, borrowed until the next step: its row, family and
+    /// qualifier are not copied into a cell of their own.
+    pub fn next_view(&mut self) -> Result<Option<CellView<'_>>> {
+        if !self.advance_view()? {
+            return Ok(None);
+        }
+        Ok(match &self.held {
+            Some(c) => Some(c.view()),
+            None => self.reader.as_ref().and_then(|r| r.current()),
+        })
+    }
+
+    fn advance_view(&mut self) -> Result<bool> {
+        self.held = self.pending.take();
+        if self.held.is_some() {
+            return Ok(true);
+        }
+        loop {
+            if self.budget.spent() {
+                return Ok(false);
+            }
+            if let Some(r) = &mut self.reader {
+                if r.advance_view()? {
+                    let Some(c) = r.current() else {
+                        return Err(crate::Error::corruption(
+                            "a scan part stepped to a cell it does not show",
+                        ));
+                    };
+                    let (new_row, bytes) = (self.last_row.as_deref() != Some(c.row), c.value.len());
+                    if new_row
+                        && !count_row(
+                            &mut self.rows,
+                            &mut self.last_row,
+                            self.spec.row_limit,
+                            c.row,
+                        )
+                    {
+                        self.end();
+                        return Ok(false);
+                    }
+                    self.budget.spend(bytes);
+                    return Ok(true);
+                }
+                self.reader = None;
+            }
+            if !self.open_next_tablet()? {
+                return Ok(false);
+            }
+        }
     }
 
     /// The key of the next row, its cells skipped where the tablet's part
@@ -171,6 +225,25 @@ impl Scanner {
         self.pending = ahead;
         Ok(Some((row, cells)))
     }
+}
+
+/// Counts `row` as a scan's next row, kept in `last_row` (its buffer
+/// reused: one allocation per scan, not per row); false when `limit` rows
+/// were counted already.
+fn count_row(
+    rows: &mut u64,
+    last_row: &mut Option<Vec<u8>>,
+    limit: Option<u64>,
+    row: &[u8],
+) -> bool {
+    if limit.is_some_and(|l| *rows >= l) {
+        return false;
+    }
+    *rows += 1;
+    let last = last_row.get_or_insert_with(Vec::new);
+    last.clear();
+    last.extend_from_slice(row);
+    true
 }
 
 impl Iterator for Scanner {

@@ -23,7 +23,7 @@ pub use crate::metadata::{TableDef, TabletMeta};
 pub use crate::options::TabletInfo;
 pub use chubby::Sequencer;
 
-use crate::data::{Cell, ColumnRead, RowMutation, RowPeek, Written};
+use crate::data::{Cell, CellView, ColumnRead, RowMutation, RowPeek, Written};
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
 use crate::txn::{RowTxn, TxnOutcome};
@@ -41,6 +41,13 @@ pub trait CellSource: Send {
     fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
         Ok(self.next_cell()?.map(|c| c.row))
     }
+
+    /// Steps to the next cell as [`CellSource::next_cell`] does, keeping
+    /// it for [`CellSource::current`]: false at the end of the part.
+    fn advance_view(&mut self) -> Result<bool>;
+
+    /// The cell the last [`CellSource::advance_view`] stopped at, borrowed.
+    fn current(&self) -> Option<CellView<'_>>;
 }
 
 /// A tablet's part of a scan: its cells, and the tablet's end row (where

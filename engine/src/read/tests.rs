@@ -648,3 +648,45 @@ fn row_keys_under_a_listing_filter_are_its_rows() {
     // (a caller that wants each row once drops repeats).
     assert_eq!(keys(vec![RowFilter::PassAll], None, keep_all()).len(), 4);
 }
+
+/// Cells viewed in place (`advance_view`, `current`) are the cells the
+/// reader hands out whole, aggregate cells (folded, so not in place) and
+/// a row read ahead included; nothing shows once the reader is done.
+#[test]
+fn viewed_cells_are_the_cells() {
+    let mut sum = FamilySchema::new("a");
+    sum.aggregate = Some(crate::schema::Aggregator::Sum);
+    let schema = Arc::new(TableSchema::with_families([sum, FamilySchema::new("b")]));
+    let mut log = Log::new();
+    for r in ["r1", "r2", "r3"] {
+        log.apply(
+            RowMutation::new(r)
+                .add_to_cell("a", "n", 5, 2)
+                .add_to_cell("a", "n", 5, 3)
+                .set_at("b", "q", 7, "v")
+                .set_at("b", "q", 8, "w"),
+        );
+    }
+    let whole = read(&log, &ScanSpec::default(), schema.clone(), u64::MAX, 0);
+    assert_eq!(whole.len(), 9, "{:?}", brief(&whole));
+    for read_ahead in [false, true] {
+        let mut r = CellReader::new(
+            log.iter(),
+            &ScanSpec::default(),
+            schema.clone(),
+            u64::MAX,
+            0,
+        )
+        .unwrap();
+        let mut viewed = Vec::new();
+        if read_ahead {
+            let (_, cells) = r.next_row().unwrap().unwrap();
+            viewed.extend(cells);
+        }
+        while r.advance_view().unwrap() {
+            viewed.push(r.current().unwrap().to_cell());
+        }
+        assert!(r.current().is_none());
+        assert_eq!(brief(&viewed), brief(&whole), "read ahead: {read_ahead}");
+    }
+}

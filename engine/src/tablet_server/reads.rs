@@ -393,20 +393,34 @@ fn scan_part_of(server: &TabletServer, s: &Served, spec: &ScanSpec) -> Result<Sc
                 timestamp: w,
                 value: Default::default(),
             };
-            Ok((Box::new(Marked(Some(marker), reader)), t.end.clone()))
+            Ok((Box::new(Marked(Some(marker), reader, None)), t.end.clone()))
         }
         None => Ok((Box::new(reader), t.end.clone())),
     }
 }
 
-/// A change-log scan part: the watermark marker, then the records.
-struct Marked(Option<Cell>, CellReader);
+/// A change-log scan part: the watermark marker, then the records (the
+/// third field: the marker while a view step stops at it).
+struct Marked(Option<Cell>, CellReader, Option<Cell>);
 
 impl CellSource for Marked {
     fn next_cell(&mut self) -> Result<Option<Cell>> {
         match self.0.take() {
             Some(c) => Ok(Some(c)),
             None => self.1.next_cell(),
+        }
+    }
+    fn advance_view(&mut self) -> Result<bool> {
+        self.2 = self.0.take();
+        if self.2.is_some() {
+            return Ok(true);
+        }
+        self.1.advance_view()
+    }
+    fn current(&self) -> Option<CellView<'_>> {
+        match &self.2 {
+            Some(c) => Some(c.view()),
+            None => self.1.current(),
         }
     }
 }
@@ -418,5 +432,11 @@ impl CellSource for CellReader {
     }
     fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
         CellReader::next_row_key(self)
+    }
+    fn advance_view(&mut self) -> Result<bool> {
+        CellReader::advance_view(self)
+    }
+    fn current(&self) -> Option<CellView<'_>> {
+        CellReader::current(self)
     }
 }

@@ -348,6 +348,14 @@ fn filters_match_the_model() {
             got, want,
             "seed {seed} filter {f:?} rows {rows:?} cells {cells:?}"
         );
+        // The filter's cells viewed in place are the same.
+        let it = Box::new(VecIterator::new(Arc::new(entries.to_vec())));
+        let mut r = CellReader::new(it, &fspec, schema(), u64::MAX, 0).unwrap();
+        let mut viewed = Vec::new();
+        while r.advance_view().unwrap() {
+            viewed.push(r.current().expect("a view step shows its cell").to_cell());
+        }
+        assert_eq!(viewed, want, "seed {seed} viewed");
         // Labels, through the evaluator directly.
         let c = f.compile().unwrap();
         let mut i = 0;

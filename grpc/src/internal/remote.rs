@@ -19,7 +19,8 @@ use engine::protocol::{
 };
 use engine::schema::TableSchema;
 use engine::{
-    Cell, ColumnRead, Error, Result, RowMutation, RowPeek, RowTxn, ScanSpec, TxnOutcome, Written,
+    Cell, CellView, ColumnRead, Error, Result, RowMutation, RowPeek, RowTxn, ScanSpec, TxnOutcome,
+    Written,
 };
 use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
@@ -218,6 +219,8 @@ struct RemoteCells {
     addr: String,
     tablet: u64,
     done: bool,
+    /// The cell the last view step stopped at.
+    current: Option<Cell>,
 }
 
 impl RemoteCells {
@@ -231,6 +234,13 @@ impl RemoteCells {
 }
 
 impl CellSource for RemoteCells {
+    fn advance_view(&mut self) -> Result<bool> {
+        self.current = self.next_cell()?;
+        Ok(self.current.is_some())
+    }
+    fn current(&self) -> Option<CellView<'_>> {
+        self.current.as_ref().map(Cell::view)
+    }
     fn next_cell(&mut self) -> Result<Option<Cell>> {
         loop {
             if let Some(c) = self.buf.next() {
@@ -375,6 +385,7 @@ impl TabletReads for RemoteServer {
             addr: self.peer.addr.clone(),
             tablet,
             done: false,
+            current: None,
         };
         match cells.rx.blocking_recv() {
             Some(Ok(ScanChunk::Start { end })) => Ok((Box::new(cells), end)),

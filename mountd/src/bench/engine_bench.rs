@@ -77,8 +77,9 @@ impl KvStore for EngineTable {
             ..Default::default()
         };
         let mut n = 0u64;
-        for cell in self.db.scan(&self.table, spec)? {
-            cell?;
+        // Each cell borrowed, as the peers' iterators hand out theirs.
+        let mut scan = self.db.scan(&self.table, spec)?;
+        while scan.next_view()?.is_some() {
             n += 1;
             if n & 255 == 0 && scan_should_stop(deadline) {
                 break;
