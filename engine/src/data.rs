@@ -29,6 +29,29 @@ pub struct Cell {
     pub value: Value,
 }
 
+/// One version of a column a read named: its timestamp and value (the
+/// row, family and qualifier are the reader's own, not copied back).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Version {
+    /// The version's timestamp, in microseconds.
+    pub timestamp: Timestamp,
+    /// The stored bytes (shared with the block they were read from, if any).
+    pub value: Value,
+}
+
+impl Version {
+    /// The version as the cell at `row`, `family`, `qualifier`.
+    pub fn into_cell(self, row: &[u8], family: &str, qualifier: &[u8]) -> Cell {
+        Cell {
+            row: row.to_vec(),
+            family: family.to_string(),
+            qualifier: qualifier.to_vec(),
+            timestamp: self.timestamp,
+            value: self.value,
+        }
+    }
+}
+
 /// One cell of a scan, borrowed from the scanner until its next step: what
 /// a caller that only looks at each cell reads with no copy of its row,
 /// family or qualifier (as an LSM store's iterator hands out its current

@@ -420,7 +420,20 @@ impl Bigtable {
         qualifier: &[u8],
     ) -> Result<Option<Cell>> {
         Ok(self
-            .read_column(table, row, family, qualifier, Some(1))?
+            .read_value(table, row, family, qualifier)?
+            .map(|v| v.into_cell(row, family, qualifier)))
+    }
+    /// [`Bigtable::read_cell`]'s timestamp and value alone: what a caller
+    /// that named the cell needs (no copy of its row, family or qualifier).
+    pub fn read_value(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+    ) -> Result<Option<Version>> {
+        Ok(self
+            .read_versions(table, row, family, qualifier, Some(1))?
             .pop())
     }
     /// The newest `max_versions` visible versions of one column, newest first (all if None).
@@ -432,18 +445,33 @@ impl Bigtable {
         qualifier: &[u8],
         max_versions: Option<u32>,
     ) -> Result<Vec<Cell>> {
-        self.with_fresh_schema(|| {
-            self.read_column_once(table, row, family, qualifier, max_versions)
-        })
+        let versions = self.read_versions(table, row, family, qualifier, max_versions)?;
+        Ok(versions
+            .into_iter()
+            .map(|v| v.into_cell(row, family, qualifier))
+            .collect())
     }
-    fn read_column_once(
+    /// [`Bigtable::read_column`]'s timestamps and values alone.
+    pub fn read_versions(
         &self,
         table: &str,
         row: &[u8],
         family: &str,
         qualifier: &[u8],
         max_versions: Option<u32>,
-    ) -> Result<Vec<Cell>> {
+    ) -> Result<Vec<Version>> {
+        self.with_fresh_schema(|| {
+            self.read_versions_once(table, row, family, qualifier, max_versions)
+        })
+    }
+    fn read_versions_once(
+        &self,
+        table: &str,
+        row: &[u8],
+        family: &str,
+        qualifier: &[u8],
+        max_versions: Option<u32>,
+    ) -> Result<Vec<Version>> {
         let client = self.client()?;
         let catalog = &self.env().catalog;
         let id = catalog.with(table, |t| t.id)?;
@@ -456,11 +484,11 @@ impl Bigtable {
             qualifier,
             max_versions,
         };
-        let cells = client.read_column(id, column)?;
+        let versions = client.read_column(id, column)?;
         // A family the server does not know reads as nothing: only then is
         // the family looked up here, to say so (a cell found needs no check,
         // which saved a schema load and a lookup per read).
-        if cells.is_empty()
+        if versions.is_empty()
             && !catalog.with(table, |t| t.schema_now().families.contains_key(family))?
         {
             return Err(Error::UnknownFamily {
@@ -468,7 +496,7 @@ impl Bigtable {
                 family: family.to_string(),
             });
         }
-        Ok(cells)
+        Ok(versions)
     }
     /// A streaming scan in row order; each tablet's part is a consistent
     /// snapshot taken when the scan reaches it.

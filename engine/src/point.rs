@@ -17,7 +17,7 @@
 //! many versions) makes [`ColumnLookup::gather`] give up, and the caller reads
 //! through the general [`crate::read::CellReader`], which stops early instead.
 
-use crate::data::{Cell, TimeRange};
+use crate::data::{TimeRange, Version};
 use crate::error::Result;
 use crate::iterator::InternalIterator;
 use crate::key::{self, Kind, SeqNo, Timestamp, TOMBSTONE_TS, TRAILER_LEN};
@@ -223,24 +223,14 @@ impl ColumnLookup {
     /// family's rule (None: keep all), then `time_range` and `max_versions`
     /// select. Plain families only: an aggregate family's cells fold, which
     /// the reader does.
-    #[allow(clippy::too_many_arguments)]
     pub fn resolve(
         mut self,
         gc: Option<&GcRule>,
         time_range: TimeRange,
         max_versions: Option<u32>,
         now_micros: u64,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-    ) -> Result<Vec<Cell>> {
-        let cell = |timestamp, value| Cell {
-            row: row.to_vec(),
-            family: family.to_string(),
-            qualifier: qualifier.to_vec(),
-            timestamp,
-            value,
-        };
+    ) -> Result<Vec<Version>> {
+        let cell = |timestamp, value| Version { timestamp, value };
         // The usual read: one version and no tombstone. A put alone is its
         // column's newest visible version (what the Tracker would say).
         if let [only] = self.entries.as_mut_slice() {
@@ -307,7 +297,7 @@ mod tests {
         for mut s in sources {
             assert!(l.gather(&mut s).unwrap());
         }
-        l.resolve(None, TimeRange::ALL, mv, 0, b"r", "f", q)
+        l.resolve(None, TimeRange::ALL, mv, 0)
             .unwrap()
             .into_iter()
             .map(|c| (c.timestamp, String::from_utf8(c.value.into_vec()).unwrap()))
@@ -394,10 +384,7 @@ mod tests {
         let mut l = ColumnLookup::new(b"r", "f", b"q", u64::MAX);
         assert!(l.gather(&mut one()).unwrap());
         let late = TimeRange { start: 6, end: 9 };
-        assert!(l
-            .resolve(None, late, None, 0, b"r", "f", b"q")
-            .unwrap()
-            .is_empty());
+        assert!(l.resolve(None, late, None, 0).unwrap().is_empty());
         // A lone tombstone hides nothing and shows nothing.
         let col = key::encode(b"r", b"f", b"q", TOMBSTONE_TS, 10, Kind::DeleteColumn);
         let tomb = source(vec![(col, encode_range(0, 9).to_vec())]);
@@ -406,9 +393,7 @@ mod tests {
         let bad = key::encode(b"r", b"f", b"q", TOMBSTONE_TS, 1, Kind::Put);
         let mut l = ColumnLookup::new(b"r", "f", b"q", u64::MAX);
         assert!(l.gather(&mut source(vec![(bad, Vec::new())])).unwrap());
-        assert!(l
-            .resolve(None, TimeRange::ALL, None, 0, b"r", "f", b"q")
-            .is_err());
+        assert!(l.resolve(None, TimeRange::ALL, None, 0).is_err());
     }
 
     #[test]
@@ -419,9 +404,7 @@ mod tests {
         ]);
         let mut l = ColumnLookup::new(b"r", "f", b"q", 8);
         assert!(l.gather(&mut { s }).unwrap());
-        let got = l
-            .resolve(None, TimeRange::ALL, None, 0, b"r", "f", b"q")
-            .unwrap();
+        let got = l.resolve(None, TimeRange::ALL, None, 0).unwrap();
         assert_eq!(got.len(), 1);
         assert_eq!(got[0].timestamp, 4);
         let many = (0..=MAX_PER_SOURCE as u64)

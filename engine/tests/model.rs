@@ -608,15 +608,21 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                 let want = model.scan(&ScanSpec::row(&row), &schema, now);
                 same(&got, &want, &format!("seed {seed} step {step}: read_row"));
                 let q = rand_qual(&mut rng);
-                let cell = bt
-                    .read_cell("t", &row, "a", &q)
-                    .unwrap()
-                    .map(|c| c.value.into_vec());
-                let want = model
-                    .column(&row, "a", &q, &schema, now)
-                    .first()
-                    .map(|(_, v)| v.clone());
-                assert_eq!(cell, want, "seed {seed} step {step}: read_cell");
+                let cell = bt.read_cell("t", &row, "a", &q).unwrap();
+                let column = model.column(&row, "a", &q, &schema, now);
+                let want = column.first().map(|(_, v)| v.clone());
+                assert_eq!(
+                    cell.as_ref().map(|c| c.value.to_vec()),
+                    want,
+                    "seed {seed} step {step}: read_cell"
+                );
+                // The version alone: the same timestamp and value.
+                let version = bt.read_value("t", &row, "a", &q).unwrap();
+                assert_eq!(
+                    version.map(|v| (v.timestamp, v.value.into_vec())),
+                    cell.map(|c| (c.timestamp, c.value.into_vec())),
+                    "seed {seed} step {step}: read_value"
+                );
                 checks += 1;
                 reads_since_reopen += 2;
             }

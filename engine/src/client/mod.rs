@@ -256,7 +256,7 @@ impl Client {
         self.with_tablet(table, row, |s, l| s.peek_row(l.tablet, row, spec))
     }
 
-    pub fn read_column(&self, table: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
+    pub fn read_column(&self, table: u64, column: ColumnRead<'_>) -> Result<Vec<Version>> {
         self.with_tablet(table, column.row, |s, l| s.read_column(l.tablet, column))
     }
 

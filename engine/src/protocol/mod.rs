@@ -23,7 +23,7 @@ pub use crate::metadata::{TableDef, TabletMeta};
 pub use crate::options::TabletInfo;
 pub use chubby::Sequencer;
 
-use crate::data::{Cell, CellView, ColumnRead, RowMutation, RowPeek, Written};
+use crate::data::{Cell, CellView, ColumnRead, RowMutation, RowPeek, Version, Written};
 use crate::scan::ScanSpec;
 use crate::schema::TableSchema;
 use crate::txn::{RowTxn, TxnOutcome};
@@ -126,7 +126,7 @@ pub trait TabletReads: Send + Sync {
         Ok(RowPeek::of_row(row, self.read_row(tablet, row, spec)?))
     }
     /// The versions of one column of one row, newest first.
-    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>>;
+    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Version>>;
     /// Tablet `tablet`'s part of a scan, from a snapshot taken now, and the
     /// tablet's end row (None for the table's last tablet).
     fn scan_part(&self, tablet: u64, spec: &ScanSpec) -> Result<ScanPart>;

@@ -17,6 +17,7 @@ use crate::read::CellReader;
 use crate::scan::ScanSpec;
 use crate::schema::{TableSchema, CHANGES_FAMILY};
 use crate::tablet::{select_files, SelectedFiles, TabletVersion};
+use crate::value::Value;
 use crate::{Error, Result};
 use arc_swap::Guard;
 use std::hash::Hasher;
@@ -75,10 +76,8 @@ fn count_read(server: &TabletServer, s: &Served, row: &[u8]) {
 }
 
 /// Adds the bytes of cells read to their tablet's load.
-fn count_bytes(s: &Served, cells: &[Cell]) {
-    s.load
-        .bytes
-        .add(cells.iter().map(|c| c.value.len() as u64).sum());
+fn count_bytes<'a>(s: &Served, values: impl Iterator<Item = &'a Value>) {
+    s.load.bytes.add(values.map(|v| v.len() as u64).sum());
 }
 
 /// Sources of one row in a tablet: memtables plus the row's SSTable
@@ -187,7 +186,7 @@ fn row_reader(
 
 /// One column's versions: a point lookup in each source (see
 /// [`crate::point`]), or the general reader for a column with many versions.
-fn column_of(server: &TabletServer, s: &Served, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
+fn column_of(server: &TabletServer, s: &Served, column: ColumnRead<'_>) -> Result<Vec<Version>> {
     let ColumnRead {
         row,
         family,
@@ -222,15 +221,7 @@ fn column_of(server: &TabletServer, s: &Served, column: ColumnRead<'_>) -> Resul
     // The clock only matters to an age rule (a system call saved per read).
     let now = if fam.gc.uses_age() { now_micros() } else { 0 };
     if complete {
-        return lookup.resolve(
-            Some(&fam.gc),
-            TimeRange::ALL,
-            max_versions,
-            now,
-            row,
-            family,
-            qualifier,
-        );
+        return lookup.resolve(Some(&fam.gc), TimeRange::ALL, max_versions, now);
     }
     // Many versions: the reader seeks straight to the column in each
     // source and stops once it has the versions wanted.
@@ -249,7 +240,14 @@ fn column_of(server: &TabletServer, s: &Served, column: ColumnRead<'_>) -> Resul
         snapshot,
         now,
     )?;
-    reader.collect()
+    reader
+        .map(|c| {
+            c.map(|c| Version {
+                timestamp: c.timestamp,
+                value: c.value,
+            })
+        })
+        .collect()
 }
 
 /// The newest visible version of one cell of a served tablet.
@@ -259,7 +257,7 @@ pub(super) fn cell_of(
     row: &[u8],
     family: &str,
     qualifier: &[u8],
-) -> Result<Option<Cell>> {
+) -> Result<Option<Version>> {
     let column = ColumnRead {
         row,
         family,
@@ -279,7 +277,7 @@ impl TabletReads for TabletServer {
             end: Bound::Included(row.to_vec()),
         };
         let cells = row_reader(self, &s, row, &spec)?.collect::<Result<Vec<Cell>>>()?;
-        count_bytes(&s, &cells);
+        count_bytes(&s, cells.iter().map(|c| &c.value));
         Ok(cells)
     }
 
@@ -317,7 +315,7 @@ impl TabletReads for TabletServer {
     }
 
     /// The newest `max_versions` visible versions of one column (all if None).
-    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
+    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Version>> {
         check_row(column.row)?;
         self.with_served(tablet, |s| {
             if !s.tablet.contains(column.row) {
@@ -325,7 +323,7 @@ impl TabletReads for TabletServer {
             }
             count_read(self, s, column.row);
             let cells = column_of(self, s, column)?;
-            count_bytes(s, &cells);
+            count_bytes(s, cells.iter().map(|v| &v.value));
             Ok(cells)
         })
     }

@@ -508,10 +508,12 @@ fn point_read(
         }
     }
     let gc = schema.family(fam).map(|f| &f.gc);
+    let versions = lookup.resolve(gc, time_range, mv, now).unwrap();
     Some(
-        lookup
-            .resolve(gc, time_range, mv, now, row, fam, q)
-            .unwrap(),
+        versions
+            .into_iter()
+            .map(|v| v.into_cell(row, fam, q))
+            .collect(),
     )
 }
 

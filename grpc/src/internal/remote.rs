@@ -20,7 +20,7 @@ use engine::protocol::{
 use engine::schema::TableSchema;
 use engine::{
     Cell, CellView, ColumnRead, Error, Result, RowMutation, RowPeek, RowTxn, ScanSpec, TxnOutcome,
-    Written,
+    Version, Written,
 };
 use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
@@ -331,7 +331,7 @@ impl TabletReads for RemoteServer {
         };
         self.data(op, tablet)
     }
-    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Cell>> {
+    fn read_column(&self, tablet: u64, column: ColumnRead<'_>) -> Result<Vec<Version>> {
         let op = Op::ReadColumn {
             tablet,
             row: column.row.to_vec(),

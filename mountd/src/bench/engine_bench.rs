@@ -66,10 +66,11 @@ impl KvStore for EngineTable {
         Ok(())
     }
     fn get(&self, key: &[u8]) -> Result<Option<usize>> {
+        // The value alone, as the peers' gets return theirs.
         Ok(self
             .db
-            .read_cell(&self.table, key, FAMILY, QUALIFIER)?
-            .map(|c| c.value.len()))
+            .read_value(&self.table, key, FAMILY, QUALIFIER)?
+            .map(|v| v.value.len()))
     }
     fn scan(&self, start: &[u8], end: &[u8], deadline: Instant) -> Result<u64> {
         let spec = ScanSpec {
