@@ -461,42 +461,32 @@ impl Bigtable {
         max_versions: Option<u32>,
     ) -> Result<Vec<Version>> {
         self.with_fresh_schema(|| {
-            self.read_versions_once(table, row, family, qualifier, max_versions)
+            let client = self.client()?;
+            let catalog = &self.env().catalog;
+            let id = catalog.with(table, |t| t.id)?;
+            if row.len() > MAX_ROW_KEY {
+                return Err(Error::RowKeyTooLong(row.len()));
+            }
+            let column = ColumnRead {
+                row,
+                family,
+                qualifier,
+                max_versions,
+            };
+            let versions = client.read_column(id, column)?;
+            // A family the server does not know reads as nothing: only then is
+            // the family looked up here, to say so (a cell found needs no check,
+            // which saved a schema load and a lookup per read).
+            if versions.is_empty()
+                && !catalog.with(table, |t| t.schema_now().families.contains_key(family))?
+            {
+                return Err(Error::UnknownFamily {
+                    table: table.to_string(),
+                    family: family.to_string(),
+                });
+            }
+            Ok(versions)
         })
-    }
-    fn read_versions_once(
-        &self,
-        table: &str,
-        row: &[u8],
-        family: &str,
-        qualifier: &[u8],
-        max_versions: Option<u32>,
-    ) -> Result<Vec<Version>> {
-        let client = self.client()?;
-        let catalog = &self.env().catalog;
-        let id = catalog.with(table, |t| t.id)?;
-        if row.len() > MAX_ROW_KEY {
-            return Err(Error::RowKeyTooLong(row.len()));
-        }
-        let column = ColumnRead {
-            row,
-            family,
-            qualifier,
-            max_versions,
-        };
-        let versions = client.read_column(id, column)?;
-        // A family the server does not know reads as nothing: only then is
-        // the family looked up here, to say so (a cell found needs no check,
-        // which saved a schema load and a lookup per read).
-        if versions.is_empty()
-            && !catalog.with(table, |t| t.schema_now().families.contains_key(family))?
-        {
-            return Err(Error::UnknownFamily {
-                table: table.to_string(),
-                family: family.to_string(),
-            });
-        }
-        Ok(versions)
     }
     /// A streaming scan in row order; each tablet's part is a consistent
     /// snapshot taken when the scan reaches it.

@@ -454,6 +454,7 @@ impl CellReader {
     /// row of the filter's next cell; a filter that keeps each row's first
     /// cell stripped (a listing's) is that row, read the same way.
     pub fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
+        self.viewing = Viewing::Nothing;
         if let Some(f) = self.filtering.as_deref() {
             // A row limit is counted here; a cell or byte budget by the filter.
             if !(f.first_cell_only && !f.budget.limited() && f.queue.is_empty()) {

@@ -689,4 +689,21 @@ fn viewed_cells_are_the_cells() {
         assert!(r.current().is_none());
         assert_eq!(brief(&viewed), brief(&whole), "read ahead: {read_ahead}");
     }
+    // Any other step leaves nothing shown.
+    let mut r = CellReader::new(
+        log.iter(),
+        &ScanSpec::default(),
+        schema.clone(),
+        u64::MAX,
+        0,
+    )
+    .unwrap();
+    assert!(r.advance_view().unwrap());
+    assert!(r.current().is_some());
+    // The row of the next cell: still the first row.
+    assert_eq!(r.next_row_key().unwrap(), Some(b"r1".to_vec()));
+    assert!(r.current().is_none(), "after a row key");
+    assert!(r.advance_view().unwrap());
+    assert!(r.next_cell().unwrap().is_some());
+    assert!(r.current().is_none(), "after a cell");
 }
