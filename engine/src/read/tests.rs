@@ -669,15 +669,18 @@ fn viewed_cells_are_the_cells() {
     }
     let whole = read(&log, &ScanSpec::default(), schema.clone(), u64::MAX, 0);
     assert_eq!(whole.len(), 9, "{:?}", brief(&whole));
-    for read_ahead in [false, true] {
-        let mut r = CellReader::new(
+    let reader = || {
+        CellReader::new(
             log.iter(),
             &ScanSpec::default(),
             schema.clone(),
             u64::MAX,
             0,
         )
-        .unwrap();
+        .unwrap()
+    };
+    for read_ahead in [false, true] {
+        let mut r = reader();
         let mut viewed = Vec::new();
         if read_ahead {
             let (_, cells) = r.next_row().unwrap().unwrap();
@@ -690,14 +693,7 @@ fn viewed_cells_are_the_cells() {
         assert_eq!(brief(&viewed), brief(&whole), "read ahead: {read_ahead}");
     }
     // Any other step leaves nothing shown.
-    let mut r = CellReader::new(
-        log.iter(),
-        &ScanSpec::default(),
-        schema.clone(),
-        u64::MAX,
-        0,
-    )
-    .unwrap();
+    let mut r = reader();
     assert!(r.advance_view().unwrap());
     assert!(r.current().is_some());
     // The row of the next cell: still the first row.
