@@ -127,7 +127,7 @@ pub fn run(dir: &Path, args: &EngineArgs, rounds: usize) -> Result<serde_json::V
         let (l, c) = (of(&local, |p| p.rate), of(&chunks, |p| p.rate));
         let ratios = ratios_of(&l, &c);
         let sustained = ratios_of(&of(&local, |p| p.sustained), &of(&chunks, |p| p.sustained));
-        let (ratio, sustained_ratio) = (median_of(ratios.clone()), median_of(sustained.clone()));
+        let (ratio, sustained_ratio) = (median_of(ratios.clone()), median_of(sustained));
         let (ld, cd) = (of(&local, |p| p.drain_secs), of(&chunks, |p| p.drain_secs));
         let times = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
         let list = |v: &[f64], f: &dyn Fn(f64) -> String| {
