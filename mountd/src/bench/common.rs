@@ -52,7 +52,40 @@ pub fn parse_secs(text: &str) -> std::result::Result<Duration, String> {
 /// The row key of record `i`: 16 zero-padded decimal digits, so key order is
 /// numeric order and a sequential writer appends at the end of the table.
 pub fn row_key(i: u64) -> String {
-    format!("{i:016}")
+    String::from_utf8_lossy(RowKey::new(i).as_bytes()).into_owned()
+}
+
+/// [`row_key`] built on the stack, for the loops that make a key per
+/// operation: a `format!` and its allocation took a tenth of a cached point
+/// read's time in the profile, charged to every store alike, which pulled
+/// every ratio of a fast read toward 1.
+pub struct RowKey {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl RowKey {
+    pub fn new(mut i: u64) -> RowKey {
+        let mut digits = [b'0'; 20];
+        let mut at = digits.len();
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (i % 10) as u8;
+            i /= 10;
+            if i == 0 {
+                break;
+            }
+        }
+        // At least 16 digits, zero-padded; a u64 has at most 20.
+        RowKey {
+            digits,
+            start: at.min(4),
+        }
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.digits[self.start..]
+    }
 }
 
 /// A small, fast PRNG (xorshift64*) so that generating random keys and
@@ -668,6 +701,9 @@ mod tests {
         assert_eq!(row_key(42), "0000000000000042");
         assert_eq!(row_key(42).len(), 16);
         assert!(row_key(9) < row_key(10));
+        for i in [0, 7, 42, 9_999_999_999_999_999, 10u64.pow(16), u64::MAX] {
+            assert_eq!(RowKey::new(i).as_bytes(), format!("{i:016}").as_bytes());
+        }
     }
 
     #[test]

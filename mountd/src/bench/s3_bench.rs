@@ -242,7 +242,7 @@ fn read_phase(
     let before = Counters::parse(&status());
     let m = run_ops(plan.threads, total, plan.time_cap, Deal::Shares, |_, k| {
         let key = row_key(written.nth(scatter(k, total)));
-        check_found(&key, table.get(key.as_bytes())?)
+        check_found(key.as_bytes(), table.get(key.as_bytes())?)
     })?;
     let c = Counters::parse(&status()).since(before);
     Ok(Phase {

@@ -2,7 +2,7 @@
 //! trait so that the engine, RocksDB and fjall run exactly the same code: the
 //! same keys in the same order, the same values, threads, caps and sync setting.
 
-use super::common::{row_key, run_ops, run_ranges, share, Deal, Measured, VALUE_BYTES};
+use super::common::{row_key, run_ops, run_ranges, share, Deal, Measured, RowKey, VALUE_BYTES};
 use anyhow::{bail, Result};
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -216,10 +216,7 @@ pub fn fill_seq(store: &dyn KvStore, plan: Plan) -> Result<Measured> {
         plan.n,
         plan.time_cap,
         Deal::Shares,
-        |ctx, i| {
-            let key = row_key(i);
-            store.put(key.as_bytes(), ctx.value())
-        },
+        |ctx, i| store.put(RowKey::new(i).as_bytes(), ctx.value()),
     )
 }
 
@@ -230,10 +227,7 @@ pub fn fill_random(store: &dyn KvStore, plan: Plan) -> Result<Measured> {
         plan.n,
         plan.time_cap,
         Deal::Shares,
-        |ctx, _| {
-            let key = row_key(ctx.rng.below(plan.n));
-            store.put(key.as_bytes(), ctx.value())
-        },
+        |ctx, _| store.put(RowKey::new(ctx.rng.below(plan.n)).as_bytes(), ctx.value()),
     )
 }
 
@@ -254,7 +248,7 @@ pub fn fill_rest(store: &dyn KvStore, n: u64, written: Written) -> Result<Writte
     for r in written.ranges.iter().cloned().chain(end) {
         for i in next..r.start {
             rng.fill(&mut value);
-            match store.put_unsynced(row_key(i).as_bytes(), &value) {
+            match store.put_unsynced(RowKey::new(i).as_bytes(), &value) {
                 Some(done) => done?,
                 None => return Ok(written),
             }
@@ -265,11 +259,12 @@ pub fn fill_rest(store: &dyn KvStore, n: u64, written: Written) -> Result<Writte
 }
 
 /// A read of `key` found the value it wrote.
-pub fn check_found(key: &str, len: Option<usize>) -> Result<()> {
+pub fn check_found(key: &[u8], len: Option<usize>) -> Result<()> {
+    let key = || String::from_utf8_lossy(key).into_owned();
     match len {
         Some(VALUE_BYTES) => Ok(()),
-        Some(other) => bail!("key {key}: value of {other} bytes, wrote {VALUE_BYTES}"),
-        None => bail!("key {key} was written but is not found"),
+        Some(other) => bail!("key {}: value of {other} bytes, wrote {VALUE_BYTES}", key()),
+        None => bail!("key {} was written but is not found", key()),
     }
 }
 
@@ -282,8 +277,8 @@ pub fn read_seq(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Me
         plan.time_cap,
         READ_PIECES,
         |_, k| {
-            let key = row_key(written.nth(k));
-            check_found(&key, store.get(key.as_bytes())?)
+            let key = RowKey::new(written.nth(k));
+            check_found(key.as_bytes(), store.get(key.as_bytes())?)
         },
     )
 }
@@ -292,8 +287,8 @@ pub fn read_seq(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Me
 pub fn read_random(store: &dyn KvStore, written: &Written, plan: Plan) -> Result<Measured> {
     let total = written.total();
     run_ops(plan.threads, total, plan.time_cap, READ_PIECES, |ctx, _| {
-        let key = row_key(written.nth(ctx.rng.below(total)));
-        check_found(&key, store.get(key.as_bytes())?)
+        let key = RowKey::new(written.nth(ctx.rng.below(total)));
+        check_found(key.as_bytes(), store.get(key.as_bytes())?)
     })
 }
 
