@@ -16,7 +16,7 @@ use crate::protocol::{CellSource, ScanPart, TabletReads};
 use crate::read::CellReader;
 use crate::scan::ScanSpec;
 use crate::schema::{TableSchema, CHANGES_FAMILY};
-use crate::tablet::{select_files, SelectedFiles, TabletVersion};
+use crate::tablet::{select_files, Sst, TabletVersion};
 use crate::value::Value;
 use crate::{Error, Result};
 use arc_swap::Guard;
@@ -201,22 +201,27 @@ fn column_of(server: &TabletServer, s: &Served, column: ColumnRead<'_>) -> Resul
     };
     let mut lookup = ColumnLookup::new(row, family, qualifier, snapshot);
     // The column itself, or a family or row tombstone covering it.
-    let files: SelectedFiles = select_files(&v.files, Some(&[family]), &schema)
-        .into_iter()
-        .filter(|f| {
-            f.table.overlaps(lookup.row_enc(), lookup.end())
-                && f.table
-                    .may_contain_any_column(lookup.row_enc(), &lookup.bloom_columns())
-        })
-        .collect();
+    let files = select_files(&v.files, Some(&[family]), &schema);
+    let holds = |f: &Sst, lookup: &ColumnLookup| {
+        f.table.overlaps(lookup.row_enc(), lookup.end())
+            && f.table
+                .may_contain_any_column(lookup.row_enc(), &lookup.bloom_columns())
+    };
     // An aggregate cell folds its operands: the reader does that.
     let mut complete =
         fam.aggregate.is_none() && (v.mem.is_empty() || lookup.gather(&mut v.mem.iter())?);
     for m in v.imm.iter().rev() {
         complete = complete && lookup.gather(&mut m.iter())?;
     }
+    // Each file is tested and read in one pass (the files are walked
+    // again only in the rare case below).
     for f in &files {
-        complete = complete && lookup.gather(&mut f.table.iter_below(lookup.end()))?;
+        if !complete {
+            break;
+        }
+        if holds(f, &lookup) {
+            complete = lookup.gather(&mut f.table.iter_below(lookup.end()))?;
+        }
     }
     // The clock only matters to an age rule (a system call saved per read).
     let now = if fam.gc.uses_age() { now_micros() } else { 0 };
@@ -227,7 +232,9 @@ fn column_of(server: &TabletServer, s: &Served, column: ColumnRead<'_>) -> Resul
     // source and stops once it has the versions wanted.
     let mut sources = memtable_sources(&v);
     for f in files {
-        sources.push(Box::new(f.table.iter()));
+        if holds(f, &lookup) {
+            sources.push(Box::new(f.table.iter()));
+        }
     }
     let reader = CellReader::column(
         merged(sources),
