@@ -9,10 +9,13 @@ use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 pub struct CowMap<K, V> {
     map: ArcSwap<BTreeMap<K, V>>,
+    /// Moved after every edit is installed (see [`CowMap::version`]).
+    version: AtomicU64,
     /// Serializes writers, so that no edit is lost to a concurrent one.
     write: Mutex<()>,
 }
@@ -27,6 +30,7 @@ impl<K: Ord + Clone, V: Clone> From<BTreeMap<K, V>> for CowMap<K, V> {
     fn from(m: BTreeMap<K, V>) -> Self {
         CowMap {
             map: ArcSwap::from_pointee(m),
+            version: AtomicU64::new(0),
             write: Mutex::new(()),
         }
     }
@@ -69,12 +73,20 @@ impl<K: Ord + Clone, V: Clone> CowMap<K, V> {
         self.map.load_full()
     }
 
+    /// A number that every edit moves once it is installed. Something
+    /// read from the map after this returned `v` is current while the
+    /// version is still `v` (what a caller may keep beside it).
+    pub fn version(&self) -> u64 {
+        self.version.load(Ordering::Acquire)
+    }
+
     /// Edits a copy of the map and installs it; returns what `f` returns.
     pub fn update<R>(&self, f: impl FnOnce(&mut BTreeMap<K, V>) -> R) -> R {
         let _one_at_a_time = self.write.lock();
         let mut m = BTreeMap::clone(&self.map.load());
         let r = f(&mut m);
         self.map.store(Arc::new(m));
+        self.version.fetch_add(1, Ordering::Release);
         r
     }
 
@@ -108,6 +120,19 @@ mod tests {
         assert_eq!(m.with_map(|m| m.keys().next().cloned()), Some("b".into()));
         assert!(!m.contains_key("a"));
         assert_eq!(m.update(|m| m.len()), 1);
+    }
+
+    #[test]
+    fn every_edit_moves_the_version() {
+        let m: CowMap<u32, u32> = CowMap::default();
+        let v = m.version();
+        m.insert(1, 1);
+        assert!(m.version() > v);
+        let v = m.version();
+        assert_eq!(m.get(&1), Some(1));
+        assert_eq!(m.version(), v, "reads leave it");
+        m.remove(&1);
+        assert!(m.version() > v);
     }
 
     #[test]

@@ -463,7 +463,7 @@ impl Bigtable {
         self.with_fresh_schema(|| {
             let client = self.client()?;
             let catalog = &self.env().catalog;
-            let id = catalog.with(table, |t| t.id)?;
+            let id = catalog.id_of(table)?;
             if row.len() > MAX_ROW_KEY {
                 return Err(Error::RowKeyTooLong(row.len()));
             }
