@@ -17,7 +17,7 @@
 //!   one log object per batch, so writes/s is about mean batch / PUT time.
 
 use super::common::{
-    check_interrupted, row_key, run_ops, Deal, Measured, Table, TempDir, VALUE_BYTES,
+    check_interrupted, run_ops, Deal, Measured, RowKey, Table, TempDir, VALUE_BYTES,
 };
 use super::engine_bench::EngineTable;
 use super::fs_bench::FsTable;
@@ -219,8 +219,7 @@ fn write_phase(
     let lat = Latencies::default();
     let before = Counters::parse(&status());
     let m = run_ops(writers, plan.n, plan.time_cap, Deal::Shares, |ctx, i| {
-        let key = row_key(i);
-        lat.record(put(key.as_bytes(), ctx.value())?);
+        lat.record(put(RowKey::new(i).as_bytes(), ctx.value())?);
         Ok(())
     })?;
     let c = Counters::parse(&status()).since(before);
@@ -241,7 +240,7 @@ fn read_phase(
     let total = written.total();
     let before = Counters::parse(&status());
     let m = run_ops(plan.threads, total, plan.time_cap, Deal::Shares, |_, k| {
-        let key = row_key(written.nth(scatter(k, total)));
+        let key = RowKey::new(written.nth(scatter(k, total)));
         check_found(key.as_bytes(), table.get(key.as_bytes())?)
     })?;
     let c = Counters::parse(&status()).since(before);
