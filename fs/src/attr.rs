@@ -12,6 +12,18 @@ use std::time::SystemTime;
 /// a listing of 10,000 rows took 27 round trips, and with 1 MiB it takes 3.
 pub const LISTING_BLKSIZE: u32 = 1 << 20;
 
+/// Every other directory's `st_blksize` (rows, families, the mount's own
+/// directories): glibc then takes its smallest `getdents64` buffer, 32 KiB,
+/// and the kernel allocates that much for each READDIR it sends, twice per
+/// listing (the entries, then the empty reply that ends them). A row or a
+/// family lists a few entries; at 64 KiB the kernel's buffer came from
+/// `vmalloc` at times and the daemon's reply buffer missed its allocator's
+/// thread cache, and `find` over a table's rows took 5% longer.
+pub const DIR_BLKSIZE: u32 = 4096;
+
+/// A file's `st_blksize`: the I/O size `cp` and `cat` use.
+pub const FILE_BLKSIZE: u32 = 64 * 1024;
+
 /// The attributes of one inode.
 #[allow(clippy::too_many_arguments)]
 pub fn make_attr(
@@ -38,7 +50,10 @@ pub fn make_attr(
         uid,
         gid,
         rdev: 0,
-        blksize: 64 * 1024,
+        blksize: match kind {
+            FileType::Directory => DIR_BLKSIZE,
+            _ => FILE_BLKSIZE,
+        },
         flags: 0,
     }
 }

@@ -380,6 +380,16 @@ fn a_large_first_reply_carries_attributes_for_its_first_rows_only() {
     .unwrap();
     assert_eq!(with, crate::listing::FIRST_REPLY_ATTRS);
     assert_eq!(without, 100);
+    // A row and a family list a few entries: small listing buffers; a
+    // cell's reads take large ones.
+    for (path, want) in [
+        ("/t/r00000", crate::attr::DIR_BLKSIZE),
+        ("/t/r00000/f", crate::attr::DIR_BLKSIZE),
+        ("/t/r00000/f/q", crate::attr::FILE_BLKSIZE),
+    ] {
+        let (a, _) = t.fs.getattr(t.ino(path).unwrap(), None).unwrap();
+        assert_eq!(a.blksize, want, "{path}");
+    }
 }
 
 #[test]
