@@ -167,3 +167,38 @@ fn a_commit_reports_the_timestamp_and_size_it_wrote() {
     assert_eq!(w.timestamp, a.max(b));
     assert_eq!(w.bytes, 10);
 }
+
+#[test]
+fn a_read_modify_write_of_a_cell_stamped_ahead_replaces_it_rather_than_hiding_behind_it() {
+    let bt = open(Options::default());
+    let opts = WriteOptions::default();
+    // A user's far-future version (beyond any skew: the clock stays).
+    let far = now_micros() + 120 * MINUTE;
+    write(&bt, "a", Some(far), "far");
+    assert_eq!(
+        bt.append("t", b"a", "f", b"q", b"+1", opts).unwrap(),
+        b"far+1"
+    );
+    // What the append returned is what the row reads now: the new value
+    // took the newest version's timestamp (as Cloud Bigtable does), where
+    // one at the server's time would lie behind the far version.
+    assert_eq!(newest(&bt, "a"), (far, "far+1".to_string()));
+    let versions = bt.read_column("t", b"a", "f", b"q", None).unwrap();
+    assert_eq!(versions.len(), 1, "{versions:?}");
+    // A counter likewise (twice: the second adds to the first); a cell in
+    // the past gets the server's time.
+    bt.apply(
+        "t",
+        &RowMutation::new("n").set_at("f", "q", key::MAX_TIMESTAMP, 5i64.to_be_bytes()),
+        opts,
+    )
+    .unwrap();
+    assert_eq!(bt.increment("t", b"n", "f", b"q", 2, opts).unwrap(), 7);
+    assert_eq!(bt.increment("t", b"n", "f", b"q", 2, opts).unwrap(), 9);
+    write(&bt, "p", Some(1000), "past");
+    bt.append("t", b"p", "f", b"q", b"+1", opts).unwrap();
+    let (ts, value) = newest(&bt, "p");
+    assert_eq!(value, "past+1");
+    assert!(ts > far - 200 * MINUTE && ts < far, "{ts}");
+    bt.close().unwrap();
+}

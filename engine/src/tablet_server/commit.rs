@@ -779,6 +779,9 @@ fn resolve_txn(server: &TabletServer, s: &Served, t: &RowTxn) -> Result<(RowMuta
     let superseded = superseded_rmw(ops);
     // Values this transaction has written so far, for later ops of the same column.
     let mut overlay: HashMap<(String, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
+    // Per column, the timestamp its read-modify-write value goes at when
+    // not the transaction's own (see `rmw_stamp`).
+    let mut stamps: HashMap<(String, Vec<u8>), u64> = HashMap::new();
     let mut results = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         let (family, qualifier, new) = match op {
@@ -790,15 +793,25 @@ fn resolve_txn(server: &TabletServer, s: &Served, t: &RowTxn) -> Result<(RowMuta
                         value,
                         ..
                     } => {
-                        overlay.insert((family.clone(), qualifier.clone()), Some(value.clone()));
+                        let key = (family.clone(), qualifier.clone());
+                        stamps.remove(&key);
+                        overlay.insert(key, Some(value.clone()));
                     }
                     Mutation::DeleteCells {
                         family, qualifier, ..
                     } => {
-                        overlay.remove(&(family.clone(), qualifier.clone()));
+                        let key = (family.clone(), qualifier.clone());
+                        stamps.remove(&key);
+                        overlay.remove(&key);
                     }
-                    Mutation::DeleteFamily { family } => overlay.retain(|(f, _), _| f != family),
-                    Mutation::DeleteRow => overlay.clear(),
+                    Mutation::DeleteFamily { family } => {
+                        stamps.retain(|(f, _), _| f != family);
+                        overlay.retain(|(f, _), _| f != family);
+                    }
+                    Mutation::DeleteRow => {
+                        stamps.clear();
+                        overlay.clear();
+                    }
                     // Aggregate families refuse read-modify-write ops,
                     // so no later op reads this column.
                     Mutation::AddToCell { .. } => {}
@@ -812,10 +825,11 @@ fn resolve_txn(server: &TabletServer, s: &Served, t: &RowTxn) -> Result<(RowMuta
                 delta,
             } => {
                 let old = current_value(server, s, t, &m, &overlay, family, qualifier)?;
+                note_stamp(&mut stamps, family, qualifier, old.stamp);
                 (
                     family,
                     qualifier,
-                    mutation::increment(old.as_deref(), *delta)?,
+                    mutation::increment(old.value.as_deref(), *delta)?,
                 )
             }
             RowOp::Append {
@@ -828,7 +842,11 @@ fn resolve_txn(server: &TabletServer, s: &Served, t: &RowTxn) -> Result<(RowMuta
                 let key = (family.clone(), qualifier.clone());
                 let old = match overlay.remove(&key) {
                     Some(v) => v,
-                    None => current_value(server, s, t, &m, &overlay, family, qualifier)?,
+                    None => {
+                        let old = current_value(server, s, t, &m, &overlay, family, qualifier)?;
+                        note_stamp(&mut stamps, family, qualifier, old.stamp);
+                        old.value
+                    }
                 };
                 let mut new = old.unwrap_or_default();
                 let size = new.len().saturating_add(data.len());
@@ -853,7 +871,7 @@ fn resolve_txn(server: &TabletServer, s: &Served, t: &RowTxn) -> Result<(RowMuta
         m.mutations.push(Mutation::SetCell {
             family: family.clone(),
             qualifier: qualifier.clone(),
-            timestamp: None,
+            timestamp: stamps.get(&(family.clone(), qualifier.clone())).copied(),
             value: new.clone(),
         });
         results.push(new);
@@ -867,6 +885,30 @@ fn resolve_txn(server: &TabletServer, s: &Served, t: &RowTxn) -> Result<(RowMuta
     ))
 }
 
+/// The value a read-modify-write op starts from, and where its result goes.
+struct Current {
+    value: Option<Vec<u8>>,
+    /// The stored version's timestamp, if the value is one and it is not
+    /// older than now: the result must go at that timestamp, replacing it
+    /// (a version at the server's time would lie behind it, and reads
+    /// would never see the result). Cloud Bigtable writes a
+    /// read-modify-write at the later of its time and the version's.
+    stamp: Option<u64>,
+}
+
+/// Keeps `stamp` as where column `family:qualifier`'s read-modify-write
+/// results go for the rest of the transaction.
+fn note_stamp(
+    stamps: &mut HashMap<(String, Vec<u8>), u64>,
+    family: &str,
+    qualifier: &[u8],
+    stamp: Option<u64>,
+) {
+    if let Some(ts) = stamp {
+        stamps.insert((family.to_string(), qualifier.to_vec()), ts);
+    }
+}
+
 /// The value a read-modify-write op starts from: what this transaction
 /// wrote to the column, else what is stored (unless this transaction
 /// deleted it).
@@ -878,9 +920,12 @@ fn current_value(
     overlay: &HashMap<(String, Vec<u8>), Option<Vec<u8>>>,
     family: &str,
     qualifier: &[u8],
-) -> Result<Option<Vec<u8>>> {
+) -> Result<Current> {
     if let Some(v) = overlay.get(&(family.to_string(), qualifier.to_vec())) {
-        return Ok(v.clone());
+        return Ok(Current {
+            value: v.clone(),
+            stamp: None,
+        });
     }
     let deleted = pending.mutations.iter().any(|m| match m {
         Mutation::DeleteRow => true,
@@ -893,9 +938,17 @@ fn current_value(
         Mutation::SetCell { .. } | Mutation::AddToCell { .. } => false,
     });
     if deleted {
-        return Ok(None);
+        return Ok(Current {
+            value: None,
+            stamp: None,
+        });
     }
-    Ok(cell_of(server, s, &t.row, family, qualifier)?.map(|c| c.value.into_vec()))
+    let stored = cell_of(server, s, &t.row, family, qualifier)?;
+    let now = crate::env::now_micros();
+    Ok(Current {
+        stamp: stored.as_ref().map(|c| c.timestamp).filter(|&ts| ts >= now),
+        value: stored.map(|c| c.value.into_vec()),
+    })
 }
 
 /// For each op, whether it is an increment or append whose value a later
