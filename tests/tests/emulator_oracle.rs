@@ -1365,3 +1365,60 @@ fn the_emulator_is_wrong_where_docs_clients_md_says() {
         );
     });
 }
+
+/// A read-modify-write of a cell whose newest version lies ahead of every
+/// clock (a user's timestamp) goes at that version's timestamp and
+/// replaces it, on both servers; at the server's time it would lie behind
+/// it, and reads would go on returning the old value.
+#[test]
+fn a_read_modify_write_of_a_future_cell_replaces_it_on_both() {
+    runtime().block_on(async {
+        let mut s = servers().await;
+        const FUTURE: i64 = 4_000_000_000_000_000; // in 2096
+        let at = |family: &str, value: &[u8]| v2::Mutation {
+            mutation: Some(M::SetCell(v2::mutation::SetCell {
+                family_name: family.into(),
+                column_qualifier: b"q".to_vec(),
+                timestamp_micros: FUTURE,
+                value: value.to_vec(),
+            })),
+        };
+        let plain = a::ColumnFamily::default();
+        let ms = vec![at("a", b"v"), at("b", &5i64.to_be_bytes())];
+        table_with_row(&mut s, "f1", &[("a", plain.clone()), ("b", plain)], ms).await;
+        use v2::read_modify_write_rule::Rule;
+        let rule = |f: &str, r| v2::ReadModifyWriteRule {
+            family_name: f.into(),
+            column_qualifier: b"q".to_vec(),
+            rule: Some(r),
+        };
+        let rmw = Op::ReadModifyWrite(
+            "f1".into(),
+            b"r".to_vec(),
+            vec![
+                rule("a", Rule::AppendValue(b"+1".to_vec())),
+                rule("b", Rule::IncrementAmount(2)),
+            ],
+        );
+        for op in [rmw.clone(), rmw, read_with("f1", None)] {
+            let ours = call(&mut s.ours, &op).await;
+            assert_eq!(ours, call(&mut s.theirs, &op).await, "{op:?}");
+        }
+        // One version of each cell, the new value (timestamps far ahead
+        // show as "the server's").
+        let want = Answer::Rows(vec![Row(
+            b"r".to_vec(),
+            vec![
+                ("a".into(), b"q".to_vec(), -1, b"v+1+1".to_vec(), vec![]),
+                (
+                    "b".into(),
+                    b"q".to_vec(),
+                    -1,
+                    9i64.to_be_bytes().to_vec(),
+                    vec![],
+                ),
+            ],
+        )]);
+        assert_eq!(call(&mut s.ours, &read_with("f1", None)).await, want);
+    });
+}
