@@ -780,7 +780,7 @@ fn resolve_txn(server: &TabletServer, s: &Served, t: &RowTxn) -> Result<(RowMuta
     // Values this transaction has written so far, for later ops of the same column.
     let mut overlay: HashMap<(String, Vec<u8>), Option<Vec<u8>>> = HashMap::new();
     // Per column, the timestamp its read-modify-write value goes at when
-    // not the transaction's own (see `rmw_stamp`).
+    // not the transaction's own (see `Current::stamp`).
     let mut stamps: HashMap<(String, Vec<u8>), u64> = HashMap::new();
     let mut results = Vec::new();
     for (i, op) in ops.iter().enumerate() {
