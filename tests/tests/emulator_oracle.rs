@@ -998,7 +998,9 @@ fn the_daemon_answers_a_random_sequence_as_the_emulator_does() {
                 // a later millisecond, so each server keeps both versions.
                 if let Some(at) = last_rmw.get(&(t.clone(), row.clone())) {
                     let ready = *at + Duration::from_millis(2);
-                    tokio::time::sleep_until(tokio::time::Instant::from_std(ready)).await;
+                    assert!(testkit::wait_until(Duration::from_secs(1), || {
+                        Instant::now() >= ready
+                    }));
                 }
             }
             let ours = call(&mut s.ours, op).await;
