@@ -8,6 +8,7 @@
 
 use crate::key;
 use crate::metadata::SstMeta;
+use crate::own_lines;
 use crate::schema::{LocalityGroup, TableSchema};
 use crate::sstable::BlockCache;
 use crate::sstable::{Table, TableBuilder, TableOptions};
@@ -192,10 +193,15 @@ fn finish(ctx: &OutputCtx<'_>, group: &LocalityGroup, o: Output) -> Result<Arc<S
 pub fn open_sst(
     store: &Arc<dyn FileStore>,
     cache: &Arc<BlockCache>,
-    meta: SstMeta,
+    mut meta: SstMeta,
     in_memory: bool,
 ) -> Result<Arc<Sst>> {
     let file = store.open(&sst_name(meta.number))?;
+    // Read by every point read that reaches the tablet, on every core.
+    meta.group = own_lines::string(&meta.group);
+    for f in &mut meta.families {
+        *f = own_lines::string(f);
+    }
     let table = if in_memory {
         Table::open_in_memory(file, meta.number)?
     } else {

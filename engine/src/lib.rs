@@ -46,6 +46,7 @@ mod metadata;
 pub mod mutation;
 mod numbers;
 mod options;
+mod own_lines;
 mod packed_row;
 mod point;
 pub mod protocol;

@@ -9,6 +9,7 @@ use crate::iterator::InternalIterator;
 use crate::key;
 use crate::memtable::Memtable;
 use crate::metadata::SstMeta;
+use crate::own_lines;
 use crate::schema::{TableSchema, CHANGES_GROUP};
 use crate::sstable::Table;
 use crate::Result;
@@ -18,7 +19,9 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-/// An open SSTable with what METADATA knows of it.
+/// An open SSTable with what METADATA knows of it. Read by every request
+/// that reaches its tablet: on cache lines of its own (see [`own_lines`]).
+#[repr(align(64))]
 pub struct Sst {
     pub meta: SstMeta,
     pub table: Arc<Table>,
@@ -35,7 +38,10 @@ impl Sst {
     }
 }
 
-/// The sources of a tablet at one moment.
+/// The sources of a tablet at one moment. Read by every request on every
+/// core, so it and its lists are on cache lines of their own (see
+/// [`own_lines`]).
+#[repr(align(64))]
 pub struct TabletVersion {
     /// Identifies this set of SSTables (changes on every flush and compaction;
     /// the scan cache keys on it so stale entries are never served).
@@ -54,7 +60,20 @@ pub fn next_files_version() -> u64 {
     FILES_VERSION.fetch_add(1, Ordering::Relaxed)
 }
 
-/// One tablet.
+impl TabletVersion {
+    /// This version as readers share it: its lists on lines of their own.
+    fn shared(self) -> Arc<TabletVersion> {
+        Arc::new(TabletVersion {
+            imm: own_lines::vec(self.imm),
+            files: own_lines::vec(self.files),
+            ..self
+        })
+    }
+}
+
+/// One tablet. Read by every request that reaches it, on every core: on
+/// cache lines of its own (see [`own_lines`]).
+#[repr(align(64))]
 pub struct Tablet {
     pub id: u64,
     pub table_id: u64,
@@ -83,12 +102,13 @@ impl Tablet {
         flushed_seq: u64,
         version: TabletVersion,
     ) -> Tablet {
+        // Read by every request that reaches the tablet, on every core.
         Tablet {
             id,
             table_id,
-            start,
-            end,
-            version: ArcSwap::from_pointee(version),
+            start: own_lines::bytes(&start),
+            end: end.as_deref().map(own_lines::bytes),
+            version: ArcSwap::new(version.shared()),
             update_lock: parking_lot::Mutex::new(()),
             flushed_seq: AtomicU64::new(flushed_seq),
             busy: AtomicBool::new(false),
@@ -112,7 +132,7 @@ impl Tablet {
     /// Replaces the version with `f(current)`; returns the new one.
     pub fn update(&self, f: impl FnOnce(&TabletVersion) -> TabletVersion) -> Arc<TabletVersion> {
         let _one_at_a_time = self.update_lock.lock();
-        let next = Arc::new(f(&self.version.load()));
+        let next = f(&self.version.load()).shared();
         self.version.store(next.clone());
         next
     }

@@ -15,6 +15,7 @@ use crate::metadata::{
     lookup_key, lookup_key_small, parse_tablet_row_key, root_end, tablet_row_key, TabletMeta,
     FAMILY_LOCATION, FAMILY_TABLET, METADATA_ID, Q_INFO, Q_SERVER,
 };
+use crate::own_lines;
 use crate::scan::ScanSpec;
 use crate::{Error, Result};
 use std::ops::Bound;
@@ -24,8 +25,10 @@ use std::sync::Arc;
 /// METADATA rows read per lookup miss.
 const PREFETCH_ROWS: u64 = 8;
 
-/// Where a tablet is served.
+/// Where a tablet is served. Read by every request for the tablet, on
+/// every core: on cache lines of its own (see [`own_lines`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[repr(align(64))]
 pub struct Location {
     pub tablet: u64,
     pub table: u64,
@@ -113,8 +116,8 @@ impl Client {
                 let loc = Location {
                     tablet: r.meta.id,
                     table: r.meta.table,
-                    start: r.meta.start.clone(),
-                    end: r.meta.end.clone(),
+                    start: own_lines::bytes(&r.meta.start),
+                    end: r.meta.end.as_deref().map(own_lines::bytes),
                     server: r.server.clone(),
                 };
                 cache.insert(loc.cache_key(), Arc::new(loc));
@@ -126,8 +129,8 @@ impl Client {
                 Ok(Arc::new(Location {
                     tablet: r.meta.id,
                     table,
-                    start: r.meta.start.clone(),
-                    end: r.meta.end.clone(),
+                    start: own_lines::bytes(&r.meta.start),
+                    end: r.meta.end.as_deref().map(own_lines::bytes),
                     server: r.server.clone(),
                 }))
             }

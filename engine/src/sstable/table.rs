@@ -14,6 +14,7 @@ use super::last_block;
 use super::sorted_keys::{SortedKeys, SortedKeysBuilder};
 use crate::data::BloomKind;
 use crate::iterator::InternalIterator;
+use crate::own_lines;
 use crate::value::Value;
 use crate::{key, Result};
 use gfs::ReadableFile;
@@ -22,7 +23,10 @@ use std::borrow::Cow;
 use std::ops::Deref;
 use std::sync::Arc;
 
-/// An immutable, open SSTable. Shared by iterators through `Arc`.
+/// An immutable, open SSTable. Shared by iterators through `Arc`; read by
+/// every request that reaches it, on every core, so on cache lines of its
+/// own (see [`own_lines`]).
+#[repr(align(64))]
 pub struct Table {
     file: Arc<dyn ReadableFile>,
     file_number: u64,
@@ -157,13 +161,16 @@ impl Table {
         };
         let index_raw = next(&footer.index)?;
         let props_raw = next(&footer.properties)?;
-        let props = Properties::decode(&props_raw).ok_or_else(|| {
+        let mut props = Properties::decode(&props_raw).ok_or_else(|| {
             corruption(
                 file_number,
                 footer.properties.offset,
                 "bad properties block",
             )
         })?;
+        // Compared by every read that reaches the file, on every core.
+        props.smallest = own_lines::bytes(&props.smallest);
+        props.largest = own_lines::bytes(&props.largest);
         let filter =
             if footer.filter.size > 0 {
                 let raw = next(&footer.filter)?;

@@ -20,7 +20,7 @@ const EVERY: u32 = 8;
 /// Sampled rows kept.
 const RING: usize = 32;
 /// A sampled row is kept up to this many bytes (a prefix of a row is as
-/// good a split point).
+/// good a split point): two cache lines.
 const KEY_BYTES: usize = 128;
 /// Fewer sampled rows than this give no split row.
 const MIN_SAMPLES: usize = 16;
@@ -55,7 +55,12 @@ impl LoadSample {
             return;
         };
         if r.rows.len() < RING {
-            r.rows.push(row.to_vec());
+            // Room for the longest sample: the slot is never reallocated,
+            // and, a whole number of cache lines, it shares none with data
+            // other cores read (see `crate::own_lines`).
+            let mut slot = Vec::with_capacity(KEY_BYTES);
+            slot.extend_from_slice(row);
+            r.rows.push(slot);
             return;
         }
         let i = r.next;
