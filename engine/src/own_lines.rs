@@ -46,7 +46,7 @@ pub fn vec<T>(v: Vec<T>) -> Vec<T> {
     let size = std::mem::size_of::<T>();
     if v.is_empty()
         || size == 0
-        || LINE % size != 0
+        || !LINE.is_multiple_of(size)
         || v.capacity() * size == capacity(v.len() * size)
     {
         return v;
