@@ -150,9 +150,6 @@ pub fn best_of(runs: usize, mut probe: impl FnMut() -> Result<f64>) -> Result<f6
     Ok(best)
 }
 
-/// Bytes per second written into the page cache by one thread appending
-/// 1 MiB writes to a new file in `dir` (not synced; removed after): what a
-/// copy of the data costs a store whose writes the disk absorbs later.
 /// The fastest a file operation of `requests` FUSE requests can go: the
 /// same operation on tmpfs (`tmpfs_rate` per second, the kernel's and the
 /// program's own work; none if not measured) plus that many round trips at
@@ -167,6 +164,9 @@ pub fn through_fuse(tmpfs_rate: Option<f64>, requests: f64, round_trips: f64) ->
     (round_trips > 0.0 && secs > 0.0).then(|| 1.0 / secs)
 }
 
+/// Bytes per second written into the page cache by one thread appending
+/// 1 MiB writes to a new file in `dir` (not synced; removed after): what a
+/// copy of the data costs a store whose writes the disk absorbs later.
 pub fn page_cache_write_bandwidth(dir: &Path) -> Result<f64> {
     const TOTAL: usize = 256 << 20;
     let path = dir.join("page-cache-probe");
