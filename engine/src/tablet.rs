@@ -102,12 +102,11 @@ impl Tablet {
         flushed_seq: u64,
         version: TabletVersion,
     ) -> Tablet {
-        // Read by every request that reaches the tablet, on every core.
         Tablet {
             id,
             table_id,
-            start: own_lines::bytes(&start),
-            end: end.as_deref().map(own_lines::bytes),
+            start: own_lines::vec(start),
+            end: end.map(own_lines::vec),
             version: ArcSwap::new(version.shared()),
             update_lock: parking_lot::Mutex::new(()),
             flushed_seq: AtomicU64::new(flushed_seq),

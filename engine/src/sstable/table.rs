@@ -169,8 +169,8 @@ impl Table {
             )
         })?;
         // Compared by every read that reaches the file, on every core.
-        props.smallest = own_lines::bytes(&props.smallest);
-        props.largest = own_lines::bytes(&props.largest);
+        props.smallest = own_lines::vec(std::mem::take(&mut props.smallest));
+        props.largest = own_lines::vec(std::mem::take(&mut props.largest));
         let filter =
             if footer.filter.size > 0 {
                 let raw = next(&footer.filter)?;
