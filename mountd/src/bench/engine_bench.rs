@@ -101,6 +101,11 @@ impl KvStore for EngineTable {
                 .map_err(Into::into),
         )
     }
+    fn background_idle(&self) -> Result<bool> {
+        // Any table's: the servers' jobs share the machine.
+        let reports = self.db.server_reports();
+        Ok(reports.iter().all(|r| r.activity.is_empty()))
+    }
 }
 
 /// Which file store the engine runs on.
@@ -150,6 +155,9 @@ pub struct EngineArgs {
     /// With both stores: alternated rounds of the write workloads on each
     /// after the main runs (`write_rounds::after_engine`); 0 for none.
     pub write_rounds: usize,
+    /// With the peers: alternated rounds of the read workloads on the
+    /// engine and each peer (`read_rounds::after_engine`); 0 for none.
+    pub read_rounds: usize,
 }
 
 pub(super) fn options(args: &EngineArgs) -> engine::Options {
@@ -267,7 +275,7 @@ pub fn open_chunk_layer(
 
 /// The plan every store's Figure 6 suite runs: read phases of at least
 /// [`ENGINE_MIN_READ`].
-fn reading(plan: Plan) -> Plan {
+pub(super) fn reading(plan: Plan) -> Plan {
     plan.reading_at_least(ENGINE_MIN_READ)
 }
 
@@ -1032,6 +1040,7 @@ pub(super) fn small_args(dir: &Path) -> EngineArgs {
         replicas: 3,
         stores: vec![StoreKind::Local, StoreKind::Chunks],
         write_rounds: 0,
+        read_rounds: 0,
     }
 }
 

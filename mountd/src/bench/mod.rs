@@ -16,6 +16,7 @@ pub mod limits;
 pub mod machines;
 #[cfg(feature = "peers")]
 pub mod peers;
+pub mod read_rounds;
 pub mod rpc_bench;
 pub mod s3_bench;
 pub mod s3_server;

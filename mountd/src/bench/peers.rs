@@ -88,6 +88,13 @@ impl KvStore for Rocks {
                 .map_err(Into::into),
         )
     }
+    fn background_idle(&self) -> Result<bool> {
+        let busy =
+            |p: &str| -> Result<bool> { Ok(self.db.property_int_value(p)?.unwrap_or(0) > 0) };
+        Ok(!busy("rocksdb.num-running-flushes")?
+            && !busy("rocksdb.num-running-compactions")?
+            && !busy("rocksdb.compaction-pending")?)
+    }
 }
 
 /// One partition of a fjall keyspace.
@@ -129,6 +136,9 @@ impl KvStore for Fjall {
     }
     fn put_unsynced(&self, key: &[u8], value: &[u8]) -> Option<Result<()>> {
         Some(self.part.insert(key, value).map_err(Into::into))
+    }
+    fn background_idle(&self) -> Result<bool> {
+        Ok(self.keyspace.active_compactions() == 0)
     }
 }
 

@@ -174,6 +174,13 @@ fn ratios_of(local: &[f64], chunks: &[f64]) -> Vec<f64> {
 /// a compaction, a split); returns how long that took, up to the first
 /// of the quiet polls that confirmed it.
 fn settle(db: &Bigtable) -> f64 {
+    settle_while(&|| db.server_reports().iter().any(|r| !r.activity.is_empty()))
+}
+
+/// Waits until `busy` says no for [`SETTLE_POLLS`] polls in a row (or
+/// [`SETTLE_DEADLINE`] passed); returns how long that took, up to the
+/// first of the quiet polls.
+pub(super) fn settle_while(busy: &dyn Fn() -> bool) -> f64 {
     let start = Instant::now();
     let (mut quiet, mut quiet_since) = (0, start);
     while quiet < SETTLE_POLLS {
@@ -184,8 +191,7 @@ fn settle(db: &Bigtable) -> f64 {
             );
             return SETTLE_DEADLINE.as_secs_f64();
         }
-        let busy = db.server_reports().iter().any(|r| !r.activity.is_empty());
-        if busy {
+        if busy() {
             quiet = 0;
         } else {
             if quiet == 0 {

@@ -1,0 +1,241 @@
+//! The engine's reads against the peers', from alternated rounds: one
+//! table per store (the engine on the local store, RocksDB, fjall), filled
+//! once, then round after round each read workload on every store in
+//! turn, the stores' order rotated each round.
+//!
+//! A read phase lasts about half a second, and the suite reads one store
+//! after another a minute apart; on this shared 2-core machine the same
+//! build's random reads of 256 MiB ran at 1.14M/s in one run and 1.71M/s
+//! in the next, fjall's at 0.92M/s and 1.29M/s, so one run's ratio said
+//! more about the minute it ran in than about the read paths (0.89x to
+//! 1.54x for the same builds). The median over rounds of each round's
+//! ratio is the figure a goal can be judged by, as the write rounds do for
+//! the replicas (`write_rounds.rs`).
+//!
+//! Each store is filled without syncing whatever the run's `--sync` (how
+//! the data got there does not change how it is read) and flushed, and the
+//! rounds start once no store runs background work (the flushes and
+//! compactions the fills left): filled last and read at once, fjall had
+//! 13 files where its suite's reads had met 6, and read a third slower.
+
+// Without the peers there is nothing to alternate with: only the figures'
+// arithmetic is built (and tested).
+#![cfg_attr(not(feature = "peers"), allow(dead_code))]
+
+use super::common::{median_of, round3, TempDir};
+use super::engine_bench::EngineArgs;
+use super::workloads::{fill_rest, fill_seq, read_phase, Fig6, KvStore, Plan, Written};
+use anyhow::Result;
+use std::path::Path;
+
+/// The read workloads the rounds run.
+pub const READS: [Fig6; 3] = [Fig6::SeqRead, Fig6::RandRead, Fig6::Scan];
+
+/// The stores, in the order of the rates in the JSON: ours, then the peers.
+const STORES: [&str; 3] = ["ours", "rocksdb", "fjall"];
+
+/// After an engine run whose JSON line is `engine`: with the peers and
+/// `read_rounds` asked for, runs them, prints their JSON line and adds it to
+/// `engine` as `read_rounds` (where `goals` looks). A failure is reported
+/// and leaves `engine` as it was.
+pub fn after_engine(args: &EngineArgs, engine: &mut serde_json::Value) {
+    if !args.peers || args.read_rounds == 0 || engine.is_null() {
+        return;
+    }
+    eprintln!(
+        "running {} alternated rounds of the reads on the engine and its peers ...",
+        args.read_rounds
+    );
+    let rounds = TempDir::new_in(&args.work_base, "bigtable-bench-read-rounds")
+        .and_then(|dir| run(dir.path(), args));
+    match rounds {
+        Ok(r) => {
+            println!(
+                "{}",
+                serde_json::json!({ "bench": "engine-read-rounds", "read_rounds": r })
+            );
+            engine["read_rounds"] = r;
+        }
+        Err(e) => eprintln!("warning: the alternated read rounds did not run: {e:#}"),
+    }
+}
+
+/// Per store (in [`STORES`] order), per workload of [`READS`], the rate of
+/// each round.
+type Rates = [[Vec<f64>; READS.len()]; STORES.len()];
+
+#[cfg(feature = "peers")]
+fn run(dir: &Path, args: &EngineArgs) -> Result<serde_json::Value> {
+    use super::engine_bench::{open_store, options, place_tables, EngineTable, StoreKind};
+    use super::peers::{Fjall, Rocks};
+    use anyhow::Context;
+    use engine::Bigtable;
+    let opts = options(args);
+    let store = open_store(&dir.join("engine"), args, StoreKind::Local)?;
+    let db = Bigtable::open(store, opts.clone()).context("opening the engine")?;
+    let result = (|| {
+        let ours = EngineTable::create(&db, "seq", false, false)?;
+        place_tables(&db, &["seq"])?;
+        let cache = rocksdb::Cache::new_lru_cache(opts.block_cache_bytes as usize)?;
+        let rocks = Rocks::open(&dir.join("rocksdb"), false, &cache)?;
+        let keyspace = fjall::Config::new(dir.join("fjall"))
+            .cache_size(opts.block_cache_bytes)
+            .open()
+            .context("opening fjall")?;
+        let fjall = Fjall::open(&keyspace, "seq", false)?;
+        let stores: [&dyn KvStore; 3] = [&ours, &rocks, &fjall];
+        let written = stores
+            .iter()
+            .map(|s| fill(*s, args.plan))
+            .collect::<Result<Vec<_>>>()?;
+        // Each starts settled: the background work its fill left done.
+        super::write_rounds::settle_while(&|| {
+            stores.iter().any(|s| !s.background_idle().unwrap_or(true))
+        });
+        rounds(&stores, &written, args)
+    })();
+    if let Err(e) = db.close() {
+        eprintln!("warning: closing the engine: {e}");
+    }
+    Ok(report(&result?, args.read_rounds))
+}
+
+#[cfg(not(feature = "peers"))]
+fn run(_: &Path, _: &EngineArgs) -> Result<serde_json::Value> {
+    anyhow::bail!("peers: not built in (cargo build -p mountd --features peers)")
+}
+
+/// Fills `store` with the run's keys in order, unsynced and unmeasured
+/// (the time cap's rest too), and flushes it; returns the keys written.
+fn fill(store: &dyn KvStore, plan: Plan) -> Result<Written> {
+    let m = fill_seq(store, plan)?;
+    let written = fill_rest(store, plan.n, Written::from_fill(plan.n, &m))?;
+    store.flush()?;
+    Ok(written)
+}
+
+/// The alternated rounds: in each, every read workload on every store,
+/// starting with the store after the one that started the round before.
+fn rounds(stores: &[&dyn KvStore; 3], written: &[Written], args: &EngineArgs) -> Result<Rates> {
+    let plan = super::engine_bench::reading(args.plan);
+    let mut rates: Rates = Default::default();
+    for round in 0..args.read_rounds {
+        for (k, &w) in READS.iter().enumerate() {
+            for i in 0..stores.len() {
+                let s = (round + i) % stores.len();
+                let m = read_phase(w, stores[s], &written[s], plan)?;
+                rates[s][k].push(m.rate());
+            }
+        }
+        super::common::check_interrupted()?;
+    }
+    Ok(rates)
+}
+
+/// Prints a line per workload and returns the JSON: each store's rates,
+/// and the median over rounds of ours over each peer and over the better.
+fn report(rates: &Rates, rounds: usize) -> serde_json::Value {
+    let mut json = serde_json::Map::new();
+    json.insert("rounds".into(), serde_json::json!(rounds));
+    let [ours, rocks, fjall] = rates;
+    for (k, w) in READS.iter().enumerate() {
+        let over = |peer: &dyn Fn(usize) -> f64| -> Vec<f64> {
+            (0..ours[k].len())
+                .map(|r| (ours[k][r], peer(r)))
+                .filter(|&(_, p)| p > 0.0)
+                .map(|(o, p)| o / p)
+                .collect()
+        };
+        let best = over(&|r| rocks[k][r].max(fjall[k][r]));
+        let ratio = median_of(best.clone());
+        let times = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
+        let list: Vec<String> = best.iter().map(|r| format!("{r:.2}x")).collect();
+        let med = |v: &[f64]| median_of(v.to_vec()).unwrap_or(0.0);
+        println!(
+            "{} over {rounds} alternated rounds: ours {:.0}/s, rocksdb {:.0}/s, fjall {:.0}/s (medians); ours/best {} (rounds: {})",
+            w.label(),
+            med(&ours[k]),
+            med(&rocks[k]),
+            med(&fjall[k]),
+            times(ratio),
+            list.join(" "),
+        );
+        let mut o = serde_json::Map::new();
+        for (name, r) in STORES.iter().zip(rates) {
+            let v: Vec<f64> = r[k].iter().map(|x| x.round()).collect();
+            o.insert(format!("{name}_ops_per_sec"), serde_json::json!(v));
+        }
+        o.insert(
+            "ours_over_best".into(),
+            serde_json::json!(ratio.map(round3)),
+        );
+        let rk = median_of(over(&|r| rocks[k][r]));
+        let fj = median_of(over(&|r| fjall[k][r]));
+        o.insert(
+            "ours_over_rocksdb".into(),
+            serde_json::json!(rk.map(round3)),
+        );
+        o.insert("ours_over_fjall".into(), serde_json::json!(fj.map(round3)));
+        json.insert(w.key().into(), serde_json::Value::Object(o));
+    }
+    serde_json::Value::Object(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ratio_is_the_median_of_each_rounds_ratio_to_the_better_peer() {
+        // Round by round: ours over the better peer 2.0, 0.5, 1.5.
+        let by_store = [
+            [200.0, 100.0, 150.0],
+            [100.0, 200.0, 50.0],
+            [50.0, 50.0, 100.0],
+        ];
+        let rates: Rates = by_store.map(|by_round| std::array::from_fn(|_| by_round.to_vec()));
+        let json = report(&rates, 3);
+        for w in READS {
+            let r = &json[w.key()];
+            assert_eq!(r["ours_over_best"].as_f64(), Some(1.5), "{w:?}");
+            assert_eq!(r["ours_over_rocksdb"].as_f64(), Some(2.0), "{w:?}");
+            assert_eq!(r["ours_over_fjall"].as_f64(), Some(2.0), "{w:?}");
+            assert_eq!(r["fjall_ops_per_sec"][2].as_f64(), Some(100.0));
+        }
+    }
+
+    #[cfg(feature = "peers")]
+    #[test]
+    fn rounds_read_every_store_and_land_in_the_engine_line() {
+        let dir = TempDir::new_in(&std::env::temp_dir(), "read-rounds-test").unwrap();
+        let args = EngineArgs {
+            read_rounds: 2,
+            peers: true,
+            ..super::super::engine_bench::small_args(dir.path())
+        };
+        let mut line = serde_json::json!({ "bench": "engine" });
+        after_engine(&args, &mut line);
+        let rounds = &line["read_rounds"];
+        assert_eq!(rounds["rounds"], 2);
+        for w in READS {
+            for store in STORES {
+                let rates = rounds[w.key()][format!("{store}_ops_per_sec")]
+                    .as_array()
+                    .unwrap();
+                assert_eq!(rates.len(), 2, "{w:?} {store}");
+                assert!(rates.iter().all(|r| r.as_f64() > Some(0.0)), "{w:?}");
+            }
+            assert!(rounds[w.key()]["ours_over_best"].as_f64() > Some(0.0));
+        }
+        // No peers: nothing to compare, nothing run.
+        let mut line = serde_json::json!({ "bench": "engine" });
+        after_engine(
+            &EngineArgs {
+                peers: false,
+                ..args
+            },
+            &mut line,
+        );
+        assert!(line.get("read_rounds").is_none());
+    }
+}
