@@ -339,14 +339,70 @@ pub fn rebase_seq(key: &mut [u8], base: SeqNo) -> Option<SeqNo> {
     Some(seq)
 }
 
-/// Internal keys compare as bytes; this is here to name the intent.
+/// Byte order of two keys (or rows), as `a.cmp(b)`, eight bytes at a time
+/// and inline. The checks every point read makes of short keys (a row
+/// against its tablet's and location's bounds, a lookup's key against a
+/// file's range, the index and the entries it meets) went through the C
+/// library's `memcmp`, whose vector path for a dozen bytes cost more than
+/// the comparison: on a 2-core AMD EPYC VM the tablet's bounds check alone
+/// was 8% of a cached sequential point read. Long keys are rare here (rows
+/// are short; a whole row key is at most 4 KiB).
+#[inline]
 pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
-    a.cmp(b)
+    let (mut x, mut y) = (a, b);
+    while let (Some((p, xs)), Some((q, ys))) =
+        (x.split_first_chunk::<8>(), y.split_first_chunk::<8>())
+    {
+        if p != q {
+            return u64::from_be_bytes(*p).cmp(&u64::from_be_bytes(*q));
+        }
+        (x, y) = (xs, ys);
+    }
+    for (p, q) in x.iter().zip(y) {
+        if p != q {
+            return p.cmp(q);
+        }
+    }
+    x.len().cmp(&y.len())
+}
+
+/// `a < b` in byte order ([`compare`]).
+#[inline]
+pub fn less(a: &[u8], b: &[u8]) -> bool {
+    compare(a, b) == Ordering::Less
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compare_orders_as_slices_do() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+        let pick = |rng: &mut rand::rngs::StdRng| -> Vec<u8> {
+            let len = rng.gen_range(0..40);
+            (0..len)
+                .map(|_| [0u8, 1, b'a', 0x7f, 0x80, 0xff][rng.gen_range(0..6)])
+                .collect()
+        };
+        for _ in 0..20_000 {
+            let a = pick(&mut rng);
+            // Often a prefix of `a` or `a` with one byte changed: ties
+            // through whole words, then a difference in the tail.
+            let mut b = match rng.gen_range(0..3) {
+                0 => pick(&mut rng),
+                1 => a[..rng.gen_range(0..=a.len())].to_vec(),
+                _ => a.clone(),
+            };
+            if !b.is_empty() && rng.gen_bool(0.5) {
+                let i = rng.gen_range(0..b.len());
+                b[i] = rng.gen();
+            }
+            assert_eq!(compare(&a, &b), a.cmp(&b), "{a:?} {b:?}");
+            assert_eq!(less(&a, &b), a < b, "{a:?} {b:?}");
+        }
+    }
 
     #[test]
     fn encode_allocates_once() {

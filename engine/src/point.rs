@@ -178,18 +178,18 @@ impl ColumnLookup {
         while it.valid() {
             let k = it.key();
             let keys = &self.keys;
-            if k >= keys.column_end() {
+            if !key::less(k, keys.column_end()) {
                 break;
             }
             // Before the family only row tombstones matter, and inside it,
             // before the column, only the family's tombstones: seek past
             // the rest (other families, other columns).
-            if k < keys.family_prefix() {
+            if key::less(k, keys.family_prefix()) {
                 if !k.get(keys.row..).is_some_and(|t| t.starts_with(&EMPTY_ENC)) {
                     it.seek(keys.family_prefix())?;
                     continue;
                 }
-            } else if k < keys.column()
+            } else if key::less(k, keys.column())
                 && !(k.starts_with(keys.family_tombs()) && is_tombstone_at_tombstone_ts(k))
             {
                 it.seek(keys.column())?;

@@ -137,7 +137,7 @@ impl Tablet {
     }
 
     pub fn contains(&self, row: &[u8]) -> bool {
-        row >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| row < e)
+        !key::less(row, &self.start) && self.end.as_deref().is_none_or(|e| key::less(row, e))
     }
 
     /// Tries to claim the tablet for background work.

@@ -11,6 +11,7 @@
 use super::Client;
 use crate::coordination::root_location;
 use crate::data::RowRange;
+use crate::key;
 use crate::metadata::{
     lookup_key, lookup_key_small, parse_tablet_row_key, root_end, tablet_row_key, TabletMeta,
     FAMILY_LOCATION, FAMILY_TABLET, METADATA_ID, Q_INFO, Q_SERVER,
@@ -40,7 +41,7 @@ pub struct Location {
 
 impl Location {
     pub fn contains(&self, row: &[u8]) -> bool {
-        row >= self.start.as_slice() && self.end.as_deref().is_none_or(|e| row < e)
+        !key::less(row, &self.start) && self.end.as_deref().is_none_or(|e| key::less(row, e))
     }
 
     fn cache_key(&self) -> Vec<u8> {

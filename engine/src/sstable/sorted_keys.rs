@@ -116,7 +116,7 @@ impl SortedKeys {
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             let h = self.heads[mid];
-            if h < u || (h == u && self.key(mid) < target) {
+            if h < u || (h == u && crate::key::less(self.key(mid), target)) {
                 lo = mid + 1;
             } else {
                 hi = mid;

@@ -282,8 +282,8 @@ impl Table {
     /// reads ask it before the Bloom filter's probes into a cold bit array.
     pub fn overlaps(&self, lo: &[u8], hi: &[u8]) -> bool {
         self.props.entries > 0
-            && self.props.smallest.as_slice() < hi
-            && self.props.largest.as_slice() >= lo
+            && key::less(&self.props.smallest, hi)
+            && !key::less(&self.props.largest, lo)
     }
 
     /// The largest sequence number of any entry.
@@ -621,8 +621,9 @@ impl<T: Deref<Target = Table> + Send> InternalIterator for TableIterator<T> {
         let i = last_block::index(self.table.id)
             .filter(|&j| {
                 j < self.table.handles.len()
-                    && target <= seps.key(j)
-                    && j.checked_sub(1).is_none_or(|p| seps.key(p) < target)
+                    && !key::less(seps.key(j), target)
+                    && j.checked_sub(1)
+                        .is_none_or(|p| key::less(seps.key(p), target))
             })
             .unwrap_or_else(|| seps.count_below(target));
         if i >= self.table.handles.len() {
