@@ -366,6 +366,12 @@ pub fn compare(a: &[u8], b: &[u8]) -> Ordering {
     x.len().cmp(&y.len())
 }
 
+/// `a == b`, compared as [`compare`] does.
+#[inline]
+pub fn equal(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && compare(a, b) == Ordering::Equal
+}
+
 /// `a < b` in byte order ([`compare`]).
 #[inline]
 pub fn less(a: &[u8], b: &[u8]) -> bool {
@@ -401,6 +407,7 @@ mod tests {
             }
             assert_eq!(compare(&a, &b), a.cmp(&b), "{a:?} {b:?}");
             assert_eq!(less(&a, &b), a < b, "{a:?} {b:?}");
+            assert_eq!(equal(&a, &b), a == b, "{a:?} {b:?}");
         }
     }
 

@@ -109,7 +109,9 @@ impl ColumnKeys {
     /// The trailer (timestamp, sequence, kind) of `k` if `k` is an entry of
     /// the column itself: its shape is then known, no split needed.
     fn column_entry(&self, k: &[u8]) -> Option<(Timestamp, SeqNo, Kind)> {
-        key::decode_trailer(k.strip_prefix(self.column())?)
+        let column = self.column();
+        let at = k.get(..column.len()).filter(|p| key::equal(p, column))?;
+        key::decode_trailer(&k[at.len()..])
     }
 }
 

@@ -299,7 +299,10 @@ pub fn select_files<'a, S: AsRef<str>>(
             .filter(|f| f.meta.group != CHANGES_GROUP)
             .collect();
     };
-    let wanted = |x: &String| fams.iter().any(|f| f.as_ref() == x.as_str());
+    let wanted = |x: &String| {
+        fams.iter()
+            .any(|f| key::equal(f.as_ref().as_bytes(), x.as_bytes()))
+    };
     if !files.iter().any(|f| f.meta.row_tombstones) {
         return files
             .iter()

@@ -102,7 +102,7 @@ impl SortedKeys {
         }
         let common = &self.key(0)[..self.common_len];
         let t = &target[..target.len().min(common.len())];
-        match t.cmp(&common[..t.len()]) {
+        match crate::key::compare(t, &common[..t.len()]) {
             Ordering::Less => return 0,
             Ordering::Greater => return n,
             // A proper prefix of every key is below them all.
