@@ -48,16 +48,7 @@ pub fn after_engine(args: &EngineArgs, engine: &mut serde_json::Value) {
     );
     let rounds = TempDir::new_in(&args.work_base, "bigtable-bench-read-rounds")
         .and_then(|dir| run(dir.path(), args));
-    match rounds {
-        Ok(r) => {
-            println!(
-                "{}",
-                serde_json::json!({ "bench": "engine-read-rounds", "read_rounds": r })
-            );
-            engine["read_rounds"] = r;
-        }
-        Err(e) => eprintln!("warning: the alternated read rounds did not run: {e:#}"),
-    }
+    super::write_rounds::attach_rounds(engine, "read_rounds", rounds);
 }
 
 /// Per store (in [`STORES`] order), per workload of [`READS`], the rate of

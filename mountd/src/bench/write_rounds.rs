@@ -75,15 +75,24 @@ pub fn after_engine(args: &EngineArgs, engine: &mut serde_json::Value) {
     );
     let rounds = TempDir::new_in(&args.work_base, "bigtable-bench-rounds")
         .and_then(|dir| run(dir.path(), args, args.write_rounds));
+    attach_rounds(engine, "write_rounds", rounds);
+}
+
+/// Prints a rounds run's JSON line (`engine-write-rounds` for `write_rounds`)
+/// and adds it to `engine` under `key`; a failure is reported and leaves
+/// `engine` as it was.
+pub(super) fn attach_rounds(
+    engine: &mut serde_json::Value,
+    key: &str,
+    rounds: Result<serde_json::Value>,
+) {
     match rounds {
         Ok(r) => {
-            println!(
-                "{}",
-                serde_json::json!({ "bench": "engine-write-rounds", "write_rounds": r })
-            );
-            engine["write_rounds"] = r;
+            let bench = format!("engine-{}", key.replace('_', "-"));
+            println!("{}", serde_json::json!({ "bench": bench, key: r }));
+            engine[key] = r;
         }
-        Err(e) => eprintln!("warning: the alternated write rounds did not run: {e:#}"),
+        Err(e) => eprintln!("warning: the alternated rounds ({key}) did not run: {e:#}"),
     }
 }
 
