@@ -155,9 +155,9 @@ pub struct EngineArgs {
     /// With both stores: alternated rounds of the write workloads on each
     /// after the main runs (`write_rounds::after_engine`); 0 for none.
     pub write_rounds: usize,
-    /// With the peers: alternated rounds of the read workloads on the
-    /// engine and each peer (`read_rounds::after_engine`); 0 for none.
-    pub read_rounds: usize,
+    /// With the peers: alternated rounds of the workloads on the engine
+    /// and each peer (`peer_rounds::after_engine`); 0 for none.
+    pub peer_rounds: usize,
 }
 
 pub(super) fn options(args: &EngineArgs) -> engine::Options {
@@ -1040,7 +1040,7 @@ pub(super) fn small_args(dir: &Path) -> EngineArgs {
         replicas: 3,
         stores: vec![StoreKind::Local, StoreKind::Chunks],
         write_rounds: 0,
-        read_rounds: 0,
+        peer_rounds: 0,
     }
 }
 

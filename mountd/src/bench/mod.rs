@@ -14,9 +14,9 @@ pub mod goals;
 pub mod grpc_bench;
 pub mod limits;
 pub mod machines;
+pub mod peer_rounds;
 #[cfg(feature = "peers")]
 pub mod peers;
-pub mod read_rounds;
 pub mod rpc_bench;
 pub mod s3_bench;
 pub mod s3_server;

@@ -194,11 +194,11 @@ struct EngineOpts {
     /// three replicas cost (goals runs 3)
     #[arg(long, default_value_t = 0)]
     write_rounds: usize,
-    /// With the peers: after the main runs, this many rounds of the three
-    /// read workloads on the engine and each peer, alternated, for the
-    /// median of each round's ratio (goals runs 3)
+    /// With the peers: after the main runs, this many rounds of the five
+    /// workloads on fresh tables of the engine and each peer, alternated,
+    /// for the median of each round's ratio (goals runs 3)
     #[arg(long, default_value_t = 0)]
-    read_rounds: usize,
+    peer_rounds: usize,
 }
 
 #[derive(Args, Debug)]
@@ -287,7 +287,7 @@ fn run(cli: Cli) -> Result<()> {
                 work_base,
                 EngineOpts {
                     write_rounds: bench::goals::WRITE_ROUNDS,
-                    read_rounds: bench::goals::READ_ROUNDS,
+                    peer_rounds: bench::goals::PEER_ROUNDS,
                     ..EngineOpts::default()
                 },
             ),
@@ -367,7 +367,7 @@ fn engine_args(c: &Common, work_base: PathBuf, o: EngineOpts) -> bench::engine_b
         direct_writes: !o.buffered_replicas,
         replicas: o.replicas.map_or(3, usize::from),
         write_rounds: o.write_rounds,
-        read_rounds: o.read_rounds,
+        peer_rounds: o.peer_rounds,
         stores: match o.store.as_str() {
             "local" => vec![StoreKind::Local],
             "chunks" => vec![StoreKind::Chunks],
@@ -406,7 +406,7 @@ fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
     let args = engine_args(c, work_base, o);
     let mut line = bench::engine_bench::run(&args)?;
     bench::write_rounds::after_engine(&args, &mut line);
-    bench::read_rounds::after_engine(&args, &mut line);
+    bench::peer_rounds::after_engine(&args, &mut line);
     Ok(())
 }
 
