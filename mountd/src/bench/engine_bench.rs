@@ -103,9 +103,14 @@ impl KvStore for EngineTable {
     }
     fn background_idle(&self) -> Result<bool> {
         // Any table's: the servers' jobs share the machine.
-        let reports = self.db.server_reports();
-        Ok(reports.iter().all(|r| r.activity.is_empty()))
+        Ok(!background_busy(&self.db))
     }
+}
+
+/// Whether a tablet server of `db` runs a background job (a flush, a
+/// compaction, a split).
+pub(super) fn background_busy(db: &Bigtable) -> bool {
+    db.server_reports().iter().any(|r| !r.activity.is_empty())
 }
 
 /// Which file store the engine runs on.

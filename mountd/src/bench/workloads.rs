@@ -85,7 +85,7 @@ pub trait KvStore: Sync {
         Ok(())
     }
     /// Whether the store runs no background work now (a flush or a
-    /// compaction the writes left), for a reader to start on a settled store.
+    /// compaction the writes left), for a phase to start on a settled store.
     #[cfg_attr(not(feature = "peers"), allow(dead_code))]
     fn background_idle(&self) -> Result<bool> {
         Ok(true)

@@ -183,7 +183,7 @@ fn ratios_of(local: &[f64], chunks: &[f64]) -> Vec<f64> {
 /// a compaction, a split); returns how long that took, up to the first
 /// of the quiet polls that confirmed it.
 fn settle(db: &Bigtable) -> f64 {
-    settle_while(&|| db.server_reports().iter().any(|r| !r.activity.is_empty()))
+    settle_while(&|| super::engine_bench::background_busy(db))
 }
 
 /// Waits until `busy` says no for [`SETTLE_POLLS`] polls in a row (or
