@@ -365,10 +365,27 @@ impl Table {
         let Some(f) = &self.filter else {
             return true;
         };
+        // The filter saves a block's load; the thread's last block costs
+        // none, so a row in it is looked for there, unfiltered.
+        if self.block_at_hand(row_enc).is_some() {
+            return true;
+        }
         if !f.may_contain(row_enc) {
             return false;
         }
         self.props.bloom != BloomKind::RowColumn || cols.iter().any(|c| f.may_contain(c))
+    }
+
+    /// The block this thread read last in this table, if `target` falls in
+    /// it: the index search's answer, found with two comparisons.
+    fn block_at_hand(&self, target: &[u8]) -> Option<usize> {
+        let seps = &self.separators;
+        last_block::index(self.id).filter(|&j| {
+            j < self.handles.len()
+                && !key::less(seps.key(j), target)
+                && j.checked_sub(1)
+                    .is_none_or(|p| key::less(seps.key(p), target))
+        })
     }
 
     /// Approximate file offset where `key` would be: the start of the block
@@ -615,17 +632,10 @@ impl<T: Deref<Target = Table> + Send> InternalIterator for TableIterator<T> {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        // The block this thread read last in this table, if `target` falls
-        // in it (the index search's answer, found with two comparisons).
-        let seps = &self.table.separators;
-        let i = last_block::index(self.table.id)
-            .filter(|&j| {
-                j < self.table.handles.len()
-                    && !key::less(seps.key(j), target)
-                    && j.checked_sub(1)
-                        .is_none_or(|p| key::less(seps.key(p), target))
-            })
-            .unwrap_or_else(|| seps.count_below(target));
+        let i = self
+            .table
+            .block_at_hand(target)
+            .unwrap_or_else(|| self.table.separators.count_below(target));
         if i >= self.table.handles.len() {
             self.invalidate();
             return Ok(());

@@ -694,6 +694,39 @@ fn a_threads_last_block_is_never_another_tables() {
 }
 
 #[test]
+fn a_row_in_the_threads_last_block_is_not_filtered() {
+    let entries: Entries = (0..2000u32)
+        .map(|i| {
+            let row = format!("row{:08}", 2 * i);
+            let k = key::encode(row.as_bytes(), b"fam", b"q", 1, 1, Kind::Put);
+            (k, b"value".to_vec())
+        })
+        .collect();
+    let o = opts(1024, Compression::Lz4, BloomKind::RowColumn);
+    let (t, _) = counted_table(&entries, o, None);
+    let asks = |row: &[u8]| {
+        let col = key::column_prefix(row, b"fam", b"q");
+        t.may_contain_any_column(&key::row_prefix(row), &[col.as_slice()])
+    };
+    // Absent rows (odd numbers, between present ones) the filter rules out.
+    let absent: Vec<String> = (0..2000u32)
+        .map(|i| format!("row{:08}", 2 * i + 1))
+        .filter(|r| !asks(r.as_bytes()))
+        .collect();
+    assert!(absent.len() > 1900, "{} ruled out", absent.len());
+    // Once a read left this thread in the row's block, the block is looked
+    // in instead (and holds nothing of the row).
+    let row = absent[absent.len() / 2].as_bytes();
+    let mut it = t.iter();
+    it.seek(&key::row_prefix(row)).unwrap();
+    assert!(it.valid());
+    assert!(asks(row));
+    assert!(!it.key().starts_with(&key::row_prefix(row)));
+    // Far from that block, the filter answers again.
+    assert!(!asks(absent[0].as_bytes()));
+}
+
+#[test]
 fn a_threads_last_block_does_not_keep_it_alive() {
     let mut rng = StdRng::seed_from_u64(10);
     let entries = random_entries(&mut rng, 500, 2);
