@@ -105,6 +105,10 @@ impl KvStore for EngineTable {
         // Any table's: the servers' jobs share the machine.
         Ok(!background_busy(&self.db))
     }
+    fn files(&self) -> Result<Option<usize>> {
+        let tablets = self.db.tablets(&self.table)?;
+        Ok(Some(tablets.iter().map(|t| t.sstables).sum()))
+    }
 }
 
 /// Whether a tablet server of `db` runs a background job (a flush, a

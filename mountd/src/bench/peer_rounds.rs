@@ -18,6 +18,10 @@
 //! Every phase starts once no store runs background work (the flushes and
 //! compactions the one before left): read at once after a fill, fjall had
 //! 13 files where its suite's reads had met 6, and read a third slower.
+//! Settled is not always compacted: an idle fjall read the same 64 MiB
+//! table at 4.7M point reads a second in one run and 2.5M in another, so
+//! each store's sequential table says how many files its reads went
+//! through (`files_read`).
 
 // Without the peers there is nothing to alternate with: only the figures'
 // arithmetic is built (and tested).
@@ -62,6 +66,10 @@ pub fn after_engine(args: &EngineArgs, engine: &mut serde_json::Value) {
 /// rate of each round.
 type Rates = [[Vec<f64>; WORKLOADS.len()]; STORES.len()];
 
+/// Per store, the files its sequential table was in when its reads began,
+/// each round (None where the store does not say).
+type Files = [Vec<Option<usize>>; STORES.len()];
+
 /// A store's two tables of one round (the sequential and the random fill's).
 type Tables = (Box<dyn KvStore>, Box<dyn KvStore>);
 
@@ -104,7 +112,8 @@ fn run(dir: &Path, args: &EngineArgs) -> Result<serde_json::Value> {
     if let Err(e) = db.close() {
         eprintln!("warning: closing the engine: {e}");
     }
-    Ok(report(&result?, args.peer_rounds))
+    let (rates, files) = result?;
+    Ok(report(&rates, &files, args.peer_rounds))
 }
 
 #[cfg(not(feature = "peers"))]
@@ -122,10 +131,14 @@ fn settle(stores: &[&dyn KvStore]) {
 /// The alternated rounds: in each, fresh tables from every seat, then
 /// every workload on every store, starting with the store after the one
 /// that started the round before.
-fn rounds(seats: &[&dyn Fn(usize) -> Result<Tables>; 3], args: &EngineArgs) -> Result<Rates> {
+fn rounds(
+    seats: &[&dyn Fn(usize) -> Result<Tables>; 3],
+    args: &EngineArgs,
+) -> Result<(Rates, Files)> {
     let plan = args.plan;
     let reading = super::engine_bench::reading(plan);
     let mut rates: Rates = Default::default();
+    let mut files: Files = Default::default();
     for round in 0..args.peer_rounds {
         let tables = seats
             .iter()
@@ -157,6 +170,9 @@ fn rounds(seats: &[&dyn Fn(usize) -> Result<Tables>; 3], args: &EngineArgs) -> R
                         let keys = written[s].as_ref().ok_or_else(|| {
                             anyhow::anyhow!("{} before the sequential fill", w.label())
                         })?;
+                        if w == Fig6::SeqRead {
+                            files[s].push(seq.files()?);
+                        }
                         read_phase(w, seq, keys, reading)?
                     }
                 };
@@ -165,14 +181,34 @@ fn rounds(seats: &[&dyn Fn(usize) -> Result<Tables>; 3], args: &EngineArgs) -> R
             super::common::check_interrupted()?;
         }
     }
-    Ok(rates)
+    Ok((rates, files))
 }
 
 /// Prints a line per workload and returns the JSON: each store's rates,
 /// and the median over rounds of ours over each peer and over the better.
-fn report(rates: &Rates, rounds: usize) -> serde_json::Value {
+fn report(rates: &Rates, files: &Files, rounds: usize) -> serde_json::Value {
     let mut json = serde_json::Map::new();
     json.insert("rounds".into(), serde_json::json!(rounds));
+    let counts = |f: &[Option<usize>]| -> String {
+        let each: Vec<String> = f
+            .iter()
+            .map(|n| n.map_or("-".to_string(), |n| n.to_string()))
+            .collect();
+        each.join(" ")
+    };
+    let [ours_f, rocks_f, fjall_f] = files;
+    println!(
+        "files of the sequential table when its reads began, each round: ours {}, rocksdb {}, fjall {}",
+        counts(ours_f),
+        counts(rocks_f),
+        counts(fjall_f),
+    );
+    let by_store: serde_json::Map<_, _> = STORES
+        .iter()
+        .zip(files)
+        .map(|(name, f)| (name.to_string(), serde_json::json!(f)))
+        .collect();
+    json.insert("files_read".into(), serde_json::Value::Object(by_store));
     let [ours, rocks, fjall] = rates;
     for (k, w) in WORKLOADS.iter().enumerate() {
         let over = |peer: &dyn Fn(usize) -> f64| -> Vec<f64> {
@@ -230,7 +266,14 @@ mod tests {
             [50.0, 50.0, 100.0],
         ];
         let rates: Rates = by_store.map(|by_round| std::array::from_fn(|_| by_round.to_vec()));
-        let json = report(&rates, 3);
+        let files: Files = [
+            vec![Some(2); 3],
+            vec![None; 3],
+            vec![Some(4), Some(1), Some(3)],
+        ];
+        let json = report(&rates, &files, 3);
+        assert_eq!(json["files_read"]["fjall"][0].as_u64(), Some(4));
+        assert!(json["files_read"]["rocksdb"][1].is_null());
         for w in WORKLOADS {
             let r = &json[w.key()];
             assert_eq!(r["ours_over_best"].as_f64(), Some(1.5), "{w:?}");
@@ -262,6 +305,12 @@ mod tests {
                 assert!(rates.iter().all(|r| r.as_f64() > Some(0.0)), "{w:?}");
             }
             assert!(rounds[w.key()]["ours_over_best"].as_f64() > Some(0.0));
+        }
+        // Every store says how many files its reads went through.
+        for store in STORES {
+            let files = rounds["files_read"][store].as_array().unwrap();
+            assert_eq!(files.len(), 2, "{store}");
+            assert!(files.iter().all(|n| n.as_u64() > Some(0)), "{store}");
         }
         // No peers: nothing to compare, nothing run.
         let mut line = serde_json::json!({ "bench": "engine" });

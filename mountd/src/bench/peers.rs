@@ -95,6 +95,9 @@ impl KvStore for Rocks {
             && !busy("rocksdb.num-running-compactions")?
             && !busy("rocksdb.compaction-pending")?)
     }
+    fn files(&self) -> Result<Option<usize>> {
+        Ok(Some(self.db.live_files()?.len()))
+    }
 }
 
 /// One partition of a fjall keyspace.
@@ -139,6 +142,9 @@ impl KvStore for Fjall {
     }
     fn background_idle(&self) -> Result<bool> {
         Ok(self.keyspace.active_compactions() == 0)
+    }
+    fn files(&self) -> Result<Option<usize>> {
+        Ok(Some(self.part.segment_count()))
     }
 }
 

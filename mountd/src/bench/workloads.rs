@@ -90,6 +90,13 @@ pub trait KvStore: Sync {
     fn background_idle(&self) -> Result<bool> {
         Ok(true)
     }
+    /// How many sorted files (SSTables, segments) hold the store's data
+    /// now, or `None` where it does not say: a settled store's reads
+    /// depend on how many it left.
+    #[cfg_attr(not(feature = "peers"), allow(dead_code))]
+    fn files(&self) -> Result<Option<usize>> {
+        Ok(None)
+    }
 }
 
 /// The keys a capped sequential fill actually wrote: each thread a prefix of its share.
