@@ -4,7 +4,8 @@
 //! order rotated each round): the sequential fill of one table (synced if
 //! the run is; the keys a time cap left then written unsynced, and
 //! flushed), the random fill of the other, then the sequential reads, the
-//! random reads and the scan of the first.
+//! random reads and the scan of the first, each cut into five short turns
+//! the stores take in that order (a store's rate the median of its turns').
 //!
 //! A phase lasts a second or two, and the suite runs one store after
 //! another a minute apart; on this shared 2-core machine the same build's
@@ -153,28 +154,39 @@ fn rounds(
             .collect();
         let mut written: Vec<Option<Written>> = vec![None; tables.len()];
         for (k, &w) in WORKLOADS.iter().enumerate() {
+            if !matches!(w, Fig6::SeqWrite | Fig6::RandWrite) {
+                settle(&all);
+                let mut seqs = Vec::new();
+                for (s, t) in tables.iter().enumerate() {
+                    let keys = written[s].as_ref().ok_or_else(|| {
+                        anyhow::anyhow!("{} before the sequential fill", w.label())
+                    })?;
+                    if w == Fig6::SeqRead {
+                        files[s].push(t.0.files()?);
+                    }
+                    seqs.push((&*t.0, keys));
+                }
+                for (s, rate) in interleaved_reads(w, &seqs, &order, reading)?
+                    .into_iter()
+                    .enumerate()
+                {
+                    rates[s][k].push(rate);
+                }
+                super::common::check_interrupted()?;
+                continue;
+            }
             for &s in &order {
                 settle(&all);
                 let (seq, rand) = (&*tables[s].0, &*tables[s].1);
-                let m = match w {
-                    Fig6::SeqWrite => {
-                        let m = fill_seq(seq, plan)?;
-                        // The keys a time cap left, unmeasured: the reads
-                        // read all of them on every store.
-                        written[s] = Some(fill_rest(seq, plan.n, Written::from_fill(plan.n, &m))?);
-                        seq.flush()?;
-                        m
-                    }
-                    Fig6::RandWrite => fill_random(rand, plan)?,
-                    _ => {
-                        let keys = written[s].as_ref().ok_or_else(|| {
-                            anyhow::anyhow!("{} before the sequential fill", w.label())
-                        })?;
-                        if w == Fig6::SeqRead {
-                            files[s].push(seq.files()?);
-                        }
-                        read_phase(w, seq, keys, reading)?
-                    }
+                let m = if w == Fig6::SeqWrite {
+                    let m = fill_seq(seq, plan)?;
+                    // The keys a time cap left, unmeasured: the reads
+                    // read all of them on every store.
+                    written[s] = Some(fill_rest(seq, plan.n, Written::from_fill(plan.n, &m))?);
+                    seq.flush()?;
+                    m
+                } else {
+                    fill_random(rand, plan)?
                 };
                 rates[s][k].push(m.rate());
             }
@@ -182,6 +194,35 @@ fn rounds(
         }
     }
     Ok((rates, files))
+}
+
+/// Short read phases a round's read workload is cut into, the stores
+/// taking turns: a burst of the machine's other load then falls on every
+/// store's share of the phase rather than on one store's whole phase.
+const READ_TURNS: u32 = 5;
+
+/// Read workload `w` on each store's sequential table (with the keys it
+/// holds), in [`READ_TURNS`] turns of the stores in `order`, each turn a
+/// read phase of a [`READ_TURNS`]th of `reading`'s; each store's rate is
+/// the median of its turns'.
+fn interleaved_reads(
+    w: Fig6,
+    stores: &[(&dyn KvStore, &Written)],
+    order: &[usize],
+    reading: super::workloads::Plan,
+) -> Result<Vec<f64>> {
+    let turn = reading.reading_at_least(reading.min_read / READ_TURNS);
+    let mut turns: Vec<Vec<f64>> = vec![Vec::new(); stores.len()];
+    for _ in 0..READ_TURNS {
+        for &s in order {
+            let (store, keys) = stores[s];
+            turns[s].push(read_phase(w, store, keys, turn)?.rate());
+        }
+    }
+    Ok(turns
+        .into_iter()
+        .map(|t| median_of(t).unwrap_or(0.0))
+        .collect())
 }
 
 /// Prints a line per workload and returns the JSON: each store's rates,
@@ -281,6 +322,50 @@ mod tests {
             assert_eq!(r["ours_over_fjall"].as_f64(), Some(2.0), "{w:?}");
             assert_eq!(r["fjall_ops_per_sec"][2].as_f64(), Some(100.0));
         }
+    }
+
+    /// A store of every key that logs which store served each read.
+    struct Logged<'a> {
+        id: usize,
+        log: &'a std::sync::Mutex<Vec<usize>>,
+    }
+
+    impl KvStore for Logged<'_> {
+        fn put(&self, _: &[u8], _: &[u8]) -> Result<()> {
+            Ok(())
+        }
+        fn get(&self, _: &[u8]) -> Result<Option<usize>> {
+            let mut log = self.log.lock().unwrap();
+            if log.last() != Some(&self.id) {
+                log.push(self.id);
+            }
+            Ok(Some(super::super::common::VALUE_BYTES))
+        }
+        fn scan(&self, _: &[u8], _: &[u8], _: std::time::Instant) -> Result<u64> {
+            Ok(0)
+        }
+        fn flush(&self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_read_workload_takes_turns_between_the_stores() {
+        let log = std::sync::Mutex::new(Vec::new());
+        let (a, b) = (Logged { id: 0, log: &log }, Logged { id: 1, log: &log });
+        let keys = Written::all(100);
+        let stores: [(&dyn KvStore, &Written); 2] = [(&a, &keys), (&b, &keys)];
+        let reading = super::super::workloads::Plan {
+            n: 100,
+            threads: 1,
+            time_cap: std::time::Duration::from_secs(10),
+            min_read: std::time::Duration::ZERO,
+        };
+        let rates = interleaved_reads(Fig6::SeqRead, &stores, &[1, 0], reading).unwrap();
+        assert!(rates.iter().all(|&r| r > 0.0), "{rates:?}");
+        // Store 1 first, then store 0, in every turn.
+        let turns: Vec<usize> = (0..READ_TURNS).flat_map(|_| [1, 0]).collect();
+        assert_eq!(*log.lock().unwrap(), turns);
     }
 
     #[cfg(feature = "peers")]
