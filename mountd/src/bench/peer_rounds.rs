@@ -19,10 +19,10 @@
 //! Every phase starts once no store runs background work (the flushes and
 //! compactions the one before left): read at once after a fill, fjall had
 //! 13 files where its suite's reads had met 6, and read a third slower.
-//! Settled is not always compacted: an idle fjall read the same 64 MiB
-//! table at 4.7M point reads a second in one run and 2.5M in another, so
-//! each store's sequential table says how many files its reads went
-//! through (`files_read`).
+//! Settled is not always the same state: an idle fjall read the same
+//! 64 MiB table at 4.7M point reads a second in one round and 2.5M in
+//! another, from the same three segments; each store's sequential table
+//! says how many files its reads went through (`files_read`).
 
 // Without the peers there is nothing to alternate with: only the figures'
 // arithmetic is built (and tested).
