@@ -19,6 +19,16 @@ use tests::{http_get, wait_until, Mount};
 
 type Counts = BTreeMap<String, u64>;
 
+/// One test of this file at a time: a sibling test that starts a process
+/// (its daemon, `ls`, `find`) forks this one, and the child's exec closes
+/// every descriptor it inherited, so a file this test holds open gets a
+/// FLUSH it did not make.
+static TURN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn turn() -> std::sync::MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// FUSE requests answered so far, by kind, from `/metrics` (forgets left
 /// out: the kernel sends them when it drops a name, at a time of its own),
 /// once the daemon holds `held` open files, the test's (the RELEASE of an
@@ -147,6 +157,7 @@ fn overwrite(m: &Mount, addr: &str, row: &str, what: &str, expected: &[(&str, u6
 
 #[test]
 fn a_new_file_costs_the_requests_the_docs_list() {
+    let _turn = turn();
     let m = Mount::with_options(&["http=127.0.0.1:0"]);
     m.table("t", "f\n");
     let addr = m.console_addr();
@@ -227,6 +238,7 @@ fn new_row_calls(m: &Mount, row: &str) -> Vec<u64> {
 
 #[test]
 fn a_new_row_costs_its_commit_once_a_lookup_saw_its_range_absent() {
+    let _turn = turn();
     let m = Mount::new();
     m.table("t", "f\n");
     std::fs::create_dir_all(m.path("t/r0/f")).unwrap();
@@ -313,6 +325,7 @@ fn opens_took_the_listed_values(opens: u64, n: u64) {
 /// its value from it: at most one tablet-server call a file.
 #[test]
 fn a_scanned_file_costs_four_requests_and_one_call() {
+    let _turn = turn();
     let (m, addr, rows) = twenty_rows();
     let n = rows.len() as u64;
     let (got, listings, opens) = walk_cost(&m, &addr, || {
@@ -351,6 +364,7 @@ fn a_scanned_file_costs_four_requests_and_one_call() {
 /// and the opens (one call a row where it was three).
 #[test]
 fn a_walk_reads_each_row_once() {
+    let _turn = turn();
     let (m, addr, rows) = twenty_rows();
     let n = rows.len() as u64;
     let (got, listings, opens) = walk_cost(&m, &addr, || {
@@ -375,6 +389,7 @@ fn a_walk_reads_each_row_once() {
 /// `user.` names are still there.
 #[test]
 fn ls_l_asks_for_acls_and_labels_once() {
+    let _turn = turn();
     let (m, addr, rows) = twenty_rows();
     let xattrs = |script: &str| {
         let before = counts(&addr, 0);
