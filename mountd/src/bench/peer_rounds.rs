@@ -131,7 +131,8 @@ fn settle(stores: &[&dyn KvStore]) {
 
 /// The alternated rounds: in each, fresh tables from every seat, then
 /// every workload on every store, starting with the store after the one
-/// that started the round before.
+/// that started the round before (a read workload in turns of the stores,
+/// [`interleaved_reads`]).
 fn rounds(
     seats: &[&dyn Fn(usize) -> Result<Tables>; 3],
     args: &EngineArgs,
