@@ -10,6 +10,7 @@ use crate::cow_map::CowMap;
 use crate::metadata::RootStore;
 use crate::options::Options;
 use crate::protocol::{AfterWrite, Dialer, MasterService, TabletService};
+use crate::quiesce;
 use crate::sstable::BlockCache;
 use crate::{Error, Result};
 use arc_swap::ArcSwapOption;
@@ -37,6 +38,21 @@ pub struct Hooks {
     pub drop_split_notifications: AtomicBool,
     /// A splitting tablet server dies after recording the left half.
     pub split_stops_after_left: AtomicBool,
+}
+
+/// A registered tablet server as a plain pointer, valid while the epoch it
+/// was taken in lasts (used only inside [`quiesce::read`]).
+#[derive(Clone, Copy)]
+pub(crate) struct KeptServer {
+    pub epoch: u64,
+    pub server: *const dyn TabletService,
+}
+
+/// Drops what the server registry let go of once no thread may still use
+/// a kept pointer to it.
+fn retired<T>(gone: T) -> T {
+    quiesce::retire();
+    gone
 }
 
 /// The shared context of one daemon's cluster.
@@ -154,11 +170,31 @@ impl Env {
     // ------------------------------------------------------------ registry
 
     pub fn add_server(&self, s: Arc<dyn TabletService>) {
-        self.servers.insert(s.name().to_string(), s);
+        if let Some(replaced) = self.servers.insert(s.name().to_string(), s) {
+            retired(replaced);
+        }
     }
 
     pub fn remove_server(&self, name: &str) -> Option<Arc<dyn TabletService>> {
-        self.servers.remove(name)
+        self.servers.remove(name).map(retired)
+    }
+
+    /// Local server `name` as a pointer a thread may keep, with the epoch
+    /// it was taken in (see [`crate::quiesce`]); None if it is not
+    /// registered here or not serving.
+    pub(crate) fn kept_server(&self, name: &str) -> Option<KeptServer> {
+        if !self.local() {
+            return None;
+        }
+        // The epoch first: a removal after it moves it, and the pointer
+        // taken then is never used.
+        let epoch = quiesce::epoch();
+        self.servers.with(name, |s| {
+            s.is_serving().then_some(KeptServer {
+                epoch,
+                server: Arc::as_ptr(s),
+            })
+        })?
     }
 
     /// Installs how other daemons' servers and masters are reached; with
@@ -277,7 +313,10 @@ impl Env {
 
     /// Drops every reference the registry holds (at shutdown).
     pub fn clear(&self) {
-        self.servers.update(|m| m.clear());
+        let servers = self.servers.update(std::mem::take);
+        if !servers.is_empty() {
+            retired(servers);
+        }
         self.masters.write().clear();
     }
 }

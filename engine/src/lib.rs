@@ -50,6 +50,7 @@ mod own_lines;
 mod packed_row;
 mod point;
 pub mod protocol;
+mod quiesce;
 pub mod read;
 mod recovery;
 mod scan;

@@ -647,3 +647,92 @@ fn files_cut_below_a_block_leave_a_merge_nothing_to_do() {
     );
     bt.close().unwrap();
 }
+
+/// A point read reaches its server through a pointer its thread keeps
+/// (no registry lookup); servers that die and come meanwhile must neither
+/// be read after they are gone nor fail a read.
+#[test]
+fn point_readers_keep_reading_while_servers_die_and_come() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, options()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, "t", 300);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let readers: Vec<_> = (0..2)
+        .map(|k| {
+            let (bt, stop) = (bt.clone(), Arc::clone(&stop));
+            std::thread::spawn(move || {
+                let mut reads = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Acquire) {
+                    let i = (reads as usize * 7 + k * 131) % 300;
+                    let got = bt
+                        .read_cell("t", format!("r{i:05}").as_bytes(), "f", b"q")
+                        .unwrap()
+                        .map(|c| c.value.into_vec());
+                    assert_eq!(got, Some(format!("t-{i}").into_bytes()), "row {i}");
+                    reads += 1;
+                }
+                reads
+            })
+        })
+        .collect();
+    for _ in 0..3 {
+        let new = bt.cluster().add_server().unwrap();
+        let victim = live_servers(&bt)
+            .into_iter()
+            .find(|s| *s != new)
+            .expect("another live server");
+        bt.control(&format!("kill {victim}")).unwrap();
+        wait_for(
+            "the dead server's tablets to be served again",
+            Duration::from_secs(60),
+            || {
+                !live_servers(&bt).contains(&victim)
+                    && bt
+                        .read_cell("t", b"r00000", "f", b"q")
+                        .is_ok_and(|c| c.is_some())
+            },
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Release);
+    for r in readers {
+        assert!(r.join().unwrap() > 0, "a reader read");
+    }
+    check(&bt, "t", 300);
+}
+
+/// A thread that read through a server keeps no reference to it: once the
+/// Bigtable is closed and dropped, the server is gone even while that
+/// thread lives on.
+#[test]
+fn a_thread_that_read_keeps_no_closed_server_alive() {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, options()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, "t", 10);
+    let name = live_servers(&bt).pop().expect("a live server");
+    let server = Arc::downgrade(&bt.cluster().env.server(&name).expect("registered"));
+    let (read_tx, read_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let reader = {
+        let bt = bt.clone();
+        std::thread::spawn(move || {
+            check(&bt, "t", 10);
+            drop(bt);
+            read_tx.send(()).unwrap();
+            // Lives on, idle, until the test is done.
+            let _ = done_rx.recv();
+        })
+    };
+    read_rx.recv().unwrap();
+    check(&bt, "t", 10); // this thread too
+    bt.close().unwrap();
+    drop(bt);
+    wait_for(
+        "the closed server to be dropped",
+        Duration::from_secs(30),
+        || server.upgrade().is_none(),
+    );
+    done_tx.send(()).unwrap();
+    reader.join().unwrap();
+}

@@ -10,6 +10,9 @@
 //! serving", and the caller drops it and retries.
 
 use super::locate::Location;
+use crate::env::{Env, KeptServer};
+use crate::protocol::TabletService;
+use crate::quiesce;
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,6 +25,8 @@ struct Kept {
     client: u64,
     version: u64,
     loc: Arc<Location>,
+    /// Its server, once a read used it (see [`LastLocation::read`]).
+    server: Option<KeptServer>,
 }
 
 thread_local! {
@@ -76,6 +81,56 @@ impl LastLocation {
         })
     }
 
+    /// `f` of the location this thread kept (as [`LastLocation::with`])
+    /// and of its server, reached through the pointer kept beside it
+    /// rather than the registry (see [`crate::quiesce`]); None where the
+    /// location does not hold the row, the server is not registered here
+    /// or is not serving, or a server was removed since the pointer was
+    /// taken. For reads: `f` runs inside a [`quiesce::read`].
+    pub fn read<R>(
+        &self,
+        table: u64,
+        row: &[u8],
+        env: &Env,
+        f: impl FnOnce(&Location, &dyn TabletService) -> R,
+    ) -> Option<R> {
+        let version = self.version();
+        LAST.with(|last| {
+            let kept = {
+                let mut last = last.try_borrow_mut().ok()?;
+                let k = last.as_mut()?;
+                if !(k.client == self.client
+                    && k.version == version
+                    && k.loc.table == table
+                    && k.loc.contains(row))
+                {
+                    return None;
+                }
+                match k.server {
+                    Some(s) if s.epoch == quiesce::epoch() => s,
+                    _ => {
+                        let s = env.kept_server(&k.loc.server)?;
+                        k.server = Some(s);
+                        s
+                    }
+                }
+            };
+            // `f` may read again (a shared borrow); it may not keep.
+            let last = last.try_borrow().ok()?;
+            let loc = &last.as_ref()?.loc;
+            quiesce::read(kept.epoch, || {
+                // SAFETY: the pointer was taken from `env`'s registry in
+                // epoch `kept.epoch`, and this read runs only while that
+                // epoch lasts: the registry drops a server only after
+                // moving the epoch and waiting for every such read
+                // (`quiesce::retire`).
+                let server = unsafe { &*kept.server };
+                server.is_serving().then(|| f(loc, server))
+            })
+            .flatten()
+        })
+    }
+
     /// Keeps `loc`, found in the cache as of `version`, for this thread.
     pub fn keep(&self, version: u64, loc: &Arc<Location>) {
         LAST.with(|last| {
@@ -86,6 +141,7 @@ impl LastLocation {
                     client: self.client,
                     version,
                     loc: loc.clone(),
+                    server: None,
                 });
             }
         });
