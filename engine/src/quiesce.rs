@@ -25,11 +25,14 @@
 //! [`read`] always declines and callers take their ordinary path.
 
 use parking_lot::Mutex;
-use std::sync::atomic::{compiler_fence, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 /// Moved by every removal that may free what a kept pointer points to.
 static EPOCH: AtomicU64 = AtomicU64::new(1);
+
+/// Set if a registered barrier ever failed: reads decline from then on.
+static BROKEN: AtomicBool = AtomicBool::new(false);
 
 /// One thread's mark: how deep it is in [`read`]s (a read's `f` may read
 /// again). Only its thread writes it; it sits on a line of its own.
@@ -85,7 +88,7 @@ fn enabled() -> bool {
         offered >= 0
             && offered & MEMBARRIER_CMD_PRIVATE_EXPEDITED as libc::c_long != 0
             && membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0
-    })
+    }) && !BROKEN.load(Ordering::Relaxed)
 }
 
 /// The epoch now: taken before looking an entry up, kept with the pointer.
@@ -139,9 +142,11 @@ pub fn retire() {
         return; // nobody reads through kept pointers
     }
     if membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 {
-        // Registered, so this does not fail; if it ever did, a full wait
-        // on every mark below is still sound for marks already visible,
-        // and a read not yet visible has not read the epoch either.
+        // Once registered, membarrier(2) lists no way for this to fail.
+        // If it did, a reader's mark might not be visible yet: no read
+        // uses a kept pointer from here on, and the wait below covers
+        // the marks that are.
+        BROKEN.store(true, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
     }
     let own = MINE.try_with(|m| Arc::clone(&m.0)).ok();

@@ -648,15 +648,21 @@ fn files_cut_below_a_block_leave_a_merge_nothing_to_do() {
     bt.close().unwrap();
 }
 
+/// A fresh Bigtable on a memory store with table `t` of `rows` rows.
+fn table_of_rows(rows: usize) -> Bigtable {
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store, options()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, "t", rows);
+    bt
+}
+
 /// A point read reaches its server through a pointer its thread keeps
 /// (no registry lookup); servers that die and come meanwhile must neither
 /// be read after they are gone nor fail a read.
 #[test]
 fn point_readers_keep_reading_while_servers_die_and_come() {
-    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
-    let bt = Bigtable::open(store, options()).unwrap();
-    bt.create_table("t", schema()).unwrap();
-    fill(&bt, "t", 300);
+    let bt = table_of_rows(300);
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let readers: Vec<_> = (0..2)
         .map(|k| {
@@ -706,10 +712,7 @@ fn point_readers_keep_reading_while_servers_die_and_come() {
 /// thread lives on.
 #[test]
 fn a_thread_that_read_keeps_no_closed_server_alive() {
-    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
-    let bt = Bigtable::open(store, options()).unwrap();
-    bt.create_table("t", schema()).unwrap();
-    fill(&bt, "t", 10);
+    let bt = table_of_rows(10);
     let name = live_servers(&bt).pop().expect("a live server");
     let server = Arc::downgrade(&bt.cluster().env.server(&name).expect("registered"));
     let (read_tx, read_rx) = std::sync::mpsc::channel();
