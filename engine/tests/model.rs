@@ -62,12 +62,19 @@ struct Model {
     row_del: BTreeMap<Vec<u8>, Vec<u64>>,
     fam_del: BTreeMap<(Vec<u8>, String), Vec<u64>>,
     col_del: BTreeMap<Col, Vec<(u64, u64, u64)>>, // (start, end, seq)
+    /// The step being run, and the step that wrote each sequence number.
+    step: usize,
+    step_of: Vec<usize>,
+    /// Steps that were no mutation (flushes, compactions, splits, kills,
+    /// moves, reopenings), for a failure's report.
+    events: Vec<(usize, String)>,
 }
 
 impl Model {
     fn apply(&mut self, m: &RowMutation, server_ts: u64) {
         for mu in &m.mutations {
             self.seq += 1;
+            self.step_of.push(self.step);
             let s = self.seq;
             match mu {
                 Mutation::SetCell {
@@ -99,6 +106,49 @@ impl Model {
                 Mutation::AddToCell { .. } => panic!("the model writes no aggregate families"),
             }
         }
+    }
+
+    /// Everything the model holds for `row`, with the step of each write,
+    /// and the run's other events since the row's first write: what a
+    /// failure needs to be understood.
+    fn history(&self, row: &[u8]) -> String {
+        let step = |seq: u64| self.step_of.get(seq as usize - 1).copied().unwrap_or(0);
+        let mut out = format!("model of row {row:x?}:\n");
+        let mut first = usize::MAX;
+        for ((r, f, q), versions) in &self.puts {
+            if r.as_slice() != row {
+                continue;
+            }
+            for (ts, seq, v) in versions {
+                first = first.min(step(*seq));
+                out += &format!(
+                    "  put {f}:{q:x?} @{ts} seq {seq} (step {}) {} bytes\n",
+                    step(*seq),
+                    v.len()
+                );
+            }
+        }
+        for seq in self.row_del.get(row).into_iter().flatten() {
+            out += &format!("  delete row seq {seq} (step {})\n", step(*seq));
+        }
+        for ((r, f), seqs) in &self.fam_del {
+            for seq in seqs.iter().filter(|_| r.as_slice() == row) {
+                out += &format!("  delete family {f} seq {seq} (step {})\n", step(*seq));
+            }
+        }
+        for ((r, f, q), dels) in &self.col_del {
+            for (a, b, seq) in dels.iter().filter(|_| r.as_slice() == row) {
+                out += &format!(
+                    "  delete {f}:{q:x?} [{a}, {b}) seq {seq} (step {})\n",
+                    step(*seq)
+                );
+            }
+        }
+        out += "events since the row's first write:\n";
+        for (at, e) in self.events.iter().filter(|(at, _)| *at >= first) {
+            out += &format!("  step {at}: {e}\n");
+        }
+        out
     }
 
     /// Visible versions of one column, newest first, after deletes and GC.
@@ -355,34 +405,79 @@ fn live_servers(bt: &Bigtable) -> Vec<String> {
         .collect()
 }
 
-/// Compares cell lists, reporting the first difference without the values' bulk.
-fn same(got: &[Cell], want: &[Cell], what: &str) {
+/// Compares cell lists, reporting the first difference without the values'
+/// bulk: both sides' cells of the row where they part, and what `history`
+/// says of that row.
+fn same(got: &[Cell], want: &[Cell], what: &str, history: &dyn Fn(&[u8]) -> String) {
     let short = |c: &Cell| {
         format!(
-            "{:?} {}:{:?} @{} ({} bytes)",
-            String::from_utf8_lossy(&c.row),
+            "{:x?} {}:{:x?} @{} ({} bytes)",
+            c.row,
             c.family,
-            String::from_utf8_lossy(&c.qualifier),
+            c.qualifier,
             c.timestamp,
             c.value.len()
         )
     };
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            g == w,
-            "{what}: cell {i}: got {} want {}",
-            short(g),
-            short(w)
-        );
-    }
-    assert!(
-        got.len() == want.len(),
-        "{what}: got {} cells, want {}; next: {:?} / {:?}",
+    let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) else {
+        return;
+    };
+    let row = want
+        .get(i)
+        .or(got.get(i))
+        .map(|c| c.row.clone())
+        .unwrap_or_default();
+    let of_row = |cells: &[Cell]| -> String {
+        cells
+            .iter()
+            .filter(|c| c.row == row)
+            .map(|c| format!("  {}\n", short(c)))
+            .collect()
+    };
+    panic!(
+        "{what}: cell {i}: got {:?} want {:?} ({} and {} cells)\ngot of row {row:x?}:\n{}want:\n{}{}",
+        got.get(i).map(short),
+        want.get(i).map(short),
         got.len(),
         want.len(),
-        got.get(want.len()).map(short),
-        want.get(got.len()).map(short)
+        of_row(got),
+        of_row(want),
+        history(&row),
     );
+}
+
+/// What the engine reads of `row` now, and its table's tablets: beside the
+/// model's history when a comparison fails.
+fn engine_view(bt: &Bigtable, row: &[u8]) -> String {
+    let cells = match bt.read_row("t", row, &ScanSpec::default()) {
+        Ok(cells) => cells
+            .iter()
+            .map(|c| {
+                format!(
+                    "  {}:{:x?} @{} ({} bytes)\n",
+                    c.family,
+                    c.qualifier,
+                    c.timestamp,
+                    c.value.len()
+                )
+            })
+            .collect::<String>(),
+        Err(e) => format!("  {e}\n"),
+    };
+    let tablets = bt
+        .tablets("t")
+        .map(|ts| {
+            ts.iter()
+                .map(|t| {
+                    format!(
+                        "  [{:x?}, {:x?}) {} files on {}\n",
+                        t.start, t.end, t.sstables, t.server
+                    )
+                })
+                .collect::<String>()
+        })
+        .unwrap_or_else(|e| format!("  {e}\n"));
+    format!("the engine's read of row {row:x?} now:\n{cells}tablets:\n{tablets}")
 }
 
 /// Where a run keeps its files: called once per (re)opening of the engine,
@@ -463,6 +558,7 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
     // to a tablet server.
     let mut reads_since_reopen = 0u64;
     for step in 0..steps {
+        model.step = step;
         match rng.gen_range(0..100) {
             0..=54 => {
                 let m = rand_mutation(&mut rng, now);
@@ -574,6 +670,7 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                     &got,
                     &want,
                     &format!("seed {seed} step {step}: scan {spec:?}"),
+                    &|r| model.history(r) + &engine_view(&bt, r),
                 );
                 // The same cells viewed in place, tablet after tablet.
                 let mut scan = bt.scan("t", spec.clone()).unwrap();
@@ -585,6 +682,7 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                     &viewed,
                     &want,
                     &format!("seed {seed} step {step}: viewed scan {spec:?}"),
+                    &|r| model.history(r) + &engine_view(&bt, r),
                 );
                 // Row keys alone (a listing): the rows of those cells, each
                 // once. A key counts as a cell of no bytes, so cell and byte
@@ -606,7 +704,12 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                 let row = rand_row(&mut rng);
                 let got = bt.read_row("t", &row, &ScanSpec::default()).unwrap();
                 let want = model.scan(&ScanSpec::row(&row), &schema, now);
-                same(&got, &want, &format!("seed {seed} step {step}: read_row"));
+                same(
+                    &got,
+                    &want,
+                    &format!("seed {seed} step {step}: read_row"),
+                    &|r| model.history(r) + &engine_view(&bt, r),
+                );
                 let q = rand_qual(&mut rng);
                 let cell = bt.read_cell("t", &row, "a", &q).unwrap();
                 let column = model.column(&row, "a", &q, &schema, now);
@@ -626,9 +729,21 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                 checks += 1;
                 reads_since_reopen += 2;
             }
-            90..=92 => bt.flush().unwrap(),
-            93..=94 => bt.compact("t", rng.gen_bool(0.5)).unwrap(),
-            95..=96 => bt.split_now("t").unwrap(),
+            90..=92 => {
+                bt.flush().unwrap();
+                model.events.push((step, "flush".into()));
+            }
+            93..=94 => {
+                let major = rng.gen_bool(0.5);
+                bt.compact("t", major).unwrap();
+                model
+                    .events
+                    .push((step, format!("compact (major {major})")));
+            }
+            95..=96 => {
+                bt.split_now("t").unwrap();
+                model.events.push((step, "split".into()));
+            }
             97 => {
                 // A tablet server dies: its tablets are recovered elsewhere
                 // from its sorted log, while the next operations wait.
@@ -636,25 +751,34 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                 if live.len() > 1 {
                     let victim = &live[rng.gen_range(0..live.len())];
                     bt.control(&format!("kill {victim}")).unwrap();
+                    model.events.push((step, format!("kill {victim}")));
                 }
             }
             98 => {
                 if rng.gen_bool(0.3) {
                     bt.control("kill-master").unwrap();
+                    model.events.push((step, "kill-master".into()));
                 } else if let Some(t) = bt.tablets("t").unwrap().last() {
                     // Move a tablet by hand to another live server.
                     let live = live_servers(&bt);
                     let to = &live[rng.gen_range(0..live.len())];
                     let row = String::from_utf8_lossy(&t.start).into_owned();
                     // A concurrent split may have retired it: moving is best effort.
-                    let _ = bt.control(&format!("move t {row} {to}"));
+                    let moved = bt.control(&format!("move t {row} {to}"));
+                    model
+                        .events
+                        .push((step, format!("move {row:?} to {to}: {moved:?}")));
                 }
             }
             _ => {
                 // Reopen: everything applied must come back from SSTables + log.
-                if rng.gen_bool(0.5) {
+                let flushed = rng.gen_bool(0.5);
+                if flushed {
                     bt.flush().unwrap();
                 }
+                model
+                    .events
+                    .push((step, format!("reopen (flushed {flushed})")));
                 bt.close();
                 bt = open(open_store(), rpc);
                 reads_since_reopen = 0;
@@ -672,6 +796,7 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
         &got,
         &model.scan(&ScanSpec::default(), &schema, now),
         &format!("seed {seed}: final"),
+        &|r| model.history(r) + &engine_view(&bt, r),
     );
     reads_since_reopen += 1;
     assert!(checks > steps / 10);
