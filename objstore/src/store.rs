@@ -126,16 +126,21 @@ fn watch_owner(shared: Weak<Shared>) {
 
 /// Turns the first request's failure into what a person must fix.
 fn explain(location: &str, limit: Duration, e: object_store::Error) -> Error {
+    use object_store::Error as E;
     let text = e.to_string();
+    // The status as the client words it: a bare "404" also turns up in the
+    // text's durations and addresses ("in 5.09664046s").
+    let status = |code: u16| text.contains(&format!("status code: {code}"));
     let hint = if text.contains("InvalidAccessKeyId")
         || text.contains("SignatureDoesNotMatch")
         || text.contains("AccessDenied")
-        || text.contains("403")
+        || status(403)
+        || matches!(e, E::PermissionDenied { .. } | E::Unauthenticated { .. })
     {
         "the store refused these credentials (check AWS_ACCESS_KEY_ID / s3_credentials)"
     } else if text.contains("NoSuchBucket") {
         "the bucket does not exist (create it first)"
-    } else if text.contains("404") {
+    } else if status(404) || matches!(e, E::NotFound { .. }) {
         "not found: check the bucket name and s3_endpoint"
     } else if is_timeout(&text) {
         return Error::Unreachable {
@@ -424,5 +429,50 @@ impl FileStore for S3Store {
             None => "s3_owner shared=true fenced=false".to_string(),
         });
         lines
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn generic(text: &str) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "S3",
+            source: text.to_string().into(),
+        }
+    }
+
+    fn explained(text: &str) -> String {
+        explain("s3://b/p", Duration::from_secs(5), generic(text)).to_string()
+    }
+
+    #[test]
+    fn a_status_is_read_from_the_status_not_from_any_digits() {
+        // A store that never answered, whose retries took a time with
+        // "404" among its digits: unreachable, not "not found".
+        let away = "Error performing list request: Error performing GET \
+                    http://127.0.0.1:1/b?list-type=2 in 5.09664046s, after 21 retries, \
+                    max_retries: 1000, retry_timeout: 5s - HTTP error: error sending request";
+        assert!(explained(away).contains("no answer"), "{}", explained(away));
+        let missing = "Error performing list request: Server returned non-2xx status code: \
+                       404 Not Found: ";
+        assert!(
+            explained(missing).contains("not found"),
+            "{}",
+            explained(missing)
+        );
+        let refused = "Server returned non-2xx status code: 403 Forbidden: ";
+        assert!(
+            explained(refused).contains("credentials"),
+            "{}",
+            explained(refused)
+        );
+        let bucket = "Server returned error response: <Code>NoSuchBucket</Code>";
+        assert!(
+            explained(bucket).contains("does not exist"),
+            "{}",
+            explained(bucket)
+        );
     }
 }
