@@ -112,7 +112,13 @@ impl Model {
     /// and the run's other events since the row's first write: what a
     /// failure needs to be understood.
     fn history(&self, row: &[u8]) -> String {
-        let step = |seq: u64| self.step_of.get(seq as usize - 1).copied().unwrap_or(0);
+        let step = |seq: u64| {
+            (seq as usize)
+                .checked_sub(1)
+                .and_then(|i| self.step_of.get(i))
+                .copied()
+                .unwrap_or(0)
+        };
         let mut out = format!("model of row {row:x?}:\n");
         let mut first = usize::MAX;
         for ((r, f, q), versions) in &self.puts {
@@ -422,27 +428,35 @@ fn same(got: &[Cell], want: &[Cell], what: &str, history: &dyn Fn(&[u8]) -> Stri
     let Some(i) = (0..got.len().max(want.len())).find(|&i| got.get(i) != want.get(i)) else {
         return;
     };
-    let row = want
-        .get(i)
-        .or(got.get(i))
-        .map(|c| c.row.clone())
-        .unwrap_or_default();
-    let of_row = |cells: &[Cell]| -> String {
-        cells
-            .iter()
-            .filter(|c| c.row == row)
-            .map(|c| format!("  {}\n", short(c)))
-            .collect()
-    };
+    // The row each side has there (one, if they agree on it).
+    let mut rows: Vec<&[u8]> = [want.get(i), got.get(i)]
+        .into_iter()
+        .flatten()
+        .map(|c| c.row.as_slice())
+        .collect();
+    rows.dedup();
+    let mut report = String::new();
+    for row in rows {
+        let of_row = |cells: &[Cell]| -> String {
+            cells
+                .iter()
+                .filter(|c| c.row == row)
+                .map(|c| format!("  {}\n", short(c)))
+                .collect()
+        };
+        report += &format!(
+            "got of row {row:x?}:\n{}want:\n{}{}",
+            of_row(got),
+            of_row(want),
+            history(row)
+        );
+    }
     panic!(
-        "{what}: cell {i}: got {:?} want {:?} ({} and {} cells)\ngot of row {row:x?}:\n{}want:\n{}{}",
+        "{what}: cell {i}: got {:?} want {:?} ({} and {} cells)\n{report}",
         got.get(i).map(short),
         want.get(i).map(short),
         got.len(),
         want.len(),
-        of_row(got),
-        of_row(want),
-        history(&row),
     );
 }
 
