@@ -460,8 +460,13 @@ fn same(got: &[Cell], want: &[Cell], what: &str, history: &dyn Fn(&[u8]) -> Stri
     );
 }
 
-/// What the engine reads of `row` now, and its table's tablets: beside the
-/// model's history when a comparison fails.
+/// What a failed comparison reports of `row`: the model's history of it,
+/// what the engine reads of it now, and the table's tablets.
+fn row_report(model: &Model, bt: &Bigtable, row: &[u8]) -> String {
+    model.history(row) + &engine_view(bt, row)
+}
+
+/// What the engine reads of `row` now, and its table's tablets.
 fn engine_view(bt: &Bigtable, row: &[u8]) -> String {
     let cells = match bt.read_row("t", row, &ScanSpec::default()) {
         Ok(cells) => cells
@@ -684,7 +689,7 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                     &got,
                     &want,
                     &format!("seed {seed} step {step}: scan {spec:?}"),
-                    &|r| model.history(r) + &engine_view(&bt, r),
+                    &|r| row_report(&model, &bt, r),
                 );
                 // The same cells viewed in place, tablet after tablet.
                 let mut scan = bt.scan("t", spec.clone()).unwrap();
@@ -696,7 +701,7 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                     &viewed,
                     &want,
                     &format!("seed {seed} step {step}: viewed scan {spec:?}"),
-                    &|r| model.history(r) + &engine_view(&bt, r),
+                    &|r| row_report(&model, &bt, r),
                 );
                 // Row keys alone (a listing): the rows of those cells, each
                 // once. A key counts as a cell of no bytes, so cell and byte
@@ -722,7 +727,7 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
                     &got,
                     &want,
                     &format!("seed {seed} step {step}: read_row"),
-                    &|r| model.history(r) + &engine_view(&bt, r),
+                    &|r| row_report(&model, &bt, r),
                 );
                 let q = rand_qual(&mut rng);
                 let cell = bt.read_cell("t", &row, "a", &q).unwrap();
@@ -810,7 +815,7 @@ fn run_with(seed: u64, steps: usize, open_store: OpenStore, rpc: bool) {
         &got,
         &model.scan(&ScanSpec::default(), &schema, now),
         &format!("seed {seed}: final"),
-        &|r| model.history(r) + &engine_view(&bt, r),
+        &|r| row_report(&model, &bt, r),
     );
     reads_since_reopen += 1;
     assert!(checks > steps / 10);
