@@ -38,6 +38,40 @@ pub struct Hooks {
     pub drop_split_notifications: AtomicBool,
     /// A splitting tablet server dies after recording the left half.
     pub split_stops_after_left: AtomicBool,
+    /// A move waits here between unloading its tablet and loading it.
+    pub move_after_unload: Pause,
+    /// The master's assignment waits here after reading a user table's
+    /// METADATA rows, before acting on them.
+    pub assign_after_read: Pause,
+}
+
+/// A point where a test can stop an operation: while held, whoever
+/// reaches it waits there.
+#[derive(Default)]
+pub struct Pause {
+    held: AtomicBool,
+    /// Times the point was passed (or reached, while held).
+    reached: AtomicU64,
+}
+
+impl Pause {
+    /// Makes later arrivals wait (`true`) or lets them, and any waiting, go.
+    pub fn hold(&self, held: bool) {
+        self.held.store(held, Ordering::Release);
+    }
+
+    /// How many times the point was reached.
+    pub fn reached(&self) -> u64 {
+        self.reached.load(Ordering::Acquire)
+    }
+
+    /// The point itself: returns at once unless held.
+    pub(crate) fn pass(&self) {
+        self.reached.fetch_add(1, Ordering::AcqRel);
+        while self.held.load(Ordering::Acquire) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
 }
 
 /// A registered tablet server as a plain pointer, valid while the epoch it

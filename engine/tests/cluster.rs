@@ -739,3 +739,77 @@ fn a_thread_that_read_keeps_no_closed_server_alive() {
     done_tx.send(()).unwrap();
     reader.join().unwrap();
 }
+
+/// A moving tablet reads as unassigned in METADATA between its unload and
+/// its load. An assignment round that read the rows then, and acts once
+/// the move is over, must not load the tablet a second time: two servers
+/// serving one tablet split its writes between two logs, and the one
+/// METADATA does not name loses its share at the next restart.
+#[test]
+fn an_assignment_that_read_a_moving_tablet_does_not_serve_it_twice() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    // No balancer: only the move below moves the tablet.
+    let opts = || Options {
+        balance: false,
+        ..options()
+    };
+    let bt = Bigtable::open(store.clone(), opts()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, "t", 100);
+    let tablet = bt.tablets("t").unwrap()[0].clone();
+    let env = &bt.cluster().env;
+    let to = env
+        .servers()
+        .iter()
+        .map(|s| s.name().to_string())
+        .find(|n| *n != tablet.server)
+        .expect("a second tablet server");
+    let hooks = &env.hooks;
+    hooks.move_after_unload.hold(true);
+    let paused = std::thread::scope(|s| {
+        let mover = s.spawn(|| bt.control(&format!("move t r00000 {to}")));
+        wait_for("the move to unload", Duration::from_secs(30), || {
+            hooks.move_after_unload.reached() > 0
+        });
+        // The master's next round reads the rows while the tablet is
+        // between its two servers, then waits until the move is over.
+        let before = hooks.assign_after_read.reached();
+        hooks.assign_after_read.hold(true);
+        wait_for("an assignment round", Duration::from_secs(30), || {
+            hooks.assign_after_read.reached() > before
+        });
+        let paused = hooks.assign_after_read.reached();
+        hooks.move_after_unload.hold(false);
+        mover.join().unwrap().unwrap();
+        hooks.assign_after_read.hold(false);
+        paused
+    });
+    // The paused round is over once the next one has read the rows.
+    wait_for("the next assignment round", Duration::from_secs(30), || {
+        hooks.assign_after_read.reached() > paused
+    });
+    let serving: Vec<String> = env
+        .servers()
+        .iter()
+        .filter(|s| s.tablet_ids().unwrap().contains(&tablet.id))
+        .map(|s| s.name().to_string())
+        .collect();
+    assert_eq!(
+        serving,
+        vec![to.clone()],
+        "tablet {} is served by",
+        tablet.id
+    );
+    // A write now reaches the log METADATA names: it outlives a restart.
+    bt.apply(
+        "t",
+        &RowMutation::new("r00000").set("f", "q", "after the move"),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    bt.close().unwrap();
+    let bt = Bigtable::open(store, opts()).unwrap();
+    assert_eq!(value(&bt, "r00000"), Some(b"after the move".to_vec()));
+    bt.close().unwrap();
+}

@@ -150,6 +150,7 @@ impl Master {
         dst.tablet_ids()?;
         let _held = self.hold(&[id]);
         let meta = src.unload(id)?;
+        self.env.hooks.move_after_unload.pass();
         if let Err(e) = dst.load(meta.clone()) {
             // Put it back rather than leave it unserved.
             log::warn!("{}: moving tablet {id} to {to} failed: {e}", self.name);

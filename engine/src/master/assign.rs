@@ -78,11 +78,27 @@ impl Master {
 
     /// The METADATA rows of `table`'s tablets, in row order.
     pub(super) fn table_rows(&self, table: u64) -> Result<Vec<MetaRow>> {
+        self.meta_rows(RowRange {
+            start: Bound::Included(tablet_row_key(table, Some(b""))),
+            end: Bound::Included(tablet_row_key(table, None)),
+        })
+    }
+
+    /// The METADATA row of the tablet of `table` ending at `end`, as it is now.
+    fn tablet_row(&self, table: u64, end: Option<&[u8]>) -> Result<Option<MetaRow>> {
+        let key = tablet_row_key(table, end);
+        Ok(self
+            .meta_rows(RowRange {
+                start: Bound::Included(key.clone()),
+                end: Bound::Included(key),
+            })?
+            .pop())
+    }
+
+    /// The tablet rows of METADATA in `rows`, in row order.
+    fn meta_rows(&self, rows: RowRange) -> Result<Vec<MetaRow>> {
         let spec = ScanSpec {
-            rows: RowRange {
-                start: Bound::Included(tablet_row_key(table, Some(b""))),
-                end: Bound::Included(tablet_row_key(table, None)),
-            },
+            rows,
             families: Some(vec![FAMILY_TABLET.into(), FAMILY_LOCATION.into()]),
             ..ScanSpec::default()
         };
@@ -170,11 +186,28 @@ impl Master {
                 // merge of ours): it finishes it itself.
                 continue;
             }
+            // Read again under a hold, as for an assignment below: a merge
+            // of ours that ended since the rows were read leaves nothing
+            // to repair, and rewriting the old read would undo it.
+            let Some(_held) = self.try_hold(f.id) else {
+                continue;
+            };
+            let now = self.table_rows(table)?;
+            let unserved = now
+                .iter()
+                .any(|r| r.meta.id == f.id && !live.contains(&r.server));
+            let (_, still) = effective_tablets(now.into_iter().map(|r| r.meta).collect(), &first);
+            if !unserved || !still.contains(f) {
+                continue;
+            }
             self.note(format!(
                 "repaired the METADATA row of tablet {} (an interrupted split or merge)",
                 f.id
             ));
             self.write_tablet_row(f, &server)?;
+        }
+        if table != METADATA_ID {
+            self.env.hooks.assign_after_read.pass();
         }
         let mut pending = 0;
         for t in tablets {
@@ -182,6 +215,21 @@ impl Master {
             if live.contains(&server) || self.is_held(t.id) {
                 continue;
             }
+            // The rows were read a while ago: a move or merge may have
+            // begun and ended since (a move's tablet reads as unassigned
+            // between its unload and its load). Held from here, the row
+            // read again is the tablet as it is; assigning the old read
+            // would have a second server serve it beside the one it moved
+            // to, and writes to either would be lost to the other.
+            let Some(_held) = self.try_hold(t.id) else {
+                continue;
+            };
+            let t = match self.tablet_row(t.table, t.end.as_deref())? {
+                Some(now) if now.meta.id == t.id && !live.contains(&now.server) => now.meta,
+                // Assigned meanwhile, or merged or split away: the next
+                // round reads it afresh.
+                _ => continue,
+            };
             let id = t.id;
             if let Err(e) = self.assign(t, live) {
                 if matches!(e.root(), Error::Corruption(_) | Error::Fs(_)) {

@@ -94,7 +94,7 @@ pub struct Master {
     ops: Mutex<()>,
     /// Tablets an operation has in hand (being moved, merged or created):
     /// assignment leaves them alone.
-    busy: Mutex<std::collections::HashSet<u64>>,
+    busy: Mutex<std::collections::HashMap<u64, usize>>,
     /// Held while a new table's definition and first tablet are written, so
     /// that assignment, which makes a first tablet for a table that has none
     /// (a create cut short by a crash), never makes a second one for a table
@@ -296,17 +296,35 @@ impl Master {
         }
     }
 
-    /// Marks tablets as in hand; they are released when the guard drops.
+    /// Marks tablets as in hand; they are released when the guard drops
+    /// (each hold counts: two operations on one tablet release it once
+    /// both are done).
     fn hold(&self, ids: &[u64]) -> Held<'_> {
-        self.busy.lock().extend(ids.iter().copied());
+        let mut b = self.busy.lock();
+        for &id in ids {
+            *b.entry(id).or_default() += 1;
+        }
         Held {
             master: self,
             ids: ids.to_vec(),
         }
     }
 
+    /// Holds tablet `id` unless something else holds it now.
+    fn try_hold(&self, id: u64) -> Option<Held<'_>> {
+        let mut b = self.busy.lock();
+        if b.contains_key(&id) {
+            return None;
+        }
+        b.insert(id, 1);
+        Some(Held {
+            master: self,
+            ids: vec![id],
+        })
+    }
+
     fn is_held(&self, id: u64) -> bool {
-        self.busy.lock().contains(&id)
+        self.busy.lock().contains_key(&id)
     }
 
     /// The paper's server check: a server whose lock the master can take is
@@ -466,7 +484,7 @@ struct Held<'a> {
 
 impl Held<'_> {
     fn add(&mut self, id: u64) {
-        self.master.busy.lock().insert(id);
+        *self.master.busy.lock().entry(id).or_default() += 1;
         self.ids.push(id);
     }
 }
@@ -475,7 +493,12 @@ impl Drop for Held<'_> {
     fn drop(&mut self) {
         let mut b = self.master.busy.lock();
         for id in &self.ids {
-            b.remove(id);
+            if let Some(n) = b.get_mut(id) {
+                *n -= 1;
+                if *n == 0 {
+                    b.remove(id);
+                }
+            }
         }
     }
 }
