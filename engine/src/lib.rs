@@ -68,7 +68,7 @@ mod xorshift;
 
 pub use data::*;
 pub use db::{Bigtable, Scanner};
-pub use env::now_micros;
+pub use env::{now_micros, Hooks};
 pub use error::{Error, Result};
 pub use filter::RowFilter;
 pub use options::{Options, TabletInfo};

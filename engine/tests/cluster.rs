@@ -766,6 +766,7 @@ fn an_assignment_that_read_a_moving_tablet_does_not_serve_it_twice() {
         .find(|n| *n != tablet.server)
         .expect("a second tablet server");
     let hooks = &env.hooks;
+    let _release = ReleasePauses(hooks);
     hooks.move_after_unload.hold(true);
     let paused = std::thread::scope(|s| {
         let mover = s.spawn(|| bt.control(&format!("move t r00000 {to}")));
@@ -804,12 +805,97 @@ fn an_assignment_that_read_a_moving_tablet_does_not_serve_it_twice() {
     // A write now reaches the log METADATA names: it outlives a restart.
     bt.apply(
         "t",
-        &RowMutation::new("r00000").set("f", "q", "after the move"),
+        &RowMutation::new("r99999").set("f", "q", "after the move"),
         WriteOptions::default(),
     )
     .unwrap();
     bt.close().unwrap();
     let bt = Bigtable::open(store, opts()).unwrap();
-    assert_eq!(value(&bt, "r00000"), Some(b"after the move".to_vec()));
+    assert_eq!(value(&bt, "r99999"), Some(b"after the move".to_vec()));
+    check(&bt, "t", 100);
     bt.close().unwrap();
+}
+
+/// A move under way when its master loses its lock does not load the
+/// tablet it unloaded: the next master assigns it, once.
+#[test]
+fn a_move_outlived_by_its_master_leaves_the_tablet_to_the_next_one() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let opts = || Options {
+        balance: false,
+        ..options()
+    };
+    let bt = Bigtable::open(store.clone(), opts()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, "t", 100);
+    let tablet = bt.tablets("t").unwrap()[0].clone();
+    let env = &bt.cluster().env;
+    let to = env
+        .servers()
+        .iter()
+        .map(|s| s.name().to_string())
+        .find(|n| *n != tablet.server)
+        .expect("a second tablet server");
+    let hooks = &env.hooks;
+    let _release = ReleasePauses(hooks);
+    hooks.move_after_unload.hold(true);
+    let paused = std::thread::scope(|s| {
+        let mover = s.spawn(|| bt.control(&format!("move t r00000 {to}")));
+        wait_for("the move to unload", Duration::from_secs(30), || {
+            hooks.move_after_unload.reached() > 0
+        });
+        let before = hooks.assign_after_read.reached();
+        hooks.assign_after_read.hold(true);
+        bt.control("kill-master").unwrap();
+        // The next master reads the rows (the tablet unassigned) and waits.
+        wait_for("the next master's round", Duration::from_secs(60), || {
+            hooks.assign_after_read.reached() > before
+        });
+        let paused = hooks.assign_after_read.reached();
+        hooks.move_after_unload.hold(false);
+        assert!(
+            mover.join().unwrap().is_err(),
+            "the deposed master's move went on"
+        );
+        hooks.assign_after_read.hold(false);
+        paused
+    });
+    wait_for("the next assignment round", Duration::from_secs(30), || {
+        hooks.assign_after_read.reached() > paused
+    });
+    let serving: Vec<String> = env
+        .servers()
+        .iter()
+        .filter(|s| s.tablet_ids().unwrap().contains(&tablet.id))
+        .map(|s| s.name().to_string())
+        .collect();
+    assert_eq!(
+        serving.len(),
+        1,
+        "tablet {} is served by {serving:?}",
+        tablet.id
+    );
+    bt.apply(
+        "t",
+        &RowMutation::new("r99999").set("f", "q", "after the move"),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    bt.close().unwrap();
+    let bt = Bigtable::open(store, opts()).unwrap();
+    assert_eq!(value(&bt, "r99999"), Some(b"after the move".to_vec()));
+    check(&bt, "t", 100);
+    bt.close().unwrap();
+}
+
+/// Lets every paused operation go when dropped, so that a failing test
+/// does not leave a master or a move waiting (and the close after it).
+struct ReleasePauses<'a>(&'a Hooks);
+
+impl Drop for ReleasePauses<'_> {
+    fn drop(&mut self) {
+        self.0.move_after_unload.hold(false);
+        self.0.assign_after_read.hold(false);
+    }
 }

@@ -151,6 +151,10 @@ impl Master {
         let _held = self.hold(&[id]);
         let meta = src.unload(id)?;
         self.env.hooks.move_after_unload.pass();
+        // A master that lost its lock meanwhile leaves the unloaded tablet
+        // to the next one, which assigns it: loading it too would serve it
+        // twice.
+        self.sequencer()?;
         if let Err(e) = dst.load(meta.clone()) {
             // Put it back rather than leave it unserved.
             log::warn!("{}: moving tablet {id} to {to} failed: {e}", self.name);

@@ -266,6 +266,9 @@ impl Master {
             .ok_or_else(|| Error::Unavailable("no live tablet server".into()))?;
         let id = meta.id;
         let table = meta.table;
+        // Only the master holding the lock assigns (a deposed one's round
+        // or move may still be under way).
+        self.sequencer()?;
         target.load(meta)?;
         self.counters.assignments.fetch_add(1, Ordering::Relaxed);
         let table_name = if table == METADATA_ID {
