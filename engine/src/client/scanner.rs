@@ -44,6 +44,9 @@ pub struct Scanner {
     pending: Option<Cell>,
     /// That cell while a view step stopped at it.
     held: Option<Cell>,
+    /// View steps went on without noting their rows in `last_row` (no row
+    /// limit to count against): [`Scanner::settle_views`] notes the last.
+    views_unsettled: bool,
 }
 
 impl Scanner {
@@ -63,6 +66,7 @@ impl Scanner {
             last_row: None,
             pending: None,
             held: None,
+            views_unsettled: false,
         }
     }
 
@@ -93,6 +97,7 @@ impl Scanner {
     }
 
     fn next_cell(&mut self) -> Result<Option<Cell>> {
+        self.settle_views();
         if let Some(c) = self.pending.take() {
             return Ok(Some(c));
         }
@@ -127,6 +132,25 @@ impl Scanner {
         true
     }
 
+    /// Notes the row of the last view step in `last_row`, where view
+    /// steps did not: the other ways to read on drop the rest of that row
+    /// (a row read in part is not read again).
+    fn settle_views(&mut self) {
+        if !std::mem::take(&mut self.views_unsettled) {
+            return;
+        }
+        let row = match (&self.held, &self.reader) {
+            (Some(c), _) => Some(c.row.as_slice()),
+            (None, Some(r)) => r.current().map(|c| c.row),
+            (None, None) => None,
+        };
+        if let Some(row) = row {
+            let last = self.last_row.get_or_insert_with(Vec::new);
+            last.clear();
+            last.extend_from_slice(row);
+        }
+    }
+
     fn end(&mut self) {
         self.resume = None;
         self.reader = None;
@@ -156,6 +180,12 @@ impl Scanner {
             }
             if let Some(r) = &mut self.reader {
                 if r.advance_view()? {
+                    if self.spec.row_limit.is_none() && !self.budget.limited() {
+                        // Nothing to count: the row is neither compared
+                        // nor copied per cell.
+                        self.views_unsettled = true;
+                        return Ok(true);
+                    }
                     let Some(c) = r.current() else {
                         return Err(crate::Error::corruption(
                             "a scan part stepped to a cell it does not show",
@@ -188,6 +218,7 @@ impl Scanner {
     /// can (see [`CellSource::next_row_key`]); a row counts as one cell of
     /// no bytes against the limits.
     pub fn next_row_key(&mut self) -> Result<Option<Vec<u8>>> {
+        self.settle_views();
         if let Some(c) = self.pending.take() {
             // Read ahead by `next_row`, and counted then; the rest of its
             // row is dropped below as repeats.
