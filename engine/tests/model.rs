@@ -1019,7 +1019,8 @@ fn model_under_churn() {
 
 /// The churning run for seeds from `MODEL_SEED` (default 100), `MODEL_SEEDS`
 /// of them (default 1), `MODEL_STEPS` steps each (default 3000), with
-/// `MODEL_CHURN` (default 0.2): for hunting rare failures by hand.
+/// `MODEL_CHURN` (default 0.2), over the internal RPC if `MODEL_RPC` is 1:
+/// for hunting rare failures by hand.
 #[test]
 #[ignore]
 fn model_seeds_from_the_environment() {
@@ -1033,7 +1034,7 @@ fn model_seeds_from_the_environment() {
     let run = Run {
         churn: var("MODEL_CHURN", 0.2),
         check_each: true,
-        ..Run::default()
+        rpc: var("MODEL_RPC", 0.0) == 1.0,
     };
     for seed in from..from + var("MODEL_SEEDS", 1.0) as u64 {
         eprintln!("seed {seed}");
