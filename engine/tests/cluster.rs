@@ -747,6 +747,35 @@ fn a_thread_that_read_keeps_no_closed_server_alive() {
 /// METADATA does not name loses its share at the next restart.
 #[test]
 fn an_assignment_that_read_a_moving_tablet_does_not_serve_it_twice() {
+    let raced = race_a_move_and_an_assignment(false);
+    raced.moved.unwrap();
+    assert_eq!(raced.serving, vec![raced.to], "the tablet's servers");
+}
+
+/// A move under way when its master loses its lock does not load the
+/// tablet it unloaded: the next master assigns it, once.
+#[test]
+fn a_move_outlived_by_its_master_leaves_the_tablet_to_the_next_one() {
+    let raced = race_a_move_and_an_assignment(true);
+    assert!(raced.moved.is_err(), "the deposed master's move went on");
+    assert_eq!(raced.serving.len(), 1, "served by {:?}", raced.serving);
+}
+
+/// What [`race_a_move_and_an_assignment`] saw.
+struct Raced {
+    /// Where the move was to take the tablet, and how it ended.
+    to: String,
+    moved: Result<()>,
+    /// The servers serving the tablet once the move and the round are over.
+    serving: Vec<String>,
+}
+
+/// Moves a table's one tablet, paused after its unload while the master's
+/// next assignment round reads the rows (the tablet unassigned) and pauses
+/// in turn; with `depose`, the move's master is killed first, so the round
+/// is the next master's. Then lets the move end, then the round. A write
+/// made after both must outlive a restart, and so must the table.
+fn race_a_move_and_an_assignment(depose: bool) -> Raced {
     let _ = env_logger::builder().is_test(true).try_init();
     let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
     // No balancer: only the move below moves the tablet.
@@ -768,23 +797,24 @@ fn an_assignment_that_read_a_moving_tablet_does_not_serve_it_twice() {
     let hooks = &env.hooks;
     let _release = ReleasePauses(hooks);
     hooks.move_after_unload.hold(true);
-    let paused = std::thread::scope(|s| {
+    let (moved, paused) = std::thread::scope(|s| {
         let mover = s.spawn(|| bt.control(&format!("move t r00000 {to}")));
         wait_for("the move to unload", Duration::from_secs(30), || {
             hooks.move_after_unload.reached() > 0
         });
-        // The master's next round reads the rows while the tablet is
-        // between its two servers, then waits until the move is over.
         let before = hooks.assign_after_read.reached();
         hooks.assign_after_read.hold(true);
-        wait_for("an assignment round", Duration::from_secs(30), || {
+        if depose {
+            bt.control("kill-master").unwrap();
+        }
+        wait_for("an assignment round", Duration::from_secs(60), || {
             hooks.assign_after_read.reached() > before
         });
         let paused = hooks.assign_after_read.reached();
         hooks.move_after_unload.hold(false);
-        mover.join().unwrap().unwrap();
+        let moved = mover.join().unwrap();
         hooks.assign_after_read.hold(false);
-        paused
+        (moved, paused)
     });
     // The paused round is over once the next one has read the rows.
     wait_for("the next assignment round", Duration::from_secs(30), || {
@@ -796,12 +826,6 @@ fn an_assignment_that_read_a_moving_tablet_does_not_serve_it_twice() {
         .filter(|s| s.tablet_ids().unwrap().contains(&tablet.id))
         .map(|s| s.name().to_string())
         .collect();
-    assert_eq!(
-        serving,
-        vec![to.clone()],
-        "tablet {} is served by",
-        tablet.id
-    );
     // A write now reaches the log METADATA names: it outlives a restart.
     bt.apply(
         "t",
@@ -814,79 +838,7 @@ fn an_assignment_that_read_a_moving_tablet_does_not_serve_it_twice() {
     assert_eq!(value(&bt, "r99999"), Some(b"after the move".to_vec()));
     check(&bt, "t", 100);
     bt.close().unwrap();
-}
-
-/// A move under way when its master loses its lock does not load the
-/// tablet it unloaded: the next master assigns it, once.
-#[test]
-fn a_move_outlived_by_its_master_leaves_the_tablet_to_the_next_one() {
-    let _ = env_logger::builder().is_test(true).try_init();
-    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
-    let opts = || Options {
-        balance: false,
-        ..options()
-    };
-    let bt = Bigtable::open(store.clone(), opts()).unwrap();
-    bt.create_table("t", schema()).unwrap();
-    fill(&bt, "t", 100);
-    let tablet = bt.tablets("t").unwrap()[0].clone();
-    let env = &bt.cluster().env;
-    let to = env
-        .servers()
-        .iter()
-        .map(|s| s.name().to_string())
-        .find(|n| *n != tablet.server)
-        .expect("a second tablet server");
-    let hooks = &env.hooks;
-    let _release = ReleasePauses(hooks);
-    hooks.move_after_unload.hold(true);
-    let paused = std::thread::scope(|s| {
-        let mover = s.spawn(|| bt.control(&format!("move t r00000 {to}")));
-        wait_for("the move to unload", Duration::from_secs(30), || {
-            hooks.move_after_unload.reached() > 0
-        });
-        let before = hooks.assign_after_read.reached();
-        hooks.assign_after_read.hold(true);
-        bt.control("kill-master").unwrap();
-        // The next master reads the rows (the tablet unassigned) and waits.
-        wait_for("the next master's round", Duration::from_secs(60), || {
-            hooks.assign_after_read.reached() > before
-        });
-        let paused = hooks.assign_after_read.reached();
-        hooks.move_after_unload.hold(false);
-        assert!(
-            mover.join().unwrap().is_err(),
-            "the deposed master's move went on"
-        );
-        hooks.assign_after_read.hold(false);
-        paused
-    });
-    wait_for("the next assignment round", Duration::from_secs(30), || {
-        hooks.assign_after_read.reached() > paused
-    });
-    let serving: Vec<String> = env
-        .servers()
-        .iter()
-        .filter(|s| s.tablet_ids().unwrap().contains(&tablet.id))
-        .map(|s| s.name().to_string())
-        .collect();
-    assert_eq!(
-        serving.len(),
-        1,
-        "tablet {} is served by {serving:?}",
-        tablet.id
-    );
-    bt.apply(
-        "t",
-        &RowMutation::new("r99999").set("f", "q", "after the move"),
-        WriteOptions::default(),
-    )
-    .unwrap();
-    bt.close().unwrap();
-    let bt = Bigtable::open(store, opts()).unwrap();
-    assert_eq!(value(&bt, "r99999"), Some(b"after the move".to_vec()));
-    check(&bt, "t", 100);
-    bt.close().unwrap();
+    Raced { to, moved, serving }
 }
 
 /// Lets every paused operation go when dropped, so that a failing test
