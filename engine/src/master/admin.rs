@@ -148,17 +148,17 @@ impl Master {
         // A destination that does not answer (or cannot prove it belongs
         // to the cluster) is found out before the tablet leaves its server.
         dst.tablet_ids()?;
+        // Taken before the unload: a master that loses its lock meanwhile
+        // leaves the unloaded tablet to the next one, which assigns it (the
+        // servers refuse a load under a lock no longer held).
+        let master = self.sequencer()?;
         let _held = self.hold(&[id]);
         let meta = src.unload(id)?;
         self.env.hooks.move_after_unload.pass();
-        // A master that lost its lock meanwhile leaves the unloaded tablet
-        // to the next one, which assigns it: loading it too would serve it
-        // twice.
-        self.sequencer()?;
-        if let Err(e) = dst.load(meta.clone()) {
+        if let Err(e) = dst.load(meta.clone(), &master) {
             // Put it back rather than leave it unserved.
             log::warn!("{}: moving tablet {id} to {to} failed: {e}", self.name);
-            src.load(meta)?;
+            src.load(meta, &master)?;
             return Err(e);
         }
         self.counters.moves.fetch_add(1, Ordering::Relaxed);
@@ -178,7 +178,7 @@ impl Master {
         let mb = match src_b.unload(b) {
             Ok(m) => m,
             Err(e) => {
-                src_a.load(ma)?;
+                src_a.load(ma, &self.sequencer()?)?;
                 return Err(e);
             }
         };

@@ -267,9 +267,8 @@ impl Master {
         let id = meta.id;
         let table = meta.table;
         // Only the master holding the lock assigns (a deposed one's round
-        // or move may still be under way).
-        self.sequencer()?;
-        target.load(meta)?;
+        // or move may still be under way): the server checks.
+        target.load(meta, &self.sequencer()?)?;
         self.counters.assignments.fetch_add(1, Ordering::Relaxed);
         let table_name = if table == METADATA_ID {
             METADATA_NAME.to_string()

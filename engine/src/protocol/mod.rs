@@ -134,8 +134,11 @@ pub trait TabletReads: Send + Sync {
 
 /// What the master asks: which tablets the server serves.
 pub trait TabletAssignment: Send + Sync {
-    /// Starts serving a tablet (recovering its log if it has one to redo).
-    fn load(&self, meta: TabletMeta) -> Result<()>;
+    /// Starts serving a tablet (recovering its log if it has one to redo),
+    /// unless `master`, the assigning master's lock, is no longer held: a
+    /// deposed master's load would have a second server serve a tablet
+    /// the next master assigns.
+    fn load(&self, meta: TabletMeta, master: &Sequencer) -> Result<()>;
     /// Stops serving a tablet after a minor compaction; returns its state.
     fn unload(&self, id: u64) -> Result<TabletMeta>;
     /// Stops serving a tablet at once (its table was dropped).

@@ -14,7 +14,7 @@ use crate::client::read_table_defs;
 use crate::compaction::open_sst;
 use crate::memtable::Memtable;
 use crate::metadata::{TableDef, TabletMeta, METADATA_ID};
-use crate::protocol::TabletAssignment;
+use crate::protocol::{Sequencer, TabletAssignment};
 use crate::recovery;
 use crate::tablet::{next_files_version, Tablet, TabletVersion};
 use crate::{key, Error, Result};
@@ -61,9 +61,18 @@ fn raise_clock(server: &TabletServer, tablet: u64, mut newest: Vec<u64>) {
 }
 
 impl TabletAssignment for TabletServer {
-    /// Starts serving the tablet `meta` describes.
-    fn load(&self, meta: TabletMeta) -> Result<()> {
+    /// Starts serving the tablet `meta` describes, for the master holding
+    /// `master` (checked once, before anything is done: the lock service's
+    /// lock-delay keeps a next master from assigning until a load the old
+    /// one started has long finished).
+    fn load(&self, meta: TabletMeta, master: &Sequencer) -> Result<()> {
         self.live()?;
+        if !self.env.lock.check_sequencer(master) {
+            return Err(Error::Lock(format!(
+                "tablet {}: the master that assigned it no longer holds its lock",
+                meta.id
+            )));
+        }
         if self.tablets.contains(meta.id) {
             return Ok(());
         }

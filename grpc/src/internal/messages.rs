@@ -57,9 +57,10 @@ pub enum Op {
         max_versions: Option<u32>,
     },
     // tablet server: the master's
-    /// A tablet's METADATA cell.
+    /// A tablet's METADATA cell, and the assigning master's lock.
     Load {
         meta: Vec<u8>,
+        master: String,
     },
     Unload {
         id: u64,

@@ -404,9 +404,10 @@ impl TabletReads for RemoteServer {
 }
 
 impl TabletAssignment for RemoteServer {
-    fn load(&self, meta: TabletMeta) -> Result<()> {
+    fn load(&self, meta: TabletMeta, master: &protocol::Sequencer) -> Result<()> {
         self.admin(Op::Load {
             meta: meta.encode(),
+            master: master.to_string(),
         })
     }
     fn unload(&self, id: u64) -> Result<TabletMeta> {

@@ -153,9 +153,12 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
             };
             reply(s.read_column(tablet, column))
         }
-        Op::Load { meta } => {
+        Op::Load { meta, master } => {
             let meta = TabletMeta::decode(&meta).map_err(|e| WireError::from(&e))?;
-            reply(s.load(meta))
+            let master = master.parse::<Sequencer>().map_err(|e| {
+                WireError::InvalidArgument(format!("malformed sequencer {master:?}: {e}"))
+            })?;
+            reply(s.load(meta, &master))
         }
         Op::Unload { id } => reply(s.unload(id).map(|s| s.encode())),
         Op::DropTablet { id } => reply(s.drop_tablet(id)),
