@@ -63,8 +63,8 @@ fn raise_clock(server: &TabletServer, tablet: u64, mut newest: Vec<u64>) {
 impl TabletAssignment for TabletServer {
     /// Starts serving the tablet `meta` describes, for the master holding
     /// `master` (checked once, before anything is done: the lock service's
-    /// lock-delay keeps a next master from assigning until a load the old
-    /// one started has long finished).
+    /// lock-delay keeps a next master from assigning for that long, so only
+    /// a load that outlasts the lock-delay can end beside its assignment).
     fn load(&self, meta: TabletMeta, master: &Sequencer) -> Result<()> {
         self.live()?;
         if !self.env.lock.check_sequencer(master) {

@@ -118,6 +118,12 @@ fn reply<T: Serialize>(r: engine::Result<T>) -> Result<Vec<u8>, WireError> {
     }
 }
 
+/// A lock sequencer as a request carries it.
+fn sequencer(text: &str) -> Result<Sequencer, WireError> {
+    text.parse()
+        .map_err(|e| WireError::InvalidArgument(format!("malformed sequencer {text:?}: {e}")))
+}
+
 fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
     match op {
         Op::IsServing => encode(&s.is_serving()),
@@ -127,12 +133,7 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
             sync,
             fence,
         } => {
-            let fence = match fence {
-                Some(f) => Some(f.parse::<Sequencer>().map_err(|e| {
-                    WireError::InvalidArgument(format!("malformed sequencer {f:?}: {e}"))
-                })?),
-                None => None,
-            };
+            let fence = fence.as_deref().map(sequencer).transpose()?;
             reply(s.apply(tablet, &ms, sync, fence.as_ref()))
         }
         Op::ApplyTxns { tablet, txns, sync } => reply(s.apply_txns(tablet, &txns, sync)),
@@ -155,10 +156,7 @@ fn server_op(s: &dyn TabletService, op: Op) -> Result<Vec<u8>, WireError> {
         }
         Op::Load { meta, master } => {
             let meta = TabletMeta::decode(&meta).map_err(|e| WireError::from(&e))?;
-            let master = master.parse::<Sequencer>().map_err(|e| {
-                WireError::InvalidArgument(format!("malformed sequencer {master:?}: {e}"))
-            })?;
-            reply(s.load(meta, &master))
+            reply(s.load(meta, &sequencer(&master)?))
         }
         Op::Unload { id } => reply(s.unload(id).map(|s| s.encode())),
         Op::DropTablet { id } => reply(s.drop_tablet(id)),
