@@ -43,6 +43,9 @@ pub struct Hooks {
     /// The master's assignment waits here after reading a user table's
     /// METADATA rows, before acting on them.
     pub assign_after_read: Pause,
+    /// A tablet server's load waits here after reading the tablet (and
+    /// redoing its log), before recording that it serves it.
+    pub load_before_record: Pause,
 }
 
 /// A point where a test can stop an operation: while held, whoever
@@ -50,6 +53,9 @@ pub struct Hooks {
 #[derive(Default)]
 pub struct Pause {
     held: AtomicBool,
+    /// The next arrival alone waits, until [`Pause::hold`]`(false)`.
+    next: AtomicBool,
+    next_held: AtomicBool,
     /// Times the point was passed (or reached, while held).
     reached: AtomicU64,
 }
@@ -58,6 +64,17 @@ impl Pause {
     /// Makes later arrivals wait (`true`) or lets them, and any waiting, go.
     pub fn hold(&self, held: bool) {
         self.held.store(held, Ordering::Release);
+        if !held {
+            self.next.store(false, Ordering::Release);
+            self.next_held.store(false, Ordering::Release);
+        }
+    }
+
+    /// Makes the next arrival wait (and only it: later ones pass) until
+    /// `hold(false)`.
+    pub fn hold_next(&self) {
+        self.next_held.store(true, Ordering::Release);
+        self.next.store(true, Ordering::Release);
     }
 
     /// How many times the point was reached.
@@ -68,7 +85,9 @@ impl Pause {
     /// The point itself: returns at once unless held.
     pub(crate) fn pass(&self) {
         self.reached.fetch_add(1, Ordering::AcqRel);
-        while self.held.load(Ordering::Acquire) {
+        let mine = self.next.swap(false, Ordering::AcqRel);
+        while self.held.load(Ordering::Acquire) || (mine && self.next_held.load(Ordering::Acquire))
+        {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }

@@ -761,6 +761,69 @@ fn a_move_outlived_by_its_master_leaves_the_tablet_to_the_next_one() {
     assert_eq!(raced.serving.len(), 1, "served by {:?}", raced.serving);
 }
 
+/// A load its master outlives (paused after redoing the tablet, as a long
+/// log redo would be) does not serve the tablet once the next master has
+/// assigned it: the server checks the master's lock again before it records.
+#[test]
+fn a_load_outlived_by_its_master_does_not_serve_beside_the_next_assignment() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let opts = || Options {
+        balance: false,
+        ..options()
+    };
+    let bt = Bigtable::open(store.clone(), opts()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, "t", 100);
+    let tablet = bt.tablets("t").unwrap()[0].clone();
+    let env = &bt.cluster().env;
+    let to = env
+        .servers()
+        .iter()
+        .map(|s| s.name().to_string())
+        .find(|n| *n != tablet.server)
+        .expect("a second tablet server");
+    let hooks = &env.hooks;
+    let _release = ReleasePauses(hooks);
+    let serving = || -> Vec<String> {
+        env.servers()
+            .iter()
+            .filter(|s| s.tablet_ids().unwrap().contains(&tablet.id))
+            .map(|s| s.name().to_string())
+            .collect()
+    };
+    let before = hooks.load_before_record.reached();
+    hooks.load_before_record.hold_next();
+    let moved = std::thread::scope(|s| {
+        let mover = s.spawn(|| bt.control(&format!("move t r00000 {to}")));
+        wait_for("the move's load to pause", Duration::from_secs(30), || {
+            hooks.load_before_record.reached() > before
+        });
+        bt.control("kill-master").unwrap();
+        // The next master finds the tablet unassigned and loads it (the
+        // paused load has not recorded or started serving).
+        wait_for("the next master to assign", Duration::from_secs(60), || {
+            !serving().is_empty()
+        });
+        hooks.load_before_record.hold(false);
+        mover.join().unwrap()
+    });
+    assert!(moved.is_err(), "the deposed master's load went on");
+    let servers = serving();
+    assert_eq!(servers.len(), 1, "served by {servers:?}");
+    bt.apply(
+        "t",
+        &RowMutation::new("r99999").set("f", "q", "after the load"),
+        WriteOptions::default(),
+    )
+    .unwrap();
+    bt.close().unwrap();
+    let bt = Bigtable::open(store, opts()).unwrap();
+    assert_eq!(value(&bt, "r99999"), Some(b"after the load".to_vec()));
+    check(&bt, "t", 100);
+    bt.close().unwrap();
+}
+
 /// What [`race_a_move_and_an_assignment`] saw.
 struct Raced {
     /// Where the move was to take the tablet, and how it ended.
@@ -849,5 +912,6 @@ impl Drop for ReleasePauses<'_> {
     fn drop(&mut self) {
         self.0.move_after_unload.hold(false);
         self.0.assign_after_read.hold(false);
+        self.0.load_before_record.hold(false);
     }
 }

@@ -62,16 +62,21 @@ fn raise_clock(server: &TabletServer, tablet: u64, mut newest: Vec<u64>) {
 
 impl TabletAssignment for TabletServer {
     /// Starts serving the tablet `meta` describes, for the master holding
-    /// `master` (checked once, before anything is done: the lock service's
-    /// lock-delay keeps a next master from assigning for that long, so only
-    /// a load that outlasts the lock-delay can end beside its assignment).
+    /// `master`. The sequencer is checked before anything is done and again
+    /// just before the row names this server: a load that outlasts its
+    /// master (a long log redo) is dropped, as the next master assigns the
+    /// tablet anew. Between the last check and the record the lock
+    /// service's lock-delay keeps a next master from assigning.
     fn load(&self, meta: TabletMeta, master: &Sequencer) -> Result<()> {
         self.live()?;
-        if !self.env.lock.check_sequencer(master) {
-            return Err(Error::Lock(format!(
+        let deposed = || {
+            Error::Lock(format!(
                 "tablet {}: the master that assigned it no longer holds its lock",
                 meta.id
-            )));
+            ))
+        };
+        if !self.env.lock.check_sequencer(master) {
+            return Err(deposed());
         }
         if self.tablets.contains(meta.id) {
             return Ok(());
@@ -188,13 +193,19 @@ impl TabletAssignment for TabletServer {
         raise_clock(self, meta.id, newest);
         raise_floor(self, floor)?;
         tablet.flushed_seq.store(floor, Ordering::Release);
-        let recorded = record_as(
-            self,
-            &served.meta(&self.log_dir),
-            Some(&event),
-            true,
-            &self.quick,
-        );
+        self.env.hooks.load_before_record.pass();
+        // Files the redo wrote and nothing lists are the collector's.
+        let recorded = if self.env.lock.check_sequencer(master) {
+            record_as(
+                self,
+                &served.meta(&self.log_dir),
+                Some(&event),
+                true,
+                &self.quick,
+            )
+        } else {
+            Err(deposed())
+        };
         self.env.numbers.release(fresh);
         recorded?;
         self.tablets.insert(served);
