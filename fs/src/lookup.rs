@@ -212,6 +212,12 @@ pub(crate) fn getattr(
     if let Some(attr) = fh.and_then(|fh| crate::files::attrs::handle_attr(cx, fh, &node)) {
         return Ok((attr, cx.attr_ttl(&node)));
     }
+    // A file a rename replaced, held open: its name is another file's now,
+    // so its descriptors answer for it (as an unlinked file's do).
+    if cx.kernel.inodes().is_replaced(ino) {
+        let attr = crate::files::attrs::replaced_attr(cx, ino, &node).ok_or(Errno::ENOENT)?;
+        return Ok((attr, cx.attr_ttl(&node)));
+    }
     // Answered from the row memo where it can, as a lookup is: the kernel
     // asks again after its own write or create.
     match cx.lookup_attr(&node) {

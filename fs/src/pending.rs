@@ -121,6 +121,15 @@ impl Pending {
         g.families.remove(&fam(t, r, f)) | (g.columns.len() != nc)
     }
 
+    /// Forgets the empty directories of family `f` in every row of a
+    /// table, and its `.versions/` columns (the family was dropped: were it
+    /// added again, they would come back with it).
+    pub fn drop_family(&self, t: &str, f: &str) {
+        let mut g = self.inner.lock();
+        g.families.retain(|(ft, _, ff)| !(ft == t && ff == f));
+        g.columns.retain(|(ct, _, cf, _)| !(ct == t && cf == f));
+    }
+
     /// Pending families of a row.
     pub fn families_of(&self, t: &str, r: &[u8]) -> Vec<String> {
         let g = self.inner.lock();
@@ -311,5 +320,19 @@ mod tests {
         p.add_row("t", b"x");
         p.drop_table("t");
         assert_eq!(p.len(), 0);
+    }
+
+    #[test]
+    fn a_dropped_family_forgets_its_directories_in_every_row() {
+        let p = Pending::default();
+        p.add_family("t", b"a", "g");
+        p.add_family("t", b"b", "g");
+        p.add_family("t", b"b", "f");
+        p.add_column("t", b"c", "g", b"q");
+        p.add_family("u", b"a", "g");
+        p.drop_family("t", "g");
+        assert!(!p.has_family("t", b"a", "g") && !p.has_family("t", b"b", "g"));
+        assert!(!p.has_family("t", b"c", "g") && !p.has_row("t", b"a"));
+        assert!(p.has_family("t", b"b", "f") && p.has_family("u", b"a", "g"));
     }
 }

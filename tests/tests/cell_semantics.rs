@@ -357,6 +357,35 @@ print(len(inos), len(set(inos)))\n",
     }
 }
 
+/// A rename over a cell that a descriptor holds open replaces it; once
+/// the cell that moved in moves on, a cell made at that name gets a number
+/// of its own (the held one's stays the held file's): it was EIO, an
+/// inode number collision.
+#[test]
+fn a_cell_made_where_a_held_cell_was_replaced_can_be_written() {
+    let m = Mount::new();
+    table(&m);
+    m.mutate("t", b"set r g:x gee\nset r f:x eff\n");
+    let out = py(
+        &m,
+        "held = os.open('t/r/f/x', os.O_RDONLY)\n\
+os.rename('t/r/g/x', 't/r/f/x')\n\
+os.rename('t/r/f/x', 't/r/f/y')\n\
+with open('t/r/f/x', 'w') as f: f.write('new')\n\
+print(open('t/r/f/x').read(), open('t/r/f/y').read())\n\
+st = os.fstat(held)\n\
+print(os.stat('t/r/f/x').st_ino != st.st_ino, st.st_nlink, st.st_size)\n\
+os.close(held)\n\
+print(sorted(os.listdir('t/r/f')))\n",
+    );
+    assert_eq!(
+        out,
+        "new gee\nTrue 0 3\n['c', 'x', 'y']",
+        "{}",
+        tests::tail(&m.log_text(), 10)
+    );
+}
+
 /// `close` returns before the kernel's RELEASE, which commits a cell that
 /// was created and never written, reaches the daemon: a rename right after
 /// it found the cell uncommitted and answered EBUSY (pjdfstest rename/01).

@@ -135,6 +135,19 @@ fn rm_of_cells_families_rows_and_tables() {
     m.ok("rmdir webtable");
 }
 
+/// A family dropped from `.schema` takes its empty directories made with
+/// mkdir in every row: added again, it comes back empty (they came back).
+#[test]
+fn a_dropped_family_takes_its_empty_directories() {
+    let m = Mount::new();
+    m.table("t", "f\ng\n");
+    m.ok("mkdir -p t/a/g t/b/g t/b/f && echo v > t/b/f/q");
+    m.ok("printf 'f\\n' > t/.schema");
+    assert_eq!(m.ok("ls t/b"), "f\n");
+    m.ok("printf 'g\\n' >> t/.schema");
+    assert_eq!(m.ok("ls t/a t/b"), "t/a:\n\nt/b:\nf\n");
+}
+
 #[test]
 fn mutate_batches_and_scans() {
     let m = Mount::new();

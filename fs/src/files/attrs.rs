@@ -31,6 +31,32 @@ pub(crate) fn unlinked_attr(cx: &Ctx, node: &Node) -> Option<FileAttr> {
         .find_map(|h| cell_handle_attr(cx, h, node).filter(|a| a.nlink == 0))
 }
 
+/// Attributes of inode `ino`, a file that a rename replaced while the
+/// kernel held it (its name, `node`, is another file's now): as an
+/// unlinked file's, from a handle open on it, else what the kernel was
+/// last told of it (a reader of the page cache keeps no handle).
+pub(crate) fn replaced_attr(cx: &Ctx, ino: u64, node: &Node) -> Option<FileAttr> {
+    let mut a = match unlinked_attr(cx, node) {
+        Some(a) => a,
+        None => {
+            let (size, ts) = cx.kernel.inodes().reported(ino)?;
+            let fam = cx.data.family_schema(node.table()?, node.family()?).ok()?;
+            make_attr(
+                ino,
+                fuser::FileType::RegularFile,
+                fam.mode & 0o666,
+                fam.owner,
+                fam.group,
+                size,
+                crate::options::micros_to_time(ts),
+            )
+        }
+    };
+    a.ino = fuser::INodeNo(ino);
+    a.nlink = 0;
+    Some(a)
+}
+
 fn cell_handle_attr(cx: &Ctx, h: &Arc<Mutex<Handle>>, node: &Node) -> Option<FileAttr> {
     let (len, dirty, cached_ts, unlinked) = {
         let g = h.lock();
@@ -339,13 +365,10 @@ pub(super) fn truncate(
             let cur = cx.data.schema(t)?;
             let mut text = crate::schema_file::render(&cur);
             text.resize(size as usize, b'\n');
-            let (new, _) = crate::schema_file::apply(&cur, &text, true)
+            let (new, dropped) = crate::schema_file::apply(&cur, &text, true)
                 .map_err(|e| cx.data.fail(&what, &e))?;
             super::schema_write::check_schema_change(cx, caller, &cur, &new, &what, true)?;
-            cx.data
-                .store()
-                .set_schema(t, new)
-                .map_err(|e| cx.data.fail(&what, &e))
+            super::schema_write::set_schema(cx, t, new, &dropped, &what)
         }
         n if n.is_dir() => Err(Errno::EISDIR),
         _ => Err(Errno::EPERM),

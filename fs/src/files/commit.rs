@@ -285,13 +285,7 @@ pub(super) fn commit_schema(cx: &Ctx, s: &mut SchemaHandle) -> FsResult<()> {
     let (new, dropped) =
         crate::schema_file::apply(&cur, text, replace_all).map_err(|e| cx.data.fail(&what, &e))?;
     super::schema_write::check_schema_change(cx, &s.caller, &cur, &new, &what, true)?;
-    cx.data
-        .store()
-        .set_schema(&s.table, new)
-        .map_err(|e| cx.data.fail(&what, &e))?;
-    if !dropped.is_empty() {
-        log::info!("{what}: dropped families {dropped:?}");
-    }
+    super::schema_write::set_schema(cx, &s.table, new, &dropped, &what)?;
     s.dirty = false;
     s.wrote = false;
     s.base_len = s.data.len();

@@ -41,9 +41,15 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
             cx.data.check_removal(table, &what)?;
             let kn = parse_lenient(name).ok_or(Errno::ENOENT)?;
             let q = cx.data.resolve_qualifier(fa, &kn)?.ok_or(Errno::ENOENT)?;
+            let col = fa.column(q);
+            // Nothing to remove answers ENOENT and changes nothing: a
+            // writer open on a cell whose versions went another way
+            // (`.mutate`, `rm` of its versions) still commits.
+            if !cx.data.is_pending_cell(&col) && cx.data.newest(&col)?.is_none() {
+                return Err(Errno::ENOENT);
+            }
             // Open handles on the cell or its versions commit nothing
             // from now on (a created, uncommitted cell goes with them).
-            let col = fa.column(q);
             let created = super::commit::orphan_handles(cx, |n| {
                 n.is_column_of(table, row, family, &col.qualifier)
             });

@@ -11,6 +11,28 @@ use engine::schema::TableSchema;
 use engine::ScanSpec;
 use fuser::Errno;
 
+/// Makes `new` table `table`'s schema; the families it `dropped` lose
+/// their empty directories in this mount.
+pub(super) fn set_schema(
+    cx: &Ctx,
+    table: &str,
+    new: TableSchema,
+    dropped: &[String],
+    what: &dyn std::fmt::Display,
+) -> FsResult<()> {
+    cx.data
+        .store()
+        .set_schema(table, new)
+        .map_err(|e| cx.data.fail(what, &e))?;
+    for f in dropped {
+        cx.data.pending().drop_family(table, f);
+    }
+    if !dropped.is_empty() {
+        log::info!("{what}: dropped families {dropped:?}");
+    }
+    Ok(())
+}
+
 /// Checks the complete lines written so far against the current schema
 /// (as the close would apply them). On error the handle fails: later
 /// writes and the close return the error and nothing is applied.

@@ -73,10 +73,18 @@ struct Aliases {
     /// Natural number of a renamed cell's name → the number it keeps.
     by_name: HashMap<u64, u64>,
     /// The reverse: a number kept → the natural number of the name keeping
-    /// it. A name whose natural number is kept by another is given another
+    /// it ([`REPLACED`]: of a file a rename replaced, which no name keeps).
+    /// A name whose natural number is kept by another is given another
     /// ([`rehash`]), so no two names share a number.
     kept: HashMap<u64, u64>,
 }
+
+/// What [`Aliases::kept`] holds for the number of a file that a rename
+/// replaced while the kernel still held it (a descriptor open on it): it
+/// stands for no name any more, so a file made later at its old name takes
+/// another number, and renames of that name leave it alone. No natural
+/// number is 0.
+const REPLACED: u64 = 0;
 
 impl Aliases {
     fn ino_of(&self, natural: u64) -> u64 {
@@ -278,6 +286,12 @@ impl InodeTable {
         true
     }
 
+    /// Whether `ino` is a file a rename replaced (see [`REPLACED`]).
+    pub fn is_replaced(&self, ino: u64) -> bool {
+        self.aliased.load(Ordering::Acquire) != 0
+            && self.aliases.read().kept.get(&ino) == Some(&REPLACED)
+    }
+
     /// After a rename the kernel keeps the moved inode under its new name:
     /// every inode standing for `from` now stands for `to`, and `to` keeps
     /// `from`'s number while the kernel holds it.
@@ -286,10 +300,16 @@ impl InodeTable {
         if matches!(from, Node::Cell(_)) && matches!(to, Node::Cell(_)) {
             let moved = self.ino_of(from);
             let held = g.by_ino.get(&moved).is_some_and(|e| *e.node == *from);
+            let replaced = self.ino_of(to);
+            let replaced_held =
+                replaced != moved && g.by_ino.get(&replaced).is_some_and(|e| *e.node == *to);
             let mut a = self.aliases.write();
             a.unalias(from.natural_ino());
             // The file `to` named is replaced; its number goes with it.
             a.unalias(to.natural_ino());
+            if replaced_held {
+                a.kept.insert(replaced, REPLACED);
+            }
             let natural = to.natural_ino();
             if held && moved != natural {
                 a.by_name.insert(natural, moved);
@@ -306,6 +326,9 @@ impl InodeTable {
             _ => g.by_ino.keys().copied().collect(),
         };
         for ino in inos {
+            if self.is_replaced(ino) {
+                continue;
+            }
             if let Some(e) = g.by_ino.get_mut(&ino) {
                 if *e.node == *from {
                     e.node = Arc::new(to.clone());
@@ -334,6 +357,9 @@ impl InodeTable {
             _ => return,
         };
         for ino in inos {
+            if self.is_replaced(ino) {
+                continue;
+            }
             if let Some(e) = g.by_ino.get_mut(&ino) {
                 let to = if *e.node == *a {
                     b

@@ -134,8 +134,6 @@ struct Open {
     /// False once the cell was unlinked or replaced by a rename: "its
     /// `close` … commits nothing" (docs/cell-semantics.md).
     live: bool,
-    /// A rename replaced it (see bug 3 in `excluded`).
-    replaced: bool,
 }
 
 #[derive(Debug, Default)]
@@ -474,7 +472,6 @@ impl Model {
                         o.at = (t, r, f2, q2);
                     } else if o.at == (t, r, f2, q2) {
                         o.live = false;
-                        o.replaced = true;
                     }
                 }
                 ok()
@@ -562,9 +559,10 @@ impl Model {
                 if tb.rows.values().any(|fs| fs.contains_key(FAMS[f])) {
                     return Err(Errno::ENOTEMPTY);
                 }
-                // Its empty directories go too (see `excluded`, bug 2).
+                // Its empty directories go too.
                 tb.families.remove(FAMS[f]);
                 tb.pending_fams.retain(|(_, pf)| pf != FAMS[f]);
+                tb.pending_cols.retain(|(_, pf, _)| pf != FAMS[f]);
                 ok()
             }
             Op::PutVersion(t, r, f, q, ts, ref v) => {
@@ -611,7 +609,6 @@ impl Model {
                     at: (t, r, f, q),
                     value: v.clone(),
                     live: true,
-                    replaced: false,
                 });
                 ok()
             }
@@ -620,8 +617,13 @@ impl Model {
                     return ok();
                 };
                 if o.live {
-                    let ts = self.tick();
                     let (t, r, f, q) = o.at;
+                    // A family dropped since (it held no data then): the
+                    // commit has nowhere to go.
+                    if !self.table(t)?.families.contains(FAMS[f]) {
+                        return Err(Errno::ENOENT);
+                    }
+                    let ts = self.tick();
                     let tb = self.table(t)?;
                     tb.set(ROWS[r], FAMS[f], QUALS[q], ts, o.value.into_bytes());
                     tb.data_written(ROWS[r], FAMS[f]);
@@ -752,10 +754,9 @@ fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
                 QUALS[q2].as_bytes(),
                 0,
             )?;
-            // The kernel evicts the inode the rename replaced. Bug 3: while a
-            // descriptor holds it, a later cell made at that name answers
-            // EIO ("inode number collision"): with `t/a/f/x` open, `mv
-            // t/a/g/x t/a/f/x; mv t/a/f/x t/a/f/y; echo 3 > t/a/f/x`.
+            // The kernel evicts the inode the rename replaced (unless a
+            // descriptor holds it: then a cell made later at that name takes
+            // another number).
             if let Some(e) = replaced {
                 evict(t, fh, e.attr.ino.0);
             }
@@ -976,50 +977,29 @@ fn fs_tree(t: &T) -> Result<Vec<String>, Errno> {
 
 /// Whether the operation reaches a case excluded because of a known bug.
 ///
-/// Bug 2: dropping a family from `.schema` does not forget its empty
-/// directories made with mkdir (`Pending` keeps them): they hide while the
-/// family is gone, yet keep their row listed (an empty row directory that
-/// `rmdir` must remove), and come back if the family is added again.
-/// Minimal: `mkdir t/a t/a/g; printf 'f\n' > t/.schema; printf 'g\n' >>
-/// t/.schema; ls t/a` shows `g`.
-///
-/// Bug 4: a cell removed by `.mutate` (or by `rm` of its last version)
-/// while a descriptor holds it open for writing still answers `lookup`, but
-/// `open` answers ENOENT, so it cannot be written again until that
-/// descriptor closes: with `t/b/f/x` open for writing, `printf 'deleterow
-/// b\n' > t/.mutate; mkdir -p t/b/f; echo 2 > t/b/f/x` fails with ENOENT.
-///
-/// Bug 3 (see `run`'s rename): while the descriptor is open on a cell a
-/// rename replaced, only reads and its close run.
+/// Bug 4: a cell whose versions are removed another way (`.mutate`, `rm`
+/// of its last version) while a descriptor holds it open for writing
+/// still answers `lookup` (its attributes are the writer's), but `open`
+/// answers ENOENT until that descriptor closes, and it is not listed: with
+/// `t/b/f/x` open for writing, `printf 'delete b f:x\n' > t/.mutate; echo
+/// 2 >> t/b/f/x` fails with ENOENT. (Its first form, a `deleterow` then
+/// `mkdir -p` and `>`, works now: `a_cell_deleted_while_open_for_writing_can_be_made_again`.)
 fn excluded(m: &Model, op: &Op) -> bool {
-    if m.open.as_ref().is_some_and(|o| o.replaced)
-        && !matches!(op, Op::Close | Op::Get(..) | Op::Scan(..) | Op::At(..))
-    {
-        return true;
+    let Some(o) = m.open.as_ref().filter(|o| o.live) else {
+        return false;
+    };
+    let (t, r, f, q) = o.at;
+    let hits = |l: &MutLine| match *l {
+        MutLine::Delete(lr, lf, lq, _) => (lr, lf, lq) == (r, f, q),
+        MutLine::DeleteFamily(lr, lf) => (lr, lf) == (r, f),
+        MutLine::DeleteRow(lr) => lr == r,
+        MutLine::Set(..) => false,
+    };
+    match op {
+        Op::Mutate(mt, lines) => *mt == t && lines.iter().any(hits),
+        Op::RmVersion(vt, vr, vf, vq, _) => (*vt, *vr, *vf, *vq) == (t, r, f, q),
+        _ => false,
     }
-    if let Some(o) = m.open.as_ref().filter(|o| o.live) {
-        let (t, r, f, q) = o.at;
-        let hits = |l: &MutLine| match *l {
-            MutLine::Delete(lr, lf, lq, _) => (lr, lf, lq) == (r, f, q),
-            MutLine::DeleteFamily(lr, lf) => (lr, lf) == (r, f),
-            MutLine::DeleteRow(lr) => lr == r,
-            MutLine::Set(..) => false,
-        };
-        match op {
-            Op::Mutate(mt, lines) if *mt == t && lines.iter().any(hits) => return true,
-            Op::RmVersion(vt, vr, vf, vq, _) if (*vt, *vr, *vf, *vq) == (t, r, f, q) => {
-                return true
-            }
-            _ => {}
-        }
-    }
-    if let Op::DropFamily(t, f) = op {
-        return m.tables.get(TABLES[*t]).is_some_and(|tb| {
-            tb.pending_fams.iter().any(|(_, pf)| pf == FAMS[*f])
-                || tb.pending_cols.iter().any(|(_, pf, _)| pf == FAMS[*f])
-        });
-    }
-    false
 }
 
 /// `Op::OnCell` as the operation it names, on the model's state.
@@ -1111,8 +1091,8 @@ fn the_model_sees_what_the_docs_promise() {
     .unwrap();
 }
 
-// The bugs the model found, excluded from the random sequences above; each
-// fails until fixed (`cargo test -p fs --lib known_bug -- --ignored`).
+// The bugs the model found, each as its shortest sequence (each failed
+// before its fix).
 
 /// Was bug 1: a `.mutate` `delete` forgot the row's and the family's empty
 /// directories made with mkdir (docs/mount.md: they last while the mount
@@ -1125,9 +1105,11 @@ fn a_delete_keeps_directories_made_with_mkdir() {
     assert_eq!(t.ls("/t").unwrap(), vec![".schema", ".mutate", "c"]);
 }
 
+/// Was bug 2: dropping a family from `.schema` kept its empty directories
+/// made with mkdir: hidden while the family was gone, they came back when
+/// it was added again.
 #[test]
-#[ignore = "bug 2: a dropped family's empty directories come back with it"]
-fn known_bug_2_dropped_family_directory_returns() {
+fn a_dropped_family_takes_its_empty_directories() {
     let t = T::new();
     t.mkdir("/t/a").unwrap();
     t.mkdir("/t/a/g").unwrap();
@@ -1136,9 +1118,11 @@ fn known_bug_2_dropped_family_directory_returns() {
     assert_eq!(t.ls("/t/a").unwrap(), Vec::<String>::new());
 }
 
+/// Was bug 3: a cell made at a name whose file a rename had replaced,
+/// while a descriptor still held that file, answered EIO (the new cell's
+/// inode number was the held file's, which a second rename had moved on).
 #[test]
-#[ignore = "bug 3: a cell made where a rename replaced one still held answers EIO"]
-fn known_bug_3_replaced_inode_collides() {
+fn a_cell_made_where_a_held_file_was_replaced_takes_another_number() {
     let t = T::new();
     t.mutate("set a g:x 1\nset a f:x 2\n").unwrap();
     let (g, f) = (t.ino("/t/a/g").unwrap(), t.ino("/t/a/f").unwrap());
@@ -1152,9 +1136,11 @@ fn known_bug_3_replaced_inode_collides() {
     assert_eq!(made, Ok(()));
 }
 
+/// Was bug 4: a cell removed by `.mutate` while a descriptor held it open
+/// for writing answered `lookup` but not `open` until that descriptor
+/// closed.
 #[test]
-#[ignore = "bug 4: a cell deleted while open for writing answers lookup, not open"]
-fn known_bug_4_deleted_open_cell_cannot_be_written() {
+fn a_cell_deleted_while_open_for_writing_can_be_made_again() {
     let t = T::new();
     t.mutate("set b f:x 1\n").unwrap();
     let ino = t.ino("/t/b/f/x").unwrap();
