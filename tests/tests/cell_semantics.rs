@@ -357,6 +357,33 @@ print(len(inos), len(set(inos)))\n",
     }
 }
 
+/// A cell deleted by a `.mutate` batch while a descriptor holds it open
+/// for writing is gone until that descriptor's close commits it again: a
+/// `>>` in between makes it anew (it answered `stat` but not `open`).
+#[test]
+fn a_cell_deleted_by_a_batch_while_written_is_gone_until_the_close() {
+    let m = Mount::new();
+    table(&m);
+    m.mutate("t", b"set r f:d dee\n");
+    let out = py(
+        &m,
+        "fd = os.open('t/r/f/c', os.O_WRONLY | os.O_TRUNC)\n\
+os.write(fd, b'writer')\n\
+with open('t/.mutate', 'w') as f: f.write('delete r f:c\\n')\n\
+print(os.path.exists('t/r/f/c'), 'c' in os.listdir('t/r/f'))\n\
+with open('t/r/f/c', 'a') as f: f.write('appended')\n\
+print(open('t/r/f/c').read())\n\
+os.close(fd)\n\
+print(open('t/r/f/c').read())\n",
+    );
+    assert_eq!(
+        out,
+        "False False\nappended\nwriter",
+        "{}",
+        tests::tail(&m.log_text(), 10)
+    );
+}
+
 /// A rename over a cell that a descriptor holds open replaces it; once
 /// the cell that moved in moves on, a cell made at that name gets a number
 /// of its own (the held one's stays the held file's): it was EIO, an

@@ -232,7 +232,12 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
             let cell = match op {
                 RowOp::Mutate(Mutation::DeleteCells {
                     family, qualifier, ..
-                }) => Some((family, qualifier, false)),
+                }) => {
+                    super::commit::writers_lost_cells(cx, |n| {
+                        n.is_column_of(table, row, family, qualifier)
+                    });
+                    Some((family, qualifier, false))
+                }
                 RowOp::Mutate(Mutation::SetCell {
                     family, qualifier, ..
                 })
@@ -246,10 +251,18 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                     family, qualifier, ..
                 } => Some((family, qualifier, true)),
                 RowOp::Mutate(Mutation::DeleteFamily { family }) => {
+                    super::commit::writers_lost_cells(cx, |n| {
+                        matches!(n, Node::Cell(c) if c.view.is_now()
+                            && *c.table == *table && *c.row == **row && *c.family == **family)
+                    });
                     cx.kernel.invalidate_row(table, row, Some(family));
                     None
                 }
                 RowOp::Mutate(Mutation::DeleteRow) => {
+                    super::commit::writers_lost_cells(cx, |n| {
+                        matches!(n, Node::Cell(c) if c.view.is_now()
+                            && *c.table == *table && *c.row == **row)
+                    });
                     cx.kernel.invalidate_row(table, row, None);
                     None
                 }

@@ -291,6 +291,7 @@ fn reopen_on_pages(cx: &Ctx, ino: u64, node: &Node, c: &crate::node::CellAddr) -
         failed: None,
         created_as: None,
         unlinked: false,
+        deleted: false,
         mtime: None,
         charge: None,
     }));
@@ -364,6 +365,7 @@ pub(super) fn open_value(
         failed: None,
         created_as: None,
         unlinked: false,
+        deleted: false,
         mtime: None,
         charge: writable.then(|| cx.open.charge(caller.uid)),
     });
@@ -542,6 +544,7 @@ pub(crate) fn create(
                     unread: None,
                     failed: None,
                     unlinked: false,
+                    deleted: false,
                     mtime: None,
                     charge: Some(cx.open.charge(caller.uid)),
                 }),

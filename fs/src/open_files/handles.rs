@@ -67,6 +67,12 @@ pub struct CellHandle {
     /// writes its own buffer as a regular file's descriptor does, reports
     /// st_nlink 0, and its close or fsync commits nothing.
     pub unlinked: bool,
+    /// The cell's versions were all deleted another way (a `.mutate`
+    /// delete, `rm` of its versions) while this writer was open: its name
+    /// no longer answers from this handle (a lookup reads the store, as an
+    /// open and a listing do), though its close still commits, as a new
+    /// version after the delete.
+    pub deleted: bool,
     /// An mtime set through this open file before its value was committed
     /// (`cp -p` sets it before it closes): the commit is the version of
     /// that timestamp (µs) rather than the server's.
@@ -228,6 +234,19 @@ impl Handles {
         let fhs = self.writers.lock().0.get(&ino).cloned().unwrap_or_default();
         let map = self.map.lock();
         fhs.iter().filter_map(|fh| map.get(fh).cloned()).collect()
+    }
+
+    /// The writable cell handles open on a node `which` accepts (locking
+    /// only those: a caller may hold another kind, a `.mutate` batch's).
+    pub fn writers_where(&self, which: impl Fn(&Node) -> bool) -> Vec<Arc<Mutex<Handle>>> {
+        let fhs: Vec<u64> = self.writers.lock().1.keys().copied().collect();
+        let all: Vec<Arc<Mutex<Handle>>> = {
+            let map = self.map.lock();
+            fhs.iter().filter_map(|fh| map.get(fh).cloned()).collect()
+        };
+        all.into_iter()
+            .filter(|h| matches!(&*h.lock(), Handle::Cell(c) if which(&c.node)))
+            .collect()
     }
 
     /// Notes a write through `fh` by the descriptor table `owner`.

@@ -63,7 +63,7 @@ impl OpenFiles {
         let mut merely_open = None;
         for h in self.handles.writers_of(ino) {
             if let Handle::Cell(c) = &*h.lock() {
-                if c.node != *node || c.unlinked || !(c.dirty || c.created) {
+                if c.node != *node || c.unlinked || c.deleted || !(c.dirty || c.created) {
                     continue;
                 }
                 if c.wrote {
