@@ -10,6 +10,7 @@
 use crate::ctx::Ctx;
 use crate::lockdir::events::PollWaker;
 use crate::lockdir::{is_lock_fh, Done, LockDir, LockOpened, LockReply, LockRequest};
+use crate::node::Node;
 use crate::options::{Entry, FsOptions, FsResult};
 use crate::perms::Caller;
 use crate::reply::{DirOut, Opened, SetAttr};
@@ -454,6 +455,10 @@ impl Fs {
     /// writer is answered.
     pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
         self.cx.data.rows_changed_elsewhere(table, rows);
+        files::commit::writers_lost_cells(&self.cx, |n| {
+            matches!(n, Node::Cell(c) if c.view.is_now() && *c.table == *table
+                && rows.iter().any(|r| *c.row == **r))
+        });
         self.cx.kernel.rows_changed_elsewhere(table, rows)
     }
 

@@ -178,7 +178,7 @@ pub(super) fn orphan(cx: &Ctx, handles: Vec<std::sync::Arc<parking_lot::Mutex<Ha
 /// their names (a `.mutate` delete, `rm` of a version): the writers open
 /// on one left with none stop answering for its name (see
 /// `CellHandle::deleted`).
-pub(super) fn writers_lost_cells(cx: &Ctx, which: impl Fn(&Node) -> bool) {
+pub(crate) fn writers_lost_cells(cx: &Ctx, which: impl Fn(&Node) -> bool) {
     for h in cx.open.handles().writers_where(which) {
         let col = match &*h.lock() {
             Handle::Cell(c) if c.writable && !c.unlinked && !c.created && !c.deleted => {

@@ -173,6 +173,9 @@ enum Op {
     /// (family, qualifier), after a `mkdir -p` of the target's family.
     Rename(usize, usize, usize, usize, usize, usize),
     Mutate(usize, Vec<MutLine>),
+    /// The same lines written past the mount, as the gRPC API writes:
+    /// straight to the store, then the mount is told which rows changed.
+    External(usize, Vec<MutLine>),
     /// `.scan/<query>`: table, start, end, prefix (row indices), every
     /// version (`versions=all`) or the newest.
     Scan(usize, Option<usize>, Option<usize>, Option<usize>, bool),
@@ -236,6 +239,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(t, r, f, q, f2, q2)| Op::Rename(t, r, f, q, f2, q2)),
         4 => (t.clone(), proptest::collection::vec(mut_line(), 1..4))
             .prop_map(|(t, l)| Op::Mutate(t, l)),
+        2 => (t.clone(), proptest::collection::vec(mut_line(), 1..4))
+            .prop_map(|(t, l)| Op::External(t, l)),
         2 => (
             t.clone(),
             proptest::option::of(r.clone()),
@@ -476,55 +481,8 @@ impl Model {
                 }
                 ok()
             }
-            Op::Mutate(t, ref lines) => {
-                let lines = known_families(self, t, lines);
-                let mut autos = Vec::new();
-                for l in &lines {
-                    if matches!(l, MutLine::Set(.., None)) {
-                        autos.push(self.tick());
-                    }
-                }
-                let tb = self.table(t)?;
-                let mut autos = autos.into_iter();
-                for l in lines {
-                    match l {
-                        MutLine::Set(r, f, q, v, ts) => {
-                            let ts = ts.or_else(|| autos.next()).unwrap_or(AUTO);
-                            tb.set(ROWS[r], FAMS[f], QUALS[q], ts, v.into_bytes());
-                            tb.data_written(ROWS[r], FAMS[f]);
-                        }
-                        // A delete brings no data: directories made with
-                        // mkdir "last while the mount runs" (docs/mount.md,
-                        // Rows and families). See `excluded`.
-                        MutLine::Delete(r, f, q, ts) => {
-                            let (row, fam, qual) = (ROWS[r], FAMS[f], QUALS[q]);
-                            let mut vs = tb.delete_cell(row, fam, qual).unwrap_or_default();
-                            if let Some(ts) = ts {
-                                // "`delete` with one timestamp … delete exactly
-                                // one version" (docs/batches-and-scans.md).
-                                vs.remove(&ts);
-                                for (ts, v) in vs {
-                                    tb.set(row, fam, qual, ts, v);
-                                }
-                            }
-                        }
-                        MutLine::DeleteFamily(r, f) => {
-                            if let Some(fams) = tb.rows.get_mut(ROWS[r]) {
-                                fams.remove(FAMS[f]);
-                                if fams.is_empty() {
-                                    tb.rows.remove(ROWS[r]);
-                                }
-                            }
-                        }
-                        // A row exists while it has a cell; deleterow leaves
-                        // only directories made with mkdir.
-                        MutLine::DeleteRow(r) => {
-                            tb.rows.remove(ROWS[r]);
-                        }
-                    }
-                }
-                ok()
-            }
+            Op::Mutate(t, ref lines) => self.apply_lines(t, lines, true),
+            Op::External(t, ref lines) => self.apply_lines(t, lines, false),
             Op::Scan(t, start, end, prefix, all) => {
                 let tb = self.table(t)?;
                 let mut out = Vec::new();
@@ -639,6 +597,62 @@ impl Model {
                 Ok(at_tree(tb, ts))
             }
         }
+    }
+}
+
+impl Model {
+    /// A batch's lines (`.mutate`, or past the mount unless `through_mount`).
+    fn apply_lines(&mut self, t: usize, lines: &[MutLine], through_mount: bool) -> Answer {
+        let lines = known_families(self, t, lines);
+        let mut autos = Vec::new();
+        for l in &lines {
+            if matches!(l, MutLine::Set(.., None)) {
+                autos.push(self.tick());
+            }
+        }
+        let tb = self.table(t)?;
+        let mut autos = autos.into_iter();
+        for l in lines {
+            match l {
+                MutLine::Set(r, f, q, v, ts) => {
+                    let ts = ts.or_else(|| autos.next()).unwrap_or(AUTO);
+                    tb.set(ROWS[r], FAMS[f], QUALS[q], ts, v.into_bytes());
+                    // Only the mount's own writes drop its placeholders.
+                    if through_mount {
+                        tb.data_written(ROWS[r], FAMS[f]);
+                    }
+                }
+                // A delete brings no data: directories made with
+                // mkdir "last while the mount runs" (docs/mount.md,
+                // Rows and families).
+                MutLine::Delete(r, f, q, ts) => {
+                    let (row, fam, qual) = (ROWS[r], FAMS[f], QUALS[q]);
+                    let mut vs = tb.delete_cell(row, fam, qual).unwrap_or_default();
+                    if let Some(ts) = ts {
+                        // "`delete` with one timestamp … delete exactly
+                        // one version" (docs/batches-and-scans.md).
+                        vs.remove(&ts);
+                        for (ts, v) in vs {
+                            tb.set(row, fam, qual, ts, v);
+                        }
+                    }
+                }
+                MutLine::DeleteFamily(r, f) => {
+                    if let Some(fams) = tb.rows.get_mut(ROWS[r]) {
+                        fams.remove(FAMS[f]);
+                        if fams.is_empty() {
+                            tb.rows.remove(ROWS[r]);
+                        }
+                    }
+                }
+                // A row exists while it has a cell; deleterow leaves
+                // only directories made with mkdir.
+                MutLine::DeleteRow(r) => {
+                    tb.rows.remove(ROWS[r]);
+                }
+            }
+        }
+        ok()
     }
 }
 
@@ -788,6 +802,54 @@ fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
                     .and_then(|_| t.fs.flush(fh, None));
             t.fs.release(fh)?;
             unit(r.map(|_| ()))
+        }
+        Op::External(i, ref lines) => {
+            use crate::store::Store;
+            use engine::{Mutation, RowMutation, TimeRange, WriteOptions};
+            let table = TABLES[i];
+            if !t.store.list_tables().iter().any(|n| n == table) {
+                return Err(Errno::ENOENT);
+            }
+            // A line at a time, as the model's clock ticks.
+            let mut rows: Vec<&[u8]> = Vec::new();
+            for l in known_families(m, i, lines) {
+                let (r, mutation) = match l {
+                    MutLine::Set(r, f, q, v, ts) => (
+                        r,
+                        Mutation::SetCell {
+                            family: FAMS[f].into(),
+                            qualifier: QUALS[q].into(),
+                            timestamp: ts,
+                            value: v.into_bytes(),
+                        },
+                    ),
+                    MutLine::Delete(r, f, q, ts) => (
+                        r,
+                        Mutation::DeleteCells {
+                            family: FAMS[f].into(),
+                            qualifier: QUALS[q].into(),
+                            range: ts.map_or(TimeRange::ALL, TimeRange::exactly),
+                        },
+                    ),
+                    MutLine::DeleteFamily(r, f) => (
+                        r,
+                        Mutation::DeleteFamily {
+                            family: FAMS[f].into(),
+                        },
+                    ),
+                    MutLine::DeleteRow(r) => (r, Mutation::DeleteRow),
+                };
+                let m = RowMutation {
+                    row: ROWS[r].into(),
+                    mutations: vec![mutation],
+                };
+                t.store
+                    .apply(table, &m, WriteOptions::default())
+                    .map_err(|e| crate::errno::errno(&e))?;
+                rows.push(ROWS[r].as_bytes());
+            }
+            t.fs.rows_changed_elsewhere(table, &rows);
+            ok()
         }
         Op::Scan(i, start, end, prefix, all) => {
             let mut keys = Vec::new();
@@ -1125,6 +1187,27 @@ fn a_cell_deleted_another_way_while_open_for_writing_is_gone_until_its_close() {
     t.put("/t/b/f/x", b"appended", WR | libc::O_APPEND | libc::O_CREAT)
         .unwrap();
     assert_eq!(t.get("/t/b/f/x").unwrap(), b"appended");
+    t.fs.flush(fh, None).unwrap();
+    t.fs.release(fh).unwrap();
+    assert_eq!(t.get("/t/b/f/x").unwrap(), b"writer");
+}
+
+/// The same for a delete past the mount (the gRPC API's), which the mount
+/// is told of.
+#[test]
+fn a_cell_deleted_past_the_mount_while_open_for_writing_is_gone_until_its_close() {
+    use crate::store::Store;
+    let t = T::new();
+    t.mutate("set b f:x 1\nset b f:y 1\n").unwrap();
+    let ino = t.ino("/t/b/f/x").unwrap();
+    let fh = t.fs.open(&t.root, ino, TRUNC).unwrap().fh;
+    t.fs.write(fh, 0, b"writer", None).unwrap();
+    let m = engine::RowMutation::new("b").delete_cells("f", "x", engine::TimeRange::ALL);
+    t.store
+        .apply("t", &m, engine::WriteOptions::default())
+        .unwrap();
+    t.fs.rows_changed_elsewhere("t", &[b"b"]);
+    assert_eq!(t.ino("/t/b/f/x"), Err(Errno::ENOENT));
     t.fs.flush(fh, None).unwrap();
     t.fs.release(fh).unwrap();
     assert_eq!(t.get("/t/b/f/x").unwrap(), b"writer");
