@@ -200,6 +200,10 @@ impl MockStore {
     fn run(&self, t: &mut Table, row_key: &[u8], ops: &[RowOp]) -> Result<Vec<Vec<u8>>> {
         let mut results = Vec::new();
         let mut row = t.rows.remove(row_key).unwrap_or_default();
+        // One time for the row's transaction, as the engine stamps it: two
+        // cells of one column that name none are one version, the last.
+        let mut stamp = None;
+        let mut now = || *stamp.get_or_insert_with(|| self.now());
         for op in ops {
             match op {
                 RowOp::Mutate(Mutation::SetCell {
@@ -208,7 +212,7 @@ impl MockStore {
                     timestamp,
                     value,
                 }) => {
-                    let ts = timestamp.unwrap_or_else(|| self.now());
+                    let ts = timestamp.unwrap_or_else(&mut now);
                     row.entry((family.clone(), qualifier.clone()))
                         .or_default()
                         .insert(Reverse(ts), value.clone());
@@ -262,7 +266,7 @@ impl MockStore {
                     let bytes = new.to_be_bytes().to_vec();
                     row.entry((family.clone(), qualifier.clone()))
                         .or_default()
-                        .insert(Reverse(self.now()), bytes.clone());
+                        .insert(Reverse(now()), bytes.clone());
                     results.push(bytes);
                 }
                 RowOp::Append {
@@ -280,7 +284,7 @@ impl MockStore {
                     }
                     row.entry((family.clone(), qualifier.clone()))
                         .or_default()
-                        .insert(Reverse(self.now()), v.clone());
+                        .insert(Reverse(now()), v.clone());
                     results.push(v);
                 }
             }

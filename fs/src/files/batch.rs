@@ -233,7 +233,7 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                 RowOp::Mutate(Mutation::DeleteCells {
                     family, qualifier, ..
                 }) => {
-                    super::commit::writers_lost_cells(cx, |n| {
+                    super::lost_cells::writers_lost_cells(cx, |n| {
                         n.is_column_of(table, row, family, qualifier)
                     });
                     Some((family, qualifier, false))
@@ -251,7 +251,7 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                     family, qualifier, ..
                 } => Some((family, qualifier, true)),
                 RowOp::Mutate(Mutation::DeleteFamily { family }) => {
-                    super::commit::writers_lost_cells(cx, |n| {
+                    super::lost_cells::writers_lost_cells(cx, |n| {
                         matches!(n, Node::Cell(c) if c.view.is_now()
                             && *c.table == *table && *c.row == **row && *c.family == **family)
                     });
@@ -259,7 +259,7 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                     None
                 }
                 RowOp::Mutate(Mutation::DeleteRow) => {
-                    super::commit::writers_lost_cells(cx, |n| {
+                    super::lost_cells::writers_lost_cells(cx, |n| {
                         matches!(n, Node::Cell(c) if c.view.is_now()
                             && *c.table == *table && *c.row == **row)
                     });

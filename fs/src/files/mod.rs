@@ -9,6 +9,7 @@ pub(crate) mod changes;
 pub(crate) mod commit;
 pub(crate) mod control;
 pub(crate) mod io;
+pub(crate) mod lost_cells;
 pub(crate) mod open;
 pub(crate) mod rename;
 pub(crate) mod scan;

@@ -7,7 +7,6 @@
 use super::{T, TRUNC};
 use crate::node::{Node, ROOT_INO};
 use crate::reply::DirOut;
-use crate::store::Store;
 use crate::store_calls::{Call, StoreCalls};
 use engine::{RowMutation, WriteOptions};
 use fuser::Errno;

@@ -22,7 +22,6 @@ fn tables_and_schema() {
     assert_eq!(t.mkdir("/t"), Err(Errno::EEXIST));
     assert_eq!(t.mkdir("/.hidden"), Err(Errno::EINVAL));
     assert_eq!(t.ino("/nope"), Err(Errno::ENOENT));
-    use crate::store::Store;
     let _ = t.store.list_tables();
 }
 
@@ -111,7 +110,7 @@ fn touch_creates_an_empty_cell_and_o_trunc_alone_commits_at_release() {
     assert_eq!(t.ls("/t/r/f").unwrap(), vec!["empty"]);
     t.fs.release(o.fh).unwrap();
     assert_eq!(t.get("/t/r/f/empty").unwrap(), b"");
-    assert!(t.store.row_count("t") == 1);
+    assert!(t.mock().row_count("t") == 1);
     assert_eq!(
         t.fs.create(&t.root, p, b"empty", WR | libc::O_CREAT | libc::O_EXCL)
             .err(),
@@ -210,7 +209,7 @@ fn a_bad_batch_applies_nothing_and_names_the_line() {
         t.mutate("set a f:x 1\nincrement a f:x zz\n"),
         Err(Errno::EINVAL)
     );
-    assert_eq!(t.store.row_count("t"), 0);
+    assert_eq!(t.mock().row_count("t"), 0);
     // A value over the limit.
     let big = format!("set a f:x {}\n", "v".repeat((1 << 20) + 1));
     assert_eq!(t.mutate(&big), Err(Errno::EFBIG));

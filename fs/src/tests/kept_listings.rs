@@ -3,7 +3,6 @@
 //! a row comes in or goes shows in the next listing.
 
 use super::T;
-use crate::store::Store;
 use crate::store_calls::Call;
 use crate::FsOptions;
 use engine::{RowMutation, WriteOptions};

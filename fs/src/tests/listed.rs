@@ -4,7 +4,6 @@
 //! is read afresh (`listed_values.rs`).
 
 use super::{T, TRUNC};
-use crate::store::Store;
 use engine::{RowMutation, WriteOptions};
 
 /// `t/r/f` holding `a` = one, `b` = two.
@@ -143,7 +142,7 @@ fn a_cell_committed_during_its_familys_listing_is_listed() {
     // The listing reads the family from the store (not the lookups' read).
     t.fs.rows_changed_elsewhere("t", &[b"r"]);
     let t2 = t.clone();
-    t.store
+    t.mock()
         .after_next_read(move || t2.fs.release(o.fh).unwrap());
     let names: Vec<String> = list(&t, fam).into_iter().map(|(n, _)| n).collect();
     assert_eq!(names, ["a", "b", "new"]);
@@ -164,7 +163,7 @@ fn a_cell_committed_during_an_open_is_found() {
     let ino = entry.attr.ino.0;
     t.fs.rows_changed_elsewhere("t", &[b"r"]);
     let t2 = t.clone();
-    t.store
+    t.mock()
         .after_next_read(move || t2.fs.release(o.fh).unwrap());
     let fh = t.fs.open(&t.root, ino, libc::O_RDONLY).unwrap().fh;
     assert_eq!(t.fs.read(fh, 0, 4096).unwrap(), b"");

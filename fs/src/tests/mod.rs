@@ -12,14 +12,27 @@ use crate::mock::MockStore;
 use crate::node::ROOT_INO;
 use crate::perms::Caller;
 use crate::reply::{DirOut, SetAttr};
+use crate::store::Store;
 use crate::{Fs, FsOptions};
 use fuser::{Errno, FileType};
 use std::sync::Arc;
 
 struct T {
     fs: Fs,
-    store: Arc<MockStore>,
+    store: Arc<dyn Store>,
+    /// The in-memory store, unless the engine is (see [`T::over_the_engine`]).
+    mock: Option<Arc<MockStore>>,
+    /// The engine the store is, closed with the test.
+    engine: Option<engine::Bigtable>,
     root: Caller,
+}
+
+impl Drop for T {
+    fn drop(&mut self) {
+        if let Some(bt) = self.engine.take() {
+            let _ = bt.close();
+        }
+    }
 }
 
 const WR: i32 = libc::O_WRONLY;
@@ -35,17 +48,44 @@ impl T {
 
     /// [`T::new`] with these options.
     fn with(opts: FsOptions) -> T {
-        let store = Arc::new(MockStore::default());
+        let mock = Arc::new(MockStore::default());
+        T::on(mock.clone(), Some(mock), None, opts)
+    }
+
+    /// [`T::new`] on the engine itself (in memory), not the mock store.
+    fn over_the_engine() -> T {
+        let files: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+        let bt = engine::Bigtable::open(files, engine::Options::default()).unwrap();
+        let opts = FsOptions {
+            max_value_size: 1 << 20,
+            ..Default::default()
+        };
+        T::on(Arc::new(bt.clone()), None, Some(bt), opts)
+    }
+
+    fn on(
+        store: Arc<dyn Store>,
+        mock: Option<Arc<MockStore>>,
+        engine: Option<engine::Bigtable>,
+        opts: FsOptions,
+    ) -> T {
         let fs = Fs::new(store.clone(), opts);
         let t = T {
             fs,
             store,
+            mock,
+            engine,
             root: Caller::root(),
         };
         t.fs.mkdir(&t.root, ROOT_INO, b"t", 0o755, 0o022).unwrap();
         t.put("/t/.schema", b"f\ng max_versions=5\n", TRUNC)
             .unwrap();
         t
+    }
+
+    /// The mock store (a test that reads it runs on it).
+    fn mock(&self) -> &MockStore {
+        self.mock.as_deref().expect("a test on the mock store")
     }
 
     /// Looks up every component of a path (components are raw names).

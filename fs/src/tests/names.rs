@@ -62,7 +62,6 @@ fn long_keys_have_hashed_names() {
             .value,
         b"w"
     );
-    use crate::store::Store;
 }
 
 /// Lists `path` without opening it, `per_call` entries a call, running
@@ -443,7 +442,6 @@ fn family_permissions_apply_to_batches_and_scans() {
     };
     assert_eq!(chmod(cell, 0o600).unwrap().0.perm, 0o640);
     assert_eq!(chmod(ROOT_INO, 0o700).err(), Some(Errno::EPERM));
-    use crate::store::Store;
 }
 
 /// What `who` reads from a `.scan` query of table t.
@@ -535,7 +533,6 @@ g mode=0777
         r
     };
     let append = libc::O_WRONLY | libc::O_APPEND;
-    use crate::store::Store;
     let before = t.store.schema("t").unwrap().families["f"].clone();
     assert_eq!(
         write_as(&nobody, b"f max_age=1ms\n", append),
@@ -572,7 +569,6 @@ fn dropping_a_family_with_data_is_refused() {
     t.mutate("set r g:q 1\n").unwrap();
     assert_eq!(t.put("/t/.schema", b"f\n", TRUNC), Err(Errno::ENOTEMPTY));
     t.put("/t/.schema", b"g\n", TRUNC).unwrap();
-    use crate::store::Store;
     assert_eq!(t.store.schema("t").unwrap().families.len(), 1);
 }
 
@@ -594,7 +590,6 @@ fn tar_replaces_special_files_by_unlink_and_exclusive_create() {
     t.fs.release(o.fh).unwrap();
     assert_eq!(t.store.schema("t").unwrap().families.len(), 2);
     assert!(t.ino("/t/.schema").is_ok());
-    use crate::store::Store;
 }
 
 #[test]
@@ -617,7 +612,9 @@ fn large_values_in_large_writes() {
     let fs = Fs::new(store.clone(), FsOptions::default());
     let t = T {
         fs,
-        store,
+        store: store.clone(),
+        mock: Some(store),
+        engine: None,
         root: Caller::root(),
     };
     t.fs.mkdir(&t.root, ROOT_INO, b"t", 0o755, 0o022).unwrap();
