@@ -177,6 +177,9 @@ enum Op {
     /// A cell renamed within its row: table, row, (family, qualifier) →
     /// (family, qualifier), after a `mkdir -p` of the target's family.
     Rename(usize, usize, usize, usize, usize, usize),
+    /// `renameat2(RENAME_EXCHANGE)` of two cells of one row: table, row,
+    /// (family, qualifier) ↔ (family, qualifier).
+    Exchange(usize, usize, usize, usize, usize, usize),
     Mutate(usize, Vec<MutLine>),
     /// The same lines written past the mount, as the gRPC API writes:
     /// straight to the store, then the mount is told which rows changed.
@@ -262,6 +265,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => Just(Op::Close),
         12 => (any::<usize>(), prop_oneof![
             (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Rename(0, 0, 0, 0, f, q)),
+            (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Exchange(0, 0, 0, 0, f, q)),
             Just(Op::Get(0, 0, 0, 0)),
             Just(Op::Unlink(0, 0, 0, 0)),
             value().prop_map(|v| Op::OpenWrite(0, 0, 0, 0, v)),
@@ -482,6 +486,37 @@ impl Model {
                         o.at = (t, r, f2, q2);
                     } else if o.at == (t, r, f2, q2) {
                         o.live = false;
+                    }
+                }
+                ok()
+            }
+            Op::Exchange(t, r, f, q, f2, q2) => {
+                // The kernel looks both names up first.
+                let tb = self.fam_dir(t, r, f)?;
+                let row = ROWS[r];
+                if !tb.fam_visible(row, FAMS[f2]) {
+                    return Err(Errno::ENOENT);
+                }
+                tb.cell(row, FAMS[f], QUALS[q]).ok_or(Errno::ENOENT)?;
+                tb.cell(row, FAMS[f2], QUALS[q2]).ok_or(Errno::ENOENT)?;
+                if (f, q) == (f2, q2) {
+                    return ok();
+                }
+                // "swaps them in one row mutation; each keeps … its
+                // descriptors" (docs/cell-semantics.md, Rename).
+                let a = tb.delete_cell(row, FAMS[f], QUALS[q]).unwrap_or_default();
+                let b = tb.delete_cell(row, FAMS[f2], QUALS[q2]).unwrap_or_default();
+                for (ts, v) in a {
+                    tb.set(row, FAMS[f2], QUALS[q2], ts, v);
+                }
+                for (ts, v) in b {
+                    tb.set(row, FAMS[f], QUALS[q], ts, v);
+                }
+                if let Some(o) = self.open.as_mut() {
+                    if o.at == (t, r, f, q) {
+                        o.at = (t, r, f2, q2);
+                    } else if o.at == (t, r, f2, q2) {
+                        o.at = (t, r, f, q);
                     }
                 }
                 ok()
@@ -784,6 +819,23 @@ fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
             }
             ok()
         }
+        Op::Exchange(i, r, f, q, f2, q2) => {
+            let dir = |f: usize| format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]);
+            let (from, to) = (t.ino(&dir(f))?, t.ino(&dir(f2))?);
+            t.fs.lookup(from, QUALS[q].as_bytes())?;
+            t.fs.lookup(to, QUALS[q2].as_bytes())?;
+            if (f, q) == (f2, q2) {
+                return ok();
+            }
+            unit(t.fs.rename(
+                &t.root,
+                from,
+                QUALS[q].as_bytes(),
+                to,
+                QUALS[q2].as_bytes(),
+                libc::RENAME_EXCHANGE,
+            ))
+        }
         Op::Mutate(i, ref lines) => {
             let mut batch = String::new();
             for l in &known_families(m, i, lines) {
@@ -1078,6 +1130,7 @@ fn concrete(m: &Model, op: &Op) -> Op {
     let ((t, r, f, q), vs) = cells[n % cells.len()];
     match &**inner {
         Op::Rename(.., f2, q2) => Op::Rename(t, r, f, q, *f2, *q2),
+        Op::Exchange(.., f2, q2) => Op::Exchange(t, r, f, q, *f2, *q2),
         Op::Get(..) => Op::Get(t, r, f, q),
         Op::Unlink(..) => Op::Unlink(t, r, f, q),
         Op::OpenWrite(.., v) => Op::OpenWrite(t, r, f, q, v.clone()),
