@@ -177,6 +177,9 @@ enum Op {
     /// A cell renamed within its row: table, row, (family, qualifier) →
     /// (family, qualifier), after a `mkdir -p` of the target's family.
     Rename(usize, usize, usize, usize, usize, usize),
+    /// `truncate -s <n>` of a cell: its value cut or padded with zeros, as
+    /// a new version (none if the size is the value's already).
+    Truncate(usize, usize, usize, usize, usize),
     /// `renameat2(RENAME_EXCHANGE)` of two cells of one row: table, row,
     /// (family, qualifier) ↔ (family, qualifier).
     Exchange(usize, usize, usize, usize, usize, usize),
@@ -266,6 +269,7 @@ fn op() -> impl Strategy<Value = Op> {
         12 => (any::<usize>(), prop_oneof![
             (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Rename(0, 0, 0, 0, f, q)),
             (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Exchange(0, 0, 0, 0, f, q)),
+            (0..5usize).prop_map(|n| Op::Truncate(0, 0, 0, 0, n)),
             Just(Op::Get(0, 0, 0, 0)),
             Just(Op::Unlink(0, 0, 0, 0)),
             value().prop_map(|v| Op::OpenWrite(0, 0, 0, 0, v)),
@@ -490,6 +494,20 @@ impl Model {
                 }
                 ok()
             }
+            Op::Truncate(t, r, f, q, n) => {
+                let tb = self.fam_dir(t, r, f)?;
+                let vs = tb.cell(ROWS[r], FAMS[f], QUALS[q]).ok_or(Errno::ENOENT)?;
+                let mut v = newest(vs, u64::MAX).unwrap_or_default().to_vec();
+                if v.len() == n {
+                    return ok();
+                }
+                v.resize(n, 0);
+                let ts = self.tick();
+                let tb = self.table(t)?;
+                tb.set(ROWS[r], FAMS[f], QUALS[q], ts, v);
+                tb.data_written(ROWS[r], FAMS[f]);
+                ok()
+            }
             Op::Exchange(t, r, f, q, f2, q2) => {
                 // The kernel looks both names up first.
                 let tb = self.fam_dir(t, r, f)?;
@@ -538,7 +556,9 @@ impl Model {
                             // Newest first; one version unless `versions=all`.
                             let n = if all { vs.len() } else { 1 };
                             for v in vs.values().rev().take(n) {
-                                out.push(format!("{r}\t{f}:{q}\t{}", text(v)));
+                                let mut escaped = Vec::new();
+                                crate::output::tsv_escape(v, &mut escaped);
+                                out.push(format!("{r}\t{f}:{q}\t{}", text(&escaped)));
                             }
                         }
                     }
@@ -818,6 +838,17 @@ fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
                 evict(t, fh, e.attr.ino.0);
             }
             ok()
+        }
+        Op::Truncate(i, r, f, q, n) => {
+            let ino = t.ino(&format!(
+                "/{}/{}/{}/{}",
+                TABLES[i], ROWS[r], FAMS[f], QUALS[q]
+            ))?;
+            let set = SetAttr {
+                size: Some(n as u64),
+                ..Default::default()
+            };
+            unit(t.fs.setattr(&t.root, ino, None, set).map(|_| ()))
         }
         Op::Exchange(i, r, f, q, f2, q2) => {
             let dir = |f: usize| format!("/{}/{}/{}", TABLES[i], ROWS[r], FAMS[f]);
@@ -1131,6 +1162,7 @@ fn concrete(m: &Model, op: &Op) -> Op {
     match &**inner {
         Op::Rename(.., f2, q2) => Op::Rename(t, r, f, q, *f2, *q2),
         Op::Exchange(.., f2, q2) => Op::Exchange(t, r, f, q, *f2, *q2),
+        Op::Truncate(.., n) => Op::Truncate(t, r, f, q, *n),
         Op::Get(..) => Op::Get(t, r, f, q),
         Op::Unlink(..) => Op::Unlink(t, r, f, q),
         Op::OpenWrite(.., v) => Op::OpenWrite(t, r, f, q, v.clone()),
