@@ -139,6 +139,9 @@ struct Open {
     /// False once the cell was unlinked or replaced by a rename: "its
     /// `close` … commits nothing" (docs/cell-semantics.md).
     live: bool,
+    /// An mtime set on it (by path) before its close: "A value not yet
+    /// committed … is committed at that timestamp" (docs/cell-semantics.md).
+    mtime: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -180,6 +183,9 @@ enum Op {
     /// `truncate -s <n>` of a cell: its value cut or padded with zeros, as
     /// a new version (none if the size is the value's already).
     Truncate(usize, usize, usize, usize, usize),
+    /// `touch -d @<ts>` of a cell: "moves the newest version to that
+    /// timestamp" (docs/cell-semantics.md, mtime of a cell).
+    Touch(usize, usize, usize, usize, u64),
     /// `renameat2(RENAME_EXCHANGE)` of two cells of one row: table, row,
     /// (family, qualifier) ↔ (family, qualifier).
     Exchange(usize, usize, usize, usize, usize, usize),
@@ -270,6 +276,7 @@ fn op() -> impl Strategy<Value = Op> {
             (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Rename(0, 0, 0, 0, f, q)),
             (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Exchange(0, 0, 0, 0, f, q)),
             (0..5usize).prop_map(|n| Op::Truncate(0, 0, 0, 0, n)),
+            (1..10u64).prop_map(|ts| Op::Touch(0, 0, 0, 0, ts * 100)),
             Just(Op::Get(0, 0, 0, 0)),
             Just(Op::Unlink(0, 0, 0, 0)),
             value().prop_map(|v| Op::OpenWrite(0, 0, 0, 0, v)),
@@ -494,6 +501,48 @@ impl Model {
                 }
                 ok()
             }
+            Op::Touch(t, r, f, q, ts) => {
+                let tb = self.fam_dir(t, r, f)?;
+                let vs = tb
+                    .cell(ROWS[r], FAMS[f], QUALS[q])
+                    .ok_or(Errno::ENOENT)?
+                    .clone();
+                let newest_ts = vs.keys().next_back().copied();
+                // A descriptor writing it: its commit comes at that time,
+                // which must be after every version's.
+                if let Some(o) = self
+                    .open
+                    .as_mut()
+                    .filter(|o| o.live && o.at == (t, r, f, q))
+                {
+                    if newest_ts.is_some_and(|n| n >= ts) {
+                        return Err(Errno::EINVAL);
+                    }
+                    o.mtime = Some(ts);
+                    return ok();
+                }
+                let Some((&cur, v)) = vs.iter().next_back() else {
+                    return Err(Errno::ENOENT);
+                };
+                if cur == ts {
+                    return ok();
+                }
+                // "A time that is not after every older version's … EINVAL".
+                if vs.keys().any(|&k| k != cur && k >= ts) {
+                    return Err(Errno::EINVAL);
+                }
+                let v = v.clone();
+                let tb = self.table(t)?;
+                let vs = tb
+                    .rows
+                    .get_mut(ROWS[r])
+                    .and_then(|fs| fs.get_mut(FAMS[f]))
+                    .and_then(|qs| qs.get_mut(QUALS[q]))
+                    .ok_or(Errno::ENOENT)?;
+                vs.remove(&cur);
+                vs.insert(ts, v);
+                ok()
+            }
             Op::Truncate(t, r, f, q, n) => {
                 let tb = self.fam_dir(t, r, f)?;
                 let vs = tb.cell(ROWS[r], FAMS[f], QUALS[q]).ok_or(Errno::ENOENT)?;
@@ -530,6 +579,9 @@ impl Model {
                 for (ts, v) in b {
                     tb.set(row, FAMS[f], QUALS[q], ts, v);
                 }
+                // A write through the mount to both families.
+                tb.data_written(row, FAMS[f]);
+                tb.data_written(row, FAMS[f2]);
                 if let Some(o) = self.open.as_mut() {
                     if o.at == (t, r, f, q) {
                         o.at = (t, r, f2, q2);
@@ -627,6 +679,7 @@ impl Model {
                     at: (t, r, f, q),
                     value: v.clone(),
                     live: true,
+                    mtime: None,
                 });
                 ok()
             }
@@ -641,7 +694,7 @@ impl Model {
                     if !self.table(t)?.families.contains(FAMS[f]) {
                         return Err(Errno::ENOENT);
                     }
-                    let ts = self.tick();
+                    let ts = o.mtime.unwrap_or_else(|| self.tick());
                     let tb = self.table(t)?;
                     tb.set(ROWS[r], FAMS[f], QUALS[q], ts, o.value.into_bytes());
                     tb.data_written(ROWS[r], FAMS[f]);
@@ -838,6 +891,18 @@ fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
                 evict(t, fh, e.attr.ino.0);
             }
             ok()
+        }
+        Op::Touch(i, r, f, q, ts) => {
+            let ino = t.ino(&format!(
+                "/{}/{}/{}/{}",
+                TABLES[i], ROWS[r], FAMS[f], QUALS[q]
+            ))?;
+            let set = SetAttr {
+                times: true,
+                mtime: Some(std::time::UNIX_EPOCH + std::time::Duration::from_micros(ts)),
+                ..Default::default()
+            };
+            unit(t.fs.setattr(&t.root, ino, None, set).map(|_| ()))
         }
         Op::Truncate(i, r, f, q, n) => {
             let ino = t.ino(&format!(
@@ -1163,6 +1228,7 @@ fn concrete(m: &Model, op: &Op) -> Op {
         Op::Rename(.., f2, q2) => Op::Rename(t, r, f, q, *f2, *q2),
         Op::Exchange(.., f2, q2) => Op::Exchange(t, r, f, q, *f2, *q2),
         Op::Truncate(.., n) => Op::Truncate(t, r, f, q, *n),
+        Op::Touch(.., ts) => Op::Touch(t, r, f, q, *ts),
         Op::Get(..) => Op::Get(t, r, f, q),
         Op::Unlink(..) => Op::Unlink(t, r, f, q),
         Op::OpenWrite(.., v) => Op::OpenWrite(t, r, f, q, v.clone()),
