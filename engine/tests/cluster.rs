@@ -766,32 +766,9 @@ fn a_move_outlived_by_its_master_leaves_the_tablet_to_the_next_one() {
 /// assigned it: the server checks the master's lock again before it records.
 #[test]
 fn a_load_outlived_by_its_master_does_not_serve_beside_the_next_assignment() {
-    let _ = env_logger::builder().is_test(true).try_init();
-    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
-    let opts = || Options {
-        balance: false,
-        ..options()
-    };
-    let bt = Bigtable::open(store.clone(), opts()).unwrap();
-    bt.create_table("t", schema()).unwrap();
-    fill(&bt, "t", 100);
-    let tablet = bt.tablets("t").unwrap()[0].clone();
-    let env = &bt.cluster().env;
-    let to = env
-        .servers()
-        .iter()
-        .map(|s| s.name().to_string())
-        .find(|n| *n != tablet.server)
-        .expect("a second tablet server");
-    let hooks = &env.hooks;
+    let (store, bt, tablet, to) = one_tablet_and_another_server();
+    let hooks = &bt.cluster().env.hooks;
     let _release = ReleasePauses(hooks);
-    let serving = || -> Vec<String> {
-        env.servers()
-            .iter()
-            .filter(|s| s.tablet_ids().unwrap().contains(&tablet.id))
-            .map(|s| s.name().to_string())
-            .collect()
-    };
     let before = hooks.load_before_record.reached();
     hooks.load_before_record.hold_next();
     let moved = std::thread::scope(|s| {
@@ -803,23 +780,67 @@ fn a_load_outlived_by_its_master_does_not_serve_beside_the_next_assignment() {
         // The next master finds the tablet unassigned and loads it (the
         // paused load has not recorded or started serving).
         wait_for("the next master to assign", Duration::from_secs(60), || {
-            !serving().is_empty()
+            !serving(&bt, tablet).is_empty()
         });
         hooks.load_before_record.hold(false);
         mover.join().unwrap()
     });
     assert!(moved.is_err(), "the deposed master's load went on");
-    let servers = serving();
+    let servers = serving(&bt, tablet);
     assert_eq!(servers.len(), 1, "served by {servers:?}");
+    a_write_outlives_a_restart(&bt, store);
+}
+
+/// A fresh store with table `t` of 100 rows in one tablet, and no balancer
+/// (only a test's moves move it); the tablet's id and another server.
+fn one_tablet_and_another_server() -> (Arc<dyn gfs::FileStore>, Bigtable, u64, String) {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
+    let bt = Bigtable::open(store.clone(), no_balancer()).unwrap();
+    bt.create_table("t", schema()).unwrap();
+    fill(&bt, "t", 100);
+    let tablet = bt.tablets("t").unwrap()[0].clone();
+    let to = bt
+        .cluster()
+        .env
+        .servers()
+        .iter()
+        .map(|s| s.name().to_string())
+        .find(|n| *n != tablet.server)
+        .expect("a second tablet server");
+    (store, bt, tablet.id, to)
+}
+
+fn no_balancer() -> Options {
+    Options {
+        balance: false,
+        ..options()
+    }
+}
+
+/// The servers serving tablet `id`.
+fn serving(bt: &Bigtable, id: u64) -> Vec<String> {
+    bt.cluster()
+        .env
+        .servers()
+        .iter()
+        .filter(|s| s.tablet_ids().unwrap().contains(&id))
+        .map(|s| s.name().to_string())
+        .collect()
+}
+
+/// A write made now reaches the log METADATA names: it outlives a
+/// restart, and so does the table.
+fn a_write_outlives_a_restart(bt: &Bigtable, store: Arc<dyn gfs::FileStore>) {
     bt.apply(
         "t",
-        &RowMutation::new("r99999").set("f", "q", "after the load"),
+        &RowMutation::new("r99999").set("f", "q", "written last"),
         WriteOptions::default(),
     )
     .unwrap();
     bt.close().unwrap();
-    let bt = Bigtable::open(store, opts()).unwrap();
-    assert_eq!(value(&bt, "r99999"), Some(b"after the load".to_vec()));
+    let bt = Bigtable::open(store, no_balancer()).unwrap();
+    assert_eq!(value(&bt, "r99999"), Some(b"written last".to_vec()));
     check(&bt, "t", 100);
     bt.close().unwrap();
 }
@@ -839,25 +860,8 @@ struct Raced {
 /// is the next master's. Then lets the move end, then the round. A write
 /// made after both must outlive a restart, and so must the table.
 fn race_a_move_and_an_assignment(depose: bool) -> Raced {
-    let _ = env_logger::builder().is_test(true).try_init();
-    let store: Arc<dyn gfs::FileStore> = Arc::new(gfs::MemStore::new());
-    // No balancer: only the move below moves the tablet.
-    let opts = || Options {
-        balance: false,
-        ..options()
-    };
-    let bt = Bigtable::open(store.clone(), opts()).unwrap();
-    bt.create_table("t", schema()).unwrap();
-    fill(&bt, "t", 100);
-    let tablet = bt.tablets("t").unwrap()[0].clone();
-    let env = &bt.cluster().env;
-    let to = env
-        .servers()
-        .iter()
-        .map(|s| s.name().to_string())
-        .find(|n| *n != tablet.server)
-        .expect("a second tablet server");
-    let hooks = &env.hooks;
+    let (store, bt, tablet, to) = one_tablet_and_another_server();
+    let hooks = &bt.cluster().env.hooks;
     let _release = ReleasePauses(hooks);
     hooks.move_after_unload.hold(true);
     let (moved, paused) = std::thread::scope(|s| {
@@ -883,24 +887,8 @@ fn race_a_move_and_an_assignment(depose: bool) -> Raced {
     wait_for("the next assignment round", Duration::from_secs(30), || {
         hooks.assign_after_read.reached() > paused
     });
-    let serving: Vec<String> = env
-        .servers()
-        .iter()
-        .filter(|s| s.tablet_ids().unwrap().contains(&tablet.id))
-        .map(|s| s.name().to_string())
-        .collect();
-    // A write now reaches the log METADATA names: it outlives a restart.
-    bt.apply(
-        "t",
-        &RowMutation::new("r99999").set("f", "q", "after the move"),
-        WriteOptions::default(),
-    )
-    .unwrap();
-    bt.close().unwrap();
-    let bt = Bigtable::open(store, opts()).unwrap();
-    assert_eq!(value(&bt, "r99999"), Some(b"after the move".to_vec()));
-    check(&bt, "t", 100);
-    bt.close().unwrap();
+    let serving = serving(&bt, tablet);
+    a_write_outlives_a_restart(&bt, store);
     Raced { to, moved, serving }
 }
 
