@@ -40,13 +40,13 @@ pub(crate) fn replaced_attr(cx: &Ctx, ino: u64, node: &Node) -> Option<FileAttr>
         Some(a) => a,
         None => {
             let (size, ts) = cx.kernel.inodes().reported(ino)?;
-            let fam = cx.data.family_schema(node.table()?, node.family()?).ok()?;
+            let (mode, owner, group) = open_file_perms(cx, node)?;
             make_attr(
                 ino,
                 fuser::FileType::RegularFile,
-                fam.mode & 0o666,
-                fam.owner,
-                fam.group,
+                mode,
+                owner,
+                group,
                 size,
                 crate::options::micros_to_time(ts),
             )
@@ -55,6 +55,18 @@ pub(crate) fn replaced_attr(cx: &Ctx, ino: u64, node: &Node) -> Option<FileAttr>
     a.ino = fuser::INodeNo(ino);
     a.nlink = 0;
     Some(a)
+}
+
+/// The mode, owner and group an open file of cell `node` shows: its
+/// family's; the mount's defaults once the family was dropped (the file
+/// was unlinked first: a family holding data cannot be dropped).
+fn open_file_perms(cx: &Ctx, node: &Node) -> Option<(u32, u32, u32)> {
+    let table = node.table()?;
+    let family = node.family()?;
+    Some(match cx.data.family_schema(table, family) {
+        Ok(f) => (f.mode & 0o666, f.owner, f.group),
+        Err(_) => (0o644, cx.opts.uid, cx.opts.gid),
+    })
 }
 
 fn cell_handle_attr(cx: &Ctx, h: &Arc<Mutex<Handle>>, node: &Node) -> Option<FileAttr> {
@@ -72,13 +84,13 @@ fn cell_handle_attr(cx: &Ctx, h: &Arc<Mutex<Handle>>, node: &Node) -> Option<Fil
             c.unlinked,
         )
     };
-    let fam = cx.data.family_schema(node.table()?, node.family()?).ok()?;
+    let (mode, owner, group) = open_file_perms(cx, node)?;
     let mut a = make_attr(
         cx.kernel.ino_of(node),
         fuser::FileType::RegularFile,
-        fam.mode & 0o666,
-        fam.owner,
-        fam.group,
+        mode,
+        owner,
+        group,
         len,
         std::time::SystemTime::now(),
     );

@@ -207,6 +207,8 @@ enum Op {
     OpenWrite(usize, usize, usize, usize, String),
     /// Close that descriptor: its buffer is one new version.
     Close,
+    /// `ftruncate` of that descriptor: its buffer cut or padded with zeros.
+    Ftruncate(usize),
     /// The tree under `.at/<ts>/`.
     At(usize, u64),
     /// The operation on the n-th cell that exists (modulo their number), so
@@ -272,6 +274,7 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (t.clone(), r.clone(), f.clone(), q.clone(), value())
             .prop_map(|(t, r, f, q, v)| Op::OpenWrite(t, r, f, q, v)),
         3 => Just(Op::Close),
+        1 => (0..5usize).prop_map(Op::Ftruncate),
         12 => (any::<usize>(), prop_oneof![
             (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Rename(0, 0, 0, 0, f, q)),
             (0..3usize, 0..2usize).prop_map(|(f, q)| Op::Exchange(0, 0, 0, 0, f, q)),
@@ -683,6 +686,14 @@ impl Model {
                 });
                 ok()
             }
+            Op::Ftruncate(n) => {
+                if let Some(o) = self.open.as_mut() {
+                    let mut v = std::mem::take(&mut o.value).into_bytes();
+                    v.resize(n, 0);
+                    o.value = String::from_utf8(v).unwrap_or_default();
+                }
+                ok()
+            }
             Op::Close => {
                 let Some(o) = self.open.take() else {
                     return ok();
@@ -1088,6 +1099,16 @@ fn run(t: &T, m: &Model, fh: &Held, op: &Op) -> Answer {
             t.fs.write(h, 0, v.as_bytes(), None)?;
             ok()
         }
+        Op::Ftruncate(n) => {
+            let Some((h, ino)) = fh.get() else {
+                return ok();
+            };
+            let set = SetAttr {
+                size: Some(n as u64),
+                ..Default::default()
+            };
+            unit(t.fs.setattr(&t.root, ino, Some(h), set).map(|_| ()))
+        }
         Op::Close => {
             let Some((h, _)) = fh.take() else {
                 return ok();
@@ -1391,6 +1412,26 @@ fn a_cell_deleted_past_the_mount_while_open_for_writing_is_gone_until_its_close(
     t.fs.flush(fh, None).unwrap();
     t.fs.release(fh).unwrap();
     assert_eq!(t.get("/t/b/f/x").unwrap(), b"writer");
+}
+
+/// A descriptor writing a cell that was unlinked, its family dropped since
+/// (it held no data then), still answers `ftruncate` and `fstat`: it
+/// answered ENOENT, having no family's permissions to show.
+#[test]
+fn an_unlinked_descriptor_outlives_its_family() {
+    let t = T::new();
+    t.mutate("set a g:x 1\n").unwrap();
+    let ino = t.ino("/t/a/g/x").unwrap();
+    let fh = t.fs.open(&t.root, ino, TRUNC).unwrap().fh;
+    t.unlink("/t/a/g/x").unwrap();
+    t.put("/t/.schema", b"f\n", TRUNC).unwrap();
+    let set = SetAttr {
+        size: Some(2),
+        ..Default::default()
+    };
+    let (attr, _) = t.fs.setattr(&t.root, ino, Some(fh), set).unwrap();
+    assert_eq!((attr.size, attr.nlink), (2, 0));
+    t.fs.release(fh).unwrap();
 }
 
 /// Was bug 4: a cell removed by `.mutate` while a descriptor held it open
