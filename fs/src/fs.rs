@@ -455,10 +455,14 @@ impl Fs {
     /// writer is answered.
     pub fn rows_changed_elsewhere(&self, table: &str, rows: &[&[u8]]) {
         self.cx.data.rows_changed_elsewhere(table, rows);
-        files::lost_cells::writers_lost_cells(&self.cx, |n| {
-            matches!(n, Node::Cell(c) if c.view.is_now() && *c.table == *table
+        files::lost_cells::writers_lost_cells(
+            &self.cx,
+            |n| {
+                matches!(n, Node::Cell(c) if c.view.is_now() && *c.table == *table
                 && rows.iter().any(|r| *c.row == **r))
-        });
+            },
+            false,
+        );
         self.cx.kernel.rows_changed_elsewhere(table, rows)
     }
 

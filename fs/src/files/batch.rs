@@ -233,9 +233,11 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                 RowOp::Mutate(Mutation::DeleteCells {
                     family, qualifier, ..
                 }) => {
-                    super::lost_cells::writers_lost_cells(cx, |n| {
-                        n.is_column_of(table, row, family, qualifier)
-                    });
+                    super::lost_cells::writers_lost_cells(
+                        cx,
+                        |n| n.is_column_of(table, row, family, qualifier),
+                        true,
+                    );
                     Some((family, qualifier, false))
                 }
                 RowOp::Mutate(Mutation::SetCell {
@@ -251,18 +253,26 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                     family, qualifier, ..
                 } => Some((family, qualifier, true)),
                 RowOp::Mutate(Mutation::DeleteFamily { family }) => {
-                    super::lost_cells::writers_lost_cells(cx, |n| {
-                        matches!(n, Node::Cell(c) if c.view.is_now()
+                    super::lost_cells::writers_lost_cells(
+                        cx,
+                        |n| {
+                            matches!(n, Node::Cell(c) if c.view.is_now()
                             && *c.table == *table && *c.row == **row && *c.family == **family)
-                    });
+                        },
+                        true,
+                    );
                     cx.kernel.invalidate_row(table, row, Some(family));
                     None
                 }
                 RowOp::Mutate(Mutation::DeleteRow) => {
-                    super::lost_cells::writers_lost_cells(cx, |n| {
-                        matches!(n, Node::Cell(c) if c.view.is_now()
+                    super::lost_cells::writers_lost_cells(
+                        cx,
+                        |n| {
+                            matches!(n, Node::Cell(c) if c.view.is_now()
                             && *c.table == *table && *c.row == **row)
-                    });
+                        },
+                        true,
+                    );
                     cx.kernel.invalidate_row(table, row, None);
                     None
                 }

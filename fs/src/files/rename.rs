@@ -79,7 +79,11 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
                 return Err(Errno::ENOENT);
             }
             delete_versions(cx, col, TimeRange::exactly(ts), &what)?;
-            super::lost_cells::writers_lost_cells(cx, |n| matches!(n, Node::Cell(c) if c == col));
+            super::lost_cells::writers_lost_cells(
+                cx,
+                |n| matches!(n, Node::Cell(c) if c == col),
+                true,
+            );
             cx.data
                 .pending()
                 .add_column(table, row, family, &col.qualifier);
