@@ -42,10 +42,12 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
             let kn = parse_lenient(name).ok_or(Errno::ENOENT)?;
             let q = cx.data.resolve_qualifier(fa, &kn)?.ok_or(Errno::ENOENT)?;
             let col = fa.column(q);
+            // Before the store's read (see `is_pending_cell`).
+            let pending = cx.data.is_pending_cell(&col);
             // Nothing to remove answers ENOENT and changes nothing: a
             // writer open on a cell whose versions went another way
             // (`.mutate`, `rm` of its versions) still commits.
-            if !cx.data.is_pending_cell(&col) && cx.data.newest(&col)?.is_none() {
+            if !pending && cx.data.newest(&col)?.is_none() {
                 return Err(Errno::ENOENT);
             }
             // Open handles on the cell or its versions commit nothing
@@ -53,7 +55,8 @@ pub(crate) fn unlink(cx: &Ctx, _caller: &Caller, parent: u64, name: &[u8]) -> Fs
             let created = super::commit::orphan_handles(cx, |n| {
                 n.is_column_of(table, row, family, &col.qualifier)
             });
-            if cx.data.newest(&col)?.is_none() {
+            // A created cell is read once its handles can commit no more.
+            if pending && cx.data.newest(&col)?.is_none() {
                 return if created {
                     cx.data.pending().add_row(table, row);
                     cx.data.pending().add_family(table, row, family);
