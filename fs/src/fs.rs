@@ -10,7 +10,6 @@
 use crate::ctx::Ctx;
 use crate::lockdir::events::PollWaker;
 use crate::lockdir::{is_lock_fh, Done, LockDir, LockOpened, LockReply, LockRequest};
-use crate::node::Node;
 use crate::options::{Entry, FsOptions, FsResult};
 use crate::perms::Caller;
 use crate::reply::{DirOut, Opened, SetAttr};
@@ -458,8 +457,8 @@ impl Fs {
         files::lost_cells::writers_lost_cells(
             &self.cx,
             |n| {
-                matches!(n, Node::Cell(c) if c.view.is_now() && *c.table == *table
-                && rows.iter().any(|r| *c.row == **r))
+                rows.iter()
+                    .any(|r| files::lost_cells::cell_in(n, table, r, None))
             },
             false,
         );

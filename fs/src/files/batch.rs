@@ -255,10 +255,7 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                 RowOp::Mutate(Mutation::DeleteFamily { family }) => {
                     super::lost_cells::writers_lost_cells(
                         cx,
-                        |n| {
-                            matches!(n, Node::Cell(c) if c.view.is_now()
-                            && *c.table == *table && *c.row == **row && *c.family == **family)
-                        },
+                        |n| super::lost_cells::cell_in(n, table, row, Some(family)),
                         true,
                     );
                     cx.kernel.invalidate_row(table, row, Some(family));
@@ -267,10 +264,7 @@ fn batch_changed(cx: &Ctx, table: &str, txns: &[Txn]) {
                 RowOp::Mutate(Mutation::DeleteRow) => {
                     super::lost_cells::writers_lost_cells(
                         cx,
-                        |n| {
-                            matches!(n, Node::Cell(c) if c.view.is_now()
-                            && *c.table == *table && *c.row == **row)
-                        },
+                        |n| super::lost_cells::cell_in(n, table, row, None),
                         true,
                     );
                     cx.kernel.invalidate_row(table, row, None);

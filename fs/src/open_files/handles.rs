@@ -236,27 +236,11 @@ impl Handles {
         fhs.iter().filter_map(|fh| map.get(fh).cloned()).collect()
     }
 
-    /// The writable cell handles open on a node `which` accepts (locking
-    /// only those: a caller may hold another kind, a `.mutate` batch's).
-    /// Unless `wait`, a handle locked now is left out: a commit holds its
-    /// handle while its write waits for other daemons, which may be waiting
-    /// for the caller.
-    pub fn writers_where(
-        &self,
-        which: impl Fn(&Node) -> bool,
-        wait: bool,
-    ) -> Vec<Arc<Mutex<Handle>>> {
+    /// Every writable cell handle (unlocked: a caller may hold one).
+    pub fn writers(&self) -> Vec<Arc<Mutex<Handle>>> {
         let fhs: Vec<u64> = self.writers.lock().1.keys().copied().collect();
-        let all: Vec<Arc<Mutex<Handle>>> = {
-            let map = self.map.lock();
-            fhs.iter().filter_map(|fh| map.get(fh).cloned()).collect()
-        };
-        all.into_iter()
-            .filter(|h| {
-                let g = if wait { Some(h.lock()) } else { h.try_lock() };
-                g.is_some_and(|g| matches!(&*g, Handle::Cell(c) if which(&c.node)))
-            })
-            .collect()
+        let map = self.map.lock();
+        fhs.iter().filter_map(|fh| map.get(fh).cloned()).collect()
     }
 
     /// Notes a write through `fh` by the descriptor table `owner`.
