@@ -491,7 +491,7 @@ impl Fs {
     /// A table that a writer other than the mount created, deleted, or
     /// changed the families or dropped rows of.
     pub fn table_changed_elsewhere(&self, table: &str) {
-        self.cx.data.table_changed_elsewhere();
+        self.cx.data.table_changed_elsewhere(table);
         self.cx.kernel.table_changed_elsewhere(table)
     }
 

@@ -50,6 +50,7 @@ pub(crate) fn child_node(cx: &Ctx, parent: &Node, name: &[u8]) -> FsResult<Node>
                 return Ok(Node::Lock(crate::node::LockNode::root()));
             }
             let t = table_name(n).ok_or(Errno::ENOENT)?;
+            cx.data.check_changed_tables();
             Ok(Node::Table(Name::from(t)))
         }
         Node::StatusDir => StatusFile::from_name(n)

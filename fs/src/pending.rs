@@ -11,6 +11,7 @@
 
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 type Fam = (String, Vec<u8>, String);
 type Col = (String, Vec<u8>, String, Vec<u8>);
@@ -25,12 +26,18 @@ struct Inner {
     cells: HashMap<Col, usize>,
     /// `.schema`/`.mutate` files removed with unlink (see [`Pending::hide`]).
     hidden: HashSet<(String, String)>,
+    /// Tables another writer made, deleted or changed the schema of since
+    /// their directories here were checked against the store (see
+    /// [`Pending::table_changed_elsewhere`]).
+    unsure: BTreeSet<String>,
 }
 
 /// See the module comment.
 #[derive(Default)]
 pub struct Pending {
     inner: Mutex<Inner>,
+    /// Whether `unsure` holds a table: checked on every use, without the lock.
+    any_unsure: AtomicBool,
 }
 
 fn fam(t: &str, r: &[u8], f: &str) -> Fam {
@@ -125,9 +132,7 @@ impl Pending {
     /// table, and its `.versions/` columns (the family was dropped: were it
     /// added again, they would come back with it).
     pub fn drop_family(&self, t: &str, f: &str) {
-        let mut g = self.inner.lock();
-        g.families.retain(|(ft, _, ff)| !(ft == t && ff == f));
-        g.columns.retain(|(ct, _, cf, _)| !(ct == t && cf == f));
+        self.keep_families(t, |ff| ff != f);
     }
 
     /// Pending families of a row.
@@ -238,6 +243,35 @@ impl Pending {
             .contains(&(t.to_string(), name.to_string()))
     }
 
+    /// Another writer made, deleted or changed the schema of table `t`: its
+    /// directories here may belong to a table or family that is gone, and
+    /// must not come back with a table or family made again under the
+    /// name. Only noted here (this runs while the other writer waits, so
+    /// it asks the store nothing); the next use checks ([`Pending::take_unsure`]).
+    pub fn table_changed_elsewhere(&self, t: &str) {
+        self.inner.lock().unsure.insert(t.to_string());
+        self.any_unsure.store(true, Ordering::Release);
+    }
+
+    /// The tables noted by [`Pending::table_changed_elsewhere`] since the
+    /// last call, for the caller to check against the store.
+    pub fn take_unsure(&self) -> Vec<String> {
+        if !self.any_unsure.load(Ordering::Acquire) {
+            return Vec::new();
+        }
+        let mut g = self.inner.lock();
+        self.any_unsure.store(false, Ordering::Release);
+        std::mem::take(&mut g.unsure).into_iter().collect()
+    }
+
+    /// Forgets the empty directories and `.versions/` columns of the
+    /// families of table `t` that `keep` refuses (they were dropped).
+    pub fn keep_families(&self, t: &str, keep: impl Fn(&str) -> bool) {
+        let mut g = self.inner.lock();
+        g.families.retain(|(ft, _, ff)| ft != t || keep(ff));
+        g.columns.retain(|(ct, _, cf, _)| ct != t || keep(cf));
+    }
+
     /// Forgets everything of a table (it was deleted).
     pub fn drop_table(&self, t: &str) {
         let mut g = self.inner.lock();
@@ -334,5 +368,28 @@ mod tests {
         assert!(!p.has_family("t", b"a", "g") && !p.has_family("t", b"b", "g"));
         assert!(!p.has_family("t", b"c", "g") && !p.has_row("t", b"a"));
         assert!(p.has_family("t", b"b", "f") && p.has_family("u", b"a", "g"));
+    }
+
+    #[test]
+    fn tables_changed_elsewhere_are_handed_out_once() {
+        let p = Pending::default();
+        assert!(p.take_unsure().is_empty());
+        p.table_changed_elsewhere("u");
+        p.table_changed_elsewhere("t");
+        p.table_changed_elsewhere("u");
+        assert_eq!(p.take_unsure(), vec!["t".to_string(), "u".to_string()]);
+        assert!(p.take_unsure().is_empty());
+    }
+
+    #[test]
+    fn only_the_families_kept_keep_their_directories() {
+        let p = Pending::default();
+        p.add_family("t", b"a", "f");
+        p.add_family("t", b"a", "g");
+        p.add_column("t", b"b", "h", b"q");
+        p.add_family("u", b"a", "g");
+        p.keep_families("t", |f| f == "f");
+        assert!(p.has_family("t", b"a", "f") && !p.has_family("t", b"a", "g"));
+        assert!(!p.has_column("t", b"b", "h", b"q") && p.has_family("u", b"a", "g"));
     }
 }

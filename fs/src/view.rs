@@ -82,9 +82,38 @@ impl StoreView {
         self.store.calls()
     }
 
-    /// Directories made with `mkdir` that hold no cell yet.
+    /// Directories made with `mkdir` that hold no cell yet; first, those of
+    /// tables changed elsewhere since are checked against the store.
     pub fn pending(&self) -> &Pending {
+        self.check_changed_tables();
         &self.pending
+    }
+
+    /// Checks the directories of the tables changed elsewhere (see
+    /// [`Pending::table_changed_elsewhere`]). Also when the root is listed
+    /// or looked in: a table deleted elsewhere is checked before one made
+    /// again under its name could be, where this mount saw it gone.
+    pub fn check_changed_tables(&self) {
+        for t in self.pending.take_unsure() {
+            self.check_pending(&t);
+        }
+    }
+
+    /// Forgets the directories of `table` if it is gone, and those of its
+    /// families that are.
+    fn check_pending(&self, table: &str) {
+        // A daemon that learns tables from METADATA may not know yet.
+        if let Err(e) = self.store.refresh_tables() {
+            log::debug!("reading the tables again: {e}");
+        }
+        match self.store.schema(table) {
+            Ok(s) => self
+                .pending
+                .keep_families(table, |f| s.families.contains_key(f)),
+            Err(engine::Error::TableNotFound(_)) => self.pending.drop_table(table),
+            // Left as they are: the directories of a table not reached.
+            Err(e) => log::info!("checking the empty directories of {table}: {e}"),
+        }
     }
 
     /// The mount's operation counters.
@@ -301,7 +330,7 @@ impl StoreView {
         row: &[u8],
         walk: bool,
     ) -> FsResult<bool> {
-        if view.is_now() && self.pending.has_row(table, row) {
+        if view.is_now() && self.pending().has_row(table, row) {
             return Ok(true);
         }
         if view.is_now() && self.row_read_empty(table, row) {
@@ -318,7 +347,7 @@ impl StoreView {
     /// the row memo keeps answers yes without a read, and a read of the
     /// whole row (or family) a moment ago that found none answers no.
     pub(crate) fn family_exists(&self, f: &FamilyAddr, walk: bool) -> FsResult<bool> {
-        if f.view.is_now() && self.pending.has_family(&f.table, &f.row, &f.family) {
+        if f.view.is_now() && self.pending().has_family(&f.table, &f.row, &f.family) {
             return Ok(true);
         }
         if f.view.is_now() && self.row_read_empty(&f.table, &f.row) {
@@ -388,8 +417,9 @@ impl StoreView {
     }
 
     /// A table changed by a writer other than the mount.
-    pub(crate) fn table_changed_elsewhere(&self) {
+    pub(crate) fn table_changed_elsewhere(&self, table: &str) {
         self.store.memo().forget_all();
+        self.pending.table_changed_elsewhere(table);
     }
 
     pub(crate) fn column_spec(
@@ -415,7 +445,7 @@ impl StoreView {
             // column read seeks straight to it (Bloom-filtered), where a
             // regex scan of the row would read the whole row.
             return Ok(self
-                .pending
+                .pending()
                 .has_column(&c.table, &c.row, &c.family, &c.qualifier)
                 || self.newest(c)?.is_some());
         }
@@ -456,7 +486,7 @@ impl StoreView {
     pub(crate) fn is_pending_cell(&self, c: &CellAddr) -> bool {
         c.view.is_now()
             && self
-                .pending
+                .pending()
                 .has_cell(&c.table, &c.row, &c.family, &c.qualifier)
     }
 

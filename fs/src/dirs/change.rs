@@ -50,6 +50,9 @@ pub(crate) fn mkdir(
                 .store()
                 .create_table(t, schema)
                 .map_err(|e| cx.data.fail(&what, &e))?;
+            // Directories left of a table of that name that another
+            // daemon deleted are not this one's.
+            cx.data.pending().drop_table(t);
             log::info!("created table {t}");
             Node::Table(Name::from(t))
         }

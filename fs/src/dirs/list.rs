@@ -61,6 +61,7 @@ pub(super) fn list_small(cx: &Ctx, node: &Node, first: bool) -> FsResult<Vec<Lis
     let mut out = Vec::new();
     match node {
         Node::Root => {
+            cx.data.check_changed_tables();
             out.push(dir(STATUS_DIR.into(), Node::StatusDir, None));
             // lockdir hook
             if cx.has_lockdir() {

@@ -168,7 +168,7 @@ fn stat_of_a_cell() {
     let steps = m.done("stat");
     assert_eq!(steps, "lookup:0 lookup:1 lookup:0 lookup:0 getattr:0 = 1");
     // What the memo would have dropped 100 ms later.
-    t.fs.ctx().data.table_changed_elsewhere();
+    t.fs.ctx().data.table_changed_elsewhere("t");
     let mut m = Meter::new(&t);
     assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
     m.step("getattr");
@@ -391,7 +391,7 @@ fn cat_later() {
     let t = table();
     let fam = t.ino("/t/r/f").unwrap();
     let ino = t.ino("/t/r/f/c").unwrap();
-    t.fs.ctx().data.table_changed_elsewhere();
+    t.fs.ctx().data.table_changed_elsewhere("t");
     let mut m = Meter::new(&t);
     t.fs.getattr(fam, None).unwrap();
     m.step("getattr");
@@ -402,7 +402,7 @@ fn cat_later() {
         m.done("cat later"),
         "getattr:1 getattr:0 open:0 release:0 = 1"
     );
-    t.fs.ctx().data.table_changed_elsewhere();
+    t.fs.ctx().data.table_changed_elsewhere("t");
     let mut m = Meter::new(&t);
     assert_eq!(t.fs.getattr(ino, None).unwrap().0.size, 5);
     m.step("getattr");

@@ -25,6 +25,7 @@ struct T {
     /// The engine the store is, closed with the test.
     engine: Option<engine::Bigtable>,
     root: Caller,
+    opts: FsOptions,
 }
 
 impl Drop for T {
@@ -69,18 +70,37 @@ impl T {
         engine: Option<engine::Bigtable>,
         opts: FsOptions,
     ) -> T {
-        let fs = Fs::new(store.clone(), opts);
+        let fs = Fs::new(store.clone(), opts.clone());
         let t = T {
             fs,
             store,
             mock,
             engine,
             root: Caller::root(),
+            opts,
         };
         t.fs.mkdir(&t.root, ROOT_INO, b"t", 0o755, 0o022).unwrap();
         t.put("/t/.schema", b"f\ng max_versions=5\n", TRUNC)
             .unwrap();
         t
+    }
+
+    /// A second daemon's mount of the same store (which stays open while
+    /// this `T` lives; nothing tells either mount of the other's writes).
+    fn peer(&self) -> T {
+        T {
+            fs: Fs::new(self.store.clone(), self.opts.clone()),
+            store: self.store.clone(),
+            mock: self.mock.clone(),
+            engine: None,
+            root: Caller::root(),
+            opts: self.opts.clone(),
+        }
+    }
+
+    /// The mount stopped and started again on the same store.
+    fn remount(&mut self) {
+        self.fs = Fs::new(self.store.clone(), self.opts.clone());
     }
 
     /// The mock store (a test that reads it runs on it).

@@ -609,13 +609,14 @@ fn rename_moves_a_cell_within_its_row() {
 #[test]
 fn large_values_in_large_writes() {
     let store = Arc::new(MockStore::with_max_value(64 << 20));
-    let fs = Fs::new(store.clone(), FsOptions::default());
+    let opts = FsOptions::default();
     let t = T {
-        fs,
+        fs: Fs::new(store.clone(), opts.clone()),
         store: store.clone(),
         mock: Some(store),
         engine: None,
         root: Caller::root(),
+        opts,
     };
     t.fs.mkdir(&t.root, ROOT_INO, b"t", 0o755, 0o022).unwrap();
     t.put("/t/.schema", b"f\n", TRUNC).unwrap();
