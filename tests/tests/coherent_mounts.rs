@@ -340,3 +340,36 @@ fn a_listing_kept_by_one_daemon_shows_the_other_daemons_writes() {
         );
     }
 }
+
+/// Empty directories made with `mkdir` are the daemon's own (docs/mount.md,
+/// Rows and families): a family or table another daemon drops, which it
+/// sees empty, takes them along, and one made again under the name starts
+/// without them.
+#[test]
+fn a_family_or_table_dropped_through_one_daemon_takes_the_others_empty_directories() {
+    let (_etcd, a, b) = two_daemons();
+    first_cell(&a, &b);
+    let listed = |m: &Mount, dir: &str| -> Vec<String> {
+        names(&m.path(dir))
+            .into_iter()
+            .filter(|n| !n.starts_with('.'))
+            .collect()
+    };
+    let none: Vec<String> = Vec::new();
+    // A family.
+    std::fs::write(a.path("t/.schema"), "cf\ng\n").unwrap();
+    std::fs::create_dir_all(b.path("t/r2/g")).unwrap();
+    assert_eq!(listed(&b, "t/r2"), ["g"]);
+    std::fs::write(a.path("t/.schema"), "cf\n").unwrap();
+    assert_eq!(listed(&b, "t/r2"), none, "a dropped family's directory");
+    std::fs::write(a.path("t/.schema"), "cf\ng\n").unwrap();
+    assert_eq!(listed(&b, "t/r2"), none, "the family added again");
+    // A table.
+    a.table("u", "cf\n");
+    std::fs::create_dir(b.path("u/empty")).unwrap();
+    assert_eq!(listed(&b, "u"), ["empty"]);
+    std::fs::remove_dir(a.path("u")).unwrap();
+    assert!(!listed(&b, "").contains(&"u".to_string()));
+    a.table("u", "cf\n");
+    assert_eq!(listed(&b, "u"), none, "the table made again");
+}
