@@ -614,7 +614,6 @@ fn large_values_in_large_writes() {
         fs: Fs::new(store.clone(), opts.clone()),
         store: store.clone(),
         mock: Some(store),
-        engine: None,
         root: Caller::root(),
         opts,
     };
