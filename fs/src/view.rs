@@ -94,7 +94,16 @@ impl StoreView {
     /// or looked in: a table deleted elsewhere is checked before one made
     /// again under its name could be, where this mount saw it gone.
     pub fn check_changed_tables(&self) {
-        for t in self.pending.take_unsure() {
+        let tables = self.pending.take_unsure();
+        if tables.is_empty() {
+            return;
+        }
+        // A daemon that learns tables from METADATA may not know yet; once
+        // for all (a lost lease notes every table).
+        if let Err(e) = self.store.refresh_tables() {
+            log::debug!("reading the tables again: {e}");
+        }
+        for t in tables {
             self.check_pending(&t);
         }
     }
@@ -102,10 +111,6 @@ impl StoreView {
     /// Forgets the directories of `table` if it is gone, and those of its
     /// families that are.
     fn check_pending(&self, table: &str) {
-        // A daemon that learns tables from METADATA may not know yet.
-        if let Err(e) = self.store.refresh_tables() {
-            log::debug!("reading the tables again: {e}");
-        }
         match self.store.schema(table) {
             Ok(s) => self
                 .pending

@@ -184,6 +184,16 @@ fn a_fenced_daemon_learns_it_from_owner_without_writing() {
 #[test]
 fn a_bad_store_fails_at_once_naming_the_problem() {
     let w = Seaweed::start("exists");
+    // The S3 gateway can learn of the bucket after the filer made it (once,
+    // on a loaded machine, wrong keys were answered "not found"): the
+    // right keys reach it first.
+    assert!(
+        tests::wait_until(Duration::from_secs(30), || S3Store::open(config(
+            &w, "known"
+        ))
+        .is_ok()),
+        "the bucket never answered the right keys"
+    );
     // A bucket that does not exist.
     let mut c = config(&w, "p");
     c.bucket = "no-such-bucket".into();
