@@ -104,8 +104,8 @@ impl T {
         t
     }
 
-    /// A second daemon's mount of the same store (which stays open while
-    /// this `T` lives; nothing tells either mount of the other's writes).
+    /// A second daemon's mount of the same store (nothing tells either
+    /// mount of the other's writes unless the test does).
     fn peer(&self) -> T {
         T {
             fs: Fs::new(self.store.clone(), self.opts.clone()),

@@ -236,7 +236,7 @@ enum Op {
     /// that operations on cells mostly reach one; run as that operation.
     OnCell(usize, Box<Op>),
     /// The operation through a second daemon's mount of the same store (its
-    /// own empty directories, no descriptor held): each daemon is told of
+    /// own empty directories and descriptor): each daemon is told of
     /// the rows and tables the other's operations wrote, as the cluster's
     /// invalidations tell it (docs/coherence.md).
     Peer(Box<Op>),
@@ -397,12 +397,11 @@ impl Model {
             std::mem::swap(&mut tb.pending_fams, &mut d.1);
             std::mem::swap(&mut tb.pending_cols, &mut d.2);
         }
-        self.forget_gone_dirs();
     }
 
     /// Either daemon's empty directories of a table that is gone, or of a
     /// family no longer in its table's schema: they go with it on every
-    /// daemon.
+    /// daemon (after each operation).
     fn forget_gone_dirs(&mut self) {
         let tables = &self.tables;
         self.peer_dirs.retain(|name, _| tables.contains_key(name));
