@@ -28,6 +28,8 @@ pub struct GoalsArgs {
     /// Table sizes for the walk goals; the cost per cell of the last size is
     /// compared with the first's.
     pub scale_rows: Vec<u64>,
+    /// What holding a VM's memory did before the run (`vm_memory.rs`).
+    pub memory: Value,
 }
 
 /// The engine's data for the synced run: synced writes run near the disk's
@@ -356,6 +358,7 @@ pub fn run(args: &GoalsArgs) -> Result<()> {
             "verdict": c.verdict(),
         })).collect::<Vec<_>>(),
         "limits": machine,
+        "memory": args.memory,
         "met": met,
         "measured": measured,
         "runs": {

@@ -22,5 +22,6 @@ pub mod s3_bench;
 pub mod s3_server;
 pub mod scale_bench;
 pub mod snapshot_bench;
+pub mod vm_memory;
 pub mod workloads;
 pub mod write_rounds;

@@ -268,14 +268,7 @@ const TREE_BYTES_PER_ROW: u64 = 8 << 10;
 
 /// Whether the bindfs tree of `rows` rows fits in half the memory available.
 fn tree_fits(rows: u64) -> Result<(), String> {
-    let available = fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|m| {
-            m.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
-        })
-        .map_or(u64::MAX, |kib| kib * 1024);
+    let available = super::vm_memory::meminfo().map_or(u64::MAX, |(available, _)| available);
     let need = rows.saturating_mul(TREE_BYTES_PER_ROW);
     if need > available / 2 {
         return Err(format!(

@@ -67,6 +67,12 @@ struct Common {
     /// Skip the peers (RocksDB and fjall; bindfs and tmpfs).
     #[arg(long, global = true)]
     no_peers: bool,
+    /// goals and engine: leave a VM's free page reporting on and touch no
+    /// memory first (by default they hold reporting off for the run and
+    /// first touch three quarters of the memory, so that no store pays the
+    /// host's faults for pages another store freed; docs/benchmarks.md).
+    #[arg(long, global = true)]
+    no_warm_memory: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -281,19 +287,23 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Cmd::Rpc) => bench::rpc_bench::run(&engine_args(c, work_base, EngineOpts::default())),
-        Some(Cmd::Goals(o)) => bench::goals::run(&bench::goals::GoalsArgs {
-            engine: engine_args(
-                c,
-                work_base,
-                EngineOpts {
-                    write_rounds: bench::goals::WRITE_ROUNDS,
-                    peer_rounds: bench::goals::PEER_ROUNDS,
-                    ..EngineOpts::default()
-                },
-            ),
-            mountd: o.mountd,
-            scale_rows: o.scale_rows,
-        }),
+        Some(Cmd::Goals(o)) => {
+            let (_held, memory) = warm_memory(c);
+            bench::goals::run(&bench::goals::GoalsArgs {
+                engine: engine_args(
+                    c,
+                    work_base,
+                    EngineOpts {
+                        write_rounds: bench::goals::WRITE_ROUNDS,
+                        peer_rounds: bench::goals::PEER_ROUNDS,
+                        ..EngineOpts::default()
+                    },
+                ),
+                mountd: o.mountd,
+                scale_rows: o.scale_rows,
+                memory,
+            })
+        }
         Some(Cmd::Fs(o)) => match o.mountpoint {
             Some(mountpoint) => bench::fs_bench::run(&bench::fs_bench::FsArgs {
                 mountpoint,
@@ -385,6 +395,15 @@ fn s3_writers(asked: &[usize]) -> Vec<usize> {
     }
 }
 
+/// Holds a VM's free page reporting off until the hold is dropped and
+/// touches the memory the run will use, unless `--no-warm-memory`.
+fn warm_memory(c: &Common) -> (Option<bench::vm_memory::Held>, serde_json::Value) {
+    if c.no_warm_memory {
+        return (None, serde_json::Value::Null);
+    }
+    bench::vm_memory::hold_and_warm(bench::vm_memory::auto_bytes())
+}
+
 fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
     if o.store == "s3" {
         // The engine's sizes as the mount options that set them.
@@ -404,6 +423,7 @@ fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
         .map(drop);
     }
     let args = engine_args(c, work_base, o);
+    let _held = warm_memory(c).0;
     let mut line = bench::engine_bench::run(&args)?;
     bench::write_rounds::after_engine(&args, &mut line);
     bench::peer_rounds::after_engine(&args, &mut line);
