@@ -13,11 +13,11 @@
 //! A bench run deletes and rewrites gigabytes, so whichever store next grows
 //! the page cache past what the run freed pays the host's faults: noise that
 //! follows the order of the workloads, not the store. A server in use keeps
-//! its memory full of page cache and rarely frees any. So `goals` and
-//! `engine` hold reporting off for their run (restored when it ends, also
-//! on error or Ctrl-C; a `kill -9` leaves it off, which only keeps free
-//! memory in the guest) and touch the memory the run will use first, and
-//! say what touching it cost: the figure for a page the host must back.
+//! its memory full of page cache and rarely frees any. So a bench run
+//! holds reporting off (restored when it ends, also on error or Ctrl-C; a
+//! `kill -9` leaves it off, which only keeps free memory in the guest),
+//! touches the memory it will use first, and says what touching it cost:
+//! the figure for a page the host must back.
 
 use serde_json::{json, Value};
 use std::fs;

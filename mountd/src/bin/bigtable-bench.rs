@@ -67,10 +67,10 @@ struct Common {
     /// Skip the peers (RocksDB and fjall; bindfs and tmpfs).
     #[arg(long, global = true)]
     no_peers: bool,
-    /// goals and engine: leave a VM's free page reporting on and touch no
-    /// memory first (by default they hold reporting off for the run and
-    /// first touch three quarters of the memory, so that no store pays the
-    /// host's faults for pages another store freed; docs/benchmarks.md).
+    /// Leave a VM's free page reporting on and touch no memory first (by
+    /// default a run holds reporting off until it ends and first touches
+    /// three quarters of the memory, so that no store pays the host's
+    /// faults for pages another store freed; docs/benchmarks.md).
     #[arg(long, global = true)]
     no_warm_memory: bool,
 }
@@ -274,6 +274,12 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<()> {
     let c = &cli.common;
     let work_base = c.dir.clone().unwrap_or_else(default_base_dir);
+    // Every run that measures holds the memory until it returns.
+    let measures = !matches!(cli.command, Some(Cmd::Certs(_)));
+    let (_held, memory) = match measures {
+        true => warm_memory(c),
+        false => (None, serde_json::Value::Null),
+    };
     match cli.command {
         None => run_engine(c, work_base, EngineOpts::default()),
         Some(Cmd::Engine(o)) => run_engine(c, work_base, o),
@@ -287,23 +293,20 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Some(Cmd::Rpc) => bench::rpc_bench::run(&engine_args(c, work_base, EngineOpts::default())),
-        Some(Cmd::Goals(o)) => {
-            let (_held, memory) = warm_memory(c);
-            bench::goals::run(&bench::goals::GoalsArgs {
-                engine: engine_args(
-                    c,
-                    work_base,
-                    EngineOpts {
-                        write_rounds: bench::goals::WRITE_ROUNDS,
-                        peer_rounds: bench::goals::PEER_ROUNDS,
-                        ..EngineOpts::default()
-                    },
-                ),
-                mountd: o.mountd,
-                scale_rows: o.scale_rows,
-                memory,
-            })
-        }
+        Some(Cmd::Goals(o)) => bench::goals::run(&bench::goals::GoalsArgs {
+            engine: engine_args(
+                c,
+                work_base,
+                EngineOpts {
+                    write_rounds: bench::goals::WRITE_ROUNDS,
+                    peer_rounds: bench::goals::PEER_ROUNDS,
+                    ..EngineOpts::default()
+                },
+            ),
+            mountd: o.mountd,
+            scale_rows: o.scale_rows,
+            memory,
+        }),
         Some(Cmd::Fs(o)) => match o.mountpoint {
             Some(mountpoint) => bench::fs_bench::run(&bench::fs_bench::FsArgs {
                 mountpoint,
@@ -423,7 +426,6 @@ fn run_engine(c: &Common, work_base: PathBuf, o: EngineOpts) -> Result<()> {
         .map(drop);
     }
     let args = engine_args(c, work_base, o);
-    let _held = warm_memory(c).0;
     let mut line = bench::engine_bench::run(&args)?;
     bench::write_rounds::after_engine(&args, &mut line);
     bench::peer_rounds::after_engine(&args, &mut line);
