@@ -91,6 +91,15 @@ fn orders_in(buddyinfo: &str) -> Option<usize> {
 fn hold(param: &Path) -> Option<Held> {
     let was = fs::read_to_string(param).ok()?;
     let order = order_past_largest()?;
+    if was.trim().parse::<usize>().is_ok_and(|o| o >= order) {
+        // Another run holds it (or the machine reports nothing): restoring
+        // this value after would leave reporting off for good.
+        eprintln!(
+            "memory: free page reporting already off (order {})",
+            was.trim()
+        );
+        return None;
+    }
     match fs::write(param, format!("{order}\n")) {
         Ok(()) => Some(Held {
             param: param.to_path_buf(),
@@ -167,7 +176,7 @@ pub fn hold_and_warm(bytes: u64) -> (Option<Held>, Value) {
             "free page reporting held off for the run (order {} restored after)",
             h.was.trim()
         ),
-        (None, true) => "free page reporting left on".to_string(),
+        (None, true) => "free page reporting not held by this run".to_string(),
         (None, false) => "no free page reporting".to_string(),
     };
     if gib > 0 {
