@@ -168,6 +168,20 @@ pub fn check_interrupted() -> Result<()> {
     Ok(())
 }
 
+/// With `BIGTABLE_BENCH_MARKS` set, prints `mark <what> <CLOCK_MONOTONIC
+/// seconds>` to stderr: the edges of a phase, to cut a profile taken with
+/// `perf record -k CLOCK_MONOTONIC` to it (`perf report --time a,b`).
+pub fn phase_mark(what: std::fmt::Arguments<'_>) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if !*ON.get_or_init(|| std::env::var_os("BIGTABLE_BENCH_MARKS").is_some()) {
+        return;
+    }
+    match nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC) {
+        Ok(t) => eprintln!("mark {what} {}.{:09}", t.tv_sec(), t.tv_nsec()),
+        Err(e) => eprintln!("mark {what}: no clock: {e}"),
+    }
+}
+
 /// A directory created for one run and removed (with everything in it) on drop.
 pub struct TempDir {
     path: PathBuf,

@@ -28,7 +28,7 @@
 // arithmetic is built (and tested).
 #![cfg_attr(not(feature = "peers"), allow(dead_code))]
 
-use super::common::{median_of, round3, TempDir};
+use super::common::{median_of, phase_mark, round3, TempDir};
 use super::engine_bench::EngineArgs;
 use super::workloads::{fill_random, fill_rest, fill_seq, read_phase, Fig6, KvStore, Written};
 use anyhow::Result;
@@ -179,6 +179,7 @@ fn rounds(
             for &s in &order {
                 settle(&all);
                 let (seq, rand) = (&*tables[s].0, &*tables[s].1);
+                phase_mark(format_args!("{} {} start", w.key(), STORES[s]));
                 let m = if w == Fig6::SeqWrite {
                     let m = fill_seq(seq, plan)?;
                     // The keys a time cap left, unmeasured: the reads
@@ -189,6 +190,7 @@ fn rounds(
                 } else {
                     fill_random(rand, plan)?
                 };
+                phase_mark(format_args!("{} {} end", w.key(), STORES[s]));
                 rates[s][k].push(m.rate());
             }
             super::common::check_interrupted()?;
@@ -217,7 +219,9 @@ fn interleaved_reads(
     for _ in 0..READ_TURNS {
         for &s in order {
             let (store, keys) = stores[s];
+            phase_mark(format_args!("{} {} start", w.key(), STORES[s]));
             turns[s].push(read_phase(w, store, keys, turn)?.rate());
+            phase_mark(format_args!("{} {} end", w.key(), STORES[s]));
         }
     }
     Ok(turns
