@@ -4,6 +4,10 @@
 //! design; per-entry `malloc` also made glibc grow each thread's heap a
 //! page at a time, one `mprotect` per few inserts).
 //!
+//! Two runs share the chunks' pool but not their chunks: the hot one for
+//! what searches walk, the cold one for what only a found entry's reader
+//! touches (see `skiplist.rs`).
+//!
 //! Memory handed out is never moved or reused while the arena lives, so
 //! pointers into it stay valid for the arena's whole life. Full-size chunks
 //! of a dropped arena are kept (up to [`MAX_SPARE`]) for the next arenas.
@@ -119,16 +123,51 @@ fn set_idle_priority(idle: bool) {
     let _ = unsafe { libc::sched_setscheduler(0, policy, &param) };
 }
 
-struct State {
+/// One run of allocations carved from the front of its current chunk.
+struct Bump {
     /// Next free byte of the current chunk, and how many are left after it.
     next: *mut u8,
     left: usize,
     /// Size of the last regular chunk allocated.
     chunk_size: usize,
+}
+
+impl Bump {
+    const EMPTY: Bump = Bump {
+        next: std::ptr::null_mut(),
+        left: 0,
+        chunk_size: 0,
+    };
+}
+
+/// Which of an arena's two runs an allocation comes from.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Run {
+    /// What searches walk (the skiplist's nodes): kept dense, so that a
+    /// search touches few cache lines and few pages.
+    Hot,
+    /// What only a found entry's reader touches (large values).
+    Cold,
+}
+
+struct State {
+    hot: Bump,
+    cold: Bump,
     chunks: Vec<Chunk>,
 }
 
-/// A bump allocator; thread-safe, never frees before it is dropped.
+impl State {
+    fn bump(&mut self, run: Run) -> &mut Bump {
+        match run {
+            Run::Hot => &mut self.hot,
+            Run::Cold => &mut self.cold,
+        }
+    }
+}
+
+/// A bump allocator; thread-safe, never frees before it is dropped. It
+/// keeps two runs ([`Run`]) in chunks of their own, so that what a
+/// search reads is not spread out by what it skips.
 pub struct Arena {
     state: Mutex<State>,
     /// Bytes handed out (rounded up to [`ALIGN`]).
@@ -154,9 +193,8 @@ impl Arena {
     pub fn new() -> Arena {
         Arena {
             state: Mutex::new(State {
-                next: std::ptr::null_mut(),
-                left: 0,
-                chunk_size: 0,
+                hot: Bump::EMPTY,
+                cold: Bump::EMPTY,
                 chunks: Vec::new(),
             }),
             used: AtomicUsize::new(0),
@@ -164,31 +202,48 @@ impl Arena {
         }
     }
 
-    /// `size` bytes (uninitialized) aligned to [`ALIGN`], valid until the
-    /// arena is dropped. Aborts, as the standard collections do, if the
-    /// system is out of memory.
+    /// `size` bytes (uninitialized) of the hot run aligned to [`ALIGN`],
+    /// valid until the arena is dropped. Aborts, as the standard
+    /// collections do, if the system is out of memory.
     pub fn alloc(&self, size: usize) -> NonNull<u8> {
-        let size = size.max(1).next_multiple_of(ALIGN);
         let mut s = self.state.lock();
-        if size > s.left {
+        self.carve(&mut s, Run::Hot, size)
+    }
+
+    /// `hot` bytes of the hot run and `cold` of the cold one, under one
+    /// lock (as [`Arena::alloc`]).
+    pub fn alloc_pair(&self, hot: usize, cold: usize) -> (NonNull<u8>, NonNull<u8>) {
+        let mut s = self.state.lock();
+        let h = self.carve(&mut s, Run::Hot, hot);
+        let c = self.carve(&mut s, Run::Cold, cold);
+        (h, c)
+    }
+
+    fn carve(&self, s: &mut State, run: Run, size: usize) -> NonNull<u8> {
+        let size = size.max(1).next_multiple_of(ALIGN);
+        if size > s.bump(run).left {
             if size > MAX_CHUNK / 4 {
                 // A large entry gets a chunk of its own; the current chunk's
                 // free tail stays in use for the next small ones.
-                let ptr = self.new_chunk(&mut s, size);
+                let ptr = self.new_chunk(s, size);
                 self.used.fetch_add(size, Ordering::Relaxed);
                 return ptr;
             }
-            let want = (s.chunk_size * 2).clamp(FIRST_CHUNK, MAX_CHUNK);
-            let chunk = want.max(size);
-            let ptr = self.new_chunk(&mut s, chunk);
-            s.chunk_size = chunk;
-            s.next = ptr.as_ptr();
-            s.left = chunk;
+            let chunk = (s.bump(run).chunk_size * 2)
+                .clamp(FIRST_CHUNK, MAX_CHUNK)
+                .max(size);
+            let ptr = self.new_chunk(s, chunk);
+            *s.bump(run) = Bump {
+                next: ptr.as_ptr(),
+                left: chunk,
+                chunk_size: chunk,
+            };
         }
-        let ptr = s.next;
+        let b = s.bump(run);
+        let ptr = b.next;
         // SAFETY: `size <= left`, so the result stays inside the current chunk.
-        s.next = unsafe { ptr.add(size) };
-        s.left -= size;
+        b.next = unsafe { ptr.add(size) };
+        b.left -= size;
         self.used.fetch_add(size, Ordering::Relaxed);
         // SAFETY: `ptr` points into a live chunk, so it is not null.
         unsafe { NonNull::new_unchecked(ptr) }
@@ -319,6 +374,27 @@ mod tests {
         }
         assert_spare_pool_holds_only_full_chunks();
         drop(a);
+    }
+
+    #[test]
+    fn the_two_runs_fill_chunks_of_their_own() {
+        let a = Arena::new();
+        let mut hot = Vec::new();
+        let mut cold = Vec::new();
+        for _ in 0..100 {
+            let (h, c) = a.alloc_pair(40, 1000);
+            hot.push(h.as_ptr() as usize);
+            cold.push(c.as_ptr() as usize);
+        }
+        // The hot run is unbroken by the cold one's allocations (its
+        // first chunk holds all hundred), and the cold ones lie outside it.
+        assert!(hot.windows(2).all(|w| w[1] == w[0] + 40));
+        let hot_end = hot[0] + 100 * 40;
+        assert!(cold.iter().all(|&c| c + 1000 <= hot[0] || c >= hot_end));
+        assert_eq!(a.used(), 100 * 1040);
+        // Hot allocations continue where the pairs' left off.
+        let next = a.alloc(8).as_ptr() as usize;
+        assert_eq!(next, hot[99] + 40);
     }
 
     #[test]

@@ -73,7 +73,7 @@ impl Memtable {
     }
 
     /// Bytes of entries with their skiplist nodes (the arena's chunks hold
-    /// at most one chunk more).
+    /// at most a chunk more for each of its two runs).
     pub fn approximate_bytes(&self) -> usize {
         self.list.used()
     }
