@@ -13,7 +13,7 @@
 //!
 //! A payload is returned only if every one of its fragments verified.
 
-use super::format::{checksum, BLOCK_SIZE, FIRST, FULL, HEADER_SIZE, LAST, MIDDLE};
+use super::format::{checksum, kind, BLOCK_SIZE, FIRST, FULL, HEADER_SIZE, LAST, MIDDLE};
 use crate::Result;
 use gfs::ReadableFile;
 use std::sync::Arc;
@@ -233,7 +233,11 @@ impl LogReader {
                 });
             }
             self.pos = end;
-            return Ok(Physical::Fragment { ty, start, end });
+            return Ok(Physical::Fragment {
+                ty: kind(ty),
+                start,
+                end,
+            });
         }
     }
 
@@ -449,6 +453,55 @@ mod tests {
         } else {
             (s / BLOCK_SIZE) as u64
         }
+    }
+
+    /// `bytes` (framed by the writer) as a log written before XXH3: every
+    /// fragment's type without the flag and its checksum seahash.
+    fn as_seahash_log(mut bytes: Vec<u8>) -> Vec<u8> {
+        let mut at = 0;
+        while at + HEADER_SIZE <= bytes.len() {
+            let block_left = BLOCK_SIZE - at % BLOCK_SIZE;
+            if block_left < HEADER_SIZE {
+                at += block_left;
+                continue;
+            }
+            let len = u16::from_le_bytes([bytes[at + 4], bytes[at + 5]]) as usize;
+            bytes[at + 6] = kind(bytes[at + 6]);
+            let h = seahash::hash(&bytes[at + 6..at + HEADER_SIZE + len]);
+            bytes[at..at + 4].copy_from_slice(&((h ^ (h >> 32)) as u32).to_le_bytes());
+            at += HEADER_SIZE + len;
+        }
+        bytes
+    }
+
+    #[test]
+    fn logs_written_with_seahash_are_still_read_and_a_flipped_flag_is_damage() {
+        let s = MemStore::new();
+        let lens: Vec<usize> = (0..100)
+            .map(|i| 300 + (i * 997) % (2 * BLOCK_SIZE))
+            .collect();
+        write(&s, "new", &lens);
+        let total = s.size("new").unwrap() as usize;
+        let bytes = s.open("new").unwrap().read_at(0, total).unwrap();
+        assert_eq!(
+            bytes[6] & super::super::format::XXH3,
+            super::super::format::XXH3
+        );
+        let old = as_seahash_log(bytes.to_vec());
+        assert_ne!(old, bytes.to_vec());
+        s.create("old").unwrap().append(&old).unwrap();
+        let want: Vec<Vec<u8>> = (0..lens.len()).map(|i| payload(i, lens[i])).collect();
+        let (got, rep) = read_all(&s, "old");
+        assert_eq!(got, want);
+        assert_eq!(rep.corrupt_regions, 0);
+        // The first fragment's flag flipped: its checksum is taken with the
+        // other hash and does not verify.
+        let mut flipped = bytes.to_vec();
+        flipped[6] ^= super::super::format::XXH3;
+        s.create("flipped").unwrap().append(&flipped).unwrap();
+        let (got, rep) = read_all(&s, "flipped");
+        assert!(!got.contains(&want[0]));
+        assert_eq!(rep.corrupt_regions, 1);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! Frames records into the block format of [`super::format`] and appends them.
 
-use super::format::{checksum, BLOCK_SIZE, FIRST, FULL, HEADER_SIZE, LAST, MIDDLE};
+use super::format::{checksum, BLOCK_SIZE, FIRST, FULL, HEADER_SIZE, LAST, MIDDLE, XXH3};
 use crate::Result;
 use gfs::WritableFile;
 
@@ -148,7 +148,7 @@ pub(super) fn frame(payload: &[u8], out: &mut Vec<u8>, offset: &mut usize) {
         let start = out.len();
         out.extend_from_slice(&[0, 0, 0, 0]);
         out.extend_from_slice(&(n as u16).to_le_bytes());
-        out.push(ty);
+        out.push(ty | XXH3);
         out.extend_from_slice(&left[..n]);
         let sum = checksum(&out[start + 6..]);
         out[start..start + 4].copy_from_slice(&sum.to_le_bytes());
@@ -172,7 +172,7 @@ mod tests {
         frame(&[1; 10], &mut out, &mut off);
         assert_eq!(off, BLOCK_SIZE);
         assert_eq!(out.len(), HEADER_SIZE + 10);
-        assert_eq!(out[6], FULL);
+        assert_eq!(out[6], FULL | XXH3);
         // A full block: the next record starts at a fresh block.
         frame(&[2; 5], &mut out, &mut off);
         assert_eq!(off, HEADER_SIZE + 5);
@@ -181,21 +181,21 @@ mod tests {
         let mut off = BLOCK_SIZE - 3;
         frame(&[3; 1], &mut out, &mut off);
         assert_eq!(&out[..3], &[0, 0, 0]);
-        assert_eq!(out[3 + 6], FULL);
+        assert_eq!(out[3 + 6], FULL | XXH3);
         // Exactly a header left: an empty FIRST fragment, then LAST.
         let mut out = Vec::new();
         let mut off = BLOCK_SIZE - HEADER_SIZE;
         frame(&[4; 9], &mut out, &mut off);
-        assert_eq!(out[6], FIRST);
+        assert_eq!(out[6], FIRST | XXH3);
         assert_eq!(u16::from_le_bytes([out[4], out[5]]), 0);
-        assert_eq!(out[HEADER_SIZE + 6], LAST);
+        assert_eq!(out[HEADER_SIZE + 6], LAST | XXH3);
         // A payload of three blocks' worth.
         let mut out = Vec::new();
         let mut off = 0;
         frame(&vec![5; 3 * BLOCK_SIZE], &mut out, &mut off);
-        assert_eq!(out[6], FIRST);
-        assert_eq!(out[BLOCK_SIZE + 6], MIDDLE);
-        assert_eq!(out[3 * BLOCK_SIZE + 6], LAST);
+        assert_eq!(out[6], FIRST | XXH3);
+        assert_eq!(out[BLOCK_SIZE + 6], MIDDLE | XXH3);
+        assert_eq!(out[3 * BLOCK_SIZE + 6], LAST | XXH3);
         assert_eq!(out.len(), 3 * BLOCK_SIZE + 4 * HEADER_SIZE);
     }
 }
