@@ -2,9 +2,10 @@
 //! (as LevelDB's `SkipList` and RocksDB's `InlineSkipList`): a node is one
 //! arena allocation holding its tower of next pointers, its key and a
 //! short value; a long value lies apart, in the arena's cold run, so that
-//! a search's nodes sit close together. Nodes are never removed, which is what makes lock-free inserts
-//! simple: a node is linked bottom-up with one compare-and-swap per level,
-//! and a reader that finds it at some level finds it at every level below.
+//! a search's nodes sit close together. Nodes are never removed, which is
+//! what makes lock-free inserts simple: a node is linked bottom-up with one
+//! compare-and-swap per level, and a reader that finds it at some level
+//! finds it at every level below.
 //!
 //! Keys are ordered bytewise. Inserting a key that is already present keeps
 //! the first value.
