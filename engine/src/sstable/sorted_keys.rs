@@ -111,12 +111,16 @@ impl SortedKeys {
         }
         // Unequal heads order the keys (a shorter key pads with zeros and
         // is then a prefix of the other); equal heads need the whole keys.
+        // The heads alone are searched with the standard library's
+        // partition point, which picks each half without a branch: a
+        // search that branched on each comparison mispredicted about half
+        // of them, and was a fifth of a cached random point read.
         let u = head(&target[common.len()..]);
-        let (mut lo, mut hi) = (0usize, n);
+        let mut lo = self.heads.partition_point(|&h| h < u);
+        let mut hi = lo + self.heads[lo..].partition_point(|&h| h == u);
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            let h = self.heads[mid];
-            if h < u || (h == u && crate::key::less(self.key(mid), target)) {
+            if crate::key::less(self.key(mid), target) {
                 lo = mid + 1;
             } else {
                 hi = mid;
