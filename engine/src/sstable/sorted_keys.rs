@@ -117,7 +117,11 @@ impl SortedKeys {
         // of them, and was a fifth of a cached random point read.
         let u = head(&target[common.len()..]);
         let mut lo = self.heads.partition_point(|&h| h < u);
-        let mut hi = lo + self.heads[lo..].partition_point(|&h| h == u);
+        // Ties are rare: only then is the run of equal heads measured.
+        let mut hi = match self.heads.get(lo) {
+            Some(&h) if h == u => lo + self.heads[lo..].partition_point(|&h| h == u),
+            _ => lo,
+        };
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
             if crate::key::less(self.key(mid), target) {
