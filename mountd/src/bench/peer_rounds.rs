@@ -181,16 +181,18 @@ fn rounds(
                 let (seq, rand) = (&*tables[s].0, &*tables[s].1);
                 phase_mark(format_args!("{} {} start", w.key(), STORES[s]));
                 let m = if w == Fig6::SeqWrite {
-                    let m = fill_seq(seq, plan)?;
+                    fill_seq(seq, plan)?
+                } else {
+                    fill_random(rand, plan)?
+                };
+                // The measured fill's end: what follows is not measured.
+                phase_mark(format_args!("{} {} end", w.key(), STORES[s]));
+                if w == Fig6::SeqWrite {
                     // The keys a time cap left, unmeasured: the reads
                     // read all of them on every store.
                     written[s] = Some(fill_rest(seq, plan.n, Written::from_fill(plan.n, &m))?);
                     seq.flush()?;
-                    m
-                } else {
-                    fill_random(rand, plan)?
-                };
-                phase_mark(format_args!("{} {} end", w.key(), STORES[s]));
+                }
                 rates[s][k].push(m.rate());
             }
             super::common::check_interrupted()?;
